@@ -1,0 +1,206 @@
+"""The data contract: every table lbnorm reads or writes, as pyarrow schemas.
+
+Nothing else in the package spells out a table's columns. Readers conform what they
+read to :data:`SCORES`; the writer conforms each output to its schema before
+writing. Each field carries a ``doc`` in its metadata, written into the Parquet
+files for analysts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from lbnorm.errors import SchemaMismatchError
+
+__all__ = [
+    "BENCHMARK_SCORES",
+    "KEY_COLUMNS",
+    "OPTIONAL_SCORE_DEFAULTS",
+    "REQUIRED_SCORE_COLUMNS",
+    "SCORES",
+    "SUBTASK_SCORES",
+    "conform",
+    "leaderboard_schema",
+]
+
+
+def _field(
+    name: str, type_: pa.DataType, doc: str, *, nullable: bool = False
+) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+#: A model variant: the Open LLM Leaderboard keys a row by all four.
+KEY_COLUMNS: tuple[str, ...] = ("model", "precision", "revision", "chat_template")
+
+_KEY_FIELDS = [
+    _field("model", pa.string(), "Model name, usually `org/name`."),
+    _field(
+        "precision", pa.string(), "Weights' precision (e.g. bfloat16); '' if unknown."
+    ),
+    _field("revision", pa.string(), "Model revision (commit sha); '' if unknown."),
+    _field("chat_template", pa.bool_(), "Whether a chat template was applied."),
+]
+
+#: Long-format raw scores: one row per (model variant, benchmark, subtask).
+SCORES = pa.schema(
+    [
+        *_KEY_FIELDS,
+        _field("benchmark", pa.string(), "Benchmark name as the suite spells it."),
+        _field("subtask", pa.string(), "Subtask name as the suite spells it."),
+        _field("metric", pa.string(), "Metric key the score came from; '' if unknown."),
+        _field("raw_score", pa.float64(), "Raw score as a fraction in [0, 1]."),
+        _field("stderr", pa.float64(), "Standard error of raw_score.", nullable=True),
+        _field(
+            "n_samples", pa.int64(), "Items the score was computed on.", nullable=True
+        ),
+        _field("source", pa.string(), "File (or frame) the row was read from."),
+    ]
+)
+
+#: Columns a long-format input must have; the rest take the defaults below.
+REQUIRED_SCORE_COLUMNS: tuple[str, ...] = ("model", "benchmark", "subtask", "raw_score")
+
+#: Values for optional columns a long-format input leaves out.
+OPTIONAL_SCORE_DEFAULTS: dict[str, object] = {
+    "precision": "",
+    "revision": "",
+    "chat_template": False,
+    "metric": "",
+    "stderr": None,
+    "n_samples": None,
+}
+
+#: Output: one row per (model variant, subtask) present in the inputs.
+SUBTASK_SCORES = pa.schema(
+    [
+        *_KEY_FIELDS,
+        _field("benchmark", pa.string(), "Benchmark name."),
+        _field("subtask", pa.string(), "Subtask name."),
+        _field("metric", pa.string(), "Metric key the score came from."),
+        _field("raw_score", pa.float64(), "Raw score, fraction in [0, 1]."),
+        _field(
+            "lower_bound",
+            pa.float64(),
+            "Random baseline: 1/num_choices, 0 if generative.",
+        ),
+        _field(
+            "normalized_score",
+            pa.float64(),
+            "max(0, (raw - lower_bound) / (1 - lower_bound)) * 100, in [0, 100].",
+        ),
+        _field(
+            "is_clipped", pa.bool_(), "raw_score was below lower_bound (clipped to 0)."
+        ),
+        _field("stderr", pa.float64(), "Standard error of raw_score.", nullable=True),
+        _field(
+            "n_samples", pa.int64(), "Items the score was computed on.", nullable=True
+        ),
+        _field("source", pa.string(), "File the row was read from."),
+    ]
+)
+
+#: Output: one row per (model variant, benchmark) with at least one subtask.
+BENCHMARK_SCORES = pa.schema(
+    [
+        *_KEY_FIELDS,
+        _field("benchmark", pa.string(), "Benchmark name."),
+        _field(
+            "raw_score",
+            pa.float64(),
+            "Raw value as the leaderboard shows it: plain mean of the subtasks' raw "
+            "scores, or their sample-weighted mean for pool-then-normalize benchmarks.",
+        ),
+        _field(
+            "normalized_score",
+            pa.float64(),
+            "Benchmark score 0-100 by the suite's rule; null if subtasks are missing.",
+            nullable=True,
+        ),
+        _field("n_subtasks", pa.int32(), "Subtasks present."),
+        _field("n_subtasks_expected", pa.int32(), "Subtasks the suite defines."),
+        _field("is_complete", pa.bool_(), "All subtasks present."),
+    ]
+)
+
+
+def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
+    """Return the leaderboard schema for a suite's benchmarks, in suite order.
+
+    Args:
+        benchmarks: Benchmark names; each gives a normalized column `<name>` and a
+            raw column `<name> Raw`, as the Open LLM Leaderboard names them.
+
+    Returns:
+        The schema: keys, rank, average, coverage, then the benchmark columns.
+
+    Examples:
+        >>> leaderboard_schema(["GPQA"]).names[-2:]
+        ['GPQA', 'GPQA Raw']
+    """
+    per_benchmark = []
+    for name in benchmarks:
+        per_benchmark.append(
+            _field(
+                name, pa.float64(), f"{name} normalized score, 0-100.", nullable=True
+            )
+        )
+        per_benchmark.append(
+            _field(
+                f"{name} Raw", pa.float64(), f"{name} raw value, 0-1.", nullable=True
+            )
+        )
+    return pa.schema(
+        [
+            *_KEY_FIELDS,
+            _field(
+                "rank",
+                pa.int64(),
+                "1 = best average; ties share the smallest rank (1, 2, 2, 4); null if "
+                "the model is not ranked (incomplete under missing='exclude').",
+                nullable=True,
+            ),
+            _field(
+                "average",
+                pa.float64(),
+                "Weighted mean of the benchmark scores (full precision).",
+                nullable=True,
+            ),
+            _field("n_benchmarks", pa.int32(), "Benchmarks with a complete score."),
+            _field("n_benchmarks_expected", pa.int32(), "Benchmarks in the suite."),
+            _field("is_complete", pa.bool_(), "Every benchmark has a complete score."),
+            *per_benchmark,
+        ]
+    )
+
+
+def conform(table: pa.Table, schema: pa.Schema, *, source: str) -> pa.Table:
+    """Return `table` with exactly the columns, order and types of `schema`.
+
+    Args:
+        table: The table to check.
+        schema: The schema it must fit.
+        source: Where the table came from, for the error message.
+
+    Returns:
+        The table, columns selected and cast to `schema` (field docs attached).
+
+    Raises:
+        SchemaMismatchError: A column is missing, or a value does not fit its type.
+    """
+    if missing := [name for name in schema.names if name not in table.column_names]:
+        msg = (
+            f"{source}: missing column(s) {missing}; found {table.column_names}.\n"
+            f"Hint: expected columns are {schema.names} (see lbnorm/schemas.py)."
+        )
+        raise SchemaMismatchError(msg)
+    try:
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowException, ValueError) as exc:
+        msg = (
+            f"{source}: values do not fit the expected types: {exc}.\n"
+            f"Hint: check the column types against {schema} (lbnorm/schemas.py)."
+        )
+        raise SchemaMismatchError(msg) from exc

@@ -1,0 +1,351 @@
+"""Suites: a leaderboard's benchmarks, their subtasks' lower bounds, and their rules.
+
+A suite is a TOML file (human-editable; editing a bound and re-running is how a
+baseline change is reprocessed)::
+
+    name = "my-suite"
+    description = "optional"
+
+    [[benchmarks]]
+    name = "GPQA"
+    aggregation = "pool-then-normalize"     # or "normalize-then-average"
+    weight = 1.0                             # optional, weight in the average
+    subtasks = [
+      { name = "diamond", task = "leaderboard_gpqa_diamond", metric = "acc_norm,none",
+        num_choices = 4, n_samples = 198 },
+    ]
+
+``num_choices`` gives ``lower_bound = 1/num_choices`` exactly (0 means a
+generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` and
+``metric`` say where the score sits in an lm-evaluation-harness results file
+(``results[task][metric]``); they default to the subtask name and ``""``.
+
+Built-in suites ship as TOML files beside this module: ``openllm-v2`` and
+``openllm-v1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+from lbnorm.errors import SuiteError
+
+__all__ = [
+    "Aggregation",
+    "Benchmark",
+    "Subtask",
+    "Suite",
+    "builtin_suite_names",
+    "load_suite",
+]
+
+Aggregation = Literal["normalize-then-average", "pool-then-normalize"]
+_AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+_SUITE_KEYS = {"name", "description", "benchmarks"}
+_BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks"}
+_SUBTASK_KEYS = {"name", "task", "metric", "num_choices", "lower_bound", "n_samples"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subtask:
+    """One scored subtask of a benchmark.
+
+    Attributes:
+        name: Subtask name, unique within its benchmark.
+        task: lm-evaluation-harness task name holding the score.
+        metric: Metric key inside ``results[task]`` (e.g. ``acc_norm,none``).
+        num_choices: Answer choices; 0 for generative tasks.
+        lower_bound: Random baseline in [0, 1): ``1/num_choices`` unless overridden.
+        n_samples: Items in the subtask; the weights of pool-then-normalize.
+    """
+
+    name: str
+    task: str
+    metric: str
+    num_choices: int
+    lower_bound: float
+    n_samples: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Benchmark:
+    """A benchmark: its subtasks and how they aggregate into one score."""
+
+    name: str
+    aggregation: Aggregation
+    weight: float
+    subtasks: tuple[Subtask, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suite:
+    """A leaderboard definition: benchmarks, bounds and aggregation rules.
+
+    Attributes:
+        name: Suite name (e.g. ``openllm-v2``).
+        description: Free text.
+        benchmarks: Benchmarks in display order.
+        source: Where the suite was loaded from (a path or ``builtin:<name>``).
+        sha256: Hash of the suite file's bytes, for provenance.
+    """
+
+    name: str
+    description: str
+    benchmarks: tuple[Benchmark, ...]
+    source: str
+    sha256: str
+
+    @property
+    def benchmark_names(self) -> list[str]:
+        """Benchmark names in suite order."""
+        return [benchmark.name for benchmark in self.benchmarks]
+
+    def subtask_table(self) -> pd.DataFrame:
+        """Return one row per subtask, in suite order: the lower-bound table.
+
+        Returns:
+            Frame with ``benchmark``, ``subtask``, ``task``, ``metric``,
+            ``num_choices``, ``lower_bound``, ``n_samples`` (0 if unknown),
+            ``aggregation``, ``weight`` and ``benchmark_index``.
+
+        Examples:
+            >>> table = load_suite("openllm-v2").subtask_table()
+            >>> table.loc[table["subtask"] == "team_allocation", "lower_bound"].item() == 1 / 3
+            True
+        """
+        rows = [
+            {
+                "benchmark": benchmark.name,
+                "subtask": subtask.name,
+                "task": subtask.task,
+                "metric": subtask.metric,
+                "num_choices": subtask.num_choices,
+                "lower_bound": subtask.lower_bound,
+                "n_samples": subtask.n_samples or 0,
+                "aggregation": benchmark.aggregation,
+                "weight": benchmark.weight,
+                "benchmark_index": index,
+            }
+            for index, benchmark in enumerate(self.benchmarks)
+            for subtask in benchmark.subtasks
+        ]
+        table = pd.DataFrame(rows)
+        return table.astype(
+            {
+                "num_choices": np.int64,
+                "n_samples": np.int64,
+                "benchmark_index": np.int64,
+            }
+        )
+
+
+def builtin_suite_names() -> list[str]:
+    """Return the names of the suites shipped with lbnorm, sorted."""
+    folder = resources.files("lbnorm") / "suites"
+    return sorted(
+        entry.name.removesuffix(".toml")
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml")
+    )
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """Load and validate a built-in suite by name, or a suite TOML file by path.
+
+    Args:
+        name_or_path: ``openllm-v2``, ``openllm-v1``, or a path to a TOML file.
+
+    Returns:
+        The validated suite.
+
+    Raises:
+        SuiteError: The file is missing, not TOML, or fails validation; the
+            message names the file, benchmark and subtask.
+
+    Examples:
+        >>> suite = load_suite("openllm-v2")
+        >>> suite.benchmark_names
+        ['IFEval', 'BBH', 'MATH Lvl 5', 'GPQA', 'MUSR', 'MMLU-PRO']
+    """
+    text = str(name_or_path)
+    if text in builtin_suite_names():
+        data = (resources.files("lbnorm") / "suites" / f"{text}.toml").read_bytes()
+        source = f"builtin:{text}"
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            msg = (
+                f"suite {text!r} is neither a built-in suite nor a file.\n"
+                f"Hint: use one of {builtin_suite_names()} or a path to a suite "
+                "TOML file (format: `lbnorm suites --format`)."
+            )
+            raise SuiteError(msg)
+        data = path.read_bytes()
+        source = str(path)
+    return parse_suite(data, source=source)
+
+
+def parse_suite(data: bytes, *, source: str) -> Suite:
+    """Parse and validate suite TOML bytes.
+
+    Args:
+        data: The TOML file's bytes.
+        source: Its name, for messages and provenance.
+
+    Returns:
+        The validated suite.
+
+    Raises:
+        SuiteError: Not UTF-8 TOML, or any rule broken (bounds in [0, 1),
+            ``num_choices`` 0 or >= 2, unique names, positive ``n_samples`` for
+            pooling, one bound per pooled benchmark, known keys only).
+    """
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
+        raise SuiteError(msg) from exc
+    _check_keys(document, _SUITE_KEYS, where=source)
+    name = _get(document, "name", str, where=source)
+    raw_benchmarks = _get(document, "benchmarks", list, where=source)
+    if not raw_benchmarks:
+        msg = f"{source}: the suite defines no benchmarks.\nHint: add at least one [[benchmarks]] table."
+        raise SuiteError(msg)
+    benchmarks = tuple(
+        _parse_benchmark(raw, where=f"{source}: benchmarks[{index}]")
+        for index, raw in enumerate(raw_benchmarks)
+    )
+    _check_unique([b.name for b in benchmarks], what="benchmark name", where=source)
+    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks]
+    _check_unique(pairs, what="(task, metric) pair", where=source)
+    return Suite(
+        name=name,
+        description=str(document.get("description", "")),
+        benchmarks=benchmarks,
+        source=source,
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
+    if not isinstance(raw, dict):
+        msg = f"{where}: expected a table, got {raw!r}.\nHint: write each benchmark as [[benchmarks]]."
+        raise SuiteError(msg)
+    _check_keys(raw, _BENCHMARK_KEYS, where=where)
+    name = _get(raw, "name", str, where=where)
+    where = f"{where} ({name})"
+    aggregation = raw.get("aggregation", "normalize-then-average")
+    if aggregation not in _AGGREGATIONS:
+        msg = f"{where}: unknown aggregation {aggregation!r}.\nHint: use one of {list(_AGGREGATIONS)}."
+        raise SuiteError(msg)
+    weight = raw.get("weight", 1.0)
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not weight > 0
+    ):
+        msg = f"{where}: weight must be a positive number, got {weight!r}.\nHint: omit it for equal weights."
+        raise SuiteError(msg)
+    raw_subtasks = _get(raw, "subtasks", list, where=where)
+    if not raw_subtasks:
+        msg = f"{where}: no subtasks.\nHint: list at least one subtask."
+        raise SuiteError(msg)
+    subtasks = tuple(
+        _parse_subtask(item, where=f"{where} subtasks[{index}]")
+        for index, item in enumerate(raw_subtasks)
+    )
+    _check_unique([s.name for s in subtasks], what="subtask name", where=where)
+    if aggregation == "pool-then-normalize":
+        if unweighted := [s.name for s in subtasks if not s.n_samples]:
+            msg = (
+                f"{where}: pool-then-normalize needs n_samples > 0 for every subtask; "
+                f"missing for {unweighted[:5]}.\nHint: add n_samples = <items> to each subtask."
+            )
+            raise SuiteError(msg)
+        if len({s.lower_bound for s in subtasks}) > 1:
+            msg = (
+                f"{where}: pooled subtasks must share one lower bound, got "
+                f"{sorted({s.lower_bound for s in subtasks})}.\n"
+                "Hint: use normalize-then-average for subtasks with different bounds."
+            )
+            raise SuiteError(msg)
+    return Benchmark(
+        name=name, aggregation=aggregation, weight=float(weight), subtasks=subtasks
+    )
+
+
+def _parse_subtask(raw: object, *, where: str) -> Subtask:
+    if not isinstance(raw, dict):
+        msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
+        raise SuiteError(msg)
+    _check_keys(raw, _SUBTASK_KEYS, where=where)
+    name = _get(raw, "name", str, where=where)
+    where = f"{where} ({name})"
+    num_choices = raw.get("num_choices", 0)
+    if (
+        isinstance(num_choices, bool)
+        or not isinstance(num_choices, int)
+        or num_choices < 0
+        or num_choices == 1
+    ):
+        msg = (
+            f"{where}: num_choices must be an integer >= 2, or 0 for a generative "
+            f"task; got {num_choices!r}.\nHint: a k-way multiple-choice task has num_choices = k."
+        )
+        raise SuiteError(msg)
+    lower_bound = raw.get("lower_bound", 1.0 / num_choices if num_choices else 0.0)
+    if (
+        isinstance(lower_bound, bool)
+        or not isinstance(lower_bound, int | float)
+        or not 0.0 <= lower_bound < 1.0
+    ):
+        msg = (
+            f"{where}: lower_bound must be in [0, 1), got {lower_bound!r}.\n"
+            "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
+        )
+        raise SuiteError(msg)
+    n_samples = raw.get("n_samples")
+    if n_samples is not None and (
+        isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0
+    ):
+        msg = f"{where}: n_samples must be a positive integer, got {n_samples!r}.\nHint: omit it if unknown."
+        raise SuiteError(msg)
+    return Subtask(
+        name=name,
+        task=str(raw.get("task", name)),
+        metric=str(raw.get("metric", "")),
+        num_choices=num_choices,
+        lower_bound=float(lower_bound),
+        n_samples=n_samples,
+    )
+
+
+def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
+    value = table.get(key)
+    if not isinstance(value, type_) or (type_ is str and not value):
+        msg = f"{where}: {key!r} must be a non-empty {type_.__name__}, got {value!r}.\nHint: see the suite format in the README."
+        raise SuiteError(msg)
+    return value
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
+    if unknown := sorted(set(table) - allowed):
+        msg = f"{where}: unknown key(s) {unknown}.\nHint: allowed keys are {sorted(allowed)}."
+        raise SuiteError(msg)
+
+
+def _check_unique(names: list[str], *, what: str, where: str) -> None:
+    if duplicated := sorted(
+        name for name, count in Counter(names).items() if count > 1
+    ):
+        msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
+        raise SuiteError(msg)

@@ -1,0 +1,280 @@
+"""Atomic Parquet outputs with provenance: the only module that writes files.
+
+An output directory holds ``subtasks.parquet``, ``benchmarks.parquet``,
+``leaderboard.parquet`` and ``manifest.json``. It is built in a hidden sibling
+directory and swapped in with one atomic ``renameat2(RENAME_EXCHANGE)`` (Linux;
+elsewhere two renames, which the next run repairs if interrupted), so a reader
+sees either the previous output or the new one, never a mix. A lock file beside
+the directory keeps two runs from writing it at once: the second fails at once
+with a clear message. Parquet bytes depend only on the data, the suite and the
+inputs' hashes; the creation time lives in ``manifest.json`` alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lbnorm.errors import OutputError
+from lbnorm.pipeline import Result
+from lbnorm.schemas import BENCHMARK_SCORES, SUBTASK_SCORES, conform, leaderboard_schema
+
+__all__ = ["OUTPUT_FILES", "lbnorm_version", "write_result"]
+
+#: The tables of an output directory, by file name.
+OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
+_MANIFEST = "manifest.json"
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def lbnorm_version() -> str:
+    """Return the installed lbnorm version."""
+    try:
+        return metadata.version("lbnorm")
+    except metadata.PackageNotFoundError:  # running from a source tree
+        return "0.0.0+source"
+
+
+def write_result(result: Result, out: Path, *, created_at: str | None = None) -> Path:
+    """Write the result's three tables and manifest to `out`, atomically.
+
+    Args:
+        result: The tables to write.
+        out: Output directory; an existing lbnorm output there is replaced whole.
+        created_at: ISO 8601 creation time for the manifest; defaults to
+            ``SOURCE_DATE_EPOCH`` (if set) or now.
+
+    Returns:
+        The output directory.
+
+    Raises:
+        OutputError: `out` is not an lbnorm output directory, another run holds
+            its lock, or the disk refuses the write. The previous output is
+            untouched and no partial files remain.
+    """
+    out = Path.cwd() / out  # absolute, symlinks kept as given
+    _check_target(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    with _locked(out):
+        _clean_leftovers(out)
+        staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            staging.mkdir()
+            manifest = _write_tables(result, staging)
+            manifest["created_at"] = created_at or _now()
+            _write_bytes(
+                staging / _MANIFEST,
+                (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
+            )
+            _fsync_dir(staging)
+            _swap_in(staging, out)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise _output_error(out, exc) from exc
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return out
+
+
+def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
+    suite = result.suite
+    files = result.files.sort_values("path") if len(result.files) else result.files
+    inputs = [
+        {key: (None if pd.isna(value) else value) for key, value in row.items()}
+        for row in files.to_dict("records")
+    ]
+    provenance = {
+        "lbnorm.version": lbnorm_version(),
+        "lbnorm.suite": suite.name,
+        "lbnorm.suite_source": suite.source,
+        "lbnorm.suite_sha256": suite.sha256,
+        "lbnorm.missing": result.missing,
+        "lbnorm.inputs": json.dumps(
+            [
+                {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]}
+                for i in inputs
+            ],
+            sort_keys=True,
+        ),
+    }
+    schemas = {
+        "subtasks.parquet": SUBTASK_SCORES,
+        "benchmarks.parquet": BENCHMARK_SCORES,
+        "leaderboard.parquet": leaderboard_schema(suite.benchmark_names),
+    }
+    frames = {
+        "subtasks.parquet": result.subtasks,
+        "benchmarks.parquet": result.benchmarks,
+        "leaderboard.parquet": result.leaderboard,
+    }
+    outputs: dict[str, Any] = {}
+    for name in OUTPUT_FILES:
+        table = _to_arrow(frames[name], schemas[name], source=name)
+        table = table.replace_schema_metadata(
+            {**provenance, "lbnorm.table": name.removesuffix(".parquet")}
+        )
+        path = folder / name
+        pq.write_table(table, path, compression="zstd", write_statistics=True)
+        _fsync_file(path)
+        outputs[name] = {"rows": table.num_rows, "columns": table.num_columns}
+    return {
+        "tool": "lbnorm",
+        "version": provenance["lbnorm.version"],
+        "suite": {"name": suite.name, "source": suite.source, "sha256": suite.sha256},
+        "options": {"missing": result.missing},
+        "inputs": inputs,
+        "outputs": outputs,
+        "counts": {
+            "models": int(result.leaderboard["model"].nunique()),
+            "variants": len(result.leaderboard),
+            "complete_variants": int(result.leaderboard["is_complete"].sum()),
+            "ignored_rows": result.n_ignored_rows,
+            "superseded_files": int(files["superseded_by"].notna().sum())
+            if len(files)
+            else 0,
+        },
+    }
+
+
+def _to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, source: str) -> pa.Table:
+    table = conform(
+        pa.Table.from_pandas(frame, preserve_index=False), schema, source=source
+    )
+    extras = [name for name in frame.columns if name not in schema.names]
+    for name in extras:  # kept extra input columns ride along after the contract
+        table = table.append_column(
+            name, pa.array(frame[name].to_numpy(), from_pandas=True)
+        )
+    return table
+
+
+def _check_target(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        msg = f"{out}: exists and is not a directory.\nHint: choose another --out."
+        raise OutputError(msg)
+    if out.is_dir() and any(out.iterdir()) and not (out / _MANIFEST).is_file():
+        msg = (
+            f"{out}: exists, is not empty, and is not an lbnorm output (no {_MANIFEST}); "
+            "lbnorm replaces its output directory whole and will not overwrite it.\n"
+            "Hint: choose an empty or new --out directory."
+        )
+        raise OutputError(msg)
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    lock_path = out.parent / f".{out.name}.lock"
+    try:
+        handle = lock_path.open("a")
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"{out}: another lbnorm run is writing this output directory.\n"
+                "Hint: wait for it to finish, or write to another --out."
+            )
+            raise OutputError(msg) from exc
+        yield
+
+
+def _clean_leftovers(out: Path) -> None:
+    """Remove what a killed run left; restore a swapped-out output if needed."""
+    old = sorted(out.parent.glob(f".{out.name}.old-*"))
+    if old and not out.exists():
+        old[-1].rename(out)  # an interrupted two-rename swap: put it back
+        old = old[:-1]
+    for leftover in [*old, *out.parent.glob(f".{out.name}.tmp-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    if not out.exists():
+        staging.rename(out)
+    elif _exchange(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # now holds the previous output
+    else:
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
+        out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(out.parent)
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    status = renameat2(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if status == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _now() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = float(epoch) if epoch and epoch.isdigit() else time.time()
+    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
+
+
+def _output_error(out: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or str(exc)
+    hint = {
+        errno.ENOSPC: "free disk space or write elsewhere",
+        errno.EACCES: "check the directory's permissions or choose another --out",
+        errno.EROFS: "the file system is read-only; choose another --out",
+        errno.EDQUOT: "the disk quota is exceeded; free space or write elsewhere",
+    }.get(exc.errno or 0, "check the path and the disk")
+    msg = f"{out}: cannot write the output ({reason}); the previous output is unchanged.\nHint: {hint}."
+    return OutputError(msg)
