@@ -139,6 +139,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="print the suite file itself (a starting point for your own)",
     )
     suites.set_defaults(handler=_cmd_suites)
+    _add_change_commands(commands)
+    _add_analyst_commands(commands)
     return parser
 
 
@@ -205,3 +207,17 @@ def _cmd_suites(args: argparse.Namespace) -> int:
 
     print(format_suite(suite))
     return 0
+
+
+# --- baseline changes and nightly runs: diff, impact, health -----------------------
+
+
+def _add_change_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the commands for baseline changes and nightly runs."""
+
+
+# --- analysts: query, show, compare, report ------------------------------------------
+
+
+def _add_analyst_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the commands analysts use on an output directory."""

@@ -157,9 +157,10 @@ def aggregate_benchmarks(
         is_present = ~np.isnan(block)
         count = is_present.sum(axis=1)
         n_present[:, index] = count
+        block = np.where(is_present, block, 0.0)
+        normalized_block = np.where(is_present, normalized[:, columns], 0.0)
         if missing == "zero":  # an absent subtask scores 0, raw and normalized
             is_present = np.ones_like(is_present)
-        block = np.where(is_present, block, 0.0)
         used = is_present.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             if suite.is_pooled[index]:
@@ -169,8 +170,7 @@ def aggregate_benchmarks(
                 score = normalize(shown, np.full_like(shown, bound))[0]
             else:
                 shown = block.sum(axis=1) / used
-                subtask_scores = np.where(is_present, normalized[:, columns], 0.0)
-                score = subtask_scores.sum(axis=1) / used
+                score = normalized_block.sum(axis=1) / used
         if missing == "exclude":
             score = np.where(count == columns.size, score, np.nan)
         out_raw[:, index] = np.where(count > 0, shown, np.nan)

@@ -18,7 +18,8 @@ baseline change is reprocessed)::
 ``num_choices`` gives ``lower_bound = 1/num_choices`` exactly (0 means a
 generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` and
 ``metric`` say where the score sits in an lm-evaluation-harness results file
-(``results[task][metric]``); they default to the subtask name and ``""``.
+(``results[task][metric]``); a subtask without ``task`` is read from score
+tables only.
 
 Built-in suites ship as TOML files beside this module: ``openllm-v2`` and
 ``openllm-v1``.
@@ -61,7 +62,7 @@ class Subtask:
 
     Attributes:
         name: Subtask name, unique within its benchmark.
-        task: lm-evaluation-harness task name holding the score.
+        task: lm-evaluation-harness task name holding the score ('' if none).
         metric: Metric key inside ``results[task]`` (e.g. ``acc_norm,none``).
         num_choices: Answer choices; 0 for generative tasks.
         lower_bound: Random baseline in [0, 1): ``1/num_choices`` unless overridden.
@@ -225,7 +226,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         for index, raw in enumerate(raw_benchmarks)
     )
     _check_unique([b.name for b in benchmarks], what="benchmark name", where=source)
-    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks]
+    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks if s.task]
     _check_unique(pairs, what="(task, metric) pair", where=source)
     return Suite(
         name=name,
@@ -321,7 +322,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         raise SuiteError(msg)
     return Subtask(
         name=name,
-        task=str(raw.get("task", name)),
+        task=str(raw.get("task", "")),
         metric=str(raw.get("metric", "")),
         num_choices=num_choices,
         lower_bound=float(lower_bound),

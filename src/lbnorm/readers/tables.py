@@ -98,6 +98,7 @@ def scores_from_frame(
           model precision  raw_score
         0     m                  0.6
     """
+    frame = frame.reset_index(drop=True)  # the caller's index carries no meaning here
     columns = [str(name) for name in frame.columns]
     if missing := [name for name in REQUIRED_SCORE_COLUMNS if name not in columns]:
         msg = (

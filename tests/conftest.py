@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=25, deadline=None)
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    """The committed fixture files (copied from the reference material)."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    """Excerpts of 8 real results files and their expected values."""
+    return FIXTURES / "golden"
+
+
+@pytest.fixture(scope="session")
+def full_structure_dir() -> Path:
+    """Two real results files in the leaderboard's directory layout."""
+    return FIXTURES / "full_structure"
+
+
+@pytest.fixture(scope="session")
+def published_csv() -> Path:
+    """The final published Open LLM Leaderboard v2 table (4,576 models)."""
+    return REPO / "data" / "published_v2_final.csv"

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lbnorm.kernel import (
+    SuiteArrays,
+    aggregate_benchmarks,
+    average_benchmarks,
+    normalize,
+    rank_descending,
+)
+
+
+def _suite(bounds: list[float], benchmark: list[int], pooled: list[bool], n: list[int] | None = None) -> SuiteArrays:
+    return SuiteArrays(
+        lower_bound=np.array(bounds),
+        n_samples=np.array(n if n is not None else [0] * len(bounds), dtype=np.float64),
+        benchmark_index=np.array(benchmark),
+        is_pooled=np.array(pooled),
+        weight=np.ones(len(pooled)),
+    )
+
+
+def test_seed_gpqa_example() -> None:
+    # ../shared/seeds/000: GPQA has 4 choices, raw 0.6 -> 46.67
+    normalized, is_clipped = normalize(np.array([0.6]), np.array([1 / 4]))
+    assert f"{normalized[0]:.2f}" == "46.67"
+    assert not is_clipped[0]
+
+
+def test_seed_musr_example_needs_the_exact_bound() -> None:
+    # murder mysteries k=2, object placement k=5, team allocation k=3
+    raw = np.array([[0.7, 0.4, 0.6]])
+    suite = _suite([1 / 2, 1 / 5, 1 / 3], [0, 0, 0], [False])
+    normalized, _ = normalize(raw, suite.lower_bound)
+    assert normalized.round(2).tolist() == [[40.0, 25.0, 40.0]]
+    result = aggregate_benchmarks(raw, normalized, suite, missing="exclude")
+    assert result.normalized[0, 0] == pytest.approx(35.0, abs=1e-12)
+    # the page's rounded 0.333 does not give the printed 40.00 and 35.00
+    rounded, _ = normalize(raw, np.array([0.5, 0.2, 0.333]))
+    assert f"{rounded[0, 2]:.2f}" != "40.00"
+
+
+def test_clipping_happens_per_subtask_before_averaging() -> None:
+    raw = np.array([[0.4, 0.9]])  # first below its 0.5 bound
+    suite = _suite([0.5, 0.5], [0, 0], [False])
+    normalized, is_clipped = normalize(raw, suite.lower_bound)
+    assert is_clipped.tolist() == [[True, False]]
+    result = aggregate_benchmarks(raw, normalized, suite, missing="exclude")
+    assert result.normalized[0, 0] == pytest.approx((0 + 80) / 2)
+    assert result.raw[0, 0] == pytest.approx(0.65)
+
+
+def test_pooling_weights_by_samples_then_clips_once() -> None:
+    # GPQA: diamond/extended/main 198/546/448, one bound 0.25
+    raw = np.array([[0.30, 0.20, 0.25]])
+    suite = _suite([0.25] * 3, [0, 0, 0], [True], [198, 546, 448])
+    normalized, _ = normalize(raw, suite.lower_bound)
+    result = aggregate_benchmarks(raw, normalized, suite, missing="exclude")
+    pooled = (0.30 * 198 + 0.20 * 546 + 0.25 * 448) / (198 + 546 + 448)
+    assert result.raw[0, 0] == pytest.approx(pooled, abs=1e-15)
+    assert result.normalized[0, 0] == 0.0  # pooled < 0.25, though diamond is above
+
+
+def test_missing_policies() -> None:
+    raw = np.array([[0.8, np.nan], [0.6, 0.7]])
+    suite = _suite([0.0, 0.0], [0, 1], [False, False])
+    normalized, _ = normalize(raw, suite.lower_bound)
+    excluded = aggregate_benchmarks(raw, normalized, suite, missing="exclude")
+    assert np.isnan(excluded.normalized[0, 1])
+    assert excluded.n_present.tolist() == [[1, 0], [1, 1]]
+    averages = {
+        policy: average_benchmarks(
+            aggregate_benchmarks(raw, normalized, suite, missing=policy).normalized,
+            suite.weight,
+            missing=policy,
+        )
+        for policy in ("exclude", "partial", "zero")
+    }
+    assert np.isnan(averages["exclude"][0])
+    assert averages["partial"][0] == pytest.approx(80.0)
+    assert averages["zero"][0] == pytest.approx(40.0)
+    for policy in averages:
+        assert averages[policy][1] == pytest.approx(65.0)
+
+
+def test_missing_subtask_inside_a_benchmark() -> None:
+    raw = np.array([[0.8, np.nan]])
+    suite = _suite([0.0, 0.0], [0, 0], [False])
+    normalized, _ = normalize(raw, suite.lower_bound)
+    assert np.isnan(aggregate_benchmarks(raw, normalized, suite, missing="exclude").normalized[0, 0])
+    assert aggregate_benchmarks(raw, normalized, suite, missing="partial").normalized[0, 0] == pytest.approx(80.0)
+    assert aggregate_benchmarks(raw, normalized, suite, missing="zero").normalized[0, 0] == pytest.approx(40.0)
+
+
+def test_weighted_average() -> None:
+    scores = np.array([[10.0, 40.0]])
+    assert average_benchmarks(scores, np.array([1.0, 2.0]), missing="exclude")[0] == pytest.approx(30.0)
+
+
+def test_ranks_share_the_smallest_rank_on_ties() -> None:
+    ranks = rank_descending(np.array([50.0, 70.0, 50.0, np.nan, 10.0, 70.0]))
+    assert ranks.tolist()[:3] == [3.0, 1.0, 3.0]
+    assert np.isnan(ranks[3])
+    assert ranks.tolist()[4:] == [5.0, 1.0]
+
+
+@given(raw=st.floats(0.0, 1.0), bound=st.floats(0.0, 0.95))
+def test_normalized_is_in_range(raw: float, bound: float) -> None:
+    value = normalize(np.array([raw]), np.array([bound]))[0][0]
+    assert 0.0 <= value <= 100.0 + 1e-9
+
+
+@given(a=st.floats(0.0, 1.0), b=st.floats(0.0, 1.0), bound=st.floats(0.0, 0.95))
+def test_normalized_is_monotone(a: float, b: float, bound: float) -> None:
+    low, high = sorted((a, b))
+    values = normalize(np.array([low, high]), np.array([bound, bound]))[0]
+    assert values[0] <= values[1]
+
+
+@given(bound=st.floats(0.0, 0.95))
+def test_bound_maps_to_zero_and_one_to_hundred(bound: float) -> None:
+    values = normalize(np.array([bound, 1.0]), np.array([bound, bound]))[0]
+    assert values[0] == 0.0
+    assert values[1] == pytest.approx(100.0, abs=1e-9)
+
+
+@given(raw=st.floats(0.0, 1.0), k=st.sampled_from([0, 2, 3, 4, 10, 19]), pooled=st.booleans())
+def test_one_subtask_benchmark_equals_its_subtask(raw: float, k: int, pooled: bool) -> None:
+    bound = 1 / k if k else 0.0
+    suite = _suite([bound], [0], [pooled], [100])
+    matrix = np.array([[raw]])
+    normalized, _ = normalize(matrix, suite.lower_bound)
+    result = aggregate_benchmarks(matrix, normalized, suite, missing="exclude")
+    assert result.normalized[0, 0] == pytest.approx(normalized[0, 0], abs=1e-12)
+    assert result.raw[0, 0] == pytest.approx(raw, abs=1e-15)
