@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -14,6 +15,12 @@ from lbnorm.readers import read_inputs
 from lbnorm.readers.harness import parse_results_file
 from lbnorm.schemas import SCORES
 
+
+def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:
+    """One value, typed loosely: pandas-stubs types `.loc[row, column]` as a union."""
+    return frame[column].to_dict()[row]
+
+
 SUITE = load_suite("openllm-v2")
 
 
@@ -21,19 +28,27 @@ SUITE = load_suite("openllm-v2")
 def test_each_table_format_gives_the_seed_examples(fixtures: Path, suffix: str) -> None:
     result = run([fixtures / "tables" / f"seed_examples.{suffix}"], missing="partial")
     benchmarks = result.benchmarks.set_index("benchmark")
-    assert benchmarks.loc["MUSR", "normalized_score"] == pytest.approx(35.0, abs=1e-12)
-    assert benchmarks.loc["GPQA", "normalized_score"] == pytest.approx(46.666666666666664, abs=1e-12)
-    assert f"{benchmarks.loc['GPQA', 'normalized_score']:.2f}" == "46.67"
+    assert _cell(benchmarks, "MUSR", "normalized_score") == pytest.approx(
+        35.0, abs=1e-12
+    )
+    assert _cell(benchmarks, "GPQA", "normalized_score") == pytest.approx(
+        46.666666666666664, abs=1e-12
+    )
+    assert f"{_cell(benchmarks, 'GPQA', 'normalized_score'):.2f}" == "46.67"
     subtasks = result.subtasks.set_index("subtask")
-    assert subtasks.loc["team_allocation", "stderr"] != subtasks.loc["team_allocation", "stderr"]  # empty -> null
-    assert subtasks.loc["diamond", "revision"] == "0123456789"  # digits stay text
-    assert bool(subtasks.loc["diamond", "chat_template"]) is True
-    assert subtasks.loc["main", "n_samples"] == 448
+    assert _cell(subtasks, "team_allocation", "stderr") != _cell(
+        subtasks, "team_allocation", "stderr"
+    )  # empty -> null
+    assert _cell(subtasks, "diamond", "revision") == "0123456789"  # digits stay text
+    assert bool(_cell(subtasks, "diamond", "chat_template")) is True
+    assert _cell(subtasks, "main", "n_samples") == 448
 
 
 def test_formats_agree(fixtures: Path) -> None:
     frames = [
-        run([fixtures / "tables" / f"seed_examples.{suffix}"], missing="partial").leaderboard
+        run(
+            [fixtures / "tables" / f"seed_examples.{suffix}"], missing="partial"
+        ).leaderboard
         for suffix in ("csv", "jsonl", "parquet")
     ]
     for frame in frames[1:]:
@@ -41,22 +56,47 @@ def test_formats_agree(fixtures: Path) -> None:
 
 
 def test_table_contract_columns(fixtures: Path) -> None:
-    scores = read_inputs([fixtures / "tables" / "seed_examples.csv"], suite=SUITE).scores
+    scores = read_inputs(
+        [fixtures / "tables" / "seed_examples.csv"], suite=SUITE
+    ).scores
     assert list(scores.columns) == [*SCORES.names, "_row"]
     assert scores["_row"].tolist() == [1, 2, 3, 4, 5, 6]
 
 
 def test_optional_columns_take_defaults() -> None:
-    frame = pd.DataFrame({"model": ["m"], "benchmark": ["MMLU-PRO"], "subtask": ["mmlu_pro"], "raw_score": [0.55]})
+    frame = pd.DataFrame(
+        {
+            "model": ["m"],
+            "benchmark": ["MMLU-PRO"],
+            "subtask": ["mmlu_pro"],
+            "raw_score": [0.55],
+        }
+    )
     result = normalize_scores(frame)
     row = result.subtasks.iloc[0]
-    assert (row["precision"], row["revision"], bool(row["chat_template"]), row["metric"]) == ("", "", False, "")
+    assert (
+        row["precision"],
+        row["revision"],
+        bool(row["chat_template"]),
+        row["metric"],
+    ) == ("", "", False, "")
     assert row["normalized_score"] == pytest.approx(50.0)
 
 
 def test_extra_columns_are_rejected_kept_or_dropped(tmp_path: Path) -> None:
-    frame = pd.DataFrame({"model": ["m"], "benchmark": ["MMLU-PRO"], "subtask": ["mmlu_pro"], "raw_score": [0.55], "note": ["x"]})
-    with pytest.raises(SchemaMismatchError, match=r"unexpected column\(s\) \['note'\].*\n.*Hint: pass --extra-columns keep"):
+    frame = pd.DataFrame(
+        {
+            "model": ["m"],
+            "benchmark": ["MMLU-PRO"],
+            "subtask": ["mmlu_pro"],
+            "raw_score": [0.55],
+            "note": ["x"],
+        }
+    )
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"unexpected column\(s\) \['note'\].*\n.*Hint: pass --extra-columns keep",
+    ):
         normalize_scores(frame)
     kept = normalize_scores(frame, extra_columns="keep")
     assert kept.subtasks["note"].tolist() == ["x"]
@@ -64,53 +104,78 @@ def test_extra_columns_are_rejected_kept_or_dropped(tmp_path: Path) -> None:
     path = tmp_path / "scores.csv"
     frame.to_csv(path, index=False)
     run([path], out=tmp_path / "out", extra_columns="keep", missing="partial")
-    assert pd.read_parquet(tmp_path / "out" / "subtasks.parquet")["note"].tolist() == ["x"]
+    assert pd.read_parquet(tmp_path / "out" / "subtasks.parquet")["note"].tolist() == [
+        "x"
+    ]
 
 
 def test_missing_required_column(tmp_path: Path) -> None:
     path = tmp_path / "scores.csv"
     path.write_text("model,benchmark,score\nm,GPQA,0.5\n")
-    with pytest.raises(SchemaMismatchError, match=r"scores.csv: missing required column\(s\) \['subtask', 'raw_score'\].*\n.*Hint"):
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"scores.csv: missing required column\(s\) \['subtask', 'raw_score'\].*\n.*Hint",
+    ):
         read_inputs([path], suite=SUITE)
 
 
 def test_harness_file_variant_keys(full_structure_dir: Path) -> None:
     path = next(full_structure_dir.rglob("results_*.json"))
-    pairs = list(zip(SUITE.subtask_table()["task"], SUITE.subtask_table()["metric"], strict=True))
+    pairs = list(
+        zip(SUITE.subtask_table()["task"], SUITE.subtask_table()["metric"], strict=True)
+    )
     parsed = parse_results_file(path, path.read_bytes(), pairs)
     assert parsed.precision == "bfloat16"
     assert len(parsed.revision) == 40
     assert parsed.chat_template is True
     assert len(parsed.rows["raw_score"]) == 40
-    assert parsed.n_ignored >= 2  # the overall "leaderboard" group and arc_challenge, at least
+    assert (
+        parsed.n_ignored >= 2
+    )  # the overall "leaderboard" group and arc_challenge, at least
 
 
 def test_na_stderr_is_accepted_as_null(full_structure_dir: Path) -> None:
     result = run([full_structure_dir])
-    ifeval = result.subtasks[(result.subtasks["benchmark"] == "IFEval") & (result.subtasks["model"] == "meta-llama/Meta-Llama-3-8B-Instruct")].set_index("subtask")
-    assert pd.isna(ifeval.loc["inst_level_strict", "stderr"])  # "N/A" in the file
-    assert ifeval.loc["prompt_level_strict", "stderr"] == pytest.approx(0.01974447348351436)
+    ifeval = result.subtasks[
+        (result.subtasks["benchmark"] == "IFEval")
+        & (result.subtasks["model"] == "meta-llama/Meta-Llama-3-8B-Instruct")
+    ].set_index("subtask")
+    assert pd.isna(_cell(ifeval, "inst_level_strict", "stderr"))  # "N/A" in the file
+    assert _cell(ifeval, "prompt_level_strict", "stderr") == pytest.approx(
+        0.01974447348351436
+    )
 
 
-def test_model_name_falls_back_to_model_args_then_path(tmp_path: Path, full_structure_dir: Path) -> None:
+def test_model_name_falls_back_to_model_args_then_path(
+    tmp_path: Path, full_structure_dir: Path
+) -> None:
     source = next(full_structure_dir.rglob("results_*.json"))
     document = json.loads(source.read_text())
     document.pop("model_name")
     target = tmp_path / "tree" / "some-org" / "some-model" / source.name
     target.parent.mkdir(parents=True)
     target.write_text(json.dumps(document))
-    assert run([tmp_path / "tree"]).leaderboard["model"].tolist() == [document["config"]["model_args"].split(",")[0].removeprefix("pretrained=")]
+    assert run([tmp_path / "tree"]).leaderboard["model"].tolist() == [
+        document["config"]["model_args"].split(",")[0].removeprefix("pretrained=")
+    ]
     document["config"].pop("model_args")
     target.write_text(json.dumps(document))
-    assert run([tmp_path / "tree"]).leaderboard["model"].tolist() == ["some-org/some-model"]
+    assert run([tmp_path / "tree"]).leaderboard["model"].tolist() == [
+        "some-org/some-model"
+    ]
 
 
-def test_string_score_is_an_error_naming_the_key(tmp_path: Path, golden_dir: Path) -> None:
+def test_string_score_is_an_error_naming_the_key(
+    tmp_path: Path, golden_dir: Path
+) -> None:
     document = json.loads((golden_dir / "Amu__t1-3B.json").read_text())
     document["results"]["leaderboard_mmlu_pro"]["acc,none"] = "0.5"
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
-    with pytest.raises(InputError, match=r"bad.json: results\['leaderboard_mmlu_pro'\]\['acc,none'\] is '0.5', not a number.\nHint"):
+    with pytest.raises(
+        InputError,
+        match=r"bad.json: results\['leaderboard_mmlu_pro'\]\['acc,none'\] is '0.5', not a number.\nHint",
+    ):
         run([path])
 
 
@@ -122,4 +187,9 @@ def test_directory_of_tables(tmp_path: Path, fixtures: Path) -> None:
 
 def test_mixed_inputs_duplicates_are_reported(tmp_path: Path, fixtures: Path) -> None:
     with pytest.raises(Exception, match="duplicate_score"):
-        run([fixtures / "tables" / "seed_examples.csv", fixtures / "tables" / "seed_examples.parquet"])
+        run(
+            [
+                fixtures / "tables" / "seed_examples.csv",
+                fixtures / "tables" / "seed_examples.parquet",
+            ]
+        )

@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from lbnorm.cli import main
+
+
+def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:
+    """One value, typed loosely: pandas-stubs types `.loc[row, column]` as a union."""
+    return frame[column].to_dict()[row]
+
+
+def test_help_explains_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "max(0, (raw - lb) / (1 - lb))" in text
+    assert "exit codes:" in text
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    for option in (
+        "--suite",
+        "--out",
+        "--missing",
+        "--unknown",
+        "--extra-columns",
+        "--quiet",
+    ):
+        assert option in text
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--missing", "sometimes"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert main([]) == 2
+
+
+def test_run_prints_a_summary(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                *map(str, sorted(golden_dir.glob("*.json"))),
+                "--out",
+                str(tmp_path / "o"),
+                "--top",
+                "3",
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "inputs     8 file(s), 320 scores" in text
+    assert "models     8 (8 variants), 0 incomplete (missing=exclude)" in text
+    assert "top 3:" in text
+    assert "1  01-ai/Yi-34B-Chat" in text
+    assert "24.23" in text  # Yi's published average, rounded for display
+    assert f"wrote      {tmp_path / 'o'}/" in text
+
+
+def test_quiet_prints_nothing(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                str(golden_dir / "Amu__t1-3B.json"),
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out == ""
+
+
+def test_incomplete_models_are_counted_and_unranked(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                str(fixtures / "tables" / "seed_examples.csv"),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
+    assert "2 incomplete (missing=exclude)" in capsys.readouterr().out
+    board = pd.read_parquet(tmp_path / "o" / "leaderboard.parquet")
+    assert board["rank"].isna().all()
+    assert board["average"].isna().all()
+    assert (
+        main(
+            [
+                "run",
+                str(fixtures / "tables" / "seed_examples.csv"),
+                "--out",
+                str(tmp_path / "p"),
+                "--missing",
+                "partial",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    board = pd.read_parquet(tmp_path / "p" / "leaderboard.parquet").set_index("model")
+    assert _cell(board, "seed/gpqa-example", "average") == pytest.approx(
+        46.666666666666664
+    )
+    assert _cell(board, "seed/musr-example", "average") == pytest.approx(35.0)
+    assert board["n_benchmarks"].tolist() == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--suite", "nope"], 3, "neither a built-in suite nor a file"),
+        (["missing-file.csv"], 4, "missing-file.csv: no such file or directory.\nHint"),
+    ],
+)
+def test_errors_exit_with_their_code(
+    args: list[str],
+    code: int,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", *args, "--out", str(tmp_path / "o")]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("lbnorm: error: ")
+    assert message in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_validation_lists_every_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text(
+        "model,benchmark,subtask,raw_score\n"
+        "a,GPQA,diamond,55\n"
+        "a,GPQA,extended,-0.2\n"
+        "a,GPQA,nonsense,0.3\n"
+        "b,MMLU-PRO,mmlu_pro,0.4\n"
+        "b,MMLU-PRO,mmlu_pro,0.5\n"
+    )
+    assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 5
+    err = capsys.readouterr().err
+    assert "5 score(s) failed validation" in err
+    assert "percent_scale: " + str(path) + " row 1 (raw_score='55.0')" in err
+    assert "divide by 100" in err
+    assert "out_of_range: " + str(path) + " row 2" in err
+    assert (
+        "unknown_subtask: " + str(path) + " row 3 (subtask='a / GPQA / nonsense')"
+        in err
+    )
+    assert "duplicate_score: " + str(path) + " row 4" in err
+    assert "row 5" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_ignore_drops_and_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text(
+        "model,benchmark,subtask,raw_score\na,MMLU-PRO,mmlu_pro,0.55\na,DROP,drop,0.1\n"
+    )
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--out",
+                str(tmp_path / "o"),
+                "--unknown",
+                "ignore",
+                "--missing",
+                "partial",
+            ]
+        )
+        == 0
+    )
+    assert (
+        "ignored    1 rows of subtasks the suite does not define"
+        in capsys.readouterr().out
+    )
+
+
+def test_suites_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["suites"]) == 0
+    text = capsys.readouterr().out
+    assert "openllm-v1" in text
+    assert "openllm-v2" in text
+    assert main(["suites", "show", "openllm-v2"]) == 0
+    text = capsys.readouterr().out
+    assert "GPQA: pool-then-normalize" in text
+    assert "1/3 = 0.333333" in text
+    assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
+    assert 'name = "openllm-v2"' in capsys.readouterr().out
+    assert main(["suites", "show"]) == 2

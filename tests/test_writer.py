@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from lbnorm import OutputError, run
+from lbnorm.writer import OUTPUT_FILES, write_result
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+    }
+
+
+def test_replaces_an_existing_output_whole(golden_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run([golden_dir / "Amu__t1-3B.json"], out=out)
+    (out / "stray.txt").write_text("from an old run")
+    run(
+        [golden_dir / "Amu__t1-3B.json", golden_dir / "AIDC-AI__Marco-o1.json"], out=out
+    )
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*OUTPUT_FILES, "manifest.json"]
+    )
+    assert json.loads((out / "manifest.json").read_text())["counts"]["variants"] == 2
+    assert [
+        p.name
+        for p in tmp_path.iterdir()
+        if p.name.startswith(".out.") and p.name != ".out.lock"
+    ] == []
+
+
+def test_refuses_to_replace_a_directory_that_is_not_an_output(
+    golden_dir: Path, tmp_path: Path
+) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(
+        OutputError,
+        match=r"is not an lbnorm output \(no manifest.json\).*\n.*Hint: choose an empty or new --out",
+    ):
+        run([golden_dir / "Amu__t1-3B.json"], out=precious)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+
+
+def test_failed_run_leaves_previous_output_unchanged(
+    golden_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    run([golden_dir / "Amu__t1-3B.json"], out=out)
+    before = _digests(out)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"results": ')
+    with pytest.raises(Exception, match="not valid JSON"):
+        run([bad], out=out)
+    assert _digests(out) == before
+
+
+def test_parquet_bytes_are_deterministic_and_time_is_settable(
+    golden_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = sorted(golden_dir.glob("*.json"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    run(files, out=tmp_path / "a")
+    run(list(reversed(files)), out=tmp_path / "b")
+    assert _digests(tmp_path / "a") == _digests(tmp_path / "b")
+    assert (
+        json.loads((tmp_path / "a" / "manifest.json").read_text())["created_at"]
+        == "2023-11-14T22:13:20+00:00"
+    )
+
+
+def test_lock_held_by_another_run(golden_dir: Path, tmp_path: Path) -> None:
+    import fcntl
+
+    result = run([golden_dir / "Amu__t1-3B.json"])
+    with (tmp_path / ".out.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        with pytest.raises(
+            OutputError,
+            match=r"another lbnorm run is writing this output directory.\nHint",
+        ):
+            write_result(result, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_leftovers_of_a_killed_run_are_cleaned(
+    golden_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    run([golden_dir / "Amu__t1-3B.json"], out=out)
+    before = _digests(out)
+    staging = tmp_path / ".out.tmp-deadbeef"
+    staging.mkdir()
+    (staging / "subtasks.parquet").write_bytes(b"half")
+    out.rename(
+        tmp_path / ".out.old-cafe"
+    )  # killed between the two renames of the fallback swap
+    run([golden_dir / "Amu__t1-3B.json"], out=out)
+    assert _digests(out).keys() == before.keys()
+    assert not staging.exists()
+    assert not (tmp_path / ".out.old-cafe").exists()
