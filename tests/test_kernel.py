@@ -14,7 +14,12 @@ from lbnorm.kernel import (
 )
 
 
-def _suite(bounds: list[float], benchmark: list[int], pooled: list[bool], n: list[int] | None = None) -> SuiteArrays:
+def _suite(
+    bounds: list[float],
+    benchmark: list[int],
+    pooled: list[bool],
+    n: list[int] | None = None,
+) -> SuiteArrays:
     return SuiteArrays(
         lower_bound=np.array(bounds),
         n_samples=np.array(n if n is not None else [0] * len(bounds), dtype=np.float64),
@@ -91,14 +96,22 @@ def test_missing_subtask_inside_a_benchmark() -> None:
     raw = np.array([[0.8, np.nan]])
     suite = _suite([0.0, 0.0], [0, 0], [False])
     normalized, _ = normalize(raw, suite.lower_bound)
-    assert np.isnan(aggregate_benchmarks(raw, normalized, suite, missing="exclude").normalized[0, 0])
-    assert aggregate_benchmarks(raw, normalized, suite, missing="partial").normalized[0, 0] == pytest.approx(80.0)
-    assert aggregate_benchmarks(raw, normalized, suite, missing="zero").normalized[0, 0] == pytest.approx(40.0)
+    assert np.isnan(
+        aggregate_benchmarks(raw, normalized, suite, missing="exclude").normalized[0, 0]
+    )
+    assert aggregate_benchmarks(raw, normalized, suite, missing="partial").normalized[
+        0, 0
+    ] == pytest.approx(80.0)
+    assert aggregate_benchmarks(raw, normalized, suite, missing="zero").normalized[
+        0, 0
+    ] == pytest.approx(40.0)
 
 
 def test_weighted_average() -> None:
     scores = np.array([[10.0, 40.0]])
-    assert average_benchmarks(scores, np.array([1.0, 2.0]), missing="exclude")[0] == pytest.approx(30.0)
+    assert average_benchmarks(scores, np.array([1.0, 2.0]), missing="exclude")[
+        0
+    ] == pytest.approx(30.0)
 
 
 def test_ranks_share_the_smallest_rank_on_ties() -> None:
@@ -128,8 +141,14 @@ def test_bound_maps_to_zero_and_one_to_hundred(bound: float) -> None:
     assert values[1] == pytest.approx(100.0, abs=1e-9)
 
 
-@given(raw=st.floats(0.0, 1.0), k=st.sampled_from([0, 2, 3, 4, 10, 19]), pooled=st.booleans())
-def test_one_subtask_benchmark_equals_its_subtask(raw: float, k: int, pooled: bool) -> None:
+@given(
+    raw=st.floats(0.0, 1.0),
+    k=st.sampled_from([0, 2, 3, 4, 10, 19]),
+    pooled=st.booleans(),
+)
+def test_one_subtask_benchmark_equals_its_subtask(
+    raw: float, k: int, pooled: bool
+) -> None:
     bound = 1 / k if k else 0.0
     suite = _suite([bound], [0], [pooled], [100])
     matrix = np.array([[raw]])

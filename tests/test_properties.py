@@ -18,8 +18,21 @@ SUBTASKS = SUITE.subtask_table()
 def leaderboards(draw: st.DrawFn) -> pd.DataFrame:
     """A complete openllm-v2 leaderboard of 1-6 variants with arbitrary scores."""
     n_models = draw(st.integers(1, 6))
-    models = draw(st.lists(st.text(min_size=1, max_size=8), min_size=n_models, max_size=n_models, unique=True))
-    precisions = draw(st.lists(st.sampled_from(["bfloat16", "float16", ""]), min_size=n_models, max_size=n_models))
+    models = draw(
+        st.lists(
+            st.text(min_size=1, max_size=8),
+            min_size=n_models,
+            max_size=n_models,
+            unique=True,
+        )
+    )
+    precisions = draw(
+        st.lists(
+            st.sampled_from(["bfloat16", "float16", ""]),
+            min_size=n_models,
+            max_size=n_models,
+        )
+    )
     raws = draw(
         st.lists(
             st.floats(0.0, 1.0, allow_nan=False),
@@ -45,7 +58,9 @@ def test_row_order_does_not_change_any_output(scores: pd.DataFrame, seed: int) -
     for name in ("subtasks", "benchmarks", "leaderboard"):
         left = getattr(first, name).drop(columns="source", errors="ignore")
         right = getattr(second, name).drop(columns="source", errors="ignore")
-        pd.testing.assert_frame_equal(left, right, check_exact=False, atol=1e-12, rtol=0)
+        pd.testing.assert_frame_equal(
+            left, right, check_exact=False, atol=1e-12, rtol=0
+        )
 
 
 @given(scores=leaderboards())
@@ -55,7 +70,9 @@ def test_outputs_in_range_and_consistent(scores: pd.DataFrame) -> None:
     assert result.benchmarks["normalized_score"].between(0, 100 + 1e-9).all()
     board = result.leaderboard
     assert board["average"].between(0, 100 + 1e-9).all()
-    np.testing.assert_allclose(board["average"], board[SUITE.benchmark_names].mean(axis=1), atol=1e-9)
+    np.testing.assert_allclose(
+        board["average"], board[SUITE.benchmark_names].mean(axis=1), atol=1e-9
+    )
     assert board["rank"].iloc[0] == 1
     assert board["rank"].is_monotonic_increasing
     assert (board["average"].diff().dropna() <= 1e-12).all()
@@ -65,11 +82,23 @@ def test_outputs_in_range_and_consistent(scores: pd.DataFrame) -> None:
 
 
 @given(scores=leaderboards(), delta=st.floats(0.0, 1.0))
-def test_raising_a_raw_score_never_lowers_the_average(scores: pd.DataFrame, delta: float) -> None:
+def test_raising_a_raw_score_never_lowers_the_average(
+    scores: pd.DataFrame, delta: float
+) -> None:
     first_model = scores["model"].iloc[0]
-    before = normalize_scores(scores, SUITE).leaderboard.set_index(["model", "precision"])["average"]
-    raised = scores.assign(raw_score=np.where(scores["model"] == first_model, np.minimum(scores["raw_score"] + delta, 1.0), scores["raw_score"]))
-    after = normalize_scores(raised, SUITE).leaderboard.set_index(["model", "precision"])["average"]
+    before = normalize_scores(scores, SUITE).leaderboard.set_index(
+        ["model", "precision"]
+    )["average"]
+    raised = scores.assign(
+        raw_score=np.where(
+            scores["model"] == first_model,
+            np.minimum(scores["raw_score"] + delta, 1.0),
+            scores["raw_score"],
+        )
+    )
+    after = normalize_scores(raised, SUITE).leaderboard.set_index(
+        ["model", "precision"]
+    )["average"]
     key = (first_model, scores["precision"].iloc[0])
     assert after.loc[key] >= before.loc[key] - 1e-12
 
@@ -77,5 +106,10 @@ def test_raising_a_raw_score_never_lowers_the_average(scores: pd.DataFrame, delt
 def test_all_at_bound_is_zero_and_all_perfect_is_hundred() -> None:
     at_bound = SUBTASKS.assign(model="floor", raw_score=SUBTASKS["lower_bound"])
     perfect = SUBTASKS.assign(model="ceiling", raw_score=1.0)
-    board = normalize_scores(pd.concat([at_bound, perfect])[["model", "benchmark", "subtask", "raw_score"]], SUITE).leaderboard
-    assert board.set_index("model")["average"].to_dict() == pytest.approx({"ceiling": 100.0, "floor": 0.0})
+    board = normalize_scores(
+        pd.concat([at_bound, perfect])[["model", "benchmark", "subtask", "raw_score"]],
+        SUITE,
+    ).leaderboard
+    assert board.set_index("model")["average"].to_dict() == pytest.approx(
+        {"ceiling": 100.0, "floor": 0.0}
+    )

@@ -78,7 +78,9 @@ def test_published_average_is_the_plain_mean_of_six(published: pd.DataFrame) -> 
     error = (published[SIX].mean(axis=1) - published["Average ⬆️"]).abs()
     assert error.max() < 1e-9
     # and a weighted or raw-based average would not be
-    assert (published[[f"{n} Raw" for n in SIX]].mean(axis=1) * 100 - published["Average ⬆️"]).abs().max() > 1
+    assert (
+        published[[f"{n} Raw" for n in SIX]].mean(axis=1) * 100 - published["Average ⬆️"]
+    ).abs().max() > 1
 
 
 def test_the_published_table_has_no_partial_rows(published: pd.DataFrame) -> None:
