@@ -42,8 +42,10 @@ def leaderboards(draw: st.DrawFn) -> pd.DataFrame:
     )
     return pd.DataFrame(
         {
-            "model": np.repeat(models, len(SUBTASKS)),
-            "precision": np.repeat(precisions, len(SUBTASKS)),
+            "model": np.repeat(
+                np.array(models, dtype=object), len(SUBTASKS)
+            ),  # numpy str arrays drop trailing NULs
+            "precision": np.repeat(np.array(precisions, dtype=object), len(SUBTASKS)),
             "benchmark": np.tile(SUBTASKS["benchmark"].to_numpy(), n_models),
             "subtask": np.tile(SUBTASKS["subtask"].to_numpy(), n_models),
             "raw_score": raws,

@@ -56,11 +56,32 @@ def test_formats_agree(fixtures: Path) -> None:
 
 
 def test_table_contract_columns(fixtures: Path) -> None:
-    scores = read_inputs(
-        [fixtures / "tables" / "seed_examples.csv"], suite=SUITE
-    ).scores
-    assert list(scores.columns) == [*SCORES.names, "_row"]
-    assert scores["_row"].tolist() == [1, 2, 3, 4, 5, 6]
+    read = read_inputs([fixtures / "tables" / "seed_examples.csv"], suite=SUITE)
+    (batch,) = list(read.batches)
+    assert batch.table.column_names == [*SCORES.names, "_row"]
+    assert batch.table.column("_row").to_pylist() == ["1", "2", "3", "4", "5", "6"]
+    assert read.num_rows == 6
+
+
+def test_parquet_streams_row_groups_and_reads_only_needed_columns(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(fixtures / "tables" / "seed_examples.parquet")
+    path = tmp_path / "groups.parquet"
+    pq.write_table(table, path, row_group_size=2)
+    read = read_inputs([path], suite=SUITE, keep_details=False)
+    batches = list(read.batches)
+    assert [batch.table.num_rows for batch in batches] == [2, 2, 2]
+    assert [batch.first_row for batch in batches] == [1, 3, 5]
+    assert "stderr" not in batches[0].table.column_names
+    assert str(batches[0].table.schema.field("model").type).startswith("dictionary")
+    streamed = run([path], missing="partial").leaderboard
+    whole = run(
+        [fixtures / "tables" / "seed_examples.parquet"], missing="partial"
+    ).leaderboard
+    pd.testing.assert_frame_equal(streamed, whole)
 
 
 def test_optional_columns_take_defaults() -> None:

@@ -10,6 +10,9 @@ keeps its traceback. The tree::
     ├── ValidationError (ValueError) exit 5: scores violate the contract (all failures)
     └── OutputError (OSError)        exit 6: the output cannot be written (lock, disk, rights)
 
+Exit 7 is not an error: the run wrote its output, but a health check failed or
+(nightly runs with ``--cache``) an input file was rejected; see ``run_report``.
+
 A message names the file (and row or key), shows the offending values (at most
 five) and ends with a ``Hint:`` that says how to fix it.
 """
@@ -75,17 +78,27 @@ class ValidationError(LbnormError, ValueError):
         self.failures = failures
 
     @classmethod
-    def from_failures(cls, failures: pd.DataFrame) -> ValidationError:
+    def from_failures(
+        cls, failures: pd.DataFrame, *, total: int | None = None
+    ) -> ValidationError:
         """Build the error and its message from a frame of failures.
 
         Args:
             failures: Frame with columns ``check``, ``source``, ``row``, ``column``,
                 ``value`` and ``hint``.
+            total: How many scores failed in all, when `failures` lists only
+                the first ones of each check.
 
         Returns:
             The error, its message summarising each failed check.
         """
-        lines = [f"{len(failures)} score(s) failed validation:"]
+        total = len(failures) if total is None else total
+        listed = (
+            ""
+            if total == len(failures)
+            else f" (the first {len(failures)} are in .failures)"
+        )
+        lines = [f"{total} score(s) failed validation{listed}:"]
         for check, group in failures.groupby("check", sort=True):
             shown = group.head(_SHOWN)
             where = ", ".join(

@@ -17,9 +17,13 @@ import numpy.typing as npt
 __all__ = [
     "BenchmarkArrays",
     "MissingPolicy",
+    "Partials",
     "SuiteArrays",
+    "accumulate",
     "aggregate_benchmarks",
     "average_benchmarks",
+    "dense_partials",
+    "finish_benchmarks",
     "normalize",
     "rank_descending",
     "scatter_dense",
@@ -111,6 +115,194 @@ def scatter_dense(
     return matrix
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Partials:
+    """Additive partial sums per (variant, benchmark), shape ``(n_variants, n_benchmarks)``.
+
+    Sums over disjoint sets of rows add up, so batches (or machines) can each build
+    their own and :meth:`add_into` merges them; :func:`finish_benchmarks` turns the
+    total into benchmark scores.
+
+    Attributes:
+        count: Subtasks present.
+        raw: Sum of raw scores.
+        normalized: Sum of normalized (clipped) subtask scores.
+        weighted_raw: Sum of raw x n_samples (for pooling).
+        weight: Sum of n_samples of the subtasks present.
+    """
+
+    count: FloatArray
+    raw: FloatArray
+    normalized: FloatArray
+    weighted_raw: FloatArray
+    weight: FloatArray
+
+    @classmethod
+    def zeros(cls, n_variants: int, n_benchmarks: int) -> Partials:
+        """Return empty partials for `n_variants` x `n_benchmarks`."""
+        shape = (n_variants, n_benchmarks)
+        return cls(
+            count=np.zeros(shape),
+            raw=np.zeros(shape),
+            normalized=np.zeros(shape),
+            weighted_raw=np.zeros(shape),
+            weight=np.zeros(shape),
+        )
+
+    def add_into(self, total: Partials, rows: IntArray) -> None:
+        """Add these partials into rows `rows` of `total` (rows must be distinct)."""
+        for name in ("count", "raw", "normalized", "weighted_raw", "weight"):
+            getattr(total, name)[rows] += getattr(self, name)
+
+    def grown(self, n_variants: int) -> Partials:
+        """Return a copy with room for `n_variants` rows (new rows zero)."""
+        extra = n_variants - self.count.shape[0]
+        pad = ((0, max(extra, 0)), (0, 0))
+        return Partials(
+            count=np.pad(self.count, pad),
+            raw=np.pad(self.raw, pad),
+            normalized=np.pad(self.normalized, pad),
+            weighted_raw=np.pad(self.weighted_raw, pad),
+            weight=np.pad(self.weight, pad),
+        )
+
+    def take(self, rows: IntArray) -> Partials:
+        """Return the partials of rows `rows`, in that order."""
+        return Partials(
+            count=self.count[rows],
+            raw=self.raw[rows],
+            normalized=self.normalized[rows],
+            weighted_raw=self.weighted_raw[rows],
+            weight=self.weight[rows],
+        )
+
+
+def accumulate(
+    variant: IntArray,
+    subtask: IntArray,
+    raw: FloatArray,
+    normalized: FloatArray,
+    suite: SuiteArrays,
+    n_variants: int,
+) -> Partials:
+    """Sum rows into per-(variant, benchmark) partials with ``np.bincount``.
+
+    Args:
+        variant: Each row's variant code in ``0..n_variants-1``.
+        subtask: Each row's subtask code.
+        raw: Raw scores.
+        normalized: Normalized, clipped scores.
+        suite: The suite's arrays.
+        n_variants: Number of variant codes.
+
+    Returns:
+        The partial sums.
+    """
+    n_benchmarks = suite.is_pooled.shape[0]
+    size = n_variants * n_benchmarks
+    linear = variant * n_benchmarks + suite.benchmark_index[subtask]
+    samples = suite.n_samples[subtask]
+    shape = (n_variants, n_benchmarks)
+
+    def total(weights: FloatArray | None) -> FloatArray:
+        summed = np.bincount(linear, weights=weights, minlength=size)
+        return summed.astype(np.float64, copy=False).reshape(shape)
+
+    return Partials(
+        count=total(None),
+        raw=total(raw),
+        normalized=total(normalized),
+        weighted_raw=total(raw * samples),
+        weight=total(samples),
+    )
+
+
+def finish_benchmarks(
+    partials: Partials, suite: SuiteArrays, *, missing: MissingPolicy
+) -> BenchmarkArrays:
+    """Turn partial sums into benchmark scores by each benchmark's rule.
+
+    normalize-then-average: the plain mean of the subtasks' normalized scores
+    (raw shown: plain mean of raw). pool-then-normalize: the sample-weighted mean
+    of raw scores, normalized and clipped once.
+
+    Args:
+        partials: Sums over all rows.
+        suite: The suite's arrays.
+        missing: Policy for absent subtasks (see :data:`MissingPolicy`).
+
+    Returns:
+        The benchmark-level arrays.
+    """
+    n_benchmarks = suite.is_pooled.shape[0]
+    expected = np.bincount(suite.benchmark_index, minlength=n_benchmarks).astype(
+        np.int64
+    )
+    total_weight = np.bincount(
+        suite.benchmark_index, weights=suite.n_samples, minlength=n_benchmarks
+    )
+    bound = np.zeros(n_benchmarks)
+    bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
+    count = partials.count
+    # zero: an absent subtask scores 0, so divide by what the suite expects
+    used = np.broadcast_to(expected, count.shape) if missing == "zero" else count
+    weight = (
+        np.broadcast_to(total_weight, count.shape)
+        if missing == "zero"
+        else partials.weight
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = partials.weighted_raw / weight
+        shown = np.where(suite.is_pooled, pooled, partials.raw / used)
+        averaged = partials.normalized / used
+        pooled_score = normalize(pooled, np.broadcast_to(bound, pooled.shape))[0]
+    score = np.where(suite.is_pooled, pooled_score, averaged)
+    if missing == "exclude":
+        score = np.where(count == expected, score, np.nan)
+    is_present = count > 0
+    return BenchmarkArrays(
+        raw=np.where(is_present, shown, np.nan),
+        normalized=np.where(is_present, score, np.nan),
+        n_present=count.astype(np.int64),
+        n_expected=expected,
+    )
+
+
+def dense_partials(
+    raw: FloatArray, normalized: FloatArray, suite: SuiteArrays
+) -> Partials:
+    """Sum dense ``(n_variants, n_subtasks)`` matrices (NaN = absent) into partials.
+
+    Each cell is summed in suite subtask order, so the result does not depend on
+    the order the scores arrived in (byte-identical outputs for shuffled inputs).
+
+    Args:
+        raw: Raw scores, NaN where absent.
+        normalized: Normalized, clipped scores, NaN where absent.
+        suite: The suite's arrays.
+
+    Returns:
+        The partial sums.
+    """
+    n_variants = raw.shape[0]
+    n_benchmarks = suite.is_pooled.shape[0]
+    partials = Partials.zeros(n_variants, n_benchmarks)
+    for index in range(n_benchmarks):  # a suite's benchmarks, not its models
+        columns = np.flatnonzero(suite.benchmark_index == index)
+        block = raw[:, columns]
+        is_present = ~np.isnan(block)
+        block = np.where(is_present, block, 0.0)
+        samples = suite.n_samples[columns]
+        partials.count[:, index] = is_present.sum(axis=1)
+        partials.raw[:, index] = block.sum(axis=1)
+        partials.normalized[:, index] = np.where(
+            is_present, normalized[:, columns], 0.0
+        ).sum(axis=1)
+        partials.weighted_raw[:, index] = block @ samples
+        partials.weight[:, index] = is_present @ samples
+    return partials
+
+
 def aggregate_benchmarks(
     raw: FloatArray,
     normalized: FloatArray,
@@ -118,20 +310,9 @@ def aggregate_benchmarks(
     *,
     missing: MissingPolicy,
 ) -> BenchmarkArrays:
-    """Reduce subtask matrices to benchmark scores by each benchmark's rule.
+    """Reduce dense ``(n_variants, n_subtasks)`` matrices (NaN = absent) to benchmarks.
 
-    normalize-then-average: the plain mean of the subtasks' normalized scores
-    (raw shown: plain mean of raw). pool-then-normalize: the sample-weighted mean
-    of raw scores, normalized and clipped once.
-
-    Args:
-        raw: ``(n_variants, n_subtasks)`` raw scores, NaN where absent.
-        normalized: The same shape, normalized and clipped per subtask.
-        suite: The suite's arrays.
-        missing: Policy for absent subtasks (see :data:`MissingPolicy`).
-
-    Returns:
-        The benchmark-level arrays.
+    :func:`dense_partials` then :func:`finish_benchmarks`.
 
     Examples:
         >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
@@ -143,44 +324,8 @@ def aggregate_benchmarks(
         >>> result.normalized.round(10).tolist()
         [[35.0]]
     """
-    n_variants = raw.shape[0]
-    n_benchmarks = suite.is_pooled.shape[0]
-    out_raw = np.full((n_variants, n_benchmarks), np.nan)
-    out_normalized = np.full((n_variants, n_benchmarks), np.nan)
-    n_present = np.zeros((n_variants, n_benchmarks), dtype=np.int64)
-    n_expected = np.bincount(suite.benchmark_index, minlength=n_benchmarks).astype(
-        np.int64
-    )
-    for index in range(n_benchmarks):  # a suite's benchmarks, not its models
-        columns = np.flatnonzero(suite.benchmark_index == index)
-        block = raw[:, columns]
-        is_present = ~np.isnan(block)
-        count = is_present.sum(axis=1)
-        n_present[:, index] = count
-        block = np.where(is_present, block, 0.0)
-        normalized_block = np.where(is_present, normalized[:, columns], 0.0)
-        if missing == "zero":  # an absent subtask scores 0, raw and normalized
-            is_present = np.ones_like(is_present)
-        used = is_present.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            if suite.is_pooled[index]:
-                weights = suite.n_samples[columns]
-                shown = (block @ weights) / (is_present @ weights)
-                bound = suite.lower_bound[columns[0]]
-                score = normalize(shown, np.full_like(shown, bound))[0]
-            else:
-                shown = block.sum(axis=1) / used
-                score = normalized_block.sum(axis=1) / used
-        if missing == "exclude":
-            score = np.where(count == columns.size, score, np.nan)
-        out_raw[:, index] = np.where(count > 0, shown, np.nan)
-        out_normalized[:, index] = np.where(count > 0, score, np.nan)
-    return BenchmarkArrays(
-        raw=out_raw,
-        normalized=out_normalized,
-        n_present=n_present,
-        n_expected=n_expected,
-    )
+    partials = dense_partials(raw, normalized, suite)
+    return finish_benchmarks(partials, suite, missing=missing)
 
 
 def average_benchmarks(

@@ -21,6 +21,7 @@ __all__ = [
     "REQUIRED_SCORE_COLUMNS",
     "SCORES",
     "SUBTASK_SCORES",
+    "TEXT",
     "conform",
     "leaderboard_schema",
 ]
@@ -35,14 +36,21 @@ def _field(
 #: A model variant: the Open LLM Leaderboard keys a row by all four.
 KEY_COLUMNS: tuple[str, ...] = ("model", "precision", "revision", "chat_template")
 
-_KEY_FIELDS = [
-    _field("model", pa.string(), "Model name, usually `org/name`."),
-    _field(
-        "precision", pa.string(), "Weights' precision (e.g. bfloat16); '' if unknown."
-    ),
-    _field("revision", pa.string(), "Model revision (commit sha); '' if unknown."),
-    _field("chat_template", pa.bool_(), "Whether a chat template was applied."),
-]
+#: Repeated text in long outputs is stored dictionary-encoded (Parquet keeps it so,
+#: and pandas, polars and DuckDB read it back as categories or plain strings).
+TEXT = pa.dictionary(pa.int32(), pa.string())
+
+
+def _key_fields(text: pa.DataType) -> list[pa.Field]:
+    return [
+        _field("model", text, "Model name, usually `org/name`."),
+        _field("precision", text, "Weights' precision (e.g. bfloat16); '' if unknown."),
+        _field("revision", text, "Model revision (commit sha); '' if unknown."),
+        _field("chat_template", pa.bool_(), "Whether a chat template was applied."),
+    ]
+
+
+_KEY_FIELDS = _key_fields(pa.string())
 
 #: Long-format raw scores: one row per (model variant, benchmark, subtask).
 SCORES = pa.schema(
@@ -76,10 +84,10 @@ OPTIONAL_SCORE_DEFAULTS: dict[str, object] = {
 #: Output: one row per (model variant, subtask) present in the inputs.
 SUBTASK_SCORES = pa.schema(
     [
-        *_KEY_FIELDS,
-        _field("benchmark", pa.string(), "Benchmark name."),
-        _field("subtask", pa.string(), "Subtask name."),
-        _field("metric", pa.string(), "Metric key the score came from."),
+        *_key_fields(TEXT),
+        _field("benchmark", TEXT, "Benchmark name."),
+        _field("subtask", TEXT, "Subtask name."),
+        _field("metric", TEXT, "Metric key the score came from."),
         _field("raw_score", pa.float64(), "Raw score, fraction in [0, 1]."),
         _field(
             "lower_bound",
@@ -98,15 +106,15 @@ SUBTASK_SCORES = pa.schema(
         _field(
             "n_samples", pa.int64(), "Items the score was computed on.", nullable=True
         ),
-        _field("source", pa.string(), "File the row was read from."),
+        _field("source", TEXT, "File the row was read from."),
     ]
 )
 
 #: Output: one row per (model variant, benchmark) with at least one subtask.
 BENCHMARK_SCORES = pa.schema(
     [
-        *_KEY_FIELDS,
-        _field("benchmark", pa.string(), "Benchmark name."),
+        *_key_fields(TEXT),
+        _field("benchmark", TEXT, "Benchmark name."),
         _field(
             "raw_score",
             pa.float64(),

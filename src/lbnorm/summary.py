@@ -9,7 +9,27 @@ import pandas as pd
 from lbnorm.pipeline import Result
 from lbnorm.suites import Suite
 
-__all__ = ["format_suite", "format_summary", "format_table"]
+__all__ = ["format_suite", "format_summary", "format_table", "printable"]
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    r"""Escape control characters (an ANSI escape in a model name must not drive the terminal).
+
+    Examples:
+        >>> printable("evil" + chr(27) + "[2J")  # ESC shown as its escape, 4 characters
+        'evil\\x1b[2J'
+    """
+    if text.isprintable():
+        return text
+    lines = text.split("\n") if keep_newlines else [text]
+    escaped = [
+        "".join(
+            c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+            for c in line
+        )
+        for line in lines
+    ]
+    return "\n".join(escaped)
 
 
 def format_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
@@ -26,7 +46,7 @@ def format_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
             if pd.isna(value)
             else f"{value:.{digits}f}"
             if isinstance(value, float)
-            else str(value)
+            else printable(str(value))
             for value in frame[name].tolist()
         ]
         for name in frame.columns
@@ -68,7 +88,7 @@ def format_summary(
         superseded = int(files["superseded_by"].notna().sum())
         ignored = int(files["n_ignored"].sum())
         lines.append(
-            f"inputs     {len(files)} file(s), {len(result.subtasks):,} scores"
+            f"inputs     {len(files)} file(s), {result.n_scores:,} scores"
             + (f", {superseded} superseded by newer runs" if superseded else "")
             + (f", {ignored:,} results entries not in the suite" if ignored else "")
         )
@@ -80,7 +100,7 @@ def format_summary(
     lines.append(
         f"models     {board['model'].nunique():,} ({len(board):,} variants), {incomplete:,} incomplete (missing={result.missing})"
     )
-    clipped = int(result.subtasks["is_clipped"].sum())
+    clipped = result.n_clipped
     lines.append(
         f"clipped    {clipped:,} subtask scores below their random baseline set to 0"
     )

@@ -1,26 +1,34 @@
-"""Validation of long-format scores against the contract and the suite.
+"""Validation of score batches against the contract and the suite.
 
 Every failure is collected, not just the first, into one :class:`ValidationError`
 whose ``failures`` frame has a row per bad score (``check``, ``source``, ``row``,
-``column``, ``value``), as pandera's ``SchemaErrors`` does.
+``column``, ``value``), as pandera's ``SchemaErrors`` does. The checks are numpy
+masks over a whole batch; only failing rows are turned into text.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
 
-from lbnorm.errors import ValidationError
+if TYPE_CHECKING:
+    from lbnorm.encode import KeyEncoder
+    from lbnorm.engine import Batch
 
-__all__ = ["UnknownSubtasks", "validate_scores"]
+__all__ = ["UnknownSubtasks", "describe_failures", "find_duplicates", "find_failures"]
 
 #: What to do with rows whose (benchmark, subtask) the suite does not define.
 UnknownSubtasks = Literal["error", "ignore"]
 
+#: Rows shown per check and batch; the count of all failures is always exact.
+MAX_FAILURES_SHOWN = 1000
 _HINTS = {
+    "empty_model": "every row needs a non-empty model name.",
+    "null_key": "model, precision, revision, chat_template, benchmark and subtask must not be empty (null).",
     "non_finite_score": "raw_score must be a number in [0, 1]; fix or remove the row.",
     "percent_scale": "raw_score looks like a percentage; lbnorm expects fractions in [0, 1]: divide by 100.",
     "out_of_range": "raw_score must be a fraction in [0, 1].",
@@ -28,96 +36,146 @@ _HINTS = {
     "duplicate_score": "each (model, precision, revision, chat_template, benchmark, subtask) must appear once; remove the duplicates or give them distinct variant keys.",
     "bad_stderr": "stderr must be a finite number >= 0, or empty.",
     "bad_n_samples": "n_samples must be a positive integer, or empty.",
-    "empty_model": "every row needs a non-empty model name.",
 }
 
 
-def validate_scores(
-    scores: pd.DataFrame,
-    subtask_codes: npt.NDArray[np.int64],
-    variant_codes: npt.NDArray[np.int64],
-    *,
-    unknown: UnknownSubtasks = "error",
-) -> npt.NDArray[np.bool_]:
-    """Check every score; raise one error listing all failures.
-
-    Args:
-        scores: Long-format scores with ``source`` and ``_row``.
-        subtask_codes: Per row, the suite subtask index (-1 if unknown).
-        variant_codes: Per row, the model variant code.
-        unknown: ``error`` reports unknown subtasks; ``ignore`` drops them.
-
-    Returns:
-        The mask of rows to keep (False only for ignored unknown subtasks).
-
-    Raises:
-        ValidationError: Any check failed; ``failures`` holds every one.
-    """
-    raw = scores["raw_score"].to_numpy(dtype=np.float64, na_value=np.nan)
-    stderr = scores["stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
-    n_samples = scores["n_samples"].to_numpy(dtype=np.float64, na_value=np.nan)
-    is_unknown = subtask_codes < 0
-    keep = ~is_unknown if unknown == "ignore" else np.ones(len(scores), dtype=bool)
-    is_finite = np.isfinite(raw)
-    checks: dict[str, tuple[npt.NDArray[np.bool_], str]] = {
-        "empty_model": (scores["model"].to_numpy() == "", "model"),
-        "non_finite_score": (~is_finite, "raw_score"),
-        "percent_scale": (is_finite & (raw > 1.0) & (raw <= 100.0), "raw_score"),
-        "out_of_range": (is_finite & ((raw < 0.0) | (raw > 100.0)), "raw_score"),
-        "bad_stderr": (
-            ~np.isnan(stderr) & ~((stderr >= 0) & np.isfinite(stderr)),
-            "stderr",
-        ),
-        "bad_n_samples": (~np.isnan(n_samples) & (n_samples <= 0), "n_samples"),
-    }
-    if unknown == "error":
-        checks["unknown_subtask"] = (is_unknown, "subtask")
-    checks["duplicate_score"] = (
-        _duplicated(variant_codes, subtask_codes, keep),
-        "subtask",
-    )
-    frames = [
-        _failures(scores, mask & keep, check, column)
-        for check, (mask, column) in checks.items()
-        if (mask & keep).any()
-    ]
-    if frames:
-        raise ValidationError.from_failures(pd.concat(frames, ignore_index=True))
-    return keep
-
-
-def _duplicated(
+def find_failures(
+    table: pa.Table,
+    scores: npt.NDArray[np.float64],
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
-    keep: npt.NDArray[np.bool_],
+    encoder: KeyEncoder,
+    *,
+    unknown: UnknownSubtasks,
+) -> dict[str, npt.NDArray[np.bool_]]:
+    """Return, per check, the mask of rows of `table` that fail it.
+
+    Args:
+        table: The batch.
+        scores: Its ``raw_score`` as floats (NaN for null).
+        variant: Each row's variant code (-1 if a key is null).
+        subtask: Each row's suite subtask code (-1 if unknown).
+        encoder: The encoder that made the codes.
+        unknown: ``error`` makes unknown subtasks a failure.
+
+    Returns:
+        Check name -> mask of failing rows.
+    """
+    is_finite = np.isfinite(scores)
+    checks = {
+        "null_key": variant < 0,
+        "empty_model": encoder.is_empty_model(variant),
+        "non_finite_score": ~is_finite,
+        "percent_scale": is_finite & (scores > 1.0) & (scores <= 100.0),
+        "out_of_range": is_finite & ((scores < 0.0) | (scores > 100.0)),
+    }
+    if "stderr" in table.column_names:
+        stderr = float_column(table, "stderr")
+        checks["bad_stderr"] = ~np.isnan(stderr) & ~(
+            (stderr >= 0) & np.isfinite(stderr)
+        )
+    if "n_samples" in table.column_names:
+        samples = float_column(table, "n_samples")
+        checks["bad_n_samples"] = ~np.isnan(samples) & (samples <= 0)
+    if unknown == "error":
+        checks["unknown_subtask"] = (subtask < 0) & (variant >= 0)
+    return checks
+
+
+def find_duplicates(
+    variant: npt.NDArray[np.int64],
+    subtask: npt.NDArray[np.int64],
+    accepted: npt.NDArray[np.bool_],
+    raw: npt.NDArray[np.float64],
+    n_subtasks: int,
 ) -> npt.NDArray[np.bool_]:
-    """Mark every row whose (variant, subtask) appears more than once."""
-    width = int(subtask.max(initial=0)) + 2
-    linear = variant * width + (subtask + 1)
-    linear = np.where(keep, linear, -1)
-    _, inverse, counts = np.unique(linear, return_inverse=True, return_counts=True)
-    return np.asarray((counts[inverse] > 1) & keep, dtype=np.bool_)
+    """Rows whose (variant, subtask) repeats in this batch or was seen before."""
+    positions = np.flatnonzero(accepted)
+    duplicate = np.zeros(variant.shape, dtype=bool)
+    if positions.size == 0:
+        return duplicate
+    seen = variant[positions]
+    low = int(seen.min())
+    present = np.zeros(int(seen.max()) - low + 1, dtype=bool)
+    present[seen - low] = True
+    local = (np.cumsum(present) - 1)[
+        seen - low
+    ]  # the batch's variants, densely numbered
+    linear = local * n_subtasks + subtask[positions]
+    duplicate[positions] = np.bincount(linear)[linear] > 1
+    seen_before = positions[variant[positions] < raw.shape[0]]
+    earlier = ~np.isnan(raw[variant[seen_before], subtask[seen_before]])
+    duplicate[seen_before[earlier]] = True
+    return duplicate
 
 
-def _failures(
-    scores: pd.DataFrame, mask: npt.NDArray[np.bool_], check: str, column: str
-) -> pd.DataFrame:
-    rows = scores.loc[mask]
-    described = (
-        rows["model"].astype(str)
-        + " / "
-        + rows["benchmark"].astype(str)
-        + " / "
-        + rows["subtask"].astype(str)
-    )
-    value = rows[column] if column != "subtask" else described
-    return pd.DataFrame(
-        {
-            "check": check,
-            "source": rows["source"].astype(str).to_numpy(),
-            "row": rows["_row"].astype(str).to_numpy(),
-            "column": column,
-            "value": value.astype(str).to_numpy(),
-            "hint": _HINTS[check],
-        }
-    )
+def describe_failures(
+    batch: Batch,
+    bad: dict[str, npt.NDArray[np.bool_]],
+    encoder: KeyEncoder,
+    subtask: npt.NDArray[np.int64],
+) -> list[pd.DataFrame]:
+    """Turn failure masks into rows of (check, source, row, column, value, hint)."""
+    table = batch.table
+    frames = []
+    for check, mask in bad.items():
+        positions = np.flatnonzero(mask)[:MAX_FAILURES_SHOWN]
+        if positions.size == 0:
+            continue
+        picked = table.take(pa.array(positions))
+        sources = (
+            picked.column("source").cast(pa.string()).to_pylist()
+            if "source" in table.column_names
+            else [batch.source] * positions.size
+        )
+        locators = (
+            [str(value) for value in picked.column("_row").to_pylist()]
+            if "_row" in table.column_names
+            else [str(batch.first_row + position) for position in positions]
+        )
+        column = {"bad_stderr": "stderr", "bad_n_samples": "n_samples"}.get(
+            check, "raw_score"
+        )
+        if check in {"unknown_subtask", "duplicate_score", "null_key", "empty_model"}:
+            column = "subtask"
+            values = [
+                f"{_text(m)} / {_text(b)} / {_text(s)}"
+                for m, b, s in zip(
+                    _strings(picked, "model"),
+                    _strings(picked, "benchmark"),
+                    _strings(picked, "subtask"),
+                    strict=True,
+                )
+            ]
+        else:
+            values = [_text(value) for value in picked.column(column).to_pylist()]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "check": check,
+                    "source": sources,
+                    "row": locators,
+                    "column": column,
+                    "value": values,
+                    "hint": _HINTS[check],
+                }
+            )
+        )
+    return frames
+
+
+def _strings(table: pa.Table, name: str) -> list[object]:
+    if name not in table.column_names:
+        return [""] * table.num_rows
+    return list(table.column(name).cast(pa.string()).to_pylist())
+
+
+def _text(value: object) -> str:
+    return "<empty>" if value is None else str(value)
+
+
+def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:
+    """A numeric column as float64, NaN for nulls or when the column is absent."""
+    if name not in table.column_names:
+        return np.full(table.num_rows, np.nan)
+    return np.asarray(table.column(name).to_numpy(), dtype=np.float64)

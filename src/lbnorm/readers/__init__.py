@@ -9,18 +9,23 @@ and ``.parquet`` files are long-format tables (see :mod:`lbnorm.readers.tables`)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import itertools
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
+from lbnorm.engine import Batch
 from lbnorm.errors import InputError
 from lbnorm.readers.harness import find_results_files, read_results_files
+from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
 from lbnorm.readers.tables import TABLE_SUFFIXES, ExtraColumns, read_score_table
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "read_inputs"]
+__all__ = ["Inputs", "read_bytes", "read_inputs", "sha256_file"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,18 +33,25 @@ class Inputs:
     """What the readers produced.
 
     Attributes:
-        scores: Long-format scores (:data:`lbnorm.schemas.SCORES` columns, kept
-            extra columns, and ``_row``: the row number or results key).
+        batches: The scores, lazily: Parquet row groups stream from disk as the
+            engine consumes them; other formats are read up front.
         files: One row per input file: ``path``, ``format``, ``sha256``, ``bytes``,
             ``rows`` (scores taken from it), ``superseded_by`` and ``n_ignored``.
+        num_rows: Rows in all.
     """
 
-    scores: pd.DataFrame
+    batches: Iterable[Batch]
     files: pd.DataFrame
+    num_rows: int
 
 
 def read_inputs(
-    paths: Sequence[str | Path], *, suite: Suite, extra_columns: ExtraColumns = "error"
+    paths: Sequence[str | Path],
+    *,
+    suite: Suite,
+    extra_columns: ExtraColumns = "error",
+    progress: Callable[[str, int, int], None] | None = None,
+    keep_details: bool = True,
 ) -> Inputs:
     """Read every input path into one scores frame and a catalog of files.
 
@@ -47,9 +59,12 @@ def read_inputs(
         paths: Files or directories.
         suite: The suite, which says which results-file entries to read.
         extra_columns: Policy for unknown columns in tables.
+        progress: Called as ``progress(stage, done, total)`` after each file.
+        keep_details: Read the columns the subtask-level output needs; False
+            streams Parquet inputs with the keys and ``raw_score`` only.
 
     Returns:
-        The scores and the file catalog.
+        The scores (as batches) and the file catalog.
 
     Raises:
         InputError: A path is missing, of an unknown type, unreadable or
@@ -80,30 +95,47 @@ def read_inputs(
         else:
             msg = f"{entry}: no such file or directory.\nHint: check the path."
             raise InputError(msg)
-    frames: list[pd.DataFrame] = []
+    for path in [*table_paths, *json_paths]:
+        _check_path_text(path)
     catalogs: list[pd.DataFrame] = []
-    for path in table_paths:
-        scores = read_score_table(path, extra_columns=extra_columns)
-        frames.append(scores)
+    eager: list[Batch] = []
+    streamed: list[ParquetScores] = []
+    for done, path in enumerate(table_paths, start=1):
+        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":  # else: unsupported
+            opened = open_parquet_scores(
+                path, extra_columns=extra_columns, keep_details=keep_details
+            )
+            streamed.append(opened)
+            rows = opened.num_rows
+        else:
+            scores = read_score_table(path, extra_columns=extra_columns)
+            eager.append(_frame_batch(scores, str(path)))
+            rows = len(scores)
+        if progress is not None:
+            progress("reading score tables", done, len(table_paths))
         catalogs.append(
             pd.DataFrame(
                 {
                     "path": [str(path)],
                     "format": [TABLE_SUFFIXES[path.suffix.lower()]],
-                    "sha256": [_sha256_file(path)],
+                    "sha256": [sha256_file(path)],
                     "bytes": [path.stat().st_size],
-                    "rows": [len(scores)],
+                    "rows": [rows],
                     "superseded_by": [None],
                     "n_ignored": [0],
                 }
             )
         )
     if json_paths:
-        blobs = [(path, _read_bytes(path)) for path in json_paths]
+        blobs: list[tuple[Path, bytes]] = []
+        for path in json_paths:
+            blobs.append((path, read_bytes(path)))
+            if progress is not None:
+                progress("reading results files", len(blobs), len(json_paths))
         subtasks = suite.subtask_table()
         pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
-        scores, catalog = read_results_files(blobs, pairs, subtasks)
-        frames.append(scores)
+        scores, catalog = read_results_files(blobs, pairs, subtasks, progress=progress)
+        eager.append(_frame_batch(scores, "results files"))
         catalog = catalog.assign(
             format="lm-eval-harness",
             sha256=[hashlib.sha256(data).hexdigest() for _, data in blobs],
@@ -123,12 +155,46 @@ def read_inputs(
                 ]
             ]
         )
-    scores = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
-    return Inputs(scores=scores, files=files)
+    if not files["rows"].any():  # an empty table must not replace the last leaderboard
+        shown = ", ".join(files["path"].head(5)) + (" ..." if len(files) > 5 else "")
+        msg = (
+            f"{shown}: no scores for suite {suite.name!r} in these {len(files)} file(s).\n"
+            "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
+            "the files are complete."
+        )
+        raise InputError(msg)
+    return Inputs(
+        batches=itertools.chain(eager, *(opened.batches() for opened in streamed)),
+        files=files,
+        num_rows=int(files["rows"].sum()),
+    )
 
 
-def _read_bytes(path: Path) -> bytes:
+def _frame_batch(scores: pd.DataFrame, source: str) -> Batch:
+    # `_row` locates a row for messages: a row number in a table, a results key
+    # in a harness file; as text, so batches of both kinds concatenate
+    table = pa.Table.from_pandas(
+        scores.assign(_row=scores["_row"].astype(str)), preserve_index=False
+    )
+    return Batch(table=table, source=source)
+
+
+def _check_path_text(path: Path) -> None:
+    """Paths are recorded as text in every output; a non-UTF-8 name cannot be."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = (
+            f"{os.fsencode(path)!r}: the path is not valid UTF-8, and lbnorm records "
+            "each input's path in its outputs as text.\n"
+            "Hint: rename the file or directory to a UTF-8 name."
+        )
+        raise InputError(msg) from exc
+
+
+def read_bytes(path: Path) -> bytes:
+    """Return a file's bytes; an unreadable file is an :class:`InputError`."""
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -138,6 +204,7 @@ def _read_bytes(path: Path) -> bytes:
         raise InputError(msg) from exc
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Return the hex sha256 of a file's content."""
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()

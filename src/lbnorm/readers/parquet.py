@@ -1,0 +1,157 @@
+"""Long-format Parquet tables, streamed one row group at a time.
+
+String columns are read dictionary-encoded (Parquet stores them so): the engine
+gets integer codes without building a Python string per row. Only the columns
+the job needs are read, and the working set stays one row group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lbnorm.engine import Batch
+from lbnorm.errors import InputError, SchemaMismatchError
+from lbnorm.readers.tables import ExtraColumns, check_columns
+from lbnorm.schemas import REQUIRED_SCORE_COLUMNS
+
+__all__ = ["ParquetScores", "open_parquet_scores"]
+
+_TEXT = ("model", "precision", "revision", "benchmark", "subtask", "metric")
+_NUMBERS = {"raw_score": pa.float64(), "stderr": pa.float64(), "n_samples": pa.int64()}
+
+
+class ParquetScores:
+    """A long-format Parquet file, checked against the contract, ready to stream.
+
+    Attributes:
+        path: The file.
+        num_rows: Rows in the file.
+    """
+
+    def __init__(self, path: Path, file: pq.ParquetFile, columns: list[str]) -> None:
+        self.path = path
+        self.num_rows = int(file.metadata.num_rows)
+        self._file = file
+        self._columns = columns
+
+    def batches(self) -> Iterator[Batch]:
+        """Yield one :class:`Batch` per row group, types conformed to the contract.
+
+        The next row group is read on a second thread (Arrow releases the GIL
+        while it decodes) while the engine works on the current one.
+        """
+        first_row = 1
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self._read, 0) if self._file.num_row_groups else None
+            for index in range(self._file.num_row_groups):
+                assert pending is not None
+                table = pending.result()
+                if index + 1 < self._file.num_row_groups:
+                    pending = pool.submit(self._read, index + 1)
+                yield Batch(table=table, source=str(self.path), first_row=first_row)
+                first_row += table.num_rows
+
+    def _read(self, index: int) -> pa.Table:
+        try:
+            table = self._file.read_row_group(index, columns=self._columns)
+        except (pa.ArrowException, OSError) as exc:
+            msg = f"{self.path}: cannot read row group {index}: {exc}.\nHint: the file may be truncated; rewrite it."
+            raise InputError(msg) from exc
+        return _conform_types(table, self.path)
+
+
+def open_parquet_scores(
+    path: Path, *, extra_columns: ExtraColumns = "error", keep_details: bool = True
+) -> ParquetScores:
+    """Open a long-format Parquet file and check its columns.
+
+    Args:
+        path: The file.
+        extra_columns: Policy for columns outside the contract.
+        keep_details: Read ``metric``, ``stderr``, ``n_samples`` and kept extra
+            columns (needed for the subtask-level output); False reads only the
+            keys and ``raw_score``.
+
+    Returns:
+        The opened file.
+
+    Raises:
+        InputError: Not a readable Parquet file.
+        SchemaMismatchError: Required columns missing, or extra columns present
+            under ``extra_columns="error"``, or a column of an unusable type.
+    """
+    try:
+        file = pq.ParquetFile(path, read_dictionary=None)
+        names = list(file.schema_arrow.names)
+        text = [
+            name
+            for name in _TEXT
+            if name in names and _is_text(file.schema_arrow.field(name).type)
+        ]
+        file = pq.ParquetFile(path, read_dictionary=text)
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read as parquet: {exc}.\nHint: check that the file is a complete Parquet file."
+        raise InputError(msg) from exc
+    extras = check_columns(names, source=str(path), extra_columns=extra_columns)
+    for name in _NUMBERS:
+        if name in names and not _is_number(file.schema_arrow.field(name).type):
+            msg = (
+                f"{path}: column {name!r} has type {file.schema_arrow.field(name).type}, not a number.\n"
+                f"Hint: store {name} as a number (a fraction in [0, 1] for raw_score)."
+            )
+            raise SchemaMismatchError(msg)
+    for name in _TEXT:  # a number or bytes where a name belongs is a contract violation
+        type_ = file.schema_arrow.field(name).type if name in names else pa.string()
+        if not (_is_text(type_) or pa.types.is_null(type_)):
+            msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
+            raise SchemaMismatchError(msg)
+    details = ["metric", "stderr", "n_samples"] if keep_details else []
+    wanted_columns = [
+        *REQUIRED_SCORE_COLUMNS,
+        "precision",
+        "revision",
+        "chat_template",
+        *details,
+    ]
+    columns = [name for name in wanted_columns if name in names]
+    if keep_details and extra_columns == "keep":
+        columns += extras
+    return ParquetScores(path, file, columns)
+
+
+def _is_text(type_: pa.DataType) -> bool:
+    value = type_.value_type if pa.types.is_dictionary(type_) else type_
+    return bool(pa.types.is_string(value) or pa.types.is_large_string(value))
+
+
+def _is_number(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_decimal(type_)
+    )
+
+
+def _conform_types(table: pa.Table, path: Path) -> pa.Table:
+    """Cast score columns to float64/int64 and non-text key columns to text."""
+    for name in table.column_names:
+        column = table.column(name)
+        target = _NUMBERS.get(name)
+        if target is None and name in _TEXT and not _is_text(column.type):
+            target = pa.string()  # e.g. a revision stored as an integer
+        if name == "chat_template" and not pa.types.is_boolean(column.type):
+            msg = f"{path}: column 'chat_template' has type {column.type}, not bool.\nHint: store chat_template as true/false."
+            raise SchemaMismatchError(msg)
+        if target is not None and column.type != target:
+            try:
+                column = column.cast(target)
+            except (pa.ArrowException, ValueError) as exc:
+                msg = f"{path}: column {name!r} does not fit {target}: {exc}.\nHint: see the column contract in the README."
+                raise SchemaMismatchError(msg) from exc
+            table = table.set_column(table.column_names.index(name), name, column)
+    return table
