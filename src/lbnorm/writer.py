@@ -16,26 +16,38 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import glob
+import itertools
 import json
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
 from lbnorm.pipeline import Result
 from lbnorm.schemas import BENCHMARK_SCORES, SUBTASK_SCORES, conform, leaderboard_schema
 
-__all__ = ["OUTPUT_FILES", "lbnorm_version", "write_result"]
+__all__ = [
+    "OUTPUT_FILES",
+    "add_tables",
+    "lbnorm_version",
+    "write_bytes_atomically",
+    "write_parquet_atomically",
+    "write_result",
+]
 
 #: The tables of an output directory, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
@@ -77,6 +89,7 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
         raise _output_error(out, exc) from exc
     with _locked(out):
         _clean_leftovers(out)
+        fault_point("locked")
         staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
         try:
             staging.mkdir()
@@ -87,6 +100,7 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
                 (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
             )
             _fsync_dir(staging)
+            fault_point("staged")
             _swap_in(staging, out)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
@@ -123,20 +137,24 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
         "benchmarks.parquet": BENCHMARK_SCORES,
         "leaderboard.parquet": leaderboard_schema(suite.benchmark_names),
     }
-    frames = {
-        "subtasks.parquet": result.subtasks,
+    frames: dict[str, pd.DataFrame | pa.Table | None] = {
+        "subtasks.parquet": result.subtask_table,
         "benchmarks.parquet": result.benchmarks,
         "leaderboard.parquet": result.leaderboard,
     }
     outputs: dict[str, Any] = {}
     for name in OUTPUT_FILES:
-        table = _to_arrow(frames[name], schemas[name], source=name)
+        frame = frames[name]
+        if frame is None:  # the subtask-level table was not asked for
+            continue
+        table = _to_arrow(frame, schemas[name], source=name)
         table = table.replace_schema_metadata(
             {**provenance, "lbnorm.table": name.removesuffix(".parquet")}
         )
         path = folder / name
-        pq.write_table(table, path, compression="zstd", write_statistics=True)
+        _write_parquet(table, path)
         _fsync_file(path)
+        fault_point("table-written")
         outputs[name] = {"rows": table.num_rows, "columns": table.num_columns}
     return {
         "tool": "lbnorm",
@@ -157,15 +175,49 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
     }
 
 
-def _to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, source: str) -> pa.Table:
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    """Write `table`, one row group per benchmark where it is sorted by benchmark.
+
+    A query filtering on one benchmark then reads only that benchmark's row group.
+    """
+    if "benchmark" not in table.column_names or table.num_rows == 0:
+        pq.write_table(table, path, compression="zstd", write_statistics=True)
+        return
+    names = table.column("benchmark").cast(pa.string()).combine_chunks()
+    starts = (
+        np.flatnonzero(
+            np.asarray(
+                pc.not_equal(names[1:], names[:-1]).to_numpy(zero_copy_only=False)
+            )
+        )
+        + 1
+    )
+    bounds = [0, *starts.tolist(), table.num_rows]
+    with pq.ParquetWriter(
+        path, table.schema, compression="zstd", write_statistics=True
+    ) as writer:
+        for start, stop in itertools.pairwise(bounds):
+            writer.write_table(
+                table.slice(start, stop - start), row_group_size=stop - start
+            )
+
+
+def _to_arrow(
+    frame: pd.DataFrame | pa.Table, schema: pa.Schema, *, source: str
+) -> pa.Table:
+    if isinstance(frame, pa.Table):  # built and conformed by the pipeline
+        return frame
     table = conform(
         pa.Table.from_pandas(frame, preserve_index=False), schema, source=source
     )
     extras = [name for name in frame.columns if name not in schema.names]
-    for name in extras:  # kept extra input columns ride along after the contract
-        table = table.append_column(
-            name, pa.array(frame[name].to_numpy(), from_pandas=True)
-        )
+    docs = frame.attrs.get("column_docs", {})  # set by lbnorm.metadata
+    for name in extras:  # kept input and metadata columns ride along after the contract
+        column = pa.array(frame[name], from_pandas=True)  # keeps Int64, dates
+        if pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+        doc = {"doc": docs[name]} if name in docs else None
+        table = table.append_column(pa.field(name, column.type, metadata=doc), column)
     return table
 
 
@@ -203,11 +255,12 @@ def _locked(out: Path) -> Iterator[None]:
 
 def _clean_leftovers(out: Path) -> None:
     """Remove what a killed run left; restore a swapped-out output if needed."""
-    old = sorted(out.parent.glob(f".{out.name}.old-*"))
+    prefix = glob.escape(f".{out.name}")  # an --out named "a*" must not match "ab"
+    old = sorted(out.parent.glob(f"{prefix}.old-*"))
     if old and not out.exists():
         old[-1].rename(out)  # an interrupted two-rename swap: put it back
         old = old[:-1]
-    for leftover in [*old, *out.parent.glob(f".{out.name}.tmp-*")]:
+    for leftover in [*old, *out.parent.glob(f"{prefix}.tmp-*")]:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
@@ -215,11 +268,13 @@ def _swap_in(staging: Path, out: Path) -> None:
     if not out.exists():
         staging.rename(out)
     elif _exchange(staging, out):
+        fault_point("swapped")
         shutil.rmtree(staging, ignore_errors=True)  # now holds the previous output
     else:
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
         out.rename(old)
         staging.rename(out)
+        fault_point("swapped")
         shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(out.parent)
 
@@ -275,6 +330,111 @@ def _output_error(out: Path, exc: OSError) -> OutputError:
         errno.EACCES: "check the directory's permissions or choose another --out",
         errno.EROFS: "the file system is read-only; choose another --out",
         errno.EDQUOT: "the disk quota is exceeded; free space or write elsewhere",
+        errno.EFBIG: "a file size limit (ulimit -f) was hit; raise it or write elsewhere",
     }.get(exc.errno or 0, "check the path and the disk")
     msg = f"{out}: cannot write the output ({reason}); the previous output is unchanged.\nHint: {hint}."
     return OutputError(msg)
+
+
+# --- beside the main tables: analysis tables, reports, the parse cache ---------------
+# (lbnorm.analysis results, lbnorm diff/impact outputs, run reports, lbnorm.cache)
+
+
+def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list[Path]:
+    """Write tables as ``<name>.parquet`` into a directory, each file atomically.
+
+    In an lbnorm output directory (one with ``manifest.json``) this holds the
+    output's lock and lists the tables under ``outputs`` in the manifest; the
+    next ``lbnorm run`` replaces the directory whole, these tables included.
+    Anywhere else the directory is created if needed.
+
+    Args:
+        out: The directory.
+        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow tables,
+            by name without ``.parquet``.
+
+    Returns:
+        The files written.
+
+    Raises:
+        OutputError: A name is one of the main tables', or the disk refuses.
+    """
+    out = Path.cwd() / out
+    if clash := sorted(
+        set(tables)
+        & {name.removesuffix(".parquet") for name in (*OUTPUT_FILES, _MANIFEST)}
+    ):
+        msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
+        raise OutputError(msg)
+    is_output = (out / _MANIFEST).is_file()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    with _locked(out) if is_output else contextlib.nullcontext():
+        written = [
+            write_parquet_atomically(out / f"{name}.parquet", _extra_arrow(table))
+            for name, table in tables.items()  # a handful of tables
+        ]
+        if is_output:
+            manifest = json.loads((out / _MANIFEST).read_text("utf-8"))
+            for path in written:
+                metadata = pq.read_metadata(path)
+                manifest["outputs"][path.name] = {
+                    "rows": metadata.num_rows,
+                    "columns": metadata.num_columns,
+                }
+            text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+            write_bytes_atomically(out / _MANIFEST, text.encode())
+    return written
+
+
+def write_parquet_atomically(path: Path, table: pa.Table) -> Path:
+    """Write one Parquet file (zstd) via a temporary sibling and a rename.
+
+    Raises:
+        OutputError: The disk refuses; no partial file remains.
+    """
+    return _replace_atomically(
+        path, lambda temporary: pq.write_table(table, temporary, compression="zstd")
+    )
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> Path:
+    """Write one file's bytes via a temporary sibling and a rename.
+
+    Raises:
+        OutputError: The disk refuses; no partial file remains.
+    """
+    return _replace_atomically(path, lambda temporary: temporary.write_bytes(data))
+
+
+def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        write(temporary)
+        _fsync_file(temporary)
+        temporary.replace(path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise _output_error(path, exc) from exc
+    return path
+
+
+def _extra_arrow(table: pd.DataFrame | pa.Table) -> pa.Table:
+    if isinstance(table, pa.Table):
+        return table
+    docs = table.attrs.get("column_docs", {})
+    converted = pa.Table.from_pandas(table, preserve_index=False)
+    fields = []
+    for field in converted.schema:
+        kind = pa.string() if pa.types.is_large_string(field.type) else field.type
+        fields.append(
+            pa.field(
+                field.name,
+                kind,
+                metadata={"doc": docs[field.name]} if field.name in docs else None,
+            )
+        )
+    return converted.cast(pa.schema(fields))

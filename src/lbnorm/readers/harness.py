@@ -14,9 +14,11 @@ broken by path) and the others are reported as superseded.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
+import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,6 +52,10 @@ try:  # orjson parses the 120 KB files about 3x faster than json
 except ImportError:  # pragma: no cover - orjson is an optional extra
     _loads = json.loads
     _DECODE_ERRORS = (ValueError, RecursionError)
+_MAX_INT64 = 2**63 - 1
+_REPR = reprlib.Repr()  # bounded reprs for messages, even of 100,000-deep values
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+_shown = _REPR.repr
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,11 +115,7 @@ def parse_results_file(
         InputError: Not JSON, no ``results`` object, a score that is not a
             number, or no model name anywhere.
     """
-    try:
-        document = _loads(data)
-    except _DECODE_ERRORS as exc:
-        msg = f"{path}: not valid JSON ({exc}).\nHint: the file may be truncated; re-download or re-run it."
-        raise InputError(msg) from exc
+    document = _decode(path, data)
     if not isinstance(document, dict):
         msg = f"{path}: expected a JSON object at the top level, got {type(document).__name__}.\nHint: is this an lm-evaluation-harness results file?"
         raise InputError(msg)
@@ -154,19 +156,25 @@ def parse_results_file(
     used_tasks: set[str] = set()
     for index, (task, metric) in enumerate(pairs):  # the suite's subtasks, not rows
         entry = results.get(task)
-        if not isinstance(entry, dict) or metric not in entry:
+        if entry is not None and not isinstance(entry, dict):
+            msg = f"{path}: results[{task!r}] is {_shown(entry)}, not an object.\nHint: each results entry maps metric names to numbers; fix or re-run this task."
+            raise InputError(msg)
+        if entry is None or metric not in entry:
             continue
         used_tasks.add(task)
         key = f"results[{task!r}][{metric!r}]"
         value = entry[metric]
         if isinstance(value, bool) or not isinstance(value, int | float):
-            msg = f"{path}: {key} is {value!r}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
+            msg = f"{path}: {key} is {_shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
             raise InputError(msg)
         rows["subtask_index"].append(index)
         rows["raw_score"].append(float(value))
         rows["stderr"].append(_stderr(entry, metric))
         rows["n_samples"].append(_n_samples(counts.get(task)))
         rows["key"].append(key)
+    names = {"model name": model, "precision": precision, "revision": revision}
+    for what, text in names.items():
+        _check_unicode(path, what, text)
     return HarnessFile(
         path=str(path),
         model=model,
@@ -183,6 +191,8 @@ def read_results_files(
     files: Sequence[tuple[Path, bytes]],
     pairs: Sequence[tuple[str, str]],
     subtask_names: pd.DataFrame,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse results files and keep the newest file per model variant.
 
@@ -191,13 +201,18 @@ def read_results_files(
         pairs: The suite's (task, metric) pairs in suite order.
         subtask_names: The suite's ``benchmark``, ``subtask`` and ``metric`` in
             the same order.
+        progress: Called as ``progress(stage, done, total)`` after each file.
 
     Returns:
         The scores (:data:`SCORES` columns plus ``_row``, the results key) and a
         frame of files: ``path``, the variant keys, ``timestamp``, ``rows``,
         ``n_ignored`` and ``superseded_by`` (null for the file used).
     """
-    parsed = [parse_results_file(path, data, pairs) for path, data in files]
+    parsed: list[HarnessFile] = []
+    for path, data in files:
+        parsed.append(parse_results_file(path, data, pairs))
+        if progress is not None:
+            progress("parsing results files", len(parsed), len(files))
     catalog = pd.DataFrame(
         {
             "path": [p.path for p in parsed],
@@ -219,6 +234,7 @@ def read_results_files(
     catalog["superseded_by"] = newest.where(
         newest != catalog.loc[order, "path"]
     ).reindex(catalog.index)
+    _check_ties(parsed, catalog)
     kept = [
         p
         for p, is_superseded in zip(
@@ -259,6 +275,62 @@ def read_results_files(
     return scores[[*SCORES.names, "_row"]], catalog
 
 
+def _check_ties(parsed: Sequence[HarnessFile], catalog: pd.DataFrame) -> None:
+    """Files of one variant with the same run time must agree: neither is newer."""
+    is_tied = catalog.duplicated([*KEY_COLUMNS, "timestamp"], keep=False)
+    if not is_tied.any():
+        return
+    groups = catalog[is_tied].groupby([*KEY_COLUMNS, "timestamp"], sort=True)
+    for positions in groups.indices.values():  # a few tied groups, not rows
+        first, *others = sorted((parsed[i] for i in positions), key=lambda p: p.path)
+        for other in others:
+            if not pd.DataFrame(other.rows).equals(pd.DataFrame(first.rows)):
+                msg = (
+                    f"{first.path} and {other.path}: two results files for the same model "
+                    f"variant ({_shown(first.model)}, precision {first.precision!r}, revision "
+                    f"{first.revision!r}) with the same run time ({first.timestamp or 'none in the file name'}) "
+                    "hold different scores, so neither is the newest.\n"
+                    "Hint: remove the wrong file, or keep the results_<timestamp>.json names "
+                    "so that the newest run wins."
+                )
+                raise InputError(msg)
+
+
+def _decode(path: Path, data: bytes) -> Any:
+    """Parse a results file's bytes; the message says what is wrong and where."""
+    data = data.removeprefix(codecs.BOM_UTF8)  # Windows editors add one; harmless
+    if not data.strip():
+        msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
+        raise InputError(msg)
+    try:
+        return _loads(data)
+    except _DECODE_ERRORS:
+        pass  # NaN / Infinity (Python's json.dump writes them) or a real error: json decides
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8 (JSON files must be UTF-8)."
+        raise InputError(msg) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).\nHint: the file may be truncated or hand-edited; re-download or re-run it."
+        raise InputError(msg) from exc
+    except (ValueError, RecursionError) as exc:  # deep nesting, 5,000-digit numbers
+        msg = f"{path}: cannot read the JSON: {exc}.\nHint: this does not look like an lm-evaluation-harness results file; check where it came from."
+        raise InputError(msg) from exc
+
+
+def _check_unicode(path: Path, what: str, text: str) -> None:
+    """Reject lone surrogates (from a JSON escape, or a non-UTF-8 file name)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = f"{path}: the {what} {_shown(text)} is not valid Unicode.\nHint: fix the name in the file (or its directory name, if the name comes from the path)."
+        raise InputError(msg) from exc
+
+
 def _parse_model_args(model_args: object) -> dict[str, str]:
     """Split ``"pretrained=org/name,revision=sha,dtype=bfloat16"`` into a dict."""
     if not isinstance(model_args, str):
@@ -270,7 +342,7 @@ def _parse_model_args(model_args: object) -> dict[str, str]:
 def _first_text(*candidates: object) -> str:
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()
+            return candidate  # as written: names round-trip unchanged
     return ""
 
 
@@ -291,7 +363,11 @@ def _timestamp(path: Path, date: object) -> str:
         and not isinstance(date, bool)
         and math.isfinite(date)
     ):
-        return datetime.fromtimestamp(date, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        try:
+            moment = datetime.fromtimestamp(date, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # a date no clock can show
+            return ""
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
     return ""
 
 
@@ -306,6 +382,10 @@ def _stderr(entry: dict[str, Any], metric: str) -> float | None:
 def _n_samples(counts: object) -> int | None:
     if isinstance(counts, dict):
         value = counts.get("effective", counts.get("original"))
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and 0 < value <= _MAX_INT64
+        ):
             return value
     return None

@@ -1,0 +1,366 @@
+"""The bad-input corpus (tests/bad_inputs/): every case fails cleanly or is accepted on purpose.
+
+A failing case must exit with its documented code, print one ``lbnorm: error:``
+message naming the file and ending with a hint, print no traceback, and leave the
+previous output byte for byte as it was (nothing written anywhere). An accepted
+case says what lbnorm did with it, and a check below verifies that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from lbnorm.cli import main
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN_FILE = FIXTURES / "golden" / "Amu__t1-3B.json"
+SEED_TABLE = FIXTURES / "tables" / "seed_examples.csv"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    path: str
+    description: str
+    exit_code: int
+    message: str = ""
+    check: str = ""
+    kind: str = "input"
+    args: list[str] = field(default_factory=list)
+    requires: str = ""
+
+
+CASES = [
+    Case(**entry)
+    for entry in tomllib.loads((CORPUS / "cases.toml").read_text())["case"]
+]
+REJECTED = [case for case in CASES if case.exit_code != 0]
+ACCEPTED = [case for case in CASES if case.exit_code == 0]
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    """Every file and directory under `folder`, with each file's sha256."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_file()
+        else "<dir>"
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+def _argv(case: Case, out: Path) -> list[str]:
+    if case.kind == "suite":
+        inputs, suite = [str(GOLDEN_FILE)], str(CORPUS / case.path)
+    else:
+        inputs, suite = [str(CORPUS / case.path)], "openllm-v2"
+    return ["run", *inputs, "--suite", suite, "--out", str(out), "--quiet", *case.args]
+
+
+@pytest.fixture(scope="module")
+def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A good output directory, written once; each test works on a copy."""
+    out = tmp_path_factory.mktemp("previous") / "out"
+    assert (
+        main(
+            [
+                "run",
+                *map(str, sorted((FIXTURES / "golden").glob("*.json"))),
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    return out
+
+
+def _skip_unless_available(case: Case) -> None:
+    if case.requires and importlib.util.find_spec(case.requires) is None:
+        pytest.skip(f"{case.path} needs {case.requires}")
+
+
+def test_corpus_is_documented_and_complete() -> None:
+    listed = {case.path for case in CASES}
+    on_disk = {
+        str(path.relative_to(CORPUS))
+        for folder in ("results", "tables", "suites")
+        for path in (CORPUS / folder).iterdir()
+    } | {str(path.relative_to(CORPUS)) for path in (CORPUS / "trees").iterdir()}
+    assert listed == on_disk  # every file has a case, every case a file
+    assert len(REJECTED) >= 30
+    assert all(case.description and (case.message or case.check) for case in CASES)
+    assert all(case.exit_code in {0, 3, 4, 5, 6} for case in CASES)
+    readme = (CORPUS / "README.md").read_text()
+    assert all(f"`{case.path}`" in readme for case in CASES)
+
+
+@pytest.mark.parametrize("case", REJECTED, ids=[case.path for case in REJECTED])
+def test_bad_input_fails_cleanly(
+    case: Case,
+    previous_output: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _skip_unless_available(case)
+    out = tmp_path / "out"
+    shutil.copytree(previous_output, out)
+    before = _snapshot(tmp_path)
+    code = main(_argv(case, out))
+    captured = capsys.readouterr()
+    assert code == case.exit_code, captured.err
+    assert captured.out == ""
+    assert captured.err.startswith("lbnorm: error: ")
+    assert re.search(case.message, captured.err, flags=re.DOTALL), captured.err
+    assert Path(case.path).name in captured.err  # the message names the file
+    assert re.search(r"\n *Hint: \S", captured.err), captured.err
+    assert "Traceback" not in captured.err
+    assert _snapshot(tmp_path) == before  # previous output untouched, nothing written
+
+
+def test_missing_input_path(
+    previous_output: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(previous_output, out)
+    before = _snapshot(tmp_path)
+    assert (
+        main(["run", str(tmp_path / "nowhere.json"), "--out", str(out), "--quiet"]) == 4
+    )
+    assert re.fullmatch(
+        r"lbnorm: error: \S*nowhere\.json: no such file or directory\.\nHint: check the path\.\n",
+        capsys.readouterr().err,
+    )
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "results/truncated.json",
+        "tables/score_text.csv",
+        "trees/no_results",
+        "suites/bound_one.toml",
+    ],
+)
+def test_real_process_exit_code_and_no_traceback(
+    path: str, previous_output: Path, tmp_path: Path
+) -> None:
+    case = next(case for case in CASES if case.path == path)
+    out = tmp_path / "out"
+    shutil.copytree(previous_output, out)
+    before = _snapshot(tmp_path)
+    process = subprocess.run(
+        [sys.executable, "-m", "lbnorm", *_argv(case, out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert process.returncode == case.exit_code
+    assert re.search(case.message, process.stderr, flags=re.DOTALL)
+    assert "Hint: " in process.stderr
+    assert "Traceback" not in process.stderr
+    assert _snapshot(tmp_path) == before
+
+
+# --- accepted inputs: what lbnorm did with them ---------------------------------------
+
+
+def _subtasks(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out / "subtasks.parquet")
+
+
+def _subtask(out: Path, name: str) -> dict[str, Any]:
+    rows = _subtasks(out)
+    picked = rows[rows["subtask"] == name].to_dict("records")
+    assert len(picked) == 1
+    return {str(key): value for key, value in picked[0].items()}
+
+
+def _golden_leaderboard(tmp_path: Path) -> pd.DataFrame:
+    assert (
+        main(["run", str(GOLDEN_FILE), "--out", str(tmp_path / "reference"), "--quiet"])
+        == 0
+    )
+    return pd.read_parquet(tmp_path / "reference" / "leaderboard.parquet")
+
+
+def _check_read_like_the_golden_file(case: Case, out: Path, tmp_path: Path) -> None:
+    board = pd.read_parquet(out / "leaderboard.parquet")
+    pd.testing.assert_frame_equal(board, _golden_leaderboard(tmp_path))
+    assert board["model"].tolist() == ["Amu/t1-3B"]  # no BOM glued to anything
+
+
+def _check_stderr_na_is_null(case: Case, out: Path, tmp_path: Path) -> None:
+    assert pd.isna(_subtask(out, "inst_level_strict")["stderr"])
+    assert _subtask(out, "prompt_level_strict")["stderr"] == pytest.approx(0.01)
+    _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+def _check_nan_stderr_is_null(case: Case, out: Path, tmp_path: Path) -> None:
+    assert pd.isna(_subtask(out, "team_allocation")["stderr"])
+    assert _subtask(out, "team_allocation")["raw_score"] == pytest.approx(0.296)
+    _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+def _check_last_duplicate_key_wins(case: Case, out: Path, tmp_path: Path) -> None:
+    assert _subtask(out, "team_allocation")["raw_score"] == pytest.approx(
+        0.296
+    )  # not 0.1
+    _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+def _check_unknown_tasks_are_counted(case: Case, out: Path, tmp_path: Path) -> None:
+    _check_read_like_the_golden_file(case, out, tmp_path)
+    ignored = [
+        json.loads((folder / "manifest.json").read_text())["inputs"][0]["n_ignored"]
+        for folder in (out, tmp_path / "reference")
+    ]
+    assert ignored[0] == ignored[1] + 3  # arc_challenge, hellaswag, leaderboard
+
+
+def _check_n_samples_overflow_is_null(case: Case, out: Path, tmp_path: Path) -> None:
+    assert pd.isna(_subtask(out, "team_allocation")["n_samples"])
+    _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+def _check_missing_metric_leaves_benchmark_incomplete(
+    case: Case, out: Path, tmp_path: Path
+) -> None:
+    assert "team_allocation" not in _subtasks(out)["subtask"].tolist()
+    board: dict[Any, Any] = pd.read_parquet(out / "leaderboard.parquet").to_dict(
+        "records"
+    )[0]
+    assert pd.isna(board["MUSR"])
+    assert pd.isna(board["rank"])
+    assert not board["is_complete"]
+    benchmarks = pd.read_parquet(out / "benchmarks.parquet").set_index("benchmark")
+    assert benchmarks["n_subtasks"].to_dict()["MUSR"] == 2
+
+
+def _check_read_like_the_seed_table(case: Case, out: Path, tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "run",
+                str(SEED_TABLE),
+                "--out",
+                str(tmp_path / "seed"),
+                "--quiet",
+                "--missing",
+                "partial",
+            ]
+        )
+        == 0
+    )
+    expected = _subtasks(tmp_path / "seed").drop(columns="source")
+    pd.testing.assert_frame_equal(_subtasks(out).drop(columns="source"), expected)
+    assert _subtask(out, "diamond")["revision"] == "0123456789"  # digits stay text
+
+
+def _check_csv_stderr_na_is_null(case: Case, out: Path, tmp_path: Path) -> None:
+    assert pd.isna(_subtask(out, "object_placements")["stderr"])
+    assert _subtask(out, "murder_mysteries")["stderr"] == pytest.approx(0.029)
+
+
+def _check_optional_keys_take_defaults(case: Case, out: Path, tmp_path: Path) -> None:
+    second = _subtask(out, "object_placements")  # this row lacks the optional keys
+    assert (second["precision"], second["chat_template"]) == ("", False)
+    assert pd.isna(second["stderr"])
+    assert pd.isna(second["n_samples"])
+    assert _subtask(out, "murder_mysteries")["precision"] == "bfloat16"
+
+
+def _check_identical_copy_is_superseded(case: Case, out: Path, tmp_path: Path) -> None:
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["superseded_files"] == 1
+    assert manifest["counts"]["variants"] == 1
+    _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+CHECKS: dict[str, Callable[[Case, Path, Path], None]] = {
+    name.removeprefix("_check_"): check
+    for name, check in dict(globals()).items()
+    if name.startswith("_check_")
+}
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=[case.path for case in ACCEPTED])
+def test_accepted_input_and_what_was_done(
+    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _skip_unless_available(case)
+    out = tmp_path / "out"
+    assert main(_argv(case, out)) == 0
+    assert capsys.readouterr().err == ""
+    CHECKS[case.check](case, out, tmp_path)
+
+
+# --- a results file of hundreds of MB, generated here --------------------------------
+
+
+def test_huge_results_file_is_read_with_bounded_memory(tmp_path: Path) -> None:
+    """A real results file padded to 256 MiB in 'configs': read right, in O(file) memory."""
+    source = (
+        FIXTURES
+        / "full_structure"
+        / "01-ai"
+        / "Yi-34B-Chat"
+        / "results_2025-02-13T18-27-04.338360.json"
+    )
+    head, marker, tail = source.read_bytes().partition(b'"configs": {')
+    assert marker
+    size = 256 * 2**20
+    huge = tmp_path / "tree" / "01-ai" / "Yi-34B-Chat" / source.name
+    huge.parent.mkdir(parents=True)
+    with huge.open("wb") as handle:
+        handle.write(head + marker + b'"padding": "')
+        chunk = b"x" * 2**20
+        for _ in range(size // len(chunk)):
+            handle.write(chunk)
+        handle.write(b'", ' + tail)
+    out = tmp_path / "out"
+    with (tmp_path / "stderr").open("wb") as stderr:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "lbnorm",
+                "run",
+                str(huge.parent.parent.parent),
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, (tmp_path / "stderr").read_text()
+    peak = usage.ru_maxrss * 1024  # kilobytes on Linux
+    assert peak < 4 * size + 512 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
+    reference = tmp_path / "reference"
+    assert main(["run", str(source), "--out", str(reference), "--quiet"]) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "leaderboard.parquet"),
+        pd.read_parquet(reference / "leaderboard.parquet"),
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"][0]["bytes"] == huge.stat().st_size > size

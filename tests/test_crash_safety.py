@@ -1,0 +1,493 @@
+"""Crash safety and concurrency, with real ``lbnorm`` processes.
+
+Runs are killed with SIGKILL at named points (the fault-injection switch
+``LBNORM_FAULT_POINT``, see ``lbnorm._faults``), a few milliseconds into the Parquet
+writes, and at random moments. Each time the previous output directory must be
+complete, readable and unchanged (or, once the swap happened, the complete new
+output), and the next run must succeed and remove what the killed run left.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm import load_suite, run
+from lbnorm.cli import main
+
+GOLDEN = sorted((Path(__file__).parent / "fixtures" / "golden").glob("*.json"))
+EPOCH = "1700000000"
+CREATED_AT = "2023-11-14T22:13:20+00:00"  # SOURCE_DATE_EPOCH=1700000000
+Digests = dict[str, str]
+
+
+def _digests(folder: Path) -> Digests:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+    }
+
+
+def _siblings(out: Path) -> list[str]:
+    """What lies beside the output directory: only its lock file, after a clean run."""
+    return sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
+
+
+def _assert_readable(out: Path) -> None:
+    for name in ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet"):
+        assert pq.read_table(out / name).num_rows > 0
+    assert json.loads((out / "manifest.json").read_text())["tool"] == "lbnorm"
+
+
+def _command(inputs: Sequence[Path], out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "lbnorm",
+        "run",
+        *map(str, inputs),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+
+
+def _env(fault: str = "") -> dict[str, str]:
+    env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH}
+    env.pop("LBNORM_FAULT_POINT", None)
+    if fault:
+        env["LBNORM_FAULT_POINT"] = fault
+    return env
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    """Input sets and the exact output each one gives."""
+
+    old_inputs: list[Path]
+    new_inputs: list[Path]
+    big_inputs: list[Path]
+    old: Digests
+    new: Digests
+    big: Digests
+    folder: Path
+
+
+def _make_big_table(path: Path, *, n_models: int) -> None:
+    """A long-format table big enough that writing its outputs takes a while."""
+    subtasks = load_suite("openllm-v2").subtask_table()
+    rng = np.random.default_rng(0)
+    n = n_models * len(subtasks)
+    pd.DataFrame(
+        {
+            "model": np.repeat(
+                [f"org/model-{i:05d}" for i in range(n_models)], len(subtasks)
+            ),
+            "benchmark": np.tile(subtasks["benchmark"].to_numpy(), n_models),
+            "subtask": np.tile(subtasks["subtask"].to_numpy(), n_models),
+            "raw_score": rng.uniform(0.0, 1.0, n).round(6),
+            "stderr": rng.uniform(0.0, 0.05, n).round(6),
+        }
+    ).to_csv(path, index=False)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    folder = tmp_path_factory.mktemp("reference")
+    big = folder / "big.csv"
+    _make_big_table(big, n_models=800)
+    sets = {"old": GOLDEN[:3], "new": GOLDEN, "big": [big]}
+    digests = {}
+    for name, inputs in sets.items():
+        run(inputs, out=folder / name, created_at=CREATED_AT)
+        digests[name] = _digests(folder / name)
+    return Reference(
+        old_inputs=sets["old"],
+        new_inputs=sets["new"],
+        big_inputs=sets["big"],
+        old=digests["old"],
+        new=digests["new"],
+        big=digests["big"],
+        folder=folder,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kill:
+    """One killed run: how it was killed and what it may leave in the output."""
+
+    name: str
+    fault: str = ""  # LBNORM_FAULT_POINT
+    big: bool = False  # the big table (long writes) instead of the golden files
+    may_finish: bool = False  # the run may complete before the kill lands
+    swapped: bool = False  # killed after the swap: the new output is in place
+
+
+KILLS = [
+    # At named points: inputs parsed, nothing computed; lock held; between tables; ...
+    *(Kill(name=f"parsed-{i}", fault="computing") for i in range(2)),
+    *(Kill(name=f"lock-held-{i}", fault="locked") for i in range(2)),
+    *(Kill(name=f"after-table-{n}", fault=f"table-written@{n}") for n in (1, 2, 3)),
+    *(Kill(name=f"staged-{i}", fault="staged") for i in range(2)),
+    *(Kill(name=f"swapped-{i}", fault="swapped", swapped=True) for i in range(2)),
+    # A timer thread kills the run a few ms after a point while it goes on: in the
+    # middle of writing the second or third Parquet file of the big table, ...
+    *(
+        Kill(
+            name=f"writing-table-{n}-{ms}ms",
+            fault=f"table-written@{n}:after={ms}",
+            big=True,
+            may_finish=True,
+        )
+        for n in (1, 2)
+        for ms in (1, 4)
+    ),
+    # ... anywhere in the writes, the swap or the cleanup, ...
+    *(
+        Kill(
+            name=f"writer-{ms}ms", fault=f"locked:after={ms}", big=True, may_finish=True
+        )
+        for ms in (3, 12, 30)
+    ),
+    # ... or at a random moment of the computation and the writes.
+    *(
+        Kill(
+            name=f"random-{i}",
+            fault=f"computing:after={random.Random(i).randint(20, 600)}",
+            big=True,
+            may_finish=True,
+        )
+        for i in range(3)
+    ),
+]
+
+
+def _killed_run(kill: Kill, reference: Reference, folder: Path) -> dict[str, Any]:
+    """Run and kill one lbnorm process on a copy of the old output; report the aftermath."""
+    out = folder / "out"
+    shutil.copytree(reference.folder / "old", out)
+    inputs = reference.big_inputs if kill.big else reference.new_inputs
+    process = subprocess.Popen(
+        _command(inputs, out),
+        env=_env(kill.fault),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, stderr = process.communicate(timeout=120)
+    return {
+        "returncode": process.returncode,
+        "stderr": stderr.decode(),
+        "digests": _digests(out),
+        "leftovers": _siblings(out),
+        "is_readable": _readable(out),
+        "is_torn": _has_torn_parquet(out),
+    }
+
+
+def _has_torn_parquet(out: Path) -> bool:
+    """Whether the killed run left a half-written Parquet file in its staging directory."""
+    for staging in out.parent.glob(".out.tmp-*"):
+        for table in staging.glob("*.parquet"):
+            try:
+                pq.read_metadata(table)
+            except Exception:  # a torn file is any file that cannot be read
+                return True
+    return False
+
+
+def _readable(out: Path) -> bool:
+    try:
+        _assert_readable(out)
+    except Exception:  # any failure to read counts as unreadable
+        return False
+    return True
+
+
+def test_killed_runs_leave_the_previous_output_intact(
+    reference: Reference, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = dict(
+            zip(
+                [kill.name for kill in KILLS],
+                pool.map(
+                    lambda kill: _killed_run(kill, reference, tmp_path / kill.name),
+                    KILLS,
+                ),
+                strict=True,
+            )
+        )
+    killed = 0
+    for kill in KILLS:
+        outcome = outcomes[kill.name]
+        new = reference.big if kill.big else reference.new
+        if outcome["returncode"] == 0 and kill.may_finish:
+            assert outcome["digests"] == new, kill
+        else:
+            assert outcome["returncode"] == -signal.SIGKILL, (kill, outcome["stderr"])
+            killed += 1
+            allowed = (
+                [new]
+                if kill.swapped
+                else [reference.old, new]
+                if kill.may_finish
+                else [reference.old]
+            )
+            assert outcome["digests"] in allowed, (
+                kill
+            )  # complete, old or new, never a mix
+        assert outcome["is_readable"], kill
+        assert "Traceback" not in outcome["stderr"]
+    assert killed >= 18  # enough real kills to mean something
+    torn = [kill.name for kill in KILLS if outcomes[kill.name]["is_torn"]]
+    print(f"{killed} runs killed; {len(torn)} in the middle of a Parquet write: {torn}")
+    # A later run succeeds and removes what each killed run left (staging, the old output).
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    left = [kill for kill in KILLS if outcomes[kill.name]["leftovers"] != [".out.lock"]]
+    assert left  # the kills did leave staging directories behind
+    for kill in KILLS:
+        out = tmp_path / kill.name / "out"
+        inputs = reference.big_inputs if kill.big else reference.new_inputs
+        if kill.big and kill not in left:
+            continue  # nothing to clean; spare the time
+        assert main(["run", *map(str, inputs), "--out", str(out), "--quiet"]) == 0
+        assert _digests(out) == (reference.big if kill.big else reference.new)
+        assert _siblings(out) == [".out.lock"], kill
+
+
+def test_a_run_killed_between_the_two_renames_is_repaired(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """Where renameat2 is missing, the swap is two renames; a kill between them is undone."""
+    out = tmp_path / "out"
+    shutil.copytree(reference.folder / "old", out)
+    out.rename(tmp_path / ".out.old-0123456789ab")  # the state between the two renames
+    (tmp_path / ".out.tmp-0123456789ab").mkdir()
+    (tmp_path / ".out.tmp-0123456789ab" / "subtasks.parquet").write_bytes(b"PAR1 half")
+    process = subprocess.run(
+        _command(reference.new_inputs, out),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert process.returncode == 0, process.stderr
+    assert _digests(out) == reference.new
+    assert _siblings(out) == [".out.lock"]
+
+
+def _wait_until_stopped(process: subprocess.Popen[bytes]) -> None:
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), status
+
+
+def test_second_writer_fails_clearly_while_the_first_holds_the_lock(
+    reference: Reference, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(reference.folder / "old", out)
+    first = subprocess.Popen(
+        _command(reference.new_inputs, out),
+        env=_env("staged:stop"),
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_until_stopped(first)  # fully staged, holding the lock, not swapped
+        code = main(
+            ["run", *map(str, reference.old_inputs[:1]), "--out", str(out), "--quiet"]
+        )
+        assert code == 6
+        assert capsys.readouterr().err == (
+            f"lbnorm: error: {out}: another lbnorm run is writing this output directory.\n"
+            "Hint: wait for it to finish, or write to another --out.\n"
+        )
+        assert _digests(out) == reference.old
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr
+    assert _digests(out) == reference.new  # the first run's output, whole
+    assert _siblings(out) == [".out.lock"]
+
+
+def test_concurrent_runs_one_output_never_mixed(
+    reference: Reference, tmp_path: Path
+) -> None:
+    sets = [GOLDEN[0:3], GOLDEN[3:6], GOLDEN[6:8]]
+    expected = []
+    for index, inputs in enumerate(sets):
+        run(inputs, out=tmp_path / f"expected-{index}", created_at=CREATED_AT)
+        expected.append(_digests(tmp_path / f"expected-{index}"))
+    out = tmp_path / "shared" / "out"
+    for _round in range(1):
+        processes = [
+            subprocess.Popen(
+                _command(inputs, out), env=_env(), stderr=subprocess.PIPE, text=True
+            )
+            for inputs in sets
+        ]
+        results = [(p.wait(timeout=120), p.communicate()[1]) for p in processes]
+        winners = [index for index, (code, _) in enumerate(results) if code == 0]
+        for code, stderr in results:
+            assert code in {0, 6}, stderr
+            if code == 6:
+                assert (
+                    "another lbnorm run is writing this output directory.\nHint:"
+                    in stderr
+                )
+            assert "Traceback" not in stderr
+        assert winners
+        assert _digests(out) in [
+            expected[index] for index in winners
+        ]  # one run's output, whole
+        assert _siblings(out) == [".out.lock"]
+
+
+# --- a full disk, a read-only directory ----------------------------------------------
+
+
+def _limit_file_size() -> None:
+    signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # get EFBIG, as on a full disk, not a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+def test_file_size_limit_mid_write_is_a_clear_error(
+    reference: Reference, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(reference.folder / "old", out)
+    process = subprocess.run(
+        _command(reference.new_inputs, out),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        preexec_fn=_limit_file_size,
+    )
+    assert process.returncode == 6
+    assert re.fullmatch(
+        rf"lbnorm: error: {re.escape(str(out))}: cannot write the output \(.*File too large\); "
+        r"the previous output is unchanged\.\nHint: a file size limit \(ulimit -f\) was hit; raise it or write elsewhere\.\n",
+        process.stderr,
+    ), process.stderr
+    assert _digests(out) == reference.old
+    assert _siblings(out) == [".out.lock"]  # the half-written staging directory is gone
+
+
+def test_disk_full_is_a_clear_error(
+    reference: Reference,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(reference.folder / "old", out)
+    write_table: Callable[..., None] = pq.write_table
+
+    def write_half_then_fail(table: Any, where: Any, **options: Any) -> None:
+        write_table(table, where, **options)
+        Path(where).write_bytes(Path(where).read_bytes()[:100])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+
+    monkeypatch.setattr(pq, "write_table", write_half_then_fail)
+    assert (
+        main(["run", *map(str, reference.new_inputs), "--out", str(out), "--quiet"])
+        == 6
+    )
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {out}: cannot write the output (No space left on device); "
+        "the previous output is unchanged.\nHint: free disk space or write elsewhere.\n"
+    )
+    assert _digests(out) == reference.old
+    assert _siblings(out) == [".out.lock"]
+
+
+def _without_override() -> list[str]:
+    """A command prefix under which root, too, is bound by file permissions."""
+    if os.geteuid() != 0:
+        return []
+    if setpriv := shutil.which("setpriv"):
+        return [
+            setpriv,
+            "--bounding-set=-dac_override,-dac_read_search,-fowner",
+            "--inh-caps=-all",
+        ]
+    pytest.skip("running as root without setpriv: permissions cannot be enforced")
+
+
+def test_read_only_output_directory_is_a_clear_error(
+    reference: Reference, tmp_path: Path
+) -> None:
+    parent = tmp_path / "readonly"
+    parent.mkdir()
+    out = parent / "out"
+    shutil.copytree(reference.folder / "old", out)
+    prefix = _without_override()
+    parent.chmod(0o555)
+    out.chmod(0o555)
+    try:
+        process = subprocess.run(
+            [*prefix, *_command(reference.new_inputs, out)],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        parent.chmod(0o755)
+        out.chmod(0o755)
+    assert process.returncode == 6, process.stderr
+    assert re.fullmatch(
+        rf"lbnorm: error: {re.escape(str(out))}: cannot write the output \((Permission denied|Read-only file system)\); "
+        r"the previous output is unchanged\.\nHint: (check the directory's permissions|the file system is read-only)[^\n]*\n",
+        process.stderr,
+    ), process.stderr
+    assert _digests(out) == reference.old
+    assert _siblings(out) == []
+
+
+def test_leftovers_of_other_outputs_are_not_touched(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """Cleaning up matches this output's name literally: 'a*' is not a pattern."""
+    other_staging = tmp_path / ".ab.tmp-0123456789ab"  # another run, writing ./ab
+    other_staging.mkdir()
+    (other_staging / "subtasks.parquet").write_bytes(b"in progress")
+    odd = tmp_path / "res[1]"
+    shutil.copytree(reference.folder / "old", odd)
+    odd.rename(tmp_path / ".res[1].old-0123456789ab")  # killed between two renames
+    run(reference.new_inputs, out=tmp_path / "a*", created_at=CREATED_AT)
+    assert (other_staging / "subtasks.parquet").read_bytes() == b"in progress"
+    run(reference.new_inputs, out=odd, created_at=CREATED_AT)
+    assert _digests(odd) == reference.new
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".a*.lock",
+        ".ab.tmp-0123456789ab",
+        ".res[1].lock",
+        "a*",
+        "res[1]",
+    ]
