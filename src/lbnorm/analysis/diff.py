@@ -1,0 +1,476 @@
+"""What did this change do? Two leaderboards in, every difference out, vectorized.
+
+Each side is a :class:`Snapshot`: a leaderboard plus, when known, its subtask
+table (for scores that became clipped or unclipped), its lower bounds and its
+rank intervals (from :func:`lbnorm.analysis.uncertainty.estimate_uncertainty`).
+:func:`diff_snapshots` joins the two sides once on the variant keys (a hash join
+of one row per variant; the subtask rows are lined up by integer code, never
+joined row by row) and returns a :class:`Diff`: the bounds that changed, the
+delta per variant and benchmark, the delta and rank move per variant, and the
+summary figures (Kendall's tau and Spearman's rho between the rankings, top-k
+overlaps, big movers, newly clipped scores, variants added and removed, and how
+many rank moves lie outside the rank intervals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from lbnorm.analysis.align import align_rows, align_variants, plain_keys
+from lbnorm.analysis.correlation import kendall_tau, spearman_rho
+from lbnorm.analysis.uncertainty import estimate_uncertainty
+from lbnorm.pipeline import Result
+from lbnorm.schemas import KEY_COLUMNS
+
+__all__ = [
+    "Diff",
+    "Snapshot",
+    "bounds_of",
+    "diff_results",
+    "diff_snapshots",
+    "snapshot_of",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Figure = float | int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """One side of a comparison.
+
+    Attributes:
+        leaderboard: One row per variant: the keys, ``rank``, ``average`` and a
+            column per benchmark.
+        benchmarks: The benchmark columns, in display order.
+        subtasks: The subtask table (keys, ``benchmark``, ``subtask``,
+            ``is_clipped``), for clip changes; None if unknown.
+        bounds: One row per subtask: ``benchmark``, ``subtask``, ``lower_bound``;
+            None derives them from `subtasks`.
+        intervals: Per variant: the keys, ``rank_best`` and ``rank_worst``; None
+            if unknown.
+        label: A name for the side (a suite, a directory).
+    """
+
+    leaderboard: pd.DataFrame
+    benchmarks: Sequence[str]
+    subtasks: pd.DataFrame | None = None
+    bounds: pd.DataFrame | None = None
+    intervals: pd.DataFrame | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diff:
+    """Everything that changed between two snapshots.
+
+    Attributes:
+        bounds: Subtasks whose lower bound changed, was added or removed:
+            ``benchmark``, ``subtask``, ``old_lower_bound``, ``new_lower_bound``,
+            ``change``.
+        scores: Per (variant, benchmark) present on either side: the keys,
+            ``benchmark``, ``old_score``, ``new_score``, ``delta`` (new - old).
+        models: Per variant on either side: the keys, ``status`` (``both``,
+            ``added``, ``removed``), ``old_rank``, ``new_rank``, ``rank_move``
+            (old - new: positive moved up), ``old_average``, ``new_average``,
+            ``average_delta`` and ``is_beyond_intervals`` (null when unknown);
+            sorted by new rank, then old rank.
+        summary: The summary figures, by name (see :func:`diff_snapshots`).
+        labels: The sides' labels.
+        benchmarks: The benchmarks of either side, in display order.
+    """
+
+    bounds: pd.DataFrame
+    scores: pd.DataFrame
+    models: pd.DataFrame
+    summary: dict[str, Figure]
+    labels: tuple[str, str] = ("old", "new")
+    benchmarks: tuple[str, ...] = field(default=())
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables to save, by file stem (the summary as one row)."""
+        summary = pd.DataFrame(
+            {"old": [self.labels[0]], "new": [self.labels[1]]}
+            | {name: [value] for name, value in self.summary.items()}
+        )
+        return {
+            "diff_bounds": self.bounds,
+            "diff_scores": self.scores,
+            "diff_models": self.models,
+            "diff_summary": summary,
+        }
+
+
+def bounds_of(subtasks: pd.DataFrame) -> pd.DataFrame:
+    """Return each subtask's lower bound as a subtask table records it.
+
+    Examples:
+        >>> subtasks = pd.DataFrame({"benchmark": ["GPQA"] * 3, "subtask": ["main", "main", "diamond"],
+        ...     "lower_bound": [0.25, 0.25, 0.25]})
+        >>> bounds_of(subtasks).to_dict("list")
+        {'benchmark': ['GPQA', 'GPQA'], 'subtask': ['main', 'diamond'], 'lower_bound': [0.25, 0.25]}
+    """
+    columns = ["benchmark", "subtask"]
+    first = (
+        subtasks.groupby(columns, observed=True, sort=False)["lower_bound"]
+        .first()
+        .reset_index()
+    )
+    return pd.DataFrame(
+        {
+            "benchmark": first["benchmark"].astype("str").to_numpy(),
+            "subtask": first["subtask"].astype("str").to_numpy(),
+            "lower_bound": first["lower_bound"].to_numpy(dtype=np.float64),
+        }
+    )
+
+
+def snapshot_of(
+    result: Result, *, intervals: bool = True, label: str | None = None
+) -> Snapshot:
+    """Describe a :class:`~lbnorm.pipeline.Result` for :func:`diff_snapshots`.
+
+    Args:
+        result: A normalized leaderboard.
+        intervals: Compute its rank intervals (from the subtasks' stderr).
+        label: The side's name; default the suite's name.
+
+    Returns:
+        The snapshot: leaderboard, suite bounds, subtasks and intervals.
+    """
+    subtasks = result.subtasks
+    uncertainty = (
+        estimate_uncertainty(
+            subtasks, result.leaderboard, result.suite, missing=result.missing
+        )
+        if intervals and len(subtasks)
+        else None
+    )
+    return Snapshot(
+        leaderboard=result.leaderboard,
+        benchmarks=result.suite.benchmark_names,
+        subtasks=subtasks,
+        bounds=result.suite.subtask_table()[["benchmark", "subtask", "lower_bound"]],
+        intervals=None if uncertainty is None else uncertainty.leaderboard,
+        label=label or result.suite.name,
+    )
+
+
+def diff_results(
+    old: Result,
+    new: Result,
+    *,
+    intervals: bool = True,
+    moved_places: int = 10,
+    top: Sequence[int] = (10, 50, 100),
+) -> Diff:
+    """Compare two results, e.g. one input under two suites (an impact study).
+
+    Args:
+        old: The reference result.
+        new: The changed result.
+        intervals: Count rank moves beyond the rank intervals (needs stderr).
+        moved_places: N in "moved more than N places".
+        top: The k of the top-k overlaps.
+
+    Returns:
+        The differences (see :func:`diff_snapshots`).
+
+    Examples:
+        >>> from lbnorm import normalize_scores
+        >>> from lbnorm.analysis.impact import override_bounds, parse_bound_override
+        >>> scores = pd.DataFrame({"model": ["a", "b"], "benchmark": "GPQA", "subtask": "main",
+        ...     "raw_score": [0.28, 0.40]})
+        >>> old = normalize_scores(scores, missing="partial")
+        >>> new = normalize_scores(scores, override_bounds(old.suite, [parse_bound_override("GPQA=0.3")]), missing="partial")
+        >>> diff = diff_results(old, new)
+        >>> diff.summary["newly_clipped"], diff.scores["delta"].round(3).tolist()
+        (1, [-4.0, -5.714])
+    """
+    return diff_snapshots(
+        snapshot_of(old, intervals=intervals),
+        snapshot_of(new, intervals=intervals),
+        moved_places=moved_places,
+        top=top,
+    )
+
+
+def diff_snapshots(
+    old: Snapshot,
+    new: Snapshot,
+    *,
+    moved_places: int = 10,
+    top: Sequence[int] = (10, 50, 100),
+) -> Diff:
+    """Compare two leaderboards: bounds, scores, averages, ranks and summary.
+
+    Summary figures: ``variants_old``, ``variants_new``, ``variants_common``,
+    ``variants_added``, ``variants_removed``, ``ranked_common`` (ranked on both
+    sides: the base of the rank figures), ``kendall_tau``, ``spearman_rho``,
+    ``top_<k>_overlap`` (variants in both top-k lists), ``moved_places`` (N),
+    ``moved_more_than_n``, ``max_rank_move``, ``mean_abs_rank_move``,
+    ``average_delta_mean`` / ``_min`` / ``_max``, ``averages_changed``,
+    ``scores_changed`` (benchmark scores), ``newly_clipped``, ``newly_unclipped``
+    (subtask scores; null without subtask tables), ``bounds_changed``,
+    ``rank_moves_checked`` (with intervals on both sides) and
+    ``rank_moves_beyond_intervals`` (the new rank outside the old rank interval
+    and the old rank outside the new one; null without intervals).
+
+    Args:
+        old: The reference side.
+        new: The changed side.
+        moved_places: N in "moved more than N places".
+        top: The k of the top-k overlaps.
+
+    Returns:
+        The differences.
+
+    Examples:
+        >>> def board(averages):
+        ...     return pd.DataFrame({"model": list("abc"), "precision": "", "revision": "",
+        ...         "chat_template": False, "rank": pd.Series(averages).rank(ascending=False),
+        ...         "average": averages, "X": averages})
+        >>> diff = diff_snapshots(Snapshot(leaderboard=board([3.0, 2.0, 1.0]), benchmarks=["X"]),
+        ...     Snapshot(leaderboard=board([1.0, 2.0, 3.0]), benchmarks=["X"]), moved_places=1, top=[1])
+        >>> {k: diff.summary[k] for k in ("kendall_tau", "spearman_rho", "top_1_overlap", "moved_more_than_n")}
+        {'kendall_tau': -1.0, 'spearman_rho': -1.0, 'top_1_overlap': 0, 'moved_more_than_n': 2}
+    """
+    merged, old_at, new_at = _match_variants(old.leaderboard, new.leaderboard)
+    old_rank = _take(old.leaderboard["rank"], old_at)
+    new_rank = _take(new.leaderboard["rank"], new_at)
+    old_average = _take(old.leaderboard["average"], old_at)
+    new_average = _take(new.leaderboard["average"], new_at)
+    is_both = (old_at >= 0) & (new_at >= 0)
+    is_ranked = is_both & ~np.isnan(old_rank) & ~np.isnan(new_rank)
+    move = old_rank - new_rank
+    beyond = _beyond_intervals(old, new, merged, old_rank, new_rank, is_ranked)
+    status = np.where(is_both, "both", np.where(old_at >= 0, "removed", "added"))
+    models = merged.assign(
+        status=status,
+        old_rank=_nullable(old_rank, "Int64"),
+        new_rank=_nullable(new_rank, "Int64"),
+        rank_move=_nullable(move, "Int64"),
+        old_average=old_average,
+        new_average=new_average,
+        average_delta=new_average - old_average,
+        is_beyond_intervals=_nullable(beyond, "boolean"),
+    )
+    order = np.lexsort(
+        (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
+    )
+    models = models.iloc[order].reset_index(drop=True)
+    names = list(dict.fromkeys([*old.benchmarks, *new.benchmarks]))
+    scores = _score_deltas(old, new, merged, old_at, new_at, names)
+    old_bounds, new_bounds = _side_bounds(old), _side_bounds(new)
+    bounds = _bound_changes(old_bounds, new_bounds)
+    clipped = _clip_changes(old, new, merged, old_bounds, new_bounds)
+    summary: dict[str, Figure] = {
+        "variants_old": int((old_at >= 0).sum()),
+        "variants_new": int((new_at >= 0).sum()),
+        "variants_common": int(is_both.sum()),
+        "variants_added": int(((new_at >= 0) & (old_at < 0)).sum()),
+        "variants_removed": int(((old_at >= 0) & (new_at < 0)).sum()),
+        "ranked_common": int(is_ranked.sum()),
+        "kendall_tau": kendall_tau(old_average[is_ranked], new_average[is_ranked]),
+        "spearman_rho": spearman_rho(old_average[is_ranked], new_average[is_ranked]),
+    }
+    for k in top:
+        summary[f"top_{k}_overlap"] = int(((old_rank <= k) & (new_rank <= k)).sum())
+    moves = np.abs(move[is_ranked])
+    delta = (new_average - old_average)[is_both]
+    delta = delta[~np.isnan(delta)]
+    summary |= {
+        "moved_places": moved_places,
+        "moved_more_than_n": int((moves > moved_places).sum()),
+        "max_rank_move": int(moves.max()) if moves.size else 0,
+        "mean_abs_rank_move": float(moves.mean()) if moves.size else 0.0,
+        "average_delta_mean": float(delta.mean()) if delta.size else None,
+        "average_delta_min": float(delta.min()) if delta.size else None,
+        "average_delta_max": float(delta.max()) if delta.size else None,
+        "averages_changed": int((delta != 0).sum()),
+        "scores_changed": int((scores["delta"].fillna(0.0) != 0).sum()),
+        "newly_clipped": clipped[0],
+        "newly_unclipped": clipped[1],
+        "bounds_changed": len(bounds),
+        "rank_moves_checked": int((~np.isnan(beyond)).sum()),
+        "rank_moves_beyond_intervals": int(np.nansum(beyond))
+        if (~np.isnan(beyond)).any()
+        else None,
+    }
+    return Diff(
+        bounds=bounds,
+        scores=scores,
+        models=models,
+        summary=summary,
+        labels=(old.label or "old", new.label or "new"),
+        benchmarks=tuple(names),
+    )
+
+
+def _match_variants(
+    old: pd.DataFrame, new: pd.DataFrame
+) -> tuple[pd.DataFrame, IntArray, IntArray]:
+    """Outer-join the variant keys; positions into each side (-1 if absent)."""
+    keys = list(KEY_COLUMNS)
+    merged = (
+        plain_keys(old)
+        .assign(_old=np.arange(len(old)))
+        .merge(
+            plain_keys(new).assign(_new=np.arange(len(new))),
+            on=keys,
+            how="outer",
+            validate="one_to_one",
+            sort=False,
+        )
+    )
+    old_at = merged["_old"].fillna(-1).to_numpy(dtype=np.int64)
+    new_at = merged["_new"].fillna(-1).to_numpy(dtype=np.int64)
+    return merged[keys], old_at, new_at
+
+
+def _take(column: pd.Series, at: IntArray) -> FloatArray:
+    values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+    if values.size == 0:
+        return np.full(at.shape, np.nan)
+    return np.where(at >= 0, values[np.maximum(at, 0)], np.nan)
+
+
+def _score_deltas(
+    old: Snapshot,
+    new: Snapshot,
+    merged: pd.DataFrame,
+    old_at: IntArray,
+    new_at: IntArray,
+    names: list[str],
+) -> pd.DataFrame:
+    """Long table of benchmark scores on both sides, from the leaderboards' columns."""
+
+    def matrix(side: Snapshot, at: IntArray) -> FloatArray:
+        columns = [
+            _take(side.leaderboard[name], at)
+            if name in side.benchmarks
+            else np.full(at.shape, np.nan)
+            for name in names  # a suite's handful of benchmarks
+        ]
+        return np.column_stack(columns) if columns else np.zeros((len(at), 0))
+
+    before, after = matrix(old, old_at), matrix(new, new_at)
+    rows, columns = np.nonzero(~(np.isnan(before) & np.isnan(after)))
+    return (
+        merged.iloc[rows]
+        .reset_index(drop=True)
+        .assign(
+            benchmark=np.asarray(names, dtype=object)[columns],
+            old_score=before[rows, columns],
+            new_score=after[rows, columns],
+            delta=after[rows, columns] - before[rows, columns],
+        )
+    )
+
+
+def _side_bounds(side: Snapshot) -> pd.DataFrame | None:
+    if side.bounds is not None:
+        return side.bounds[["benchmark", "subtask", "lower_bound"]]
+    if side.subtasks is not None and len(side.subtasks):
+        return bounds_of(side.subtasks)
+    return None
+
+
+def _bound_changes(
+    before: pd.DataFrame | None, after: pd.DataFrame | None
+) -> pd.DataFrame:
+    columns = ["benchmark", "subtask", "old_lower_bound", "new_lower_bound", "change"]
+    if before is None or after is None:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in columns})
+    merged = before.rename(columns={"lower_bound": "old_lower_bound"}).merge(
+        after.rename(columns={"lower_bound": "new_lower_bound"}),
+        on=["benchmark", "subtask"],
+        how="outer",
+        validate="one_to_one",
+        indicator=True,
+        sort=False,
+    )
+    side = merged["_merge"].astype(str).to_numpy()
+    change = np.where(
+        side == "left_only",
+        "removed",
+        np.where(side == "right_only", "added", "changed"),
+    )
+    is_changed = (side != "both") | (
+        merged["old_lower_bound"].to_numpy() != merged["new_lower_bound"].to_numpy()
+    )
+    changes = merged.assign(change=change).loc[is_changed]
+    return pd.DataFrame({name: changes[name].to_numpy() for name in columns})
+
+
+def _clip_changes(
+    old: Snapshot,
+    new: Snapshot,
+    merged: pd.DataFrame,
+    old_bounds: pd.DataFrame | None,
+    new_bounds: pd.DataFrame | None,
+) -> tuple[int | None, int | None]:
+    """Subtask scores clipped on one side only (variants and subtasks on both)."""
+    if (
+        old.subtasks is None
+        or new.subtasks is None
+        or not len(old.subtasks)
+        or not len(new.subtasks)
+    ):
+        return None, None
+    assert old_bounds is not None
+    assert new_bounds is not None
+    subtasks = pd.concat([old_bounds, new_bounds], ignore_index=True).drop_duplicates(
+        ["benchmark", "subtask"], ignore_index=True
+    )
+    shape = (len(merged), len(subtasks))
+
+    def clip_matrix(table: pd.DataFrame) -> npt.NDArray[np.int8]:
+        matrix = np.full(shape, -1, dtype=np.int8)  # -1: no score
+        variant = align_variants(table, merged)
+        subtask = align_rows(table, subtasks, on=["benchmark", "subtask"])
+        matrix[variant, subtask] = table["is_clipped"].to_numpy(dtype=np.int8)
+        return matrix
+
+    before, after = clip_matrix(old.subtasks), clip_matrix(new.subtasks)
+    return int(((before == 0) & (after == 1)).sum()), int(
+        ((before == 1) & (after == 0)).sum()
+    )
+
+
+def _beyond_intervals(
+    old: Snapshot,
+    new: Snapshot,
+    merged: pd.DataFrame,
+    old_rank: FloatArray,
+    new_rank: FloatArray,
+    is_ranked: npt.NDArray[np.bool_],
+) -> FloatArray:
+    """1.0 where the rank move is outside both rank intervals, 0.0 inside, NaN unknown."""
+    if old.intervals is None or new.intervals is None:
+        return np.full(len(merged), np.nan)
+
+    def interval(side: pd.DataFrame) -> tuple[FloatArray, FloatArray]:
+        at = align_rows(merged, side, on=KEY_COLUMNS)
+        return _take(side["rank_best"], at), _take(side["rank_worst"], at)
+
+    old_best, old_worst = interval(old.intervals)
+    new_best, new_worst = interval(new.intervals)
+    outside_old = (new_rank < old_best) | (new_rank > old_worst)
+    outside_new = (old_rank < new_best) | (old_rank > new_worst)
+    known = is_ranked & ~np.isnan(old_best) & ~np.isnan(new_best)
+    return np.where(known, (outside_old & outside_new).astype(np.float64), np.nan)
+
+
+def _nullable(
+    values: FloatArray, dtype: Literal["Int64", "boolean"]
+) -> pd.api.extensions.ExtensionArray:
+    """Whole numbers (or 0/1) with NaN as a nullable pandas array (NaN becomes NA)."""
+    return pd.Series(values, dtype="float64").astype(dtype).array

@@ -1,0 +1,512 @@
+"""Is a benchmark broken? Automatic versions of the DROP deep dive's plot.
+
+The Open LLM Leaderboard found DROP broken by plotting it against the average of
+the other benchmarks: most models sat near the floor whatever their average. The
+checks here do that for every benchmark and subtask at once, over all models:
+
+Per benchmark (columns of the leaderboard, 0-100):
+
+* ``loo_correlation``: Spearman's rho of the benchmark with the leave-one-out
+  average (the weighted mean of the *other* benchmarks) is at least
+  ``min_loo_spearman``;
+* ``floor`` / ``ceiling``: at most ``max_floor_rate`` of the models score within
+  noise of 0 (``max(floor_points, noise_z * stderr)``; clipped scores are 0), and
+  at most ``max_ceiling_rate`` within noise of 100;
+* ``stuck_cluster``: not (a share of at least ``min_stuck_share`` of the models in
+  the low band, the lowest ``stuck_band`` of the benchmark's range (1st to 99th
+  percentile), *and* their leave-one-out averages spread at least
+  ``min_stuck_spread`` times as wide (interquartile range) as everyone's). A hard
+  benchmark's low band holds the weak models, whose averages are low too; a
+  broken one's holds models of every strength.
+
+Per subtask (the subtask table):
+
+* ``bound_above_scores``: the lower bound is not above every observed raw score
+  (a wrong ``num_choices``, or a broken task);
+* ``subtask_correlation``: Spearman's rho of the subtask with the mean of the
+  other subtasks of its benchmark (unclipped normalized scores) is at least
+  ``min_subtask_spearman`` (not checked for single-subtask benchmarks).
+
+A check runs on at least ``min_models`` models, else it is ``skipped``. The
+defaults, and what they say about the published v2 leaderboard, are justified in
+``docs/changes-and-health.md``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from lbnorm.analysis.correlation import spearman_columns
+from lbnorm.analysis.uncertainty import estimate_uncertainty
+from lbnorm.errors import InputError, LbnormError
+from lbnorm.kernel import MissingPolicy
+from lbnorm.suites import Suite
+
+__all__ = [
+    "HEALTH_COLUMNS",
+    "HealthConfig",
+    "HealthConfigError",
+    "benchmark_columns",
+    "check_benchmarks",
+    "check_health",
+    "check_result",
+    "check_subtasks",
+    "is_healthy",
+]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: The health table's columns, in order: one row per benchmark, then per subtask.
+HEALTH_COLUMNS: tuple[str, ...] = (
+    "level",
+    "benchmark",
+    "subtask",
+    "n_models",
+    "loo_spearman",
+    "floor_rate",
+    "ceiling_rate",
+    "stuck_share",
+    "stuck_spread",
+    "lower_bound",
+    "max_raw_score",
+    "below_bound_rate",
+    "rest_spearman",
+    "status",
+    "failed",
+)
+_MIN_BAND_MODELS = 10
+
+
+class HealthConfigError(LbnormError, ValueError):
+    """A health threshold is out of range or unknown."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthConfig:
+    """Thresholds of the health checks (see the module docstring for each check).
+
+    Attributes:
+        min_loo_spearman: Least rho with the leave-one-out average.
+        max_floor_rate: Most models allowed within noise of 0.
+        max_ceiling_rate: Most models allowed within noise of 100.
+        floor_points: Noise margin in normalized points when no stderr is known
+            (and the least margin when one is).
+        noise_z: Standard errors that count as "within noise".
+        stuck_band: Width of the low band, as a share of the benchmark's range.
+        min_stuck_share: Share of models in the low band that makes a cluster.
+        min_stuck_spread: Spread of the cluster's leave-one-out averages, relative
+            to everyone's, that makes it stuck.
+        min_subtask_spearman: Least rho of a subtask with the rest of its benchmark.
+        min_models: Fewest models a check runs on.
+    """
+
+    min_loo_spearman: float = 0.5
+    max_floor_rate: float = 0.5
+    max_ceiling_rate: float = 0.5
+    floor_points: float = 1.0
+    noise_z: float = 1.96
+    stuck_band: float = 0.1
+    min_stuck_share: float = 0.5
+    min_stuck_spread: float = 0.75
+    min_subtask_spearman: float = 0.2
+    min_models: int = 30
+
+    def __post_init__(self) -> None:
+        shares = ("max_floor_rate", "max_ceiling_rate", "stuck_band", "min_stuck_share")
+        bad = [
+            f"{name}={getattr(self, name)!r}"
+            for name in shares
+            if not 0.0 <= getattr(self, name) <= 1.0
+        ]
+        bad += [
+            f"{name}={getattr(self, name)!r}"
+            for name in ("min_loo_spearman", "min_subtask_spearman")
+            if not -1.0 <= getattr(self, name) <= 1.0
+        ]
+        bad += [
+            f"{name}={getattr(self, name)!r}"
+            for name in ("floor_points", "noise_z", "min_stuck_spread")
+            if not getattr(self, name) >= 0.0
+        ]
+        if self.min_models < 3:
+            bad.append(f"min_models={self.min_models!r}")
+        if bad:
+            msg = (
+                f"health thresholds out of range: {', '.join(bad)}.\n"
+                "Hint: shares are in [0, 1], correlations in [-1, 1], margins >= 0, "
+                "min_models >= 3."
+            )
+            raise HealthConfigError(msg)
+
+    @classmethod
+    def from_mapping(
+        cls, values: Mapping[str, Any], *, source: str = "<mapping>"
+    ) -> HealthConfig:
+        """Build a config from a mapping of thresholds (the others keep defaults).
+
+        Raises:
+            HealthConfigError: An unknown key, a non-number, or a value out of range.
+
+        Examples:
+            >>> HealthConfig.from_mapping({"min_loo_spearman": 0.4}).min_loo_spearman
+            0.4
+        """
+        known = {field.name: field.type for field in fields(cls)}
+        if unknown := sorted(set(values) - set(known)):
+            msg = f"{source}: unknown health threshold(s) {unknown}.\nHint: known ones are {sorted(known)}."
+            raise HealthConfigError(msg)
+        typed: dict[str, Any] = {}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                msg = f"{source}: {name} must be a number, got {value!r}.\nHint: e.g. {name} = {getattr(cls(), name)!r}."
+                raise HealthConfigError(msg)
+            typed[name] = int(value) if name == "min_models" else float(value)
+        return cls(**typed)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> HealthConfig:
+        """Load thresholds from a TOML file: top-level keys or a ``[health]`` table.
+
+        Raises:
+            InputError: The file is missing or not TOML.
+            HealthConfigError: A threshold is unknown or out of range.
+        """
+        path = Path(path)
+        try:
+            document = tomllib.loads(path.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            msg = f"{path}: cannot read the health thresholds: {exc}.\nHint: write TOML, e.g. min_loo_spearman = 0.5."
+            raise InputError(msg) from exc
+        table = document.get("health", document)
+        if not isinstance(table, dict):
+            msg = f"{path}: [health] must be a table.\nHint: write [health] then key = value lines."
+            raise HealthConfigError(msg)
+        return cls.from_mapping(table, source=str(path))
+
+
+def benchmark_columns(table: pd.DataFrame) -> list[str]:
+    """Return the benchmark columns of a wide leaderboard: ``X`` where ``X Raw`` exists.
+
+    Works on lbnorm's leaderboard and on the published Open LLM Leaderboard table.
+
+    Examples:
+        >>> benchmark_columns(pd.DataFrame(columns=["model", "GPQA", "GPQA Raw", "Average"]))
+        ['GPQA']
+    """
+    names = [str(name) for name in table.columns]
+    return [name for name in names if f"{name} Raw" in names]
+
+
+def check_benchmarks(
+    scores: pd.DataFrame,
+    *,
+    stderr: pd.DataFrame | None = None,
+    weights: Sequence[float] | None = None,
+    config: HealthConfig | None = None,
+) -> pd.DataFrame:
+    """Check each benchmark against the leave-one-out average of the others.
+
+    Args:
+        scores: One row per model variant, one column per benchmark (0-100, NaN
+            where missing).
+        stderr: Standard errors of `scores`, same shape (NaN where unknown).
+        weights: Benchmark weights in the average (default equal).
+        config: Thresholds.
+
+    Returns:
+        One row per benchmark, in :data:`HEALTH_COLUMNS` order (subtask columns
+        null).
+
+    Examples:
+        >>> rng = np.random.default_rng(0)
+        >>> skill = rng.uniform(0, 60, 500)
+        >>> is_stuck = rng.random(500) < 0.8  # DROP-like: most models stuck near 5
+        >>> scores = pd.DataFrame({"A": skill + rng.normal(0, 3, 500),
+        ...     "B": skill + rng.normal(0, 3, 500),
+        ...     "C": np.where(is_stuck, rng.uniform(2, 8, 500), skill)})
+        >>> health = check_benchmarks(scores)
+        >>> health[["benchmark", "loo_spearman", "stuck_share", "stuck_spread"]].round(2)
+          benchmark  loo_spearman  stuck_share  stuck_spread
+        0         A          0.91         0.10          0.20
+        1         B          0.91         0.07          0.18
+        2         C          0.01         0.79          1.02
+        >>> health["failed"].tolist()
+        ['', '', 'loo_correlation, stuck_cluster']
+    """
+    config = config or HealthConfig()
+    names = [str(name) for name in scores.columns]
+    values = scores.to_numpy(dtype=np.float64, na_value=np.nan)
+    weight = (
+        np.ones(len(names))
+        if weights is None
+        else np.asarray(weights, dtype=np.float64)
+    )
+    is_present = ~np.isnan(values)
+    filled = np.where(is_present, values, 0.0)
+    total = filled @ weight
+    total_weight = is_present @ weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        others = (total[:, None] - filled * weight) / (
+            total_weight[:, None] - is_present * weight
+        )
+    others = np.where(is_present & (total_weight[:, None] - weight > 0), others, np.nan)
+    is_used = is_present & ~np.isnan(others)
+    n_models = is_used.sum(axis=0)
+    rho = spearman_columns(
+        pd.DataFrame(np.where(is_used, values, np.nan)), pd.DataFrame(others)
+    ).to_numpy()
+    margin = np.full(values.shape, config.floor_points)
+    if stderr is not None:
+        noise = config.noise_z * stderr.to_numpy(dtype=np.float64, na_value=np.nan)
+        margin = np.fmax(margin, noise)
+    with np.errstate(invalid="ignore"):
+        floor_rate = (is_used & (values <= margin)).sum(axis=0) / n_models
+        ceiling_rate = (is_used & (values >= 100.0 - margin)).sum(axis=0) / n_models
+    share, spread = _stuck_cluster(np.where(is_used, values, np.nan), others, config)
+    checks = {
+        "loo_correlation": rho < config.min_loo_spearman,
+        "floor": floor_rate > config.max_floor_rate,
+        "ceiling": ceiling_rate > config.max_ceiling_rate,
+        "stuck_cluster": (share >= config.min_stuck_share)
+        & (spread >= config.min_stuck_spread),
+    }
+    frame = pd.DataFrame(
+        {
+            "level": "benchmark",
+            "benchmark": names,
+            "subtask": "",
+            "n_models": n_models.astype(np.int64),
+            "loo_spearman": rho,
+            "floor_rate": floor_rate,
+            "ceiling_rate": ceiling_rate,
+            "stuck_share": share,
+            "stuck_spread": spread,
+        }
+    )
+    return _finish(frame, checks, is_skipped=n_models < config.min_models)
+
+
+def check_subtasks(
+    subtasks: pd.DataFrame, *, config: HealthConfig | None = None
+) -> pd.DataFrame:
+    """Check each subtask's bound and its agreement with the rest of its benchmark.
+
+    Args:
+        subtasks: The subtask table: variant keys, ``benchmark``, ``subtask``,
+            ``raw_score`` and ``lower_bound``.
+        config: Thresholds.
+
+    Returns:
+        One row per subtask (in order of first appearance), in
+        :data:`HEALTH_COLUMNS` order (benchmark-level columns null).
+    """
+    config = config or HealthConfig()
+    if len(subtasks) == 0:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in HEALTH_COLUMNS})
+    keys = ["model", "precision", "revision", "chat_template"]
+    variant = _codes(subtasks, keys)
+    subtask = _codes(subtasks, ["benchmark", "subtask"])
+    first = np.unique(subtask, return_index=True)[1]
+    names = (
+        subtasks.iloc[first][["benchmark", "subtask"]]
+        .astype("str")
+        .reset_index(drop=True)
+    )
+    raw = subtasks["raw_score"].to_numpy(dtype=np.float64)
+    lower = subtasks["lower_bound"].to_numpy(dtype=np.float64)
+    shape = (int(variant.max()) + 1, len(first))
+    matrix = np.full(shape, np.nan)
+    matrix[variant, subtask] = (raw - lower) / (1.0 - lower)  # unclipped: no ties at 0
+    is_present = ~np.isnan(matrix)
+    benchmark = _codes(names, ["benchmark"])
+    member = np.zeros((len(first), int(benchmark.max()) + 1))
+    member[np.arange(len(first)), benchmark] = 1.0
+    sums = np.where(is_present, matrix, 0.0) @ member
+    counts = is_present @ member
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rest = (sums[:, benchmark] - np.where(is_present, matrix, 0.0)) / (
+            counts[:, benchmark] - 1.0
+        )
+    rest = np.where(is_present & (counts[:, benchmark] > 1), rest, np.nan)
+    rho = spearman_columns(pd.DataFrame(matrix), pd.DataFrame(rest)).to_numpy()
+    n_models = is_present.sum(axis=0)
+    max_raw = np.full(len(first), -np.inf)
+    np.maximum.at(max_raw, subtask, raw)
+    below = np.bincount(subtask, weights=raw < lower, minlength=len(first)) / n_models
+    bound = lower[first]
+    checks = {
+        "bound_above_scores": bound > max_raw,
+        "subtask_correlation": rho < config.min_subtask_spearman,
+    }
+    frame = names.assign(
+        level="subtask",
+        n_models=n_models.astype(np.int64),
+        lower_bound=bound,
+        max_raw_score=max_raw,
+        below_bound_rate=below,
+        rest_spearman=rho,
+    )
+    return _finish(frame, checks, is_skipped=n_models < config.min_models)
+
+
+def check_health(
+    leaderboard: pd.DataFrame,
+    *,
+    benchmarks: Sequence[str] | None = None,
+    subtasks: pd.DataFrame | None = None,
+    stderr: pd.DataFrame | None = None,
+    weights: Sequence[float] | None = None,
+    config: HealthConfig | None = None,
+) -> pd.DataFrame:
+    """Run every check: benchmarks from the leaderboard, subtasks if given.
+
+    Args:
+        leaderboard: One row per variant with a column per benchmark (lbnorm's
+            leaderboard, or a published table with ``X`` and ``X Raw`` columns).
+        benchmarks: The benchmark columns; default :func:`benchmark_columns`.
+        subtasks: The subtask table, for the subtask checks.
+        stderr: Standard errors of the benchmark scores, aligned with
+            ``leaderboard[benchmarks]``.
+        weights: Benchmark weights in the average (default equal).
+        config: Thresholds.
+
+    Returns:
+        The health table (:data:`HEALTH_COLUMNS`): benchmarks, then subtasks.
+
+    Raises:
+        InputError: No benchmark columns were found.
+    """
+    config = config or HealthConfig()
+    names = (
+        list(benchmarks) if benchmarks is not None else benchmark_columns(leaderboard)
+    )
+    if len(names) < 2:
+        msg = (
+            f"need at least two benchmark columns to compare, found {names}.\n"
+            "Hint: pass a leaderboard with a column per benchmark and its '<name> Raw' "
+            "column, or name the benchmarks."
+        )
+        raise InputError(msg)
+    tables = [
+        check_benchmarks(
+            leaderboard[names], stderr=stderr, weights=weights, config=config
+        )
+    ]
+    if subtasks is not None and len(subtasks):
+        tables.append(check_subtasks(subtasks, config=config))
+    return pd.concat(tables, ignore_index=True)[list(HEALTH_COLUMNS)]
+
+
+def check_result(
+    subtasks: pd.DataFrame,
+    leaderboard: pd.DataFrame,
+    suite: Suite,
+    *,
+    missing: MissingPolicy = "exclude",
+    config: HealthConfig | None = None,
+) -> pd.DataFrame:
+    """Check a normalized result: its benchmarks and its subtasks.
+
+    The floor and ceiling margins use each benchmark score's own noise, from the
+    subtasks' stderr (see :mod:`lbnorm.analysis.uncertainty`).
+
+    Args:
+        subtasks: The subtask table (may be empty: subtask checks are skipped and
+            the floor margin is ``floor_points``).
+        leaderboard: The leaderboard.
+        suite: The suite the result was computed under (benchmarks, weights).
+        missing: The result's missing-data policy.
+        config: Thresholds.
+
+    Returns:
+        The health table (:data:`HEALTH_COLUMNS`).
+    """
+    names = suite.benchmark_names
+    stderr = None
+    if len(subtasks):
+        uncertainty = estimate_uncertainty(
+            subtasks, leaderboard, suite, missing=missing
+        )
+        stderr = uncertainty.benchmark_stderr
+    return check_health(
+        leaderboard,
+        benchmarks=names,
+        subtasks=subtasks if len(subtasks) else None,
+        stderr=stderr,
+        weights=[benchmark.weight for benchmark in suite.benchmarks],
+        config=config,
+    )
+
+
+def is_healthy(health: pd.DataFrame) -> bool:
+    """True when no check failed (skipped checks pass).
+
+    Examples:
+        >>> is_healthy(pd.DataFrame({"status": ["pass", "skipped"]}))
+        True
+    """
+    return not bool((health["status"] == "fail").any())
+
+
+def _stuck_cluster(
+    values: FloatArray, others: FloatArray, config: HealthConfig
+) -> tuple[FloatArray, FloatArray]:
+    """Share of models in each benchmark's low band, and their averages' spread."""
+    with np.errstate(invalid="ignore"):
+        low, high = _nanpercentile(values, 1.0), _nanpercentile(values, 99.0)
+        in_band = values <= low + config.stuck_band * (high - low)
+        count = (~np.isnan(values)).sum(axis=0)
+        band_count = in_band.sum(axis=0)
+        share = band_count / count
+        band_others = np.where(in_band, others, np.nan)
+        spread = _iqr(band_others) / _iqr(np.where(np.isnan(values), np.nan, others))
+    spread = np.where(band_count >= _MIN_BAND_MODELS, spread, np.nan)
+    return share.astype(np.float64), spread.astype(np.float64)
+
+
+def _nanpercentile(values: FloatArray, q: float) -> FloatArray:
+    if values.shape[0] == 0:
+        return np.full(values.shape[1], np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(pd.DataFrame(values).quantile(q / 100.0).to_numpy(np.float64))
+
+
+def _iqr(values: FloatArray) -> FloatArray:
+    return _nanpercentile(values, 75.0) - _nanpercentile(values, 25.0)
+
+
+def _codes(frame: pd.DataFrame, columns: list[str]) -> npt.NDArray[np.int64]:
+    return np.asarray(
+        frame.groupby(columns, observed=True, sort=False, dropna=False)
+        .ngroup()
+        .to_numpy(np.int64)
+    )
+
+
+def _finish(
+    frame: pd.DataFrame, checks: dict[str, BoolArray], *, is_skipped: BoolArray
+) -> pd.DataFrame:
+    """Add ``status`` and ``failed`` (the failed checks' names, comma-separated)."""
+    names = np.array(list(checks), dtype=object)
+    failed = np.column_stack([np.asarray(mask, dtype=bool) for mask in checks.values()])
+    failed &= ~is_skipped[:, None]
+    listed = [
+        ", ".join(names[row]) for row in failed
+    ]  # one string per benchmark/subtask
+    status = np.where(
+        is_skipped, "skipped", np.where(failed.any(axis=1), "fail", "pass")
+    )
+    frame = frame.assign(status=status, failed=listed)
+    for name in HEALTH_COLUMNS:
+        if name not in frame.columns:
+            frame[name] = np.nan
+    return frame[list(HEALTH_COLUMNS)]

@@ -1,0 +1,131 @@
+"""Baseline changes without editing a suite file: ``GPQA=0.3`` as a new suite.
+
+``lbnorm impact --set-bound GPQA=0.3`` compares a suite with a copy whose bounds
+are overridden. A benchmark-wide override (``GPQA=0.3``) sets every subtask of
+the benchmark; ``BBH/navigate=0.55`` sets one subtask (not allowed for pooled
+benchmarks, whose subtasks share one bound). Values are fractions or ratios
+(``1/3``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from lbnorm.errors import SuiteError
+from lbnorm.suites import Suite
+
+__all__ = ["BoundOverride", "override_bounds", "parse_bound_override"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundOverride:
+    """A new lower bound for a benchmark's subtasks, or for one subtask.
+
+    Attributes:
+        benchmark: The benchmark, as the suite spells it.
+        subtask: One subtask, or None for all of the benchmark's.
+        lower_bound: The new bound in [0, 1).
+    """
+
+    benchmark: str
+    subtask: str | None
+    lower_bound: float
+
+    def __str__(self) -> str:
+        where = (
+            self.benchmark
+            if self.subtask is None
+            else f"{self.benchmark}/{self.subtask}"
+        )
+        return f"{where}={self.lower_bound:g}"
+
+
+def parse_bound_override(text: str) -> BoundOverride:
+    """Parse ``BENCHMARK[/SUBTASK]=BOUND``.
+
+    Raises:
+        SuiteError: Not of that form, or the bound is not a number in [0, 1).
+
+    Examples:
+        >>> parse_bound_override("GPQA=0.3")
+        BoundOverride(benchmark='GPQA', subtask=None, lower_bound=0.3)
+        >>> parse_bound_override("MUSR/team_allocation=1/3").lower_bound == 1 / 3
+        True
+    """
+    where, is_pair, value = text.rpartition("=")
+    benchmark, _, subtask = where.partition("/")
+    try:
+        bound = float(Fraction(value.strip()))
+    except (ValueError, ZeroDivisionError):
+        bound = float("nan")
+    if not is_pair or not benchmark.strip() or not 0.0 <= bound < 1.0:
+        msg = (
+            f"bound override {text!r}: expected BENCHMARK[/SUBTASK]=BOUND with BOUND in [0, 1).\n"
+            "Hint: e.g. --set-bound GPQA=0.3 or --set-bound MUSR/team_allocation=1/3."
+        )
+        raise SuiteError(msg)
+    return BoundOverride(
+        benchmark=benchmark.strip(), subtask=subtask.strip() or None, lower_bound=bound
+    )
+
+
+def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
+    """Return a copy of `suite` with the given lower bounds.
+
+    Args:
+        suite: The suite to start from.
+        overrides: The new bounds, applied in order.
+
+    Returns:
+        The new suite, named ``<name> (<overrides>)``; its ``sha256`` hashes the
+        original's and the overrides.
+
+    Raises:
+        SuiteError: An unknown benchmark or subtask, or a one-subtask override of
+            a pooled benchmark.
+
+    Examples:
+        >>> from lbnorm import load_suite
+        >>> changed = override_bounds(load_suite("openllm-v2"), [parse_bound_override("GPQA=0.3")])
+        >>> changed.name, sorted(set(changed.subtask_table().query("benchmark == 'GPQA'")["lower_bound"]))
+        ('openllm-v2 (GPQA=0.3)', [0.3])
+    """
+    benchmarks = {benchmark.name: benchmark for benchmark in suite.benchmarks}
+    for override in overrides:
+        benchmark = benchmarks.get(override.benchmark)
+        if benchmark is None:
+            msg = f"--set-bound {override}: suite {suite.name!r} has no benchmark {override.benchmark!r}.\nHint: use one of {list(benchmarks)}."
+            raise SuiteError(msg)
+        names = [subtask.name for subtask in benchmark.subtasks]
+        if override.subtask is not None and override.subtask not in names:
+            msg = f"--set-bound {override}: {benchmark.name} has no subtask {override.subtask!r}.\nHint: use one of {names[:5]}{' ...' if len(names) > 5 else ''}."
+            raise SuiteError(msg)
+        if (
+            override.subtask is not None
+            and benchmark.aggregation == "pool-then-normalize"
+            and len(names) > 1
+        ):
+            msg = (
+                f"--set-bound {override}: {benchmark.name} pools its subtasks, which share one bound.\n"
+                f"Hint: set the whole benchmark: --set-bound {benchmark.name}={override.lower_bound:g}."
+            )
+            raise SuiteError(msg)
+        subtasks = tuple(
+            replace(subtask, lower_bound=override.lower_bound)
+            if override.subtask in (None, subtask.name)
+            else subtask
+            for subtask in benchmark.subtasks  # a benchmark's subtasks, not rows
+        )
+        benchmarks[benchmark.name] = replace(benchmark, subtasks=subtasks)
+    described = ", ".join(map(str, overrides))
+    digest = hashlib.sha256(f"{suite.sha256} {described}".encode()).hexdigest()
+    return replace(
+        suite,
+        name=f"{suite.name} ({described})",
+        benchmarks=tuple(benchmarks[benchmark.name] for benchmark in suite.benchmarks),
+        source=f"{suite.source} with {described}",
+        sha256=digest,
+    )

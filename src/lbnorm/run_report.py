@@ -1,0 +1,225 @@
+"""The run report for schedulers: one JSON document per run, and the exit codes.
+
+``lbnorm run --report FILE`` writes it whether the run succeeded or not. A
+scheduler needs only the exit code and ``status``:
+
+=====  ===========  ===========================================================
+exit   status       meaning
+=====  ===========  ===========================================================
+0      healthy      ran; output written; every health check passed, no input
+                    file rejected
+7      unhealthy    ran; output written; a health check failed or an input
+                    file was rejected (``problems`` says which)
+1-6    failed       did not run; the previous output is unchanged (1 other
+                    error, 3 suite, 4 input, 5 validation, 6 output; see
+                    :mod:`lbnorm.errors`)
+2      (no report)  usage error: the command line itself was wrong
+130    failed       interrupted
+=====  ===========  ===========================================================
+
+The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
+(files seen, parsed, cached, superseded, rejected with reasons, and the parse
+cache's own figures), ``models`` (variants complete and incomplete, ranked),
+``warnings``, ``health`` (the health table's rows and the failed checks),
+``timings_s`` (wall seconds per stage) and ``error`` for a failed run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from lbnorm.errors import LbnormError
+from lbnorm.pipeline import Result
+
+__all__ = [
+    "EXIT_HEALTHY",
+    "EXIT_UNHEALTHY",
+    "REPORT_FORMAT",
+    "build_run_report",
+    "format_run_report",
+]
+
+#: Ran, output written, all healthy.
+EXIT_HEALTHY = 0
+#: Ran, output written, but a health check failed or an input file was rejected.
+EXIT_UNHEALTHY = 7
+#: Version of the report's layout.
+REPORT_FORMAT = 1
+
+
+def build_run_report(
+    result: Result | None,
+    *,
+    version: str,
+    started_at: str,
+    finished_at: str,
+    out: str | None,
+    stages: Mapping[str, float],
+    health: pd.DataFrame | None = None,
+    error: BaseException | None = None,
+) -> dict[str, Any]:
+    """Describe a run for a scheduler.
+
+    Args:
+        result: The run's result; None if it did not run.
+        version: The lbnorm version.
+        started_at: ISO 8601 start time.
+        finished_at: ISO 8601 end time.
+        out: The output directory written (None if nothing was written).
+        stages: Wall seconds per stage, in order.
+        health: The health table, if the checks ran.
+        error: Why the run did not run (an :class:`LbnormError` or an interrupt).
+
+    Returns:
+        The report as a JSON-ready dict; ``exit_code`` is the code to exit with.
+
+    Examples:
+        >>> report = build_run_report(None, version="0.1.0", started_at="t0",
+        ...     finished_at="t1", out=None, stages={}, error=LbnormError("boom"))
+        >>> report["status"], report["exit_code"], report["error"]["type"]
+        ('failed', 1, 'LbnormError')
+    """
+    report: dict[str, Any] = {
+        "report": "lbnorm-run",
+        "format": REPORT_FORMAT,
+        "version": version,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "output": out,
+        "timings_s": {name: round(seconds, 4) for name, seconds in stages.items()},
+    }
+    if result is None or error is not None:
+        code = error.exit_code if isinstance(error, LbnormError) else 130
+        return report | {
+            "status": "failed",
+            "exit_code": code,
+            "error": {"type": type(error).__name__, "message": str(error)},
+            "problems": [f"did not run: {type(error).__name__}"],
+            "output": None,
+        }
+    inputs = _inputs(result.files)
+    board = result.leaderboard
+    complete = int(board["is_complete"].sum())
+    models = {
+        "variants": len(board),
+        "models": int(board["model"].nunique()),
+        "complete": complete,
+        "incomplete": len(board) - complete,
+        "ranked": int(board["rank"].notna().sum()),
+        "missing_policy": result.missing,
+    }
+    warnings = []
+    cache = inputs.get("cache")
+    if isinstance(cache, dict) and cache.get("rebuilt"):
+        warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
+    if inputs["rejected"]:
+        warnings.append(
+            f"{inputs['rejected']} input file(s) rejected (see inputs.rejected_files)"
+        )
+    if models["incomplete"]:
+        warnings.append(
+            f"{models['incomplete']} variant(s) incomplete (missing={result.missing})"
+        )
+    if result.n_ignored_rows:
+        warnings.append(
+            f"{result.n_ignored_rows} row(s) of subtasks outside the suite ignored"
+        )
+    problems = []
+    if inputs["rejected"]:
+        problems.append(f"{inputs['rejected']} input file(s) rejected")
+    health_section: dict[str, Any] = {"checked": health is not None}
+    if health is not None:
+        failed = health[health["status"] == "fail"]
+        health_section |= {
+            "passed": len(failed) == 0,
+            "failed": _records(failed[["level", "benchmark", "subtask", "failed"]]),
+            "table": _records(health),
+        }
+        problems += [
+            f"health: {row_level} {name}{'/' + sub if sub else ''} failed {checks}"
+            for row_level, name, sub, checks in zip(
+                failed["level"],
+                failed["benchmark"],
+                failed["subtask"],
+                failed["failed"],
+                strict=True,
+            )  # the failed checks, a handful
+        ]
+    return report | {
+        "status": "unhealthy" if problems else "healthy",
+        "exit_code": EXIT_UNHEALTHY if problems else EXIT_HEALTHY,
+        "error": None,
+        "problems": problems,
+        "suite": {
+            "name": result.suite.name,
+            "source": result.suite.source,
+            "sha256": result.suite.sha256,
+        },
+        "inputs": inputs,
+        "models": models,
+        "warnings": warnings,
+        "health": health_section,
+    }
+
+
+def format_run_report(report: Mapping[str, Any]) -> str:
+    """The report as JSON text (NaN as null), ending in a newline."""
+    return json.dumps(_clean(report), indent=2, allow_nan=False) + "\n"
+
+
+def _inputs(files: pd.DataFrame) -> dict[str, Any]:
+    if not len(files):
+        return {
+            "seen": 0,
+            "parsed": 0,
+            "cached": 0,
+            "superseded": 0,
+            "rejected": 0,
+            "tables": 0,
+            "rejected_files": [],
+            "cache": None,
+        }
+    status = (
+        files["cache"]
+        if "cache" in files.columns
+        else pd.Series("parsed", index=files.index)
+    )
+    status = status.where(files["format"] == "lm-eval-harness", "table")
+    is_rejected = status == "rejected"
+    rejected = files.loc[is_rejected, ["path"]].assign(
+        reason=files.loc[is_rejected, "reason"] if "reason" in files.columns else ""
+    )
+    return {
+        "seen": len(files),
+        "parsed": int((status == "parsed").sum()),
+        "cached": int((status == "cached").sum()),
+        "superseded": int(files["superseded_by"].notna().sum()),
+        "rejected": int(is_rejected.sum()),
+        "tables": int((status == "table").sum()),
+        "rejected_files": _records(rejected),
+        "cache": files.attrs.get("cache"),
+    }
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [_clean(record) for record in frame.to_dict("records")]
+
+
+def _clean(value: Any) -> Any:
+    """JSON-ready values: NaN and pandas nulls as None, numpy scalars as Python."""
+    if isinstance(value, Mapping):
+        return {str(key): _clean(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(item) for item in value]
+    if value is None or value is pd.NA:
+        return None
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,356 @@
+"""What a change did: rank statistics, small hand-made diffs, and the GPQA bound on the demo."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lbnorm import Result, SuiteError, load_suite, run
+from lbnorm.analysis.correlation import kendall_tau, rank_columns, spearman_rho
+from lbnorm.analysis.diff import Diff, Snapshot, diff_results, diff_snapshots
+from lbnorm.analysis.impact import override_bounds, parse_bound_override
+from lbnorm.analysis.render import format_diff
+from lbnorm.cli import main
+
+KEYS = {"precision": "", "revision": "", "chat_template": False}
+
+
+def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:
+    """One value, typed loosely: pandas-stubs types `.loc[row, column]` as a union."""
+    return frame[column].to_dict()[row]
+
+
+def _brute_tau(x: list[float], y: list[float]) -> float:
+    concordant = discordant = x_only = y_only = 0
+    for (a, b), (c, d) in itertools.combinations(zip(x, y, strict=True), 2):
+        dx, dy = np.sign(a - c), np.sign(b - d)
+        if dx == 0 and dy == 0:
+            continue
+        if dx == 0:
+            x_only += 1
+        elif dy == 0:
+            y_only += 1
+        elif dx == dy:
+            concordant += 1
+        else:
+            discordant += 1
+    denominator = np.sqrt(
+        (concordant + discordant + x_only) * (concordant + discordant + y_only)
+    )
+    return (concordant - discordant) / denominator if denominator else float("nan")
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)), min_size=2, max_size=60)
+)
+def test_kendall_tau_b_matches_pair_counting(pairs: list[tuple[int, int]]) -> None:
+    x = [float(a) for a, _ in pairs]
+    y = [float(b) for _, b in pairs]
+    expected = _brute_tau(x, y)
+    if np.isnan(expected):
+        assert np.isnan(kendall_tau(x, y))
+    else:
+        assert kendall_tau(x, y) == pytest.approx(expected, abs=1e-12)
+
+
+def test_spearman_and_ranks_agree_with_pandas() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 20, 500).astype(float)
+    y = x + rng.integers(-5, 5, 500)
+    x[::17] = np.nan
+    frame = pd.DataFrame({"x": x, "y": y}).dropna()
+    assert spearman_rho(x, y) == pytest.approx(
+        frame["x"].rank().corr(frame["y"].rank()), abs=1e-12
+    )
+    matrix = np.column_stack([x, y])
+    np.testing.assert_allclose(
+        rank_columns(matrix), pd.DataFrame(matrix).rank().to_numpy(), equal_nan=True
+    )
+    assert spearman_rho([1.0, 2.0], [2.0, 1.0]) != spearman_rho(
+        [1.0, 2.0], [2.0, 1.0]
+    )  # NaN: too few
+
+
+def _board(models: list[str], averages: list[float]) -> pd.DataFrame:
+    series = pd.Series(averages, dtype="float64")
+    return pd.DataFrame(
+        {
+            "model": models,
+            **KEYS,
+            "rank": series.rank(ascending=False, method="min").astype("Int64"),
+            "average": series,
+            "X": series,
+            "Y": 0.0,
+        }
+    )
+
+
+def _subtasks(models: list[str], clipped: list[bool], bound: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "model": models,
+            **KEYS,
+            "benchmark": "X",
+            "subtask": "x1",
+            "lower_bound": bound,
+            "is_clipped": clipped,
+        }
+    )
+
+
+def test_small_diff_by_hand() -> None:
+    old = Snapshot(
+        leaderboard=_board(["a", "b", "c", "d"], [40.0, 30.0, 20.0, 10.0]),
+        benchmarks=["X", "Y"],
+        subtasks=_subtasks(["a", "b", "c", "d"], [False, False, True, True], 0.25),
+        intervals=pd.DataFrame(
+            {
+                "model": ["a", "b", "c", "d"],
+                **KEYS,
+                "rank_best": [1, 1, 3, 4],
+                "rank_worst": [2, 2, 3, 4],
+            }
+        ),
+        label="old",
+    )
+    new = Snapshot(
+        leaderboard=_board(["b", "a", "d", "e"], [35.0, 30.0, 25.0, 5.0]),
+        benchmarks=["X", "Y"],
+        subtasks=_subtasks(["a", "b", "d", "e"], [True, False, False, True], 0.3),
+        intervals=pd.DataFrame(
+            {
+                "model": ["a", "b", "d", "e"],
+                **KEYS,
+                "rank_best": [1, 1, 3, 4],
+                "rank_worst": [2, 2, 3, 4],
+            }
+        ),
+        label="new",
+    )
+    diff = diff_snapshots(old, new, moved_places=0, top=[1, 2])
+    summary = diff.summary
+    assert (
+        summary["variants_common"],
+        summary["variants_added"],
+        summary["variants_removed"],
+    ) == (3, 1, 1)
+    assert summary["ranked_common"] == 3
+    assert summary["kendall_tau"] == pytest.approx(
+        1 / 3
+    )  # a, b, d: (a,b) swap, (a,d), (b,d) agree
+    assert summary["top_1_overlap"] == 0
+    assert summary["top_2_overlap"] == 2
+    assert summary["moved_more_than_n"] == 3  # a 1 -> 2, b 2 -> 1, d 4 -> 3
+    assert summary["max_rank_move"] == 1
+    assert (summary["newly_clipped"], summary["newly_unclipped"]) == (
+        1,
+        1,
+    )  # a clipped, d unclipped
+    assert summary["bounds_changed"] == 1
+    assert diff.bounds.to_dict("list") == {
+        "benchmark": ["X"],
+        "subtask": ["x1"],
+        "old_lower_bound": [0.25],
+        "new_lower_bound": [0.3],
+        "change": ["changed"],
+    }
+    assert summary["average_delta_mean"] == pytest.approx((-10 + 5 + 15) / 3)
+    assert summary["rank_moves_checked"] == 3
+    assert (
+        summary["rank_moves_beyond_intervals"] == 1
+    )  # d: 4 -> 3, outside [4, 4] and 4 outside [3, 3]
+    models = diff.models.set_index("model")
+    assert _cell(models, "e", "status") == "added"
+    assert _cell(models, "c", "status") == "removed"
+    assert _cell(models, "b", "rank_move") == 1
+    assert bool(_cell(models, "d", "is_beyond_intervals")) is True
+    assert pd.isna(_cell(models, "e", "is_beyond_intervals"))
+    scores = diff.scores.set_index(["model", "benchmark"])
+    assert _cell(scores, ("a", "X"), "delta") == -10.0
+    assert np.isnan(_cell(scores, ("c", "X"), "new_score"))
+    assert diff.models["model"].tolist() == [
+        "b",
+        "a",
+        "d",
+        "e",
+        "c",
+    ]  # new rank, then old
+    text = format_diff(diff)
+    assert "| variants | 3 on both sides, 1 added, 1 removed |" in text
+    assert "| rank moves beyond the rank intervals | 1 of 3 |" in text
+
+
+@pytest.fixture(scope="module")
+def gpqa_impact() -> tuple[Result, Result, Diff]:
+    old = run()
+    new = run(suite=override_bounds(old.suite, [parse_bound_override("GPQA=0.3")]))
+    return old, new, diff_results(old, new)
+
+
+def test_gpqa_bound_change_on_the_demo(
+    gpqa_impact: tuple[Result, Result, Diff],
+) -> None:
+    old, _, diff = gpqa_impact
+    summary = diff.summary
+    assert diff.bounds["subtask"].tolist() == ["diamond", "extended", "main"]
+    assert (diff.bounds["old_lower_bound"] == 0.25).all()
+    assert (diff.bounds["new_lower_bound"] == 0.3).all()
+    # only GPQA moves, and only down: (p - 0.3) / 0.7 <= (p - 0.25) / 0.75 for p <= 1
+    deltas = diff.scores.set_index(
+        ["model", "precision", "revision", "chat_template", "benchmark"]
+    )["delta"]
+    other = diff.scores[diff.scores["benchmark"] != "GPQA"]
+    assert (other["delta"] == 0).all()
+    gpqa = diff.scores[diff.scores["benchmark"] == "GPQA"]
+    assert (gpqa["delta"] <= 0).all()
+    pooled = old.leaderboard["GPQA Raw"].to_numpy()
+    expected = (
+        np.maximum(0, (pooled - 0.3) / 0.7) * 100
+        - np.maximum(0, (pooled - 0.25) / 0.75) * 100
+    )
+    keys = old.leaderboard.set_index(
+        ["model", "precision", "revision", "chat_template"]
+    ).index
+    np.testing.assert_allclose(
+        deltas.xs("GPQA", level="benchmark").reindex(keys).to_numpy(),
+        expected,
+        atol=1e-9,
+    )
+    assert summary["scores_changed"] == int((expected != 0).sum())
+    # each average moves by a sixth of its GPQA move
+    models = diff.models.set_index(
+        ["model", "precision", "revision", "chat_template"]
+    ).reindex(keys)
+    np.testing.assert_allclose(
+        models["average_delta"].to_numpy(), expected / 6, atol=1e-9
+    )
+    assert summary["average_delta_max"] == 0.0
+    assert summary["average_delta_min"] == pytest.approx(expected.min() / 6)
+    # raising a bound clips more subtask scores, never fewer
+    raw = old.subtasks.loc[old.subtasks["benchmark"] == "GPQA", "raw_score"]
+    assert summary["newly_clipped"] == int(((raw >= 0.25) & (raw < 0.3)).sum()) > 0
+    assert summary["newly_unclipped"] == 0
+    # the same models, reordered a little
+    assert (summary["variants_added"], summary["variants_removed"]) == (0, 0)
+    assert summary["ranked_common"] == 4576
+    assert 0.95 < float(summary["kendall_tau"] or 0) < 1.0
+    assert (
+        float(summary["kendall_tau"] or 0) < float(summary["spearman_rho"] or 0) < 1.0
+    )
+    assert 0 < summary["top_100_overlap"] <= 100  # type: ignore[operator]
+    assert summary["moved_more_than_n"] > 0  # type: ignore[operator]
+    # variants whose GPQA was already 0 lose nothing: they can only move up
+    unchanged = models["average_delta"].to_numpy() == 0
+    assert (models["rank_move"].to_numpy()[unchanged] >= 0).all()
+    # the moves are small next to the noise: none leaves the rank intervals
+    assert summary["rank_moves_checked"] == 4576
+    assert summary["rank_moves_beyond_intervals"] == 0
+
+
+def test_cli_impact_and_diff_agree(
+    gpqa_impact: tuple[Result, Result, Diff],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, _, diff = gpqa_impact
+    assert (
+        main(
+            [
+                "impact",
+                "--set-bound",
+                "GPQA=0.3",
+                "--out",
+                str(tmp_path / "impact"),
+                "--largest",
+                "3",
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert (
+        "# lbnorm impact: openllm-v2 -> openllm-v2 (GPQA=0.3) on the bundled demo"
+        in text
+    )
+    assert "## Bounds changed (3)" in text
+    assert "| GPQA | main | 0.2500 | 0.3000 | changed |" in text
+    # the same change as two output directories
+    toml = tmp_path / "gpqa.toml"
+    lines = (
+        (Path(__file__).parents[1] / "src/lbnorm/suites/openllm-v2.toml")
+        .read_text()
+        .splitlines()
+    )
+    toml.write_text(
+        "\n".join(
+            line.replace("num_choices = 4,", "num_choices = 4, lower_bound = 0.3,")
+            if "leaderboard_gpqa_" in line
+            else line
+            for line in lines
+        )
+    )
+    assert main(["run", "--out", str(tmp_path / "old"), "--quiet"]) == 0
+    assert (
+        main(["run", "--suite", str(toml), "--out", str(tmp_path / "new"), "--quiet"])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "diff",
+                str(tmp_path / "old"),
+                str(tmp_path / "new"),
+                "--out",
+                str(tmp_path / "diff"),
+                "--markdown",
+                str(tmp_path / "d.md"),
+            ]
+        )
+        == 0
+    )
+    assert "wrote" in capsys.readouterr().out
+    from_dirs = pd.read_parquet(tmp_path / "diff" / "diff_summary.parquet").iloc[0]
+    from_suites = pd.read_parquet(tmp_path / "impact" / "diff_summary.parquet").iloc[0]
+    for name in (
+        "kendall_tau",
+        "spearman_rho",
+        "top_10_overlap",
+        "top_50_overlap",
+        "top_100_overlap",
+        "moved_more_than_n",
+        "newly_clipped",
+        "newly_unclipped",
+        "scores_changed",
+        "rank_moves_beyond_intervals",
+    ):
+        assert from_dirs[name] == pytest.approx(from_suites[name]), name
+        assert from_dirs[name] == pytest.approx(diff.summary[name]), name
+    assert (
+        "| subtask scores newly clipped / unclipped |"
+        in (tmp_path / "d.md").read_text()
+    )
+
+
+def test_cli_impact_usage_and_suite_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["impact"]) == 2
+    assert "Hint: lbnorm impact --set-bound GPQA=0.3" in capsys.readouterr().err
+    assert main(["impact", "--set-bound", "GPQA=1.2"]) == 3
+    assert "Hint: e.g. --set-bound GPQA=0.3" in capsys.readouterr().err
+    with pytest.raises(
+        SuiteError,
+        match=r"pools its subtasks.*\n.*Hint: set the whole benchmark: --set-bound GPQA=0.3",
+    ):
+        override_bounds(
+            load_suite("openllm-v2"), [parse_bound_override("GPQA/main=0.3")]
+        )
+    with pytest.raises(
+        SuiteError, match=r"has no benchmark 'DROP'.*\n.*Hint: use one of"
+    ):
+        override_bounds(load_suite("openllm-v2"), [parse_bound_override("DROP=0.3")])

@@ -1,0 +1,245 @@
+"""The run report and exit codes a scheduler sees: healthy, unhealthy, did not run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm import InputError
+from lbnorm.cli import main
+from lbnorm.run_report import build_run_report, format_run_report
+
+
+@pytest.fixture
+def tree(tmp_path: Path, golden_dir: Path) -> Path:
+    root = tmp_path / "tree"
+    for path in sorted(golden_dir.glob("*.json")):
+        org, _, name = path.stem.partition("__")
+        (root / org / name).mkdir(parents=True)
+        shutil.copy(path, root / org / name / "results_2024-05-01T00-00-00.000000.json")
+    return root
+
+
+def _report(path: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def test_nightly_run_reports_inputs_models_health_and_timings(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "run",
+        str(tree),
+        "--out",
+        str(tmp_path / "out"),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--report",
+        str(tmp_path / "r.json"),
+        "--health",
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "cache      " in printed
+    assert "8 parsed, 0 cached, 0 rejected, 0 dropped" in printed
+    report = _report(tmp_path / "r.json")
+    assert (
+        report["report"],
+        report["format"],
+        report["status"],
+        report["exit_code"],
+    ) == ("lbnorm-run", 1, "healthy", 0)
+    assert {
+        key: report["inputs"][key]
+        for key in ("seen", "parsed", "cached", "superseded", "rejected")
+    } == {
+        "seen": 8,
+        "parsed": 8,
+        "cached": 0,
+        "superseded": 0,
+        "rejected": 0,
+    }
+    assert report["models"] | {"missing_policy": ""} == {
+        "variants": 8,
+        "models": 8,
+        "complete": 8,
+        "incomplete": 0,
+        "ranked": 8,
+        "missing_policy": "",
+    }
+    assert report["health"]["checked"] is True
+    assert (
+        report["health"]["passed"] is True
+    )  # 8 models: every check skipped (min_models = 30)
+    assert {row["status"] for row in report["health"]["table"]} == {"skipped"}
+    assert list(report["timings_s"]) == [
+        "read (parse cache)",
+        "normalize",
+        "health",
+        "write",
+        "total",
+    ]
+    assert all(seconds >= 0 for seconds in report["timings_s"].values())
+    assert report["output"] == str(tmp_path / "out")
+    assert (tmp_path / "out" / "health.parquet").is_file()
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (
+        manifest["outputs"]["health.parquet"]["rows"] == 6 + 40
+    )  # benchmarks, subtasks
+    assert main(args) == 0
+    again = _report(tmp_path / "r.json")
+    assert (again["inputs"]["parsed"], again["inputs"]["cached"]) == (0, 8)
+
+
+def test_rejected_file_means_ran_but_unhealthy(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tree / "broken" / "model" / "results_2024-05-01T00-00-00.000000.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"results": [1, 2]}')
+    code = main(
+        [
+            "run",
+            str(tree),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache",
+            str(tmp_path / "c"),
+            "--report",
+            str(tmp_path / "r.json"),
+        ]
+    )
+    assert code == 7
+    assert "rejected   " in capsys.readouterr().out
+    report = _report(tmp_path / "r.json")
+    assert (report["status"], report["exit_code"]) == ("unhealthy", 7)
+    assert report["problems"] == ["1 input file(s) rejected"]
+    assert report["inputs"]["rejected_files"] == [
+        {"path": str(bad), "reason": f"{bad}: 'results' is not an object."}
+    ]
+    assert (
+        tmp_path / "out" / "leaderboard.parquet"
+    ).is_file()  # the other 8 models were written
+    assert len(pd.read_parquet(tmp_path / "out" / "leaderboard.parquet")) == 8
+
+
+def test_failed_run_reports_why_and_keeps_the_output(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["run", str(tree), "--out", str(out), "--quiet"]) == 0
+    before = (out / "leaderboard.parquet").read_bytes()
+    code = main(
+        [
+            "run",
+            str(tmp_path / "missing.json"),
+            "--out",
+            str(out),
+            "--report",
+            str(tmp_path / "r.json"),
+        ]
+    )
+    assert code == InputError.exit_code == 4
+    assert "Hint: check the path" in capsys.readouterr().err
+    report = _report(tmp_path / "r.json")
+    assert (report["status"], report["exit_code"], report["output"]) == (
+        "failed",
+        4,
+        None,
+    )
+    assert report["error"]["type"] == "InputError"
+    assert "no such file or directory" in report["error"]["message"]
+    assert (out / "leaderboard.parquet").read_bytes() == before
+
+
+def test_failed_health_check_exits_7(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[health]\nmin_loo_spearman = 0.7\n")
+    code = main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "out"),
+            "--health",
+            "--health-config",
+            str(strict),
+            "--intervals",
+            "--report",
+            str(tmp_path / "r.json"),
+            "--top",
+            "3",
+        ]
+    )
+    assert code == 7
+    printed = capsys.readouterr().out
+    assert "# lbnorm health: 2 failed" in printed
+    assert "## Rank intervals (95%)" in printed
+    report = _report(tmp_path / "r.json")
+    assert report["problems"] == [
+        "health: benchmark IFEval failed loo_correlation",
+        "health: benchmark MUSR failed loo_correlation",
+    ]
+    assert [row["benchmark"] for row in report["health"]["failed"]] == [
+        "IFEval",
+        "MUSR",
+    ]
+    intervals = pq.read_table(tmp_path / "out" / "intervals.parquet")
+    assert intervals.num_rows == 4576
+    assert (
+        intervals.schema.field("rank_best")
+        .metadata[b"doc"]
+        .startswith(b"Best rank consistent")
+    )
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--full"]) == 2
+    assert (
+        "--full rebuilds the parse cache; it needs --cache DIR"
+        in capsys.readouterr().err
+    )
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    for option in (
+        "--cache",
+        "--full",
+        "--report",
+        "--health",
+        "--health-config",
+        "--intervals",
+    ):
+        assert option in text
+
+
+def test_report_json_is_strict() -> None:
+    health = pd.DataFrame(
+        {
+            "level": ["benchmark"],
+            "benchmark": ["A"],
+            "subtask": [""],
+            "loo_spearman": [float("nan")],
+            "status": ["skipped"],
+            "failed": [""],
+        }
+    )
+    report = build_run_report(
+        None,
+        version="0",
+        started_at="a",
+        finished_at="b",
+        out=None,
+        stages={"total": 1.0},
+        health=health,
+        error=KeyboardInterrupt(),
+    )
+    assert (report["status"], report["exit_code"]) == ("failed", 130)
+    assert json.loads(format_run_report(report))["error"]["type"] == "KeyboardInterrupt"
