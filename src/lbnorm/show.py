@@ -1,0 +1,476 @@
+"""Terminal views of an output: the top N with filters, and variants side by side.
+
+:func:`select_leaderboard` filters and sorts a leaderboard frame and
+:func:`format_leaderboard` prints it; :func:`find_variants`,
+:func:`compare_variants` and :func:`format_comparison` put a few variants next
+to each other per benchmark and subtask. All take and return frames (read them
+with :func:`lbnorm.query.read_output_table`); tables are drawn by
+:func:`lbnorm.summary.format_table`.
+
+Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
+(case-insensitive regular expression), e.g. ``params_b<10``, ``type=chatmodels``,
+``submission_date>=2025-01-01``. Anything more is a job for ``lbnorm query``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
+
+import numpy as np
+import pandas as pd
+
+from lbnorm.errors import LbnormError
+from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.summary import format_table
+
+__all__ = [
+    "Filter",
+    "Operator",
+    "benchmark_names",
+    "compare_variants",
+    "find_variants",
+    "format_comparison",
+    "format_leaderboard",
+    "match_benchmark",
+    "select_leaderboard",
+]
+
+#: A filter's comparison.
+Operator = Literal["<=", ">=", "!=", "=", "<", ">", "~"]
+
+_FILTER = re.compile(r"^\s*(.+?)\s*(<=|>=|!=|=|<|>|~)\s*(.*?)\s*$")
+_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filter:
+    """One ``COLUMN OP VALUE`` condition on leaderboard rows.
+
+    Examples:
+        >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "params_b": [7.0, 70.0]})
+        >>> Filter.parse("params_b<10").mask(board).tolist()
+        [True, False]
+    """
+
+    column: str
+    operator: Operator
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> Filter:
+        """Parse ``COLUMN OP VALUE``.
+
+        Raises:
+            LbnormError: The text is not of that form.
+        """
+        match = _FILTER.match(text)
+        if match is None or not match.group(1):
+            msg = (
+                f"cannot read the filter {text!r}.\n"
+                "Hint: write COLUMN OP VALUE with OP one of = != < <= > >= ~, "
+                "e.g. params_b<10 or type=chatmodels."
+            )
+            raise LbnormError(msg)
+        column, operator, value = match.groups()
+        assert operator in get_args(Operator)
+        return cls(column=column, operator=cast(Operator, operator), value=value)
+
+    def mask(self, frame: pd.DataFrame) -> pd.Series:
+        """Return which rows of `frame` pass (nulls never pass but ``!=``).
+
+        Raises:
+            LbnormError: The column is missing or the value does not fit its type.
+        """
+        if self.column not in frame.columns:
+            close = difflib.get_close_matches(self.column, map(str, frame.columns), n=3)
+            msg = (
+                f"filter {self.column}{self.operator}{self.value}: no column {self.column!r}"
+                + (f"; did you mean {close}?" if close else ".")
+                + f"\nHint: filter on one of {_filterable(frame)}."
+            )
+            raise LbnormError(msg)
+        column = frame[self.column]
+        if self.operator == "~":
+            try:
+                return column.astype("str").str.contains(
+                    self.value, case=False, regex=True, na=False
+                )
+            except (re.error, ValueError) as exc:  # pyarrow strings raise ArrowInvalid
+                msg = f"filter {self.column}~{self.value}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
+                raise LbnormError(msg) from exc
+        left, right = self._operands(column)
+        result = {
+            "=": left == right,
+            "!=": left != right,
+            "<": left < right,
+            "<=": left <= right,
+            ">": left > right,
+            ">=": left >= right,
+        }[self.operator]
+        return pd.Series(result, index=frame.index).fillna(self.operator == "!=")
+
+    def _operands(self, column: pd.Series) -> tuple[pd.Series, object]:
+        try:
+            if pd.api.types.is_bool_dtype(column):
+                if self.value.lower() not in {"true", "false", "1", "0"}:
+                    raise ValueError(self.value)
+                return column.astype("boolean"), self.value.lower() in {"true", "1"}
+            if pd.api.types.is_numeric_dtype(column):
+                return column.astype("Float64"), float(self.value)
+            if pd.api.types.is_datetime64_any_dtype(column) or _is_dates(column):
+                return pd.to_datetime(column), pd.Timestamp(self.value)
+        except ValueError as exc:
+            msg = (
+                f"filter {self.column}{self.operator}{self.value}: {self.value!r} does not fit "
+                f"column {self.column!r} (dtype {column.dtype}).\n"
+                "Hint: numbers for numeric columns, true/false for flags, "
+                "YYYY-MM-DD for dates."
+            )
+            raise LbnormError(msg) from exc
+        return column.astype("str"), self.value
+
+
+def benchmark_names(leaderboard: pd.DataFrame) -> list[str]:
+    """Return the leaderboard's benchmarks in suite order (columns with a `` Raw`` twin).
+
+    Examples:
+        >>> benchmark_names(pd.DataFrame(columns=["model", "BBH", "BBH Raw"]))
+        ['BBH']
+    """
+    names = {str(name) for name in leaderboard.columns}
+    return [
+        name
+        for name in map(str, leaderboard.columns)
+        if f"{name} Raw" in names and not name.endswith(" Raw")
+    ]
+
+
+def match_benchmark(name: str, benchmarks: Sequence[str]) -> str:
+    """Return the benchmark `name` means: exact, else a unique case-insensitive prefix.
+
+    Raises:
+        LbnormError: No benchmark or several match.
+
+    Examples:
+        >>> match_benchmark("math", ["BBH", "MATH Lvl 5", "MMLU-PRO"])
+        'MATH Lvl 5'
+    """
+    if name in benchmarks:
+        return name
+    found = [b for b in benchmarks if b.lower().startswith(name.lower())]
+    if len(found) == 1:
+        return found[0]
+    msg = (
+        f"benchmark {name!r} "
+        + (f"is ambiguous: {found}." if found else "is not in this leaderboard.")
+        + f"\nHint: use one of {list(benchmarks)}."
+    )
+    raise LbnormError(msg)
+
+
+def select_leaderboard(
+    leaderboard: pd.DataFrame,
+    *,
+    filters: Sequence[Filter] = (),
+    model: str | None = None,
+    precision: str | None = None,
+    benchmark: str | None = None,
+    top: int | None = 20,
+) -> pd.DataFrame:
+    """Filter a leaderboard and keep its best rows.
+
+    Args:
+        leaderboard: The leaderboard, best first.
+        filters: Conditions every row must meet.
+        model: Case-insensitive regular expression on the model name.
+        precision: Keep this precision only.
+        benchmark: Sort by this benchmark's score (highest first) instead of
+            the leaderboard order; a unique prefix will do (``math``).
+        top: Rows to keep; None keeps all.
+
+    Returns:
+        The selected rows; ``position`` (1-based) is prepended.
+
+    Raises:
+        LbnormError: A filter or the benchmark does not fit the leaderboard.
+
+    Examples:
+        >>> board = pd.DataFrame({"model": ["a/x", "b/y", "c/z"], "precision": ["bf16"] * 3,
+        ...     "BBH": [50.0, 60.0, 40.0], "BBH Raw": [0.5, 0.6, 0.4]})
+        >>> select_leaderboard(board, benchmark="bbh", top=2)["model"].tolist()
+        ['b/y', 'a/x']
+    """
+    conditions = list(filters)
+    if model is not None:
+        conditions.append(Filter(column="model", operator="~", value=model))
+    if precision is not None:
+        conditions.append(Filter(column="precision", operator="=", value=precision))
+    keep = np.ones(len(leaderboard), dtype=bool)
+    for condition in conditions:
+        keep &= condition.mask(leaderboard).to_numpy(dtype=bool)
+    selected = leaderboard.loc[keep]
+    if benchmark is not None:
+        name = match_benchmark(benchmark, benchmark_names(leaderboard))
+        selected = selected.sort_values(
+            name, ascending=False, na_position="last", kind="stable"
+        )
+    if top is not None:
+        selected = selected.head(top)
+    return selected.reset_index(drop=True).assign(
+        position=np.arange(1, len(selected) + 1)
+    )[["position", *leaderboard.columns]]
+
+
+def format_leaderboard(
+    selected: pd.DataFrame,
+    *,
+    benchmark: str | None = None,
+    columns: Sequence[str] | None = None,
+    name_width: int | None = 48,
+    digits: int = 2,
+) -> str:
+    """Render selected leaderboard rows as an aligned text table.
+
+    Default columns: position ``#`` (when it differs from ``rank``), ``rank``,
+    any group ranks, ``model``, ``precision``, ``params_b`` and ``size_class``
+    (if present), ``average`` and each benchmark; sorted by one benchmark, that
+    benchmark and its raw value instead of the others.
+
+    Args:
+        selected: Rows from :func:`select_leaderboard`.
+        benchmark: The benchmark the rows are sorted by, if any.
+        columns: Columns to show instead of the defaults.
+        name_width: Longest model name shown (longer ones are shortened in the
+            middle); None shows names whole.
+        digits: Decimals shown.
+
+    Returns:
+        The table.
+
+    Raises:
+        LbnormError: A requested column does not exist.
+    """
+    benchmarks = benchmark_names(selected)
+    if columns is None:
+        groups = [c for c in selected.columns if str(c).startswith("rank_within_")]
+        shown = [
+            *(["position"] if _position_differs(selected) else []),
+            "rank",
+            *groups,
+            "model",
+            "precision",
+            *[c for c in ("params_b", "size_class") if c in selected.columns],
+            *(
+                [benchmark, f"{benchmark} Raw", "average"]
+                if benchmark
+                else ["average", *benchmarks]
+            ),
+        ]
+    else:
+        if missing := [c for c in columns if c not in selected.columns]:
+            msg = f"no column(s) {missing[:_SHOWN]} in the leaderboard.\nHint: choose from {_filterable(selected)}."
+            raise LbnormError(msg)
+        shown = list(columns)
+    table = selected[shown]
+    if name_width is not None and "model" in table.columns:
+        table = table.assign(model=_shorten(table["model"].astype("str"), name_width))
+    return format_table(table.rename(columns={"position": "#"}), digits=digits)
+
+
+def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Return the variants of the named models, in the order named.
+
+    A name matches a model exactly, else as a unique case-insensitive substring;
+    every variant (precision, revision, chat template) of a matched model is
+    kept. Each gets a short ``label``: the name after ``org/``, plus precision or
+    revision where needed to tell labels apart.
+
+    Args:
+        leaderboard: The leaderboard.
+        names: Model names or unique parts of them.
+
+    Returns:
+        The matched rows, with ``label``.
+
+    Raises:
+        LbnormError: A name matches no model, or several.
+
+    Examples:
+        >>> board = pd.DataFrame({"model": ["org/a-7b", "org/b-7b"], "precision": ["bf16"] * 2,
+        ...     "revision": [""] * 2, "chat_template": [True] * 2, "average": [2.0, 1.0]})
+        >>> find_variants(board, ["b-7b", "org/a-7b"])["label"].tolist()
+        ['b-7b', 'a-7b']
+    """
+    models = pd.Series(leaderboard["model"].unique()).astype("str")
+    chosen: list[str] = []
+    for name in names:  # the names a user typed, not rows
+        if (models == name).any():
+            chosen.append(name)
+            continue
+        found = models[models.str.contains(name, case=False, regex=False)].tolist()
+        if len(found) == 1:
+            chosen.append(found[0])
+            continue
+        close = found or difflib.get_close_matches(name, models.tolist(), n=_SHOWN)
+        msg = (
+            f"model {name!r} "
+            + (
+                f"matches {len(found)} models, e.g. {found[:_SHOWN]}."
+                if found
+                else "is not in this leaderboard"
+                + (f"; did you mean {close}?" if close else ".")
+            )
+            + "\nHint: give the full name as `lbnorm show OUT --model PATTERN` lists it."
+        )
+        raise LbnormError(msg)
+    order = pd.unique(pd.Series(chosen))
+    variants = leaderboard.loc[leaderboard["model"].isin(order)]
+    variants = (
+        variants.assign(_order=pd.Categorical(variants["model"], categories=order))
+        .sort_values("_order", kind="stable")
+        .drop(columns="_order")
+        .reset_index(drop=True)
+    )
+    return variants.assign(label=_labels(variants))
+
+
+def compare_variants(
+    variants: pd.DataFrame,
+    benchmarks: pd.DataFrame,
+    subtasks: pd.DataFrame,
+    *,
+    value: Literal["normalized_score", "raw_score"] = "normalized_score",
+) -> pd.DataFrame:
+    """Put variants side by side: the average, each benchmark, then its subtasks.
+
+    Args:
+        variants: Rows from :func:`find_variants` (keys, ``average``, ``label``).
+        benchmarks: Their rows of ``benchmarks.parquet``.
+        subtasks: Their rows of ``subtasks.parquet``.
+        value: ``normalized_score`` (0-100) or ``raw_score`` (0-1).
+
+    Returns:
+        One row per line (``score``: ``average``, a benchmark, or an indented
+        subtask; subtasks only for benchmarks with several), one column per
+        variant label, and ``Δ`` (second minus first) for two variants.
+    """
+    keys = list(KEY_COLUMNS)
+    labels = variants[[*keys, "label"]]
+    columns = labels["label"].tolist()
+    per_benchmark = benchmarks.merge(labels, on=keys, validate="many_to_one")
+    per_subtask = subtasks.merge(labels, on=keys, validate="many_to_one")
+    is_split = per_subtask.groupby("benchmark")["subtask"].transform("nunique") > 1
+    per_subtask = per_subtask.loc[is_split]
+    lines = pd.concat(
+        [
+            per_benchmark.assign(line=per_benchmark["benchmark"], _subtask=-1),
+            per_subtask.assign(
+                line="  " + per_subtask["subtask"].astype("str"),
+                _subtask=pd.factorize(  # suite order: as the file lists them
+                    per_subtask["benchmark"].astype("str")
+                    + "/"
+                    + per_subtask["subtask"].astype("str")
+                )[0],
+            ),
+        ],
+        ignore_index=True,
+    )
+    lines = lines.assign(
+        _benchmark=pd.Categorical(
+            lines["benchmark"], categories=benchmark_names(variants)
+        ).codes
+    )
+    table = (
+        lines.pivot(  # noqa: PD010 - a reshape, nothing to aggregate
+            index=["_benchmark", "_subtask", "line"], columns="label", values=value
+        )
+        .reindex(columns=columns)
+        .reset_index()
+        .rename(columns={"line": "score"})[["score", *columns]]
+    )
+    table = table.astype(dict.fromkeys(columns, "float64"))
+    if value == "normalized_score":
+        average = pd.DataFrame(
+            [variants["average"].to_numpy(dtype=np.float64, na_value=np.nan)],
+            columns=columns,
+        ).assign(score="average")
+        table = pd.concat([average[["score", *columns]], table], ignore_index=True)
+    table.columns.name = None
+    if len(columns) == 2:
+        table = table.assign(Δ=table[columns[1]] - table[columns[0]])
+    return table
+
+
+def format_comparison(
+    variants: pd.DataFrame, comparison: pd.DataFrame, *, digits: int = 2
+) -> str:
+    """Render a comparison: one legend line per variant, then the table."""
+    legend = variants.assign(
+        rank=variants["rank"].astype("Int64").astype("str").replace("<NA>", "-")
+    )[["label", "model", "precision", "revision", "chat_template", "rank"]]
+    legend = legend.assign(revision=legend["revision"].astype("str").str[:7])
+    return "\n".join(
+        [
+            format_table(legend, digits=digits),
+            "",
+            format_table(comparison, digits=digits),
+        ]
+    )
+
+
+def _labels(variants: pd.DataFrame) -> pd.Series:
+    """Short column labels: name after ``org/``, then precision/revision if needed."""
+    model = variants["model"].astype("str")
+    label: pd.Series = model.str.split("/").str[-1]
+    if label.duplicated(keep=False).any():
+        label = label.where(~label.duplicated(keep=False), model)
+    for key in ("precision", "revision", "chat_template"):
+        is_ambiguous = label.duplicated(keep=False)
+        if not is_ambiguous.any():
+            break
+        suffix: pd.Series = variants[key].astype("str")
+        if key == "revision":
+            suffix = suffix.str[:7]
+        if key == "chat_template":
+            suffix = pd.Series(
+                np.where(variants[key].to_numpy(dtype=bool), "chat", "no chat"),
+                index=variants.index,
+                dtype="str",
+            )
+        label = label.where(~is_ambiguous, label + " [" + suffix + "]")
+    return label
+
+
+def _shorten(names: pd.Series, width: int) -> pd.Series:
+    """Shorten names longer than `width` in the middle, keeping org and suffix."""
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return names.where(
+        names.str.len() <= width, names.str[:head] + "…" + names.str[-tail:]
+    )
+
+
+def _position_differs(selected: pd.DataFrame) -> bool:
+    rank = (
+        selected["rank"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    )
+    return not np.array_equal(rank, selected["position"].to_numpy(dtype=np.float64))
+
+
+def _is_dates(column: pd.Series) -> bool:
+    first = column.dropna().head(1).tolist()
+    return (
+        bool(first) and hasattr(first[0], "isoformat") and not isinstance(first[0], str)
+    )
+
+
+def _filterable(frame: pd.DataFrame) -> list[str]:
+    return [
+        str(name)
+        for name in frame.columns
+        if not str(name).endswith(" Raw") and name != "position"
+    ][:24]
