@@ -176,12 +176,22 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
-    """Write `table`, one row group per benchmark where it is sorted by benchmark.
+    """Write `table`; ``subtasks.parquet`` gets one row group per benchmark.
 
     A query filtering on one benchmark then reads only that benchmark's row group.
+    The smaller tables stay one row group: every row group repeats the key
+    dictionaries, which costs more than skipping saves there. Per-row-unique text
+    (the leaderboard's keys) is written plain, not dictionary-encoded.
     """
-    if "benchmark" not in table.column_names or table.num_rows == 0:
-        pq.write_table(table, path, compression="zstd", write_statistics=True)
+    if path.name != "subtasks.parquet" or table.num_rows == 0:
+        is_unique_keys = path.name == "leaderboard.parquet"
+        pq.write_table(
+            table,
+            path,
+            compression="zstd",
+            write_statistics=True,
+            use_dictionary=["precision"] if is_unique_keys else True,
+        )
         return
     names = table.column("benchmark").cast(pa.string()).combine_chunks()
     starts = (
