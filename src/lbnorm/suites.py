@@ -183,11 +183,11 @@ def load_suite(name_or_path: str | Path) -> Suite:
         source = f"builtin:{text}"
     else:
         path = Path(name_or_path)
-        if not path.is_file():
+        if not path.exists() or path.is_dir():  # a pipe (<(...)) is fine
             msg = (
                 f"suite {text!r} is neither a built-in suite nor a file.\n"
                 f"Hint: use one of {builtin_suite_names()} or a path to a suite "
-                "TOML file (format: `lbnorm suites --format`)."
+                "TOML file (start from `lbnorm suites show openllm-v2 --toml`)."
             )
             raise SuiteError(msg)
         data = path.read_bytes()
