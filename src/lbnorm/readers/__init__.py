@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,19 +127,27 @@ def read_inputs(
             )
         )
     if json_paths:
-        blobs: list[tuple[Path, bytes]] = []
-        for path in json_paths:
-            blobs.append((path, read_bytes(path)))
-            if progress is not None:
-                progress("reading results files", len(blobs), len(json_paths))
+        hashes: list[str] = []
+        sizes: list[int] = []
+
+        def blobs() -> Iterator[tuple[Path, bytes]]:
+            """One file's bytes at a time: hashed, then handed to the parser."""
+            for path in json_paths:
+                data = read_bytes(path)
+                hashes.append(hashlib.sha256(data).hexdigest())
+                sizes.append(len(data))
+                yield path, data
+
         subtasks = suite.subtask_table()
         pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
-        scores, catalog = read_results_files(blobs, pairs, subtasks, progress=progress)
+        scores, catalog = read_results_files(
+            blobs(), pairs, subtasks, progress=progress, total=len(json_paths)
+        )
         eager.append(_frame_batch(scores, "results files"))
         catalog = catalog.assign(
             format="lm-eval-harness",
-            sha256=[hashlib.sha256(data).hexdigest() for _, data in blobs],
-            bytes=[len(data) for _, data in blobs],
+            sha256=hashes,
+            bytes=sizes,
             rows=catalog["rows"].where(catalog["superseded_by"].isna(), 0),
         )
         catalogs.append(

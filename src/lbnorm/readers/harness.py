@@ -19,7 +19,7 @@ import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -188,20 +188,23 @@ def parse_results_file(
 
 
 def read_results_files(
-    files: Sequence[tuple[Path, bytes]],
+    files: Iterable[tuple[Path, bytes]],
     pairs: Sequence[tuple[str, str]],
     subtask_names: pd.DataFrame,
     *,
     progress: Callable[[str, int, int], None] | None = None,
+    total: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse results files and keep the newest file per model variant.
 
     Args:
-        files: (path, bytes) of each results file.
+        files: (path, bytes) of each results file; consumed once, so a generator
+            keeps one file's bytes in memory at a time.
         pairs: The suite's (task, metric) pairs in suite order.
         subtask_names: The suite's ``benchmark``, ``subtask`` and ``metric`` in
             the same order.
         progress: Called as ``progress(stage, done, total)`` after each file.
+        total: How many files `files` yields, for progress (default: its length).
 
     Returns:
         The scores (:data:`SCORES` columns plus ``_row``, the results key) and a
@@ -209,10 +212,12 @@ def read_results_files(
         ``n_ignored`` and ``superseded_by`` (null for the file used).
     """
     parsed: list[HarnessFile] = []
+    if total is None and isinstance(files, Sized):
+        total = len(files)
     for path, data in files:
         parsed.append(parse_results_file(path, data, pairs))
         if progress is not None:
-            progress("parsing results files", len(parsed), len(files))
+            progress("parsing results files", len(parsed), total or len(parsed))
     catalog = pd.DataFrame(
         {
             "path": [p.path for p in parsed],
