@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from lbnorm.errors import LbnormError
 from lbnorm.kernel import MissingPolicy
@@ -173,19 +173,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     bar = progress_bar(sys.stderr, quiet=args.quiet)
     try:
-        result = run(
-            args.inputs,
-            suite=args.suite,
-            out=args.out,
-            missing=args.missing,
-            unknown=args.unknown,
-            extra_columns=args.extra_columns,
-            metadata=args.metadata,
-            rank_within=args.rank_within,
-            exclude_flagged=args.exclude_flagged,
-            progress=bar,
-            subtasks=args.subtasks,
-        )
+        result = run(args.inputs, progress=bar, **_run_options(args))
     finally:
         if bar is not None:
             bar.close()
@@ -203,6 +191,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.exclude_flagged:
             _print_flagged(result.leaderboard)
     return 0
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every kind of ``run`` passes on to the pipeline."""
+    return {
+        "suite": args.suite,
+        "out": args.out,
+        "missing": args.missing,
+        "unknown": args.unknown,
+        "extra_columns": args.extra_columns,
+        "metadata": args.metadata,
+        "rank_within": args.rank_within,
+        "exclude_flagged": args.exclude_flagged,
+        "subtasks": args.subtasks,
+    }
 
 
 def _print_flagged(leaderboard: pd.DataFrame) -> None:
@@ -507,8 +510,6 @@ def _cmd_run_monitored(args: argparse.Namespace) -> int:
     try:
         monitored = run_monitored(
             args.inputs,
-            out=args.out,
-            suite=args.suite,
             cache=args.cache,
             full_rebuild=args.full,
             health=args.health,
@@ -516,13 +517,7 @@ def _cmd_run_monitored(args: argparse.Namespace) -> int:
             intervals=args.intervals,
             report=args.report,
             progress=bar,
-            missing=args.missing,
-            unknown=args.unknown,
-            extra_columns=args.extra_columns,
-            metadata=getattr(args, "metadata", None),
-            rank_within=getattr(args, "rank_within", ()),
-            exclude_flagged=getattr(args, "exclude_flagged", False),
-            subtasks=getattr(args, "subtasks", True),
+            **_run_options(args),
         )
     finally:
         if bar is not None:
