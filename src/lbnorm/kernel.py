@@ -19,14 +19,12 @@ __all__ = [
     "MissingPolicy",
     "Partials",
     "SuiteArrays",
-    "accumulate",
     "aggregate_benchmarks",
     "average_benchmarks",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
     "rank_descending",
-    "scatter_dense",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -96,32 +94,13 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
     return np.maximum(normalized, 0.0), is_clipped
 
 
-def scatter_dense(
-    values: FloatArray, variant: IntArray, subtask: IntArray, shape: tuple[int, int]
-) -> FloatArray:
-    """Place row values into a ``(n_variants, n_subtasks)`` matrix, NaN where absent.
-
-    Args:
-        values: One value per row.
-        variant: Each row's variant code.
-        subtask: Each row's subtask code; (variant, subtask) pairs must be unique.
-        shape: ``(n_variants, n_subtasks)``.
-
-    Returns:
-        The dense matrix.
-    """
-    matrix = np.full(shape, np.nan)
-    matrix[variant, subtask] = values
-    return matrix
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Partials:
     """Additive partial sums per (variant, benchmark), shape ``(n_variants, n_benchmarks)``.
 
-    Sums over disjoint sets of rows add up, so batches (or machines) can each build
-    their own and :meth:`add_into` merges them; :func:`finish_benchmarks` turns the
-    total into benchmark scores.
+    Sums over disjoint sets of rows add up (so batches, or machines, could each
+    build their own); :func:`finish_benchmarks` turns the total into benchmark
+    scores.
 
     Attributes:
         count: Subtasks present.
@@ -148,73 +127,6 @@ class Partials:
             weighted_raw=np.zeros(shape),
             weight=np.zeros(shape),
         )
-
-    def add_into(self, total: Partials, rows: IntArray) -> None:
-        """Add these partials into rows `rows` of `total` (rows must be distinct)."""
-        for name in ("count", "raw", "normalized", "weighted_raw", "weight"):
-            getattr(total, name)[rows] += getattr(self, name)
-
-    def grown(self, n_variants: int) -> Partials:
-        """Return a copy with room for `n_variants` rows (new rows zero)."""
-        extra = n_variants - self.count.shape[0]
-        pad = ((0, max(extra, 0)), (0, 0))
-        return Partials(
-            count=np.pad(self.count, pad),
-            raw=np.pad(self.raw, pad),
-            normalized=np.pad(self.normalized, pad),
-            weighted_raw=np.pad(self.weighted_raw, pad),
-            weight=np.pad(self.weight, pad),
-        )
-
-    def take(self, rows: IntArray) -> Partials:
-        """Return the partials of rows `rows`, in that order."""
-        return Partials(
-            count=self.count[rows],
-            raw=self.raw[rows],
-            normalized=self.normalized[rows],
-            weighted_raw=self.weighted_raw[rows],
-            weight=self.weight[rows],
-        )
-
-
-def accumulate(
-    variant: IntArray,
-    subtask: IntArray,
-    raw: FloatArray,
-    normalized: FloatArray,
-    suite: SuiteArrays,
-    n_variants: int,
-) -> Partials:
-    """Sum rows into per-(variant, benchmark) partials with ``np.bincount``.
-
-    Args:
-        variant: Each row's variant code in ``0..n_variants-1``.
-        subtask: Each row's subtask code.
-        raw: Raw scores.
-        normalized: Normalized, clipped scores.
-        suite: The suite's arrays.
-        n_variants: Number of variant codes.
-
-    Returns:
-        The partial sums.
-    """
-    n_benchmarks = suite.is_pooled.shape[0]
-    size = n_variants * n_benchmarks
-    linear = variant * n_benchmarks + suite.benchmark_index[subtask]
-    samples = suite.n_samples[subtask]
-    shape = (n_variants, n_benchmarks)
-
-    def total(weights: FloatArray | None) -> FloatArray:
-        summed = np.bincount(linear, weights=weights, minlength=size)
-        return summed.astype(np.float64, copy=False).reshape(shape)
-
-    return Partials(
-        count=total(None),
-        raw=total(raw),
-        normalized=total(normalized),
-        weighted_raw=total(raw * samples),
-        weight=total(samples),
-    )
 
 
 def finish_benchmarks(

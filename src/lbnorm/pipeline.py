@@ -33,10 +33,7 @@ from lbnorm.readers.tables import ExtraColumns, scores_from_frame
 from lbnorm.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, TEXT, conform
 from lbnorm.suites import Suite, load_suite
 
-__all__ = ["DEMO_SCORES", "Result", "compute_result", "normalize_scores", "run"]
-
-#: The bundled demo: 4,576 real Open LLM Leaderboard v2 models (see data/README.md).
-DEMO_SCORES = "demo"
+__all__ = ["Result", "compute_result", "demo_path", "normalize_scores", "run"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
