@@ -257,7 +257,9 @@ def test_killed_runs_leave_the_previous_output_intact(
             )  # complete, old or new, never a mix
         assert outcome["is_readable"], kill
         assert "Traceback" not in outcome["stderr"]
-    assert killed >= 18  # enough real kills to mean something
+    # Every kill at a named point lands; timer kills land unless the run wins the
+    # race (how many do depends on the machine's load), so ask for at least one.
+    assert killed >= sum(not kill.may_finish for kill in KILLS) + 1
     torn = [kill.name for kill in KILLS if outcomes[kill.name]["is_torn"]]
     print(f"{killed} runs killed; {len(torn)} in the middle of a Parquet write: {torn}")
     # A later run succeeds and removes what each killed run left (staging, the old output).
