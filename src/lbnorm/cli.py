@@ -114,24 +114,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--out", default="lbnorm-out", help="output directory (default: %(default)s)"
     )
-    run.add_argument(
-        "--missing",
-        choices=get_args(MissingPolicy),
-        default="exclude",
-        help="variants lacking a subtask or benchmark: exclude = no score and no rank for what is incomplete (the leaderboard's rule); partial = average what is present; zero = count it as 0 (default: %(default)s)",
-    )
-    run.add_argument(
-        "--unknown",
-        choices=get_args(UnknownSubtasks),
-        default="error",
-        help="rows whose subtask the suite lacks: error or ignore (default: %(default)s)",
-    )
-    run.add_argument(
-        "--extra-columns",
-        choices=get_args(ExtraColumns),
-        default="error",
-        help="table columns outside the contract: error, keep (carried into subtasks.parquet) or drop (default: %(default)s)",
-    )
+    _add_policy_options(run)
     run.add_argument(
         "--top",
         type=int,
@@ -163,6 +146,28 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_change_commands(commands)
     _add_analyst_commands(commands)
     return parser
+
+
+def _add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """The data policies shared by ``run`` and ``impact``."""
+    parser.add_argument(
+        "--missing",
+        choices=get_args(MissingPolicy),
+        default="exclude",
+        help="variants lacking a subtask or benchmark: exclude = no score and no rank for what is incomplete (the leaderboard's rule); partial = average what is present; zero = count it as 0 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unknown",
+        choices=get_args(UnknownSubtasks),
+        default="error",
+        help="rows whose subtask the suite lacks: error or ignore (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--extra-columns",
+        choices=get_args(ExtraColumns),
+        default="error",
+        help="table columns outside the contract: error, keep (carried into subtasks.parquet) or drop (default: %(default)s)",
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -391,24 +396,7 @@ def _add_change_commands(
         metavar="BENCHMARK[/SUBTASK]=LB",
         help="a lower bound for the new suite, e.g. GPQA=0.3 (repeatable)",
     )
-    impact.add_argument(
-        "--missing",
-        choices=get_args(MissingPolicy),
-        default="exclude",
-        help="as for run (default: %(default)s)",
-    )
-    impact.add_argument(
-        "--unknown",
-        choices=get_args(UnknownSubtasks),
-        default="error",
-        help="as for run (default: %(default)s)",
-    )
-    impact.add_argument(
-        "--extra-columns",
-        choices=get_args(ExtraColumns),
-        default="error",
-        help="as for run (default: %(default)s)",
-    )
+    _add_policy_options(impact)
     _add_diff_options(impact)
     impact.set_defaults(handler=_cmd_impact)
 
