@@ -214,3 +214,25 @@ def test_mixed_inputs_duplicates_are_reported(tmp_path: Path, fixtures: Path) ->
                 fixtures / "tables" / "seed_examples.parquet",
             ]
         )
+
+
+def test_many_variants_with_one_score_each_grow_the_dense_store() -> None:
+    # 100 variants x 1 of 40 subtasks: the store is first sized from rows / subtasks
+    scores = pd.DataFrame(
+        {
+            "model": [f"m{i:03d}" for i in range(100)],
+            "benchmark": "MMLU-PRO",
+            "subtask": "mmlu_pro",
+            "raw_score": [i / 99 for i in range(100)],
+        }
+    )
+    result = normalize_scores(
+        scores.sample(frac=1.0, random_state=0), missing="partial"
+    )
+    board = result.leaderboard
+    assert len(board) == 100
+    assert board["model"].tolist()[:2] == ["m099", "m098"]
+    # raw below MMLU-PRO's 1/10 bound clips to 0: the ten lowest tie at rank 91
+    assert board["rank"].tolist() == [*range(1, 91), *[91] * 10]
+    assert board["average"].iloc[0] == pytest.approx(100.0)
+    assert len(result.subtasks) == 100
