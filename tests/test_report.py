@@ -242,7 +242,12 @@ class _DevTools:
         self.events: list[dict[str, Any]] = []
 
     def send(
-        self, method: str, params: dict[str, Any] | None = None, session: str = ""
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str = "",
+        *,
+        timeout: float | None = None,
     ) -> Any:
         self._id += 1
         message: dict[str, Any] = {
@@ -254,7 +259,7 @@ class _DevTools:
             message["sessionId"] = session
         os.write(self._write, json.dumps(message).encode() + b"\0")
         while True:
-            reply = self._receive()
+            reply = self._receive(timeout)
             if reply.get("id") != self._id:
                 self.events.append(reply)
                 continue
@@ -265,8 +270,8 @@ class _DevTools:
         while not any(event.get("method") == method for event in self.events):
             self.events.append(self._receive())
 
-    def _receive(self) -> dict[str, Any]:
-        deadline = time.monotonic() + self._timeout
+    def _receive(self, timeout: float | None = None) -> dict[str, Any]:
+        deadline = time.monotonic() + (timeout or self._timeout)
         while b"\0" not in self._buffer:
             ready, _, _ = select.select(
                 [self._read], [], [], max(deadline - time.monotonic(), 0)
@@ -317,7 +322,11 @@ def test_report_renders_in_chromium(report_html: Path, tmp_path: Path) -> None:
     (tmp_path / "profile").mkdir()
     browser = _DevTools(binary, tmp_path / "profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        # a cold first start (binaries not yet in the page cache, as on a fresh CI
+        # machine right after the install) took 20-30 s here: allow for it once
+        target = browser.send(
+            "Target.createTarget", {"url": "about:blank"}, timeout=180
+        )["targetId"]
         session = browser.send(
             "Target.attachToTarget", {"targetId": target, "flatten": True}
         )["sessionId"]
