@@ -128,6 +128,28 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="skip subtasks.parquet: read only what the benchmark scores need (faster for big recomputes)",
     )
+    run.add_argument(
+        "--engine",
+        choices=("memory", "stream", "dask"),
+        default="memory",
+        help=(
+            "memory: every score in one dense store (default); stream: Parquet row "
+            "groups folded into per-benchmark partial sums, bounded memory for inputs "
+            "larger than RAM (implies --no-subtasks); dask: the same partial sums on a "
+            "Dask cluster (extra 'dask'; see --scheduler)"
+        ),
+    )
+    run.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --engine dask: the scheduler, e.g. tcp://host:8786 (default: a local cluster)",
+    )
+    run.add_argument(
+        "--batch-rows",
+        type=int,
+        metavar="N",
+        help="with --engine stream: rows per batch (default: each Parquet row group)",
+    )
     run.set_defaults(handler=_cmd_run)
 
     suites = commands.add_parser(
@@ -209,7 +231,10 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
         "metadata": args.metadata,
         "rank_within": args.rank_within,
         "exclude_flagged": args.exclude_flagged,
-        "subtasks": args.subtasks,
+        "subtasks": args.subtasks and args.engine == "memory",
+        "engine": args.engine,
+        "scheduler": args.scheduler,
+        "batch_rows": args.batch_rows,
     }
 
 

@@ -88,6 +88,11 @@ class KeyEncoder:
         }
 
     @property
+    def n_subtasks(self) -> int:
+        """Subtasks in the suite."""
+        return len(self._suite)
+
+    @property
     def n_variants(self) -> int:
         """Variants seen so far."""
         return len(self._variants)

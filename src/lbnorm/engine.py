@@ -11,7 +11,7 @@ key and handed to the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -30,7 +30,14 @@ from lbnorm.validate import (
     float_column,
 )
 
-__all__ = ["Batch", "DenseScores", "UnknownSubtasks", "collect_scores"]
+__all__ = [
+    "Batch",
+    "CheckedBatch",
+    "DenseScores",
+    "UnknownSubtasks",
+    "check_batch",
+    "collect_scores",
+]
 
 
 _Matrix = TypeVar("_Matrix", npt.NDArray[np.float64], npt.NDArray[np.int64])
@@ -110,15 +117,15 @@ def collect_scores(
     n_failed = 0
     for batch in batches:
         table = batch.table
-        variant, subtask = encoder.encode(table)
-        scores = float_column(table, "raw_score")
-        bad = find_failures(table, scores, variant, subtask, encoder, unknown=unknown)
-        accepted = (subtask >= 0) & (variant >= 0)
-        n_ignored += int((subtask < 0).sum()) if unknown == "ignore" else 0
-        duplicate = find_duplicates(variant, subtask, accepted, raw, n_subtasks)
-        bad["duplicate_score"] = duplicate
-        failures.extend(describe_failures(batch, bad, encoder, subtask))
-        n_failed += int(np.logical_or.reduce(list(bad.values())).sum())
+        checked = check_batch(
+            batch, encoder, unknown=unknown, seen_before=_stored_in(raw)
+        )
+        variant, subtask, scores = checked.variant, checked.subtask, checked.scores
+        accepted, duplicate = checked.accepted, checked.failed["duplicate_score"]
+        n_ignored += checked.n_ignored
+        if checked.n_failed:
+            failures.extend(describe_failures(batch, checked.failed, encoder, subtask))
+            n_failed += checked.n_failed
         if encoder.n_variants > raw.shape[0]:
             capacity = max(2 * raw.shape[0], encoder.n_variants)
             raw = _grow(raw, capacity, np.nan)
@@ -141,6 +148,90 @@ def collect_scores(
         table=_concat(kept) if rows is not None else None,
         n_ignored=n_ignored,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckedBatch:
+    """A batch's codes and scores and, per check, the rows that fail it.
+
+    Attributes:
+        variant: Each row's variant code (-1 if a key is null).
+        subtask: Each row's suite subtask code (-1 if unknown).
+        scores: ``raw_score`` as floats.
+        accepted: Rows with a variant and a known subtask.
+        failed: Check name -> mask of failing rows (``duplicate_score`` included).
+        n_failed: Rows failing any check.
+        n_ignored: Rows dropped as unknown subtasks under ``unknown="ignore"``.
+    """
+
+    variant: npt.NDArray[np.int64]
+    subtask: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    accepted: npt.NDArray[np.bool_]
+    failed: dict[str, npt.NDArray[np.bool_]]
+    n_failed: int
+    n_ignored: int
+
+    @property
+    def is_good(self) -> npt.NDArray[np.bool_]:
+        """Accepted rows that fail no check."""
+        is_bad: npt.NDArray[np.bool_] = np.logical_or.reduce(list(self.failed.values()))
+        return self.accepted & ~is_bad
+
+
+def check_batch(
+    batch: Batch,
+    encoder: KeyEncoder,
+    *,
+    unknown: UnknownSubtasks,
+    seen_before: Callable[
+        [npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
+    ],
+) -> CheckedBatch:
+    """Encode a batch's keys and run every check on it (engines share this step).
+
+    Args:
+        batch: The batch.
+        encoder: The run's key encoder (it learns the batch's new variants).
+        unknown: Policy for subtasks the suite does not define.
+        seen_before: Which (variant, subtask) pairs earlier batches supplied.
+
+    Returns:
+        The codes, scores and failure masks.
+    """
+    table = batch.table
+    variant, subtask = encoder.encode(table)
+    scores = float_column(table, "raw_score")
+    failed = find_failures(table, scores, variant, subtask, encoder, unknown=unknown)
+    accepted = (subtask >= 0) & (variant >= 0)
+    failed["duplicate_score"] = find_duplicates(
+        variant, subtask, accepted, encoder.n_subtasks, seen_before
+    )
+    return CheckedBatch(
+        variant=variant,
+        subtask=subtask,
+        scores=scores,
+        accepted=accepted,
+        failed=failed,
+        n_failed=int(np.logical_or.reduce(list(failed.values())).sum()),
+        n_ignored=int((subtask < 0).sum()) if unknown == "ignore" else 0,
+    )
+
+
+def _stored_in(
+    raw: npt.NDArray[np.float64],
+) -> Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]]:
+    """Which (variant, subtask) pairs already hold a score in the dense store."""
+
+    def is_stored(
+        variant: npt.NDArray[np.int64], subtask: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        inside = variant < raw.shape[0]
+        stored = np.zeros(variant.shape, dtype=bool)
+        stored[inside] = ~np.isnan(raw[variant[inside], subtask[inside]])
+        return stored
+
+    return is_stored
 
 
 def _grow(matrix: _Matrix, rows: int, fill: float) -> _Matrix:

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "RANK_DECIMALS",
     "BenchmarkArrays",
     "MissingPolicy",
     "Partials",
@@ -270,8 +271,16 @@ def average_benchmarks(
     return average
 
 
+#: Scores (0-100) equal to this many decimals tie: a sum's rounding depends on
+#: the order of its terms (in-memory, streamed and Dask runs add them
+#: differently), and noise at 1e-13 must not order two models.
+RANK_DECIMALS = 9
+
+
 def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
     """Rank values, highest first; ties share the smallest rank; NaN stays unranked.
+
+    Values equal to :data:`RANK_DECIMALS` decimals tie.
 
     Args:
         values: Scores; NaN marks an unranked entry.
@@ -282,8 +291,11 @@ def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
     Examples:
         >>> rank_descending(np.array([3.0, 5.0, 3.0, np.nan, 1.0])).tolist()
         [2.0, 1.0, 2.0, nan, 4.0]
+        >>> rank_descending(np.array([0.1 + 0.2, 0.3])).tolist()
+        [1.0, 1.0]
     """
     is_ranked = ~np.isnan(values)
+    values = np.round(values, RANK_DECIMALS)
     descending = np.sort(-values[is_ranked])
     ranks = np.full(values.shape, np.nan)
     ranks[is_ranked] = (

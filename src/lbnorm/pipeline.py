@@ -10,17 +10,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
 from lbnorm._faults import fault_point
-from lbnorm.engine import Batch, DenseScores, UnknownSubtasks, collect_scores
+from lbnorm.engine import Batch, UnknownSubtasks, collect_scores
 from lbnorm.kernel import (
     BenchmarkArrays,
-    FloatArray,
     MissingPolicy,
     SuiteArrays,
     aggregate_benchmarks,
@@ -28,12 +27,25 @@ from lbnorm.kernel import (
     normalize,
     rank_descending,
 )
+from lbnorm.outputs import benchmark_table, leaderboard_table, subtask_table
 from lbnorm.readers import read_inputs
 from lbnorm.readers.tables import ExtraColumns, scores_from_frame
-from lbnorm.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, TEXT, conform
+from lbnorm.schemas import SUBTASK_SCORES
 from lbnorm.suites import Suite, load_suite
 
-__all__ = ["Result", "compute_result", "demo_path", "normalize_scores", "run"]
+#: How scores are held while they are aggregated (see :func:`run`).
+Engine = Literal["memory", "stream", "dask"]
+
+__all__ = [
+    "Engine",
+    "Result",
+    "assemble_result",
+    "compute_result",
+    "demo_path",
+    "normalize_scores",
+    "run",
+    "suite_arrays",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +153,8 @@ def compute_result(
     files: pd.DataFrame | None = None,
     expected_rows: int = 0,
     keep_subtasks: bool = True,
+    streaming: bool = False,
+    batch_rows: int | None = None,
 ) -> Result:
     """Normalize score batches under a suite: the engine, then the kernel.
 
@@ -152,10 +166,25 @@ def compute_result(
         files: The catalog of input files, recorded in the result.
         expected_rows: Rows expected in all (sizes the dense store).
         keep_subtasks: Build the subtask-level table (False: a smaller working set).
+        streaming: Fold batches into partial sums in bounded memory instead
+            (:mod:`lbnorm.stream`; no subtask-level table).
+        batch_rows: With `streaming`, split batches into slices of this many rows.
 
     Returns:
         The result tables.
     """
+    if streaming:
+        from lbnorm.stream import compute_result_streaming
+
+        return compute_result_streaming(
+            batches,
+            suite,
+            missing=missing,
+            unknown=unknown,
+            files=files,
+            expected_rows=expected_rows,
+            batch_rows=batch_rows,
+        )
     bounds = suite.subtask_table()
     dense = collect_scores(
         batches,
@@ -164,24 +193,68 @@ def compute_result(
         expected_rows=expected_rows,
         keep_rows=keep_subtasks,
     )
-    arrays = _suite_arrays(bounds, suite)
+    arrays = suite_arrays(suite)
     normalized = normalize(dense.raw, arrays.lower_bound)[0]
     benchmark = aggregate_benchmarks(dense.raw, normalized, arrays, missing=missing)
-    average = average_benchmarks(benchmark.normalized, arrays.weight, missing=missing)
-    rank = rank_descending(average)
-    is_present = ~np.isnan(dense.raw)
-    return Result(
-        subtask_table=_subtask_table(dense, bounds, normalized)
+    return assemble_result(
+        dense.variants,
+        benchmark,
+        suite,
+        missing=missing,
+        files=files,
+        subtask_table=subtask_table(dense, bounds, normalized)
         if keep_subtasks
         else None,
-        benchmarks=_benchmark_table(dense.variants, suite, benchmark),
-        leaderboard=_leaderboard_table(dense.variants, suite, benchmark, average, rank),
+        n_ignored_rows=dense.n_ignored,
+        n_scores=int(np.count_nonzero(~np.isnan(dense.raw))),
+        n_clipped=int((dense.raw < arrays.lower_bound).sum()),
+    )
+
+
+def assemble_result(
+    variants: pd.DataFrame,
+    benchmark: BenchmarkArrays,
+    suite: Suite,
+    *,
+    missing: MissingPolicy,
+    files: pd.DataFrame | None = None,
+    subtask_table: pa.Table | None = None,
+    n_ignored_rows: int = 0,
+    n_scores: int = 0,
+    n_clipped: int = 0,
+) -> Result:
+    """Average and rank benchmark scores and build the result tables.
+
+    Every engine (in memory, streaming, Dask) ends here, so they share one
+    definition of the average, the ranks and the output tables.
+
+    Args:
+        variants: The variant keys, sorted by key, one row per row of `benchmark`.
+        benchmark: The benchmark-level arrays.
+        suite: The suite.
+        missing: The missing-data policy (also used for the average).
+        files: The catalog of input files.
+        subtask_table: The subtask-level table, if built.
+        n_ignored_rows: Rows dropped as unknown subtasks.
+        n_scores: Subtask scores used.
+        n_clipped: Subtask scores below their bound.
+
+    Returns:
+        The result.
+    """
+    arrays = suite_arrays(suite)
+    average = average_benchmarks(benchmark.normalized, arrays.weight, missing=missing)
+    rank = rank_descending(average)
+    return Result(
+        subtask_table=subtask_table,
+        benchmarks=benchmark_table(variants, suite, benchmark),
+        leaderboard=leaderboard_table(variants, suite, benchmark, average, rank),
         suite=suite,
         files=files if files is not None else pd.DataFrame(),
         missing=missing,
-        n_ignored_rows=dense.n_ignored,
-        n_scores=int(is_present.sum()),
-        n_clipped=int((dense.raw < arrays.lower_bound).sum()),
+        n_ignored_rows=n_ignored_rows,
+        n_scores=n_scores,
+        n_clipped=n_clipped,
     )
 
 
@@ -201,6 +274,9 @@ def run(
     subtasks: bool = True,
     cache: str | Path | None = None,
     full_rebuild: bool = False,
+    engine: Engine = "memory",
+    scheduler: str | None = None,
+    batch_rows: int | None = None,
 ) -> Result:
     """Read inputs, normalize them under a suite and, given `out`, write Parquet.
 
@@ -225,6 +301,15 @@ def run(
             only when new or changed, and a bad one is rejected (listed in
             ``Result.files``) instead of stopping the run (see :mod:`lbnorm.cache`).
         full_rebuild: With `cache`, ignore its contents and rebuild it.
+        engine: ``memory`` keeps every score in one dense store (and can build
+            the subtask table); ``stream`` folds batches into per-benchmark
+            partial sums, in bounded memory (see :mod:`lbnorm.stream`); ``dask``
+            runs the same partial sums on a Dask cluster (see
+            :mod:`lbnorm.dask_engine`). Both leave out the subtask table.
+        scheduler: With ``engine="dask"``, the scheduler address (None: a local
+            cluster).
+        batch_rows: With ``engine="stream"``, rows per batch (None: each Parquet
+            row group, or each other input as read).
 
     Returns:
         The result tables.
@@ -234,6 +319,21 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     paths = list(inputs) or [demo_path()]
+    subtasks = subtasks and engine == "memory"
+    if engine == "dask":
+        from lbnorm.dask_engine import compute_result_dask
+
+        result = compute_result_dask(
+            paths,
+            suite,
+            scheduler=scheduler,
+            missing=missing,
+            unknown=unknown,
+            extra_columns=extra_columns,
+        )
+        return _finish_run(
+            result, out, inputs, metadata, rank_within, exclude_flagged, created_at
+        )
     if cache is not None:  # nightly runs: parse only new or changed results files
         from lbnorm.cache import read_inputs_cached
 
@@ -262,7 +362,24 @@ def run(
         files=read.files,
         expected_rows=read.num_rows,
         keep_subtasks=subtasks,
+        streaming=engine == "stream",
+        batch_rows=batch_rows,
     )
+    return _finish_run(
+        result, out, inputs, metadata, rank_within, exclude_flagged, created_at
+    )
+
+
+def _finish_run(
+    result: Result,
+    out: str | Path | None,
+    inputs: Sequence[str | Path],
+    metadata: str | Path | pd.DataFrame | None,
+    rank_within: Sequence[str],
+    exclude_flagged: bool,
+    created_at: str | None,
+) -> Result:
+    """Join model metadata (and group ranks), then write the outputs if asked."""
     if metadata is None and not inputs:
         metadata = demo_path().with_name("demo_metadata.parquet")
     if metadata is not None or rank_within or exclude_flagged:
@@ -287,7 +404,9 @@ def demo_path() -> Path:
     return Path(str(resources.files("lbnorm") / "data" / "demo_scores.parquet"))
 
 
-def _suite_arrays(bounds: pd.DataFrame, suite: Suite) -> SuiteArrays:
+def suite_arrays(suite: Suite) -> SuiteArrays:
+    """Return the suite as the kernel's arrays (subtasks in suite order)."""
+    bounds = suite.subtask_table()
     return SuiteArrays(
         lower_bound=bounds["lower_bound"].to_numpy(dtype=np.float64),
         n_samples=bounds["n_samples"].to_numpy(dtype=np.float64),
@@ -297,127 +416,3 @@ def _suite_arrays(bounds: pd.DataFrame, suite: Suite) -> SuiteArrays:
         ),
         weight=np.array([b.weight for b in suite.benchmarks], dtype=np.float64),
     )
-
-
-def _subtask_table(
-    dense: DenseScores, bounds: pd.DataFrame, normalized: FloatArray
-) -> pa.Table:
-    """One row per score present, sorted by variant then suite subtask order.
-
-    Text columns are dictionary-encoded by code, so no string is built per row.
-    """
-    # benchmark-major (subtask codes are contiguous per benchmark), then variant:
-    # one Parquet row group per benchmark lets readers skip the others
-    subtask, variant = np.nonzero(~np.isnan(dense.raw.T))
-    by_benchmark = np.lexsort(
-        (subtask, variant, bounds["benchmark_index"].to_numpy()[subtask])
-    )
-    variant, subtask = variant[by_benchmark], subtask[by_benchmark]
-    assert dense.rows is not None
-    assert dense.table is not None
-    picked = dense.table.unify_dictionaries().take(
-        pa.array(dense.rows[variant, subtask])
-    )
-    lower_bound = bounds["lower_bound"].to_numpy()[subtask]
-    raw = dense.raw[variant, subtask]
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for name in KEY_COLUMNS:
-        values = dense.variants[name]
-        if name == "chat_template":
-            columns[name] = pa.array(values.to_numpy(dtype=bool)[variant])
-            continue
-        codes, uniques = pd.factorize(values)
-        columns[name] = pa.DictionaryArray.from_arrays(
-            pa.array(codes[variant].astype(np.int32)),
-            pa.array(np.asarray(uniques, dtype=object), pa.string()),
-        )
-    for name in ("benchmark", "subtask"):
-        codes, uniques = pd.factorize(bounds[name])
-        columns[name] = pa.DictionaryArray.from_arrays(
-            pa.array(codes[subtask].astype(np.int32)),
-            pa.array(np.asarray(uniques, dtype=object), pa.string()),
-        )
-    columns["metric"] = _column(picked, "metric", pa.scalar("", TEXT))
-    columns["raw_score"] = pa.array(raw)
-    columns["lower_bound"] = pa.array(lower_bound)
-    columns["normalized_score"] = pa.array(normalized[variant, subtask])
-    columns["is_clipped"] = pa.array(raw < lower_bound)
-    columns["stderr"] = _column(picked, "stderr", pa.scalar(None, pa.float64()))
-    columns["n_samples"] = _column(picked, "n_samples", pa.scalar(None, pa.int64()))
-    columns["source"] = _column(picked, "source", pa.scalar("", TEXT))
-    extras = [
-        name
-        for name in picked.column_names
-        if name not in SCORES.names and name != "_row"
-    ]
-    table = pa.table(columns)
-    table = conform(table, SUBTASK_SCORES, source="subtasks")
-    for name in extras:
-        table = table.append_column(name, picked.column(name))
-    return table
-
-
-def _column(
-    table: pa.Table, name: str, default: pa.Scalar
-) -> pa.ChunkedArray | pa.Array:
-    if name not in table.column_names:
-        return pa.repeat(default, table.num_rows)
-    return table.column(name)
-
-
-def _benchmark_table(
-    variants: pd.DataFrame, suite: Suite, arrays: BenchmarkArrays
-) -> pd.DataFrame:
-    n_variants, n_benchmarks = arrays.raw.shape
-    present = (arrays.n_present > 0).T.ravel()  # benchmark-major, then variant
-    variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
-    benchmark_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
-    expected = arrays.n_expected[benchmark_index].astype(np.int32)
-    count = arrays.n_present.T.ravel()[present].astype(np.int32)
-    keys = {  # categorical: one string per variant, not per row
-        name: pd.Categorical.from_codes(*_codes_of(variants[name]))[variant_index]
-        if name != "chat_template"
-        else variants[name].to_numpy()[variant_index]
-        for name in KEY_COLUMNS
-    }
-    table = pd.DataFrame(keys)
-    return table.assign(
-        benchmark=pd.Categorical.from_codes(
-            benchmark_index, pd.Index(suite.benchmark_names)
-        ),
-        raw_score=arrays.raw.T.ravel()[present],
-        normalized_score=arrays.normalized.T.ravel()[present],
-        n_subtasks=count,
-        n_subtasks_expected=expected,
-        is_complete=count == expected,
-    )
-
-
-def _codes_of(values: pd.Series) -> tuple[npt.NDArray[np.intp], pd.Index]:
-    codes, uniques = pd.factorize(values)
-    return codes, uniques
-
-
-def _leaderboard_table(
-    variants: pd.DataFrame,
-    suite: Suite,
-    arrays: BenchmarkArrays,
-    average: FloatArray,
-    rank: FloatArray,
-) -> pd.DataFrame:
-    is_complete_benchmark = arrays.n_present == arrays.n_expected
-    columns: dict[str, FloatArray] = {}
-    for index, name in enumerate(suite.benchmark_names):
-        columns[name] = arrays.normalized[:, index]
-        columns[f"{name} Raw"] = arrays.raw[:, index]
-    n_benchmarks = is_complete_benchmark.sum(axis=1).astype(np.int32)
-    table = variants.assign(
-        rank=pd.Series(rank).astype("Int64"),
-        average=average,
-        n_benchmarks=n_benchmarks,
-        n_benchmarks_expected=np.int32(len(suite.benchmarks)),
-        is_complete=n_benchmarks == len(suite.benchmarks),
-        **columns,
-    )
-    order = np.lexsort((np.arange(len(table)), np.where(np.isnan(rank), np.inf, rank)))
-    return table.iloc[order].reset_index(drop=True)

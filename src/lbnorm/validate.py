@@ -8,6 +8,7 @@ masks over a whole batch; only failing rows are turned into text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -86,10 +87,24 @@ def find_duplicates(
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
     accepted: npt.NDArray[np.bool_],
-    raw: npt.NDArray[np.float64],
     n_subtasks: int,
+    seen_before: Callable[
+        [npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
+    ],
 ) -> npt.NDArray[np.bool_]:
-    """Rows whose (variant, subtask) repeats in this batch or was seen before."""
+    """Rows whose (variant, subtask) repeats in this batch or was seen before.
+
+    Args:
+        variant: Each row's variant code.
+        subtask: Each row's suite subtask code.
+        accepted: Rows that passed the other checks (only these are compared).
+        n_subtasks: Subtasks in the suite.
+        seen_before: Given variant and subtask codes, which pairs earlier
+            batches already stored (the engine's store answers).
+
+    Returns:
+        The mask of duplicate rows.
+    """
     positions = np.flatnonzero(accepted)
     duplicate = np.zeros(variant.shape, dtype=bool)
     if positions.size == 0:
@@ -103,9 +118,7 @@ def find_duplicates(
     ]  # the batch's variants, densely numbered
     linear = local * n_subtasks + subtask[positions]
     duplicate[positions] = np.bincount(linear)[linear] > 1
-    seen_before = positions[variant[positions] < raw.shape[0]]
-    earlier = ~np.isnan(raw[variant[seen_before], subtask[seen_before]])
-    duplicate[seen_before[earlier]] = True
+    duplicate[positions] |= seen_before(variant[positions], subtask[positions])
     return duplicate
 
 

@@ -1,0 +1,200 @@
+"""The streaming engine against the in-memory engine: same tables, any batching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lbnorm
+from lbnorm.cli import main
+from lbnorm.engine import Batch
+from lbnorm.errors import ValidationError
+from lbnorm.kernel import MissingPolicy
+from lbnorm.pipeline import compute_result, demo_path
+from lbnorm.stream import compute_result_streaming
+from lbnorm.suites import load_suite
+
+SUITE = load_suite("openllm-v2")
+
+
+def assert_same_result(
+    expected: lbnorm.Result, actual: lbnorm.Result, *, exact: bool = False
+) -> None:
+    """Tables equal to 1e-12 (``exact``: bit for bit); ranks and order identical."""
+    tolerance = {"check_exact": True} if exact else {"rtol": 0.0, "atol": 1e-12}
+    pd.testing.assert_frame_equal(expected.benchmarks, actual.benchmarks, **tolerance)
+    pd.testing.assert_frame_equal(expected.leaderboard, actual.leaderboard, **tolerance)
+    assert (expected.n_scores, expected.n_clipped) == (
+        actual.n_scores,
+        actual.n_clipped,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo() -> pa.Table:
+    return pq.read_table(demo_path())
+
+
+@pytest.fixture(scope="module")
+def demo_in_memory() -> lbnorm.Result:
+    return lbnorm.run([demo_path()], subtasks=False)
+
+
+@pytest.mark.parametrize("batch_rows", [None, 50_000, 997])
+def test_demo_streamed_equals_in_memory(
+    demo_in_memory: lbnorm.Result, batch_rows: int | None
+) -> None:
+    streamed = lbnorm.run([demo_path()], engine="stream", batch_rows=batch_rows)
+    assert streamed.subtask_table is None
+    assert_same_result(demo_in_memory, streamed)
+
+
+def test_sums_do_not_depend_on_order_or_batches(demo: pa.Table) -> None:
+    """Fixed-point sums: shuffled rows in other batch sizes give identical bits."""
+    order = np.random.default_rng(7).permutation(demo.num_rows)
+    shuffled = demo.take(pa.array(order))
+    first = compute_result_streaming([Batch(table=demo, source="a")], SUITE)
+    second = compute_result_streaming(
+        [Batch(table=shuffled, source="b")], SUITE, batch_rows=4_099
+    )
+    assert_same_result(first, second, exact=True)
+
+
+def test_published_table_reproduced(published_csv: Path) -> None:
+    published = pd.read_csv(published_csv)
+    published = published.assign(**{"Model sha": published["Model sha"].fillna("")})
+    streamed = lbnorm.run([demo_path()], engine="stream", batch_rows=20_000)
+    board = streamed.leaderboard.merge(
+        published,
+        left_on=["model", "precision", "revision", "chat_template"],
+        right_on=["fullname", "Precision", "Model sha", "Chat Template"],
+        validate="one_to_one",
+    )
+    assert len(board) == len(published) == 4576
+    np.testing.assert_allclose(board["average"], board["Average ⬆️"], atol=1e-9)
+    published_rank = board["Average ⬆️"].round(9).rank(ascending=False, method="min")
+    assert (board["rank"] == published_rank).all()
+
+
+scores_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["org/a", "org/b", "org/c", "x/y"]),
+        st.sampled_from(["bfloat16", "float16"]),
+        st.integers(0, len(SUITE.subtask_table()) - 1),
+        st.floats(0.0, 1.0),
+    ),
+    max_size=120,
+    unique_by=lambda row: (row[0], row[1], row[2]),
+)
+
+
+@settings(deadline=None)
+@given(
+    rows=scores_strategy,
+    batch_rows=st.integers(1, 50),
+    missing=st.sampled_from(["exclude", "partial", "zero"]),
+)
+def test_any_batching_equals_in_memory(
+    rows: list[tuple[str, str, int, float]], batch_rows: int, missing: MissingPolicy
+) -> None:
+    bounds = SUITE.subtask_table()
+    if not rows:
+        return
+    codes = [row[2] for row in rows]
+    table = pa.table(
+        {
+            "model": [row[0] for row in rows],
+            "precision": [row[1] for row in rows],
+            "benchmark": bounds["benchmark"].to_numpy()[codes].tolist(),
+            "subtask": bounds["subtask"].to_numpy()[codes].tolist(),
+            "raw_score": [row[3] for row in rows],
+        }
+    )
+    batch = Batch(table=table, source="t")
+    expected = compute_result([batch], SUITE, missing=missing, keep_subtasks=False)
+    actual = compute_result_streaming(
+        [batch], SUITE, missing=missing, batch_rows=batch_rows
+    )
+    assert_same_result(expected, actual)
+
+
+def test_duplicate_across_batches_is_reported(demo: pa.Table) -> None:
+    doubled = pa.concat_tables([demo.slice(0, 10), demo.slice(5, 1)])
+    with pytest.raises(ValidationError, match="duplicate_score") as raised:
+        compute_result_streaming(
+            [Batch(table=doubled, source="scores.parquet")], SUITE, batch_rows=3
+        )
+    failures = raised.value.failures
+    assert failures["row"].tolist() == ["11"]
+    assert failures["source"].tolist() == ["scores.parquet"]
+
+
+def test_every_bad_batch_is_reported(demo: pa.Table) -> None:
+    scores = demo.column("raw_score").to_numpy().copy()
+    scores[[3, 150_000]] = [np.nan, 1.5]
+    bad = demo.set_column(
+        demo.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
+    )
+    with pytest.raises(ValidationError, match="raw_score") as raised:
+        compute_result_streaming(
+            [Batch(table=bad, source="s.parquet")], SUITE, batch_rows=10_000
+        )
+    failures = raised.value.failures
+    assert sorted(failures["check"]) == ["non_finite_score", "percent_scale"]
+    assert sorted(failures["row"]) == ["150001", "4"]
+
+
+def test_unknown_subtasks_ignored_and_counted(demo: pa.Table) -> None:
+    extra = pa.table(
+        {
+            "model": ["m"],
+            "benchmark": ["BBH"],
+            "subtask": ["not_a_subtask"],
+            "raw_score": [0.5],
+        }
+    )
+    result = compute_result_streaming(
+        [Batch(table=extra, source="x"), Batch(table=demo.slice(0, 40), source="y")],
+        SUITE,
+        unknown="ignore",
+    )
+    assert result.n_ignored_rows == 1
+
+
+def test_cli_stream_engine_writes_two_tables(
+    tmp_path: Path, demo_in_memory: lbnorm.Result
+) -> None:
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    demo = pq.read_table(demo_path())
+    for index, start in enumerate(range(0, demo.num_rows, 40_000)):
+        pq.write_table(
+            demo.slice(start, 40_000),
+            parts / f"part-{index}.parquet",
+            row_group_size=9_000,
+        )
+    out = tmp_path / "out"
+    assert (
+        main(["run", str(parts), "--engine", "stream", "--out", str(out), "--quiet"])
+        == 0
+    )
+    assert sorted(path.name for path in out.iterdir()) == [
+        "benchmarks.parquet",
+        "leaderboard.parquet",
+        "manifest.json",
+    ]
+    board = pd.read_parquet(out / "leaderboard.parquet")
+    expected = demo_in_memory.leaderboard
+    np.testing.assert_allclose(
+        board["average"].to_numpy(dtype=float),
+        expected["average"].to_numpy(dtype=float),
+        atol=1e-12,
+    )
+    assert board["model"].astype(str).tolist() == expected["model"].tolist()
