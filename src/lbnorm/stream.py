@@ -3,14 +3,15 @@
 For inputs larger than memory (a directory of Parquet files, a partitioned
 dataset, 200M rows): each batch is encoded, checked, normalized and summed into
 per (variant, benchmark) partial sums (:class:`lbnorm.kernel.Partials`), then
-dropped. The working set is one batch, five sums per (variant, benchmark), one
-bit per (variant, subtask) to catch duplicates across batches, and the key
-registry; the dense (variant x subtask) store of :mod:`lbnorm.engine` is never
-built, so there is no subtask-level output.
+dropped. The working set is one batch, three sums per (variant, benchmark), one
+byte per (variant, subtask) to catch duplicates across batches (and count
+subtasks), and the key registry: about 1 GB for 2M variants x 100 subtasks. The
+dense float store of :mod:`lbnorm.engine` is never built, so there is no
+subtask-level output.
 
-Sums are added in the order batches arrive, so results equal the in-memory
-engine's to within floating-point rounding (about 1e-13 on a 0-100 score), and
-are bit-identical across runs on the same input.
+The sums are exact (fixed point, see :class:`_PartialStore`), so results do not
+depend on row order or batch boundaries, bit for bit, and equal the in-memory
+engine's to within its own rounding (about 1e-13 on a 0-100 score).
 """
 
 from __future__ import annotations
@@ -37,11 +38,6 @@ from lbnorm.suites import Suite
 from lbnorm.validate import UnknownSubtasks, describe_failures
 
 __all__ = ["compute_result_streaming"]
-
-_FIELDS = ("count", "raw", "normalized", "weighted_raw", "weight")
-#: Fixed-point sums are split at this bit: each part's float sum over a batch
-#: stays below 2**53, so ``np.bincount`` adds it exactly.
-_SPLIT = 30
 
 
 def compute_result_streaming(
@@ -102,8 +98,8 @@ def compute_result_streaming(
         store.reserve(encoder.n_variants)
         take = checked.is_good
         variant, subtask, scores = checked.variant, checked.subtask, checked.scores
-        store.mark_seen(variant[take], subtask[take])
         if failures:  # the run fails: keep checking, stop summing
+            store.add(variant[take], subtask[take], None)
             continue
         raw, code = scores[take], subtask[take]
         store.add(variant[take], code, raw)
@@ -130,13 +126,15 @@ def compute_result_streaming(
 
 
 class _PartialStore:
-    """Per (variant, benchmark) exact sums and a (variant, subtask) seen-bitset.
+    """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
 
-    Scores are summed as fixed-point integers (``round(x * 2**shift)``, exact
-    in int64): a sum then does not depend on the order or the batch boundaries
-    of its terms, so identical submissions tie however the rows were split.
-    Each term is a fraction in [0, 1]: the raw score, the normalized score / 100
-    and the raw score x its share of the benchmark's samples.
+    Scores are summed as fixed-point integers held in float64
+    (``rint(x * 2**shift)``, with the shift chosen so that a benchmark's whole
+    sum stays below 2**53): every addition is exact, so a sum does not depend on
+    the order or the batch boundaries of its terms, and identical submissions tie
+    however the rows were split. Each term is a fraction in [0, 1]: the raw
+    score, the normalized score / 100, and the raw score x its subtask's share of
+    the benchmark's samples. Counts come from the seen matrix at the end.
     """
 
     def __init__(self, arrays: SuiteArrays, capacity: int) -> None:
@@ -145,16 +143,14 @@ class _PartialStore:
         total = np.bincount(
             arrays.benchmark_index, weights=arrays.n_samples, minlength=n_benchmarks
         )
-        # room for every subtask of a benchmark at 1.0 (and duplicates never add)
-        self._shift = 62 - int(np.ceil(np.log2(per_benchmark.max(initial=1) + 1)))
+        self._scale = float(2 ** (53 - int(np.ceil(np.log2(per_benchmark.max())))))
         self._total_samples = np.where(total > 0, total, 1.0)
         self._share = arrays.n_samples / self._total_samples[arrays.benchmark_index]
         self._arrays = arrays
         self._n_benchmarks = n_benchmarks
-        self._n_bytes = (arrays.lower_bound.shape[0] + 7) // 8
         capacity = max(capacity, 16)
-        self._sums = np.zeros((len(_FIELDS), capacity * n_benchmarks), dtype=np.int64)
-        self._seen = np.zeros((capacity, self._n_bytes), dtype=np.uint8)
+        self._sums = np.zeros((3, capacity * n_benchmarks))
+        self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
@@ -162,41 +158,29 @@ class _PartialStore:
         if n_variants <= capacity:
             return
         capacity = max(2 * capacity, n_variants)
-        sums = np.zeros((len(_FIELDS), capacity * self._n_benchmarks), dtype=np.int64)
+        sums = np.zeros((3, capacity * self._n_benchmarks))
         sums[:, : self._sums.shape[1]] = self._sums
-        seen = np.zeros((capacity, self._n_bytes), dtype=np.uint8)
+        seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
         seen[: self._seen.shape[0]] = self._seen
         self._sums, self._seen = sums, seen
 
     def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
         """Which (variant, subtask) pairs an earlier batch already supplied."""
         inside = variant < self._seen.shape[0]  # new variants have no room yet
+        if inside.all():
+            return self._seen[variant, subtask]
         is_seen = np.zeros(variant.shape, dtype=bool)
-        bits = self._seen[variant[inside], subtask[inside] >> 3]
-        is_seen[inside] = (bits >> (subtask[inside] & 7).astype(np.uint8)) & 1
+        is_seen[inside] = self._seen[variant[inside], subtask[inside]]
         return is_seen
 
-    def mark_seen(self, variant: IntArray, subtask: IntArray) -> None:
-        """Record (distinct) (variant, subtask) pairs as supplied."""
-        keys, (bits,) = _group_sums(
-            variant * self._n_bytes + (subtask >> 3),
-            (np.left_shift(1, subtask & 7).astype(np.float64),),
-        )
-        # the pairs are distinct, so their bits within one byte are too: sum == or
-        self._seen.reshape(-1)[keys] |= bits.astype(np.uint8)
-
-    def add(self, variant: IntArray, subtask: IntArray, raw: FloatArray) -> None:
-        """Add (distinct, valid) scores to their (variant, benchmark) sums."""
-        if raw.size == 0:
+    def add(self, variant: IntArray, subtask: IntArray, raw: FloatArray | None) -> None:
+        """Add distinct, valid scores to their sums (None: only mark them seen)."""
+        self._seen[variant, subtask] = True
+        if raw is None or raw.size == 0:
             return
         arrays = self._arrays
         lower_bound = arrays.lower_bound[subtask]
         fraction = np.maximum((raw - lower_bound) / (1.0 - lower_bound), 0.0)
-        fixed = [
-            self._fixed_parts(values)
-            for values in (raw, fraction, raw * self._share[subtask])
-        ]
-        counts = (np.ones(raw.size), arrays.n_samples[subtask])  # integers: exact
         key = variant * self._n_benchmarks + arrays.benchmark_index[subtask]
         low = int(key.min())
         span = int(key.max()) - low + 1
@@ -206,47 +190,33 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-
-        def total(weights: FloatArray) -> IntArray:
-            return np.rint(np.bincount(local, weights, minlength=size)).astype(np.int64)
-
-        self._sums[0, keys] += total(counts[0])
-        for row, (high, low_bits) in enumerate(fixed, start=1):
-            self._sums[row, keys] += (total(high) << _SPLIT) + total(low_bits)
-        self._sums[4, keys] += total(counts[1])
-
-    def _fixed_parts(self, values: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """A fraction as fixed point, split in two parts whose float sums are exact."""
-        fixed = np.rint(values * float(1 << self._shift)).astype(np.int64)
-        return (
-            (fixed >> _SPLIT).astype(np.float64),
-            (fixed & ((1 << _SPLIT) - 1)).astype(np.float64),
-        )
+        for row, values in enumerate((raw, fraction, raw * self._share[subtask])):
+            fixed = np.rint(values * self._scale)
+            self._sums[row, keys] += np.bincount(local, fixed, minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
-        """The sums of the first `n_variants` variants as floats, rows in `order`."""
-        count, raw, fraction, weighted, weight = self._sums[
-            :, : n_variants * self._n_benchmarks
-        ].reshape(len(_FIELDS), n_variants, self._n_benchmarks)[:, order]
-        scale = 1.0 / float(1 << self._shift)
-        return Partials(
-            count=count.astype(np.float64),
-            raw=raw * scale,
-            normalized=fraction * (scale * 100.0),
-            weighted_raw=weighted * scale * self._total_samples,
-            weight=weight.astype(np.float64),
+        """The sums of the first `n_variants` variants, rows in `order`."""
+        raw, fraction, weighted = (
+            self._sums[:, : n_variants * self._n_benchmarks].reshape(
+                3, n_variants, self._n_benchmarks
+            )[:, order]
+            / self._scale
         )
-
-
-def _group_sums(
-    key: IntArray, values: tuple[FloatArray, ...]
-) -> tuple[IntArray, list[FloatArray]]:
-    """Distinct keys and, per value array, its sum over each key's rows."""
-    keys, inverse = np.unique(key, return_inverse=True)
-    return keys, [
-        np.asarray(np.bincount(inverse, weights, minlength=keys.size), np.float64)
-        for weights in values
-    ]
+        seen = self._seen[:n_variants][order]
+        count = np.zeros((n_variants, self._n_benchmarks))
+        weight = np.zeros((n_variants, self._n_benchmarks))
+        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
+            columns = np.flatnonzero(self._arrays.benchmark_index == index)
+            present = seen[:, columns]
+            count[:, index] = present.sum(axis=1)
+            weight[:, index] = present @ self._arrays.n_samples[columns]
+        return Partials(
+            count=count,
+            raw=raw,
+            normalized=fraction * 100.0,
+            weighted_raw=weighted * self._total_samples,
+            weight=weight,
+        )
 
 
 def _sliced(batches: Iterable[Batch], rows: int | None) -> Iterator[Batch]:
