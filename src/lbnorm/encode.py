@@ -5,10 +5,11 @@ variant (model, precision, revision, chat_template) a code as batches arrive, an
 maps each (benchmark, subtask) to its row in the suite's lower-bound table.
 
 Per batch, each text column becomes dictionary indices (Parquet hands them over
-that way), the four key indices are packed into one integer per row and
-factorized with a hash table; only the batch's *distinct* values and variants
-then meet the global registries, through C-level dict look-ups (``map``), never
-a Python step per row.
+that way, and they are used in place: -1 marks a null). Rows of one variant
+usually come together, so the key columns are cut into runs where any of them
+changes, and only the runs' keys are packed and factorized. Only the batch's
+*distinct* values and variants then meet the global registries, through C-level
+dict look-ups (``map``), never a Python step per row.
 """
 
 from __future__ import annotations
@@ -113,35 +114,38 @@ class KeyEncoder:
         }
         parts = [local[name][0] for name in _TEXT_KEYS]
         parts.append(self._flags(table))
-        widths = [len(local[name][1]) + 1 for name in _TEXT_KEYS] + [3]
-        row_key, distinct = _group_rows(parts, widths)
-        variant = self._register(distinct, local)[row_key]
+        widths = [len(local[name][1]) for name in _TEXT_KEYS] + [2]
+        run_group, lengths, distinct = _group_rows(parts, widths)
+        codes = self._register(distinct, local)[run_group]
+        variant = codes if lengths is None else np.repeat(codes, lengths)
         return variant, self._subtask_codes(local)
 
     def variant_keys(self) -> pd.DataFrame:
         """Return the variants' keys, one row per code, in code order."""
-        codes = np.array(list(self._variants), dtype=np.int64).reshape(-1, 4)
+        codes = self._variant_codes()
         columns: dict[str, object] = {}
         for position, name in enumerate(_TEXT_KEYS):
-            columns[name] = (
-                self._vocabularies[name].values()[codes[:, position]]
-                if len(codes)
-                else np.array([], dtype=object)
-            )
+            columns[name] = self._vocabularies[name].values()[codes[:, position]]
         columns["chat_template"] = codes[:, 3].astype(bool)
         return pd.DataFrame(columns)[list(KEY_COLUMNS)].astype(
             {"model": "str", "precision": "str", "revision": "str"}
         )
 
     def variant_order(self) -> IntArray:
-        """Return the variant codes sorted by (model, precision, revision, chat_template)."""
-        keys = self.variant_keys()
-        if keys.empty:
-            return np.zeros(0, dtype=np.int64)
+        """Return the variant codes sorted by (model, precision, revision, chat_template).
+
+        Strings compare by code point (UTF-8 byte order), as Python compares them.
+        """
+        codes = self._variant_codes()
         ranks = [
-            pd.factorize(keys[name], sort=True)[0] for name in reversed(KEY_COLUMNS)
+            _string_ranks(self._vocabularies[name].values())[codes[:, position]]
+            for position, name in enumerate(_TEXT_KEYS)
         ]
-        return np.lexsort(ranks).astype(np.int64)
+        return np.lexsort([codes[:, 3], *reversed(ranks)]).astype(np.int64)
+
+    def _variant_codes(self) -> IntArray:
+        """Per variant code, its (model, precision, revision, flag) ids."""
+        return np.array(list(self._variants), dtype=np.int64).reshape(-1, 4)
 
     def is_empty_model(self, variant: IntArray) -> npt.NDArray[np.bool_]:
         """Mask of rows whose model name is the empty string."""
@@ -155,10 +159,16 @@ class KeyEncoder:
         return is_empty
 
     def _local(self, table: pa.Table, name: str) -> tuple[IntArray, IntArray]:
-        """Batch-local indices (0 = null, i + 1 = i-th distinct value) and their global ids."""
+        """Batch-local indices (-1 = null) and the global id of each local value.
+
+        The ids array ends with an extra -1, so ``ids[indices]`` maps a null too.
+        """
         vocabulary = self._vocabularies[name]
         if name not in table.column_names:  # an optional key left out: ''
-            return np.ones(table.num_rows, dtype=np.int64), vocabulary.lookup([""])
+            return (
+                np.zeros(table.num_rows, dtype=np.int32),
+                np.append(vocabulary.lookup([""]), _NULL),
+            )
         column = table.column(name)
         if pa.types.is_dictionary(column.type):
             column = (
@@ -171,7 +181,7 @@ class KeyEncoder:
             for chunk in column.chunks
         ]
         if not chunks:
-            return np.zeros(0, dtype=np.int64), vocabulary.lookup([])
+            return np.zeros(0, dtype=np.int32), np.array([_NULL], dtype=np.int64)
         if len(chunks) > 1 and any(
             not chunk.dictionary.equals(chunks[0].dictionary) for chunk in chunks[1:]
         ):
@@ -184,21 +194,23 @@ class KeyEncoder:
                 list(merged.chunks) if isinstance(merged, pa.ChunkedArray) else [merged]
             )
         dictionary = chunks[0].dictionary.cast(pa.string()).to_pylist()
-        indices = np.concatenate([_indices(chunk.indices) for chunk in chunks])
-        return indices, vocabulary.lookup(dictionary)
+        indices = [_indices(chunk.indices) for chunk in chunks]
+        return (
+            indices[0] if len(indices) == 1 else np.concatenate(indices),
+            np.append(vocabulary.lookup(dictionary), _NULL),
+        )
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:
-        """chat_template as 1 (False) / 2 (True), 0 for null; absent means False."""
+        """chat_template as 0 (False) / 1 (True), -1 for null; absent means False."""
         if "chat_template" not in table.column_names:
-            return np.ones(table.num_rows, dtype=np.int64)
+            return np.zeros(table.num_rows, dtype=np.int8)
         column = table.column("chat_template")
-        values = np.add(
-            column.fill_null(False).to_numpy(zero_copy_only=False), 1, dtype=np.int64
-        )
+        values = column.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8)
         if column.null_count:
-            values[np.asarray(column.is_null().to_numpy(zero_copy_only=False))] = 0
-        return np.asarray(values, dtype=np.int64)
+            values[np.asarray(column.is_null().to_numpy(zero_copy_only=False))] = -1
+        flags: IntArray = values
+        return flags
 
     def _register(
         self, parts: list[IntArray], local: dict[str, tuple[IntArray, IntArray]]
@@ -207,19 +219,17 @@ class KeyEncoder:
 
         Args:
             parts: Per key column, each distinct variant's batch-local index
-                (0 = null); the last is the chat-template flag (0 null, 1/2).
+                (-1 = null); the last is the chat-template flag (-1 null, 0/1).
             local: Per text column, the global ids of its batch-local values.
         """
         flags = parts[-1]
-        is_null = np.logical_or.reduce([part == 0 for part in parts])
+        is_null = np.logical_or.reduce([part < 0 for part in parts])
         global_ids = [
-            np.append(-1, local[name][1])[part]
+            local[name][1][part]
             for name, part in zip(_TEXT_KEYS, parts[:-1], strict=True)
         ]
         keys = list(
-            zip(
-                *(ids.tolist() for ids in global_ids), (flags - 1).tolist(), strict=True
-            )
+            zip(*(ids.tolist() for ids in global_ids), flags.tolist(), strict=True)
         )
         codes = np.fromiter(
             map(self._variants.get, keys, [_NULL] * len(keys)),
@@ -245,11 +255,12 @@ class KeyEncoder:
         """Suite subtask index per row through a (benchmark, subtask) lookup table."""
         benchmark, benchmark_ids = local["benchmark"]
         subtask, subtask_ids = local["subtask"]
-        benchmark_names = self._vocabularies["benchmark"].values()[benchmark_ids]
-        subtask_names = self._vocabularies["subtask"].values()[subtask_ids]
-        table = np.full(
-            (len(benchmark_names) + 1, len(subtask_names) + 1), _NULL, dtype=np.int64
-        )
+        names = self._vocabularies["benchmark"].values()
+        benchmark_names = names[benchmark_ids[:-1]]
+        names = self._vocabularies["subtask"].values()
+        subtask_names = names[subtask_ids[:-1]]
+        width = len(subtask_names) + 1  # the last row and column stand for null
+        table = np.full((len(benchmark_names) + 1, width), _NULL, dtype=np.int64)
         pairs = list(
             itertools.product(benchmark_names.tolist(), subtask_names.tolist())
         )
@@ -258,60 +269,77 @@ class KeyEncoder:
             dtype=np.int64,
             count=len(pairs),
         )
-        table[1:, 1:] = found.reshape(len(benchmark_names), len(subtask_names))
-        return table[benchmark, subtask]
+        table[:-1, :-1] = found.reshape(len(benchmark_names), len(subtask_names))
+        if benchmark.size and (benchmark.min() < 0 or subtask.min() < 0):
+            benchmark = np.where(benchmark < 0, len(benchmark_names), benchmark)
+            subtask = np.where(subtask < 0, len(subtask_names), subtask)
+        flat = np.multiply(
+            benchmark, width, dtype=np.int32 if table.size < 2**31 else np.int64
+        )
+        flat += subtask
+        codes: IntArray = table.ravel().take(flat)
+        return codes
 
 
 def _group_rows(
     parts: list[IntArray], widths: list[int]
-) -> tuple[IntArray, list[IntArray]]:
-    """Group rows by several small-int key columns without sorting.
+) -> tuple[IntArray, IntArray | None, list[IntArray]]:
+    """Group rows by several small-int key columns (-1 = null) without sorting.
 
-    Usually one column determines the others within a batch (a revision sha names
-    one variant): then its values are the groups, found with a presence table in
-    a few passes. Otherwise the columns are packed into one int64 per row
-    (re-densified whenever the next packing could overflow) and factorized.
+    Rows of one group usually come in runs (a variant's subtasks together), so
+    the columns are first cut where any of them changes; the runs' keys (or,
+    when runs are short, every row's) are packed into one int64 each, re-densified
+    whenever the next packing could overflow, and factorized.
+
+    Args:
+        parts: Per key column, each row's value in ``-1..width-1``.
+        widths: Per key column, its number of non-null values.
 
     Returns:
-        Per row, its group; per column, each group's value.
+        Per run, its group; each run's length (None when the runs are single
+        rows); per column, each group's value.
     """
-    for lead in sorted(range(len(parts)), key=lambda index: -widths[index]):
-        representative = []
-        for position, part in enumerate(parts):
-            values = np.zeros(widths[lead], dtype=np.int64)
-            values[parts[lead]] = part
-            if position != lead and not np.array_equal(values[parts[lead]], part):
-                break
-            representative.append(values)
-        else:
-            used = np.zeros(widths[lead], dtype=bool)
-            used[parts[lead]] = True
-            group = (np.cumsum(used) - 1)[parts[lead]]
-            return group, [values[used] for values in representative]
+    n_rows = parts[0].shape[0]
+    if n_rows == 0:
+        return np.zeros(0, dtype=np.int64), None, [part[:0] for part in parts]
+    is_start = np.empty(n_rows, dtype=bool)
+    is_start[0] = True
+    np.not_equal(parts[0][1:], parts[0][:-1], out=is_start[1:])
+    for part in parts[1:]:
+        is_start[1:] |= part[1:] != part[:-1]
+    starts = np.flatnonzero(is_start)
+    lengths: IntArray | None = None
+    if starts.size <= n_rows // 2:  # runs: factorize one key per run
+        lengths = np.diff(np.append(starts, n_rows))
+        parts = [part[starts] for part in parts]
     packed = np.zeros(parts[0].shape[0], dtype=np.int64)
     bound = 1
     for part, width in zip(parts, widths, strict=True):
-        if bound * width >= 1 << 62:
+        if bound * (width + 1) >= 1 << 62:
             codes, distinct = pd.factorize(packed)
             packed, bound = codes.astype(np.int64), len(distinct)
-        packed = packed * width + part
-        bound *= width
+        packed = packed * (width + 1) + (part + 1)  # +1: null (-1) packs as 0
+        bound *= width + 1
     codes, _ = pd.factorize(packed)
     group = codes.astype(np.int64)
-    if group.size == 0:
-        return group, [part[:0] for part in parts]
     # codes come in first-appearance order: a code's first row is where the
     # running maximum steps up to it
     running = np.maximum.accumulate(group)
     first = np.concatenate([[0], np.flatnonzero(running[1:] > running[:-1]) + 1])
-    return group, [part[first] for part in parts]
+    return group, lengths, [part[first] for part in parts]
+
+
+def _string_ranks(values: npt.NDArray[np.object_]) -> IntArray:
+    """Each string's position in sorted order (Arrow sorts in C, by UTF-8 bytes)."""
+    order = pc.array_sort_indices(pa.array(values, pa.string())).to_numpy()
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.arange(len(values))
+    return ranks
 
 
 def _indices(indices: pa.Array) -> IntArray:
-    """Dictionary indices shifted by one, 0 for null."""
+    """Dictionary indices as numpy (zero-copy when there is no null), -1 for null."""
     if indices.null_count:
         indices = indices.fill_null(-1)
-    shifted: IntArray = np.add(
-        indices.to_numpy(zero_copy_only=False), 1, dtype=np.int64
-    )
-    return shifted
+    array: IntArray = indices.to_numpy(zero_copy_only=False)
+    return array

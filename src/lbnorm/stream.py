@@ -129,12 +129,14 @@ class _PartialStore:
     """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
 
     Scores are summed as fixed-point integers held in float64
-    (``rint(x * 2**shift)``, with the shift chosen so that a benchmark's whole
-    sum stays below 2**53): every addition is exact, so a sum does not depend on
+    (``rint(x * 2**k)``, with k per benchmark chosen so that its whole sum stays
+    below 2**53): every addition is exact, so a sum does not depend on
     the order or the batch boundaries of its terms, and identical submissions tie
-    however the rows were split. Each term is a fraction in [0, 1]: the raw
-    score, the normalized score / 100, and the raw score x its subtask's share of
-    the benchmark's samples. Counts come from the seen matrix at the end.
+    however the rows were split. Two terms per score: the raw score (for a pooled
+    benchmark: x its subtask's samples) and the normalized score / 100. The
+    rounding is at most 2**-k per term, relative to a benchmark total of at most
+    2**53 / 2**k (about 1e-15 of the score for the v2 suite). Counts and sample
+    weights come from the seen matrix at the end.
     """
 
     def __init__(self, arrays: SuiteArrays, capacity: int) -> None:
@@ -143,13 +145,22 @@ class _PartialStore:
         total = np.bincount(
             arrays.benchmark_index, weights=arrays.n_samples, minlength=n_benchmarks
         )
-        self._scale = float(2 ** (53 - int(np.ceil(np.log2(per_benchmark.max())))))
-        self._total_samples = np.where(total > 0, total, 1.0)
-        self._share = arrays.n_samples / self._total_samples[arrays.benchmark_index]
+        # a power of two per benchmark: the largest that keeps its whole sum
+        # (every subtask at 1.0; for pooling, every sample) below 2**53
+        sum_bound = np.where(arrays.is_pooled, np.maximum(total, 1.0), per_benchmark)
+        self._scale = np.exp2(53.0 - np.ceil(np.log2(np.maximum(sum_bound, 1.0))))
+        scale = self._scale[arrays.benchmark_index]
+        self._multiplier = np.where(
+            arrays.is_pooled[arrays.benchmark_index], arrays.n_samples * scale, scale
+        )
+        self._lower_bound = arrays.lower_bound
+        # the normalized score / 100, times the scale
+        self._reciprocal = scale / (1.0 - arrays.lower_bound)
+        self._benchmark_index = arrays.benchmark_index
         self._arrays = arrays
         self._n_benchmarks = n_benchmarks
         capacity = max(capacity, 16)
-        self._sums = np.zeros((3, capacity * n_benchmarks))
+        self._sums = np.zeros((2, capacity * n_benchmarks))
         self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
 
     def reserve(self, n_variants: int) -> None:
@@ -158,7 +169,7 @@ class _PartialStore:
         if n_variants <= capacity:
             return
         capacity = max(2 * capacity, n_variants)
-        sums = np.zeros((3, capacity * self._n_benchmarks))
+        sums = np.zeros((2, capacity * self._n_benchmarks))
         sums[:, : self._sums.shape[1]] = self._sums
         seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
         seen[: self._seen.shape[0]] = self._seen
@@ -166,22 +177,22 @@ class _PartialStore:
 
     def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
         """Which (variant, subtask) pairs an earlier batch already supplied."""
+        n_subtasks = self._seen.shape[1]
         inside = variant < self._seen.shape[0]  # new variants have no room yet
         if inside.all():
-            return self._seen[variant, subtask]
+            return self._seen.ravel().take(variant * n_subtasks + subtask)
         is_seen = np.zeros(variant.shape, dtype=bool)
-        is_seen[inside] = self._seen[variant[inside], subtask[inside]]
+        is_seen[inside] = self._seen.ravel().take(
+            variant[inside] * n_subtasks + subtask[inside]
+        )
         return is_seen
 
     def add(self, variant: IntArray, subtask: IntArray, raw: FloatArray | None) -> None:
         """Add distinct, valid scores to their sums (None: only mark them seen)."""
-        self._seen[variant, subtask] = True
+        self._seen.ravel()[variant * self._seen.shape[1] + subtask] = True
         if raw is None or raw.size == 0:
             return
-        arrays = self._arrays
-        lower_bound = arrays.lower_bound[subtask]
-        fraction = np.maximum((raw - lower_bound) / (1.0 - lower_bound), 0.0)
-        key = variant * self._n_benchmarks + arrays.benchmark_index[subtask]
+        key = variant * self._n_benchmarks + self._benchmark_index.take(subtask)
         low = int(key.min())
         span = int(key.max()) - low + 1
         if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
@@ -190,31 +201,38 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-        for row, values in enumerate((raw, fraction, raw * self._share[subtask])):
-            fixed = np.rint(values * self._scale)
-            self._sums[row, keys] += np.bincount(local, fixed, minlength=size)
+        # column 0: the raw score (x its samples, for pooling); column 1: the
+        # normalized score / 100, clipped at 0; both scaled to fixed point
+        fraction = raw - self._lower_bound.take(subtask)
+        fraction *= self._reciprocal.take(subtask)
+        np.maximum(fraction, 0.0, out=fraction)
+        for row, values in enumerate((raw * self._multiplier.take(subtask), fraction)):
+            np.rint(values, out=values)
+            self._sums[row, keys] += np.bincount(local, values, minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
         """The sums of the first `n_variants` variants, rows in `order`."""
-        raw, fraction, weighted = (
+        raw, fraction = (
             self._sums[:, : n_variants * self._n_benchmarks].reshape(
-                3, n_variants, self._n_benchmarks
+                2, n_variants, self._n_benchmarks
             )[:, order]
             / self._scale
-        )
-        seen = self._seen[:n_variants][order]
+        )  # the scale broadcasts over benchmarks
+        seen = self._seen[:n_variants]
+        arrays = self._arrays
         count = np.zeros((n_variants, self._n_benchmarks))
         weight = np.zeros((n_variants, self._n_benchmarks))
         for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
-            columns = np.flatnonzero(self._arrays.benchmark_index == index)
+            columns = np.flatnonzero(arrays.benchmark_index == index)
             present = seen[:, columns]
-            count[:, index] = present.sum(axis=1)
-            weight[:, index] = present @ self._arrays.n_samples[columns]
+            count[:, index] = np.count_nonzero(present, axis=1)[order]
+            if arrays.is_pooled[index]:  # only pooling reads the sample weights
+                weight[:, index] = (present @ arrays.n_samples[columns])[order]
         return Partials(
             count=count,
             raw=raw,
             normalized=fraction * 100.0,
-            weighted_raw=weighted * self._total_samples,
+            weighted_raw=raw,  # the same sums: read for pooled benchmarks
             weight=weight,
         )
 

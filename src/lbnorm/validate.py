@@ -105,21 +105,28 @@ def find_duplicates(
     Returns:
         The mask of duplicate rows.
     """
-    positions = np.flatnonzero(accepted)
+    is_all = bool(accepted.all())
+    variant = variant if is_all else variant[accepted]
+    subtask = subtask if is_all else subtask[accepted]
     duplicate = np.zeros(variant.shape, dtype=bool)
-    if positions.size == 0:
+    if variant.size:
+        low = int(variant.min())
+        span = int(variant.max()) - low + 1
+        if span * n_subtasks <= 4 * variant.size:  # the batch's variants are a run
+            local = variant - low
+        else:  # number the batch's variants densely
+            present = np.zeros(span, dtype=bool)
+            present[variant - low] = True
+            local = (np.cumsum(present) - 1)[variant - low]
+            span = int(local.max()) + 1
+        linear = local * n_subtasks + subtask
+        duplicate = np.bincount(linear, minlength=span * n_subtasks)[linear] > 1
+        duplicate |= seen_before(variant, subtask)
+    if is_all:
         return duplicate
-    seen = variant[positions]
-    low = int(seen.min())
-    present = np.zeros(int(seen.max()) - low + 1, dtype=bool)
-    present[seen - low] = True
-    local = (np.cumsum(present) - 1)[
-        seen - low
-    ]  # the batch's variants, densely numbered
-    linear = local * n_subtasks + subtask[positions]
-    duplicate[positions] = np.bincount(linear)[linear] > 1
-    duplicate[positions] |= seen_before(variant[positions], subtask[positions])
-    return duplicate
+    every = np.zeros(accepted.shape, dtype=bool)
+    every[accepted] = duplicate
+    return every
 
 
 def describe_failures(
