@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import lbnorm
 from lbnorm.cli import main
 from lbnorm.engine import Batch
-from lbnorm.errors import ValidationError
+from lbnorm.errors import InputError, ValidationError
 from lbnorm.kernel import MissingPolicy
 from lbnorm.pipeline import compute_result, demo_path
 from lbnorm.stream import compute_result_streaming
@@ -44,7 +44,7 @@ def demo() -> pa.Table:
 
 @pytest.fixture(scope="module")
 def demo_in_memory() -> lbnorm.Result:
-    return lbnorm.run([demo_path()], subtasks=False)
+    return lbnorm.run([demo_path()], subtasks=False, engine="memory")
 
 
 @pytest.mark.parametrize("batch_rows", [None, 50_000, 997])
@@ -198,3 +198,36 @@ def test_cli_stream_engine_writes_two_tables(
         atol=1e-12,
     )
     assert board["model"].astype(str).tolist() == expected["model"].tolist()
+
+
+def test_two_workers_give_identical_bits(tmp_path: Path, demo: pa.Table) -> None:
+    """Shares summed in forked workers add up to the one-process sums exactly."""
+    path = tmp_path / "scores.parquet"
+    pq.write_table(demo, path, row_group_size=25_000)
+    one = lbnorm.run([path], engine="stream", workers=1)
+    two = lbnorm.run([path], engine="stream", workers=2)
+    assert_same_result(one, two, exact=True)
+
+
+def test_workers_fall_back_to_one_process_to_locate_failures(
+    tmp_path: Path, demo: pa.Table
+) -> None:
+    """A duplicate split across two workers' shares is reported with its row."""
+    path = tmp_path / "scores.parquet"
+    doubled = pa.concat_tables([demo.slice(0, 30_000), demo.slice(0, 1)])
+    pq.write_table(doubled, path, row_group_size=10_000)
+    with pytest.raises(ValidationError, match="duplicate_score") as raised:
+        lbnorm.run([path], engine="stream", workers=2)
+    assert raised.value.failures["row"].tolist() == ["30001"]
+
+
+def test_worker_input_error_is_raised_in_the_parent(
+    tmp_path: Path, demo: pa.Table
+) -> None:
+    path = tmp_path / "scores.parquet"
+    pq.write_table(demo.slice(0, 40_000), path, row_group_size=10_000)
+    data = bytearray(path.read_bytes())
+    data[200:60_000] = bytes(59_800)  # corrupt the first row groups' pages
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="row group"):
+        lbnorm.run([path], engine="stream", workers=2)

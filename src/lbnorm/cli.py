@@ -130,14 +130,21 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--engine",
-        choices=("memory", "stream", "dask"),
-        default="memory",
+        choices=("auto", "memory", "stream", "dask"),
+        default="auto",
         help=(
-            "memory: every score in one dense store (default); stream: Parquet row "
-            "groups folded into per-benchmark partial sums, bounded memory for inputs "
-            "larger than RAM (implies --no-subtasks); dask: the same partial sums on a "
-            "Dask cluster (extra 'dask'; see --scheduler)"
+            "memory: every score in one dense store; stream: Parquet row groups "
+            "folded into exact partial sums on every core, in bounded memory for "
+            "inputs larger than RAM (implies --no-subtasks); dask: on a Dask cluster "
+            "(extra 'dask'; see --scheduler); auto (default): memory, or stream "
+            "with --no-subtasks"
         ),
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with the stream engine: processes (default: every core for inputs of 1M rows or more)",
     )
     run.add_argument(
         "--scheduler",
@@ -231,10 +238,11 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
         "metadata": args.metadata,
         "rank_within": args.rank_within,
         "exclude_flagged": args.exclude_flagged,
-        "subtasks": args.subtasks and args.engine == "memory",
+        "subtasks": args.subtasks and args.engine in {"auto", "memory"},
         "engine": args.engine,
         "scheduler": args.scheduler,
         "batch_rows": args.batch_rows,
+        "workers": args.workers,
     }
 
 

@@ -34,7 +34,7 @@ from lbnorm.schemas import SUBTASK_SCORES
 from lbnorm.suites import Suite, load_suite
 
 #: How scores are held while they are aggregated (see :func:`run`).
-Engine = Literal["memory", "stream", "dask"]
+Engine = Literal["auto", "memory", "stream", "dask"]
 
 __all__ = [
     "Engine",
@@ -155,6 +155,8 @@ def compute_result(
     keep_subtasks: bool = True,
     streaming: bool = False,
     batch_rows: int | None = None,
+    shares: Callable[[int, int], Iterable[Batch]] | None = None,
+    workers: int = 1,
 ) -> Result:
     """Normalize score batches under a suite: the engine, then the kernel.
 
@@ -169,6 +171,8 @@ def compute_result(
         streaming: Fold batches into partial sums in bounded memory instead
             (:mod:`lbnorm.stream`; no subtask-level table).
         batch_rows: With `streaming`, split batches into slices of this many rows.
+        shares: With `streaming`, disjoint shares of `batches` for `workers`.
+        workers: With `streaming` and `shares`, processes to sum in.
 
     Returns:
         The result tables.
@@ -184,6 +188,8 @@ def compute_result(
             files=files,
             expected_rows=expected_rows,
             batch_rows=batch_rows,
+            shares=shares,
+            workers=workers,
         )
     bounds = suite.subtask_table()
     dense = collect_scores(
@@ -274,9 +280,10 @@ def run(
     subtasks: bool = True,
     cache: str | Path | None = None,
     full_rebuild: bool = False,
-    engine: Engine = "memory",
+    engine: Engine = "auto",
     scheduler: str | None = None,
     batch_rows: int | None = None,
+    workers: int | None = None,
 ) -> Result:
     """Read inputs, normalize them under a suite and, given `out`, write Parquet.
 
@@ -302,14 +309,17 @@ def run(
             ``Result.files``) instead of stopping the run (see :mod:`lbnorm.cache`).
         full_rebuild: With `cache`, ignore its contents and rebuild it.
         engine: ``memory`` keeps every score in one dense store (and can build
-            the subtask table); ``stream`` folds batches into per-benchmark
-            partial sums, in bounded memory (see :mod:`lbnorm.stream`); ``dask``
-            runs the same partial sums on a Dask cluster (see
-            :mod:`lbnorm.dask_engine`). Both leave out the subtask table.
+            the subtask table); ``stream`` folds batches into exact partial sums,
+            in bounded memory and on every core (see :mod:`lbnorm.stream`);
+            ``dask`` runs on a Dask cluster (see :mod:`lbnorm.dask_engine`).
+            Both leave out the subtask table. ``auto``: ``memory`` when
+            `subtasks`, else ``stream``.
         scheduler: With ``engine="dask"``, the scheduler address (None: a local
             cluster).
         batch_rows: With ``engine="stream"``, rows per batch (None: each Parquet
             row group, or each other input as read).
+        workers: With ``engine="stream"``, processes summing Parquet row groups
+            (None: every core for inputs of a million rows or more, else 1).
 
     Returns:
         The result tables.
@@ -319,6 +329,8 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     paths = list(inputs) or [demo_path()]
+    if engine == "auto":
+        engine = "memory" if subtasks else "stream"
     subtasks = subtasks and engine == "memory"
     if engine == "dask":
         from lbnorm.dask_engine import compute_result_dask
@@ -364,10 +376,21 @@ def run(
         keep_subtasks=subtasks,
         streaming=engine == "stream",
         batch_rows=batch_rows,
+        shares=read.partition if read.streamed else None,
+        workers=_workers(workers, read.num_rows),
     )
     return _finish_run(
         result, out, inputs, metadata, rank_within, exclude_flagged, created_at
     )
+
+
+def _workers(workers: int | None, n_rows: int) -> int:
+    """Processes for the streaming engine: every core once the input is big."""
+    if workers is not None:
+        return max(workers, 1)
+    from lbnorm.parallel import available_cores
+
+    return available_cores() if n_rows >= 1_000_000 else 1
 
 
 def _finish_run(

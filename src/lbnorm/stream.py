@@ -16,11 +16,14 @@ engine's to within its own rounding (about 1e-13 on a 0-100 score).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm.encode import KeyEncoder
 from lbnorm.engine import Batch, check_batch
@@ -34,10 +37,11 @@ from lbnorm.kernel import (
     finish_benchmarks,
 )
 from lbnorm.pipeline import Result, assemble_result, suite_arrays
+from lbnorm.schemas import KEY_COLUMNS
 from lbnorm.suites import Suite
 from lbnorm.validate import UnknownSubtasks, describe_failures
 
-__all__ = ["compute_result_streaming"]
+__all__ = ["Totals", "add_totals", "compute_result_streaming", "sum_scores"]
 
 
 def compute_result_streaming(
@@ -49,6 +53,8 @@ def compute_result_streaming(
     files: pd.DataFrame | None = None,
     expected_rows: int = 0,
     batch_rows: int | None = None,
+    shares: Callable[[int, int], Iterable[Batch]] | None = None,
+    workers: int = 1,
 ) -> Result:
     """Normalize score batches in bounded memory: benchmark and leaderboard tables.
 
@@ -60,6 +66,11 @@ def compute_result_streaming(
         files: The catalog of input files, recorded in the result.
         expected_rows: Rows expected in all (sizes the sums up front).
         batch_rows: Split batches into slices of at most this many rows.
+        shares: ``shares(part, parts)`` gives one of `parts` disjoint shares of
+            `batches` (see :meth:`lbnorm.readers.Inputs.partition`); with
+            `workers` > 1, each share is summed in its own forked process and the
+            exact sums are added up (:mod:`lbnorm.parallel`).
+        workers: Processes to use with `shares`.
 
     Returns:
         The result, without the subtask-level table.
@@ -78,11 +89,94 @@ def compute_result_streaming(
         >>> result.benchmarks["normalized_score"].round(9).tolist()
         [35.0]
     """
+    totals = None
+    if shares is not None and workers > 1:
+        from lbnorm.parallel import sum_in_workers
+
+        totals = sum_in_workers(
+            lambda part, parts: sum_scores(
+                shares(part, parts),
+                suite,
+                unknown=unknown,
+                expected_rows=expected_rows // parts,
+                batch_rows=batch_rows,
+            ),
+            workers,
+        )  # None: a share failed a check; the serial run below reports where
+    if totals is None:
+        totals = sum_scores(
+            batches,
+            suite,
+            unknown=unknown,
+            expected_rows=expected_rows,
+            batch_rows=batch_rows,
+        )
+    if totals.failures:
+        raise ValidationError.from_failures(
+            pd.concat(totals.failures, ignore_index=True), total=totals.n_failed
+        )
+    order = _key_order(totals.variants)
+    store = totals.store
+    benchmark = finish_benchmarks(
+        store.partials(len(totals.variants), order), store.arrays, missing=missing
+    )
+    return assemble_result(
+        totals.variants.iloc[order].reset_index(drop=True),
+        benchmark,
+        suite,
+        missing=missing,
+        files=files,
+        n_ignored_rows=totals.n_ignored,
+        n_scores=totals.n_scores,
+        n_clipped=totals.n_clipped,
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class Totals:
+    """Exact sums over a set of batches, keyed by variant; they add up.
+
+    Attributes:
+        variants: The variant keys, one row per store row (in code order).
+        store: The sums and the seen matrix.
+        failures: Failure rows found (empty when every check passed).
+        n_failed, n_ignored, n_scores, n_clipped: Row counts.
+    """
+
+    variants: pd.DataFrame
+    store: _PartialStore
+    failures: list[pd.DataFrame]
+    n_failed: int
+    n_ignored: int
+    n_scores: int
+    n_clipped: int
+
+
+def sum_scores(
+    batches: Iterable[Batch],
+    suite: Suite,
+    *,
+    unknown: UnknownSubtasks = "error",
+    expected_rows: int = 0,
+    batch_rows: int | None = None,
+) -> Totals:
+    """Check every batch and fold it into exact per (variant, benchmark) sums.
+
+    Args:
+        batches: Score batches.
+        suite: The suite.
+        unknown: Policy for subtasks the suite does not define.
+        expected_rows: Rows expected in all (sizes the sums up front).
+        batch_rows: Split batches into slices of at most this many rows.
+
+    Returns:
+        The sums; after the first failure, batches are still checked (every
+        failure is listed) but no longer summed.
+    """
     bounds = suite.subtask_table()
     arrays = suite_arrays(suite)
-    n_subtasks = len(bounds)
     encoder = KeyEncoder(bounds)
-    store = _PartialStore(arrays, expected_rows // max(n_subtasks, 1) + 1)
+    store = _PartialStore(arrays, expected_rows // max(len(bounds), 1) + 1)
     failures: list[pd.DataFrame] = []
     n_failed = n_ignored = n_scores = n_clipped = 0
     for batch in _sliced(batches, batch_rows):
@@ -96,33 +190,66 @@ def compute_result_streaming(
             )
             n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
+        variant, subtask, raw = checked.variant, checked.subtask, checked.scores
         take = checked.is_good
-        variant, subtask, scores = checked.variant, checked.subtask, checked.scores
+        if not take.all():
+            variant, subtask, raw = variant[take], subtask[take], raw[take]
         if failures:  # the run fails: keep checking, stop summing
-            store.add(variant[take], subtask[take], None)
+            store.add(variant, subtask, None)
             continue
-        raw, code = scores[take], subtask[take]
-        store.add(variant[take], code, raw)
+        store.add(variant, subtask, raw)
         n_scores += raw.size
-        n_clipped += int((raw < arrays.lower_bound[code]).sum())
-    if failures:
-        raise ValidationError.from_failures(
-            pd.concat(failures, ignore_index=True), total=n_failed
-        )
-    order = encoder.variant_order()
-    benchmark = finish_benchmarks(
-        store.partials(encoder.n_variants, order), arrays, missing=missing
-    )
-    return assemble_result(
-        encoder.variant_keys().iloc[order].reset_index(drop=True),
-        benchmark,
-        suite,
-        missing=missing,
-        files=files,
-        n_ignored_rows=n_ignored,
+        n_clipped += int(np.count_nonzero(raw < arrays.lower_bound[subtask]))
+    return Totals(
+        variants=encoder.variant_keys(),
+        store=store.trimmed(encoder.n_variants),
+        failures=failures,
+        n_failed=n_failed,
+        n_ignored=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,
     )
+
+
+def add_totals(parts: list[Totals]) -> Totals | None:
+    """Add up the sums of disjoint shares of the input, matching variants by key.
+
+    Returns:
+        The combined sums, or None when a share failed a check or two shares
+        hold the same (variant, subtask): a duplicate, to be reported by a
+        serial run that can say in which file and row.
+    """
+    if any(part.failures for part in parts):
+        return None
+    keys = pd.concat([part.variants for part in parts], ignore_index=True)
+    code = np.asarray(keys.groupby(list(KEY_COLUMNS), sort=False).ngroup(), np.int64)
+    n_variants = int(code.max()) + 1 if code.size else 0
+    store = parts[0].store.empty_like(n_variants)
+    offset = 0
+    for part in parts:
+        rows = code[offset : offset + len(part.variants)]
+        offset += len(part.variants)
+        if not store.absorb(part.store, rows):
+            return None
+    first = np.unique(code, return_index=True)[1]
+    return Totals(
+        variants=keys.iloc[first].reset_index(drop=True),
+        store=store,
+        failures=[],
+        n_failed=0,
+        n_ignored=sum(part.n_ignored for part in parts),
+        n_scores=sum(part.n_scores for part in parts),
+        n_clipped=sum(part.n_clipped for part in parts),
+    )
+
+
+def _key_order(variants: pd.DataFrame) -> IntArray:
+    """Row order sorting variants by key (strings by UTF-8 bytes, as Python does)."""
+    if variants.empty:
+        return np.zeros(0, dtype=np.int64)
+    table = pa.Table.from_pandas(variants[list(KEY_COLUMNS)], preserve_index=False)
+    order = pc.sort_indices(table, [(name, "ascending") for name in KEY_COLUMNS])
+    return np.asarray(order.to_numpy(), dtype=np.int64)
 
 
 class _PartialStore:
@@ -157,7 +284,7 @@ class _PartialStore:
         # the normalized score / 100, times the scale
         self._reciprocal = scale / (1.0 - arrays.lower_bound)
         self._benchmark_index = arrays.benchmark_index
-        self._arrays = arrays
+        self.arrays = arrays
         self._n_benchmarks = n_benchmarks
         capacity = max(capacity, 16)
         self._sums = np.zeros((2, capacity * n_benchmarks))
@@ -174,6 +301,26 @@ class _PartialStore:
         seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
         seen[: self._seen.shape[0]] = self._seen
         self._sums, self._seen = sums, seen
+
+    def trimmed(self, n_variants: int) -> _PartialStore:
+        """The store cut to its first `n_variants` rows (to send or merge)."""
+        self._sums = self._sums[:, : n_variants * self._n_benchmarks].copy()
+        self._seen = self._seen[:n_variants].copy()
+        return self
+
+    def empty_like(self, n_variants: int) -> _PartialStore:
+        """An empty store for the same suite with room for `n_variants`."""
+        return _PartialStore(self.arrays, n_variants)
+
+    def absorb(self, other: _PartialStore, rows: IntArray) -> bool:
+        """Add `other`'s sums to `rows` of this store; False if a cell came twice."""
+        seen = other._seen
+        if (self._seen[rows] & seen).any():
+            return False
+        self._seen[rows] |= seen
+        shape = (2, -1, self._n_benchmarks)
+        self._sums.reshape(shape)[:, rows] += other._sums.reshape(shape)
+        return True
 
     def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
         """Which (variant, subtask) pairs an earlier batch already supplied."""
@@ -219,7 +366,7 @@ class _PartialStore:
             / self._scale
         )  # the scale broadcasts over benchmarks
         seen = self._seen[:n_variants]
-        arrays = self._arrays
+        arrays = self.arrays
         count = np.zeros((n_variants, self._n_benchmarks))
         weight = np.zeros((n_variants, self._n_benchmarks))
         for index in range(self._n_benchmarks):  # a suite's benchmarks, not models

@@ -43,6 +43,31 @@ class Inputs:
     batches: Iterable[Batch]
     files: pd.DataFrame
     num_rows: int
+    eager: Sequence[Batch] = ()
+    streamed: Sequence[ParquetScores] = ()
+
+    def partition(self, part: int, parts: int) -> Iterator[Batch]:
+        """The batches of one of `parts` disjoint shares of the input, for workers.
+
+        Parquet row groups are dealt round-robin over all files; batches read up
+        front (CSV, JSONL, results files) all go to share 0.
+
+        Args:
+            part: Which share, ``0 <= part < parts``.
+            parts: How many shares.
+        """
+        if part == 0:
+            yield from self.eager
+        units = [
+            (opened, group)
+            for opened in self.streamed
+            for group in range(opened.num_row_groups)
+        ]
+        mine = units[part::parts]
+        for opened in self.streamed:
+            groups = [group for owner, group in mine if owner is opened]
+            if groups:
+                yield from opened.batches(groups)
 
 
 def read_inputs(
@@ -176,6 +201,8 @@ def read_inputs(
         batches=itertools.chain(eager, *(opened.batches() for opened in streamed)),
         files=files,
         num_rows=int(files["rows"].sum()),
+        eager=eager,
+        streamed=streamed,
     )
 
 

@@ -7,10 +7,11 @@ the job needs are read, and the working set stays one row group.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -39,22 +40,35 @@ class ParquetScores:
         self._file = file
         self._columns = columns
 
-    def batches(self) -> Iterator[Batch]:
+    @property
+    def num_row_groups(self) -> int:
+        """Row groups in the file (the units of streaming and of parallel work)."""
+        return int(self._file.num_row_groups)
+
+    def batches(self, row_groups: Sequence[int] | None = None) -> Iterator[Batch]:
         """Yield one :class:`Batch` per row group, types conformed to the contract.
 
         The next row group is read on a second thread (Arrow releases the GIL
         while it decodes) while the engine works on the current one.
+
+        Args:
+            row_groups: The row groups to read, in order (default: all).
         """
-        first_row = 1
+        indices = list(range(self.num_row_groups) if row_groups is None else row_groups)
+        metadata = self._file.metadata
+        first_rows = np.cumsum(
+            [1] + [metadata.row_group(i).num_rows for i in range(self.num_row_groups)]
+        )
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._read, 0) if self._file.num_row_groups else None
-            for index in range(self._file.num_row_groups):
+            pending = pool.submit(self._read, indices[0]) if indices else None
+            for position, index in enumerate(indices):
                 assert pending is not None
                 table = pending.result()
-                if index + 1 < self._file.num_row_groups:
-                    pending = pool.submit(self._read, index + 1)
-                yield Batch(table=table, source=str(self.path), first_row=first_row)
-                first_row += table.num_rows
+                if position + 1 < len(indices):
+                    pending = pool.submit(self._read, indices[position + 1])
+                yield Batch(
+                    table=table, source=str(self.path), first_row=int(first_rows[index])
+                )
 
     def _read(self, index: int) -> pa.Table:
         try:
