@@ -303,9 +303,9 @@ class _PartialStore:
         self._sums, self._seen = sums, seen
 
     def trimmed(self, n_variants: int) -> _PartialStore:
-        """The store cut to its first `n_variants` rows (to send or merge)."""
-        self._sums = self._sums[:, : n_variants * self._n_benchmarks].copy()
-        self._seen = self._seen[:n_variants].copy()
+        """The store cut to its first `n_variants` rows (views: nothing is copied)."""
+        self._sums = self._sums[:, : n_variants * self._n_benchmarks]
+        self._seen = self._seen[:n_variants]
         return self
 
     def empty_like(self, n_variants: int) -> _PartialStore:
@@ -359,16 +359,17 @@ class _PartialStore:
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
         """The sums of the first `n_variants` variants, rows in `order`."""
-        raw, fraction = (
-            self._sums[:, : n_variants * self._n_benchmarks].reshape(
-                2, n_variants, self._n_benchmarks
-            )[:, order]
-            / self._scale
-        )  # the scale broadcasts over benchmarks
+        shape = (n_variants, self._n_benchmarks)
+        raw = self._sums[0, : n_variants * self._n_benchmarks].reshape(shape)[order]
+        raw /= self._scale  # the scale broadcasts over benchmarks
+        fraction = self._sums[1, : n_variants * self._n_benchmarks].reshape(shape)[
+            order
+        ]
+        fraction *= 100.0 / self._scale
         seen = self._seen[:n_variants]
         arrays = self.arrays
-        count = np.zeros((n_variants, self._n_benchmarks))
-        weight = np.zeros((n_variants, self._n_benchmarks))
+        count = np.zeros(shape)
+        weight = np.zeros(shape)
         for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
             columns = np.flatnonzero(arrays.benchmark_index == index)
             present = seen[:, columns]
@@ -378,7 +379,7 @@ class _PartialStore:
         return Partials(
             count=count,
             raw=raw,
-            normalized=fraction * 100.0,
+            normalized=fraction,
             weighted_raw=raw,  # the same sums: read for pooled benchmarks
             weight=weight,
         )
