@@ -81,6 +81,8 @@ class KeyEncoder:
             name: _Vocabulary() for name in (*_TEXT_KEYS, "benchmark", "subtask")
         }
         self._variants: dict[tuple[int, int, int, int], int] = {}
+        # the same keys by code, as an array (grown by doubling)
+        self._codes = np.zeros((16, 4), dtype=np.int64)
         self._suite = {
             (benchmark, subtask): index
             for index, (benchmark, subtask) in enumerate(
@@ -145,14 +147,14 @@ class KeyEncoder:
 
     def _variant_codes(self) -> IntArray:
         """Per variant code, its (model, precision, revision, flag) ids."""
-        return np.array(list(self._variants), dtype=np.int64).reshape(-1, 4)
+        return self._codes[: len(self._variants)]
 
     def is_empty_model(self, variant: IntArray) -> npt.NDArray[np.bool_]:
         """Mask of rows whose model name is the empty string."""
         empty = self._vocabularies["model"].ids.get("")
         if empty is None or not self._variants:
             return np.zeros(variant.shape, dtype=bool)
-        models = np.array(list(self._variants), dtype=np.int64).reshape(-1, 4)[:, 0]
+        models = self._variant_codes()[:, 0]
         is_empty: npt.NDArray[np.bool_] = (variant >= 0) & (
             models[np.maximum(variant, 0)] == empty
         )
@@ -238,9 +240,13 @@ class KeyEncoder:
         )
         is_new = (codes == _NULL) & ~is_null
         if is_new.any():
-            fresh = np.arange(
-                len(self._variants), len(self._variants) + int(is_new.sum())
-            )
+            start = len(self._variants)
+            fresh = np.arange(start, start + int(is_new.sum()))
+            if fresh[-1] >= self._codes.shape[0]:
+                grown = np.zeros((2 * (fresh[-1] + 1), 4), dtype=np.int64)
+                grown[:start] = self._codes[:start]
+                self._codes = grown
+            self._codes[fresh] = np.column_stack([*global_ids, flags])[is_new]
             self._variants.update(
                 zip(
                     itertools.compress(keys, is_new.tolist()),
