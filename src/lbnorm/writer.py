@@ -175,6 +175,10 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
     }
 
 
+#: High-cardinality text columns written without min/max statistics.
+_NO_STATISTICS = frozenset({"model", "revision"})
+
+
 def _write_parquet(table: pa.Table, path: Path) -> None:
     """Write `table`; ``subtasks.parquet`` gets one row group per benchmark.
 
@@ -183,14 +187,22 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     dictionaries, which costs more than skipping saves there. Per-row-unique text
     (the leaderboard's keys) is written plain, not dictionary-encoded.
     """
+    # min/max of model names and revision shas prune nothing and cost a third of
+    # the write; dictionary pages for float scores save nothing either
+    statistics = [name for name in table.column_names if name not in _NO_STATISTICS]
+    dictionary = [
+        name
+        for name in table.column_names
+        if pa.types.is_dictionary(table.field(name).type)
+    ]
     if path.name != "subtasks.parquet" or table.num_rows == 0:
         is_unique_keys = path.name == "leaderboard.parquet"
         pq.write_table(
             table,
             path,
             compression="zstd",
-            write_statistics=True,
-            use_dictionary=["precision"] if is_unique_keys else True,
+            write_statistics=statistics,
+            use_dictionary=["precision"] if is_unique_keys else dictionary,
         )
         return
     names = table.column("benchmark").cast(pa.string()).combine_chunks()
@@ -204,7 +216,11 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     )
     bounds = [0, *starts.tolist(), table.num_rows]
     with pq.ParquetWriter(
-        path, table.schema, compression="zstd", write_statistics=True
+        path,
+        table.schema,
+        compression="zstd",
+        write_statistics=statistics,
+        use_dictionary=dictionary,
     ) as writer:
         for start, stop in itertools.pairwise(bounds):
             writer.write_table(
