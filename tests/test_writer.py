@@ -4,6 +4,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
@@ -106,3 +107,21 @@ def test_leftovers_of_a_killed_run_are_cleaned(
     assert _digests(out).keys() == before.keys()
     assert not staging.exists()
     assert not (tmp_path / ".out.old-cafe").exists()
+
+
+def test_long_frames_are_written_in_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the slice size, the benchmark table is written a slice at a time."""
+    from lbnorm import writer
+
+    result = run(subtasks=False)
+    monkeypatch.setattr(writer, "_SLICE_ROWS", 5_000)
+    sliced = write_result(result, tmp_path / "sliced")
+    monkeypatch.setattr(writer, "_SLICE_ROWS", 10**9)
+    whole = write_result(result, tmp_path / "whole")
+    for name in ("benchmarks.parquet", "leaderboard.parquet"):
+        assert pq.read_table(sliced / name).equals(pq.read_table(whole / name))
+    assert pq.ParquetFile(sliced / "benchmarks.parquet").num_row_groups == 6
+    manifest = json.loads((sliced / "manifest.json").read_text())
+    assert manifest["outputs"]["benchmarks.parquet"]["rows"] == len(result.benchmarks)

@@ -116,19 +116,14 @@ def compute_result_streaming(
             pd.concat(totals.failures, ignore_index=True), total=totals.n_failed
         )
     order = _key_order(totals.variants)
-    store = totals.store
-    benchmark = finish_benchmarks(
-        store.partials(len(totals.variants), order), store.arrays, missing=missing
-    )
+    variants = totals.variants.iloc[order].reset_index(drop=True)
+    arrays, counts = totals.store.arrays, totals.counts()
+    partials = totals.store.partials(len(variants), order)
+    del totals  # the sums and the seen matrix: the biggest arrays, no longer needed
+    benchmark = finish_benchmarks(partials, arrays, missing=missing)
+    del partials
     return assemble_result(
-        totals.variants.iloc[order].reset_index(drop=True),
-        benchmark,
-        suite,
-        missing=missing,
-        files=files,
-        n_ignored_rows=totals.n_ignored,
-        n_scores=totals.n_scores,
-        n_clipped=totals.n_clipped,
+        variants, benchmark, suite, missing=missing, files=files, **counts
     )
 
 
@@ -150,6 +145,14 @@ class Totals:
     n_ignored: int
     n_scores: int
     n_clipped: int
+
+    def counts(self) -> dict[str, int]:
+        """The row counts a :class:`lbnorm.pipeline.Result` records."""
+        return {
+            "n_ignored_rows": self.n_ignored,
+            "n_scores": self.n_scores,
+            "n_clipped": self.n_clipped,
+        }
 
 
 def sum_scores(

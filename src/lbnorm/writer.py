@@ -147,15 +147,19 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
         frame = frames[name]
         if frame is None:  # the subtask-level table was not asked for
             continue
-        table = _to_arrow(frame, schemas[name], source=name)
-        table = table.replace_schema_metadata(
-            {**provenance, "lbnorm.table": name.removesuffix(".parquet")}
-        )
+        metadata = {**provenance, "lbnorm.table": name.removesuffix(".parquet")}
         path = folder / name
-        _write_parquet(table, path)
+        if isinstance(frame, pd.DataFrame) and len(frame) > _SLICE_ROWS:
+            n_columns = _write_frame_in_slices(frame, schemas[name], metadata, path)
+            n_rows = len(frame)
+        else:
+            table = _to_arrow(frame, schemas[name], source=name)
+            table = table.replace_schema_metadata(metadata)
+            _write_parquet(table, path)
+            n_rows, n_columns = table.num_rows, table.num_columns
         _fsync_file(path)
         fault_point("table-written")
-        outputs[name] = {"rows": table.num_rows, "columns": table.num_columns}
+        outputs[name] = {"rows": n_rows, "columns": n_columns}
     return {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
@@ -175,6 +179,53 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
     }
 
 
+#: Frames longer than this are converted and written a slice at a time (one row
+#: group each), so a 20M-row benchmark table never exists twice in memory.
+_SLICE_ROWS = 4_000_000
+
+
+def _write_frame_in_slices(
+    frame: pd.DataFrame, schema: pa.Schema, metadata: dict[str, str], path: Path
+) -> int:
+    """Write a long frame a slice of :data:`_SLICE_ROWS` at a time; return its columns."""
+    writer: pq.ParquetWriter | None = None
+    columns = 0
+    try:
+        for start in range(0, len(frame), _SLICE_ROWS):
+            table = _to_arrow(
+                frame.iloc[start : start + _SLICE_ROWS], schema, source=path.name
+            ).replace_schema_metadata(metadata)
+            if writer is None:
+                columns = table.num_columns
+                writer = pq.ParquetWriter(
+                    path,
+                    table.schema,
+                    compression="zstd",
+                    write_statistics=_statistics_columns(table),
+                    use_dictionary=_dictionary_columns(table),
+                )
+            writer.write_table(table, row_group_size=table.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    return columns
+
+
+def _statistics_columns(table: pa.Table) -> list[str]:
+    # min/max of model names and revision shas prune nothing and cost a third of
+    # the write
+    return [name for name in table.column_names if name not in _NO_STATISTICS]
+
+
+def _dictionary_columns(table: pa.Table) -> list[str]:
+    # dictionary pages for float scores save nothing
+    return [
+        name
+        for name in table.column_names
+        if pa.types.is_dictionary(table.field(name).type)
+    ]
+
+
 #: High-cardinality text columns written without min/max statistics.
 _NO_STATISTICS = frozenset({"model", "revision"})
 
@@ -187,14 +238,8 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     dictionaries, which costs more than skipping saves there. Per-row-unique text
     (the leaderboard's keys) is written plain, not dictionary-encoded.
     """
-    # min/max of model names and revision shas prune nothing and cost a third of
-    # the write; dictionary pages for float scores save nothing either
-    statistics = [name for name in table.column_names if name not in _NO_STATISTICS]
-    dictionary = [
-        name
-        for name in table.column_names
-        if pa.types.is_dictionary(table.field(name).type)
-    ]
+    statistics = _statistics_columns(table)
+    dictionary = _dictionary_columns(table)
     if path.name != "subtasks.parquet" or table.num_rows == 0:
         is_unique_keys = path.name == "leaderboard.parquet"
         pq.write_table(
