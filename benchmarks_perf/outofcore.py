@@ -5,7 +5,9 @@ Generates ``--parts`` files of ``--variants`` x 100 subtasks each (default 10 x
 with its own seed, so variants do not repeat across parts), then runs in
 interleaved rounds, each a separate process:
 
-- ``lbnorm run DIR --engine stream`` (partial sums, bounded memory);
+- ``lbnorm run DIR --engine stream`` (partial sums on both cores) and the same
+  with ``--workers 1`` (peak RSS is per process: with two workers it is the
+  largest of the three, so the one-process run gives the whole footprint);
 - ``lbnorm run DIR --no-subtasks`` (the in-memory engine; ``--with-memory``);
 - DuckDB SQL over ``DIR/*.parquet`` (the peer that also runs out of core);
 - the floor: reading every part once with pyarrow, a row group at a time.
@@ -69,6 +71,7 @@ def commands(root: Path, out: Path, names: list[str]) -> dict[str, list[str]]:
     lbnorm = [sys.executable, "-m", "lbnorm", "run", str(scores), "--suite", str(suite)]
     every = {
         "lbnorm-stream": [*lbnorm, "--engine", "stream", "--out", str(out / "stream"), "--quiet"],
+        "lbnorm-stream-1w": [*lbnorm, "--engine", "stream", "--workers", "1", "--out", str(out / "stream1"), "--quiet"],
         "lbnorm-memory": [*lbnorm, "--no-subtasks", "--out", str(out / "memory"), "--quiet"],
         "duckdb": [sys.executable, str(PEERS), "duckdb", str(scores / "*.parquet"), str(suite), str(out / "duckdb")],
         "floor-read": [sys.executable, "-c", FLOOR, str(scores)],
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     root = ensure_parts(args.parts, args.variants)
     rows = args.parts * args.variants * N_SUBTASKS
     out = root / "out"
-    names = ["lbnorm-stream", "duckdb", "floor-read"]
+    names = ["lbnorm-stream", "lbnorm-stream-1w", "duckdb", "floor-read"]
     if args.with_memory:
         names.insert(1, "lbnorm-memory")
     cmds = commands(root, out, names)
