@@ -134,7 +134,7 @@ def _build_parser() -> argparse.ArgumentParser:
         default="auto",
         help=(
             "memory: every score in one dense store; stream: Parquet row groups "
-            "folded into exact partial sums on every core, in bounded memory for "
+            "folded into exact partial sums (--workers), in bounded memory for "
             "inputs larger than RAM (implies --no-subtasks); dask: on a Dask cluster "
             "(extra 'dask'; see --scheduler); auto (default): memory, or stream "
             "with --no-subtasks"
@@ -144,7 +144,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         metavar="N",
-        help="with the stream engine: processes (default: every core for inputs of 1M rows or more)",
+        default=1,
+        help="with the stream engine: processes summing Parquet row groups (default: %(default)s; see benchmarks_perf/README.md)",
     )
     run.add_argument(
         "--scheduler",

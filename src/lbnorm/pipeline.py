@@ -283,7 +283,7 @@ def run(
     engine: Engine = "auto",
     scheduler: str | None = None,
     batch_rows: int | None = None,
-    workers: int | None = None,
+    workers: int = 1,
 ) -> Result:
     """Read inputs, normalize them under a suite and, given `out`, write Parquet.
 
@@ -310,7 +310,7 @@ def run(
         full_rebuild: With `cache`, ignore its contents and rebuild it.
         engine: ``memory`` keeps every score in one dense store (and can build
             the subtask table); ``stream`` folds batches into exact partial sums,
-            in bounded memory and on every core (see :mod:`lbnorm.stream`);
+            in bounded memory, in `workers` processes (see :mod:`lbnorm.stream`);
             ``dask`` runs on a Dask cluster (see :mod:`lbnorm.dask_engine`).
             Both leave out the subtask table. ``auto``: ``memory`` when
             `subtasks`, else ``stream``.
@@ -318,8 +318,9 @@ def run(
             cluster).
         batch_rows: With ``engine="stream"``, rows per batch (None: each Parquet
             row group, or each other input as read).
-        workers: With ``engine="stream"``, processes summing Parquet row groups
-            (None: every core for inputs of a million rows or more, else 1).
+        workers: With ``engine="stream"``, processes summing Parquet row groups.
+            More than one pays where cores are real and variants few per row:
+            the parent adds the workers' sums by key (see :mod:`lbnorm.parallel`).
 
     Returns:
         The result tables.
@@ -377,20 +378,11 @@ def run(
         streaming=engine == "stream",
         batch_rows=batch_rows,
         shares=read.partition if read.streamed else None,
-        workers=_workers(workers, read.num_rows),
+        workers=max(workers, 1),
     )
     return _finish_run(
         result, out, inputs, metadata, rank_within, exclude_flagged, created_at
     )
-
-
-def _workers(workers: int | None, n_rows: int) -> int:
-    """Processes for the streaming engine: every core once the input is big."""
-    if workers is not None:
-        return max(workers, 1)
-    from lbnorm.parallel import available_cores
-
-    return available_cores() if n_rows >= 1_000_000 else 1
 
 
 def _finish_run(
