@@ -51,7 +51,12 @@ import pyarrow.parquet as pq
 from lbnorm.engine import Batch
 from lbnorm.errors import InputError, OutputError
 from lbnorm.readers import Inputs, read_bytes, read_inputs, sha256_file
-from lbnorm.readers.harness import HarnessFile, find_results_files, parse_results_file
+from lbnorm.readers.harness import (
+    HarnessFile,
+    ScannedFile,
+    find_results_files,
+    scan_results_files,
+)
 from lbnorm.readers.tables import ExtraColumns
 from lbnorm.schemas import KEY_COLUMNS, SCORES
 from lbnorm.suites import Suite
@@ -267,13 +272,28 @@ def _refresh(
         to_read = merged.loc[
             ~is_unchanged, ["path", "display", "size", "mtime_ns", "old_sha256"]
         ]
-        for done, (key, display, size, mtime_ns, old_sha) in enumerate(
-            to_read.itertuples(index=False), start=1
+        # read, hashed and parsed on every core when many changed (a first run);
+        # a file whose content hash is the cached one is not parsed again
+        scanned = scan_results_files(
+            [Path(display) for display in to_read["display"]],
+            pairs,
+            read=read_bytes,
+            known=[
+                sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]
+            ],
+            stop_at_error=False,
+            progress=progress,
+            stage="parsing changed results files",
+        )
+        for (key, _display, size, mtime_ns, _old_sha), item in zip(
+            to_read.itertuples(index=False), scanned, strict=True
         ):
-            # one iteration per changed file: reading and parsing are per file
-            data = read_bytes(Path(display))
-            digest = hashlib.sha256(data).hexdigest()
-            if digest == old_sha:  # touched, not changed: keep the parse, note the stat
+            # one iteration per changed file: its entry, from its scan
+            if item.error is not None and not item.sha256:  # unreadable: stop the run
+                scanned.close()
+                raise item.error
+            if item.parsed is None and item.error is None:
+                # touched, not changed: keep the parse, note the stat
                 entry = kept.loc[key].to_dict() | {
                     "path": key,
                     "size": size,
@@ -283,21 +303,11 @@ def _refresh(
                 reused.append(key)
                 status[key] = "cached"
             else:
-                entry, harness = _parse(
-                    Path(display),
-                    key,
-                    data,
-                    pairs,
-                    size=size,
-                    mtime_ns=mtime_ns,
-                    digest=digest,
-                )
+                entry, harness = _parse(key, item, size=size, mtime_ns=mtime_ns)
                 new_entries.append(entry)
                 if harness is not None:
                     parsed.append((key, harness))
                 status[key] = "parsed"
-            if progress is not None:
-                progress("parsing changed results files", done, len(to_read))
         new_rows = _rows_of(parsed)
         bad = _check_rows(new_rows)  # one pass over every new score
         new_rows = new_rows[~new_rows["path"].isin(list(bad))]
@@ -365,21 +375,14 @@ def _stat(files: list[Path]) -> pd.DataFrame:
 
 
 def _parse(
-    path: Path,
-    key: str,
-    data: bytes,
-    pairs: Sequence[tuple[str, str]],
-    *,
-    size: int,
-    mtime_ns: int,
-    digest: str,
+    key: str, scanned: ScannedFile, *, size: int, mtime_ns: int
 ) -> tuple[dict[str, Any], HarnessFile | None]:
-    """Parse one file into its cache entry; a file that does not parse is rejected."""
+    """One scanned file's cache entry; a file that does not parse is rejected."""
     entry: dict[str, Any] = {
         "path": key,
         "size": size,
         "mtime_ns": mtime_ns,
-        "sha256": digest,
+        "sha256": scanned.sha256,
         "status": "ok",
         "reason": "",
         "model": "",
@@ -390,10 +393,9 @@ def _parse(
         "n_ignored": 0,
         "n_rows": 0,
     }
-    try:
-        parsed = parse_results_file(path, data, pairs)
-    except InputError as exc:
-        return _rejected(entry, _first_line(str(exc))), None
+    parsed = scanned.parsed
+    if parsed is None:
+        return _rejected(entry, _first_line(str(scanned.error))), None
     return entry | {
         "model": parsed.model,
         "precision": parsed.precision,

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lbnorm.engine import Batch
 from lbnorm.errors import InputError
-from lbnorm.readers.harness import find_results_files, read_results_files
+from lbnorm.readers.harness import find_results_files, read_results_paths
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
 from lbnorm.readers.tables import TABLE_SUFFIXES, ExtraColumns, read_score_table
 from lbnorm.suites import Suite
@@ -152,27 +152,16 @@ def read_inputs(
             )
         )
     if json_paths:
-        hashes: list[str] = []
-        sizes: list[int] = []
-
-        def blobs() -> Iterator[tuple[Path, bytes]]:
-            """One file's bytes at a time: hashed, then handed to the parser."""
-            for path in json_paths:
-                data = read_bytes(path)
-                hashes.append(hashlib.sha256(data).hexdigest())
-                sizes.append(len(data))
-                yield path, data
-
         subtasks = suite.subtask_table()
         pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
-        scores, catalog = read_results_files(
-            blobs(), pairs, subtasks, progress=progress, total=len(json_paths)
+        # read, hashed and parsed on every core for a tree; one file's bytes at a
+        # time per process, small parsed records back
+        scores, catalog = read_results_paths(
+            json_paths, pairs, subtasks, read=read_bytes, progress=progress
         )
         eager.append(_frame_batch(scores, "results files"))
         catalog = catalog.assign(
             format="lm-eval-harness",
-            sha256=hashes,
-            bytes=sizes,
             rows=catalog["rows"].where(catalog["superseded_by"].isna(), 0),
         )
         catalogs.append(

@@ -10,16 +10,45 @@ the path; precision from ``config.model_dtype`` or ``dtype=``; revision from
 when ``chat_template`` is not null. Tasks the suite does not use are counted, not
 read. When several files describe one variant, the newest timestamp wins (ties
 broken by path) and the others are reported as superseded.
+
+A tree of thousands of files is read on every core: :func:`scan_results_files`
+deals chunks of paths to forked worker processes, each of which reads, hashes
+and parses its files and sends back only the parsed scores (a few KB, not the
+130 KB file); the parent puts them back in path order, so the output and the
+first error reported do not depend on which worker finished first. Inputs of
+fewer than 64 files, or a process allowed one core, are read in-process.
+
+JSON parser: msgspec, decoding only the keys read here (``results``, ``config``,
+``n-samples``, ``model_name``, ``chat_template``, ``date``) into a Struct and
+skipping the rest (``configs``, with its prompts and few-shot samples, is 70% of
+a leaderboard file) without building Python objects for it: 0.18 ms per 130 KB
+file, against 0.34 ms for orjson's full parse and 1.0 ms for ``json`` (see
+``benchmarks_perf/README.md``). A file that is not pure ASCII (msgspec does not
+check the UTF-8 of what it skips), or that msgspec refuses (NaN, Infinity, lone
+surrogate escapes, integers beyond 64 bits where a score is read), goes to
+orjson, then to ``json``, which decides and words the error. Without msgspec
+(the ``fast`` extra) orjson parses; without either, ``json``. One difference
+remains by design: an integer of more than 4,300 digits in a part never read
+was a ``json`` error and is now skipped.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import ctypes
+import functools
+import hashlib
 import json
 import math
+import multiprocessing
+import os
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Sequence, Sized
+import signal
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence, Sized
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,9 +61,12 @@ from lbnorm.schemas import KEY_COLUMNS, SCORES
 
 __all__ = [
     "HarnessFile",
+    "ScannedFile",
     "find_results_files",
     "parse_results_file",
     "read_results_files",
+    "read_results_paths",
+    "scan_results_files",
 ]
 
 _TIMESTAMP = re.compile(
@@ -52,6 +84,30 @@ try:  # orjson parses the 120 KB files about 3x faster than json
 except ImportError:  # pragma: no cover - orjson is an optional extra
     _loads = json.loads
     _DECODE_ERRORS = (ValueError, RecursionError)
+_decode_read_keys: Callable[[bytes], Any] | None = None
+_SKIP_ERRORS: tuple[type[Exception], ...] = ()
+try:  # msgspec skips the parts of a file this reader never looks at
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is an optional extra
+    pass
+else:
+
+    class _ReadKeys(msgspec.Struct):
+        """The top-level keys :func:`parse_results_file` reads; others are skipped."""
+
+        results: Any = None
+        config: Any = None
+        n_samples: Any = msgspec.field(default=None, name="n-samples")
+        model_name: Any = None
+        chat_template: Any = None
+        date: Any = None
+
+    _decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
+    _SKIP_ERRORS = (msgspec.DecodeError, RecursionError)
+#: Fewer results files than this are read in-process (forking costs ~10 ms).
+_MIN_PARALLEL_FILES = 64
+_MAX_CHUNK_FILES = 64
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _MAX_INT64 = 2**63 - 1
 _REPR = reprlib.Repr()  # bounded reprs for messages, even of 100,000-deep values
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
@@ -79,6 +135,27 @@ class HarnessFile:
     timestamp: str
     rows: dict[str, list[Any]]
     n_ignored: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScannedFile:
+    """One results file read, hashed and (unless its content was known) parsed.
+
+    Attributes:
+        path: The file.
+        sha256: Hex sha256 of its bytes.
+        size: Its size in bytes.
+        parsed: The parsed file; None when it failed (see `error`) or its
+            hash was the known one (nothing to parse again).
+        error: Why it could not be read (then `sha256` is ``''``) or parsed,
+            else None.
+    """
+
+    path: Path
+    sha256: str
+    size: int
+    parsed: HarnessFile | None
+    error: InputError | None
 
 
 def find_results_files(directory: Path) -> list[Path]:
@@ -154,6 +231,7 @@ def parse_results_file(
     )
     assert isinstance(counts, dict)
     used_tasks: set[str] = set()
+    keys = _result_keys(pairs)
     for index, (task, metric) in enumerate(pairs):  # the suite's subtasks, not rows
         entry = results.get(task)
         if entry is not None and not isinstance(entry, dict):
@@ -162,7 +240,7 @@ def parse_results_file(
         if entry is None or metric not in entry:
             continue
         used_tasks.add(task)
-        key = f"results[{task!r}][{metric!r}]"
+        key = keys[index]
         value = entry[metric]
         if isinstance(value, bool) or not isinstance(value, int | float):
             msg = f"{path}: {key} is {_shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
@@ -218,6 +296,304 @@ def read_results_files(
         parsed.append(parse_results_file(path, data, pairs))
         if progress is not None:
             progress("parsing results files", len(parsed), total or len(parsed))
+    return _combine(parsed, subtask_names)
+
+
+def read_results_paths(
+    paths: Sequence[Path],
+    pairs: Sequence[tuple[str, str]],
+    subtask_names: pd.DataFrame,
+    *,
+    read: Callable[[Path], bytes],
+    progress: Callable[[str, int, int], None] | None = None,
+    workers: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read, hash and parse results files (on every core) and keep the newest per variant.
+
+    As :func:`read_results_files`, from paths: the files are read and parsed by
+    :func:`scan_results_files`, in worker processes when there are many.
+
+    Args:
+        paths: The results files.
+        pairs: The suite's (task, metric) pairs in suite order.
+        subtask_names: The suite's ``benchmark``, ``subtask`` and ``metric`` in
+            the same order.
+        read: Returns a file's bytes, raising :class:`InputError` if it cannot.
+        progress: Called as ``progress(stage, done, total)`` as files complete.
+        workers: Processes to use (default: the cores this process may run on).
+
+    Returns:
+        The scores and the file catalog of :func:`read_results_files`, whose
+        catalog has two more columns: ``sha256`` and ``bytes``.
+
+    Raises:
+        InputError: A file cannot be read or parsed: the first such in `paths`,
+            named in the message.
+    """
+    parsed: list[HarnessFile] = []
+    hashes: list[str] = []
+    sizes: list[int] = []
+    scanned = scan_results_files(
+        paths, pairs, read=read, progress=progress, workers=workers
+    )
+    for item in scanned:  # one small record per file, in path order
+        if item.error is not None:
+            scanned.close()  # stop the workers before reporting
+            raise item.error
+        assert item.parsed is not None
+        parsed.append(item.parsed)
+        hashes.append(item.sha256)
+        sizes.append(item.size)
+    scores, catalog = _combine(parsed, subtask_names)
+    return scores, catalog.assign(sha256=hashes, bytes=sizes)
+
+
+def scan_results_files(
+    paths: Sequence[Path],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    read: Callable[[Path], bytes],
+    known: Sequence[str | None] | None = None,
+    stop_at_error: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+    stage: str = "parsing results files",
+    workers: int | None = None,
+) -> Generator[ScannedFile, None, None]:
+    """Read, hash and parse each file, in forked workers when it pays; yield in path order.
+
+    With at least 64 files and more than one core, chunks of paths go to a pool
+    of forked processes (one per core), each returning small parsed records;
+    they are yielded in the order of `paths` whatever the order they finish in,
+    and never more than the workers' results are held. Otherwise, or if the
+    pool cannot start or breaks, the files are read here, one at a time.
+
+    Args:
+        paths: The results files.
+        pairs: The suite's (task, metric) pairs in suite order.
+        read: Returns a file's bytes, raising :class:`InputError` if it cannot.
+        known: Per path, a sha256 whose parse is already known (a cache), or
+            None: a file with that hash is not parsed again.
+        stop_at_error: Stop at the first file that fails (it is the last one
+            yielded); else every file is yielded, failed ones with their error.
+        progress: Called as ``progress(stage, done, total)`` as files complete
+            (in the calling process).
+        stage: The stage name given to `progress`.
+        workers: Processes to use (default: the cores this process may run on).
+
+    Yields:
+        One :class:`ScannedFile` per path, in order.
+    """
+    total = len(paths)
+    expected: Sequence[str | None] = [None] * total if known is None else known
+    done = 0
+
+    def report(count: int) -> None:  # once per file, as a worker's chunk arrives
+        nonlocal done
+        for _ in range(count):
+            done += 1
+            if progress is not None:
+                progress(stage, done, total)
+
+    start = 0
+    count = _worker_count(total, workers)
+    if count > 1:
+        size = max(1, min(_MAX_CHUNK_FILES, -(-total // (count * 8))))
+        chunks = [
+            _Chunk(
+                paths=list(paths[at : at + size]),
+                known=list(expected[at : at + size]),
+                pairs=list(pairs),
+                read=read,
+                stop_at_error=stop_at_error,
+            )
+            for at in range(0, total, size)
+        ]
+        try:
+            for item in _scan_in_workers(chunks, workers=count, report=report):
+                start += 1
+                yield item
+                if item.error is not None and stop_at_error:
+                    return
+            return
+        except (BrokenProcessPool, OSError):  # no fork, or a worker died: go on here
+            done = start
+    for at in range(start, total):
+        item = _scan_file(paths[at], pairs, expected[at], read)
+        report(1)
+        yield item
+        if item.error is not None and stop_at_error:
+            return
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Chunk:
+    """A worker's job: consecutive paths and what it needs to scan them."""
+
+    paths: list[Path]
+    known: list[str | None]
+    pairs: list[tuple[str, str]]
+    read: Callable[[Path], bytes]
+    stop_at_error: bool
+
+
+def _worker_count(total: int, workers: int | None) -> int:
+    """Processes worth forking for `total` files (1: read them in-process)."""
+    if workers is None:
+        workers = (
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        )
+    if total < _MIN_PARALLEL_FILES or workers < 2:
+        return 1
+    if "fork" not in multiprocessing.get_all_start_methods():  # pragma: no cover
+        return 1
+    return min(workers, total)
+
+
+def _scan_in_workers(
+    chunks: Sequence[_Chunk], *, workers: int, report: Callable[[int], None]
+) -> Iterator[ScannedFile]:
+    """Scan chunks in a pool of forked processes; yield their files in chunk order."""
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
+    )
+    try:
+        futures = [pool.submit(_scan_chunk, chunk) for chunk in chunks]
+        position = {future: at for at, future in enumerate(futures)}
+        finished: dict[int, list[_Record]] = {}
+        running: set[Future[list[_Record]]] = set(futures)
+        keys = _result_keys(chunks[0].pairs) if chunks else []
+        for at in range(len(futures)):
+            while at not in finished:  # progress counts chunks as they arrive
+                ready, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(ready, key=position.__getitem__):
+                    finished[position[future]] = future.result()
+                    report(len(finished[position[future]]))
+            for path, record in zip(chunks[at].paths, finished.pop(at), strict=False):
+                yield _unpack(path, record, keys)
+    finally:  # also on an error or an early close: queued chunks are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_worker(parent: int) -> None:
+    """Set up a forked worker: Ctrl-C and shutdown are the parent's business."""
+    # the parent sees Ctrl-C too and cancels the pool; a worker must not print
+    # a traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # die with the parent, even a SIGKILLed one, rather than wait forever
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: no prctl
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _scan_chunk(chunk: _Chunk) -> list[_Record]:
+    """In a worker: scan a chunk's files in order (stopping at the first failure if asked)."""
+    records: list[_Record] = []
+    for path, expected in zip(chunk.paths, chunk.known, strict=True):
+        scanned = _scan_file(path, chunk.pairs, expected, chunk.read)
+        records.append(_pack(scanned))
+        if scanned.error is not None and chunk.stop_at_error:
+            break
+    return records
+
+
+# What a worker sends back per file: plain builtins, which pickle in C, about a
+# third of a ScannedFile's cost; the path and the results keys the parent knows.
+_Record = tuple[
+    str,  # sha256
+    int,  # size
+    tuple[str, str, str, bool, str, int, list[int], list[float], list[Any], list[Any]]
+    | None,  # model, precision, revision, chat_template, timestamp, n_ignored, rows
+    InputError | None,
+]
+
+
+def _pack(scanned: ScannedFile) -> _Record:
+    """A scanned file as a :data:`_Record`."""
+    parsed = scanned.parsed
+    fields = None
+    if parsed is not None:
+        fields = (
+            parsed.model,
+            parsed.precision,
+            parsed.revision,
+            parsed.chat_template,
+            parsed.timestamp,
+            parsed.n_ignored,
+            parsed.rows["subtask_index"],
+            parsed.rows["raw_score"],
+            parsed.rows["stderr"],
+            parsed.rows["n_samples"],
+        )
+    return scanned.sha256, scanned.size, fields, scanned.error
+
+
+def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
+    """The :class:`ScannedFile` a :data:`_Record` stands for."""
+    sha256, size, fields, error = record
+    parsed = None
+    if fields is not None:
+        model, precision, revision, chat, timestamp, n_ignored, index, *rows = fields
+        parsed = HarnessFile(
+            path=str(path),
+            model=model,
+            precision=precision,
+            revision=revision,
+            chat_template=chat,
+            timestamp=timestamp,
+            rows={
+                "subtask_index": index,
+                "raw_score": rows[0],
+                "stderr": rows[1],
+                "n_samples": rows[2],
+                "key": [keys[at] for at in index],
+            },
+            n_ignored=n_ignored,
+        )
+    return ScannedFile(path=path, sha256=sha256, size=size, parsed=parsed, error=error)
+
+
+def _result_keys(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """Per suite subtask, where a results file keeps its score (for messages)."""
+    return _keys_of(tuple(pairs))
+
+
+@functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
+def _keys_of(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+    return [f"results[{task!r}][{metric!r}]" for task, metric in pairs]
+
+
+def _scan_file(
+    path: Path,
+    pairs: Sequence[tuple[str, str]],
+    expected: str | None,
+    read: Callable[[Path], bytes],
+) -> ScannedFile:
+    """Read, hash and parse one file; a failure is returned, not raised."""
+    try:
+        data = read(path)
+    except InputError as exc:
+        return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
+    digest = hashlib.sha256(data).hexdigest()
+    parsed, error = None, None
+    if digest != expected:
+        try:
+            parsed = parse_results_file(path, data, pairs)
+        except InputError as exc:
+            error = exc
+    return ScannedFile(
+        path=path, sha256=digest, size=len(data), parsed=parsed, error=error
+    )
+
+
+def _combine(
+    parsed: Sequence[HarnessFile], subtask_names: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The newest file per variant: its scores, and the catalog of every file."""
     catalog = pd.DataFrame(
         {
             "path": [p.path for p in parsed],
@@ -307,6 +683,20 @@ def _decode(path: Path, data: bytes) -> Any:
     if not data.strip():
         msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
         raise InputError(msg)
+    if _decode_read_keys is not None and data.isascii():  # ASCII: valid UTF-8
+        try:
+            read_keys = _decode_read_keys(data)
+        except _SKIP_ERRORS:
+            pass  # orjson, then json, decide and word the error
+        else:  # absent and null keys alike read as None, as from dict.get
+            return {
+                "results": read_keys.results,
+                "config": read_keys.config,
+                "n-samples": read_keys.n_samples,
+                "model_name": read_keys.model_name,
+                "chat_template": read_keys.chat_template,
+                "date": read_keys.date,
+            }
     try:
         return _loads(data)
     except _DECODE_ERRORS:
@@ -377,11 +767,17 @@ def _timestamp(path: Path, date: object) -> str:
 
 
 def _stderr(entry: dict[str, Any], metric: str) -> float | None:
-    name, comma, filtering = metric.partition(",")
-    value = entry.get(f"{name}_stderr{comma}{filtering}")
+    value = entry.get(_stderr_key(metric))
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None  # "N/A" (the harness's own marker) or absent
     return float(value)
+
+
+@functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file
+def _stderr_key(metric: str) -> str:
+    """``acc_norm,none`` -> ``acc_norm_stderr,none``."""
+    name, comma, filtering = metric.partition(",")
+    return f"{name}_stderr{comma}{filtering}"
 
 
 def _n_samples(counts: object) -> int | None:
