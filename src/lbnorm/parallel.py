@@ -73,7 +73,8 @@ def sum_in_workers(work: Callable[[int, int], Totals], workers: int) -> Totals |
     for kind, payload in replies:
         if kind == "error":
             raise payload
-    return add_totals([payload for _, payload in replies])
+    totals = add_totals([payload for _, payload in replies])
+    return None if totals.failures else totals
 
 
 def _work(

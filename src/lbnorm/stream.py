@@ -39,7 +39,12 @@ from lbnorm.kernel import (
 from lbnorm.pipeline import Result, assemble_result, suite_arrays
 from lbnorm.schemas import KEY_COLUMNS
 from lbnorm.suites import Suite
-from lbnorm.validate import UnknownSubtasks, describe_failures
+from lbnorm.validate import (
+    MAX_FAILURES_SHOWN,
+    UnknownSubtasks,
+    describe_failures,
+    failure_rows,
+)
 
 __all__ = ["Totals", "add_totals", "compute_result_streaming", "sum_scores"]
 
@@ -179,7 +184,14 @@ def sum_scores(
     bounds = suite.subtask_table()
     arrays = suite_arrays(suite)
     encoder = KeyEncoder(bounds)
-    store = _PartialStore(arrays, expected_rows // max(len(bounds), 1) + 1)
+    store = _PartialStore(
+        arrays,
+        expected_rows // max(len(bounds), 1) + 1,
+        [
+            f"{b} / {t}"
+            for b, t in zip(bounds["benchmark"], bounds["subtask"], strict=True)
+        ],
+    )
     failures: list[pd.DataFrame] = []
     n_failed = n_ignored = n_scores = n_clipped = 0
     for batch in _sliced(batches, batch_rows):
@@ -214,16 +226,21 @@ def sum_scores(
     )
 
 
-def add_totals(parts: list[Totals]) -> Totals | None:
+def add_totals(parts: list[Totals]) -> Totals:
     """Add up the sums of disjoint shares of the input, matching variants by key.
 
+    Failures found in the shares are kept. A (variant, subtask) present in two
+    shares is a duplicate: it becomes a failure row whose source says so (a run
+    in one process can name the file and row).
+
+    Args:
+        parts: Sums over disjoint shares (from :func:`sum_scores`).
+
     Returns:
-        The combined sums, or None when a share failed a check or two shares
-        hold the same (variant, subtask): a duplicate, to be reported by a
-        serial run that can say in which file and row.
+        The combined sums (not summed any further once a failure is found).
     """
-    if any(part.failures for part in parts):
-        return None
+    failures = [frame for part in parts for frame in part.failures]
+    n_failed = sum(part.n_failed for part in parts)
     keys = pd.concat([part.variants for part in parts], ignore_index=True)
     code = np.asarray(keys.groupby(list(KEY_COLUMNS), sort=False).ngroup(), np.int64)
     n_variants = int(code.max()) + 1 if code.size else 0
@@ -232,17 +249,35 @@ def add_totals(parts: list[Totals]) -> Totals | None:
     for part in parts:
         rows = code[offset : offset + len(part.variants)]
         offset += len(part.variants)
-        if not store.absorb(part.store, rows):
-            return None
+        repeated = store.absorb(part.store, rows)
+        if repeated is not None:
+            failures.append(_describe_repeats(part.variants, *repeated, store))
+            n_failed += repeated[0].size
     first = np.unique(code, return_index=True)[1]
     return Totals(
         variants=keys.iloc[first].reset_index(drop=True),
         store=store,
-        failures=[],
-        n_failed=0,
+        failures=failures,
+        n_failed=n_failed,
         n_ignored=sum(part.n_ignored for part in parts),
         n_scores=sum(part.n_scores for part in parts),
         n_clipped=sum(part.n_clipped for part in parts),
+    )
+
+
+def _describe_repeats(
+    variants: pd.DataFrame, row: IntArray, subtask: IntArray, store: _PartialStore
+) -> pd.DataFrame:
+    """Failure rows for (variant, subtask) pairs that two shares both supplied."""
+    shown = slice(0, MAX_FAILURES_SHOWN)
+    models = variants["model"].to_numpy()[row[shown]]
+    names = np.asarray(store.subtask_names, dtype=object)[subtask[shown]]
+    return failure_rows(
+        "duplicate_score",
+        [f"{m} / {n}" for m, n in zip(models, names, strict=True)],
+        source="(two parts of the input)",
+        row="-",
+        column="subtask",
     )
 
 
@@ -269,7 +304,10 @@ class _PartialStore:
     weights come from the seen matrix at the end.
     """
 
-    def __init__(self, arrays: SuiteArrays, capacity: int) -> None:
+    def __init__(
+        self, arrays: SuiteArrays, capacity: int, subtask_names: list[str]
+    ) -> None:
+        self.subtask_names = subtask_names  # "benchmark / subtask", for messages
         n_benchmarks = arrays.is_pooled.shape[0]
         per_benchmark = np.bincount(arrays.benchmark_index, minlength=n_benchmarks)
         total = np.bincount(
@@ -313,17 +351,26 @@ class _PartialStore:
 
     def empty_like(self, n_variants: int) -> _PartialStore:
         """An empty store for the same suite with room for `n_variants`."""
-        return _PartialStore(self.arrays, n_variants)
+        return _PartialStore(self.arrays, n_variants, self.subtask_names)
 
-    def absorb(self, other: _PartialStore, rows: IntArray) -> bool:
-        """Add `other`'s sums to `rows` of this store; False if a cell came twice."""
+    def absorb(
+        self, other: _PartialStore, rows: IntArray
+    ) -> tuple[IntArray, IntArray] | None:
+        """Add `other`'s sums to `rows` of this store.
+
+        Returns:
+            None, or (other's row, subtask) of every cell both stores hold (then
+            nothing is added).
+        """
         seen = other._seen
-        if (self._seen[rows] & seen).any():
-            return False
+        overlap = self._seen[rows] & seen
+        if overlap.any():
+            row, subtask = np.nonzero(overlap)
+            return row.astype(np.int64), subtask.astype(np.int64)
         self._seen[rows] |= seen
         shape = (2, -1, self._n_benchmarks)
         self._sums.reshape(shape)[:, rows] += other._sums.reshape(shape)
-        return True
+        return None
 
     def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
         """Which (variant, subtask) pairs an earlier batch already supplied."""

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from lbnorm.encode import KeyEncoder
     from lbnorm.engine import Batch
 
-__all__ = ["UnknownSubtasks", "describe_failures", "find_duplicates", "find_failures"]
+__all__ = [
+    "UnknownSubtasks",
+    "describe_failures",
+    "failure_rows",
+    "find_duplicates",
+    "find_failures",
+]
 
 #: What to do with rows whose (benchmark, subtask) the suite does not define.
 UnknownSubtasks = Literal["error", "ignore"]
@@ -182,6 +188,33 @@ def describe_failures(
             )
         )
     return frames
+
+
+def failure_rows(
+    check: str, values: list[str], *, source: str, row: str, column: str
+) -> pd.DataFrame:
+    """Failure rows (in :func:`describe_failures`' columns) found without a batch.
+
+    Args:
+        check: The check's name (one of the hints' keys).
+        values: The failing values, as shown.
+        source: Where they came from.
+        row: The row locator.
+        column: The column checked.
+
+    Returns:
+        One failure row per value (at most :data:`MAX_FAILURES_SHOWN`).
+    """
+    return pd.DataFrame(
+        {
+            "check": check,
+            "source": source,
+            "row": row,
+            "column": column,
+            "value": values[:MAX_FAILURES_SHOWN],
+            "hint": _HINTS[check],
+        }
+    )
 
 
 def _strings(table: pa.Table, name: str) -> list[object]:
