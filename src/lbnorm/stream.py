@@ -46,7 +46,13 @@ from lbnorm.validate import (
     failure_rows,
 )
 
-__all__ = ["Totals", "add_totals", "compute_result_streaming", "sum_scores"]
+__all__ = [
+    "Totals",
+    "add_totals",
+    "compute_result_streaming",
+    "finish_totals",
+    "sum_scores",
+]
 
 
 def compute_result_streaming(
@@ -120,6 +126,27 @@ def compute_result_streaming(
         raise ValidationError.from_failures(
             pd.concat(totals.failures, ignore_index=True), total=totals.n_failed
         )
+    return finish_totals(totals, suite, missing=missing, files=files)
+
+
+def finish_totals(
+    totals: Totals,
+    suite: Suite,
+    *,
+    missing: MissingPolicy,
+    files: pd.DataFrame | None = None,
+) -> Result:
+    """Turn exact sums into the benchmark and leaderboard tables.
+
+    Args:
+        totals: Sums over every score, without failures.
+        suite: The suite.
+        missing: Policy for absent subtasks/benchmarks.
+        files: The catalog of input files.
+
+    Returns:
+        The result, without the subtask-level table.
+    """
     order = _key_order(totals.variants)
     variants = totals.variants.iloc[order].reset_index(drop=True)
     arrays, counts = totals.store.arrays, totals.counts()

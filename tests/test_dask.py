@@ -1,0 +1,175 @@
+"""The Dask engine on a local cluster of worker processes, against the local engines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lbnorm
+from lbnorm.cli import main
+from lbnorm.errors import InputError, ValidationError
+from lbnorm.kernel import MissingPolicy
+from lbnorm.pipeline import demo_path
+
+distributed = pytest.importorskip("distributed")
+dask_engine = pytest.importorskip("lbnorm.dask_engine")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """Two worker processes, one thread each; yields the scheduler address."""
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as local:
+        yield str(local.scheduler_address)
+
+
+def write_partitioned(table: pa.Table, root: Path, parts: int = 4) -> Path:
+    """A hive-style partitioned dataset: ``root/part=i/data.parquet``."""
+    size = -(-table.num_rows // parts)
+    for index in range(parts):
+        folder = root / f"part={index}"
+        folder.mkdir(parents=True)
+        pq.write_table(
+            table.slice(index * size, size),
+            folder / "data.parquet",
+            row_group_size=20_000,
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_partitioned(
+        pq.read_table(demo_path()), tmp_path_factory.mktemp("dataset") / "scores"
+    )
+
+
+def test_equals_local_engines(cluster: str, demo_dataset: Path) -> None:
+    suite = lbnorm.suites.load_suite("openllm-v2")
+    on_cluster = dask_engine.compute_result_dask(
+        [demo_dataset], suite, scheduler=cluster
+    )
+    in_memory = lbnorm.run([demo_path()], subtasks=False, engine="memory")
+    streamed = lbnorm.run([demo_dataset], engine="stream")
+    for name in ("benchmarks", "leaderboard"):
+        pd.testing.assert_frame_equal(
+            getattr(in_memory, name),
+            getattr(on_cluster, name),
+            rtol=0.0,
+            atol=1e-12,
+        )
+        pd.testing.assert_frame_equal(
+            getattr(streamed, name), getattr(on_cluster, name), check_exact=True
+        )
+    assert on_cluster.subtask_table is None
+    assert on_cluster.n_scores == in_memory.n_scores == 183_040
+
+
+def test_cli_writes_what_the_local_engine_writes(
+    cluster: str, demo_dataset: Path, tmp_path: Path
+) -> None:
+    dask_out, local_out = tmp_path / "dask", tmp_path / "local"
+    assert (
+        main(
+            [
+                "run",
+                str(demo_dataset),
+                "--engine",
+                "dask",
+                "--scheduler",
+                cluster,
+                "--out",
+                str(dask_out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "run",
+                str(demo_dataset),
+                "--engine",
+                "stream",
+                "--out",
+                str(local_out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    for name in ("benchmarks.parquet", "leaderboard.parquet"):
+        assert pq.read_table(dask_out / name).equals(pq.read_table(local_out / name))
+
+
+@pytest.mark.parametrize("missing", ["exclude", "partial", "zero"])
+def test_missing_policies_with_holes(
+    cluster: str, tmp_path: Path, missing: MissingPolicy
+) -> None:
+    demo = pq.read_table(demo_path()).slice(0, 30_000)
+    holes = demo.filter(pa.array([index % 7 != 3 for index in range(demo.num_rows)]))
+    root = write_partitioned(holes, tmp_path / "holes", parts=3)
+    suite = lbnorm.suites.load_suite("openllm-v2")
+    on_cluster = dask_engine.compute_result_dask(
+        [root], suite, scheduler=cluster, missing=missing
+    )
+    local = lbnorm.run([root], subtasks=False, engine="memory", missing=missing)
+    pd.testing.assert_frame_equal(
+        local.leaderboard, on_cluster.leaderboard, rtol=0.0, atol=1e-12
+    )
+
+
+def test_duplicate_across_partitions_is_reported(cluster: str, tmp_path: Path) -> None:
+    demo = pq.read_table(demo_path()).slice(0, 10_000)
+    root = tmp_path / "dup"
+    for index in range(2):  # the same first row in both partitions
+        (root / f"part={index}").mkdir(parents=True)
+        pq.write_table(
+            demo.slice(index * 5_000, 5_000) if index else demo.slice(0, 5_000),
+            root / f"part={index}" / "data.parquet",
+        )
+    pq.write_table(demo.slice(0, 1), root / "part=1" / "extra.parquet")
+    with pytest.raises(ValidationError, match="duplicate_score") as raised:
+        dask_engine.compute_result_dask(
+            [root], lbnorm.suites.load_suite("openllm-v2"), scheduler=cluster
+        )
+    failures = raised.value.failures
+    assert failures["check"].tolist() == ["duplicate_score"]
+    assert failures["value"].str.contains(str(demo.column("model")[0])).all()
+
+
+def test_bad_score_names_the_file_and_row(cluster: str, tmp_path: Path) -> None:
+    demo = pq.read_table(demo_path()).slice(0, 5_000)
+    scores = demo.column("raw_score").to_pylist()
+    scores[1234] = 1.5
+    bad = demo.set_column(
+        demo.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
+    )
+    root = write_partitioned(bad, tmp_path / "bad", parts=2)
+    with pytest.raises(ValidationError, match="percentage") as raised:
+        dask_engine.compute_result_dask(
+            [root], lbnorm.suites.load_suite("openllm-v2"), scheduler=cluster
+        )
+    failures = raised.value.failures
+    assert failures["source"].str.endswith("part=0/data.parquet").all()
+    assert failures["row"].tolist() == ["1235"]
+
+
+def test_non_parquet_input_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "scores.csv"
+    table.write_text(
+        "model,benchmark,subtask,raw_score\nm,GPQA,main,0.5\n", encoding="utf-8"
+    )
+    with pytest.raises(InputError, match=r"Parquet only.*\n.*Hint"):
+        dask_engine.compute_result_dask(
+            [table],
+            lbnorm.suites.load_suite("openllm-v2"),
+            scheduler="tcp://127.0.0.1:1",
+        )
