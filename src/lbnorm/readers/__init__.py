@@ -1,9 +1,11 @@
 """Readers: every supported input format into one long-format scores frame.
 
-``read_inputs`` dispatches each path: a directory is searched for
-lm-evaluation-harness ``results_*.json`` files (the leaderboard tree), else for
-score tables; a ``.json`` file is a results file; ``.csv``, ``.jsonl``/``.ndjson``
-and ``.parquet`` files are long-format tables (see :mod:`lbnorm.readers.tables`).
+``read_inputs`` dispatches each path: a directory is searched for harness
+``samples_*.jsonl`` files (a details tree: scores recomputed from the samples,
+see :mod:`lbnorm.readers.samples`), else for ``results_*.json`` files (the
+leaderboard tree), else for score tables; a ``.json`` file is a results file;
+``.csv``, ``.jsonl``/``.ndjson`` and ``.parquet`` files are long-format tables
+(see :mod:`lbnorm.readers.tables`), or a Parquet sample table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from lbnorm.engine import Batch
 from lbnorm.errors import InputError
 from lbnorm.readers.harness import find_results_files, read_results_paths
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
+from lbnorm.readers.samples import (
+    SAMPLES_FILE,
+    aggregate_samples_files,
+    aggregate_samples_table,
+    is_samples_table,
+)
 from lbnorm.readers.tables import TABLE_SUFFIXES, ExtraColumns, read_score_table
 from lbnorm.suites import Suite
 
@@ -100,8 +108,13 @@ def read_inputs(
         raise InputError(msg)
     table_paths: list[Path] = []
     json_paths: list[Path] = []
+    sample_paths: list[Path] = []  # harness per-sample files and sample tables
     for entry in map(Path, paths):
         if entry.is_dir():
+            samples = sorted(entry.rglob("samples_*.jsonl"))
+            if samples:  # a details tree: scores recomputed from the samples
+                sample_paths.extend(samples)
+                continue
             if any(entry.rglob("results_*.json")):
                 json_paths.extend(find_results_files(entry))
                 continue
@@ -113,6 +126,8 @@ def read_inputs(
             if not found:
                 find_results_files(entry)  # raises the "nothing found" error
             table_paths.extend(found)
+        elif entry.is_file() and SAMPLES_FILE.match(entry.name):
+            sample_paths.append(entry)
         elif entry.is_file():
             (json_paths if entry.suffix.lower() == ".json" else table_paths).append(
                 entry
@@ -120,8 +135,15 @@ def read_inputs(
         else:
             msg = f"{entry}: no such file or directory.\nHint: check the path."
             raise InputError(msg)
-    for path in [*table_paths, *json_paths]:
+    for path in [*table_paths, *json_paths, *sample_paths]:
         _check_path_text(path)
+    sample_paths.extend(
+        path
+        for path in table_paths
+        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
+        and is_samples_table(path)
+    )
+    table_paths = [path for path in table_paths if path not in sample_paths]
     catalogs: list[pd.DataFrame] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
@@ -177,6 +199,10 @@ def read_inputs(
                 ]
             ]
         )
+    if sample_paths:
+        scores, catalog = _read_samples(sample_paths, suite)
+        eager.append(_frame_batch(scores, "sample files"))
+        catalogs.append(catalog)
     files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
     if not files["rows"].any():  # an empty table must not replace the last leaderboard
         shown = ", ".join(files["path"].head(5)) + (" ..." if len(files) > 5 else "")
@@ -193,6 +219,42 @@ def read_inputs(
         eager=eager,
         streamed=streamed,
     )
+
+
+def _read_samples(paths: list[Path], suite: Suite) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores aggregated from per-sample files and tables, and their catalog."""
+    subtasks = suite.subtask_table()
+    jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
+    frames, catalog = [], []
+    if jsonl:
+        scores, files = aggregate_samples_files(jsonl, subtasks)
+        frames.append(scores)
+        catalog.append(files.assign(format="lm-eval-samples"))
+    for path in paths:
+        if path.suffix.lower() != ".jsonl":
+            scores = aggregate_samples_table(path, subtasks)
+            frames.append(scores)
+            catalog.append(
+                pd.DataFrame(
+                    {"path": [str(path)], "rows": [len(scores)], "n_ignored": [0]}
+                ).assign(format="sample-table")
+            )
+    files = pd.concat(catalog, ignore_index=True)
+    files = files.assign(
+        sha256=[sha256_file(Path(path)) for path in files["path"]],
+        bytes=[Path(path).stat().st_size for path in files["path"]],
+        superseded_by=None,
+    )
+    columns = [
+        "path",
+        "format",
+        "sha256",
+        "bytes",
+        "rows",
+        "superseded_by",
+        "n_ignored",
+    ]
+    return pd.concat(frames, ignore_index=True), files[columns]
 
 
 def _frame_batch(scores: pd.DataFrame, source: str) -> Batch:
