@@ -167,11 +167,10 @@ def aggregate_samples_table(path: Path, subtasks: pd.DataFrame) -> pd.DataFrame:
         value = pc.cast(table.column("value"), pa.float64())
         table = table.set_column(table.schema.get_field_index("value"), "value", value)
         table = table.append_column("square", pc.multiply(value, value))
-        partials.append(
-            table.group_by(groups).aggregate(
-                [("value", "count"), ("value", "sum"), ("square", "sum")]
-            )
+        partial = table.group_by(groups).aggregate(
+            [("value", "count"), ("value", "sum"), ("square", "sum")]
         )
+        partials.append(_decoded(partial))  # row groups differ in dictionaries
     summed = (
         pa.concat_tables(partials)
         .group_by(groups)
@@ -200,6 +199,16 @@ def aggregate_samples_table(path: Path, subtasks: pd.DataFrame) -> pd.DataFrame:
         _row=summed["task"] + "/" + summed["metric"],
     )[_OUTPUT]
     return scores
+
+
+def _decoded(table: pa.Table) -> pa.Table:
+    """Dictionary columns as plain strings (a small, aggregated table)."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(
+                index, field.name, table.column(index).cast(field.type.value_type)
+            )
+    return table
 
 
 def _variant_of(path: Path, timestamp: str) -> dict[str, object]:
