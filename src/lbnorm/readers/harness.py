@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from lbnorm.errors import InputError
@@ -362,10 +363,10 @@ def scan_results_files(
     """Read, hash and parse each file, in forked workers when it pays; yield in path order.
 
     With at least 64 files and more than one core, chunks of paths go to a pool
-    of forked processes (one per core), each returning small parsed records;
-    they are yielded in the order of `paths` whatever the order they finish in,
-    and never more than the workers' results are held. Otherwise, or if the
-    pool cannot start or breaks, the files are read here, one at a time.
+    of forked processes (one per core), each returning small parsed records
+    (never a file's bytes); they are yielded in the order of `paths`, whatever
+    the order the chunks finish in. Otherwise, or if the pool cannot start or
+    breaks, the files are read here, one at a time.
 
     Args:
         paths: The results files.
@@ -381,7 +382,8 @@ def scan_results_files(
         workers: Processes to use (default: the cores this process may run on).
 
     Yields:
-        One :class:`ScannedFile` per path, in order.
+        One :class:`ScannedFile` per path, in order (with `stop_at_error`, up
+        to the first failure).
     """
     total = len(paths)
     expected: Sequence[str | None] = [None] * total if known is None else known
@@ -408,12 +410,15 @@ def scan_results_files(
             )
             for at in range(0, total, size)
         ]
-        try:
-            for item in _scan_in_workers(chunks, workers=count, report=report):
-                start += 1
-                yield item
-                if item.error is not None and stop_at_error:
-                    return
+        try:  # closing: an early stop (an error, the caller's) stops the pool
+            with contextlib.closing(
+                _scan_in_workers(chunks, workers=count, report=report)
+            ) as scanned:
+                for item in scanned:
+                    start += 1
+                    yield item
+                    if item.error is not None and stop_at_error:
+                        return
             return
         except (BrokenProcessPool, OSError):  # no fork, or a worker died: go on here
             done = start
@@ -623,23 +628,36 @@ def _combine(
         )
         if not is_superseded
     ]
+    # text columns are built as Arrow string arrays of the few distinct values,
+    # then taken per row: no conversion of 180k Python strings per column
     lengths = [len(p.rows["raw_score"]) for p in kept]
-    index = pd.Series([i for p in kept for i in p.rows["subtask_index"]], dtype="int64")
+    owner = np.repeat(np.arange(len(kept)), lengths)  # each row's file
+    index = np.array([i for p in kept for i in p.rows["subtask_index"]], dtype=np.int64)
+    distinct: dict[str, int] = {}
+    key_codes = [
+        distinct.setdefault(k, len(distinct)) for p in kept for k in p.rows["key"]
+    ]
+
+    text: Any = "str" if len(index) else object  # no rows: untyped, as always
+
+    def per_file(values: list[str]) -> Any:
+        return pd.array(values, dtype="str").take(owner).astype(text)
+
+    def per_subtask(column: str) -> Any:
+        values = pd.array(subtask_names[column].to_numpy(), dtype="str")
+        return values.take(index).astype(text)
+
     scores = pd.DataFrame(
         {
-            "model": pd.Series([p.model for p in kept]).repeat(lengths).to_numpy(),
-            "precision": pd.Series([p.precision for p in kept])
-            .repeat(lengths)
-            .to_numpy(),
-            "revision": pd.Series([p.revision for p in kept])
-            .repeat(lengths)
-            .to_numpy(),
-            "chat_template": pd.Series([p.chat_template for p in kept], dtype=bool)
-            .repeat(lengths)
-            .to_numpy(),
-            "benchmark": subtask_names["benchmark"].to_numpy()[index],
-            "subtask": subtask_names["subtask"].to_numpy()[index],
-            "metric": subtask_names["metric"].to_numpy()[index],
+            "model": per_file([p.model for p in kept]),
+            "precision": per_file([p.precision for p in kept]),
+            "revision": per_file([p.revision for p in kept]),
+            "chat_template": np.array([p.chat_template for p in kept], dtype=bool)[
+                owner
+            ],
+            "benchmark": per_subtask("benchmark"),
+            "subtask": per_subtask("subtask"),
+            "metric": per_subtask("metric"),
             "raw_score": pd.Series(
                 [v for p in kept for v in p.rows["raw_score"]], dtype="float64"
             ),
@@ -649,8 +667,10 @@ def _combine(
             "n_samples": pd.Series(
                 [v for p in kept for v in p.rows["n_samples"]], dtype="Int64"
             ),
-            "source": pd.Series([p.path for p in kept]).repeat(lengths).to_numpy(),
-            "_row": pd.Series([k for p in kept for k in p.rows["key"]], dtype="str"),
+            "source": per_file([p.path for p in kept]),
+            "_row": pd.array(list(distinct), dtype="str").take(
+                np.array(key_codes, dtype=np.int64)
+            ),
         }
     )
     return scores[[*SCORES.names, "_row"]], catalog
