@@ -83,21 +83,28 @@ def check(out: Path, names: list[str]) -> None:
     """The stream engine's benchmark table equals DuckDB's (and memory's) to 1e-9."""
     keys = ["model", "precision", "revision", "chat_template", "benchmark"]
     stream = pd.read_parquet(out / "stream" / "benchmarks.parquet")
-    stream = stream.astype({k: str for k in keys[:3] + ["benchmark"]})
+    text = dict.fromkeys([*keys[:3], "benchmark"], str)
+    stream = stream.astype(text)
     others = {"duckdb": out / "duckdb" / "benchmarks.parquet"}
     if "lbnorm-memory" in names:
         others["lbnorm-memory"] = out / "memory" / "benchmarks.parquet"
     for name, path in others.items():
-        other = pd.read_parquet(path).astype({k: str for k in keys[:3] + ["benchmark"]})
-        other = other.rename(columns={"normalized": "normalized_score", "raw": "raw_score"})
+        other = pd.read_parquet(path).astype(text)
+        other = other.rename(
+            columns={"normalized": "normalized_score", "raw": "raw_score"}
+        )
         merged = stream.merge(other, on=keys, validate="one_to_one", how="outer")
         diff = (merged["normalized_score_x"] - merged["normalized_score_y"]).abs()
-        both_nan = merged["normalized_score_x"].isna() & merged["normalized_score_y"].isna()
+        both_nan = (
+            merged["normalized_score_x"].isna() & merged["normalized_score_y"].isna()
+        )
         worst = float(diff[~both_nan].max())
         if not (diff[~both_nan] <= 1e-9).all() or len(merged) != len(stream):
             msg = f"lbnorm-stream and {name} disagree (max diff {worst})"
             raise SystemExit(msg)
-        print(f"check: lbnorm-stream == {name} over {len(merged):,} rows (max diff {worst:.1e})")
+        print(
+            f"check: lbnorm-stream == {name} over {len(merged):,} rows (max diff {worst:.1e})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,12 +135,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} failed ({code}): {tail}", file=sys.stderr)
                 return 1
             samples[name].append((seconds, rss))
-            print(f"round {round_no + 1} {name}: {seconds:.2f} s, {rss:,.0f} MB", flush=True)
+            print(
+                f"round {round_no + 1} {name}: {seconds:.2f} s, {rss:,.0f} MB",
+                flush=True,
+            )
         if round_no == 0:
             check(out, names)
     median = {n: statistics.median(s for s, _ in v) for n, v in samples.items()}
     peak = {n: max(r for _, r in v) for n, v in samples.items()}
-    print(f"\n{args.parts} parts x {args.variants:,} variants x {N_SUBTASKS} subtasks = {rows:,} rows; medians of {args.repeats} interleaved rounds\n")
+    print(
+        f"\n{args.parts} parts x {args.variants:,} variants x {N_SUBTASKS} subtasks = {rows:,} rows; medians of {args.repeats} interleaved rounds\n"
+    )
     print("| competitor | time | rows/s | peak RSS | / duckdb | / floor-read |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in names:

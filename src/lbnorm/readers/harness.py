@@ -46,7 +46,7 @@ import os
 import re
 import reprlib
 import signal
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Generator, Iterable, Sequence, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -456,7 +456,7 @@ def _worker_count(total: int, workers: int | None) -> int:
 
 def _scan_in_workers(
     chunks: Sequence[_Chunk], *, workers: int, report: Callable[[int], None]
-) -> Iterator[ScannedFile]:
+) -> Generator[ScannedFile, None, None]:
     """Scan chunks in a pool of forked processes; yield their files in chunk order."""
     pool = ProcessPoolExecutor(
         max_workers=workers,
