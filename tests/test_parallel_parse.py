@@ -1,0 +1,251 @@
+"""Results trees read on every core: the same scores, catalog and errors as one process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from lbnorm import InputError, load_suite, run
+from lbnorm.readers import harness, read_bytes, read_inputs
+from lbnorm.readers.harness import (
+    find_results_files,
+    parse_results_file,
+    read_results_paths,
+    scan_results_files,
+)
+
+SUITE = load_suite("openllm-v2")
+SUBTASKS = SUITE.subtask_table()
+PAIRS = list(zip(SUBTASKS["task"], SUBTASKS["metric"], strict=True))
+STAGE = "parsing results files"
+
+
+def _write(path: Path, document: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path, golden_dir: Path) -> Path:
+    """40 files of 12 models: re-runs (superseded), a tie, two precisions."""
+    documents = [json.loads(p.read_text()) for p in sorted(golden_dir.glob("*.json"))]
+    root = tmp_path / "tree"
+    for i in range(40):
+        document = dict(documents[i % len(documents)])
+        model = f"org{i % 3}/model-{i % 12:02d}"
+        document["model_name"] = model
+        document["config"] = dict(document.get("config") or {}, model_dtype="bfloat16")
+        if i % 12 == 5 and i >= 24:  # the same name in another precision
+            document["config"]["model_dtype"] = "float16"
+        stamp = f"2024-0{1 + i // 12}-01T00-00-{i % 7:02d}.000000"
+        _write(root / model / f"results_{stamp}.json", document)
+    return root
+
+
+def _read(paths: list[Path], **options: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return read_results_paths(paths, PAIRS, SUBTASKS, read=read_bytes, **options)
+
+
+def _slow_first_files(path: Path) -> bytes:
+    """Reads the first models' files last, so later chunks finish first."""
+    if "model-00" in str(path) or "model-01" in str(path):
+        time.sleep(0.02)
+    return read_bytes(path)
+
+
+@pytest.fixture
+def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Go parallel for any number of files, in chunks of 3."""
+    monkeypatch.setattr(harness, "_MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(harness, "_MAX_CHUNK_FILES", 3)
+
+
+@pytest.mark.usefixtures("parallel")
+def test_workers_give_what_one_process_gives(tree: Path) -> None:
+    paths = find_results_files(tree)
+    scores, catalog = _read(paths, workers=1)
+    assert catalog["superseded_by"].notna().sum() > 5  # the tree has re-runs
+    for read in (read_bytes, _slow_first_files):
+        in_workers = read_results_paths(paths, PAIRS, SUBTASKS, read=read, workers=2)
+        pd.testing.assert_frame_equal(in_workers[0], scores)
+        pd.testing.assert_frame_equal(in_workers[1], catalog)
+    assert list(catalog["path"]) == [str(p) for p in paths]
+    assert catalog["sha256"].str.len().eq(64).all()
+    assert list(catalog["bytes"]) == [p.stat().st_size for p in paths]
+
+
+@pytest.mark.usefixtures("parallel")
+def test_read_inputs_in_workers_equals_one_core(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    serial = read_inputs([tree], suite=SUITE)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    in_workers = read_inputs([tree], suite=SUITE)
+    pd.testing.assert_frame_equal(in_workers.files, serial.files)
+    for ours, theirs in zip(in_workers.eager, serial.eager, strict=True):
+        assert ours.table.equals(theirs.table)
+    assert serial.files["superseded_by"].notna().any()
+
+
+@pytest.mark.usefixtures("parallel")
+@pytest.mark.parametrize("read", [read_bytes, _slow_first_files])
+def test_the_first_bad_file_in_path_order_is_reported(tree: Path, read: Any) -> None:
+    paths = find_results_files(tree)
+    first, second = paths[len(paths) // 2], paths[-2]
+    second.write_text(
+        '{"results": '
+    )  # later in path order, in an earlier-finishing chunk
+    first.write_text('{"results": {}, "model_name": 5')
+    with pytest.raises(InputError) as serial:
+        _read(paths, workers=1)
+    with pytest.raises(InputError, match="not valid JSON") as in_workers:
+        read_results_paths(paths, PAIRS, SUBTASKS, read=read, workers=2)
+    assert str(in_workers.value) == str(serial.value)
+    assert str(in_workers.value).startswith(f"{first}: not valid JSON")
+    assert "\nHint: " in str(in_workers.value)
+
+
+@pytest.mark.usefixtures("parallel")
+def test_an_unreadable_file_is_named(tree: Path) -> None:
+    paths = find_results_files(tree)
+    paths[7].unlink()
+    with pytest.raises(InputError, match=rf"{paths[7]}: cannot read: .*\nHint: "):
+        _read(paths, workers=2)
+
+
+@pytest.mark.usefixtures("parallel")
+def test_progress_is_reported_for_every_file(tree: Path) -> None:
+    paths = find_results_files(tree)
+    calls: list[tuple[str, int, int]] = []
+    _read(paths, workers=2, progress=lambda *call: calls.append(call))
+    assert calls == [(STAGE, done, len(paths)) for done in range(1, len(paths) + 1)]
+
+
+@pytest.mark.usefixtures("parallel")
+def test_scan_without_stopping_yields_every_file_in_order(tree: Path) -> None:
+    paths = find_results_files(tree)
+    paths[3].write_text("[]")
+    known: list[str | None] = [None] * len(paths)
+    known[5] = hashlib.sha256(paths[5].read_bytes()).hexdigest()
+    for workers in (1, 2):
+        scanned = list(
+            scan_results_files(
+                paths,
+                PAIRS,
+                read=_slow_first_files,
+                known=known,
+                stop_at_error=False,
+                workers=workers,
+            )
+        )
+        assert [item.path for item in scanned] == paths
+        assert isinstance(scanned[3].error, InputError)
+        assert "expected a JSON object" in str(scanned[3].error)
+        assert scanned[5].parsed is None  # known: not parsed
+        assert scanned[5].error is None
+        assert all(item.parsed is not None for item in scanned[6:])
+
+
+def test_small_inputs_stay_in_process(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pool(*_args: object, **_kwargs: object) -> None:
+        msg = "forked for a few files"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(harness, "_scan_in_workers", no_pool)
+    scores, _ = _read(find_results_files(tree), workers=2)  # 40 < 64 files
+    assert len(scores) > 0
+
+
+@pytest.mark.usefixtures("parallel")
+def test_a_broken_pool_falls_back_to_one_process(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = find_results_files(tree)
+    expected = _read(paths, workers=1)
+
+    def broken(*_args: object, **_kwargs: object) -> Any:
+        msg = "a worker died"
+        raise BrokenProcessPool(msg)
+
+    monkeypatch.setattr(harness, "_scan_in_workers", broken)
+    result = _read(paths, workers=2)
+    pd.testing.assert_frame_equal(result[1], expected[1])
+
+
+def test_run_on_a_tree_is_the_same_on_one_or_two_cores(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness, "_MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    one = run([tree], out=tmp_path / "one", missing="partial")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    two = run([tree], out=tmp_path / "two", missing="partial")
+    pd.testing.assert_frame_equal(one.leaderboard, two.leaderboard)
+    pd.testing.assert_frame_equal(one.subtasks, two.subtasks)
+
+
+# --- the JSON parser: msgspec reads only the keys used, else orjson / json ---------
+
+
+def test_fast_decoding_reads_what_json_reads(
+    golden_dir: Path, full_structure_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [
+        *sorted(golden_dir.glob("*.json")),
+        *find_results_files(full_structure_dir),
+    ]
+    fast = [parse_results_file(p, p.read_bytes(), PAIRS) for p in paths]
+    monkeypatch.setattr(harness, "_decode_read_keys", None)
+    monkeypatch.setattr(harness, "_loads", json.loads)
+    assert fast == [parse_results_file(p, p.read_bytes(), PAIRS) for p in paths]
+
+
+def test_non_ascii_files_are_parsed_in_full(tmp_path: Path, golden_dir: Path) -> None:
+    document = json.loads((golden_dir / "Amu__t1-3B.json").read_text())
+    document["model_name"] = "org/modèle"
+    document["configs"] = {"x": "caf\xe9"}
+    path = tmp_path / "org" / "m" / "results_2024-01-01T00-00-00.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(json.dumps(document, ensure_ascii=False).encode())
+    assert parse_results_file(path, path.read_bytes(), PAIRS).model == "org/modèle"
+    path.write_bytes(path.read_bytes().replace("caf\xe9".encode(), b"caf\xe9"))
+    with pytest.raises(InputError, match=r"byte 0xe9 is not UTF-8.*\nHint: "):
+        parse_results_file(path, path.read_bytes(), PAIRS)
+
+
+def test_what_msgspec_refuses_goes_to_json(tmp_path: Path, golden_dir: Path) -> None:
+    text = (golden_dir / "Amu__t1-3B.json").read_text()
+    path = tmp_path / "org" / "m" / "results_2024-01-01T00-00-00.json"
+    path.parent.mkdir(parents=True)
+    expected = parse_results_file(path, text.encode(), PAIRS)
+    for extra in ('"NaN": NaN', '"s": "\\ud800"', f'"big": {"9" * 30}'):
+        data = text.replace("{", "{" + extra + ", ", 1).encode()
+        assert parse_results_file(path, data, PAIRS) == expected
+    nested = text.replace("{", '{"configs": ' + "[" * 5000 + "]" * 5000 + ", ", 1)
+    with pytest.raises(InputError, match=r"cannot read the JSON: .*recursion"):
+        parse_results_file(path, nested.encode(), PAIRS)
+
+
+def test_a_huge_integer_in_an_unread_part_is_skipped(
+    tmp_path: Path, golden_dir: Path
+) -> None:
+    """The one documented difference from json, which refuses > 4,300 digits anywhere."""
+    pytest.importorskip("msgspec")
+    text = (golden_dir / "Amu__t1-3B.json").read_text()
+    path = tmp_path / "org" / "m" / "results_2024-01-01T00-00-00.json"
+    data = text.replace("{", '{"configs": ' + "9" * 5000 + ", ", 1).encode()
+    assert parse_results_file(path, data, PAIRS) == parse_results_file(
+        path, text.encode(), PAIRS
+    )
