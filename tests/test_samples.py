@@ -1,11 +1,13 @@
-"""Per-sample files: the harness's own aggregation, checked against a real results file."""
+"""Per-sample results: the harness's own aggregation, checked against a real results file."""
 
 from __future__ import annotations
 
-import itertools
+import importlib.util
 import json
+import math
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -17,16 +19,32 @@ from hypothesis import strategies as st
 
 import lbnorm
 from lbnorm.errors import InputError
+from lbnorm.readers import samples as samples_module
 from lbnorm.readers.samples import (
-    _stderr,
     aggregate_samples_files,
     aggregate_samples_table,
+    read_samples,
 )
+from lbnorm.schemas import SAMPLES
 from lbnorm.suites import load_suite
 
-SUITE = load_suite("openllm-v2")
-SUBTASKS = SUITE.subtask_table()
+SUBTASKS = load_suite("openllm-v2").subtask_table()
 STAMP = "2024-06-16T14-11-30.000000"
+MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
+KEYS = ["model", "precision", "revision", "chat_template", "benchmark", "subtask"]
+
+
+def _load_maker() -> ModuleType:
+    path = Path(__file__).parent / "fixtures" / "samples" / "make_samples.py"
+    spec = importlib.util.spec_from_file_location("make_samples", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MAKER = _load_maker()
 
 
 @pytest.fixture(scope="module")
@@ -39,189 +57,434 @@ def results_file(full_structure_dir: Path) -> Path:
     )
 
 
-def _documents(score: float, n: int) -> list[int]:
-    """n per-document 0/1 values whose mean is exactly `score`."""
-    k = round(score * n)
-    assert k / n == score, (score, n)
-    return [1] * k + [0] * (n - k)
-
-
-def _items(score: float, documents: int) -> list[list[bool]]:
-    """Per-document lists of instruction results whose flattened mean is `score`."""
-    for total in range(documents, 3 * documents):
-        k = round(score * total)
-        if k / total == score:
-            flat = [True] * k + [False] * (total - k)
-            sizes = [1] * documents
-            for index in range(total - documents):
-                sizes[index % documents] += 1
-            starts = np.cumsum([0, *sizes])
-            return [flat[a:b] for a, b in itertools.pairwise(starts)]
-    raise AssertionError(score)
-
-
 @pytest.fixture(scope="module")
 def details_tree(results_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A details folder as the harness writes it: the results file and its samples."""
+    """A details tree: samples of all 34 suite tasks, and a results file beside
+    them that names the variant but holds no suite scores (so the samples count)."""
     root = tmp_path_factory.mktemp("details")
     folder = root / "meta-llama" / "Meta-Llama-3-8B-Instruct"
-    folder.mkdir(parents=True)
-    shutil.copy(results_file, folder)
+    MAKER.write_samples(results_file, folder)
     document = json.loads(results_file.read_text())
-    for task in SUBTASKS["task"].unique():
-        entry = document["results"][task]
-        n = document["n-samples"][task]["original"]
-        metrics = SUBTASKS.loc[SUBTASKS["task"] == task, "metric"]
-        columns: dict[str, list[object]] = {}
-        for metric in metrics:
-            name = metric.split(",")[0]
-            if name.startswith("inst_level"):
-                columns[name] = list(_items(entry[metric], n))
-            elif name.startswith("prompt_level"):
-                columns[name] = [bool(v) for v in _documents(entry[metric], n)]
-            else:
-                columns[name] = [float(v) for v in _documents(entry[metric], n)]
-        lines = [
-            json.dumps(
-                {
-                    "doc_id": doc,
-                    "doc": {"question": f"q{doc}", "choices": ["a", "b"]},
-                    "target": "a",
-                    "arguments": [["prompt", " a"]],
-                    "resps": [[["-1.5", False]]],
-                    "filtered_resps": [["-1.5", False]],
-                    "filter": "none",
-                    "metrics": [metric.split(",")[0] for metric in metrics],
-                    "doc_hash": "0" * 64,
-                    **{name: values[doc] for name, values in columns.items()},
-                }
-            )
-            for doc in range(n)
-        ]
-        (folder / f"samples_{task}_{STAMP}.jsonl").write_text("\n".join(lines) + "\n")
+    document["results"] = {"leaderboard_arc_challenge": {"acc_norm,none": 0.5}}
+    (folder / results_file.name).write_text(json.dumps(document))
     return root
 
 
-def test_samples_reproduce_the_results_file(
-    details_tree: Path, results_file: Path
-) -> None:
-    """Mean and mean_stderr (ddof=1) over the samples give the file's own numbers."""
+def _jsonl(tree: Path) -> list[Path]:
+    return sorted(tree.rglob("samples_*.jsonl"))
+
+
+def _check_against_results(scores: pd.DataFrame, results_file: Path) -> None:
     document = json.loads(results_file.read_text())
-    files = sorted(details_tree.rglob("samples_*.jsonl"))
-    scores, catalog = aggregate_samples_files(files, SUBTASKS)
-    assert len(scores) == len(SUBTASKS) == 40
-    assert catalog["rows"].sum() == 40
     for row in scores.to_dict("records"):
         task, metric = str(row["_row"]).split("/")
         entry = document["results"][task]
-        assert row["raw_score"] == pytest.approx(entry[metric], abs=1e-12)
+        assert abs(row["raw_score"] - entry[metric]) <= 1e-12, (task, metric)
         stderr = entry[metric.replace(",", "_stderr,")]
         if stderr == "N/A":  # the harness gives list-valued metrics no stderr
-            assert row["stderr"] is None
-        else:
-            assert row["stderr"] == pytest.approx(stderr, abs=1e-9)
+            assert math.isnan(row["stderr"]), (task, metric)
+        else:  # the harness computed it with ddof=1: ddof=0 would miss by ~1e-4
+            assert abs(row["stderr"] - stderr) <= 1e-9, (task, metric)
         assert row["n_samples"] == document["n-samples"][task]["original"]
-    assert set(scores["model"]) == {"meta-llama/Meta-Llama-3-8B-Instruct"}
+
+
+def test_samples_reproduce_every_score_and_stderr_of_a_real_file(
+    details_tree: Path, results_file: Path
+) -> None:
+    scores, catalog = aggregate_samples_files(_jsonl(details_tree), SUBTASKS)
+    assert len(scores) == len(SUBTASKS) == 40
+    assert catalog["rows"].sum() == 40
+    assert catalog["superseded_by"].isna().all()
+    _check_against_results(scores, results_file)
+    variant = scores[
+        ["model", "precision", "revision", "chat_template"]
+    ].drop_duplicates()
+    assert variant.to_numpy().tolist() == [
+        [MODEL, "bfloat16", "e1945c40cd546c78e41f1151f4db032b271faeaa", True]
+    ]
+
+
+def test_committed_fixture_reproduces_its_subtasks(
+    fixtures: Path, results_file: Path
+) -> None:
+    """MUSR murder mysteries 0.5 of 250 (125 right), IFEval 0.6987 of 541 and the
+    flattened instruction level; no results file: the variant is the folders."""
+    scores, _ = read_samples(_jsonl(fixtures / "samples"), SUBTASKS)
+    assert sorted(scores["subtask"]) == [
+        "inst_level_strict",
+        "murder_mysteries",
+        "prompt_level_strict",
+    ]
+    _check_against_results(scores, results_file)
+    assert scores["model"].unique().tolist() == [MODEL]
+    assert scores["precision"].unique().tolist() == [""]
 
 
 def test_run_on_samples_equals_run_on_results(
     details_tree: Path, results_file: Path
 ) -> None:
-    from_samples = lbnorm.run([details_tree], subtasks=False, engine="memory")
-    from_results = lbnorm.run([results_file], subtasks=False, engine="memory")
+    from_samples = lbnorm.run([details_tree], engine="memory")
+    from_results = lbnorm.run([results_file], engine="memory")
+    for name in ("leaderboard", "benchmarks"):
+        pd.testing.assert_frame_equal(
+            getattr(from_results, name), getattr(from_samples, name), atol=1e-12
+        )
+    columns = [*KEYS, "raw_score", "normalized_score", "n_samples"]
     pd.testing.assert_frame_equal(
-        from_results.leaderboard, from_samples.leaderboard, rtol=0.0, atol=1e-12
+        from_results.subtasks[columns], from_samples.subtasks[columns], atol=1e-12
     )
-    assert from_samples.files["format"].unique().tolist() == ["lm-eval-samples"]
+    files = from_samples.files.set_index("format")["rows"]
+    assert files["lm-eval-samples"].sum() == 40
+    assert files["lm-eval-harness"] == 0  # the results file named the variant only
 
 
-def test_sample_table_equals_sample_files(details_tree: Path, tmp_path: Path) -> None:
-    """The Parquet form, streamed in small row groups, aggregates the same."""
-    files = sorted(details_tree.rglob("samples_*.jsonl"))
-    expected, _ = aggregate_samples_files(files, SUBTASKS)
-    rows = []
+def test_results_files_win_and_samples_fill_the_gaps(
+    details_tree: Path, results_file: Path, tmp_path: Path
+) -> None:
+    """With both in a tree, a results file's scores stay; samples give the rest."""
+    tree = tmp_path / "tree"
+    shutil.copytree(details_tree, tree)
+    folder = tree / "meta-llama" / "Meta-Llama-3-8B-Instruct"
+    document = json.loads(results_file.read_text())
+    del document["results"]["leaderboard_musr_murder_mysteries"]  # only samples
+    document["results"]["leaderboard_gpqa_diamond"]["acc_norm,none"] = 0.75
+    (folder / results_file.name).write_text(json.dumps(document))
+    result = lbnorm.run([tree], engine="memory")
+    subtasks = result.subtasks.astype({"subtask": str, "source": str})
+    subtasks = subtasks.set_index("subtask")
+    assert subtasks.loc["diamond", "raw_score"] == 0.75  # the results file's
+    assert subtasks.loc["murder_mysteries", "raw_score"] == 0.5  # from samples
+    assert str(subtasks.loc["murder_mysteries", "source"]).endswith(".jsonl")
+    files = result.files.set_index("path")
+    gpqa = files.loc[str(folder / f"samples_leaderboard_gpqa_diamond_{STAMP}.jsonl")]
+    assert gpqa["rows"] == 0
+    assert gpqa["superseded_by"] == str(folder / results_file.name)
+    assert files.loc[str(folder / results_file.name), "rows"] == 39
+    assert int(files["rows"].sum()) == len(result.subtasks) == 40
+
+
+def test_newest_sample_file_wins(tmp_path: Path) -> None:
+    folder = tmp_path / "org" / "model"
+    old = _one_file(folder, ['{"doc_id": 0, "filter": "none", "acc_norm": 0.0}'])
+    new = _one_file(
+        folder,
+        ['{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'],
+        stamp="2024-07-01T00-00-00.000000",
+    )
+    scores, catalog = aggregate_samples_files([new, old], SUBTASKS)
+    assert scores["raw_score"].tolist() == [1.0]
+    assert catalog.set_index("path").loc[str(old), "superseded_by"] == str(new)
+    assert catalog["rows"].tolist() == [1, 0]
+
+
+def _sample_table(files: list[Path]) -> pa.Table:
+    """The long sample table of harness files, built without lbnorm's reader."""
+    columns: dict[str, list[object]] = {
+        n: [] for n in ("task", "metric", "doc_id", "item", "value")
+    }
     for path in files:
         task = path.name.removeprefix("samples_").removesuffix(f"_{STAMP}.jsonl")
-        for metric in SUBTASKS.loc[SUBTASKS["task"] == task, "metric"]:
-            name = metric.split(",")[0]
-            for line in path.read_text().splitlines():
-                value = json.loads(line)[name]
-                for item in value if isinstance(value, list) else [value]:
-                    rows.append((task, metric, json.loads(line)["doc_id"], float(item)))
+        metrics = SUBTASKS.loc[SUBTASKS["task"] == task, "metric"]
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for metric in metrics:
+                value = record[metric.split(",")[0]]
+                items = enumerate(value) if isinstance(value, list) else [(None, value)]
+                for item, item_value in items:
+                    columns["task"].append(task)
+                    columns["metric"].append(metric)
+                    columns["doc_id"].append(record["doc_id"])
+                    columns["item"].append(item)
+                    columns["value"].append(float(item_value))
+    size = len(columns["value"])
     table = pa.table(
         {
-            "model": ["meta-llama/Meta-Llama-3-8B-Instruct"] * len(rows),
-            "precision": ["bfloat16"] * len(rows),
-            "task": [r[0] for r in rows],
-            "metric": [r[1] for r in rows],
-            "doc_id": [r[2] for r in rows],
-            "value": [r[3] for r in rows],
+            "model": [MODEL] * size,
+            "precision": ["bfloat16"] * size,
+            "revision": ["e1945c40cd546c78e41f1151f4db032b271faeaa"] * size,
+            "chat_template": [True] * size,
+            **columns,
         }
     )
+    return table.cast(SAMPLES)
+
+
+@pytest.fixture(scope="module")
+def sample_table(details_tree: Path) -> pa.Table:
+    return _sample_table(_jsonl(details_tree))
+
+
+def test_jsonl_and_parquet_samples_give_the_same_scores(
+    details_tree: Path, sample_table: pa.Table, tmp_path: Path
+) -> None:
+    expected, _ = aggregate_samples_files(_jsonl(details_tree), SUBTASKS)
     path = tmp_path / "samples.parquet"
-    pq.write_table(table, path, row_group_size=1_000)
-    actual = aggregate_samples_table(path, SUBTASKS)
-    merged = expected.merge(actual, on=["benchmark", "subtask"], validate="one_to_one")
+    pq.write_table(sample_table, path)
+    actual, ignored = aggregate_samples_table(path, SUBTASKS)
+    assert ignored == 0
+    merged = expected.merge(actual, on=KEYS, validate="one_to_one")
     assert len(merged) == 40
-    np.testing.assert_allclose(merged["raw_score_x"], merged["raw_score_y"], atol=1e-12)
-    scalar = merged["stderr_x"].notna()
     np.testing.assert_allclose(
-        merged.loc[scalar, "stderr_x"].astype(float),
-        merged.loc[scalar, "stderr_y"],
-        atol=1e-12,
+        merged["raw_score_x"], merged["raw_score_y"], rtol=0, atol=1e-15
     )
-    result = lbnorm.run([path], subtasks=False, engine="memory", missing="partial")
-    assert result.files["format"].tolist() == ["sample-table"]
-    assert len(result.leaderboard) == 1
+    np.testing.assert_allclose(
+        merged["stderr_x"], merged["stderr_y"], rtol=0, atol=1e-15
+    )
+    assert (merged["n_samples_x"] == merged["n_samples_y"]).all()
+    from_jsonl = lbnorm.run([details_tree], engine="memory").leaderboard
+    from_parquet = lbnorm.run([path], engine="memory").leaderboard
+    pd.testing.assert_frame_equal(from_jsonl, from_parquet, atol=1e-12)
+
+
+def test_streaming_in_small_shuffled_row_groups_changes_nothing(
+    sample_table: pa.Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row groups of 997 rows in random order, batches of 613, partials merged
+    every few thousand groups: the same as one pass over one row group."""
+    one, many = tmp_path / "one.parquet", tmp_path / "many.parquet"
+    pq.write_table(sample_table, one)
+    order = np.random.default_rng(7).permutation(sample_table.num_rows)
+    pq.write_table(sample_table.take(order), many, row_group_size=997)
+    assert pq.ParquetFile(many).num_row_groups > 20
+    expected, _ = aggregate_samples_table(one, SUBTASKS)
+    monkeypatch.setattr(samples_module, "_COMPACT_ROWS", 2_000)
+    actual, _ = aggregate_samples_table(many, SUBTASKS, batch_rows=613)
+    merged = expected.merge(actual, on=KEYS, validate="one_to_one")
+    assert len(merged) == 40
+    np.testing.assert_allclose(
+        merged["raw_score_x"], merged["raw_score_y"], rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        merged["stderr_x"], merged["stderr_y"], rtol=0, atol=1e-12
+    )
+    assert (merged["n_samples_x"] == merged["n_samples_y"]).all()
+
+
+def _write_values(
+    path: Path, values: np.ndarray, groups: np.ndarray, rows: int
+) -> None:
+    tasks = np.array(["leaderboard_gpqa_main", "leaderboard_gpqa_diamond"])
+    size = len(values)
+    table = pa.table(
+        {
+            "model": [f"m{g}" for g in groups // 2],
+            "task": tasks[groups % 2],
+            "metric": ["acc_norm,none"] * size,
+            "doc_id": np.arange(size),
+            "value": values,
+        }
+    )
+    pq.write_table(table, path, row_group_size=max(rows, 1))
 
 
 @given(
-    st.lists(
+    values=st.lists(
         st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0)),
         min_size=2,
-        max_size=300,
-    )
+        max_size=400,
+    ),
+    seed=st.integers(0, 2**32 - 1),
+    offset=st.sampled_from([0.0, 1e6]),
 )
-def test_stderr_is_the_sample_deviation_over_root_n(values: list[float]) -> None:
-    array = np.array(values)
-    expected = np.std(array, ddof=1) / np.sqrt(array.size)
-    actual = _stderr(array.size, array.sum(), array @ array)
-    assert actual == pytest.approx(expected, abs=1e-9)
+def test_mean_and_stderr_match_numpy(
+    values: list[float],
+    seed: int,
+    offset: float,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Random 0/1 and float values in up to 4 groups, random row groups: the
+    harness's mean and std(ddof=1)/sqrt(n) per group; an offset of 1e6 (where
+    a sum of squares loses 12 digits) changes nothing."""
+    rng = np.random.default_rng(seed)
+    array = np.array(values) + offset
+    groups = rng.integers(0, 4, array.size)
+    path = tmp_path_factory.mktemp("prop") / "samples.parquet"
+    _write_values(path, array, groups, int(rng.integers(1, array.size + 1)))
+    scores, _ = aggregate_samples_table(
+        path, SUBTASKS, batch_rows=int(rng.integers(1, 64))
+    )
+    for group in np.unique(groups):
+        part = array[groups == group]
+        subtask = "main" if group % 2 == 0 else "diamond"
+        row = scores[
+            (scores["model"] == f"m{group // 2}") & (scores["subtask"] == subtask)
+        ]
+        assert row["n_samples"].item() == part.size
+        assert row["raw_score"].item() == pytest.approx(
+            part.mean(), rel=1e-12, abs=1e-12
+        )
+        if part.size > 1:
+            expected = part.std(ddof=1) / math.sqrt(part.size)
+            assert row["stderr"].item() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        else:  # the harness writes "N/A" for one document
+            assert math.isnan(row["stderr"].item())
 
 
-def _one_file(tmp_path: Path, lines: list[str]) -> Path:
-    path = tmp_path / "org" / "model" / f"samples_leaderboard_gpqa_main_{STAMP}.jsonl"
-    path.parent.mkdir(parents=True)
+def test_stderr_keeps_its_digits_far_from_zero(tmp_path: Path) -> None:
+    """1e8 + 0/1 values over 300 row groups: sum-of-squares arithmetic would
+    give garbage (it cancels 16 digits); shifted partials give the exact value."""
+    values = 1e8 + np.tile([0.0, 1.0, 1.0, 0.0, 1.0], 600)
+    path = tmp_path / "far.parquet"
+    _write_values(path, values, np.zeros(values.size, dtype=np.int64), 10)
+    scores, _ = aggregate_samples_table(path, SUBTASKS, batch_rows=7)
+    n, k = values.size, 1800
+    exact = math.sqrt(k * (n - k) / (n * (n - 1))) / math.sqrt(n)
+    assert scores["stderr"].item() == pytest.approx(exact, rel=1e-12)
+    assert scores["raw_score"].item() == 1e8 + 0.6
+
+
+def _one_file(folder: Path, lines: list[str], *, stamp: str = STAMP) -> Path:
+    path = folder / f"samples_leaderboard_gpqa_main_{stamp}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def test_line_that_is_not_json(tmp_path: Path) -> None:
-    path = _one_file(tmp_path, ["{not json"])
-    with pytest.raises(InputError, match=r"line 1 is not a JSON object.*\n.*Hint"):
+GOOD = '{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [
+        (
+            [GOOD, GOOD.replace("0,", "1,"), "{not json"],
+            r"line 3 is not valid JSON.*\nHint: a harness samples file",
+        ),
+        ([GOOD, "[1, 2]"], r"line 2 is list, not a JSON object.*\nHint"),
+        (
+            [GOOD, '{"doc_id": 1, "filter": "none", "acc": 1.0}'],
+            r"line 2: 'acc_norm' is missing.\nHint: check the suite's metric name",
+        ),
+        (
+            [GOOD, '{"doc_id": 1, "filter": "none", "acc_norm": "yes"}'],
+            r"line 2: 'acc_norm' is 'yes', not a finite number.*\nHint",
+        ),
+        (
+            [GOOD, '{"doc_id": 1, "filter": "none", "acc_norm": null}'],
+            r"line 2: 'acc_norm' is None.*\nHint",
+        ),
+        (
+            [GOOD, GOOD],
+            r"line 2: doc_id 0 for filter 'none' repeats line 1.\nHint: keep one line",
+        ),
+        (
+            [GOOD, '{"doc_id": 1, "filter": "none", "acc_norm": [1.0]}'],
+            r"'acc_norm' is a list in some lines.*\nHint",
+        ),
+        (
+            [GOOD.replace('"none"', '"strict"')],
+            r"no documents with filter 'none'.*the task has no documents.\nHint",
+        ),
+        ([""], r"no documents .*\nHint: the file is empty"),
+    ],
+)
+def test_bad_sample_files(tmp_path: Path, lines: list[str], match: str) -> None:
+    path = _one_file(tmp_path / "org" / "model", lines)
+    with pytest.raises(InputError, match=match) as caught:
+        aggregate_samples_files([path], SUBTASKS)
+    assert str(path) in str(caught.value)
+
+
+def test_misnamed_sample_file(tmp_path: Path) -> None:
+    path = tmp_path / "samples_gpqa.jsonl"
+    path.write_text(GOOD + "\n")
+    with pytest.raises(
+        InputError, match=r"not named samples_<task>_<timestamp>.jsonl.\nHint"
+    ):
         aggregate_samples_files([path], SUBTASKS)
 
 
-def test_missing_metric(tmp_path: Path) -> None:
-    path = _one_file(tmp_path, ['{"doc_id": 0, "filter": "none", "acc": 1.0}'])
-    with pytest.raises(InputError, match=r"no 'acc_norm'.*\n.*Hint: check the suite"):
-        aggregate_samples_files([path], SUBTASKS)
-
-
-def test_metric_of_changing_type(tmp_path: Path) -> None:
-    path = _one_file(
-        tmp_path,
-        [
-            '{"doc_id": 0, "filter": "none", "acc_norm": 1.0}',
-            '{"doc_id": 1, "filter": "none", "acc_norm": "yes"}',
-        ],
-    )
-    with pytest.raises(InputError, match=r"cannot read metric 'acc_norm'.*\n.*Hint"):
-        aggregate_samples_files([path], SUBTASKS)
-
-
-def test_model_from_folders_without_results_file(tmp_path: Path) -> None:
-    path = _one_file(tmp_path, ['{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'] * 1)
-    scores, _ = aggregate_samples_files([path], SUBTASKS)
+def test_tasks_outside_the_suite_are_counted_not_read(tmp_path: Path) -> None:
+    folder = tmp_path / "org" / "model"
+    kept = _one_file(folder, [GOOD])
+    other = folder / f"samples_leaderboard_arc_challenge_{STAMP}.jsonl"
+    other.write_text("not even JSON\n")
+    scores, catalog = aggregate_samples_files([kept, other], SUBTASKS)
     assert scores["model"].tolist() == ["org/model"]
-    assert scores["raw_score"].tolist() == [1.0]
+    assert catalog["n_ignored"].tolist() == [0, 1]
+
+
+def _table_file(tmp_path: Path, **columns: object) -> Path:
+    base: dict[str, object] = {
+        "model": ["a/b", "a/b"],
+        "task": ["leaderboard_gpqa_main"] * 2,
+        "metric": ["acc_norm,none"] * 2,
+        "doc_id": [0, 1],
+        "value": [1.0, 0.0],
+    }
+    base.update(columns)
+    path = tmp_path / "samples.parquet"
+    pq.write_table(pa.table({k: v for k, v in base.items() if v is not None}), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("columns", "match"),
+    [
+        (
+            {"doc_id": None},
+            r"without column\(s\) doc_id.*\nHint: a sample table has the columns of lbnorm.schemas.SAMPLES",
+        ),
+        (
+            {"value": ["1", "0"]},
+            r"column 'value' has type string, expected double.\nHint",
+        ),
+        (
+            {"value": [1.0, None]},
+            r"value is null in row\(s\) 2.\nHint: every sample row",
+        ),
+        ({"value": [math.inf, 0.0]}, r"value is not finite in row\(s\) 1.\nHint"),
+        ({"model": ["a/b", None]}, r"model is null in row\(s\) 2.\nHint"),
+        (
+            {"item": [0, None]},
+            r"mixes rows with and without 'item'.\nHint: give every row",
+        ),
+    ],
+)
+def test_bad_sample_tables(
+    tmp_path: Path, columns: dict[str, object], match: str
+) -> None:
+    path = _table_file(tmp_path, **columns)
+    with pytest.raises(InputError, match=match) as caught:
+        aggregate_samples_table(path, SUBTASKS)
+    assert str(path) in str(caught.value)
+
+
+def test_list_metric_rows_count_documents_and_have_no_stderr(tmp_path: Path) -> None:
+    path = _table_file(
+        tmp_path,
+        model=["a/b"] * 3,
+        task=["leaderboard_ifeval"] * 3,
+        metric=["inst_level_strict_acc,none"] * 3,
+        doc_id=[0, 0, 1],
+        item=[0, 1, 0],
+        value=[True, False, True],
+    )
+    scores, _ = aggregate_samples_table(path, SUBTASKS)
+    assert scores[["raw_score", "n_samples"]].to_numpy().tolist() == [[2 / 3, 2]]
+    assert math.isnan(scores["stderr"].item())
+
+
+def test_sample_table_is_found_by_read_inputs(tmp_path: Path) -> None:
+    path = _table_file(tmp_path, metric=["acc_norm"] * 2)  # metric without filter
+    with pytest.raises(InputError, match=r"no scores for suite 'openllm-v2'.*\nHint"):
+        lbnorm.run([path])
+    result = lbnorm.run([_table_file(tmp_path)], missing="partial")
+    assert result.files["format"].tolist() == ["sample-table"]
+    assert result.subtasks["raw_score"].tolist() == [0.5]
+
+
+def test_damaged_sample_table(tmp_path: Path) -> None:
+    path = _table_file(tmp_path)
+    path.write_bytes(path.read_bytes()[:-40])  # the footer cut off
+    with pytest.raises(InputError, match=r"cannot read as Parquet.*\nHint: check that"):
+        aggregate_samples_table(path, SUBTASKS)
+
+
+def test_single_sample_file_is_an_input(fixtures: Path) -> None:
+    folder = fixtures / "samples" / "meta-llama" / "Meta-Llama-3-8B-Instruct"
+    path = folder / f"samples_leaderboard_musr_murder_mysteries_{STAMP}.jsonl"
+    result = lbnorm.run([path], missing="partial", engine="memory")
+    assert result.files["format"].tolist() == ["lm-eval-samples"]
+    assert result.subtasks["raw_score"].tolist() == [0.5]
+    assert result.subtasks["n_samples"].tolist() == [250]

@@ -19,6 +19,7 @@ __all__ = [
     "KEY_COLUMNS",
     "OPTIONAL_SCORE_DEFAULTS",
     "REQUIRED_SCORE_COLUMNS",
+    "SAMPLES",
     "SCORES",
     "SUBTASK_SCORES",
     "TEXT",
@@ -80,6 +81,41 @@ OPTIONAL_SCORE_DEFAULTS: dict[str, object] = {
     "stderr": None,
     "n_samples": None,
 }
+
+#: Per-sample results (an input): one row per (model variant, task, metric,
+#: document), or per item of a list-valued metric. ``precision``, ``revision``,
+#: ``chat_template`` and ``item`` may be left out (defaults '', '', false, null);
+#: ``lbnorm.readers.samples`` aggregates the rows into :data:`SCORES`.
+SAMPLES = pa.schema(
+    [
+        _field("model", pa.string(), "Model name, usually `org/name`."),
+        _field("precision", pa.string(), "Weights' precision; optional, default ''."),
+        _field("revision", pa.string(), "Model revision (sha); optional, default ''."),
+        _field(
+            "chat_template",
+            pa.bool_(),
+            "Chat template applied; optional, default false.",
+        ),
+        _field("task", pa.string(), "Harness task, e.g. leaderboard_bbh_navigate."),
+        _field(
+            "metric",
+            pa.string(),
+            "Metric and filter as the suite names them, e.g. acc_norm,none.",
+        ),
+        _field("doc_id", pa.int64(), "Document id within the task (for tracing)."),
+        _field(
+            "item",
+            pa.int32(),
+            "Position within a list-valued metric's per-document list (IFEval "
+            "inst_level_*: one row per instruction, 0 first); null or absent for a "
+            "metric with one value per document.",
+            nullable=True,
+        ),
+        _field(
+            "value", pa.float64(), "The metric's value (booleans and integers allowed)."
+        ),
+    ]
+)
 
 #: Output: one row per (model variant, subtask) present in the inputs.
 SUBTASK_SCORES = pa.schema(

@@ -1,11 +1,13 @@
 """Readers: every supported input format into one long-format scores frame.
 
-``read_inputs`` dispatches each path: a directory is searched for harness
-``samples_*.jsonl`` files (a details tree: scores recomputed from the samples,
-see :mod:`lbnorm.readers.samples`), else for ``results_*.json`` files (the
-leaderboard tree), else for score tables; a ``.json`` file is a results file;
+``read_inputs`` dispatches each path: a directory is searched for
+``results_*.json`` files (the leaderboard tree) and harness ``samples_*.jsonl``
+files (a details tree: scores recomputed from the samples, see
+:mod:`lbnorm.readers.samples`), else for score tables; a ``.json`` file is a
+results file, a ``samples_<task>_<timestamp>.jsonl`` file a sample file;
 ``.csv``, ``.jsonl``/``.ndjson`` and ``.parquet`` files are long-format tables
-(see :mod:`lbnorm.readers.tables`), or a Parquet sample table.
+(see :mod:`lbnorm.readers.tables`), or a Parquet sample table. Where a results
+file and samples give one variant's subtask, the results file wins.
 """
 
 from __future__ import annotations
@@ -19,18 +21,15 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm.engine import Batch
 from lbnorm.errors import InputError
 from lbnorm.readers.harness import find_results_files, read_results_paths
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
-from lbnorm.readers.samples import (
-    SAMPLES_FILE,
-    aggregate_samples_files,
-    aggregate_samples_table,
-    is_samples_table,
-)
+from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table, read_samples
 from lbnorm.readers.tables import TABLE_SUFFIXES, ExtraColumns, read_score_table
+from lbnorm.schemas import KEY_COLUMNS
 from lbnorm.suites import Suite
 
 __all__ = ["Inputs", "read_bytes", "read_inputs", "sha256_file"]
@@ -111,12 +110,14 @@ def read_inputs(
     sample_paths: list[Path] = []  # harness per-sample files and sample tables
     for entry in map(Path, paths):
         if entry.is_dir():
-            samples = sorted(entry.rglob("samples_*.jsonl"))
-            if samples:  # a details tree: scores recomputed from the samples
-                sample_paths.extend(samples)
-                continue
+            # a details tree: samples, and results files (which win where both
+            # give a subtask; their scores stay, the samples fill the gaps)
+            samples = sorted(p for p in entry.rglob("samples_*.jsonl") if p.is_file())
+            sample_paths.extend(samples)
             if any(entry.rglob("results_*.json")):
                 json_paths.extend(find_results_files(entry))
+                continue
+            if samples:
                 continue
             found = sorted(
                 p
@@ -200,7 +201,7 @@ def read_inputs(
             ]
         )
     if sample_paths:
-        scores, catalog = _read_samples(sample_paths, suite)
+        scores, catalog = _read_samples(sample_paths, suite, catalogs, eager)
         eager.append(_frame_batch(scores, "sample files"))
         catalogs.append(catalog)
     files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
@@ -221,40 +222,39 @@ def read_inputs(
     )
 
 
-def _read_samples(paths: list[Path], suite: Suite) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scores aggregated from per-sample files and tables, and their catalog."""
-    subtasks = suite.subtask_table()
-    jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
-    frames, catalog = [], []
-    if jsonl:
-        scores, files = aggregate_samples_files(jsonl, subtasks)
-        frames.append(scores)
-        catalog.append(files.assign(format="lm-eval-samples"))
-    for path in paths:
-        if path.suffix.lower() != ".jsonl":
-            scores = aggregate_samples_table(path, subtasks)
-            frames.append(scores)
-            catalog.append(
-                pd.DataFrame(
-                    {"path": [str(path)], "rows": [len(scores)], "n_ignored": [0]}
-                ).assign(format="sample-table")
-            )
-    files = pd.concat(catalog, ignore_index=True)
+def _read_samples(
+    paths: list[Path],
+    suite: Suite,
+    catalogs: Sequence[pd.DataFrame],
+    eager: Sequence[Batch],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores aggregated from sample files and tables, and their catalog.
+
+    Results files already read win: their (variant, subtask) rows, found in
+    `eager` by source path, are not taken from the samples.
+    """
+    harness = [c["path"][c["format"] == "lm-eval-harness"] for c in catalogs]
+    results = pa.array(pd.concat(harness).astype(str) if harness else [], pa.string())
+    columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
+    taken = [
+        batch.table.select(columns)
+        .filter(pc.is_in(batch.table["source"].cast(pa.string()), value_set=results))
+        .to_pandas()
+        for batch in eager
+        if set(columns) <= set(batch.table.column_names)
+    ]
+    scores, files = read_samples(
+        paths,
+        suite.subtask_table(),
+        taken=pd.concat(taken, ignore_index=True) if taken else None,
+    )
     files = files.assign(
         sha256=[sha256_file(Path(path)) for path in files["path"]],
         bytes=[Path(path).stat().st_size for path in files["path"]],
-        superseded_by=None,
     )
-    columns = [
-        "path",
-        "format",
-        "sha256",
-        "bytes",
-        "rows",
-        "superseded_by",
-        "n_ignored",
+    return scores, files[
+        ["path", "format", "sha256", "bytes", "rows", "superseded_by", "n_ignored"]
     ]
-    return pd.concat(frames, ignore_index=True), files[columns]
 
 
 def _frame_batch(scores: pd.DataFrame, source: str) -> Batch:
