@@ -125,3 +125,12 @@ def test_long_frames_are_written_in_slices(
     assert pq.ParquetFile(sliced / "benchmarks.parquet").num_row_groups == 6
     manifest = json.loads((sliced / "manifest.json").read_text())
     assert manifest["outputs"]["benchmarks.parquet"]["rows"] == len(result.benchmarks)
+
+
+def test_version_read_from_the_dist_info_matches_importlib_metadata() -> None:
+    """The manifest's version is read from the dist-info without importlib.metadata."""
+    from importlib import metadata
+
+    from lbnorm.writer import lbnorm_version
+
+    assert lbnorm_version() == metadata.version("lbnorm")

@@ -8,6 +8,8 @@ best first. Column names and types follow :mod:`lbnorm.schemas`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -46,9 +48,17 @@ def subtask_table(
     variant, subtask = variant[by_benchmark], subtask[by_benchmark]
     assert dense.rows is not None
     assert dense.table is not None
-    picked = dense.table.unify_dictionaries().take(
-        pa.array(dense.rows[variant, subtask])
+    carried = [  # the columns taken from the input rows (not the keys, not raw)
+        name
+        for name in dense.table.column_names
+        if name in _FROM_INPUT or (name not in SCORES.names and name != "_row")
+    ]
+    picked = (
+        dense.table.select(carried)
+        .unify_dictionaries()
+        .take(pa.array(dense.rows[variant, subtask]))
     )
+    n_rows = len(variant)
     lower_bound = bounds["lower_bound"].to_numpy()[subtask]
     raw = dense.raw[variant, subtask]
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
@@ -68,19 +78,17 @@ def subtask_table(
             pa.array(codes[subtask].astype(np.int32)),
             pa.array(np.asarray(uniques, dtype=object), pa.string()),
         )
-    columns["metric"] = _column(picked, "metric", pa.scalar("", TEXT))
+    columns["metric"] = _column(picked, "metric", pa.scalar("", TEXT), n_rows)
     columns["raw_score"] = pa.array(raw)
     columns["lower_bound"] = pa.array(lower_bound)
     columns["normalized_score"] = pa.array(normalized[variant, subtask])
     columns["is_clipped"] = pa.array(raw < lower_bound)
-    columns["stderr"] = _column(picked, "stderr", pa.scalar(None, pa.float64()))
-    columns["n_samples"] = _column(picked, "n_samples", pa.scalar(None, pa.int64()))
-    columns["source"] = _column(picked, "source", pa.scalar("", TEXT))
-    extras = [
-        name
-        for name in picked.column_names
-        if name not in SCORES.names and name != "_row"
-    ]
+    columns["stderr"] = _column(picked, "stderr", pa.scalar(None, pa.float64()), n_rows)
+    columns["n_samples"] = _column(
+        picked, "n_samples", pa.scalar(None, pa.int64()), n_rows
+    )
+    columns["source"] = _column(picked, "source", pa.scalar("", TEXT), n_rows)
+    extras = [name for name in picked.column_names if name not in _FROM_INPUT]
     table = pa.table(columns)
     table = conform(table, SUBTASK_SCORES, source="subtasks")
     for name in extras:
@@ -88,11 +96,15 @@ def subtask_table(
     return table
 
 
+#: Contract columns of the subtask table taken from the input rows as they are.
+_FROM_INPUT = frozenset({"metric", "stderr", "n_samples", "source"})
+
+
 def _column(
-    table: pa.Table, name: str, default: pa.Scalar
+    table: pa.Table, name: str, default: pa.Scalar, n_rows: int
 ) -> pa.ChunkedArray | pa.Array:
     if name not in table.column_names:
-        return pa.repeat(default, table.num_rows)
+        return pa.repeat(default, n_rows)
     return table.column(name)
 
 
@@ -115,22 +127,34 @@ def benchmark_table(
     benchmark_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
     expected = arrays.n_expected[benchmark_index].astype(np.int32)
     count = arrays.n_present.T.ravel()[present].astype(np.int32)
-    keys = {  # categorical: one string per variant, not per row
-        name: pd.Categorical.from_codes(*_codes_of(variants[name]))[variant_index]
+    columns: dict[str, object] = {  # categorical: one string per variant, not per row
+        name: _take_categorical(variants[name], variant_index)
         if name != "chat_template"
         else variants[name].to_numpy()[variant_index]
         for name in KEY_COLUMNS
     }
-    table = pd.DataFrame(keys)
-    return table.assign(
-        benchmark=pd.Categorical.from_codes(
-            benchmark_index, pd.Index(suite.benchmark_names)
-        ),
-        raw_score=arrays.raw.T.ravel()[present],
-        normalized_score=arrays.normalized.T.ravel()[present],
-        n_subtasks=count,
-        n_subtasks_expected=expected,
-        is_complete=count == expected,
+    columns["benchmark"] = pd.Categorical.from_codes(
+        benchmark_index, pd.Index(suite.benchmark_names)
+    )
+    columns["raw_score"] = arrays.raw.T.ravel()[present]
+    columns["normalized_score"] = arrays.normalized.T.ravel()[present]
+    columns["n_subtasks"] = count
+    columns["n_subtasks_expected"] = expected
+    columns["is_complete"] = count == expected
+    return pd.DataFrame(columns, copy=False)  # every column is a new array
+
+
+def _take_categorical(
+    values: pd.Series, index: npt.NDArray[np.intp]
+) -> pd.Categorical[Any]:
+    """Return ``values[index]`` as a categorical, categories in order of appearance."""
+    codes, uniques = _codes_of(values)
+    # categories checked once, per variant; codes already in their smallest dtype
+    per_variant = pd.Categorical.from_codes(
+        codes, dtype=pd.CategoricalDtype(uniques, ordered=False)
+    )
+    return pd.Categorical.from_codes(
+        per_variant.codes[index], dtype=per_variant.dtype, validate=False
     )
 
 
@@ -158,19 +182,22 @@ def leaderboard_table(
     Returns:
         The leaderboard, ranked variants first, then the others in key order.
     """
-    is_complete_benchmark = arrays.n_present == arrays.n_expected
-    columns: dict[str, FloatArray] = {}
-    for index, name in enumerate(suite.benchmark_names):
-        columns[name] = arrays.normalized[:, index]
-        columns[f"{name} Raw"] = arrays.raw[:, index]
-    n_benchmarks = is_complete_benchmark.sum(axis=1).astype(np.int32)
-    table = variants.assign(
-        rank=pd.Series(rank).astype("Int64"),
-        average=average,
-        n_benchmarks=n_benchmarks,
-        n_benchmarks_expected=np.int32(len(suite.benchmarks)),
-        is_complete=n_benchmarks == len(suite.benchmarks),
-        **columns,
+    # order first, then every column gathered once, already in order
+    order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
+    n_benchmarks = (arrays.n_present == arrays.n_expected).sum(axis=1)[order]
+    normalized = np.take(arrays.normalized, order, axis=0).T  # rows, then columns
+    raw = np.take(arrays.raw, order, axis=0).T
+    columns: dict[str, object] = {
+        name: variants[name].array.take(order) for name in variants.columns
+    }
+    columns["rank"] = pd.Series(rank[order]).astype("Int64").array
+    columns["average"] = average[order]
+    columns["n_benchmarks"] = n_benchmarks.astype(np.int32)
+    columns["n_benchmarks_expected"] = np.full(
+        len(order), len(suite.benchmarks), dtype=np.int32
     )
-    order = np.lexsort((np.arange(len(table)), np.where(np.isnan(rank), np.inf, rank)))
-    return table.iloc[order].reset_index(drop=True)
+    columns["is_complete"] = n_benchmarks == len(suite.benchmarks)
+    for index, name in enumerate(suite.benchmark_names):
+        columns[name] = normalized[index]
+        columns[f"{name} Raw"] = raw[index]
+    return pd.DataFrame(columns, copy=False)

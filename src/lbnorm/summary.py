@@ -81,8 +81,9 @@ def format_summary(
     """Summarise a run: inputs, models, benchmarks, incomplete variants, the top N."""
     board = result.leaderboard
     files = result.files
-    lines = [
-        f"suite      {result.suite.name} ({len(result.suite.benchmarks)} benchmarks, {len(result.suite.subtask_table())} subtasks)"
+    n_subtasks = sum(len(benchmark.subtasks) for benchmark in result.suite.benchmarks)
+    lines = [  # (counted without building the suite's subtask table: ~15 ms)
+        f"suite      {result.suite.name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
     ]
     if len(files):
         superseded = int(files["superseded_by"].notna().sum())
