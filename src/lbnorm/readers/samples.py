@@ -450,37 +450,36 @@ class _Sums:
         merged = self._merged()
         count, listed = merged.count, merged.listed
         mixed = (listed > 0) & (listed < count)
-        pair = merged.key & ((1 << _BITS["pair"]) - 1)
-        rows = self._subtasks.take(pair)
+        key, subtasks = merged.key, self._subtasks
+        pair = key & ((1 << _BITS["pair"]) - 1)
         if mixed.any():
-            at = int(np.flatnonzero(mixed)[0])
-            msg = f"{merged.source[at]}: task {rows['task'].iloc[at]!r} metric {rows['metric'].iloc[at]!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
+            at = subtasks.iloc[int(pair[np.flatnonzero(mixed)[0]])]
+            msg = f"{merged.source[int(np.flatnonzero(mixed)[0])]}: task {at['task']!r} metric {at['metric']!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
             raise InputError(msg)
         with np.errstate(invalid="ignore", divide="ignore"):
             stderr = np.sqrt(np.maximum(merged.m2, 0.0) / (count - 1)) / np.sqrt(count)
         stderr[(count < 2) | (listed > 0)] = np.nan  # the harness's "N/A"
-        key = merged.key
-        names = {
-            name: np.array(list(self._codes[name]), dtype=object)[
-                (key >> shift) & ((1 << _BITS[name]) - 1)
-            ]
-            for name, shift in (("precision", 11), ("revision", 19), ("model", 43))
-        }
-        chat = (key >> _BITS["pair"]) & 1
+
+        def text(values: Any, codes: _I64) -> Any:  # few distinct strings, per row
+            return pd.array(list(values), dtype="str").take(codes)
+
+        def code(name: str, shift: int) -> _I64:
+            return np.asarray((key >> shift) & ((1 << _BITS[name]) - 1))
+
         return pd.DataFrame(
             {
-                "model": names["model"].astype(str),
-                "precision": names["precision"].astype(str),
-                "revision": names["revision"].astype(str),
-                "chat_template": chat.astype(bool),
-                "benchmark": rows["benchmark"].to_numpy(dtype=str),
-                "subtask": rows["subtask"].to_numpy(dtype=str),
-                "metric": rows["metric"].to_numpy(dtype=str),
+                "model": text(self._codes["model"], code("model", 43)),
+                "precision": text(self._codes["precision"], code("precision", 11)),
+                "revision": text(self._codes["revision"], code("revision", 19)),
+                "chat_template": ((key >> _BITS["pair"]) & 1).astype(bool),
+                "benchmark": text(subtasks["benchmark"], pair),
+                "subtask": text(subtasks["subtask"], pair),
+                "metric": text(subtasks["metric"], pair),
                 "raw_score": merged.plain / count,  # the harness's sum / len
                 "stderr": stderr,
                 "n_samples": merged.documents.astype(np.int64),
-                "source": merged.source,
-                "_row": (rows["task"] + "/" + rows["metric"]).to_numpy(dtype=str),
+                "source": pd.array(merged.source, dtype="str"),
+                "_row": text(subtasks["task"] + "/" + subtasks["metric"], pair),
             }
         )
 
