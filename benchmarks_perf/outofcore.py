@@ -34,7 +34,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
 from generate import DATA_DIR, DEFAULT_SEED, make_suite, suite_toml, write_scores
-from run import PEERS, measure, warm_page_cache
+from measure import measure, warm_page_cache
+from run import PEERS
 
 N_SUBTASKS = 100
 FLOOR = """

@@ -23,7 +23,6 @@ lbnorm with ``--no-subtasks``); it is skipped, with a note, when ``import lbnorm
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -32,14 +31,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 from generate import DATA_DIR, SIZES, ensure_data
+from measure import measure, warm_page_cache
 from peers import COMPETITORS, FLOORS
 
 HERE = Path(__file__).resolve().parent
@@ -83,42 +81,6 @@ def lbnorm_available() -> bool:
         [sys.executable, "-c", "import lbnorm"], capture_output=True, check=False
     )
     return probe.returncode == 0
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL a process group that may already be gone."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def measure(cmd: list[str], timeout: float) -> tuple[float, float, int, str]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MB, exit code, stderr tail).
-
-    The exit code is -9 when the run was killed at ``timeout`` seconds.
-    """
-    with tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
-        )
-        timer = threading.Timer(timeout, _kill_group, (proc.pid,))
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        tail = err.read()[-2000:].decode(errors="replace")
-    return seconds, usage.ru_maxrss / 1024, proc.returncode, tail
-
-
-def warm_page_cache(path: Path) -> None:
-    """Read ``path`` once so the timed runs read it from the page cache."""
-    with path.open("rb") as fh:
-        while fh.read(16 << 20):
-            pass
 
 
 def benchmark_size(

@@ -28,17 +28,15 @@ processes: each child's peak is its own. Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from measure import measure, warm_page_cache
 
 DATA_DIR = Path(__file__).parent / ".data"
 COLUMNS = ["model", "precision", "task", "metric", "value"]
@@ -64,38 +62,6 @@ f = pq.ParquetFile(sys.argv[1], read_dictionary={COLUMNS[:4]})
 for batch in f.iter_batches(batch_size=1 << 20, columns={COLUMNS}):
     pass
 """
-
-
-def measure(cmd: list[str], timeout: float) -> tuple[float, float, int, str]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MB, exit code, stderr tail)."""
-    with tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
-        )
-        timer = threading.Timer(timeout, _kill_group, (proc.pid,))
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        tail = err.read()[-2000:].decode(errors="replace")
-    return seconds, usage.ru_maxrss / 1024, proc.returncode, tail
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def warm_page_cache(path: Path) -> None:
-    """Read ``path`` once so the timed runs read it from the page cache."""
-    with path.open("rb") as handle:
-        while handle.read(16 << 20):
-            pass
 
 
 def generate(path: Path, n_models: int, seed: int = 20240613) -> int:
