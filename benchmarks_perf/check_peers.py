@@ -32,7 +32,7 @@ from peers import BENCH_FILE, BOARD_FILE, COMPETITORS, KEYS, load_bounds
 HERE = Path(__file__).resolve().parent
 TOLERANCE = 1e-9
 GOLDEN_DIR = Path("/work/shared/reference/openllm/golden")
-V2_SUITE = HERE.parent / "src" / "lbnorm" / "suites" / "openllm-v2.toml"
+V2_SUITE = HERE.parent / "src" / "lbnorm" / "suite_files" / "openllm-v2.toml"
 # expected.csv column prefix -> openllm-v2 benchmark name
 GOLDEN_COLUMNS = {
     "ifeval": "IFEval",

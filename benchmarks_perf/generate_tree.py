@@ -39,7 +39,7 @@ from generate import BELOW_SHIFT, DEFAULT_SEED, make_variants
 HERE = Path(__file__).resolve().parent
 REFERENCE = Path("/work/shared/reference/openllm/full_structure")
 TEMPLATE = REFERENCE / "01-ai/Yi-34B-Chat/results_2025-02-13T18-27-04.338360.json"
-V2_SUITE = HERE.parent / "src" / "lbnorm" / "suites" / "openllm-v2.toml"
+V2_SUITE = HERE.parent / "src" / "lbnorm" / "suite_files" / "openllm-v2.toml"
 DEFAULT_N = 4_576
 
 # Items per task where the suite gives none (IFEval prompts/instructions, ARC).

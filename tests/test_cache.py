@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lbnorm import OutputError, Result, run
+from lbnorm.options import RunOptions
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -64,7 +65,7 @@ def test_incremental_run_equals_a_full_run(
     tree: Path, tmp_path: Path, golden_dir: Path
 ) -> None:
     cache = tmp_path / "cache"
-    first = run([tree], cache=cache, out=tmp_path / "first")
+    first = run([tree], out=tmp_path / "first", options=RunOptions(cache=str(cache)))
     assert _stats(first) | {"seconds": 0} == {
         "directory": str(cache),
         "seen": 10,
@@ -93,7 +94,7 @@ def test_incremental_run_equals_a_full_run(
     document["model_name"] = "Amu/t1-3B-copy"
     (added / "results_2024-06-01T00-00-00.000000.json").write_text(json.dumps(document))
     shutil.rmtree(tree / "EleutherAI")
-    second = run([tree], cache=cache, out=tmp_path / "second")
+    second = run([tree], out=tmp_path / "second", options=RunOptions(cache=str(cache)))
     stats = _stats(second)
     assert (stats["seen"], stats["parsed"], stats["cached"], stats["dropped"]) == (
         10,
@@ -104,7 +105,9 @@ def test_incremental_run_equals_a_full_run(
     assert _status(second)["t1-3B"] == "parsed"
     assert _status(second)["t1-3B-copy"] == "parsed"
     full = run(
-        [tree], cache=tmp_path / "fresh", full_rebuild=True, out=tmp_path / "full"
+        [tree],
+        out=tmp_path / "full",
+        options=RunOptions(cache=str(tmp_path / "fresh"), full_rebuild=True),
     )
     assert _stats(full)["rebuilt"] is True
     plain = run([tree], out=tmp_path / "plain2")
@@ -123,47 +126,53 @@ def test_incremental_run_equals_a_full_run(
 
 def test_unchanged_and_touched_files_are_not_parsed(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    run([tree], cache=cache)
+    run([tree], options=RunOptions(cache=str(cache)))
     touched = next(tree.rglob("results_*.json"))
     os.utime(
         touched,
         ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000),
     )
-    again = run([tree], cache=cache)
+    again = run([tree], options=RunOptions(cache=str(cache)))
     assert (_stats(again)["parsed"], _stats(again)["cached"]) == (0, 10)
 
 
 def test_corrupt_cache_is_rebuilt_not_trusted(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     reference = run([tree], out=tmp_path / "plain")
-    run([tree], cache=cache)
+    run([tree], options=RunOptions(cache=str(cache)))
     rows = next(cache.glob("rows-*.parquet"))
     data = bytearray(rows.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped bit of rot
     rows.write_bytes(bytes(data))
-    rebuilt = run([tree], cache=cache, out=tmp_path / "rebuilt")
+    rebuilt = run(
+        [tree], out=tmp_path / "rebuilt", options=RunOptions(cache=str(cache))
+    )
     assert _stats(rebuilt)["rebuilt"] is True
     assert str(_stats(rebuilt)["rebuild_reason"]).startswith("corrupt: rows-")
     assert _stats(rebuilt)["parsed"] == 10
     assert _digests(tmp_path / "rebuilt") == _digests(tmp_path / "plain")
     assert reference.leaderboard.equals(rebuilt.leaderboard)
     (cache / "lbnorm-cache.json").write_text("{ not json")
-    assert str(_stats(run([tree], cache=cache))["rebuild_reason"]).startswith(
-        "corrupt: JSONDecodeError"
-    )
+    assert str(
+        _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuild_reason"]
+    ).startswith("corrupt: JSONDecodeError")
     next(cache.glob("entries-*.parquet")).unlink()
-    assert str(_stats(run([tree], cache=cache))["rebuild_reason"]).startswith(
-        "corrupt: FileNotFoundError"
-    )
-    assert _stats(run([tree], cache=cache))["rebuilt"] is False  # and healthy again
+    assert str(
+        _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuild_reason"]
+    ).startswith("corrupt: FileNotFoundError")
+    assert (
+        _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuilt"] is False
+    )  # and healthy again
     assert len(list(cache.glob("rows-*.parquet"))) == 1  # old generations are removed
 
 
 def test_cache_for_other_subtasks_is_rebuilt(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    run([tree], cache=cache)
+    run([tree], options=RunOptions(cache=str(cache)))
     other = run(
-        [tree], cache=cache, suite="openllm-v1", missing="partial", unknown="ignore"
+        [tree],
+        suite="openllm-v1",
+        options=RunOptions(cache=str(cache), missing="partial", unknown="ignore"),
     )
     assert _stats(other)["rebuild_reason"] == "made for other subtasks (another suite)"
 
@@ -184,7 +193,7 @@ def test_bad_files_are_rejected_with_reasons_and_remembered(
     document["model_name"] = "bad/percent"
     percent.write_text(json.dumps(document))
     _edit_score(percent, "leaderboard_mmlu_pro", 45.3)
-    result = run([tree], cache=cache)
+    result = run([tree], options=RunOptions(cache=str(cache)))
     reasons = dict(
         zip(
             result.files["path"].map(lambda p: Path(p).parent.name),
@@ -200,18 +209,18 @@ def test_bad_files_are_rejected_with_reasons_and_remembered(
     )
     assert "bad/percent" not in set(result.leaderboard["model"])
     assert len(result.leaderboard) == 10
-    again = run([tree], cache=cache)
+    again = run([tree], options=RunOptions(cache=str(cache)))
     assert (_stats(again)["parsed"], _stats(again)["rejected"]) == (0, 2)
 
 
 def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    run([tree], cache=cache)
+    run([tree], options=RunOptions(cache=str(cache)))
     folder = tree / "Amu" / "t1-3B"
     newer = folder / "results_2024-09-01T00-00-00.000000.json"
     shutil.copy(folder / "results_2024-05-01T00-00-00.000000.json", newer)
     _edit_score(newer, "leaderboard_gpqa_main", 0.5)
-    result = run([tree], cache=cache, out=tmp_path / "cached")
+    result = run([tree], out=tmp_path / "cached", options=RunOptions(cache=str(cache)))
     plain = run([tree], out=tmp_path / "plain")
     superseded = result.files.dropna(subset=["superseded_by"])
     assert superseded["path"].str.endswith(
@@ -231,4 +240,4 @@ def test_a_busy_cache_fails_clearly(tree: Path, tmp_path: Path) -> None:
             OutputError,
             match=r"another lbnorm run is using this cache.*\n.*Hint: wait for it",
         ):
-            run([tree], cache=cache)
+            run([tree], options=RunOptions(cache=str(cache)))

@@ -13,11 +13,11 @@ import pytest
 import lbnorm
 from lbnorm.cli import main
 from lbnorm.errors import InputError, ValidationError
-from lbnorm.kernel import MissingPolicy
+from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
 
 distributed = pytest.importorskip("distributed")
-dask_engine = pytest.importorskip("lbnorm.dask_engine")
+pytest.importorskip("lbnorm.engines.dask")
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +51,13 @@ def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_equals_local_engines(cluster: str, demo_dataset: Path) -> None:
-    suite = lbnorm.suites.load_suite("openllm-v2")
-    on_cluster = dask_engine.compute_result_dask(
-        [demo_dataset], suite, scheduler=cluster
+    on_cluster = lbnorm.run(
+        [demo_dataset], options=RunOptions(engine="dask", scheduler=cluster)
     )
-    in_memory = lbnorm.run([demo_path()], subtasks=False, engine="memory")
-    streamed = lbnorm.run([demo_dataset], engine="stream")
+    in_memory = lbnorm.run(
+        [demo_path()], options=RunOptions(subtasks=False, engine="memory")
+    )
+    streamed = lbnorm.run([demo_dataset], options=RunOptions(engine="stream"))
     for name in ("benchmarks", "leaderboard"):
         pd.testing.assert_frame_equal(
             getattr(in_memory, name),
@@ -116,11 +117,12 @@ def test_missing_policies_with_holes(
     demo = pq.read_table(demo_path()).slice(0, 30_000)
     holes = demo.filter(pa.array([index % 7 != 3 for index in range(demo.num_rows)]))
     root = write_partitioned(holes, tmp_path / "holes", parts=3)
-    suite = lbnorm.suites.load_suite("openllm-v2")
-    on_cluster = dask_engine.compute_result_dask(
-        [root], suite, scheduler=cluster, missing=missing
+    on_cluster = lbnorm.run(
+        [root], options=RunOptions(engine="dask", scheduler=cluster, missing=missing)
     )
-    local = lbnorm.run([root], subtasks=False, engine="memory", missing=missing)
+    local = lbnorm.run(
+        [root], options=RunOptions(subtasks=False, engine="memory", missing=missing)
+    )
     pd.testing.assert_frame_equal(
         local.leaderboard, on_cluster.leaderboard, rtol=0.0, atol=1e-12
     )
@@ -137,9 +139,7 @@ def test_duplicate_across_partitions_is_reported(cluster: str, tmp_path: Path) -
         )
     pq.write_table(demo.slice(0, 1), root / "part=1" / "extra.parquet")
     with pytest.raises(ValidationError, match="duplicate_score") as raised:
-        dask_engine.compute_result_dask(
-            [root], lbnorm.suites.load_suite("openllm-v2"), scheduler=cluster
-        )
+        lbnorm.run([root], options=RunOptions(engine="dask", scheduler=cluster))
     failures = raised.value.failures
     assert failures["check"].tolist() == ["duplicate_score"]
     assert failures["value"].str.contains(str(demo.column("model")[0])).all()
@@ -154,9 +154,7 @@ def test_bad_score_names_the_file_and_row(cluster: str, tmp_path: Path) -> None:
     )
     root = write_partitioned(bad, tmp_path / "bad", parts=2)
     with pytest.raises(ValidationError, match="percentage") as raised:
-        dask_engine.compute_result_dask(
-            [root], lbnorm.suites.load_suite("openllm-v2"), scheduler=cluster
-        )
+        lbnorm.run([root], options=RunOptions(engine="dask", scheduler=cluster))
     failures = raised.value.failures
     assert failures["source"].str.endswith("part=0/data.parquet").all()
     assert failures["row"].tolist() == ["1235"]
@@ -168,8 +166,6 @@ def test_non_parquet_input_is_refused(tmp_path: Path) -> None:
         "model,benchmark,subtask,raw_score\nm,GPQA,main,0.5\n", encoding="utf-8"
     )
     with pytest.raises(InputError, match=r"Parquet only.*\n.*Hint"):
-        dask_engine.compute_result_dask(
-            [table],
-            lbnorm.suites.load_suite("openllm-v2"),
-            scheduler="tcp://127.0.0.1:1",
+        lbnorm.run(
+            [table], options=RunOptions(engine="dask", scheduler="tcp://127.0.0.1:1")
         )

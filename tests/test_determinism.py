@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import run
+from lbnorm.options import RunOptions
 from lbnorm.writer import OUTPUT_FILES
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +59,7 @@ def expected(
     inputs: list[Path], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, str]:
     out = tmp_path_factory.mktemp("expected") / "out"
-    run(inputs, out=out, missing="partial", created_at=CREATED_AT)
+    run(inputs, out=out, created_at=CREATED_AT, options=RunOptions(missing="partial"))
     return _digests(out)
 
 
@@ -72,7 +73,9 @@ def test_any_input_order_gives_identical_bytes(
         orders.append(shuffled)
     for index, order in enumerate(orders):
         out = tmp_path / f"out-{index}"
-        run(order, out=out, missing="partial", created_at=CREATED_AT)
+        run(
+            order, out=out, created_at=CREATED_AT, options=RunOptions(missing="partial")
+        )
         assert _digests(out) == expected  # Parquet files and manifest alike
 
 
@@ -127,9 +130,11 @@ def test_creation_time_is_kept_out_of_the_data(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    run(inputs, out=tmp_path / "now", missing="partial")  # the clock's time
+    run(
+        inputs, out=tmp_path / "now", options=RunOptions(missing="partial")
+    )  # the clock's time
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "946684800")
-    run(inputs, out=tmp_path / "y2k", missing="partial")
+    run(inputs, out=tmp_path / "y2k", options=RunOptions(missing="partial"))
     for folder in ("now", "y2k"):
         digests = _digests(tmp_path / folder)
         assert {name: digests[name] for name in OUTPUT_FILES} == {
@@ -159,7 +164,12 @@ def test_row_order_within_a_file_does_not_change_the_data(tmp_path: Path) -> Non
     tables = []
     for seed_value in range(3):
         seed.sample(frac=1.0, random_state=seed_value).to_csv(path, index=False)
-        run([path], out=tmp_path / "out", missing="partial", created_at=CREATED_AT)
+        run(
+            [path],
+            out=tmp_path / "out",
+            created_at=CREATED_AT,
+            options=RunOptions(missing="partial"),
+        )
         tables.append(
             {name: pq.read_table(tmp_path / "out" / name) for name in OUTPUT_FILES}
         )

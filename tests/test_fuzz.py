@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from lbnorm import LbnormError, Result, load_suite, run
 from lbnorm.errors import InputError
+from lbnorm.options import RunOptions
 from lbnorm.readers.harness import parse_results_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -123,10 +124,10 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def _run(paths: list[Path], **options: Any) -> Result | None:
+def _run(paths: list[Path], out: Path | None = None, **options: Any) -> Result | None:
     """Run lbnorm; None when it refused the input with its own error."""
     try:
-        return run(paths, missing="partial", **options)
+        return run(paths, out=out, options=RunOptions(missing="partial", **options))
     except LbnormError as error:
         message = str(error)
     assert "Hint: " in message, message

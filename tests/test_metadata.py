@@ -21,6 +21,7 @@ from lbnorm.metadata import (
     read_metadata,
     size_classes,
 )
+from lbnorm.options import RunOptions
 
 GOLDEN_META = """\
 model,params_b,type,submission_date,flagged
@@ -203,9 +204,9 @@ def test_run_joins_metadata_into_the_output(
     result = run(
         golden_files,
         out=tmp_path / "out",
-        metadata=path,
-        rank_within=["size_class"],
-        exclude_flagged=True,
+        options=RunOptions(
+            metadata=str(path), rank_within=("size_class",), exclude_flagged=True
+        ),
     )
     board = result.leaderboard.set_index("model")
     rank = board["rank"].to_dict()

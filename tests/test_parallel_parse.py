@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
-from lbnorm.readers import harness, read_bytes, read_inputs
+from lbnorm.options import RunOptions
+from lbnorm.readers import harness, read_inputs
+from lbnorm.readers.files import read_bytes
 from lbnorm.readers.harness import (
     find_results_files,
     parse_results_file,
@@ -88,9 +90,9 @@ def test_read_inputs_in_workers_equals_one_core(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
-    serial = read_inputs([tree], suite=SUITE)
+    serial = read_inputs([tree], suite=SUITE, options=RunOptions())
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    in_workers = read_inputs([tree], suite=SUITE)
+    in_workers = read_inputs([tree], suite=SUITE, options=RunOptions())
     pd.testing.assert_frame_equal(in_workers.files, serial.files)
     for ours, theirs in zip(in_workers.eager, serial.eager, strict=True):
         assert ours.table.equals(theirs.table)
@@ -189,9 +191,9 @@ def test_run_on_a_tree_is_the_same_on_one_or_two_cores(
 ) -> None:
     monkeypatch.setattr(harness, "_MIN_PARALLEL_FILES", 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
-    one = run([tree], out=tmp_path / "one", missing="partial")
+    one = run([tree], out=tmp_path / "one", options=RunOptions(missing="partial"))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    two = run([tree], out=tmp_path / "two", missing="partial")
+    two = run([tree], out=tmp_path / "two", options=RunOptions(missing="partial"))
     pd.testing.assert_frame_equal(one.leaderboard, two.leaderboard)
     pd.testing.assert_frame_equal(one.subtasks, two.subtasks)
 

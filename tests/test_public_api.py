@@ -1,15 +1,21 @@
 from __future__ import annotations
 
+import pytest
+
 import lbnorm
 
 
-def test_all_is_sorted_and_complete() -> None:
+def test_all_is_sorted_and_every_name_loads() -> None:
     assert lbnorm.__all__ == sorted(lbnorm.__all__)
-    public = {name for name in vars(lbnorm) if not name.startswith("_")}
-    modules = {
-        name for name in public if type(getattr(lbnorm, name)).__name__ == "module"
-    }
-    assert set(lbnorm.__all__) == public - modules - {"annotations"}
+    for name in lbnorm.__all__:
+        assert getattr(lbnorm, name).__name__ == name
+    assert set(lbnorm.__all__) <= set(dir(lbnorm))
+    assert lbnorm.__version__
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = lbnorm.nope
 
 
 def test_errors_share_a_base_and_exit_codes() -> None:

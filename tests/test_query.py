@@ -16,12 +16,12 @@ import pytest
 from lbnorm import LbnormError, run
 from lbnorm.cli import main
 from lbnorm.errors import InputError
+from lbnorm.options import RunOptions
+from lbnorm.outdir import metadata_columns, read_output_table
 from lbnorm.query import (
     describe_views,
     format_result,
     infer_format,
-    metadata_columns,
-    read_output_table,
     run_query,
 )
 
@@ -43,7 +43,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert setup is not None, "README.md lost its GPQA setup commands"
     address, pattern, replacement = setup.groups()
-    text = (resources.files("lbnorm") / "suites" / "openllm-v2.toml").read_text("utf-8")
+    text = (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text(
+        "utf-8"
+    )
     edited = "\n".join(
         line.replace(pattern, replacement) if address in line else line
         for line in text.splitlines()
@@ -277,7 +279,11 @@ def test_missing_duckdb_says_how_to_install(
 def test_outputs_without_subtasks_have_no_scores_view(
     golden_dir: Path, tmp_path: Path
 ) -> None:
-    run(sorted(golden_dir.glob("*.json")), out=tmp_path / "out", subtasks=False)
+    run(
+        sorted(golden_dir.glob("*.json")),
+        out=tmp_path / "out",
+        options=RunOptions(subtasks=False),
+    )
     views = set(describe_views(tmp_path / "out")["view"])
     assert views == {"benchmarks", "leaderboard"}
     with pytest.raises(

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, SchemaMismatchError, load_suite, normalize_scores, run
+from lbnorm.options import RunOptions
 from lbnorm.readers import read_inputs
 from lbnorm.readers.harness import parse_results_file
 from lbnorm.schemas import SCORES
@@ -26,7 +27,10 @@ SUITE = load_suite("openllm-v2")
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
 def test_each_table_format_gives_the_seed_examples(fixtures: Path, suffix: str) -> None:
-    result = run([fixtures / "tables" / f"seed_examples.{suffix}"], missing="partial")
+    result = run(
+        [fixtures / "tables" / f"seed_examples.{suffix}"],
+        options=RunOptions(missing="partial"),
+    )
     benchmarks = result.benchmarks.set_index("benchmark")
     assert _cell(benchmarks, "MUSR", "normalized_score") == pytest.approx(
         35.0, abs=1e-12
@@ -47,7 +51,8 @@ def test_each_table_format_gives_the_seed_examples(fixtures: Path, suffix: str) 
 def test_formats_agree(fixtures: Path) -> None:
     frames = [
         run(
-            [fixtures / "tables" / f"seed_examples.{suffix}"], missing="partial"
+            [fixtures / "tables" / f"seed_examples.{suffix}"],
+            options=RunOptions(missing="partial"),
         ).leaderboard
         for suffix in ("csv", "jsonl", "parquet")
     ]
@@ -56,7 +61,9 @@ def test_formats_agree(fixtures: Path) -> None:
 
 
 def test_table_contract_columns(fixtures: Path) -> None:
-    read = read_inputs([fixtures / "tables" / "seed_examples.csv"], suite=SUITE)
+    read = read_inputs(
+        [fixtures / "tables" / "seed_examples.csv"], suite=SUITE, options=RunOptions()
+    )
     (batch,) = list(read.batches)
     assert batch.table.column_names == [*SCORES.names, "_row"]
     assert batch.table.column("_row").to_pylist() == ["1", "2", "3", "4", "5", "6"]
@@ -71,15 +78,16 @@ def test_parquet_streams_row_groups_and_reads_only_needed_columns(
     table = pq.read_table(fixtures / "tables" / "seed_examples.parquet")
     path = tmp_path / "groups.parquet"
     pq.write_table(table, path, row_group_size=2)
-    read = read_inputs([path], suite=SUITE, keep_details=False)
+    read = read_inputs([path], suite=SUITE, options=RunOptions(subtasks=False))
     batches = list(read.batches)
     assert [batch.table.num_rows for batch in batches] == [2, 2, 2]
     assert [batch.first_row for batch in batches] == [1, 3, 5]
     assert "stderr" not in batches[0].table.column_names
     assert str(batches[0].table.schema.field("model").type).startswith("dictionary")
-    streamed = run([path], missing="partial").leaderboard
+    streamed = run([path], options=RunOptions(missing="partial")).leaderboard
     whole = run(
-        [fixtures / "tables" / "seed_examples.parquet"], missing="partial"
+        [fixtures / "tables" / "seed_examples.parquet"],
+        options=RunOptions(missing="partial"),
     ).leaderboard
     pd.testing.assert_frame_equal(streamed, whole)
 
@@ -119,12 +127,21 @@ def test_extra_columns_are_rejected_kept_or_dropped(tmp_path: Path) -> None:
         match=r"unexpected column\(s\) \['note'\].*\n.*Hint: pass --extra-columns keep",
     ):
         normalize_scores(frame)
-    kept = normalize_scores(frame, extra_columns="keep")
+    kept = normalize_scores(frame, options=RunOptions(extra_columns="keep"))
     assert kept.subtasks["note"].tolist() == ["x"]
-    assert "note" not in normalize_scores(frame, extra_columns="drop").subtasks.columns
+    assert (
+        "note"
+        not in normalize_scores(
+            frame, options=RunOptions(extra_columns="drop")
+        ).subtasks.columns
+    )
     path = tmp_path / "scores.csv"
     frame.to_csv(path, index=False)
-    run([path], out=tmp_path / "out", extra_columns="keep", missing="partial")
+    run(
+        [path],
+        out=tmp_path / "out",
+        options=RunOptions(extra_columns="keep", missing="partial"),
+    )
     assert pd.read_parquet(tmp_path / "out" / "subtasks.parquet")["note"].tolist() == [
         "x"
     ]
@@ -137,7 +154,7 @@ def test_missing_required_column(tmp_path: Path) -> None:
         SchemaMismatchError,
         match=r"scores.csv: missing required column\(s\) \['subtask', 'raw_score'\].*\n.*Hint",
     ):
-        read_inputs([path], suite=SUITE)
+        read_inputs([path], suite=SUITE, options=RunOptions())
 
 
 def test_harness_file_variant_keys(full_structure_dir: Path) -> None:
@@ -202,7 +219,7 @@ def test_string_score_is_an_error_naming_the_key(
 
 def test_directory_of_tables(tmp_path: Path, fixtures: Path) -> None:
     shutil.copy(fixtures / "tables" / "seed_examples.csv", tmp_path / "a.csv")
-    result = run([tmp_path], missing="partial")
+    result = run([tmp_path], options=RunOptions(missing="partial"))
     assert len(result.subtasks) == 6
 
 
@@ -227,7 +244,7 @@ def test_many_variants_with_one_score_each_grow_the_dense_store() -> None:
         }
     )
     result = normalize_scores(
-        scores.sample(frac=1.0, random_state=0), missing="partial"
+        scores.sample(frac=1.0, random_state=0), options=RunOptions(missing="partial")
     )
     board = result.leaderboard
     assert len(board) == 100

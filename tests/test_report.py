@@ -23,8 +23,7 @@ from lbnorm import LbnormError, run
 from lbnorm.analysis.diff import Snapshot, diff_snapshots
 from lbnorm.analysis.health import check_health
 from lbnorm.cli import main
-from lbnorm.query import read_output_table
-from lbnorm.report import (
+from lbnorm.html_report import (
     diff_tables,
     health_tables,
     leave_one_out,
@@ -32,6 +31,8 @@ from lbnorm.report import (
     render_report,
     summarize_benchmarks,
 )
+from lbnorm.options import RunOptions
+from lbnorm.outdir import read_output_table
 
 pytest.importorskip(
     "matplotlib", reason="the report needs the report extra (matplotlib)"
@@ -56,7 +57,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, golden_dir: Path) -> Path:
     folder = tmp_path_factory.mktemp("report")
     files = sorted(golden_dir.glob("*.json"))
     run(files, out=folder / "out")
-    toml = (resources.files("lbnorm") / "suites" / "openllm-v2.toml").read_text("utf-8")
+    toml = (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text(
+        "utf-8"
+    )
     edited = "\n".join(
         line.replace("num_choices = 4", "num_choices = 4, lower_bound = 0.0")
         if "leaderboard_gpqa" in line
@@ -168,7 +171,11 @@ def test_report_escapes_and_marks_flagged_models(
 ) -> None:
     meta = tmp_path / "meta.csv"
     meta.write_text('model,flagged,note\n01-ai/Yi-34B-Chat,true,"<b>"\n')
-    run(sorted(golden_dir.glob("*.json")), out=tmp_path / "out", metadata=meta)
+    run(
+        sorted(golden_dir.glob("*.json")),
+        out=tmp_path / "out",
+        options=RunOptions(metadata=str(meta)),
+    )
     page = render_report(tmp_path / "out", top=3, title="<Title>")
     assert "<title>&lt;Title&gt;</title>" in page
     assert page.count('<tr class="marked">') == 1  # the flagged variant

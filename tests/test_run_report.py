@@ -204,7 +204,7 @@ def test_failed_health_check_exits_7(
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--full"]) == 2
     assert (
-        "--full rebuilds the parse cache; it needs --cache DIR"
+        "(--full) rebuilds the parse cache; it needs a cache (--cache DIR)"
         in capsys.readouterr().err
     )
     assert main(["run", "--help"]) == 0

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import lbnorm
 from lbnorm.errors import InputError
+from lbnorm.options import RunOptions
 from lbnorm.readers import samples as samples_module
 from lbnorm.readers.samples import (
     aggregate_samples_files,
@@ -123,8 +124,8 @@ def test_committed_fixture_reproduces_its_subtasks(
 def test_run_on_samples_equals_run_on_results(
     details_tree: Path, results_file: Path
 ) -> None:
-    from_samples = lbnorm.run([details_tree], engine="memory")
-    from_results = lbnorm.run([results_file], engine="memory")
+    from_samples = lbnorm.run([details_tree], options=RunOptions(engine="memory"))
+    from_results = lbnorm.run([results_file], options=RunOptions(engine="memory"))
     for name in ("leaderboard", "benchmarks"):
         pd.testing.assert_frame_equal(
             getattr(from_results, name), getattr(from_samples, name), atol=1e-12
@@ -149,7 +150,7 @@ def test_results_files_win_and_samples_fill_the_gaps(
     del document["results"]["leaderboard_musr_murder_mysteries"]  # only samples
     document["results"]["leaderboard_gpqa_diamond"]["acc_norm,none"] = 0.75
     (folder / results_file.name).write_text(json.dumps(document))
-    result = lbnorm.run([tree], engine="memory")
+    result = lbnorm.run([tree], options=RunOptions(engine="memory"))
     subtasks = result.subtasks.astype({"subtask": str, "source": str})
     subtasks = subtasks.set_index("subtask")
     assert subtasks.loc["diamond", "raw_score"] == 0.75  # the results file's
@@ -231,8 +232,10 @@ def test_jsonl_and_parquet_samples_give_the_same_scores(
         merged["stderr_x"], merged["stderr_y"], rtol=0, atol=1e-15
     )
     assert (merged["n_samples_x"] == merged["n_samples_y"]).all()
-    from_jsonl = lbnorm.run([details_tree], engine="memory").leaderboard
-    from_parquet = lbnorm.run([path], engine="memory").leaderboard
+    from_jsonl = lbnorm.run(
+        [details_tree], options=RunOptions(engine="memory")
+    ).leaderboard
+    from_parquet = lbnorm.run([path], options=RunOptions(engine="memory")).leaderboard
     pd.testing.assert_frame_equal(from_jsonl, from_parquet, atol=1e-12)
 
 
@@ -350,7 +353,7 @@ GOOD = '{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'
             [GOOD, GOOD.replace("0,", "1,"), "{not json"],
             r"line 3 is not valid JSON.*\nHint: a harness samples file",
         ),
-        ([GOOD, "[1, 2]"], r"line 2 is list, not a JSON object.*\nHint"),
+        ([GOOD, "[1, 2]"], r"line 2 is \[1, 2\], not a JSON object.*\nHint"),
         (
             [GOOD, '{"doc_id": 1, "filter": "none", "acc": 1.0}'],
             r"line 2: 'acc_norm' is missing.\nHint: check the suite's metric name",
@@ -469,7 +472,7 @@ def test_sample_table_is_found_by_read_inputs(tmp_path: Path) -> None:
     path = _table_file(tmp_path, metric=["acc_norm"] * 2)  # metric without filter
     with pytest.raises(InputError, match=r"no scores for suite 'openllm-v2'.*\nHint"):
         lbnorm.run([path])
-    result = lbnorm.run([_table_file(tmp_path)], missing="partial")
+    result = lbnorm.run([_table_file(tmp_path)], options=RunOptions(missing="partial"))
     assert result.files["format"].tolist() == ["sample-table"]
     assert result.subtasks["raw_score"].tolist() == [0.5]
 
@@ -484,7 +487,7 @@ def test_damaged_sample_table(tmp_path: Path) -> None:
 def test_single_sample_file_is_an_input(fixtures: Path) -> None:
     folder = fixtures / "samples" / "meta-llama" / "Meta-Llama-3-8B-Instruct"
     path = folder / f"samples_leaderboard_musr_murder_mysteries_{STAMP}.jsonl"
-    result = lbnorm.run([path], missing="partial", engine="memory")
+    result = lbnorm.run([path], options=RunOptions(missing="partial", engine="memory"))
     assert result.files["format"].tolist() == ["lm-eval-samples"]
     assert result.subtasks["raw_score"].tolist() == [0.5]
     assert result.subtasks["n_samples"].tolist() == [250]

@@ -8,7 +8,8 @@ import pytest
 
 from lbnorm import LbnormError, run
 from lbnorm.cli import main
-from lbnorm.query import read_output_table
+from lbnorm.options import RunOptions
+from lbnorm.outdir import read_output_table
 from lbnorm.show import (
     Filter,
     compare_variants,
@@ -31,7 +32,11 @@ def golden_out(tmp_path_factory: pytest.TempPathFactory, golden_dir: Path) -> Pa
         f"model,params_b,type,submission_date\n{YI},34.39,chatmodels,2024-06-12\n"
         f"{LLAMA},8.03,chatmodels,2024-06-12\nAmu/t1-3B,3.4,pretrained,2025-01-02\n"
     )
-    run(sorted(golden_dir.glob("*.json")), out=folder / "out", metadata=meta)
+    run(
+        sorted(golden_dir.glob("*.json")),
+        out=folder / "out",
+        options=RunOptions(metadata=str(meta)),
+    )
     return folder / "out"
 
 
@@ -251,7 +256,7 @@ def test_compare_without_subtasks_parquet(
     golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    run(sorted(golden_dir.glob("*.json")), out=out, subtasks=False)
+    run(sorted(golden_dir.glob("*.json")), out=out, options=RunOptions(subtasks=False))
     assert not (out / "subtasks.parquet").exists()
     assert main(["compare", str(out), "yi-34b", "llama-3-8b-instruct"]) == 0
     lines = capsys.readouterr().out.splitlines()

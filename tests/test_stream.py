@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,11 +15,13 @@ from hypothesis import strategies as st
 
 import lbnorm
 from lbnorm.cli import main
-from lbnorm.engine import Batch
+from lbnorm.engines import memory, stream
 from lbnorm.errors import InputError, ValidationError
-from lbnorm.kernel import MissingPolicy
-from lbnorm.pipeline import compute_result, demo_path
-from lbnorm.stream import compute_result_streaming
+from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.pipeline import demo_path
+from lbnorm.readers import Inputs
+from lbnorm.result import Result
+from lbnorm.schemas import Batch
 from lbnorm.suites import load_suite
 
 SUITE = load_suite("openllm-v2")
@@ -37,6 +40,18 @@ def assert_same_result(
     )
 
 
+def streamed(batches: list[Batch], **options: Any) -> Result:
+    """The stream engine on batches in memory."""
+    chosen = RunOptions(subtasks=False, engine="stream", **options)
+    return stream.compute(Inputs.of_batches(batches), SUITE, chosen)
+
+
+def in_memory(batches: list[Batch], **options: Any) -> Result:
+    """The memory engine on batches in memory, without the subtask table."""
+    chosen = RunOptions(subtasks=False, engine="memory", **options)
+    return memory.compute(Inputs.of_batches(batches), SUITE, chosen)
+
+
 @pytest.fixture(scope="module")
 def demo() -> pa.Table:
     return pq.read_table(demo_path())
@@ -44,14 +59,18 @@ def demo() -> pa.Table:
 
 @pytest.fixture(scope="module")
 def demo_in_memory() -> lbnorm.Result:
-    return lbnorm.run([demo_path()], subtasks=False, engine="memory")
+    return lbnorm.run(
+        [demo_path()], options=RunOptions(subtasks=False, engine="memory")
+    )
 
 
 @pytest.mark.parametrize("batch_rows", [None, 50_000, 997])
 def test_demo_streamed_equals_in_memory(
     demo_in_memory: lbnorm.Result, batch_rows: int | None
 ) -> None:
-    streamed = lbnorm.run([demo_path()], engine="stream", batch_rows=batch_rows)
+    streamed = lbnorm.run(
+        [demo_path()], options=RunOptions(engine="stream", batch_rows=batch_rows)
+    )
     assert streamed.subtask_table is None
     assert_same_result(demo_in_memory, streamed)
 
@@ -60,17 +79,19 @@ def test_sums_do_not_depend_on_order_or_batches(demo: pa.Table) -> None:
     """Fixed-point sums: shuffled rows in other batch sizes give identical bits."""
     order = np.random.default_rng(7).permutation(demo.num_rows)
     shuffled = demo.take(pa.array(order))
-    first = compute_result_streaming([Batch(table=demo, source="a")], SUITE)
-    second = compute_result_streaming(
-        [Batch(table=shuffled, source="b")], SUITE, batch_rows=4_099
+    first = streamed(
+        [Batch(table=demo, source="a")],
     )
+    second = streamed([Batch(table=shuffled, source="b")], batch_rows=4_099)
     assert_same_result(first, second, exact=True)
 
 
 def test_published_table_reproduced(published_csv: Path) -> None:
     published = pd.read_csv(published_csv)
     published = published.assign(**{"Model sha": published["Model sha"].fillna("")})
-    streamed = lbnorm.run([demo_path()], engine="stream", batch_rows=20_000)
+    streamed = lbnorm.run(
+        [demo_path()], options=RunOptions(engine="stream", batch_rows=20_000)
+    )
     board = streamed.leaderboard.merge(
         published,
         left_on=["model", "precision", "revision", "chat_template"],
@@ -118,19 +139,15 @@ def test_any_batching_equals_in_memory(
         }
     )
     batch = Batch(table=table, source="t")
-    expected = compute_result([batch], SUITE, missing=missing, keep_subtasks=False)
-    actual = compute_result_streaming(
-        [batch], SUITE, missing=missing, batch_rows=batch_rows
-    )
+    expected = in_memory([batch], missing=missing)
+    actual = streamed([batch], missing=missing, batch_rows=batch_rows)
     assert_same_result(expected, actual)
 
 
 def test_duplicate_across_batches_is_reported(demo: pa.Table) -> None:
     doubled = pa.concat_tables([demo.slice(0, 10), demo.slice(5, 1)])
     with pytest.raises(ValidationError, match="duplicate_score") as raised:
-        compute_result_streaming(
-            [Batch(table=doubled, source="scores.parquet")], SUITE, batch_rows=3
-        )
+        streamed([Batch(table=doubled, source="scores.parquet")], batch_rows=3)
     failures = raised.value.failures
     assert failures["row"].tolist() == ["11"]
     assert failures["source"].tolist() == ["scores.parquet"]
@@ -143,9 +160,7 @@ def test_every_bad_batch_is_reported(demo: pa.Table) -> None:
         demo.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
     )
     with pytest.raises(ValidationError, match="raw_score") as raised:
-        compute_result_streaming(
-            [Batch(table=bad, source="s.parquet")], SUITE, batch_rows=10_000
-        )
+        streamed([Batch(table=bad, source="s.parquet")], batch_rows=10_000)
     failures = raised.value.failures
     assert sorted(failures["check"]) == ["non_finite_score", "percent_scale"]
     assert sorted(failures["row"]) == ["150001", "4"]
@@ -160,9 +175,8 @@ def test_unknown_subtasks_ignored_and_counted(demo: pa.Table) -> None:
             "raw_score": [0.5],
         }
     )
-    result = compute_result_streaming(
+    result = streamed(
         [Batch(table=extra, source="x"), Batch(table=demo.slice(0, 40), source="y")],
-        SUITE,
         unknown="ignore",
     )
     assert result.n_ignored_rows == 1
@@ -204,8 +218,8 @@ def test_two_workers_give_identical_bits(tmp_path: Path, demo: pa.Table) -> None
     """Shares summed in forked workers add up to the one-process sums exactly."""
     path = tmp_path / "scores.parquet"
     pq.write_table(demo, path, row_group_size=25_000)
-    one = lbnorm.run([path], engine="stream", workers=1)
-    two = lbnorm.run([path], engine="stream", workers=2)
+    one = lbnorm.run([path], options=RunOptions(engine="stream", workers=1))
+    two = lbnorm.run([path], options=RunOptions(engine="stream", workers=2))
     assert_same_result(one, two, exact=True)
 
 
@@ -217,7 +231,7 @@ def test_workers_fall_back_to_one_process_to_locate_failures(
     doubled = pa.concat_tables([demo.slice(0, 30_000), demo.slice(0, 1)])
     pq.write_table(doubled, path, row_group_size=10_000)
     with pytest.raises(ValidationError, match="duplicate_score") as raised:
-        lbnorm.run([path], engine="stream", workers=2)
+        lbnorm.run([path], options=RunOptions(engine="stream", workers=2))
     assert raised.value.failures["row"].tolist() == ["30001"]
 
 
@@ -230,4 +244,4 @@ def test_worker_input_error_is_raised_in_the_parent(
     data[200:60_000] = bytes(59_800)  # corrupt the first row groups' pages
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match="row group"):
-        lbnorm.run([path], engine="stream", workers=2)
+        lbnorm.run([path], options=RunOptions(engine="stream", workers=2))

@@ -160,7 +160,11 @@ def test_editing_a_bound_changes_the_scores(tmp_path: Path) -> None:
     from lbnorm import run
 
     edited = (
-        Path(__file__).parent.parent / "src" / "lbnorm" / "suites" / "openllm-v2.toml"
+        Path(__file__).parent.parent
+        / "src"
+        / "lbnorm"
+        / "suite_files"
+        / "openllm-v2.toml"
     ).read_text()
     edited = edited.replace(
         'task = "leaderboard_gpqa_diamond", metric = "acc_norm,none", num_choices = 4',

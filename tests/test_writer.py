@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
+from lbnorm.options import RunOptions
 from lbnorm.writer import OUTPUT_FILES, write_result
 
 
@@ -115,7 +116,7 @@ def test_long_frames_are_written_in_slices(
     """Above the slice size, the benchmark table is written a slice at a time."""
     from lbnorm import writer
 
-    result = run(subtasks=False)
+    result = run(options=RunOptions(subtasks=False))
     monkeypatch.setattr(writer, "_SLICE_ROWS", 5_000)
     sliced = write_result(result, tmp_path / "sliced")
     monkeypatch.setattr(writer, "_SLICE_ROWS", 10**9)
@@ -131,6 +132,6 @@ def test_version_read_from_the_dist_info_matches_importlib_metadata() -> None:
     """The manifest's version is read from the dist-info without importlib.metadata."""
     from importlib import metadata
 
-    from lbnorm.writer import lbnorm_version
+    from lbnorm.version import lbnorm_version
 
     assert lbnorm_version() == metadata.version("lbnorm")

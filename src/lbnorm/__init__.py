@@ -1,28 +1,38 @@
 """lbnorm: normalize whole LLM leaderboards, vectorized, from real inputs to Parquet.
 
-Pipeline: ``readers`` -> ``validate`` -> ``suites`` (bounds) -> ``kernel`` ->
-``writer``, composed in ``pipeline``. Start with :func:`run` or
-:func:`normalize_scores`.
+The pipeline, one module a stage: ``readers`` -> ``validate`` -> an engine
+(``engines/``, on the ``kernel``) -> ``result`` -> ``writer``, composed in
+``pipeline``. Start with :func:`run` or :func:`normalize_scores`.
+
+Importing lbnorm is cheap: the names below are loaded when first used, so
+``import lbnorm`` (and ``lbnorm --help``) load neither pandas nor the pipeline.
 """
 
 from __future__ import annotations
 
-from lbnorm.errors import (
-    InputError,
-    LbnormError,
-    OutputError,
-    SchemaMismatchError,
-    SuiteError,
-    ValidationError,
-)
-from lbnorm.pipeline import Result, demo_path, normalize_scores, run
-from lbnorm.suites import Suite, builtin_suite_names, load_suite
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lbnorm.errors import (
+        InputError,
+        LbnormError,
+        OutputError,
+        SchemaMismatchError,
+        SuiteError,
+        ValidationError,
+    )
+    from lbnorm.options import RunOptions
+    from lbnorm.pipeline import demo_path, normalize_scores, run
+    from lbnorm.result import Result
+    from lbnorm.suites import Suite, builtin_suite_names, load_suite
 
 __all__ = [
     "InputError",
     "LbnormError",
     "OutputError",
     "Result",
+    "RunOptions",
     "SchemaMismatchError",
     "Suite",
     "SuiteError",
@@ -33,3 +43,40 @@ __all__ = [
     "normalize_scores",
     "run",
 ]
+
+#: Where each public name lives.
+_HOMES = {
+    "InputError": "lbnorm.errors",
+    "LbnormError": "lbnorm.errors",
+    "OutputError": "lbnorm.errors",
+    "SchemaMismatchError": "lbnorm.errors",
+    "SuiteError": "lbnorm.errors",
+    "ValidationError": "lbnorm.errors",
+    "RunOptions": "lbnorm.options",
+    "Result": "lbnorm.result",
+    "Suite": "lbnorm.suites",
+    "builtin_suite_names": "lbnorm.suites",
+    "load_suite": "lbnorm.suites",
+    "demo_path": "lbnorm.pipeline",
+    "normalize_scores": "lbnorm.pipeline",
+    "run": "lbnorm.pipeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use (PEP 562)."""
+    if name == "__version__":
+        from lbnorm.version import lbnorm_version
+
+        return lbnorm_version()
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'lbnorm' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

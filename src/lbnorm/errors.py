@@ -1,9 +1,10 @@
-"""The exceptions lbnorm raises on bad input, and their exit codes.
+"""The exceptions lbnorm raises on bad input, and every exit code, defined once.
 
 Every error a user can cause is an :class:`LbnormError`; anything else is a bug and
 keeps its traceback. The tree::
 
     LbnormError                      exit 1 unless noted
+    ├── OptionsError (ValueError)    exit 2: options out of range or contradicting
     ├── SuiteError (ValueError)      exit 3: a suite file is malformed or inconsistent
     ├── InputError (ValueError)      exit 4: an input file cannot be read or parsed
     │   └── SchemaMismatchError      exit 4: a table lacks columns or has wrong types
@@ -12,6 +13,8 @@ keeps its traceback. The tree::
 
 Exit 7 is not an error: the run wrote its output, but a health check failed or
 (nightly runs with ``--cache``) an input file was rejected; see ``run_report``.
+:class:`ExitCode` lists them all; the command line's help and the run report
+print this one list.
 
 A message names the file (and row or key), shows the offending values (at most
 five) and ends with a ``Hint:`` that says how to fix it.
@@ -19,13 +22,19 @@ five) and ends with a ``Hint:`` that says how to fix it.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from enum import IntEnum
+from typing import TYPE_CHECKING, ClassVar
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = [
+    "EXIT_CODES_HELP",
+    "ExitCode",
     "InputError",
     "LbnormError",
+    "OptionsError",
     "OutputError",
     "SchemaMismatchError",
     "SuiteError",
@@ -35,22 +44,60 @@ __all__ = [
 _SHOWN = 5
 
 
+class ExitCode(IntEnum):
+    """The process exit codes of ``lbnorm``, each with its meaning."""
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    SUITE = 3
+    INPUT = 4
+    VALIDATION = 5
+    OUTPUT = 6
+    UNHEALTHY = 7
+    INTERRUPTED = 130
+
+
+_MEANINGS = {
+    ExitCode.OK: "success",
+    ExitCode.ERROR: "other lbnorm error",
+    ExitCode.USAGE: "usage error",
+    ExitCode.SUITE: "the suite is invalid",
+    ExitCode.INPUT: "an input file is unreadable or malformed",
+    ExitCode.VALIDATION: "scores failed validation (every failure listed)",
+    ExitCode.OUTPUT: "the output directory cannot be written",
+    ExitCode.UNHEALTHY: "ran, but a health check failed or a file was rejected",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+#: The exit codes as the command line's help prints them.
+EXIT_CODES_HELP = "exit codes:\n" + "\n".join(
+    f"  {int(code):<3} {meaning}" for code, meaning in _MEANINGS.items()
+)
+
+
 class LbnormError(Exception):
     """Base class of every error caused by the user's inputs or environment."""
 
-    exit_code: ClassVar[int] = 1
+    exit_code: ClassVar[int] = ExitCode.ERROR
+
+
+class OptionsError(LbnormError, ValueError):
+    """Options that contradict each other or are out of range (a usage error)."""
+
+    exit_code: ClassVar[int] = ExitCode.USAGE
 
 
 class SuiteError(LbnormError, ValueError):
     """A suite file is malformed, or its bounds or rules are inconsistent."""
 
-    exit_code: ClassVar[int] = 3
+    exit_code: ClassVar[int] = ExitCode.SUITE
 
 
 class InputError(LbnormError, ValueError):
     """An input file is missing, unreadable, or not in a supported format."""
 
-    exit_code: ClassVar[int] = 4
+    exit_code: ClassVar[int] = ExitCode.INPUT
 
 
 class SchemaMismatchError(InputError):
@@ -60,7 +107,7 @@ class SchemaMismatchError(InputError):
 class OutputError(LbnormError, OSError):
     """The output directory cannot be written; the previous output is untouched."""
 
-    exit_code: ClassVar[int] = 6
+    exit_code: ClassVar[int] = ExitCode.OUTPUT
 
 
 class ValidationError(LbnormError, ValueError):
@@ -68,50 +115,52 @@ class ValidationError(LbnormError, ValueError):
 
     Attributes:
         failures: One row per failure with columns ``check``, ``source``, ``row``,
-            ``column`` and ``value``.
+            ``column`` and ``value`` (a pandas frame, built when first read).
     """
 
-    exit_code: ClassVar[int] = 5
+    exit_code: ClassVar[int] = ExitCode.VALIDATION
 
-    def __init__(self, message: str, failures: pd.DataFrame) -> None:
+    def __init__(self, message: str, failures: pa.Table) -> None:
         super().__init__(message)
-        self.failures = failures
+        self.failure_table = failures
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """The failures as a pandas frame (one row per failing score)."""
+        frame: pd.DataFrame = self.failure_table.to_pandas()
+        return frame
 
     @classmethod
     def from_failures(
-        cls, failures: pd.DataFrame, *, total: int | None = None
+        cls, failures: pa.Table, *, total: int | None = None
     ) -> ValidationError:
-        """Build the error and its message from a frame of failures.
+        """Build the error and its message from a table of failures.
 
         Args:
-            failures: Frame with columns ``check``, ``source``, ``row``, ``column``,
-                ``value`` and ``hint``.
+            failures: Table with text columns ``check``, ``source``, ``row``,
+                ``column``, ``value`` and ``hint``.
             total: How many scores failed in all, when `failures` lists only
                 the first ones of each check.
 
         Returns:
             The error, its message summarising each failed check.
         """
-        total = len(failures) if total is None else total
+        rows = failures.to_pylist()
+        total = len(rows) if total is None else total
         listed = (
-            ""
-            if total == len(failures)
-            else f" (the first {len(failures)} are in .failures)"
+            "" if total == len(rows) else f" (the first {len(rows)} are in .failures)"
         )
+        by_check: dict[str, list[dict[str, str]]] = {}
+        for row in rows:  # failure rows: at most a thousand per check
+            by_check.setdefault(row["check"], []).append(row)
         lines = [f"{total} score(s) failed validation{listed}:"]
-        for check, group in failures.groupby("check", sort=True):
-            shown = group.head(_SHOWN)
+        for check in sorted(by_check):
+            group = by_check[check]
             where = ", ".join(
-                f"{source} row {row} ({column}={value!r})"
-                for source, row, column, value in zip(
-                    shown["source"],
-                    shown["row"],
-                    shown["column"],
-                    shown["value"],
-                    strict=True,
-                )
+                f"{row['source']} row {row['row']} ({row['column']}={row['value']!r})"
+                for row in group[:_SHOWN]
             )
             more = f" and {len(group) - _SHOWN} more" if len(group) > _SHOWN else ""
             lines.append(f"- {check}: {where}{more}")
-            lines.append(f"  Hint: {group['hint'].iloc[0]}")
-        return cls("\n".join(lines), failures.drop(columns="hint"))
+            lines.append(f"  Hint: {group[0]['hint']}")
+        return cls("\n".join(lines), failures.drop_columns(["hint"]))

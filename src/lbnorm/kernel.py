@@ -9,15 +9,15 @@ handful of benchmarks, never over models or rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm.options import MissingPolicy
+
 __all__ = [
     "RANK_DECIMALS",
     "BenchmarkArrays",
-    "MissingPolicy",
     "Partials",
     "SuiteArrays",
     "aggregate_benchmarks",
@@ -31,12 +31,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-#: What to do with a model variant that lacks a subtask or a benchmark:
-#: ``exclude`` leaves the incomplete benchmark / average null and the variant
-#: unranked (the Open LLM Leaderboard shows no partial rows); ``partial``
-#: averages what is present; ``zero`` counts what is missing as 0.
-MissingPolicy = Literal["exclude", "partial", "zero"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,10 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
-__all__ = ["ProgressBar", "ProgressCallback", "progress_bar"]
-
-#: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
-ProgressCallback = Callable[[str, int, int], None]
+__all__ = ["ProgressBar", "progress_bar"]
 
 
 class ProgressBar:

@@ -32,10 +32,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, LbnormError
+from lbnorm.errors import LbnormError
 from lbnorm.metadata import read_metadata
-from lbnorm.schemas import KEY_COLUMNS, leaderboard_schema
-from lbnorm.summary import format_table
+from lbnorm.outdir import check_output, metadata_columns
+from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.terminal import format_table
 
 if TYPE_CHECKING:
     import duckdb
@@ -45,15 +46,10 @@ __all__ = [
     "VIEWS",
     "OutputTable",
     "QueryFormat",
-    "check_output",
     "connect",
     "describe_views",
     "format_result",
-    "has_table",
     "infer_format",
-    "metadata_columns",
-    "read_manifest",
-    "read_output_table",
     "run_query",
 ]
 
@@ -84,107 +80,6 @@ _SQL_HINT = (
     "`lbnorm query OUT 'FROM columns'` lists their columns; "
     'quote names with spaces: "MATH Lvl 5"'
 )
-
-
-def check_output(out: str | Path) -> Path:
-    """Return `out` if it is an lbnorm output directory.
-
-    ``subtasks.parquet`` may be absent (``lbnorm run --no-subtasks``).
-
-    Raises:
-        InputError: It is missing or lacks the manifest or a table.
-    """
-    out = Path(out)
-    missing = [
-        name
-        for name in ("manifest.json", "benchmarks.parquet", "leaderboard.parquet")
-        if not (out / name).is_file()
-    ]
-    if missing:
-        msg = (
-            f"{out}: not an lbnorm output directory (missing {', '.join(missing)}).\n"
-            f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
-        )
-        raise InputError(msg)
-    return out
-
-
-def read_manifest(out: str | Path) -> dict[str, object]:
-    """Return an output directory's ``manifest.json`` as a dict.
-
-    Raises:
-        InputError: Not an output directory, or the manifest is not JSON.
-    """
-    path = check_output(out) / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        msg = f"{path}: cannot read the manifest: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
-        raise InputError(msg) from exc
-    if not isinstance(manifest, dict):
-        msg = f"{path}: the manifest is not a JSON object.\nHint: rerun `lbnorm run` to rewrite the output."
-        raise InputError(msg)
-    return manifest
-
-
-def read_output_table(
-    out: str | Path,
-    name: OutputTable,
-    *,
-    columns: list[str] | None = None,
-    models: list[str] | None = None,
-) -> pd.DataFrame:
-    """Read one table of an output directory into pandas.
-
-    Args:
-        out: The output directory.
-        name: ``subtasks``, ``benchmarks`` or ``leaderboard``.
-        columns: Columns to read (default all).
-        models: Read only these models' rows (a Parquet filter).
-
-    Returns:
-        The table; ranks (``rank``, ``rank_within_*``) as nullable ``Int64``.
-
-    Raises:
-        InputError: Not an output directory, or the file is unreadable.
-    """
-    path = check_output(out) / f"{name}.parquet"
-    if not path.is_file():
-        msg = (
-            f"{path.parent}: no {path.name} (the run was told --no-subtasks).\n"
-            f"Hint: rerun `lbnorm run ... --out {path.parent}` without --no-subtasks."
-        )
-        raise InputError(msg)
-    filters = [("model", "in", models)] if models is not None else None
-    try:
-        table = pq.read_table(path, columns=columns, filters=filters)
-    except (pa.ArrowException, OSError) as exc:
-        msg = f"{path}: cannot read: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
-        raise InputError(msg) from exc
-    frame: pd.DataFrame = table.to_pandas()
-    ranks = [c for c in frame.columns if c == "rank" or c.startswith("rank_within_")]
-    return frame.assign(**{name: frame[name].astype("Int64") for name in ranks})
-
-
-def has_table(out: str | Path, name: OutputTable) -> bool:
-    """Whether an output directory holds the table (subtasks may be left out)."""
-    return (check_output(out) / f"{name}.parquet").is_file()
-
-
-def metadata_columns(out: str | Path) -> list[str]:
-    """Return the leaderboard's columns beyond its contract (joined metadata).
-
-    Group ranks (``rank_within_*``) are not metadata and are left out.
-    """
-    out = check_output(out)
-    names = pq.read_schema(out / "leaderboard.parquet").names
-    benchmarks = [name.removesuffix(" Raw") for name in names if name.endswith(" Raw")]
-    contract = set(leaderboard_schema(benchmarks).names)
-    return [
-        name
-        for name in names
-        if name not in contract and not name.startswith("rank_within_")
-    ]
 
 
 def connect(

@@ -1,21 +1,11 @@
-"""The run report for schedulers: one JSON document per run, and the exit codes.
+"""The run report for schedulers: one JSON document per run, also when it fails.
 
 ``lbnorm run --report FILE`` writes it whether the run succeeded or not. A
-scheduler needs only the exit code and ``status``:
-
-=====  ===========  ===========================================================
-exit   status       meaning
-=====  ===========  ===========================================================
-0      healthy      ran; output written; every health check passed, no input
-                    file rejected
-7      unhealthy    ran; output written; a health check failed or an input
-                    file was rejected (``problems`` says which)
-1-6    failed       did not run; the previous output is unchanged (1 other
-                    error, 3 suite, 4 input, 5 validation, 6 output; see
-                    :mod:`lbnorm.errors`)
-2      (no report)  usage error: the command line itself was wrong
-130    failed       interrupted
-=====  ===========  ===========================================================
+scheduler needs only ``exit_code`` (one of :class:`lbnorm.errors.ExitCode`) and
+``status``: ``healthy`` (exit 0: ran, output written, every health check passed
+and no input file rejected), ``unhealthy`` (exit 7: ran and wrote its output,
+but a health check failed or an input file was rejected; ``problems`` says
+which) or ``failed`` (did not run; the previous output is unchanged).
 
 The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
 (files seen, parsed, cached, superseded, rejected with reasons, and the parse
@@ -33,21 +23,15 @@ from typing import Any
 
 import pandas as pd
 
-from lbnorm.errors import LbnormError
-from lbnorm.pipeline import Result
+from lbnorm.errors import ExitCode, LbnormError
+from lbnorm.result import Result
 
 __all__ = [
-    "EXIT_HEALTHY",
-    "EXIT_UNHEALTHY",
     "REPORT_FORMAT",
     "build_run_report",
     "format_run_report",
 ]
 
-#: Ran, output written, all healthy.
-EXIT_HEALTHY = 0
-#: Ran, output written, but a health check failed or an input file was rejected.
-EXIT_UNHEALTHY = 7
 #: Version of the report's layout.
 REPORT_FORMAT = 1
 
@@ -94,7 +78,9 @@ def build_run_report(
         "timings_s": {name: round(seconds, 4) for name, seconds in stages.items()},
     }
     if result is None or error is not None:
-        code = error.exit_code if isinstance(error, LbnormError) else 130
+        code = int(
+            error.exit_code if isinstance(error, LbnormError) else ExitCode.INTERRUPTED
+        )
         return report | {
             "status": "failed",
             "exit_code": code,
@@ -152,7 +138,7 @@ def build_run_report(
         ]
     return report | {
         "status": "unhealthy" if problems else "healthy",
-        "exit_code": EXIT_UNHEALTHY if problems else EXIT_HEALTHY,
+        "exit_code": int(ExitCode.UNHEALTHY if problems else ExitCode.OK),
         "error": None,
         "problems": problems,
         "suite": {

@@ -1,14 +1,15 @@
 """The data contract: every table lbnorm reads or writes, as pyarrow schemas.
 
-Nothing else in the package spells out a table's columns. Readers conform what they
-read to :data:`SCORES`; the writer conforms each output to its schema before
-writing. Each field carries a ``doc`` in its metadata, written into the Parquet
-files for analysts.
+Nothing else in the package spells out a table's columns. Readers hand scores on
+as :class:`Batch` es of :data:`SCORES` columns; the writer conforms each output to
+its schema before writing. Each field carries a ``doc`` in its metadata, written
+into the Parquet files for analysts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -23,9 +24,29 @@ __all__ = [
     "SCORES",
     "SUBTASK_SCORES",
     "TEXT",
+    "Batch",
+    "benchmark_columns",
     "conform",
     "leaderboard_schema",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """Scores from one source, in the :data:`SCORES` contract: what readers hand on.
+
+    Attributes:
+        table: Contract columns (optional ones may be absent; string columns may be
+            dictionary-encoded), kept extra columns, and optionally ``_row``: a
+            per-row locator for messages (a row number or a results key).
+        source: The file the rows came from (when there is no ``source`` column).
+        first_row: Row number of the table's first row in its file (1-based), used
+            when there is no ``_row`` column.
+    """
+
+    table: pa.Table
+    source: str
+    first_row: int = 1
 
 
 def _field(
@@ -168,6 +189,25 @@ BENCHMARK_SCORES = pa.schema(
         _field("is_complete", pa.bool_(), "All subtasks present."),
     ]
 )
+
+
+def benchmark_columns(names: Iterable[object]) -> list[str]:
+    """Return the benchmark columns of a wide leaderboard: ``X`` where ``X Raw`` exists.
+
+    Works on lbnorm's leaderboard and on the published Open LLM Leaderboard table;
+    the columns keep their order (a suite's order).
+
+    Examples:
+        >>> benchmark_columns(["model", "GPQA", "GPQA Raw", "Average"])
+        ['GPQA']
+    """
+    columns = [str(name) for name in names]
+    present = set(columns)
+    return [
+        name
+        for name in columns
+        if f"{name} Raw" in present and not name.endswith(" Raw")
+    ]
 
 
 def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:

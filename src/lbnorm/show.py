@@ -24,13 +24,12 @@ import numpy as np
 import pandas as pd
 
 from lbnorm.errors import LbnormError
-from lbnorm.schemas import KEY_COLUMNS
-from lbnorm.summary import format_table
+from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.terminal import format_table
 
 __all__ = [
     "Filter",
     "Operator",
-    "benchmark_names",
     "compare_variants",
     "find_variants",
     "format_comparison",
@@ -134,21 +133,6 @@ class Filter:
         return column.astype("str"), self.value
 
 
-def benchmark_names(leaderboard: pd.DataFrame) -> list[str]:
-    """Return the leaderboard's benchmarks in suite order (columns with a `` Raw`` twin).
-
-    Examples:
-        >>> benchmark_names(pd.DataFrame(columns=["model", "BBH", "BBH Raw"]))
-        ['BBH']
-    """
-    names = {str(name) for name in leaderboard.columns}
-    return [
-        name
-        for name in map(str, leaderboard.columns)
-        if f"{name} Raw" in names and not name.endswith(" Raw")
-    ]
-
-
 def match_benchmark(name: str, benchmarks: Sequence[str]) -> str:
     """Return the benchmark `name` means: exact, else a unique case-insensitive prefix.
 
@@ -214,7 +198,7 @@ def select_leaderboard(
         keep &= condition.mask(leaderboard).to_numpy(dtype=bool)
     selected = leaderboard.loc[keep]
     if benchmark is not None:
-        name = match_benchmark(benchmark, benchmark_names(leaderboard))
+        name = match_benchmark(benchmark, benchmark_columns(leaderboard.columns))
         selected = selected.sort_values(
             name, ascending=False, na_position="last", kind="stable"
         )
@@ -254,7 +238,7 @@ def format_leaderboard(
     Raises:
         LbnormError: A requested column does not exist.
     """
-    benchmarks = benchmark_names(selected)
+    benchmarks = benchmark_columns(selected.columns)
     if columns is None:
         groups = [c for c in selected.columns if str(c).startswith("rank_within_")]
         shown = [
@@ -381,7 +365,7 @@ def compare_variants(
     )
     lines = lines.assign(
         _benchmark=pd.Categorical(
-            lines["benchmark"], categories=benchmark_names(variants)
+            lines["benchmark"], categories=benchmark_columns(variants.columns)
         ).codes
     )
     table = (

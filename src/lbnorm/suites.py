@@ -21,8 +21,8 @@ generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` an
 (``results[task][metric]``); a subtask without ``task`` is read from score
 tables only.
 
-Built-in suites ship as TOML files beside this module: ``openllm-v2`` and
-``openllm-v1``.
+Built-in suites ship as TOML files in ``suite_files/``: ``openllm-v2`` and
+``openllm-v1``. :func:`suite_arrays` gives a suite as the kernel's arrays.
 """
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
-import pandas as pd
 
 from lbnorm.errors import SuiteError
+from lbnorm.kernel import SuiteArrays
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Aggregation",
@@ -47,7 +50,11 @@ __all__ = [
     "Suite",
     "builtin_suite_names",
     "load_suite",
+    "suite_arrays",
+    "suite_text",
 ]
+
+_FOLDER = "suite_files"
 
 Aggregation = Literal["normalize-then-average", "pool-then-normalize"]
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
@@ -123,6 +130,8 @@ class Suite:
             >>> table.loc[table["subtask"] == "team_allocation", "lower_bound"].item() == 1 / 3
             True
         """
+        import pandas as pd  # a frame for users; the pipeline uses suite_arrays
+
         rows = [
             {
                 "benchmark": benchmark.name,
@@ -151,7 +160,7 @@ class Suite:
 
 def builtin_suite_names() -> list[str]:
     """Return the names of the suites shipped with lbnorm, sorted."""
-    folder = resources.files("lbnorm") / "suites"
+    folder = resources.files("lbnorm") / _FOLDER
     return sorted(
         entry.name.removesuffix(".toml")
         for entry in folder.iterdir()
@@ -179,7 +188,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """
     text = str(name_or_path)
     if text in builtin_suite_names():
-        data = (resources.files("lbnorm") / "suites" / f"{text}.toml").read_bytes()
+        data = (resources.files("lbnorm") / _FOLDER / f"{text}.toml").read_bytes()
         source = f"builtin:{text}"
     else:
         path = Path(name_or_path)
@@ -350,3 +359,36 @@ def _check_unique(names: list[str], *, what: str, where: str) -> None:
     ):
         msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
         raise SuiteError(msg)
+
+
+def suite_text(suite: Suite) -> str:
+    """Return the TOML text a suite was loaded from (a built-in's file, or the path's)."""
+    if suite.source.startswith("builtin:"):
+        name = suite.source.removeprefix("builtin:")
+        return (resources.files("lbnorm") / _FOLDER / f"{name}.toml").read_text("utf-8")
+    return Path(suite.source).read_text("utf-8")
+
+
+def suite_arrays(suite: Suite) -> SuiteArrays:
+    """Return the suite as the kernel's arrays (subtasks in suite order).
+
+    Examples:
+        >>> arrays = suite_arrays(load_suite("openllm-v2"))
+        >>> int(arrays.benchmark_index.max()) + 1, arrays.lower_bound.shape
+        (6, (40,))
+    """
+    subtasks = [
+        (index, b, s) for index, b in enumerate(suite.benchmarks) for s in b.subtasks
+    ]
+    return SuiteArrays(
+        lower_bound=np.array([s.lower_bound for _, _, s in subtasks], dtype=np.float64),
+        n_samples=np.array(
+            [s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
+        ),
+        benchmark_index=np.array([i for i, _, _ in subtasks], dtype=np.int64),
+        is_pooled=np.array(
+            [b.aggregation == "pool-then-normalize" for b in suite.benchmarks],
+            dtype=bool,
+        ),
+        weight=np.array([b.weight for b in suite.benchmarks], dtype=np.float64),
+    )

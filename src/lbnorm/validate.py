@@ -9,27 +9,31 @@ masks over a whole batch; only failing rows are turned into text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from lbnorm.encode import KeyEncoder
-    from lbnorm.engine import Batch
+from lbnorm.encode import KeyEncoder
+from lbnorm.errors import ValidationError
+from lbnorm.options import UnknownSubtasks
+from lbnorm.schemas import Batch
 
 __all__ = [
-    "UnknownSubtasks",
+    "CheckedBatch",
+    "check_batch",
     "describe_failures",
+    "failure_error",
     "failure_rows",
     "find_duplicates",
     "find_failures",
 ]
 
-#: What to do with rows whose (benchmark, subtask) the suite does not define.
-UnknownSubtasks = Literal["error", "ignore"]
+#: Which (variant, subtask) pairs earlier batches supplied, given their codes.
+SeenBefore = Callable[
+    [npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
+]
 
 #: Rows shown per check and batch; the count of all failures is always exact.
 MAX_FAILURES_SHOWN = 1000
@@ -44,6 +48,72 @@ _HINTS = {
     "bad_stderr": "stderr must be a finite number >= 0, or empty.",
     "bad_n_samples": "n_samples must be a positive integer, or empty.",
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckedBatch:
+    """A batch's codes and scores and, per check, the rows that fail it.
+
+    Attributes:
+        variant: Each row's variant code (-1 if a key is null).
+        subtask: Each row's suite subtask code (-1 if unknown).
+        scores: ``raw_score`` as floats.
+        accepted: Rows with a variant and a known subtask.
+        failed: Check name -> mask of failing rows (``duplicate_score`` included).
+        n_failed: Rows failing any check.
+        n_ignored: Rows dropped as unknown subtasks under ``unknown="ignore"``.
+    """
+
+    variant: npt.NDArray[np.int64]
+    subtask: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    accepted: npt.NDArray[np.bool_]
+    failed: dict[str, npt.NDArray[np.bool_]]
+    n_failed: int
+    n_ignored: int
+
+    @property
+    def is_good(self) -> npt.NDArray[np.bool_]:
+        """Accepted rows that fail no check."""
+        is_bad: npt.NDArray[np.bool_] = np.logical_or.reduce(list(self.failed.values()))
+        return self.accepted & ~is_bad
+
+
+def check_batch(
+    batch: Batch,
+    encoder: KeyEncoder,
+    *,
+    unknown: UnknownSubtasks,
+    seen_before: SeenBefore,
+) -> CheckedBatch:
+    """Encode a batch's keys and run every check on it (engines share this step).
+
+    Args:
+        batch: The batch.
+        encoder: The run's key encoder (it learns the batch's new variants).
+        unknown: Policy for subtasks the suite does not define.
+        seen_before: Which (variant, subtask) pairs earlier batches supplied.
+
+    Returns:
+        The codes, scores and failure masks.
+    """
+    table = batch.table
+    variant, subtask = encoder.encode(table)
+    scores = float_column(table, "raw_score")
+    failed = find_failures(table, scores, variant, subtask, encoder, unknown=unknown)
+    accepted = (subtask >= 0) & (variant >= 0)
+    failed["duplicate_score"] = find_duplicates(
+        variant, subtask, accepted, encoder.n_subtasks, seen_before
+    )
+    return CheckedBatch(
+        variant=variant,
+        subtask=subtask,
+        scores=scores,
+        accepted=accepted,
+        failed=failed,
+        n_failed=int(np.logical_or.reduce(list(failed.values())).sum()),
+        n_ignored=int((subtask < 0).sum()) if unknown == "ignore" else 0,
+    )
 
 
 def find_failures(
@@ -94,9 +164,7 @@ def find_duplicates(
     subtask: npt.NDArray[np.int64],
     accepted: npt.NDArray[np.bool_],
     n_subtasks: int,
-    seen_before: Callable[
-        [npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
-    ],
+    seen_before: SeenBefore,
 ) -> npt.NDArray[np.bool_]:
     """Rows whose (variant, subtask) repeats in this batch or was seen before.
 
@@ -136,11 +204,8 @@ def find_duplicates(
 
 
 def describe_failures(
-    batch: Batch,
-    bad: dict[str, npt.NDArray[np.bool_]],
-    encoder: KeyEncoder,
-    subtask: npt.NDArray[np.int64],
-) -> list[pd.DataFrame]:
+    batch: Batch, bad: dict[str, npt.NDArray[np.bool_]]
+) -> list[pa.Table]:
     """Turn failure masks into rows of (check, source, row, column, value, hint)."""
     table = batch.table
     frames = []
@@ -176,23 +241,14 @@ def describe_failures(
         else:
             values = [_text(value) for value in picked.column(column).to_pylist()]
         frames.append(
-            pd.DataFrame(
-                {
-                    "check": check,
-                    "source": sources,
-                    "row": locators,
-                    "column": column,
-                    "value": values,
-                    "hint": _HINTS[check],
-                }
-            )
+            _failure_table(check, sources, locators, [column] * len(values), values)
         )
     return frames
 
 
 def failure_rows(
     check: str, values: list[str], *, source: str, row: str, column: str
-) -> pd.DataFrame:
+) -> pa.Table:
     """Failure rows (in :func:`describe_failures`' columns) found without a batch.
 
     Args:
@@ -205,14 +261,37 @@ def failure_rows(
     Returns:
         One failure row per value (at most :data:`MAX_FAILURES_SHOWN`).
     """
-    return pd.DataFrame(
+    shown = values[:MAX_FAILURES_SHOWN]
+    n_shown = len(shown)
+    return _failure_table(
+        check, [source] * n_shown, [row] * n_shown, [column] * n_shown, shown
+    )
+
+
+def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
+    """The one error for every failure found in a run (`total` failing rows)."""
+    return ValidationError.from_failures(
+        pa.concat_tables(failures) if failures else _failure_table("", [], [], [], []),
+        total=total,
+    )
+
+
+def _failure_table(
+    check: str,
+    sources: list[str],
+    rows: list[str],
+    columns: list[str],
+    values: list[str],
+) -> pa.Table:
+    n_rows = len(values)
+    return pa.table(
         {
-            "check": check,
-            "source": source,
-            "row": row,
-            "column": column,
-            "value": values[:MAX_FAILURES_SHOWN],
-            "hint": _HINTS[check],
+            "check": pa.array([check] * n_rows, pa.string()),
+            "source": pa.array(sources, pa.string()),
+            "row": pa.array(rows, pa.string()),
+            "column": pa.array(columns, pa.string()),
+            "value": pa.array(values, pa.string()),
+            "hint": pa.array([_HINTS.get(check, "")] * n_rows, pa.string()),
         }
     )
 

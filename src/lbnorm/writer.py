@@ -16,13 +16,11 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import functools
 import glob
 import itertools
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -39,13 +37,14 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
-from lbnorm.pipeline import Result
+from lbnorm.result import Result
 from lbnorm.schemas import BENCHMARK_SCORES, SUBTASK_SCORES, conform, leaderboard_schema
+from lbnorm.version import lbnorm_version
 
 __all__ = [
     "OUTPUT_FILES",
     "add_tables",
-    "lbnorm_version",
+    "exclusive_lock",
     "write_bytes_atomically",
     "write_parquet_atomically",
     "write_result",
@@ -56,27 +55,6 @@ OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 _MANIFEST = "manifest.json"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-
-
-@functools.cache
-def lbnorm_version() -> str:
-    """Return the installed lbnorm version."""
-    # The first lbnorm dist-info on sys.path, as importlib.metadata finds it, read
-    # directly: importing importlib.metadata (email parsing) costs ~15 ms a run.
-    for entry in sys.path:
-        for info in sorted(Path(entry or ".").glob("lbnorm-*.dist-info")):
-            with contextlib.suppress(OSError):
-                for line in (info / "METADATA").read_text("utf-8").splitlines():
-                    if line.startswith("Version:"):
-                        return line.removeprefix("Version:").strip()
-                    if not line:  # the end of the headers
-                        break
-    from importlib import metadata  # egg-info and other layouts
-
-    try:
-        return metadata.version("lbnorm")
-    except metadata.PackageNotFoundError:  # running from a source tree
-        return "0.0.0+source"
 
 
 def write_result(result: Result, out: Path, *, created_at: str | None = None) -> Path:
@@ -187,7 +165,7 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
         "suite": {"name": suite.name, "source": suite.source, "sha256": suite.sha256},
-        "options": {"missing": result.missing},
+        "options": result.options.to_manifest(),
         "inputs": inputs,
         "outputs": outputs,
         "counts": counts,
@@ -351,22 +329,42 @@ def _check_target(out: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    lock_path = out.parent / f".{out.name}.lock"
+def exclusive_lock(
+    lock_path: Path, *, busy: str, unlockable: Callable[[OSError], OutputError]
+) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created if needed) or fail at once.
+
+    The one lock of lbnorm: an output directory's and the parse cache's.
+
+    Args:
+        lock_path: The lock file.
+        busy: The message when another process holds the lock.
+        unlockable: The error to raise when the lock file cannot be opened.
+
+    Raises:
+        OutputError: Another process holds the lock, or it cannot be taken.
+    """
     try:
         handle = lock_path.open("a")
     except OSError as exc:
-        raise _output_error(out, exc) from exc
+        raise unlockable(exc) from exc
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            msg = (
-                f"{out}: another lbnorm run is writing this output directory.\n"
-                "Hint: wait for it to finish, or write to another --out."
-            )
-            raise OutputError(msg) from exc
+            raise OutputError(busy) from exc
         yield
+
+
+def _locked(out: Path) -> contextlib.AbstractContextManager[None]:
+    return exclusive_lock(
+        out.parent / f".{out.name}.lock",
+        busy=(
+            f"{out}: another lbnorm run is writing this output directory.\n"
+            "Hint: wait for it to finish, or write to another --out."
+        ),
+        unlockable=lambda exc: _output_error(out, exc),
+    )
 
 
 def _clean_leftovers(out: Path) -> None:

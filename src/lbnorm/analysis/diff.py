@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -25,8 +26,9 @@ import pandas as pd
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
-from lbnorm.pipeline import Result
-from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.outdir import check_output, output_suite, read_output_table
+from lbnorm.result import Result
+from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
 
 __all__ = [
     "Diff",
@@ -34,6 +36,7 @@ __all__ = [
     "bounds_of",
     "diff_results",
     "diff_snapshots",
+    "read_snapshot",
     "snapshot_of",
 ]
 
@@ -184,12 +187,13 @@ def diff_results(
         The differences (see :func:`diff_snapshots`).
 
     Examples:
-        >>> from lbnorm import normalize_scores
+        >>> from lbnorm import RunOptions, normalize_scores
         >>> from lbnorm.analysis.impact import override_bounds, parse_bound_override
         >>> scores = pd.DataFrame({"model": ["a", "b"], "benchmark": "GPQA", "subtask": "main",
         ...     "raw_score": [0.28, 0.40]})
-        >>> old = normalize_scores(scores, missing="partial")
-        >>> new = normalize_scores(scores, override_bounds(old.suite, [parse_bound_override("GPQA=0.3")]), missing="partial")
+        >>> partial = RunOptions(missing="partial")
+        >>> old = normalize_scores(scores, options=partial)
+        >>> new = normalize_scores(scores, override_bounds(old.suite, [parse_bound_override("GPQA=0.3")]), options=partial)
         >>> diff = diff_results(old, new)
         >>> diff.summary["newly_clipped"], diff.scores["delta"].round(3).tolist()
         (1, [-4.0, -5.714])
@@ -474,3 +478,56 @@ def _nullable(
 ) -> pd.api.extensions.ExtensionArray:
     """Whole numbers (or 0/1) with NaN as a nullable pandas array (NaN becomes NA)."""
     return pd.Series(values, dtype="float64").astype(dtype).array
+
+
+def read_snapshot(
+    out: str | Path, *, intervals: bool = True, columns: Sequence[str] = ()
+) -> Snapshot:
+    """Read an output directory as one side of a diff.
+
+    Rank intervals come from its ``intervals.parquet`` if there is one, else are
+    computed from the subtasks' stderr when the suite can still be loaded
+    unchanged (see :func:`output_suite`).
+
+    Args:
+        out: The output directory.
+        intervals: Read or compute rank intervals.
+        columns: More subtask columns to read.
+
+    Returns:
+        The snapshot.
+
+    Raises:
+        InputError: Not an output directory, or unreadable.
+    """
+    folder = check_output(out)
+    leaderboard = read_output_table(folder, "leaderboard")
+    wanted = [
+        *KEY_COLUMNS,
+        "benchmark",
+        "subtask",
+        "lower_bound",
+        "is_clipped",
+        *columns,
+    ]
+    if intervals:
+        wanted += ["raw_score", "stderr", "n_samples"]
+    subtasks = read_output_table(
+        folder, "subtasks", columns=list(dict.fromkeys(wanted))
+    )
+    table = None
+    if intervals and (folder / "intervals.parquet").is_file():
+        table = pd.read_parquet(folder / "intervals.parquet")
+    elif intervals and len(subtasks):
+        suite, missing = output_suite(folder)
+        if suite is not None:
+            table = estimate_uncertainty(
+                subtasks, leaderboard, suite, missing=missing
+            ).leaderboard
+    return Snapshot(
+        leaderboard=leaderboard,
+        benchmarks=benchmark_columns(leaderboard.columns),
+        subtasks=subtasks if len(subtasks) else None,
+        intervals=table,
+        label=str(out),
+    )

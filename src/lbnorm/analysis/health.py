@@ -45,19 +45,23 @@ import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.correlation import spearman_columns
+from lbnorm.analysis.diff import read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.errors import InputError, LbnormError
-from lbnorm.kernel import MissingPolicy
+from lbnorm.options import DEFAULT_SUITE, MissingPolicy
+from lbnorm.outdir import output_suite, read_wide_table
+from lbnorm.pipeline import run
+from lbnorm.schemas import benchmark_columns
 from lbnorm.suites import Suite
 
 __all__ = [
     "HEALTH_COLUMNS",
     "HealthConfig",
     "HealthConfigError",
-    "benchmark_columns",
     "check_benchmarks",
     "check_health",
     "check_result",
+    "check_source",
     "check_subtasks",
     "is_healthy",
 ]
@@ -191,19 +195,6 @@ class HealthConfig:
             msg = f"{path}: [health] must be a table.\nHint: write [health] then key = value lines."
             raise HealthConfigError(msg)
         return cls.from_mapping(table, source=str(path))
-
-
-def benchmark_columns(table: pd.DataFrame) -> list[str]:
-    """Return the benchmark columns of a wide leaderboard: ``X`` where ``X Raw`` exists.
-
-    Works on lbnorm's leaderboard and on the published Open LLM Leaderboard table.
-
-    Examples:
-        >>> benchmark_columns(pd.DataFrame(columns=["model", "GPQA", "GPQA Raw", "Average"]))
-        ['GPQA']
-    """
-    names = [str(name) for name in table.columns]
-    return [name for name in names if f"{name} Raw" in names]
 
 
 def check_benchmarks(
@@ -387,7 +378,9 @@ def check_health(
     """
     config = config or HealthConfig()
     names = (
-        list(benchmarks) if benchmarks is not None else benchmark_columns(leaderboard)
+        list(benchmarks)
+        if benchmarks is not None
+        else benchmark_columns(leaderboard.columns)
     )
     if len(names) < 2:
         msg = (
@@ -510,3 +503,58 @@ def _finish(
         if name not in frame.columns:
             frame[name] = np.nan
     return frame[list(HEALTH_COLUMNS)]
+
+
+def check_source(
+    sources: Sequence[str | Path],
+    *,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+    config: HealthConfig | None = None,
+) -> tuple[pd.DataFrame, str]:
+    """Health of whatever `sources` is: an output directory, a wide table, or inputs.
+
+    Args:
+        sources: One output directory; or one wide table (benchmark checks only);
+            or inputs to normalize (none: the bundled demo).
+        suite: The suite for inputs.
+        config: Thresholds.
+
+    Returns:
+        The health table and a title naming what was checked.
+    """
+    paths = [Path(source) for source in sources]
+    if len(paths) == 1 and (paths[0] / "manifest.json").is_file():
+        snapshot = read_snapshot(
+            paths[0], intervals=False, columns=["raw_score", "stderr", "n_samples"]
+        )
+        output_suite_, missing = output_suite(paths[0])
+        subtasks = (
+            snapshot.subtasks if snapshot.subtasks is not None else pd.DataFrame()
+        )
+        if output_suite_ is not None:
+            health = check_result(
+                subtasks,
+                snapshot.leaderboard,
+                output_suite_,
+                missing=missing,
+                config=config,
+            )
+        else:
+            health = check_health(
+                snapshot.leaderboard, subtasks=snapshot.subtasks, config=config
+            )
+        return health, f"lbnorm health: {paths[0]}"
+    if len(paths) == 1 and (table := read_wide_table(paths[0])) is not None:
+        return check_health(
+            table, config=config
+        ), f"lbnorm health: {paths[0]} (benchmark checks only)"
+    result = run(paths, suite=suite)
+    health = check_result(
+        result.subtasks,
+        result.leaderboard,
+        result.suite,
+        missing=result.missing,
+        config=config,
+    )
+    named = ", ".join(map(str, paths)) if paths else "the bundled demo"
+    return health, f"lbnorm health: {named}"

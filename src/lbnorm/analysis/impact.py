@@ -13,11 +13,20 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 
+from lbnorm.analysis.diff import Diff, diff_results
 from lbnorm.errors import SuiteError
-from lbnorm.suites import Suite
+from lbnorm.options import DEFAULT_SUITE, RunOptions
+from lbnorm.pipeline import run
+from lbnorm.suites import Suite, load_suite
 
-__all__ = ["BoundOverride", "override_bounds", "parse_bound_override"]
+__all__ = [
+    "BoundOverride",
+    "compare_suites",
+    "override_bounds",
+    "parse_bound_override",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,4 +137,52 @@ def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
         benchmarks=tuple(benchmarks[benchmark.name] for benchmark in suite.benchmarks),
         source=f"{suite.source} with {described}",
         sha256=digest,
+    )
+
+
+def compare_suites(
+    inputs: Sequence[str | Path] = (),
+    *,
+    suites: Sequence[str | Path] = (DEFAULT_SUITE,),
+    set_bounds: Sequence[str] = (),
+    intervals: bool = True,
+    moved_places: int = 10,
+    top: Sequence[int] = (10, 50, 100),
+    options: RunOptions | None = None,
+) -> Diff:
+    """The same inputs under two suites: what a baseline change does.
+
+    Args:
+        inputs: As for :func:`lbnorm.run` (empty: the bundled demo).
+        suites: The old suite and the new one; with one, the new one is the old
+            with `set_bounds`.
+        set_bounds: Bound overrides for the new suite (``GPQA=0.3``).
+        intervals: Count rank moves beyond the rank intervals.
+        moved_places: N in "moved more than N places".
+        top: The k of the top-k overlaps.
+        options: The options both runs use (``missing``, ...).
+
+    Returns:
+        The differences, labelled with the suites' names.
+
+    Raises:
+        SuiteError: A suite or an override is invalid.
+        ValueError: Not exactly one change to compare (no suite pair, no override).
+    """
+    if not 1 <= len(suites) <= 2 or (len(suites) == 1 and not set_bounds):
+        msg = (
+            "impact compares two suites: give two suites, or one and bound overrides.\n"
+            "Hint: lbnorm impact --set-bound GPQA=0.3, or --suite OLD --suite NEW."
+        )
+        raise ValueError(msg)
+    old_suite = load_suite(suites[0])
+    new_suite = load_suite(suites[-1]) if len(suites) == 2 else old_suite
+    if set_bounds:
+        new_suite = override_bounds(
+            new_suite, [parse_bound_override(text) for text in set_bounds]
+        )
+    old = run(inputs, suite=old_suite, options=options)
+    new = run(inputs, suite=new_suite, options=options)
+    return diff_results(
+        old, new, intervals=intervals, moved_places=moved_places, top=top
     )

@@ -44,7 +44,7 @@ import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.errors import InputError
-from lbnorm.kernel import MissingPolicy
+from lbnorm.options import MissingPolicy
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -189,10 +189,10 @@ def estimate_uncertainty(
             subtask is not in the suite (the tables do not belong together).
 
     Examples:
-        >>> from lbnorm import normalize_scores
+        >>> from lbnorm import RunOptions, normalize_scores
         >>> scores = pd.DataFrame({"model": ["a", "b", "c"], "benchmark": "MMLU-PRO",
         ...     "subtask": "mmlu_pro", "raw_score": [0.55, 0.54, 0.46], "stderr": 0.01})
-        >>> result = normalize_scores(scores, missing="partial")
+        >>> result = normalize_scores(scores, options=RunOptions(missing="partial"))
         >>> board = estimate_uncertainty(result.subtasks, result.leaderboard,
         ...     result.suite, missing="partial").leaderboard
         >>> columns = ["model", "average", "average_stderr", "rank_best", "rank_worst", "tie_group"]

@@ -1,99 +1,41 @@
-"""Readers: every supported input format into one long-format scores frame.
+"""Readers: every input format to score batches of one long-format contract.
 
-``read_inputs`` dispatches each path: a directory is searched for
-``results_*.json`` files (the leaderboard tree) and harness ``samples_*.jsonl``
-files (a details tree: scores recomputed from the samples, see
-:mod:`lbnorm.readers.samples`), else for score tables; a ``.json`` file is a
-results file, a ``samples_<task>_<timestamp>.jsonl`` file a sample file;
-``.csv``, ``.jsonl``/``.ndjson`` and ``.parquet`` files are long-format tables
-(see :mod:`lbnorm.readers.tables`), or a Parquet sample table. Where a results
-file and samples give one variant's subtask, the results file wins.
+One module per format (:mod:`~lbnorm.readers.harness` results files and trees,
+:mod:`~lbnorm.readers.samples` per-sample results, :mod:`~lbnorm.readers.tables`
+CSV and JSONL, :mod:`~lbnorm.readers.parquet` Parquet streamed a row group at a
+time), the input catalog that dispatches paths to them
+(:mod:`~lbnorm.readers.catalog`), the parse cache of nightly runs
+(:mod:`~lbnorm.readers.cache`), and what they all need of a file
+(:mod:`~lbnorm.readers.files`). :func:`read_inputs` is the one entry.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from lbnorm.engine import Batch
-from lbnorm.errors import InputError
-from lbnorm.readers.harness import find_results_files, read_results_paths
-from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
-from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table, read_samples
-from lbnorm.readers.tables import TABLE_SUFFIXES, ExtraColumns, read_score_table
-from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.options import ProgressCallback, RunOptions
+from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "read_bytes", "read_inputs", "sha256_file"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Inputs:
-    """What the readers produced.
-
-    Attributes:
-        batches: The scores, lazily: Parquet row groups stream from disk as the
-            engine consumes them; other formats are read up front.
-        files: One row per input file: ``path``, ``format``, ``sha256``, ``bytes``,
-            ``rows`` (scores taken from it), ``superseded_by`` and ``n_ignored``.
-        num_rows: Rows in all.
-    """
-
-    batches: Iterable[Batch]
-    files: pd.DataFrame
-    num_rows: int
-    eager: Sequence[Batch] = ()
-    streamed: Sequence[ParquetScores] = ()
-
-    def partition(self, part: int, parts: int) -> Iterator[Batch]:
-        """The batches of one of `parts` disjoint shares of the input, for workers.
-
-        Parquet row groups are dealt round-robin over all files; batches read up
-        front (CSV, JSONL, results files) all go to share 0.
-
-        Args:
-            part: Which share, ``0 <= part < parts``.
-            parts: How many shares.
-        """
-        if part == 0:
-            yield from self.eager
-        units = [
-            (opened, group)
-            for opened in self.streamed
-            for group in range(opened.num_row_groups)
-        ]
-        mine = units[part::parts]
-        for opened in self.streamed:
-            groups = [group for owner, group in mine if owner is opened]
-            if groups:
-                yield from opened.batches(groups)
+__all__ = ["Inputs", "read_inputs"]
 
 
 def read_inputs(
     paths: Sequence[str | Path],
     *,
     suite: Suite,
-    extra_columns: ExtraColumns = "error",
-    progress: Callable[[str, int, int], None] | None = None,
-    keep_details: bool = True,
+    options: RunOptions,
+    progress: ProgressCallback | None = None,
 ) -> Inputs:
-    """Read every input path into one scores frame and a catalog of files.
+    """Read every input path into score batches and a catalog of files.
 
     Args:
         paths: Files or directories.
         suite: The suite, which says which results-file entries to read.
-        extra_columns: Policy for unknown columns in tables.
+        options: The run's options (with ``cache``, results files go through
+            the parse cache, see :mod:`lbnorm.readers.cache`).
         progress: Called as ``progress(stage, done, total)`` after each file.
-        keep_details: Read the columns the subtask-level output needs; False
-            streams Parquet inputs with the keys and ``raw_score`` only.
 
     Returns:
         The scores (as batches) and the file catalog.
@@ -101,196 +43,10 @@ def read_inputs(
     Raises:
         InputError: A path is missing, of an unknown type, unreadable or
             malformed; the message names the file.
+        OutputError: The parse cache cannot be written or is in use.
     """
-    if not paths:
-        msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
-        raise InputError(msg)
-    table_paths: list[Path] = []
-    json_paths: list[Path] = []
-    sample_paths: list[Path] = []  # harness per-sample files and sample tables
-    for entry in map(Path, paths):
-        if entry.is_dir():
-            # a details tree: samples, and results files (which win where both
-            # give a subtask; their scores stay, the samples fill the gaps)
-            samples = sorted(p for p in entry.rglob("samples_*.jsonl") if p.is_file())
-            sample_paths.extend(samples)
-            if any(entry.rglob("results_*.json")):
-                json_paths.extend(find_results_files(entry))
-                continue
-            if samples:
-                continue
-            found = sorted(
-                p
-                for p in entry.rglob("*")
-                if p.suffix.lower() in TABLE_SUFFIXES and p.is_file()
-            )
-            if not found:
-                find_results_files(entry)  # raises the "nothing found" error
-            table_paths.extend(found)
-        elif entry.is_file() and SAMPLES_FILE.match(entry.name):
-            sample_paths.append(entry)
-        elif entry.is_file():
-            (json_paths if entry.suffix.lower() == ".json" else table_paths).append(
-                entry
-            )
-        else:
-            msg = f"{entry}: no such file or directory.\nHint: check the path."
-            raise InputError(msg)
-    for path in [*table_paths, *json_paths, *sample_paths]:
-        _check_path_text(path)
-    sample_paths.extend(
-        path
-        for path in table_paths
-        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
-        and is_samples_table(path)
-    )
-    table_paths = [path for path in table_paths if path not in sample_paths]
-    catalogs: list[pd.DataFrame] = []
-    eager: list[Batch] = []
-    streamed: list[ParquetScores] = []
-    for done, path in enumerate(table_paths, start=1):
-        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":  # else: unsupported
-            opened = open_parquet_scores(
-                path, extra_columns=extra_columns, keep_details=keep_details
-            )
-            streamed.append(opened)
-            rows = opened.num_rows
-        else:
-            scores = read_score_table(path, extra_columns=extra_columns)
-            eager.append(_frame_batch(scores, str(path)))
-            rows = len(scores)
-        if progress is not None:
-            progress("reading score tables", done, len(table_paths))
-        catalogs.append(
-            pd.DataFrame(
-                {
-                    "path": [str(path)],
-                    "format": [TABLE_SUFFIXES[path.suffix.lower()]],
-                    "sha256": [sha256_file(path)],
-                    "bytes": [path.stat().st_size],
-                    "rows": [rows],
-                    "superseded_by": [None],
-                    "n_ignored": [0],
-                }
-            )
-        )
-    if json_paths:
-        subtasks = suite.subtask_table()
-        pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
-        # read, hashed and parsed on every core for a tree; one file's bytes at a
-        # time per process, small parsed records back
-        scores, catalog = read_results_paths(
-            json_paths, pairs, subtasks, read=read_bytes, progress=progress
-        )
-        eager.append(_frame_batch(scores, "results files"))
-        catalog = catalog.assign(
-            format="lm-eval-harness",
-            rows=catalog["rows"].where(catalog["superseded_by"].isna(), 0),
-        )
-        catalogs.append(
-            catalog[
-                [
-                    "path",
-                    "format",
-                    "sha256",
-                    "bytes",
-                    "rows",
-                    "superseded_by",
-                    "n_ignored",
-                ]
-            ]
-        )
-    if sample_paths:
-        scores, catalog = _read_samples(sample_paths, suite, catalogs, eager)
-        eager.append(_frame_batch(scores, "sample files"))
-        catalogs.append(catalog)
-    files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
-    if not files["rows"].any():  # an empty table must not replace the last leaderboard
-        shown = ", ".join(files["path"].head(5)) + (" ..." if len(files) > 5 else "")
-        msg = (
-            f"{shown}: no scores for suite {suite.name!r} in these {len(files)} file(s).\n"
-            "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
-            "the files are complete."
-        )
-        raise InputError(msg)
-    return Inputs(
-        batches=itertools.chain(eager, *(opened.batches() for opened in streamed)),
-        files=files,
-        num_rows=int(files["rows"].sum()),
-        eager=eager,
-        streamed=streamed,
-    )
+    if options.cache is not None:
+        from lbnorm.readers.cache import read_files_cached  # nightly runs only
 
-
-def _read_samples(
-    paths: list[Path],
-    suite: Suite,
-    catalogs: Sequence[pd.DataFrame],
-    eager: Sequence[Batch],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scores aggregated from sample files and tables, and their catalog.
-
-    Results files already read win: their (variant, subtask) rows, found in
-    `eager` by source path, are not taken from the samples.
-    """
-    harness = [c["path"][c["format"] == "lm-eval-harness"] for c in catalogs]
-    results = pa.array(pd.concat(harness).astype(str) if harness else [], pa.string())
-    columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
-    taken = [
-        batch.table.select(columns)
-        .filter(pc.is_in(batch.table["source"].cast(pa.string()), value_set=results))
-        .to_pandas()
-        for batch in eager
-        if set(columns) <= set(batch.table.column_names)
-    ]
-    scores, files = read_samples(
-        paths,
-        suite.subtask_table(),
-        taken=pd.concat(taken, ignore_index=True) if taken else None,
-    )
-    files = files.assign(
-        sha256=[sha256_file(Path(path)) for path in files["path"]],
-        bytes=[Path(path).stat().st_size for path in files["path"]],
-    )
-    return scores, files[
-        ["path", "format", "sha256", "bytes", "rows", "superseded_by", "n_ignored"]
-    ]
-
-
-def _frame_batch(scores: pd.DataFrame, source: str) -> Batch:
-    # `_row` locates a row for messages: a row number in a table, a results key
-    # in a harness file; as text, so batches of both kinds concatenate
-    table = pa.Table.from_pandas(
-        scores.assign(_row=scores["_row"].astype(str)), preserve_index=False
-    )
-    return Batch(table=table, source=source)
-
-
-def _check_path_text(path: Path) -> None:
-    """Paths are recorded as text in every output; a non-UTF-8 name cannot be."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        msg = (
-            f"{os.fsencode(path)!r}: the path is not valid UTF-8, and lbnorm records "
-            "each input's path in its outputs as text.\n"
-            "Hint: rename the file or directory to a UTF-8 name."
-        )
-        raise InputError(msg) from exc
-
-
-def read_bytes(path: Path) -> bytes:
-    """Return a file's bytes; an unreadable file is an :class:`InputError`."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        msg = (
-            f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
-        )
-        raise InputError(msg) from exc
-
-
-def sha256_file(path: Path) -> str:
-    """Return the hex sha256 of a file's content."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        return read_files_cached(paths, suite=suite, options=options, progress=progress)
+    return read_files(paths, suite=suite, options=options, progress=progress)

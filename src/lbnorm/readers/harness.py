@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import ctypes
 import functools
 import hashlib
 import json
@@ -45,7 +44,6 @@ import multiprocessing
 import os
 import re
 import reprlib
-import signal
 from collections.abc import Callable, Generator, Iterable, Sequence, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -58,6 +56,8 @@ import numpy as np
 import pandas as pd
 
 from lbnorm.errors import InputError
+from lbnorm.forking import available_cores, can_fork, start_worker
+from lbnorm.options import ProgressCallback
 from lbnorm.schemas import KEY_COLUMNS, SCORES
 
 __all__ = [
@@ -108,7 +108,6 @@ else:
 #: Fewer results files than this are read in-process (forking costs ~10 ms).
 _MIN_PARALLEL_FILES = 64
 _MAX_CHUNK_FILES = 64
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _MAX_INT64 = 2**63 - 1
 _REPR = reprlib.Repr()  # bounded reprs for messages, even of 100,000-deep values
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
@@ -271,7 +270,7 @@ def read_results_files(
     pairs: Sequence[tuple[str, str]],
     subtask_names: pd.DataFrame,
     *,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: ProgressCallback | None = None,
     total: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse results files and keep the newest file per model variant.
@@ -306,7 +305,7 @@ def read_results_paths(
     subtask_names: pd.DataFrame,
     *,
     read: Callable[[Path], bytes],
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: ProgressCallback | None = None,
     workers: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read, hash and parse results files (on every core) and keep the newest per variant.
@@ -356,7 +355,7 @@ def scan_results_files(
     read: Callable[[Path], bytes],
     known: Sequence[str | None] | None = None,
     stop_at_error: bool = True,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: ProgressCallback | None = None,
     stage: str = "parsing results files",
     workers: int | None = None,
 ) -> Generator[ScannedFile, None, None]:
@@ -444,12 +443,8 @@ class _Chunk:
 def _worker_count(total: int, workers: int | None) -> int:
     """Processes worth forking for `total` files (1: read them in-process)."""
     if workers is None:
-        workers = (
-            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        )
-    if total < _MIN_PARALLEL_FILES or workers < 2:
-        return 1
-    if "fork" not in multiprocessing.get_all_start_methods():  # pragma: no cover
+        workers = available_cores()
+    if total < _MIN_PARALLEL_FILES or workers < 2 or not can_fork():
         return 1
     return min(workers, total)
 
@@ -461,7 +456,7 @@ def _scan_in_workers(
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),
-        initializer=_start_worker,
+        initializer=start_worker,
         initargs=(os.getpid(),),
     )
     try:
@@ -480,19 +475,6 @@ def _scan_in_workers(
                 yield _unpack(path, record, keys)
     finally:  # also on an error or an early close: queued chunks are dropped
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _start_worker(parent: int) -> None:
-    """Set up a forked worker: Ctrl-C and shutdown are the parent's business."""
-    # the parent sees Ctrl-C too and cancels the pool; a worker must not print
-    # a traceback of its own
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # die with the parent, even a SIGKILLed one, rather than wait forever
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: no prctl
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def _scan_chunk(chunk: _Chunk) -> list[_Record]:

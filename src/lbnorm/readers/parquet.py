@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm.engine import Batch
 from lbnorm.errors import InputError, SchemaMismatchError
-from lbnorm.readers.tables import ExtraColumns, check_columns
-from lbnorm.schemas import REQUIRED_SCORE_COLUMNS
+from lbnorm.options import ExtraColumns
+from lbnorm.readers.tables import check_columns
+from lbnorm.schemas import REQUIRED_SCORE_COLUMNS, Batch
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
 

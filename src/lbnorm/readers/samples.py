@@ -47,6 +47,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError
+from lbnorm.readers.files import json_lines
 from lbnorm.readers.harness import parse_results_file
 from lbnorm.schemas import KEY_COLUMNS, SAMPLES
 
@@ -731,34 +732,23 @@ def _read_lines(
     doc_lines: dict[tuple[str, object], int] = {}
     filters = {kept or "none" for _, kept in wanted}
     hint = "Hint: a harness samples file has one JSON object per line, with doc_id, filter and each metric as a number, boolean or list of them."
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                document = _loads(line)
-            except (ValueError, RecursionError) as exc:
-                msg = f"{path}: line {number} is not valid JSON: {exc}.\n{hint}"
-                raise InputError(msg) from exc
-            if not isinstance(document, dict):
-                msg = f"{path}: line {number} is {type(document).__name__}, not a JSON object.\n{hint}"
-                raise InputError(msg)
-            kept = document.get("filter") or "none"
-            if kept not in filters:
-                continue
-            doc = document.get("doc_id")
-            if isinstance(doc, bool) or not isinstance(doc, int):
-                msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{hint}"
-                raise InputError(msg)
-            if (kept, doc) in doc_lines:
-                msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {doc_lines[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
-                raise InputError(msg)
-            doc_lines[kept, doc] = number
-            for name, metric_filter in wanted:
-                if (metric_filter or "none") == kept:
-                    collected[name, metric_filter].append(
-                        _checked(path, number, name, document.get(name, _MISSING))
-                    )
+    for number, document in json_lines(path, hint=hint, loads=_loads):
+        kept = document.get("filter") or "none"
+        if kept not in filters:
+            continue
+        doc = document.get("doc_id")
+        if isinstance(doc, bool) or not isinstance(doc, int):
+            msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{hint}"
+            raise InputError(msg)
+        if (kept, doc) in doc_lines:
+            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {doc_lines[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
+            raise InputError(msg)
+        doc_lines[kept, doc] = number
+        for name, metric_filter in wanted:
+            if (metric_filter or "none") == kept:
+                collected[name, metric_filter].append(
+                    _checked(path, number, name, document.get(name, _MISSING))
+                )
     out = []
     for name, metric_filter in wanted:
         values = collected[name, metric_filter]

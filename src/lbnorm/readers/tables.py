@@ -9,10 +9,8 @@ defaults ('' / False / null). Any other column is an error unless the caller say
 
 from __future__ import annotations
 
-import json
 import reprlib
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -22,27 +20,16 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, SchemaMismatchError
+from lbnorm.options import ExtraColumns
+from lbnorm.readers.files import TABLE_SUFFIXES, json_lines
 from lbnorm.schemas import OPTIONAL_SCORE_DEFAULTS, REQUIRED_SCORE_COLUMNS, SCORES
 
 __all__ = [
-    "TABLE_SUFFIXES",
-    "ExtraColumns",
     "check_columns",
     "read_score_table",
     "scores_from_frame",
 ]
 
-#: What to do with columns outside the contract.
-ExtraColumns = Literal["error", "keep", "drop"]
-
-#: File suffixes read as long-format tables.
-TABLE_SUFFIXES: dict[str, str] = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
 
 _STRING_COLUMNS = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 _REPR = reprlib.Repr()  # bounded reprs for messages
@@ -152,19 +139,8 @@ def _explain_text_table(path: Path, kind: str, *, extra_columns: ExtraColumns) -
         raise InputError(msg) from exc
     if kind != "jsonl":
         return
-    records = []
-    for number, text in enumerate(data.splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            msg = f"{path}: line {number} is not valid JSON ({exc}).\nHint: write one JSON object per line; the file may be truncated."
-            raise InputError(msg) from exc
-        if not isinstance(record, dict):
-            msg = f"{path}: line {number} is {_shown(record)}, not a JSON object.\nHint: write one JSON object per line."
-            raise InputError(msg)
-        records.append(record)
+    hint = "Hint: write one JSON object per line; the file may be truncated."
+    records = [record for _, record in json_lines(path, hint=hint)]
     # Rows of mixed types, which pyarrow refuses by column: the contract names the row.
     scores_from_frame(
         pd.DataFrame.from_records(records),

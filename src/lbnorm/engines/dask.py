@@ -3,8 +3,8 @@
 Each Parquet row group (of every file, or of every part of a partitioned
 dataset) becomes one Dask task that opens the file on its worker, checks the
 rows and folds them into exact per (variant, benchmark) sums
-(:func:`lbnorm.stream.sum_scores`). The sums are added up in a tree of tasks
-(:func:`lbnorm.stream.add_totals`, eight at a time), and only the total comes
+(:func:`lbnorm.engines.stream.sum_scores`). The sums are added up in a tree of
+tasks (:func:`lbnorm.engines.stream.add_totals`, eight at a time), and only the total comes
 back to the client, which finishes, ranks and writes exactly as a local run
 does. The sums are fixed-point integers, so the result equals the local
 streaming engine's bit for bit, and the in-memory engine's to about 1e-13.
@@ -16,48 +16,36 @@ read the input paths (a shared filesystem).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
-from lbnorm.errors import InputError, LbnormError, ValidationError
-from lbnorm.kernel import MissingPolicy
-from lbnorm.pipeline import Result
-from lbnorm.readers import read_inputs
+from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
+from lbnorm.errors import InputError, LbnormError
+from lbnorm.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
-from lbnorm.readers.tables import ExtraColumns
-from lbnorm.stream import Totals, add_totals, finish_totals, sum_scores
+from lbnorm.result import Result
 from lbnorm.suites import Suite
-from lbnorm.validate import UnknownSubtasks
+from lbnorm.validate import failure_error
 
-__all__ = ["compute_result_dask"]
+__all__ = ["compute"]
 
 #: Sums added per task in the reduction tree.
 FAN_IN = 8
 
 
-def compute_result_dask(
-    paths: Sequence[str | Path],
-    suite: Suite,
-    *,
-    scheduler: str | None = None,
-    missing: MissingPolicy = "exclude",
-    unknown: UnknownSubtasks = "error",
-    extra_columns: ExtraColumns = "error",
-    n_workers: int = 2,
+def compute(
+    inputs: Inputs, suite: Suite, options: RunOptions, *, n_workers: int = 2
 ) -> Result:
-    """Normalize Parquet inputs on a Dask cluster: benchmark and leaderboard tables.
+    """Normalize Parquet inputs on a Dask cluster (the engine interface).
 
     Args:
-        paths: Parquet files or directories of them (a partitioned dataset).
+        inputs: The inputs, opened (Parquet files or directories of them: a
+            partitioned dataset); the workers read the row groups themselves.
         suite: The suite.
-        scheduler: The scheduler's address (``tcp://host:8786``); None starts a
-            local cluster of `n_workers` processes for the run.
-        missing: Policy for absent subtasks/benchmarks.
-        unknown: Policy for subtasks the suite does not define.
-        extra_columns: Policy for columns outside the contract.
-        n_workers: Worker processes of the local cluster (without `scheduler`).
+        options: The run's options (``scheduler``: the scheduler's address,
+            ``tcp://host:8786``; None starts a local cluster of `n_workers`
+            processes for the run).
+        n_workers: Worker processes of the local cluster (without a scheduler).
 
     Returns:
         The result, without the subtask-level table.
@@ -75,19 +63,18 @@ def compute_result_dask(
             "Hint: pip install 'lbnorm[dask]' (on the client and on every worker)."
         )
         raise InputError(msg) from exc
-    read = read_inputs(
-        paths, suite=suite, extra_columns=extra_columns, keep_details=False
-    )
-    if read.eager:
-        shown = ", ".join(read.files["path"][read.files["format"] != "parquet"][:3])
+    if inputs.eager:
+        shown = ", ".join(inputs.files["path"][inputs.files["format"] != "parquet"][:3])
         msg = (
             f"{shown}: the Dask engine reads Parquet only.\n"
             "Hint: convert the inputs to Parquet, or run without --engine dask."
         )
         raise InputError(msg)
+    unknown, extra_columns = options.unknown, options.extra_columns
+    scheduler = options.scheduler
     parts = [
         delayed(_sum_row_group)(str(opened.path), group, suite, unknown, extra_columns)
-        for opened in read.streamed
+        for opened in inputs.streamed
         for group in range(opened.num_row_groups)
     ]
     while len(parts) > 1:  # a tree: no task ever holds more than FAN_IN sums
@@ -115,10 +102,8 @@ def compute_result_dask(
         if cluster is not None:
             cluster.close()
     if totals.failures:
-        raise ValidationError.from_failures(
-            pd.concat(totals.failures, ignore_index=True), total=totals.n_failed
-        )
-    return finish_totals(totals, suite, missing=missing, files=read.files)
+        raise failure_error(totals.failures, total=totals.n_failed)
+    return finish_totals(totals, suite, options=options, files=inputs.files)
 
 
 def _sum_row_group(

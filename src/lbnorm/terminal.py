@@ -1,13 +1,19 @@
-"""Plain-text summaries for the terminal: a run's outcome and a suite's bounds."""
+"""Text for the terminal: a run's summary, a suite's bounds, aligned tables, safe text.
+
+Everything printed passes :func:`printable`, so a model name cannot drive the
+terminal.
+"""
 
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-from lbnorm.pipeline import Result
-from lbnorm.suites import Suite
+    from lbnorm.result import Result
+    from lbnorm.suites import Suite
 
 __all__ = ["format_suite", "format_summary", "format_table", "printable"]
 
@@ -36,10 +42,13 @@ def format_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
     """Render a frame as an aligned text table (floats rounded for display only).
 
     Examples:
+        >>> import pandas as pd
         >>> print(format_table(pd.DataFrame({"model": ["a/b"], "average": [35.0]})))
         model  average
         a/b      35.00
     """
+    import pandas as pd  # the caller holds a frame: pandas is loaded already
+
     cells = {
         name: [
             ""
@@ -122,6 +131,8 @@ def format_summary(
 
 def format_suite(suite: Suite) -> str:
     """Show a suite's benchmarks, rules and each subtask's lower bound."""
+    import pandas as pd  # the suite shown as a table
+
     table = suite.subtask_table()
     bound = [
         f"1/{k} = {lb:.6g}"

@@ -31,14 +31,13 @@ hide a second change, as in git's "racy clean" problem).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import itertools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,20 +47,26 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm.engine import Batch
 from lbnorm.errors import InputError, OutputError
-from lbnorm.readers import Inputs, read_bytes, read_inputs, sha256_file
+from lbnorm.options import ProgressCallback, RunOptions
+from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.files import read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
     ScannedFile,
     find_results_files,
     scan_results_files,
 )
-from lbnorm.readers.tables import ExtraColumns
-from lbnorm.schemas import KEY_COLUMNS, SCORES
+from lbnorm.schemas import KEY_COLUMNS, SCORES, Batch
 from lbnorm.suites import Suite
+from lbnorm.version import lbnorm_version
+from lbnorm.writer import (
+    exclusive_lock,
+    write_bytes_atomically,
+    write_parquet_atomically,
+)
 
-__all__ = ["CACHE_FORMAT", "CacheStats", "read_inputs_cached"]
+__all__ = ["CACHE_FORMAT", "CacheStats", "read_files_cached"]
 
 #: Bumped whenever what the cache stores changes meaning.
 CACHE_FORMAT = 1
@@ -129,26 +134,25 @@ class CacheStats:
         return asdict(self)
 
 
-def read_inputs_cached(
+def read_files_cached(
     paths: Sequence[str | Path],
     *,
     suite: Suite,
-    cache: Path,
-    full_rebuild: bool = False,
-    extra_columns: ExtraColumns = "error",
-    progress: Callable[[str, int, int], None] | None = None,
+    options: RunOptions,
+    progress: ProgressCallback | None = None,
 ) -> Inputs:
-    """Read inputs as :func:`lbnorm.readers.read_inputs` does, with a parse cache.
+    """Read inputs as :func:`lbnorm.readers.catalog.read_files` does, with a parse cache.
 
-    Results files are parsed only when new or changed. Results files (``.json``, and directories holding ``results_*.json``) go
-    through the cache; score tables are read as usual.
+    Results files are parsed only when new or changed. Results files (``.json``,
+    and directories holding ``results_*.json``) go through the cache; score
+    tables are read as usual.
 
     Args:
         paths: Files or directories.
         suite: The suite, which says which results entries to read.
-        cache: The cache directory (created if needed).
-        full_rebuild: Ignore the cache's contents and rebuild it.
-        extra_columns: Policy for unknown columns in tables.
+        options: The run's options: ``cache`` (the cache directory, created if
+            needed), ``full_rebuild`` (ignore the cache's contents and rebuild it)
+            and what :func:`~lbnorm.readers.catalog.read_files` reads.
         progress: Called as ``progress(stage, done, total)`` per file read.
 
     Returns:
@@ -162,6 +166,8 @@ def read_inputs_cached(
         OutputError: The cache directory cannot be written, or another run
             holds its lock.
     """
+    assert options.cache is not None
+    cache = Path(options.cache)
     started = time.perf_counter()
     results, others = _split_paths(paths)
     batches: list[Iterator[Batch]] = []
@@ -180,7 +186,7 @@ def read_inputs_cached(
     )
     if results:
         scores, catalog, stats = _refresh(
-            results, suite, cache, full_rebuild=full_rebuild, progress=progress
+            results, suite, cache, full_rebuild=options.full_rebuild, progress=progress
         )
         batches.append(
             iter(
@@ -195,9 +201,7 @@ def read_inputs_cached(
         catalogs.append(catalog)
         num_rows += len(scores)
     if others:
-        read = read_inputs(
-            others, suite=suite, extra_columns=extra_columns, progress=progress
-        )
+        read = read_files(others, suite=suite, options=options, progress=progress)
         batches.append(iter(read.batches))
         catalogs.append(read.files.assign(cache="table", reason=""))
         num_rows += read.num_rows
@@ -208,7 +212,7 @@ def read_inputs_cached(
 
 
 def _split_paths(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
-    """Results files (found as :func:`lbnorm.readers.read_inputs` finds them) and the rest."""
+    """Results files (found as :func:`~lbnorm.readers.catalog.read_files` finds them) and the rest."""
     if not paths:
         msg = "no input given.\nHint: pass score files or a results directory."
         raise InputError(msg)
@@ -220,7 +224,7 @@ def _split_paths(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
         elif entry.is_file() and entry.suffix.lower() == ".json":
             results.append(entry)
         else:
-            others.append(entry)  # tables, or an error read_inputs will explain
+            others.append(entry)  # tables, or an error read_files will explain
     return results, others
 
 
@@ -230,7 +234,7 @@ def _refresh(
     cache: Path,
     *,
     full_rebuild: bool,
-    progress: Callable[[str, int, int], None] | None,
+    progress: ProgressCallback | None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, CacheStats]:
     subtasks = suite.subtask_table()
     pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
@@ -525,7 +529,7 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pd.DataFrame, pd.DataFrame, int
         return _empty_entries(), _empty_rows(), 0, ""
     try:
         meta = json.loads(meta_path.read_text("utf-8"))
-        if meta.get("format") != CACHE_FORMAT or meta.get("lbnorm") != _version():
+        if meta.get("format") != CACHE_FORMAT or meta.get("lbnorm") != lbnorm_version():
             return _empty_entries(), _empty_rows(), 0, "made by another lbnorm version"
         if meta.get("pairs") != pairs_hash:
             return (
@@ -582,12 +586,10 @@ def _store(
     cache: Path, entries: pd.DataFrame, rows: pd.DataFrame, pairs_hash: str
 ) -> None:
     """Write a new generation, then point the JSON at it, then delete older ones."""
-    from lbnorm.writer import write_bytes_atomically, write_parquet_atomically
-
     token = uuid.uuid4().hex[:12]
     meta: dict[str, Any] = {
         "format": CACHE_FORMAT,
-        "lbnorm": _version(),
+        "lbnorm": lbnorm_version(),
         "pairs": pairs_hash,
         "written_at_ns": time.time_ns(),
     }
@@ -608,20 +610,18 @@ def _store(
             stale.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _locked(cache: Path) -> Iterator[None]:
-    try:
-        handle = (cache / ".lock").open("a")
-    except OSError as exc:
-        msg = f"{cache}: cannot lock the cache ({exc.strerror}).\nHint: choose a writable --cache directory."
-        raise OutputError(msg) from exc
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            msg = f"{cache}: another lbnorm run is using this cache.\nHint: wait for it, or give this run its own --cache."
-            raise OutputError(msg) from exc
-        yield
+def _locked(cache: Path) -> contextlib.AbstractContextManager[None]:
+    return exclusive_lock(
+        cache / ".lock",
+        busy=(
+            f"{cache}: another lbnorm run is using this cache.\n"
+            "Hint: wait for it, or give this run its own --cache."
+        ),
+        unlockable=lambda exc: OutputError(
+            f"{cache}: cannot lock the cache ({exc.strerror}).\n"
+            "Hint: choose a writable --cache directory."
+        ),
+    )
 
 
 def _empty_entries() -> pd.DataFrame:
@@ -636,9 +636,3 @@ def _empty_rows() -> pd.DataFrame:
 
 def _first_line(text: str) -> str:
     return text.split("\n", 1)[0]
-
-
-def _version() -> str:
-    from lbnorm.writer import lbnorm_version  # the package version, nothing written
-
-    return lbnorm_version()

@@ -2,45 +2,56 @@
 
 Each worker is a forked copy of the running process (so it inherits the opened
 inputs and the suite, and nothing is pickled on the way in). It sums its share of
-the row groups into exact partial sums (:func:`lbnorm.stream.sum_scores`) and
-sends them back through a pipe (multiprocessing pickles them: data this process
-made itself, never an input); the parent adds them up by variant key
-(:func:`lbnorm.stream.add_totals`). Fixed-point sums are exact, so the result is
-bit-identical to a one-process run whatever the split.
+the row groups into exact partial sums and sends them back through a pipe
+(multiprocessing pickles them: data this process made itself, never an input);
+the parent adds them up by variant key. Fixed-point sums are exact, so the result
+is bit-identical to a one-process run whatever the split.
 
 Failures stay simple: an input error in a worker is raised again in the parent;
 a score that fails a check (or a duplicate across shares) makes the caller redo
-the run in one process, which lists every failure with its file and row.
+the run in one process, which lists every failure with its file and row. A
+worker dies with its parent (:func:`lbnorm.forking.start_worker`), so a killed
+run leaves no process behind.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from lbnorm.errors import LbnormError
-from lbnorm.stream import Totals, add_totals
+from lbnorm.forking import start_worker
 
-__all__ = ["available_cores", "sum_in_workers"]
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+__all__ = ["sum_in_workers"]
 
 
-def sum_in_workers(work: Callable[[int, int], Totals], workers: int) -> Totals | None:
-    """Run ``work(part, workers)`` for every part in forked processes and add up.
+class _Checked(Protocol):
+    @property
+    def failures(self) -> Sequence[object]:
+        """Failures found while summing (none: the sums can be used)."""
+        ...
+
+
+_Sums = TypeVar("_Sums", bound=_Checked)
+
+
+def sum_in_workers(
+    work: Callable[[int, int], _Sums],
+    workers: int,
+    combine: Callable[[list[_Sums]], _Sums],
+) -> _Sums | None:
+    """Run ``work(part, workers)`` for every part in forked processes and combine.
 
     Args:
         work: Sums one share of the input: ``work(part, parts)``.
         workers: Processes to fork (at least 2).
+        combine: Adds the shares' sums up.
 
     Returns:
-        The added sums, or None when a share failed a check (see the module
+        The combined sums, or None when a share failed a check (see the module
         docstring).
 
     Raises:
@@ -50,10 +61,11 @@ def sum_in_workers(work: Callable[[int, int], Totals], workers: int) -> Totals |
     context = multiprocessing.get_context("fork")
     receivers: list[Connection] = []
     processes = []
+    parent = os.getpid()
     for part in range(workers):
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(
-            target=_work, args=(work, part, workers, sender), daemon=True
+            target=_work, args=(work, part, workers, sender, parent), daemon=True
         )
         process.start()
         sender.close()
@@ -69,18 +81,25 @@ def sum_in_workers(work: Callable[[int, int], Totals], workers: int) -> Totals |
                 raise RuntimeError(msg) from None
     finally:
         for process in processes:
+            if process.is_alive() and len(replies) < workers:
+                process.kill()  # interrupted or failed: no worker outlives the run
             process.join()
     for kind, payload in replies:
         if kind == "error":
             raise payload
-    totals = add_totals([payload for _, payload in replies])
+    totals = combine([payload for _, payload in replies])
     return None if totals.failures else totals
 
 
 def _work(
-    work: Callable[[int, int], Totals], part: int, parts: int, sender: Connection
+    work: Callable[[int, int], object],
+    part: int,
+    parts: int,
+    sender: Connection,
+    parent: int,
 ) -> None:
     """In the forked worker: sum one share and send the totals (or the error) back."""
+    start_worker(parent)
     try:
         reply: tuple[str, Any] = ("ok", work(part, parts))
     except LbnormError as exc:

@@ -25,9 +25,8 @@ import pandas as pd
 from lbnorm.analysis.diff import Diff, Snapshot, diff_snapshots
 from lbnorm.analysis.health import check_health
 from lbnorm.errors import LbnormError
-from lbnorm.query import has_table, metadata_columns, read_manifest, read_output_table
-from lbnorm.schemas import KEY_COLUMNS
-from lbnorm.show import benchmark_names
+from lbnorm.outdir import has_table, metadata_columns, read_manifest, read_output_table
+from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -84,7 +83,7 @@ def leave_one_out(leaderboard: pd.DataFrame) -> pd.DataFrame:
         1         B   30.0    30.0
         2         C   50.0    20.0
     """
-    names = benchmark_names(leaderboard)
+    names = benchmark_columns(leaderboard.columns)
     scores = leaderboard[names].to_numpy(dtype=np.float64, na_value=np.nan)
     scores = scores[~np.isnan(scores).any(axis=1)]
     n_variants, n_benchmarks = scores.shape
@@ -137,7 +136,7 @@ def summarize_benchmarks(leaderboard: pd.DataFrame) -> pd.DataFrame:
           benchmark  n  median  at_zero_pct
         0         A  3    50.0    33.333333
     """
-    names = benchmark_names(leaderboard)
+    names = benchmark_columns(leaderboard.columns)
     long = leaderboard[names].melt(var_name="benchmark", value_name="score").dropna()
     grouped = long.groupby("benchmark", sort=False)["score"]
     return (
@@ -259,7 +258,7 @@ def render_report(
     subtasks = (
         read_output_table(out, "subtasks") if has_table(out, "subtasks") else None
     )
-    names = benchmark_names(board)
+    names = benchmark_columns(board.columns)
     health = check_health(board, benchmarks=names, subtasks=subtasks)
     suite = manifest.get("suite", {})
     suite_name = str(suite.get("name", "")) if isinstance(suite, dict) else ""
@@ -376,7 +375,7 @@ def _snapshot(out: str | Path, *, label: str) -> Snapshot:
     )
     return Snapshot(
         leaderboard=board,
-        benchmarks=benchmark_names(board),
+        benchmarks=benchmark_columns(board.columns),
         subtasks=subtasks,
         label=label,
     )

@@ -6,7 +6,7 @@ per (variant, benchmark) partial sums (:class:`lbnorm.kernel.Partials`), then
 dropped. The working set is one batch, three sums per (variant, benchmark), one
 byte per (variant, subtask) to catch duplicates across batches (and count
 subtasks), and the key registry: about 1 GB for 2M variants x 100 subtasks. The
-dense float store of :mod:`lbnorm.engine` is never built, so there is no
+dense float store of :mod:`lbnorm.engines.memory` is never built, so there is no
 subtask-level output.
 
 The sums are exact (fixed point, see :class:`_PartialStore`), so results do not
@@ -16,7 +16,7 @@ engine's to within its own rounding (about 1e-13 on a 0-100 score).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,62 +26,49 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.encode import KeyEncoder
-from lbnorm.engine import Batch, check_batch
-from lbnorm.errors import ValidationError
+from lbnorm.engines.workers import sum_in_workers
 from lbnorm.kernel import (
     FloatArray,
     IntArray,
-    MissingPolicy,
     Partials,
     SuiteArrays,
     finish_benchmarks,
 )
-from lbnorm.pipeline import Result, assemble_result, suite_arrays
-from lbnorm.schemas import KEY_COLUMNS
-from lbnorm.suites import Suite
+from lbnorm.options import RunOptions, UnknownSubtasks
+from lbnorm.readers import Inputs
+from lbnorm.result import Result, assemble_result
+from lbnorm.schemas import KEY_COLUMNS, Batch
+from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import (
     MAX_FAILURES_SHOWN,
-    UnknownSubtasks,
+    check_batch,
     describe_failures,
+    failure_error,
     failure_rows,
 )
 
 __all__ = [
     "Totals",
     "add_totals",
-    "compute_result_streaming",
+    "compute",
     "finish_totals",
     "sum_scores",
 ]
 
 
-def compute_result_streaming(
-    batches: Iterable[Batch],
-    suite: Suite,
-    *,
-    missing: MissingPolicy = "exclude",
-    unknown: UnknownSubtasks = "error",
-    files: pd.DataFrame | None = None,
-    expected_rows: int = 0,
-    batch_rows: int | None = None,
-    shares: Callable[[int, int], Iterable[Batch]] | None = None,
-    workers: int = 1,
-) -> Result:
-    """Normalize score batches in bounded memory: benchmark and leaderboard tables.
+def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
+    """Normalize score batches in bounded memory (the engine interface).
+
+    With ``options.workers`` > 1 and Parquet inputs, each of that many disjoint
+    shares of the row groups (:meth:`lbnorm.readers.Inputs.partition`) is summed
+    in its own forked process and the exact sums are added up
+    (:mod:`lbnorm.engines.workers`).
 
     Args:
-        batches: Score batches (Parquet row groups stream from disk).
+        inputs: The score batches (Parquet row groups stream from disk).
         suite: The suite.
-        missing: Policy for absent subtasks/benchmarks.
-        unknown: Policy for subtasks the suite does not define.
-        files: The catalog of input files, recorded in the result.
-        expected_rows: Rows expected in all (sizes the sums up front).
-        batch_rows: Split batches into slices of at most this many rows.
-        shares: ``shares(part, parts)`` gives one of `parts` disjoint shares of
-            `batches` (see :meth:`lbnorm.readers.Inputs.partition`); with
-            `workers` > 1, each share is summed in its own forked process and the
-            exact sums are added up (:mod:`lbnorm.parallel`).
-        workers: Processes to use with `shares`.
+        options: The run's options (``unknown``, ``missing``, ``batch_rows``,
+            ``workers``).
 
     Returns:
         The result, without the subtask-level table.
@@ -95,45 +82,43 @@ def compute_result_streaming(
         >>> table = pa.table({"model": ["m"] * 3, "benchmark": ["MUSR"] * 3,
         ...     "subtask": ["murder_mysteries", "object_placements", "team_allocation"],
         ...     "raw_score": [0.7, 0.4, 0.6]})
-        >>> result = compute_result_streaming([Batch(table=table, source="t")],
-        ...     load_suite("openllm-v2"), missing="partial", batch_rows=1)
+        >>> inputs = Inputs.of_batches([Batch(table=table, source="t")])
+        >>> options = RunOptions(missing="partial", subtasks=False, batch_rows=1)
+        >>> result = compute(inputs, load_suite("openllm-v2"), options)
         >>> result.benchmarks["normalized_score"].round(9).tolist()
         [35.0]
     """
     totals = None
-    if shares is not None and workers > 1:
-        from lbnorm.parallel import sum_in_workers
-
+    if inputs.streamed and options.workers > 1:
         totals = sum_in_workers(
             lambda part, parts: sum_scores(
-                shares(part, parts),
+                inputs.partition(part, parts),
                 suite,
-                unknown=unknown,
-                expected_rows=expected_rows // parts,
-                batch_rows=batch_rows,
+                unknown=options.unknown,
+                expected_rows=inputs.num_rows // parts,
+                batch_rows=options.batch_rows,
             ),
-            workers,
+            options.workers,
+            add_totals,
         )  # None: a share failed a check; the serial run below reports where
     if totals is None:
         totals = sum_scores(
-            batches,
+            inputs.batches,
             suite,
-            unknown=unknown,
-            expected_rows=expected_rows,
-            batch_rows=batch_rows,
+            unknown=options.unknown,
+            expected_rows=inputs.num_rows,
+            batch_rows=options.batch_rows,
         )
     if totals.failures:
-        raise ValidationError.from_failures(
-            pd.concat(totals.failures, ignore_index=True), total=totals.n_failed
-        )
-    return finish_totals(totals, suite, missing=missing, files=files)
+        raise failure_error(totals.failures, total=totals.n_failed)
+    return finish_totals(totals, suite, options=options, files=inputs.files)
 
 
 def finish_totals(
     totals: Totals,
     suite: Suite,
     *,
-    missing: MissingPolicy,
+    options: RunOptions,
     files: pd.DataFrame | None = None,
 ) -> Result:
     """Turn exact sums into the benchmark and leaderboard tables.
@@ -141,7 +126,7 @@ def finish_totals(
     Args:
         totals: Sums over every score, without failures.
         suite: The suite.
-        missing: Policy for absent subtasks/benchmarks.
+        options: The run's options.
         files: The catalog of input files.
 
     Returns:
@@ -152,10 +137,10 @@ def finish_totals(
     arrays, counts = totals.store.arrays, totals.counts()
     partials = totals.store.partials(len(variants), order)
     del totals  # the sums and the seen matrix: the biggest arrays, no longer needed
-    benchmark = finish_benchmarks(partials, arrays, missing=missing)
+    benchmark = finish_benchmarks(partials, arrays, missing=options.missing)
     del partials
     return assemble_result(
-        variants, benchmark, suite, missing=missing, files=files, **counts
+        variants, benchmark, suite, options=options, files=files, **counts
     )
 
 
@@ -172,14 +157,14 @@ class Totals:
 
     variants: pd.DataFrame
     store: _PartialStore
-    failures: list[pd.DataFrame]
+    failures: list[pa.Table]
     n_failed: int
     n_ignored: int
     n_scores: int
     n_clipped: int
 
     def counts(self) -> dict[str, int]:
-        """The row counts a :class:`lbnorm.pipeline.Result` records."""
+        """The row counts a :class:`lbnorm.result.Result` records."""
         return {
             "n_ignored_rows": self.n_ignored,
             "n_scores": self.n_scores,
@@ -219,7 +204,7 @@ def sum_scores(
             for b, t in zip(bounds["benchmark"], bounds["subtask"], strict=True)
         ],
     )
-    failures: list[pd.DataFrame] = []
+    failures: list[pa.Table] = []
     n_failed = n_ignored = n_scores = n_clipped = 0
     for batch in _sliced(batches, batch_rows):
         checked = check_batch(
@@ -227,9 +212,7 @@ def sum_scores(
         )
         n_ignored += checked.n_ignored
         if checked.n_failed:
-            failures.extend(
-                describe_failures(batch, checked.failed, encoder, checked.subtask)
-            )
+            failures.extend(describe_failures(batch, checked.failed))
             n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
         variant, subtask, raw = checked.variant, checked.subtask, checked.scores
@@ -294,7 +277,7 @@ def add_totals(parts: list[Totals]) -> Totals:
 
 def _describe_repeats(
     variants: pd.DataFrame, row: IntArray, subtask: IntArray, store: _PartialStore
-) -> pd.DataFrame:
+) -> pa.Table:
     """Failure rows for (variant, subtask) pairs that two shares both supplied."""
     shown = slice(0, MAX_FAILURES_SHOWN)
     models = variants["model"].to_numpy()[row[shown]]

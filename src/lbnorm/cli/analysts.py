@@ -1,0 +1,350 @@
+"""``lbnorm query``, ``show``, ``compare`` and ``report``: what analysts ask of an output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Literal
+
+from lbnorm.cli.arguments import check_parent
+from lbnorm.errors import ExitCode, LbnormError
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``query``, ``show``, ``compare`` and ``report``."""
+    _register_query(commands)
+    _register_show(commands)
+    _register_compare(commands)
+    _register_report(commands)
+
+
+def _register_query(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    query = commands.add_parser(
+        "query",
+        help="run SQL (DuckDB) over an output directory",
+        description=(
+            "Run one SQL statement (DuckDB dialect) over an output directory, whose "
+            "files are the views scores (subtasks.parquet), benchmarks, leaderboard, "
+            "metadata (the --metadata table, else the leaderboard's metadata columns) "
+            "and columns (every view's columns, types and docs). Quote column names "
+            "with spaces: \"MATH Lvl 5\". Needs DuckDB: pip install 'lbnorm[sql]'."
+        ),
+        epilog=_QUERY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    query.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    query.add_argument(
+        "sql",
+        metavar="SQL",
+        help="the statement; - reads it from stdin; 'FROM columns' lists the columns",
+    )
+    query.add_argument(
+        "--format",
+        choices=["table", "csv", "json", "parquet"],
+        help="output format (default: from --output's suffix, else table)",
+    )
+    query.add_argument("--output", metavar="FILE", help="write the result here")
+    query.add_argument(
+        "--metadata", metavar="FILE", help="a metadata table to query as `metadata`"
+    )
+    query.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also query another output directory as NAME.leaderboard etc. (repeatable)",
+    )
+    query.add_argument(
+        "--max-rows",
+        type=int,
+        default=100,
+        help="rows printed in table format (default: %(default)s)",
+    )
+    query.add_argument(
+        "--digits",
+        type=int,
+        default=2,
+        help="decimals printed in table format (default: %(default)s)",
+    )
+    query.set_defaults(handler=_cmd_query)
+
+
+def _register_show(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    show = commands.add_parser(
+        "show",
+        help="print the top of a leaderboard, filtered",
+        description=(
+            "Print the top N variants of an output directory's leaderboard. Filters "
+            "combine: --model (regular expression), --precision, --where COLUMN OP VALUE "
+            "on any column (OP: = != < <= > >= ~), --benchmark sorts by one benchmark."
+        ),
+        epilog=(
+            "examples:\n"
+            "  lbnorm show lbnorm-out --top 20 --benchmark math --where 'params_b<10'\n"
+            "  lbnorm show lbnorm-out --model qwen --precision bfloat16\n"
+            "  lbnorm show lbnorm-out --rank-within size_class --where size_class=7-13B\n"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    show.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    show.add_argument(
+        "--top", type=int, default=20, help="rows to print (default: %(default)s)"
+    )
+    show.add_argument(
+        "--benchmark", help="sort by this benchmark (a unique prefix will do: math)"
+    )
+    show.add_argument(
+        "--model", metavar="PATTERN", help="model names matching (case-insensitive)"
+    )
+    show.add_argument("--precision", help="this precision only, e.g. bfloat16")
+    show.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="COLUMN OP VALUE, e.g. params_b<10, type=chatmodels (repeatable)",
+    )
+    show.add_argument(
+        "--columns", help="comma-separated columns to print instead of the defaults"
+    )
+    show.add_argument(
+        "--rank-within",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="add ranks within groups of this column (repeatable)",
+    )
+    show.add_argument(
+        "--exclude-flagged",
+        action="store_true",
+        help="re-rank without flagged variants and list them",
+    )
+    show.add_argument(
+        "--metadata", metavar="FILE", help="join this metadata table first"
+    )
+    show.add_argument(
+        "--full-names",
+        action="store_true",
+        help="do not shorten long model names",
+    )
+    show.add_argument(
+        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
+    )
+    show.set_defaults(handler=_cmd_show)
+
+
+def _register_compare(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="put models side by side, per benchmark and subtask",
+        description=(
+            "Print the named models' scores side by side: average, each benchmark and "
+            "its subtasks (normalized 0-100, or --raw). A name may be a unique part of "
+            "a model name; every variant of a model is shown. For two, the last column "
+            "is the difference (second minus first)."
+        ),
+    )
+    compare.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    compare.add_argument("models", nargs="+", metavar="MODEL")
+    compare.add_argument(
+        "--raw", action="store_true", help="raw scores (0-1) instead of normalized"
+    )
+    compare.add_argument(
+        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
+    )
+    compare.set_defaults(handler=_cmd_compare)
+
+
+def _register_report(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    report = commands.add_parser(
+        "report",
+        help="write a self-contained HTML report with plots",
+        description=(
+            "Write one HTML file (plots embedded, nothing fetched) with the leaderboard, "
+            "a summary and distribution per benchmark, each benchmark against the "
+            "mean of the others, health checks and, given --previous, what changed. "
+            "Needs matplotlib: pip install 'lbnorm[report]'."
+        ),
+    )
+    report.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    report.add_argument("--html", required=True, metavar="FILE", help="the HTML file")
+    report.add_argument(
+        "--previous", metavar="DIR", help="an older output directory to diff against"
+    )
+    report.add_argument(
+        "--top",
+        type=int,
+        default=50,
+        help="leaderboard rows shown (default: %(default)s)",
+    )
+    report.add_argument("--title", help="page title (default: from the suite)")
+    report.set_defaults(handler=_cmd_report)
+
+
+_QUERY_EPILOG = """\
+examples:
+  lbnorm query lbnorm-out "FROM columns"       # the views' columns and docs
+  lbnorm query lbnorm-out "SELECT model, \\"MATH Lvl 5\\" FROM leaderboard
+      WHERE params_b < 10 ORDER BY 2 DESC LIMIT 20"
+  lbnorm query new-out "SELECT ... FROM leaderboard n JOIN old.leaderboard o
+      USING (model, precision, revision, chat_template)" --attach old=lbnorm-out
+  lbnorm query lbnorm-out "SELECT * FROM scores" --output scores.csv
+"""
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from lbnorm.query import format_result, infer_format, run_query
+
+    attach = dict(_parse_attach(text) for text in args.attach)
+    fmt = args.format or infer_format(args.output)
+    if fmt == "parquet" and args.output is None:
+        print(
+            "lbnorm: error: --format parquet needs --output FILE.\n"
+            "Hint: add --output result.parquet.",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    if args.output is not None:
+        check_parent(args.output)
+    sql = sys.stdin.read() if args.sql == "-" else args.sql
+    table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
+    data = format_result(table, fmt, max_rows=args.max_rows, digits=args.digits)
+    if args.output is None:
+        sys.stdout.write(data.decode())
+        return ExitCode.OK
+    _write_atomically(args.output, data)
+    print(f"wrote {args.output} ({table.num_rows:,} rows, {fmt})", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from lbnorm.metadata import annotate_leaderboard, list_flagged
+    from lbnorm.outdir import read_output_table
+    from lbnorm.schemas import benchmark_columns
+    from lbnorm.show import (
+        Filter,
+        format_leaderboard,
+        match_benchmark,
+        select_leaderboard,
+    )
+
+    filters = [Filter.parse(text) for text in args.where]
+    board = annotate_leaderboard(
+        read_output_table(args.out, "leaderboard"),
+        args.metadata,
+        rank_within_columns=args.rank_within,
+        is_flagged_excluded=args.exclude_flagged,
+    )
+    benchmark = (
+        match_benchmark(args.benchmark, benchmark_columns(board.columns))
+        if args.benchmark
+        else None
+    )
+    selected = select_leaderboard(
+        board,
+        filters=filters,
+        model=args.model,
+        precision=args.precision,
+        benchmark=benchmark,
+        top=None,
+    )
+    conditions = [
+        *args.where,
+        *([f"model~{args.model}"] if args.model else []),
+        *([f"precision={args.precision}"] if args.precision else []),
+    ]
+    shown = selected.head(args.top)
+    print(
+        f"top {len(shown):,} of {len(selected):,} variants"
+        + (f" where {' and '.join(conditions)}" if conditions else "")
+        + (f", by {benchmark}" if benchmark else ", by average")
+        + (f" ({len(board):,} in all)" if conditions else "")
+    )
+    if len(shown):
+        print(
+            format_leaderboard(
+                shown,
+                benchmark=benchmark,
+                columns=args.columns.split(",") if args.columns else None,
+                name_width=None if args.full_names else 48,
+                digits=args.digits,
+            )
+        )
+    if args.exclude_flagged:
+        flagged = list_flagged(board)
+        print(f"\n{len(flagged)} flagged variant(s), not ranked:")
+        if len(flagged):
+            from lbnorm.terminal import format_table
+
+            print(format_table(flagged, digits=args.digits))
+    return ExitCode.OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from lbnorm.outdir import has_table, read_output_table
+    from lbnorm.schemas import KEY_COLUMNS
+    from lbnorm.show import compare_variants, find_variants, format_comparison
+
+    variants = find_variants(read_output_table(args.out, "leaderboard"), args.models)
+    models = variants["model"].unique().tolist()
+    value: Literal["normalized_score", "raw_score"] = (
+        "raw_score" if args.raw else "normalized_score"
+    )
+    subtasks = (
+        read_output_table(args.out, "subtasks", models=models)
+        if has_table(args.out, "subtasks")
+        else pd.DataFrame(columns=[*KEY_COLUMNS, "benchmark", "subtask", value])
+    )  # without subtasks.parquet (run --no-subtasks): benchmarks only
+    comparison = compare_variants(
+        variants,
+        read_output_table(args.out, "benchmarks", models=models),
+        subtasks,
+        value=value,
+    )
+    print(
+        format_comparison(
+            variants,
+            comparison,
+            digits=max(args.digits, 4) if args.raw else args.digits,
+        )
+    )
+    return ExitCode.OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from lbnorm.html_report import render_report
+
+    check_parent(args.html)  # before the plots, not after
+    page = render_report(
+        args.out, previous=args.previous, top=args.top, title=args.title
+    )
+    _write_atomically(args.html, page.encode())
+    print(f"wrote {args.html} ({len(page) / 1e6:.1f} MB)")
+    return ExitCode.OK
+
+
+def _parse_attach(text: str) -> tuple[str, str]:
+    name, is_pair, directory = text.partition("=")
+    if not is_pair or not name or not directory:
+        msg = f"--attach {text!r}: expected NAME=DIR.\nHint: e.g. --attach old=lbnorm-out-2025-01."
+        raise LbnormError(msg)
+    return name, directory
+
+
+def _write_atomically(name: str, data: bytes) -> None:
+    from lbnorm.writer import write_bytes_atomically  # the module that writes files
+
+    write_bytes_atomically(Path(name), data)

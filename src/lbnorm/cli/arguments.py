@@ -1,0 +1,82 @@
+"""The options several commands share, defined once, and what they build.
+
+``run`` and ``impact`` take the same data policies; every command that writes
+a file checks its folder the same way. :func:`run_options` turns parsed
+arguments into the one :class:`~lbnorm.options.RunOptions` the pipeline takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import get_args
+
+from lbnorm.errors import OutputError
+from lbnorm.options import (
+    ExtraColumns,
+    MissingPolicy,
+    RunOptions,
+    UnknownSubtasks,
+)
+
+__all__ = [
+    "add_inputs",
+    "add_policy_options",
+    "check_parent",
+    "run_options",
+]
+
+
+def add_inputs(parser: argparse.ArgumentParser) -> None:
+    """The INPUT arguments (score files or results directories; none: the demo)."""
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="score files or results directories (default: the bundled demo)",
+    )
+
+
+def add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """The data policies shared by ``run`` and ``impact``."""
+    parser.add_argument(
+        "--missing",
+        choices=get_args(MissingPolicy),
+        default="exclude",
+        help="variants lacking a subtask or benchmark: exclude = no score and no rank for what is incomplete (the leaderboard's rule); partial = average what is present; zero = count it as 0 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unknown",
+        choices=get_args(UnknownSubtasks),
+        default="error",
+        help="rows whose subtask the suite lacks: error or ignore (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--extra-columns",
+        choices=get_args(ExtraColumns),
+        default="error",
+        help="table columns outside the contract: error, keep (carried into subtasks.parquet) or drop (default: %(default)s)",
+    )
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The :class:`RunOptions` of parsed arguments (fields the command lacks default)."""
+    given = {
+        name: getattr(args, name)
+        for name in RunOptions.__dataclass_fields__
+        if hasattr(args, name)
+    }
+    if "rank_within" in given:
+        given["rank_within"] = tuple(given["rank_within"])
+    return RunOptions(**given)
+
+
+def check_parent(name: str) -> None:
+    """Fail early (before any work) when a file's folder does not exist.
+
+    Raises:
+        OutputError: The folder is missing.
+    """
+    if not Path(name).resolve().parent.is_dir():
+        msg = f"{name}: cannot write: its directory does not exist.\nHint: check that the directory exists and is writable."
+        raise OutputError(msg)

@@ -1,0 +1,232 @@
+"""``lbnorm diff``, ``impact`` and ``health``: what a change did, and whether a benchmark is broken."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lbnorm.cli.arguments import add_inputs, add_policy_options
+from lbnorm.errors import ExitCode
+from lbnorm.options import DEFAULT_SUITE, RunOptions
+
+if TYPE_CHECKING:
+    from lbnorm.analysis.diff import Diff
+
+__all__ = ["register"]
+
+_EPILOG = """\
+exit codes: 0 done (health: every check passed); 7 health: a check failed;
+  1-6 as for run (nothing done); 2 usage error
+
+examples:
+  lbnorm impact --set-bound GPQA=0.3                 # the demo, GPQA bound 0.25 -> 0.3
+  lbnorm impact results/ --suite openllm-v2 --suite my-suite.toml --out impact/
+  lbnorm diff yesterday-out/ today-out/ --markdown changes.md
+  lbnorm health                                      # the demo
+  lbnorm health data/published_v2_final.csv          # any table with X and "X Raw" columns
+  lbnorm run results/ --out out/ --cache .lbnorm-cache --report run.json --health
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``diff``, ``impact`` and ``health``."""
+    diff = commands.add_parser(
+        "diff",
+        help="what changed between two output directories",
+        description=(
+            "Compare two lbnorm output directories: lower bounds that changed, the delta "
+            "per model and benchmark, each model's average delta and rank move, and summary "
+            "figures (Kendall tau, Spearman rho, top-k overlaps, big movers, newly clipped "
+            "scores, models added and removed, rank moves beyond the rank intervals). "
+            "Prints Markdown; --out saves the tables as Parquet."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diff.add_argument("old", metavar="OLD_OUT", help="the reference output directory")
+    diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
+    _add_diff_options(diff)
+    diff.set_defaults(handler=_cmd_diff)
+
+    impact = commands.add_parser(
+        "impact",
+        help="what a suite change does to the same inputs",
+        description=(
+            "Normalize the same inputs under two suites (--suite OLD --suite NEW, or one "
+            "suite and --set-bound overrides) and report what changed, as `lbnorm diff` "
+            "does. With no INPUTS, the bundled demo."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_inputs(impact)
+    impact.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        help=f"old suite, then new suite (built-in name or TOML file; default: {DEFAULT_SUITE})",
+    )
+    impact.add_argument(
+        "--set-bound",
+        action="append",
+        default=[],
+        metavar="BENCHMARK[/SUBTASK]=LB",
+        help="a lower bound for the new suite, e.g. GPQA=0.3 (repeatable)",
+    )
+    add_policy_options(impact)
+    _add_diff_options(impact)
+    impact.set_defaults(handler=_cmd_impact)
+
+    health = commands.add_parser(
+        "health",
+        help="is a benchmark broken? checks per benchmark and subtask",
+        description=(
+            "Check each benchmark against the leave-one-out average of the others "
+            "(Spearman rho), its floor and ceiling rates, and for a stuck cluster (many "
+            "models in a narrow low band whatever their average, as DROP had); and each "
+            "subtask's lower bound and agreement with its benchmark. SOURCE: an output "
+            "directory, a wide table with X and 'X Raw' columns (benchmark checks only), "
+            "or inputs to normalize; none: the bundled demo."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    health.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="output directory, wide table, or inputs (default: the demo)",
+    )
+    health.add_argument(
+        "--suite", default=DEFAULT_SUITE, help="suite for INPUTS (default: %(default)s)"
+    )
+    health.add_argument(
+        "--config",
+        metavar="FILE",
+        help="health thresholds (TOML; defaults in docs/changes-and-health.md)",
+    )
+    health.add_argument(
+        "--all-subtasks",
+        action="store_true",
+        help="list every subtask, not only failed ones",
+    )
+    health.add_argument(
+        "--out", metavar="DIR", help="also write health.parquet into DIR"
+    )
+    health.set_defaults(handler=_cmd_health)
+
+
+def _add_diff_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write diff_bounds, diff_scores, diff_models and diff_summary .parquet here",
+    )
+    parser.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="write the Markdown summary to FILE instead of stdout",
+    )
+    parser.add_argument(
+        "--moved",
+        type=int,
+        default=10,
+        metavar="N",
+        help="count models that moved more than N places (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        action="append",
+        metavar="K",
+        help="a top-K overlap to report (repeatable; default: 10, 50, 100)",
+    )
+    parser.add_argument(
+        "--largest",
+        type=int,
+        default=10,
+        metavar="N",
+        help="largest rank moves listed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-intervals",
+        dest="intervals",
+        action="store_false",
+        help="skip the rank intervals (faster)",
+    )
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from lbnorm.analysis.diff import diff_snapshots, read_snapshot
+    from lbnorm.analysis.render import format_diff
+
+    diff = diff_snapshots(
+        read_snapshot(args.old, intervals=args.intervals),
+        read_snapshot(args.new, intervals=args.intervals),
+        moved_places=args.moved,
+        top=args.top or (10, 50, 100),
+    )
+    return _emit_diff(args, diff, format_diff(diff, largest=args.largest))
+
+
+def _cmd_impact(args: argparse.Namespace) -> int:
+    from lbnorm.analysis.impact import compare_suites
+    from lbnorm.analysis.render import format_diff
+
+    suites = args.suite or [DEFAULT_SUITE]
+    if len(suites) > 2 or (len(suites) == 1 and not args.set_bound):
+        print(
+            "lbnorm: error: impact compares two suites: --suite OLD --suite NEW, or one "
+            f"--suite (default {DEFAULT_SUITE}) and --set-bound BENCHMARK=LB.\n"
+            "Hint: lbnorm impact --set-bound GPQA=0.3",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    diff = compare_suites(
+        args.inputs,
+        suites=suites,
+        set_bounds=args.set_bound,
+        intervals=args.intervals,
+        moved_places=args.moved,
+        top=args.top or (10, 50, 100),
+        options=RunOptions(
+            missing=args.missing,
+            unknown=args.unknown,
+            extra_columns=args.extra_columns,
+        ),
+    )
+    on = ", ".join(args.inputs) if args.inputs else "the bundled demo"
+    title = f"lbnorm impact: {diff.labels[0]} -> {diff.labels[1]} on {on}"
+    return _emit_diff(args, diff, format_diff(diff, largest=args.largest, title=title))
+
+
+def _cmd_health(args: argparse.Namespace) -> int:
+    from lbnorm.analysis.health import HealthConfig, check_source, is_healthy
+    from lbnorm.analysis.render import format_health
+
+    config = HealthConfig.from_toml(args.config) if args.config else None
+    health, title = check_source(args.sources, suite=args.suite, config=config)
+    print(format_health(health, all_subtasks=args.all_subtasks, title=title))
+    if args.out:
+        from lbnorm.writer import add_tables
+
+        add_tables(Path(args.out), {"health": health})
+    return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY
+
+
+def _emit_diff(args: argparse.Namespace, diff: Diff, text: str) -> int:
+    from lbnorm.writer import add_tables, write_bytes_atomically
+
+    if args.out:
+        add_tables(Path(args.out), diff.tables())
+    if args.markdown:
+        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
+        print(
+            f"wrote {args.markdown}"
+            + (f" and {args.out}/diff_*.parquet" if args.out else "")
+        )
+    else:
+        print(text)
+    return ExitCode.OK

@@ -1,0 +1,250 @@
+"""``lbnorm run``: read, normalize, write, summarise; with nightly options, checked and reported.
+
+Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.run_options`
+turns them into the one :class:`~lbnorm.options.RunOptions`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from lbnorm.cli.arguments import add_inputs, add_policy_options, run_options
+from lbnorm.errors import ExitCode
+from lbnorm.options import DEFAULT_SUITE, EngineName
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lbnorm.nightly import MonitoredRun
+
+__all__ = ["register"]
+
+_ENGINES: tuple[EngineName, ...] = ("auto", "memory", "stream", "dask")
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], *, epilog: str
+) -> None:
+    """Register ``run`` and all its options."""
+    run = commands.add_parser(
+        "run",
+        help="normalize scores and write the output tables",
+        description=(
+            "Read scores (lm-evaluation-harness results files or trees, CSV, JSONL, "
+            "Parquet), normalize them under a suite, write subtasks.parquet, "
+            "benchmarks.parquet, leaderboard.parquet and manifest.json to --out "
+            "(replaced atomically), and print a summary. With no INPUTS, the bundled "
+            "demo leaderboard (4,576 Open LLM Leaderboard v2 models) is used."
+        ),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_inputs(run)
+    run.add_argument(
+        "--suite",
+        default=DEFAULT_SUITE,
+        help="built-in suite name or suite TOML file (default: %(default)s)",
+    )
+    run.add_argument(
+        "--out", default="lbnorm-out", help="output directory (default: %(default)s)"
+    )
+    add_policy_options(run)
+    run.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="rows of the leaderboard to print (default: %(default)s)",
+    )
+    run.add_argument("--quiet", action="store_true", help="print nothing on success")
+    _add_engine_options(run)
+    _add_metadata_options(run)
+    _add_nightly_options(run)
+    run.set_defaults(handler=_cmd_run)
+
+
+def _add_engine_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--no-subtasks",
+        dest="subtasks",
+        action="store_false",
+        help="skip subtasks.parquet: read only what the benchmark scores need (faster for big recomputes)",
+    )
+    run.add_argument(
+        "--engine",
+        choices=_ENGINES,
+        default="auto",
+        help=(
+            "memory: every score in one dense store; stream: Parquet row groups "
+            "folded into exact partial sums (--workers), in bounded memory for "
+            "inputs larger than RAM (implies --no-subtasks); dask: on a Dask cluster "
+            "(extra 'dask'; see --scheduler); auto (default): memory, or stream "
+            "with --no-subtasks"
+        ),
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=1,
+        help="with the stream engine: processes summing Parquet row groups (default: %(default)s; see benchmarks_perf/README.md)",
+    )
+    run.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --engine dask: the scheduler, e.g. tcp://host:8786 (default: a local cluster)",
+    )
+    run.add_argument(
+        "--batch-rows",
+        type=int,
+        metavar="N",
+        help="with --engine stream: rows per batch (default: each Parquet row group)",
+    )
+
+
+def _add_metadata_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--metadata",
+        metavar="FILE",
+        help="model metadata table (CSV/Parquet keyed by model [, precision, revision, chat_template]) whose other columns are appended to the leaderboard; the demo brings its own",
+    )
+    run.add_argument(
+        "--rank-within",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="also rank within groups of this leaderboard column, e.g. size_class or type (adds rank_within_COLUMN; repeatable)",
+    )
+    run.add_argument(
+        "--exclude-flagged",
+        action="store_true",
+        help="give variants flagged in the metadata no rank (and list them)",
+    )
+
+
+def _add_nightly_options(run: argparse.ArgumentParser) -> None:
+    nightly = run.add_argument_group(
+        "nightly runs (exit 0: ran, healthy; 7: ran, a health check failed or a file was rejected)"
+    )
+    nightly.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="parse cache for results files: parse only new or changed ones; a bad file is rejected, not fatal",
+    )
+    nightly.add_argument(
+        "--full",
+        dest="full_rebuild",
+        action="store_true",
+        help="with --cache: ignore its contents and rebuild it",
+    )
+    nightly.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a JSON run report for the scheduler (inputs, models, warnings, health, timings), also when the run fails",
+    )
+    nightly.add_argument(
+        "--health",
+        action="store_true",
+        help="check every benchmark and subtask (see `lbnorm health`), write health.parquet, exit 7 if a check fails",
+    )
+    nightly.add_argument(
+        "--health-config",
+        metavar="FILE",
+        help="health thresholds (TOML)",
+    )
+    nightly.add_argument(
+        "--intervals",
+        action="store_true",
+        help="95%% interval on each average, rank range and tie group from the subtasks' stderr; write intervals.parquet",
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
+    from lbnorm.progress import progress_bar
+    from lbnorm.terminal import format_summary
+
+    options = run_options(args)
+    started = time.perf_counter()
+    bar = progress_bar(sys.stderr, quiet=args.quiet)
+    monitored: MonitoredRun | None = None
+    try:
+        if options.is_monitored:
+            from lbnorm.nightly import run_monitored
+
+            monitored = run_monitored(
+                args.inputs,
+                out=args.out,
+                suite=args.suite,
+                options=options,
+                progress=bar,
+            )
+            result = monitored.result
+        else:
+            from lbnorm.pipeline import run
+
+            result = run(
+                args.inputs,
+                suite=args.suite,
+                out=args.out,
+                options=options,
+                progress=bar,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    code = ExitCode.OK if monitored is None else int(monitored.report["exit_code"])
+    if args.quiet:
+        return code
+    seconds = (
+        time.perf_counter() - started
+        if monitored is None
+        else monitored.report["timings_s"]["total"]
+    )
+    print(format_summary(result, out=args.out, top=args.top, seconds=seconds))
+    if monitored is not None:
+        _print_nightly(args, monitored)
+    if options.exclude_flagged:
+        _print_flagged(result.leaderboard)
+    return code
+
+
+def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
+    """What a nightly run adds to the summary: the cache, rejections, checks, report."""
+    from lbnorm.analysis.render import format_health, format_intervals
+
+    report = monitored.report
+    inputs = report["inputs"]
+    if args.cache:
+        cache = inputs["cache"] or {}
+        print(
+            f"cache      {args.cache}: {inputs['parsed']} parsed, {inputs['cached']} cached, "
+            f"{inputs['rejected']} rejected, {cache.get('dropped', 0)} dropped"
+            + (f"; rebuilt ({cache['rebuild_reason']})" if cache.get("rebuilt") else "")
+        )
+    for rejected in inputs["rejected_files"]:
+        print(f"rejected   {rejected['path']}: {rejected['reason']}")
+    if "intervals" in monitored.tables:
+        print("\n" + format_intervals(monitored.tables["intervals"], top=args.top))
+    if "health" in monitored.tables:
+        print("\n" + format_health(monitored.tables["health"]))
+    if args.report:
+        print(
+            f"report     {args.report}: {report['status']}, exit {report['exit_code']}"
+        )
+
+
+def _print_flagged(leaderboard: pd.DataFrame) -> None:
+    from lbnorm.metadata import list_flagged
+
+    flagged = list_flagged(leaderboard)
+    names = [
+        f"{model} ({precision})"
+        for model, precision in zip(flagged["model"], flagged["precision"], strict=True)
+    ]
+    print(
+        f"flagged    {len(names)} variant(s) excluded from ranks"
+        + (f": {', '.join(names)}" if names else "")
+    )

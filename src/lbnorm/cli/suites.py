@@ -1,0 +1,54 @@
+"""``lbnorm suites``: list the built-in suites, or show one (as a table or its TOML)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lbnorm.errors import ExitCode
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``suites``."""
+    suites = commands.add_parser(
+        "suites",
+        help="list the built-in suites, or show one",
+        description="List the built-in suites, or show one suite's benchmarks, subtasks and lower bounds.",
+    )
+    suites.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    suites.add_argument("name", nargs="?", help="suite name or TOML file (for show)")
+    suites.add_argument(
+        "--toml",
+        action="store_true",
+        help="print the suite file itself (a starting point for your own)",
+    )
+    suites.set_defaults(handler=_cmd_suites)
+
+
+def _cmd_suites(args: argparse.Namespace) -> int:
+    from lbnorm.suites import builtin_suite_names, load_suite, suite_text
+
+    if args.action == "list":
+        for name in builtin_suite_names():
+            suite = load_suite(name)
+            n_subtasks = sum(len(b.subtasks) for b in suite.benchmarks)
+            print(
+                f"{name:<12} {len(suite.benchmarks)} benchmarks, {n_subtasks:>3} subtasks  {suite.description}"
+            )
+        return ExitCode.OK
+    if not args.name:
+        print(
+            "lbnorm: error: `lbnorm suites show` needs a suite name.\nHint: `lbnorm suites` lists them.",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    suite = load_suite(args.name)
+    if args.toml:
+        print(suite_text(suite), end="")
+        return ExitCode.OK
+    from lbnorm.terminal import format_suite
+
+    print(format_suite(suite))
+    return ExitCode.OK

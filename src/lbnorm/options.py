@@ -1,0 +1,168 @@
+"""The options of a run, defined once: their ``Literal`` types and :class:`RunOptions`.
+
+One frozen object carries every choice a user makes about a run, from the
+command line (or :func:`lbnorm.run`) through the pipeline, the readers, the
+engines, the parse cache and the nightly runs; each layer reads the fields it
+needs. The manifest records it whole (:meth:`RunOptions.to_manifest`), so an
+output says every option that could change a number or a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, get_args
+
+from lbnorm.errors import OptionsError
+
+__all__ = [
+    "DEFAULT_SUITE",
+    "EngineName",
+    "ExtraColumns",
+    "MissingPolicy",
+    "ProgressCallback",
+    "RunOptions",
+    "UnknownSubtasks",
+]
+
+#: The suite used when none is named.
+DEFAULT_SUITE = "openllm-v2"
+
+#: What to do with a model variant that lacks a subtask or a benchmark:
+#: ``exclude`` leaves the incomplete benchmark / average null and the variant
+#: unranked (the Open LLM Leaderboard shows no partial rows); ``partial``
+#: averages what is present; ``zero`` counts what is missing as 0.
+MissingPolicy = Literal["exclude", "partial", "zero"]
+
+#: What to do with rows whose (benchmark, subtask) the suite does not define.
+UnknownSubtasks = Literal["error", "ignore"]
+
+#: What to do with table columns outside the contract.
+ExtraColumns = Literal["error", "keep", "drop"]
+
+#: How scores are held while they are aggregated (see :mod:`lbnorm.engines`):
+#: ``auto`` is ``memory`` when the subtask table is written, else ``stream``.
+EngineName = Literal["auto", "memory", "stream", "dask"]
+
+#: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """Every choice about a run, checked when made.
+
+    Attributes:
+        missing: Policy for absent subtasks and benchmarks.
+        unknown: Policy for subtasks the suite does not define.
+        extra_columns: Policy for table columns outside the contract.
+        subtasks: Write ``subtasks.parquet`` (False: only the benchmark and
+            leaderboard tables, read with only the columns they need).
+        engine: The engine (see :data:`EngineName`).
+        workers: Processes the stream engine sums Parquet row groups in.
+        batch_rows: Rows per batch for the stream engine (None: a row group).
+        scheduler: The Dask scheduler's address (None: a local cluster).
+        metadata: A model metadata table (CSV or Parquet) joined into the
+            leaderboard (None: the demo's own for the demo, else none).
+        rank_within: Leaderboard columns to rank within (``rank_within_<col>``).
+        exclude_flagged: Give variants flagged in the metadata no rank.
+        cache: A parse cache directory for nightly runs (None: no cache).
+        full_rebuild: With `cache`, ignore its contents and rebuild it.
+        health: Check every benchmark and subtask; write ``health.parquet``.
+        health_config: Health thresholds (a TOML file).
+        intervals: Rank intervals from the stderrs; write ``intervals.parquet``.
+        report: Write a JSON run report here (also when the run fails).
+
+    Examples:
+        >>> RunOptions(missing="partial").resolved().engine
+        'memory'
+        >>> RunOptions(subtasks=False).resolved().engine
+        'stream'
+        >>> RunOptions(workers=0)
+        Traceback (most recent call last):
+        ...
+        lbnorm.errors.OptionsError: workers (--workers) must be at least 1, got 0.
+        Hint: use --workers 1 for one process.
+    """
+
+    missing: MissingPolicy = "exclude"
+    unknown: UnknownSubtasks = "error"
+    extra_columns: ExtraColumns = "error"
+    subtasks: bool = True
+    engine: EngineName = "auto"
+    workers: int = 1
+    batch_rows: int | None = None
+    scheduler: str | None = None
+    metadata: str | None = None
+    rank_within: tuple[str, ...] = ()
+    exclude_flagged: bool = False
+    cache: str | None = None
+    full_rebuild: bool = False
+    health: bool = False
+    health_config: str | None = None
+    intervals: bool = False
+    report: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_choice("missing", self.missing, MissingPolicy)
+        _check_choice("unknown", self.unknown, UnknownSubtasks)
+        _check_choice("extra_columns", self.extra_columns, ExtraColumns)
+        _check_choice("engine", self.engine, EngineName)
+        if self.workers < 1:
+            msg = (
+                f"workers (--workers) must be at least 1, got {self.workers}.\n"
+                "Hint: use --workers 1 for one process."
+            )
+            raise OptionsError(msg)
+        if self.batch_rows is not None and self.batch_rows < 1:
+            msg = (
+                f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
+                "Hint: leave --batch-rows out to stream a Parquet row group at a time."
+            )
+            raise OptionsError(msg)
+        if self.scheduler is not None and self.engine != "dask":
+            msg = (
+                "a scheduler (--scheduler) is only used by the Dask engine.\n"
+                "Hint: add --engine dask, or leave out --scheduler."
+            )
+            raise OptionsError(msg)
+        if self.full_rebuild and self.cache is None:
+            msg = (
+                "full_rebuild (--full) rebuilds the parse cache; it needs a cache "
+                "(--cache DIR).\nHint: add --cache DIR, or leave out --full."
+            )
+            raise OptionsError(msg)
+
+    def resolved(self) -> RunOptions:
+        """These options with ``auto`` resolved and `subtasks` as the engine allows.
+
+        Only the in-memory engine builds the subtask table; ``auto`` picks it
+        when the subtask table is asked for, else the streaming engine.
+        """
+        engine = self.engine
+        if engine == "auto":
+            engine = "memory" if self.subtasks else "stream"
+        return replace(
+            self, engine=engine, subtasks=self.subtasks and engine == "memory"
+        )
+
+    @property
+    def is_monitored(self) -> bool:
+        """Whether the run is a nightly job (a cache, health, intervals or a report)."""
+        return bool(self.cache or self.health or self.intervals or self.report)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """Every option, JSON-ready, for the manifest."""
+        options = asdict(self)
+        options["rank_within"] = list(self.rank_within)
+        return options
+
+
+def _check_choice(name: str, value: object, choices: object) -> None:
+    allowed = get_args(choices)
+    if value not in allowed:
+        msg = (
+            f"{name} must be one of {list(allowed)}, got {value!r}.\n"
+            f"Hint: choose one of {', '.join(map(str, allowed))}."
+        )
+        raise OptionsError(msg)

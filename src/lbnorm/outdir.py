@@ -1,0 +1,192 @@
+"""Reading an output directory back: the one reader that query, diff, report and health use.
+
+An output directory holds ``manifest.json``, ``benchmarks.parquet``,
+``leaderboard.parquet`` and (unless the run was told ``--no-subtasks``)
+``subtasks.parquet``, plus any analysis tables added beside them. Everything
+that reads one goes through here, so a missing or damaged file gets one clear
+error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Literal, cast
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lbnorm.errors import InputError, LbnormError
+from lbnorm.options import MissingPolicy
+from lbnorm.readers.files import file_format
+from lbnorm.schemas import leaderboard_schema
+from lbnorm.suites import Suite, load_suite
+
+__all__ = [
+    "OutputTable",
+    "check_output",
+    "has_table",
+    "metadata_columns",
+    "output_suite",
+    "read_manifest",
+    "read_output_table",
+    "read_wide_table",
+]
+
+#: An output table, by the name of its file without ``.parquet``.
+OutputTable = Literal["subtasks", "benchmarks", "leaderboard"]
+
+
+def check_output(out: str | Path) -> Path:
+    """Return `out` if it is an lbnorm output directory.
+
+    ``subtasks.parquet`` may be absent (``lbnorm run --no-subtasks``).
+
+    Raises:
+        InputError: It is missing or lacks the manifest or a table.
+    """
+    out = Path(out)
+    missing = [
+        name
+        for name in ("manifest.json", "benchmarks.parquet", "leaderboard.parquet")
+        if not (out / name).is_file()
+    ]
+    if missing:
+        msg = (
+            f"{out}: not an lbnorm output directory (missing {', '.join(missing)}).\n"
+            f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
+        )
+        raise InputError(msg)
+    return out
+
+
+def read_manifest(out: str | Path) -> dict[str, object]:
+    """Return an output directory's ``manifest.json`` as a dict.
+
+    Raises:
+        InputError: Not an output directory, or the manifest is not JSON.
+    """
+    path = check_output(out) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        msg = f"{path}: cannot read the manifest: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
+        raise InputError(msg) from exc
+    if not isinstance(manifest, dict):
+        msg = f"{path}: the manifest is not a JSON object.\nHint: rerun `lbnorm run` to rewrite the output."
+        raise InputError(msg)
+    return manifest
+
+
+def read_output_table(
+    out: str | Path,
+    name: OutputTable,
+    *,
+    columns: list[str] | None = None,
+    models: list[str] | None = None,
+) -> pd.DataFrame:
+    """Read one table of an output directory into pandas.
+
+    Args:
+        out: The output directory.
+        name: ``subtasks``, ``benchmarks`` or ``leaderboard``.
+        columns: Columns to read (default all).
+        models: Read only these models' rows (a Parquet filter).
+
+    Returns:
+        The table; ranks (``rank``, ``rank_within_*``) as nullable ``Int64``.
+
+    Raises:
+        InputError: Not an output directory, or the file is unreadable.
+    """
+    path = check_output(out) / f"{name}.parquet"
+    if not path.is_file():
+        msg = (
+            f"{path.parent}: no {path.name} (the run was told --no-subtasks).\n"
+            f"Hint: rerun `lbnorm run ... --out {path.parent}` without --no-subtasks."
+        )
+        raise InputError(msg)
+    filters = [("model", "in", models)] if models is not None else None
+    try:
+        table = pq.read_table(path, columns=columns, filters=filters)
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
+        raise InputError(msg) from exc
+    frame: pd.DataFrame = table.to_pandas()
+    ranks = [c for c in frame.columns if c == "rank" or c.startswith("rank_within_")]
+    return frame.assign(**{name: frame[name].astype("Int64") for name in ranks})
+
+
+def has_table(out: str | Path, name: OutputTable) -> bool:
+    """Whether an output directory holds the table (subtasks may be left out)."""
+    return (check_output(out) / f"{name}.parquet").is_file()
+
+
+def metadata_columns(out: str | Path) -> list[str]:
+    """Return the leaderboard's columns beyond its contract (joined metadata).
+
+    Group ranks (``rank_within_*``) are not metadata and are left out.
+    """
+    out = check_output(out)
+    names = pq.read_schema(out / "leaderboard.parquet").names
+    benchmarks = [name.removesuffix(" Raw") for name in names if name.endswith(" Raw")]
+    contract = set(leaderboard_schema(benchmarks).names)
+    return [
+        name
+        for name in names
+        if name not in contract and not name.startswith("rank_within_")
+    ]
+
+
+def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
+    """The suite an output was computed under, if it still loads with the same hash.
+
+    Returns:
+        The suite (None if it is gone or changed; a note goes to stderr) and the
+        output's missing-data policy.
+    """
+    manifest = read_manifest(out)
+    info = manifest.get("suite")
+    options = manifest.get("options")
+    info = info if isinstance(info, dict) else {}
+    options = options if isinstance(options, dict) else {}
+    missing = cast("MissingPolicy", str(options.get("missing", "exclude")))
+    source = str(info.get("source", ""))
+    try:
+        suite: Suite | None = (
+            load_suite(source.removeprefix("builtin:")) if source else None
+        )
+    except LbnormError:
+        suite = None
+    if suite is None or suite.sha256 != info.get("sha256"):
+        print(
+            f"lbnorm: note: {out}: its suite {source!r} is gone or changed; no rank "
+            "intervals or stderr-aware floors for this output.",
+            file=sys.stderr,
+        )
+        return None, missing
+    return suite, missing
+
+
+def read_wide_table(path: str | Path) -> pd.DataFrame | None:
+    """Read a published-style leaderboard (``X`` and ``X Raw`` columns), else None.
+
+    Args:
+        path: A ``.csv`` or ``.parquet`` file.
+
+    Returns:
+        The table, or None if the file is not such a table (e.g. long-format scores).
+    """
+    path = Path(path)
+    kind = file_format(path)
+    if not path.is_file() or kind not in {"csv", "parquet"}:
+        return None
+    if kind == "csv":
+        names = list(pd.read_csv(path, nrows=0).columns)
+    else:
+        names = list(pq.read_schema(path).names)
+    if not any(f"{name} Raw" in names for name in names):
+        return None
+    return pd.read_csv(path) if kind == "csv" else pd.read_parquet(path)
