@@ -574,6 +574,22 @@ def build_metadata(df: pd.DataFrame) -> pa.Table:
 # ----------------------------------------------------------------------------- main
 
 
+def _same_block_for_same_values(
+    df: pd.DataFrame, bench: Benchmark, block: FloatArray
+) -> FloatArray:
+    """Give variants with the same published values the same subtask scores.
+
+    The published table shows identical submissions with identical values; their
+    subtask scores are then identical too, so lbnorm's exact sums tie them
+    exactly, as the leaderboard does (each variant's own draw would differ in
+    the last bits).
+    """
+    values = df[[f"{bench.name} Raw", bench.name]].to_numpy(dtype=np.float64)
+    _, first, inverse = np.unique(values, axis=0, return_index=True, return_inverse=True)
+    same: FloatArray = block[first[inverse.ravel()]]
+    return same
+
+
 def check(condition: bool, message: str) -> None:
     """Raise AssertionError if `condition` is false (also under python -O)."""
     if not condition:
@@ -605,6 +621,10 @@ def main() -> int:
         else:  # MMLU-PRO: a single subtask
             block = raw[:, None].copy()
         blocks.append(block)
+    blocks = [
+        _same_block_for_same_values(df, bench, block)
+        for bench, block in zip(suite, blocks, strict=True)
+    ]
     scores = np.concatenate(blocks, axis=1)
     check(scores.shape == (m, 40), f"expected {m} x 40 scores, got {scores.shape}")
     check(bool(np.isfinite(scores).all()), "non-finite scores")

@@ -13,6 +13,7 @@ import pytest
 
 from lbnorm import OutputError, Result, run
 from lbnorm.options import RunOptions
+from lbnorm.readers import cache_stats
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -37,7 +38,7 @@ def _digests(out: Path) -> dict[str, str]:
 
 
 def _stats(result: Result) -> dict[str, object]:
-    stats: dict[str, object] = result.files.attrs["cache"]
+    stats: dict[str, object] = cache_stats(result.file_table) or {}
     return stats
 
 

@@ -8,7 +8,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
-from lbnorm.options import RunOptions
 from lbnorm.writer import OUTPUT_FILES, write_result
 
 
@@ -110,22 +109,20 @@ def test_leftovers_of_a_killed_run_are_cleaned(
     assert not (tmp_path / ".out.old-cafe").exists()
 
 
-def test_long_frames_are_written_in_slices(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Above the slice size, the benchmark table is written a slice at a time."""
-    from lbnorm import writer
-
-    result = run(options=RunOptions(subtasks=False))
-    monkeypatch.setattr(writer, "_SLICE_ROWS", 5_000)
-    sliced = write_result(result, tmp_path / "sliced")
-    monkeypatch.setattr(writer, "_SLICE_ROWS", 10**9)
-    whole = write_result(result, tmp_path / "whole")
-    for name in ("benchmarks.parquet", "leaderboard.parquet"):
-        assert pq.read_table(sliced / name).equals(pq.read_table(whole / name))
-    assert pq.ParquetFile(sliced / "benchmarks.parquet").num_row_groups == 6
-    manifest = json.loads((sliced / "manifest.json").read_text())
-    assert manifest["outputs"]["benchmarks.parquet"]["rows"] == len(result.benchmarks)
+def test_subtask_table_is_written_a_benchmark_per_row_group(tmp_path: Path) -> None:
+    """The subtask table streams to disk one benchmark (one row group) at a time."""
+    result = run()
+    out = write_result(result, tmp_path / "out")
+    written = pq.ParquetFile(out / "subtasks.parquet")
+    assert written.num_row_groups == 6
+    for group in range(written.num_row_groups):
+        benchmarks = written.read_row_group(group, columns=["benchmark"])
+        assert len(set(benchmarks.column(0).to_pylist())) == 1
+    assert written.read().equals(result.subtask_table)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in OUTPUT_FILES:  # each output's sha256, for consumers to check
+        digest = hashlib.sha256((out / name).read_bytes()).hexdigest()
+        assert manifest["outputs"][name]["sha256"] == digest
 
 
 def test_version_read_from_the_dist_info_matches_importlib_metadata() -> None:

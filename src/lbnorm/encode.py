@@ -2,7 +2,8 @@
 
 The kernel works on codes, not strings. :class:`KeyEncoder` gives every model
 variant (model, precision, revision, chat_template) a code as batches arrive, and
-maps each (benchmark, subtask) to its row in the suite's lower-bound table.
+maps each (benchmark, subtask) to its position in the suite; :class:`Variants`
+holds the variants' keys as ids into one vocabulary per text column.
 
 Per batch, each text column becomes dictionary indices (Parquet hands them over
 that way, and they are used in place: -1 marks a null). Rows of one variant
@@ -15,19 +16,20 @@ dict look-ups (``map``), never a Python step per row.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lbnorm.schemas import KEY_COLUMNS
 
-__all__ = ["KeyEncoder"]
+__all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
 _TEXT_KEYS = ("model", "precision", "revision")
+_ARROW_SORT_FROM = 20_000  # strings sorted by numpy below this, by Arrow above
 _NULL = -1
 
 
@@ -62,33 +64,173 @@ class _Vocabulary:
         return np.array(list(self.ids), dtype=object)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variants:
+    """Model variants' keys: per text key, each variant's id in a vocabulary.
+
+    Attributes:
+        vocabularies: ``model``, ``precision``, ``revision`` -> their distinct
+            strings, by id.
+        codes: ``(n_variants, 4)``: the ids of model, precision and revision,
+            and chat_template as 0/1.
+    """
+
+    vocabularies: dict[str, npt.NDArray[np.object_]]
+    codes: IntArray
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def take(self, order: IntArray) -> Variants:
+        """These variants, rows in `order`."""
+        return Variants(vocabularies=self.vocabularies, codes=self.codes[order])
+
+    def order(self) -> IntArray:
+        """Row order sorting variants by (model, precision, revision, chat_template).
+
+        Strings compare by code point (UTF-8 byte order), as Python compares them.
+        """
+        ranks = [
+            _string_ranks(self.vocabularies[name])[self.codes[:, position]]
+            for position, name in enumerate(_TEXT_KEYS)
+        ]
+        return np.lexsort([self.codes[:, 3], *reversed(ranks)]).astype(np.int64)
+
+    def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
+        """A text key per variant (or per row: `rows` are variant positions).
+
+        The dictionary holds the variants' distinct values in order of first
+        appearance (over the variants, not the rows), int32 indices.
+        """
+        position = _TEXT_KEYS.index(name)
+        ids = self.codes[:, position]
+        codes, first = factorize(ids)
+        indices = codes if rows is None else codes[rows]
+        return pa.DictionaryArray.from_arrays(
+            pa.array(indices.astype(np.int32, copy=False)),
+            pa.array(self.vocabularies[name][ids[first]], pa.string()),
+        )
+
+    def strings(self, name: str) -> pa.Array:
+        """A text key per variant, as plain strings."""
+        position = _TEXT_KEYS.index(name)
+        return pa.array(self.vocabularies[name][self.codes[:, position]], pa.string())
+
+    def flags(self, rows: IntArray | None = None) -> pa.Array:
+        """chat_template per variant (or per row: `rows` are variant positions)."""
+        flag = self.codes[:, 3].astype(bool)
+        return pa.array(flag if rows is None else flag[rows])
+
+    def table(self) -> pa.Table:
+        """The keys as a table of plain columns, one row per variant."""
+        columns = {name: self.strings(name) for name in _TEXT_KEYS}
+        return pa.table({**columns, "chat_template": self.flags()}).select(
+            list(KEY_COLUMNS)
+        )
+
+    @classmethod
+    def from_table(cls, keys: pa.Table) -> Variants:
+        """Variants from a table of key columns (plain or dictionary strings)."""
+        vocabularies: dict[str, npt.NDArray[np.object_]] = {}
+        codes = np.zeros((keys.num_rows, 4), dtype=np.int64)
+        for position, name in enumerate(_TEXT_KEYS):
+            values = np.asarray(keys.column(name).to_pylist(), dtype=object)
+            ids, first = factorize(values)
+            vocabularies[name] = values[first]
+            codes[:, position] = ids
+        codes[:, 3] = np.asarray(keys.column("chat_template").to_pylist(), dtype=bool)
+        return cls(vocabularies=vocabularies, codes=codes)
+
+
+def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
+    """The distinct variants of several sets, and each input variant's position.
+
+    Args:
+        parts: Sets of variants (each with vocabularies of its own).
+
+    Returns:
+        The distinct variants (in order of first appearance) and, for every
+        variant of every part in turn, its row among them.
+
+    Examples:
+        >>> a = Variants.from_table(pa.table({"model": ["x", "y"], "precision": ["", ""],
+        ...     "revision": ["", ""], "chat_template": [False, False]}))
+        >>> b = Variants.from_table(pa.table({"model": ["y"], "precision": [""],
+        ...     "revision": [""], "chat_template": [False]}))
+        >>> merged, rows = merge_variants([a, b])
+        >>> merged.strings("model").to_pylist(), rows.tolist()
+        (['x', 'y'], [0, 1, 1])
+    """
+    vocabularies: dict[str, npt.NDArray[np.object_]] = {}
+    columns: list[IntArray] = []
+    for position, name in enumerate(_TEXT_KEYS):
+        registry: dict[str, int] = {}
+        remapped = []
+        for part in parts:  # per distinct value of each part, not per row
+            ids = np.fromiter(
+                (
+                    registry.setdefault(v, len(registry))
+                    for v in part.vocabularies[name]
+                ),
+                dtype=np.int64,
+                count=len(part.vocabularies[name]),
+            )
+            remapped.append(ids[part.codes[:, position]])
+        vocabularies[name] = np.array(list(registry), dtype=object)
+        columns.append(np.concatenate(remapped))
+    codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
+    packed = np.zeros(codes.shape[0], dtype=np.int64)
+    for column in codes.T:  # pack, re-densifying before an overflow
+        width = int(column.max(initial=0)) + 1
+        packed, first = (
+            factorize(packed * width + column) if packed.size else (packed, packed)
+        )
+    rows, first = factorize(packed)
+    return Variants(vocabularies=vocabularies, codes=codes[first]), rows
+
+
+def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
+    """Codes in order of first appearance, and each code's first position.
+
+    Examples:
+        >>> codes, first = factorize(np.array([7, 3, 7, 5]))
+        >>> codes.tolist(), first.tolist()
+        ([0, 1, 0, 2], [0, 1, 3])
+    """
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_first)
+    rank[by_first] = np.arange(by_first.size)
+    return rank[inverse.ravel()].astype(np.int64), first[by_first].astype(np.int64)
+
+
 class KeyEncoder:
     """Incremental codes for variant keys and suite subtasks across batches.
 
+    Args:
+        subtasks: The suite's (benchmark, subtask) names, in suite order.
+
     Examples:
-        >>> bounds = pd.DataFrame({"benchmark": ["GPQA"], "subtask": ["main"]})
-        >>> encoder = KeyEncoder(bounds)
+        >>> encoder = KeyEncoder([("GPQA", "main")])
         >>> table = pa.table({"model": ["b", "a", "b"], "benchmark": ["GPQA"] * 3,
         ...     "subtask": ["main", "main", "nope"]})
         >>> [codes.tolist() for codes in encoder.encode(table)]
         [[0, 1, 0], [0, 0, -1]]
-        >>> encoder.variant_keys().iloc[encoder.variant_order()]["model"].tolist()
+        >>> variants = encoder.variants()
+        >>> variants.take(variants.order()).strings("model").to_pylist()
         ['a', 'b']
     """
 
-    def __init__(self, bounds: pd.DataFrame) -> None:
+    def __init__(self, subtasks: Sequence[tuple[str, str]]) -> None:
         self._vocabularies = {
             name: _Vocabulary() for name in (*_TEXT_KEYS, "benchmark", "subtask")
         }
         self._variants: dict[tuple[int, int, int, int], int] = {}
         # the same keys by code, as an array (grown by doubling)
         self._codes = np.zeros((16, 4), dtype=np.int64)
-        self._suite = {
-            (benchmark, subtask): index
-            for index, (benchmark, subtask) in enumerate(
-                zip(bounds["benchmark"], bounds["subtask"], strict=True)
-            )
-        }
+        self._suite = {pair: index for index, pair in enumerate(subtasks)}
 
     @property
     def n_subtasks(self) -> int:
@@ -122,28 +264,14 @@ class KeyEncoder:
         variant = codes if lengths is None else np.repeat(codes, lengths)
         return variant, self._subtask_codes(local)
 
-    def variant_keys(self) -> pd.DataFrame:
-        """Return the variants' keys, one row per code, in code order."""
-        codes = self._variant_codes()
-        columns: dict[str, object] = {}
-        for position, name in enumerate(_TEXT_KEYS):
-            columns[name] = self._vocabularies[name].values()[codes[:, position]]
-        columns["chat_template"] = codes[:, 3].astype(bool)
-        return pd.DataFrame(columns)[list(KEY_COLUMNS)].astype(
-            {"model": "str", "precision": "str", "revision": "str"}
+    def variants(self) -> Variants:
+        """The variants seen so far, in code order."""
+        return Variants(
+            vocabularies={
+                name: self._vocabularies[name].values() for name in _TEXT_KEYS
+            },
+            codes=self._variant_codes().copy(),
         )
-
-    def variant_order(self) -> IntArray:
-        """Return the variant codes sorted by (model, precision, revision, chat_template).
-
-        Strings compare by code point (UTF-8 byte order), as Python compares them.
-        """
-        codes = self._variant_codes()
-        ranks = [
-            _string_ranks(self._vocabularies[name].values())[codes[:, position]]
-            for position, name in enumerate(_TEXT_KEYS)
-        ]
-        return np.lexsort([codes[:, 3], *reversed(ranks)]).astype(np.int64)
 
     def _variant_codes(self) -> IntArray:
         """Per variant code, its (model, precision, revision, flag) ids."""
@@ -179,7 +307,7 @@ class KeyEncoder:
                 else column
             )
         chunks = [
-            chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
+            chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
             for chunk in column.chunks
         ]
         if not chunks:
@@ -187,11 +315,9 @@ class KeyEncoder:
         if len(chunks) > 1 and any(
             not chunk.dictionary.equals(chunks[0].dictionary) for chunk in chunks[1:]
         ):
-            merged = pc.dictionary_encode(
-                pa.chunked_array(
-                    [chunk.cast(chunk.type.value_type) for chunk in chunks]
-                )
-            )
+            merged = pa.chunked_array(
+                [chunk.cast(chunk.type.value_type) for chunk in chunks]
+            ).dictionary_encode()
             chunks = (
                 list(merged.chunks) if isinstance(merged, pa.ChunkedArray) else [merged]
             )
@@ -322,22 +448,22 @@ def _group_rows(
     bound = 1
     for part, width in zip(parts, widths, strict=True):
         if bound * (width + 1) >= 1 << 62:
-            codes, distinct = pd.factorize(packed)
-            packed, bound = codes.astype(np.int64), len(distinct)
+            packed, first = factorize(packed)
+            bound = len(first)
         packed = packed * (width + 1) + (part + 1)  # +1: null (-1) packs as 0
         bound *= width + 1
-    codes, _ = pd.factorize(packed)
-    group = codes.astype(np.int64)
-    # codes come in first-appearance order: a code's first row is where the
-    # running maximum steps up to it
-    running = np.maximum.accumulate(group)
-    first = np.concatenate([[0], np.flatnonzero(running[1:] > running[:-1]) + 1])
+    group, first = factorize(packed)
     return group, lengths, [part[first] for part in parts]
 
 
 def _string_ranks(values: npt.NDArray[np.object_]) -> IntArray:
-    """Each string's position in sorted order (Arrow sorts in C, by UTF-8 bytes)."""
-    order = pc.array_sort_indices(pa.array(values, pa.string())).to_numpy()
+    """Each string's position in sorted order (by code point = UTF-8 byte order)."""
+    if len(values) > _ARROW_SORT_FROM:  # Arrow sorts in C
+        import pyarrow.compute as pc  # its import costs ~30 ms: only when it pays
+
+        order = pc.array_sort_indices(pa.array(values, pa.string())).to_numpy()
+    else:
+        order = np.argsort(values, kind="stable")
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(len(values))
     return ranks

@@ -16,8 +16,8 @@ import numpy.typing as npt
 from lbnorm.options import MissingPolicy
 
 __all__ = [
-    "RANK_DECIMALS",
     "BenchmarkArrays",
+    "FixedPoint",
     "Partials",
     "SuiteArrays",
     "aggregate_benchmarks",
@@ -175,22 +175,81 @@ def finish_benchmarks(
     )
 
 
-def dense_partials(
-    raw: FloatArray, normalized: FloatArray, suite: SuiteArrays
-) -> Partials:
-    """Sum dense ``(n_variants, n_subtasks)`` matrices (NaN = absent) into partials.
+class FixedPoint:
+    """Scores as exact fixed-point integers, so that every sum is exact.
 
-    Each cell is summed in suite subtask order, so the result does not depend on
-    the order the scores arrived in (byte-identical outputs for shuffled inputs).
+    A score ``x`` of a subtask of benchmark ``b`` becomes ``rint(x * 2**k_b)``
+    (for a pooled benchmark, ``rint(x * n_samples * 2**k_b)``), held in float64:
+    ``k_b`` is the largest power of two that keeps the benchmark's whole sum
+    (every subtask at 1.0; for pooling, every sample) below 2**53, so adding such
+    integers is exact in any order. Sums then do not depend on row order, batch
+    boundaries, worker count or engine, bit for bit, and identical submissions
+    tie exactly. The rounding is at most 2**-k_b per term, about 1e-16 of a
+    benchmark's score for the v2 suite. Two terms per score: the raw score (x
+    its samples when pooled) and the clipped normalized score / 100.
+
+    Attributes:
+        scale: Per benchmark, ``2**k_b``.
+        multiplier: Per subtask, what its raw score is multiplied by.
+        reciprocal: Per subtask, ``scale / (1 - lower_bound)``.
+        lower_bound: Per subtask, its bound.
+    """
+
+    __slots__ = ("lower_bound", "multiplier", "reciprocal", "scale")
+
+    def __init__(self, suite: SuiteArrays) -> None:
+        n_benchmarks = suite.is_pooled.shape[0]
+        per_benchmark = np.bincount(suite.benchmark_index, minlength=n_benchmarks)
+        total = np.bincount(
+            suite.benchmark_index, weights=suite.n_samples, minlength=n_benchmarks
+        )
+        sum_bound = np.where(suite.is_pooled, np.maximum(total, 1.0), per_benchmark)
+        self.scale: FloatArray = np.exp2(
+            53.0 - np.ceil(np.log2(np.maximum(sum_bound, 1.0)))
+        )
+        scale = self.scale[suite.benchmark_index]
+        self.multiplier: FloatArray = np.where(
+            suite.is_pooled[suite.benchmark_index], suite.n_samples * scale, scale
+        )
+        self.lower_bound: FloatArray = suite.lower_bound
+        self.reciprocal: FloatArray = scale / (1.0 - suite.lower_bound)
+
+    def terms(
+        self, raw: FloatArray, subtask: IntArray | slice
+    ) -> tuple[FloatArray, FloatArray]:
+        """The fixed-point terms of `raw` scores of the given subtasks.
+
+        Args:
+            raw: Raw scores (any shape whose last axis matches `subtask`).
+            subtask: Each score's subtask code (or a slice of the suite's
+                subtasks for a dense block).
+
+        Returns:
+            The raw term and the normalized term, as integers in float64.
+        """
+        fraction = raw - self.lower_bound[subtask]
+        fraction *= self.reciprocal[subtask]
+        np.maximum(fraction, 0.0, out=fraction)
+        np.rint(fraction, out=fraction)
+        weighted = raw * self.multiplier[subtask]
+        np.rint(weighted, out=weighted)
+        return weighted, fraction
+
+
+def dense_partials(raw: FloatArray, suite: SuiteArrays) -> Partials:
+    """Sum a dense ``(n_variants, n_subtasks)`` matrix of raw scores (NaN = absent).
+
+    The sums are exact (:class:`FixedPoint`), so they equal the streaming
+    engine's, bit for bit, and do not depend on the order scores arrived in.
 
     Args:
         raw: Raw scores, NaN where absent.
-        normalized: Normalized, clipped scores, NaN where absent.
         suite: The suite's arrays.
 
     Returns:
         The partial sums.
     """
+    fixed = FixedPoint(suite)
     n_variants = raw.shape[0]
     n_benchmarks = suite.is_pooled.shape[0]
     partials = Partials.zeros(n_variants, n_benchmarks)
@@ -199,25 +258,23 @@ def dense_partials(
         block = raw[:, columns]
         is_present = ~np.isnan(block)
         block = np.where(is_present, block, 0.0)
-        samples = suite.n_samples[columns]
+        raw_term, normalized_term = fixed.terms(block, columns)
+        raw_sum = raw_term.sum(axis=1) / fixed.scale[index]
         partials.count[:, index] = is_present.sum(axis=1)
-        partials.raw[:, index] = block.sum(axis=1)
-        partials.normalized[:, index] = np.where(
-            is_present, normalized[:, columns], 0.0
-        ).sum(axis=1)
-        partials.weighted_raw[:, index] = block @ samples
-        partials.weight[:, index] = is_present @ samples
+        partials.normalized[:, index] = normalized_term.sum(axis=1) * (
+            100.0 / fixed.scale[index]
+        )
+        partials.raw[:, index] = raw_sum
+        partials.weighted_raw[:, index] = raw_sum
+        if suite.is_pooled[index]:  # only pooling reads the sample weights
+            partials.weight[:, index] = is_present @ suite.n_samples[columns]
     return partials
 
 
 def aggregate_benchmarks(
-    raw: FloatArray,
-    normalized: FloatArray,
-    suite: SuiteArrays,
-    *,
-    missing: MissingPolicy,
+    raw: FloatArray, suite: SuiteArrays, *, missing: MissingPolicy
 ) -> BenchmarkArrays:
-    """Reduce dense ``(n_variants, n_subtasks)`` matrices (NaN = absent) to benchmarks.
+    """Reduce a dense ``(n_variants, n_subtasks)`` matrix (NaN = absent) to benchmarks.
 
     :func:`dense_partials` then :func:`finish_benchmarks`.
 
@@ -225,14 +282,12 @@ def aggregate_benchmarks(
         >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
         ...     n_samples=np.zeros(3), benchmark_index=np.array([0, 0, 0]),
         ...     is_pooled=np.array([False]), weight=np.array([1.0]))
-        >>> raw = np.array([[0.7, 0.4, 0.6]])
-        >>> result = aggregate_benchmarks(raw, normalize(raw, arrays.lower_bound)[0],
-        ...     arrays, missing="exclude")
+        >>> result = aggregate_benchmarks(np.array([[0.7, 0.4, 0.6]]), arrays,
+        ...     missing="exclude")
         >>> result.normalized.round(10).tolist()
         [[35.0]]
     """
-    partials = dense_partials(raw, normalized, suite)
-    return finish_benchmarks(partials, suite, missing=missing)
+    return finish_benchmarks(dense_partials(raw, suite), suite, missing=missing)
 
 
 def average_benchmarks(
@@ -265,16 +320,12 @@ def average_benchmarks(
     return average
 
 
-#: Scores (0-100) equal to this many decimals tie: a sum's rounding depends on
-#: the order of its terms (in-memory, streamed and Dask runs add them
-#: differently), and noise at 1e-13 must not order two models.
-RANK_DECIMALS = 9
-
-
 def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
-    """Rank values, highest first; ties share the smallest rank; NaN stays unranked.
+    """Rank values, highest first; equal values share the smallest rank; NaN stays unranked.
 
-    Values equal to :data:`RANK_DECIMALS` decimals tie.
+    A tie is exact equality: every engine sums scores exactly
+    (:class:`FixedPoint`), so equal inputs give bit-equal averages whatever the
+    row order, batching or engine, and two different averages never tie.
 
     Args:
         values: Scores; NaN marks an unranked entry.
@@ -285,11 +336,10 @@ def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
     Examples:
         >>> rank_descending(np.array([3.0, 5.0, 3.0, np.nan, 1.0])).tolist()
         [2.0, 1.0, 2.0, nan, 4.0]
-        >>> rank_descending(np.array([0.1 + 0.2, 0.3])).tolist()
-        [1.0, 1.0]
+        >>> rank_descending(np.array([10.0000000005001, 10.0000000004999])).tolist()
+        [1.0, 2.0]
     """
     is_ranked = ~np.isnan(values)
-    values = np.round(values, RANK_DECIMALS)
     descending = np.sort(-values[is_ranked])
     ranks = np.full(values.shape, np.nan)
     ranks[is_ranked] = (

@@ -33,6 +33,7 @@ __all__ = [
     "COLUMN_DOCS",
     "SIZE_CLASSES",
     "annotate_leaderboard",
+    "annotate_table",
     "exclude_flagged",
     "join_metadata",
     "list_flagged",
@@ -400,6 +401,47 @@ def annotate_leaderboard(
     for column in dict.fromkeys(rank_within_columns):
         board = rank_within(board, column)
     return board
+
+
+def annotate_table(
+    leaderboard: pa.Table,
+    metadata: str | Path | pd.DataFrame | None,
+    *,
+    rank_within_columns: Sequence[str] = (),
+    is_flagged_excluded: bool = False,
+) -> pa.Table:
+    """:func:`annotate_leaderboard` on an Arrow leaderboard; returns Arrow.
+
+    The leaderboard's own columns keep their types; the columns added come after
+    them, each with a ``doc`` in its field metadata.
+    """
+    board = annotate_leaderboard(
+        leaderboard.to_pandas(),
+        metadata,
+        rank_within_columns=rank_within_columns,
+        is_flagged_excluded=is_flagged_excluded,
+    )
+    docs = board.attrs.get("column_docs", {})
+    arrays = [
+        pa.array(board[field.name], type=field.type, from_pandas=True)
+        for field in leaderboard.schema
+    ]
+    fields = list(leaderboard.schema)
+    for name in board.columns:
+        if name in leaderboard.column_names:
+            continue
+        column = pa.array(board[name], from_pandas=True)
+        if pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+        arrays.append(column)
+        fields.append(
+            pa.field(
+                name,
+                column.type,
+                metadata={"doc": docs[name]} if name in docs else None,
+            )
+        )
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _flag_mask(leaderboard: pd.DataFrame, column: str) -> np.ndarray:

@@ -23,6 +23,7 @@ from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.errors import LbnormError
 from lbnorm.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.pipeline import run
+from lbnorm.readers import cache_stats
 from lbnorm.result import Result
 from lbnorm.run_report import build_run_report, format_run_report
 from lbnorm.suites import Suite
@@ -89,7 +90,7 @@ def run_monitored(
         result = run(inputs, suite=suite, options=options, progress=progress)
         elapsed = time.perf_counter() - mark
         parse = (
-            float(result.files.attrs.get("cache", {}).get("seconds", 0.0))
+            float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
             if cache
             else 0.0
         )

@@ -127,15 +127,15 @@ def run(
         or options.rank_within
         or options.exclude_flagged
     ):
-        from lbnorm.metadata import annotate_leaderboard
+        from lbnorm.metadata import annotate_table
 
-        board = annotate_leaderboard(
-            result.leaderboard,
+        board = annotate_table(
+            result.leaderboard_table,
             metadata if metadata is not None else options.metadata,
             rank_within_columns=options.rank_within,
             is_flagged_excluded=options.exclude_flagged,
         )
-        result = replace(result, leaderboard=board)
+        result = replace(result, leaderboard_table=board)
     if out is not None:
         from lbnorm.writer import write_result  # the only module that writes files
 

@@ -1,22 +1,24 @@
 """A run's result: :class:`Result`, and the output tables built from the kernel's arrays.
 
-Three tables, keyed by model variant: one row per (variant, subtask) as Arrow
-(built by the engine that keeps the rows), one row per (variant, benchmark) and
-the leaderboard, one row per variant, best first. Every engine ends in
-:func:`assemble_result`, so they share one definition of the average, the ranks
-and the tables. Column names and types follow :mod:`lbnorm.schemas`.
+Three tables, keyed by model variant, all Arrow: one row per (variant, subtask)
+(built by the engine that keeps the scores, a benchmark at a time, so a 20M-row
+table is never whole in memory on its way to disk), one row per (variant,
+benchmark), and the leaderboard, one row per variant, best first. Every engine
+ends in :func:`assemble_result`, so they share one definition of the average,
+the ranks and the tables. Column names and types follow :mod:`lbnorm.schemas`.
+pandas appears only in the properties that hand a user a DataFrame.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 
+from lbnorm.encode import Variants
 from lbnorm.kernel import (
     BenchmarkArrays,
     FloatArray,
@@ -24,10 +26,43 @@ from lbnorm.kernel import (
     rank_descending,
 )
 from lbnorm.options import MissingPolicy, RunOptions
-from lbnorm.schemas import KEY_COLUMNS, SUBTASK_SCORES
+from lbnorm.schemas import (
+    BENCHMARK_SCORES,
+    INPUT_FILES,
+    KEY_COLUMNS,
+    SUBTASK_SCORES,
+    leaderboard_schema,
+)
 from lbnorm.suites import Suite, suite_arrays
 
-__all__ = ["Result", "assemble_result", "benchmark_table", "leaderboard_table"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "Result",
+    "SubtaskParts",
+    "assemble_result",
+    "benchmark_table",
+    "leaderboard_table",
+]
+
+
+class SubtaskParts(Protocol):
+    """The subtask-level table, built one benchmark (one Parquet row group) at a time."""
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in all parts."""
+        ...
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The parts' schema: :data:`SUBTASK_SCORES`, then kept extra columns."""
+        ...
+
+    def parts(self) -> Iterator[pa.Table]:
+        """Each benchmark's rows (benchmark-major, then variant, then subtask)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,27 +70,27 @@ class Result:
     """A normalized leaderboard: three tables and where they came from.
 
     Attributes:
-        subtask_table: One row per (variant, subtask): raw, bound, normalized,
-            clipped, as Arrow (it can hold tens of millions of rows); None when
-            the subtask-level output was not asked for. :attr:`subtasks` gives
-            it as pandas.
-        benchmarks: One row per (variant, benchmark): raw as shown, normalized.
-        leaderboard: One row per variant, best first: rank, average, coverage and
-            a column per benchmark (and ``<benchmark> Raw``).
+        benchmark_table: One row per (variant, benchmark): raw as shown,
+            normalized (Arrow; :attr:`benchmarks` gives it as pandas).
+        leaderboard_table: One row per variant, best first: rank, average,
+            coverage and a column per benchmark and ``<benchmark> Raw`` (Arrow;
+            :attr:`leaderboard` gives it as pandas).
         suite: The suite used.
         options: The options of the run.
-        files: The input files (path, format, sha256, rows, superseded_by, ...).
+        file_table: One row per input file (see :data:`INPUT_FILES`).
+        subtask_parts: The subtask-level table, a benchmark at a time; None when
+            it was not asked for (:attr:`subtask_table`, :attr:`subtasks`).
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
     """
 
-    subtask_table: pa.Table | None
-    benchmarks: pd.DataFrame
-    leaderboard: pd.DataFrame
+    benchmark_table: pa.Table
+    leaderboard_table: pa.Table
     suite: Suite
     options: RunOptions = field(default_factory=RunOptions)
-    files: pd.DataFrame = field(default_factory=pd.DataFrame)
+    file_table: pa.Table = field(default_factory=INPUT_FILES.empty_table)
+    subtask_parts: SubtaskParts | None = None
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
@@ -66,28 +101,47 @@ class Result:
         return self.options.missing
 
     @property
+    def subtask_table(self) -> pa.Table | None:
+        """The subtask-level table as one Arrow table, or None if not built."""
+        if self.subtask_parts is None:
+            return None
+        parts = list(self.subtask_parts.parts())
+        if not parts:
+            return self.subtask_parts.schema.empty_table()
+        return pa.concat_tables(parts)
+
+    @property
     def subtasks(self) -> pd.DataFrame:
         """The subtask-level table as pandas (text columns as plain strings)."""
-        if self.subtask_table is None:
-            return pd.DataFrame(columns=SUBTASK_SCORES.names)
         table = self.subtask_table
-        for index, column in enumerate(table.columns):
-            if pa.types.is_dictionary(column.type):
-                table = table.set_column(
-                    index, table.field(index).name, column.cast(pa.string())
-                )
-        frame: pd.DataFrame = table.to_pandas()
-        return frame
+        if table is None:
+            table = SUBTASK_SCORES.empty_table()
+        return _to_pandas(_plain_text(table))
+
+    @property
+    def benchmarks(self) -> pd.DataFrame:
+        """One row per (variant, benchmark), as pandas (keys as categoricals)."""
+        return _to_pandas(self.benchmark_table)
+
+    @property
+    def leaderboard(self) -> pd.DataFrame:
+        """One row per variant, best first, as pandas (ranks as nullable integers)."""
+        return _to_pandas(self.leaderboard_table)
+
+    @property
+    def files(self) -> pd.DataFrame:
+        """The input files, as pandas."""
+        return _to_pandas(self.file_table)
 
 
 def assemble_result(
-    variants: pd.DataFrame,
+    variants: Variants,
     benchmark: BenchmarkArrays,
     suite: Suite,
     *,
     options: RunOptions,
-    files: pd.DataFrame | None = None,
-    subtask_table: pa.Table | None = None,
+    files: pa.Table | None = None,
+    subtask_parts: SubtaskParts | None = None,
     n_ignored_rows: int = 0,
     n_scores: int = 0,
     n_clipped: int = 0,
@@ -103,7 +157,7 @@ def assemble_result(
         suite: The suite.
         options: The run's options (the missing-data policy shapes the average).
         files: The catalog of input files.
-        subtask_table: The subtask-level table, if built.
+        subtask_parts: The subtask-level table, if built.
         n_ignored_rows: Rows dropped as unknown subtasks.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
@@ -117,12 +171,12 @@ def assemble_result(
     )
     rank = rank_descending(average)
     return Result(
-        subtask_table=subtask_table,
-        benchmarks=benchmark_table(variants, suite, benchmark),
-        leaderboard=leaderboard_table(variants, suite, benchmark, average, rank),
+        benchmark_table=benchmark_table(variants, suite, benchmark),
+        leaderboard_table=leaderboard_table(variants, suite, benchmark, average, rank),
         suite=suite,
         options=options,
-        files=files if files is not None else pd.DataFrame(),
+        file_table=files if files is not None else INPUT_FILES.empty_table(),
+        subtask_parts=subtask_parts,
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,
@@ -130,8 +184,8 @@ def assemble_result(
 
 
 def benchmark_table(
-    variants: pd.DataFrame, suite: Suite, arrays: BenchmarkArrays
-) -> pd.DataFrame:
+    variants: Variants, suite: Suite, arrays: BenchmarkArrays
+) -> pa.Table:
     """One row per (variant, benchmark) with at least one subtask present.
 
     Args:
@@ -140,7 +194,7 @@ def benchmark_table(
         arrays: The kernel's benchmark-level arrays.
 
     Returns:
-        The table, benchmark-major then variant; keys as categoricals.
+        The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
     """
     n_variants, n_benchmarks = arrays.raw.shape
     present = (arrays.n_present > 0).T.ravel()  # benchmark-major, then variant
@@ -148,49 +202,34 @@ def benchmark_table(
     benchmark_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
     expected = arrays.n_expected[benchmark_index].astype(np.int32)
     count = arrays.n_present.T.ravel()[present].astype(np.int32)
-    columns: dict[str, object] = {  # categorical: one string per variant, not per row
-        name: _take_categorical(variants[name], variant_index)
-        if name != "chat_template"
-        else variants[name].to_numpy()[variant_index]
+    normalized = arrays.normalized.T.ravel()[present]
+    columns: dict[str, pa.Array] = {
+        name: variants.dictionary(name, variant_index)
         for name in KEY_COLUMNS
+        if name != "chat_template"
     }
-    columns["benchmark"] = pd.Categorical.from_codes(
-        benchmark_index, pd.Index(suite.benchmark_names)
+    columns["chat_template"] = variants.flags(variant_index)
+    columns["benchmark"] = pa.DictionaryArray.from_arrays(
+        pa.array(benchmark_index.astype(np.int32)),
+        pa.array(suite.benchmark_names, pa.string()),
     )
-    columns["raw_score"] = arrays.raw.T.ravel()[present]
-    columns["normalized_score"] = arrays.normalized.T.ravel()[present]
-    columns["n_subtasks"] = count
-    columns["n_subtasks_expected"] = expected
-    columns["is_complete"] = count == expected
-    return pd.DataFrame(columns, copy=False)  # every column is a new array
-
-
-def _take_categorical(
-    values: pd.Series, index: npt.NDArray[np.intp]
-) -> pd.Categorical[Any]:
-    """Return ``values[index]`` as a categorical, categories in order of appearance."""
-    codes, uniques = _codes_of(values)
-    # categories checked once, per variant; codes already in their smallest dtype
-    per_variant = pd.Categorical.from_codes(
-        codes, dtype=pd.CategoricalDtype(uniques, ordered=False)
+    columns["raw_score"] = pa.array(arrays.raw.T.ravel()[present])
+    columns["normalized_score"] = pa.array(normalized, mask=np.isnan(normalized))
+    columns["n_subtasks"] = pa.array(count)
+    columns["n_subtasks_expected"] = pa.array(expected)
+    columns["is_complete"] = pa.array(count == expected)
+    return pa.Table.from_arrays(
+        [columns[name] for name in BENCHMARK_SCORES.names], schema=BENCHMARK_SCORES
     )
-    return pd.Categorical.from_codes(
-        per_variant.codes[index], dtype=per_variant.dtype, validate=False
-    )
-
-
-def _codes_of(values: pd.Series) -> tuple[npt.NDArray[np.intp], pd.Index]:
-    codes, uniques = pd.factorize(values)
-    return codes, uniques
 
 
 def leaderboard_table(
-    variants: pd.DataFrame,
+    variants: Variants,
     suite: Suite,
     arrays: BenchmarkArrays,
     average: FloatArray,
     rank: FloatArray,
-) -> pd.DataFrame:
+) -> pa.Table:
     """One row per variant, best first: rank, average, coverage, benchmark columns.
 
     Args:
@@ -205,20 +244,48 @@ def leaderboard_table(
     """
     # order first, then every column gathered once, already in order
     order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
+    ordered = variants.take(order)
     n_benchmarks = (arrays.n_present == arrays.n_expected).sum(axis=1)[order]
     normalized = np.take(arrays.normalized, order, axis=0).T  # rows, then columns
     raw = np.take(arrays.raw, order, axis=0).T
-    columns: dict[str, object] = {
-        name: variants[name].array.take(order) for name in variants.columns
+    ranks = rank[order]
+    averages = average[order]
+    columns: dict[str, pa.Array] = {
+        name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"
     }
-    columns["rank"] = pd.Series(rank[order]).astype("Int64").array
-    columns["average"] = average[order]
-    columns["n_benchmarks"] = n_benchmarks.astype(np.int32)
-    columns["n_benchmarks_expected"] = np.full(
-        len(order), len(suite.benchmarks), dtype=np.int32
+    columns["chat_template"] = ordered.flags()
+    columns["rank"] = pa.array(
+        np.nan_to_num(ranks).astype(np.int64), mask=np.isnan(ranks)
     )
-    columns["is_complete"] = n_benchmarks == len(suite.benchmarks)
+    columns["average"] = pa.array(averages, mask=np.isnan(averages))
+    columns["n_benchmarks"] = pa.array(n_benchmarks.astype(np.int32))
+    columns["n_benchmarks_expected"] = pa.array(
+        np.full(len(order), len(suite.benchmarks), dtype=np.int32)
+    )
+    columns["is_complete"] = pa.array(n_benchmarks == len(suite.benchmarks))
     for index, name in enumerate(suite.benchmark_names):
-        columns[name] = normalized[index]
-        columns[f"{name} Raw"] = raw[index]
-    return pd.DataFrame(columns, copy=False)
+        columns[name] = pa.array(normalized[index], mask=np.isnan(normalized[index]))
+        columns[f"{name} Raw"] = pa.array(raw[index], mask=np.isnan(raw[index]))
+    schema = leaderboard_schema(suite.benchmark_names)
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _plain_text(table: pa.Table) -> pa.Table:
+    """Dictionary-encoded text columns as plain strings."""
+    for index, column in enumerate(table.columns):
+        if pa.types.is_dictionary(column.type):
+            table = table.set_column(
+                index, table.field(index).name, column.cast(column.type.value_type)
+            )
+    return table
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """A table as pandas; nullable integer columns (ranks, sample counts) as ``Int64``."""
+    import pandas as pd  # the user asked for a frame
+
+    frame: pd.DataFrame = table.to_pandas()
+    for column in table.schema:
+        if pa.types.is_integer(column.type) and column.nullable:
+            frame[column.name] = frame[column.name].astype(pd.Int64Dtype())
+    return frame

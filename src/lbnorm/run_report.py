@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from lbnorm.errors import ExitCode, LbnormError
+from lbnorm.readers import cache_stats
 from lbnorm.result import Result
 
 __all__ = [
@@ -88,7 +89,7 @@ def build_run_report(
             "problems": [f"did not run: {type(error).__name__}"],
             "output": None,
         }
-    inputs = _inputs(result.files)
+    inputs = _inputs(result.files, cache_stats(result.file_table))
     board = result.leaderboard
     complete = int(board["is_complete"].sum())
     models = {
@@ -158,7 +159,7 @@ def format_run_report(report: Mapping[str, Any]) -> str:
     return json.dumps(_clean(report), indent=2, allow_nan=False) + "\n"
 
 
-def _inputs(files: pd.DataFrame) -> dict[str, Any]:
+def _inputs(files: pd.DataFrame, stats: dict[str, Any] | None) -> dict[str, Any]:
     if not len(files):
         return {
             "seen": 0,
@@ -188,7 +189,7 @@ def _inputs(files: pd.DataFrame) -> dict[str, Any]:
         "rejected": int(is_rejected.sum()),
         "tables": int((status == "table").sum()),
         "rejected_files": _records(rejected),
-        "cache": files.attrs.get("cache"),
+        "cache": stats,
     }
 
 

@@ -138,6 +138,24 @@ SAMPLES = pa.schema(
     ]
 )
 
+#: The catalog of input files: one row per file read (or skipped).
+INPUT_FILES = pa.schema(
+    [
+        _field("path", pa.string(), "The file."),
+        _field("format", pa.string(), "How it was read (csv, jsonl, parquet, ...)."),
+        _field("sha256", pa.string(), "sha256 of the bytes read.", nullable=True),
+        _field("bytes", pa.int64(), "Size in bytes.", nullable=True),
+        _field("rows", pa.int64(), "Scores taken from it."),
+        _field(
+            "superseded_by",
+            pa.string(),
+            "The newer file that replaced it, if any.",
+            nullable=True,
+        ),
+        _field("n_ignored", pa.int64(), "Results entries the suite does not use."),
+    ]
+)
+
 #: Output: one row per (model variant, subtask) present in the inputs.
 SUBTASK_SCORES = pa.schema(
     [

@@ -17,7 +17,7 @@ import ctypes
 import errno
 import fcntl
 import glob
-import itertools
+import hashlib
 import json
 import os
 import shutil
@@ -37,8 +37,7 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
-from lbnorm.result import Result
-from lbnorm.schemas import BENCHMARK_SCORES, SUBTASK_SCORES, conform, leaderboard_schema
+from lbnorm.result import Result, SubtaskParts
 from lbnorm.version import lbnorm_version
 
 __all__ = [
@@ -106,11 +105,15 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
 
 def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
     suite = result.suite
-    files = result.files.sort_values("path") if len(result.files) else result.files
-    inputs = [
-        {key: (None if pd.isna(value) else value) for key, value in row.items()}
-        for row in files.to_dict("records")
-    ]
+    files = result.file_table
+    if files.num_rows:
+        files = files.take(
+            np.argsort(
+                np.asarray(files.column("path").to_pylist(), dtype=object),
+                kind="stable",
+            )
+        )
+    inputs = files.to_pylist()
     provenance = {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
@@ -125,40 +128,33 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
             sort_keys=True,
         ),
     }
-    schemas = {
-        "subtasks.parquet": SUBTASK_SCORES,
-        "benchmarks.parquet": BENCHMARK_SCORES,
-        "leaderboard.parquet": leaderboard_schema(suite.benchmark_names),
-    }
-    frames: dict[str, pd.DataFrame | pa.Table | None] = {
-        "subtasks.parquet": result.subtask_table,
-        "benchmarks.parquet": result.benchmarks,
-        "leaderboard.parquet": result.leaderboard,
+    tables: dict[str, pa.Table | SubtaskParts | None] = {
+        "subtasks.parquet": result.subtask_parts,
+        "benchmarks.parquet": result.benchmark_table,
+        "leaderboard.parquet": result.leaderboard_table,
     }
     jobs = {
-        name: (
-            frame,
-            schemas[name],
-            {**provenance, "lbnorm.table": name.removesuffix(".parquet")},
-        )
+        name: (table, {**provenance, "lbnorm.table": name.removesuffix(".parquet")})
         for name in OUTPUT_FILES
-        if (frame := frames[name]) is not None  # None: the subtask table not asked for
+        if (table := tables[name]) is not None  # None: the subtask table not asked for
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {
-            name: pool.submit(_write_output, frame, schema, metadata, folder / name)
-            for name, (frame, schema, metadata) in jobs.items()
+            name: pool.submit(_write_output, table, metadata, folder / name)
+            for name, (table, metadata) in jobs.items()
         }
+        board = result.leaderboard_table
+        superseded = files.column("superseded_by").null_count if files.num_rows else 0
         counts = {
-            "models": int(result.leaderboard["model"].nunique()),
-            "variants": len(result.leaderboard),
-            "complete_variants": int(result.leaderboard["is_complete"].sum()),
+            "models": len(set(board.column("model").to_pylist())),
+            "variants": board.num_rows,
+            "complete_variants": int(
+                np.count_nonzero(board.column("is_complete").to_numpy())
+            ),
             "ignored_rows": result.n_ignored_rows,
-            "superseded_files": int(files["superseded_by"].notna().sum())
-            if len(files)
-            else 0,
+            "superseded_files": files.num_rows - superseded if files.num_rows else 0,
         }
         outputs = {name: future.result() for name, future in futures.items()}
     return {
@@ -173,75 +169,53 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
 
 
 def _write_output(
-    frame: pd.DataFrame | pa.Table,
-    schema: pa.Schema,
-    metadata: dict[str, str],
-    path: Path,
-) -> dict[str, int]:
-    """Conform, write and sync one table; return its rows and columns."""
-    if isinstance(frame, pd.DataFrame) and len(frame) > _SLICE_ROWS:
-        n_columns = _write_frame_in_slices(frame, schema, metadata, path)
-        n_rows = len(frame)
-    else:
-        table = _to_arrow(frame, schema, source=path.name)
+    table: pa.Table | SubtaskParts, metadata: dict[str, str], path: Path
+) -> dict[str, Any]:
+    """Write and sync one table; return its rows, columns and sha256."""
+    if isinstance(table, pa.Table):
         table = table.replace_schema_metadata(metadata)
         _write_parquet(table, path)
         n_rows, n_columns = table.num_rows, table.num_columns
-    _fsync_file(path)
+    else:
+        n_rows = _write_parts(table, metadata, path)
+        n_columns = len(table.schema)
+    digest = _fsync_file(path)
     with _FAULT_LOCK:  # the point counts its passes; the tables finish in any order
         fault_point("table-written")
-    return {"rows": n_rows, "columns": n_columns}
+    return {"rows": n_rows, "columns": n_columns, "sha256": digest}
 
 
 _FAULT_LOCK = threading.Lock()
 
 
-#: Frames longer than this are converted and written a slice at a time (one row
-#: group each), so a 20M-row benchmark table never exists twice in memory.
-_SLICE_ROWS = 4_000_000
+def _write_parts(parts: SubtaskParts, metadata: dict[str, str], path: Path) -> int:
+    """Write the subtask table a benchmark (one row group) at a time; return its rows."""
+    schema = parts.schema.with_metadata(metadata)
+    n_rows = 0
+    with pq.ParquetWriter(
+        path,
+        schema,
+        compression="zstd",
+        write_batch_size=_WRITE_BATCH_ROWS,
+        write_statistics=_statistics_columns(schema),
+        use_dictionary=_dictionary_columns(schema),
+    ) as writer:
+        for part in parts.parts():
+            if part.num_rows:  # a benchmark nobody has: no empty row group
+                writer.write_table(part, row_group_size=part.num_rows)
+                n_rows += part.num_rows
+    return n_rows
 
 
-def _write_frame_in_slices(
-    frame: pd.DataFrame, schema: pa.Schema, metadata: dict[str, str], path: Path
-) -> int:
-    """Write a long frame a slice of :data:`_SLICE_ROWS` at a time; return its columns."""
-    writer: pq.ParquetWriter | None = None
-    columns = 0
-    try:
-        for start in range(0, len(frame), _SLICE_ROWS):
-            table = _to_arrow(
-                frame.iloc[start : start + _SLICE_ROWS], schema, source=path.name
-            ).replace_schema_metadata(metadata)
-            if writer is None:
-                columns = table.num_columns
-                writer = pq.ParquetWriter(
-                    path,
-                    table.schema,
-                    compression="zstd",
-                    write_batch_size=_WRITE_BATCH_ROWS,
-                    write_statistics=_statistics_columns(table),
-                    use_dictionary=_dictionary_columns(table),
-                )
-            writer.write_table(table, row_group_size=table.num_rows)
-    finally:
-        if writer is not None:
-            writer.close()
-    return columns
-
-
-def _statistics_columns(table: pa.Table) -> list[str]:
+def _statistics_columns(schema: pa.Schema) -> list[str]:
     # min/max of model names and revision shas prune nothing and cost a third of
     # the write
-    return [name for name in table.column_names if name not in _NO_STATISTICS]
+    return [name for name in schema.names if name not in _NO_STATISTICS]
 
 
-def _dictionary_columns(table: pa.Table) -> list[str]:
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
     # dictionary pages for float scores save nothing
-    return [
-        name
-        for name in table.column_names
-        if pa.types.is_dictionary(table.field(name).type)
-    ]
+    return [field.name for field in schema if pa.types.is_dictionary(field.type)]
 
 
 #: High-cardinality text columns written without min/max statistics.
@@ -253,66 +227,24 @@ _WRITE_BATCH_ROWS = 65_536
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
-    """Write `table`; ``subtasks.parquet`` gets one row group per benchmark.
+    """Write a table as one row group (the subtask table is written in parts).
 
-    A query filtering on one benchmark then reads only that benchmark's row group.
-    The smaller tables stay one row group: every row group repeats the key
-    dictionaries, which costs more than skipping saves there. Per-row-unique text
-    (the leaderboard's keys) is written plain, not dictionary-encoded.
+    Every row group repeats the key dictionaries, which costs more than skipping
+    saves for these tables. Per-row-unique text (the leaderboard's keys) is
+    written plain, not dictionary-encoded.
     """
-    statistics = _statistics_columns(table)
-    dictionary = _dictionary_columns(table)
-    if path.name != "subtasks.parquet" or table.num_rows == 0:
-        is_unique_keys = path.name == "leaderboard.parquet"
-        pq.write_table(
-            table,
-            path,
-            row_group_size=max(table.num_rows, 1),  # one, as the docstring says
-            compression="zstd",
-            write_batch_size=_WRITE_BATCH_ROWS,
-            write_statistics=statistics,
-            use_dictionary=["precision"] if is_unique_keys else dictionary,
-        )
-        return
-    # the benchmark's dictionary codes (one dictionary once combined), not its text
-    codes = table.column("benchmark").combine_chunks().indices.to_numpy()
-    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
-    bounds = [0, *starts.tolist(), table.num_rows]
-    with pq.ParquetWriter(
+    is_unique_keys = path.name == "leaderboard.parquet"
+    pq.write_table(
+        table,
         path,
-        table.schema,
+        row_group_size=max(table.num_rows, 1),  # one, as the docstring says
         compression="zstd",
         write_batch_size=_WRITE_BATCH_ROWS,
-        write_statistics=statistics,
-        use_dictionary=dictionary,
-    ) as writer:
-        for start, stop in itertools.pairwise(bounds):
-            writer.write_table(
-                table.slice(start, stop - start), row_group_size=stop - start
-            )
-
-
-def _to_arrow(
-    frame: pd.DataFrame | pa.Table, schema: pa.Schema, *, source: str
-) -> pa.Table:
-    if isinstance(frame, pa.Table):  # built and conformed by the pipeline
-        return frame
-    # column by column, as Table.from_pandas converts them, without the pandas
-    # metadata it builds (conform drops it) and converting each column once
-    arrays = {
-        str(name): pa.array(frame[name], from_pandas=True)  # keeps Int64, dates
-        for name in frame.columns
-    }
-    table = conform(pa.table(arrays), schema, source=source)
-    extras = [name for name in arrays if name not in schema.names]
-    docs = frame.attrs.get("column_docs", {})  # set by lbnorm.metadata
-    for name in extras:  # kept input and metadata columns ride along after the contract
-        column = arrays[name]
-        if pa.types.is_large_string(column.type):
-            column = column.cast(pa.string())
-        doc = {"doc": docs[name]} if name in docs else None
-        table = table.append_column(pa.field(name, column.type, metadata=doc), column)
-    return table
+        write_statistics=_statistics_columns(table.schema),
+        use_dictionary=["precision"]
+        if is_unique_keys
+        else _dictionary_columns(table.schema),
+    )
 
 
 def _check_target(out: Path) -> None:
@@ -418,9 +350,11 @@ def _write_bytes(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _fsync_file(path: Path) -> None:
+def _fsync_file(path: Path) -> str:
+    """Sync a file to disk; return the sha256 of its bytes (read back once)."""
     with path.open("rb") as handle:
         os.fsync(handle.fileno())
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

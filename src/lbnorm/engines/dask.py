@@ -64,7 +64,15 @@ def compute(
         )
         raise InputError(msg) from exc
     if inputs.eager:
-        shown = ", ".join(inputs.files["path"][inputs.files["format"] != "parquet"][:3])
+        shown = ", ".join(
+            path
+            for path, kind in zip(
+                inputs.files.column("path").to_pylist(),
+                inputs.files.column("format").to_pylist(),
+                strict=True,
+            )
+            if kind != "parquet"
+        )
         msg = (
             f"{shown}: the Dask engine reads Parquet only.\n"
             "Hint: convert the inputs to Parquet, or run without --engine dask."

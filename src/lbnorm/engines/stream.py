@@ -21,13 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lbnorm.encode import KeyEncoder
+from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.workers import sum_in_workers
 from lbnorm.kernel import (
+    FixedPoint,
     FloatArray,
     IntArray,
     Partials,
@@ -37,7 +36,7 @@ from lbnorm.kernel import (
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
 from lbnorm.result import Result, assemble_result
-from lbnorm.schemas import KEY_COLUMNS, Batch
+from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import (
     MAX_FAILURES_SHOWN,
@@ -119,7 +118,7 @@ def finish_totals(
     suite: Suite,
     *,
     options: RunOptions,
-    files: pd.DataFrame | None = None,
+    files: pa.Table | None = None,
 ) -> Result:
     """Turn exact sums into the benchmark and leaderboard tables.
 
@@ -132,15 +131,23 @@ def finish_totals(
     Returns:
         The result, without the subtask-level table.
     """
-    order = _key_order(totals.variants)
-    variants = totals.variants.iloc[order].reset_index(drop=True)
-    arrays, counts = totals.store.arrays, totals.counts()
+    order = totals.variants.order()
+    variants = totals.variants.take(order)
+    arrays = totals.store.arrays
+    n_ignored, n_scores, n_clipped = totals.n_ignored, totals.n_scores, totals.n_clipped
     partials = totals.store.partials(len(variants), order)
     del totals  # the sums and the seen matrix: the biggest arrays, no longer needed
     benchmark = finish_benchmarks(partials, arrays, missing=options.missing)
     del partials
     return assemble_result(
-        variants, benchmark, suite, options=options, files=files, **counts
+        variants,
+        benchmark,
+        suite,
+        options=options,
+        files=files,
+        n_ignored_rows=n_ignored,
+        n_scores=n_scores,
+        n_clipped=n_clipped,
     )
 
 
@@ -155,21 +162,13 @@ class Totals:
         n_failed, n_ignored, n_scores, n_clipped: Row counts.
     """
 
-    variants: pd.DataFrame
+    variants: Variants
     store: _PartialStore
     failures: list[pa.Table]
     n_failed: int
     n_ignored: int
     n_scores: int
     n_clipped: int
-
-    def counts(self) -> dict[str, int]:
-        """The row counts a :class:`lbnorm.result.Result` records."""
-        return {
-            "n_ignored_rows": self.n_ignored,
-            "n_scores": self.n_scores,
-            "n_clipped": self.n_clipped,
-        }
 
 
 def sum_scores(
@@ -193,16 +192,13 @@ def sum_scores(
         The sums; after the first failure, batches are still checked (every
         failure is listed) but no longer summed.
     """
-    bounds = suite.subtask_table()
+    pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     arrays = suite_arrays(suite)
-    encoder = KeyEncoder(bounds)
+    encoder = KeyEncoder(pairs)
     store = _PartialStore(
         arrays,
-        expected_rows // max(len(bounds), 1) + 1,
-        [
-            f"{b} / {t}"
-            for b, t in zip(bounds["benchmark"], bounds["subtask"], strict=True)
-        ],
+        expected_rows // max(len(pairs), 1) + 1,
+        [f"{b} / {t}" for b, t in pairs],
     )
     failures: list[pa.Table] = []
     n_failed = n_ignored = n_scores = n_clipped = 0
@@ -226,7 +222,7 @@ def sum_scores(
         n_scores += raw.size
         n_clipped += int(np.count_nonzero(raw < arrays.lower_bound[subtask]))
     return Totals(
-        variants=encoder.variant_keys(),
+        variants=encoder.variants(),
         store=store.trimmed(encoder.n_variants),
         failures=failures,
         n_failed=n_failed,
@@ -251,10 +247,8 @@ def add_totals(parts: list[Totals]) -> Totals:
     """
     failures = [frame for part in parts for frame in part.failures]
     n_failed = sum(part.n_failed for part in parts)
-    keys = pd.concat([part.variants for part in parts], ignore_index=True)
-    code = np.asarray(keys.groupby(list(KEY_COLUMNS), sort=False).ngroup(), np.int64)
-    n_variants = int(code.max()) + 1 if code.size else 0
-    store = parts[0].store.empty_like(n_variants)
+    variants, code = merge_variants([part.variants for part in parts])
+    store = parts[0].store.empty_like(len(variants))
     offset = 0
     for part in parts:
         rows = code[offset : offset + len(part.variants)]
@@ -263,9 +257,8 @@ def add_totals(parts: list[Totals]) -> Totals:
         if repeated is not None:
             failures.append(_describe_repeats(part.variants, *repeated, store))
             n_failed += repeated[0].size
-    first = np.unique(code, return_index=True)[1]
     return Totals(
-        variants=keys.iloc[first].reset_index(drop=True),
+        variants=variants,
         store=store,
         failures=failures,
         n_failed=n_failed,
@@ -276,11 +269,11 @@ def add_totals(parts: list[Totals]) -> Totals:
 
 
 def _describe_repeats(
-    variants: pd.DataFrame, row: IntArray, subtask: IntArray, store: _PartialStore
+    variants: Variants, row: IntArray, subtask: IntArray, store: _PartialStore
 ) -> pa.Table:
     """Failure rows for (variant, subtask) pairs that two shares both supplied."""
     shown = slice(0, MAX_FAILURES_SHOWN)
-    models = variants["model"].to_numpy()[row[shown]]
+    models = variants.strings("model").to_numpy(zero_copy_only=False)[row[shown]]
     names = np.asarray(store.subtask_names, dtype=object)[subtask[shown]]
     return failure_rows(
         "duplicate_score",
@@ -291,54 +284,26 @@ def _describe_repeats(
     )
 
 
-def _key_order(variants: pd.DataFrame) -> IntArray:
-    """Row order sorting variants by key (strings by UTF-8 bytes, as Python does)."""
-    if variants.empty:
-        return np.zeros(0, dtype=np.int64)
-    table = pa.Table.from_pandas(variants[list(KEY_COLUMNS)], preserve_index=False)
-    order = pc.sort_indices(table, [(name, "ascending") for name in KEY_COLUMNS])
-    return np.asarray(order.to_numpy(), dtype=np.int64)
-
-
 class _PartialStore:
     """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
 
-    Scores are summed as fixed-point integers held in float64
-    (``rint(x * 2**k)``, with k per benchmark chosen so that its whole sum stays
-    below 2**53): every addition is exact, so a sum does not depend on
-    the order or the batch boundaries of its terms, and identical submissions tie
-    however the rows were split. Two terms per score: the raw score (for a pooled
-    benchmark: x its subtask's samples) and the normalized score / 100. The
-    rounding is at most 2**-k per term, relative to a benchmark total of at most
-    2**53 / 2**k (about 1e-15 of the score for the v2 suite). Counts and sample
-    weights come from the seen matrix at the end.
+    Scores are summed as fixed-point integers (:class:`lbnorm.kernel.FixedPoint`),
+    so a sum does not depend on the order or the batch boundaries of its terms
+    and equals the in-memory engine's bit for bit. Counts and sample weights
+    come from the seen matrix at the end.
     """
 
     def __init__(
         self, arrays: SuiteArrays, capacity: int, subtask_names: list[str]
     ) -> None:
         self.subtask_names = subtask_names  # "benchmark / subtask", for messages
-        n_benchmarks = arrays.is_pooled.shape[0]
-        per_benchmark = np.bincount(arrays.benchmark_index, minlength=n_benchmarks)
-        total = np.bincount(
-            arrays.benchmark_index, weights=arrays.n_samples, minlength=n_benchmarks
-        )
-        # a power of two per benchmark: the largest that keeps its whole sum
-        # (every subtask at 1.0; for pooling, every sample) below 2**53
-        sum_bound = np.where(arrays.is_pooled, np.maximum(total, 1.0), per_benchmark)
-        self._scale = np.exp2(53.0 - np.ceil(np.log2(np.maximum(sum_bound, 1.0))))
-        scale = self._scale[arrays.benchmark_index]
-        self._multiplier = np.where(
-            arrays.is_pooled[arrays.benchmark_index], arrays.n_samples * scale, scale
-        )
-        self._lower_bound = arrays.lower_bound
-        # the normalized score / 100, times the scale
-        self._reciprocal = scale / (1.0 - arrays.lower_bound)
+        self._fixed = FixedPoint(arrays)
+        self._scale = self._fixed.scale
         self._benchmark_index = arrays.benchmark_index
         self.arrays = arrays
-        self._n_benchmarks = n_benchmarks
+        self._n_benchmarks = arrays.is_pooled.shape[0]
         capacity = max(capacity, 16)
-        self._sums = np.zeros((2, capacity * n_benchmarks))
+        self._sums = np.zeros((2, capacity * self._n_benchmarks))
         self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
 
     def reserve(self, n_variants: int) -> None:
@@ -408,13 +373,9 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-        # column 0: the raw score (x its samples, for pooling); column 1: the
-        # normalized score / 100, clipped at 0; both scaled to fixed point
-        fraction = raw - self._lower_bound.take(subtask)
-        fraction *= self._reciprocal.take(subtask)
-        np.maximum(fraction, 0.0, out=fraction)
-        for row, values in enumerate((raw * self._multiplier.take(subtask), fraction)):
-            np.rint(values, out=values)
+        # row 0: the raw score (x its samples, for pooling); row 1: the
+        # normalized score / 100, clipped at 0; both in fixed point
+        for row, values in enumerate(self._fixed.terms(raw, subtask)):
             self._sums[row, keys] += np.bincount(local, values, minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:

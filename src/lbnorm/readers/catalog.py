@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -48,7 +49,9 @@ class Inputs:
     """
 
     batches: Iterable[Batch]
-    files: pd.DataFrame = field(default_factory=pd.DataFrame)
+    files: Any = field(
+        default_factory=pd.DataFrame
+    )  # pa.Table once read_inputs returns
     num_rows: int = 0
     eager: Sequence[Batch] = ()
     streamed: Sequence[ParquetScores] = ()
