@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import lbnorm
 from lbnorm.cli import main
 from lbnorm.engines import memory, stream
-from lbnorm.errors import InputError, ValidationError
+from lbnorm.errors import InputError, OptionsError, ValidationError
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
 from lbnorm.readers import Inputs
@@ -59,9 +59,7 @@ def demo() -> pa.Table:
 
 @pytest.fixture(scope="module")
 def demo_in_memory() -> lbnorm.Result:
-    return lbnorm.run(
-        [demo_path()], options=RunOptions(subtasks=False, engine="memory")
-    )
+    return lbnorm.run([demo_path()], options=RunOptions(engine="memory"))
 
 
 @pytest.mark.parametrize("batch_rows", [None, 50_000, 997])
@@ -71,8 +69,12 @@ def test_demo_streamed_equals_in_memory(
     streamed = lbnorm.run(
         [demo_path()], options=RunOptions(engine="stream", batch_rows=batch_rows)
     )
-    assert streamed.subtask_table is None
     assert_same_result(demo_in_memory, streamed)
+    # the subtask table: the same rows, in input order instead of sorted
+    keys = ["model", "precision", "revision", "chat_template", "benchmark", "subtask"]
+    ours = streamed.subtasks.sort_values(keys, ignore_index=True)
+    theirs = demo_in_memory.subtasks.sort_values(keys, ignore_index=True)
+    pd.testing.assert_frame_equal(ours, theirs)
 
 
 def test_sums_do_not_depend_on_order_or_batches(demo: pa.Table) -> None:
@@ -182,7 +184,7 @@ def test_unknown_subtasks_ignored_and_counted(demo: pa.Table) -> None:
     assert result.n_ignored_rows == 1
 
 
-def test_cli_stream_engine_writes_two_tables(
+def test_cli_stream_engine_without_subtasks_writes_two_tables(
     tmp_path: Path, demo_in_memory: lbnorm.Result
 ) -> None:
     parts = tmp_path / "parts"
@@ -195,10 +197,7 @@ def test_cli_stream_engine_writes_two_tables(
             row_group_size=9_000,
         )
     out = tmp_path / "out"
-    assert (
-        main(["run", str(parts), "--engine", "stream", "--out", str(out), "--quiet"])
-        == 0
-    )
+    assert main(["run", str(parts), "--no-subtasks", "--out", str(out), "--quiet"]) == 0
     assert sorted(path.name for path in out.iterdir()) == [
         "benchmarks.parquet",
         "leaderboard.parquet",
@@ -218,8 +217,12 @@ def test_two_workers_give_identical_bits(tmp_path: Path, demo: pa.Table) -> None
     """Shares summed in forked workers add up to the one-process sums exactly."""
     path = tmp_path / "scores.parquet"
     pq.write_table(demo, path, row_group_size=25_000)
-    one = lbnorm.run([path], options=RunOptions(engine="stream", workers=1))
-    two = lbnorm.run([path], options=RunOptions(engine="stream", workers=2))
+    one = lbnorm.run(
+        [path], options=RunOptions(engine="stream", subtasks=False, workers=1)
+    )
+    two = lbnorm.run(
+        [path], options=RunOptions(engine="stream", subtasks=False, workers=2)
+    )
     assert_same_result(one, two, exact=True)
 
 
@@ -231,7 +234,9 @@ def test_workers_fall_back_to_one_process_to_locate_failures(
     doubled = pa.concat_tables([demo.slice(0, 30_000), demo.slice(0, 1)])
     pq.write_table(doubled, path, row_group_size=10_000)
     with pytest.raises(ValidationError, match="duplicate_score") as raised:
-        lbnorm.run([path], options=RunOptions(engine="stream", workers=2))
+        lbnorm.run(
+            [path], options=RunOptions(engine="stream", subtasks=False, workers=2)
+        )
     assert raised.value.failures["row"].tolist() == ["30001"]
 
 
@@ -244,4 +249,30 @@ def test_worker_input_error_is_raised_in_the_parent(
     data[200:60_000] = bytes(59_800)  # corrupt the first row groups' pages
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match="row group"):
-        lbnorm.run([path], options=RunOptions(engine="stream", workers=2))
+        lbnorm.run(
+            [path], options=RunOptions(engine="stream", subtasks=False, workers=2)
+        )
+
+
+def test_subtask_table_streams_out_a_part_per_batch(
+    tmp_path: Path, demo: pa.Table
+) -> None:
+    """The default run writes each input row group as a row group of the subtask table."""
+    path = tmp_path / "scores.parquet"
+    pq.write_table(demo, path, row_group_size=40_000)
+    out = tmp_path / "out"
+    result = lbnorm.run([path], out=out)
+    written = pq.ParquetFile(out / "subtasks.parquet")
+    assert written.num_row_groups == pq.ParquetFile(path).num_row_groups == 5
+    assert written.metadata.num_rows == demo.num_rows
+    table = written.read()
+    assert table.column("source").unique().to_pylist() == [str(path)]
+    assert result.subtask_table is not None
+    assert result.subtask_table.equals(table.replace_schema_metadata(None))
+
+
+def test_workers_need_no_subtask_table() -> None:
+    with pytest.raises(
+        OptionsError, match=r"without the subtask table.*\n.*Hint: add --no-subtasks"
+    ):
+        lbnorm.run(options=RunOptions(workers=2))

@@ -253,8 +253,9 @@ def dense_partials(raw: FloatArray, suite: SuiteArrays) -> Partials:
     n_variants = raw.shape[0]
     n_benchmarks = suite.is_pooled.shape[0]
     partials = Partials.zeros(n_variants, n_benchmarks)
+    starts = np.searchsorted(suite.benchmark_index, np.arange(n_benchmarks + 1))
     for index in range(n_benchmarks):  # a suite's benchmarks, not its models
-        columns = np.flatnonzero(suite.benchmark_index == index)
+        columns = slice(int(starts[index]), int(starts[index + 1]))  # contiguous
         block = raw[:, columns]
         is_present = ~np.isnan(block)
         block = np.where(is_present, block, 0.0)

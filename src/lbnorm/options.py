@@ -41,7 +41,7 @@ UnknownSubtasks = Literal["error", "ignore"]
 ExtraColumns = Literal["error", "keep", "drop"]
 
 #: How scores are held while they are aggregated (see :mod:`lbnorm.engines`):
-#: ``auto`` is ``memory`` when the subtask table is written, else ``stream``.
+#: ``auto`` is ``stream``, or ``memory`` when extra columns are kept.
 EngineName = Literal["auto", "memory", "stream", "dask"]
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
@@ -75,9 +75,9 @@ class RunOptions:
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
-        'memory'
-        >>> RunOptions(subtasks=False).resolved().engine
         'stream'
+        >>> RunOptions(engine="dask").resolved().subtasks
+        False
         >>> RunOptions(workers=0)
         Traceback (most recent call last):
         ...
@@ -136,15 +136,26 @@ class RunOptions:
     def resolved(self) -> RunOptions:
         """These options with ``auto`` resolved and `subtasks` as the engine allows.
 
-        Only the in-memory engine builds the subtask table; ``auto`` picks it
-        when the subtask table is asked for, else the streaming engine.
+        ``auto`` is the streaming engine, or the in-memory one when kept extra
+        columns ride along in the subtask table; the Dask engine builds no
+        subtask table.
+
+        Raises:
+            OptionsError: Forked workers asked for with the subtask table.
         """
         engine = self.engine
         if engine == "auto":
-            engine = "memory" if self.subtasks else "stream"
-        return replace(
-            self, engine=engine, subtasks=self.subtasks and engine == "memory"
-        )
+            keeps_extras = self.subtasks and self.extra_columns == "keep"
+            engine = "memory" if keeps_extras else "stream"
+        subtasks = self.subtasks and engine != "dask"
+        if self.workers > 1 and subtasks:
+            msg = (
+                "workers (--workers) sum scores without the subtask table: the "
+                "subtask table is written as the input is read, in one process.\n"
+                "Hint: add --no-subtasks, or leave out --workers."
+            )
+            raise OptionsError(msg)
+        return replace(self, engine=engine, subtasks=subtasks)
 
     @property
     def is_monitored(self) -> bool:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from lbnorm._faults import fault_point
 from lbnorm.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.readers import Inputs, read_inputs
-from lbnorm.result import Result
+from lbnorm.result import Result, finish_job
 from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, load_suite
 
@@ -44,6 +44,9 @@ def normalize_scores(
 ) -> Result:
     """Normalize a long-format scores frame under a suite (in memory).
 
+    The subtask table comes sorted by benchmark, variant and subtask (the
+    in-memory engine), whatever order the rows came in.
+
     Args:
         scores: Long-format scores: ``model``, ``benchmark``, ``subtask``,
             ``raw_score`` (fractions), optionally the other :data:`SCORES` columns.
@@ -67,11 +70,13 @@ def normalize_scores(
         >>> result.benchmarks["normalized_score"].round(9).tolist()
         [35.0]
     """
-    from lbnorm.engines import memory
     from lbnorm.readers.tables import scores_from_frame  # a frame: pandas is here
 
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    options = replace(options or RunOptions(), engine="memory").resolved()
+    options = options or RunOptions()
+    if options.engine == "auto":  # in memory already: the dense engine, sorted rows
+        options = replace(options, engine="memory")
+    options = options.resolved()
     if not isinstance(scores, pa.Table):
         if "_row" not in scores.columns:
             scores = scores_from_frame(
@@ -79,7 +84,7 @@ def normalize_scores(
             )
         scores = pa.Table.from_pandas(scores, preserve_index=False)
     inputs = Inputs.of_batches([Batch(table=scores, source="<frame>")])
-    return memory.compute(inputs, suite, options)
+    return finish_job(select_engine(options.engine)(inputs, suite, options))
 
 
 def run(
@@ -114,33 +119,49 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = (options or RunOptions()).resolved()
+    if metadata is None and options.metadata is None and not inputs:
+        options = replace(options, metadata=str(demo_metadata_path()))
     paths = list(inputs) or [demo_path()]
     read = read_inputs(paths, suite=suite, options=options, progress=progress)
     fault_point("computing")  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm._faults)
-    result = select_engine(options.engine)(read, suite, options)
-    if metadata is None and options.metadata is None and not inputs:
-        options = replace(options, metadata=str(demo_metadata_path()))
-        result = replace(result, options=options)
+    job = select_engine(options.engine)(read, suite, options)
+
+    def annotate(result: Result) -> Result:
+        return _annotate(result, metadata, options)
+
+    if out is None:
+        return annotate(finish_job(job))
+    from lbnorm.writer import provenance_of, write_job  # the module writing files
+
+    return write_job(
+        job,
+        Path(out),
+        finish=annotate,
+        provenance=provenance_of(suite, options, read.files),
+        created_at=created_at,
+    )
+
+
+def _annotate(
+    result: Result, metadata: pd.DataFrame | None, options: RunOptions
+) -> Result:
+    """Join model metadata into the leaderboard, and group ranks, as asked."""
     if (
-        metadata is not None
-        or options.metadata
-        or options.rank_within
-        or options.exclude_flagged
+        metadata is None
+        and not options.metadata
+        and not options.rank_within
+        and not options.exclude_flagged
     ):
-        from lbnorm.metadata import annotate_table
+        return result
+    from lbnorm.metadata import annotate_table
 
-        board = annotate_table(
-            result.leaderboard_table,
-            metadata if metadata is not None else options.metadata,
-            rank_within_columns=options.rank_within,
-            is_flagged_excluded=options.exclude_flagged,
-        )
-        result = replace(result, leaderboard_table=board)
-    if out is not None:
-        from lbnorm.writer import write_result  # the only module that writes files
-
-        write_result(result, Path(out), created_at=created_at)
-    return result
+    board = annotate_table(
+        result.leaderboard_table,
+        metadata if metadata is not None else options.metadata,
+        rank_within_columns=options.rank_within,
+        is_flagged_excluded=options.exclude_flagged,
+    )
+    return replace(result, leaderboard_table=board)
 
 
 def select_engine(name: EngineName) -> Engine:
@@ -148,14 +169,14 @@ def select_engine(name: EngineName) -> Engine:
     if name == "dask":
         from lbnorm.engines import dask  # an optional extra: loaded only when asked
 
-        return dask.compute
+        return dask.start
     if name == "stream":
         from lbnorm.engines import stream
 
-        return stream.compute
+        return stream.start
     from lbnorm.engines import memory
 
-    return memory.compute
+    return memory.start
 
 
 def demo_path() -> Path:

@@ -12,7 +12,8 @@ pandas appears only in the properties that hand a user a DataFrame.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -39,10 +40,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "Job",
+    "PartsInMemory",
+    "PartsOnDisk",
     "Result",
     "SubtaskParts",
     "assemble_result",
     "benchmark_table",
+    "finish_job",
     "leaderboard_table",
 ]
 
@@ -63,6 +68,76 @@ class SubtaskParts(Protocol):
     def parts(self) -> Iterator[pa.Table]:
         """Each benchmark's rows (benchmark-major, then variant, then subtask)."""
         ...
+
+
+class PartsInMemory:
+    """A subtask table already built, held as its parts."""
+
+    def __init__(self, schema: pa.Schema, parts: list[pa.Table]) -> None:
+        self.schema = schema
+        self._parts = parts
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in all parts."""
+        return sum(part.num_rows for part in self._parts)
+
+    def parts(self) -> Iterator[pa.Table]:
+        """The parts, in order."""
+        return iter(self._parts)
+
+
+class PartsOnDisk:
+    """A subtask table written to a Parquet file, read back a row group at a time."""
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow.parquet as pq
+
+        self._file = pq.ParquetFile(path)
+        self.schema = self._file.schema_arrow.remove_metadata()
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the file."""
+        return int(self._file.metadata.num_rows)
+
+    def parts(self) -> Iterator[pa.Table]:
+        """Each row group, in order."""
+        for group in range(self._file.num_row_groups):
+            yield self._file.read_row_group(group).cast(self.schema)
+
+
+class Job(Protocol):
+    """What an engine hands back: the subtask table's parts as they come, then the result.
+
+    Consuming :meth:`subtask_parts` drives the computation (a streaming engine
+    reads, checks and sums a batch per part), so a writer can put each part on
+    disk while the next is computed; :meth:`finish` completes what the parts
+    did not and returns the result. A job is used once.
+    """
+
+    @property
+    def subtask_schema(self) -> pa.Schema | None:
+        """The parts' schema; None when the subtask table is not built."""
+        ...
+
+    def subtask_parts(self) -> Iterator[pa.Table]:
+        """The subtask table, a part (one Parquet row group) at a time."""
+        ...
+
+    def finish(self) -> Result:
+        """The result (computing whatever the parts left)."""
+        ...
+
+
+def finish_job(job: Job) -> Result:
+    """Run a job to the end, keeping its subtask table in memory (for the Python API)."""
+    schema = job.subtask_schema
+    parts = [part for part in job.subtask_parts() if part.num_rows]
+    result = job.finish()
+    if schema is None or result.subtask_parts is not None:
+        return result
+    return replace(result, subtask_parts=PartsInMemory(schema, parts))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,14 +38,18 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
-from lbnorm.result import Result, SubtaskParts
+from lbnorm.options import RunOptions
+from lbnorm.result import Job, PartsOnDisk, Result, SubtaskParts
+from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
 
 __all__ = [
     "OUTPUT_FILES",
     "add_tables",
     "exclusive_lock",
+    "provenance_of",
     "write_bytes_atomically",
+    "write_job",
     "write_parquet_atomically",
     "write_result",
 ]
@@ -73,6 +78,71 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
             its lock, or the disk refuses the write. The previous output is
             untouched and no partial files remain.
     """
+    return _write_staged(
+        out, lambda staging: _write_tables(result, staging), created_at=created_at
+    )
+
+
+def write_job(
+    job: Job,
+    out: Path,
+    *,
+    finish: Callable[[Result], Result] = lambda result: result,
+    provenance: Mapping[str, str],
+    created_at: str | None = None,
+) -> Result:
+    """Write a job's subtask table as its parts come, then the rest, atomically.
+
+    Each part is encoded on this thread while the job computes the next one on
+    another (both release the GIL for their array work), so reading, summing
+    and writing the subtask table overlap.
+
+    Args:
+        job: The engine's job (see :class:`lbnorm.result.Job`).
+        out: Output directory; an existing lbnorm output there is replaced whole.
+        finish: Applied to the job's result before its tables are written
+            (the pipeline joins model metadata there).
+        provenance: Parquet metadata of the subtask table (the others get the
+            same, from the result).
+        created_at: ISO 8601 creation time for the manifest.
+
+    Returns:
+        The result written.
+
+    Raises:
+        OutputError: As :func:`write_result`; nothing is written on any error.
+    """
+    finished: list[Result] = []
+
+    def fill(staging: Path) -> dict[str, Any]:
+        written = None
+        if job.subtask_schema is not None:
+            path = staging / "subtasks.parquet"
+            metadata = {**provenance, "lbnorm.table": "subtasks"}
+            n_rows = _write_parts(
+                job.subtask_schema, job.subtask_parts(), metadata, path
+            )
+            written = _synced(path, n_rows, len(job.subtask_schema))
+        finished.append(finish(job.finish()))
+        return _write_tables(finished[0], staging, subtasks=written)
+
+    written = _write_staged(out, fill, created_at=created_at)
+    result = finished[0]
+    if job.subtask_schema is not None and result.subtask_parts is None:
+        # the parts went to disk as they came: the result reads them back from there
+        result = replace(
+            result, subtask_parts=PartsOnDisk(written / "subtasks.parquet")
+        )
+    return result
+
+
+def _write_staged(
+    out: Path,
+    fill: Callable[[Path], dict[str, Any]],
+    *,
+    created_at: str | None,
+) -> Path:
+    """Fill a staging folder beside `out`, add the manifest, and swap it in."""
     out = Path.cwd() / out  # absolute, symlinks kept as given
     _check_target(out)
     try:
@@ -85,7 +155,7 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
         staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
         try:
             staging.mkdir()
-            manifest = _write_tables(result, staging)
+            manifest = fill(staging)
             manifest["created_at"] = created_at or _now()
             _write_bytes(
                 staging / _MANIFEST,
@@ -103,23 +173,15 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
     return out
 
 
-def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
-    suite = result.suite
-    files = result.file_table
-    if files.num_rows:
-        files = files.take(
-            np.argsort(
-                np.asarray(files.column("path").to_pylist(), dtype=object),
-                kind="stable",
-            )
-        )
-    inputs = files.to_pylist()
-    provenance = {
+def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
+    """The Parquet metadata every output table carries: version, suite, inputs."""
+    inputs = _sorted_inputs(files)
+    return {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
         "lbnorm.suite_source": suite.source,
         "lbnorm.suite_sha256": suite.sha256,
-        "lbnorm.missing": result.missing,
+        "lbnorm.missing": options.missing,
         "lbnorm.inputs": json.dumps(
             [
                 {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]}
@@ -128,25 +190,40 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
             sort_keys=True,
         ),
     }
+
+
+def _sorted_inputs(files: pa.Table) -> list[dict[str, Any]]:
+    """The catalog's rows by path."""
+    rows: list[dict[str, Any]] = files.to_pylist()
+    return sorted(rows, key=lambda row: str(row["path"]))
+
+
+def _write_tables(
+    result: Result, folder: Path, *, subtasks: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Write the result's tables (the subtask table unless `subtasks` says it is written)."""
+    suite = result.suite
+    files = result.file_table
+    inputs = _sorted_inputs(files)
+    provenance = provenance_of(suite, result.options, files)
     tables: dict[str, pa.Table | SubtaskParts | None] = {
-        "subtasks.parquet": result.subtask_parts,
+        "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_table,
         "leaderboard.parquet": result.leaderboard_table,
     }
     jobs = {
         name: (table, {**provenance, "lbnorm.table": name.removesuffix(".parquet")})
         for name in OUTPUT_FILES
-        if (table := tables[name]) is not None  # None: the subtask table not asked for
+        if (table := tables[name]) is not None  # None: not asked for, or written
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
         futures = {
             name: pool.submit(_write_output, table, metadata, folder / name)
             for name, (table, metadata) in jobs.items()
         }
         board = result.leaderboard_table
-        superseded = files.column("superseded_by").null_count if files.num_rows else 0
         counts = {
             "models": len(set(board.column("model").to_pylist())),
             "variants": board.num_rows,
@@ -154,16 +231,18 @@ def _write_tables(result: Result, folder: Path) -> dict[str, Any]:
                 np.count_nonzero(board.column("is_complete").to_numpy())
             ),
             "ignored_rows": result.n_ignored_rows,
-            "superseded_files": files.num_rows - superseded if files.num_rows else 0,
+            "superseded_files": sum(row["superseded_by"] is not None for row in inputs),
         }
         outputs = {name: future.result() for name, future in futures.items()}
+    if subtasks is not None:
+        outputs["subtasks.parquet"] = subtasks
     return {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
         "suite": {"name": suite.name, "source": suite.source, "sha256": suite.sha256},
         "options": result.options.to_manifest(),
         "inputs": inputs,
-        "outputs": outputs,
+        "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
         "counts": counts,
     }
 
@@ -175,10 +254,13 @@ def _write_output(
     if isinstance(table, pa.Table):
         table = table.replace_schema_metadata(metadata)
         _write_parquet(table, path)
-        n_rows, n_columns = table.num_rows, table.num_columns
-    else:
-        n_rows = _write_parts(table, metadata, path)
-        n_columns = len(table.schema)
+        return _synced(path, table.num_rows, table.num_columns)
+    n_rows = _write_parts(table.schema, table.parts(), metadata, path)
+    return _synced(path, n_rows, len(table.schema))
+
+
+def _synced(path: Path, n_rows: int, n_columns: int) -> dict[str, Any]:
+    """Sync a written table to disk; its rows, columns and sha256 for the manifest."""
     digest = _fsync_file(path)
     with _FAULT_LOCK:  # the point counts its passes; the tables finish in any order
         fault_point("table-written")
@@ -188,23 +270,41 @@ def _write_output(
 _FAULT_LOCK = threading.Lock()
 
 
-def _write_parts(parts: SubtaskParts, metadata: dict[str, str], path: Path) -> int:
-    """Write the subtask table a benchmark (one row group) at a time; return its rows."""
-    schema = parts.schema.with_metadata(metadata)
+def _write_parts(
+    schema: pa.Schema,
+    parts: Iterator[pa.Table],
+    metadata: dict[str, str],
+    path: Path,
+) -> int:
+    """Write the subtask table a part (one row group) at a time; return its rows.
+
+    The next part is built on a second thread while this one is encoded (both
+    release the GIL for their array work), holding at most two parts in memory.
+    """
+    schema = schema.with_metadata(metadata)
     n_rows = 0
-    with pq.ParquetWriter(
-        path,
-        schema,
-        compression="zstd",
-        write_batch_size=_WRITE_BATCH_ROWS,
-        write_statistics=_statistics_columns(schema),
-        use_dictionary=_dictionary_columns(schema),
-    ) as writer:
-        for part in parts.parts():
+    with (
+        pq.ParquetWriter(
+            path,
+            schema,
+            compression="zstd",
+            write_batch_size=_WRITE_BATCH_ROWS,
+            write_statistics=_statistics_columns(schema),
+            use_dictionary=[*_dictionary_columns(schema), *_FEW_VALUES],
+        ) as writer,
+        ThreadPoolExecutor(max_workers=1) as builder,
+    ):
+        pending = builder.submit(next, parts, None)
+        while (part := pending.result()) is not None:
+            pending = builder.submit(next, parts, None)
             if part.num_rows:  # a benchmark nobody has: no empty row group
                 writer.write_table(part, row_group_size=part.num_rows)
                 n_rows += part.num_rows
     return n_rows
+
+
+#: Columns with a few values per subtask: dictionary pages make them nearly free.
+_FEW_VALUES = ("lower_bound", "n_samples")
 
 
 def _statistics_columns(schema: pa.Schema) -> list[str]:

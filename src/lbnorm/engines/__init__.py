@@ -2,13 +2,18 @@
 
 Every engine is a module with one function of the same shape, :class:`Engine`::
 
-    compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result
+    start(inputs: Inputs, suite: Suite, options: RunOptions) -> Job
 
-* :mod:`~lbnorm.engines.memory`: every score in a dense variant x subtask store;
-  the one that builds the subtask table (the default);
-* :mod:`~lbnorm.engines.stream`: each batch folded into exact fixed-point sums and
-  dropped, in bounded memory, optionally in forked workers
+A :class:`~lbnorm.result.Job` hands out the subtask table a part at a time (the
+writer puts each on disk as it comes), then the result; each module's
+``compute`` runs one to the end in memory.
+
+* :mod:`~lbnorm.engines.stream` (the default): each batch checked, folded into
+  exact fixed-point sums and written to the subtask table, then dropped, in
+  bounded memory; without the subtask table optionally in forked workers
   (:mod:`~lbnorm.engines.workers`);
+* :mod:`~lbnorm.engines.memory`: every score in a dense variant x subtask store,
+  the subtask table sorted by benchmark, variant and subtask;
 * :mod:`~lbnorm.engines.dask`: the stream engine's sums as Dask tasks.
 
 They all check every batch with :func:`lbnorm.validate.check_batch` and end in
@@ -22,15 +27,15 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from lbnorm.options import RunOptions
     from lbnorm.readers import Inputs
-    from lbnorm.result import Result
+    from lbnorm.result import Job
     from lbnorm.suites import Suite
 
 __all__ = ["Engine"]
 
 
 class Engine(Protocol):
-    """What every engine's ``compute`` is."""
+    """What every engine's ``start`` is."""
 
-    def __call__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
-        """Normalize the inputs under the suite."""
+    def __call__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> Job:
+        """Start normalizing the inputs under the suite."""
         ...

@@ -16,7 +16,10 @@ read the input paths (a shared filesystem).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pyarrow as pa
 
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.errors import InputError, LbnormError
@@ -27,10 +30,32 @@ from lbnorm.result import Result
 from lbnorm.suites import Suite
 from lbnorm.validate import failure_error
 
-__all__ = ["compute"]
+__all__ = ["DaskJob", "compute", "start"]
 
 #: Sums added per task in the reduction tree.
 FAN_IN = 8
+
+
+def start(inputs: Inputs, suite: Suite, options: RunOptions) -> DaskJob:
+    """Sum on a Dask cluster (the engine interface): no subtask table."""
+    return DaskJob(inputs, suite, options)
+
+
+class DaskJob:
+    """A run on a Dask cluster: nothing until :meth:`finish`, no subtask parts."""
+
+    subtask_schema = None
+
+    def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
+        self._inputs, self._suite, self._options = inputs, suite, options
+
+    def subtask_parts(self) -> Iterator[pa.Table]:
+        """None: the Dask engine builds no subtask table."""
+        return iter(())
+
+    def finish(self) -> Result:
+        """The whole computation, on the cluster."""
+        return compute(self._inputs, self._suite, self._options)
 
 
 def compute(

@@ -15,7 +15,7 @@ group each, so a 20M-row table never sits whole in memory.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,18 +30,23 @@ from lbnorm.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import check_batch, describe_failures, failure_error
 
-__all__ = ["DenseScores", "DenseSubtasks", "collect_scores", "compute"]
+__all__ = [
+    "DenseScores",
+    "DenseSubtasks",
+    "MemoryJob",
+    "collect_scores",
+    "compute",
+    "start",
+]
 
-_Matrix = TypeVar(
-    "_Matrix", npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int32]
-)
 
-#: Columns of the subtask table the dense store keeps per cell (besides raw).
-_DETAILS = ("metric", "stderr", "n_samples", "source")
+def start(inputs: Inputs, suite: Suite, options: RunOptions) -> MemoryJob:
+    """Hold every score in a dense store (the engine interface): see :class:`MemoryJob`."""
+    return MemoryJob(inputs, suite, options)
 
 
 def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
-    """Normalize every score held in one dense store (the engine interface).
+    """Normalize every score held in one dense store, the whole way.
 
     Args:
         inputs: The score batches and the catalog of their files.
@@ -54,57 +59,98 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
     Raises:
         ValidationError: Any check failed in any batch; ``failures`` lists them.
     """
-    dense = collect_scores(
-        inputs.batches,
-        suite,
-        unknown=options.unknown,
-        expected_rows=inputs.num_rows,
-        keep_details=options.subtasks,
-    )
-    arrays = suite_arrays(suite)
-    order = dense.variants.order()
-    raw = dense.raw[order]
-    benchmark = aggregate_benchmarks(raw, arrays, missing=options.missing)
-    is_present = ~np.isnan(raw)
-    n_clipped = int(np.count_nonzero(raw < arrays.lower_bound))  # NaN compares False
-    del raw
-    return assemble_result(
-        dense.variants.take(order),
-        benchmark,
-        suite,
-        options=options,
-        files=inputs.files,
-        subtask_parts=DenseSubtasks(dense, order, suite) if options.subtasks else None,
-        n_ignored_rows=dense.n_ignored,
-        n_scores=int(np.count_nonzero(is_present)),
-        n_clipped=n_clipped,
-    )
+    return start(inputs, suite, options).finish()
+
+
+class MemoryJob:
+    """A run over a dense store: the subtask table comes sorted, after all input.
+
+    Rows of the subtask table are benchmark-major, then variant in key order,
+    then subtask, whatever order the input came in.
+    """
+
+    def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
+        self._inputs, self._suite, self._options = inputs, suite, options
+        self._result: Result | None = None
+
+    @property
+    def subtask_schema(self) -> pa.Schema | None:
+        """The subtask table's schema (with kept extra columns: after reading)."""
+        if not self._options.subtasks:
+            return None
+        parts = self.finish().subtask_parts
+        return SUBTASK_SCORES if parts is None else parts.schema
+
+    def subtask_parts(self) -> Iterator[pa.Table]:
+        """The subtask table a benchmark at a time (after reading every batch)."""
+        parts = self.finish().subtask_parts
+        return iter(()) if parts is None else parts.parts()
+
+    def finish(self) -> Result:
+        """Read, check and store every batch, then sum and build the result."""
+        if self._result is None:
+            self._result = self._compute()
+        return self._result
+
+    def _compute(self) -> Result:
+        inputs, suite, options = self._inputs, self._suite, self._options
+        dense = collect_scores(
+            inputs.batches,
+            suite,
+            unknown=options.unknown,
+            expected_rows=inputs.num_rows,
+            keep_details=options.subtasks,
+        )
+        arrays = suite_arrays(suite)
+        order = dense.variants.order()
+        raw = dense.sorted("raw", order)  # (subtask, variant), variants in key order
+        benchmark = aggregate_benchmarks(raw.T, arrays, missing=options.missing)
+        is_present = ~np.isnan(raw)
+        n_clipped = int(np.count_nonzero(raw < arrays.lower_bound[:, None]))
+        parts = DenseSubtasks(dense, order, suite, raw) if options.subtasks else None
+        return assemble_result(
+            dense.variants.take(order),
+            benchmark,
+            suite,
+            options=options,
+            files=inputs.files,
+            subtask_parts=parts,
+            n_ignored_rows=dense.n_ignored,
+            n_scores=int(np.count_nonzero(is_present)),
+            n_clipped=n_clipped,
+        )
 
 
 class DenseScores:
-    """Every accepted score (and its details) in dense ``(variant, subtask)`` matrices.
+    """Every accepted score (and its details) in dense ``(subtask, variant)`` matrices.
+
+    Subtask-major, so a benchmark's subtasks (contiguous in suite order) are one
+    contiguous block. Only the columns an input has are kept.
 
     Attributes:
-        raw: Raw scores, NaN where absent (rows in variant code order).
+        raw: Raw scores, NaN where absent (columns in variant code order).
         stderr: Standard errors, NaN where absent or null (None: not kept).
         n_samples: Sample counts, 0 where absent or null (None: not kept).
         metric: Codes into :attr:`metrics` (-1: absent).
         source: Codes into :attr:`sources` (-1: absent).
         rows: Each cell's row in :attr:`kept` (only when extra columns are kept).
-        kept: The batches' kept extra columns, concatenated.
         variants: The variant keys, in code order.
         n_ignored: Rows dropped as unknown subtasks under ``unknown="ignore"``.
     """
 
+    _FILLS: ClassVar[dict[str, tuple[type[np.generic], float]]] = {
+        "raw": (np.float64, np.nan),
+        "stderr": (np.float64, np.nan),
+        "n_samples": (np.int64, 0),
+        "metric": (np.int32, -1),
+        "source": (np.int32, -1),
+        "rows": (np.int64, -1),
+    }
+
     def __init__(self, n_subtasks: int, capacity: int, *, keep_details: bool) -> None:
-        shape = (max(capacity, 16), n_subtasks)
-        self.raw: FloatArray = np.full(shape, np.nan)
+        self._shape = (n_subtasks, max(capacity, 16))
+        self.matrices: dict[str, npt.NDArray[Any]] = {"raw": self._new("raw")}
         self.keep_details = keep_details
-        self.stderr: FloatArray | None = None
-        self.n_samples: IntArray | None = None
-        self.metric: npt.NDArray[np.int32] | None = None
-        self.source: npt.NDArray[np.int32] | None = None
-        self.rows: IntArray | None = None
         self.metrics: dict[str, int] = {}
         self.sources: dict[str, int] = {}
         self.extras: list[str] = []
@@ -112,6 +158,12 @@ class DenseScores:
         self._offset = 0
         self.variants = Variants(vocabularies={}, codes=np.zeros((0, 4), np.int64))
         self.n_ignored = 0
+
+    @property
+    def raw(self) -> FloatArray:
+        """Raw scores, ``(subtask, variant)``, NaN where absent."""
+        raw: FloatArray = self.matrices["raw"][:, : len(self.variants) or None]
+        return raw
 
     @property
     def kept(self) -> pa.Table | None:
@@ -126,49 +178,52 @@ class DenseScores:
             aligned.append(table.select(self.extras))
         return pa.concat_tables(aligned, promote_options="permissive")
 
+    def sorted(
+        self, name: str, order: IntArray, subtasks: slice = slice(None)
+    ) -> npt.NDArray[Any]:
+        """A matrix's `subtasks` rows with its variants in `order` (None if not kept)."""
+        return np.take(self.matrices[name][subtasks], order, axis=1)
+
     def is_stored(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
         """Which (variant, subtask) pairs already hold a score."""
-        inside = variant < self.raw.shape[0]
+        capacity = self._shape[1]
+        inside = variant < capacity
+        if inside.all():
+            stored: npt.NDArray[np.bool_] = ~np.isnan(
+                self.matrices["raw"].ravel()[subtask * capacity + variant]
+            )
+            return stored
         stored = np.zeros(variant.shape, dtype=bool)
-        stored[inside] = ~np.isnan(self.raw[variant[inside], subtask[inside]])
+        flat = subtask[inside] * capacity + variant[inside]
+        stored[inside] = ~np.isnan(self.matrices["raw"].ravel()[flat])
         return stored
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
-        capacity = self.raw.shape[0]
+        n_subtasks, capacity = self._shape
         if n_variants <= capacity:
             return
-        capacity = max(2 * capacity, n_variants)
-        self.raw = _grow(self.raw, capacity, np.nan)
-        if self.stderr is not None:
-            self.stderr = _grow(self.stderr, capacity, np.nan)
-        if self.n_samples is not None:
-            self.n_samples = _grow(self.n_samples, capacity, 0)
-        if self.metric is not None:
-            self.metric = _grow(self.metric, capacity, -1)
-        if self.source is not None:
-            self.source = _grow(self.source, capacity, -1)
-        if self.rows is not None:
-            self.rows = _grow(self.rows, capacity, -1)
+        self._shape = (n_subtasks, max(2 * capacity, n_variants))
+        for name, matrix in self.matrices.items():
+            grown = self._new(name)
+            grown[:, :capacity] = matrix
+            self.matrices[name] = grown
 
     def add(
-        self, batch: Batch, rows: IntArray, variant: IntArray, subtask: IntArray
+        self, batch: Batch, rows: IntArray | None, variant: IntArray, subtask: IntArray
     ) -> None:
-        """Store a batch's accepted `rows` in their cells (`variant`, `subtask`)."""
+        """Store a batch's accepted `rows` (None: all) in their cells."""
         table, picked = batch.table, _Picked(rows)
-        self.raw[variant, subtask] = picked.floats(table, "raw_score")
+        cell = subtask * self._shape[1] + variant  # in the flattened matrices
+        self._matrix("raw")[cell] = picked.floats(table, "raw_score")
         if not self.keep_details:
             return
         if "stderr" in table.column_names:
-            self.stderr = self._matrix(self.stderr, np.float64, np.nan)
-            self.stderr[variant, subtask] = picked.floats(table, "stderr")
+            self._matrix("stderr")[cell] = picked.floats(table, "stderr")
         if "n_samples" in table.column_names:
-            self.n_samples = self._matrix(self.n_samples, np.int64, 0)
-            self.n_samples[variant, subtask] = picked.integers(table, "n_samples")
-        self.metric = self._matrix(self.metric, np.int32, -1)
-        self.metric[variant, subtask] = picked.codes(table, "metric", self.metrics, "")
-        self.source = self._matrix(self.source, np.int32, -1)
-        self.source[variant, subtask] = picked.codes(
+            self._matrix("n_samples")[cell] = picked.integers(table, "n_samples")
+        self._matrix("metric")[cell] = picked.codes(table, "metric", self.metrics, "")
+        self._matrix("source")[cell] = picked.codes(
             table, "source", self.sources, batch.source
         )
         extras = [
@@ -177,32 +232,38 @@ class DenseScores:
             if name not in SCORES.names and name != "_row"
         ]
         if extras:
-            self.rows = self._matrix(self.rows, np.int64, -1)
-            self.rows[variant, subtask] = self._offset + picked.positions
+            positions = np.arange(table.num_rows) if rows is None else rows
+            self._matrix("rows")[cell] = self._offset + positions
             self.extras.extend(name for name in extras if name not in self.extras)
         self._kept.append(table.select(extras))
         self._offset += table.num_rows
 
-    def _matrix(
-        self, matrix: npt.NDArray[Any] | None, dtype: type[np.generic], fill: float
-    ) -> npt.NDArray[Any]:
-        """The matrix, or a new one filled with `fill` (the input has the column)."""
-        return np.full(self.raw.shape, fill, dtype=dtype) if matrix is None else matrix
+    def _matrix(self, name: str) -> npt.NDArray[Any]:
+        """A matrix, flattened (created on first use: the input has the column)."""
+        if name not in self.matrices:
+            self.matrices[name] = self._new(name)
+        return self.matrices[name].ravel()
+
+    def _new(self, name: str) -> npt.NDArray[Any]:
+        dtype, fill = self._FILLS[name]
+        return np.full(self._shape, fill, dtype=dtype)
 
 
 class _Picked:
-    """The accepted rows of a batch, for gathering its columns."""
+    """The accepted rows of a batch (None: all of them), for gathering its columns."""
 
-    def __init__(self, positions: IntArray) -> None:
+    def __init__(self, positions: IntArray | None) -> None:
         self.positions = positions
 
+    def _take(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return values if self.positions is None else values[self.positions]
+
     def floats(self, table: pa.Table, name: str) -> FloatArray:
-        values = np.asarray(table.column(name).to_numpy(), dtype=np.float64)
-        return values[self.positions]
+        return self._take(np.asarray(table.column(name).to_numpy(), dtype=np.float64))
 
     def integers(self, table: pa.Table, name: str) -> IntArray:
         column = table.column(name).fill_null(0)
-        return np.asarray(column.to_numpy(), dtype=np.int64)[self.positions]
+        return self._take(np.asarray(column.to_numpy(), dtype=np.int64))
 
     def codes(
         self, table: pa.Table, name: str, registry: dict[str, int], default: str
@@ -210,7 +271,7 @@ class _Picked:
         """Each accepted row's text in `name` as a code into `registry` (grown)."""
         if name not in table.column_names:
             code = registry.setdefault(default, len(registry))
-            return np.full(self.positions.size, code, dtype=np.int32)
+            return np.asarray(code, dtype=np.int32)  # one code for every row
         column = table.column(name)
         if not pa.types.is_dictionary(column.type):
             column = column.dictionary_encode()
@@ -228,7 +289,7 @@ class _Picked:
             [chunk.indices.fill_null(-1).to_numpy() for chunk in chunks]
             or [np.zeros(0, np.int32)]
         )
-        codes: npt.NDArray[np.int32] = ids[indices[self.positions]]
+        codes: npt.NDArray[np.int32] = ids[self._take(indices)]
         return codes
 
 
@@ -274,8 +335,11 @@ def collect_scores(
         dense.reserve(encoder.n_variants)
         if failures:  # the run fails: keep checking, stop storing
             continue
-        rows = np.flatnonzero(checked.accepted)
-        dense.add(batch, rows, checked.variant[rows], checked.subtask[rows])
+        if checked.accepted.all():
+            dense.add(batch, None, checked.variant, checked.subtask)
+        else:
+            rows = np.flatnonzero(checked.accepted)
+            dense.add(batch, rows, checked.variant[rows], checked.subtask[rows])
     if failures:
         raise failure_error(failures, total=n_failed)
     dense.variants = encoder.variants()
@@ -290,10 +354,13 @@ class DenseSubtasks:
     to. Text columns are dictionary-encoded by code: no string is built per row.
     """
 
-    def __init__(self, dense: DenseScores, order: IntArray, suite: Suite) -> None:
+    def __init__(
+        self, dense: DenseScores, order: IntArray, suite: Suite, raw: FloatArray
+    ) -> None:
         self._dense = dense
         self._order = order
         self._suite = suite
+        self._raw = raw  # (subtask, variant), variants in key order
         self._variants = dense.variants.take(order)
         self._arrays = suite_arrays(suite)
         extras = dense.kept
@@ -309,11 +376,12 @@ class DenseSubtasks:
     @property
     def num_rows(self) -> int:
         """Rows in all parts."""
-        return int(np.count_nonzero(~np.isnan(self._dense.raw)))
+        return int(np.count_nonzero(~np.isnan(self._raw)))
 
     def parts(self) -> Iterator[pa.Table]:
         """Each benchmark's rows, conformed to :attr:`schema`."""
         suite, arrays, dense = self._suite, self._arrays, self._dense
+        n_variants = len(self._variants)
         keys = {
             name: self._variants.dictionary(name)
             for name in KEY_COLUMNS
@@ -326,16 +394,29 @@ class DenseSubtasks:
         )
         subtask_names = pa.array([pairs[i][1] for i in first], pa.string())
         benchmark_names = pa.array(suite.benchmark_names, pa.string())
-        metrics = _sorted_dictionary(dense.metrics)
-        sources = _sorted_dictionary(dense.sources)
-        for index in range(len(suite.benchmarks)):
-            columns = np.flatnonzero(arrays.benchmark_index == index)
-            rows = self._order
-            block = dense.raw[np.ix_(rows, columns)]
-            variant, local = np.nonzero(~np.isnan(block))  # variant, then subtask
-            subtask = columns[local]
-            cell = (rows[variant], subtask)
-            raw = block[variant, local]
+        dictionaries = {
+            "metric": _sorted_dictionary(dense.metrics),
+            "source": _sorted_dictionary(dense.sources),
+        }
+        start = 0
+        for index, benchmark in enumerate(suite.benchmarks):
+            subtasks = slice(start, start + len(benchmark.subtasks))
+            start = subtasks.stop
+            k = subtasks.stop - subtasks.start
+            block = self._raw[subtasks]  # (k, variant)
+
+            present: npt.NDArray[np.bool_] | None = ~np.isnan(block.T).ravel()
+            variant = np.repeat(np.arange(n_variants), k)
+            subtask = np.tile(np.arange(subtasks.start, subtasks.stop), n_variants)
+            if present is not None and present.all():
+                present = None  # every cell: no gathering
+            if present is not None:
+                variant, subtask = variant[present], subtask[present]
+
+            def cells(values: npt.NDArray[Any], present: Any = present) -> Any:
+                return _cells(values, present)
+
+            raw = cells(block)
             lower_bound = arrays.lower_bound[subtask]
             normalized = np.maximum(
                 (raw - lower_bound) / (1.0 - lower_bound) * 100.0, 0.0
@@ -343,9 +424,9 @@ class DenseSubtasks:
             n_rows = raw.size
             data: dict[str, pa.Array] = {
                 name: pa.DictionaryArray.from_arrays(
-                    keys[name].indices.take(pa.array(variant)), keys[name].dictionary
+                    pa.array(key.indices.to_numpy()[variant]), key.dictionary
                 )
-                for name in keys
+                for name, key in keys.items()
             }
             data["chat_template"] = pa.array(flags[variant])
             data["benchmark"] = pa.DictionaryArray.from_arrays(
@@ -354,24 +435,32 @@ class DenseSubtasks:
             data["subtask"] = pa.DictionaryArray.from_arrays(
                 pa.array(subtask_codes[subtask].astype(np.int32)), subtask_names
             )
-            data["metric"] = _coded(dense.metric, cell, metrics, n_rows)
             data["raw_score"] = pa.array(raw)
             data["lower_bound"] = pa.array(lower_bound)
             data["normalized_score"] = pa.array(normalized)
             data["is_clipped"] = pa.array(raw < lower_bound)
             data["stderr"] = (
-                pa.nulls(n_rows, pa.float64())
-                if dense.stderr is None
-                else _nullable(dense.stderr[cell])
+                _nullable(cells(dense.sorted("stderr", self._order, subtasks)))
+                if "stderr" in dense.matrices
+                else pa.nulls(n_rows, pa.float64())
             )
             data["n_samples"] = (
-                pa.nulls(n_rows, pa.int64())
-                if dense.n_samples is None
-                else _counts(dense.n_samples[cell])
+                _counts(cells(dense.sorted("n_samples", self._order, subtasks)))
+                if "n_samples" in dense.matrices
+                else pa.nulls(n_rows, pa.int64())
             )
-            data["source"] = _coded(dense.source, cell, sources, n_rows)
-            if self._kept is not None and dense.rows is not None:
-                picked = self._kept.take(pa.array(dense.rows[cell]))
+            for name, (position, names) in dictionaries.items():
+                codes = (
+                    cells(dense.sorted(name, self._order, subtasks))
+                    if name in dense.matrices
+                    else np.zeros(n_rows, dtype=np.int32)
+                )
+                data[name] = pa.DictionaryArray.from_arrays(
+                    pa.array(position[codes]), names
+                )
+            if self._kept is not None:
+                at = cells(dense.sorted("rows", self._order, subtasks))
+                picked = self._kept.take(pa.array(at))
                 for name in picked.column_names:
                     data[name] = picked.column(name).combine_chunks()
             yield pa.Table.from_arrays(
@@ -391,17 +480,12 @@ def _sorted_dictionary(
     return position, pa.array(names or [""], pa.string())
 
 
-def _coded(
-    codes: npt.NDArray[np.int32] | None,
-    cell: tuple[IntArray, IntArray],
-    dictionary: tuple[npt.NDArray[np.int32], pa.Array],
-    n_rows: int,
-) -> pa.DictionaryArray:
-    position, names = dictionary
-    indices = (
-        np.zeros(n_rows, dtype=np.int32) if codes is None else position[codes[cell]]
-    )
-    return pa.DictionaryArray.from_arrays(pa.array(indices), names)
+def _cells(
+    values: npt.NDArray[Any], present: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[Any]:
+    """A ``(subtask, variant)`` block's cells variant-major, subtask-minor (present only)."""
+    flat = np.ascontiguousarray(values.T).ravel()
+    return flat if present is None else flat[present]
 
 
 def _typed(values: pa.Array, kind: pa.DataType) -> pa.Array:
@@ -414,9 +498,3 @@ def _nullable(values: FloatArray) -> pa.Array:
 
 def _counts(values: IntArray) -> pa.Array:
     return pa.array(values, mask=values <= 0)
-
-
-def _grow(matrix: _Matrix, rows: int, fill: float) -> _Matrix:
-    grown = np.full((rows, matrix.shape[1]), fill, dtype=matrix.dtype)
-    grown[: matrix.shape[0]] = matrix
-    return grown

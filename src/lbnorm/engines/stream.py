@@ -1,17 +1,19 @@
-"""The streaming engine: score batches folded into additive partial sums.
+"""The streaming engine (the default): each batch checked, summed and written, then dropped.
 
-For inputs larger than memory (a directory of Parquet files, a partitioned
-dataset, 200M rows): each batch is encoded, checked, normalized and summed into
-per (variant, benchmark) partial sums (:class:`lbnorm.kernel.Partials`), then
-dropped. The working set is one batch, three sums per (variant, benchmark), one
-byte per (variant, subtask) to catch duplicates across batches (and count
-subtasks), and the key registry: about 1 GB for 2M variants x 100 subtasks. The
-dense float store of :mod:`lbnorm.engines.memory` is never built, so there is no
-subtask-level output.
+Each batch (a Parquet row group, or a whole CSV, JSONL or results input) is
+encoded, checked, and folded into exact per (variant, benchmark) partial sums
+(:class:`lbnorm.kernel.Partials`); its rows, with their bound, normalized score
+and clipping flag, are the next part of the subtask table, which the writer puts
+on disk while the next batch is summed (the subtask table is a per-row map of
+the input, in input order). The working set is one batch, two sums per
+(variant, benchmark), one byte per (variant, subtask) to catch duplicates
+across batches (and count subtasks), and the key registry, so inputs larger
+than memory (a directory of Parquet files, a partitioned dataset, 200M rows)
+stream through.
 
-The sums are exact (fixed point, see :class:`_PartialStore`), so results do not
-depend on row order or batch boundaries, bit for bit, and equal the in-memory
-engine's to within its own rounding (about 1e-13 on a 0-100 score).
+The sums are exact (fixed point, see :class:`lbnorm.kernel.FixedPoint`), so the
+benchmark and leaderboard tables do not depend on row order, batch boundaries
+or worker count, bit for bit, and equal the in-memory engine's.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ from lbnorm.kernel import (
 )
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
-from lbnorm.result import Result, assemble_result
-from lbnorm.schemas import Batch
+from lbnorm.result import Result, assemble_result, finish_job
+from lbnorm.schemas import SUBTASK_SCORES, Batch
 from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import (
     MAX_FAILURES_SHOWN,
+    CheckedBatch,
     check_batch,
     describe_failures,
     failure_error,
@@ -47,30 +50,37 @@ from lbnorm.validate import (
 )
 
 __all__ = [
+    "StreamJob",
     "Totals",
     "add_totals",
     "compute",
     "finish_totals",
+    "start",
     "sum_scores",
 ]
 
 
-def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
-    """Normalize score batches in bounded memory (the engine interface).
+def start(inputs: Inputs, suite: Suite, options: RunOptions) -> StreamJob:
+    """Stream the inputs (the engine interface): see :class:`StreamJob`."""
+    return StreamJob(inputs, suite, options)
 
-    With ``options.workers`` > 1 and Parquet inputs, each of that many disjoint
-    shares of the row groups (:meth:`lbnorm.readers.Inputs.partition`) is summed
-    in its own forked process and the exact sums are added up
-    (:mod:`lbnorm.engines.workers`).
+
+def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
+    """Normalize score batches in bounded memory, the whole way.
+
+    With ``options.workers`` > 1, no subtask table and Parquet inputs, each of
+    that many disjoint shares of the row groups
+    (:meth:`lbnorm.readers.Inputs.partition`) is summed in its own forked process
+    and the exact sums are added up (:mod:`lbnorm.engines.workers`).
 
     Args:
         inputs: The score batches (Parquet row groups stream from disk).
         suite: The suite.
-        options: The run's options (``unknown``, ``missing``, ``batch_rows``,
-            ``workers``).
+        options: The run's options (``unknown``, ``missing``, ``subtasks``,
+            ``batch_rows``, ``workers``).
 
     Returns:
-        The result, without the subtask-level table.
+        The result (its subtask table held in memory when ``options.subtasks``).
 
     Raises:
         ValidationError: Any check failed in any batch; ``failures`` lists them all.
@@ -87,30 +97,116 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
         >>> result.benchmarks["normalized_score"].round(9).tolist()
         [35.0]
     """
-    totals = None
-    if inputs.streamed and options.workers > 1:
-        totals = sum_in_workers(
-            lambda part, parts: sum_scores(
-                inputs.partition(part, parts),
-                suite,
-                unknown=options.unknown,
-                expected_rows=inputs.num_rows // parts,
-                batch_rows=options.batch_rows,
-            ),
-            options.workers,
-            add_totals,
-        )  # None: a share failed a check; the serial run below reports where
-    if totals is None:
-        totals = sum_scores(
-            inputs.batches,
-            suite,
-            unknown=options.unknown,
-            expected_rows=inputs.num_rows,
-            batch_rows=options.batch_rows,
+    return finish_job(start(inputs, suite, options))
+
+
+class StreamJob:
+    """A streaming run: consuming :meth:`subtask_parts` reads, checks and sums the input.
+
+    Each part is one batch's accepted rows as subtask-table rows (only when
+    ``options.subtasks``); :meth:`finish` sums what is left (in forked workers
+    when asked and possible) and returns the result.
+    """
+
+    def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
+        self._inputs, self._suite, self._options = inputs, suite, options
+        self._folder = _Folder(suite, unknown=options.unknown, rows=inputs.num_rows)
+        self._is_done = False
+        self.subtask_schema = SUBTASK_SCORES if options.subtasks else None
+
+    def subtask_parts(self) -> Iterator[pa.Table]:
+        """Each batch's rows for the subtask table, as the batch is summed."""
+        if self._is_done or self.subtask_schema is None:
+            return
+        self._is_done = True
+        for batch in _sliced(self._inputs.batches, self._options.batch_rows):
+            checked = self._folder.fold(batch)
+            if checked is not None:  # no failure so far
+                yield _subtask_part(batch, checked, self._folder.arrays)
+
+    def finish(self) -> Result:
+        """Sum whatever the parts have not, and build the result."""
+        totals: Totals | None = None
+        if not self._is_done:
+            self._is_done = True
+            inputs, options = self._inputs, self._options
+            if inputs.streamed and options.workers > 1:
+                totals = sum_in_workers(
+                    lambda part, parts: sum_scores(
+                        inputs.partition(part, parts),
+                        self._suite,
+                        unknown=options.unknown,
+                        expected_rows=inputs.num_rows // parts,
+                        batch_rows=options.batch_rows,
+                    ),
+                    options.workers,
+                    add_totals,
+                )  # None: a share failed a check; the serial run below says where
+            if totals is None:
+                for batch in _sliced(inputs.batches, options.batch_rows):
+                    self._folder.fold(batch)
+        if totals is None:
+            totals = self._folder.totals()
+        if totals.failures:
+            raise failure_error(totals.failures, total=totals.n_failed)
+        return finish_totals(
+            totals, self._suite, options=self._options, files=self._inputs.files
         )
-    if totals.failures:
-        raise failure_error(totals.failures, total=totals.n_failed)
-    return finish_totals(totals, suite, options=options, files=inputs.files)
+
+
+def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> pa.Table:
+    """A batch's accepted rows as rows of the subtask table (:data:`SUBTASK_SCORES`)."""
+    table = batch.table
+    keep = checked.is_good
+    is_all = bool(keep.all())
+    subtask = checked.subtask if is_all else checked.subtask[keep]
+    raw = checked.scores if is_all else checked.scores[keep]
+    if not is_all:
+        table = table.filter(pa.array(keep))
+    n_rows = table.num_rows
+    lower_bound = arrays.lower_bound[subtask]
+    normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
+    np.maximum(normalized, 0.0, out=normalized)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for field in SUBTASK_SCORES:
+        name = field.name
+        if name == "raw_score":
+            columns[name] = pa.array(raw)
+        elif name == "lower_bound":
+            columns[name] = pa.array(lower_bound)
+        elif name == "normalized_score":
+            columns[name] = pa.array(normalized)
+        elif name == "is_clipped":
+            columns[name] = pa.array(raw < lower_bound)
+        elif name in table.column_names:
+            columns[name] = _as_type(table.column(name), field.type)
+        else:  # an optional column the input left out
+            default = batch.source if name == "source" else _DEFAULTS.get(name)
+            columns[name] = _as_type(pa.repeat(default, n_rows), field.type)
+    return pa.Table.from_arrays(
+        [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
+    )
+
+
+#: What an optional column the input leaves out holds in the subtask table.
+_DEFAULTS: dict[str, object] = {
+    "precision": "",
+    "revision": "",
+    "chat_template": False,
+    "metric": "",
+}
+
+
+def _as_type(
+    values: pa.Array | pa.ChunkedArray, kind: pa.DataType
+) -> pa.Array | pa.ChunkedArray:
+    """Values in the output column's type (text as dictionaries)."""
+    if values.type == kind:
+        return values
+    if pa.types.is_dictionary(kind) and not pa.types.is_dictionary(values.type):
+        encoded = values.cast(kind.value_type).dictionary_encode()
+        return encoded if encoded.type == kind else encoded.cast(kind)
+    return values.cast(kind)
 
 
 def finish_totals(
@@ -192,44 +288,62 @@ def sum_scores(
         The sums; after the first failure, batches are still checked (every
         failure is listed) but no longer summed.
     """
-    pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
-    arrays = suite_arrays(suite)
-    encoder = KeyEncoder(pairs)
-    store = _PartialStore(
-        arrays,
-        expected_rows // max(len(pairs), 1) + 1,
-        [f"{b} / {t}" for b, t in pairs],
-    )
-    failures: list[pa.Table] = []
-    n_failed = n_ignored = n_scores = n_clipped = 0
+    folder = _Folder(suite, unknown=unknown, rows=expected_rows)
     for batch in _sliced(batches, batch_rows):
-        checked = check_batch(
-            batch, encoder, unknown=unknown, seen_before=store.is_seen
+        folder.fold(batch)
+    return folder.totals()
+
+
+class _Folder:
+    """Checks batches and folds them into exact sums, one at a time."""
+
+    def __init__(self, suite: Suite, *, unknown: UnknownSubtasks, rows: int) -> None:
+        pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
+        self.arrays = suite_arrays(suite)
+        self._unknown = unknown
+        self._encoder = KeyEncoder(pairs)
+        self._store = _PartialStore(
+            self.arrays,
+            rows // max(len(pairs), 1) + 1,
+            [f"{b} / {t}" for b, t in pairs],
         )
-        n_ignored += checked.n_ignored
+        self._failures: list[pa.Table] = []
+        self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
+
+    def fold(self, batch: Batch) -> CheckedBatch | None:
+        """Check a batch and add its scores; None once any batch failed a check."""
+        encoder, store = self._encoder, self._store
+        checked = check_batch(
+            batch, encoder, unknown=self._unknown, seen_before=store.is_seen
+        )
+        self._n_ignored += checked.n_ignored
         if checked.n_failed:
-            failures.extend(describe_failures(batch, checked.failed))
-            n_failed += checked.n_failed
+            self._failures.extend(describe_failures(batch, checked.failed))
+            self._n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
         variant, subtask, raw = checked.variant, checked.subtask, checked.scores
         take = checked.is_good
         if not take.all():
             variant, subtask, raw = variant[take], subtask[take], raw[take]
-        if failures:  # the run fails: keep checking, stop summing
+        if self._failures:  # the run fails: keep checking, stop summing
             store.add(variant, subtask, None)
-            continue
+            return None
         store.add(variant, subtask, raw)
-        n_scores += raw.size
-        n_clipped += int(np.count_nonzero(raw < arrays.lower_bound[subtask]))
-    return Totals(
-        variants=encoder.variants(),
-        store=store.trimmed(encoder.n_variants),
-        failures=failures,
-        n_failed=n_failed,
-        n_ignored=n_ignored,
-        n_scores=n_scores,
-        n_clipped=n_clipped,
-    )
+        self._n_scores += raw.size
+        self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
+        return checked
+
+    def totals(self) -> Totals:
+        """The sums so far."""
+        return Totals(
+            variants=self._encoder.variants(),
+            store=self._store.trimmed(self._encoder.n_variants),
+            failures=self._failures,
+            n_failed=self._n_failed,
+            n_ignored=self._n_ignored,
+            n_scores=self._n_scores,
+            n_clipped=self._n_clipped,
+        )
 
 
 def add_totals(parts: list[Totals]) -> Totals:

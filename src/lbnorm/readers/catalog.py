@@ -150,6 +150,12 @@ def read_files(
             raise InputError(msg)
     for path in [*table_paths, *json_paths, *sample_paths]:
         _check_path_text(path)
+    # files in path order, whatever order they were named in: the subtask table
+    # lists each file's rows in file order, so the output depends on the files
+    # given, not on how they were listed
+    table_paths, json_paths, sample_paths = (
+        sorted(paths) for paths in (table_paths, json_paths, sample_paths)
+    )
     sample_paths.extend(
         path
         for path in table_paths
