@@ -115,13 +115,19 @@ def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def demo_page(demo_out: Path) -> str:
+    """The demo's report (docs/analysts.md: report.html)."""
+    return render_report(demo_out)
+
+
+@pytest.fixture(scope="module")
 def demo_html(demo_out: Path) -> Path:
-    """The demo's report against the demo under a GPQA bound of 0.3, by the CLI."""
+    """The demo with GPQA's bound 0 against the demo, by the CLI (docs: gpqa.html)."""
     folder = demo_out.parent
-    run(suite=_suite_with_gpqa_bound(folder, 0.3), out=folder / "old")
-    html = folder / "report.html"
-    argv = ["report", str(demo_out), "--html", str(html)]
-    assert main([*argv, "--previous", str(folder / "old")]) == 0
+    run(suite=_suite_with_gpqa_bound(folder, 0.0), out=folder / "raw")
+    html = folder / "gpqa.html"
+    argv = ["report", str(folder / "raw"), "--html", str(html)]
+    assert main([*argv, "--previous", str(demo_out)]) == 0
     return html
 
 
@@ -192,7 +198,7 @@ def _payload(page: str) -> dict[str, Any]:
 
 
 def test_report_health_is_lbnorm_health_on_the_demo(
-    demo_out: Path, capsys: pytest.CaptureFixture[str]
+    demo_out: Path, demo_page: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One definition: the page shows exactly what `lbnorm health OUT` computes."""
     tables = read_report_tables(demo_out)
@@ -202,6 +208,10 @@ def test_report_health_is_lbnorm_health_on_the_demo(
     # the figures issue 11 found apart: the report now uses the stderr, as health does
     floor = benchmarks["floor_rate"].round(3).to_dict()
     assert (floor["GPQA"], floor["MUSR"]) == (0.301, 0.205)
+    # what the report showed before (docs/changes-and-health.md): no stderr
+    bare = check_health(tables.leaderboard, benchmarks=SIX).set_index("benchmark")
+    floor = bare["floor_rate"].round(3).to_dict()
+    assert (floor["GPQA"], floor["MUSR"]) == (0.095, 0.019)
     # the scatter plots' x: health's leave-one-out average, with the suite's weights
     board = tables.leaderboard
     weights = [benchmark.weight for benchmark in load_suite("openllm-v2").benchmarks]
@@ -215,7 +225,7 @@ def test_report_health_is_lbnorm_health_on_the_demo(
         for line in printed.split("## Benchmarks")[1].split("##")[0].splitlines()
         if line.startswith("| ") and not line.startswith("| benchmark")
     ]
-    page = render_report(demo_out)
+    page = demo_page
     page_rows = _table_after(_section(page, "health"), "<h3>Benchmarks</h3>")
     assert page_rows[0] == [
         "benchmark", "models", "rho vs rest", "floor", "ceiling",
@@ -353,8 +363,8 @@ def test_whole_leaderboard_and_subtasks_are_in_the_page(outputs: Path) -> None:
     assert noscript.group(1).count("<tr") == 1 + 3
 
 
-def test_histograms_use_each_benchmarks_range(demo_out: Path) -> None:
-    page = render_report(demo_out)
+def test_histograms_use_each_benchmarks_range(demo_out: Path, demo_page: str) -> None:
+    page = demo_page
     board = read_output_table(demo_out, "leaderboard")
     captions = dict(
         re.findall(
@@ -373,6 +383,52 @@ def test_histograms_use_each_benchmarks_range(demo_out: Path) -> None:
         assert float(captions[name]) == round(board[name].min(), 1)
     gpqa_max = float(board["GPQA"].max())
     assert gpqa_max < 30  # GPQA's axis ends near 24, not at 100
+
+
+def test_docs_quote_the_report(
+    demo_out: Path, demo_page: str, demo_html: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every figure docs/analysts.md quotes from the report is the report's."""
+    docs = (Path(__file__).parent.parent / "docs" / "analysts.md").read_text()
+    section = docs.split("## The report:")[1].split("\n## ")[0]
+    # the size the CLI prints, and what the demo's 5.1 MB are made of
+    assert f"wrote gpqa.html ({demo_html.stat().st_size / 1e6:.1f} MB)" in section
+    assert f"wrote report.html ({len(demo_page) / 1e6:.1f} MB)" in section
+    assert f"the demo's page is {len(demo_page) / 1e6:.1f} MB" in section
+    parts = {key: len(json.dumps(value)) for key, value in _payload(demo_page).items()}
+    points = sum(len(svg) for svg in re.findall(r"<svg.*?</svg>", demo_page, re.S))
+    pngs = sum(len(png) for png in re.findall(r"data:image/png[^\"]+", demo_page))
+    text = " ".join(section.split())
+    quoted = {
+        "are its 183,040 subtask scores": parts["subtasks"],
+        "the 27,456 scatter points": points,
+        "what names them on hover": parts["points"],
+        "the table": parts["values"],
+        "the revision and metadata": parts["facts"],
+        "the benchmarks' raw values": parts["raw"] + parts["stderr"],
+        "the six histograms": pngs,
+    }
+    for words, size in quoted.items():
+        megabytes = f"{size / 1e6:.1f}" if size >= 1e6 else f"{size / 1e6:.2f}"
+        assert f"{megabytes} MB {words}" in text, (words, megabytes)
+    # the histograms' ranges
+    for name in ("GPQA", "MUSR"):
+        found = re.search(
+            rf"<figcaption>{name}: .*? on the axis from ([\d.]+) to ([\d.]+) ",
+            demo_page,
+        )
+        assert found
+        assert f"{name} {found.group(1)} to {found.group(2)}" in text
+    # the health table: the page's (which is lbnorm health's)
+    table = _table_after(_section(demo_page, "health"), "<h3>Benchmarks</h3>")
+    for row in table[1:]:
+        assert "  | " + " | ".join(row) + " |" in section
+    # the diff summary of gpqa.html, as the page shows it
+    summary = _table_after(_section(demo_html.read_text(), "diff"), "<h3>Summary</h3>")
+    for row in summary[1:]:
+        assert "  | " + " | ".join(row) + " |" in section
+    # 27,456 points: one per variant and benchmark
+    assert demo_page.count("<circle cx=") == 27_456
 
 
 def test_demo_page_size(demo_html: Path) -> None:
@@ -691,8 +747,8 @@ def _hover_point(page: _Page, plot: int, point: int) -> dict[str, Any]:
 @pytest.mark.slow
 def test_demo_report_explored_in_chromium(demo_html: Path, tmp_path: Path) -> None:
     """Sort, filter, open a model, hover a point: on all 4,576 demo variants."""
-    board = read_output_table(demo_html.parent / "out", "leaderboard")
-    tables = read_report_tables(demo_html.parent / "out")
+    board = read_output_table(demo_html.parent / "raw", "leaderboard")
+    tables = read_report_tables(demo_html.parent / "raw")
     with _open_in_chromium(demo_html, tmp_path / "profile") as page:
         loaded = page.evaluate(
             "({rows: document.querySelectorAll('#board tbody tr.row').length,"
@@ -759,7 +815,7 @@ def test_demo_report_explored_in_chromium(demo_html: Path, tmp_path: Path) -> No
         assert detail["benchmarks"] == 6
         assert len(detail["subtasks"]) == 40
         subtasks = read_output_table(
-            demo_html.parent / "out", "subtasks", models=[expected[0]]
+            demo_html.parent / "raw", "subtasks", models=[expected[0]]
         )
         first = subtasks.iloc[0]
         row = [
