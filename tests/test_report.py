@@ -807,12 +807,28 @@ def test_demo_report_explored_in_chromium(demo_html: Path, tmp_path: Path) -> No
             "(() => { const d = document.querySelector('#board tr.detail');"
             " const tables = d.querySelectorAll('table');"
             " return {name: d.querySelector('h3').textContent,"
-            " benchmarks: tables[0].tBodies[0].rows.length,"
+            " facts: d.querySelector('.facts').textContent,"
+            " benchmarks: Array.from(tables[0].tBodies[0].rows).map("
+            "   r => Array.from(r.cells).map(c => c.textContent)),"
             " subtasks: Array.from(tables[1].tBodies[0].rows).map("
             "   r => Array.from(r.cells).map(c => c.textContent))}; })()"
         )
         assert detail["name"] == expected[0]
-        assert detail["benchmarks"] == 6
+        at = board["model"].tolist().index(expected[0])
+        assert tables.stderr is not None
+        assert detail["benchmarks"] == [
+            [
+                name,
+                f"{board[name].iloc[at]:.2f}",
+                ""
+                if np.isnan(tables.stderr[name].iloc[at])
+                else f"\u00b1 {tables.stderr[name].iloc[at]:.2f}",
+                f"{board[f'{name} Raw'].iloc[at]:.4f}",
+            ]
+            for name in SIX
+        ]
+        assert f"revision: {board['revision'].iloc[at]}" in detail["facts"]
+        assert detail["facts"].count("size_class") == 1
         assert len(detail["subtasks"]) == 40
         subtasks = read_output_table(
             demo_html.parent / "raw", "subtasks", models=[expected[0]]

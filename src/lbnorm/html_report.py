@@ -1021,12 +1021,12 @@ _SCRIPT = r"""
     refresh();
   }
 
-  function smallTable(headings, lines) {
+  function smallTable(headings, lines, textColumns) {
     var t = el("table"), h = t.createTHead().insertRow(), b = t.createTBody();
-    headings.forEach(function (text, k) { h.appendChild(el("th", k < 2 ? "text" : "num", text)); });
+    headings.forEach(function (text, k) { h.appendChild(el("th", k < textColumns ? "text" : "num", text)); });
     lines.forEach(function (line) {
       var r = b.insertRow();
-      line.forEach(function (text, k) { r.appendChild(el("td", k < 2 ? "text" : "num", text)); });
+      line.forEach(function (text, k) { r.appendChild(el("td", k < textColumns ? "text" : "num", text)); });
     });
     return t;
   }
@@ -1034,18 +1034,20 @@ _SCRIPT = r"""
     var tr = el("tr", "detail"), td = el("td"), box = el("div", "box");
     td.colSpan = columns.length;
     box.appendChild(el("h3", "", names[i]));
-    var facts = columns.filter(function (c) { return !c.model && c.benchmark === undefined; })
-      .map(function (c) { return c.label + ": " + cellText(c, values[columns.indexOf(c)][i]); })
+    var metadata = data.facts.map(function (f) { return f.label; });
+    var facts = columns.filter(function (c) {
+      return !c.model && c.benchmark === undefined && metadata.indexOf(c.label) < 0;
+    }).map(function (c) { return c.label + ": " + cellText(c, values[columns.indexOf(c)][i]); })
       .concat(data.facts.map(function (f) { return f.label + ": " + f.values[i]; }));
     box.appendChild(el("p", "facts", facts.join(" \u00b7 ")));
     var benchmarkLines = [];
     columns.forEach(function (c, k) {
       if (c.benchmark === undefined) return;
       var stderr = data.stderr ? data.stderr[c.benchmark][i] : null;
-      benchmarkLines.push([c.label, "", fixed(values[k][i], 2),
+      benchmarkLines.push([c.label, fixed(values[k][i], 2),
         stderr === null ? "" : "\u00b1 " + stderr.toFixed(2), fixed(data.raw[c.benchmark][i], 4)]);
     });
-    box.appendChild(smallTable(["benchmark", "", "score", "stderr", "raw"], benchmarkLines));
+    box.appendChild(smallTable(["benchmark", "score", "stderr", "raw"], benchmarkLines, 1));
     if (data.subtasks) {
       var s = data.subtasks, subtaskLines = [];
       for (var j = 0; j < s.subtask.length; j++) {
@@ -1053,7 +1055,7 @@ _SCRIPT = r"""
         subtaskLines.push([s.benchmark[j], s.subtask[j], fixed(s.score[i][j], 2),
           fixed(s.raw[i][j], 4), fixed(s.bound[j], 4)]);
       }
-      box.appendChild(smallTable(["benchmark", "subtask", "score", "raw", "lower bound"], subtaskLines));
+      box.appendChild(smallTable(["benchmark", "subtask", "score", "raw", "lower bound"], subtaskLines, 2));
     }
     td.appendChild(box);
     tr.appendChild(td);

@@ -30,6 +30,11 @@ Per subtask (the subtask table):
 A check runs on at least ``min_models`` models, else it is ``skipped``. The
 defaults, and what they say about the published v2 leaderboard, are justified in
 ``docs/changes-and-health.md``.
+
+Each figure has one function (:func:`leave_one_out`, :func:`loo_spearman`,
+:func:`noise_margin`, :func:`floor_rate`, :func:`ceiling_rate`,
+:func:`stuck_cluster`), and every face uses them: ``lbnorm health OUT`` and the
+HTML report both call :func:`check_directory`.
 """
 
 from __future__ import annotations
