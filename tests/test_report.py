@@ -947,3 +947,21 @@ def test_hostile_names_never_execute_in_chromium(
     board = read_output_table(hostile_out, "leaderboard")
     assert {h["name"] for h in hovered} <= set(board["model"])
     assert errors == []
+
+
+def test_report_of_one_benchmark(tmp_path: Path) -> None:
+    """Nothing to hold it against: no plot against the others, no health checks."""
+    (tmp_path / "suite.toml").write_text(
+        'name = "one"\n[[benchmarks]]\nname = "A"\nsubtasks = [{ name = "a", '
+        'task = "t", metric = "acc,none", num_choices = 4 }]\n'
+    )
+    (tmp_path / "s.csv").write_text(
+        "model,benchmark,subtask,raw_score\nm1,A,a,0.5\nm2,A,a,0.7\n"
+    )
+    run([tmp_path / "s.csv"], suite=tmp_path / "suite.toml", out=tmp_path / "out")
+    page = render_report(tmp_path / "out")
+    assert "one benchmark: there is no other benchmark" in _section(page, "health")
+    assert '<svg class="scatter"' not in page
+    data = _payload(page)
+    assert data["values"][1] == ["m2", "m1"]
+    assert data["subtasks"]["score"] == [[60.0], [33.33]]

@@ -35,7 +35,12 @@ import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, group_codes
 from lbnorm.analysis.diff import Diff, Snapshot, diff_snapshots, read_snapshot
-from lbnorm.analysis.health import check_directory, leave_one_out
+from lbnorm.analysis.health import (
+    HEALTH_COLUMNS,
+    OutputHealth,
+    check_directory,
+    leave_one_out,
+)
 from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
@@ -126,7 +131,10 @@ def read_report_tables(
     """
     out = Path(out)
     manifest = read_manifest(out)
-    checked = check_directory(out, columns=["normalized_score"])
+    if len(benchmark_columns(read_output_table(out, "leaderboard").columns)) < 2:
+        checked = _unchecked(out)  # nothing to hold a benchmark against
+    else:
+        checked = check_directory(out, columns=["normalized_score"])
     board = checked.snapshot.leaderboard
     names = checked.benchmarks
     diff = None
@@ -270,6 +278,37 @@ def diff_tables(diff: Diff, *, top: int = 10) -> list[tuple[str, pd.DataFrame]]:
     return tables
 
 
+def _unchecked(out: Path) -> OutputHealth:
+    """An output of one benchmark: no health checks (they compare benchmarks)."""
+    board = read_output_table(out, "leaderboard")
+    names = tuple(benchmark_columns(board.columns))
+    subtasks = (
+        read_output_table(
+            out,
+            "subtasks",
+            columns=[
+                *KEY_COLUMNS,
+                "benchmark",
+                "subtask",
+                "lower_bound",
+                "raw_score",
+                "normalized_score",
+            ],
+        )
+        if has_table(out, "subtasks")
+        else None
+    )
+    return OutputHealth(
+        health=pd.DataFrame({name: pd.Series(dtype=object) for name in HEALTH_COLUMNS}),
+        snapshot=Snapshot(
+            leaderboard=board, benchmarks=names, subtasks=subtasks, label=str(out)
+        ),
+        benchmarks=names,
+        weights=(1.0,) * len(names),
+        stderr=None,
+    )
+
+
 def _diff_side(out: str | Path) -> Snapshot:
     """One side of the diff, as ``lbnorm diff`` reads it (a --no-subtasks output too)."""
     if has_table(out, "subtasks"):
@@ -294,7 +333,7 @@ def _page(
     histograms = [
         _histogram_html(figure_type, board[name], name) for name in names
     ]  # a suite's handful of benchmarks
-    scatters = [_scatter_html(tables, name) for name in names]
+    scatters = [_scatter_html(tables, name) for name in names if len(names) > 1]
     sections = [
         (
             "leaderboard",
@@ -317,9 +356,15 @@ def _page(
         (
             "leave-one-out",
             "Each benchmark against the others",
-            _LOO_NOTE + f'<div class="grid">{"".join(scatters)}</div>',
+            _LOO_NOTE + f'<div class="grid">{"".join(scatters)}</div>'
+            if len(names) > 1
+            else _ONE_BENCHMARK_NOTE,
         ),
-        ("health", "Health checks", _health_html(tables.health)),
+        (
+            "health",
+            "Health checks",
+            _health_html(tables.health) if len(names) > 1 else _ONE_BENCHMARK_NOTE,
+        ),
     ]
     if tables.diff is not None:
         sections.append(
@@ -367,6 +412,11 @@ _LOO_NOTE = (
     "benchmark that tracks the others lines up; one that does not, or a broken one (as "
     "DROP was on the v1 leaderboard), is a cloud. Hover a point to see which model it "
     "is; click it to open the model's scores.</p>"
+)
+
+_ONE_BENCHMARK_NOTE = (
+    '<p class="note">This output has one benchmark: there is no other benchmark to '
+    "hold it against, so no leave-one-out plot and no health checks.</p>"
 )
 
 _DIFF_NOTE = (
