@@ -13,13 +13,22 @@ from lbnorm import Result, run
 from lbnorm.analysis.health import (
     HealthConfig,
     HealthConfigError,
+    ceiling_rate,
     check_benchmarks,
+    check_directory,
     check_health,
     check_result,
+    check_source,
     check_subtasks,
+    floor_rate,
     is_healthy,
+    leave_one_out,
+    loo_spearman,
+    noise_margin,
+    stuck_cluster,
 )
 from lbnorm.cli import main
+from lbnorm.options import RunOptions
 
 SIX = ["IFEval", "BBH", "MATH Lvl 5", "GPQA", "MUSR", "MMLU-PRO"]
 
@@ -231,3 +240,78 @@ def test_cli_health_on_tables_and_outputs(
         main(["health", str(published_csv), "--config", str(strict)]) == 7
     )  # IFEval 0.650, MUSR 0.638
     assert "2 failed" in capsys.readouterr().out
+
+
+def test_each_figure_has_one_function() -> None:
+    """check_benchmarks is the figure functions, over the same models."""
+    rng = np.random.default_rng(3)
+    skill = rng.uniform(0, 60, 200)
+    scores = pd.DataFrame(
+        {
+            "A": skill + rng.normal(0, 3, 200),
+            "B": np.clip(skill - 20 + rng.normal(0, 3, 200), 0, 100),
+            "C": np.where(rng.random(200) < 0.1, np.nan, skill),  # some missing
+        }
+    )
+    stderr = pd.DataFrame({"A": 0.5, "B": 3.0, "C": np.nan}, index=scores.index)
+    weights = [1.0, 2.0, 1.0]
+    health = check_benchmarks(scores, stderr=stderr, weights=weights).set_index(
+        "benchmark"
+    )
+    others = leave_one_out(scores, weights=weights)
+    margin = noise_margin(scores, stderr=stderr)
+    stuck = stuck_cluster(scores, others)
+    expected = pd.DataFrame(
+        {
+            "loo_spearman": loo_spearman(scores, others),
+            "floor_rate": floor_rate(scores, others, margin=margin),
+            "ceiling_rate": ceiling_rate(scores, others, margin=margin),
+            "stuck_share": stuck["stuck_share"],
+            "stuck_spread": stuck["stuck_spread"],
+        }
+    ).rename_axis("benchmark")
+    pd.testing.assert_frame_equal(health[list(expected.columns)], expected)
+    # the leave-one-out average is the weighted mean of the variant's other scores
+    row = scores.iloc[0]
+    assert others["A"].iloc[0] == pytest.approx((2 * row["B"] + row["C"]) / 3)
+    missing = int(np.flatnonzero(scores["C"].isna())[0])
+    assert np.isnan(others["C"].iloc[missing])
+    assert others["A"].iloc[missing] == pytest.approx(scores["B"].iloc[missing])
+    # rho as numpy computes it on the ranks of the complete pairs
+    used = scores["C"].notna()
+    ranks = pd.DataFrame({"s": scores["C"][used], "o": others["C"][used]}).rank()
+    assert health.loc["C", "loo_spearman"] == pytest.approx(
+        np.corrcoef(ranks["s"], ranks["o"])[0, 1]
+    )
+    assert health.loc["C", "n_models"] == used.sum()
+    # a 1.96-stderr margin of 5.88 points for B, 1 point (no stderr) for C
+    assert health.loc["B", "floor_rate"] == pytest.approx(
+        (scores["B"] <= 1.96 * 3.0).mean()
+    )
+
+
+def test_check_directory_is_what_lbnorm_health_prints(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    run(sorted(golden_dir.glob("*.json")), out=out)
+    checked = check_directory(out, config=HealthConfig(min_models=3))
+    assert checked.benchmarks == tuple(SIX)
+    assert checked.stderr is not None  # the suite loads: stderr-aware floors
+    assert checked.stderr.shape == (8, 6)
+    health, title = check_source([out], config=HealthConfig(min_models=3))
+    pd.testing.assert_frame_equal(checked.health, health)
+    assert title == f"lbnorm health: {out}"
+    # without subtasks.parquet: the benchmark checks, with the fixed margin
+    bare = tmp_path / "bare"
+    run(
+        sorted(golden_dir.glob("*.json")),
+        out=bare,
+        options=RunOptions(subtasks=False),
+    )
+    only = check_directory(bare, config=HealthConfig(min_models=3))
+    assert only.stderr is None
+    assert only.snapshot.subtasks is None
+    assert (only.health["level"] == "benchmark").all()
+    assert main(["health", str(bare)]) == 0
+    assert "| GPQA | 8 |" in capsys.readouterr().out

@@ -30,6 +30,11 @@ Per subtask (the subtask table):
 A check runs on at least ``min_models`` models, else it is ``skipped``. The
 defaults, and what they say about the published v2 leaderboard, are justified in
 ``docs/changes-and-health.md``.
+
+Each figure has one function (:func:`leave_one_out`, :func:`loo_spearman`,
+:func:`noise_margin`, :func:`floor_rate`, :func:`ceiling_rate`,
+:func:`stuck_cluster`), and every face uses them: ``lbnorm health OUT`` and the
+HTML report both call :func:`check_directory`.
 """
 
 from __future__ import annotations
@@ -45,11 +50,16 @@ import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.correlation import spearman_columns
-from lbnorm.analysis.diff import read_snapshot
+from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.errors import InputError, LbnormError
 from lbnorm.options import DEFAULT_SUITE, MissingPolicy
-from lbnorm.outdir import output_suite, read_wide_table
+from lbnorm.outdir import (
+    has_table,
+    output_suite,
+    read_output_table,
+    read_wide_table,
+)
 from lbnorm.pipeline import run
 from lbnorm.schemas import benchmark_columns
 from lbnorm.suites import Suite
@@ -58,12 +68,20 @@ __all__ = [
     "HEALTH_COLUMNS",
     "HealthConfig",
     "HealthConfigError",
+    "OutputHealth",
+    "ceiling_rate",
     "check_benchmarks",
+    "check_directory",
     "check_health",
     "check_result",
     "check_source",
     "check_subtasks",
+    "floor_rate",
     "is_healthy",
+    "leave_one_out",
+    "loo_spearman",
+    "noise_margin",
+    "stuck_cluster",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -197,6 +215,177 @@ class HealthConfig:
         return cls.from_mapping(table, source=str(path))
 
 
+def leave_one_out(
+    scores: pd.DataFrame, *, weights: Sequence[float] | None = None
+) -> pd.DataFrame:
+    """The leave-one-out average: each score's variant, without that benchmark.
+
+    The weighted mean of the variant's *other* benchmarks that have a score (the
+    leaderboard's weights, default equal). Every health figure that compares a
+    benchmark with "the rest", and the report's scatter plots, use this one.
+
+    Args:
+        scores: One row per model variant, one column per benchmark (NaN where
+            missing).
+        weights: Benchmark weights, in column order (default equal).
+
+    Returns:
+        Same shape, index and columns: NaN where the score is missing or the
+        variant has no other benchmark.
+
+    Examples:
+        >>> scores = pd.DataFrame({"A": [10.0, 20.0], "B": [30.0, 50.0], "C": [50.0, np.nan]})
+        >>> leave_one_out(scores)
+              A     B     C
+        0  40.0  30.0  20.0
+        1  50.0  20.0   NaN
+        >>> leave_one_out(scores, weights=[1.0, 1.0, 2.0]).round(2)["A"].tolist()
+        [43.33, 50.0]
+    """
+    values = scores.to_numpy(dtype=np.float64, na_value=np.nan)
+    weight = (
+        np.ones(values.shape[1])
+        if weights is None
+        else np.asarray(weights, dtype=np.float64)
+    )
+    is_present = ~np.isnan(values)
+    filled = np.where(is_present, values, 0.0)
+    total = filled @ weight
+    total_weight = is_present @ weight
+    rest_weight = total_weight[:, None] - is_present * weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        others = (total[:, None] - filled * weight) / rest_weight
+    others = np.where(is_present & (rest_weight > 0), others, np.nan)
+    return pd.DataFrame(others, index=scores.index, columns=scores.columns)
+
+
+def loo_spearman(scores: pd.DataFrame, others: pd.DataFrame) -> pd.Series:
+    """Spearman's rho of each benchmark with its leave-one-out average.
+
+    Args:
+        scores: One column per benchmark.
+        others: :func:`leave_one_out` of `scores`.
+
+    Returns:
+        rho per benchmark, over the variants with both (NaN under 3).
+
+    Examples:
+        >>> scores = pd.DataFrame({"A": [1.0, 2.0, 3.0, 4.0], "B": [2.0, 1.0, 4.0, 3.0],
+        ...     "C": [1.0, 2.0, 3.0, 5.0]})
+        >>> loo_spearman(scores, leave_one_out(scores)).round(2).tolist()
+        [0.95, 0.6, 0.89]
+    """
+    return spearman_columns(scores, others)
+
+
+def noise_margin(
+    scores: pd.DataFrame,
+    *,
+    stderr: pd.DataFrame | None = None,
+    config: HealthConfig | None = None,
+) -> pd.DataFrame:
+    """How close to 0 (or 100) a score must be to count as at the floor (ceiling).
+
+    ``max(floor_points, noise_z * stderr)`` where the stderr is known, else
+    ``floor_points`` (normalized points).
+
+    Args:
+        scores: One column per benchmark.
+        stderr: Standard errors of `scores`, same shape (NaN where unknown).
+        config: Thresholds (``floor_points``, ``noise_z``).
+
+    Returns:
+        The margin per score, same shape as `scores`.
+
+    Examples:
+        >>> scores = pd.DataFrame({"A": [3.0, 50.0]})
+        >>> noise_margin(scores, stderr=pd.DataFrame({"A": [2.0, np.nan]}))["A"].tolist()
+        [3.92, 1.0]
+    """
+    config = config or HealthConfig()
+    margin = np.full(scores.shape, config.floor_points)
+    if stderr is not None:
+        noise = config.noise_z * stderr.to_numpy(dtype=np.float64, na_value=np.nan)
+        margin = np.fmax(margin, noise)
+    return pd.DataFrame(margin, index=scores.index, columns=scores.columns)
+
+
+def floor_rate(
+    scores: pd.DataFrame, others: pd.DataFrame, *, margin: pd.DataFrame
+) -> pd.Series:
+    """Share (a fraction, 0-1) of the models within noise of 0.
+
+    Counted over the variants with a score and a leave-one-out average (the
+    models every benchmark figure is over); a clipped score is 0, so it counts.
+
+    Args:
+        scores: One column per benchmark (0-100).
+        others: :func:`leave_one_out` of `scores`.
+        margin: :func:`noise_margin` of `scores`.
+
+    Returns:
+        The share per benchmark (NaN without models).
+
+    Examples:
+        >>> scores = pd.DataFrame({"A": [0.0, 0.5, 40.0, 60.0], "B": [10.0, 20.0, 30.0, 40.0]})
+        >>> others = leave_one_out(scores)
+        >>> floor_rate(scores, others, margin=noise_margin(scores)).tolist()
+        [0.5, 0.0]
+    """
+    values, is_used = _used(scores, others)
+    with np.errstate(invalid="ignore"):
+        at_floor = is_used & (values <= margin.to_numpy(dtype=np.float64))
+        share = at_floor.sum(axis=0) / is_used.sum(axis=0)
+    return pd.Series(share, index=scores.columns, dtype="float64")
+
+
+def ceiling_rate(
+    scores: pd.DataFrame, others: pd.DataFrame, *, margin: pd.DataFrame
+) -> pd.Series:
+    """Share (a fraction, 0-1) of the models within noise of 100.
+
+    Counted as :func:`floor_rate` counts.
+
+    Examples:
+        >>> scores = pd.DataFrame({"A": [99.5, 100.0, 40.0, 60.0], "B": [10.0, 20.0, 30.0, 40.0]})
+        >>> ceiling_rate(scores, leave_one_out(scores), margin=noise_margin(scores)).tolist()
+        [0.5, 0.0]
+    """
+    values, is_used = _used(scores, others)
+    with np.errstate(invalid="ignore"):
+        at_ceiling = is_used & (values >= 100.0 - margin.to_numpy(dtype=np.float64))
+        share = at_ceiling.sum(axis=0) / is_used.sum(axis=0)
+    return pd.Series(share, index=scores.columns, dtype="float64")
+
+
+def stuck_cluster(
+    scores: pd.DataFrame, others: pd.DataFrame, *, config: HealthConfig | None = None
+) -> pd.DataFrame:
+    """The low band of each benchmark, and how widely its models' averages spread.
+
+    Args:
+        scores: One column per benchmark (0-100).
+        others: :func:`leave_one_out` of `scores`.
+        config: Thresholds (``stuck_band``).
+
+    Returns:
+        Per benchmark: ``stuck_share`` (fraction of the models in the lowest
+        ``stuck_band`` of the 1st-99th percentile range) and ``stuck_spread``
+        (interquartile range of their leave-one-out averages over everyone's;
+        NaN when the band holds fewer than 10 models).
+    """
+    config = config or HealthConfig()
+    values, is_used = _used(scores, others)
+    share, spread = _stuck_cluster(
+        np.where(is_used, values, np.nan),
+        others.to_numpy(dtype=np.float64, na_value=np.nan),
+        config,
+    )
+    return pd.DataFrame(
+        {"stuck_share": share, "stuck_spread": spread}, index=scores.columns
+    )
+
+
 def check_benchmarks(
     scores: pd.DataFrame,
     *,
@@ -205,6 +394,11 @@ def check_benchmarks(
     config: HealthConfig | None = None,
 ) -> pd.DataFrame:
     """Check each benchmark against the leave-one-out average of the others.
+
+    Each figure comes from its one function: :func:`leave_one_out`,
+    :func:`loo_spearman`, :func:`floor_rate` and :func:`ceiling_rate` (with
+    :func:`noise_margin`), :func:`stuck_cluster`; all are over the same models
+    (``n_models``: a score and a leave-one-out average).
 
     Args:
         scores: One row per model variant, one column per benchmark (0-100, NaN
@@ -234,51 +428,33 @@ def check_benchmarks(
         ['', '', 'loo_correlation, stuck_cluster']
     """
     config = config or HealthConfig()
-    names = [str(name) for name in scores.columns]
-    values = scores.to_numpy(dtype=np.float64, na_value=np.nan)
-    weight = (
-        np.ones(len(names))
-        if weights is None
-        else np.asarray(weights, dtype=np.float64)
-    )
-    is_present = ~np.isnan(values)
-    filled = np.where(is_present, values, 0.0)
-    total = filled @ weight
-    total_weight = is_present @ weight
-    with np.errstate(invalid="ignore", divide="ignore"):
-        others = (total[:, None] - filled * weight) / (
-            total_weight[:, None] - is_present * weight
-        )
-    others = np.where(is_present & (total_weight[:, None] - weight > 0), others, np.nan)
-    is_used = is_present & ~np.isnan(others)
-    n_models = is_used.sum(axis=0)
-    rho = spearman_columns(
-        pd.DataFrame(np.where(is_used, values, np.nan)), pd.DataFrame(others)
-    ).to_numpy()
-    margin = np.full(values.shape, config.floor_points)
-    if stderr is not None:
-        noise = config.noise_z * stderr.to_numpy(dtype=np.float64, na_value=np.nan)
-        margin = np.fmax(margin, noise)
+    scores = scores.set_axis([str(name) for name in scores.columns], axis=1)
+    others = leave_one_out(scores, weights=weights)
+    n_models = _used(scores, others)[1].sum(axis=0)
+    rho = loo_spearman(scores, others).to_numpy()
+    margin = noise_margin(scores, stderr=stderr, config=config)
+    floor = floor_rate(scores, others, margin=margin).to_numpy()
+    ceiling = ceiling_rate(scores, others, margin=margin).to_numpy()
+    stuck = stuck_cluster(scores, others, config=config)
+    share = stuck["stuck_share"].to_numpy()
+    spread = stuck["stuck_spread"].to_numpy()
     with np.errstate(invalid="ignore"):
-        floor_rate = (is_used & (values <= margin)).sum(axis=0) / n_models
-        ceiling_rate = (is_used & (values >= 100.0 - margin)).sum(axis=0) / n_models
-    share, spread = _stuck_cluster(np.where(is_used, values, np.nan), others, config)
-    checks = {
-        "loo_correlation": rho < config.min_loo_spearman,
-        "floor": floor_rate > config.max_floor_rate,
-        "ceiling": ceiling_rate > config.max_ceiling_rate,
-        "stuck_cluster": (share >= config.min_stuck_share)
-        & (spread >= config.min_stuck_spread),
-    }
+        checks = {
+            "loo_correlation": rho < config.min_loo_spearman,
+            "floor": floor > config.max_floor_rate,
+            "ceiling": ceiling > config.max_ceiling_rate,
+            "stuck_cluster": (share >= config.min_stuck_share)
+            & (spread >= config.min_stuck_spread),
+        }
     frame = pd.DataFrame(
         {
             "level": "benchmark",
-            "benchmark": names,
+            "benchmark": list(scores.columns),
             "subtask": "",
             "n_models": n_models.astype(np.int64),
             "loo_spearman": rho,
-            "floor_rate": floor_rate,
-            "ceiling_rate": ceiling_rate,
+            "floor_rate": floor,
+            "ceiling_rate": ceiling,
             "stuck_share": share,
             "stuck_spread": spread,
         }
@@ -423,21 +599,44 @@ def check_result(
     Returns:
         The health table (:data:`HEALTH_COLUMNS`).
     """
-    names = suite.benchmark_names
-    stderr = None
-    if len(subtasks):
-        uncertainty = estimate_uncertainty(
+    return _check_with_suite(
+        subtasks, leaderboard, suite, missing=missing, config=config
+    ).health
+
+
+def _check_with_suite(
+    subtasks: pd.DataFrame,
+    leaderboard: pd.DataFrame,
+    suite: Suite,
+    *,
+    missing: MissingPolicy,
+    config: HealthConfig | None,
+) -> _Checked:
+    """:func:`check_result`, keeping the stderr and weights it used."""
+    stderr = (
+        estimate_uncertainty(
             subtasks, leaderboard, suite, missing=missing
-        )
-        stderr = uncertainty.benchmark_stderr
-    return check_health(
+        ).benchmark_stderr
+        if len(subtasks)
+        else None
+    )
+    weights = tuple(float(benchmark.weight) for benchmark in suite.benchmarks)
+    health = check_health(
         leaderboard,
-        benchmarks=names,
+        benchmarks=suite.benchmark_names,
         subtasks=subtasks if len(subtasks) else None,
         stderr=stderr,
-        weights=[benchmark.weight for benchmark in suite.benchmarks],
+        weights=weights,
         config=config,
     )
+    return _Checked(health=health, stderr=stderr, weights=weights)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Checked:
+    health: pd.DataFrame
+    stderr: pd.DataFrame | None
+    weights: tuple[float, ...]
 
 
 def is_healthy(health: pd.DataFrame) -> bool:
@@ -448,6 +647,15 @@ def is_healthy(health: pd.DataFrame) -> bool:
         True
     """
     return not bool((health["status"] == "fail").any())
+
+
+def _used(scores: pd.DataFrame, others: pd.DataFrame) -> tuple[FloatArray, BoolArray]:
+    """The scores as floats, and which count: a score and a leave-one-out average."""
+    values = scores.to_numpy(dtype=np.float64, na_value=np.nan)
+    is_used = ~np.isnan(values) & ~np.isnan(
+        others.to_numpy(dtype=np.float64, na_value=np.nan)
+    )
+    return values, is_used
 
 
 def _stuck_cluster(
@@ -505,6 +713,88 @@ def _finish(
     return frame[list(HEALTH_COLUMNS)]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputHealth:
+    """The health of an output directory, and what it was computed from.
+
+    Attributes:
+        health: The health table (:data:`HEALTH_COLUMNS`), as ``lbnorm health OUT``
+            prints it.
+        snapshot: The output as read: leaderboard, subtasks (with ``raw_score``,
+            ``stderr``, ``n_samples`` and any columns asked for).
+        benchmarks: The benchmark columns checked, in order.
+        weights: Their weights in the leave-one-out average.
+        stderr: The benchmark scores' standard errors, aligned with
+            ``snapshot.leaderboard[benchmarks]``; None when the output's suite no
+            longer loads (then the floor margin is ``floor_points``).
+    """
+
+    health: pd.DataFrame
+    snapshot: Snapshot
+    benchmarks: tuple[str, ...]
+    weights: tuple[float, ...]
+    stderr: pd.DataFrame | None
+
+
+def check_directory(
+    out: str | Path,
+    *,
+    config: HealthConfig | None = None,
+    columns: Sequence[str] = (),
+) -> OutputHealth:
+    """Health of an output directory: what ``lbnorm health OUT`` computes.
+
+    With the suite the output was written under (when it still loads unchanged,
+    see :func:`lbnorm.outdir.output_suite`): its benchmarks and weights, and
+    floor margins from the subtasks' standard errors. Without it: the
+    leaderboard's benchmark columns, equal weights, the fixed margin.
+
+    Args:
+        out: The output directory.
+        config: Thresholds.
+        columns: More subtask columns to read (for callers that show them).
+
+    Returns:
+        The health table and the inputs it came from.
+
+    Raises:
+        InputError: Not an output directory, or unreadable.
+    """
+    wanted = list(dict.fromkeys(["raw_score", "stderr", "n_samples", *columns]))
+    if has_table(out, "subtasks"):
+        snapshot = read_snapshot(out, intervals=False, columns=wanted)
+    else:  # lbnorm run --no-subtasks: benchmark checks only, fixed margins
+        leaderboard = read_output_table(out, "leaderboard")
+        snapshot = Snapshot(
+            leaderboard=leaderboard,
+            benchmarks=benchmark_columns(leaderboard.columns),
+            label=str(out),
+        )
+    board = snapshot.leaderboard
+    subtasks = snapshot.subtasks if snapshot.subtasks is not None else pd.DataFrame()
+    suite, missing = output_suite(out)
+    if suite is None:
+        names = tuple(snapshot.benchmarks)
+        health = check_health(
+            board, benchmarks=names, subtasks=snapshot.subtasks, config=config
+        )
+        return OutputHealth(
+            health=health,
+            snapshot=snapshot,
+            benchmarks=names,
+            weights=(1.0,) * len(names),
+            stderr=None,
+        )
+    checked = _check_with_suite(subtasks, board, suite, missing=missing, config=config)
+    return OutputHealth(
+        health=checked.health,
+        snapshot=snapshot,
+        benchmarks=tuple(suite.benchmark_names),
+        weights=checked.weights,
+        stderr=checked.stderr,
+    )
+
+
 def check_source(
     sources: Sequence[str | Path],
     *,
@@ -514,8 +804,9 @@ def check_source(
     """Health of whatever `sources` is: an output directory, a wide table, or inputs.
 
     Args:
-        sources: One output directory; or one wide table (benchmark checks only);
-            or inputs to normalize (none: the bundled demo).
+        sources: One output directory (see :func:`check_directory`); or one wide
+            table (benchmark checks only); or inputs to normalize (none: the
+            bundled demo).
         suite: The suite for inputs.
         config: Thresholds.
 
@@ -524,26 +815,9 @@ def check_source(
     """
     paths = [Path(source) for source in sources]
     if len(paths) == 1 and (paths[0] / "manifest.json").is_file():
-        snapshot = read_snapshot(
-            paths[0], intervals=False, columns=["raw_score", "stderr", "n_samples"]
-        )
-        output_suite_, missing = output_suite(paths[0])
-        subtasks = (
-            snapshot.subtasks if snapshot.subtasks is not None else pd.DataFrame()
-        )
-        if output_suite_ is not None:
-            health = check_result(
-                subtasks,
-                snapshot.leaderboard,
-                output_suite_,
-                missing=missing,
-                config=config,
-            )
-        else:
-            health = check_health(
-                snapshot.leaderboard, subtasks=snapshot.subtasks, config=config
-            )
-        return health, f"lbnorm health: {paths[0]}"
+        return check_directory(
+            paths[0], config=config
+        ).health, f"lbnorm health: {paths[0]}"
     if len(paths) == 1 and (table := read_wide_table(paths[0])) is not None:
         return check_health(
             table, config=config

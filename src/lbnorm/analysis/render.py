@@ -11,9 +11,21 @@ import pandas as pd
 
 from lbnorm.analysis.diff import Diff
 
-__all__ = ["format_diff", "format_health", "format_intervals", "markdown_table"]
+__all__ = [
+    "HEALTH_BENCHMARK_LABELS",
+    "HEALTH_FIGURES",
+    "HEALTH_SUBTASK_LABELS",
+    "diff_per_benchmark",
+    "diff_summary",
+    "format_diff",
+    "format_health",
+    "format_intervals",
+    "largest_rank_moves",
+    "markdown_table",
+]
 
-_BENCHMARK_COLUMNS = {
+#: The health table's benchmark columns and their headings, for every face.
+HEALTH_BENCHMARK_LABELS = {
     "benchmark": "benchmark",
     "n_models": "models",
     "loo_spearman": "rho vs rest",
@@ -32,7 +44,8 @@ _MOVE_COLUMNS = {
     "new_average": "new average",
     "is_beyond_intervals": "beyond intervals",
 }
-_SUBTASK_COLUMNS = {
+#: The health table's subtask columns and their headings, for every face.
+HEALTH_SUBTASK_LABELS = {
     "benchmark": "benchmark",
     "subtask": "subtask",
     "lower_bound": "bound",
@@ -41,6 +54,22 @@ _SUBTASK_COLUMNS = {
     "rest_spearman": "rho vs rest",
     "status": "status",
     "failed": "failed checks",
+}
+
+
+#: What each health figure is, with its unit, by heading.
+HEALTH_FIGURES = {
+    "models": "variants with a score and a leave-one-out average (the models every figure is over)",
+    "rho vs rest": "Spearman's rho (-1 to 1) of the benchmark with the leave-one-out average: the "
+    "weighted mean of the variant's other benchmarks",
+    "floor": "share (0 to 1) of the models within noise of 0: max(1 point, 1.96 standard errors)",
+    "ceiling": "share (0 to 1) of the models within noise of 100",
+    "low band": "share (0 to 1) of the models in the lowest tenth of the benchmark's 1st-99th "
+    "percentile range",
+    "band spread": "interquartile range of the low band's leave-one-out averages over everyone's",
+    "bound": "the subtask's lower bound (random baseline, raw 0 to 1)",
+    "max raw": "the highest raw score (0 to 1) seen",
+    "below bound": "share (0 to 1) of the raw scores below the bound (clipped to 0)",
 }
 
 
@@ -96,7 +125,6 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         The Markdown text.
     """
     old, new = diff.labels
-    figures = diff.summary
     lines = [f"# {title or f'lbnorm diff: {old} -> {new}'}", ""]
     bounds = diff.bounds
     lines += [f"## Bounds changed ({len(bounds)})", ""]
@@ -112,6 +140,43 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         ]
     else:
         lines += ["None.", ""]
+    lines += [
+        "## Summary",
+        "",
+        markdown_table(diff_summary(diff)),
+        "",
+    ]
+    if len(diff.scores):
+        lines += [
+            "## Per benchmark (normalized score, new - old)",
+            "",
+            markdown_table(diff_per_benchmark(diff), digits=3),
+            "",
+        ]
+    moved = largest_rank_moves(diff, largest=largest)
+    if len(moved):
+        lines += [
+            f"## Largest rank moves ({len(moved)})",
+            "",
+            markdown_table(moved),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def diff_summary(diff: Diff) -> pd.DataFrame:
+    """The diff's summary figures in words: one row per figure, values as text.
+
+    The rows ``lbnorm diff`` prints under "Summary", for every face that shows a
+    diff (the HTML report too).
+
+    Args:
+        diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
+
+    Returns:
+        ``figure`` and ``value``, both text.
+    """
+    figures = diff.summary
     top = [
         name
         for name in figures
@@ -155,40 +220,50 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
             else f"{figures['newly_clipped']:,} / {figures['newly_unclipped']:,}",
         ),
     ]
-    lines += [
-        "## Summary",
-        "",
-        markdown_table(pd.DataFrame(rows, columns=["figure", "value"])),
-        "",
-    ]
-    if len(diff.scores):
-        per_benchmark = (
-            diff.scores.assign(is_changed=diff.scores["delta"].fillna(0.0) != 0)
-            .groupby("benchmark", sort=False)
-            .agg(
-                changed=("is_changed", "sum"),
-                mean_delta=("delta", "mean"),
-                min_delta=("delta", "min"),
-                max_delta=("delta", "max"),
-            )
-            .reindex(list(diff.benchmarks))
-            .reset_index()
+    return pd.DataFrame(rows, columns=["figure", "value"])
+
+
+def diff_per_benchmark(diff: Diff) -> pd.DataFrame:
+    """Per benchmark: scores changed, and the mean, least and largest delta (new - old).
+
+    Args:
+        diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
+
+    Returns:
+        ``benchmark``, ``changed``, ``mean delta``, ``min delta``, ``max delta``.
+    """
+    return (
+        diff.scores.assign(is_changed=diff.scores["delta"].fillna(0.0) != 0)
+        .groupby("benchmark", sort=False)
+        .agg(
+            changed=("is_changed", "sum"),
+            mean_delta=("delta", "mean"),
+            min_delta=("delta", "min"),
+            max_delta=("delta", "max"),
         )
-        lines += [
-            "## Per benchmark (normalized score, new - old)",
-            "",
-            markdown_table(
-                per_benchmark.rename(
-                    columns={
-                        "mean_delta": "mean delta",
-                        "min_delta": "min delta",
-                        "max_delta": "max delta",
-                    }
-                ),
-                digits=3,
-            ),
-            "",
-        ]
+        .reindex(list(diff.benchmarks))
+        .reset_index()
+        .rename(
+            columns={
+                "mean_delta": "mean delta",
+                "min_delta": "min delta",
+                "max_delta": "max delta",
+            }
+        )
+    )
+
+
+def largest_rank_moves(diff: Diff, *, largest: int = 10) -> pd.DataFrame:
+    """The variants that moved most (either way), with headings in words.
+
+    Args:
+        diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
+        largest: Rows.
+
+    Returns:
+        ``model``, ``precision``, old and new rank, move (old - new: up is
+        positive), old and new average, beyond intervals.
+    """
     moved = diff.models.dropna(subset=["rank_move"])
     moved = moved.iloc[
         np.argsort(
@@ -196,26 +271,8 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         )
     ]
     moved = moved[moved["rank_move"] != 0].head(largest)
-    if len(moved):
-        shown = moved[
-            [
-                "model",
-                "precision",
-                "old_rank",
-                "new_rank",
-                "rank_move",
-                "old_average",
-                "new_average",
-                "is_beyond_intervals",
-            ]
-        ]
-        lines += [
-            f"## Largest rank moves ({len(shown)})",
-            "",
-            markdown_table(shown.rename(columns=_MOVE_COLUMNS)),
-            "",
-        ]
-    return "\n".join(lines)
+    columns = ["model", "precision", *_MOVE_COLUMNS]
+    return moved[columns].rename(columns=_MOVE_COLUMNS).reset_index(drop=True)
 
 
 def format_health(
@@ -238,7 +295,9 @@ def format_health(
     lines = [f"# {title}: {verdict}", "", "## Benchmarks", ""]
     lines += [
         markdown_table(
-            benchmarks[list(_BENCHMARK_COLUMNS)].rename(columns=_BENCHMARK_COLUMNS),
+            benchmarks[list(HEALTH_BENCHMARK_LABELS)].rename(
+                columns=HEALTH_BENCHMARK_LABELS
+            ),
             digits=3,
         ),
         "",
@@ -250,7 +309,9 @@ def format_health(
         if len(shown):
             lines += [
                 markdown_table(
-                    shown[list(_SUBTASK_COLUMNS)].rename(columns=_SUBTASK_COLUMNS),
+                    shown[list(HEALTH_SUBTASK_LABELS)].rename(
+                        columns=HEALTH_SUBTASK_LABELS
+                    ),
                     digits=3,
                 ),
                 "",

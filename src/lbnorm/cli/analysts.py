@@ -186,7 +186,7 @@ def _register_report(
         "--top",
         type=int,
         default=50,
-        help="leaderboard rows shown (default: %(default)s)",
+        help="rows of the static table shown without JavaScript; the interactive table holds every variant (default: %(default)s)",
     )
     report.add_argument("--title", help="page title (default: from the suite)")
     report.set_defaults(handler=_cmd_report)
