@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -147,13 +148,13 @@ def find_failures(
         "out_of_range": is_finite & ((scores < 0.0) | (scores > 100.0)),
     }
     if "stderr" in table.column_names:
-        stderr = float_column(table, "stderr")
-        checks["bad_stderr"] = ~np.isnan(stderr) & ~(
-            (stderr >= 0) & np.isfinite(stderr)
-        )
+        stderr, valid = _numbers(table, "stderr")
+        bad = ~(stderr >= 0) | ~np.isfinite(stderr)  # NaN fails both
+        checks["bad_stderr"] = bad if valid is None else bad & valid
     if "n_samples" in table.column_names:
-        samples = float_column(table, "n_samples")
-        checks["bad_n_samples"] = ~np.isnan(samples) & (samples <= 0)
+        samples, valid = _numbers(table, "n_samples")
+        bad = ~(samples > 0)
+        checks["bad_n_samples"] = bad if valid is None else bad & valid
     if unknown == "error":
         checks["unknown_subtask"] = (subtask < 0) & (variant >= 0)
     return checks
@@ -194,7 +195,9 @@ def find_duplicates(
             local = (np.cumsum(present) - 1)[variant - low]
             span = int(local.max()) + 1
         linear = local * n_subtasks + subtask
-        duplicate = np.bincount(linear, minlength=span * n_subtasks)[linear] > 1
+        counts = np.bincount(linear, minlength=span * n_subtasks)
+        if counts.max(initial=0) > 1:  # rare: only then find which rows repeat
+            duplicate = counts[linear] > 1
         duplicate |= seen_before(variant, subtask)
     if is_all:
         return duplicate
@@ -310,4 +313,28 @@ def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:
     """A numeric column as float64, NaN for nulls or when the column is absent."""
     if name not in table.column_names:
         return np.full(table.num_rows, np.nan)
-    return np.asarray(table.column(name).to_numpy(), dtype=np.float64)
+    numbers, valid = _numbers(table, name)
+    values: npt.NDArray[np.float64] = np.asarray(numbers, dtype=np.float64)
+    return values if valid is None else np.where(valid, values, np.nan)
+
+
+def _numbers(
+    table: pa.Table, name: str
+) -> tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]:
+    """A numeric column's values, without a copy where Arrow allows, and its validity.
+
+    Values under a null are whatever the buffer holds; the validity mask (None:
+    no nulls) says which rows count.
+    """
+    column = table.column(name)
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    if array.null_count == 0:
+        values: npt.NDArray[np.number[Any]] = array.to_numpy(zero_copy_only=False)
+        return values, None
+    if pa.types.is_null(array.type):
+        return np.zeros(len(array)), np.zeros(len(array), dtype=bool)
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    buffer = array.buffers()[1]
+    values = np.frombuffer(buffer, dtype=dtype, count=array.offset + len(array))
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return values[array.offset :], valid

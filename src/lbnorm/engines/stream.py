@@ -182,7 +182,7 @@ def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> p
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
             default = batch.source if name == "source" else _DEFAULTS.get(name)
-            columns[name] = _as_type(pa.repeat(default, n_rows), field.type)
+            columns[name] = _constant(default, field.type, n_rows)
     return pa.Table.from_arrays(
         [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
     )
@@ -195,6 +195,18 @@ _DEFAULTS: dict[str, object] = {
     "chat_template": False,
     "metric": "",
 }
+
+
+def _constant(value: object, kind: pa.DataType, n_rows: int) -> pa.Array:
+    """`n_rows` copies of `value` in the column's type, without a value per row."""
+    if value is None:
+        return pa.nulls(n_rows, kind)
+    if pa.types.is_dictionary(kind):
+        return pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(n_rows, dtype=np.int32)),
+            pa.array([value], kind.value_type),
+        )
+    return pa.array(np.full(n_rows, value), kind)
 
 
 def _as_type(
