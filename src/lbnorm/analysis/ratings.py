@@ -759,22 +759,32 @@ def draw_multinomial(
         >>> draws.sum(axis=1).tolist()
         [10, 10, 10]
     """
-    cells = len(pvals)
-    rate = max(n - 5.0 * math.sqrt(n), 0.0) * pvals
-    draws = rng.poisson(rate, size=(size, cells))
-    short = n - draws.sum(axis=1)
-    while (redo := short < 0).any():  # vanishingly rare; redrawing keeps it exact
-        draws[redo] = rng.poisson(rate, size=(int(redo.sum()), cells))
-        short = n - draws.sum(axis=1)
-    cumulative = np.cumsum(pvals)
-    cumulative[-1] = 1.0
-    picks = np.searchsorted(cumulative, rng.random(int(short.sum())), side="right")
-    picks = np.minimum(picks, cells - 1)
-    rows = np.repeat(np.arange(size), short)
-    draws += np.bincount(rows * cells + picks, minlength=size * cells).reshape(
-        size, cells
-    )
-    return draws
+    return _Multinomial(n, pvals).draw(rng, size)
+
+
+class _Multinomial:
+    """:func:`draw_multinomial` with its per-distribution arrays computed once."""
+
+    def __init__(self, n: int, pvals: FloatArray) -> None:
+        self.n = n
+        self.rate = max(n - 5.0 * math.sqrt(n), 0.0) * pvals
+        self.cumulative = np.cumsum(pvals)
+        self.cumulative[-1] = 1.0
+
+    def draw(self, rng: np.random.Generator, size: int) -> IntArray:
+        cells = len(self.rate)
+        draws = rng.poisson(self.rate, size=(size, cells))
+        short = self.n - draws.sum(axis=1)
+        while (redo := short < 0).any():  # vanishingly rare; redrawing keeps it exact
+            draws[redo] = rng.poisson(self.rate, size=(int(redo.sum()), cells))
+            short = self.n - draws.sum(axis=1)
+        uniform = rng.random(int(short.sum()))
+        picks = np.searchsorted(self.cumulative, uniform, side="right")
+        picks = np.minimum(picks, cells - 1)
+        rows = np.repeat(np.arange(size), short)
+        extra = np.bincount(rows * cells + picks, minlength=size * cells)
+        draws += extra.reshape(size, cells)
+        return draws
 
 
 def bootstrap_bradley_terry(
@@ -813,7 +823,7 @@ def bootstrap_bradley_terry(
     flat_cells = cells.reshape(-1)
     drawn = np.flatnonzero(flat_cells)
     total = int(flat_cells.sum())
-    pvals = flat_cells[drawn] / total
+    sampler = _Multinomial(total, flat_cells[drawn] / total)
     # one generator per round: the draws do not depend on how rounds are batched
     generators = [
         np.random.default_rng(child)
@@ -831,7 +841,7 @@ def bootstrap_bradley_terry(
     for start in range(0, rounds, chunk):
         size = min(chunk, rounds - start)
         for row, generator in enumerate(generators[start : start + size]):
-            per_cell[row, drawn] = draw_multinomial(generator, total, pvals, size=1)
+            per_cell[row, drawn] = sampler.draw(generator, 1)
         by_pair = per_cell[:size].reshape(size, n_pairs, n_kinds)
         tie_half = 0.5 * by_pair[:, :, 2] if n_kinds == 3 else 0.0
         wins_buffer[:size, upper] = by_pair[:, :, 0] + tie_half
