@@ -30,7 +30,7 @@ that model is present). With ``l2=C`` the fit minimises
 fit_intercept=False)`` on the 2023 notebook's design (every battle twice, columns
 ``+ln 10`` for A and ``-ln 10`` for B, a tie once as A's win and once as B's), whose
 loss is ``C * sum(log loss) + |w|^2 / 2`` over those doubled rows. ``C = 1`` (the
-default then) reproduces the notebook's published MLE table; regularised ratings
+default then) is what the notebook's published MLE table used; regularised ratings
 also have mean 1000.
 
 **Online Elo** (``method="elo"``): battles in ``tstamp`` order (a stable sort;
@@ -55,9 +55,10 @@ model's upper bound.
 comparison graph cannot be compared (an error names the parts). Unregularised BT
 ratings exist only if the "beat" graph is strongly connected: a model that never
 lost (or never won) has an infinite maximum-likelihood rating (an error names it
-and suggests ``l2``). In a bootstrap round this can happen by chance; the model's
-rating in that round is then ``+inf`` or ``-inf`` (the others are fitted without
-it), so a 97.5th percentile can be ``inf``: the data bound that side of the
+and suggests ``l2``). In a bootstrap round this can happen by chance; the round
+then takes the likelihood's limit: the part of the graph holding the anchor (else
+the most models) is fitted, parts that beat it get ``+inf``, parts it beat
+``-inf``, so a 97.5th percentile can be ``inf``: the data bound that side of the
 interval by nothing. A round in which a model did not play leaves it out (NaN),
 as the reference's table of rounds does.
 """
@@ -1378,16 +1379,6 @@ def compute_ratings(
     counts = count_outcomes(
         battles.model_a, battles.model_b, battles.outcome, battles.count, n_models=k
     )
-    per_seat = counts.sum(axis=2)
-    n_battles = per_seat.sum(axis=1) + per_seat.sum(axis=0)
-    n_wins = counts[:, :, 2].sum(axis=1) + counts[:, :, 0].sum(axis=0)
-    n_ties = counts[:, :, 1].sum(axis=1) + counts[:, :, 1].sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        win_rate = (
-            (n_wins + 0.5 * n_ties) / n_battles
-            if options.ties == "half"
-            else n_wins / (n_battles - n_ties)
-        )
     wins = win_matrix(counts, ties=options.ties)
     _check_identifiable(wins, models, counts, options)
     anchor_index = (
@@ -1422,26 +1413,7 @@ def compute_ratings(
                 batch_bytes=_batch_bytes(options),
             )
     else:
-        order = (
-            np.argsort(battles.tstamp, kind="stable")
-            if battles.tstamp is not None
-            else np.arange(len(battles.model_a))
-        )
-        if options.ties == "drop":
-            order = order[battles.outcome[order] != 1]
-        model_a, model_b = battles.model_a[order], battles.model_b[order]
-        outcome = battles.outcome[order]
-        rating = online_elo(model_a, model_b, outcome, n_models=k)
-        if options.bootstrap:
-            samples = bootstrap_elo(
-                model_a,
-                model_b,
-                outcome,
-                n_models=k,
-                rounds=options.bootstrap,
-                seed=options.seed,
-                block_bytes=_batch_bytes(options),
-            )
+        rating, samples = _rate_elo(battles, options, k)
     if anchor_index is not None and options.anchor is not None:
         rating = (rating - rating[anchor_index]) + options.anchor[1]
         if samples is not None:  # per round, as the reference; rounds without a
@@ -1462,6 +1434,7 @@ def compute_ratings(
                 )
             )
         lower, upper = percentile_intervals(samples)
+    n_battles, n_wins, n_ties, win_rate = _records(counts, options.ties)
     return Ratings(
         models=models,
         rating=rating,
@@ -1475,6 +1448,51 @@ def compute_ratings(
         options=options,
         warnings=tuple(warnings),
     )
+
+
+def _rate_elo(
+    battles: BattleData, options: RatingOptions, k: int
+) -> tuple[FloatArray, FloatArray | None]:
+    """Online Elo in tstamp order (stable; file order without one), and its bootstrap."""
+    order = (
+        np.argsort(battles.tstamp, kind="stable")
+        if battles.tstamp is not None
+        else np.arange(len(battles.model_a))
+    )
+    if options.ties == "drop":
+        order = order[battles.outcome[order] != 1]
+    model_a, model_b = battles.model_a[order], battles.model_b[order]
+    outcome = battles.outcome[order]
+    rating = online_elo(model_a, model_b, outcome, n_models=k)
+    if not options.bootstrap:
+        return rating, None
+    samples = bootstrap_elo(
+        model_a,
+        model_b,
+        outcome,
+        n_models=k,
+        rounds=options.bootstrap,
+        seed=options.seed,
+        block_bytes=_batch_bytes(options),
+    )
+    return rating, samples
+
+
+def _records(
+    counts: IntArray, ties: TiesPolicy
+) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """Per model: battles, wins, ties, and the observed score as the fit counts it."""
+    per_seat = counts.sum(axis=2)
+    n_battles = per_seat.sum(axis=1) + per_seat.sum(axis=0)
+    n_wins = counts[:, :, 2].sum(axis=1) + counts[:, :, 0].sum(axis=0)
+    n_ties = counts[:, :, 1].sum(axis=1) + counts[:, :, 1].sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        win_rate: FloatArray = (
+            (n_wins + 0.5 * n_ties) / n_battles
+            if ties == "half"
+            else n_wins / (n_battles - n_ties)
+        )
+    return n_battles, n_wins, n_ties, win_rate
 
 
 # --- output tables -------------------------------------------------------------------------

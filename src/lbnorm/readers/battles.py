@@ -591,6 +591,18 @@ def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
     table = _apply_filters(table, conditions, source, present)
+    return _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+
+
+def _battle_part(
+    table: pa.Table,
+    source: _Source,
+    present: set[str],
+    n_read: int,
+    *,
+    is_aggregated: bool,
+) -> _Part:
+    """The filtered rows of one file as checked battles (or cells of counts)."""
     rows = table.column("__row").to_numpy()
     model_a, model_b = (_text_column(table.column(name)) for name in _NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
@@ -611,7 +623,7 @@ def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
                 warnings.append(
                     BattleWarning(
                         "null_tstamp",
-                        f"{path}: {times.null_count} battles have no tstamp; online Elo replays them last.",
+                        f"{source.path}: {times.null_count} battles have no tstamp; online Elo replays them last.",
                     )
                 )
     return _Part(
@@ -636,9 +648,9 @@ def _column_names(source: _Source) -> set[str]:
         if source.kind == "parquet":
             return set(pq.read_schema(path).names)
         if source.kind == "csv":
-            with path.open(encoding="utf-8-sig", newline="") as fh:
-                header = next(csv.reader(fh), [])
-            return {name.strip() for name in header}
+            with path.open("rb") as fh:  # the header only: rows are checked later
+                first = fh.readline().decode("utf-8-sig")
+            return set(next(csv.reader([first]), []))
     except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
         msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
         raise InputError(msg) from exc
@@ -662,7 +674,7 @@ def _read_table(
             return pq.read_table(path, columns=names, read_dictionary=text)
         if kind == "csv":
             names = [name for name in wanted if name in present]
-            types = {n: wanted[n] for n in names if n not in _COUNT_COLUMNS}
+            types = {n: wanted[n] for n in names}
             options = pa_csv.ConvertOptions(include_columns=names, column_types=types)
             return pa_csv.read_csv(path, convert_options=options)
         schema = pa.schema(
@@ -727,7 +739,9 @@ def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
         raise InputError(msg) from exc
     except msgspec.DecodeError as exc:
         byte = re.search(r"byte (\d+)", str(exc))
-        line = data.count(b"\n", 0, int(byte.group(1))) + 1 if byte else 0
+        end = len(data) if "truncated" in str(exc) else None
+        offset = int(byte.group(1)) if byte else end
+        line = data.count(b"\n", 0, offset) + 1 if offset is not None else 0
         at = f" at line {line}" if line else ""
         msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
         raise InputError(msg) from exc
