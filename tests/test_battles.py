@@ -367,6 +367,27 @@ def test_empty_tstamp_becomes_nan_with_a_warning(tmp_path: Path) -> None:
     assert [w.code for w in battles.warnings] == ["null_tstamp"]
 
 
+def test_parquet_tstamp_may_be_a_timestamp_or_an_integer(tmp_path: Path) -> None:
+    base = {"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["tie", "tie"]}
+    moments = pa.array([1_700_000_000_500_000, None], pa.timestamp("us", tz="UTC"))
+    stamped = tmp_path / "stamped.parquet"
+    pq.write_table(pa.table({**base, "tstamp": moments}), stamped)
+    times = read_battles(stamped).tstamp
+    assert times is not None
+    assert times[0] == 1_700_000_000.5
+    assert np.isnan(times[1])
+    counted = tmp_path / "counted.parquet"
+    pq.write_table(pa.table({**base, "tstamp": pa.array([7, 3], pa.int64())}), counted)
+    assert read_battles(counted).tstamp.tolist() == [7.0, 3.0]  # type: ignore[union-attr]
+    texts = tmp_path / "texts.parquet"
+    pq.write_table(pa.table({**base, "tstamp": ["noon", "dusk"]}), texts)
+    with pytest.raises(
+        InputError,
+        match=r"tstamp is string, not a time\.\nHint: tstamp is a time in seconds",
+    ):
+        read_battles(texts)
+
+
 def test_model_names_are_text_even_when_they_look_like_numbers(tmp_path: Path) -> None:
     path = tmp_path / "b.csv"
     path.write_text("model_a,model_b,winner\n007,NA,model_a\nNA,null,model_b\n")

@@ -6,7 +6,8 @@ Two shapes are accepted, in CSV, JSONL (``.jsonl``/``.ndjson``), Parquet
 
 * one row per battle: ``model_a``, ``model_b`` and ``winner`` (``model_a``,
   ``model_b``, ``tie`` or ``tie (bothbad)``; 2023 files call it ``win``), with an
-  optional ``tstamp`` (seconds; online Elo replays battles in its order) and any
+  optional ``tstamp`` (seconds, or a Parquet timestamp; online Elo replays battles
+  in its order) and any
   other columns (``anony``, ``language``, ``category``...) usable as filters;
 * aggregated counts: ``model_a``, ``model_b``, ``wins_a``, ``wins_b``, ``ties``.
 
@@ -618,7 +619,7 @@ def _battle_part(
         count = np.ones(len(rows), dtype=np.int64)
         if "tstamp" in present:
             times = table.column("tstamp")
-            tstamp = pc.cast(times, pa.float64()).to_numpy()  # nulls become NaN
+            tstamp = _seconds(times, source)
             if times.null_count:
                 warnings.append(
                     BattleWarning(
@@ -1024,6 +1025,19 @@ def _outcomes(
             quote=False,
         )
     return outcome
+
+
+def _seconds(times: pa.ChunkedArray, source: _Source) -> npt.NDArray[np.float64]:
+    """``tstamp`` as seconds (NaN where empty): a number, or a Parquet timestamp."""
+    type_ = times.type
+    if pa.types.is_timestamp(type_):
+        micros = pc.cast(pc.cast(times, pa.timestamp("us", tz=type_.tz)), pa.int64())
+        seconds: npt.NDArray[np.float64] = micros.to_numpy().astype(np.float64) / 1e6
+        return seconds
+    if not (pa.types.is_integer(type_) or pa.types.is_floating(type_)):
+        msg = f"{source.path}: tstamp is {type_}, not a time.\nHint: tstamp is a time in seconds (a number), as in Arena's files, or a Parquet timestamp."
+        raise InputError(msg)
+    return np.asarray(pc.cast(times, pa.float64()).to_numpy(), dtype=np.float64)
 
 
 def _aggregated_cells(
