@@ -382,8 +382,9 @@ def read_battles(
         code_a, code_b = _lookup(part.model_a, models), _lookup(part.model_b, models)
         is_self = code_a == code_b
         if is_self.any():
-            rows = part.rows[is_self]
-            values = [names[code] for code in code_a[is_self][:_SHOWN]]
+            # an aggregated row is up to three cells: name each row once
+            rows, first = np.unique(part.rows[is_self], return_index=True)
+            values = [names[code] for code in code_a[is_self][first][:_SHOWN]]
             _fail(
                 part.source,
                 rows,
