@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lbnorm.options import ProgressCallback, RunOptions
 from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.files import MAX_RESULTS_BYTES
 from lbnorm.suites import Suite
 
 __all__ = ["Inputs", "read_inputs"]
@@ -27,26 +28,38 @@ def read_inputs(
     suite: Suite,
     options: RunOptions,
     progress: ProgressCallback | None = None,
+    max_results_bytes: int | None = MAX_RESULTS_BYTES,
 ) -> Inputs:
     """Read every input path into score batches and a catalog of files.
 
     Args:
-        paths: Files or directories.
+        paths: Files or directories (see :mod:`lbnorm.readers.catalog` for
+            what a directory's inputs are).
         suite: The suite, which says which results-file entries to read.
         options: The run's options (with ``cache``, results files go through
             the parse cache, see :mod:`lbnorm.readers.cache`).
         progress: Called as ``progress(stage, done, total)`` after each file.
+        max_results_bytes: The largest results file read (None: no limit);
+            default 512 MiB, thousands of times a real one.
 
     Returns:
-        The scores (as batches) and the file catalog.
+        The scores (as batches), the catalog of files (an Arrow table,
+        :data:`lbnorm.schemas.INPUT_FILES`) and warnings.
 
     Raises:
-        InputError: A path is missing, of an unknown type, unreadable or
-            malformed; the message names the file.
+        InputError: A path is missing, not a regular file or directory, of an
+            unknown type, unreadable, too large or malformed; the message names
+            the file.
         OutputError: The parse cache cannot be written or is in use.
     """
     if options.cache is not None:
         from lbnorm.readers.cache import read_files_cached  # nightly runs only
 
         return read_files_cached(paths, suite=suite, options=options, progress=progress)
-    return read_files(paths, suite=suite, options=options, progress=progress)
+    return read_files(
+        paths,
+        suite=suite,
+        options=options,
+        progress=progress,
+        max_results_bytes=max_results_bytes,
+    )

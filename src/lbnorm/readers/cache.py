@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, OutputError
 from lbnorm.options import ProgressCallback, RunOptions
-from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.catalog import Inputs, catalog_table, read_files
 from lbnorm.readers.files import read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
@@ -207,8 +207,12 @@ def read_files_cached(
         num_rows += read.num_rows
     files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    files.attrs["cache"] = stats_dict
-    return Inputs(batches=itertools.chain(*batches), files=files, num_rows=num_rows)
+    return Inputs(
+        batches=itertools.chain(*batches),
+        catalog=catalog_table(files),
+        num_rows=num_rows,
+        cache_stats=stats_dict,
+    )
 
 
 def _split_paths(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
