@@ -894,7 +894,8 @@ def _disagreements(
         warnings.append(
             f"{older.model} ({older.precision or 'precision unknown'}, revision "
             f"{older.revision or 'unknown'}): {benchmark_names[benchmark]} {subtask} is "
-            f"{raw[old]!r} in {older.path} but {raw[new]!r} in the newer {newer.path}"
+            f"{float(raw[old])!r} in {older.path} but {float(raw[new])!r} in the newer "
+            f"{newer.path}"
             f"{more}; the newer value is used."
         )
     return tuple(warnings)
