@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.errors import InputError
 from lbnorm.options import ExtraColumns, ProgressCallback, RunOptions
+from lbnorm.readers.arrays import numbers, scalar, string_lists, strings
 from lbnorm.readers.files import (
     MAX_RESULTS_BYTES,
     TABLE_SUFFIXES,
@@ -76,7 +78,7 @@ _SKIPPED_IN_TABLES = (
 
 
 def _empty_catalog() -> pa.Table:
-    return INPUT_FILES.empty_table()
+    return catalog_table({"path": []})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,15 +173,15 @@ class Inputs:
                 yield from opened.batches(groups)
 
 
-def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
+def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
     """A catalog in the :data:`~lbnorm.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
-        columns: Column name -> values (lists, arrays or a pandas frame's
-            columns). ``path`` is required; absent ``sha256`` and ``reason``
-            are '', ``bytes``, ``rows`` and ``n_ignored`` 0, ``superseded_by``
-            and ``tasks`` null. Columns outside the schema (the parse cache's
-            ``cache``) are kept after it.
+        columns: Column name -> values (lists, numpy or Arrow arrays, or a
+            pandas frame's columns). ``path`` is required; absent ``format``,
+            ``sha256`` and ``reason`` are '', ``bytes``, ``rows`` and
+            ``n_ignored`` 0, ``superseded_by`` and ``tasks`` null. Columns
+            outside the schema (the parse cache's ``cache``) are kept after it.
 
     Returns:
         The catalog.
@@ -189,31 +191,31 @@ def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
         [3]
     """
     n_rows = len(columns["path"])
-    defaults = {
-        "format": "",
-        "sha256": "",
-        "bytes": 0,
-        "rows": 0,
-        "n_ignored": 0,
-        "reason": "",
-    }
-    arrays: dict[str, pa.Array] = {}
+    arrays: dict[str, pa.Array | pa.ChunkedArray] = {}
     for schema_field in INPUT_FILES:
-        name = schema_field.name
-        if name in columns:
-            values = columns[name]
-            if isinstance(values, pa.ChunkedArray | pa.Array):
-                arrays[name] = values.cast(schema_field.type)
-            else:  # lists, or a pandas column (NaN: null)
-                arrays[name] = pa.array(values, schema_field.type, from_pandas=True)
-        elif name in defaults:
-            arrays[name] = pa.array([defaults[name]] * n_rows, schema_field.type)
-        else:
-            arrays[name] = pa.nulls(n_rows, schema_field.type)
-    for name, values in columns.items():
+        name, type_ = schema_field.name, schema_field.type
+        values = columns.get(name)
+        if isinstance(values, pa.Array | pa.ChunkedArray):
+            arrays[name] = values.cast(type_)
+        elif values is None and name in ("superseded_by", "tasks"):
+            arrays[name] = pa.nulls(n_rows, type_)
+        elif pa.types.is_string(type_):
+            texts = [""] * n_rows if values is None else list(values)
+            arrays[name] = strings([v if isinstance(v, str) else None for v in texts])
+        elif pa.types.is_integer(type_):
+            counts = np.zeros(n_rows, np.int64) if values is None else values
+            arrays[name] = numbers(np.asarray(counts, dtype=np.int64), type_)
+        else:  # tasks, as lists
+            assert values is not None
+            lists = list(values)
+            valid = np.array([items is not None for items in lists], dtype=bool)
+            arrays[name] = string_lists(
+                [[] if items is None else list(items) for items in lists], valid=valid
+            )
+    for name in columns:  # kept after the schema's columns
         if name not in arrays:
-            arrays[name] = pa.array(values, from_pandas=True)
-    return pa.table(arrays)
+            arrays[name] = strings([str(value) for value in columns[name]])
+    return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
 
 
 def read_files(
@@ -436,7 +438,7 @@ def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
 
 
 def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
-    read = files.filter(pc.not_equal(files["format"], "skipped"))
+    read = files.filter(pc.not_equal(files["format"], scalar("skipped", pa.string())))
     paths = read["path"].to_pylist() or files["path"].to_pylist()
     shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
     msg = (

@@ -79,11 +79,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, start_worker
 from lbnorm.options import ProgressCallback
+from lbnorm.readers.arrays import booleans, numbers, string_lists, strings, to_numpy
 from lbnorm.readers.files import walk_directory
 from lbnorm.schemas import SCORES
 from lbnorm.suites import Suite
@@ -443,8 +443,8 @@ def read_results_paths(
         hashes.append(item.sha256)
         sizes.append(item.size)
     read_ = _combine(parsed, pairs, subtask_names)
-    files = read_.files.append_column("sha256", pa.array(hashes, pa.string()))
-    files = files.append_column("bytes", pa.array(sizes, pa.int64()))
+    files = read_.files.append_column("sha256", strings(hashes))
+    files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
     return ResultsRead(scores=read_.scores, files=files, warnings=read_.warnings)
 
 
@@ -693,8 +693,12 @@ def _combine(
     raw = np.fromiter(
         (v for p in parsed for v in p.rows["raw_score"]), np.float64, n_rows
     )
-    stderr = pa.array([v for p in parsed for v in p.rows["stderr"]], pa.float64())
-    n_samples = pa.array([v for p in parsed for v in p.rows["n_samples"]], pa.int64())
+    stderr = _optional(
+        [v for p in parsed for v in p.rows["stderr"]], np.float64, pa.float64()
+    )
+    n_samples = _optional(
+        [v for p in parsed for v in p.rows["n_samples"]], np.int64, pa.int64()
+    )
     # each file's variant code and rank by (run time, path): per file, not per row
     variants: dict[tuple[str, str, str, bool], int] = {}
     file_variant = np.array(
@@ -735,18 +739,19 @@ def _combine(
     taken_tasks = np.split(task_of[index[taken]], np.cumsum(rows_taken)[:-1])
     files = pa.table(
         {
-            "path": pa.array([p.path for p in parsed], pa.string()),
-            "model": pa.array([p.model for p in parsed], pa.string()),
-            "precision": pa.array([p.precision for p in parsed], pa.string()),
-            "revision": pa.array([p.revision for p in parsed], pa.string()),
-            "chat_template": pa.array([p.chat_template for p in parsed], pa.bool_()),
-            "timestamp": pa.array([p.timestamp for p in parsed], pa.string()),
-            "rows": pa.array(rows_taken, pa.int64()),
-            "n_ignored": pa.array([p.n_ignored for p in parsed], pa.int64()),
-            "superseded_by": pa.array(superseded_by, pa.string()),
-            "tasks": pa.array(
-                [list(dict.fromkeys(tasks)) for tasks in taken_tasks],
-                pa.list_(pa.string()),
+            "path": strings([p.path for p in parsed]),
+            "model": strings([p.model for p in parsed]),
+            "precision": strings([p.precision for p in parsed]),
+            "revision": strings([p.revision for p in parsed]),
+            "chat_template": booleans(
+                np.array([p.chat_template for p in parsed], bool)
+            ),
+            "timestamp": strings([p.timestamp for p in parsed]),
+            "rows": numbers(rows_taken, pa.int64()),
+            "n_ignored": numbers(np.array([p.n_ignored for p in parsed]), pa.int64()),
+            "superseded_by": strings(superseded_by),
+            "tasks": string_lists(
+                [list(dict.fromkeys(tasks)) for tasks in taken_tasks]
             ),
         }
     )
@@ -776,33 +781,43 @@ def _scores(
     Text is taken per row from arrays of the few distinct values (one per file
     or per subtask): no Python string is built per row.
     """
-    at_file = pa.array(owner[taken])
-    at_subtask = pa.array(index[taken])
+    at_file = numbers(owner[taken], pa.int64())
+    at_subtask = numbers(index[taken], pa.int64())
 
     def per_file(values: list[str]) -> pa.Array:
-        return pa.array(values, pa.string()).take(at_file)
+        return strings(values).take(at_file)
 
     def per_subtask(values: Sequence[str]) -> pa.Array:
-        return pa.array(list(values), pa.string()).take(at_subtask)
+        return strings(list(values)).take(at_subtask)
 
-    rows = pa.array(taken)
+    rows = numbers(taken, pa.int64())
     columns = {
         "model": per_file([p.model for p in parsed]),
         "precision": per_file([p.precision for p in parsed]),
         "revision": per_file([p.revision for p in parsed]),
-        "chat_template": pa.array([p.chat_template for p in parsed], pa.bool_()).take(
-            at_file
-        ),
+        "chat_template": booleans(
+            np.array([p.chat_template for p in parsed], dtype=bool)
+        ).take(at_file),
         "benchmark": per_subtask(names["benchmark"]),
         "subtask": per_subtask(names["subtask"]),
         "metric": per_subtask(names["metric"]),
-        "raw_score": pa.array(raw[taken], pa.float64()),
+        "raw_score": numbers(raw[taken], pa.float64()),
         "stderr": stderr.take(rows),
         "n_samples": n_samples.take(rows),
         "source": per_file([p.path for p in parsed]),
         "_row": per_subtask(_result_keys(pairs)),
     }
-    return pa.table(columns, schema=SCORES.append(pa.field("_row", pa.string())))
+    schema = SCORES.append(pa.field("_row", pa.string()))
+    return pa.Table.from_arrays(list(columns.values()), schema=schema)
+
+
+def _optional(
+    values: list[Any], dtype: type[np.generic], type_: pa.DataType
+) -> pa.Array:
+    """Numbers with None for null, as an Arrow array (no pandas probe)."""
+    valid = np.array([value is not None for value in values], dtype=bool)
+    data = np.array([0 if value is None else value for value in values], dtype=dtype)
+    return numbers(data, type_, valid=valid)
 
 
 def _differs(
@@ -836,8 +851,8 @@ def _check_ties(
         return
     numbers = np.column_stack(
         [
-            stderr.to_numpy(zero_copy_only=False),
-            pc.fill_null(n_samples, -1).to_numpy().astype(np.float64),
+            to_numpy(stderr, null=np.nan),
+            to_numpy(n_samples, null=-1).astype(np.float64),
         ]
     )
     conflict = _differs(raw, first, second) | np.any(

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
+from lbnorm.readers.arrays import scalar
 from lbnorm.readers.tables import check_columns
 from lbnorm.schemas import REQUIRED_SCORE_COLUMNS, Batch
 
@@ -28,11 +30,11 @@ __all__ = ["ParquetScores", "open_parquet_scores"]
 
 _TEXT = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 #: Optional keys: null means unknown, the value an absent column takes.
-_UNKNOWN: dict[str, pa.Scalar] = {
-    "precision": pa.scalar("", pa.string()),
-    "revision": pa.scalar("", pa.string()),
-    "metric": pa.scalar("", pa.string()),
-    "chat_template": pa.scalar(False, pa.bool_()),
+_UNKNOWN: dict[str, str | bool] = {
+    "precision": "",
+    "revision": "",
+    "metric": "",
+    "chat_template": False,
 }
 _NUMBERS = {"raw_score": pa.float64(), "stderr": pa.float64(), "n_samples": pa.int64()}
 
@@ -181,7 +183,8 @@ def _conform_types(table: pa.Table, path: Path) -> pa.Table:
                 msg = f"{path}: column {name!r} does not fit {target}: {exc}.\nHint: see the column contract in the README."
                 raise SchemaMismatchError(msg) from exc
         if name in _UNKNOWN and column.null_count:
-            column = column.fill_null(_UNKNOWN[name])
+            kind = pa.bool_() if name == "chat_template" else pa.string()
+            column = pc.fill_null(column, scalar(_UNKNOWN[name], kind))
         if column is not original:
             table = table.set_column(table.column_names.index(name), name, column)
     return table

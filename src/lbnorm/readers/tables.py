@@ -38,6 +38,7 @@ import pyarrow.json as pa_json
 
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
+from lbnorm.readers.arrays import numbers, scalar, strings, to_numpy
 from lbnorm.readers.files import TABLE_SUFFIXES, json_lines, read_bytes
 from lbnorm.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
@@ -63,10 +64,8 @@ _REQUIRED_KEYS = ("model", "benchmark", "subtask")
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[nN][aA][nN]|[iI][nN][fF]([iI][nN][iI][tT][yY])?)$"
 #: Cells a CSV reader takes for "no value" (pyarrow's defaults: '', N/A, NA,
 #: NULL, nan, #N/A...): a missing stderr, or a raw_score validation reports.
-_MISSING = pa.array(
-    sorted(
-        set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
-    )
+_MISSING = sorted(
+    set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
 )
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
@@ -140,7 +139,7 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
     )
     if rows.lines is not None:
         scores = scores.append_column(
-            "_row", pc.cast(pa.array(rows.lines), pa.string())
+            "_row", pc.cast(numbers(rows.lines, pa.int64()), pa.string())
         )
     return Batch(table=scores, source=str(path), first_row=rows.first)
 
@@ -184,11 +183,15 @@ def conform_scores(
     for field in SCORES:
         name = field.name
         if name == "source":
-            data[name] = pa.repeat(pa.scalar(source, pa.string()), n_rows)
+            data[name] = pa.repeat(scalar(source, pa.string()), n_rows)
         elif name not in columns:
             default = OPTIONAL_SCORE_DEFAULTS[name]
             empty = pa.nulls(n_rows, field.type)
-            data[name] = empty if default is None else empty.fill_null(default)
+            data[name] = (
+                empty
+                if default is None
+                else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
+            )
         elif name in _STRING_COLUMNS:
             data[name] = _text_column(table[name], name, source=source, rows=rows)
         elif name == "chat_template":
@@ -203,7 +206,7 @@ def conform_scores(
         for name in extras:
             data[name] = table[name]
     data.update(texts)
-    return pa.table(data)
+    return pa.Table.from_arrays(list(data.values()), names=list(data))
 
 
 def scores_from_frame(
@@ -249,7 +252,7 @@ def scores_from_frame(
         pa.table(arrays), source=source, extra_columns=extra_columns
     )
     scores = scores.append_column(
-        "_row", pc.cast(pa.array(np.arange(1, len(frame) + 1)), pa.string())
+        "_row", pc.cast(numbers(np.arange(1, len(frame) + 1), pa.int64()), pa.string())
     )
     return scores.to_pandas(types_mapper=pd.ArrowDtype)
 
@@ -376,10 +379,10 @@ def _jsonl_rows(data: bytes, n_rows: int) -> _Rows:
     newlines = np.flatnonzero(buffer == ord("\n"))
     starts = np.r_[0, newlines + 1]
     stops = np.r_[newlines, len(data)]
-    numbers = np.arange(1, starts.size + 1)
+    line_numbers = np.arange(1, starts.size + 1)
     filled = [
         number
-        for number, start, stop in zip(numbers, starts, stops, strict=True)
+        for number, start, stop in zip(line_numbers, starts, stops, strict=True)
         if data[start:stop].strip()
     ]  # only files with blank lines come here
     if len(filled) != n_rows:
@@ -406,7 +409,9 @@ def _text_column(
             position = _first(column.is_null())
             msg = f"{source}: {rows.where(position)}: {name} is empty (null), not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
             raise SchemaMismatchError(msg)
-        return column.cast(pa.string()).fill_null("")  # unknown: as if absent
+        return pc.fill_null(
+            column.cast(pa.string()), scalar("", pa.string())
+        )  # unknown: as if absent
     position = _first(column.is_valid())
     value = column[position].as_py()
     msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {_shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
@@ -418,7 +423,7 @@ def _bool_column(
 ) -> pa.ChunkedArray:
     type_ = column.type
     if pa.types.is_boolean(type_) or pa.types.is_null(type_):
-        return column.cast(pa.bool_()).fill_null(False)
+        return pc.fill_null(column.cast(pa.bool_()), scalar(False, pa.bool_()))
     if pa.types.is_integer(type_):
         text = column.cast(pa.string())
     elif pa.types.is_string(type_) or pa.types.is_large_string(type_):
@@ -426,10 +431,10 @@ def _bool_column(
     else:
         text = None
     if text is not None:
-        text = text.fill_null("")
-        known = pc.is_in(text, value_set=pa.array(sorted(_TRUE | _FALSE)))
+        text = pc.fill_null(text, scalar("", pa.string()))
+        known = pc.is_in(text, value_set=strings(sorted(_TRUE | _FALSE)))
         if pc.all(known).as_py():
-            return pc.is_in(text, value_set=pa.array(sorted(_TRUE)))
+            return pc.is_in(text, value_set=strings(sorted(_TRUE)))
         position = _first(pc.invert(known))
     else:
         position = _first(column.is_valid())
@@ -453,54 +458,49 @@ def _number_column(
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         cells = pc.utf8_trim_whitespace(column.cast(pa.string()))
         is_number = pc.match_substring_regex(cells, _NUMBER)
-        is_empty = pc.is_in(cells, value_set=_MISSING)  # '', 'N/A', 'NA', 'null'...
+        is_empty = pc.is_in(cells, value_set=strings(_MISSING))  # '', N/A, NA, null...
         bad = pc.and_(pc.invert(is_number), pc.invert(is_empty))
         if pc.any(bad).as_py():
             position = _first(bad)
-            raise _wrong_value(
-                name,
-                f"the text {_shown(cells[position].as_py())}",
-                source,
-                rows.where(position),
-            )
-        numbers = pc.if_else(is_empty, pa.scalar(None, pa.string()), cells).cast(
-            pa.float64()
+            shown = f"the text {_shown(cells[position].as_py())}"
+            raise _wrong_value(name, shown, source, rows.where(position))
+        values = pc.if_else(is_empty, scalar(None, pa.string()), cells)
+        values = values.cast(pa.float64())
+        is_odd = pc.invert(
+            pc.fill_null(pc.is_finite(values), scalar(False, pa.bool_()))
         )
-        odd = pc.invert(pc.fill_null(pc.is_finite(numbers), False))
-        if pc.any(odd).as_py():
-            text = pc.if_else(odd, column, pa.scalar(None, pa.string()))
+        if pc.any(is_odd).as_py():
+            text = pc.if_else(is_odd, column, scalar(None, pa.string()))
     elif (
         pa.types.is_integer(type_)
         or pa.types.is_floating(type_)
         or pa.types.is_decimal(type_)
-    ) or pa.types.is_null(type_):
-        numbers = column.cast(pa.float64())
+        or pa.types.is_null(type_)
+    ):
+        values = column.cast(pa.float64())
     else:
         position = _first(column.is_valid())
         value = column[position].as_py()
-        raise _wrong_value(
-            name, f"the {_kind(value)} {_shown(value)}", source, rows.where(position)
-        )
+        shown = f"the {_kind(value)} {_shown(value)}"
+        raise _wrong_value(name, shown, source, rows.where(position))
     if text is None and column.null_count and name == "raw_score":
         text = pc.if_else(
-            column.is_null(), pa.scalar("null"), pa.scalar(None, pa.string())
+            column.is_null(), scalar("null", pa.string()), scalar(None, pa.string())
         )
     if name != "n_samples":
-        return numbers, text
+        return values, text
     if pa.types.is_integer(type_):
         return column.cast(pa.int64()), None
-    values = numbers.to_numpy()
-    is_bad = ~np.isnan(values) & ((values % 1 != 0) | (np.abs(values) >= 2.0**63))
+    found = to_numpy(values, null=np.nan)
+    is_bad = ~np.isnan(found) & ((found % 1 != 0) | (np.abs(found) >= 2.0**63))
     if is_bad.any():
         position = int(np.flatnonzero(is_bad)[0])
-        shown = column[position].as_py()  # a CSV cell's text, else the number
-        found = (
-            f"the number {shown.strip() if isinstance(shown, str) else _shown(shown)}"
-        )
-        msg = f"{source}: {rows.where(position)}: n_samples is {found}, not a whole number.\nHint: n_samples counts items: write a whole number, or leave it empty."
+        cell = column[position].as_py()  # a CSV cell's text, else the number
+        shown = cell.strip() if isinstance(cell, str) else _shown(cell)
+        msg = f"{source}: {rows.where(position)}: n_samples is the number {shown}, not a whole number.\nHint: n_samples counts items: write a whole number, or leave it empty."
         raise SchemaMismatchError(msg)
-    numbers = pc.if_else(pc.is_nan(numbers), pa.scalar(None, pa.float64()), numbers)
-    return pc.cast(numbers, pa.int64()), None
+    values = pc.if_else(pc.is_nan(values), scalar(None, pa.float64()), values)
+    return pc.cast(values, pa.int64()), None
 
 
 def _raise_first_bad(
@@ -554,7 +554,5 @@ def _kind(value: object) -> str:
 def _first(mask: pa.ChunkedArray | pa.Array) -> int:
     """The position of the first true value of a boolean column."""
     return int(
-        np.flatnonzero(
-            np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
-        )[0]
+        np.flatnonzero(to_numpy(pc.fill_null(mask, scalar(False, pa.bool_()))))[0]
     )
