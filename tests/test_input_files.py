@@ -111,7 +111,8 @@ def test_a_null_revision_is_unknown_as_if_absent(
     )
     pd.testing.assert_frame_equal(with_nulls.leaderboard, without.leaderboard)
     board = with_nulls.leaderboard.set_index("model")
-    assert (board["revision"] == "").all() and len(board) == 16
+    assert (board["revision"] == "").all()
+    assert len(board) == 16
     published = no_sha_rows.set_index("model")["published"]
     assert (board["MMLU-PRO"] - published[board.index]).abs().max() < 1e-9
 
@@ -183,7 +184,8 @@ def test_stray_files_in_a_results_tree_are_skipped_and_listed(tmp_path: Path) ->
     )
     for name in ("README.md", "expected.csv", "config.json"):
         assert rows[name]["format"] == "skipped"
-        assert rows[name]["rows"] == 0 and rows[name]["sha256"] == ""
+        assert rows[name]["rows"] == 0
+        assert rows[name]["sha256"] == ""
         assert rows[name]["reason"].startswith("not an input of a results tree")
     assert read.warnings == (
         f"skipped 3 file(s) that are not inputs: {tree / 'Amu' / 't1-3B' / 'config.json'}, "

@@ -212,7 +212,7 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
             arrays[name] = string_lists(
                 [[] if items is None else list(items) for items in lists], valid=valid
             )
-    for name in columns:  # kept after the schema's columns
+    for name in map(str, columns):  # kept after the schema's columns
         if name not in arrays:
             arrays[name] = strings([str(value) for value in columns[name]])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))

@@ -827,7 +827,8 @@ def _differs(
 ) -> npt.NDArray[np.bool_]:
     """Whether rows hold different scores (NaN equals NaN: the same text was read)."""
     a, b = raw[left], raw[right]
-    return ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    same: npt.NDArray[np.bool_] = (a == b) | (np.isnan(a) & np.isnan(b))
+    return ~same
 
 
 def _check_ties(

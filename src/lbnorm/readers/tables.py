@@ -254,7 +254,8 @@ def scores_from_frame(
     scores = scores.append_column(
         "_row", pc.cast(numbers(np.arange(1, len(frame) + 1), pa.int64()), pa.string())
     )
-    return scores.to_pandas(types_mapper=pd.ArrowDtype)
+    converted: pd.DataFrame = scores.to_pandas(types_mapper=pd.ArrowDtype)
+    return converted
 
 
 def check_columns(
