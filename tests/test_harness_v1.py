@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
@@ -216,3 +217,19 @@ def test_lighteval_model_config_name_and_chat_template(tmp_path: Path) -> None:
     )
     assert parsed.rows["raw_score"] == [0.25]
     assert parsed.n_ignored == 1
+
+
+def test_the_parse_cache_reads_a_v1_tree_as_a_plain_run(
+    v1_tree: Path, tmp_path: Path
+) -> None:
+    plain = run([v1_tree], suite=V1)
+    for attempt in ("parsed", "cached"):
+        cached = run(
+            [v1_tree], suite=V1, options=RunOptions(cache=str(tmp_path / "cache"))
+        )
+        pd.testing.assert_frame_equal(cached.leaderboard, plain.leaderboard)
+        pd.testing.assert_frame_equal(cached.subtasks, plain.subtasks)
+        assert set(cached.files["cache"]) == {attempt}
+        rows = cached.files.set_index(cached.files["path"].map(lambda p: Path(p).name))
+        assert rows.loc[DEC, "tasks"] == "harness|gsm8k|5"
+        assert rows.loc[SEPT, "rows"] == 1

@@ -93,6 +93,7 @@ __all__ = [
     "HarnessFile",
     "ResultsRead",
     "ScannedFile",
+    "combine_results",
     "find_results_files",
     "parse_results_file",
     "read_results_files",
@@ -395,7 +396,7 @@ def read_results_files(
         parsed.append(parse_results_file(path, data, pairs))
         if progress is not None:
             progress("parsing results files", len(parsed), total or len(parsed))
-    return _combine(parsed, pairs, subtask_names)
+    return combine_results(parsed, pairs, subtask_names)
 
 
 def read_results_paths(
@@ -442,7 +443,7 @@ def read_results_paths(
         parsed.append(item.parsed)
         hashes.append(item.sha256)
         sizes.append(item.size)
-    read_ = _combine(parsed, pairs, subtask_names)
+    read_ = combine_results(parsed, pairs, subtask_names)
     files = read_.files.append_column("sha256", strings(hashes))
     files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
     return ResultsRead(scores=read_.scores, files=files, warnings=read_.warnings)
@@ -677,12 +678,28 @@ def _scan_file(
     )
 
 
-def _combine(
+def combine_results(
     parsed: Sequence[HarnessFile],
     pairs: Sequence[tuple[str, str]],
     names: SubtaskColumns,
 ) -> ResultsRead:
-    """The newest result per (variant, subtask), what each file gave, and warnings."""
+    """The newest result per (variant, subtask), what each file gave, and warnings.
+
+    The one rule for several files of a variant (see the module docstring),
+    used on freshly parsed files and by the parse cache on remembered ones.
+
+    Args:
+        parsed: The parsed files, in input order.
+        pairs: The suite's (task, metric) pairs in suite order.
+        names: The suite's subtask columns (:func:`subtask_columns`).
+
+    Returns:
+        The scores, one row per file, and the warnings (:class:`ResultsRead`).
+
+    Raises:
+        InputError: Two files of a variant with the same run time hold
+            different values for one subtask.
+    """
     n_files = len(parsed)
     lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
     n_rows = int(lengths.sum())
