@@ -437,3 +437,34 @@ def test_a_duplicate_across_files_says_another_input_holds_it(
         f"duplicate_score: {fixtures / 'tables' / 'seed_examples.jsonl'} line 1 "
         "(seed/musr-example / MUSR / murder_mysteries: also given by an earlier input)"
     ) in message
+
+
+def test_a_duplicate_across_a_csv_and_a_results_file(tmp_path: Path) -> None:
+    """Both places are named: the results key, and that an earlier input (the CSV) holds it."""
+    (batch,) = list(read_inputs([GOLDEN], suite=SUITE, options=RunOptions()).batches)
+    first = batch.table.slice(0, 1).to_pylist()[0]
+    keys = ["model", "precision", "revision", "chat_template", "benchmark", "subtask"]
+    path = tmp_path / "scores.csv"
+    path.write_text(
+        ",".join([*keys, "raw_score"])
+        + "\n"
+        + ",".join(
+            [
+                *(
+                    str(first[key]).lower() if key == "chat_template" else first[key]
+                    for key in keys
+                ),
+                "0.5",
+            ]
+        )
+        + "\n"
+    )
+    with pytest.raises(ValidationError) as raised:
+        run([path, GOLDEN])
+    message = str(raised.value)
+    assert (
+        f"- duplicate_score: {GOLDEN} {first['_row']} ({first['model']} / "
+        f"{first['benchmark']} / {first['subtask']}: also given by an earlier input)"
+    ) in message
+    failures = raised.value.failures
+    assert failures["source"].tolist() == [str(GOLDEN)]
