@@ -4,9 +4,12 @@ One module per format (:mod:`~lbnorm.readers.harness` results files and trees,
 :mod:`~lbnorm.readers.samples` per-sample results, :mod:`~lbnorm.readers.tables`
 CSV and JSONL, :mod:`~lbnorm.readers.parquet` Parquet streamed a row group at a
 time), the input catalog that dispatches paths to them
-(:mod:`~lbnorm.readers.catalog`), the parse cache of nightly runs
-(:mod:`~lbnorm.readers.cache`), and what they all need of a file
-(:mod:`~lbnorm.readers.files`). :func:`read_inputs` is the one entry.
+(:mod:`~lbnorm.readers.catalog`, which also says what a directory's inputs
+are), the parse cache of nightly runs (:mod:`~lbnorm.readers.cache`), what they
+all need of a file (:mod:`~lbnorm.readers.files`: regular files only, readable
+folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.readers.arrays`:
+columns built without importing pandas). :func:`read_inputs` is the one entry;
+reading CSV, JSONL, Parquet and results files loads no pandas.
 """
 
 from __future__ import annotations

@@ -105,7 +105,13 @@ def string_lists(
     """A list<string> array; null where not `valid`."""
     offsets = np.zeros(len(lists) + 1, dtype=np.int32)
     np.cumsum([len(items) for items in lists], out=offsets[1:])
-    flat = strings([item for items in lists for item in items])
+    distinct: dict[str, int] = {}  # lists repeat a few names: encode each once
+    codes = np.fromiter(
+        (distinct.setdefault(item, len(distinct)) for items in lists for item in items),
+        dtype=np.int64,
+        count=int(offsets[-1]),
+    )
+    flat = strings(list(distinct)).take(numbers(codes, pa.int64()))
     null_count = 0 if valid is None or valid.all() else int((~valid).sum())
     return pa.Array.from_buffers(
         pa.list_(pa.string()),

@@ -18,7 +18,7 @@ import reprlib
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from lbnorm.errors import InputError
 
@@ -144,13 +144,13 @@ def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
         raise _too_large(path, size, max_bytes)
     try:
         with path.open("rb") as handle:
-            data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+            data = handle.read()  # sized from fstat: one allocation
     except OSError as exc:
         msg = (
             f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
         )
         raise InputError(msg) from exc
-    if max_bytes is not None and len(data) > max_bytes:  # grew since stat
+    if max_bytes is not None and len(data) > max_bytes:  # it grew since stat
         raise _too_large(path, len(data), max_bytes)
     return data
 
@@ -186,7 +186,7 @@ def walk_directory(directory: Path) -> tuple[list[Path], list[tuple[Path, str]]]
             listed; the message names it, as it does for an unreadable file.
     """
 
-    def fail(exc: OSError) -> None:
+    def fail(exc: OSError) -> NoReturn:
         msg = (
             f"{exc.filename}: cannot read the directory: {exc.strerror}.\n"
             "Hint: check its permissions: every folder of an input tree must be "
@@ -196,25 +196,34 @@ def walk_directory(directory: Path) -> tuple[list[Path], list[tuple[Path, str]]]
 
     files: list[Path] = []
     others: list[tuple[Path, str]] = []
-    for root, folders, names in os.walk(directory, onerror=fail):
-        base = Path(root)
-        for name in list(folders):
-            if name in _VCS_FOLDERS:
-                folders.remove(name)
-            elif (base / name).is_symlink():
-                others.append((base / name, "a link to a directory (not followed)"))
-        for name in names:
-            path = base / name
+    pending = [directory]
+    while pending:  # scandir's entries know their type: no stat per plain file
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            fail(exc)
+        for entry in entries:
+            path = folder / entry.name
             try:
-                mode = path.stat().st_mode
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _VCS_FOLDERS:
+                        pending.append(path)
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    files.append(path)
+                    continue
+                mode = entry.stat().st_mode  # a link, a FIFO, a device...
             except FileNotFoundError:
                 others.append((path, "a dangling symbolic link"))
                 continue
             except OSError as exc:
                 fail(exc)
-                raise  # pragma: no cover - fail raises
             if stat.S_ISREG(mode):
                 files.append(path)
+            elif stat.S_ISDIR(mode):
+                others.append((path, "a link to a directory (not followed)"))
             else:
                 others.append((path, describe_mode(mode)))
     return sorted(files), sorted(others)

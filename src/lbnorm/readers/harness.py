@@ -1029,17 +1029,19 @@ def _float(path: Path, key: str, value: int | float) -> float:
     """A JSON number as a float; an integer too large for one is an error."""
     try:
         return float(value)
-    except (
-        OverflowError
-    ) as exc:  # only an int can overflow: JSON floats are read as inf
-        assert isinstance(value, int)
-        digits = int(value.bit_length() * math.log10(2)) + 1
-        msg = (
-            f"{path}: {key} is an integer of about {digits:,} digits, too large for "
-            "any score.\nHint: the file is damaged or was edited by hand; re-download "
-            "or re-run this task."
-        )
-        raise InputError(msg) from exc
+    except OverflowError:  # only an int overflows: JSON floats too large read as inf
+        raise _too_large(path, key, value) from None
+
+
+def _too_large(path: Path, key: str, value: object) -> InputError:
+    assert isinstance(value, int)
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    msg = (
+        f"{path}: {key} is an integer of about {digits:,} digits, too large for "
+        "any score.\nHint: the file is damaged or was edited by hand; re-download "
+        "or re-run this task."
+    )
+    return InputError(msg)
 
 
 def _stderr(path: Path, key: str, entry: dict[str, Any], metric: str) -> float | None:
@@ -1047,7 +1049,11 @@ def _stderr(path: Path, key: str, entry: dict[str, Any], metric: str) -> float |
     value = entry.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None  # "N/A" (the harness's own marker) or absent
-    return _float(path, key.replace(repr(metric), repr(name)), value)
+    try:
+        return float(value)
+    except OverflowError:  # the key named only on this rare path
+        where = key.replace(repr(metric), repr(name))
+        raise _too_large(path, where, value) from None
 
 
 @functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file
