@@ -380,16 +380,24 @@ def _jsonl_rows(data: bytes, n_rows: int) -> _Rows:
     newlines = np.flatnonzero(buffer == ord("\n"))
     starts = np.r_[0, newlines + 1]
     stops = np.r_[newlines, len(data)]
-    line_numbers = np.arange(1, starts.size + 1)
-    filled = [
-        number
-        for number, start, stop in zip(line_numbers, starts, stops, strict=True)
-        if data[start:stop].strip()
-    ]  # only files with blank lines come here
-    if len(filled) != n_rows:
+    width = stops - starts
+    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
+    is_blank = (width == 0) | ((width == 1) & (first == ord("\r")))
+    filled = np.flatnonzero(~is_blank) + 1
+    if filled.size != n_rows:  # lines of spaces only: counted one by one
+        filled = np.array(
+            [
+                number
+                for number, (start, stop) in enumerate(
+                    zip(starts, stops, strict=True), 1
+                )
+                if data[start:stop].strip()
+            ],
+            dtype=np.int64,
+        )
+    if filled.size != n_rows:
         return _Rows("row", 1)
-    found = np.array(filled, dtype=np.int64)
-    return _Rows("line", int(found[0]) if n_rows else 1, found)
+    return _Rows("line", int(filled[0]) if n_rows else 1, filled.astype(np.int64))
 
 
 # --- columns ------------------------------------------------------------------------
