@@ -31,6 +31,7 @@ hide a second change, as in git's "racy clean" problem).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import itertools
@@ -50,7 +51,7 @@ import pyarrow.parquet as pq
 from lbnorm.errors import InputError, OutputError
 from lbnorm.options import ProgressCallback, RunOptions
 from lbnorm.readers.catalog import Inputs, catalog_table, read_files
-from lbnorm.readers.files import read_bytes, sha256_file
+from lbnorm.readers.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
     ScannedFile,
@@ -286,7 +287,7 @@ def _refresh(
         scanned = scan_results_files(
             [Path(display) for display in to_read["display"]],
             pairs,
-            read=read_bytes,
+            read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
             known=[
                 sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]
             ],
