@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import reprlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "RowNumbers",
     "check_columns",
     "conform_scores",
     "read_score_table",
@@ -77,23 +79,33 @@ _shown = _REPR.repr
 RowUnit = Literal["line", "row"]
 
 
-class _Rows:
-    """Where each row of a table sits in its file: a line (or row) number per row."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowNumbers:
+    """Where each row of a table sits in its file, for messages.
 
-    def __init__(
-        self, unit: RowUnit, first: int, lines: npt.NDArray[np.int64] | None = None
-    ) -> None:
-        self.unit, self.first, self.lines = unit, first, lines
+    Attributes:
+        unit: ``line`` (CSV, JSONL) or ``row`` (Parquet, frames).
+        first: The first row's number (rows then follow one per line or row).
+        lines: Each row's number, when rows do not follow one per line (quoted
+            newlines, blank lines); None otherwise.
+
+    Examples:
+        >>> RowNumbers(unit="line", first=2).where(3)
+        'line 5'
+    """
+
+    unit: RowUnit
+    first: int
+    lines: npt.NDArray[np.int64] | None = None
 
     def number(self, position: int) -> int:
         """The line (or row) number of the row at `position` (0-based)."""
-        return (
-            int(self.lines[position])
-            if self.lines is not None
-            else self.first + position
-        )
+        if self.lines is not None:
+            return int(self.lines[position])
+        return self.first + position
 
     def where(self, position: int) -> str:
+        """``line N`` or ``row N`` for the row at `position`."""
         return f"{self.unit} {self.number(position)}"
 
 
@@ -149,7 +161,7 @@ def conform_scores(
     *,
     source: str,
     extra_columns: ExtraColumns = "error",
-    rows: _Rows | None = None,
+    rows: RowNumbers | None = None,
 ) -> pa.Table:
     """Conform a long-format Arrow table to the :data:`SCORES` contract.
 
@@ -174,7 +186,7 @@ def conform_scores(
         >>> conform_scores(table, source="inline").select(["model", "revision", "raw_score"]).to_pylist()
         [{'model': 'm', 'revision': '', 'raw_score': 0.6}]
     """
-    rows = rows or _Rows("row", 1)
+    rows = rows or RowNumbers(unit="row", first=1)
     columns = [str(name) for name in table.column_names]
     extras = check_columns(columns, source=source, extra_columns=extra_columns)
     n_rows = table.num_rows
@@ -246,7 +258,9 @@ def scores_from_frame(
         try:  # NaN in a float column stays NaN (a null elsewhere is missing)
             arrays[name] = pa.array(values, from_pandas=values.dtype.kind != "f")
         except (pa.ArrowException, ValueError, TypeError, OverflowError):
-            _raise_first_bad(name, frame[name].tolist(), source, _Rows("row", 1))
+            _raise_first_bad(
+                name, frame[name].tolist(), source, RowNumbers(unit="row", first=1)
+            )
             raise
     scores = conform_scores(
         pa.table(arrays), source=source, extra_columns=extra_columns
@@ -341,7 +355,9 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
     hint = "Hint: write one JSON object per line; the file may be truncated."
     numbered = list(json_lines(path, hint=hint))
     lines = np.array([number for number, _ in numbered], dtype=np.int64)
-    rows = _Rows("line", int(lines[0]) if lines.size else 1, lines)
+    rows = RowNumbers(
+        unit="line", first=int(lines[0]) if lines.size else 1, lines=lines
+    )
     names = list(dict.fromkeys(name for _, record in numbered for name in record))
     check_columns(names, source=str(path), extra_columns=extra_columns)
     for name in names:
@@ -350,11 +366,11 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
             _raise_first_bad(name, values, str(path), rows)
 
 
-def _csv_rows(data: bytes, n_rows: int) -> _Rows:
+def _csv_rows(data: bytes, n_rows: int) -> RowNumbers:
     """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == n_rows + 1:
-        return _Rows("line", 2)
+        return RowNumbers(unit="line", first=2)
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == ord("\n"))
     quotes = np.flatnonzero(buffer == ord('"'))
@@ -367,15 +383,17 @@ def _csv_rows(data: bytes, n_rows: int) -> _Rows:
     is_blank = (width - has_cr) <= 0
     first_lines = np.searchsorted(newlines, starts[~is_blank]) + 1
     if first_lines.size != n_rows + 1:  # quoting this scan cannot follow
-        return _Rows("row", 1)
-    return _Rows("line", int(first_lines[1]) if n_rows else 2, first_lines[1:])
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line", first=int(first_lines[1]) if n_rows else 2, lines=first_lines[1:]
+    )
 
 
-def _jsonl_rows(data: bytes, n_rows: int) -> _Rows:
+def _jsonl_rows(data: bytes, n_rows: int) -> RowNumbers:
     """Each row's line: consecutive from line 1, unless blank lines intervene."""
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == n_rows:
-        return _Rows("line", 1)
+        return RowNumbers(unit="line", first=1)
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == ord("\n"))
     starts = np.r_[0, newlines + 1]
@@ -396,15 +414,19 @@ def _jsonl_rows(data: bytes, n_rows: int) -> _Rows:
             dtype=np.int64,
         )
     if filled.size != n_rows:
-        return _Rows("row", 1)
-    return _Rows("line", int(filled[0]) if n_rows else 1, filled.astype(np.int64))
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line",
+        first=int(filled[0]) if n_rows else 1,
+        lines=filled.astype(np.int64),
+    )
 
 
 # --- columns ------------------------------------------------------------------------
 
 
 def _text_column(
-    column: pa.ChunkedArray, name: str, *, source: str, rows: _Rows
+    column: pa.ChunkedArray, name: str, *, source: str, rows: RowNumbers
 ) -> pa.ChunkedArray:
     type_ = column.type
     if pa.types.is_dictionary(type_):
@@ -428,7 +450,7 @@ def _text_column(
 
 
 def _bool_column(
-    column: pa.ChunkedArray, *, source: str, rows: _Rows
+    column: pa.ChunkedArray, *, source: str, rows: RowNumbers
 ) -> pa.ChunkedArray:
     type_ = column.type
     if pa.types.is_boolean(type_) or pa.types.is_null(type_):
@@ -455,7 +477,7 @@ def _bool_column(
 
 
 def _number_column(
-    column: pa.ChunkedArray, name: str, *, source: str, rows: _Rows
+    column: pa.ChunkedArray, name: str, *, source: str, rows: RowNumbers
 ) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
     """A score column as float64 (int64 for n_samples), and the text of odd cells.
 
@@ -513,7 +535,7 @@ def _number_column(
 
 
 def _raise_first_bad(
-    name: str, values: Sequence[Any], source: str, rows: _Rows
+    name: str, values: Sequence[Any], source: str, rows: RowNumbers
 ) -> None:
     """Name the first value of a column (as Python objects) of the wrong kind, if any."""
     if name not in SCORES.names or name == "source":
