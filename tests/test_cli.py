@@ -158,15 +158,20 @@ def test_validation_lists_every_failure(
     assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 5
     err = capsys.readouterr().err
     assert "5 score(s) failed validation" in err
-    assert "percent_scale: " + str(path) + " row 1 (raw_score='55.0')" in err
-    assert "divide by 100" in err
-    assert "out_of_range: " + str(path) + " row 2" in err
     assert (
-        "unknown_subtask: " + str(path) + " row 3 (subtask='a / GPQA / nonsense')"
+        "percent_scale: " + str(path) + " line 2 (a / GPQA / diamond: raw_score='55.0')"
         in err
     )
-    assert "duplicate_score: " + str(path) + " row 4" in err
-    assert "row 5" in err
+    assert "divide by 100" in err
+    assert "out_of_range: " + str(path) + " line 3 (a / GPQA / extended" in err
+    assert "unknown_subtask: " + str(path) + " line 4 (a / GPQA / nonsense)" in err
+    assert (
+        "duplicate_score: "
+        + str(path)
+        + " line 5 (b / MMLU-PRO / mmlu_pro: also at line 6)"
+        in err
+    )
+    assert "line 6 (b / MMLU-PRO / mmlu_pro: also at line 5)" in err
     assert not (tmp_path / "o").exists()
 
 

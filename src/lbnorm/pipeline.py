@@ -137,7 +137,7 @@ def run(
         job,
         Path(out),
         finish=annotate,
-        provenance=provenance_of(suite, options, read.files),
+        provenance=provenance_of(suite, options, read.catalog),
         created_at=created_at,
     )
 

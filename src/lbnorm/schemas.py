@@ -17,6 +17,7 @@ from lbnorm.errors import SchemaMismatchError
 
 __all__ = [
     "BENCHMARK_SCORES",
+    "INPUT_FILES",
     "KEY_COLUMNS",
     "OPTIONAL_SCORE_DEFAULTS",
     "REQUIRED_SCORE_COLUMNS",
@@ -138,21 +139,40 @@ SAMPLES = pa.schema(
     ]
 )
 
-#: The catalog of input files: one row per file read (or skipped).
+#: The input catalog: one row per file found in the inputs, read or skipped
+#: (:attr:`lbnorm.readers.Inputs.catalog`). A reader may add columns after these
+#: (the parse cache adds ``cache``).
 INPUT_FILES = pa.schema(
     [
-        _field("path", pa.string(), "The file."),
-        _field("format", pa.string(), "How it was read (csv, jsonl, parquet, ...)."),
-        _field("sha256", pa.string(), "sha256 of the bytes read.", nullable=True),
-        _field("bytes", pa.int64(), "Size in bytes.", nullable=True),
-        _field("rows", pa.int64(), "Scores taken from it."),
+        _field("path", pa.string(), "The file, as given or found under a directory."),
+        _field(
+            "format",
+            pa.string(),
+            "csv, jsonl, parquet, lm-eval-harness (a results file: lm-evaluation-"
+            "harness, Open LLM Leaderboard v1 or lighteval), lm-eval-samples, "
+            "sample-table, or skipped (found in a directory but not an input).",
+        ),
+        _field("sha256", pa.string(), "Hex sha256 of the bytes read; '' if skipped."),
+        _field("bytes", pa.int64(), "File size in bytes."),
+        _field("rows", pa.int64(), "Scores taken from the file."),
         _field(
             "superseded_by",
             pa.string(),
-            "The newer file that replaced it, if any.",
+            "The newer file that gave every score this one holds; null if none.",
             nullable=True,
         ),
-        _field("n_ignored", pa.int64(), "Results entries the suite does not use."),
+        _field(
+            "n_ignored", pa.int64(), "Result entries or rows the suite does not use."
+        ),
+        _field(
+            "tasks",
+            pa.list_(pa.string()),
+            "Results and sample files: the tasks whose scores were taken from this "
+            "file (a v1 tree takes each task from the newest file that has it); "
+            "null for score tables.",
+            nullable=True,
+        ),
+        _field("reason", pa.string(), "Why a file gave no scores ('' if it did)."),
     ]
 )
 

@@ -2,8 +2,18 @@
 
 Every failure is collected, not just the first, into one :class:`ValidationError`
 whose ``failures`` frame has a row per bad score (``check``, ``source``, ``row``,
-``column``, ``value``), as pandera's ``SchemaErrors`` does. The checks are numpy
-masks over a whole batch; only failing rows are turned into text.
+``column``, ``value``, ``model``, ``benchmark``, ``subtask``), as pandera's
+``SchemaErrors`` does. The checks are numpy masks over a whole batch; only
+failing rows are turned into text.
+
+How a failure is shown: the file; where in it (``line N`` in a CSV or JSONL
+file, where the header is line 1; ``row N``, 1-based, in Parquet and frames;
+the results key, e.g. ``results['leaderboard_gpqa']['acc_norm,none']``, in a
+results file); the model, benchmark and subtask; and the cell as written
+(``nan``, ``inf``, ``''`` for an empty CSV cell, ``null`` for a JSON or Parquet
+null). A duplicate names the other row of the same file that holds the pair;
+a pair given by an earlier input is said so (the engines' stores keep codes,
+not files, so that file is not named).
 """
 
 from __future__ import annotations
@@ -19,7 +29,8 @@ import pyarrow as pa
 from lbnorm.encode import KeyEncoder
 from lbnorm.errors import ValidationError
 from lbnorm.options import UnknownSubtasks
-from lbnorm.schemas import Batch
+from lbnorm.readers.files import file_format
+from lbnorm.schemas import KEY_COLUMNS, Batch
 
 __all__ = [
     "CheckedBatch",
@@ -38,6 +49,7 @@ SeenBefore = Callable[
 
 #: Rows shown per check and batch; the count of all failures is always exact.
 MAX_FAILURES_SHOWN = 1000
+_SHOWN = 5  # failures of one check named in the message
 _HINTS = {
     "empty_model": "every row needs a non-empty model name.",
     "null_key": "model, precision, revision, chat_template, benchmark and subtask must not be empty (null).",
@@ -149,7 +161,7 @@ def find_failures(
     }
     if "stderr" in table.column_names:
         stderr, valid = _numbers(table, "stderr")
-        bad = ~(stderr >= 0) | ~np.isfinite(stderr)  # NaN fails both
+        bad = (stderr < 0) | np.isinf(stderr)  # NaN is a missing stderr, as null
         checks["bad_stderr"] = bad if valid is None else bad & valid
     if "n_samples" in table.column_names:
         samples, valid = _numbers(table, "n_samples")
@@ -209,7 +221,15 @@ def find_duplicates(
 def describe_failures(
     batch: Batch, bad: dict[str, npt.NDArray[np.bool_]]
 ) -> list[pa.Table]:
-    """Turn failure masks into rows of (check, source, row, column, value, hint)."""
+    """Turn failure masks into failure rows (see the module docstring for the columns).
+
+    Args:
+        batch: The batch checked.
+        bad: Check name -> mask of failing rows.
+
+    Returns:
+        One table per failed check, at most :data:`MAX_FAILURES_SHOWN` rows each.
+    """
     table = batch.table
     frames = []
     for check, mask in bad.items():
@@ -222,31 +242,98 @@ def describe_failures(
             if "source" in table.column_names
             else [batch.source] * positions.size
         )
-        locators = (
-            [str(value) for value in picked.column("_row").to_pylist()]
-            if "_row" in table.column_names
-            else [str(batch.first_row + position) for position in positions]
-        )
+        locators = _locators(batch, picked, positions)
         column = {"bad_stderr": "stderr", "bad_n_samples": "n_samples"}.get(
             check, "raw_score"
         )
-        if check in {"unknown_subtask", "duplicate_score", "null_key", "empty_model"}:
+        if check == "duplicate_score":
             column = "subtask"
-            values = [
-                f"{_text(m)} / {_text(b)} / {_text(s)}"
-                for m, b, s in zip(
-                    _strings(picked, "model"),
-                    _strings(picked, "benchmark"),
-                    _strings(picked, "subtask"),
-                    strict=True,
-                )
-            ]
+            values = _repeats(batch, positions, _locators(batch, table, None))
+        elif check in {"unknown_subtask", "null_key", "empty_model"}:
+            column = "subtask"
+            values = [_text(value) for value in _strings(picked, "subtask")]
         else:
-            values = [_text(value) for value in picked.column(column).to_pylist()]
+            values = _cells(picked, column)
         frames.append(
-            _failure_table(check, sources, locators, [column] * len(values), values)
+            _failure_table(
+                check,
+                sources,
+                locators,
+                [column] * len(values),
+                values,
+                keys=[
+                    _strings(picked, name) for name in ("model", "benchmark", "subtask")
+                ],
+            )
         )
     return frames
+
+
+def _locators(
+    batch: Batch, picked: pa.Table, positions: npt.NDArray[np.intp] | None
+) -> list[str]:
+    """Each row's place in its file: a line or row number, or a results key."""
+    if "_row" in picked.column_names:
+        return [str(value) for value in picked.column("_row").to_pylist()]
+    if positions is None:
+        positions = np.arange(picked.num_rows)
+    return [str(batch.first_row + int(position)) for position in positions]
+
+
+def _cells(picked: pa.Table, column: str) -> list[str]:
+    """Each failing cell as written: its text when the reader kept it, else its value."""
+    values = [_text(value) for value in picked.column(column).to_pylist()]
+    if f"_{column}_text" in picked.column_names:
+        written = picked.column(f"_{column}_text").to_pylist()
+        values = [
+            value if text is None else str(text)
+            for value, text in zip(values, written, strict=True)
+        ]
+    return values
+
+
+def _repeats(
+    batch: Batch, positions: npt.NDArray[np.intp], locators: list[str]
+) -> list[str]:
+    """For each duplicate row, where else it is: rows of this file, or an earlier input."""
+    table = batch.table
+    keys = [
+        name
+        for name in (*KEY_COLUMNS, "benchmark", "subtask")
+        if name in table.column_names
+    ]
+    numbered = table.select(keys).append_column(
+        "_at", pa.array(np.arange(table.num_rows))
+    )
+    for name in keys:  # dictionaries of several chunks do not group as one
+        numbered = numbered.set_column(
+            numbered.column_names.index(name),
+            name,
+            numbered[name].cast(pa.bool_() if name == "chat_template" else pa.string()),
+        )
+    groups = numbered.group_by(keys, use_threads=False).aggregate([("_at", "list")])
+    where = {}
+    for rows in groups["_at_list"].to_pylist():
+        if len(rows) > 1:
+            for row in rows:
+                where[row] = [other for other in rows if other != row]
+    unit = _unit(batch.source, locators[0] if locators else "")
+    described = []
+    for position in positions:
+        others = where.get(int(position), [])
+        if others:
+            shown = ", ".join(f"{unit}{locators[other]}" for other in others[:3])
+            described.append(f"also at {shown}")
+        else:
+            described.append("also given by an earlier input")
+    return described
+
+
+def _unit(source: str, locator: str) -> str:
+    """``line `` for a text table's row numbers, ``row `` for others', '' for keys."""
+    if not locator.isdigit():
+        return ""
+    return "line " if file_format(source) in ("csv", "jsonl") else "row "
 
 
 def failure_rows(
@@ -272,11 +359,48 @@ def failure_rows(
 
 
 def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
-    """The one error for every failure found in a run (`total` failing rows)."""
-    return ValidationError.from_failures(
-        pa.concat_tables(failures) if failures else _failure_table("", [], [], [], []),
-        total=total,
+    """The one error for every failure found in a run (`total` failing rows).
+
+    The message gives, per check, the first failures with their file, place,
+    model, benchmark, subtask and cell, and the check's hint; ``failures``
+    holds them all (up to :data:`MAX_FAILURES_SHOWN` per check and batch).
+    """
+    table = (
+        pa.concat_tables(failures, promote_options="permissive")
+        if failures
+        else _failure_table("", [], [], [], [])
     )
+    rows = table.to_pylist()
+    listed = "" if total == len(rows) else f" (the first {len(rows)} are in .failures)"
+    by_check: dict[str, list[dict[str, str]]] = {}
+    for row in rows:  # failure rows: at most a thousand per check and batch
+        by_check.setdefault(row["check"], []).append(row)
+    lines = [f"{total} score(s) failed validation{listed}:"]
+    for check in sorted(by_check):
+        group = by_check[check]
+        shown = ", ".join(_describe(row) for row in group[:_SHOWN])
+        more = f" and {len(group) - _SHOWN} more" if len(group) > _SHOWN else ""
+        lines.append(f"- {check}: {shown}{more}")
+        lines.append(f"  Hint: {group[0]['hint']}")
+    return ValidationError("\n".join(lines), table.drop_columns(["hint"]))
+
+
+def _describe(row: dict[str, str]) -> str:
+    """``file line 3 (model / benchmark / subtask: raw_score='nan')``."""
+    locator = row["row"]
+    unit = _unit(row["source"], locator)
+    place = f" {unit}{locator}" if locator and locator != "-" else ""
+    names = " / ".join(
+        _text(row.get(name)) or "''" for name in ("model", "benchmark", "subtask")
+    )
+    if row["check"] == "duplicate_score":
+        detail = row["value"]
+        if row.get("model") is None:  # found without a batch: the value names it
+            names, detail = row["value"], "given twice"
+        return f"{row['source']}{place} ({names}: {detail})"
+    if row["column"] == "subtask":
+        return f"{row['source']}{place} ({names})"
+    return f"{row['source']}{place} ({names}: {row['column']}={row['value']!r})"
 
 
 def _failure_table(
@@ -285,8 +409,11 @@ def _failure_table(
     rows: list[str],
     columns: list[str],
     values: list[str],
+    *,
+    keys: list[list[object]] | None = None,
 ) -> pa.Table:
     n_rows = len(values)
+    model, benchmark, subtask = keys or ([None] * n_rows,) * 3
     return pa.table(
         {
             "check": pa.array([check] * n_rows, pa.string()),
@@ -294,6 +421,9 @@ def _failure_table(
             "row": pa.array(rows, pa.string()),
             "column": pa.array(columns, pa.string()),
             "value": pa.array(values, pa.string()),
+            "model": pa.array(model, pa.string()),
+            "benchmark": pa.array(benchmark, pa.string()),
+            "subtask": pa.array(subtask, pa.string()),
             "hint": pa.array([_HINTS.get(check, "")] * n_rows, pa.string()),
         }
     )
@@ -306,7 +436,7 @@ def _strings(table: pa.Table, name: str) -> list[object]:
 
 
 def _text(value: object) -> str:
-    return "<empty>" if value is None else str(value)
+    return "null" if value is None else str(value)
 
 
 def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:

@@ -92,8 +92,8 @@ def compute(
         shown = ", ".join(
             path
             for path, kind in zip(
-                inputs.files.column("path").to_pylist(),
-                inputs.files.column("format").to_pylist(),
+                inputs.catalog.column("path").to_pylist(),
+                inputs.catalog.column("format").to_pylist(),
                 strict=True,
             )
             if kind != "parquet"
@@ -136,7 +136,7 @@ def compute(
             cluster.close()
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
-    return finish_totals(totals, suite, options=options, files=inputs.files)
+    return finish_totals(totals, suite, options=options, files=inputs.catalog)
 
 
 def _sum_row_group(

@@ -113,7 +113,7 @@ class MemoryJob:
             benchmark,
             suite,
             options=options,
-            files=inputs.files,
+            files=inputs.catalog,
             subtask_parts=parts,
             n_ignored_rows=dense.n_ignored,
             n_scores=int(np.count_nonzero(is_present)),

@@ -150,7 +150,7 @@ class StreamJob:
         if totals.failures:
             raise failure_error(totals.failures, total=totals.n_failed)
         return finish_totals(
-            totals, self._suite, options=self._options, files=self._inputs.files
+            totals, self._suite, options=self._options, files=self._inputs.catalog
         )
 
 

@@ -4,9 +4,12 @@ One module per format (:mod:`~lbnorm.readers.harness` results files and trees,
 :mod:`~lbnorm.readers.samples` per-sample results, :mod:`~lbnorm.readers.tables`
 CSV and JSONL, :mod:`~lbnorm.readers.parquet` Parquet streamed a row group at a
 time), the input catalog that dispatches paths to them
-(:mod:`~lbnorm.readers.catalog`), the parse cache of nightly runs
-(:mod:`~lbnorm.readers.cache`), and what they all need of a file
-(:mod:`~lbnorm.readers.files`). :func:`read_inputs` is the one entry.
+(:mod:`~lbnorm.readers.catalog`, which also says what a directory's inputs
+are), the parse cache of nightly runs (:mod:`~lbnorm.readers.cache`), what they
+all need of a file (:mod:`~lbnorm.readers.files`: regular files only, readable
+folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.readers.arrays`:
+columns built without importing pandas). :func:`read_inputs` is the one entry;
+reading CSV, JSONL, Parquet and results files loads no pandas.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import pyarrow as pa
 
 from lbnorm.options import ProgressCallback, RunOptions
 from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.files import MAX_RESULTS_BYTES
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "cache_stats", "read_inputs"]
+__all__ = ["Inputs", "cache_stats", "input_warnings", "read_inputs"]
 
 
 def read_inputs(
@@ -32,22 +36,28 @@ def read_inputs(
     suite: Suite,
     options: RunOptions,
     progress: ProgressCallback | None = None,
+    max_results_bytes: int | None = MAX_RESULTS_BYTES,
 ) -> Inputs:
     """Read every input path into score batches and a catalog of files.
 
     Args:
-        paths: Files or directories.
+        paths: Files or directories (see :mod:`lbnorm.readers.catalog` for
+            what a directory's inputs are).
         suite: The suite, which says which results-file entries to read.
         options: The run's options (with ``cache``, results files go through
             the parse cache, see :mod:`lbnorm.readers.cache`).
         progress: Called as ``progress(stage, done, total)`` after each file.
+        max_results_bytes: The largest results file read (None: no limit);
+            default 512 MiB, thousands of times a real one.
 
     Returns:
-        The scores (as batches) and the file catalog.
+        The scores (as batches), the catalog of files (an Arrow table,
+        :data:`lbnorm.schemas.INPUT_FILES`) and warnings.
 
     Raises:
-        InputError: A path is missing, of an unknown type, unreadable or
-            malformed; the message names the file.
+        InputError: A path is missing, not a regular file or directory, of an
+            unknown type, unreadable, too large or malformed; the message names
+            the file.
         OutputError: The parse cache cannot be written or is in use.
     """
     if options.cache is not None:
@@ -55,33 +65,30 @@ def read_inputs(
 
         read = read_files_cached(paths, suite=suite, options=options, progress=progress)
     else:
-        read = read_files(paths, suite=suite, options=options, progress=progress)
-    return replace(read, files=_catalog_table(read.files))
+        read = read_files(
+            paths,
+            suite=suite,
+            options=options,
+            progress=progress,
+            max_results_bytes=max_results_bytes,
+        )
+    notes = {_WARNINGS: json.dumps(list(read.warnings))}
+    if read.cache_stats is not None:
+        notes[_CACHE] = json.dumps(dict(read.cache_stats))
+    return replace(read, catalog=read.catalog.replace_schema_metadata(notes))
 
 
-def cache_stats(files: pa.Table) -> dict[str, Any] | None:
+def cache_stats(catalog: pa.Table) -> dict[str, Any] | None:
     """The parse cache's figures of a run's catalog (None: no cache was used)."""
-    text = (files.schema.metadata or {}).get(_CACHE_KEY)
+    text = (catalog.schema.metadata or {}).get(_CACHE)
     return None if text is None else dict(json.loads(text))
 
 
-_CACHE_KEY = b"lbnorm.cache"
+def input_warnings(catalog: pa.Table) -> list[str]:
+    """What the readers warned of (files of one variant disagreeing, files skipped)."""
+    text = (catalog.schema.metadata or {}).get(_WARNINGS)
+    return [] if text is None else list(json.loads(text))
 
 
-def _catalog_table(files: Any) -> pa.Table:
-    """The catalog as Arrow (the parse cache's figures in its schema metadata)."""
-    if isinstance(files, pa.Table):
-        return files
-    stats = files.attrs.get("cache")
-    table = pa.Table.from_pandas(files, preserve_index=False)
-    table = table.cast(
-        pa.schema(
-            [
-                pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
-                for f in table.schema
-            ]
-        )
-    ).replace_schema_metadata(None)
-    if stats is not None:
-        table = table.replace_schema_metadata({_CACHE_KEY: json.dumps(stats)})
-    return table
+_CACHE = b"lbnorm.cache"
+_WARNINGS = b"lbnorm.warnings"

@@ -31,6 +31,7 @@ hide a second change, as in git's "racy clean" problem).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import itertools
@@ -49,15 +50,16 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, OutputError
 from lbnorm.options import ProgressCallback, RunOptions
-from lbnorm.readers.catalog import Inputs, read_files
-from lbnorm.readers.files import read_bytes, sha256_file
+from lbnorm.readers.catalog import Inputs, catalog_table, read_files
+from lbnorm.readers.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
     ScannedFile,
+    combine_results,
     find_results_files,
     scan_results_files,
 )
-from lbnorm.schemas import KEY_COLUMNS, SCORES, Batch
+from lbnorm.schemas import Batch
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
 from lbnorm.writer import (
@@ -207,8 +209,12 @@ def read_files_cached(
         num_rows += read.num_rows
     files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    files.attrs["cache"] = stats_dict
-    return Inputs(batches=itertools.chain(*batches), files=files, num_rows=num_rows)
+    return Inputs(
+        batches=itertools.chain(*batches),
+        catalog=catalog_table(files),
+        num_rows=num_rows,
+        cache_stats=stats_dict,
+    )
 
 
 def _split_paths(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
@@ -281,7 +287,7 @@ def _refresh(
         scanned = scan_results_files(
             [Path(display) for display in to_read["display"]],
             pairs,
-            read=read_bytes,
+            read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
             known=[
                 sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]
             ],
@@ -467,59 +473,69 @@ def _check_rows(rows: pd.DataFrame) -> dict[str, str]:
 def _assemble(
     entries: pd.DataFrame, rows: pd.DataFrame, subtasks: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The scores of the newest accepted file per variant, and the file catalog.
+    """The scores taken from the accepted files, and the file catalog.
 
-    Superseding follows :func:`lbnorm.readers.harness.read_results_files`: per
-    variant, sort by timestamp then path and keep the last.
+    Taken as :func:`lbnorm.readers.harness.combine_results` takes them from
+    freshly parsed files (the newest result per variant and subtask), so a
+    cached run reads a tree exactly as an uncached one.
     """
     is_ok = (entries["status"] == "ok").to_numpy()
     accepted = entries[is_ok]
-    order = accepted.sort_values([*KEY_COLUMNS, "timestamp", "display"]).index
-    newest = (
-        accepted.loc[order]
-        .groupby(list(KEY_COLUMNS), sort=False)["display"]
-        .transform("last")
-    )
-    superseded_by = newest.where(newest != accepted.loc[order, "display"]).reindex(
-        entries.index
-    )
-    is_used = is_ok & superseded_by.isna().to_numpy()
-    used = entries[is_used]
-    picked = rows[rows["path"].isin(used["path"])]
-    at = pd.Index(used["path"]).get_indexer(picked["path"])
-    order_rows = np.lexsort((picked["subtask_index"].to_numpy(), at))
-    picked, at = picked.iloc[order_rows].reset_index(drop=True), at[order_rows]
-    index = picked["subtask_index"].to_numpy(dtype=np.int64)
-    scores = pd.DataFrame(
-        {
-            "model": used["model"].to_numpy()[at],
-            "precision": used["precision"].to_numpy()[at],
-            "revision": used["revision"].to_numpy()[at],
-            "chat_template": used["chat_template"].to_numpy(dtype=bool)[at],
-            "benchmark": subtasks["benchmark"].to_numpy()[index],
-            "subtask": subtasks["subtask"].to_numpy()[index],
-            "metric": subtasks["metric"].to_numpy()[index],
-            "raw_score": picked["raw_score"].to_numpy(dtype=np.float64),
-            "stderr": picked["stderr"].astype("float64").to_numpy(),
-            "n_samples": picked["n_samples"].astype("Int64").array,
-            "source": used["display"].to_numpy()[at],
-            "_row": picked["key"].astype("str").to_numpy(),
-        }
-    )
+    by_path: dict[str, pd.DataFrame] = {}
+    for path, group in rows.groupby("path", sort=False):  # one step per file
+        by_path[str(path)] = group
+    empty = rows.iloc[:0]
+    parsed = [
+        HarnessFile(
+            path=str(entry["display"]),
+            model=str(entry["model"]),
+            precision=str(entry["precision"]),
+            revision=str(entry["revision"]),
+            chat_template=bool(entry["chat_template"]),
+            timestamp=str(entry["timestamp"]),
+            rows={
+                name: [None if pd.isna(v) else v for v in picked[name].tolist()]
+                for picked in [
+                    by_path.get(entry["path"], empty).sort_values("subtask_index")
+                ]
+                for name in ("subtask_index", "raw_score", "stderr", "n_samples", "key")
+            },
+            n_ignored=int(entry["n_ignored"]),
+        )
+        for entry in accepted.to_dict("records")  # one step per file, not per row
+    ]
+    columns = {
+        name: subtasks[name].tolist()
+        for name in ("benchmark", "subtask", "task", "metric")
+    }
+    pairs = list(zip(columns["task"], columns["metric"], strict=True))
+    read = combine_results(parsed, pairs, columns)
+    n_files = len(entries)
+    taken = np.zeros(n_files, dtype=np.int64)
+    taken[is_ok] = read.files["rows"].to_numpy()
+    superseded_by = np.full(n_files, None, dtype=object)
+    superseded_by[is_ok] = read.files["superseded_by"].to_pylist()
+    tasks = np.full(n_files, None, dtype=object)
+    for at, given in zip(
+        np.flatnonzero(is_ok), read.files["tasks"].to_pylist(), strict=True
+    ):
+        tasks[at] = given
     catalog = pd.DataFrame(
         {
             "path": entries["display"].to_numpy(),
             "format": "lm-eval-harness",
             "sha256": entries["sha256"].to_numpy(),
             "bytes": entries["size"].to_numpy(dtype=np.int64),
-            "rows": np.where(is_used, entries["n_rows"].to_numpy(dtype=np.int64), 0),
-            "superseded_by": superseded_by.to_numpy(dtype=object),
+            "rows": taken,
+            "superseded_by": superseded_by,
             "n_ignored": entries["n_ignored"].to_numpy(dtype=np.int64),
+            "tasks": tasks,
             "cache": entries["cache"].to_numpy(),
             "reason": entries["reason"].to_numpy(),
         }
     )
-    return scores[[*SCORES.names, "_row"]], catalog
+    scores: pd.DataFrame = read.scores.to_pandas(types_mapper=pd.ArrowDtype)
+    return scores, catalog
 
 
 def _load(cache: Path, pairs_hash: str) -> tuple[pd.DataFrame, pd.DataFrame, int, str]:

@@ -1,39 +1,84 @@
 """The input catalog: every input path to score batches and a catalog of files.
 
-``read_files`` dispatches each path: a directory is searched for
-``results_*.json`` files (the leaderboard tree) and harness ``samples_*.jsonl``
-files (a details tree: scores recomputed from the samples, see
-:mod:`lbnorm.readers.samples`), else for score tables; a ``.json`` file is a
-results file, a ``samples_<task>_<timestamp>.jsonl`` file a sample file;
-``.csv``, ``.jsonl``/``.ndjson`` and ``.parquet`` files are long-format tables
-(see :mod:`lbnorm.readers.tables`), or a Parquet sample table. Where a results
-file and samples give one variant's subtask, the results file wins.
+``read_files`` dispatches each path given:
+
+- **A file** must be a regular file (a FIFO, device or socket is refused, named
+  for what it is). ``results_*.json`` or any other ``.json`` is a results file;
+  ``samples_<task>_<timestamp>.jsonl`` a harness sample file; ``.csv``,
+  ``.jsonl``/``.ndjson`` and ``.parquet``/``.pq`` are long-format tables (see
+  :mod:`lbnorm.readers.tables`), or a Parquet sample table (``task`` and
+  ``value`` columns). Any other suffix is an error.
+- **A directory** is walked whole (but for ``.git``, ``.hg`` and ``.svn``
+  folders; a folder that cannot be read is an error, never a silent skip). It is a
+  **results tree** when it holds any ``results_*.json`` or
+  ``samples_<task>_<timestamp>.jsonl`` file: those are its inputs (results
+  files win where both give a variant's subtask, see
+  :mod:`lbnorm.readers.samples`), and every other file (``expected.csv``, a
+  README, a Parquet export) is **skipped**: listed in the catalog with format
+  ``skipped`` and the reason, not read. Otherwise it is a **table directory**:
+  its ``.csv``, ``.jsonl``, ``.ndjson``, ``.parquet`` and ``.pq`` files are the
+  inputs and the rest is skipped the same way. In either, an entry named like
+  an input that is not a regular file (a FIFO called ``results_x.json``) is an
+  error; other odd entries (a socket, a link to a directory) are skipped.
+
+The catalog (:attr:`Inputs.catalog`) is an Arrow table of
+:data:`lbnorm.schemas.INPUT_FILES`; nothing here imports pandas unless sample
+files are read.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.errors import InputError
 from lbnorm.options import ExtraColumns, ProgressCallback, RunOptions
-from lbnorm.readers.files import TABLE_SUFFIXES, read_bytes, sha256_file
-from lbnorm.readers.harness import find_results_files, read_results_paths
+from lbnorm.readers.arrays import numbers, scalar, string_lists, strings
+from lbnorm.readers.files import (
+    MAX_RESULTS_BYTES,
+    TABLE_SUFFIXES,
+    check_regular_file,
+    read_bytes,
+    sha256_file,
+    walk_directory,
+)
+from lbnorm.readers.harness import (
+    RESULTS_FILE,
+    read_results_paths,
+    subtask_columns,
+)
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
-from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table, read_samples
+from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table
 from lbnorm.readers.tables import read_score_table
-from lbnorm.schemas import KEY_COLUMNS, Batch
+from lbnorm.schemas import INPUT_FILES, KEY_COLUMNS, Batch
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "read_files"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Inputs", "catalog_table", "read_files"]
+
+_SKIPPED_IN_TREE = (
+    "not an input of a results tree (only results_*.json and "
+    "samples_<task>_<timestamp>.jsonl files are read there)"
+)
+_SKIPPED_IN_TABLES = (
+    "not a score table (a table directory's inputs are .csv, .jsonl, .ndjson, "
+    ".parquet and .pq files)"
+)
+
+
+def _empty_catalog() -> pa.Table:
+    return catalog_table({"path": []})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,18 +88,24 @@ class Inputs:
     Attributes:
         batches: The scores, lazily: Parquet row groups stream from disk as the
             engine consumes them; other formats are read up front.
-        files: One row per input file: ``path``, ``format``, ``sha256``, ``bytes``,
-            ``rows`` (scores taken from it), ``superseded_by`` and ``n_ignored``.
+        catalog: One row per file found (:data:`lbnorm.schemas.INPUT_FILES`):
+            ``path``, ``format``, ``sha256``, ``bytes``, ``rows`` (scores taken
+            from it), ``superseded_by``, ``n_ignored``, ``tasks`` (what a results
+            or sample file gave) and ``reason`` (why a file gave nothing, e.g.
+            a skipped README); the parse cache adds ``cache``.
         num_rows: Rows in all.
+        warnings: What a summary should say although the run goes on (files of
+            one variant that disagree on a score; files skipped in a directory).
+        cache_stats: The parse cache's statistics, when it was used.
     """
 
     batches: Iterable[Batch]
-    files: Any = field(
-        default_factory=pd.DataFrame
-    )  # pa.Table once read_inputs returns
+    catalog: pa.Table = field(default_factory=_empty_catalog)
     num_rows: int = 0
     eager: Sequence[Batch] = ()
     streamed: Sequence[ParquetScores] = ()
+    warnings: tuple[str, ...] = ()
+    cache_stats: Mapping[str, Any] | None = None
 
     @classmethod
     def of_batches(cls, batches: Sequence[Batch]) -> Inputs:
@@ -64,6 +115,39 @@ class Inputs:
             num_rows=sum(batch.table.num_rows for batch in batches),
             eager=batches,
         )
+
+    def files_frame(self) -> pd.DataFrame:
+        """The catalog as a pandas frame, for the faces that print or write it.
+
+        ``tasks`` is joined into text (``"a, b"``; null for tables); the frame's
+        ``attrs`` hold ``cache`` (the parse cache's statistics, when used) and
+        ``warnings``.
+        """
+        catalog = self.catalog
+        if "tasks" in catalog.column_names:
+            tasks = catalog["tasks"]
+            joined = pc.binary_join(tasks, ", ")
+            catalog = catalog.set_column(
+                catalog.column_names.index("tasks"), "tasks", joined
+            )
+        frame: pd.DataFrame = catalog.to_pandas()
+        frame["superseded_by"] = frame["superseded_by"].astype(object)
+        frame["superseded_by"] = frame["superseded_by"].where(
+            frame["superseded_by"].notna(), None
+        )
+        if self.cache_stats is not None:
+            frame.attrs["cache"] = dict(self.cache_stats)
+        frame.attrs["warnings"] = list(self.warnings)
+        return frame
+
+    @property
+    def files(self) -> pd.DataFrame:
+        """The catalog as a pandas frame (:meth:`files_frame`), for today's consumers.
+
+        A bridge while the engines and the writer move to :attr:`catalog`; the
+        conversion (and the pandas import) happens only when this is read.
+        """
+        return self.files_frame()
 
     def partition(self, part: int, parts: int) -> Iterator[Batch]:
         """The batches of one of `parts` disjoint shares of the input, for workers.
@@ -89,199 +173,328 @@ class Inputs:
                 yield from opened.batches(groups)
 
 
+def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
+    """A catalog in the :data:`~lbnorm.schemas.INPUT_FILES` schema, defaults filled.
+
+    Args:
+        columns: Column name -> values (lists, numpy or Arrow arrays, or a
+            pandas frame's columns). ``path`` is required; absent ``format``,
+            ``sha256`` and ``reason`` are '', ``bytes``, ``rows`` and
+            ``n_ignored`` 0, ``superseded_by`` and ``tasks`` null. Columns
+            outside the schema (the parse cache's ``cache``) are kept after it.
+
+    Returns:
+        The catalog.
+
+    Examples:
+        >>> catalog_table({"path": ["a.csv"], "format": ["csv"], "rows": [3]})["rows"].to_pylist()
+        [3]
+    """
+    n_rows = len(columns["path"])
+    arrays: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for schema_field in INPUT_FILES:
+        name, type_ = schema_field.name, schema_field.type
+        values = columns.get(name)
+        if isinstance(values, pa.Array | pa.ChunkedArray):
+            arrays[name] = values.cast(type_)
+        elif values is None and name in ("superseded_by", "tasks"):
+            arrays[name] = pa.nulls(n_rows, type_)
+        elif pa.types.is_string(type_):
+            texts = [""] * n_rows if values is None else list(values)
+            arrays[name] = strings([v if isinstance(v, str) else None for v in texts])
+        elif pa.types.is_integer(type_):
+            counts = np.zeros(n_rows, np.int64) if values is None else values
+            arrays[name] = numbers(np.asarray(counts, dtype=np.int64), type_)
+        else:  # tasks, as lists
+            assert values is not None
+            lists = list(values)
+            valid = np.array([items is not None for items in lists], dtype=bool)
+            arrays[name] = string_lists(
+                [[] if items is None else list(items) for items in lists], valid=valid
+            )
+    for name in map(str, columns):  # kept after the schema's columns
+        if name not in arrays:
+            arrays[name] = strings([str(value) for value in columns[name]])
+    return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
+
+
 def read_files(
     paths: Sequence[str | Path],
     *,
     suite: Suite,
     options: RunOptions,
     progress: ProgressCallback | None = None,
+    max_results_bytes: int | None = MAX_RESULTS_BYTES,
 ) -> Inputs:
     """Read every input path into score batches and a catalog of files.
 
     Args:
-        paths: Files or directories.
+        paths: Files or directories (see the module docstring for what is read).
         suite: The suite, which says which results-file entries to read.
         options: The run's options: ``extra_columns`` (unknown table columns)
             and ``subtasks`` (read the columns the subtask-level output needs;
             False streams Parquet inputs with the keys and ``raw_score`` only).
         progress: Called as ``progress(stage, done, total)`` after each file.
+        max_results_bytes: The largest results file read (None: no limit);
+            default :data:`lbnorm.readers.files.MAX_RESULTS_BYTES`.
 
     Returns:
-        The scores (as batches) and the file catalog.
+        The scores (as batches), the file catalog and the warnings.
 
     Raises:
-        InputError: A path is missing, of an unknown type, unreadable or
-            malformed; the message names the file.
+        InputError: A path is missing, not a regular file or directory, of an
+            unknown type, unreadable, too large or malformed; the message names
+            the file.
     """
     extra_columns: ExtraColumns = options.extra_columns
-    if not paths:
-        msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
-        raise InputError(msg)
-    table_paths: list[Path] = []
-    json_paths: list[Path] = []
-    sample_paths: list[Path] = []  # harness per-sample files and sample tables
-    for entry in map(Path, paths):
-        if entry.is_dir():
-            # a details tree: samples, and results files (which win where both
-            # give a subtask; their scores stay, the samples fill the gaps)
-            samples = sorted(p for p in entry.rglob("samples_*.jsonl") if p.is_file())
-            sample_paths.extend(samples)
-            if any(entry.rglob("results_*.json")):
-                json_paths.extend(find_results_files(entry))
-                continue
-            if samples:
-                continue
-            found = sorted(
-                p
-                for p in entry.rglob("*")
-                if p.suffix.lower() in TABLE_SUFFIXES and p.is_file()
-            )
-            if not found:
-                find_results_files(entry)  # raises the "nothing found" error
-            table_paths.extend(found)
-        elif entry.is_file() and SAMPLES_FILE.match(entry.name):
-            sample_paths.append(entry)
-        elif entry.is_file():
-            (json_paths if entry.suffix.lower() == ".json" else table_paths).append(
-                entry
-            )
-        else:
-            msg = f"{entry}: no such file or directory.\nHint: check the path."
-            raise InputError(msg)
-    for path in [*table_paths, *json_paths, *sample_paths]:
-        _check_path_text(path)
-    # files in path order, whatever order they were named in: the subtask table
-    # lists each file's rows in file order, so the output depends on the files
-    # given, not on how they were listed
-    table_paths, json_paths, sample_paths = (
-        sorted(paths) for paths in (table_paths, json_paths, sample_paths)
-    )
-    sample_paths.extend(
-        path
-        for path in table_paths
-        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
-        and is_samples_table(path)
-    )
-    table_paths = [path for path in table_paths if path not in sample_paths]
-    catalogs: list[pd.DataFrame] = []
+    found = _find_inputs(paths)
+    catalogs: list[pa.Table] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
-    for done, path in enumerate(table_paths, start=1):
-        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":  # else: unsupported
+    warnings: list[str] = []
+    for done, path in enumerate(found.tables, start=1):
+        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":
             opened = open_parquet_scores(
                 path, extra_columns=extra_columns, keep_details=options.subtasks
             )
             streamed.append(opened)
             rows = opened.num_rows
         else:
-            scores = read_score_table(path, extra_columns=extra_columns)
-            eager.append(_frame_batch(scores, str(path)))
-            rows = len(scores)
+            batch = read_score_table(path, extra_columns=extra_columns)
+            eager.append(batch)
+            rows = batch.table.num_rows
         if progress is not None:
-            progress("reading score tables", done, len(table_paths))
+            progress("reading score tables", done, len(found.tables))
         catalogs.append(
-            pd.DataFrame(
+            catalog_table(
                 {
                     "path": [str(path)],
                     "format": [TABLE_SUFFIXES[path.suffix.lower()]],
                     "sha256": [sha256_file(path)],
                     "bytes": [path.stat().st_size],
                     "rows": [rows],
-                    "superseded_by": [None],
-                    "n_ignored": [0],
                 }
             )
         )
-    if json_paths:
-        subtasks = suite.subtask_table()
-        pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
+    if found.results:
+        columns = subtask_columns(suite)
+        pairs = list(zip(columns["task"], columns["metric"], strict=True))
         # read, hashed and parsed on every core for a tree; one file's bytes at a
         # time per process, small parsed records back
-        scores, catalog = read_results_paths(
-            json_paths, pairs, subtasks, read=read_bytes, progress=progress
+        read = read_results_paths(
+            found.results,
+            pairs,
+            columns,
+            read=functools.partial(read_bytes, max_bytes=max_results_bytes),
+            progress=progress,
         )
-        eager.append(_frame_batch(scores, "results files"))
-        catalog = catalog.assign(
-            format="lm-eval-harness",
-            rows=catalog["rows"].where(catalog["superseded_by"].isna(), 0),
-        )
+        eager.append(Batch(table=read.scores, source="results files"))
+        files = read.files
         catalogs.append(
-            catalog[
-                [
-                    "path",
-                    "format",
-                    "sha256",
-                    "bytes",
-                    "rows",
-                    "superseded_by",
-                    "n_ignored",
-                ]
-            ]
+            catalog_table(
+                {
+                    "path": files["path"],
+                    "format": ["lm-eval-harness"] * files.num_rows,
+                    "sha256": files["sha256"],
+                    "bytes": files["bytes"],
+                    "rows": files["rows"],
+                    "superseded_by": files["superseded_by"],
+                    "n_ignored": files["n_ignored"],
+                    "tasks": files["tasks"],
+                }
+            )
         )
-    if sample_paths:
-        scores, catalog = _read_samples(sample_paths, suite, catalogs, eager)
-        eager.append(_frame_batch(scores, "sample files"))
+        warnings.extend(read.warnings)
+    if found.samples:
+        batch, catalog = _read_samples(found.samples, suite, eager)
+        eager.append(batch)
         catalogs.append(catalog)
-    files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
-    if not files["rows"].any():  # an empty table must not replace the last leaderboard
-        shown = ", ".join(files["path"].head(5)) + (" ..." if len(files) > 5 else "")
-        msg = (
-            f"{shown}: no scores for suite {suite.name!r} in these {len(files)} file(s).\n"
-            "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
-            "the files are complete."
+    if found.skipped:
+        catalogs.append(_skipped_catalog(found.skipped))
+        shown = ", ".join(str(path) for path, _ in found.skipped[:5])
+        more = f" and {len(found.skipped) - 5} more" if len(found.skipped) > 5 else ""
+        warnings.append(
+            f"skipped {len(found.skipped)} file(s) that are not inputs: {shown}{more} "
+            "(listed in the input catalog with the reason)"
         )
-        raise InputError(msg)
+    files = pa.concat_tables(catalogs) if len(catalogs) > 1 else catalogs[0]
+    num_rows = int(pc.sum(files["rows"]).as_py() or 0)
+    if not num_rows:  # an empty table must not replace the last leaderboard
+        _raise_no_scores(files, suite)
     return Inputs(
         batches=itertools.chain(eager, *(opened.batches() for opened in streamed)),
-        files=files,
-        num_rows=int(files["rows"].sum()),
+        catalog=files,
+        num_rows=num_rows,
         eager=eager,
         streamed=streamed,
+        warnings=tuple(warnings),
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Found:
+    """The input paths, by kind, and the files found but skipped (with why)."""
+
+    tables: list[Path]
+    results: list[Path]
+    samples: list[Path]
+    skipped: list[tuple[Path, str]]
+
+
+def _find_inputs(paths: Sequence[str | Path]) -> _Found:
+    """Sort the paths given (and the files under directories) by what reads them."""
+    if not paths:
+        msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
+        raise InputError(msg)
+    tables: list[Path] = []
+    results: list[Path] = []
+    samples: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for entry in map(Path, paths):
+        _check_path_text(entry)
+        if entry.is_dir():
+            found = _walk_input_directory(entry)
+            tables += found.tables
+            results += found.results
+            samples += found.samples
+            skipped += found.skipped
+            continue
+        check_regular_file(entry)  # missing, a FIFO, a device: said so
+        if SAMPLES_FILE.match(entry.name):
+            samples.append(entry)
+        elif entry.suffix.lower() == ".json":
+            results.append(entry)
+        else:
+            tables.append(entry)
+    for path in [*tables, *results, *samples]:
+        _check_path_text(path)
+    samples += [
+        path
+        for path in tables
+        if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
+        and is_samples_table(path)
+    ]
+    tables = [path for path in tables if path not in samples]
+    # files in path order, whatever order they were named in: the subtask table
+    # lists each file's rows in file order, so an output depends on the files
+    # given, not on how they were listed
+    return _Found(
+        tables=sorted(tables),
+        results=sorted(results),
+        samples=sorted(samples),
+        skipped=skipped,
+    )
+
+
+def _walk_input_directory(directory: Path) -> _Found:
+    """A directory's inputs (a results tree's or a table directory's) and the rest."""
+    files, others = walk_directory(directory)
+    results = [path for path in files if RESULTS_FILE.match(path.name)]
+    samples = [path for path in files if SAMPLES_FILE.match(path.name)]
+    is_tree = bool(results or samples) or any(
+        RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
+        for path, _ in others
+    )
+    if is_tree:
+
+        def is_input(name: str) -> bool:
+            return bool(RESULTS_FILE.match(name) or SAMPLES_FILE.match(name))
+
+        tables: list[Path] = []
+        reason = _SKIPPED_IN_TREE
+    else:
+
+        def is_input(name: str) -> bool:
+            return Path(name).suffix.lower() in TABLE_SUFFIXES
+
+        tables = [path for path in files if is_input(path.name)]
+        reason = _SKIPPED_IN_TABLES
+    for path, kind in others:
+        if is_input(path.name):
+            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
+            raise InputError(msg)
+    skipped = [(path, reason) for path in files if not is_input(path.name)]
+    skipped += [(path, f"{kind}, not a regular file") for path, kind in others]
+    if not (results or samples or tables):
+        msg = (
+            f"{directory}: no results_*.json files found in this directory tree, and "
+            "no score tables (.csv, .jsonl, .ndjson, .parquet, .pq).\n"
+            "Hint: point lbnorm at a leaderboard tree (<org>/<model>/results_<timestamp>.json) "
+            "or at score tables (.csv, .jsonl, .parquet)."
+        )
+        raise InputError(msg)
+    return _Found(
+        tables=tables, results=results, samples=samples, skipped=sorted(skipped)
+    )
+
+
+def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
+    sizes = []
+    for path, _ in skipped:
+        try:
+            sizes.append(path.stat().st_size)
+        except OSError:  # a dangling link
+            sizes.append(0)
+    return catalog_table(
+        {
+            "path": [str(path) for path, _ in skipped],
+            "format": ["skipped"] * len(skipped),
+            "bytes": sizes,
+            "reason": [reason for _, reason in skipped],
+        }
+    )
+
+
+def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
+    read = files.filter(pc.not_equal(files["format"], scalar("skipped", pa.string())))
+    paths = read["path"].to_pylist() or files["path"].to_pylist()
+    shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+    msg = (
+        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).\n"
+        "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
+        "the files are complete."
+    )
+    raise InputError(msg)
+
+
 def _read_samples(
-    paths: list[Path],
-    suite: Suite,
-    catalogs: Sequence[pd.DataFrame],
-    eager: Sequence[Batch],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    paths: list[Path], suite: Suite, eager: Sequence[Batch]
+) -> tuple[Batch, pa.Table]:
     """Scores aggregated from sample files and tables, and their catalog.
 
     Results files already read win: their (variant, subtask) rows, found in
-    `eager` by source path, are not taken from the samples.
+    `eager` by source, are not taken from the samples.
     """
-    harness = [c["path"][c["format"] == "lm-eval-harness"] for c in catalogs]
-    results = pa.array(pd.concat(harness).astype(str) if harness else [], pa.string())
+    import pandas as pd  # the sample aggregation still works on frames
+
+    from lbnorm.readers.samples import read_samples
+
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
     taken = [
-        batch.table.select(columns)
-        .filter(pc.is_in(batch.table["source"].cast(pa.string()), value_set=results))
-        .to_pandas()
+        batch.table.select(columns).to_pandas()
         for batch in eager
-        if set(columns) <= set(batch.table.column_names)
+        if batch.source == "results files"
     ]
     scores, files = read_samples(
         paths,
         suite.subtask_table(),
         taken=pd.concat(taken, ignore_index=True) if taken else None,
     )
-    files = files.assign(
-        sha256=[sha256_file(Path(path)) for path in files["path"]],
-        bytes=[Path(path).stat().st_size for path in files["path"]],
-    )
-    return scores, files[
-        ["path", "format", "sha256", "bytes", "rows", "superseded_by", "n_ignored"]
-    ]
-
-
-def _frame_batch(scores: pd.DataFrame, source: str) -> Batch:
-    # `_row` locates a row for messages: a row number in a table, a results key
-    # in a harness file; as text, so batches of both kinds concatenate
     table = pa.Table.from_pandas(
         scores.assign(_row=scores["_row"].astype(str)), preserve_index=False
     )
-    return Batch(table=table, source=source)
+    catalog = catalog_table(
+        {
+            "path": files["path"].tolist(),
+            "format": files["format"].tolist(),
+            "sha256": [sha256_file(Path(path)) for path in files["path"]],
+            "bytes": [Path(path).stat().st_size for path in files["path"]],
+            "rows": files["rows"].tolist(),
+            "superseded_by": files["superseded_by"],
+            "n_ignored": files["n_ignored"].tolist(),
+        }
+    )
+    return Batch(table=table, source="sample files"), catalog
 
 
 def _check_path_text(path: Path) -> None:

@@ -2,27 +2,38 @@
 
 The one map from file suffix to format lives here; the score readers, the
 metadata join, the reader of output directories and ``lbnorm query`` all use it.
+So do the rules every reader follows before it opens anything: an input is a
+regular file (a FIFO, a device or a socket is refused, named for what it is,
+without opening it: opening a FIFO would wait for a writer), every folder of a
+directory input is readable (an unreadable one is an error, never a silent
+skip), and a results file is at most :data:`MAX_RESULTS_BYTES`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import reprlib
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from lbnorm.errors import InputError
 
 __all__ = [
     "FILE_FORMATS",
+    "MAX_RESULTS_BYTES",
     "TABLE_SUFFIXES",
     "FileFormat",
+    "check_regular_file",
+    "describe_mode",
     "file_format",
     "json_lines",
     "read_bytes",
     "sha256_file",
+    "walk_directory",
 ]
 
 _SHORT = reprlib.Repr()  # bounded reprs for messages
@@ -57,15 +68,165 @@ def file_format(path: str | Path) -> FileFormat | None:
     return FILE_FORMATS.get(Path(path).suffix.lower())
 
 
-def read_bytes(path: Path) -> bytes:
-    """Return a file's bytes; an unreadable file is an :class:`InputError`."""
+#: The largest results file read by default: 512 MiB. Real lm-evaluation-harness
+#: and lighteval results files are about 130 KB; a file thousands of times that
+#: size is a damaged or padded download, and parsing it takes about twice its size
+#: in memory. Pass ``max_results_bytes`` to :func:`lbnorm.readers.read_inputs`
+#: (None: no limit) to read one anyway.
+MAX_RESULTS_BYTES = 512 * 2**20
+
+_VCS_FOLDERS = frozenset({".git", ".hg", ".svn"})
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def describe_mode(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words.
+
+    Examples:
+        >>> describe_mode(os.stat("/dev/null").st_mode)
+        'a character device'
+    """
+    for is_kind, words in _KINDS:
+        if is_kind(mode):
+            return words
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_regular_file(path: Path) -> os.stat_result:
+    """Return a file's ``stat``; refuse anything that is not a regular file.
+
+    Only ``stat`` is called (it follows symbolic links): a FIFO is refused
+    without being opened, so nothing waits for a writer.
+
+    Raises:
+        InputError: The path does not exist, cannot be looked at, or is a
+            directory, FIFO, device or socket; the message says which.
+    """
     try:
-        return path.read_bytes()
+        info = path.stat()
+    except FileNotFoundError as exc:
+        msg = f"{path}: no such file or directory.\nHint: check the path."
+        raise InputError(msg) from exc
     except OSError as exc:
         msg = (
             f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
         )
         raise InputError(msg) from exc
+    if not stat.S_ISREG(info.st_mode):
+        msg = (
+            f"{path}: is {describe_mode(info.st_mode)}, not a regular file; lbnorm reads "
+            "score files and results files only.\n"
+            "Hint: copy the data into a file first (lbnorm does not read pipes or devices)."
+        )
+        raise InputError(msg)
+    return info
+
+
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
+    """Return a regular file's bytes, refusing files over `max_bytes`.
+
+    Args:
+        path: The file.
+        max_bytes: The largest size read (None: no limit); a results reader
+            passes :data:`MAX_RESULTS_BYTES` or the caller's choice.
+
+    Raises:
+        InputError: Not a regular file, unreadable, or over `max_bytes`.
+    """
+    size = check_regular_file(path).st_size
+    if max_bytes is not None and size > max_bytes:
+        raise _too_large(path, size, max_bytes)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read()  # sized from fstat: one allocation
+    except OSError as exc:
+        msg = (
+            f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
+        )
+        raise InputError(msg) from exc
+    if max_bytes is not None and len(data) > max_bytes:  # it grew since stat
+        raise _too_large(path, len(data), max_bytes)
+    return data
+
+
+def _too_large(path: Path, size: int, limit: int) -> InputError:
+    msg = (
+        f"{path}: {size:,} bytes is over the {limit:,}-byte ({limit / 2**20:,.0f} MiB) "
+        "limit for one results file; real results files are about 130 KB.\n"
+        "Hint: check that this is a complete, undamaged results file; to read larger "
+        "files, pass max_results_bytes (None: no limit) to lbnorm.readers.read_inputs."
+    )
+    return InputError(msg)
+
+
+def walk_directory(directory: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Every regular file under `directory`, and every other entry with what it is.
+
+    Version-control folders (``.git``, ``.hg``, ``.svn``: a cloned results
+    repository has one) are neither walked nor listed; every other folder is.
+    Symbolic links to files count as files; links to directories are not
+    followed (listed as others).
+
+    Args:
+        directory: The directory.
+
+    Returns:
+        The regular files, sorted; and the other entries (FIFOs, devices,
+        sockets, links to directories, dangling links), sorted, each with its
+        kind in words.
+
+    Raises:
+        InputError: A directory in the tree (or the tree itself) cannot be
+            listed; the message names it, as it does for an unreadable file.
+    """
+
+    def fail(exc: OSError) -> NoReturn:
+        msg = (
+            f"{exc.filename}: cannot read the directory: {exc.strerror}.\n"
+            "Hint: check its permissions: every folder of an input tree must be "
+            "readable (lbnorm never skips one silently)."
+        )
+        raise InputError(msg) from exc
+
+    files: list[Path] = []
+    others: list[tuple[Path, str]] = []
+    pending = [directory]
+    while pending:  # scandir's entries know their type: no stat per plain file
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            fail(exc)
+        for entry in entries:
+            path = folder / entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _VCS_FOLDERS:
+                        pending.append(path)
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    files.append(path)
+                    continue
+                mode = entry.stat().st_mode  # a link, a FIFO, a device...
+            except FileNotFoundError:
+                others.append((path, "a dangling symbolic link"))
+                continue
+            except OSError as exc:
+                fail(exc)
+            if stat.S_ISREG(mode):
+                files.append(path)
+            elif stat.S_ISDIR(mode):
+                others.append((path, "a link to a directory (not followed)"))
+            else:
+                others.append((path, describe_mode(mode)))
+    return sorted(files), sorted(others)
 
 
 def sha256_file(path: Path) -> str:

@@ -1,15 +1,39 @@
-"""lm-evaluation-harness results files, single or as leaderboard trees.
+"""Results files, single or as leaderboard trees: lm-evaluation-harness, v1 and lighteval.
 
 A leaderboard keeps one file per run, ``<org>/<model>/results_<ISO timestamp>.json``.
+Three layouts are read, all the same way:
+
+- **lm-evaluation-harness 0.4** (the v2 leaderboard): ``results[task][metric]``
+  with metrics such as ``acc_norm,none``, the model in ``model_name`` and
+  ``config`` (``model_args``, ``model_dtype``, ``model_sha``...).
+- **Open LLM Leaderboard v1** (lighteval running the harness tasks):
+  ``results["harness|<task>|<shots>"]`` plus an ``all`` entry, ``versions``,
+  ``config_tasks``, ``summary_tasks``, ``summary_general``, and the model in
+  ``config_general`` (``model_name``, ``model_sha``, ``model_dtype``); files
+  from before autumn 2023 call that object ``config``.
+- **lighteval**: the same layout, keyed ``<suite>|<task>|<shots>`` (``versions``
+  may be empty, ``job_id`` is a string); newer versions also keep the name in
+  ``config_general.model_config.model_name``.
+
 For each file this reader takes the suite's ``results[task][metric]`` values
 (never ``groups``, which can hold stale values after a re-scoring), their
 ``*_stderr`` (``"N/A"`` becomes null) and ``n-samples``, and the model variant:
-name from ``model_name`` / ``config.model_name`` / ``model_args`` ``pretrained=`` /
-the path; precision from ``config.model_dtype`` or ``dtype=``; revision from
-``config.model_sha`` / ``model_revision`` / ``revision=``; chat template applied
-when ``chat_template`` is not null. Tasks the suite does not use are counted, not
-read. When several files describe one variant, the newest timestamp wins (ties
-broken by path) and the others are reported as superseded.
+name from ``model_name`` / ``config_general.model_name`` / ``config.model_name``
+/ ``model_args`` ``pretrained=`` / the path; precision from ``model_dtype`` (in
+``config`` or ``config_general``) or ``dtype=``; revision from ``model_sha`` /
+``model_revision`` / ``revision=``; chat template applied when ``chat_template``
+is not null (or lighteval's ``use_chat_template`` is true). Tasks the suite does
+not use are counted, not read.
+
+**Several files of one variant.** The v1 leaderboard added tasks over time
+(Winogrande and GSM8K in autumn 2023, a GSM8K re-run in December 2023), so a
+model's newest file often holds one task and ``all``; the leaderboard took each
+task from the newest file that has it, and so does this reader: per (variant,
+suite subtask), the newest run time wins (ties broken by path; a tie between
+files holding different values is an error). The catalog lists which tasks each
+file gave; a file that gave nothing because newer files gave all its scores is
+superseded by the newest of them; files of one variant that disagree on a score
+produce a warning naming both files and the benchmark.
 
 A tree of thousands of files is read on every core: :func:`scan_results_files`
 deals chunks of paths to forked worker processes, each of which reads, hashes
@@ -44,7 +68,7 @@ import multiprocessing
 import os
 import re
 import reprlib
-from collections.abc import Callable, Generator, Iterable, Sequence, Sized
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -53,22 +77,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
+import pyarrow as pa
 
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, start_worker
 from lbnorm.options import ProgressCallback
-from lbnorm.schemas import KEY_COLUMNS, SCORES
+from lbnorm.readers.arrays import booleans, numbers, string_lists, strings, to_numpy
+from lbnorm.readers.files import walk_directory
+from lbnorm.schemas import SCORES
+from lbnorm.suites import Suite
 
 __all__ = [
+    "RESULTS_FILE",
     "HarnessFile",
+    "ResultsRead",
     "ScannedFile",
+    "combine_results",
     "find_results_files",
     "parse_results_file",
     "read_results_files",
     "read_results_paths",
     "scan_results_files",
+    "subtask_columns",
 ]
+
+#: How results files are named (the leaderboard's ``results_<timestamp>.json``).
+RESULTS_FILE = re.compile(r"^results_.*\.json$")
 
 _TIMESTAMP = re.compile(
     r"results_(\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(?:\.\d+)?)"
@@ -98,6 +133,7 @@ else:
 
         results: Any = None
         config: Any = None
+        config_general: Any = None
         n_samples: Any = msgspec.field(default=None, name="n-samples")
         model_name: Any = None
         chat_template: Any = None
@@ -162,17 +198,42 @@ def find_results_files(directory: Path) -> list[Path]:
     """Return the ``results_*.json`` files under `directory`, sorted.
 
     Raises:
-        InputError: None were found.
+        InputError: None were found; a folder of the tree cannot be read; or
+            an entry named ``results_*.json`` is not a regular file (a FIFO, a
+            device), named for what it is.
     """
-    files = sorted(path for path in directory.rglob("results_*.json") if path.is_file())
-    if not files:
+    files, others = walk_directory(directory)
+    for path, kind in others:
+        if RESULTS_FILE.match(path.name):
+            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the results file, or remove it from the tree."
+            raise InputError(msg)
+    found = [path for path in files if RESULTS_FILE.match(path.name)]
+    if not found:
         msg = (
             f"{directory}: no results_*.json files found in this directory tree.\n"
             "Hint: point lbnorm at a leaderboard tree (<org>/<model>/results_<timestamp>.json) "
             "or at score tables (.csv, .jsonl, .parquet)."
         )
         raise InputError(msg)
-    return files
+    return found
+
+
+def subtask_columns(suite: Suite) -> dict[str, list[str]]:
+    """The suite's subtasks as columns, in suite order: what the results readers need.
+
+    Examples:
+        >>> from lbnorm.suites import load_suite
+        >>> columns = subtask_columns(load_suite("openllm-v1"))
+        >>> columns["task"][-1], columns["metric"][-1], columns["benchmark"][-1]
+        ('harness|gsm8k|5', 'acc', 'GSM8K')
+    """
+    subtasks = [(b, s) for b in suite.benchmarks for s in b.subtasks]
+    return {
+        "benchmark": [b.name for b, _ in subtasks],
+        "subtask": [s.name for _, s in subtasks],
+        "task": [s.task for _, s in subtasks],
+        "metric": [s.metric for _, s in subtasks],
+    }
 
 
 def parse_results_file(
@@ -203,21 +264,33 @@ def parse_results_file(
             "Hint: lbnorm reads lm-evaluation-harness results files, whose scores are under 'results'."
         )
         raise InputError(msg)
-    config = document.get("config") if isinstance(document.get("config"), dict) else {}
-    assert isinstance(config, dict)
+    config = _object(document.get("config"))
+    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
     args = _parse_model_args(config.get("model_args"))
     model = _first_text(
-        document.get("model_name"), config.get("model_name"), args.get("pretrained")
+        document.get("model_name"),
+        general.get("model_name"),
+        _object(general.get("model_config")).get("model_name"),
+        config.get("model_name"),
+        args.get("pretrained"),
     )
     model = model or _model_from_path(path)
     if not model:
-        msg = f'{path}: no model name (model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
+        msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
-    precision = _first_text(config.get("model_dtype"), args.get("dtype")).removeprefix(
-        "torch."
-    )
+    precision = _first_text(
+        config.get("model_dtype"), general.get("model_dtype"), args.get("dtype")
+    ).removeprefix("torch.")
     revision = _first_text(
-        config.get("model_sha"), config.get("model_revision"), args.get("revision")
+        config.get("model_sha"),
+        config.get("model_revision"),
+        general.get("model_sha"),
+        general.get("model_revision"),
+        args.get("revision"),
+    )
+    is_chat = document.get("chat_template") is not None or True in (
+        general.get("use_chat_template"),
+        _object(general.get("model_config")).get("use_chat_template"),
     )
     rows: dict[str, list[Any]] = {
         "subtask_index": [],
@@ -246,8 +319,8 @@ def parse_results_file(
             msg = f"{path}: {key} is {_shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
             raise InputError(msg)
         rows["subtask_index"].append(index)
-        rows["raw_score"].append(float(value))
-        rows["stderr"].append(_stderr(entry, metric))
+        rows["raw_score"].append(_float(path, key, value))
+        rows["stderr"].append(_stderr(path, key, entry, metric))
         rows["n_samples"].append(_n_samples(counts.get(task)))
         rows["key"].append(key)
     names = {"model name": model, "precision": precision, "revision": revision}
@@ -258,36 +331,63 @@ def parse_results_file(
         model=model,
         precision=precision,
         revision=revision,
-        chat_template=document.get("chat_template") is not None,
+        chat_template=is_chat,
         timestamp=_timestamp(path, document.get("date")),
         rows=rows,
         n_ignored=len(set(results) - used_tasks),
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultsRead:
+    """Results files read: the scores taken, what each file gave, and warnings.
+
+    Attributes:
+        scores: The :data:`~lbnorm.schemas.SCORES` columns plus ``_row`` (the
+            results key each score came from), newest per (variant, subtask).
+        files: One row per file, in input order: ``path``, the variant keys,
+            ``timestamp``, ``rows`` (scores taken from it), ``n_ignored``,
+            ``superseded_by`` (null unless newer files gave all its scores),
+            ``tasks`` (the tasks taken from it) and, from paths, ``sha256`` and
+            ``bytes``.
+        warnings: Files of one variant that disagree on a score, one line per
+            (variant, benchmark, older file).
+    """
+
+    scores: pa.Table
+    files: pa.Table
+    warnings: tuple[str, ...] = ()
+
+
+#: Per suite subtask: ``benchmark``, ``subtask``, ``task`` and ``metric`` (see
+#: :func:`subtask_columns`; a pandas frame of the suite's subtask table also fits).
+SubtaskColumns = Mapping[str, Sequence[str]]
+
+
 def read_results_files(
     files: Iterable[tuple[Path, bytes]],
     pairs: Sequence[tuple[str, str]],
-    subtask_names: pd.DataFrame,
+    subtask_names: SubtaskColumns,
     *,
     progress: ProgressCallback | None = None,
     total: int | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Parse results files and keep the newest file per model variant.
+) -> ResultsRead:
+    """Parse results files and keep the newest result per (variant, subtask).
 
     Args:
         files: (path, bytes) of each results file; consumed once, so a generator
             keeps one file's bytes in memory at a time.
         pairs: The suite's (task, metric) pairs in suite order.
-        subtask_names: The suite's ``benchmark``, ``subtask`` and ``metric`` in
-            the same order.
+        subtask_names: The suite's subtask columns (:func:`subtask_columns`).
         progress: Called as ``progress(stage, done, total)`` after each file.
         total: How many files `files` yields, for progress (default: its length).
 
     Returns:
-        The scores (:data:`SCORES` columns plus ``_row``, the results key) and a
-        frame of files: ``path``, the variant keys, ``timestamp``, ``rows``,
-        ``n_ignored`` and ``superseded_by`` (null for the file used).
+        The scores, the files and the warnings (:class:`ResultsRead`).
+
+    Raises:
+        InputError: A file is malformed, or two files of one variant with the
+            same run time hold different values for one subtask.
     """
     parsed: list[HarnessFile] = []
     if total is None and isinstance(files, Sized):
@@ -296,19 +396,19 @@ def read_results_files(
         parsed.append(parse_results_file(path, data, pairs))
         if progress is not None:
             progress("parsing results files", len(parsed), total or len(parsed))
-    return _combine(parsed, subtask_names)
+    return combine_results(parsed, pairs, subtask_names)
 
 
 def read_results_paths(
     paths: Sequence[Path],
     pairs: Sequence[tuple[str, str]],
-    subtask_names: pd.DataFrame,
+    subtask_names: SubtaskColumns,
     *,
     read: Callable[[Path], bytes],
     progress: ProgressCallback | None = None,
     workers: int | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read, hash and parse results files (on every core) and keep the newest per variant.
+) -> ResultsRead:
+    """Read, hash and parse results files (on every core); newest result per (variant, subtask).
 
     As :func:`read_results_files`, from paths: the files are read and parsed by
     :func:`scan_results_files`, in worker processes when there are many.
@@ -316,15 +416,14 @@ def read_results_paths(
     Args:
         paths: The results files.
         pairs: The suite's (task, metric) pairs in suite order.
-        subtask_names: The suite's ``benchmark``, ``subtask`` and ``metric`` in
-            the same order.
+        subtask_names: The suite's subtask columns (:func:`subtask_columns`).
         read: Returns a file's bytes, raising :class:`InputError` if it cannot.
         progress: Called as ``progress(stage, done, total)`` as files complete.
         workers: Processes to use (default: the cores this process may run on).
 
     Returns:
-        The scores and the file catalog of :func:`read_results_files`, whose
-        catalog has two more columns: ``sha256`` and ``bytes``.
+        As :func:`read_results_files`; ``files`` has two more columns,
+        ``sha256`` and ``bytes``.
 
     Raises:
         InputError: A file cannot be read or parsed: the first such in `paths`,
@@ -344,8 +443,10 @@ def read_results_paths(
         parsed.append(item.parsed)
         hashes.append(item.sha256)
         sizes.append(item.size)
-    scores, catalog = _combine(parsed, subtask_names)
-    return scores, catalog.assign(sha256=hashes, bytes=sizes)
+    read_ = combine_results(parsed, pairs, subtask_names)
+    files = read_.files.append_column("sha256", strings(hashes))
+    files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
+    return ResultsRead(scores=read_.scores, files=files, warnings=read_.warnings)
 
 
 def scan_results_files(
@@ -577,106 +678,260 @@ def _scan_file(
     )
 
 
-def _combine(
-    parsed: Sequence[HarnessFile], subtask_names: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The newest file per variant: its scores, and the catalog of every file."""
-    catalog = pd.DataFrame(
+def combine_results(
+    parsed: Sequence[HarnessFile],
+    pairs: Sequence[tuple[str, str]],
+    names: SubtaskColumns,
+) -> ResultsRead:
+    """The newest result per (variant, subtask), what each file gave, and warnings.
+
+    The one rule for several files of a variant (see the module docstring),
+    used on freshly parsed files and by the parse cache on remembered ones.
+
+    Args:
+        parsed: The parsed files, in input order.
+        pairs: The suite's (task, metric) pairs in suite order.
+        names: The suite's subtask columns (:func:`subtask_columns`).
+
+    Returns:
+        The scores, one row per file, and the warnings (:class:`ResultsRead`).
+
+    Raises:
+        InputError: Two files of a variant with the same run time hold
+            different values for one subtask.
+    """
+    n_files = len(parsed)
+    lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
+    n_rows = int(lengths.sum())
+    owner = np.repeat(np.arange(n_files, dtype=np.int64), lengths)  # each row's file
+    index = np.fromiter(
+        (i for p in parsed for i in p.rows["subtask_index"]), np.int64, n_rows
+    )
+    raw = np.fromiter(
+        (v for p in parsed for v in p.rows["raw_score"]), np.float64, n_rows
+    )
+    stderr = _optional(
+        [v for p in parsed for v in p.rows["stderr"]], np.float64, pa.float64()
+    )
+    n_samples = _optional(
+        [v for p in parsed for v in p.rows["n_samples"]], np.int64, pa.int64()
+    )
+    # each file's variant code and rank by (run time, path): per file, not per row
+    variants: dict[tuple[str, str, str, bool], int] = {}
+    file_variant = np.array(
+        [
+            variants.setdefault(
+                (p.model, p.precision, p.revision, p.chat_template), len(variants)
+            )
+            for p in parsed
+        ],
+        dtype=np.int64,
+    )
+    by_time = sorted(
+        range(n_files), key=lambda i: (parsed[i].timestamp, parsed[i].path)
+    )
+    rank = np.empty(n_files, dtype=np.int64)
+    rank[by_time] = np.arange(n_files)
+    # rows grouped by (variant, subtask), oldest first: the last of a group wins
+    order = np.lexsort((rank[owner], index, file_variant[owner]))
+    variant_sorted, index_sorted = file_variant[owner][order], index[order]
+    is_last = np.ones(n_rows, dtype=bool)
+    is_last[:-1] = (variant_sorted[1:] != variant_sorted[:-1]) | (
+        index_sorted[1:] != index_sorted[:-1]
+    )
+    group = np.cumsum(np.r_[True, is_last[:-1]][:n_rows]) - 1  # each sorted row's group
+    winner = order[is_last][group]  # each sorted row's group winner (a row)
+    _check_ties(parsed, owner, order, winner, raw, stderr, n_samples)
+    taken = np.sort(order[is_last])  # in file order, then suite order
+    rows_taken = np.bincount(owner[taken], minlength=n_files)
+    lost = order[order != winner]  # rows a newer file's row replaced
+    newest_over = np.full(n_files, -1, dtype=np.int64)
+    np.maximum.at(newest_over, owner[lost], rank[owner[winner[order != winner]]])
+    is_superseded = (rows_taken == 0) & (lengths > 0)
+    superseded_by: list[str | None] = [
+        parsed[by_time[newest_over[i]]].path if is_superseded[i] else None
+        for i in range(n_files)
+    ]
+    task_of = np.array([task for task, _ in pairs], dtype=object)
+    taken_tasks = np.split(task_of[index[taken]], np.cumsum(rows_taken)[:-1])
+    files = pa.table(
         {
-            "path": [p.path for p in parsed],
-            "model": [p.model for p in parsed],
-            "precision": [p.precision for p in parsed],
-            "revision": [p.revision for p in parsed],
-            "chat_template": [p.chat_template for p in parsed],
-            "timestamp": [p.timestamp for p in parsed],
-            "rows": [len(p.rows["raw_score"]) for p in parsed],
-            "n_ignored": [p.n_ignored for p in parsed],
+            "path": strings([p.path for p in parsed]),
+            "model": strings([p.model for p in parsed]),
+            "precision": strings([p.precision for p in parsed]),
+            "revision": strings([p.revision for p in parsed]),
+            "chat_template": booleans(
+                np.array([p.chat_template for p in parsed], bool)
+            ),
+            "timestamp": strings([p.timestamp for p in parsed]),
+            "rows": numbers(rows_taken, pa.int64()),
+            "n_ignored": numbers(np.array([p.n_ignored for p in parsed]), pa.int64()),
+            "superseded_by": strings(superseded_by),
+            "tasks": string_lists(
+                [list(dict.fromkeys(tasks)) for tasks in taken_tasks]
+            ),
         }
     )
-    order = catalog.sort_values([*KEY_COLUMNS, "timestamp", "path"]).index
-    newest = (
-        catalog.loc[order]
-        .groupby(list(KEY_COLUMNS), sort=False)["path"]
-        .transform("last")
+    warnings = _disagreements(parsed, names, owner, index, order, winner, raw)
+    return ResultsRead(
+        scores=_scores(
+            parsed, names, pairs, owner, index, taken, raw, stderr, n_samples
+        ),
+        files=files,
+        warnings=warnings,
     )
-    catalog["superseded_by"] = newest.where(
-        newest != catalog.loc[order, "path"]
-    ).reindex(catalog.index)
-    _check_ties(parsed, catalog)
-    kept = [
-        p
-        for p, is_superseded in zip(
-            parsed, catalog["superseded_by"].notna(), strict=True
-        )
-        if not is_superseded
-    ]
-    # text columns are built as Arrow string arrays of the few distinct values,
-    # then taken per row: no conversion of 180k Python strings per column
-    lengths = [len(p.rows["raw_score"]) for p in kept]
-    owner = np.repeat(np.arange(len(kept)), lengths)  # each row's file
-    index = np.array([i for p in kept for i in p.rows["subtask_index"]], dtype=np.int64)
-    distinct: dict[str, int] = {}
-    key_codes = [
-        distinct.setdefault(k, len(distinct)) for p in kept for k in p.rows["key"]
-    ]
-
-    text: Any = "str" if len(index) else object  # no rows: untyped, as always
-
-    def per_file(values: list[str]) -> Any:
-        return pd.array(values, dtype="str").take(owner).astype(text)
-
-    def per_subtask(column: str) -> Any:
-        values = pd.array(subtask_names[column].to_numpy(), dtype="str")
-        return values.take(index).astype(text)
-
-    scores = pd.DataFrame(
-        {
-            "model": per_file([p.model for p in kept]),
-            "precision": per_file([p.precision for p in kept]),
-            "revision": per_file([p.revision for p in kept]),
-            "chat_template": np.array([p.chat_template for p in kept], dtype=bool)[
-                owner
-            ],
-            "benchmark": per_subtask("benchmark"),
-            "subtask": per_subtask("subtask"),
-            "metric": per_subtask("metric"),
-            "raw_score": pd.Series(
-                [v for p in kept for v in p.rows["raw_score"]], dtype="float64"
-            ),
-            "stderr": pd.Series(
-                [v for p in kept for v in p.rows["stderr"]], dtype="float64"
-            ),
-            "n_samples": pd.Series(
-                [v for p in kept for v in p.rows["n_samples"]], dtype="Int64"
-            ),
-            "source": per_file([p.path for p in kept]),
-            "_row": pd.array(list(distinct), dtype="str").take(
-                np.array(key_codes, dtype=np.int64)
-            ),
-        }
-    )
-    return scores[[*SCORES.names, "_row"]], catalog
 
 
-def _check_ties(parsed: Sequence[HarnessFile], catalog: pd.DataFrame) -> None:
-    """Files of one variant with the same run time must agree: neither is newer."""
-    is_tied = catalog.duplicated([*KEY_COLUMNS, "timestamp"], keep=False)
-    if not is_tied.any():
+def _scores(
+    parsed: Sequence[HarnessFile],
+    names: SubtaskColumns,
+    pairs: Sequence[tuple[str, str]],
+    owner: npt.NDArray[np.int64],
+    index: npt.NDArray[np.int64],
+    taken: npt.NDArray[np.int64],
+    raw: npt.NDArray[np.float64],
+    stderr: pa.Array,
+    n_samples: pa.Array,
+) -> pa.Table:
+    """The taken rows in the :data:`SCORES` contract, plus ``_row``.
+
+    Text is taken per row from arrays of the few distinct values (one per file
+    or per subtask): no Python string is built per row.
+    """
+    at_file = numbers(owner[taken], pa.int64())
+    at_subtask = numbers(index[taken], pa.int64())
+
+    def per_file(values: list[str]) -> pa.Array:
+        return strings(values).take(at_file)
+
+    def per_subtask(values: Sequence[str]) -> pa.Array:
+        return strings(list(values)).take(at_subtask)
+
+    rows = numbers(taken, pa.int64())
+    columns = {
+        "model": per_file([p.model for p in parsed]),
+        "precision": per_file([p.precision for p in parsed]),
+        "revision": per_file([p.revision for p in parsed]),
+        "chat_template": booleans(
+            np.array([p.chat_template for p in parsed], dtype=bool)
+        ).take(at_file),
+        "benchmark": per_subtask(names["benchmark"]),
+        "subtask": per_subtask(names["subtask"]),
+        "metric": per_subtask(names["metric"]),
+        "raw_score": numbers(raw[taken], pa.float64()),
+        "stderr": stderr.take(rows),
+        "n_samples": n_samples.take(rows),
+        "source": per_file([p.path for p in parsed]),
+        "_row": per_subtask(_result_keys(pairs)),
+    }
+    schema = SCORES.append(pa.field("_row", pa.string()))
+    return pa.Table.from_arrays(list(columns.values()), schema=schema)
+
+
+def _optional(
+    values: list[Any], dtype: type[np.generic], type_: pa.DataType
+) -> pa.Array:
+    """Numbers with None for null, as an Arrow array (no pandas probe)."""
+    valid = np.array([value is not None for value in values], dtype=bool)
+    data = np.array([0 if value is None else value for value in values], dtype=dtype)
+    return numbers(data, type_, valid=valid)
+
+
+def _differs(
+    raw: npt.NDArray[np.float64],
+    left: npt.NDArray[np.int64],
+    right: npt.NDArray[np.int64],
+) -> npt.NDArray[np.bool_]:
+    """Whether rows hold different scores (NaN equals NaN: the same text was read)."""
+    a, b = raw[left], raw[right]
+    same: npt.NDArray[np.bool_] = (a == b) | (np.isnan(a) & np.isnan(b))
+    return ~same
+
+
+def _check_ties(
+    parsed: Sequence[HarnessFile],
+    owner: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+    winner: npt.NDArray[np.int64],
+    raw: npt.NDArray[np.float64],
+    stderr: pa.Array,
+    n_samples: pa.Array,
+) -> None:
+    """A subtask's newest value must be unambiguous: two files with its run time agree."""
+    runner_up = np.flatnonzero(
+        (order[:-1] != winner[:-1]) & (order[1:] == winner[1:])
+    )  # sorted positions just before a group's winner, in the same group
+    first, second = order[runner_up], order[runner_up + 1]
+    times = np.array([p.timestamp for p in parsed], dtype=object)
+    is_tied = times[owner[first]] == times[owner[second]]
+    first, second = first[is_tied], second[is_tied]
+    if not first.size:
         return
-    groups = catalog[is_tied].groupby([*KEY_COLUMNS, "timestamp"], sort=True)
-    for positions in groups.indices.values():  # a few tied groups, not rows
-        first, *others = sorted((parsed[i] for i in positions), key=lambda p: p.path)
-        for other in others:
-            if not pd.DataFrame(other.rows).equals(pd.DataFrame(first.rows)):
-                msg = (
-                    f"{first.path} and {other.path}: two results files for the same model "
-                    f"variant ({_shown(first.model)}, precision {first.precision!r}, revision "
-                    f"{first.revision!r}) with the same run time ({first.timestamp or 'none in the file name'}) "
-                    "hold different scores, so neither is the newest.\n"
-                    "Hint: remove the wrong file, or keep the results_<timestamp>.json names "
-                    "so that the newest run wins."
-                )
-                raise InputError(msg)
+    numbers = np.column_stack(
+        [
+            to_numpy(stderr, null=np.nan),
+            to_numpy(n_samples, null=-1).astype(np.float64),
+        ]
+    )
+    conflict = _differs(raw, first, second) | np.any(
+        (numbers[first] != numbers[second])
+        & ~(np.isnan(numbers[first]) & np.isnan(numbers[second])),
+        axis=1,
+    )
+    if not conflict.any():
+        return
+    at = int(np.flatnonzero(conflict)[0])
+    older, newer = parsed[owner[first[at]]], parsed[owner[second[at]]]
+    msg = (
+        f"{older.path} and {newer.path}: two results files for the same model "
+        f"variant ({_shown(older.model)}, precision {older.precision!r}, revision "
+        f"{older.revision!r}) with the same run time ({older.timestamp or 'none in the file name'}) "
+        "hold different scores, so neither is the newest.\n"
+        "Hint: remove the wrong file, or keep the results_<timestamp>.json names "
+        "so that the newest run wins."
+    )
+    raise InputError(msg)
+
+
+def _disagreements(
+    parsed: Sequence[HarnessFile],
+    names: SubtaskColumns,
+    owner: npt.NDArray[np.int64],
+    index: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+    winner: npt.NDArray[np.int64],
+    raw: npt.NDArray[np.float64],
+) -> tuple[str, ...]:
+    """One warning per (variant, benchmark, older file) whose score differs from the newest."""
+    replaced = order[order != winner]
+    newest = winner[order != winner]
+    differs = _differs(raw, replaced, newest)
+    replaced, newest = replaced[differs], newest[differs]
+    if not replaced.size:
+        return ()
+    benchmark_names = list(dict.fromkeys(names["benchmark"]))
+    benchmark_code = {name: at for at, name in enumerate(benchmark_names)}
+    subtask_benchmark = np.array(
+        [benchmark_code[name] for name in names["benchmark"]], dtype=np.int64
+    )
+    key = np.stack([owner[newest], subtask_benchmark[index[replaced]], owner[replaced]])
+    groups, first, counts = np.unique(
+        key, axis=1, return_index=True, return_counts=True
+    )
+    warnings = []
+    for (_, benchmark, _), at, count in zip(groups.T, first, counts, strict=True):
+        old, new = replaced[at], newest[at]
+        older, newer = parsed[owner[old]], parsed[owner[new]]
+        subtask = names["subtask"][index[old]]
+        more = f" and {count - 1} more subtask(s)" if count > 1 else ""
+        warnings.append(
+            f"{older.model} ({older.precision or 'precision unknown'}, revision "
+            f"{older.revision or 'unknown'}): {benchmark_names[benchmark]} {subtask} is "
+            f"{float(raw[old])!r} in {older.path} but {float(raw[new])!r} in the newer "
+            f"{newer.path}"
+            f"{more}; the newer value is used."
+        )
+    return tuple(warnings)
 
 
 def _decode(path: Path, data: bytes) -> Any:
@@ -694,6 +949,7 @@ def _decode(path: Path, data: bytes) -> Any:
             return {
                 "results": read_keys.results,
                 "config": read_keys.config,
+                "config_general": read_keys.config_general,
                 "n-samples": read_keys.n_samples,
                 "model_name": read_keys.model_name,
                 "chat_template": read_keys.chat_template,
@@ -736,6 +992,11 @@ def _parse_model_args(model_args: object) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
+def _object(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (absent or malformed)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _first_text(*candidates: object) -> str:
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
@@ -755,24 +1016,44 @@ def _timestamp(path: Path, date: object) -> str:
         day, time = match.group(1).split("T")
         clock, _, fraction = time.replace(":", "-").partition(".")
         return f"{day}T{clock.replace('-', ':')}.{fraction.ljust(6, '0')[:6]}"
-    if (
-        isinstance(date, int | float)
-        and not isinstance(date, bool)
-        and math.isfinite(date)
-    ):
-        try:
-            moment = datetime.fromtimestamp(date, tz=UTC)
+    if isinstance(date, int | float) and not isinstance(date, bool):
+        try:  # a 400-digit integer does not even fit a float
+            moment = datetime.fromtimestamp(float(date), tz=UTC)
         except (OverflowError, OSError, ValueError):  # a date no clock can show
-            return ""
+            return ""  # no run time: as for a file without a date
         return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
     return ""
 
 
-def _stderr(entry: dict[str, Any], metric: str) -> float | None:
-    value = entry.get(_stderr_key(metric))
+def _float(path: Path, key: str, value: int | float) -> float:
+    """A JSON number as a float; an integer too large for one is an error."""
+    try:
+        return float(value)
+    except OverflowError:  # only an int overflows: JSON floats too large read as inf
+        raise _too_large(path, key, value) from None
+
+
+def _too_large(path: Path, key: str, value: object) -> InputError:
+    assert isinstance(value, int)
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    msg = (
+        f"{path}: {key} is an integer of about {digits:,} digits, too large for "
+        "any score.\nHint: the file is damaged or was edited by hand; re-download "
+        "or re-run this task."
+    )
+    return InputError(msg)
+
+
+def _stderr(path: Path, key: str, entry: dict[str, Any], metric: str) -> float | None:
+    name = _stderr_key(metric)
+    value = entry.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None  # "N/A" (the harness's own marker) or absent
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # the key named only on this rare path
+        where = key.replace(repr(metric), repr(name))
+        raise _too_large(path, where, value) from None
 
 
 @functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file

@@ -2,7 +2,11 @@
 
 String columns are read dictionary-encoded (Parquet stores them so): the engine
 gets integer codes without building a Python string per row. Only the columns
-the job needs are read, and the working set stays one row group.
+the job needs are read, and the working set stays one row group. An optional
+key column that is null (``precision``, ``revision``, ``metric``:
+'', ``chat_template``: false) means unknown, as if the column were absent; a
+null ``model``, ``benchmark`` or ``subtask`` stays null, and validation reports
+it. Rows are counted 1-based (``row N`` in messages).
 """
 
 from __future__ import annotations
@@ -13,16 +17,25 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
+from lbnorm.readers.arrays import scalar
 from lbnorm.readers.tables import check_columns
 from lbnorm.schemas import REQUIRED_SCORE_COLUMNS, Batch
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
 
 _TEXT = ("model", "precision", "revision", "benchmark", "subtask", "metric")
+#: Optional keys: null means unknown, the value an absent column takes.
+_UNKNOWN: dict[str, str | bool] = {
+    "precision": "",
+    "revision": "",
+    "metric": "",
+    "chat_template": False,
+}
 _NUMBERS = {"raw_score": pa.float64(), "stderr": pa.float64(), "n_samples": pa.int64()}
 
 
@@ -154,11 +167,13 @@ def _is_number(type_: pa.DataType) -> bool:
 def _conform_types(table: pa.Table, path: Path) -> pa.Table:
     """Cast score columns to float64/int64 and non-text key columns to text."""
     for name in table.column_names:
-        column = table.column(name)
+        column = original = table.column(name)
         target = _NUMBERS.get(name)
         if target is None and name in _TEXT and not _is_text(column.type):
             target = pa.string()  # e.g. a revision stored as an integer
-        if name == "chat_template" and not pa.types.is_boolean(column.type):
+        if name == "chat_template" and pa.types.is_null(column.type):
+            target = pa.bool_()  # every value null: unknown
+        elif name == "chat_template" and not pa.types.is_boolean(column.type):
             msg = f"{path}: column 'chat_template' has type {column.type}, not bool.\nHint: store chat_template as true/false."
             raise SchemaMismatchError(msg)
         if target is not None and column.type != target:
@@ -167,5 +182,9 @@ def _conform_types(table: pa.Table, path: Path) -> pa.Table:
             except (pa.ArrowException, ValueError) as exc:
                 msg = f"{path}: column {name!r} does not fit {target}: {exc}.\nHint: see the column contract in the README."
                 raise SchemaMismatchError(msg) from exc
+        if name in _UNKNOWN and column.null_count:
+            kind = pa.bool_() if name == "chat_template" else pa.string()
+            column = pc.fill_null(column, scalar(_UNKNOWN[name], kind))
+        if column is not original:
             table = table.set_column(table.column_names.index(name), name, column)
     return table

@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -50,6 +49,9 @@ from lbnorm.errors import InputError
 from lbnorm.readers.files import json_lines
 from lbnorm.readers.harness import parse_results_file
 from lbnorm.schemas import KEY_COLUMNS, SAMPLES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -137,6 +139,8 @@ def read_samples(
     Raises:
         InputError: A file cannot be read, or holds a bad line, row or value.
     """
+    import pandas as pd  # the aggregation still builds frames
+
     jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
     frames, catalogs = [], []
     if jsonl:
@@ -204,6 +208,8 @@ def aggregate_samples_files(
         InputError: A misnamed file, a line that is not a JSON object, a missing,
             null or non-numeric metric, a repeated ``doc_id``, or no documents.
     """
+    import pandas as pd  # the aggregation still builds frames
+
     subtasks = subtasks.reset_index(drop=True)
     known: dict[Path, tuple[str, str, str, bool]] = {}
     rows: list[tuple[Any, ...]] = []
@@ -330,6 +336,8 @@ class _Sums:
     """Group codes and mergeable partial sums of sample values."""
 
     def __init__(self, subtasks: pd.DataFrame) -> None:
+        import pandas as pd  # the aggregation still builds frames
+
         self._subtasks = subtasks.reset_index(drop=True)
         if len(self._subtasks) >= 1 << _BITS["pair"]:
             msg = "suite has more than 1,023 subtasks.\nHint: split the suite."
@@ -385,6 +393,8 @@ class _Sums:
 
     def add_rows(self, batch: pa.RecordBatch, *, source: str, first_row: int) -> int:
         """Add a batch of sample-table rows; return the rows the suite does not use."""
+        import pandas as pd  # the aggregation still builds frames
+
         rows = batch.num_rows
         value = batch.column("value")
         if value.null_count:
@@ -446,6 +456,8 @@ class _Sums:
 
     def result(self) -> pd.DataFrame:
         """The scores: mean, ``mean_stderr`` and documents per group."""
+        import pandas as pd  # the aggregation still builds frames
+
         if not self._parts:
             return pd.DataFrame({name: pd.Series(dtype=object) for name in _OUTPUT})
         merged = self._merged()
@@ -495,6 +507,8 @@ class _Sums:
 
     def _merged(self) -> _Partial:
         """One partial per key: counts and sums add; M2 by Chan et al.'s rule."""
+        import pandas as pd  # the aggregation still builds frames
+
         parts = self._parts
         key = np.concatenate([p.key for p in parts])
         group, uniques = pd.factorize(key)

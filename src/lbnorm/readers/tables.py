@@ -1,88 +1,230 @@
-"""Long-format score tables: CSV, JSONL and Parquet.
+"""Long-format score tables (CSV and JSONL), read and type-checked on Arrow.
 
 The column contract (see :data:`lbnorm.schemas.SCORES`): ``model``, ``benchmark``,
 ``subtask`` and ``raw_score`` are required; ``precision``, ``revision``,
 ``chat_template``, ``metric``, ``stderr`` and ``n_samples`` are optional and take
-defaults ('' / False / null). Any other column is an error unless the caller says
-``extra_columns="keep"`` (carried into the subtask output) or ``"drop"``.
+defaults ('' / False / null). An optional key column that is null (an empty
+JSON value, a null in Parquet) means unknown, exactly as if the column were
+absent: ''. A required key that is null is an error. Any other column is an
+error unless the caller says ``extra_columns="keep"`` (carried into the subtask
+output) or ``"drop"``.
+
+Rows are counted as the file's lines: in a CSV the header is line 1, so the
+first data row is line 2; in JSONL a row is its line. Quoted cells spanning
+several lines and blank lines are counted exactly (a record ends at a newline
+outside double quotes, as RFC 4180 quoting has it). A score cell that is not a
+finite number keeps its text (``nan``, ``inf``, ``''``, ``null``) in a
+``_raw_score_text`` column, so a validation message shows the cell as written.
+
+No pandas here: CSV cells of contract columns are read as text by
+``pyarrow.csv`` and parsed on Arrow; JSONL is read by ``pyarrow.json``; a file
+pyarrow refuses is read again line by line only to name the bad line.
 """
 
 from __future__ import annotations
 
+import csv
 import reprlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
-from lbnorm.readers.files import TABLE_SUFFIXES, json_lines
-from lbnorm.schemas import OPTIONAL_SCORE_DEFAULTS, REQUIRED_SCORE_COLUMNS, SCORES
+from lbnorm.readers.arrays import numbers, scalar, strings, to_numpy
+from lbnorm.readers.files import TABLE_SUFFIXES, json_lines, read_bytes
+from lbnorm.schemas import (
+    OPTIONAL_SCORE_DEFAULTS,
+    REQUIRED_SCORE_COLUMNS,
+    SCORES,
+    Batch,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
+    "RowNumbers",
     "check_columns",
+    "conform_scores",
     "read_score_table",
     "scores_from_frame",
 ]
 
-
 _STRING_COLUMNS = ("model", "precision", "revision", "benchmark", "subtask", "metric")
+_NUMBER_COLUMNS = ("raw_score", "stderr", "n_samples")
+_REQUIRED_KEYS = ("model", "benchmark", "subtask")
+# what Arrow's string-to-double cast accepts, for naming the first cell it refuses
+_NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[nN][aA][nN]|[iI][nN][fF]([iI][nN][iI][tT][yY])?)$"
+#: Cells a CSV reader takes for "no value" (pyarrow's defaults: '', N/A, NA,
+#: NULL, nan, #N/A...): a missing stderr, or a raw_score validation reports.
+_MISSING = sorted(
+    set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
+)
+_TRUE = {"true", "1"}
+_FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 _shown = _REPR.repr
 
+#: How rows are counted in messages: ``line`` in text files, ``row`` elsewhere.
+RowUnit = Literal["line", "row"]
 
-def read_score_table(
-    path: Path, *, extra_columns: ExtraColumns = "error"
-) -> pd.DataFrame:
-    """Read one long-format table into the :data:`SCORES` contract.
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowNumbers:
+    """Where each row of a table sits in its file, for messages.
+
+    Attributes:
+        unit: ``line`` (CSV, JSONL) or ``row`` (Parquet, frames).
+        first: The first row's number (rows then follow one per line or row).
+        lines: Each row's number, when rows do not follow one per line (quoted
+            newlines, blank lines); None otherwise.
+
+    Examples:
+        >>> RowNumbers(unit="line", first=2).where(3)
+        'line 5'
+    """
+
+    unit: RowUnit
+    first: int
+    lines: npt.NDArray[np.int64] | None = None
+
+    def number(self, position: int) -> int:
+        """The line (or row) number of the row at `position` (0-based)."""
+        if self.lines is not None:
+            return int(self.lines[position])
+        return self.first + position
+
+    def where(self, position: int) -> str:
+        """``line N`` or ``row N`` for the row at `position`."""
+        return f"{self.unit} {self.number(position)}"
+
+
+def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Batch:
+    """Read one long-format CSV or JSONL table into the :data:`SCORES` contract.
 
     Args:
-        path: A ``.csv``, ``.jsonl``/``.ndjson`` or ``.parquet`` file.
+        path: A ``.csv`` or ``.jsonl``/``.ndjson`` file.
         extra_columns: Policy for columns outside the contract.
 
     Returns:
-        Frame with the :data:`SCORES` columns (``source`` = the path), any kept
-        extra columns, and ``_row``, the 1-based data row in the file.
+        One batch: the :data:`SCORES` columns (``source`` = the path), any kept
+        extra columns, ``_raw_score_text`` when a score cell is not a finite
+        number, and, when rows are not on consecutive lines, ``_row`` (each
+        row's line number, as text); else ``first_row`` is the first row's line.
 
     Raises:
-        InputError: The file is unreadable, empty, or not of its format.
+        InputError: The file is unreadable, empty, not UTF-8, or not of its format.
         SchemaMismatchError: Required columns are missing, extra columns are
-            present under ``extra_columns="error"``, or a column has the wrong type.
+            present under ``extra_columns="error"``, or a cell has the wrong
+            type (the message names its line).
     """
     kind = TABLE_SUFFIXES.get(path.suffix.lower())
-    if kind is None:
+    if kind not in ("csv", "jsonl"):
         msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {sorted(TABLE_SUFFIXES)} or a results_*.json file."
         raise InputError(msg)
-    try:
-        if path.stat().st_size == 0:
-            msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
-            raise InputError(msg)
-        table = _read_arrow(path, kind)
-        frame = table.to_pandas()  # a column name that is not UTF-8 fails only here
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        if kind != "parquet":  # say which line is wrong, which pyarrow cannot
-            _explain_text_table(path, kind, extra_columns=extra_columns)
-        encoding = "" if kind == "parquet" else " in UTF-8"
-        msg = f"{path}: cannot read as {kind}: {exc}.\nHint: check that the file is complete {kind}{encoding}."
-        raise InputError(msg) from exc
+    data = read_bytes(path)
+    if not data:
+        msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
+        raise InputError(msg)
+    _check_utf8(path, data)
+    if kind == "csv":
+        table = _read_csv(path, data)
+        rows = _csv_rows(data, table.num_rows)
+    else:
+        table = _read_jsonl(path, data, extra_columns=extra_columns)
+        rows = _jsonl_rows(data, table.num_rows)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
         raise InputError(msg)
-    return scores_from_frame(frame, source=str(path), extra_columns=extra_columns)
+    scores = conform_scores(
+        table, source=str(path), extra_columns=extra_columns, rows=rows
+    )
+    if rows.lines is not None:
+        scores = scores.append_column(
+            "_row", pc.cast(numbers(rows.lines, pa.int64()), pa.string())
+        )
+    return Batch(table=scores, source=str(path), first_row=rows.first)
+
+
+def conform_scores(
+    table: pa.Table,
+    *,
+    source: str,
+    extra_columns: ExtraColumns = "error",
+    rows: RowNumbers | None = None,
+) -> pa.Table:
+    """Conform a long-format Arrow table to the :data:`SCORES` contract.
+
+    Args:
+        table: Long-format scores (see the module docstring for the columns).
+        source: Its name, recorded in ``source`` and used in messages.
+        extra_columns: Policy for columns outside the contract.
+        rows: How to number its rows in messages (default: ``row 1`` first).
+
+    Returns:
+        The :data:`SCORES` columns in order, then kept extra columns, then
+        ``_raw_score_text`` (the text of each ``raw_score`` cell that is not a
+        finite number, else null) when there is such a cell.
+
+    Raises:
+        SchemaMismatchError: Missing required columns, unexpected columns under
+            ``"error"``, or a value of the wrong type (named by its row).
+
+    Examples:
+        >>> table = pa.table({"model": ["m"], "benchmark": ["GPQA"],
+        ...     "subtask": ["main"], "revision": [None], "raw_score": [0.6]})
+        >>> conform_scores(table, source="inline").select(["model", "revision", "raw_score"]).to_pylist()
+        [{'model': 'm', 'revision': '', 'raw_score': 0.6}]
+    """
+    rows = rows or RowNumbers(unit="row", first=1)
+    columns = [str(name) for name in table.column_names]
+    extras = check_columns(columns, source=source, extra_columns=extra_columns)
+    n_rows = table.num_rows
+    data: dict[str, pa.Array | pa.ChunkedArray] = {}
+    texts: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for field in SCORES:
+        name = field.name
+        if name == "source":
+            data[name] = pa.repeat(scalar(source, pa.string()), n_rows)
+        elif name not in columns:
+            default = OPTIONAL_SCORE_DEFAULTS[name]
+            empty = pa.nulls(n_rows, field.type)
+            data[name] = (
+                empty
+                if default is None
+                else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
+            )
+        elif name in _STRING_COLUMNS:
+            data[name] = _text_column(table[name], name, source=source, rows=rows)
+        elif name == "chat_template":
+            data[name] = _bool_column(table[name], source=source, rows=rows)
+        else:
+            data[name], text = _number_column(
+                table[name], name, source=source, rows=rows
+            )
+            if text is not None and name == "raw_score":  # what validation shows
+                texts[f"_{name}_text"] = text
+    if extra_columns == "keep":
+        for name in extras:
+            data[name] = table[name]
+    data.update(texts)
+    return pa.Table.from_arrays(list(data.values()), names=list(data))
 
 
 def scores_from_frame(
     frame: pd.DataFrame, *, source: str, extra_columns: ExtraColumns = "error"
 ) -> pd.DataFrame:
-    """Conform a user's long-format frame to the :data:`SCORES` contract.
+    """Conform a user's long-format pandas frame to the :data:`SCORES` contract.
 
     Args:
         frame: Long-format scores (see the module docstring for the columns).
@@ -90,63 +232,44 @@ def scores_from_frame(
         extra_columns: Policy for columns outside the contract.
 
     Returns:
-        A new frame: contract columns, kept extras, and the 1-based ``_row``.
+        A new frame of Arrow-backed columns (so it converts back to Arrow
+        unchanged): contract columns, kept extras, and ``_row`` (``"1"``, ...).
 
     Raises:
         SchemaMismatchError: Missing required columns, unexpected columns under
-            ``"error"``, or values of the wrong type.
+            ``"error"``, or values of the wrong type (named by row, 1-based).
 
     Examples:
+        >>> import pandas as pd
         >>> frame = pd.DataFrame({"model": ["m"], "benchmark": ["GPQA"],
         ...     "subtask": ["main"], "raw_score": [0.6]})
         >>> scores_from_frame(frame, source="inline")[["model", "precision", "raw_score"]]
           model precision  raw_score
         0     m                  0.6
     """
+    import pandas as pd  # a user's frame: pandas is already loaded
+
     frame = frame.reset_index(drop=True)  # the caller's index carries no meaning here
-    columns = [str(name) for name in frame.columns]
-    extras = check_columns(columns, source=source, extra_columns=extra_columns)
-    data: dict[str, object] = {}
-    for name in SCORES.names:
-        if name == "source":
-            data[name] = source
-        elif name in columns:
-            data[name] = _coerce(frame[name], name, source=source)
-        else:
-            default = OPTIONAL_SCORE_DEFAULTS[name]
-            data[name] = _coerce(
-                pd.Series([default] * len(frame), dtype=object), name, source=source
+    frame.columns = [str(name) for name in frame.columns]
+    check_columns(list(frame.columns), source=source, extra_columns=extra_columns)
+    arrays: dict[str, pa.Array] = {}
+    for name in frame.columns:
+        values = frame[name]
+        try:  # NaN in a float column stays NaN (a null elsewhere is missing)
+            arrays[name] = pa.array(values, from_pandas=values.dtype.kind != "f")
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            _raise_first_bad(
+                name, frame[name].tolist(), source, RowNumbers(unit="row", first=1)
             )
-    scores = pd.DataFrame(data, index=pd.RangeIndex(len(frame)))
-    if extra_columns == "keep":
-        for name in extras:
-            scores[name] = frame[name].to_numpy()
-    scores["_row"] = pd.RangeIndex(1, len(frame) + 1)
-    return scores
-
-
-def _explain_text_table(path: Path, kind: str, *, extra_columns: ExtraColumns) -> None:
-    """Raise a precise error for a CSV or JSONL file pyarrow refused, if one is found.
-
-    Runs on the error path only: it reads the whole file with the standard library.
-    """
-    data = path.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
-        raise InputError(msg) from exc
-    if kind != "jsonl":
-        return
-    hint = "Hint: write one JSON object per line; the file may be truncated."
-    records = [record for _, record in json_lines(path, hint=hint)]
-    # Rows of mixed types, which pyarrow refuses by column: the contract names the row.
-    scores_from_frame(
-        pd.DataFrame.from_records(records),
-        source=str(path),
-        extra_columns=extra_columns,
+            raise
+    scores = conform_scores(
+        pa.table(arrays), source=source, extra_columns=extra_columns
     )
+    scores = scores.append_column(
+        "_row", pc.cast(numbers(np.arange(1, len(frame) + 1), pa.int64()), pa.string())
+    )
+    converted: pd.DataFrame = scores.to_pandas(types_mapper=pd.ArrowDtype)
+    return converted
 
 
 def check_columns(
@@ -177,129 +300,290 @@ def check_columns(
     return extras
 
 
-def _read_arrow(path: Path, kind: str) -> pa.Table:
-    if kind == "parquet":
-        return pq.read_table(path)
-    if kind == "jsonl":
-        return pa_json.read_json(path)
-    # Key columns are text even when every value looks numeric (a revision sha
-    # of digits); the score columns are left to inference and checked below.
-    header = (
-        path.read_bytes()[:65536].decode("utf-8-sig", errors="replace").splitlines()
-    )
-    names = [
-        name.strip().strip('"') for name in (header[0].split(",") if header else [])
-    ]
-    types = {name: pa.string() for name in _STRING_COLUMNS if name in names}
-    return pa_csv.read_csv(
-        path, convert_options=pa_csv.ConvertOptions(column_types=types)
-    )
+# --- reading ------------------------------------------------------------------------
 
 
-def _coerce(values: pd.Series, name: str, *, source: str) -> pd.Series:
-    """Cast one column to its contract type, naming the first bad value."""
-    if name == "chat_template":
-        return _coerce_bool(values, source=source)
-    kind = _kinds(values)
-    if name in _STRING_COLUMNS:
-        is_bad = ~kind.isin(["text", "null"])
-        if name in REQUIRED_SCORE_COLUMNS:
-            is_bad |= kind == "null"
-        if is_bad.any():
-            hint = f"every row needs a {name}, written as text (in JSON, quoted)."
-            raise _wrong_value(
-                values, kind, is_bad, "text", name=name, source=source, hint=hint
-            )
-        return values.astype("str").where(kind != "null", "")
-    # Text such as "0.5" or "N/A", or true/false, in a numeric column is a
-    # contract violation, reported rather than parsed.
-    is_bad = ~kind.isin(["number", "null"])
-    if is_bad.any():
-        unit = " (a fraction in [0, 1])" if name == "raw_score" else ""
-        hint = f"write {name} as a number{unit}."
-        raise _wrong_value(
-            values, kind, is_bad, "a number", name=name, source=source, hint=hint
-        )
+def _check_utf8(path: Path, data: bytes) -> None:
+    if data.isascii():  # the common case, checked in C at memory speed
+        return
     try:
-        numbers = pd.to_numeric(values).astype("float64")
-    except (ValueError, TypeError, OverflowError) as exc:  # a 400-digit integer
-        msg = f"{source}: column {name!r} holds a number out of range: {exc}.\nHint: write {name} as a number in range."
-        raise SchemaMismatchError(msg) from exc
-    if name != "n_samples":
-        return numbers
-    is_bad = (kind == "number") & ((numbers % 1 != 0) | (numbers.abs() >= 2.0**63))
-    if is_bad.any():
-        hint = "n_samples counts items: write a whole number, or leave it empty."
-        raise _wrong_value(
-            values, kind, is_bad, "a whole number", name=name, source=source, hint=hint
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
+        raise InputError(msg) from exc
+
+
+def _read_csv(path: Path, data: bytes) -> pa.Table:
+    """The CSV with every contract column as text (cells as written; '' for empty)."""
+    head = data[: data.find(b"\n") if b"\n" in data else len(data)]
+    try:
+        names = next(csv.reader([head.decode("utf-8-sig").rstrip("\r")]), [])
+    except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
+        names = []
+    contract = set(_STRING_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
+    types = {name: pa.string() for name in names if name in contract}
+    try:
+        return pa_csv.read_csv(
+            pa.BufferReader(data),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
         )
-    return numbers.astype("Int64")
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read as csv: {exc}.\nHint: check that the file is complete csv in UTF-8."
+        raise InputError(msg) from exc
 
 
-def _kinds(values: pd.Series) -> pd.Series:
-    """Each value's kind: ``text``, ``number``, ``null`` or another type's name."""
-    if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype):
-        kinds = values.astype(object).map(_kind)  # mixed Python objects: look at each
-    elif pd.api.types.is_bool_dtype(values):
-        kinds = pd.Series("boolean", index=values.index)
-    elif pd.api.types.is_numeric_dtype(values):
-        kinds = pd.Series("number", index=values.index)
-    elif pd.api.types.is_string_dtype(values):
-        kinds = pd.Series("text", index=values.index)
-    else:  # dates, durations, ...
-        kinds = pd.Series(str(values.dtype), index=values.index)
-    return kinds.where(values.notna(), "null")
+def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
+    try:
+        return pa_json.read_json(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as exc:
+        _explain_jsonl(path, extra_columns=extra_columns)
+        msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
+        raise InputError(msg) from exc
+
+
+def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
+    """Raise a precise error for a JSONL file pyarrow refused, if one is found.
+
+    Runs on the error path only: every line is parsed alone, and each contract
+    column's values are checked in Python, naming the first bad line.
+    """
+    hint = "Hint: write one JSON object per line; the file may be truncated."
+    numbered = list(json_lines(path, hint=hint))
+    lines = np.array([number for number, _ in numbered], dtype=np.int64)
+    rows = RowNumbers(
+        unit="line", first=int(lines[0]) if lines.size else 1, lines=lines
+    )
+    names = list(dict.fromkeys(name for _, record in numbered for name in record))
+    check_columns(names, source=str(path), extra_columns=extra_columns)
+    for name in names:
+        if name in SCORES.names:
+            values = [record.get(name) for _, record in numbered]
+            _raise_first_bad(name, values, str(path), rows)
+
+
+def _csv_rows(data: bytes, n_rows: int) -> RowNumbers:
+    """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if lines == n_rows + 1:
+        return RowNumbers(unit="line", first=2)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    quotes = np.flatnonzero(buffer == ord('"'))
+    # a newline ends a record when an even number of quotes precede it
+    ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
+    starts = np.r_[0, ends + 1]
+    stops = np.r_[ends, len(data)]
+    width = stops - starts
+    has_cr = (width > 0) & (buffer[np.maximum(stops - 1, 0)] == ord("\r"))
+    is_blank = (width - has_cr) <= 0
+    first_lines = np.searchsorted(newlines, starts[~is_blank]) + 1
+    if first_lines.size != n_rows + 1:  # quoting this scan cannot follow
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line", first=int(first_lines[1]) if n_rows else 2, lines=first_lines[1:]
+    )
+
+
+def _jsonl_rows(data: bytes, n_rows: int) -> RowNumbers:
+    """Each row's line: consecutive from line 1, unless blank lines intervene."""
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if lines == n_rows:
+        return RowNumbers(unit="line", first=1)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    starts = np.r_[0, newlines + 1]
+    stops = np.r_[newlines, len(data)]
+    width = stops - starts
+    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
+    is_blank = (width == 0) | ((width == 1) & (first == ord("\r")))
+    filled = np.flatnonzero(~is_blank) + 1
+    if filled.size != n_rows:  # lines of spaces only: counted one by one
+        filled = np.array(
+            [
+                number
+                for number, (start, stop) in enumerate(
+                    zip(starts, stops, strict=True), 1
+                )
+                if data[start:stop].strip()
+            ],
+            dtype=np.int64,
+        )
+    if filled.size != n_rows:
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line",
+        first=int(filled[0]) if n_rows else 1,
+        lines=filled.astype(np.int64),
+    )
+
+
+# --- columns ------------------------------------------------------------------------
+
+
+def _text_column(
+    column: pa.ChunkedArray, name: str, *, source: str, rows: RowNumbers
+) -> pa.ChunkedArray:
+    type_ = column.type
+    if pa.types.is_dictionary(type_):
+        column, type_ = column.cast(type_.value_type), type_.value_type
+    if (
+        pa.types.is_null(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+    ):
+        if name in _REQUIRED_KEYS and column.null_count:
+            position = _first(column.is_null())
+            msg = f"{source}: {rows.where(position)}: {name} is empty (null), not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
+            raise SchemaMismatchError(msg)
+        return pc.fill_null(
+            column.cast(pa.string()), scalar("", pa.string())
+        )  # unknown: as if absent
+    position = _first(column.is_valid())
+    value = column[position].as_py()
+    msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {_shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
+    raise SchemaMismatchError(msg)
+
+
+def _bool_column(
+    column: pa.ChunkedArray, *, source: str, rows: RowNumbers
+) -> pa.ChunkedArray:
+    type_ = column.type
+    if pa.types.is_boolean(type_) or pa.types.is_null(type_):
+        return pc.fill_null(column.cast(pa.bool_()), scalar(False, pa.bool_()))
+    if pa.types.is_integer(type_):
+        text = column.cast(pa.string())
+    elif pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(column.cast(pa.string())))
+    else:
+        text = None
+    if text is not None:
+        text = pc.fill_null(text, scalar("", pa.string()))
+        known = pc.is_in(text, value_set=strings(sorted(_TRUE | _FALSE)))
+        if pc.all(known).as_py():
+            return pc.is_in(text, value_set=strings(sorted(_TRUE)))
+        position = _first(pc.invert(known))
+    else:
+        position = _first(column.is_valid())
+    msg = (
+        f"{source}: {rows.where(position)}: chat_template is {_shown(column[position].as_py())}.\n"
+        "Hint: write chat_template as true or false."
+    )
+    raise SchemaMismatchError(msg)
+
+
+def _number_column(
+    column: pa.ChunkedArray, name: str, *, source: str, rows: RowNumbers
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    """A score column as float64 (int64 for n_samples), and the text of odd cells.
+
+    The text column (None if every cell is a finite number) keeps what a
+    non-finite or empty cell said, for messages.
+    """
+    type_ = column.type
+    text = None
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        cells = pc.utf8_trim_whitespace(column.cast(pa.string()))
+        is_number = pc.match_substring_regex(cells, _NUMBER)
+        is_empty = pc.is_in(cells, value_set=strings(_MISSING))  # '', N/A, NA, null...
+        bad = pc.and_(pc.invert(is_number), pc.invert(is_empty))
+        if pc.any(bad).as_py():
+            position = _first(bad)
+            shown = f"the text {_shown(cells[position].as_py())}"
+            raise _wrong_value(name, shown, source, rows.where(position))
+        values = pc.if_else(is_empty, scalar(None, pa.string()), cells)
+        values = values.cast(pa.float64())
+        is_odd = pc.invert(
+            pc.fill_null(pc.is_finite(values), scalar(False, pa.bool_()))
+        )
+        if pc.any(is_odd).as_py():
+            text = pc.if_else(is_odd, column, scalar(None, pa.string()))
+    elif (
+        pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_decimal(type_)
+        or pa.types.is_null(type_)
+    ):
+        values = column.cast(pa.float64())
+    else:
+        position = _first(column.is_valid())
+        value = column[position].as_py()
+        shown = f"the {_kind(value)} {_shown(value)}"
+        raise _wrong_value(name, shown, source, rows.where(position))
+    if text is None and column.null_count and name == "raw_score":
+        text = pc.if_else(
+            column.is_null(), scalar("null", pa.string()), scalar(None, pa.string())
+        )
+    if name != "n_samples":
+        return values, text
+    if pa.types.is_integer(type_):
+        return column.cast(pa.int64()), None
+    found = to_numpy(values, null=np.nan)
+    is_bad = ~np.isnan(found) & ((found % 1 != 0) | (np.abs(found) >= 2.0**63))
+    if is_bad.any():
+        position = int(np.flatnonzero(is_bad)[0])
+        cell = column[position].as_py()  # a CSV cell's text, else the number
+        shown = cell.strip() if isinstance(cell, str) else _shown(cell)
+        msg = f"{source}: {rows.where(position)}: n_samples is the number {shown}, not a whole number.\nHint: n_samples counts items: write a whole number, or leave it empty."
+        raise SchemaMismatchError(msg)
+    values = pc.if_else(pc.is_nan(values), scalar(None, pa.float64()), values)
+    return pc.cast(values, pa.int64()), None
+
+
+def _raise_first_bad(
+    name: str, values: Sequence[Any], source: str, rows: RowNumbers
+) -> None:
+    """Name the first value of a column (as Python objects) of the wrong kind, if any."""
+    if name not in SCORES.names or name == "source":
+        return
+    if name == "chat_template":
+        expected: tuple[str, ...] = ("boolean", "null", "number", "text")
+    elif name in _STRING_COLUMNS:
+        expected = ("text",) if name in _REQUIRED_KEYS else ("text", "null")
+    else:
+        expected = ("number", "null")
+    for position, value in enumerate(values):
+        kind = _kind(value)
+        if kind in expected:
+            continue
+        if name in _STRING_COLUMNS:
+            found = "empty (null)" if kind == "null" else f"the {kind} {_shown(value)}"
+            msg = f"{source}: {rows.where(position)}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
+            raise SchemaMismatchError(msg)
+        raise _wrong_value(
+            name, f"the {kind} {_shown(value)}", source, rows.where(position)
+        )
+
+
+def _wrong_value(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
+    unit = " (a fraction in [0, 1])" if name == "raw_score" else ""
+    expected = (
+        "a whole number"
+        if name == "n_samples" and found.startswith("the number")
+        else "a number"
+    )
+    msg = f"{source}: {where}: {name} is {found}, not {expected}.\nHint: write {name} as a number{unit}."
+    return SchemaMismatchError(msg)
 
 
 def _kind(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, str):
         return "text"
     if isinstance(value, bool | np.bool_):
         return "boolean"
     if isinstance(value, int | float | np.integer | np.floating):
-        return "number"
+        return "null" if value != value else "number"  # pandas' NaN for missing
     return type(value).__name__
 
 
-def _wrong_value(
-    values: pd.Series,
-    kinds: pd.Series,
-    is_bad: pd.Series,
-    expected: str,
-    *,
-    name: str,
-    source: str,
-    hint: str,
-) -> SchemaMismatchError:
-    """The error for the first bad row: its number, the value found, the fix."""
-    position = int(is_bad.to_numpy().argmax())
-    kind, value = kinds.iloc[position], values.iloc[position]
-    if isinstance(value, np.generic):  # show 2.5, not np.float64(2.5)
-        value = value.item()
-    found = "empty" if kind == "null" else f"the {kind} {_shown(value)}"
-    msg = f"{source}: row {position + 1}: {name} is {found}, not {expected}.\nHint: {hint}"
-    return SchemaMismatchError(msg)
-
-
-def _coerce_bool(values: pd.Series, *, source: str) -> pd.Series:
-    if pd.api.types.is_bool_dtype(values):
-        return values.astype(bool)
-    text = values.astype("str").str.strip().str.lower().fillna("")  # null: False
-    mapping = {
-        "true": True,
-        "1": True,
-        "false": False,
-        "0": False,
-        "": False,
-        "nan": False,
-        "none": False,
-    }
-    is_unknown = ~text.isin(list(mapping))
-    if is_unknown.any():
-        row = int(is_unknown.to_numpy().argmax()) + 1
-        msg = (
-            f"{source}: row {row}: chat_template is {_shown(values[is_unknown].iloc[0])}.\n"
-            "Hint: write chat_template as true or false."
-        )
-        raise SchemaMismatchError(msg)
-    return text.map(mapping).astype(bool)
+def _first(mask: pa.ChunkedArray | pa.Array) -> int:
+    """The position of the first true value of a boolean column."""
+    return int(
+        np.flatnonzero(to_numpy(pc.fill_null(mask, scalar(False, pa.bool_()))))[0]
+    )

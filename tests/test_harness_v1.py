@@ -1,0 +1,235 @@
+"""Open LLM Leaderboard v1 trees and lighteval results files, read as the leaderboard read them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lbnorm import InputError, load_suite, run
+from lbnorm.options import RunOptions
+from lbnorm.readers import read_inputs
+from lbnorm.readers.harness import parse_results_file, subtask_columns
+
+V1 = load_suite("openllm-v1")
+LLAMA = "meta-llama/Llama-2-7b-hf"
+LLAMA_SHA = "6fdf2e60f86ff2481f2241aaee459f85b5b0bbb9"
+AUG, SEPT, DEC = (
+    "results_2023-08-19T16-35-46.942696.json",
+    "results_2023-09-15T09-53-02.418861.json",
+    "results_2023-12-02T13-00-54.924067.json",
+)
+
+
+@pytest.fixture(scope="module")
+def v1_tree(fixtures: Path) -> Path:
+    return fixtures / "openllm_v1" / "tree"
+
+
+def _pairs(suite_name: str = "openllm-v1") -> list[tuple[str, str]]:
+    columns = subtask_columns(load_suite(suite_name))
+    return list(zip(columns["task"], columns["metric"], strict=True))
+
+
+def test_each_task_comes_from_the_newest_file_that_has_it(v1_tree: Path) -> None:
+    result = run([v1_tree], suite=V1)
+    board = result.leaderboard.set_index("model")
+    llama = board.loc[LLAMA].to_dict()
+    assert bool(llama["is_complete"])
+    assert llama["n_benchmarks"] == 6
+    # ARC from August, Winogrande from September, GSM8K from the December re-run
+    assert llama["ARC"] == pytest.approx(622 / 1172 * 100, abs=1e-12)
+    assert llama["Winogrande"] == pytest.approx(938 / 1267 * 100, abs=1e-12)
+    assert llama["GSM8K"] == pytest.approx(191 / 1319 * 100, abs=1e-12)
+    assert f"{llama['GSM8K']:.2f}" == "14.48"  # as the v1 leaderboard showed it
+    assert llama["TruthfulQA"] == pytest.approx(38.75969646393069, abs=1e-12)
+    assert bool(board.loc["tiiuae/falcon-7b", "is_complete"])
+    sources = result.subtasks[result.subtasks["model"] == LLAMA].set_index("subtask")
+    assert Path(str(sources.loc["gsm8k", "source"])).name == DEC
+    assert Path(str(sources.loc["winogrande", "source"])).name == SEPT
+    assert Path(str(sources.loc["abstract_algebra", "source"])).name == AUG
+
+
+def test_the_newest_file_alone_holds_only_gsm8k(v1_tree: Path) -> None:
+    """Why newest-file-per-variant was wrong: the December file has one task."""
+    result = run(
+        [v1_tree / "meta-llama" / "Llama-2-7b-hf" / DEC],
+        suite=V1,
+        options=RunOptions(missing="partial"),
+    )
+    (row,) = result.leaderboard.to_dict("records")
+    assert int(row["n_benchmarks"]) == 1
+    assert row["GSM8K"] == pytest.approx(191 / 1319 * 100, abs=1e-12)
+
+
+def test_variant_keys_come_from_config_general_and_old_config(v1_tree: Path) -> None:
+    folder = v1_tree / "meta-llama" / "Llama-2-7b-hf"
+    for name in (AUG, DEC):  # "config" (2023-08) and "config_general" (later)
+        parsed = parse_results_file(
+            folder / name, (folder / name).read_bytes(), _pairs()
+        )
+        assert (parsed.model, parsed.precision, parsed.revision) == (
+            LLAMA,
+            "float16",
+            LLAMA_SHA,
+        )
+        assert parsed.chat_template is False
+    board = run([v1_tree], suite=V1).leaderboard.set_index("model")
+    assert board.loc[LLAMA, "precision"] == "float16"
+    assert board.loc[LLAMA, "revision"] == LLAMA_SHA
+    assert board.loc["tiiuae/falcon-7b", "precision"] == "bfloat16"
+
+
+def test_the_catalog_lists_what_each_file_gave(v1_tree: Path) -> None:
+    read = read_inputs([v1_tree], suite=V1, options=RunOptions())
+    catalog = {Path(row["path"]).name: row for row in read.catalog.to_pylist()}
+    assert catalog[DEC]["tasks"] == ["harness|gsm8k|5"]
+    assert catalog[DEC]["rows"] == 1
+    assert catalog[SEPT]["tasks"] == ["harness|winogrande|5"]  # its GSM8K lost
+    assert catalog[SEPT]["n_ignored"] == 2  # harness|drop|3 and all
+    aug_tasks = catalog[AUG]["tasks"]
+    assert aug_tasks[0] == "harness|arc:challenge|25"
+    assert len(aug_tasks) == 2 + 57 + 1
+    assert aug_tasks[-1] == "harness|truthfulqa:mc|0"
+    assert all(row["superseded_by"] is None for row in catalog.values())
+    assert {row["format"] for row in catalog.values()} == {"lm-eval-harness"}
+    assert read.num_rows == 62 + 62
+
+
+def test_files_that_disagree_on_a_score_are_a_warning(v1_tree: Path) -> None:
+    read = read_inputs([v1_tree], suite=V1, options=RunOptions())
+    (warning,) = read.warnings
+    assert warning.startswith(
+        f"{LLAMA} (float16, revision {LLAMA_SHA}): GSM8K gsm8k is "
+    )
+    assert (
+        f"{100 / 1319!r} in {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / SEPT}"
+        in warning
+    )
+    assert (
+        f"but {191 / 1319!r} in the newer {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / DEC}"
+        in warning
+    )
+    assert warning.endswith("the newer value is used.")
+    assert read.files_frame().attrs["warnings"] == [warning]
+
+
+def test_a_file_whose_every_score_is_newer_elsewhere_is_superseded(
+    v1_tree: Path, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(v1_tree, tree)
+    folder = tree / "meta-llama" / "Llama-2-7b-hf"
+    shutil.copy(folder / DEC, folder / "results_2023-11-01T00-00-00.000000.json")
+    read = read_inputs([tree], suite=V1, options=RunOptions())
+    catalog = {Path(row["path"]).name: row for row in read.catalog.to_pylist()}
+    older = catalog["results_2023-11-01T00-00-00.000000.json"]
+    assert older["rows"] == 0
+    assert older["tasks"] == []
+    assert older["superseded_by"] == str(folder / DEC)
+    assert len(read.warnings) == 1  # equal scores are no disagreement
+
+
+def test_files_with_one_run_time_and_different_scores_are_an_error(
+    v1_tree: Path, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(v1_tree, tree)
+    copy = tree / "backup" / "meta-llama" / "Llama-2-7b-hf" / DEC
+    copy.parent.mkdir(parents=True)
+    document = json.loads((tree / "meta-llama" / "Llama-2-7b-hf" / DEC).read_text())
+    document["results"]["harness|gsm8k|5"]["acc"] = 0.5
+    copy.write_text(json.dumps(document))
+    with pytest.raises(
+        InputError,
+        match=r"backup/meta-llama/Llama-2-7b-hf/results_2023-12-02T13-00-54\.924067\.json and \S*tree/meta-llama/Llama-2-7b-hf/results_2023-12-02T13-00-54\.924067\.json: two results files for the same model variant .* hold different scores.*\nHint: remove the wrong file",
+    ):
+        read_inputs([tree], suite=V1, options=RunOptions())
+
+
+LIGHTEVAL_SUITE = """
+name = "lighteval-leaderboard"
+description = "two of the v1 tasks as lighteval names them"
+
+[[benchmarks]]
+name = "ARC"
+aggregation = "normalize-then-average"
+subtasks = [{ name = "arc_challenge", task = "leaderboard|arc:challenge|25", metric = "acc_norm", num_choices = 4, lower_bound = 0.0 }]
+
+[[benchmarks]]
+name = "GSM8K"
+aggregation = "normalize-then-average"
+subtasks = [{ name = "gsm8k", task = "leaderboard|gsm8k|5", metric = "qem", num_choices = 0 }]
+"""
+
+
+def test_lighteval_results_files_are_read(fixtures: Path, tmp_path: Path) -> None:
+    suite_path = tmp_path / "lighteval.toml"
+    suite_path.write_text(LIGHTEVAL_SUITE)
+    path = next((fixtures / "openllm_v1" / "lighteval").rglob("results_*.json"))
+    document = json.loads(path.read_text())
+    assert document["versions"] == {}
+    assert document["config_general"]["job_id"] == "0"
+    assert set(document) >= {
+        "config_general",
+        "results",
+        "versions",
+        "config_tasks",
+        "summary_tasks",
+        "summary_general",
+    }
+    result = run([fixtures / "openllm_v1" / "lighteval"], suite=load_suite(suite_path))
+    (row,) = result.leaderboard.to_dict("records")
+    assert (row["model"], row["precision"], row["revision"]) == (
+        LLAMA,
+        "bfloat16",
+        LLAMA_SHA,
+    )
+    assert row["ARC"] == pytest.approx(622 / 1172 * 100, abs=1e-12)
+    assert row["GSM8K"] == pytest.approx(191 / 1319 * 100, abs=1e-12)
+    stderr = result.subtasks.set_index("subtask").loc["gsm8k", "stderr"]
+    assert stderr == pytest.approx(0.009693234799052708)
+
+
+def test_lighteval_model_config_name_and_chat_template(tmp_path: Path) -> None:
+    """Newer lighteval keeps the name in config_general.model_config."""
+    document = {
+        "config_general": {
+            "job_id": "0",
+            "model_config": {"model_name": "org/model", "use_chat_template": True},
+            "model_dtype": None,
+        },
+        "results": {"leaderboard|gsm8k|5": {"qem": 0.25}, "all": {"qem": 0.25}},
+        "versions": {},
+    }
+    path = tmp_path / "results_2025-01-01T00-00-00.000000.json"
+    path.write_text(json.dumps(document))
+    parsed = parse_results_file(
+        path, path.read_bytes(), [("leaderboard|gsm8k|5", "qem")]
+    )
+    assert (parsed.model, parsed.precision, parsed.chat_template) == (
+        "org/model",
+        "",
+        True,
+    )
+    assert parsed.rows["raw_score"] == [0.25]
+    assert parsed.n_ignored == 1
+
+
+def test_the_parse_cache_reads_a_v1_tree_as_a_plain_run(
+    v1_tree: Path, tmp_path: Path
+) -> None:
+    plain = run([v1_tree], suite=V1)
+    for attempt in ("parsed", "cached"):
+        cached = run(
+            [v1_tree], suite=V1, options=RunOptions(cache=str(tmp_path / "cache"))
+        )
+        pd.testing.assert_frame_equal(cached.leaderboard, plain.leaderboard)
+        pd.testing.assert_frame_equal(cached.subtasks, plain.subtasks)
+        assert set(cached.files["cache"]) == {attempt}
+        rows = cached.files.set_index(cached.files["path"].map(lambda p: Path(p).name))
+        assert rows.loc[DEC, "tasks"] == "harness|gsm8k|5"
+        assert rows.loc[SEPT, "rows"] == 1
