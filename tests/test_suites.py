@@ -100,7 +100,10 @@ def test_suite_file_round_trip(tmp_path: Path) -> None:
             r"subtasks\[1\] \(y\): lower_bound must be in \[0, 1\), got 1.0.*\n.*Hint",
         ),
         ({"extra": ", lower_bound = -0.1"}, r"lower_bound must be in \[0, 1\)"),
-        ({"extra": ", n_samples = 0"}, r"n_samples must be a positive integer, got 0"),
+        (
+            {"extra": ", n_samples = 0"},
+            r"n_samples must be a positive integer of at most 2\*\*53, got 0",
+        ),
         (
             {"aggregation": "median"},
             r"unknown aggregation 'median'.*\n.*Hint: use one of",
