@@ -68,8 +68,9 @@ def _register_query(
     query.add_argument(
         "--digits",
         type=int,
-        default=2,
-        help="decimals printed in table format (default: %(default)s)",
+        default=None,
+        help="round every float to this many decimals in table format "
+        "(default: print values as the query returned them)",
     )
     query.set_defaults(handler=_cmd_query)
 
@@ -204,7 +205,7 @@ examples:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from lbnorm.query import format_result, infer_format, run_query
+    from lbnorm.query import check_result_path, format_result, infer_format, run_query
 
     attach = dict(_parse_attach(text) for text in args.attach)
     fmt = args.format or infer_format(args.output)
@@ -217,9 +218,17 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.output is not None:
         check_parent(args.output)
+        check_result_path(args.output, [args.out, *attach.values()])
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
-    data = format_result(table, fmt, max_rows=args.max_rows, digits=args.digits)
+    data = format_result(
+        table,
+        fmt,
+        max_rows=args.max_rows,
+        digits=args.digits,
+        escape=args.output is None
+        and sys.stdout.isatty(),  # CSV is data, but not for a TTY
+    )
     if args.output is None:
         sys.stdout.write(data.decode())
         return ExitCode.OK
