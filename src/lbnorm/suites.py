@@ -473,7 +473,7 @@ def _check_benchmark_names(names: list[str], *, where: str) -> None:
 
 def _check_total_weight(weights: list[float], *, where: str) -> None:
     """The weighted sums of the average must stay finite."""
-    if not math.isfinite(_MAX_SCORE * math.fsum(weights)):
+    if not math.isfinite(_MAX_SCORE * sum(weights)):  # fsum would raise on overflow
         msg = (
             f"{where}: the benchmark weights sum to more than a float can hold "
             f"({weights[:5]}{' ...' if len(weights) > 5 else ''}), so every average "
