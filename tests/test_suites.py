@@ -473,7 +473,7 @@ class _CountingTable:
     @property
     def column_names(self) -> list[str]:
         self.listed += 1
-        return self.table.column_names
+        return [str(name) for name in self.table.column_names]
 
     def select(self, names: list[str]) -> pa.Table:
         return self.table.select(names)
