@@ -114,6 +114,10 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = (options or RunOptions()).resolved()
+    if options.cache is not None and out is not None:
+        from lbnorm.readers.cache import check_cache_location  # nightly runs only
+
+        check_cache_location(options.cache, out)
     paths = list(inputs) or [demo_path()]
     read = read_inputs(paths, suite=suite, options=options, progress=progress)
     fault_point("computing")  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm._faults)
