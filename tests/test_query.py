@@ -418,6 +418,15 @@ def test_output_file_inside_an_output_is_refused(
     assert _digests(tmp_path) == before
     assert main(["query", str(own_out), sql, "--output", str(tmp_path / "r.csv")]) == 0
     assert (tmp_path / "r.csv").read_text().startswith("model\n")
+    other = tmp_path / "other-output"  # any lbnorm output, not only the one queried
+    shutil.copytree(own_out, other)
+    assert main(["query", str(own_out), sql, "--output", str(other / "r.csv")]) == 2
+    assert "inside the output directory" in capsys.readouterr().err
+    app = tmp_path / "web-app"  # a manifest.json that is not lbnorm's
+    app.mkdir()
+    (app / "manifest.json").write_text('{"name": "app"}')
+    assert main(["query", str(own_out), sql, "--output", str(app / "r.csv")]) == 0
+    assert (app / "r.csv").read_text().startswith("model\n")
 
 
 # --- what a query prints -----------------------------------------------------------------

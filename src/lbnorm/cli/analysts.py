@@ -32,7 +32,9 @@ def _register_query(
             "files are the views scores (subtasks.parquet), benchmarks, leaderboard, "
             "metadata (the --metadata table, else the leaderboard's metadata columns) "
             "and columns (every view's columns, types and docs). Quote column names "
-            "with spaces: \"MATH Lvl 5\". Needs DuckDB: pip install 'lbnorm[sql]'."
+            'with spaces: "MATH Lvl 5". A query reads these tables only (no files, '
+            "network, extensions or settings); --output saves a result. Needs DuckDB: "
+            "pip install duckdb (from a clone of lbnorm: pip install '.[sql]')."
         ),
         epilog=_QUERY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
