@@ -525,3 +525,18 @@ def test_a_damaged_table_is_one_clear_error(
         match=r"subtasks\.parquet: cannot read this output table: .*\nHint: rerun `lbnorm run",
     ):
         run_query(own_out, "SELECT avg(raw_score) AS m FROM scores")
+
+
+def test_attached_views_are_listed_with_their_docs(demo_out: Path) -> None:
+    views = describe_views(demo_out, attach={"old": demo_out})
+    assert set(views["view"]) == {
+        "scores",
+        "benchmarks",
+        "leaderboard",
+        "metadata",
+        "old.scores",
+        "old.benchmarks",
+        "old.leaderboard",
+    }  # the tables behind the attached views are not listed
+    old = views.loc[views["view"] == "old.leaderboard"].set_index("column")
+    assert str(old.loc["rank", "doc"]).startswith("1 = best average")
