@@ -413,7 +413,8 @@ def test_an_edited_builtin_is_modified(
     )
     assert not renamed.is_modified  # not a built-in's name: nothing to differ from
     inputs = [str(GOLDEN / "Amu__t1-3B.json")]
-    assert main(["run", *inputs, "--suite", str(edited)]) == 0
+    out = ["--out", str(tmp_path / "out")]
+    assert main(["run", *inputs, "--suite", str(edited), *out]) == 0
     assert (
         "suite      openllm-v2 (modified) (6 benchmarks, 40 subtasks)"
         in capsys.readouterr().out
