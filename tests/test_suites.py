@@ -338,7 +338,8 @@ def test_sample_counts_fit_a_float(value: str, message: str) -> None:
         .replace("num_choices = 4", "num_choices = 1" + "0" * 400)
     )
     with pytest.raises(
-        SuiteError, match=r"num_choices must be .*got an integer of 401 digits"
+        SuiteError,
+        match=r"num_choices must be .*got an integer of 401 digits\.\nHint: a k-way",
     ):
         parse_suite(huge_choices.encode(), source="t.toml")
     with pytest.raises(
