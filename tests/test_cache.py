@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lbnorm import OutputError, Result, run
+from lbnorm.cli import main
+from lbnorm.errors import OptionsError
 from lbnorm.options import RunOptions
+from lbnorm.readers import cache as cache_module
 from lbnorm.readers import cache_stats
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
@@ -73,6 +80,7 @@ def test_incremental_run_equals_a_full_run(
         "parsed": 10,
         "cached": 0,
         "rejected": 0,
+        "hashed": 10,
         "dropped": 0,
         "rebuilt": False,
         "rebuild_reason": "",
@@ -242,3 +250,368 @@ def test_a_busy_cache_fails_clearly(tree: Path, tmp_path: Path) -> None:
             match=r"another lbnorm run is using this cache.*\n.*Hint: wait for it",
         ):
             run([tree], options=RunOptions(cache=str(cache)))
+
+
+# --- a changed file is always seen; the manifest records what was read --------------------
+
+
+def test_a_change_that_keeps_size_and_mtime_is_parsed(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_module, "_RACY_NS", 0)  # the stat alone must tell
+    cache = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(cache)))
+    path = tree / "Amu" / "t1-3B" / "results_2024-05-01T00-00-00.000000.json"
+    stat = path.stat()
+    data = path.read_bytes()
+    old = b'"leaderboard_gpqa_main": {\n   "acc_norm,none": 0.21428571428571427'
+    assert data.count(old) == 1
+    path.write_bytes(data.replace(old, old.replace(b"0.214", b"0.914")))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (
+        stat.st_size,
+        stat.st_mtime_ns,
+    )
+    out = tmp_path / "out"
+    again = run([tree], out=out, options=RunOptions(cache=str(cache)))
+    assert (_stats(again)["parsed"], _stats(again)["cached"]) == (1, 9)
+    assert _status(again)["t1-3B"] == "parsed"
+    gpqa = again.subtasks.set_index(["model", "subtask"]).loc[
+        ("Amu/t1-3B", "main"), "raw_score"
+    ]
+    assert gpqa == pytest.approx(0.91428571428571427)
+    plain = run([tree], out=tmp_path / "plain")
+    assert plain.leaderboard.equals(again.leaderboard)
+    assert _digests(out) == _digests(tmp_path / "plain")
+    manifest = json.loads((out / "manifest.json").read_text())
+    recorded = {Path(i["path"]).parent.name: i for i in manifest["inputs"]}
+    assert recorded["t1-3B"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert recorded["t1-3B"]["bytes"] == len(path.read_bytes())
+    assert recorded["t1-3B"]["sha256_verified"] is True
+    for entry in manifest["inputs"]:  # every hash is of the bytes on disk
+        assert (
+            entry["sha256"]
+            == hashlib.sha256(Path(entry["path"]).read_bytes()).hexdigest()
+        )
+
+
+def test_files_changed_just_before_a_run_are_read_again(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(cache)))
+    again = run([tree], out=tmp_path / "out", options=RunOptions(cache=str(cache)))
+    # the files were written within 2 s of the first run's stat: a second write
+    # in the same timestamp tick would keep every stat field, so they are hashed
+    assert (_stats(again)["parsed"], _stats(again)["cached"]) == (0, 10)
+    assert _stats(again)["hashed"] == 10
+    inputs = json.loads((tmp_path / "out" / "manifest.json").read_text())["inputs"]
+    assert all(entry["sha256_verified"] for entry in inputs)
+    monkeypatch.setattr(cache_module, "_RACY_NS", 0)  # as if the run came later
+    trusted = run([tree], out=tmp_path / "out", options=RunOptions(cache=str(cache)))
+    assert (_stats(trusted)["cached"], _stats(trusted)["hashed"]) == (10, 0)
+    index = (cache / "lbnorm-cache.json").read_bytes()
+    assert (
+        run([tree], options=RunOptions(cache=str(cache)))
+        .files["cache"]
+        .eq("cached")
+        .all()
+    )
+    assert (cache / "lbnorm-cache.json").read_bytes() == index  # nothing to rewrite
+    inputs = json.loads((tmp_path / "out" / "manifest.json").read_text())["inputs"]
+    assert not any(entry["sha256_verified"] for entry in inputs)  # taken on their stat
+    for entry in inputs:  # yet each is the hash of the bytes an earlier run read
+        assert (
+            entry["sha256"]
+            == hashlib.sha256(Path(entry["path"]).read_bytes()).hexdigest()
+        )
+    full = run(
+        [tree],
+        out=tmp_path / "out",
+        options=RunOptions(cache=str(cache), full_rebuild=True),
+    )
+    assert _stats(full)["hashed"] == 10  # --full verifies every hash
+
+
+# --- the cache is never inside the output --------------------------------------------------
+
+
+def test_a_cache_inside_the_output_is_refused(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    run([tree], out=out)
+    before = _digests(out)
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    for cache in (out / "cache", out, link / "cache"):
+        code = main(
+            ["run", str(tree), "--out", str(out), "--cache", str(cache), "--quiet"]
+        )
+        assert code == 2
+        err = capsys.readouterr().err
+        assert re.fullmatch(
+            r"lbnorm: error: --cache \S+ is inside --out \S+, which every run replaces "
+            r"whole: the cache would be wiped each time\.\nHint: keep the cache beside "
+            r"the output, e.g\. --cache out\.cache \(or \.lbnorm-cache\)\.\n",
+            err,
+        ), err
+    with pytest.raises(OptionsError, match=r"is inside --out .*\nHint: keep the cache"):
+        run([tree], out=out, options=RunOptions(cache=str(out / "cache")))
+    assert _digests(out) == before
+    assert not (out / "cache").exists()
+    assert (
+        main(
+            [
+                "run",
+                str(tree),
+                "--out",
+                str(out),
+                "--cache",
+                str(tmp_path / "out.cache"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+
+
+# --- a damaged cache is rebuilt, never a crash ----------------------------------------------
+
+
+def _index(cache: Path) -> dict[str, Any]:
+    index: dict[str, Any] = json.loads((cache / "lbnorm-cache.json").read_text())
+    return index
+
+
+def _damage_index(text: str) -> Callable[[Path], None]:
+    def damage(cache: Path) -> None:
+        (cache / "lbnorm-cache.json").write_text(text)
+
+    return damage
+
+
+def _set_field(name: str, value: object) -> Callable[[Path], None]:
+    def damage(cache: Path) -> None:
+        index = _index(cache)
+        index[name] = value
+        (cache / "lbnorm-cache.json").write_text(json.dumps(index))
+
+    return damage
+
+
+def _stat_time_1e400(cache: Path) -> None:
+    text = json.dumps(_index(cache))
+    (cache / "lbnorm-cache.json").write_text(
+        re.sub(r'"stat_ns": \d+', '"stat_ns": 1e400', text)
+    )
+
+
+def _stat_time_huge(cache: Path) -> None:
+    text = json.dumps(_index(cache))
+    (cache / "lbnorm-cache.json").write_text(
+        re.sub(r'"stat_ns": \d+', '"stat_ns": 1' + "0" * 400, text)
+    )
+
+
+def _rows_become_a_directory(cache: Path) -> None:
+    rows = cache / _index(cache)["rows"]["file"]
+    rows.unlink()
+    rows.mkdir()
+    (rows / "part-0.parquet").write_bytes(b"not lbnorm's")
+
+
+def _index_becomes_a_directory(cache: Path) -> None:
+    (cache / "lbnorm-cache.json").unlink()
+    (cache / "lbnorm-cache.json").mkdir()
+    (cache / "lbnorm-cache.json" / "keep.txt").write_text("not lbnorm's")
+
+
+def _index_becomes_a_pipe(cache: Path) -> None:
+    (cache / "lbnorm-cache.json").unlink()
+    os.mkfifo(cache / "lbnorm-cache.json")  # reading it would block forever
+
+
+def _index_not_utf8(cache: Path) -> None:
+    (cache / "lbnorm-cache.json").write_bytes(b'{"format": "\xff"}')
+
+
+def _entries_outside_the_cache(cache: Path) -> None:
+    index = _index(cache)
+    index["entries"]["file"] = "../../../etc/hostname"
+    (cache / "lbnorm-cache.json").write_text(json.dumps(index))
+
+
+DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "index-list": (
+        _damage_index("[]"),
+        r"corrupt: ValueError: the index is not a JSON object: \[\]",
+    ),
+    "index-string": (
+        _damage_index('"x"'),
+        r'corrupt: ValueError: the index is not a JSON object: "x"',
+    ),
+    "index-null": (
+        _damage_index("null"),
+        r"corrupt: ValueError: the index is not a JSON object: null",
+    ),
+    "index-empty-object": (
+        _damage_index("{}"),
+        r"corrupt: ValueError: the index lacks a field",
+    ),
+    "index-nested-100000-deep": (
+        _damage_index("[" * 100_000 + "]" * 100_000),
+        r"corrupt: RecursionError",
+    ),
+    "index-not-utf8": (
+        _index_not_utf8,
+        r"corrupt: (UnicodeDecodeError|JSONDecodeError)",
+    ),
+    "stat-time-1e400": (
+        _stat_time_1e400,
+        r"corrupt: ValueError: the index lacks a field",
+    ),
+    "stat-time-400-digits": (
+        _stat_time_huge,
+        r"corrupt: ValueError: the index lacks a field",
+    ),
+    "index-of-format-1": (
+        _set_field("format", 1),
+        r"made by another lbnorm version",
+    ),
+    "format-a-list": (
+        _set_field("format", [2]),
+        r"corrupt: ValueError: the index lacks a field",
+    ),
+    "rows-a-directory": (
+        _rows_become_a_directory,
+        r"corrupt: FileNotFoundError: rows-[0-9a-f]{12}\.parquet is missing or not a file",
+    ),
+    "index-a-directory": (
+        _index_becomes_a_directory,
+        r"corrupt: lbnorm-cache\.json was not a file \(moved aside to "
+        r"lbnorm-cache\.json\.damaged-[0-9a-f]{12}\)",
+    ),
+    "index-a-pipe": (
+        _index_becomes_a_pipe,
+        r"corrupt: lbnorm-cache\.json was not a file",
+    ),
+    "entries-outside-the-cache": (
+        _entries_outside_the_cache,
+        r"corrupt: ValueError: the index lacks a field",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_a_damaged_cache_is_rebuilt(
+    damage: str, tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "cache"
+    plain = run([tree], out=tmp_path / "plain")
+    run([tree], options=RunOptions(cache=str(cache)))
+    spoil, reason = DAMAGE[damage]
+    spoil(cache)
+    out = tmp_path / "out"
+    assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(
+        r"cache      \S+: 10 parsed, 0 cached, 0 rejected, 0 dropped; rebuilt \(",
+        printed,
+    )
+    rebuilt = run([tree], out=tmp_path / "again", options=RunOptions(cache=str(cache)))
+    assert (_stats(rebuilt)["parsed"], _stats(rebuilt)["cached"]) == (
+        0,
+        10,
+    )  # healthy again
+    assert _stats(rebuilt)["rebuilt"] is False
+    assert _digests(out) == _digests(tmp_path / "plain") == _digests(tmp_path / "again")
+    assert plain.leaderboard.equals(rebuilt.leaderboard)
+    spoil(cache)  # the same damage again, now seen from Python
+    stats = _stats(run([tree], options=RunOptions(cache=str(cache))))
+    assert stats["rebuilt"] is True
+    assert re.match(reason, str(stats["rebuild_reason"])), stats["rebuild_reason"]
+
+
+def test_what_lbnorm_did_not_write_is_kept(tree: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(cache)))
+    _index_becomes_a_directory(cache)
+    stats = _stats(run([tree], options=RunOptions(cache=str(cache))))
+    assert re.fullmatch(DAMAGE["index-a-directory"][1], str(stats["rebuild_reason"]))
+    (aside,) = cache.glob("lbnorm-cache.json.damaged-*")
+    assert (aside / "keep.txt").read_text() == "not lbnorm's"  # moved, not deleted
+    _rows_become_a_directory(cache)
+    stats = _stats(run([tree], options=RunOptions(cache=str(cache))))
+    assert re.fullmatch(DAMAGE["rows-a-directory"][1], str(stats["rebuild_reason"]))
+    kept = [path for path in cache.glob("rows-*.parquet") if path.is_dir()]
+    assert [(path / "part-0.parquet").read_bytes() for path in kept] == [
+        b"not lbnorm's"
+    ]
+    assert _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuilt"] is False
+    _index_becomes_a_directory(cache)
+    full = run([tree], options=RunOptions(cache=str(cache), full_rebuild=True))
+    assert _stats(full)["rebuild_reason"] == "--full rebuild asked for"
+    assert len(list(cache.glob("lbnorm-cache.json.damaged-*"))) == 2
+
+
+# --- a cache that cannot be written says so, and names --cache --------------------------------
+
+
+def test_an_unwritable_cache_names_the_cache_not_the_output(
+    tree: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refuse(path: Path, table: object) -> Path:
+        msg = "writer's words"
+        raise OutputError(msg) from PermissionError(
+            errno.EACCES, "Permission denied", str(path)
+        )
+
+    monkeypatch.setattr(cache_module, "write_parquet_atomically", refuse)
+    cache = tmp_path / "cache"
+    out = tmp_path / "out"
+    assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        rf"lbnorm: error: --cache {re.escape(str(cache))}: cannot write the cache "
+        r"\(Permission denied\); nothing was written to the output\.\nHint: make the "
+        r"cache directory writable, choose another --cache directory, or leave "
+        r"--cache out to run without the cache\.\n",
+        err,
+    ), err
+    assert "--out" not in err
+    assert not out.exists()
+    assert sorted(path.name for path in cache.iterdir()) == [
+        ".lock"
+    ]  # no half generation
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(
+        OutputError,
+        match=r"--cache \S+a-file: cannot create the cache directory \(File exists\).*\nHint: make the cache",
+    ):
+        run([tree], options=RunOptions(cache=str(tmp_path / "a-file")))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_cache_names_the_cache(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(cache)))
+    (tree / "Amu" / "t1-3B" / "results_2024-05-01T00-00-00.000000.json").write_text(
+        "{}"
+    )
+    cache.chmod(0o555)
+    try:
+        code = main(
+            ["run", str(tree), "--out", str(tmp_path / "out"), "--cache", str(cache)]
+        )
+    finally:
+        cache.chmod(0o755)
+    assert code == 6
+    err = capsys.readouterr().err
+    assert "--cache" in err
+    assert "another --out" not in err

@@ -150,6 +150,7 @@ def test_creation_time_is_kept_out_of_the_data(
             b"lbnorm.inputs",
             b"lbnorm.missing",
             b"lbnorm.suite",
+            b"lbnorm.suite_modified",
             b"lbnorm.suite_sha256",
             b"lbnorm.suite_source",
             b"lbnorm.table",

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
 import shlex
+import shutil
 import sys
 from importlib import resources
 from pathlib import Path
@@ -271,7 +273,8 @@ def test_missing_duckdb_says_how_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "duckdb", None)
     with pytest.raises(
-        LbnormError, match=r"need DuckDB.*\nHint: pip install 'lbnorm\[sql\]'"
+        LbnormError,
+        match=r"need DuckDB.*\nHint: pip install duckdb \(or, in a clone of lbnorm, pip install '\.\[sql\]'\)",
     ):
         run_query(demo_out, "SELECT 1")
 
@@ -290,3 +293,250 @@ def test_outputs_without_subtasks_have_no_scores_view(
         InputError, match=r"no subtasks.parquet.*\nHint: rerun `lbnorm run"
     ):
         read_output_table(tmp_path / "out", "subtasks")
+
+
+# --- a query reads the output's tables and nothing else ---------------------------------
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture
+def own_out(demo_out: Path, tmp_path: Path) -> Path:
+    """A copy of the demo output that a test may try to damage."""
+    out = tmp_path / "out"
+    shutil.copytree(demo_out, out)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        (
+            "COPY (SELECT 1 AS a) TO '{out}/leaderboard.parquet'",
+            r'Cannot access file ".*leaderboard\.parquet"',
+        ),
+        (
+            "COPY (SELECT 1 AS a) TO '{out}/leaderboard.parquet' (FORMAT parquet, USE_TMP_FILE false)",
+            r'Cannot access file ".*leaderboard\.parquet"',
+        ),
+        (
+            "CREATE TABLE t AS FROM leaderboard LIMIT 0;"
+            " COPY t FROM '{out}/leaderboard.parquet'",
+            r"Cannot access file",
+        ),
+        ("ATTACH '{tmp}/new.db' AS x", r'Cannot access file ".*new\.db"'),
+        ("SELECT * FROM read_text('/etc/hostname')", r'"/etc/hostname"'),
+        ("SELECT * FROM read_parquet('{out}/leaderboard.parquet')", r"Cannot access"),
+        ("SELECT * FROM '{out}/leaderboard.parquet'", r"Cannot access"),
+        ("SELECT * FROM glob('/etc/*')", r"Cannot access file"),
+        ("INSTALL httpfs", r"Cannot access directory"),
+        ("LOAD httpfs", r"extensions is disabled"),
+        ("EXPORT DATABASE '{tmp}/dump'", r"Cannot access directory"),
+        ("SET enable_external_access = true", r"configuration has been locked"),
+        ("SET threads = 1", r"configuration has been locked"),
+        ("SELECT 1 AS a; COPY (SELECT 1) TO '{tmp}/x.csv'", r"x\.csv"),
+    ],
+    ids=[
+        "copy-over-output",
+        "copy-no-tmp-file",
+        "copy-from-file",
+        "attach-file",
+        "read-text",
+        "read-parquet-path",
+        "replacement-scan-path",
+        "glob",
+        "install-extension",
+        "load-extension",
+        "export-database",
+        "set-external-access",
+        "set-threads",
+        "second-statement",
+    ],
+)
+def test_a_query_cannot_reach_outside_the_tables(
+    sql: str,
+    refused: str,
+    own_out: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = _digests(tmp_path)
+    statement = sql.format(out=own_out, tmp=tmp_path)
+    assert main(["query", str(own_out), statement, "--attach", f"old={own_out}"]) == 1
+    err = capsys.readouterr().err
+    assert re.match(r"lbnorm: error: query refused: ", err), err
+    assert re.search(refused, err), err
+    assert "Hint: a query reads the output's tables only" in err
+    assert "--output FILE" in err
+    assert "Traceback" not in err
+    assert _digests(tmp_path) == before  # nothing written, nothing changed
+    with pytest.raises(LbnormError, match=r"query refused: .*\nHint: a query reads"):
+        run_query(own_out, statement)
+
+
+def test_the_database_is_locked_down(demo_out: Path) -> None:
+    settings = run_query(
+        demo_out,
+        "SELECT current_setting('enable_external_access') AS external,"
+        " current_setting('lock_configuration') AS locked,"
+        " current_setting('autoinstall_known_extensions') AS autoinstall,"
+        " current_setting('python_enable_replacements') AS python_scans",
+    ).to_pylist()
+    assert settings == [
+        {"external": False, "locked": True, "autoinstall": False, "python_scans": False}
+    ]
+
+
+def test_in_memory_scratch_tables_still_work(demo_out: Path) -> None:
+    rows = run_query(
+        demo_out,
+        "CREATE TEMP TABLE top AS SELECT model FROM leaderboard ORDER BY rank LIMIT 3;"
+        " SELECT count(*) AS n FROM top",
+    ).to_pylist()
+    assert rows == [{"n": 3}]
+
+
+def test_output_file_inside_an_output_is_refused(
+    own_out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _digests(tmp_path)
+    sql = "SELECT model FROM leaderboard LIMIT 1"
+    for target in (own_out / "leaderboard.parquet", own_out / "extra.csv"):
+        assert main(["query", str(own_out), sql, "--output", str(target)]) == 2
+        assert re.fullmatch(
+            r"lbnorm: error: --output \S+: inside the output directory \S+; a query "
+            r"result saved there would change the output.\nHint: save it elsewhere, "
+            r"e.g. --output result.csv.\n",
+            capsys.readouterr().err,
+        )
+    assert _digests(tmp_path) == before
+    assert main(["query", str(own_out), sql, "--output", str(tmp_path / "r.csv")]) == 0
+    assert (tmp_path / "r.csv").read_text().startswith("model\n")
+    other = tmp_path / "other-output"  # any lbnorm output, not only the one queried
+    shutil.copytree(own_out, other)
+    assert main(["query", str(own_out), sql, "--output", str(other / "r.csv")]) == 2
+    assert "inside the output directory" in capsys.readouterr().err
+    app = tmp_path / "web-app"  # a manifest.json that is not lbnorm's
+    app.mkdir()
+    (app / "manifest.json").write_text('{"name": "app"}')
+    assert main(["query", str(own_out), sql, "--output", str(app / "r.csv")]) == 0
+    assert (app / "r.csv").read_text().startswith("model\n")
+
+
+# --- what a query prints -----------------------------------------------------------------
+
+
+def test_table_prints_what_the_query_returned(
+    demo_out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = (
+        'SELECT round(corr("BBH", average), 3) AS r3, 1.0 / 3 AS third,'
+        " round(50.0, 2) AS fifty, 7 AS seven FROM leaderboard"
+    )
+    assert main(["query", str(demo_out), sql]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["r3", "third", "fifty", "seven"]
+    r3, third, fifty, seven = lines[1].split()
+    assert len(r3.split(".")[1]) == 3  # the SQL's round(..., 3), not 2 digits
+    assert third == repr(1 / 3)
+    assert (fifty, seven) == ("50.0", "7")
+    assert main(["query", str(demo_out), sql, "--digits", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[1:3] == ["0.33", "50.00"]
+
+
+def test_duplicate_column_names(
+    workdir: Path, demo_out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = (
+        "SELECT n.model, n.rank, o.rank FROM leaderboard n JOIN old.leaderboard o"
+        " USING (model, precision, revision, chat_template) ORDER BY n.rank, n.model LIMIT 2"
+    )
+    attach = ["--attach", f"old={workdir / 'out-gpqa-raw'}"]
+    assert main(["query", str(demo_out), sql, *attach]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["model", "rank", "rank"]
+    assert lines[1].split()[1:] == ["1", "1"]
+    assert main(["query", str(demo_out), sql, *attach, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("model,rank,rank\n")
+    for fmt in ("json", "parquet"):
+        with pytest.raises(
+            LbnormError,
+            match=rf"--format {fmt} needs distinct column names; the result repeats \['rank'\].*\n"
+            r"Hint: name them apart \(SELECT n.rank AS rank_new",
+        ):
+            format_result(run_query(demo_out, sql, attach={"old": demo_out}), fmt)
+
+
+def test_control_characters_never_reach_a_terminal(
+    demo_out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = "SELECT 'evil' || chr(27) || '[2J' || chr(155) || 'x' AS model, 1 AS n"
+    assert main(["query", str(demo_out), sql]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown
+    assert "\x9b" not in shown
+    assert "evil\\x1b[2J\\x9bx" in shown
+    for fmt, expected in (
+        ("csv", "evil\x1b[2J\x9bx,1"),
+        ("json", '"evil\\u001b[2J\x9bx"'),
+    ):
+        assert main(["query", str(demo_out), sql, "--format", fmt]) == 0  # a pipe: data
+        assert expected in capsys.readouterr().out
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for fmt in ("csv", "json", "table"):
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert main(["query", str(demo_out), sql, "--format", fmt]) == 0
+        assert "\x1b" not in terminal.getvalue()
+        assert "\x9b" not in terminal.getvalue()
+        assert "[2J" in terminal.getvalue()
+
+
+def test_a_damaged_table_is_one_clear_error(
+    demo_out: Path, own_out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    board = own_out / "leaderboard.parquet"
+    board.write_bytes(board.read_bytes()[: board.stat().st_size // 2])
+    assert main(["query", str(own_out), "SELECT count(*) FROM benchmarks"]) == 4
+    err = capsys.readouterr().err
+    assert re.match(
+        r"lbnorm: error: \S+leaderboard\.parquet: cannot read this output table: .*"
+        r"\nHint: rerun `lbnorm run \.\.\. --out \S+` to rewrite the output\.\n$",
+        err,
+    ), err
+    subtasks = own_out / "subtasks.parquet"
+    data = bytearray(subtasks.read_bytes())
+    for at in range(1_000, 400_000, 7):  # rot in the data pages, the footer intact
+        data[at] ^= 0x5A
+    subtasks.write_bytes(bytes(data))
+    shutil.copy(demo_out / "leaderboard.parquet", board)
+    with pytest.raises(
+        InputError,
+        match=r"subtasks\.parquet: cannot read this output table: .*\nHint: rerun `lbnorm run",
+    ):
+        run_query(own_out, "SELECT avg(raw_score) AS m FROM scores")
+
+
+def test_attached_views_are_listed_with_their_docs(demo_out: Path) -> None:
+    views = describe_views(demo_out, attach={"old": demo_out})
+    assert set(views["view"]) == {
+        "scores",
+        "benchmarks",
+        "leaderboard",
+        "metadata",
+        "old.scores",
+        "old.benchmarks",
+        "old.leaderboard",
+    }  # the tables behind the attached views are not listed
+    old = views.loc[views["view"] == "old.leaderboard"].set_index("column")
+    assert str(old.loc["rank", "doc"]).startswith("1 = best average")

@@ -24,6 +24,7 @@ from lbnorm.errors import LbnormError
 from lbnorm.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
+from lbnorm.readers.cache import check_cache_location
 from lbnorm.result import Result
 from lbnorm.run_report import build_run_report, format_run_report
 from lbnorm.suites import Suite
@@ -86,6 +87,8 @@ def run_monitored(
     tables: dict[str, pd.DataFrame] = {}
     checked: pd.DataFrame | None = None
     try:
+        if cache is not None:
+            check_cache_location(cache, out)  # before any work: every run replaces out
         mark = time.perf_counter()
         result = run(inputs, suite=suite, options=options, progress=progress)
         elapsed = time.perf_counter() - mark

@@ -121,6 +121,10 @@ def run(
     options = (options or RunOptions()).resolved()
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
+    if options.cache is not None and out is not None:
+        from lbnorm.readers.cache import check_cache_location  # nightly runs only
+
+        check_cache_location(options.cache, out)
     paths = list(inputs) or [demo_path()]
     read = read_inputs(paths, suite=suite, options=options, progress=progress)
     fault_point("computing")  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm._faults)

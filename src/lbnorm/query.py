@@ -1,7 +1,8 @@
-"""SQL over an output directory: DuckDB views with stable names, results in any format.
+"""SQL over an output directory: its tables under stable names, read-only, results in any format.
 
-An output directory becomes an in-memory DuckDB database of views over its
-Parquet files (nothing is copied)::
+An output directory becomes an in-memory DuckDB database whose views are its
+Parquet files, read lazily by pyarrow (only the columns and row groups a query
+touches)::
 
     scores       subtasks.parquet     one row per (variant, subtask)
     subtasks     the same (the file's name)
@@ -12,9 +13,20 @@ Parquet files (nothing is copied)::
 
 ``attach={"old": other_out}`` adds the same views under a schema (``old.leaderboard``)
 to compare two outputs. Column names with spaces are quoted: ``"MATH Lvl 5"``.
-DuckDB is an optional extra (``pip install 'lbnorm[sql]'``); it is imported only
-when a query runs. The table readers here (:func:`read_output_table`) need only
-pyarrow and serve :mod:`lbnorm.show` and :mod:`lbnorm.report`.
+
+A query reads these tables and nothing else: the database is opened with
+DuckDB's ``enable_external_access = false`` (no file is read or written, so no
+``COPY ... TO``, ``ATTACH`` of a file, ``read_text``/``read_csv``/``glob`` on
+paths, ``EXPORT DATABASE``), no extension is installed or loaded on demand, no
+Python variable is scanned, and ``lock_configuration = true`` keeps it so (a
+``SET`` is refused). The tables are registered before that, as pyarrow datasets,
+so nothing is copied. A refused statement is a :class:`~lbnorm.errors.LbnormError`
+(exit 1) that says so; the one way to save a result is the command line's
+``--output FILE`` (never inside an output directory).
+
+DuckDB is an optional extra (``pip install '.[sql]'`` from a clone); it is
+imported only when a query runs. The table readers of :mod:`lbnorm.outdir` need
+only pyarrow and serve :mod:`lbnorm.show` and :mod:`lbnorm.report`.
 """
 
 from __future__ import annotations
@@ -22,30 +34,34 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import LbnormError
+from lbnorm.errors import InputError, LbnormError, OptionsError
 from lbnorm.metadata import read_metadata
 from lbnorm.outdir import check_output, metadata_columns
 from lbnorm.schemas import KEY_COLUMNS
-from lbnorm.terminal import format_table
+from lbnorm.terminal import printable
 
 if TYPE_CHECKING:
     import duckdb
+    import pandas as pd
+    import pyarrow.dataset as ds
 
 __all__ = [
     "QUERY_FORMATS",
     "VIEWS",
     "OutputTable",
     "QueryFormat",
+    "check_result_path",
     "connect",
     "describe_views",
     "format_result",
@@ -68,6 +84,16 @@ VIEWS: dict[str, str] = {
     "leaderboard": "leaderboard.parquet",
 }
 
+#: The database a query runs in: it reaches nothing beyond the tables registered
+#: in it, and no statement can change that (DuckDB "Securing DuckDB").
+_LOCKED_DOWN: dict[str, str | bool] = {
+    "enable_external_access": False,  # no files (COPY, ATTACH, read_*), no network
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "python_enable_replacements": False,  # no scans of Python variables
+    "lock_configuration": True,  # and no SET undoes any of it
+}
 _SUFFIX_FORMATS: dict[str, QueryFormat] = {
     ".csv": "csv",
     ".json": "json",
@@ -75,11 +101,28 @@ _SUFFIX_FORMATS: dict[str, QueryFormat] = {
     ".pq": "parquet",
 }
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HIDDEN = "_lbnorm_"  # registered tables behind an attached schema's views
+_REGISTERED = re.compile(r"registered as '([^']+)'")
 _SQL_HINT = (
     "the views are scores, benchmarks, leaderboard and metadata; "
     "`lbnorm query OUT 'FROM columns'` lists their columns; "
     'quote names with spaces: "MATH Lvl 5"'
 )
+_REFUSED_HINT = (
+    "a query reads the output's tables only (no files, network, extensions or "
+    "settings); save a result with --output FILE, and query another output "
+    "directory with --attach NAME=DIR"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Source:
+    """One registered table: its view, the name DuckDB knows it by, and its file."""
+
+    view: str
+    registered: str
+    path: Path
+    dataset: ds.Dataset
 
 
 def connect(
@@ -88,7 +131,10 @@ def connect(
     metadata: str | Path | None = None,
     attach: Mapping[str, str | Path] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Open an in-memory DuckDB database with views over an output directory.
+    """Open a locked-down in-memory DuckDB database over an output directory's tables.
+
+    The tables are registered as lazily read pyarrow datasets; the database
+    reaches nothing else (see the module's docstring).
 
     Args:
         out: The output directory.
@@ -102,26 +148,10 @@ def connect(
 
     Raises:
         LbnormError: DuckDB is not installed, or a schema name is invalid.
-        InputError: A directory is not an lbnorm output, or the metadata
-            table is unreadable.
+        InputError: A directory is not an lbnorm output, a table in it is
+            unreadable, or the metadata table is unreadable.
     """
-    connection: duckdb.DuckDBPyConnection = _import_duckdb().connect()
-    _create_views(connection, check_output(out), schema=None)
-    if metadata is not None:
-        connection.register("metadata", read_metadata(metadata))
-    elif extras := metadata_columns(out):
-        columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
-        connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
-    for schema, other in (attach or {}).items():
-        if not _SCHEMA_NAME.fullmatch(schema) or schema.lower() in {"main", "temp"}:
-            msg = (
-                f"cannot attach {other} as {schema!r}: not a plain SQL name.\n"
-                "Hint: use letters, digits and _ (e.g. old=OUT_DIR)."
-            )
-            raise LbnormError(msg)
-        connection.execute(f"CREATE SCHEMA {schema}")
-        _create_views(connection, check_output(other), schema=schema)
-    connection.register("columns", _describe(connection, check_output(out)))
+    connection, _ = _connect(out, metadata=metadata, attach=attach)
     return connection
 
 
@@ -132,14 +162,14 @@ def run_query(
     metadata: str | Path | None = None,
     attach: Mapping[str, str | Path] | None = None,
 ) -> pa.Table:
-    """Run SQL over an output directory's views; return the result as Arrow.
+    """Run SQL over an output directory's tables; return the result as Arrow.
 
     Decimals become float64 and float NaN becomes null, so every format shows
     the same values.
 
     Args:
         out: The output directory.
-        sql: One SQL statement (DuckDB dialect) returning rows.
+        sql: SQL (DuckDB dialect) whose last statement returns rows.
         metadata: See :func:`connect`.
         attach: See :func:`connect`.
 
@@ -147,21 +177,25 @@ def run_query(
         The result table.
 
     Raises:
-        LbnormError: The SQL fails (DuckDB's message and a hint), or DuckDB is
-            not installed.
+        LbnormError: The SQL fails (DuckDB's message and a hint), it tries to
+            reach beyond the tables (a file, the network, an extension, a
+            setting: refused), or DuckDB is not installed.
+        InputError: An output's table turns out unreadable while scanned.
     """
-    errors = _import_duckdb().Error
-    connection = connect(out, metadata=metadata, attach=attach)
+    duckdb_module = _import_duckdb()
+    connection, sources = _connect(out, metadata=metadata, attach=attach)
     try:
         # None for statements without rows (the stubs do not say so)
         relation: duckdb.DuckDBPyRelation | None = connection.sql(sql)
         if relation is None:
-            msg = f"the statement returned no rows to show: {sql.strip()[:80]!r}.\nHint: write a SELECT (views are read-only)."
+            msg = (
+                f"the statement returned no rows to show: {sql.strip()[:80]!r}.\n"
+                "Hint: end with a SELECT (the tables are read-only)."
+            )
             raise LbnormError(msg)
         table = relation.to_arrow_table()
-    except errors as exc:
-        msg = f"query failed: {exc}\nHint: {_SQL_HINT}."
-        raise LbnormError(msg) from exc
+    except duckdb_module.Error as exc:
+        raise _query_error(exc, duckdb_module, sources) from exc
     finally:
         connection.close()
     return _clean(table)
@@ -181,7 +215,7 @@ def describe_views(
         LbnormError: DuckDB is not installed.
         InputError: Not an output directory.
     """
-    connection = connect(out, metadata=metadata, attach=attach)
+    connection, _ = _connect(out, metadata=metadata, attach=attach)
     try:
         columns: pd.DataFrame = connection.sql("FROM columns").df()
     finally:
@@ -189,22 +223,39 @@ def describe_views(
     return columns
 
 
-def _describe(connection: duckdb.DuckDBPyConnection, out: Path) -> pd.DataFrame:
-    columns: pd.DataFrame = connection.sql(
-        "SELECT CASE WHEN table_schema = 'main' THEN '' ELSE table_schema || '.' END"
-        " || table_name AS view, column_name AS column, data_type AS type,"
-        " table_schema = 'main' AS is_main, ordinal_position"
-        " FROM information_schema.columns WHERE table_name <> 'subtasks'"
-        " ORDER BY is_main DESC, table_schema, CASE table_name WHEN 'scores' THEN 0"
-        " WHEN 'benchmarks' THEN 1 WHEN 'leaderboard' THEN 2 ELSE 3 END,"
-        " ordinal_position"
-    ).df()
-    docs = _column_docs(out)
-    doc = [
-        docs.get((view.split(".")[-1], column), "")
-        for view, column in zip(columns["view"], columns["column"], strict=True)
-    ]
-    return columns.assign(doc=doc)[["view", "column", "type", "doc"]]
+def check_result_path(output: str | Path, outs: Sequence[str | Path] = ()) -> None:
+    """Refuse to save a query result into an output directory.
+
+    An output directory holds what ``lbnorm run`` wrote and nothing else: a
+    result saved there would change it (and ``leaderboard.parquet`` is a name a
+    result could take).
+
+    Args:
+        output: Where the result would go (``--output FILE``).
+        outs: The output directories queried (``OUT`` and ``--attach``'s).
+
+    Raises:
+        OptionsError: `output` is inside one of `outs`, or inside any folder
+            holding an lbnorm ``manifest.json`` (one whose ``tool`` is lbnorm: a
+            web app's ``manifest.json`` is not).
+    """
+    parent = Path(output).resolve().parent
+    queried = {Path(out).resolve() for out in outs}
+    if parent in queried or _is_lbnorm_output(parent):
+        msg = (
+            f"--output {output}: inside the output directory {parent}; a query "
+            "result saved there would change the output.\n"
+            "Hint: save it elsewhere, e.g. --output result.csv."
+        )
+        raise OptionsError(msg)
+
+
+def _is_lbnorm_output(folder: Path) -> bool:
+    try:
+        manifest = json.loads((folder / "manifest.json").read_bytes())
+    except (OSError, ValueError, RecursionError):  # none, or not lbnorm's JSON
+        return False
+    return isinstance(manifest, dict) and manifest.get("tool") == "lbnorm"
 
 
 def infer_format(output: str | Path | None) -> QueryFormat:
@@ -220,74 +271,240 @@ def infer_format(output: str | Path | None) -> QueryFormat:
 
 
 def format_result(
-    table: pa.Table, fmt: QueryFormat, *, max_rows: int = 100, digits: int = 2
+    table: pa.Table,
+    fmt: QueryFormat,
+    *,
+    max_rows: int = 100,
+    digits: int | None = None,
+    escape: bool = False,
 ) -> bytes:
     r"""Serialize a query result: an aligned text table, CSV, JSON or Parquet.
 
+    ``table`` is for reading: values as the query returned them (a float in its
+    shortest exact form, so ``round(x, 3)`` shows 3 decimals), control
+    characters escaped (a model name cannot drive the terminal), duplicate
+    column names (a join's ``n.rank, o.rank``) shown as they are. ``csv``,
+    ``json`` and ``parquet`` are data, written faithfully: a name's bytes as
+    they are, unless `escape` (the command line sets it when printing to a
+    terminal). JSON objects and Parquet columns need distinct names.
+
     Args:
         table: The result (see :func:`run_query`).
-        fmt: ``table`` (floats rounded to `digits`, at most `max_rows` rows and a
-            row count), ``csv`` (full precision, header row), ``json`` (an array
-            of objects) or ``parquet``.
+        fmt: ``table`` (at most `max_rows` rows and a row count), ``csv`` (full
+            precision, header row), ``json`` (an array of objects) or ``parquet``.
         max_rows: Rows shown in ``table`` format.
-        digits: Decimals shown in ``table`` format.
+        digits: Decimals for every float in ``table`` format; None (the
+            default) shows each float as the query returned it.
+        escape: Escape control characters in ``csv`` and ``json`` too.
 
     Returns:
         The bytes to print or save.
 
+    Raises:
+        LbnormError: ``json`` or ``parquet`` with duplicate column names.
+
     Examples:
         >>> result = pa.table({"model": ["a/b", "c/d"], "MATH": [40.125, None]})
         >>> print(format_result(result, "table").decode(), end="")
-        model   MATH
-        a/b    40.12
+        model    MATH
+        a/b    40.125
+        c/d
+        (2 rows)
+        >>> print(format_result(result, "table", digits=1).decode(), end="")
+        model  MATH
+        a/b    40.1
         c/d
         (2 rows)
         >>> format_result(result, "json").decode()
         '[{"model": "a/b", "MATH": 40.125}, {"model": "c/d", "MATH": null}]\n'
     """
+    if fmt in ("json", "parquet"):
+        _check_distinct_names(table, fmt)
     if fmt == "parquet":
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
         return buffer.getvalue()
-    frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
     if fmt == "csv":
-        return str(frame.to_csv(index=False)).encode()
-    if fmt == "json":
+        import pandas as pd  # CSV as pandas writes it: full precision, quoted as needed
+
+        frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
+        text = str(frame.to_csv(index=False, lineterminator="\n"))
+    elif fmt == "json":
         records = table.to_pylist()  # the result of a query: rows are the output
-        return (json.dumps(records, default=str, ensure_ascii=False) + "\n").encode()
-    shown = (
-        format_table(frame.head(max_rows), digits=digits) if len(frame.columns) else ""
-    )
-    more = (
-        f"... {len(frame) - max_rows:,} more rows (add LIMIT, or --format csv for all)\n"
-        if len(frame) > max_rows
-        else ""
-    )
-    return f"{shown}\n{more}({len(frame):,} row{'s' * (len(frame) != 1)})\n".encode()
+        text = json.dumps(records, default=str, ensure_ascii=False) + "\n"
+    else:
+        return _format_text_table(table, max_rows=max_rows, digits=digits).encode()
+    return (printable(text, keep_newlines=True) if escape else text).encode()
 
 
-def _create_views(
-    connection: duckdb.DuckDBPyConnection, out: Path, *, schema: str | None
-) -> None:
-    prefix = f"{schema}." if schema else ""
+def _connect(
+    out: str | Path,
+    *,
+    metadata: str | Path | None,
+    attach: Mapping[str, str | Path] | None,
+) -> tuple[duckdb.DuckDBPyConnection, list[_Source]]:
+    """The locked-down connection and what is registered in it."""
+    attach = dict(attach or {})
+    for schema, other in attach.items():  # every name checked before any work
+        if not _SCHEMA_NAME.fullmatch(schema) or schema.lower() in {"main", "temp"}:
+            msg = (
+                f"cannot attach {other} as {schema!r}: not a plain SQL name.\n"
+                "Hint: use letters, digits and _ (e.g. old=OUT_DIR)."
+            )
+            raise LbnormError(msg)
+    out = check_output(out)
+    sources = _open_tables(out, schema=None)
+    attached = {
+        schema: _open_tables(check_output(other), schema=schema)
+        for schema, other in attach.items()
+    }
+    extra_metadata = read_metadata(metadata) if metadata is not None else None
+    connection: duckdb.DuckDBPyConnection = _import_duckdb().connect(
+        ":memory:", config=_LOCKED_DOWN
+    )
+    for source in sources:
+        connection.register(source.registered, source.dataset)
+    if extra_metadata is not None:
+        connection.register("metadata", extra_metadata)
+    elif extras := metadata_columns(out):
+        columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
+        connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
+    for schema, tables in attached.items():
+        connection.execute(f"CREATE SCHEMA {schema}")
+        for source in tables:
+            connection.register(source.registered, source.dataset)
+            connection.execute(
+                f"CREATE VIEW {schema}.{source.view} AS SELECT * FROM {source.registered}"
+            )
+        sources += tables
+    connection.register("columns", _describe(connection, sources))
+    return connection, sources
+
+
+def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
+    """Each table of an output as a pyarrow dataset (its footer read, no data)."""
+    import pyarrow.dataset as ds  # only queries need datasets
+
+    opened: dict[str, ds.Dataset] = {}
+    sources = []
     for view, file in VIEWS.items():
-        if not (out / file).is_file():  # subtasks.parquet under --no-subtasks
+        path = out / file
+        if not path.is_file():  # subtasks.parquet under --no-subtasks
             continue
-        path = str((out / file).resolve()).replace("'", "''")
-        connection.execute(
-            f"CREATE VIEW {prefix}{view} AS SELECT * FROM read_parquet('{path}')"
+        if file not in opened:
+            try:
+                opened[file] = ds.dataset(path, format="parquet")
+            except (pa.ArrowException, OSError) as exc:
+                msg = (
+                    f"{path}: cannot read this output table: {_first_line(str(exc))}\n"
+                    f"Hint: rerun `lbnorm run ... --out {out}` to rewrite the output."
+                )
+                raise InputError(msg) from exc
+        name = view if schema is None else f"{_HIDDEN}{schema}_{view}"
+        sources.append(
+            _Source(view=view, registered=name, path=path, dataset=opened[file])
         )
+    return sources
 
 
-def _column_docs(out: Path) -> dict[tuple[str, str], str]:
+def _describe(
+    connection: duckdb.DuckDBPyConnection, sources: Sequence[_Source]
+) -> pa.Table:
+    """The ``columns`` table: every view's columns, types and docs."""
+    listed: pa.Table = connection.sql(
+        "SELECT CASE WHEN table_schema = 'main' THEN '' ELSE table_schema || '.' END"
+        " || table_name AS view, column_name AS column, data_type AS type,"
+        " table_schema = 'main' AS is_main, ordinal_position"
+        f" FROM information_schema.columns WHERE table_name <> 'subtasks'"
+        f" AND NOT starts_with(table_name, '{_HIDDEN}')"
+        " ORDER BY is_main DESC, table_schema, CASE table_name WHEN 'scores' THEN 0"
+        " WHEN 'benchmarks' THEN 1 WHEN 'leaderboard' THEN 2 ELSE 3 END,"
+        " ordinal_position"
+    ).to_arrow_table()
     docs: dict[tuple[str, str], str] = {}
-    for view, file in VIEWS.items():
-        if not (out / file).is_file():
-            continue
-        for field in pq.read_schema(out / file):
-            metadata = field.metadata or {}
-            docs[view, field.name] = metadata.get(b"doc", b"").decode()
-    return docs
+    for source in sources:  # a handful of tables, each with its columns' docs
+        for field in source.dataset.schema:
+            doc = (field.metadata or {}).get(b"doc", b"").decode()
+            docs.setdefault((source.view, field.name), doc)
+    doc = [
+        docs.get((view.split(".")[-1], column), "")
+        for view, column in zip(
+            listed.column("view").to_pylist(),
+            listed.column("column").to_pylist(),
+            strict=True,
+        )
+    ]
+    return listed.select(["view", "column", "type"]).append_column(
+        "doc", pa.array(doc, pa.string())
+    )
+
+
+def _query_error(
+    exc: Exception, duckdb: ModuleType, sources: Sequence[_Source]
+) -> LbnormError:
+    """DuckDB's error as lbnorm's: refused, an unreadable table, or failed SQL."""
+    text = str(exc).strip()
+    if (
+        isinstance(exc, duckdb.PermissionException)
+        or "configuration has been locked" in text
+    ):
+        msg = f"query refused: {_first_line(text)}\nHint: {_REFUSED_HINT}."
+        return LbnormError(msg)
+    if (found := _REGISTERED.search(text)) is not None:
+        paths = {source.registered: source.path for source in sources}
+        if (path := paths.get(found.group(1))) is not None:
+            msg = (
+                f"{path}: cannot read this output table: {_first_line(text)}\n"
+                f"Hint: rerun `lbnorm run ... --out {path.parent}` to rewrite the output."
+            )
+            return InputError(msg)
+    return LbnormError(f"query failed: {text}\nHint: {_SQL_HINT}.")
+
+
+def _check_distinct_names(table: pa.Table, fmt: QueryFormat) -> None:
+    if repeated := sorted(
+        name for name, count in Counter(table.column_names).items() if count > 1
+    ):
+        msg = (
+            f"--format {fmt} needs distinct column names; the result repeats "
+            f"{repeated[:5]} (a join's columns of the same name).\n"
+            f"Hint: name them apart (SELECT n.rank AS rank_new, o.rank AS rank_old ...),"
+            " or use --format csv or table."
+        )
+        raise LbnormError(msg)
+
+
+def _format_text_table(table: pa.Table, *, max_rows: int, digits: int | None) -> str:
+    """Aligned columns of the first rows, escaped, then how many rows in all."""
+    head = table.slice(0, max_rows)
+    lines: list[str] = []
+    if table.num_columns:
+        columns = []
+        for field, column in zip(head.schema, head.columns, strict=True):
+            cells = [_cell(value, digits) for value in column.to_pylist()]
+            name = printable(field.name)
+            width = max([len(name), *map(len, cells)])
+            is_number = pa.types.is_integer(field.type) or pa.types.is_floating(
+                field.type
+            )
+            align = str.rjust if is_number else str.ljust
+            columns.append([align(text, width) for text in [name, *cells]])
+        lines = ["  ".join(row).rstrip() for row in zip(*columns, strict=True)]
+    if table.num_rows > max_rows:
+        lines.append(
+            f"... {table.num_rows - max_rows:,} more rows (add LIMIT, or --format csv for all)"
+        )
+    lines.append(f"({table.num_rows:,} row{'s' * (table.num_rows != 1)})")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: object, digits: int | None) -> str:
+    """One value as text: floats exact unless `digits`, every text escaped."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if digits is None else f"{value:.{digits}f}"
+    return printable(str(value))
 
 
 def _clean(table: pa.Table) -> pa.Table:
@@ -296,15 +513,19 @@ def _clean(table: pa.Table) -> pa.Table:
         column = table.column(index)
         if pa.types.is_decimal(field.type):
             column = column.cast(pa.float64())
-        if pa.types.is_floating(column.type):
-            column = pc.if_else(pc.is_nan(column), None, column)
-        if column is not table.column(index):
-            table = table.set_column(index, field.with_type(column.type), column)
+        elif not pa.types.is_floating(field.type):
+            continue
+        column = pc.if_else(pc.is_nan(column), None, column)
+        table = table.set_column(index, field.with_type(column.type), column)
     return table
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
 
 
 def _import_duckdb() -> ModuleType:
@@ -313,7 +534,7 @@ def _import_duckdb() -> ModuleType:
     except ImportError as exc:
         msg = (
             "SQL queries need DuckDB, which is not installed.\n"
-            "Hint: pip install 'lbnorm[sql]' (or pip install duckdb)."
+            "Hint: pip install duckdb (or, in a clone of lbnorm, pip install '.[sql]')."
         )
         raise LbnormError(msg) from exc
     return duckdb

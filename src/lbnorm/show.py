@@ -25,6 +25,7 @@ import pandas as pd
 
 from lbnorm.errors import LbnormError
 from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.suites import match_benchmark  # the one rule for benchmark names
 from lbnorm.terminal import format_table
 
 __all__ = [
@@ -131,29 +132,6 @@ class Filter:
             )
             raise LbnormError(msg) from exc
         return column.astype("str"), self.value
-
-
-def match_benchmark(name: str, benchmarks: Sequence[str]) -> str:
-    """Return the benchmark `name` means: exact, else a unique case-insensitive prefix.
-
-    Raises:
-        LbnormError: No benchmark or several match.
-
-    Examples:
-        >>> match_benchmark("math", ["BBH", "MATH Lvl 5", "MMLU-PRO"])
-        'MATH Lvl 5'
-    """
-    if name in benchmarks:
-        return name
-    found = [b for b in benchmarks if b.lower().startswith(name.lower())]
-    if len(found) == 1:
-        return found[0]
-    msg = (
-        f"benchmark {name!r} "
-        + (f"is ambiguous: {found}." if found else "is not in this leaderboard.")
-        + f"\nHint: use one of {list(benchmarks)}."
-    )
-    raise LbnormError(msg)
 
 
 def select_leaderboard(

@@ -27,9 +27,13 @@ Built-in suites ship as TOML files in ``suite_files/``: ``openllm-v2`` and
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
+import sys
 import tomllib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,8 +41,9 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from lbnorm.errors import SuiteError
+from lbnorm.errors import LbnormError, SuiteError
 from lbnorm.kernel import SuiteArrays
+from lbnorm.schemas import leaderboard_schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,8 +53,11 @@ __all__ = [
     "Benchmark",
     "Subtask",
     "Suite",
+    "benchmark_hint",
     "builtin_suite_names",
     "load_suite",
+    "match_benchmark",
+    "matching_benchmarks",
     "suite_arrays",
     "suite_text",
 ]
@@ -61,6 +69,14 @@ _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 _SUITE_KEYS = {"name", "description", "benchmarks"}
 _BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks"}
 _SUBTASK_KEYS = {"name", "task", "metric", "num_choices", "lower_bound", "n_samples"}
+#: Sample counts are pooling weights in float64: kept exact (2**53 is about 9e15).
+_MAX_SAMPLES = 2**53
+#: Scores are at most 100, so a weighted sum stays finite when 100 x the weights do.
+_MAX_SCORE = 100.0
+#: A benchmark `X` gives the leaderboard columns `X` and `X Raw`; these names are
+#: the leaderboard's own (compared ignoring case: SQL names are case-insensitive).
+_RAW_SUFFIX = " raw"
+_RANK_WITHIN_PREFIX = "rank_within_"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +132,53 @@ class Suite:
     def benchmark_names(self) -> list[str]:
         """Benchmark names in suite order."""
         return [benchmark.name for benchmark in self.benchmarks]
+
+    @property
+    def is_modified(self) -> bool:
+        """Whether the suite carries a built-in suite's name but not its content.
+
+        Content is what changes a number: the benchmarks in order, their
+        aggregation and weight, and each subtask's name, task, metric,
+        ``num_choices``, lower bound and ``n_samples``. The description, comments,
+        layout and key order of the file are not content. A suite whose name is
+        not a built-in's is never "modified".
+
+        Examples:
+            >>> from dataclasses import replace
+            >>> v2 = load_suite("openllm-v2")
+            >>> v2.is_modified, replace(v2, benchmarks=v2.benchmarks[:2]).is_modified
+            (False, True)
+        """
+        builtin = _builtin_benchmarks(self.name)
+        return builtin is not None and builtin != self.benchmarks
+
+    @property
+    def display_name(self) -> str:
+        """The name to show: ``openllm-v2 (modified)`` for an edited built-in.
+
+        Examples:
+            >>> load_suite("openllm-v2").display_name
+            'openllm-v2'
+        """
+        return f"{self.name} (modified)" if self.is_modified else self.name
+
+    def provenance(self) -> dict[str, str | bool]:
+        """What an output records about its suite (manifest and Parquet metadata).
+
+        Returns:
+            ``name``, ``source`` (a path or ``builtin:<name>``), ``sha256`` (of the
+            file's bytes) and ``modified`` (:attr:`is_modified`).
+
+        Examples:
+            >>> load_suite("openllm-v2").provenance()["modified"]
+            False
+        """
+        return {
+            "name": self.name,
+            "source": self.source,
+            "sha256": self.sha256,
+            "modified": self.is_modified,
+        }
 
     def subtask_table(self) -> pd.DataFrame:
         """Return one row per subtask, in suite order: the lower-bound table.
@@ -216,12 +279,15 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
 
     Raises:
         SuiteError: Not UTF-8 TOML, or any rule broken (bounds in [0, 1),
-            ``num_choices`` 0 or >= 2, unique names, positive ``n_samples`` for
-            pooling, one bound per pooled benchmark, known keys only).
+            ``num_choices`` 0 or >= 2, unique names, benchmark names unique
+            ignoring case and none of the leaderboard's own columns (``rank``,
+            ``average``, ..., ``<name> Raw``), positive ``n_samples`` (at most
+            2**53) for pooling, positive finite weights whose sum stays finite,
+            one bound per pooled benchmark, known keys only).
     """
     try:
         document = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError, 5,000-digit ints
         msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
         raise SuiteError(msg) from exc
     _check_keys(document, _SUITE_KEYS, where=source)
@@ -234,7 +300,8 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         _parse_benchmark(raw, where=f"{source}: benchmarks[{index}]")
         for index, raw in enumerate(raw_benchmarks)
     )
-    _check_unique([b.name for b in benchmarks], what="benchmark name", where=source)
+    _check_benchmark_names([b.name for b in benchmarks], where=source)
+    _check_total_weight([b.weight for b in benchmarks], where=source)
     pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks if s.task]
     _check_unique(pairs, what="(task, metric) pair", where=source)
     return Suite(
@@ -261,9 +328,12 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     if (
         isinstance(weight, bool)
         or not isinstance(weight, int | float)
-        or not weight > 0
+        or not sys.float_info.min <= weight <= sys.float_info.max  # inf, nan, <= 0
     ):
-        msg = f"{where}: weight must be a positive number, got {weight!r}.\nHint: omit it for equal weights."
+        msg = (
+            f"{where}: weight must be a positive finite number, got {_shown(weight)}.\n"
+            "Hint: omit it for equal weights; weights are relative (1, 2, 0.5)."
+        )
         raise SuiteError(msg)
     raw_subtasks = _get(raw, "subtasks", list, where=where)
     if not raw_subtasks:
@@ -306,10 +376,11 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         or not isinstance(num_choices, int)
         or num_choices < 0
         or num_choices == 1
+        or num_choices > _MAX_SAMPLES
     ):
         msg = (
             f"{where}: num_choices must be an integer >= 2, or 0 for a generative "
-            f"task; got {num_choices!r}.\nHint: a k-way multiple-choice task has num_choices = k."
+            f"task; got {_shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
         )
         raise SuiteError(msg)
     lower_bound = raw.get("lower_bound", 1.0 / num_choices if num_choices else 0.0)
@@ -319,15 +390,21 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         or not 0.0 <= lower_bound < 1.0
     ):
         msg = (
-            f"{where}: lower_bound must be in [0, 1), got {lower_bound!r}.\n"
+            f"{where}: lower_bound must be in [0, 1), got {_shown(lower_bound)}.\n"
             "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
         )
         raise SuiteError(msg)
     n_samples = raw.get("n_samples")
     if n_samples is not None and (
-        isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0
+        isinstance(n_samples, bool)
+        or not isinstance(n_samples, int)
+        or not 0 < n_samples <= _MAX_SAMPLES
     ):
-        msg = f"{where}: n_samples must be a positive integer, got {n_samples!r}.\nHint: omit it if unknown."
+        msg = (
+            f"{where}: n_samples must be a positive integer of at most 2**53, got "
+            f"{_shown(n_samples)}.\n"
+            "Hint: give the number of items in the subtask, or omit it if unknown."
+        )
         raise SuiteError(msg)
     return Subtask(
         name=name,
@@ -337,6 +414,13 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         lower_bound=float(lower_bound),
         n_samples=n_samples,
     )
+
+
+def _shown(value: object) -> str:
+    """A value for a message; an integer of hundreds of digits as its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {len(str(value)):,} digits"
+    return repr(value)
 
 
 def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
@@ -353,12 +437,137 @@ def _check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None
         raise SuiteError(msg)
 
 
+def _check_benchmark_names(names: list[str], *, where: str) -> None:
+    """Unique ignoring case, and none a leaderboard column of its own or a raw column.
+
+    A benchmark `X` becomes the leaderboard columns `X` and `X Raw`; SQL (``lbnorm
+    query``) compares names ignoring case, so ``GPQA`` and ``gpqa`` would clash.
+    """
+    _check_unique(names, what="benchmark name", where=where)
+    folded = Counter(name.casefold() for name in names)
+    if clash := [name for name in names if folded[name.casefold()] > 1]:
+        msg = (
+            f"{where}: benchmark names {clash[:5]} differ only in case; as leaderboard "
+            "columns (and in SQL, which ignores case) they would be one.\n"
+            "Hint: give each benchmark a name of its own."
+        )
+        raise SuiteError(msg)
+    contract = {column.casefold() for column in leaderboard_schema(()).names}
+    taken = [
+        name
+        for name in names
+        if name.casefold() in contract
+        or name.casefold().endswith(_RAW_SUFFIX)
+        or name.casefold().startswith(_RANK_WITHIN_PREFIX)
+    ]
+    if taken:
+        msg = (
+            f"{where}: benchmark name(s) {taken[:5]} clash with the leaderboard's own "
+            f"columns ({', '.join(sorted(contract))}, rank_within_<column>, and "
+            "'<benchmark> Raw' for each benchmark's raw score).\n"
+            "Hint: rename the benchmark (e.g. 'Average score', or 'X raw-scored' for "
+            "'X Raw')."
+        )
+        raise SuiteError(msg)
+
+
+def _check_total_weight(weights: list[float], *, where: str) -> None:
+    """The weighted sums of the average must stay finite."""
+    if not math.isfinite(_MAX_SCORE * sum(weights)):  # fsum would raise on overflow
+        msg = (
+            f"{where}: the benchmark weights sum to more than a float can hold "
+            f"({weights[:5]}{' ...' if len(weights) > 5 else ''}), so every average "
+            "would be empty.\nHint: weights are relative: scale them down (e.g. 1, 2, 0.5)."
+        )
+        raise SuiteError(msg)
+
+
 def _check_unique(names: list[str], *, what: str, where: str) -> None:
     if duplicated := sorted(
         name for name, count in Counter(names).items() if count > 1
     ):
         msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
         raise SuiteError(msg)
+
+
+def matching_benchmarks(name: str, benchmarks: Sequence[str]) -> list[str]:
+    """The benchmarks `name` can mean: the one rule for benchmark names everywhere.
+
+    The rule (``lbnorm show --benchmark``, ``lbnorm impact --set-bound``, and
+    whatever else takes a benchmark's name): the exact name; else the names equal
+    to it ignoring case; else the names it starts, ignoring case. One match is
+    the benchmark; several are ambiguous; none, unknown. Suites keep benchmark
+    names unique ignoring case, so only a prefix can be ambiguous.
+
+    Examples:
+        >>> matching_benchmarks("gpqa", ["GPQA", "GPQA-extended"])
+        ['GPQA']
+        >>> matching_benchmarks("m", ["MATH Lvl 5", "MMLU-PRO", "BBH"])
+        ['MATH Lvl 5', 'MMLU-PRO']
+    """
+    if name in benchmarks:
+        return [name]
+    folded = name.casefold()
+    if same := [b for b in benchmarks if b.casefold() == folded]:
+        return same
+    return [b for b in benchmarks if b.casefold().startswith(folded)]
+
+
+def match_benchmark(
+    name: str,
+    benchmarks: Sequence[str],
+    *,
+    where: str = "this leaderboard",
+    error: type[LbnormError] = LbnormError,
+) -> str:
+    """Return the benchmark `name` means, by :func:`matching_benchmarks`' rule.
+
+    Args:
+        name: What the user typed.
+        benchmarks: The benchmark names to choose from.
+        where: What holds them, for the message.
+        error: The error to raise (its exit code fits the command).
+
+    Returns:
+        The benchmark's name as spelt in `benchmarks`.
+
+    Raises:
+        LbnormError: No benchmark, or several, match (`error`'s class).
+
+    Examples:
+        >>> match_benchmark("math", ["BBH", "MATH Lvl 5", "MMLU-PRO"])
+        'MATH Lvl 5'
+    """
+    found = matching_benchmarks(name, benchmarks)
+    if len(found) == 1:
+        return found[0]
+    msg = (
+        f"benchmark {name!r} "
+        + (f"is ambiguous: {found[:5]}." if found else f"is not in {where}.")
+        + f"\nHint: {benchmark_hint(benchmarks)}."
+    )
+    raise error(msg)
+
+
+def benchmark_hint(benchmarks: Sequence[str]) -> str:
+    """The hint of a message about a benchmark name: the names and the rule.
+
+    Examples:
+        >>> benchmark_hint(["GPQA", "MUSR"])
+        "use one of ['GPQA', 'MUSR'] (any case; a unique prefix will do)"
+    """
+    more = " ..." if len(benchmarks) > 12 else ""
+    return (
+        f"use one of {list(benchmarks)[:12]}{more} (any case; a unique prefix will do)"
+    )
+
+
+@functools.cache
+def _builtin_benchmarks(name: str) -> tuple[Benchmark, ...] | None:
+    """The benchmarks of the built-in suite of that name (None if there is none)."""
+    if name not in builtin_suite_names():
+        return None
+    return load_suite(name).benchmarks
 
 
 def suite_text(suite: Suite) -> str:

@@ -92,7 +92,7 @@ def format_summary(
     files = result.files
     n_subtasks = sum(len(benchmark.subtasks) for benchmark in result.suite.benchmarks)
     lines = [  # (counted without building the suite's subtask table: ~15 ms)
-        f"suite      {result.suite.name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
+        f"suite      {result.suite.display_name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
     ]
     if len(files):
         superseded = int(files["superseded_by"].notna().sum())
@@ -130,7 +130,11 @@ def format_summary(
 
 
 def format_suite(suite: Suite) -> str:
-    """Show a suite's benchmarks, rules and each subtask's lower bound."""
+    """Show a suite's benchmarks, rules and each subtask's lower bound.
+
+    Sample counts print as integers (blank where unknown); an edited copy of a
+    built-in suite is named ``<name> (modified)``.
+    """
     import pandas as pd  # the suite shown as a table
 
     table = suite.subtask_table()
@@ -140,12 +144,10 @@ def format_suite(suite: Suite) -> str:
         else f"{lb:.6g}"
         for k, lb in zip(table["num_choices"], table["lower_bound"], strict=True)
     ]
-    shown = table.assign(
-        lower_bound=bound,
-        n_samples=table["n_samples"].where(table["n_samples"] > 0, pd.NA),
-    )
+    samples = table["n_samples"].astype("Int64")  # counts print as integers
+    shown = table.assign(lower_bound=bound, n_samples=samples.where(samples > 0, pd.NA))
     header = [
-        f"{suite.name}: {suite.description}",
+        f"{suite.display_name}: {suite.description}",
         f"source {suite.source}  sha256 {suite.sha256[:16]}",
         "",
     ]

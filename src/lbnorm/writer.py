@@ -181,6 +181,7 @@ def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[st
         "lbnorm.suite": suite.name,
         "lbnorm.suite_source": suite.source,
         "lbnorm.suite_sha256": suite.sha256,
+        "lbnorm.suite_modified": "true" if suite.is_modified else "false",
         "lbnorm.missing": options.missing,
         "lbnorm.inputs": json.dumps(
             [
@@ -239,7 +240,7 @@ def _write_tables(
     return {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
-        "suite": {"name": suite.name, "source": suite.source, "sha256": suite.sha256},
+        "suite": suite.provenance(),
         "options": result.options.to_manifest(),
         "inputs": inputs,
         "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},

@@ -15,17 +15,18 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
-from lbnorm.analysis.diff import Diff, diff_results
+from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
 from lbnorm.errors import SuiteError
 from lbnorm.options import DEFAULT_SUITE, RunOptions
 from lbnorm.pipeline import run
-from lbnorm.suites import Suite, load_suite
+from lbnorm.suites import Suite, benchmark_hint, load_suite, matching_benchmarks
 
 __all__ = [
     "BoundOverride",
     "compare_suites",
     "override_bounds",
     "parse_bound_override",
+    "suite_labels",
 ]
 
 
@@ -89,12 +90,14 @@ def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
         overrides: The new bounds, applied in order.
 
     Returns:
-        The new suite, named ``<name> (<overrides>)``; its ``sha256`` hashes the
+        The new suite, named ``<display name> (<overrides>)``; its ``sha256`` hashes the
         original's and the overrides.
 
     Raises:
         SuiteError: An unknown benchmark or subtask, or a one-subtask override of
-            a pooled benchmark.
+            a pooled benchmark. Benchmarks are named as everywhere else
+            (:func:`lbnorm.suites.matching_benchmarks`: exact, any case, or a unique
+            prefix: ``gpqa=0.3``); subtasks exactly.
 
     Examples:
         >>> from lbnorm import load_suite
@@ -103,11 +106,9 @@ def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
         ('openllm-v2 (GPQA=0.3)', [0.3])
     """
     benchmarks = {benchmark.name: benchmark for benchmark in suite.benchmarks}
+    overrides = [_named(override, suite) for override in overrides]  # a handful
     for override in overrides:
-        benchmark = benchmarks.get(override.benchmark)
-        if benchmark is None:
-            msg = f"--set-bound {override}: suite {suite.name!r} has no benchmark {override.benchmark!r}.\nHint: use one of {list(benchmarks)}."
-            raise SuiteError(msg)
+        benchmark = benchmarks[override.benchmark]
         names = [subtask.name for subtask in benchmark.subtasks]
         if override.subtask is not None and override.subtask not in names:
             msg = f"--set-bound {override}: {benchmark.name} has no subtask {override.subtask!r}.\nHint: use one of {names[:5]}{' ...' if len(names) > 5 else ''}."
@@ -133,11 +134,25 @@ def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
     digest = hashlib.sha256(f"{suite.sha256} {described}".encode()).hexdigest()
     return replace(
         suite,
-        name=f"{suite.name} ({described})",
+        name=f"{suite.display_name} ({described})",
         benchmarks=tuple(benchmarks[benchmark.name] for benchmark in suite.benchmarks),
         source=f"{suite.source} with {described}",
         sha256=digest,
     )
+
+
+def _named(override: BoundOverride, suite: Suite) -> BoundOverride:
+    """The override with its benchmark spelt as the suite spells it (``gpqa`` -> ``GPQA``)."""
+    found = matching_benchmarks(override.benchmark, suite.benchmark_names)
+    if len(found) == 1:
+        return replace(override, benchmark=found[0])
+    problem = (
+        f"{override.benchmark!r} is ambiguous: {found[:5]}"
+        if found
+        else f"suite {suite.name!r} has no benchmark {override.benchmark!r}"
+    )
+    msg = f"--set-bound {override}: {problem}.\nHint: {benchmark_hint(suite.benchmark_names)}."
+    raise SuiteError(msg)
 
 
 def compare_suites(
@@ -163,7 +178,9 @@ def compare_suites(
         options: The options both runs use (``missing``, ...).
 
     Returns:
-        The differences, labelled with the suites' names.
+        The differences, labelled with the suites' display names
+        (``openllm-v2 (modified)`` for an edited copy of a built-in suite; the
+        source is added when both sides would read the same).
 
     Raises:
         SuiteError: A suite or an override is invalid.
@@ -183,6 +200,30 @@ def compare_suites(
         )
     old = run(inputs, suite=old_suite, options=options)
     new = run(inputs, suite=new_suite, options=options)
-    return diff_results(
-        old, new, intervals=intervals, moved_places=moved_places, top=top
+    old_label, new_label = suite_labels(old_suite, new_suite)
+    return diff_snapshots(
+        snapshot_of(old, intervals=intervals, label=old_label),
+        snapshot_of(new, intervals=intervals, label=new_label),
+        moved_places=moved_places,
+        top=top,
     )
+
+
+def suite_labels(old: Suite, new: Suite) -> tuple[str, str]:
+    """Names for the two sides of an impact study that tell them apart.
+
+    Each side is its :attr:`~lbnorm.suites.Suite.display_name`; when both read
+    the same (two files that keep one name), each gets its source too.
+
+    Examples:
+        >>> from dataclasses import replace
+        >>> v2 = load_suite("openllm-v2")
+        >>> suite_labels(v2, replace(v2, benchmarks=v2.benchmarks[:5]))
+        ('openllm-v2', 'openllm-v2 (modified)')
+        >>> suite_labels(replace(v2, name="a", source="a.toml"), replace(v2, name="a", source="b.toml"))
+        ('a [a.toml]', 'a [b.toml]')
+    """
+    labels = (old.display_name, new.display_name)
+    if labels[0] != labels[1]:
+        return labels
+    return f"{labels[0]} [{old.source}]", f"{labels[1]} [{new.source}]"

@@ -32,7 +32,9 @@ def _register_query(
             "files are the views scores (subtasks.parquet), benchmarks, leaderboard, "
             "metadata (the --metadata table, else the leaderboard's metadata columns) "
             "and columns (every view's columns, types and docs). Quote column names "
-            "with spaces: \"MATH Lvl 5\". Needs DuckDB: pip install 'lbnorm[sql]'."
+            'with spaces: "MATH Lvl 5". A query reads these tables only (no files, '
+            "network, extensions or settings); --output saves a result. Needs DuckDB: "
+            "pip install duckdb (from a clone of lbnorm: pip install '.[sql]')."
         ),
         epilog=_QUERY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,8 +70,9 @@ def _register_query(
     query.add_argument(
         "--digits",
         type=int,
-        default=2,
-        help="decimals printed in table format (default: %(default)s)",
+        default=None,
+        help="round every float to this many decimals in table format "
+        "(default: print values as the query returned them)",
     )
     query.set_defaults(handler=_cmd_query)
 
@@ -204,7 +207,7 @@ examples:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from lbnorm.query import format_result, infer_format, run_query
+    from lbnorm.query import check_result_path, format_result, infer_format, run_query
 
     attach = dict(_parse_attach(text) for text in args.attach)
     fmt = args.format or infer_format(args.output)
@@ -217,9 +220,17 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.output is not None:
         check_parent(args.output)
+        check_result_path(args.output, [args.out, *attach.values()])
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
-    data = format_result(table, fmt, max_rows=args.max_rows, digits=args.digits)
+    data = format_result(
+        table,
+        fmt,
+        max_rows=args.max_rows,
+        digits=args.digits,
+        escape=args.output is None
+        and sys.stdout.isatty(),  # CSV is data, but not for a TTY
+    )
     if args.output is None:
         sys.stdout.write(data.decode())
         return ExitCode.OK

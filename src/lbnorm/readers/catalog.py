@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from lbnorm.errors import InputError
 from lbnorm.options import ExtraColumns, ProgressCallback, RunOptions
-from lbnorm.readers.arrays import numbers, scalar, string_lists, strings
+from lbnorm.readers.arrays import booleans, numbers, scalar, string_lists, strings
 from lbnorm.readers.files import (
     MAX_RESULTS_BYTES,
     TABLE_SUFFIXES,
@@ -213,8 +213,13 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
                 [[] if items is None else list(items) for items in lists], valid=valid
             )
     for name in map(str, columns):  # kept after the schema's columns
-        if name not in arrays:
-            arrays[name] = strings([str(value) for value in columns[name]])
+        if name in arrays:
+            continue
+        values = list(columns[name])
+        if values and all(isinstance(v, bool | np.bool_) for v in values):
+            arrays[name] = booleans(np.asarray(values, dtype=bool))  # sha256_verified
+        else:
+            arrays[name] = strings([str(value) for value in values])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
 
 
