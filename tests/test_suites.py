@@ -458,7 +458,7 @@ def test_suites_show_prints_sample_counts_as_integers(
     navigate = next(row for row in rows if row[:2] == ["BBH", "navigate"])
     assert navigate[-1] == "250"
     ifeval = next(row for row in rows if row[:2] == ["IFEval", "prompt_level_strict"])
-    assert ifeval[-1] == "0"  # the bound; no sample count printed
+    assert ifeval[-1] == "541"  # prompts; its instruction-level twin counts items
     assert not any(cell.endswith(".00") for row in rows for cell in row)
 
 
@@ -492,7 +492,7 @@ def test_conform_builds_the_column_list_once() -> None:
     with pytest.raises(
         SchemaMismatchError,
         match=r"leaderboard: missing column\(s\) \['B7', 'B7 Raw'\]; found \[.*\] and "
-        r"3,995 more\.\nHint: expected columns are \[.*\] and 3,997 more",
+        r"5,996 more\.\nHint: expected columns are \[.*\] and 5,998 more",
     ):
         conform(cast("pa.Table", short), schema, source="leaderboard")
     assert short.listed <= 2  # once to check, once for the message
@@ -516,5 +516,5 @@ def test_a_suite_of_16000_benchmarks() -> None:
     assert result.leaderboard["n_benchmarks"].tolist() == [n, n]
     table = pa.Table.from_pandas(result.leaderboard, preserve_index=False)
     conformed = conform(table, leaderboard_schema(suite.benchmark_names), source="lb")
-    assert conformed.num_columns == 9 + 2 * n
+    assert conformed.num_columns == 10 + 3 * n  # keys etc., then X, X Raw, X stderr
     assert conformed.column("B15999").to_pylist() == [100.0, 100.0]

@@ -11,11 +11,11 @@ import pytest
 
 from lbnorm import InputError, Result, normalize_scores, run
 from lbnorm.analysis.uncertainty import (
-    clipped_variance,
     estimate_uncertainty,
     normal_quantile,
     rank_intervals,
 )
+from lbnorm.stderr import clipped_variance
 from lbnorm.suites import Suite, parse_suite
 
 SUITE = parse_suite(
@@ -124,9 +124,10 @@ def test_closed_form_by_hand_far_from_the_bounds() -> None:
             )
             / 3
         )
-        se_pooled = np.sqrt(
-            (198 * stderr["b1"][model]) ** 2 + (448 * stderr["b2"][model]) ** 2
-        ) / (198 + 448)
+        # lm-evaluation-harness's pooled_sample_stderr (lm_eval/api/metrics.py)
+        se_pooled = harness_pooled_sample_stderr(
+            [stderr["b1"][model], stderr["b2"][model]], [198, 448]
+        )
         se_b = 100 * se_pooled / 0.75
         expected = np.sqrt(se_a**2 + se_b**2) / 2
         row = board.loc[f"m{model}"]
@@ -172,12 +173,29 @@ def test_missing_stderr_is_binomial_when_n_is_known_else_counted() -> None:
             "raw_score": [0.8, 0.5],
         }
     )
-    board = _intervals(normalize_scores(scores, no_n), no_n)
+    result = normalize_scores(scores, no_n)
+    board = _intervals(result, no_n)
     assert board["n_stderr_unknown"].tolist() == [1]  # a1: no stderr, no n_samples
-    se_b = 100 * np.sqrt(0.25 / 99) / 0.75
-    assert board["average_stderr"].iloc[0] == pytest.approx(
-        se_b / 2, rel=1e-5
-    )  # A counts as 0
+    assert np.isnan(board["average_stderr"].iloc[0])  # unknown, not guessed as 0
+    benchmarks = result.benchmarks.set_index("benchmark")
+    assert np.isnan(benchmarks.loc["A", "stderr"])
+    assert benchmarks.loc["B", "stderr"] == pytest.approx(
+        100 * np.sqrt(0.25 / 99) / 0.75, rel=1e-12
+    )
+    assert benchmarks.loc["B", "n_stderr_estimated"] == 1
+
+
+def harness_pooled_sample_stderr(stderrs: list[float], sizes: list[int]) -> float:
+    """lm-evaluation-harness 0.4's ``pooled_sample_stderr`` (lm_eval/api/metrics.py), vendored as the oracle."""
+    pooled_sample_var = (
+        sum(
+            [
+                (size - 1) * stderr**2 * size
+                for size, stderr in zip(sizes, stderrs, strict=True)
+            ]
+        )
+    ) / (sum(sizes) - len(sizes))
+    return float(np.sqrt(pooled_sample_var / sum(sizes)))
 
 
 def test_rank_intervals_by_hand() -> None:
@@ -241,16 +259,15 @@ def test_closed_form_matches_a_bootstrap_over_per_sample_data() -> None:
             assert closed_benchmarks[(name, benchmark)] == pytest.approx(
                 _cell(spread, name, benchmark), rel=0.08
             )
-    # at the bound the linear (unclipped) stderr overstates the spread; the censored one does not
+    # m2's B is just above its bound: not clipped, so the harness's linear stderr
+    pooled = (198 * raw["b1"][2] + 448 * raw["b2"][2]) / 646
+    assert pooled >= 0.25
     linear_b = (
         100
-        * np.sqrt((198 * stderr["b1"][2]) ** 2 + (448 * stderr["b2"][2]) ** 2)
-        / 646
+        * harness_pooled_sample_stderr([stderr["b1"][2], stderr["b2"][2]], [198, 448])
         / 0.75
     )
-    assert abs(closed_benchmarks[("m2", "B")] - _cell(spread, "m2", "B")) < 0.5 * abs(
-        linear_b - _cell(spread, "m2", "B")
-    )
+    assert closed_benchmarks[("m2", "B")] == pytest.approx(linear_b, rel=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -267,9 +284,12 @@ def test_demo_intervals(demo: Result) -> None:
     rank = board["rank"].astype(float)
     assert (board["rank_best"].astype(float) <= rank).all()
     assert (rank <= board["rank_worst"].astype(float)).all()
-    assert (
-        board["n_stderr_unknown"] == 2
-    ).all()  # the demo's IFEval has no stderr or n_samples
+    # the demo's IFEval has no stderr: estimated as binomial (541 prompts, 834
+    # instructions), so nothing is unknown
+    assert (board["n_stderr_unknown"] == 0).all()
+    estimated = demo.benchmarks.set_index("benchmark")["n_stderr_estimated"]
+    assert (estimated.loc["IFEval"] == 2).all()
+    assert (estimated.drop("IFEval") == 0).all()
     assert board["average_stderr"].between(0.15, 0.8).all()
     assert (board["average_low"] <= board["average"]).all()
     assert (board["average"] <= board["average_high"]).all()

@@ -14,14 +14,18 @@ import numpy as np
 import numpy.typing as npt
 
 from lbnorm.options import MissingPolicy
+from lbnorm.stderr import binomial_stderr, pooled_sample_stderr, score_variance
 
 __all__ = [
+    "SIZE_HEADROOM",
+    "SUMS",
     "BenchmarkArrays",
     "FixedPoint",
     "Partials",
     "SuiteArrays",
     "aggregate_benchmarks",
     "average_benchmarks",
+    "average_stderr",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
@@ -43,6 +47,9 @@ class SuiteArrays:
         benchmark_index: Per subtask, its benchmark's position.
         is_pooled: Per benchmark, True for pool-then-normalize.
         weight: Per benchmark, its weight in the average.
+        items: Per subtask, the metric's sample size for a binomial stderr
+            (``n_samples`` unless the metric scores several items per document;
+            0 if unknown); None: ``n_samples``.
     """
 
     lower_bound: FloatArray
@@ -50,6 +57,7 @@ class SuiteArrays:
     benchmark_index: IntArray
     is_pooled: BoolArray
     weight: FloatArray
+    items: FloatArray | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +69,21 @@ class BenchmarkArrays:
         normalized: Score 0-100 by the benchmark's rule; NaN where not computable.
         n_present: Subtasks present.
         n_expected: Subtasks in the suite, per benchmark (shape ``(n_benchmarks,)``).
+        stderr: Standard error of `normalized`; NaN where a subtask's is unknown.
+        raw_stderr: Standard error of `raw`; NaN where a subtask's is unknown.
+        n_estimated: Subtasks whose stderr was estimated as binomial.
+        has_other_sizes: A pooled benchmark weighted by sample sizes other than
+            the suite's (the input's ``n_samples``: a ``--limit`` run).
     """
 
     raw: FloatArray
     normalized: FloatArray
     n_present: IntArray
     n_expected: IntArray
+    stderr: FloatArray
+    raw_stderr: FloatArray
+    n_estimated: IntArray
+    has_other_sizes: BoolArray
 
 
 def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, BoolArray]:
@@ -89,49 +106,52 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
     return np.maximum(normalized, 0.0), is_clipped
 
 
+#: The rows of :class:`Partials`' sums, in order.
+SUMS = (
+    "raw",  # fixed point: the raw score, x its sample size when pooled
+    "normalized",  # fixed point: the clipped normalized score (normalize-then-average)
+    "weight",  # the sample sizes (pooled), exact integers
+    "variance",  # fixed point: Var(clipped normalized) or (n - 1) n se^2 (pooled)
+    "raw_variance",  # fixed point: se^2 (normalize-then-average)
+    "n_unknown",  # subtasks without a stderr or a sample size to estimate one
+    "n_estimated",  # subtasks whose stderr was estimated as binomial
+    "n_other_sizes",  # pooled subtasks sized by the input, not the suite
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Partials:
-    """Additive partial sums per (variant, benchmark), shape ``(n_variants, n_benchmarks)``.
+    """Additive sums per (variant, benchmark), shape ``(n_variants, n_benchmarks)``.
 
     Sums over disjoint sets of rows add up (so batches, or machines, could each
     build their own); :func:`finish_benchmarks` turns the total into benchmark
-    scores.
+    scores and their standard errors.
 
     Attributes:
         count: Subtasks present.
-        raw: Sum of raw scores.
-        normalized: Sum of normalized (clipped) subtask scores.
-        weighted_raw: Sum of raw x n_samples (for pooling).
-        weight: Sum of n_samples of the subtasks present.
+        sums: Per name of :data:`SUMS`, the sum over the subtasks present, in
+            plain units (fixed-point sums already divided by their scale).
     """
 
     count: FloatArray
-    raw: FloatArray
-    normalized: FloatArray
-    weighted_raw: FloatArray
-    weight: FloatArray
+    sums: dict[str, FloatArray]
 
     @classmethod
     def zeros(cls, n_variants: int, n_benchmarks: int) -> Partials:
         """Return empty partials for `n_variants` x `n_benchmarks`."""
         shape = (n_variants, n_benchmarks)
-        return cls(
-            count=np.zeros(shape),
-            raw=np.zeros(shape),
-            normalized=np.zeros(shape),
-            weighted_raw=np.zeros(shape),
-            weight=np.zeros(shape),
-        )
+        return cls(count=np.zeros(shape), sums={name: np.zeros(shape) for name in SUMS})
 
 
 def finish_benchmarks(
     partials: Partials, suite: SuiteArrays, *, missing: MissingPolicy
 ) -> BenchmarkArrays:
-    """Turn partial sums into benchmark scores by each benchmark's rule.
+    """Turn partial sums into benchmark scores and their standard errors.
 
     normalize-then-average: the plain mean of the subtasks' normalized scores
     (raw shown: plain mean of raw). pool-then-normalize: the sample-weighted mean
-    of raw scores, normalized and clipped once.
+    of raw scores, normalized and clipped once; its standard error is the
+    harness's ``pooled_sample_stderr`` (see :mod:`lbnorm.stderr`).
 
     Args:
         partials: Sums over all rows.
@@ -150,20 +170,26 @@ def finish_benchmarks(
     )
     bound = np.zeros(n_benchmarks)
     bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
-    count = partials.count
-    # zero: an absent subtask scores 0, so divide by what the suite expects
-    used = np.broadcast_to(expected, count.shape) if missing == "zero" else count
-    weight = (
-        np.broadcast_to(total_weight, count.shape)
-        if missing == "zero"
-        else partials.weight
-    )
+    count, sums = partials.count, partials.sums
+    is_zero = missing == "zero"  # an absent subtask scores 0: divide by the suite's
+    used = np.broadcast_to(expected, count.shape) if is_zero else count
+    weight = np.broadcast_to(total_weight, count.shape) if is_zero else sums["weight"]
+    scale = 100.0 / (1.0 - bound)
     with np.errstate(invalid="ignore", divide="ignore"):
-        pooled = partials.weighted_raw / weight
-        shown = np.where(suite.is_pooled, pooled, partials.raw / used)
-        averaged = partials.normalized / used
+        pooled = sums["raw"] / weight
+        shown = np.where(suite.is_pooled, pooled, sums["raw"] / used)
+        averaged = sums["normalized"] / used
         pooled_score = normalize(pooled, np.broadcast_to(bound, pooled.shape))[0]
+        pooled_raw_se = pooled_sample_stderr(sums["variance"], weight, used)
+        pooled_se = np.sqrt(
+            score_variance((pooled - bound) * scale, pooled_raw_se * scale)
+        )
+        averaged_se = np.sqrt(sums["variance"]) / used
+        averaged_raw_se = np.sqrt(sums["raw_variance"]) / used
     score = np.where(suite.is_pooled, pooled_score, averaged)
+    stderr = np.where(suite.is_pooled, pooled_se, averaged_se)
+    raw_stderr = np.where(suite.is_pooled, pooled_raw_se, averaged_raw_se)
+    is_known = sums["n_unknown"] == 0
     if missing == "exclude":
         score = np.where(count == expected, score, np.nan)
     is_present = count > 0
@@ -172,72 +198,140 @@ def finish_benchmarks(
         normalized=np.where(is_present, score, np.nan),
         n_present=count.astype(np.int64),
         n_expected=expected,
+        stderr=np.where(is_present & is_known & ~np.isnan(score), stderr, np.nan),
+        raw_stderr=np.where(is_present & is_known, raw_stderr, np.nan),
+        n_estimated=sums["n_estimated"].astype(np.int64),
+        has_other_sizes=sums["n_other_sizes"] > 0,
     )
 
 
-class FixedPoint:
-    """Scores as exact fixed-point integers, so that every sum is exact.
+#: Sample sizes an input may give above the suite's while sums stay exact.
+SIZE_HEADROOM = 2.0
 
-    A score ``x`` of a subtask of benchmark ``b`` becomes ``rint(x * 2**k_b)``
-    (for a pooled benchmark, ``rint(x * n_samples * 2**k_b)``), held in float64:
-    ``k_b`` is the largest power of two that keeps the benchmark's whole sum
-    (every subtask at 1.0; for pooling, every sample) below 2**53, so adding such
-    integers is exact in any order. Sums then do not depend on row order, batch
-    boundaries, worker count or engine, bit for bit, and identical submissions
-    tie exactly. The rounding is at most 2**-k_b per term, about 1e-16 of a
-    benchmark's score for the v2 suite. Two terms per score: the raw score (x
-    its samples when pooled) and the clipped normalized score / 100.
+
+class FixedPoint:
+    """Cell terms as exact fixed-point integers, so that every sum is exact.
+
+    A term ``v`` of a subtask of benchmark ``b`` becomes ``rint(v * 2**k)``, held
+    in float64, with ``k`` per benchmark and sum the largest power of two that
+    keeps the benchmark's whole sum (every subtask at its largest possible term)
+    below 2**53, so adding such integers is exact in any order. Sums then do not
+    depend on row order, batch boundaries, worker count or engine, bit for bit,
+    and identical submissions tie exactly. The rounding is at most ``2**-k`` per
+    term: about 1e-16 of a benchmark's score for the v2 suite, and 1e-13 of its
+    standard error. The largest terms assume a standard error of at most 0.5
+    (a mean of values in [0, 1]) and sample sizes at most :data:`SIZE_HEADROOM`
+    times the suite's; beyond those a sum is still right, but no longer exact.
 
     Attributes:
-        scale: Per benchmark, ``2**k_b``.
-        multiplier: Per subtask, what its raw score is multiplied by.
-        reciprocal: Per subtask, ``scale / (1 - lower_bound)``.
+        scale: Per sum name and benchmark, ``2**k``.
         lower_bound: Per subtask, its bound.
     """
 
-    __slots__ = ("lower_bound", "multiplier", "reciprocal", "scale")
+    __slots__ = ("_is_pooled", "_suite", "lower_bound", "scale")
 
     def __init__(self, suite: SuiteArrays) -> None:
-        n_benchmarks = suite.is_pooled.shape[0]
-        per_benchmark = np.bincount(suite.benchmark_index, minlength=n_benchmarks)
-        total = np.bincount(
-            suite.benchmark_index, weights=suite.n_samples, minlength=n_benchmarks
-        )
-        sum_bound = np.where(suite.is_pooled, np.maximum(total, 1.0), per_benchmark)
-        self.scale: FloatArray = np.exp2(
-            53.0 - np.ceil(np.log2(np.maximum(sum_bound, 1.0)))
-        )
-        scale = self.scale[suite.benchmark_index]
-        self.multiplier: FloatArray = np.where(
-            suite.is_pooled[suite.benchmark_index], suite.n_samples * scale, scale
-        )
+        self._suite = suite
+        self._is_pooled = suite.is_pooled[suite.benchmark_index]
         self.lower_bound: FloatArray = suite.lower_bound
-        self.reciprocal: FloatArray = scale / (1.0 - suite.lower_bound)
+        n_benchmarks = suite.is_pooled.shape[0]
+
+        def largest(per_subtask: FloatArray) -> FloatArray:
+            total = np.bincount(
+                suite.benchmark_index, weights=per_subtask, minlength=n_benchmarks
+            )
+            return np.exp2(53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60))))
+
+        n_most = np.maximum(suite.n_samples, 1.0) * SIZE_HEADROOM
+        reach = 50.0 / (1.0 - suite.lower_bound)  # 100 * se / (1 - lb), se <= 0.5
+        self.scale: dict[str, FloatArray] = {
+            "raw": largest(np.where(self._is_pooled, n_most, 1.0)),
+            "normalized": largest(np.full_like(suite.lower_bound, 100.0)),
+            "variance": largest(
+                np.where(self._is_pooled, n_most * n_most * 0.25, reach * reach)
+            ),
+            "raw_variance": largest(np.full_like(suite.lower_bound, 0.25)),
+        }
 
     def terms(
-        self, raw: FloatArray, subtask: IntArray | slice
-    ) -> tuple[FloatArray, FloatArray]:
-        """The fixed-point terms of `raw` scores of the given subtasks.
+        self,
+        raw: FloatArray,
+        subtask: IntArray | slice,
+        *,
+        stderr: FloatArray | None = None,
+        n_samples: FloatArray | None = None,
+    ) -> dict[str, FloatArray]:
+        """Every sum's term for scores of the given subtasks.
 
         Args:
             raw: Raw scores (any shape whose last axis matches `subtask`).
             subtask: Each score's subtask code (or a slice of the suite's
-                subtasks for a dense block).
+                subtasks, for a dense block).
+            stderr: Their standard errors (NaN: none given); None: none given.
+            n_samples: The sample sizes the input gives (NaN or 0: none);
+                None: none given.
 
         Returns:
-            The raw term and the normalized term, as integers in float64.
+            Per name of :data:`SUMS`, the terms (fixed-point ones as integers).
         """
-        fraction = raw - self.lower_bound[subtask]
-        fraction *= self.reciprocal[subtask]
-        np.maximum(fraction, 0.0, out=fraction)
-        np.rint(fraction, out=fraction)
-        weighted = raw * self.multiplier[subtask]
-        np.rint(weighted, out=weighted)
-        return weighted, fraction
+        suite = self._suite
+        bench = suite.benchmark_index[subtask]
+        is_pooled = self._is_pooled[subtask]
+        suite_n = suite.n_samples[subtask]
+        n = (
+            suite_n
+            if n_samples is None
+            else np.where(n_samples > 0, n_samples, suite_n)
+        )
+        lower_bound = self.lower_bound[subtask]
+        items = suite_n if suite.items is None else suite.items[subtask]
+        if n_samples is not None:  # the input's size, unless the suite counts items
+            given = np.where(n_samples > 0, n_samples, items)
+            items = np.where(items != suite_n, items, given)
+        given_se = np.full(np.shape(raw), np.nan) if stderr is None else stderr
+        is_estimated = np.isnan(given_se)
+        se = np.where(is_estimated, binomial_stderr(raw, items), given_se)
+        is_unknown = np.isnan(se)
+        se = np.where(is_unknown, 0.0, se)
+        reach = 100.0 / (1.0 - lower_bound)
+        normalized = (raw - lower_bound) * reach
+        terms = {
+            "raw": raw * np.where(is_pooled, n, 1.0),
+            "normalized": np.maximum(normalized, 0.0),
+            "weight": np.where(is_pooled, n, 0.0),
+            "variance": np.where(
+                is_pooled,
+                (n - 1.0) * n * se * se,
+                score_variance(normalized, se * reach),
+            ),
+            "raw_variance": np.where(is_pooled, 0.0, se * se),
+            "n_unknown": is_unknown.astype(np.float64),
+            "n_estimated": (is_estimated & ~is_unknown).astype(np.float64),
+            "n_other_sizes": (is_pooled & (n != suite_n)).astype(np.float64),
+        }
+        for name, scale in self.scale.items():
+            scaled = terms[name] * scale[bench]
+            terms[name] = np.rint(scaled, out=scaled)
+        return terms
+
+    def to_plain(
+        self, name: str, sums: FloatArray, benchmark: int | slice
+    ) -> FloatArray:
+        """Fixed-point sums back in plain units (other sums as they are)."""
+        if name not in self.scale:
+            return sums
+        result: FloatArray = sums / self.scale[name][benchmark]
+        return result
 
 
-def dense_partials(raw: FloatArray, suite: SuiteArrays) -> Partials:
-    """Sum a dense ``(n_variants, n_subtasks)`` matrix of raw scores (NaN = absent).
+def dense_partials(
+    raw: FloatArray,
+    suite: SuiteArrays,
+    *,
+    stderr: FloatArray | None = None,
+    n_samples: FloatArray | None = None,
+) -> Partials:
+    """Sum dense ``(n_variants, n_subtasks)`` matrices (raw NaN = absent).
 
     The sums are exact (:class:`FixedPoint`), so they equal the streaming
     engine's, bit for bit, and do not depend on the order scores arrived in.
@@ -245,6 +339,8 @@ def dense_partials(raw: FloatArray, suite: SuiteArrays) -> Partials:
     Args:
         raw: Raw scores, NaN where absent.
         suite: The suite's arrays.
+        stderr: Standard errors, NaN where none (None: no column).
+        n_samples: Sample sizes, 0 or NaN where none (None: no column).
 
     Returns:
         The partial sums.
@@ -258,22 +354,26 @@ def dense_partials(raw: FloatArray, suite: SuiteArrays) -> Partials:
         columns = slice(int(starts[index]), int(starts[index + 1]))  # contiguous
         block = raw[:, columns]
         is_present = ~np.isnan(block)
-        block = np.where(is_present, block, 0.0)
-        raw_term, normalized_term = fixed.terms(block, columns)
-        raw_sum = raw_term.sum(axis=1) / fixed.scale[index]
-        partials.count[:, index] = is_present.sum(axis=1)
-        partials.normalized[:, index] = normalized_term.sum(axis=1) * (
-            100.0 / fixed.scale[index]
+        terms = fixed.terms(
+            np.where(is_present, block, 0.0),
+            columns,
+            stderr=None if stderr is None else stderr[:, columns],
+            n_samples=None if n_samples is None else n_samples[:, columns],
         )
-        partials.raw[:, index] = raw_sum
-        partials.weighted_raw[:, index] = raw_sum
-        if suite.is_pooled[index]:  # only pooling reads the sample weights
-            partials.weight[:, index] = is_present @ suite.n_samples[columns]
+        partials.count[:, index] = is_present.sum(axis=1)
+        for name, values in terms.items():
+            total = np.where(is_present, values, 0.0).sum(axis=1)
+            partials.sums[name][:, index] = fixed.to_plain(name, total, index)
     return partials
 
 
 def aggregate_benchmarks(
-    raw: FloatArray, suite: SuiteArrays, *, missing: MissingPolicy
+    raw: FloatArray,
+    suite: SuiteArrays,
+    *,
+    missing: MissingPolicy,
+    stderr: FloatArray | None = None,
+    n_samples: FloatArray | None = None,
 ) -> BenchmarkArrays:
     """Reduce a dense ``(n_variants, n_subtasks)`` matrix (NaN = absent) to benchmarks.
 
@@ -288,7 +388,8 @@ def aggregate_benchmarks(
         >>> result.normalized.round(10).tolist()
         [[35.0]]
     """
-    return finish_benchmarks(dense_partials(raw, suite), suite, missing=missing)
+    partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
+    return finish_benchmarks(partials, suite, missing=missing)
 
 
 def average_benchmarks(
@@ -319,6 +420,44 @@ def average_benchmarks(
     if missing == "exclude":
         average = np.where(is_present.all(axis=1), average, np.nan)
     return average
+
+
+def average_stderr(
+    stderr: FloatArray,
+    normalized: FloatArray,
+    weight: FloatArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Return the standard error of each variant's weighted average.
+
+    ``sqrt(sum(w_b^2 se_b^2)) / sum(w_b)`` over the benchmarks the average
+    takes; NaN where the average is NaN or a benchmark it takes has no stderr.
+
+    Args:
+        stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
+        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
+        weight: Per-benchmark weights.
+        missing: The policy the average used.
+
+    Examples:
+        >>> average_stderr(np.array([[3.0, 4.0]]), np.array([[50.0, 60.0]]),
+        ...     np.ones(2), missing="exclude").tolist()
+        [2.5]
+    """
+    is_present = ~np.isnan(normalized)
+    is_unknown = is_present & np.isnan(stderr)
+    squares = np.where(is_present & ~is_unknown, stderr * stderr, 0.0) @ (weight**2)
+    divisor = (
+        np.full(normalized.shape[0], weight.sum())
+        if missing == "zero"
+        else is_present @ weight
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result = np.sqrt(squares) / divisor
+    average = average_benchmarks(normalized, weight, missing=missing)
+    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
+    return np.asarray(result, dtype=np.float64)
 
 
 def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:

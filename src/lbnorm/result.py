@@ -24,6 +24,7 @@ from lbnorm.kernel import (
     BenchmarkArrays,
     FloatArray,
     average_benchmarks,
+    average_stderr,
     rank_descending,
 )
 from lbnorm.options import MissingPolicy, RunOptions
@@ -245,9 +246,14 @@ def assemble_result(
         benchmark.normalized, arrays.weight, missing=options.missing
     )
     rank = rank_descending(average)
+    average_error = average_stderr(
+        benchmark.stderr, benchmark.normalized, arrays.weight, missing=options.missing
+    )
     return Result(
         benchmark_table=benchmark_table(variants, suite, benchmark),
-        leaderboard_table=leaderboard_table(variants, suite, benchmark, average, rank),
+        leaderboard_table=leaderboard_table(
+            variants, suite, benchmark, average, rank, average_error
+        ),
         suite=suite,
         options=options,
         file_table=files if files is not None else INPUT_FILES.empty_table(),
@@ -290,6 +296,14 @@ def benchmark_table(
     )
     columns["raw_score"] = pa.array(arrays.raw.T.ravel()[present])
     columns["normalized_score"] = pa.array(normalized, mask=np.isnan(normalized))
+    stderr = arrays.stderr.T.ravel()[present]
+    raw_stderr = arrays.raw_stderr.T.ravel()[present]
+    columns["stderr"] = pa.array(stderr, mask=np.isnan(stderr))
+    columns["raw_stderr"] = pa.array(raw_stderr, mask=np.isnan(raw_stderr))
+    columns["n_stderr_estimated"] = pa.array(
+        arrays.n_estimated.T.ravel()[present].astype(np.int32)
+    )
+    columns["has_other_sizes"] = pa.array(arrays.has_other_sizes.T.ravel()[present])
     columns["n_subtasks"] = pa.array(count)
     columns["n_subtasks_expected"] = pa.array(expected)
     columns["is_complete"] = pa.array(count == expected)
@@ -304,6 +318,7 @@ def leaderboard_table(
     arrays: BenchmarkArrays,
     average: FloatArray,
     rank: FloatArray,
+    average_error: FloatArray,
 ) -> pa.Table:
     """One row per variant, best first: rank, average, coverage, benchmark columns.
 
@@ -313,6 +328,7 @@ def leaderboard_table(
         arrays: The kernel's benchmark-level arrays.
         average: Each variant's average (NaN: unranked).
         rank: Each variant's rank (NaN: unranked).
+        average_error: The standard error of each average (NaN: unknown).
 
     Returns:
         The leaderboard, ranked variants first, then the others in key order.
@@ -323,6 +339,7 @@ def leaderboard_table(
     n_benchmarks = (arrays.n_present == arrays.n_expected).sum(axis=1)[order]
     normalized = np.take(arrays.normalized, order, axis=0).T  # rows, then columns
     raw = np.take(arrays.raw, order, axis=0).T
+    stderr = np.take(arrays.stderr, order, axis=0).T
     ranks = rank[order]
     averages = average[order]
     columns: dict[str, pa.Array] = {
@@ -333,6 +350,9 @@ def leaderboard_table(
         np.nan_to_num(ranks).astype(np.int64), mask=np.isnan(ranks)
     )
     columns["average"] = pa.array(averages, mask=np.isnan(averages))
+    columns["average_stderr"] = pa.array(
+        average_error[order], mask=np.isnan(average_error[order])
+    )
     columns["n_benchmarks"] = pa.array(n_benchmarks.astype(np.int32))
     columns["n_benchmarks_expected"] = pa.array(
         np.full(len(order), len(suite.benchmarks), dtype=np.int32)
@@ -341,6 +361,8 @@ def leaderboard_table(
     for index, name in enumerate(suite.benchmark_names):
         columns[name] = pa.array(normalized[index], mask=np.isnan(normalized[index]))
         columns[f"{name} Raw"] = pa.array(raw[index], mask=np.isnan(raw[index]))
+        errors = stderr[index]
+        columns[f"{name} stderr"] = pa.array(errors, mask=np.isnan(errors))
     schema = leaderboard_schema(suite.benchmark_names)
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 

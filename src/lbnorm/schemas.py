@@ -222,6 +222,32 @@ BENCHMARK_SCORES = pa.schema(
             "Benchmark score 0-100 by the suite's rule; null if subtasks are missing.",
             nullable=True,
         ),
+        _field(
+            "stderr",
+            pa.float64(),
+            "Standard error of normalized_score (0-100 scale; clipped subtasks as a "
+            "censored normal); null if a subtask's is unknown.",
+            nullable=True,
+        ),
+        _field(
+            "raw_stderr",
+            pa.float64(),
+            "Standard error of raw_score: lm-evaluation-harness's pooled_sample_stderr "
+            "for pool-then-normalize benchmarks; null if a subtask's is unknown.",
+            nullable=True,
+        ),
+        _field(
+            "n_stderr_estimated",
+            pa.int32(),
+            "Subtasks whose stderr the input lacked, estimated as binomial "
+            "sqrt(p (1 - p) / (n - 1)) from the metric's sample size.",
+        ),
+        _field(
+            "has_other_sizes",
+            pa.bool_(),
+            "Pooled with sample sizes other than the suite's (the input's n_samples, "
+            "e.g. a --limit run): not comparable to full runs.",
+        ),
         _field("n_subtasks", pa.int32(), "Subtasks present."),
         _field("n_subtasks_expected", pa.int32(), "Subtasks the suite defines."),
         _field("is_complete", pa.bool_(), "All subtasks present."),
@@ -259,8 +285,8 @@ def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
         The schema: keys, rank, average, coverage, then the benchmark columns.
 
     Examples:
-        >>> leaderboard_schema(["GPQA"]).names[-2:]
-        ['GPQA', 'GPQA Raw']
+        >>> leaderboard_schema(["GPQA"]).names[-3:]
+        ['GPQA', 'GPQA Raw', 'GPQA stderr']
     """
     per_benchmark = []
     for name in benchmarks:
@@ -272,6 +298,14 @@ def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
         per_benchmark.append(
             _field(
                 f"{name} Raw", pa.float64(), f"{name} raw value, 0-1.", nullable=True
+            )
+        )
+        per_benchmark.append(
+            _field(
+                f"{name} stderr",
+                pa.float64(),
+                f"Standard error of {name} (0-100); null if unknown.",
+                nullable=True,
             )
         )
     return pa.schema(
@@ -288,6 +322,13 @@ def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
                 "average",
                 pa.float64(),
                 "Weighted mean of the benchmark scores (full precision).",
+                nullable=True,
+            ),
+            _field(
+                "average_stderr",
+                pa.float64(),
+                "Standard error of average: sqrt(sum(w^2 se^2)) / sum(w) over the "
+                "benchmarks; null if a benchmark's is unknown.",
                 nullable=True,
             ),
             _field("n_benchmarks", pa.int32(), "Benchmarks with a complete score."),

@@ -68,7 +68,15 @@ Aggregation = Literal["normalize-then-average", "pool-then-normalize"]
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 _SUITE_KEYS = {"name", "description", "benchmarks"}
 _BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks"}
-_SUBTASK_KEYS = {"name", "task", "metric", "num_choices", "lower_bound", "n_samples"}
+_SUBTASK_KEYS = {
+    "name",
+    "task",
+    "metric",
+    "num_choices",
+    "lower_bound",
+    "n_samples",
+    "items",
+}
 #: Sample counts are pooling weights in float64: kept exact (2**53 is about 9e15).
 _MAX_SAMPLES = 2**53
 #: Scores are at most 100, so a weighted sum stays finite when 100 x the weights do.
@@ -90,6 +98,10 @@ class Subtask:
         num_choices: Answer choices; 0 for generative tasks.
         lower_bound: Random baseline in [0, 1): ``1/num_choices`` unless overridden.
         n_samples: Items in the subtask; the weights of pool-then-normalize.
+        items: The metric's sample size when it scores several items per
+            document (IFEval's instruction-level metrics: 834 instructions in
+            541 prompts); a missing stderr is estimated from it. None: the
+            sample size is ``n_samples``.
     """
 
     name: str
@@ -98,6 +110,7 @@ class Subtask:
     num_choices: int
     lower_bound: float
     n_samples: int | None
+    items: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -394,18 +407,20 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
             "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
         )
         raise SuiteError(msg)
-    n_samples = raw.get("n_samples")
-    if n_samples is not None and (
-        isinstance(n_samples, bool)
-        or not isinstance(n_samples, int)
-        or not 0 < n_samples <= _MAX_SAMPLES
-    ):
-        msg = (
-            f"{where}: n_samples must be a positive integer of at most 2**53, got "
-            f"{_shown(n_samples)}.\n"
-            "Hint: give the number of items in the subtask, or omit it if unknown."
-        )
-        raise SuiteError(msg)
+    counts = {name: raw.get(name) for name in ("n_samples", "items")}
+    for key, count in counts.items():
+        if count is not None and (
+            isinstance(count, bool)
+            or not isinstance(count, int)
+            or not 0 < count <= _MAX_SAMPLES
+        ):
+            msg = (
+                f"{where}: {key} must be a positive integer of at most 2**53, got "
+                f"{_shown(count)}.\n"
+                "Hint: give the number of items in the subtask, or omit it if unknown."
+            )
+            raise SuiteError(msg)
+    n_samples = counts["n_samples"]
     return Subtask(
         name=name,
         task=str(raw.get("task", "")),
@@ -413,6 +428,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         num_choices=num_choices,
         lower_bound=float(lower_bound),
         n_samples=n_samples,
+        items=counts["items"],
     )
 
 
@@ -593,6 +609,9 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
         lower_bound=np.array([s.lower_bound for _, _, s in subtasks], dtype=np.float64),
         n_samples=np.array(
             [s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
+        ),
+        items=np.array(
+            [s.items or s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
         ),
         benchmark_index=np.array([i for i, _, _ in subtasks], dtype=np.int64),
         is_pooled=np.array(

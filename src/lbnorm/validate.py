@@ -40,6 +40,7 @@ __all__ = [
     "failure_rows",
     "find_duplicates",
     "find_failures",
+    "optional_floats",
 ]
 
 #: Which (variant, subtask) pairs earlier batches supplied, given their codes.
@@ -446,6 +447,11 @@ def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:
     numbers, valid = _numbers(table, name)
     values: npt.NDArray[np.float64] = np.asarray(numbers, dtype=np.float64)
     return values if valid is None else np.where(valid, values, np.nan)
+
+
+def optional_floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
+    """An optional numeric column as float64, NaN for nulls; None when absent."""
+    return float_column(table, name) if name in table.column_names else None
 
 
 def _numbers(

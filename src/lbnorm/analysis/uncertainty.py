@@ -1,27 +1,10 @@
-"""Which differences are real: standard errors, 95% intervals and rank intervals.
+"""Which differences are real: 95% intervals on averages, and rank intervals.
 
-Standard errors travel in closed form, for every variant at once, along the path
-the scores take (``se`` is a raw score's standard error, ``lb`` its lower bound):
-
-* normalization is linear: ``se_norm = 100 * se / (1 - lb)``;
-* pooling (pool-then-normalize) takes the sample-weighted mean of independent
-  subtasks: ``se_pooled = sqrt(sum(n_k^2 se_k^2)) / sum(n_k)``, then normalizes;
-* a benchmark's plain mean of K subtasks: ``se = sqrt(sum(se_k^2)) / K``;
-* the average of benchmarks with weights ``w_b``: ``sqrt(sum(w_b^2 se_b^2)) / sum(w_b)``.
-
-Clipping at 0 is not linear. ``max(0, Y)`` is 1-Lipschitz, so it can only shrink
-the variance: a score far below its bound is stuck at 0 and varies not at all, a
-score at its bound keeps about a third of its variance (0.34 sigma^2), one well
-above keeps all of it. We use the exact variance of a censored normal,
-``Var(max(0, Y))`` with ``Y ~ N(observed unclipped score, se_norm^2)`` (see
-:func:`clipped_variance`); the clipped point estimate itself is the leaderboard's
-and is left as is (it is biased upward near the bound, by at most ``0.4 se``).
-
-A missing ``stderr`` is estimated as binomial, ``sqrt(p (1 - p) / (n - 1))`` (what
-lm-evaluation-harness reports for accuracies), when ``n_samples`` is known (in
-the row, else in the suite); otherwise it counts as 0 and is counted in
-``n_stderr_unknown``. A variant with no known standard error at all gets no
-interval.
+Every standard error is the engine's own (:mod:`lbnorm.stderr` says how they
+travel: linear normalization, the censored normal of a clipped score, the
+harness's pooled formula, the weighted average), computed here from a subtask
+table with the same kernel (:func:`lbnorm.kernel.dense_partials`), so an
+output's intervals agree with its ``stderr`` columns.
 
 Ranks follow Chatbot Arena: with 95% intervals ``[low, high]`` on the averages, a
 variant's best possible rank is 1 + the number of variants whose interval lies
@@ -44,8 +27,10 @@ import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.errors import InputError
+from lbnorm.kernel import average_stderr, dense_partials, finish_benchmarks
 from lbnorm.options import MissingPolicy
-from lbnorm.suites import Suite
+from lbnorm.stderr import clipped_variance
+from lbnorm.suites import Suite, suite_arrays
 
 __all__ = [
     "Uncertainty",
@@ -102,36 +87,6 @@ def normal_quantile(level: float) -> float:
         msg = f"level must be in (0, 1), got {level!r}.\nHint: use 0.95 for 95% intervals."
         raise ValueError(msg)
     return NormalDist().inv_cdf(0.5 + level / 2.0)
-
-
-def clipped_variance(mean: npt.ArrayLike, sd: npt.ArrayLike) -> FloatArray:
-    """Variance of ``max(0, Y)`` for ``Y ~ N(mean, sd^2)``, elementwise.
-
-    With ``a = mean / sd``, ``P = Phi(a)``, ``Q = 1 - P`` and ``phi`` the normal
-    density, ``Var / sd^2 = P + a^2 P Q + a phi (Q - P) - phi^2``: this form has
-    no cancellation far from the bound on either side.
-
-    Args:
-        mean: Means of the unclipped scores.
-        sd: Their standard deviations (0 gives 0).
-
-    Returns:
-        The variances of the clipped scores, never above ``sd^2``.
-
-    Examples:
-        >>> clipped_variance([50.0, 0.0, -50.0], [2.0, 1.0, 2.0]).round(4).tolist()
-        [4.0, 0.3408, 0.0]
-    """
-    mu = np.asarray(mean, dtype=np.float64)
-    sigma = np.asarray(sd, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a = np.where(sigma > 0, mu / sigma, 0.0)
-    upper = _upper_tail(a)
-    lower = _upper_tail(-a)
-    density = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
-    ratio = lower + a * a * lower * upper + a * density * (upper - lower) - density**2
-    variance = np.clip(ratio, 0.0, 1.0) * sigma**2
-    return np.asarray(np.where(sigma > 0, variance, 0.0), dtype=np.float64)
 
 
 def rank_intervals(
@@ -205,7 +160,7 @@ def estimate_uncertainty(
     z = normal_quantile(level)
     bounds = suite.subtask_table()
     names = suite.benchmark_names
-    n_variants, n_benchmarks = len(leaderboard), len(names)
+    n_variants = len(leaderboard)
     variant = align_variants(subtasks, leaderboard)
     subtask = align_rows(subtasks, bounds, on=["benchmark", "subtask"])
     if (variant < 0).any() or (subtask < 0).any():
@@ -215,19 +170,27 @@ def estimate_uncertainty(
             "Hint: pass the subtasks and leaderboard of one result, and its suite."
         )
         raise InputError(msg)
-    stderr, is_unknown = _raw_stderr(subtasks, bounds, subtask)
-    variance = _benchmark_variance(
-        subtasks, bounds, suite, variant, subtask, stderr, missing=missing
+    arrays = suite_arrays(suite)
+    shape = (n_variants, len(bounds))
+    dense = {
+        name: np.full(shape, np.nan) for name in ("raw_score", "stderr", "n_samples")
+    }
+    for name, matrix in dense.items():
+        matrix[variant, subtask] = _floats(subtasks, name)
+    # the kernel's own sums: one definition of every standard error (lbnorm.stderr)
+    partials = dense_partials(
+        dense["raw_score"],
+        arrays,
+        stderr=dense["stderr"],
+        n_samples=dense["n_samples"],
     )
+    benchmark = finish_benchmarks(partials, arrays, missing=missing)
     scores = leaderboard[names].to_numpy(dtype=np.float64)
-    linear = variant * n_benchmarks + bounds["benchmark_index"].to_numpy()[subtask]
-    n_known = np.bincount(
-        linear, weights=~is_unknown, minlength=n_variants * n_benchmarks
-    ).reshape(n_variants, n_benchmarks)
-    # no stderr known for any of a benchmark's subtasks: its stderr is unknown
-    variance = np.where(np.isnan(scores) | (n_known == 0), np.nan, variance)
-    average_se = _average_stderr(variance, scores, suite, missing=missing)
-    average_se = np.where(n_known.sum(axis=1) > 0, average_se, np.nan)
+    variance = np.where(np.isnan(scores), np.nan, benchmark.stderr**2)
+    average_se = average_stderr(
+        benchmark.stderr, scores, arrays.weight, missing=missing
+    )
+    n_unknown = partials.sums["n_unknown"].sum(axis=1)
     average = leaderboard["average"].to_numpy(dtype=np.float64)
     low = np.clip(average - z * average_se, 0.0, 100.0)
     high = np.clip(average + z * average_se, 0.0, 100.0)
@@ -242,9 +205,7 @@ def estimate_uncertainty(
         rank_best=_nullable(ranks[0], "Int64"),
         rank_worst=_nullable(ranks[1], "Int64"),
         tie_group=_nullable(ranks[2], "Int64"),
-        n_stderr_unknown=np.bincount(
-            variant, weights=is_unknown, minlength=n_variants
-        ).astype(np.int64),
+        n_stderr_unknown=n_unknown.astype(np.int64),
     )
     present = ~np.isnan(scores)
     rows, columns = np.nonzero(present)
@@ -268,101 +229,10 @@ def estimate_uncertainty(
     )
 
 
-def _raw_stderr(
-    subtasks: pd.DataFrame, bounds: pd.DataFrame, subtask: IntArray
-) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-    """Each row's stderr: given, else binomial from n_samples, else 0 (unknown)."""
-    raw = subtasks["raw_score"].to_numpy(dtype=np.float64)
-    given = _floats(subtasks, "stderr")
-    row_samples = _floats(subtasks, "n_samples")
-    suite_samples = bounds["n_samples"].to_numpy(dtype=np.float64)[subtask]
-    samples = np.where(np.isnan(row_samples), suite_samples, row_samples)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        binomial = np.sqrt(np.clip(raw * (1.0 - raw), 0.0, None) / (samples - 1.0))
-    binomial = np.where(samples > 1, binomial, np.nan)
-    stderr = np.where(np.isnan(given), binomial, given)
-    is_unknown = np.isnan(stderr)
-    return np.where(is_unknown, 0.0, stderr), is_unknown
-
-
 def _floats(frame: pd.DataFrame, name: str) -> FloatArray:
     if name not in frame.columns:
         return np.full(len(frame), np.nan)
     return np.asarray(frame[name].to_numpy(dtype=np.float64, na_value=np.nan))
-
-
-def _benchmark_variance(
-    subtasks: pd.DataFrame,
-    bounds: pd.DataFrame,
-    suite: Suite,
-    variant: IntArray,
-    subtask: IntArray,
-    stderr: FloatArray,
-    *,
-    missing: MissingPolicy,
-) -> FloatArray:
-    """Variance of each (variant, benchmark) score, shape (n_variants, n_benchmarks)."""
-    n_variants = int(variant.max(initial=-1)) + 1
-    n_benchmarks = len(suite.benchmarks)
-    benchmark = bounds["benchmark_index"].to_numpy(dtype=np.int64)[subtask]
-    lower = bounds["lower_bound"].to_numpy(dtype=np.float64)[subtask]
-    weight = bounds["n_samples"].to_numpy(dtype=np.float64)[subtask]
-    raw = subtasks["raw_score"].to_numpy(dtype=np.float64)
-    linear = variant * n_benchmarks + benchmark
-    shape = (n_variants, n_benchmarks)
-
-    def total(values: FloatArray | None) -> FloatArray:
-        summed = np.bincount(
-            linear, weights=values, minlength=n_variants * n_benchmarks
-        )
-        return summed.astype(np.float64).reshape(shape)
-
-    is_pooled = np.array(
-        [b.aggregation == "pool-then-normalize" for b in suite.benchmarks]
-    )
-    expected = np.bincount(bounds["benchmark_index"], minlength=n_benchmarks)
-    suite_weight = np.bincount(
-        bounds["benchmark_index"], weights=bounds["n_samples"], minlength=n_benchmarks
-    )
-    # normalize-then-average: clipped subtask variances, mean over the subtasks
-    subtask_variance = clipped_variance(
-        100.0 * (raw - lower) / (1.0 - lower), 100.0 * stderr / (1.0 - lower)
-    )
-    count = total(None)
-    divisor = np.broadcast_to(expected, shape) if missing == "zero" else count
-    # pool-then-normalize: pooled raw and its stderr, then one normalization
-    pooled_weight = (
-        np.broadcast_to(suite_weight, shape) if missing == "zero" else total(weight)
-    )
-    bound = np.zeros(n_benchmarks)
-    bound[bounds["benchmark_index"].to_numpy()] = bounds["lower_bound"].to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        averaged = total(subtask_variance) / divisor**2
-        pooled = total(raw * weight) / pooled_weight
-        pooled_se = np.sqrt(total((weight * stderr) ** 2)) / pooled_weight
-        pooled_variance = clipped_variance(
-            100.0 * (pooled - bound) / (1.0 - bound), 100.0 * pooled_se / (1.0 - bound)
-        )
-    return np.where(is_pooled, pooled_variance, averaged)
-
-
-def _average_stderr(
-    variance: FloatArray, scores: FloatArray, suite: Suite, *, missing: MissingPolicy
-) -> FloatArray:
-    """Stderr of the weighted average; an unknown benchmark stderr counts as 0."""
-    weight = np.array([b.weight for b in suite.benchmarks], dtype=np.float64)
-    is_present = ~np.isnan(scores)
-    total = np.where(is_present & ~np.isnan(variance), variance * weight**2, 0.0).sum(
-        axis=1
-    )
-    divisor = (
-        np.full(len(scores), weight.sum()) if missing == "zero" else is_present @ weight
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        stderr = np.sqrt(total) / divisor
-    if missing == "exclude":
-        stderr = np.where(is_present.all(axis=1), stderr, np.nan)
-    return np.asarray(stderr, dtype=np.float64)
 
 
 def _ranks(
@@ -390,29 +260,6 @@ def _ranks(
         column[is_ranked] = values
         columns.append(np.where(has_interval, column, np.nan))
     return columns
-
-
-def _upper_tail(x: FloatArray) -> FloatArray:
-    """``1 - Phi(x)``, vectorized, to a relative error below 1.2e-7 in both tails.
-
-    Numerical Recipes' Chebyshev fit of ``erfc`` (numpy has no ``erf``).
-    """
-    z = np.abs(x) / np.sqrt(2.0)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -0.82215223 + t * 0.17087277
-    for coefficient in (
-        1.48851587,
-        -1.13520398,
-        0.27886807,
-        -0.18628806,
-        0.09678418,
-        0.37409196,
-        1.00002368,
-        -1.26551223,
-    ):
-        poly = coefficient + t * poly
-    erfc = t * np.exp(-z * z + poly)
-    return np.asarray(np.where(x >= 0, 0.5 * erfc, 1.0 - 0.5 * erfc), dtype=np.float64)
 
 
 def _nullable(

@@ -104,7 +104,18 @@ class MemoryJob:
         arrays = suite_arrays(suite)
         order = dense.variants.order()
         raw = dense.sorted("raw", order)  # (subtask, variant), variants in key order
-        benchmark = aggregate_benchmarks(raw.T, arrays, missing=options.missing)
+        details = {
+            name: dense.sorted(name, order).T.astype(np.float64, copy=False)
+            for name in ("stderr", "n_samples")
+            if name in dense.matrices
+        }
+        benchmark = aggregate_benchmarks(
+            raw.T,
+            arrays,
+            missing=options.missing,
+            stderr=details.get("stderr"),
+            n_samples=details.get("n_samples"),
+        )
         is_present = ~np.isnan(raw)
         n_clipped = int(np.count_nonzero(raw < arrays.lower_bound[:, None]))
         parts = DenseSubtasks(dense, order, suite, raw) if options.subtasks else None
@@ -216,12 +227,12 @@ class DenseScores:
         table, picked = batch.table, _Picked(rows)
         cell = subtask * self._shape[1] + variant  # in the flattened matrices
         self._matrix("raw")[cell] = picked.floats(table, "raw_score")
-        if not self.keep_details:
-            return
-        if "stderr" in table.column_names:
+        if "stderr" in table.column_names:  # the standard errors need both
             self._matrix("stderr")[cell] = picked.floats(table, "stderr")
         if "n_samples" in table.column_names:
             self._matrix("n_samples")[cell] = picked.integers(table, "n_samples")
+        if not self.keep_details:
+            return
         self._matrix("metric")[cell] = picked.codes(table, "metric", self.metrics, "")
         self._matrix("source")[cell] = picked.codes(
             table, "source", self.sources, batch.source

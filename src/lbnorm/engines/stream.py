@@ -28,6 +28,7 @@ import pyarrow as pa
 from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.workers import sum_in_workers
 from lbnorm.kernel import (
+    SUMS,
     FixedPoint,
     FloatArray,
     IntArray,
@@ -47,6 +48,7 @@ from lbnorm.validate import (
     describe_failures,
     failure_error,
     failure_rows,
+    optional_floats,
 )
 
 __all__ = [
@@ -335,12 +337,24 @@ class _Folder:
         store.reserve(encoder.n_variants)
         variant, subtask, raw = checked.variant, checked.subtask, checked.scores
         take = checked.is_good
-        if not take.all():
+        is_all = bool(take.all())
+        if not is_all:
             variant, subtask, raw = variant[take], subtask[take], raw[take]
         if self._failures:  # the run fails: keep checking, stop summing
             store.add(variant, subtask, None)
             return None
-        store.add(variant, subtask, raw)
+        details = {
+            name: values if is_all else values[take]
+            for name in ("stderr", "n_samples")
+            if (values := optional_floats(batch.table, name)) is not None
+        }
+        store.add(
+            variant,
+            subtask,
+            raw,
+            stderr=details.get("stderr"),
+            n_samples=details.get("n_samples"),
+        )
         self._n_scores += raw.size
         self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
         return checked
@@ -424,12 +438,11 @@ class _PartialStore:
     ) -> None:
         self.subtask_names = subtask_names  # "benchmark / subtask", for messages
         self._fixed = FixedPoint(arrays)
-        self._scale = self._fixed.scale
         self._benchmark_index = arrays.benchmark_index
         self.arrays = arrays
         self._n_benchmarks = arrays.is_pooled.shape[0]
         capacity = max(capacity, 16)
-        self._sums = np.zeros((2, capacity * self._n_benchmarks))
+        self._sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
         self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
 
     def reserve(self, n_variants: int) -> None:
@@ -438,7 +451,7 @@ class _PartialStore:
         if n_variants <= capacity:
             return
         capacity = max(2 * capacity, n_variants)
-        sums = np.zeros((2, capacity * self._n_benchmarks))
+        sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
         sums[:, : self._sums.shape[1]] = self._sums
         seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
         seen[: self._seen.shape[0]] = self._seen
@@ -469,7 +482,7 @@ class _PartialStore:
             row, subtask = np.nonzero(overlap)
             return row.astype(np.int64), subtask.astype(np.int64)
         self._seen[rows] |= seen
-        shape = (2, -1, self._n_benchmarks)
+        shape = (len(SUMS), -1, self._n_benchmarks)
         self._sums.reshape(shape)[:, rows] += other._sums.reshape(shape)
         return None
 
@@ -485,7 +498,15 @@ class _PartialStore:
         )
         return is_seen
 
-    def add(self, variant: IntArray, subtask: IntArray, raw: FloatArray | None) -> None:
+    def add(
+        self,
+        variant: IntArray,
+        subtask: IntArray,
+        raw: FloatArray | None,
+        *,
+        stderr: FloatArray | None = None,
+        n_samples: FloatArray | None = None,
+    ) -> None:
         """Add distinct, valid scores to their sums (None: only mark them seen)."""
         self._seen.ravel()[variant * self._seen.shape[1] + subtask] = True
         if raw is None or raw.size == 0:
@@ -499,37 +520,26 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-        # row 0: the raw score (x its samples, for pooling); row 1: the
-        # normalized score / 100, clipped at 0; both in fixed point
-        for row, values in enumerate(self._fixed.terms(raw, subtask)):
-            self._sums[row, keys] += np.bincount(local, values, minlength=size)
+        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+        for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
+            self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
         """The sums of the first `n_variants` variants, rows in `order`."""
         shape = (n_variants, self._n_benchmarks)
-        raw = self._sums[0, : n_variants * self._n_benchmarks].reshape(shape)[order]
-        raw /= self._scale  # the scale broadcasts over benchmarks
-        fraction = self._sums[1, : n_variants * self._n_benchmarks].reshape(shape)[
-            order
-        ]
-        fraction *= 100.0 / self._scale
+        sums = {}
+        for row, name in enumerate(SUMS):
+            block = self._sums[row, : n_variants * self._n_benchmarks].reshape(shape)
+            sums[name] = self._fixed.to_plain(name, block[order], slice(None))
         seen = self._seen[:n_variants]
-        arrays = self.arrays
         count = np.zeros(shape)
-        weight = np.zeros(shape)
-        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
-            columns = np.flatnonzero(arrays.benchmark_index == index)
-            present = seen[:, columns]
-            count[:, index] = np.count_nonzero(present, axis=1)[order]
-            if arrays.is_pooled[index]:  # only pooling reads the sample weights
-                weight[:, index] = (present @ arrays.n_samples[columns])[order]
-        return Partials(
-            count=count,
-            raw=raw,
-            normalized=fraction,
-            weighted_raw=raw,  # the same sums: read for pooled benchmarks
-            weight=weight,
+        starts = np.searchsorted(
+            self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
         )
+        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
+            present = seen[:, int(starts[index]) : int(starts[index + 1])]
+            count[:, index] = np.count_nonzero(present, axis=1)[order]
+        return Partials(count=count, sums=sums)
 
 
 def _sliced(batches: Iterable[Batch], rows: int | None) -> Iterator[Batch]:

@@ -100,9 +100,9 @@ def open_parquet_scores(
     Args:
         path: The file.
         extra_columns: Policy for columns outside the contract.
-        keep_details: Read ``metric``, ``stderr``, ``n_samples`` and kept extra
-            columns (needed for the subtask-level output); False reads only the
-            keys and ``raw_score``.
+        keep_details: Read ``metric`` and kept extra columns (needed for the
+            subtask-level output); False reads only the keys, ``raw_score``,
+            ``stderr`` and ``n_samples``.
 
     Returns:
         The opened file.
@@ -137,7 +137,11 @@ def open_parquet_scores(
         if not (_is_text(type_) or pa.types.is_null(type_)):
             msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
             raise SchemaMismatchError(msg)
-    details = ["metric", "stderr", "n_samples"] if keep_details else []
+    # stderr and n_samples make every benchmark's standard error; the metric only
+    # the subtask table
+    details = (
+        ["metric", "stderr", "n_samples"] if keep_details else ["stderr", "n_samples"]
+    )
     wanted_columns = [
         *REQUIRED_SCORE_COLUMNS,
         "precision",
