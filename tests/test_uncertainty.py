@@ -178,7 +178,7 @@ def test_missing_stderr_is_binomial_when_n_is_known_else_counted() -> None:
     assert board["n_stderr_unknown"].tolist() == [1]  # a1: no stderr, no n_samples
     assert np.isnan(board["average_stderr"].iloc[0])  # unknown, not guessed as 0
     benchmarks = result.benchmarks.set_index("benchmark")
-    assert pd.isna(benchmarks.loc["A", "stderr"])
+    assert benchmarks["stderr"].isna()["A"]
     assert benchmarks.loc["B", "stderr"] == pytest.approx(
         100 * np.sqrt(0.25 / 99) / 0.75, rel=1e-12
     )
