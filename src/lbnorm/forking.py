@@ -33,6 +33,11 @@ def can_fork() -> bool:
 def start_worker(parent: int) -> None:
     """Set up a forked worker: Ctrl-C and shutdown are the parent's business.
 
+    The worker ignores Ctrl-C (the parent, which sees it too, says one line and
+    cleans up), dies of SIGTERM without a word, and is killed when its parent
+    dies (Linux ``PR_SET_PDEATHSIG``; it fires when the *thread* that forked the
+    worker ends, so fork workers from the main thread).
+
     Args:
         parent: The parent's process id, taken before forking.
     """
