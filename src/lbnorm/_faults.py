@@ -18,6 +18,7 @@ The points, in the order a run passes them:
 
 * ``starting``: the command line's first step, before it loads the commands;
 * ``workers-started``: the stream engine's workers forked (in the parent);
+* ``worker-summing``: in each stream-engine worker, before it sums its share;
 * ``computing``: every input read, nothing computed;
 * ``locked``: the output claimed (its staging folder created and locked), nothing
   written yet;
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 __all__ = ["fault_point"]
 
@@ -60,6 +60,8 @@ def fault_point(name: str) -> None:
         return
     kind, _, delay = action.partition("after=")
     if delay:
+        import threading  # loaded only here: the command line imports this module first
+
         number = _SIGNALS[kind.removesuffix("-") or "kill"]
         timer = threading.Timer(float(delay) / 1000, os.kill, (os.getpid(), number))
         timer.daemon = True

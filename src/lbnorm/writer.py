@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import threading
 import time
@@ -55,6 +54,7 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
+from lbnorm.forking import held_signals
 from lbnorm.result import Result
 from lbnorm.schemas import BENCHMARK_SCORES, SUBTASK_SCORES, conform, leaderboard_schema
 from lbnorm.version import lbnorm_version
@@ -546,7 +546,7 @@ class _Stage:
 
     def swap(self) -> None:
         """Put the staged folder in place of the target, atomically."""
-        with _signals_deferred(), _parent_locked(self.target.parent):
+        with held_signals(), _parent_locked(self.target.parent):
             _check_target(self.out, self.target)  # files may have come meanwhile
             self.previous = _swap_in(self.folder, self.target, self._tag())
             self.is_swapped = True
@@ -765,35 +765,6 @@ def _renameat2(source: Path, target: Path, flags: int) -> bool:
     if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
         return False
     raise OSError(code, os.strerror(code), str(target))
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back until the block is done (main thread only).
-
-    The swap and its record happen together, so an interrupted run can say truly
-    whether its new output is in place.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def hold(number: int, _frame: object) -> None:
-        caught.append(number)
-
-    previous = {
-        number: signal.signal(number, hold)
-        for number in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(number) is not None  # None: not set from Python
-    }
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        for pending in dict.fromkeys(caught):
-            signal.raise_signal(pending)
 
 
 @contextlib.contextmanager

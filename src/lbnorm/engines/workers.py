@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import LbnormError
-from lbnorm.forking import start_worker
+from lbnorm.forking import held_signals, start_worker
 
 __all__ = ["sum_in_workers"]
 
@@ -69,20 +69,21 @@ def sum_in_workers(
     receivers: list[Connection] = []
     processes = []
     parent = os.getpid()
-    for part in range(workers):
-        receiver, sender = context.Pipe(duplex=False)
-        # the child closes the read ends it inherits (its own and its elder
-        # siblings'): a pipe's only reader is then this process
-        inherited = [*receivers, receiver]
-        process = context.Process(
-            target=_work,
-            args=(work, part, workers, sender, inherited, parent),
-            daemon=True,
-        )
-        process.start()
-        sender.close()
-        receivers.append(receiver)
-        processes.append(process)
+    with held_signals():  # a Ctrl-C during a fork comes after it, not lost in it
+        for part in range(workers):
+            receiver, sender = context.Pipe(duplex=False)
+            # the child closes the read ends it inherits (its own and its elder
+            # siblings'): a pipe's only reader is then this process
+            inherited = [*receivers, receiver]
+            process = context.Process(
+                target=_work,
+                args=(work, part, workers, sender, inherited, parent),
+                daemon=True,
+            )
+            process.start()
+            sender.close()
+            receivers.append(receiver)
+            processes.append(process)
     fault_point("workers-started")  # orphan tests: LBNORM_FAULT_POINT (lbnorm._faults)
     replies: list[tuple[str, Any]] = []
     try:
@@ -133,6 +134,7 @@ def _work(
     start_worker(parent)
     for receiver in inherited:  # read ends of the parent's pipes, this one's too
         receiver.close()
+    fault_point("worker-summing")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
     try:
         reply: tuple[str, Any] = ("ok", work(part, parts))
     except LbnormError as exc:
