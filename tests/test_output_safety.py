@@ -394,3 +394,17 @@ def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
     dead.write_bytes(b"half")
     write_bytes_atomically(target, b"{}")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
+    """Only a folder set aside by a two-rename swap is restored, whatever the name."""
+    result = run([ONE])
+    out = tmp_path / "a.old-b"
+    dead = tmp_path / ".a.old-b.tmp-0123456789ab"  # half written, its run killed
+    dead.mkdir()
+    (dead / "manifest.json").write_text("{}")
+    write_result(result, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*OUTPUT_FILES, "manifest.json"]
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["a.old-b"]

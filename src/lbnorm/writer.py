@@ -425,13 +425,13 @@ def _name_max(folder: Path) -> int:
     return 255
 
 
-def _check_name_length(out: Path, path: Path) -> None:
+def _check_name_length(out: Path, path: Path, *, what: str = "--out name") -> None:
     length = len(os.fsencode(path.name))
     limit = _name_max(path.parent)
     if length > limit:
         msg = (
             f"{out}: the name {path.name[:24]}... is {length} bytes long; the file "
-            f"system allows at most {limit}.\nHint: choose a shorter --out name."
+            f"system allows at most {limit}.\nHint: choose a shorter {what}."
         )
         raise OutputError(msg)
 
@@ -678,10 +678,10 @@ def _repair_interrupted_swap(
     """Put back an output a two-rename swap moved aside and did not replace."""
     if os.path.lexists(target):
         return leftovers
-    aside = [
+    aside = [  # .<tag>.old-<12 hex digits>, a folder (the tag may hold ".old-" too)
         item
         for item in leftovers
-        if ".old-" in item[0].name and item[1] is not None  # a folder, not a link
+        if item[0].name[:-12].endswith(".old-") and item[1] is not None
     ]
     if not aside:
         return leftovers
@@ -977,7 +977,7 @@ def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     except (OSError, RuntimeError) as exc:
         error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
         raise _output_error(path, error) from exc
-    _check_name_length(path, target)
+    _check_name_length(path, target, what="file name")
     tag = _sibling_tag(target.name, _name_max(target.parent))
     temporary = target.with_name(f".{tag}.tmp-{uuid.uuid4().hex[:12]}")
     descriptor = -1
