@@ -20,6 +20,7 @@ import pytest
 from lbnorm import InputError
 from lbnorm.cli import main
 from lbnorm.outdir import check_output, read_manifest, read_output_table
+from lbnorm.writer import add_tables
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
@@ -33,7 +34,8 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[:500])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
 
 
 def _corrupt_footer(path: Path) -> None:
@@ -202,3 +204,16 @@ def test_damaged_pages_behind_a_good_footer_are_named_when_read(
         InputError, match=r"leaderboard.parquet: cannot read: [^\n]*\.\nHint: "
     ):
         read_output_table(out, "leaderboard")
+
+
+def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    add_tables(out, {"health": pa.table({"x": [1.0]})})
+    _truncate(out / "health.parquet")
+    with pytest.raises(
+        InputError,
+        match=r"health.parquet: cannot read: Parquet magic bytes not found in footer\. "
+        r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
+    ):
+        check_output(out)

@@ -53,7 +53,8 @@ def check_output(out: str | Path) -> Path:
     format this version reads), ``benchmarks.parquet`` and
     ``leaderboard.parquet``, and ``subtasks.parquet`` unless the run was told
     ``--no-subtasks``; each table must be readable Parquet with its contract's
-    columns and types (:mod:`lbnorm.schemas`). Only the Parquet footers are read.
+    columns and types (:mod:`lbnorm.schemas`), and each table added beside them
+    (listed in the manifest) readable Parquet. Only the Parquet footers are read.
 
     Raises:
         InputError: It is missing, not lbnorm's, lacks a file, or a table is
@@ -78,10 +79,14 @@ def check_output(out: str | Path) -> Path:
             f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
         )
         raise InputError(msg)
-    _load_manifest(out / "manifest.json")
+    manifest = _load_manifest(out / "manifest.json")
     for name in _TABLES:
         if name != "subtasks" or (out / "subtasks.parquet").is_file():
             _check_table(out / f"{name}.parquet", name)
+    listed = cast("dict[str, object]", manifest["outputs"])
+    for added in sorted(set(listed) - {f"{name}.parquet" for name in _TABLES}):
+        if added.endswith(".parquet") and (out / added).is_file():
+            _read_schema(out / added)  # added tables (health, intervals, ...): readable
     return out
 
 
@@ -111,11 +116,7 @@ def _load_manifest(path: Path) -> dict[str, object]:
 
 def _check_table(path: Path, name: OutputTable) -> None:
     """Raise if `path` is not a readable Parquet file with the table's contract."""
-    try:
-        schema = pq.read_schema(path)
-    except (pa.ArrowException, OSError) as exc:
-        msg = f"{path}: cannot read: {_arrow_reason(exc)}.\nHint: the file is damaged or not Parquet; {_REWRITE}."
-        raise InputError(msg) from exc
+    schema = _read_schema(path)
     contract = {
         "subtasks": SUBTASK_SCORES,
         "benchmarks": BENCHMARK_SCORES,
@@ -135,6 +136,15 @@ def _check_table(path: Path, name: OutputTable) -> None:
     if wrong:
         msg = f"{path}: not an lbnorm {name} table: {_names(wrong)}.\nHint: {_REWRITE}."
         raise InputError(msg)
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    """A Parquet file's schema (its footer), or a clear error."""
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read: {_arrow_reason(exc)}.\nHint: the file is damaged or not Parquet; {_REWRITE}."
+        raise InputError(msg) from exc
 
 
 def _kind(kind: pa.DataType) -> str:
