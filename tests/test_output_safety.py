@@ -167,6 +167,20 @@ def test_empty_missing_and_older_outputs_are_replaced(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "new"]
 
 
+def test_out_naming_a_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "scores.csv").write_text("mine")
+    code, err = _run(tmp_path / "scores.csv", capsys)
+    assert (code, err) == (
+        6,
+        f"lbnorm: error: {tmp_path / 'scores.csv'}: exists and is not a folder.\n"
+        "Hint: choose another --out.\n",
+    )
+    assert (tmp_path / "scores.csv").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["scores.csv"]
+
+
 def test_manifest_problem_names_what_is_wrong() -> None:
     assert manifest_problem({"tool": "lbnorm", "outputs": {}}) is None  # format 0
     assert manifest_problem({"tool": "lbnorm", "format": True, "outputs": {}}) == (
