@@ -627,7 +627,25 @@ def _claim(out: Path, target: Path) -> _Stage:
             _release(leftovers)
             raise
     _remove(leftovers)
+    _remove_old_lock_file(parent / f".{target.name}.lock")
     return _Stage(out=out, target=target, folder=folder, lock=lock)
+
+
+def _remove_old_lock_file(path: Path) -> None:
+    """Remove the empty lock file lbnorm 0.1 left beside every output, if unheld."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # none there (or a name too long to have one)
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        info = os.fstat(descriptor)
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            path.unlink()
+    except OSError:  # held by a run of that version, or not ours to remove
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _lock_folder(folder: Path) -> int:
