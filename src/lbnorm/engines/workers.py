@@ -69,24 +69,24 @@ def sum_in_workers(
     receivers: list[Connection] = []
     processes = []
     parent = os.getpid()
-    with held_signals():  # a Ctrl-C during a fork comes after it, not lost in it
-        for part in range(workers):
-            receiver, sender = context.Pipe(duplex=False)
-            # the child closes the read ends it inherits (its own and its elder
-            # siblings'): a pipe's only reader is then this process
-            inherited = [*receivers, receiver]
-            process = context.Process(
-                target=_work,
-                args=(work, part, workers, sender, inherited, parent),
-                daemon=True,
-            )
-            process.start()
-            sender.close()
-            receivers.append(receiver)
-            processes.append(process)
-    fault_point("workers-started")  # orphan tests: LBNORM_FAULT_POINT (lbnorm._faults)
     replies: list[tuple[str, Any]] = []
     try:
+        with held_signals():  # a Ctrl-C during a fork comes after it, not lost in it
+            for part in range(workers):
+                receiver, sender = context.Pipe(duplex=False)
+                # the child closes the read ends it inherits (its own and its elder
+                # siblings'): a pipe's only reader is then this process
+                inherited = [*receivers, receiver]
+                process = context.Process(
+                    target=_work,
+                    args=(work, part, workers, sender, inherited, parent),
+                    daemon=True,
+                )
+                process.start()
+                sender.close()
+                receivers.append(receiver)
+                processes.append(process)
+        fault_point("workers-started")  # orphan tests: LBNORM_FAULT_POINT
         for part, receiver in enumerate(receivers):
             try:
                 replies.append(receiver.recv())
@@ -97,6 +97,8 @@ def sum_in_workers(
             if process.is_alive() and len(replies) < workers:
                 process.kill()  # interrupted or failed: no worker outlives the run
             process.join()
+        for receiver in receivers:
+            receiver.close()
     for kind, payload in replies:
         if kind == "error":
             raise payload
