@@ -48,7 +48,7 @@ def _digests(folder: Path) -> Digests:
 
 
 def _siblings(out: Path) -> list[str]:
-    """What lies beside the output directory: only its lock file, after a clean run."""
+    """What lies beside the output directory: nothing, after a clean run."""
     return sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
 
 
@@ -264,7 +264,7 @@ def test_killed_runs_leave_the_previous_output_intact(
     print(f"{killed} runs killed; {len(torn)} in the middle of a Parquet write: {torn}")
     # A later run succeeds and removes what each killed run left (staging, the old output).
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    left = [kill for kill in KILLS if outcomes[kill.name]["leftovers"] != [".out.lock"]]
+    left = [kill for kill in KILLS if outcomes[kill.name]["leftovers"] != []]
     assert left  # the kills did leave staging directories behind
     for kill in KILLS:
         out = tmp_path / kill.name / "out"
@@ -273,7 +273,122 @@ def test_killed_runs_leave_the_previous_output_intact(
             continue  # nothing to clean; spare the time
         assert main(["run", *map(str, inputs), "--out", str(out), "--quiet"]) == 0
         assert _digests(out) == (reference.big if kill.big else reference.new)
-        assert _siblings(out) == [".out.lock"], kill
+        assert _siblings(out) == [], kill
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interruption:
+    """A run stopped by SIGTERM or Ctrl-C: it cleans up, so nothing may stay behind."""
+
+    name: str
+    fault: str  # LBNORM_FAULT_POINT, with a signal action
+    code: int  # 143 (SIGTERM) or 130 (Ctrl-C)
+    big: bool = False
+    may_finish: bool = False
+    swapped: bool = False
+
+
+INTERRUPTIONS = [
+    *(
+        Interruption(name=f"{kind}-at-{point}", fault=f"{point}:{kind}", code=code)
+        for kind, code in (("term", 143), ("int", 130))
+        for point in (
+            "computing",
+            "locked",
+            "table-written@1",
+            "table-written@3",
+            "staged",
+        )
+    ),
+    *(
+        Interruption(
+            name=f"{kind}-after-swap", fault=f"swapped:{kind}", code=code, swapped=True
+        )
+        for kind, code in (("term", 143), ("int", 130))
+    ),
+    # in the middle of the big table's writes, at random moments
+    *(
+        Interruption(
+            name=f"{kind}-{ms}ms",
+            fault=f"locked:{kind}-after={ms}",
+            code=code,
+            big=True,
+            may_finish=True,
+        )
+        for kind, code in (("term", 143), ("int", 130))
+        for ms in (3, 30)
+    ),
+    *(
+        Interruption(
+            name=f"term-random-{i}",
+            fault=f"computing:term-after={random.Random(i).randint(20, 600)}",
+            code=143,
+            big=True,
+            may_finish=True,
+        )
+        for i in range(4)
+    ),
+]
+
+
+def _interrupted_run(
+    interruption: Interruption, reference: Reference, folder: Path
+) -> dict[str, Any]:
+    out = folder / "out"
+    shutil.copytree(reference.folder / "old", out)
+    inputs = reference.big_inputs if interruption.big else reference.new_inputs
+    process = subprocess.run(
+        _command(inputs, out),
+        env=_env(interruption.fault),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    return {
+        "returncode": process.returncode,
+        "stderr": process.stderr,
+        "digests": _digests(out),
+        "leftovers": _siblings(out),
+    }
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_clean_up_and_say_what_they_left(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """Old output (or, after the swap, the new one), nothing beside it, one true line."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(
+            pool.map(
+                lambda case: _interrupted_run(case, reference, tmp_path / case.name),
+                INTERRUPTIONS,
+            )
+        )
+    stopped = 0
+    for case, outcome in zip(INTERRUPTIONS, outcomes, strict=True):
+        new = reference.big if case.big else reference.new
+        out = tmp_path / case.name / "out"
+        assert outcome["leftovers"] == [], case
+        assert "Traceback" not in outcome["stderr"], case
+        if outcome["returncode"] == 0 and case.may_finish:
+            assert outcome["digests"] == new, case
+            continue
+        stopped += 1
+        word = "terminated" if case.code == 143 else "interrupted"
+        assert outcome["returncode"] == case.code, (case, outcome["stderr"])
+        if outcome["digests"] == new and (case.swapped or case.may_finish):
+            assert (
+                outcome["stderr"]
+                == f"lbnorm: {word}; the new output is in place in {out}.\n"
+            )
+        else:
+            assert outcome["digests"] == reference.old, case
+            assert (
+                outcome["stderr"]
+                == f"lbnorm: {word}; the previous output is unchanged.\n"
+            )
+    assert stopped >= sum(not case.may_finish for case in INTERRUPTIONS) + 1
 
 
 def test_a_run_killed_between_the_two_renames_is_repaired(
@@ -295,7 +410,7 @@ def test_a_run_killed_between_the_two_renames_is_repaired(
     )
     assert process.returncode == 0, process.stderr
     assert _digests(out) == reference.new
-    assert _siblings(out) == [".out.lock"]
+    assert _siblings(out) == []
 
 
 def _wait_until_stopped(process: subprocess.Popen[bytes]) -> None:
@@ -329,7 +444,7 @@ def test_second_writer_fails_clearly_while_the_first_holds_the_lock(
     _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
     assert _digests(out) == reference.new  # the first run's output, whole
-    assert _siblings(out) == [".out.lock"]
+    assert _siblings(out) == []
 
 
 def test_concurrent_runs_one_output_never_mixed(
@@ -362,7 +477,77 @@ def test_concurrent_runs_one_output_never_mixed(
         assert _digests(out) in [
             expected[index] for index in winners
         ]  # one run's output, whole
-        assert _siblings(out) == [".out.lock"]
+        assert _siblings(out) == []
+
+
+def test_a_stopped_run_does_not_block_other_outputs_in_its_folder(
+    reference: Reference, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(reference.folder / "old", out)
+    first = subprocess.Popen(
+        _command(reference.new_inputs, out),
+        env=_env("staged:stop"),
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_until_stopped(first)  # it holds its staging folder's lock
+        beside = subprocess.run(
+            _command(reference.old_inputs, tmp_path / "beside"),
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert (beside.returncode, beside.stderr) == (0, "")
+        assert _digests(tmp_path / "beside") == reference.old
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr
+    assert _digests(out) == reference.new
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["beside", "out"]
+
+
+@pytest.mark.slow
+def test_many_runs_on_one_output_and_beside_it(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """12 runs on one output and 4 on others in the same folder, all at once."""
+    out = tmp_path / "shared" / "out"
+    shared = [
+        (reference.old_inputs if index % 2 else reference.new_inputs, out)
+        for index in range(12)
+    ]
+    beside = [
+        (reference.old_inputs, out.with_name(f"other-{index}")) for index in range(4)
+    ]
+    processes = [
+        subprocess.Popen(
+            _command(inputs, target), env=_env(), stderr=subprocess.PIPE, text=True
+        )
+        for inputs, target in [*shared, *beside]
+    ]
+    results = [(p.wait(timeout=300), p.communicate()[1]) for p in processes]
+    for code, stderr in results[:12]:
+        assert "Traceback" not in stderr
+        assert (code, stderr) == (0, "") or (
+            code == 6
+            and "another lbnorm run is writing this output directory" in stderr
+        ), stderr
+    assert any(code == 0 for code, _ in results[:12])
+    assert results[12:] == [(0, "")] * 4  # never refused for another output's sake
+    assert _digests(out) in [reference.old, reference.new]  # one run's output, whole
+    for index in range(4):
+        assert _digests(out.with_name(f"other-{index}")) == reference.old
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "other-0",
+        "other-1",
+        "other-2",
+        "other-3",
+        "out",
+    ]
 
 
 # --- a full disk, a read-only directory ----------------------------------------------
@@ -396,7 +581,7 @@ def test_file_size_limit_mid_write_is_a_clear_error(
         process.stderr,
     ), process.stderr
     assert _digests(out) == reference.old
-    assert _siblings(out) == [".out.lock"]  # the half-written staging directory is gone
+    assert _siblings(out) == []  # the half-written staging directory is gone
 
 
 def test_disk_full_is_a_clear_error(
@@ -424,7 +609,7 @@ def test_disk_full_is_a_clear_error(
         "the previous output is unchanged.\nHint: free disk space or write elsewhere.\n"
     )
     assert _digests(out) == reference.old
-    assert _siblings(out) == [".out.lock"]
+    assert _siblings(out) == []
 
 
 def _without_override() -> list[str]:
@@ -440,16 +625,38 @@ def _without_override() -> list[str]:
     pytest.skip("running as root without setpriv: permissions cannot be enforced")
 
 
+READ_ONLY = (
+    r"cannot write the output \(the folder is read-only, dr-xr-xr-x\); the previous "
+    r"output is unchanged\.\nHint: make it writable \(chmod u\+w {out}\) or choose "
+    r"another --out\."
+)
+NO_STAGING = (
+    r"cannot write the output \((Permission denied|Read-only file system)\); the "
+    r"previous output is unchanged\.\nHint: (check the directory's permissions|the "
+    r"file system is read-only)[^\n]*"
+)
+
+
+@pytest.mark.parametrize(
+    ("parent_mode", "out_mode", "message"),
+    [
+        (0o755, 0o555, READ_ONLY),  # a read-only output in a writable folder
+        (0o555, 0o555, READ_ONLY),
+        (0o555, 0o755, NO_STAGING),  # no room beside it for the staging folder
+    ],
+    ids=["output", "both", "parent"],
+)
 def test_read_only_output_directory_is_a_clear_error(
-    reference: Reference, tmp_path: Path
+    parent_mode: int, out_mode: int, message: str, reference: Reference, tmp_path: Path
 ) -> None:
+    """The folder's permissions are the user's word: refused, kept, nothing left."""
     parent = tmp_path / "readonly"
     parent.mkdir()
     out = parent / "out"
     shutil.copytree(reference.folder / "old", out)
     prefix = _without_override()
-    parent.chmod(0o555)
-    out.chmod(0o555)
+    parent.chmod(parent_mode)
+    out.chmod(out_mode)
     try:
         process = subprocess.run(
             [*prefix, *_command(reference.new_inputs, out)],
@@ -464,8 +671,9 @@ def test_read_only_output_directory_is_a_clear_error(
         out.chmod(0o755)
     assert process.returncode == 6, process.stderr
     assert re.fullmatch(
-        rf"lbnorm: error: {re.escape(str(out))}: cannot write the output \((Permission denied|Read-only file system)\); "
-        r"the previous output is unchanged\.\nHint: (check the directory's permissions|the file system is read-only)[^\n]*\n",
+        rf"lbnorm: error: {re.escape(str(out))}: "
+        + message.format(out=re.escape(str(out)))
+        + r"\n",
         process.stderr,
     ), process.stderr
     assert _digests(out) == reference.old
@@ -487,9 +695,7 @@ def test_leftovers_of_other_outputs_are_not_touched(
     run(reference.new_inputs, out=odd, created_at=CREATED_AT)
     assert _digests(odd) == reference.new
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".a*.lock",
         ".ab.tmp-0123456789ab",
-        ".res[1].lock",
         "a*",
         "res[1]",
     ]

@@ -105,7 +105,7 @@ def test_names_in_tables_round_trip_and_stay_inside(
     before = _tree(tmp_path)
     assert main(["run", str(path), "--out", "out", "--quiet"]) == 0
     created = set(_tree(tmp_path)) - set(before)
-    assert created == {"work/out", "work/.out.lock"} | {
+    assert created == {"work/out"} | {
         f"work/out/{path.name}" for path in (work / "out").iterdir()
     }
     assert sorted(path.name for path in (work / "out").iterdir()) == [
@@ -157,7 +157,7 @@ def test_names_from_results_files_and_their_paths_round_trip(
     before = _tree(tmp_path)
     assert main(["run", str(tree), "--out", "out", "--quiet"]) == 0
     created = set(_tree(tmp_path)) - set(before)
-    assert {entry.split("/")[1] for entry in created} == {"out", ".out.lock"}
+    assert {entry.split("/")[1] for entry in created} == {"out"}
     _outputs_hold_exactly(work / "out", "model", from_file + from_path)
     files = sorted(str(path) for path in tree.rglob("results_*.json"))
     manifest = json.loads((work / "out" / "manifest.json").read_text())
@@ -202,7 +202,7 @@ def test_task_and_benchmark_names_from_a_suite_round_trip(tmp_path: Path) -> Non
     board = pq.read_table(out / "leaderboard.parquet")
     assert {benchmark, f"{benchmark} Raw"} <= set(board.column_names)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
-        [".out.lock", "out", "results_2025-01-01T00-00-00.000000.json", "suite.toml"]
+        ["out", "results_2025-01-01T00-00-00.000000.json", "suite.toml"]
     )
 
 

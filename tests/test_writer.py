@@ -4,12 +4,13 @@ import hashlib
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
 from lbnorm.options import RunOptions
-from lbnorm.writer import OUTPUT_FILES, write_result
+from lbnorm.writer import OUTPUT_FILES, OUTPUT_FORMAT, add_tables, write_result
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -22,19 +23,18 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_replaces_an_existing_output_whole(golden_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run([golden_dir / "Amu__t1-3B.json"], out=out)
-    (out / "stray.txt").write_text("from an old run")
+    add_tables(out, {"extra": pa.table({"x": [1]})})  # listed in the manifest
     run(
         [golden_dir / "Amu__t1-3B.json", golden_dir / "AIDC-AI__Marco-o1.json"], out=out
     )
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*OUTPUT_FILES, "manifest.json"]
     )
-    assert json.loads((out / "manifest.json").read_text())["counts"]["variants"] == 2
-    assert [
-        p.name
-        for p in tmp_path.iterdir()
-        if p.name.startswith(".out.") and p.name != ".out.lock"
-    ] == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["variants"] == 2
+    assert (manifest["tool"], manifest["format"]) == ("lbnorm", OUTPUT_FORMAT)
+    assert sorted(manifest["outputs"]) == sorted(OUTPUT_FILES)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no lock, no staging
 
 
 def test_refuses_to_replace_a_directory_that_is_not_an_output(
@@ -45,10 +45,12 @@ def test_refuses_to_replace_a_directory_that_is_not_an_output(
     (precious / "thesis.tex").write_text("years of work")
     with pytest.raises(
         OutputError,
-        match=r"is not an lbnorm output \(no manifest.json\).*\n.*Hint: choose an empty or new --out",
+        match=r"precious: not an lbnorm output \(no manifest.json\) and not empty: it "
+        r"holds thesis.tex; .*\nHint: choose an empty or new --out folder\.$",
     ):
         run([golden_dir / "Amu__t1-3B.json"], out=precious)
     assert (precious / "thesis.tex").read_text() == "years of work"
+    assert [p.name for p in tmp_path.iterdir()] == ["precious"]
 
 
 def test_failed_run_leaves_previous_output_unchanged(
@@ -78,18 +80,29 @@ def test_parquet_bytes_are_deterministic_and_time_is_settable(
     )
 
 
-def test_lock_held_by_another_run(golden_dir: Path, tmp_path: Path) -> None:
+def test_a_live_run_on_the_same_output_is_refused_at_once(
+    golden_dir: Path, tmp_path: Path
+) -> None:
+    """Another run's staging folder, locked while that run lives, makes this one fail."""
     import fcntl
+    import os
 
     result = run([golden_dir / "Amu__t1-3B.json"])
-    with (tmp_path / ".out.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    staging = tmp_path / ".out.tmp-0123456789ab"
+    staging.mkdir()
+    descriptor = os.open(staging, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         with pytest.raises(
             OutputError,
-            match=r"another lbnorm run is writing this output directory.\nHint",
+            match=r"another lbnorm run is writing this output directory.\nHint: wait",
         ):
             write_result(result, tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+    finally:
+        os.close(descriptor)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp-0123456789ab"]
+    write_result(result, tmp_path / "out")  # nobody holds it now: a dead run's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_leftovers_of_a_killed_run_are_cleaned(
@@ -98,16 +111,15 @@ def test_leftovers_of_a_killed_run_are_cleaned(
     out = tmp_path / "out"
     run([golden_dir / "Amu__t1-3B.json"], out=out)
     before = _digests(out)
-    staging = tmp_path / ".out.tmp-deadbeef"
+    staging = tmp_path / ".out.tmp-deadbeef0123"
     staging.mkdir()
     (staging / "subtasks.parquet").write_bytes(b"half")
     out.rename(
-        tmp_path / ".out.old-cafe"
+        tmp_path / ".out.old-cafe01234567"
     )  # killed between the two renames of the fallback swap
     run([golden_dir / "Amu__t1-3B.json"], out=out)
     assert _digests(out).keys() == before.keys()
-    assert not staging.exists()
-    assert not (tmp_path / ".out.old-cafe").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_subtask_table_is_written_a_benchmark_per_row_group(tmp_path: Path) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from lbnorm.cli import main
+try:
+    from lbnorm.cli import main
+except KeyboardInterrupt:  # Ctrl-C before main could take over: nothing was done
+    sys.stderr.write("lbnorm: interrupted; the previous output is unchanged.\n")
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,20 +1,27 @@
 """Fault injection for the crash-safety tests: ``LBNORM_FAULT_POINT=<point>[@<n>][:<action>]``.
 
-The pipeline and the writer call :func:`fault_point` at named moments of a run.
-When the environment variable names that point (optionally its ``n``-th pass, for
-points passed more than once), the process acts on itself:
+The command line, the pipeline, the writer and the stream engine call
+:func:`fault_point` at named moments of a run. When the environment variable
+names that point (optionally its ``n``-th pass, for points passed more than
+once), the process acts on itself:
 
 * ``kill`` (the default): SIGKILL, a crash with no cleanup;
-* ``stop``: SIGSTOP, so that a test can inspect the run (it holds the output lock
-  from ``locked`` on) and then resume it (SIGCONT) or kill it;
+* ``stop``: SIGSTOP, so that a test can inspect the run (from ``locked`` on it
+  holds its staging folder's lock) and then resume it (SIGCONT) or kill it;
+* ``int`` or ``term``: SIGINT (Ctrl-C) or SIGTERM, handled as a user's would be;
 * ``after=<ms>``: SIGKILL from a timer thread ``ms`` milliseconds later, while the
   run goes on, which lands the kill in the middle of whatever comes next (a
-  Parquet write).
+  Parquet write); ``int-after=<ms>`` and ``term-after=<ms>`` send SIGINT or
+  SIGTERM that way.
 
 The points, in the order a run passes them:
 
+* ``starting``: the command line's first step, before it loads the commands;
+* ``workers-started``: the stream engine's workers forked (in the parent);
+* ``worker-summing``: in each stream-engine worker, before it sums its share;
 * ``computing``: every input read, nothing computed;
-* ``locked``: the output lock held, the staging directory not yet created;
+* ``locked``: the output claimed (its staging folder created and locked), nothing
+  written yet;
 * ``table-written``: after each Parquet file is written and synced (three passes);
 * ``staged``: the staging directory complete (tables and manifest), not swapped;
 * ``swapped``: the new output swapped in, the previous one not yet deleted.
@@ -26,15 +33,21 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 __all__ = ["fault_point"]
 
 _passes: dict[str, int] = {}
 
+_SIGNALS = {
+    "kill": signal.SIGKILL,
+    "stop": signal.SIGSTOP,
+    "int": signal.SIGINT,
+    "term": signal.SIGTERM,
+}
+
 
 def fault_point(name: str) -> None:
-    """Kill or stop this process here if ``LBNORM_FAULT_POINT`` names `name`."""
+    """Kill, stop or signal this process here if ``LBNORM_FAULT_POINT`` names `name`."""
     spec = os.environ.get("LBNORM_FAULT_POINT")
     if not spec:
         return
@@ -45,12 +58,13 @@ def fault_point(name: str) -> None:
     _passes[name] = _passes.get(name, 0) + 1
     if nth and _passes[name] != int(nth):
         return
-    if action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif action.startswith("after="):
-        delay = float(action.removeprefix("after=")) / 1000
-        timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL))
+    kind, _, delay = action.partition("after=")
+    if delay:
+        import threading  # loaded only here: the command line imports this module first
+
+        number = _SIGNALS[kind.removesuffix("-") or "kill"]
+        timer = threading.Timer(float(delay) / 1000, os.kill, (os.getpid(), number))
         timer.daemon = True
         timer.start()
     else:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), _SIGNALS[action or "kill"])

@@ -56,6 +56,7 @@ class ExitCode(IntEnum):
     OUTPUT = 6
     UNHEALTHY = 7
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 _MEANINGS = {
@@ -68,6 +69,7 @@ _MEANINGS = {
     ExitCode.OUTPUT: "the output directory cannot be written",
     ExitCode.UNHEALTHY: "ran, but a health check failed or a file was rejected",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
 }
 
 #: The exit codes as the command line's help prints them.

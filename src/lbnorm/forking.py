@@ -5,6 +5,11 @@ every core) and the stream engine (summing row groups). Both use these, so a
 worker behaves the same everywhere: it ignores Ctrl-C (the parent handles it and
 cleans up), and it dies with its parent, even a SIGKILLed or OOM-killed one,
 instead of blocking forever on a pipe nobody reads.
+
+Fork inside :func:`held_signals`: a Ctrl-C that lands while Python runs its
+at-fork hooks is otherwise lost in the parent (the hooks' errors are only
+printed, "Exception ignored in ..."), and the run goes on as if never interrupted.
+The writer holds the signals the same way while it swaps an output in.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import ctypes
 import multiprocessing
 import os
 import signal
+import threading
+from collections.abc import Iterator
 
-__all__ = ["available_cores", "can_fork", "start_worker"]
+__all__ = ["available_cores", "can_fork", "held_signals", "start_worker"]
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -33,6 +40,11 @@ def can_fork() -> bool:
 def start_worker(parent: int) -> None:
     """Set up a forked worker: Ctrl-C and shutdown are the parent's business.
 
+    The worker ignores Ctrl-C (the parent, which sees it too, says one line and
+    cleans up), dies of SIGTERM without a word, and is killed when its parent
+    dies (Linux ``PR_SET_PDEATHSIG``; it fires when the *thread* that forked the
+    worker ends, so fork workers from the main thread).
+
     Args:
         parent: The parent's process id, taken before forking.
     """
@@ -45,3 +57,43 @@ def start_worker(parent: int) -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block is done, then deliver them.
+
+    Only the main thread handles signals in Python; elsewhere this does nothing.
+    A worker forked inside the block inherits the holding handlers until
+    :func:`start_worker` makes it ignore both.
+
+    Examples:
+        >>> order = []
+        >>> previous = signal.signal(signal.SIGTERM, lambda *_: order.append("signal"))
+        >>> with held_signals():
+        ...     signal.raise_signal(signal.SIGTERM)
+        ...     order.append("block")
+        >>> _ = signal.signal(signal.SIGTERM, previous)
+        >>> order
+        ['block', 'signal']
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(number: int, _frame: object) -> None:
+        caught.append(number)
+
+    previous = {
+        number: signal.signal(number, hold)
+        for number in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(number) is not None  # None: not set from Python
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for pending in dict.fromkeys(caught):
+            signal.raise_signal(pending)

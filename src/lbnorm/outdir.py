@@ -10,6 +10,7 @@ error.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Literal, cast
@@ -21,8 +22,14 @@ import pyarrow.parquet as pq
 from lbnorm.errors import InputError, LbnormError
 from lbnorm.options import MissingPolicy
 from lbnorm.readers.files import file_format
-from lbnorm.schemas import leaderboard_schema
+from lbnorm.schemas import (
+    BENCHMARK_SCORES,
+    SUBTASK_SCORES,
+    benchmark_columns,
+    leaderboard_schema,
+)
 from lbnorm.suites import Suite, load_suite
+from lbnorm.writer import manifest_problem
 
 __all__ = [
     "OutputTable",
@@ -40,14 +47,27 @@ OutputTable = Literal["subtasks", "benchmarks", "leaderboard"]
 
 
 def check_output(out: str | Path) -> Path:
-    """Return `out` if it is an lbnorm output directory.
+    """Return `out` if it is an lbnorm output directory, checked once for all readers.
 
-    ``subtasks.parquet`` may be absent (``lbnorm run --no-subtasks``).
+    The folder must hold lbnorm's ``manifest.json`` (``"tool": "lbnorm"``, a
+    format this version reads), ``benchmarks.parquet`` and
+    ``leaderboard.parquet``, and ``subtasks.parquet`` unless the run was told
+    ``--no-subtasks``; each table must be readable Parquet with its contract's
+    columns and types (:mod:`lbnorm.schemas`), and each table added beside them
+    (listed in the manifest) readable Parquet. Only the Parquet footers are read.
 
     Raises:
-        InputError: It is missing or lacks the manifest or a table.
+        InputError: It is missing, not lbnorm's, lacks a file, or a table is
+            damaged or of a foreign schema; the message names the file and what
+            is wrong.
     """
     out = Path(out)
+    if not out.is_dir():
+        msg = (
+            f"{out}: not an lbnorm output directory (no such folder).\n"
+            f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
+        )
+        raise InputError(msg)
     missing = [
         name
         for name in ("manifest.json", "benchmarks.parquet", "leaderboard.parquet")
@@ -59,25 +79,125 @@ def check_output(out: str | Path) -> Path:
             f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
         )
         raise InputError(msg)
+    manifest = _load_manifest(out / "manifest.json")
+    for name in _TABLES:
+        if name != "subtasks" or (out / "subtasks.parquet").is_file():
+            _check_table(out / f"{name}.parquet", name)
+    listed = cast("dict[str, object]", manifest["outputs"])
+    for added in sorted(set(listed) - {f"{name}.parquet" for name in _TABLES}):
+        if added.endswith(".parquet") and (out / added).is_file():
+            _read_schema(out / added)  # added tables (health, intervals, ...): readable
     return out
+
+
+#: The tables an output directory holds, in the order they are checked.
+_TABLES: tuple[OutputTable, ...] = ("leaderboard", "benchmarks", "subtasks")
+
+_REWRITE = "rerun `lbnorm run` to rewrite the output"
+
+
+def _load_manifest(path: Path) -> dict[str, object]:
+    """The manifest at `path`, if lbnorm wrote it."""
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+        msg = f"{path}: cannot read the manifest ({_one_line(str(reason))}).\nHint: {_REWRITE}."
+        raise InputError(msg) from exc
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        msg = (
+            f"{path.parent}: not an lbnorm output directory (its manifest.json "
+            f"{problem}).\nHint: point at a folder `lbnorm run --out` wrote."
+        )
+        raise InputError(msg)
+    return cast("dict[str, object]", manifest)
+
+
+def _check_table(path: Path, name: OutputTable) -> None:
+    """Raise if `path` is not a readable Parquet file with the table's contract."""
+    schema = _read_schema(path)
+    contract = {
+        "subtasks": SUBTASK_SCORES,
+        "benchmarks": BENCHMARK_SCORES,
+        "leaderboard": leaderboard_schema(benchmark_columns(schema.names)),
+    }[name]
+    if absent := [field.name for field in contract if field.name not in schema.names]:
+        msg = (
+            f"{path}: not an lbnorm {name} table: missing column(s) "
+            f"{_names(absent)}; it has {_names(schema.names)}.\nHint: {_REWRITE}."
+        )
+        raise InputError(msg)
+    wrong = [
+        f"{field.name} is {schema.field(field.name).type}, not {_kind(field.type)}"
+        for field in contract
+        if _kind(schema.field(field.name).type) != _kind(field.type)
+    ]
+    if wrong:
+        msg = f"{path}: not an lbnorm {name} table: {_names(wrong)}.\nHint: {_REWRITE}."
+        raise InputError(msg)
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    """A Parquet file's schema (its footer), or a clear error."""
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read: {_arrow_reason(exc)}.\nHint: the file is damaged or not Parquet; {_REWRITE}."
+        raise InputError(msg) from exc
+
+
+def _kind(kind: pa.DataType) -> str:
+    """What a column holds, whatever its encoding: text, integer, number, boolean.
+
+    Examples:
+        >>> _kind(pa.dictionary(pa.int32(), pa.string())), _kind(pa.int32())
+        ('text', 'integer')
+    """
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "number"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    return str(kind)
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+_SHOWN = 5
+
+
+def _arrow_reason(exc: BaseException) -> str:
+    r"""A reader's error as one clause: no file name repeated, no newline, no final stop.
+
+    Examples:
+        >>> _arrow_reason(OSError("Couldn't deserialize thrift: bad type\n"))
+        "Couldn't deserialize thrift: bad type"
+    """
+    text = _one_line(str(exc))
+    text = re.sub(r"^Could not open Parquet input source '[^']*': ", "", text)
+    return text.rstrip(". ")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def read_manifest(out: str | Path) -> dict[str, object]:
     """Return an output directory's ``manifest.json`` as a dict.
 
     Raises:
-        InputError: Not an output directory, or the manifest is not JSON.
+        InputError: Not an output directory, or the manifest is not lbnorm's.
     """
-    path = check_output(out) / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        msg = f"{path}: cannot read the manifest: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
-        raise InputError(msg) from exc
-    if not isinstance(manifest, dict):
-        msg = f"{path}: the manifest is not a JSON object.\nHint: rerun `lbnorm run` to rewrite the output."
-        raise InputError(msg)
-    return manifest
+    return _load_manifest(check_output(out) / "manifest.json")
 
 
 def read_output_table(
@@ -112,7 +232,7 @@ def read_output_table(
     try:
         table = pq.read_table(path, columns=columns, filters=filters)
     except (pa.ArrowException, OSError) as exc:
-        msg = f"{path}: cannot read: {exc}.\nHint: rerun `lbnorm run` to rewrite the output."
+        msg = f"{path}: cannot read: {_arrow_reason(exc)}.\nHint: the file is damaged; {_REWRITE}."
         raise InputError(msg) from exc
     frame: pd.DataFrame = table.to_pandas()
     ranks = [c for c in frame.columns if c == "rank" or c.startswith("rank_within_")]

@@ -1,13 +1,28 @@
 """Atomic Parquet outputs with provenance: the only module that writes files.
 
-An output directory holds ``subtasks.parquet``, ``benchmarks.parquet``,
-``leaderboard.parquet`` and ``manifest.json``. It is built in a hidden sibling
-directory and swapped in with one atomic ``renameat2(RENAME_EXCHANGE)`` (Linux;
-elsewhere two renames, which the next run repairs if interrupted), so a reader
-sees either the previous output or the new one, never a mix. A lock file beside
-the directory keeps two runs from writing it at once: the second fails at once
-with a clear message. Parquet bytes depend only on the data, the suite and the
-inputs' hashes; the creation time lives in ``manifest.json`` alone.
+An output folder holds ``subtasks.parquet``, ``benchmarks.parquet``,
+``leaderboard.parquet`` and ``manifest.json`` (plus any tables
+:func:`add_tables` listed in the manifest). It is built in a hidden staging
+folder beside it and swapped in with one atomic ``renameat2(RENAME_EXCHANGE)``
+(Linux; elsewhere two renames, which the next run repairs if interrupted), so a
+reader sees either the previous output or the new one, never a mix. Parquet
+bytes depend only on the data, the suite and the inputs' hashes; the creation
+time lives in ``manifest.json`` alone.
+
+What lbnorm replaces, and what it leaves alone:
+
+* Only its own outputs: a folder whose ``manifest.json`` says ``"tool":
+  "lbnorm"`` with a format it knows (:data:`OUTPUT_FORMAT`) and that holds
+  nothing the manifest does not list. Anything else that is not empty is
+  refused (:class:`~lbnorm.errors.OutputError`, exit 6) and left as it is; so is
+  a read-only output folder.
+* ``--out LINK`` (a symbolic link to a folder) writes through the link: the
+  folder it points to is replaced, the link stays.
+* Nothing is left beside the output. A run holds an advisory lock (``flock``) on
+  its own staging folder while it lives; a second run on the same output sees
+  that lock and fails at once, and a staging folder nobody holds is what a
+  killed run left, which the next run removes. The parent folder is locked only
+  for the instants when a run claims its staging folder and swaps it in.
 """
 
 from __future__ import annotations
@@ -16,11 +31,12 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import glob
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -38,6 +54,7 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
+from lbnorm.forking import held_signals
 from lbnorm.options import RunOptions
 from lbnorm.result import Job, PartsOnDisk, Result, SubtaskParts
 from lbnorm.suites import Suite
@@ -45,9 +62,12 @@ from lbnorm.version import lbnorm_version
 
 __all__ = [
     "OUTPUT_FILES",
+    "OUTPUT_FORMAT",
     "add_tables",
     "exclusive_lock",
+    "manifest_problem",
     "provenance_of",
+    "replaced_outputs",
     "write_bytes_atomically",
     "write_job",
     "write_parquet_atomically",
@@ -56,7 +76,11 @@ __all__ = [
 
 #: The tables of an output directory, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
+#: The layout version in ``manifest.json`` (``"format"``); a reader or a later run
+#: refuses a folder written in a format it does not know.
+OUTPUT_FORMAT = 1
 _MANIFEST = "manifest.json"
+_RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -66,7 +90,8 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
 
     Args:
         result: The tables to write.
-        out: Output directory; an existing lbnorm output there is replaced whole.
+        out: Output folder: new, empty, or an lbnorm output (replaced whole). A
+            symbolic link to a folder is written through.
         created_at: ISO 8601 creation time for the manifest; defaults to
             ``SOURCE_DATE_EPOCH`` (if set) or now.
 
@@ -74,9 +99,10 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
         The output directory.
 
     Raises:
-        OutputError: `out` is not an lbnorm output directory, another run holds
-            its lock, or the disk refuses the write. The previous output is
-            untouched and no partial files remain.
+        OutputError: `out` is not an lbnorm output folder (or holds files lbnorm
+            did not write), is read-only, another run is writing it, or the disk
+            refuses the write. The previous output is untouched and no partial
+            files remain.
     """
     return _write_staged(
         out, lambda staging: _write_tables(result, staging), created_at=created_at
@@ -144,32 +170,14 @@ def _write_staged(
 ) -> Path:
     """Fill a staging folder beside `out`, add the manifest, and swap it in."""
     out = Path.cwd() / out  # absolute, symlinks kept as given
-    _check_target(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _output_error(out, exc) from exc
-    with _locked(out):
-        _clean_leftovers(out)
-        fault_point("locked")
-        staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
-        try:
-            staging.mkdir()
-            manifest = fill(staging)
-            manifest["created_at"] = created_at or _now()
-            _write_bytes(
-                staging / _MANIFEST,
-                (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
-            )
-            _fsync_dir(staging)
-            fault_point("staged")
-            _swap_in(staging, out)
-        except OSError as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise _output_error(out, exc) from exc
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+    with _staged(out) as stage:
+        manifest = fill(stage.folder)
+        manifest["format"] = OUTPUT_FORMAT
+        manifest["created_at"] = created_at or _now()
+        _write_bytes(stage.folder / _MANIFEST, _manifest_bytes(manifest))
+        _fsync_dir(stage.folder)
+        fault_point("staged")
+        stage.swap()
     return out
 
 
@@ -348,17 +356,465 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     )
 
 
-def _check_target(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        msg = f"{out}: exists and is not a directory.\nHint: choose another --out."
-        raise OutputError(msg)
-    if out.is_dir() and any(out.iterdir()) and not (out / _MANIFEST).is_file():
+# --- where the output goes, and what may be replaced -----------------------------------
+
+#: A ``manifest.json`` larger than this is not lbnorm's (one lists every input file).
+_MANIFEST_LIMIT = 256 * 2**20
+#: Characters a staging name adds to its tag: ``.<tag>.tmp-<12 hex digits>``.
+_STAGING_EXTRA = len("..tmp-") + 12
+#: Entries shown when a message lists a folder's files.
+_SHOWN = 5
+
+
+def manifest_problem(manifest: object) -> str | None:
+    """Why a parsed ``manifest.json`` is not one lbnorm wrote (None: it is lbnorm's).
+
+    lbnorm's manifests say ``"tool": "lbnorm"``, a ``format`` it knows (those
+    written before format versions have none) and list their files under
+    ``outputs``.
+
+    Args:
+        manifest: The parsed JSON.
+
+    Returns:
+        None, or the problem as a phrase that follows "its manifest.json".
+
+    Examples:
+        >>> manifest_problem({"tool": "lbnorm", "format": 1, "outputs": {}}) is None
+        True
+        >>> manifest_problem({"name": "app"})
+        'has no "tool": "lbnorm"'
+    """
+    if not isinstance(manifest, dict) or manifest.get("tool") != "lbnorm":
+        return 'has no "tool": "lbnorm"'
+    version = manifest.get("format", 0)  # written before format versions: 0
+    if type(version) is not int or version < 0:
+        return f'has an unknown "format" ({version!r})'
+    if version > OUTPUT_FORMAT:
+        return (
+            f"was written by a newer lbnorm (output format {version}; this one "
+            f"knows up to {OUTPUT_FORMAT})"
+        )
+    if not isinstance(manifest.get("outputs"), dict):
+        return 'has no "outputs" listing the files'
+    return None
+
+
+def _load_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """The manifest at `path` if lbnorm wrote it, else None and why not."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_MANIFEST_LIMIT + 1)
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    if len(data) > _MANIFEST_LIMIT:
+        return None, "is too large to be lbnorm's"
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):
+        return None, "is not JSON"
+    problem = manifest_problem(manifest)
+    return (None, problem) if problem else (manifest, "")
+
+
+def _target(out: Path) -> Path:
+    """The folder `out` names: itself, or the folder its symbolic link points to."""
+    if out.name in {"", ".."}:
+        out = out.resolve()
+        if not out.name:
+            msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
+            raise OutputError(msg)
+    _check_name_length(out, out)
+    try:
+        if not out.is_symlink():
+            return out
+        target = out.resolve(strict=True)
+    except FileNotFoundError as exc:
         msg = (
-            f"{out}: exists, is not empty, and is not an lbnorm output (no {_MANIFEST}); "
-            "lbnorm replaces its output directory whole and will not overwrite it.\n"
-            "Hint: choose an empty or new --out directory."
+            f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
+            "Hint: create the folder it points to, or choose another --out."
+        )
+        raise OutputError(msg) from exc
+    except RuntimeError as exc:  # a loop of links (Python < 3.13)
+        raise _output_error(out, OSError(errno.ELOOP, str(exc))) from exc
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    if not target.is_dir():
+        msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
+        raise OutputError(msg)
+    if not target.name:
+        msg = f"{out}: a link to the root folder, which cannot be an output.\nHint: choose another --out."
+        raise OutputError(msg)
+    _check_name_length(out, target)
+    return target
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system holding `folder` allows."""
+    for place in (folder, *folder.parents):
+        with contextlib.suppress(OSError, ValueError):
+            return int(os.pathconf(place, "PC_NAME_MAX"))
+    return 255
+
+
+def _check_name_length(out: Path, path: Path, *, what: str = "--out name") -> None:
+    length = len(os.fsencode(path.name))
+    limit = _name_max(path.parent)
+    if length > limit:
+        msg = (
+            f"{out}: the name {path.name[:24]}... is {length} bytes long; the file "
+            f"system allows at most {limit}.\nHint: choose a shorter {what}."
         )
         raise OutputError(msg)
+
+
+def _sibling_tag(name: str, name_max: int) -> str:
+    """The part of a staging name that names its output: the name, or a hash of a long one."""
+    if len(os.fsencode(name)) + _STAGING_EXTRA <= name_max:
+        return name
+    return "lbnorm-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:24]
+
+
+def _check_target(out: Path, target: Path) -> None:
+    """Refuse a target that is neither absent, empty, nor wholly an lbnorm output; or read-only."""
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    if not stat.S_ISDIR(info.st_mode):
+        msg = f"{out}: exists and is not a folder.\nHint: choose another --out."
+        raise OutputError(msg)
+    try:
+        entries = sorted(entry.name for entry in target.iterdir())
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    if entries:
+        _check_own_files(out, target, entries)
+    if not os.access(target, os.W_OK | os.X_OK):
+        msg = (
+            f"{out}: cannot write the output (the folder is read-only, "
+            f"{stat.filemode(info.st_mode)}); the previous output is unchanged.\n"
+            f"Hint: make it writable (chmod u+w {out}) or choose another --out."
+        )
+        raise OutputError(msg)
+
+
+def _check_own_files(out: Path, target: Path, entries: list[str]) -> None:
+    """Refuse a folder holding anything its lbnorm manifest does not list."""
+    if _MANIFEST not in entries:
+        problem = f"no {_MANIFEST}"
+        manifest = None
+    else:
+        manifest, problem = _load_manifest(target / _MANIFEST)
+        problem = f"its {_MANIFEST} {problem}"
+    if manifest is None:
+        msg = (
+            f"{out}: not an lbnorm output ({problem}) and not empty: it holds "
+            f"{_listing(target, entries)}; lbnorm replaces its own output folders "
+            "whole and deletes nothing it did not write.\n"
+            "Hint: choose an empty or new --out folder."
+        )
+        raise OutputError(msg)
+    listed = {*manifest["outputs"], _MANIFEST}
+    unknown = [
+        name
+        for name in entries
+        if name not in listed or not stat.S_ISREG(os.lstat(target / name).st_mode)
+    ]
+    if unknown:
+        msg = (
+            f"{out}: an lbnorm output that also holds {len(unknown)} file(s) lbnorm "
+            f"did not write: {_listing(target, unknown)}; lbnorm replaces its output "
+            "folder whole and deletes nothing it did not write.\n"
+            f"Hint: move those files out of {out}, or choose another --out."
+        )
+        raise OutputError(msg)
+
+
+def _listing(folder: Path, names: list[str]) -> str:
+    """Up to five names, folders marked with a slash."""
+    shown = [
+        name
+        + ("/" if (folder / name).is_dir() and not (folder / name).is_symlink() else "")
+        for name in names[:_SHOWN]
+    ]
+    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    return ", ".join(shown) + more
+
+
+def _is_own_output(target: Path) -> bool:
+    return target.is_dir() and _load_manifest(target / _MANIFEST)[0] is not None
+
+
+# --- claiming an output: staging folders, their locks, the swap --------------------------
+
+#: The outputs this process has swapped in (see :func:`replaced_outputs`).
+_replaced: list[Path] = []
+
+
+def replaced_outputs() -> tuple[Path, ...]:
+    """The outputs this process has swapped in so far, oldest first.
+
+    An interrupted command reads it to say truly whether its new output is in
+    place or the previous one is unchanged.
+    """
+    return tuple(_replaced)
+
+
+class _Stage:
+    """A run's staging folder beside its output, locked for as long as the run lives."""
+
+    __slots__ = ("_lock", "folder", "is_swapped", "out", "previous", "target")
+
+    def __init__(self, *, out: Path, target: Path, folder: Path, lock: int) -> None:
+        self.out = out  # as the caller named it, for messages
+        self.target = target  # the folder itself (a link's target)
+        self.folder = folder
+        self.previous: Path | None = None  # where the previous output went
+        self.is_swapped = False
+        self._lock = lock
+
+    def swap(self) -> None:
+        """Put the staged folder in place of the target, atomically."""
+        with held_signals(), _parent_locked(self.target.parent):
+            _check_target(self.out, self.target)  # files may have come meanwhile
+            self.previous = _swap_in(self.folder, self.target, self._tag())
+            self.is_swapped = True
+            _replaced.append(self.out)
+            _fsync_dir(self.target.parent)
+
+    def discard(self) -> None:
+        """Delete the unfinished output, or after the swap the previous one."""
+        for path in (self.folder, self.previous):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def release(self) -> None:
+        os.close(self._lock)
+
+    def _tag(self) -> str:
+        return self.folder.name[1:].rsplit(".tmp-", 1)[0]
+
+
+@contextlib.contextmanager
+def _staged(out: Path) -> Iterator[_Stage]:
+    """Claim `out`, yield its locked staging folder, and clean up whatever happens.
+
+    The staging folder is deleted on any error and on Ctrl-C or SIGTERM (the
+    command line turns both into :class:`KeyboardInterrupt`); after the swap it
+    holds the previous output, which is deleted too.
+    """
+    target = _target(out)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
+    stage = _claim(out, target)
+    try:
+        fault_point("locked")
+        yield stage
+    except OutputError:
+        stage.discard()
+        raise
+    except OSError as exc:
+        stage.discard()
+        raise _output_error(out, exc, is_replaced=stage.is_swapped) from exc
+    except BaseException:
+        stage.discard()
+        raise
+    else:
+        stage.discard()
+    finally:
+        stage.release()
+
+
+def _claim(out: Path, target: Path) -> _Stage:
+    """Refuse a busy or foreign target, clear what killed runs left, make a staging folder.
+
+    All under the parent folder's lock, so that two runs never claim one output
+    and no run removes a staging folder between its creation and its lock.
+    """
+    parent = target.parent
+    tag = _sibling_tag(target.name, _name_max(parent))
+    with _parent_locked(parent):
+        leftovers = _leftovers(out, parent, tag)
+        try:
+            leftovers = _repair_interrupted_swap(target, leftovers)
+            _check_target(out, target)
+            folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
+            folder.mkdir()
+            try:
+                lock = _lock_folder(folder)
+            except BaseException:
+                folder.rmdir()
+                raise
+        except OSError as exc:
+            _release(leftovers)
+            if isinstance(exc, OutputError):
+                raise
+            raise _output_error(out, exc) from exc
+        except BaseException:
+            _release(leftovers)
+            raise
+    _remove(leftovers)
+    _remove_old_lock_file(parent / f".{target.name}.lock")
+    return _Stage(out=out, target=target, folder=folder, lock=lock)
+
+
+def _remove_old_lock_file(path: Path) -> None:
+    """Remove the empty lock file lbnorm 0.1 left beside every output, if unheld."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # none there (or a name too long to have one)
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        info = os.fstat(descriptor)
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            path.unlink()
+    except OSError:  # held by a run of that version, or not ours to remove
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _lock_folder(folder: Path) -> int:
+    """Open `folder` and hold an exclusive lock on it; return the descriptor."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise
+    except OSError:  # a file system without directory locks: best effort
+        pass
+    return descriptor
+
+
+def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int | None]]:
+    """This output's staging folders that nobody holds, locked; refuse if one is held."""
+    pattern = re.compile(rf"\.{re.escape(tag)}\.(?:tmp|old)-[0-9a-f]{{12}}")
+    try:
+        names = sorted(entry.name for entry in parent.iterdir())
+    except OSError:
+        return []
+    found: list[tuple[Path, int | None]] = []
+    try:
+        for name in names:
+            if not pattern.fullmatch(name):
+                continue
+            path = parent / name
+            try:
+                found.append((path, _lock_folder(path)))
+            except BlockingIOError:  # a live run holds it
+                msg = (
+                    f"{out}: another lbnorm run is writing this output directory.\n"
+                    "Hint: wait for it to finish, or write to another --out."
+                )
+                raise OutputError(msg) from None
+            except OSError:  # a file or link an old version left, or unreadable
+                found.append((path, None))
+    except BaseException:
+        _release(found)
+        raise
+    return found
+
+
+def _repair_interrupted_swap(
+    target: Path, leftovers: list[tuple[Path, int | None]]
+) -> list[tuple[Path, int | None]]:
+    """Put back an output a two-rename swap moved aside and did not replace."""
+    if os.path.lexists(target):
+        return leftovers
+    aside = [  # .<tag>.old-<12 hex digits>, a folder (the tag may hold ".old-" too)
+        item
+        for item in leftovers
+        if item[0].name[:-12].endswith(".old-") and item[1] is not None
+    ]
+    if not aside:
+        return leftovers
+    newest = max(aside, key=lambda item: item[0].stat().st_mtime_ns)
+    newest[0].rename(target)
+    _release([newest])
+    return [item for item in leftovers if item is not newest]
+
+
+def _release(leftovers: list[tuple[Path, int | None]]) -> None:
+    for _, descriptor in leftovers:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def _remove(leftovers: list[tuple[Path, int | None]]) -> None:
+    """Delete what killed runs left (still holding their locks while deleting)."""
+    try:
+        for path, descriptor in leftovers:
+            if descriptor is None:  # not a folder (or unreadable): unlink what can be
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+    finally:
+        _release(leftovers)
+
+
+@contextlib.contextmanager
+def _parent_locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` itself for the block (a claim or a swap).
+
+    Runs writing other outputs in the same folder wait for it, an instant. An
+    unreadable folder, or a file system without directory locks, goes unlocked.
+    """
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        descriptor = -1
+    try:
+        if descriptor >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)  # releases the lock
+
+
+def _swap_in(staging: Path, target: Path, tag: str) -> Path | None:
+    """Put `staging` in place of `target`; return where the previous output went."""
+    if not os.path.lexists(target):
+        if not _renameat2(staging, target, _RENAME_NOREPLACE):
+            if os.path.lexists(target):
+                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+            staging.rename(target)
+        fault_point("swapped")
+        return None
+    if _renameat2(staging, target, _RENAME_EXCHANGE):
+        fault_point("swapped")
+        return staging  # now holds the previous output
+    old = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
+    target.rename(old)
+    staging.rename(target)
+    fault_point("swapped")
+    return old
+
+
+def _renameat2(source: Path, target: Path, flags: int) -> bool:
+    """Linux renameat2(2) with `flags`; False where it is not supported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    status = renameat2(
+        _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags
+    )
+    if status == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
+        return False
+    raise OSError(code, os.strerror(code), str(target))
 
 
 @contextlib.contextmanager
@@ -367,7 +823,8 @@ def exclusive_lock(
 ) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path` (created if needed) or fail at once.
 
-    The one lock of lbnorm: an output directory's and the parse cache's.
+    The parse cache's lock: a file inside the cache folder (outputs are locked
+    through their staging folders and leave no lock file).
 
     Args:
         lock_path: The lock file.
@@ -389,66 +846,15 @@ def exclusive_lock(
         yield
 
 
-def _locked(out: Path) -> contextlib.AbstractContextManager[None]:
-    return exclusive_lock(
-        out.parent / f".{out.name}.lock",
-        busy=(
-            f"{out}: another lbnorm run is writing this output directory.\n"
-            "Hint: wait for it to finish, or write to another --out."
-        ),
-        unlockable=lambda exc: _output_error(out, exc),
-    )
-
-
-def _clean_leftovers(out: Path) -> None:
-    """Remove what a killed run left; restore a swapped-out output if needed."""
-    prefix = glob.escape(f".{out.name}")  # an --out named "a*" must not match "ab"
-    old = sorted(out.parent.glob(f"{prefix}.old-*"))
-    if old and not out.exists():
-        old[-1].rename(out)  # an interrupted two-rename swap: put it back
-        old = old[:-1]
-    for leftover in [*old, *out.parent.glob(f"{prefix}.tmp-*")]:
-        shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    if not out.exists():
-        staging.rename(out)
-    elif _exchange(staging, out):
-        fault_point("swapped")
-        shutil.rmtree(staging, ignore_errors=True)  # now holds the previous output
-    else:
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
-        out.rename(old)
-        staging.rename(out)
-        fault_point("swapped")
-        shutil.rmtree(old, ignore_errors=True)
-    _fsync_dir(out.parent)
-
-
-def _exchange(first: Path, second: Path) -> bool:
-    """Atomically swap two directories (Linux renameat2); False if unsupported."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    status = renameat2(
-        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
-    )
-    if status == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
-        return False
-    raise OSError(code, os.strerror(code), str(second))
-
-
 def _write_bytes(path: Path, data: bytes) -> None:
     with path.open("wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
 def _fsync_file(path: Path) -> str:
@@ -472,16 +878,25 @@ def _now() -> str:
     return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
 
 
-def _output_error(out: Path, exc: OSError) -> OutputError:
-    reason = exc.strerror or str(exc)
+def _output_error(out: Path, exc: OSError, *, is_replaced: bool = False) -> OutputError:
+    reason = " ".join((exc.strerror or str(exc)).split())
     hint = {
         errno.ENOSPC: "free disk space or write elsewhere",
         errno.EACCES: "check the directory's permissions or choose another --out",
+        errno.EPERM: "check the directory's permissions or choose another --out",
         errno.EROFS: "the file system is read-only; choose another --out",
         errno.EDQUOT: "the disk quota is exceeded; free space or write elsewhere",
         errno.EFBIG: "a file size limit (ulimit -f) was hit; raise it or write elsewhere",
+        errno.ENAMETOOLONG: "a name in the path is too long; choose a shorter --out",
+        errno.ENOTDIR: "a part of the path is a file, not a folder; check the path",
+        errno.ELOOP: "the path has a loop of symbolic links; check the path",
     }.get(exc.errno or 0, "check the path and the disk")
-    msg = f"{out}: cannot write the output ({reason}); the previous output is unchanged.\nHint: {hint}."
+    state = (
+        "the new output is in place but may not be synced to disk"
+        if is_replaced
+        else "the previous output is unchanged"
+    )
+    msg = f"{out}: cannot write the output ({reason}); {state}.\nHint: {hint}."
     return OutputError(msg)
 
 
@@ -490,15 +905,17 @@ def _output_error(out: Path, exc: OSError) -> OutputError:
 
 
 def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list[Path]:
-    """Write tables as ``<name>.parquet`` into a directory, each file atomically.
+    """Write tables as ``<name>.parquet`` into a folder.
 
-    In an lbnorm output directory (one with ``manifest.json``) this holds the
-    output's lock and lists the tables under ``outputs`` in the manifest; the
-    next ``lbnorm run`` replaces the directory whole, these tables included.
-    Anywhere else the directory is created if needed.
+    Into an lbnorm output folder, the tables are added the way a run writes: the
+    output is staged (its files hard-linked, the tables and an updated manifest
+    listing them written), then swapped in whole, so a reader, a kill or another
+    run sees it with or without every new table, never half. The next ``lbnorm
+    run`` replaces the folder whole, these tables included. Anywhere else the
+    folder is created if needed and each file is written atomically.
 
     Args:
-        out: The directory.
+        out: The folder.
         tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow tables,
             by name without ``.parquet``.
 
@@ -506,7 +923,8 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
         The files written.
 
     Raises:
-        OutputError: A name is one of the main tables', or the disk refuses.
+        OutputError: A name is one of the main tables', the output is busy,
+            read-only or holds files lbnorm did not write, or the disk refuses.
     """
     out = Path.cwd() / out
     if clash := sorted(
@@ -515,27 +933,69 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
     ):
         msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
         raise OutputError(msg)
-    is_output = (out / _MANIFEST).is_file()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _output_error(out, exc) from exc
-    with _locked(out) if is_output else contextlib.nullcontext():
-        written = [
+    target = _target(out)
+    if not _is_own_output(target):
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _output_error(out, exc) from exc
+        return [
             write_parquet_atomically(out / f"{name}.parquet", _extra_arrow(table))
             for name, table in tables.items()  # a handful of tables
         ]
-        if is_output:
-            manifest = json.loads((out / _MANIFEST).read_text("utf-8"))
-            for path in written:
-                metadata = pq.read_metadata(path)
-                manifest["outputs"][path.name] = {
-                    "rows": metadata.num_rows,
-                    "columns": metadata.num_columns,
-                }
-            text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-            write_bytes_atomically(out / _MANIFEST, text.encode())
-    return written
+    with _staged(out) as stage:
+        manifest, problem = _load_manifest(stage.target / _MANIFEST)
+        if manifest is None:
+            msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
+            raise OutputError(msg)
+        files = {f"{name}.parquet": table for name, table in tables.items()}
+        _link_into(stage.target, stage.folder, skip={_MANIFEST, *files})
+        outputs: dict[str, Any] = manifest["outputs"]
+        extra = {  # what the run recorded for each file beyond rows and columns
+            key
+            for entry in outputs.values()
+            if isinstance(entry, dict)
+            for key in entry
+            if key in {"sha256", "bytes"}
+        }
+        for name, table in files.items():
+            path = stage.folder / name
+            pq.write_table(_extra_arrow(table), path, compression="zstd")
+            _fsync_file(path)
+            metadata = pq.read_metadata(path)
+            entry: dict[str, Any] = {
+                "rows": metadata.num_rows,
+                "columns": metadata.num_columns,
+            }
+            if "sha256" in extra:
+                entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+            if "bytes" in extra:
+                entry["bytes"] = path.stat().st_size
+            outputs[name] = entry
+        _write_bytes(stage.folder / _MANIFEST, _manifest_bytes(manifest))
+        _fsync_dir(stage.folder)
+        stage.swap()
+    return [out / name for name in files]
+
+
+def _link_into(source: Path, folder: Path, *, skip: set[str]) -> None:
+    """Hard-link `source`'s files into `folder` (copy where links are refused)."""
+    for name in sorted(entry.name for entry in source.iterdir()):
+        if name in skip:
+            continue
+        try:
+            os.link(source / name, folder / name, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            shutil.copy2(source / name, folder / name)
+            _fsync_file(folder / name)
+
+
+#: Errors of link(2) that mean "copy instead".
+_NO_LINKS = frozenset(
+    {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+)
 
 
 def write_parquet_atomically(path: Path, table: pa.Table) -> Path:
@@ -559,16 +1019,65 @@ def write_bytes_atomically(path: Path, data: bytes) -> Path:
 
 
 def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
-    temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+    """Write `path` through a locked temporary sibling, removed on any failure.
+
+    A symbolic link is written through. A temporary that a killed writer left
+    (nobody holds its lock) is removed by the next write of the same file.
+    """
     try:
+        target = path.resolve() if path.is_symlink() else Path.cwd() / path
+    except (OSError, RuntimeError) as exc:
+        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
+        raise _output_error(path, error) from exc
+    _check_name_length(path, target, what="file name")
+    tag = _sibling_tag(target.name, _name_max(target.parent))
+    temporary = target.with_name(f".{tag}.tmp-{uuid.uuid4().hex[:12]}")
+    descriptor = -1
+    try:
+        with _parent_locked(target.parent):
+            _remove_dead_temporaries(target.parent, tag)
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with contextlib.suppress(OSError):  # without file locks: best effort
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         write(temporary)
         _fsync_file(temporary)
-        temporary.replace(path)
-        _fsync_dir(path.parent)
+        temporary.replace(target)
+        _fsync_dir(target.parent)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        if isinstance(exc, OutputError):
+            raise
         raise _output_error(path, exc) from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)
     return path
+
+
+def _remove_dead_temporaries(folder: Path, tag: str) -> None:
+    """Unlink temporaries of this file that no live writer holds."""
+    pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
+    with contextlib.suppress(OSError):
+        for name in [entry.name for entry in folder.iterdir()]:
+            if not pattern.fullmatch(name):
+                continue
+            try:
+                descriptor = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if stat.S_ISREG(os.fstat(descriptor).st_mode):
+                    (folder / name).unlink()
+            except OSError:  # held by a live writer, or no locks here: leave it
+                pass
+            finally:
+                os.close(descriptor)
 
 
 def _extra_arrow(table: pd.DataFrame | pa.Table) -> pa.Table:

@@ -9,18 +9,29 @@ load what they need when they run, so ``lbnorm --help`` loads no pandas.
 
 Exit codes are :class:`lbnorm.errors.ExitCode`. Errors print
 ``lbnorm: error: <message>`` on stderr, without a traceback; bugs keep theirs.
+
+Signals: importing this module loads almost nothing, and :func:`main` loads the
+commands itself, so a Ctrl-C at any moment of a command, its imports included,
+ends it with one line and exit 130. SIGTERM is handled like Ctrl-C (the staging
+folder is removed, the previous output left as it was) and exits 143. Either
+message says truly whether a new output is in place.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
-from lbnorm.cli import analysts, changes, run, suites
+from lbnorm._faults import fault_point
 from lbnorm.errors import EXIT_CODES_HELP, ExitCode, LbnormError
-from lbnorm.terminal import printable
+
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+    from types import FrameType
 
 __all__ = ["main"]
 
@@ -36,6 +47,10 @@ examples:
 EPILOG = f"{EXIT_CODES_HELP}\n\n{_EXAMPLES}"
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so that both clean up alike."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
@@ -45,6 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see :class:`lbnorm.errors.ExitCode`).
     """
+    replaced_before = len(_replaced_outputs())
+    restore = _handle_sigterm()
+    try:
+        return _run_command(argv)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_Terminated)
+        return _interrupted(exc, _replaced_outputs()[replaced_before:])
+    finally:
+        restore()
+
+
+def _run_command(argv: Sequence[str] | None) -> int:
+    fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -53,21 +80,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except LbnormError as exc:
+        from lbnorm.terminal import printable
+
         print(
             f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr
         )
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("lbnorm: interrupted; the previous output is unchanged.", file=sys.stderr)
-        return ExitCode.INTERRUPTED
     except BrokenPipeError:  # `lbnorm query ... | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
         return ExitCode.OK
 
 
+def _handle_sigterm() -> Callable[[], None]:
+    """Turn SIGTERM into :class:`_Terminated` for this call; return the undoing."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        return lambda: None
+    interrupt = signal.getsignal(signal.SIGINT)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if interrupt is not None:
+            signal.signal(signal.SIGINT, interrupt)
+
+    return restore
+
+
+def _terminate(number: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
+    """Say what an interruption left, truly; return its exit code."""
+    for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C: no traceback
+        try:
+            signal.signal(number, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            break
+    is_terminated = isinstance(exc, _Terminated)
+    state = (
+        f"the new output is in place in {replaced[-1]}"
+        if replaced
+        else "the previous output is unchanged"
+    )
+    word = "terminated" if is_terminated else "interrupted"
+    print(f"lbnorm: {word}; {state}.", file=sys.stderr)
+    return ExitCode.TERMINATED if is_terminated else ExitCode.INTERRUPTED
+
+
+def _replaced_outputs() -> tuple[Path, ...]:
+    """The outputs this process swapped in (none if the writer was never loaded)."""
+    writer = sys.modules.get("lbnorm.writer")  # importing it here costs pandas
+    if writer is None:
+        return ()
+    return cast("tuple[Path, ...]", writer.replaced_outputs())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command and option."""
+    import argparse
+
+    from lbnorm.cli import analysts, changes, run, suites
+
     parser = argparse.ArgumentParser(
         prog="lbnorm",
         description=(

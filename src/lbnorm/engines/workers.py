@@ -11,19 +11,25 @@ Failures stay simple: an input error in a worker is raised again in the parent;
 a score that fails a check (or a duplicate across shares) makes the caller redo
 the run in one process, which lists every failure with its file and row. A
 worker dies with its parent (:func:`lbnorm.forking.start_worker`), so a killed
-run leaves no process behind.
+run leaves no process behind; and a worker holds no pipe but its own, so even
+where there is no parent-death signal, a worker whose parent is gone finds its
+pipe closed and exits instead of waiting forever to send. A worker killed from
+outside (the out-of-memory killer) is reported as a clear error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, TypeVar
 
+from lbnorm._faults import fault_point
 from lbnorm.errors import LbnormError
-from lbnorm.forking import start_worker
+from lbnorm.forking import held_signals, start_worker
 
 __all__ = ["sum_in_workers"]
 
@@ -55,35 +61,44 @@ def sum_in_workers(
         docstring).
 
     Raises:
-        LbnormError: A worker hit an input error (re-raised as it was).
+        LbnormError: A worker hit an input error (re-raised as it was), or was
+            killed by a signal (the out-of-memory killer, say).
         RuntimeError: A worker died or failed in an unexpected way.
     """
     context = multiprocessing.get_context("fork")
     receivers: list[Connection] = []
     processes = []
     parent = os.getpid()
-    for part in range(workers):
-        receiver, sender = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_work, args=(work, part, workers, sender, parent), daemon=True
-        )
-        process.start()
-        sender.close()
-        receivers.append(receiver)
-        processes.append(process)
     replies: list[tuple[str, Any]] = []
     try:
+        with held_signals():  # a Ctrl-C during a fork comes after it, not lost in it
+            for part in range(workers):
+                receiver, sender = context.Pipe(duplex=False)
+                # the child closes the read ends it inherits (its own and its elder
+                # siblings'): a pipe's only reader is then this process
+                inherited = [*receivers, receiver]
+                process = context.Process(
+                    target=_work,
+                    args=(work, part, workers, sender, inherited, parent),
+                    daemon=True,
+                )
+                process.start()
+                sender.close()
+                receivers.append(receiver)
+                processes.append(process)
+        fault_point("workers-started")  # orphan tests: LBNORM_FAULT_POINT
         for part, receiver in enumerate(receivers):
             try:
                 replies.append(receiver.recv())
             except EOFError:
-                msg = f"lbnorm worker {part} of {workers} died (exit code {processes[part].exitcode}); run with --workers 1 to see why."
-                raise RuntimeError(msg) from None
+                raise _died(part, workers, processes[part]) from None
     finally:
         for process in processes:
             if process.is_alive() and len(replies) < workers:
                 process.kill()  # interrupted or failed: no worker outlives the run
             process.join()
+        for receiver in receivers:
+            receiver.close()
     for kind, payload in replies:
         if kind == "error":
             raise payload
@@ -91,15 +106,37 @@ def sum_in_workers(
     return None if totals.failures else totals
 
 
+def _died(
+    part: int, workers: int, process: multiprocessing.process.BaseProcess
+) -> Exception:
+    """The error for a worker that closed its pipe without a reply."""
+    process.join()
+    code = process.exitcode
+    if code is not None and code < 0:  # killed by a signal: not a bug of lbnorm
+        name = signal.Signals(-code).name
+        why = " (the out-of-memory killer sends it)" if -code == signal.SIGKILL else ""
+        msg = (
+            f"lbnorm worker {part + 1} of {workers} was killed by {name}{why}.\n"
+            "Hint: give the run more memory, or run with --workers 1."
+        )
+        return LbnormError(msg)
+    msg = f"lbnorm worker {part + 1} of {workers} died (exit code {code}); run with --workers 1 to see why."
+    return RuntimeError(msg)
+
+
 def _work(
     work: Callable[[int, int], object],
     part: int,
     parts: int,
     sender: Connection,
+    inherited: list[Connection],
     parent: int,
 ) -> None:
     """In the forked worker: sum one share and send the totals (or the error) back."""
     start_worker(parent)
+    for receiver in inherited:  # read ends of the parent's pipes, this one's too
+        receiver.close()
+    fault_point("worker-summing")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
     try:
         reply: tuple[str, Any] = ("ok", work(part, parts))
     except LbnormError as exc:
@@ -108,7 +145,10 @@ def _work(
         reply = ("error", RuntimeError(f"lbnorm worker {part}: {exc!r}"))
     try:
         sender.send(reply)
-    except Exception:  # an error that cannot be sent: send its text
-        sender.send(("error", RuntimeError(f"lbnorm worker {part}: {reply[1]!r}")))
+    except OSError:  # the pipe has no reader: the parent is gone, nobody to tell
+        pass
+    except Exception:  # an error that cannot be pickled: send its text
+        with contextlib.suppress(OSError):
+            sender.send(("error", RuntimeError(f"lbnorm worker {part}: {reply[1]!r}")))
     finally:
         sender.close()

@@ -1,0 +1,219 @@
+"""The one reader of output folders: a damaged or foreign output gets one clear error.
+
+Every command that reads an output (``show``, ``health``, ``diff``, ``compare``,
+``report``, ``query``) goes through :func:`lbnorm.outdir.check_output`, which
+checks the manifest and each table's footer and schema once (issue 14, point 11).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm import InputError
+from lbnorm.cli import main
+from lbnorm.outdir import check_output, read_manifest, read_output_table
+from lbnorm.writer import add_tables
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden"
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("outdir") / "good"
+    files = [GOLDEN / "Amu__t1-3B.json", GOLDEN / "AIDC-AI__Marco-o1.json"]
+    assert main(["run", *map(str, files), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_footer(path: Path) -> None:
+    """Keep the magic bytes and the footer length; garble the footer (thrift)."""
+    data = bytearray(path.read_bytes())
+    length = int.from_bytes(data[-8:-4], "little")
+    data[-8 - length : -8] = b"\xff" * length
+    path.write_bytes(bytes(data))
+
+
+def _drop_rank_and_average(path: Path) -> None:
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["rank", "average"]), path)
+
+
+def _rank_as_text(path: Path) -> None:
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("rank")
+    pq.write_table(table.set_column(at, "rank", table["rank"].cast(pa.string())), path)
+
+
+def _foreign_table(path: Path) -> None:
+    pq.write_table(pa.table({"name": ["app"], "size": [1]}), path)
+
+
+def _foreign_manifest(path: Path) -> None:
+    path.write_text('{"name": "app"}')
+
+
+def _newer_manifest(path: Path) -> None:
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, "format": 99}))
+
+
+#: (file damaged, how, what the message says after "<file>: ")
+DAMAGES: list[tuple[str, Callable[[Path], None], str]] = [
+    (
+        "leaderboard.parquet",
+        _truncate,
+        r"cannot read: Parquet magic bytes not found in footer\. Either the file is "
+        r"corrupted or this is not a parquet file\.\nHint: the file is damaged or not Parquet",
+    ),
+    (
+        "leaderboard.parquet",
+        _corrupt_footer,
+        r"cannot read: Couldn't deserialize thrift: [^\n]*\.\nHint: the file is damaged",
+    ),
+    (
+        "leaderboard.parquet",
+        _drop_rank_and_average,
+        r"not an lbnorm leaderboard table: missing column\(s\) rank, average; it has "
+        r"model, precision, revision, chat_template, average_stderr and \d+ more\.\nHint: ",
+    ),
+    (
+        "leaderboard.parquet",
+        _rank_as_text,
+        r"not an lbnorm leaderboard table: rank is string, not integer\.\nHint: ",
+    ),
+    (
+        "benchmarks.parquet",
+        _foreign_table,
+        r"not an lbnorm benchmarks table: missing column\(s\) model, precision, "
+        r"revision, chat_template, benchmark and \d+ more; it has name, size\.\nHint: ",
+    ),
+    ("subtasks.parquet", _truncate, r"cannot read: .*\nHint: the file is damaged"),
+    (
+        "manifest.json",
+        _foreign_manifest,
+        r'not an lbnorm output directory \(its manifest.json has no "tool": "lbnorm"\)'
+        r"\.\nHint: point at a folder `lbnorm run --out` wrote\.",
+    ),
+    (
+        "manifest.json",
+        _newer_manifest,
+        r"not an lbnorm output directory \(its manifest.json was written by a newer "
+        r"lbnorm \(output format 99; this one knows up to 1\)\)\.\nHint: ",
+    ),
+]
+
+COMMANDS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
+    "show": lambda out, good, tmp: ["show", str(out)],
+    "health": lambda out, good, tmp: ["health", str(out)],
+    "diff": lambda out, good, tmp: ["diff", str(good), str(out)],
+    "compare": lambda out, good, tmp: ["compare", str(out), "Amu/t1-3B"],
+    "report": lambda out, good, tmp: [
+        "report",
+        str(out),
+        "--html",
+        str(tmp / "r.html"),
+    ],
+    "query": lambda out, good, tmp: [
+        "query",
+        str(out),
+        "SELECT count(*) FROM leaderboard",
+    ],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(
+    ("name", "damage", "message"),
+    DAMAGES,
+    ids=[f"{name}-{damage.__name__.strip('_')}" for name, damage, _ in DAMAGES],
+)
+def test_a_damaged_output_is_one_clear_error_in_every_command(
+    command: str,
+    name: str,
+    damage: Callable[[Path], None],
+    message: str,
+    good: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    damage(out / name)
+    where = out if name == "manifest.json" else out / name
+    code = main(COMMANDS[command](out, good, tmp_path))
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert re.fullmatch(
+        rf"lbnorm: error: {re.escape(str(where))}: {message}[^\n]*\n", err
+    ), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        InputError, match=r"nowhere: not an lbnorm output directory \(no such folder\)"
+    ):
+        check_output(tmp_path / "nowhere")
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "manifest.json").write_text("{}")
+    with pytest.raises(
+        InputError,
+        match=r"half: not an lbnorm output directory \(missing benchmarks.parquet, "
+        r"leaderboard.parquet\)\.\nHint: write one with `lbnorm run",
+    ):
+        read_manifest(tmp_path / "half")
+
+
+def test_an_output_written_before_format_versions_still_reads(
+    good: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["format"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert read_manifest(out)["tool"] == "lbnorm"
+    assert read_output_table(out, "leaderboard")["rank"].dtype == "Int64"
+
+
+def test_damaged_pages_behind_a_good_footer_are_named_when_read(
+    good: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / "leaderboard.parquet"
+    data = bytearray(path.read_bytes())
+    data[4:200] = b"\x00" * 196  # the first data pages, not the footer
+    path.write_bytes(bytes(data))
+    check_output(out)  # the footer and schema are fine
+    with pytest.raises(
+        InputError, match=r"leaderboard.parquet: cannot read: [^\n]*\.\nHint: "
+    ):
+        read_output_table(out, "leaderboard")
+
+
+def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    add_tables(out, {"health": pa.table({"x": [1.0]})})
+    _truncate(out / "health.parquet")
+    with pytest.raises(
+        InputError,
+        match=r"health.parquet: cannot read: Parquet magic bytes not found in footer\. "
+        r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
+    ):
+        check_output(out)

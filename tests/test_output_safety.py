@@ -1,0 +1,438 @@
+"""What lbnorm may replace, and what it leaves beside and inside an output folder.
+
+lbnorm replaces a folder only if it is empty, missing, or an lbnorm output
+holding nothing its manifest does not list; it writes through a symbolic link,
+leaves no lock or staging folder beside the output, and handles names up to the
+file system's limit (issue 14, points 1, 2, 3 and 13; issue 13, the lock file).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm import OutputError, run
+from lbnorm.cli import main
+from lbnorm.writer import (
+    OUTPUT_FILES,
+    add_tables,
+    manifest_problem,
+    write_bytes_atomically,
+    write_result,
+)
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden"
+ONE = GOLDEN / "Amu__t1-3B.json"
+TWO = GOLDEN / "AIDC-AI__Marco-o1.json"
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """Every entry under `folder` (links not followed), with each file's sha256."""
+    entries = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            entries[name] = f"-> {path.readlink()}"
+        elif path.is_file():
+            entries[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            entries[name] = "<dir>"
+    return entries
+
+
+def _run(out: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["run", str(ONE), "--out", str(out), "--quiet"])
+    return code, capsys.readouterr().err
+
+
+def _assert_one_line_and_hint(err: str) -> None:
+    lines = err.rstrip("\n").split("\n")
+    assert len(lines) == 2, err
+    assert lines[0].startswith("lbnorm: error: ")
+    assert re.fullmatch(r"Hint: \S.*\.", lines[1]), err
+    assert "Traceback" not in err
+
+
+# --- 1. a folder holding a manifest.json is not an output ---------------------------
+
+
+def test_the_reported_web_app_folder_is_refused_and_kept(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The issue's reproduction: `cd proj && lbnorm run FILE --out .`."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "manifest.json").write_text('{"name":"app"}\n')
+    (project / "notes.txt").write_text("x\n")
+    (project / "src").mkdir()
+    before = _tree(tmp_path)
+    monkeypatch.chdir(project)
+    code, err = _run(".", capsys)
+    assert code == 6
+    assert err == (
+        f"lbnorm: error: {project}: not an lbnorm output (its manifest.json has no "
+        '"tool": "lbnorm") and not empty: it holds manifest.json, notes.txt, src/; '
+        "lbnorm replaces its own output folders whole and deletes nothing it did not "
+        "write.\nHint: choose an empty or new --out folder.\n"
+    )
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("manifest", "problem"),
+    [
+        ("not json", "is not JSON"),
+        ("[1, 2]", 'has no "tool": "lbnorm"'),
+        ('{"tool": "lbnorm", "format": 2, "outputs": {}}', "newer lbnorm"),
+        ('{"tool": "lbnorm", "format": "1", "outputs": {}}', 'unknown "format"'),
+        ('{"tool": "lbnorm", "format": 1}', 'no "outputs"'),
+        ("[" * 100_000, "is not JSON"),
+    ],
+)
+def test_a_manifest_lbnorm_did_not_write_is_refused(
+    manifest: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(manifest)
+    before = _tree(tmp_path)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert f"{out}: not an lbnorm output (its manifest.json " in err
+    assert problem in err
+    _assert_one_line_and_hint(err)
+    assert _tree(tmp_path) == before
+
+
+def test_an_output_holding_files_lbnorm_did_not_write_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _run(out, capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    (out / "plots").mkdir()
+    (out / "plots" / "a.png").write_bytes(b"png")
+    (out / ".hidden").write_text("mine too")
+    before = _tree(tmp_path)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert err == (
+        f"lbnorm: error: {out}: an lbnorm output that also holds 3 file(s) lbnorm did "
+        "not write: .hidden, notes.txt, plots/; lbnorm replaces its output folder whole "
+        "and deletes nothing it did not write.\n"
+        f"Hint: move those files out of {out}, or choose another --out.\n"
+    )
+    assert _tree(tmp_path) == before
+
+
+def test_a_listed_name_that_is_a_folder_or_link_is_not_lbnorm_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _run(out, capsys)[0] == 0
+    precious = tmp_path / "precious.parquet"
+    precious.write_bytes(b"someone's")
+    (out / "leaderboard.parquet").unlink()
+    (out / "leaderboard.parquet").symlink_to(precious)
+    before = _tree(tmp_path)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert "did not write: leaderboard.parquet;" in err
+    assert _tree(tmp_path) == before
+
+
+def test_empty_missing_and_older_outputs_are_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _run(empty, capsys)[0] == 0
+    assert _run(tmp_path / "new" / "deeper", capsys)[0] == 0
+    # an output written before format versions: the tool and the listing suffice
+    manifest = json.loads((empty / "manifest.json").read_text())
+    del manifest["format"]
+    (empty / "manifest.json").write_text(json.dumps(manifest))
+    assert _run(empty, capsys)[0] == 0
+    assert json.loads((empty / "manifest.json").read_text())["format"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "new"]
+
+
+def test_out_naming_a_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "scores.csv").write_text("mine")
+    code, err = _run(tmp_path / "scores.csv", capsys)
+    assert (code, err) == (
+        6,
+        f"lbnorm: error: {tmp_path / 'scores.csv'}: exists and is not a folder.\n"
+        "Hint: choose another --out.\n",
+    )
+    assert (tmp_path / "scores.csv").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["scores.csv"]
+
+
+def test_manifest_problem_names_what_is_wrong() -> None:
+    assert manifest_problem({"tool": "lbnorm", "outputs": {}}) is None  # format 0
+    assert manifest_problem({"tool": "lbnorm", "format": True, "outputs": {}}) == (
+        'has an unknown "format" (True)'
+    )
+    assert manifest_problem(None) == 'has no "tool": "lbnorm"'
+
+
+def test_added_tables_are_listed_and_swapped_in_whole(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run([ONE], out=out)
+    before = _tree(out)
+    written = add_tables(out, {"health": pa.table({"x": [1, 2]})})
+    assert written == [out / "health.parquet"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = manifest["outputs"]["health.parquet"]
+    assert (listed["rows"], listed["columns"]) == (2, 1)
+    digest = hashlib.sha256((out / "health.parquet").read_bytes()).hexdigest()
+    assert listed["sha256"] == digest
+    after = _tree(out)
+    assert {name: after[name] for name in OUTPUT_FILES} == {
+        name: before[name] for name in OUTPUT_FILES
+    }
+    add_tables(out, {"health": pa.table({"x": [3]})})  # replaced, not appended
+    assert pq.read_table(out / "health.parquet").to_pydict() == {"x": [3]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    write_result(result, out)  # a listed table is lbnorm's: the run replaces it
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*OUTPUT_FILES, "manifest.json"]
+    )
+
+
+def test_added_tables_refuse_an_output_holding_foreign_files(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run([ONE], out=out)
+    (out / "notes.txt").write_text("mine")
+    before = _tree(tmp_path)
+    with pytest.raises(
+        OutputError, match=r"did not write: notes.txt; .*\nHint: move those files"
+    ):
+        add_tables(out, {"health": pa.table({"x": [1]})})
+    assert _tree(tmp_path) == before
+
+
+def test_added_tables_go_into_any_other_folder_beside_what_is_there(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "diff"
+    folder.mkdir()
+    (folder / "manifest.json").write_text('{"name": "app"}')  # not lbnorm's: kept
+    add_tables(folder, {"diff_models": pa.table({"x": [1]})})
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "diff_models.parquet",
+        "manifest.json",
+    ]
+    assert (folder / "manifest.json").read_text() == '{"name": "app"}'
+
+
+def test_files_that_appear_during_the_run_are_not_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is checked again just before the swap."""
+    from lbnorm import writer
+
+    out = tmp_path / "out"
+    result = run([ONE], out=out)
+    before = _tree(out)
+    write_tables = writer._write_tables
+
+    def write_and_meddle(result: object, folder: Path) -> dict[str, object]:
+        (out / "notes.txt").write_text("written while lbnorm ran")
+        return write_tables(result, folder)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer, "_write_tables", write_and_meddle)
+    with pytest.raises(OutputError, match=r"did not write: notes.txt; .*\nHint: "):
+        write_result(result, out)
+    assert _tree(out) == {**before, "notes.txt": _tree(out)["notes.txt"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# --- 2. --out through a symbolic link ----------------------------------------------
+
+
+def test_out_link_is_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = tmp_path / "data" / "real"
+    real.parent.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)  # dangling for now
+    code, err = _run(link, capsys)
+    assert code == 6
+    assert err == (
+        f"lbnorm: error: {link}: a symbolic link to {real}, which does not exist.\n"
+        "Hint: create the folder it points to, or choose another --out.\n"
+    )
+    real.mkdir()
+    for _ in range(2):  # a new output, then a replaced one
+        assert _run(link, capsys) == (0, "")
+        assert link.is_symlink()
+        assert link.readlink() == real
+        assert sorted(p.name for p in real.iterdir()) == sorted(
+            [*OUTPUT_FILES, "manifest.json"]
+        )
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "link"]
+        assert sorted(p.name for p in real.parent.iterdir()) == ["real"]
+
+
+def test_out_link_to_a_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "file.txt")
+    before = _tree(tmp_path)
+    code, err = _run(tmp_path / "link", capsys)
+    assert code == 6
+    assert "which is not a folder.\nHint: choose another --out." in err
+    assert _tree(tmp_path) == before
+
+
+def test_files_are_written_through_links_too(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "report.json").symlink_to(tmp_path / "reports" / "today.json")
+    write_bytes_atomically(tmp_path / "report.json", b"{}")
+    assert (tmp_path / "report.json").is_symlink()
+    assert (tmp_path / "reports" / "today.json").read_bytes() == b"{}"
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["today.json"]
+
+
+# --- 4. nothing beside the output --------------------------------------------------
+
+
+def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run([ONE], out=out)
+    dead = tmp_path / ".out.tmp-0123456789ab"
+    dead.mkdir()
+    (dead / "leaderboard.parquet").write_bytes(b"half")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept")
+    old_link = tmp_path / ".out.tmp-ba5eba11cafe"  # what lbnorm < 0.x left for a link
+    old_link.symlink_to(elsewhere)
+    other = tmp_path / ".outer.tmp-0123456789ab"  # another output's staging
+    other.mkdir()
+    write_result(result, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".outer.tmp-0123456789ab",
+        "elsewhere",
+        "out",
+    ]
+    assert (elsewhere / "keep.txt").read_text() == "kept"
+
+
+def test_the_lock_file_older_versions_left_is_tidied(tmp_path: Path) -> None:
+    result = run([ONE])
+    (tmp_path / ".out.lock").write_bytes(b"")  # lbnorm 0.1 left one per output
+    (tmp_path / ".other.lock").write_bytes(b"")  # another output's: left alone
+    write_result(result, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.lock", "out"]
+    (tmp_path / ".out.lock").write_text("not empty: not ours")
+    write_result(result, tmp_path / "out")
+    assert (tmp_path / ".out.lock").read_text() == "not empty: not ours"
+
+
+def test_runs_on_other_outputs_in_one_folder_do_not_refuse_each_other(
+    tmp_path: Path,
+) -> None:
+    result = run([ONE])
+    live = tmp_path / ".a.tmp-0123456789ab"  # a run writing ./a right now
+    live.mkdir()
+    descriptor = os.open(live, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        write_result(result, tmp_path / "b")
+        write_result(result, tmp_path / "a.tmp-0123456789ab")  # a name like it
+    finally:
+        os.close(descriptor)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".a.tmp-0123456789ab",
+        "a.tmp-0123456789ab",
+        "b",
+    ]
+
+
+# --- 5. long names ------------------------------------------------------------------
+
+
+def test_a_name_over_the_limit_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / ("a" * 256)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert err == (
+        f"lbnorm: error: {out}: the name {'a' * 24}... is 256 bytes long; the file "
+        "system allows at most 255.\nHint: choose a shorter --out name.\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_near_the_limit_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "é" * 125  # 250 bytes
+    out = tmp_path / name
+    for _ in range(2):  # created, then replaced through a staging folder
+        assert _run(out, capsys) == (0, "")
+        assert [p.name for p in tmp_path.iterdir()] == [name]
+    report = tmp_path / ("r" * 250)
+    write_bytes_atomically(report, b"{}")
+    write_bytes_atomically(report, b"[]")
+    assert report.read_bytes() == b"[]"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, report.name])
+    add_tables(out, {"t" * 200: pa.table({"x": [1]})})
+    assert (out / f"{'t' * 200}.parquet").is_file()
+
+
+def test_the_root_is_not_an_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run("/", capsys)
+    assert code == 6
+    assert err == (
+        "lbnorm: error: /: the root folder cannot be an output.\n"
+        "Hint: choose a folder below it as --out.\n"
+    )
+
+
+def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+
+    def interrupted(_: Path) -> None:
+        raise KeyboardInterrupt
+
+    from lbnorm import writer
+
+    with pytest.raises(KeyboardInterrupt):
+        writer._replace_atomically(target, interrupted)
+    dead = tmp_path / ".report.json.tmp-0123456789ab"  # a killed writer's
+    dead.write_bytes(b"half")
+    write_bytes_atomically(target, b"{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
+    """Only a folder set aside by a two-rename swap is restored, whatever the name."""
+    result = run([ONE])
+    out = tmp_path / "a.old-b"
+    dead = tmp_path / ".a.old-b.tmp-0123456789ab"  # half written, its run killed
+    dead.mkdir()
+    (dead / "manifest.json").write_text("{}")
+    write_result(result, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*OUTPUT_FILES, "manifest.json"]
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["a.old-b"]
