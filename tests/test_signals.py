@@ -516,11 +516,6 @@ def test_ctrl_c_while_a_results_tree_is_parsed_in_workers(
 @pytest.mark.skipif(
     not can_fork() or available_cores() < 2, reason="the tree is read in one process"
 )
-@pytest.mark.xfail(
-    reason="readers/harness.py forks its pool outside lbnorm.forking.held_signals(): "
-    "a Ctrl-C while the workers start prints their tracebacks, or is lost, or hangs",
-    strict=False,  # the signal must land in that window, which it does not always
-)
 def test_ctrl_c_while_the_parse_workers_start(out: Path, setup: Setup) -> None:
     for _ in range(2):
         _ctrl_c_the_tree_run(setup, out, started=False)

@@ -38,6 +38,7 @@ __all__ = [
     "OutputError",
     "SchemaMismatchError",
     "SuiteError",
+    "Terminated",
     "ValidationError",
 ]
 
@@ -76,6 +77,12 @@ _MEANINGS = {
 EXIT_CODES_HELP = "exit codes:\n" + "\n".join(
     f"  {int(code):<3} {meaning}" for code, meaning in _MEANINGS.items()
 )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so that both clean up alike."""
+
+    exit_code: ClassVar[int] = ExitCode.TERMINATED
 
 
 class LbnormError(Exception):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from lbnorm.errors import ExitCode, LbnormError
+from lbnorm.errors import ExitCode, LbnormError, Terminated
 from lbnorm.readers import cache_stats
 from lbnorm.result import Result
 
@@ -80,7 +80,9 @@ def build_run_report(
     }
     if result is None or error is not None:
         code = int(
-            error.exit_code if isinstance(error, LbnormError) else ExitCode.INTERRUPTED
+            error.exit_code
+            if isinstance(error, LbnormError | Terminated)
+            else ExitCode.INTERRUPTED
         )
         return report | {
             "status": "failed",

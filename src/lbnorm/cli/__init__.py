@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from lbnorm._faults import fault_point
-from lbnorm.errors import EXIT_CODES_HELP, ExitCode, LbnormError
+from lbnorm.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
 
 if TYPE_CHECKING:
     import argparse
@@ -47,10 +47,6 @@ examples:
 EPILOG = f"{EXIT_CODES_HELP}\n\n{_EXAMPLES}"
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be, so that both clean up alike."""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
@@ -64,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     restore = _handle_sigterm()
     try:
         return _run_command(argv)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_Terminated)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         return _interrupted(exc, _replaced_outputs()[replaced_before:])
     finally:
         restore()
@@ -93,7 +89,7 @@ def _run_command(argv: Sequence[str] | None) -> int:
 
 
 def _handle_sigterm() -> Callable[[], None]:
-    """Turn SIGTERM into :class:`_Terminated` for this call; return the undoing."""
+    """Turn SIGTERM into :class:`Terminated` for this call; return the undoing."""
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread: signals are not ours to handle
@@ -109,7 +105,7 @@ def _handle_sigterm() -> Callable[[], None]:
 
 
 def _terminate(number: int, frame: FrameType | None) -> None:
-    raise _Terminated
+    raise Terminated
 
 
 def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
@@ -119,7 +115,7 @@ def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
             signal.signal(number, signal.SIG_IGN)
         except ValueError:  # not the main thread
             break
-    is_terminated = isinstance(exc, _Terminated)
+    is_terminated = isinstance(exc, Terminated)
     state = (
         f"the new output is in place in {replaced[-1]}"
         if replaced

@@ -81,7 +81,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.errors import InputError
-from lbnorm.forking import available_cores, can_fork, start_worker
+from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
 from lbnorm.readers.arrays import booleans, numbers, string_lists, strings, to_numpy
 from lbnorm.readers.files import walk_directory
@@ -561,7 +561,8 @@ def _scan_in_workers(
         initargs=(os.getpid(),),
     )
     try:
-        futures = [pool.submit(_scan_chunk, chunk) for chunk in chunks]
+        with held_signals():  # Ctrl-C waits until every worker is forked and ready
+            futures = [pool.submit(_scan_chunk, chunk) for chunk in chunks]
         position = {future: at for at, future in enumerate(futures)}
         finished: dict[int, list[_Record]] = {}
         running: set[Future[list[_Record]]] = set(futures)

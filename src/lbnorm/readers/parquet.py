@@ -87,7 +87,8 @@ class ParquetScores:
         try:
             table = self._file.read_row_group(index, columns=self._columns)
         except (pa.ArrowException, OSError) as exc:
-            msg = f"{self.path}: cannot read row group {index}: {exc}.\nHint: the file may be truncated; rewrite it."
+            reason = " ".join(str(exc).split()).rstrip(".")  # one line, one stop
+            msg = f"{self.path}: cannot read row group {index}: {reason}.\nHint: the file may be truncated; rewrite it."
             raise InputError(msg) from exc
         return _conform_types(table, self.path)
 
