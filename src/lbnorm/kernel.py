@@ -14,7 +14,12 @@ import numpy as np
 import numpy.typing as npt
 
 from lbnorm.options import MissingPolicy
-from lbnorm.stderr import binomial_stderr, pooled_sample_stderr, score_variance
+from lbnorm.stderr import (
+    binomial_stderr,
+    clipped_variance,
+    pooled_sample_stderr,
+    score_variance,
+)
 
 __all__ = [
     "SIZE_HEADROOM",
@@ -110,7 +115,7 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
 SUMS = (
     "raw",  # fixed point: the raw score, x its sample size when pooled
     "normalized",  # fixed point: the clipped normalized score (normalize-then-average)
-    "weight",  # the sample sizes (pooled), exact integers
+    "weight",  # what the input's sample sizes add to the suite's (pooled), exact
     "variance",  # fixed point: Var(clipped normalized) or (n - 1) n se^2 (pooled)
     "raw_variance",  # fixed point: se^2 (normalize-then-average)
     "n_unknown",  # subtasks without a stderr or a sample size to estimate one
@@ -263,6 +268,10 @@ class FixedPoint:
     ) -> dict[str, FloatArray]:
         """Every sum's term for scores of the given subtasks.
 
+        Sums that would only add zeros are left out of the result (the caller
+        treats an absent sum as zeros): the common input, with standard errors
+        and the suite's sample sizes, needs four sums, not eight.
+
         Args:
             raw: Raw scores (any shape whose last axis matches `subtask`).
             subtask: Each score's subtask code (or a slice of the suite's
@@ -272,46 +281,55 @@ class FixedPoint:
                 None: none given.
 
         Returns:
-            Per name of :data:`SUMS`, the terms (fixed-point ones as integers).
+            Per name of :data:`SUMS`, the terms (fixed-point ones as integers);
+            ``weight`` holds what the input's sizes add to the suite's.
         """
-        suite = self._suite
+        suite, scale = self._suite, self.scale
         bench = suite.benchmark_index[subtask]
         is_pooled = self._is_pooled[subtask]
         suite_n = suite.n_samples[subtask]
-        n = (
-            suite_n
-            if n_samples is None
-            else np.where(n_samples > 0, n_samples, suite_n)
-        )
         lower_bound = self.lower_bound[subtask]
-        items = suite_n if suite.items is None else suite.items[subtask]
-        if n_samples is not None:  # the input's size, unless the suite counts items
-            given = np.where(n_samples > 0, n_samples, items)
-            items = np.where(items != suite_n, items, given)
-        given_se = np.full(np.shape(raw), np.nan) if stderr is None else stderr
-        is_estimated = np.isnan(given_se)
-        se = np.where(is_estimated, binomial_stderr(raw, items), given_se)
-        is_unknown = np.isnan(se)
-        se = np.where(is_unknown, 0.0, se)
         reach = 100.0 / (1.0 - lower_bound)
-        normalized = (raw - lower_bound) * reach
-        terms = {
-            "raw": raw * np.where(is_pooled, n, 1.0),
-            "normalized": np.maximum(normalized, 0.0),
-            "weight": np.where(is_pooled, n, 0.0),
-            "variance": np.where(
-                is_pooled,
-                (n - 1.0) * n * se * se,
-                score_variance(normalized, se * reach),
-            ),
-            "raw_variance": np.where(is_pooled, 0.0, se * se),
-            "n_unknown": is_unknown.astype(np.float64),
-            "n_estimated": (is_estimated & ~is_unknown).astype(np.float64),
-            "n_other_sizes": (is_pooled & (n != suite_n)).astype(np.float64),
-        }
-        for name, scale in self.scale.items():
-            scaled = terms[name] * scale[bench]
-            terms[name] = np.rint(scaled, out=scaled)
+        terms: dict[str, FloatArray] = {}
+        n: FloatArray = suite_n
+        if n_samples is not None:
+            given = n_samples > 0
+            resized = given & (n_samples != suite_n)
+            if resized.any():  # a --limit run: the input's sizes weigh its scores
+                n = np.where(given, n_samples, suite_n)
+                terms["weight"] = np.where(is_pooled, n - suite_n, 0.0)
+                terms["n_other_sizes"] = (is_pooled & resized).astype(np.float64)
+        se = np.full(np.shape(raw), np.nan) if stderr is None else stderr
+        is_estimated = np.isnan(se)
+        if is_estimated.any():  # binomial, from the metric's sample size
+            items = suite_n if suite.items is None else suite.items[subtask]
+            items = np.where(items != suite_n, items, n)  # IFEval counts items
+            se = np.where(is_estimated, binomial_stderr(raw, items), se)
+            is_unknown = np.isnan(se)
+            terms["n_estimated"] = (is_estimated & ~is_unknown).astype(np.float64)
+            if is_unknown.any():
+                terms["n_unknown"] = is_unknown.astype(np.float64)
+                se = np.where(is_unknown, 0.0, se)
+        normalized = raw - lower_bound
+        normalized *= reach
+        squares = se * se
+        # the variance of a normalized score: linear where it is not clipped; a
+        # pooled benchmark's term is the harness's (n - 1) n se^2
+        variance = squares * np.where(is_pooled, (n - 1.0) * n, reach * reach)
+        is_clipped = (normalized < 0.0) & ~is_pooled
+        if is_clipped.any():  # a few: the censored normal for those
+            variance[is_clipped] = clipped_variance(
+                normalized[is_clipped], (np.sqrt(squares) * reach)[is_clipped]
+            )
+        np.maximum(normalized, 0.0, out=normalized)
+        terms["raw"] = raw * np.where(is_pooled, n, 1.0)
+        terms["normalized"] = normalized
+        terms["variance"] = variance
+        terms["raw_variance"] = np.where(is_pooled, 0.0, squares)
+        for name, factor in scale.items():
+            scaled = terms[name]
+            scaled *= factor[bench]
+            np.rint(scaled, out=scaled)
         return terms
 
     def to_plain(
@@ -364,6 +382,8 @@ def dense_partials(
         for name, values in terms.items():
             total = np.where(is_present, values, 0.0).sum(axis=1)
             partials.sums[name][:, index] = fixed.to_plain(name, total, index)
+        if suite.is_pooled[index]:  # the suite's sizes, plus what the input changed
+            partials.sums["weight"][:, index] += is_present @ suite.n_samples[columns]
     return partials
 
 

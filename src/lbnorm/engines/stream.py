@@ -522,7 +522,8 @@ class _PartialStore:
             size = keys.size
         terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
         for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
-            self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
+            if name in terms:  # an absent sum only adds zeros
+                self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
         """The sums of the first `n_variants` variants, rows in `order`."""
@@ -537,8 +538,12 @@ class _PartialStore:
             self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
         )
         for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
-            present = seen[:, int(starts[index]) : int(starts[index + 1])]
+            columns = slice(int(starts[index]), int(starts[index + 1]))
+            present = seen[:, columns]
             count[:, index] = np.count_nonzero(present, axis=1)[order]
+            if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
+                suite_n = self.arrays.n_samples[columns]
+                sums["weight"][:, index] += (present @ suite_n)[order]
         return Partials(count=count, sums=sums)
 
 
