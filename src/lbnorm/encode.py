@@ -18,11 +18,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm import arrow
 from lbnorm.schemas import KEY_COLUMNS
 
 __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
@@ -106,20 +108,20 @@ class Variants:
         ids = self.codes[:, position]
         codes, first = factorize(ids)
         indices = codes if rows is None else codes[rows]
-        return pa.DictionaryArray.from_arrays(
-            pa.array(indices.astype(np.int32, copy=False)),
-            pa.array(self.vocabularies[name][ids[first]], pa.string()),
+        return arrow.dictionary(
+            indices, arrow.strings(list(self.vocabularies[name][ids[first]]))
         )
 
     def strings(self, name: str) -> pa.Array:
         """A text key per variant, as plain strings."""
         position = _TEXT_KEYS.index(name)
-        return pa.array(self.vocabularies[name][self.codes[:, position]], pa.string())
+        vocabulary = arrow.strings(list(self.vocabularies[name]))
+        return arrow.dictionary(self.codes[:, position], vocabulary).cast(pa.string())
 
     def flags(self, rows: IntArray | None = None) -> pa.Array:
         """chat_template per variant (or per row: `rows` are variant positions)."""
         flag = self.codes[:, 3].astype(bool)
-        return pa.array(flag if rows is None else flag[rows])
+        return arrow.array(flag if rows is None else flag[rows])
 
     def table(self) -> pa.Table:
         """The keys as a table of plain columns, one row per variant."""
@@ -334,10 +336,10 @@ class KeyEncoder:
         if "chat_template" not in table.column_names:
             return np.zeros(table.num_rows, dtype=np.int8)
         column = table.column("chat_template")
-        values = column.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8)
+        values: Any = arrow.to_numpy(column, null=False).astype(np.int8)
         if column.null_count:
-            values[np.asarray(column.is_null().to_numpy(zero_copy_only=False))] = -1
-        flags: IntArray = values
+            values[arrow.to_numpy(column.is_null())] = -1
+        flags: IntArray = values  # int8: the encoder widens where it packs codes
         return flags
 
     def _register(
@@ -461,7 +463,7 @@ def _string_ranks(values: npt.NDArray[np.object_]) -> IntArray:
     if len(values) > _ARROW_SORT_FROM:  # Arrow sorts in C
         import pyarrow.compute as pc  # its import costs ~30 ms: only when it pays
 
-        order = pc.array_sort_indices(pa.array(values, pa.string())).to_numpy()
+        order = arrow.to_numpy(pc.array_sort_indices(arrow.strings(list(values))))
     else:
         order = np.argsort(values, kind="stable")
     ranks = np.empty(len(values), dtype=np.int64)
@@ -473,5 +475,5 @@ def _indices(indices: pa.Array) -> IntArray:
     """Dictionary indices as numpy (zero-copy when there is no null), -1 for null."""
     if indices.null_count:
         indices = indices.fill_null(-1)
-    array: IntArray = indices.to_numpy(zero_copy_only=False)
+    array: IntArray = arrow.to_numpy(indices).astype(np.int64, copy=False)
     return array

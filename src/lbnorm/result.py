@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import pyarrow as pa
 
+from lbnorm import arrow
 from lbnorm.encode import Variants
 from lbnorm.kernel import (
     BenchmarkArrays,
@@ -291,22 +292,22 @@ def benchmark_table(
     }
     columns["chat_template"] = variants.flags(variant_index)
     columns["benchmark"] = pa.DictionaryArray.from_arrays(
-        pa.array(benchmark_index.astype(np.int32)),
-        pa.array(suite.benchmark_names, pa.string()),
+        arrow.numbers(benchmark_index, pa.int32()),
+        arrow.strings(suite.benchmark_names),
     )
-    columns["raw_score"] = pa.array(arrays.raw.T.ravel()[present])
-    columns["normalized_score"] = pa.array(normalized, mask=np.isnan(normalized))
+    columns["raw_score"] = arrow.array(arrays.raw.T.ravel()[present])
+    columns["normalized_score"] = arrow.array(normalized, mask=np.isnan(normalized))
     stderr = arrays.stderr.T.ravel()[present]
     raw_stderr = arrays.raw_stderr.T.ravel()[present]
-    columns["stderr"] = pa.array(stderr, mask=np.isnan(stderr))
-    columns["raw_stderr"] = pa.array(raw_stderr, mask=np.isnan(raw_stderr))
-    columns["n_stderr_estimated"] = pa.array(
+    columns["stderr"] = arrow.array(stderr, mask=np.isnan(stderr))
+    columns["raw_stderr"] = arrow.array(raw_stderr, mask=np.isnan(raw_stderr))
+    columns["n_stderr_estimated"] = arrow.array(
         arrays.n_estimated.T.ravel()[present].astype(np.int32)
     )
-    columns["has_other_sizes"] = pa.array(arrays.has_other_sizes.T.ravel()[present])
-    columns["n_subtasks"] = pa.array(count)
-    columns["n_subtasks_expected"] = pa.array(expected)
-    columns["is_complete"] = pa.array(count == expected)
+    columns["has_other_sizes"] = arrow.array(arrays.has_other_sizes.T.ravel()[present])
+    columns["n_subtasks"] = arrow.array(count)
+    columns["n_subtasks_expected"] = arrow.array(expected)
+    columns["is_complete"] = arrow.array(count == expected)
     return pa.Table.from_arrays(
         [columns[name] for name in BENCHMARK_SCORES.names], schema=BENCHMARK_SCORES
     )
@@ -346,23 +347,23 @@ def leaderboard_table(
         name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"
     }
     columns["chat_template"] = ordered.flags()
-    columns["rank"] = pa.array(
+    columns["rank"] = arrow.array(
         np.nan_to_num(ranks).astype(np.int64), mask=np.isnan(ranks)
     )
-    columns["average"] = pa.array(averages, mask=np.isnan(averages))
-    columns["average_stderr"] = pa.array(
+    columns["average"] = arrow.array(averages, mask=np.isnan(averages))
+    columns["average_stderr"] = arrow.array(
         average_error[order], mask=np.isnan(average_error[order])
     )
-    columns["n_benchmarks"] = pa.array(n_benchmarks.astype(np.int32))
-    columns["n_benchmarks_expected"] = pa.array(
+    columns["n_benchmarks"] = arrow.array(n_benchmarks.astype(np.int32))
+    columns["n_benchmarks_expected"] = arrow.array(
         np.full(len(order), len(suite.benchmarks), dtype=np.int32)
     )
-    columns["is_complete"] = pa.array(n_benchmarks == len(suite.benchmarks))
+    columns["is_complete"] = arrow.array(n_benchmarks == len(suite.benchmarks))
     for index, name in enumerate(suite.benchmark_names):
-        columns[name] = pa.array(normalized[index], mask=np.isnan(normalized[index]))
-        columns[f"{name} Raw"] = pa.array(raw[index], mask=np.isnan(raw[index]))
+        columns[name] = arrow.array(normalized[index], mask=np.isnan(normalized[index]))
+        columns[f"{name} Raw"] = arrow.array(raw[index], mask=np.isnan(raw[index]))
         errors = stderr[index]
-        columns[f"{name} stderr"] = pa.array(errors, mask=np.isnan(errors))
+        columns[f"{name} stderr"] = arrow.array(errors, mask=np.isnan(errors))
     schema = leaderboard_schema(suite.benchmark_names)
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 

@@ -18,7 +18,7 @@ not files, so that file is not named).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm import arrow
 from lbnorm.encode import KeyEncoder
 from lbnorm.errors import ValidationError
 from lbnorm.options import UnknownSubtasks
@@ -237,7 +238,7 @@ def describe_failures(
         positions = np.flatnonzero(mask)[:MAX_FAILURES_SHOWN]
         if positions.size == 0:
             continue
-        picked = table.take(pa.array(positions))
+        picked = table.take(arrow.array(positions))
         sources = (
             picked.column("source").cast(pa.string()).to_pylist()
             if "source" in table.column_names
@@ -304,7 +305,7 @@ def _repeats(
         if name in table.column_names
     ]
     numbered = table.select(keys).append_column(
-        "_at", pa.array(np.arange(table.num_rows))
+        "_at", arrow.array(np.arange(table.num_rows))
     )
     for name in keys:  # dictionaries of several chunks do not group as one
         numbered = numbered.set_column(
@@ -417,17 +418,21 @@ def _failure_table(
     model, benchmark, subtask = keys or ([None] * n_rows,) * 3
     return pa.table(
         {
-            "check": pa.array([check] * n_rows, pa.string()),
-            "source": pa.array(sources, pa.string()),
-            "row": pa.array(rows, pa.string()),
-            "column": pa.array(columns, pa.string()),
-            "value": pa.array(values, pa.string()),
-            "model": pa.array(model, pa.string()),
-            "benchmark": pa.array(benchmark, pa.string()),
-            "subtask": pa.array(subtask, pa.string()),
-            "hint": pa.array([_HINTS.get(check, "")] * n_rows, pa.string()),
+            "check": arrow.strings([check] * n_rows),
+            "source": arrow.strings(sources),
+            "row": arrow.strings(rows),
+            "column": arrow.strings(columns),
+            "value": arrow.strings(values),
+            "model": arrow.strings(_texts(model)),
+            "benchmark": arrow.strings(_texts(benchmark)),
+            "subtask": arrow.strings(_texts(subtask)),
+            "hint": arrow.strings([_HINTS.get(check, "")] * n_rows),
         }
     )
+
+
+def _texts(values: Sequence[object]) -> list[str | None]:
+    return [None if value is None else str(value) for value in values]
 
 
 def _strings(table: pa.Table, name: str) -> list[object]:
@@ -464,13 +469,11 @@ def _numbers(
     """
     column = table.column(name)
     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    if array.null_count == 0:
-        values: npt.NDArray[np.number[Any]] = array.to_numpy(zero_copy_only=False)
-        return values, None
     if pa.types.is_null(array.type):
         return np.zeros(len(array)), np.zeros(len(array), dtype=bool)
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    buffer = array.buffers()[1]
-    values = np.frombuffer(buffer, dtype=dtype, count=array.offset + len(array))
-    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    return values[array.offset :], valid
+    if not arrow.is_numeric(array.type):  # e.g. decimal: rare, converted by Arrow
+        array = array.cast(pa.float64())
+    values = arrow.to_numpy(array, null=0)
+    if array.null_count == 0:
+        return values, None
+    return values, arrow.to_numpy(array.is_valid()).astype(bool)

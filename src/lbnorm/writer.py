@@ -45,13 +45,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lbnorm import arrow
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
 from lbnorm.forking import held_signals
@@ -59,6 +59,9 @@ from lbnorm.options import RunOptions
 from lbnorm.result import Job, PartsOnDisk, Result, SubtaskParts
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
+
+if TYPE_CHECKING:
+    import pandas as pd  # only a caller's frames: never loaded here
 
 __all__ = [
     "OUTPUT_FILES",
@@ -237,7 +240,7 @@ def _write_tables(
             "models": len(set(board.column("model").to_pylist())),
             "variants": board.num_rows,
             "complete_variants": int(
-                np.count_nonzero(board.column("is_complete").to_numpy())
+                np.count_nonzero(arrow.to_numpy(board.column("is_complete")))
             ),
             "ignored_rows": result.n_ignored_rows,
             "superseded_files": sum(row["superseded_by"] is not None for row in inputs),

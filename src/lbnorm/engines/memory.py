@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, factorize
 from lbnorm.kernel import FloatArray, IntArray, aggregate_benchmarks
 from lbnorm.options import RunOptions, UnknownSubtasks
@@ -270,11 +271,12 @@ class _Picked:
         return values if self.positions is None else values[self.positions]
 
     def floats(self, table: pa.Table, name: str) -> FloatArray:
-        return self._take(np.asarray(table.column(name).to_numpy(), dtype=np.float64))
+        values = arrow.to_numpy(table.column(name), null=np.nan)
+        return self._take(np.asarray(values, dtype=np.float64))
 
     def integers(self, table: pa.Table, name: str) -> IntArray:
-        column = table.column(name).fill_null(0)
-        return self._take(np.asarray(column.to_numpy(), dtype=np.int64))
+        values = arrow.to_numpy(table.column(name), null=0)
+        return self._take(np.asarray(values, dtype=np.int64))
 
     def codes(
         self, table: pa.Table, name: str, registry: dict[str, int], default: str
@@ -297,7 +299,7 @@ class _Picked:
             dtype=np.int32,
         )  # few distinct metrics and files per batch; the last id stands for null
         indices = np.concatenate(
-            [chunk.indices.fill_null(-1).to_numpy() for chunk in chunks]
+            [arrow.to_numpy(chunk.indices, null=-1) for chunk in chunks]
             or [np.zeros(0, np.int32)]
         )
         codes: npt.NDArray[np.int32] = ids[self._take(indices)]
@@ -403,8 +405,8 @@ class DenseSubtasks:
         subtask_codes, first = factorize(
             np.asarray([s for _, s in pairs], dtype=object)
         )
-        subtask_names = pa.array([pairs[i][1] for i in first], pa.string())
-        benchmark_names = pa.array(suite.benchmark_names, pa.string())
+        subtask_names = arrow.strings([pairs[i][1] for i in first])
+        benchmark_names = arrow.strings(list(suite.benchmark_names))
         dictionaries = {
             "metric": _sorted_dictionary(dense.metrics),
             "source": _sorted_dictionary(dense.sources),
@@ -434,22 +436,21 @@ class DenseSubtasks:
             )
             n_rows = raw.size
             data: dict[str, pa.Array] = {
-                name: pa.DictionaryArray.from_arrays(
-                    pa.array(key.indices.to_numpy()[variant]), key.dictionary
+                name: arrow.dictionary(
+                    np.asarray(arrow.to_numpy(key.indices), np.int32)[variant],
+                    key.dictionary,
                 )
                 for name, key in keys.items()
             }
-            data["chat_template"] = pa.array(flags[variant])
-            data["benchmark"] = pa.DictionaryArray.from_arrays(
-                pa.array(np.full(n_rows, index, dtype=np.int32)), benchmark_names
+            data["chat_template"] = arrow.array(flags[variant])
+            data["benchmark"] = arrow.dictionary(
+                np.full(n_rows, index, dtype=np.int32), benchmark_names
             )
-            data["subtask"] = pa.DictionaryArray.from_arrays(
-                pa.array(subtask_codes[subtask].astype(np.int32)), subtask_names
-            )
-            data["raw_score"] = pa.array(raw)
-            data["lower_bound"] = pa.array(lower_bound)
-            data["normalized_score"] = pa.array(normalized)
-            data["is_clipped"] = pa.array(raw < lower_bound)
+            data["subtask"] = arrow.dictionary(subtask_codes[subtask], subtask_names)
+            data["raw_score"] = arrow.array(raw)
+            data["lower_bound"] = arrow.array(lower_bound)
+            data["normalized_score"] = arrow.array(normalized)
+            data["is_clipped"] = arrow.array(raw < lower_bound)
             data["stderr"] = (
                 _nullable(cells(dense.sorted("stderr", self._order, subtasks)))
                 if "stderr" in dense.matrices
@@ -466,12 +467,10 @@ class DenseSubtasks:
                     if name in dense.matrices
                     else np.zeros(n_rows, dtype=np.int32)
                 )
-                data[name] = pa.DictionaryArray.from_arrays(
-                    pa.array(position[codes]), names
-                )
+                data[name] = arrow.dictionary(position[codes], names)
             if self._kept is not None:
                 at = cells(dense.sorted("rows", self._order, subtasks))
-                picked = self._kept.take(pa.array(at))
+                picked = self._kept.take(arrow.array(at))
                 for name in picked.column_names:
                     data[name] = picked.column(name).combine_chunks()
             yield pa.Table.from_arrays(
@@ -488,7 +487,7 @@ def _sorted_dictionary(
     position = np.zeros(max(len(registry), 1), dtype=np.int32)
     for at, name in enumerate(names):
         position[registry[name]] = at
-    return position, pa.array(names or [""], pa.string())
+    return position, arrow.strings(names or [""])
 
 
 def _cells(
@@ -504,8 +503,8 @@ def _typed(values: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _nullable(values: FloatArray) -> pa.Array:
-    return pa.array(values, mask=np.isnan(values))
+    return arrow.array(values, mask=np.isnan(values))
 
 
 def _counts(values: IntArray) -> pa.Array:
-    return pa.array(values, mask=values <= 0)
+    return arrow.array(values, pa.int64(), mask=values <= 0)

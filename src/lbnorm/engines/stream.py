@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.workers import sum_in_workers
 from lbnorm.kernel import (
@@ -164,7 +165,7 @@ def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> p
     subtask = checked.subtask if is_all else checked.subtask[keep]
     raw = checked.scores if is_all else checked.scores[keep]
     if not is_all:
-        table = table.filter(pa.array(keep))
+        table = table.filter(arrow.array(keep))
     n_rows = table.num_rows
     lower_bound = arrays.lower_bound[subtask]
     normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
@@ -173,13 +174,13 @@ def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> p
     for field in SUBTASK_SCORES:
         name = field.name
         if name == "raw_score":
-            columns[name] = pa.array(raw)
+            columns[name] = arrow.array(raw)
         elif name == "lower_bound":
-            columns[name] = pa.array(lower_bound)
+            columns[name] = arrow.array(lower_bound)
         elif name == "normalized_score":
-            columns[name] = pa.array(normalized)
+            columns[name] = arrow.array(normalized)
         elif name == "is_clipped":
-            columns[name] = pa.array(raw < lower_bound)
+            columns[name] = arrow.array(raw < lower_bound)
         elif name in table.column_names:
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
@@ -204,11 +205,12 @@ def _constant(value: object, kind: pa.DataType, n_rows: int) -> pa.Array:
     if value is None:
         return pa.nulls(n_rows, kind)
     if pa.types.is_dictionary(kind):
-        return pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(n_rows, dtype=np.int32)),
-            pa.array([value], kind.value_type),
+        assert isinstance(value, str)
+        return arrow.dictionary(
+            np.zeros(n_rows, dtype=np.int32),
+            arrow.strings([value]).cast(kind.value_type),
         )
-    return pa.array(np.full(n_rows, value), kind)
+    return arrow.array(np.full(n_rows, value), kind)
 
 
 def _as_type(
@@ -413,7 +415,7 @@ def _describe_repeats(
 ) -> pa.Table:
     """Failure rows for (variant, subtask) pairs that two shares both supplied."""
     shown = slice(0, MAX_FAILURES_SHOWN)
-    models = variants.strings("model").to_numpy(zero_copy_only=False)[row[shown]]
+    models = variants.strings("model").take(arrow.array(row[shown])).to_pylist()
     names = np.asarray(store.subtask_names, dtype=object)[subtask[shown]]
     return failure_rows(
         "duplicate_score",

@@ -7,7 +7,7 @@ time), the input catalog that dispatches paths to them
 (:mod:`~lbnorm.readers.catalog`, which also says what a directory's inputs
 are), the parse cache of nightly runs (:mod:`~lbnorm.readers.cache`), what they
 all need of a file (:mod:`~lbnorm.readers.files`: regular files only, readable
-folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.readers.arrays`:
+folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.arrow`:
 columns built without importing pandas). :func:`read_inputs` is the one entry;
 reading CSV, JSONL, Parquet and results files loads no pandas.
 """

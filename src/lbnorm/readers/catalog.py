@@ -40,9 +40,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lbnorm.arrow import booleans, numbers, scalar, string_lists, strings
 from lbnorm.errors import InputError
 from lbnorm.options import ExtraColumns, ProgressCallback, RunOptions
-from lbnorm.readers.arrays import booleans, numbers, scalar, string_lists, strings
 from lbnorm.readers.files import (
     MAX_RESULTS_BYTES,
     TABLE_SUFFIXES,

@@ -80,10 +80,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm.arrow import booleans, numbers, string_lists, strings, to_numpy
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
-from lbnorm.readers.arrays import booleans, numbers, string_lists, strings, to_numpy
 from lbnorm.readers.files import walk_directory
 from lbnorm.schemas import SCORES
 from lbnorm.suites import Suite

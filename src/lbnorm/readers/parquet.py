@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lbnorm.arrow import scalar
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
-from lbnorm.readers.arrays import scalar
 from lbnorm.readers.tables import check_columns
 from lbnorm.schemas import REQUIRED_SCORE_COLUMNS, Batch
 

@@ -37,9 +37,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
+from lbnorm.arrow import numbers, scalar, strings, to_numpy
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
-from lbnorm.readers.arrays import numbers, scalar, strings, to_numpy
 from lbnorm.readers.files import TABLE_SUFFIXES, json_lines, read_bytes
 from lbnorm.schemas import (
     OPTIONAL_SCORE_DEFAULTS,

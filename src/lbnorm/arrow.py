@@ -2,9 +2,9 @@
 
 pyarrow probes for pandas (and so imports it, 0.4 s) the first time it converts
 a Python or numpy value: ``pa.array``, ``pa.scalar``, ``Array.to_numpy``, a
-Python scalar handed to a compute function. The readers build their columns here
-instead, from buffers, so reading an input loads no pandas; compute functions
-are then called with Arrow values only.
+Python scalar handed to a compute function. lbnorm's run path (readers, engines,
+result tables, writer) builds its columns here instead, from buffers, so a run
+loads no pandas; compute functions are then called with Arrow values only.
 
 Examples:
     >>> strings(["a", None, "bc"]).to_pylist()
@@ -18,6 +18,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
+    "array",
     "booleans",
+    "dictionary",
+    "is_numeric",
     "numbers",
     "scalar",
     "string_lists",
@@ -45,6 +49,11 @@ _DTYPES = {
     pa.float32(): np.float32,
     pa.float64(): np.float64,
 }
+
+
+def is_numeric(type_: pa.DataType) -> bool:
+    """Whether :func:`to_numpy` reads `type_` (a fixed-width number or a boolean)."""
+    return type_ in _DTYPES or pa.types.is_boolean(type_)
 
 
 def _bitmap(mask: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
@@ -136,7 +145,7 @@ def scalar(value: str | float | int | bool | None, type_: pa.DataType) -> pa.Sca
 
 def to_numpy(
     values: pa.Array | pa.ChunkedArray, *, null: float | int | None = None
-) -> npt.NDArray[np.generic]:
+) -> npt.NDArray[Any]:
     """A numeric or boolean column as numpy; nulls become `null` (required if any)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
@@ -156,4 +165,38 @@ def to_numpy(
         dtype=dtype,
         count=length,
         offset=offset * np.dtype(dtype).itemsize,
+    )
+
+
+_ARROW_TYPES = {np.dtype(dtype): type_ for type_, dtype in _DTYPES.items()}
+
+
+def array(
+    values: npt.NDArray[np.generic],
+    type_: pa.DataType | None = None,
+    *,
+    mask: npt.NDArray[np.bool_] | None = None,
+) -> pa.Array:
+    """A numeric or boolean numpy array as Arrow; null where `mask` is True.
+
+    Examples:
+        >>> array(np.array([1.5, np.nan]), mask=np.array([False, True])).to_pylist()
+        [1.5, None]
+    """
+    valid = None if mask is None else ~mask
+    if np.asarray(values).dtype == np.bool_:
+        return booleans(np.asarray(values, dtype=np.bool_), valid=valid)
+    kind = _ARROW_TYPES[np.asarray(values).dtype] if type_ is None else type_
+    return numbers(values, kind, valid=valid)
+
+
+def dictionary(indices: npt.NDArray[np.integer[Any]], values: pa.Array) -> pa.Array:
+    """A dictionary array: int32 `indices` into `values`.
+
+    Examples:
+        >>> dictionary(np.array([1, 0, 1]), strings(["a", "b"])).to_pylist()
+        ['b', 'a', 'b']
+    """
+    return pa.DictionaryArray.from_arrays(
+        numbers(np.asarray(indices), pa.int32()), values
     )
