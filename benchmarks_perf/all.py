@@ -1,53 +1,409 @@
-"""Every benchmark of issue 4, one after the other, from one command.
+"""Every benchmark of the speed issue from one command, ending in one targets table.
 
-Runs, each as its own script (see benchmarks_perf/README.md for what each
-measures and the tables they print):
+``python benchmarks_perf/all.py`` runs, in this order (each a part; ``--only``
+picks some, e.g. ``--only real,L``):
 
-1. ``run.py``: S, M, L against DuckDB, polars and the floors;
-2. ``tree.py``: the 4,576-file results tree against the read-and-parse floors;
-3. ``samples.py``: per-sample aggregation at ~100M rows against DuckDB;
-4. ``outofcore.py``: 200M rows as ten Parquet parts against DuckDB.
+- ``check``: ``check_peers.py`` on the real size, the golden files, a sample table
+  and XS (DuckDB and polars, three tables and two): the peers compute what lbnorm
+  does, or the timings mean nothing;
+- ``real``: the bundled demo (4,576 real models x 40 subtasks), plain
+  ``lbnorm run --out OUT`` against DuckDB and polars doing the same job
+  (``run.py``), three tables and two;
+- ``M``: 50,000 variants x 60 subtasks (3M rows), same competitors (``run.py``);
+- ``L``: L40, 500,000 variants x 40 subtasks of the real v2 suite (20M rows),
+  lbnorm's default (three tables) and ``--no-subtasks`` against peers writing the
+  same tables (``run.py``);
+- ``ooc``: out of core, 200M rows in ten Parquet parts, 2M variants x 100 subtasks
+  and 5M variants x 40, ``lbnorm --no-subtasks`` against DuckDB (``outofcore.py``);
+- ``samples``: per-sample aggregation at ~100M rows against DuckDB (``samples.py``);
+- ``tree``: 4,576 real-size results files against the read-and-parse floor, on
+  both cores and on one (``tree.py``);
+- ``L100`` (not in the default set): the old L, 200,000 x 100 (20M rows).
 
-Usage::
+Every ratio is taken within one part's interleaved rounds (lbnorm against the
+faster of DuckDB and polars in the same rounds). The last thing printed is the
+targets table: each target of the issue, the measured value and whether it
+holds. ``--quick`` runs small stand-ins (S for M, S40 for L, 2M-row parts,
+50-model samples, 300 files) for one round: a smoke test of a few minutes whose
+ratios say nothing about the targets.
 
-    python benchmarks_perf/all.py                 # ~25 min on 2 vCPUs, ~7 GB of data
-    python benchmarks_perf/all.py --quick         # small sizes, one round: a smoke test
+Runs ``python -m lbnorm`` of this interpreter: install the checkout you mean to
+measure into it (``pip install -e .``); the header names lbnorm's commit and
+location and the versions of DuckDB, polars, pyarrow and numpy. Usage::
+
+    python benchmarks_perf/all.py                  # ~20-30 min on 2 vCPUs, ~8 GB in .data/ with the outputs
+    python benchmarks_perf/all.py --quick          # about a minute
+    python benchmarks_perf/all.py --only real,L --repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
+import outofcore
+import run
+import samples
+import tree
+from measure import DATA_DIR, HERE, REPO, RSS_LIMIT_MB, environment, lbnorm_info
+
+PARTS = ["check", "real", "M", "L", "ooc", "samples", "tree", "L100"]
+DEFAULT_PARTS = PARTS[:-1]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What each part runs on: the full sizes, or the quick stand-ins."""
+
+    sizes: dict[str, str]  # part -> run.py size
+    samples: int  # models in the sample table
+    tree: int  # results files
+
+
+FULL = Scale({"real": "real", "M": "M", "L": "L40", "L100": "L"}, 4_576, 4_576)
+QUICK = Scale({"real": "real", "M": "S", "L": "S40", "L100": "XS"}, 50, 300)
+PEERS = ["lbnorm", "duckdb", "polars"]
+GIB = 1024  # MiB
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of the targets table."""
+
+    target: str
+    lbnorm: str
+    peer: str
+    measured: float
+    goal: str  # "<= 1.0", "< 2 GiB", ...
+    limit: float
+    unit: str = "x"
+
+    @property
+    def holds(self) -> str:
+        """yes, no, or - when not measured."""
+        if self.measured != self.measured:
+            return "-"
+        strict = self.goal.startswith("<") and not self.goal.startswith("<=")
+        met = self.measured < self.limit if strict else self.measured <= self.limit
+        return "**yes**" if met else "no"
+
+    def row(self) -> str:
+        """The Markdown row."""
+        value = (
+            "-" if self.measured != self.measured else f"{self.measured:.2f}{self.unit}"
+        )
+        return f"| {self.target} | {self.lbnorm} | {self.peer} | {value} | {self.goal} | {self.holds} |"
+
+
+def _time(s: Any) -> str:
+    return "-" if s is None or not s.ok else f"{s.median:.2f} s"
+
+
+def size_targets(results: dict[str, run.SizeResult], scale: Scale) -> list[Target]:
+    """The in-memory targets: real, M, L (three tables and two)."""
+    out = []
+    rows = [
+        ("real", "real", 3, "real size (4,576 models x 40 subtasks), three tables", 1.0),
+        ("M", scale.sizes["M"], 3, "M (3M rows), three tables", 1.0),
+        ("L", scale.sizes["L"], 3, "L (20M rows: 500,000 x 40), three tables, default options", 0.8),
+        ("L", scale.sizes["L"], 2, "L `--no-subtasks` vs peers writing the same two tables", 0.8),
+    ]  # fmt: skip
+    for part, size, tables, text, limit in rows:
+        result = results.get(size)
+        if result is None:
+            out.append(
+                Target(f"{text} [{size}]", "-", "-", float("nan"), f"<= {limit}", limit)
+            )
+            continue
+        peer, median = result.best_peer(tables)
+        lbnorm = result.samples.get(run.label("lbnorm", tables))
+        out.append(
+            Target(
+                f"{text} [{size}]" if size != part else text,
+                _time(lbnorm),
+                f"{peer} {median:.2f} s",
+                result.ratio(tables),
+                f"<= {limit}",
+                limit,
+            )
+        )
+    return out
+
+
+def ooc_targets(results: dict[str, outofcore.ShapeResult]) -> list[Target]:
+    """Out of core: peak RSS and time against DuckDB, per shape."""
+    out = []
+    for shape, text in (("OOC100", "2M variants x 100"), ("OOC40", "5M variants x 40")):
+        found = [r for name, r in results.items() if name.startswith(shape)]
+        label = f"out of core, 200M rows as {text}"
+        if not found:
+            out += [
+                Target(
+                    f"{label}: peak RSS", "-", "-", float("nan"), "< 2 GiB", 2, " GiB"
+                ),
+                Target(
+                    f"{label}: time / DuckDB", "-", "-", float("nan"), "<= 1.0", 1.0
+                ),
+            ]
+            continue
+        result = found[0]
+        tag = "" if result.shape == shape else f" [{result.shape}]"
+        lbnorm, duckdb = result.lbnorm, result.duckdb
+        rss = lbnorm.max_rss_mb / GIB if lbnorm.ok else float("nan")
+        out += [
+            Target(
+                f"{label}{tag}: peak RSS (`--no-subtasks`)",
+                f"{lbnorm.max_rss_mb:,.0f} MiB" if lbnorm.ok else lbnorm.error or "-",
+                f"DuckDB {duckdb.max_rss_mb:,.0f} MiB" if duckdb.ok else "-",
+                rss,
+                "< 2 GiB",
+                2.0,
+                " GiB",
+            ),
+            Target(
+                f"{label}{tag}: time / DuckDB (two tables)",
+                _time(lbnorm),
+                f"DuckDB {_time(duckdb)}",
+                lbnorm.median / duckdb.median,
+                "<= 1.0",
+                1.0,
+            ),
+        ]
+    return out
+
+
+def flatness(
+    sizes: dict[str, run.SizeResult],
+    shapes: dict[str, outofcore.ShapeResult],
+    scale: Scale,
+) -> list[Target]:
+    """Time per row of ``lbnorm --no-subtasks`` from M to L to 200M; and M to L by default."""
+    out = []
+    for tables, text in ((2, "`--no-subtasks`"), (3, "default, three tables")):
+        per_row = {}
+        for part in ("M", "L"):
+            result = sizes.get(scale.sizes[part])
+            s = result.samples.get(run.label("lbnorm", tables)) if result else None
+            if s is not None and s.ok and result is not None:
+                per_row[part] = s.median / result.rows * 1e9
+        if tables == 2:
+            for name, shape in shapes.items():
+                if shape.lbnorm.ok:
+                    per_row[name] = shape.lbnorm.median / shape.rows * 1e9
+        spread = (
+            max(per_row.values()) / min(per_row.values())
+            if len(per_row) > 1
+            else float("nan")
+        )
+        steps = " -> ".join(f"{k} {v:,.0f}" for k, v in per_row.items()) or "-"
+        scope = "M -> L -> 200M" if tables == 2 else "M -> L (200M runs two tables)"
+        if len(per_row) < 2 + (len(outofcore.SHAPES) if tables == 2 else 0):
+            steps += f" ns/row (spread {spread:.2f}; not every size ran)"
+            spread = float("nan")  # no verdict on part of the sizes
+        else:
+            steps += " ns/row"
+        out.append(
+            Target(
+                f"time per row flat, {scope}, {text}: slowest / fastest",
+                steps,
+                "-",
+                spread,
+                "<= 1.5",
+                1.5,
+            )
+        )
+    return out
+
+
+def targets_table(targets: list[Target]) -> str:
+    """The Markdown targets table."""
+    lines = [
+        "| target | lbnorm | faster peer (same rounds) | measured | goal | holds |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    return "\n".join(lines + [t.row() for t in targets])
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the four benchmarks; stop at the first that fails."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true")
+    """Run the parts; print every table, then the targets table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--only", default=",".join(DEFAULT_PARTS), help=f"of {PARTS}")
+    parser.add_argument("--quick", action="store_true", help="small stand-ins, 1 round")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="rounds of L, samples, tree"
+    )
+    parser.add_argument(
+        "--small-repeats", type=int, default=7, help="rounds of real, M"
+    )
+    parser.add_argument("--ooc-repeats", type=int, default=1)
+    parser.add_argument("--rss-limit-gb", type=float, default=RSS_LIMIT_MB / 1024)
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
+    parser.add_argument("--json", type=Path, help="write every sample here")
     args = parser.parse_args(argv)
-    repeats = "1" if args.quick else str(args.repeats)
-    steps = [
-        ["run.py", "--sizes", "XS,S" if args.quick else "S,M,L", "--repeats", repeats,
-         "--only", "lbnorm,duckdb,polars,floor,floor-read-dict"],
-        ["tree.py", "--repeats", repeats],
-        ["samples.py", "--models", "50" if args.quick else "4576", "--repeats", repeats],
-        ["outofcore.py", "--parts", "2", "--variants", "20000"] if args.quick
-        else ["outofcore.py", "--parts", "10", "--repeats", "1"],
-    ]  # fmt: skip
-    for step in steps:
-        print(f"\n## {' '.join(step)}\n", flush=True)
-        code = subprocess.run(
-            [sys.executable, str(HERE / step[0]), *step[1:]], check=False
-        ).returncode
-        if code != 0:
-            print(f"{step[0]} failed with exit code {code}", file=sys.stderr)
-            return code
-    return 0
+    parts = args.only.split(",")
+    if unknown := [p for p in parts if p not in PARTS]:
+        parser.error(f"unknown parts {unknown}; choose from {PARTS}")
+    info = lbnorm_info()
+    if info.location is None:
+        print(
+            f"lbnorm is not importable by {sys.executable}.\n"
+            f"Hint: pip install -e {REPO} (into this interpreter's environment).",
+            file=sys.stderr,
+        )
+        return 2
+    header = environment(info)
+    if not info.is_this_checkout:
+        header += (
+            f"\nWARNING: `python -m lbnorm` runs {info.location}, not {REPO / 'src'}; "
+            f"pip install -e {REPO} to measure this checkout."
+        )
+    print(header, flush=True)
+    scale = QUICK if args.quick else FULL
+    repeats = 1 if args.quick else args.repeats
+    small = 1 if args.quick else args.small_repeats
+    rss = args.rss_limit_gb * GIB
+    reports: list[str] = []
+    payload: dict[str, Any] = {"environment": header, "quick": args.quick}
+    sizes: dict[str, run.SizeResult] = {}
+    shapes: dict[str, outofcore.ShapeResult] = {}
+    failed: list[str] = []
+
+    def report(title: str, text: str) -> None:
+        reports.append(f"## {title}\n\n{text}")
+        print(f"\n## {title}\n\n{text}\n", flush=True)
+
+    if "check" in parts:
+        found = subprocess.run(
+            [sys.executable, str(HERE / "check_peers.py"), "--sizes",
+             "real,samples,XS" if args.quick else "real,golden,samples,XS,S40",
+             "--peers", "duckdb,polars", "--data", str(args.data)],
+            check=False, capture_output=True, text=True,
+        )  # fmt: skip
+        report(
+            "check_peers.py",
+            found.stdout.strip()[-3000:] + found.stderr.strip()[-1000:],
+        )
+        if found.returncode != 0:
+            failed.append("check_peers.py found mismatches")
+    if any(p in parts for p in ("real", "M", "L", "L100")):
+        run.warm_up(PEERS, args.data, 600.0)
+    for part in ("real", "M", "L", "L100"):
+        if part not in parts:
+            continue
+        size = scale.sizes[part]
+        result = run.benchmark_size(
+            size, PEERS, [3, 2],
+            repeats=small if part in ("real", "M") else repeats,
+            data=args.data, timeout=1800.0, rss_limit_mb=rss,
+        )  # fmt: skip
+        sizes[size] = result
+        report(f"{part}: run.py --sizes {size}", run.markdown(result))
+    if "ooc" in parts:
+        for shape in outofcore.SHAPES:
+            name = outofcore.QUICK_SHAPES[shape] if args.quick else shape
+            result_ooc = outofcore.benchmark_shape(
+                name, repeats=1 if args.quick else args.ooc_repeats, data=args.data,
+                rss_limit_mb=rss,
+            )  # fmt: skip
+            shapes[name] = result_ooc
+            if "MISMATCH" in result_ooc.check:
+                failed.append(f"{name}: {result_ooc.check}")
+            report(f"ooc: outofcore.py --shapes {name}", outofcore.markdown(result_ooc))
+    samples_result = None
+    if "samples" in parts:
+        samples_result = samples.benchmark_samples(
+            int(scale.samples), repeats=repeats, data=args.data, rss_limit_mb=rss
+        )
+        if "MISMATCH" in samples_result.check:
+            failed.append(f"samples: {samples_result.check}")
+        report(
+            f"samples: samples.py --models {scale.samples}",
+            samples.markdown(samples_result),
+        )
+    tree_result = None
+    if "tree" in parts:
+        tree_result = tree.benchmark_tree(
+            int(scale.tree), repeats=repeats, data=args.data
+        )
+        report(f"tree: tree.py --files {scale.tree}", tree.markdown(tree_result))
+
+    targets = size_targets(sizes, scale) + ooc_targets(shapes)
+    sample_label = (
+        f"per-sample aggregation at ~100M rows ({scale.samples:,} models) / DuckDB"
+    )
+    if samples_result is not None and all(
+        s.ok for s in samples_result.samples.values()
+    ):
+        targets.append(
+            Target(
+                sample_label,
+                _time(samples_result.samples["lbnorm"]),
+                f"DuckDB {_time(samples_result.samples['duckdb'])}",
+                samples_result.ratio(),
+                "<= 1.0",
+                1.0,
+            )
+        )
+    else:
+        targets.append(Target(sample_label, "-", "-", float("nan"), "<= 1.0", 1.0))
+    for name, floor, cores in (
+        ("lbnorm", "floor-2cores", "2 cores"),
+        ("lbnorm-1core", "floor", "1 core"),
+    ):
+        text = f"results tree ({scale.tree:,} files), {cores}: lbnorm / read-and-parse floor"
+        if (
+            tree_result is not None
+            and name in tree_result.samples
+            and tree_result.samples[name].ok
+        ):
+            targets.append(
+                Target(
+                    text,
+                    _time(tree_result.samples[name]),
+                    f"{floor} {_time(tree_result.samples.get(floor))}",
+                    tree_result.ratio(name),
+                    "<= 1.5",
+                    1.5,
+                )
+            )
+        else:
+            targets.append(Target(text, "-", "-", float("nan"), "<= 1.5", 1.5))
+    targets += flatness(sizes, shapes, scale)
+
+    table = targets_table(targets)
+    print("\n\n# All results\n")
+    print(header + "\n")
+    print("\n\n".join(reports))
+    print(
+        "\n## Targets (issue 15)"
+        + (" -- QUICK: small stand-ins, not the targets' sizes" if args.quick else "")
+        + "\n"
+    )
+    print(table)
+    for problem in failed:
+        print(f"\nFAILED: {problem}")
+    if args.json:
+        payload["sizes"] = {k: v.as_dict() for k, v in sizes.items()}
+        payload["ooc"] = {k: v.as_dict() for k, v in shapes.items()}
+        payload["samples"] = samples_result.as_dict() if samples_result else None
+        payload["tree"] = tree_result.as_dict() if tree_result else None
+        payload["targets"] = [
+            {
+                "target": t.target,
+                "measured": t.measured,
+                "goal": t.goal,
+                "holds": t.holds,
+            }
+            for t in targets
+        ]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,14 +1,31 @@
-"""Check that every competitor in peers.py computes the same numbers.
+"""Check that every peer writes the tables lbnorm writes, to 1e-9.
 
-``python benchmarks_perf/check_peers.py --sizes XS,S`` runs each competitor as its
-own process (``peers.py NAME ...``) on the generated data and compares their
-outputs with each other: benchmark-level raw and normalized values and leaderboard
-columns and averages to 1e-9, ranks exactly (a rank may differ only between
-variants whose averages are within 1e-9 of each other, a tie that summation order
-can break either way). With ``--golden`` (the default) it also builds a long-format
-table from the eight real results files in ``shared/reference/openllm/golden`` and
-checks every competitor against ``expected.csv`` under the openllm-v2 suite.
+``python benchmarks_perf/check_peers.py [--sizes real,XS,S] [--tables 3,2]`` runs
+``lbnorm run`` (the installed lbnorm, ``python -m lbnorm``) and each peer of
+``peers.py`` as its own process on the same data, then compares every table of
+every peer with lbnorm's:
+
+- the columns: same names in the same order, same types once dictionary and large
+  strings count as strings;
+- the rows: joined on their keys (variant keys, plus ``benchmark`` and
+  ``subtask``), none unmatched on either side and no key twice (lbnorm sorts its
+  subtask table benchmark-major, then by variant, then subtask; peers keep their
+  own order, so rows are joined, never compared by position);
+- the values: floats to 1e-9 (null against null), everything else exactly; a rank
+  may differ only inside a near-tie (averages within 1e-9 of another variant's).
+
+Three tables by default (``lbnorm run``'s default) and two with ``--tables 2``
+(``lbnorm run --no-subtasks`` against peers writing two). Sizes: ``real`` (the
+bundled demo, 4,576 real models x 40 subtasks, as ``lbnorm run --out OUT`` runs
+it with its metadata; the peers get ``--metadata``), the generated shapes of
+``generate.py``, ``golden`` (the eight real results files of
+``tests/fixtures/golden``, also checked against ``expected.csv``, the published
+leaderboard's numbers) and ``samples`` (a small per-sample table, aggregated first).
 Exits 1 on any mismatch.
+
+``check_peers.py --compare REF OTHER [--tables N]`` compares two output
+directories only (the other benchmarks call it on their first round); the join
+runs in DuckDB, so it scales to the 200M-row outputs.
 """
 
 from __future__ import annotations
@@ -18,21 +35,21 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from generate import DATA_DIR, SCHEMA, ensure_data
-from peers import BENCH_FILE, BOARD_FILE, COMPETITORS, KEYS, load_bounds
+from generate import SCHEMA, ensure_data
+from measure import DATA_DIR, demo_paths, lbnorm_command, peer_command
+from peers import BENCH_FILE, BOARD_FILE, COMPETITORS, KEYS, SUBTASKS_FILE
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 TOLERANCE = 1e-9
-GOLDEN_DIR = Path("/work/shared/reference/openllm/golden")
-V2_SUITE = HERE.parent / "src" / "lbnorm" / "suite_files" / "openllm-v2.toml"
+GOLDEN_DIR = REPO / "tests" / "fixtures" / "golden"
 # expected.csv column prefix -> openllm-v2 benchmark name
 GOLDEN_COLUMNS = {
     "ifeval": "IFEval",
@@ -42,130 +59,216 @@ GOLDEN_COLUMNS = {
     "musr": "MUSR",
     "mmlu_pro": "MMLU-PRO",
 }
+TABLE_KEYS = {
+    SUBTASKS_FILE: [*KEYS, "benchmark", "subtask"],
+    BENCH_FILE: [*KEYS, "benchmark"],
+    BOARD_FILE: KEYS,
+}
 
 
-def run_peer(name: str, scores: Path, suite: Path, out: Path) -> float:
-    """Run one competitor as a process; return its wall time in seconds."""
-    t0 = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "peers.py"),
-            name,
-            str(scores),
-            str(suite),
-            str(out),
-        ],
-        check=True,
-    )
-    return time.perf_counter() - t0
+def tables_of(count: int) -> list[str]:
+    """The output files of a run writing ``count`` tables."""
+    return [SUBTASKS_FILE, BENCH_FILE, BOARD_FILE][3 - count :]
 
 
-def load_outputs(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read a competitor's two tables, sorted by their keys, with plain dtypes."""
-    bench = pq.read_table(out / BENCH_FILE).to_pandas()
-    board = pq.read_table(out / BOARD_FILE).to_pandas()
-    for frame in (bench, board):
-        for key in ["model", "precision", "revision", "benchmark"]:
-            if key in frame:
-                frame[key] = frame[key].astype(str)
-        frame["chat_template"] = frame["chat_template"].astype(bool)
-    bench = bench.sort_values([*KEYS, "benchmark"], ignore_index=True)
-    board = board.sort_values(KEYS, ignore_index=True)
-    return bench, board
+def _plain(type_: pa.DataType) -> pa.DataType:
+    """A type with dictionary and large strings read as plain strings."""
+    if pa.types.is_dictionary(type_):
+        type_ = type_.value_type
+    return pa.string() if type_ == pa.large_string() else type_
 
 
-def compare(
-    ref_name: str,
-    ref: tuple[pd.DataFrame, pd.DataFrame],
-    name: str,
-    other: tuple[pd.DataFrame, pd.DataFrame],
-    benchmarks: list[str],
-) -> list[str]:
-    """Compare two competitors' outputs; return the problems found."""
-    problems: list[str] = []
-    (bench_a, board_a), (bench_b, board_b) = ref, other
-    label = f"{name} vs {ref_name}"
-    for what, a, b, keys in (
-        ("benchmarks", bench_a, bench_b, [*KEYS, "benchmark"]),
-        ("leaderboard", board_a, board_b, KEYS),
-    ):
-        if len(a) != len(b) or not a[keys].equals(b[keys]):
-            problems.append(f"{label}: {what} rows/keys differ ({len(a)} vs {len(b)})")
-            return problems
-    for column in ["raw", "normalized"]:
-        diff = np.abs(bench_a[column].to_numpy() - bench_b[column].to_numpy())
-        if not diff.max() <= TOLERANCE:
-            problems.append(f"{label}: benchmarks.{column} max diff {diff.max():.3g}")
-    for column in [*benchmarks, "average"]:
-        diff = np.abs(board_a[column].to_numpy() - board_b[column].to_numpy())
-        if not diff.max() <= TOLERANCE:
-            problems.append(f"{label}: leaderboard.{column} max diff {diff.max():.3g}")
-    rank_a = board_a["rank"].to_numpy(np.int64)
-    rank_b = board_b["rank"].to_numpy(np.int64)
-    if (bad := np.flatnonzero(rank_a != rank_b)).size:
-        # A differing rank is acceptable only inside a near-tie of averages.
-        average = board_a["average"].to_numpy()
-        near = [
-            np.count_nonzero(np.abs(average - average[i]) <= TOLERANCE) > 1 for i in bad
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def compare_table(ref: Path, other: Path, keys: list[str], label: str) -> list[str]:
+    """Compare one table of two output directories; return the problems."""
+    ref_schema, other_schema = pq.read_schema(ref), pq.read_schema(other)
+    if ref_schema.names != other_schema.names:
+        missing = [n for n in ref_schema.names if n not in other_schema.names]
+        extra = [n for n in other_schema.names if n not in ref_schema.names]
+        return [
+            f"{label}: columns differ: missing {missing}, extra {extra}"
+            + ("" if missing or extra else " (same names, other order)")
         ]
-        if not all(near):
-            problems.append(f"{label}: {bad.size} ranks differ outside near-ties")
+    problems = [
+        f"{label}: column {f.name!r} is {_plain(g.type)}, lbnorm's is {_plain(f.type)}"
+        for f, g in zip(ref_schema, other_schema, strict=True)
+        if _plain(f.type) != _plain(g.type)
+    ]
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW a AS SELECT * FROM read_parquet('{ref}')")
+    con.execute(f"CREATE VIEW b AS SELECT * FROM read_parquet('{other}')")
+    on = " AND ".join(f"a.{_quoted(k)} = b.{_quoted(k)}" for k in keys)
+    key_list = ", ".join(_quoted(k) for k in keys)
+    counts = con.execute(
+        f"""
+        SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b),
+               (SELECT count(*) FROM (SELECT DISTINCT {key_list} FROM a)),
+               (SELECT count(*) FROM (SELECT DISTINCT {key_list} FROM b)),
+               (SELECT count(*) FROM a JOIN b ON {on})
+        """
+    ).fetchone()
+    assert counts is not None
+    n_ref, n_other, distinct_ref, distinct_other, matched = counts
+    if not n_ref == n_other == distinct_ref == distinct_other == matched:
+        problems.append(
+            f"{label}: rows differ: lbnorm {n_ref:,} ({distinct_ref:,} distinct keys), "
+            f"peer {n_other:,} ({distinct_other:,}), {matched:,} matched on {keys}"
+        )
+        return problems
+    checks = []
+    for field in ref_schema:
+        if field.name in keys or field.name == "rank":
+            continue
+        a, b = f"a.{_quoted(field.name)}", f"b.{_quoted(field.name)}"
+        if pa.types.is_floating(field.type):
+            a = f"CASE WHEN isnan({a}) THEN NULL ELSE {a} END"
+            b = f"CASE WHEN isnan({b}) THEN NULL ELSE {b} END"
+            checks.append((field.name, f"coalesce(max(abs({a} - {b})), 0)", "max diff"))
+            checks.append(
+                (
+                    field.name,
+                    f"count(*) FILTER (WHERE ({a} IS NULL) <> ({b} IS NULL))",
+                    "nulls differ",
+                )
+            )
         else:
-            print(f"  note: {label}: {bad.size} ranks differ inside near-ties")
+            checks.append(
+                (
+                    field.name,
+                    f"count(*) FILTER (WHERE {a}::VARCHAR IS DISTINCT FROM {b}::VARCHAR)",
+                    "values differ",
+                )
+            )
+    if checks:
+        values = con.execute(
+            f"SELECT {', '.join(sql for _, sql, _ in checks)} FROM a JOIN b ON {on}"
+        ).fetchone()
+        assert values is not None
+        for (name, _, what), value in zip(checks, values, strict=True):
+            limit = TOLERANCE if what == "max diff" else 0
+            if not value <= limit:
+                problems.append(f"{label}: {name}: {what}: {value:.3g}")
+    if "rank" in ref_schema.names:
+        problems += _compare_ranks(con, on, label)
     return problems
 
 
-def check_size(size: str, names: list[str], work: Path) -> list[str]:
-    """Run ``names`` on generated data of ``size`` and compare them all."""
-    data = ensure_data(size)
-    scores, suite = data / "scores.parquet", data / "suite.toml"
-    benchmarks = load_bounds(suite).benchmarks
-    outputs = {}
-    for name in names:
-        seconds = run_peer(name, scores, suite, work / size / name)
-        outputs[name] = load_outputs(work / size / name)
-        print(f"  {size} {name}: {seconds:.2f} s")
-    problems = _sanity(size, outputs[names[0]], data, benchmarks)
-    for name in names[1:]:
-        problems += compare(
-            names[0], outputs[names[0]], name, outputs[name], benchmarks
+def _compare_ranks(con: duckdb.DuckDBPyConnection, on: str, label: str) -> list[str]:
+    """Ranks equal, except inside near-ties of the averages (lbnorm's as reference)."""
+    row = con.execute(
+        f"""
+        WITH joined AS (
+            SELECT a.average, a.rank AS ra, b.rank AS rb FROM a JOIN b ON {on}
+        ), gaps AS (
+            SELECT ra, rb, least(
+                abs(average - lag(average) OVER (ORDER BY average)),
+                abs(lead(average) OVER (ORDER BY average) - average)) AS gap
+            FROM joined
+        )
+        SELECT count(*) FILTER (WHERE ra IS DISTINCT FROM rb AND NOT coalesce(gap <= {TOLERANCE}, false)),
+               count(*) FILTER (WHERE ra IS DISTINCT FROM rb)
+        FROM gaps
+        """
+    ).fetchone()
+    assert row is not None
+    outside, inside = row[0], row[1] - row[0]
+    problems = []
+    if outside:
+        problems.append(f"{label}: {outside} ranks differ outside near-ties")
+    if inside:
+        print(f"  note: {label}: {inside} ranks differ inside near-ties")
+    return problems
+
+
+def compare_dirs(ref: Path, other: Path, tables: int, label: str) -> list[str]:
+    """Compare the ``tables`` output tables of two directories."""
+    problems = []
+    for name in tables_of(tables):
+        if not (other / name).exists():
+            problems.append(f"{label}: no {name}")
+            continue
+        problems += compare_table(
+            ref / name, other / name, TABLE_KEYS[name], f"{label} {name}"
         )
     return problems
 
 
-def _sanity(
-    size: str, ref: tuple[pd.DataFrame, pd.DataFrame], data: Path, benchmarks: list[str]
-) -> list[str]:
-    """Row counts, ranges and rank properties of the reference output."""
-    meta = json.loads((data / "meta.json").read_text())
-    bench, board = ref
+@dataclass(frozen=True)
+class Case:
+    """One data set to check: lbnorm's inputs, the peers' inputs, which peers."""
+
+    name: str
+    inputs: list[str]  # lbnorm run's INPUTS and --suite ([] for the bundled demo)
+    scores: Path
+    suite: Path
+    peers: list[str]
+    extra: tuple[str, ...] = ()  # peers' --metadata / --input
+
+
+def check_case(case: Case, tables: int, work: Path) -> list[str]:
+    """Run lbnorm and the peers of one case; compare each peer with lbnorm."""
+    ref = work / case.name / f"lbnorm-{tables}"
+    subprocess.run(lbnorm_command(case.inputs, ref, tables=tables), check=True)
     problems = []
-    if len(board) != meta["variants"] or len(bench) != meta["variants"] * len(
-        benchmarks
-    ):
-        problems.append(f"{size}: expected {meta['variants']} variants")
-    if not bench["normalized"].between(0, 100).all():
-        problems.append(f"{size}: normalized outside [0, 100]")
-    if (bench["normalized"] == 0).mean() == 0:
-        problems.append(f"{size}: no clipped benchmark score (data too easy)")
-    ranks = board.sort_values("rank")["rank"].to_numpy()
-    expected = pd.Series(-board["average"]).rank(method="min").to_numpy(np.int64)
-    if ranks[0] != 1 or not np.array_equal(board["rank"].to_numpy(np.int64), expected):
-        problems.append(f"{size}: ranks are not competition ranks of -average")
+    for name in case.peers:
+        out = work / case.name / f"{name}-{tables}"
+        command = peer_command(
+            name, case.scores, case.suite, out, tables=tables, extra=case.extra
+        )
+        subprocess.run(command, check=True)
+        label = f"{case.name} {name} ({tables} tables)"
+        found = compare_dirs(ref, out, tables, label)
+        print(f"  {label}: {'ok' if not found else 'MISMATCH'}", flush=True)
+        problems += found
     return problems
 
 
-def golden_scores(path: Path) -> pd.DataFrame:
+def make_case(name: str, names: list[str], work: Path, data: Path) -> Case:
+    """The case of a size name: real, golden, samples or a generated shape."""
+    demo, demo_metadata, v2_suite = demo_paths()
+    big = [n for n in names if n not in ("loop", "pandas-apply")]
+    if name == "real":  # `lbnorm run --out OUT`: the demo, with its metadata
+        extra = ("--metadata", str(demo_metadata))
+        return Case(name, [], demo, v2_suite, names, extra)
+    if name == "golden":
+        scores = work / "golden.parquet"
+        golden_scores(scores, v2_suite)
+        return Case(name, [str(scores)], scores, v2_suite, names)
+    if name == "samples":
+        scores = work / "samples.parquet"
+        subprocess.run(
+            [sys.executable, str(HERE / "samples.py"), "--models", "40",
+             "--generate", str(scores)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        peers = [n for n in names if n in ("duckdb", "polars")]
+        return Case(
+            name, [str(scores)], scores, v2_suite, peers, ("--input", "samples")
+        )
+    folder = ensure_data(name, data)
+    scores, suite = folder / "scores.parquet", folder / "suite.toml"
+    rows = json.loads((folder / "meta.json").read_text())["rows"]
+    return Case(
+        name,
+        [str(scores), "--suite", str(suite)],
+        scores,
+        suite,
+        names if rows <= 300_000 else big,
+    )
+
+
+def golden_scores(path: Path, suite_path: Path) -> None:
     """Build a long-format scores table from the golden results-file excerpts."""
+    import pandas as pd
+
     expected = pd.read_csv(GOLDEN_DIR / "expected.csv")
-    with V2_SUITE.open("rb") as fh:
-        suite = tomllib.load(fh)
+    suite = tomllib.loads(suite_path.read_text())
     rows = []
     for record in expected.itertuples(index=False):
-        results = json.loads((GOLDEN_DIR / str(record.results_file)).read_text())[
-            "results"
-        ]
+        document = json.loads((GOLDEN_DIR / str(record.results_file)).read_text())
         for bench in suite["benchmarks"]:
             for sub in bench["subtasks"]:
                 rows.append(
@@ -177,64 +280,68 @@ def golden_scores(path: Path) -> pd.DataFrame:
                         "benchmark": bench["name"],
                         "subtask": sub["name"],
                         "metric": sub["metric"],
-                        "raw_score": float(results[sub["task"]][sub["metric"]]),
+                        "raw_score": float(document["results"][sub["task"]][sub["metric"]]),
                         "stderr": None,
                         "n_samples": sub.get("n_samples"),
                     }
-                )
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
-    pq.write_table(table, path)
-    return expected
+                )  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
 
 
-def check_golden(names: list[str], work: Path) -> list[str]:
-    """Run ``names`` on the golden files and compare them to expected.csv."""
-    work.mkdir(parents=True, exist_ok=True)
-    scores = work / "golden.parquet"
-    expected = golden_scores(scores).sort_values(
-        ["model", "precision", "revision"], ignore_index=True
-    )
-    problems: list[str] = []
-    for name in names:
-        before = len(problems)
-        run_peer(name, scores, V2_SUITE, work / name)
-        bench, board = load_outputs(work / name)
-        for prefix, benchmark in GOLDEN_COLUMNS.items():
-            got = bench[bench["benchmark"] == benchmark]
-            for kind, column in (("raw", "raw"), ("normalized", "normalized")):
-                diff = np.abs(
-                    got[column].to_numpy() - expected[f"{prefix}_{kind}"].to_numpy()
-                )
-                if not diff.max() <= TOLERANCE:
-                    problems.append(
-                        f"golden {name}: {benchmark} {kind} max diff {diff.max():.3g}"
-                    )
-        diff = np.abs(board["average"].to_numpy() - expected["average"].to_numpy())
-        if not diff.max() <= TOLERANCE:
-            problems.append(f"golden {name}: average max diff {diff.max():.3g}")
-        print(f"  golden {name}: {'ok' if len(problems) == before else 'MISMATCH'}")
+def check_golden_expected(out: Path) -> list[str]:
+    """lbnorm's benchmark table on the golden files equals expected.csv to 1e-9."""
+    import pandas as pd
+
+    expected = pd.read_csv(GOLDEN_DIR / "expected.csv")
+    bench = pq.read_table(out / BENCH_FILE).to_pandas()
+    problems = []
+    for prefix, benchmark in GOLDEN_COLUMNS.items():
+        got = bench[bench["benchmark"] == benchmark].astype({"model": str})
+        merged = got.merge(expected, on="model", validate="one_to_one")
+        for kind, column in (("raw", "raw_score"), ("normalized", "normalized_score")):
+            gap = (merged[column] - merged[f"{prefix}_{kind}"]).abs().max()
+            if len(merged) != len(expected) or not gap <= TOLERANCE:
+                problems.append(f"golden lbnorm: {benchmark} {kind} max diff {gap:.3g}")
+    print(f"  golden lbnorm vs expected.csv: {'ok' if not problems else 'MISMATCH'}")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; exit 1 on any mismatch."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="XS,S")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="real,golden,samples,XS,S40,S")
     parser.add_argument("--peers", default=",".join(COMPETITORS))
-    parser.add_argument("--no-golden", dest="golden", action="store_false")
+    parser.add_argument("--tables", default="3,2", help="3, 2 or 3,2")
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("REF", "OTHER"))
     args = parser.parse_args(argv)
+    if args.compare:
+        tables = int(args.tables.split(",")[0])
+        ref, other = args.compare
+        found = compare_dirs(ref, other, tables, other.name)
+        for problem in found:
+            print("MISMATCH", problem)
+        if not found:
+            print(f"check: {other} equals lbnorm's {ref} ({tables} tables, 1e-9)")
+        return 1 if found else 0
     names = args.peers.split(",")
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    args.data.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(dir=DATA_DIR, prefix="check-") as tmp:
+    with tempfile.TemporaryDirectory(dir=args.data, prefix="check-") as tmp:
         work = Path(tmp)
-        if args.golden and GOLDEN_DIR.exists():
-            problems += check_golden(names, work / "golden")
-        for size in args.sizes.split(","):
-            problems += check_size(size, names, work)
+        cases = [
+            make_case(name, names, work, args.data) for name in args.sizes.split(",")
+        ]
+        for tables in (int(t) for t in args.tables.split(",")):
+            for case in cases:
+                problems += check_case(case, tables, work)
+                if case.name == "golden" and tables == 3:
+                    problems += check_golden_expected(work / case.name / "lbnorm-3")
     for problem in problems:
         print("MISMATCH", problem)
-    print("all peers agree" if not problems else f"{len(problems)} problem(s)")
+    print(
+        "all peers agree with lbnorm" if not problems else f"{len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

@@ -1,20 +1,33 @@
 """Seeded generator of synthetic long-format leaderboards for the benchmarks.
 
 ``python benchmarks_perf/generate.py --size S --out DIR`` writes ``DIR/scores.parquet``
-(one row per model variant and subtask) and ``DIR/suite.toml`` (the bounds and
-aggregation rules), in the formats lbnorm reads.
+(one row per model variant and subtask), ``DIR/suite.toml`` (the bounds and
+aggregation rules, in lbnorm's format) and ``DIR/meta.json`` (rows, variants, ...).
+``python benchmarks_perf/generate.py --ensure L40,OOC40 [--data ROOT]`` does the same
+for each named shape under ``ROOT/<name>`` (default ``benchmarks_perf/.data``) unless
+it is there already, and prints the directories.
 
-Sizes (variants x subtasks): XS 500 x 60, S 5,000 x 60 (300k rows), M 50,000 x 60
-(3M rows), L 200,000 x 100 (20M rows).
+Shapes (variants x subtasks, :data:`SHAPES`):
 
-Layout of the file, which ``peers.floor`` relies on and nothing else does: rows are
+- XS 500 x 60, S 5,000 x 60 (300k rows), M 50,000 x 60 (3M), L 200,000 x 100 (20M):
+  synthetic suites of 8 and 10 benchmarks (both aggregation rules, 2-19 choices);
+- L40 500,000 x 40 (20M rows): the real Open LLM Leaderboard v2 suite (lbnorm's
+  built-in ``openllm-v2``: 40 subtasks, 6 benchmarks, GPQA and MATH pooled);
+- OOC100 10 parts of 200,000 x 100 (200M rows, 2M variants) and OOC40 10 parts of
+  500,000 x 40 under the v2 suite (200M rows, 5M variants): ``DIR/scores/`` holds
+  the parts, each with its own seed, so no variant repeats across parts;
+- S40 (5,000 x 40), OOC100S and OOC40S (2 parts, 2M rows): small stand-ins for
+  ``all.py --quick``.
+
+Layout of a file, which ``peers.floor`` relies on and nothing else does: rows are
 grouped by variant, each variant has exactly one row per suite subtask, in suite
 order; row groups hold whole variants (about 1M rows each). String columns are
 stored dictionary-encoded (per row group) and read back as plain ``string``.
 
 The generation is vectorized: per-variant keys are built once (one cheap Python
 comprehension per variant for the names), the scores one row group at a time, so
-memory stays at a few hundred MB even for L.
+memory stays at a few hundred MB per process; the parts of a multi-part shape are
+written by one process per core. L takes about 5 s, a 200M-row shape about a minute.
 """
 
 from __future__ import annotations
@@ -22,26 +35,62 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import string
 import time
+import tomllib
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from measure import DATA_DIR
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A generated data set: variants per part x the suite's subtasks, in parts."""
+
+    variants: int
+    suite: str  # "synthetic-60", "synthetic-100" or "openllm-v2"
+    parts: int = 1  # > 1: a directory of Parquet parts, each with its own variants
+
+    @property
+    def subtasks(self) -> int:
+        """Subtasks per variant."""
+        return 40 if self.suite == "openllm-v2" else int(self.suite.split("-")[1])
+
+    @property
+    def rows(self) -> int:
+        """Rows in all parts."""
+        return self.parts * self.variants * self.subtasks
+
+
+SHAPES: dict[str, Shape] = {
+    "XS": Shape(500, "synthetic-60"),
+    "S": Shape(5_000, "synthetic-60"),
+    "M": Shape(50_000, "synthetic-60"),
+    "L": Shape(200_000, "synthetic-100"),
+    "L40": Shape(500_000, "openllm-v2"),
+    "S40": Shape(5_000, "openllm-v2"),
+    "OOC100": Shape(200_000, "synthetic-100", parts=10),
+    "OOC40": Shape(500_000, "openllm-v2", parts=10),
+    "OOC100S": Shape(10_000, "synthetic-100", parts=2),
+    "OOC40S": Shape(25_000, "openllm-v2", parts=2),
+}
+"""Named shapes (see the module docstring)."""
 
 SIZES: dict[str, tuple[int, int]] = {
-    "XS": (500, 60),
-    "S": (5_000, 60),
-    "M": (50_000, 60),
-    "L": (200_000, 100),
+    name: (shape.variants, shape.subtasks)
+    for name, shape in SHAPES.items()
+    if shape.parts == 1
 }
-"""Preset sizes: name -> (variants, subtasks per variant)."""
-
-DATA_DIR = Path(__file__).resolve().parent / ".data"
-"""Where run.py and check_peers.py cache generated data (gitignored)."""
+"""Single-file shapes: name -> (variants, subtasks per variant)."""
 
 ROWS_PER_GROUP = 1_000_000
 DEFAULT_SEED = 20240613
@@ -159,6 +208,42 @@ def make_suite(n_subtasks: int, seed: int = DEFAULT_SEED) -> list[BenchmarkSpec]
             )
         suite.append(BenchmarkSpec(bench, aggregation, tuple(subtasks)))
     return suite
+
+
+def v2_suite_text() -> str:
+    """The text of lbnorm's built-in ``openllm-v2`` suite (the installed lbnorm's)."""
+    return (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text()
+
+
+def v2_suite() -> list[BenchmarkSpec]:
+    """lbnorm's built-in ``openllm-v2`` suite as specs: 40 subtasks, 6 benchmarks."""
+    suite = []
+    for bench in tomllib.loads(v2_suite_text())["benchmarks"]:
+        subtasks = tuple(
+            SubtaskSpec(
+                benchmark=bench["name"],
+                name=sub["name"],
+                task=sub["task"],
+                metric=sub["metric"],
+                num_choices=int(sub.get("num_choices", 0)),
+                n_samples=sub.get("n_samples"),
+                lower_bound=sub.get("lower_bound"),
+            )
+            for sub in bench["subtasks"]
+        )
+        aggregation = bench.get("aggregation", "normalize-then-average")
+        suite.append(BenchmarkSpec(bench["name"], aggregation, subtasks))
+    return suite
+
+
+def shape_suite(
+    shape: Shape, seed: int = DEFAULT_SEED
+) -> tuple[list[BenchmarkSpec], str]:
+    """The suite of a shape and its TOML text."""
+    if shape.suite == "openllm-v2":
+        return v2_suite(), v2_suite_text()
+    suite = make_suite(shape.subtasks, seed)
+    return suite, suite_toml(suite, shape.suite)
 
 
 def suite_toml(suite: list[BenchmarkSpec], name: str) -> str:
@@ -346,48 +431,115 @@ def write_scores(
     }
 
 
-def generate(size: str, out: Path, seed: int = DEFAULT_SEED) -> dict[str, object]:
-    """Write ``scores.parquet``, ``suite.toml`` and ``meta.json`` for a preset size."""
-    n_variants, n_sub = SIZES[size]
+def _write_part(args: tuple[Path, list[BenchmarkSpec], int, int]) -> dict[str, float]:
+    path, suite, n_variants, seed = args
+    tmp = path.with_name(path.name + ".tmp")
+    stats = write_scores(tmp, suite, n_variants, seed)
+    tmp.replace(path)
+    return stats
+
+
+def generate_shape(
+    name: str, out: Path, seed: int = DEFAULT_SEED, *, jobs: int | None = None
+) -> dict[str, object]:
+    """Write ``suite.toml``, the scores and ``meta.json`` of a named shape into ``out``.
+
+    A single-part shape writes ``out/scores.parquet``; a multi-part one
+    ``out/scores/part-NNN.parquet``, the parts on ``jobs`` processes (default:
+    every core), part ``i`` seeded ``seed + 1000 + i``.
+    """
+    shape = SHAPES[name]
     out.mkdir(parents=True, exist_ok=True)
-    suite = make_suite(n_sub, seed)
-    (out / "suite.toml").write_text(suite_toml(suite, f"synthetic-{n_sub}"))
-    tmp = out / "scores.parquet.tmp"
-    stats = write_scores(tmp, suite, n_variants, seed + n_variants)
-    tmp.replace(out / "scores.parquet")
-    meta = {"size": size, "seed": seed, **stats}
+    suite, text = shape_suite(shape, seed)
+    (out / "suite.toml").write_text(text)
+    if shape.parts == 1:
+        work = [(out / "scores.parquet", suite, shape.variants, seed + shape.variants)]
+        scores = out / "scores.parquet"
+    else:
+        scores = out / "scores"
+        scores.mkdir(exist_ok=True)
+        work = [
+            (
+                scores / f"part-{part:03d}.parquet",
+                suite,
+                shape.variants,
+                seed + 1_000 + part,
+            )
+            for part in range(shape.parts)
+        ]
+    todo = [item for item in work if not item[0].exists()]
+    jobs = min(jobs or os.cpu_count() or 1, len(todo)) or 1
+    if jobs == 1:
+        stats = [_write_part(item) for item in todo]
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            stats = list(pool.map(_write_part, todo))
+    meta: dict[str, object] = {
+        "shape": name,
+        "seed": seed,
+        "scores": scores.name,
+        "suite": shape.suite,
+        "parts": shape.parts,
+        "rows": shape.rows,
+        "variants": shape.parts * shape.variants,
+        "subtasks": shape.subtasks,
+        "benchmarks": len(suite),
+    }
+    if stats:
+        meta["share_below_bound"] = float(
+            np.mean([s["share_below_bound"] for s in stats])
+        )
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
+def generate(size: str, out: Path, seed: int = DEFAULT_SEED) -> dict[str, object]:
+    """Write ``scores.parquet``, ``suite.toml`` and ``meta.json`` for a preset size."""
+    return generate_shape(size, out, seed)
+
+
 def ensure_data(size: str, root: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> Path:
-    """Return ``root/size`` holding the data for ``size``; generate it if missing."""
+    """Return ``root/size`` holding the data of shape ``size``; generate it if missing."""
     out = root / size
     meta = out / "meta.json"
-    if (
-        meta.exists()
-        and (out / "scores.parquet").exists()
-        and json.loads(meta.read_text()).get("seed") == seed
-    ):
-        return out
+    if meta.exists():
+        known = json.loads(meta.read_text())
+        if known.get("seed") == seed and (out / str(known.get("scores"))).exists():
+            return out
+        shutil.rmtree(out)  # stale: another seed or layout
+    # without meta.json, finished parts (written as .tmp, then renamed) are kept
     t0 = time.perf_counter()
-    generate(size, out, seed)
-    print(f"generated {size} in {time.perf_counter() - t0:.1f} s -> {out}", flush=True)
+    generate_shape(size, out, seed)
+    print(
+        f"generated {size} ({SHAPES[size].rows:,} rows) in "
+        f"{time.perf_counter() - t0:.1f} s -> {out}",
+        flush=True,
+    )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=list(SIZES), required=True)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--size", choices=list(SHAPES), help="one shape, into --out")
+    parser.add_argument("--out", type=Path, help="with --size: the directory")
+    parser.add_argument("--ensure", help="comma-separated shapes, under --data")
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     args = parser.parse_args(argv)
+    if args.ensure:
+        names = args.ensure.split(",")
+        if unknown := [n for n in names if n not in SHAPES]:
+            parser.error(f"unknown shapes {unknown}; choose from {list(SHAPES)}")
+        for name in names:
+            print(ensure_data(name, args.data, args.seed), flush=True)
+        return 0
+    if not (args.size and args.out):
+        parser.error("give --size and --out, or --ensure")
     t0 = time.perf_counter()
-    meta = generate(args.size, args.out, args.seed)
+    meta = generate_shape(args.size, args.out, args.seed)
     elapsed = time.perf_counter() - t0
-    size_mb = (args.out / "scores.parquet").stat().st_size / 1e6
-    print(f"{args.size}: {meta} -> {args.out} ({size_mb:.1f} MB) in {elapsed:.1f} s")
+    print(f"{args.size}: {meta} -> {args.out} in {elapsed:.1f} s")
     return 0
 
 

@@ -3,7 +3,7 @@
 ``python benchmarks_perf/generate_tree.py --out DIR [--n 4576] [--seed S]`` writes
 ``DIR/<org>/<model>/results_<ISO timestamp>.json``, ``--n`` files in all, each a copy
 of the structure of the real leaderboard files in
-``shared/reference/openllm/full_structure`` (same top-level keys in the same order,
+``tests/fixtures/full_structure`` (Yi-34B-Chat's; same top-level keys in the same order,
 configs with prompts and few-shot samples, aliases, stderrs, ``"N/A"`` stderrs, the
 unused ``leaderboard`` and ``leaderboard_arc_challenge`` tasks, IFEval's loose
 metrics, ``groups``, ``group_subtasks``, ``n-samples``, ``task_hashes``, the
@@ -34,12 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from generate import BELOW_SHIFT, DEFAULT_SEED, make_variants
+from generate import BELOW_SHIFT, DEFAULT_SEED, make_variants, v2_suite_text
 
 HERE = Path(__file__).resolve().parent
-REFERENCE = Path("/work/shared/reference/openllm/full_structure")
+REFERENCE = HERE.parent / "tests" / "fixtures" / "full_structure"
 TEMPLATE = REFERENCE / "01-ai/Yi-34B-Chat/results_2025-02-13T18-27-04.338360.json"
-V2_SUITE = HERE.parent / "src" / "lbnorm" / "suite_files" / "openllm-v2.toml"
 DEFAULT_N = 4_576
 
 # Items per task where the suite gives none (IFEval prompts/instructions, ARC).
@@ -69,10 +68,9 @@ CHAT_TEMPLATES = [
 ]
 
 
-def suite_tasks(path: Path = V2_SUITE) -> dict[tuple[str, str], tuple[float, int]]:
-    """Map (harness task, metric) -> (lower bound, items) from the suite."""
-    with path.open("rb") as fh:
-        suite = tomllib.load(fh)
+def suite_tasks() -> dict[tuple[str, str], tuple[float, int]]:
+    """Map (harness task, metric) -> (lower bound, items) from lbnorm's v2 suite."""
+    suite = tomllib.loads(v2_suite_text())
     out = {}
     for bench in suite["benchmarks"]:
         for sub in bench["subtasks"]:

@@ -1,163 +1,236 @@
-"""Out-of-core benchmark: a directory of Parquet parts larger than the L size.
+"""Out of core: 200M rows in ten Parquet parts, lbnorm against DuckDB.
 
-Generates ``--parts`` files of ``--variants`` x 100 subtasks each (default 10 x
-200,000 x 100 = 200M rows, 10x L; the suite and the generator are L's, each part
-with its own seed, so variants do not repeat across parts), then runs in
-interleaved rounds, each a separate process:
+``python benchmarks_perf/outofcore.py [--shapes OOC100,OOC40] [--repeats 1]``
 
-- ``lbnorm run DIR --engine stream`` (partial sums on both cores) and the same
-  with ``--workers 1`` (peak RSS is per process: with two workers it is the
-  largest of the three, so the one-process run gives the whole footprint);
-- ``lbnorm run DIR --no-subtasks`` (the in-memory engine; ``--with-memory``);
-- DuckDB SQL over ``DIR/*.parquet`` (the peer that also runs out of core);
-- the floor: reading every part once with pyarrow, a row group at a time.
+Two shapes of 200M rows, each a directory of ten Parquet parts (``generate.py``;
+about 3 GB each; each part its own seed, so no variant repeats across parts):
 
-It checks that the stream engine's tables equal DuckDB's to 1e-9 (and the
-in-memory engine's when run), then prints a Markdown table of medians, peak RSS
-and ratios. Usage::
+- ``OOC100``: 2,000,000 variants x 100 subtasks (10 parts of 200,000 x 100, the
+  synthetic suite of L);
+- ``OOC40``: 5,000,000 variants x 40 subtasks under the real v2 suite (10 parts of
+  500,000 distinct models x 40): the cost that grows with distinct variants.
 
-    python benchmarks_perf/outofcore.py --parts 10 --repeats 3
-    python benchmarks_perf/outofcore.py --parts 2 --variants 20000 --repeats 3  # quick
+Competitors, each a separate process, in interleaved rounds, every part read
+right before every run (warm page cache):
+
+- ``lbnorm --no-subtasks``: ``lbnorm run DIR --suite SUITE --no-subtasks --out OUT
+  --quiet`` (two tables; the default engine then streams the row groups);
+- ``duckdb (2 tables)``: ``peers.py duckdb`` over ``DIR/*.parquet``, the same two
+  tables;
+- ``floor-read``: read every row group of every part once (string columns as
+  dictionaries), nothing else.
+
+With ``--tables 3`` lbnorm runs with its defaults and DuckDB writes the three
+tables (a 200M-row subtask table; today lbnorm then holds every row in memory: the
+RSS guard, ``--rss-limit-gb``, stops a run before it takes the machine down).
+``--with-polars`` adds polars. After the first round the outputs are checked equal
+to DuckDB's (``check_peers.py --compare``: every table joined on its keys, 1e-9).
+The targets: peak RSS < 2 GiB and time <= 1.0x DuckDB.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
+import subprocess
 import sys
-import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
+from measure import (
+    DATA_DIR,
+    HERE,
+    RSS_LIMIT_MB,
+    Competitor,
+    Samples,
+    ensure_data,
+    environment,
+    interleaved,
+    lbnorm_command,
+    megabytes,
+    peer_command,
+    read_meta,
+    seconds,
+)
 
-sys.path.insert(0, str(Path(__file__).parent))
-from generate import DATA_DIR, DEFAULT_SEED, make_suite, suite_toml, write_scores
-from measure import measure, warm_page_cache
-from run import PEERS
-
-N_SUBTASKS = 100
+SHAPES = ["OOC100", "OOC40"]
+QUICK_SHAPES = {"OOC100": "OOC100S", "OOC40": "OOC40S"}
 FLOOR = """
 import sys, pathlib, pyarrow.parquet as pq
+text = ["model", "precision", "revision", "benchmark", "subtask", "metric"]
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.parquet")):
-    f = pq.ParquetFile(path, read_dictionary=["model", "precision", "revision", "benchmark", "subtask"])
+    f = pq.ParquetFile(path, read_dictionary=text)
     for index in range(f.num_row_groups):
         f.read_row_group(index)
 """
+LBNORM = "lbnorm --no-subtasks"
+DUCKDB = "duckdb (2 tables)"
 
 
-def ensure_parts(parts: int, variants: int) -> Path:
-    """Return the directory of parts (and its suite), generating what is missing."""
-    root = DATA_DIR / f"OOC-{parts}x{variants}"
-    scores = root / "scores"
-    scores.mkdir(parents=True, exist_ok=True)
-    suite = make_suite(N_SUBTASKS, DEFAULT_SEED)
-    (root / "suite.toml").write_text(suite_toml(suite, f"synthetic-{N_SUBTASKS}"))
-    for part in range(parts):
-        path = scores / f"part-{part:03d}.parquet"
-        if path.exists():
+@dataclass
+class ShapeResult:
+    """One shape's samples, by competitor."""
+
+    shape: str
+    rows: int
+    variants: int
+    tables: int
+    samples: dict[str, Samples] = field(default_factory=dict)
+    check: str = "not run"
+
+    @property
+    def lbnorm(self) -> Samples:
+        """lbnorm's samples."""
+        return self.samples[LBNORM if self.tables == 2 else "lbnorm"]
+
+    @property
+    def duckdb(self) -> Samples:
+        """DuckDB's samples."""
+        return self.samples[DUCKDB if self.tables == 2 else "duckdb"]
+
+    def as_dict(self) -> dict[str, object]:
+        """For JSON."""
+        return {
+            "rows": self.rows,
+            "variants": self.variants,
+            "tables": self.tables,
+            "check": self.check,
+            "samples": {k: v.as_dict() for k, v in self.samples.items()},
+        }
+
+
+def benchmark_shape(
+    shape: str,
+    *,
+    repeats: int,
+    data: Path,
+    tables: int = 2,
+    with_polars: bool = False,
+    timeout: float = 3600.0,
+    rss_limit_mb: float | None = RSS_LIMIT_MB,
+) -> ShapeResult:
+    """Generate (if missing), time and check one shape."""
+    folder = ensure_data([shape], data)[shape]
+    meta = read_meta(folder)
+    scores, suite = folder / "scores", folder / "suite.toml"
+    result = ShapeResult(
+        shape, int(str(meta["rows"])), int(str(meta["variants"])), tables
+    )
+    out = data / "out" / shape
+    lbnorm_name = LBNORM if tables == 2 else "lbnorm"
+    peers = ["duckdb", "polars"] if with_polars else ["duckdb"]
+    competitors = [
+        Competitor(
+            lbnorm_name,
+            lbnorm_command(
+                [str(scores), "--suite", str(suite)], out / "lbnorm", tables=tables
+            ),
+            (scores,),
+            out / "lbnorm",
+        ),
+        *[
+            Competitor(
+                name if tables == 3 else f"{name} (2 tables)",
+                peer_command(name, scores, suite, out / name, tables=tables),
+                (scores,),
+                out / name,
+            )
+            for name in peers
+        ],
+        Competitor("floor-read", [sys.executable, "-c", FLOOR, str(scores)], (scores,)),
+    ]
+
+    def check(round_no: int) -> None:
+        if round_no != 0:
+            return
+        lbnorm_ok = (out / "lbnorm" / "leaderboard.parquet").exists()
+        if not lbnorm_ok:
+            result.check = "lbnorm wrote nothing"
+            return
+        for name in peers:
+            if not (out / name / "leaderboard.parquet").exists():
+                continue
+            found = subprocess.run(
+                [sys.executable, str(HERE / "check_peers.py"), "--compare",
+                 str(out / "lbnorm"), str(out / name), "--tables", str(tables)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            print(found.stdout.strip(), flush=True)
+            verdict = "equal to 1e-9" if found.returncode == 0 else "MISMATCH"
+            result.check = f"lbnorm vs {name}: {verdict}"
+
+    result.samples = interleaved(
+        competitors,
+        repeats,
+        timeout=timeout,
+        rss_limit_mb=rss_limit_mb,
+        label=shape,
+        after_round=check,
+    )
+    return result
+
+
+def markdown(result: ShapeResult) -> str:
+    """One shape's results as a Markdown table."""
+    duckdb = result.duckdb.median
+    floor = result.samples["floor-read"].median
+    lines = [
+        f"### {result.shape}: {result.rows:,} rows, {result.variants:,} variants "
+        f"({result.tables} tables; check: {result.check})",
+        "",
+        "| competitor | median | runs | M rows/s | peak RSS | / DuckDB | / floor-read |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in result.samples.items():
+        if not s.ok:
+            lines.append(f"| {name} | {s.error or 'skipped'} | 0 | | | | |")
             continue
-        t0 = time.perf_counter()
-        tmp = path.with_suffix(".tmp")
-        write_scores(tmp, suite, variants, DEFAULT_SEED + 1_000 + part)
-        tmp.replace(path)
-        print(f"generated {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
-    return root
-
-
-def commands(root: Path, out: Path, names: list[str]) -> dict[str, list[str]]:
-    """The command line of each competitor."""
-    scores, suite = root / "scores", root / "suite.toml"
-    lbnorm = [sys.executable, "-m", "lbnorm", "run", str(scores), "--suite", str(suite)]
-    every = {
-        "lbnorm-stream": [*lbnorm, "--engine", "stream", "--out", str(out / "stream"), "--quiet"],
-        "lbnorm-stream-1w": [*lbnorm, "--engine", "stream", "--workers", "1", "--out", str(out / "stream1"), "--quiet"],
-        "lbnorm-memory": [*lbnorm, "--no-subtasks", "--out", str(out / "memory"), "--quiet"],
-        "duckdb": [sys.executable, str(PEERS), "duckdb", str(scores / "*.parquet"), str(suite), str(out / "duckdb")],
-        "floor-read": [sys.executable, "-c", FLOOR, str(scores)],
-    }  # fmt: skip
-    return {name: every[name] for name in names}
-
-
-def check(out: Path, names: list[str]) -> None:
-    """The stream engine's benchmark table equals DuckDB's (and memory's) to 1e-9."""
-    keys = ["model", "precision", "revision", "chat_template", "benchmark"]
-    stream = pd.read_parquet(out / "stream" / "benchmarks.parquet")
-    text = dict.fromkeys([*keys[:3], "benchmark"], str)
-    stream = stream.astype(text)
-    others = {"duckdb": out / "duckdb" / "benchmarks.parquet"}
-    if "lbnorm-memory" in names:
-        others["lbnorm-memory"] = out / "memory" / "benchmarks.parquet"
-    for name, path in others.items():
-        other = pd.read_parquet(path).astype(text)
-        other = other.rename(
-            columns={"normalized": "normalized_score", "raw": "raw_score"}
+        lines.append(
+            f"| {name} | {seconds(s.median)} | {len(s.seconds)} "
+            f"| {result.rows / s.median / 1e6:.1f} | {megabytes(s.max_rss_mb)} "
+            f"| {s.median / duckdb:.2f} | {s.median / floor:.2f} |"
         )
-        merged = stream.merge(other, on=keys, validate="one_to_one", how="outer")
-        diff = (merged["normalized_score_x"] - merged["normalized_score_y"]).abs()
-        both_nan = (
-            merged["normalized_score_x"].isna() & merged["normalized_score_y"].isna()
-        )
-        worst = float(diff[~both_nan].max())
-        if not (diff[~both_nan] <= 1e-9).all() or len(merged) != len(stream):
-            msg = f"lbnorm-stream and {name} disagree (max diff {worst})"
-            raise SystemExit(msg)
-        print(
-            f"check: lbnorm-stream == {name} over {len(merged):,} rows (max diff {worst:.1e})"
-        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Generate, check, time; print the Markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", type=int, default=10)
-    parser.add_argument("--variants", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--with-memory", action="store_true")
-    parser.add_argument("--timeout", type=float, default=1800)
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--quick", action="store_true", help="2M-row stand-ins")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--tables", type=int, choices=(2, 3), default=2)
+    parser.add_argument("--with-polars", action="store_true")
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--rss-limit-gb", type=float, default=RSS_LIMIT_MB / 1024)
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    root = ensure_parts(args.parts, args.variants)
-    rows = args.parts * args.variants * N_SUBTASKS
-    out = root / "out"
-    names = ["lbnorm-stream", "lbnorm-stream-1w", "duckdb", "floor-read"]
-    if args.with_memory:
-        names.insert(1, "lbnorm-memory")
-    cmds = commands(root, out, names)
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
-    for round_no in range(args.repeats):
-        order = names[round_no % len(names) :] + names[: round_no % len(names)]
-        for name in order:
-            for part in sorted((root / "scores").glob("*.parquet")):
-                warm_page_cache(part)
-            seconds, rss, code, tail = measure(cmds[name], args.timeout)
-            if code != 0:
-                print(f"{name} failed ({code}): {tail}", file=sys.stderr)
-                return 1
-            samples[name].append((seconds, rss))
-            print(
-                f"round {round_no + 1} {name}: {seconds:.2f} s, {rss:,.0f} MB",
-                flush=True,
-            )
-        if round_no == 0:
-            check(out, names)
-    median = {n: statistics.median(s for s, _ in v) for n, v in samples.items()}
-    peak = {n: max(r for _, r in v) for n, v in samples.items()}
-    print(
-        f"\n{args.parts} parts x {args.variants:,} variants x {N_SUBTASKS} subtasks = {rows:,} rows; medians of {args.repeats} interleaved rounds\n"
-    )
-    print("| competitor | time | rows/s | peak RSS | / duckdb | / floor-read |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name in names:
-        print(
-            f"| {name} | {median[name]:.2f} s | {rows / median[name] / 1e6:.1f} M | "
-            f"{peak[name]:,.0f} MB | {median[name] / median['duckdb']:.2f} | "
-            f"{median[name] / median['floor-read']:.2f} |"
+    shapes = args.shapes.split(",")
+    if args.quick:
+        shapes = [QUICK_SHAPES.get(s, s) for s in shapes]
+    header = environment()
+    print(header, flush=True)
+    results = [
+        benchmark_shape(
+            shape,
+            repeats=args.repeats,
+            data=args.data,
+            tables=args.tables,
+            with_polars=args.with_polars,
+            timeout=args.timeout,
+            rss_limit_mb=args.rss_limit_gb * 1024,
         )
+        for shape in shapes
+    ]
+    print(f"\n{header}\n")
+    print("\n\n".join(markdown(r) for r in results))
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "samples": samples}, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
+        payload = {
+            "environment": header,
+            "shapes": {r.shape: r.as_dict() for r in results},
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
 

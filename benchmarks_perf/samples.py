@@ -6,20 +6,22 @@ Generates a seeded Parquet sample table (:data:`lbnorm.schemas.SAMPLES`; default
 dictionary-encoded; row groups of ~4M rows), then runs, each as a separate process
 in interleaved rounds (the order rotates), with the file in the page cache:
 
+- ``lbnorm``: ``lbnorm run samples.parquet --out OUT --quiet``, the default
+  command: aggregate the samples (mean, ``mean_stderr``, documents), normalize,
+  and write the three tables;
+- ``duckdb``: ``peers.py duckdb --input samples``: the same job in SQL (``GROUP BY``
+  with ``avg``, ``stddev_samp / sqrt(count)`` and ``count``, joined to the suite,
+  then the three tables as for scores); DuckDB uses both cores;
 - ``lbnorm-aggregate``: :func:`lbnorm.readers.samples.aggregate_samples_table`
-  (mean, ``mean_stderr``, documents per (model, subtask)), written to Parquet;
-- ``lbnorm-run``: ``lbnorm run samples.parquet --no-subtasks --missing partial``:
-  the same aggregation, then normalize, rank and write the leaderboard;
-- ``duckdb``: ``GROUP BY ALL`` with ``avg``, ``stddev_samp / sqrt(count)`` and
-  ``count`` over the same file, written to Parquet (DuckDB uses both cores);
+  alone (the real function), written to Parquet, against ``duckdb-aggregate``, the
+  ``GROUP BY`` alone: the aggregation without the rest of the job;
 - ``floor-read``: pyarrow reads the columns the aggregation needs once.
 
-Wall time covers the whole process (interpreter start, imports, read, compute,
-write); peak RSS comes from ``os.wait4`` (as in ``run.py``). Linux hands a child
-its parent's peak RSS at fork and keeps it across ``exec``, so this process imports
-only the standard library and leaves generating the data and checking lbnorm's
-aggregates against DuckDB's (to 1e-9, before any timing counts) to child
-processes: each child's peak is its own. Usage::
+After the first round, lbnorm's three tables are checked against DuckDB's
+(``check_peers.py --compare``, 1e-9) and the two aggregates against each other.
+Wall time covers the whole process; peak RSS comes from ``os.wait4``. Linux hands
+a child its parent's peak RSS, so this process imports only the standard library
+and leaves generating and checking to child processes. Usage::
 
     python benchmarks_perf/samples.py --models 4576 --repeats 3
     python benchmarks_perf/samples.py --models 200 --repeats 3   # quick
@@ -28,17 +30,29 @@ processes: each child's peak is its own. Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure, warm_page_cache
+from measure import (
+    DATA_DIR,
+    HERE,
+    RSS_LIMIT_MB,
+    Competitor,
+    Samples,
+    demo_paths,
+    environment,
+    interleaved,
+    lbnorm_command,
+    megabytes,
+    peer_command,
+    seconds,
+)
 
-DATA_DIR = Path(__file__).parent / ".data"
 COLUMNS = ["model", "precision", "task", "metric", "value"]
 DUCKDB = """
 import sys, duckdb
@@ -133,11 +147,145 @@ def check(ours_path: Path, duckdb_path: Path) -> None:
     print(f"check: lbnorm == DuckDB to 1e-9 over {len(merged):,} (model, subtask) aggregates")  # fmt: skip
 
 
+@dataclass
+class SamplesResult:
+    """The samples of the per-sample benchmark."""
+
+    rows: int
+    models: int
+    samples: dict[str, Samples] = field(default_factory=dict)
+    check: str = "not run"
+
+    def ratio(self) -> float:
+        """lbnorm / DuckDB, both doing the whole job."""
+        return self.samples["lbnorm"].median / self.samples["duckdb"].median
+
+    def as_dict(self) -> dict[str, object]:
+        """For JSON."""
+        return {
+            "rows": self.rows,
+            "models": self.models,
+            "check": self.check,
+            "samples": {k: v.as_dict() for k, v in self.samples.items()},
+        }
+
+
+def ensure_table(models: int, data: Path) -> tuple[Path, int]:
+    """The sample table for ``models`` models (generated in a child if missing)."""
+    root = data / f"samples-table-{models}"
+    root.mkdir(parents=True, exist_ok=True)
+    path, rows_file = root / "samples.parquet", root / "rows.txt"
+    if not (path.exists() and rows_file.exists()):
+        t0 = time.perf_counter()
+        tmp = path.with_suffix(".tmp")
+        made = subprocess.run(
+            [sys.executable, __file__, "--models", str(models), "--generate", str(tmp)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        tmp.replace(path)
+        rows_file.write_text(made.stdout)
+        print(f"generated {path} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return path, int(rows_file.read_text())
+
+
+def benchmark_samples(
+    models: int,
+    *,
+    repeats: int,
+    data: Path,
+    timeout: float = 3600.0,
+    rss_limit_mb: float | None = RSS_LIMIT_MB,
+) -> SamplesResult:
+    """Generate (if missing), time and check."""
+    path, rows = ensure_table(models, data)
+    out = data / "out" / f"samples-{models}"
+    suite = demo_paths()[2]
+    python = sys.executable
+    aggregates = {"lbnorm-aggregate": out / "lbnorm.parquet", "duckdb-aggregate": out / "duckdb.parquet"}  # fmt: skip
+    competitors = [
+        Competitor("lbnorm", lbnorm_command([str(path)], out / "lbnorm"), (path,), out / "lbnorm"),
+        Competitor("duckdb", peer_command("duckdb", path, suite, out / "duckdb", extra=("--input", "samples")), (path,), out / "duckdb"),
+        Competitor("lbnorm-aggregate", [python, "-c", AGGREGATE, str(path), str(aggregates["lbnorm-aggregate"])], (path,)),
+        Competitor("duckdb-aggregate", [python, "-c", DUCKDB, str(path), str(aggregates["duckdb-aggregate"])], (path,)),
+        Competitor("floor-read", [python, "-c", FLOOR, str(path)], (path,)),
+    ]  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    result = SamplesResult(rows, models)
+
+    def check(round_no: int) -> None:
+        if round_no != 0:
+            return
+        verdicts = []
+        if (out / "lbnorm").exists() and (out / "duckdb").exists():
+            found = subprocess.run(
+                [python, str(HERE / "check_peers.py"), "--compare", str(out / "lbnorm"), str(out / "duckdb"), "--tables", "3"],
+                check=False, capture_output=True, text=True,
+            )  # fmt: skip
+            print(found.stdout.strip(), flush=True)
+            verdicts.append(
+                "tables " + ("equal" if found.returncode == 0 else "MISMATCH")
+            )
+        if all(p.exists() for p in aggregates.values()):
+            found = subprocess.run(
+                [python, __file__, "--check", *map(str, aggregates.values())],
+                check=False, capture_output=True, text=True,
+            )  # fmt: skip
+            print(found.stdout.strip(), found.stderr.strip()[-500:], flush=True)
+            verdicts.append(
+                "aggregates " + ("equal" if found.returncode == 0 else "MISMATCH")
+            )
+        result.check = ", ".join(verdicts) + " (1e-9)" if verdicts else "not run"
+
+    result.samples = interleaved(
+        competitors,
+        repeats,
+        timeout=timeout,
+        rss_limit_mb=rss_limit_mb,
+        label="samples",
+        after_round=check,
+    )
+    return result
+
+
+def markdown(result: SamplesResult) -> str:
+    """The results as a Markdown table."""
+    duckdb = result.samples["duckdb"].median
+    floor = result.samples["floor-read"].median
+    lines = [
+        f"{result.rows:,} sample rows ({result.models:,} models; check: {result.check})",
+        "",
+        "| competitor | median | runs | M rows/s | peak RSS | / duckdb | / floor-read |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in result.samples.items():
+        if not s.ok:
+            lines.append(f"| {name} | {s.error or 'skipped'} | 0 | | | | |")
+            continue
+        lines.append(
+            f"| {name} | {seconds(s.median)} | {len(s.seconds)} "
+            f"| {result.rows / s.median / 1e6:.1f} | {megabytes(s.max_rss_mb)} "
+            f"| {s.median / duckdb:.2f} | {s.median / floor:.2f} |"
+        )
+    aggregate = (
+        result.samples["lbnorm-aggregate"].median
+        / result.samples["duckdb-aggregate"].median
+    )
+    lines += [
+        "",
+        f"Aggregation alone: lbnorm-aggregate / duckdb-aggregate = {aggregate:.2f}.",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Generate, check, time; print the Markdown table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--models", type=int, default=4576)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--rss-limit-gb", type=float, default=RSS_LIMIT_MB / 1024)
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
+    parser.add_argument("--json", type=Path)
     parser.add_argument("--check", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--generate", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -147,48 +295,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate:
         print(generate(args.generate, args.models))
         return 0
-    root = DATA_DIR / f"samples-table-{args.models}"
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "samples.parquet"
-    python = sys.executable
-    rows_file = root / "rows.txt"
-    if not path.exists():
-        t0 = time.perf_counter()
-        made = subprocess.run([python, __file__, "--models", str(args.models), "--generate", str(path.with_suffix(".tmp"))], check=True, capture_output=True, text=True)  # fmt: skip
-        path.with_suffix(".tmp").replace(path)
-        rows_file.write_text(made.stdout)
-        print(f"generated {path} in {time.perf_counter() - t0:.1f} s", flush=True)
-    rows = int(rows_file.read_text())
-    cmds = {
-        "lbnorm-aggregate": [python, "-c", AGGREGATE, str(path), str(root / "lbnorm.parquet")],
-        "lbnorm-run": [python, "-m", "lbnorm", "run", str(path), "--no-subtasks", "--missing", "partial", "--out", str(root / "lbnorm"), "--quiet"],
-        "duckdb": [python, "-c", DUCKDB, str(path), str(root / "duckdb.parquet")],
-        "floor-read": [python, "-c", FLOOR, str(path)],
-    }  # fmt: skip
-    names = list(cmds)
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
-    for round_no in range(args.repeats):
-        shift = round_no % len(names)
-        for name in names[shift:] + names[:shift]:
-            warm_page_cache(path)
-            seconds, rss, code, tail = measure(cmds[name], 3600)
-            if code != 0:
-                print(f"{name} failed: {tail}", file=sys.stderr)
-                return 1
-            samples[name].append((seconds, rss))
-            print(f"round {round_no + 1} {name}: {seconds:.2f} s, {rss:,.0f} MB", flush=True)  # fmt: skip
-        if round_no == 0:  # both outputs now exist
-            subprocess.run([python, __file__, "--check", str(root / "lbnorm.parquet"), str(root / "duckdb.parquet")], check=True)  # fmt: skip
-    median = {n: statistics.median(s for s, _ in v) for n, v in samples.items()}
-    print(f"\n{rows:,} sample rows ({args.models:,} models); medians of {args.repeats} interleaved rounds\n")  # fmt: skip
-    print("| competitor | time | rows/s | peak RSS | / duckdb | / floor-read |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name in names:
-        peak = max(r for _, r in samples[name])
-        print(
-            f"| {name} | {median[name]:.2f} s | {rows / median[name] / 1e6:.1f} M | {peak:,.0f} MB | "
-            f"{median[name] / median['duckdb']:.2f} | {median[name] / median['floor-read']:.2f} |"
-        )
+    header = environment()
+    print(header, flush=True)
+    result = benchmark_samples(
+        args.models,
+        repeats=args.repeats,
+        data=args.data,
+        timeout=args.timeout,
+        rss_limit_mb=args.rss_limit_gb * 1024,
+    )
+    print(f"\n{header}\n")
+    print(markdown(result))
+    if args.json:
+        payload = {"environment": header, "samples": result.as_dict()}
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
 

@@ -1,80 +1,84 @@
-"""Whole-process benchmark at the demo's size: ``lbnorm run`` against the imports alone.
+"""Start-up at the real leaderboard's size: ``lbnorm run`` against bare imports.
 
 ``python benchmarks_perf/startup.py [--repeats 9] [--bytecode cached|env]``
 
 The bundled demo (4,576 real models x 40 subtasks, Parquet) is the size of the
-real leaderboard, where the job is smaller than the imports. Three commands run,
-each as a separate process, in interleaved rounds (the order rotates each round):
+real leaderboard, where the job is smaller than the imports. Each command runs as
+a separate process, in interleaved rounds (the order rotates each round):
 
-* ``import``: ``python -c "import pandas, pyarrow.parquet"``, the baseline;
+* ``import-numpy-pyarrow``: ``python -c "import numpy, pyarrow.parquet"``, what a
+  run without pandas cannot avoid;
+* ``import-pandas``: ``python -c "import pandas, pyarrow.parquet"``;
 * ``run``: ``lbnorm run --out OUT --quiet`` (subtasks, benchmarks, leaderboard,
   manifest; the demo's model metadata joined);
 * ``run-no-subtasks``: ``lbnorm run --no-subtasks --out OUT --quiet``.
 
-Wall time covers the whole process (interpreter start, imports, read, compute,
-write); peak RSS comes from ``os.wait4`` (as in ``run.py``). The report gives the
-medians and each command's ratio to the baseline's median, from the same rounds;
-the target is 1.5.
+The report gives medians and each command's ratio to both baselines, from the
+same rounds. (``run.py --sizes real`` times the same run against DuckDB and
+polars doing the same job.)
 
-``--bytecode cached`` (the default) runs every command with
-``PYTHONPYCACHEPREFIX`` set to a scratch directory and ``PYTHONDONTWRITEBYTECODE``
-unset, so all of them, the baseline included, load compiled bytecode, as an
-installed lbnorm does (pip compiles it; an editable install under
-``PYTHONDONTWRITEBYTECODE=1`` would otherwise recompile lbnorm's modules in every
-process while pandas' stay compiled). ``--bytecode env`` keeps the environment
-as it is. One untimed run of each command comes first.
+``--bytecode cached`` (the default) runs every command with ``PYTHONPYCACHEPREFIX``
+set to a scratch directory and ``PYTHONDONTWRITEBYTECODE`` unset, so all of them
+load compiled bytecode, as an installed lbnorm does (pip compiles it; an editable
+install under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise recompile lbnorm's
+modules in every process while pandas' stay compiled). ``--bytecode env`` keeps
+the environment as it is. One untimed run of each command comes first.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from run import Samples, environment, measure
+from measure import (
+    Competitor,
+    Samples,
+    environment,
+    interleaved,
+    lbnorm_command,
+    megabytes,
+    seconds,
+)
 
-NAMES = ["import", "run", "run-no-subtasks"]
-TARGET = 1.5
+BASELINES = {
+    "import-numpy-pyarrow": "import numpy, pyarrow.parquet",
+    "import-pandas": "import pandas, pyarrow.parquet",
+}
+NAMES = [*BASELINES, "run", "run-no-subtasks"]
 
 
 def command(name: str, out: Path) -> list[str]:
     """The command line of ``name``, writing to ``out``."""
-    if name == "import":
-        return [sys.executable, "-c", "import pandas, pyarrow.parquet"]
-    script = Path(sys.executable).with_name("lbnorm")
-    lbnorm = [str(script)] if script.is_file() else [sys.executable, "-m", "lbnorm"]
-    extra = ["--no-subtasks"] if name == "run-no-subtasks" else []
-    return [*lbnorm, "run", *extra, "--out", str(out), "--quiet"]
+    if name in BASELINES:
+        return [sys.executable, "-c", BASELINES[name]]
+    return lbnorm_command([], out, tables=2 if name == "run-no-subtasks" else 3)
 
 
 def markdown(samples: dict[str, Samples]) -> str:
-    """Render the medians and ratios to the import baseline as a Markdown table."""
-    base = samples["import"].median
+    """Render the medians and ratios to the baselines as a Markdown table."""
+    bases = [samples[name].median for name in BASELINES]
     lines = [
-        "| command | median s | min s | runs | peak RSS MB | / import |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| command | median | min | runs | peak RSS | / numpy+pyarrow | / pandas |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in samples.items():
-        if not s.seconds:
-            lines.append(f"| {name} | {s.error or 'skipped'} | | 0 | | |")
+        if not s.ok:
+            lines.append(f"| {name} | {s.error or 'skipped'} | | 0 | | | |")
             continue
-        rss = statistics.median(s.peak_rss_mb)
         lines.append(
-            f"| `{' '.join(command(name, Path('OUT'))[1:])}` ({name}) "
-            f"| {s.median:.3f} | {min(s.seconds):.3f} | {len(s.seconds)} "
-            f"| {rss:.0f} | {s.median / base:.2f} |"
+            f"| {name} | {seconds(s.median)} | {seconds(min(s.seconds))} "
+            f"| {len(s.seconds)} | {megabytes(s.max_rss_mb)} "
+            f"| {s.median / bases[0]:.2f} | {s.median / bases[1]:.2f} |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument(
@@ -84,36 +88,24 @@ def main(argv: list[str] | None = None) -> int:
         help="cached: every process loads compiled bytecode (default); env: as is",
     )
     args = parser.parse_args(argv)
-    samples = {name: Samples(name) for name in NAMES}
+    header = environment()
+    print(header, flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         if args.bytecode == "cached":  # children inherit os.environ
             os.environ["PYTHONPYCACHEPREFIX"] = str(Path(scratch) / "pycache")
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        for name in NAMES:  # untimed: compiles bytecode, reads libraries off disk
-            measure(command(name, Path(scratch) / "warmup" / name), args.timeout)
-        active = list(NAMES)
-        for round_no in range(args.repeats):
-            shift = round_no % len(active)
-            print(f"round {round_no + 1}/{args.repeats}: ", end="", flush=True)
-            for name in active[shift:] + active[:shift]:
-                out = Path(scratch) / name
-                shutil.rmtree(out, ignore_errors=True)
-                seconds, rss, code, tail = measure(command(name, out), args.timeout)
-                if code != 0:
-                    samples[name].error = f"exit {code}: {tail.strip()[-200:]}"
-                    active.remove(name)
-                    print(f"{name} FAILED ", end="", flush=True)
-                    continue
-                samples[name].seconds.append(seconds)
-                samples[name].peak_rss_mb.append(rss)
-                print(f"{name} {seconds:.2f}s ", end="", flush=True)
-            print(flush=True)
-            time.sleep(0.2)
-    print()
-    print(f"{environment()} Bytecode: {args.bytecode}; target {TARGET}x import.")
-    print()
+        competitors = [
+            Competitor(
+                name, command(name, Path(scratch) / name), out=Path(scratch) / name
+            )
+            for name in NAMES
+        ]
+        samples = interleaved(
+            competitors, args.repeats, timeout=args.timeout, label="demo", warmup=True
+        )
+    print(f"\n{header}\nBytecode: {args.bytecode}.\n")
     print(markdown(samples))
-    return 0 if all(s.seconds for s in samples.values()) else 1
+    return 0 if all(s.ok for s in samples.values()) else 1
 
 
 if __name__ == "__main__":

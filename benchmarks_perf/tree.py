@@ -1,194 +1,240 @@
-"""Whole-process benchmark: lbnorm on a tree of results files against read-and-parse floors.
+"""Results trees: ``lbnorm run TREE`` against the read-and-parse floor, on 1 and 2 cores.
 
-``python benchmarks_perf/tree.py [--tree DIR] [--repeats 5]``
+``python benchmarks_perf/tree.py [--files 4576] [--repeats 5]``
 
 Generates the tree if missing (``generate_tree.py``: 4,576 full-structure
-lm-evaluation-harness results files of ~130 KB, 606 MB), then runs, each as a
-separate process, in interleaved rounds (the order rotates each round), with the
-page cache warmed (every file read) before every run:
+lm-evaluation-harness results files of ~130 KB, ~600 MB, into
+``--data``/tree-N/results), then runs, each as a separate process, in interleaved
+rounds (the order rotates each round), every file read right before every run:
 
-* ``lbnorm``: ``python -m lbnorm run TREE --no-subtasks --out OUT --quiet``;
-* ``lbnorm-1core``: the same under ``taskset -c 0`` (one core: lbnorm then reads
-  the files in-process, no workers);
-* ``floor-json``: one process that finds the files as lbnorm does and reads +
-  ``json.loads`` every one (the "bare read-and-parse floor");
-* ``floor-orjson``: the same with ``orjson.loads``;
-* ``floor-orjson-2cores``: the same on every core (a fork pool over chunks);
-* ``floor-msgspec-2cores``: read + msgspec's decode of only the keys lbnorm reads
-  (the parser lbnorm uses), on every core.
+* ``lbnorm``: ``python -m lbnorm run TREE --out OUT --quiet``, the default command
+  (three tables), on both cores (forked workers read, hash and parse);
+* ``lbnorm-1core``: the same under ``taskset -c 0`` (lbnorm then reads in-process);
+* ``floor``: find the files and read and parse each one with lbnorm's own code
+  (:func:`lbnorm.readers.harness.find_results_files`, then the reader's JSON
+  decoder ``harness._decode``: msgspec into a Struct of the keys lbnorm reads),
+  nothing else, in one process;
+* ``floor-2cores``: the same on every core (a fork pool over chunks of files);
+* ``floor-json``: the bare floor of issue 4: ``rglob``, read and ``json.loads``
+  every file, one process, importing nothing from lbnorm.
 
-Wall time covers the whole process (interpreter start, imports, walk, read,
-parse, and for lbnorm the computation and the Parquet writes); peak RSS comes
-from ``os.wait4`` (the largest of the process and its workers, not their sum).
-The report is a Markdown table of medians with the ratio lbnorm / each floor,
-computed within the same run.
+The floors import the real reader module, so they pay its imports as lbnorm does
+(today that module imports pandas, ~0.4 s; the floor gets cheaper when it stops).
+The targets: lbnorm / floor-2cores and lbnorm-1core / floor at most 1.5 each.
+Peak RSS comes from ``os.wait4`` (the largest of the process and its workers).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import shutil
-import statistics
+import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generate import DATA_DIR
-from generate_tree import DEFAULT_N, generate_tree
-from run import Samples, environment, measure
+from measure import (
+    DATA_DIR,
+    HERE,
+    Competitor,
+    Samples,
+    environment,
+    interleaved,
+    lbnorm_command,
+    megabytes,
+    seconds,
+)
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_TREE = DATA_DIR / "tree"
-FLOORS = ["floor-json", "floor-orjson", "floor-orjson-2cores", "floor-msgspec-2cores"]
+DEFAULT_FILES = 4_576
+FLOORS = ["floor", "floor-2cores", "floor-json"]
 NAMES = ["lbnorm", "lbnorm-1core", *FLOORS]
+TARGETS = {"lbnorm": "floor-2cores", "lbnorm-1core": "floor"}
 
 
-def find_files(tree: Path) -> list[Path]:
-    """The results files, found as lbnorm finds them (sorted ``rglob``)."""
-    return sorted(p for p in tree.rglob("results_*.json") if p.is_file())
+def ensure_tree(files: int, data: Path) -> Path:
+    """The tree of ``files`` results files (generated in a child if missing)."""
+    root = data / f"tree-{files}"
+    tree, meta = root / "results", root / "meta.json"
+    if meta.exists() and tree.exists():
+        return tree
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    print(f"generating {files:,} results files in {tree} ...", flush=True)
+    made = subprocess.run(
+        [sys.executable, str(HERE / "generate_tree.py"), "--out", str(root / "tmp"), "--n", str(files)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    (root / "tmp").rename(tree)
+    meta.write_text(
+        json.dumps({"files": files, "generator": made.stdout.strip()}) + "\n"
+    )
+    return tree
 
 
-def _parser(kind: str) -> Callable[[bytes], Any]:
-    if kind == "json":
-        return json.loads
-    if kind == "orjson":
-        import orjson
-
-        return orjson.loads
-    import msgspec
-
-    class ReadKeys(msgspec.Struct):
-        results: Any = None
-        config: Any = None
-        n_samples: Any = msgspec.field(default=None, name="n-samples")
-        model_name: Any = None
-        chat_template: Any = None
-        date: Any = None
-
-    return msgspec.json.Decoder(ReadKeys).decode
-
-
-def _parse_chunk(kind: str, paths: list[Path]) -> int:
-    loads = _parser(kind)
+def _parse_json(paths: list[Path]) -> int:
     for path in paths:
-        loads(path.read_bytes())
+        json.loads(path.read_bytes())
+    return len(paths)
+
+
+def _parse_lbnorm(paths: list[Path]) -> int:
+    from lbnorm.readers import harness
+
+    for path in paths:
+        harness._decode(path, path.read_bytes())  # the reader's own parser
     return len(paths)
 
 
 def run_floor(name: str, tree: Path) -> int:
     """One floor, in this process: find, read and parse every file."""
-    kind = name.removeprefix("floor-").removesuffix("-2cores")
-    files = find_files(tree)
-    if not name.endswith("-2cores"):
-        return _parse_chunk(kind, files)
+    if name == "floor-json":
+        return _parse_json(
+            sorted(p for p in tree.rglob("results_*.json") if p.is_file())
+        )
+    from lbnorm.readers.harness import find_results_files
+
+    files = find_results_files(tree)
+    if name == "floor":
+        return _parse_lbnorm(files)
+    import multiprocessing
+
     workers = len(os.sched_getaffinity(0))
     size = max(1, len(files) // (workers * 8))
     chunks = [files[at : at + size] for at in range(0, len(files), size)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return sum(pool.starmap(_parse_chunk, [(kind, chunk) for chunk in chunks]))
+        return sum(pool.map(_parse_lbnorm, chunks))
 
 
 def command(name: str, tree: Path, out: Path) -> list[str]:
     """The command line of one competitor."""
     if name.startswith("floor"):
         return [sys.executable, str(Path(__file__).resolve()), "--floor", name, str(tree)]  # fmt: skip
-    lbnorm = [
-        sys.executable, "-m", "lbnorm", "run", str(tree),
-        "--no-subtasks", "--out", str(out), "--quiet",
-    ]  # fmt: skip
+    lbnorm = lbnorm_command([str(tree)], out)
     return ["taskset", "-c", "0", *lbnorm] if name == "lbnorm-1core" else lbnorm
 
 
-def warm(files: list[Path]) -> None:
-    """Read every file so the timed run reads them from the page cache."""
-    for path in files:
-        path.read_bytes()
+@dataclass
+class TreeResult:
+    """The tree benchmark's samples."""
+
+    files: int
+    bytes: int
+    samples: dict[str, Samples] = field(default_factory=dict)
+
+    def ratio(self, name: str) -> float:
+        """lbnorm (or lbnorm-1core) / its floor on as many cores."""
+        if name not in self.samples or TARGETS[name] not in self.samples:
+            return float("nan")
+        return self.samples[name].median / self.samples[TARGETS[name]].median
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON."""
+        return {
+            "files": self.files,
+            "bytes": self.bytes,
+            "samples": {k: v.as_dict() for k, v in self.samples.items()},
+        }
 
 
-def markdown(samples: dict[str, Samples], n_files: int, n_bytes: int) -> str:
+def benchmark_tree(
+    files: int,
+    *,
+    repeats: int,
+    data: Path,
+    names: list[str] | None = None,
+    timeout: float = 600.0,
+) -> TreeResult:
+    """Generate (if missing) and time."""
+    tree = ensure_tree(files, data)
+    paths = sorted(p for p in tree.rglob("results_*.json") if p.is_file())
+    names = list(names or NAMES)
+    if "lbnorm-1core" in names and shutil.which("taskset") is None:
+        names.remove("lbnorm-1core")
+        print("lbnorm-1core skipped: no taskset")
+    out = data / "out" / f"tree-{files}"
+
+    def warm() -> None:
+        for path in paths:
+            path.read_bytes()
+
+    competitors = [
+        Competitor(
+            name, command(name, tree, out / name), out=out / name, warm_with=warm
+        )
+        for name in names
+    ]
+    result = TreeResult(len(paths), sum(p.stat().st_size for p in paths))
+    result.samples = interleaved(competitors, repeats, timeout=timeout, label="tree")
+    return result
+
+
+def markdown(result: TreeResult) -> str:
     """The results as a Markdown table, with lbnorm / each competitor."""
-    lbnorm = samples["lbnorm"].median
+    lbnorm = (
+        result.samples["lbnorm"].median if "lbnorm" in result.samples else float("nan")
+    )
     lines = [
-        f"{n_files:,} files, {n_bytes / 1e6:,.0f} MB; medians of {max(len(s.seconds) for s in samples.values())} "
-        "interleaved rounds, warm page cache.",
+        f"{result.files:,} files, {result.bytes / 1e6:,.0f} MB",
         "",
-        "| command | median s | min s | runs | peak RSS MB | lbnorm / this |",
+        "| command | median | min | runs | peak RSS | lbnorm / this |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, s in samples.items():
-        if not s.seconds:
+    for name, s in result.samples.items():
+        if not s.ok:
             lines.append(f"| {name} | {s.error or 'skipped'} | | 0 | | |")
             continue
-        rss = statistics.median(s.peak_rss_mb)
         lines.append(
-            f"| {name} | {s.median:.2f} | {min(s.seconds):.2f} | {len(s.seconds)} "
-            f"| {rss:.0f} | {lbnorm / s.median:.2f} |"
+            f"| {name} | {seconds(s.median)} | {seconds(min(s.seconds))} | {len(s.seconds)} "
+            f"| {megabytes(s.max_rss_mb)} | {lbnorm / s.median:.2f} |"
         )
-    one = samples["lbnorm-1core"].median
-    if samples["lbnorm-1core"].seconds:
-        lines += ["", f"Second core: lbnorm 1 core / 2 cores = {one / lbnorm:.2f}x."]
+    lines.append("")
+    for name, floor in TARGETS.items():
+        lines.append(f"{name} / {floor}: {result.ratio(name):.2f} (target <= 1.5)")
+    if "lbnorm-1core" in result.samples and result.samples["lbnorm-1core"].ok:
+        gain = result.samples["lbnorm-1core"].median / lbnorm
+        lines.append(f"Second core: lbnorm 1 core / 2 cores = {gain:.2f}x.")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, default=DEFAULT_TREE)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--files", type=int, default=DEFAULT_FILES)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", help="comma-separated competitors (default: all)")
-    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--only", help=f"comma-separated, of {NAMES}")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
+    parser.add_argument("--json", type=Path)
     parser.add_argument("--floor", help=argparse.SUPPRESS)  # internal: run a floor
     args, rest = parser.parse_known_args(argv)
     if args.floor:
+        t0 = time.perf_counter()
         count = run_floor(args.floor, Path(rest[0]))
-        print(f"{args.floor}: {count} files")
+        print(f"{args.floor}: {count} files in {time.perf_counter() - t0:.2f} s")
         return 0
     names = args.only.split(",") if args.only else list(NAMES)
     if unknown := sorted(set(names) - set(NAMES)):
         parser.error(f"unknown competitors {unknown}; choose from {NAMES}")
-    if "lbnorm" not in names:
-        names.insert(0, "lbnorm")
-    if "lbnorm-1core" in names and shutil.which("taskset") is None:
-        names.remove("lbnorm-1core")
-        print("lbnorm-1core skipped: no taskset")
-    if not args.tree.exists():
-        print(f"generating {DEFAULT_N} results files in {args.tree} ...", flush=True)
-        generate_tree(args.tree)
-    files = find_files(args.tree)
-    n_bytes = sum(path.stat().st_size for path in files)
-    samples = {name: Samples(name) for name in names}
-    active = list(names)
-    with tempfile.TemporaryDirectory() as scratch:
-        for round_no in range(args.repeats):
-            shift = round_no % len(active)
-            print(f"round {round_no + 1}/{args.repeats}: ", end="", flush=True)
-            for name in active[shift:] + active[:shift]:
-                out = Path(scratch) / name
-                shutil.rmtree(out, ignore_errors=True)
-                warm(files)
-                seconds, rss, code, tail = measure(
-                    command(name, args.tree, out), args.timeout
-                )
-                if code != 0:
-                    samples[name].error = f"exit {code}: {tail.strip()[-200:]}"
-                    active.remove(name)
-                    print(f"{name} FAILED ", end="", flush=True)
-                    continue
-                samples[name].seconds.append(seconds)
-                samples[name].peak_rss_mb.append(rss)
-                print(f"{name} {seconds:.2f}s ", end="", flush=True)
-            print(flush=True)
-            time.sleep(0.5)
-    print()
-    print(environment())
-    print()
-    print(markdown(samples, len(files), n_bytes))
+    header = environment()
+    print(header, flush=True)
+    result = benchmark_tree(
+        args.files,
+        repeats=args.repeats,
+        data=args.data,
+        names=names,
+        timeout=args.timeout,
+    )
+    print(f"\n{header}\n")
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(
+            json.dumps({"environment": header, "tree": result.as_dict()}, indent=2)
+            + "\n"
+        )
     return 0
 
 
