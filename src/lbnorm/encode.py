@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm import arrow
 from lbnorm.schemas import KEY_COLUMNS
@@ -31,39 +32,49 @@ __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
 _TEXT_KEYS = ("model", "precision", "revision")
-_ARROW_SORT_FROM = 20_000  # strings sorted by numpy below this, by Arrow above
 _NULL = -1
+_EMPTY = arrow.strings([])
 
 
 class _Vocabulary:
-    """A growing string -> id registry, fed one batch dictionary at a time."""
+    """A growing string -> id registry, fed one batch dictionary at a time.
+
+    The strings are kept twice: in a dict, to look a batch's values up, and as
+    Arrow arrays in id order, so the output's columns are built without a Python
+    step per string.
+    """
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
+        self._chunks: list[pa.Array] = []
 
-    def lookup(self, values: list[str]) -> IntArray:
+    def lookup(self, values: pa.Array) -> IntArray:
         """Return the ids of `values` (distinct strings), adding the new ones."""
+        texts = values.to_pylist()
         ids = np.fromiter(
-            map(self.ids.get, values, [_NULL] * len(values)),
+            map(self.ids.get, texts, [_NULL] * len(texts)),
             dtype=np.int64,
-            count=len(values),
+            count=len(texts),
         )
         is_new = ids == _NULL
         if is_new.any():
             fresh = np.arange(len(self.ids), len(self.ids) + int(is_new.sum()))
             self.ids.update(
                 zip(
-                    np.asarray(values, dtype=object)[is_new].tolist(),
+                    itertools.compress(texts, is_new.tolist()),
                     fresh.tolist(),
                     strict=True,
                 )
             )
+            self._chunks.append(values.filter(arrow.array(is_new)))
             ids[is_new] = fresh
         return ids
 
-    def values(self) -> npt.NDArray[np.object_]:
+    def values(self) -> pa.Array:
         """All strings, by id."""
-        return np.array(list(self.ids), dtype=object)
+        if len(self._chunks) != 1:
+            self._chunks = [pa.concat_arrays(self._chunks or [_EMPTY])]
+        return self._chunks[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +88,7 @@ class Variants:
             and chat_template as 0/1.
     """
 
-    vocabularies: dict[str, npt.NDArray[np.object_]]
+    vocabularies: dict[str, pa.Array]
     codes: IntArray
 
     def __len__(self) -> int:
@@ -96,6 +107,8 @@ class Variants:
             _string_ranks(self.vocabularies[name])[self.codes[:, position]]
             for position, name in enumerate(_TEXT_KEYS)
         ]
+        if not ranks[0].size:
+            return np.zeros(0, dtype=np.int64)
         return np.lexsort([self.codes[:, 3], *reversed(ranks)]).astype(np.int64)
 
     def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
@@ -109,14 +122,13 @@ class Variants:
         codes, first = factorize(ids)
         indices = codes if rows is None else codes[rows]
         return arrow.dictionary(
-            indices, arrow.strings(list(self.vocabularies[name][ids[first]]))
+            indices, self.vocabularies[name].take(arrow.array(ids[first]))
         )
 
     def strings(self, name: str) -> pa.Array:
         """A text key per variant, as plain strings."""
         position = _TEXT_KEYS.index(name)
-        vocabulary = arrow.strings(list(self.vocabularies[name]))
-        return arrow.dictionary(self.codes[:, position], vocabulary).cast(pa.string())
+        return self.vocabularies[name].take(arrow.array(self.codes[:, position]))
 
     def flags(self, rows: IntArray | None = None) -> pa.Array:
         """chat_template per variant (or per row: `rows` are variant positions)."""
@@ -133,14 +145,14 @@ class Variants:
     @classmethod
     def from_table(cls, keys: pa.Table) -> Variants:
         """Variants from a table of key columns (plain or dictionary strings)."""
-        vocabularies: dict[str, npt.NDArray[np.object_]] = {}
+        vocabularies: dict[str, pa.Array] = {}
         codes = np.zeros((keys.num_rows, 4), dtype=np.int64)
         for position, name in enumerate(_TEXT_KEYS):
-            values = np.asarray(keys.column(name).to_pylist(), dtype=object)
-            ids, first = factorize(values)
-            vocabularies[name] = values[first]
-            codes[:, position] = ids
-        codes[:, 3] = np.asarray(keys.column("chat_template").to_pylist(), dtype=bool)
+            column = keys.column(name)
+            if pa.types.is_dictionary(column.type):
+                column = column.cast(column.type.value_type)
+            vocabularies[name], codes[:, position] = _encode_strings(column)
+        codes[:, 3] = arrow.to_numpy(keys.column("chat_template"), null=False)
         return cls(vocabularies=vocabularies, codes=codes)
 
 
@@ -163,23 +175,25 @@ def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
         >>> merged.strings("model").to_pylist(), rows.tolist()
         (['x', 'y'], [0, 1, 1])
     """
-    vocabularies: dict[str, npt.NDArray[np.object_]] = {}
+    vocabularies: dict[str, pa.Array] = {}
     columns: list[IntArray] = []
     for position, name in enumerate(_TEXT_KEYS):
-        registry: dict[str, int] = {}
-        remapped = []
-        for part in parts:  # per distinct value of each part, not per row
-            ids = np.fromiter(
-                (
-                    registry.setdefault(v, len(registry))
-                    for v in part.vocabularies[name]
-                ),
-                dtype=np.int64,
-                count=len(part.vocabularies[name]),
+        # every part's distinct values, encoded together: one id per string
+        vocabularies[name], ids = _encode_strings(
+            pa.chunked_array(
+                [part.vocabularies[name] for part in parts], type=pa.string()
             )
-            remapped.append(ids[part.codes[:, position]])
-        vocabularies[name] = np.array(list(registry), dtype=object)
-        columns.append(np.concatenate(remapped))
+        )
+        starts = np.cumsum([0] + [len(part.vocabularies[name]) for part in parts])
+        columns.append(
+            np.concatenate(
+                [
+                    ids[start + part.codes[:, position]]
+                    for start, part in zip(starts, parts, strict=False)
+                ]
+                or [np.zeros(0, dtype=np.int64)]
+            )
+        )
     codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
     packed = np.zeros(codes.shape[0], dtype=np.int64)
     for column in codes.T:  # pack, re-densifying before an overflow
@@ -299,7 +313,7 @@ class KeyEncoder:
         if name not in table.column_names:  # an optional key left out: ''
             return (
                 np.zeros(table.num_rows, dtype=np.int32),
-                np.append(vocabulary.lookup([""]), _NULL),
+                np.append(vocabulary.lookup(arrow.strings([""])), _NULL),
             )
         column = table.column(name)
         if pa.types.is_dictionary(column.type):
@@ -323,7 +337,7 @@ class KeyEncoder:
             chunks = (
                 list(merged.chunks) if isinstance(merged, pa.ChunkedArray) else [merged]
             )
-        dictionary = chunks[0].dictionary.cast(pa.string()).to_pylist()
+        dictionary = chunks[0].dictionary.cast(pa.string())
         indices = [_indices(chunk.indices) for chunk in chunks]
         return (
             indices[0] if len(indices) == 1 else np.concatenate(indices),
@@ -390,9 +404,13 @@ class KeyEncoder:
         benchmark, benchmark_ids = local["benchmark"]
         subtask, subtask_ids = local["subtask"]
         names = self._vocabularies["benchmark"].values()
-        benchmark_names = names[benchmark_ids[:-1]]
+        benchmark_names = np.asarray(
+            names.take(arrow.array(benchmark_ids[:-1])).to_pylist(), dtype=object
+        )
         names = self._vocabularies["subtask"].values()
-        subtask_names = names[subtask_ids[:-1]]
+        subtask_names = np.asarray(
+            names.take(arrow.array(subtask_ids[:-1])).to_pylist(), dtype=object
+        )
         width = len(subtask_names) + 1  # the last row and column stand for null
         table = np.full((len(benchmark_names) + 1, width), _NULL, dtype=np.int64)
         pairs = list(
@@ -458,17 +476,30 @@ def _group_rows(
     return group, lengths, [part[first] for part in parts]
 
 
-def _string_ranks(values: npt.NDArray[np.object_]) -> IntArray:
-    """Each string's position in sorted order (by code point = UTF-8 byte order)."""
-    if len(values) > _ARROW_SORT_FROM:  # Arrow sorts in C
-        import pyarrow.compute as pc  # its import costs ~30 ms: only when it pays
-
-        order = arrow.to_numpy(pc.array_sort_indices(arrow.strings(list(values))))
-    else:
-        order = np.argsort(values, kind="stable")
+def _string_ranks(values: pa.Array) -> IntArray:
+    """Each string's position in sorted order (by UTF-8 bytes = code point order)."""
+    order = arrow.to_numpy(pc.array_sort_indices(values))
     ranks = np.empty(len(values), dtype=np.int64)
     ranks[order] = np.arange(len(values))
     return ranks
+
+
+def _encode_strings(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
+    """Distinct strings in order of first appearance, and each value's id among them.
+
+    A null is encoded as the empty string.
+    """
+    if values.null_count:
+        values = pc.fill_null(values, arrow.scalar("", pa.string()))
+    encoded = values.dictionary_encode()
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.unify_dictionaries()
+        chunks = encoded.chunks
+        if not chunks:
+            return _EMPTY, np.zeros(0, dtype=np.int64)
+        ids = np.concatenate([arrow.to_numpy(chunk.indices) for chunk in chunks])
+        return chunks[0].dictionary, ids.astype(np.int64)
+    return encoded.dictionary, arrow.to_numpy(encoded.indices).astype(np.int64)
 
 
 def _indices(indices: pa.Array) -> IntArray:

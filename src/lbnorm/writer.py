@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm import arrow
@@ -237,7 +238,7 @@ def _write_tables(
         }
         board = result.leaderboard_table
         counts = {
-            "models": len(set(board.column("model").to_pylist())),
+            "models": _count_distinct(board.column("model")),
             "variants": board.num_rows,
             "complete_variants": int(
                 np.count_nonzero(arrow.to_numpy(board.column("is_complete")))
@@ -257,6 +258,15 @@ def _write_tables(
         "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
         "counts": counts,
     }
+
+
+def _count_distinct(values: pa.ChunkedArray) -> int:
+    """Distinct values of a column; of a dictionary column, its distinct indices."""
+    if pa.types.is_dictionary(values.type):
+        values = values.unify_dictionaries()
+        values = pa.chunked_array([chunk.indices for chunk in values.chunks])
+    count: int = pc.count_distinct(values).as_py()
+    return count
 
 
 def _write_output(
