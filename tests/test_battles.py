@@ -779,4 +779,18 @@ def test_reader_imports_no_pandas() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "pandas" not in imported
-    assert {name for name in imported if name.startswith("lbnorm")} == {"lbnorm.errors"}
+    # the error tree, and Arrow arrays built without pyarrow's pandas probe
+    assert {name for name in imported if name.startswith("lbnorm")} == {
+        "lbnorm.errors",
+        "lbnorm.arrow",
+    }
+
+
+def test_counts_files_report_rows_read_and_kept_not_cells() -> None:
+    counts = Path(__file__).parent / "fixtures" / "battles" / "battle_counts.csv"
+    battles = read_battles(counts, where=["wins_a > 2"])
+    (file,) = battles.files
+    assert (file.shape, file.format, file.n_rows_read) == ("counts", "csv", 90)
+    assert battles.n_filtered_out == 90 - file.n_rows_kept >= 0
+    assert len(battles.model_a) > file.n_rows_kept  # a row is up to three cells
+    assert read_battles(counts).n_filtered_out == 0

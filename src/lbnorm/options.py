@@ -72,6 +72,9 @@ class RunOptions:
         health_config: Health thresholds (a TOML file).
         intervals: Rank intervals from the stderrs; write ``intervals.parquet``.
         report: Write a JSON run report here (also when the run fails).
+        model_map: A table ``arena_name, model`` (CSV, JSONL or Parquet) that
+            renames the models of battle files to the results' names, for a
+            suite's pairwise benchmark (None: names kept as they are).
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -102,6 +105,7 @@ class RunOptions:
     health_config: str | None = None
     intervals: bool = False
     report: str | None = None
+    model_map: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)

@@ -5,6 +5,11 @@ An output directory holds ``manifest.json``, ``benchmarks.parquet``,
 ``subtasks.parquet``, plus any analysis tables added beside them. Everything
 that reads one goes through here, so a missing or damaged file gets one clear
 error.
+
+``lbnorm arena`` writes the other kind of output: ``ratings.parquet``,
+``win_rates.parquet`` and a manifest whose ``kind`` is ``"ratings"``.
+:func:`output_kind` is the one place that tells them apart (a manifest without
+``kind`` is a leaderboard's); each face dispatches on it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, LbnormError
+from lbnorm.manifest import OutputKind, manifest_kind, manifest_problem
 from lbnorm.options import MissingPolicy
 from lbnorm.readers.files import file_format
 from lbnorm.schemas import (
@@ -29,21 +35,33 @@ from lbnorm.schemas import (
     leaderboard_schema,
 )
 from lbnorm.suites import Suite, load_suite
-from lbnorm.writer import manifest_problem
 
 __all__ = [
+    "RATINGS_FILES",
+    "OutputKind",
     "OutputTable",
+    "RatingsTable",
     "check_output",
+    "check_ratings_output",
     "has_table",
+    "is_ratings_output",
     "metadata_columns",
+    "output_kind",
     "output_suite",
     "read_manifest",
     "read_output_table",
+    "read_ratings_table",
     "read_wide_table",
 ]
 
 #: An output table, by the name of its file without ``.parquet``.
 OutputTable = Literal["subtasks", "benchmarks", "leaderboard"]
+
+#: A ratings output's table, by the name of its file without ``.parquet``.
+RatingsTable = Literal["ratings", "win_rates"]
+
+#: The tables of a ratings output directory.
+RATINGS_FILES = ("ratings.parquet", "win_rates.parquet")
 
 
 def check_output(out: str | Path) -> Path:
@@ -74,6 +92,14 @@ def check_output(out: str | Path) -> Path:
         if not (out / name).is_file()
     ]
     if missing:
+        if _declared_kind(out) == "ratings":
+            msg = (
+                f"{out}: holds pairwise ratings (written by `lbnorm arena`), not a "
+                "leaderboard; this reads leaderboard outputs.\n"
+                f"Hint: `lbnorm show`, `query`, `diff` and `report` read ratings "
+                f"outputs; for a leaderboard, write one with `lbnorm run [INPUT...] --out DIR`."
+            )
+            raise InputError(msg)
         msg = (
             f"{out}: not an lbnorm output directory (missing {', '.join(missing)}).\n"
             f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
@@ -191,13 +217,116 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def output_kind(out: str | Path) -> OutputKind:
+    """What an output directory holds: its manifest's ``kind``, ``leaderboard`` if none.
+
+    Args:
+        out: The output directory.
+
+    Returns:
+        ``leaderboard`` (``lbnorm run``) or ``ratings`` (``lbnorm arena``).
+
+    Raises:
+        InputError: No ``manifest.json``, a manifest that is not a JSON object,
+            or a ``kind`` this lbnorm does not know.
+
+    Examples:
+        >>> import json, tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "manifest.json").write_text(json.dumps({"tool": "lbnorm", "outputs": {}}))
+        >>> output_kind(folder)
+        'leaderboard'
+    """
+    out = Path(out)
+    path = out / "manifest.json"
+    if not path.is_file():
+        msg = (
+            f"{out}: not an lbnorm output directory (missing manifest.json).\n"
+            "Hint: write one with `lbnorm run [INPUT...] --out DIR` (a leaderboard) "
+            "or `lbnorm arena BATTLES... --out DIR` (ratings)."
+        )
+        raise InputError(msg)
+    return manifest_kind(_load_manifest(path))
+
+
+def is_ratings_output(out: str | Path) -> bool:
+    """Whether a directory's manifest says it holds ratings: what each face dispatches on.
+
+    A directory without a readable manifest is not (the leaderboard readers
+    then say what is missing).
+
+    Examples:
+        >>> is_ratings_output("no-such-directory")
+        False
+    """
+    return _declared_kind(Path(out)) == "ratings"
+
+
+def check_ratings_output(out: str | Path) -> Path:
+    """Return `out` if it is a ratings output directory (``lbnorm arena``).
+
+    Raises:
+        InputError: It is missing, lacks the manifest or a table, or holds a
+            leaderboard.
+    """
+    out = Path(out)
+    if output_kind(out) != "ratings":
+        msg = (
+            f"{out}: holds a leaderboard (written by `lbnorm run`), not pairwise "
+            "ratings.\n"
+            f"Hint: write ratings with `lbnorm arena BATTLES... --out DIR`."
+        )
+        raise InputError(msg)
+    if missing := [name for name in RATINGS_FILES if not (out / name).is_file()]:
+        msg = (
+            f"{out}: a ratings output without {', '.join(missing)}.\n"
+            f"Hint: rerun `lbnorm arena BATTLES... --out {out}` to rewrite it."
+        )
+        raise InputError(msg)
+    return out
+
+
+def read_ratings_table(out: str | Path, name: RatingsTable) -> pd.DataFrame:
+    """Read one table of a ratings output into pandas.
+
+    Args:
+        out: The output directory.
+        name: ``ratings`` or ``win_rates``.
+
+    Returns:
+        The table; ``rank`` and ``rank_upper_bound`` as nullable ``Int64``.
+
+    Raises:
+        InputError: Not a ratings output, or the file is unreadable.
+    """
+    path = check_ratings_output(out) / f"{name}.parquet"
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read: {exc}.\nHint: rerun `lbnorm arena` to rewrite the output."
+        raise InputError(msg) from exc
+    frame: pd.DataFrame = table.to_pandas()
+    ranks = [c for c in ("rank", "rank_upper_bound") if c in frame.columns]
+    return frame.assign(**{c: frame[c].astype("Int64") for c in ranks})
+
+
 def read_manifest(out: str | Path) -> dict[str, object]:
-    """Return an output directory's ``manifest.json`` as a dict.
+    """Return an output directory's ``manifest.json`` as a dict (either kind).
 
     Raises:
         InputError: Not an output directory, or the manifest is not lbnorm's.
     """
-    return _load_manifest(check_output(out) / "manifest.json")
+    out = Path(out)
+    folder = check_ratings_output(out) if is_ratings_output(out) else check_output(out)
+    return _load_manifest(folder / "manifest.json")
+
+
+def _declared_kind(out: Path) -> object:
+    """The manifest's ``kind`` if it can be read (None otherwise)."""
+    try:
+        return json.loads((out / "manifest.json").read_bytes()).get("kind")
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
 
 
 def read_output_table(

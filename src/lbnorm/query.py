@@ -11,6 +11,9 @@ touches)::
     metadata     the metadata table given, else the leaderboard's metadata columns
     columns      every view's columns, types and docs (``FROM columns``)
 
+A ratings output (``lbnorm arena``) has the views ``ratings`` (ratings.parquet),
+``win_rates`` (win_rates.parquet) and ``columns``.
+
 ``attach={"old": other_out}`` adds the same views under a schema (``old.leaderboard``)
 to compare two outputs. Column names with spaces are quoted: ``"MATH Lvl 5"``.
 
@@ -47,7 +50,12 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, LbnormError, OptionsError
 from lbnorm.metadata import read_metadata
-from lbnorm.outdir import check_output, metadata_columns
+from lbnorm.outdir import (
+    check_output,
+    check_ratings_output,
+    is_ratings_output,
+    metadata_columns,
+)
 from lbnorm.schemas import KEY_COLUMNS
 from lbnorm.terminal import printable
 
@@ -58,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QUERY_FORMATS",
+    "RATINGS_VIEWS",
     "VIEWS",
     "OutputTable",
     "QueryFormat",
@@ -84,6 +93,12 @@ VIEWS: dict[str, str] = {
     "leaderboard": "leaderboard.parquet",
 }
 
+#: View name -> file, for a ratings output (``lbnorm arena``).
+RATINGS_VIEWS: dict[str, str] = {
+    "ratings": "ratings.parquet",
+    "win_rates": "win_rates.parquet",
+}
+
 #: The database a query runs in: it reaches nothing beyond the tables registered
 #: in it, and no statement can change that (DuckDB "Securing DuckDB").
 _LOCKED_DOWN: dict[str, str | bool] = {
@@ -107,6 +122,10 @@ _SQL_HINT = (
     "the views are scores, benchmarks, leaderboard and metadata; "
     "`lbnorm query OUT 'FROM columns'` lists their columns; "
     'quote names with spaces: "MATH Lvl 5"'
+)
+_RATINGS_SQL_HINT = (
+    "a ratings output's views are ratings and win_rates; "
+    "`lbnorm query OUT 'FROM columns'` lists their columns"
 )
 _REFUSED_HINT = (
     "a query reads the output's tables only (no files, network, extensions or "
@@ -352,10 +371,10 @@ def _connect(
                 "Hint: use letters, digits and _ (e.g. old=OUT_DIR)."
             )
             raise LbnormError(msg)
-    out = check_output(out)
+    out = _check_any_output(out)
     sources = _open_tables(out, schema=None)
     attached = {
-        schema: _open_tables(check_output(other), schema=schema)
+        schema: _open_tables(_check_any_output(other), schema=schema)
         for schema, other in attach.items()
     }
     extra_metadata = read_metadata(metadata) if metadata is not None else None
@@ -366,7 +385,7 @@ def _connect(
         connection.register(source.registered, source.dataset)
     if extra_metadata is not None:
         connection.register("metadata", extra_metadata)
-    elif extras := metadata_columns(out):
+    elif not is_ratings_output(out) and (extras := metadata_columns(out)):
         columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
         connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
     for schema, tables in attached.items():
@@ -387,7 +406,8 @@ def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
 
     opened: dict[str, ds.Dataset] = {}
     sources = []
-    for view, file in VIEWS.items():
+    views = RATINGS_VIEWS if is_ratings_output(out) else VIEWS
+    for view, file in views.items():
         path = out / file
         if not path.is_file():  # subtasks.parquet under --no-subtasks
             continue
@@ -407,6 +427,11 @@ def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
     return sources
 
 
+def _check_any_output(out: str | Path) -> Path:
+    """An output directory of either kind (a leaderboard's or ratings)."""
+    return check_ratings_output(out) if is_ratings_output(out) else check_output(out)
+
+
 def _describe(
     connection: duckdb.DuckDBPyConnection, sources: Sequence[_Source]
 ) -> pa.Table:
@@ -418,7 +443,8 @@ def _describe(
         f" FROM information_schema.columns WHERE table_name <> 'subtasks'"
         f" AND NOT starts_with(table_name, '{_HIDDEN}')"
         " ORDER BY is_main DESC, table_schema, CASE table_name WHEN 'scores' THEN 0"
-        " WHEN 'benchmarks' THEN 1 WHEN 'leaderboard' THEN 2 ELSE 3 END,"
+        " WHEN 'benchmarks' THEN 1 WHEN 'leaderboard' THEN 2 WHEN 'ratings' THEN 3"
+        " WHEN 'win_rates' THEN 4 ELSE 5 END,"
         " ordinal_position"
     ).to_arrow_table()
     docs: dict[tuple[str, str], str] = {}
@@ -458,7 +484,9 @@ def _query_error(
                 f"Hint: rerun `lbnorm run ... --out {path.parent}` to rewrite the output."
             )
             return InputError(msg)
-    return LbnormError(f"query failed: {text}\nHint: {_SQL_HINT}.")
+    is_ratings = any(source.view == "ratings" for source in sources)
+    hint = _RATINGS_SQL_HINT if is_ratings else _SQL_HINT
+    return LbnormError(f"query failed: {text}\nHint: {hint}.")
 
 
 def _check_distinct_names(table: pa.Table, fmt: QueryFormat) -> None:

@@ -20,11 +20,14 @@ __all__ = [
     "INPUT_FILES",
     "KEY_COLUMNS",
     "OPTIONAL_SCORE_DEFAULTS",
+    "PAIRWISE_SCORES",
+    "RATINGS",
     "REQUIRED_SCORE_COLUMNS",
     "SAMPLES",
     "SCORES",
     "SUBTASK_SCORES",
     "TEXT",
+    "WIN_RATES",
     "Batch",
     "benchmark_columns",
     "conform",
@@ -150,7 +153,9 @@ INPUT_FILES = pa.schema(
             pa.string(),
             "csv, jsonl, parquet, lm-eval-harness (a results file: lm-evaluation-"
             "harness, Open LLM Leaderboard v1 or lighteval), lm-eval-samples, "
-            "sample-table, or skipped (found in a directory but not an input).",
+            "sample-table, battles (pairwise votes for a suite's bradley-terry "
+            "benchmark; rows: battles read), model-map (arena names to models), or "
+            "skipped (found in a directory but not an input).",
         ),
         _field("sha256", pa.string(), "Hex sha256 of the bytes read; '' if skipped."),
         _field("bytes", pa.int64(), "File size in bytes."),
@@ -251,6 +256,79 @@ BENCHMARK_SCORES = pa.schema(
         _field("n_subtasks", pa.int32(), "Subtasks present."),
         _field("n_subtasks_expected", pa.int32(), "Subtasks the suite defines."),
         _field("is_complete", pa.bool_(), "All subtasks present."),
+    ]
+)
+
+
+#: Output of ``lbnorm arena`` (``ratings.parquet``): one row per model, best first.
+RATINGS = pa.schema(
+    [
+        _field("model", pa.string(), "Model name as the battles spell it."),
+        _field(
+            "rating",
+            pa.float64(),
+            "Rating on the Elo scale (400 points = odds of 10 to 1); unanchored ratings have mean 1000.",
+        ),
+        _field(
+            "rating_lower",
+            pa.float64(),
+            "2.5th percentile of the rating over bootstrap rounds; null without --bootstrap; -inf if the model never won in over 2.5% of rounds.",
+            nullable=True,
+        ),
+        _field(
+            "rating_upper",
+            pa.float64(),
+            "97.5th percentile of the rating over bootstrap rounds; null without --bootstrap; inf if the model never lost in over 2.5% of rounds.",
+            nullable=True,
+        ),
+        _field(
+            "rank",
+            pa.int64(),
+            "1 + the number of models with a strictly higher rating.",
+        ),
+        _field(
+            "rank_upper_bound",
+            pa.int64(),
+            "The Arena's rank (UB): 1 + the number of models whose rating_lower is above this model's rating_upper (the best rank the intervals allow); null without --bootstrap.",
+            nullable=True,
+        ),
+        _field("n_battles", pa.int64(), "Battles the model played (either seat)."),
+        _field("n_wins", pa.int64(), "Battles it won."),
+        _field("n_ties", pa.int64(), "Battles it tied (tie or tie (bothbad))."),
+        _field(
+            "win_rate",
+            pa.float64(),
+            "Observed score as a fraction: (wins + ties / 2) / battles with --ties half; wins / decisive battles with --ties drop.",
+            nullable=True,
+        ),
+    ]
+)
+
+#: Output of ``lbnorm arena`` (``win_rates.parquet``): the predicted win rate of
+#: every ordered pair of different models (long form, both sides in rating order).
+WIN_RATES = pa.schema(
+    [
+        _field("model_a", pa.string(), "The model whose chance is given."),
+        _field("model_b", pa.string(), "Its opponent."),
+        _field(
+            "win_rate",
+            pa.float64(),
+            "Predicted probability that model_a beats model_b (a tie counting half): 1 / (1 + 10 ** ((rating_b - rating_a) / 400)).",
+        ),
+    ]
+)
+
+#: A pairwise benchmark's raw scores for the leaderboard (see
+#: :func:`lbnorm.analysis.ratings.score_against_reference`).
+PAIRWISE_SCORES = pa.schema(
+    [
+        _field("model", pa.string(), "Model name, mapped to the results' spelling."),
+        _field(
+            "raw_score",
+            pa.float64(),
+            "Predicted probability of beating the reference model, a fraction in [0, 1] (0.5 for the reference).",
+        ),
+        _field("n_samples", pa.int64(), "Battles the model played."),
     ]
 )
 

@@ -21,6 +21,22 @@ generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` an
 (``results[task][metric]``); a subtask without ``task`` is read from score
 tables only.
 
+A **pairwise** benchmark is scored from Chatbot Arena battles given beside the
+results (see :mod:`lbnorm.readers.pairwise`)::
+
+    [[benchmarks]]
+    name = "Arena"
+    aggregation = "bradley-terry"
+    reference = "gpt-3.5-turbo"        # the model every model is compared with
+    subtasks = [ { name = "overall", num_choices = 2 } ]
+
+A model's raw score is its predicted chance of beating ``reference`` (a fraction
+in [0, 1], 0.5 for the reference itself), normalized with the subtask's bound
+like any other: ``num_choices = 2`` (bound 0.5) counts "as good as the
+reference" as chance, so worse models score 0; no bound (0) scales the chance
+itself to 0-100. It needs ``reference`` and exactly one subtask, with no
+``task`` (its scores never come from results files).
+
 Built-in suites ship as TOML files in ``suite_files/``: ``openllm-v2`` and
 ``openllm-v1``. :func:`suite_arrays` gives a suite as the kernel's arrays.
 """
@@ -49,6 +65,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "PAIRWISE",
     "Aggregation",
     "Benchmark",
     "Subtask",
@@ -64,10 +81,12 @@ __all__ = [
 
 _FOLDER = "suite_files"
 
-Aggregation = Literal["normalize-then-average", "pool-then-normalize"]
+Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-terry"]
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+#: The aggregation of a pairwise benchmark (scored from battles, not results).
+PAIRWISE: Aggregation = "bradley-terry"
 _SUITE_KEYS = {"name", "description", "benchmarks"}
-_BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks"}
+_BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks", "reference"}
 _SUBTASK_KEYS = {
     "name",
     "task",
@@ -115,12 +134,27 @@ class Subtask:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Benchmark:
-    """A benchmark: its subtasks and how they aggregate into one score."""
+    """A benchmark: its subtasks and how they aggregate into one score.
+
+    Attributes:
+        name: Benchmark name (a leaderboard column).
+        aggregation: How its subtasks become one score; ``bradley-terry`` for a
+            pairwise benchmark scored from battles.
+        weight: Its weight in the average.
+        subtasks: Its subtasks (a pairwise benchmark has one).
+        reference: A pairwise benchmark's reference model (None otherwise).
+    """
 
     name: str
     aggregation: Aggregation
     weight: float
     subtasks: tuple[Subtask, ...]
+    reference: str | None = None
+
+    @property
+    def is_pairwise(self) -> bool:
+        """Whether it is scored from battles (``aggregation = "bradley-terry"``)."""
+        return self.aggregation == PAIRWISE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +179,11 @@ class Suite:
     def benchmark_names(self) -> list[str]:
         """Benchmark names in suite order."""
         return [benchmark.name for benchmark in self.benchmarks]
+
+    @property
+    def pairwise_benchmarks(self) -> tuple[Benchmark, ...]:
+        """The benchmarks scored from battles (``aggregation = "bradley-terry"``)."""
+        return tuple(b for b in self.benchmarks if b.is_pairwise)
 
     @property
     def is_modified(self) -> bool:
@@ -357,6 +396,7 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         for index, item in enumerate(raw_subtasks)
     )
     _check_unique([s.name for s in subtasks], what="subtask name", where=where)
+    reference = _check_pairwise(raw, aggregation, subtasks, where=where)
     if aggregation == "pool-then-normalize":
         if unweighted := [s.name for s in subtasks if not s.n_samples]:
             msg = (
@@ -372,8 +412,51 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
             )
             raise SuiteError(msg)
     return Benchmark(
-        name=name, aggregation=aggregation, weight=float(weight), subtasks=subtasks
+        name=name,
+        aggregation=aggregation,
+        weight=float(weight),
+        subtasks=subtasks,
+        reference=reference,
     )
+
+
+def _check_pairwise(
+    raw: dict[str, Any], aggregation: str, subtasks: tuple[Subtask, ...], *, where: str
+) -> str | None:
+    """A pairwise benchmark's reference, after its rules; None for any other."""
+    reference = raw.get("reference")
+    if aggregation != PAIRWISE:
+        if reference is not None:
+            msg = (
+                f"{where}: 'reference' belongs to a pairwise benchmark, not to "
+                f"aggregation {aggregation!r}.\nHint: set aggregation = "
+                f"\"{PAIRWISE}\" to score the benchmark from battles, or remove 'reference'."
+            )
+            raise SuiteError(msg)
+        return None
+    if not isinstance(reference, str) or not reference.strip():
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark needs a reference model, got "
+            f'{reference!r}.\nHint: add reference = "<model>", the model every '
+            "model's chance of winning is measured against (as the battles name it)."
+        )
+        raise SuiteError(msg)
+    if len(subtasks) != 1:
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark has exactly one subtask, got "
+            f"{len(subtasks)} ({[s.name for s in subtasks][:5]}).\nHint: keep one "
+            'subtask, e.g. { name = "overall", num_choices = 2 }; rate other '
+            "categories as separate benchmarks."
+        )
+        raise SuiteError(msg)
+    if subtasks[0].task:
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark's subtask is scored from battles, "
+            f"not from results files, but names task {subtasks[0].task!r}.\n"
+            "Hint: remove task and metric from the subtask."
+        )
+        raise SuiteError(msg)
+    return reference.strip()
 
 
 def _parse_subtask(raw: object, *, where: str) -> Subtask:

@@ -106,6 +106,11 @@ def format_summary(
         lines.append(
             f"ignored    {result.n_ignored_rows:,} rows of subtasks the suite does not define"
         )
+    from lbnorm.readers import (
+        input_warnings,
+    )  # the catalog carries the readers' warnings
+
+    lines += [f"warning    {w}" for w in input_warnings(result.file_table)]
     incomplete = int((~board["is_complete"]).sum())
     lines.append(
         f"models     {board['model'].nunique():,} ({len(board):,} variants), {incomplete:,} incomplete (missing={result.missing})"

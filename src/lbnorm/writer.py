@@ -56,6 +56,13 @@ from lbnorm import arrow
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
 from lbnorm.forking import held_signals
+from lbnorm.manifest import (
+    MANIFEST,
+    OUTPUT_FORMAT,
+    OutputKind,
+    manifest_kind,
+    manifest_problem,
+)
 from lbnorm.options import RunOptions
 from lbnorm.result import Job, PartsOnDisk, Result, SubtaskParts
 from lbnorm.suites import Suite
@@ -68,6 +75,7 @@ __all__ = [
     "OUTPUT_FILES",
     "OUTPUT_FORMAT",
     "add_tables",
+    "check_output_kind",
     "exclusive_lock",
     "manifest_problem",
     "provenance_of",
@@ -76,14 +84,12 @@ __all__ = [
     "write_job",
     "write_parquet_atomically",
     "write_result",
+    "write_tables",
 ]
 
 #: The tables of an output directory, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
-#: The layout version in ``manifest.json`` (``"format"``); a reader or a later run
-#: refuses a folder written in a format it does not know.
-OUTPUT_FORMAT = 1
-_MANIFEST = "manifest.json"
+_MANIFEST = MANIFEST
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -108,6 +114,7 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
             refuses the write. The previous output is untouched and no partial
             files remain.
     """
+    check_output_kind(out, "leaderboard")
     return _write_staged(
         out, lambda staging: _write_tables(result, staging), created_at=created_at
     )
@@ -142,6 +149,7 @@ def write_job(
     Raises:
         OutputError: As :func:`write_result`; nothing is written on any error.
     """
+    check_output_kind(out, "leaderboard")
     finished: list[Result] = []
 
     def fill(staging: Path) -> dict[str, Any]:
@@ -164,6 +172,89 @@ def write_job(
             result, subtask_parts=PartsOnDisk(written / "subtasks.parquet")
         )
     return result
+
+
+def write_tables(
+    out: Path,
+    tables: Mapping[str, pa.Table],
+    manifest: Mapping[str, Any],
+    *,
+    created_at: str | None = None,
+) -> Path:
+    """Write tables as ``<name>.parquet`` and a manifest to `out`, atomically.
+
+    The same staging folder, lock and swap as :func:`write_result`; the
+    manifest gets ``outputs`` (each table's rows, columns and sha256) and
+    ``created_at``. An output of another kind (its manifest's ``kind``) is not
+    replaced.
+
+    Args:
+        out: Output directory; an existing lbnorm output of the same kind there
+            is replaced whole.
+        tables: Arrow tables by name without ``.parquet`` (their schema
+            metadata is written as it is).
+        manifest: The rest of the manifest (``tool``, ``kind``, ``version``,
+            ``options``, ``inputs``...).
+        created_at: ISO 8601 creation time for the manifest; defaults to
+            ``SOURCE_DATE_EPOCH`` (if set) or now.
+
+    Returns:
+        The output directory.
+
+    Raises:
+        OutputError: As :func:`write_result`, or `out` holds an output of
+            another kind; nothing is written then.
+    """
+    kind = str(manifest.get("kind", "leaderboard"))
+    for name in tables:
+        if not name or name != Path(name).name or name.startswith("."):
+            msg = f"{out}: cannot write a table named {name!r}.\nHint: name tables with a plain file name."
+            raise OutputError(msg)
+    check_output_kind(out, kind)
+
+    def fill(staging: Path) -> dict[str, Any]:
+        check_output_kind(out, kind)  # again, under the lock
+        outputs = {}
+        for name, table in tables.items():  # a ratings output's two tables
+            path = staging / f"{name}.parquet"
+            _write_parquet(table, path)
+            outputs[path.name] = _synced(path, table.num_rows, table.num_columns)
+        return {**manifest, "outputs": outputs}
+
+    return _write_staged(out, fill, created_at=created_at)
+
+
+def check_output_kind(out: Path, kind: OutputKind | str) -> None:
+    """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
+
+    A directory without a readable lbnorm manifest is left to the target
+    checks of the writer.
+
+    Args:
+        out: The output directory about to be written.
+        kind: What will be written there: ``leaderboard`` or ``ratings``.
+
+    Raises:
+        OutputError: `out` holds an lbnorm output of another kind.
+    """
+    out = Path(out)
+    try:
+        if not (out / _MANIFEST).is_file():
+            return
+    except OSError:  # e.g. a name too long: the target checks say what is wrong
+        return
+    manifest, _ = _load_manifest(out / _MANIFEST)
+    if manifest is None:  # not a manifest lbnorm can read: the target checks say so
+        return
+    existing = manifest_kind(manifest)
+    if existing != kind:
+        makers = {"leaderboard": "lbnorm run", "ratings": "lbnorm arena"}
+        msg = (
+            f"{out}: holds a {existing} output (written by `{makers.get(existing, 'lbnorm')}`); "
+            f"a {kind} output will not replace it.\n"
+            "Hint: choose another --out, or remove the directory first if it is no longer needed."
+        )
+        raise OutputError(msg)
 
 
 def _write_staged(
@@ -394,40 +485,6 @@ _MANIFEST_LIMIT = 256 * 2**20
 _STAGING_EXTRA = len("..tmp-") + 12
 #: Entries shown when a message lists a folder's files.
 _SHOWN = 5
-
-
-def manifest_problem(manifest: object) -> str | None:
-    """Why a parsed ``manifest.json`` is not one lbnorm wrote (None: it is lbnorm's).
-
-    lbnorm's manifests say ``"tool": "lbnorm"``, a ``format`` it knows (those
-    written before format versions have none) and list their files under
-    ``outputs``.
-
-    Args:
-        manifest: The parsed JSON.
-
-    Returns:
-        None, or the problem as a phrase that follows "its manifest.json".
-
-    Examples:
-        >>> manifest_problem({"tool": "lbnorm", "format": 1, "outputs": {}}) is None
-        True
-        >>> manifest_problem({"name": "app"})
-        'has no "tool": "lbnorm"'
-    """
-    if not isinstance(manifest, dict) or manifest.get("tool") != "lbnorm":
-        return 'has no "tool": "lbnorm"'
-    version = manifest.get("format", 0)  # written before format versions: 0
-    if type(version) is not int or version < 0:
-        return f'has an unknown "format" ({version!r})'
-    if version > OUTPUT_FORMAT:
-        return (
-            f"was written by a newer lbnorm (output format {version}; this one "
-            f"knows up to {OUTPUT_FORMAT})"
-        )
-    if not isinstance(manifest.get("outputs"), dict):
-        return 'has no "outputs" listing the files'
-    return None
 
 
 def _load_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:

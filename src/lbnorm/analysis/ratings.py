@@ -76,6 +76,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.errors import InputError, LbnormError
+from lbnorm.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
 
 __all__ = [
     "BASE",
@@ -729,7 +730,7 @@ def _check_bootstrap_memory(
         if fits
         else "even one round does not fit: rate fewer models (--where)"
     )
-    msg = f"a bootstrap of {options.bootstrap} rounds over {n_models} models would need about {needed / 2**30:.2f} GiB, more than the {limit / 2**30:.2f} GiB allowed.\nHint: {advice}, or allow more memory."
+    msg = f"a bootstrap of {options.bootstrap} rounds over {n_models} models would need about {needed / 2**30:.2f} GiB, more than the {limit / 2**30:.2f} GiB allowed.\nHint: {advice}, or allow more memory (--max-memory GIB; RatingOptions.max_bootstrap_bytes)."
     raise RatingOptionsError(msg)
 
 
@@ -1496,83 +1497,6 @@ def _records(
 
 
 # --- output tables -------------------------------------------------------------------------
-
-
-def _field(
-    name: str, type_: pa.DataType, doc: str, *, nullable: bool = False
-) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
-
-
-#: One row per model, best first (``ratings.parquet``).
-RATINGS = pa.schema(
-    [
-        _field("model", pa.string(), "Model name as the battles spell it."),
-        _field(
-            "rating",
-            pa.float64(),
-            "Rating on the Elo scale (400 points = odds of 10 to 1); unanchored ratings have mean 1000.",
-        ),
-        _field(
-            "rating_lower",
-            pa.float64(),
-            "2.5th percentile of the rating over bootstrap rounds; null without --bootstrap; -inf if the model never won in over 2.5% of rounds.",
-            nullable=True,
-        ),
-        _field(
-            "rating_upper",
-            pa.float64(),
-            "97.5th percentile of the rating over bootstrap rounds; null without --bootstrap; inf if the model never lost in over 2.5% of rounds.",
-            nullable=True,
-        ),
-        _field(
-            "rank",
-            pa.int64(),
-            "1 + the number of models with a strictly higher rating.",
-        ),
-        _field(
-            "rank_upper_bound",
-            pa.int64(),
-            "The Arena's rank (UB): 1 + the number of models whose rating_lower is above this model's rating_upper (the best rank the intervals allow); null without --bootstrap.",
-            nullable=True,
-        ),
-        _field("n_battles", pa.int64(), "Battles the model played (either seat)."),
-        _field("n_wins", pa.int64(), "Battles it won."),
-        _field("n_ties", pa.int64(), "Battles it tied (tie or tie (bothbad))."),
-        _field(
-            "win_rate",
-            pa.float64(),
-            "Observed score as a fraction: (wins + ties / 2) / battles with --ties half; wins / decisive battles with --ties drop.",
-            nullable=True,
-        ),
-    ]
-)
-
-#: Predicted win rate for every ordered pair of different models (long form).
-WIN_RATES = pa.schema(
-    [
-        _field("model_a", pa.string(), "The model whose chance is given."),
-        _field("model_b", pa.string(), "Its opponent."),
-        _field(
-            "win_rate",
-            pa.float64(),
-            "Predicted probability that model_a beats model_b (a tie counting half): 1 / (1 + 10 ** ((rating_b - rating_a) / 400)).",
-        ),
-    ]
-)
-
-#: A pairwise benchmark's raw scores for the leaderboard (see score_against_reference).
-PAIRWISE_SCORES = pa.schema(
-    [
-        _field("model", pa.string(), "Model name, mapped to the results' spelling."),
-        _field(
-            "raw_score",
-            pa.float64(),
-            "Predicted probability of beating the reference model, a fraction in [0, 1] (0.5 for the reference).",
-        ),
-        _field("n_samples", pa.int64(), "Battles the model played."),
-    ]
-)
 
 
 def _nullable(values: FloatArray | None, k: int) -> pa.Array:

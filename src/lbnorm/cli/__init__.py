@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command and option."""
     import argparse
 
-    from lbnorm.cli import analysts, changes, run, suites
+    from lbnorm.cli import analysts, arena, changes, run, suites
 
     parser = argparse.ArgumentParser(
         prog="lbnorm",
@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run.register(commands, epilog=EPILOG)
+    arena.register(commands)
     suites.register(commands)
     changes.register(commands)
     analysts.register(commands)

@@ -31,7 +31,8 @@ def _register_query(
             "Run one SQL statement (DuckDB dialect) over an output directory, whose "
             "files are the views scores (subtasks.parquet), benchmarks, leaderboard, "
             "metadata (the --metadata table, else the leaderboard's metadata columns) "
-            "and columns (every view's columns, types and docs). Quote column names "
+            "and columns (every view's columns, types and docs); a ratings output "
+            "(lbnorm arena) has ratings, win_rates and columns. Quote column names "
             'with spaces: "MATH Lvl 5". A query reads these tables only (no files, '
             "network, extensions or settings); --output saves a result. Needs DuckDB: "
             "pip install duckdb (from a clone of lbnorm: pip install '.[sql]')."
@@ -241,7 +242,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from lbnorm.metadata import annotate_leaderboard, list_flagged
-    from lbnorm.outdir import read_output_table
+    from lbnorm.outdir import is_ratings_output, read_output_table
+
+    if is_ratings_output(args.out):  # lbnorm arena's output
+        from lbnorm.cli.arena import show_ratings
+
+        return show_ratings(args)
     from lbnorm.schemas import benchmark_columns
     from lbnorm.show import (
         Filter,
@@ -337,6 +343,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.html_report import render_report
+    from lbnorm.outdir import is_ratings_output
+
+    if is_ratings_output(args.out):  # lbnorm arena's output
+        from lbnorm.cli.arena import report_ratings
+
+        return report_ratings(args)
 
     check_parent(args.html)  # before the plots, not after
     page = render_report(

@@ -161,6 +161,12 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.diff import diff_snapshots, read_snapshot
     from lbnorm.analysis.render import format_diff
+    from lbnorm.outdir import is_ratings_output
+
+    if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
+        from lbnorm.cli.arena import diff_ratings_outputs
+
+        return diff_ratings_outputs(args)
 
     diff = diff_snapshots(
         read_snapshot(args.old, intervals=args.intervals),

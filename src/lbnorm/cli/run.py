@@ -122,6 +122,11 @@ def _add_metadata_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="give variants flagged in the metadata no rank (and list them)",
     )
+    run.add_argument(
+        "--model-map",
+        metavar="FILE",
+        help="for a suite's pairwise benchmark: a table arena_name, model (CSV/JSONL/Parquet) renaming the battles' models to the results' names",
+    )
 
 
 def _add_nightly_options(run: argparse.ArgumentParser) -> None:

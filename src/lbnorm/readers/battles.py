@@ -48,6 +48,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from lbnorm.arrow import strings
 from lbnorm.errors import InputError, LbnormError
 
 try:  # msgspec (the `fast` extra) decodes only the keys read here
@@ -61,10 +62,12 @@ __all__ = [
     "AGGREGATE_COLUMNS",
     "BATTLE_SUFFIXES",
     "WINNER_VALUES",
+    "BattleFile",
     "BattleWarning",
     "Battles",
     "Where",
     "WhereSyntaxError",
+    "is_battles_file",
     "parse_where",
     "read_battles",
     "read_model_map",
@@ -96,11 +99,12 @@ WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not 
 Literal_ = str | float | bool
 
 _SHOWN = 5
+_PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
 _TEXT = pa.dictionary(pa.int32(), pa.string())
 _NAME_COLUMNS = ("model_a", "model_b")
 _WINNER_COLUMNS = ("winner", "win")
 _COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
-_WINNER_SET = pa.array(list(WINNER_VALUES), pa.string())
+_WINNER_SET = strings(list(WINNER_VALUES))  # pa.array here would import pandas
 _WINNER_CODES = np.array([*WINNER_VALUES.values(), -1], dtype=np.int8)  # -1: unknown
 _WINNER_HINT = (
     "winner must be one of 'model_a', 'model_b', 'tie', 'tie (bothbad)' "
@@ -129,6 +133,25 @@ class BattleWarning:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BattleFile:
+    """One file read: what a manifest records of it.
+
+    Attributes:
+        path: The file, as given.
+        format: ``csv``, ``jsonl``, ``json`` or ``parquet``.
+        shape: ``battles`` (one row per battle) or ``counts`` (aggregated).
+        n_rows_read: Rows in the file.
+        n_rows_kept: Rows that met the ``where`` conditions.
+    """
+
+    path: str
+    format: str
+    shape: Literal["battles", "counts"]
+    n_rows_read: int
+    n_rows_kept: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Battles:
     """Battles as integer codes, ready for :mod:`lbnorm.analysis.ratings`.
 
@@ -146,6 +169,7 @@ class Battles:
         n_rows_read: Rows in the files before filtering.
         n_filtered_out: Rows removed by the ``where`` conditions.
         warnings: Things a caller may show.
+        files: Per file: its format, shape and rows read and kept.
 
     Examples:
         >>> battles = Battles(models=np.array(["a", "b"]),
@@ -166,6 +190,7 @@ class Battles:
     n_rows_read: int = 0
     n_filtered_out: int = 0
     warnings: tuple[BattleWarning, ...] = ()
+    files: tuple[BattleFile, ...] = ()
 
     @property
     def n_battles(self) -> int:
@@ -369,7 +394,7 @@ def read_battles(
         msg = "no battle files were given.\nHint: pass one or more .csv, .jsonl, .json or .parquet files."
         raise InputError(msg)
     parts = [_read_part(Path(path), conditions) for path in paths]
-    n_kept = sum(len(part.rows) for part in parts)
+    n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
         where_text = " and ".join(repr(c.text) for c in conditions) or "(none)"
@@ -434,7 +459,65 @@ def read_battles(
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
         warnings=tuple(warnings),
+        files=tuple(
+            BattleFile(
+                path=str(part.source.path),
+                format=part.source.kind,
+                shape="counts" if part.is_aggregated else "battles",
+                n_rows_read=part.n_read,
+                n_rows_kept=part.n_kept,
+            )
+            for part in parts
+        ),
     )
+
+
+def is_battles_file(path: Path | str) -> bool:
+    r"""Whether a file holds battles: how ``lbnorm run`` tells them from scores.
+
+    A file is battles if it has ``model_a`` and ``model_b`` columns: a CSV's
+    header, a Parquet file's schema, the keys of a JSONL file's first line, the
+    keys of the first element of a ``.json`` file that is a JSON array (a
+    results file is one object). Only the header, the first line or the first
+    256 KiB are read; an unreadable file is not battles (its reader then says
+    what is wrong).
+
+    Args:
+        path: The file.
+
+    Returns:
+        True for either battle shape.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "b.csv").write_text("model_a,model_b,winner\na,b,tie\n")
+        >>> _ = (folder / "s.csv").write_text("model,benchmark,subtask,raw_score\n")
+        >>> is_battles_file(folder / "b.csv"), is_battles_file(folder / "s.csv")
+        (True, False)
+    """
+    path = Path(path)
+    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
+    names: Iterable[object] = ()
+    try:
+        if kind in ("json", "jsonl"):
+            with path.open("rb") as fh:
+                if kind == "json":  # an array's first element
+                    text = fh.read(_PROBE_BYTES).decode("utf-8", errors="replace")
+                    text = text.lstrip("\ufeff \t\r\n")
+                    body = text[1:].lstrip(" \t\r\n") if text.startswith("[") else ""
+                else:  # the first line
+                    body = next((line for line in fh if line.strip()), b"").decode()
+            record = json.JSONDecoder().raw_decode(body)[0] if body else None
+            names = record if isinstance(record, dict) else ()
+        elif kind == "csv":
+            names = _column_names(_Source(path, "csv"))
+        elif kind == "parquet":
+            names = _column_names(_Source(path, "parquet"))
+    except (OSError, ValueError, RecursionError, InputError):
+        return False
+    present = set(names)
+    return all(name in present for name in _NAME_COLUMNS)
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:
@@ -526,6 +609,7 @@ class _Part:
     tstamp: npt.NDArray[np.float64] | None
     rows: npt.NDArray[np.int64]  # 0-based data rows in the file, for messages
     n_read: int
+    n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
     is_aggregated: bool
     warnings: tuple[BattleWarning, ...]
 
@@ -606,6 +690,7 @@ def _battle_part(
 ) -> _Part:
     """The filtered rows of one file as checked battles (or cells of counts)."""
     rows = table.column("__row").to_numpy()
+    n_kept = len(rows)
     model_a, model_b = (_text_column(table.column(name)) for name in _NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
     warnings: list[BattleWarning] = []
@@ -638,6 +723,7 @@ def _battle_part(
         tstamp=tstamp,
         rows=rows,
         n_read=n_read,
+        n_kept=n_kept,
         is_aggregated=is_aggregated,
         warnings=tuple(warnings),
     )

@@ -1,0 +1,260 @@
+"""``lbnorm arena``: Chatbot Arena battles to ratings with intervals; and the faces of a ratings output.
+
+Every option of ``arena`` is defined here, once, and becomes one
+:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.analysis.ratings.RatingOptions`
+and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
+:func:`diff_ratings_outputs` and :func:`report_ratings` when
+:func:`lbnorm.outdir.output_kind` says an output holds ratings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from lbnorm.errors import ExitCode, OptionsError
+
+__all__ = ["diff_ratings_outputs", "register", "report_ratings", "show_ratings"]
+
+_EPILOG = """\
+exit codes: 0 done; 2 usage error (options, --where, a bootstrap too big for
+  memory); 4 bad battles (named with the row) or ratings the battles do not
+  determine; 6 the output cannot be written (nothing is written on any error)
+
+examples:
+  lbnorm arena clean_battle_20240814.json --out arena-out --bootstrap 1000 \\
+      --anchor mixtral-8x7b-instruct-v0.1=1114 --where anony
+  lbnorm arena battles.parquet --out arena-2023 --l2 1 --where "language = 'English'"
+  lbnorm arena battles.csv --out elo-out --method elo
+  lbnorm show arena-out --top 20 --model claude
+  lbnorm query arena-out "SELECT * FROM win_rates WHERE model_a = 'gpt-4'"
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``arena`` and all its options."""
+    arena = commands.add_parser(
+        "arena",
+        help="rate models from pairwise battles (Chatbot Arena): Bradley-Terry or Elo",
+        description=(
+            "Read pairwise battles (model_a, model_b, winner or win; or counts "
+            "model_a, model_b, wins_a, wins_b, ties) from CSV, JSONL, Parquet or "
+            "JSON-array files (Arena's clean_battle_<date>.json), rate the models as "
+            "Chatbot Arena does (FastChat's rating_systems.py), and write "
+            "ratings.parquet, win_rates.parquet (the predicted win rate of every "
+            "pair) and manifest.json to --out, replaced atomically; then print the "
+            "top models. See docs/arena.md."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    arena.add_argument("battles", nargs="+", metavar="BATTLES", help="battle files")
+    arena.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory (replaced whole)"
+    )
+    arena.add_argument(
+        "--method",
+        choices=("bt", "elo"),
+        default="bt",
+        help="bt: Bradley-Terry maximum likelihood (the Arena's leaderboard); elo: online Elo, K = 4, in tstamp order (default: %(default)s)",
+    )
+    arena.add_argument(
+        "--ties",
+        choices=("half", "drop"),
+        default="half",
+        help="half: a tie is half a win for each side; drop: ties are left out (default: %(default)s)",
+    )
+    arena.add_argument(
+        "--l2",
+        type=float,
+        metavar="C",
+        help="L2 penalty with scikit-learn's LogisticRegression(C) meaning (Bradley-Terry only); --l2 1 reproduces the 2023 notebook and keeps models that never lost finite",
+    )
+    arena.add_argument(
+        "--anchor",
+        metavar="MODEL=RATING",
+        help="shift the ratings so MODEL has RATING (the Arena: mixtral-8x7b-instruct-v0.1=1114)",
+    )
+    arena.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="bootstrap rounds for 95%% intervals and the rank (UB); the Arena uses 1000 (default: %(default)s, no intervals)",
+    )
+    arena.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the bootstrap (default: %(default)s)",
+    )
+    arena.add_argument(
+        "--max-memory",
+        type=float,
+        default=4.0,
+        metavar="GIB",
+        help="refuse a bootstrap estimated to need more memory than this, before it starts (default: %(default)g GiB)",
+    )
+    arena.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="keep battles meeting COND (repeatable; all must hold): anony, not anony, language = 'English', tstamp >= 1700000000, language in (English, Chinese)",
+    )
+    arena.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="models to print (default: %(default)s)",
+    )
+    arena.add_argument("--quiet", action="store_true", help="print nothing on success")
+    arena.set_defaults(handler=_cmd_arena)
+
+
+def _cmd_arena(args: argparse.Namespace) -> int:
+    """Read, rate, write, summarise."""
+    from lbnorm.analysis.ratings import RatingOptions, parse_anchor
+    from lbnorm.arena import ArenaOptions, rate_battles
+    from lbnorm.cli.arguments import check_parent
+    from lbnorm.ratings_view import format_arena_summary
+
+    started = time.perf_counter()
+    options = ArenaOptions(
+        rating=RatingOptions(
+            method=args.method,
+            ties=args.ties,
+            l2=args.l2,
+            anchor=parse_anchor(args.anchor) if args.anchor is not None else None,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            max_bootstrap_bytes=_bytes(args.max_memory),
+        ),
+        where=tuple(args.where),
+    )
+    check_parent(str(Path(args.out)))
+    result = rate_battles(args.battles, options=options, out=args.out)
+    if args.quiet:
+        return ExitCode.OK
+    _print_warnings(result.warnings)
+    print(
+        format_arena_summary(
+            result,
+            out=args.out,
+            top=args.top,
+            seconds=time.perf_counter() - started,
+        )
+    )
+    return ExitCode.OK
+
+
+def _bytes(gib: float) -> int:
+    if not gib > 0 or gib == float("inf"):
+        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8."
+        raise OptionsError(msg)
+    return int(gib * 2**30)
+
+
+def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
+    from lbnorm.terminal import printable
+
+    for code, message in warnings:
+        print(f"lbnorm: warning: {code}: {printable(message)}", file=sys.stderr)
+
+
+# --- the faces of a ratings output (dispatched from show, diff and report) -------------------
+
+
+def show_ratings(args: argparse.Namespace) -> int:
+    """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
+    from lbnorm.outdir import read_ratings_table
+    from lbnorm.ratings_view import format_ratings, select_ratings
+    from lbnorm.show import Filter
+
+    _refuse_leaderboard_options(
+        args,
+        {
+            "benchmark": "--benchmark",
+            "precision": "--precision",
+            "rank_within": "--rank-within",
+            "exclude_flagged": "--exclude-flagged",
+            "metadata": "--metadata",
+        },
+        command="show",
+    )
+    ratings = read_ratings_table(args.out, "ratings")
+    filters = [Filter.parse(text) for text in args.where]
+    selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
+    conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
+    shown = selected.head(args.top)
+    print(
+        f"top {len(shown):,} of {len(selected):,} models"
+        + (f" where {' and '.join(conditions)}" if conditions else "")
+        + ", by rating"
+        + (f" ({len(ratings):,} in all)" if conditions else "")
+    )
+    if len(shown):
+        print(
+            format_ratings(
+                shown,
+                columns=args.columns.split(",") if args.columns else None,
+                digits=args.digits,
+            )
+        )
+    return ExitCode.OK
+
+
+def diff_ratings_outputs(args: argparse.Namespace) -> int:
+    """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
+    from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
+    from lbnorm.terminal import printable
+    from lbnorm.writer import add_tables, write_bytes_atomically
+
+    diff = diff_ratings(
+        args.old, args.new, moved_places=args.moved, top=args.top or (5, 10, 20)
+    )
+    text = format_ratings_diff(diff, largest=args.largest)
+    if args.out:
+        add_tables(Path(args.out), diff.tables())
+    if args.markdown:
+        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
+        print(
+            f"wrote {args.markdown}"
+            + (f" and {args.out}/diff_ratings*.parquet" if args.out else "")
+        )
+    else:
+        print(printable(text, keep_newlines=True))
+    return ExitCode.OK
+
+
+def report_ratings(args: argparse.Namespace) -> int:
+    """``lbnorm report`` on a ratings output: intervals and the win-rate heat map."""
+    from lbnorm.cli.arguments import check_parent
+    from lbnorm.ratings_report import render_ratings_report
+    from lbnorm.writer import write_bytes_atomically
+
+    check_parent(args.html)
+    page = render_ratings_report(
+        args.out, previous=args.previous, top=args.top, title=args.title
+    )
+    data = page.encode()
+    write_bytes_atomically(Path(args.html), data)
+    print(f"wrote {args.html} ({len(data) / 1e3:,.0f} kB)")
+    return ExitCode.OK
+
+
+def _refuse_leaderboard_options(
+    args: argparse.Namespace, options: dict[str, str], *, command: str
+) -> None:
+    given = [flag for name, flag in options.items() if getattr(args, name, None)]
+    if given:
+        msg = (
+            f"{args.out}: holds pairwise ratings; {', '.join(given)} appl"
+            f"{'ies' if len(given) == 1 else 'y'} to leaderboards only.\n"
+            f"Hint: for ratings, `lbnorm {command}` takes --top, --model, --where "
+            "(e.g. n_battles>=100), --columns and --digits."
+        )
+        raise OptionsError(msg)

@@ -1,0 +1,210 @@
+"""Terminal views of pairwise ratings: ``lbnorm arena``'s summary and ``lbnorm show``.
+
+:func:`select_ratings` filters a ratings frame (read with
+:func:`lbnorm.outdir.read_ratings_table`) and :func:`format_ratings` prints it;
+:func:`format_arena_summary` is what ``lbnorm arena`` prints after a run. Tables
+are drawn by :func:`lbnorm.terminal.format_table`, so every model name is
+escaped (:func:`lbnorm.terminal.printable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from lbnorm.errors import LbnormError
+from lbnorm.show import Filter
+from lbnorm.terminal import format_table, printable
+
+if TYPE_CHECKING:
+    from lbnorm.arena import ArenaResult
+
+__all__ = [
+    "RATING_LABELS",
+    "describe_options",
+    "format_arena_summary",
+    "format_ratings",
+    "select_ratings",
+]
+
+#: How the ratings table's columns are headed on the terminal.
+RATING_LABELS: dict[str, str] = {
+    "rank": "rank",
+    "rank_upper_bound": "rank_ub",
+    "model": "model",
+    "rating": "rating",
+    "rating_lower": "lower",
+    "rating_upper": "upper",
+    "n_battles": "battles",
+    "n_wins": "wins",
+    "n_ties": "ties",
+    "win_rate": "win_%",
+}
+_INTERVAL = ("rank_upper_bound", "rating_lower", "rating_upper")
+_METHODS = {"bt": "Bradley-Terry", "elo": "online Elo (K = 4)"}
+
+
+def select_ratings(
+    ratings: pd.DataFrame,
+    *,
+    filters: Sequence[Filter] = (),
+    model: str | None = None,
+    top: int | None = 20,
+) -> pd.DataFrame:
+    """Filter a ratings table (best first) and keep its first rows.
+
+    Args:
+        ratings: The ``ratings`` table of a ratings output, best first.
+        filters: ``COLUMN OP VALUE`` conditions every row must meet (as
+            ``lbnorm show --where``: ``n_battles>=100``, ``rating>1100``).
+        model: Case-insensitive regular expression on the model name.
+        top: Rows to keep; None keeps all.
+
+    Returns:
+        The selected rows, in rating order.
+
+    Raises:
+        LbnormError: A filter does not fit the table.
+
+    Examples:
+        >>> ratings = pd.DataFrame({"model": ["gpt-4", "claude-v1", "gpt-3.5"],
+        ...     "rating": [1250.0, 1160.0, 1120.0]})
+        >>> select_ratings(ratings, model="gpt")["model"].tolist()
+        ['gpt-4', 'gpt-3.5']
+    """
+    conditions = list(filters)
+    if model is not None:
+        conditions.append(Filter(column="model", operator="~", value=model))
+    keep = np.ones(len(ratings), dtype=bool)
+    for condition in conditions:
+        keep &= condition.mask(ratings).to_numpy(dtype=bool)
+    selected = ratings.loc[keep]
+    if top is not None:
+        selected = selected.head(top)
+    return selected.reset_index(drop=True)
+
+
+def format_ratings(
+    ratings: pd.DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+    digits: int = 1,
+) -> str:
+    """Render ratings rows as an aligned text table.
+
+    Default columns: ``rank``, ``rank_ub`` (the Arena's rank (UB)), ``model``,
+    ``rating``, ``lower`` and ``upper`` (the 95% interval), ``battles``,
+    ``wins``, ``ties`` and ``win_%`` (the observed win rate, in percent); the
+    interval columns only when the ratings have intervals (``--bootstrap``).
+
+    Args:
+        ratings: Rows of a ratings table.
+        columns: Columns to show instead (the table's own names).
+        digits: Decimals shown.
+
+    Returns:
+        The table.
+
+    Raises:
+        LbnormError: A requested column does not exist.
+
+    Examples:
+        >>> ratings = pd.DataFrame({"rank": [1], "rank_upper_bound": [None],
+        ...     "model": ["gpt-4"], "rating": [1249.94], "rating_lower": [None],
+        ...     "rating_upper": [None], "n_battles": [57], "n_wins": [35],
+        ...     "n_ties": [15], "win_rate": [0.7456]})
+        >>> print(format_ratings(ratings))
+        rank  model  rating  battles  wins  ties  win_%
+           1  gpt-4  1249.9       57    35    15   74.6
+    """
+    if columns is None:
+        has_intervals = bool(ratings["rating_lower"].notna().any())
+        shown = [
+            name
+            for name in RATING_LABELS
+            if name in ratings.columns and (has_intervals or name not in _INTERVAL)
+        ]
+    else:
+        if missing := [c for c in columns if c not in ratings.columns]:
+            msg = f"no column(s) {missing[:5]} in the ratings.\nHint: choose from {list(ratings.columns)}."
+            raise LbnormError(msg)
+        shown = list(columns)
+    table = ratings[shown]
+    if "win_rate" in shown:
+        table = table.assign(win_rate=table["win_rate"].astype("float64") * 100.0)
+    return format_table(table.rename(columns=RATING_LABELS), digits=digits)
+
+
+def format_arena_summary(
+    result: ArenaResult,
+    *,
+    out: str | Path | None,
+    top: int = 10,
+    seconds: float | None = None,
+) -> str:
+    """What ``lbnorm arena`` prints: the battles read, the method, the top models.
+
+    Args:
+        result: From :func:`lbnorm.arena.rate_battles`.
+        out: The output directory written (None: nothing written).
+        top: Models listed (0: none).
+        seconds: Wall time of the run, if measured.
+
+    Returns:
+        The summary text (names escaped).
+    """
+    battles = result.battles
+    files = len(result.inputs)
+    filtered = (
+        f", {battles.n_filtered_out:,} filtered out by --where"
+        if battles.n_filtered_out
+        else ""
+    )
+    lines = [
+        f"battles    {files} file(s), {battles.n_rows_read:,} rows read{filtered}: "
+        f"{battles.n_battles:,} battles among {len(battles.models):,} models",
+        f"ratings    {describe_options(result.ratings.options)}",
+    ]
+    if top > 0:
+        frame: pd.DataFrame = result.ratings_table.to_pandas()
+        shown = frame.head(top)
+        lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
+    if out is not None:
+        lines += ["", f"wrote      {out}/ (ratings, win_rates .parquet; manifest.json)"]
+    if seconds is not None:
+        lines.append(f"time       {seconds:.2f} s")
+    return "\n".join(lines)
+
+
+def describe_options(options: Any) -> str:
+    """The rating options in words (a :class:`RatingOptions` or its manifest record).
+
+    Examples:
+        >>> describe_options({"method": "bt", "ties": "half", "l2": None,
+        ...     "anchor": ["mixtral-8x7b-instruct-v0.1", 1114.0], "bootstrap": 1000, "seed": 0})
+        'Bradley-Terry, ties half; anchored: mixtral-8x7b-instruct-v0.1 = 1114; 1,000 bootstrap rounds (seed 0), 95% intervals'
+    """
+    get = options.get if isinstance(options, Mapping) else _attribute(options)
+    parts = [
+        f"{_METHODS.get(str(get('method')), str(get('method')))}, ties {get('ties')}"
+    ]
+    if get("l2") is not None:
+        parts[0] += f", L2 penalty C = {get('l2'):g}"
+    anchor = get("anchor")
+    if anchor:
+        parts.append(f"anchored: {printable(str(anchor[0]))} = {float(anchor[1]):g}")
+    rounds = int(get("bootstrap") or 0)
+    parts.append(
+        f"{rounds:,} bootstrap rounds (seed {get('seed')}), 95% intervals"
+        if rounds
+        else "no intervals (--bootstrap N adds them)"
+    )
+    return "; ".join(parts)
+
+
+def _attribute(options: object) -> Any:
+    return lambda name: getattr(options, name)

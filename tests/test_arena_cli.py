@@ -1,0 +1,712 @@
+"""``lbnorm arena``: every option, the output files, the manifest, atomic replacement, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm.analysis.ratings import (
+    RatingOptions,
+    compute_ratings,
+    ratings_table,
+    win_rates_table,
+)
+from lbnorm.arena import ArenaOptions
+from lbnorm.cli import main
+from lbnorm.readers.battles import read_battles
+from lbnorm.schemas import RATINGS, WIN_RATES
+from lbnorm.version import lbnorm_version
+
+BATTLES = Path(__file__).parent / "fixtures" / "battles"
+CLEAN = BATTLES / "clean_battle_20230601.json"
+CSV = BATTLES / "battles.csv"
+COUNTS = BATTLES / "battle_counts.csv"
+GOLDEN = Path(__file__).parent / "fixtures" / "golden"
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    """Every file and directory under `folder`, with each file's sha256."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_file()
+        else "<dir>"
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _manifest(out: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((out / "manifest.json").read_text())
+    return manifest
+
+
+def _expected(
+    paths: list[Path], options: RatingOptions, where: tuple[str, ...] = ()
+) -> tuple[pa.Table, pa.Table]:
+    """The tables the library computes for the same battles and options."""
+    ratings = compute_ratings(read_battles(paths, where=where), options)
+    return ratings_table(ratings), win_rates_table(ratings)
+
+
+# --- the output ---------------------------------------------------------------------------
+
+
+def test_arena_writes_ratings_win_rates_and_a_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "arena"
+    argv = [
+        "arena",
+        str(CLEAN),
+        "--out",
+        str(out),
+        "--where",
+        "anony",
+        "--bootstrap",
+        "100",
+        "--seed",
+        "3",
+        "--anchor",
+        "mixtral-8x7b-instruct-v0.1=1114",
+    ]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "ratings.parquet",
+        "win_rates.parquet",
+    ]
+    # the tables: the contract's schemas, field docs included, and the library's values
+    options = RatingOptions(
+        bootstrap=100, seed=3, anchor=("mixtral-8x7b-instruct-v0.1", 1114.0)
+    )
+    expected_ratings, expected_win_rates = _expected([CLEAN], options, ("anony",))
+    ratings = pq.read_table(out / "ratings.parquet")
+    win_rates = pq.read_table(out / "win_rates.parquet")
+    for table, schema, expected in (
+        (ratings, RATINGS, expected_ratings),
+        (win_rates, WIN_RATES, expected_win_rates),
+    ):
+        assert table.schema.remove_metadata().equals(schema.remove_metadata())
+        assert [f.metadata for f in table.schema] == [f.metadata for f in schema]
+        assert table.equals(expected)
+    assert ratings.num_rows == 10
+    assert win_rates.num_rows == 90
+    by_model = dict(
+        zip(ratings["model"].to_pylist(), ratings["rating"].to_pylist(), strict=True)
+    )
+    assert by_model["mixtral-8x7b-instruct-v0.1"] == pytest.approx(1114.0)
+    assert ratings["rank_upper_bound"].null_count == 0
+    # the Parquet files carry their provenance
+    metadata = ratings.schema.metadata
+    assert metadata[b"lbnorm.kind"] == b"ratings"
+    assert metadata[b"lbnorm.table"] == b"ratings"
+    assert json.loads(metadata[b"lbnorm.options"]) == _manifest(out)["options"]
+    # the manifest: kind, version, every option whole, inputs and outputs hashed
+    manifest = _manifest(out)
+    assert manifest["tool"] == "lbnorm"
+    assert manifest["kind"] == "ratings"
+    assert manifest["version"] == lbnorm_version()
+    assert (
+        manifest["options"]
+        == ArenaOptions(rating=options, where=("anony",)).to_manifest()
+    )
+    assert manifest["options"]["rating"]["anchor"] == [
+        "mixtral-8x7b-instruct-v0.1",
+        1114.0,
+    ]
+    assert manifest["inputs"] == [
+        {
+            "path": str(CLEAN),
+            "format": "json",
+            "shape": "battles",
+            "sha256": _sha256(CLEAN),
+            "bytes": CLEAN.stat().st_size,
+            "rows": 324,
+            "rows_read": 400,
+            "rows_filtered_out": 76,
+        }
+    ]
+    for name in ("ratings.parquet", "win_rates.parquet"):
+        assert manifest["outputs"][name]["sha256"] == _sha256(out / name)
+    assert manifest["outputs"]["ratings.parquet"]["rows"] == 10
+    assert manifest["outputs"]["win_rates.parquet"]["rows"] == 90
+    assert manifest["counts"] == {
+        "models": 10,
+        "battles": 324,
+        "rows_read": 400,
+        "rows_filtered_out": 76,
+        "bootstrap_rounds": 100,
+    }
+    assert {"code": "filtered", "message": "76 of 400 rows did not match --where."} in (
+        manifest["warnings"]
+    )
+    assert re.match(r"\d{4}-\d\d-\d\dT", manifest["created_at"])
+    # the summary: the battles, the method, the top models with their intervals
+    text = captured.out
+    assert (
+        "battles    1 file(s), 400 rows read, 76 filtered out by --where: 324 battles among 10 models"
+        in text
+    )
+    assert (
+        "anchored: mixtral-8x7b-instruct-v0.1 = 1114; 100 bootstrap rounds (seed 3)"
+        in (text)
+    )
+    lines = text.splitlines()
+    header = lines.index("top 10 of 10:") + 1
+    assert lines[header].split() == [
+        "rank",
+        "rank_ub",
+        "model",
+        "rating",
+        "lower",
+        "upper",
+        "battles",
+        "wins",
+        "ties",
+        "win_%",
+    ]
+    first = lines[header + 1].split()
+    assert first[:4] == ["1", "1", "gpt-4", f"{by_model['gpt-4']:.1f}"]
+    assert f"wrote      {out}/ (ratings, win_rates .parquet; manifest.json)" in text
+    assert "lbnorm: warning: filtered: 76 of 400 rows did not match --where." in (
+        captured.err
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "path"),
+    [
+        (["--method", "elo"], RatingOptions(method="elo"), CSV),
+        (["--ties", "drop"], RatingOptions(ties="drop"), CSV),
+        (["--l2", "1"], RatingOptions(l2=1.0), CSV),
+        (["--l2", "0.05", "--ties", "drop"], RatingOptions(l2=0.05, ties="drop"), CSV),
+        (
+            ["--bootstrap", "30", "--seed", "9"],
+            RatingOptions(bootstrap=30, seed=9),
+            CSV,
+        ),
+        (
+            ["--method", "elo", "--bootstrap", "5", "--seed", "1"],
+            RatingOptions(method="elo", bootstrap=5, seed=1),
+            CSV,
+        ),
+        (["--anchor", "gpt-4=1300"], RatingOptions(anchor=("gpt-4", 1300.0)), COUNTS),
+        (
+            ["--bootstrap", "10", "--max-memory", "0.5"],
+            RatingOptions(bootstrap=10, max_bootstrap_bytes=2**29),
+            COUNTS,
+        ),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_every_option_reaches_the_fit_and_the_manifest(
+    args: list[str], options: RatingOptions, path: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    assert main(["arena", str(path), "--out", str(out), "--quiet", *args]) == 0
+    expected_ratings, expected_win_rates = _expected([path], options)
+    assert pq.read_table(out / "ratings.parquet").equals(expected_ratings)
+    assert pq.read_table(out / "win_rates.parquet").equals(expected_win_rates)
+    assert _manifest(out)["options"] == ArenaOptions(rating=options).to_manifest()
+
+
+def test_where_filters_and_files_pool(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    where = ["language = 'English'", "tstamp >= 1682400000"]
+    argv = ["arena", str(CSV), str(BATTLES / "battles.parquet"), "--out", str(out)]
+    argv += [item for condition in where for item in ("--where", condition)]
+    assert main([*argv, "--quiet"]) == 0
+    expected, _ = _expected(
+        [CSV, BATTLES / "battles.parquet"], RatingOptions(), tuple(where)
+    )
+    assert pq.read_table(out / "ratings.parquet").equals(expected)
+    manifest = _manifest(out)
+    assert manifest["options"]["where"] == where
+    assert [entry["format"] for entry in manifest["inputs"]] == ["csv", "parquet"]
+    battles = read_battles([CSV, BATTLES / "battles.parquet"], where=where)
+    assert sum(entry["rows"] for entry in manifest["inputs"]) == battles.n_battles
+    assert all(
+        entry["rows"] + entry["rows_filtered_out"] == entry["rows_read"] == 400
+        for entry in manifest["inputs"]
+    )
+
+
+def test_counts_shape_records_rows_not_cells(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert main(["arena", str(COUNTS), "--out", str(out), "--quiet"]) == 0
+    (entry,) = _manifest(out)["inputs"]
+    assert (entry["shape"], entry["rows_read"], entry["rows_filtered_out"]) == (
+        "counts",
+        90,
+        0,
+    )
+
+
+def test_quiet_and_top(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["arena", str(CSV), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["arena", str(CSV), "--out", str(tmp_path / "b"), "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "top 3 of 10:" in text
+    assert "no intervals (--bootstrap N adds them)" in text
+    table = text.split("top 3 of 10:\n")[1].split("\n\n")[0].splitlines()
+    assert len(table) == 4
+    assert "lower" not in table[0]
+
+
+def test_model_names_are_escaped_in_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    battles = tmp_path / "b.csv"
+    evil = "evil\x1b[2J"
+    battles.write_text(
+        f"model_a,model_b,winner\n{evil},good,model_a\ngood,{evil},model_a\n"
+    )
+    assert main(["arena", str(battles), "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text
+    assert "evil\\x1b[2J" in text
+
+
+# --- replacing, and refusing to replace ---------------------------------------------------
+
+
+def test_a_second_run_replaces_the_ratings_output_whole(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert (
+        main(["arena", str(CSV), "--out", str(out), "--bootstrap", "20", "--quiet"])
+        == 0
+    )
+    first = _manifest(out)
+    foreign = out / "notes.parquet"  # a file lbnorm did not write: never deleted
+    foreign.write_bytes(b"an analyst's own table")
+    assert main(["arena", str(COUNTS), "--out", str(out), "--quiet"]) == 6
+    assert foreign.read_bytes() == b"an analyst's own table"
+    assert _manifest(out) == first
+    foreign.unlink()
+    assert main(["arena", str(COUNTS), "--out", str(out), "--quiet"]) == 0
+    second = _manifest(out)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "ratings.parquet",
+        "win_rates.parquet",
+    ]
+    assert second["inputs"][0]["path"] == str(COUNTS)
+    assert first["outputs"] != second["outputs"]
+    assert pq.read_table(out / "ratings.parquet")["rating_lower"].null_count == 10
+    leftovers = [
+        p.name for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name
+    ]
+    assert leftovers == []  # no staging folder, no swapped-out output
+
+
+def test_arena_will_not_replace_a_leaderboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "board"
+    assert (
+        main(["run", str(GOLDEN / "Amu__t1-3B.json"), "--out", str(out), "--quiet"])
+        == 0
+    )
+    before = _snapshot(tmp_path)
+    assert main(["arena", str(CSV), "--out", str(out)]) == 6
+    captured = capsys.readouterr()
+    assert re.search(
+        r"board: holds a leaderboard output \(written by `lbnorm run`\); a ratings "
+        r"output will not replace it\.\nHint: choose another --out",
+        captured.err,
+    )
+    assert captured.out == ""
+    assert _snapshot(tmp_path) == before
+
+
+def test_run_will_not_replace_ratings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ratings"
+    assert main(["arena", str(CSV), "--out", str(out), "--quiet"]) == 0
+    before = _snapshot(tmp_path)
+    assert (
+        main(["run", str(GOLDEN / "Amu__t1-3B.json"), "--out", str(out), "--quiet"])
+        == 6
+    )
+    assert re.search(
+        r"ratings: holds a ratings output \(written by `lbnorm arena`\); a leaderboard "
+        r"output will not replace it\.\nHint: choose another --out",
+        capsys.readouterr().err,
+    )
+    assert _snapshot(tmp_path) == before
+
+
+def test_help_lists_every_option_and_loads_no_pandas() -> None:
+    code = (
+        "import sys\n"
+        "from lbnorm.cli import main\n"
+        "assert main(['arena', '--help']) == 0\n"
+        "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
+        "assert 'pyarrow' not in sys.modules, 'pyarrow was imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for option in (
+        "--out",
+        "--method",
+        "--ties",
+        "--l2",
+        "--anchor",
+        "--bootstrap",
+        "--seed",
+        "--where",
+        "--max-memory",
+        "--top",
+        "--quiet",
+    ):
+        assert option in done.stdout
+
+
+# --- bad input: a clear error with a hint, the right exit code, nothing written ------------
+
+_SELF = "model_a,model_b,winner\na,b,model_a\nb,b,model_a\nb,a,tie\n"
+_UNKNOWN = "model_a,model_b,winner\na,b,model_a\nb,a,draw\n"
+_EMPTY = "model_a,model_b,winner\na,b,model_a\na,,tie\nb,a,model_b\n"
+_DISCONNECTED = (
+    "model_a,model_b,winner\na,b,model_a\nb,a,model_a\nc,d,model_a\nd,c,tie\n"
+)
+_NEVER_LOST = (
+    "model_a,model_b,winner\na,b,model_a\nb,c,model_a\nc,b,model_a\nc,a,model_b\n"
+)
+_GOOD = "model_a,model_b,winner\na,b,model_a\nb,a,model_a\n"
+
+BAD_INPUTS: list[tuple[str, str, list[str], int, str]] = [
+    (
+        "self-battle",
+        _SELF,
+        [],
+        4,
+        r"b\.csv: a model battles itself \(model_a == model_b\) at line 3: 'b'\.\n"
+        r"Hint: drop self-battles",
+    ),
+    (
+        "unknown winner",
+        _UNKNOWN,
+        [],
+        4,
+        r"b\.csv: unknown winner value at line 3: 'draw'\.\nHint: winner must be one of "
+        r"'model_a', 'model_b', 'tie', 'tie \(bothbad\)'",
+    ),
+    (
+        "empty name",
+        _EMPTY,
+        [],
+        4,
+        r"b\.csv: empty or null model_b at line 3: ''\.\nHint: every battle needs both "
+        r"model names",
+    ),
+    (
+        "disconnected graph",
+        _DISCONNECTED,
+        [],
+        4,
+        r"the comparison graph has 2 separate parts, and ratings in different parts "
+        r"cannot be compared: \{a, b\}; \{c, d\}\.\nHint: rate one part at a time",
+    ),
+    (
+        "disconnected graph (elo too)",
+        _DISCONNECTED,
+        ["--method", "elo"],
+        4,
+        r"2 separate parts.*\{a, b\}; \{c, d\}\.\nHint: rate one part at a time",
+    ),
+    (
+        "never lost",
+        _NEVER_LOST,
+        [],
+        4,
+        r"Bradley-Terry ratings diverge: .*never lost: a \(2 wins, 0 losses\).*\n"
+        r"Hint: add an L2 penalty \(--l2 1",
+    ),
+    (
+        "bootstrap too big for memory",
+        _GOOD,
+        ["--bootstrap", "1000000000000"],
+        2,
+        r"a bootstrap of 1000000000000 rounds over 2 models would need about .* GiB, "
+        r"more than the 4\.00 GiB allowed\.\nHint: use fewer rounds \(--bootstrap \d+ "
+        r"fits\), or allow more memory \(--max-memory GIB",
+    ),
+    (
+        "elo on counts",
+        "model_a,model_b,wins_a,wins_b,ties\na,b,2,1,0\n",
+        ["--method", "elo"],
+        2,
+        r"online Elo needs one battle per row.*\nHint: use --method bt",
+    ),
+    (
+        "l2 with elo",
+        _GOOD,
+        ["--method", "elo", "--l2", "1"],
+        2,
+        r"l2 applies to Bradley-Terry only.*\nHint: drop --l2",
+    ),
+    (
+        "l2 not positive",
+        _GOOD,
+        ["--l2", "0"],
+        2,
+        r"l2 must be a finite number > 0, got 0\.0\.\nHint: l2 is scikit-learn's C",
+    ),
+    (
+        "anchor not MODEL=RATING",
+        _GOOD,
+        ["--anchor", "a"],
+        2,
+        r"--anchor 'a' is not MODEL=RATING\.\nHint: write e\.g\. --anchor",
+    ),
+    (
+        "anchor not in the battles",
+        _GOOD,
+        ["--anchor", "gpt-5=1200"],
+        4,
+        r"anchor model 'gpt-5' is not in the battles \(2 models\)\.\nHint: use a model "
+        r"name exactly as the battles spell it",
+    ),
+    (
+        "where unreadable",
+        _GOOD,
+        ["--where", "language =="],
+        2,
+        r"--where 'language ==': expected one value after the operator\.\nHint: write "
+        r"COLUMN",
+    ),
+    (
+        "where on a missing column",
+        _GOOD,
+        ["--where", "anony"],
+        4,
+        r"b\.csv: --where 'anony': no column 'anony'; found \['model_a', 'model_b', "
+        r"'winner'\]\.\nHint: filter on a column the file has",
+    ),
+    (
+        "negative bootstrap",
+        _GOOD,
+        ["--bootstrap", "-1"],
+        2,
+        r"bootstrap must be a whole number >= 0, got -1\.\nHint: use 0 for no intervals",
+    ),
+    (
+        "max-memory not positive",
+        _GOOD,
+        ["--max-memory", "0"],
+        2,
+        r"--max-memory must be a positive number of GiB, got 0\.\nHint: e\.g\.",
+    ),
+    (
+        "an empty file",
+        "",
+        [],
+        4,
+        r"b\.csv: the file is empty\.\nHint: remove it",
+    ),
+    (
+        "no battle columns",
+        "model,benchmark,subtask,raw_score\nm,b,s,0.5\n",
+        [],
+        4,
+        r"b\.csv: missing column\(s\) \['model_a', 'model_b', 'winner'\]; found .*\n"
+        r"Hint: battles need model_a, model_b, winner",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "exit_code", "message"),
+    [case[1:] for case in BAD_INPUTS],
+    ids=[case[0] for case in BAD_INPUTS],
+)
+def test_bad_input_fails_cleanly_and_writes_nothing(
+    content: str,
+    args: list[str],
+    exit_code: int,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    battles = tmp_path / "b.csv"
+    battles.write_text(content)
+    previous = tmp_path / "previous"
+    assert main(["arena", str(CSV), "--out", str(previous), "--quiet"]) == 0
+    before = _snapshot(tmp_path)
+    for out in (tmp_path / "new", previous):  # a new folder, and over an old output
+        code = main(["arena", str(battles), "--out", str(out), *args])
+        captured = capsys.readouterr()
+        assert code == exit_code, captured.err
+        assert captured.out == ""
+        assert captured.err.startswith("lbnorm: error: ")
+        assert re.search(message, captured.err, flags=re.DOTALL), captured.err
+        assert "Traceback" not in captured.err
+        assert _snapshot(tmp_path) == before  # nothing written, the old output intact
+
+
+def test_the_l2_penalty_rates_a_model_that_never_lost(tmp_path: Path) -> None:
+    battles = tmp_path / "b.csv"
+    battles.write_text(_NEVER_LOST)
+    out = tmp_path / "o"
+    assert main(["arena", str(battles), "--out", str(out), "--l2", "1", "--quiet"]) == 0
+    ratings = pq.read_table(out / "ratings.parquet")
+    assert ratings["model"][0].as_py() == "a"
+    assert np.isfinite(ratings["rating"].to_numpy()).all()
+
+
+def test_missing_file_and_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    assert main(["arena", str(tmp_path / "nope.csv"), "--out", str(out)]) == 4
+    assert re.search(
+        r"nope\.csv: cannot read the file .*\nHint: check the path",
+        capsys.readouterr().err,
+    )
+    (tmp_path / "b.txt").write_text("model_a,model_b,winner\n")
+    assert main(["arena", str(tmp_path / "b.txt"), "--out", str(out)]) == 4
+    assert re.search(
+        r"b\.txt: unsupported file type '\.txt'\.\nHint: use one of",
+        capsys.readouterr().err,
+    )
+    assert main(["arena", str(CSV), "--out", str(out), "--method", "glicko"]) == 2
+    assert "invalid choice: 'glicko'" in capsys.readouterr().err
+    assert main(["arena", str(CSV)]) == 2  # --out is required
+    assert "--out" in capsys.readouterr().err
+    assert main(["arena", str(CSV), "--out", str(tmp_path / "no" / "such" / "o")]) == 6
+    assert re.search(r"directory does not exist\.\nHint:", capsys.readouterr().err)
+    assert not out.exists()
+
+
+def test_order_warnings_are_shown_for_online_elo_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    battles = tmp_path / "b.csv"
+    battles.write_text(_GOOD)  # no tstamp column
+    assert (
+        main(["arena", str(battles), "--out", str(tmp_path / "bt"), "--l2", "1"]) == 0
+    )
+    assert "no_tstamp" not in capsys.readouterr().err
+    assert (
+        main(["arena", str(battles), "--out", str(tmp_path / "elo"), "--method", "elo"])
+        == 0
+    )
+    assert (
+        "lbnorm: warning: no_tstamp: a file has no tstamp column; online Elo replays "
+        "battles in file order." in capsys.readouterr().err
+    )
+    assert _manifest(tmp_path / "elo")["warnings"][0]["code"] == "no_tstamp"
+
+
+# --- the docs quote real runs ----------------------------------------------------------------
+
+DOCS = Path(__file__).parent.parent / "docs" / "arena.md"
+
+
+def _quoted(command: str) -> list[str]:
+    """The lines docs/arena.md shows after a command, up to the next command or block end."""
+    lines = DOCS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"$ {command}"))
+    while lines[start].endswith("\\"):  # the command continues
+        start += 1
+    shown = []
+    for line in lines[start + 1 :]:
+        if line.startswith(("$ ", "```")):
+            break
+        shown.append(line)
+    assert len(shown) > 3, f"docs/arena.md lost the output of {command!r}"
+    return [line for line in shown if not line.startswith(("time ", "lbnorm: warning"))]
+
+
+def _printed(text: str) -> list[str]:
+    return [
+        line for line in text.rstrip("\n").splitlines() if not line.startswith("time ")
+    ]
+
+
+def test_docs_show_what_the_commands_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "tests").symlink_to(Path(__file__).parent)
+    monkeypatch.chdir(tmp_path)  # the docs' relative paths
+    clean = "tests/fixtures/battles/clean_battle_20230601.json"
+    anchor = ["--anchor", "mixtral-8x7b-instruct-v0.1=1114"]
+    argv = ["arena", clean, "--where", "anony", "--bootstrap", "1000", *anchor]
+    assert main([*argv, "--out", "arena-out"]) == 0
+    assert _printed(capsys.readouterr().out) == _quoted(
+        f"lbnorm arena {clean} --where anony"
+    )
+    assert main(["show", "arena-out", "--model", "gpt", "--digits", "1"]) == 0
+    assert [*_printed(capsys.readouterr().out), ""] == _quoted(
+        "lbnorm show arena-out --model gpt"
+    )
+    argv = ["arena", clean, "--bootstrap", "1000", *anchor, "--out", "arena-all"]
+    assert main([*argv, "--quiet"]) == 0
+    assert main(["diff", "arena-all", "arena-out", "--largest", "5"]) == 0
+    assert _printed(capsys.readouterr().out) == _quoted(
+        "lbnorm diff arena-all arena-out"
+    )
+    board = "tests/fixtures/arena_leaderboard"
+    argv = [
+        "run",
+        *sorted(
+            str(p.relative_to(tmp_path))
+            for p in (tmp_path / "tests/fixtures/golden").glob("*.json")
+        ),
+        "tests/fixtures/full_structure",
+        f"{board}/battles.csv",
+        "--suite",
+        f"{board}/suite.toml",
+        "--model-map",
+        f"{board}/model_map.csv",
+        "--out",
+        "arena-board",
+        "--top",
+        "12",
+    ]
+    assert main(argv) == 0
+    assert [*_printed(capsys.readouterr().out), ""] == _quoted(
+        "lbnorm run tests/fixtures/golden/*.json"
+    )
+
+
+def test_a_bootstrap_warning_is_named_and_an_open_interval_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = ["a,b,model_a"] * 20 + ["b,a,model_a"] + ["b,c,model_a"] * 10
+    rows += ["c,b,model_a"] * 5 + ["a,c,model_a"] * 10
+    battles = tmp_path / "b.csv"
+    battles.write_text("model_a,model_b,winner\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "o"
+    assert main(["arena", str(battles), "--out", str(out), "--bootstrap", "200"]) == 0
+    captured = capsys.readouterr()
+    assert re.search(
+        r"lbnorm: warning: bootstrap_divergent: in \d+ of 200 bootstrap rounds some "
+        r"models never lost",
+        captured.err,
+    )
+    assert [w["code"] for w in _manifest(out)["warnings"]] == ["bootstrap_divergent"]
+    first = captured.out.split("top 3 of 3:\n")[1].splitlines()[1].split()
+    assert first[2] == "a"
+    assert first[5] == "inf"  # the upper bound the data do not give
+    upper = pq.read_table(out / "ratings.parquet")["rating_upper"][0].as_py()
+    assert upper == float("inf")
