@@ -2,21 +2,32 @@
 
 Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.run_options`
 turns them into the one :class:`~lbnorm.options.RunOptions`.
+
+A run loads no pandas (``import pandas`` alone takes longer than normalizing
+the whole demo): the pipeline, the summary, the flagged listing and the run
+report work on Arrow tables, and :func:`_pyarrow_without_pandas` keeps pyarrow
+from importing pandas for itself. Only the analyses of a nightly run
+(``--health``, ``--intervals``) use pandas.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.abc
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
+from types import CodeType, FrameType, ModuleType
+from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import add_inputs, add_policy_options, run_options
 from lbnorm.errors import ExitCode
 from lbnorm.options import DEFAULT_SUITE, EngineName
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from lbnorm.nightly import MonitoredRun
 
@@ -152,7 +163,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
     nightly.add_argument(
         "--health-config",
         metavar="FILE",
-        help="health thresholds (TOML)",
+        help="with --health: the checks' thresholds (TOML; see `lbnorm health --help`)",
     )
     nightly.add_argument(
         "--intervals",
@@ -163,6 +174,11 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
+    with _pyarrow_without_pandas():
+        return _run_and_summarise(args)
+
+
+def _run_and_summarise(args: argparse.Namespace) -> int:
     from lbnorm.progress import progress_bar
     from lbnorm.terminal import format_summary
 
@@ -207,28 +223,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if monitored is not None:
         _print_nightly(args, monitored)
     if options.exclude_flagged:
-        _print_flagged(result.leaderboard)
+        _print_flagged(result.leaderboard_table)
     return code
 
 
 def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
     """What a nightly run adds to the summary: the cache, rejections, checks, report."""
-    from lbnorm.analysis.render import format_health, format_intervals
-
     report = monitored.report
     inputs = report["inputs"]
     if args.cache:
         cache = inputs["cache"] or {}
         print(
-            f"cache      {args.cache}: {inputs['parsed']} parsed, {inputs['cached']} cached, "
-            f"{inputs['rejected']} rejected, {cache.get('dropped', 0)} dropped"
+            f"cache      {args.cache}: {inputs['parsed']:,} parsed, {inputs['cached']:,} cached, "
+            f"{inputs['rejected']:,} rejected, {cache.get('dropped', 0):,} dropped"
             + (f"; rebuilt ({cache['rebuild_reason']})" if cache.get("rebuilt") else "")
         )
     for rejected in inputs["rejected_files"]:
-        print(f"rejected   {rejected['path']}: {rejected['reason']}")
+        print(f"rejected   {_rejection(rejected['path'], rejected['reason'])}")
     if "intervals" in monitored.tables:
+        from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
+
         print("\n" + format_intervals(monitored.tables["intervals"], top=args.top))
     if "health" in monitored.tables:
+        from lbnorm.analysis.render import format_health
+
         print("\n" + format_health(monitored.tables["health"]))
     if args.report:
         print(
@@ -236,15 +254,154 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         )
 
 
-def _print_flagged(leaderboard: pd.DataFrame) -> None:
-    from lbnorm.metadata import list_flagged
+def _rejection(path: str, reason: str | None) -> str:
+    """A rejected file and why, naming the file once (reasons start with it).
 
-    flagged = list_flagged(leaderboard)
+    Examples:
+        >>> _rejection("a/r.json", "a/r.json: not valid JSON (line 1).")
+        'a/r.json: not valid JSON (line 1).'
+        >>> _rejection("a/r.json", "truncated")
+        'a/r.json: truncated'
+    """
+    from lbnorm.terminal import printable
+
+    reason = (reason or "").strip()
+    if not reason.startswith(path):
+        reason = f"{path}: {reason}" if reason else path
+    return printable(reason, keep_newlines=False)
+
+
+def _print_flagged(leaderboard: pa.Table) -> None:
+    from lbnorm.metadata import flagged_table
+    from lbnorm.terminal import printable
+
+    flagged = flagged_table(leaderboard)
     names = [
-        f"{model} ({precision})"
-        for model, precision in zip(flagged["model"], flagged["precision"], strict=True)
+        printable(f"{model} ({precision})")
+        for model, precision in zip(
+            flagged["model"].to_pylist(), flagged["precision"].to_pylist(), strict=True
+        )
     ]
     print(
-        f"flagged    {len(names)} variant(s) excluded from ranks"
+        f"flagged    {len(names):,} variant(s) excluded from ranks"
         + (f": {', '.join(names)}" if names else "")
+    )
+
+
+# --- keeping pandas out of a run ---------------------------------------------------
+
+
+@contextmanager
+def _pyarrow_without_pandas() -> Iterator[None]:
+    """Keep pyarrow from importing pandas for itself while the block runs.
+
+    pyarrow imports pandas, when it is installed, the first time almost any
+    value crosses into or out of Arrow (``pa.array``, ``to_numpy``,
+    ``to_pylist``): its pandas shim and its C++ layer each look for pandas in
+    case the values are pandas objects. That costs ``import pandas`` (about 0.4
+    s here, more than the whole demo run) on every ``lbnorm run``, though no
+    step of it uses pandas. Inside this block such a look fails, which pyarrow
+    takes as "no pandas here" (as where pandas is not installed) and goes on
+    without it. pandas still loads whenever code asks for it: an ``import
+    pandas`` in Python (a module still on pandas, a nightly run's analyses), a
+    ``to_pandas()`` call, or pyarrow's own pandas conversions; pyarrow is then
+    told pandas is there. Does nothing if pandas is loaded already or pyarrow's
+    shim is not what this expects.
+    """
+    import pyarrow as pa
+
+    shim = getattr(getattr(pa, "lib", None), "_pandas_api", None)
+    # (the shim's class, not the shim: reading its properties imports pandas)
+    expected = all(hasattr(type(shim), name) for name in ("compat", "_lock"))
+    if "pandas" in sys.modules or not expected:
+        yield
+        return
+    finder = _PandasOnlyWhenAsked(shim)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder in (sys.meta_path or ()):  # (None at interpreter shutdown)
+            sys.meta_path.remove(finder)
+
+
+class _PandasOnlyWhenAsked(importlib.abc.MetaPathFinder):
+    """Refuses pyarrow's looks for pandas; lets code that asks for pandas have it."""
+
+    def __init__(self, shim: Any) -> None:
+        self._shim = shim
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> ModuleSpec | None:
+        if fullname != "pandas":
+            return None
+        if not _is_pandas_asked_for():
+            msg = "pandas is kept out of this lbnorm run (pyarrow looked for it; nothing asked for it)"
+            raise ModuleNotFoundError(msg, name=fullname)
+        sys.meta_path.remove(self)  # pandas is coming: nothing left to keep out
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(fullname, path, target) if find_spec else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenTellPyarrow(spec.loader, self._shim)
+                return spec  # type: ignore[no-any-return]
+        return None
+
+
+class _ThenTellPyarrow(importlib.abc.Loader):
+    """Loads pandas with its own loader, then has pyarrow's shim look for it again."""
+
+    def __init__(self, loader: importlib.abc.Loader, shim: Any) -> None:
+        self._loader = loader
+        self._shim = shim
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self._loader  # pandas sees its own loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        if (
+            not self._shim._lock.locked()
+        ):  # (locked: the shim is importing it: it will know)
+            self._shim.compat  # noqa: B018 - the shim imports pandas again: found now
+
+
+def _is_pandas_asked_for() -> bool:
+    """Whether the code importing pandas asks for it, rather than pyarrow looking for it.
+
+    Asking: the nearest Python code names pandas (``import pandas``,
+    ``import_module("pandas")``) or ``to_pandas``, or is pyarrow's own pandas
+    conversion (``pyarrow/pandas_compat.py``). pyarrow's looks come from
+    compiled code called from code that does none of these.
+    """
+    frame: FrameType | None = sys._getframe(2)  # past find_spec: importlib's frames
+    while frame is not None and _is_import_machinery(frame.f_code):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    code = frame.f_code
+    return code.co_filename.replace("\\", "/").endswith("pyarrow/pandas_compat.py") or (
+        _names_pandas(code)
+    )
+
+
+def _is_import_machinery(code: CodeType) -> bool:
+    name = code.co_filename.replace("\\", "/")
+    return name.startswith("<frozen importlib") or "/importlib/" in name
+
+
+def _names_pandas(code: CodeType) -> bool:
+    """``import pandas[.x]`` and ``x.to_pandas()`` put the name in co_names; ``import_module`` a constant."""
+    names = list(code.co_names)
+    if "import_module" in names or "__import__" in names:
+        names += [c for c in code.co_consts if isinstance(c, str)]
+    return any(
+        name in {"pandas", "to_pandas"} or name.startswith("pandas.") for name in names
     )
