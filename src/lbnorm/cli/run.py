@@ -367,9 +367,7 @@ class _ThenTellPyarrow(importlib.abc.Loader):
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         self._loader.exec_module(module)
-        if (
-            not self._shim._lock.locked()
-        ):  # (locked: the shim is importing it: it will know)
+        if not self._shim._lock.locked():  # locked: the shim is importing it itself
             self._shim.compat  # noqa: B018 - the shim imports pandas again: found now
 
 
