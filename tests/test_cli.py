@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -7,6 +8,8 @@ import pandas as pd
 import pytest
 
 from lbnorm.cli import main
+
+REPO = Path(__file__).parent.parent
 
 
 def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:
@@ -215,3 +218,137 @@ def test_suites_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
     assert 'name = "openllm-v2"' in capsys.readouterr().out
     assert main(["suites", "show"]) == 2
+
+
+# --- the run's summary (issue 13, section 4) ------------------------------------------
+
+
+def _run_options() -> list[str]:
+    """Every option `lbnorm run --help` lists (long forms)."""
+    import argparse
+
+    from lbnorm.cli import build_parser
+
+    parser = build_parser()
+    commands = next(
+        action
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    return [
+        option
+        for action in commands.choices["run"]._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    ]
+
+
+def test_readme_synopsis_lists_every_run_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    synopsis = readme.split("## CLI\n\n```\n")[1].split("lbnorm suites")[0]
+    options = _run_options()
+    assert "--health-config" in options
+    assert [option for option in options if option not in synopsis] == []
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert all(option in text for option in options)
+
+
+def test_summary_counts_with_separators_and_lists_superseded_files(
+    golden_dir: Path, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from lbnorm import run
+    from lbnorm.terminal import format_summary
+
+    result = run(sorted(golden_dir.glob("*.json")))
+    n_files = 3_000
+    superseded = [
+        f"org/m{i}/results_2024-01-01.json" if i % 2 else None for i in range(n_files)
+    ]
+    files = pa.table(
+        {
+            "path": [f"org/m{i}/results_2023-01-01.json" for i in range(n_files)],
+            "format": ["lm-eval-harness"] * n_files,
+            "sha256": ["0" * 64] * n_files,
+            "bytes": [10] * n_files,
+            "rows": [40] * n_files,
+            "superseded_by": pa.array(superseded, pa.string()),
+            "n_ignored": [1] * n_files,
+        }
+    )
+    text = format_summary(replace(result, file_table=files), out="out")
+    lines = text.splitlines()
+    assert (
+        "inputs     3,000 file(s), 320 scores, 1,500 superseded by newer runs, "
+        "3,000 results entries not in the suite" in lines
+    )
+    at = lines.index(
+        "superseded org/m1/results_2023-01-01.json (by results_2024-01-01.json)"
+    )
+    assert lines[at + 1] == (
+        "           org/m3/results_2023-01-01.json (by results_2024-01-01.json)"
+    )
+    assert lines[at + 3] == "           and 1,497 more (manifest.json lists every file)"
+    assert lines[at + 4].startswith("models     ")
+
+
+def test_summary_lists_the_superseded_files_of_a_results_tree(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = tmp_path / "tree" / "01-ai" / "Yi-34B-Chat"
+    tree.mkdir(parents=True)
+    source = golden_dir / "01-ai__Yi-34B-Chat.json"
+    older = tree / "results_2024-05-01T00-00-00.000000.json"
+    newer = tree / "results_2024-06-01T00-00-00.000000.json"
+    older.write_bytes(source.read_bytes())
+    newer.write_bytes(source.read_bytes())
+    argv = ["run", str(tmp_path / "tree"), "--out", str(tmp_path / "o"), "--top", "0"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith(
+        "inputs     2 file(s), 40 scores, 1 superseded by newer runs"
+    )
+    assert lines[2] == f"superseded {older} (by {newer.name})"
+
+
+def test_summary_says_how_many_are_unranked_and_how_to_rank_them(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", str(fixtures / "tables" / "seed_examples.csv"), "--top", "0"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "unranked   2 incomplete variant(s) have no average and no rank "
+        "(--missing exclude); --missing partial averages the benchmarks they have"
+    ) in text.splitlines()
+    assert main([*argv, "--out", str(tmp_path / "p"), "--missing", "partial"]) == 0
+    assert "unranked" not in capsys.readouterr().out
+
+
+def _quoted_runs(readme: str) -> list[tuple[list[str], list[str]]]:
+    """The README's `$ lbnorm run ...` blocks: (arguments, printed lines)."""
+    blocks = re.findall(r"```text\n\$ lbnorm (run[^\n]*)\n(.*?)```", readme, re.S)
+    return [(command.split(), text.splitlines()) for command, text in blocks]
+
+
+def test_readme_shows_what_run_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (REPO / "README.md").read_text()
+    runs = _quoted_runs(readme)
+    assert len(runs) == 2
+    monkeypatch.chdir(tmp_path)  # the default --out, lbnorm-out, lands here
+    (tmp_path / "tests").symlink_to(REPO / "tests")
+    for argv, quoted in runs:
+        assert main(argv) == 0
+        printed = capsys.readouterr().out.splitlines()
+        timeless = [re.sub(r"^time {7}[\d.]+ s$", "time", line) for line in printed]
+        assert timeless == [
+            re.sub(r"^time {7}[\d.]+ s$", "time", line) for line in quoted
+        ]

@@ -217,9 +217,12 @@ def test_run_joins_metadata_into_the_output(
     assert board["rank_within_size_class"].to_dict()["AIDC-AI/Marco-o1"] == 1
     assert np.isnan(board["params_b"].to_dict()["allenai/Llama-3.1-Tulu-3-8B-RM"])
     table = pq.read_table(tmp_path / "out" / "leaderboard.parquet")
-    assert table.column_names[-6:] == [
-        "params_b", "type", "submission_date", "flagged", "size_class", "rank_within_size_class",
+    assert table.column_names[-7:] == [
+        "params_b", "type", "type_code", "submission_date", "flagged", "size_class",
+        "rank_within_size_class",
     ]  # fmt: skip
+    assert table["type"].to_pylist()[:2] == ["chat models (RLHF, DPO, IFT, ...)"] * 2
+    assert table["type_code"].to_pylist()[:2] == ["chatmodels"] * 2
     assert table.schema.field("rank_within_size_class").type == pa.int64()
     assert table.schema.field("submission_date").type == pa.date32()
     assert (
@@ -273,3 +276,12 @@ def test_cli_run_options(
     assert "Hint: pass a metadata table" in capsys.readouterr().err
     assert main(["run", "--help"]) == 0
     assert "--metadata" in capsys.readouterr().out
+
+
+def test_a_pandas_index_written_along_is_not_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "meta.parquet"
+    pd.DataFrame({"model": ["a/x"], "team": ["r"]}, index=[7]).to_parquet(path)
+    assert read_metadata(path).columns.tolist() == ["model", "team"]
+    joined = annotate_leaderboard(_board(), path)
+    assert joined.columns.tolist()[-1] == "team"
+    assert joined.attrs["column_docs"]["team"] == f"From the metadata table ({path})."

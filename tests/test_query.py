@@ -139,6 +139,7 @@ def test_views_cover_every_output_file_and_the_metadata(demo_out: Path) -> None:
     assert set(views["view"]) == {"scores", "benchmarks", "leaderboard", "metadata"}
     assert metadata_columns(demo_out) == [
         "type",
+        "type_code",
         "params_b",
         "submission_date",
         "flagged",

@@ -49,6 +49,12 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
     printed = capsys.readouterr().out
     assert "cache      " in printed
     assert "8 parsed, 0 cached, 0 rejected, 0 dropped" in printed
+    assert "all checks passed" not in printed  # 8 models: every check was skipped
+    assert (
+        "# lbnorm health: every check skipped: at most 8 models, fewer than a check "
+        "needs (min_models, default 30)" in printed.splitlines()
+    )
+    assert "## Subtasks (40 checked, 0 failed, 40 skipped)" in printed
     report = _report(tmp_path / "r.json")
     assert (
         report["report"],
@@ -79,6 +85,7 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
         report["health"]["passed"] is True
     )  # 8 models: every check skipped (min_models = 30)
     assert {row["status"] for row in report["health"]["table"]} == {"skipped"}
+    assert report["health"]["skipped"] == 6 + 40
     assert list(report["timings_s"]) == [
         "read (parse cache)",
         "normalize",
@@ -117,7 +124,9 @@ def test_rejected_file_means_ran_but_unhealthy(
         ]
     )
     assert code == 7
-    assert "rejected   " in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"rejected   {bad}: 'results' is not an object." in printed.splitlines()
+    assert printed.count(str(bad)) == 1  # the path once, not twice
     report = _report(tmp_path / "r.json")
     assert (report["status"], report["exit_code"]) == ("unhealthy", 7)
     assert report["problems"] == ["1 input file(s) rejected"]
@@ -243,3 +252,28 @@ def test_report_json_is_strict() -> None:
     )
     assert (report["status"], report["exit_code"]) == ("failed", 130)
     assert json.loads(format_run_report(report))["error"]["type"] == "KeyboardInterrupt"
+
+
+def test_health_verdict_says_skipped_not_passed(tree: Path, tmp_path: Path) -> None:
+    from lbnorm.analysis.render import format_health
+
+    out = tmp_path / "out"
+    assert main(["run", str(tree), "--out", str(out), "--health", "--quiet"]) == 0
+    health = pd.read_parquet(out / "health.parquet")
+    assert set(health["status"]) == {"skipped"}
+
+    def verdict(statuses: list[str]) -> str:
+        return format_health(health.assign(status=statuses)).splitlines()[0]
+
+    n_rows = len(health)
+    assert verdict(["skipped"] * n_rows) == (
+        "# lbnorm health: every check skipped: at most 8 models, fewer than a check "
+        "needs (min_models, default 30)"
+    )
+    assert verdict(["pass"] * n_rows) == "# lbnorm health: all checks passed"
+    assert verdict(["pass"] * (n_rows - 3) + ["skipped"] * 3) == (
+        "# lbnorm health: all checks passed (3 skipped)"
+    )
+    assert verdict(["fail"] + ["skipped"] * (n_rows - 1)) == (
+        f"# lbnorm health: 1 failed, {n_rows - 1} skipped"
+    )

@@ -260,7 +260,12 @@ def test_compare_without_subtasks_parquet(
     assert not (out / "subtasks.parquet").exists()
     assert main(["compare", str(out), "yi-34b", "llama-3-8b-instruct"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines[5:]] == [
+    assert (
+        lines[4]
+        == "Δ = Meta-Llama-3-8B-Instruct minus Yi-34B-Chat (second minus first)"
+    )
+    assert lines[5].split()[-4:] == ["Δ", "(2nd", "-", "1st)"]  # the header says it
+    assert [line.split()[0] for line in lines[6:]] == [
         "average",
         "IFEval",
         "BBH",
@@ -269,4 +274,21 @@ def test_compare_without_subtasks_parquet(
         "MUSR",
         "MMLU-PRO",
     ]
-    assert lines[6].split()[1:] == ["46.99", "74.08", "27.10"]  # numbers, right-aligned
+    assert lines[7].split()[1:] == ["46.99", "74.08", "27.10"]  # numbers, right-aligned
+
+
+def test_types_show_in_words_and_filter_by_either_spelling(
+    golden_out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13: `type` reads as words; the leaderboard API's spelling is `type_code`."""
+    argv = ["show", str(golden_out), "--columns", "model,type,type_code"]
+    assert main([*argv, "--where", "type_code=chatmodels"]) == 0
+    by_code = capsys.readouterr().out.splitlines()
+    assert by_code[0].startswith("top 2 of 2 variants where type_code=chatmodels")
+    assert by_code[2].split("  ")[0] == YI
+    assert "chat models (RLHF, DPO, IFT, ...)  chatmodels" in by_code[2]
+    assert main([*argv, "--where", "type~chat models"]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == by_code[2:]
+    # pretrained reads the same in both spellings
+    assert main([*argv, "--where", "type=pretrained"]) == 0
+    assert "Amu/t1-3B" in capsys.readouterr().out

@@ -6,39 +6,61 @@ columns: the bundled demo's are ``type``, ``params_b`` (parameters in billions,
 -1 if unknown), ``submission_date`` and ``flagged``. The join uses the key
 columns the table has, so a table keyed by ``model`` alone covers every variant
 of a model. A ``params_b`` column also gives a ``size_class`` column (the
-leaderboard's size filters, see :data:`SIZE_CLASSES`).
+leaderboard's size filters, see :data:`SIZE_CLASSES`); a text ``type`` column is
+shown in words (:data:`TYPE_LABELS`: ``fine-tunedondomain-specificdatasets``
+becomes ``fine-tuned on domain-specific datasets``) and keeps its own spelling
+in ``type_code``.
 
 On request, flagged variants lose their rank (the others are re-ranked without
 them) and ranks are computed within groups, e.g. ``rank_within_size_class``.
-Everything here but :func:`read_metadata` is a pure function on frames.
+
+The work is done on Arrow tables with numpy (``*_table`` functions and
+:func:`annotate_table`, what ``lbnorm run`` calls: no pandas). The pandas
+functions (:func:`annotate_leaderboard`, :func:`join_metadata`, ...) hand
+frames to ``lbnorm show`` and the Python API, and are thin wrappers over the
+Arrow ones, so there is one implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
+from lbnorm import arrow
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.kernel import rank_descending
 from lbnorm.schemas import KEY_COLUMNS
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "COLUMN_DOCS",
     "SIZE_CLASSES",
+    "TYPE_LABELS",
     "annotate_leaderboard",
     "annotate_table",
+    "conform_metadata",
+    "conform_metadata_table",
     "exclude_flagged",
+    "exclude_flagged_table",
+    "flagged_table",
     "join_metadata",
+    "join_metadata_table",
     "list_flagged",
     "rank_within",
+    "rank_within_table",
     "read_metadata",
+    "read_metadata_table",
+    "size_class_array",
+    "size_classes",
+    "type_label_array",
 ]
 
 #: Size classes by parameters in billions: (label, lower edge inclusive). The
@@ -54,10 +76,26 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (
     ("65B+", 65.0),
 )
 
-#: Docs for the Parquet schema of the columns this module may add; the writer
-#: reads them from the leaderboard frame's ``attrs["column_docs"]``.
+#: The Open LLM Leaderboard's model types as its API spells them (spaces and
+#: emoji dropped), and the words its pages show (without the emoji: 🟢 🟩 🔶 💬
+#: 🤝 🌸 ❓). Any other value of ``type`` is shown as it is.
+TYPE_LABELS: dict[str, str] = {
+    "pretrained": "pretrained",
+    "continuouslypretrained": "continuously pretrained",
+    "fine-tunedondomain-specificdatasets": "fine-tuned on domain-specific datasets",
+    "chatmodels": "chat models (RLHF, DPO, IFT, ...)",
+    "basemergesandmoerges": "base merges and moerges",
+    "multimodal": "multimodal",
+    "❓other": "other",
+}
+
+#: Docs for the Parquet schema of the columns this module may add (each added
+#: column carries its doc in its field metadata, ``doc``).
 COLUMN_DOCS: dict[str, str] = {
-    "type": "Model type (from the metadata table).",
+    "type": "Model type in words, as the leaderboard shows it, e.g. 'fine-tuned on "
+    "domain-specific datasets' (from the metadata table; its own spelling is in type_code).",
+    "type_code": "Model type as the metadata table spells it, e.g. "
+    "'fine-tunedondomain-specificdatasets' (the leaderboard API's spelling).",
     "params_b": "Parameters in billions; -1 if unknown (from the metadata table).",
     "submission_date": "Date the model was submitted (from the metadata table).",
     "flagged": "Flagged on the leaderboard (from the metadata table).",
@@ -67,97 +105,138 @@ COLUMN_DOCS: dict[str, str] = {
 
 _KEY_DEFAULTS: dict[str, str] = {"precision": "", "revision": ""}
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_SHOWN = 5
+#: A number written as text (``params_b`` read as strings): anything else is unknown.
+_NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+#: The row number carried through the Arrow functions by the pandas wrappers.
+_ROW = "__lbnorm_row__"
+
+Column: TypeAlias = pa.Array | pa.ChunkedArray
+IntArray: TypeAlias = npt.NDArray[np.int64]
 
 
-def read_metadata(path: str | Path) -> pd.DataFrame:
-    """Read and check a metadata table (CSV or Parquet).
+# --- Arrow: reading and checking ----------------------------------------------------
+
+
+def read_metadata_table(path: str | Path) -> pa.Table:
+    """Read and check a metadata table (CSV or Parquet) into Arrow.
 
     Args:
         path: A ``.csv`` or ``.parquet`` file with a ``model`` column.
 
     Returns:
         The table, keys typed like the leaderboard's (missing precision and
-        revision as ''), boolean columns as the nullable ``boolean`` dtype.
+        revision as ''), text as ``string``.
 
     Raises:
         InputError: The file is missing, of another type, or unreadable.
         SchemaMismatchError: No ``model`` column, a key of the wrong type, or
             duplicate keys.
     """
-    path = Path(path)
+    return conform_metadata_table(_read_table(Path(path)), source=str(path))
+
+
+def _read_table(path: Path) -> pa.Table:
+    """The file as Arrow, as written (checked by :func:`conform_metadata_table`)."""
     kind = _SUFFIXES.get(path.suffix.lower())
     if kind is None:
         msg = f"{path}: unsupported metadata file type {path.suffix!r}.\nHint: use a .csv or .parquet file."
         raise InputError(msg)
     try:
         if kind == "csv":
+            import pyarrow.csv as pa_csv
+
             table = pa_csv.read_csv(path)
         elif path.is_dir():  # a dataset directory named *.parquet
+            import pyarrow.parquet as pq
+
             table = pq.read_table(path)
-        else:  # one file: ParquetFile spares importing pyarrow.dataset
+        else:  # one file: ParquetFile spares importing pyarrow.dataset (and pandas)
+            import pyarrow.parquet as pq
+
             table = pq.ParquetFile(path).read()
     except (pa.ArrowException, OSError) as exc:
         msg = f"{path}: cannot read the metadata table as {kind}: {exc}.\nHint: check the path and that the file is complete {kind}."
         raise InputError(msg) from exc
-    return conform_metadata(table.to_pandas(), source=str(path))
+    index = [name for name in table.column_names if name.startswith("__index_level_")]
+    return table.drop_columns(index)  # a pandas index written along: not metadata
 
 
-def conform_metadata(metadata: pd.DataFrame, *, source: str) -> pd.DataFrame:
-    """Check a metadata frame and type its keys like the leaderboard's.
+def conform_metadata_table(metadata: pa.Table, *, source: str) -> pa.Table:
+    """Check a metadata table and type its keys like the leaderboard's.
 
     Args:
         metadata: The table: ``model``, optional variant keys, free columns.
         source: Where it came from, for messages.
 
     Returns:
-        The conformed frame (a new one).
+        The conformed table (a new one): keys as text ('' for a missing
+        precision or revision), ``chat_template`` boolean, text as ``string``,
+        NaN in float columns as null (unknown).
 
     Raises:
-        SchemaMismatchError: No ``model`` column, a key of the wrong type, or
-            duplicate keys.
+        SchemaMismatchError: No ``model`` column, a model without a name, a
+            ``chat_template`` that is not true/false, or duplicate keys.
 
     Examples:
-        >>> meta = pd.DataFrame({"model": ["a/b"], "precision": [None], "params_b": [7.2]})
-        >>> conform_metadata(meta, source="m.csv")["precision"].tolist()
+        >>> meta = pa.table({"model": ["a/b"], "precision": [None], "params_b": [7.2]})
+        >>> conform_metadata_table(meta, source="m.csv")["precision"].to_pylist()
         ['']
     """
-    if "model" not in metadata.columns:
+    metadata = metadata.replace_schema_metadata(None)
+    names = metadata.column_names
+    if "model" not in names:
         msg = (
-            f"{source}: the metadata table has no 'model' column; found {list(metadata.columns)[:8]}.\n"
+            f"{source}: the metadata table has no 'model' column; found {names[:8]}.\n"
             f"Hint: key each row by 'model' (and optionally {list(KEY_COLUMNS[1:])}), as in leaderboard.parquet."
         )
         raise SchemaMismatchError(msg)
-    is_unnamed = metadata["model"].isna() | metadata["model"].astype(str).eq("")
-    if is_unnamed.any():
-        msg = f"{source}: {int(is_unnamed.sum())} row(s) have no model name.\nHint: fill in or remove those rows."
+    model = _as_text(metadata.column("model"))
+    n_unnamed = metadata.num_rows - int(
+        pc.sum(pc.not_equal(model, arrow.scalar("", pa.string()))).as_py() or 0
+    )
+    if n_unnamed:
+        msg = f"{source}: {n_unnamed} row(s) have no model name.\nHint: fill in or remove those rows."
         raise SchemaMismatchError(msg)
-    keys = [name for name in KEY_COLUMNS if name in metadata.columns]
-    fixes: dict[str, pd.Series] = {
-        name: metadata[name].fillna(_KEY_DEFAULTS[name]).astype(str)
-        for name in keys
-        if name in _KEY_DEFAULTS
-    }
-    fixes["model"] = metadata["model"].astype(str)
-    if "chat_template" in keys and not pd.api.types.is_bool_dtype(
-        metadata["chat_template"]
-    ):
-        msg = (
-            f"{source}: column 'chat_template' must be true/false, got dtype {metadata['chat_template'].dtype}.\n"
-            "Hint: write True/False (CSV) or a boolean column (Parquet)."
+    keys = [name for name in KEY_COLUMNS if name in names]
+    if "chat_template" in keys:
+        chat = metadata.column("chat_template")
+        if not pa.types.is_boolean(chat.type) or chat.null_count:
+            shown = f"type {chat.type}" + (
+                f" with {chat.null_count} null(s)" if chat.null_count else ""
+            )
+            msg = (
+                f"{source}: column 'chat_template' must be true/false, got {shown}.\n"
+                "Hint: write True/False (CSV) or a boolean column (Parquet)."
+            )
+            raise SchemaMismatchError(msg)
+    for index, name in enumerate(names):
+        column = metadata.column(index)
+        if name == "model":
+            column = model
+        elif name in _KEY_DEFAULTS:
+            column = pc.fill_null(
+                _as_text(column), arrow.scalar(_KEY_DEFAULTS[name], pa.string())
+            )
+        elif pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+        elif pa.types.is_floating(column.type):  # NaN means unknown, as null does
+            column = pc.if_else(
+                pc.is_nan(column), arrow.scalar(None, column.type), column
+            )
+        metadata = metadata.set_column(index, pa.field(name, column.type), column)
+    (codes,) = _key_codes([metadata], keys)
+    counts = np.bincount(codes, minlength=1)
+    is_duplicated = counts[codes] > 1
+    if is_duplicated.any():
+        rows = np.flatnonzero(is_duplicated)
+        _, first = np.unique(codes[rows], return_index=True)
+        shown_rows = rows[np.sort(first)][:_SHOWN]
+        examples = ", ".join(
+            map(str, metadata.select(keys).take(shown_rows).to_pylist())
         )
-        raise SchemaMismatchError(msg)
-    booleans = {
-        name: metadata[name].astype("boolean")
-        for name in metadata.columns
-        if name not in keys and pd.api.types.is_bool_dtype(metadata[name])
-    }
-    metadata = metadata.assign(**fixes, **booleans)
-    duplicated = metadata.duplicated(keys, keep=False)
-    if duplicated.any():
-        shown = metadata.loc[duplicated, keys].drop_duplicates().head(5)
-        examples = ", ".join(map(str, shown.to_dict("records")))
         msg = (
-            f"{source}: {int(duplicated.sum())} rows share their key {keys} with another row, e.g. {examples}.\n"
+            f"{source}: {len(rows)} rows share their key {keys} with another row, e.g. {examples}.\n"
             "Hint: keep one row per key, or add the key columns that tell them apart "
             f"({[k for k in KEY_COLUMNS if k not in keys] or 'none left'})."
         )
@@ -165,113 +244,126 @@ def conform_metadata(metadata: pd.DataFrame, *, source: str) -> pd.DataFrame:
     return metadata
 
 
-def join_metadata(
-    leaderboard: pd.DataFrame, metadata: pd.DataFrame, *, source: str = "metadata"
-) -> pd.DataFrame:
+# --- Arrow: the join and the columns it makes -------------------------------------
+
+
+def join_metadata_table(
+    leaderboard: pa.Table, metadata: pa.Table, *, source: str = "metadata"
+) -> pa.Table:
     """Append the metadata's free columns to the leaderboard, matched on variant keys.
 
-    Variants without a metadata row get nulls; a table that matches no variant
-    at all is an error (the keys are spelled differently). A ``params_b`` column
-    also gives ``size_class``.
+    A left join, many to one, on the key columns the metadata has. Variants
+    without a metadata row get nulls; a table that matches no variant at all is
+    an error (the keys are spelled differently). A ``params_b`` column also
+    gives ``size_class``; a text ``type`` column is put in words
+    (:data:`TYPE_LABELS`) and its own spelling kept in ``type_code``, after it.
 
     Args:
         leaderboard: The leaderboard (variant keys first).
-        metadata: A conformed metadata frame (see :func:`read_metadata`).
-        source: Where the metadata came from, for messages.
+        metadata: The metadata table; checked by :func:`conform_metadata_table`.
+        source: Where the metadata came from, for messages and column docs.
 
     Returns:
-        The leaderboard, same rows and order, metadata columns appended.
+        The leaderboard, same rows and order, metadata columns appended, each
+        with a ``doc`` in its field metadata.
 
     Raises:
-        SchemaMismatchError: A metadata column has a leaderboard column's name,
-            or no variant matches any metadata row.
+        SchemaMismatchError: The metadata does not conform, a metadata column
+            has a leaderboard column's name, or no variant matches any metadata row.
 
     Examples:
-        >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
-        >>> meta = pd.DataFrame({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
-        >>> join_metadata(board, meta)[["model", "params_b", "size_class"]].to_numpy().tolist()
-        [['a/x', 1.5, '<3B'], ['b/y', 70.0, '65B+']]
+        >>> board = pa.table({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
+        >>> meta = pa.table({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
+        >>> joined = join_metadata_table(board, meta)
+        >>> joined.select(["model", "params_b", "size_class"]).to_pylist()[0]
+        {'model': 'a/x', 'params_b': 1.5, 'size_class': '<3B'}
     """
-    keys = [name for name in KEY_COLUMNS if name in metadata.columns]
+    metadata = conform_metadata_table(metadata, source=source)
+    keys = [name for name in KEY_COLUMNS if name in metadata.column_names]
     if clashes := [
         name
-        for name in metadata.columns
-        if name not in keys and name in leaderboard.columns
+        for name in metadata.column_names
+        if name not in keys and name in leaderboard.column_names
     ]:
         msg = (
-            f"{source}: metadata column(s) {clashes[:5]} have the names of leaderboard columns.\n"
+            f"{source}: metadata column(s) {clashes[:_SHOWN]} have the names of leaderboard columns.\n"
             "Hint: rename them in the metadata table (e.g. add a prefix)."
         )
         raise SchemaMismatchError(msg)
-    # a left join on the keys, many to one (conform_metadata refused duplicate
-    # keys): each row's metadata row by key codes, then one reindex, which fills
-    # and promotes dtypes as merge does, at a fraction of merge's cost
-    match = _match_rows(leaderboard, metadata, keys)
-    free = metadata.drop(columns=keys).reset_index(drop=True).reindex(match)
-    free = free.set_axis(pd.RangeIndex(len(match)))
-    joined = leaderboard.reset_index(drop=True).assign(
-        **{name: free[name] for name in free.columns}
+    left, right = _key_codes([leaderboard, metadata], keys)
+    row_of_code = np.full(
+        max(int(left.max(initial=-1)), int(right.max(initial=-1))) + 1, -1
     )
-    if len(joined) and not (match >= 0).any():
-        board_keys = leaderboard[keys].head(2).to_dict("records")
-        meta_keys = metadata[keys].head(2).to_dict("records")
+    row_of_code[right] = np.arange(len(right))
+    match = row_of_code[left]
+    is_unmatched = match < 0
+    if leaderboard.num_rows and is_unmatched.all():
+        board_keys = leaderboard.select(keys).slice(0, 2).to_pylist()
+        meta_keys = metadata.select(keys).slice(0, 2).to_pylist()
         msg = (
-            f"{source}: none of the {len(leaderboard):,} variants matches a metadata row on {keys}; "
+            f"{source}: none of the {leaderboard.num_rows:,} variants matches a metadata row on {keys}; "
             f"e.g. leaderboard {board_keys}, metadata {meta_keys}.\n"
             "Hint: spell the keys as leaderboard.parquet does, or drop key columns "
             "(precision, revision, chat_template) to match on fewer."
         )
         raise SchemaMismatchError(msg)
-    if "params_b" in joined.columns and "size_class" not in joined.columns:
-        joined = joined.assign(size_class=size_classes(joined["params_b"]))
-    joined.attrs["column_docs"] = {
-        **leaderboard.attrs.get("column_docs", {}),
-        **{
-            name: COLUMN_DOCS.get(name, f"From the metadata table ({source}).")
-            for name in joined.columns
-            if name not in leaderboard.columns
-        },
-    }
+    rows = arrow.array(np.where(is_unmatched, 0, match), mask=is_unmatched)
+    joined = leaderboard
+    for name in metadata.column_names:
+        if name in keys:
+            continue
+        column = metadata.column(name).take(rows)
+        if (
+            name == "type"
+            and _is_text(column)
+            and "type_code" not in metadata.column_names
+        ):
+            joined = _append(joined, name, type_label_array(column), source)
+            joined = _append(joined, "type_code", _as_text(column), source)
+        else:
+            joined = _append(joined, name, column, source)
+    if "params_b" in joined.column_names and "size_class" not in joined.column_names:
+        joined = _append(
+            joined, "size_class", size_class_array(joined["params_b"]), source
+        )
     return joined
 
 
-def _match_rows(
-    leaderboard: pd.DataFrame, metadata: pd.DataFrame, keys: list[str]
-) -> npt.NDArray[np.intp]:
-    """Return, for each leaderboard row, the metadata row with its keys (-1: none)."""
-    n_rows = len(leaderboard)
-    left = np.zeros(n_rows, dtype=np.int64)
-    right = np.zeros(len(metadata), dtype=np.int64)
-    for name in keys:  # one code per distinct combination of the keys so far
-        both = pd.concat([leaderboard[name], metadata[name]], ignore_index=True)
-        codes, uniques = pd.factorize(both, use_na_sentinel=False)
-        combined, _ = pd.factorize(np.concatenate([left, right]) * len(uniques) + codes)
-        left, right = combined[:n_rows], combined[n_rows:]
-    matched: npt.NDArray[np.intp] = pd.Index(right).get_indexer(pd.Index(left))
-    return matched
-
-
-def size_classes(params_b: pd.Series) -> pd.Series:
-    """Return each value's size class label (:data:`SIZE_CLASSES`); null if unknown.
+def size_class_array(params_b: Column) -> pa.Array:
+    """Each value's size class label (:data:`SIZE_CLASSES`); null if unknown (≤ 0, not a number).
 
     Examples:
-        >>> size_classes(pd.Series([0.5, 7.6, 9.2, 14.8, -1.0])).tolist()
-        ['<3B', '6-10B', '6-10B', '10-20B', nan]
+        >>> size_class_array(pa.array([0.5, 7.6, 9.2, 14.8, -1.0, None])).to_pylist()
+        ['<3B', '6-10B', '6-10B', '10-20B', None, None]
     """
-    values = pd.to_numeric(params_b, errors="coerce").to_numpy(dtype=np.float64)
+    values = _as_floats(params_b)
     edges = np.array([edge for _, edge in SIZE_CLASSES])
-    labels = np.array([label for label, _ in SIZE_CLASSES], dtype=object)
     index = np.searchsorted(edges, values, side="right") - 1
-    is_known = np.isfinite(values) & (values > 0)
-    classes = pd.Series(
-        labels[np.clip(index, 0, len(labels) - 1)], index=params_b.index, dtype="str"
-    )
-    return classes.where(is_known)
+    is_unknown = ~(np.isfinite(values) & (values > 0))
+    labels = arrow.strings([label for label, _ in SIZE_CLASSES])
+    return labels.take(arrow.array(np.clip(index, 0, len(edges) - 1), mask=is_unknown))
 
 
-def exclude_flagged(
-    leaderboard: pd.DataFrame, *, column: str = "flagged"
-) -> pd.DataFrame:
+def type_label_array(types: Column) -> pa.Array:
+    """Model types in words (:data:`TYPE_LABELS`); other values as they are.
+
+    Examples:
+        >>> type_label_array(pa.array(["chatmodels", "❓other", "mine", None])).to_pylist()
+        ['chat models (RLHF, DPO, IFT, ...)', 'other', 'mine', None]
+    """
+    text = _as_text(types)
+    codes = arrow.strings(list(TYPE_LABELS))
+    labels = arrow.strings(list(TYPE_LABELS.values()))
+    found = labels.take(pc.index_in(text, value_set=codes))
+    return _combined(pc.coalesce(found, text))
+
+
+# --- Arrow: ranks ----------------------------------------------------------------
+
+
+def exclude_flagged_table(
+    leaderboard: pa.Table, *, column: str = "flagged"
+) -> pa.Table:
     """Take flagged variants out of the ranking and re-rank the others.
 
     Flagged variants keep their scores but get a null rank; the order becomes
@@ -286,90 +378,102 @@ def exclude_flagged(
         The re-ranked leaderboard.
 
     Raises:
-        SchemaMismatchError: `column` is missing.
+        SchemaMismatchError: `column` is missing or not true/false.
 
     Examples:
-        >>> board = pd.DataFrame({"model": ["a", "b", "c"], "average": [9.0, 8.0, 7.0],
-        ...     "rank": pd.array([1, 2, 3], dtype="Int64"), "flagged": [True, False, False]})
-        >>> exclude_flagged(board)[["model", "rank"]].to_numpy().tolist()
-        [['b', 1], ['c', 2], ['a', <NA>]]
+        >>> board = pa.table({"model": ["a", "b", "c"], "average": [9.0, 8.0, 7.0],
+        ...     "rank": [1, 2, 3], "flagged": [True, False, False]})
+        >>> exclude_flagged_table(board).select(["model", "rank"]).to_pydict()
+        {'model': ['b', 'c', 'a'], 'rank': [1, 2, None]}
     """
     is_flagged = _flag_mask(leaderboard, column)
-    average = leaderboard["average"].to_numpy(dtype=np.float64, na_value=np.nan)
-    is_eligible = leaderboard["rank"].notna().to_numpy() & ~is_flagged
-    rank = rank_descending(np.where(is_eligible, average, np.nan))
-    order = np.lexsort(
-        (np.arange(len(leaderboard)), np.where(np.isnan(rank), np.inf, rank))
+    is_eligible = _is_valid(leaderboard["rank"]) & ~is_flagged
+    rank = rank_descending(
+        np.where(is_eligible, _as_floats(leaderboard["average"]), np.nan)
     )
-    return (
-        leaderboard.assign(
-            rank=pd.Series(rank, index=leaderboard.index).astype("Int64")
-        )
-        .iloc[order]
-        .reset_index(drop=True)
-    )
+    order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
+    index = leaderboard.column_names.index("rank")
+    field = leaderboard.schema.field(index)
+    ranked = leaderboard.set_column(index, field, _int_array(rank).cast(field.type))
+    return ranked.take(arrow.array(order))
 
 
-def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.DataFrame:
-    """Return the flagged variants' keys and averages, in leaderboard order.
+def flagged_table(leaderboard: pa.Table, *, column: str = "flagged") -> pa.Table:
+    """The flagged variants' keys and averages, in leaderboard order.
 
     Raises:
-        SchemaMismatchError: `column` is missing.
+        SchemaMismatchError: `column` is missing or not true/false.
     """
     is_flagged = _flag_mask(leaderboard, column)
-    return leaderboard.loc[is_flagged, [*KEY_COLUMNS, "average"]].reset_index(drop=True)
+    present = [
+        name for name in (*KEY_COLUMNS, "average") if name in leaderboard.column_names
+    ]
+    return leaderboard.select(present).take(arrow.array(np.flatnonzero(is_flagged)))
 
 
-def rank_within(leaderboard: pd.DataFrame, column: str) -> pd.DataFrame:
+def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
     """Add ``rank_within_<column>``: the rank by average among variants sharing `column`.
 
     Only ranked variants are ranked within their group (ties share the smallest
-    rank, as in ``rank``); a null group value gives a null group rank.
+    rank, as in ``rank`` and :func:`lbnorm.kernel.rank_descending`); a null
+    group value gives a null group rank. A column of that name already there
+    is recomputed in place.
 
     Args:
         leaderboard: The leaderboard with ``rank`` and ``average``.
         column: The grouping column, e.g. ``size_class`` or ``type``.
 
     Returns:
-        The leaderboard with the new column appended.
+        The leaderboard with the group ranks (``int64``, with a ``doc``).
 
     Raises:
         SchemaMismatchError: `column` is missing.
 
     Examples:
-        >>> board = pd.DataFrame({"average": [9.0, 8.0, 7.0, 6.0],
-        ...     "rank": pd.array([1, 2, 3, None], dtype="Int64"),
+        >>> board = pa.table({"average": [9.0, 8.0, 7.0, 6.0], "rank": [1, 2, 3, None],
         ...     "size_class": ["65B+", "<3B", "<3B", "<3B"]})
-        >>> rank_within(board, "size_class")["rank_within_size_class"].tolist()
-        [1, 1, 2, <NA>]
+        >>> rank_within_table(board, "size_class")["rank_within_size_class"].to_pylist()
+        [1, 1, 2, None]
     """
     _require(leaderboard, column, purpose="rank within")
-    average = leaderboard["average"].where(leaderboard["rank"].notna())
-    group_rank = average.groupby(leaderboard[column], dropna=True).rank(
-        method="min", ascending=False
+    groups = _codes(leaderboard[column])
+    values = np.where(
+        _is_valid(leaderboard["rank"]), _as_floats(leaderboard["average"]), np.nan
     )
     name = f"rank_within_{column}"
-    ranked = leaderboard.assign(**{name: group_rank.astype("Int64")})
-    ranked.attrs["column_docs"] = {
-        **leaderboard.attrs.get("column_docs", {}),
-        name: f"Rank by average among variants with the same {column} (1 = best); "
-        "null if unranked or the group is unknown.",
-    }
-    return ranked
+    field = pa.field(
+        name,
+        pa.int64(),
+        metadata={
+            "doc": f"Rank by average among variants with the same {column} (1 = best); "
+            "null if unranked or the group is unknown."
+        },
+    )
+    ranks = _int_array(_rank_descending_within(values, groups))
+    if name in leaderboard.column_names:
+        return leaderboard.set_column(
+            leaderboard.column_names.index(name), field, ranks
+        )
+    return leaderboard.append_column(field, ranks)
 
 
-def annotate_leaderboard(
-    leaderboard: pd.DataFrame,
-    metadata: str | Path | pd.DataFrame | None,
+def annotate_table(
+    leaderboard: pa.Table,
+    metadata: str | Path | pa.Table | pd.DataFrame | None,
     *,
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
-) -> pd.DataFrame:
+) -> pa.Table:
     """Join metadata, then exclude flagged variants and add group ranks, as asked.
+
+    What ``lbnorm run`` does after the engine, on Arrow: no pandas unless the
+    metadata comes as a frame. The leaderboard's own columns keep their types;
+    the columns added come after them, each with a ``doc`` in its field
+    metadata.
 
     Args:
         leaderboard: The leaderboard.
-        metadata: A metadata file, a frame, or None for none.
+        metadata: A metadata file, an Arrow table, a pandas frame, or None.
         rank_within_columns: Columns to rank within (each adds a column).
         is_flagged_excluded: Re-rank without the ``flagged`` variants.
 
@@ -380,81 +484,371 @@ def annotate_leaderboard(
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
     if isinstance(metadata, str | Path):
-        board = join_metadata(
-            leaderboard, read_metadata(metadata), source=str(metadata)
-        )
+        table = _read_table(Path(metadata))
+        board = join_metadata_table(leaderboard, table, source=str(metadata))
     elif metadata is not None:
-        board = join_metadata(
-            leaderboard, conform_metadata(metadata, source="<frame>"), source="<frame>"
+        table = (
+            metadata if isinstance(metadata, pa.Table) else _frame_to_arrow(metadata)
         )
+        board = join_metadata_table(leaderboard, table, source="<frame>")
     else:
         board = leaderboard
     if is_flagged_excluded:
-        board = exclude_flagged(board)
+        board = exclude_flagged_table(board)
         stale = [  # group ranks already there were computed with the flagged
             name.removeprefix("rank_within_")
-            for name in board.columns
+            for name in board.column_names
             if name.startswith("rank_within_")
-            and name.removeprefix("rank_within_") in board.columns
+            and name.removeprefix("rank_within_") in board.column_names
         ]
         rank_within_columns = [*stale, *rank_within_columns]
     for column in dict.fromkeys(rank_within_columns):
-        board = rank_within(board, column)
+        board = rank_within_table(board, column)
     return board
 
 
-def annotate_table(
-    leaderboard: pa.Table,
+# --- pandas faces: thin wrappers for `lbnorm show` and the Python API -----------------
+
+
+def read_metadata(path: str | Path) -> pd.DataFrame:
+    """Read and check a metadata table (CSV or Parquet) into pandas.
+
+    :func:`read_metadata_table` as a frame: keys typed like the leaderboard's
+    (missing precision and revision as ''), boolean columns as the nullable
+    ``boolean`` dtype.
+
+    Raises:
+        InputError: The file is missing, of another type, or unreadable.
+        SchemaMismatchError: No ``model`` column, a key of the wrong type, or
+            duplicate keys.
+    """
+    return _to_frame(read_metadata_table(path))
+
+
+def conform_metadata(metadata: pd.DataFrame, *, source: str) -> pd.DataFrame:
+    """:func:`conform_metadata_table` on a frame.
+
+    Raises:
+        SchemaMismatchError: As :func:`conform_metadata_table`.
+
+    Examples:
+        >>> import pandas as pd
+        >>> meta = pd.DataFrame({"model": ["a/b"], "precision": [None], "params_b": [7.2]})
+        >>> conform_metadata(meta, source="m.csv")["precision"].tolist()
+        ['']
+    """
+    return _to_frame(conform_metadata_table(_frame_to_arrow(metadata), source=source))
+
+
+def join_metadata(
+    leaderboard: pd.DataFrame, metadata: pd.DataFrame, *, source: str = "metadata"
+) -> pd.DataFrame:
+    """:func:`join_metadata_table` on frames; the column docs in ``attrs["column_docs"]``.
+
+    Raises:
+        SchemaMismatchError: As :func:`join_metadata_table`.
+
+    Examples:
+        >>> import pandas as pd
+        >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
+        >>> meta = pd.DataFrame({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
+        >>> join_metadata(board, meta)[["model", "params_b", "size_class"]].to_numpy().tolist()
+        [['a/x', 1.5, '<3B'], ['b/y', 70.0, '65B+']]
+    """
+    table = _frame_to_arrow(metadata)
+    return _on_frame(
+        leaderboard,
+        lambda board: join_metadata_table(board, table, source=source),
+        needed=KEY_COLUMNS,
+    )
+
+
+def size_classes(params_b: pd.Series) -> pd.Series:
+    """:func:`size_class_array` on a Series (same index; null if unknown).
+
+    Examples:
+        >>> import pandas as pd
+        >>> size_classes(pd.Series([0.5, 7.6, 9.2, 14.8, -1.0])).tolist()
+        ['<3B', '6-10B', '6-10B', '10-20B', nan]
+    """
+    import pandas as pd  # the caller holds a Series
+
+    values = pd.to_numeric(params_b, errors="coerce")
+    labels = size_class_array(pa.array(values.to_numpy(np.float64, na_value=np.nan)))
+    return pd.Series(labels.to_pandas().to_numpy(), index=params_b.index, dtype="str")
+
+
+def exclude_flagged(
+    leaderboard: pd.DataFrame, *, column: str = "flagged"
+) -> pd.DataFrame:
+    """:func:`exclude_flagged_table` on a frame (ranks as ``Int64``).
+
+    Raises:
+        SchemaMismatchError: `column` is missing.
+
+    Examples:
+        >>> import pandas as pd
+        >>> board = pd.DataFrame({"model": ["a", "b", "c"], "average": [9.0, 8.0, 7.0],
+        ...     "rank": pd.array([1, 2, 3], dtype="Int64"), "flagged": [True, False, False]})
+        >>> exclude_flagged(board)[["model", "rank"]].to_numpy().tolist()
+        [['b', 1], ['c', 2], ['a', <NA>]]
+    """
+    return _on_frame(
+        leaderboard,
+        lambda board: exclude_flagged_table(board, column=column),
+        needed=("rank", "average", column),
+        replaces=("rank",),
+    )
+
+
+def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.DataFrame:
+    """The flagged variants' keys and averages, in leaderboard order (a frame).
+
+    Raises:
+        SchemaMismatchError: `column` is missing.
+    """
+    flagged = _on_frame(
+        leaderboard,
+        lambda board: board.filter(pa.array(_flag_mask(board, column))),
+        needed=(column,),
+    )
+    present = [name for name in (*KEY_COLUMNS, "average") if name in flagged.columns]
+    return flagged[present]
+
+
+def rank_within(leaderboard: pd.DataFrame, column: str) -> pd.DataFrame:
+    """:func:`rank_within_table` on a frame (group ranks as ``Int64``).
+
+    Raises:
+        SchemaMismatchError: `column` is missing.
+
+    Examples:
+        >>> import pandas as pd
+        >>> board = pd.DataFrame({"average": [9.0, 8.0, 7.0, 6.0],
+        ...     "rank": pd.array([1, 2, 3, None], dtype="Int64"),
+        ...     "size_class": ["65B+", "<3B", "<3B", "<3B"]})
+        >>> rank_within(board, "size_class")["rank_within_size_class"].tolist()
+        [1, 1, 2, <NA>]
+    """
+    return _on_frame(
+        leaderboard,
+        lambda board: rank_within_table(board, column),
+        needed=("rank", "average", column),
+        replaces=(f"rank_within_{column}",),
+    )
+
+
+def annotate_leaderboard(
+    leaderboard: pd.DataFrame,
     metadata: str | Path | pd.DataFrame | None,
     *,
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
-) -> pa.Table:
-    """:func:`annotate_leaderboard` on an Arrow leaderboard; returns Arrow.
+) -> pd.DataFrame:
+    """:func:`annotate_table` on a frame (what ``lbnorm show`` does on the fly).
 
-    The leaderboard's own columns keep their types; the columns added come after
-    them, each with a ``doc`` in its field metadata.
+    Args:
+        leaderboard: The leaderboard.
+        metadata: A metadata file, a frame, or None for none.
+        rank_within_columns: Columns to rank within (each adds a column).
+        is_flagged_excluded: Re-rank without the ``flagged`` variants.
+
+    Returns:
+        The annotated leaderboard: its own columns as they were (rows reordered
+        if flagged variants were excluded), the columns added or recomputed
+        with nullable dtypes (``Int64``, ``boolean``), their docs in
+        ``attrs["column_docs"]``.
+
+    Raises:
+        InputError: The metadata file cannot be read, or lacks a requested column.
     """
-    board = annotate_leaderboard(
-        leaderboard.to_pandas(),
-        metadata,
-        rank_within_columns=rank_within_columns,
-        is_flagged_excluded=is_flagged_excluded,
+    table = (
+        metadata
+        if isinstance(metadata, str | Path) or metadata is None
+        else _frame_to_arrow(metadata)
     )
-    docs = board.attrs.get("column_docs", {})
-    arrays = [
-        pa.array(board[field.name], type=field.type, from_pandas=True)
-        for field in leaderboard.schema
+    groups = [
+        str(name).removeprefix("rank_within_")
+        for name in leaderboard.columns
+        if str(name).startswith("rank_within_")
     ]
-    fields = list(leaderboard.schema)
-    for name in board.columns:
-        if name in leaderboard.column_names:
-            continue
-        column = pa.array(board[name], from_pandas=True)
-        if pa.types.is_large_string(column.type):
-            column = column.cast(pa.string())
-        arrays.append(column)
-        fields.append(
-            pa.field(
-                name,
-                column.type,
-                metadata={"doc": docs[name]} if name in docs else None,
-            )
+    replaced = [
+        *(
+            ["rank", *(f"rank_within_{group}" for group in groups)]
+            if is_flagged_excluded
+            else []
+        ),
+        *(f"rank_within_{column}" for column in rank_within_columns),
+    ]
+    return _on_frame(
+        leaderboard,
+        lambda board: annotate_table(
+            board,
+            table,
+            rank_within_columns=rank_within_columns,
+            is_flagged_excluded=is_flagged_excluded,
+        ),
+        needed=(
+            *KEY_COLUMNS,
+            "rank",
+            "average",
+            "flagged",
+            *rank_within_columns,
+            *groups,
+        ),
+        replaces=replaced,
+    )
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _key_codes(tables: Sequence[pa.Table], keys: Sequence[str]) -> list[IntArray]:
+    """One code per distinct combination of `keys` across `tables` (each table's rows)."""
+    sizes = [table.num_rows for table in tables]
+    codes = np.zeros(sum(sizes), dtype=np.int64)
+    for name in keys:
+        chunks = [
+            chunk
+            for table in tables
+            for chunk in (
+                table[name].cast(pa.bool_())
+                if name == "chat_template"
+                else _as_text(table[name])
+            ).chunks
+        ]
+        column = pa.chunked_array(
+            chunks, type=pa.bool_() if name == "chat_template" else pa.string()
         )
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        values = _codes(column)
+        _, codes = np.unique(
+            codes * (int(values.max(initial=0)) + 2) + values + 1, return_inverse=True
+        )
+        codes = codes.astype(np.int64)
+    return np.split(codes, np.cumsum(sizes)[:-1])
 
 
-def _flag_mask(leaderboard: pd.DataFrame, column: str) -> np.ndarray:
+def _codes(column: Column) -> IntArray:
+    """Each value's index among the column's distinct values; -1 for null (and NaN)."""
+    if isinstance(column, pa.Array):
+        column = pa.chunked_array([column])
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if pa.types.is_floating(column.type):
+        column = pc.if_else(pc.is_nan(column), arrow.scalar(None, column.type), column)
+    if column.type == pa.null():
+        return np.full(len(column), -1, dtype=np.int64)
+    encoded = pc.dictionary_encode(column)
+    if not encoded.num_chunks:
+        return np.zeros(0, dtype=np.int64)
+    indices = pa.chunked_array([chunk.indices for chunk in encoded.chunks])
+    return np.asarray(arrow.to_numpy(indices.cast(pa.int64()), null=-1), np.int64)
+
+
+def _rank_descending_within(
+    values: npt.NDArray[np.float64], groups: IntArray
+) -> npt.NDArray[np.float64]:
+    """Rank values highest first within each group; NaN value or group -1: unranked.
+
+    Ties share the smallest rank, exactly as :func:`lbnorm.kernel.rank_descending`
+    ranks one group: a variant's rank is 1 + the values of its group above it.
+    """
+    ranks = np.full(values.shape, np.nan)
+    rows = np.flatnonzero(~np.isnan(values) & (groups >= 0))
+    if not len(rows):
+        return ranks
+    order = rows[np.lexsort((-values[rows], groups[rows]))]  # by group, best first
+    group, value = groups[order], values[order]
+    position = np.arange(len(order))
+    is_group_start = np.r_[True, group[1:] != group[:-1]]
+    is_run_start = is_group_start | np.r_[True, value[1:] != value[:-1]]
+    group_start = np.maximum.accumulate(np.where(is_group_start, position, 0))
+    run_start = np.maximum.accumulate(np.where(is_run_start, position, 0))
+    ranks[order] = run_start - group_start + 1.0
+    return ranks
+
+
+def _append(table: pa.Table, name: str, column: Column, source: str) -> pa.Table:
+    doc = COLUMN_DOCS.get(name, f"From the metadata table ({source}).")
+    column = _combined(column)
+    return table.append_column(
+        pa.field(name, column.type, metadata={"doc": doc}), column
+    )
+
+
+def _combined(column: Column) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    return column
+
+
+def _is_text(column: Column) -> bool:
+    kind = (
+        column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    )
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _as_text(column: Column) -> Column:
+    """A key or label column as ``string`` (dictionary decoded, numbers written out)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return column if column.type == pa.string() else column.cast(pa.string())
+
+
+def _as_floats(column: Column) -> npt.NDArray[np.float64]:
+    """Numbers as float64, NaN where null or not a number (text that reads as one counts)."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column, kind = column.cast(kind.value_type), kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        is_number = pc.fill_null(
+            pc.match_substring_regex(column, _NUMBER), arrow.scalar(False, pa.bool_())
+        )
+        column = pc.if_else(
+            is_number, pc.utf8_trim_whitespace(column), arrow.scalar(None, pa.string())
+        ).cast(pa.float64())
+    elif not (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_boolean(kind)
+    ):
+        return np.full(len(column), np.nan)
+    return np.asarray(
+        arrow.to_numpy(column.cast(pa.float64()), null=np.nan), np.float64
+    )
+
+
+def _is_valid(column: Column) -> npt.NDArray[np.bool_]:
+    return np.asarray(arrow.to_numpy(pc.is_valid(column)), dtype=bool)
+
+
+def _int_array(values: npt.NDArray[np.float64]) -> pa.Array:
+    is_null = np.isnan(values)
+    return arrow.array(np.where(is_null, 0, values).astype(np.int64), mask=is_null)
+
+
+def _flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
     _require(leaderboard, column, purpose="exclude flagged variants")
-    return leaderboard[column].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    flags = leaderboard[column]
+    try:
+        flags = flags.cast(pa.bool_())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        msg = (
+            f"cannot exclude flagged variants: column {column!r} is not true/false "
+            f"(type {flags.type}).\nHint: write the flag as True/False in the metadata table."
+        )
+        raise SchemaMismatchError(msg) from exc
+    return np.asarray(arrow.to_numpy(flags, null=False), dtype=bool)
 
 
-def _require(leaderboard: pd.DataFrame, column: str, *, purpose: str) -> None:
-    if column not in leaderboard.columns:
-        contract = {"rank", "average", "n_benchmarks", "n_benchmarks_expected"}
+def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
+    if column not in leaderboard.column_names:
+        contract = {"rank", "average", "n_benchmarks", "n_benchmarks_expected", _ROW}
         available = [
             name
-            for name in leaderboard.columns
+            for name in leaderboard.column_names
             if name not in contract and not name.endswith(" Raw")
         ]
         msg = (
@@ -464,3 +858,83 @@ def _require(leaderboard: pd.DataFrame, column: str, *, purpose: str) -> None:
             "or choose one of the columns listed."
         )
         raise SchemaMismatchError(msg)
+
+
+def _frame_to_arrow(frame: Any) -> pa.Table:
+    """A metadata frame as Arrow (the frame's own column order and values)."""
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        msg = (
+            f"<frame>: the metadata frame cannot be read as a table: {exc}.\n"
+            "Hint: give each column one type (text, numbers, true/false or dates)."
+        )
+        raise SchemaMismatchError(msg) from exc
+
+
+def _to_frame(table: pa.Table, *, nullable_integers: bool = False) -> pd.DataFrame:
+    """Arrow to pandas: booleans as ``boolean`` (flags may be null), ranks as ``Int64``."""
+    import pandas as pd  # a user is handed a frame
+
+    def nullable(kind: pa.DataType) -> Any:
+        if pa.types.is_boolean(kind):
+            return pd.BooleanDtype()
+        if nullable_integers and pa.types.is_integer(kind):
+            return pd.api.types.pandas_dtype(
+                str(kind).replace("u", "U").replace("int", "Int")
+            )
+        return None
+
+    frame: pd.DataFrame = table.to_pandas(types_mapper=nullable)
+    return frame
+
+
+def _on_frame(
+    frame: pd.DataFrame,
+    annotate: Callable[[pa.Table], pa.Table],
+    *,
+    needed: Sequence[str],
+    replaces: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Run an Arrow function on a frame: the frame's own columns come back as they were.
+
+    Only the `needed` columns go to Arrow (the others travel as null
+    placeholders: their names count, for clashes, their values are not read);
+    the frame's columns come back from the frame itself, in the result's row
+    order, except those in `replaces`, which the function recomputed; the
+    columns it added are converted (integers as ``Int64``, booleans as
+    ``boolean``).
+    """
+    import pandas as pd  # the caller holds a frame
+
+    frame = frame.reset_index(drop=True)
+    wanted = set(needed)
+    columns: dict[str, pa.Array] = {
+        str(name): pa.Array.from_pandas(frame[name])
+        if name in wanted
+        else pa.nulls(len(frame))
+        for name in frame.columns
+    }
+    columns[_ROW] = pa.array(np.arange(len(frame), dtype=np.int64))
+    table = annotate(pa.table(columns))
+    order = np.asarray(table[_ROW].to_numpy(), dtype=np.int64)
+    added = [
+        name
+        for name in table.column_names
+        if name != _ROW and (name not in frame.columns or name in replaces)
+    ]
+    kept = frame.iloc[order].reset_index(drop=True)
+    converted = _to_frame(table.select(added), nullable_integers=True)
+    result = pd.concat(
+        [kept.drop(columns=[c for c in added if c in frame.columns]), converted], axis=1
+    )
+    result = result[[*frame.columns, *(c for c in added if c not in frame.columns)]]
+    result.attrs["column_docs"] = {
+        **frame.attrs.get("column_docs", {}),
+        **{
+            field.name: field.metadata[b"doc"].decode()
+            for field in table.schema
+            if field.name in added and field.metadata and b"doc" in field.metadata
+        },
+    }
+    return result

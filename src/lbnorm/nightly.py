@@ -4,7 +4,9 @@ What ``lbnorm run --cache/--health/--intervals/--report`` does: the run itself
 (:func:`lbnorm.pipeline.run`), then the analyses the options ask for
 (:mod:`lbnorm.analysis`), the tables they make written beside the output, and a
 JSON run report (:mod:`lbnorm.run_report`) for the scheduler, also when the run
-fails.
+fails. The analyses (``health``, ``intervals``) work on pandas frames and are
+loaded only when asked for: a run with ``--cache`` and ``--report`` alone loads
+no pandas.
 """
 
 from __future__ import annotations
@@ -14,22 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from lbnorm.analysis.health import HealthConfig, check_result
-from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.errors import LbnormError
 from lbnorm.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
-from lbnorm.readers.cache import check_cache_location
 from lbnorm.result import Result
 from lbnorm.run_report import build_run_report, format_run_report
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
 from lbnorm.writer import add_tables, write_bytes_atomically, write_result
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MonitoredRun", "run_monitored"]
 
@@ -78,9 +78,11 @@ def run_monitored(
     """
     options = options or RunOptions()
     cache, report = options.cache, options.report
-    health_config = (
-        HealthConfig.from_toml(options.health_config) if options.health_config else None
-    )
+    health_config = None
+    if options.health_config:
+        from lbnorm.analysis.health import HealthConfig  # (checked before the run)
+
+        health_config = HealthConfig.from_toml(options.health_config)
     started = time.perf_counter()
     started_at = _now()
     stages: dict[str, float] = {}
@@ -88,6 +90,10 @@ def run_monitored(
     checked: pd.DataFrame | None = None
     try:
         if cache is not None:
+            from lbnorm.readers.cache import (  # the parse cache is on pandas: only when used
+                check_cache_location,
+            )
+
             check_cache_location(cache, out)  # before any work: every run replaces out
         mark = time.perf_counter()
         result = run(inputs, suite=suite, options=options, progress=progress)
@@ -101,17 +107,19 @@ def run_monitored(
             stages["read (parse cache)"] = parse
         stages["normalize" if cache else "read and normalize"] = elapsed - parse
         subtasks = (
-            result.subtasks
-            if result.subtask_table is not None
-            else result.subtasks.iloc[:0]
-        )
-        if options.intervals and len(subtasks):
+            result.subtasks if options.intervals or options.health else None
+        )  # the analyses take frames: pandas from here on, and only for them
+        if options.intervals and subtasks is not None and len(subtasks):
+            from lbnorm.analysis.uncertainty import estimate_uncertainty
+
             mark = time.perf_counter()
             tables["intervals"] = estimate_uncertainty(
                 subtasks, result.leaderboard, result.suite, missing=result.missing
             ).leaderboard
             stages["intervals"] = time.perf_counter() - mark
-        if options.health:
+        if options.health and subtasks is not None:
+            from lbnorm.analysis.health import check_result
+
             mark = time.perf_counter()
             checked = check_result(
                 subtasks,

@@ -10,8 +10,11 @@ which) or ``failed`` (did not run; the previous output is unchanged).
 The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
 (files seen, parsed, cached, superseded, rejected with reasons, and the parse
 cache's own figures), ``models`` (variants complete and incomplete, ranked),
-``warnings``, ``health`` (the health table's rows and the failed checks),
-``timings_s`` (wall seconds per stage) and ``error`` for a failed run.
+``warnings``, ``health`` (the health table's rows, the failed checks and how
+many were skipped), ``timings_s`` (wall seconds per stage) and ``error`` for a
+failed run.
+
+The report is built from the result's Arrow tables: writing it needs no pandas.
 """
 
 from __future__ import annotations
@@ -19,13 +22,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from lbnorm import arrow
 from lbnorm.errors import ExitCode, LbnormError, Terminated
 from lbnorm.readers import cache_stats
 from lbnorm.result import Result
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "REPORT_FORMAT",
@@ -45,7 +53,7 @@ def build_run_report(
     finished_at: str,
     out: str | None,
     stages: Mapping[str, float],
-    health: pd.DataFrame | None = None,
+    health: pa.Table | pd.DataFrame | None = None,
     error: BaseException | None = None,
 ) -> dict[str, Any]:
     """Describe a run for a scheduler.
@@ -57,7 +65,8 @@ def build_run_report(
         finished_at: ISO 8601 end time.
         out: The output directory written (None if nothing was written).
         stages: Wall seconds per stage, in order.
-        health: The health table, if the checks ran.
+        health: The health table, if the checks ran (Arrow, or the frame the
+            health checks return).
         error: Why the run did not run (an :class:`LbnormError` or an interrupt).
 
     Returns:
@@ -91,15 +100,15 @@ def build_run_report(
             "problems": [f"did not run: {type(error).__name__}"],
             "output": None,
         }
-    inputs = _inputs(result.files, cache_stats(result.file_table))
-    board = result.leaderboard
-    complete = int(board["is_complete"].sum())
+    inputs = _inputs(result.file_table, cache_stats(result.file_table))
+    board = result.leaderboard_table
+    complete = _count(board["is_complete"])
     models = {
-        "variants": len(board),
-        "models": int(board["model"].nunique()),
+        "variants": board.num_rows,
+        "models": int(pc.count_distinct(board["model"]).as_py()),
         "complete": complete,
-        "incomplete": len(board) - complete,
-        "ranked": int(board["rank"].notna().sum()),
+        "incomplete": board.num_rows - complete,
+        "ranked": board.num_rows - board["rank"].null_count,
         "missing_policy": result.missing,
     }
     warnings = []
@@ -123,21 +132,20 @@ def build_run_report(
         problems.append(f"{inputs['rejected']} input file(s) rejected")
     health_section: dict[str, Any] = {"checked": health is not None}
     if health is not None:
-        failed = health[health["status"] == "fail"]
+        table = health if isinstance(health, pa.Table) else _from_frame(health)
+        failed = table.filter(pc.equal(table["status"], _text("fail")))
         health_section |= {
-            "passed": len(failed) == 0,
-            "failed": _records(failed[["level", "benchmark", "subtask", "failed"]]),
-            "table": _records(health),
+            "passed": failed.num_rows == 0,
+            "skipped": _count(pc.equal(table["status"], _text("skipped"))),
+            "failed": _records(
+                failed.select(["level", "benchmark", "subtask", "failed"])
+            ),
+            "table": _records(table),
         }
         problems += [
-            f"health: {row_level} {name}{'/' + sub if sub else ''} failed {checks}"
-            for row_level, name, sub, checks in zip(
-                failed["level"],
-                failed["benchmark"],
-                failed["subtask"],
-                failed["failed"],
-                strict=True,
-            )  # the failed checks, a handful
+            f"health: {row['level']} {row['benchmark']}"
+            f"{'/' + row['subtask'] if row['subtask'] else ''} failed {row['failed']}"
+            for row in failed.to_pylist()  # the failed checks, a handful
         ]
     return report | {
         "status": "unhealthy" if problems else "healthy",
@@ -161,8 +169,8 @@ def format_run_report(report: Mapping[str, Any]) -> str:
     return json.dumps(_clean(report), indent=2, allow_nan=False) + "\n"
 
 
-def _inputs(files: pd.DataFrame, stats: dict[str, Any] | None) -> dict[str, Any]:
-    if not len(files):
+def _inputs(files: pa.Table, stats: dict[str, Any] | None) -> dict[str, Any]:
+    if not files.num_rows:
         return {
             "seen": 0,
             "parsed": 0,
@@ -175,40 +183,62 @@ def _inputs(files: pd.DataFrame, stats: dict[str, Any] | None) -> dict[str, Any]
         }
     status = (
         files["cache"]
-        if "cache" in files.columns
-        else pd.Series("parsed", index=files.index)
+        if "cache" in files.column_names
+        else pa.repeat(_text("parsed"), files.num_rows)
     )
-    status = status.where(files["format"] == "lm-eval-harness", "table")
-    is_rejected = status == "rejected"
-    rejected = files.loc[is_rejected, ["path"]].assign(
-        reason=files.loc[is_rejected, "reason"] if "reason" in files.columns else ""
+    status = pc.if_else(
+        pc.equal(files["format"], _text("lm-eval-harness")), status, _text("table")
+    )
+    is_rejected = pc.equal(status, _text("rejected"))
+    rejected = files.filter(is_rejected)
+    reasons = (
+        rejected["reason"]
+        if "reason" in rejected.column_names
+        else pa.repeat(_text(""), rejected.num_rows)
     )
     return {
-        "seen": len(files),
-        "parsed": int((status == "parsed").sum()),
-        "cached": int((status == "cached").sum()),
-        "superseded": int(files["superseded_by"].notna().sum()),
-        "rejected": int(is_rejected.sum()),
-        "tables": int((status == "table").sum()),
-        "rejected_files": _records(rejected),
+        "seen": files.num_rows,
+        "parsed": _count(pc.equal(status, _text("parsed"))),
+        "cached": _count(pc.equal(status, _text("cached"))),
+        "superseded": files.num_rows - files["superseded_by"].null_count,
+        "rejected": _count(is_rejected),
+        "tables": _count(pc.equal(status, _text("table"))),
+        "rejected_files": _records(
+            pa.table({"path": rejected["path"], "reason": reasons})
+        ),
         "cache": stats,
     }
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [_clean(record) for record in frame.to_dict("records")]
+def _count(mask: pa.Array | pa.ChunkedArray) -> int:
+    """True values of a boolean column (nulls count as false)."""
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def _records(table: pa.Table) -> list[dict[str, Any]]:
+    return [_clean(record) for record in table.to_pylist()]
+
+
+def _from_frame(frame: Any) -> pa.Table:
+    """A frame (the health checks return pandas) as Arrow."""
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def _clean(value: Any) -> Any:
-    """JSON-ready values: NaN and pandas nulls as None, numpy scalars as Python."""
+    """JSON-ready values: NaN and nulls as None, numpy scalars as Python."""
     if isinstance(value, Mapping):
         return {str(key): _clean(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_clean(item) for item in value]
-    if value is None or value is pd.NA:
+    if value is None or type(value).__name__ == "NAType":  # pandas' NA, without pandas
         return None
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _text(value: str) -> pa.Scalar:
+    """A string scalar for a compute function (a Python str would probe pandas)."""
+    return arrow.scalar(value, pa.string())

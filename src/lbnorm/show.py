@@ -8,8 +8,9 @@ with :func:`lbnorm.query.read_output_table`); tables are drawn by
 :func:`lbnorm.summary.format_table`.
 
 Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
-(case-insensitive regular expression), e.g. ``params_b<10``, ``type=chatmodels``,
-``submission_date>=2025-01-01``. Anything more is a job for ``lbnorm query``.
+(case-insensitive regular expression), e.g. ``params_b<10``, ``type~chat``,
+``type_code=chatmodels``, ``submission_date>=2025-01-01``. Anything more is a
+job for ``lbnorm query``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from lbnorm.errors import LbnormError
 from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
-from lbnorm.terminal import format_table
+from lbnorm.terminal import format_table, printable
 
 __all__ = [
     "Filter",
@@ -72,7 +73,7 @@ class Filter:
             msg = (
                 f"cannot read the filter {text!r}.\n"
                 "Hint: write COLUMN OP VALUE with OP one of = != < <= > >= ~, "
-                "e.g. params_b<10 or type=chatmodels."
+                "e.g. params_b<10 or type~chat."
             )
             raise LbnormError(msg)
         column, operator, value = match.groups()
@@ -318,7 +319,8 @@ def compare_variants(
     Returns:
         One row per line (``score``: ``average``, a benchmark, or an indented
         subtask; subtasks only for benchmarks with several), one column per
-        variant label, and ``Δ`` (second minus first) for two variants.
+        variant label, and ``Δ`` for two variants: the second variant's score
+        minus the first's (the order they were named in).
     """
     keys = list(KEY_COLUMNS)
     labels = variants[[*keys, "label"]]
@@ -370,18 +372,24 @@ def compare_variants(
 def format_comparison(
     variants: pd.DataFrame, comparison: pd.DataFrame, *, digits: int = 2
 ) -> str:
-    """Render a comparison: one legend line per variant, then the table."""
+    """Render a comparison: one legend line per variant, then the table.
+
+    With two variants the table's header says which way its delta is taken:
+    ``Δ (2nd - 1st)``, the second-named variant's score minus the first's, and a
+    line above it names the two.
+    """
     legend = variants.assign(
         rank=variants["rank"].astype("Int64").astype("str").replace("<NA>", "-")
     )[["label", "model", "precision", "revision", "chat_template", "rank"]]
     legend = legend.assign(revision=legend["revision"].astype("str").str[:7])
-    return "\n".join(
-        [
-            format_table(legend, digits=digits),
-            "",
-            format_table(comparison, digits=digits),
-        ]
-    )
+    lines = [format_table(legend, digits=digits), ""]
+    if "Δ" in comparison.columns:
+        first, second = [str(c) for c in comparison.columns if c not in ("score", "Δ")]
+        lines.append(
+            f"Δ = {printable(second)} minus {printable(first)} (second minus first)"
+        )
+        comparison = comparison.rename(columns={"Δ": "Δ (2nd - 1st)"})
+    return "\n".join([*lines, format_table(comparison, digits=digits)])
 
 
 def _labels(variants: pd.DataFrame) -> pd.Series:

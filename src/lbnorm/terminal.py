@@ -1,16 +1,21 @@
 """Text for the terminal: a run's summary, a suite's bounds, aligned tables, safe text.
 
 Everything printed passes :func:`printable`, so a model name cannot drive the
-terminal.
+terminal. The run's summary is read from the result's Arrow tables: printing it
+loads no pandas (nor does this module: ``lbnorm --help`` imports it).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from lbnorm.result import Result
     from lbnorm.suites import Suite
@@ -38,70 +43,143 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return "\n".join(escaped)
 
 
-def format_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
-    """Render a frame as an aligned text table (floats rounded for display only).
+def format_table(frame: pd.DataFrame | pa.Table, *, digits: int = 2) -> str:
+    """Render a frame or an Arrow table as an aligned text table.
+
+    Floats are rounded for display only; numbers are right-aligned; nulls and
+    NaN are blank.
 
     Examples:
         >>> import pandas as pd
         >>> print(format_table(pd.DataFrame({"model": ["a/b"], "average": [35.0]})))
         model  average
         a/b      35.00
+        >>> import pyarrow as pa
+        >>> print(format_table(pa.table({"rank": [1, None], "model": ["a/b", "c/d"]})))
+        rank  model
+           1  a/b
+              c/d
     """
-    import pandas as pd  # the caller holds a frame: pandas is loaded already
+    import pyarrow as pa  # light; a frame's caller has it already (pandas uses it)
 
-    cells = {
-        name: [
-            ""
-            if pd.isna(value)
-            else f"{value:.{digits}f}"
-            if isinstance(value, float)
-            else printable(str(value))
-            for value in frame[name].tolist()
+    names: list[str]
+    if isinstance(frame, pa.Table):
+        names = frame.column_names
+        values = [frame.column(index).to_pylist() for index in range(len(names))]
+        numeric = [
+            _is_number_type(
+                field.type.value_type
+                if pa.types.is_dictionary(field.type)
+                else field.type
+            )
+            for field in frame.schema
         ]
-        for name in frame.columns
-    }
-    numeric = {
-        name: pd.api.types.is_numeric_dtype(frame[name])
-        and not pd.api.types.is_bool_dtype(frame[name])
-        for name in frame.columns
-    }
-    widths = {
-        name: max([len(str(name)), *map(len, values)]) for name, values in cells.items()
-    }
+    else:
+        import pandas as pd  # the caller holds a frame: pandas is loaded already
 
-    def line(values: dict[str, str]) -> str:
+        names = [str(name) for name in frame.columns]
+        values = [frame[name].tolist() for name in frame.columns]
+        numeric = [
+            pd.api.types.is_numeric_dtype(frame[name])
+            and not pd.api.types.is_bool_dtype(frame[name])
+            for name in frame.columns
+        ]
+    return _aligned(names, [_cells(column, digits) for column in values], numeric)
+
+
+def _is_number_type(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_decimal(kind)
+    )
+
+
+def _cells(values: Sequence[object], digits: int) -> list[str]:
+    """Each value as shown: blank if null or NaN, floats rounded, text made printable."""
+    return [
+        ""
+        if _is_missing(value)
+        else f"{value:.{digits}f}"
+        if isinstance(value, float)
+        else printable(str(value))
+        for value in values
+    ]
+
+
+def _is_missing(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in {
+        "NAType",
+        "NaTType",
+    }  # pandas' nulls, without pandas
+
+
+def _aligned(names: list[str], cells: list[list[str]], numeric: list[bool]) -> str:
+    widths = [
+        max([len(name), *map(len, column)])
+        for name, column in zip(names, cells, strict=True)
+    ]
+
+    def line(values: Sequence[str]) -> str:
         parts = [
-            values[n].rjust(widths[n]) if numeric[n] else values[n].ljust(widths[n])
-            for n in frame.columns
+            value.rjust(width) if is_number else value.ljust(width)
+            for value, width, is_number in zip(values, widths, numeric, strict=True)
         ]
         return "  ".join(parts).rstrip()
 
-    header = line({str(name): str(name) for name in frame.columns})
-    body = [
-        line({name: cells[name][i] for name in frame.columns})
-        for i in range(len(frame))
-    ]
-    return "\n".join([header, *body])
+    n_rows = len(cells[0]) if cells else 0
+    body = [line([column[row] for column in cells]) for row in range(n_rows)]
+    return "\n".join([line(names), *body])
+
+
+#: Superseded files listed by name in the summary; the manifest lists them all.
+_SUPERSEDED_SHOWN = 3
 
 
 def format_summary(
     result: Result, *, out: str | None, top: int = 10, seconds: float | None = None
 ) -> str:
-    """Summarise a run: inputs, models, benchmarks, incomplete variants, the top N."""
-    board = result.leaderboard
-    files = result.files
+    """Summarise a run: inputs, superseded files, models, unranked variants, the top N.
+
+    Read from the result's Arrow tables (no pandas).
+
+    Args:
+        result: The run's result.
+        out: The output directory written (None: nothing written).
+        top: Rows of the leaderboard shown (0: none).
+        seconds: The run's wall time, if measured.
+
+    Returns:
+        The summary, one fact per line.
+    """
+    import pyarrow.compute as pc
+
+    board = result.leaderboard_table
+    files = result.file_table
     n_subtasks = sum(len(benchmark.subtasks) for benchmark in result.suite.benchmarks)
     lines = [  # (counted without building the suite's subtask table: ~15 ms)
         f"suite      {result.suite.display_name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
     ]
-    if len(files):
-        superseded = int(files["superseded_by"].notna().sum())
-        ignored = int(files["n_ignored"].sum())
+    if files.num_rows:
+        is_superseded = pc.is_valid(files["superseded_by"])
+        superseded = files.filter(is_superseded).select(["path", "superseded_by"])
+        ignored = int(pc.sum(files["n_ignored"]).as_py() or 0)
         lines.append(
-            f"inputs     {len(files)} file(s), {result.n_scores:,} scores"
-            + (f", {superseded} superseded by newer runs" if superseded else "")
+            f"inputs     {files.num_rows:,} file(s), {result.n_scores:,} scores"
+            + (
+                f", {superseded.num_rows:,} superseded by newer runs"
+                if superseded.num_rows
+                else ""
+            )
             + (f", {ignored:,} results entries not in the suite" if ignored else "")
         )
+        lines += _superseded_lines(superseded.to_pylist(), out=out)
     if result.n_ignored_rows:
         lines.append(
             f"ignored    {result.n_ignored_rows:,} rows of subtasks the suite does not define"
@@ -111,19 +189,28 @@ def format_summary(
     )  # the catalog carries the readers' warnings
 
     lines += [f"warning    {w}" for w in input_warnings(result.file_table)]
-    incomplete = int((~board["is_complete"]).sum())
+    is_incomplete = pc.invert(board["is_complete"])
+    incomplete = int(pc.sum(is_incomplete).as_py() or 0)
+    n_models = int(pc.count_distinct(board["model"]).as_py())
     lines.append(
-        f"models     {board['model'].nunique():,} ({len(board):,} variants), {incomplete:,} incomplete (missing={result.missing})"
+        f"models     {n_models:,} ({board.num_rows:,} variants), {incomplete:,} incomplete (missing={result.missing})"
     )
-    clipped = result.n_clipped
+    unranked = int(
+        pc.sum(pc.and_(is_incomplete, pc.is_null(board["rank"]))).as_py() or 0
+    )
+    if result.missing == "exclude" and unranked:
+        lines.append(
+            f"unranked   {unranked:,} incomplete variant(s) have no average and no rank "
+            "(--missing exclude); --missing partial averages the benchmarks they have"
+        )
     lines.append(
-        f"clipped    {clipped:,} subtask scores below their random baseline set to 0"
+        f"clipped    {result.n_clipped:,} subtask scores below their random baseline set to 0"
     )
     if top > 0:
-        shown = board.head(top)[
+        shown = board.slice(0, top).select(
             ["rank", "model", "precision", "average", *result.suite.benchmark_names]
-        ]
-        lines += ["", f"top {len(shown)}:", format_table(shown)]
+        )
+        lines += ["", f"top {shown.num_rows}:", format_table(shown)]
     if out is not None:
         lines += [
             "",
@@ -132,6 +219,24 @@ def format_summary(
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _superseded_lines(
+    superseded: list[dict[str, str]], *, out: str | None
+) -> list[str]:
+    """The first superseded files, each with the file that replaced it, then how many more."""
+    lines = []
+    for index, row in enumerate(superseded[:_SUPERSEDED_SHOWN]):
+        older, newer = PurePath(row["path"]), PurePath(row["superseded_by"])
+        by = newer.name if newer.parent == older.parent else str(newer)
+        label = "superseded" if index == 0 else ""
+        lines.append(f"{label:<10} {printable(str(older))} (by {printable(by)})")
+    if len(superseded) > _SUPERSEDED_SHOWN:
+        lines.append(
+            f"{'':<10} and {len(superseded) - _SUPERSEDED_SHOWN:,} more"
+            + (" (manifest.json lists every file)" if out is not None else "")
+        )
+    return lines
 
 
 def format_suite(suite: Suite) -> str:

@@ -291,7 +291,13 @@ def format_health(
     benchmarks = health[health["level"] == "benchmark"]
     subtasks = health[health["level"] == "subtask"]
     failed = int((health["status"] == "fail").sum())
-    verdict = "all checks passed" if failed == 0 else f"{failed} failed"
+    skipped = int((health["status"] == "skipped").sum())
+    if failed:
+        verdict = f"{failed} failed" + (f", {skipped} skipped" if skipped else "")
+    elif skipped == len(health):  # too few models for any check
+        verdict = f"every check skipped: {_fewest(health)}"
+    else:
+        verdict = "all checks passed" + (f" ({skipped} skipped)" if skipped else "")
     lines = [f"# {title}: {verdict}", "", "## Benchmarks", ""]
     lines += [
         markdown_table(
@@ -305,7 +311,13 @@ def format_health(
     if len(subtasks):
         shown = subtasks if all_subtasks else subtasks[subtasks["status"] == "fail"]
         n_failed = int((subtasks["status"] == "fail").sum())
-        lines += [f"## Subtasks ({len(subtasks)} checked, {n_failed} failed)", ""]
+        n_skipped = int((subtasks["status"] == "skipped").sum())
+        lines += [
+            f"## Subtasks ({len(subtasks)} checked, {n_failed} failed"
+            + (f", {n_skipped} skipped" if n_skipped else "")
+            + ")",
+            "",
+        ]
         if len(shown):
             lines += [
                 markdown_table(
@@ -317,6 +329,13 @@ def format_health(
                 "",
             ]
     return "\n".join(lines)
+
+
+def _fewest(health: pd.DataFrame) -> str:
+    """Why every check was skipped: 'at most 8 models, fewer than a check needs (...)'."""
+    most = health["n_models"].max()
+    shown = "no models" if pd.isna(most) else f"at most {int(most):,} models"
+    return f"{shown}, fewer than a check needs (min_models, default 30)"
 
 
 def format_intervals(

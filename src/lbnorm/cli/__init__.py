@@ -19,6 +19,7 @@ message says truly whether a new output is in place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -61,9 +62,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        return _interrupted(exc, _replaced_outputs()[replaced_before:])
+        code = _interrupted(exc, _replaced_outputs()[replaced_before:])
+        if argv is None:  # the process's own command line: it exits now
+            _exit_now(code)
+        return code
     finally:
         restore()
+        if argv is None:  # the process's own command line: it exits next
+            _ignore_signals()
+
+
+def _exit_now(code: int) -> None:
+    """End the process with `code` after an interruption was handled and reported.
+
+    CPython (3.11) ends the process by SIGINT, whatever the exit code, once a
+    KeyboardInterrupt has left an ``exec`` of source text (a dataclass or a
+    named tuple being made while a module is imported), even when lbnorm then
+    handled it: the caller would see "killed by SIGINT" after lbnorm said the
+    previous output is unchanged. The staging folder and any workers were
+    cleaned up as the exception unwound; only the interpreter's own teardown
+    is skipped.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _ignore_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM while the process exits: its outcome is decided.
+
+    Python restores their default actions when it finalizes; a signal then
+    would kill the process after the output was written or the interruption
+    reported, with an exit status that says neither.
+    """
+    for number in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(number, signal.SIG_IGN)
+        except ValueError:  # not the main thread: not ours to handle
+            return
 
 
 def _run_command(argv: Sequence[str] | None) -> int:

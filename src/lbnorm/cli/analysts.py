@@ -113,7 +113,7 @@ def _register_show(
         action="append",
         default=[],
         metavar="COND",
-        help="COLUMN OP VALUE, e.g. params_b<10, type=chatmodels (repeatable)",
+        help="COLUMN OP VALUE, e.g. params_b<10, type~chat (repeatable)",
     )
     show.add_argument(
         "--columns", help="comma-separated columns to print instead of the defaults"

@@ -2,6 +2,12 @@
 
 Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.run_options`
 turns them into the one :class:`~lbnorm.options.RunOptions`.
+
+A run loads no pandas (``import pandas`` alone takes longer than normalizing
+the whole demo): the pipeline, the summary, the flagged listing and the run
+report work on Arrow tables, built with :mod:`lbnorm.arrow` (pyarrow's own
+conversions would import pandas to probe for it). Only the analyses of a nightly run
+(``--health``, ``--intervals``) use pandas.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from lbnorm.errors import ExitCode
 from lbnorm.options import DEFAULT_SUITE, EngineName
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from lbnorm.nightly import MonitoredRun
 
@@ -157,7 +163,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
     nightly.add_argument(
         "--health-config",
         metavar="FILE",
-        help="health thresholds (TOML)",
+        help="with --health: the checks' thresholds (TOML; see `lbnorm health --help`)",
     )
     nightly.add_argument(
         "--intervals",
@@ -212,28 +218,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if monitored is not None:
         _print_nightly(args, monitored)
     if options.exclude_flagged:
-        _print_flagged(result.leaderboard)
+        _print_flagged(result.leaderboard_table)
     return code
 
 
 def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
     """What a nightly run adds to the summary: the cache, rejections, checks, report."""
-    from lbnorm.analysis.render import format_health, format_intervals
-
     report = monitored.report
     inputs = report["inputs"]
     if args.cache:
         cache = inputs["cache"] or {}
         print(
-            f"cache      {args.cache}: {inputs['parsed']} parsed, {inputs['cached']} cached, "
-            f"{inputs['rejected']} rejected, {cache.get('dropped', 0)} dropped"
+            f"cache      {args.cache}: {inputs['parsed']:,} parsed, {inputs['cached']:,} cached, "
+            f"{inputs['rejected']:,} rejected, {cache.get('dropped', 0):,} dropped"
             + (f"; rebuilt ({cache['rebuild_reason']})" if cache.get("rebuilt") else "")
         )
     for rejected in inputs["rejected_files"]:
-        print(f"rejected   {rejected['path']}: {rejected['reason']}")
+        print(f"rejected   {_rejection(rejected['path'], rejected['reason'])}")
     if "intervals" in monitored.tables:
+        from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
+
         print("\n" + format_intervals(monitored.tables["intervals"], top=args.top))
     if "health" in monitored.tables:
+        from lbnorm.analysis.render import format_health
+
         print("\n" + format_health(monitored.tables["health"]))
     if args.report:
         print(
@@ -241,15 +249,35 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         )
 
 
-def _print_flagged(leaderboard: pd.DataFrame) -> None:
-    from lbnorm.metadata import list_flagged
+def _rejection(path: str, reason: str | None) -> str:
+    """A rejected file and why, naming the file once (reasons start with it).
 
-    flagged = list_flagged(leaderboard)
+    Examples:
+        >>> _rejection("a/r.json", "a/r.json: not valid JSON (line 1).")
+        'a/r.json: not valid JSON (line 1).'
+        >>> _rejection("a/r.json", "truncated")
+        'a/r.json: truncated'
+    """
+    from lbnorm.terminal import printable
+
+    reason = (reason or "").strip()
+    if not reason.startswith(path):
+        reason = f"{path}: {reason}" if reason else path
+    return printable(reason, keep_newlines=False)
+
+
+def _print_flagged(leaderboard: pa.Table) -> None:
+    from lbnorm.metadata import flagged_table
+    from lbnorm.terminal import printable
+
+    flagged = flagged_table(leaderboard)
     names = [
-        f"{model} ({precision})"
-        for model, precision in zip(flagged["model"], flagged["precision"], strict=True)
+        printable(f"{model} ({precision})")
+        for model, precision in zip(
+            flagged["model"].to_pylist(), flagged["precision"].to_pylist(), strict=True
+        )
     ]
     print(
-        f"flagged    {len(names)} variant(s) excluded from ranks"
+        f"flagged    {len(names):,} variant(s) excluded from ranks"
         + (f": {', '.join(names)}" if names else "")
     )

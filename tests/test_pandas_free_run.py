@@ -1,0 +1,219 @@
+"""`lbnorm run` loads no pandas (issue 10, point 2; issue 15: it costs more than the run).
+
+Three checks, each in a fresh interpreter:
+
+* the whole command, as a user runs it (the demo, a CSV and a Parquet input,
+  ``--metadata``, ``--rank-within``, ``--exclude-flagged``, ``--report``): pandas
+  never appears in ``sys.modules``; when it does, the test names the module
+  that imported it;
+* what ``run`` does after the engine (the metadata join, the summary, the
+  flagged listing, the run report) with every import of pandas refused;
+* why the run path converts through :mod:`lbnorm.arrow`: pyarrow's own
+  conversions import pandas to probe for it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm import run
+from lbnorm.metadata import annotate_table
+from lbnorm.run_report import build_run_report, format_run_report
+
+pytestmark = pytest.mark.slow  # fresh interpreters
+
+#: Runs the command line as `python -m lbnorm` does, then says whether pandas was loaded.
+RUN_CLI = """\
+import runpy, sys
+sys.argv = ["lbnorm", *sys.argv[1:]]
+try:
+    runpy.run_module("lbnorm", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+print("loaded: " + ",".join(sorted(n for n in sys.modules if n.split(".")[0] == "pan" + "das")))
+sys.exit(code)
+"""
+
+
+def _python(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, check=False, cwd=cwd
+    )
+
+
+def _importer_of_pandas(importtime: str) -> str:
+    """Which module's import brought pandas in (``-X importtime`` lists children first)."""
+    rows = [
+        (len(found.group(1)), found.group(2))
+        for found in re.finditer(r"^import time:.*?\|.*?\|( *)(\S+)$", importtime, re.M)
+    ]
+    for index, (depth, name) in enumerate(rows):
+        if name == "pandas":
+            parent = next((n for d, n in rows[index + 1 :] if d < depth), None)
+            return parent or "a call at run time (no module's import)"
+    return "nobody"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
+    """A long table as CSV and Parquet, and model metadata for it in both formats."""
+    folder = tmp_path_factory.mktemp("inputs")
+    scores = pq.read_table(fixtures / "tables" / "seed_examples.parquet")
+    pq.write_table(scores, folder / "scores.parquet")
+    (folder / "scores.csv").write_bytes(
+        (fixtures / "tables" / "seed_examples.csv").read_bytes()
+    )
+    meta = (
+        "model,type,params_b,submission_date,flagged\n"
+        "seed/musr-example,chatmodels,7.2,2024-06-01,true\n"
+        "seed/gpqa-example,pretrained,70,2025-01-02,false\n"
+    )
+    (folder / "meta.csv").write_text(meta)
+    pq.write_table(pa.csv.read_csv(folder / "meta.csv"), folder / "meta.parquet")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "run --out {out} --quiet",
+        "run --out {out} --exclude-flagged --rank-within size_class",
+        "run {inputs}/scores.csv --metadata {inputs}/meta.csv --out {out} "
+        "--missing partial --rank-within type --quiet",
+        "run {inputs}/scores.parquet --metadata {inputs}/meta.parquet --out {out} "
+        "--missing partial --exclude-flagged --report {out}.json",
+    ],
+    ids=["demo-quiet", "demo-summary-flagged", "csv-metadata", "parquet-report"],
+)
+def test_lbnorm_run_loads_no_pandas(argv: str, inputs: Path, tmp_path: Path) -> None:
+    filled = argv.format(out=tmp_path / "out", inputs=inputs).split()
+    done = _python("-X", "importtime", "-c", RUN_CLI, *filled, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    loaded = done.stdout.rstrip().splitlines()[-1]
+    assert loaded == "loaded:", (
+        f"pandas was imported by {_importer_of_pandas(done.stderr)}"
+    )
+
+
+#: After the engine, with every import of pandas refused: join, summary, flagged, report.
+FACES = """\
+import importlib.abc, sys
+from pathlib import Path
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "pan" + "das":
+            raise ModuleNotFoundError(name + " refused: this step must not need it", name=name)
+        return None
+
+sys.meta_path.insert(0, Refuse())
+
+import pyarrow.parquet as pq
+from lbnorm.cli.run import _print_flagged
+from lbnorm.metadata import annotate_table
+from lbnorm.options import RunOptions
+from lbnorm.result import Result
+from lbnorm.run_report import build_run_report, format_run_report
+from lbnorm.suites import load_suite
+from lbnorm.terminal import format_summary
+
+folder = Path(sys.argv[1])
+board = annotate_table(
+    pq.read_table(folder / "leaderboard.parquet"),
+    folder / "meta.csv",
+    rank_within_columns=["size_class", "type"],
+    is_flagged_excluded=True,
+)
+pq.write_table(board, folder / "annotated.parquet")
+result = Result(
+    benchmark_table=pq.read_table(folder / "benchmarks.parquet"),
+    leaderboard_table=board,
+    suite=load_suite("openllm-v2"),
+    options=RunOptions(missing="partial"),
+    file_table=pq.read_table(folder / "files.parquet"),
+    n_scores=8,
+    n_clipped=1,
+)
+print(format_summary(result, out="out", top=3))
+_print_flagged(board)
+report = build_run_report(result, version="v", started_at="t0", finished_at="t1",
+    out="out", stages={"total": 0.0})
+print(format_run_report(report), end="")
+print("loaded: " + ",".join(n for n in sys.modules if n.split(".")[0] == "pan" + "das"))
+"""
+
+
+def test_the_steps_after_the_engine_need_no_pandas(
+    inputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    from lbnorm.cli.run import _print_flagged
+    from lbnorm.options import RunOptions
+    from lbnorm.terminal import format_summary
+
+    result = run([inputs / "scores.csv"], options=RunOptions(missing="partial"))
+    pq.write_table(result.leaderboard_table, tmp_path / "leaderboard.parquet")
+    pq.write_table(result.benchmark_table, tmp_path / "benchmarks.parquet")
+    pq.write_table(result.file_table, tmp_path / "files.parquet")
+    (tmp_path / "meta.csv").write_bytes((inputs / "meta.csv").read_bytes())
+    done = _python("-c", FACES, str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    *printed, loaded = done.stdout.splitlines()
+    assert loaded == "loaded: "
+    # the same steps here, where pandas is loaded, print and write the same
+    board = annotate_table(
+        result.leaderboard_table,
+        inputs / "meta.csv",
+        rank_within_columns=["size_class", "type"],
+        is_flagged_excluded=True,
+    )
+    assert pq.read_table(tmp_path / "annotated.parquet").equals(board)
+    here = replace(
+        result,
+        leaderboard_table=board,
+        file_table=pq.read_table(tmp_path / "files.parquet"),
+        n_scores=8,
+        n_clipped=1,
+    )
+    print(format_summary(here, out="out", top=3))
+    _print_flagged(board)
+    report = build_run_report(
+        here,
+        version="v",
+        started_at="t0",
+        finished_at="t1",
+        out="out",
+        stages={"total": 0.0},
+    )
+    report["inputs"]["cache"] = None  # (the subprocess's cache_stats is a stand-in)
+    print(format_run_report(report), end="")
+    assert printed == capsys.readouterr().out.splitlines()
+    assert (
+        "flagged    1 variant(s) excluded from ranks: seed/musr-example (bfloat16)"
+        in (printed)
+    )
+
+
+def test_pyarrow_conversions_import_pandas(tmp_path: Path) -> None:
+    """Why lbnorm.arrow exists: with pandas installed, one pa.array call loads it."""
+    script = textwrap.dedent(
+        """\
+        import sys
+        import numpy as np
+        import pyarrow as pa
+        pa.array(np.arange(3))
+        print("pan" + "das" in sys.modules)
+        """
+    )
+    done = _python("-c", script, cwd=tmp_path)
+    assert done.stdout.strip() == "True", done.stderr
