@@ -319,15 +319,6 @@ def test_pooled_scores_and_stderrs_are_the_harness_for_any_sizes(
         assert got.loc[benchmark, "has_other_sizes"] == is_resized
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 11 section 3 asks the run summary and the manifest to say which "
-        "variants were pooled with sizes other than the suite's (count and "
-        "examples); writer._write_tables' manifest 'counts' and "
-        "terminal.format_summary report nothing about has_other_sizes"
-    ),
-)
 def test_run_summary_and_manifest_name_variants_pooled_with_other_sizes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -545,17 +536,6 @@ def test_published_ties_are_exact_and_share_ranks(published_csv: Path) -> None:
     assert board["average"].duplicated(keep=False).sum() == 100
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "kernel.average_benchmarks (and average_stderr) take the weighted sum as a "
-        "BLAS matrix-vector product (filled @ weight): a one-variant board goes "
-        "through numpy's dot, a larger one through OpenBLAS dgemv, which sums in "
-        "another order, so a variant's average depends on which other variants "
-        "are in the run (golden Yi-34B-Chat alone 24.226662652803373, with the 7 "
-        "other golden files 24.22666265280337)"
-    ),
-)
 def test_a_variants_average_does_not_depend_on_the_other_variants() -> None:
     files = sorted((FIXTURES / "golden").glob("*.json"))
     together = lbnorm.run(files).leaderboard.set_index("model")

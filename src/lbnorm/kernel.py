@@ -9,6 +9,7 @@ handful of benchmarks, never over models or rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -432,14 +433,31 @@ def average_benchmarks(
     """
     is_present = ~np.isnan(normalized)
     filled = np.where(is_present, normalized, 0.0)
-    weighted_sum = filled @ weight
+    weighted_sum = _row_sums(filled, weight)
     if missing == "zero":
         return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        average = weighted_sum / (is_present @ weight)
+        average = weighted_sum / _row_sums(is_present, weight)
     if missing == "exclude":
         average = np.where(is_present.all(axis=1), average, np.nan)
     return average
+
+
+def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
+    """``matrix @ weight``, summed column by column in one fixed order.
+
+    A matrix product's summation order depends on the BLAS and on the matrix's
+    shape, so a variant's average could change in its last bit with the other
+    variants in the run; here each row's sum depends on that row alone.
+
+    Examples:
+        >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()
+        [4.5, 9.5]
+    """
+    total = np.zeros(matrix.shape[0], dtype=np.float64)
+    for column, factor in enumerate(weight.tolist()):
+        total += matrix[:, column] * factor
+    return total
 
 
 def average_stderr(
@@ -467,11 +485,13 @@ def average_stderr(
     """
     is_present = ~np.isnan(normalized)
     is_unknown = is_present & np.isnan(stderr)
-    squares = np.where(is_present & ~is_unknown, stderr * stderr, 0.0) @ (weight**2)
+    squares = _row_sums(
+        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
+    )
     divisor = (
         np.full(normalized.shape[0], weight.sum())
         if missing == "zero"
-        else is_present @ weight
+        else _row_sums(is_present, weight)
     )
     with np.errstate(invalid="ignore", divide="ignore"):
         result = np.sqrt(squares) / divisor

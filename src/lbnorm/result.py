@@ -51,6 +51,7 @@ __all__ = [
     "benchmark_table",
     "finish_job",
     "leaderboard_table",
+    "resized_variants",
 ]
 
 
@@ -209,6 +210,45 @@ class Result:
     def files(self) -> pd.DataFrame:
         """The input files, as pandas."""
         return _to_pandas(self.file_table)
+
+
+#: Variants named when a run reports those pooled with other sample sizes.
+RESIZED_SHOWN = 3
+
+
+def resized_variants(benchmarks: pa.Table) -> tuple[int, list[str]]:
+    """Variants pooled with sample sizes other than the suite's: how many, and examples.
+
+    Such a variant's pooled benchmarks weight its subtasks by the sizes the
+    input gave (a ``--limit`` run, an ``n_samples`` column), so its row is not
+    comparable to full runs. The examples (at most :data:`RESIZED_SHOWN`) read
+    ``model [precision] (benchmark, ...)``.
+
+    Examples:
+        >>> table = pa.table({"model": ["a", "a", "b"], "precision": ["", "", ""],
+        ...     "revision": ["", "", ""], "chat_template": [False] * 3,
+        ...     "benchmark": ["GPQA", "MATH", "GPQA"],
+        ...     "has_other_sizes": [True, True, False]})
+        >>> resized_variants(table)
+        (1, ['a (GPQA, MATH)'])
+    """
+    if "has_other_sizes" not in benchmarks.column_names:
+        return 0, []
+    rows = benchmarks.filter(benchmarks["has_other_sizes"])
+    if not rows.num_rows:
+        return 0, []
+    keys = [*KEY_COLUMNS]
+    found: dict[tuple[object, ...], list[str]] = {}
+    n_variants = rows.select(keys).group_by(keys).aggregate([]).num_rows
+    for row in rows.slice(0, 64 * RESIZED_SHOWN).to_pylist():  # examples only
+        key = tuple(row[name] for name in keys)
+        if key in found or len(found) < RESIZED_SHOWN:
+            found.setdefault(key, []).append(str(row["benchmark"]))
+    examples = [
+        f"{key[0]}{f' [{key[1]}]' if key[1] else ''} ({', '.join(names)})"
+        for key, names in found.items()
+    ]
+    return n_variants, examples
 
 
 def assemble_result(

@@ -203,6 +203,14 @@ def format_summary(
             f"unranked   {unranked:,} incomplete variant(s) have no average and no rank "
             "(--missing exclude); --missing partial averages the benchmarks they have"
         )
+    from lbnorm.result import resized_variants  # (Arrow: not for `lbnorm --help`)
+
+    n_resized, resized = resized_variants(result.benchmark_table)
+    if n_resized:
+        lines.append(
+            f"sizes      {n_resized:,} variant(s) pooled with sample sizes other than the "
+            f"suite's (not comparable to complete runs), e.g. {printable('; '.join(resized))}"
+        )
     lines.append(
         f"clipped    {result.n_clipped:,} subtask scores below their random baseline set to 0"
     )

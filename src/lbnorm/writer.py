@@ -64,7 +64,13 @@ from lbnorm.manifest import (
     manifest_problem,
 )
 from lbnorm.options import RunOptions
-from lbnorm.result import Job, PartsOnDisk, Result, SubtaskParts
+from lbnorm.result import (
+    Job,
+    PartsOnDisk,
+    Result,
+    SubtaskParts,
+    resized_variants,
+)
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
 
@@ -337,6 +343,8 @@ def _write_tables(
             "ignored_rows": result.n_ignored_rows,
             "superseded_files": sum(row["superseded_by"] is not None for row in inputs),
         }
+        n_resized, resized = resized_variants(result.benchmark_table)
+        counts["variants_pooled_with_other_sizes"] = n_resized
         outputs = {name: future.result() for name, future in futures.items()}
     if subtasks is not None:
         outputs["subtasks.parquet"] = subtasks
@@ -348,6 +356,8 @@ def _write_tables(
         "inputs": inputs,
         "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
         "counts": counts,
+        # pooled by the sample sizes the input gave (a --limit run): not comparable
+        "pooled_with_other_sizes": resized,
     }
 
 
