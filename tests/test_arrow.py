@@ -38,7 +38,8 @@ NUMERIC_TYPES = [
 
 
 def _dtype(type_: pa.DataType) -> np.dtype[Any]:
-    return np.dtype(type_.to_pandas_dtype())
+    dtype: np.dtype[Any] = np.dtype(type_.to_pandas_dtype())
+    return dtype
 
 
 @st.composite

@@ -101,8 +101,8 @@ def _raise(batch: Batch, checked: CheckedBatch) -> None:
 
 # --- each failure kind: mask, failure row, message -----------------------------------
 
-# (columns, the failing row's check, its column, its value as shown, the hint)
-KINDS = {
+# check -> (columns, the failing row's column, its value as shown, the hint)
+KINDS: dict[str, tuple[dict[str, list[Any]], str, str, str]] = {
     "empty_model": (
         {"model": ["org/a", ""], "raw_score": [0.5, 0.5]},
         "subtask",
