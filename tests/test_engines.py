@@ -457,7 +457,7 @@ def test_an_interruption_while_workers_sum_leaves_no_worker(
     assert len(forked) == 2
     assert not {child.pid for child in multiprocessing.active_children()} & set(forked)
     for pid in forked:  # reaped, not left as zombies
-        with pytest.raises(ProcessLookupError):
+        with pytest.raises(ProcessLookupError, match="No such process"):
             os.kill(pid, 0)
 
 
