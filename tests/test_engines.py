@@ -269,7 +269,6 @@ def test_same_tables_for_the_same_inputs(
     )
     expected = reference[missing]
     _assert_same_tables(expected, result)
-    assert result.leaderboard_table.num_rows == 61  # org/x: ignored rows only
     assert result.n_ignored_rows == 2
     if engine in ("memory", "stream"):  # the same rows; memory's come sorted
         assert _sorted_subtasks(result).equals(_sorted_subtasks(expected))
