@@ -222,6 +222,7 @@ def _readable(out: Path) -> bool:
     return True
 
 
+@pytest.mark.slow  # a loop of killed subprocess runs: ~8 s
 def test_killed_runs_leave_the_previous_output_intact(
     reference: Reference, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

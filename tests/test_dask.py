@@ -16,6 +16,8 @@ from lbnorm.errors import InputError, ValidationError
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
 
+pytestmark = pytest.mark.slow  # a local Dask cluster of worker processes
+
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("lbnorm.engines.dask")
 

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_values
 
 from lbnorm import LbnormError, Result, load_suite, run
 from lbnorm.errors import InputError
@@ -50,27 +51,6 @@ fuzz = settings(
     *([] if _EXAMPLES is None else [settings(max_examples=int(_EXAMPLES))]),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     deadline=None,
-)
-
-# JSON values of every kind, including what Python's json module writes and orjson
-# refuses (NaN, Infinity) and integers beyond 64 bits.
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.floats(min_value=0.0, max_value=1.0)
-    | st.text(max_size=20)
-    | st.sampled_from(["N/A", "0.5", "", "NaN", "true", "null"])
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
 )
 
 

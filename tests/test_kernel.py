@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import lower_bounds, num_choices, raw_scores
 
 from lbnorm.kernel import (
     SuiteArrays,
@@ -118,20 +119,20 @@ def test_ranks_share_the_smallest_rank_on_ties() -> None:
     assert ranks.tolist()[4:] == [5.0, 1.0]
 
 
-@given(raw=st.floats(0.0, 1.0), bound=st.floats(0.0, 0.95))
+@given(raw=raw_scores, bound=lower_bounds)
 def test_normalized_is_in_range(raw: float, bound: float) -> None:
     value = normalize(np.array([raw]), np.array([bound]))[0][0]
     assert 0.0 <= value <= 100.0 + 1e-9
 
 
-@given(a=st.floats(0.0, 1.0), b=st.floats(0.0, 1.0), bound=st.floats(0.0, 0.95))
+@given(a=raw_scores, b=raw_scores, bound=lower_bounds)
 def test_normalized_is_monotone(a: float, b: float, bound: float) -> None:
     low, high = sorted((a, b))
     values = normalize(np.array([low, high]), np.array([bound, bound]))[0]
     assert values[0] <= values[1]
 
 
-@given(bound=st.floats(0.0, 0.95))
+@given(bound=lower_bounds)
 def test_bound_maps_to_zero_and_one_to_hundred(bound: float) -> None:
     values = normalize(np.array([bound, 1.0]), np.array([bound, bound]))[0]
     assert values[0] == 0.0
@@ -139,8 +140,8 @@ def test_bound_maps_to_zero_and_one_to_hundred(bound: float) -> None:
 
 
 @given(
-    raw=st.floats(0.0, 1.0),
-    k=st.sampled_from([0, 2, 3, 4, 10, 19]),
+    raw=raw_scores,
+    k=num_choices,
     pooled=st.booleans(),
 )
 def test_one_subtask_benchmark_equals_its_subtask(

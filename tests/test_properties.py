@@ -7,50 +7,12 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import leaderboards
 
 from lbnorm import load_suite, normalize_scores
 
 SUITE = load_suite("openllm-v2")
 SUBTASKS = SUITE.subtask_table()
-
-
-@st.composite
-def leaderboards(draw: st.DrawFn) -> pd.DataFrame:
-    """A complete openllm-v2 leaderboard of 1-6 variants with arbitrary scores."""
-    n_models = draw(st.integers(1, 6))
-    models = draw(
-        st.lists(
-            st.text(min_size=1, max_size=8),
-            min_size=n_models,
-            max_size=n_models,
-            unique=True,
-        )
-    )
-    precisions = draw(
-        st.lists(
-            st.sampled_from(["bfloat16", "float16", ""]),
-            min_size=n_models,
-            max_size=n_models,
-        )
-    )
-    raws = draw(
-        st.lists(
-            st.floats(0.0, 1.0, allow_nan=False),
-            min_size=n_models * len(SUBTASKS),
-            max_size=n_models * len(SUBTASKS),
-        )
-    )
-    return pd.DataFrame(
-        {
-            "model": np.repeat(
-                np.array(models, dtype=object), len(SUBTASKS)
-            ),  # numpy str arrays drop trailing NULs
-            "precision": np.repeat(np.array(precisions, dtype=object), len(SUBTASKS)),
-            "benchmark": np.tile(SUBTASKS["benchmark"].to_numpy(), n_models),
-            "subtask": np.tile(SUBTASKS["subtask"].to_numpy(), n_models),
-            "raw_score": raws,
-        }
-    )
 
 
 @given(scores=leaderboards(), seed=st.integers(0, 2**32 - 1))

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
+from strategies import battle_sets, make_battles
 
 from lbnorm.analysis import ratings as ratings_module
 from lbnorm.analysis.ratings import (
@@ -56,31 +57,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 FOLDER = Path(__file__).parent / "fixtures" / "battles"
 LN10 = math.log(10.0)
-
-
-def make_battles(
-    a: Any,
-    b: Any,
-    outcome: Any,
-    *,
-    k: int | None = None,
-    count: Any = None,
-    tstamp: Any = None,
-    aggregated: bool = False,
-) -> Battles:
-    a, b = np.asarray(a, np.int32), np.asarray(b, np.int32)
-    k = k if k is not None else int(max(a.max(), b.max())) + 1
-    return Battles(
-        models=np.array([f"m{i:02d}" for i in range(k)]),
-        model_a=a,
-        model_b=b,
-        outcome=np.asarray(outcome, np.int8),
-        count=np.ones(len(a), np.int64)
-        if count is None
-        else np.asarray(count, np.int64),
-        tstamp=None if tstamp is None else np.asarray(tstamp, np.float64),
-        is_aggregated=aggregated,
-    )
 
 
 def synthetic(
@@ -1185,24 +1161,6 @@ def test_ratings_of_a_result_are_consistent(arena: Battles) -> None:
 
 
 # --- properties ----------------------------------------------------------------------------------
-
-
-@st.composite
-def battle_sets(draw: st.DrawFn) -> tuple[Battles, int]:
-    """Random battles among k models, plus a ring of ties so ratings exist."""
-    k = draw(st.integers(2, 6))
-    extra = draw(
-        st.lists(
-            st.tuples(st.integers(0, k - 1), st.integers(1, k - 1), st.integers(0, 2)),
-            min_size=0,
-            max_size=40,
-        )
-    )
-    ring = [(i, 1, 1) for i in range(k)]  # i ties i+1 (mod k)
-    a = [i for i, _, _ in ring + extra]
-    b = [(i + step) % k for i, step, _ in ring + extra]
-    outcome = [o for _, _, o in ring + extra]
-    return make_battles(a, b, outcome, k=k), k
 
 
 @settings(deadline=None)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import sample_values
 
 import lbnorm
 from lbnorm.errors import InputError
@@ -282,7 +283,7 @@ def _write_values(
 
 @given(
     values=st.lists(
-        st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0)),
+        sample_values,
         min_size=2,
         max_size=400,
     ),

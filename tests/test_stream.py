@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import missing_policies, score_tables
 
 import lbnorm
 from lbnorm.cli import main
@@ -106,40 +107,15 @@ def test_published_table_reproduced(published_csv: Path) -> None:
     assert (board["rank"] == published_rank).all()
 
 
-scores_strategy = st.lists(
-    st.tuples(
-        st.sampled_from(["org/a", "org/b", "org/c", "x/y"]),
-        st.sampled_from(["bfloat16", "float16"]),
-        st.integers(0, len(SUITE.subtask_table()) - 1),
-        st.floats(0.0, 1.0),
-    ),
-    max_size=120,
-    unique_by=lambda row: (row[0], row[1], row[2]),
-)
-
-
 @settings(deadline=None)
 @given(
-    rows=scores_strategy,
+    table=score_tables(SUITE),
     batch_rows=st.integers(1, 50),
-    missing=st.sampled_from(["exclude", "partial", "zero"]),
+    missing=missing_policies,
 )
 def test_any_batching_equals_in_memory(
-    rows: list[tuple[str, str, int, float]], batch_rows: int, missing: MissingPolicy
+    table: pa.Table, batch_rows: int, missing: MissingPolicy
 ) -> None:
-    bounds = SUITE.subtask_table()
-    if not rows:
-        return
-    codes = [row[2] for row in rows]
-    table = pa.table(
-        {
-            "model": [row[0] for row in rows],
-            "precision": [row[1] for row in rows],
-            "benchmark": bounds["benchmark"].to_numpy()[codes].tolist(),
-            "subtask": bounds["subtask"].to_numpy()[codes].tolist(),
-            "raw_score": [row[3] for row in rows],
-        }
-    )
     batch = Batch(table=table, source="t")
     expected = in_memory([batch], missing=missing)
     actual = streamed([batch], missing=missing, batch_rows=batch_rows)

@@ -1,0 +1,345 @@
+"""The package's shape: no import cycle, arrows pointing down, pandas only at the faces.
+
+* No import cycle among the modules of ``src/lbnorm``, counting imports inside
+  functions and under ``TYPE_CHECKING`` (a function-local import hides a cycle;
+  it does not remove it).
+* The core layers import nothing from the faces, not even through another module.
+* ``import lbnorm``, ``python -m lbnorm --help``, every command's ``--help`` and a
+  run on the bundled demo load no pandas (each in a fresh process, as narwhals
+  tests its own import cost).
+
+The graph is built with :mod:`ast` by the logic of ``shared/tools/import_cycles.py``
+(the project's import-cycle checker, kept outside the repository; vendored here so
+CI can run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lbnorm.cli import build_parser
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "lbnorm"
+
+# --- the module graph (vendored from shared/tools/import_cycles.py) ----------------------
+
+
+def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports, anywhere in it.
+
+    Every ``import`` and ``from ... import`` counts: at the top, inside functions,
+    under ``TYPE_CHECKING``; relative imports are resolved. ``from a import b``
+    counts ``a.b`` when that is a module, else ``a``. A module importing its own
+    parent package is not an edge.
+    """
+    root, pkg = pkg_dir.parent, pkg_dir.name
+    mods = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in pkg_dir.rglob("*.py")
+    }
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        base = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    parts = base.split(".")[: len(base.split(".")) - node.level + 1]
+                    target = ".".join([*parts, target] if target else parts)
+                names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            for name in names:
+                dep = resolve(name) if name.split(".")[0] == pkg else None
+                if dep and dep != mod and not mod.startswith(dep + "."):
+                    graph[mod].add(dep)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, deps = work[-1]
+            for dep in deps:
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    on_stack.add(dep)
+                    work.append((dep, iter(sorted(graph[dep]))))
+                    break
+                if dep in on_stack:
+                    low[node] = min(low[node], index[dep])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return module_graph(PACKAGE)
+
+
+def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
+    found = import_cycles(graph)
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(
+    tmp_path: Path,
+) -> None:
+    """The check itself, on a package whose cycles only hidden imports make."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "def f():\n    from pkg import b\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import f\n",
+        "c.py": "from .sub import d\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from .. import c\nimport pkg\n",
+        "e.py": "import os\nfrom pkg.sub.d import x\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    found = module_graph(package)
+    assert found["pkg.a"] == {"pkg.b"}
+    assert found["pkg.b"] == {"pkg.a"}
+    assert found["pkg.c"] == {"pkg.sub", "pkg.sub.d"}  # the package runs too
+    assert found["pkg.sub.d"] == {"pkg.c"}  # `import pkg`: its own parent, no edge
+    assert found["pkg.e"] == {"pkg.sub.d"}
+    assert import_cycles(found) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"]]
+
+
+# --- arrows point down: the core imports nothing of the faces ------------------------
+
+CORE = (
+    "readers",
+    "encode",
+    "validate",
+    "kernel",
+    "engines",
+    "result",
+    "writer",
+    "schemas",
+    "options",
+    "suites",
+    "errors",
+    "arrow",
+)
+FACES = (
+    "cli",
+    "query",
+    "show",
+    "html_report",
+    "run_report",
+    "terminal",
+    "metadata",
+    "analysis",
+)
+
+
+def _members(graph: dict[str, set[str]], names: tuple[str, ...]) -> set[str]:
+    """The modules of each named module or subpackage of lbnorm."""
+    found = set()
+    for name in names:
+        prefix = f"lbnorm.{name}"
+        members = {m for m in graph if m == prefix or m.startswith(prefix + ".")}
+        assert members, f"no module {prefix}: update the layers in this test"
+        found |= members
+    return found
+
+
+def _path_to(graph: dict[str, set[str]], start: str, targets: set[str]) -> list[str]:
+    """A shortest import chain from `start` into `targets` ([] if none)."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    seen = {start}
+    while frontier:
+        following = []
+        for module in frontier:
+            for dep in sorted(graph[module]):
+                if dep in seen:
+                    continue
+                seen.add(dep)
+                previous[dep] = module
+                if dep in targets:
+                    chain = [dep]
+                    while chain[-1] != start:
+                        chain.append(previous[chain[-1]])
+                    return chain[::-1]
+                following.append(dep)
+        frontier = following
+    return []
+
+
+def test_the_core_imports_nothing_from_the_faces(graph: dict[str, set[str]]) -> None:
+    core, faces = _members(graph, CORE), _members(graph, FACES)
+    chains = [
+        " -> ".join(chain)
+        for module in sorted(core)
+        if (chain := _path_to(graph, module, faces))
+    ]
+    assert chains == [], "the core reaches a face:\n" + "\n".join(chains)
+
+
+def test_the_layer_check_finds_an_indirect_arrow_up() -> None:
+    graph = {
+        "lbnorm.writer": {"lbnorm.outdir"},
+        "lbnorm.outdir": {"lbnorm.terminal"},
+        "lbnorm.terminal": set(),
+    }
+    assert _path_to(graph, "lbnorm.writer", {"lbnorm.terminal"}) == [
+        "lbnorm.writer",
+        "lbnorm.outdir",
+        "lbnorm.terminal",
+    ]
+
+
+# --- pandas only at the faces: fresh processes -----------------------------------------
+
+#: Runs ``python -m lbnorm ARGS`` (or imports a module) in this process, then
+#: reports the exit code, the pandas modules loaded and where lbnorm first asked
+#: for pandas, as JSON on the last line of stderr.
+_PROBE = """
+import importlib.abc, json, runpy, sys, traceback
+
+where = []
+
+class _Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" and not where:
+            where.extend(
+                f"{frame.filename.split('/src/')[-1]}:{frame.lineno}"
+                for frame in traceback.extract_stack()
+                if "/lbnorm/" in frame.filename
+            )
+        return None
+
+sys.meta_path.insert(0, _Watch())
+code = 0
+if sys.argv[1] == "--import":
+    __import__(sys.argv[2])
+else:
+    sys.argv = ["lbnorm", *sys.argv[1:]]
+    try:
+        runpy.run_module("lbnorm", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+sys.stdout.flush()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "pandas")
+print("\\n" + json.dumps({"code": code, "pandas": loaded[:3], "where": where}), file=sys.stderr)
+"""
+
+
+def _probe(*args: str, cwd: Path) -> tuple[dict[str, object], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LBNORM_")}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_PROBE), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
+    return report, done.stdout
+
+
+def _no_pandas(report: dict[str, object], what: str) -> None:
+    assert not report["pandas"], (
+        f"{what} loaded pandas; first asked for at "
+        + " <- ".join(reversed(list(report["where"])))  # type: ignore[call-overload]
+    )
+
+
+def _commands() -> list[list[str]]:
+    """Every command and subcommand of the command line, from its parser."""
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += [[*prefix, name], *walk(sub, [*prefix, name])]
+        return found
+
+    return walk(build_parser(), [])
+
+
+COMMANDS = _commands()
+
+
+@pytest.mark.parametrize("module", ["lbnorm", "lbnorm.errors", "lbnorm.cli"])
+def test_importing_loads_no_pandas(module: str, tmp_path: Path) -> None:
+    report, _ = _probe("--import", module, cwd=tmp_path)
+    _no_pandas(report, f"import {module}")
+
+
+def test_help_loads_no_pandas(tmp_path: Path) -> None:
+    report, stdout = _probe("--help", cwd=tmp_path)
+    assert report["code"] == 0
+    assert stdout.startswith("usage: lbnorm")
+    for command in COMMANDS:  # the help lists every command
+        assert command[0] in stdout
+    _no_pandas(report, "python -m lbnorm --help")
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_each_commands_help_loads_no_pandas(command: list[str], tmp_path: Path) -> None:
+    report, stdout = _probe(*command, "--help", cwd=tmp_path)
+    assert report["code"] == 0
+    assert stdout.startswith(f"usage: lbnorm {' '.join(command)}")
+    _no_pandas(report, f"lbnorm {' '.join(command)} --help")
+
+
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["summary", "quiet"])
+def test_a_run_on_the_bundled_demo_loads_no_pandas(
+    quiet: list[str], tmp_path: Path
+) -> None:
+    """``lbnorm run --out DIR``: the 4,576 demo models, their metadata joined."""
+    report, _ = _probe("run", "--out", "out", *quiet, cwd=tmp_path)
+    assert report["code"] == 0
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    _no_pandas(report, f"lbnorm run --out DIR {' '.join(quiet)}".strip())
