@@ -6,7 +6,7 @@ each as a separate process (interpreter start and imports included) in interleav
 rounds with the order rotated, the input in the page cache:
 
 - ``lbnorm``: :func:`lbnorm.readers.battles.read_battles`, then
-  :func:`lbnorm.analysis.ratings.compute_ratings` (Bradley-Terry, 1,000 bootstrap
+  :func:`lbnorm.ratings.compute_ratings` (Bradley-Terry, 1,000 bootstrap
   rounds), then the ratings and win-rate tables written to Parquet;
 - ``lbnorm-fit``: the same without the bootstrap; ``lbnorm-elo``: online Elo;
 - ``fastchat-bt``: the current reference (FastChat's ``rating_systems.py``,
@@ -52,7 +52,7 @@ DATA_DIR = Path(__file__).parent / ".data"
 LBNORM = """
 import sys, pyarrow.parquet as pq
 from lbnorm.readers.battles import read_battles
-from lbnorm.analysis.ratings import RatingOptions, compute_ratings, ratings_table, win_rates_table
+from lbnorm.ratings import RatingOptions, compute_ratings, ratings_table, win_rates_table
 battles = read_battles(sys.argv[1])
 result = compute_ratings(battles, RatingOptions(method=sys.argv[3], bootstrap=int(sys.argv[2]), seed=0))
 pq.write_table(ratings_table(result), sys.argv[4] + "-ratings.parquet")

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lbnorm.analysis.ratings import (
+from lbnorm.arena import ArenaOptions
+from lbnorm.cli import main
+from lbnorm.ratings import (
     RatingOptions,
     compute_ratings,
     ratings_table,
     win_rates_table,
 )
-from lbnorm.arena import ArenaOptions
-from lbnorm.cli import main
 from lbnorm.readers.battles import read_battles
 from lbnorm.schemas import RATINGS, WIN_RATES
 from lbnorm.version import lbnorm_version

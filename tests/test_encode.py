@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from strategies import OPENLLM_V2, batches, model_names, score_tables, shuffled
 
-from lbnorm import encode
 from lbnorm.encode import KeyEncoder, Variants, factorize, merge_variants
 from lbnorm.schemas import KEY_COLUMNS, Batch
 
@@ -146,15 +143,6 @@ def test_dictionaries_with_nulls_and_unused_values() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_Vocabulary.lookup gives each *position* of a batch dictionary a fresh "
-    "id, so an Arrow dictionary holding one value twice (valid Arrow; "
-    "normalize_scores accepts such a pa.Table) gives one model two variant codes "
-    "and leaves a dangling id: variants().table() then raises, and "
-    "normalize_scores on such a table raises IndexError (Parquet inputs are not "
-    "affected: a Parquet round trip makes dictionaries unique)",
-)
 def test_a_dictionary_with_a_repeated_value_is_one_value() -> None:
     model = pa.DictionaryArray.from_arrays(
         pa.array([0, 1], pa.int32()), pa.array(["org/a", "org/a"])
@@ -323,10 +311,9 @@ def _sort_key(key: Key) -> tuple[str, str, str, bool]:
         max_size=30,
         unique=True,
     ),
-    by_arrow=st.booleans(),
 )
-def test_order_sorts_by_code_point_either_way(keys: list[Key], by_arrow: bool) -> None:
-    """numpy (few strings) and Arrow (many) sort alike: Python's string order."""
+def test_order_sorts_by_code_point(keys: list[Key]) -> None:
+    """Arrow sorts the keys as Python sorts strings (code points)."""
     variants = Variants.from_table(
         pa.table(
             {
@@ -337,17 +324,15 @@ def test_order_sorts_by_code_point_either_way(keys: list[Key], by_arrow: bool) -
             }
         )
     )
-    threshold = 0 if by_arrow else 10**9
-    with mock.patch.object(encode, "_ARROW_SORT_FROM", threshold):
-        ordered = variants.take(variants.order())
+    ordered = variants.take(variants.order())
     assert _variant_rows(ordered) == sorted(keys, key=_sort_key)
 
 
 def test_large_vocabularies_sort_as_python_does() -> None:
-    """Above the Arrow threshold, non-ASCII names included (UTF-8 byte order)."""
+    """Many names, non-ASCII included (UTF-8 byte order)."""
     rng = np.random.default_rng(3)
     alphabet = np.array(list("aZz09-/_.é中😀\u00a0Ω"), dtype=object)
-    n_models = encode._ARROW_SORT_FROM + 5_000
+    n_models = 25_000
     lengths = rng.integers(1, 6, n_models)
     letters = rng.choice(alphabet, lengths.sum())
     starts = np.cumsum(lengths) - lengths
@@ -355,7 +340,6 @@ def test_large_vocabularies_sort_as_python_does() -> None:
         "".join(letters[start : start + size]) + str(number)
         for number, (start, size) in enumerate(zip(starts, lengths, strict=True))
     )
-    assert len(names) > encode._ARROW_SORT_FROM
     shuffled_names = [names[i] for i in rng.permutation(len(names))]
     encoder = KeyEncoder(PAIRS)
     encoder.encode(

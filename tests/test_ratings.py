@@ -24,8 +24,9 @@ from scipy.special import expit, log_expit
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 from strategies import battle_sets, make_battles
 
-from lbnorm.analysis import ratings as ratings_module
-from lbnorm.analysis.ratings import (
+from lbnorm import ratings as ratings_module
+from lbnorm.errors import InputError
+from lbnorm.ratings import (
     PAIRWISE_SCORES,
     RATINGS,
     WIN_RATES,
@@ -50,7 +51,6 @@ from lbnorm.analysis.ratings import (
     win_matrix,
     win_rates_table,
 )
-from lbnorm.errors import InputError
 from lbnorm.readers.battles import Battles, read_battles
 
 FloatArray = npt.NDArray[np.float64]

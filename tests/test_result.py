@@ -29,6 +29,7 @@ import lbnorm
 from lbnorm.encode import Variants
 from lbnorm.engines import memory
 from lbnorm.kernel import aggregate_benchmarks, rank_descending
+from lbnorm.metadata import type_label_array
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.readers import Inputs
 from lbnorm.result import (
@@ -443,7 +444,7 @@ def test_metadata_keeps_the_leaderboard_and_adds_documented_columns(
     assert after.schema.names[: len(before.schema)] == before.schema.names
     assert after.select(before.schema.names).equals(before)
     added = after.schema.names[len(before.schema) :]
-    assert added == ["type", "params_b", "flagged", "size_class"]
+    assert added == ["type", "type_code", "params_b", "flagged", "size_class"]
     for name in added:
         field = after.schema.field(name)
         assert field.metadata is not None
@@ -451,4 +452,7 @@ def test_metadata_keeps_the_leaderboard_and_adds_documented_columns(
     known = dict(
         zip(_column(metadata, "model"), _column(metadata, "type"), strict=True)
     )
-    assert _column(after, "type") == [known.get(m) for m in _column(after, "model")]
+    codes = [known.get(m) for m in _column(after, "model")]
+    assert _column(after, "type_code") == codes  # as the metadata spells it
+    labels = type_label_array(pa.array(codes, pa.string())).to_pylist()
+    assert _column(after, "type") == labels  # the leaderboard's words

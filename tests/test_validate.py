@@ -242,12 +242,6 @@ def test_a_row_failing_several_checks_counts_once() -> None:
     assert sum(t.num_rows for t in describe_failures(batch, checked.failed)) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="failure_error compares failing rows with failure entries (one per row "
-    "and check): a row failing two checks makes it say 'the first N are in "
-    ".failures' with N above the total, although nothing was left out",
-)
 def test_message_says_a_listing_is_cut_only_when_it_is() -> None:
     table = _scores(model=["org/a", ""], raw_score=[0.5, 45.0])
     batch, checked = _check(table)
@@ -276,9 +270,8 @@ def test_nulls_in_each_column() -> None:
     )
     batch, checked = _check(table, source="scores.parquet")
     failing = _failing(checked)
-    assert failing.pop("null_key") == [1, 2, 3]  # a null key of the variant
-    failing.pop("unknown_subtask", None)  # a null benchmark: see the xfail below
-    assert failing == {"non_finite_score": [5]}
+    # a null key of the variant (rows 1-3) or a null benchmark (row 4)
+    assert failing == {"null_key": [1, 2, 3, 4], "non_finite_score": [5]}
     assert checked.subtask.tolist()[4] == -1
     values = {
         row["row"]: row["value"]
@@ -289,14 +282,6 @@ def test_nulls_in_each_column() -> None:
     assert values == {"6": "null"}  # a null cell is shown as null
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a null benchmark or subtask is coded as an unknown pair (subtask -1), "
-    "so check_batch reports it as unknown_subtask, not null_key, and under "
-    "unknown='ignore' drops it silently (counted in n_ignored), although the "
-    "null_key hint names benchmark and subtask and readers/parquet.py says "
-    "validation reports a null benchmark or subtask",
-)
 @pytest.mark.parametrize("unknown", ["error", "ignore"])
 def test_a_null_benchmark_or_subtask_is_a_null_key(unknown: UnknownSubtasks) -> None:
     table = pa.table(

@@ -2,7 +2,7 @@
 
 :func:`rate_battles` reads battles (:func:`lbnorm.readers.battles.read_battles`,
 with the ``where`` filters), rates them
-(:func:`lbnorm.analysis.ratings.compute_ratings`) and, given ``out``, writes
+(:func:`lbnorm.ratings.compute_ratings`) and, given ``out``, writes
 ``ratings.parquet``, ``win_rates.parquet`` and ``manifest.json`` through the
 writer's staging, lock and swap (:func:`lbnorm.writer.write_tables`), so an
 earlier output is replaced whole or not at all. The manifest's ``kind`` is
@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lbnorm.analysis.ratings import (
+from lbnorm.ratings import (
     RatingOptions,
     Ratings,
     compute_ratings,
@@ -121,7 +121,7 @@ def rate_battles(
     Raises:
         InputError: A battle file is unreadable or malformed (named, with the
             row), or the battles do not determine the ratings
-            (:class:`~lbnorm.analysis.ratings.RatingsNotIdentifiableError`).
+            (:class:`~lbnorm.ratings.RatingsNotIdentifiableError`).
         RatingOptionsError: Options that do not fit the battles (online Elo on
             counts, a bootstrap too big for memory).
         OutputError: `out` cannot be written, or holds a leaderboard. On any

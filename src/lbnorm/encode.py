@@ -58,16 +58,13 @@ class _Vocabulary:
         )
         is_new = ids == _NULL
         if is_new.any():
-            fresh = np.arange(len(self.ids), len(self.ids) + int(is_new.sum()))
-            self.ids.update(
-                zip(
-                    itertools.compress(texts, is_new.tolist()),
-                    fresh.tolist(),
-                    strict=True,
-                )
-            )
-            self._chunks.append(values.filter(arrow.array(is_new)))
-            ids[is_new] = fresh
+            new = np.flatnonzero(is_new)
+            # one id per string, even if a dictionary holds a value twice (valid Arrow)
+            ids[new] = [
+                self.ids.setdefault(texts[i], len(self.ids)) for i in new.tolist()
+            ]
+            _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
+            self._chunks.append(values.take(arrow.array(new[np.sort(first)])))
         return ids
 
     def values(self) -> pa.Array:
@@ -152,7 +149,8 @@ class Variants:
             if pa.types.is_dictionary(column.type):
                 column = column.cast(column.type.value_type)
             vocabularies[name], codes[:, position] = _encode_strings(column)
-        codes[:, 3] = arrow.to_numpy(keys.column("chat_template"), null=False)
+        flags = keys.column("chat_template").cast(pa.bool_())
+        codes[:, 3] = arrow.to_numpy(flags, null=False)
         return cls(vocabularies=vocabularies, codes=codes)
 
 
@@ -339,10 +337,15 @@ class KeyEncoder:
             )
         dictionary = chunks[0].dictionary.cast(pa.string())
         indices = [_indices(chunk.indices) for chunk in chunks]
-        return (
-            indices[0] if len(indices) == 1 else np.concatenate(indices),
-            np.append(vocabulary.lookup(dictionary), _NULL),
+        local = indices[0] if len(indices) == 1 else np.concatenate(indices)
+        ids = vocabulary.lookup(dictionary)
+        distinct, first, inverse = np.unique(
+            ids, return_index=True, return_inverse=True
         )
+        if len(distinct) < len(ids):  # a value twice in the dictionary (valid Arrow)
+            canonical = np.append(first[inverse.ravel()], _NULL)  # its first index
+            local = canonical[local]
+        return local, np.append(ids, _NULL)
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:

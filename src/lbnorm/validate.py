@@ -116,6 +116,7 @@ def check_batch(
     variant, subtask = encoder.encode(table)
     scores = float_column(table, "raw_score")
     failed = find_failures(table, scores, variant, subtask, encoder, unknown=unknown)
+    is_ignored = (subtask < 0) & ~failed["null_key"]  # unknown, not null
     accepted = (subtask >= 0) & (variant >= 0)
     failed["duplicate_score"] = find_duplicates(
         variant, subtask, accepted, encoder.n_subtasks, seen_before
@@ -127,7 +128,7 @@ def check_batch(
         accepted=accepted,
         failed=failed,
         n_failed=int(np.logical_or.reduce(list(failed.values())).sum()),
-        n_ignored=int((subtask < 0).sum()) if unknown == "ignore" else 0,
+        n_ignored=int(is_ignored.sum()) if unknown == "ignore" else 0,
     )
 
 
@@ -154,8 +155,12 @@ def find_failures(
         Check name -> mask of failing rows.
     """
     is_finite = np.isfinite(scores)
+    is_null_name = np.zeros(table.num_rows, dtype=bool)
+    for name in ("benchmark", "subtask"):  # required: the readers made sure
+        if name in table.column_names and table.column(name).null_count:
+            is_null_name |= arrow.to_numpy(table.column(name).is_null())
     checks = {
-        "null_key": variant < 0,
+        "null_key": (variant < 0) | is_null_name,
         "empty_model": encoder.is_empty_model(variant),
         "non_finite_score": ~is_finite,
         "percent_scale": is_finite & (scores > 1.0) & (scores <= 100.0),
@@ -170,7 +175,7 @@ def find_failures(
         bad = ~(samples > 0)
         checks["bad_n_samples"] = bad if valid is None else bad & valid
     if unknown == "error":
-        checks["unknown_subtask"] = (subtask < 0) & (variant >= 0)
+        checks["unknown_subtask"] = (subtask < 0) & (variant >= 0) & ~is_null_name
     return checks
 
 
@@ -373,7 +378,8 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
         else _failure_table("", [], [], [], [])
     )
     rows = table.to_pylist()
-    listed = "" if total == len(rows) else f" (the first {len(rows)} are in .failures)"
+    n_listed = len({(row["source"], row["row"]) for row in rows})  # a row, once
+    listed = "" if n_listed >= total else f" (the first {n_listed} are in .failures)"
     by_check: dict[str, list[dict[str, str]]] = {}
     for row in rows:  # failure rows: at most a thousand per check and batch
         by_check.setdefault(row["check"], []).append(row)

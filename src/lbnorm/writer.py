@@ -683,10 +683,15 @@ class _Stage:
             _fsync_dir(self.target.parent)
 
     def discard(self) -> None:
-        """Delete the unfinished output, or after the swap the previous one."""
-        for path in (self.folder, self.previous):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
+        """Delete the unfinished output, or after the swap the previous one.
+
+        A Ctrl-C or SIGTERM arriving meanwhile waits until the folder is gone
+        (a deletion cut short would leave half a folder behind).
+        """
+        with held_signals():
+            for path in (self.folder, self.previous):
+                if path is not None:
+                    shutil.rmtree(path, ignore_errors=True)
 
     def release(self) -> None:
         os.close(self._lock)

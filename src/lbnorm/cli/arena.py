@@ -1,7 +1,7 @@
 """``lbnorm arena``: Chatbot Arena battles to ratings with intervals; and the faces of a ratings output.
 
 Every option of ``arena`` is defined here, once, and becomes one
-:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.analysis.ratings.RatingOptions`
+:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.RatingOptions`
 and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
 :func:`diff_ratings_outputs` and :func:`report_ratings` when
 :func:`lbnorm.outdir.output_kind` says an output holds ratings.
@@ -117,9 +117,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _cmd_arena(args: argparse.Namespace) -> int:
     """Read, rate, write, summarise."""
-    from lbnorm.analysis.ratings import RatingOptions, parse_anchor
     from lbnorm.arena import ArenaOptions, rate_battles
     from lbnorm.cli.arguments import check_parent
+    from lbnorm.ratings import RatingOptions, parse_anchor
     from lbnorm.ratings_view import format_arena_summary
 
     started = time.perf_counter()

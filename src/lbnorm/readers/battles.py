@@ -153,7 +153,7 @@ class BattleFile:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Battles:
-    """Battles as integer codes, ready for :mod:`lbnorm.analysis.ratings`.
+    """Battles as integer codes, ready for :mod:`lbnorm.ratings`.
 
     Attributes:
         models: Model names, sorted (codepoint order), unique.

@@ -12,7 +12,7 @@ one JSON object). All battle files are pooled.
 
 Each pairwise benchmark's raw score for a model is its predicted chance of
 beating the benchmark's reference model
-(:func:`lbnorm.analysis.ratings.score_against_reference`: Bradley-Terry, ties
+(:func:`lbnorm.ratings.score_against_reference`: Bradley-Terry, ties
 half, no penalty), a fraction in [0, 1]. The scores enter the pipeline as one
 :class:`~lbnorm.schemas.Batch` of long-format rows (model, benchmark, subtask,
 raw_score, n_samples = the model's battles), normalized and averaged like any
@@ -41,12 +41,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.analysis.ratings import (
+from lbnorm.errors import InputError, OptionsError
+from lbnorm.options import RunOptions
+from lbnorm.ratings import (
     RatingsNotIdentifiableError,
     score_against_reference,
 )
-from lbnorm.errors import InputError, OptionsError
-from lbnorm.options import RunOptions
 from lbnorm.readers.battles import (
     Battles,
     is_battles_file,

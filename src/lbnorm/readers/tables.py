@@ -523,7 +523,9 @@ def _number_column(
     if pa.types.is_integer(type_):
         return column.cast(pa.int64()), None
     found = to_numpy(values, null=np.nan)
-    is_bad = ~np.isnan(found) & ((found % 1 != 0) | (np.abs(found) >= 2.0**63))
+    with np.errstate(invalid="ignore"):  # inf % 1 is NaN: inf is bad anyway
+        whole = np.isfinite(found) & (found % 1 == 0) & (np.abs(found) < 2.0**63)
+    is_bad = ~np.isnan(found) & ~whole
     if is_bad.any():
         position = int(np.flatnonzero(is_bad)[0])
         cell = column[position].as_py()  # a CSV cell's text, else the number

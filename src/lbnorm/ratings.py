@@ -216,7 +216,7 @@ class RatingOptions:
         >>> RatingOptions(bootstrap=-1)
         Traceback (most recent call last):
         ...
-        lbnorm.analysis.ratings.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
+        lbnorm.ratings.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
         Hint: use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).
     """
 
