@@ -145,3 +145,49 @@ def test_version_read_from_the_dist_info_matches_importlib_metadata() -> None:
     from lbnorm.version import lbnorm_version
 
     assert lbnorm_version() == metadata.version("lbnorm")
+
+
+def test_manifest_records_the_metadata_table_it_joined(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    scores = fixtures / "tables" / "seed_examples.csv"
+    meta = tmp_path / "meta.csv"
+    meta.write_text("model,params_b\nseed/musr-example,7.2\nseed/gpqa-example,70\n")
+    out = tmp_path / "out"
+    run(
+        [scores],
+        out=out,
+        options=RunOptions(missing="partial", metadata=str(meta)),
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["metadata_table"] == {
+        "path": str(meta),
+        "bytes": meta.stat().st_size,
+        "sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
+    }
+    assert manifest["options"]["metadata"] == str(meta)
+    stored = pq.read_metadata(out / "leaderboard.parquet").metadata
+    assert json.loads(stored[b"lbnorm.metadata_table"]) == manifest["metadata_table"]
+    run([scores], out=out, options=RunOptions(missing="partial"))
+    assert json.loads((out / "manifest.json").read_text())["metadata_table"] is None
+
+
+def test_pandas_reads_integer_columns_as_nullable_integers(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """rank (null when unranked) and n_samples (null when not given) stay integers."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    run([fixtures / "tables" / "seed_examples.csv"], out=out)  # missing=exclude
+    board = pd.read_parquet(out / "leaderboard.parquet")
+    assert board["rank"].isna().all()  # incomplete variants: no rank
+    assert str(board["rank"].dtype) == "Int64"
+    assert str(board["n_benchmarks"].dtype) == "Int32"
+    subtasks = pd.read_parquet(out / "subtasks.parquet")
+    assert str(subtasks["n_samples"].dtype) == "Int64"
+    demo = tmp_path / "demo"
+    run(out=demo)  # the bundled demo: its inputs give no sample sizes for IFEval
+    n_samples = pd.read_parquet(demo / "subtasks.parquet")["n_samples"]
+    assert n_samples.isna().any() and str(n_samples.dtype) == "Int64"
+    assert board["average"].dtype == "float64"  # floats as they are

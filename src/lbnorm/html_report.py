@@ -915,7 +915,7 @@ def _import_figure() -> type[Figure]:
     except ImportError as exc:
         msg = (
             "the HTML report's plots need matplotlib, which is not installed.\n"
-            "Hint: pip install 'lbnorm[report]' (or pip install matplotlib)."
+            "Hint: pip install matplotlib (from a clone of lbnorm: pip install '.[report]')."
         )
         raise LbnormError(msg) from exc
     return Figure

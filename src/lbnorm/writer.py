@@ -64,6 +64,7 @@ from lbnorm.manifest import (
     manifest_problem,
 )
 from lbnorm.options import RunOptions
+from lbnorm.readers.files import sha256_file
 from lbnorm.result import (
     Job,
     PartsOnDisk,
@@ -299,7 +300,62 @@ def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[st
             ],
             sort_keys=True,
         ),
+        "lbnorm.metadata_table": json.dumps(metadata_input(options), sort_keys=True),
     }
+
+
+def metadata_input(options: RunOptions) -> dict[str, Any] | None:
+    """The model metadata table a run joined: its path, size and sha256 (None: none).
+
+    Examples:
+        >>> metadata_input(RunOptions()) is None
+        True
+    """
+    if options.metadata is None:
+        return None
+    path = Path(options.metadata)
+    try:
+        return {
+            "path": str(path),
+            "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+        }
+    except OSError as exc:
+        msg = f"{path}: cannot read the metadata table to record it: {exc.strerror or exc}.\nHint: keep the file in place until the run ends."
+        raise OutputError(msg) from exc
+
+
+def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
+    """Schema metadata that makes pandas read integer columns as nullable integers.
+
+    Without it a column such as ``rank`` or ``n_samples`` arrives as float64
+    whenever it holds a null; pyarrow's ``to_pandas`` (and ``pd.read_parquet``)
+    read the ``pandas`` entry's ``numpy_type`` (``Int64``...) instead. Other
+    readers (DuckDB, polars) ignore it.
+
+    Examples:
+        >>> json.loads(pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
+        'Int64'
+    """
+    columns = [
+        {
+            "name": field.name,
+            "field_name": field.name,
+            "pandas_type": str(field.type),
+            "numpy_type": str(field.type).capitalize(),  # int64 -> Int64
+            "metadata": None,
+        }
+        for field in schema
+        if pa.types.is_integer(field.type)
+    ]
+    document = {
+        "index_columns": [],
+        "column_indexes": [],
+        "columns": columns,
+        "creator": {"library": "lbnorm", "version": lbnorm_version()},
+        "pandas_version": "2.0.0",  # the metadata layout, not a dependency
+    }
+    return {"pandas": json.dumps(document)}
 
 
 def _sorted_inputs(files: pa.Table) -> list[dict[str, Any]]:
@@ -355,6 +411,7 @@ def _write_tables(
         "options": result.options.to_manifest(),
         "inputs": inputs,
         "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
+        "metadata_table": metadata_input(result.options),
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
@@ -375,7 +432,9 @@ def _write_output(
 ) -> dict[str, Any]:
     """Write and sync one table; return its rows, columns and sha256."""
     if isinstance(table, pa.Table):
-        table = table.replace_schema_metadata(metadata)
+        table = table.replace_schema_metadata(
+            {**metadata, **pandas_metadata(table.schema)}
+        )
         _write_parquet(table, path)
         return _synced(path, table.num_rows, table.num_columns)
     n_rows = _write_parts(table.schema, table.parts(), metadata, path)
@@ -404,7 +463,7 @@ def _write_parts(
     The next part is built on a second thread while this one is encoded (both
     release the GIL for their array work), holding at most two parts in memory.
     """
-    schema = schema.with_metadata(metadata)
+    schema = schema.with_metadata({**metadata, **pandas_metadata(schema)})
     n_rows = 0
     with (
         pq.ParquetWriter(

@@ -178,7 +178,7 @@ def _register_report(
             "Write one HTML file (plots embedded, nothing fetched) with the leaderboard, "
             "a summary and distribution per benchmark, each benchmark against the "
             "mean of the others, health checks and, given --previous, what changed. "
-            "Needs matplotlib: pip install 'lbnorm[report]'."
+            "Needs matplotlib: pip install matplotlib (from a clone of lbnorm: pip install '.[report]')."
         ),
     )
     report.add_argument("out", metavar="OUT", help="an lbnorm output directory")

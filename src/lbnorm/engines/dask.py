@@ -9,7 +9,7 @@ back to the client, which finishes, ranks and writes exactly as a local run
 does. The sums are fixed-point integers, so the result equals the local
 streaming engine's bit for bit, and the in-memory engine's to about 1e-13.
 
-Dask and distributed are an optional extra: ``pip install 'lbnorm[dask]'``.
+Dask and distributed are an optional extra: ``pip install '.[dask]'`` from a clone of lbnorm.
 Every worker needs lbnorm installed at the same version and must be able to
 read the input paths (a shared filesystem).
 """
@@ -85,7 +85,7 @@ def compute(
     except ImportError as exc:
         msg = (
             "--engine dask needs the optional packages dask and distributed.\n"
-            "Hint: pip install 'lbnorm[dask]' (on the client and on every worker)."
+            "Hint: pip install dask distributed (from a clone of lbnorm: pip install '.[dask]'), on the client and on every worker."
         )
         raise InputError(msg) from exc
     if inputs.eager:
