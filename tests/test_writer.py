@@ -189,5 +189,6 @@ def test_pandas_reads_integer_columns_as_nullable_integers(
     demo = tmp_path / "demo"
     run(out=demo)  # the bundled demo: its inputs give no sample sizes for IFEval
     n_samples = pd.read_parquet(demo / "subtasks.parquet")["n_samples"]
-    assert n_samples.isna().any() and str(n_samples.dtype) == "Int64"
+    assert n_samples.isna().any()
+    assert str(n_samples.dtype) == "Int64"
     assert board["average"].dtype == "float64"  # floats as they are
