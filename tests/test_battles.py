@@ -13,11 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lbnorm.errors import InputError, LbnormError
+from lbnorm.errors import InputError, LbnormError, WhereSyntaxError
 from lbnorm.readers import battles as battles_module
 from lbnorm.readers.battles import (
     Battles,
-    WhereSyntaxError,
     parse_where,
     read_battles,
     read_model_map,

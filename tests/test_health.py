@@ -12,7 +12,6 @@ import pytest
 from lbnorm import Result, run
 from lbnorm.analysis.health import (
     HealthConfig,
-    HealthConfigError,
     ceiling_rate,
     check_benchmarks,
     check_directory,
@@ -28,6 +27,7 @@ from lbnorm.analysis.health import (
     stuck_cluster,
 )
 from lbnorm.cli import main
+from lbnorm.errors import HealthConfigError
 from lbnorm.options import RunOptions
 
 SIX = ["IFEval", "BBH", "MATH Lvl 5", "GPQA", "MUSR", "MMLU-PRO"]

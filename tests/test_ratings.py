@@ -25,16 +25,14 @@ from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyp
 from strategies import battle_sets, make_battles
 
 from lbnorm import ratings as ratings_module
-from lbnorm.errors import InputError
+from lbnorm.errors import InputError, RatingOptionsError, RatingsNotIdentifiableError
 from lbnorm.ratings import (
     PAIRWISE_SCORES,
     RATINGS,
     WIN_RATES,
     Method,
     RatingOptions,
-    RatingOptionsError,
     Ratings,
-    RatingsNotIdentifiableError,
     bootstrap_elo,
     compute_ratings,
     count_outcomes,

@@ -56,7 +56,7 @@ class ArenaOptions:
         >>> ArenaOptions(where=("language ==",))
         Traceback (most recent call last):
         ...
-        lbnorm.readers.battles.WhereSyntaxError: --where 'language ==': expected one value after the operator.
+        lbnorm.errors.WhereSyntaxError: --where 'language ==': expected one value after the operator.
         Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
     """
 
@@ -121,7 +121,7 @@ def rate_battles(
     Raises:
         InputError: A battle file is unreadable or malformed (named, with the
             row), or the battles do not determine the ratings
-            (:class:`~lbnorm.ratings.RatingsNotIdentifiableError`).
+            (:class:`~lbnorm.errors.RatingsNotIdentifiableError`).
         RatingOptionsError: Options that do not fit the battles (online Elo on
             counts, a bootstrap too big for memory).
         OutputError: `out` cannot be written, or holds a leaderboard. On any

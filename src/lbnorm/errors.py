@@ -32,14 +32,18 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_CODES_HELP",
     "ExitCode",
+    "HealthConfigError",
     "InputError",
     "LbnormError",
     "OptionsError",
     "OutputError",
+    "RatingOptionsError",
+    "RatingsNotIdentifiableError",
     "SchemaMismatchError",
     "SuiteError",
     "Terminated",
     "ValidationError",
+    "WhereSyntaxError",
 ]
 
 _SHOWN = 5
@@ -173,3 +177,28 @@ class ValidationError(LbnormError, ValueError):
             lines.append(f"- {check}: {where}{more}")
             lines.append(f"  Hint: {group[0]['hint']}")
         return cls("\n".join(lines), failures.drop_columns(["hint"]))
+
+
+class WhereSyntaxError(OptionsError):
+    """A ``--where`` condition on battles cannot be parsed (a usage error)."""
+
+
+class RatingOptionsError(OptionsError):
+    """The rating options are invalid or do not fit the battles (a usage error)."""
+
+
+class RatingsNotIdentifiableError(InputError):
+    """The battles do not determine the ratings (disconnected, or one-sided records).
+
+    Attributes:
+        groups: The groups of models the message names (parts of the graph, or
+            models whose ratings diverge).
+    """
+
+    def __init__(self, message: str, groups: tuple[tuple[str, ...], ...]) -> None:
+        super().__init__(message)
+        self.groups = groups
+
+
+class HealthConfigError(LbnormError, ValueError):
+    """A health threshold is out of range or unknown (``--health-config``)."""

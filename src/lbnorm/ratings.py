@@ -69,13 +69,17 @@ import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.errors import InputError, LbnormError
+from lbnorm.errors import (
+    InputError,
+    RatingOptionsError,
+    RatingsNotIdentifiableError,
+)
 from lbnorm.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
 
 __all__ = [
@@ -144,25 +148,6 @@ _SHOWN = 5
 _QUANTILES = (0.025, 0.975)
 
 
-class RatingOptionsError(LbnormError, ValueError):
-    """The rating options are invalid or do not fit the battles (a usage error)."""
-
-    exit_code: ClassVar[int] = 2
-
-
-class RatingsNotIdentifiableError(InputError):
-    """The battles do not determine the ratings (disconnected, or one-sided records).
-
-    Attributes:
-        groups: The groups of models the message names (parts of the graph, or
-            models whose ratings diverge).
-    """
-
-    def __init__(self, message: str, groups: tuple[tuple[str, ...], ...]) -> None:
-        super().__init__(message)
-        self.groups = groups
-
-
 @dataclass(frozen=True, slots=True)
 class RatingWarning:
     """A condition worth showing that did not stop the computation.
@@ -216,7 +201,7 @@ class RatingOptions:
         >>> RatingOptions(bootstrap=-1)
         Traceback (most recent call last):
         ...
-        lbnorm.ratings.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
+        lbnorm.errors.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
         Hint: use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).
     """
 

@@ -52,7 +52,7 @@ import pandas as pd
 from lbnorm.analysis.correlation import spearman_columns
 from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
-from lbnorm.errors import InputError, LbnormError
+from lbnorm.errors import HealthConfigError, InputError
 from lbnorm.options import DEFAULT_SUITE, MissingPolicy
 from lbnorm.outdir import (
     has_table,
@@ -106,10 +106,6 @@ HEALTH_COLUMNS: tuple[str, ...] = (
     "failed",
 )
 _MIN_BAND_MODELS = 10
-
-
-class HealthConfigError(LbnormError, ValueError):
-    """A health threshold is out of range or unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

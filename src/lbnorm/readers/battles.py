@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +49,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from lbnorm.arrow import strings
-from lbnorm.errors import InputError, LbnormError
+from lbnorm.errors import InputError, WhereSyntaxError
 
 try:  # msgspec (the `fast` extra) decodes only the keys read here
     import msgspec
@@ -110,12 +110,6 @@ _WINNER_HINT = (
     "winner must be one of 'model_a', 'model_b', 'tie', 'tie (bothbad)' "
     "(FastChat's clean_battle values; 2023 files name the column 'win')."
 )
-
-
-class WhereSyntaxError(LbnormError, ValueError):
-    """A ``--where`` condition cannot be parsed (a usage error)."""
-
-    exit_code: ClassVar[int] = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,10 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, OptionsError
+from lbnorm.errors import InputError, OptionsError, RatingsNotIdentifiableError
 from lbnorm.options import RunOptions
 from lbnorm.ratings import (
-    RatingsNotIdentifiableError,
     score_against_reference,
 )
 from lbnorm.readers.battles import (
