@@ -62,9 +62,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -334,55 +335,15 @@ def _refresh(
             columns={name: f"old_{name}" for name in [*_STAT, "sha256"]}
         )
         merged = current.merge(previous, on="path", how="left", validate="one_to_one")
-        is_unchanged = np.logical_and.reduce(
-            [merged[name].eq(merged[f"old_{name}"]).to_numpy(bool) for name in _STAT]
-            + [
-                merged["size"].to_numpy() >= 0,  # a stat that failed is no match
-                np.maximum(
-                    merged["mtime_ns"].to_numpy(np.int64),
-                    merged["ctime_ns"].to_numpy(np.int64),
-                )
-                < stat_ns - _RACY_NS,
-            ]
-        )
-        kept = entries.set_index("path")
+        is_unchanged = _is_unchanged(merged, stat_ns)
         reused: list[str] = list(merged["path"][is_unchanged])
-        status: dict[str, str] = dict.fromkeys(reused, "cached")
-        verified: dict[str, bool] = dict.fromkeys(reused, False)
-        new_entries: list[dict[str, Any]] = []
-        parsed: list[tuple[str, HarnessFile]] = []
-        to_read = merged[~is_unchanged]
-        # read and hashed (on every core when many changed); a file whose hash
-        # is the cached one is not parsed again
-        scanned = scan_results_files(
-            [Path(display) for display in to_read["display"]],
-            pairs,
-            read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
-            known=[
-                sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]
-            ],
-            stop_at_error=False,
-            progress=progress,
-            stage="parsing changed results files",
+        read = _read_changed(
+            merged[~is_unchanged], entries.set_index("path"), pairs, progress
         )
-        stats = to_read[list(_STAT)].to_dict("records")  # the changed files' only
-        for key, stat, item in zip(to_read["path"], stats, scanned, strict=True):
-            # one iteration per changed file: its entry, from the bytes just read
-            if item.error is not None and not item.sha256:  # unreadable: stop the run
-                scanned.close()
-                raise item.error
-            if item.parsed is None and item.error is None:  # touched, not changed
-                entry = kept.loc[key].to_dict() | {"path": key, **stat}
-                entry |= {"size": item.size, "sha256": item.sha256}
-                reused.append(key)
-                status[key] = "cached"
-            else:
-                entry, harness = _parse(key, item, stat=stat)
-                if harness is not None:
-                    parsed.append((key, harness))
-                status[key] = "parsed"
-            verified[key] = True
-            new_entries.append(entry)
+        reused += read.reused
+        status = dict.fromkeys(merged["path"][is_unchanged], "cached") | read.status
+        verified = dict.fromkeys(merged["path"][is_unchanged], False) | read.verified
+        new_entries, parsed = read.entries, read.parsed
         new_rows = _rows_of(parsed)
         bad = _check_rows(new_rows)  # one pass over every new score
         new_rows = new_rows[~new_rows["path"].isin(list(bad))]
@@ -428,6 +389,79 @@ def _refresh(
         seconds=0.0,
     )
     return scores, catalog, stats_of_run
+
+
+def _is_unchanged(merged: pd.DataFrame, stat_ns: int) -> npt.NDArray[np.bool_]:
+    """Files whose stat equals the cached one, and old enough to trust it.
+
+    A file changed within :data:`_RACY_NS` of the cache's own stat could have
+    changed again within the same clock tick: it is read again.
+    """
+    is_unchanged: npt.NDArray[np.bool_] = np.logical_and.reduce(
+        [merged[name].eq(merged[f"old_{name}"]).to_numpy(bool) for name in _STAT]
+        + [
+            merged["size"].to_numpy() >= 0,  # a stat that failed is no match
+            np.maximum(
+                merged["mtime_ns"].to_numpy(np.int64),
+                merged["ctime_ns"].to_numpy(np.int64),
+            )
+            < stat_ns - _RACY_NS,
+        ]
+    )
+    return is_unchanged
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Changed:
+    """What reading the changed files gave: entries, parsed files, statuses."""
+
+    entries: list[dict[str, Any]]
+    parsed: list[tuple[str, HarnessFile]]
+    reused: list[str]  # touched, same bytes: the cached rows stay
+    status: dict[str, str]
+    verified: dict[str, bool]
+
+
+def _read_changed(
+    to_read: pd.DataFrame,
+    kept: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    progress: ProgressCallback | None,
+) -> _Changed:
+    """Read and hash the changed files (on every core when many); parse the new ones.
+
+    A file whose hash is the cached one (touched, not changed) is not parsed
+    again. An unreadable file stops the run.
+    """
+    changed = _Changed(entries=[], parsed=[], reused=[], status={}, verified={})
+    scanned = scan_results_files(
+        [Path(display) for display in to_read["display"]],
+        pairs,
+        read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
+        known=[sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]],
+        stop_at_error=False,
+        progress=progress,
+        stage="parsing changed results files",
+    )
+    stats = cast("list[dict[str, int]]", to_read[list(_STAT)].to_dict("records"))
+    for key, stat, item in zip(to_read["path"], stats, scanned, strict=True):
+        # one iteration per changed file: its entry, from the bytes just read
+        if item.error is not None and not item.sha256:  # unreadable: stop the run
+            scanned.close()
+            raise item.error
+        if item.parsed is None and item.error is None:  # touched, not changed
+            entry = kept.loc[key].to_dict() | {"path": key, **stat}
+            entry |= {"size": item.size, "sha256": item.sha256}
+            changed.reused.append(key)
+            changed.status[key] = "cached"
+        else:
+            entry, harness = _parse(key, item, stat=stat)
+            if harness is not None:
+                changed.parsed.append((key, harness))
+            changed.status[key] = "parsed"
+        changed.verified[key] = True
+        changed.entries.append(entry)
+    return changed
 
 
 def _stat(files: list[Path]) -> pd.DataFrame:
