@@ -210,24 +210,16 @@ def show_ratings(args: argparse.Namespace) -> int:
 def diff_ratings_outputs(args: argparse.Namespace) -> int:
     """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
     from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
+    from lbnorm.cli.arguments import emit_diff
     from lbnorm.terminal import printable
-    from lbnorm.writer import add_tables, write_bytes_atomically
 
     diff = diff_ratings(
         args.old, args.new, moved_places=args.moved, top=args.top or (5, 10, 20)
     )
-    text = format_ratings_diff(diff, largest=args.largest)
-    if args.out:
-        add_tables(Path(args.out), diff.tables())
-    if args.markdown:
-        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
-        print(
-            f"wrote {args.markdown}"
-            + (f" and {args.out}/diff_ratings*.parquet" if args.out else "")
-        )
-    else:
-        print(printable(text, keep_newlines=True))
-    return ExitCode.OK
+    text = printable(
+        format_ratings_diff(diff, largest=args.largest), keep_newlines=True
+    )
+    return emit_diff(args, diff.tables(), text, stem="diff_ratings")
 
 
 def report_ratings(args: argparse.Namespace) -> int:

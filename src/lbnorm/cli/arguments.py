@@ -8,10 +8,11 @@ arguments into the one :class:`~lbnorm.options.RunOptions` the pipeline takes.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
-from lbnorm.errors import OutputError
+from lbnorm.errors import ExitCode, OutputError
 from lbnorm.options import (
     ExtraColumns,
     MissingPolicy,
@@ -80,3 +81,32 @@ def check_parent(name: str) -> None:
     if not Path(name).resolve().parent.is_dir():
         msg = f"{name}: cannot write: its directory does not exist.\nHint: check that the directory exists and is writable."
         raise OutputError(msg)
+
+
+def emit_diff(
+    args: argparse.Namespace, tables: Mapping[str, Any], text: str, *, stem: str
+) -> int:
+    """Print a diff (or write it to ``--markdown``), and add its tables to ``--out``.
+
+    Args:
+        args: The command's arguments (``out``, ``markdown``).
+        tables: The diff's tables by file stem (frames or Arrow tables).
+        text: The diff as Markdown, printable as it is.
+        stem: How the table files are named, for the message (``diff_``).
+
+    Returns:
+        The exit code.
+    """
+    from lbnorm.writer import add_tables, write_bytes_atomically  # (Arrow, Parquet)
+
+    if args.out:
+        add_tables(Path(args.out), tables)
+    if args.markdown:
+        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
+        print(
+            f"wrote {args.markdown}"
+            + (f" and {args.out}/{stem}*.parquet" if args.out else "")
+        )
+    else:
+        print(text)
+    return ExitCode.OK

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import add_inputs, add_policy_options
+from lbnorm.cli.arguments import add_inputs, add_policy_options, emit_diff
 from lbnorm.errors import ExitCode
 from lbnorm.options import DEFAULT_SUITE, RunOptions
 
 if TYPE_CHECKING:
-    from lbnorm.analysis.diff import Diff
+    pass
 
 __all__ = ["register"]
 
@@ -174,7 +174,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         moved_places=args.moved,
         top=args.top or (10, 50, 100),
     )
-    return _emit_diff(args, diff, format_diff(diff, largest=args.largest))
+    return emit_diff(
+        args, diff.tables(), format_diff(diff, largest=args.largest), stem="diff_"
+    )
 
 
 def _cmd_impact(args: argparse.Namespace) -> int:
@@ -205,7 +207,8 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     )
     on = ", ".join(args.inputs) if args.inputs else "the bundled demo"
     title = f"lbnorm impact: {diff.labels[0]} -> {diff.labels[1]} on {on}"
-    return _emit_diff(args, diff, format_diff(diff, largest=args.largest, title=title))
+    text = format_diff(diff, largest=args.largest, title=title)
+    return emit_diff(args, diff.tables(), text, stem="diff_")
 
 
 def _cmd_health(args: argparse.Namespace) -> int:
@@ -220,19 +223,3 @@ def _cmd_health(args: argparse.Namespace) -> int:
 
         add_tables(Path(args.out), {"health": health})
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY
-
-
-def _emit_diff(args: argparse.Namespace, diff: Diff, text: str) -> int:
-    from lbnorm.writer import add_tables, write_bytes_atomically
-
-    if args.out:
-        add_tables(Path(args.out), diff.tables())
-    if args.markdown:
-        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
-        print(
-            f"wrote {args.markdown}"
-            + (f" and {args.out}/diff_*.parquet" if args.out else "")
-        )
-    else:
-        print(text)
-    return ExitCode.OK
