@@ -354,3 +354,21 @@ def test_cli_impact_usage_and_suite_errors(capsys: pytest.CaptureFixture[str]) -
         SuiteError, match=r"has no benchmark 'DROP'.*\n.*Hint: use one of"
     ):
         override_bounds(load_suite("openllm-v2"), [parse_bound_override("DROP=0.3")])
+
+
+def test_diff_reads_an_output_written_without_subtasks(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = sorted(golden_dir.glob("*.json"))
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert main(["run", *map(str, files[:5]), "--out", str(old), "--quiet"]) == 0
+    assert (
+        main(["run", *map(str, files), "--out", str(new), "--quiet", "--no-subtasks"])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new)]) == 0
+    text = capsys.readouterr().out
+    assert "| variants | 5 on both sides, 3 added, 0 removed |" in text
+    assert "newly clipped / unclipped | n/a (no subtask tables) |" in text
+    assert "## Bounds changed (0)" in text  # the bounds from the suite it records

@@ -26,7 +26,7 @@ import pandas as pd
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
-from lbnorm.outdir import check_output, output_suite, read_output_table
+from lbnorm.outdir import check_output, has_table, output_suite, read_output_table
 from lbnorm.result import Result
 from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
 
@@ -502,6 +502,19 @@ def read_snapshot(
     """
     folder = check_output(out)
     leaderboard = read_output_table(folder, "leaderboard")
+    if not has_table(folder, "subtasks"):  # written with --no-subtasks
+        suite, _ = output_suite(folder)
+        return Snapshot(
+            leaderboard=leaderboard,
+            benchmarks=benchmark_columns(leaderboard.columns),
+            bounds=None
+            if suite is None
+            else suite.subtask_table()[["benchmark", "subtask", "lower_bound"]],
+            intervals=pd.read_parquet(folder / "intervals.parquet")
+            if intervals and (folder / "intervals.parquet").is_file()
+            else None,
+            label=str(out),
+        )
     wanted = [
         *KEY_COLUMNS,
         "benchmark",
