@@ -217,3 +217,40 @@ def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
         r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
     ):
         check_output(out)
+
+
+def test_a_changed_suite_is_noted_once_per_output(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lbnorm.cli import main
+    from lbnorm.outdir import output_suite
+
+    suite = tmp_path / "suite.toml"
+    assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
+    suite.write_text(capsys.readouterr().out)
+    out = tmp_path / "out"
+    scores = fixtures / "tables" / "seed_examples.csv"
+    assert (
+        main(
+            [
+                "run",
+                str(scores),
+                "--suite",
+                str(suite),
+                "--out",
+                str(out),
+                "--quiet",
+                "--missing",
+                "partial",
+            ]
+        )
+        == 0
+    )
+    suite.write_text(suite.read_text() + "\n# edited after the run\n")
+    assert output_suite(out)[0] is None
+    assert output_suite(out)[0] is None
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
+    assert notes == [
+        f"lbnorm: note: {out}: its suite {str(suite)!r} is gone or changed; no rank "
+        "intervals or stderr-aware floors for this output."
+    ]

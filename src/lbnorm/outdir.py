@@ -389,6 +389,10 @@ def metadata_columns(out: str | Path) -> list[str]:
     ]
 
 
+#: Outputs whose changed suite was already noted on stderr by this process.
+_NOTED: set[str] = set()
+
+
 def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     """The suite an output was computed under, if it still loads with the same hash.
 
@@ -410,11 +414,13 @@ def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     except LbnormError:
         suite = None
     if suite is None or suite.sha256 != info.get("sha256"):
-        print(
-            f"lbnorm: note: {out}: its suite {source!r} is gone or changed; no rank "
-            "intervals or stderr-aware floors for this output.",
-            file=sys.stderr,
-        )
+        if str(out) not in _NOTED:  # once per output, however often it is read
+            _NOTED.add(str(out))
+            print(
+                f"lbnorm: note: {out}: its suite {source!r} is gone or changed; no "
+                "rank intervals or stderr-aware floors for this output.",
+                file=sys.stderr,
+            )
         return None, missing
     return suite, missing
 
