@@ -46,8 +46,6 @@ __all__ = [
     "WhereSyntaxError",
 ]
 
-_SHOWN = 5
-
 
 class ExitCode(IntEnum):
     """The process exit codes of ``lbnorm``, each with its meaning."""
@@ -142,41 +140,6 @@ class ValidationError(LbnormError, ValueError):
         """The failures as a pandas frame (one row per failing score)."""
         frame: pd.DataFrame = self.failure_table.to_pandas()
         return frame
-
-    @classmethod
-    def from_failures(
-        cls, failures: pa.Table, *, total: int | None = None
-    ) -> ValidationError:
-        """Build the error and its message from a table of failures.
-
-        Args:
-            failures: Table with text columns ``check``, ``source``, ``row``,
-                ``column``, ``value`` and ``hint``.
-            total: How many scores failed in all, when `failures` lists only
-                the first ones of each check.
-
-        Returns:
-            The error, its message summarising each failed check.
-        """
-        rows = failures.to_pylist()
-        total = len(rows) if total is None else total
-        listed = (
-            "" if total == len(rows) else f" (the first {len(rows)} are in .failures)"
-        )
-        by_check: dict[str, list[dict[str, str]]] = {}
-        for row in rows:  # failure rows: at most a thousand per check
-            by_check.setdefault(row["check"], []).append(row)
-        lines = [f"{total} score(s) failed validation{listed}:"]
-        for check in sorted(by_check):
-            group = by_check[check]
-            where = ", ".join(
-                f"{row['source']} row {row['row']} ({row['column']}={row['value']!r})"
-                for row in group[:_SHOWN]
-            )
-            more = f" and {len(group) - _SHOWN} more" if len(group) > _SHOWN else ""
-            lines.append(f"- {check}: {where}{more}")
-            lines.append(f"  Hint: {group[0]['hint']}")
-        return cls("\n".join(lines), failures.drop_columns(["hint"]))
 
 
 class WhereSyntaxError(OptionsError):
