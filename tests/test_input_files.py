@@ -435,12 +435,13 @@ def test_a_duplicate_across_files_says_another_input_holds_it(
     message = str(raised.value)
     assert (
         f"duplicate_score: {fixtures / 'tables' / 'seed_examples.jsonl'} line 1 "
-        "(seed/musr-example / MUSR / murder_mysteries: also given by an earlier input)"
+        "(seed/musr-example / MUSR / murder_mysteries: also given by "
+        f"{fixtures / 'tables' / 'seed_examples.csv'})"
     ) in message
 
 
 def test_a_duplicate_across_a_csv_and_a_results_file(tmp_path: Path) -> None:
-    """Both places are named: the results key, and that an earlier input (the CSV) holds it."""
+    """Both places are named: the results key, and the CSV (read first) that holds it too."""
     (batch,) = list(read_inputs([GOLDEN], suite=SUITE, options=RunOptions()).batches)
     first = batch.table.slice(0, 1).to_pylist()[0]
     keys = ["model", "precision", "revision", "chat_template", "benchmark", "subtask"]
@@ -464,7 +465,7 @@ def test_a_duplicate_across_a_csv_and_a_results_file(tmp_path: Path) -> None:
     message = str(raised.value)
     assert (
         f"- duplicate_score: {GOLDEN} {first['_row']} ({first['model']} / "
-        f"{first['benchmark']} / {first['subtask']}: also given by an earlier input)"
+        f"{first['benchmark']} / {first['subtask']}: also given by {path})"
     ) in message
     failures = raised.value.failures
     assert failures["source"].tolist() == [str(GOLDEN)]

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lbnorm._faults import fault_point
+from lbnorm.errors import ValidationError
 from lbnorm.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.readers import Inputs, read_inputs
+from lbnorm.repeats import name_earlier_inputs
 from lbnorm.result import Result, finish_job
 from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, load_suite
@@ -84,7 +86,10 @@ def normalize_scores(
             )
         scores = pa.Table.from_pandas(scores, preserve_index=False)
     inputs = Inputs.of_batches([Batch(table=scores, source="<frame>")])
-    return finish_job(select_engine(options.engine)(inputs, suite, options))
+    try:
+        return finish_job(select_engine(options.engine)(inputs, suite, options))
+    except ValidationError as error:  # a duplicate names the input that came first
+        raise name_earlier_inputs(error, inputs, suite) from None
 
 
 def run(
@@ -133,17 +138,20 @@ def run(
     def annotate(result: Result) -> Result:
         return _annotate(result, metadata, options)
 
-    if out is None:
-        return annotate(finish_job(job))
-    from lbnorm.writer import provenance_of, write_job  # the module writing files
+    try:
+        if out is None:
+            return annotate(finish_job(job))
+        from lbnorm.writer import provenance_of, write_job  # the module writing files
 
-    return write_job(
-        job,
-        Path(out),
-        finish=annotate,
-        provenance=provenance_of(suite, options, read.catalog),
-        created_at=created_at,
-    )
+        return write_job(
+            job,
+            Path(out),
+            finish=annotate,
+            provenance=provenance_of(suite, options, read.catalog),
+            created_at=created_at,
+        )
+    except ValidationError as error:  # a duplicate names the input that came first
+        raise name_earlier_inputs(error, read, suite) from None
 
 
 def _annotate(
