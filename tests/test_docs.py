@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import io
 import json
 import math
@@ -1487,3 +1488,40 @@ def test_docs_quote_json_files_abridged(quoted: AbridgedJson, replay: Replay) ->
     shown = json.loads(text[start : text.index("```", start)])
     real = json.loads((replay.folder / quoted.path).read_text())
     assert _is_part(shown, real), json.dumps(real, indent=1)
+
+
+#: Keys of a Parquet file's metadata (docs/arena.md lists them), not Python names.
+PARQUET_KEYS = {
+    "lbnorm.kind",
+    "lbnorm.options",
+    "lbnorm.inputs",
+    "lbnorm.version",
+    "lbnorm.table",
+}
+
+
+def _dotted_names() -> list[str]:
+    """Every ``lbnorm.x.y`` name the docs write (in code spans and blocks)."""
+    names = {
+        name.rstrip(".")
+        for doc in DOCS
+        for name in re.findall(r"(?<![\w/.-])lbnorm(?:\.\w+)+", doc.read_text())
+    }
+    return sorted(names - PARQUET_KEYS)
+
+
+@pytest.mark.parametrize("name", _dotted_names())
+def test_every_python_name_the_docs_give_exists(name: str) -> None:
+    """``lbnorm.analysis.health.check_result`` and the like: modules and what they hold."""
+    parts = name.split(".")
+    found: object = None
+    for end in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:end]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[end:]:
+            assert hasattr(found, attribute), f"{name}: no {attribute!r}"
+            found = getattr(found, attribute)
+        break
+    assert found is not None, name
