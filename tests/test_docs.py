@@ -73,7 +73,7 @@ from lbnorm.ratings import (
 from lbnorm.readers.battles import Battles, read_battles
 from lbnorm.readers.files import MAX_RESULTS_BYTES
 from lbnorm.stderr import clipped_variance
-from lbnorm.suites import load_suite
+from lbnorm.suites import load_suite, parse_suite
 
 REPO = Path(__file__).parent.parent
 DOCS = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
@@ -407,7 +407,9 @@ def test_docs_show_commands_with_their_output() -> None:
     for step in plan():
         if step.shown is not None:
             shown[Path(step.place.split(":")[0]).name] += 1
-    assert shown["README.md"] >= 10  # the summaries, a v1 tree, six queries, the Python API
+    assert (
+        shown["README.md"] >= 10
+    )  # the summaries, a v1 tree, six queries, the Python API
     assert shown["arena.md"] >= 10
     assert shown["changes-and-health.md"] >= 8
     readme = (REPO / "README.md").read_text()
@@ -1026,7 +1028,7 @@ FIGURES += [
     ),
     Figure(
         doc=CHANGES,
-        text="(76% of them land in the low band at 80%)".replace("76%", "{}"),
+        text="({} of them land in the low band at 80%)",
         compute=lambda s: (_pct(_cell(s.drop_health(0.8), "DROP", "stuck_share")),),
     ),
     Figure(
@@ -1527,3 +1529,22 @@ def test_every_python_name_the_docs_give_exists(name: str) -> None:
             found = getattr(found, attribute)
         break
     assert found is not None, name
+
+
+@pytest.mark.parametrize(
+    "block",
+    [block for block in doc_blocks() if block.lang == "toml"],
+    ids=lambda block: f"{block.doc}:{block.line}",
+)
+def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
+    """A suite (or a benchmark to add to one) loads as a suite; a ``[health]`` table as
+    health thresholds."""
+    values = tomllib.loads(block.text)
+    if "benchmarks" in values:
+        named = block.text if "name" in values else 'name = "x"\n' + block.text
+        assert parse_suite(named.encode(), source=block.doc).benchmarks
+    else:
+        (tmp_path / "health.toml").write_text(block.text)
+        config = HealthConfig.from_toml(tmp_path / "health.toml")
+        shown = values.get("health", values)
+        assert {key: getattr(config, key) for key in shown} == shown
