@@ -8,12 +8,17 @@ What is checked, read from the Markdown itself (so an edited doc is checked as i
   ```text block shows that command and its output (the README's queries). Every one is
   re-run and must print exactly what the doc shows.
 * **Commands.** Every other ``lbnorm`` command in a ```bash block runs and exits 0, unless it
-  names an input the reader is meant to bring (:data:`PLACEHOLDERS`); those are parsed only.
+  names an input the reader is meant to bring (:data:`PLACEHOLDERS`); every command, those
+  included, parses with the CLI's own parser (quick).
 * **Python.** Every ```python block runs (the blocks of one doc in one namespace, in order);
-  one followed by a ```text block must print exactly that.
+  one followed by a ```text block must print exactly that. Every ``lbnorm.x.y`` name the
+  docs give resolves, and every ```toml block loads (quick).
 * **Figures.** Numbers quoted in prose and rendered tables (:data:`FIGURES`): each entry
-  names the doc, the text as it must read with the computed value in it, and how to
-  compute the value.
+  names the doc, the text as it must read with the computed values in it, and how to
+  compute them. :data:`QUOTED_TABLES`: Markdown tables copied from a command's output, row
+  for row. :data:`ABRIDGED_JSON`: a JSON file shown in part. The report's own figures in
+  docs/analysts.md (its size and what it is made of, its health and diff tables) are
+  checked by ``tests/test_report.py::test_docs_quote_the_report``, on the page itself.
 
 Everything runs in one folder, doc after doc (README.md first, then docs/ by name) and
 block after block, as a reader following the docs would: later commands read the outputs
@@ -24,7 +29,10 @@ docs run "from the repository's root") and ``results``, a link to
 Normalized before comparing, because they differ from run to run and nothing else may:
 the time a run took (``time       0.48 s`` in a summary); in a JSON run report, its
 ``started_at`` and ``finished_at`` and the seconds it took (``timings_s``, the cache's
-``seconds``). Paths are not normalized: the commands use relative paths.
+``seconds``). Paths are not normalized: the commands use relative paths. Blank lines at
+the end of an output are not compared: in a doc they only separate one command from the
+next. Measurements (timings, memory, speed-ups in the performance sections) are not
+figures of a run and are not checked.
 """
 
 from __future__ import annotations
@@ -106,9 +114,8 @@ class Block:
     line: int  # the line of its opening fence, from 1
     lang: str
     text: str
-    is_followed: bool = (
-        False  # the next block comes right after it (only blank lines between)
-    )
+    # the next block comes right after it (only blank lines between)
+    is_followed: bool = False
 
     @property
     def is_transcript(self) -> bool:
@@ -230,9 +237,8 @@ class Step:
     kind: str  # "command" or "python"
     source: str  # the command line or the snippet
     shown: str | None  # what the doc says it prints; None: the doc shows nothing
-    code: int | None = (
-        0  # the exit code it must end with (None: a `$ echo $?` checks it)
-    )
+    # the exit code it must end with (None: the `$ echo $?` after it checks it)
+    code: int | None = 0
 
 
 def plan() -> list[Step]:
@@ -331,23 +337,12 @@ class Replay:
             outcome = self._shell(command)
         else:  # `pip install . && lbnorm run`: lbnorm's part (installing is not ours)
             outcome = [
-                self._lbnorm(list(_expand(part[1:], self.folder)))
+                run_lbnorm(list(_expand(part[1:], self.folder)))
                 for part in _parts(command)
                 if part[0] == "lbnorm"
             ][-1]
         self.last_code = outcome.code
         return outcome
-
-    @staticmethod
-    def _lbnorm(argv: list[str]) -> Outcome:
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            try:
-                code = main(argv)
-            except Exception:  # a bug: its traceback is what the test shows
-                traceback.print_exc()
-                code = -1
-        return Outcome(printed=printed.getvalue(), code=code)
 
     def _shell(self, command: str) -> Outcome:
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
@@ -372,6 +367,18 @@ class Replay:
                 traceback.print_exc()
                 code = -1
         return Outcome(printed=printed.getvalue(), code=code)
+
+
+def run_lbnorm(argv: list[str]) -> Outcome:
+    """``lbnorm ARGV`` in this process, its stdout and stderr captured as one stream."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        try:
+            code = main(argv)
+        except Exception:  # a bug: its traceback is what the test shows
+            traceback.print_exc()
+            code = -1
+    return Outcome(printed=printed.getvalue(), code=code)
 
 
 def _expand(words: list[str], folder: Path) -> Iterator[str]:
@@ -407,9 +414,8 @@ def test_docs_show_commands_with_their_output() -> None:
     for step in plan():
         if step.shown is not None:
             shown[Path(step.place.split(":")[0]).name] += 1
-    assert (
-        shown["README.md"] >= 10
-    )  # the summaries, a v1 tree, six queries, the Python API
+    # README: the summaries, a v1 tree, the suites, six queries, the Python API
+    assert shown["README.md"] >= 10
     assert shown["arena.md"] >= 10
     assert shown["changes-and-health.md"] >= 8
     readme = (REPO / "README.md").read_text()
@@ -476,12 +482,13 @@ class Sources:
         wanted = shlex.split(command)
         for step in plan():
             if step.kind == "command" and _words(step.source) == wanted:
-                return replay_outcome(self.replay, step).printed
+                return self.replay.outcomes[step.place].printed
         msg = f"no doc runs {command!r}"
         raise AssertionError(msg)
 
     def cli(self, *argv: str) -> Outcome:
-        return Replay._lbnorm(list(argv))
+        """Run ``lbnorm ARGV`` in the replay's folder (the caller is in it)."""
+        return run_lbnorm(list(argv))
 
     @functools.cached_property
     def demo(self) -> Result:
@@ -530,10 +537,6 @@ class Sources:
         fit = compute_ratings(battles, RatingOptions(**options))  # type: ignore[arg-type]
         table: pd.DataFrame = ratings_table(fit).to_pandas()
         return table.set_index("model")
-
-
-def replay_outcome(replay: Replay, step: Step) -> Outcome:
-    return replay.outcomes[step.place]
 
 
 ARENA_BATTLES = REPO / "tests" / "fixtures" / "battles" / "clean_battle_20230601.json"
