@@ -468,6 +468,22 @@ def test_docs_print_what_the_commands_print(step: Step, replay: Replay) -> None:
         )
 
 
+@pytest.mark.slow
+def test_the_docs_leave_nothing_but_what_they_name(replay: Replay) -> None:
+    """After every command of the docs, the folder holds the links it started with and
+    the files and outputs the commands name: no lock file, no staging folder."""
+    sources = [step.source for step in plan()]
+    left = {path.name for path in replay.folder.iterdir()} - {
+        "tests",
+        "data",
+        "results",
+    }
+    assert left  # the outputs are there
+    assert [
+        name for name in left if not any(name in source for source in sources)
+    ] == []
+
+
 # --- figures quoted in prose and rendered tables ------------------------------------------------
 
 
