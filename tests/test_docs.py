@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import io
 import json
@@ -1511,6 +1512,12 @@ def test_docs_quote_json_files_abridged(quoted: AbridgedJson, replay: Replay) ->
     shown = json.loads(text[start : text.index("```", start)])
     real = json.loads((replay.folder / quoted.path).read_text())
     assert _is_part(shown, real), json.dumps(real, indent=1)
+    # a manifest's output hashes ("..." in the doc: they change with the Parquet writer's
+    # version) are the files'
+    folder = (replay.folder / quoted.path).parent
+    for name, output in real.get("outputs", {}).items():
+        digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        assert output["sha256"] == digest, name
 
 
 #: Keys of a Parquet file's metadata (docs/arena.md lists them), not Python names.
