@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -329,26 +328,3 @@ def test_summary_says_how_many_are_unranked_and_how_to_rank_them(
     ) in text.splitlines()
     assert main([*argv, "--out", str(tmp_path / "p"), "--missing", "partial"]) == 0
     assert "unranked" not in capsys.readouterr().out
-
-
-def _quoted_runs(readme: str) -> list[tuple[list[str], list[str]]]:
-    """The README's `$ lbnorm run ...` blocks: (arguments, printed lines)."""
-    blocks = re.findall(r"```text\n\$ lbnorm (run[^\n]*)\n(.*?)```", readme, re.S)
-    return [(command.split(), text.splitlines()) for command, text in blocks]
-
-
-def test_readme_shows_what_run_prints(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    readme = (REPO / "README.md").read_text()
-    runs = _quoted_runs(readme)
-    assert len(runs) == 2
-    monkeypatch.chdir(tmp_path)  # the default --out, lbnorm-out, lands here
-    (tmp_path / "tests").symlink_to(REPO / "tests")
-    for argv, quoted in runs:
-        assert main(argv) == 0
-        printed = capsys.readouterr().out.splitlines()
-        timeless = [re.sub(r"^time {7}[\d.]+ s$", "time", line) for line in printed]
-        assert timeless == [
-            re.sub(r"^time {7}[\d.]+ s$", "time", line) for line in quoted
-        ]

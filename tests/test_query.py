@@ -4,7 +4,6 @@ import hashlib
 import io
 import json
 import re
-import shlex
 import shutil
 import sys
 from importlib import resources
@@ -60,40 +59,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def demo_out(workdir: Path) -> Path:
     return workdir / "lbnorm-out"
-
-
-def _doc_examples() -> list[tuple[str, str]]:
-    pairs = re.findall(
-        r"```bash\n(lbnorm query .*?)\n```\n\n```text\n(.*?)\n```",
-        DOCS.read_text(),
-        re.S,
-    )
-    return [(command, output) for command, output in pairs]
-
-
-def test_docs_have_five_questions_with_outputs() -> None:
-    text = DOCS.read_text()
-    assert len(re.findall(r"^### \d\. ", text, re.M)) == 5
-    assert len(_doc_examples()) >= 5
-
-
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    _doc_examples(),
-    ids=[f"example{i}" for i in range(len(_doc_examples()))],
-)
-def test_docs_examples_print_what_the_docs_show(
-    command: str,
-    expected: str,
-    workdir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.chdir(workdir)
-    argv = shlex.split(command)
-    assert argv[0] == "lbnorm"
-    assert main(argv[1:]) == 0
-    assert capsys.readouterr().out.rstrip() == expected
 
 
 def test_top_math_under_10b_matches_pandas(demo_out: Path) -> None:

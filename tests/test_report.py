@@ -496,7 +496,8 @@ def test_report_without_matplotlib_says_how_to_install(
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(
         LbnormError,
-        match=r"need matplotlib.*\nHint: pip install matplotlib \(from a clone of lbnorm: pip install '\.\[report\]'\)",
+        match=r"need matplotlib.*\nHint: pip install matplotlib \(from a clone of lbnorm: "
+        r"pip install '\.\[report\]'\)",
     ):
         render_report(outputs / "out")
 

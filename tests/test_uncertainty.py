@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,19 @@ def test_rank_intervals_by_hand() -> None:
     assert group.tolist() == [1.0, 1.0, 2.0, 2.0, 3.0]
 
 
-def test_closed_form_matches_a_bootstrap_over_per_sample_data() -> None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BootstrapCheck:
+    """Closed-form standard errors of three models and a bootstrap's (docs/changes-and-health.md
+    quotes them)."""
+
+    closed: pd.Series  # average_stderr by model
+    closed_benchmarks: pd.Series  # stderr by (model, benchmark)
+    spread: pd.DataFrame  # the bootstrap's sd of average, A and B by model
+    raw: dict[str, list[float]]
+    stderr: dict[str, list[float]]
+
+
+def closed_form_and_bootstrap() -> BootstrapCheck:
     """Per-sample 0/1 answers; resampling items is Binomial(n, p_hat) / n per subtask."""
     rng = np.random.default_rng(7)
     true_p = {  # model 2 sits at the a1 and b bounds: clipping matters there
@@ -253,6 +266,23 @@ def test_closed_form_matches_a_bootstrap_over_per_sample_data() -> None:
         base=boot.leaderboard["model"].str.split("#").str[0]
     )
     spread = board.groupby("base")[["average", "A", "B"]].std(ddof=1)
+    return BootstrapCheck(
+        closed=closed,
+        closed_benchmarks=closed_benchmarks,
+        spread=spread,
+        raw=raw,
+        stderr=stderr,
+    )
+
+
+def test_closed_form_matches_a_bootstrap_over_per_sample_data() -> None:
+    check = closed_form_and_bootstrap()
+    closed, closed_benchmarks, spread = (
+        check.closed,
+        check.closed_benchmarks,
+        check.spread,
+    )
+    raw, stderr = check.raw, check.stderr
     for name in ("m0", "m1", "m2"):
         assert closed[name] == pytest.approx(_cell(spread, name, "average"), rel=0.06)
         for benchmark in ("A", "B"):
