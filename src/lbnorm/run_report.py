@@ -11,7 +11,8 @@ The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
 (files seen, parsed, cached, superseded, rejected with reasons, and the parse
 cache's own figures), ``models`` (variants complete and incomplete, ranked),
 ``warnings``, ``health`` (the health table's rows, the failed checks and how
-many were skipped), ``timings_s`` (wall seconds per stage) and ``error`` for a
+many were skipped; ``checked`` false and ``passed`` null when every check was
+skipped, as with fewer models than a check needs), ``timings_s`` (wall seconds per stage) and ``error`` for a
 failed run.
 
 The report is built from the result's Arrow tables: writing it needs no pandas.
@@ -134,9 +135,16 @@ def build_run_report(
     if health is not None:
         table = health if isinstance(health, pa.Table) else _from_frame(health)
         failed = table.filter(pc.equal(table["status"], _text("fail")))
+        n_skipped = _count(pc.equal(table["status"], _text("skipped")))
+        is_unchecked = n_skipped == table.num_rows  # too few models for any check
+        if is_unchecked:
+            warnings.append(
+                "every health check skipped: too few models for any check (min_models)"
+            )
         health_section |= {
-            "passed": failed.num_rows == 0,
-            "skipped": _count(pc.equal(table["status"], _text("skipped"))),
+            "checked": not is_unchecked,
+            "passed": None if is_unchecked else failed.num_rows == 0,
+            "skipped": n_skipped,
             "failed": _records(
                 failed.select(["level", "benchmark", "subtask", "failed"])
             ),
