@@ -43,9 +43,6 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, OptionsError, RatingsNotIdentifiableError
 from lbnorm.options import RunOptions
-from lbnorm.ratings import (
-    score_against_reference,
-)
 from lbnorm.readers.battles import (
     Battles,
     is_battles_file,
@@ -200,6 +197,10 @@ def _benchmark_scores(
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
     assert benchmark.reference is not None  # the suite checks it
+    from lbnorm.ratings import (  # the fit: only for a pairwise suite
+        score_against_reference,
+    )
+
     try:
         scores = score_against_reference(
             battles, reference=benchmark.reference, model_map=model_map
