@@ -18,9 +18,7 @@ or worker count, bit for bit, and equal the in-memory engine's.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -312,18 +310,8 @@ def sum_scores(
     return folder.totals()
 
 
-#: Batches waiting for the adder thread at most (each holds its codes and scores).
-_PENDING = 2
-
-
 class _Folder:
-    """Checks batches and folds them into exact sums, one at a time.
-
-    The checks (and the seen matrix the next batch's duplicate check reads) run
-    in the caller's thread; the sums, mostly numpy work that releases the GIL,
-    run in a thread of their own a batch behind, so the two use both cores.
-    At most :data:`_PENDING` batches wait for the adder.
-    """
+    """Checks batches and folds them into exact sums, one at a time."""
 
     def __init__(self, suite: Suite, *, unknown: UnknownSubtasks, rows: int) -> None:
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
@@ -337,29 +325,6 @@ class _Folder:
         )
         self._failures: list[pa.Table] = []
         self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
-        self._adder: ThreadPoolExecutor | None = None
-        self._pending: deque[Future[None]] = deque()
-
-    def _later(self, work: Callable[[], None]) -> None:
-        """Run `work` in the adder thread, after the work given before it."""
-        if self._adder is None:
-            self._adder = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-sums")
-        while len(self._pending) >= _PENDING:
-            self._pending.popleft().result()  # its error, if any, raises here
-        self._pending.append(self._adder.submit(work))
-
-    def _drain(self) -> None:
-        """Wait for the adder to finish everything given to it."""
-        try:
-            while self._pending:
-                self._pending.popleft().result()
-        finally:
-            if self._adder is not None:
-                for future in self._pending:
-                    future.cancel()
-                self._pending.clear()
-                self._adder.shutdown(wait=True)
-                self._adder = None
 
     def fold(self, batch: Batch) -> CheckedBatch | None:
         """Check a batch and add its scores; None once any batch failed a check."""
@@ -371,38 +336,33 @@ class _Folder:
         if checked.n_failed:
             self._failures.extend(describe_failures(batch, checked.failed))
             self._n_failed += checked.n_failed
-        n_variants = encoder.n_variants
-        store.reserve_seen(n_variants)
+        store.reserve(encoder.n_variants)
         variant, subtask, raw = checked.variant, checked.subtask, checked.scores
         take = checked.is_good
         is_all = bool(take.all())
         if not is_all:
             variant, subtask, raw = variant[take], subtask[take], raw[take]
-        store.mark_seen(variant, subtask)  # the next batch's duplicate check reads it
         if self._failures:  # the run fails: keep checking, stop summing
+            store.add(variant, subtask, None)
             return None
         details = {
             name: values if is_all else values[take]
             for name in ("stderr", "n_samples")
             if (values := optional_floats(batch.table, name)) is not None
         }
-        self._later(
-            lambda: store.add_sums(
-                n_variants,
-                variant,
-                subtask,
-                raw,
-                stderr=details.get("stderr"),
-                n_samples=details.get("n_samples"),
-            )
+        store.add(
+            variant,
+            subtask,
+            raw,
+            stderr=details.get("stderr"),
+            n_samples=details.get("n_samples"),
         )
         self._n_scores += raw.size
         self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
         return checked
 
     def totals(self) -> Totals:
-        """The sums so far (once the adder has added everything)."""
-        self._drain()
+        """The sums so far."""
         return Totals(
             variants=self._encoder.variants(),
             store=self._store.trimmed(self._encoder.n_variants),
@@ -489,32 +449,18 @@ class _PartialStore:
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
-        self.reserve_seen(n_variants)
-        self._reserve_sums(n_variants)
-
-    def reserve_seen(self, n_variants: int) -> None:
-        """Make room in the seen matrix (the checks' side)."""
         capacity = self._seen.shape[0]
-        if n_variants <= capacity:
-            return
-        capacity = max(2 * capacity, n_variants)
-        seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
-        seen[: self._seen.shape[0]] = self._seen
-        self._seen = seen
-
-    def _reserve_sums(self, n_variants: int) -> None:
-        """Make room in the sums (the adder's side)."""
-        capacity = self._sums.shape[1] // self._n_benchmarks
         if n_variants <= capacity:
             return
         capacity = max(2 * capacity, n_variants)
         sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
         sums[:, : self._sums.shape[1]] = self._sums
-        self._sums = sums
+        seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
+        seen[: self._seen.shape[0]] = self._seen
+        self._sums, self._seen = sums, seen
 
     def trimmed(self, n_variants: int) -> _PartialStore:
         """The store cut to its first `n_variants` rows (views: nothing is copied)."""
-        self.reserve(n_variants)  # variants whose rows were all set aside
         self._sums = self._sums[:, : n_variants * self._n_benchmarks]
         self._seen = self._seen[:n_variants]
         return self
@@ -564,38 +510,10 @@ class _PartialStore:
         n_samples: FloatArray | None = None,
     ) -> None:
         """Add distinct, valid scores to their sums (None: only mark them seen)."""
-        self.reserve(int(variant.max(initial=-1)) + 1)
-        self.mark_seen(variant, subtask)
-        if raw is not None:
-            self.add_sums(
-                int(variant.max(initial=-1)) + 1,
-                variant,
-                subtask,
-                raw,
-                stderr=stderr,
-                n_samples=n_samples,
-            )
-
-    def mark_seen(self, variant: IntArray, subtask: IntArray) -> None:
-        """Mark (variant, subtask) pairs as supplied (room reserved already)."""
         self._seen.ravel()[variant * self._seen.shape[1] + subtask] = True
-
-    def add_sums(
-        self,
-        n_variants: int,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray,
-        *,
-        stderr: FloatArray | None = None,
-        n_samples: FloatArray | None = None,
-    ) -> None:
-        """Add distinct, valid scores to their sums, with room for `n_variants`."""
-        self._reserve_sums(n_variants)
-        if raw.size == 0:
+        if raw is None or raw.size == 0:
             return
         key = variant * self._n_benchmarks + self._benchmark_index.take(subtask)
-
         low = int(key.min())
         span = int(key.max()) - low + 1
         if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
