@@ -358,14 +358,29 @@ class Variants:
         """Row order sorting variants by (model, precision, revision, chat_template).
 
         Strings compare by code point (UTF-8 byte order), as Python compares them.
+        Revisions are compared only where two variants share a model and a
+        precision (a few; sorting every sha would cost as much as the models).
         """
-        ranks = [
-            _string_ranks(self.vocabularies[name])[self.codes[:, position]]
-            for position, name in enumerate(_TEXT_KEYS)
-        ]
-        if not ranks[0].size:
+        codes = self.codes
+        if not codes.shape[0]:
             return np.zeros(0, dtype=np.int64)
-        return np.lexsort([self.codes[:, 3], *reversed(ranks)]).astype(np.int64)
+        model = _string_ranks(self.vocabularies["model"])[codes[:, 0]]
+        precisions = self.vocabularies["precision"]
+        precision = _string_ranks(precisions)[codes[:, 1]]
+        first = model * max(len(precisions), 1) + precision  # ranks: no overflow
+        by_first = np.argsort(first, kind="stable")
+        ordered = first[by_first]
+        is_tied = np.zeros(ordered.size, dtype=bool)
+        is_tied[1:] = ordered[1:] == ordered[:-1]
+        is_tied[:-1] |= is_tied[1:]
+        if not is_tied.any():
+            return by_first.astype(np.int64)
+        tied = by_first[is_tied]
+        revision_ids, inverse = np.unique(codes[tied, 2], return_inverse=True)
+        revisions = self.vocabularies["revision"].take(arrow.array(revision_ids))
+        revision = np.zeros(codes.shape[0], dtype=np.int64)
+        revision[tied] = _string_ranks(revisions)[inverse.ravel()]
+        return np.lexsort([codes[:, 3], revision, first]).astype(np.int64)
 
     def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
         """A text key per variant (or per row: `rows` are variant positions).
@@ -472,6 +487,17 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
     """
     if values.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if values.dtype.kind in "iu":
+        low, high = int(values.min()), int(values.max())
+        if high - low <= 4 * values.size:  # dense integers: a table, no sort
+            offset = values.astype(np.int64) - low
+            positions = np.arange(values.size)
+            first_at = np.full(high - low + 1, values.size, dtype=np.int64)
+            np.minimum.at(first_at, offset, positions)
+            first = np.flatnonzero(first_at[offset] == positions)
+            code_of = np.empty_like(first_at)
+            code_of[offset[first]] = np.arange(first.size)
+            return code_of[offset], first
     _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank = np.empty_like(by_first)

@@ -177,35 +177,52 @@ def finish_benchmarks(
     bound = np.zeros(n_benchmarks)
     bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
     count, sums = partials.count, partials.sums
+    shape = count.shape
+    raw, normalized, stderr, raw_stderr = (np.empty(shape) for _ in range(4))
     is_zero = missing == "zero"  # an absent subtask scores 0: divide by the suite's
-    used = np.broadcast_to(expected, count.shape) if is_zero else count
-    weight = np.broadcast_to(total_weight, count.shape) if is_zero else sums["weight"]
-    scale = 100.0 / (1.0 - bound)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pooled = sums["raw"] / weight
-        shown = np.where(suite.is_pooled, pooled, sums["raw"] / used)
-        averaged = sums["normalized"] / used
-        pooled_score = normalize(pooled, np.broadcast_to(bound, pooled.shape))[0]
-        pooled_raw_se = pooled_sample_stderr(sums["variance"], weight, used)
-        pooled_se = np.sqrt(
-            score_variance((pooled - bound) * scale, pooled_raw_se * scale)
+    # a benchmark (a column) at a time, by its own rule only: the same arithmetic
+    # per element as whole matrices, on vectors small enough to stay in cache
+    for index in range(n_benchmarks):
+        column = count[:, index]
+        used = np.full_like(column, expected[index]) if is_zero else column
+        variance = sums["variance"][:, index]
+        is_present = column > 0
+        is_known = sums["n_unknown"][:, index] == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if suite.is_pooled[index]:
+                weight = (
+                    np.full_like(column, total_weight[index])
+                    if is_zero
+                    else sums["weight"][:, index]
+                )
+                shown = sums["raw"][:, index] / weight
+                lower = np.full_like(shown, bound[index])
+                score = normalize(shown, lower)[0]
+                column_raw_se = pooled_sample_stderr(variance, weight, used)
+                scale = 100.0 / (1.0 - lower)
+                column_se = np.sqrt(
+                    score_variance((shown - lower) * scale, column_raw_se * scale)
+                )
+            else:
+                shown = sums["raw"][:, index] / used
+                score = sums["normalized"][:, index] / used
+                column_se = np.sqrt(variance) / used
+                column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
+        if missing == "exclude":
+            score = np.where(column == expected[index], score, np.nan)
+        raw[:, index] = np.where(is_present, shown, np.nan)
+        normalized[:, index] = np.where(is_present, score, np.nan)
+        stderr[:, index] = np.where(
+            is_present & is_known & ~np.isnan(score), column_se, np.nan
         )
-        averaged_se = np.sqrt(sums["variance"]) / used
-        averaged_raw_se = np.sqrt(sums["raw_variance"]) / used
-    score = np.where(suite.is_pooled, pooled_score, averaged)
-    stderr = np.where(suite.is_pooled, pooled_se, averaged_se)
-    raw_stderr = np.where(suite.is_pooled, pooled_raw_se, averaged_raw_se)
-    is_known = sums["n_unknown"] == 0
-    if missing == "exclude":
-        score = np.where(count == expected, score, np.nan)
-    is_present = count > 0
+        raw_stderr[:, index] = np.where(is_present & is_known, column_raw_se, np.nan)
     return BenchmarkArrays(
-        raw=np.where(is_present, shown, np.nan),
-        normalized=np.where(is_present, score, np.nan),
+        raw=raw,
+        normalized=normalized,
         n_present=count.astype(np.int64),
         n_expected=expected,
-        stderr=np.where(is_present & is_known & ~np.isnan(score), stderr, np.nan),
-        raw_stderr=np.where(is_present & is_known, raw_stderr, np.nan),
+        stderr=stderr,
+        raw_stderr=raw_stderr,
         n_estimated=sums["n_estimated"].astype(np.int64),
         has_other_sizes=sums["n_other_sizes"] > 0,
     )
