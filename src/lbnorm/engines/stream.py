@@ -516,6 +516,18 @@ class _PartialStore:
         if raw is None or raw.size == 0:
             return
         key = variant * self._n_benchmarks + self._benchmark_index.take(subtask)
+        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+        self._added.update(terms)
+        step = np.diff(key)
+        if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
+            # subtasks together, in suite order): a sum per run of equal keys
+            starts = np.flatnonzero(step) + 1
+            starts = np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
+            targets = key[starts]  # distinct
+            for row, name in enumerate(SUMS):  # exact sums: any order, same bits
+                if name in terms:  # an absent sum only adds zeros
+                    self._sums[row, targets] += np.add.reduceat(terms[name], starts)
+            return
         low = int(key.min())
         span = int(key.max()) - low + 1
         if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
@@ -524,8 +536,6 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
-        self._added.update(terms)
         for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
             if name in terms:  # an absent sum only adds zeros
                 self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
