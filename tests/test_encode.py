@@ -12,11 +12,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from strategies import OPENLLM_V2, batches, model_names, score_tables, shuffled
 
+from lbnorm import encode
 from lbnorm.encode import KeyEncoder, Variants, factorize, merge_variants
 from lbnorm.schemas import KEY_COLUMNS, Batch
 
@@ -507,3 +510,117 @@ def test_batch_rows_of_a_reader_encode_like_their_table() -> None:
     assert subtask.tolist() == [SUITE_INDEX[("GPQA", "main")]] * 2 + [
         SUITE_INDEX[("GPQA", "diamond")]
     ]
+
+
+# --- the hashed registries --------------------------------------------------------------
+
+
+@given(texts=st.lists(st.text(max_size=12), max_size=40), data=st.data())
+def test_string_hashes_follow_the_strings_not_the_layout(
+    texts: list[str], data: st.DataObject
+) -> None:
+    """Equal strings hash alike, sliced, as large strings or in another order."""
+    values = pa.array(["pad", *texts], pa.string()).slice(1)
+    hashes = encode._hash_strings(values).tolist()
+    by_text = dict(zip(texts, hashes, strict=True))
+    assert len(by_text) == len(set(texts))  # one hash per string
+    order = data.draw(st.permutations(range(len(texts))))
+    other = pa.array([texts[i] for i in order], pa.large_string())
+    assert encode._hash_strings(other).tolist() == [by_text[texts[i]] for i in order]
+    assert len(set(by_text.values())) == len(by_text)  # no collision on small sets
+
+
+def test_string_hashes_of_strings_across_hashing_blocks() -> None:
+    """Strings longer than a block, and blocks cut between strings, hash alike."""
+    long = "x" * (encode._HASH_BLOCK + 5)
+    texts = ["a", long, "b" * 1000, "", long, "a"] * 50
+    hashes = encode._hash_strings(pa.array(texts)).tolist()
+    assert hashes[0] == hashes[5]
+    assert hashes[1] == hashes[4]
+    assert len(set(hashes)) == 4
+    assert encode._hash_strings(pa.array(texts[1:2])).tolist() == [hashes[1]]
+
+
+def test_hash_index_agrees_with_a_dict() -> None:
+    rng = np.random.default_rng(7)
+    index = encode._HashIndex(capacity=4)
+    expected: dict[int, int] = {}
+    for _ in range(30):  # batches that grow the table several times
+        keys = np.unique(rng.integers(0, 2**64, 200, dtype=np.uint64, endpoint=False))
+        new = np.array([key not in expected for key in keys.tolist()], dtype=bool)
+        ids = np.arange(len(expected), len(expected) + int(new.sum()))
+        index.insert(keys[new], ids)
+        expected.update(zip(keys[new].tolist(), ids.tolist(), strict=True))
+        probe = np.concatenate([keys, rng.integers(0, 2**64, 50, dtype=np.uint64)])
+        found = index.find(probe).tolist()
+        assert found == [expected.get(key, -1) for key in probe.tolist()]
+
+
+@given(table=score_tables(OPENLLM_V2, max_variants=8), data=st.data())
+def test_hash_collisions_never_merge_names(
+    table: pa.Table, data: st.DataObject
+) -> None:
+    """With a hash that collides all the time, codes are still exact (the dict takes over)."""
+    table = data.draw(shuffled(table))
+    encoder = KeyEncoder(PAIRS)
+    variant: list[int] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            encode, "_hash_strings", lambda values: np.full(len(values), 7, np.uint64)
+        )
+        for part in data.draw(batches(table)):
+            variant += encoder.encode(part.table)[0].tolist()
+    expected, keys = _oracle(_keys(_plain(table)))
+    assert variant == expected
+    assert _variant_rows(encoder.variants()) == keys
+
+
+def test_a_collision_in_a_later_batch_keeps_earlier_codes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encoder = KeyEncoder(PAIRS)
+
+    def table(models: list[str]) -> pa.Table:
+        n = len(models)
+        return pa.table(
+            {"model": models, "benchmark": ["GPQA"] * n, "subtask": ["main"] * n}
+        )
+
+    assert encoder.encode(table(["a", "b", ""]))[0].tolist() == [0, 1, 2]
+    real = encode._hash_strings
+    monkeypatch.setattr(  # "c" now hashes as "a" does
+        encode,
+        "_hash_strings",
+        lambda values: real(pc.replace_substring(values, "c", "a")),
+    )
+    variant, _ = encoder.encode(table(["c", "a", "b", "d"]))
+    assert variant.tolist() == [3, 0, 1, 4]
+    assert encoder.variants().strings("model").to_pylist() == ["a", "b", "", "c", "d"]
+    assert encoder.is_empty_model(np.array([2, 3])).tolist() == [True, False]
+    assert encoder._vocabularies["model"]._index is None  # the dict took over
+
+
+def test_variant_keys_pack_exactly_as_ids_grow() -> None:
+    """Ids outgrowing their packed bits re-key the table; codes stay first-appearance."""
+    encoder = KeyEncoder(PAIRS)
+    seen: dict[tuple[str, str, str], int] = {}
+    rng = np.random.default_rng(3)
+    for size in (3, 10, 40, 200, 700):
+        rows = [
+            (f"m{rng.integers(size)}", f"p{rng.integers(5)}", f"r{rng.integers(size)}")
+            for _ in range(size)
+        ]
+        models, precisions, revisions = (
+            list(column) for column in zip(*rows, strict=True)
+        )
+        part = pa.table(
+            {
+                "model": models,
+                "precision": precisions,
+                "revision": revisions,
+                "benchmark": ["GPQA"] * size,
+                "subtask": ["main"] * size,
+            }
+        )
+        codes = encoder.encode(part)[0].tolist()
+        assert codes == [seen.setdefault(row, len(seen)) for row in rows]

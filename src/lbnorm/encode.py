@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm import arrow
+from lbnorm.errors import InputError
 from lbnorm.schemas import KEY_COLUMNS
 
 __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
@@ -36,23 +37,279 @@ _NULL = -1
 _EMPTY = arrow.strings([])
 
 
+#: Per byte value, a fixed random 64-bit word (seeded: hashes are the same in every run).
+_BYTE_WORDS = np.random.default_rng(0x1B4E).integers(
+    0, 2**64 - 1, size=256, dtype=np.uint64, endpoint=True
+)
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
+_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
+
+
+class _Powers:
+    """``M**i`` and ``M**-i`` modulo 2**64 for i < n, grown on demand."""
+
+    def __init__(self) -> None:
+        self.up: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
+        self.down: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
+
+    def reserve(self, n: int) -> None:
+        if n <= self.up.size:
+            return
+        size = max(n, 2 * self.up.size)
+        self.up = np.cumprod(np.full(size, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
+        self.down = np.cumprod(np.full(size, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
+
+
+_POWERS = _Powers()
+
+
+def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """A 64-bit finalizer (splitmix64's): every input bit moves every output bit."""
+    values = values ^ (values >> np.uint64(30))
+    values *= np.uint64(0xBF58476D1CE4E5B9)
+    values ^= values >> np.uint64(27)
+    values *= np.uint64(0x94D049BB133111EB)
+    values ^= values >> np.uint64(31)
+    return values
+
+
+def _string_buffers(
+    values: pa.Array,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """A string array's offsets (rebased to 0, int64) and its bytes, without copies."""
+    n = len(values)
+    buffers = values.buffers()
+    width = 8 if pa.types.is_large_string(values.type) else 4
+    offsets = np.frombuffer(
+        buffers[1],
+        dtype=np.int64 if width == 8 else np.int32,
+        count=n + 1,
+        offset=values.offset * width,
+    ).astype(np.int64)
+    data = (
+        np.zeros(0, dtype=np.uint8)
+        if buffers[2] is None
+        else np.frombuffer(buffers[2], dtype=np.uint8)
+    )
+    first = int(offsets[0])
+    return offsets - first, data[first : int(offsets[-1])]
+
+
+def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash per string (no nulls), computed from the Arrow buffers in numpy.
+
+    A polynomial hash of per-byte random words: ``sum(w[b_i] * M**i)``, taken
+    from one prefix sum over the bytes of a block of strings and shifted back by
+    ``M**-start``, then mixed with the length. Equal strings hash equal; the
+    registries check every match against the strings themselves, so a
+    collision is caught.
+    """
+    offsets, data = _string_buffers(values)
+    hashes = np.empty(offsets.size - 1, dtype=np.uint64)
+    first = 0
+    while first < hashes.size:  # blocks of strings of ~_HASH_BLOCK bytes
+        last = int(
+            np.searchsorted(offsets, offsets[first] + _HASH_BLOCK, side="right") - 1
+        )
+        last = min(max(last, first + 1), hashes.size)
+        block = offsets[first : last + 1] - offsets[first]
+        size = int(block[-1])
+        _POWERS.reserve(size + 1)
+        prefix = np.zeros(size + 1, dtype=np.uint64)
+        start = int(offsets[first])
+        np.cumsum(
+            _BYTE_WORDS[data[start : start + size]] * _POWERS.up[:size],
+            out=prefix[1:],
+        )
+        starts = block[:-1]
+        part = (prefix[block[1:]] - prefix[starts]) * _POWERS.down[starts]
+        part ^= np.diff(block).astype(np.uint64) * _MULTIPLIER
+        hashes[first:last] = part
+        first = last
+    return _mix(hashes)
+
+
+#: Bytes hashed per block (the power tables stay this size: 2 MB each).
+_HASH_BLOCK = 1 << 18
+
+
+class _HashIndex:
+    """An open-addressing hash table from uint64 keys to int64 ids, in numpy.
+
+    Lookups and inserts go a whole batch of keys at a time, probing linearly; the
+    Python loop runs once per probe step (a few), not per key. Keys are hashes
+    or packed codes: the caller checks what a match means.
+    """
+
+    def __init__(self, capacity: int = 1 << 10) -> None:
+        self._keys = np.zeros(capacity, dtype=np.uint64)
+        self._ids = np.full(capacity, _NULL, dtype=np.int64)
+        self._shift = np.uint64(64 - (capacity.bit_length() - 1))
+        self.size = 0
+
+    def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
+
+    def find(self, keys: npt.NDArray[np.uint64]) -> IntArray:
+        """Each key's id, -1 where absent."""
+        found = np.full(keys.size, _NULL, dtype=np.int64)
+        pending = np.arange(keys.size)
+        slots = self._slots(keys)
+        mask = self._ids.size - 1
+        while pending.size:
+            ids = self._ids[slots]
+            is_used = ids >= 0
+            is_hit = is_used & (self._keys[slots] == keys[pending])
+            found[pending[is_hit]] = ids[is_hit]
+            go_on = is_used & ~is_hit
+            pending, slots = pending[go_on], (slots[go_on] + 1) & mask
+        return found
+
+    def insert(self, keys: npt.NDArray[np.uint64], ids: IntArray) -> None:
+        """Add distinct keys that are not in the table yet."""
+        if 2 * (self.size + keys.size) > self._ids.size:
+            used = self._ids >= 0
+            old_keys, old_ids = self._keys[used], self._ids[used]
+            capacity = self._ids.size
+            while 2 * (self.size + keys.size) > capacity:
+                capacity *= 2
+            self.__init__(capacity)  # type: ignore[misc]
+            self.insert(old_keys, old_ids)
+        self.size += keys.size
+        pending = np.arange(keys.size)
+        slots = self._slots(keys)
+        mask = self._ids.size - 1
+        while pending.size:
+            free = np.flatnonzero(self._ids[slots] < 0)
+            # keys aiming at the same free slot: the last write wins it
+            self._ids[slots[free]] = -2 - free
+            won = free[self._ids[slots[free]] == -2 - free]
+            self._ids[slots[won]] = ids[pending[won]]
+            self._keys[slots[won]] = keys[pending[won]]
+            go_on = np.ones(pending.size, dtype=bool)
+            go_on[won] = False
+            pending, slots = pending[go_on], (slots[go_on] + 1) & mask
+
+
 class _Vocabulary:
     """A growing string -> id registry, fed one batch dictionary at a time.
 
-    The strings are kept twice: in a dict, to look a batch's values up, and as
-    Arrow arrays in id order, so the output's columns are built without a Python
-    step per string.
+    The strings are kept once, as Arrow arrays in id order (the output's columns
+    are taken from them); a numpy hash table maps each string's 64-bit hash to
+    its id, and every match is checked against the strings, so two names never
+    share an id. Should two distinct strings ever hash alike, the registry
+    switches to a Python dict for the rest of the run.
     """
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
+        self._index: _HashIndex | None = _HashIndex()
+        self._by_text: dict[str | None, int] = {}  # only after a collision
         self._chunks: list[pa.Array] = []
+        self._size = 0
+        self._joined: pa.Array | None = None  # the chunks in one array, once needed
+
+    def __len__(self) -> int:
+        return self._size
 
     def lookup(self, values: pa.Array) -> IntArray:
         """Return the ids of `values` (distinct strings), adding the new ones."""
+        if self._index is not None and not values.null_count:
+            ids = self._lookup_hashed(values)
+            if ids is not None:
+                return ids
+            self._use_dict()
+        return self._lookup_dict(values)
+
+    def id_of(self, text: str) -> int | None:
+        """The id of one string, None if it was never seen (nothing is added)."""
+        if self._index is None:
+            return self._by_text.get(text)
+        value = arrow.strings([text])
+        found = int(self._index.find(_hash_strings(value))[0])
+        if found < 0 or self.values().take(arrow.array(np.array([found]))) != value:
+            return None
+        return found
+
+    def _lookup_hashed(self, values: pa.Array) -> IntArray | None:
+        """Ids through the hash table; None on a hash collision."""
+        index = self._index
+        assert index is not None
+        hashes = _hash_strings(values)
+        ids = index.find(hashes)
+        known = np.flatnonzero(ids >= 0)
+        if known.size and not self._same(values, known, ids[known]):
+            return None
+        new = np.flatnonzero(ids < 0)
+        if not new.size:
+            return ids
+        fresh = self._size + np.arange(new.size)  # in first-seen order
+        index.insert(hashes[new], fresh)
+        again = index.find(hashes[new])
+        if not np.array_equal(again, fresh):
+            # a value twice in the dictionary (valid Arrow): one id per string,
+            # if the strings are equal too; the table is rebuilt without the copies
+            _, first, inverse = np.unique(
+                hashes[new], return_index=True, return_inverse=True
+            )
+            if not self._texts_equal(values, new, values, new[first[inverse]]):
+                return None
+            by_first = np.argsort(first, kind="stable")  # ids in first-seen order
+            rank = np.empty_like(by_first)
+            rank[by_first] = np.arange(by_first.size)
+            fresh = self._size + rank[inverse.ravel()]
+            kept = new[first[by_first]]
+            self._index = index = _HashIndex()
+            if self._size:
+                index.insert(_hash_strings(self.values()), np.arange(self._size))
+            index.insert(hashes[kept], self._size + np.arange(kept.size))
+            new_values = values.take(arrow.array(kept))
+        else:
+            new_values = values.take(arrow.array(new))
+        ids[new] = fresh
+        self._append(new_values)
+        return ids
+
+    def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
+        """Whether `values` at `rows` are the strings of `ids`."""
+        starts = np.cumsum([0] + [len(chunk) for chunk in self._chunks])
+        chunk = np.searchsorted(starts, ids, side="right") - 1
+        order = np.argsort(chunk, kind="stable")
+        bounds = np.searchsorted(chunk[order], np.arange(len(self._chunks) + 1))
+        known = [  # a take per chunk holding some: the chunks are never joined here
+            self._chunks[index].take(arrow.array(ids[part] - starts[index]))
+            for index in range(len(self._chunks))
+            if (part := order[bounds[index] : bounds[index + 1]]).size
+        ]
+        picked = values.take(arrow.array(rows[order]))
+        return bool(pc.all(pc.equal(picked, pa.concat_arrays(known))).as_py())
+
+    @staticmethod
+    def _texts_equal(
+        left: pa.Array, left_rows: IntArray, right: pa.Array, right_rows: IntArray
+    ) -> bool:
+        picked = left.take(arrow.array(left_rows))
+        other = right.take(arrow.array(right_rows))
+        return bool(pc.all(pc.equal(picked, other)).as_py())
+
+    def _append(self, strings: pa.Array) -> None:
+        chunks = self._chunks
+        chunks.append(strings.cast(pa.string()))
+        # chunks of decreasing sizes (each at least twice the next): O(log n)
+        # chunks, each string copied O(log n) times in all
+        while len(chunks) > 1 and 2 * len(chunks[-1]) > len(chunks[-2]):
+            chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
+        self._size += len(strings)
+        self._joined = None
+
+    def _use_dict(self) -> None:
+        """Switch to a Python dict (after a hash collision: never seen in practice)."""
+        self._by_text = {text: i for i, text in enumerate(self.values().to_pylist())}
+        self._index = None
+
+    def _lookup_dict(self, values: pa.Array) -> IntArray:
         texts = values.to_pylist()
         ids = np.fromiter(
-            map(self.ids.get, texts, [_NULL] * len(texts)),
+            map(self._by_text.get, texts, [_NULL] * len(texts)),
             dtype=np.int64,
             count=len(texts),
         )
@@ -61,17 +318,19 @@ class _Vocabulary:
             new = np.flatnonzero(is_new)
             # one id per string, even if a dictionary holds a value twice (valid Arrow)
             ids[new] = [
-                self.ids.setdefault(texts[i], len(self.ids)) for i in new.tolist()
+                self._by_text.setdefault(texts[i], len(self._by_text))
+                for i in new.tolist()
             ]
             _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
-            self._chunks.append(values.take(arrow.array(new[np.sort(first)])))
+            self._append(values.take(arrow.array(new[np.sort(first)])))
         return ids
 
     def values(self) -> pa.Array:
         """All strings, by id."""
-        if len(self._chunks) != 1:
+        if self._joined is None:
             self._chunks = [pa.concat_arrays(self._chunks or [_EMPTY])]
-        return self._chunks[0]
+            self._joined = self._chunks[0]
+        return self._joined
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,14 +358,29 @@ class Variants:
         """Row order sorting variants by (model, precision, revision, chat_template).
 
         Strings compare by code point (UTF-8 byte order), as Python compares them.
+        Revisions are compared only where two variants share a model and a
+        precision (a few; sorting every sha would cost as much as the models).
         """
-        ranks = [
-            _string_ranks(self.vocabularies[name])[self.codes[:, position]]
-            for position, name in enumerate(_TEXT_KEYS)
-        ]
-        if not ranks[0].size:
+        codes = self.codes
+        if not codes.shape[0]:
             return np.zeros(0, dtype=np.int64)
-        return np.lexsort([self.codes[:, 3], *reversed(ranks)]).astype(np.int64)
+        model = _string_ranks(self.vocabularies["model"])[codes[:, 0]]
+        precisions = self.vocabularies["precision"]
+        precision = _string_ranks(precisions)[codes[:, 1]]
+        first = model * max(len(precisions), 1) + precision  # ranks: no overflow
+        by_first = np.argsort(first, kind="stable")
+        ordered = first[by_first]
+        is_tied = np.zeros(ordered.size, dtype=bool)
+        is_tied[1:] = ordered[1:] == ordered[:-1]
+        is_tied[:-1] |= is_tied[1:]
+        if not is_tied.any():
+            return by_first.astype(np.int64)
+        tied = by_first[is_tied]
+        revision_ids, inverse = np.unique(codes[tied, 2], return_inverse=True)
+        revisions = self.vocabularies["revision"].take(arrow.array(revision_ids))
+        revision = np.zeros(codes.shape[0], dtype=np.int64)
+        revision[tied] = _string_ranks(revisions)[inverse.ravel()]
+        return np.lexsort([codes[:, 3], revision, first]).astype(np.int64)
 
     def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
         """A text key per variant (or per row: `rows` are variant positions).
@@ -213,6 +487,17 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
     """
     if values.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if values.dtype.kind in "iu":
+        low, high = int(values.min()), int(values.max())
+        if high - low <= 4 * values.size:  # dense integers: a table, no sort
+            offset = values.astype(np.int64) - low
+            positions = np.arange(values.size)
+            first_at = np.full(high - low + 1, values.size, dtype=np.int64)
+            np.minimum.at(first_at, offset, positions)
+            first = np.flatnonzero(first_at[offset] == positions)
+            code_of = np.empty_like(first_at)
+            code_of[offset[first]] = np.arange(first.size)
+            return code_of[offset], first
     _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank = np.empty_like(by_first)
@@ -241,8 +526,12 @@ class KeyEncoder:
         self._vocabularies = {
             name: _Vocabulary() for name in (*_TEXT_KEYS, "benchmark", "subtask")
         }
-        self._variants: dict[tuple[int, int, int, int], int] = {}
-        # the same keys by code, as an array (grown by doubling)
+        # variant keys (model, precision, revision, flag ids) packed into one
+        # uint64 each, with bits enough for the ids so far (exact: no hashing)
+        self._variant_index = _HashIndex()
+        self._bits = [1, 1, 1, 1]
+        self._n_variants = 0
+        # the keys by code, as an array (grown by doubling)
         self._codes = np.zeros((16, 4), dtype=np.int64)
         self._suite = {pair: index for index, pair in enumerate(subtasks)}
 
@@ -254,7 +543,7 @@ class KeyEncoder:
     @property
     def n_variants(self) -> int:
         """Variants seen so far."""
-        return len(self._variants)
+        return self._n_variants
 
     def encode(self, table: pa.Table) -> tuple[IntArray, IntArray]:
         """Return each row's variant code (-1 if a key is null) and subtask code (-1 if unknown).
@@ -289,12 +578,12 @@ class KeyEncoder:
 
     def _variant_codes(self) -> IntArray:
         """Per variant code, its (model, precision, revision, flag) ids."""
-        return self._codes[: len(self._variants)]
+        return self._codes[: self._n_variants]
 
     def is_empty_model(self, variant: IntArray) -> npt.NDArray[np.bool_]:
         """Mask of rows whose model name is the empty string."""
-        empty = self._vocabularies["model"].ids.get("")
-        if empty is None or not self._variants:
+        empty = self._vocabularies["model"].id_of("")
+        if empty is None or not self._n_variants:
             return np.zeros(variant.shape, dtype=bool)
         models = self._variant_codes()[:, 0]
         is_empty: npt.NDArray[np.bool_] = (variant >= 0) & (
@@ -369,38 +658,66 @@ class KeyEncoder:
                 (-1 = null); the last is the chat-template flag (-1 null, 0/1).
             local: Per text column, the global ids of its batch-local values.
         """
-        flags = parts[-1]
         is_null = np.logical_or.reduce([part < 0 for part in parts])
-        global_ids = [
-            local[name][1][part]
-            for name, part in zip(_TEXT_KEYS, parts[:-1], strict=True)
-        ]
-        keys = list(
-            zip(*(ids.tolist() for ids in global_ids), flags.tolist(), strict=True)
+        keys = np.column_stack(
+            [
+                *(
+                    local[name][1][part]
+                    for name, part in zip(_TEXT_KEYS, parts[:-1], strict=True)
+                ),
+                parts[-1].astype(np.int64),
+            ]
         )
-        codes = np.fromiter(
-            map(self._variants.get, keys, [_NULL] * len(keys)),
-            dtype=np.int64,
-            count=len(keys),
-        )
-        is_new = (codes == _NULL) & ~is_null
-        if is_new.any():
-            start = len(self._variants)
+        keys = keys[~is_null]
+        self._fit_bits(keys)
+        packed = self._pack(keys)
+        found = self._variant_index.find(packed)
+        is_new = found < 0
+        if is_new.any():  # distinct keys, in order of first appearance
+            start = self._n_variants
             fresh = np.arange(start, start + int(is_new.sum()))
             if fresh[-1] >= self._codes.shape[0]:
                 grown = np.zeros((2 * (fresh[-1] + 1), 4), dtype=np.int64)
                 grown[:start] = self._codes[:start]
                 self._codes = grown
-            self._codes[fresh] = np.column_stack([*global_ids, flags])[is_new]
-            self._variants.update(
-                zip(
-                    itertools.compress(keys, is_new.tolist()),
-                    fresh.tolist(),
-                    strict=True,
-                )
+            self._codes[fresh] = keys[is_new]
+            self._variant_index.insert(packed[is_new], fresh)
+            self._n_variants += fresh.size
+            found[is_new] = fresh
+        codes = np.full(is_null.shape, _NULL, dtype=np.int64)
+        codes[~is_null] = found
+        return codes
+
+    def _fit_bits(self, keys: IntArray) -> None:
+        """Widen the packing when ids outgrow their bits (the table is re-keyed)."""
+        needed = [
+            max(bits, int(keys[:, position].max(initial=0)).bit_length())
+            for position, bits in enumerate(self._bits)
+        ]
+        if needed == self._bits:
+            return
+        needed = [bits + 1 if bits > old else bits for bits, old in zip(needed, self._bits, strict=True)]  # fmt: skip
+        if sum(needed) > 64:  # some 2**60 distinct names: nothing real gets here
+            msg = (
+                f"too many distinct model, precision and revision values to encode "
+                f"({self._n_variants:,} variants; ids need {needed} bits).\n"
+                "Hint: split the input and run each part on its own."
             )
-            codes[is_new] = fresh
-        return np.where(is_null, _NULL, codes)
+            raise InputError(msg)
+        self._bits = needed
+        self._variant_index = _HashIndex()
+        if self._n_variants:
+            self._variant_index.insert(
+                self._pack(self._variant_codes()), np.arange(self._n_variants)
+            )
+
+    def _pack(self, keys: IntArray) -> npt.NDArray[np.uint64]:
+        """Each key row as one uint64: its ids side by side in their bits."""
+        packed = np.zeros(keys.shape[0], dtype=np.uint64)
+        for position, bits in enumerate(self._bits):
+            packed <<= np.uint64(bits)
+            packed |= keys[:, position].astype(np.uint64)
+        return packed
 
     def _subtask_codes(self, local: dict[str, tuple[IntArray, IntArray]]) -> IntArray:
         """Suite subtask index per row through a (benchmark, subtask) lookup table."""

@@ -177,35 +177,52 @@ def finish_benchmarks(
     bound = np.zeros(n_benchmarks)
     bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
     count, sums = partials.count, partials.sums
+    shape = count.shape
+    raw, normalized, stderr, raw_stderr = (np.empty(shape) for _ in range(4))
     is_zero = missing == "zero"  # an absent subtask scores 0: divide by the suite's
-    used = np.broadcast_to(expected, count.shape) if is_zero else count
-    weight = np.broadcast_to(total_weight, count.shape) if is_zero else sums["weight"]
-    scale = 100.0 / (1.0 - bound)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pooled = sums["raw"] / weight
-        shown = np.where(suite.is_pooled, pooled, sums["raw"] / used)
-        averaged = sums["normalized"] / used
-        pooled_score = normalize(pooled, np.broadcast_to(bound, pooled.shape))[0]
-        pooled_raw_se = pooled_sample_stderr(sums["variance"], weight, used)
-        pooled_se = np.sqrt(
-            score_variance((pooled - bound) * scale, pooled_raw_se * scale)
+    # a benchmark (a column) at a time, by its own rule only: the same arithmetic
+    # per element as whole matrices, on vectors small enough to stay in cache
+    for index in range(n_benchmarks):
+        column = count[:, index]
+        used = np.full_like(column, expected[index]) if is_zero else column
+        variance = sums["variance"][:, index]
+        is_present = column > 0
+        is_known = sums["n_unknown"][:, index] == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if suite.is_pooled[index]:
+                weight = (
+                    np.full_like(column, total_weight[index])
+                    if is_zero
+                    else sums["weight"][:, index]
+                )
+                shown = sums["raw"][:, index] / weight
+                lower = np.full_like(shown, bound[index])
+                score = normalize(shown, lower)[0]
+                column_raw_se = pooled_sample_stderr(variance, weight, used)
+                scale = 100.0 / (1.0 - lower)
+                column_se = np.sqrt(
+                    score_variance((shown - lower) * scale, column_raw_se * scale)
+                )
+            else:
+                shown = sums["raw"][:, index] / used
+                score = sums["normalized"][:, index] / used
+                column_se = np.sqrt(variance) / used
+                column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
+        if missing == "exclude":
+            score = np.where(column == expected[index], score, np.nan)
+        raw[:, index] = np.where(is_present, shown, np.nan)
+        normalized[:, index] = np.where(is_present, score, np.nan)
+        stderr[:, index] = np.where(
+            is_present & is_known & ~np.isnan(score), column_se, np.nan
         )
-        averaged_se = np.sqrt(sums["variance"]) / used
-        averaged_raw_se = np.sqrt(sums["raw_variance"]) / used
-    score = np.where(suite.is_pooled, pooled_score, averaged)
-    stderr = np.where(suite.is_pooled, pooled_se, averaged_se)
-    raw_stderr = np.where(suite.is_pooled, pooled_raw_se, averaged_raw_se)
-    is_known = sums["n_unknown"] == 0
-    if missing == "exclude":
-        score = np.where(count == expected, score, np.nan)
-    is_present = count > 0
+        raw_stderr[:, index] = np.where(is_present & is_known, column_raw_se, np.nan)
     return BenchmarkArrays(
-        raw=np.where(is_present, shown, np.nan),
-        normalized=np.where(is_present, score, np.nan),
+        raw=raw,
+        normalized=normalized,
         n_present=count.astype(np.int64),
         n_expected=expected,
-        stderr=np.where(is_present & is_known & ~np.isnan(score), stderr, np.nan),
-        raw_stderr=np.where(is_present & is_known, raw_stderr, np.nan),
+        stderr=stderr,
+        raw_stderr=raw_stderr,
         n_estimated=sums["n_estimated"].astype(np.int64),
         has_other_sizes=sums["n_other_sizes"] > 0,
     )
@@ -234,7 +251,7 @@ class FixedPoint:
         lower_bound: Per subtask, its bound.
     """
 
-    __slots__ = ("_is_pooled", "_suite", "lower_bound", "scale")
+    __slots__ = ("_factor", "_is_pooled", "_reach", "_suite", "lower_bound", "scale")
 
     def __init__(self, suite: SuiteArrays) -> None:
         self._suite = suite
@@ -258,6 +275,21 @@ class FixedPoint:
             ),
             "raw_variance": largest(np.full_like(suite.lower_bound, 0.25)),
         }
+        # Per subtask, each term's factor with its power-of-two scale folded in:
+        # scaling by 2**k is exact, so fl(x * (f * 2**k)) == fl(x * f) * 2**k and
+        # the terms keep their bits with one multiplication less per row.
+        self._reach: FloatArray = 100.0 / (1.0 - suite.lower_bound)
+        n = suite.n_samples
+        self._factor: dict[str, FloatArray] = {
+            "raw": np.where(self._is_pooled, n, 1.0),
+            "normalized": self._reach.copy(),
+            "variance": np.where(
+                self._is_pooled, (n - 1.0) * n, self._reach * self._reach
+            ),
+            "raw_variance": np.where(self._is_pooled, 0.0, 1.0),
+        }
+        for name, factor in self._factor.items():
+            factor *= self.scale[name][suite.benchmark_index]
 
     def terms(
         self,
@@ -285,14 +317,11 @@ class FixedPoint:
             Per name of :data:`SUMS`, the terms (fixed-point ones as integers);
             ``weight`` holds what the input's sizes add to the suite's.
         """
-        suite, scale = self._suite, self.scale
-        bench = suite.benchmark_index[subtask]
+        suite = self._suite
         is_pooled = self._is_pooled[subtask]
         suite_n = suite.n_samples[subtask]
-        lower_bound = self.lower_bound[subtask]
-        reach = 100.0 / (1.0 - lower_bound)
         terms: dict[str, FloatArray] = {}
-        n: FloatArray = suite_n
+        n: FloatArray | None = None  # None: the suite's sizes
         if n_samples is not None:
             given = n_samples > 0
             resized = given & (n_samples != suite_n)
@@ -300,38 +329,77 @@ class FixedPoint:
                 n = np.where(given, n_samples, suite_n)
                 terms["weight"] = np.where(is_pooled, n - suite_n, 0.0)
                 terms["n_other_sizes"] = (is_pooled & resized).astype(np.float64)
-        se = np.full(np.shape(raw), np.nan) if stderr is None else stderr
+        shape = np.shape(raw)
+        codes = np.arange(self.lower_bound.shape[0])[subtask]  # per row or column
+
+        def at(values: FloatArray, positions: IntArray) -> FloatArray:
+            """Per-row values at flat row positions."""
+            picked: FloatArray = np.ravel(values).take(positions)
+            return picked
+
+        def suite_at(values: FloatArray, positions: IntArray) -> FloatArray:
+            """Per-subtask values of the suite at flat row positions."""
+            picked: FloatArray = values.take(codes.take(positions % codes.size))
+            return picked
+
+        se = np.full(shape, np.nan) if stderr is None else stderr
         is_estimated = np.isnan(se)
         if is_estimated.any():  # binomial, from the metric's sample size
-            items = suite_n if suite.items is None else suite.items[subtask]
-            items = np.where(items != suite_n, items, n)  # IFEval counts items
-            se = np.where(is_estimated, binomial_stderr(raw, items), se)
+            items = suite.n_samples if suite.items is None else suite.items
+            estimated = np.flatnonzero(is_estimated)
+            items_at = suite_at(items, estimated)
+            if n is not None:  # IFEval counts items
+                items_at = np.where(
+                    items_at != suite_at(suite.n_samples, estimated),
+                    items_at,
+                    at(n, estimated),
+                )
+            se = se.copy()
+            np.put(se, estimated, binomial_stderr(at(raw, estimated), items_at))
             is_unknown = np.isnan(se)
             terms["n_estimated"] = (is_estimated & ~is_unknown).astype(np.float64)
             if is_unknown.any():
                 terms["n_unknown"] = is_unknown.astype(np.float64)
-                se = np.where(is_unknown, 0.0, se)
-        normalized = raw - lower_bound
-        normalized *= reach
+                se[is_unknown] = 0.0
+        factor = {name: values[subtask] for name, values in self._factor.items()}
+        if n is not None:  # sizes per row: the pooled factors change
+            reach = self._reach[subtask]
+            factor["raw"] = np.where(is_pooled, n, 1.0) * self._scale_of("raw", subtask)
+            factor["variance"] = np.where(
+                is_pooled, (n - 1.0) * n, reach * reach
+            ) * self._scale_of("variance", subtask)
+        normalized = raw - self.lower_bound[subtask]
+        normalized *= factor["normalized"]  # the reach, scaled
         squares = se * se
         # the variance of a normalized score: linear where it is not clipped; a
         # pooled benchmark's term is the harness's (n - 1) n se^2
-        variance = squares * np.where(is_pooled, (n - 1.0) * n, reach * reach)
+        variance = squares * factor["variance"]
         is_clipped = (normalized < 0.0) & ~is_pooled
         if is_clipped.any():  # a few: the censored normal for those
-            variance[is_clipped] = clipped_variance(
-                normalized[is_clipped], (np.sqrt(squares) * reach)[is_clipped]
+            clipped = np.flatnonzero(is_clipped)
+            reach = suite_at(self._reach, clipped)
+            np.put(  # flat positions in C order, whatever the layout
+                variance,
+                clipped,
+                clipped_variance(
+                    (at(raw, clipped) - suite_at(self.lower_bound, clipped)) * reach,
+                    np.sqrt(at(squares, clipped)) * reach,
+                )
+                * suite_at(self.scale["variance"][suite.benchmark_index], clipped),
             )
         np.maximum(normalized, 0.0, out=normalized)
-        terms["raw"] = raw * np.where(is_pooled, n, 1.0)
+        terms["raw"] = raw * factor["raw"]
         terms["normalized"] = normalized
         terms["variance"] = variance
-        terms["raw_variance"] = np.where(is_pooled, 0.0, squares)
-        for name, factor in scale.items():
-            scaled = terms[name]
-            scaled *= factor[bench]
-            np.rint(scaled, out=scaled)
+        terms["raw_variance"] = squares * factor["raw_variance"]
+        for name in self.scale:
+            np.rint(terms[name], out=terms[name])
         return terms
+
+    def _scale_of(self, name: str, subtask: IntArray | slice) -> FloatArray:
+        """A sum's scale per subtask given."""
+        scale: FloatArray = self.scale[name][self._suite.benchmark_index[subtask]]
+        return scale
 
     def to_plain(
         self, name: str, sums: FloatArray, benchmark: int | slice

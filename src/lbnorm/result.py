@@ -161,6 +161,8 @@ class Result:
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
+        n_models: Distinct model names in the leaderboard, when the engine
+            counted them from its codes (None: count the table's column).
     """
 
     benchmark_table: pa.Table
@@ -172,6 +174,7 @@ class Result:
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
+    n_models: int | None = None
 
     @property
     def missing(self) -> MissingPolicy:
@@ -302,6 +305,9 @@ def assemble_result(
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,
+        n_models=int(np.count_nonzero(np.bincount(variants.codes[:, 0])))
+        if len(variants)
+        else 0,
     )
 
 

@@ -391,7 +391,9 @@ def _write_tables(
         }
         board = result.leaderboard_table
         counts = {
-            "models": _count_distinct(board.column("model")),
+            "models": _count_distinct(board.column("model"))
+            if result.n_models is None
+            else result.n_models,
             "variants": board.num_rows,
             "complete_variants": int(
                 np.count_nonzero(arrow.to_numpy(board.column("is_complete")))

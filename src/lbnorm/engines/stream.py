@@ -446,6 +446,7 @@ class _PartialStore:
         capacity = max(capacity, 16)
         self._sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
         self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
+        self._added: set[str] = set()  # sums some term was added to
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
@@ -484,6 +485,7 @@ class _PartialStore:
             row, subtask = np.nonzero(overlap)
             return row.astype(np.int64), subtask.astype(np.int64)
         self._seen[rows] |= seen
+        self._added |= other._added
         shape = (len(SUMS), -1, self._n_benchmarks)
         self._sums.reshape(shape)[:, rows] += other._sums.reshape(shape)
         return None
@@ -514,6 +516,18 @@ class _PartialStore:
         if raw is None or raw.size == 0:
             return
         key = variant * self._n_benchmarks + self._benchmark_index.take(subtask)
+        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+        self._added.update(terms)
+        step = np.diff(key)
+        if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
+            # subtasks together, in suite order): a sum per run of equal keys
+            starts = np.flatnonzero(step) + 1
+            starts = np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
+            targets = key[starts]  # distinct
+            for row, name in enumerate(SUMS):  # exact sums: any order, same bits
+                if name in terms:  # an absent sum only adds zeros
+                    self._sums[row, targets] += np.add.reduceat(terms[name], starts)
+            return
         low = int(key.min())
         span = int(key.max()) - low + 1
         if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
@@ -522,7 +536,6 @@ class _PartialStore:
         else:
             keys, local = np.unique(key, return_inverse=True)
             size = keys.size
-        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
         for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
             if name in terms:  # an absent sum only adds zeros
                 self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
@@ -532,20 +545,27 @@ class _PartialStore:
         shape = (n_variants, self._n_benchmarks)
         sums = {}
         for row, name in enumerate(SUMS):
+            if name not in self._added:  # never added to: zeros (pages untouched)
+                sums[name] = np.zeros(shape)
+                continue
             block = self._sums[row, : n_variants * self._n_benchmarks].reshape(shape)
-            sums[name] = self._fixed.to_plain(name, block[order], slice(None))
+            ordered = block.take(order, axis=0)
+            if name in self._fixed.scale:  # to plain units, in place
+                ordered /= self._fixed.scale[name]
+            sums[name] = ordered
         seen = self._seen[:n_variants]
-        count = np.zeros(shape)
+        count = np.empty((self._n_benchmarks, n_variants))
         starts = np.searchsorted(
             self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
         )
         for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
             columns = slice(int(starts[index]), int(starts[index + 1]))
             present = seen[:, columns]
-            count[:, index] = np.count_nonzero(present, axis=1)[order]
+            count[index] = np.count_nonzero(present, axis=1)
             if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
                 suite_n = self.arrays.n_samples[columns]
                 sums["weight"][:, index] += (present @ suite_n)[order]
+        count = count.T.take(order, axis=0)  # counted in code order, then ordered
         return Partials(count=count, sums=sums)
 
 
