@@ -35,7 +35,11 @@ def _command(tree: Path, size: str, data: Path, tables: int, out: Path) -> list[
     if size != "real":
         folder = ensure_data([size], data)[size]
         meta = read_meta(folder)
-        inputs = [str(folder / str(meta["scores"])), "--suite", str(folder / "suite.toml")]
+        inputs = [
+            str(folder / str(meta["scores"])),
+            "--suite",
+            str(folder / "suite.toml"),
+        ]
     extra = ["--no-subtasks"] if tables == 2 else []
     return [
         "env", f"PYTHONPATH={tree}", sys.executable, "-m", "lbnorm", "run", *inputs,

@@ -248,7 +248,7 @@ def run_duckdb(job: Job) -> None:
         )
         source, text_source = "scores", "source"
     else:
-        text_source = "''"  # the inputs carry no source column: lbnorm writes ''
+        text_source = _sql_text(str(job.scores))  # the path as given, as lbnorm writes
     rows = f"""
         SELECT {", ".join("s." + k for k in KEYS)}, s.benchmark, s.subtask, s.metric,
                s.raw_score, b.lb AS lower_bound,
@@ -370,7 +370,7 @@ def run_polars(job: Job) -> None:
         source = pl.col("source")
     else:
         scores = pl.scan_parquet(job.glob)
-        source = pl.lit("")
+        source = pl.lit(str(job.scores))  # the path as given, as lbnorm writes
     raw, lb = pl.col("raw_score"), pl.col("lb")
     rows = scores.join(
         table.drop("task", "metric"), on=["benchmark", "subtask"], how="inner"
@@ -546,7 +546,7 @@ def _pandas_rows(job: Job, *, vectorized: bool = True) -> pd.DataFrame:
         ]
     rows["is_clipped"] = raw < lb
     rows["n_samples"] = rows["n_samples"].astype("Int64")
-    rows["source"] = ""
+    rows["source"] = str(job.scores)  # the path as given, as lbnorm writes
     return rows
 
 
