@@ -24,6 +24,7 @@ from pathlib import Path
 from measure import (
     DATA_DIR,
     Competitor,
+    child_environment,
     ensure_data,
     interleaved,
     read_meta,
@@ -58,7 +59,9 @@ def _cpu_seconds(competitors: list[Competitor], repeats: int) -> dict[str, list[
         for competitor in [*competitors[shift:], *competitors[:shift]]:
             if competitor.out is not None:
                 shutil.rmtree(competitor.out, ignore_errors=True)
-            proc = subprocess.Popen(competitor.command, stdout=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                competitor.command, stdout=subprocess.DEVNULL, env=child_environment()
+            )
             _, _, usage = os.wait4(proc.pid, 0)
             cpu[competitor.name].append(usage.ru_utime + usage.ru_stime)
     return cpu

@@ -79,6 +79,27 @@ def group_rss_mb(pgid: int) -> float:
     return total * _PAGE_MB
 
 
+BYTECODE_DIR = Path(tempfile.gettempdir()) / "lbnorm-benchmarks-pycache"
+"""Where measured processes keep compiled bytecode (``PYTHONPYCACHEPREFIX``)."""
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of every measured process: bytecode compiled once and kept.
+
+    An installed lbnorm loads compiled bytecode (pip compiles it), as the peers'
+    installed packages do. An editable checkout under ``PYTHONDONTWRITEBYTECODE=1``
+    (set on these machines) would recompile lbnorm's ~100 modules in every process
+    (~0.2 s) and measure that instead. So the variable is dropped and bytecode goes
+    to :data:`BYTECODE_DIR`; the first (warm-up) run of each command compiles it.
+    ``LBNORM_BENCH_BYTECODE=env`` keeps the environment as it is.
+    """
+    env = dict(os.environ)
+    if env.get("LBNORM_BENCH_BYTECODE") != "env":
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(BYTECODE_DIR)
+    return env
+
+
 def measure(
     cmd: Sequence[str], timeout: float, *, rss_limit_mb: float | None = None
 ) -> Run:
@@ -99,7 +120,11 @@ def measure(
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            list(cmd), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            list(cmd),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            env=child_environment(),
         )
         timer = threading.Timer(timeout, kill, ("timeout", proc.pid))
         timer.start()
@@ -383,6 +408,13 @@ def environment(info: LbnormInfo | None = None) -> str:
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         "Whole processes (start-up included), warm page cache, medians of "
         "interleaved rounds; peak RSS from os.wait4.",
+        "Bytecode: "
+        + (
+            "as the environment says (LBNORM_BENCH_BYTECODE=env)"
+            if os.environ.get("LBNORM_BENCH_BYTECODE") == "env"
+            else f"compiled once, kept in {BYTECODE_DIR} (as an installed tool has it)"
+        )
+        + ".",
     ]
     return "\n".join(lines)
 
