@@ -252,3 +252,24 @@ def test_workers_need_no_subtask_table() -> None:
         OptionsError, match=r"without the subtask table.*\n.*Hint: add --no-subtasks"
     ):
         lbnorm.run(options=RunOptions(workers=2))
+
+
+def test_finishing_frees_the_sums_the_job_still_references(
+    demo: pa.Table, demo_in_memory: lbnorm.Result
+) -> None:
+    """The sums and the seen matrix go once the partials are taken (peak memory).
+
+    The job's folder and the caller both still reference the store, so dropping a
+    name frees nothing: the store must let go of its buffers itself. The result is
+    unchanged.
+    """
+    totals = stream.sum_scores([Batch(table=demo, source="demo")], SUITE)
+    store = totals.store
+    assert sum(part.size for part in store._sums) > 0
+    assert store._seen.size > 0
+    result = stream.finish_totals(totals, SUITE, options=RunOptions(subtasks=False))
+    assert all(part.size == 0 for part in store._sums)  # buffers freed, not views
+    assert all(part.base is None for part in store._sums)
+    assert store._seen.size == 0
+    assert store._seen.base is None
+    assert result.benchmark_table.equals(demo_in_memory.benchmark_table)

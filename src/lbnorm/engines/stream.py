@@ -248,7 +248,9 @@ def finish_totals(
     arrays = totals.store.arrays
     n_ignored, n_scores, n_clipped = totals.n_ignored, totals.n_scores, totals.n_clipped
     partials = totals.store.partials(len(variants), order)
-    del totals  # the sums and the seen matrix: the biggest arrays, no longer needed
+    totals.store.release()  # the sums and the seen matrix, the biggest arrays: the
+    # caller's references to the store (a job's folder) would keep them otherwise
+    del totals
     benchmark = finish_benchmarks(partials, arrays, missing=options.missing)
     del partials
     return assemble_result(
@@ -444,7 +446,8 @@ class _PartialStore:
         self.arrays = arrays
         self._n_benchmarks = arrays.is_pooled.shape[0]
         capacity = max(capacity, 16)
-        self._sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
+        # one array per sum (not one matrix), so each can be freed on its own
+        self._sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
         self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
         self._added: set[str] = set()  # sums some term was added to
 
@@ -454,17 +457,23 @@ class _PartialStore:
         if n_variants <= capacity:
             return
         capacity = max(2 * capacity, n_variants)
-        sums = np.zeros((len(SUMS), capacity * self._n_benchmarks))
-        sums[:, : self._sums.shape[1]] = self._sums
+        sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
+        for new, old in zip(sums, self._sums, strict=True):
+            new[: old.size] = old
         seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
         seen[: self._seen.shape[0]] = self._seen
         self._sums, self._seen = sums, seen
 
     def trimmed(self, n_variants: int) -> _PartialStore:
         """The store cut to its first `n_variants` rows (views: nothing is copied)."""
-        self._sums = self._sums[:, : n_variants * self._n_benchmarks]
+        self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
         self._seen = self._seen[:n_variants]
         return self
+
+    def release(self) -> None:
+        """Free the sums and the seen matrix (once the partials are taken)."""
+        self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
+        self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
 
     def empty_like(self, n_variants: int) -> _PartialStore:
         """An empty store for the same suite with room for `n_variants`."""
@@ -486,8 +495,9 @@ class _PartialStore:
             return row.astype(np.int64), subtask.astype(np.int64)
         self._seen[rows] |= seen
         self._added |= other._added
-        shape = (len(SUMS), -1, self._n_benchmarks)
-        self._sums.reshape(shape)[:, rows] += other._sums.reshape(shape)
+        shape = (-1, self._n_benchmarks)
+        for mine, theirs in zip(self._sums, other._sums, strict=True):
+            mine.reshape(shape)[rows] += theirs.reshape(shape)
         return None
 
     def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
@@ -526,7 +536,7 @@ class _PartialStore:
             targets = key[starts]  # distinct
             for row, name in enumerate(SUMS):  # exact sums: any order, same bits
                 if name in terms:  # an absent sum only adds zeros
-                    self._sums[row, targets] += np.add.reduceat(terms[name], starts)
+                    self._sums[row][targets] += np.add.reduceat(terms[name], starts)
             return
         low = int(key.min())
         span = int(key.max()) - low + 1
@@ -538,18 +548,24 @@ class _PartialStore:
             size = keys.size
         for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
             if name in terms:  # an absent sum only adds zeros
-                self._sums[row, keys] += np.bincount(local, terms[name], minlength=size)
+                self._sums[row][keys] += np.bincount(local, terms[name], minlength=size)
 
     def partials(self, n_variants: int, order: IntArray) -> Partials:
-        """The sums of the first `n_variants` variants, rows in `order`."""
+        """The sums of the first `n_variants` variants, rows in `order`.
+
+        Each sum is freed here once taken (the store is spent: see :meth:`release`),
+        so the sums and their ordered copies are never all held at once.
+        """
         shape = (n_variants, self._n_benchmarks)
         sums = {}
         for row, name in enumerate(SUMS):
             if name not in self._added:  # never added to: zeros (pages untouched)
                 sums[name] = np.zeros(shape)
                 continue
-            block = self._sums[row, : n_variants * self._n_benchmarks].reshape(shape)
+            block = self._sums[row][: n_variants * self._n_benchmarks].reshape(shape)
             ordered = block.take(order, axis=0)
+            del block
+            self._sums[row] = np.zeros(0)  # this sum's buffer, freed
             if name in self._fixed.scale:  # to plain units, in place
                 ordered /= self._fixed.scale[name]
             sums[name] = ordered
