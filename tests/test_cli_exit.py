@@ -1,0 +1,98 @@
+"""How the command line ends its own process: atexit handlers run, streams flushed, no teardown."""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from lbnorm import cli
+
+
+class _ExitCalledError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _fake_exit(code: int) -> None:
+    raise _ExitCalledError(code)
+
+
+def test_done_runs_the_atexit_handlers_flushes_and_exits_with_the_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(os, "_exit", _fake_exit)
+    monkeypatch.setattr(cli, "_ignore_signals", lambda: ran.append("signals"))
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: ran.append("atexit"))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    out.write("summary\n")
+    with pytest.raises(_ExitCalledError) as exited:
+        cli._exit_done(6)
+    assert exited.value.code == 6
+    assert ran == ["signals", "atexit"]
+
+
+def test_a_stream_that_cannot_be_flushed_gives_pythons_code_120(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Full(io.StringIO):
+        def flush(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "_exit", _fake_exit)
+    monkeypatch.setattr(cli, "_ignore_signals", lambda: None)
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: None)
+    monkeypatch.setattr(sys, "stdout", Full())
+    with pytest.raises(_ExitCalledError) as exited:
+        cli._exit_done(0)
+    assert exited.value.code == 120
+    with pytest.raises(_ExitCalledError) as exited:
+        cli._exit_done(5)  # a failure's own code is kept
+    assert exited.value.code == 5
+
+
+def test_a_thread_still_running_is_left_to_pythons_own_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "_exit", _fake_exit)
+    monkeypatch.setattr(cli, "_ignore_signals", lambda: None)
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)  # not a daemon
+    worker.start()
+    try:
+        cli._exit_done(0)  # returns: the ordinary exit will join the thread
+    finally:
+        release.set()
+        worker.join()
+
+
+def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
+    tmp_path: Path,
+) -> None:
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "from lbnorm.cli import main\n"
+        "sys.argv = ['lbnorm', 'run', 'missing.csv', '--out', 'out', '--quiet']\n"
+        "main()\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == "atexit ran\n"
+    assert "missing.csv" in done.stderr
