@@ -345,3 +345,31 @@ def test_a_run_on_the_bundled_demo_loads_no_pandas(
     assert report["code"] == 0
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
     _no_pandas(report, f"lbnorm run --out DIR {' '.join(quiet)}".strip())
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+#: Modules a run loads only for the inputs that need them.
+_BY_FORMAT = ("lbnorm.readers.harness", "msgspec")
+
+
+def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
+    """The results-file parser and msgspec load for results files, not for a table."""
+    script = (
+        "import atexit, runpy, sys\n"
+        f"names = {_BY_FORMAT!r}\n"
+        "atexit.register(lambda: print('loaded:', [n for n in names if n in sys.modules]))\n"
+        "sys.argv = ['lbnorm', *sys.argv[1:]]\n"
+        "runpy.run_module('lbnorm', run_name='__main__', alter_sys=True)\n"
+    )
+    for argv, expected in (
+        (["run", "--out", "table", "--quiet"], []),  # the demo: a Parquet table
+        (["run", str(FIXTURES / "golden" / "01-ai__Yi-34B-Chat.json"), "--out", "tree", "--quiet"],
+         list(_BY_FORMAT)),
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv],
+            capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == f"loaded: {expected}"

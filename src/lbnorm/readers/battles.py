@@ -32,6 +32,8 @@ Nothing is printed; :attr:`Battles.warnings` carries what a caller may show.
 from __future__ import annotations
 
 import csv
+import functools
+import importlib.util
 import json
 import math
 import re
@@ -51,12 +53,9 @@ import pyarrow.parquet as pq
 from lbnorm.arrow import strings
 from lbnorm.errors import InputError, WhereSyntaxError
 
-try:  # msgspec (the `fast` extra) decodes only the keys read here
-    import msgspec
-except ImportError:  # pragma: no cover - msgspec is an optional extra
-    _HAS_MSGSPEC = False
-else:
-    _HAS_MSGSPEC = True
+#: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
+#: battle file is read (a run that reads none does not load it).
+_HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
 
 __all__ = [
     "AGGREGATE_COLUMNS",
@@ -104,12 +103,17 @@ _TEXT = pa.dictionary(pa.int32(), pa.string())
 _NAME_COLUMNS = ("model_a", "model_b")
 _WINNER_COLUMNS = ("winner", "win")
 _COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
-_WINNER_SET = strings(list(WINNER_VALUES))  # pa.array here would import pandas
 _WINNER_CODES = np.array([*WINNER_VALUES.values(), -1], dtype=np.int8)  # -1: unknown
 _WINNER_HINT = (
     "winner must be one of 'model_a', 'model_b', 'tie', 'tie (bothbad)' "
     "(FastChat's clean_battle values; 2023 files name the column 'win')."
 )
+
+
+@functools.cache
+def _winner_set() -> pa.Array:
+    """The winner values as Arrow strings (made on first use: not at import)."""
+    return strings(list(WINNER_VALUES))  # pa.array here would import pandas
 
 
 @dataclass(frozen=True, slots=True)
@@ -799,6 +803,8 @@ def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
+    import msgspec  # the `fast` extra (checked by _HAS_MSGSPEC)
+
     python_types = {
         pa.string(): str | None,
         pa.float64(): float | None,
@@ -1091,7 +1097,7 @@ def _outcomes(
     rows: npt.NDArray[np.int64],
     name: str,
 ) -> npt.NDArray[np.int8]:
-    index = _lookup(_text_column(column), _WINNER_SET)
+    index = _lookup(_text_column(column), _winner_set())
     outcome = _WINNER_CODES[index]  # index -1 picks the trailing -1
     is_bad = outcome < 0
     if is_bad.any():

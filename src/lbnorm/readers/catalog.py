@@ -45,16 +45,12 @@ from lbnorm.errors import InputError
 from lbnorm.options import ExtraColumns, ProgressCallback, RunOptions
 from lbnorm.readers.files import (
     MAX_RESULTS_BYTES,
+    RESULTS_FILE,
     TABLE_SUFFIXES,
     check_regular_file,
     read_bytes,
     sha256_file,
     walk_directory,
-)
-from lbnorm.readers.harness import (
-    RESULTS_FILE,
-    read_results_paths,
-    subtask_columns,
 )
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
 from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table
@@ -282,6 +278,9 @@ def read_files(
             )
         )
     if found.results:
+        # the results parser (and msgspec) load only for a run that reads results files
+        from lbnorm.readers.harness import read_results_paths, subtask_columns
+
         columns = subtask_columns(suite)
         pairs = list(zip(columns["task"], columns["metric"], strict=True))
         # read, hashed and parsed on every core for a tree; one file's bytes at a

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import reprlib
 import stat
 from collections.abc import Iterator
@@ -22,9 +23,15 @@ from typing import Any, Literal, NoReturn
 
 from lbnorm.errors import InputError
 
+#: How results files are named (the leaderboard's ``results_<timestamp>.json``);
+#: here, not in :mod:`lbnorm.readers.harness`, so that finding inputs does not load
+#: the results parser (and msgspec) for a run that reads none.
+RESULTS_FILE = re.compile(r"^results_.*\.json$")
+
 __all__ = [
     "FILE_FORMATS",
     "MAX_RESULTS_BYTES",
+    "RESULTS_FILE",
     "TABLE_SUFFIXES",
     "FileFormat",
     "check_regular_file",

@@ -84,7 +84,7 @@ from lbnorm.arrow import booleans, numbers, string_lists, strings, to_numpy
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
-from lbnorm.readers.files import walk_directory
+from lbnorm.readers.files import RESULTS_FILE, walk_directory
 from lbnorm.schemas import SCORES
 from lbnorm.suites import Suite
 
@@ -102,8 +102,6 @@ __all__ = [
     "subtask_columns",
 ]
 
-#: How results files are named (the leaderboard's ``results_<timestamp>.json``).
-RESULTS_FILE = re.compile(r"^results_.*\.json$")
 
 _TIMESTAMP = re.compile(
     r"results_(\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(?:\.\d+)?)"

@@ -47,7 +47,6 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError
 from lbnorm.readers.files import json_lines
-from lbnorm.readers.harness import parse_results_file
 from lbnorm.schemas import KEY_COLUMNS, SAMPLES
 
 if TYPE_CHECKING:
@@ -672,6 +671,10 @@ def _variant_of(
     results = path.with_name(f"results_{stamp}.json")
     if results not in seen:
         if results.is_file():
+            from lbnorm.readers.harness import (
+                parse_results_file,  # results beside samples only
+            )
+
             got = parse_results_file(results, results.read_bytes(), [])
             seen[results] = (got.model, got.precision, got.revision, got.chat_template)
         else:
