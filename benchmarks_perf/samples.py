@@ -65,10 +65,12 @@ duckdb.sql(f'''
 AGGREGATE = """
 import sys
 from pathlib import Path
+import pyarrow.parquet as pq
+from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.samples import aggregate_samples_table
 from lbnorm.suites import load_suite
-scores, _ = aggregate_samples_table(Path(sys.argv[1]), load_suite("openllm-v2").subtask_table())
-scores.to_parquet(sys.argv[2])
+scores, _ = aggregate_samples_table(Path(sys.argv[1]), subtask_columns(load_suite("openllm-v2")))
+pq.write_table(scores, sys.argv[2])
 """
 FLOOR = f"""
 import sys, pyarrow.parquet as pq

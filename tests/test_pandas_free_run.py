@@ -3,9 +3,10 @@
 Three checks, each in a fresh interpreter:
 
 * the whole command, as a user runs it (the demo, a CSV and a Parquet input,
-  ``--metadata``, ``--rank-within``, ``--exclude-flagged``, ``--report``): pandas
-  never appears in ``sys.modules``; when it does, the test names the module
-  that imported it;
+  ``--metadata``, ``--rank-within``, ``--exclude-flagged``, ``--report``; per-sample
+  inputs: a harness samples tree, one with a results file that takes some of its
+  subtasks, and a Parquet sample table): pandas never appears in ``sys.modules``;
+  when it does, the test names the module that imported it;
 * what ``run`` does after the engine (the metadata join, the summary, the
   flagged listing, the run report) with every import of pandas refused;
 * why the run path converts through :mod:`lbnorm.arrow`: pyarrow's own
@@ -14,7 +15,9 @@ Three checks, each in a fresh interpreter:
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,7 +29,11 @@ import pytest
 
 from lbnorm import run
 from lbnorm.metadata import annotate_table
+from lbnorm.readers.harness import subtask_columns
+from lbnorm.readers.samples import SAMPLES_FILE
 from lbnorm.run_report import build_run_report, format_run_report
+from lbnorm.schemas import SAMPLES
+from lbnorm.suites import load_suite
 
 pytestmark = pytest.mark.slow  # fresh interpreters
 
@@ -98,6 +105,95 @@ def test_lbnorm_run_loads_no_pandas(argv: str, inputs: Path, tmp_path: Path) -> 
     done = _python("-X", "importtime", "-c", RUN_CLI, *filled, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    loaded = done.stdout.rstrip().splitlines()[-1]
+    assert loaded == "loaded:", (
+        f"pandas was imported by {_importer_of_pandas(done.stderr)}"
+    )
+
+
+@pytest.fixture(scope="module")
+def sample_inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
+    """The committed samples tree; a copy with a results file beside the samples
+    that holds every task but MUSR murder mysteries (so it wins those and the
+    samples give the rest); and the tree's samples as a Parquet sample table."""
+    folder = tmp_path_factory.mktemp("samples")
+    shutil.copytree(fixtures / "samples", folder / "tree")
+    shutil.copytree(fixtures / "samples", folder / "mixed")
+    samples = sorted((folder / "tree").rglob("samples_*.jsonl"))
+    beside = samples[0].parent.relative_to(folder / "tree")
+    stamp = SAMPLES_FILE.match(samples[0].name)
+    assert stamp is not None
+    results_name = f"results_{stamp['timestamp']}.json"
+    results = fixtures / "full_structure" / beside / results_name
+    document = json.loads(results.read_text())
+    del document["results"]["leaderboard_musr_murder_mysteries"]
+    (folder / "mixed" / beside / results_name).write_text(json.dumps(document))
+    suite = subtask_columns(load_suite("openllm-v2"))
+    rows: dict[str, list[object]] = {
+        name: [] for name in ("task", "metric", "doc_id", "item", "value")
+    }
+    for path in samples:
+        match = SAMPLES_FILE.match(path.name)
+        assert match is not None
+        task = match["task"]
+        metrics = [
+            m for t, m in zip(suite["task"], suite["metric"], strict=True) if t == task
+        ]
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for metric in metrics:
+                value = record[metric.split(",")[0]]
+                items = enumerate(value) if isinstance(value, list) else [(None, value)]
+                for item, item_value in items:
+                    for name, cell in zip(
+                        rows,
+                        (task, metric, record["doc_id"], item, float(item_value)),
+                        strict=True,
+                    ):
+                        rows[name].append(cell)
+    size = len(rows["value"])
+    table = pa.table({"model": ["org/model"] * size, **rows})
+    pq.write_table(
+        table.cast(pa.schema([SAMPLES.field(name) for name in table.column_names])),
+        folder / "samples.parquet",
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "run {samples}/tree --out {out} --missing partial",
+        "run {samples}/mixed --out {out} --missing partial --quiet",
+        "run {samples}/samples.parquet --out {out} --missing partial --quiet",
+    ],
+    ids=["samples-tree", "samples-and-results", "sample-table"],
+)
+def test_lbnorm_run_on_samples_loads_no_pandas(
+    argv: str, sample_inputs: Path, tmp_path: Path
+) -> None:
+    """Per-sample inputs are aggregated with numpy and Arrow (readers/samples.py)."""
+    filled = argv.format(out=tmp_path / "out", samples=sample_inputs).split()
+    done = _python("-X", "importtime", "-c", RUN_CLI, *filled, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    board = pq.read_table(tmp_path / "out" / "leaderboard.parquet")
+    assert board["model"].to_pylist() == [
+        "org/model" if "parquet" in argv else "meta-llama/Meta-Llama-3-8B-Instruct"
+    ]
+    subtasks = pq.read_table(tmp_path / "out" / "subtasks.parquet")
+    sources = dict(
+        zip(
+            subtasks["subtask"].cast(pa.string()).to_pylist(),
+            subtasks["source"].cast(pa.string()).to_pylist(),
+            strict=True,
+        )
+    )
+    assert sources["murder_mysteries"].endswith(
+        ".parquet" if "parquet" in argv else ".jsonl"
+    )
+    # with a results file beside them, it wins the subtasks it has
+    from_results = "mixed" in argv
+    assert sources["prompt_level_strict"].endswith(".json") == from_results
     loaded = done.stdout.rstrip().splitlines()[-1]
     assert loaded == "loaded:", (
         f"pandas was imported by {_importer_of_pandas(done.stderr)}"

@@ -22,6 +22,7 @@ import lbnorm
 from lbnorm.errors import InputError
 from lbnorm.options import RunOptions
 from lbnorm.readers import samples as samples_module
+from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.samples import (
     aggregate_samples_files,
     aggregate_samples_table,
@@ -31,6 +32,7 @@ from lbnorm.schemas import SAMPLES
 from lbnorm.suites import load_suite
 
 SUBTASKS = load_suite("openllm-v2").subtask_table()
+COLUMNS = subtask_columns(load_suite("openllm-v2"))
 STAMP = "2024-06-16T14-11-30.000000"
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
 KEYS = ["model", "precision", "revision", "chat_template", "benchmark", "subtask"]
@@ -47,6 +49,27 @@ def _load_maker() -> ModuleType:
 
 
 MAKER = _load_maker()
+SCORE_COLUMNS = [*KEYS[:4], "benchmark", "subtask", "metric", "raw_score", "stderr", "n_samples", "source", "_row"]  # fmt: skip
+
+
+def _frames(
+    read: tuple[pa.Table, pa.Table],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The readers' Arrow scores and catalog, as frames for the checks below."""
+    scores, catalog = read
+    assert isinstance(scores, pa.Table)
+    assert isinstance(catalog, pa.Table)
+    assert scores.column_names == SCORE_COLUMNS
+    assert catalog.column_names[0] == "path"
+    return scores.to_pandas(), catalog.to_pandas()
+
+
+def _table_scores(path: Path, **options: int) -> tuple[pd.DataFrame, int]:
+    """:func:`aggregate_samples_table`'s Arrow scores as a frame, and the rows ignored."""
+    scores, ignored = aggregate_samples_table(path, COLUMNS, **options)
+    assert isinstance(scores, pa.Table)
+    assert scores.column_names == SCORE_COLUMNS
+    return scores.to_pandas(), ignored
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +116,7 @@ def _check_against_results(scores: pd.DataFrame, results_file: Path) -> None:
 def test_samples_reproduce_every_score_and_stderr_of_a_real_file(
     details_tree: Path, results_file: Path
 ) -> None:
-    scores, catalog = aggregate_samples_files(_jsonl(details_tree), SUBTASKS)
+    scores, catalog = _frames(aggregate_samples_files(_jsonl(details_tree), COLUMNS))
     assert len(scores) == len(SUBTASKS) == 40
     assert catalog["rows"].sum() == 40
     assert catalog["superseded_by"].isna().all()
@@ -111,7 +134,7 @@ def test_committed_fixture_reproduces_its_subtasks(
 ) -> None:
     """MUSR murder mysteries 0.5 of 250 (125 right), IFEval 0.6987 of 541 and the
     flattened instruction level; no results file: the variant is the folders."""
-    scores, _ = read_samples(_jsonl(fixtures / "samples"), SUBTASKS)
+    scores, _ = _frames(read_samples(_jsonl(fixtures / "samples"), COLUMNS))
     assert sorted(scores["subtask"]) == [
         "inst_level_strict",
         "murder_mysteries",
@@ -173,7 +196,7 @@ def test_newest_sample_file_wins(tmp_path: Path) -> None:
         ['{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'],
         stamp="2024-07-01T00-00-00.000000",
     )
-    scores, catalog = aggregate_samples_files([new, old], SUBTASKS)
+    scores, catalog = _frames(aggregate_samples_files([new, old], COLUMNS))
     assert scores["raw_score"].tolist() == [1.0]
     assert catalog.set_index("path").loc[str(old), "superseded_by"] == str(new)
     assert catalog["rows"].tolist() == [1, 0]
@@ -219,10 +242,10 @@ def sample_table(details_tree: Path) -> pa.Table:
 def test_jsonl_and_parquet_samples_give_the_same_scores(
     details_tree: Path, sample_table: pa.Table, tmp_path: Path
 ) -> None:
-    expected, _ = aggregate_samples_files(_jsonl(details_tree), SUBTASKS)
+    expected, _ = _frames(aggregate_samples_files(_jsonl(details_tree), COLUMNS))
     path = tmp_path / "samples.parquet"
     pq.write_table(sample_table, path)
-    actual, ignored = aggregate_samples_table(path, SUBTASKS)
+    actual, ignored = _table_scores(path)
     assert ignored == 0
     merged = expected.merge(actual, on=KEYS, validate="one_to_one")
     assert len(merged) == 40
@@ -250,9 +273,9 @@ def test_streaming_in_small_shuffled_row_groups_changes_nothing(
     order = np.random.default_rng(7).permutation(sample_table.num_rows)
     pq.write_table(sample_table.take(order), many, row_group_size=997)
     assert pq.ParquetFile(many).num_row_groups > 20
-    expected, _ = aggregate_samples_table(one, SUBTASKS)
+    expected, _ = _table_scores(one)
     monkeypatch.setattr(samples_module, "_COMPACT_ROWS", 2_000)
-    actual, _ = aggregate_samples_table(many, SUBTASKS, batch_rows=613)
+    actual, _ = _table_scores(many, batch_rows=613)
     merged = expected.merge(actual, on=KEYS, validate="one_to_one")
     assert len(merged) == 40
     np.testing.assert_allclose(
@@ -304,9 +327,7 @@ def test_mean_and_stderr_match_numpy(
     groups = rng.integers(0, 4, array.size)
     path = tmp_path_factory.mktemp("prop") / "samples.parquet"
     _write_values(path, array, groups, int(rng.integers(1, array.size + 1)))
-    scores, _ = aggregate_samples_table(
-        path, SUBTASKS, batch_rows=int(rng.integers(1, 64))
-    )
+    scores, _ = _table_scores(path, batch_rows=int(rng.integers(1, 64)))
     for group in np.unique(groups):
         part = array[groups == group]
         subtask = "main" if group % 2 == 0 else "diamond"
@@ -334,7 +355,7 @@ def test_stderr_keeps_its_digits_far_from_zero(tmp_path: Path) -> None:
     values = 1e8 + np.tile([0.0, 1.0, 1.0, 0.0, 1.0], 600)
     path = tmp_path / "far.parquet"
     _write_values(path, values, np.zeros(values.size, dtype=np.int64), 10)
-    scores, _ = aggregate_samples_table(path, SUBTASKS, batch_rows=7)
+    scores, _ = _table_scores(path, batch_rows=7)
     n, k = values.size, 1800
     exact = math.sqrt(k * (n - k) / (n * (n - 1))) / math.sqrt(n)
     assert scores["stderr"].item() == pytest.approx(exact, rel=1e-12)
@@ -389,7 +410,7 @@ GOOD = '{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'
 def test_bad_sample_files(tmp_path: Path, lines: list[str], match: str) -> None:
     path = _one_file(tmp_path / "org" / "model", lines)
     with pytest.raises(InputError, match=match) as caught:
-        aggregate_samples_files([path], SUBTASKS)
+        aggregate_samples_files([path], COLUMNS)
     assert str(path) in str(caught.value)
 
 
@@ -399,7 +420,7 @@ def test_misnamed_sample_file(tmp_path: Path) -> None:
     with pytest.raises(
         InputError, match=r"not named samples_<task>_<timestamp>.jsonl.\nHint"
     ):
-        aggregate_samples_files([path], SUBTASKS)
+        aggregate_samples_files([path], COLUMNS)
 
 
 def test_tasks_outside_the_suite_are_counted_not_read(tmp_path: Path) -> None:
@@ -407,7 +428,7 @@ def test_tasks_outside_the_suite_are_counted_not_read(tmp_path: Path) -> None:
     kept = _one_file(folder, [GOOD])
     other = folder / f"samples_leaderboard_arc_challenge_{STAMP}.jsonl"
     other.write_text("not even JSON\n")
-    scores, catalog = aggregate_samples_files([kept, other], SUBTASKS)
+    scores, catalog = _frames(aggregate_samples_files([kept, other], COLUMNS))
     assert scores["model"].tolist() == ["org/model"]
     assert catalog["n_ignored"].tolist() == [0, 1]
 
@@ -454,7 +475,7 @@ def test_bad_sample_tables(
 ) -> None:
     path = _table_file(tmp_path, **columns)
     with pytest.raises(InputError, match=match) as caught:
-        aggregate_samples_table(path, SUBTASKS)
+        aggregate_samples_table(path, COLUMNS)
     assert str(path) in str(caught.value)
 
 
@@ -468,7 +489,7 @@ def test_list_metric_rows_count_documents_and_have_no_stderr(tmp_path: Path) -> 
         item=[0, 1, 0],
         value=[True, False, True],
     )
-    scores, _ = aggregate_samples_table(path, SUBTASKS)
+    scores, _ = _table_scores(path)
     assert scores[["raw_score", "n_samples"]].to_numpy().tolist() == [[2 / 3, 2]]
     assert math.isnan(scores["stderr"].item())
 
@@ -486,7 +507,7 @@ def test_damaged_sample_table(tmp_path: Path) -> None:
     path = _table_file(tmp_path)
     path.write_bytes(path.read_bytes()[:-40])  # the footer cut off
     with pytest.raises(InputError, match=r"cannot read as Parquet.*\nHint: check that"):
-        aggregate_samples_table(path, SUBTASKS)
+        aggregate_samples_table(path, COLUMNS)
 
 
 def test_single_sample_file_is_an_input(fixtures: Path) -> None:

@@ -22,8 +22,7 @@
   error; other odd entries (a socket, a link to a directory) are skipped.
 
 The catalog (:attr:`Inputs.catalog`) is an Arrow table of
-:data:`lbnorm.schemas.INPUT_FILES`; nothing here imports pandas unless sample
-files are read.
+:data:`lbnorm.schemas.INPUT_FILES`; nothing here imports pandas.
 """
 
 from __future__ import annotations
@@ -469,33 +468,36 @@ def _read_samples(
     Results files already read win: their (variant, subtask) rows, found in
     `eager` by source, are not taken from the samples.
     """
-    import pandas as pd  # the sample aggregation still works on frames
-
+    from lbnorm.readers.harness import subtask_columns
     from lbnorm.readers.samples import read_samples
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
+    given = pa.schema(
+        [
+            (name, pa.bool_() if name == "chat_template" else pa.string())
+            for name in columns
+        ]
+    )
     taken = [
-        batch.table.select(columns).to_pandas()
+        batch.table.select(columns).cast(given)
         for batch in eager
         if batch.source == "results files"
     ]
-    scores, files = read_samples(
+    table, files = read_samples(
         paths,
-        suite.subtask_table(),
-        taken=pd.concat(taken, ignore_index=True) if taken else None,
+        subtask_columns(suite),
+        taken=pa.concat_tables(taken) if taken else None,
     )
-    table = pa.Table.from_pandas(
-        scores.assign(_row=scores["_row"].astype(str)), preserve_index=False
-    )
+    names = [str(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(
         {
-            "path": files["path"].tolist(),
-            "format": files["format"].tolist(),
-            "sha256": [sha256_file(Path(path)) for path in files["path"]],
-            "bytes": [Path(path).stat().st_size for path in files["path"]],
-            "rows": files["rows"].tolist(),
+            "path": files["path"],
+            "format": files["format"],
+            "sha256": [sha256_file(Path(path)) for path in names],
+            "bytes": [Path(path).stat().st_size for path in names],
+            "rows": files["rows"],
             "superseded_by": files["superseded_by"],
-            "n_ignored": files["n_ignored"].tolist(),
+            "n_ignored": files["n_ignored"],
         }
     )
     return Batch(table=table, source="sample files"), catalog

@@ -25,6 +25,8 @@ documents. Rows become per-group partial sums (count, sum and the sum of squared
 deviations from the group's own mean in that batch) with ``np.bincount`` over
 integer group codes; partials merge exactly (Chan et al.), so memory is one
 batch plus the partials, and the stderr does not lose digits to cancellation.
+It is numpy and Arrow only (columns built through :mod:`lbnorm.arrow`): a run on
+sample inputs loads no pandas.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,12 +47,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from lbnorm.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.errors import InputError
 from lbnorm.readers.files import json_lines
-from lbnorm.schemas import KEY_COLUMNS, SAMPLES
-
-if TYPE_CHECKING:
-    import pandas as pd
+from lbnorm.schemas import KEY_COLUMNS, SAMPLES, SCORES
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -81,17 +81,12 @@ REQUIRED_SAMPLE_COLUMNS: tuple[str, ...] = (
     "doc_id",
     "value",
 )
-_OUTPUT = [
-    *KEY_COLUMNS,
-    "benchmark",
-    "subtask",
-    "metric",
-    "raw_score",
-    "stderr",
-    "n_samples",
-    "source",
-    "_row",
-]
+#: The scores out: :data:`lbnorm.schemas.SCORES` and ``_row`` (``task/metric``).
+_OUTPUT = pa.schema(
+    [*(pa.field(f.name, f.type) for f in SCORES), pa.field("_row", pa.string())]
+)
+#: The suite's subtasks as columns (``benchmark``, ``subtask``, ``task``, ``metric``).
+SubtaskColumns = Mapping[str, Sequence[str]]
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 # A group key packs (model, revision, precision, chat template, suite pair) codes
@@ -118,86 +113,146 @@ def is_samples_table(path: Path) -> bool:
 
 
 def read_samples(
-    paths: Sequence[Path], subtasks: pd.DataFrame, *, taken: pd.DataFrame | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    paths: Sequence[Path],
+    subtasks: SubtaskColumns,
+    *,
+    taken: pa.Table | None = None,
+) -> tuple[pa.Table, pa.Table]:
     """Aggregate sample files and tables; scores given elsewhere win.
 
     Args:
         paths: ``samples_*.jsonl`` files and Parquet sample tables.
-        subtasks: The suite's subtask table (``task``, ``metric``, ``benchmark``,
-            ``subtask``).
+        subtasks: The suite's subtasks as columns (``benchmark``, ``subtask``,
+            ``task``, ``metric``), in suite order:
+            :func:`lbnorm.readers.harness.subtask_columns`.
         taken: Scores read from results files (the key columns, ``benchmark``,
             ``subtask`` and ``source``): a (variant, subtask) found there is not
             taken from the samples, whose file is then superseded by it.
 
     Returns:
-        The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`)
-        and a catalog row per file: ``path``, ``format`` (``lm-eval-samples`` or
-        ``sample-table``), ``rows``, ``superseded_by`` and ``n_ignored``.
+        The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`
+        and ``_row``, ``task/metric``) and a catalog row per file: ``path``,
+        ``format`` (``lm-eval-samples`` or ``sample-table``), ``rows``,
+        ``superseded_by`` and ``n_ignored``.
 
     Raises:
         InputError: A file cannot be read, or holds a bad line, row or value.
     """
-    import pandas as pd  # the aggregation still builds frames
-
     jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
-    frames, catalogs = [], []
+    frames: list[pa.Table] = []
+    catalogs: list[pa.Table] = []
     if jsonl:
         scores, catalog = aggregate_samples_files(jsonl, subtasks)
         frames.append(scores)
-        catalogs.append(catalog.assign(format="lm-eval-samples"))
+        formats = strings(["lm-eval-samples"]).take(
+            numbers(np.zeros(catalog.num_rows, dtype=np.int64), pa.int64())
+        )
+        catalogs.append(catalog.add_column(1, "format", formats))
     for path in paths:
         if path.suffix.lower() != ".jsonl":
             scores, n_ignored = aggregate_samples_table(path, subtasks)
             frames.append(scores)
             catalogs.append(
-                pd.DataFrame(
+                pa.table(
                     {
-                        "path": [str(path)],
-                        "format": ["sample-table"],
-                        "rows": [len(scores)],
-                        "superseded_by": [None],
-                        "n_ignored": [n_ignored],
+                        "path": strings([str(path)]),
+                        "format": strings(["sample-table"]),
+                        "rows": numbers(np.array([scores.num_rows]), pa.int64()),
+                        "superseded_by": strings([None]),
+                        "n_ignored": numbers(np.array([n_ignored]), pa.int64()),
                     }
                 )
             )
-    scores = pd.concat(frames, ignore_index=True)
-    catalog = pd.concat(catalogs, ignore_index=True)
-    if taken is not None and len(taken) and len(scores):
-        keys = [*KEY_COLUMNS, "benchmark", "subtask"]
-        given = taken[[*keys, "source"]].astype(
-            {k: str for k in keys if k != "chat_template"}
+    scores = pa.concat_tables(frames) if frames else _empty_scores()
+    catalog = pa.concat_tables(catalogs) if catalogs else _empty_catalog()
+    if taken is not None and taken.num_rows and scores.num_rows:
+        scores, catalog = _without_taken(scores, catalog, taken)
+    return scores, catalog
+
+
+def _without_taken(
+    scores: pa.Table, catalog: pa.Table, taken: pa.Table
+) -> tuple[pa.Table, pa.Table]:
+    """Drop the scores `taken` has (its first row per key wins) and re-count the files.
+
+    A file left without rows whose rows all went to results files is superseded
+    by the results file that took its first row.
+    """
+    n_scores = scores.num_rows
+    keys = [*KEY_COLUMNS, "benchmark", "subtask"]
+    both = [
+        pa.chunked_array(
+            [
+                *scores[key].cast(_key_type(key)).chunks,
+                *taken[key].cast(_key_type(key)).chunks,
+            ],
+            type=_key_type(key),
         )
-        given = given.drop_duplicates(keys)
-        match = (
-            scores[keys]
-            .astype(given[keys].dtypes.to_dict())
-            .merge(given, on=keys, how="left")
-        )
-        won = match["source"].notna().to_numpy()
-        by_file = pd.DataFrame(
-            {"path": scores["source"][won], "by": match["source"][won]}
-        )
-        winner = by_file.groupby("path", sort=False)["by"].first()
-        scores = scores[~won].reset_index(drop=True)
-        used = scores.groupby("source", sort=False).size()
-        rows = catalog["path"].map(used).fillna(0).astype(np.int64)
-        lost = (rows == 0) & (catalog["rows"] > 0) & catalog["superseded_by"].isna()
-        catalog["superseded_by"] = catalog["superseded_by"].where(
-            ~lost, catalog["path"].map(winner)
-        )
-        catalog["rows"] = rows
-    return scores, catalog[["path", "format", "rows", "superseded_by", "n_ignored"]]
+        for key in keys
+    ]
+    codes = _row_codes(both)
+    given = codes[n_scores:]
+    found, first_given = np.unique(given, return_index=True)
+    where = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    where[found] = first_given
+    match = where[codes[:n_scores]]  # each score's results row, or -1
+    won = match >= 0
+    # the files (catalog paths, then the scores' sources) coded alike
+    paths = catalog["path"].cast(pa.string())
+    files = _row_codes(
+        [pa.chunked_array([*paths.chunks, *scores["source"].cast(pa.string()).chunks])]
+    )
+    path_code, source_code = files[: catalog.num_rows], files[catalog.num_rows :]
+    size = int(files.max()) + 1
+    used = np.bincount(source_code[~won], minlength=size)
+    winner = np.full(size, -1, dtype=np.int64)  # a file's first won row's results row
+    lost_code, first_won = np.unique(source_code[won], return_index=True)
+    winner[lost_code] = match[won][first_won]
+    rows = used[path_code].astype(np.int64)
+    old_rows = to_numpy(catalog["rows"].cast(pa.int64()))
+    superseded = catalog["superseded_by"].cast(pa.string())
+    lost = (rows == 0) & (old_rows > 0) & to_numpy(superseded.is_null())
+    by = winner[path_code]
+    sources = taken["source"].cast(pa.string())
+    taken_by = sources.take(numbers(np.maximum(by, 0), pa.int64(), valid=by >= 0))
+    superseded_by = pc.if_else(booleans(lost), taken_by, superseded)
+    kept = scores.filter(booleans(~won))
+    catalog = catalog.set_column(
+        catalog.schema.get_field_index("rows"), "rows", numbers(rows, pa.int64())
+    )
+    catalog = catalog.set_column(
+        catalog.schema.get_field_index("superseded_by"), "superseded_by", superseded_by
+    )
+    return kept, catalog
+
+
+def _key_type(name: str) -> pa.DataType:
+    return pa.bool_() if name == "chat_template" else pa.string()
+
+
+def _row_codes(columns: Sequence[pa.ChunkedArray]) -> _I64:
+    """Dense codes of the rows of `columns` (equal rows, equal codes; null is a value)."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        index, size = _factorize(column.combine_chunks())
+        code = _factorize(numbers(code * size + index, pa.int64()))[0]
+    return code
+
+
+def _factorize(values: pa.Array) -> tuple[_I64, int]:
+    """Codes numbered in order of first occurrence, and how many there are."""
+    encoded = pc.dictionary_encode(values, null_encoding="encode")
+    return to_numpy(encoded.indices).astype(np.int64), len(encoded.dictionary)
 
 
 def aggregate_samples_files(
-    paths: Sequence[Path], subtasks: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    paths: Sequence[Path], subtasks: SubtaskColumns
+) -> tuple[pa.Table, pa.Table]:
     """Aggregate harness sample files into subtask scores, newest file per task.
 
     Args:
         paths: ``samples_<task>_<timestamp>.jsonl`` files.
-        subtasks: The suite's subtask table.
+        subtasks: The suite's subtasks as columns (:func:`read_samples`).
 
     Returns:
         The scores and a catalog row per file (``path``, ``rows``,
@@ -207,63 +262,66 @@ def aggregate_samples_files(
         InputError: A misnamed file, a line that is not a JSON object, a missing,
             null or non-numeric metric, a repeated ``doc_id``, or no documents.
     """
-    import pandas as pd  # the aggregation still builds frames
-
-    subtasks = subtasks.reset_index(drop=True)
+    sums = _Sums(subtasks)
+    pairs_of: dict[str, list[int]] = {}  # task -> its suite rows, in suite order
+    for index, task in enumerate(sums.columns["task"]):
+        pairs_of.setdefault(task, []).append(index)
     known: dict[Path, tuple[str, str, str, bool]] = {}
-    rows: list[tuple[Any, ...]] = []
-    for path in paths:
+    files: list[tuple[str, str, tuple[str, str, str, bool], bool]] = []
+    # (variant, task) -> its newest file's (stamp, path): the latest wins, ties by path
+    newest: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for path in paths:  # one file, not one sample, a step
         match = SAMPLES_FILE.match(path.name)
         if match is None:
             msg = f"{path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
             raise InputError(msg)
         task, stamp = match["task"], match["timestamp"]
-        used = bool((subtasks["task"] == task).any())
+        used = task in pairs_of
         variant = _variant_of(path, stamp, known) if used else ("", "", "", False)
         day, _, clock = stamp.partition("T")
         clock, _, fraction = clock.replace(":", "-").partition(".")
-        rows.append((str(path), task, *variant, f"{day}T{clock}.{fraction:0<6}", used))
-    files = pd.DataFrame(rows, columns=["path", "task", *KEY_COLUMNS, "stamp", "used"])
-    groups = [*KEY_COLUMNS, "task"]
-    order = files.sort_values([*groups, "stamp", "path"]).index
-    newest = files.loc[order].groupby(groups)["path"].transform("last")
-    superseded = newest.where(
-        (newest != files.loc[order, "path"]) & files.loc[order, "used"]
-    ).reindex(files.index)
-    sums = _Sums(subtasks)
-    chosen = files[files["used"] & superseded.isna()]
-    for entry in chosen.itertuples(index=False):  # one file, not one sample, a step
-        code = sums.variant_code(
-            (entry.model, entry.precision, entry.revision, entry.chat_template)
-        )
-        wanted = subtasks.index[subtasks["task"] == entry.task]
-        metrics = subtasks["metric"].take(wanted.to_numpy()).astype(str).tolist()
-        parsed = _read_jsonl(Path(str(entry.path)), metrics)
+        files.append((str(path), task, variant, used))
+        if used:
+            when = (f"{day}T{clock}.{fraction:0<6}", str(path))
+            newest[(*variant, task)] = max(newest.get((*variant, task), when), when)
+    superseded: list[str | None] = []
+    for name, task, variant, used in files:
+        latest = newest[(*variant, task)][1] if used else name
+        superseded.append(None if latest == name else latest)
+        if not used or latest != name:
+            continue
+        code = sums.variant_code(variant)
+        wanted = pairs_of[task]
+        metrics = [sums.columns["metric"][pair] for pair in wanted]
+        parsed = _read_jsonl(Path(name), metrics)
         for pair, (values, documents, is_list) in zip(wanted, parsed, strict=True):
-            sums.add_values(
-                code | int(pair), values, documents, is_list, str(entry.path)
-            )
+            sums.add_values(code | pair, values, documents, is_list, name)
     scores = sums.result()
-    per_file = scores.groupby("source", sort=False).size()
-    catalog = pd.DataFrame(
+    per_file = sums.rows_per_source()
+    catalog = pa.table(
         {
-            "path": files["path"],
-            "rows": files["path"].map(per_file).fillna(0).astype(np.int64),
-            "superseded_by": superseded.astype(object).where(superseded.notna(), None),
-            "n_ignored": (~files["used"]).astype(np.int64),
+            "path": strings([name for name, *_ in files]),
+            "rows": numbers(
+                np.array([per_file.get(name, 0) for name, *_ in files], dtype=np.int64),
+                pa.int64(),
+            ),
+            "superseded_by": strings(superseded),
+            "n_ignored": numbers(
+                np.array([not used for *_, used in files], dtype=np.int64), pa.int64()
+            ),
         }
     )
     return scores, catalog
 
 
 def aggregate_samples_table(
-    path: Path, subtasks: pd.DataFrame, *, batch_rows: int = _BATCH_ROWS
-) -> tuple[pd.DataFrame, int]:
+    path: Path, subtasks: SubtaskColumns, *, batch_rows: int = _BATCH_ROWS
+) -> tuple[pa.Table, int]:
     """Aggregate a Parquet sample table, streamed a batch at a time.
 
     Args:
         path: A Parquet sample table (:data:`lbnorm.schemas.SAMPLES`).
-        subtasks: The suite's subtask table.
+        subtasks: The suite's subtasks as columns (:func:`read_samples`).
         batch_rows: Rows per batch read (memory is about 80 bytes per row).
 
     Returns:
@@ -276,13 +334,15 @@ def aggregate_samples_table(
 
     Examples:
         >>> import tempfile
+        >>> from lbnorm.readers.harness import subtask_columns
         >>> from lbnorm.suites import load_suite
         >>> path = Path(tempfile.mkdtemp()) / "samples.parquet"
         >>> pq.write_table(pa.table({"model": ["a/b"] * 3, "task": ["leaderboard_gpqa_main"] * 3,
         ...     "metric": ["acc_norm,none"] * 3, "doc_id": [0, 1, 2], "value": [1.0, 0.0, 1.0]}), path)
-        >>> scores, ignored = aggregate_samples_table(path, load_suite("openllm-v2").subtask_table())
-        >>> scores[["subtask", "raw_score", "stderr", "n_samples"]].round(4).to_numpy().tolist()
-        [['main', 0.6667, 0.3333, 3]]
+        >>> scores, ignored = aggregate_samples_table(path, subtask_columns(load_suite("openllm-v2")))
+        >>> [(r["subtask"], round(r["raw_score"], 4), round(r["stderr"], 4), r["n_samples"])
+        ...  for r in scores.select(["subtask", "raw_score", "stderr", "n_samples"]).to_pylist()]
+        [('main', 0.6667, 0.3333, 3)]
     """
     try:
         schema = pq.read_schema(path)
@@ -328,33 +388,40 @@ class _Partial:
     total: _F64  # sum of (value - shift), near zero
     m2: _F64  # sum of squared deviations from this partial's own mean
     listed: _F64  # values that are items of a list-valued metric
-    source: list[str]
+    source: _I64  # index into the registry of sources
 
 
 class _Sums:
     """Group codes and mergeable partial sums of sample values."""
 
-    def __init__(self, subtasks: pd.DataFrame) -> None:
-        import pandas as pd  # the aggregation still builds frames
-
-        self._subtasks = subtasks.reset_index(drop=True)
-        if len(self._subtasks) >= 1 << _BITS["pair"]:
+    def __init__(self, subtasks: SubtaskColumns) -> None:
+        self.columns = {
+            name: [str(value) for value in subtasks[name]]
+            for name in ("benchmark", "subtask", "task", "metric")
+        }
+        size = len(self.columns["task"])
+        if size >= 1 << _BITS["pair"]:
             msg = "suite has more than 1,023 subtasks.\nHint: split the suite."
             raise InputError(msg)
         self._codes: dict[str, dict[str, int]] = {
             "model": {},
             "revision": {},
             "precision": {},
+            "source": {},
         }
-        tasks = pd.Index(self._subtasks["task"].unique())
-        metrics = pd.Index(self._subtasks["metric"].unique())
-        self._suite = {"task": tasks, "metric": metrics}
+        # the suite's tasks and metrics, each numbered in order of first occurrence
+        tasks = dict.fromkeys(self.columns["task"])
+        metrics = dict.fromkeys(self.columns["metric"])
+        self._suite = {
+            "task": {name: index for index, name in enumerate(tasks)},
+            "metric": {name: index for index, name in enumerate(metrics)},
+        }
         # (task index, metric index) -> suite row; the last row and column: unknown
         self._pairs = np.full((len(tasks) + 1, len(metrics) + 1), -1, dtype=np.int64)
         self._pairs[
-            tasks.get_indexer(self._subtasks["task"]),
-            metrics.get_indexer(self._subtasks["metric"]),
-        ] = self._subtasks.index
+            [self._suite["task"][task] for task in self.columns["task"]],
+            [self._suite["metric"][metric] for metric in self.columns["metric"]],
+        ] = np.arange(size)
         self._parts: list[_Partial] = []
         self._rows = 0
 
@@ -386,21 +453,21 @@ class _Sums:
                 total=residual,
                 m2=m2,
                 listed=np.array([float(values.size if is_list else 0)]),
-                source=[source],
+                source=self._code("source", [source]),
             )
         )
 
     def add_rows(self, batch: pa.RecordBatch, *, source: str, first_row: int) -> int:
         """Add a batch of sample-table rows; return the rows the suite does not use."""
-        import pandas as pd  # the aggregation still builds frames
-
         rows = batch.num_rows
         value = batch.column("value")
         if value.null_count:
-            self._bad_rows(source, first_row, "value", "null", value.is_null())
-        values = np.asarray(pc.cast(value, pa.float64()).to_numpy(zero_copy_only=False))
+            self._bad_rows(
+                source, first_row, "value", "null", to_numpy(value.is_null())
+            )
+        values = np.asarray(to_numpy(pc.cast(value, pa.float64())))
         # each row's group: a mixed-radix number of its dictionary indices,
-        # renumbered densely (pd.factorize) if it outgrows the batch
+        # renumbered densely (in order of first occurrence) if it outgrows the batch
         code, size = np.zeros(rows, dtype=np.int64), 1
         columns, steps = [], []
         for name in _GROUPED:
@@ -413,17 +480,20 @@ class _Sums:
                 code += indices
                 size *= radix
                 if size > 4 * rows + 1024:
-                    dense, uniques = pd.factorize(code)
-                    code, size = dense.astype(np.int64), len(uniques)
+                    encoded = pc.dictionary_encode(numbers(code, pa.int64()))
+                    code = to_numpy(encoded.indices).astype(np.int64)
+                    uniques = to_numpy(encoded.dictionary)
+                    size = len(uniques)
             steps.append((radix, uniques))
         count = np.bincount(code, minlength=size).astype(np.float64)
         present = np.flatnonzero(count)
         plain, shift, residual, m2 = _moments(code, values, count)
         if not np.isfinite(m2[present]).all():
-            bad = pa.array(~np.isfinite(values))
-            self._bad_rows(source, first_row, "value", "not finite", bad)
+            self._bad_rows(
+                source, first_row, "value", "not finite", ~np.isfinite(values)
+            )
         if "item" in batch.schema.names:
-            item = pc.fill_null(batch.column("item"), -1).to_numpy(zero_copy_only=False)
+            item = to_numpy(batch.column("item"), null=-1)
             documents, listed = _sum(code, item <= 0, size), _sum(code, item >= 0, size)
         else:
             documents, listed = count, np.zeros(size)
@@ -448,52 +518,67 @@ class _Sums:
                 total=residual[groups],
                 m2=m2[groups],
                 listed=listed[groups],
-                source=[source] * len(groups),
+                source=np.repeat(self._code("source", [source]), len(groups)),
             )
         )
         return int(count[present[~kept]].sum())
 
-    def result(self) -> pd.DataFrame:
-        """The scores: mean, ``mean_stderr`` and documents per group."""
-        import pandas as pd  # the aggregation still builds frames
-
+    def rows_per_source(self) -> dict[str, int]:
+        """Score rows per source (a source without rows is left out)."""
         if not self._parts:
-            return pd.DataFrame({name: pd.Series(dtype=object) for name in _OUTPUT})
+            return {}
+        counts = np.bincount(
+            self._merged().source, minlength=len(self._codes["source"])
+        )
+        return {
+            name: int(counts[code])
+            for name, code in self._codes["source"].items()
+            if counts[code]
+        }
+
+    def result(self) -> pa.Table:
+        """The scores: mean, ``mean_stderr`` and documents per group."""
+        if not self._parts:
+            return _empty_scores()
         merged = self._merged()
         count, listed = merged.count, merged.listed
         mixed = (listed > 0) & (listed < count)
-        key, subtasks = merged.key, self._subtasks
+        key, subtasks = merged.key, self.columns
         pair = key & ((1 << _BITS["pair"]) - 1)
         if mixed.any():
-            at = subtasks.iloc[int(pair[np.flatnonzero(mixed)[0]])]
-            msg = f"{merged.source[int(np.flatnonzero(mixed)[0])]}: task {at['task']!r} metric {at['metric']!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
+            at = int(np.flatnonzero(mixed)[0])
+            task, metric = subtasks["task"][pair[at]], subtasks["metric"][pair[at]]
+            source = list(self._codes["source"])[merged.source[at]]
+            msg = f"{source}: task {task!r} metric {metric!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
             raise InputError(msg)
         with np.errstate(invalid="ignore", divide="ignore"):
             stderr = np.sqrt(np.maximum(merged.m2, 0.0) / (count - 1)) / np.sqrt(count)
         stderr[(count < 2) | (listed > 0)] = np.nan  # the harness's "N/A"
+        raw_score = merged.plain / count  # the harness's sum / len
 
-        def text(values: Any, codes: _I64) -> Any:  # few distinct strings, per row
-            return pd.array(list(values), dtype="str").take(codes)
+        def text(values: Iterable[str], codes: _I64) -> pa.Array:
+            """Few distinct strings, taken per row."""
+            return strings(list(values)).take(numbers(codes, pa.int64()))
 
         def code(name: str, shift: int) -> _I64:
             return np.asarray((key >> shift) & ((1 << _BITS[name]) - 1))
 
-        return pd.DataFrame(
-            {
-                "model": text(self._codes["model"], code("model", 43)),
-                "precision": text(self._codes["precision"], code("precision", 11)),
-                "revision": text(self._codes["revision"], code("revision", 19)),
-                "chat_template": ((key >> _BITS["pair"]) & 1).astype(bool),
-                "benchmark": text(subtasks["benchmark"], pair),
-                "subtask": text(subtasks["subtask"], pair),
-                "metric": text(subtasks["metric"], pair),
-                "raw_score": merged.plain / count,  # the harness's sum / len
-                "stderr": stderr,
-                "n_samples": merged.documents.astype(np.int64),
-                "source": pd.array(merged.source, dtype="str"),
-                "_row": text(subtasks["task"] + "/" + subtasks["metric"], pair),
-            }
-        )
+        rows = [f"{t}/{m}" for t, m in zip(subtasks["task"], subtasks["metric"], strict=True)]  # fmt: skip
+        columns = {
+            "model": text(self._codes["model"], code("model", 43)),
+            "precision": text(self._codes["precision"], code("precision", 11)),
+            "revision": text(self._codes["revision"], code("revision", 19)),
+            "chat_template": booleans(((key >> _BITS["pair"]) & 1) == 1),
+            "benchmark": text(subtasks["benchmark"], pair),
+            "subtask": text(subtasks["subtask"], pair),
+            "metric": text(subtasks["metric"], pair),
+            "raw_score": numbers(raw_score, pa.float64(), valid=~np.isnan(raw_score)),
+            "stderr": numbers(stderr, pa.float64(), valid=~np.isnan(stderr)),
+            "n_samples": numbers(merged.documents.astype(np.int64), pa.int64()),
+            "source": text(self._codes["source"], merged.source),
+            "_row": text(rows, pair),
+        }
+        return pa.Table.from_arrays(list(columns.values()), schema=_OUTPUT)
 
     def _add(self, partial: _Partial) -> None:
         if not partial.key.size:
@@ -506,11 +591,11 @@ class _Sums:
 
     def _merged(self) -> _Partial:
         """One partial per key: counts and sums add; M2 by Chan et al.'s rule."""
-        import pandas as pd  # the aggregation still builds frames
-
         parts = self._parts
         key = np.concatenate([p.key for p in parts])
-        group, uniques = pd.factorize(key)
+        encoded = pc.dictionary_encode(numbers(key, pa.int64()))
+        group = to_numpy(encoded.indices).astype(np.intp)  # first-occurrence order
+        uniques = to_numpy(encoded.dictionary)
         size = len(uniques)
 
         def add(name: str, weights: _F64 | None = None) -> _F64:
@@ -527,7 +612,6 @@ class _Sums:
         count, total = add("count"), _sum(group, part_total, size)
         spread = part_total / part_count - (total / count)[group]
         m2 = add("m2") + _sum(group, part_count * spread * spread, size)
-        sources = [s for p in parts for s in p.source]
         return _Partial(
             key=np.asarray(uniques, dtype=np.int64),
             count=count,
@@ -537,7 +621,7 @@ class _Sums:
             total=total,
             m2=m2,
             listed=add("listed"),
-            source=[sources[i] for i in first],
+            source=np.concatenate([p.source for p in parts])[first],
         )
 
     def _pack(
@@ -555,7 +639,7 @@ class _Sums:
             [known.setdefault("" if v is None else v, len(known)) for v in values],
             dtype=np.int64,
         )
-        if len(known) > 1 << _BITS[name]:
+        if name in _BITS and len(known) > 1 << _BITS[name]:
             msg = f"more than {1 << _BITS[name]:,} distinct {name} values in the sample inputs.\nHint: split the inputs and run them separately."
             raise InputError(msg)
         return codes
@@ -574,36 +658,52 @@ class _Sums:
             return None, np.asarray(default, dtype=np.int64)
         column = batch.column(name)
         if column.null_count and name not in ("precision", "revision"):
-            self._bad_rows(source, first_row, name, "null", column.is_null())
+            self._bad_rows(source, first_row, name, "null", to_numpy(column.is_null()))
         if name == "chat_template":
-            flags = column.to_numpy(zero_copy_only=False)
-            return flags.astype(np.int64), np.array([0, 1], dtype=np.int64)
+            return to_numpy(column).astype(np.int64), np.array([0, 1], dtype=np.int64)
         if not pa.types.is_dictionary(column.type):
             column = pc.dictionary_encode(column)
         entries = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
-        indices = column.indices
-        if indices.null_count:  # precision or revision: ''
-            indices = pc.fill_null(indices, len(entries) - 1)
+        # int32 indices: no copy; a null precision or revision is ''
+        rows = to_numpy(column.indices, null=len(entries) - 1)
         if name in self._suite:
-            found = self._suite[name].get_indexer(entries)
-            mapping = np.where(found < 0, len(self._suite[name]), found)
+            suite = self._suite[name]
+            unknown = len(suite)
+            mapping = np.array([suite.get(entry, unknown) for entry in entries])
         else:
             mapping = self._code(name, entries)
-        rows = np.asarray(indices.to_numpy(zero_copy_only=False))  # int32: no copy
         return rows, np.asarray(mapping, dtype=np.int64)
 
     @staticmethod
     def _bad_rows(
-        source: str, first_row: int, column: str, what: str, mask: pa.Array
+        source: str,
+        first_row: int,
+        column: str,
+        what: str,
+        mask: npt.NDArray[np.bool_],
     ) -> None:
-        rows = (
-            np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False))) + first_row
-        )
+        rows = np.flatnonzero(mask) + first_row
         shown = ", ".join(map(str, rows[:5])) + (
             f" and {rows.size - 5} more" if rows.size > 5 else ""
         )
         msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
         raise InputError(msg)
+
+
+def _empty_scores() -> pa.Table:
+    return _OUTPUT.empty_table()
+
+
+def _empty_catalog() -> pa.Table:
+    return pa.schema(
+        [
+            ("path", pa.string()),
+            ("format", pa.string()),
+            ("rows", pa.int64()),
+            ("superseded_by", pa.string()),
+            ("n_ignored", pa.int64()),
+        ]
+    ).empty_table()
 
 
 def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, _F64]:
@@ -625,7 +725,7 @@ def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, 
 
 
 def _firsts(group: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
-    """Where each group first occurs (``pd.factorize`` numbers them in that order)."""
+    """Where each group first occurs (``dictionary_encode`` numbers them in that order)."""
     seen = np.maximum.accumulate(group)
     return np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
 
@@ -720,7 +820,8 @@ def _arrow_type(value: object) -> pa.DataType:
 
 
 def _metric_values(table: pa.Table, name: str, kept: str) -> tuple[_F64, int, bool]:
-    rows = table.filter(pc.equal(pc.fill_null(table.column("filter"), "none"), kept))
+    filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
+    rows = table.filter(pc.equal(filters, scalar(kept, pa.string())))
     column, doc_id = rows.column(name), rows.column("doc_id")
     is_list = pa.types.is_list(column.type)
     items = pc.list_flatten(column) if is_list else column
@@ -734,7 +835,7 @@ def _metric_values(table: pa.Table, name: str, kept: str) -> tuple[_F64, int, bo
     ):
         msg = "a line is missing, repeated or null"  # the slow path names it
         raise ValueError(msg)
-    values = np.asarray(pc.cast(items, pa.float64()).to_numpy(zero_copy_only=False))
+    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
     if not values.size or not np.isfinite(values).all():
         msg = "no or non-finite values"
         raise ValueError(msg)
