@@ -85,6 +85,16 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
     )
     (folder / "meta.csv").write_text(meta)
     pq.write_table(pa.csv.read_csv(folder / "meta.csv"), folder / "meta.parquet")
+    # a --limit run: GPQA pooled with sizes other than the suite's (the summary's sizes line)
+    (folder / "resized.csv").write_text(
+        "model,benchmark,subtask,raw_score,n_samples\n"
+        "a/limited,GPQA,diamond,0.3,50\n"
+        "a/limited,GPQA,extended,0.35,50\n"
+        "a/limited,GPQA,main,0.4,50\n"
+        "b/full,GPQA,diamond,0.3,198\n"
+        "b/full,GPQA,extended,0.35,546\n"
+        "b/full,GPQA,main,0.4,448\n"
+    )
     return folder
 
 
@@ -97,8 +107,15 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
         "--missing partial --rank-within type --quiet",
         "run {inputs}/scores.parquet --metadata {inputs}/meta.parquet --out {out} "
         "--missing partial --exclude-flagged --report {out}.json",
+        "run {inputs}/resized.csv --out {out} --missing partial",
     ],
-    ids=["demo-quiet", "demo-summary-flagged", "csv-metadata", "parquet-report"],
+    ids=[
+        "demo-quiet",
+        "demo-summary-flagged",
+        "csv-metadata",
+        "parquet-report",
+        "other-sample-sizes",
+    ],
 )
 def test_lbnorm_run_loads_no_pandas(argv: str, inputs: Path, tmp_path: Path) -> None:
     filled = argv.format(out=tmp_path / "out", inputs=inputs).split()
