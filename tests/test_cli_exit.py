@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import io
 import os
@@ -96,3 +97,48 @@ def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
     assert done.returncode == 4, done.stderr
     assert done.stdout == "atexit ran\n"
     assert "missing.csv" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_standard_output_is_one_error_line_and_the_output_is_kept(
+    tmp_path: Path,
+) -> None:
+    with Path("/dev/full").open("w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "lbnorm", "run", "--out", "out"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+        )
+    assert done.returncode == 6, done.stderr
+    assert done.stderr == (
+        "lbnorm: error: cannot write to standard output: No space left on device; "
+        "files the command wrote are complete.\n"
+        "Hint: free space where standard output goes, or add --quiet.\n"
+    )
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    assert (tmp_path / "out" / "manifest.json").is_file()
+
+
+def test_an_os_error_elsewhere_is_not_taken_for_standard_output(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def broken(args: object) -> int:
+        msg = "a bug's own error"
+        raise OSError(5, msg)
+
+    parser = cli.build_parser()
+    real = parser.parse_args
+
+    def parse(argv: list[str]) -> argparse.Namespace:
+        args = real(argv)
+        args.handler = broken
+        return args
+
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", parse)
+    with pytest.raises(OSError, match="a bug's own error"):
+        cli.main(["suites", "list"])
+    assert capfd.readouterr().err == ""

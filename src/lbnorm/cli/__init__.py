@@ -151,9 +151,41 @@ def _run_command(argv: Sequence[str] | None) -> int:
         )
         return exc.exit_code
     except BrokenPipeError:  # `lbnorm query ... | head`: the reader left, not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
+        _silence_stdout()
         return ExitCode.OK
+    except OSError as exc:  # a full disk under a redirected stdout, say
+        if not _stdout_fails():
+            raise  # not standard output's: a bug, shown as one
+        _silence_stdout()
+        print(
+            f"lbnorm: error: cannot write to standard output: {exc.strerror or exc}; "
+            "files the command wrote are complete.\n"
+            "Hint: free space where standard output goes, or add --quiet.",
+            file=sys.stderr,
+        )
+        return ExitCode.OUTPUT
+
+
+def _stdout_fails() -> bool:
+    """Whether standard output cannot be written (asked after an OSError).
+
+    The failed write dropped its buffer, so a flush proves nothing: one newline
+    is written straight to the descriptor. Should standard output work after all,
+    the newline goes out before the traceback of the real error.
+    """
+    try:
+        sys.stdout.flush()
+        os.write(sys.stdout.fileno(), b"\n")
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null: no second error when Python flushes it."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _handle_sigterm() -> Callable[[], None]:
