@@ -332,6 +332,7 @@ def test_run_summary_and_manifest_name_variants_pooled_with_other_sizes(
     manifest = json.loads((out / "manifest.json").read_text())
     manifest.pop("options")
     assert "limited" in json.dumps(manifest)
+    assert manifest["counts"]["variants_pooled_with_other_sizes"] == 1  # "limited" only
 
 
 # 4. ties are exact -------------------------------------------------------------------

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lbnorm import arrow
-from lbnorm.encode import Variants
+from lbnorm.encode import Variants, merge_variants
 from lbnorm.kernel import (
     BenchmarkArrays,
     FloatArray,
@@ -243,7 +242,7 @@ def resized_variants(benchmarks: pa.Table) -> tuple[int, list[str]]:
         return 0, []
     keys = [*KEY_COLUMNS]
     found: dict[tuple[object, ...], list[str]] = {}
-    n_variants = _count_distinct_keys(rows, keys)
+    n_variants = len(merge_variants([Variants.from_table(rows.select(keys))])[0])
     for row in rows.slice(0, 64 * RESIZED_SHOWN).to_pylist():  # examples only
         key = tuple(row[name] for name in keys)
         if key in found or len(found) < RESIZED_SHOWN:
@@ -253,28 +252,6 @@ def resized_variants(benchmarks: pa.Table) -> tuple[int, list[str]]:
         for key, names in found.items()
     ]
     return n_variants, examples
-
-
-def _count_distinct_keys(table: pa.Table, keys: list[str]) -> int:
-    """Distinct combinations of `keys` in `table` (a null is a value).
-
-    Codes per column, then per row, in numpy: ``Table.group_by`` would load
-    ``pyarrow.dataset``, which imports pandas.
-
-    Examples:
-        >>> _count_distinct_keys(pa.table({"a": ["x", "x", None, None], "b": [True, True, False, None]}), ["a", "b"])
-        3
-    """
-    combined = np.zeros(table.num_rows, dtype=np.int64)
-    for name in keys:
-        column = table[name]
-        if not pa.types.is_string(column.type):
-            column = column.cast(pa.string())  # dictionary, bool, large strings
-        encoded = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
-        size = max(len(encoded.dictionary), 1)
-        combined = combined * size + arrow.to_numpy(encoded.indices)
-        combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
-    return int(np.unique(combined).size)
 
 
 def assemble_result(
