@@ -125,6 +125,18 @@ def open_parquet_scores(
     except (pa.ArrowException, OSError) as exc:
         msg = f"{path}: cannot read as parquet: {exc}.\nHint: check that the file is a complete Parquet file."
         raise InputError(msg) from exc
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        msg = (
+            f"{path}: column {repeated[0]!r} appears {names.count(repeated[0])} times"
+            + (
+                f" (and {len(repeated) - 1} other name(s) repeat)"
+                if len(repeated) > 1
+                else ""
+            )
+            + ".\nHint: rewrite the file with each column name once."
+        )
+        raise SchemaMismatchError(msg)
     extras = check_columns(names, source=str(path), extra_columns=extra_columns)
     for name in _NUMBERS:
         if name in names and not _is_number(file.schema_arrow.field(name).type):
