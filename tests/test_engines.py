@@ -1,7 +1,8 @@
 """One contract for every engine in lbnorm.engines.
 
 Each engine (memory; stream; stream summing in forked workers, which needs the
-subtask table off; Dask on a local cluster, slow) is run on the same Parquet
+subtask table off; stream spilling its rows to disk and summing a partition of
+the variants at a time; Dask on a local cluster, slow) is run on the same Parquet
 inputs through the engine interface (``start(inputs, suite, options) -> Job``)
 and must give the same tables, bit for bit, and the same errors. Engines that
 run in this process must let an interruption through and leave no worker behind.
@@ -46,12 +47,15 @@ ENGINE_OPTIONS: dict[str, dict[str, Any]] = {
     "memory": {"engine": "memory"},
     "stream": {"engine": "stream"},
     "stream-workers": {"engine": "stream", "workers": 2, "subtasks": False},
+    # a budget of ~1 byte: every run spills, a partition of a few variants each
+    "stream-spilled": {"engine": "stream", "sum_memory": 1e-9},
     "dask": {"engine": "dask"},
 }
 ENGINES = [
     pytest.param("memory"),
     pytest.param("stream"),
     pytest.param("stream-workers", marks=needs_fork),
+    pytest.param("stream-spilled"),
     pytest.param(
         "dask",
         marks=[
@@ -60,7 +64,7 @@ ENGINES = [
         ],
     ),
 ]
-LOCAL_ENGINES = ["memory", "stream", "stream-workers"]
+LOCAL_ENGINES = ["memory", "stream", "stream-workers", "stream-spilled"]
 
 SUITE = parse_suite(
     b"""
@@ -270,7 +274,7 @@ def test_same_tables_for_the_same_inputs(
     expected = reference[missing]
     _assert_same_tables(expected, result)
     assert result.n_ignored_rows == 2
-    if engine in ("memory", "stream"):  # the same rows; memory's come sorted
+    if engine in ("memory", "stream", "stream-spilled"):  # memory's come sorted
         assert _sorted_subtasks(result).equals(_sorted_subtasks(expected))
     else:  # summing in parts builds no subtask table
         assert result.subtask_table is None

@@ -248,8 +248,8 @@ board = annotate_table(
 )
 pq.write_table(board, folder / "annotated.parquet")
 result = Result(
-    benchmark_table=pq.read_table(folder / "benchmarks.parquet"),
-    leaderboard_table=board,
+    benchmark_output=pq.read_table(folder / "benchmarks.parquet"),
+    leaderboard_output=board,
     suite=load_suite("openllm-v2"),
     options=RunOptions(missing="partial"),
     file_table=pq.read_table(folder / "files.parquet"),
@@ -293,7 +293,7 @@ def test_the_steps_after_the_engine_need_no_pandas(
     assert pq.read_table(tmp_path / "annotated.parquet").equals(board)
     here = replace(
         result,
-        leaderboard_table=board,
+        leaderboard_output=board,
         file_table=pq.read_table(tmp_path / "files.parquet"),
         n_scores=8,
         n_clipped=1,

@@ -336,8 +336,8 @@ def test_subtask_table_of_the_written_file_equals_the_one_in_memory(
 
 def test_an_empty_subtask_table_keeps_its_schema() -> None:
     result = Result(
-        benchmark_table=BENCHMARK_SCORES.empty_table(),
-        leaderboard_table=leaderboard_schema([]).empty_table(),
+        benchmark_output=BENCHMARK_SCORES.empty_table(),
+        leaderboard_output=leaderboard_schema([]).empty_table(),
         suite=SUITE,
         subtask_parts=PartsInMemory(SUBTASK_SCORES, []),
     )

@@ -20,6 +20,8 @@ The points, in the order a run passes them:
 * ``workers-started``: the stream engine's workers forked (in the parent);
 * ``worker-summing``: in each stream-engine worker, before it sums its share;
 * ``computing``: every input read, nothing computed;
+* ``spilled``: a spilled run's streaming pass done, before each partition is
+  summed (one pass per partition; see :mod:`lbnorm.engines.spill`);
 * ``locked``: the output claimed (its staging folder created and locked), nothing
   written yet;
 * ``table-written``: after each Parquet file is written and synced (three passes);

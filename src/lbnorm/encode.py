@@ -134,16 +134,17 @@ _HASH_BLOCK = 1 << 18
 
 
 class _HashIndex:
-    """An open-addressing hash table from uint64 keys to int64 ids, in numpy.
+    """An open-addressing hash table from uint64 keys to ids, in numpy.
 
     Lookups and inserts go a whole batch of keys at a time, probing linearly; the
     Python loop runs once per probe step (a few), not per key. Keys are hashes
-    or packed codes: the caller checks what a match means.
+    or packed codes: the caller checks what a match means. Ids are int32 and the
+    table is at most 70% full (12 bytes a slot: 5M keys take 100 MB).
     """
 
     def __init__(self, capacity: int = 1 << 10) -> None:
         self._keys = np.zeros(capacity, dtype=np.uint64)
-        self._ids = np.full(capacity, _NULL, dtype=np.int64)
+        self._ids = np.full(capacity, _NULL, dtype=np.int32)
         self._shift = np.uint64(64 - (capacity.bit_length() - 1))
         self.size = 0
 
@@ -167,14 +168,14 @@ class _HashIndex:
 
     def insert(self, keys: npt.NDArray[np.uint64], ids: IntArray) -> None:
         """Add distinct keys that are not in the table yet."""
-        if 2 * (self.size + keys.size) > self._ids.size:
+        if 10 * (self.size + keys.size) > 7 * self._ids.size:
             used = self._ids >= 0
             old_keys, old_ids = self._keys[used], self._ids[used]
             capacity = self._ids.size
-            while 2 * (self.size + keys.size) > capacity:
+            while 10 * (self.size + keys.size) > 7 * capacity:
                 capacity *= 2
             self.__init__(capacity)  # type: ignore[misc]
-            self.insert(old_keys, old_ids)
+            self.insert(old_keys, old_ids.astype(np.int64))
         self.size += keys.size
         pending = np.arange(keys.size)
         slots = self._slots(keys)
@@ -522,7 +523,16 @@ class KeyEncoder:
         ['a', 'b']
     """
 
-    def __init__(self, subtasks: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self, subtasks: Sequence[tuple[str, str]], *, expected_variants: int = 16
+    ) -> None:
+        """An encoder for a suite's (benchmark, subtask) pairs.
+
+        Args:
+            subtasks: The suite's pairs, in code order.
+            expected_variants: Room made up front for the variant keys (they grow
+                past it by doubling).
+        """
         self._vocabularies = {
             name: _Vocabulary() for name in (*_TEXT_KEYS, "benchmark", "subtask")
         }
@@ -531,8 +541,9 @@ class KeyEncoder:
         self._variant_index = _HashIndex()
         self._bits = [1, 1, 1, 1]
         self._n_variants = 0
-        # the keys by code, as an array (grown by doubling)
-        self._codes = np.zeros((16, 4), dtype=np.int64)
+        # the keys by code, as an array (grown by doubling); int32 ids: 16 bytes a
+        # variant (80 MB for 5M)
+        self._codes = np.zeros((max(expected_variants, 16), 4), dtype=np.int32)
         self._suite = {pair: index for index, pair in enumerate(subtasks)}
 
     @property
@@ -573,10 +584,10 @@ class KeyEncoder:
             vocabularies={
                 name: self._vocabularies[name].values() for name in _TEXT_KEYS
             },
-            codes=self._variant_codes().copy(),
+            codes=self._variant_codes().astype(np.int64),
         )
 
-    def _variant_codes(self) -> IntArray:
+    def _variant_codes(self) -> npt.NDArray[np.int32]:
         """Per variant code, its (model, precision, revision, flag) ids."""
         return self._codes[: self._n_variants]
 
@@ -677,7 +688,7 @@ class KeyEncoder:
             start = self._n_variants
             fresh = np.arange(start, start + int(is_new.sum()))
             if fresh[-1] >= self._codes.shape[0]:
-                grown = np.zeros((2 * (fresh[-1] + 1), 4), dtype=np.int64)
+                grown = np.zeros((2 * (fresh[-1] + 1), 4), dtype=np.int32)
                 grown[:start] = self._codes[:start]
                 self._codes = grown
             self._codes[fresh] = keys[is_new]
@@ -711,7 +722,7 @@ class KeyEncoder:
                 self._pack(self._variant_codes()), np.arange(self._n_variants)
             )
 
-    def _pack(self, keys: IntArray) -> npt.NDArray[np.uint64]:
+    def _pack(self, keys: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.uint64]:
         """Each key row as one uint64: its ids side by side in their bits."""
         packed = np.zeros(keys.shape[0], dtype=np.uint64)
         for position, bits in enumerate(self._bits):

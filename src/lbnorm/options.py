@@ -61,6 +61,9 @@ class RunOptions:
         engine: The engine (see :data:`EngineName`).
         workers: Processes the stream engine sums Parquet row groups in.
         batch_rows: Rows per batch for the stream engine (None: a row group).
+        sum_memory: GiB the stream engine's exact sums may take; a larger input
+            spills its rows to a temporary folder and is summed a partition of
+            the variants at a time (:mod:`lbnorm.engines.spill`).
         scheduler: The Dask scheduler's address (None: a local cluster).
         metadata: A model metadata table (CSV or Parquet) joined into the
             leaderboard (None: the demo's own for the demo, else none).
@@ -95,6 +98,7 @@ class RunOptions:
     engine: EngineName = "auto"
     workers: int = 1
     batch_rows: int | None = None
+    sum_memory: float = 0.5
     scheduler: str | None = None
     metadata: str | None = None
     rank_within: tuple[str, ...] = ()
@@ -122,6 +126,12 @@ class RunOptions:
             msg = (
                 f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
                 "Hint: leave --batch-rows out to stream a Parquet row group at a time."
+            )
+            raise OptionsError(msg)
+        if not self.sum_memory > 0:
+            msg = (
+                f"sum_memory (--sum-memory) must be a positive number of GiB, got {self.sum_memory}.\n"
+                "Hint: leave --sum-memory out for the default (0.5)."
             )
             raise OptionsError(msg)
         if self.scheduler is not None and self.engine != "dask":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ from lbnorm.encode import Variants, merge_variants
 from lbnorm.kernel import (
     BenchmarkArrays,
     FloatArray,
+    IntArray,
     average_benchmarks,
     average_stderr,
     rank_descending,
@@ -42,21 +43,25 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "BoardCounts",
     "Job",
     "PartsInMemory",
     "PartsOnDisk",
     "Result",
     "SubtaskParts",
+    "TableParts",
     "assemble_result",
     "benchmark_table",
+    "board_order",
     "finish_job",
+    "leaderboard_rows",
     "leaderboard_table",
     "resized_variants",
 ]
 
 
-class SubtaskParts(Protocol):
-    """The subtask-level table, built one benchmark (one Parquet row group) at a time."""
+class TableParts(Protocol):
+    """A table built a part (one Parquet row group) at a time, never whole in memory."""
 
     @property
     def num_rows(self) -> int:
@@ -69,8 +74,22 @@ class SubtaskParts(Protocol):
         ...
 
     def parts(self) -> Iterator[pa.Table]:
-        """Each benchmark's rows (benchmark-major, then variant, then subtask)."""
+        """The parts, in the table's row order."""
         ...
+
+
+@runtime_checkable
+class BuildsWhole(Protocol):
+    """Parts that can also build the whole table as an in-memory engine would."""
+
+    def whole(self) -> pa.Table:
+        """The whole table."""
+        ...
+
+
+#: The subtask-level table's parts: each benchmark's rows (benchmark-major,
+#: then variant, then subtask).
+SubtaskParts = TableParts
 
 
 class PartsInMemory:
@@ -143,16 +162,52 @@ def finish_job(job: Job) -> Result:
     return replace(result, subtask_parts=PartsInMemory(schema, parts))
 
 
+@dataclass(frozen=True, slots=True)
+class BoardCounts:
+    """What a summary counts in the leaderboard, without reading it whole.
+
+    Attributes:
+        variants: Rows (model variants).
+        models: Distinct model names.
+        complete: Variants with every benchmark complete.
+        ranked: Variants with a rank.
+        unranked_incomplete: Incomplete variants without a rank.
+    """
+
+    variants: int
+    models: int
+    complete: int
+    ranked: int
+    unranked_incomplete: int
+
+    @classmethod
+    def of(cls, board: pa.Table) -> BoardCounts:
+        """Count a leaderboard table."""
+        import pyarrow.compute as pc
+
+        complete = arrow.to_numpy(board.column("is_complete")).astype(bool)
+        is_ranked = ~arrow.to_numpy(pc.is_null(board.column("rank"))).astype(bool)
+        return cls(
+            variants=board.num_rows,
+            models=_count_distinct(board.column("model")),
+            complete=int(np.count_nonzero(complete)),
+            ranked=int(np.count_nonzero(is_ranked)),
+            unranked_incomplete=int(np.count_nonzero(~complete & ~is_ranked)),
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
     """A normalized leaderboard: three tables and where they came from.
 
     Attributes:
-        benchmark_table: One row per (variant, benchmark): raw as shown,
-            normalized (Arrow; :attr:`benchmarks` gives it as pandas).
-        leaderboard_table: One row per variant, best first: rank, average,
-            coverage and a column per benchmark and ``<benchmark> Raw`` (Arrow;
-            :attr:`leaderboard` gives it as pandas).
+        benchmark_output: One row per (variant, benchmark): raw as shown,
+            normalized; an Arrow table, or its parts when the run spilled to
+            disk (:attr:`benchmark_table` is the whole table either way;
+            :attr:`benchmarks` gives it as pandas).
+        leaderboard_output: One row per variant, best first: rank, average,
+            coverage and a column per benchmark and ``<benchmark> Raw``; a
+            table or its parts (:attr:`leaderboard_table`, :attr:`leaderboard`).
         suite: The suite used.
         options: The options of the run.
         file_table: One row per input file (see :data:`INPUT_FILES`).
@@ -163,10 +218,14 @@ class Result:
         n_clipped: Subtask scores below their bound.
         n_models: Distinct model names in the leaderboard, when the engine
             counted them from its codes (None: count the table's column).
+        counts: The leaderboard's counts, when the engine counted them (None:
+            :meth:`board_counts` counts the table).
+        resized: Variants pooled with other sample sizes, when the engine
+            found them (None: :meth:`resized_variants` reads the benchmark table).
     """
 
-    benchmark_table: pa.Table
-    leaderboard_table: pa.Table
+    benchmark_output: pa.Table | TableParts
+    leaderboard_output: pa.Table | TableParts
     suite: Suite
     options: RunOptions = field(default_factory=RunOptions)
     file_table: pa.Table = field(default_factory=INPUT_FILES.empty_table)
@@ -175,6 +234,8 @@ class Result:
     n_scores: int = 0
     n_clipped: int = 0
     n_models: int | None = None
+    counts: BoardCounts | None = None
+    resized: tuple[int, list[str]] | None = None
 
     @property
     def missing(self) -> MissingPolicy:
@@ -182,14 +243,45 @@ class Result:
         return self.options.missing
 
     @property
+    def benchmark_table(self) -> pa.Table:
+        """One row per (variant, benchmark), as one Arrow table."""
+        return _whole(self.benchmark_output)
+
+    @property
+    def leaderboard_table(self) -> pa.Table:
+        """One row per variant, best first, as one Arrow table."""
+        return _whole(self.leaderboard_output)
+
+    def board_counts(self) -> BoardCounts:
+        """The leaderboard's counts (variants, models, complete, ranked)."""
+        if self.counts is not None:
+            return self.counts
+        return BoardCounts.of(self.leaderboard_table)
+
+    def board_head(self, n_rows: int) -> pa.Table:
+        """The first `n_rows` rows of the leaderboard (its best variants)."""
+        board = self.leaderboard_output
+        if isinstance(board, pa.Table):
+            return board.slice(0, n_rows)
+        head: list[pa.Table] = []
+        for part in board.parts():
+            head.append(part.slice(0, n_rows - sum(t.num_rows for t in head)))
+            if sum(t.num_rows for t in head) >= n_rows:
+                break
+        return pa.concat_tables(head) if head else board.schema.empty_table()
+
+    def resized_variants(self) -> tuple[int, list[str]]:
+        """Variants pooled with other sample sizes: how many, and examples."""
+        if self.resized is not None:
+            return self.resized
+        return resized_variants(self.benchmark_table)
+
+    @property
     def subtask_table(self) -> pa.Table | None:
         """The subtask-level table as one Arrow table, or None if not built."""
         if self.subtask_parts is None:
             return None
-        parts = list(self.subtask_parts.parts())
-        if not parts:
-            return self.subtask_parts.schema.empty_table()
-        return pa.concat_tables(parts)
+        return _whole(self.subtask_parts)
 
     @property
     def subtasks(self) -> pd.DataFrame:
@@ -213,6 +305,27 @@ class Result:
     def files(self) -> pd.DataFrame:
         """The input files, as pandas."""
         return _to_pandas(self.file_table)
+
+
+def _count_distinct(values: pa.ChunkedArray) -> int:
+    """Distinct values of a column; of a dictionary column, its distinct indices."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(values.type):
+        values = values.unify_dictionaries()
+        values = pa.chunked_array([chunk.indices for chunk in values.chunks])
+    count: int = pc.count_distinct(values).as_py()
+    return count
+
+
+def _whole(table: pa.Table | TableParts) -> pa.Table:
+    """A table, or its parts put together."""
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, BuildsWhole):
+        return table.whole()
+    parts = list(table.parts())
+    return pa.concat_tables(parts) if parts else table.schema.empty_table()
 
 
 #: Variants named when a run reports those pooled with other sample sizes.
@@ -294,8 +407,8 @@ def assemble_result(
         benchmark.stderr, benchmark.normalized, arrays.weight, missing=options.missing
     )
     return Result(
-        benchmark_table=benchmark_table(variants, suite, benchmark),
-        leaderboard_table=leaderboard_table(
+        benchmark_output=benchmark_table(variants, suite, benchmark),
+        leaderboard_output=leaderboard_table(
             variants, suite, benchmark, average, rank, average_error
         ),
         suite=suite,
@@ -312,7 +425,11 @@ def assemble_result(
 
 
 def benchmark_table(
-    variants: Variants, suite: Suite, arrays: BenchmarkArrays
+    variants: Variants,
+    suite: Suite,
+    arrays: BenchmarkArrays,
+    *,
+    benchmarks: IntArray | None = None,
 ) -> pa.Table:
     """One row per (variant, benchmark) with at least one subtask present.
 
@@ -320,6 +437,8 @@ def benchmark_table(
         variants: The variant keys, one row per row of `arrays`.
         suite: The suite (benchmark names).
         arrays: The kernel's benchmark-level arrays.
+        benchmarks: The suite's benchmark of each column of `arrays` (default:
+            every benchmark, in order).
 
     Returns:
         The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
@@ -327,8 +446,11 @@ def benchmark_table(
     n_variants, n_benchmarks = arrays.raw.shape
     present = (arrays.n_present > 0).T.ravel()  # benchmark-major, then variant
     variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
-    benchmark_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
-    expected = arrays.n_expected[benchmark_index].astype(np.int32)
+    column_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
+    benchmark_index = (
+        column_index if benchmarks is None else np.asarray(benchmarks)[column_index]
+    )
+    expected = arrays.n_expected[column_index].astype(np.int32)
     count = arrays.n_present.T.ravel()[present].astype(np.int32)
     normalized = arrays.normalized.T.ravel()[present]
     columns: dict[str, pa.Array] = {
@@ -381,30 +503,74 @@ def leaderboard_table(
         The leaderboard, ranked variants first, then the others in key order.
     """
     # order first, then every column gathered once, already in order
-    order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
-    ordered = variants.take(order)
-    n_benchmarks = (arrays.n_present == arrays.n_expected).sum(axis=1)[order]
-    normalized = np.take(arrays.normalized, order, axis=0).T  # rows, then columns
-    raw = np.take(arrays.raw, order, axis=0).T
-    stderr = np.take(arrays.stderr, order, axis=0).T
-    ranks = rank[order]
-    averages = average[order]
+    order = board_order(rank)
+    return leaderboard_rows(
+        variants.take(order),
+        suite,
+        n_complete=(arrays.n_present == arrays.n_expected).sum(axis=1)[order],
+        normalized=np.take(arrays.normalized, order, axis=0).T,  # rows, then columns
+        raw=np.take(arrays.raw, order, axis=0).T,
+        stderr=np.take(arrays.stderr, order, axis=0).T,
+        rank=rank[order],
+        average=average[order],
+        average_error=average_error[order],
+    )
+
+
+def board_order(rank: FloatArray) -> IntArray:
+    """The leaderboard's row order: by rank, then unranked ones, each in key order.
+
+    Args:
+        rank: Each variant's rank, variants in key order (NaN: unranked).
+    """
+    order: IntArray = np.lexsort(
+        (np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank))
+    )
+    return order
+
+
+def leaderboard_rows(
+    ordered: Variants,
+    suite: Suite,
+    *,
+    n_complete: IntArray,
+    normalized: FloatArray,
+    raw: FloatArray,
+    stderr: FloatArray,
+    rank: FloatArray,
+    average: FloatArray,
+    average_error: FloatArray,
+) -> pa.Table:
+    """Leaderboard rows, already in the board's order.
+
+    Args:
+        ordered: The rows' variant keys.
+        suite: The suite (benchmark names, count).
+        n_complete: Complete benchmarks per row.
+        normalized: Scores per benchmark (first axis), then row.
+        raw: Raw values, the same shape.
+        stderr: Standard errors, the same shape.
+        rank: Per row (NaN: unranked).
+        average: Per row (NaN: none).
+        average_error: Per row (NaN: unknown).
+
+    Returns:
+        Rows in the :func:`lbnorm.schemas.leaderboard_schema` of the suite.
+    """
     columns: dict[str, pa.Array] = {
         name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"
     }
     columns["chat_template"] = ordered.flags()
     columns["rank"] = arrow.array(
-        np.nan_to_num(ranks).astype(np.int64), mask=np.isnan(ranks)
+        np.nan_to_num(rank).astype(np.int64), mask=np.isnan(rank)
     )
-    columns["average"] = arrow.array(averages, mask=np.isnan(averages))
-    columns["average_stderr"] = arrow.array(
-        average_error[order], mask=np.isnan(average_error[order])
-    )
-    columns["n_benchmarks"] = arrow.array(n_benchmarks.astype(np.int32))
+    columns["average"] = arrow.array(average, mask=np.isnan(average))
+    columns["average_stderr"] = arrow.array(average_error, mask=np.isnan(average_error))
+    columns["n_benchmarks"] = arrow.array(n_complete.astype(np.int32))
     columns["n_benchmarks_expected"] = arrow.array(
-        np.full(len(order), len(suite.benchmarks), dtype=np.int32)
+        np.full(len(rank), len(suite.benchmarks), dtype=np.int32)
     )
-    columns["is_complete"] = arrow.array(n_benchmarks == len(suite.benchmarks))
+    columns["is_complete"] = arrow.array(n_complete == len(suite.benchmarks))
     for index, name in enumerate(suite.benchmark_names):
         columns[name] = arrow.array(normalized[index], mask=np.isnan(normalized[index]))
         columns[f"{name} Raw"] = arrow.array(raw[index], mask=np.isnan(raw[index]))

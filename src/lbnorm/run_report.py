@@ -102,14 +102,13 @@ def build_run_report(
             "output": None,
         }
     inputs = _inputs(result.file_table, cache_stats(result.file_table))
-    board = result.leaderboard_table
-    complete = _count(board["is_complete"])
+    board = result.board_counts()
     models = {
-        "variants": board.num_rows,
-        "models": int(pc.count_distinct(board["model"]).as_py()),
-        "complete": complete,
-        "incomplete": board.num_rows - complete,
-        "ranked": board.num_rows - board["rank"].null_count,
+        "variants": board.variants,
+        "models": board.models,
+        "complete": board.complete,
+        "incomplete": board.variants - board.complete,
+        "ranked": board.ranked,
         "missing_policy": result.missing,
     }
     warnings = []

@@ -160,7 +160,7 @@ def format_summary(
     """
     import pyarrow.compute as pc
 
-    board = result.leaderboard_table
+    board = result.board_counts()
     files = result.file_table
     n_subtasks = sum(len(benchmark.subtasks) for benchmark in result.suite.benchmarks)
     lines = [  # (counted without building the suite's subtask table: ~15 ms)
@@ -189,23 +189,17 @@ def format_summary(
     )  # the catalog carries the readers' warnings
 
     lines += [f"warning    {w}" for w in input_warnings(result.file_table)]
-    is_incomplete = pc.invert(board["is_complete"])
-    incomplete = int(pc.sum(is_incomplete).as_py() or 0)
-    n_models = int(pc.count_distinct(board["model"]).as_py())
+    incomplete = board.variants - board.complete
     lines.append(
-        f"models     {n_models:,} ({board.num_rows:,} variants), {incomplete:,} incomplete (missing={result.missing})"
+        f"models     {board.models:,} ({board.variants:,} variants), {incomplete:,} incomplete (missing={result.missing})"
     )
-    unranked = int(
-        pc.sum(pc.and_(is_incomplete, pc.is_null(board["rank"]))).as_py() or 0
-    )
+    unranked = board.unranked_incomplete
     if result.missing == "exclude" and unranked:
         lines.append(
             f"unranked   {unranked:,} incomplete variant(s) have no average and no rank "
             "(--missing exclude); --missing partial averages the benchmarks they have"
         )
-    from lbnorm.result import resized_variants  # (Arrow: not for `lbnorm --help`)
-
-    n_resized, resized = resized_variants(result.benchmark_table)
+    n_resized, resized = result.resized_variants()
     if n_resized:
         lines.append(
             f"sizes      {n_resized:,} variant(s) pooled with sample sizes other than the "
@@ -215,7 +209,7 @@ def format_summary(
         f"clipped    {result.n_clipped:,} subtask scores below their random baseline set to 0"
     )
     if top > 0:
-        shown = board.slice(0, top).select(
+        shown = result.board_head(top).select(
             ["rank", "model", "precision", "average", *result.suite.benchmark_names]
         )
         lines += ["", f"top {shown.num_rows}:", format_table(shown)]

@@ -47,12 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm import arrow
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
 from lbnorm.forking import held_signals
@@ -70,7 +67,6 @@ from lbnorm.result import (
     PartsOnDisk,
     Result,
     SubtaskParts,
-    resized_variants,
 )
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
@@ -374,8 +370,8 @@ def _write_tables(
     provenance = provenance_of(suite, result.options, files)
     tables: dict[str, pa.Table | SubtaskParts | None] = {
         "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
-        "benchmarks.parquet": result.benchmark_table,
-        "leaderboard.parquet": result.leaderboard_table,
+        "benchmarks.parquet": result.benchmark_output,
+        "leaderboard.parquet": result.leaderboard_output,
     }
     jobs = {
         name: (table, {**provenance, "lbnorm.table": name.removesuffix(".parquet")})
@@ -389,19 +385,15 @@ def _write_tables(
             name: pool.submit(_write_output, table, metadata, folder / name)
             for name, (table, metadata) in jobs.items()
         }
-        board = result.leaderboard_table
+        board = result.board_counts()
         counts = {
-            "models": _count_distinct(board.column("model"))
-            if result.n_models is None
-            else result.n_models,
-            "variants": board.num_rows,
-            "complete_variants": int(
-                np.count_nonzero(arrow.to_numpy(board.column("is_complete")))
-            ),
+            "models": board.models if result.n_models is None else result.n_models,
+            "variants": board.variants,
+            "complete_variants": board.complete,
             "ignored_rows": result.n_ignored_rows,
             "superseded_files": sum(row["superseded_by"] is not None for row in inputs),
         }
-        n_resized, resized = resized_variants(result.benchmark_table)
+        n_resized, resized = result.resized_variants()
         counts["variants_pooled_with_other_sizes"] = n_resized
         outputs = {name: future.result() for name, future in futures.items()}
     if subtasks is not None:
@@ -418,15 +410,6 @@ def _write_tables(
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
     }
-
-
-def _count_distinct(values: pa.ChunkedArray) -> int:
-    """Distinct values of a column; of a dictionary column, its distinct indices."""
-    if pa.types.is_dictionary(values.type):
-        values = values.unify_dictionaries()
-        values = pa.chunked_array([chunk.indices for chunk in values.chunks])
-    count: int = pc.count_distinct(values).as_py()
-    return count
 
 
 def _write_output(
@@ -460,9 +443,10 @@ def _write_parts(
     metadata: dict[str, str],
     path: Path,
 ) -> int:
-    """Write the subtask table a part (one row group) at a time; return its rows.
+    """Write a table a part (one row group) at a time; return its rows.
 
-    The next part is built on a second thread while this one is encoded (both
+    The subtask table, and the other two of a spilled run, come this way. The
+    next part is built on a second thread while this one is encoded (both
     release the GIL for their array work), holding at most two parts in memory.
     """
     schema = schema.with_metadata({**metadata, **pandas_metadata(schema)})
@@ -474,7 +458,7 @@ def _write_parts(
             compression="zstd",
             write_batch_size=_WRITE_BATCH_ROWS,
             write_statistics=_statistics_columns(schema),
-            use_dictionary=[*_dictionary_columns(schema), *_FEW_VALUES],
+            use_dictionary=_dictionary_choice(schema, path),
             column_encoding=_float_encodings(schema),
         ) as writer,
         ThreadPoolExecutor(max_workers=1) as builder,
@@ -518,6 +502,18 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return [field.name for field in schema if pa.types.is_dictionary(field.type)]
 
 
+def _dictionary_choice(schema: pa.Schema, path: Path) -> list[str]:
+    """Columns written with dictionary pages.
+
+    The leaderboard's keys are unique per row: written plain, but for precision.
+    Elsewhere: dictionary-typed text and the few-valued columns.
+    """
+    if path.name == "leaderboard.parquet":
+        return ["precision"]
+    few = [name for name in _FEW_VALUES if name in schema.names]
+    return [*_dictionary_columns(schema), *few]
+
+
 #: High-cardinality text columns written without min/max statistics.
 _NO_STATISTICS = frozenset({"model", "revision"})
 
@@ -533,7 +529,6 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     saves for these tables. Per-row-unique text (the leaderboard's keys) is
     written plain, not dictionary-encoded.
     """
-    is_unique_keys = path.name == "leaderboard.parquet"
     pq.write_table(
         table,
         path,
@@ -542,9 +537,7 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
         write_batch_size=_WRITE_BATCH_ROWS,
         write_statistics=_statistics_columns(table.schema),
         column_encoding=_float_encodings(table.schema),
-        use_dictionary=["precision"]
-        if is_unique_keys
-        else _dictionary_columns(table.schema),
+        use_dictionary=_dictionary_choice(table.schema, path),
     )
 
 

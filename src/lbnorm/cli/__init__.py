@@ -85,9 +85,12 @@ def _exit_now(code: int) -> None:
     named tuple being made while a module is imported), even when lbnorm then
     handled it: the caller would see "killed by SIGINT" after lbnorm said the
     previous output is unchanged. The staging folder and any workers were
-    cleaned up as the exception unwound; only the interpreter's own teardown
-    is skipped.
+    cleaned up as the exception unwound; the atexit handlers run here (a spilled
+    run's temporary folder is removed by one); only the interpreter's own
+    teardown is skipped.
     """
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

@@ -103,6 +103,17 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         help="with --engine dask: the scheduler, e.g. tcp://host:8786 (default: a local cluster)",
     )
     run.add_argument(
+        "--sum-memory",
+        type=float,
+        metavar="GIB",
+        default=0.5,
+        help=(
+            "with the stream engine: memory the exact sums may take (default: "
+            "%(default)s GiB); a larger input spills its rows to a temporary folder "
+            "(TMPDIR; 5-10 bytes per input row) and is summed a partition of the variants at a time"
+        ),
+    )
+    run.add_argument(
         "--batch-rows",
         type=int,
         metavar="N",

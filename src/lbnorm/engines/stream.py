@@ -22,18 +22,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, merge_variants
+from lbnorm.engines.partials import PartialStore
+from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
 from lbnorm.engines.workers import sum_in_workers
 from lbnorm.kernel import (
-    SUMS,
-    FixedPoint,
-    FloatArray,
     IntArray,
-    Partials,
     SuiteArrays,
     finish_benchmarks,
 )
@@ -113,7 +110,9 @@ class StreamJob:
 
     def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
         self._inputs, self._suite, self._options = inputs, suite, options
-        self._folder = _Folder(suite, unknown=options.unknown, rows=inputs.num_rows)
+        self._folder = _Folder(
+            suite, unknown=options.unknown, rows=inputs.num_rows, options=options
+        )
         self._is_done = False
         self.subtask_schema = SUBTASK_SCORES if options.subtasks else None
 
@@ -133,7 +132,7 @@ class StreamJob:
         if not self._is_done:
             self._is_done = True
             inputs, options = self._inputs, self._options
-            if inputs.streamed and options.workers > 1:
+            if inputs.streamed and options.workers > 1 and not self._folder.spills:
                 totals = sum_in_workers(
                     lambda part, parts: sum_scores(
                         inputs.partition(part, parts),
@@ -148,8 +147,12 @@ class StreamJob:
             if totals is None:
                 for batch in _sliced(inputs.batches, options.batch_rows):
                     self._folder.fold(batch)
+        if totals is None and self._folder.spills:
+            return self._folder.finish_spilled(
+                self._suite, self._options, self._inputs.catalog
+            )
         if totals is None:
-            totals = self._folder.totals()
+            totals = self._folder.totals(last=True)
         if totals.failures:
             raise failure_error(totals.failures, total=totals.n_failed)
         return finish_totals(
@@ -277,7 +280,7 @@ class Totals:
     """
 
     variants: Variants
-    store: _PartialStore
+    store: PartialStore
     failures: list[pa.Table]
     n_failed: int
     n_ignored: int
@@ -315,18 +318,34 @@ def sum_scores(
 class _Folder:
     """Checks batches and folds them into exact sums, one at a time."""
 
-    def __init__(self, suite: Suite, *, unknown: UnknownSubtasks, rows: int) -> None:
+    def __init__(
+        self,
+        suite: Suite,
+        *,
+        unknown: UnknownSubtasks,
+        rows: int,
+        options: RunOptions | None = None,
+    ) -> None:
+        """A folder for `rows` rows; given `options`, one that spills when they ask."""
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
         self._unknown = unknown
-        self._encoder = KeyEncoder(pairs)
-        self._store = _PartialStore(
-            self.arrays,
-            rows // max(len(pairs), 1) + 1,
-            [f"{b} / {t}" for b, t in pairs],
+        capacity = rows // max(len(pairs), 1) + 1
+        self._encoder = KeyEncoder(pairs, expected_variants=capacity)
+        names = [f"{b} / {t}" for b, t in pairs]
+        width = None if options is None else spill_width(self.arrays, rows, options)
+        self._store: PartialStore | SpillStore = (
+            PartialStore(self.arrays, capacity, names)
+            if width is None
+            else SpillStore(self.arrays, capacity, names, width)
         )
         self._failures: list[pa.Table] = []
         self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
+
+    @property
+    def spills(self) -> bool:
+        """Whether the rows go to a spill folder (see :mod:`lbnorm.engines.spill`)."""
+        return isinstance(self._store, SpillStore)
 
     def fold(self, batch: Batch) -> CheckedBatch | None:
         """Check a batch and add its scores; None once any batch failed a check."""
@@ -363,11 +382,39 @@ class _Folder:
         self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
         return checked
 
-    def totals(self) -> Totals:
-        """The sums so far."""
+    def finish_spilled(
+        self, suite: Suite, options: RunOptions, files: pa.Table
+    ) -> Result:
+        """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
+        assert isinstance(self._store, SpillStore)
+        if self._failures:
+            self._store.folder.remove()
+            raise failure_error(self._failures, total=self._n_failed)
+        variants = self._encoder.variants()
+        self._encoder = KeyEncoder([])  # its hash tables: ~100 MB per 5M keys, freed
+        return finish_spilled(
+            variants,
+            self._store.trimmed(len(variants)),
+            suite,
+            options=options,
+            files=files,
+            counts=(self._n_ignored, self._n_scores, self._n_clipped),
+        )
+
+    def totals(self, *, last: bool = False) -> Totals:
+        """The sums so far (of a folder that does not spill).
+
+        Args:
+            last: Nothing more will be folded: the key registry's hash tables
+                are freed (~100 MB per 5M keys) before the result is built.
+        """
+        assert isinstance(self._store, PartialStore), "a spilled run has no sums"
+        variants = self._encoder.variants()
+        if last:
+            self._encoder = KeyEncoder([])
         return Totals(
-            variants=self._encoder.variants(),
-            store=self._store.trimmed(self._encoder.n_variants),
+            variants=variants,
+            store=self._store.trimmed(len(variants)),
             failures=self._failures,
             n_failed=self._n_failed,
             n_ignored=self._n_ignored,
@@ -413,7 +460,7 @@ def add_totals(parts: list[Totals]) -> Totals:
 
 
 def _describe_repeats(
-    variants: Variants, row: IntArray, subtask: IntArray, store: _PartialStore
+    variants: Variants, row: IntArray, subtask: IntArray, store: PartialStore
 ) -> pa.Table:
     """Failure rows for (variant, subtask) pairs that two shares both supplied."""
     shown = slice(0, MAX_FAILURES_SHOWN)
@@ -426,163 +473,6 @@ def _describe_repeats(
         row="-",
         column="subtask",
     )
-
-
-class _PartialStore:
-    """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
-
-    Scores are summed as fixed-point integers (:class:`lbnorm.kernel.FixedPoint`),
-    so a sum does not depend on the order or the batch boundaries of its terms
-    and equals the in-memory engine's bit for bit. Counts and sample weights
-    come from the seen matrix at the end.
-    """
-
-    def __init__(
-        self, arrays: SuiteArrays, capacity: int, subtask_names: list[str]
-    ) -> None:
-        self.subtask_names = subtask_names  # "benchmark / subtask", for messages
-        self._fixed = FixedPoint(arrays)
-        self._benchmark_index = arrays.benchmark_index
-        self.arrays = arrays
-        self._n_benchmarks = arrays.is_pooled.shape[0]
-        capacity = max(capacity, 16)
-        # one array per sum (not one matrix), so each can be freed on its own
-        self._sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
-        self._seen = np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
-        self._added: set[str] = set()  # sums some term was added to
-
-    def reserve(self, n_variants: int) -> None:
-        """Make room for `n_variants` (doubling, so growth stays amortized)."""
-        capacity = self._seen.shape[0]
-        if n_variants <= capacity:
-            return
-        capacity = max(2 * capacity, n_variants)
-        sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
-        for new, old in zip(sums, self._sums, strict=True):
-            new[: old.size] = old
-        seen = np.zeros((capacity, self._seen.shape[1]), dtype=bool)
-        seen[: self._seen.shape[0]] = self._seen
-        self._sums, self._seen = sums, seen
-
-    def trimmed(self, n_variants: int) -> _PartialStore:
-        """The store cut to its first `n_variants` rows (views: nothing is copied)."""
-        self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
-        self._seen = self._seen[:n_variants]
-        return self
-
-    def release(self) -> None:
-        """Free the sums and the seen matrix (once the partials are taken)."""
-        self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
-        self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
-
-    def empty_like(self, n_variants: int) -> _PartialStore:
-        """An empty store for the same suite with room for `n_variants`."""
-        return _PartialStore(self.arrays, n_variants, self.subtask_names)
-
-    def absorb(
-        self, other: _PartialStore, rows: IntArray
-    ) -> tuple[IntArray, IntArray] | None:
-        """Add `other`'s sums to `rows` of this store.
-
-        Returns:
-            None, or (other's row, subtask) of every cell both stores hold (then
-            nothing is added).
-        """
-        seen = other._seen
-        overlap = self._seen[rows] & seen
-        if overlap.any():
-            row, subtask = np.nonzero(overlap)
-            return row.astype(np.int64), subtask.astype(np.int64)
-        self._seen[rows] |= seen
-        self._added |= other._added
-        shape = (-1, self._n_benchmarks)
-        for mine, theirs in zip(self._sums, other._sums, strict=True):
-            mine.reshape(shape)[rows] += theirs.reshape(shape)
-        return None
-
-    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
-        """Which (variant, subtask) pairs an earlier batch already supplied."""
-        n_subtasks = self._seen.shape[1]
-        inside = variant < self._seen.shape[0]  # new variants have no room yet
-        if inside.all():
-            return self._seen.ravel().take(variant * n_subtasks + subtask)
-        is_seen = np.zeros(variant.shape, dtype=bool)
-        is_seen[inside] = self._seen.ravel().take(
-            variant[inside] * n_subtasks + subtask[inside]
-        )
-        return is_seen
-
-    def add(
-        self,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray | None,
-        *,
-        stderr: FloatArray | None = None,
-        n_samples: FloatArray | None = None,
-    ) -> None:
-        """Add distinct, valid scores to their sums (None: only mark them seen)."""
-        self._seen.ravel()[variant * self._seen.shape[1] + subtask] = True
-        if raw is None or raw.size == 0:
-            return
-        key = variant * self._n_benchmarks + self._benchmark_index.take(subtask)
-        terms = self._fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
-        self._added.update(terms)
-        step = np.diff(key)
-        if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
-            # subtasks together, in suite order): a sum per run of equal keys
-            starts = np.flatnonzero(step) + 1
-            starts = np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
-            targets = key[starts]  # distinct
-            for row, name in enumerate(SUMS):  # exact sums: any order, same bits
-                if name in terms:  # an absent sum only adds zeros
-                    self._sums[row][targets] += np.add.reduceat(terms[name], starts)
-            return
-        low = int(key.min())
-        span = int(key.max()) - low + 1
-        if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
-            keys: IntArray | slice = slice(low, low + span)
-            local, size = key - low, span
-        else:
-            keys, local = np.unique(key, return_inverse=True)
-            size = keys.size
-        for row, name in enumerate(SUMS):  # exact sums: in any order, the same bits
-            if name in terms:  # an absent sum only adds zeros
-                self._sums[row][keys] += np.bincount(local, terms[name], minlength=size)
-
-    def partials(self, n_variants: int, order: IntArray) -> Partials:
-        """The sums of the first `n_variants` variants, rows in `order`.
-
-        Each sum is freed here once taken (the store is spent: see :meth:`release`),
-        so the sums and their ordered copies are never all held at once.
-        """
-        shape = (n_variants, self._n_benchmarks)
-        sums = {}
-        for row, name in enumerate(SUMS):
-            if name not in self._added:  # never added to: zeros (pages untouched)
-                sums[name] = np.zeros(shape)
-                continue
-            block = self._sums[row][: n_variants * self._n_benchmarks].reshape(shape)
-            ordered = block.take(order, axis=0)
-            del block
-            self._sums[row] = np.zeros(0)  # this sum's buffer, freed
-            if name in self._fixed.scale:  # to plain units, in place
-                ordered /= self._fixed.scale[name]
-            sums[name] = ordered
-        seen = self._seen[:n_variants]
-        count = np.empty((self._n_benchmarks, n_variants))
-        starts = np.searchsorted(
-            self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
-        )
-        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
-            columns = slice(int(starts[index]), int(starts[index + 1]))
-            present = seen[:, columns]
-            count[index] = np.count_nonzero(present, axis=1)
-            if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
-                suite_n = self.arrays.n_samples[columns]
-                sums["weight"][:, index] += (present @ suite_n)[order]
-        count = count.T.take(order, axis=0)  # counted in code order, then ordered
-        return Partials(count=count, sums=sums)
 
 
 def _sliced(batches: Iterable[Batch], rows: int | None) -> Iterator[Batch]:

@@ -1,0 +1,237 @@
+"""Exact per (variant, benchmark) partial sums, and which (variant, subtask) pairs came.
+
+The state a streaming run folds its batches into (:class:`PartialStore`): the
+sums are fixed-point integers (:class:`lbnorm.kernel.FixedPoint`), so they do
+not depend on row order or batch boundaries, and a store's sums add up with
+another's (workers, partitions).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from lbnorm.kernel import SUMS, FixedPoint, FloatArray, IntArray, Partials, SuiteArrays
+
+__all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
+
+
+def grown(seen: npt.NDArray[np.bool_], capacity: int) -> npt.NDArray[np.bool_]:
+    """A seen matrix with room for `capacity` variants (its rows copied)."""
+    larger = np.zeros((capacity, seen.shape[1]), dtype=bool)
+    larger[: seen.shape[0]] = seen
+    return larger
+
+
+def seen_at(
+    seen: npt.NDArray[np.bool_], variant: IntArray, subtask: IntArray
+) -> npt.NDArray[np.bool_]:
+    """Which (variant, subtask) pairs the seen matrix holds (rows past it: none)."""
+    n_subtasks = seen.shape[1]
+    inside = variant < seen.shape[0]  # new variants have no room yet
+    if inside.all():
+        taken: npt.NDArray[np.bool_] = seen.ravel().take(variant * n_subtasks + subtask)
+        return taken
+    is_seen = np.zeros(variant.shape, dtype=bool)
+    is_seen[inside] = seen.ravel().take(variant[inside] * n_subtasks + subtask[inside])
+    return is_seen
+
+
+def marked(seen: npt.NDArray[np.bool_], variant: IntArray, subtask: IntArray) -> None:
+    """Mark (variant, subtask) pairs seen (the matrix has room for them)."""
+    seen.ravel()[variant * seen.shape[1] + subtask] = True
+
+
+def summed_terms(
+    fixed: FixedPoint,
+    key: IntArray,
+    raw: FloatArray,
+    subtask: IntArray,
+    *,
+    stderr: FloatArray | None = None,
+    n_samples: FloatArray | None = None,
+) -> tuple[IntArray | slice, dict[str, FloatArray]]:
+    """A batch's exact terms summed per cell (``key``: variant x benchmark).
+
+    Returns:
+        The distinct cells (a slice when the batch covers a run of them) and,
+        per sum some term was added to, each cell's total.
+    """
+    terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+    step = np.diff(key)
+    if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
+        # subtasks together, in suite order): a sum per run of equal keys
+        starts = np.flatnonzero(step) + 1
+        starts = np.concatenate([np.zeros(1, dtype=starts.dtype), starts])
+        targets = key[starts]  # distinct
+        return targets, {
+            name: np.add.reduceat(values, starts) for name, values in terms.items()
+        }
+    low = int(key.min())
+    span = int(key.max()) - low + 1
+    if span <= 4 * key.size:  # a batch covers a run of variants: dense slices
+        keys: IntArray | slice = slice(low, low + span)
+        local, size = key - low, span
+    else:
+        keys, local = np.unique(key, return_inverse=True)
+        size = keys.size
+    sums: dict[str, FloatArray] = {
+        name: np.bincount(local, values, minlength=size).astype(np.float64, copy=False)
+        for name, values in terms.items()
+    }
+    return keys, sums
+
+
+class PartialStore:
+    """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
+
+    Scores are summed as fixed-point integers (:class:`lbnorm.kernel.FixedPoint`),
+    so a sum does not depend on the order or the batch boundaries of its terms
+    and equals the in-memory engine's bit for bit. Counts and sample weights
+    come from the seen matrix at the end.
+    """
+
+    def __init__(
+        self,
+        arrays: SuiteArrays,
+        capacity: int,
+        subtask_names: list[str],
+        *,
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        """A store for `capacity` variants (it grows); `seen` given: those rows, fixed.
+
+        A spilled run sums a partition of the variants at a time over the rows
+        of its seen matrix (:mod:`lbnorm.engines.spill`), marked as the rows were
+        checked.
+        """
+        self.subtask_names = subtask_names  # "benchmark / subtask", for messages
+        self._fixed = FixedPoint(arrays)
+        self._benchmark_index = arrays.benchmark_index
+        self.arrays = arrays
+        self._n_benchmarks = arrays.is_pooled.shape[0]
+        capacity = max(capacity, 16) if seen is None else seen.shape[0]
+        # one array per sum (not one matrix), so each can be freed on its own
+        self._sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
+        self._seen = (
+            np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
+            if seen is None
+            else seen
+        )
+        self._added: set[str] = set()  # sums some term was added to
+
+    def reserve(self, n_variants: int) -> None:
+        """Make room for `n_variants` (doubling, so growth stays amortized)."""
+        capacity = self._seen.shape[0]
+        if n_variants <= capacity:
+            return
+        capacity = max(2 * capacity, n_variants)
+        sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
+        for new, old in zip(sums, self._sums, strict=True):
+            new[: old.size] = old
+        self._sums, self._seen = sums, grown(self._seen, capacity)
+
+    def trimmed(self, n_variants: int) -> PartialStore:
+        """The store cut to its first `n_variants` rows (views: nothing is copied)."""
+        self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
+        self._seen = self._seen[:n_variants]
+        return self
+
+    def release(self) -> None:
+        """Free the sums and the seen matrix (once the partials are taken)."""
+        self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
+        self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
+
+    def empty_like(self, n_variants: int) -> PartialStore:
+        """An empty store for the same suite with room for `n_variants`."""
+        return PartialStore(self.arrays, n_variants, self.subtask_names)
+
+    def absorb(
+        self, other: PartialStore, rows: IntArray
+    ) -> tuple[IntArray, IntArray] | None:
+        """Add `other`'s sums to `rows` of this store.
+
+        Returns:
+            None, or (other's row, subtask) of every cell both stores hold (then
+            nothing is added).
+        """
+        seen = other._seen
+        overlap = self._seen[rows] & seen
+        if overlap.any():
+            row, subtask = np.nonzero(overlap)
+            return row.astype(np.int64), subtask.astype(np.int64)
+        self._seen[rows] |= seen
+        self._added |= other._added
+        shape = (-1, self._n_benchmarks)
+        for mine, theirs in zip(self._sums, other._sums, strict=True):
+            mine.reshape(shape)[rows] += theirs.reshape(shape)
+        return None
+
+    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
+        """Which (variant, subtask) pairs an earlier batch already supplied."""
+        return seen_at(self._seen, variant, subtask)
+
+    def add(
+        self,
+        variant: IntArray,
+        subtask: IntArray,
+        raw: FloatArray | None,
+        *,
+        stderr: FloatArray | None = None,
+        n_samples: FloatArray | None = None,
+    ) -> None:
+        """Add distinct, valid scores to their sums (None: only mark them seen)."""
+        marked(self._seen, variant, subtask)
+        if raw is None or raw.size == 0:
+            return
+        self.add_sums(
+            *summed_terms(
+                self._fixed,
+                variant * self._n_benchmarks + self._benchmark_index.take(subtask),
+                raw,
+                subtask,
+                stderr=stderr,
+                n_samples=n_samples,
+            )
+        )
+
+    def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
+        """Add sums to distinct cells (``variant * n_benchmarks + benchmark``)."""
+        self._added.update(sums)
+        for row, name in enumerate(SUMS):  # exact sums: any order, same bits
+            if name in sums:  # an absent sum only adds zeros
+                self._sums[row][keys] += sums[name]
+
+    def partials(self, n_variants: int, order: IntArray) -> Partials:
+        """The sums of the first `n_variants` variants, rows in `order`.
+
+        Each sum is freed here once taken (the store is spent: see :meth:`release`),
+        so the sums and their ordered copies are never all held at once.
+        """
+        shape = (n_variants, self._n_benchmarks)
+        sums = {}
+        for row, name in enumerate(SUMS):
+            if name not in self._added:  # never added to: zeros (pages untouched)
+                sums[name] = np.zeros(shape)
+                continue
+            block = self._sums[row][: n_variants * self._n_benchmarks].reshape(shape)
+            ordered = block.take(order, axis=0)
+            del block
+            self._sums[row] = np.zeros(0)  # this sum's buffer, freed
+            if name in self._fixed.scale:  # to plain units, in place
+                ordered /= self._fixed.scale[name]
+            sums[name] = ordered
+        seen = self._seen[:n_variants]
+        count = np.empty((self._n_benchmarks, n_variants))
+        starts = np.searchsorted(
+            self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
+        )
+        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
+            columns = slice(int(starts[index]), int(starts[index + 1]))
+            present = seen[:, columns]
+            count[index] = np.count_nonzero(present, axis=1)
+            if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
+                suite_n = self.arrays.n_samples[columns]
+                sums["weight"][:, index] += (present @ suite_n)[order]
+        count = count.T.take(order, axis=0)  # counted in code order, then ordered
+        return Partials(count=count, sums=sums)

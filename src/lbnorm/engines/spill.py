@@ -1,0 +1,587 @@
+"""Spilling: a streaming run whose sums would not fit its memory budget.
+
+The exact sums take ``8 * len(SUMS)`` bytes per (variant, benchmark), and
+finishing them as many again: 2M variants of a 10-benchmark suite need ~2.5 GB.
+When the input's row count says the run would pass ``RunOptions.sum_memory``
+(:func:`spill_width`), the streaming engine spills instead:
+
+1. **The streaming pass** encodes and checks every batch as usual (the key
+   registry and the seen matrix, one byte per (variant, subtask), stay whole:
+   duplicates are caught across the whole input), sums each batch's exact terms
+   per (variant, benchmark) cell, and appends those sums (8 bytes a cell and 8
+   per sum the batch added to, 4-5 of them usually: 5-7 bytes per input row on
+   the 200M-row benchmarks, where the rows themselves would take 16-32) to one
+   of several files in a temporary folder, by variant code: a partition of
+   ``width`` variants each (:class:`SpillStore`).
+2. **Each partition**'s sums are read back and added into a
+   :class:`~lbnorm.engines.partials.PartialStore` of ``width`` variants, finished
+   (:func:`lbnorm.kernel.finish_benchmarks`, the average and its standard
+   error), and its benchmark arrays saved beside it, a file per array,
+   benchmark-major; only the averages stay in memory (8 bytes a variant).
+3. **The output** is gathered from those files: the benchmark table a benchmark
+   and :data:`CHUNK_ROWS` variants at a time in key order, the leaderboard
+   :data:`BOARD_CHUNK_ROWS` rows at a time in rank order (:class:`SpilledBenchmarks`,
+   :class:`SpilledLeaderboard`), so neither table is ever whole in memory.
+
+The sums are the same fixed-point integers, added in the same batches, so the
+tables equal the unspilled run's bit for bit. The folder is made with
+:func:`tempfile.mkdtemp` (``TMPDIR`` chooses where) and removed when the result
+is dropped or the process ends (an interrupted command line removes it too; a
+SIGKILLed process leaves a ``lbnorm-spill-*`` folder behind).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lbnorm import arrow
+from lbnorm._faults import fault_point
+from lbnorm.encode import Variants
+from lbnorm.engines.partials import (
+    PartialStore,
+    grown,
+    marked,
+    seen_at,
+    summed_terms,
+)
+from lbnorm.kernel import (
+    SUMS,
+    BenchmarkArrays,
+    FixedPoint,
+    FloatArray,
+    IntArray,
+    SuiteArrays,
+    average_benchmarks,
+    average_stderr,
+    finish_benchmarks,
+    rank_descending,
+)
+from lbnorm.options import RunOptions
+from lbnorm.result import (
+    BoardCounts,
+    Result,
+    benchmark_table,
+    board_order,
+    leaderboard_rows,
+    resized_variants,
+)
+from lbnorm.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
+from lbnorm.suites import Suite
+
+__all__ = [
+    "BOARD_CHUNK_ROWS",
+    "CHUNK_ROWS",
+    "SpillStore",
+    "SpilledBenchmarks",
+    "SpilledLeaderboard",
+    "finish_spilled",
+    "spill_width",
+]
+
+#: Rows of a benchmark-table part (a Parquet row group) built from spilled arrays.
+CHUNK_ROWS = 1 << 19
+
+#: Rows of a leaderboard part (~300 bytes a row for the v2 suite).
+BOARD_CHUNK_ROWS = 1 << 18
+
+#: Bytes per (variant, benchmark) while a partition is summed and finished: the
+#: sums, their ordered copies and the benchmark arrays, all float64.
+_CELL_BYTES = 8 * (len(SUMS) + 8)
+
+#: Partitions at most (each an open file during the streaming pass), unless the
+#: input holds more variants than its row count said.
+_MAX_PARTS = 256
+
+#: The benchmark arrays saved per partition, and their types on disk.
+_SAVED: dict[str, type[np.generic]] = {
+    "raw": np.float64,
+    "normalized": np.float64,
+    "stderr": np.float64,
+    "raw_stderr": np.float64,
+    "n_present": np.int32,
+    "n_estimated": np.int32,
+    "has_other_sizes": np.bool_,
+}
+
+
+def spill_width(
+    arrays: SuiteArrays, expected_rows: int, options: RunOptions
+) -> int | None:
+    """Variants per partition when a run must spill; None when its sums fit.
+
+    Args:
+        arrays: The suite's arrays.
+        expected_rows: Rows in the input.
+        options: The run's options (``sum_memory``, GiB).
+
+    Examples:
+        >>> from lbnorm.suites import load_suite, suite_arrays
+        >>> arrays = suite_arrays(load_suite("openllm-v2"))
+        >>> spill_width(arrays, 20_000_000, RunOptions()) is None  # 500,000 variants
+        True
+        >>> spill_width(arrays, 200_000_000, RunOptions())  # 5,000,000 variants
+        349525
+    """
+    n_subtasks = max(int(arrays.lower_bound.shape[0]), 1)
+    per_variant = _CELL_BYTES * max(int(arrays.is_pooled.shape[0]), 1)
+    budget = int(options.sum_memory * 2**30)
+    n_variants = expected_rows // n_subtasks + 1
+    if n_variants * per_variant <= budget:
+        return None
+    # half the budget per partition: the rest of the run (keys, the seen
+    # matrix, a batch) holds memory of its own meanwhile
+    return max(budget // (2 * per_variant), -(-n_variants // _MAX_PARTS))
+
+
+class _Folder:
+    """A temporary folder of spilled sums and arrays, removed with its last user."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="lbnorm-spill-"))
+        self.files: dict[int, BinaryIO] = {}  # a partition's sums, being written
+        self._remove = weakref.finalize(self, _removed, self.path, self.files)
+
+    def close(self) -> None:
+        """Close the files being written."""
+        for file in self.files.values():
+            file.close()
+        self.files.clear()
+
+    def remove(self) -> None:
+        """Close and delete the folder now (it is lbnorm's own)."""
+        self._remove()
+
+
+def _removed(path: Path, files: dict[int, BinaryIO]) -> None:
+    for file in files.values():
+        file.close()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class SpillStore:
+    """The streaming pass of a spilled run: the seen matrix, batch sums appended to files.
+
+    It stands in for :class:`~lbnorm.engines.partials.PartialStore` while the
+    batches are checked (``reserve``, ``is_seen``, ``add``, ``trimmed``); each
+    batch's sums go to its partitions' files, added up later, a partition at a
+    time, by :func:`finish_spilled`.
+    """
+
+    def __init__(
+        self, arrays: SuiteArrays, capacity: int, subtask_names: list[str], width: int
+    ) -> None:
+        self.arrays, self.subtask_names, self.width = arrays, subtask_names, width
+        self.seen = np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), bool)
+        self.folder = _Folder()
+        self._fixed = FixedPoint(arrays)
+
+    def reserve(self, n_variants: int) -> None:
+        """Make room for `n_variants` in the seen matrix (doubling)."""
+        if n_variants > self.seen.shape[0]:
+            self.seen = grown(self.seen, max(2 * self.seen.shape[0], n_variants))
+
+    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
+        """Which (variant, subtask) pairs an earlier batch already supplied."""
+        return seen_at(self.seen, variant, subtask)
+
+    def trimmed(self, n_variants: int) -> SpillStore:
+        """The store cut to its first `n_variants` variants."""
+        self.seen = self.seen[:n_variants]
+        self.folder.close()
+        return self
+
+    def add(
+        self,
+        variant: IntArray,
+        subtask: IntArray,
+        raw: FloatArray | None,
+        *,
+        stderr: FloatArray | None = None,
+        n_samples: FloatArray | None = None,
+    ) -> None:
+        """Mark scores seen; append their per-cell sums to their partitions' files.
+
+        None for `raw`: only mark them seen.
+        """
+        marked(self.seen, variant, subtask)
+        if raw is None or raw.size == 0:
+            return
+        n_benchmarks = self.arrays.is_pooled.shape[0]
+        keys, sums = summed_terms(
+            self._fixed,
+            variant * n_benchmarks + self.arrays.benchmark_index.take(subtask),
+            raw,
+            subtask,
+            stderr=stderr,
+            n_samples=n_samples,
+        )
+        cells = np.arange(keys.start, keys.stop) if isinstance(keys, slice) else keys
+        names = [name for name in SUMS if name in sums]
+        mask = sum(1 << SUMS.index(name) for name in names)
+        part, local = np.divmod(cells, self.width * n_benchmarks)
+        first, last = int(part[0]), int(part[-1])  # cells come sorted
+        for index in range(first, last + 1):  # a batch's variants: a partition or two
+            rows = (
+                slice(None)
+                if first == last
+                else slice(*np.searchsorted(part, [index, index + 1]))
+            )
+            columns = [local[rows], *(sums[name][rows] for name in names)]
+            if columns[0].size:
+                self._append(index, np.array([columns[0].size, mask]), columns)
+
+    def _append(
+        self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
+    ) -> None:
+        file = self.folder.files.get(part)
+        if file is None:
+            path = self.folder.path / f"{part}.sums"
+            file = self.folder.files[part] = path.open("ab")
+        file.write(header.astype(np.int64).tobytes())
+        for values in columns:
+            file.write(np.ascontiguousarray(values).tobytes())
+
+    def sums(self, part: int) -> Iterator[tuple[IntArray, dict[str, FloatArray]]]:
+        """A partition's spilled sums, a batch's share at a time (deleted once read).
+
+        Yields:
+            The cells (``variant * n_benchmarks + benchmark``, the variant
+            counted in its partition) and per sum, their totals.
+        """
+        path = self.folder.path / f"{part}.sums"
+        if not path.exists():
+            return
+        with path.open("rb") as file:
+            while header := file.read(2 * 8):
+                n_cells, mask = (
+                    int(value) for value in np.frombuffer(header, np.int64)
+                )
+                cells = _read(file, np.int64, n_cells)
+                yield (
+                    cells,
+                    {
+                        name: _read(file, np.float64, n_cells)
+                        for position, name in enumerate(SUMS)
+                        if mask >> position & 1
+                    },
+                )
+        path.unlink()
+
+
+def _read(file: BinaryIO, kind: type[np.generic], n_rows: int) -> npt.NDArray[Any]:
+    """`n_rows` values of a type from a spill file."""
+    size = np.dtype(kind).itemsize * int(n_rows)
+    return np.frombuffer(file.read(size), dtype=kind)
+
+
+def finish_spilled(
+    variants: Variants,
+    store: SpillStore,
+    suite: Suite,
+    *,
+    options: RunOptions,
+    files: pa.Table | None,
+    counts: tuple[int, int, int],
+) -> Result:
+    """Sum and finish a spilled run a partition at a time; the tables as parts.
+
+    Args:
+        variants: Every variant, in code order.
+        store: The streaming pass's store.
+        suite: The suite.
+        options: The run's options.
+        files: The catalog of input files.
+        counts: Rows ignored, scores used, scores clipped.
+
+    Returns:
+        The result; its benchmark and leaderboard tables are gathered from the
+        spill folder as the writer reads them.
+    """
+    n_variants = len(variants)
+    averages = np.full(n_variants, np.nan)
+    errors = np.full(n_variants, np.nan)
+    n_complete = np.zeros(n_variants, dtype=np.int8)
+    resized: list[IntArray] = []  # (code, benchmark) pairs pooled with other sizes
+    for part, low in enumerate(range(0, n_variants, store.width)):
+        high = min(low + store.width, n_variants)
+        benchmark = _sum_partition(store, part, low, high, options)
+        averages[low:high] = average_benchmarks(
+            benchmark.normalized, store.arrays.weight, missing=options.missing
+        )
+        errors[low:high] = average_stderr(
+            benchmark.stderr,
+            benchmark.normalized,
+            store.arrays.weight,
+            missing=options.missing,
+        )
+        n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(axis=1)
+        other = np.argwhere(benchmark.has_other_sizes)
+        if other.size:
+            resized.append(np.add(other, [low, 0]))
+    store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
+    order = variants.order()
+    ordered = variants.take(order)
+    n_models = (
+        int(np.count_nonzero(np.bincount(variants.codes[:, 0]))) if n_variants else 0
+    )
+    del variants  # (the ordered copy is kept)
+    averages, errors, n_complete = averages[order], errors[order], n_complete[order]
+    rank = rank_descending(averages)
+    is_complete = n_complete == len(suite.benchmarks)
+    spilled = _Spilled(store, n_variants, order, suite)
+    n_ignored, n_scores, n_clipped = counts
+    return Result(
+        benchmark_output=SpilledBenchmarks(spilled, ordered),
+        leaderboard_output=SpilledLeaderboard(
+            spilled,
+            ordered,
+            rank=rank,
+            average=averages,
+            average_error=errors,
+            n_complete=n_complete,
+        ),
+        suite=suite,
+        options=options,
+        file_table=files if files is not None else INPUT_FILES.empty_table(),
+        n_ignored_rows=n_ignored,
+        n_scores=n_scores,
+        n_clipped=n_clipped,
+        n_models=n_models,
+        counts=BoardCounts(
+            variants=n_variants,
+            models=n_models,
+            complete=int(np.count_nonzero(is_complete)),
+            ranked=int(np.count_nonzero(~np.isnan(rank))),
+            unranked_incomplete=int(np.count_nonzero(np.isnan(rank) & ~is_complete)),
+        ),
+        resized=_resized(spilled, ordered, resized),
+    )
+
+
+def _sum_partition(
+    store: SpillStore, part: int, low: int, high: int, options: RunOptions
+) -> BenchmarkArrays:
+    """Add up a partition's spilled sums, finish them, save the benchmark arrays."""
+    fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    partial = PartialStore(
+        store.arrays, 0, store.subtask_names, seen=store.seen[low:high]
+    )
+    for cells, sums in store.sums(part):
+        partial.add_sums(cells, sums)
+    benchmark = finish_benchmarks(
+        partial.partials(high - low, np.arange(high - low)),
+        store.arrays,
+        missing=options.missing,
+    )
+    for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
+        np.save(  # are one contiguous run of the file
+            store.folder.path / f"{part}.{name}.npy",
+            np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind),
+        )
+    return benchmark
+
+
+class _Spilled:
+    """A spilled run's saved benchmark arrays, gathered back by variant code.
+
+    Each gather maps a partition's file (``np.load(mmap_mode="r")``), takes the
+    values it needs and closes the map, so at most one partition's column is
+    ever resident.
+    """
+
+    def __init__(
+        self, store: SpillStore, n_variants: int, order: IntArray, suite: Suite
+    ) -> None:
+        self.folder, self.width = store.folder, store.width
+        self.n_parts = -(-n_variants // self.width)
+        self.order = order  # key order -> code
+        self.suite = suite
+        self.n_expected = np.bincount(
+            store.arrays.benchmark_index, minlength=len(suite.benchmarks)
+        )
+
+    def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
+        """Per partition holding some of `codes`: it, their positions, their rows there."""
+        part, local = np.divmod(codes, self.width)
+        found = []
+        for index in np.unique(part).tolist():
+            positions = np.flatnonzero(part == index)
+            found.append((index, positions, local[positions]))
+        return found
+
+    def gather(
+        self,
+        name: str,
+        benchmark: int,
+        groups: list[tuple[int, IntArray, IntArray]],
+        size: int,
+    ) -> npt.NDArray[Any]:
+        """One benchmark's values of a saved array at the variants of `groups`."""
+        values = np.empty(size, dtype=_SAVED[name])
+        for part, positions, rows in groups:
+            saved = np.load(self.folder.path / f"{part}.{name}.npy", mmap_mode="r")
+            values[positions] = saved[benchmark][rows]
+            del saved  # the map closes: its pages leave this process
+        return values
+
+    def key_ordered(self, name: str, benchmark: int) -> npt.NDArray[Any]:
+        """One benchmark's values of a saved array, every variant in key order."""
+        return self.gather(name, benchmark, self.groups(self.order), self.order.size)
+
+
+class SpilledBenchmarks:
+    """The benchmark table of a spilled run, a benchmark and a chunk of variants at a time."""
+
+    def __init__(self, spilled: _Spilled, ordered: Variants) -> None:
+        self._spilled, self._ordered = spilled, ordered
+        self.schema = BENCHMARK_SCORES
+        self.num_rows = sum(
+            int(np.count_nonzero(self._present(index)))
+            for index in range(len(spilled.suite.benchmarks))
+        )
+
+    def _present(self, benchmark: int) -> npt.NDArray[np.bool_]:
+        """Which variants (in key order) the benchmark has a subtask of."""
+        present: npt.NDArray[np.bool_] = (
+            self._spilled.key_ordered("n_present", benchmark) > 0
+        )
+        return present
+
+    def parts(self) -> Iterator[pa.Table]:
+        """Benchmark-major, then variant in key order."""
+        spilled = self._spilled
+        for index in range(len(spilled.suite.benchmarks)):
+            present = np.flatnonzero(self._present(index))
+            for start in range(0, present.size, CHUNK_ROWS):
+                rows = present[start : start + CHUNK_ROWS]
+                groups = spilled.groups(spilled.order[rows])
+                columns = {
+                    name: spilled.gather(name, index, groups, rows.size)[:, np.newaxis]
+                    for name in _SAVED
+                }
+                yield benchmark_table(
+                    self._ordered.take(rows),
+                    spilled.suite,
+                    _benchmark_arrays(columns, spilled.n_expected[[index]]),
+                    benchmarks=np.array([index]),
+                )
+
+    def whole(self) -> pa.Table:
+        """The whole table, as the in-memory engines build it (for the Python API)."""
+        spilled = self._spilled
+        n_benchmarks = len(spilled.suite.benchmarks)
+        columns = {
+            name: np.stack(
+                [spilled.key_ordered(name, index) for index in range(n_benchmarks)],
+                axis=1,
+            ).reshape(len(self._ordered), n_benchmarks)
+            for name in _SAVED
+        }
+        return benchmark_table(
+            self._ordered, spilled.suite, _benchmark_arrays(columns, spilled.n_expected)
+        )
+
+
+def _benchmark_arrays(
+    columns: dict[str, npt.NDArray[Any]], n_expected: IntArray
+) -> BenchmarkArrays:
+    """Saved arrays, shape (variants, benchmarks), as the kernel's benchmark arrays."""
+    return BenchmarkArrays(
+        raw=columns["raw"],
+        normalized=columns["normalized"],
+        n_present=columns["n_present"],
+        n_expected=n_expected.astype(np.int64),
+        stderr=columns["stderr"],
+        raw_stderr=columns["raw_stderr"],
+        n_estimated=columns["n_estimated"],
+        has_other_sizes=columns["has_other_sizes"],
+    )
+
+
+class SpilledLeaderboard:
+    """The leaderboard of a spilled run, :data:`BOARD_CHUNK_ROWS` rows at a time."""
+
+    def __init__(
+        self,
+        spilled: _Spilled,
+        ordered: Variants,
+        *,
+        rank: FloatArray,
+        average: FloatArray,
+        average_error: FloatArray,
+        n_complete: npt.NDArray[np.int8],
+    ) -> None:
+        self._spilled, self._ordered = spilled, ordered
+        self._rank, self._average, self._error = rank, average, average_error
+        self._n_complete = n_complete
+        self.schema = leaderboard_schema(spilled.suite.benchmark_names)
+        self.num_rows = len(rank)
+
+    def whole(self) -> pa.Table:
+        """The whole leaderboard in one table (for the Python API)."""
+        parts = list(self.parts())
+        if not parts:
+            return self.schema.empty_table()
+        return pa.concat_tables(parts).combine_chunks()
+
+    def parts(self) -> Iterator[pa.Table]:
+        """Ranked variants first, best first, then the others, each in key order."""
+        spilled = self._spilled
+        board = board_order(self._rank)  # key positions, in the board's order
+        n_benchmarks = len(spilled.suite.benchmarks)
+        for start in range(0, board.size, BOARD_CHUNK_ROWS):
+            rows = board[start : start + BOARD_CHUNK_ROWS]
+            groups = spilled.groups(spilled.order[rows])
+            values = {
+                name: np.stack(
+                    [
+                        spilled.gather(name, index, groups, rows.size)
+                        for index in range(n_benchmarks)
+                    ]
+                )
+                if n_benchmarks
+                else np.zeros((0, rows.size))
+                for name in ("normalized", "raw", "stderr")
+            }
+            yield leaderboard_rows(
+                self._ordered.take(rows),
+                spilled.suite,
+                n_complete=self._n_complete[rows].astype(np.int64),
+                normalized=values["normalized"],
+                raw=values["raw"],
+                stderr=values["stderr"],
+                rank=self._rank[rows],
+                average=self._average[rows],
+                average_error=self._error[rows],
+            )
+
+
+def _resized(
+    spilled: _Spilled, ordered: Variants, found: list[IntArray]
+) -> tuple[int, list[str]]:
+    """Variants pooled with other sample sizes (see :func:`lbnorm.result.resized_variants`)."""
+    if not found:
+        return 0, []
+    pairs = np.concatenate(found)  # (code, benchmark)
+    position = np.empty_like(spilled.order)
+    position[spilled.order] = np.arange(spilled.order.size)
+    at = position[pairs[:, 0]]
+    table_order = np.lexsort((at, pairs[:, 1]))  # benchmark-major, then key order
+    rows = at[table_order]
+    keys = ordered.take(rows).table()
+    names = arrow.strings(spilled.suite.benchmark_names).take(
+        arrow.array(pairs[table_order, 1])
+    )
+    table = keys.append_column("benchmark", names).append_column(
+        "has_other_sizes", arrow.array(np.ones(rows.size, dtype=bool))
+    )
+    return resized_variants(table)

@@ -1,0 +1,253 @@
+"""A run whose sums pass ``--sum-memory`` spills its rows and sums a partition at a time.
+
+The engine contract (``tests/test_engines.py``, engine ``stream-spilled``) checks
+the tables bit for bit on every input there; here: the command line (outputs,
+summary and manifest identical but for the option), the counts and examples a
+summary takes from the tables without reading them whole, the temporary folder
+(inside ``TMPDIR``, gone after a run, a failed run, an interruption and a
+SIGTERM), the partition width, and a bad ``--sum-memory``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lbnorm.engines import spill, stream
+from lbnorm.errors import ValidationError
+from lbnorm.options import RunOptions
+from lbnorm.pipeline import demo_path, run
+from lbnorm.readers import Inputs, read_inputs
+from lbnorm.result import BoardCounts, finish_job
+from lbnorm.schemas import Batch
+from lbnorm.suites import load_suite, suite_arrays
+
+SUITE = load_suite("openllm-v2")
+#: A budget of about a byte: every run spills, a few variants per partition.
+TINY = 1e-9
+
+
+@pytest.fixture
+def tmpdir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TMPDIR pointed at an empty folder of this test (where spills go)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    return folder
+
+
+def _limited_demo(tmp_path: Path) -> Path:
+    """The demo with sample sizes of a --limit run for some GPQA rows, as Parquet."""
+    table = pq.read_table(demo_path())
+    n_samples = np.where(
+        (np.arange(table.num_rows) % 7 == 0)
+        & (table["benchmark"].to_numpy(zero_copy_only=False) == "GPQA"),
+        50.0,
+        np.nan,
+    )
+    table = table.set_column(
+        table.schema.get_field_index("n_samples"),
+        "n_samples",
+        pa.array(n_samples, mask=np.isnan(n_samples)),
+    )
+    path = tmp_path / "limited.parquet"
+    pq.write_table(table, path, row_group_size=20_000)
+    return path
+
+
+def _plain(path: Path) -> pa.Table:
+    """A written table with text columns as plain strings (row groups differ)."""
+    table = pq.read_table(path)
+    for index, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(
+                index, field.name, table.column(index).cast(pa.string())
+            )
+    return table.replace_schema_metadata(None).combine_chunks()
+
+
+def _lbnorm(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lbnorm", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000", **(env or {})},
+        check=False,
+    )
+
+
+def _summary(text: str) -> list[str]:
+    """A run's summary without its time, the output named alike."""
+    return [
+        line.replace("spilled", "plain")
+        for line in text.splitlines()
+        if not line.startswith("time")
+    ]
+
+
+def test_the_command_line_writes_the_same_tables_summary_and_manifest(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    source = _limited_demo(tmp_path)
+    common = [str(source), "--engine", "stream", "--missing", "partial"]
+    plain = _lbnorm("run", *common, "--out", str(tmp_path / "plain"))
+    spilled = _lbnorm(
+        "run", *common, "--out", str(tmp_path / "spilled"), "--sum-memory", "1e-6"
+    )
+    assert plain.returncode == spilled.returncode == 0, spilled.stderr
+    assert _summary(spilled.stdout) == _summary(plain.stdout)
+    assert "sizes " in plain.stdout  # variants pooled with other sizes are named
+    for name in ("subtasks", "benchmarks", "leaderboard"):
+        a = _plain(tmp_path / "plain" / f"{name}.parquet")
+        b = _plain(tmp_path / "spilled" / f"{name}.parquet")
+        assert a.equals(b), name
+    manifests = [
+        json.loads((tmp_path / out / "manifest.json").read_text())
+        for out in ("plain", "spilled")
+    ]
+    assert manifests[1]["options"]["sum_memory"] == 1e-6
+    assert manifests[0]["options"]["sum_memory"] == 0.5
+    for manifest in manifests:
+        del (
+            manifest["options"]["sum_memory"],
+            manifest["outputs"],
+            manifest["created_at"],
+        )
+    assert manifests[0] == manifests[1]
+    leaderboard = pq.ParquetFile(tmp_path / "spilled" / "leaderboard.parquet")
+    assert leaderboard.metadata.num_rows == 4576
+    assert list(tmp_path.joinpath("tmp").iterdir()) == []  # the spill is gone
+
+
+def test_the_counts_and_examples_come_without_the_whole_tables(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    source = _limited_demo(tmp_path)
+    results = {
+        name: run([source], options=RunOptions(engine="stream", sum_memory=memory))
+        for name, memory in [("plain", 0.5), ("spilled", TINY)]
+    }
+    plain, spilled = results["plain"], results["spilled"]
+    assert isinstance(spilled.benchmark_output, spill.SpilledBenchmarks)
+    assert spilled.counts is not None  # counted while summing
+    assert spilled.board_counts() == plain.board_counts()
+    assert spilled.board_counts() == BoardCounts.of(spilled.leaderboard_table)
+    assert spilled.resized_variants() == plain.resized_variants()
+    assert spilled.resized_variants()[0] > 0
+    assert spilled.board_head(5).equals(plain.leaderboard_table.slice(0, 5))
+    assert spilled.benchmarks.equals(plain.benchmarks)  # pandas, for the Python API
+    assert spilled.leaderboard.equals(plain.leaderboard)
+    del results, spilled
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []  # dropped with the result
+
+
+def test_more_variants_than_the_row_count_said(tmpdir_env: Path) -> None:
+    """One subtask per variant: 40x the variants the estimate expects, still right."""
+    n = 3_000
+    table = pa.table(
+        {
+            "model": [f"org/m{i:05d}" for i in range(n)],
+            "benchmark": ["MUSR"] * n,
+            "subtask": ["murder_mysteries"] * n,
+            "raw_score": np.linspace(0.2, 0.9, n),
+        }
+    )
+    batches = [Batch(table=table.slice(i, 500), source="t") for i in range(0, n, 500)]
+    results = [
+        finish_job(
+            stream.start(
+                Inputs.of_batches(batches),
+                SUITE,
+                RunOptions(missing="partial", subtasks=False, sum_memory=memory),
+            )
+        )
+        for memory in (0.5, TINY)
+    ]
+    assert spill.spill_width(suite_arrays(SUITE), n, RunOptions(sum_memory=TINY)) == 1
+    assert results[1].benchmark_table.equals(results[0].benchmark_table)
+    assert results[1].leaderboard_table.equals(results[0].leaderboard_table)
+
+
+def test_a_failed_spilled_run_says_the_same_and_leaves_nothing(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    table = pq.read_table(demo_path())
+    doubled = pa.concat_tables([table, table.slice(100, 1)])
+    path = tmp_path / "doubled.parquet"
+    pq.write_table(doubled, path, row_group_size=50_000)
+    messages = []
+    for memory in (0.5, TINY):
+        options = RunOptions(engine="stream", sum_memory=memory).resolved()
+        inputs = read_inputs([path], suite=SUITE, options=options)
+        with pytest.raises(ValidationError) as error:
+            finish_job(stream.start(inputs, SUITE, options))
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert "duplicate" in messages[0]
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def test_an_interrupted_spilled_run_leaves_nothing(tmpdir_env: Path) -> None:
+    table = pq.read_table(demo_path())
+
+    def batches() -> Iterator[Batch]:
+        yield Batch(table=table.slice(0, 60_000), source="t")
+        raise KeyboardInterrupt
+
+    inputs = Inputs(batches=batches(), num_rows=table.num_rows)
+    job = stream.start(inputs, SUITE, RunOptions(subtasks=False, sum_memory=TINY))
+    with pytest.raises(KeyboardInterrupt):
+        job.finish()
+    assert len(list(tmpdir_env.iterdir())) == 1  # the job still holds its spill
+    del job
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []
+
+
+@pytest.mark.parametrize(("action", "code"), [("term", 143), ("int", 130)])
+def test_a_signal_while_partitions_are_summed_leaves_nothing(
+    tmp_path: Path, action: str, code: int
+) -> None:
+    spill_dir = tmp_path / "tmp"
+    spill_dir.mkdir()
+    out = tmp_path / "out"
+    done = _lbnorm(
+        "run",
+        "--out",
+        str(out),
+        "--engine",
+        "stream",
+        "--sum-memory",
+        "1e-6",
+        "--quiet",
+        env={"TMPDIR": str(spill_dir), "LBNORM_FAULT_POINT": f"spilled@2:{action}"},
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith("lbnorm: ")
+    assert "Traceback" not in done.stderr
+    assert list(spill_dir.iterdir()) == []
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_a_bad_sum_memory_is_a_clear_error(tmp_path: Path, value: str) -> None:
+    done = _lbnorm("run", "--out", str(tmp_path / "out"), "--sum-memory", value)
+    assert done.returncode == 2
+    assert "sum_memory (--sum-memory) must be a positive number of GiB" in done.stderr
+    assert "Hint:" in done.stderr
+    assert not (tmp_path / "out").exists()
