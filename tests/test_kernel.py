@@ -119,6 +119,26 @@ def test_ranks_share_the_smallest_rank_on_ties() -> None:
     assert ranks.tolist()[4:] == [5.0, 1.0]
 
 
+@given(
+    values=st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 1.5, 70.0, np.nan]),
+            st.floats(-1e3, 1e3, allow_nan=False),
+        ),
+        max_size=60,
+    )
+)
+def test_ranks_are_scipy_min_ranks(values: list[float]) -> None:
+    """1 + how many are strictly higher; NaN unranked (oracle: scipy's min rank)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    array = np.array(values, dtype=np.float64)
+    ranks = rank_descending(array)
+    is_nan = np.isnan(array)
+    assert np.isnan(ranks[is_nan]).all()
+    expected = scipy_stats.rankdata(-array[~is_nan], method="min")
+    assert ranks[~is_nan].tolist() == expected.astype(float).tolist()
+
+
 @given(raw=raw_scores, bound=lower_bounds)
 def test_normalized_is_in_range(raw: float, bound: float) -> None:
     value = normalize(np.array([raw]), np.array([bound]))[0][0]

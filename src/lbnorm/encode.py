@@ -499,11 +499,36 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
             code_of = np.empty_like(first_at)
             code_of[offset[first]] = np.arange(first.size)
             return code_of[offset], first
+        grouped = _factorize_grouped(values, low, high)
+        if grouped is not None:
+            return grouped
     _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank = np.empty_like(by_first)
     rank[by_first] = np.arange(by_first.size)
     return rank[inverse.ravel()].astype(np.int64), first[by_first].astype(np.int64)
+
+
+def _factorize_grouped(
+    values: npt.NDArray[np.generic], low: int, high: int
+) -> tuple[IntArray, IntArray] | None:
+    """:func:`factorize` of integers whose equal values are adjacent, without a sort.
+
+    Keys in key order come so (a model's variants together). None when some
+    value comes back later, or the range is too wide to mark.
+    """
+    if high - low > 64 * values.size:
+        return None
+    is_start = np.empty(values.size, dtype=bool)
+    is_start[0] = True
+    np.not_equal(values[1:], values[:-1], out=is_start[1:])
+    first = np.flatnonzero(is_start)
+    marks = np.zeros(high - low + 1, dtype=bool)
+    marks[values[first] - low] = True
+    if np.count_nonzero(marks) != first.size:  # a value in two runs
+        return None
+    codes: IntArray = np.cumsum(is_start, dtype=np.int64) - 1
+    return codes, first.astype(np.int64)
 
 
 class KeyEncoder:

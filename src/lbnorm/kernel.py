@@ -587,10 +587,16 @@ def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
         >>> rank_descending(np.array([10.0000000005001, 10.0000000004999])).tolist()
         [1.0, 2.0]
     """
-    is_ranked = ~np.isnan(values)
-    descending = np.sort(-values[is_ranked])
+    ranked = np.flatnonzero(~np.isnan(values))
     ranks = np.full(values.shape, np.nan)
-    ranks[is_ranked] = (
-        np.searchsorted(descending, -values[is_ranked], side="left") + 1.0
-    )
+    if not ranked.size:
+        return ranks
+    order = np.argsort(-values[ranked])  # best first (ties in any order)
+    descending = values[ranked[order]]
+    is_new = np.empty(order.size, dtype=bool)  # a value unlike the one before
+    is_new[0] = True
+    np.not_equal(descending[1:], descending[:-1], out=is_new[1:])
+    # a rank is 1 + the place of the first of its equals (one sort, no search)
+    place = np.maximum.accumulate(np.where(is_new, np.arange(order.size), 0))
+    ranks[ranked[order]] = place + 1.0
     return ranks
