@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -251,3 +252,34 @@ def test_a_bad_sum_memory_is_a_clear_error(tmp_path: Path, value: str) -> None:
     assert "sum_memory (--sum-memory) must be a positive number of GiB" in done.stderr
     assert "Hint:" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
+    """glibc's malloc_trim is found here (Linux); elsewhere the call does nothing."""
+    from lbnorm import memory
+
+    if platform.libc_ver()[0] == "glibc":
+        assert memory._malloc_trim() is not None
+    heap = [np.ones(100_000) for _ in range(200)]  # 160 MB in heap-sized blocks
+    del heap[::2]
+    memory.release_free_memory()
+    memory.release_free_memory()
+    assert len(heap) == 100
+
+
+def test_the_key_registry_takes_no_lookups_once_its_index_is_dropped() -> None:
+    from lbnorm.encode import KeyEncoder
+
+    encoder = KeyEncoder([("MUSR", "murder_mysteries")])
+    table = pa.table(
+        {
+            "model": ["a", "b"],
+            "benchmark": ["MUSR"] * 2,
+            "subtask": ["murder_mysteries"] * 2,
+        }
+    )
+    encoder.encode(table)
+    variants = encoder.variants(last=True)
+    assert variants.strings("model").to_pylist() == ["a", "b"]
+    with pytest.raises(AssertionError, match="index was dropped"):
+        encoder.encode(table)

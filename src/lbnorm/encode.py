@@ -192,6 +192,10 @@ class _HashIndex:
             pending, slots = pending[go_on], (slots[go_on] + 1) & mask
 
 
+#: The most strings a vocabulary's chunk gets by merging.
+_CHUNK_STRINGS = 1 << 20
+
+
 class _Vocabulary:
     """A growing string -> id registry, fed one batch dictionary at a time.
 
@@ -204,6 +208,7 @@ class _Vocabulary:
 
     def __init__(self) -> None:
         self._index: _HashIndex | None = _HashIndex()
+        self._is_closed = False  # drop_index() was called
         self._by_text: dict[str | None, int] = {}  # only after a collision
         self._chunks: list[pa.Array] = []
         self._size = 0
@@ -214,6 +219,7 @@ class _Vocabulary:
 
     def lookup(self, values: pa.Array) -> IntArray:
         """Return the ids of `values` (distinct strings), adding the new ones."""
+        assert not self._is_closed, "the registry's index was dropped"
         if self._index is not None and not values.null_count:
             ids = self._lookup_hashed(values)
             if ids is not None:
@@ -295,9 +301,15 @@ class _Vocabulary:
     def _append(self, strings: pa.Array) -> None:
         chunks = self._chunks
         chunks.append(strings.cast(pa.string()))
-        # chunks of decreasing sizes (each at least twice the next): O(log n)
-        # chunks, each string copied O(log n) times in all
-        while len(chunks) > 1 and 2 * len(chunks[-1]) > len(chunks[-2]):
+        # chunks of decreasing sizes (each at least twice the next), up to
+        # _CHUNK_STRINGS each: O(log n) small chunks and n / _CHUNK_STRINGS
+        # large ones; a merge past that size would briefly hold hundreds of MB
+        # twice (at 5M shas) and leave the allocator holding them
+        while (
+            len(chunks) > 1
+            and 2 * len(chunks[-1]) > len(chunks[-2])
+            and len(chunks[-2]) + len(chunks[-1]) <= _CHUNK_STRINGS
+        ):
             chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
         self._size += len(strings)
         self._joined = None
@@ -325,6 +337,10 @@ class _Vocabulary:
             _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
             self._append(values.take(arrow.array(new[np.sort(first)])))
         return ids
+
+    def drop_index(self) -> None:
+        """Free the hash table: the registry takes no more lookups."""
+        self._index, self._by_text, self._is_closed = _HashIndex(), {}, True
 
     def values(self) -> pa.Array:
         """All strings, by id."""
@@ -603,8 +619,17 @@ class KeyEncoder:
         variant = codes if lengths is None else np.repeat(codes, lengths)
         return variant, self._subtask_codes(local)
 
-    def variants(self) -> Variants:
-        """The variants seen so far, in code order."""
+    def variants(self, *, last: bool = False) -> Variants:
+        """The variants seen so far, in code order.
+
+        Args:
+            last: Nothing more will be encoded: the hash tables are freed first
+                (~100 MB per 5M keys each), before the strings are joined.
+        """
+        if last:
+            self._variant_index = _HashIndex()
+            for vocabulary in self._vocabularies.values():
+                vocabulary.drop_index()
         return Variants(
             vocabularies={
                 name: self._vocabularies[name].values() for name in _TEXT_KEYS

@@ -65,6 +65,7 @@ from lbnorm.kernel import (
     finish_benchmarks,
     rank_descending,
 )
+from lbnorm.memory import release_free_memory
 from lbnorm.options import RunOptions
 from lbnorm.result import (
     BoardCounts,
@@ -100,6 +101,9 @@ _CELL_BYTES = 8 * (len(SUMS) + 8)
 #: Partitions at most (each an open file during the streaming pass), unless the
 #: input holds more variants than its row count said.
 _MAX_PARTS = 256
+
+#: Batches between two returns of freed memory to the system while spilling.
+_TRIM_EVERY = 16
 
 #: The benchmark arrays saved per partition, and their types on disk.
 _SAVED: dict[str, type[np.generic]] = {
@@ -183,6 +187,7 @@ class SpillStore:
         self.seen = np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), bool)
         self.folder = _Folder()
         self._fixed = FixedPoint(arrays)
+        self._n_batches = 0
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` in the seen matrix (doubling)."""
@@ -213,6 +218,9 @@ class SpillStore:
         None for `raw`: only mark them seen.
         """
         marked(self.seen, variant, subtask)
+        self._n_batches += 1
+        if self._n_batches % _TRIM_EVERY == 0:  # a batch's temporaries, freed
+            release_free_memory()
         if raw is None or raw.size == 0:
             return
         n_benchmarks = self.arrays.is_pooled.shape[0]
@@ -328,6 +336,7 @@ def finish_spilled(
         if other.size:
             resized.append(np.add(other, [low, 0]))
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
+    release_free_memory()
     order = variants.order()
     ordered = variants.take(order)
     n_models = (
@@ -372,6 +381,7 @@ def _sum_partition(
 ) -> BenchmarkArrays:
     """Add up a partition's spilled sums, finish them, save the benchmark arrays."""
     fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    release_free_memory()  # the previous partition's arrays, or the pass's
     partial = PartialStore(
         store.arrays, 0, store.subtask_names, seen=store.seen[low:high]
     )
@@ -460,6 +470,7 @@ class SpilledBenchmarks:
         """Benchmark-major, then variant in key order."""
         spilled = self._spilled
         for index in range(len(spilled.suite.benchmarks)):
+            release_free_memory()  # the previous benchmark's parts
             present = np.flatnonzero(self._present(index))
             for start in range(0, present.size, CHUNK_ROWS):
                 rows = present[start : start + CHUNK_ROWS]
@@ -539,6 +550,8 @@ class SpilledLeaderboard:
         board = board_order(self._rank)  # key positions, in the board's order
         n_benchmarks = len(spilled.suite.benchmarks)
         for start in range(0, board.size, BOARD_CHUNK_ROWS):
+            if start % CHUNK_ROWS == 0:  # the previous parts' arrays, freed
+                release_free_memory()
             rows = board[start : start + BOARD_CHUNK_ROWS]
             groups = spilled.groups(spilled.order[rows])
             values = {

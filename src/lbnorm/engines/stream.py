@@ -34,6 +34,7 @@ from lbnorm.kernel import (
     SuiteArrays,
     finish_benchmarks,
 )
+from lbnorm.memory import release_free_memory
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
 from lbnorm.result import Result, assemble_result, finish_job
@@ -390,8 +391,9 @@ class _Folder:
         if self._failures:
             self._store.folder.remove()
             raise failure_error(self._failures, total=self._n_failed)
-        variants = self._encoder.variants()
-        self._encoder = KeyEncoder([])  # its hash tables: ~100 MB per 5M keys, freed
+        release_free_memory()  # the pass's temporaries, before the keys are joined
+        variants = self._encoder.variants(last=True)
+        self._encoder = KeyEncoder([])
         return finish_spilled(
             variants,
             self._store.trimmed(len(variants)),
@@ -409,7 +411,7 @@ class _Folder:
                 are freed (~100 MB per 5M keys) before the result is built.
         """
         assert isinstance(self._store, PartialStore), "a spilled run has no sums"
-        variants = self._encoder.variants()
+        variants = self._encoder.variants(last=last)
         if last:
             self._encoder = KeyEncoder([])
         return Totals(
