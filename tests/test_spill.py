@@ -256,15 +256,15 @@ def test_a_bad_sum_memory_is_a_clear_error(tmp_path: Path, value: str) -> None:
 
 def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
     """glibc's malloc_trim is found here (Linux); elsewhere the call does nothing."""
-    from lbnorm import memory
+    from lbnorm import heap
 
     if platform.libc_ver()[0] == "glibc":
-        assert memory._malloc_trim() is not None
-    heap = [np.ones(100_000) for _ in range(200)]  # 160 MB in heap-sized blocks
-    del heap[::2]
-    memory.release_free_memory()
-    memory.release_free_memory()
-    assert len(heap) == 100
+        assert heap._malloc_trim() is not None
+    blocks = [np.ones(100_000) for _ in range(200)]  # 160 MB in heap-sized blocks
+    del blocks[::2]
+    heap.release_free_memory()
+    heap.release_free_memory()
+    assert len(blocks) == 100
 
 
 def test_the_key_registry_takes_no_lookups_once_its_index_is_dropped() -> None:

@@ -59,7 +59,8 @@ class RunOptions:
         subtasks: Write ``subtasks.parquet`` (False: only the benchmark and
             leaderboard tables, read with only the columns they need).
         engine: The engine (see :data:`EngineName`).
-        workers: Processes the stream engine sums Parquet row groups in.
+        workers: Processes the stream engine sums Parquet row groups in (one
+            when the run spills: see `sum_memory`).
         batch_rows: Rows per batch for the stream engine (None: a row group).
         sum_memory: GiB the stream engine's exact sums may take; a larger input
             spills its rows to a temporary folder and is summed a partition of

@@ -1,4 +1,7 @@
-"""Atomic Parquet outputs with provenance: the only module that writes files.
+"""Atomic Parquet outputs with provenance: the only module that writes outputs.
+
+(A spilled streaming run also writes temporary files, in a folder of its own
+under ``TMPDIR``: :mod:`lbnorm.engines.spill`.)
 
 An output folder holds ``subtasks.parquet``, ``benchmarks.parquet``,
 ``leaderboard.parquet`` and ``manifest.json`` (plus any tables

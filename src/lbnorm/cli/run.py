@@ -95,7 +95,7 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         default=1,
-        help="with the stream engine: processes summing Parquet row groups (default: %(default)s; see benchmarks_perf/README.md)",
+        help="with the stream engine: processes summing Parquet row groups (default: %(default)s; a run that spills, see --sum-memory, sums in one; see benchmarks_perf/README.md)",
     )
     run.add_argument(
         "--scheduler",

@@ -53,6 +53,7 @@ from lbnorm.engines.partials import (
     seen_at,
     summed_terms,
 )
+from lbnorm.heap import release_free_memory
 from lbnorm.kernel import (
     SUMS,
     BenchmarkArrays,
@@ -65,7 +66,6 @@ from lbnorm.kernel import (
     finish_benchmarks,
     rank_descending,
 )
-from lbnorm.memory import release_free_memory
 from lbnorm.options import RunOptions
 from lbnorm.result import (
     BoardCounts,

@@ -29,12 +29,12 @@ from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.partials import PartialStore
 from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
 from lbnorm.engines.workers import sum_in_workers
+from lbnorm.heap import release_free_memory
 from lbnorm.kernel import (
     IntArray,
     SuiteArrays,
     finish_benchmarks,
 )
-from lbnorm.memory import release_free_memory
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
 from lbnorm.result import Result, assemble_result, finish_job

@@ -12,8 +12,6 @@ partitions were summed at 1.95 GB resident without it, 1.47 GB with it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import functools
 from collections.abc import Callable
 
@@ -36,6 +34,8 @@ def release_free_memory() -> None:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """Glibc's ``malloc_trim``, or None (another C library, another system)."""
+    import ctypes.util  # (only a run that spills gets here: ~2 ms of imports)
+
     with contextlib.suppress(OSError, AttributeError, TypeError):
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         function: Callable[[int], int] = libc.malloc_trim
