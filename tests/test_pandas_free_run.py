@@ -3,7 +3,8 @@
 Three checks, each in a fresh interpreter:
 
 * the whole command, as a user runs it (the demo, a CSV and a Parquet input,
-  ``--metadata``, ``--rank-within``, ``--exclude-flagged``, ``--report``; per-sample
+  ``--metadata``, ``--rank-within``, ``--exclude-flagged``, ``--report``, a run
+  that spills its sums (``--sum-memory``); per-sample
   inputs: a harness samples tree, one with a results file that takes some of its
   subtasks, and a Parquet sample table): pandas never appears in ``sys.modules``;
   when it does, the test names the module that imported it;
@@ -108,6 +109,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
         "run {inputs}/scores.parquet --metadata {inputs}/meta.parquet --out {out} "
         "--missing partial --exclude-flagged --report {out}.json",
         "run {inputs}/resized.csv --out {out} --missing partial",
+        "run --out {out} --sum-memory 1e-6",
+        "run {inputs}/resized.csv --out {out} --missing partial --sum-memory 1e-9",
     ],
     ids=[
         "demo-quiet",
@@ -115,6 +118,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> Path:
         "csv-metadata",
         "parquet-report",
         "other-sample-sizes",
+        "demo-spilled",
+        "other-sample-sizes-spilled",
     ],
 )
 def test_lbnorm_run_loads_no_pandas(argv: str, inputs: Path, tmp_path: Path) -> None:
