@@ -37,10 +37,20 @@ _NULL = -1
 _EMPTY = arrow.strings([])
 
 
-#: Per byte value, a fixed random 64-bit word (seeded: hashes are the same in every run).
-_BYTE_WORDS = np.random.default_rng(0x1B4E).integers(
-    0, 2**64 - 1, size=256, dtype=np.uint64, endpoint=True
-)
+def _splitmix64(n: int) -> npt.NDArray[np.uint64]:
+    """The first `n` outputs of SplitMix64 from seed 0: fixed, well-mixed words.
+
+    (Not ``np.random``: importing it costs ~5 ms of every run's start.)
+    """
+    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    words: npt.NDArray[np.uint64] = z ^ (z >> np.uint64(31))
+    return words
+
+
+#: Per byte value, a fixed pseudo-random 64-bit word (hashes are the same in every run).
+_BYTE_WORDS = _splitmix64(256)
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
 _INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
 

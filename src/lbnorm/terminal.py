@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -247,6 +246,8 @@ def format_suite(suite: Suite) -> str:
     Sample counts print as integers (blank where unknown); an edited copy of a
     built-in suite is named ``<name> (modified)``.
     """
+    from fractions import Fraction  # (decimal: ~3 ms, only for this table)
+
     import pandas as pd  # the suite shown as a table
 
     table = suite.subtask_table()

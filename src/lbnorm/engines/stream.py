@@ -28,7 +28,6 @@ from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.partials import PartialStore
 from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
-from lbnorm.engines.workers import sum_in_workers
 from lbnorm.heap import release_free_memory
 from lbnorm.kernel import (
     IntArray,
@@ -134,6 +133,10 @@ class StreamJob:
             self._is_done = True
             inputs, options = self._inputs, self._options
             if inputs.streamed and options.workers > 1 and not self._folder.spills:
+                from lbnorm.engines.workers import (
+                    sum_in_workers,  # (multiprocessing: ~4 ms, only for workers)
+                )
+
                 totals = sum_in_workers(
                     lambda part, parts: sum_scores(
                         inputs.partition(part, parts),
