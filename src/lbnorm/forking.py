@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import multiprocessing
 import os
 import signal
 import threading
@@ -34,6 +33,8 @@ def available_cores() -> int:
 
 def can_fork() -> bool:
     """Whether this platform can fork workers (Linux and macOS)."""
+    import multiprocessing  # (~1.3 ms: only a run that may fork asks)
+
     return "fork" in multiprocessing.get_all_start_methods()
 
 

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 
 from lbnorm.arrow import strings
 from lbnorm.errors import InputError, WhereSyntaxError
+from lbnorm.readers.battle_files import BATTLE_SUFFIXES, is_battles_file
 
 #: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
 #: battle file is read (a run that reads none does not load it).
@@ -72,16 +73,6 @@ __all__ = [
     "read_model_map",
 ]
 
-#: File suffixes read as battles, and the format each one means.
-BATTLE_SUFFIXES: dict[str, str] = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
-
 #: ``winner`` values and their outcome codes (2 = model_a won, 1 = tie, 0 = model_b won).
 WINNER_VALUES: dict[str, int] = {
     "model_a": 2,
@@ -98,7 +89,6 @@ WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not 
 Literal_ = str | float | bool
 
 _SHOWN = 5
-_PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
 _TEXT = pa.dictionary(pa.int32(), pa.string())
 _NAME_COLUMNS = ("model_a", "model_b")
 _WINNER_COLUMNS = ("winner", "win")
@@ -468,54 +458,6 @@ def read_battles(
             for part in parts
         ),
     )
-
-
-def is_battles_file(path: Path | str) -> bool:
-    r"""Whether a file holds battles: how ``lbnorm run`` tells them from scores.
-
-    A file is battles if it has ``model_a`` and ``model_b`` columns: a CSV's
-    header, a Parquet file's schema, the keys of a JSONL file's first line, the
-    keys of the first element of a ``.json`` file that is a JSON array (a
-    results file is one object). Only the header, the first line or the first
-    256 KiB are read; an unreadable file is not battles (its reader then says
-    what is wrong).
-
-    Args:
-        path: The file.
-
-    Returns:
-        True for either battle shape.
-
-    Examples:
-        >>> import tempfile
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> _ = (folder / "b.csv").write_text("model_a,model_b,winner\na,b,tie\n")
-        >>> _ = (folder / "s.csv").write_text("model,benchmark,subtask,raw_score\n")
-        >>> is_battles_file(folder / "b.csv"), is_battles_file(folder / "s.csv")
-        (True, False)
-    """
-    path = Path(path)
-    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
-    names: Iterable[object] = ()
-    try:
-        if kind in ("json", "jsonl"):
-            with path.open("rb") as fh:
-                if kind == "json":  # an array's first element
-                    text = fh.read(_PROBE_BYTES).decode("utf-8", errors="replace")
-                    text = text.lstrip("\ufeff \t\r\n")
-                    body = text[1:].lstrip(" \t\r\n") if text.startswith("[") else ""
-                else:  # the first line
-                    body = next((line for line in fh if line.strip()), b"").decode()
-            record = json.JSONDecoder().raw_decode(body)[0] if body else None
-            names = record if isinstance(record, dict) else ()
-        elif kind == "csv":
-            names = _column_names(_Source(path, "csv"))
-        elif kind == "parquet":
-            names = _column_names(_Source(path, "parquet"))
-    except (OSError, ValueError, RecursionError, InputError):
-        return False
-    present = set(names)
-    return all(name in present for name in _NAME_COLUMNS)
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:

@@ -4,7 +4,7 @@ When the suite has a pairwise benchmark (``aggregation = "bradley-terry"``, see
 :mod:`lbnorm.suites`), ``lbnorm run`` takes battle files beside results files.
 **A battle file is recognized** among the files named on the command line (not
 those found inside a directory) by its content
-(:func:`lbnorm.readers.battles.is_battles_file`): a CSV, JSONL or Parquet table
+(:func:`lbnorm.readers.battle_files.is_battles_file`): a CSV, JSONL or Parquet table
 with ``model_a`` and ``model_b`` columns (either shape: one row per battle with
 ``winner``/``win``, or counts ``wins_a, wins_b, ties``), or a ``.json`` file
 holding a JSON array (Arena's ``clean_battle_<date>.json``; a results file is
@@ -36,6 +36,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,16 +44,14 @@ import pyarrow.parquet as pq
 
 from lbnorm.errors import InputError, OptionsError, RatingsNotIdentifiableError
 from lbnorm.options import RunOptions
-from lbnorm.readers.battles import (
-    Battles,
-    is_battles_file,
-    read_battles,
-    read_model_map,
-)
+from lbnorm.readers.battle_files import is_battles_file
 from lbnorm.readers.catalog import Inputs, catalog_table
 from lbnorm.readers.files import sha256_file
 from lbnorm.schemas import KEY_COLUMNS, SCORES, Batch
 from lbnorm.suites import Benchmark, Suite
+
+if TYPE_CHECKING:
+    from lbnorm.readers.battles import Battles
 
 __all__ = ["add_pairwise_scores", "split_battle_files"]
 
@@ -132,6 +131,11 @@ def add_pairwise_scores(
             model is not in the battles, or the battles do not determine the
             ratings (named with the benchmark).
     """
+    from lbnorm.readers.battles import (  # the battle reader: only for a pairwise suite
+        read_battles,
+        read_model_map,
+    )
+
     read = read or Inputs(batches=())
     benchmarks = suite.pairwise_benchmarks
     model_map = read_model_map(options.model_map) if options.model_map else None

@@ -1,0 +1,82 @@
+"""Which input files hold battles, told by their columns without loading the battle reader.
+
+``lbnorm run`` asks this of every file it is given (:mod:`lbnorm.readers.pairwise`);
+the reader of battles (:mod:`lbnorm.readers.battles`, with its CSV and JSON
+parsers) loads only when a file is one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+
+__all__ = ["BATTLE_SUFFIXES", "is_battles_file"]
+
+#: File suffixes a battle file may have, and the format each means.
+BATTLE_SUFFIXES: dict[str, str] = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+_PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
+_NAME_COLUMNS = ("model_a", "model_b")
+
+
+def is_battles_file(path: Path | str) -> bool:
+    r"""Whether a file holds battles: how ``lbnorm run`` tells them from scores.
+
+    A file is battles if it has ``model_a`` and ``model_b`` columns: a CSV's
+    header, a Parquet file's schema, the keys of a JSONL file's first line, the
+    keys of the first element of a ``.json`` file that is a JSON array (a
+    results file is one object). Only the header, the first line or the first
+    256 KiB are read; an unreadable file is not battles (its reader then says
+    what is wrong).
+
+    Args:
+        path: The file.
+
+    Returns:
+        True for either battle shape.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "b.csv").write_text("model_a,model_b,winner\na,b,tie\n")
+        >>> _ = (folder / "s.csv").write_text("model,benchmark,subtask,raw_score\n")
+        >>> is_battles_file(folder / "b.csv"), is_battles_file(folder / "s.csv")
+        (True, False)
+    """
+    path = Path(path)
+    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
+    names: Iterable[object] = ()
+    try:
+        if kind in ("json", "jsonl"):
+            with path.open("rb") as fh:
+                if kind == "json":  # an array's first element
+                    text = fh.read(_PROBE_BYTES).decode("utf-8", errors="replace")
+                    text = text.lstrip("\ufeff \t\r\n")
+                    body = text[1:].lstrip(" \t\r\n") if text.startswith("[") else ""
+                else:  # the first line
+                    body = next((line for line in fh if line.strip()), b"").decode()
+            record = json.JSONDecoder().raw_decode(body)[0] if body else None
+            names = record if isinstance(record, dict) else ()
+        elif kind == "csv":
+            with path.open("rb") as fh:  # the header only
+                first = fh.readline().decode("utf-8-sig")
+            names = next(csv.reader([first]), [])
+        elif kind == "parquet":
+            import pyarrow.parquet as pq  # (loaded by every run's Parquet reader)
+
+            names = pq.read_schema(path).names
+    except (OSError, ValueError, RecursionError, csv.Error, pa.ArrowException):
+        return False
+    present = set(names)
+    return all(name in present for name in _NAME_COLUMNS)
