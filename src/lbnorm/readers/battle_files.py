@@ -14,17 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lbnorm.readers.files import FILE_FORMATS
+
 __all__ = ["BATTLE_SUFFIXES", "is_battles_file"]
 
-#: File suffixes a battle file may have, and the format each means.
-BATTLE_SUFFIXES: dict[str, str] = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
+#: File suffixes a battle file may have, and the format each means: every
+#: format lbnorm reads (:data:`lbnorm.readers.files.FILE_FORMATS`).
+BATTLE_SUFFIXES: dict[str, str] = dict(FILE_FORMATS)
 
 _PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
 _NAME_COLUMNS = ("model_a", "model_b")
