@@ -315,28 +315,7 @@ def finish_spilled(
         spill folder as the writer reads them.
     """
     n_variants = len(variants)
-    averages = np.full(n_variants, np.nan)
-    errors = np.full(n_variants, np.nan)
-    n_complete = np.zeros(n_variants, dtype=np.int8)
-    resized: list[IntArray] = []  # (code, benchmark) pairs pooled with other sizes
-    for part, low in enumerate(range(0, n_variants, store.width)):
-        high = min(low + store.width, n_variants)
-        benchmark = _sum_partition(store, part, low, high, options)
-        averages[low:high] = average_benchmarks(
-            benchmark.normalized, store.arrays.weight, missing=options.missing
-        )
-        errors[low:high] = average_stderr(
-            benchmark.stderr,
-            benchmark.normalized,
-            store.arrays.weight,
-            missing=options.missing,
-        )
-        n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(axis=1)
-        other = np.argwhere(benchmark.has_other_sizes)
-        if other.size:
-            resized.append(np.add(other, [low, 0]))
-    store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
-    release_free_memory()
+    averages, errors, n_complete, resized = _sum_partitions(store, n_variants, options)
     order = variants.order()
     ordered = variants.take(order)
     n_models = (
@@ -374,6 +353,38 @@ def finish_spilled(
         ),
         resized=_resized(spilled, ordered, resized),
     )
+
+
+def _sum_partitions(
+    store: SpillStore, n_variants: int, options: RunOptions
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int8], list[IntArray]]:
+    """Sum and finish every partition; what the leaderboard needs of each variant.
+
+    Returns:
+        Per variant (code order): the average, its standard error, the complete
+        benchmarks; and the (code, benchmark) pairs pooled with other sample
+        sizes.
+    """
+    averages = np.full(n_variants, np.nan)
+    errors = np.full(n_variants, np.nan)
+    n_complete = np.zeros(n_variants, dtype=np.int8)
+    resized: list[IntArray] = []
+    weight = store.arrays.weight
+    for part, low in enumerate(range(0, n_variants, store.width)):
+        high = min(low + store.width, n_variants)
+        benchmark = _sum_partition(store, part, low, high, options)
+        scores = benchmark.normalized
+        averages[low:high] = average_benchmarks(scores, weight, missing=options.missing)
+        errors[low:high] = average_stderr(
+            benchmark.stderr, scores, weight, missing=options.missing
+        )
+        n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(axis=1)
+        other = np.argwhere(benchmark.has_other_sizes)
+        if other.size:
+            resized.append(np.add(other, [low, 0]))
+    store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
+    release_free_memory()
+    return averages, errors, n_complete, resized
 
 
 def _sum_partition(
