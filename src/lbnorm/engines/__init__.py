@@ -10,8 +10,9 @@ writer puts each on disk as it comes), then the result; each module's
 
 * :mod:`~lbnorm.engines.stream` (the default): each batch checked, folded into
   exact fixed-point sums and written to the subtask table, then dropped, in
-  bounded memory; without the subtask table optionally in forked workers
-  (:mod:`~lbnorm.engines.workers`);
+  bounded memory (sums too big for ``--sum-memory`` spill to disk by variant:
+  :mod:`~lbnorm.engines.spill`); without the subtask table optionally in
+  forked workers (:mod:`~lbnorm.engines.workers`);
 * :mod:`~lbnorm.engines.memory`: every score in a dense variant x subtask store,
   the subtask table sorted by benchmark, variant and subtask;
 * :mod:`~lbnorm.engines.dask`: the stream engine's sums as Dask tasks.

@@ -5,11 +5,13 @@ encoded, checked, and folded into exact per (variant, benchmark) partial sums
 (:class:`lbnorm.kernel.Partials`); its rows, with their bound, normalized score
 and clipping flag, are the next part of the subtask table, which the writer puts
 on disk while the next batch is summed (the subtask table is a per-row map of
-the input, in input order). The working set is one batch, two sums per
+the input, in input order). The working set is one batch, the sums per
 (variant, benchmark), one byte per (variant, subtask) to catch duplicates
 across batches (and count subtasks), and the key registry, so inputs larger
 than memory (a directory of Parquet files, a partitioned dataset, 200M rows)
-stream through.
+stream through. When the sums themselves would pass ``RunOptions.sum_memory``
+(millions of variants), each batch's sums go to disk instead and are added up
+a partition of the variants at a time (:mod:`lbnorm.engines.spill`).
 
 The sums are exact (fixed point, see :class:`lbnorm.kernel.FixedPoint`), so the
 benchmark and leaderboard tables do not depend on row order, batch boundaries
