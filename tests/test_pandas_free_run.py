@@ -27,6 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sample_rows import sample_rows
 
 from lbnorm import run
 from lbnorm.metadata import annotate_table
@@ -151,28 +152,12 @@ def sample_inputs(tmp_path_factory: pytest.TempPathFactory, fixtures: Path) -> P
     del document["results"]["leaderboard_musr_murder_mysteries"]
     (folder / "mixed" / beside / results_name).write_text(json.dumps(document))
     suite = subtask_columns(load_suite("openllm-v2"))
-    rows: dict[str, list[object]] = {
-        name: [] for name in ("task", "metric", "doc_id", "item", "value")
-    }
-    for path in samples:
-        match = SAMPLES_FILE.match(path.name)
-        assert match is not None
-        task = match["task"]
-        metrics = [
+    rows = sample_rows(
+        samples,
+        lambda task: [
             m for t, m in zip(suite["task"], suite["metric"], strict=True) if t == task
-        ]
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            for metric in metrics:
-                value = record[metric.split(",")[0]]
-                items = enumerate(value) if isinstance(value, list) else [(None, value)]
-                for item, item_value in items:
-                    for name, cell in zip(
-                        rows,
-                        (task, metric, record["doc_id"], item, float(item_value)),
-                        strict=True,
-                    ):
-                        rows[name].append(cell)
+        ],
+    )
     size = len(rows["value"])
     table = pa.table({"model": ["org/model"] * size, **rows})
     pq.write_table(

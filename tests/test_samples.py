@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sample_rows import sample_rows
 from strategies import sample_values
 
 import lbnorm
@@ -204,23 +205,9 @@ def test_newest_sample_file_wins(tmp_path: Path) -> None:
 
 def _sample_table(files: list[Path]) -> pa.Table:
     """The long sample table of harness files, built without lbnorm's reader."""
-    columns: dict[str, list[object]] = {
-        n: [] for n in ("task", "metric", "doc_id", "item", "value")
-    }
-    for path in files:
-        task = path.name.removeprefix("samples_").removesuffix(f"_{STAMP}.jsonl")
-        metrics = SUBTASKS.loc[SUBTASKS["task"] == task, "metric"]
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            for metric in metrics:
-                value = record[metric.split(",")[0]]
-                items = enumerate(value) if isinstance(value, list) else [(None, value)]
-                for item, item_value in items:
-                    columns["task"].append(task)
-                    columns["metric"].append(metric)
-                    columns["doc_id"].append(record["doc_id"])
-                    columns["item"].append(item)
-                    columns["value"].append(float(item_value))
+    columns = sample_rows(
+        files, lambda task: SUBTASKS.loc[SUBTASKS["task"] == task, "metric"]
+    )
     size = len(columns["value"])
     table = pa.table(
         {
