@@ -634,18 +634,22 @@ class KeyEncoder:
 
         Args:
             last: Nothing more will be encoded: the hash tables are freed first
-                (~100 MB per 5M keys each), before the strings are joined.
+                (~100 MB per 5M keys each), before the strings are joined, and
+                the codes once copied out; the encoder takes no more lookups.
         """
         if last:
             self._variant_index = _HashIndex()
             for vocabulary in self._vocabularies.values():
                 vocabulary.drop_index()
-        return Variants(
+        variants = Variants(
             vocabularies={
                 name: self._vocabularies[name].values() for name in _TEXT_KEYS
             },
             codes=self._variant_codes().astype(np.int64),
         )
+        if last:
+            self._codes = np.zeros((0, 4), dtype=np.int32)
+        return variants
 
     def _variant_codes(self) -> npt.NDArray[np.int32]:
         """Per variant code, its (model, precision, revision, flag) ids."""

@@ -44,19 +44,22 @@ def marked(seen: npt.NDArray[np.bool_], variant: IntArray, subtask: IntArray) ->
 
 def summed_terms(
     fixed: FixedPoint,
-    key: IntArray,
-    raw: FloatArray,
+    arrays: SuiteArrays,
+    variant: IntArray,
     subtask: IntArray,
+    raw: FloatArray,
     *,
     stderr: FloatArray | None = None,
     n_samples: FloatArray | None = None,
 ) -> tuple[IntArray | slice, dict[str, FloatArray]]:
-    """A batch's exact terms summed per cell (``key``: variant x benchmark).
+    """A batch's exact terms summed per cell (``variant * n_benchmarks + benchmark``).
 
     Returns:
         The distinct cells (a slice when the batch covers a run of them) and,
         per sum some term was added to, each cell's total.
     """
+    n_benchmarks = arrays.is_pooled.shape[0]
+    key = variant * n_benchmarks + arrays.benchmark_index.take(subtask)
     terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
     step = np.diff(key)
     if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
@@ -107,7 +110,6 @@ class PartialStore:
         """
         self.subtask_names = subtask_names  # "benchmark / subtask", for messages
         self._fixed = FixedPoint(arrays)
-        self._benchmark_index = arrays.benchmark_index
         self.arrays = arrays
         self._n_benchmarks = arrays.is_pooled.shape[0]
         capacity = max(capacity, 16) if seen is None else seen.shape[0]
@@ -187,9 +189,10 @@ class PartialStore:
         self.add_sums(
             *summed_terms(
                 self._fixed,
-                variant * self._n_benchmarks + self._benchmark_index.take(subtask),
-                raw,
+                self.arrays,
+                variant,
                 subtask,
+                raw,
                 stderr=stderr,
                 n_samples=n_samples,
             )

@@ -226,9 +226,10 @@ class SpillStore:
         n_benchmarks = self.arrays.is_pooled.shape[0]
         keys, sums = summed_terms(
             self._fixed,
-            variant * n_benchmarks + self.arrays.benchmark_index.take(subtask),
-            raw,
+            self.arrays,
+            variant,
             subtask,
+            raw,
             stderr=stderr,
             n_samples=n_samples,
         )

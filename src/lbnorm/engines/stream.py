@@ -398,7 +398,6 @@ class _Folder:
             raise failure_error(self._failures, total=self._n_failed)
         release_free_memory()  # the pass's temporaries, before the keys are joined
         variants = self._encoder.variants(last=True)
-        self._encoder = KeyEncoder([])
         return finish_spilled(
             variants,
             self._store.trimmed(len(variants)),
@@ -417,8 +416,6 @@ class _Folder:
         """
         assert isinstance(self._store, PartialStore), "a spilled run has no sums"
         variants = self._encoder.variants(last=last)
-        if last:
-            self._encoder = KeyEncoder([])
         return Totals(
             variants=variants,
             store=self._store.trimmed(len(variants)),
