@@ -35,7 +35,7 @@ from lbnorm.forking import can_fork
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path, select_engine
 from lbnorm.readers import Inputs, read_inputs
-from lbnorm.result import Result, finish_job
+from lbnorm.result import BoardCounts, Result, finish_job
 from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, parse_suite
 
@@ -139,6 +139,9 @@ def _assert_same_tables(expected: Result, actual: Result) -> None:
         expected.leaderboard_table, check_metadata=True
     )
     assert actual.file_table.equals(expected.file_table)
+    # the counts an engine keeps for the summary are the leaderboard's
+    assert actual.board_counts() == BoardCounts.of(actual.leaderboard_table)
+    assert actual.board_counts() == expected.board_counts()
     counts = ("n_scores", "n_clipped", "n_ignored_rows")
     assert [getattr(actual, name) for name in counts] == [
         getattr(expected, name) for name in counts

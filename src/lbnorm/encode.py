@@ -377,6 +377,12 @@ class Variants:
     def __len__(self) -> int:
         return int(self.codes.shape[0])
 
+    def n_models(self) -> int:
+        """Distinct model names among these variants."""
+        if not len(self):
+            return 0
+        return int(np.count_nonzero(np.bincount(self.codes[:, 0])))
+
     def take(self, order: IntArray) -> Variants:
         """These variants, rows in `order`."""
         return Variants(vocabularies=self.vocabularies, codes=self.codes[order])

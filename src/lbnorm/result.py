@@ -23,6 +23,7 @@ from lbnorm import arrow
 from lbnorm.encode import Variants, merge_variants
 from lbnorm.kernel import (
     BenchmarkArrays,
+    BoolArray,
     FloatArray,
     IntArray,
     average_benchmarks,
@@ -181,6 +182,20 @@ class BoardCounts:
     unranked_incomplete: int
 
     @classmethod
+    def of_arrays(
+        cls, n_models: int, is_complete: BoolArray, rank: FloatArray
+    ) -> BoardCounts:
+        """Counts from an engine's arrays (a complete flag and a rank per variant)."""
+        is_ranked = ~np.isnan(rank)
+        return cls(
+            variants=len(rank),
+            models=n_models,
+            complete=int(np.count_nonzero(is_complete)),
+            ranked=int(np.count_nonzero(is_ranked)),
+            unranked_incomplete=int(np.count_nonzero(~is_complete & ~is_ranked)),
+        )
+
+    @classmethod
     def of(cls, board: pa.Table) -> BoardCounts:
         """Count a leaderboard table."""
         import pyarrow.compute as pc
@@ -216,8 +231,6 @@ class Result:
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
-        n_models: Distinct model names in the leaderboard, when the engine
-            counted them from its codes (None: count the table's column).
         counts: The leaderboard's counts, when the engine counted them (None:
             :meth:`board_counts` counts the table).
         resized: Variants pooled with other sample sizes, when the engine
@@ -233,7 +246,6 @@ class Result:
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
-    n_models: int | None = None
     counts: BoardCounts | None = None
     resized: tuple[int, list[str]] | None = None
 
@@ -418,9 +430,11 @@ def assemble_result(
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,
-        n_models=int(np.count_nonzero(np.bincount(variants.codes[:, 0])))
-        if len(variants)
-        else 0,
+        counts=BoardCounts.of_arrays(
+            variants.n_models(),
+            (benchmark.n_present == benchmark.n_expected).all(axis=1),
+            rank,
+        ),
     )
 
 

@@ -390,7 +390,7 @@ def _write_tables(
         }
         board = result.board_counts()
         counts = {
-            "models": board.models if result.n_models is None else result.n_models,
+            "models": board.models,
             "variants": board.variants,
             "complete_variants": board.complete,
             "ignored_rows": result.n_ignored_rows,

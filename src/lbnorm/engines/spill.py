@@ -319,13 +319,10 @@ def finish_spilled(
     averages, errors, n_complete, resized = _sum_partitions(store, n_variants, options)
     order = variants.order()
     ordered = variants.take(order)
-    n_models = (
-        int(np.count_nonzero(np.bincount(variants.codes[:, 0]))) if n_variants else 0
-    )
+    n_models = variants.n_models()
     del variants  # (the ordered copy is kept)
     averages, errors, n_complete = averages[order], errors[order], n_complete[order]
     rank = rank_descending(averages)
-    is_complete = n_complete == len(suite.benchmarks)
     spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
     return Result(
@@ -344,13 +341,8 @@ def finish_spilled(
         n_ignored_rows=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,
-        n_models=n_models,
-        counts=BoardCounts(
-            variants=n_variants,
-            models=n_models,
-            complete=int(np.count_nonzero(is_complete)),
-            ranked=int(np.count_nonzero(~np.isnan(rank))),
-            unranked_incomplete=int(np.count_nonzero(np.isnan(rank) & ~is_complete)),
+        counts=BoardCounts.of_arrays(
+            n_models, n_complete == len(suite.benchmarks), rank
         ),
         resized=_resized(spilled, ordered, resized),
     )
