@@ -143,6 +143,9 @@ def test_the_counts_and_examples_come_without_the_whole_tables(
     }
     plain, spilled = results["plain"], results["spilled"]
     assert isinstance(spilled.benchmark_output, spill.SpilledBenchmarks)
+    assert spilled.benchmark_output.num_rows == plain.benchmark_table.num_rows
+    assert isinstance(spilled.leaderboard_output, spill.SpilledLeaderboard)
+    assert spilled.leaderboard_output.num_rows == plain.leaderboard_table.num_rows
     assert spilled.counts is not None  # counted while summing
     assert spilled.board_counts() == plain.board_counts()
     assert spilled.board_counts() == BoardCounts.of(spilled.leaderboard_table)

@@ -275,11 +275,12 @@ class Result:
         board = self.leaderboard_output
         if isinstance(board, pa.Table):
             return board.slice(0, n_rows)
-        head: list[pa.Table] = []
+        head, left = [], n_rows
         for part in board.parts():
-            head.append(part.slice(0, n_rows - sum(t.num_rows for t in head)))
-            if sum(t.num_rows for t in head) >= n_rows:
+            if left <= 0:
                 break
+            head.append(part.slice(0, left))
+            left -= head[-1].num_rows
         return pa.concat_tables(head) if head else board.schema.empty_table()
 
     def resized_variants(self) -> tuple[int, list[str]]:

@@ -69,7 +69,7 @@ from lbnorm.result import (
     Job,
     PartsOnDisk,
     Result,
-    SubtaskParts,
+    TableParts,
 )
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
@@ -371,7 +371,7 @@ def _write_tables(
     files = result.file_table
     inputs = _sorted_inputs(files)
     provenance = provenance_of(suite, result.options, files)
-    tables: dict[str, pa.Table | SubtaskParts | None] = {
+    tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
@@ -416,7 +416,7 @@ def _write_tables(
 
 
 def _write_output(
-    table: pa.Table | SubtaskParts, metadata: dict[str, str], path: Path
+    table: pa.Table | TableParts, metadata: dict[str, str], path: Path
 ) -> dict[str, Any]:
     """Write and sync one table; return its rows, columns and sha256."""
     if isinstance(table, pa.Table):

@@ -316,7 +316,9 @@ def finish_spilled(
         spill folder as the writer reads them.
     """
     n_variants = len(variants)
-    averages, errors, n_complete, resized = _sum_partitions(store, n_variants, options)
+    averages, errors, n_complete, n_cells, resized = _sum_partitions(
+        store, n_variants, options
+    )
     order = variants.order()
     ordered = variants.take(order)
     n_models = variants.n_models()
@@ -326,7 +328,7 @@ def finish_spilled(
     spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
     return Result(
-        benchmark_output=SpilledBenchmarks(spilled, ordered),
+        benchmark_output=SpilledBenchmarks(spilled, ordered, n_cells),
         leaderboard_output=SpilledLeaderboard(
             spilled,
             ordered,
@@ -350,18 +352,20 @@ def finish_spilled(
 
 def _sum_partitions(
     store: SpillStore, n_variants: int, options: RunOptions
-) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int8], list[IntArray]]:
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray]]:
     """Sum and finish every partition; what the leaderboard needs of each variant.
 
     Returns:
         Per variant (code order): the average, its standard error, the complete
-        benchmarks; and the (code, benchmark) pairs pooled with other sample
+        benchmarks; the (variant, benchmark) cells with a subtask (the benchmark
+        table's rows); and the (code, benchmark) pairs pooled with other sample
         sizes.
     """
     averages = np.full(n_variants, np.nan)
     errors = np.full(n_variants, np.nan)
     n_complete = np.zeros(n_variants, dtype=np.int8)
     resized: list[IntArray] = []
+    n_cells = 0
     weight = store.arrays.weight
     for part, low in enumerate(range(0, n_variants, store.width)):
         high = min(low + store.width, n_variants)
@@ -372,12 +376,13 @@ def _sum_partitions(
             benchmark.stderr, scores, weight, missing=options.missing
         )
         n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(axis=1)
+        n_cells += int(np.count_nonzero(benchmark.n_present))
         other = np.argwhere(benchmark.has_other_sizes)
         if other.size:
             resized.append(np.add(other, [low, 0]))
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
-    return averages, errors, n_complete, resized
+    return averages, errors, n_complete, n_cells, resized
 
 
 def _sum_partition(
@@ -455,27 +460,18 @@ class _Spilled:
 class SpilledBenchmarks:
     """The benchmark table of a spilled run, a benchmark and a chunk of variants at a time."""
 
-    def __init__(self, spilled: _Spilled, ordered: Variants) -> None:
+    def __init__(self, spilled: _Spilled, ordered: Variants, num_rows: int) -> None:
         self._spilled, self._ordered = spilled, ordered
         self.schema = BENCHMARK_SCORES
-        self.num_rows = sum(
-            int(np.count_nonzero(self._present(index)))
-            for index in range(len(spilled.suite.benchmarks))
-        )
-
-    def _present(self, benchmark: int) -> npt.NDArray[np.bool_]:
-        """Which variants (in key order) the benchmark has a subtask of."""
-        present: npt.NDArray[np.bool_] = (
-            self._spilled.key_ordered("n_present", benchmark) > 0
-        )
-        return present
+        self.num_rows = num_rows  # (variant, benchmark) cells with a subtask
 
     def parts(self) -> Iterator[pa.Table]:
         """Benchmark-major, then variant in key order."""
         spilled = self._spilled
         for index in range(len(spilled.suite.benchmarks)):
             release_free_memory()  # the previous benchmark's parts
-            present = np.flatnonzero(self._present(index))
+            # the variants (in key order) the benchmark has a subtask of
+            present = np.flatnonzero(spilled.key_ordered("n_present", index) > 0)
             for start in range(0, present.size, CHUNK_ROWS):
                 rows = present[start : start + CHUNK_ROWS]
                 groups = spilled.groups(spilled.order[rows])
@@ -498,7 +494,7 @@ class SpilledBenchmarks:
             name: np.stack(
                 [spilled.key_ordered(name, index) for index in range(n_benchmarks)],
                 axis=1,
-            ).reshape(len(self._ordered), n_benchmarks)
+            )
             for name in _SAVED
         }
         return benchmark_table(
@@ -565,8 +561,6 @@ class SpilledLeaderboard:
                         for index in range(n_benchmarks)
                     ]
                 )
-                if n_benchmarks
-                else np.zeros((0, rows.size))
                 for name in ("normalized", "raw", "stderr")
             }
             yield leaderboard_rows(
