@@ -486,6 +486,24 @@ def test_factorize_is_first_appearance(values: np.ndarray[Any, Any]) -> None:
     assert codes.dtype == first.dtype == np.int64
 
 
+@given(
+    ids=st.lists(st.integers(0, 12), max_size=40),
+    spread=st.sampled_from([1, 7, 20, 50, 10**6]),
+    is_grouped=st.booleans(),
+)
+def test_factorize_wide_ids_grouped_or_not(
+    ids: list[int], spread: int, is_grouped: bool
+) -> None:
+    """Ids too wide for the dense table: runs of equal ids in one pass, else a sort."""
+    values = np.array(sorted(ids) if is_grouped else ids, dtype=np.int64) * spread
+    codes, first = factorize(values)
+    seen: dict[int, int] = {}
+    expected = [seen.setdefault(int(v), len(seen)) for v in values]
+    assert codes.tolist() == expected
+    assert values[first].tolist() == list(seen)
+    assert codes.dtype == first.dtype == np.int64
+
+
 def test_factorize_strings_and_empty() -> None:
     codes, first = factorize(np.array(["b", "a", "b", "é"], dtype=object))
     assert (codes.tolist(), first.tolist()) == ([0, 1, 0, 2], [0, 1, 3])

@@ -202,10 +202,6 @@ class _HashIndex:
             pending, slots = pending[go_on], (slots[go_on] + 1) & mask
 
 
-#: The most strings a vocabulary's chunk gets by merging.
-_CHUNK_STRINGS = 1 << 20
-
-
 class _Vocabulary:
     """A growing string -> id registry, fed one batch dictionary at a time.
 
@@ -311,15 +307,9 @@ class _Vocabulary:
     def _append(self, strings: pa.Array) -> None:
         chunks = self._chunks
         chunks.append(strings.cast(pa.string()))
-        # chunks of decreasing sizes (each at least twice the next), up to
-        # _CHUNK_STRINGS each: O(log n) small chunks and n / _CHUNK_STRINGS
-        # large ones; a merge past that size would briefly hold hundreds of MB
-        # twice (at 5M shas) and leave the allocator holding them
-        while (
-            len(chunks) > 1
-            and 2 * len(chunks[-1]) > len(chunks[-2])
-            and len(chunks[-2]) + len(chunks[-1]) <= _CHUNK_STRINGS
-        ):
+        # chunks of decreasing sizes (each at least twice the next): O(log n)
+        # chunks, each string copied O(log n) times in all
+        while len(chunks) > 1 and 2 * len(chunks[-1]) > len(chunks[-2]):
             chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
         self._size += len(strings)
         self._joined = None
