@@ -7,6 +7,7 @@ and the field docs), then for what they say: ranks, completeness, averages.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from lbnorm.metadata import type_label_array
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.readers import Inputs
 from lbnorm.result import (
+    BoardCounts,
     PartsInMemory,
     PartsOnDisk,
     Result,
@@ -456,3 +458,19 @@ def test_metadata_keeps_the_leaderboard_and_adds_documented_columns(
     assert _column(after, "type_code") == codes  # as the metadata spells it
     labels = type_label_array(pa.array(codes, pa.string())).to_pylist()
     assert _column(after, "type") == labels  # the leaderboard's words
+
+
+@pytest.mark.parametrize("sum_memory", [0.5, 1e-9], ids=["in-memory", "spilled"])
+def test_counts_follow_a_replaced_leaderboard(sum_memory: float) -> None:
+    """A metadata join that takes ranks away (``--exclude-flagged``) changes the counts."""
+    plain = lbnorm.run(options=RunOptions(sum_memory=sum_memory))
+    flagged = lbnorm.run(
+        options=RunOptions(sum_memory=sum_memory, exclude_flagged=True)
+    )
+    counts, fewer = plain.board_counts(), flagged.board_counts()
+    assert fewer == BoardCounts.of(flagged.leaderboard_table)
+    assert fewer.ranked < counts.ranked
+    assert (fewer.variants, fewer.models) == (counts.variants, counts.models)
+    # nothing the engine counted outlives its leaderboard
+    swapped = replace(plain, leaderboard_output=flagged.leaderboard_table)
+    assert swapped.board_counts() == fewer

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BoardCounts",
+    "CountsItself",
+    "FindsResized",
     "Job",
     "PartsInMemory",
     "PartsOnDisk",
@@ -85,6 +87,24 @@ class BuildsWhole(Protocol):
 
     def whole(self) -> pa.Table:
         """The whole table."""
+        ...
+
+
+@runtime_checkable
+class CountsItself(Protocol):
+    """A leaderboard's parts that know its counts (a spilled run's)."""
+
+    def board_counts(self) -> BoardCounts:
+        """The counts of the leaderboard the parts make up."""
+        ...
+
+
+@runtime_checkable
+class FindsResized(Protocol):
+    """A benchmark table's parts that know its variants pooled with other sizes."""
+
+    def resized_variants(self) -> tuple[int, list[str]]:
+        """See :func:`resized_variants`."""
         ...
 
 
@@ -231,10 +251,6 @@ class Result:
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
-        counts: The leaderboard's counts, when the engine counted them (None:
-            :meth:`board_counts` counts the table).
-        resized: Variants pooled with other sample sizes, when the engine
-            found them (None: :meth:`resized_variants` reads the benchmark table).
     """
 
     benchmark_output: pa.Table | TableParts
@@ -246,8 +262,6 @@ class Result:
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
-    counts: BoardCounts | None = None
-    resized: tuple[int, list[str]] | None = None
 
     @property
     def missing(self) -> MissingPolicy:
@@ -265,9 +279,14 @@ class Result:
         return _whole(self.leaderboard_output)
 
     def board_counts(self) -> BoardCounts:
-        """The leaderboard's counts (variants, models, complete, ranked)."""
-        if self.counts is not None:
-            return self.counts
+        """The leaderboard's counts (variants, models, complete, ranked).
+
+        Counted from the leaderboard itself, whatever replaced it (a metadata
+        join that takes ranks away), or by the parts that make it up.
+        """
+        board = self.leaderboard_output
+        if not isinstance(board, pa.Table) and isinstance(board, CountsItself):
+            return board.board_counts()
         return BoardCounts.of(self.leaderboard_table)
 
     def board_head(self, n_rows: int) -> pa.Table:
@@ -285,8 +304,9 @@ class Result:
 
     def resized_variants(self) -> tuple[int, list[str]]:
         """Variants pooled with other sample sizes: how many, and examples."""
-        if self.resized is not None:
-            return self.resized
+        table = self.benchmark_output
+        if not isinstance(table, pa.Table) and isinstance(table, FindsResized):
+            return table.resized_variants()
         return resized_variants(self.benchmark_table)
 
     @property
@@ -431,11 +451,6 @@ def assemble_result(
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,
-        counts=BoardCounts.of_arrays(
-            variants.n_models(),
-            (benchmark.n_present == benchmark.n_expected).all(axis=1),
-            rank,
-        ),
     )
 
 

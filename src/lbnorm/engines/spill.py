@@ -328,7 +328,9 @@ def finish_spilled(
     spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
     return Result(
-        benchmark_output=SpilledBenchmarks(spilled, ordered, n_cells),
+        benchmark_output=SpilledBenchmarks(
+            spilled, ordered, n_cells, resized=_resized(spilled, ordered, resized)
+        ),
         leaderboard_output=SpilledLeaderboard(
             spilled,
             ordered,
@@ -336,6 +338,9 @@ def finish_spilled(
             average=averages,
             average_error=errors,
             n_complete=n_complete,
+            counts=BoardCounts.of_arrays(
+                n_models, n_complete == len(suite.benchmarks), rank
+            ),
         ),
         suite=suite,
         options=options,
@@ -343,10 +348,6 @@ def finish_spilled(
         n_ignored_rows=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,
-        counts=BoardCounts.of_arrays(
-            n_models, n_complete == len(suite.benchmarks), rank
-        ),
-        resized=_resized(spilled, ordered, resized),
     )
 
 
@@ -460,10 +461,22 @@ class _Spilled:
 class SpilledBenchmarks:
     """The benchmark table of a spilled run, a benchmark and a chunk of variants at a time."""
 
-    def __init__(self, spilled: _Spilled, ordered: Variants, num_rows: int) -> None:
+    def __init__(
+        self,
+        spilled: _Spilled,
+        ordered: Variants,
+        num_rows: int,
+        *,
+        resized: tuple[int, list[str]],
+    ) -> None:
         self._spilled, self._ordered = spilled, ordered
         self.schema = BENCHMARK_SCORES
         self.num_rows = num_rows  # (variant, benchmark) cells with a subtask
+        self._resized = resized
+
+    def resized_variants(self) -> tuple[int, list[str]]:
+        """Variants pooled with other sample sizes, found while summing."""
+        return self._resized
 
     def parts(self) -> Iterator[pa.Table]:
         """Benchmark-major, then variant in key order."""
@@ -530,12 +543,18 @@ class SpilledLeaderboard:
         average: FloatArray,
         average_error: FloatArray,
         n_complete: npt.NDArray[np.int8],
+        counts: BoardCounts,
     ) -> None:
         self._spilled, self._ordered = spilled, ordered
         self._rank, self._average, self._error = rank, average, average_error
         self._n_complete = n_complete
+        self._counts = counts
         self.schema = leaderboard_schema(spilled.suite.benchmark_names)
         self.num_rows = len(rank)
+
+    def board_counts(self) -> BoardCounts:
+        """The leaderboard's counts, taken while summing."""
+        return self._counts
 
     def whole(self) -> pa.Table:
         """The whole leaderboard in one table (for the Python API)."""
