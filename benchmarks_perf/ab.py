@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", action="append", required=True, help="NAME=SRC_DIR")
     parser.add_argument("--sizes", default="L40,real")
-    parser.add_argument("--modes", default="3,2", help="tables: 3, 2 or both")
+    parser.add_argument("--modes", default="3,2", help="tables: 3, 2 or 3,2 (both)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=DATA_DIR)
     parser.add_argument("--json", type=Path)

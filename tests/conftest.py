@@ -40,3 +40,14 @@ def full_structure_dir() -> Path:
 def published_csv() -> Path:
     """The final published Open LLM Leaderboard v2 table (4,576 models)."""
     return REPO / "data" / "published_v2_final.csv"
+
+
+@pytest.fixture(autouse=True)
+def _sums_on_their_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch summed on the summing thread, as real inputs' batches are.
+
+    Test inputs are small: under the default threshold they would all be summed
+    at once, and the thread (the path a large input takes) would go untested.
+    Command lines run in a subprocess keep the default (small batches at once).
+    """
+    monkeypatch.setattr("lbnorm.engines.partials.THREAD_ROWS", 1)

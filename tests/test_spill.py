@@ -288,3 +288,36 @@ def test_the_key_registry_takes_no_lookups_once_its_index_is_dropped() -> None:
     assert variants.strings("model").to_pylist() == ["a", "b"]
     with pytest.raises(AssertionError, match="index was dropped"):
         encoder.encode(table)
+
+
+def test_a_full_disk_while_spilling_is_raised_and_leaves_nothing(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sums are written on the summing thread: its error still ends the run."""
+    calls = []
+
+    def full(self: spill.SpillStore, *args: object) -> None:
+        calls.append(args)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spill.SpillStore, "_append", full)
+    table = pq.read_table(demo_path())
+    batches = [Batch(table=table.slice(i, 20_000), source="t") for i in (0, 20_000)]
+    job = stream.start(
+        Inputs.of_batches(batches), SUITE, RunOptions(subtasks=False, sum_memory=TINY)
+    )
+    with pytest.raises(OSError, match="No space left on device"):
+        job.finish()
+    assert len(calls) == 1  # the first batch's error stopped the run
+    del job
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def test_nothing_is_written_to_a_removed_spill_folder(tmpdir_env: Path) -> None:
+    """A removal (an interrupt) and a write under way on the summing thread."""
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store.folder.remove()
+    assert store.folder.is_removed
+    store._append(0, np.array([1, 0]), [np.zeros(1, dtype=np.int64)])
+    assert list(tmpdir_env.iterdir()) == []  # no file, no folder made again

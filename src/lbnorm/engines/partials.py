@@ -8,12 +8,78 @@ another's (workers, partitions).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import numpy.typing as npt
 
 from lbnorm.kernel import SUMS, FixedPoint, FloatArray, IntArray, Partials, SuiteArrays
 
-__all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
+__all__ = [
+    "PartialStore",
+    "SumThread",
+    "grown",
+    "marked",
+    "seen_at",
+    "summed_terms",
+]
+
+#: Batches smaller than this are summed at once (a thread saves nothing there).
+THREAD_ROWS = 1 << 16
+
+
+class SumThread:
+    """Sums one batch on a second thread while the engine checks the next.
+
+    The streaming pass is two halves: checking a batch (encoding its keys,
+    duplicates against every earlier batch) must follow the input's order, but
+    summing it only needs its checked arrays, and numpy and Arrow release the
+    GIL in their kernels, so the two run on both cores. One batch at most is in
+    flight, its arrays held until it is summed. An error the summing raised
+    (a full disk while spilling) is raised by the next :meth:`run` or
+    :meth:`wait`. The thread starts with the first large batch (none exists
+    when a run forks its workers) and stops at :meth:`close`.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+
+    def run(self, work: Callable[[], None], n_rows: int) -> None:
+        """Wait for the batch before, then sum this one (`work`) behind."""
+        self.wait()
+        if n_rows < THREAD_ROWS:
+            work()
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-sums")
+        self._pending = self._pool.submit(work)
+
+    def wait(self) -> None:
+        """Wait until every batch handed over is summed (raising what it raised)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait, then stop the thread (the store is done with batches)."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+
+    def abandon(self) -> None:
+        """Stop once the batch under way is done, whatever it raised.
+
+        For a run that already failed (or was interrupted): its own error is
+        the one to report, and the store must be free to go once it returns.
+        """
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def grown(seen: npt.NDArray[np.bool_], capacity: int) -> npt.NDArray[np.bool_]:
@@ -121,12 +187,14 @@ class PartialStore:
             else seen
         )
         self._added: set[str] = set()  # sums some term was added to
+        self._behind = SumThread()
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
         capacity = self._seen.shape[0]
         if n_variants <= capacity:
             return
+        self._behind.wait()  # the sums move: the batch being summed lands first
         capacity = max(2 * capacity, n_variants)
         sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
         for new, old in zip(sums, self._sums, strict=True):
@@ -134,13 +202,22 @@ class PartialStore:
         self._sums, self._seen = sums, grown(self._seen, capacity)
 
     def trimmed(self, n_variants: int) -> PartialStore:
-        """The store cut to its first `n_variants` rows (views: nothing is copied)."""
+        """The store cut to its first `n_variants` rows (views: nothing is copied).
+
+        Every batch handed over is summed first, and the summing thread stopped.
+        """
+        self._behind.close()
         self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
         self._seen = self._seen[:n_variants]
         return self
 
+    def abandon(self) -> None:
+        """Stop summing (a failed run): see :meth:`SumThread.abandon`."""
+        self._behind.abandon()
+
     def release(self) -> None:
         """Free the sums and the seen matrix (once the partials are taken)."""
+        self._behind.close()
         self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
         self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
 
@@ -157,6 +234,8 @@ class PartialStore:
             None, or (other's row, subtask) of every cell both stores hold (then
             nothing is added).
         """
+        self._behind.wait()
+        other._behind.wait()
         seen = other._seen
         overlap = self._seen[rows] & seen
         if overlap.any():
@@ -182,20 +261,28 @@ class PartialStore:
         stderr: FloatArray | None = None,
         n_samples: FloatArray | None = None,
     ) -> None:
-        """Add distinct, valid scores to their sums (None: only mark them seen)."""
+        """Add distinct, valid scores to their sums (None: only mark them seen).
+
+        They are marked seen at once (the next batch's duplicate check needs
+        them) and summed on the summing thread (:class:`SumThread`).
+        """
         marked(self._seen, variant, subtask)
         if raw is None or raw.size == 0:
             return
-        self.add_sums(
-            *summed_terms(
-                self._fixed,
-                self.arrays,
-                variant,
-                subtask,
-                raw,
-                stderr=stderr,
-                n_samples=n_samples,
-            )
+        fixed, arrays = self._fixed, self.arrays
+        self._behind.run(
+            lambda: self.add_sums(
+                *summed_terms(
+                    fixed,
+                    arrays,
+                    variant,
+                    subtask,
+                    raw,
+                    stderr=stderr,
+                    n_samples=n_samples,
+                )
+            ),
+            raw.size,
         )
 
     def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
@@ -211,6 +298,7 @@ class PartialStore:
         Each sum is freed here once taken (the store is spent: see :meth:`release`),
         so the sums and their ordered copies are never all held at once.
         """
+        self._behind.close()
         shape = (n_variants, self._n_benchmarks)
         sums = {}
         for row, name in enumerate(SUMS):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,7 @@ from lbnorm._faults import fault_point
 from lbnorm.encode import Variants
 from lbnorm.engines.partials import (
     PartialStore,
+    SumThread,
     grown,
     marked,
     seen_at,
@@ -152,7 +154,17 @@ class _Folder:
     def __init__(self) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="lbnorm-spill-"))
         self.files: dict[int, BinaryIO] = {}  # a partition's sums, being written
-        self._remove = weakref.finalize(self, _removed, self.path, self.files)
+        # held while the summing thread writes: a removal (an interrupt, on the
+        # main thread) waits for the write, and no file is made after it
+        self.lock = threading.Lock()
+        self._remove = weakref.finalize(
+            self, _removed, self.path, self.files, self.lock
+        )
+
+    @property
+    def is_removed(self) -> bool:
+        """Whether the folder was removed (nothing may be written to it now)."""
+        return not self._remove.alive
 
     def close(self) -> None:
         """Close the files being written."""
@@ -165,10 +177,20 @@ class _Folder:
         self._remove()
 
 
-def _removed(path: Path, files: dict[int, BinaryIO]) -> None:
-    for file in files.values():
-        file.close()
-    shutil.rmtree(path, ignore_errors=True)
+def _removed(path: Path, files: dict[int, BinaryIO], lock: threading.Lock) -> None:
+    # a write under way finishes first (bounded: a signal handler must not hang)
+    is_locked = lock.acquire(timeout=_REMOVE_WAIT)
+    try:
+        for file in files.values():
+            file.close()
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        if is_locked:
+            lock.release()
+
+
+#: Seconds a removal waits for a spill write under way.
+_REMOVE_WAIT = 10.0
 
 
 class SpillStore:
@@ -188,6 +210,7 @@ class SpillStore:
         self.folder = _Folder()
         self._fixed = FixedPoint(arrays)
         self._n_batches = 0
+        self._behind = SumThread()
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` in the seen matrix (doubling)."""
@@ -199,10 +222,22 @@ class SpillStore:
         return seen_at(self.seen, variant, subtask)
 
     def trimmed(self, n_variants: int) -> SpillStore:
-        """The store cut to its first `n_variants` variants."""
+        """The store cut to its first `n_variants` variants, its files complete."""
+        self._behind.close()
         self.seen = self.seen[:n_variants]
         self.folder.close()
         return self
+
+    def abandon(self) -> None:
+        """Stop summing (a failed run): see :meth:`SumThread.abandon`."""
+        self._behind.abandon()
+
+    def discard(self) -> None:
+        """Remove the folder of a run that failed (once the last batch is written)."""
+        try:
+            self._behind.close()
+        finally:
+            self.folder.remove()
 
     def add(
         self,
@@ -215,7 +250,8 @@ class SpillStore:
     ) -> None:
         """Mark scores seen; append their per-cell sums to their partitions' files.
 
-        None for `raw`: only mark them seen.
+        None for `raw`: only mark them seen. The sums are computed and written
+        on the summing thread (:class:`~lbnorm.engines.partials.SumThread`).
         """
         marked(self.seen, variant, subtask)
         self._n_batches += 1
@@ -223,6 +259,19 @@ class SpillStore:
             release_free_memory()
         if raw is None or raw.size == 0:
             return
+        self._behind.run(
+            lambda: self._spill(variant, subtask, raw, stderr, n_samples), raw.size
+        )
+
+    def _spill(
+        self,
+        variant: IntArray,
+        subtask: IntArray,
+        raw: FloatArray,
+        stderr: FloatArray | None,
+        n_samples: FloatArray | None,
+    ) -> None:
+        """Append a batch's per-cell sums to its partitions' files."""
         n_benchmarks = self.arrays.is_pooled.shape[0]
         keys, sums = summed_terms(
             self._fixed,
@@ -251,13 +300,16 @@ class SpillStore:
     def _append(
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
     ) -> None:
-        file = self.folder.files.get(part)
-        if file is None:
-            path = self.folder.path / f"{part}.sums"
-            file = self.folder.files[part] = path.open("ab")
-        file.write(header.astype(np.int64).tobytes())
-        for values in columns:
-            file.write(np.ascontiguousarray(values).tobytes())
+        with self.folder.lock:  # not while the folder is being removed
+            if self.folder.is_removed:  # the run ended (an interrupt): drop it
+                return
+            file = self.folder.files.get(part)
+            if file is None:
+                path = self.folder.path / f"{part}.sums"
+                file = self.folder.files[part] = path.open("ab")
+            file.write(header.astype(np.int64).tobytes())
+            for values in columns:
+                file.write(np.ascontiguousarray(values).tobytes())
 
     def sums(self, part: int) -> Iterator[tuple[IntArray, dict[str, FloatArray]]]:
         """A partition's spilled sums, a batch's share at a time (deleted once read).

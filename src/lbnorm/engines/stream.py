@@ -20,6 +20,7 @@ or worker count, bit for bit, and equal the in-memory engine's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -123,10 +124,11 @@ class StreamJob:
         if self._is_done or self.subtask_schema is None:
             return
         self._is_done = True
-        for batch in _sliced(self._inputs.batches, self._options.batch_rows):
-            checked = self._folder.fold(batch)
-            if checked is not None:  # no failure so far
-                yield _subtask_part(batch, checked, self._folder.arrays)
+        with self._folder.folding():
+            for batch in _sliced(self._inputs.batches, self._options.batch_rows):
+                checked = self._folder.fold(batch)
+                if checked is not None:  # no failure so far
+                    yield _subtask_part(batch, checked, self._folder.arrays)
 
     def finish(self) -> Result:
         """Sum whatever the parts have not, and build the result."""
@@ -151,8 +153,9 @@ class StreamJob:
                     add_totals,
                 )  # None: a share failed a check; the serial run below says where
             if totals is None:
-                for batch in _sliced(inputs.batches, options.batch_rows):
-                    self._folder.fold(batch)
+                with self._folder.folding():
+                    for batch in _sliced(inputs.batches, options.batch_rows):
+                        self._folder.fold(batch)
         if totals is None and self._folder.spills:
             return self._folder.finish_spilled(
                 self._suite, self._options, self._inputs.catalog
@@ -316,8 +319,9 @@ def sum_scores(
         failure is listed) but no longer summed.
     """
     folder = _Folder(suite, unknown=unknown, rows=expected_rows)
-    for batch in _sliced(batches, batch_rows):
-        folder.fold(batch)
+    with folder.folding():
+        for batch in _sliced(batches, batch_rows):
+            folder.fold(batch)
     return folder.totals()
 
 
@@ -352,6 +356,19 @@ class _Folder:
     def spills(self) -> bool:
         """Whether the rows go to a spill folder (see :mod:`lbnorm.engines.spill`)."""
         return isinstance(self._store, SpillStore)
+
+    @contextlib.contextmanager
+    def folding(self) -> Iterator[None]:
+        """Folding batches; on any error the summing thread stops before it goes on.
+
+        A batch handed to the thread is done (or dropped, its folder removed)
+        by the time the error leaves: the store is then free to go.
+        """
+        try:
+            yield
+        except BaseException:
+            self._store.abandon()
+            raise
 
     def fold(self, batch: Batch) -> CheckedBatch | None:
         """Check a batch and add its scores; None once any batch failed a check."""
@@ -394,7 +411,7 @@ class _Folder:
         """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
         assert isinstance(self._store, SpillStore)
         if self._failures:
-            self._store.folder.remove()
+            self._store.discard()
             raise failure_error(self._failures, total=self._n_failed)
         release_free_memory()  # the pass's temporaries, before the keys are joined
         variants = self._encoder.variants(last=True)
