@@ -50,4 +50,4 @@ def _sums_on_their_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     at once, and the thread (the path a large input takes) would go untested.
     Command lines run in a subprocess keep the default (small batches at once).
     """
-    monkeypatch.setattr("lbnorm.engines.partials.THREAD_ROWS", 1)
+    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1)

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import shutil
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -464,6 +465,23 @@ def test_bad_sample_tables(
     with pytest.raises(InputError, match=match) as caught:
         aggregate_samples_table(path, COLUMNS)
     assert str(path) in str(caught.value)
+
+
+def test_the_first_bad_row_is_named_when_two_batches_have_one(tmp_path: Path) -> None:
+    """A value checked on the summing thread (batch 1) before a key checked on
+    the reading thread (batch 2): the error names the earlier row."""
+    path = _table_file(
+        tmp_path,
+        model=["a/b", "a/b", None, "a/b"],
+        doc_id=[0, 1, 2, 3],
+        task=["leaderboard_gpqa_main"] * 4,
+        metric=["acc_norm,none"] * 4,
+        value=[1.0, math.nan, 0.0, 1.0],
+    )
+    with pytest.raises(InputError, match=r"value is not finite in row\(s\) 2.\nHint"):
+        aggregate_samples_table(path, COLUMNS, batch_rows=2)
+    threads = [t.name for t in threading.enumerate()]
+    assert not any(name.startswith("lbnorm-batch") for name in threads)
 
 
 def test_list_metric_rows_count_documents_and_have_no_stderr(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from strategies import missing_policies, score_tables
 
 import lbnorm
+from lbnorm import batch_thread
 from lbnorm.cli import main
-from lbnorm.engines import memory, partials, stream
+from lbnorm.engines import memory, stream
 from lbnorm.errors import InputError, OptionsError, ValidationError
 from lbnorm.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
@@ -277,30 +278,30 @@ def test_finishing_frees_the_sums_the_job_still_references(
 
 
 def test_the_summing_thread_raises_its_error_at_the_next_batch() -> None:
-    behind = partials.SumThread()
+    behind = batch_thread.BatchThread()
     done: list[int] = []
 
     def fail() -> None:
         raise OSError(28, "No space left on device")
 
-    behind.run(fail, partials.THREAD_ROWS)
+    behind.run(fail, batch_thread.THREAD_ROWS)
     with pytest.raises(OSError, match="No space"):
-        behind.run(lambda: done.append(1), partials.THREAD_ROWS)
+        behind.run(lambda: done.append(1), batch_thread.THREAD_ROWS)
     assert done == []  # nothing more summed after the error
-    behind.run(lambda: done.append(2), partials.THREAD_ROWS)
+    behind.run(lambda: done.append(2), batch_thread.THREAD_ROWS)
     behind.close()
     assert done == [2]
-    behind.run(fail, partials.THREAD_ROWS)
+    behind.run(fail, batch_thread.THREAD_ROWS)
     behind.abandon()  # a run that failed already: its own error is the one shown
-    assert not any(t.name.startswith("lbnorm-sums") for t in threading.enumerate())
+    assert not any(t.name.startswith("lbnorm-batch") for t in threading.enumerate())
 
 
 def test_small_batches_are_summed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(partials, "THREAD_ROWS", 1 << 16)
-    behind = partials.SumThread()
+    monkeypatch.setattr(batch_thread, "THREAD_ROWS", 1 << 16)
+    behind = batch_thread.BatchThread()
     seen: list[str] = []
     behind.run(lambda: seen.append(threading.current_thread().name), 10)
     assert seen == [threading.current_thread().name]  # summed before run returned
     behind.run(lambda: seen.append(threading.current_thread().name), 1 << 16)
     behind.close()
-    assert seen[1].startswith("lbnorm-sums")
+    assert seen[1].startswith("lbnorm-batch")

@@ -8,78 +8,13 @@ another's (workers, partitions).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm.batch_thread import BatchThread
 from lbnorm.kernel import SUMS, FixedPoint, FloatArray, IntArray, Partials, SuiteArrays
 
-__all__ = [
-    "PartialStore",
-    "SumThread",
-    "grown",
-    "marked",
-    "seen_at",
-    "summed_terms",
-]
-
-#: Batches smaller than this are summed at once (a thread saves nothing there).
-THREAD_ROWS = 1 << 16
-
-
-class SumThread:
-    """Sums one batch on a second thread while the engine checks the next.
-
-    The streaming pass is two halves: checking a batch (encoding its keys,
-    duplicates against every earlier batch) must follow the input's order, but
-    summing it only needs its checked arrays, and numpy and Arrow release the
-    GIL in their kernels, so the two run on both cores. One batch at most is in
-    flight, its arrays held until it is summed. An error the summing raised
-    (a full disk while spilling) is raised by the next :meth:`run` or
-    :meth:`wait`. The thread starts with the first large batch (none exists
-    when a run forks its workers) and stops at :meth:`close`.
-    """
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[None] | None = None
-
-    def run(self, work: Callable[[], None], n_rows: int) -> None:
-        """Wait for the batch before, then sum this one (`work`) behind."""
-        self.wait()
-        if n_rows < THREAD_ROWS:
-            work()
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-sums")
-        self._pending = self._pool.submit(work)
-
-    def wait(self) -> None:
-        """Wait until every batch handed over is summed (raising what it raised)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def close(self) -> None:
-        """Wait, then stop the thread (the store is done with batches)."""
-        try:
-            self.wait()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown()
-                self._pool = None
-
-    def abandon(self) -> None:
-        """Stop once the batch under way is done, whatever it raised.
-
-        For a run that already failed (or was interrupted): its own error is
-        the one to report, and the store must be free to go once it returns.
-        """
-        with contextlib.suppress(Exception):
-            self.close()
+__all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
 
 
 def grown(seen: npt.NDArray[np.bool_], capacity: int) -> npt.NDArray[np.bool_]:
@@ -187,7 +122,7 @@ class PartialStore:
             else seen
         )
         self._added: set[str] = set()  # sums some term was added to
-        self._behind = SumThread()
+        self._behind = BatchThread()
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
@@ -212,7 +147,7 @@ class PartialStore:
         return self
 
     def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`SumThread.abandon`."""
+        """Stop summing (a failed run): see :meth:`~lbnorm.batch_thread.BatchThread.abandon`."""
         self._behind.abandon()
 
     def release(self) -> None:
@@ -264,7 +199,7 @@ class PartialStore:
         """Add distinct, valid scores to their sums (None: only mark them seen).
 
         They are marked seen at once (the next batch's duplicate check needs
-        them) and summed on the summing thread (:class:`SumThread`).
+        them) and summed on the summing thread (:class:`~lbnorm.batch_thread.BatchThread`).
         """
         marked(self._seen, variant, subtask)
         if raw is None or raw.size == 0:

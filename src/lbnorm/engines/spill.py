@@ -46,10 +46,10 @@ import pyarrow as pa
 
 from lbnorm import arrow
 from lbnorm._faults import fault_point
+from lbnorm.batch_thread import BatchThread
 from lbnorm.encode import Variants
 from lbnorm.engines.partials import (
     PartialStore,
-    SumThread,
     grown,
     marked,
     seen_at,
@@ -210,7 +210,7 @@ class SpillStore:
         self.folder = _Folder()
         self._fixed = FixedPoint(arrays)
         self._n_batches = 0
-        self._behind = SumThread()
+        self._behind = BatchThread()
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` in the seen matrix (doubling)."""
@@ -229,7 +229,7 @@ class SpillStore:
         return self
 
     def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`SumThread.abandon`."""
+        """Stop summing (a failed run): see :meth:`~lbnorm.batch_thread.BatchThread.abandon`."""
         self._behind.abandon()
 
     def discard(self) -> None:
@@ -251,7 +251,7 @@ class SpillStore:
         """Mark scores seen; append their per-cell sums to their partitions' files.
 
         None for `raw`: only mark them seen. The sums are computed and written
-        on the summing thread (:class:`~lbnorm.engines.partials.SumThread`).
+        on the summing thread (:class:`~lbnorm.batch_thread.BatchThread`).
         """
         marked(self.seen, variant, subtask)
         self._n_batches += 1

@@ -48,6 +48,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from lbnorm.arrow import booleans, numbers, scalar, strings, to_numpy
+from lbnorm.batch_thread import BatchThread
 from lbnorm.errors import InputError
 from lbnorm.readers.files import json_lines
 from lbnorm.schemas import KEY_COLUMNS, SAMPLES, SCORES
@@ -364,16 +365,38 @@ def aggregate_samples_table(
         name for name in SAMPLES.names if name in schema.names and name != "doc_id"
     ]
     sums = _Sums(subtasks)
-    ignored, first = 0, 1
+    first = 1
     batches = _prefetched(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
         for batch in batches:
-            ignored += sums.add_rows(batch, source=str(path), first_row=first)
+            sums.add_rows(batch, source=str(path), first_row=first)
             first += batch.num_rows
+        sums.wait()
     except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
+        sums.settle()  # a bad row of the batch before came first
         msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
         raise InputError(msg) from exc
-    return sums.result(), ignored
+    except BaseException:
+        sums.settle()
+        raise
+    return sums.result(), sums.n_ignored
+
+
+@dataclass(slots=True, frozen=True)
+class _Groups:
+    """A batch's rows numbered by group, and how to read a group's keys back.
+
+    Attributes:
+        code: Each row's group (a mixed-radix number of its key indices).
+        size: Groups the numbering allows.
+        steps: Per key column, its radix and (renumbered) the numbers it stood for.
+        mappings: Per key column, each dictionary entry's code.
+    """
+
+    code: _I64
+    size: int
+    steps: list[tuple[int, _I64 | None]]
+    mappings: list[_I64]
 
 
 @dataclass(slots=True)
@@ -424,6 +447,16 @@ class _Sums:
         ] = np.arange(size)
         self._parts: list[_Partial] = []
         self._rows = 0
+        self.n_ignored = 0  # rows of tasks or metrics the suite does not use
+        self._behind = BatchThread()
+
+    def wait(self) -> None:
+        """Wait until every batch given to :meth:`add_rows` is summed (its errors raised)."""
+        self._behind.close()
+
+    def settle(self) -> None:
+        """After an error: raise a batch being summed's own first (it came earlier)."""
+        self._behind.settle()
 
     def variant_code(self, variant: tuple[Any, ...]) -> int:
         """The packed key of one variant, with a zero subtask code."""
@@ -441,6 +474,7 @@ class _Sums:
         self, key: int, values: _F64, documents: int, is_list: bool, source: str
     ) -> None:
         """Add one group's values (one sample file's metric)."""
+        self.wait()
         group, count = np.zeros(values.size, dtype=np.int64), np.array([values.size])
         plain, shift, residual, m2 = _moments(group, values, count.astype(np.float64))
         self._add(
@@ -457,8 +491,13 @@ class _Sums:
             )
         )
 
-    def add_rows(self, batch: pa.RecordBatch, *, source: str, first_row: int) -> int:
-        """Add a batch of sample-table rows; return the rows the suite does not use."""
+    def add_rows(self, batch: pa.RecordBatch, *, source: str, first_row: int) -> None:
+        """Add a batch of sample-table rows (those the suite does not use: :attr:`n_ignored`).
+
+        The batch's keys are encoded here; its groups are summed on the batch
+        thread (:class:`~lbnorm.batch_thread.BatchThread`) while the caller reads
+        the next batch: :meth:`wait` before reading the sums.
+        """
         rows = batch.num_rows
         value = batch.column("value")
         if value.null_count:
@@ -469,10 +508,10 @@ class _Sums:
         # each row's group: a mixed-radix number of its dictionary indices,
         # renumbered densely (in order of first occurrence) if it outgrows the batch
         code, size = np.zeros(rows, dtype=np.int64), 1
-        columns, steps = [], []
+        mappings, steps = [], []
         for name in _GROUPED:
             indices, mapping = self._encoded(batch, name, source, first_row)
-            columns.append(mapping)
+            mappings.append(mapping)
             radix, uniques = 1, None
             if indices is not None and len(mapping) > 1:
                 radix = len(mapping)
@@ -485,6 +524,23 @@ class _Sums:
                     uniques = to_numpy(encoded.dictionary)
                     size = len(uniques)
             steps.append((radix, uniques))
+        self._behind.run(
+            lambda: self._add_groups(
+                _Groups(code, size, steps, mappings), values, batch, source, first_row
+            ),
+            rows,
+        )
+
+    def _add_groups(
+        self,
+        grouped: _Groups,
+        values: _F64,
+        batch: pa.RecordBatch,
+        source: str,
+        first_row: int,
+    ) -> None:
+        """Sum a batch's values per group and add the groups the suite uses."""
+        code, size = grouped.code, grouped.size
         count = np.bincount(code, minlength=size).astype(np.float64)
         present = np.flatnonzero(count)
         plain, shift, residual, m2 = _moments(code, values, count)
@@ -499,7 +555,9 @@ class _Sums:
             documents, listed = count, np.zeros(size)
         # each present group's dictionary indices, read back from its number
         number, found = present, []
-        for (radix, uniques), mapping in zip(steps[::-1], columns[::-1], strict=True):
+        for (radix, uniques), mapping in zip(
+            grouped.steps[::-1], grouped.mappings[::-1], strict=True
+        ):
             if uniques is not None:
                 number = np.asarray(uniques)[number]
             number, index = np.divmod(number, radix)
@@ -521,10 +579,11 @@ class _Sums:
                 source=np.repeat(self._code("source", [source]), len(groups)),
             )
         )
-        return int(count[present[~kept]].sum())
+        self.n_ignored += int(count[present[~kept]].sum())
 
     def rows_per_source(self) -> dict[str, int]:
         """Score rows per source (a source without rows is left out)."""
+        self.wait()
         if not self._parts:
             return {}
         counts = np.bincount(
@@ -538,6 +597,7 @@ class _Sums:
 
     def result(self) -> pa.Table:
         """The scores: mean, ``mean_stderr`` and documents per group."""
+        self.wait()
         if not self._parts:
             return _empty_scores()
         merged = self._merged()

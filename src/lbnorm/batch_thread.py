@@ -1,0 +1,81 @@
+"""A batch's work done on a second thread while the next batch is read.
+
+A streaming pass over batches is two halves: one must follow the input's order
+(encoding keys, checking duplicates against every earlier batch), the other only
+needs what the first produced (summing). numpy and Arrow release the GIL in
+their kernels, so the two run on both cores of a 2-core machine: the streaming
+engine (:mod:`lbnorm.engines.partials`, :mod:`lbnorm.engines.spill`) and the
+sample-table reader (:mod:`lbnorm.readers.samples`) sum a batch this way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+__all__ = ["THREAD_ROWS", "BatchThread"]
+
+#: Batches smaller than this are done at once (a thread saves nothing there).
+THREAD_ROWS = 1 << 16
+
+
+class BatchThread:
+    """Runs one batch's work on a second thread while the caller reads the next.
+
+    One batch at most is in flight, its arrays held until its work is done, and
+    the batches' work runs in the order given. An error the work raised (a full
+    disk while spilling, a non-finite sample value) is raised by the next
+    :meth:`run` or :meth:`wait`. The thread starts with the first large batch
+    (none exists when a run forks its workers) and stops at :meth:`close`.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+
+    def run(self, work: Callable[[], None], n_rows: int) -> None:
+        """Wait for the batch before, then do this one's `work` on the thread."""
+        self.wait()
+        if n_rows < THREAD_ROWS:
+            work()
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-batch")
+        self._pending = self._pool.submit(work)
+
+    def wait(self) -> None:
+        """Wait until every batch handed over is done (raising what its work raised)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait, then stop the thread (no more batches will come)."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+
+    def abandon(self) -> None:
+        """Stop once the batch under way is done, whatever it raised.
+
+        For a run that already failed (or was interrupted): its own error is
+        the one to report, and the store must be free to go once it returns.
+        """
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def settle(self) -> None:
+        """After the caller's own error: raise the batch behind's first, if it had one.
+
+        That batch came earlier in the input, so its error is the one to report
+        (the first bad row); otherwise the thread just stops.
+        """
+        pending, self._pending = self._pending, None
+        error = None if pending is None else pending.exception()
+        self.abandon()
+        if error is not None:
+            raise error
