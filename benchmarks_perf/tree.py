@@ -22,7 +22,7 @@ rounds (the order rotates each round), every file read right before every run:
   every file, one process, importing nothing from lbnorm.
 
 The floors import the real reader module, so they pay its imports as lbnorm does
-(today that module imports pandas, ~0.4 s; the floor gets cheaper when it stops).
+(numpy, pyarrow and msgspec; no pandas).
 The targets: lbnorm / floor-2cores and lbnorm-1core / floor at most 1.5 each.
 Peak RSS comes from ``os.wait4`` (the largest of the process and its workers).
 """

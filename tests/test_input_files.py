@@ -469,3 +469,17 @@ def test_a_duplicate_across_a_csv_and_a_results_file(tmp_path: Path) -> None:
     ) in message
     failures = raised.value.failures
     assert failures["source"].tolist() == [str(GOLDEN)]
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 100])
+def test_sha256_in_chunks_is_the_files_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    import hashlib
+
+    from lbnorm.readers import files
+
+    monkeypatch.setattr(files, "_HASH_CHUNK", 7)  # reads that end mid-chunk and on one
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(size)))
+    assert files.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()

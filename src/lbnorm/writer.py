@@ -64,7 +64,7 @@ from lbnorm.manifest import (
     manifest_problem,
 )
 from lbnorm.options import RunOptions
-from lbnorm.readers.files import sha256_file
+from lbnorm.readers.files import sha256_file, sha256_of
 from lbnorm.result import (
     Job,
     PartsOnDisk,
@@ -159,15 +159,19 @@ def write_job(
     finished: list[Result] = []
 
     def fill(staging: Path) -> dict[str, Any]:
-        written = None
-        if job.subtask_schema is not None:
-            path = staging / "subtasks.parquet"
-            metadata = {**provenance, "lbnorm.table": "subtasks"}
-            n_rows = _write_parts(
-                job.subtask_schema, job.subtask_parts(), metadata, path
-            )
-            written = _synced(path, n_rows, len(job.subtask_schema))
-        finished.append(finish(job.finish()))
+        # the subtask table is synced and hashed on a thread while the job
+        # finishes (fsync and sha256 release the GIL): ~0.3 s at 20M rows
+        with ThreadPoolExecutor(max_workers=1) as syncer:
+            synced = None
+            if job.subtask_schema is not None:
+                path = staging / "subtasks.parquet"
+                metadata = {**provenance, "lbnorm.table": "subtasks"}
+                n_rows = _write_parts(
+                    job.subtask_schema, job.subtask_parts(), metadata, path
+                )
+                synced = syncer.submit(_synced, path, n_rows, len(job.subtask_schema))
+            finished.append(finish(job.finish()))
+            written = None if synced is None else synced.result()
         return _write_tables(finished[0], staging, subtasks=written)
 
     written = _write_staged(out, fill, created_at=created_at)
@@ -1018,9 +1022,9 @@ def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
 
 def _fsync_file(path: Path) -> str:
     """Sync a file to disk; return the sha256 of its bytes (read back once)."""
-    with path.open("rb") as handle:
+    with path.open("rb", buffering=0) as handle:
         os.fsync(handle.fileno())
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        return sha256_of(handle)
 
 
 def _fsync_dir(path: Path) -> None:

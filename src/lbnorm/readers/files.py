@@ -12,6 +12,7 @@ skip), and a results file is at most :data:`MAX_RESULTS_BYTES`.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -40,6 +41,7 @@ __all__ = [
     "json_lines",
     "read_bytes",
     "sha256_file",
+    "sha256_of",
     "walk_directory",
 ]
 
@@ -238,8 +240,28 @@ def walk_directory(directory: Path) -> tuple[list[Path], list[tuple[Path, str]]]
 
 def sha256_file(path: Path) -> str:
     """Return the hex sha256 of a file's content."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    with path.open("rb", buffering=0) as handle:
+        return sha256_of(handle)
+
+
+def sha256_of(handle: io.RawIOBase) -> str:
+    """The hex sha256 of what is left to read of an open file.
+
+    Read and hashed 8 MiB at a time: both release the GIL, so a hash on one
+    thread (the writer syncs a written table while the engine finishes) takes
+    it back a few times per 100 MB; ``hashlib.file_digest``'s 256 KiB reads
+    took it back hundreds of times, each a wait behind the busy thread.
+    """
+    digest = hashlib.sha256()
+    chunk = bytearray(_HASH_CHUNK)
+    view = memoryview(chunk)
+    while size := handle.readinto(chunk):
+        digest.update(view[:size])
+    return digest.hexdigest()
+
+
+#: Bytes read and hashed at a time by :func:`sha256_of`.
+_HASH_CHUNK = 8 << 20
 
 
 def json_lines(
