@@ -131,6 +131,16 @@ def test_the_command_line_writes_the_same_tables_summary_and_manifest(
     leaderboard = pq.ParquetFile(tmp_path / "spilled" / "leaderboard.parquet")
     assert leaderboard.metadata.num_rows == 4576
     assert list(tmp_path.joinpath("tmp").iterdir()) == []  # the spill is gone
+    # a spilled part holds each variant once: its names are written plain
+    benchmarks = pq.ParquetFile(tmp_path / "spilled" / "benchmarks.parquet")
+    first = benchmarks.metadata.row_group(0)
+    encodings = {
+        first.column(i).path_in_schema: first.column(i).encodings
+        for i in range(first.num_columns)
+    }
+    assert "RLE_DICTIONARY" not in encodings["model"] + encodings["revision"]
+    assert "RLE_DICTIONARY" in encodings["benchmark"]
+    assert pa.types.is_dictionary(benchmarks.schema_arrow.field("model").type)
 
 
 def test_the_counts_and_examples_come_without_the_whole_tables(

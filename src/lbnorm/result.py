@@ -53,6 +53,7 @@ __all__ = [
     "Result",
     "SubtaskParts",
     "TableParts",
+    "UniquePerPart",
     "assemble_result",
     "benchmark_table",
     "board_order",
@@ -78,6 +79,22 @@ class TableParts(Protocol):
 
     def parts(self) -> Iterator[pa.Table]:
         """The parts, in the table's row order."""
+        ...
+
+
+@runtime_checkable
+class UniquePerPart(Protocol):
+    """Parts whose text keys hardly repeat within a part: written without dictionaries.
+
+    A spilled run's benchmark table comes a benchmark and a chunk of variants at
+    a time, each variant once: a dictionary page per row group of half a
+    million distinct names would cost three times the plain encoding, and more
+    bytes (the in-memory table is one row group, each variant once per benchmark).
+    """
+
+    @property
+    def unique_columns(self) -> tuple[str, ...]:
+        """The columns to write plain."""
         ...
 
 

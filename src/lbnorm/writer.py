@@ -70,6 +70,7 @@ from lbnorm.result import (
     PartsOnDisk,
     Result,
     TableParts,
+    UniquePerPart,
 )
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
@@ -429,7 +430,8 @@ def _write_output(
         )
         _write_parquet(table, path)
         return _synced(path, table.num_rows, table.num_columns)
-    n_rows = _write_parts(table.schema, table.parts(), metadata, path)
+    plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
+    n_rows = _write_parts(table.schema, table.parts(), metadata, path, plain=plain)
     return _synced(path, n_rows, len(table.schema))
 
 
@@ -449,12 +451,16 @@ def _write_parts(
     parts: Iterator[pa.Table],
     metadata: dict[str, str],
     path: Path,
+    *,
+    plain: tuple[str, ...] = (),
 ) -> int:
     """Write a table a part (one row group) at a time; return its rows.
 
     The subtask table, and the other two of a spilled run, come this way. The
     next part is built on a second thread while this one is encoded (both
     release the GIL for their array work), holding at most two parts in memory.
+    Columns in `plain` are written without dictionary pages (see
+    :class:`lbnorm.result.UniquePerPart`).
     """
     schema = schema.with_metadata({**metadata, **pandas_metadata(schema)})
     n_rows = 0
@@ -465,7 +471,9 @@ def _write_parts(
             compression="zstd",
             write_batch_size=_WRITE_BATCH_ROWS,
             write_statistics=_statistics_columns(schema),
-            use_dictionary=_dictionary_choice(schema, path),
+            use_dictionary=[
+                name for name in _dictionary_choice(schema, path) if name not in plain
+            ],
             column_encoding=_float_encodings(schema),
         ) as writer,
         ThreadPoolExecutor(max_workers=1) as builder,

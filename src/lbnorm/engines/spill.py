@@ -525,6 +525,8 @@ class SpilledBenchmarks:
         self.schema = BENCHMARK_SCORES
         self.num_rows = num_rows  # (variant, benchmark) cells with a subtask
         self._resized = resized
+        # a part holds each variant once: its model and revision hardly repeat
+        self.unique_columns = ("model", "revision")
 
     def resized_variants(self) -> tuple[int, list[str]]:
         """Variants pooled with other sample sizes, found while summing."""
