@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm import arrow
@@ -491,15 +492,25 @@ def benchmark_table(
         The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
     """
     n_variants, n_benchmarks = arrays.raw.shape
-    present = (arrays.n_present > 0).T.ravel()  # benchmark-major, then variant
+    is_present = (arrays.n_present > 0).T.ravel()  # benchmark-major, then variant
+    # every cell present (complete inputs, the usual case): no selection to copy
+    present: npt.NDArray[np.bool_] | slice = (
+        slice(None) if is_present.all() else is_present
+    )
+
+    def cells(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A (variant, benchmark) array's present cells, benchmark-major."""
+        picked: npt.NDArray[Any] = values.T.ravel()[present]
+        return picked
+
     variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
     column_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
     benchmark_index = (
         column_index if benchmarks is None else np.asarray(benchmarks)[column_index]
     )
     expected = arrays.n_expected[column_index].astype(np.int32)
-    count = arrays.n_present.T.ravel()[present].astype(np.int32)
-    normalized = arrays.normalized.T.ravel()[present]
+    count = cells(arrays.n_present).astype(np.int32)
+    normalized = cells(arrays.normalized)
     columns: dict[str, pa.Array] = {
         name: variants.dictionary(name, variant_index)
         for name in KEY_COLUMNS
@@ -510,16 +521,16 @@ def benchmark_table(
         arrow.numbers(benchmark_index, pa.int32()),
         arrow.strings(suite.benchmark_names),
     )
-    columns["raw_score"] = arrow.array(arrays.raw.T.ravel()[present])
+    columns["raw_score"] = arrow.array(cells(arrays.raw))
     columns["normalized_score"] = arrow.array(normalized, mask=np.isnan(normalized))
-    stderr = arrays.stderr.T.ravel()[present]
-    raw_stderr = arrays.raw_stderr.T.ravel()[present]
+    stderr = cells(arrays.stderr)
+    raw_stderr = cells(arrays.raw_stderr)
     columns["stderr"] = arrow.array(stderr, mask=np.isnan(stderr))
     columns["raw_stderr"] = arrow.array(raw_stderr, mask=np.isnan(raw_stderr))
     columns["n_stderr_estimated"] = arrow.array(
-        arrays.n_estimated.T.ravel()[present].astype(np.int32)
+        cells(arrays.n_estimated).astype(np.int32)
     )
-    columns["has_other_sizes"] = arrow.array(arrays.has_other_sizes.T.ravel()[present])
+    columns["has_other_sizes"] = arrow.array(cells(arrays.has_other_sizes))
     columns["n_subtasks"] = arrow.array(count)
     columns["n_subtasks_expected"] = arrow.array(expected)
     columns["is_complete"] = arrow.array(count == expected)
