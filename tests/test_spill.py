@@ -331,3 +331,27 @@ def test_nothing_is_written_to_a_removed_spill_folder(tmpdir_env: Path) -> None:
     assert store.folder.is_removed
     store._append(0, np.array([1, 0]), [np.zeros(1, dtype=np.int64)])
     assert list(tmpdir_env.iterdir()) == []  # no file, no folder made again
+
+
+def test_a_failed_check_is_reported_over_a_spill_error_behind_it(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch before a duplicate could not be spilled: the duplicate is the error."""
+
+    def full(self: spill.SpillStore, *args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spill.SpillStore, "_append", full)
+    table = pq.read_table(demo_path())
+    batches = [
+        Batch(table=table.slice(0, 20_000), source="t"),
+        Batch(table=table.slice(100, 1), source="t", first_row=20_001),  # a repeat
+    ]
+    job = stream.start(
+        Inputs.of_batches(batches), SUITE, RunOptions(subtasks=False, sum_memory=TINY)
+    )
+    with pytest.raises(ValidationError, match="duplicate"):
+        job.finish()
+    del job
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []

@@ -278,6 +278,7 @@ def test_finishing_frees_the_sums_the_job_still_references(
 
 
 def test_the_summing_thread_raises_its_error_at_the_next_batch() -> None:
+    before = set(threading.enumerate())
     behind = batch_thread.BatchThread()
     done: list[int] = []
 
@@ -293,7 +294,8 @@ def test_the_summing_thread_raises_its_error_at_the_next_batch() -> None:
     assert done == [2]
     behind.run(fail, batch_thread.THREAD_ROWS)
     behind.abandon()  # a run that failed already: its own error is the one shown
-    assert not any(t.name.startswith("lbnorm-batch") for t in threading.enumerate())
+    started = set(threading.enumerate()) - before
+    assert not [t for t in started if t.name.startswith("lbnorm-batch")]  # stopped
 
 
 def test_small_batches_are_summed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

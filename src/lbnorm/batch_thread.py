@@ -63,7 +63,7 @@ class BatchThread:
         """Stop once the batch under way is done, whatever it raised.
 
         For a run that already failed (or was interrupted): its own error is
-        the one to report, and the store must be free to go once it returns.
+        the one to report, and the batch's arrays are free to go once it returns.
         """
         with contextlib.suppress(Exception):
             self.close()

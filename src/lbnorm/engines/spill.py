@@ -233,11 +233,13 @@ class SpillStore:
         self._behind.abandon()
 
     def discard(self) -> None:
-        """Remove the folder of a run that failed (once the last batch is written)."""
-        try:
-            self._behind.close()
-        finally:
-            self.folder.remove()
+        """Remove the folder of a run that failed its checks.
+
+        The batch under way finishes first; what it raised (a full disk) gives
+        way to the failed checks, the error the run reports.
+        """
+        self._behind.abandon()
+        self.folder.remove()
 
     def add(
         self,
