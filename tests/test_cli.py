@@ -62,7 +62,27 @@ def test_run_prints_a_summary(
     assert "top 3:" in text
     assert "1  01-ai/Yi-34B-Chat" in text
     assert "24.23" in text  # Yi's published average, rounded for display
-    assert f"wrote      {tmp_path / 'o'}/" in text
+    assert (
+        f"wrote      {tmp_path / 'o'}/ (subtasks, benchmarks, leaderboard .parquet; "
+        "manifest.json)" in text
+    )
+
+
+def test_the_summary_names_only_the_tables_written(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    inputs = map(str, sorted(golden_dir.glob("*.json")))
+    assert main(["run", *inputs, "--out", str(out), "--no-subtasks"]) == 0
+    text = capsys.readouterr().out
+    assert sorted(path.name for path in out.iterdir()) == [
+        "benchmarks.parquet",
+        "leaderboard.parquet",
+        "manifest.json",
+    ]
+    assert (
+        f"wrote      {out}/ (benchmarks, leaderboard .parquet; manifest.json)" in text
+    )
 
 
 def test_quiet_prints_nothing(

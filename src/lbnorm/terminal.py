@@ -213,10 +213,10 @@ def format_summary(
         )
         lines += ["", f"top {shown.num_rows}:", format_table(shown)]
     if out is not None:
-        lines += [
-            "",
-            f"wrote      {out}/ (subtasks, benchmarks, leaderboard .parquet; manifest.json)",
-        ]
+        written = "benchmarks, leaderboard"
+        if result.subtask_parts is not None:  # None: --no-subtasks
+            written = "subtasks, " + written
+        lines += ["", f"wrote      {out}/ ({written} .parquet; manifest.json)"]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)
