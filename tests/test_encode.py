@@ -574,6 +574,36 @@ def test_hash_index_agrees_with_a_dict() -> None:
         assert found == [expected.get(key, -1) for key in probe.tolist()]
 
 
+@given(
+    batches=st.lists(
+        st.lists(st.integers(0, 40).map(lambda key: key * 2**58), max_size=30),
+        max_size=6,
+    )
+)
+def test_hash_index_adds_a_key_given_twice_once_and_says_so(
+    batches: list[list[int]],
+) -> None:
+    """Keys on few slots (a multiple of 2**58), some given twice in one insert."""
+    index = encode._HashIndex(capacity=4)
+    expected: dict[int, list[int]] = {}  # key -> the ids given with it
+    next_id = 0
+    for batch in batches:
+        keys = [key for key in batch if key not in expected]
+        ids = np.arange(next_id, next_id + len(keys))
+        next_id += len(keys)
+        is_distinct = index.insert(np.array(keys, dtype=np.uint64), ids)
+        assert is_distinct == (len(set(keys)) == len(keys))
+        for key, id_ in zip(keys, ids.tolist(), strict=True):
+            expected.setdefault(key, []).append(id_)
+        assert index.size == len(expected)
+        probe = np.array([*expected, 2**57], dtype=np.uint64)
+        found = index.find(probe).tolist()
+        assert found[-1] == -1
+        assert all(
+            id_ in expected[key] for key, id_ in zip(expected, found[:-1], strict=True)
+        )
+
+
 @given(table=score_tables(OPENLLM_V2, max_variants=8), data=st.data())
 def test_hash_collisions_never_merge_names(
     table: pa.Table, data: st.DataObject
