@@ -227,11 +227,13 @@ class PartialStore:
             if name in sums:  # an absent sum only adds zeros
                 self._sums[row][keys] += sums[name]
 
-    def partials(self, n_variants: int, order: IntArray) -> Partials:
-        """The sums of the first `n_variants` variants, rows in `order`.
+    def partials(self, n_variants: int, order: IntArray | None = None) -> Partials:
+        """The sums of the first `n_variants` variants, rows in `order` (None: code order).
 
-        Each sum is freed here once taken (the store is spent: see :meth:`release`),
-        so the sums and their ordered copies are never all held at once.
+        The store is spent (see :meth:`release`): in code order its sums are
+        handed over as they are, scaled to plain units in place; in another
+        order each is freed once taken, so the sums and their ordered copies
+        are never all held at once.
         """
         self._behind.close()
         shape = (n_variants, self._n_benchmarks)
@@ -241,12 +243,12 @@ class PartialStore:
                 sums[name] = np.zeros(shape)
                 continue
             block = self._sums[row][: n_variants * self._n_benchmarks].reshape(shape)
-            ordered = block.take(order, axis=0)
-            del block
-            self._sums[row] = np.zeros(0)  # this sum's buffer, freed
+            if order is not None:
+                block = block.take(order, axis=0)
+                self._sums[row] = np.zeros(0)  # this sum's buffer, freed
             if name in self._fixed.scale:  # to plain units, in place
-                ordered /= self._fixed.scale[name]
-            sums[name] = ordered
+                block /= self._fixed.scale[name]
+            sums[name] = block
         seen = self._seen[:n_variants]
         count = np.empty((self._n_benchmarks, n_variants))
         starts = np.searchsorted(
@@ -258,6 +260,12 @@ class PartialStore:
             count[index] = np.count_nonzero(present, axis=1)
             if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
                 suite_n = self.arrays.n_samples[columns]
-                sums["weight"][:, index] += (present @ suite_n)[order]
-        count = count.T.take(order, axis=0)  # counted in code order, then ordered
+                added = present @ suite_n
+                sums["weight"][:, index] += added if order is None else added[order]
+        # counted in code order, then ordered
+        count = (
+            np.ascontiguousarray(count.T)
+            if order is None
+            else count.T.take(order, axis=0)
+        )
         return Partials(count=count, sums=sums)

@@ -452,7 +452,7 @@ def _sum_partition(
     for cells, sums in store.sums(part):
         partial.add_sums(cells, sums)
     benchmark = finish_benchmarks(
-        partial.partials(high - low, np.arange(high - low)),
+        partial.partials(high - low),
         store.arrays,
         missing=options.missing,
     )
