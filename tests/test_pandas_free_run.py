@@ -287,6 +287,7 @@ def test_the_steps_after_the_engine_need_no_pandas(
         file_table=pq.read_table(tmp_path / "files.parquet"),
         n_scores=8,
         n_clipped=1,
+        subtask_parts=None,  # as the subprocess's result, built from two tables
     )
     print(format_summary(here, out="out", top=3))
     _print_flagged(board)
