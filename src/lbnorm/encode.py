@@ -929,8 +929,14 @@ def _encode_strings(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, IntAr
 
 
 def _indices(indices: pa.Array) -> IntArray:
-    """Dictionary indices as numpy (zero-copy when there is no null), -1 for null."""
+    """Dictionary indices as numpy (zero-copy when there is no null), -1 for null.
+
+    int32 indices (Parquet's, Arrow's) stay int32: everything downstream takes
+    them as they are, and widening a batch's five key columns was a copy each.
+    """
     if indices.null_count:
         indices = indices.fill_null(-1)
-    array: IntArray = arrow.to_numpy(indices).astype(np.int64, copy=False)
+    array: IntArray = arrow.to_numpy(indices)
+    if array.dtype != np.int32:
+        array = array.astype(np.int64, copy=False)
     return array
