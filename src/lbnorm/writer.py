@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
@@ -59,7 +60,10 @@ from lbnorm.forking import held_signals
 from lbnorm.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
+    Listing,
     OutputKind,
+    manifest_bytes,
+    manifest_head,
     manifest_kind,
     manifest_problem,
 )
@@ -280,7 +284,7 @@ def _write_staged(
         manifest = fill(stage.folder)
         manifest["format"] = OUTPUT_FORMAT
         manifest["created_at"] = created_at or _now()
-        _write_bytes(stage.folder / _MANIFEST, _manifest_bytes(manifest))
+        _write_bytes(stage.folder / _MANIFEST, manifest_bytes(manifest))
         _fsync_dir(stage.folder)
         fault_point("staged")
         stage.swap()
@@ -289,7 +293,15 @@ def _write_staged(
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    inputs = _sorted_inputs(files)
+    return _provenance(
+        suite, options, _sorted_inputs(files.select(["path", "sha256", "rows"]))
+    )
+
+
+def _provenance(
+    suite: Suite, options: RunOptions, inputs: list[dict[str, Any]]
+) -> dict[str, str]:
+    """:func:`provenance_of`, from the catalog's rows sorted by path."""
     return {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
@@ -363,9 +375,20 @@ def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
 
 
 def _sorted_inputs(files: pa.Table) -> list[dict[str, Any]]:
-    """The catalog's rows by path."""
-    rows: list[dict[str, Any]] = files.to_pylist()
-    return sorted(rows, key=lambda row: str(row["path"]))
+    """The catalog's rows by path (Arrow's order of UTF-8 bytes: Python's of text)."""
+    rows: list[dict[str, Any]] = files.take(pc.sort_indices(files["path"])).to_pylist()
+    return rows
+
+
+def _holds_floats(schema: pa.Schema) -> bool:
+    """Whether a column holds floats, at any depth (a :class:`Listing` may not)."""
+
+    def floats(kind: pa.DataType) -> bool:
+        if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+            return True
+        return any(floats(kind.field(at).type) for at in range(kind.num_fields))
+
+    return any(floats(field.type) for field in schema)
 
 
 def _write_tables(
@@ -375,7 +398,7 @@ def _write_tables(
     suite = result.suite
     files = result.file_table
     inputs = _sorted_inputs(files)
-    provenance = provenance_of(suite, result.options, files)
+    provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
@@ -411,7 +434,7 @@ def _write_tables(
         "version": provenance["lbnorm.version"],
         "suite": suite.provenance(),
         "options": result.options.to_manifest(),
-        "inputs": inputs,
+        "inputs": inputs if _holds_floats(files.schema) else Listing(inputs),
         "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
         "metadata_table": metadata_input(result.options),
         "counts": counts,
@@ -566,8 +589,14 @@ _STAGING_EXTRA = len("..tmp-") + 12
 _SHOWN = 5
 
 
-def _load_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
-    """The manifest at `path` if lbnorm wrote it, else None and why not."""
+def _load_manifest(
+    path: Path, *, whole: bool = False
+) -> tuple[dict[str, Any] | None, str]:
+    """The manifest at `path` if lbnorm wrote it, else None and why not.
+
+    Only the keys the checks read (:func:`~lbnorm.manifest.manifest_head`), or
+    all of it if `whole`.
+    """
     try:
         with path.open("rb") as handle:
             data = handle.read(_MANIFEST_LIMIT + 1)
@@ -576,11 +605,13 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
     if len(data) > _MANIFEST_LIMIT:
         return None, "is too large to be lbnorm's"
     try:
-        manifest = json.loads(data)
+        manifest: object = json.loads(data) if whole else manifest_head(data)
     except (ValueError, RecursionError):
         return None, "is not JSON"
     problem = manifest_problem(manifest)
-    return (None, problem) if problem else (manifest, "")
+    if problem or not isinstance(manifest, dict):  # a problem unless a dict
+        return None, problem or ""
+    return manifest, ""
 
 
 def _target(out: Path) -> Path:
@@ -1024,10 +1055,6 @@ def _write_bytes(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-
-
 def _fsync_file(path: Path) -> str:
     """Sync a file to disk; return the sha256 of its bytes (read back once)."""
     with path.open("rb", buffering=0) as handle:
@@ -1115,7 +1142,7 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
             for name, table in tables.items()  # a handful of tables
         ]
     with _staged(out) as stage:
-        manifest, problem = _load_manifest(stage.target / _MANIFEST)
+        manifest, problem = _load_manifest(stage.target / _MANIFEST, whole=True)
         if manifest is None:
             msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
             raise OutputError(msg)
@@ -1143,7 +1170,7 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
             if "bytes" in extra:
                 entry["bytes"] = path.stat().st_size
             outputs[name] = entry
-        _write_bytes(stage.folder / _MANIFEST, _manifest_bytes(manifest))
+        _write_bytes(stage.folder / _MANIFEST, manifest_bytes(manifest))
         _fsync_dir(stage.folder)
         stage.swap()
     return [out / name for name in files]
