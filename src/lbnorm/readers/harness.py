@@ -141,6 +141,7 @@ else:
     _SKIP_ERRORS = (msgspec.DecodeError, RecursionError)
 #: Fewer results files than this are read in-process (forking costs ~10 ms).
 _MIN_PARALLEL_FILES = 64
+_ABSENT = object()  # a key a results entry does not have
 _MAX_CHUNK_FILES = 64
 _MAX_INT64 = 2**63 - 1
 _REPR = reprlib.Repr()  # bounded reprs for messages, even of 100,000-deep values
@@ -290,37 +291,48 @@ def parse_results_file(
         general.get("use_chat_template"),
         _object(general.get("model_config")).get("use_chat_template"),
     )
-    rows: dict[str, list[Any]] = {
-        "subtask_index": [],
-        "raw_score": [],
-        "stderr": [],
-        "n_samples": [],
-        "key": [],
-    }
-    counts = (
-        document.get("n-samples") if isinstance(document.get("n-samples"), dict) else {}
-    )
-    assert isinstance(counts, dict)
+    counts = document.get("n-samples")
+    if not isinstance(counts, dict):
+        counts = {}
+    indices: list[int] = []
+    raws: list[float] = []
+    stderrs: list[float | None] = []
+    sizes: list[int | None] = []
+    keys: list[str] = []
     used_tasks: set[str] = set()
-    keys = _result_keys(pairs)
-    for index, (task, metric) in enumerate(pairs):  # the suite's subtasks, not rows
-        entry = results.get(task)
-        if entry is not None and not isinstance(entry, dict):
+    for index, task, metric, error_metric, key, error_key in _subtask_plan(
+        tuple(pairs)
+    ):
+        entry = results.get(task)  # the suite's subtasks, not rows
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
             msg = f"{path}: results[{task!r}] is {_shown(entry)}, not an object.\nHint: each results entry maps metric names to numbers; fix or re-run this task."
             raise InputError(msg)
-        if entry is None or metric not in entry:
+        value = entry.get(metric, _ABSENT)
+        if value is _ABSENT:
             continue
         used_tasks.add(task)
-        key = keys[index]
-        value = entry[metric]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            msg = f"{path}: {key} is {_shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
-            raise InputError(msg)
-        rows["subtask_index"].append(index)
-        rows["raw_score"].append(_float(path, key, value))
-        rows["stderr"].append(_stderr(path, key, entry, metric))
-        rows["n_samples"].append(_n_samples(counts.get(task)))
-        rows["key"].append(key)
+        if type(value) is not float:  # a float is taken as it is (nearly all)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                msg = f"{path}: {key} is {_shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
+                raise InputError(msg)
+            value = _float(path, key, value)
+        error = entry.get(error_metric)
+        indices.append(index)
+        raws.append(value)
+        stderrs.append(
+            error if type(error) is float else _stderr(path, error_key, error)
+        )
+        sizes.append(_n_samples(counts.get(task)))
+        keys.append(key)
+    rows: dict[str, list[Any]] = {
+        "subtask_index": indices,
+        "raw_score": raws,
+        "stderr": stderrs,
+        "n_samples": sizes,
+        "key": keys,
+    }
     names = {"model name": model, "precision": precision, "revision": revision}
     for what, text in names.items():
         _check_unicode(path, what, text)
@@ -652,6 +664,19 @@ def _result_keys(pairs: Sequence[tuple[str, str]]) -> list[str]:
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
 def _keys_of(pairs: tuple[tuple[str, str], ...]) -> list[str]:
     return [f"results[{task!r}][{metric!r}]" for task, metric in pairs]
+
+
+@functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
+def _subtask_plan(
+    pairs: tuple[tuple[str, str], ...],
+) -> tuple[tuple[int, str, str, str, str, str], ...]:
+    """Per suite subtask: index, task, metric, its standard error's metric, and both keys."""
+    keys = _keys_of(pairs)
+    return tuple(
+        (index, task, metric, error, keys[index], f"results[{task!r}][{error!r}]")
+        for index, (task, metric) in enumerate(pairs)
+        for error in [_stderr_key(metric)]
+    )
 
 
 def _scan_file(
@@ -1043,16 +1068,14 @@ def _too_large(path: Path, key: str, value: object) -> InputError:
     return InputError(msg)
 
 
-def _stderr(path: Path, key: str, entry: dict[str, Any], metric: str) -> float | None:
-    name = _stderr_key(metric)
-    value = entry.get(name)
+def _stderr(path: Path, key: str, value: object) -> float | None:
+    """A standard error (at `key`) as a float; None for "N/A" (the harness's marker) or none."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return None  # "N/A" (the harness's own marker) or absent
+        return None
     try:
         return float(value)
-    except OverflowError:  # the key named only on this rare path
-        where = key.replace(repr(metric), repr(name))
-        raise _too_large(path, where, value) from None
+    except OverflowError:  # only an int overflows
+        raise _too_large(path, key, value) from None
 
 
 @functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file
