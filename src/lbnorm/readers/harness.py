@@ -62,13 +62,22 @@ import codecs
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import math
 import multiprocessing
 import os
 import re
 import reprlib
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence, Sized
+from collections.abc import (
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -80,7 +89,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.arrow import booleans, numbers, string_lists, strings, to_numpy
+from lbnorm.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
@@ -728,18 +737,14 @@ def combine_results(
     lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
     n_rows = int(lengths.sum())
     owner = np.repeat(np.arange(n_files, dtype=np.int64), lengths)  # each row's file
-    index = np.fromiter(
-        (i for p in parsed for i in p.rows["subtask_index"]), np.int64, n_rows
-    )
-    raw = np.fromiter(
-        (v for p in parsed for v in p.rows["raw_score"]), np.float64, n_rows
-    )
-    stderr = _optional(
-        [v for p in parsed for v in p.rows["stderr"]], np.float64, pa.float64()
-    )
-    n_samples = _optional(
-        [v for p in parsed for v in p.rows["n_samples"]], np.int64, pa.int64()
-    )
+
+    def column(name: str) -> Iterator[Any]:  # one column of every file's rows
+        return itertools.chain.from_iterable(p.rows[name] for p in parsed)
+
+    index = np.fromiter(column("subtask_index"), np.int64, n_rows)
+    raw = np.fromiter(column("raw_score"), np.float64, n_rows)
+    stderr = _optional(list(column("stderr")), np.float64, pa.float64())
+    n_samples = _optional(list(column("n_samples")), np.int64, pa.int64())
     # each file's variant code and rank by (run time, path): per file, not per row
     variants: dict[tuple[str, str, str, bool], int] = {}
     file_variant = np.array(
@@ -776,8 +781,7 @@ def combine_results(
         parsed[by_time[newest_over[i]]].path if is_superseded[i] else None
         for i in range(n_files)
     ]
-    task_of = np.array([task for task, _ in pairs], dtype=object)
-    taken_tasks = np.split(task_of[index[taken]], np.cumsum(rows_taken)[:-1])
+    tasks = _tasks_taken(pairs, owner[taken], index[taken], n_files)
     files = pa.table(
         {
             "path": strings([p.path for p in parsed]),
@@ -791,9 +795,7 @@ def combine_results(
             "rows": numbers(rows_taken, pa.int64()),
             "n_ignored": numbers(np.array([p.n_ignored for p in parsed]), pa.int64()),
             "superseded_by": strings(superseded_by),
-            "tasks": string_lists(
-                [list(dict.fromkeys(tasks)) for tasks in taken_tasks]
-            ),
+            "tasks": tasks,
         }
     )
     warnings = _disagreements(parsed, names, owner, index, order, winner, raw)
@@ -804,6 +806,27 @@ def combine_results(
         files=files,
         warnings=warnings,
     )
+
+
+def _tasks_taken(
+    pairs: Sequence[tuple[str, str]],
+    owner: npt.NDArray[np.int64],
+    index: npt.NDArray[np.int64],
+    n_files: int,
+) -> pa.Array:
+    """Per file, the tasks its taken rows come from, each once, in the order they come.
+
+    `owner` and `index` are the taken rows' files and subtasks, in file order.
+    """
+    names = list(dict.fromkeys(task for task, _ in pairs))
+    code_of = {name: at for at, name in enumerate(names)}
+    task = np.array([code_of[task] for task, _ in pairs], dtype=np.int64)[index]
+    _, first = np.unique(owner * len(names) + task, return_index=True)
+    first.sort()  # each (file, task)'s first row, in row order
+    offsets = np.zeros(n_files + 1, dtype=np.int32)
+    np.cumsum(np.bincount(owner[first], minlength=n_files), out=offsets[1:])
+    values = strings(names).take(numbers(task[first], pa.int64()))
+    return pa.ListArray.from_arrays(numbers(offsets, pa.int32()), values)
 
 
 def _scores(
