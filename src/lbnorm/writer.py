@@ -44,11 +44,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -101,6 +101,7 @@ __all__ = [
 #: The tables of an output directory, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 _MANIFEST = MANIFEST
+_T = TypeVar("_T")
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -164,19 +165,21 @@ def write_job(
     finished: list[Result] = []
 
     def fill(staging: Path) -> dict[str, Any]:
-        # the subtask table is synced and hashed on a thread while the job
-        # finishes (fsync and sha256 release the GIL): ~0.3 s at 20M rows
-        with ThreadPoolExecutor(max_workers=1) as syncer:
-            synced = None
-            if job.subtask_schema is not None:
-                path = staging / "subtasks.parquet"
-                metadata = {**provenance, "lbnorm.table": "subtasks"}
-                n_rows = _write_parts(
-                    job.subtask_schema, job.subtask_parts(), metadata, path
-                )
-                synced = syncer.submit(_synced, path, n_rows, len(job.subtask_schema))
+        written = None
+        if job.subtask_schema is None:
             finished.append(finish(job.finish()))
-            written = None if synced is None else synced.result()
+            return _write_tables(finished[0], staging, subtasks=written)
+        path = staging / "subtasks.parquet"
+        metadata = {**provenance, "lbnorm.table": "subtasks"}
+        n_columns = len(job.subtask_schema)
+        with _PartWriter(job.subtask_schema, metadata, path) as parts:
+            for part in job.subtask_parts():  # summed as they come
+                parts.add(part)
+            # the last part is encoded, then the file synced and hashed, on the
+            # writer's thread while the job finishes here (both release the GIL)
+            synced = parts.close_then(lambda n_rows: _synced(path, n_rows, n_columns))
+            finished.append(finish(job.finish()))
+            written = synced.result()
         return _write_tables(finished[0], staging, subtasks=written)
 
     written = _write_staged(out, fill, created_at=created_at)
@@ -477,18 +480,34 @@ def _write_parts(
     *,
     plain: tuple[str, ...] = (),
 ) -> int:
-    """Write a table a part (one row group) at a time; return its rows.
+    """Write a table a part (one row group) at a time (:class:`_PartWriter`); return its rows."""
+    with _PartWriter(schema, metadata, path, plain=plain) as writer:
+        for part in parts:
+            writer.add(part)
+        return writer.close_then(lambda n_rows: n_rows).result()
 
-    The subtask table, and the other two of a spilled run, come this way. The
-    next part is built on a second thread while this one is encoded (both
-    release the GIL for their array work), holding at most two parts in memory.
-    Columns in `plain` are written without dictionary pages (see
-    :class:`lbnorm.result.UniquePerPart`).
+
+class _PartWriter:
+    """A Parquet file written a part (one row group) at a time, on a thread of its own.
+
+    The subtask table, and the other two of a spilled run, come this way: each
+    part is encoded on the writer's thread while the caller builds the next one
+    (both release the GIL for their array work), holding at most two parts in
+    memory. Columns in `plain` are written without dictionary pages (see
+    :class:`lbnorm.result.UniquePerPart`). Leaving the ``with`` block waits for
+    the thread; on an error the file is left to the staging folder's cleanup.
     """
-    schema = schema.with_metadata({**metadata, **pandas_metadata(schema)})
-    n_rows = 0
-    with (
-        pq.ParquetWriter(
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        metadata: dict[str, str],
+        path: Path,
+        *,
+        plain: tuple[str, ...] = (),
+    ) -> None:
+        schema = schema.with_metadata({**metadata, **pandas_metadata(schema)})
+        self._writer = pq.ParquetWriter(
             path,
             schema,
             compression="zstd",
@@ -498,16 +517,49 @@ def _write_parts(
                 name for name in _dictionary_choice(schema, path) if name not in plain
             ],
             column_encoding=_float_encodings(schema),
-        ) as writer,
-        ThreadPoolExecutor(max_workers=1) as builder,
-    ):
-        pending = builder.submit(next, parts, None)
-        while (part := pending.result()) is not None:
-            pending = builder.submit(next, parts, None)
-            if part.num_rows:  # a benchmark nobody has: no empty row group
-                writer.write_table(part, row_group_size=part.num_rows)
-                n_rows += part.num_rows
-    return n_rows
+        )
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-writer")
+        self._pending: Future[None] | None = None
+        self._n_rows = 0
+
+    def __enter__(self) -> _PartWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._thread.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self._writer.close()  # (idempotent: close_then closed it already)
+
+    def add(self, part: pa.Table) -> None:
+        """Encode `part` on the thread once the part before is written."""
+        self._wait()
+        if part.num_rows:  # a benchmark nobody has: no empty row group
+            self._pending = self._thread.submit(
+                self._writer.write_table, part, row_group_size=part.num_rows
+            )
+            self._n_rows += part.num_rows
+
+    def close_then(self, then: Callable[[int], _T]) -> Future[_T]:
+        """On the thread, after the last part: finish the file, then ``then(rows written)``.
+
+        The caller goes on meanwhile; the future raises what writing raised.
+        """
+        last, self._pending = self._pending, None
+        n_rows = self._n_rows
+
+        def close() -> _T:
+            if last is not None:
+                last.result()  # done (one thread, in order): raises what it raised
+            self._writer.close()
+            return then(n_rows)
+
+        return self._thread.submit(close)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # raises what writing the part raised
 
 
 #: Columns with a few values per subtask: dictionary pages make them nearly free.
