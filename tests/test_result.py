@@ -32,6 +32,7 @@ from lbnorm.engines import memory
 from lbnorm.kernel import aggregate_benchmarks, rank_descending
 from lbnorm.metadata import type_label_array
 from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.pipeline import demo_metadata_path, demo_path
 from lbnorm.readers import Inputs
 from lbnorm.result import (
     BoardCounts,
@@ -233,6 +234,20 @@ def test_counts_and_options_are_kept() -> None:
     assert result.options is options
     assert result.suite is SUITE
     assert result.file_table is files
+
+
+def test_the_model_count_comes_from_the_engine_until_the_board_is_replaced() -> None:
+    result = _assemble(["b", "a", "b2", "a"], [[0.5, 0.1, 0.3]] * 4)
+    assert result.n_models == 3  # the key registry's count: "a" twice
+    assert result.board_counts() == BoardCounts.of(result.leaderboard_table)
+    # a metadata join replaces the board: its models are counted from it
+    joined = lbnorm.run(
+        options=RunOptions(exclude_flagged=True, metadata=str(demo_metadata_path()))
+    )
+    assert joined.n_models is None
+    assert joined.board_counts() == BoardCounts.of(joined.leaderboard_table)
+    plain = lbnorm.run([demo_path()])  # no metadata: the engine's count stays
+    assert plain.n_models == joined.board_counts().models
 
 
 # --- pandas views -------------------------------------------------------------------

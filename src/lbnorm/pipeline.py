@@ -173,7 +173,7 @@ def _annotate(
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
     )
-    return replace(result, leaderboard_output=board)
+    return replace(result, leaderboard_output=board, n_models=None)  # counted anew
 
 
 def select_engine(name: EngineName) -> Engine:

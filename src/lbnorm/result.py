@@ -234,15 +234,17 @@ class BoardCounts:
         )
 
     @classmethod
-    def of(cls, board: pa.Table) -> BoardCounts:
-        """Count a leaderboard table."""
+    def of(cls, board: pa.Table, *, n_models: int | None = None) -> BoardCounts:
+        """Count a leaderboard table (its distinct models unless `n_models` says)."""
         import pyarrow.compute as pc
 
         complete = arrow.to_numpy(board.column("is_complete")).astype(bool)
         is_ranked = ~arrow.to_numpy(pc.is_null(board.column("rank"))).astype(bool)
         return cls(
             variants=board.num_rows,
-            models=_count_distinct(board.column("model")),
+            models=(
+                _count_distinct(board.column("model")) if n_models is None else n_models
+            ),
             complete=int(np.count_nonzero(complete)),
             ranked=int(np.count_nonzero(is_ranked)),
             unranked_incomplete=int(np.count_nonzero(~complete & ~is_ranked)),
@@ -269,6 +271,9 @@ class Result:
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
+        n_models: Distinct model names in `leaderboard_output`, as the engine
+            that built it counted them (its key registry knows); None: counted
+            from the table. Whatever replaces `leaderboard_output` resets it.
     """
 
     benchmark_output: pa.Table | TableParts
@@ -280,6 +285,7 @@ class Result:
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
+    n_models: int | None = None
 
     @property
     def missing(self) -> MissingPolicy:
@@ -305,7 +311,7 @@ class Result:
         board = self.leaderboard_output
         if not isinstance(board, pa.Table) and isinstance(board, CountsItself):
             return board.board_counts()
-        return BoardCounts.of(self.leaderboard_table)
+        return BoardCounts.of(self.leaderboard_table, n_models=self.n_models)
 
     def board_head(self, n_rows: int) -> pa.Table:
         """The first `n_rows` rows of the leaderboard (its best variants)."""
@@ -469,6 +475,7 @@ def assemble_result(
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,
+        n_models=variants.n_models(),
     )
 
 
