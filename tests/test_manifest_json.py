@@ -36,6 +36,9 @@ def test_a_listing_is_written_as_json_writes_it(
 ) -> None:
     manifest = {"tool": "lbnorm", "created_at": created, "outputs": {"a": {"rows": 1}}}
     expected = _as_json({**manifest, "inputs": rows})
+    with pytest.MonkeyPatch.context() as patch:  # msgspec for any listing
+        patch.setattr(manifest_module, "_LONG_LISTING", 0)
+        assert manifest_bytes({**manifest, "inputs": Listing(rows)}) == expected
     assert manifest_bytes({**manifest, "inputs": Listing(rows)}) == expected
     assert json.loads(expected) == {**manifest, "inputs": rows}
 

@@ -37,6 +37,9 @@ OUTPUT_FORMAT = 1
 OutputKind = Literal["leaderboard", "ratings"]
 #: The keys :func:`manifest_problem` and :func:`manifest_kind` read.
 _HEAD_KEYS = ("tool", "format", "outputs", "kind")
+#: A :class:`Listing` this long is written by msgspec (shorter ones by json: a
+#: Parquet run lists a file or two, and imports nothing for it).
+_LONG_LISTING = 256
 #: A manifest this large (a results tree's lists thousands of inputs) has its
 #: checked keys read by msgspec, skipping the rest, when it is installed.
 _LARGE_MANIFEST = 2**20
@@ -110,8 +113,8 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     r"""``manifest.json``'s bytes: sorted keys, two-space indents, ASCII, a final newline.
 
     A :class:`Listing` value is written as its list, by msgspec where it can
-    (the same bytes; json otherwise: msgspec missing, or text that is not ASCII,
-    which json escapes).
+    when long (the same bytes; json otherwise: msgspec missing, or text that is
+    not ASCII, which json escapes).
 
     Examples:
         >>> rows = [{"path": f"r{at}.json", "rows": at, "tasks": ["a", "b"]} for at in range(3)]
@@ -124,7 +127,9 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     fast: dict[str, bytes] = {}
     for key, value in manifest.items():
         if isinstance(value, Listing):
-            encoded = _listing_bytes(value.rows)
+            encoded = (
+                _listing_bytes(value.rows) if len(value.rows) >= _LONG_LISTING else None
+            )
             if encoded is None:
                 plain[key] = value.rows
             else:
