@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 __all__ = [
     "array",
+    "bitmap",
     "booleans",
     "dictionary",
     "is_numeric",
@@ -56,7 +57,8 @@ def is_numeric(type_: pa.DataType) -> bool:
     return type_ in _DTYPES or pa.types.is_boolean(type_)
 
 
-def _bitmap(mask: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
+def bitmap(mask: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
+    """An Arrow validity bitmap of `mask` (None: all valid)."""
     if mask is None or bool(mask.all()):
         return None
     return pa.py_buffer(np.packbits(mask, bitorder="little"))
@@ -74,7 +76,7 @@ def numbers(
     return pa.Array.from_buffers(
         type_,
         len(data),
-        [_bitmap(valid), pa.py_buffer(data)],
+        [bitmap(valid), pa.py_buffer(data)],
         null_count=max(null_count, 0),
     )
 
@@ -88,7 +90,7 @@ def booleans(
     return pa.Array.from_buffers(
         pa.bool_(),
         len(flags),
-        [_bitmap(valid), pa.py_buffer(np.packbits(flags, bitorder="little"))],
+        [bitmap(valid), pa.py_buffer(np.packbits(flags, bitorder="little"))],
         null_count=null_count,
     )
 
@@ -102,7 +104,7 @@ def strings(values: Sequence[str | None]) -> pa.Array:
     data = pa.Array.from_buffers(
         pa.large_string(),
         len(encoded),
-        [_bitmap(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
+        [bitmap(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
         null_count=int((~valid).sum()),
     )
     return data.cast(pa.string())
@@ -125,7 +127,7 @@ def string_lists(
     return pa.Array.from_buffers(
         pa.list_(pa.string()),
         len(lists),
-        [_bitmap(valid), pa.py_buffer(offsets)],
+        [bitmap(valid), pa.py_buffer(offsets)],
         null_count=null_count,
         children=[flat],
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,10 @@ __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
 _TEXT_KEYS = ("model", "precision", "revision")
+#: The keys with about a value per variant (their registries are sized for them).
+_MANY = ("model", "revision")
 _NULL = -1
+_Item = TypeVar("_Item", bound=np.generic)
 _EMPTY = arrow.strings([])
 
 
@@ -141,6 +144,9 @@ def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
 
 #: Bytes hashed per block (the power tables stay this size: 2 MB each).
 _HASH_BLOCK = 1 << 18
+#: The most slots a hash table is given before its keys come (64 MB): past
+#: 8M keys it grows as they come.
+_MOST_SLOTS = 1 << 24
 
 
 class _HashIndex:
@@ -155,11 +161,21 @@ class _HashIndex:
     104-124 MB.
     """
 
-    def __init__(self, capacity: int = 1 << 10) -> None:
+    def __init__(self, capacity: int = 1 << 10, *, expected: int = 0) -> None:
         self._slots_ids = np.full(capacity, _NULL, dtype=np.int32)
         self._shift = np.uint64(64 - (capacity.bit_length() - 1))
-        self._keys = np.zeros(1, dtype=np.uint64)  # by id (never empty: see find)
+        # by id (never empty: see find)
+        self._keys = np.zeros(max(expected, 1), dtype=np.uint64)
         self.size = 0
+
+    @classmethod
+    def for_keys(cls, expected: int) -> _HashIndex:
+        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
+
+        Up to there no key is placed twice: growing re-places every key.
+        """
+        capacity = 1 << max(10, (2 * expected - 1).bit_length())
+        return cls(min(capacity, _MOST_SLOTS), expected=expected)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
@@ -249,16 +265,16 @@ class _Vocabulary:
     switches to a Python dict for the rest of the run.
     """
 
-    def __init__(self) -> None:
-        self._index: _HashIndex | None = _HashIndex()
+    def __init__(self, *, expected: int = 0) -> None:
+        """A registry with room for `expected` strings made up front."""
+        self._expected = expected
+        self._index: _HashIndex | None = _HashIndex.for_keys(expected)
         self._is_closed = False  # drop_index() was called
         self._by_text: dict[str | None, int] = {}  # only after a collision
-        self._chunks: list[pa.Array] = []
-        self._size = 0
-        self._joined: pa.Array | None = None  # the chunks in one array, once needed
+        self._strings = _Strings()
 
     def __len__(self) -> int:
-        return self._size
+        return len(self._strings)
 
     def lookup(self, values: pa.Array) -> IntArray:
         """Return the ids of `values` (distinct strings), adding the new ones."""
@@ -292,7 +308,7 @@ class _Vocabulary:
         new = np.flatnonzero(ids < 0)
         if not new.size:
             return ids
-        fresh = self._size + np.arange(new.size)  # in first-seen order
+        fresh = len(self) + np.arange(new.size)  # in first-seen order
         if not index.insert(hashes[new], fresh):
             # a value twice in the dictionary (valid Arrow): one id per string,
             # if the strings are equal too; the table is rebuilt without the copies
@@ -304,12 +320,12 @@ class _Vocabulary:
             by_first = np.argsort(first, kind="stable")  # ids in first-seen order
             rank = np.empty_like(by_first)
             rank[by_first] = np.arange(by_first.size)
-            fresh = self._size + rank[inverse.ravel()]
+            fresh = len(self) + rank[inverse.ravel()]
             kept = new[first[by_first]]
-            self._index = index = _HashIndex()
-            if self._size:
-                index.insert(_hash_strings(self.values()), np.arange(self._size))
-            index.insert(hashes[kept], self._size + np.arange(kept.size))
+            self._index = index = _HashIndex.for_keys(self._expected)
+            if len(self):
+                index.insert(_hash_strings(self.values()), np.arange(len(self)))
+            index.insert(hashes[kept], len(self) + np.arange(kept.size))
             new_values = values.take(arrow.array(kept))
         else:
             new_values = values.take(arrow.array(new))
@@ -319,17 +335,9 @@ class _Vocabulary:
 
     def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
         """Whether `values` at `rows` are the strings of `ids`."""
-        starts = np.cumsum([0] + [len(chunk) for chunk in self._chunks])
-        chunk = np.searchsorted(starts, ids, side="right") - 1
-        order = np.argsort(chunk, kind="stable")
-        bounds = np.searchsorted(chunk[order], np.arange(len(self._chunks) + 1))
-        known = [  # a take per chunk holding some: the chunks are never joined here
-            self._chunks[index].take(arrow.array(ids[part] - starts[index]))
-            for index in range(len(self._chunks))
-            if (part := order[bounds[index] : bounds[index + 1]]).size
-        ]
-        picked = values.take(arrow.array(rows[order]))
-        return bool(pc.all(pc.equal(picked, pa.concat_arrays(known))).as_py())
+        known = self._strings.array(large=True).take(arrow.array(ids))
+        picked = values.take(arrow.array(rows)).cast(known.type)
+        return bool(pc.all(pc.equal(picked, known)).as_py())
 
     @staticmethod
     def _texts_equal(
@@ -340,14 +348,7 @@ class _Vocabulary:
         return bool(pc.all(pc.equal(picked, other)).as_py())
 
     def _append(self, strings: pa.Array) -> None:
-        chunks = self._chunks
-        chunks.append(strings.cast(pa.string()))
-        # chunks of decreasing sizes (each at least twice the next): O(log n)
-        # chunks, each string copied O(log n) times in all
-        while len(chunks) > 1 and 2 * len(chunks[-1]) > len(chunks[-2]):
-            chunks[-2:] = [pa.concat_arrays(chunks[-2:])]
-        self._size += len(strings)
-        self._joined = None
+        self._strings.append(strings)
 
     def _use_dict(self) -> None:
         """Switch to a Python dict (after a hash collision: never seen in practice)."""
@@ -379,10 +380,74 @@ class _Vocabulary:
 
     def values(self) -> pa.Array:
         """All strings, by id."""
-        if self._joined is None:
-            self._chunks = [pa.concat_arrays(self._chunks or [_EMPTY])]
-            self._joined = self._chunks[0]
-        return self._joined
+        return self._strings.array()
+
+
+class _Strings:
+    """Strings added a batch at a time to one growing buffer, read as one Arrow array.
+
+    The bytes and offsets grow by half when full, so each string is copied about
+    three times in all (a binary merge of Arrow chunks copied them ~log2(batches)
+    times: 1.6 s of 5M names at 200 batches); the array read back shares the
+    buffers (no copy), and stays valid as more strings come.
+    """
+
+    def __init__(self) -> None:
+        self._offsets = np.zeros(1 << 10, dtype=np.int64)  # offsets[0] == 0
+        self._data = np.zeros(1 << 14, dtype=np.uint8)
+        self._valid: npt.NDArray[np.bool_] | None = None  # None: no null so far
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, strings: pa.Array) -> None:
+        """Add `strings` after those already held."""
+        offsets, data = _string_buffers(strings)
+        n, count, end = self._n, len(strings), int(self._offsets[self._n])
+        self._offsets = _with_room(self._offsets, n + count + 1)
+        self._data = _with_room(self._data, end + data.size)
+        np.add(offsets[1:], end, out=self._offsets[n + 1 : n + count + 1])
+        self._data[end : end + data.size] = data
+        if strings.null_count or self._valid is not None:
+            valid = _with_room(
+                np.ones(n, dtype=bool) if self._valid is None else self._valid,
+                n + count,
+            )
+            valid[n : n + count] = arrow.to_numpy(strings.is_valid())
+            self._valid = valid
+        self._n += count
+
+    def array(self, *, large: bool = False) -> pa.Array:
+        """The strings, by position (sharing this store's buffers).
+
+        Args:
+            large: As ``large_string`` (64-bit offsets, as stored); else as
+                ``string`` (the offsets converted) when under 2 GiB.
+        """
+        n = self._n
+        end = int(self._offsets[n])
+        valid = None if self._valid is None else self._valid[:n]
+        stored = pa.Array.from_buffers(
+            pa.large_string(),
+            n,
+            [
+                None if valid is None else arrow.bitmap(valid),
+                pa.py_buffer(self._offsets[: n + 1]),
+                pa.py_buffer(self._data[:end]),
+            ],
+            null_count=0 if valid is None else int(n - np.count_nonzero(valid)),
+        )
+        return stored if large or end >= 2**31 else stored.cast(pa.string())
+
+
+def _with_room(values: npt.NDArray[_Item], size: int) -> npt.NDArray[_Item]:
+    """`values`, or a copy grown by half (at least to `size`) if it is shorter."""
+    if size <= values.size:
+        return values
+    grown = np.zeros(max(size, 2 * values.size), dtype=values.dtype)
+    grown[: values.size] = values
+    return grown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -612,16 +677,22 @@ class KeyEncoder:
 
         Args:
             subtasks: The suite's pairs, in code order.
-            expected_variants: Room made up front for the variant keys (they grow
-                past it by doubling).
+            expected_variants: Room made up front for the variant keys, the model
+                names and the revisions (they grow past it as they come).
         """
+        # a run of N rows has at least N / subtasks variants (a variant has a row
+        # per subtask at most), and about as many model names and revisions:
+        # their tables are made that large up front, and ids fit in that many bits
+        self._expected = expected_variants
         self._vocabularies = {
-            name: _Vocabulary() for name in (*_TEXT_KEYS, "benchmark", "subtask")
+            name: _Vocabulary(expected=expected_variants if name in _MANY else 0)
+            for name in (*_TEXT_KEYS, "benchmark", "subtask")
         }
         # variant keys (model, precision, revision, flag ids) packed into one
         # uint64 each, with bits enough for the ids so far (exact: no hashing)
-        self._variant_index = _HashIndex()
-        self._bits = [1, 1, 1, 1]
+        self._variant_index = _HashIndex.for_keys(expected_variants)
+        many = min(expected_variants.bit_length(), 28)
+        self._bits = [many, 1, many, 1]
         self._n_variants = 0
         # the keys by code, as an array (grown by doubling); int32 ids: 16 bytes a
         # variant (80 MB for 5M)
@@ -811,7 +882,7 @@ class KeyEncoder:
             )
             raise InputError(msg)
         self._bits = needed
-        self._variant_index = _HashIndex()
+        self._variant_index = _HashIndex.for_keys(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
                 self._pack(self._variant_codes()), np.arange(self._n_variants)
