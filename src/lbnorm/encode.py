@@ -488,23 +488,31 @@ class Variants:
         codes = self.codes
         if not codes.shape[0]:
             return np.zeros(0, dtype=np.int64)
-        model = _string_ranks(self.vocabularies["model"])[codes[:, 0]]
-        precisions = self.vocabularies["precision"]
-        precision = _string_ranks(precisions)[codes[:, 1]]
-        first = model * max(len(precisions), 1) + precision  # ranks: no overflow
+        models, precisions = self.vocabularies["model"], self.vocabularies["precision"]
+        width = max(len(precisions), 1)
+        # (model, precision) ranks in one int32 where they fit: at 5M variants
+        # each array is 20 MB, and the order is found beside the spilled sums
+        kind = np.int32 if len(models) * width < 2**31 else np.int64
+        first = _string_ranks(models, kind)[codes[:, 0]]
+        first *= width
+        first += _string_ranks(precisions, kind)[codes[:, 1]]  # ranks: no overflow
         by_first = np.argsort(first, kind="stable")
         ordered = first[by_first]
         is_tied = np.zeros(ordered.size, dtype=bool)
         is_tied[1:] = ordered[1:] == ordered[:-1]
         is_tied[:-1] |= is_tied[1:]
+        del ordered
         if not is_tied.any():
-            return by_first.astype(np.int64)
-        tied = by_first[is_tied]
+            return by_first.astype(np.int64, copy=False)
+        # the tied come in runs of one (model, precision) each: each run is
+        # sorted by (revision, chat_template) in place, the rest stays
+        at = np.flatnonzero(is_tied)
+        tied = by_first[at]
         revision_ids, inverse = np.unique(codes[tied, 2], return_inverse=True)
         revisions = self.vocabularies["revision"].take(arrow.array(revision_ids))
-        revision = np.zeros(codes.shape[0], dtype=np.int64)
-        revision[tied] = _string_ranks(revisions)[inverse.ravel()]
-        return np.lexsort([codes[:, 3], revision, first]).astype(np.int64)
+        revision = _string_ranks(revisions)[inverse.ravel()]
+        by_first[at] = tied[np.lexsort([codes[tied, 3], revision, first[tied]])]
+        return by_first.astype(np.int64, copy=False)
 
     def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
         """A text key per variant (or per row: `rows` are variant positions).
@@ -974,11 +982,13 @@ def _group_rows(
     return group, lengths, [part[first] for part in parts]
 
 
-def _string_ranks(values: pa.Array) -> IntArray:
+def _string_ranks(
+    values: pa.Array, kind: type[np.signedinteger[Any]] = np.int64
+) -> npt.NDArray[Any]:
     """Each string's position in sorted order (by UTF-8 bytes = code point order)."""
     order = arrow.to_numpy(pc.array_sort_indices(values))
-    ranks = np.empty(len(values), dtype=np.int64)
-    ranks[order] = np.arange(len(values))
+    ranks = np.empty(len(values), dtype=kind)
+    ranks[order] = np.arange(len(values), dtype=kind)
     return ranks
 
 
