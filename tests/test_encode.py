@@ -672,3 +672,44 @@ def test_variant_keys_pack_exactly_as_ids_grow() -> None:
         )
         codes = encoder.encode(part)[0].tolist()
         assert codes == [seen.setdefault(row, len(seen)) for row in rows]
+
+
+def test_slices_of_a_row_group_look_its_dictionaries_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--batch-rows cuts a row group into slices that share its dictionaries."""
+    names = [f"org/model-{at % 7}" for at in range(40)]
+    table = pa.table(
+        {
+            "model": pa.array(names).dictionary_encode(),
+            "revision": pa.array(
+                [f"r{at % 3}" for at in range(40)]
+            ).dictionary_encode(),
+            "benchmark": pa.array([PAIRS[at % 5][0] for at in range(40)]),
+            "subtask": pa.array([PAIRS[at % 5][1] for at in range(40)]),
+        }
+    )
+    whole = KeyEncoder(PAIRS).encode(table)
+    looked_up: list[int] = []
+    lookup = encode._Vocabulary.lookup
+
+    def counted(self: encode._Vocabulary, values: pa.Array) -> Any:
+        looked_up.append(len(values))
+        return lookup(self, values)
+
+    monkeypatch.setattr(encode._Vocabulary, "lookup", counted)
+    encoder = KeyEncoder(PAIRS)
+    parts = [encoder.encode(table.slice(start, 8)) for start in range(0, 40, 8)]
+    for at in range(2):
+        assert (
+            np.concatenate([part[at] for part in parts]).tolist() == whole[at].tolist()
+        )
+    # model and revision: their dictionaries once; the rest (plain strings, and
+    # precision left out) once a slice
+    assert looked_up.count(7) == 1
+    assert looked_up.count(3) == 1
+    # a new dictionary with the same values is looked up again (and agrees)
+    fresh = table.set_column(0, "model", pa.array(names).dictionary_encode())
+    again = encoder.encode(fresh)
+    assert looked_up.count(7) == 2
+    assert again[0].tolist() == whole[0].tolist()

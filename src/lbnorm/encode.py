@@ -707,6 +707,11 @@ class KeyEncoder:
         # variant (80 MB for 5M)
         self._codes = np.zeros((max(expected_variants, 16), 4), dtype=np.int32)
         self._suite = {pair: index for index, pair in enumerate(subtasks)}
+        # per key column, the last batch dictionary and its ids: the slices of a
+        # row group share its dictionary, which is looked up once
+        self._last_dictionary: dict[
+            str, tuple[pa.Array, IntArray, IntArray | None]
+        ] = {}
 
     @property
     def n_subtasks(self) -> int:
@@ -813,14 +818,30 @@ class KeyEncoder:
         dictionary = chunks[0].dictionary.cast(pa.string())
         indices = [_indices(chunk.indices) for chunk in chunks]
         local = indices[0] if len(indices) == 1 else np.concatenate(indices)
+        known = self._last_dictionary.get(name)
+        if known is None or not _same_array(known[0], dictionary):
+            known = (dictionary, *self._dictionary_ids(vocabulary, dictionary))
+            self._last_dictionary[name] = known  # slices of a row group share it
+        _, ids, canonical = known
+        return (local if canonical is None else canonical[local]), ids
+
+    @staticmethod
+    def _dictionary_ids(
+        vocabulary: _Vocabulary, dictionary: pa.Array
+    ) -> tuple[IntArray, IntArray | None]:
+        """A batch dictionary's ids, and a last -1 for null.
+
+        Also, where a value is twice in it (valid Arrow), each index's first
+        copy (None: no value is).
+        """
         ids = vocabulary.lookup(dictionary)
         distinct, first, inverse = np.unique(
             ids, return_index=True, return_inverse=True
         )
-        if len(distinct) < len(ids):  # a value twice in the dictionary (valid Arrow)
+        canonical = None
+        if len(distinct) < len(ids):
             canonical = np.append(first[inverse.ravel()], _NULL)  # its first index
-            local = canonical[local]
-        return local, np.append(ids, _NULL)
+        return np.append(ids, _NULL), canonical
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:
@@ -980,6 +1001,17 @@ def _group_rows(
         bound *= width + 1
     group, first = factorize(packed)
     return group, lengths, [part[first] for part in parts]
+
+
+def _same_array(left: pa.Array, right: pa.Array) -> bool:
+    """Whether two arrays are views of the same memory (so equal: Arrow's are immutable)."""
+    return (
+        left.type == right.type
+        and len(left) == len(right)
+        and left.offset == right.offset
+        and [b and b.address for b in left.buffers()]
+        == [b and b.address for b in right.buffers()]
+    )
 
 
 def _string_ranks(

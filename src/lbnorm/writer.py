@@ -165,10 +165,9 @@ def write_job(
     finished: list[Result] = []
 
     def fill(staging: Path) -> dict[str, Any]:
-        written = None
         if job.subtask_schema is None:
             finished.append(finish(job.finish()))
-            return _write_tables(finished[0], staging, subtasks=written)
+            return _write_tables(finished[0], staging)
         path = staging / "subtasks.parquet"
         metadata = {**provenance, "lbnorm.table": "subtasks"}
         n_columns = len(job.subtask_schema)
