@@ -514,14 +514,23 @@ class Variants:
         by_first[at] = tied[np.lexsort([codes[tied, 3], revision, first[tied]])]
         return by_first.astype(np.int64, copy=False)
 
-    def dictionary(self, name: str, rows: IntArray | None = None) -> pa.DictionaryArray:
+    def dictionary(
+        self, name: str, rows: IntArray | None = None, *, distinct: bool = True
+    ) -> pa.DictionaryArray:
         """A text key per variant (or per row: `rows` are variant positions).
 
         The dictionary holds the variants' distinct values in order of first
-        appearance (over the variants, not the rows), int32 indices.
+        appearance (over the variants, not the rows), int32 indices; or, not
+        `distinct`, a value per variant, repeats included (valid Arrow, for a
+        column written without a dictionary page: nothing to factorize).
         """
         position = _TEXT_KEYS.index(name)
         ids = self.codes[:, position]
+        if not distinct:
+            indices = np.arange(ids.size) if rows is None else rows
+            return arrow.dictionary(
+                indices, self.vocabularies[name].take(arrow.array(ids))
+            )
         codes, first = factorize(ids)
         indices = codes if rows is None else codes[rows]
         return arrow.dictionary(

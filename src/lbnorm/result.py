@@ -11,7 +11,7 @@ pandas appears only in the properties that hand a user a DataFrame.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -502,6 +502,7 @@ def benchmark_table(
     arrays: BenchmarkArrays,
     *,
     benchmarks: IntArray | None = None,
+    plain: Collection[str] = (),
 ) -> pa.Table:
     """One row per (variant, benchmark) with at least one subtask present.
 
@@ -511,6 +512,9 @@ def benchmark_table(
         arrays: The kernel's benchmark-level arrays.
         benchmarks: The suite's benchmark of each column of `arrays` (default:
             every benchmark, in order).
+        plain: Key columns to be written without a dictionary page: their
+            dictionaries hold a value per variant, repeats included (see
+            :meth:`Variants.dictionary`).
 
     Returns:
         The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
@@ -536,7 +540,7 @@ def benchmark_table(
     count = cells(arrays.n_present).astype(np.int32)
     normalized = cells(arrays.normalized)
     columns: dict[str, pa.Array] = {
-        name: variants.dictionary(name, variant_index)
+        name: variants.dictionary(name, variant_index, distinct=name not in plain)
         for name in KEY_COLUMNS
         if name != "chat_template"
     }

@@ -559,6 +559,7 @@ class SpilledBenchmarks:
                     spilled.suite,
                     _benchmark_arrays(columns, spilled.n_expected[[index]]),
                     benchmarks=np.array([index]),
+                    plain=self.unique_columns,
                 )
 
     def whole(self) -> pa.Table:
