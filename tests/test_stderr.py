@@ -79,6 +79,36 @@ def test_erfc_is_math_erfc_anywhere(x: float) -> None:
     _assert_erfc_exact(np.array([x, -x]))
 
 
+def _grid() -> np.ndarray:
+    thresholds = [0.46875, 4.0, 26.0, 26.5, 27.2]
+    edges = np.array(
+        [t + d for t in thresholds for d in (-1e-12, 0.0, 1e-12)]
+        + [np.nextafter(t, s) for t in (0.46875, 4.0) for s in (0.0, 10.0)]
+    )
+    return np.concatenate(
+        [np.linspace(-30.0, 27.5, 100_001), edges, -edges, [0.0, -0.0]]
+    )
+
+
+def test_both_erfc_are_the_two_calls_bit_for_bit() -> None:
+    """clipped_variance takes erfc(x) and erfc(-x) in one pass: the same bits."""
+    grid = _grid()
+    both = lbnorm_stderr._erfc_both(grid)
+    assert both[0].tobytes() == erfc(grid).tobytes()
+    assert both[1].tobytes() == erfc(-grid).tobytes()
+    tails = lbnorm_stderr._tails(grid)
+    assert tails[0].tobytes() == upper_tail(grid).tobytes()
+    assert tails[1].tobytes() == upper_tail(-grid).tobytes()
+
+
+@given(st.floats(-40.0, 40.0, allow_nan=False))
+def test_both_tails_are_the_two_calls_anywhere(x: float) -> None:
+    values = np.array([x, -x])
+    upper, lower = lbnorm_stderr._tails(values)
+    assert upper.tobytes() == upper_tail(values).tobytes()
+    assert lower.tobytes() == upper_tail(-values).tobytes()
+
+
 def test_erfc_keeps_shape_and_takes_scalars() -> None:
     block = np.array([[0.1, 2.0], [-3.0, 6.0]])
     assert erfc(block).shape == (2, 2)

@@ -105,9 +105,19 @@ def erfc(x: npt.ArrayLike) -> FloatArray:
         >>> [abs(float(v) / math.erfc(t) - 1) < 1e-15 for t, v in zip([0.1, 2.0, 6.0], values)]
         [True, True, True]
     """
+    return _erfc_both(x)[0]
+
+
+def _erfc_both(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """``erfc(x)`` and ``erfc(-x)``: the values two calls give, for the work of one.
+
+    Both need the same rational approximation of ``|x|``; only its last step
+    differs by the sign (``1 - erf`` against ``1 + erf``, ``v`` against ``2 - v``).
+    """
     x = np.asarray(x, dtype=np.float64)
     y = np.abs(x)
     result: FloatArray = np.empty_like(y)
+    mirrored: FloatArray = np.empty_like(y)
     small = y <= _THRESH
     middle = ~small & (y <= 4.0)
     large = y > 4.0
@@ -120,6 +130,7 @@ def erfc(x: npt.ArrayLike) -> FloatArray:
             denominator = (denominator + b) * ysq
         erf = x[small] * (numerator + _A[3]) / (denominator + _B[3])
         result[small] = 1.0 - erf  # x's sign is in erf already
+        mirrored[small] = 1.0 + erf  # erf(-x) = -erf(x) exactly: 1 - (-erf)
     for is_range in (middle, large):
         if not is_range.any():
             continue
@@ -144,8 +155,10 @@ def erfc(x: npt.ArrayLike) -> FloatArray:
         head = np.trunc(z * 16.0) / 16.0
         tail = (z - head) * (z + head)
         value = np.exp(-head * head) * np.exp(-tail) * ratio
-        result[is_range] = np.where(x[is_range] < 0, 2.0 - value, value)
-    return result
+        is_negative = x[is_range] < 0
+        result[is_range] = np.where(is_negative, 2.0 - value, value)
+        mirrored[is_range] = np.where(is_negative, value, 2.0 - value)  # x != 0 here
+    return result, mirrored
 
 
 def upper_tail(x: npt.ArrayLike) -> FloatArray:
@@ -156,6 +169,12 @@ def upper_tail(x: npt.ArrayLike) -> FloatArray:
         [0.5]
     """
     return 0.5 * erfc(np.asarray(x, dtype=np.float64) / np.sqrt(2.0))
+
+
+def _tails(x: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``upper_tail(x)`` and ``upper_tail(-x)``, the same values, in one pass."""
+    upper, lower = _erfc_both(x / np.sqrt(2.0))  # (-x) / c == -(x / c) exactly
+    return 0.5 * upper, 0.5 * lower
 
 
 def clipped_variance(mean: npt.ArrayLike, sd: npt.ArrayLike) -> FloatArray:
@@ -184,8 +203,7 @@ def clipped_variance(mean: npt.ArrayLike, sd: npt.ArrayLike) -> FloatArray:
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         a = np.where(sigma > 0, mu / sigma, 0.0)
         a = np.clip(a, -40.0, 40.0)  # beyond 40 sd the result is 0 or 1 exactly
-    upper = upper_tail(a)
-    lower = upper_tail(-a)
+    upper, lower = _tails(a)  # upper_tail(a), upper_tail(-a)
     density = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
     ratio = lower + a * a * lower * upper + a * density * (upper - lower) - density**2
     variance = np.clip(ratio, 0.0, 1.0) * sigma**2
