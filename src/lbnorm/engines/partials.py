@@ -61,7 +61,24 @@ def summed_terms(
     """
     n_benchmarks = arrays.is_pooled.shape[0]
     key = variant * n_benchmarks + arrays.benchmark_index.take(subtask)
-    terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+    n_subtasks = arrays.benchmark_index.shape[0]
+    if _is_suite_block(subtask, n_subtasks):  # each variant's subtasks in suite
+        # order, the usual layout: the suite's per-subtask factors broadcast
+        # over a (variants, subtasks) block instead of being gathered per row
+        def block(values: FloatArray | None) -> FloatArray | None:
+            return None if values is None else values.reshape(-1, n_subtasks)
+
+        terms = {
+            name: values.ravel()
+            for name, values in fixed.terms(
+                raw.reshape(-1, n_subtasks),
+                slice(None),
+                stderr=block(stderr),
+                n_samples=block(n_samples),
+            ).items()
+        }
+    else:
+        terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
     step = np.diff(key)
     if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
         # subtasks together, in suite order): a sum per run of equal keys
@@ -84,6 +101,19 @@ def summed_terms(
         for name, values in terms.items()
     }
     return keys, sums
+
+
+def _is_suite_block(subtask: IntArray, n_subtasks: int) -> bool:
+    """Whether the rows are whole runs of the suite's subtasks, each in suite order."""
+    n_rows = subtask.shape[0]
+    if (
+        not n_rows
+        or n_rows % n_subtasks
+        or subtask[0] != 0
+        or subtask[-1] != n_subtasks - 1
+    ):
+        return False
+    return bool((subtask.reshape(-1, n_subtasks) == np.arange(n_subtasks)).all())
 
 
 class PartialStore:
