@@ -74,7 +74,8 @@ class CheckedBatch:
         subtask: Each row's suite subtask code (-1 if unknown).
         scores: ``raw_score`` as floats.
         accepted: Rows with a variant and a known subtask.
-        failed: Check name -> mask of failing rows (``duplicate_score`` included).
+        failed: Check name -> mask of failing rows (``duplicate_score`` included),
+            for the checks some row fails.
         n_failed: Rows failing any check.
         n_ignored: Rows dropped as unknown subtasks under ``unknown="ignore"``.
     """
@@ -90,6 +91,8 @@ class CheckedBatch:
     @property
     def is_good(self) -> npt.NDArray[np.bool_]:
         """Accepted rows that fail no check."""
+        if not self.failed:  # the usual batch: nothing to take away
+            return self.accepted
         is_bad: npt.NDArray[np.bool_] = np.logical_or.reduce(list(self.failed.values()))
         return self.accepted & ~is_bad
 
@@ -121,13 +124,16 @@ def check_batch(
     failed["duplicate_score"] = find_duplicates(
         variant, subtask, accepted, encoder.n_subtasks, seen_before
     )
+    failed = {name: mask for name, mask in failed.items() if mask.any()}
     return CheckedBatch(
         variant=variant,
         subtask=subtask,
         scores=scores,
         accepted=accepted,
         failed=failed,
-        n_failed=int(np.logical_or.reduce(list(failed.values())).sum()),
+        n_failed=int(np.logical_or.reduce(list(failed.values())).sum())
+        if failed
+        else 0,
         n_ignored=int(is_ignored.sum()) if unknown == "ignore" else 0,
     )
 
