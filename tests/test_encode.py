@@ -713,3 +713,15 @@ def test_slices_of_a_row_group_look_its_dictionaries_up_once(
     again = encoder.encode(fresh)
     assert looked_up.count(7) == 2
     assert again[0].tolist() == whole[0].tolist()
+
+
+def test_a_registry_sized_up_front_is_bounded() -> None:
+    """The room made from a run's rows is capped: a huge guess costs 64 MB at most."""
+    index = encode._HashIndex.for_keys(10**9)
+    assert index._slots_ids.size == encode._MOST_SLOTS
+    assert index._keys.size == encode._MOST_SLOTS // 2
+    small = encode._HashIndex.for_keys(4_576)
+    assert small._slots_ids.size == 16_384  # at most half full at 4,576 keys
+    keys = np.arange(1, 10_001, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    assert small.insert(keys, np.arange(10_000))  # past the guess: it grows
+    assert small.find(keys).tolist() == list(range(10_000))

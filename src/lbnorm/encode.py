@@ -174,8 +174,9 @@ class _HashIndex:
 
         Up to there no key is placed twice: growing re-places every key.
         """
+        expected = min(expected, _MOST_SLOTS // 2)
         capacity = 1 << max(10, (2 * expected - 1).bit_length())
-        return cls(min(capacity, _MOST_SLOTS), expected=expected)
+        return cls(capacity, expected=expected)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
