@@ -64,7 +64,7 @@ def test_a_results_tree_sized_listing_takes_the_fast_path_and_agrees() -> None:
     )
 
 
-def test_text_json_escapes_is_written_by_json() -> None:
+def test_text_that_json_escapes_is_written_by_json() -> None:
     rows = [{"path": "/tree/café/results_1.json"}] * 3
     assert manifest_module._listing_bytes(rows) is None  # json escapes it as \u00e9
     data = manifest_bytes({"inputs": Listing(rows)})

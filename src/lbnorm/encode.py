@@ -336,16 +336,15 @@ class _Vocabulary:
 
     def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
         """Whether `values` at `rows` are the strings of `ids`."""
-        known = self._strings.array(large=True).take(arrow.array(ids))
-        picked = values.take(arrow.array(rows)).cast(known.type)
-        return bool(pc.all(pc.equal(picked, known)).as_py())
+        return self._texts_equal(values, rows, self._strings.array(large=True), ids)
 
     @staticmethod
     def _texts_equal(
         left: pa.Array, left_rows: IntArray, right: pa.Array, right_rows: IntArray
     ) -> bool:
-        picked = left.take(arrow.array(left_rows))
+        """Whether `left` at `left_rows` holds the strings of `right` at `right_rows`."""
         other = right.take(arrow.array(right_rows))
+        picked = left.take(arrow.array(left_rows)).cast(other.type)  # string, large
         return bool(pc.all(pc.equal(picked, other)).as_py())
 
     def _append(self, strings: pa.Array) -> None:

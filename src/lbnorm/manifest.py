@@ -202,11 +202,8 @@ def _head_decoder() -> Callable[[bytes], dict[str, Any] | None] | None:
     def decode(data: bytes) -> dict[str, Any] | None:
         try:
             head = decoder.decode(data)
-        except (
-            msgspec.DecodeError,
-            RecursionError,
-        ):  # not an object, NaN...: json decides
-            return None
+        except (msgspec.DecodeError, RecursionError):
+            return None  # not an object, NaN, ...: json decides
         return {
             key: value
             for key in _HEAD_KEYS
