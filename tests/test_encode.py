@@ -62,6 +62,19 @@ def _subtask_oracle(table: pa.Table) -> list[int]:
     return [SUITE_INDEX.get(pair, -1) for pair in pairs]
 
 
+def _key_table(keys: list[Key]) -> pa.Table:
+    """A table of key columns, a row per key."""
+    types = [pa.string(), pa.string(), pa.string(), pa.bool_()]
+    return pa.table(
+        {
+            name: pa.array([key[position] for key in keys], type_)
+            for position, (name, type_) in enumerate(
+                zip(KEY_COLUMNS, types, strict=True)
+            )
+        }
+    )
+
+
 def _variant_rows(variants: Variants) -> list[Key]:
     return [tuple(row.values()) for row in variants.table().to_pylist()]
 
@@ -379,6 +392,58 @@ def test_dictionary_per_variant_and_per_row() -> None:
     assert variants.strings("model").type == pa.string()
 
 
+@given(
+    keys=st.lists(
+        st.tuples(
+            st.sampled_from(["b", "a", "é", "c/d", ""]),
+            st.sampled_from(["", "bfloat16"]),
+            st.sampled_from(["", "main", "0f3e", "a1"]),
+            st.booleans(),
+        ),
+        max_size=30,
+        unique=True,
+    ),
+    unused=st.lists(st.sampled_from(["zz", "unused"]), max_size=3),
+)
+def test_take_renumbered_names_the_same_variants(
+    keys: list[Key], unused: list[str]
+) -> None:
+    """Renumbered vocabularies: the same keys per variant, used strings only."""
+    variants = Variants.from_table(_key_table(keys))
+    # strings no variant uses (a registry may hold some): renumbering drops them
+    vocabularies = {
+        name: pa.concat_arrays([values, pa.array(unused, pa.string())])
+        for name, values in variants.vocabularies.items()
+    }
+    variants = Variants(vocabularies=vocabularies, codes=variants.codes)
+    order = variants.order()
+    plain = variants.take(order)
+    renumbered = variants.take(order, renumber=True)
+    assert _variant_rows(renumbered) == _variant_rows(plain)
+    assert renumbered.table().equals(plain.table())
+    for name in ("model", "revision"):
+        per_variant = renumbered.dictionary(name, distinct=False)
+        assert per_variant.to_pylist() == plain.strings(name).to_pylist()
+    # models come in runs in key order: renumbered by first use, unused dropped
+    models = renumbered.vocabularies["model"].to_pylist()
+    assert models == list(dict.fromkeys(plain.strings("model").to_pylist()))
+    assert renumbered.codes[:, 0].tolist() == [
+        models.index(key[0]) for key in _variant_rows(plain)
+    ]
+    assert variants.take(order).codes.tolist() == plain.codes.tolist()  # unchanged
+
+
+def test_a_run_of_ids_takes_a_slice() -> None:
+    """Names taken by one increasing run of ids share the vocabulary's buffers."""
+    values = pa.array([f"model-{i}" for i in range(10)])
+    run = encode._taken(values, np.arange(3, 8))
+    assert run.to_pylist() == [f"model-{i}" for i in range(3, 8)]
+    assert run.buffers()[2].address == values.buffers()[2].address  # no copy
+    for ids in ([3, 5, 4], [2, 2], [9], [], [0, 1, 3]):
+        taken = encode._taken(values, np.array(ids, dtype=np.int64))
+        assert taken.to_pylist() == [f"model-{i}" for i in ids]
+
+
 @given(keys=st.lists(st.tuples(model_names, st.booleans()), max_size=12, unique=True))
 def test_from_table_and_table_round_trip(keys: list[tuple[str, bool]]) -> None:
     table = pa.table(
@@ -424,24 +489,7 @@ def variant_sets(draw: st.DrawFn) -> list[Variants]:
             max_size=4,
         )
     )
-    return [
-        Variants.from_table(
-            pa.table(
-                {
-                    name: pa.array([key[position] for key in part], type_)
-                    for position, (name, type_) in enumerate(
-                        [
-                            ("model", pa.string()),
-                            ("precision", pa.string()),
-                            ("revision", pa.string()),
-                            ("chat_template", pa.bool_()),
-                        ]
-                    )
-                }
-            )
-        )
-        for part in parts
-    ]
+    return [Variants.from_table(_key_table(part)) for part in parts]
 
 
 @given(parts=variant_sets())

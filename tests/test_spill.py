@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -355,3 +356,24 @@ def test_a_failed_check_is_reported_over_a_spill_error_behind_it(
     del job
     gc.collect()
     assert list(tmpdir_env.iterdir()) == []
+
+
+@pytest.mark.parametrize("n_parts", [1, 3, 300, 70_000])
+def test_gathered_groups_are_each_partitions_codes_in_order(n_parts: int) -> None:
+    """Grouping codes by partition (a counting sort up to 16 bits, else a sort)."""
+    rng = np.random.default_rng(n_parts)
+    width = 4
+    n_variants = n_parts * width - 1  # the last partition a variant short
+    codes = rng.integers(0, n_variants, 3 * n_variants)
+    store = SimpleNamespace(
+        folder=None,
+        width=width,
+        arrays=SimpleNamespace(benchmark_index=np.zeros(1, int)),
+    )
+    spilled = spill._Spilled(store, n_variants, np.arange(n_variants), SUITE)  # type: ignore[arg-type]
+    groups = spilled.groups(codes)
+    part = codes // width
+    assert [index for index, _, _ in groups] == np.unique(part).tolist()
+    for index, positions, rows in groups:
+        assert positions.tolist() == np.flatnonzero(part == index).tolist()
+        assert rows.tolist() == (codes[positions] % width).tolist()

@@ -474,9 +474,30 @@ class Variants:
             return 0
         return int(np.count_nonzero(np.bincount(self.codes[:, 0])))
 
-    def take(self, order: IntArray) -> Variants:
-        """These variants, rows in `order`."""
-        return Variants(vocabularies=self.vocabularies, codes=self.codes[order])
+    def take(self, order: IntArray, *, renumber: bool = False) -> Variants:
+        """These variants, rows in `order`.
+
+        With `renumber`, a model or revision vocabulary whose equal ids come in
+        runs in `order` (models, in key order; revisions, when each variant has
+        its own or they come model by model) is renumbered by first use and
+        stripped of the strings no variant uses: variants taken in key order
+        then take their names in vocabulary order (a run of them: a slice, see
+        :meth:`dictionary`), not from all over it.
+        """
+        # np.take, not codes[order]: 0.05 s against 0.4 s for 5M variants
+        codes = np.take(self.codes, order, axis=0)
+        vocabularies = dict(self.vocabularies)
+        for name in _MANY if renumber else ():
+            position = _TEXT_KEYS.index(name)
+            ids = codes[:, position]
+            is_start = np.ones(ids.size, dtype=bool)
+            np.not_equal(ids[1:], ids[:-1], out=is_start[1:])
+            used = ids[is_start]
+            if not used.size or np.bincount(used).max() == 1:  # ids in one run each
+                vocabularies[name] = vocabularies[name].take(arrow.array(used))
+                np.cumsum(is_start, out=ids)  # (ids: a view of the codes)
+                ids -= 1
+        return Variants(vocabularies=vocabularies, codes=codes)
 
     def order(self) -> IntArray:
         """Row order sorting variants by (model, precision, revision, chat_template).
@@ -528,9 +549,7 @@ class Variants:
         ids = self.codes[:, position]
         if not distinct:
             indices = np.arange(ids.size) if rows is None else rows
-            return arrow.dictionary(
-                indices, self.vocabularies[name].take(arrow.array(ids))
-            )
+            return arrow.dictionary(indices, _taken(self.vocabularies[name], ids))
         codes, first = factorize(ids)
         indices = codes if rows is None else codes[rows]
         return arrow.dictionary(
@@ -760,7 +779,9 @@ class KeyEncoder:
         Args:
             last: Nothing more will be encoded: the hash tables are freed first
                 (~100 MB per 5M keys each), before the strings are joined, and
-                the codes once copied out; the encoder takes no more lookups.
+                the codes once copied out; the strings are the variants' alone
+                (a key-ordered copy of them can replace them); the encoder
+                takes no more lookups.
         """
         if last:
             self._variant_index = _HashIndex()
@@ -774,6 +795,9 @@ class KeyEncoder:
         )
         if last:
             self._codes = np.zeros((0, 4), dtype=np.int32)
+            for name in _TEXT_KEYS:
+                self._vocabularies[name] = _Vocabulary()
+                self._vocabularies[name].drop_index()
         return variants
 
     def _variant_codes(self) -> npt.NDArray[np.int32]:
@@ -1021,6 +1045,14 @@ def _same_array(left: pa.Array, right: pa.Array) -> bool:
         and [b and b.address for b in left.buffers()]
         == [b and b.address for b in right.buffers()]
     )
+
+
+def _taken(values: pa.Array, ids: IntArray) -> pa.Array:
+    """``values.take(ids)``; a slice (no copy) if `ids` are one increasing run."""
+    is_run = ids.size and int(ids[-1]) - int(ids[0]) == ids.size - 1
+    if is_run and (ids.size == 1 or bool((np.diff(ids) == 1).all())):
+        return values.slice(int(ids[0]), ids.size)
+    return values.take(arrow.array(ids))
 
 
 def _string_ranks(

@@ -32,6 +32,7 @@ SIGKILLed process leaves a ``lbnorm-spill-*`` folder behind).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -380,8 +381,9 @@ def finish_spilled(
             store, n_variants, options
         )
         order = ordering.result()
-    ordered = variants.take(order)
     n_models = variants.n_models()
+    # names renumbered in key order: the benchmark table's parts slice them
+    ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept)
     averages, errors, n_complete = averages[order], errors[order], n_complete[order]
     rank = rank_descending(averages)
@@ -463,25 +465,32 @@ def _sum_partition(
         missing=options.missing,
     )
     for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
-        np.save(  # are one contiguous run of the file
-            store.folder.path / f"{part}.{name}.npy",
-            np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind),
+        # are one contiguous run of the file (raw values: _Spilled reads them)
+        np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind).tofile(
+            _saved_path(store.folder.path, part, name)
         )
     return benchmark
+
+
+def _saved_path(folder: Path, part: int, name: str) -> Path:
+    """Where a partition's saved benchmark array is (raw, benchmark-major)."""
+    return folder / f"{part}.{name}.bin"
 
 
 class _Spilled:
     """A spilled run's saved benchmark arrays, gathered back by variant code.
 
-    Each gather maps a partition's file (``np.load(mmap_mode="r")``), takes the
-    values it needs and closes the map, so at most one partition's column is
-    ever resident.
+    A gather reads the benchmark's run of each partition's file it needs (one
+    ``pread`` into a buffer of the caller's, the same for every gather) and
+    takes the values it needs from there, so at most one partition's run of
+    one array is resident per reader.
     """
 
     def __init__(
         self, store: SpillStore, n_variants: int, order: IntArray, suite: Suite
     ) -> None:
         self.folder, self.width = store.folder, store.width
+        self.n_variants = n_variants
         self.n_parts = -(-n_variants // self.width)
         self.order = order  # key order -> code
         self.suite = suite
@@ -490,13 +499,26 @@ class _Spilled:
         )
 
     def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
-        """Per partition holding some of `codes`: it, their positions, their rows there."""
+        """Per partition holding some of `codes`: it, their positions, their rows there.
+
+        The positions of a partition are increasing (a stable sort by partition:
+        a counting sort when the partitions fit 16 bits).
+        """
         part, local = np.divmod(codes, self.width)
+        if self.n_parts <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix
+            part = part.astype(np.uint8 if self.n_parts <= 1 << 8 else np.uint16)
+        by_part = np.argsort(part, kind="stable")
+        ends = np.cumsum(np.bincount(part, minlength=self.n_parts))
         found = []
-        for index in np.unique(part).tolist():
-            positions = np.flatnonzero(part == index)
+        for index in np.flatnonzero(np.diff(ends, prepend=0)).tolist():
+            positions = by_part[ends[index - 1] if index else 0 : ends[index]]
             found.append((index, positions, local[positions]))
         return found
+
+    def buffer(self) -> npt.NDArray[np.uint8]:
+        """Room for one benchmark's run of any saved array of a partition."""
+        most = max(np.dtype(kind).itemsize for kind in _SAVED.values())
+        return np.empty(most * min(self.width, max(self.n_variants, 1)), np.uint8)
 
     def gather(
         self,
@@ -504,18 +526,36 @@ class _Spilled:
         benchmark: int,
         groups: list[tuple[int, IntArray, IntArray]],
         size: int,
+        buffer: npt.NDArray[np.uint8],
     ) -> npt.NDArray[Any]:
-        """One benchmark's values of a saved array at the variants of `groups`."""
-        values = np.empty(size, dtype=_SAVED[name])
+        """One benchmark's values of a saved array at the variants of `groups`.
+
+        `buffer` (from :meth:`buffer`) is overwritten.
+        """
+        kind = np.dtype(_SAVED[name])
+        values = np.empty(size, dtype=kind)
         for part, positions, rows in groups:
-            saved = np.load(self.folder.path / f"{part}.{name}.npy", mmap_mode="r")
-            values[positions] = saved[benchmark][rows]
-            del saved  # the map closes: its pages leave this process
+            width = min(self.width, self.n_variants - part * self.width)
+            run = buffer[: width * kind.itemsize]
+            descriptor = os.open(_saved_path(self.folder.path, part, name), os.O_RDONLY)
+            try:
+                done = os.preadv(descriptor, [run.data], benchmark * run.size)
+            finally:
+                os.close(descriptor)
+            if done != run.size:  # (a spill file cut short under this run)
+                path = _saved_path(self.folder.path, part, name)
+                msg = (
+                    f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
+                )
+                raise OSError(msg)
+            values[positions] = run.view(kind)[rows]
         return values
 
     def key_ordered(self, name: str, benchmark: int) -> npt.NDArray[Any]:
         """One benchmark's values of a saved array, every variant in key order."""
-        return self.gather(name, benchmark, self.groups(self.order), self.order.size)
+        return self.gather(
+            name, benchmark, self.groups(self.order), self.order.size, self.buffer()
+        )
 
 
 class SpilledBenchmarks:
@@ -543,6 +583,7 @@ class SpilledBenchmarks:
     def parts(self) -> Iterator[pa.Table]:
         """Benchmark-major, then variant in key order."""
         spilled = self._spilled
+        buffer = spilled.buffer()
         for index in range(len(spilled.suite.benchmarks)):
             release_free_memory()  # the previous benchmark's parts
             # the variants (in key order) the benchmark has a subtask of
@@ -551,7 +592,9 @@ class SpilledBenchmarks:
                 rows = present[start : start + CHUNK_ROWS]
                 groups = spilled.groups(spilled.order[rows])
                 columns = {
-                    name: spilled.gather(name, index, groups, rows.size)[:, np.newaxis]
+                    name: spilled.gather(name, index, groups, rows.size, buffer)[
+                        :, np.newaxis
+                    ]
                     for name in _SAVED
                 }
                 yield benchmark_table(
@@ -631,6 +674,7 @@ class SpilledLeaderboard:
         spilled = self._spilled
         board = board_order(self._rank)  # key positions, in the board's order
         n_benchmarks = len(spilled.suite.benchmarks)
+        buffer = spilled.buffer()
         for start in range(0, board.size, BOARD_CHUNK_ROWS):
             if start % CHUNK_ROWS == 0:  # the previous parts' arrays, freed
                 release_free_memory()
@@ -639,7 +683,7 @@ class SpilledLeaderboard:
             values = {
                 name: np.stack(
                     [
-                        spilled.gather(name, index, groups, rows.size)
+                        spilled.gather(name, index, groups, rows.size, buffer)
                         for index in range(n_benchmarks)
                     ]
                 )

@@ -414,10 +414,10 @@ class _Folder:
             self._store.discard()
             raise failure_error(self._failures, total=self._n_failed)
         release_free_memory()  # the pass's temporaries, before the keys are joined
-        variants = self._encoder.variants(last=True)
-        return finish_spilled(
-            variants,
-            self._store.trimmed(len(variants)),
+        n_variants = self._encoder.n_variants
+        return finish_spilled(  # (no name kept here: the callee frees the keys)
+            self._encoder.variants(last=True),
+            self._store.trimmed(n_variants),
             suite,
             options=options,
             files=files,
