@@ -38,7 +38,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -430,19 +430,33 @@ def _sum_partitions(
     resized: list[IntArray] = []
     n_cells = 0
     weight = store.arrays.weight
-    for part, low in enumerate(range(0, n_variants, store.width)):
-        high = min(low + store.width, n_variants)
-        benchmark = _sum_partition(store, part, low, high, options)
-        scores = benchmark.normalized
-        averages[low:high] = average_benchmarks(scores, weight, missing=options.missing)
-        errors[low:high] = average_stderr(
-            benchmark.stderr, scores, weight, missing=options.missing
-        )
-        n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(axis=1)
-        n_cells += int(np.count_nonzero(benchmark.n_present))
-        other = np.argwhere(benchmark.has_other_sizes)
-        if other.size:
-            resized.append(np.add(other, [low, 0]))
+    # a partition's arrays are saved on a thread while the next one is summed
+    # (the page cache takes them at ~0.5 GB/s here: 1.4 s of 740 MB at OOC100)
+    with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-save") as saver:
+        saving: Future[None] | None = None
+        for part, low in enumerate(range(0, n_variants, store.width)):
+            high = min(low + store.width, n_variants)
+            benchmark = _sum_partition(store, part, low, high, options)
+            if saving is not None:
+                saving.result()  # one partition's arrays waiting at most
+            saving = saver.submit(_save_partition, store.folder, part, benchmark)
+            scores = benchmark.normalized
+            averages[low:high] = average_benchmarks(
+                scores, weight, missing=options.missing
+            )
+            errors[low:high] = average_stderr(
+                benchmark.stderr, scores, weight, missing=options.missing
+            )
+            n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(
+                axis=1
+            )
+            n_cells += int(np.count_nonzero(benchmark.n_present))
+            other = np.argwhere(benchmark.has_other_sizes)
+            if other.size:
+                resized.append(np.add(other, [low, 0]))
+            del benchmark, scores
+        if saving is not None:
+            saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
     return averages, errors, n_complete, n_cells, resized
@@ -451,7 +465,7 @@ def _sum_partitions(
 def _sum_partition(
     store: SpillStore, part: int, low: int, high: int, options: RunOptions
 ) -> BenchmarkArrays:
-    """Add up a partition's spilled sums, finish them, save the benchmark arrays."""
+    """Add up a partition's spilled sums and finish them."""
     fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
     release_free_memory()  # the previous partition's arrays, or the pass's
     partial = PartialStore(
@@ -459,17 +473,22 @@ def _sum_partition(
     )
     for cells, sums in store.sums(part):
         partial.add_sums(cells, sums)
-    benchmark = finish_benchmarks(
+    return finish_benchmarks(
         partial.partials(high - low),
         store.arrays,
         missing=options.missing,
     )
+
+
+def _save_partition(folder: _Folder, part: int, benchmark: BenchmarkArrays) -> None:
+    """Save a partition's benchmark arrays, a file each, for the output's gathers."""
     for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
         # are one contiguous run of the file (raw values: _Spilled reads them)
-        np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind).tofile(
-            _saved_path(store.folder.path, part, name)
-        )
-    return benchmark
+        values = np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
+        with folder.lock:  # not while the folder is being removed
+            if folder.is_removed:  # the run ended (an interrupt): nothing to save
+                return
+            values.tofile(_saved_path(folder.path, part, name))
 
 
 def _saved_path(folder: Path, part: int, name: str) -> Path:
