@@ -192,3 +192,18 @@ def test_pandas_reads_integer_columns_as_nullable_integers(
     assert n_samples.isna().any()
     assert str(n_samples.dtype) == "Int64"
     assert board["average"].dtype == "float64"  # floats as they are
+
+
+@pytest.mark.parametrize("beside", [False, True])
+def test_a_synced_files_digest_is_its_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool
+) -> None:
+    """Hashed after the sync, or (a large file) on a thread while it syncs."""
+    from lbnorm import writer
+
+    if beside:
+        monkeypatch.setattr(writer, "_HASH_BESIDE_SYNC", 1)
+    path = tmp_path / "table.parquet"
+    data = bytes(range(256)) * 40_000 + b"end"  # past one 8 MiB read, and a tail
+    path.write_bytes(data)
+    assert writer._fsync_file(path) == hashlib.sha256(data).hexdigest()

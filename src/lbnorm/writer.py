@@ -1107,10 +1107,23 @@ def _write_bytes(path: Path, data: bytes) -> None:
 
 
 def _fsync_file(path: Path) -> str:
-    """Sync a file to disk; return the sha256 of its bytes (read back once)."""
+    """Sync a file to disk; return the sha256 of its bytes (read back once).
+
+    A large file is hashed on a second thread while this one waits for the disk
+    (the spilled benchmark table, 1 GB: 0.9 s one after the other).
+    """
     with path.open("rb", buffering=0) as handle:
-        os.fsync(handle.fileno())
-        return sha256_of(handle)
+        if os.fstat(handle.fileno()).st_size < _HASH_BESIDE_SYNC:
+            os.fsync(handle.fileno())
+            return sha256_of(handle)
+        with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-hash") as hasher:
+            digest = hasher.submit(sha256_of, handle)
+            os.fsync(handle.fileno())
+            return digest.result()
+
+
+#: Bytes from which a written file is hashed while it is synced (a thread each).
+_HASH_BESIDE_SYNC = 32 << 20
 
 
 def _fsync_dir(path: Path) -> None:
