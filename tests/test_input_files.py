@@ -483,3 +483,37 @@ def test_sha256_in_chunks_is_the_files_sha256(
     path = tmp_path / "f.bin"
     path.write_bytes(bytes(range(size)))
     assert files.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_several_tables_are_hashed_alike_and_fail_in_input_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables hashed on every core: each its own sha256; the first bad one named."""
+    import hashlib
+
+    from lbnorm.pipeline import demo_path
+    from lbnorm.readers import catalog
+
+    demo = pq.read_table(demo_path())
+    paths = []
+    for index in range(4):
+        path = tmp_path / f"part-{index}.parquet"
+        pq.write_table(demo.slice(index * 1000, 1000), path)
+        paths.append(path)
+    suite = load_suite("openllm-v2")
+    read = read_inputs(paths, suite=suite, options=RunOptions(subtasks=False))
+    assert read.catalog.column("sha256").to_pylist() == [
+        hashlib.sha256(path.read_bytes()).hexdigest() for path in paths
+    ]
+    paths[1].write_bytes(b"not parquet")  # the first bad input, in order
+    from lbnorm.readers.files import sha256_file
+
+    def refuse(path: Path) -> str:
+        if path == paths[3]:
+            msg = f"{path}: cannot be read"
+            raise InputError(msg)
+        return sha256_file(path)
+
+    monkeypatch.setattr(catalog, "sha256_file", refuse)
+    with pytest.raises(InputError, match=r"part-1\.parquet"):
+        read_inputs(paths, suite=suite, options=RunOptions(subtasks=False))
