@@ -283,6 +283,39 @@ def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
     assert len(blocks) == 100
 
 
+def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
+    tmp_path: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """glibc keeps freed blocks for a command line run; a library call or a spill does not."""
+    from lbnorm import heap
+    from lbnorm.cli import main
+
+    calls: list[dict[int, int]] = []
+    real = heap._mallopt
+
+    def mallopt(values: dict[int, int]) -> bool:
+        calls.append(values)
+        return True
+
+    monkeypatch.setattr(heap, "_mallopt", mallopt)
+    monkeypatch.setattr(heap, "_is_allowed", False)  # (put back after the test)
+    monkeypatch.setattr(heap, "_is_kept", False)
+    run(out=tmp_path / "library")  # the host's allocator is left alone
+    assert calls == []
+    out = str(tmp_path / "cli")
+    spilled = ["run", "--engine", "stream", "--sum-memory", "1e-6", "--quiet"]
+    assert main([*spilled, "--out", out]) == 0
+    assert calls == []  # a spilled run keeps its bound
+    for engine in ("memory", "stream"):
+        monkeypatch.setattr(heap, "_is_kept", False)
+        assert main(["run", "--engine", engine, "--out", out, "--quiet"]) == 0
+        assert calls == [heap._KEPT]
+        calls.clear()
+    if platform.libc_ver()[0] == "glibc":  # glibc takes every value
+        monkeypatch.setattr(heap, "_is_kept", False)
+        assert real({-1: 64 << 20})  # (M_TRIM_THRESHOLD at its settled value)
+
+
 def test_the_key_registry_takes_no_lookups_once_its_index_is_dropped() -> None:
     from lbnorm.encode import KeyEncoder
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, factorize
+from lbnorm.heap import keep_freed_memory
 from lbnorm.kernel import FloatArray, IntArray, aggregate_benchmarks
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
@@ -73,6 +74,7 @@ class MemoryJob:
     def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
         self._inputs, self._suite, self._options = inputs, suite, options
         self._result: Result | None = None
+        keep_freed_memory()  # (if the command line allowed it)
 
     @property
     def subtask_schema(self) -> pa.Schema | None:

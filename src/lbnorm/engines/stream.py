@@ -31,7 +31,7 @@ from lbnorm import arrow
 from lbnorm.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.partials import PartialStore
 from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
-from lbnorm.heap import release_free_memory
+from lbnorm.heap import keep_freed_memory, release_free_memory
 from lbnorm.kernel import (
     IntArray,
     SuiteArrays,
@@ -344,6 +344,8 @@ class _Folder:
         self._encoder = KeyEncoder(pairs, expected_variants=capacity)
         names = [f"{b} / {t}" for b, t in pairs]
         width = None if options is None else spill_width(self.arrays, rows, options)
+        if width is None:  # no bound to keep: freed memory is kept for reuse
+            keep_freed_memory()
         self._store: PartialStore | SpillStore = (
             PartialStore(self.arrays, capacity, names)
             if width is None
