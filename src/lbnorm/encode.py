@@ -1049,8 +1049,8 @@ def _same_array(left: pa.Array, right: pa.Array) -> bool:
 
 def _taken(values: pa.Array, ids: IntArray) -> pa.Array:
     """``values.take(ids)``; a slice (no copy) if `ids` are one increasing run."""
-    is_run = ids.size and int(ids[-1]) - int(ids[0]) == ids.size - 1
-    if is_run and (ids.size == 1 or bool((np.diff(ids) == 1).all())):
+    spans_run = ids.size and int(ids[-1]) - int(ids[0]) == ids.size - 1  # (cheap first)
+    if spans_run and bool((np.diff(ids) == 1).all()):
         return values.slice(int(ids[0]), ids.size)
     return values.take(arrow.array(ids))
 

@@ -556,13 +556,13 @@ class _Spilled:
         for part, positions, rows in groups:
             width = min(self.width, self.n_variants - part * self.width)
             run = buffer[: width * kind.itemsize]
-            descriptor = os.open(_saved_path(self.folder.path, part, name), os.O_RDONLY)
+            path = _saved_path(self.folder.path, part, name)
+            descriptor = os.open(path, os.O_RDONLY)
             try:
                 done = os.preadv(descriptor, [run.data], benchmark * run.size)
             finally:
                 os.close(descriptor)
             if done != run.size:  # (a spill file cut short under this run)
-                path = _saved_path(self.folder.path, part, name)
                 msg = (
                     f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
                 )
