@@ -7,6 +7,7 @@ and the field docs), then for what they say: ranks, completeness, averages.
 from __future__ import annotations
 
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,15 @@ from lbnorm.pipeline import demo_metadata_path, demo_path
 from lbnorm.readers import Inputs
 from lbnorm.result import (
     BoardCounts,
+    BuiltBeside,
     PartsInMemory,
     PartsOnDisk,
     Result,
     assemble_result,
+    benchmark_keys,
+    benchmark_table,
     finish_job,
+    start_benchmark_keys,
 )
 from lbnorm.schemas import (
     BENCHMARK_SCORES,
@@ -385,8 +390,84 @@ def test_finish_job_keeps_streamed_parts_in_memory() -> None:
     assert result.subtask_parts is not None
     assert result.subtask_parts.num_rows == 3
     assert [part.num_rows for part in result.subtask_parts.parts()] == [2, 1]
-    assert result.leaderboard_table is bare.leaderboard_table
-    assert finish_job(_Job([], bare)) is bare  # no subtask table asked for
+    assert result.leaderboard_table.equals(bare.leaderboard_table)
+    assert isinstance(result.leaderboard_output, pa.Table)  # built, not under way
+    alone = finish_job(_Job([], bare))  # no subtask table asked for
+    assert alone.subtask_parts is None
+    assert alone.leaderboard_table.equals(bare.leaderboard_table)
+
+
+# --- a large run's tables: built on threads ---------------------------------------------
+
+
+def test_built_beside_hands_over_the_table_once_built() -> None:
+    table = pa.table({"x": [1, 2]})
+    started, release = threading.Event(), threading.Event()
+
+    def build() -> pa.Table:
+        started.set()
+        assert release.wait(10)
+        return table
+
+    later = BuiltBeside(build, schema=table.schema, num_rows=2)
+    assert started.wait(10)  # under way on its own thread; the caller goes on
+    assert later.num_rows == 2
+    assert later.schema.equals(table.schema)
+    release.set()
+    assert later.whole() is table
+    assert [part is table for part in later.parts()] == [True]
+
+
+def test_built_beside_raises_what_the_build_raised_where_it_is_asked_for() -> None:
+    def build() -> pa.Table:
+        message = "no room for the leaderboard"
+        raise MemoryError(message)
+
+    later = BuiltBeside(build, schema=pa.schema([]), num_rows=0)
+    with pytest.raises(MemoryError, match="no room"):
+        later.whole()
+    with pytest.raises(MemoryError, match="no room"):
+        list(later.parts())
+
+
+_NAN = float("nan")
+#: Three variants; "b" has no B subtask, "c" none of A's: cells are missing.
+_HOLES = [[0.9, 0.5, 0.75], [0.2, _NAN, _NAN], [_NAN, _NAN, 0.4]]
+
+
+@pytest.mark.parametrize("raw", [_HOLES, [[0.9, 0.5, 0.75], [0.2, 0.1, 0.3]]])
+def test_keys_built_ahead_give_the_same_benchmark_table(raw: list[list[float]]) -> None:
+    variants = _variants(["a", "b", "c"][: len(raw)])
+    arrays = aggregate_benchmarks(
+        np.array(raw, dtype=np.float64), suite_arrays(SUITE), missing="exclude"
+    )
+    keys = benchmark_keys(variants, len(SUITE.benchmarks))
+    ahead = benchmark_table(variants, SUITE, arrays, keys=keys)
+    assert ahead.equals(benchmark_table(variants, SUITE, arrays))
+    assert ahead.num_rows == int((arrays.n_present > 0).sum())
+
+
+@pytest.mark.parametrize("missing", ["exclude", "zero"])
+def test_tables_built_on_threads_equal_those_built_at_once(
+    monkeypatch: pytest.MonkeyPatch, missing: MissingPolicy
+) -> None:
+    variants = _variants(["a", "b", "c"])
+    arrays = aggregate_benchmarks(
+        np.array(_HOLES, dtype=np.float64), suite_arrays(SUITE), missing=missing
+    )
+    options = RunOptions(missing=missing)
+    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1 << 30)
+    assert start_benchmark_keys(variants, SUITE) is None  # small: nothing to start
+    at_once = assemble_result(variants, arrays, SUITE, options=options)
+    assert isinstance(at_once.leaderboard_output, pa.Table)
+    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1)
+    keys = start_benchmark_keys(variants, SUITE)
+    assert keys is not None
+    threaded = assemble_result(variants, arrays, SUITE, options=options, keys=keys)
+    assert isinstance(threaded.leaderboard_output, BuiltBeside)
+    assert threaded.leaderboard_table.equals(at_once.leaderboard_table)
+    assert threaded.benchmark_table.equals(at_once.benchmark_table)
+    assert threaded.board_counts() == at_once.board_counts()
 
 
 # --- properties on generated suites and scores ------------------------------------------

@@ -13,11 +13,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
-__all__ = ["THREAD_ROWS", "BatchThread"]
+__all__ = ["THREAD_ROWS", "BatchThread", "beside"]
+
+_T = TypeVar("_T")
 
 #: Batches smaller than this are done at once (a thread saves nothing there).
 THREAD_ROWS = 1 << 16
+
+
+def beside(work: Callable[[], _T]) -> Future[_T]:
+    """Start `work` on a thread of its own, which ends with it; the caller goes on.
+
+    The future gives what `work` returned, or raises what it raised.
+    """
+    pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-beside")
+    future = pool.submit(work)
+    pool.shutdown(wait=False)  # the thread ends once the work is done
+    return future
 
 
 class BatchThread:

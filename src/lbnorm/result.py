@@ -11,8 +11,8 @@ pandas appears only in the properties that hand a user a DataFrame.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm.batch_thread import THREAD_ROWS
+from lbnorm import arrow, batch_thread
+from lbnorm.batch_thread import beside
 from lbnorm.encode import Variants, merge_variants
 from lbnorm.kernel import (
     BenchmarkArrays,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BoardCounts",
+    "BuiltBeside",
     "CountsItself",
     "FindsResized",
     "Job",
@@ -58,12 +59,14 @@ __all__ = [
     "TableParts",
     "UniquePerPart",
     "assemble_result",
+    "benchmark_keys",
     "benchmark_table",
     "board_order",
     "finish_job",
     "leaderboard_rows",
     "leaderboard_table",
     "resized_variants",
+    "start_benchmark_keys",
 ]
 
 
@@ -150,6 +153,36 @@ class PartsInMemory:
         return iter(self._parts)
 
 
+class BuiltBeside:
+    """A table built on a thread of its own while the caller goes on (one part).
+
+    A large run's leaderboard comes this way, so that the writer encodes the
+    benchmark table while the leaderboard is built, and the leaderboard's own
+    encoding follows it at once. Whoever asks first (:meth:`whole`,
+    :meth:`parts`) waits for it; the build's error is raised there.
+    """
+
+    def __init__(
+        self, build: Callable[[], pa.Table], *, schema: pa.Schema, num_rows: int
+    ) -> None:
+        self.schema = schema
+        self._num_rows = num_rows
+        self._table = beside(build)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the table."""
+        return self._num_rows
+
+    def parts(self) -> Iterator[pa.Table]:
+        """The table, once built."""
+        yield self.whole()
+
+    def whole(self) -> pa.Table:
+        """The table, once built."""
+        return self._table.result()
+
+
 class PartsOnDisk:
     """A subtask table written to a Parquet file, read back a row group at a time."""
 
@@ -198,6 +231,8 @@ def finish_job(job: Job) -> Result:
     schema = job.subtask_schema
     parts = [part for part in job.subtask_parts() if part.num_rows]
     result = job.finish()
+    if isinstance(result.leaderboard_output, BuiltBeside):  # a table, once built
+        result = replace(result, leaderboard_output=result.leaderboard_output.whole())
     if schema is None or result.subtask_parts is not None:
         return result
     return replace(result, subtask_parts=PartsInMemory(schema, parts))
@@ -437,11 +472,15 @@ def assemble_result(
     n_ignored_rows: int = 0,
     n_scores: int = 0,
     n_clipped: int = 0,
+    keys: Future[dict[str, pa.Array]] | None = None,
 ) -> Result:
     """Average and rank benchmark scores and build the result tables.
 
     Every engine (in memory, streaming, Dask) ends here, so they share one
-    definition of the average, the ranks and the output tables.
+    definition of the average, the ranks and the output tables. A large run's
+    leaderboard (averages and ranks included) is built on a thread of its own
+    (:class:`BuiltBeside`): the writer encodes the benchmark table meanwhile,
+    the longer of the two, and the result is returned without waiting for it.
 
     Args:
         variants: The variant keys, sorted by key, one row per row of `benchmark`.
@@ -453,35 +492,36 @@ def assemble_result(
         n_ignored_rows: Rows dropped as unknown subtasks.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
+        keys: The benchmark table's key columns, under way
+            (:func:`start_benchmark_keys`), or None: built here.
 
     Returns:
         The result.
     """
-    arrays = suite_arrays(suite)
-    average = average_benchmarks(
-        benchmark.normalized, arrays.weight, missing=options.missing
-    )
-    rank = rank_descending(average)
-    average_error = average_stderr(
-        benchmark.stderr, benchmark.normalized, arrays.weight, missing=options.missing
-    )
 
     def board() -> pa.Table:
+        weight, missing = suite_arrays(suite).weight, options.missing
+        average = average_benchmarks(benchmark.normalized, weight, missing=missing)
+        rank = rank_descending(average)
+        average_error = average_stderr(
+            benchmark.stderr, benchmark.normalized, weight, missing=missing
+        )
         return leaderboard_table(
             variants, suite, benchmark, average, rank, average_error
         )
 
-    if len(variants) < THREAD_ROWS:
-        benchmark_output, leaderboard_output = (
-            benchmark_table(variants, suite, benchmark),
-            board(),
+    leaderboard_output: pa.Table | TableParts
+    if len(variants) < batch_thread.THREAD_ROWS:
+        leaderboard_output = board()
+    else:  # built beside the benchmark table, and beside its encoding when written
+        leaderboard_output = BuiltBeside(
+            board,
+            schema=leaderboard_schema(suite.benchmark_names),
+            num_rows=len(variants),
         )
-    else:  # both tables at once (numpy and Arrow release the GIL): 0.62 -> 0.45 s
-        # at 500,000 variants
-        with ThreadPoolExecutor(1, "lbnorm-tables") as pool:
-            benchmarks = pool.submit(benchmark_table, variants, suite, benchmark)
-            leaderboard_output = board()
-            benchmark_output = benchmarks.result()
+    benchmark_output = benchmark_table(
+        variants, suite, benchmark, keys=None if keys is None else keys.result()
+    )
     return Result(
         benchmark_output=benchmark_output,
         leaderboard_output=leaderboard_output,
@@ -503,6 +543,7 @@ def benchmark_table(
     *,
     benchmarks: IntArray | None = None,
     plain: Collection[str] = (),
+    keys: dict[str, pa.Array] | None = None,
 ) -> pa.Table:
     """One row per (variant, benchmark) with at least one subtask present.
 
@@ -515,6 +556,8 @@ def benchmark_table(
         plain: Key columns to be written without a dictionary page: their
             dictionaries hold a value per variant, repeats included (see
             :meth:`Variants.dictionary`).
+        keys: The key columns of every (benchmark, variant) cell, built already
+            (:func:`benchmark_keys`; every benchmark, `plain` empty).
 
     Returns:
         The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
@@ -531,7 +574,6 @@ def benchmark_table(
         picked: npt.NDArray[Any] = values.T.ravel()[present]
         return picked
 
-    variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
     column_index = np.repeat(np.arange(n_benchmarks), n_variants)[present]
     benchmark_index = (
         column_index if benchmarks is None else np.asarray(benchmarks)[column_index]
@@ -539,12 +581,15 @@ def benchmark_table(
     expected = arrays.n_expected[column_index].astype(np.int32)
     count = cells(arrays.n_present).astype(np.int32)
     normalized = cells(arrays.normalized)
-    columns: dict[str, pa.Array] = {
-        name: variants.dictionary(name, variant_index, distinct=name not in plain)
-        for name in KEY_COLUMNS
-        if name != "chat_template"
-    }
-    columns["chat_template"] = variants.flags(variant_index)
+    columns: dict[str, pa.Array]
+    if keys is None:
+        variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
+        columns = _key_columns(variants, variant_index, plain=plain)
+    elif isinstance(present, slice):
+        columns = dict(keys)
+    else:
+        is_kept = arrow.array(present)
+        columns = {name: column.filter(is_kept) for name, column in keys.items()}
     columns["benchmark"] = pa.DictionaryArray.from_arrays(
         arrow.numbers(benchmark_index, pa.int32()),
         arrow.strings(suite.benchmark_names),
@@ -565,6 +610,44 @@ def benchmark_table(
     return pa.Table.from_arrays(
         [columns[name] for name in BENCHMARK_SCORES.names], schema=BENCHMARK_SCORES
     )
+
+
+def start_benchmark_keys(
+    variants: Variants, suite: Suite
+) -> Future[dict[str, pa.Array]] | None:
+    """A large run's benchmark-table keys, built on a thread while its scores are finished.
+
+    For :func:`assemble_result`; None for a small run (a thread saves nothing).
+
+    Args:
+        variants: The variant keys in key order, as :func:`assemble_result` gets them.
+        suite: The suite.
+    """
+    if len(variants) < batch_thread.THREAD_ROWS:
+        return None
+    n_benchmarks = len(suite.benchmarks)
+    return beside(lambda: benchmark_keys(variants, n_benchmarks))
+
+
+def benchmark_keys(variants: Variants, n_benchmarks: int) -> dict[str, pa.Array]:
+    """The key columns of every (benchmark, variant) cell, benchmark-major.
+
+    The rows of :func:`benchmark_table` when every cell is present.
+    """
+    return _key_columns(variants, np.tile(np.arange(len(variants)), n_benchmarks))
+
+
+def _key_columns(
+    variants: Variants, variant_index: IntArray, *, plain: Collection[str] = ()
+) -> dict[str, pa.Array]:
+    """The key columns of the rows `variant_index` points at."""
+    columns: dict[str, pa.Array] = {
+        name: variants.dictionary(name, variant_index, distinct=name not in plain)
+        for name in KEY_COLUMNS
+        if name != "chat_template"
+    }
+    columns["chat_template"] = variants.flags(variant_index)
+    return columns
 
 
 def leaderboard_table(

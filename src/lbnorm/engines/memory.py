@@ -27,7 +27,7 @@ from lbnorm.heap import keep_freed_memory
 from lbnorm.kernel import FloatArray, IntArray, aggregate_benchmarks
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
-from lbnorm.result import Result, assemble_result
+from lbnorm.result import Result, assemble_result, start_benchmark_keys
 from lbnorm.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import check_batch, describe_failures, failure_error
@@ -106,6 +106,8 @@ class MemoryJob:
         )
         arrays = suite_arrays(suite)
         order = dense.variants.order()
+        variants = dense.variants.take(order)
+        keys = start_benchmark_keys(variants, suite)  # while the scores are summed
         raw = dense.sorted("raw", order)  # (subtask, variant), variants in key order
         details = {
             name: dense.sorted(name, order).T.astype(np.float64, copy=False)
@@ -123,7 +125,7 @@ class MemoryJob:
         n_clipped = int(np.count_nonzero(raw < arrays.lower_bound[:, None]))
         parts = DenseSubtasks(dense, order, suite, raw) if options.subtasks else None
         return assemble_result(
-            dense.variants.take(order),
+            variants,
             benchmark,
             suite,
             options=options,
@@ -132,6 +134,7 @@ class MemoryJob:
             n_ignored_rows=dense.n_ignored,
             n_scores=int(np.count_nonzero(is_present)),
             n_clipped=n_clipped,
+            keys=keys,
         )
 
 

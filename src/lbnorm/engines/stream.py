@@ -39,7 +39,7 @@ from lbnorm.kernel import (
 )
 from lbnorm.options import RunOptions, UnknownSubtasks
 from lbnorm.readers import Inputs
-from lbnorm.result import Result, assemble_result, finish_job
+from lbnorm.result import Result, assemble_result, finish_job, start_benchmark_keys
 from lbnorm.schemas import SUBTASK_SCORES, Batch
 from lbnorm.suites import Suite, suite_arrays
 from lbnorm.validate import (
@@ -257,6 +257,7 @@ def finish_totals(
     """
     order = totals.variants.order()
     variants = totals.variants.take(order)
+    keys = start_benchmark_keys(variants, suite)  # while the sums are finished
     arrays = totals.store.arrays
     n_ignored, n_scores, n_clipped = totals.n_ignored, totals.n_scores, totals.n_clipped
     partials = totals.store.partials(len(variants), order)
@@ -274,6 +275,7 @@ def finish_totals(
         n_ignored_rows=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,
+        keys=keys,
     )
 
 
