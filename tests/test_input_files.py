@@ -471,7 +471,7 @@ def test_a_duplicate_across_a_csv_and_a_results_file(tmp_path: Path) -> None:
     assert failures["source"].tolist() == [str(GOLDEN)]
 
 
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 100])
+@pytest.mark.parametrize("size", [0, 1, 3, 7, 8, 100])
 def test_sha256_in_chunks_is_the_files_sha256(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
@@ -479,10 +479,16 @@ def test_sha256_in_chunks_is_the_files_sha256(
 
     from lbnorm.readers import files
 
-    monkeypatch.setattr(files, "_HASH_CHUNK", 7)  # reads that end mid-chunk and on one
     path = tmp_path / "f.bin"
     path.write_bytes(bytes(range(size)))
-    assert files.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    expected = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert files.sha256_file(path) == expected  # a buffer the file's size
+    monkeypatch.setattr(files, "_HASH_CHUNK", 7)  # reads that end mid-chunk and on one
+    assert files.sha256_file(path) == expected
+    with path.open("rb", buffering=0) as handle:  # what is left of an open file
+        handle.read(3)
+        rest = hashlib.sha256(path.read_bytes()[3:]).hexdigest()
+        assert files.sha256_of(handle) == rest
 
 
 def test_several_tables_are_hashed_alike_and_fail_in_input_order(

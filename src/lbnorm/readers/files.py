@@ -253,7 +253,10 @@ def sha256_of(handle: io.RawIOBase) -> str:
     took it back hundreds of times, each a wait behind the busy thread.
     """
     digest = hashlib.sha256()
-    chunk = bytearray(_HASH_CHUNK)
+    # no larger than the file: a new buffer is written whole (zeroed), and 8 MiB
+    # of fresh pages cost a small file's hash ten times over (3 ms against 0.3)
+    left = os.fstat(handle.fileno()).st_size - handle.tell()
+    chunk = bytearray(min(_HASH_CHUNK, max(left, 0) + 1))
     view = memoryview(chunk)
     while size := handle.readinto(chunk):
         digest.update(view[:size])
