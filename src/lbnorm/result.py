@@ -299,7 +299,9 @@ class Result:
             :attr:`benchmarks` gives it as pandas).
         leaderboard_output: One row per variant, best first: rank, average,
             coverage and a column per benchmark and ``<benchmark> Raw``; a
-            table or its parts (:attr:`leaderboard_table`, :attr:`leaderboard`).
+            table or its parts (:attr:`leaderboard_table`, :attr:`leaderboard`),
+            or, from an engine, a table still being built (:class:`BuiltBeside`;
+            :func:`finish_job` hands the Python API the built table).
         suite: The suite used.
         options: The options of the run.
         file_table: One row per input file (see :data:`INPUT_FILES`).
