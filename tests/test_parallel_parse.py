@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
+import signal
 import time
+from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
+from lbnorm.forking import can_fork
 from lbnorm.options import RunOptions
 from lbnorm.readers import harness, read_inputs
 from lbnorm.readers.files import read_bytes
@@ -191,6 +195,82 @@ def test_a_broken_pool_falls_back_to_one_process(
     result = _read(paths, workers=2)
     assert result.files.equals(expected.files)
     assert result.scores.equals(expected.scores)
+
+
+@pytest.mark.usefixtures("parallel")
+@pytest.mark.skipif(not can_fork(), reason="the tree is read in one process")
+def test_ctrl_c_inside_the_pools_shutdown_still_ends_the_workers(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C as the pool shuts down is raised once its workers are gone.
+
+    Landing inside ``shutdown()`` before the pool was flagged, it would leave
+    the workers waiting for work and the process's exit joining them for ever.
+    """
+    shutdown = ProcessPoolExecutor.shutdown
+
+    def interrupted(pool: ProcessPoolExecutor, *args: Any, **kwargs: Any) -> None:
+        signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, right here
+        shutdown(pool, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "shutdown", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _read(find_results_files(tree), workers=2)
+    assert multiprocessing.active_children() == []  # joined: nothing left to wait for
+
+
+@pytest.mark.usefixtures("parallel")
+@pytest.mark.skipif(not can_fork(), reason="the tree is read in one process")
+def test_ctrl_c_is_never_delivered_inside_the_wait_for_chunks(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wait()`` takes the chunks' locks one by one: a Ctrl-C between two left one
+    taken, and the pool's shutdown then waited on it for ever. It lands after."""
+    calls: list[str] = []
+
+    def interrupted_wait(*args: Any, **kwargs: Any) -> Any:
+        signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, as the wait begins
+        calls.append("waiting")
+        done = wait(*args, **kwargs)
+        calls.append("returned")
+        return done
+
+    monkeypatch.setattr(harness, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        _read(find_results_files(tree), workers=2)
+    assert calls == ["waiting", "returned"]  # raised once the wait was over
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.usefixtures("parallel")
+@pytest.mark.skipif(not can_fork(), reason="the tree is read in one process")
+def test_ctrl_c_between_two_files_stops_the_workers_before_it_is_reported(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader closes its scan however its loop ends: a Ctrl-C there once left
+    the scan suspended (held by the traceback) and its workers waiting for work
+    while the process's exit joined them."""
+    unpack = harness._unpack
+    handed: list[int] = []
+
+    class _Interrupting:  # a scanned file whose reader is interrupted at its hash
+        def __init__(self, scanned: Any) -> None:
+            self.error, self.parsed, self.size = None, scanned.parsed, scanned.size
+
+        @property
+        def sha256(self) -> str:
+            raise KeyboardInterrupt
+
+    def interrupting(*args: Any) -> Any:
+        handed.append(1)
+        scanned = unpack(*args)
+        return _Interrupting(scanned) if len(handed) == 5 else scanned
+
+    monkeypatch.setattr(harness, "_unpack", interrupting)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _read(find_results_files(tree), workers=2)
+    assert caught.tb is not None  # the frames it holds stay alive, as in the CLI
+    assert multiprocessing.active_children() == []
 
 
 def test_run_on_a_tree_is_the_same_on_one_or_two_cores(

@@ -444,23 +444,23 @@ def _read_changed(
         stage="parsing changed results files",
     )
     stats = cast("list[dict[str, int]]", to_read[list(_STAT)].to_dict("records"))
-    for key, stat, item in zip(to_read["path"], stats, scanned, strict=True):
-        # one iteration per changed file: its entry, from the bytes just read
-        if item.error is not None and not item.sha256:  # unreadable: stop the run
-            scanned.close()
-            raise item.error
-        if item.parsed is None and item.error is None:  # touched, not changed
-            entry = kept.loc[key].to_dict() | {"path": key, **stat}
-            entry |= {"size": item.size, "sha256": item.sha256}
-            changed.reused.append(key)
-            changed.status[key] = "cached"
-        else:
-            entry, harness = _parse(key, item, stat=stat)
-            if harness is not None:
-                changed.parsed.append((key, harness))
-            changed.status[key] = "parsed"
-        changed.verified[key] = True
-        changed.entries.append(entry)
+    with contextlib.closing(scanned):  # its workers stop however the loop ends
+        for key, stat, item in zip(to_read["path"], stats, scanned, strict=True):
+            # one iteration per changed file: its entry, from the bytes just read
+            if item.error is not None and not item.sha256:  # unreadable: stop
+                raise item.error
+            if item.parsed is None and item.error is None:  # touched, not changed
+                entry = kept.loc[key].to_dict() | {"path": key, **stat}
+                entry |= {"size": item.size, "sha256": item.sha256}
+                changed.reused.append(key)
+                changed.status[key] = "cached"
+            else:
+                entry, harness = _parse(key, item, stat=stat)
+                if harness is not None:
+                    changed.parsed.append((key, harness))
+                changed.status[key] = "parsed"
+            changed.verified[key] = True
+            changed.entries.append(entry)
     return changed
 
 

@@ -451,17 +451,19 @@ def read_results_paths(
     parsed: list[HarnessFile] = []
     hashes: list[str] = []
     sizes: list[int] = []
-    scanned = scan_results_files(
-        paths, pairs, read=read, progress=progress, workers=workers
-    )
-    for item in scanned:  # one small record per file, in path order
-        if item.error is not None:
-            scanned.close()  # stop the workers before reporting
-            raise item.error
-        assert item.parsed is not None
-        parsed.append(item.parsed)
-        hashes.append(item.sha256)
-        sizes.append(item.size)
+    # closed however the loop ends (an error, a Ctrl-C between two files): the
+    # workers are stopped before anything is reported, not when (if ever) the
+    # suspended generator is collected
+    with contextlib.closing(
+        scan_results_files(paths, pairs, read=read, progress=progress, workers=workers)
+    ) as scanned:
+        for item in scanned:  # one small record per file, in path order
+            if item.error is not None:
+                raise item.error
+            assert item.parsed is not None
+            parsed.append(item.parsed)
+            hashes.append(item.sha256)
+            sizes.append(item.size)
     read_ = combine_results(parsed, pairs, subtask_names)
     files = read_.files.append_column("sha256", strings(hashes))
     files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
@@ -588,14 +590,22 @@ def _scan_in_workers(
         keys = _result_keys(chunks[0].pairs) if chunks else []
         for at in range(len(futures)):
             while at not in finished:  # progress counts chunks as they arrive
-                ready, running = wait(running, return_when=FIRST_COMPLETED)
+                # a Ctrl-C inside wait() can leave a chunk's lock taken (it takes
+                # them one by one), and the pool then hangs on it as it shuts
+                # down: it lands once a chunk is in, a fraction of a second later
+                with held_signals():
+                    ready, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in sorted(ready, key=position.__getitem__):
                     finished[position[future]] = future.result()
                     report(len(finished[position[future]]))
             for path, record in zip(chunks[at].paths, finished.pop(at), strict=False):
                 yield _unpack(path, record, keys)
     finally:  # also on an error or an early close: queued chunks are dropped
-        pool.shutdown(wait=True, cancel_futures=True)
+        # a Ctrl-C that lands inside shutdown() before it flags the pool (as the
+        # last chunk comes in) would leave the workers waiting for work and the
+        # exit joining them for ever: it is raised once they are gone
+        with held_signals():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _scan_chunk(chunk: _Chunk) -> list[_Record]:
