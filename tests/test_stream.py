@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +298,32 @@ def test_the_summing_thread_raises_its_error_at_the_next_batch() -> None:
     behind.abandon()  # a run that failed already: its own error is the one shown
     started = set(threading.enumerate()) - before
     assert not [t for t in started if t.name.startswith("lbnorm-batch")]  # stopped
+
+
+def test_a_ctrl_c_as_the_summing_thread_starts_is_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``submit`` starts its thread before its pool records it; a Ctrl-C between
+    the two lands once the batch is handed over, so closing waits for it."""
+    start = threading.Thread.start
+
+    def start_then_ctrl_c(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name.startswith("lbnorm-batch"):
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, right here
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    behind = batch_thread.BatchThread()
+    done: list[int] = []
+
+    def slow() -> None:
+        time.sleep(0.2)
+        done.append(1)
+
+    with pytest.raises(KeyboardInterrupt):
+        behind.run(slow, batch_thread.THREAD_ROWS)
+    behind.abandon()  # as a run being interrupted does
+    assert done == [1]  # the batch handed over was waited for
 
 
 def test_small_batches_are_summed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from lbnorm.forking import held_signals
+
 __all__ = ["THREAD_ROWS", "BatchThread", "beside"]
 
 _T = TypeVar("_T")
@@ -56,7 +58,10 @@ class BatchThread:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-batch")
-        self._pending = self._pool.submit(work)
+        # submit starts the thread before the pool records it: a Ctrl-C between
+        # the two would leave a thread that close() does not wait for
+        with held_signals():
+            self._pending = self._pool.submit(work)
 
     def wait(self) -> None:
         """Wait until every batch handed over is done (raising what its work raised)."""
