@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from lbnorm.forking import held_signals
+from lbnorm.forking import hand_over
 
 __all__ = ["THREAD_ROWS", "BatchThread", "beside"]
 
@@ -31,7 +31,7 @@ def beside(work: Callable[[], _T]) -> Future[_T]:
     The future gives what `work` returned, or raises what it raised.
     """
     pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-beside")
-    future = pool.submit(work)
+    future = hand_over(pool, work)
     pool.shutdown(wait=False)  # the thread ends once the work is done
     return future
 
@@ -58,10 +58,7 @@ class BatchThread:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-batch")
-        # submit starts the thread before the pool records it: a Ctrl-C between
-        # the two would leave a thread that close() does not wait for
-        with held_signals():
-            self._pending = self._pool.submit(work)
+        self._pending = hand_over(self._pool, work)  # close() waits for it
 
     def wait(self) -> None:
         """Wait until every batch handed over is done (raising what its work raised)."""

@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 
 from lbnorm._faults import fault_point
 from lbnorm.errors import OutputError
-from lbnorm.forking import held_signals
+from lbnorm.forking import hand_over, held_signals
 from lbnorm.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
@@ -414,11 +414,10 @@ def _write_tables(
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
     with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
-        with _handed_over():
-            futures = {
-                name: pool.submit(_write_output, table, metadata, folder / name)
-                for name, (table, metadata) in jobs.items()
-            }
+        futures = {
+            name: hand_over(pool, _write_output, table, metadata, folder / name)
+            for name, (table, metadata) in jobs.items()
+        }
         board = result.board_counts()
         counts = {
             "models": board.models,
@@ -535,10 +534,12 @@ class _PartWriter:
         """Encode `part` on the thread once the part before is written."""
         self._wait()
         if part.num_rows:  # a benchmark nobody has: no empty row group
-            with _handed_over():
-                self._pending = self._thread.submit(
-                    self._writer.write_table, part, row_group_size=part.num_rows
-                )
+            self._pending = hand_over(
+                self._thread,
+                self._writer.write_table,
+                part,
+                row_group_size=part.num_rows,
+            )
             self._n_rows += part.num_rows
 
     def close_then(self, then: Callable[[int], _T]) -> Future[_T]:
@@ -555,25 +556,12 @@ class _PartWriter:
             self._writer.close()
             return then(n_rows)
 
-        with _handed_over():
-            return self._thread.submit(close)
+        return hand_over(self._thread, close)
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()  # raises what writing the part raised
-
-
-def _handed_over() -> contextlib.AbstractContextManager[None]:
-    """Hold Ctrl-C and SIGTERM while work is handed to a writer thread.
-
-    ``ThreadPoolExecutor.submit`` starts its thread before it records it: a
-    Ctrl-C between the two left a thread its pool's shutdown does not wait for,
-    still encoding into a Parquet writer that the unwinding then closed (a
-    segfault, 2 runs in 400 interrupted ones) or into a staging folder being
-    deleted (left behind). The signal lands once the work is handed over.
-    """
-    return held_signals()
 
 
 #: Columns with a few values per subtask: dictionary pages make them nearly free.
