@@ -227,6 +227,37 @@ def sample_table(details_tree: Path) -> pa.Table:
     return _sample_table(_jsonl(details_tree))
 
 
+def test_group_numbers_widened_or_renumbered_give_the_same_scores(
+    sample_table: pa.Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's group numbers are summed in int32 while they fit, widened to
+    int64 when the next key would overflow them, and renumbered when they
+    outgrow the batch: each way, every group gets the same sums."""
+    models = [f"org/m{i}" for i in range(30)]
+    table = pa.concat_tables(
+        sample_table.set_column(
+            sample_table.schema.get_field_index("model"),
+            "model",
+            pa.array([name] * sample_table.num_rows),
+        )
+        for name in models
+    )
+    order = np.random.default_rng(11).permutation(table.num_rows)
+    path = tmp_path / "many.parquet"
+    pq.write_table(table.take(order), path, row_group_size=997)
+    # 30 models x 39 tasks x 5 metrics outgrow a batch of 613 rows: renumbered
+    renumbered, _ = _table_scores(path, batch_rows=613)
+    whole, _ = _table_scores(path, batch_rows=1 << 20)
+    monkeypatch.setattr(samples_module, "_INT32_MAX", 100)  # widened at once, or later
+    pd.testing.assert_frame_equal(_table_scores(path, batch_rows=613)[0], renumbered)
+    pd.testing.assert_frame_equal(_table_scores(path, batch_rows=1 << 20)[0], whole)
+    assert len(whole) == 30 * 40
+    merged = whole.merge(renumbered, on=KEYS, validate="one_to_one")
+    assert len(merged) == len(whole)
+    np.testing.assert_allclose(merged["raw_score_x"], merged["raw_score_y"], atol=1e-12)  # fmt: skip
+    assert (merged["n_samples_x"] == merged["n_samples_y"]).all()
+
+
 def test_jsonl_and_parquet_samples_give_the_same_scores(
     details_tree: Path, sample_table: pa.Table, tmp_path: Path
 ) -> None:
