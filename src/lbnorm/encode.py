@@ -39,21 +39,7 @@ _NULL = -1
 _Item = TypeVar("_Item", bound=np.generic)
 _EMPTY = arrow.strings([])
 
-
-def _splitmix64(n: int) -> npt.NDArray[np.uint64]:
-    """The first `n` outputs of SplitMix64 from seed 0: fixed, well-mixed words.
-
-    (Not ``np.random``: importing it costs ~5 ms of every run's start.)
-    """
-    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    words: npt.NDArray[np.uint64] = z ^ (z >> np.uint64(31))
-    return words
-
-
-#: Per byte value, a fixed pseudo-random 64-bit word (hashes are the same in every run).
-_BYTE_WORDS = _splitmix64(256)
+#: The hash multiplier M (and its inverse) of :func:`_hash_strings`.
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
 _INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
 
@@ -111,14 +97,18 @@ def _string_buffers(
 def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
     """A 64-bit hash per string (no nulls), computed from the Arrow buffers in numpy.
 
-    A polynomial hash of per-byte random words: ``sum(w[b_i] * M**i)``, taken
-    from one prefix sum over the bytes of a block of strings and shifted back by
-    ``M**-start``, then mixed with the length. Equal strings hash equal; the
-    registries check every match against the strings themselves, so a
-    collision is caught.
+    A polynomial hash of the bytes: ``sum(b_i * M**i)``, taken from one prefix
+    sum over the bytes of a block of strings and shifted back by ``M**-start``,
+    then mixed with the length and finished by splitmix64's mixer. Equal strings
+    hash equal; the registries check every match against the strings
+    themselves, so a collision is caught. The bytes are multiplied as they are
+    (widened inside the multiplication) into one buffer the prefix sum runs in:
+    no per-byte table lookup or fresh array per block, which cost 5x the
+    arithmetic.
     """
     offsets, data = _string_buffers(values)
     hashes = np.empty(offsets.size - 1, dtype=np.uint64)
+    prefix = np.zeros(0, dtype=np.uint64)
     first = 0
     while first < hashes.size:  # blocks of strings of ~_HASH_BLOCK bytes
         last = int(
@@ -128,12 +118,12 @@ def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
         block = offsets[first : last + 1] - offsets[first]
         size = int(block[-1])
         _POWERS.reserve(size + 1)
-        prefix = np.zeros(size + 1, dtype=np.uint64)
+        if prefix.size < size + 1:  # one buffer for every block (a long string: more)
+            prefix = np.zeros(max(size, _HASH_BLOCK) + 1, dtype=np.uint64)
         start = int(offsets[first])
-        np.cumsum(
-            _BYTE_WORDS[data[start : start + size]] * _POWERS.up[:size],
-            out=prefix[1:],
-        )
+        sums = prefix[1 : size + 1]
+        np.multiply(data[start : start + size], _POWERS.up[:size], out=sums)
+        np.cumsum(sums, out=sums)
         starts = block[:-1]
         part = (prefix[block[1:]] - prefix[starts]) * _POWERS.down[starts]
         part ^= np.diff(block).astype(np.uint64) * _MULTIPLIER
