@@ -14,14 +14,25 @@ from lbnorm.suites import Suite, suite_arrays
 
 
 def _sums(
-    suite: Suite, seed: int, n_variants: int, *, is_block: bool
+    suite: Suite, seed: int, n_variants: int, *, is_block: bool, variants: str = "run"
 ) -> tuple[list[int], dict[str, bytes]]:
+    """The cells and sums of a batch of `n_variants` whole variants.
+
+    `variants`: "run" (ids 0, 1, ... in order), "shuffled" (each block row one
+    variant, in random order), "straddling" (block rows that mix two variants).
+    """
     arrays = suite_arrays(suite)
     n_subtasks = arrays.benchmark_index.shape[0]
     rng = np.random.default_rng(seed)
     n_rows = n_variants * n_subtasks
     subtask = np.tile(np.arange(n_subtasks), n_variants)
     variant = np.repeat(np.arange(n_variants), n_subtasks)
+    if variants == "shuffled":
+        variant = np.repeat(rng.permutation(n_variants) + 5, n_subtasks)
+    elif variants == "straddling" and n_subtasks > 1:  # distinct (variant, subtask)
+        variant = np.where(
+            subtask < n_subtasks // 2, variant, (variant + 1) % n_variants
+        )
     raw = rng.random(n_rows)  # some below their bound: clipped
     stderr = np.where(rng.random(n_rows) < 0.2, np.nan, rng.random(n_rows) * 0.1)
     n_samples = arrays.n_samples[subtask].copy()
@@ -33,23 +44,60 @@ def _sums(
             FixedPoint(arrays), arrays, variant, subtask, raw,
             stderr=stderr, n_samples=n_samples,
         )  # fmt: skip
-    assert not isinstance(keys, slice)
-    return keys.tolist(), {name: values.tobytes() for name, values in sums.items()}
+    if isinstance(keys, slice):  # a run of cells: as the indices it stands for
+        keys = np.arange(keys.start, keys.stop)
+    order = np.argsort(keys, kind="stable")  # the row path gives them sorted
+    return keys[order].tolist(), {
+        name: values[order].tobytes() for name, values in sums.items()
+    }
 
 
 @settings(max_examples=25, deadline=None)
 @given(suite=suites(max_benchmarks=3, max_subtasks=3), seed=st.integers(0, 2**16))
-def test_a_block_in_suite_order_sums_to_the_same_bits(suite: Suite, seed: int) -> None:
-    """The block path broadcasts the suite's factors; the row path gathers them."""
-    assert _sums(suite, seed, 30, is_block=True) == _sums(
-        suite, seed, 30, is_block=False
+@pytest.mark.parametrize("variants", ["run", "shuffled", "straddling"])
+def test_a_block_in_suite_order_sums_to_the_same_bits(
+    suite: Suite, seed: int, variants: str
+) -> None:
+    """The block path broadcasts the suite's factors and sums each variant's
+    row of the block along it; the row path gathers the factors and sums runs
+    of cell keys. Variants in order, shuffled, or straddling block rows (the
+    block's factors, then the row path's sums)."""
+    assert _sums(suite, seed, 30, is_block=True, variants=variants) == _sums(
+        suite, seed, 30, is_block=False, variants=variants
     )
 
 
-def test_the_real_suite_block_sums_to_the_same_bits() -> None:
-    assert _sums(OPENLLM_V2, 5, 200, is_block=True) == _sums(
-        OPENLLM_V2, 5, 200, is_block=False
+@pytest.mark.parametrize("variants", ["run", "shuffled", "straddling"])
+def test_the_real_suite_block_sums_to_the_same_bits(variants: str) -> None:
+    assert _sums(OPENLLM_V2, 5, 200, is_block=True, variants=variants) == _sums(
+        OPENLLM_V2, 5, 200, is_block=False, variants=variants
     )
+
+
+def test_block_cells_only_for_a_variant_per_row() -> None:
+    arrays = suite_arrays(OPENLLM_V2)
+    n_subtasks, n_benchmarks = (
+        arrays.benchmark_index.shape[0],
+        arrays.is_pooled.shape[0],
+    )
+    run = np.repeat(np.arange(3, 7), n_subtasks).reshape(-1, n_subtasks)
+    cells = partials._block_cells(run, arrays)
+    assert cells is not None
+    assert cells[0] == slice(3 * n_benchmarks, 7 * n_benchmarks)
+    assert (
+        cells[1].tolist()
+        == np.flatnonzero(np.diff(arrays.benchmark_index, prepend=-1)).tolist()
+    )
+    shuffled = run[[2, 0, 3, 1]]
+    cells = partials._block_cells(shuffled, arrays)
+    assert cells is not None
+    assert not isinstance(cells[0], slice)
+    assert cells[0].reshape(-1, n_benchmarks)[:, 0].tolist() == [
+        v * n_benchmarks for v in (5, 3, 6, 4)
+    ]
+    straddling = run.copy()
+    straddling[0, -1] = 9
+    assert partials._block_cells(straddling, arrays) is None
 
 
 def test_what_is_a_suite_block() -> None:

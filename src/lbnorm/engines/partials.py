@@ -68,15 +68,21 @@ def summed_terms(
         def block(values: FloatArray | None) -> FloatArray | None:
             return None if values is None else values.reshape(-1, n_subtasks)
 
-        terms = {
-            name: values.ravel()
-            for name, values in fixed.terms(
-                raw.reshape(-1, n_subtasks),
-                slice(None),
-                stderr=block(stderr),
-                n_samples=block(n_samples),
-            ).items()
-        }
+        blocks = fixed.terms(
+            raw.reshape(-1, n_subtasks),
+            slice(None),
+            stderr=block(stderr),
+            n_samples=block(n_samples),
+        )
+        cells = _block_cells(variant.reshape(-1, n_subtasks), arrays)
+        if cells is not None:  # a variant per block row: its benchmarks' runs of
+            # columns summed along the row, no key per row (exact: same bits)
+            targets, starts = cells
+            return targets, {
+                name: np.add.reduceat(values, starts, axis=1).ravel()
+                for name, values in blocks.items()
+            }
+        terms = {name: values.ravel() for name, values in blocks.items()}
     else:
         terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
     step = np.diff(key)
@@ -101,6 +107,33 @@ def summed_terms(
         for name, values in terms.items()
     }
     return keys, sums
+
+
+def _block_cells(
+    variants: IntArray, arrays: SuiteArrays
+) -> tuple[IntArray | slice, IntArray] | None:
+    """A suite block's cells and each benchmark's first column.
+
+    The cells: each row's variant's, benchmark-major within the row. None
+    unless each row is one variant and each benchmark's subtasks are one run
+    of columns (the suite's order).
+    """
+    index = arrays.benchmark_index
+    n_benchmarks = arrays.is_pooled.shape[0]
+    starts = np.searchsorted(index, np.arange(n_benchmarks))
+    if (
+        not variants.size
+        or np.any(np.diff(index) < 0)
+        or np.any(np.diff(np.append(starts, index.size)) <= 0)
+        or not bool((variants == variants[:, :1]).all())
+    ):
+        return None
+    rows = variants[:, 0]
+    first = int(rows[0])
+    if bool((np.diff(rows) == 1).all()):  # a run of new variants, the usual case
+        return slice(first * n_benchmarks, (first + rows.size) * n_benchmarks), starts
+    targets = rows[:, None] * n_benchmarks + np.arange(n_benchmarks)
+    return targets.ravel(), starts
 
 
 def _is_suite_block(subtask: IntArray, n_subtasks: int) -> bool:
