@@ -344,6 +344,7 @@ class FixedPoint:
 
         se = np.full(shape, np.nan) if stderr is None else stderr
         is_estimated = np.isnan(se)
+        squares = se * se  # NaN where none was given: filled in below
         if is_estimated.any():  # binomial, from the metric's sample size
             items = suite.n_samples if suite.items is None else suite.items
             estimated = np.flatnonzero(is_estimated)
@@ -354,13 +355,18 @@ class FixedPoint:
                     items_at,
                     at(n, estimated),
                 )
-            se = se.copy()
-            np.put(se, estimated, binomial_stderr(at(raw, estimated), items_at))
-            is_unknown = np.isnan(se)
-            terms["n_estimated"] = (is_estimated & ~is_unknown).astype(np.float64)
-            if is_unknown.any():
-                terms["n_unknown"] = is_unknown.astype(np.float64)
-                se[is_unknown] = 0.0
+            filled = binomial_stderr(at(raw, estimated), items_at)
+            # (only an estimate can be unknown: no full pass looks for them)
+            is_unknown_at = np.isnan(filled)
+            n_estimated = is_estimated.astype(np.float64)
+            terms["n_estimated"] = n_estimated
+            if is_unknown_at.any():  # counted, and their variance taken as 0
+                unknown = estimated[is_unknown_at]
+                np.put(n_estimated, unknown, 0.0)
+                terms["n_unknown"] = np.zeros(shape)
+                np.put(terms["n_unknown"], unknown, 1.0)
+                filled[is_unknown_at] = 0.0
+            np.put(squares, estimated, filled * filled)
         factor = {name: values[subtask] for name, values in self._factor.items()}
         if n is not None:  # sizes per row: the pooled factors change
             reach = self._reach[subtask]
@@ -370,7 +376,6 @@ class FixedPoint:
             ) * self._scale_of("variance", subtask)
         normalized = raw - self.lower_bound[subtask]
         normalized *= factor["normalized"]  # the reach, scaled
-        squares = se * se
         # the variance of a normalized score: linear where it is not clipped; a
         # pooled benchmark's term is the harness's (n - 1) n se^2
         variance = squares * factor["variance"]
