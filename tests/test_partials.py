@@ -107,3 +107,25 @@ def test_what_is_a_suite_block() -> None:
     assert not block(np.arange(3), 4)  # a part of a run
     assert not block(np.repeat(np.arange(4), 2), 4)
     assert not block(np.zeros(0, dtype=np.int64), 4)
+
+
+@pytest.mark.parametrize(
+    "starts", [[0, 1, 4, 10, 40], [0, 40], [0, 3, 3, 40], [0, 0, 40], [0, 40, 40]]
+)
+@pytest.mark.parametrize("n_variants", [0, 1, 257])
+def test_subtasks_present_per_benchmark(starts: list[int], n_variants: int) -> None:
+    """Counted in one pass (each benchmark a run of columns) or per benchmark
+    (one without subtasks: 0), as np.count_nonzero counts each run."""
+    rng = np.random.default_rng(n_variants)
+    seen = (rng.random((n_variants + 3, 40)) < 0.7)[:n_variants]  # rows of a bigger one
+    bounds = np.array(starts)
+    expected = np.stack(
+        [
+            np.count_nonzero(seen[:, bounds[i] : bounds[i + 1]], axis=1)
+            for i in range(bounds.size - 1)
+        ],
+        axis=1,
+    ).reshape(n_variants, bounds.size - 1)
+    counted = partials._present_per_benchmark(seen, bounds)
+    assert counted.shape == expected.shape
+    assert counted.tolist() == expected.tolist()

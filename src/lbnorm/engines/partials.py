@@ -109,6 +109,26 @@ def summed_terms(
     return keys, sums
 
 
+def _present_per_benchmark(
+    seen: npt.NDArray[np.bool_], starts: IntArray
+) -> npt.NDArray[np.int32]:
+    """Per variant (row of `seen`) and benchmark, its subtasks present.
+
+    `starts`: each benchmark's first subtask column, and the number of columns.
+    One pass over the seen matrix when every benchmark has subtasks (a run of
+    columns each, as the suite orders them).
+    """
+    n_benchmarks = starts.size - 1
+    if seen.shape[1] and bool((np.diff(starts) > 0).all()):
+        return np.add.reduceat(seen.view(np.uint8), starts[:-1], axis=1, dtype=np.int32)
+    count = np.zeros((seen.shape[0], n_benchmarks), dtype=np.int32)
+    for index in range(n_benchmarks):  # a suite's benchmarks, not models
+        count[:, index] = np.count_nonzero(
+            seen[:, starts[index] : starts[index + 1]], axis=1
+        )
+    return count
+
+
 def _block_cells(
     variants: IntArray, arrays: SuiteArrays
 ) -> tuple[IntArray | slice, IntArray] | None:
@@ -313,22 +333,17 @@ class PartialStore:
                 block /= self._fixed.scale[name]
             sums[name] = block
         seen = self._seen[:n_variants]
-        count = np.empty((self._n_benchmarks, n_variants))
         starts = np.searchsorted(
             self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
         )
-        for index in range(self._n_benchmarks):  # a suite's benchmarks, not models
-            columns = slice(int(starts[index]), int(starts[index + 1]))
-            present = seen[:, columns]
-            count[index] = np.count_nonzero(present, axis=1)
-            if self.arrays.is_pooled[index]:  # the suite's sizes, plus the input's
-                suite_n = self.arrays.n_samples[columns]
-                added = present @ suite_n
-                sums["weight"][:, index] += added if order is None else added[order]
-        # counted in code order, then ordered
-        count = (
-            np.ascontiguousarray(count.T)
-            if order is None
-            else count.T.take(order, axis=0)
-        )
-        return Partials(count=count, sums=sums)
+        for index in np.flatnonzero(self.arrays.is_pooled):  # the suite's sizes,
+            columns = slice(
+                int(starts[index]), int(starts[index + 1])
+            )  # plus the input's
+            added = seen[:, columns] @ self.arrays.n_samples[columns]
+            sums["weight"][:, index] += added if order is None else added[order]
+        # each benchmark's subtasks present, counted in code order, then ordered
+        count = _present_per_benchmark(seen, starts)
+        if order is not None:
+            count = count.take(order, axis=0)
+        return Partials(count=count.astype(np.float64), sums=sums)
