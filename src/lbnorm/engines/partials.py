@@ -60,7 +60,6 @@ def summed_terms(
         per sum some term was added to, each cell's total.
     """
     n_benchmarks = arrays.is_pooled.shape[0]
-    key = variant * n_benchmarks + arrays.benchmark_index.take(subtask)
     n_subtasks = arrays.benchmark_index.shape[0]
     if _is_suite_block(subtask, n_subtasks):  # each variant's subtasks in suite
         # order, the usual layout: the suite's per-subtask factors broadcast
@@ -85,6 +84,7 @@ def summed_terms(
         terms = {name: values.ravel() for name, values in blocks.items()}
     else:
         terms = fixed.terms(raw, subtask, stderr=stderr, n_samples=n_samples)
+    key = variant * n_benchmarks + arrays.benchmark_index.take(subtask)
     step = np.diff(key)
     if step.size == 0 or step.min() >= 0:  # rows in key order (a variant's
         # subtasks together, in suite order): a sum per run of equal keys
@@ -336,10 +336,9 @@ class PartialStore:
         starts = np.searchsorted(
             self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
         )
-        for index in np.flatnonzero(self.arrays.is_pooled):  # the suite's sizes,
-            columns = slice(
-                int(starts[index]), int(starts[index + 1])
-            )  # plus the input's
+        # a pooled benchmark's weights: the suite's sizes, plus the input's
+        for index in np.flatnonzero(self.arrays.is_pooled):
+            columns = slice(int(starts[index]), int(starts[index + 1]))
             added = seen[:, columns] @ self.arrays.n_samples[columns]
             sums["weight"][:, index] += added if order is None else added[order]
         # each benchmark's subtasks present, counted in code order, then ordered
