@@ -284,7 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         shift = round_no % len(names)
         for name in names[shift:] + names[:shift]:
             warm_page_cache(path)
-            seconds, rss, code, tail = measure(cmds[name], args.timeout)
+            run = measure(cmds[name], args.timeout)
+            seconds, rss, code, tail = (
+                run.seconds,
+                run.peak_rss_mb,
+                run.code,
+                run.stderr_tail,
+            )
             if code != 0:
                 print(f"{name} failed ({code}): {tail}", file=sys.stderr)
                 return 1
