@@ -65,6 +65,18 @@ class SuiteArrays:
     weight: FloatArray
     items: FloatArray | None = None
 
+    def benchmark_starts(self) -> IntArray:
+        """Each benchmark's first subtask (column), then the number of subtasks.
+
+        Benchmark ``b``'s subtasks are ``starts[b]:starts[b + 1]``: the suite
+        lists them grouped by benchmark, each benchmark with one at least.
+        """
+        n_benchmarks = self.is_pooled.shape[0]
+        starts: IntArray = np.searchsorted(
+            self.benchmark_index, np.arange(n_benchmarks + 1)
+        )
+        return starts
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchmarkArrays:
@@ -441,7 +453,7 @@ def dense_partials(
     n_variants = raw.shape[0]
     n_benchmarks = suite.is_pooled.shape[0]
     partials = Partials.zeros(n_variants, n_benchmarks)
-    starts = np.searchsorted(suite.benchmark_index, np.arange(n_benchmarks + 1))
+    starts = suite.benchmark_starts()
     for index in range(n_benchmarks):  # a suite's benchmarks, not its models
         columns = slice(int(starts[index]), int(starts[index + 1]))  # contiguous
         block = raw[:, columns]

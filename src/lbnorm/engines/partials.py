@@ -134,20 +134,15 @@ def _block_cells(
 ) -> tuple[IntArray | slice, IntArray] | None:
     """A suite block's cells and each benchmark's first column.
 
-    The cells: each row's variant's, benchmark-major within the row. None
-    unless each row is one variant and each benchmark's subtasks are one run
-    of columns (the suite's order).
+    The cells: each row's variant's, benchmark-major within the row (a
+    benchmark's subtasks are one run of columns:
+    :meth:`~lbnorm.kernel.SuiteArrays.benchmark_starts`). None unless each
+    row is one variant.
     """
-    index = arrays.benchmark_index
-    n_benchmarks = arrays.is_pooled.shape[0]
-    starts = np.searchsorted(index, np.arange(n_benchmarks))
-    if (
-        not variants.size
-        or np.any(np.diff(index) < 0)
-        or np.any(np.diff(np.append(starts, index.size)) <= 0)
-        or not bool((variants == variants[:, :1]).all())
-    ):
+    if not variants.size or not bool((variants == variants[:, :1]).all()):
         return None
+    n_benchmarks = arrays.is_pooled.shape[0]
+    starts = arrays.benchmark_starts()[:-1]
     rows = variants[:, 0]
     first = int(rows[0])
     if bool((np.diff(rows) == 1).all()):  # a run of new variants, the usual case
@@ -333,9 +328,7 @@ class PartialStore:
                 block /= self._fixed.scale[name]
             sums[name] = block
         seen = self._seen[:n_variants]
-        starts = np.searchsorted(
-            self.arrays.benchmark_index, np.arange(self._n_benchmarks + 1)
-        )
+        starts = self.arrays.benchmark_starts()
         # a pooled benchmark's weights: the suite's sizes, plus the input's
         for index in np.flatnonzero(self.arrays.is_pooled):
             columns = slice(int(starts[index]), int(starts[index + 1]))
