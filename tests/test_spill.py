@@ -14,11 +14,15 @@ import gc
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -417,3 +421,38 @@ def test_gathered_groups_are_each_partitions_codes_in_order(n_parts: int) -> Non
     for index, positions, rows in groups:
         assert positions.tolist() == np.flatnonzero(part == index).tolist()
         assert rows.tolist() == (codes[positions] % width).tolist()
+
+
+def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partitions are saved on a thread into the spill folder: a Ctrl-C as
+    that thread starts, before its pool records it, would leave it writing into
+    the folder being removed (the pool's exit does not wait for a thread it has
+    not recorded). The Ctrl-C lands once the work is handed over: the run stops
+    with the partition saved and no saving thread left, and the folder is gone."""
+    start, save = threading.Thread.start, spill._save_partition
+    saved: list[int] = []
+
+    def start_then_ctrl_c(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name.startswith("lbnorm-save"):
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, right here
+
+    def slow_save(folder: Any, part: int, *args: Any) -> None:
+        time.sleep(0.2)  # still saving when the Ctrl-C unwinds the caller
+        save(folder, part, *args)
+        saved.append(part)
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    monkeypatch.setattr(spill, "_save_partition", slow_save)
+    table = pq.read_table(demo_path())
+    inputs = Inputs(batches=iter([Batch(table=table, source="t")]), num_rows=table.num_rows)  # fmt: skip
+    job = stream.start(inputs, SUITE, RunOptions(subtasks=False, sum_memory=TINY))
+    with pytest.raises(KeyboardInterrupt):
+        job.finish()
+    assert saved == [0]  # the first partition's save ran to its end
+    assert not [t for t in threading.enumerate() if t.name.startswith("lbnorm-save")]
+    del job
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []

@@ -57,6 +57,7 @@ from lbnorm.engines.partials import (
     seen_at,
     summed_terms,
 )
+from lbnorm.forking import hand_over
 from lbnorm.heap import release_free_memory
 from lbnorm.kernel import (
     SUMS,
@@ -376,7 +377,7 @@ def finish_spilled(
     # second thread while the partitions are summed in code order here (both
     # release the GIL for their array work)
     with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-order") as sorter:
-        ordering = sorter.submit(variants.order)
+        ordering = hand_over(sorter, variants.order)
         averages, errors, n_complete, n_cells, resized = _sum_partitions(
             store, n_variants, options
         )
@@ -439,7 +440,9 @@ def _sum_partitions(
             benchmark = _sum_partition(store, part, low, high, options)
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
-            saving = saver.submit(_save_partition, store.folder, part, benchmark)
+            # (a Ctrl-C as the thread starts lands once it is recorded: the pool's
+            # exit then waits for it before the spill folder is removed)
+            saving = hand_over(saver, _save_partition, store.folder, part, benchmark)
             scores = benchmark.normalized
             averages[low:high] = average_benchmarks(
                 scores, weight, missing=options.missing
