@@ -182,42 +182,58 @@ def flatness(
     shapes: dict[str, outofcore.ShapeResult],
     scale: Scale,
 ) -> list[Target]:
-    """Time per row of ``lbnorm --no-subtasks`` from M to L to 200M; and M to L by default."""
+    """Time per row of ``lbnorm --no-subtasks`` from M to L to 200M; and M to L by default.
+
+    The peer column gives DuckDB's own time per row over the same runs (the same
+    tables): what a fixed start-up does to the smallest size, for comparison.
+    """
     out = []
     for tables, text in ((2, "`--no-subtasks`"), (3, "default, three tables")):
-        per_row = {}
+        per_row: dict[str, float] = {}
+        peer_per_row: dict[str, float] = {}
         for part in ("M", "L"):
             result = sizes.get(scale.sizes[part])
-            s = result.samples.get(run.label("lbnorm", tables)) if result else None
-            if s is not None and s.ok and result is not None:
-                per_row[part] = s.median / result.rows * 1e9
+            if result is None:
+                continue
+            for name, into in (("lbnorm", per_row), ("duckdb", peer_per_row)):
+                s = result.samples.get(run.label(name, tables))
+                if s is not None and s.ok:
+                    into[part] = s.median / result.rows * 1e9
         if tables == 2:
             for name, shape in shapes.items():
                 if shape.lbnorm.ok:
                     per_row[name] = shape.lbnorm.median / shape.rows * 1e9
-        spread = (
-            max(per_row.values()) / min(per_row.values())
-            if len(per_row) > 1
-            else float("nan")
-        )
-        steps = " -> ".join(f"{k} {v:,.0f}" for k, v in per_row.items()) or "-"
+                if shape.duckdb.ok:
+                    peer_per_row[name] = shape.duckdb.median / shape.rows * 1e9
+        expected = 2 + (len(outofcore.SHAPES) if tables == 2 else 0)
+        spread, steps = _spread(per_row, expected)
+        peer_spread, peer_steps = _spread(peer_per_row, expected)
         scope = "M -> L -> 200M" if tables == 2 else "M -> L (200M runs two tables)"
-        if len(per_row) < 2 + (len(outofcore.SHAPES) if tables == 2 else 0):
-            steps += f" ns/row (spread {spread:.2f}; not every size ran)"
-            spread = float("nan")  # no verdict on part of the sizes
-        else:
-            steps += " ns/row"
+        peer = "-" if not peer_per_row else f"DuckDB {peer_steps} ({peer_spread:.2f}x)"
         out.append(
             Target(
                 f"time per row flat, {scope}, {text}: slowest / fastest",
                 steps,
-                "-",
+                peer,
                 spread,
                 "<= 1.5",
                 1.5,
             )
         )
     return out
+
+
+def _spread(per_row: dict[str, float], expected: int) -> tuple[float, str]:
+    """Slowest / fastest time per row (NaN unless every size ran), and the steps."""
+    spread = (
+        max(per_row.values()) / min(per_row.values())
+        if len(per_row) > 1
+        else float("nan")
+    )
+    steps = " -> ".join(f"{k} {v:,.0f}" for k, v in per_row.items()) or "-"
+    if len(per_row) < expected:
+        return float("nan"), f"{steps} ns/row (spread {spread:.2f}; not every size ran)"
+    return spread, f"{steps} ns/row"
 
 
 def targets_table(targets: list[Target]) -> str:
