@@ -32,6 +32,7 @@ __all__ = [
     "dictionary",
     "is_numeric",
     "numbers",
+    "optional_numbers",
     "scalar",
     "string_lists",
     "strings",
@@ -95,6 +96,25 @@ def booleans(
     )
 
 
+def optional_numbers(
+    values: Sequence[Any], type_: pa.DataType, *, nan_is_null: bool = False
+) -> pa.Array:
+    """Python numbers with None for null (and NaN too, if `nan_is_null`), as Arrow.
+
+    Examples:
+        >>> optional_numbers([1.5, None, float("nan")], pa.float64(), nan_is_null=True).to_pylist()
+        [1.5, None, None]
+    """
+    valid = np.array([value is not None for value in values], dtype=bool)
+    data = np.array(
+        [0 if value is None else value for value in values], dtype=_DTYPES[type_]
+    )
+    if nan_is_null and data.dtype.kind == "f":
+        valid &= ~np.isnan(data)
+        data[~valid] = 0
+    return numbers(data, type_, valid=valid)
+
+
 def strings(values: Sequence[str | None]) -> pa.Array:
     """A string array (None: null). One Python step per value: for few values."""
     encoded = [b"" if value is None else value.encode("utf-8") for value in values]
@@ -150,6 +170,8 @@ def to_numpy(
 ) -> npt.NDArray[Any]:
     """A numeric or boolean column as numpy; nulls become `null` (required if any)."""
     if isinstance(values, pa.ChunkedArray):
+        if not values.num_chunks:  # (combine_chunks would probe for pandas)
+            return np.empty(0, dtype=_numpy_type(values.type))
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if values.null_count:
         if null is None:
@@ -168,6 +190,10 @@ def to_numpy(
         count=length,
         offset=offset * np.dtype(dtype).itemsize,
     )
+
+
+def _numpy_type(type_: pa.DataType) -> type[np.generic]:
+    return np.bool_ if pa.types.is_boolean(type_) else _DTYPES[type_]
 
 
 _ARROW_TYPES = {np.dtype(dtype): type_ for type_, dtype in _DTYPES.items()}

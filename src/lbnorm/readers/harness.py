@@ -89,7 +89,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.arrow import booleans, numbers, strings, to_numpy
+from lbnorm.arrow import booleans, numbers, optional_numbers, strings, to_numpy
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
@@ -200,6 +200,64 @@ class ScannedFile:
     size: int
     parsed: HarnessFile | None
     error: InputError | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedFiles:
+    """Parsed results files as columns: one entry per file, then their rows.
+
+    What :func:`combine_parsed` takes: built from :class:`HarnessFile` objects by
+    :func:`parsed_columns`, or straight from stored columns (the parse cache).
+
+    Attributes:
+        path, model, precision, revision, timestamp: Per file, as in
+            :class:`HarnessFile`.
+        chat_template: Per file.
+        n_ignored: Per file: result entries the suite does not use.
+        lengths: Per file: its rows.
+        subtask_index: Per row: its suite subtask; a file's rows together and in
+            suite order, the files in order.
+        raw_score: Per row.
+        stderr: Per row (float64), null where the file gave none.
+        n_samples: Per row (int64), null where the file gave none.
+    """
+
+    path: list[str]
+    model: list[str]
+    precision: list[str]
+    revision: list[str]
+    chat_template: npt.NDArray[np.bool_]
+    timestamp: list[str]
+    n_ignored: npt.NDArray[np.int64]
+    lengths: npt.NDArray[np.int64]
+    subtask_index: npt.NDArray[np.int64]
+    raw_score: npt.NDArray[np.float64]
+    stderr: pa.Array
+    n_samples: pa.Array
+
+
+def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
+    """Parsed files as the columns :func:`combine_parsed` takes."""
+    lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
+    n_rows = int(lengths.sum())
+
+    def column(name: str) -> Iterator[Any]:  # one column of every file's rows
+        return itertools.chain.from_iterable(p.rows[name] for p in parsed)
+
+    return ParsedFiles(
+        path=[p.path for p in parsed],
+        model=[p.model for p in parsed],
+        precision=[p.precision for p in parsed],
+        revision=[p.revision for p in parsed],
+        chat_template=np.array([p.chat_template for p in parsed], dtype=bool),
+        timestamp=[p.timestamp for p in parsed],
+        n_ignored=np.array([p.n_ignored for p in parsed], dtype=np.int64),
+        lengths=lengths,
+        subtask_index=np.fromiter(column("subtask_index"), np.int64, n_rows),
+        raw_score=np.fromiter(column("raw_score"), np.float64, n_rows),
+        stderr=optional_numbers(list(column("stderr")), pa.float64()),
+        n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
+    )
 
 
 def find_results_files(directory: Path) -> list[Path]:
@@ -728,11 +786,23 @@ def combine_results(
 ) -> ResultsRead:
     """The newest result per (variant, subtask), what each file gave, and warnings.
 
+    As :func:`combine_parsed`, from parsed files.
+    """
+    return combine_parsed(parsed_columns(parsed), pairs, names)
+
+
+def combine_parsed(
+    files: ParsedFiles,
+    pairs: Sequence[tuple[str, str]],
+    names: SubtaskColumns,
+) -> ResultsRead:
+    """The newest result per (variant, subtask), what each file gave, and warnings.
+
     The one rule for several files of a variant (see the module docstring),
     used on freshly parsed files and by the parse cache on remembered ones.
 
     Args:
-        parsed: The parsed files, in input order.
+        files: The parsed files, in input order, as columns.
         pairs: The suite's (task, metric) pairs in suite order.
         names: The suite's subtask columns (:func:`subtask_columns`).
 
@@ -743,31 +813,30 @@ def combine_results(
         InputError: Two files of a variant with the same run time hold
             different values for one subtask.
     """
-    n_files = len(parsed)
-    lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
+    n_files = len(files.path)
+    lengths = files.lengths
     n_rows = int(lengths.sum())
     owner = np.repeat(np.arange(n_files, dtype=np.int64), lengths)  # each row's file
-
-    def column(name: str) -> Iterator[Any]:  # one column of every file's rows
-        return itertools.chain.from_iterable(p.rows[name] for p in parsed)
-
-    index = np.fromiter(column("subtask_index"), np.int64, n_rows)
-    raw = np.fromiter(column("raw_score"), np.float64, n_rows)
-    stderr = _optional(list(column("stderr")), np.float64, pa.float64())
-    n_samples = _optional(list(column("n_samples")), np.int64, pa.int64())
+    index, raw = files.subtask_index, files.raw_score
+    stderr, n_samples = files.stderr, files.n_samples
     # each file's variant code and rank by (run time, path): per file, not per row
     variants: dict[tuple[str, str, str, bool], int] = {}
     file_variant = np.array(
         [
-            variants.setdefault(
-                (p.model, p.precision, p.revision, p.chat_template), len(variants)
+            variants.setdefault(key, len(variants))
+            for key in zip(
+                files.model,
+                files.precision,
+                files.revision,
+                files.chat_template.tolist(),
+                strict=True,
             )
-            for p in parsed
         ],
         dtype=np.int64,
     )
-    by_time = sorted(
-        range(n_files), key=lambda i: (parsed[i].timestamp, parsed[i].path)
+    run_times = list(zip(files.timestamp, files.path, strict=True))
+    by_time = np.array(
+        sorted(range(n_files), key=run_times.__getitem__), dtype=np.int64
     )
     rank = np.empty(n_files, dtype=np.int64)
     rank[by_time] = np.arange(n_files)
@@ -780,40 +849,38 @@ def combine_results(
     )
     group = np.cumsum(np.r_[True, is_last[:-1]][:n_rows]) - 1  # each sorted row's group
     winner = order[is_last][group]  # each sorted row's group winner (a row)
-    _check_ties(parsed, owner, order, winner, raw, stderr, n_samples)
+    _check_ties(files, owner, order, winner, raw, stderr, n_samples)
     taken = np.sort(order[is_last])  # in file order, then suite order
     rows_taken = np.bincount(owner[taken], minlength=n_files)
     lost = order[order != winner]  # rows a newer file's row replaced
     newest_over = np.full(n_files, -1, dtype=np.int64)
     np.maximum.at(newest_over, owner[lost], rank[owner[winner[order != winner]]])
     is_superseded = (rows_taken == 0) & (lengths > 0)
-    superseded_by: list[str | None] = [
-        parsed[by_time[newest_over[i]]].path if is_superseded[i] else None
-        for i in range(n_files)
+    superseded_by = np.full(n_files, None, dtype=object)
+    superseded_by[is_superseded] = np.array(files.path, dtype=object)[
+        by_time[newest_over[is_superseded]]
     ]
     tasks = _tasks_taken(pairs, owner[taken], index[taken], n_files)
-    files = pa.table(
+    table = pa.table(
         {
-            "path": strings([p.path for p in parsed]),
-            "model": strings([p.model for p in parsed]),
-            "precision": strings([p.precision for p in parsed]),
-            "revision": strings([p.revision for p in parsed]),
-            "chat_template": booleans(
-                np.array([p.chat_template for p in parsed], bool)
-            ),
-            "timestamp": strings([p.timestamp for p in parsed]),
+            "path": strings(files.path),
+            "model": strings(files.model),
+            "precision": strings(files.precision),
+            "revision": strings(files.revision),
+            "chat_template": booleans(files.chat_template),
+            "timestamp": strings(files.timestamp),
             "rows": numbers(rows_taken, pa.int64()),
-            "n_ignored": numbers(np.array([p.n_ignored for p in parsed]), pa.int64()),
-            "superseded_by": strings(superseded_by),
+            "n_ignored": numbers(files.n_ignored, pa.int64()),
+            "superseded_by": strings(superseded_by.tolist()),
             "tasks": tasks,
         }
     )
-    warnings = _disagreements(parsed, names, owner, index, order, winner, raw)
+    warnings = _disagreements(files, names, owner, index, order, winner, raw)
     return ResultsRead(
         scores=_scores(
-            parsed, names, pairs, owner, index, taken, raw, stderr, n_samples
+            files, names, pairs, owner, index, taken, raw, stderr, n_samples
         ),
-        files=files,
+        files=table,
         warnings=warnings,
     )
 
@@ -840,7 +907,7 @@ def _tasks_taken(
 
 
 def _scores(
-    parsed: Sequence[HarnessFile],
+    files: ParsedFiles,
     names: SubtaskColumns,
     pairs: Sequence[tuple[str, str]],
     owner: npt.NDArray[np.int64],
@@ -866,32 +933,21 @@ def _scores(
 
     rows = numbers(taken, pa.int64())
     columns = {
-        "model": per_file([p.model for p in parsed]),
-        "precision": per_file([p.precision for p in parsed]),
-        "revision": per_file([p.revision for p in parsed]),
-        "chat_template": booleans(
-            np.array([p.chat_template for p in parsed], dtype=bool)
-        ).take(at_file),
+        "model": per_file(files.model),
+        "precision": per_file(files.precision),
+        "revision": per_file(files.revision),
+        "chat_template": booleans(files.chat_template).take(at_file),
         "benchmark": per_subtask(names["benchmark"]),
         "subtask": per_subtask(names["subtask"]),
         "metric": per_subtask(names["metric"]),
         "raw_score": numbers(raw[taken], pa.float64()),
         "stderr": stderr.take(rows),
         "n_samples": n_samples.take(rows),
-        "source": per_file([p.path for p in parsed]),
+        "source": per_file(files.path),
         "_row": per_subtask(_result_keys(pairs)),
     }
     schema = SCORES.append(pa.field("_row", pa.string()))
     return pa.Table.from_arrays(list(columns.values()), schema=schema)
-
-
-def _optional(
-    values: list[Any], dtype: type[np.generic], type_: pa.DataType
-) -> pa.Array:
-    """Numbers with None for null, as an Arrow array (no pandas probe)."""
-    valid = np.array([value is not None for value in values], dtype=bool)
-    data = np.array([0 if value is None else value for value in values], dtype=dtype)
-    return numbers(data, type_, valid=valid)
 
 
 def _differs(
@@ -906,7 +962,7 @@ def _differs(
 
 
 def _check_ties(
-    parsed: Sequence[HarnessFile],
+    files: ParsedFiles,
     owner: npt.NDArray[np.int64],
     order: npt.NDArray[np.int64],
     winner: npt.NDArray[np.int64],
@@ -919,7 +975,7 @@ def _check_ties(
         (order[:-1] != winner[:-1]) & (order[1:] == winner[1:])
     )  # sorted positions just before a group's winner, in the same group
     first, second = order[runner_up], order[runner_up + 1]
-    times = np.array([p.timestamp for p in parsed], dtype=object)
+    times = np.array(files.timestamp, dtype=object)
     is_tied = times[owner[first]] == times[owner[second]]
     first, second = first[is_tied], second[is_tied]
     if not first.size:
@@ -938,11 +994,11 @@ def _check_ties(
     if not conflict.any():
         return
     at = int(np.flatnonzero(conflict)[0])
-    older, newer = parsed[owner[first[at]]], parsed[owner[second[at]]]
+    older, newer = int(owner[first[at]]), int(owner[second[at]])
     msg = (
-        f"{older.path} and {newer.path}: two results files for the same model "
-        f"variant ({_shown(older.model)}, precision {older.precision!r}, revision "
-        f"{older.revision!r}) with the same run time ({older.timestamp or 'none in the file name'}) "
+        f"{files.path[older]} and {files.path[newer]}: two results files for the same model "
+        f"variant ({_shown(files.model[older])}, precision {files.precision[older]!r}, revision "
+        f"{files.revision[older]!r}) with the same run time ({files.timestamp[older] or 'none in the file name'}) "
         "hold different scores, so neither is the newest.\n"
         "Hint: remove the wrong file, or keep the results_<timestamp>.json names "
         "so that the newest run wins."
@@ -951,7 +1007,7 @@ def _check_ties(
 
 
 def _disagreements(
-    parsed: Sequence[HarnessFile],
+    files: ParsedFiles,
     names: SubtaskColumns,
     owner: npt.NDArray[np.int64],
     index: npt.NDArray[np.int64],
@@ -978,14 +1034,14 @@ def _disagreements(
     warnings = []
     for (_, benchmark, _), at, count in zip(groups.T, first, counts, strict=True):
         old, new = replaced[at], newest[at]
-        older, newer = parsed[owner[old]], parsed[owner[new]]
+        older, newer = int(owner[old]), int(owner[new])
         subtask = names["subtask"][index[old]]
         more = f" and {count - 1} more subtask(s)" if count > 1 else ""
         warnings.append(
-            f"{older.model} ({older.precision or 'precision unknown'}, revision "
-            f"{older.revision or 'unknown'}): {benchmark_names[benchmark]} {subtask} is "
-            f"{float(raw[old])!r} in {older.path} but {float(raw[new])!r} in the newer "
-            f"{newer.path}"
+            f"{files.model[older]} ({files.precision[older] or 'precision unknown'}, revision "
+            f"{files.revision[older] or 'unknown'}): {benchmark_names[benchmark]} {subtask} is "
+            f"{float(raw[old])!r} in {files.path[older]} but {float(raw[new])!r} in the newer "
+            f"{files.path[newer]}"
             f"{more}; the newer value is used."
         )
     return tuple(warnings)
