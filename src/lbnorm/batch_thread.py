@@ -11,18 +11,42 @@ sample-table reader (:mod:`lbnorm.readers.samples`) sum a batch this way.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from lbnorm.forking import hand_over
 
-__all__ = ["THREAD_ROWS", "BatchThread", "beside"]
+__all__ = ["THREAD_ROWS", "BatchThread", "beside", "read_ahead"]
 
 _T = TypeVar("_T")
 
 #: Batches smaller than this are done at once (a thread saves nothing there).
 THREAD_ROWS = 1 << 16
+
+
+def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
+    """Yield `items`, the next one made on a second thread meanwhile.
+
+    For readers: Arrow decodes the next row group or batch with the GIL
+    released while the caller works on this one. An error making an item is
+    raised where that item is taken. Closed early (the caller's error, a
+    Ctrl-C), the thread is stopped; when the garbage collector closes a
+    generator left suspended, it may do so inside another thread's start,
+    which holds the lock a join needs (the join would wait for ever): the
+    thread is then left to finish its one read instead of being joined.
+    """
+    owner = threading.current_thread()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-read")
+    end = object()
+    try:
+        ahead = pool.submit(next, items, end)
+        while (item := ahead.result()) is not end:
+            ahead = pool.submit(next, items, end)
+            yield cast("_T", item)  # (not the end marker)
+    finally:
+        pool.shutdown(wait=threading.current_thread() is owner, cancel_futures=True)
 
 
 def beside(work: Callable[[], _T]) -> Future[_T]:

@@ -12,7 +12,6 @@ it. Rows are counted 1-based (``row N`` in messages).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm.arrow import scalar
+from lbnorm.batch_thread import read_ahead
 from lbnorm.errors import InputError, SchemaMismatchError
 from lbnorm.options import ExtraColumns
 from lbnorm.readers.tables import check_columns
@@ -72,16 +72,14 @@ class ParquetScores:
         first_rows = np.cumsum(
             [1] + [metadata.row_group(i).num_rows for i in range(self.num_row_groups)]
         )
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._read, indices[0]) if indices else None
-            for position, index in enumerate(indices):
-                assert pending is not None
-                table = pending.result()
-                if position + 1 < len(indices):
-                    pending = pool.submit(self._read, indices[position + 1])
+        read = read_ahead((index, self._read(index)) for index in indices)
+        try:
+            for index, table in read:
                 yield Batch(
                     table=table, source=str(self.path), first_row=int(first_rows[index])
                 )
+        finally:
+            read.close()  # (closed with this generator, in the caller's thread)
 
     def _read(self, index: int) -> pa.Table:
         try:

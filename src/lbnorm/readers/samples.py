@@ -34,8 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from lbnorm.arrow import booleans, numbers, scalar, strings, to_numpy
-from lbnorm.batch_thread import BatchThread
+from lbnorm.batch_thread import BatchThread, read_ahead
 from lbnorm.errors import InputError
 from lbnorm.readers.files import json_lines
 from lbnorm.schemas import KEY_COLUMNS, SAMPLES, SCORES
@@ -367,7 +366,7 @@ def aggregate_samples_table(
     ]
     sums = _Sums(subtasks)
     first = 1
-    batches = _prefetched(file.iter_batches(batch_size=batch_rows, columns=columns))
+    batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
         for batch in batches:
             sums.add_rows(batch, source=str(path), first_row=first)
@@ -380,6 +379,8 @@ def aggregate_samples_table(
     except BaseException:
         sums.settle()
         raise
+    finally:
+        batches.close()  # its reading thread stops here, not when collected
     return sums.result(), sums.n_ignored
 
 
@@ -834,15 +835,6 @@ def _fits(type_: pa.DataType, name: str) -> bool:
     if pa.types.is_string(expected):
         return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
     return bool(type_ == expected)
-
-
-def _prefetched(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Yield `batches`, decoding the next on a second thread (Arrow frees the GIL)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(next, batches, None)
-        while (batch := ahead.result()) is not None:
-            ahead = pool.submit(next, batches, None)
-            yield batch
 
 
 def _variant_of(
