@@ -17,10 +17,10 @@ import pytest
 
 from lbnorm import OutputError, Result, run
 from lbnorm.cli import main
-from lbnorm.errors import OptionsError
+from lbnorm.errors import InputError, OptionsError
 from lbnorm.options import RunOptions
 from lbnorm.readers import cache as cache_module
-from lbnorm.readers import cache_stats
+from lbnorm.readers import cache_stats, input_warnings
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -178,12 +178,20 @@ def test_corrupt_cache_is_rebuilt_not_trusted(tree: Path, tmp_path: Path) -> Non
 def test_cache_for_other_subtasks_is_rebuilt(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     run([tree], options=RunOptions(cache=str(cache)))
-    other = run(
-        [tree],
-        suite="openllm-v1",
-        options=RunOptions(cache=str(cache), missing="partial", unknown="ignore"),
-    )
-    assert _stats(other)["rebuild_reason"] == "made for other subtasks (another suite)"
+    # these v2 files hold no v1 scores: the run fails as a plain one does (an
+    # empty table must not replace a leaderboard), after rebuilding the cache
+    with pytest.raises(InputError, match="no scores for suite 'openllm-v1'"):
+        run(
+            [tree],
+            suite="openllm-v1",
+            out=tmp_path / "v1",
+            options=RunOptions(cache=str(cache), missing="partial", unknown="ignore"),
+        )
+    with pytest.raises(InputError, match="no scores for suite 'openllm-v1'"):
+        run([tree], suite="openllm-v1", out=tmp_path / "v1-plain")
+    back = run([tree], options=RunOptions(cache=str(cache)))  # made for v1 now
+    assert _stats(back)["rebuild_reason"] == "made for other subtasks (another suite)"
+    assert _stats(back)["parsed"] == 10
 
 
 def test_bad_files_are_rejected_with_reasons_and_remembered(
@@ -238,6 +246,60 @@ def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) 
     assert superseded["superseded_by"].tolist() == [str(newer)]
     assert _digests(tmp_path / "cached") == _digests(tmp_path / "plain")
     assert plain.files["superseded_by"].notna().sum() == 1
+    # the older file's GPQA differs: a cached run warns as a plain one does
+    warnings = input_warnings(plain.file_table)
+    assert len(warnings) == 1
+    assert "the newer value is used" in warnings[0]
+    assert input_warnings(result.file_table) == warnings
+    again = run([tree], out=tmp_path / "again", options=RunOptions(cache=str(cache)))
+    assert _stats(again)["cached"] == _stats(again)["seen"]  # all from the cache
+    assert input_warnings(again.file_table) == warnings
+
+
+def test_score_tables_beside_the_tree_are_listed_as_a_plain_run_lists_them(
+    tree: Path, tmp_path: Path, fixtures: Path
+) -> None:
+    """Tables go around the cache: the same catalog rows, reasons included."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    shutil.copy(fixtures / "tables" / "seed_examples.csv", tables / "seed.csv")
+    (tables / "README.md").write_text("not a table\n")  # skipped, with its reason
+    options = RunOptions(cache=str(tmp_path / "cache"), missing="partial")
+    cached = run([tree, tables], out=tmp_path / "cached", options=options)
+    plain = run(
+        [tree, tables], out=tmp_path / "plain", options=RunOptions(missing="partial")
+    )
+    assert _digests(tmp_path / "cached") == _digests(tmp_path / "plain")
+    listed = cached.files.drop(columns=["cache", "sha256_verified"])
+    assert listed.equals(plain.files)
+    kinds = dict(zip(cached.files["path"], cached.files["cache"], strict=True))
+    assert (
+        kinds[str(tables / "seed.csv")] == kinds[str(tables / "README.md")] == "table"
+    )
+    readme = plain.files.set_index("path").loc[str(tables / "README.md"), "reason"]
+    assert str(readme).startswith("not a score table")
+
+
+def test_a_tree_of_rejected_files_fails_and_says_why(
+    tmp_path: Path, golden_dir: Path
+) -> None:
+    """Nothing accepted: the run fails as a plain one does, naming the rejection."""
+    folder = tmp_path / "tree" / "Amu" / "t1-3B"
+    folder.mkdir(parents=True)
+    path = folder / "results_2024-05-01T00-00-00.000000.json"
+    shutil.copy(golden_dir / "Amu__t1-3B.json", path)
+    _edit_score(path, "leaderboard_gpqa_main", 1.5)
+    with pytest.raises(InputError) as caught:
+        run(
+            [tmp_path / "tree"],
+            out=tmp_path / "out",
+            options=RunOptions(cache=str(tmp_path / "cache")),
+        )
+    message = str(caught.value)
+    assert "no scores for suite 'openllm-v2'" in message
+    assert f"1 of them was rejected, the first ({path}) because:" in message
+    assert "outside [0, 1]" in message
+    assert not (tmp_path / "out").exists()  # nothing written
 
 
 def test_a_busy_cache_fails_clearly(tree: Path, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ Three checks, each in a fresh interpreter:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -205,6 +206,28 @@ def test_lbnorm_run_on_samples_loads_no_pandas(
     assert loaded == "loaded:", (
         f"pandas was imported by {_importer_of_pandas(done.stderr)}"
     )
+
+
+def test_a_nightly_run_with_the_parse_cache_loads_no_pandas(
+    tmp_path: Path, full_structure_dir: Path
+) -> None:
+    """``--cache``: the first run fills the cache, the second takes every file from it."""
+    tree = tmp_path / "tree"
+    shutil.copytree(full_structure_dir, tree)
+    for path in tree.rglob("results_*.json"):  # older than the racy line: trusted
+        os.utime(path, ns=(1_600_000_000_000_000_000,) * 2)
+    for step in ("fills", "reuses"):
+        argv = ["run", str(tree), "--out", str(tmp_path / step), "--quiet"]
+        argv += ["--cache", str(tmp_path / "cache"), "--report", f"{step}.json"]
+        done = _python("-X", "importtime", "-c", RUN_CLI, *argv, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        loaded = done.stdout.rstrip().splitlines()[-1]
+        assert loaded == "loaded:", (
+            f"the run that {step} the cache imported pandas via "
+            f"{_importer_of_pandas(done.stderr)}"
+        )
+    report = json.loads((tmp_path / "reuses.json").read_text())
+    assert report["inputs"]["cache"]["cached"] == report["inputs"]["cache"]["seen"] > 0
 
 
 #: After the engine, with every import of pandas refused: join, summary, flagged, report.

@@ -53,35 +53,37 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import io
 import itertools
 import json
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, OptionsError, OutputError
+from lbnorm.arrow import booleans, numbers, optional_numbers, scalar, strings, to_numpy
+from lbnorm.errors import OptionsError, OutputError
 from lbnorm.options import ProgressCallback, RunOptions
-from lbnorm.readers.catalog import Inputs, catalog_table, read_files
+from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
+    ParsedFiles,
+    ResultsRead,
     ScannedFile,
-    combine_results,
-    find_results_files,
+    SubtaskColumns,
+    combine_parsed,
     scan_results_files,
+    subtask_columns,
 )
-from lbnorm.schemas import Batch
 from lbnorm.suites import Suite
 from lbnorm.version import lbnorm_version
 from lbnorm.writer import (
@@ -89,6 +91,8 @@ from lbnorm.writer import (
     write_bytes_atomically,
     write_parquet_atomically,
 )
+
+IntArray = npt.NDArray[np.int64]
 
 __all__ = ["CACHE_FORMAT", "CacheStats", "check_cache_location", "read_files_cached"]
 
@@ -184,9 +188,9 @@ def read_files_cached(
 ) -> Inputs:
     """Read inputs as :func:`lbnorm.readers.catalog.read_files` does, with a parse cache.
 
-    Results files are parsed only when new or changed. Results files (``.json``,
-    and directories holding ``results_*.json``) go through the cache; score
-    tables are read as usual.
+    The inputs are found and read as a plain run finds and reads them; the
+    results files among them go through the cache (parsed only when new or
+    changed), so the result equals a plain run's.
 
     Args:
         paths: Files or directories.
@@ -197,10 +201,10 @@ def read_files_cached(
         progress: Called as ``progress(stage, done, total)`` per file read.
 
     Returns:
-        The inputs; ``files`` has two more columns, ``cache`` (``parsed``,
-        ``cached``, ``rejected``, or ``table`` for score tables) and ``reason``
-        (why a file was rejected), and ``files.attrs["cache"]`` holds the
-        :class:`CacheStats` as a dict.
+        The inputs; their catalog has two more columns, ``sha256_verified``
+        and ``cache`` (``parsed``, ``cached``, ``rejected``, or ``table`` for
+        every other input), ``reason`` says why a file was rejected, and
+        ``cache_stats`` holds the :class:`CacheStats` as a dict.
 
     Raises:
         InputError: A path is missing or holds nothing readable.
@@ -210,11 +214,50 @@ def read_files_cached(
     assert options.cache is not None
     cache = Path(options.cache)
     started = time.perf_counter()
-    results, others = _split_paths(paths)
-    batches: list[Iterator[Batch]] = []
-    catalogs: list[pd.DataFrame] = []
-    num_rows = 0
-    stats = CacheStats(
+    refreshed: list[CacheStats] = []
+
+    def read_results(files: Sequence[Path]) -> ResultsRead:
+        read, stats = _refresh(
+            list(files),
+            suite,
+            cache,
+            full_rebuild=options.full_rebuild,
+            progress=progress,
+        )
+        refreshed.append(stats)
+        return read
+
+    read = read_files(
+        paths,
+        suite=suite,
+        options=options,
+        progress=progress,
+        read_results=read_results,
+    )
+    catalog = read.catalog
+    n_files = catalog.num_rows
+    if "cache" not in catalog.column_names:  # no results files: tables only
+        catalog = catalog.append_column(
+            "sha256_verified", pa.nulls(n_files, pa.bool_())
+        ).append_column("cache", pa.nulls(n_files, pa.string()))
+    # every input but a results file is read as usual: a "table", hashed this run
+    catalog = catalog.set_column(
+        catalog.column_names.index("sha256_verified"),
+        "sha256_verified",
+        pc.fill_null(catalog["sha256_verified"], scalar(True, pa.bool_())),
+    ).set_column(
+        catalog.column_names.index("cache"),
+        "cache",
+        pc.fill_null(catalog["cache"], scalar("table", pa.string())),
+    )
+    stats = refreshed[0] if refreshed else _no_refresh(cache)
+    stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
+    return replace(read, catalog=catalog, cache_stats=stats_dict)
+
+
+def _no_refresh(cache: Path) -> CacheStats:
+    """The statistics of a run that found no results files."""
+    return CacheStats(
         directory=str(cache),
         seen=0,
         parsed=0,
@@ -225,37 +268,6 @@ def read_files_cached(
         rebuilt=False,
         rebuild_reason="",
         seconds=0.0,
-    )
-    if results:
-        scores, catalog, stats = _refresh(
-            results, suite, cache, full_rebuild=options.full_rebuild, progress=progress
-        )
-        batches.append(
-            iter(
-                [
-                    Batch(
-                        table=pa.Table.from_pandas(scores, preserve_index=False),
-                        source="results files",
-                    )
-                ]
-            )
-        )
-        catalogs.append(catalog)
-        num_rows += len(scores)
-    if others:
-        read = read_files(others, suite=suite, options=options, progress=progress)
-        batches.append(iter(read.batches))
-        catalogs.append(
-            read.files.assign(cache="table", reason="", sha256_verified=True)
-        )
-        num_rows += read.num_rows
-    files = pd.concat(catalogs, ignore_index=True) if len(catalogs) > 1 else catalogs[0]
-    stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return Inputs(
-        batches=itertools.chain(*batches),
-        catalog=catalog_table(files),
-        num_rows=num_rows,
-        cache_stats=stats_dict,
     )
 
 
@@ -291,23 +303,6 @@ def check_cache_location(cache: str | Path, out: str | Path) -> None:
         raise OptionsError(msg)
 
 
-def _split_paths(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
-    """Results files (found as :func:`~lbnorm.readers.catalog.read_files` finds them) and the rest."""
-    if not paths:
-        msg = "no input given.\nHint: pass score files or a results directory."
-        raise InputError(msg)
-    results: list[Path] = []
-    others: list[Path] = []
-    for entry in map(Path, paths):  # the paths given, not their files
-        if entry.is_dir() and any(entry.rglob("results_*.json")):
-            results.extend(find_results_files(entry))
-        elif entry.is_file() and entry.suffix.lower() == ".json":
-            results.append(entry)
-        else:
-            others.append(entry)  # tables, or an error read_files will explain
-    return results, others
-
-
 def _refresh(
     files: list[Path],
     suite: Suite,
@@ -315,14 +310,20 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[pd.DataFrame, pd.DataFrame, CacheStats]:
-    subtasks = suite.subtask_table()
-    pairs = list(zip(subtasks["task"], subtasks["metric"], strict=True))
+) -> tuple[ResultsRead, CacheStats]:
+    """Bring the cache up to date with `files`; their scores, catalog and warnings."""
+    names = subtask_columns(suite)
+    pairs = list(zip(names["task"], names["metric"], strict=True))
     pairs_hash = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
     _make_directory(cache)
     with _locked(cache):
         moved = _clear_index_place(cache)
-        entries, rows, stat_ns, reason = _empty_entries(), _empty_rows(), 0, ""
+        entries, rows, stat_ns, reason = (
+            _empty(_ENTRIES),
+            _empty(_ROWS),
+            0,
+            "",
+        )
         if full_rebuild:
             reason = "--full rebuild asked for"
         elif moved:
@@ -331,82 +332,124 @@ def _refresh(
             entries, rows, stat_ns, reason = _load(cache, pairs_hash)
         started_ns = time.time_ns()  # before any stat: the next run's racy line
         current = _stat(files)
-        previous = entries[["path", *_STAT, "sha256"]].rename(
-            columns={name: f"old_{name}" for name in [*_STAT, "sha256"]}
-        )
-        merged = current.merge(previous, on="path", how="left", validate="one_to_one")
-        is_unchanged = _is_unchanged(merged, stat_ns)
-        reused: list[str] = list(merged["path"][is_unchanged])
-        read = _read_changed(
-            merged[~is_unchanged], entries.set_index("path"), pairs, progress
-        )
-        reused += read.reused
-        status = dict.fromkeys(merged["path"][is_unchanged], "cached") | read.status
-        verified = dict.fromkeys(merged["path"][is_unchanged], False) | read.verified
-        new_entries, parsed = read.entries, read.parsed
-        new_rows = _rows_of(parsed)
+        all_paths = strings(current.path.tolist())
+        old_at = _positions(all_paths, entries["path"])  # -1: not in the cache
+        is_unchanged = _is_unchanged(current.stat, entries, old_at, stat_ns)
+        changed = np.flatnonzero(~is_unchanged)
+        read = _read_changed(current, changed, entries, old_at, pairs, progress)
+        new_rows = _rows_of(read.parsed)
         bad = _check_rows(new_rows)  # one pass over every new score
-        new_rows = new_rows[~new_rows["path"].isin(list(bad))]
+        if bad:
+            new_rows = new_rows.filter(
+                pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
+            )
         new_entries = [
             _rejected(entry, bad[entry["path"]]) if entry["path"] in bad else entry
-            for entry in new_entries  # one entry per changed file
+            for entry in read.entries  # one entry per changed file
         ]
-        is_kept = entries["path"].isin(list(merged["path"][is_unchanged]))
-        table = pd.concat(
-            [entries[is_kept], pd.DataFrame(new_entries, columns=_ENTRIES.names)],
-            ignore_index=True,
-        ).astype(dict.fromkeys(["n_ignored", "n_rows", *_STAT], "int64"))
-        table = table.astype({"chat_template": bool})
-        scores_rows = pd.concat(
-            [rows[rows["path"].isin(reused)], new_rows], ignore_index=True
+        unchanged_paths = strings(current.path[is_unchanged].tolist())
+        table = pa.concat_tables(
+            [
+                entries.filter(pc.is_in(entries["path"], value_set=unchanged_paths)),
+                _entries_table(new_entries),
+            ]
         )
-        dropped = int((~entries["path"].isin(current["path"])).sum())
+        reused = pa.concat_arrays(
+            [unchanged_paths, strings(read.reused)]
+        )  # files whose cached rows stay
+        scores_rows = pa.concat_tables(
+            [rows.filter(pc.is_in(rows["path"], value_set=reused)), new_rows]
+        )
+        is_found = to_numpy(pc.is_in(entries["path"], value_set=all_paths))
+        dropped = int(np.count_nonzero(~is_found.astype(bool)))
         if new_entries or dropped or reason or stat_ns == 0:
             _store(cache, table, scores_rows, pairs_hash, stat_ns=started_ns)
-    table = table.set_index("path").loc[current["path"]].reset_index()
-    status_column = np.where(
-        table["status"] == "rejected", "rejected", table["path"].map(status).to_numpy()
-    )
-    scores, catalog = _assemble(
-        table.assign(
-            display=current["display"].to_numpy(),
-            cache=status_column,
-            sha256_verified=table["path"].map(verified).to_numpy(dtype=bool),
-        ),
+    # the entries in the order of the files found (each is kept or new)
+    table = table.take(numbers(_positions(all_paths, table["path"]), pa.int64()))
+    status = np.full(len(current.path), "cached", dtype=object)
+    status[changed] = read.status
+    status[_is(table["status"], "rejected")] = "rejected"
+    read_results, catalog = _assemble(
+        table,
         scores_rows,
-        subtasks,
+        names,
+        pairs,
+        display=current.display,
+        status=status,
+        verified=~is_unchanged,  # read and hashed this run
     )
     stats_of_run = CacheStats(
         directory=str(cache),
-        seen=len(current),
-        parsed=int((catalog["cache"] == "parsed").sum()),
-        cached=int((catalog["cache"] == "cached").sum()),
-        rejected=int((catalog["cache"] == "rejected").sum()),
+        seen=len(current.path),
+        parsed=int(np.count_nonzero(status == "parsed")),
+        cached=int(np.count_nonzero(status == "cached")),
+        rejected=int(np.count_nonzero(status == "rejected")),
         dropped=dropped,
         rebuilt=bool(reason),
         rebuild_reason=reason,
-        hashed=int(catalog["sha256_verified"].sum()),
+        hashed=int(np.count_nonzero(~is_unchanged)),
         seconds=0.0,
     )
-    return scores, catalog, stats_of_run
+    return replace(read_results, files=catalog), stats_of_run
 
 
-def _is_unchanged(merged: pd.DataFrame, stat_ns: int) -> npt.NDArray[np.bool_]:
+def _empty(schema: pa.Schema) -> pa.Table:
+    """A table of no rows (``Schema.empty_table`` would probe for pandas)."""
+    return pa.Table.from_arrays(
+        [pa.nulls(0, field.type) for field in schema], schema=schema
+    )
+
+
+def _is(values: pa.ChunkedArray, text: str) -> npt.NDArray[np.bool_]:
+    """Where a string column equals `text`."""
+    return to_numpy(pc.equal(values, scalar(text, pa.string())), null=False)
+
+
+def _entries_table(entries: list[dict[str, Any]]) -> pa.Table:
+    """Cache entries (dicts of :data:`_ENTRIES`'s fields) as a table."""
+    columns = []
+    for field in _ENTRIES:
+        values = [entry[field.name] for entry in entries]
+        if pa.types.is_string(field.type):
+            columns.append(strings(values))
+        elif pa.types.is_boolean(field.type):
+            columns.append(booleans(np.array(values, dtype=bool)))
+        else:
+            columns.append(numbers(np.array(values, dtype=np.int64), field.type))
+    return pa.Table.from_arrays(columns, schema=_ENTRIES)
+
+
+def _positions(
+    keys: pa.Array | pa.ChunkedArray, among: pa.Array | pa.ChunkedArray
+) -> IntArray:
+    """Each key's row in `among` (distinct strings), -1 where it is not there."""
+    at = pc.index_in(keys, value_set=among)
+    return to_numpy(at.cast(pa.int64()), null=-1).astype(np.int64)
+
+
+def _is_unchanged(
+    stat: npt.NDArray[np.int64],
+    entries: pa.Table,
+    old_at: IntArray,
+    stat_ns: int,
+) -> npt.NDArray[np.bool_]:
     """Files whose stat equals the cached one, and old enough to trust it.
 
     A file changed within :data:`_RACY_NS` of the cache's own stat could have
     changed again within the same clock tick: it is read again.
     """
-    is_unchanged: npt.NDArray[np.bool_] = np.logical_and.reduce(
-        [merged[name].eq(merged[f"old_{name}"]).to_numpy(bool) for name in _STAT]
-        + [
-            merged["size"].to_numpy() >= 0,  # a stat that failed is no match
-            np.maximum(
-                merged["mtime_ns"].to_numpy(np.int64),
-                merged["ctime_ns"].to_numpy(np.int64),
-            )
-            < stat_ns - _RACY_NS,
-        ]
+    is_known = old_at >= 0
+    if not entries.num_rows:
+        return np.zeros(old_at.size, dtype=bool)
+    cached = np.column_stack(
+        [to_numpy(entries[name], null=-1).astype(np.int64) for name in _STAT]
+    )
+    old = cached[np.maximum(old_at, 0)]  # (a file not cached: not known)
+    is_unchanged: npt.NDArray[np.bool_] = (
+        is_known
+        & (stat == old).all(axis=1)
+        & (stat[:, 0] >= 0)  # a stat that failed is no match
+        & (np.maximum(stat[:, 1], stat[:, 2]) < stat_ns - _RACY_NS)
     )
     return is_unchanged
 
@@ -418,13 +461,23 @@ class _Changed:
     entries: list[dict[str, Any]]
     parsed: list[tuple[str, HarnessFile]]
     reused: list[str]  # touched, same bytes: the cached rows stay
-    status: dict[str, str]
-    verified: dict[str, bool]
+    status: list[str]  # per changed file: parsed or cached (touched)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Found:
+    """The results files found, as columns (one entry per distinct absolute path)."""
+
+    path: npt.NDArray[np.object_]  # absolute: the cache's key
+    display: npt.NDArray[np.object_]  # as found: what the catalog shows
+    stat: npt.NDArray[np.int64]  # (files, 5): the fields of _STAT, -1 if it failed
 
 
 def _read_changed(
-    to_read: pd.DataFrame,
-    kept: pd.DataFrame,
+    found: _Found,
+    changed: IntArray,
+    entries: pa.Table,
+    old_at: IntArray,
     pairs: list[tuple[str, str]],
     progress: ProgressCallback | None,
 ) -> _Changed:
@@ -433,49 +486,58 @@ def _read_changed(
     A file whose hash is the cached one (touched, not changed) is not parsed
     again. An unreadable file stops the run.
     """
-    changed = _Changed(entries=[], parsed=[], reused=[], status={}, verified={})
+    result = _Changed(entries=[], parsed=[], reused=[], status=[])
+    cached_sha = entries["sha256"].to_pylist()
+    known = [cached_sha[at] if at >= 0 else None for at in old_at[changed].tolist()]
     scanned = scan_results_files(
-        [Path(display) for display in to_read["display"]],
+        [Path(display) for display in found.display[changed]],
         pairs,
         read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
-        known=[sha if isinstance(sha, str) else None for sha in to_read["old_sha256"]],
+        known=known,
         stop_at_error=False,
         progress=progress,
         stage="parsing changed results files",
     )
-    stats = cast("list[dict[str, int]]", to_read[list(_STAT)].to_dict("records"))
+    keys = found.path[changed].tolist()
+    stats = found.stat[changed].tolist()
     with contextlib.closing(scanned):  # its workers stop however the loop ends
-        for key, stat, item in zip(to_read["path"], stats, scanned, strict=True):
+        for at, key, fields, item in zip(
+            old_at[changed].tolist(), keys, stats, scanned, strict=True
+        ):
             # one iteration per changed file: its entry, from the bytes just read
             if item.error is not None and not item.sha256:  # unreadable: stop
                 raise item.error
+            stat = dict(zip(_STAT, fields, strict=True))
             if item.parsed is None and item.error is None:  # touched, not changed
-                entry = kept.loc[key].to_dict() | {"path": key, **stat}
+                entry = entries.slice(at, 1).to_pylist()[0] | {"path": key, **stat}
                 entry |= {"size": item.size, "sha256": item.sha256}
-                changed.reused.append(key)
-                changed.status[key] = "cached"
+                result.reused.append(key)
+                result.status.append("cached")
             else:
                 entry, harness = _parse(key, item, stat=stat)
                 if harness is not None:
-                    changed.parsed.append((key, harness))
-                changed.status[key] = "parsed"
-            changed.verified[key] = True
-            changed.entries.append(entry)
-    return changed
+                    result.parsed.append((key, harness))
+                result.status.append("parsed")
+            result.entries.append(entry)
+    return result
 
 
-def _stat(files: list[Path]) -> pd.DataFrame:
-    """Each file keyed by absolute path, with the stat fields of :data:`_STAT`."""
-    stats = [_stat_fields(file) for file in files]
-    frame = pd.DataFrame(
-        {
-            "path": [str(file.absolute()) for file in files],
-            "display": [str(file) for file in files],
-        }
+def _stat(files: list[Path]) -> _Found:
+    """Each file keyed by absolute path, with the stat fields of :data:`_STAT`.
+
+    A file found twice (two paths given to one file) is kept once, where it
+    was first found.
+    """
+    first: dict[str, Path] = {}
+    for file in files:  # one stat per file: the cache's only per-file step
+        first.setdefault(str(file.absolute()), file)
+    return _Found(
+        path=np.array(list(first), dtype=object),
+        display=np.array([str(file) for file in first.values()], dtype=object),
+        stat=np.array(
+            [_stat_fields(file) for file in first.values()], dtype=np.int64
+        ).reshape(-1, len(_STAT)),
     )
-    for at, name in enumerate(_STAT):  # five fields, each one column
-        frame[name] = pd.array([fields[at] for fields in stats], dtype="int64")
-    return frame.drop_duplicates("path", ignore_index=True)
 
 
 def _stat_fields(file: Path) -> tuple[int, int, int, int, int]:
@@ -529,32 +591,37 @@ def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
     return entry | {"status": "rejected", "reason": reason, "n_rows": 0}
 
 
-def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pd.DataFrame:
-    """The score rows of newly parsed files, as one frame (lists joined once)."""
-    lengths = [len(harness.rows["raw_score"]) for _, harness in parsed]
+def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
+    """The score rows of newly parsed files, as one table (lists joined once)."""
+    lengths = np.array(
+        [len(harness.rows["raw_score"]) for _, harness in parsed], dtype=np.int64
+    )
+    owner = np.repeat(np.arange(len(parsed), dtype=np.int64), lengths)
 
     def joined(name: str) -> list[Any]:
-        return [value for _, harness in parsed for value in harness.rows[name]]
+        return list(
+            itertools.chain.from_iterable(harness.rows[name] for _, harness in parsed)
+        )
 
-    return pd.DataFrame(
-        {
-            "path": np.repeat(
-                np.array([key for key, _ in parsed], dtype=object), lengths
-            ),
-            "subtask_index": pd.array(joined("subtask_index"), dtype="int32"),
-            "raw_score": pd.array(joined("raw_score"), dtype="float64"),
-            "stderr": pd.array(joined("stderr"), dtype="float64"),
-            "n_samples": pd.array(joined("n_samples"), dtype="Int64"),
-            "key": pd.array(joined("key"), dtype="str"),
-        }
-    )
+    columns = {
+        "path": strings([key for key, _ in parsed]).take(numbers(owner, pa.int64())),
+        "subtask_index": numbers(np.array(joined("subtask_index")), pa.int32()),
+        # NaN is stored as null, as a missing value
+        "raw_score": optional_numbers(
+            joined("raw_score"), pa.float64(), nan_is_null=True
+        ),
+        "stderr": optional_numbers(joined("stderr"), pa.float64(), nan_is_null=True),
+        "n_samples": optional_numbers(joined("n_samples"), pa.int64()),
+        "key": strings(joined("key")),
+    }
+    return pa.Table.from_arrays(list(columns.values()), schema=_ROWS)
 
 
-def _check_rows(rows: pd.DataFrame) -> dict[str, str]:
+def _check_rows(rows: pa.Table) -> dict[str, str]:
     """Files whose scores break the contract, with the first violation as reason."""
-    raw = rows["raw_score"].to_numpy(dtype=np.float64)
-    stderr = rows["stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
-    samples = rows["n_samples"].to_numpy(dtype=np.float64, na_value=np.nan)
+    raw = to_numpy(rows["raw_score"], null=np.nan)
+    stderr = to_numpy(rows["stderr"], null=np.nan)
+    samples = to_numpy(rows["n_samples"].cast(pa.float64()), null=np.nan)
     checks = {
         "is {value!r}, outside [0, 1] (a percentage?)": (
             ~((raw >= 0.0) & (raw <= 1.0)),
@@ -571,89 +638,98 @@ def _check_rows(rows: pd.DataFrame) -> dict[str, str]:
     }
     reasons: dict[str, str] = {}
     for problem, (mask, values) in checks.items():  # three checks, each over all rows
-        for at in np.flatnonzero(mask):  # the failing rows only, usually none
-            path = str(rows["path"].iloc[at])
+        for at in np.flatnonzero(mask).tolist():  # the failing rows only, usually none
+            path = str(rows["path"][at].as_py())
             text = problem.format(value=float(values[at]))
-            reasons.setdefault(path, f"{rows['key'].iloc[at]} {text}")
+            reasons.setdefault(path, f"{rows['key'][at].as_py()} {text}")
     return reasons
 
 
 def _assemble(
-    entries: pd.DataFrame, rows: pd.DataFrame, subtasks: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    entries: pa.Table,
+    rows: pa.Table,
+    names: SubtaskColumns,
+    pairs: list[tuple[str, str]],
+    *,
+    display: npt.NDArray[np.object_],
+    status: npt.NDArray[np.object_],
+    verified: npt.NDArray[np.bool_],
+) -> tuple[ResultsRead, pa.Table]:
     """The scores taken from the accepted files, and the file catalog.
 
-    Taken as :func:`lbnorm.readers.harness.combine_results` takes them from
-    freshly parsed files (the newest result per variant and subtask), so a
-    cached run reads a tree exactly as an uncached one.
+    Taken by :func:`lbnorm.readers.harness.combine_parsed`, as from freshly
+    parsed files (the newest result per variant and subtask), so a cached run
+    reads a tree exactly as an uncached one. The cached rows are put in file
+    order, then suite order, in one sort (no step per file).
+
+    Args:
+        entries: One per file found, in that order.
+        rows: The cached and new score rows (of any files).
+        names: The suite's subtask columns.
+        pairs: The suite's (task, metric) pairs.
+        display: Per file, its path as found (the catalog shows it).
+        status: Per file: ``parsed``, ``cached`` or ``rejected``.
+        verified: Per file: whether its sha256 is of bytes read this run.
     """
-    is_ok = (entries["status"] == "ok").to_numpy()
-    accepted = entries[is_ok]
-    by_path: dict[str, pd.DataFrame] = {}
-    for path, group in rows.groupby("path", sort=False):  # one step per file
-        by_path[str(path)] = group
-    empty = rows.iloc[:0]
-    parsed = [
-        HarnessFile(
-            path=str(entry["display"]),
-            model=str(entry["model"]),
-            precision=str(entry["precision"]),
-            revision=str(entry["revision"]),
-            chat_template=bool(entry["chat_template"]),
-            timestamp=str(entry["timestamp"]),
-            rows={
-                name: [None if pd.isna(v) else v for v in picked[name].tolist()]
-                for picked in [
-                    by_path.get(entry["path"], empty).sort_values("subtask_index")
-                ]
-                for name in ("subtask_index", "raw_score", "stderr", "n_samples", "key")
-            },
-            n_ignored=int(entry["n_ignored"]),
-        )
-        for entry in accepted.to_dict("records")  # one step per file, not per row
-    ]
-    columns = {
-        name: subtasks[name].tolist()
-        for name in ("benchmark", "subtask", "task", "metric")
-    }
-    pairs = list(zip(columns["task"], columns["metric"], strict=True))
-    read = combine_results(parsed, pairs, columns)
-    n_files = len(entries)
-    taken = np.zeros(n_files, dtype=np.int64)
-    taken[is_ok] = read.files["rows"].to_numpy()
+    is_ok = _is(entries["status"], "ok")
+    accepted = entries.filter(booleans(is_ok))
+    owner = _positions(rows["path"], accepted["path"])
+    is_taken = owner >= 0  # -1: a row of a file not accepted
+    owner = owner[is_taken]
+    subtask = to_numpy(rows["subtask_index"]).astype(np.int64)[is_taken]
+    order = np.lexsort((subtask, owner))  # by file, then by subtask
+    taken = numbers(np.flatnonzero(is_taken)[order], pa.int64())
+    ok_display = display[is_ok]
+    parsed = ParsedFiles(
+        path=[str(path) for path in ok_display.tolist()],
+        model=accepted["model"].to_pylist(),
+        precision=accepted["precision"].to_pylist(),
+        revision=accepted["revision"].to_pylist(),
+        chat_template=to_numpy(accepted["chat_template"]).astype(bool),
+        timestamp=accepted["timestamp"].to_pylist(),
+        n_ignored=to_numpy(accepted["n_ignored"]).astype(np.int64),
+        lengths=np.bincount(owner, minlength=accepted.num_rows).astype(np.int64),
+        subtask_index=subtask[order],
+        raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
+        stderr=rows["stderr"].take(taken).combine_chunks(),
+        n_samples=rows["n_samples"].take(taken).combine_chunks(),
+    )
+    read = combine_parsed(parsed, pairs, names)
+    n_files = entries.num_rows
+    at_ok = np.flatnonzero(is_ok)
+    taken_rows = np.zeros(n_files, dtype=np.int64)
+    taken_rows[at_ok] = to_numpy(read.files["rows"])
     superseded_by = np.full(n_files, None, dtype=object)
-    superseded_by[is_ok] = read.files["superseded_by"].to_pylist()
-    tasks = np.full(n_files, None, dtype=object)
-    for at, given in zip(
-        np.flatnonzero(is_ok), read.files["tasks"].to_pylist(), strict=True
-    ):
-        tasks[at] = given
-    catalog = pd.DataFrame(
+    superseded_by[at_ok] = read.files["superseded_by"].to_pylist()
+    tasks = pa.nulls(n_files, pa.list_(pa.string()))
+    if n_files:  # each accepted file's tasks, in the order of all files
+        place = np.full(n_files, -1, dtype=np.int64)
+        place[at_ok] = np.arange(at_ok.size)
+        tasks = read.files["tasks"].take(numbers(place, pa.int64(), valid=place >= 0))
+    catalog = pa.table(
         {
-            "path": entries["display"].to_numpy(),
-            "format": "lm-eval-harness",
-            "sha256": entries["sha256"].to_numpy(),
-            "sha256_verified": entries["sha256_verified"].to_numpy(dtype=bool),
-            "bytes": entries["size"].to_numpy(dtype=np.int64),
-            "rows": taken,
-            "superseded_by": superseded_by,
-            "n_ignored": entries["n_ignored"].to_numpy(dtype=np.int64),
+            "path": strings(display.tolist()),
+            "sha256": entries["sha256"],
+            "bytes": entries["size"],
+            "rows": numbers(taken_rows, pa.int64()),
+            "superseded_by": strings(superseded_by.tolist()),
+            "n_ignored": entries["n_ignored"],
             "tasks": tasks,
-            "cache": entries["cache"].to_numpy(),
-            "reason": entries["reason"].to_numpy(),
+            "reason": entries["reason"],
+            "sha256_verified": booleans(verified),
+            "cache": strings(status.tolist()),
         }
     )
-    scores: pd.DataFrame = read.scores.to_pandas(types_mapper=pd.ArrowDtype)
-    return scores, catalog
+    return read, catalog
 
 
-def _load(cache: Path, pairs_hash: str) -> tuple[pd.DataFrame, pd.DataFrame, int, str]:
+def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     """The cached entries and rows, when its files were stat'ed, and why they were discarded.
 
     Whatever the directory holds, this returns: a damaged cache is a reason to
     rebuild, never an error.
     """
-    empty = _empty_entries(), _empty_rows()
+    empty = _empty(_ENTRIES), _empty(_ROWS)
     meta_path = cache / _META
     if not meta_path.is_file():  # none yet (a non-file was moved aside first)
         return *empty, 0, ""
@@ -675,22 +751,30 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pd.DataFrame, pd.DataFrame, int
             data = path.read_bytes()
             if hashlib.sha256(data).hexdigest() != meta[name]["sha256"]:
                 return *empty, 0, f"corrupt: {path.name} does not match its checksum"
-            table = pq.read_table(io.BytesIO(data))
+            table = pq.ParquetFile(pa.BufferReader(data)).read()
         except (OSError, pa.ArrowException) as exc:
             return *empty, 0, f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
         if not table.schema.equals(schema):
             return *empty, 0, f"corrupt: {path.name} has an unexpected schema"
-        tables[name] = table.to_pandas()
+        tables[name] = table
     entries, rows = tables["entries"], tables["rows"]
-    counts = rows["path"].value_counts()
-    expected = entries.set_index("path")["n_rows"]
-    if (
-        entries["path"].duplicated().any()
-        or not counts.index.isin(expected.index).all()
-        or not (counts.reindex(expected.index, fill_value=0) == expected).all()
-    ):
+    if not _rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
     return entries, rows, meta["stat_ns"], ""
+
+
+def _rows_match(entries: pa.Table, rows: pa.Table) -> bool:
+    """Whether the entries' paths are distinct and each has its ``n_rows`` rows."""
+    paths = entries["path"]
+    if paths.null_count or pc.count_distinct(paths).as_py() != entries.num_rows:
+        return False
+    owner = pc.index_in(rows["path"], value_set=paths)
+    if owner.null_count:  # rows of no entry
+        return False
+    counts = np.bincount(
+        to_numpy(owner.cast(pa.int64())).astype(np.int64), minlength=entries.num_rows
+    )
+    return bool(np.array_equal(counts, to_numpy(entries["n_rows"], null=-1)))
 
 
 def _check_index(meta: object) -> dict[str, Any]:
@@ -747,8 +831,8 @@ def _clear_index_place(cache: Path) -> str:
 
 def _store(
     cache: Path,
-    entries: pd.DataFrame,
-    rows: pd.DataFrame,
+    entries: pa.Table,
+    rows: pa.Table,
     pairs_hash: str,
     *,
     stat_ns: int,
@@ -762,15 +846,9 @@ def _store(
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
     try:
-        for name, frame, schema in (
-            ("entries", entries, _ENTRIES),
-            ("rows", rows, _ROWS),
-        ):
+        for name, table in (("entries", entries), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
-            table = pa.Table.from_pandas(
-                frame[schema.names], schema=schema, preserve_index=False
-            )
-            write_parquet_atomically(path, table)
+            write_parquet_atomically(path, table.combine_chunks())
             meta[name] = {"file": path.name, "sha256": sha256_file(path)}
         text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
         write_bytes_atomically(cache / _META, text.encode())
@@ -818,16 +896,6 @@ def _locked(cache: Path) -> contextlib.AbstractContextManager[None]:
         ),
         unlockable=lambda exc: _cache_error(cache, exc, "cannot lock the cache"),
     )
-
-
-def _empty_entries() -> pd.DataFrame:
-    empty: pd.DataFrame = _ENTRIES.empty_table().to_pandas()
-    return empty
-
-
-def _empty_rows() -> pd.DataFrame:
-    empty: pd.DataFrame = _ROWS.empty_table().to_pandas()
-    return empty
 
 
 def _first_line(text: str) -> str:

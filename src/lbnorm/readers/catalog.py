@@ -62,6 +62,14 @@ from lbnorm.suites import Suite
 if TYPE_CHECKING:
     import pandas as pd
 
+    from lbnorm.readers.harness import ResultsRead
+
+#: Reads the results files a run found, in place of the plain reader (the parse
+#: cache's hook, :mod:`lbnorm.readers.cache`). Their ``files`` table has
+#: ``path``, ``sha256``, ``bytes``, ``rows``, ``superseded_by``, ``n_ignored``
+#: and ``tasks``, and may add ``reason`` and columns of its own (kept).
+ResultsReader = Callable[[Sequence[Path]], "ResultsRead"]
+
 __all__ = ["Inputs", "catalog_table", "read_files"]
 
 _SKIPPED_IN_TREE = (
@@ -212,6 +220,9 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
     for name in map(str, columns):  # kept after the schema's columns
         if name in arrays:
             continue
+        if isinstance(columns[name], pa.Array | pa.ChunkedArray):
+            arrays[name] = columns[name]
+            continue
         values = list(columns[name])
         if values and all(isinstance(v, bool | np.bool_) for v in values):
             arrays[name] = booleans(np.asarray(values, dtype=bool))  # sha256_verified
@@ -292,6 +303,7 @@ def read_files(
     options: RunOptions,
     progress: ProgressCallback | None = None,
     max_results_bytes: int | None = MAX_RESULTS_BYTES,
+    read_results: ResultsReader | None = None,
 ) -> Inputs:
     """Read every input path into score batches and a catalog of files.
 
@@ -304,6 +316,9 @@ def read_files(
         progress: Called as ``progress(stage, done, total)`` after each file.
         max_results_bytes: The largest results file read (None: no limit);
             default :data:`lbnorm.readers.files.MAX_RESULTS_BYTES`.
+        read_results: Reads the results files found instead (the parse
+            cache); its catalog columns beyond the plain reader's are kept, null
+            in the other files' rows.
 
     Returns:
         The scores (as batches), the file catalog and the warnings.
@@ -332,33 +347,36 @@ def read_files(
             if progress is not None:
                 progress("reading score tables", done, len(found.tables))
     if found.results:
-        # the results parser (and msgspec) load only for a run that reads results files
-        from lbnorm.readers.harness import read_results_paths, subtask_columns
+        if read_results is None:
+            # the results parser (and msgspec) load only for a run that reads them
+            from lbnorm.readers.harness import read_results_paths, subtask_columns
 
-        columns = subtask_columns(suite)
-        pairs = list(zip(columns["task"], columns["metric"], strict=True))
-        # read, hashed and parsed on every core for a tree; one file's bytes at a
-        # time per process, small parsed records back
-        read = read_results_paths(
-            found.results,
-            pairs,
-            columns,
-            read=functools.partial(read_bytes, max_bytes=max_results_bytes),
-            progress=progress,
-        )
+            columns = subtask_columns(suite)
+            pairs = list(zip(columns["task"], columns["metric"], strict=True))
+            # read, hashed and parsed on every core for a tree; one file's bytes
+            # at a time per process, small parsed records back
+            read = read_results_paths(
+                found.results,
+                pairs,
+                columns,
+                read=functools.partial(read_bytes, max_bytes=max_results_bytes),
+                progress=progress,
+            )
+        else:
+            read = read_results(found.results)
         eager.append(Batch(table=read.scores, source="results files"))
         files = read.files
+        given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
+        # a file's variant and run time go to its score rows, not to the catalog
+        variant = {"model", "precision", "revision", "chat_template", "timestamp"}
         catalogs.append(
             catalog_table(
-                {
-                    "path": files["path"],
-                    "format": ["lm-eval-harness"] * files.num_rows,
-                    "sha256": files["sha256"],
-                    "bytes": files["bytes"],
-                    "rows": files["rows"],
-                    "superseded_by": files["superseded_by"],
-                    "n_ignored": files["n_ignored"],
-                    "tasks": files["tasks"],
+                {name: files[name] for name in given}
+                | {"format": ["lm-eval-harness"] * files.num_rows}
+                | {
+                    name: files[name]
+                    for name in files.column_names
+                    if name not in variant and name not in given
                 }
             )
         )
@@ -375,7 +393,11 @@ def read_files(
             f"skipped {len(found.skipped)} file(s) that are not inputs: {shown}{more} "
             "(listed in the input catalog with the reason)"
         )
-    files = pa.concat_tables(catalogs) if len(catalogs) > 1 else catalogs[0]
+    files = (
+        pa.concat_tables(catalogs, promote_options="default")
+        if len(catalogs) > 1
+        else catalogs[0]
+    )
     num_rows = int(pc.sum(files["rows"]).as_py() or 0)
     if not num_rows:  # an empty table must not replace the last leaderboard
         _raise_no_scores(files, suite)
@@ -507,8 +529,21 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
     read = files.filter(pc.not_equal(files["format"], scalar("skipped", pa.string())))
     paths = read["path"].to_pylist() or files["path"].to_pylist()
     shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+    # files the parse cache rejected say why (the error path only: one step per file)
+    rejected = [
+        (path, reason)
+        for path, reason in zip(
+            read["path"].to_pylist(), read["reason"].to_pylist(), strict=True
+        )
+        if reason
+    ]
+    why = ""
+    if rejected:
+        path, reason = rejected[0]
+        were = "was" if len(rejected) == 1 else "were"
+        why = f" {len(rejected)} of them {were} rejected, the first ({path}) because: {reason}."
     msg = (
-        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).\n"
+        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).{why}\n"
         "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
         "the files are complete."
     )
