@@ -19,7 +19,11 @@ rounds (the order rotates each round), every file read right before every run:
   sha256 of every file, which lbnorm must compute for its manifest (provenance) and the
   issue's floor leaves out: what the same job costs with provenance, printed beside;
 * ``floor-json``: the bare floor of issue 4: ``rglob``, read and ``json.loads``
-  every file, one process, importing nothing from lbnorm.
+  every file, one process, importing nothing from lbnorm;
+* ``lbnorm-cached``: the nightly command on a tree where nothing changed,
+  ``lbnorm run TREE --out OUT --quiet --cache CACHE``, its parse cache filled by
+  one untimed run first: files whose stat is unchanged are taken from the cache
+  unread (``lbnorm.readers.cache``). Not a target; what a repeated run costs.
 
 The floors import the real reader module, so they pay its imports as lbnorm does
 (numpy, pyarrow and msgspec; no pandas).
@@ -54,7 +58,7 @@ from measure import (
 
 DEFAULT_FILES = 4_576
 FLOORS = ["floor", "floor-2cores", "floor-sha256", "floor-sha256-2cores", "floor-json"]
-NAMES = ["lbnorm", "lbnorm-1core", *FLOORS]
+NAMES = ["lbnorm", "lbnorm-1core", "lbnorm-cached", *FLOORS]
 TARGETS = {"lbnorm": "floor-2cores", "lbnorm-1core": "floor"}
 PROVENANCE_FLOORS = {"lbnorm": "floor-sha256-2cores", "lbnorm-1core": "floor-sha256"}
 
@@ -126,11 +130,12 @@ def run_floor(name: str, tree: Path) -> int:
         return sum(pool.map(parse, chunks))
 
 
-def command(name: str, tree: Path, out: Path) -> list[str]:
-    """The command line of one competitor."""
+def command(name: str, tree: Path, out: Path, cache: Path) -> list[str]:
+    """The command line of one competitor (`cache`: lbnorm-cached's parse cache)."""
     if name.startswith("floor"):
         return [sys.executable, str(Path(__file__).resolve()), "--floor", name, str(tree)]  # fmt: skip
-    lbnorm = lbnorm_command([str(tree)], out)
+    extra = ["--cache", str(cache)] if name == "lbnorm-cached" else []
+    lbnorm = lbnorm_command([str(tree)], out, extra=extra)
     return ["taskset", "-c", "0", *lbnorm] if name == "lbnorm-1core" else lbnorm
 
 
@@ -178,12 +183,20 @@ def benchmark_tree(
         for path in paths:
             path.read_bytes()
 
+    cache = out / "cache"  # beside the outputs, never inside one
     competitors = [
         Competitor(
-            name, command(name, tree, out / name), out=out / name, warm_with=warm
+            name,
+            command(name, tree, out / name, cache),
+            out=out / name,
+            warm_with=warm,
         )
         for name in names
     ]
+    if "lbnorm-cached" in names:  # fill the cache once, untimed
+        shutil.rmtree(cache, ignore_errors=True)
+        filling = command("lbnorm-cached", tree, out / "lbnorm-cached", cache)
+        subprocess.run(filling, check=True, capture_output=True)
     result = TreeResult(len(paths), sum(p.stat().st_size for p in paths))
     result.samples = interleaved(competitors, repeats, timeout=timeout, label="tree")
     return result
