@@ -280,15 +280,20 @@ def test_score_tables_beside_the_tree_are_listed_as_a_plain_run_lists_them(
     assert str(readme).startswith("not a score table")
 
 
+@pytest.mark.parametrize("n_files", [1, 7])
 def test_a_tree_of_rejected_files_fails_and_says_why(
-    tmp_path: Path, golden_dir: Path
+    tmp_path: Path, golden_dir: Path, n_files: int
 ) -> None:
-    """Nothing accepted: the run fails as a plain one does, naming the rejection."""
-    folder = tmp_path / "tree" / "Amu" / "t1-3B"
-    folder.mkdir(parents=True)
-    path = folder / "results_2024-05-01T00-00-00.000000.json"
-    shutil.copy(golden_dir / "Amu__t1-3B.json", path)
-    _edit_score(path, "leaderboard_gpqa_main", 1.5)
+    """Nothing accepted: the run fails as a plain one does, naming the rejections."""
+    paths = []
+    for source in sorted(golden_dir.glob("*.json"))[:n_files]:
+        org, _, name = source.stem.partition("__")
+        folder = tmp_path / "tree" / org / name
+        folder.mkdir(parents=True)
+        path = folder / "results_2024-05-01T00-00-00.000000.json"
+        shutil.copy(source, path)
+        _edit_score(path, "leaderboard_gpqa_main", 1.5)
+        paths.append(path)
     with pytest.raises(InputError) as caught:
         run(
             [tmp_path / "tree"],
@@ -297,8 +302,11 @@ def test_a_tree_of_rejected_files_fails_and_says_why(
         )
     message = str(caught.value)
     assert "no scores for suite 'openllm-v2'" in message
-    assert f"1 of them was rejected, the first ({path}) because:" in message
-    assert "outside [0, 1]" in message
+    were = "was" if n_files == 1 else "were"
+    assert f"{n_files} of them {were} rejected:\n  {paths[0]}: " in message
+    assert message.count("outside [0, 1]") == min(n_files, 5)  # five shown at most
+    assert ("... and 2 more" in message) == (n_files == 7)
+    assert "Hint: fix or remove the rejected files" in message
     assert not (tmp_path / "out").exists()  # nothing written
 
 

@@ -538,14 +538,22 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
         if reason
     ]
     why = ""
-    if rejected:
-        path, reason = rejected[0]
-        were = "was" if len(rejected) == 1 else "were"
-        why = f" {len(rejected)} of them {were} rejected, the first ({path}) because: {reason}."
-    msg = (
-        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).{why}\n"
+    hint = (
         "Hint: check --suite (`lbnorm suites show NAME` lists its tasks) and that "
         "the files are complete."
+    )
+    if rejected:
+        were = "was" if len(rejected) == 1 else "were"
+        listed = "".join(f"\n  {path}: {reason}" for path, reason in rejected[:5])
+        more = f"\n  ... and {len(rejected) - 5} more" if len(rejected) > 5 else ""
+        why = f" {len(rejected)} of them {were} rejected:{listed}{more}"
+        hint = (
+            "Hint: fix or remove the rejected files; the output folder is left as "
+            "it was until a run succeeds."
+        )
+    msg = (
+        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).{why}\n"
+        f"{hint}"
     )
     raise InputError(msg)
 
