@@ -349,25 +349,23 @@ def _refresh(
             _rejected(entry, bad[entry["path"]]) if entry["path"] in bad else entry
             for entry in read.entries  # one entry per changed file
         ]
-        unchanged_paths = strings(current.path[is_unchanged].tolist())
-        table = pa.concat_tables(
-            [
-                entries.filter(pc.is_in(entries["path"], value_set=unchanged_paths)),
-                _entries_table(new_entries),
-            ]
+        # the entries in the order of the files found: each kept or new
+        at = np.empty(len(current.path), dtype=np.int64)
+        at[is_unchanged] = old_at[is_unchanged]
+        at[changed] = entries.num_rows + np.arange(changed.size)
+        table = pa.concat_tables([entries, _entries_table(new_entries)]).take(
+            numbers(at, pa.int64())
         )
+        unchanged_paths = strings(current.path[is_unchanged].tolist())
         reused = pa.concat_arrays(
             [unchanged_paths, strings(read.reused)]
         )  # files whose cached rows stay
         scores_rows = pa.concat_tables(
             [rows.filter(pc.is_in(rows["path"], value_set=reused)), new_rows]
         )
-        is_found = to_numpy(pc.is_in(entries["path"], value_set=all_paths))
-        dropped = int(np.count_nonzero(~is_found.astype(bool)))
+        dropped = entries.num_rows - int(np.count_nonzero(old_at >= 0))  # (distinct)
         if new_entries or dropped or reason or stat_ns == 0:
             _store(cache, table, scores_rows, pairs_hash, stat_ns=started_ns)
-    # the entries in the order of the files found (each is kept or new)
-    table = table.take(numbers(_positions(all_paths, table["path"]), pa.int64()))
     status = np.full(len(current.path), "cached", dtype=object)
     status[changed] = read.status
     status[_is(table["status"], "rejected")] = "rejected"
@@ -681,9 +679,8 @@ def _assemble(
     subtask = to_numpy(rows["subtask_index"]).astype(np.int64)[is_taken]
     order = np.lexsort((subtask, owner))  # by file, then by subtask
     taken = numbers(np.flatnonzero(is_taken)[order], pa.int64())
-    ok_display = display[is_ok]
     parsed = ParsedFiles(
-        path=[str(path) for path in ok_display.tolist()],
+        path=display[is_ok].tolist(),
         model=accepted["model"].to_pylist(),
         precision=accepted["precision"].to_pylist(),
         revision=accepted["revision"].to_pylist(),
@@ -697,26 +694,19 @@ def _assemble(
         n_samples=rows["n_samples"].take(taken).combine_chunks(),
     )
     read = combine_parsed(parsed, pairs, names)
-    n_files = entries.num_rows
-    at_ok = np.flatnonzero(is_ok)
-    taken_rows = np.zeros(n_files, dtype=np.int64)
-    taken_rows[at_ok] = to_numpy(read.files["rows"])
-    superseded_by = np.full(n_files, None, dtype=object)
-    superseded_by[at_ok] = read.files["superseded_by"].to_pylist()
-    tasks = pa.nulls(n_files, pa.list_(pa.string()))
-    if n_files:  # each accepted file's tasks, in the order of all files
-        place = np.full(n_files, -1, dtype=np.int64)
-        place[at_ok] = np.arange(at_ok.size)
-        tasks = read.files["tasks"].take(numbers(place, pa.int64(), valid=place >= 0))
+    # what each accepted file gave, in the order of all files (null if rejected)
+    place = np.full(entries.num_rows, -1, dtype=np.int64)
+    place[is_ok] = np.arange(accepted.num_rows)
+    gave = read.files.take(numbers(place, pa.int64(), valid=place >= 0))
     catalog = pa.table(
         {
             "path": strings(display.tolist()),
             "sha256": entries["sha256"],
             "bytes": entries["size"],
-            "rows": numbers(taken_rows, pa.int64()),
-            "superseded_by": strings(superseded_by.tolist()),
+            "rows": pc.fill_null(gave["rows"], scalar(0, pa.int64())),
+            "superseded_by": gave["superseded_by"],
             "n_ignored": entries["n_ignored"],
-            "tasks": tasks,
+            "tasks": gave["tasks"],
             "reason": entries["reason"],
             "sha256_verified": booleans(verified),
             "cache": strings(status.tolist()),
