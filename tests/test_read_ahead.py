@@ -27,8 +27,8 @@ def _blocking(release: threading.Event, started: threading.Event) -> Iterator[in
     yield 2
 
 
-def _reader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("lbnorm-read")]
+def _reader_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("lbnorm-read")}
 
 
 def test_items_come_in_order_and_errors_where_they_happen() -> None:
@@ -46,17 +46,20 @@ def test_items_come_in_order_and_errors_where_they_happen() -> None:
 
 
 def test_closed_by_its_reader_the_thread_is_joined() -> None:
+    before = _reader_threads()  # (other tests' threads are not this one)
     release, started = threading.Event(), threading.Event()
     read = read_ahead(_blocking(release, started))
     assert next(read) == 1
     assert started.wait(PATIENCE)  # the worker is making the second item
+    assert _reader_threads() - before
     threading.Timer(0.2, release.set).start()  # let it finish, a little later
     read.close()  # joins: returns once the worker is gone
     assert release.is_set()
-    assert not _reader_threads()
+    assert not _reader_threads() - before
 
 
 def test_closed_from_another_thread_it_does_not_join() -> None:
+    before = _reader_threads()
     release, started = threading.Event(), threading.Event()
     read = read_ahead(_blocking(release, started))
     assert next(read) == 1
@@ -71,10 +74,10 @@ def test_closed_from_another_thread_it_does_not_join() -> None:
     elsewhere.start()
     assert closed.wait(PATIENCE)  # returned while the worker still reads
     assert not release.is_set()
-    assert _reader_threads()  # left to finish its one read
+    assert _reader_threads() - before  # left to finish its one read
     release.set()
     elsewhere.join(PATIENCE)
     deadline = time.monotonic() + PATIENCE
-    while _reader_threads():  # it ends on its own
+    while _reader_threads() - before:  # it ends on its own
         assert time.monotonic() < deadline, "the reading thread did not end"
         time.sleep(0.01)
