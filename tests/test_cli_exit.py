@@ -87,13 +87,7 @@ def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
         "main()\n"
         "print('not reached')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = _python(script, tmp_path)
     assert done.returncode == 4, done.stderr
     assert done.stdout == "atexit ran\n"
     assert "missing.csv" in done.stderr
@@ -142,3 +136,45 @@ def test_an_os_error_elsewhere_is_not_taken_for_standard_output(
     with pytest.raises(OSError, match="a bug's own error"):
         cli.main(["suites", "list"])
     assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("before", "user_value", "expected"),
+    [
+        ("", None, "1"),  # a command's own process: one OpenBLAS thread
+        ("", "3", "3"),  # the user's own setting is kept
+        ("import numpy\n", None, None),  # numpy loaded already: too late, untouched
+    ],
+)
+def test_a_command_keeps_openblas_to_one_thread_unless_told_otherwise(
+    tmp_path: Path, before: str, user_value: str | None, expected: str | None
+) -> None:
+    script = (
+        "import atexit, os, sys\n"
+        f"{before}"
+        "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')))\n"
+        "from lbnorm.cli import main\n"
+        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = user_value
+    done = _python(script, tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{expected}\n"
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+
+
+def _python(
+    script: str, cwd: Path, *, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` in a Python process of its own in `cwd`; its output as text."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )

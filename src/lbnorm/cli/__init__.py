@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see :class:`lbnorm.errors.ExitCode`).
     """
+    _one_blas_thread()
     replaced_before = len(_replaced_outputs())
     restore = _handle_sigterm()
     try:
@@ -75,6 +76,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         restore()
         if argv is None:  # the process's own command line: it exits next
             _ignore_signals()
+
+
+def _one_blas_thread() -> None:
+    """Keep OpenBLAS (numpy's matrix products) to one thread, unless the user set it.
+
+    Only before numpy is first imported, which is when OpenBLAS reads it: a
+    command's own process. lbnorm runs its own threads and worker processes; its
+    products are small (a pooled benchmark's weights, a ratings fit's systems),
+    and a second OpenBLAS thread busy-waits ~0.1 s of a core after the import
+    and after each product. Measured on 2 cores: 0.1 s less CPU per command
+    (the bundled demo's 0.32 -> 0.22 s, the 20M-row run's 3.65 -> 3.49 s) in
+    the same wall time, and Bradley-Terry with 1,000 bootstrap rounds on 2M
+    battles 3% faster. Ratings no longer change in their last digits (~1e-13)
+    with the number of cores: OpenBLAS splits a system's sums by thread.
+    """
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _exit_now(code: int) -> None:
