@@ -166,6 +166,34 @@ def test_a_command_keeps_openblas_to_one_thread_unless_told_otherwise(
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_numpy_then_starts_no_blas_thread_of_its_own(tmp_path: Path) -> None:
+    script = (
+        "import os, sys\n"
+        "from lbnorm import cli\n"
+        "if sys.argv[1] == 'one': cli._one_blas_thread()\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        "import numpy\n"
+        "print(len(os.listdir('/proc/self/task')) - before)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def new_threads(mode: str) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", script, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tmp_path,
+            env=env,
+        )
+        return int(done.stdout)
+
+    if new_threads("default") == 0:
+        pytest.skip("this numpy starts no BLAS threads (one core, or another BLAS)")
+    assert new_threads("one") == 0
+
+
 def _python(
     script: str, cwd: Path, *, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
