@@ -8,12 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from lbnorm import InputError, SchemaMismatchError, load_suite, normalize_scores, run
 from lbnorm.options import RunOptions
 from lbnorm.readers import read_inputs
-from lbnorm.readers.harness import parse_results_file
+from lbnorm.readers.files import read_bytes
+from lbnorm.readers.harness import (
+    find_results_files,
+    parse_results_file,
+    read_results_paths,
+    subtask_columns,
+)
 from lbnorm.schemas import SCORES
 
 
@@ -173,6 +180,39 @@ def test_harness_file_variant_keys(full_structure_dir: Path) -> None:
     assert (
         parsed.n_ignored >= 2
     )  # the overall "leaderboard" group and arc_challenge, at least
+
+
+def test_results_text_columns_are_dictionaries_in_row_order(
+    full_structure_dir: Path, tmp_path: Path
+) -> None:
+    # an older copy of one file: every row superseded, so its path may not
+    # appear in the source column's dictionary
+    tree = tmp_path / "tree"
+    shutil.copytree(full_structure_dir, tree)
+    newest = next((tree / "01-ai").rglob("results_*.json"))
+    older = newest.with_name("results_2020-01-01T00-00-00.000000.json")
+    shutil.copy(newest, older)
+    columns = subtask_columns(SUITE)
+    pairs = list(zip(columns["task"], columns["metric"], strict=True))
+    paths = find_results_files(tree)
+    read = read_results_paths(paths, pairs, columns, read=read_bytes, workers=1)
+    scores = read.scores
+    text = [name for name in SCORES.names if SCORES.field(name).type == pa.string()]
+    for name in [*text, "_row"]:
+        column = scores.column(name).combine_chunks()
+        assert column.type == pa.dictionary(pa.int32(), pa.string()), name
+        rows = column.to_pylist()
+        # distinct values, in the order they first appear in the rows
+        assert column.dictionary.to_pylist() == list(dict.fromkeys(rows)), name
+    assert scores.schema.field("model").nullable is False
+    sources = scores.column("source").combine_chunks().dictionary.to_pylist()
+    assert sources == [str(path) for path in paths if path != older]
+    assert read.files.column("superseded_by").to_pylist()[paths.index(older)] == str(
+        newest
+    )
+    assert scores.column("_row").to_pylist()[:40] == [
+        f"results[{task!r}][{metric!r}]" for task, metric in pairs
+    ]
 
 
 def test_na_stderr_is_accepted_as_null(full_structure_dir: Path) -> None:

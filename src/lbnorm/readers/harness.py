@@ -89,12 +89,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.arrow import booleans, numbers, optional_numbers, strings, to_numpy
+from lbnorm.arrow import (
+    booleans,
+    dictionary,
+    numbers,
+    optional_numbers,
+    strings,
+    to_numpy,
+)
 from lbnorm.errors import InputError
 from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
 from lbnorm.options import ProgressCallback
 from lbnorm.readers.files import RESULTS_FILE, walk_directory
-from lbnorm.schemas import SCORES
+from lbnorm.schemas import SCORES, TEXT
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -421,7 +428,8 @@ class ResultsRead:
 
     Attributes:
         scores: The :data:`~lbnorm.schemas.SCORES` columns plus ``_row`` (the
-            results key each score came from), newest per (variant, subtask).
+            results key each score came from), newest per (variant, subtask);
+            text as dictionary arrays, as a Parquet input's.
         files: One row per file, in input order: ``path``, the variant keys,
             ``timestamp``, ``rows`` (scores taken from it), ``n_ignored``,
             ``superseded_by`` (null unless newer files gave all its scores),
@@ -906,6 +914,12 @@ def _tasks_taken(
     return pa.ListArray.from_arrays(numbers(offsets, pa.int32()), values)
 
 
+#: What :func:`_scores` returns: :data:`SCORES` with its text as dictionaries, and ``_row``.
+_SCORES_READ = pa.schema(
+    [field.with_type(TEXT) if field.type == pa.string() else field for field in SCORES]
+).append(pa.field("_row", TEXT))
+
+
 def _scores(
     files: ParsedFiles,
     names: SubtaskColumns,
@@ -919,24 +933,39 @@ def _scores(
 ) -> pa.Table:
     """The taken rows in the :data:`SCORES` contract, plus ``_row``.
 
-    Text is taken per row from arrays of the few distinct values (one per file
-    or per subtask): no Python string is built per row.
+    Text comes as dictionary arrays over the few distinct values (one per file
+    or per subtask), each dictionary in the order its values first appear in
+    the rows, as a Parquet input's dictionaries come: no string is copied per
+    row, and the engine encodes keys and writes the subtask table from the
+    dictionaries as they are.
     """
-    at_file = numbers(owner[taken], pa.int64())
-    at_subtask = numbers(index[taken], pa.int64())
+    owner_taken, index_taken = owner[taken], index[taken]
+    # rows come in file order: the files that gave rows, in order, are the
+    # order in which their values first appear
+    file_rows = np.bincount(owner_taken, minlength=len(files.path))
+    files_used = np.flatnonzero(file_rows)
+    at_file = np.repeat(np.arange(files_used.size), file_rows[files_used])
+    subtasks_used, first = np.unique(index_taken, return_index=True)
+    subtasks_used = subtasks_used[np.argsort(first, kind="stable")]
+    at_subtask = np.empty(len(pairs), dtype=np.int64)
+    at_subtask[subtasks_used] = np.arange(subtasks_used.size)
+    at_subtask = at_subtask[index_taken]
 
     def per_file(values: list[str]) -> pa.Array:
-        return strings(values).take(at_file)
+        return _first_seen(
+            strings(values).take(numbers(files_used, pa.int64())), at_file
+        )
 
     def per_subtask(values: Sequence[str]) -> pa.Array:
-        return strings(list(values)).take(at_subtask)
+        used = strings(list(values)).take(numbers(subtasks_used, pa.int64()))
+        return _first_seen(used, at_subtask)
 
     rows = numbers(taken, pa.int64())
     columns = {
         "model": per_file(files.model),
         "precision": per_file(files.precision),
         "revision": per_file(files.revision),
-        "chat_template": booleans(files.chat_template).take(at_file),
+        "chat_template": booleans(files.chat_template[owner_taken]),
         "benchmark": per_subtask(names["benchmark"]),
         "subtask": per_subtask(names["subtask"]),
         "metric": per_subtask(names["metric"]),
@@ -946,8 +975,19 @@ def _scores(
         "source": per_file(files.path),
         "_row": per_subtask(_result_keys(pairs)),
     }
-    schema = SCORES.append(pa.field("_row", pa.string()))
-    return pa.Table.from_arrays(list(columns.values()), schema=schema)
+    return pa.Table.from_arrays(list(columns.values()), schema=_SCORES_READ)
+
+
+def _first_seen(values: pa.Array, at: npt.NDArray[np.int64]) -> pa.Array:
+    """``values[at]`` as a dictionary array of the distinct values.
+
+    `values` are in the order they are first used by `at`, so the dictionary
+    (built by Arrow's hash kernel over the few `values`) is in the order of
+    first appearance in the rows too.
+    """
+    encoded = values.dictionary_encode()
+    codes = to_numpy(encoded.indices).astype(np.int32)[at]
+    return dictionary(codes, encoded.dictionary)
 
 
 def _differs(
