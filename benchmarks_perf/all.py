@@ -377,11 +377,14 @@ def main(argv: list[str] | None = None) -> int:
             and name in tree_result.samples
             and tree_result.samples[name].ok
         ):
+            json_floor = tree.JSON_FLOORS[name]  # issue 4's floor, beside
             targets.append(
                 Target(
                     text,
                     _time(tree_result.samples[name]),
-                    f"{floor} {_time(tree_result.samples.get(floor))}",
+                    f"{floor} {_time(tree_result.samples.get(floor))}; "
+                    f"issue 4's json.loads floor {_time(tree_result.samples.get(json_floor))}: "
+                    f"{tree_result.ratio(name, tree.JSON_FLOORS):.2f}x",
                     tree_result.ratio(name),
                     "<= 1.5",
                     1.5,

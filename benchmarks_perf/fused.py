@@ -71,7 +71,7 @@ def main() -> None:
 
     imported = time.perf_counter()
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator, unused-ignore]
     def fused(  # the same operations per row as FixedPoint.terms, summed per cell
         raw: Any, se: Any, lower: Any, factors: Any, starts: Any, out: Any
     ) -> None:
