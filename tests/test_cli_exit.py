@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from lbnorm import cli
@@ -163,6 +164,43 @@ def test_a_command_keeps_openblas_to_one_thread_unless_told_otherwise(
     done = _python(script, tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{expected}\n"
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    ("before", "user_value", "expected"),
+    [
+        ("", None, "system"),  # a command's own process: the system allocator
+        ("", "jemalloc", "jemalloc"),  # the user's own choice is kept
+        ("import pyarrow\n", None, None),  # pyarrow loaded already: untouched
+    ],
+)
+def test_a_command_has_arrow_allocate_with_the_system_allocator_unless_told_otherwise(
+    tmp_path: Path, before: str, user_value: str | None, expected: str | None
+) -> None:
+    if user_value is not None and user_value not in pa.supported_memory_backends():
+        pytest.skip(f"this pyarrow has no {user_value} allocator")
+    script = (
+        "import atexit, os, sys\n"
+        f"{before}"
+        "def report():\n"
+        "    import pyarrow as pa\n"
+        "    print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n"
+        "    print(pa.default_memory_pool().backend_name)\n"
+        "atexit.register(report)\n"
+        "from lbnorm.cli import main\n"
+        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if user_value is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = user_value
+    done = _python(script, tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    variable, backend = done.stdout.splitlines()
+    assert variable == str(expected)
+    if expected is not None:  # the allocator the run's buffers came from
+        assert backend == expected
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
 
 
