@@ -150,21 +150,11 @@ def test_an_os_error_elsewhere_is_not_taken_for_standard_output(
 def test_a_command_keeps_openblas_to_one_thread_unless_told_otherwise(
     tmp_path: Path, before: str, user_value: str | None, expected: str | None
 ) -> None:
-    script = (
-        "import atexit, os, sys\n"
-        f"{before}"
-        "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')))\n"
-        "from lbnorm.cli import main\n"
-        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
-        "main()\n"
+    report = "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    printed = _run_reporting(
+        tmp_path, "OPENBLAS_NUM_THREADS", user_value, before=before, report=report
     )
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if user_value is not None:
-        env["OPENBLAS_NUM_THREADS"] = user_value
-    done = _python(script, tmp_path, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == f"{expected}\n"
-    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    assert printed == [str(expected)]
 
 
 @pytest.mark.parametrize(
@@ -180,28 +170,41 @@ def test_a_command_has_arrow_allocate_with_the_system_allocator_unless_told_othe
 ) -> None:
     if user_value is not None and user_value not in pa.supported_memory_backends():
         pytest.skip(f"this pyarrow has no {user_value} allocator")
+    report = (
+        "import pyarrow as pa\n"
+        "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    variable, backend = _run_reporting(
+        tmp_path, "ARROW_DEFAULT_MEMORY_POOL", user_value, before=before, report=report
+    )
+    assert variable == str(expected)
+    if expected is not None:  # the allocator the run's buffers came from
+        assert backend == expected
+
+
+def _run_reporting(
+    tmp_path: Path, variable: str, user_value: str | None, *, before: str, report: str
+) -> list[str]:
+    """`lbnorm run` on the demo in a process of its own, `variable` set to `user_value`
+    (None: unset), after the code `before`; the lines `report` prints at exit."""
     script = (
         "import atexit, os, sys\n"
         f"{before}"
         "def report():\n"
-        "    import pyarrow as pa\n"
-        "    print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n"
-        "    print(pa.default_memory_pool().backend_name)\n"
-        "atexit.register(report)\n"
+        + "".join(f"    {line}\n" for line in report.splitlines())
+        + "atexit.register(report)\n"
         "from lbnorm.cli import main\n"
         "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
         "main()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    env = {k: v for k, v in os.environ.items() if k != variable}
     if user_value is not None:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = user_value
+        env[variable] = user_value
     done = _python(script, tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    variable, backend = done.stdout.splitlines()
-    assert variable == str(expected)
-    if expected is not None:  # the allocator the run's buffers came from
-        assert backend == expected
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+    return done.stdout.splitlines()
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
