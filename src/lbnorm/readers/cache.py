@@ -22,7 +22,7 @@ file: the way to verify every hash. Hashing every file on every run instead was
 measured (2026-11-23): on the 4,576-file tree (606 MB, warm page cache) it made a
 run with nothing changed as slow as a run without the cache (medians 6.0 s,
 5.9 s; 4.0 s trusting the stat), because reading and hashing cost about what
-parsing does. Since then (2026-11-27, ``benchmarks_perf/tree.py``): 0.54 s
+parsing does. Since then (2026-11-27, ``benchmarks_perf/tree.py``): 0.52-0.57 s
 trusting the stat, against ~1.0 s for a run without the cache.
 
 A new file is parsed; a cached file that no longer exists is dropped. A file
