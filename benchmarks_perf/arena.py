@@ -5,8 +5,8 @@ Generates seeded battles from known ratings (default 2M battles among 300 models
 each as a separate process (interpreter start and imports included) in interleaved
 rounds with the order rotated, the input in the page cache:
 
-- ``lbnorm``: :func:`lbnorm.readers.battles.read_battles`, then
-  :func:`lbnorm.ratings.compute_ratings` (Bradley-Terry, 1,000 bootstrap
+- ``lbnorm``: :func:`lbnorm.ratings.battles.read_battles`, then
+  :func:`lbnorm.ratings.fit.compute_ratings` (Bradley-Terry, 1,000 bootstrap
   rounds), then the ratings and win-rate tables written to Parquet;
 - ``lbnorm-fit``: the same without the bootstrap; ``lbnorm-elo``: online Elo;
 - ``fastchat-bt``: the current reference (FastChat's ``rating_systems.py``,
@@ -51,8 +51,8 @@ DATA_DIR = Path(__file__).parent / ".data"
 
 LBNORM = """
 import sys, pyarrow.parquet as pq
-from lbnorm.readers.battles import read_battles
-from lbnorm.ratings import RatingOptions, compute_ratings, ratings_table, win_rates_table
+from lbnorm.ratings.battles import read_battles
+from lbnorm.ratings.fit import RatingOptions, compute_ratings, ratings_table, win_rates_table
 battles = read_battles(sys.argv[1])
 result = compute_ratings(battles, RatingOptions(method=sys.argv[3], bootstrap=int(sys.argv[2]), seed=0))
 pq.write_table(ratings_table(result), sys.argv[4] + "-ratings.parquet")

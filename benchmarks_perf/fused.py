@@ -3,7 +3,7 @@
 ``pip install numba && python benchmarks_perf/fused.py [--variants 25000] [--repeats 20]``
 
 lbnorm's streaming pass is numpy passes over each batch: the summing thread's
-exact fixed-point terms (:meth:`lbnorm.kernel.FixedPoint.terms`) and their sums
+exact fixed-point terms (:meth:`lbnorm.engines.kernel.FixedPoint.terms`) and their sums
 per (variant, benchmark) cell (:func:`lbnorm.engines.partials.summed_terms`) make
 some fifteen passes over a batch's rows. This script times that step on a batch
 of the usual layout (each variant's 40 subtasks of the v2 suite in suite order,
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from lbnorm.engines.kernel import FixedPoint
 from lbnorm.engines.partials import summed_terms
-from lbnorm.kernel import FixedPoint
 from lbnorm.suites import load_suite, suite_arrays
 
 

@@ -212,7 +212,9 @@ def make_suite(n_subtasks: int, seed: int = DEFAULT_SEED) -> list[BenchmarkSpec]
 
 def v2_suite_text() -> str:
     """The text of lbnorm's built-in ``openllm-v2`` suite (the installed lbnorm's)."""
-    return (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text()
+    return (
+        resources.files("lbnorm.suites") / "builtin" / "openllm-v2.toml"
+    ).read_text()
 
 
 def v2_suite() -> list[BenchmarkSpec]:

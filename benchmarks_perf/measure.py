@@ -329,7 +329,7 @@ def demo_paths() -> tuple[Path, Path, Path]:
             "from importlib import resources; root = resources.files('lbnorm'); "
             "print(root / 'data' / 'demo_scores.parquet'); "
             "print(root / 'data' / 'demo_metadata.parquet'); "
-            "print(root / 'suite_files' / 'openllm-v2.toml')",
+            "print(root / 'suites' / 'builtin' / 'openllm-v2.toml')",
         ],
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ same order, types as close as the library allows; Parquet, zstd as lbnorm):
   other columns, left-joined on the keys, and ``size_class`` from ``params_b``.
 
 ``--tables 2`` writes the last two only, as ``lbnorm run --no-subtasks`` does.
-``--input samples`` reads a per-sample table (``lbnorm.schemas.SAMPLES``) and first
+``--input samples`` reads a per-sample table (``lbnorm.core.schemas.SAMPLES``) and first
 aggregates it as lbnorm does (mean, ``stddev_samp / sqrt(n)`` or null for one
 document, the count; ``source`` is the path as given). Row order is each library's
 own (the subtask table is not sorted: ``check_peers.py`` joins on the keys).
@@ -74,13 +74,15 @@ BENCH_COLUMNS = [
     *KEYS, "benchmark", "raw_score", "normalized_score", "n_subtasks",
     "n_subtasks_expected", "is_complete",
 ]  # fmt: skip
-#: lbnorm.metadata.SIZE_CLASSES: (label, lower edge in billions), a class per
+#: lbnorm.engines.metadata.SIZE_CLASSES: (label, lower edge in billions), a class per
 #: [edge, next edge); null where params_b is not a positive number.
 SIZE_CLASSES = [
     ("<3B", 0.0), ("3-6B", 3.0), ("6-10B", 6.0), ("10-20B", 10.0),
     ("20-40B", 20.0), ("40-65B", 40.0), ("65B+", 65.0),
 ]  # fmt: skip
-RANK_DECIMALS = 9  # lbnorm.kernel.RANK_DECIMALS: averages equal to 9 decimals tie
+RANK_DECIMALS = (
+    9  # lbnorm.engines.kernel.RANK_DECIMALS: averages equal to 9 decimals tie
+)
 Tables = Literal[2, 3]
 InputKind = Literal["scores", "samples"]
 

@@ -1,6 +1,6 @@
 """Per-sample aggregation at the Open LLM Leaderboard's size: lbnorm against DuckDB.
 
-Generates a seeded Parquet sample table (:data:`lbnorm.schemas.SAMPLES`; default
+Generates a seeded Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`; default
 4,576 models x the v2 suite's 22,147 documents = 101M rows; one 0/1 value per
 (model, task, metric, document); ``model``, ``precision``, ``task`` and ``metric``
 dictionary-encoded; row groups of ~4M rows), then runs, each as a separate process
@@ -86,7 +86,7 @@ def generate(path: Path, n_models: int, seed: int = 20240613) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lbnorm.schemas import SAMPLES
+    from lbnorm.core.schemas import SAMPLES
     from lbnorm.suites import load_suite
 
     subtasks = load_suite("openllm-v2").subtask_table()

@@ -50,7 +50,7 @@ def _sums_on_their_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     at once, and the thread (the path a large input takes) would go untested.
     So too the output tables: the benchmark table's keys built while the sums
     are finished, the leaderboard beside the benchmark table
-    (:class:`lbnorm.result.BuiltBeside`). Command lines run in a subprocess keep
+    (:class:`lbnorm.engines.result.BuiltBeside`). Command lines run in a subprocess keep
     the default (small batches at once).
     """
-    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1)
+    monkeypatch.setattr("lbnorm._runtime.THREAD_ROWS", 1)

@@ -1,7 +1,7 @@
 """Hypothesis strategies for lbnorm's inputs, in one place.
 
-Every generated table takes its column types from :mod:`lbnorm.schemas` (long
-scores: :data:`~lbnorm.schemas.SCORES`), and every generated suite goes through
+Every generated table takes its column types from :mod:`lbnorm.core.schemas` (long
+scores: :data:`~lbnorm.core.schemas.SCORES`), and every generated suite goes through
 the real suite parser, so the strategies follow the contract when it changes.
 
 * building blocks: :data:`raw_scores`, :data:`lower_bounds`, :data:`num_choices`,
@@ -12,7 +12,7 @@ the real suite parser, so the strategies follow the contract when it changes.
 * variants and scores: :func:`variant_keys`, :func:`score_tables` (long format,
   optional columns, nulls, dictionary-encoded text), :func:`suites_with_scores`,
   :func:`leaderboards` (a complete openllm-v2 board as pandas, for the public API);
-* batches: :func:`batches` (a table cut into :class:`~lbnorm.schemas.Batch` es),
+* batches: :func:`batches` (a table cut into :class:`~lbnorm.core.schemas.Batch` es),
   :func:`shuffled`;
 * metadata: :func:`metadata_tables`;
 * battles: :func:`battle_sets` (and :func:`make_battles`, which builds them).
@@ -32,9 +32,9 @@ import pandas as pd
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from lbnorm.options import ExtraColumns, MissingPolicy, UnknownSubtasks
-from lbnorm.readers.battles import Battles
-from lbnorm.schemas import KEY_COLUMNS, SCORES, Batch
+from lbnorm.core.options import ExtraColumns, MissingPolicy, UnknownSubtasks
+from lbnorm.core.schemas import KEY_COLUMNS, SCORES, Batch
+from lbnorm.ratings.battles import Battles
 from lbnorm.suites import Suite, load_suite, parse_suite
 
 __all__ = [
@@ -82,7 +82,7 @@ revisions = st.sampled_from(["", "main", "0f1e2d3c"])
 chat_templates = st.booleans()
 #: A standard error of a raw score (a mean of values in [0, 1]: at most 0.5).
 stderrs = st.floats(0.0, 0.5)
-#: The option ``Literal`` s, from :mod:`lbnorm.options`.
+#: The option ``Literal`` s, from :mod:`lbnorm.core.options`.
 missing_policies: st.SearchStrategy[MissingPolicy] = st.sampled_from(
     get_args(MissingPolicy)
 )
@@ -232,7 +232,7 @@ def score_tables(
     optional_columns: bool = True,
     dictionary: bool | None = None,
 ) -> pa.Table:
-    """Long-format scores for a suite, typed by :data:`lbnorm.schemas.SCORES`.
+    """Long-format scores for a suite, typed by :data:`lbnorm.core.schemas.SCORES`.
 
     Args:
         draw: Hypothesis' draw.

@@ -17,15 +17,15 @@ import pytest
 
 from lbnorm.arena import ArenaOptions
 from lbnorm.cli import main
-from lbnorm.ratings import (
+from lbnorm.core.schemas import RATINGS, WIN_RATES
+from lbnorm.core.version import lbnorm_version
+from lbnorm.ratings.battles import read_battles
+from lbnorm.ratings.fit import (
     RatingOptions,
     compute_ratings,
     ratings_table,
     win_rates_table,
 )
-from lbnorm.readers.battles import read_battles
-from lbnorm.schemas import RATINGS, WIN_RATES
-from lbnorm.version import lbnorm_version
 
 BATTLES = Path(__file__).parent / "fixtures" / "battles"
 CLEAN = BATTLES / "clean_battle_20230601.json"

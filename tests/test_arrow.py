@@ -1,4 +1,4 @@
-"""lbnorm.arrow: numpy <-> Arrow without pandas, for every helper.
+"""lbnorm.core.arrow: numpy <-> Arrow without pandas, for every helper.
 
 Each helper is checked against pyarrow's own conversion (which may load pandas
 here, in the test process: the subprocess test at the end is the one that
@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from lbnorm import arrow
+from lbnorm.core import arrow
 
 NUMERIC_TYPES = [
     pa.int8(),
@@ -293,7 +293,7 @@ _EVERY_HELPER = """
 import sys
 import numpy as np
 import pyarrow as pa
-from lbnorm import arrow
+from lbnorm.core import arrow
 
 valid = np.array([True, False, True])
 numbers = arrow.numbers(np.array([1.5, 2.0, 3.0]), pa.float64(), valid=valid)
@@ -310,7 +310,7 @@ for value, type_ in [(None, pa.int64()), ("x", pa.string()), (True, pa.bool_()),
     arrow.scalar(value, type_)
 assert arrow.is_numeric(pa.int32())
 loaded = sorted(name for name in sys.modules if name.split(".")[0] == "pandas")
-assert not loaded, f"lbnorm.arrow loaded pandas: {loaded[:5]}"
+assert not loaded, f"lbnorm.core.arrow loaded pandas: {loaded[:5]}"
 """
 
 

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lbnorm.errors import InputError, LbnormError, WhereSyntaxError
-from lbnorm.readers import battles as battles_module
-from lbnorm.readers.battles import (
+from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
+from lbnorm.ratings import battles as battles_module
+from lbnorm.ratings.battles import (
     Battles,
     parse_where,
     read_battles,
@@ -781,9 +781,9 @@ def test_reader_imports_no_pandas() -> None:
     # the error tree, Arrow arrays built without pyarrow's pandas probe, and
     # the sniffing of battle files (which every run does without this module)
     assert {name for name in imported if name.startswith("lbnorm")} == {
-        "lbnorm.errors",
-        "lbnorm.arrow",
-        "lbnorm.readers.battle_files",
+        "lbnorm.core.errors",
+        "lbnorm.core.arrow",
+        "lbnorm.ratings.battle_files",
     }
 
 

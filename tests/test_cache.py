@@ -17,8 +17,8 @@ import pytest
 
 from lbnorm import OutputError, Result, run
 from lbnorm.cli import main
-from lbnorm.errors import InputError, OptionsError
-from lbnorm.options import RunOptions
+from lbnorm.core.errors import InputError, OptionsError
+from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
 from lbnorm.readers import cache_stats, input_warnings
 

@@ -283,7 +283,7 @@ def test_summary_counts_with_separators_and_lists_superseded_files(
     import pyarrow as pa
 
     from lbnorm import run
-    from lbnorm.terminal import format_summary
+    from lbnorm.faces.terminal import format_summary
 
     result = run(sorted(golden_dir.glob("*.json")))
     n_files = 3_000

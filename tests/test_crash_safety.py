@@ -1,7 +1,7 @@
 """Crash safety and concurrency, with real ``lbnorm`` processes.
 
 Runs are killed with SIGKILL at named points (the fault-injection switch
-``LBNORM_FAULT_POINT``, see ``lbnorm._faults``), a few milliseconds into the Parquet
+``LBNORM_FAULT_POINT``, see ``lbnorm.core.faults``), a few milliseconds into the Parquet
 writes, and at random moments. Each time the previous output directory must be
 complete, readable and unchanged (or, once the swap happened, the complete new
 output), and the next run must succeed and remove what the killed run left.

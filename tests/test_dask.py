@@ -12,8 +12,8 @@ import pytest
 
 import lbnorm
 from lbnorm.cli import main
-from lbnorm.errors import InputError, ValidationError
-from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.core.errors import InputError, ValidationError
+from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
 
 pytestmark = pytest.mark.slow  # a local Dask cluster of worker processes

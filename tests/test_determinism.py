@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import run
-from lbnorm.options import RunOptions
-from lbnorm.writer import OUTPUT_FILES
+from lbnorm.core.options import RunOptions
+from lbnorm.output.writer import OUTPUT_FILES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CREATED_AT = "2023-11-14T22:13:20+00:00"  # SOURCE_DATE_EPOCH=1700000000

@@ -284,7 +284,7 @@ def test_cli_impact_and_diff_agree(
     # the same change as two output directories
     toml = tmp_path / "gpqa.toml"
     lines = (
-        (Path(__file__).parents[1] / "src/lbnorm/suite_files/openllm-v2.toml")
+        (Path(__file__).parents[1] / "src/lbnorm/suites/builtin/openllm-v2.toml")
         .read_text()
         .splitlines()
     )

@@ -70,18 +70,18 @@ from lbnorm import Result, RunOptions
 from lbnorm.analysis.health import HealthConfig, check_health, check_result
 from lbnorm.analysis.uncertainty import Uncertainty, estimate_uncertainty
 from lbnorm.cli import build_parser, main
-from lbnorm.kernel import normalize as normalize_raw
-from lbnorm.metadata import TYPE_LABELS
-from lbnorm.ratings import (
+from lbnorm.core.files import MAX_RESULTS_BYTES
+from lbnorm.engines.kernel import normalize as normalize_raw
+from lbnorm.engines.metadata import TYPE_LABELS
+from lbnorm.engines.stderr import clipped_variance
+from lbnorm.ratings.battles import Battles, read_battles
+from lbnorm.ratings.fit import (
     PairwiseScores,
     RatingOptions,
     compute_ratings,
     ratings_table,
     win_rates_table,
 )
-from lbnorm.readers.battles import Battles, read_battles
-from lbnorm.readers.files import MAX_RESULTS_BYTES
-from lbnorm.stderr import clipped_variance
 from lbnorm.suites import load_suite, parse_suite
 
 REPO = Path(__file__).parent.parent

@@ -1,4 +1,4 @@
-"""lbnorm.encode: variant and subtask codes, across batches and Arrow layouts.
+"""lbnorm.engines.encode: variant and subtask codes, across batches and Arrow layouts.
 
 The oracle is a plain Python factorization of key tuples in order of first
 appearance; the encoder must agree with it whatever the batches, the row order,
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from strategies import OPENLLM_V2, batches, model_names, score_tables, shuffled
 
-from lbnorm import encode
-from lbnorm.encode import KeyEncoder, Variants, factorize, merge_variants
-from lbnorm.schemas import KEY_COLUMNS, Batch
+from lbnorm.core.schemas import KEY_COLUMNS, Batch
+from lbnorm.engines import encode
+from lbnorm.engines.encode import KeyEncoder, Variants, factorize, merge_variants
 
 PAIRS = [(b.name, s.name) for b in OPENLLM_V2.benchmarks for s in b.subtasks]
 SUITE_INDEX = {pair: index for index, pair in enumerate(PAIRS)}

@@ -28,15 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import OPENLLM_V2, suites_with_scores
 
+from lbnorm._runtime import can_fork
+from lbnorm.core.errors import InputError, ValidationError
+from lbnorm.core.options import MissingPolicy, RunOptions
+from lbnorm.core.schemas import Batch
 from lbnorm.engines import memory, stream
 from lbnorm.engines import workers as workers_module
-from lbnorm.errors import InputError, ValidationError
-from lbnorm.forking import can_fork
-from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.engines.result import BoardCounts, Result, finish_job
 from lbnorm.pipeline import demo_path, select_engine
 from lbnorm.readers import Inputs, read_inputs
-from lbnorm.result import BoardCounts, Result, finish_job
-from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, parse_suite
 
 HAS_DASK = find_spec("dask") is not None and find_spec("distributed") is not None

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from strategies import json_values
 
 from lbnorm import LbnormError, Result, load_suite, run
-from lbnorm.errors import InputError
-from lbnorm.options import RunOptions
+from lbnorm.core.errors import InputError
+from lbnorm.core.options import RunOptions
 from lbnorm.readers.harness import parse_results_file
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
-from lbnorm.options import RunOptions
+from lbnorm.core.options import RunOptions
 from lbnorm.readers import read_inputs
 from lbnorm.readers.harness import parse_results_file, subtask_columns
 

@@ -27,8 +27,8 @@ from lbnorm.analysis.health import (
     stuck_cluster,
 )
 from lbnorm.cli import main
-from lbnorm.errors import HealthConfigError
-from lbnorm.options import RunOptions
+from lbnorm.core.errors import HealthConfigError
+from lbnorm.core.options import RunOptions
 
 SIX = ["IFEval", "BBH", "MATH Lvl 5", "GPQA", "MUSR", "MMLU-PRO"]
 

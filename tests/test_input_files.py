@@ -17,9 +17,9 @@ import pytest
 
 from lbnorm import InputError, ValidationError, load_suite, run
 from lbnorm.cli import main
-from lbnorm.options import RunOptions
+from lbnorm.core.files import MAX_RESULTS_BYTES
+from lbnorm.core.options import RunOptions
 from lbnorm.readers import read_inputs
-from lbnorm.readers.files import MAX_RESULTS_BYTES
 
 SUITE = load_suite("openllm-v2")
 GOLDEN = Path(__file__).parent / "fixtures" / "golden" / "Amu__t1-3B.json"
@@ -40,7 +40,7 @@ def test_reading_every_format_loads_no_pandas(fixtures: Path, tmp_path: Path) ->
     tree = _tree(tmp_path / "tree")
     script = f"""
 import sys
-from lbnorm.options import RunOptions
+from lbnorm.core.options import RunOptions
 from lbnorm.readers import read_inputs
 from lbnorm.suites import load_suite
 suite = load_suite("openllm-v2")
@@ -477,7 +477,7 @@ def test_sha256_in_chunks_is_the_files_sha256(
 ) -> None:
     import hashlib
 
-    from lbnorm.readers import files
+    from lbnorm.core import files
 
     path = tmp_path / "f.bin"
     path.write_bytes(bytes(range(size)))
@@ -512,7 +512,7 @@ def test_several_tables_are_hashed_alike_and_fail_in_input_order(
         hashlib.sha256(path.read_bytes()).hexdigest() for path in paths
     ]
     paths[1].write_bytes(b"not parquet")  # the first bad input, in order
-    from lbnorm.readers.files import sha256_file
+    from lbnorm.core.files import sha256_file
 
     def refuse(path: Path) -> str:
         if path == paths[3]:

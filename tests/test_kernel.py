@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import lower_bounds, num_choices, raw_scores
 
-from lbnorm.kernel import (
+from lbnorm.engines.kernel import (
     SuiteArrays,
     aggregate_benchmarks,
     average_benchmarks,

@@ -9,8 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lbnorm import manifest as manifest_module
-from lbnorm.manifest import Listing, manifest_bytes, manifest_head, manifest_problem
+from lbnorm.core import manifest as manifest_module
+from lbnorm.core.manifest import (
+    Listing,
+    manifest_bytes,
+    manifest_head,
+    manifest_problem,
+)
 
 pytest.importorskip("msgspec")  # the fast paths; without it json does all
 

@@ -11,8 +11,9 @@ import pytest
 
 from lbnorm import run
 from lbnorm.cli import main
-from lbnorm.errors import InputError, SchemaMismatchError
-from lbnorm.metadata import (
+from lbnorm.core.errors import InputError, SchemaMismatchError
+from lbnorm.core.options import RunOptions
+from lbnorm.engines.metadata import (
     annotate_leaderboard,
     exclude_flagged,
     join_metadata,
@@ -21,7 +22,6 @@ from lbnorm.metadata import (
     read_metadata,
     size_classes,
 )
-from lbnorm.options import RunOptions
 
 GOLDEN_META = """\
 model,params_b,type,submission_date,flagged

@@ -1,6 +1,6 @@
 """The Arrow metadata join gives the table the pandas join gave (commit c250040).
 
-``_Oracle`` is the pandas implementation :func:`lbnorm.metadata.annotate_table`
+``_Oracle`` is the pandas implementation :func:`lbnorm.engines.metadata.annotate_table`
 replaced, kept here, trimmed to what it computed, as the reference: the
 leaderboard after the join, flag exclusion and group ranks must have the same
 columns, values, types and docs. Two changes are deliberate and applied to the
@@ -25,9 +25,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lbnorm import run
-from lbnorm.errors import SchemaMismatchError
-from lbnorm.kernel import rank_descending
-from lbnorm.metadata import (
+from lbnorm.core.errors import SchemaMismatchError
+from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.engines.kernel import rank_descending
+from lbnorm.engines.metadata import (
     COLUMN_DOCS,
     SIZE_CLASSES,
     TYPE_LABELS,
@@ -35,11 +36,10 @@ from lbnorm.metadata import (
     read_metadata_table,
 )
 from lbnorm.pipeline import demo_metadata_path, demo_path
-from lbnorm.schemas import KEY_COLUMNS
 
 
 class _Oracle:
-    """The pandas join of commit c250040 (lbnorm/metadata.py), trimmed."""
+    """The pandas join of commit c250040 (lbnorm/engines/metadata.py), trimmed."""
 
     @staticmethod
     def conform(metadata: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The one reader of output folders: a damaged or foreign output gets one clear error.
 
 Every command that reads an output (``show``, ``health``, ``diff``, ``compare``,
-``report``, ``query``) goes through :func:`lbnorm.outdir.check_output`, which
+``report``, ``query``) goes through :func:`lbnorm.output.outdir.check_output`, which
 checks the manifest and each table's footer and schema once (issue 14, point 11).
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 from lbnorm import InputError
 from lbnorm.cli import main
-from lbnorm.outdir import check_output, read_manifest, read_output_table
-from lbnorm.writer import add_tables
+from lbnorm.output.outdir import check_output, read_manifest, read_output_table
+from lbnorm.output.writer import add_tables
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
@@ -223,7 +223,7 @@ def test_a_changed_suite_is_noted_once_per_output(
     fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lbnorm.cli import main
-    from lbnorm.outdir import output_suite
+    from lbnorm.output.outdir import output_suite
 
     suite = tmp_path / "suite.toml"
     assert main(["suites", "show", "openllm-v2", "--toml"]) == 0

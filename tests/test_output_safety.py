@@ -21,7 +21,7 @@ import pytest
 
 from lbnorm import OutputError, run
 from lbnorm.cli import main
-from lbnorm.writer import (
+from lbnorm.output.writer import (
     OUTPUT_FILES,
     add_tables,
     manifest_problem,
@@ -243,7 +243,7 @@ def test_files_that_appear_during_the_run_are_not_deleted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The folder is checked again just before the swap."""
-    from lbnorm import writer
+    from lbnorm.output import writer
 
     out = tmp_path / "out"
     result = run([ONE], out=out)
@@ -414,7 +414,7 @@ def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
     def interrupted(_: Path) -> None:
         raise KeyboardInterrupt
 
-    from lbnorm import writer
+    from lbnorm.output import writer
 
     with pytest.raises(KeyboardInterrupt):
         writer._replace_atomically(target, interrupted)

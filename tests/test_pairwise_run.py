@@ -19,10 +19,10 @@ from scipy.optimize import minimize
 
 from lbnorm import SuiteError, load_suite, run
 from lbnorm.cli import main
-from lbnorm.options import RunOptions
-from lbnorm.outdir import read_output_table
+from lbnorm.core.options import RunOptions
+from lbnorm.output.outdir import read_output_table
+from lbnorm.ratings.battles import is_battles_file
 from lbnorm.readers import input_warnings
-from lbnorm.readers.battles import is_battles_file
 from lbnorm.suites import parse_suite
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,7 +10,7 @@ Three checks, each in a fresh interpreter:
   when it does, the test names the module that imported it;
 * what ``run`` does after the engine (the metadata join, the summary, the
   flagged listing, the run report) with every import of pandas refused;
-* why the run path converts through :mod:`lbnorm.arrow`: pyarrow's own
+* why the run path converts through :mod:`lbnorm.core.arrow`: pyarrow's own
   conversions import pandas to probe for it.
 """
 
@@ -31,11 +31,11 @@ import pytest
 from sample_rows import sample_rows
 
 from lbnorm import run
-from lbnorm.metadata import annotate_table
+from lbnorm.core.schemas import SAMPLES
+from lbnorm.engines.metadata import annotate_table
+from lbnorm.output.run_report import build_run_report, format_run_report
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.samples import SAMPLES_FILE
-from lbnorm.run_report import build_run_report, format_run_report
-from lbnorm.schemas import SAMPLES
 from lbnorm.suites import load_suite
 
 pytestmark = pytest.mark.slow  # fresh interpreters
@@ -245,12 +245,12 @@ sys.meta_path.insert(0, Refuse())
 
 import pyarrow.parquet as pq
 from lbnorm.cli.run import _print_flagged
-from lbnorm.metadata import annotate_table
-from lbnorm.options import RunOptions
-from lbnorm.result import Result
-from lbnorm.run_report import build_run_report, format_run_report
+from lbnorm.engines.metadata import annotate_table
+from lbnorm.core.options import RunOptions
+from lbnorm.engines.result import Result
+from lbnorm.output.run_report import build_run_report, format_run_report
 from lbnorm.suites import load_suite
-from lbnorm.terminal import format_summary
+from lbnorm.faces.terminal import format_summary
 
 folder = Path(sys.argv[1])
 board = annotate_table(
@@ -284,8 +284,8 @@ def test_the_steps_after_the_engine_need_no_pandas(
     from dataclasses import replace
 
     from lbnorm.cli.run import _print_flagged
-    from lbnorm.options import RunOptions
-    from lbnorm.terminal import format_summary
+    from lbnorm.core.options import RunOptions
+    from lbnorm.faces.terminal import format_summary
 
     result = run([inputs / "scores.csv"], options=RunOptions(missing="partial"))
     pq.write_table(result.leaderboard_table, tmp_path / "leaderboard.parquet")
@@ -332,7 +332,7 @@ def test_the_steps_after_the_engine_need_no_pandas(
 
 
 def test_pyarrow_conversions_import_pandas(tmp_path: Path) -> None:
-    """Why lbnorm.arrow exists: with pandas installed, one pa.array call loads it."""
+    """Why lbnorm.core.arrow exists: with pandas installed, one pa.array call loads it."""
     script = textwrap.dedent(
         """\
         import sys

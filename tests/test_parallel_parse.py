@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
-from lbnorm.forking import can_fork
-from lbnorm.options import RunOptions
+from lbnorm._runtime import can_fork
+from lbnorm.core.files import read_bytes
+from lbnorm.core.options import RunOptions
 from lbnorm.readers import harness, read_inputs
-from lbnorm.readers.files import read_bytes
 from lbnorm.readers.harness import (
     ResultsRead,
     find_results_files,

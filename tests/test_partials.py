@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from strategies import OPENLLM_V2, suites
 
 from lbnorm.engines import partials
-from lbnorm.kernel import FixedPoint
+from lbnorm.engines.kernel import FixedPoint
 from lbnorm.suites import Suite, suite_arrays
 
 

@@ -8,9 +8,10 @@ from typing import TextIO
 
 import pytest
 
-from lbnorm import progress, run
+from lbnorm import run
 from lbnorm.cli import main
-from lbnorm.progress import ProgressBar, progress_bar
+from lbnorm.faces import progress
+from lbnorm.faces.progress import ProgressBar, progress_bar
 
 
 class _Terminal(io.StringIO):

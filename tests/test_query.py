@@ -16,15 +16,15 @@ import pytest
 
 from lbnorm import LbnormError, run
 from lbnorm.cli import main
-from lbnorm.errors import InputError
-from lbnorm.options import RunOptions
-from lbnorm.outdir import metadata_columns, read_output_table
-from lbnorm.query import (
+from lbnorm.core.errors import InputError
+from lbnorm.core.options import RunOptions
+from lbnorm.faces.query import (
     describe_views,
     format_result,
     infer_format,
     run_query,
 )
+from lbnorm.output.outdir import metadata_columns, read_output_table
 
 pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
 
@@ -44,7 +44,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert setup is not None, "README.md lost its GPQA setup commands"
     address, pattern, replacement = setup.groups()
-    text = (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text(
+    text = (resources.files("lbnorm.suites") / "builtin" / "openllm-v2.toml").read_text(
         "utf-8"
     )
     edited = "\n".join(
@@ -475,7 +475,7 @@ def test_a_damaged_table_is_one_clear_error(
     board.write_bytes(board.read_bytes()[: board.stat().st_size // 2])
     assert main(["query", str(own_out), "SELECT count(*) FROM benchmarks"]) == 4
     err = capsys.readouterr().err
-    assert re.match(  # the one reader of output folders (lbnorm.outdir) says it
+    assert re.match(  # the one reader of output folders (lbnorm.output.outdir) says it
         r"lbnorm: error: \S+leaderboard\.parquet: cannot read: .*"
         r"\nHint: [^\n]*rerun `lbnorm run` to rewrite the output\.\n$",
         err,

@@ -24,9 +24,14 @@ from scipy.special import expit, log_expit
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 from strategies import battle_sets, make_battles
 
-from lbnorm import ratings as ratings_module
-from lbnorm.errors import InputError, RatingOptionsError, RatingsNotIdentifiableError
-from lbnorm.ratings import (
+from lbnorm.core.errors import (
+    InputError,
+    RatingOptionsError,
+    RatingsNotIdentifiableError,
+)
+from lbnorm.ratings import fit as ratings_module
+from lbnorm.ratings.battles import Battles, read_battles
+from lbnorm.ratings.fit import (
     PAIRWISE_SCORES,
     RATINGS,
     WIN_RATES,
@@ -49,7 +54,6 @@ from lbnorm.ratings import (
     win_matrix,
     win_rates_table,
 )
-from lbnorm.readers.battles import Battles, read_battles
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -1261,8 +1265,8 @@ def test_ratings_module_imports_no_pandas() -> None:
     assert "pandas" not in imported
     # the error tree and the output schemas (schemas.py imports pyarrow alone)
     assert {name for name in imported if name.startswith("lbnorm")} == {
-        "lbnorm.errors",
-        "lbnorm.schemas",
+        "lbnorm.core.errors",
+        "lbnorm.core.schemas",
     }
     assert (
         not {"pyarrow.csv", "pyarrow.parquet", "pyarrow.json", "os", "pathlib"}

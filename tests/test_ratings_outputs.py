@@ -17,8 +17,9 @@ import pytest
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.ratings_diff import diff_rating_tables, diff_ratings
 from lbnorm.cli import main
-from lbnorm.errors import InputError, OutputError
-from lbnorm.outdir import (
+from lbnorm.core.errors import InputError, OutputError
+from lbnorm.faces.ratings_report import render_ratings_report
+from lbnorm.output.outdir import (
     check_output,
     check_ratings_output,
     is_ratings_output,
@@ -26,8 +27,7 @@ from lbnorm.outdir import (
     read_manifest,
     read_ratings_table,
 )
-from lbnorm.ratings_report import render_ratings_report
-from lbnorm.writer import write_tables
+from lbnorm.output.writer import write_tables
 
 BATTLES = Path(__file__).parent / "fixtures" / "battles"
 CLEAN = BATTLES / "clean_battle_20230601.json"
@@ -242,7 +242,7 @@ def test_query_has_ratings_and_win_rates_views(
     outputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
-    from lbnorm.query import describe_views, run_query
+    from lbnorm.faces.query import describe_views, run_query
 
     out = outputs / "new"
     views = describe_views(out)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lbnorm.batch_thread import read_ahead
+from lbnorm._runtime import read_ahead
 
 PATIENCE = 30.0  # seconds before a wait counts as a hang (never reached when right)
 

@@ -12,16 +12,16 @@ import pyarrow as pa
 import pytest
 
 from lbnorm import InputError, SchemaMismatchError, load_suite, normalize_scores, run
-from lbnorm.options import RunOptions
+from lbnorm.core.files import read_bytes
+from lbnorm.core.options import RunOptions
+from lbnorm.core.schemas import SCORES
 from lbnorm.readers import read_inputs
-from lbnorm.readers.files import read_bytes
 from lbnorm.readers.harness import (
     find_results_files,
     parse_results_file,
     read_results_paths,
     subtask_columns,
 )
-from lbnorm.schemas import SCORES
 
 
 def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:

@@ -11,7 +11,7 @@ import pytest
 
 from lbnorm import ValidationError, run
 from lbnorm.cli import main
-from lbnorm.options import RunOptions
+from lbnorm.core.options import RunOptions
 
 HEADER = "model,benchmark,subtask,raw_score\n"
 

@@ -29,7 +29,8 @@ from lbnorm import LbnormError, run
 from lbnorm.analysis.diff import Snapshot, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import check_health, check_source, leave_one_out
 from lbnorm.cli import main
-from lbnorm.html_report import (
+from lbnorm.core.options import RunOptions
+from lbnorm.faces.html_report import (
     _histogram_figure,
     diff_tables,
     health_tables,
@@ -37,8 +38,7 @@ from lbnorm.html_report import (
     render_report,
     summarize_benchmarks,
 )
-from lbnorm.options import RunOptions
-from lbnorm.outdir import read_output_table
+from lbnorm.output.outdir import read_output_table
 from lbnorm.suites import load_suite
 
 pytest.importorskip(
@@ -73,7 +73,7 @@ HOSTILE_MODELS = [
 
 
 def _suite_with_gpqa_bound(folder: Path, bound: float) -> Path:
-    toml = (resources.files("lbnorm") / "suite_files" / "openllm-v2.toml").read_text(
+    toml = (resources.files("lbnorm.suites") / "builtin" / "openllm-v2.toml").read_text(
         "utf-8"
     )
     edited = "\n".join(

@@ -1,6 +1,6 @@
-"""lbnorm.result: assemble_result, the output tables and the subtask parts.
+"""lbnorm.engines.result: assemble_result, the output tables and the subtask parts.
 
-The tables are checked against :mod:`lbnorm.schemas` (names, types, nullability
+The tables are checked against :mod:`lbnorm.core.schemas` (names, types, nullability
 and the field docs), then for what they say: ranks, completeness, averages.
 """
 
@@ -28,14 +28,19 @@ from strategies import (
 )
 
 import lbnorm
-from lbnorm.encode import Variants
+from lbnorm.core.options import MissingPolicy, RunOptions
+from lbnorm.core.schemas import (
+    BENCHMARK_SCORES,
+    INPUT_FILES,
+    SUBTASK_SCORES,
+    Batch,
+    leaderboard_schema,
+)
 from lbnorm.engines import memory
-from lbnorm.kernel import aggregate_benchmarks, rank_descending
-from lbnorm.metadata import type_label_array
-from lbnorm.options import MissingPolicy, RunOptions
-from lbnorm.pipeline import demo_metadata_path, demo_path
-from lbnorm.readers import Inputs
-from lbnorm.result import (
+from lbnorm.engines.encode import Variants
+from lbnorm.engines.kernel import aggregate_benchmarks, rank_descending
+from lbnorm.engines.metadata import type_label_array
+from lbnorm.engines.result import (
     BoardCounts,
     BuiltBeside,
     PartsInMemory,
@@ -47,13 +52,8 @@ from lbnorm.result import (
     finish_job,
     start_benchmark_keys,
 )
-from lbnorm.schemas import (
-    BENCHMARK_SCORES,
-    INPUT_FILES,
-    SUBTASK_SCORES,
-    Batch,
-    leaderboard_schema,
-)
+from lbnorm.pipeline import demo_metadata_path, demo_path
+from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, parse_suite, suite_arrays
 
 SUITE = parse_suite(
@@ -456,11 +456,11 @@ def test_tables_built_on_threads_equal_those_built_at_once(
         np.array(_HOLES, dtype=np.float64), suite_arrays(SUITE), missing=missing
     )
     options = RunOptions(missing=missing)
-    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1 << 30)
+    monkeypatch.setattr("lbnorm._runtime.THREAD_ROWS", 1 << 30)
     assert start_benchmark_keys(variants, SUITE) is None  # small: nothing to start
     at_once = assemble_result(variants, arrays, SUITE, options=options)
     assert isinstance(at_once.leaderboard_output, pa.Table)
-    monkeypatch.setattr("lbnorm.batch_thread.THREAD_ROWS", 1)
+    monkeypatch.setattr("lbnorm._runtime.THREAD_ROWS", 1)
     keys = start_benchmark_keys(variants, SUITE)
     assert keys is not None
     threaded = assemble_result(variants, arrays, SUITE, options=options, keys=keys)

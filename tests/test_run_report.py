@@ -13,7 +13,7 @@ import pytest
 
 from lbnorm import InputError
 from lbnorm.cli import main
-from lbnorm.run_report import build_run_report, format_run_report
+from lbnorm.output.run_report import build_run_report, format_run_report
 
 
 @pytest.fixture

@@ -21,8 +21,9 @@ from sample_rows import sample_rows
 from strategies import sample_values
 
 import lbnorm
-from lbnorm.errors import InputError
-from lbnorm.options import RunOptions
+from lbnorm.core.errors import InputError
+from lbnorm.core.options import RunOptions
+from lbnorm.core.schemas import SAMPLES
 from lbnorm.readers import samples as samples_module
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.samples import (
@@ -30,7 +31,6 @@ from lbnorm.readers.samples import (
     aggregate_samples_table,
     read_samples,
 )
-from lbnorm.schemas import SAMPLES
 from lbnorm.suites import load_suite
 
 SUBTASKS = load_suite("openllm-v2").subtask_table()
@@ -471,7 +471,7 @@ def _table_file(tmp_path: Path, **columns: object) -> Path:
     [
         (
             {"doc_id": None},
-            r"without column\(s\) doc_id.*\nHint: a sample table has the columns of lbnorm.schemas.SAMPLES",
+            r"without column\(s\) doc_id.*\nHint: a sample table has the columns of lbnorm.core.schemas.SAMPLES",
         ),
         (
             {"value": ["1", "0"]},

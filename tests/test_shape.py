@@ -150,43 +150,65 @@ def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(
     assert import_cycles(found) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"]]
 
 
-# --- arrows point down: the core imports nothing of the faces ------------------------
+# --- arrows point down: the layers in order -------------------------------------------
 
-CORE = (
-    "readers",
-    "encode",
-    "validate",
-    "kernel",
-    "engines",
-    "result",
-    "writer",
-    "schemas",
-    "options",
-    "suites",
-    "errors",
-    "arrow",
+#: The package's layers, lowest first. A module may import its own layer and the
+#: layers below it, never one above, not even inside a function (ARCHITECTURE.md).
+#: Each entry names a module or a subpackage of lbnorm; every module is in one.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),  # errors, options, schemas, manifest, arrow, files, version
+    ("_runtime",),  # the one place that starts threads and processes
+    ("suites",),  # suite files -> bound arrays and each benchmark's rule
+    ("ratings",),  # battles -> Bradley-Terry and Elo ratings
+    ("readers",),  # every input format -> Arrow batches
+    ("engines",),  # batches -> codes -> exact sums -> a Result
+    ("output",),  # the transaction, the Parquet tables, reading an output back
+    ("pipeline", "arena", "repeats"),  # composition: readers -> engine -> output
+    ("analysis",),  # outputs in, tables out
+    ("nightly",),  # the scheduled job: a run, its health checks, its report
+    ("faces",),  # terminal views, SQL, reports
+    ("cli", "__main__"),  # the command line
 )
-FACES = (
-    "cli",
-    "query",
-    "show",
-    "html_report",
-    "run_report",
-    "terminal",
-    "metadata",
-    "analysis",
+#: Arrows up that a pending change removes (each names why it is still here).
+KNOWN_UP: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the parse cache's lock and atomic files, until the transaction is its own module
+        ("lbnorm.readers.cache", "lbnorm.output.writer"),
+    }
 )
 
 
-def _members(graph: dict[str, set[str]], names: tuple[str, ...]) -> set[str]:
-    """The modules of each named module or subpackage of lbnorm."""
-    found = set()
-    for name in names:
-        prefix = f"lbnorm.{name}"
-        members = {m for m in graph if m == prefix or m.startswith(prefix + ".")}
-        assert members, f"no module {prefix}: update the layers in this test"
-        found |= members
-    return found
+def _layer_of(module: str) -> int:
+    name = module.removeprefix("lbnorm.")
+    for level, members in enumerate(LAYERS):
+        if any(name == m or name.startswith(m + ".") for m in members):
+            return level
+    return -1
+
+
+def test_every_module_has_a_layer(graph: dict[str, set[str]]) -> None:
+    unplaced = sorted(m for m in graph if m != "lbnorm" and _layer_of(m) < 0)
+    assert unplaced == [], f"modules in no layer (add them to LAYERS): {unplaced}"
+
+
+def test_arrows_point_down(graph: dict[str, set[str]]) -> None:
+    """No module imports one of a higher layer, anywhere in its text."""
+    upward = sorted(
+        f"{module} (layer {LAYERS[_layer_of(module)][0]}) imports {dep} "
+        f"(layer {LAYERS[_layer_of(dep)][0]})"
+        for module, deps in graph.items()
+        if module != "lbnorm"
+        for dep in deps
+        if dep != "lbnorm"
+        and _layer_of(dep) > _layer_of(module)
+        and (module, dep) not in KNOWN_UP
+    )
+    assert upward == [], "arrows up:\n" + "\n".join(upward)
+
+
+def test_known_arrows_up_still_exist(graph: dict[str, set[str]]) -> None:
+    gone = sorted(f"{a} -> {b}" for a, b in KNOWN_UP if b not in graph.get(a, set()))
+    assert gone == [], f"remove from KNOWN_UP (fixed): {gone}"
 
 
 def _path_to(graph: dict[str, set[str]], start: str, targets: set[str]) -> list[str]:
@@ -212,26 +234,28 @@ def _path_to(graph: dict[str, set[str]], start: str, targets: set[str]) -> list[
     return []
 
 
-def test_the_core_imports_nothing_from_the_faces(graph: dict[str, set[str]]) -> None:
-    core, faces = _members(graph, CORE), _members(graph, FACES)
+def test_the_ground_reaches_no_face(graph: dict[str, set[str]]) -> None:
+    """Not even through another module: the layers below output reach no face."""
+    ground = {m for m in graph if 0 <= _layer_of(m) <= _layer_of("lbnorm.output")}
+    faces = {m for m in graph if _layer_of(m) >= _layer_of("lbnorm.faces")}
     chains = [
         " -> ".join(chain)
-        for module in sorted(core)
+        for module in sorted(ground)
         if (chain := _path_to(graph, module, faces))
     ]
-    assert chains == [], "the core reaches a face:\n" + "\n".join(chains)
+    assert chains == [], "the ground reaches a face:\n" + "\n".join(chains)
 
 
 def test_the_layer_check_finds_an_indirect_arrow_up() -> None:
     graph = {
-        "lbnorm.writer": {"lbnorm.outdir"},
-        "lbnorm.outdir": {"lbnorm.terminal"},
-        "lbnorm.terminal": set(),
+        "lbnorm.output.writer": {"lbnorm.output.outdir"},
+        "lbnorm.output.outdir": {"lbnorm.faces.terminal"},
+        "lbnorm.faces.terminal": set(),
     }
-    assert _path_to(graph, "lbnorm.writer", {"lbnorm.terminal"}) == [
-        "lbnorm.writer",
-        "lbnorm.outdir",
-        "lbnorm.terminal",
+    assert _path_to(graph, "lbnorm.output.writer", {"lbnorm.faces.terminal"}) == [
+        "lbnorm.output.writer",
+        "lbnorm.output.outdir",
+        "lbnorm.faces.terminal",
     ]
 
 
@@ -312,7 +336,7 @@ def _commands() -> list[list[str]]:
 COMMANDS = _commands()
 
 
-@pytest.mark.parametrize("module", ["lbnorm", "lbnorm.errors", "lbnorm.cli"])
+@pytest.mark.parametrize("module", ["lbnorm", "lbnorm.core.errors", "lbnorm.cli"])
 def test_importing_loads_no_pandas(module: str, tmp_path: Path) -> None:
     report, _ = _probe("--import", module, cwd=tmp_path)
     assert report["code"] == 0

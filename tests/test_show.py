@@ -8,9 +8,8 @@ import pytest
 
 from lbnorm import LbnormError, run
 from lbnorm.cli import main
-from lbnorm.options import RunOptions
-from lbnorm.outdir import read_output_table
-from lbnorm.show import (
+from lbnorm.core.options import RunOptions
+from lbnorm.faces.show import (
     Filter,
     compare_variants,
     find_variants,
@@ -19,6 +18,7 @@ from lbnorm.show import (
     match_benchmark,
     select_leaderboard,
 )
+from lbnorm.output.outdir import read_output_table
 
 YI = "01-ai/Yi-34B-Chat"
 LLAMA = "meta-llama/Meta-Llama-3-8B-Instruct"

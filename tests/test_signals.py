@@ -4,7 +4,7 @@ A Ctrl-C at any moment from the command line's start (its imports included) ends
 the run with one line and exit 130; SIGTERM the same way with exit 143; workers
 print nothing of their own, and none outlives its parent, even a SIGKILLed one
 (issue 14, points 3, 13 and 14). Signals land at named points of a run through
-``LBNORM_FAULT_POINT`` (see ``lbnorm._faults``) or from outside at random moments.
+``LBNORM_FAULT_POINT`` (see ``lbnorm.core.faults``) or from outside at random moments.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from lbnorm._runtime import available_cores, can_fork
 from lbnorm.engines import workers as stream_workers
 from lbnorm.engines.workers import sum_in_workers
-from lbnorm.forking import available_cores, can_fork
 from lbnorm.pipeline import demo_path
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"

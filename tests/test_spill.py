@@ -29,13 +29,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lbnorm.core.errors import ValidationError
+from lbnorm.core.options import RunOptions
+from lbnorm.core.schemas import Batch
 from lbnorm.engines import spill, stream
-from lbnorm.errors import ValidationError
-from lbnorm.options import RunOptions
+from lbnorm.engines.result import BoardCounts, CountsItself, FindsResized, finish_job
 from lbnorm.pipeline import demo_path, run
 from lbnorm.readers import Inputs, read_inputs
-from lbnorm.result import BoardCounts, CountsItself, FindsResized, finish_job
-from lbnorm.schemas import Batch
 from lbnorm.suites import load_suite, suite_arrays
 
 SUITE = load_suite("openllm-v2")
@@ -276,7 +276,7 @@ def test_a_bad_sum_memory_is_a_clear_error(tmp_path: Path, value: str) -> None:
 
 def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
     """glibc's malloc_trim is found here (Linux); elsewhere the call does nothing."""
-    from lbnorm import heap
+    from lbnorm import _runtime as heap
 
     if platform.libc_ver()[0] == "glibc":
         assert heap._malloc_trim() is not None
@@ -291,7 +291,7 @@ def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
     tmp_path: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """glibc keeps freed blocks for a command line run; a library call or a spill does not."""
-    from lbnorm import heap
+    from lbnorm import _runtime as heap
     from lbnorm.cli import main
 
     calls: list[dict[int, int]] = []
@@ -318,7 +318,7 @@ def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
         platform.libc_ver()[0] == "glibc"
     ):  # glibc takes every value (in a process of its own)
         code = (
-            "from lbnorm import heap\n"
+            "from lbnorm import _runtime as heap\n"
             "heap.allow_keeping_freed_memory()\n"
             "heap.keep_freed_memory()\n"
             "assert heap._is_kept\n"
@@ -328,7 +328,7 @@ def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
 
 
 def test_the_key_registry_takes_no_lookups_once_its_index_is_dropped() -> None:
-    from lbnorm.encode import KeyEncoder
+    from lbnorm.engines.encode import KeyEncoder
 
     encoder = KeyEncoder([("MUSR", "murder_mysteries")])
     table = pa.table(

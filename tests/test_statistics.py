@@ -31,12 +31,12 @@ from oracles.harness_metrics import (
 import lbnorm
 from lbnorm.analysis.health import check_source
 from lbnorm.cli import main
+from lbnorm.core.options import MissingPolicy, RunOptions
+from lbnorm.core.schemas import Batch
 from lbnorm.engines import memory, stream
-from lbnorm.html_report import render_report
-from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.engines.result import Result
+from lbnorm.faces.html_report import render_report
 from lbnorm.readers import Inputs
-from lbnorm.result import Result
-from lbnorm.schemas import Batch
 from lbnorm.suites import load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures"

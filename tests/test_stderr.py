@@ -1,4 +1,4 @@
-"""lbnorm.stderr against independent oracles: math.erfc, scipy, Monte Carlo, the harness.
+"""lbnorm.engines.stderr against independent oracles: math.erfc, scipy, Monte Carlo, the harness.
 
 The harness's own formulas are vendored in ``tests/oracles/harness_metrics.py``
 (lm-evaluation-harness ``lm_eval/api/metrics.py``, MIT).
@@ -22,8 +22,8 @@ from oracles.harness_metrics import (
 from scipy import stats
 
 import lbnorm
-from lbnorm import stderr as lbnorm_stderr
-from lbnorm.stderr import (
+from lbnorm.engines import stderr as lbnorm_stderr
+from lbnorm.engines.stderr import (
     binomial_stderr,
     clipped_variance,
     erfc,

@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 from strategies import missing_policies, score_tables
 
 import lbnorm
-from lbnorm import batch_thread
+from lbnorm import _runtime as batch_thread
 from lbnorm.cli import main
+from lbnorm.core.errors import InputError, OptionsError, ValidationError
+from lbnorm.core.options import MissingPolicy, RunOptions
+from lbnorm.core.schemas import Batch
 from lbnorm.engines import memory, stream
-from lbnorm.errors import InputError, OptionsError, ValidationError
-from lbnorm.options import MissingPolicy, RunOptions
+from lbnorm.engines.result import Result
 from lbnorm.pipeline import demo_path
 from lbnorm.readers import Inputs
-from lbnorm.result import Result
-from lbnorm.schemas import Batch
 from lbnorm.suites import load_suite
 
 SUITE = load_suite("openllm-v2")

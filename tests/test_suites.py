@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lbnorm import LbnormError, SuiteError, builtin_suite_names, load_suite
-from lbnorm.errors import SchemaMismatchError
-from lbnorm.schemas import conform, leaderboard_schema
+from lbnorm.core.errors import SchemaMismatchError
+from lbnorm.core.schemas import conform, leaderboard_schema
 from lbnorm.suites import match_benchmark, matching_benchmarks, parse_suite
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
@@ -186,7 +186,8 @@ def test_editing_a_bound_changes_the_scores(tmp_path: Path) -> None:
         Path(__file__).parent.parent
         / "src"
         / "lbnorm"
-        / "suite_files"
+        / "suites"
+        / "builtin"
         / "openllm-v2.toml"
     ).read_text()
     edited = edited.replace(
@@ -367,7 +368,7 @@ def test_an_edited_builtin_is_modified(
     from lbnorm.cli import main
 
     original = (
-        resources.files("lbnorm") / "suite_files" / "openllm-v2.toml"
+        resources.files("lbnorm.suites") / "builtin" / "openllm-v2.toml"
     ).read_text("utf-8")
     cosmetic = tmp_path / "cosmetic.toml"  # comments, description and layout only
     cosmetic.write_text(

@@ -16,7 +16,7 @@ from lbnorm.analysis.uncertainty import (
     normal_quantile,
     rank_intervals,
 )
-from lbnorm.stderr import clipped_variance
+from lbnorm.engines.stderr import clipped_variance
 from lbnorm.suites import Suite, parse_suite
 
 SUITE = parse_suite(

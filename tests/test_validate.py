@@ -1,4 +1,4 @@
-"""lbnorm.validate: every check of check_batch, the failure tables and the one error.
+"""lbnorm.engines.validate: every check of check_batch, the failure tables and the one error.
 
 Each failure kind is checked on a small batch: the mask, the failure row (file,
 place, column, value, key) and the message (file, place, key, value, hint).
@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import OPENLLM_V2, score_tables
 
-from lbnorm.encode import KeyEncoder
-from lbnorm.errors import LbnormError, ValidationError
-from lbnorm.options import UnknownSubtasks
-from lbnorm.schemas import Batch
-from lbnorm.validate import (
+from lbnorm.core.errors import LbnormError, ValidationError
+from lbnorm.core.options import UnknownSubtasks
+from lbnorm.core.schemas import Batch
+from lbnorm.engines.encode import KeyEncoder
+from lbnorm.engines.validate import (
     MAX_FAILURES_SHOWN,
     CheckedBatch,
     check_batch,

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
-from lbnorm.options import RunOptions
-from lbnorm.writer import OUTPUT_FILES, OUTPUT_FORMAT, add_tables, write_result
+from lbnorm.core.options import RunOptions
+from lbnorm.output.writer import OUTPUT_FILES, OUTPUT_FORMAT, add_tables, write_result
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -146,7 +146,7 @@ def test_version_read_from_the_dist_info_matches_importlib_metadata() -> None:
     """The manifest's version is read from the dist-info without importlib.metadata."""
     from importlib import metadata
 
-    from lbnorm.version import lbnorm_version
+    from lbnorm.core.version import lbnorm_version
 
     assert lbnorm_version() == metadata.version("lbnorm")
 
@@ -203,7 +203,7 @@ def test_a_synced_files_digest_is_its_sha256(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool
 ) -> None:
     """Hashed after the sync, or (a large file) on a thread while it syncs."""
-    from lbnorm import writer
+    from lbnorm.output import writer
 
     if beside:
         monkeypatch.setattr(writer, "_HASH_BESIDE_SYNC", 1)
@@ -220,7 +220,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     two left a thread the pool's shutdown did not wait for, still encoding into the
     Parquet writer that the unwinding closed (a segfault in 2 of 400 interrupted
     runs). The Ctrl-C now lands once the part is handed over, and the writer waits."""
-    from lbnorm import writer
+    from lbnorm.output import writer
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 

@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lbnorm.errors import (
+    from lbnorm.core.errors import (
         InputError,
         LbnormError,
         OutputError,
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
         SuiteError,
         ValidationError,
     )
-    from lbnorm.options import RunOptions
+    from lbnorm.core.options import RunOptions
+    from lbnorm.engines.result import Result
     from lbnorm.pipeline import demo_path, normalize_scores, run
-    from lbnorm.result import Result
     from lbnorm.suites import Suite, builtin_suite_names, load_suite
 
 __all__ = [
@@ -46,14 +46,14 @@ __all__ = [
 
 #: Where each public name lives.
 _HOMES = {
-    "InputError": "lbnorm.errors",
-    "LbnormError": "lbnorm.errors",
-    "OutputError": "lbnorm.errors",
-    "SchemaMismatchError": "lbnorm.errors",
-    "SuiteError": "lbnorm.errors",
-    "ValidationError": "lbnorm.errors",
-    "RunOptions": "lbnorm.options",
-    "Result": "lbnorm.result",
+    "InputError": "lbnorm.core.errors",
+    "LbnormError": "lbnorm.core.errors",
+    "OutputError": "lbnorm.core.errors",
+    "SchemaMismatchError": "lbnorm.core.errors",
+    "SuiteError": "lbnorm.core.errors",
+    "ValidationError": "lbnorm.core.errors",
+    "RunOptions": "lbnorm.core.options",
+    "Result": "lbnorm.engines.result",
     "Suite": "lbnorm.suites",
     "builtin_suite_names": "lbnorm.suites",
     "load_suite": "lbnorm.suites",
@@ -66,7 +66,7 @@ _HOMES = {
 def __getattr__(name: str) -> Any:
     """Load a public name on first use (PEP 562)."""
     if name == "__version__":
-        from lbnorm.version import lbnorm_version
+        from lbnorm.core.version import lbnorm_version
 
         return lbnorm_version()
     home = _HOMES.get(name)

@@ -1,15 +1,15 @@
 """``lbnorm arena`` composed: battle files -> ratings -> an output directory.
 
-:func:`rate_battles` reads battles (:func:`lbnorm.readers.battles.read_battles`,
+:func:`rate_battles` reads battles (:func:`lbnorm.ratings.battles.read_battles`,
 with the ``where`` filters), rates them
-(:func:`lbnorm.ratings.compute_ratings`) and, given ``out``, writes
+(:func:`lbnorm.ratings.fit.compute_ratings`) and, given ``out``, writes
 ``ratings.parquet``, ``win_rates.parquet`` and ``manifest.json`` through the
-writer's staging, lock and swap (:func:`lbnorm.writer.write_tables`), so an
+writer's staging, lock and swap (:func:`lbnorm.output.writer.write_tables`), so an
 earlier output is replaced whole or not at all. The manifest's ``kind`` is
 ``"ratings"``; it records the options whole (:meth:`ArenaOptions.to_manifest`),
 every input file with its sha256 and rows read and filtered out, each table's
 rows and sha256, and the warnings. Nothing is printed here (the summary is
-:func:`lbnorm.ratings_view.format_arena_summary`).
+:func:`lbnorm.faces.ratings_view.format_arena_summary`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from lbnorm.ratings import (
+from lbnorm.core.files import sha256_file
+from lbnorm.core.version import lbnorm_version
+from lbnorm.ratings.battles import Battles, parse_where, read_battles
+from lbnorm.ratings.fit import (
     RatingOptions,
     Ratings,
     compute_ratings,
     ratings_table,
     win_rates_table,
 )
-from lbnorm.readers.battles import Battles, parse_where, read_battles
-from lbnorm.readers.files import sha256_file
-from lbnorm.version import lbnorm_version
 
 __all__ = ["ArenaOptions", "ArenaResult", "rate_battles"]
 
@@ -48,7 +48,7 @@ class ArenaOptions:
     Attributes:
         rating: How to rate (method, ties, L2 penalty, anchor, bootstrap, seed).
         where: Filter conditions on the battles, all of which a row must meet
-            (see :func:`lbnorm.readers.battles.parse_where`).
+            (see :func:`lbnorm.ratings.battles.parse_where`).
 
     Examples:
         >>> ArenaOptions(where=("anony",)).to_manifest()["where"]
@@ -56,7 +56,7 @@ class ArenaOptions:
         >>> ArenaOptions(where=("language ==",))
         Traceback (most recent call last):
         ...
-        lbnorm.errors.WhereSyntaxError: --where 'language ==': expected one value after the operator.
+        lbnorm.core.errors.WhereSyntaxError: --where 'language ==': expected one value after the operator.
         Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
     """
 
@@ -83,8 +83,8 @@ class ArenaResult:
     Attributes:
         battles: The battles read.
         ratings: The ratings computed.
-        ratings_table: :data:`lbnorm.schemas.RATINGS`, best first.
-        win_rates_table: :data:`lbnorm.schemas.WIN_RATES`.
+        ratings_table: :data:`lbnorm.core.schemas.RATINGS`, best first.
+        win_rates_table: :data:`lbnorm.core.schemas.WIN_RATES`.
         inputs: The manifest's record of each input file.
         warnings: ``(code, message)`` of the reader's and the fit's warnings.
         out: The output directory written, or None.
@@ -121,7 +121,7 @@ def rate_battles(
     Raises:
         InputError: A battle file is unreadable or malformed (named, with the
             row), or the battles do not determine the ratings
-            (:class:`~lbnorm.errors.RatingsNotIdentifiableError`).
+            (:class:`~lbnorm.core.errors.RatingsNotIdentifiableError`).
         RatingOptionsError: Options that do not fit the battles (online Elo on
             counts, a bootstrap too big for memory).
         OutputError: `out` cannot be written, or holds a leaderboard. On any
@@ -129,7 +129,7 @@ def rate_battles(
     """
     options = options or ArenaOptions()
     if out is not None:
-        from lbnorm.writer import check_output_kind  # before the work, not after
+        from lbnorm.output.writer import check_output_kind  # before the work, not after
 
         check_output_kind(Path(out), KIND)
     battles = read_battles(paths, where=options.where)
@@ -167,7 +167,7 @@ def rate_battles(
     )
     if out is None:
         return result
-    from lbnorm.writer import write_tables  # the module that writes files
+    from lbnorm.output.writer import write_tables  # the module that writes files
 
     manifest = {
         "tool": "lbnorm",

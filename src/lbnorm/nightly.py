@@ -3,7 +3,7 @@
 What ``lbnorm run --cache/--health/--intervals/--report`` does: the run itself
 (:func:`lbnorm.pipeline.run`), then the analyses the options ask for
 (:mod:`lbnorm.analysis`), the tables they make written beside the output, and a
-JSON run report (:mod:`lbnorm.run_report`) for the scheduler, also when the run
+JSON run report (:mod:`lbnorm.output.run_report`) for the scheduler, also when the run
 fails. The analyses (``health``, ``intervals``) work on pandas frames and are
 loaded only when asked for: a run with ``--cache`` and ``--report`` alone loads
 no pandas.
@@ -18,15 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lbnorm.errors import LbnormError
-from lbnorm.options import DEFAULT_SUITE, ProgressCallback, RunOptions
+from lbnorm.core.errors import LbnormError
+from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
+from lbnorm.core.version import lbnorm_version
+from lbnorm.engines.result import Result
+from lbnorm.output.run_report import build_run_report, format_run_report
+from lbnorm.output.writer import add_tables, write_bytes_atomically, write_result
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
-from lbnorm.result import Result
-from lbnorm.run_report import build_run_report, format_run_report
 from lbnorm.suites import Suite
-from lbnorm.version import lbnorm_version
-from lbnorm.writer import add_tables, write_bytes_atomically, write_result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +40,7 @@ class MonitoredRun:
 
     Attributes:
         result: The normalized leaderboard.
-        report: The run report (see :mod:`lbnorm.run_report`).
+        report: The run report (see :mod:`lbnorm.output.run_report`).
         tables: ``health`` and/or ``intervals``, as written to the output.
     """
 

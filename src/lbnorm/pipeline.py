@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lbnorm._faults import fault_point
-from lbnorm.errors import ValidationError
-from lbnorm.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
+from lbnorm.core.errors import ValidationError
+from lbnorm.core.faults import fault_point
+from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
+from lbnorm.core.schemas import Batch
+from lbnorm.engines.result import Result, finish_job
 from lbnorm.readers import Inputs, read_inputs
 from lbnorm.repeats import name_earlier_inputs
-from lbnorm.result import Result, finish_job
-from lbnorm.schemas import Batch
 from lbnorm.suites import Suite, load_suite
 
 if TYPE_CHECKING:
@@ -132,7 +132,9 @@ def run(
         check_cache_location(options.cache, out)
     paths = list(inputs) or [demo_path()]
     read = read_inputs(paths, suite=suite, options=options, progress=progress)
-    fault_point("computing")  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    fault_point(
+        "computing"
+    )  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     job = select_engine(options.engine)(read, suite, options)
 
     def annotate(result: Result) -> Result:
@@ -141,7 +143,10 @@ def run(
     try:
         if out is None:
             return annotate(finish_job(job))
-        from lbnorm.writer import provenance_of, write_job  # the module writing files
+        from lbnorm.output.writer import (  # the module writing files
+            provenance_of,
+            write_job,
+        )
 
         return write_job(
             job,
@@ -165,7 +170,7 @@ def _annotate(
         and not options.exclude_flagged
     ):
         return result
-    from lbnorm.metadata import annotate_table
+    from lbnorm.engines.metadata import annotate_table
 
     board = annotate_table(
         result.leaderboard_table,

@@ -16,18 +16,18 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm.encode import KeyEncoder
-from lbnorm.errors import ValidationError
+from lbnorm.core import arrow
+from lbnorm.core.errors import ValidationError
+from lbnorm.core.schemas import Batch
+from lbnorm.engines.encode import KeyEncoder
 from lbnorm.readers import Inputs
-from lbnorm.schemas import Batch
 from lbnorm.suites import Suite
 
 __all__ = ["EARLIER", "name_earlier_inputs"]
 
 #: What a duplicate failure says when the engine cannot name the earlier input.
 EARLIER = "also given by an earlier input"
-_SHOWN = 5  # failures of one check the message names (as lbnorm.validate)
+_SHOWN = 5  # failures of one check the message names (as lbnorm.engines.validate)
 _NAMED = 3  # earlier inputs named per duplicate
 
 

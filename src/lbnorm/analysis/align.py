@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.core.schemas import KEY_COLUMNS
 
 __all__ = ["align_rows", "align_variants", "group_codes", "plain_keys"]
 

@@ -26,9 +26,14 @@ import pandas as pd
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
-from lbnorm.outdir import check_output, has_table, output_suite, read_output_table
-from lbnorm.result import Result
-from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.engines.result import Result
+from lbnorm.output.outdir import (
+    check_output,
+    has_table,
+    output_suite,
+    read_output_table,
+)
 
 __all__ = [
     "Diff",

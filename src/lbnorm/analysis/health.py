@@ -52,16 +52,16 @@ import pandas as pd
 from lbnorm.analysis.correlation import spearman_columns
 from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
-from lbnorm.errors import HealthConfigError, InputError
-from lbnorm.options import DEFAULT_SUITE, MissingPolicy
-from lbnorm.outdir import (
+from lbnorm.core.errors import HealthConfigError, InputError
+from lbnorm.core.options import DEFAULT_SUITE, MissingPolicy
+from lbnorm.core.schemas import benchmark_columns
+from lbnorm.output.outdir import (
     has_table,
     output_suite,
     read_output_table,
     read_wide_table,
 )
 from lbnorm.pipeline import run
-from lbnorm.schemas import benchmark_columns
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -741,7 +741,7 @@ def check_directory(
     """Health of an output directory: what ``lbnorm health OUT`` computes.
 
     With the suite the output was written under (when it still loads unchanged,
-    see :func:`lbnorm.outdir.output_suite`): its benchmarks and weights, and
+    see :func:`lbnorm.output.outdir.output_suite`): its benchmarks and weights, and
     floor margins from the subtasks' standard errors. Without it: the
     leaderboard's benchmark columns, equal weights, the fixed margin.
 

@@ -16,8 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
-from lbnorm.errors import SuiteError
-from lbnorm.options import DEFAULT_SUITE, RunOptions
+from lbnorm.core.errors import SuiteError
+from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 from lbnorm.pipeline import run
 from lbnorm.suites import Suite, benchmark_hint, load_suite, matching_benchmarks
 

@@ -21,8 +21,8 @@ import pandas as pd
 
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.render import markdown_table
-from lbnorm.errors import InputError
-from lbnorm.outdir import is_ratings_output, read_manifest, read_ratings_table
+from lbnorm.core.errors import InputError
+from lbnorm.output.outdir import is_ratings_output, read_manifest, read_ratings_table
 
 __all__ = [
     "RatingsDiff",
@@ -141,7 +141,7 @@ def diff_rating_tables(
     moved_places: int = 10,
     top: Sequence[int] = (5, 10, 20),
 ) -> RatingsDiff:
-    """Compare two ratings tables (:data:`lbnorm.schemas.RATINGS`).
+    """Compare two ratings tables (:data:`lbnorm.core.schemas.RATINGS`).
 
     The summary figures: ``models_common``, ``models_added``,
     ``models_removed``; ``kendall_tau`` and ``spearman_rho`` of the ratings of

@@ -1,9 +1,9 @@
 """Which differences are real: 95% intervals on averages, and rank intervals.
 
-Every standard error is the engine's own (:mod:`lbnorm.stderr` says how they
+Every standard error is the engine's own (:mod:`lbnorm.engines.stderr` says how they
 travel: linear normalization, the censored normal of a clipped score, the
 harness's pooled formula, the weighted average), computed here from a subtask
-table with the same kernel (:func:`lbnorm.kernel.dense_partials`), so an
+table with the same kernel (:func:`lbnorm.engines.kernel.dense_partials`), so an
 output's intervals agree with its ``stderr`` columns.
 
 Ranks follow Chatbot Arena: with 95% intervals ``[low, high]`` on the averages, a
@@ -26,10 +26,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
-from lbnorm.errors import InputError
-from lbnorm.kernel import average_stderr, dense_partials, finish_benchmarks
-from lbnorm.options import MissingPolicy
-from lbnorm.stderr import clipped_variance
+from lbnorm.core.errors import InputError
+from lbnorm.core.options import MissingPolicy
+from lbnorm.engines.kernel import average_stderr, dense_partials, finish_benchmarks
+from lbnorm.engines.stderr import clipped_variance
 from lbnorm.suites import Suite, suite_arrays
 
 __all__ = [
@@ -177,7 +177,7 @@ def estimate_uncertainty(
     }
     for name, matrix in dense.items():
         matrix[variant, subtask] = _floats(subtasks, name)
-    # the kernel's own sums: one definition of every standard error (lbnorm.stderr)
+    # the kernel's own sums: one definition of every standard error (lbnorm.engines.stderr)
     partials = dense_partials(
         dense["raw_score"],
         arrays,

@@ -7,7 +7,7 @@ of its options once: :mod:`~lbnorm.cli.run` (``run``), :mod:`~lbnorm.cli.suites`
 options several commands share are in :mod:`~lbnorm.cli.arguments`. The commands
 load what they need when they run, so ``lbnorm --help`` loads no pandas.
 
-Exit codes are :class:`lbnorm.errors.ExitCode`. Errors print
+Exit codes are :class:`lbnorm.core.errors.ExitCode`. Errors print
 ``lbnorm: error: <message>`` on stderr, without a traceback; bugs keep theirs.
 
 Signals: importing this module loads almost nothing, and :func:`main` loads the
@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from lbnorm._faults import fault_point
-from lbnorm.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
+from lbnorm.core.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
+from lbnorm.core.faults import fault_point
 
 if TYPE_CHECKING:
     import argparse
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments without the program name; defaults to ``sys.argv[1:]``.
 
     Returns:
-        The exit code (see :class:`lbnorm.errors.ExitCode`).
+        The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
     _one_blas_thread()
     _system_allocator_for_arrow()
@@ -110,7 +110,7 @@ def _system_allocator_for_arrow() -> None:
     0.253 -> 0.239 s, peak 205 -> 142 MB), M 0.813 -> 0.761 s (10), L40
     x0.967 with two tables and x0.973 with three (5 and 8; its peak 150 MB
     higher: Arrow's freed buffers join numpy's on the heap a run that does not
-    spill keeps, :func:`lbnorm.heap.keep_freed_memory`); the 4,576-file tree,
+    spill keeps, :func:`lbnorm._runtime.keep_freed_memory`); the 4,576-file tree,
     OOC100 and the per-sample table within 2%, OOC40 x0.97 with a peak
     70-100 MB lower (a spilled run trims that heap between its phases).
     """
@@ -179,7 +179,7 @@ def _ignore_signals() -> None:
 
 
 def _run_command(argv: Sequence[str] | None) -> int:
-    fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -188,7 +188,7 @@ def _run_command(argv: Sequence[str] | None) -> int:
     try:
         return int(args.handler(args))
     except LbnormError as exc:
-        from lbnorm.terminal import printable
+        from lbnorm.faces.terminal import printable
 
         print(
             f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr
@@ -272,7 +272,7 @@ def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
 
 def _replaced_outputs() -> tuple[Path, ...]:
     """The outputs this process swapped in (none if the writer was never loaded)."""
-    writer = sys.modules.get("lbnorm.writer")  # importing it here costs pandas
+    writer = sys.modules.get("lbnorm.output.writer")  # importing it here costs pandas
     if writer is None:
         return ()
     return cast("tuple[Path, ...]", writer.replaced_outputs())

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from lbnorm.cli.arguments import check_parent
-from lbnorm.errors import ExitCode, LbnormError
+from lbnorm.core.errors import ExitCode, LbnormError
 
 __all__ = ["register"]
 
@@ -208,7 +208,12 @@ examples:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from lbnorm.query import check_result_path, format_result, infer_format, run_query
+    from lbnorm.faces.query import (
+        check_result_path,
+        format_result,
+        infer_format,
+        run_query,
+    )
 
     attach = dict(_parse_attach(text) for text in args.attach)
     fmt = args.format or infer_format(args.output)
@@ -241,15 +246,15 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from lbnorm.metadata import annotate_leaderboard, list_flagged
-    from lbnorm.outdir import is_ratings_output, read_output_table
+    from lbnorm.engines.metadata import annotate_leaderboard, list_flagged
+    from lbnorm.output.outdir import is_ratings_output, read_output_table
 
     if is_ratings_output(args.out):  # lbnorm arena's output
         from lbnorm.cli.arena import show_ratings
 
         return show_ratings(args)
-    from lbnorm.schemas import benchmark_columns
-    from lbnorm.show import (
+    from lbnorm.core.schemas import benchmark_columns
+    from lbnorm.faces.show import (
         Filter,
         format_leaderboard,
         match_benchmark,
@@ -302,7 +307,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         flagged = list_flagged(board)
         print(f"\n{len(flagged)} flagged variant(s), not ranked:")
         if len(flagged):
-            from lbnorm.terminal import format_table
+            from lbnorm.faces.terminal import format_table
 
             print(format_table(flagged, digits=args.digits))
     return ExitCode.OK
@@ -311,9 +316,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from lbnorm.outdir import has_table, read_output_table
-    from lbnorm.schemas import KEY_COLUMNS
-    from lbnorm.show import compare_variants, find_variants, format_comparison
+    from lbnorm.core.schemas import KEY_COLUMNS
+    from lbnorm.faces.show import compare_variants, find_variants, format_comparison
+    from lbnorm.output.outdir import has_table, read_output_table
 
     variants = find_variants(read_output_table(args.out, "leaderboard"), args.models)
     models = variants["model"].unique().tolist()
@@ -342,8 +347,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from lbnorm.html_report import render_report
-    from lbnorm.outdir import is_ratings_output
+    from lbnorm.faces.html_report import render_report
+    from lbnorm.output.outdir import is_ratings_output
 
     if is_ratings_output(args.out):  # lbnorm arena's output
         from lbnorm.cli.arena import report_ratings
@@ -368,6 +373,8 @@ def _parse_attach(text: str) -> tuple[str, str]:
 
 
 def _write_atomically(name: str, data: bytes) -> None:
-    from lbnorm.writer import write_bytes_atomically  # the module that writes files
+    from lbnorm.output.writer import (
+        write_bytes_atomically,  # the module that writes files
+    )
 
     write_bytes_atomically(Path(name), data)

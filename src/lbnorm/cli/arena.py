@@ -1,10 +1,10 @@
 """``lbnorm arena``: Chatbot Arena battles to ratings with intervals; and the faces of a ratings output.
 
 Every option of ``arena`` is defined here, once, and becomes one
-:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.RatingOptions`
+:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.fit.RatingOptions`
 and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
 :func:`diff_ratings_outputs` and :func:`report_ratings` when
-:func:`lbnorm.outdir.output_kind` says an output holds ratings.
+:func:`lbnorm.output.outdir.output_kind` says an output holds ratings.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from lbnorm.errors import ExitCode, OptionsError
+from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["diff_ratings_outputs", "register", "report_ratings", "show_ratings"]
 
@@ -119,8 +119,8 @@ def _cmd_arena(args: argparse.Namespace) -> int:
     """Read, rate, write, summarise."""
     from lbnorm.arena import ArenaOptions, rate_battles
     from lbnorm.cli.arguments import check_parent
-    from lbnorm.ratings import RatingOptions, parse_anchor
-    from lbnorm.ratings_view import format_arena_summary
+    from lbnorm.faces.ratings_view import format_arena_summary
+    from lbnorm.ratings.fit import RatingOptions, parse_anchor
 
     started = time.perf_counter()
     options = ArenaOptions(
@@ -159,7 +159,7 @@ def _bytes(gib: float) -> int:
 
 
 def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
-    from lbnorm.terminal import printable
+    from lbnorm.faces.terminal import printable
 
     for code, message in warnings:
         print(f"lbnorm: warning: {code}: {printable(message)}", file=sys.stderr)
@@ -170,9 +170,9 @@ def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
 
 def show_ratings(args: argparse.Namespace) -> int:
     """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
-    from lbnorm.outdir import read_ratings_table
-    from lbnorm.ratings_view import format_ratings, select_ratings
-    from lbnorm.show import Filter
+    from lbnorm.faces.ratings_view import format_ratings, select_ratings
+    from lbnorm.faces.show import Filter
+    from lbnorm.output.outdir import read_ratings_table
 
     _refuse_leaderboard_options(
         args,
@@ -211,7 +211,7 @@ def diff_ratings_outputs(args: argparse.Namespace) -> int:
     """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
     from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
     from lbnorm.cli.arguments import emit_diff
-    from lbnorm.terminal import printable
+    from lbnorm.faces.terminal import printable
 
     diff = diff_ratings(
         args.old, args.new, moved_places=args.moved, top=args.top or (5, 10, 20)
@@ -225,8 +225,8 @@ def diff_ratings_outputs(args: argparse.Namespace) -> int:
 def report_ratings(args: argparse.Namespace) -> int:
     """``lbnorm report`` on a ratings output: intervals and the win-rate heat map."""
     from lbnorm.cli.arguments import check_parent
-    from lbnorm.ratings_report import render_ratings_report
-    from lbnorm.writer import write_bytes_atomically
+    from lbnorm.faces.ratings_report import render_ratings_report
+    from lbnorm.output.writer import write_bytes_atomically
 
     check_parent(args.html)
     page = render_ratings_report(

@@ -2,7 +2,7 @@
 
 ``run`` and ``impact`` take the same data policies; every command that writes
 a file checks its folder the same way. :func:`run_options` turns parsed
-arguments into the one :class:`~lbnorm.options.RunOptions` the pipeline takes.
+arguments into the one :class:`~lbnorm.core.options.RunOptions` the pipeline takes.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-from lbnorm.errors import ExitCode, OutputError
-from lbnorm.options import (
+from lbnorm.core.errors import ExitCode, OutputError
+from lbnorm.core.options import (
     ExtraColumns,
     MissingPolicy,
     RunOptions,
@@ -97,7 +97,10 @@ def emit_diff(
     Returns:
         The exit code.
     """
-    from lbnorm.writer import add_tables, write_bytes_atomically  # (Arrow, Parquet)
+    from lbnorm.output.writer import (  # (Arrow, Parquet)
+        add_tables,
+        write_bytes_atomically,
+    )
 
     if args.out:
         add_tables(Path(args.out), tables)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lbnorm.cli.arguments import add_inputs, add_policy_options, emit_diff
-from lbnorm.errors import ExitCode
-from lbnorm.options import DEFAULT_SUITE, RunOptions
+from lbnorm.core.errors import ExitCode
+from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 
 if TYPE_CHECKING:
     pass
@@ -161,7 +161,7 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.diff import diff_snapshots, read_snapshot
     from lbnorm.analysis.render import format_diff
-    from lbnorm.outdir import is_ratings_output
+    from lbnorm.output.outdir import is_ratings_output
 
     if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
         from lbnorm.cli.arena import diff_ratings_outputs
@@ -219,7 +219,7 @@ def _cmd_health(args: argparse.Namespace) -> int:
     health, title = check_source(args.sources, suite=args.suite, config=config)
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))
     if args.out:
-        from lbnorm.writer import add_tables
+        from lbnorm.output.writer import add_tables
 
         add_tables(Path(args.out), {"health": health})
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

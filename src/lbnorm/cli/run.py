@@ -1,11 +1,11 @@
 """``lbnorm run``: read, normalize, write, summarise; with nightly options, checked and reported.
 
 Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.run_options`
-turns them into the one :class:`~lbnorm.options.RunOptions`.
+turns them into the one :class:`~lbnorm.core.options.RunOptions`.
 
 A run loads no pandas (``import pandas`` alone takes longer than normalizing
 the whole demo): the pipeline, the summary, the flagged listing and the run
-report work on Arrow tables, built with :mod:`lbnorm.arrow` (pyarrow's own
+report work on Arrow tables, built with :mod:`lbnorm.core.arrow` (pyarrow's own
 conversions would import pandas to probe for it). Only the analyses of a nightly run
 (``--health``, ``--intervals``) use pandas.
 """
@@ -18,8 +18,8 @@ import time
 from typing import TYPE_CHECKING
 
 from lbnorm.cli.arguments import add_inputs, add_policy_options, run_options
-from lbnorm.errors import ExitCode
-from lbnorm.options import DEFAULT_SUITE, EngineName
+from lbnorm.core.errors import ExitCode
+from lbnorm.core.options import DEFAULT_SUITE, EngineName
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -185,9 +185,9 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
-    from lbnorm.heap import allow_keeping_freed_memory
-    from lbnorm.progress import progress_bar
-    from lbnorm.terminal import format_summary
+    from lbnorm._runtime import allow_keeping_freed_memory
+    from lbnorm.faces.progress import progress_bar
+    from lbnorm.faces.terminal import format_summary
 
     options = run_options(args)
     started = time.perf_counter()
@@ -271,7 +271,7 @@ def _rejection(path: str, reason: str | None) -> str:
         >>> _rejection("a/r.json", "truncated")
         'a/r.json: truncated'
     """
-    from lbnorm.terminal import printable
+    from lbnorm.faces.terminal import printable
 
     reason = (reason or "").strip()
     if not reason.startswith(path):
@@ -280,8 +280,8 @@ def _rejection(path: str, reason: str | None) -> str:
 
 
 def _print_flagged(leaderboard: pa.Table) -> None:
-    from lbnorm.metadata import flagged_table
-    from lbnorm.terminal import printable
+    from lbnorm.engines.metadata import flagged_table
+    from lbnorm.faces.terminal import printable
 
     flagged = flagged_table(leaderboard)
     names = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lbnorm.errors import ExitCode
+from lbnorm.core.errors import ExitCode
 
 __all__ = ["register"]
 
@@ -48,7 +48,7 @@ def _cmd_suites(args: argparse.Namespace) -> int:
     if args.toml:
         print(suite_text(suite), end="")
         return ExitCode.OK
-    from lbnorm.terminal import format_suite
+    from lbnorm.faces.terminal import format_suite
 
     print(format_suite(suite))
     return ExitCode.OK

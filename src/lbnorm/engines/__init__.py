@@ -1,10 +1,10 @@
-"""Engines: score batches in, a :class:`~lbnorm.result.Result` out, three ways.
+"""Engines: score batches in, a :class:`~lbnorm.engines.result.Result` out, three ways.
 
 Every engine is a module with one function of the same shape, :class:`Engine`::
 
     start(inputs: Inputs, suite: Suite, options: RunOptions) -> Job
 
-A :class:`~lbnorm.result.Job` hands out the subtask table a part at a time (the
+A :class:`~lbnorm.engines.result.Job` hands out the subtask table a part at a time (the
 writer puts each on disk as it comes), then the result; each module's
 ``compute`` runs one to the end in memory.
 
@@ -17,8 +17,8 @@ writer puts each on disk as it comes), then the result; each module's
   the subtask table sorted by benchmark, variant and subtask;
 * :mod:`~lbnorm.engines.dask`: the stream engine's sums as Dask tasks.
 
-They all check every batch with :func:`lbnorm.validate.check_batch` and end in
-:func:`lbnorm.result.assemble_result`; :func:`lbnorm.pipeline.run` picks one.
+They all check every batch with :func:`lbnorm.engines.validate.check_batch` and end in
+:func:`lbnorm.engines.result.assemble_result`; :func:`lbnorm.pipeline.run` picks one.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from lbnorm.options import RunOptions
+    from lbnorm.core.options import RunOptions
+    from lbnorm.engines.result import Job
     from lbnorm.readers import Inputs
-    from lbnorm.result import Job
     from lbnorm.suites import Suite
 
 __all__ = ["Engine"]

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lbnorm.core.errors import InputError, LbnormError
+from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.engines.result import Result
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
-from lbnorm.errors import InputError, LbnormError
-from lbnorm.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.engines.validate import failure_error
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
-from lbnorm.result import Result
 from lbnorm.suites import Suite
-from lbnorm.validate import failure_error
 
 __all__ = ["DaskJob", "compute", "start"]
 

@@ -2,7 +2,7 @@
 
 Scores arrive as Arrow batches (Parquet row groups are streamed, so the working
 set stays one row group; other formats arrive as one batch). Each batch is encoded
-to integer codes (:class:`lbnorm.encode.KeyEncoder`), checked (every failure is
+to integer codes (:class:`lbnorm.engines.encode.KeyEncoder`), checked (every failure is
 collected, with file and row), and scattered into dense ``(variant, subtask)``
 matrices: the raw score and, for the subtask table, its stderr, sample count,
 metric and source file. A cell is written once, so the result does not depend
@@ -21,16 +21,16 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm.encode import KeyEncoder, Variants, factorize
-from lbnorm.heap import keep_freed_memory
-from lbnorm.kernel import FloatArray, IntArray, aggregate_benchmarks
-from lbnorm.options import RunOptions, UnknownSubtasks
+from lbnorm._runtime import keep_freed_memory
+from lbnorm.core import arrow
+from lbnorm.core.options import RunOptions, UnknownSubtasks
+from lbnorm.core.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
+from lbnorm.engines.encode import KeyEncoder, Variants, factorize
+from lbnorm.engines.kernel import FloatArray, IntArray, aggregate_benchmarks
+from lbnorm.engines.result import Result, assemble_result, start_benchmark_keys
+from lbnorm.engines.validate import check_batch, describe_failures, failure_error
 from lbnorm.readers import Inputs
-from lbnorm.result import Result, assemble_result, start_benchmark_keys
-from lbnorm.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.suites import Suite, suite_arrays
-from lbnorm.validate import check_batch, describe_failures, failure_error
 
 __all__ = [
     "DenseScores",

@@ -1,7 +1,7 @@
 """Exact per (variant, benchmark) partial sums, and which (variant, subtask) pairs came.
 
 The state a streaming run folds its batches into (:class:`PartialStore`): the
-sums are fixed-point integers (:class:`lbnorm.kernel.FixedPoint`), so they do
+sums are fixed-point integers (:class:`lbnorm.engines.kernel.FixedPoint`), so they do
 not depend on row order or batch boundaries, and a store's sums add up with
 another's (workers, partitions).
 """
@@ -11,8 +11,15 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from lbnorm.batch_thread import BatchThread
-from lbnorm.kernel import SUMS, FixedPoint, FloatArray, IntArray, Partials, SuiteArrays
+from lbnorm._runtime import BatchThread
+from lbnorm.engines.kernel import (
+    SUMS,
+    FixedPoint,
+    FloatArray,
+    IntArray,
+    Partials,
+    SuiteArrays,
+)
 
 __all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
 
@@ -136,7 +143,7 @@ def _block_cells(
 
     The cells: each row's variant's, benchmark-major within the row (a
     benchmark's subtasks are one run of columns:
-    :meth:`~lbnorm.kernel.SuiteArrays.benchmark_starts`). None unless each
+    :meth:`~lbnorm.engines.kernel.SuiteArrays.benchmark_starts`). None unless each
     row is one variant.
     """
     if not variants.size or not bool((variants == variants[:, :1]).all()):
@@ -167,7 +174,7 @@ def _is_suite_block(subtask: IntArray, n_subtasks: int) -> bool:
 class PartialStore:
     """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
 
-    Scores are summed as fixed-point integers (:class:`lbnorm.kernel.FixedPoint`),
+    Scores are summed as fixed-point integers (:class:`lbnorm.engines.kernel.FixedPoint`),
     so a sum does not depend on the order or the batch boundaries of its terms
     and equals the in-memory engine's bit for bit. Counts and sample weights
     come from the seen matrix at the end.
@@ -225,7 +232,7 @@ class PartialStore:
         return self
 
     def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`~lbnorm.batch_thread.BatchThread.abandon`."""
+        """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
         self._behind.abandon()
 
     def release(self) -> None:
@@ -277,7 +284,7 @@ class PartialStore:
         """Add distinct, valid scores to their sums (None: only mark them seen).
 
         They are marked seen at once (the next batch's duplicate check needs
-        them) and summed on the summing thread (:class:`~lbnorm.batch_thread.BatchThread`).
+        them) and summed on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
         """
         marked(self._seen, variant, subtask)
         if raw is None or raw.size == 0:

@@ -15,7 +15,7 @@ When the input's row count says the run would pass ``RunOptions.sum_memory``
    ``width`` variants each (:class:`SpillStore`).
 2. **Each partition**'s sums are read back and added into a
    :class:`~lbnorm.engines.partials.PartialStore` of ``width`` variants, finished
-   (:func:`lbnorm.kernel.finish_benchmarks`, the average and its standard
+   (:func:`lbnorm.engines.kernel.finish_benchmarks`, the average and its standard
    error), and its benchmark arrays saved beside it, a file per array,
    benchmark-major; only the averages stay in memory (8 bytes a variant).
 3. **The output** is gathered from those files: the benchmark table a benchmark
@@ -46,20 +46,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm._faults import fault_point
-from lbnorm.batch_thread import BatchThread
-from lbnorm.encode import Variants
-from lbnorm.engines.partials import (
-    PartialStore,
-    grown,
-    marked,
-    seen_at,
-    summed_terms,
-)
-from lbnorm.forking import hand_over
-from lbnorm.heap import release_free_memory
-from lbnorm.kernel import (
+from lbnorm._runtime import BatchThread, hand_over, release_free_memory
+from lbnorm.core import arrow
+from lbnorm.core.faults import fault_point
+from lbnorm.core.options import RunOptions
+from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
+from lbnorm.engines.encode import Variants
+from lbnorm.engines.kernel import (
     SUMS,
     BenchmarkArrays,
     FixedPoint,
@@ -71,8 +64,14 @@ from lbnorm.kernel import (
     finish_benchmarks,
     rank_descending,
 )
-from lbnorm.options import RunOptions
-from lbnorm.result import (
+from lbnorm.engines.partials import (
+    PartialStore,
+    grown,
+    marked,
+    seen_at,
+    summed_terms,
+)
+from lbnorm.engines.result import (
     BoardCounts,
     Result,
     benchmark_table,
@@ -80,7 +79,6 @@ from lbnorm.result import (
     leaderboard_rows,
     resized_variants,
 )
-from lbnorm.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -232,7 +230,7 @@ class SpillStore:
         return self
 
     def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`~lbnorm.batch_thread.BatchThread.abandon`."""
+        """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
         self._behind.abandon()
 
     def discard(self) -> None:
@@ -256,7 +254,7 @@ class SpillStore:
         """Mark scores seen; append their per-cell sums to their partitions' files.
 
         None for `raw`: only mark them seen. The sums are computed and written
-        on the summing thread (:class:`~lbnorm.batch_thread.BatchThread`).
+        on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
         """
         marked(self.seen, variant, subtask)
         self._n_batches += 1
@@ -469,7 +467,7 @@ def _sum_partition(
     store: SpillStore, part: int, low: int, high: int, options: RunOptions
 ) -> BenchmarkArrays:
     """Add up a partition's spilled sums and finish them."""
-    fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     release_free_memory()  # the previous partition's arrays, or the pass's
     partial = PartialStore(
         store.arrays, 0, store.subtask_names, seen=store.seen[low:high]
@@ -727,7 +725,7 @@ class SpilledLeaderboard:
 def _resized(
     spilled: _Spilled, ordered: Variants, found: list[IntArray]
 ) -> tuple[int, list[str]]:
-    """Variants pooled with other sample sizes (see :func:`lbnorm.result.resized_variants`)."""
+    """Variants pooled with other sample sizes (see :func:`lbnorm.engines.result.resized_variants`)."""
     if not found:
         return 0, []
     pairs = np.concatenate(found)  # (code, benchmark)

@@ -2,7 +2,7 @@
 
 Each batch (a Parquet row group, or a whole CSV, JSONL or results input) is
 encoded, checked, and folded into exact per (variant, benchmark) partial sums
-(:class:`lbnorm.kernel.Partials`); its rows, with their bound, normalized score
+(:class:`lbnorm.engines.kernel.Partials`); its rows, with their bound, normalized score
 and clipping flag, are the next part of the subtask table, which the writer puts
 on disk while the next batch is summed (the subtask table is a per-row map of
 the input, in input order). The working set is one batch, the sums per
@@ -13,7 +13,7 @@ stream through. When the sums themselves would pass ``RunOptions.sum_memory``
 (millions of variants), each batch's sums go to disk instead and are added up
 a partition of the variants at a time (:mod:`lbnorm.engines.spill`).
 
-The sums are exact (fixed point, see :class:`lbnorm.kernel.FixedPoint`), so the
+The sums are exact (fixed point, see :class:`lbnorm.engines.kernel.FixedPoint`), so the
 benchmark and leaderboard tables do not depend on row order, batch boundaries
 or worker count, bit for bit, and equal the in-memory engine's.
 """
@@ -27,22 +27,25 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm.encode import KeyEncoder, Variants, merge_variants
-from lbnorm.engines.partials import PartialStore
-from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
-from lbnorm.heap import keep_freed_memory, release_free_memory
-from lbnorm.kernel import (
+from lbnorm._runtime import keep_freed_memory, release_free_memory
+from lbnorm.core import arrow
+from lbnorm.core.options import RunOptions, UnknownSubtasks
+from lbnorm.core.schemas import SUBTASK_SCORES, Batch
+from lbnorm.engines.encode import KeyEncoder, Variants, merge_variants
+from lbnorm.engines.kernel import (
     IntArray,
     SuiteArrays,
     finish_benchmarks,
 )
-from lbnorm.options import RunOptions, UnknownSubtasks
-from lbnorm.readers import Inputs
-from lbnorm.result import Result, assemble_result, finish_job, start_benchmark_keys
-from lbnorm.schemas import SUBTASK_SCORES, Batch
-from lbnorm.suites import Suite, suite_arrays
-from lbnorm.validate import (
+from lbnorm.engines.partials import PartialStore
+from lbnorm.engines.result import (
+    Result,
+    assemble_result,
+    finish_job,
+    start_benchmark_keys,
+)
+from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
+from lbnorm.engines.validate import (
     MAX_FAILURES_SHOWN,
     CheckedBatch,
     check_batch,
@@ -51,6 +54,8 @@ from lbnorm.validate import (
     failure_rows,
     optional_floats,
 )
+from lbnorm.readers import Inputs
+from lbnorm.suites import Suite, suite_arrays
 
 __all__ = [
     "StreamJob",

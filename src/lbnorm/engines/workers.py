@@ -10,7 +10,7 @@ is bit-identical to a one-process run whatever the split.
 Failures stay simple: an input error in a worker is raised again in the parent;
 a score that fails a check (or a duplicate across shares) makes the caller redo
 the run in one process, which lists every failure with its file and row. A
-worker dies with its parent (:func:`lbnorm.forking.start_worker`), so a killed
+worker dies with its parent (:func:`lbnorm._runtime.start_worker`), so a killed
 run leaves no process behind; and a worker holds no pipe but its own, so even
 where there is no parent-death signal, a worker whose parent is gone finds its
 pipe closed and exits instead of waiting forever to send. A worker killed from
@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, TypeVar
 
-from lbnorm._faults import fault_point
-from lbnorm.errors import LbnormError
-from lbnorm.forking import held_signals, start_worker
+from lbnorm._runtime import held_signals, start_worker
+from lbnorm.core.errors import LbnormError
+from lbnorm.core.faults import fault_point
 
 __all__ = ["sum_in_workers"]
 
@@ -136,7 +136,9 @@ def _work(
     start_worker(parent)
     for receiver in inherited:  # read ends of the parent's pipes, this one's too
         receiver.close()
-    fault_point("worker-summing")  # signal tests: LBNORM_FAULT_POINT (lbnorm._faults)
+    fault_point(
+        "worker-summing"
+    )  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     try:
         reply: tuple[str, Any] = ("ok", work(part, parts))
     except LbnormError as exc:

@@ -6,8 +6,8 @@ CSV and JSONL, :mod:`~lbnorm.readers.parquet` Parquet streamed a row group at a
 time), the input catalog that dispatches paths to them
 (:mod:`~lbnorm.readers.catalog`, which also says what a directory's inputs
 are), the parse cache of nightly runs (:mod:`~lbnorm.readers.cache`), what they
-all need of a file (:mod:`~lbnorm.readers.files`: regular files only, readable
-folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.arrow`:
+all need of a file (:mod:`~lbnorm.core.files`: regular files only, readable
+folders, the results-file size cap) and of Arrow (:mod:`~lbnorm.core.arrow`:
 columns built without importing pandas). :func:`read_inputs` is the one entry;
 reading CSV, JSONL, Parquet and results files loads no pandas.
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lbnorm.options import ProgressCallback, RunOptions
+from lbnorm.core.files import MAX_RESULTS_BYTES
+from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers.catalog import Inputs, read_files
-from lbnorm.readers.files import MAX_RESULTS_BYTES
 from lbnorm.readers.pairwise import add_pairwise_scores, split_battle_files
 from lbnorm.suites import Suite
 
@@ -53,7 +53,7 @@ def read_inputs(
 
     Returns:
         The scores (as batches), the catalog of files (an Arrow table,
-        :data:`lbnorm.schemas.INPUT_FILES`) and warnings. With a pairwise
+        :data:`lbnorm.core.schemas.INPUT_FILES`) and warnings. With a pairwise
         benchmark in the suite, battle files among `paths` are scored as it
         (see :mod:`lbnorm.readers.pairwise`).
 

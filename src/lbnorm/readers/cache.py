@@ -71,11 +71,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.arrow import booleans, numbers, optional_numbers, scalar, strings, to_numpy
-from lbnorm.errors import OptionsError, OutputError
-from lbnorm.options import ProgressCallback, RunOptions
+from lbnorm.core.arrow import (
+    booleans,
+    numbers,
+    optional_numbers,
+    scalar,
+    strings,
+    to_numpy,
+)
+from lbnorm.core.errors import OptionsError, OutputError
+from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
+from lbnorm.core.options import ProgressCallback, RunOptions
+from lbnorm.core.version import lbnorm_version
+from lbnorm.output.writer import (
+    exclusive_lock,
+    write_bytes_atomically,
+    write_parquet_atomically,
+)
 from lbnorm.readers.catalog import Inputs, read_files
-from lbnorm.readers.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.readers.harness import (
     HarnessFile,
     ParsedFiles,
@@ -87,12 +100,6 @@ from lbnorm.readers.harness import (
     subtask_columns,
 )
 from lbnorm.suites import Suite
-from lbnorm.version import lbnorm_version
-from lbnorm.writer import (
-    exclusive_lock,
-    write_bytes_atomically,
-    write_parquet_atomically,
-)
 
 IntArray = npt.NDArray[np.int64]
 
@@ -291,7 +298,7 @@ def check_cache_location(cache: str | Path, out: str | Path) -> None:
         >>> check_cache_location("out/cache", "out")
         Traceback (most recent call last):
         ...
-        lbnorm.errors.OptionsError: --cache out/cache is inside --out out, which every run replaces whole: the cache would be wiped each time.
+        lbnorm.core.errors.OptionsError: --cache out/cache is inside --out out, which every run replaces whole: the cache would be wiped each time.
         Hint: keep the cache beside the output, e.g. --cache out.cache (or .lbnorm-cache).
     """
     resolved_cache, resolved_out = Path(cache).resolve(), Path(out).resolve()

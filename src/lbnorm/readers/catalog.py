@@ -22,7 +22,7 @@
   error; other odd entries (a socket, a link to a directory) are skipped.
 
 The catalog (:attr:`Inputs.catalog`) is an Arrow table of
-:data:`lbnorm.schemas.INPUT_FILES`; nothing here imports pandas.
+:data:`lbnorm.core.schemas.INPUT_FILES`; nothing here imports pandas.
 """
 
 from __future__ import annotations
@@ -40,11 +40,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.arrow import booleans, numbers, scalar, string_lists, strings
-from lbnorm.errors import InputError
-from lbnorm.forking import available_cores
-from lbnorm.options import ProgressCallback, RunOptions
-from lbnorm.readers.files import (
+from lbnorm._runtime import available_cores
+from lbnorm.core.arrow import booleans, numbers, scalar, string_lists, strings
+from lbnorm.core.errors import InputError
+from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
     RESULTS_FILE,
     TABLE_SUFFIXES,
@@ -53,10 +52,11 @@ from lbnorm.readers.files import (
     sha256_file,
     walk_directory,
 )
+from lbnorm.core.options import ProgressCallback, RunOptions
+from lbnorm.core.schemas import INPUT_FILES, KEY_COLUMNS, Batch
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
 from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table
 from lbnorm.readers.tables import read_score_table
-from lbnorm.schemas import INPUT_FILES, KEY_COLUMNS, Batch
 from lbnorm.suites import Suite
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Inputs:
     Attributes:
         batches: The scores, lazily: Parquet row groups stream from disk as the
             engine consumes them; other formats are read up front.
-        catalog: One row per file found (:data:`lbnorm.schemas.INPUT_FILES`):
+        catalog: One row per file found (:data:`lbnorm.core.schemas.INPUT_FILES`):
             ``path``, ``format``, ``sha256``, ``bytes``, ``rows`` (scores taken
             from it), ``superseded_by``, ``n_ignored``, ``tasks`` (what a results
             or sample file gave) and ``reason`` (why a file gave nothing, e.g.
@@ -179,7 +179,7 @@ class Inputs:
 
 
 def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
-    """A catalog in the :data:`~lbnorm.schemas.INPUT_FILES` schema, defaults filled.
+    """A catalog in the :data:`~lbnorm.core.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
         columns: Column name -> values (lists, numpy or Arrow arrays, or a
@@ -315,7 +315,7 @@ def read_files(
             False streams Parquet inputs with the keys and ``raw_score`` only).
         progress: Called as ``progress(stage, done, total)`` after each file.
         max_results_bytes: The largest results file read (None: no limit);
-            default :data:`lbnorm.readers.files.MAX_RESULTS_BYTES`.
+            default :data:`lbnorm.core.files.MAX_RESULTS_BYTES`.
         read_results: Reads the results files found instead (the parse
             cache); its catalog columns beyond the plain reader's are kept, null
             in the other files' rows.

@@ -89,7 +89,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.arrow import (
+from lbnorm._runtime import available_cores, can_fork, held_signals, start_worker
+from lbnorm.core.arrow import (
     booleans,
     dictionary,
     numbers,
@@ -97,11 +98,10 @@ from lbnorm.arrow import (
     strings,
     to_numpy,
 )
-from lbnorm.errors import InputError
-from lbnorm.forking import available_cores, can_fork, held_signals, start_worker
-from lbnorm.options import ProgressCallback
-from lbnorm.readers.files import RESULTS_FILE, walk_directory
-from lbnorm.schemas import SCORES, TEXT
+from lbnorm.core.errors import InputError
+from lbnorm.core.files import RESULTS_FILE, walk_directory
+from lbnorm.core.options import ProgressCallback
+from lbnorm.core.schemas import SCORES, TEXT
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -427,7 +427,7 @@ class ResultsRead:
     """Results files read: the scores taken, what each file gave, and warnings.
 
     Attributes:
-        scores: The :data:`~lbnorm.schemas.SCORES` columns plus ``_row`` (the
+        scores: The :data:`~lbnorm.core.schemas.SCORES` columns plus ``_row`` (the
             results key each score came from), newest per (variant, subtask);
             text as dictionary arrays, as a Parquet input's.
         files: One row per file, in input order: ``path``, the variant keys,

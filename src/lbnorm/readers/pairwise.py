@@ -4,7 +4,7 @@ When the suite has a pairwise benchmark (``aggregation = "bradley-terry"``, see
 :mod:`lbnorm.suites`), ``lbnorm run`` takes battle files beside results files.
 **A battle file is recognized** among the files named on the command line (not
 those found inside a directory) by its content
-(:func:`lbnorm.readers.battle_files.is_battles_file`): a CSV, JSONL or Parquet table
+(:func:`lbnorm.ratings.battle_files.is_battles_file`): a CSV, JSONL or Parquet table
 with ``model_a`` and ``model_b`` columns (either shape: one row per battle with
 ``winner``/``win``, or counts ``wins_a, wins_b, ties``), or a ``.json`` file
 holding a JSON array (Arena's ``clean_battle_<date>.json``; a results file is
@@ -12,9 +12,9 @@ one JSON object). All battle files are pooled.
 
 Each pairwise benchmark's raw score for a model is its predicted chance of
 beating the benchmark's reference model
-(:func:`lbnorm.ratings.score_against_reference`: Bradley-Terry, ties
+(:func:`lbnorm.ratings.fit.score_against_reference`: Bradley-Terry, ties
 half, no penalty), a fraction in [0, 1]. The scores enter the pipeline as one
-:class:`~lbnorm.schemas.Batch` of long-format rows (model, benchmark, subtask,
+:class:`~lbnorm.core.schemas.Batch` of long-format rows (model, benchmark, subtask,
 raw_score, n_samples = the model's battles), normalized and averaged like any
 other. A model's pairwise score goes to every variant (precision, revision,
 chat template) of that model in the other inputs; a model only the battles
@@ -22,7 +22,7 @@ have gets one variant with the keys unknown.
 
 Arena names differ from the results' (``gpt-4`` vs ``openai/gpt-4``): the
 ``model_map`` option (``--model-map FILE``, a table ``arena_name, model``,
-:func:`lbnorm.readers.battles.read_model_map`) renames them. The input warnings
+:func:`lbnorm.ratings.battles.read_model_map`) renames them. The input warnings
 (:func:`lbnorm.readers.input_warnings`, printed by the summary) list the models
 only the battles have, those only the other inputs have, and map entries naming
 no model in the battles. The battle files are in the input catalog (format
@@ -42,16 +42,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, OptionsError, RatingsNotIdentifiableError
-from lbnorm.options import RunOptions
-from lbnorm.readers.battle_files import is_battles_file
+from lbnorm.core.errors import InputError, OptionsError, RatingsNotIdentifiableError
+from lbnorm.core.files import sha256_file
+from lbnorm.core.options import RunOptions
+from lbnorm.core.schemas import KEY_COLUMNS, SCORES, Batch
+from lbnorm.ratings.battle_files import is_battles_file
 from lbnorm.readers.catalog import Inputs, catalog_table
-from lbnorm.readers.files import sha256_file
-from lbnorm.schemas import KEY_COLUMNS, SCORES, Batch
 from lbnorm.suites import Benchmark, Suite
 
 if TYPE_CHECKING:
-    from lbnorm.readers.battles import Battles
+    from lbnorm.ratings.battles import Battles
 
 __all__ = ["add_pairwise_scores", "split_battle_files"]
 
@@ -131,7 +131,7 @@ def add_pairwise_scores(
             model is not in the battles, or the battles do not determine the
             ratings (named with the benchmark).
     """
-    from lbnorm.readers.battles import (  # the battle reader: only for a pairwise suite
+    from lbnorm.ratings.battles import (  # the battle reader: only for a pairwise suite
         read_battles,
         read_model_map,
     )
@@ -201,7 +201,7 @@ def _benchmark_scores(
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
     assert benchmark.reference is not None  # the suite checks it
-    from lbnorm.ratings import (  # the fit: only for a pairwise suite
+    from lbnorm.ratings.fit import (  # the fit: only for a pairwise suite
         score_against_reference,
     )
 

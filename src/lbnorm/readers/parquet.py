@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.arrow import scalar
-from lbnorm.batch_thread import read_ahead
-from lbnorm.errors import InputError, SchemaMismatchError
-from lbnorm.options import ExtraColumns
+from lbnorm._runtime import read_ahead
+from lbnorm.core.arrow import scalar
+from lbnorm.core.errors import InputError, SchemaMismatchError
+from lbnorm.core.options import ExtraColumns
+from lbnorm.core.schemas import REQUIRED_SCORE_COLUMNS, Batch
 from lbnorm.readers.tables import check_columns
-from lbnorm.schemas import REQUIRED_SCORE_COLUMNS, Batch
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
 

@@ -12,7 +12,7 @@ Two forms are read (the contract: ``docs/samples.md``):
   task, the newest timestamp wins (ties by path). Lines are parsed by Arrow's
   JSON reader, only the fields needed; a file it refuses is read again line by
   line, which finds and names the bad line and key.
-- **Sample tables** (Parquet, :data:`lbnorm.schemas.SAMPLES`): one row per
+- **Sample tables** (Parquet, :data:`lbnorm.core.schemas.SAMPLES`): one row per
   (variant, task, metric, document), or per item of a list-valued metric
   (``item`` 0, 1, ...), streamed a batch at a time.
 
@@ -25,7 +25,7 @@ documents. Rows become per-group partial sums (count, sum and the sum of squared
 deviations from the group's own mean in that batch) with ``np.bincount`` over
 integer group codes; partials merge exactly (Chan et al.), so memory is one
 batch plus the partials, and the stderr does not lose digits to cancellation.
-It is numpy and Arrow only (columns built through :mod:`lbnorm.arrow`): a run on
+It is numpy and Arrow only (columns built through :mod:`lbnorm.core.arrow`): a run on
 sample inputs loads no pandas.
 """
 
@@ -46,11 +46,11 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from lbnorm.arrow import booleans, numbers, scalar, strings, to_numpy
-from lbnorm.batch_thread import BatchThread, read_ahead
-from lbnorm.errors import InputError
-from lbnorm.readers.files import json_lines
-from lbnorm.schemas import KEY_COLUMNS, SAMPLES, SCORES
+from lbnorm._runtime import BatchThread, read_ahead
+from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
+from lbnorm.core.errors import InputError
+from lbnorm.core.files import json_lines
+from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -81,7 +81,7 @@ REQUIRED_SAMPLE_COLUMNS: tuple[str, ...] = (
     "doc_id",
     "value",
 )
-#: The scores out: :data:`lbnorm.schemas.SCORES` and ``_row`` (``task/metric``).
+#: The scores out: :data:`lbnorm.core.schemas.SCORES` and ``_row`` (``task/metric``).
 _OUTPUT = pa.schema(
     [*(pa.field(f.name, f.type) for f in SCORES), pa.field("_row", pa.string())]
 )
@@ -92,9 +92,7 @@ _I64 = npt.NDArray[np.int64]
 # A group key packs (model, revision, precision, chat template, suite pair) codes
 # into one int64: 20 + 24 + 8 + 1 + 10 bits.
 _BITS = {"model": 20, "revision": 24, "precision": 8, "pair": 10}
-_HINT_TABLE = (
-    "Hint: a sample table has the columns of lbnorm.schemas.SAMPLES (docs/samples.md)."
-)
+_HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md)."
 _BATCH_ROWS = 1 << 20
 _GROUPED = ("model", "precision", "revision", "chat_template", "task", "metric")
 _COMPACT_ROWS = 1 << 22
@@ -321,7 +319,7 @@ def aggregate_samples_table(
     """Aggregate a Parquet sample table, streamed a batch at a time.
 
     Args:
-        path: A Parquet sample table (:data:`lbnorm.schemas.SAMPLES`).
+        path: A Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`).
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
         batch_rows: Rows per batch read (memory is about 80 bytes per row).
 
@@ -497,7 +495,7 @@ class _Sums:
         """Add a batch of sample-table rows (those the suite does not use: :attr:`n_ignored`).
 
         The batch's keys are encoded here; its groups are summed on the batch
-        thread (:class:`~lbnorm.batch_thread.BatchThread`) while the caller reads
+        thread (:class:`~lbnorm._runtime.BatchThread`) while the caller reads
         the next batch: :meth:`wait` before reading the sums.
         """
         rows = batch.num_rows

@@ -1,6 +1,6 @@
 """Long-format score tables (CSV and JSONL), read and type-checked on Arrow.
 
-The column contract (see :data:`lbnorm.schemas.SCORES`): ``model``, ``benchmark``,
+The column contract (see :data:`lbnorm.core.schemas.SCORES`): ``model``, ``benchmark``,
 ``subtask`` and ``raw_score`` are required; ``precision``, ``revision``,
 ``chat_template``, ``metric``, ``stderr`` and ``n_samples`` are optional and take
 defaults ('' / False / null). An optional key column that is null (an empty
@@ -37,11 +37,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
-from lbnorm.arrow import numbers, scalar, strings, to_numpy
-from lbnorm.errors import InputError, SchemaMismatchError
-from lbnorm.options import ExtraColumns
-from lbnorm.readers.files import TABLE_SUFFIXES, json_lines, read_bytes
-from lbnorm.schemas import (
+from lbnorm.core.arrow import numbers, scalar, strings, to_numpy
+from lbnorm.core.errors import InputError, SchemaMismatchError
+from lbnorm.core.files import TABLE_SUFFIXES, json_lines, read_bytes
+from lbnorm.core.options import ExtraColumns
+from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
     REQUIRED_SCORE_COLUMNS,
     SCORES,

@@ -32,10 +32,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm import arrow
-from lbnorm.errors import InputError, SchemaMismatchError
-from lbnorm.kernel import rank_descending
-from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.core import arrow
+from lbnorm.core.errors import InputError, SchemaMismatchError
+from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.engines.kernel import rank_descending
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -415,7 +415,7 @@ def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
     """Add ``rank_within_<column>``: the rank by average among variants sharing `column`.
 
     Only ranked variants are ranked within their group (ties share the smallest
-    rank, as in ``rank`` and :func:`lbnorm.kernel.rank_descending`); a null
+    rank, as in ``rank`` and :func:`lbnorm.engines.kernel.rank_descending`); a null
     group value gives a null group rank. A column of that name already there
     is recomputed in place.
 
@@ -750,7 +750,7 @@ def _rank_descending_within(
 ) -> npt.NDArray[np.float64]:
     """Rank values highest first within each group; NaN value or group -1: unranked.
 
-    Ties share the smallest rank, exactly as :func:`lbnorm.kernel.rank_descending`
+    Ties share the smallest rank, exactly as :func:`lbnorm.engines.kernel.rank_descending`
     ranks one group: a variant's rank is 1 + the values of its group above it.
     """
     ranks = np.full(values.shape, np.nan)

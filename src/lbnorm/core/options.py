@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from lbnorm.errors import OptionsError
+from lbnorm.core.errors import OptionsError
 
 __all__ = [
     "DEFAULT_SUITE",
@@ -88,7 +88,7 @@ class RunOptions:
         >>> RunOptions(workers=0)
         Traceback (most recent call last):
         ...
-        lbnorm.errors.OptionsError: workers (--workers) must be at least 1, got 0.
+        lbnorm.core.errors.OptionsError: workers (--workers) must be at least 1, got 0.
         Hint: use --workers 1 for one process.
     """
 

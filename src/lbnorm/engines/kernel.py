@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lbnorm.options import MissingPolicy
-from lbnorm.stderr import (
+from lbnorm.core.options import MissingPolicy
+from lbnorm.engines.stderr import (
     binomial_stderr,
     clipped_variance,
     pooled_sample_stderr,
     score_variance,
 )
+from lbnorm.suites import SuiteArrays
 
 __all__ = [
     "SIZE_HEADROOM",
@@ -41,41 +42,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SuiteArrays:
-    """A suite as arrays: subtasks in suite order, grouped by benchmark.
-
-    Attributes:
-        lower_bound: Per subtask, the random baseline in [0, 1).
-        n_samples: Per subtask, item counts (pooling weights; 0 if unknown).
-        benchmark_index: Per subtask, its benchmark's position.
-        is_pooled: Per benchmark, True for pool-then-normalize.
-        weight: Per benchmark, its weight in the average.
-        items: Per subtask, the metric's sample size for a binomial stderr
-            (``n_samples`` unless the metric scores several items per document;
-            0 if unknown); None: ``n_samples``.
-    """
-
-    lower_bound: FloatArray
-    n_samples: FloatArray
-    benchmark_index: IntArray
-    is_pooled: BoolArray
-    weight: FloatArray
-    items: FloatArray | None = None
-
-    def benchmark_starts(self) -> IntArray:
-        """Each benchmark's first subtask (column), then the number of subtasks.
-
-        Benchmark ``b``'s subtasks are ``starts[b]:starts[b + 1]``: the suite
-        lists them grouped by benchmark, each benchmark with one at least.
-        """
-        n_benchmarks = self.is_pooled.shape[0]
-        starts: IntArray = np.searchsorted(
-            self.benchmark_index, np.arange(n_benchmarks + 1)
-        )
-        return starts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +135,7 @@ def finish_benchmarks(
     normalize-then-average: the plain mean of the subtasks' normalized scores
     (raw shown: plain mean of raw). pool-then-normalize: the sample-weighted mean
     of raw scores, normalized and clipped once; its standard error is the
-    harness's ``pooled_sample_stderr`` (see :mod:`lbnorm.stderr`).
+    harness's ``pooled_sample_stderr`` (see :mod:`lbnorm.engines.stderr`).
 
     Args:
         partials: Sums over all rows.

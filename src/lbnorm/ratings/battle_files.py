@@ -1,7 +1,7 @@
 """Which input files hold battles, told by their columns without loading the battle reader.
 
 ``lbnorm run`` asks this of every file it is given (:mod:`lbnorm.readers.pairwise`);
-the reader of battles (:mod:`lbnorm.readers.battles`, with its CSV and JSON
+the reader of battles (:mod:`lbnorm.ratings.battles`, with its CSV and JSON
 parsers) loads only when a file is one.
 """
 
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lbnorm.readers.files import FILE_FORMATS
+from lbnorm.core.files import FILE_FORMATS
 
 __all__ = ["BATTLE_SUFFIXES", "is_battles_file"]
 
 #: File suffixes a battle file may have, and the format each means: every
-#: format lbnorm reads (:data:`lbnorm.readers.files.FILE_FORMATS`).
+#: format lbnorm reads (:data:`lbnorm.core.files.FILE_FORMATS`).
 BATTLE_SUFFIXES: dict[str, str] = dict(FILE_FORMATS)
 
 _PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB

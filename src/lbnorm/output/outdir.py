@@ -24,11 +24,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, LbnormError
-from lbnorm.manifest import OutputKind, manifest_kind, manifest_problem
-from lbnorm.options import MissingPolicy
-from lbnorm.readers.files import file_format
-from lbnorm.schemas import (
+from lbnorm.core.errors import InputError, LbnormError
+from lbnorm.core.files import file_format
+from lbnorm.core.manifest import OutputKind, manifest_kind, manifest_problem
+from lbnorm.core.options import MissingPolicy
+from lbnorm.core.schemas import (
     BENCHMARK_SCORES,
     SUBTASK_SCORES,
     benchmark_columns,
@@ -71,7 +71,7 @@ def check_output(out: str | Path) -> Path:
     format this version reads), ``benchmarks.parquet`` and
     ``leaderboard.parquet``, and ``subtasks.parquet`` unless the run was told
     ``--no-subtasks``; each table must be readable Parquet with its contract's
-    columns and types (:mod:`lbnorm.schemas`), and each table added beside them
+    columns and types (:mod:`lbnorm.core.schemas`), and each table added beside them
     (listed in the manifest) readable Parquet. Only the Parquet footers are read.
 
     Raises:

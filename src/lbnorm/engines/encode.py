@@ -25,9 +25,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm import arrow
-from lbnorm.errors import InputError
-from lbnorm.schemas import KEY_COLUMNS
+from lbnorm.core import arrow
+from lbnorm.core.errors import InputError
+from lbnorm.core.schemas import KEY_COLUMNS
 
 __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 

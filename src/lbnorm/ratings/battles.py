@@ -50,9 +50,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from lbnorm.arrow import strings
-from lbnorm.errors import InputError, WhereSyntaxError
-from lbnorm.readers.battle_files import BATTLE_SUFFIXES, is_battles_file
+from lbnorm.core.arrow import strings
+from lbnorm.core.errors import InputError, WhereSyntaxError
+from lbnorm.ratings.battle_files import BATTLE_SUFFIXES, is_battles_file
 
 #: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
 #: battle file is read (a run that reads none does not load it).
@@ -141,7 +141,7 @@ class BattleFile:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Battles:
-    """Battles as integer codes, ready for :mod:`lbnorm.ratings`.
+    """Battles as integer codes, ready for :mod:`lbnorm.ratings.fit`.
 
     Attributes:
         models: Model names, sorted (codepoint order), unique.

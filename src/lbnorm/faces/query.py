@@ -23,13 +23,13 @@ DuckDB's ``enable_external_access = false`` (no file is read or written, so no
 paths, ``EXPORT DATABASE``), no extension is installed or loaded on demand, no
 Python variable is scanned, and ``lock_configuration = true`` keeps it so (a
 ``SET`` is refused). The tables are registered before that, as pyarrow datasets,
-so nothing is copied. A refused statement is a :class:`~lbnorm.errors.LbnormError`
+so nothing is copied. A refused statement is a :class:`~lbnorm.core.errors.LbnormError`
 (exit 1) that says so; the one way to save a result is the command line's
 ``--output FILE`` (never inside an output directory).
 
 DuckDB is an optional extra (``pip install '.[sql]'`` from a clone); it is
-imported only when a query runs. The table readers of :mod:`lbnorm.outdir` need
-only pyarrow and serve :mod:`lbnorm.show` and :mod:`lbnorm.report`.
+imported only when a query runs. The table readers of :mod:`lbnorm.output.outdir` need
+only pyarrow and serve :mod:`lbnorm.faces.show` and :mod:`lbnorm.report`.
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.errors import InputError, LbnormError, OptionsError
-from lbnorm.metadata import read_metadata
-from lbnorm.outdir import (
+from lbnorm.core.errors import InputError, LbnormError, OptionsError
+from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.engines.metadata import read_metadata
+from lbnorm.faces.terminal import printable
+from lbnorm.output.outdir import (
     check_output,
     check_ratings_output,
     is_ratings_output,
     metadata_columns,
 )
-from lbnorm.schemas import KEY_COLUMNS
-from lbnorm.terminal import printable
 
 if TYPE_CHECKING:
     import duckdb

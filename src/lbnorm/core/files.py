@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from lbnorm.errors import InputError
+from lbnorm.core.errors import InputError
 
 #: How results files are named (the leaderboard's ``results_<timestamp>.json``);
 #: here, not in :mod:`lbnorm.readers.harness`, so that finding inputs does not load

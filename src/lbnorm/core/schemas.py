@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lbnorm.errors import SchemaMismatchError
+from lbnorm.core.errors import SchemaMismatchError
 
 __all__ = [
     "BENCHMARK_SCORES",
@@ -319,7 +319,7 @@ WIN_RATES = pa.schema(
 )
 
 #: A pairwise benchmark's raw scores for the leaderboard (see
-#: :func:`lbnorm.ratings.score_against_reference`).
+#: :func:`lbnorm.ratings.fit.score_against_reference`).
 PAIRWISE_SCORES = pa.schema(
     [
         _field("model", pa.string(), "Model name, mapped to the results' spelling."),
@@ -437,7 +437,7 @@ def conform(table: pa.Table, schema: pa.Schema, *, source: str) -> pa.Table:
         msg = (
             f"{source}: missing column(s) {_listed(missing)}; found "
             f"{_listed(table.column_names)}.\n"
-            f"Hint: expected columns are {_listed(names)} (see lbnorm/schemas.py)."
+            f"Hint: expected columns are {_listed(names)} (see lbnorm/core/schemas.py)."
         )
         raise SchemaMismatchError(msg)
     try:
@@ -445,7 +445,7 @@ def conform(table: pa.Table, schema: pa.Schema, *, source: str) -> pa.Table:
     except (pa.ArrowException, ValueError) as exc:
         msg = (
             f"{source}: values do not fit the expected types: {exc}.\n"
-            f"Hint: check the column types against {_listed(names)} (lbnorm/schemas.py)."
+            f"Hint: check the column types against {_listed(names)} (lbnorm/core/schemas.py)."
         )
         raise SchemaMismatchError(msg) from exc
 

@@ -37,7 +37,7 @@ reference" as chance, so worse models score 0; no bound (0) scales the chance
 itself to 0-100. It needs ``reference`` and exactly one subtask, with no
 ``task`` (its scores never come from results files).
 
-Built-in suites ship as TOML files in ``suite_files/``: ``openllm-v2`` and
+Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 ``openllm-v1``. :func:`suite_arrays` gives a suite as the kernel's arrays.
 """
 
@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
+import numpy.typing as npt
 
-from lbnorm.errors import LbnormError, SuiteError
-from lbnorm.kernel import SuiteArrays
-from lbnorm.schemas import leaderboard_schema
+from lbnorm.core.errors import LbnormError, SuiteError
+from lbnorm.core.schemas import leaderboard_schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,6 +70,7 @@ __all__ = [
     "Benchmark",
     "Subtask",
     "Suite",
+    "SuiteArrays",
     "benchmark_hint",
     "builtin_suite_names",
     "load_suite",
@@ -79,7 +80,47 @@ __all__ = [
     "suite_text",
 ]
 
-_FOLDER = "suite_files"
+_FOLDER = "builtin"
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuiteArrays:
+    """A suite as arrays: subtasks in suite order, grouped by benchmark.
+
+    Attributes:
+        lower_bound: Per subtask, the random baseline in [0, 1).
+        n_samples: Per subtask, item counts (pooling weights; 0 if unknown).
+        benchmark_index: Per subtask, its benchmark's position.
+        is_pooled: Per benchmark, True for pool-then-normalize.
+        weight: Per benchmark, its weight in the average.
+        items: Per subtask, the metric's sample size for a binomial stderr
+            (``n_samples`` unless the metric scores several items per document;
+            0 if unknown); None: ``n_samples``.
+    """
+
+    lower_bound: FloatArray
+    n_samples: FloatArray
+    benchmark_index: IntArray
+    is_pooled: BoolArray
+    weight: FloatArray
+    items: FloatArray | None = None
+
+    def benchmark_starts(self) -> IntArray:
+        """Each benchmark's first subtask (column), then the number of subtasks.
+
+        Benchmark ``b``'s subtasks are ``starts[b]:starts[b + 1]``: the suite
+        lists them grouped by benchmark, each benchmark with one at least.
+        """
+        n_benchmarks = self.is_pooled.shape[0]
+        starts: IntArray = np.searchsorted(
+            self.benchmark_index, np.arange(n_benchmarks + 1)
+        )
+        return starts
+
 
 Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-terry"]
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
@@ -275,7 +316,7 @@ class Suite:
 
 def builtin_suite_names() -> list[str]:
     """Return the names of the suites shipped with lbnorm, sorted."""
-    folder = resources.files("lbnorm") / _FOLDER
+    folder = resources.files("lbnorm.suites") / _FOLDER
     return sorted(
         entry.name.removesuffix(".toml")
         for entry in folder.iterdir()
@@ -303,7 +344,9 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """
     text = str(name_or_path)
     if text in builtin_suite_names():
-        data = (resources.files("lbnorm") / _FOLDER / f"{text}.toml").read_bytes()
+        data = (
+            resources.files("lbnorm.suites") / _FOLDER / f"{text}.toml"
+        ).read_bytes()
         source = f"builtin:{text}"
     else:
         path = Path(name_or_path)
@@ -673,7 +716,9 @@ def suite_text(suite: Suite) -> str:
     """Return the TOML text a suite was loaded from (a built-in's file, or the path's)."""
     if suite.source.startswith("builtin:"):
         name = suite.source.removeprefix("builtin:")
-        return (resources.files("lbnorm") / _FOLDER / f"{name}.toml").read_text("utf-8")
+        return (resources.files("lbnorm.suites") / _FOLDER / f"{name}.toml").read_text(
+            "utf-8"
+        )
     return Path(suite.source).read_text("utf-8")
 
 

@@ -11,7 +11,7 @@ Everything is inline SVG and HTML: no script, no image, nothing fetched (the
 Content-Security-Policy allows inline style only). Names are text, never
 markup: every name is HTML-escaped, and hovering a bar or a cell shows its
 figures through SVG ``<title>`` elements. The style and the table and tick
-helpers are the leaderboard report's (:mod:`lbnorm.html_report`).
+helpers are the leaderboard report's (:mod:`lbnorm.faces.html_report`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from lbnorm.analysis.ratings_diff import (
     options_changed_table,
     ratings_diff_summary,
 )
-from lbnorm.html_report import _STYLE, _padded_range, _table_html, _ticks
-from lbnorm.outdir import read_manifest, read_ratings_table
-from lbnorm.ratings_view import RATING_LABELS, describe_options
+from lbnorm.faces.html_report import _STYLE, _padded_range, _table_html, _ticks
+from lbnorm.faces.ratings_view import RATING_LABELS, describe_options
+from lbnorm.output.outdir import read_manifest, read_ratings_table
 
 __all__ = ["heat_map_svg", "interval_chart_svg", "render_ratings_report"]
 

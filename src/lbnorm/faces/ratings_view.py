@@ -1,10 +1,10 @@
 """Terminal views of pairwise ratings: ``lbnorm arena``'s summary and ``lbnorm show``.
 
 :func:`select_ratings` filters a ratings frame (read with
-:func:`lbnorm.outdir.read_ratings_table`) and :func:`format_ratings` prints it;
+:func:`lbnorm.output.outdir.read_ratings_table`) and :func:`format_ratings` prints it;
 :func:`format_arena_summary` is what ``lbnorm arena`` prints after a run. Tables
-are drawn by :func:`lbnorm.terminal.format_table`, so every model name is
-escaped (:func:`lbnorm.terminal.printable`).
+are drawn by :func:`lbnorm.faces.terminal.format_table`, so every model name is
+escaped (:func:`lbnorm.faces.terminal.printable`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lbnorm.errors import LbnormError
-from lbnorm.show import Filter
-from lbnorm.terminal import format_table, printable
+from lbnorm.core.errors import LbnormError
+from lbnorm.faces.show import Filter
+from lbnorm.faces.terminal import format_table, printable
 
 if TYPE_CHECKING:
     from lbnorm.arena import ArenaResult

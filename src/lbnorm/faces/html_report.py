@@ -49,9 +49,14 @@ from lbnorm.analysis.render import (
     diff_summary,
     largest_rank_moves,
 )
-from lbnorm.errors import LbnormError
-from lbnorm.outdir import has_table, metadata_columns, read_manifest, read_output_table
-from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.core.errors import LbnormError
+from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.output.outdir import (
+    has_table,
+    metadata_columns,
+    read_manifest,
+    read_output_table,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from lbnorm.result import Result
+    from lbnorm.engines.result import Result
     from lbnorm.suites import Suite
 
 __all__ = ["format_suite", "format_summary", "format_table", "printable"]

@@ -4,7 +4,7 @@
 :func:`format_leaderboard` prints it; :func:`find_variants`,
 :func:`compare_variants` and :func:`format_comparison` put a few variants next
 to each other per benchmark and subtask. All take and return frames (read them
-with :func:`lbnorm.query.read_output_table`); tables are drawn by
+with :func:`lbnorm.faces.query.read_output_table`); tables are drawn by
 :func:`lbnorm.summary.format_table`.
 
 Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
@@ -24,10 +24,10 @@ from typing import Literal, cast, get_args
 import numpy as np
 import pandas as pd
 
-from lbnorm.errors import LbnormError
-from lbnorm.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.core.errors import LbnormError
+from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.faces.terminal import format_table, printable
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
-from lbnorm.terminal import format_table, printable
 
 __all__ = [
     "Filter",

@@ -3,7 +3,7 @@ r"""Pairwise ratings from battles: Bradley-Terry and online Elo, with bootstrap 
 Numpy kernels on integer codes (no I/O, no pandas), following FastChat's
 ``fastchat/serve/monitor/rating_systems.py`` (the Chatbot Arena leaderboard) and
 its 2023 ``elo_analysis.py``. Battles arrive as codes (see
-:class:`lbnorm.readers.battles.Battles`); the outcome of a battle for seat A is
+:class:`lbnorm.ratings.battles.Battles`); the outcome of a battle for seat A is
 ``y = 1`` (A won), ``0.5`` (tie, or ``tie (bothbad)``) or ``0`` (B won).
 
 **Counts.** One ``np.bincount`` over ``(a * k + b) * 3 + outcome`` gives a
@@ -75,12 +75,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.errors import (
+from lbnorm.core.errors import (
     InputError,
     RatingOptionsError,
     RatingsNotIdentifiableError,
 )
-from lbnorm.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
+from lbnorm.core.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
 
 __all__ = [
     "BASE",
@@ -164,7 +164,7 @@ class RatingWarning:
 
 
 class BattleData(Protocol):
-    """What the kernels read from battles (:class:`lbnorm.readers.battles.Battles`)."""
+    """What the kernels read from battles (:class:`lbnorm.ratings.battles.Battles`)."""
 
     @property
     def models(self) -> StrArray: ...  # noqa: D102
@@ -201,7 +201,7 @@ class RatingOptions:
         >>> RatingOptions(bootstrap=-1)
         Traceback (most recent call last):
         ...
-        lbnorm.errors.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
+        lbnorm.core.errors.RatingOptionsError: bootstrap must be a whole number >= 0, got -1.
         Hint: use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).
     """
 
@@ -1336,7 +1336,7 @@ def compute_ratings(
     """Ratings, intervals and per-model counts from battles.
 
     Args:
-        battles: Codes and names (:class:`lbnorm.readers.battles.Battles`).
+        battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
         options: How to rate; defaults to ``RatingOptions()`` (BT, ties half).
 
     Returns:
@@ -1606,7 +1606,7 @@ def score_against_reference(
     with the results' models to list those present in only one source.
 
     Args:
-        battles: Codes and names (:class:`lbnorm.readers.battles.Battles`).
+        battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
         reference: The reference model, by its arena name or its mapped name.
         model_map: ``{arena_name: model}`` (from ``read_model_map``); names it
             does not cover are kept as they are and listed in ``unmapped``.

@@ -26,12 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow
-from lbnorm.encode import KeyEncoder
-from lbnorm.errors import ValidationError
-from lbnorm.options import UnknownSubtasks
-from lbnorm.readers.files import file_format
-from lbnorm.schemas import KEY_COLUMNS, Batch
+from lbnorm.core import arrow
+from lbnorm.core.errors import ValidationError
+from lbnorm.core.files import file_format
+from lbnorm.core.options import UnknownSubtasks
+from lbnorm.core.schemas import KEY_COLUMNS, Batch
+from lbnorm.engines.encode import KeyEncoder
 
 __all__ = [
     "CheckedBatch",

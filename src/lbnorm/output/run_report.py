@@ -1,7 +1,7 @@
 """The run report for schedulers: one JSON document per run, also when it fails.
 
 ``lbnorm run --report FILE`` writes it whether the run succeeded or not. A
-scheduler needs only ``exit_code`` (one of :class:`lbnorm.errors.ExitCode`) and
+scheduler needs only ``exit_code`` (one of :class:`lbnorm.core.errors.ExitCode`) and
 ``status``: ``healthy`` (exit 0: ran, output written, every health check passed
 and no input file rejected), ``unhealthy`` (exit 7: ran and wrote its output,
 but a health check failed or an input file was rejected; ``problems`` says
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm import arrow
-from lbnorm.errors import ExitCode, LbnormError, Terminated
+from lbnorm.core import arrow
+from lbnorm.core.errors import ExitCode, LbnormError, Terminated
+from lbnorm.engines.result import Result
 from lbnorm.readers import cache_stats
-from lbnorm.result import Result
 
 if TYPE_CHECKING:
     import pandas as pd

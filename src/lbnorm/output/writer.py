@@ -17,7 +17,7 @@ What lbnorm replaces, and what it leaves alone:
 * Only its own outputs: a folder whose ``manifest.json`` says ``"tool":
   "lbnorm"`` with a format it knows (:data:`OUTPUT_FORMAT`) and that holds
   nothing the manifest does not list. Anything else that is not empty is
-  refused (:class:`~lbnorm.errors.OutputError`, exit 6) and left as it is; so is
+  refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is; so is
   a read-only output folder.
 * ``--out LINK`` (a symbolic link to a folder) writes through the link: the
   folder it points to is replaced, the link stays.
@@ -54,10 +54,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._faults import fault_point
-from lbnorm.errors import OutputError
-from lbnorm.forking import hand_over, held_signals
-from lbnorm.manifest import (
+from lbnorm._runtime import hand_over, held_signals
+from lbnorm.core.errors import OutputError
+from lbnorm.core.faults import fault_point
+from lbnorm.core.files import sha256_file, sha256_of
+from lbnorm.core.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
     Listing,
@@ -67,9 +68,9 @@ from lbnorm.manifest import (
     manifest_kind,
     manifest_problem,
 )
-from lbnorm.options import RunOptions
-from lbnorm.readers.files import sha256_file, sha256_of
-from lbnorm.result import (
+from lbnorm.core.options import RunOptions
+from lbnorm.core.version import lbnorm_version
+from lbnorm.engines.result import (
     Job,
     PartsOnDisk,
     Result,
@@ -77,7 +78,6 @@ from lbnorm.result import (
     UniquePerPart,
 )
 from lbnorm.suites import Suite
-from lbnorm.version import lbnorm_version
 
 if TYPE_CHECKING:
     import pandas as pd  # only a caller's frames: never loaded here
@@ -147,7 +147,7 @@ def write_job(
     and writing the subtask table overlap.
 
     Args:
-        job: The engine's job (see :class:`lbnorm.result.Job`).
+        job: The engine's job (see :class:`lbnorm.engines.result.Job`).
         out: Output directory; an existing lbnorm output there is replaced whole.
         finish: Applied to the job's result before its tables are written
             (the pipeline joins model metadata there).
@@ -493,7 +493,7 @@ class _PartWriter:
     part is encoded on the writer's thread while the caller builds the next one
     (both release the GIL for their array work), holding at most two parts in
     memory. Columns in `plain` are written without dictionary pages (see
-    :class:`lbnorm.result.UniquePerPart`). Leaving the ``with`` block waits for
+    :class:`lbnorm.engines.result.UniquePerPart`). Leaving the ``with`` block waits for
     the thread; on an error the file is left to the staging folder's cleanup.
     """
 
@@ -648,7 +648,7 @@ def _load_manifest(
 ) -> tuple[dict[str, Any] | None, str]:
     """The manifest at `path` if lbnorm wrote it, else None and why not.
 
-    Only the keys the checks read (:func:`~lbnorm.manifest.manifest_head`), or
+    Only the keys the checks read (:func:`~lbnorm.core.manifest.manifest_head`), or
     all of it if `whole`.
     """
     try:

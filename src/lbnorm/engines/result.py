@@ -5,7 +5,7 @@ Three tables, keyed by model variant, all Arrow: one row per (variant, subtask)
 table is never whole in memory on its way to disk), one row per (variant,
 benchmark), and the leaderboard, one row per variant, best first. Every engine
 ends in :func:`assemble_result`, so they share one definition of the average,
-the ranks and the tables. Column names and types follow :mod:`lbnorm.schemas`.
+the ranks and the tables. Column names and types follow :mod:`lbnorm.core.schemas`.
 pandas appears only in the properties that hand a user a DataFrame.
 """
 
@@ -21,10 +21,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm import arrow, batch_thread
-from lbnorm.batch_thread import beside
-from lbnorm.encode import Variants, merge_variants
-from lbnorm.kernel import (
+from lbnorm import _runtime
+from lbnorm._runtime import beside
+from lbnorm.core import arrow
+from lbnorm.core.options import MissingPolicy, RunOptions
+from lbnorm.core.schemas import (
+    BENCHMARK_SCORES,
+    INPUT_FILES,
+    KEY_COLUMNS,
+    SUBTASK_SCORES,
+    leaderboard_schema,
+)
+from lbnorm.engines.encode import Variants, merge_variants
+from lbnorm.engines.kernel import (
     BenchmarkArrays,
     BoolArray,
     FloatArray,
@@ -32,14 +41,6 @@ from lbnorm.kernel import (
     average_benchmarks,
     average_stderr,
     rank_descending,
-)
-from lbnorm.options import MissingPolicy, RunOptions
-from lbnorm.schemas import (
-    BENCHMARK_SCORES,
-    INPUT_FILES,
-    KEY_COLUMNS,
-    SUBTASK_SCORES,
-    leaderboard_schema,
 )
 from lbnorm.suites import Suite, suite_arrays
 
@@ -513,7 +514,7 @@ def assemble_result(
         )
 
     leaderboard_output: pa.Table | TableParts
-    if len(variants) < batch_thread.THREAD_ROWS:
+    if len(variants) < _runtime.THREAD_ROWS:
         leaderboard_output = board()
     else:  # built beside the benchmark table, and beside its encoding when written
         leaderboard_output = BuiltBeside(
@@ -625,7 +626,7 @@ def start_benchmark_keys(
         variants: The variant keys in key order, as :func:`assemble_result` gets them.
         suite: The suite.
     """
-    if len(variants) < batch_thread.THREAD_ROWS:
+    if len(variants) < _runtime.THREAD_ROWS:
         return None
     n_benchmarks = len(suite.benchmarks)
     return beside(lambda: benchmark_keys(variants, n_benchmarks))
@@ -726,7 +727,7 @@ def leaderboard_rows(
         average_error: Per row (NaN: unknown).
 
     Returns:
-        Rows in the :func:`lbnorm.schemas.leaderboard_schema` of the suite.
+        Rows in the :func:`lbnorm.core.schemas.leaderboard_schema` of the suite.
     """
     columns: dict[str, pa.Array] = {
         name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"

@@ -1,0 +1,1 @@
+"""What people see: terminal views, SQL, HTML reports, the progress bar. Nothing below imports them."""

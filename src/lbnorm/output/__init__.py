@@ -1,0 +1,1 @@
+"""Outputs: the transaction that writes an output folder, and reading one back."""

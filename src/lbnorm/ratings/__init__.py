@@ -1,0 +1,1 @@
+"""Pairwise ratings: the battle reader, Bradley-Terry and online Elo with bootstrap intervals."""
