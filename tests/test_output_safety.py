@@ -21,13 +21,9 @@ import pytest
 
 from lbnorm import OutputError, run
 from lbnorm.cli import main
-from lbnorm.output.writer import (
-    OUTPUT_FILES,
-    add_tables,
-    manifest_problem,
-    write_bytes_atomically,
-    write_result,
-)
+from lbnorm.core.manifest import manifest_problem
+from lbnorm.output.transaction import write_bytes_atomically
+from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
@@ -414,10 +410,10 @@ def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
     def interrupted(_: Path) -> None:
         raise KeyboardInterrupt
 
-    from lbnorm.output import writer
+    from lbnorm.output import transaction
 
     with pytest.raises(KeyboardInterrupt):
-        writer._replace_atomically(target, interrupted)
+        transaction._replace_atomically(target, interrupted)
     dead = tmp_path / ".report.json.tmp-0123456789ab"  # a killed writer's
     dead.write_bytes(b"half")
     write_bytes_atomically(target, b"{}")

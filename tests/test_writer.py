@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
+from lbnorm.core.manifest import OUTPUT_FORMAT
 from lbnorm.core.options import RunOptions
-from lbnorm.output.writer import OUTPUT_FILES, OUTPUT_FORMAT, add_tables, write_result
+from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -203,14 +204,14 @@ def test_a_synced_files_digest_is_its_sha256(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool
 ) -> None:
     """Hashed after the sync, or (a large file) on a thread while it syncs."""
-    from lbnorm.output import writer
+    from lbnorm.output import transaction
 
     if beside:
-        monkeypatch.setattr(writer, "_HASH_BESIDE_SYNC", 1)
+        monkeypatch.setattr(transaction, "_HASH_BESIDE_SYNC", 1)
     path = tmp_path / "table.parquet"
     data = bytes(range(256)) * 40_000 + b"end"  # past one 8 MiB read, and a tail
     path.write_bytes(data)
-    assert writer._fsync_file(path) == hashlib.sha256(data).hexdigest()
+    assert transaction.fsync_file(path) == hashlib.sha256(data).hexdigest()
 
 
 def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
@@ -220,7 +221,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     two left a thread the pool's shutdown did not wait for, still encoding into the
     Parquet writer that the unwinding closed (a segfault in 2 of 400 interrupted
     runs). The Ctrl-C now lands once the part is handed over, and the writer waits."""
-    from lbnorm.output import writer
+    from lbnorm.output.tables import PartWriter
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 
@@ -239,7 +240,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     path = tmp_path / "t.parquet"
     with (
         pytest.raises(KeyboardInterrupt),
-        writer._PartWriter(table.schema, {}, path) as parts,
+        PartWriter(table.schema, {}, path) as parts,
     ):
         parts.add(table)
     alive = [

@@ -129,7 +129,8 @@ def rate_battles(
     """
     options = options or ArenaOptions()
     if out is not None:
-        from lbnorm.output.writer import check_output_kind  # before the work, not after
+        # before the work, not after
+        from lbnorm.output.transaction import check_output_kind
 
         check_output_kind(Path(out), KIND)
     battles = read_battles(paths, where=options.where)

@@ -23,7 +23,8 @@ from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Result
 from lbnorm.output.run_report import build_run_report, format_run_report
-from lbnorm.output.writer import add_tables, write_bytes_atomically, write_result
+from lbnorm.output.transaction import write_bytes_atomically
+from lbnorm.output.writer import add_tables, write_result
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
 from lbnorm.suites import Suite

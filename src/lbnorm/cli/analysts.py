@@ -373,8 +373,6 @@ def _parse_attach(text: str) -> tuple[str, str]:
 
 
 def _write_atomically(name: str, data: bytes) -> None:
-    from lbnorm.output.writer import (
-        write_bytes_atomically,  # the module that writes files
-    )
+    from lbnorm.output.transaction import write_bytes_atomically
 
     write_bytes_atomically(Path(name), data)

@@ -97,10 +97,8 @@ def emit_diff(
     Returns:
         The exit code.
     """
-    from lbnorm.output.writer import (  # (Arrow, Parquet)
-        add_tables,
-        write_bytes_atomically,
-    )
+    from lbnorm.output.transaction import write_bytes_atomically
+    from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
 
     if args.out:
         add_tables(Path(args.out), tables)

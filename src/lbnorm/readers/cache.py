@@ -83,7 +83,7 @@ from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.writer import (
+from lbnorm.output.transaction import (
     exclusive_lock,
     write_bytes_atomically,
     write_parquet_atomically,
