@@ -167,12 +167,14 @@ def test_manifest_records_the_metadata_table_it_joined(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["metadata_table"] == {
         "path": str(meta),
+        "resolved": str(meta),  # already absolute
         "bytes": meta.stat().st_size,
         "sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
     }
     assert manifest["options"]["metadata"] == str(meta)
     stored = pq.read_metadata(out / "leaderboard.parquet").metadata
-    assert json.loads(stored[b"lbnorm.metadata_table"]) == manifest["metadata_table"]
+    recorded = {k: v for k, v in manifest["metadata_table"].items() if k != "resolved"}
+    assert json.loads(stored[b"lbnorm.metadata_table"]) == recorded
     run([scores], out=out, options=RunOptions(missing="partial"))
     assert json.loads((out / "manifest.json").read_text())["metadata_table"] is None
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from lbnorm.cli.arguments import check_parent
+from lbnorm.cli.arguments import check_parent, check_written_files
 from lbnorm.core.errors import ExitCode, LbnormError
 
 __all__ = ["register"]
@@ -350,6 +350,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.faces.html_report import render_report
     from lbnorm.output.outdir import is_ratings_output
 
+    check_written_files(args)  # before the work, not after
     if is_ratings_output(args.out):  # lbnorm arena's output
         from lbnorm.cli.arena import report_ratings
 

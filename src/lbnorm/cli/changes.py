@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import add_inputs, add_policy_options, emit_diff
+from lbnorm.cli.arguments import (
+    add_inputs,
+    add_policy_options,
+    check_written_files,
+    command_sources,
+    emit_diff,
+)
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 
@@ -163,6 +169,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.render import format_diff
     from lbnorm.output.outdir import is_ratings_output
 
+    check_written_files(args)  # before the work, not after
     if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
         from lbnorm.cli.arena import diff_ratings_outputs
 
@@ -183,6 +190,7 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     from lbnorm.analysis.impact import compare_suites
     from lbnorm.analysis.render import format_diff
 
+    check_written_files(args)  # before the work, not after
     suites = args.suite or [DEFAULT_SUITE]
     if len(suites) > 2 or (len(suites) == 1 and not args.set_bound):
         print(
@@ -221,5 +229,5 @@ def _cmd_health(args: argparse.Namespace) -> int:
     if args.out:
         from lbnorm.output.writer import add_tables
 
-        add_tables(Path(args.out), {"health": health})
+        add_tables(Path(args.out), {"health": health}, sources=command_sources(args))
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

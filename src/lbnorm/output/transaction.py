@@ -51,13 +51,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import held_signals
-from lbnorm.core.errors import OutputError
+from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.files import sha256_of
 from lbnorm.core.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
     OutputKind,
+    environment,
     manifest_bytes,
     manifest_head,
     manifest_kind,
@@ -66,11 +67,14 @@ from lbnorm.core.manifest import (
 
 __all__ = [
     "OUTPUT_FORMAT",
+    "check_not_in_output",
     "check_output_kind",
+    "checked_manifest_bytes",
     "exclusive_lock",
     "is_own_output",
     "load_manifest",
     "manifest_problem",
+    "output_holding",
     "replaced_outputs",
     "staged",
     "synced",
@@ -111,13 +115,21 @@ def check_output_kind(out: Path, kind: OutputKind | str) -> None:
         return
     existing = manifest_kind(manifest)
     if existing != kind:
-        makers = {"leaderboard": "lbnorm run", "ratings": "lbnorm arena"}
+        makers = {
+            "leaderboard": "lbnorm run",
+            "ratings": "lbnorm arena",
+            "analysis": "lbnorm diff, impact or health",
+        }
         msg = (
-            f"{out}: holds a {existing} output (written by `{makers.get(existing, 'lbnorm')}`); "
-            f"a {kind} output will not replace it.\n"
+            f"{out}: holds {_a(existing)} output (written by `{makers.get(existing, 'lbnorm')}`); "
+            f"{_a(kind)} output will not replace it.\n"
             "Hint: choose another --out, or remove the directory first if it is no longer needed."
         )
         raise OutputError(msg)
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
 def write_staged(
@@ -126,17 +138,41 @@ def write_staged(
     *,
     created_at: str | None,
 ) -> Path:
-    """Fill a staging folder beside `out`, add the manifest, and swap it in."""
+    """Fill a staging folder beside `out`, add the manifest, and swap it in.
+
+    Every manifest records its :func:`~lbnorm.core.manifest.environment`, and
+    none is written larger than lbnorm accepts back.
+    """
     out = Path.cwd() / out  # absolute, symlinks kept as given
     with staged(out) as stage:
         manifest = fill(stage.folder)
         manifest["format"] = OUTPUT_FORMAT
         manifest["created_at"] = created_at or now_iso()
-        write_synced_bytes(stage.folder / _MANIFEST, manifest_bytes(manifest))
+        manifest.setdefault("environment", environment())
+        write_synced_bytes(
+            stage.folder / _MANIFEST, checked_manifest_bytes(out, manifest)
+        )
         fsync_dir(stage.folder)
         fault_point("staged")
         stage.swap()
     return out
+
+
+def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
+    """The manifest's bytes, refused if larger than lbnorm reads back (:data:`_MANIFEST_LIMIT`).
+
+    Raises:
+        OutputError: Too large; nothing is written.
+    """
+    data = manifest_bytes(manifest)
+    if len(data) > _MANIFEST_LIMIT:
+        msg = (
+            f"{out}: its manifest.json would be {len(data) / 2**20:,.0f} MiB, more than "
+            f"lbnorm reads back ({_MANIFEST_LIMIT // 2**20} MiB); the previous output is "
+            "unchanged.\nHint: report this as a bug, with the number of input files."
+        )
+        raise OutputError(msg)
+    return data
 
 
 def synced(path: Path, n_rows: int, n_columns: int) -> dict[str, Any]:
@@ -310,6 +346,60 @@ def _listing(folder: Path, names: list[str]) -> str:
 def is_own_output(target: Path) -> bool:
     """Whether `target` is a folder holding a manifest lbnorm wrote."""
     return target.is_dir() and load_manifest(target / _MANIFEST)[0] is not None
+
+
+def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
+    """The lbnorm output folder a file at `path` would land in (None: none).
+
+    A folder counts when it is one of `outs` (the outputs a command reads or
+    writes, which may not exist yet) or holds a ``manifest.json`` whose ``tool``
+    is lbnorm (a web app's ``manifest.json`` is not). Symbolic links are
+    resolved, and every enclosing folder is checked.
+    """
+    parent = Path(path).resolve().parent
+    named = {Path(out).resolve() for out in outs}
+    for folder in (parent, *parent.parents):
+        if folder in named or _names_lbnorm(folder):
+            return folder
+    return None
+
+
+def check_not_in_output(
+    path: Path | str, *, option: str, outs: tuple[Path | str, ...] = ()
+) -> None:
+    """Refuse a file (a report, a summary) pointed inside an lbnorm output folder.
+
+    An output folder holds what lbnorm wrote there and nothing else: a file
+    added inside would change the output, and the next run to it would refuse
+    the folder (it deletes nothing it did not write).
+
+    Args:
+        path: The file to be written.
+        option: The option that named it, for the message (``--report``).
+        outs: Output folders the command reads or writes (they may not exist yet).
+
+    Raises:
+        OptionsError: `path` is inside an lbnorm output folder.
+    """
+    folder = output_holding(path, outs)
+    if folder is not None:
+        msg = (
+            f"{option} {path}: inside the lbnorm output folder {folder}; a file "
+            "written there would change the output, and the next run to it would "
+            "refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder."
+        )
+        raise OptionsError(msg)
+
+
+def _names_lbnorm(folder: Path) -> bool:
+    """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
+    try:
+        with (folder / _MANIFEST).open("rb") as handle:
+            data = handle.read(_MANIFEST_LIMIT + 1)
+        head = manifest_head(data)
+    except (OSError, ValueError, RecursionError):  # none, or not JSON
+        return False
+    return isinstance(head, dict) and head.get("tool") == "lbnorm"
 
 
 # --- claiming an output: staging folders, their locks, the swap --------------------------
@@ -732,6 +822,7 @@ def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
         error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
         raise output_error(path, error) from exc
     _check_name_length(path, target, what="file name")
+    check_not_in_output(path, option="cannot write")
     tag = _sibling_tag(target.name, _name_max(target.parent))
     temporary = target.with_name(f".{tag}.tmp-{uuid.uuid4().hex[:12]}")
     descriptor = -1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -26,7 +27,13 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import hand_over
 from lbnorm.core.errors import OutputError
 from lbnorm.core.files import sha256_file
-from lbnorm.core.manifest import MANIFEST, Listing, manifest_bytes
+from lbnorm.core.manifest import (
+    INLINE_INPUTS,
+    INPUTS_TABLE,
+    MANIFEST,
+    Listing,
+    environment,
+)
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts
@@ -39,16 +46,15 @@ from lbnorm.output.tables import (
 )
 from lbnorm.output.transaction import (
     check_output_kind,
+    checked_manifest_bytes,
     fsync_dir,
     fsync_file,
     is_own_output,
     link_into,
     load_manifest,
-    output_error,
     resolve_target,
     staged,
     synced,
-    write_parquet_atomically,
     write_staged,
     write_synced_bytes,
 )
@@ -274,6 +280,40 @@ def _holds_floats(schema: pa.Schema) -> bool:
     return any(floats(field.type) for field in schema)
 
 
+def suite_record(suite: Suite) -> dict[str, Any]:
+    """What a manifest records about its suite: name, source as given and resolved, hash, text.
+
+    The text lets the output be read back where the suite file moved or changed.
+    """
+    builtin = suite.source.startswith("builtin:")
+    return {
+        **suite.provenance(),
+        "resolved": None if builtin else _absolute(suite.source),
+        "text": None if builtin else suite.text,
+    }
+
+
+def _resolved(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A recorded file with its absolute path beside the path as given (manifest only)."""
+    return None if record is None else {**record, "resolved": _absolute(record["path"])}
+
+
+def _absolute(path: str) -> str:
+    """`path` made absolute against the working directory, without touching the disk."""
+    return os.path.abspath(path)  # noqa: PTH100 - Path.resolve stats every part
+
+
+def _write_inputs_table(files: pa.Table, path: Path) -> dict[str, Any]:
+    """Write the catalog's rows by path, each with its absolute path, to `path`."""
+    listing = files.take(pc.sort_indices(files["path"]))
+    resolved = pa.array(
+        [_absolute(name) for name in listing["path"].to_pylist()], pa.string()
+    )
+    listing = listing.append_column("resolved", resolved)
+    pq.write_table(listing, path, compression="zstd")
+    return synced(path, listing.num_rows, listing.num_columns)
+
+
 def _write_tables(
     result: Result, folder: Path, *, subtasks: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -312,14 +352,23 @@ def _write_tables(
         outputs = {name: future.result() for name, future in futures.items()}
     if subtasks is not None:
         outputs["subtasks.parquet"] = subtasks
+    listed = {name: outputs[name] for name in OUTPUT_FILES if name in outputs}
+    listing: Any
+    if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
+        listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
+        listed[INPUTS_TABLE] = _write_inputs_table(files, folder / INPUTS_TABLE)
+    else:
+        for row in inputs:
+            row["resolved"] = _absolute(row["path"])
+        listing = inputs if _holds_floats(files.schema) else Listing(inputs)
     return {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
-        "suite": suite.provenance(),
+        "suite": suite_record(suite),
         "options": result.options.to_manifest(),
-        "inputs": inputs if _holds_floats(files.schema) else Listing(inputs),
-        "outputs": {name: outputs[name] for name in OUTPUT_FILES if name in outputs},
-        "metadata_table": metadata_input(result.options),
+        "inputs": listing,
+        "outputs": listed,
+        "metadata_table": _resolved(metadata_input(result.options)),
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
@@ -329,20 +378,29 @@ def _write_tables(
 # (lbnorm.analysis results, lbnorm diff/impact outputs, run reports, lbnorm.cache)
 
 
-def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list[Path]:
-    """Write tables as ``<name>.parquet`` into a folder.
+def add_tables(
+    out: Path,
+    tables: Mapping[str, pd.DataFrame | pa.Table],
+    *,
+    sources: Mapping[str, Any] | None = None,
+) -> list[Path]:
+    """Write tables as ``<name>.parquet`` into a folder, through the output transaction.
 
     Into an lbnorm output folder, the tables are added the way a run writes: the
     output is staged (its files hard-linked, the tables and an updated manifest
     listing them written), then swapped in whole, so a reader, a kill or another
     run sees it with or without every new table, never half. The next ``lbnorm
-    run`` replaces the folder whole, these tables included. Anywhere else the
-    folder is created if needed and each file is written atomically.
+    run`` replaces the folder whole, these tables included. A new or empty
+    folder becomes an output of its own (``kind`` ``analysis``, with a manifest
+    recording `sources`), written the same way; a folder holding anything else
+    is refused and left as it is.
 
     Args:
         out: The folder.
         tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow tables,
             by name without ``.parquet``.
+        sources: What the tables were computed from (the command, the outputs
+            and suites it read), recorded in the manifest.
 
     Returns:
         The files written.
@@ -352,27 +410,23 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
             read-only or holds files lbnorm did not write, or the disk refuses.
     """
     out = Path.cwd() / out
+    reserved = (*OUTPUT_FILES, _MANIFEST, INPUTS_TABLE)
     if clash := sorted(
-        set(tables)
-        & {name.removesuffix(".parquet") for name in (*OUTPUT_FILES, _MANIFEST)}
+        set(tables) & {name.removesuffix(".parquet") for name in reserved}
     ):
         msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
         raise OutputError(msg)
     target = resolve_target(out)
+    record = {"sources": dict(sources or {})}
     if not is_own_output(target):
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise output_error(out, exc) from exc
-        return [
-            write_parquet_atomically(out / f"{name}.parquet", extra_arrow(table))
-            for name, table in tables.items()  # a handful of tables
-        ]
+        return _write_analysis(out, target, tables, record)
     with staged(out) as stage:
         manifest, problem = load_manifest(stage.target / _MANIFEST, whole=True)
         if manifest is None:
             msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
             raise OutputError(msg)
+        if manifest.get("kind") == "analysis":  # the latest command's sources
+            manifest.update(record, environment=environment())
         files = {f"{name}.parquet": table for name, table in tables.items()}
         link_into(stage.target, stage.folder, skip={_MANIFEST, *files})
         outputs: dict[str, Any] = manifest["outputs"]
@@ -397,7 +451,39 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
             if "bytes" in extra:
                 entry["bytes"] = path.stat().st_size
             outputs[name] = entry
-        write_synced_bytes(stage.folder / _MANIFEST, manifest_bytes(manifest))
+        write_synced_bytes(
+            stage.folder / _MANIFEST, checked_manifest_bytes(out, manifest)
+        )
         fsync_dir(stage.folder)
         stage.swap()
     return [out / name for name in files]
+
+
+def _write_analysis(
+    out: Path,
+    target: Path,
+    tables: Mapping[str, pd.DataFrame | pa.Table],
+    record: dict[str, Any],
+) -> list[Path]:
+    """Write `tables` as a new output of kind ``analysis`` (staged, then swapped in)."""
+
+    def fill(staging: Path) -> dict[str, Any]:
+        if is_own_output(target):  # an output came meanwhile: not replaced whole
+            msg = f"{out}: an lbnorm output appeared there meanwhile.\nHint: run the command again."
+            raise OutputError(msg)
+        outputs = {}
+        for name, table in tables.items():
+            path = staging / f"{name}.parquet"
+            arrow = extra_arrow(table)
+            pq.write_table(arrow, path, compression="zstd")
+            outputs[path.name] = synced(path, arrow.num_rows, arrow.num_columns)
+        return {
+            "tool": "lbnorm",
+            "kind": "analysis",
+            "version": lbnorm_version(),
+            "outputs": outputs,
+            **record,
+        }
+
+    write_staged(out, fill, created_at=None)
+    return [out / f"{name}.parquet" for name in tables]
