@@ -246,7 +246,15 @@ def test_a_changed_suite_is_noted_once_per_output(
         )
         == 0
     )
+    recorded = output_suite(out)[0]
     suite.write_text(suite.read_text() + "\n# edited after the run\n")
+    embedded = output_suite(out)[0]  # the text the manifest embeds
+    assert embedded is not None
+    assert recorded is not None
+    assert embedded.sha256 == recorded.sha256
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["suite"]["text"]  # as manifests before the text was embedded
+    (out / "manifest.json").write_text(json.dumps(manifest))
     assert output_suite(out)[0] is None
     assert output_suite(out)[0] is None
     notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
@@ -254,3 +262,58 @@ def test_a_changed_suite_is_noted_once_per_output(
         f"lbnorm: note: {out}: its suite {str(suite)!r} is gone or changed; no rank "
         "intervals or stderr-aware floors for this output."
     ]
+
+
+def _run_with_a_relative_suite(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """Two outputs written from `project` with `--suite my-suite.toml` (relative)."""
+    project.mkdir()
+    assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
+    text = capsys.readouterr().out.replace(
+        'name = "openllm-v2"', 'name = "my-suite"', 1
+    )
+    (project / "my-suite.toml").write_text(text)
+    monkeypatch.chdir(project)
+    one, two = GOLDEN / "Amu__t1-3B.json", GOLDEN / "AIDC-AI__Marco-o1.json"
+    for name, files in (("out1", [one]), ("out2", [one, two])):
+        argv = ["run", *map(str, files), "--suite", "my-suite.toml", "--out", name]
+        assert main([*argv, "--quiet"]) == 0
+    return project / "out1", project / "out2"
+
+
+def test_an_output_is_read_from_any_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31's reproduction: `cd /tmp && lbnorm diff /abs/out1 /abs/out2` lost the suite."""
+    out1, out2 = _run_with_a_relative_suite(tmp_path / "repo", capsys, monkeypatch)
+    manifest = json.loads((out1 / "manifest.json").read_text())
+    suite = manifest["suite"]
+    assert suite["source"] == "my-suite.toml"
+    assert suite["resolved"] == str(tmp_path / "repo" / "my-suite.toml")
+    assert suite["text"] == (tmp_path / "repo" / "my-suite.toml").read_text()
+    environment = manifest["environment"]
+    assert environment["cwd"] == str(tmp_path / "repo")
+    assert set(environment) == {
+        "cwd",
+        "lbnorm",
+        "lbnorm_commit",
+        "python",
+        "numpy",
+        "pyarrow",
+    }
+    assert [i["resolved"] for i in manifest["inputs"]] == [
+        str(GOLDEN / "Amu__t1-3B.json")
+    ]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["diff", str(out1), str(out2)]) == 0
+    captured = capsys.readouterr()
+    assert "gone or changed" not in captured.err
+    assert "| rank moves beyond the rank intervals | 1 of 1 |" in captured.out
+    (tmp_path / "repo" / "my-suite.toml").rename(tmp_path / "moved.toml")  # moved
+    assert main(["diff", str(out1), str(out2)]) == 0
+    captured = capsys.readouterr()
+    assert "gone or changed" not in captured.err  # the embedded text
+    assert "| rank moves beyond the rank intervals | 1 of 1 |" in captured.out

@@ -34,7 +34,7 @@ from lbnorm.core.schemas import (
     benchmark_columns,
     leaderboard_schema,
 )
-from lbnorm.suites import Suite, load_suite
+from lbnorm.suites import Suite, load_suite, parse_suite
 
 __all__ = [
     "RATINGS_FILES",
@@ -396,6 +396,11 @@ _NOTED: set[str] = set()
 def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     """The suite an output was computed under, if it still loads with the same hash.
 
+    Read from any directory: the suite's path as recorded (relative to where the
+    command runs), then its absolute path, then the path relative to the
+    directory the output was written from; where none holds the file with the
+    recorded hash (moved or edited), the suite text the manifest embeds.
+
     Returns:
         The suite (None if it is gone or changed; a note goes to stderr) and the
         output's missing-data policy.
@@ -407,13 +412,10 @@ def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     options = options if isinstance(options, dict) else {}
     missing = cast("MissingPolicy", str(options.get("missing", "exclude")))
     source = str(info.get("source", ""))
-    try:
-        suite: Suite | None = (
-            load_suite(source.removeprefix("builtin:")) if source else None
-        )
-    except LbnormError:
-        suite = None
-    if suite is None or suite.sha256 != info.get("sha256"):
+    environment = manifest.get("environment")
+    cwd = environment.get("cwd") if isinstance(environment, dict) else None
+    suite = _recorded_suite(info, source, cwd if isinstance(cwd, str) else None)
+    if suite is None:
         if str(out) not in _NOTED:  # once per output, however often it is read
             _NOTED.add(str(out))
             print(
@@ -423,6 +425,35 @@ def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
             )
         return None, missing
     return suite, missing
+
+
+def _recorded_suite(
+    info: dict[str, object], source: str, cwd: str | None
+) -> Suite | None:
+    """The suite a manifest records, from the first place holding its hash (None: none)."""
+    if not source:
+        return None
+    if source.startswith("builtin:"):
+        candidates: list[str] = [source.removeprefix("builtin:")]
+    else:
+        places = [source, info.get("resolved"), cwd and str(Path(cwd) / source)]
+        candidates = [place for place in places if isinstance(place, str) and place]
+    for candidate in dict.fromkeys(candidates):
+        try:
+            suite = load_suite(candidate)
+        except LbnormError:
+            continue
+        if suite.sha256 == info.get("sha256"):
+            return suite
+    text = info.get("text")
+    if isinstance(text, str):  # the file moved or changed: the text it had
+        try:
+            suite = parse_suite(text.encode("utf-8"), source=source)
+        except LbnormError:
+            return None
+        if suite.sha256 == info.get("sha256"):
+            return suite
+    return None
 
 
 def read_wide_table(path: str | Path) -> pd.DataFrame | None:
