@@ -191,15 +191,23 @@ def test_an_output_written_before_format_versions_still_reads(
 
 
 def test_damaged_pages_behind_a_good_footer_are_named_when_read(
-    good: Path, tmp_path: Path
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A table too large to hash on every read: its damage shows when it is read."""
+    from lbnorm.output import outdir
+
+    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # every table "large"
     out = tmp_path / "out"
     shutil.copytree(good, out)
     path = out / "leaderboard.parquet"
     data = bytearray(path.read_bytes())
     data[4:200] = b"\x00" * 196  # the first data pages, not the footer
     path.write_bytes(bytes(data))
-    check_output(out)  # the footer and schema are fine
+    check_output(out)  # the footer, schema and size are fine
+    with pytest.raises(
+        InputError, match=r"leaderboard.parquet: does not match .*sha256.*\nHint: "
+    ):
+        check_output(out, verify=True)  # --verify hashes it
     with pytest.raises(
         InputError, match=r"leaderboard.parquet: cannot read: [^\n]*\.\nHint: "
     ):
@@ -317,3 +325,87 @@ def test_an_output_is_read_from_any_directory(
     captured = capsys.readouterr()
     assert "gone or changed" not in captured.err  # the embedded text
     assert "| rank moves beyond the rank intervals | 1 of 1 |" in captured.out
+
+
+# --- reading an output checks it against its manifest (issue 30 item 8) ----------------
+
+
+def test_a_flipped_byte_in_a_table_is_exit_4_naming_it(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's reproduction: 3 of 40 bit flips gave a different sum with exit 0."""
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / "leaderboard.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01  # inside the data pages; size and footer as before
+    path.write_bytes(bytes(data))
+    for argv in (["show", str(out)], ["diff", str(good), str(out)]):
+        assert main(argv) == 4
+        err = capsys.readouterr().err
+        assert re.fullmatch(
+            rf"lbnorm: error: {re.escape(str(path))}: does not match the output's "
+            r"manifest.json \(sha256 [0-9a-f]{16}, recorded [0-9a-f]{16}\): the file was "
+            r"changed or damaged after lbnorm wrote it.\nHint: restore it from a copy, "
+            r"or rerun `lbnorm run` to rewrite the output.\n",
+            err,
+        ), err
+
+
+def test_a_table_rewritten_with_one_value_changed_is_exit_4(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / "leaderboard.parquet"
+    table = pq.read_table(path)
+    average = table["average"].to_pylist()
+    average[0] = (average[0] or 0.0) + 1.0
+    changed = table.set_column(
+        table.schema.get_field_index("average"), "average", pa.array(average)
+    )
+    pq.write_table(changed, path)  # a valid table, its schema and rows unchanged
+    assert main(["show", str(out)]) == 4
+    err = capsys.readouterr().err
+    assert f"{path}: does not match the output's manifest.json (" in err
+    assert "Hint: restore it from a copy" in err
+
+
+def test_verify_hashes_a_large_table_and_its_size_is_always_checked(
+    good: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from lbnorm.output import outdir
+
+    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # no table hashed unless --verify
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / "benchmarks.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert main(["show", str(out)]) == 0  # size and footer fine, not hashed
+    capsys.readouterr()
+    assert main(["show", str(out), "--verify"]) == 4
+    assert "benchmarks.parquet: does not match" in capsys.readouterr().err
+    assert main(["query", str(out), "SELECT 1 AS x", "--verify"]) == 4
+    assert "benchmarks.parquet: does not match" in capsys.readouterr().err
+    table = pq.read_table(out / "leaderboard.parquet")
+    pq.write_table(table, out / "leaderboard.parquet", compression="snappy")
+    assert main(["show", str(out)]) == 4  # the same rows, another size
+    assert "(size in bytes" in capsys.readouterr().err
+
+
+def test_an_output_without_recorded_sizes_still_reads(
+    good: Path, tmp_path: Path
+) -> None:
+    """Manifests written before sizes were recorded: the rest is checked."""
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for entry in manifest["outputs"].values():
+        entry.pop("bytes", None)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert check_output(out) == out

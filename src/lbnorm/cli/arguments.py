@@ -24,10 +24,12 @@ from lbnorm.core.options import (
 __all__ = [
     "add_inputs",
     "add_policy_options",
+    "add_verify",
     "check_parent",
     "check_written_files",
     "command_sources",
     "run_options",
+    "verify_outputs",
 ]
 
 
@@ -84,6 +86,29 @@ def check_parent(name: str) -> None:
     if not Path(name).resolve().parent.is_dir():
         msg = f"{name}: cannot write: its directory does not exist.\nHint: check that the directory exists and is writable."
         raise OutputError(msg)
+
+
+def add_verify(parser: argparse.ArgumentParser) -> None:
+    """``--verify``: hash every table of the outputs read, however large."""
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every table's sha256 against the manifest, however large "
+        "(tables under 64 MiB are always checked; size and footer always)",
+    )
+
+
+def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
+    """With ``--verify``, check each output folder's tables in full (before any work).
+
+    Raises:
+        InputError: A table differs from what its manifest records (exit 4).
+    """
+    if getattr(args, "verify", False):
+        from lbnorm.output.outdir import verify_output
+
+        for out in outs:
+            verify_output(out)
 
 
 def check_written_files(args: argparse.Namespace) -> None:

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 from lbnorm.cli.arguments import (
     add_inputs,
     add_policy_options,
+    add_verify,
     check_written_files,
     command_sources,
     emit_diff,
+    verify_outputs,
 )
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
@@ -54,6 +56,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.add_argument("old", metavar="OLD_OUT", help="the reference output directory")
     diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
     _add_diff_options(diff)
+    add_verify(diff)
     diff.set_defaults(handler=_cmd_diff)
 
     impact = commands.add_parser(
@@ -170,6 +173,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.output.outdir import is_ratings_output
 
     check_written_files(args)  # before the work, not after
+    verify_outputs(args, args.old, args.new)
     if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
         from lbnorm.cli.arena import diff_ratings_outputs
 

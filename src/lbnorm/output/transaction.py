@@ -176,11 +176,12 @@ def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
 
 
 def synced(path: Path, n_rows: int, n_columns: int) -> dict[str, Any]:
-    """Sync a written table to disk; its rows, columns and sha256 for the manifest."""
+    """Sync a written table to disk; its rows, columns, size and sha256 for the manifest."""
     digest = fsync_file(path)
     with _FAULT_LOCK:  # the point counts its passes; the tables finish in any order
         fault_point("table-written")
-    return {"rows": n_rows, "columns": n_columns, "sha256": digest}
+    size = path.stat().st_size
+    return {"rows": n_rows, "columns": n_columns, "bytes": size, "sha256": digest}
 
 
 #: A ``manifest.json`` larger than this is not lbnorm's (one lists every input file).
