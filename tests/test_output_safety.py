@@ -479,14 +479,20 @@ _TABLE = {
 }
 
 
-@pytest.mark.parametrize("command", ["health", "diff", "impact", "arena"])
-def test_a_users_file_in_a_commands_out_is_refused_and_untouched(
+@pytest.fixture(params=["health", "diff", "impact", "arena"])
+def command(request: pytest.FixtureRequest) -> str:
+    """Each command that writes a folder of its own."""
+    return str(request.param)
+
+
+def test_a_commands_out_refuses_a_users_file_and_replaces_its_own_output(
     two_runs: tuple[Path, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     command: str,
 ) -> None:
-    """The issue's reproduction: `echo "my data" > f/health.parquet; lbnorm health OUT --out f`."""
+    """The issue's reproduction: `echo "my data" > f/health.parquet; lbnorm health OUT --out f`
+    overwrote the file. Refused now; into an empty folder, and again into its own output, written."""
     folder = tmp_path / "f"
     folder.mkdir()
     (folder / _TABLE[command]).write_text("my data\n")
@@ -499,16 +505,7 @@ def test_a_users_file_in_a_commands_out_is_refused_and_untouched(
         err,
     ), err
     assert _tree(folder) == before
-
-
-@pytest.mark.parametrize("command", ["health", "diff", "impact", "arena"])
-def test_a_commands_out_is_an_output_replaced_by_the_next_run(
-    two_runs: tuple[Path, Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    command: str,
-) -> None:
-    folder = tmp_path / "f"
+    (folder / _TABLE[command]).unlink()  # empty now: the command's output goes there
     argv = _folder_commands(*two_runs, folder)[command]
     assert main(argv) in (0, 3)  # health may find a failed check
     first = json.loads((folder / "manifest.json").read_text())

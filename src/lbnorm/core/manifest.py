@@ -51,8 +51,8 @@ OutputKind = Literal["leaderboard", "ratings", "analysis"]
 #: The table beside the manifest that lists a run's inputs when they are many.
 INPUTS_TABLE = "inputs.parquet"
 #: Up to this many inputs are listed in ``manifest.json`` itself; more go to
-#: :data:`INPUTS_TABLE` (a results tree of 130,000 files listed inline made a
-#: manifest of 300 MB).
+#: :data:`INPUTS_TABLE`, so that the manifest stays small for any tree (a listed
+#: input takes about 2 KB).
 INLINE_INPUTS = 1_000
 #: The keys :func:`manifest_problem` and :func:`manifest_kind` read.
 _HEAD_KEYS = ("tool", "format", "outputs", "kind")
@@ -122,7 +122,7 @@ class Listing:
     Each record is a dict whose values are text, integers, booleans, None or
     lists of text: no floats (whose text json and msgspec write differently).
     :func:`manifest_bytes` writes it with msgspec when installed (the ``fast``
-    extra), to the bytes json writes: 4,576 inputs take json ~70 ms.
+    extra), to the bytes json writes, faster than json for long lists.
     """
 
     rows: list[dict[str, Any]]
@@ -185,9 +185,9 @@ def manifest_head(data: bytes) -> object:
     """The keys a check reads from a ``manifest.json``'s bytes (the whole JSON if small).
 
     A large manifest (a results tree's lists every input file) is decoded by
-    msgspec when installed, skipping all but :data:`_HEAD_KEYS` (~3 ms instead
-    of json's ~25 ms at 4,576 inputs); anything it refuses goes to json, which
-    decides and raises as it would.
+    msgspec when installed, skipping all but :data:`_HEAD_KEYS` instead of
+    decoding everything; anything it refuses goes to json, which decides and
+    raises as it would.
 
     Raises:
         ValueError: Not JSON (json's error).
