@@ -131,6 +131,7 @@ def test_arena_writes_ratings_win_rates_and_a_manifest(
     assert manifest["inputs"] == [
         {
             "path": str(CLEAN),
+            "resolved": str(CLEAN),  # given absolute
             "format": "json",
             "shape": "battles",
             "sha256": _sha256(CLEAN),

@@ -185,21 +185,33 @@ def test_an_output_written_before_format_versions_still_reads(
     shutil.copytree(good, out)
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["format"]
+    for entry in manifest["outputs"].values():  # nor sizes, nor an environment
+        del entry["bytes"]
+    del manifest["environment"]
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert read_manifest(out)["tool"] == "lbnorm"
+    assert check_output(out) == out  # rows, columns and sha256 still checked
     assert read_output_table(out, "leaderboard")["rank"].dtype == "Int64"
 
 
 def test_damaged_pages_behind_a_good_footer_are_named_when_read(
-    good: Path, tmp_path: Path
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A table too large to hash on every read: its damage shows when it is read."""
+    from lbnorm.output import outdir
+
+    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # every table "large"
     out = tmp_path / "out"
     shutil.copytree(good, out)
     path = out / "leaderboard.parquet"
     data = bytearray(path.read_bytes())
     data[4:200] = b"\x00" * 196  # the first data pages, not the footer
     path.write_bytes(bytes(data))
-    check_output(out)  # the footer and schema are fine
+    check_output(out)  # the footer, schema and size are fine
+    with pytest.raises(
+        InputError, match=r"leaderboard.parquet: does not match .*sha256.*\nHint: "
+    ):
+        check_output(out, verify=True)  # --verify hashes it
     with pytest.raises(
         InputError, match=r"leaderboard.parquet: cannot read: [^\n]*\.\nHint: "
     ):
@@ -246,7 +258,15 @@ def test_a_changed_suite_is_noted_once_per_output(
         )
         == 0
     )
+    recorded = output_suite(out)[0]
     suite.write_text(suite.read_text() + "\n# edited after the run\n")
+    embedded = output_suite(out)[0]  # the text the manifest embeds
+    assert embedded is not None
+    assert recorded is not None
+    assert embedded.sha256 == recorded.sha256
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["suite"]["text"]  # as manifests before the text was embedded
+    (out / "manifest.json").write_text(json.dumps(manifest))
     assert output_suite(out)[0] is None
     assert output_suite(out)[0] is None
     notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
@@ -254,3 +274,130 @@ def test_a_changed_suite_is_noted_once_per_output(
         f"lbnorm: note: {out}: its suite {str(suite)!r} is gone or changed; no rank "
         "intervals or stderr-aware floors for this output."
     ]
+
+
+def _run_with_a_relative_suite(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """Two outputs written from `project` with `--suite my-suite.toml` (relative)."""
+    project.mkdir()
+    assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
+    text = capsys.readouterr().out.replace(
+        'name = "openllm-v2"', 'name = "my-suite"', 1
+    )
+    (project / "my-suite.toml").write_text(text)
+    monkeypatch.chdir(project)
+    one, two = GOLDEN / "Amu__t1-3B.json", GOLDEN / "AIDC-AI__Marco-o1.json"
+    for name, files in (("out1", [one]), ("out2", [one, two])):
+        argv = ["run", *map(str, files), "--suite", "my-suite.toml", "--out", name]
+        assert main([*argv, "--quiet"]) == 0
+    return project / "out1", project / "out2"
+
+
+def test_an_output_is_read_from_any_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31's reproduction: `cd /tmp && lbnorm diff /abs/out1 /abs/out2` lost the suite."""
+    out1, out2 = _run_with_a_relative_suite(tmp_path / "repo", capsys, monkeypatch)
+    manifest = json.loads((out1 / "manifest.json").read_text())
+    suite = manifest["suite"]
+    assert suite["source"] == "my-suite.toml"
+    assert suite["resolved"] == str(tmp_path / "repo" / "my-suite.toml")
+    assert suite["text"] == (tmp_path / "repo" / "my-suite.toml").read_text()
+    environment = manifest["environment"]
+    assert environment["cwd"] == str(tmp_path / "repo")
+    assert set(environment) == {
+        "cwd",
+        "lbnorm",
+        "lbnorm_commit",
+        "python",
+        "numpy",
+        "pyarrow",
+    }
+    assert [i["resolved"] for i in manifest["inputs"]] == [
+        str(GOLDEN / "Amu__t1-3B.json")
+    ]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["diff", str(out1), str(out2)]) == 0
+    captured = capsys.readouterr()
+    assert "gone or changed" not in captured.err
+    assert "| rank moves beyond the rank intervals | 1 of 1 |" in captured.out
+    (tmp_path / "repo" / "my-suite.toml").rename(tmp_path / "moved.toml")  # moved
+    assert main(["diff", str(out1), str(out2)]) == 0
+    captured = capsys.readouterr()
+    assert "gone or changed" not in captured.err  # the embedded text
+    assert "| rank moves beyond the rank intervals | 1 of 1 |" in captured.out
+
+
+# --- reading an output checks it against its manifest (issue 30 item 8) ----------------
+
+
+def _flipped(good: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A copy of `good` with one bit flipped inside `name`'s data pages (its footer intact)."""
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+    return out, path
+
+
+def test_a_flipped_byte_in_a_table_is_exit_4_naming_it(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's reproduction: 3 of 40 bit flips gave a different sum with exit 0."""
+    out, path = _flipped(good, tmp_path, "leaderboard.parquet")
+    for argv in (["show", str(out)], ["diff", str(good), str(out)]):
+        assert main(argv) == 4
+        err = capsys.readouterr().err
+        assert re.fullmatch(
+            rf"lbnorm: error: {re.escape(str(path))}: does not match the output's "
+            r"manifest.json \(sha256 [0-9a-f]{16}, recorded [0-9a-f]{16}\): the file was "
+            r"changed or damaged after lbnorm wrote it.\nHint: restore it from a copy, "
+            r"or rerun `lbnorm run` to rewrite the output.\n",
+            err,
+        ), err
+
+
+def test_a_table_rewritten_with_one_value_changed_is_exit_4(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    path = out / "leaderboard.parquet"
+    table = pq.read_table(path)
+    average = table["average"].to_pylist()
+    average[0] = (average[0] or 0.0) + 1.0
+    changed = table.set_column(
+        table.schema.get_field_index("average"), "average", pa.array(average)
+    )
+    pq.write_table(changed, path)  # a valid table, its schema and rows unchanged
+    assert main(["show", str(out)]) == 4
+    err = capsys.readouterr().err
+    assert f"{path}: does not match the output's manifest.json (" in err
+    assert "Hint: restore it from a copy" in err
+
+
+def test_verify_hashes_a_large_table_and_its_size_is_always_checked(
+    good: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from lbnorm.output import outdir
+
+    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # no table hashed unless --verify
+    out, _ = _flipped(good, tmp_path, "benchmarks.parquet")
+    assert main(["show", str(out)]) == 0  # size and footer fine, not hashed
+    capsys.readouterr()
+    assert main(["show", str(out), "--verify"]) == 4
+    assert "benchmarks.parquet: does not match" in capsys.readouterr().err
+    assert main(["query", str(out), "SELECT 1 AS x", "--verify"]) == 4
+    assert "benchmarks.parquet: does not match" in capsys.readouterr().err
+    table = pq.read_table(out / "leaderboard.parquet")
+    pq.write_table(table, out / "leaderboard.parquet", compression="snappy")
+    assert main(["show", str(out)]) == 4  # the same rows, another size
+    assert "(size in bytes" in capsys.readouterr().err

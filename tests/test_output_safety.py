@@ -8,12 +8,15 @@ file system's limit (issue 14, points 1, 2, 3 and 13; issue 13, the lock file).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,13 +24,10 @@ import pytest
 
 from lbnorm import OutputError, run
 from lbnorm.cli import main
-from lbnorm.output.writer import (
-    OUTPUT_FILES,
-    add_tables,
-    manifest_problem,
-    write_bytes_atomically,
-    write_result,
-)
+from lbnorm.core.errors import OptionsError
+from lbnorm.core.manifest import manifest_problem
+from lbnorm.output.transaction import write_bytes_atomically
+from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
@@ -225,18 +225,19 @@ def test_added_tables_refuse_an_output_holding_foreign_files(tmp_path: Path) -> 
     assert _tree(tmp_path) == before
 
 
-def test_added_tables_go_into_any_other_folder_beside_what_is_there(
+def test_added_tables_never_go_into_a_folder_holding_other_files(
     tmp_path: Path,
 ) -> None:
+    """A folder with files lbnorm did not write is refused and left as it is."""
     folder = tmp_path / "diff"
     folder.mkdir()
     (folder / "manifest.json").write_text('{"name": "app"}')  # not lbnorm's: kept
-    add_tables(folder, {"diff_models": pa.table({"x": [1]})})
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "diff_models.parquet",
-        "manifest.json",
-    ]
-    assert (folder / "manifest.json").read_text() == '{"name": "app"}'
+    before = _tree(folder)
+    with pytest.raises(
+        OutputError, match=r"not an lbnorm output .*\nHint: choose an empty"
+    ):
+        add_tables(folder, {"diff_models": pa.table({"x": [1]})})
+    assert _tree(folder) == before
 
 
 def test_files_that_appear_during_the_run_are_not_deleted(
@@ -414,10 +415,10 @@ def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
     def interrupted(_: Path) -> None:
         raise KeyboardInterrupt
 
-    from lbnorm.output import writer
+    from lbnorm.output import transaction
 
     with pytest.raises(KeyboardInterrupt):
-        writer._replace_atomically(target, interrupted)
+        transaction._replace_atomically(target, interrupted)
     dead = tmp_path / ".report.json.tmp-0123456789ab"  # a killed writer's
     dead.write_bytes(b"half")
     write_bytes_atomically(target, b"{}")
@@ -436,3 +437,245 @@ def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
         [*OUTPUT_FILES, "manifest.json"]
     )
     assert [p.name for p in tmp_path.iterdir()] == ["a.old-b"]
+
+
+# --- every command's --out, --html, --report, --markdown: one transaction -----------------
+
+BATTLES = Path(__file__).parent / "fixtures" / "battles" / "battles.csv"
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    old, new = tmp_path / "old", tmp_path / "new"
+    run([ONE], out=old)
+    run([ONE, TWO], out=new)
+    return old, new
+
+
+def _folder_commands(old: Path, new: Path, out: Path) -> dict[str, list[str]]:
+    """Each command that writes a folder, writing it to `out`."""
+    return {
+        "health": ["health", str(new), "--out", str(out)],
+        "diff": ["diff", str(old), str(new), "--out", str(out), "--no-intervals"],
+        "impact": [
+            "impact",
+            str(ONE),
+            "--set-bound",
+            "GPQA=0.3",
+            "--out",
+            str(out),
+            "--no-intervals",
+        ],
+        "arena": ["arena", str(BATTLES), "--out", str(out), "--quiet"],
+    }
+
+
+#: Each folder command's table, as a user's file of the same name would be.
+_TABLE = {
+    "health": "health.parquet",
+    "diff": "diff_scores.parquet",
+    "impact": "diff_scores.parquet",
+    "arena": "ratings.parquet",
+}
+
+
+@pytest.fixture(params=["health", "diff", "impact", "arena"])
+def command(request: pytest.FixtureRequest) -> str:
+    """Each command that writes a folder of its own."""
+    return str(request.param)
+
+
+def test_a_commands_out_refuses_a_users_file_and_replaces_its_own_output(
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The issue's reproduction: `echo "my data" > f/health.parquet; lbnorm health OUT --out f`
+    overwrote the file. Refused now; into an empty folder, and again into its own output, written."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / _TABLE[command]).write_text("my data\n")
+    before = _tree(folder)
+    assert main(_folder_commands(*two_runs, folder)[command]) == 6
+    err = capsys.readouterr().err.split("lbnorm: error: ", 1)[1]
+    assert re.fullmatch(
+        rf"{re.escape(str(folder))}: not an lbnorm output \(no manifest.json\) and not "
+        rf"empty: it holds {_TABLE[command]}; .*\nHint: choose an empty or new --out folder.\n",
+        err,
+    ), err
+    assert _tree(folder) == before
+    (folder / _TABLE[command]).unlink()  # empty now: the command's output goes there
+    argv = _folder_commands(*two_runs, folder)[command]
+    assert main(argv) in (0, 3)  # health may find a failed check
+    first = json.loads((folder / "manifest.json").read_text())
+    assert first["tool"] == "lbnorm"
+    assert first["environment"]["cwd"] == str(Path.cwd())
+    assert set(first["outputs"]) == {
+        p.name for p in folder.iterdir() if p.name != "manifest.json"
+    }
+    assert main(argv) in (0, 3)  # into its own output: replaced
+    capsys.readouterr()
+    second = json.loads((folder / "manifest.json").read_text())
+    assert second["outputs"] == first["outputs"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    if command != "arena":
+        assert first["kind"] == "analysis"
+        assert first["sources"]["command"] == command
+
+
+def test_analysis_tables_still_join_a_runs_output(
+    two_runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Into a run's output, health.parquet is added beside the run's tables."""
+    _, new = two_runs
+    assert main(["health", str(new), "--out", str(new)]) in (0, 3)
+    manifest = json.loads((new / "manifest.json").read_text())
+    assert manifest.get("kind", "leaderboard") == "leaderboard"
+    assert "health.parquet" in manifest["outputs"]
+    assert main(["run", str(ONE), str(TWO), "--out", str(new), "--quiet"]) == 0
+    capsys.readouterr()
+
+
+def _inside_commands(old: Path, new: Path, tmp_path: Path) -> dict[str, list[str]]:
+    """Each command that writes a file, pointed inside an lbnorm output."""
+    fresh = tmp_path / "fresh"  # not written yet: inside the command's own --out
+    return {
+        "run --report": [
+            "run",
+            str(ONE),
+            "--out",
+            str(fresh),
+            "--report",
+            str(fresh / "run.json"),
+            "--quiet",
+        ],
+        "run --report (existing)": [
+            "run",
+            str(ONE),
+            "--out",
+            str(fresh),
+            "--report",
+            str(new / "run.json"),
+            "--quiet",
+        ],
+        "report --html": ["report", str(new), "--html", str(new / "x.html")],
+        "diff --markdown": [
+            "diff",
+            str(old),
+            str(new),
+            "--markdown",
+            str(old / "x.md"),
+            "--no-intervals",
+        ],
+        "diff --markdown (its --out)": [
+            "diff",
+            str(old),
+            str(new),
+            "--markdown",
+            str(fresh / "x.md"),
+            "--out",
+            str(fresh),
+            "--no-intervals",
+        ],
+        "impact --markdown": [
+            "impact",
+            str(ONE),
+            "--set-bound",
+            "GPQA=0.3",
+            "--markdown",
+            str(new / "x.md"),
+            "--no-intervals",
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "run --report",
+        "run --report (existing)",
+        "report --html",
+        "diff --markdown",
+        "diff --markdown (its --out)",
+        "impact --markdown",
+    ],
+)
+def test_a_file_pointed_inside_an_output_is_refused(
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+) -> None:
+    """As `query --output` and `--cache` are: the next run would refuse the folder."""
+    before = _tree(tmp_path)
+    assert main(_inside_commands(*two_runs, tmp_path)[case]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"lbnorm: error: --(report|html|markdown) \S+: inside the lbnorm output folder "
+        r"\S+; a file written there would change the output, and the next run to it "
+        r"would refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder.\n",
+        err,
+    ), err
+    assert _tree(tmp_path) == before  # nothing written, nothing changed
+
+
+def test_a_file_written_beside_an_output_is_written(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = two_runs
+    markdown = tmp_path / "changes.md"
+    assert (
+        main(
+            ["diff", str(old), str(new), "--markdown", str(markdown), "--no-intervals"]
+        )
+        == 0
+    )
+    assert markdown.read_text().startswith("#")
+    capsys.readouterr()
+
+
+def test_the_atomic_file_writer_refuses_a_place_inside_an_output(
+    two_runs: tuple[Path, Path],
+) -> None:
+    """The last guard, for library callers: nothing lands inside an output."""
+    _, new = two_runs
+    before = _tree(new)
+    with pytest.raises(
+        OptionsError, match=r"inside the lbnorm output folder .*\nHint: "
+    ):
+        write_bytes_atomically(new / "notes.txt", b"x")
+    assert _tree(new) == before
+
+
+@pytest.mark.parametrize("command", ["diff", "health"])
+def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The issue's diff on a full disk left 2 of 4 tables and said "unchanged"."""
+    folder = tmp_path / "f"
+    argv = _folder_commands(*two_runs, folder)[command]
+    assert main(argv) in (0, 3)
+    capsys.readouterr()
+    before = _tree(folder)
+    write_table: Callable[..., None] = pq.write_table
+    calls = []
+
+    def fail_on_the_second(table: Any, where: Any, **options: Any) -> None:
+        calls.append(where)
+        write_table(table, where, **options)
+        if len(calls) == 2 or command == "health":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+
+    monkeypatch.setattr(pq, "write_table", fail_on_the_second)
+    assert main(argv) == 6
+    assert capsys.readouterr().err.endswith(
+        f"lbnorm: error: {folder}: cannot write the output (No space left on device); "
+        "the previous output is unchanged.\nHint: free disk space or write elsewhere.\n"
+    )
+    assert _tree(folder) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

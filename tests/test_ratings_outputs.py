@@ -82,7 +82,7 @@ def test_output_kind_tells_ratings_from_leaderboards(
     (old_style / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(
         InputError,
-        match=r"has an unknown \"kind\" \('tournament'; this lbnorm reads leaderboard, ratings\).*\nHint: point at a folder",
+        match=r"has an unknown \"kind\" \('tournament'; this lbnorm reads leaderboard, ratings, analysis\).*\nHint: point at a folder",
     ):
         output_kind(old_style)
     with pytest.raises(

@@ -13,8 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, run
+from lbnorm.core.manifest import OUTPUT_FORMAT
 from lbnorm.core.options import RunOptions
-from lbnorm.output.writer import OUTPUT_FILES, OUTPUT_FORMAT, add_tables, write_result
+from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -166,12 +169,14 @@ def test_manifest_records_the_metadata_table_it_joined(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["metadata_table"] == {
         "path": str(meta),
+        "resolved": str(meta),  # already absolute
         "bytes": meta.stat().st_size,
         "sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
     }
     assert manifest["options"]["metadata"] == str(meta)
     stored = pq.read_metadata(out / "leaderboard.parquet").metadata
-    assert json.loads(stored[b"lbnorm.metadata_table"]) == manifest["metadata_table"]
+    recorded = {k: v for k, v in manifest["metadata_table"].items() if k != "resolved"}
+    assert json.loads(stored[b"lbnorm.metadata_table"]) == recorded
     run([scores], out=out, options=RunOptions(missing="partial"))
     assert json.loads((out / "manifest.json").read_text())["metadata_table"] is None
 
@@ -203,14 +208,14 @@ def test_a_synced_files_digest_is_its_sha256(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool
 ) -> None:
     """Hashed after the sync, or (a large file) on a thread while it syncs."""
-    from lbnorm.output import writer
+    from lbnorm.output import transaction
 
     if beside:
-        monkeypatch.setattr(writer, "_HASH_BESIDE_SYNC", 1)
+        monkeypatch.setattr(transaction, "_HASH_BESIDE_SYNC", 1)
     path = tmp_path / "table.parquet"
     data = bytes(range(256)) * 40_000 + b"end"  # past one 8 MiB read, and a tail
     path.write_bytes(data)
-    assert writer._fsync_file(path) == hashlib.sha256(data).hexdigest()
+    assert transaction.fsync_file(path) == hashlib.sha256(data).hexdigest()
 
 
 def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
@@ -220,7 +225,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     two left a thread the pool's shutdown did not wait for, still encoding into the
     Parquet writer that the unwinding closed (a segfault in 2 of 400 interrupted
     runs). The Ctrl-C now lands once the part is handed over, and the writer waits."""
-    from lbnorm.output import writer
+    from lbnorm.output.tables import PartWriter
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 
@@ -239,7 +244,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     path = tmp_path / "t.parquet"
     with (
         pytest.raises(KeyboardInterrupt),
-        writer._PartWriter(table.schema, {}, path) as parts,
+        PartWriter(table.schema, {}, path) as parts,
     ):
         parts.add(table)
     alive = [
@@ -247,3 +252,56 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     ]
     assert alive == []  # the part was written before the writer was closed
     assert pq.read_table(path).num_rows == 10
+
+
+# --- a manifest that scales (issue 30 item 3) ---------------------------------------------
+
+
+def test_a_large_tree_is_listed_beside_a_small_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """130,000 results files listed inline made a 298 MB manifest lbnorm then refused."""
+    from lbnorm.cli import main
+    from lbnorm.core.manifest import INLINE_INPUTS
+    from lbnorm.output.outdir import input_count, read_inputs
+
+    golden = json.loads((GOLDEN / "Amu__t1-3B.json").read_text())
+    tree = tmp_path / "tree"
+    n_files = INLINE_INPUTS * 2 + 7
+    for at in range(n_files):
+        folder = tree / "org" / f"m{at:05d}"
+        folder.mkdir(parents=True)
+        document = {**golden, "config": {"model_name": f"org/m{at:05d}"}}
+        (folder / "results_2025-01-01T00-00-00.json").write_text(json.dumps(document))
+    out = tmp_path / "out"
+    for _ in range(2):  # the second run replaces the first's output
+        assert main(["run", str(tree), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    manifest_size = (out / "manifest.json").stat().st_size
+    assert manifest_size < 32 * 1024  # ~4 MB if every input were listed inline
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"] == {"table": "inputs.parquet", "rows": n_files}
+    entry = manifest["outputs"]["inputs.parquet"]
+    data = (out / "inputs.parquet").read_bytes()
+    assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+    assert entry["bytes"] == len(data)
+    assert entry["rows"] == n_files
+    inputs = read_inputs(out)
+    paths = inputs["path"].to_pylist()
+    assert paths == sorted(paths)
+    assert len(set(paths)) == n_files
+    assert inputs["resolved"].to_pylist() == paths  # given absolute
+    assert input_count(out) == n_files
+    assert main(["query", str(out), "SELECT count(*) AS n FROM leaderboard"]) == 0
+    assert f"{n_files}" in capsys.readouterr().out
+
+
+def test_a_few_inputs_stay_in_the_manifest(tmp_path: Path) -> None:
+    from lbnorm.output.outdir import read_inputs
+
+    out = tmp_path / "out"
+    run([GOLDEN / "Amu__t1-3B.json"], out=out)
+    assert not (out / "inputs.parquet").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [i["path"] for i in manifest["inputs"]] == [str(GOLDEN / "Amu__t1-3B.json")]
+    assert read_inputs(out)["path"].to_pylist() == [str(GOLDEN / "Amu__t1-3B.json")]

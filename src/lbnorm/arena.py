@@ -129,7 +129,8 @@ def rate_battles(
     """
     options = options or ArenaOptions()
     if out is not None:
-        from lbnorm.output.writer import check_output_kind  # before the work, not after
+        # before the work, not after
+        from lbnorm.output.transaction import check_output_kind
 
         check_output_kind(Path(out), KIND)
     battles = read_battles(paths, where=options.where)
@@ -189,11 +190,12 @@ def rate_battles(
 
 
 def _input_record(battles: Battles, index: int) -> dict[str, Any]:
-    """One input file as the manifest records it: path, shape, sha256, rows."""
+    """One input file as the manifest records it: path (as given and absolute), shape, sha256, rows."""
     file = battles.files[index]
     path = Path(file.path)
     return {
         "path": file.path,
+        "resolved": str(Path.cwd() / path),  # as given, made absolute
         "format": file.format,
         "shape": file.shape,
         "sha256": sha256_file(path),

@@ -23,7 +23,8 @@ from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Result
 from lbnorm.output.run_report import build_run_report, format_run_report
-from lbnorm.output.writer import add_tables, write_bytes_atomically, write_result
+from lbnorm.output.transaction import check_not_in_output, write_bytes_atomically
+from lbnorm.output.writer import add_tables, write_result
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
 from lbnorm.suites import Suite
@@ -78,6 +79,8 @@ def run_monitored(
     """
     options = options or RunOptions()
     cache, report = options.cache, options.report
+    if report is not None:  # before the work, and before a failure report goes there
+        check_not_in_output(report, option="--report", outs=(out,))
     health_config = None
     if options.health_config:
         from lbnorm.analysis.health import HealthConfig  # (checked before the run)

@@ -272,10 +272,10 @@ def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
 
 def _replaced_outputs() -> tuple[Path, ...]:
     """The outputs this process swapped in (none if the writer was never loaded)."""
-    writer = sys.modules.get("lbnorm.output.writer")  # importing it here costs pandas
-    if writer is None:
+    transaction = sys.modules.get("lbnorm.output.transaction")  # loaded by a writer
+    if transaction is None:
         return ()
-    return cast("tuple[Path, ...]", writer.replaced_outputs())
+    return cast("tuple[Path, ...]", transaction.replaced_outputs())
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from lbnorm.cli.arguments import check_parent
+from lbnorm.cli.arguments import (
+    add_verify,
+    check_parent,
+    check_written_files,
+    verify_outputs,
+)
 from lbnorm.core.errors import ExitCode, LbnormError
 
 __all__ = ["register"]
@@ -41,6 +46,7 @@ def _register_query(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     query.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    add_verify(query)
     query.add_argument(
         "sql",
         metavar="SQL",
@@ -98,6 +104,7 @@ def _register_show(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("out", metavar="OUT", help="an lbnorm output directory")
+    add_verify(show)
     show.add_argument(
         "--top", type=int, default=20, help="rows to print (default: %(default)s)"
     )
@@ -216,6 +223,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     )
 
     attach = dict(_parse_attach(text) for text in args.attach)
+    verify_outputs(args, args.out, *attach.values())
     fmt = args.format or infer_format(args.output)
     if fmt == "parquet" and args.output is None:
         print(
@@ -249,6 +257,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from lbnorm.engines.metadata import annotate_leaderboard, list_flagged
     from lbnorm.output.outdir import is_ratings_output, read_output_table
 
+    verify_outputs(args, args.out)
     if is_ratings_output(args.out):  # lbnorm arena's output
         from lbnorm.cli.arena import show_ratings
 
@@ -350,6 +359,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.faces.html_report import render_report
     from lbnorm.output.outdir import is_ratings_output
 
+    check_written_files(args)  # before the work, not after
     if is_ratings_output(args.out):  # lbnorm arena's output
         from lbnorm.cli.arena import report_ratings
 
@@ -373,8 +383,6 @@ def _parse_attach(text: str) -> tuple[str, str]:
 
 
 def _write_atomically(name: str, data: bytes) -> None:
-    from lbnorm.output.writer import (
-        write_bytes_atomically,  # the module that writes files
-    )
+    from lbnorm.output.transaction import write_bytes_atomically
 
     write_bytes_atomically(Path(name), data)

@@ -226,7 +226,7 @@ def report_ratings(args: argparse.Namespace) -> int:
     """``lbnorm report`` on a ratings output: intervals and the win-rate heat map."""
     from lbnorm.cli.arguments import check_parent
     from lbnorm.faces.ratings_report import render_ratings_report
-    from lbnorm.output.writer import write_bytes_atomically
+    from lbnorm.output.transaction import write_bytes_atomically
 
     check_parent(args.html)
     page = render_ratings_report(

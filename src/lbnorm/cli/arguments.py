@@ -8,6 +8,7 @@ arguments into the one :class:`~lbnorm.core.options.RunOptions` the pipeline tak
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
@@ -23,8 +24,12 @@ from lbnorm.core.options import (
 __all__ = [
     "add_inputs",
     "add_policy_options",
+    "add_verify",
     "check_parent",
+    "check_written_files",
+    "command_sources",
     "run_options",
+    "verify_outputs",
 ]
 
 
@@ -83,6 +88,83 @@ def check_parent(name: str) -> None:
         raise OutputError(msg)
 
 
+def add_verify(parser: argparse.ArgumentParser) -> None:
+    """``--verify``: hash every table of the outputs read, however large."""
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every table's sha256 against the manifest, however large "
+        "(tables under 64 MiB are always checked; size and footer always)",
+    )
+
+
+def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
+    """With ``--verify``, check each output folder's tables in full (before any work).
+
+    Raises:
+        InputError: A table differs from what its manifest records (exit 4).
+    """
+    if getattr(args, "verify", False):
+        from lbnorm.output.outdir import verify_output
+
+        for out in outs:
+            verify_output(out)
+
+
+def check_written_files(args: argparse.Namespace) -> None:
+    """Refuse ``--markdown``, ``--html`` or ``--report FILE`` inside an lbnorm output (before any work).
+
+    The outputs the command reads or writes count even before they exist
+    (``lbnorm run --out OUT --report OUT/run.json``).
+
+    Raises:
+        OptionsError: A file is pointed inside an output folder.
+    """
+    from lbnorm.output.transaction import check_not_in_output
+
+    outs = tuple(
+        value
+        for name in ("out", "old", "new")
+        if isinstance(value := getattr(args, name, None), str)
+    )
+    for option in ("markdown", "html", "report"):
+        value = getattr(args, option, None)
+        if isinstance(value, str) and value:
+            check_not_in_output(value, option=f"--{option}", outs=outs)
+
+
+def command_sources(args: argparse.Namespace) -> dict[str, Any]:
+    """What a command's tables were computed from, for the manifest of its ``--out``.
+
+    The command, and each path it read as given and resolved (absolute, where it
+    exists); a suite file's text is embedded, so the record survives its move.
+    """
+    paths: dict[str, list[dict[str, Any]]] = {}
+    for name in ("old", "new", "sources", "inputs", "suite", "config"):
+        value = getattr(args, name, None)
+        values = value if isinstance(value, list) else [value]
+        given = [str(item) for item in values if isinstance(item, str | Path)]
+        if given:
+            paths[name] = [
+                _path_record(item, is_suite=name == "suite") for item in given
+            ]
+    return {"command": str(getattr(args, "command", "")), "paths": paths}
+
+
+def _path_record(given: str, *, is_suite: bool) -> dict[str, Any]:
+    path = Path(given)
+    record: dict[str, Any] = {"given": given}
+    if path.exists():
+        record["resolved"] = str(path.resolve())
+        if is_suite and path.is_file():
+            with (
+                contextlib.suppress(OSError, UnicodeDecodeError),
+                path.open("rb") as handle,  # a suite is small: at most 1 MiB kept
+            ):
+                record["text"] = handle.read(1 << 20).decode("utf-8")
+    return record
+
+
 def emit_diff(
     args: argparse.Namespace, tables: Mapping[str, Any], text: str, *, stem: str
 ) -> int:
@@ -97,13 +179,11 @@ def emit_diff(
     Returns:
         The exit code.
     """
-    from lbnorm.output.writer import (  # (Arrow, Parquet)
-        add_tables,
-        write_bytes_atomically,
-    )
+    from lbnorm.output.transaction import write_bytes_atomically
+    from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
 
     if args.out:
-        add_tables(Path(args.out), tables)
+        add_tables(Path(args.out), tables, sources=command_sources(args))
     if args.markdown:
         write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
         print(

@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import add_inputs, add_policy_options, emit_diff
+from lbnorm.cli.arguments import (
+    add_inputs,
+    add_policy_options,
+    add_verify,
+    check_written_files,
+    command_sources,
+    emit_diff,
+    verify_outputs,
+)
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 
@@ -48,6 +56,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.add_argument("old", metavar="OLD_OUT", help="the reference output directory")
     diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
     _add_diff_options(diff)
+    add_verify(diff)
     diff.set_defaults(handler=_cmd_diff)
 
     impact = commands.add_parser(
@@ -163,6 +172,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.render import format_diff
     from lbnorm.output.outdir import is_ratings_output
 
+    check_written_files(args)  # before the work, not after
+    verify_outputs(args, args.old, args.new)
     if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
         from lbnorm.cli.arena import diff_ratings_outputs
 
@@ -183,6 +194,7 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     from lbnorm.analysis.impact import compare_suites
     from lbnorm.analysis.render import format_diff
 
+    check_written_files(args)  # before the work, not after
     suites = args.suite or [DEFAULT_SUITE]
     if len(suites) > 2 or (len(suites) == 1 and not args.set_bound):
         print(
@@ -221,5 +233,5 @@ def _cmd_health(args: argparse.Namespace) -> int:
     if args.out:
         from lbnorm.output.writer import add_tables
 
-        add_tables(Path(args.out), {"health": health})
+        add_tables(Path(args.out), {"health": health}, sources=command_sources(args))
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

@@ -17,7 +17,12 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import add_inputs, add_policy_options, run_options
+from lbnorm.cli.arguments import (
+    add_inputs,
+    add_policy_options,
+    check_written_files,
+    run_options,
+)
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, EngineName
 
@@ -189,6 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from lbnorm.faces.progress import progress_bar
     from lbnorm.faces.terminal import format_summary
 
+    check_written_files(args)  # before the work: --report OUT/run.json is refused
     options = run_options(args)
     started = time.perf_counter()
     allow_keeping_freed_memory()  # this process is the run's own

@@ -3,23 +3,35 @@
 The writer stamps it, :mod:`lbnorm.output.outdir` reads it, and both check it here:
 ``"tool": "lbnorm"``, a ``format`` this version knows, the files under
 ``outputs``, and what the folder holds (``kind``: a leaderboard from ``lbnorm
-run``, ratings from ``lbnorm arena``).
+run``, ratings from ``lbnorm arena``, analysis tables from ``lbnorm diff``,
+``impact`` or ``health``).
+
+Every manifest also records where and with what it was written
+(:func:`environment`: the working directory, lbnorm's version and commit, the
+versions of Python, numpy and pyarrow), so that an output can be read back, and
+trusted, from anywhere. A run over many input files lists them in
+``inputs.parquet`` beside the manifest (:data:`INPUTS_TABLE`), not in it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import platform
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 __all__ = [
+    "INLINE_INPUTS",
+    "INPUTS_TABLE",
     "MANIFEST",
     "OUTPUT_FORMAT",
     "Listing",
     "OutputKind",
+    "environment",
     "manifest_bytes",
     "manifest_head",
     "manifest_kind",
@@ -32,9 +44,16 @@ MANIFEST = "manifest.json"
 #: refuses a folder written in a format it does not know.
 OUTPUT_FORMAT = 1
 
-#: What an output directory holds: a normalized leaderboard (``lbnorm run``) or
-#: pairwise ratings (``lbnorm arena``); its manifest's ``kind``.
-OutputKind = Literal["leaderboard", "ratings"]
+#: What an output directory holds: a normalized leaderboard (``lbnorm run``),
+#: pairwise ratings (``lbnorm arena``) or the tables of ``lbnorm diff``,
+#: ``impact`` and ``health`` written to a folder of their own; its manifest's ``kind``.
+OutputKind = Literal["leaderboard", "ratings", "analysis"]
+#: The table beside the manifest that lists a run's inputs when they are many.
+INPUTS_TABLE = "inputs.parquet"
+#: Up to this many inputs are listed in ``manifest.json`` itself; more go to
+#: :data:`INPUTS_TABLE`, so that the manifest stays small for any tree (a listed
+#: input takes about 2 KB).
+INLINE_INPUTS = 1_000
 #: The keys :func:`manifest_problem` and :func:`manifest_kind` read.
 _HEAD_KEYS = ("tool", "format", "outputs", "kind")
 #: A :class:`Listing` this long is written by msgspec (shorter ones by json: a
@@ -103,7 +122,7 @@ class Listing:
     Each record is a dict whose values are text, integers, booleans, None or
     lists of text: no floats (whose text json and msgspec write differently).
     :func:`manifest_bytes` writes it with msgspec when installed (the ``fast``
-    extra), to the bytes json writes: 4,576 inputs take json ~70 ms.
+    extra), to the bytes json writes, faster than json for long lists.
     """
 
     rows: list[dict[str, Any]]
@@ -166,9 +185,9 @@ def manifest_head(data: bytes) -> object:
     """The keys a check reads from a ``manifest.json``'s bytes (the whole JSON if small).
 
     A large manifest (a results tree's lists every input file) is decoded by
-    msgspec when installed, skipping all but :data:`_HEAD_KEYS` (~3 ms instead
-    of json's ~25 ms at 4,576 inputs); anything it refuses goes to json, which
-    decides and raises as it would.
+    msgspec when installed, skipping all but :data:`_HEAD_KEYS` instead of
+    decoding everything; anything it refuses goes to json, which decides and
+    raises as it would.
 
     Raises:
         ValueError: Not JSON (json's error).
@@ -211,3 +230,51 @@ def _head_decoder() -> Callable[[bytes], dict[str, Any] | None] | None:
         }
 
     return decode
+
+
+def environment() -> dict[str, str | None]:
+    """Where and with what an output was written, for its manifest.
+
+    The working directory (input paths recorded as given are relative to it),
+    lbnorm's version and, when it runs from a git checkout, its commit, and the
+    versions of Python, numpy and pyarrow.
+    """
+    import numpy
+    import pyarrow
+
+    from lbnorm.core.version import lbnorm_version
+
+    return {
+        "cwd": str(Path.cwd()),
+        "lbnorm": lbnorm_version(),
+        "lbnorm_commit": _git_commit(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+@functools.cache
+def _git_commit() -> str | None:
+    """The commit of the git checkout lbnorm runs from (None: an installed copy)."""
+    root = Path(__file__).resolve().parents[3]  # core/ -> lbnorm/ -> src/ -> checkout
+    dot_git = root / ".git"
+    try:
+        if dot_git.is_file():  # a worktree: "gitdir: <path>"
+            dot_git = Path(dot_git.read_text().removeprefix("gitdir:").strip())
+        head = (dot_git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head or None  # a detached head
+        ref = head.removeprefix("ref:").strip()
+        common = dot_git
+        if (dot_git / "commondir").is_file():
+            common = (dot_git / (dot_git / "commondir").read_text().strip()).resolve()
+        for folder in (dot_git, common):
+            if (folder / ref).is_file():
+                return (folder / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except OSError:
+        return None
+    return None

@@ -53,6 +53,7 @@ from lbnorm.core.errors import LbnormError
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.output.outdir import (
     has_table,
+    input_count,
     metadata_columns,
     read_manifest,
     read_output_table,
@@ -475,7 +476,6 @@ def _tables_html(tables: list[tuple[str, pd.DataFrame]], *, digits: int) -> str:
 def _provenance_html(tables: ReportTables) -> str:
     manifest, board = tables.manifest, tables.leaderboard
     suite = manifest.get("suite", {})
-    inputs = manifest.get("inputs", [])
     suite_text = (
         f"suite {suite.get('name', '')} (sha256 {str(suite.get('sha256', ''))[:12]})"
         if isinstance(suite, dict)
@@ -483,7 +483,7 @@ def _provenance_html(tables: ReportTables) -> str:
     )
     parts = [
         suite_text,
-        f"{len(inputs) if isinstance(inputs, list) else 0:,} input file(s)",
+        f"{input_count(tables.out):,} input file(s)",
         f"{board['model'].nunique():,} models, {len(board):,} variants, "
         f"{int(board['is_complete'].sum()):,} complete, {int(board['rank'].notna().sum()):,} ranked",
         f"written {manifest.get('created_at', '')}",

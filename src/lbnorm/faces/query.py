@@ -258,23 +258,16 @@ def check_result_path(output: str | Path, outs: Sequence[str | Path] = ()) -> No
             holding an lbnorm ``manifest.json`` (one whose ``tool`` is lbnorm: a
             web app's ``manifest.json`` is not).
     """
-    parent = Path(output).resolve().parent
-    queried = {Path(out).resolve() for out in outs}
-    if parent in queried or _is_lbnorm_output(parent):
+    from lbnorm.output.transaction import output_holding  # (no pandas, no Arrow)
+
+    folder = output_holding(output, tuple(outs))
+    if folder is not None:
         msg = (
-            f"--output {output}: inside the output directory {parent}; a query "
+            f"--output {output}: inside the output directory {folder}; a query "
             "result saved there would change the output.\n"
             "Hint: save it elsewhere, e.g. --output result.csv."
         )
         raise OptionsError(msg)
-
-
-def _is_lbnorm_output(folder: Path) -> bool:
-    try:
-        manifest = json.loads((folder / "manifest.json").read_bytes())
-    except (OSError, ValueError, RecursionError):  # none, or not lbnorm's JSON
-        return False
-    return isinstance(manifest, dict) and manifest.get("tool") == "lbnorm"
 
 
 def infer_format(output: str | Path | None) -> QueryFormat:

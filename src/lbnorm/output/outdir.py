@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError, LbnormError
-from lbnorm.core.files import file_format
+from lbnorm.core.files import file_format, sha256_file
 from lbnorm.core.manifest import OutputKind, manifest_kind, manifest_problem
 from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import (
@@ -34,7 +34,7 @@ from lbnorm.core.schemas import (
     benchmark_columns,
     leaderboard_schema,
 )
-from lbnorm.suites import Suite, load_suite
+from lbnorm.suites import Suite, load_suite, parse_suite
 
 __all__ = [
     "RATINGS_FILES",
@@ -44,14 +44,17 @@ __all__ = [
     "check_output",
     "check_ratings_output",
     "has_table",
+    "input_count",
     "is_ratings_output",
     "metadata_columns",
     "output_kind",
     "output_suite",
+    "read_inputs",
     "read_manifest",
     "read_output_table",
     "read_ratings_table",
     "read_wide_table",
+    "verify_output",
 ]
 
 #: An output table, by the name of its file without ``.parquet``.
@@ -64,7 +67,7 @@ RatingsTable = Literal["ratings", "win_rates"]
 RATINGS_FILES = ("ratings.parquet", "win_rates.parquet")
 
 
-def check_output(out: str | Path) -> Path:
+def check_output(out: str | Path, *, verify: bool = False) -> Path:
     """Return `out` if it is an lbnorm output directory, checked once for all readers.
 
     The folder must hold lbnorm's ``manifest.json`` (``"tool": "lbnorm"``, a
@@ -72,7 +75,9 @@ def check_output(out: str | Path) -> Path:
     ``leaderboard.parquet``, and ``subtasks.parquet`` unless the run was told
     ``--no-subtasks``; each table must be readable Parquet with its contract's
     columns and types (:mod:`lbnorm.core.schemas`), and each table added beside them
-    (listed in the manifest) readable Parquet. Only the Parquet footers are read.
+    (listed in the manifest) readable Parquet. Each table the manifest lists is
+    checked against it (:func:`_check_against_manifest`): its size and footer
+    always, its sha256 when it is small or `verify` is set.
 
     Raises:
         InputError: It is missing, not lbnorm's, lacks a file, or a table is
@@ -113,6 +118,9 @@ def check_output(out: str | Path) -> Path:
     for added in sorted(set(listed) - {f"{name}.parquet" for name in _TABLES}):
         if added.endswith(".parquet") and (out / added).is_file():
             _read_schema(out / added)  # added tables (health, intervals, ...): readable
+    _check_against_manifest(
+        out, manifest, verify=verify
+    )  # what each file holds is lbnorm's
     return out
 
 
@@ -138,6 +146,85 @@ def _load_manifest(path: Path) -> dict[str, object]:
         )
         raise InputError(msg)
     return cast("dict[str, object]", manifest)
+
+
+#: Tables up to this size are hashed on every read; larger ones with ``--verify``.
+HASH_ON_READ = 64 * 2**20
+#: Outputs checked by this process: (folder, verified) -> what was checked (each
+#: listed file's size, mtime and inode), so that reading table after table does
+#: not hash them again.
+_CHECKED: dict[tuple[Path, bool], tuple[tuple[str, int, int, int], ...]] = {}
+
+
+def verify_output(out: str | Path) -> Path:
+    """Check every table of an output against its manifest, sha256 included (``--verify``).
+
+    Raises:
+        InputError: As :func:`check_output`; a table differs from what lbnorm wrote.
+    """
+    if is_ratings_output(out):
+        return check_ratings_output(out, verify=True)
+    return check_output(out, verify=True)
+
+
+def _check_against_manifest(
+    out: Path, manifest: dict[str, object], *, verify: bool
+) -> None:
+    """Raise if a listed table's size, footer (rows, columns) or sha256 is not the manifest's.
+
+    The sha256 is compared for tables under :data:`HASH_ON_READ`, or all with
+    `verify`. A table a manifest lists but the folder lacks is left to the
+    caller's own checks (``--no-subtasks``). Keys a manifest does not record
+    (older outputs have no ``bytes``) are not checked.
+    """
+    listed = cast("dict[str, object]", manifest["outputs"])  # manifest_problem checked
+    signature = _signature(out, listed)
+    folder = out.resolve()
+    if signature in (_CHECKED.get((folder, verify)), _CHECKED.get((folder, True))):
+        return
+    for name, entry in sorted(listed.items()):
+        path = out / name
+        if not isinstance(entry, dict) or not path.is_file():
+            continue
+        size = path.stat().st_size
+        _compare(path, "size in bytes", size, entry.get("bytes"))
+        if name.endswith(".parquet"):
+            try:
+                footer = pq.read_metadata(path)
+            except (pa.ArrowException, OSError) as exc:
+                msg = f"{path}: cannot read: {_arrow_reason(exc)}.\nHint: the file is damaged; {_REWRITE}."
+                raise InputError(msg) from exc
+            _compare(path, "rows", footer.num_rows, entry.get("rows"))
+            columns = len(footer.schema.to_arrow_schema())
+            _compare(path, "columns", columns, entry.get("columns"))
+        if "sha256" in entry and (verify or size < HASH_ON_READ):
+            _compare(path, "sha256", sha256_file(path), entry["sha256"])
+    _CHECKED[(folder, verify)] = signature
+
+
+def _signature(
+    out: Path, listed: dict[str, object]
+) -> tuple[tuple[str, int, int, int], ...]:
+    stats = []
+    for name in sorted([*listed, "manifest.json"]):
+        try:
+            info = (out / name).stat()
+        except OSError:
+            continue
+        stats.append((name, info.st_size, info.st_mtime_ns, info.st_ino))
+    return tuple(stats)
+
+
+def _compare(path: Path, what: str, actual: object, recorded: object) -> None:
+    if recorded is None or actual == recorded:
+        return
+    shown = (lambda value: str(value)[:16]) if what == "sha256" else str
+    msg = (
+        f"{path}: does not match the output's manifest.json ({what} "
+        f"{shown(actual)}, recorded {shown(recorded)}): the file was changed or "
+        f"damaged after lbnorm wrote it.\nHint: restore it from a copy, or {_REWRITE}."
+    )
+    raise InputError(msg)
 
 
 def _check_table(path: Path, name: OutputTable) -> None:
@@ -262,7 +349,7 @@ def is_ratings_output(out: str | Path) -> bool:
     return _declared_kind(Path(out)) == "ratings"
 
 
-def check_ratings_output(out: str | Path) -> Path:
+def check_ratings_output(out: str | Path, *, verify: bool = False) -> Path:
     """Return `out` if it is a ratings output directory (``lbnorm arena``).
 
     Raises:
@@ -283,6 +370,7 @@ def check_ratings_output(out: str | Path) -> Path:
             f"Hint: rerun `lbnorm arena BATTLES... --out {out}` to rewrite it."
         )
         raise InputError(msg)
+    _check_against_manifest(out, _load_manifest(out / "manifest.json"), verify=verify)
     return out
 
 
@@ -368,6 +456,30 @@ def read_output_table(
     return frame.assign(**{name: frame[name].astype("Int64") for name in ranks})
 
 
+def input_count(out: str | Path) -> int:
+    """How many input files an output's run read: listed inline, or in ``inputs.parquet``."""
+    manifest = read_manifest(out)
+    inputs = manifest.get("inputs")
+    if isinstance(inputs, list):
+        return len(inputs)
+    if isinstance(inputs, dict) and isinstance(inputs.get("table"), str):
+        return int(pq.read_metadata(Path(out) / inputs["table"]).num_rows)
+    return 0
+
+
+def read_inputs(out: str | Path) -> pa.Table:
+    """The input files an output's run read, one row each (path, resolved, sha256, rows...).
+
+    Listed in ``manifest.json`` for a few inputs, in ``inputs.parquet`` for many;
+    either way one Arrow table, sorted by path.
+    """
+    manifest = read_manifest(out)
+    inputs = manifest.get("inputs")
+    if isinstance(inputs, dict) and isinstance(inputs.get("table"), str):
+        return pq.read_table(Path(out) / inputs["table"])
+    return pa.Table.from_pylist(inputs if isinstance(inputs, list) else [])
+
+
 def has_table(out: str | Path, name: OutputTable) -> bool:
     """Whether an output directory holds the table (subtasks may be left out)."""
     return (check_output(out) / f"{name}.parquet").is_file()
@@ -396,6 +508,11 @@ _NOTED: set[str] = set()
 def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     """The suite an output was computed under, if it still loads with the same hash.
 
+    Read from any directory: the suite's path as recorded (relative to where the
+    command runs), then its absolute path, then the path relative to the
+    directory the output was written from; where none holds the file with the
+    recorded hash (moved or edited), the suite text the manifest embeds.
+
     Returns:
         The suite (None if it is gone or changed; a note goes to stderr) and the
         output's missing-data policy.
@@ -407,13 +524,10 @@ def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
     options = options if isinstance(options, dict) else {}
     missing = cast("MissingPolicy", str(options.get("missing", "exclude")))
     source = str(info.get("source", ""))
-    try:
-        suite: Suite | None = (
-            load_suite(source.removeprefix("builtin:")) if source else None
-        )
-    except LbnormError:
-        suite = None
-    if suite is None or suite.sha256 != info.get("sha256"):
+    environment = manifest.get("environment")
+    cwd = environment.get("cwd") if isinstance(environment, dict) else None
+    suite = _recorded_suite(info, source, cwd if isinstance(cwd, str) else None)
+    if suite is None:
         if str(out) not in _NOTED:  # once per output, however often it is read
             _NOTED.add(str(out))
             print(
@@ -423,6 +537,35 @@ def output_suite(out: str | Path) -> tuple[Suite | None, MissingPolicy]:
             )
         return None, missing
     return suite, missing
+
+
+def _recorded_suite(
+    info: dict[str, object], source: str, cwd: str | None
+) -> Suite | None:
+    """The suite a manifest records, from the first place holding its hash (None: none)."""
+    if not source:
+        return None
+    if source.startswith("builtin:"):
+        candidates: list[str] = [source.removeprefix("builtin:")]
+    else:
+        places = [source, info.get("resolved"), cwd and str(Path(cwd) / source)]
+        candidates = [place for place in places if isinstance(place, str) and place]
+    for candidate in dict.fromkeys(candidates):
+        try:
+            suite = load_suite(candidate)
+        except LbnormError:
+            continue
+        if suite.sha256 == info.get("sha256"):
+            return suite
+    text = info.get("text")
+    if isinstance(text, str):  # the file moved or changed: the text it had
+        try:
+            suite = parse_suite(text.encode("utf-8"), source=source)
+        except LbnormError:
+            return None
+        if suite.sha256 == info.get("sha256"):
+            return suite
+    return None
 
 
 def read_wide_table(path: str | Path) -> pd.DataFrame | None:

@@ -18,12 +18,9 @@ size and restores the old mtime is still seen. A file whose mtime or ctime is
 within 2 s of the previous run's stat (or after it) is read again regardless, as
 a second write in the same timestamp tick would keep every field (git's "racy
 clean" rule). ``full_rebuild=True`` (``--full``) reads, hashes and parses every
-file: the way to verify every hash. Hashing every file on every run instead was
-measured (2026-11-23): on the 4,576-file tree (606 MB, warm page cache) it made a
-run with nothing changed as slow as a run without the cache (medians 6.0 s,
-5.9 s; 4.0 s trusting the stat), because reading and hashing cost about what
-parsing does. Since then (2026-11-27, ``benchmarks_perf/tree.py``): 0.52-0.57 s
-trusting the stat, against ~1.0 s for a run without the cache.
+file: the way to verify every hash. The stat is trusted otherwise because
+reading and hashing every file costs about what parsing it does
+(``benchmarks_perf/README.md`` has the measurements).
 
 A new file is parsed; a cached file that no longer exists is dropped. A file
 that cannot be parsed, or whose scores break the contract (a score outside
@@ -83,7 +80,7 @@ from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.writer import (
+from lbnorm.output.transaction import (
     exclusive_lock,
     write_bytes_atomically,
     write_parquet_atomically,

@@ -50,7 +50,7 @@ import sys
 import tomllib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -208,6 +208,8 @@ class Suite:
         benchmarks: Benchmarks in display order.
         source: Where the suite was loaded from (a path or ``builtin:<name>``).
         sha256: Hash of the suite file's bytes, for provenance.
+        text: The suite file's text, embedded in an output's manifest so that
+            the output can be read back where the file is gone.
     """
 
     name: str
@@ -215,6 +217,7 @@ class Suite:
     benchmarks: tuple[Benchmark, ...]
     source: str
     sha256: str
+    text: str = field(default="", repr=False, compare=False)
 
     @property
     def benchmark_names(self) -> list[str]:
@@ -405,6 +408,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         benchmarks=benchmarks,
         source=source,
         sha256=hashlib.sha256(data).hexdigest(),
+        text=data.decode("utf-8"),
     )
 
 
