@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import hand_over, held_signals
+from lbnorm._runtime import Threads, cancellable, check_cancelled
 from lbnorm.core.errors import OutputError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.files import sha256_file, sha256_of
@@ -413,9 +413,9 @@ def _write_tables(
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
-    with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
+    with Threads(len(jobs), "table") as pool:
         futures = {
-            name: hand_over(pool, _write_output, table, metadata, folder / name)
+            name: pool.submit(_write_output, table, metadata, folder / name)
             for name, (table, metadata) in jobs.items()
         }
         board = result.board_counts()
@@ -517,7 +517,7 @@ class _PartWriter:
             ],
             column_encoding=_float_encodings(schema),
         )
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-writer")
+        self._thread = Threads(1, "writer")
         self._pending: Future[None] | None = None
         self._n_rows = 0
 
@@ -526,7 +526,7 @@ class _PartWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            self._thread.shutdown(wait=True, cancel_futures=True)
+            self._thread.close(cancel=True)
         finally:
             self._writer.close()  # (idempotent: close_then closed it already)
 
@@ -534,8 +534,7 @@ class _PartWriter:
         """Encode `part` on the thread once the part before is written."""
         self._wait()
         if part.num_rows:  # a benchmark nobody has: no empty row group
-            self._pending = hand_over(
-                self._thread,
+            self._pending = self._thread.submit(
                 self._writer.write_table,
                 part,
                 row_group_size=part.num_rows,
@@ -556,7 +555,7 @@ class _PartWriter:
             self._writer.close()
             return then(n_rows)
 
-        return hand_over(self._thread, close)
+        return self._thread.submit(close)
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -829,7 +828,8 @@ class _Stage:
 
     def swap(self) -> None:
         """Put the staged folder in place of the target, atomically."""
-        with held_signals(), _parent_locked(self.target.parent):
+        check_cancelled()  # the last moment a cancelled run keeps the previous output
+        with _parent_locked(self.target.parent):
             _check_target(self.out, self.target)  # files may have come meanwhile
             self.previous = _swap_in(self.folder, self.target, self._tag())
             self.is_swapped = True
@@ -837,15 +837,10 @@ class _Stage:
             _fsync_dir(self.target.parent)
 
     def discard(self) -> None:
-        """Delete the unfinished output, or after the swap the previous one.
-
-        A Ctrl-C or SIGTERM arriving meanwhile waits until the folder is gone
-        (a deletion cut short would leave half a folder behind).
-        """
-        with held_signals():
-            for path in (self.folder, self.previous):
-                if path is not None:
-                    shutil.rmtree(path, ignore_errors=True)
+        """Delete the unfinished output, or after the swap the previous one."""
+        for path in (self.folder, self.previous):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
     def release(self) -> None:
         os.close(self._lock)
@@ -858,32 +853,35 @@ class _Stage:
 def _staged(out: Path) -> Iterator[_Stage]:
     """Claim `out`, yield its locked staging folder, and clean up whatever happens.
 
-    The staging folder is deleted on any error and on Ctrl-C or SIGTERM (the
-    command line turns both into :class:`KeyboardInterrupt`); after the swap it
-    holds the previous output, which is deleted too.
+    The staging folder is deleted on any error and on Ctrl-C or SIGTERM; after
+    the swap it holds the previous output, which is deleted too. Within, a
+    signal only sets the cancellation flag (:func:`lbnorm._runtime.cancellable`),
+    acted on at the next check (between tables, before the swap): no deletion
+    or swap is cut short.
     """
     target = _target(out)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _output_error(out, exc) from exc
-    stage = _claim(out, target)
-    try:
-        fault_point("locked")
-        yield stage
-    except OutputError:
-        stage.discard()
-        raise
-    except OSError as exc:
-        stage.discard()
-        raise _output_error(out, exc, is_replaced=stage.is_swapped) from exc
-    except BaseException:
-        stage.discard()
-        raise
-    else:
-        stage.discard()
-    finally:
-        stage.release()
+    with cancellable():
+        stage = _claim(out, target)
+        try:
+            fault_point("locked")
+            yield stage
+        except OutputError:
+            stage.discard()
+            raise
+        except OSError as exc:
+            stage.discard()
+            raise _output_error(out, exc, is_replaced=stage.is_swapped) from exc
+        except BaseException:
+            stage.discard()
+            raise
+        else:
+            stage.discard()
+        finally:
+            stage.release()
 
 
 def _claim(out: Path, target: Path) -> _Stage:
@@ -1119,7 +1117,7 @@ def _fsync_file(path: Path) -> str:
         if os.fstat(handle.fileno()).st_size < _HASH_BESIDE_SYNC:
             os.fsync(handle.fileno())
             return sha256_of(handle)
-        with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-hash") as hasher:
+        with Threads(1, "hash") as hasher:
             digest = hasher.submit(sha256_of, handle)
             os.fsync(handle.fileno())
             return digest.result()
