@@ -486,6 +486,9 @@ def receive(connection: Connection) -> Any:
     with cancellable():
         while not connection.poll(TICK):
             check_cancelled()
+    # the signal that stopped the run may have ended the worker too (a whole
+    # process group's): the run was cancelled, the worker did not fail
+    check_cancelled()
     return connection.recv()
 
 

@@ -198,6 +198,7 @@ def _run_command(argv: Sequence[str] | None) -> int:
     try:
         return int(args.handler(args))
     except LbnormError as exc:
+        _runtime.check_cancelled()  # an error while the run stopped: the signal's
         from lbnorm.faces.terminal import printable
 
         print(
