@@ -385,7 +385,7 @@ def runtime_uses(source: str) -> list[str]:
             for module, names in _RUNTIME_NAMES.items():
                 if node.attr in names and owner in {module, module.rpartition(".")[2]}:
                     what = f"{owner}.{node.attr}"
-        if what:
+        if what and isinstance(node, ast.stmt | ast.expr):
             found.append((node.lineno, what))
     return [f"{line}: {what}" for line, what in sorted(found)]
 

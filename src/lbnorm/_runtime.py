@@ -119,7 +119,9 @@ def check_cancelled() -> None:
 
 
 def _cancellation(number: int) -> Cancelled:
-    return Terminated() if number == signal.SIGTERM else Cancelled()
+    """The exception that unwinds a run `number` (a signal) cancelled."""
+    name = signal.Signals(number).name if number else "SIGINT"
+    return Terminated(name) if number == signal.SIGTERM else Cancelled(name)
 
 
 def _on_signal(number: int, _frame: FrameType | None) -> None:

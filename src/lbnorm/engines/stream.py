@@ -383,6 +383,7 @@ class _Folder:
         checked = check_batch(
             batch, encoder, unknown=self._unknown, seen_before=store.is_seen
         )
+        check_cancelled()  # (checking a large batch takes a while: before its sums)
         self._n_ignored += checked.n_ignored
         if checked.n_failed:
             self._failures.extend(describe_failures(batch, checked.failed))

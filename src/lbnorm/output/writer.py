@@ -868,6 +868,7 @@ def _staged(out: Path) -> Iterator[_Stage]:
         stage = _claim(out, target)
         try:
             fault_point("locked")
+            check_cancelled()  # claimed, nothing written yet
             yield stage
         except OutputError:
             stage.discard()
