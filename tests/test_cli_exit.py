@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import io
+import json
 import os
 import subprocess
 import sys
@@ -83,9 +84,9 @@ def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
     script = (
         "import atexit, sys\n"
         "atexit.register(lambda: print('atexit ran', flush=True))\n"
-        "from lbnorm.cli import main\n"
+        "from lbnorm.cli import console_main\n"
         "sys.argv = ['lbnorm', 'run', 'missing.csv', '--out', 'out', '--quiet']\n"
-        "main()\n"
+        "console_main()\n"
         "print('not reached')\n"
     )
     done = _python(script, tmp_path)
@@ -186,7 +187,7 @@ def test_a_command_has_arrow_allocate_with_the_system_allocator_unless_told_othe
 def _run_reporting(
     tmp_path: Path, variable: str, user_value: str | None, *, before: str, report: str
 ) -> list[str]:
-    """`lbnorm run` on the demo in a process of its own, `variable` set to `user_value`
+    """`lbnorm run` on the demo as the console command, `variable` set to `user_value`
     (None: unset), after the code `before`; the lines `report` prints at exit."""
     script = (
         "import atexit, os, sys\n"
@@ -194,9 +195,9 @@ def _run_reporting(
         "def report():\n"
         + "".join(f"    {line}\n" for line in report.splitlines())
         + "atexit.register(report)\n"
-        "from lbnorm.cli import main\n"
+        "from lbnorm.cli import console_main\n"
         "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
-        "main()\n"
+        "console_main()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != variable}
     if user_value is not None:
@@ -205,6 +206,63 @@ def _run_reporting(
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
     return done.stdout.splitlines()
+
+
+#: Runs ``main(["run", ...])`` as a library call would, and prints what the
+#: process-wide state was before and after: the environment, the signal
+#: handlers, whether glibc may keep (or keeps) freed memory.
+_LIBRARY_CALL = """
+import json, os, signal, sys
+from lbnorm import _runtime
+from lbnorm.cli import main
+
+def state():
+    return {
+        "environ": dict(os.environ),
+        "signals": [repr(signal.getsignal(n)) for n in (signal.SIGINT, signal.SIGTERM)],
+        "heap": [_runtime._is_allowed, _runtime._is_kept],
+    }
+
+before = state()
+codes = [main(["run", "--out", "out", "--quiet"]), main(["suites", "list"])]
+print(json.dumps({"codes": codes, "before": before, "after": state()}))
+"""
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+def test_main_from_python_leaves_the_process_as_it_found_it(
+    tmp_path: Path, engine: str
+) -> None:
+    """No environment variable, signal handler or allocator setting changes."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"OPENBLAS_NUM_THREADS", "ARROW_DEFAULT_MEMORY_POOL"}
+    }
+    script = _LIBRARY_CALL.replace('"--quiet"]', f'"--quiet", "--engine", "{engine}"]')
+    done = _python(script, tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["codes"] == [0, 0]
+    assert report["after"] == report["before"]
+    assert report["before"]["heap"] == [False, False]
+    assert "OPENBLAS_NUM_THREADS" not in report["after"]["environ"]
+    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
+
+
+def test_the_console_command_keeps_freed_memory(tmp_path: Path) -> None:
+    """The command's own process: glibc may keep freed memory, as a run asks."""
+    script = (
+        "import atexit, sys\n"
+        "from lbnorm import _runtime\n"
+        "atexit.register(lambda: print(_runtime._is_allowed, flush=True))\n"
+        "from lbnorm.cli import console_main\n"
+        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
+        "console_main()\n"
+    )
+    done = _python(script, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lbnorm import InputError, load_suite, run
+from lbnorm import InputError, _runtime, load_suite, run
 from lbnorm._runtime import can_fork
 from lbnorm.core.files import read_bytes
 from lbnorm.core.options import RunOptions
@@ -235,7 +235,7 @@ def test_ctrl_c_is_never_delivered_inside_the_wait_for_chunks(
         calls.append("returned")
         return done
 
-    monkeypatch.setattr(harness, "wait", interrupted_wait)
+    monkeypatch.setattr(_runtime, "wait", interrupted_wait)  # first_done's wait
     with pytest.raises(KeyboardInterrupt):
         _read(find_results_files(tree), workers=2)
     assert calls == ["waiting", "returned"]  # raised once the wait was over

@@ -334,6 +334,103 @@ def _commands() -> list[list[str]]:
 COMMANDS = _commands()
 
 
+# --- the one runtime module -----------------------------------------------------------
+
+#: Modules that may start threads or processes, or set signal handlers, and why.
+RUNTIME_MODULES = {
+    "lbnorm._runtime": "the one place: threads, forks, pools, signal handlers",
+    "lbnorm.engines.dask": "Dask's own scheduler runs the threads and processes",
+    "lbnorm.core.faults": "fault injection for tests: a timer thread sends the signal",
+}
+
+#: What starts a thread or a process, or sets a signal handler: names reached as
+#: ``module.attribute`` or imported ``from module``.
+_RUNTIME_NAMES = {
+    "threading": {"Thread", "Timer"},
+    "concurrent.futures": {"ThreadPoolExecutor", "ProcessPoolExecutor"},
+    "os": {"fork", "forkpty", "posix_spawn", "posix_spawnp", "system"},
+    "signal": {"signal", "pthread_sigmask", "setitimer"},
+}
+#: Modules whose import alone means processes (outside ``if TYPE_CHECKING:``).
+_PROCESS_MODULES = ("multiprocessing", "subprocess")
+
+
+def runtime_uses(source: str) -> list[str]:
+    """Where `source` starts threads or processes or sets signal handlers (line: what)."""
+    tree = ast.parse(source)
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        what = ""
+        if isinstance(node, ast.Import) and id(node) not in typing_only:
+            what = next(
+                (a.name for a in node.names if a.name.startswith(_PROCESS_MODULES)), ""
+            )
+        elif isinstance(node, ast.ImportFrom) and id(node) not in typing_only:
+            module = node.module or ""
+            names = {a.name for a in node.names}
+            if module.startswith(_PROCESS_MODULES):
+                what = module
+            elif hit := sorted(names & _RUNTIME_NAMES.get(module, set())):
+                what = f"{module}.{hit[0]}"
+        elif isinstance(node, ast.Attribute):
+            owner = ast.unparse(node.value)
+            for module, names in _RUNTIME_NAMES.items():
+                if node.attr in names and owner in {module, module.rpartition(".")[2]}:
+                    what = f"{owner}.{node.attr}"
+        if what and isinstance(node, ast.stmt | ast.expr):
+            found.append((node.lineno, what))
+    return [f"{line}: {what}" for line, what in sorted(found)]
+
+
+def test_only_the_runtime_starts_threads_and_processes() -> None:
+    """Threads, forks, pools and signal handlers go through ``lbnorm._runtime``."""
+    root = PACKAGE.parent
+    offenders = [
+        f"{module}:{use}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (module := ".".join(path.relative_to(root).with_suffix("").parts))
+        not in RUNTIME_MODULES
+        for use in runtime_uses(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == [], "use lbnorm._runtime instead:\n" + "\n".join(offenders)
+
+
+def test_the_runtime_check_sees_every_way_to_start_one() -> None:
+    source = textwrap.dedent(
+        """
+        import os, signal, threading
+        import multiprocessing
+        from concurrent.futures import ThreadPoolExecutor
+        from threading import Thread
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from multiprocessing.connection import Connection
+        def f():
+            from concurrent import futures
+            futures.ProcessPoolExecutor(2)
+            threading.Thread(target=print).start()
+            os.fork()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            threading.Lock()  # a lock starts nothing
+        """
+    )
+    assert runtime_uses(source) == [
+        "3: multiprocessing",
+        "4: concurrent.futures.ThreadPoolExecutor",
+        "5: threading.Thread",
+        "11: futures.ProcessPoolExecutor",
+        "12: threading.Thread",
+        "13: os.fork",
+        "14: signal.signal",
+    ]
+
+
 @pytest.mark.parametrize("module", ["lbnorm", "lbnorm.core.errors", "lbnorm.cli"])
 def test_importing_loads_no_pandas(module: str, tmp_path: Path) -> None:
     report, _ = _probe("--import", module, cwd=tmp_path)

@@ -290,7 +290,8 @@ def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
 def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
     tmp_path: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """glibc keeps freed blocks for a command line run; a library call or a spill does not."""
+    """glibc keeps freed blocks for the command's own run; a library call
+    (``main`` from Python included) or a spill does not."""
     from lbnorm import _runtime as heap
     from lbnorm.cli import main
 
@@ -304,8 +305,10 @@ def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
     monkeypatch.setattr(heap, "_is_allowed", False)  # (put back after the test)
     monkeypatch.setattr(heap, "_is_kept", False)
     run(out=tmp_path / "library")  # the host's allocator is left alone
-    assert calls == []
     out = str(tmp_path / "cli")
+    assert main(["run", "--engine", "memory", "--out", out, "--quiet"]) == 0
+    assert calls == []  # main called from Python too
+    heap.allow_keeping_freed_memory()  # as the console command does (console_main)
     spilled = ["run", "--engine", "stream", "--sum-memory", "1e-6", "--quiet"]
     assert main([*spilled, "--out", out]) == 0
     assert calls == []  # a spilled run keeps its bound

@@ -1,26 +1,41 @@
-"""The process side of lbnorm: worker processes, helper threads and the heap.
+"""The process side of lbnorm: cancellation, helper threads, worker processes, the heap.
 
-The one module that starts threads and forks processes (the Dask engine aside),
-so that how a worker starts, how a thread is joined and what a signal does to
-either is decided in one place.
+The one module that sets signal handlers, starts threads and forks processes
+(the Dask engine aside), so that what a signal does to a run, how a worker
+starts and how a thread is joined are decided in one place (``tests/test_shape.py``
+holds every other module to it).
 
-Processes. Two parts of lbnorm fork workers: the results-tree reader (parsing
-files on every core) and the stream engine (summing row groups). A worker
-ignores Ctrl-C (the parent handles it and cleans up) and dies with its parent,
-even a SIGKILLed or OOM-killed one, instead of blocking forever on a pipe nobody
-reads. Fork inside :func:`held_signals`: a Ctrl-C that lands while Python runs
-its at-fork hooks is otherwise lost in the parent.
+Cancellation. Ctrl-C and SIGTERM never raise where they land. While lbnorm
+holds the signals (:func:`take_signals`: the command line, for its whole
+command; :func:`cancellable`: the output transaction and this module's own
+critical sections, in a library call), their handler only sets a flag. The run
+asks :func:`check_cancelled` at its natural boundaries (a batch, a chunk of
+files, a partition, a table, the swap), and every wait here wakes each
+:data:`TICK` seconds to ask too; the run then unwinds from there by
+:class:`~lbnorm.core.errors.Cancelled` (or :class:`~lbnorm.core.errors.Terminated`),
+a :class:`KeyboardInterrupt`, through the cleanup every error takes. So no
+signal lands inside a thread's start, a fork, a lock or a folder's removal. A
+second signal, while the first is being acted on, stops at once.
 
 Threads. A streaming pass over batches is two halves: one must follow the
 input's order (encoding keys, checking duplicates), the other only needs what
 the first produced (summing). numpy and Arrow release the GIL in their kernels,
 so :class:`BatchThread` runs the second half on the other core, and
-:func:`read_ahead` reads the next batch while this one is worked on.
+:func:`read_ahead` reads the next batch while this one is worked on. Every
+other helper thread (writing tables side by side, hashing, sorting) comes from
+:class:`Threads`; the futures it gives wait in ticks (see above).
+
+Processes. Two parts of lbnorm fork workers: the results-tree reader
+(:class:`Processes`, parsing files on every core) and the stream engine
+(:func:`fork`, summing row groups). A worker ignores Ctrl-C (the parent handles
+it and cleans up) and dies with its parent, even a SIGKILLed or OOM-killed one,
+instead of blocking forever on a pipe nobody reads.
 
 The heap. glibc keeps what a process frees for reuse, and pyarrow's allocator
 keeps pages too; resident memory then stays at a phase's high-water mark through
 the next phase. A run that must stay within a bound (a spilled streaming run)
-calls :func:`release_free_memory` between phases.
+calls :func:`release_free_memory` between phases; a run that need not may keep
+freed memory for reuse (:func:`keep_freed_memory`) if the process is lbnorm's own.
 """
 
 from __future__ import annotations
@@ -31,28 +46,378 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from lbnorm.core.errors import Cancelled, ExitCode, Terminated
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+    from types import FrameType, TracebackType
 
 __all__ = [
     "THREAD_ROWS",
+    "TICK",
     "BatchThread",
+    "Processes",
+    "Threads",
     "allow_keeping_freed_memory",
     "available_cores",
     "beside",
     "can_fork",
-    "hand_over",
-    "held_signals",
+    "cancellable",
+    "cancelled",
+    "check_cancelled",
+    "first_done",
+    "fork",
+    "ignore_signals",
     "keep_freed_memory",
+    "pipe",
     "read_ahead",
+    "receive",
     "release_free_memory",
     "start_worker",
+    "take_signals",
 ]
 
 _T = TypeVar("_T")
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# --- cancellation ---
+
+#: Seconds between two looks at the cancellation flag in a wait.
+TICK = 0.05
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: Set by the first Ctrl-C or SIGTERM while lbnorm holds the signals.
+_cancelled = threading.Event()
+#: That first signal's number (0: none yet).
+_first = 0
+#: Whether lbnorm's handler is installed, and what a second signal does.
+_is_held = False
+_exits_at_once = False
+
+
+def cancelled() -> bool:
+    """Whether a Ctrl-C or SIGTERM asked the run to stop."""
+    return _cancelled.is_set()
+
+
+def check_cancelled() -> None:
+    """Raise :class:`~lbnorm.core.errors.Cancelled` if the run was asked to stop.
+
+    Raises:
+        Cancelled: After Ctrl-C; :class:`~lbnorm.core.errors.Terminated` after SIGTERM.
+    """
+    if _cancelled.is_set():
+        raise _cancellation(_first)
+
+
+def _cancellation(number: int) -> Cancelled:
+    """The exception that unwinds a run `number` (a signal) cancelled."""
+    name = signal.Signals(number).name if number else "SIGINT"
+    return Terminated(name) if number == signal.SIGTERM else Cancelled(name)
+
+
+def _on_signal(number: int, _frame: FrameType | None) -> None:
+    """The handler: the first signal sets the flag; a second one stops at once."""
+    global _first  # (one flag per process)
+    if not _cancelled.is_set():
+        _first = number
+        _cancelled.set()
+        return
+    if _exits_at_once:  # the command's own process: nothing more to wait for
+        code = ExitCode.TERMINATED if number == signal.SIGTERM else ExitCode.INTERRUPTED
+        with contextlib.suppress(OSError):
+            os.write(2, b"lbnorm: stopped at once (a second signal).\n")
+        os._exit(code)
+    raise _cancellation(number)  # a library call: the old way, right here
+
+
+def take_signals(
+    *, sigterm: bool = True, exit_at_once: bool = False
+) -> Callable[[], None]:
+    """Have Ctrl-C (and SIGTERM) set the cancellation flag; return the undoing.
+
+    The flag is cleared first. Does nothing (and the undoing nothing) outside
+    the main thread, which alone handles signals, or while lbnorm holds them
+    already (an outer call does).
+
+    Args:
+        sigterm: SIGTERM too (the command line: a supervisor's stop is a Ctrl-C).
+        exit_at_once: A second signal ends the process there and then (the
+            command's own process); otherwise it raises where it lands.
+    """
+    restore = _take(sigterm=sigterm, exit_at_once=exit_at_once)
+    return restore if restore is not None else _nothing
+
+
+def _take(*, sigterm: bool, exit_at_once: bool) -> Callable[[], None] | None:
+    """:func:`take_signals`; None if it took nothing."""
+    global _is_held, _exits_at_once, _first  # (one handler per process)
+    if _is_held or threading.current_thread() is not threading.main_thread():
+        return None
+    numbers = _SIGNALS if sigterm else (signal.SIGINT,)
+    _cancelled.clear()
+    _first = 0
+    previous = {
+        number: signal.signal(number, _on_signal)
+        for number in numbers
+        if signal.getsignal(number) is not None  # None: not set from Python
+    }
+    _is_held, _exits_at_once = True, exit_at_once
+
+    def restore() -> None:
+        global _is_held  # (one handler per process)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        _is_held = False
+
+    return restore
+
+
+def _nothing() -> None:
+    """Undo nothing."""
+
+
+@contextlib.contextmanager
+def cancellable() -> Iterator[None]:
+    """Within the block, Ctrl-C sets the cancellation flag instead of raising.
+
+    For a library call (the command line holds the signals for its whole
+    command, and then this does nothing): the block acts on a Ctrl-C where it
+    checks, or raises :class:`~lbnorm.core.errors.Cancelled` as it ends, so it
+    is never cut short in the middle of a fork, a thread's start or a swap.
+
+    Examples:
+        >>> order = []
+        >>> with contextlib.suppress(KeyboardInterrupt), cancellable():
+        ...     signal.raise_signal(signal.SIGINT)
+        ...     order.append("block")
+        >>> order, cancelled()
+        (['block'], False)
+    """
+    restore = _take(sigterm=False, exit_at_once=False)
+    if restore is None:
+        yield
+        return
+    try:
+        yield
+    finally:
+        restore()
+        is_cancelled, number = _cancelled.is_set(), _first
+        _cancelled.clear()
+    if is_cancelled:
+        raise _cancellation(number)
+
+
+def ignore_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on (a process whose outcome is decided)."""
+    for number in _SIGNALS:
+        try:
+            signal.signal(number, signal.SIG_IGN)
+        except ValueError:  # not the main thread: not ours to handle
+            return
+
+
+class _Task(Future[_T]):
+    """A future whose waits wake each :data:`TICK` to check for cancellation."""
+
+    def result(self, timeout: float | None = None) -> _T:
+        if timeout is None:
+            self._await()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if timeout is None:
+            self._await()
+        return super().exception(timeout)
+
+    def _await(self) -> None:
+        with cancellable():
+            while not self.done():
+                wait((self,), TICK)
+                check_cancelled()
+
+
+# --- threads ---
+
+
+#: Batches smaller than this are done at once (a thread saves nothing there).
+THREAD_ROWS = 1 << 16
+
+
+class Threads:
+    """A pool of `count` helper threads named ``lbnorm-<name>``; a context manager.
+
+    Leaving the block waits for the work handed over (dropping what has not
+    started, on an error). The futures :meth:`submit` gives wait in ticks, so a
+    Ctrl-C during a long wait is acted on at once.
+    """
+
+    def __init__(self, count: int, name: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool: ThreadPoolExecutor = ThreadPoolExecutor(
+            max(count, 1), thread_name_prefix=f"lbnorm-{name}"
+        )
+
+    def __enter__(self) -> Threads:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close(cancel=kind is not None)
+
+    def submit(
+        self, work: Callable[..., _T], /, *args: Any, **kwargs: Any
+    ) -> Future[_T]:
+        """Run ``work(*args, **kwargs)`` on a thread; its future.
+
+        A cancelled run stops here, before handing anything over.
+        """
+        check_cancelled()
+        task: _Task[_T] = _Task()
+
+        def run() -> None:
+            if not task.set_running_or_notify_cancel():
+                return
+            try:
+                value = work(*args, **kwargs)
+            except BaseException as exc:  # handed to the waiting thread
+                task.set_exception(exc)
+            else:
+                task.set_result(value)
+
+        # ThreadPoolExecutor.submit starts its thread before it records it: a
+        # Ctrl-C raised in between would leave a thread the shutdown does not wait for
+        with cancellable():
+            handed = self._pool.submit(run)
+        handed.add_done_callback(lambda done: done.cancelled() and task.cancel())
+        return task
+
+    def close(self, *, wait: bool = True, cancel: bool = False) -> None:
+        """Stop the threads once their work is done (`cancel`: drop work not started).
+
+        Args:
+            wait: Wait for the work under way (else the threads end on their own).
+            cancel: Drop the work handed over that has not started.
+        """
+        self._pool.shutdown(wait=wait, cancel_futures=cancel)
+
+
+def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
+    """Yield `items`, the next one made on a second thread meanwhile.
+
+    For readers: Arrow decodes the next row group or batch with the GIL
+    released while the caller works on this one. An error making an item is
+    raised where that item is taken, and a cancelled run stops at the next
+    item. Closed early (the caller's error, a Ctrl-C), the thread is stopped;
+    when the garbage collector closes a generator left suspended, it may do so
+    inside another thread's start, which holds the lock a join needs (the join
+    would wait for ever): the thread is then left to finish its one read
+    instead of being joined.
+    """
+    owner = threading.current_thread()
+    reader = Threads(1, "read")
+    end = object()
+    try:
+        ahead = reader.submit(next, items, end)
+        while (item := ahead.result()) is not end:
+            ahead = reader.submit(next, items, end)
+            yield cast("_T", item)  # (not the end marker)
+    finally:
+        reader.close(wait=threading.current_thread() is owner, cancel=True)
+
+
+def beside(work: Callable[[], _T]) -> Future[_T]:
+    """Start `work` on a thread of its own, which ends with it; the caller goes on.
+
+    The future gives what `work` returned, or raises what it raised.
+    """
+    thread = Threads(1, "beside")
+    future = thread.submit(work)
+    thread.close(wait=False)  # the thread ends once the work is done
+    return future
+
+
+class BatchThread:
+    """Runs one batch's work on a second thread while the caller reads the next.
+
+    One batch at most is in flight, its arrays held until its work is done, and
+    the batches' work runs in the order given. An error the work raised (a full
+    disk while spilling, a non-finite sample value) is raised by the next
+    :meth:`run` or :meth:`wait`. The thread starts with the first large batch
+    (none exists when a run forks its workers) and stops at :meth:`close`. A
+    cancelled run stops at the next :meth:`run`.
+    """
+
+    def __init__(self) -> None:
+        self._thread: Threads | None = None
+        self._pending: Future[None] | None = None
+
+    def run(self, work: Callable[[], None], n_rows: int) -> None:
+        """Wait for the batch before, then do this one's `work` on the thread."""
+        self.wait()
+        check_cancelled()
+        if n_rows < THREAD_ROWS:
+            work()
+            return
+        if self._thread is None:
+            self._thread = Threads(1, "batch")
+        self._pending = self._thread.submit(work)  # close() waits for it
+
+    def wait(self) -> None:
+        """Wait until every batch handed over is done (raising what its work raised)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait, then stop the thread (no more batches will come)."""
+        try:
+            self.wait()
+        finally:
+            self._stop()
+
+    def abandon(self) -> None:
+        """Stop once the batch under way is done, whatever it raised.
+
+        For a run that already failed (or was cancelled): its own error is
+        the one to report, and the batch's arrays are free to go once it returns.
+        """
+        self._pending = None
+        self._stop()
+
+    def settle(self) -> None:
+        """After the caller's own error: raise the batch behind's first, if it had one.
+
+        That batch came earlier in the input, so its error is the one to report
+        (the first bad row); otherwise the thread just stops.
+        """
+        pending, self._pending = self._pending, None
+        self._stop()  # the batch under way is done once this returns
+        if pending is not None and not pending.cancelled():
+            error = pending.exception(timeout=0)
+            if error is not None:
+                raise error
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._thread.close()  # joins the batch under way
+            self._thread = None
+
+
+# --- processes ---
 
 
 def available_cores() -> int:
@@ -62,7 +427,7 @@ def available_cores() -> int:
 
 def can_fork() -> bool:
     """Whether this platform can fork workers (Linux and macOS)."""
-    import multiprocessing  # (~1.3 ms: only a run that may fork asks)
+    import multiprocessing  # (only a run that may fork asks)
 
     return "fork" in multiprocessing.get_all_start_methods()
 
@@ -78,10 +443,12 @@ def start_worker(parent: int) -> None:
     Args:
         parent: The parent's process id, taken before forking.
     """
+    global _is_held  # (the parent's handler is not this process's)
     # the parent sees Ctrl-C too and cleans up; a worker must not print a
     # traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _is_held = False
     # die with the parent, even a SIGKILLed one, rather than wait forever
     with contextlib.suppress(OSError, AttributeError):  # not Linux: no prctl
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -89,162 +456,86 @@ def start_worker(parent: int) -> None:
         os._exit(1)
 
 
-def hand_over(
-    pool: Executor, work: Callable[..., _T], /, *args: Any, **kwargs: Any
-) -> Future[_T]:
-    """``pool.submit(work, ...)``, with Ctrl-C and SIGTERM held until it returns.
+def fork(target: Callable[..., None], /, *args: Any) -> BaseProcess:
+    """Start ``target(*args)`` in a forked child (a daemon); its process.
 
-    ``ThreadPoolExecutor.submit`` starts its thread before it records it (and
-    ``Thread.start`` waits for the thread to come up): a signal landing there
-    left a thread the pool's shutdown does not wait for, still encoding into a
-    Parquet writer that the unwinding then closed (a segfault) or into a staging
-    folder being deleted (left behind): 3 in ~700 interrupted runs under load.
-    The signal now lands once the work is handed over.
+    A Ctrl-C during the fork is acted on after it (in Python's at-fork hooks an
+    exception is printed and lost). `target` calls :func:`start_worker` first.
     """
-    with held_signals():
-        return pool.submit(work, *args, **kwargs)
+    import multiprocessing
+
+    with cancellable():
+        process = multiprocessing.get_context("fork").Process(
+            target=target, args=args, daemon=True
+        )
+        process.start()
+    return process
 
 
-@contextlib.contextmanager
-def held_signals() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back until the block is done, then deliver them.
+def pipe() -> tuple[Connection, Connection]:
+    """A one-way pipe for a forked worker's reply: (receiver, sender)."""
+    import multiprocessing
 
-    Only the main thread handles signals in Python; elsewhere this does nothing.
-    A worker forked inside the block inherits the holding handlers until
-    :func:`start_worker` makes it ignore both.
+    return multiprocessing.get_context("fork").Pipe(duplex=False)
 
-    Examples:
-        >>> order = []
-        >>> previous = signal.signal(signal.SIGTERM, lambda *_: order.append("signal"))
-        >>> with held_signals():
-        ...     signal.raise_signal(signal.SIGTERM)
-        ...     order.append("block")
-        >>> _ = signal.signal(signal.SIGTERM, previous)
-        >>> order
-        ['block', 'signal']
+
+def receive(connection: Connection) -> Any:
+    """``connection.recv()``, waking each :data:`TICK` to check for cancellation.
+
+    Raises:
+        EOFError: The other end closed without sending (its process died).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def hold(number: int, _frame: object) -> None:
-        caught.append(number)
-
-    previous = {
-        number: signal.signal(number, hold)
-        for number in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(number) is not None  # None: not set from Python
-    }
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        for pending in dict.fromkeys(caught):
-            signal.raise_signal(pending)
+    with cancellable():
+        while not connection.poll(TICK):
+            check_cancelled()
+    # the signal that stopped the run may have ended the worker too (a whole
+    # process group's): the run was cancelled, the worker did not fail
+    check_cancelled()
+    return connection.recv()
 
 
-# --- threads ---
+class Processes:
+    """A pool of `count` forked worker processes (each set up by :func:`start_worker`)."""
 
+    def __init__(self, count: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-#: Batches smaller than this are done at once (a thread saves nothing there).
-THREAD_ROWS = 1 << 16
+        self._pool: ProcessPoolExecutor = ProcessPoolExecutor(
+            max_workers=count,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=start_worker,
+            initargs=(os.getpid(),),
+        )
 
+    def submit_all(
+        self, work: Callable[[Any], _T], items: Iterable[Any]
+    ) -> list[Future[_T]]:
+        """``work(item)`` for each item, in the workers; the futures in order.
 
-def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
-    """Yield `items`, the next one made on a second thread meanwhile.
-
-    For readers: Arrow decodes the next row group or batch with the GIL
-    released while the caller works on this one. An error making an item is
-    raised where that item is taken. Closed early (the caller's error, a
-    Ctrl-C), the thread is stopped; when the garbage collector closes a
-    generator left suspended, it may do so inside another thread's start,
-    which holds the lock a join needs (the join would wait for ever): the
-    thread is then left to finish its one read instead of being joined.
-    """
-    owner = threading.current_thread()
-    pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-read")
-    end = object()
-    try:
-        ahead = pool.submit(next, items, end)
-        while (item := ahead.result()) is not end:
-            ahead = pool.submit(next, items, end)
-            yield cast("_T", item)  # (not the end marker)
-    finally:
-        pool.shutdown(wait=threading.current_thread() is owner, cancel_futures=True)
-
-
-def beside(work: Callable[[], _T]) -> Future[_T]:
-    """Start `work` on a thread of its own, which ends with it; the caller goes on.
-
-    The future gives what `work` returned, or raises what it raised.
-    """
-    pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-beside")
-    future = hand_over(pool, work)
-    pool.shutdown(wait=False)  # the thread ends once the work is done
-    return future
-
-
-class BatchThread:
-    """Runs one batch's work on a second thread while the caller reads the next.
-
-    One batch at most is in flight, its arrays held until its work is done, and
-    the batches' work runs in the order given. An error the work raised (a full
-    disk while spilling, a non-finite sample value) is raised by the next
-    :meth:`run` or :meth:`wait`. The thread starts with the first large batch
-    (none exists when a run forks its workers) and stops at :meth:`close`.
-    """
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[None] | None = None
-
-    def run(self, work: Callable[[], None], n_rows: int) -> None:
-        """Wait for the batch before, then do this one's `work` on the thread."""
-        self.wait()
-        if n_rows < THREAD_ROWS:
-            work()
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-batch")
-        self._pending = hand_over(self._pool, work)  # close() waits for it
-
-    def wait(self) -> None:
-        """Wait until every batch handed over is done (raising what its work raised)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        The first submission forks every worker; a Ctrl-C is acted on once all
+        are forked and ready.
+        """
+        check_cancelled()
+        with cancellable():
+            return [self._pool.submit(work, item) for item in items]
 
     def close(self) -> None:
-        """Wait, then stop the thread (no more batches will come)."""
-        try:
-            self.wait()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown()
-                self._pool = None
+        """Drop the work not started, wait for the work under way, end the workers."""
+        with cancellable():
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def abandon(self) -> None:
-        """Stop once the batch under way is done, whatever it raised.
 
-        For a run that already failed (or was interrupted): its own error is
-        the one to report, and the batch's arrays are free to go once it returns.
-        """
-        with contextlib.suppress(Exception):
-            self.close()
-
-    def settle(self) -> None:
-        """After the caller's own error: raise the batch behind's first, if it had one.
-
-        That batch came earlier in the input, so its error is the one to report
-        (the first bad row); otherwise the thread just stops.
-        """
-        pending, self._pending = self._pending, None
-        error = None if pending is None else pending.exception()
-        self.abandon()
-        if error is not None:
-            raise error
+def first_done(
+    futures: set[Future[_T]],
+) -> tuple[set[Future[_T]], set[Future[_T]]]:
+    """Wait until one of `futures` is done: (done, not done), checking for cancellation."""
+    with cancellable():
+        while True:
+            done, running = wait(futures, TICK, FIRST_COMPLETED)
+            if done:
+                return done, running
+            check_cancelled()
 
 
 # --- the heap ---
@@ -253,7 +544,7 @@ class BatchThread:
 def release_free_memory() -> None:
     """Return free heap memory to the system (glibc ``malloc_trim``; Arrow's pool).
 
-    A few milliseconds per GB of heap; does nothing where neither applies.
+    Does nothing where neither applies.
     """
     trim = _malloc_trim()
     if trim is not None:
@@ -266,7 +557,7 @@ def release_free_memory() -> None:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """Glibc's ``malloc_trim``, or None (another C library, another system)."""
-    import ctypes.util  # (only a run that spills gets here: ~2 ms of imports)
+    import ctypes.util  # (only a run that spills gets here)
 
     with contextlib.suppress(OSError, AttributeError, TypeError):
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -278,8 +569,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 def allow_keeping_freed_memory() -> None:
     """Let a run that does not spill keep freed memory (:func:`keep_freed_memory`).
 
-    The command line calls it: its process is lbnorm's own (a library call
-    leaves its host's allocator alone).
+    The console command calls it: its process is lbnorm's own (a library call,
+    :func:`lbnorm.cli.main` from Python included, leaves its host's allocator alone).
     """
     global _is_allowed  # (one allocator per process)
     _is_allowed = True
@@ -290,16 +581,11 @@ def keep_freed_memory() -> None:
 
     By default glibc unmaps every freed block above its mmap threshold (it
     rises to 32 MB at most) and trims its heap's top above twice that, so each
-    batch of a large run faults fresh pages in again (~0.3 GB/s on these
-    machines, as system time): L40 with two tables took 2.95 s (system 1.1 s)
-    against 2.58 s (0.5 s) with blocks under 1 GiB kept on the heap and no
-    automatic trim, its peak ~150 MB higher. The engines call it when a run
-    will not spill: a spilled run frees and trims between its phases to stay
-    within its bound (with freed blocks kept, OOC40's peak rose 1,605 -> 1,863
-    MB, no faster; glibc's settings cannot be put back as they were: its
-    thresholds' settled values cost OOC100 4%). Does nothing where glibc's
-    ``mallopt`` is not found, or if :func:`allow_keeping_freed_memory` was not
-    called.
+    batch of a large run faults fresh pages in again, paid as system time. The
+    engines call it when a run will not spill: a spilled run frees and trims
+    between its phases to stay within its bound, and glibc's settings cannot
+    be put back as they were afterwards. Does nothing where glibc's ``mallopt``
+    is not found, or if :func:`allow_keeping_freed_memory` was not called.
     """
     global _is_kept  # (one allocator per process)
     if _is_allowed and not _is_kept:
@@ -320,8 +606,6 @@ _KEPT = {-3: 1 << 30, -1: 2**31 - 1, -2: 256 << 20}
 def _mallopt(values: dict[int, int]) -> bool:
     """Set glibc's ``mallopt`` parameters; whether it could (another C library: no)."""
     with contextlib.suppress(OSError, AttributeError):
-        import ctypes  # (loaded by the writer anyway)
-
         mallopt = ctypes.CDLL(None).mallopt
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         done = [mallopt(parameter, value) for parameter, value in values.items()]

@@ -10,11 +10,18 @@ load what they need when they run, so ``lbnorm --help`` loads no pandas.
 Exit codes are :class:`lbnorm.core.errors.ExitCode`. Errors print
 ``lbnorm: error: <message>`` on stderr, without a traceback; bugs keep theirs.
 
-Signals: importing this module loads almost nothing, and :func:`main` loads the
-commands itself, so a Ctrl-C at any moment of a command, its imports included,
-ends it with one line and exit 130. SIGTERM is handled like Ctrl-C (the staging
-folder is removed, the previous output left as it was) and exits 143. Either
-message says truly whether a new output is in place.
+Signals: Ctrl-C ends a command with one line and exit 130, SIGTERM the same
+way with exit 143; the staging folder is removed and the previous output left
+as it was, and the line says truly whether a new output is in place. Neither
+raises where it lands: the command line holds both for the whole command
+(:func:`lbnorm._runtime.take_signals`), and the run stops where it next checks
+(see :mod:`lbnorm._runtime`).
+
+Process-wide settings (one OpenBLAS thread, Arrow's system allocator, glibc
+keeping freed memory, the signal handlers, the fast exit) belong to the
+``lbnorm`` command's own process: :func:`console_main` makes them and then runs
+:func:`main`. :func:`main` called from Python leaves ``os.environ``, the signal
+handlers and the allocator as it found them.
 """
 
 from __future__ import annotations
@@ -22,21 +29,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
+from lbnorm import _runtime
 from lbnorm.core.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
 from lbnorm.core.faults import fault_point
 
 if TYPE_CHECKING:
     import argparse
     from pathlib import Path
-    from types import FrameType
 
-__all__ = ["main"]
+__all__ = ["console_main", "main"]
 
 _EXAMPLES = """\
 examples:
@@ -53,30 +59,47 @@ EPILOG = f"{EXIT_CODES_HELP}\n\n{_EXAMPLES}"
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
+    Ctrl-C and SIGTERM set a flag while the command runs (in the main thread);
+    their handlers are put back as they were when it returns.
+
     Args:
         argv: Arguments without the program name; defaults to ``sys.argv[1:]``.
 
     Returns:
         The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
-    _one_blas_thread()
-    _system_allocator_for_arrow()
     replaced_before = len(_replaced_outputs())
-    restore = _handle_sigterm()
+    restore = _runtime.take_signals(sigterm=True)
     try:
         code = _run_command(argv)
-        if argv is None:  # the process's own command line: done, it exits now
-            _exit_done(code)
-        return code
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        code = _interrupted(exc, _replaced_outputs()[replaced_before:])
-        if argv is None:  # the process's own command line: it exits now
-            _exit_now(code)
-        return code
+        _runtime.check_cancelled()  # a signal the command finished before acting on
+    except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
+        return _interrupted(exc, _replaced_outputs()[replaced_before:])
     finally:
         restore()
-        if argv is None:  # the process's own command line: it exits next
-            _ignore_signals()
+    return code
+
+
+def console_main() -> int:
+    """The ``lbnorm`` command (and ``python -m lbnorm``): its process is lbnorm's own.
+
+    The signals are taken first, so that a Ctrl-C from here on ends the command
+    with one line; then the process-wide settings a one-shot command wants, which
+    :func:`main` from Python leaves alone; then :func:`main`, and the exit
+    without the interpreter's teardown.
+
+    Returns:
+        The exit code, if threads still run and Python's own exit must join them.
+    """
+    _runtime.take_signals(sigterm=True, exit_at_once=True)  # for the process's life
+    _one_blas_thread()
+    _system_allocator_for_arrow()
+    _runtime.allow_keeping_freed_memory()
+    code = main()
+    if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
+        _exit_now(code)
+    _exit_done(code)
+    return code
 
 
 def _one_blas_thread() -> None:
@@ -85,12 +108,9 @@ def _one_blas_thread() -> None:
     Only before numpy is first imported, which is when OpenBLAS reads it: a
     command's own process. lbnorm runs its own threads and worker processes; its
     products are small (a pooled benchmark's weights, a ratings fit's systems),
-    and a second OpenBLAS thread busy-waits ~0.1 s of a core after the import
-    and after each product. Measured on 2 cores: 0.1 s less CPU per command
-    (the bundled demo's 0.32 -> 0.22 s, the 20M-row run's 3.65 -> 3.49 s) in
-    the same wall time, and Bradley-Terry with 1,000 bootstrap rounds on 2M
-    battles 3% faster. Ratings no longer change in their last digits (~1e-13)
-    with the number of cores: OpenBLAS splits a system's sums by thread.
+    and a second OpenBLAS thread busy-waits a share of a core after the import
+    and after each product. Ratings then do not change in their last digits
+    (~1e-13) with the number of cores: OpenBLAS splits a system's sums by thread.
     """
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -101,18 +121,10 @@ def _system_allocator_for_arrow() -> None:
 
     Only before pyarrow is first imported, as for OpenBLAS: a command's own
     process (and the workers it forks or starts). Arrow's default allocator
-    (mimalloc) touches more fresh memory on its first use than the data needs:
-    reading the bundled demo's one row group (13 MB allocated) grew the process
-    44 MB against 19 MB with the system allocator, and took 16 ms against
-    11 ms. Fresh pages are slow on shared machines, and a one-shot command pays
-    for every page it touches: against the previous commit, in alternated runs,
-    the bundled demo took 0.240 -> 0.229 s (median of 20; its slowest quarter
-    0.253 -> 0.239 s, peak 205 -> 142 MB), M 0.813 -> 0.761 s (10), L40
-    x0.967 with two tables and x0.973 with three (5 and 8; its peak 150 MB
-    higher: Arrow's freed buffers join numpy's on the heap a run that does not
-    spill keeps, :func:`lbnorm._runtime.keep_freed_memory`); the 4,576-file tree,
-    OOC100 and the per-sample table within 2%, OOC40 x0.97 with a peak
-    70-100 MB lower (a spilled run trims that heap between its phases).
+    (mimalloc) touches more fresh memory on its first use than the data needs,
+    and a one-shot command pays for every page it touches; with the system
+    allocator, Arrow's freed buffers also join numpy's on the heap a run that
+    does not spill keeps (:func:`lbnorm._runtime.keep_freed_memory`).
     """
     if "pyarrow" not in sys.modules:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
@@ -124,11 +136,11 @@ def _exit_now(code: int) -> None:
     CPython (3.11) ends the process by SIGINT, whatever the exit code, once a
     KeyboardInterrupt has left an ``exec`` of source text (a dataclass or a
     named tuple being made while a module is imported), even when lbnorm then
-    handled it: the caller would see "killed by SIGINT" after lbnorm said the
-    previous output is unchanged. The staging folder and any workers were
-    cleaned up as the exception unwound; the atexit handlers run here (a spilled
-    run's temporary folder is removed by one); only the interpreter's own
-    teardown is skipped.
+    handled it (a second Ctrl-C, in a library call, raises where it lands): the
+    caller would see "killed by SIGINT" after lbnorm said the previous output
+    is unchanged. The staging folder and any workers were cleaned up as the
+    run unwound; the atexit handlers run here (a spilled run's temporary
+    folder is removed by one); only the interpreter's own teardown is skipped.
     """
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()
@@ -141,12 +153,12 @@ def _exit_now(code: int) -> None:
 def _exit_done(code: int) -> None:
     """End the process after its command finished, without the interpreter's teardown.
 
-    Freeing every module object by object (numpy, pyarrow and the rest) took ~30 ms
-    of a 0.3 s run at the real size, and decides nothing: every output is written,
-    synced and swapped in by now. What exit still owes is done here: the atexit
-    handlers (Dask's local cluster, logging), the threads still running (none,
-    normally: then the ordinary exit joins them) and flushing stdout and stderr, whose
-    failure gives Python's own exit code 120.
+    Freeing every module object by object (numpy, pyarrow and the rest) takes a
+    noticeable share of a short run, and decides nothing: every output is
+    written, synced and swapped in by now. What exit still owes is done here:
+    the atexit handlers (Dask's local cluster, logging), the threads still
+    running (none, normally: then the ordinary exit joins them) and flushing
+    stdout and stderr, whose failure gives Python's own exit code 120.
     """
     _ignore_signals()  # as the ordinary exit below would, first
     if any(
@@ -171,23 +183,22 @@ def _ignore_signals() -> None:
     would kill the process after the output was written or the interruption
     reported, with an exit status that says neither.
     """
-    for number in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(number, signal.SIG_IGN)
-        except ValueError:  # not the main thread: not ours to handle
-            return
+    _runtime.ignore_signals()
 
 
 def _run_command(argv: Sequence[str] | None) -> int:
     fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    _runtime.check_cancelled()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
         return int(args.handler(args))
     except LbnormError as exc:
+        _runtime.check_cancelled()  # an error while the run stopped: the signal's
         from lbnorm.faces.terminal import printable
 
         print(
@@ -232,33 +243,8 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _handle_sigterm() -> Callable[[], None]:
-    """Turn SIGTERM into :class:`Terminated` for this call; return the undoing."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread: signals are not ours to handle
-        return lambda: None
-    interrupt = signal.getsignal(signal.SIGINT)
-
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-        if interrupt is not None:
-            signal.signal(signal.SIGINT, interrupt)
-
-    return restore
-
-
-def _terminate(number: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
 def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
     """Say what an interruption left, truly; return its exit code."""
-    for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C: no traceback
-        try:
-            signal.signal(number, signal.SIG_IGN)
-        except ValueError:  # not the main thread
-            break
     is_terminated = isinstance(exc, Terminated)
     state = (
         f"the new output is in place in {replaced[-1]}"

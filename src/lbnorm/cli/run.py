@@ -190,14 +190,12 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
-    from lbnorm._runtime import allow_keeping_freed_memory
     from lbnorm.faces.progress import progress_bar
     from lbnorm.faces.terminal import format_summary
 
     check_written_files(args)  # before the work: --report OUT/run.json is refused
     options = run_options(args)
     started = time.perf_counter()
-    allow_keeping_freed_memory()  # this process is the run's own
     bar = progress_bar(sys.stderr, quiet=args.quiet)
     monitored: MonitoredRun | None = None
     try:

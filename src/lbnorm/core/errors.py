@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_CODES_HELP",
+    "Cancelled",
     "ExitCode",
     "HealthConfigError",
     "InputError",
@@ -81,8 +82,19 @@ EXIT_CODES_HELP = "exit codes:\n" + "\n".join(
 )
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be, so that both clean up alike."""
+class Cancelled(KeyboardInterrupt):
+    """Ctrl-C, raised where the run next checks for it (``lbnorm._runtime``).
+
+    A :class:`KeyboardInterrupt`, not an :class:`LbnormError`: ``except
+    Exception`` lets it through, and a library's caller sees the interruption
+    it expects.
+    """
+
+    exit_code: ClassVar[int] = ExitCode.INTERRUPTED
+
+
+class Terminated(Cancelled):
+    """SIGTERM, handled as Ctrl-C is, so that both clean up alike."""
 
     exit_code: ClassVar[int] = ExitCode.TERMINATED
 

@@ -9,8 +9,8 @@ When the input's row count says the run would pass ``RunOptions.sum_memory``
    registry and the seen matrix, one byte per (variant, subtask), stay whole:
    duplicates are caught across the whole input), sums each batch's exact terms
    per (variant, benchmark) cell, and appends those sums (8 bytes a cell and 8
-   per sum the batch added to, 4-5 of them usually: 5-7 bytes per input row on
-   the 200M-row benchmarks, where the rows themselves would take 16-32) to one
+   per sum the batch added to, 4-5 of them usually: a few bytes per input row,
+   where the rows themselves would take 16-32) to one
    of several files in a temporary folder, by variant code: a partition of
    ``width`` variants each (:class:`SpillStore`).
 2. **Each partition**'s sums are read back and added into a
@@ -38,7 +38,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm._runtime import BatchThread, hand_over, release_free_memory
+from lbnorm._runtime import BatchThread, Threads, check_cancelled, release_free_memory
 from lbnorm.core import arrow
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import RunOptions
@@ -371,11 +371,11 @@ def finish_spilled(
         spill folder as the writer reads them.
     """
     n_variants = len(variants)
-    # the variants' order (Arrow's string sorts: ~3 s at 5M models) is found on a
-    # second thread while the partitions are summed in code order here (both
-    # release the GIL for their array work)
-    with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-order") as sorter:
-        ordering = hand_over(sorter, variants.order)
+    # the variants' order (Arrow's string sorts, slow for millions of models) is
+    # found on a second thread while the partitions are summed in code order here
+    # (both release the GIL for their array work)
+    with Threads(1, "order") as sorter:
+        ordering = sorter.submit(variants.order)
         averages, errors, n_complete, n_cells, resized = _sum_partitions(
             store, n_variants, options
         )
@@ -430,17 +430,15 @@ def _sum_partitions(
     n_cells = 0
     weight = store.arrays.weight
     # a partition's arrays are saved on a thread while the next one is summed
-    # (the page cache takes them at ~0.5 GB/s here: 1.4 s of 740 MB at OOC100)
-    with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-save") as saver:
+    # (writing them to the page cache takes about as long as summing them)
+    with Threads(1, "save") as saver:
         saving: Future[None] | None = None
         for part, low in enumerate(range(0, n_variants, store.width)):
             high = min(low + store.width, n_variants)
             benchmark = _sum_partition(store, part, low, high, options)
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
-            # (a Ctrl-C as the thread starts lands once it is recorded: the pool's
-            # exit then waits for it before the spill folder is removed)
-            saving = hand_over(saver, _save_partition, store.folder, part, benchmark)
+            saving = saver.submit(_save_partition, store.folder, part, benchmark)
             scores = benchmark.normalized
             averages[low:high] = average_benchmarks(
                 scores, weight, missing=options.missing
@@ -468,11 +466,13 @@ def _sum_partition(
 ) -> BenchmarkArrays:
     """Add up a partition's spilled sums and finish them."""
     fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    check_cancelled()  # a cancelled run stops between two partitions
     release_free_memory()  # the previous partition's arrays, or the pass's
     partial = PartialStore(
         store.arrays, 0, store.subtask_names, seen=store.seen[low:high]
     )
     for cells, sums in store.sums(part):
+        check_cancelled()
         partial.add_sums(cells, sums)
     return finish_benchmarks(
         partial.partials(high - low),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lbnorm._runtime import keep_freed_memory, release_free_memory
+from lbnorm._runtime import check_cancelled, keep_freed_memory, release_free_memory
 from lbnorm.core import arrow
 from lbnorm.core.options import RunOptions, UnknownSubtasks
 from lbnorm.core.schemas import SUBTASK_SCORES, Batch
@@ -142,9 +142,7 @@ class StreamJob:
             self._is_done = True
             inputs, options = self._inputs, self._options
             if inputs.streamed and options.workers > 1 and not self._folder.spills:
-                from lbnorm.engines.workers import (
-                    sum_in_workers,  # (multiprocessing: ~4 ms, only for workers)
-                )
+                from lbnorm.engines.workers import sum_in_workers  # (only for workers)
 
                 totals = sum_in_workers(
                     lambda part, parts: sum_scores(
@@ -385,6 +383,7 @@ class _Folder:
         checked = check_batch(
             batch, encoder, unknown=self._unknown, seen_before=store.is_seen
         )
+        check_cancelled()  # (checking a large batch takes a while: before its sums)
         self._n_ignored += checked.n_ignored
         if checked.n_failed:
             self._failures.extend(describe_failures(batch, checked.failed))
@@ -506,12 +505,17 @@ def _describe_repeats(
 
 
 def _sliced(batches: Iterable[Batch], rows: int | None) -> Iterator[Batch]:
-    """Each batch, or its consecutive slices of at most `rows` rows."""
+    """Each batch, or its consecutive slices of at most `rows` rows.
+
+    A cancelled run stops here, between two batches (see :mod:`lbnorm._runtime`).
+    """
     for batch in batches:
+        check_cancelled()
         if rows is None or batch.table.num_rows <= rows:
             yield batch
             continue
         for start in range(0, batch.table.num_rows, rows):
+            check_cancelled()
             yield Batch(
                 table=batch.table.slice(start, rows),
                 source=batch.source,

@@ -20,16 +20,18 @@ outside (the out-of-memory killer) is reported as a clear error.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from lbnorm._runtime import held_signals, start_worker
+from lbnorm._runtime import fork, pipe, receive, start_worker
 from lbnorm.core.errors import LbnormError
 from lbnorm.core.faults import fault_point
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 __all__ = ["sum_in_workers"]
 
@@ -65,31 +67,25 @@ def sum_in_workers(
             killed by a signal (the out-of-memory killer, say).
         RuntimeError: A worker died or failed in an unexpected way.
     """
-    context = multiprocessing.get_context("fork")
     receivers: list[Connection] = []
-    processes = []
+    processes: list[BaseProcess] = []
     parent = os.getpid()
     replies: list[tuple[str, Any]] = []
     try:
-        with held_signals():  # a Ctrl-C during a fork comes after it, not lost in it
-            for part in range(workers):
-                receiver, sender = context.Pipe(duplex=False)
-                # the child closes the read ends it inherits (its own and its elder
-                # siblings'): a pipe's only reader is then this process
-                inherited = [*receivers, receiver]
-                process = context.Process(
-                    target=_work,
-                    args=(work, part, workers, sender, inherited, parent),
-                    daemon=True,
-                )
-                process.start()
-                sender.close()
-                receivers.append(receiver)
-                processes.append(process)
+        for part in range(workers):
+            receiver, sender = pipe()
+            receivers.append(receiver)
+            # the child closes the read ends it inherits (its own and its elder
+            # siblings'): a pipe's only reader is then this process
+            inherited = list(receivers)
+            processes.append(
+                fork(_work, work, part, workers, sender, inherited, parent)
+            )
+            sender.close()
         fault_point("workers-started")  # orphan tests: LBNORM_FAULT_POINT
         for part, receiver in enumerate(receivers):
-            try:
-                replies.append(receiver.recv())
+            try:  # a cancelled run stops waiting here; the workers are killed below
+                replies.append(receive(receiver))
             except EOFError:
                 raise _died(part, workers, processes[part]) from None
     finally:
@@ -106,9 +102,7 @@ def sum_in_workers(
     return None if totals.failures else totals
 
 
-def _died(
-    part: int, workers: int, process: multiprocessing.process.BaseProcess
-) -> Exception:
+def _died(part: int, workers: int, process: BaseProcess) -> Exception:
     """The error for a worker that closed its pipe without a reply."""
     process.join()
     code = process.exitcode

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import hand_over
+from lbnorm._runtime import Threads
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import TableParts, UniquePerPart
 from lbnorm.output.transaction import synced
@@ -131,7 +131,7 @@ class PartWriter:
             ],
             column_encoding=_float_encodings(schema),
         )
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="lbnorm-writer")
+        self._thread = Threads(1, "writer")
         self._pending: Future[None] | None = None
         self._n_rows = 0
 
@@ -140,7 +140,7 @@ class PartWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            self._thread.shutdown(wait=True, cancel_futures=True)
+            self._thread.close(cancel=True)
         finally:
             self._writer.close()  # (idempotent: close_then closed it already)
 
@@ -148,8 +148,7 @@ class PartWriter:
         """Encode `part` on the thread once the part before is written."""
         self._wait()
         if part.num_rows:  # a benchmark nobody has: no empty row group
-            self._pending = hand_over(
-                self._thread,
+            self._pending = self._thread.submit(
                 self._writer.write_table,
                 part,
                 row_group_size=part.num_rows,
@@ -170,7 +169,7 @@ class PartWriter:
             self._writer.close()
             return then(n_rows)
 
-        return hand_over(self._thread, close)
+        return self._thread.submit(close)
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None

@@ -42,7 +42,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import held_signals
+from lbnorm._runtime import Threads, cancellable, check_cancelled
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.files import sha256_of
@@ -433,7 +432,8 @@ class _Stage:
 
     def swap(self) -> None:
         """Put the staged folder in place of the target, atomically."""
-        with held_signals(), _parent_locked(self.target.parent):
+        check_cancelled()  # the last moment a cancelled run keeps the previous output
+        with _parent_locked(self.target.parent):
             _check_target(self.out, self.target)  # files may have come meanwhile
             self.previous = _swap_in(self.folder, self.target, self._tag())
             self.is_swapped = True
@@ -441,15 +441,10 @@ class _Stage:
             fsync_dir(self.target.parent)
 
     def discard(self) -> None:
-        """Delete the unfinished output, or after the swap the previous one.
-
-        A Ctrl-C or SIGTERM arriving meanwhile waits until the folder is gone
-        (a deletion cut short would leave half a folder behind).
-        """
-        with held_signals():
-            for path in (self.folder, self.previous):
-                if path is not None:
-                    shutil.rmtree(path, ignore_errors=True)
+        """Delete the unfinished output, or after the swap the previous one."""
+        for path in (self.folder, self.previous):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
     def release(self) -> None:
         os.close(self._lock)
@@ -462,32 +457,36 @@ class _Stage:
 def staged(out: Path) -> Iterator[_Stage]:
     """Claim `out`, yield its locked staging folder, and clean up whatever happens.
 
-    The staging folder is deleted on any error and on Ctrl-C or SIGTERM (the
-    command line turns both into :class:`KeyboardInterrupt`); after the swap it
-    holds the previous output, which is deleted too.
+    The staging folder is deleted on any error and on Ctrl-C or SIGTERM; after
+    the swap it holds the previous output, which is deleted too. Within, a
+    signal only sets the cancellation flag (:func:`lbnorm._runtime.cancellable`),
+    acted on at the next check (between tables, before the swap): no deletion
+    or swap is cut short.
     """
     target = resolve_target(out)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise output_error(out, exc) from exc
-    stage = _claim(out, target)
-    try:
-        fault_point("locked")
-        yield stage
-    except OutputError:
-        stage.discard()
-        raise
-    except OSError as exc:
-        stage.discard()
-        raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
-    except BaseException:
-        stage.discard()
-        raise
-    else:
-        stage.discard()
-    finally:
-        stage.release()
+    with cancellable():
+        stage = _claim(out, target)
+        try:
+            fault_point("locked")
+            check_cancelled()  # claimed, nothing written yet
+            yield stage
+        except OutputError:
+            stage.discard()
+            raise
+        except OSError as exc:
+            stage.discard()
+            raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
+        except BaseException:
+            stage.discard()
+            raise
+        else:
+            stage.discard()
+        finally:
+            stage.release()
 
 
 def _claim(out: Path, target: Path) -> _Stage:
@@ -722,7 +721,7 @@ def fsync_file(path: Path) -> str:
         if os.fstat(handle.fileno()).st_size < _HASH_BESIDE_SYNC:
             os.fsync(handle.fileno())
             return sha256_of(handle)
-        with ThreadPoolExecutor(1, thread_name_prefix="lbnorm-hash") as hasher:
+        with Threads(1, "hash") as hasher:
             digest = hasher.submit(sha256_of, handle)
             os.fsync(handle.fileno())
             return digest.result()

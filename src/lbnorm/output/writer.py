@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import hand_over
+from lbnorm._runtime import Threads
 from lbnorm.core.errors import OutputError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.manifest import (
@@ -334,9 +333,9 @@ def _write_tables(
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
-    with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
+    with Threads(len(jobs), "table") as pool:
         futures = {
-            name: hand_over(pool, write_output, table, metadata, folder / name)
+            name: pool.submit(write_output, table, metadata, folder / name)
             for name, (table, metadata) in jobs.items()
         }
         board = result.board_counts()

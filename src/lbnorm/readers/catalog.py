@@ -31,7 +31,6 @@ import functools
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm._runtime import available_cores
+from lbnorm._runtime import Threads, available_cores
 from lbnorm.core.arrow import booleans, numbers, scalar, string_lists, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
@@ -241,11 +240,7 @@ class _Hashes:
 
     def __init__(self, paths: Sequence[Path]) -> None:
         workers = min(len(paths), available_cores())
-        self._pool = (
-            ThreadPoolExecutor(workers, thread_name_prefix="lbnorm-hash")
-            if workers > 1
-            else None
-        )
+        self._pool = Threads(workers, "hash") if workers > 1 else None
         self._paths = paths
         self._futures = (
             [self._pool.submit(sha256_file, path) for path in paths]
@@ -258,7 +253,7 @@ class _Hashes:
 
     def __exit__(self, *exc_info: object) -> None:
         if self._pool is not None:  # an error: the hashes not started are dropped
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close(cancel=True)
 
     def of(self, index: int) -> str:
         """The sha256 of the table at `index` (raising what hashing it raised)."""

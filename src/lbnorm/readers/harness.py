@@ -65,8 +65,6 @@ import hashlib
 import itertools
 import json
 import math
-import multiprocessing
-import os
 import re
 import reprlib
 from collections.abc import (
@@ -78,7 +76,7 @@ from collections.abc import (
     Sequence,
     Sized,
 )
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -89,7 +87,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm._runtime import available_cores, can_fork, held_signals, start_worker
+from lbnorm._runtime import (
+    Processes,
+    available_cores,
+    can_fork,
+    check_cancelled,
+    first_done,
+)
 from lbnorm.core.arrow import (
     booleans,
     dictionary,
@@ -610,6 +614,7 @@ def scan_results_files(
         except (BrokenProcessPool, OSError):  # no fork, or a worker died: go on here
             done = start
     for at in range(start, total):
+        check_cancelled()
         item = _scan_file(paths[at], pairs, expected[at], read)
         report(1)
         yield item
@@ -641,37 +646,23 @@ def _scan_in_workers(
     chunks: Sequence[_Chunk], *, workers: int, report: Callable[[int], None]
 ) -> Generator[ScannedFile, None, None]:
     """Scan chunks in a pool of forked processes; yield their files in chunk order."""
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=start_worker,
-        initargs=(os.getpid(),),
-    )
+    pool = Processes(workers)
     try:
-        with held_signals():  # Ctrl-C waits until every worker is forked and ready
-            futures = [pool.submit(_scan_chunk, chunk) for chunk in chunks]
+        futures = pool.submit_all(_scan_chunk, chunks)
         position = {future: at for at, future in enumerate(futures)}
         finished: dict[int, list[_Record]] = {}
         running: set[Future[list[_Record]]] = set(futures)
         keys = _result_keys(chunks[0].pairs) if chunks else []
         for at in range(len(futures)):
             while at not in finished:  # progress counts chunks as they arrive
-                # a Ctrl-C inside wait() can leave a chunk's lock taken (it takes
-                # them one by one), and the pool then hangs on it as it shuts
-                # down: it lands once a chunk is in, a fraction of a second later
-                with held_signals():
-                    ready, running = wait(running, return_when=FIRST_COMPLETED)
+                ready, running = first_done(running)  # (a cancelled run stops here)
                 for future in sorted(ready, key=position.__getitem__):
                     finished[position[future]] = future.result()
                     report(len(finished[position[future]]))
             for path, record in zip(chunks[at].paths, finished.pop(at), strict=False):
                 yield _unpack(path, record, keys)
     finally:  # also on an error or an early close: queued chunks are dropped
-        # a Ctrl-C that lands inside shutdown() before it flags the pool (as the
-        # last chunk comes in) would leave the workers waiting for work and the
-        # exit joining them for ever: it is raised once they are gone
-        with held_signals():
-            pool.shutdown(wait=True, cancel_futures=True)
+        pool.close()
 
 
 def _scan_chunk(chunk: _Chunk) -> list[_Record]:
