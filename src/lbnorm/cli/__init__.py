@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command and option."""
     import argparse
 
-    from lbnorm.cli import analysts, arena, changes, run, suites
+    from lbnorm.cli import analysts, arena, changes, publish, run, suites
 
     parser = argparse.ArgumentParser(
         prog="lbnorm",
@@ -300,4 +300,5 @@ def build_parser() -> argparse.ArgumentParser:
     suites.register(commands)
     changes.register(commands)
     analysts.register(commands)
+    publish.register(commands)
     return parser
