@@ -59,6 +59,11 @@ def _register_export(
         action="store_true",
         help="leave out variants without all six scores (default: refuse)",
     )
+    export.add_argument(
+        "--unknown-precision",
+        metavar="PRECISION",
+        help="the Precision of variants whose input gave none (default: refuse them)",
+    )
     export.set_defaults(handler=_cmd_export)
 
 
@@ -110,7 +115,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from lbnorm.faces.export import ExportOptions, export_table, write_export
 
     check_parent(args.file)
-    options = ExportOptions(format=args.format, skip_incomplete=args.skip_incomplete)
+    options = ExportOptions(
+        format=args.format,
+        skip_incomplete=args.skip_incomplete,
+        unknown_precision=args.unknown_precision,
+    )
     table = export_table(args.out, options=options)
     write_export(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")

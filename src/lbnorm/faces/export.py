@@ -153,16 +153,26 @@ class ExportOptions:
         format: The target table (``open-llm-leaderboard``).
         skip_incomplete: Leave out variants without all six scores instead of
             refusing to export.
+        unknown_precision: The ``Precision`` of variants whose input gave none
+            (e.g. results files without ``config_general.model_dtype``); None
+            refuses to export them, as ``eval_name`` needs one.
     """
 
     format: ExportFormat = "open-llm-leaderboard"
     skip_incomplete: bool = False
+    unknown_precision: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in EXPORT_FORMATS:
             msg = (
                 f"export format {self.format!r} is not known.\n"
                 f"Hint: use one of {list(EXPORT_FORMATS)}."
+            )
+            raise OptionsError(msg)
+        if self.unknown_precision == "":
+            msg = (
+                "--unknown-precision '': an empty precision cannot name a row.\n"
+                "Hint: give the precision the runs used, e.g. --unknown-precision bfloat16."
             )
             raise OptionsError(msg)
 
@@ -190,6 +200,14 @@ def export_table(out: str | Path, *, options: ExportOptions | None = None) -> pa
     board = pq.read_table(folder / "leaderboard.parquet")
     _check_benchmarks(folder, board)
     board = _complete(folder, board, skip=options.skip_incomplete)
+    if options.unknown_precision is not None:
+        precision = _strings(board["precision"])
+        given = pc.if_else(
+            pc.equal(precision, ""), options.unknown_precision, precision
+        )
+        board = board.set_column(
+            board.schema.get_field_index("precision"), "precision", given
+        )
     _check_keys(folder, board)
     board = board.take(_order(board))
     model = _strings(board["model"])
@@ -287,8 +305,8 @@ def _check_keys(folder: Path, board: pa.Table) -> None:
         msg = (
             f"{folder}: {int(is_empty.sum())} variant(s) have no precision, e.g. "
             f"{shown}; the table's eval_name is org_model_precision.\n"
-            "Hint: give the precision in the input (config_general.model_dtype, or a "
-            "precision column) and rerun `lbnorm run`."
+            "Hint: pass --unknown-precision PRECISION (e.g. bfloat16), or give it in "
+            "the input (config_general.model_dtype, or a precision column)."
         )
         raise InputError(msg)
     keys = board.select(["model", "precision", "revision", "chat_template"])
