@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -90,7 +91,8 @@ def exported(demo_out: Path) -> pd.DataFrame:
     file = demo_out.parent / "train-00000-of-00001.parquet"
     args = ["export", str(demo_out), "--format", "open-llm-leaderboard"]
     assert main([*args, "--out", str(file)]) == 0
-    return pq.read_table(file).to_pandas()
+    frame: pd.DataFrame = pq.read_table(file).to_pandas()
+    return frame
 
 
 def test_columns_types_and_datasets_features(demo_out: Path) -> None:
@@ -156,9 +158,11 @@ def test_average_is_the_real_tables_sum_of_six(exported: pd.DataFrame) -> None:
 
 
 def test_real_rows_keys_links_and_types(exported: pd.DataFrame) -> None:
-    rows = exported.set_index("eval_name")
-    hero = rows.loc["0-hero_Matter-0.2-7B-DPO_bfloat16"]
-    evo = rows.loc["Aashraf995_Gemma-Evo-10B_float16"]
+    rows: dict[str, Any] = {
+        str(row["eval_name"]): row for row in exported.to_dict("records")
+    }
+    hero = rows["0-hero_Matter-0.2-7B-DPO_bfloat16"]
+    evo = rows["Aashraf995_Gemma-Evo-10B_float16"]
     assert hero["Model"] == REAL_MODEL_LINK["0-hero/Matter-0.2-7B-DPO"]
     assert evo["Model"] == REAL_MODEL_LINK["Aashraf995/Gemma-Evo-10B"]
     assert (hero["Type"], hero["T"]) == ("💬 chat models (RLHF, DPO, IFT, ...)", "💬")
@@ -167,8 +171,8 @@ def test_real_rows_keys_links_and_types(exported: pd.DataFrame) -> None:
     assert (hero["Submission Date"], hero["#Params (B)"]) == ("2024-08-05", 7.242)
     assert math.isclose(hero["Average ⬆️"], 8.90636130175029, rel_tol=1e-12)
     assert math.isclose(evo["MUSR"], 16.66822916666666, rel_tol=1e-12)
-    assert "01-ai_Yi-1.5-34B-Chat-16K_bfloat16" in rows.index
-    assert rows.loc["gpt2_bfloat16", "Model"].count("gpt2-details") == 1
+    assert "01-ai_Yi-1.5-34B-Chat-16K_bfloat16" in rows
+    assert rows["gpt2_bfloat16"]["Model"].count("gpt2-details") == 1
     # columns the demo's metadata does not give: null, their types kept
     assert exported["Hub ❤️"].isna().all()
     assert exported["Architecture"].isna().all()
@@ -249,7 +253,9 @@ def test_other_suites_and_incomplete_variants_are_refused(tmp_path: Path) -> Non
     )
     out = tmp_path / "out"
     assert main(["run", str(scores), "--suite", str(suite), "--out", str(out)]) == 0
-    with pytest.raises(InputError, match=r"(?s)suite 'one' has benchmarks.*Hint: export"):
+    with pytest.raises(
+        InputError, match=r"(?s)suite 'one' has benchmarks.*Hint: export"
+    ):
         export_table(out)
     args = ["export", str(out), "--format", "open-llm-leaderboard"]
     assert main([*args, "--out", str(tmp_path / "x.parquet")]) == 4
@@ -313,11 +319,12 @@ def test_golden_files_and_the_full_structure_tree(
     for name in SIX:  # the export carries the leaderboard's scores as they are
         assert (rows[name] == rows[f"{name}_board"]).all()
         assert (rows[f"{name} Raw"] == rows[f"{name} Raw_board"]).all()
-    expected = pd.read_csv(golden_dir / "expected.csv").set_index("model")
-    yi = rows.set_index("fullname").loc["01-ai/Yi-34B-Chat"]
-    assert math.isclose(
-        yi["Average ⬆️"], expected.loc["01-ai/Yi-34B-Chat", "average"], rel_tol=1e-6
+    expected = pd.read_csv(golden_dir / "expected.csv")
+    average = float(
+        expected.loc[expected["model"] == "01-ai/Yi-34B-Chat", "average"].item()
     )
+    yi: Any = rows.loc[rows["fullname"] == "01-ai/Yi-34B-Chat"].to_dict("records")[0]
+    assert math.isclose(yi["Average ⬆️"], average, rel_tol=1e-6)
     assert yi["eval_name"] == "01-ai_Yi-34B-Chat_bfloat16"
     with pytest.raises(OptionsError, match=r"(?s)empty precision.*Hint"):
         ExportOptions(unknown_precision="")

@@ -137,6 +137,10 @@ def explain_variant(
     steps = _subtask_steps(subtasks, suite)
     per_benchmark = _benchmark_steps(benchmarks, steps, suite)
     average = _average(board.iloc[row], per_benchmark)
+    pooled = per_benchmark.loc[per_benchmark["rule"] == _POOL_RULE, "benchmark"]
+    steps = steps.assign(
+        n_samples=steps["n_samples"].where(steps["benchmark"].isin(pooled))
+    )
     return Explanation(
         variant={key: _plain(board.iloc[row][key]) for key in KEY_COLUMNS},
         suite=_suite_info(folder, suite),
@@ -205,8 +209,11 @@ def _subtask_steps(subtasks: pd.DataFrame, suite: Suite | None) -> pd.DataFrame:
         "results[" + steps["task"].fillna("") + "][" + steps["metric"] + "]",
         "row benchmark=" + steps["benchmark"] + ", subtask=" + steps["subtask"],
     )
-    sizes = steps["n_samples"].astype("Float64").fillna(steps["suite_n_samples"])
-    is_pooled = steps["rule"].eq(_POOL_RULE).to_numpy(dtype=bool)
+    sizes = (
+        steps["n_samples"]
+        .astype("Float64")
+        .fillna(steps["suite_n_samples"].astype("Float64"))
+    )
     return pd.DataFrame(
         {
             "benchmark": steps["benchmark"],
@@ -220,7 +227,7 @@ def _subtask_steps(subtasks: pd.DataFrame, suite: Suite | None) -> pd.DataFrame:
             "normalized": (raw - lower) / (1.0 - lower) * 100.0,
             "normalized_score": steps["normalized_score"].to_numpy(dtype=np.float64),
             "is_clipped": steps["is_clipped"].to_numpy(dtype=bool),
-            "n_samples": sizes.where(pd.Series(is_pooled, index=steps.index)),
+            "n_samples": sizes,  # shown for pooled benchmarks only (explain_variant)
         }
     )
 
@@ -266,14 +273,18 @@ def _benchmark_steps(
     inferred = np.where(
         np.abs(by_pool - table) < np.abs(by_average - table), _POOL_RULE, _AVERAGE_RULE
     )
-    rule = frame["benchmark"].map(rules).fillna(pd.Series(inferred, index=frame.index))
-    recomputed = np.where(rule.eq(_POOL_RULE), by_pool, by_average)
+    names = frame["benchmark"].astype("str").tolist()
+    rule = np.array(
+        [rules.get(name, guess) for name, guess in zip(names, inferred, strict=True)],
+        dtype=object,
+    )  # one per benchmark
+    recomputed = np.where(rule == _POOL_RULE, by_pool, by_average)
     is_complete = (
         frame["n_subtasks"].to_numpy() == frame["n_subtasks_expected"].to_numpy()
     )
     weight = frame["benchmark"].map(weights).fillna(1.0).to_numpy(dtype=np.float64)
     return frame.assign(
-        rule=rule.astype("str"),
+        rule=pd.Series(rule, index=frame.index, dtype="str"),
         recomputed=np.where(is_complete | ~np.isnan(table), recomputed, np.nan),
         weight=weight,
         contribution=weight * table / weight.sum(),
@@ -393,6 +404,6 @@ def _plain(value: object) -> Any:
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [
-        {key: _plain(value) for key, value in record.items()}
+        {str(key): _plain(value) for key, value in record.items()}
         for record in frame.astype("object").to_dict("records")
     ]
