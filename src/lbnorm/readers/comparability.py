@@ -10,7 +10,8 @@ subtask, setting), names the variants whose value differs from the majority's.
 The settings (:data:`SETTINGS`), each read as text (null when the file does not say):
 
 - ``num_fewshot``: lm-eval ``configs[task].num_fewshot`` (else ``n-shot[task]``);
-  lighteval ``summary_tasks[task].effective_few_shots`` (else the key's ``|k``).
+  lighteval ``summary_tasks[task].effective_few_shots`` (else the key's ``|k``;
+  fewer effective shots than asked for, truncated ones, show as a difference).
 - ``n_samples``: lm-eval ``n-samples[task].effective``; a run with ``--limit``
   has fewer than ``original``.
 - ``limit``: lm-eval ``config.limit``; lighteval ``config_general.max_samples``.
@@ -21,7 +22,7 @@ The settings (:data:`SETTINGS`), each read as text (null when the file does not 
   hashes differ even on one task (the two real files in the tests share none of
   44).
 - ``harness``: lm-eval ``git_hash`` (else ``lm_eval_version``); lighteval
-  ``config_general.lighteval_sha``.
+  ``config_general.lighteval_sha`` (``config.lighteval_sha`` in older v1 files).
 - ``fewshot_as_multiturn`` and ``system_instruction`` (``system_instruction_sha``):
   how lm-eval put the few-shot examples and a system prompt into the chat.
 
@@ -153,6 +154,8 @@ def file_settings(
     versions = _object(document.get("versions"))
     config = _object(document.get("config"))
     general = _object(document.get("config_general"))
+    if not general and "lighteval_sha" in config:  # v1 files before autumn 2023
+        general, config = config, {}
     summary = _object(document.get("summary_tasks"))
     is_lighteval = "lighteval_sha" in general
     harness = (
@@ -171,8 +174,10 @@ def file_settings(
     for task in tasks:  # the few tasks a file's scores came from
         task_summary = _object(summary.get(task))
         shots = _object(configs.get(task)).get("num_fewshot", n_shot.get(task))
-        if is_lighteval:
-            shots = task_summary.get("effective_few_shots", task.rpartition("|")[2])
+        if shots is None:  # lighteval: the shots given, else those its key asks for
+            shots = task_summary.get(
+                "effective_few_shots", task.rpartition("|")[2] if "|" in task else None
+            )
         found.append(
             {
                 "num_fewshot": _number_text(shots),
@@ -224,11 +229,11 @@ def check_comparability(
             continue
         settings = file_settings(Path(path), read(Path(path)), taken)
         for task, values in zip(taken, settings, strict=True):
-            for benchmark, subtask in subtasks_of.get(task, []):
+            for benchmark_name, subtask_name in subtasks_of.get(task, []):
                 for setting in SETTINGS:
                     columns["file"].append(at)
-                    columns["benchmark"].append(benchmark)
-                    columns["subtask"].append(subtask)
+                    columns["benchmark"].append(benchmark_name)
+                    columns["subtask"].append(subtask_name)
                     columns["setting"].append(setting)
                     columns["value"].append(values[setting])
     rows = pa.table(
@@ -441,9 +446,10 @@ def _number_text(value: object) -> str | None:
     """A count or version as text, ``3.0`` and ``"3"`` both as ``3``."""
     if isinstance(value, str):
         try:
-            value = float(value)
+            number = float(value)
         except ValueError:
             return value
+        return str(int(number)) if number.is_integer() else value
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return _text(value)
