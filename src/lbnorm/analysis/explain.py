@@ -139,7 +139,10 @@ def explain_variant(
     average = _average(board.iloc[row], per_benchmark)
     pooled = per_benchmark.loc[per_benchmark["rule"] == _POOL_RULE, "benchmark"]
     steps = steps.assign(
-        n_samples=steps["n_samples"].where(steps["benchmark"].isin(pooled))
+        n_samples=steps["n_samples"]
+        .where(steps["benchmark"].isin(pooled))
+        .round()
+        .astype("Int64")
     )
     return Explanation(
         variant={key: _plain(board.iloc[row][key]) for key in KEY_COLUMNS},

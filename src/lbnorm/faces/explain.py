@@ -94,29 +94,25 @@ def format_explanation(explanation: Explanation, *, digits: int = 4) -> str:
     subtasks = explanation.subtasks.assign(
         source=explanation.subtasks["source"].map(_file_name)
     )
-    lines.append(
-        format_table(
-            subtasks[
-                [
-                    "benchmark",
-                    "subtask",
-                    "raw_score",
-                    "num_choices",
-                    "lower_bound",
-                    "bound_from",
-                    "normalized",
-                    "normalized_score",
-                    "n_samples",
-                    "source",
-                    "key",
-                ]
-            ],
-            digits=digits,
-        )
-    )
-    lines += ["", "benchmarks:"]
+    shown = subtasks[
+        [
+            "benchmark",
+            "subtask",
+            "raw_score",
+            "num_choices",
+            "lower_bound",
+            "bound_from",
+            "normalized",
+            "normalized_score",
+            "n_samples",
+            "source",
+            "key",
+        ]
+    ].rename(columns={"normalized": "unclipped", "normalized_score": "normalized"})
+    lines += [format_table(shown, digits=digits), "", "benchmarks:"]
     for row in explanation.benchmarks.itertuples():  # one line per benchmark
-        lines.append(f"  {row.benchmark}: {_rule_text(str(row.rule))}")
+        rows = subtasks[subtasks["benchmark"] == row.benchmark]
+        lines.append(f"  {row.benchmark}: {_rule_text(row, rows, digits)}")
     lines.append(format_table(explanation.benchmarks, digits=digits))
     average, rank = explanation.average, explanation.rank
     lines += [
@@ -136,13 +132,22 @@ def explanation_json(explanation: Explanation) -> str:
     return json.dumps(explanation.to_dict(), indent=2, ensure_ascii=False)
 
 
-def _rule_text(rule: str) -> str:
-    if rule == "pool-then-normalize":
+def _rule_text(benchmark: Any, subtasks: pd.DataFrame, digits: int) -> str:
+    """How the benchmark's score comes from its subtasks, with the numbers."""
+    score = _number(benchmark.normalized_score, digits)
+    if benchmark.rule == "pool-then-normalize":
+        sizes = subtasks["n_samples"].astype("Int64")
+        bound = float(subtasks["lower_bound"].iloc[-1])
         return (
-            "pool-then-normalize: raw = sum(n_samples x raw) / sum(n_samples), "
-            "then normalized once and clipped"
+            f"pool-then-normalize: raw = sum(n_samples x raw) / {int(sizes.sum()):,} "
+            f"samples ({' + '.join(map(str, sizes.tolist()))}) = "
+            f"{_number(benchmark.raw_score, digits)}; max(0, (raw - {bound:g}) / "
+            f"(1 - {bound:g})) x 100 = {score}"
         )
-    return "normalize-then-average: the plain mean of the subtasks' clipped scores"
+    return (
+        f"normalize-then-average: the plain mean of {len(subtasks)} subtask(s)' "
+        f"normalized (clipped) scores = {score}"
+    )
 
 
 def _file_name(path: object) -> str:
