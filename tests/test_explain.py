@@ -173,7 +173,7 @@ def test_results_files_name_their_key(
         found = _explained(tmp_path / out, capsys, "Yi-34B-Chat", "bbh")
         first = found["subtasks"][0]
         assert first["key"] == (
-            "results[leaderboard_bbh_boolean_expressions][acc_norm,none]"
+            "results['leaderboard_bbh_boolean_expressions']['acc_norm,none']"
         )
         assert first["source"].endswith(".json")
         assert found["benchmarks"][0]["recomputed"] == pytest.approx(

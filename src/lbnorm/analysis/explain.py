@@ -209,7 +209,7 @@ def _subtask_steps(subtasks: pd.DataFrame, suite: Suite | None) -> pd.DataFrame:
     is_results = steps["source"].str.endswith(".json") & steps["task"].fillna("").ne("")
     key = np.where(
         is_results,
-        "results[" + steps["task"].fillna("") + "][" + steps["metric"] + "]",
+        "results['" + steps["task"].fillna("") + "']['" + steps["metric"] + "']",
         "row benchmark=" + steps["benchmark"] + ", subtask=" + steps["subtask"],
     )
     sizes = (
