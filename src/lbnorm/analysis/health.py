@@ -27,6 +27,14 @@ Per subtask (the subtask table):
   other subtasks of its benchmark (unclipped normalized scores) is at least
   ``min_subtask_spearman`` (not checked for single-subtask benchmarks).
 
+Per subtask, for a run told ``--comparability`` (read from its manifest):
+
+* ``comparability``: every variant's score was run with the majority's settings
+  (few-shot count, sample limit, task and harness versions; see
+  :mod:`lbnorm.readers.comparability`). Its rows have level ``comparability``
+  and name the differing settings in ``failed``; ``n_models`` counts the variants
+  that differ. A run not told to compare has no such rows.
+
 A check runs on at least ``min_models`` models, else it is ``skipped``. The
 defaults, and what they say about the published v2 leaderboard, are justified in
 ``docs/changes-and-health.md``.
@@ -58,6 +66,7 @@ from lbnorm.core.schemas import benchmark_columns
 from lbnorm.output.outdir import (
     has_table,
     output_suite,
+    read_manifest,
     read_output_table,
     read_wide_table,
 )
@@ -774,6 +783,7 @@ def check_directory(
         health = check_health(
             board, benchmarks=names, subtasks=snapshot.subtasks, config=config
         )
+        health = _with_comparability(health, out)
         return OutputHealth(
             health=health,
             snapshot=snapshot,
@@ -783,11 +793,53 @@ def check_directory(
         )
     checked = _check_with_suite(subtasks, board, suite, missing=missing, config=config)
     return OutputHealth(
-        health=checked.health,
+        health=_with_comparability(checked.health, out),
         snapshot=snapshot,
         benchmarks=tuple(suite.benchmark_names),
         weights=checked.weights,
         stderr=checked.stderr,
+    )
+
+
+def _with_comparability(health: pd.DataFrame, out: str | Path) -> pd.DataFrame:
+    """`health` and, if the run compared its files' settings, a row per subtask."""
+    inputs = read_manifest(out).get("inputs")
+    notes = [
+        entry["comparability"]
+        for entry in (inputs if isinstance(inputs, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("comparability"), list)
+    ]
+    if not notes:  # not compared (lbnorm run without --comparability)
+        return health
+    differences = pd.DataFrame(
+        [{**note, "file": at} for at, file in enumerate(notes) for note in file],
+        columns=["benchmark", "subtask", "setting", "value", "majority", "file"],
+    )
+    subtasks = health.loc[health["level"] == "subtask", ["benchmark", "subtask"]]
+    grouped = differences.groupby(["benchmark", "subtask"], sort=False)
+    listed = grouped["setting"]
+    rows = (
+        pd.concat([subtasks, differences[["benchmark", "subtask"]]])
+        .drop_duplicates()
+        .merge(
+            listed.agg(lambda s: ", ".join(dict.fromkeys(s))).rename("failed"),
+            on=["benchmark", "subtask"],
+            how="left",
+        )
+        .merge(
+            grouped["file"].nunique().rename("n_models"),
+            on=["benchmark", "subtask"],
+            how="left",
+        )
+    )
+    rows = rows.assign(
+        level="comparability",
+        n_models=rows["n_models"].fillna(0).astype(np.int64),
+        status=np.where(rows["failed"].isna(), "pass", "fail"),
+        failed=rows["failed"].fillna(""),
+    )
+    return pd.concat(
+        [health, rows.reindex(columns=list(HEALTH_COLUMNS))], ignore_index=True
     )
 
 

@@ -328,7 +328,26 @@ def format_health(
                 ),
                 "",
             ]
-    return "\n".join(lines)
+    return "\n".join(lines + _comparability_lines(health))
+
+
+def _comparability_lines(health: pd.DataFrame) -> list[str]:
+    """The comparability check's section (a run told ``--comparability``), else none."""
+    rows = health[health["level"] == "comparability"]
+    if not len(rows):
+        return []
+    differs = rows[rows["status"] == "fail"]
+    lines = [
+        f"## Comparability ({len(rows)} subtasks checked, {len(differs)} with "
+        "variants run with other settings than the majority)",
+        "",
+    ]
+    if len(differs):
+        table = differs[["benchmark", "subtask", "n_models", "failed"]].rename(
+            columns={"n_models": "variants differing", "failed": "settings"}
+        )
+        lines += [markdown_table(table, digits=0), ""]
+    return lines
 
 
 def _fewest(health: pd.DataFrame) -> str:

@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command and option."""
     import argparse
 
-    from lbnorm.cli import analysts, arena, changes, run, suites
+    from lbnorm.cli import analysts, arena, changes, publish, run, suites
 
     parser = argparse.ArgumentParser(
         prog="lbnorm",
@@ -286,4 +286,5 @@ def build_parser() -> argparse.ArgumentParser:
     suites.register(commands)
     changes.register(commands)
     analysts.register(commands)
+    publish.register(commands)
     return parser

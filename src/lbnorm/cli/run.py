@@ -186,6 +186,20 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="95%% interval on each average, rank range and tie group from the subtasks' stderr; write intervals.parquet",
     )
+    nightly.add_argument(
+        "--comparability",
+        action="store_const",
+        const="report",
+        default="off",
+        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`)",
+    )
+    nightly.add_argument(
+        "--strict-comparability",
+        dest="comparability",
+        action="store_const",
+        const="strict",
+        help="as --comparability, and a difference is an error (exit 4)",
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

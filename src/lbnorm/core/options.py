@@ -17,6 +17,7 @@ from lbnorm.core.errors import OptionsError
 
 __all__ = [
     "DEFAULT_SUITE",
+    "ComparabilityCheck",
     "EngineName",
     "ExtraColumns",
     "MissingPolicy",
@@ -43,6 +44,12 @@ ExtraColumns = Literal["error", "keep", "drop"]
 #: How scores are held while they are aggregated (see :mod:`lbnorm.engines`):
 #: ``auto`` is ``stream``, or ``memory`` when extra columns are kept.
 EngineName = Literal["auto", "memory", "stream", "dask"]
+
+#: Whether to compare the settings results files were run with (few-shot count,
+#: sample limit, task and harness versions; see :mod:`lbnorm.readers.comparability`):
+#: ``off``; ``report`` names the variants that differ from the majority;
+#: ``strict`` makes a difference an error.
+ComparabilityCheck = Literal["off", "report", "strict"]
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
 ProgressCallback = Callable[[str, int, int], None]
@@ -79,6 +86,8 @@ class RunOptions:
         model_map: A table ``arena_name, model`` (CSV, JSONL or Parquet) that
             renames the models of battle files to the results' names, for a
             suite's pairwise benchmark (None: names kept as they are).
+        comparability: Compare results files' run settings
+            (:data:`ComparabilityCheck`); recorded in the manifest unless off.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -111,12 +120,14 @@ class RunOptions:
     intervals: bool = False
     report: str | None = None
     model_map: str | None = None
+    comparability: ComparabilityCheck = "off"
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
         _check_choice("unknown", self.unknown, UnknownSubtasks)
         _check_choice("extra_columns", self.extra_columns, ExtraColumns)
         _check_choice("engine", self.engine, EngineName)
+        _check_choice("comparability", self.comparability, ComparabilityCheck)
         if self.workers < 1:
             msg = (
                 f"workers (--workers) must be at least 1, got {self.workers}.\n"
@@ -181,6 +192,8 @@ class RunOptions:
         """Every option, JSON-ready, for the manifest."""
         options = asdict(self)
         options["rank_within"] = list(self.rank_within)
+        if self.comparability == "off":  # outputs of runs without it stay as they were
+            del options["comparability"]
         return options
 
 

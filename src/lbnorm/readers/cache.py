@@ -88,13 +88,15 @@ from lbnorm.output.transaction import (
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import (
     HarnessFile,
-    ParsedFiles,
-    ResultsRead,
     ScannedFile,
-    SubtaskColumns,
-    combine_parsed,
     scan_results_files,
     subtask_columns,
+)
+from lbnorm.readers.newest import (
+    ParsedFiles,
+    ResultsRead,
+    SubtaskColumns,
+    combine_parsed,
 )
 from lbnorm.suites import Suite
 
@@ -661,7 +663,7 @@ def _assemble(
 ) -> tuple[ResultsRead, pa.Table]:
     """The scores taken from the accepted files, and the file catalog.
 
-    Taken by :func:`lbnorm.readers.harness.combine_parsed`, as from freshly
+    Taken by :func:`lbnorm.readers.newest.combine_parsed`, as from freshly
     parsed files (the newest result per variant and subtask), so a cached run
     reads a tree exactly as an uncached one. The cached rows are put in file
     order, then suite order, in one sort (no step per file).

@@ -27,6 +27,7 @@ The catalog (:attr:`Inputs.catalog`) is an Arrow table of
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -359,6 +360,8 @@ def read_files(
             )
         else:
             read = read_results(found.results)
+        if options.comparability != "off":
+            read = _compared(read, suite, options, max_results_bytes)
         eager.append(Batch(table=read.scores, source="results files"))
         files = read.files
         given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
@@ -403,6 +406,32 @@ def read_files(
         eager=eager,
         streamed=streamed,
         warnings=tuple(warnings),
+    )
+
+
+def _compared(
+    read: ResultsRead, suite: Suite, options: RunOptions, max_bytes: int | None
+) -> ResultsRead:
+    """`read` with each file's settings that differ from the majority (catalog, warnings).
+
+    Raises:
+        InputError: Settings differ and ``comparability`` is ``strict``.
+    """
+    from lbnorm.readers.comparability import (  # asked for: a second read
+        check_comparability,
+        strict_error,
+        with_notes,
+    )
+
+    compared = check_comparability(
+        read.files, suite, read=functools.partial(read_bytes, max_bytes=max_bytes)
+    )
+    if options.comparability == "strict" and compared.differences.num_rows:
+        raise strict_error(compared)
+    return dataclasses.replace(
+        read,
+        files=with_notes(read.files, compared),
+        warnings=(*read.warnings, *compared.warnings),
     )
 
 

@@ -1,0 +1,412 @@
+"""Explain one variant's numbers: every step from a raw subtask score to its rank.
+
+Failing to reproduce a leaderboard number is the question users bring most to a
+leaderboard's maintainers. :func:`explain_variant` answers it for one variant
+from an output folder alone (its subtask table, benchmark table, leaderboard and
+manifest), so it works for any published run: each subtask's raw score and
+where it was read, its lower bound and where the bound came from, its
+normalized and clipped value; each benchmark's rule and the sample sizes a
+pooled one used, its score recomputed from the subtasks beside the table's; the
+average with its weights; the rank and its interval.
+
+The suite the run used (named in the manifest) gives the rules, ``num_choices``
+and weights; if its file is gone or changed, the rule of each benchmark is
+worked out from the tables (the one whose recomputation gives the table's
+score) and the weights are taken as equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lbnorm.analysis.uncertainty import normal_quantile, rank_intervals
+from lbnorm.core.errors import InputError
+from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.output.outdir import (
+    check_output,
+    has_table,
+    output_suite,
+    read_manifest,
+    read_output_table,
+)
+from lbnorm.suites import Suite, match_benchmark
+
+__all__ = ["Explanation", "explain_variant"]
+
+#: The rules, as the suite spells them.
+_AVERAGE_RULE = "normalize-then-average"
+_POOL_RULE = "pool-then-normalize"
+#: Agreement between a recomputation and a table (the tables' sums are exact
+#: fixed-point sums; a plain float recomputation differs in the last bits).
+_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    """How one variant's scores were computed.
+
+    Attributes:
+        variant: The variant's keys (``model``, ``precision``, ``revision``,
+            ``chat_template``).
+        suite: The suite's name and whether its file was found unchanged.
+        subtasks: One row per subtask: ``benchmark``, ``subtask``, ``source``
+            (file), ``key`` (where in it), ``raw_score``, ``num_choices``,
+            ``lower_bound``, ``bound_from``, ``normalized`` (before clipping),
+            ``normalized_score`` (clipped, the table's), ``is_clipped`` and
+            ``n_samples`` (the pooling weight; null for an averaged benchmark).
+        benchmarks: One row per benchmark: ``benchmark``, ``rule``,
+            ``raw_score`` and ``normalized_score`` (the table's),
+            ``recomputed`` (from the subtask rows by the rule), ``n_subtasks``,
+            ``n_subtasks_expected``, ``weight`` and ``contribution``
+            (weight x score / total weight).
+        average: The leaderboard's average, its standard error and the
+            recomputed weighted mean.
+        rank: ``rank`` (null if unranked), ``rank_best``, ``rank_worst``,
+            ``level`` and ``interval_from`` (the run's intervals table, or the
+            leaderboard's average and its standard error).
+    """
+
+    variant: dict[str, Any]
+    suite: dict[str, Any]
+    subtasks: pd.DataFrame
+    benchmarks: pd.DataFrame
+    average: dict[str, Any]
+    rank: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (nulls as None)."""
+        return {
+            "variant": self.variant,
+            "suite": self.suite,
+            "subtasks": _records(self.subtasks),
+            "benchmarks": _records(self.benchmarks),
+            "average": self.average,
+            "rank": self.rank,
+        }
+
+
+def explain_variant(
+    out: str | Path,
+    variant: dict[str, Any],
+    *,
+    benchmark: str | None = None,
+    level: float = 0.95,
+) -> Explanation:
+    """Explain one variant's numbers from an output folder.
+
+    Args:
+        out: An lbnorm output directory.
+        variant: The variant's four keys, as the leaderboard holds them.
+        benchmark: Only this benchmark (a unique prefix will do); default all.
+        level: The rank interval's coverage when the run wrote no intervals.
+
+    Returns:
+        The explanation.
+
+    Raises:
+        InputError: Not an output folder, the variant is not in it, it has no
+            subtask table (``--no-subtasks``), or the benchmark is unknown.
+    """
+    folder = check_output(out)
+    board = read_output_table(folder, "leaderboard")
+    row = _variant_row(folder, board, variant)
+    if not has_table(folder, "subtasks"):
+        msg = (
+            f"{folder}: no subtasks.parquet (the run was told --no-subtasks); explain "
+            "needs each subtask's score.\n"
+            f"Hint: rerun `lbnorm run ... --out {folder}` without --no-subtasks."
+        )
+        raise InputError(msg)
+    model = [str(variant["model"])]
+    subtasks = _of_variant(read_output_table(folder, "subtasks", models=model), variant)
+    benchmarks = _of_variant(
+        read_output_table(folder, "benchmarks", models=model), variant
+    )
+    suite, _ = output_suite(folder)
+    names = [str(n) for n in pd.unique(benchmarks["benchmark"].astype("str"))]
+    chosen = (
+        [match_benchmark(benchmark, names, where=str(folder), error=InputError)]
+        if benchmark is not None
+        else names
+    )
+    steps = _subtask_steps(subtasks, suite)
+    per_benchmark = _benchmark_steps(benchmarks, steps, suite)
+    average = _average(board.iloc[row], per_benchmark)
+    pooled = per_benchmark.loc[per_benchmark["rule"] == _POOL_RULE, "benchmark"]
+    steps = steps.assign(
+        n_samples=steps["n_samples"]
+        .where(steps["benchmark"].isin(pooled))
+        .round()
+        .astype("Int64")
+    )
+    return Explanation(
+        variant={key: _plain(board.iloc[row][key]) for key in KEY_COLUMNS},
+        suite=_suite_info(folder, suite),
+        subtasks=steps.loc[steps["benchmark"].isin(chosen)].reset_index(drop=True),
+        benchmarks=per_benchmark.loc[
+            per_benchmark["benchmark"].isin(chosen)
+        ].reset_index(drop=True),
+        average=average,
+        rank=_rank(folder, board, row, level=level),
+    )
+
+
+def _variant_row(folder: Path, board: pd.DataFrame, variant: dict[str, Any]) -> int:
+    """The leaderboard position of `variant`."""
+    is_variant = np.ones(len(board), dtype=bool)
+    for key in KEY_COLUMNS:
+        is_variant &= (board[key].astype("object") == variant[key]).to_numpy(dtype=bool)
+    found = np.flatnonzero(is_variant)
+    if found.size != 1:
+        msg = (
+            f"{folder}: variant {variant} is not on its leaderboard.\n"
+            f"Hint: `lbnorm show {folder} --model PATTERN` lists the variants."
+        )
+        raise InputError(msg)
+    return int(found[0])
+
+
+def _of_variant(frame: pd.DataFrame, variant: dict[str, Any]) -> pd.DataFrame:
+    """The rows of `frame` (one model's) that belong to `variant`, keys as plain values."""
+    is_variant = np.ones(len(frame), dtype=bool)
+    for key in KEY_COLUMNS:
+        is_variant &= (frame[key].astype("object") == variant[key]).to_numpy(dtype=bool)
+    rows = frame.loc[is_variant].reset_index(drop=True)
+    text = [c for c in rows.columns if isinstance(rows[c].dtype, pd.CategoricalDtype)]
+    return rows.astype(dict.fromkeys(text, "str"))
+
+
+def _subtask_steps(subtasks: pd.DataFrame, suite: Suite | None) -> pd.DataFrame:
+    """One row per subtask: where its score came from and how it was normalized."""
+    bounds = _suite_bounds(suite)
+    steps = subtasks.merge(
+        bounds, on=["benchmark", "subtask"], how="left", validate="one_to_one"
+    )
+    raw = steps["raw_score"].to_numpy(dtype=np.float64)
+    lower = steps["lower_bound"].to_numpy(dtype=np.float64)
+    k = steps["num_choices"].to_numpy(dtype=np.float64, na_value=np.nan)
+    suite_bound = steps["suite_lower_bound"].to_numpy(dtype=np.float64, na_value=np.nan)
+    bound_from = np.select(
+        [
+            np.isnan(suite_bound),
+            lower != suite_bound,
+            (k == 0) & (lower == 0.0),
+            lower == 1.0 / np.where(k > 0, k, np.nan),
+        ],
+        [
+            "the subtask table (suite file gone)",
+            "override (the run's, not the suite's)",
+            "generative (num_choices 0)",
+            "1/num_choices",
+        ],
+        default="override (the suite's lower_bound)",
+    )
+    is_results = steps["source"].str.endswith(".json") & steps["task"].fillna("").ne("")
+    key = np.where(
+        is_results,
+        "results['" + steps["task"].fillna("") + "']['" + steps["metric"] + "']",
+        "row benchmark=" + steps["benchmark"] + ", subtask=" + steps["subtask"],
+    )
+    sizes = (
+        steps["n_samples"]
+        .astype("Float64")
+        .fillna(steps["suite_n_samples"].astype("Float64"))
+    )
+    return pd.DataFrame(
+        {
+            "benchmark": steps["benchmark"],
+            "subtask": steps["subtask"],
+            "source": steps["source"],
+            "key": key,
+            "raw_score": raw,
+            "num_choices": steps["num_choices"].astype("Int64"),
+            "lower_bound": lower,
+            "bound_from": bound_from,
+            "normalized": (raw - lower) / (1.0 - lower) * 100.0,
+            "normalized_score": steps["normalized_score"].to_numpy(dtype=np.float64),
+            "is_clipped": steps["is_clipped"].to_numpy(dtype=bool),
+            "n_samples": sizes,  # shown for pooled benchmarks only (explain_variant)
+        }
+    )
+
+
+def _suite_bounds(suite: Suite | None) -> pd.DataFrame:
+    """The suite's subtask table under the names the merge needs (empty if no suite)."""
+    columns = ["benchmark", "subtask", "task", "num_choices", "suite_lower_bound"]
+    if suite is None:
+        return pd.DataFrame(columns=[*columns, "suite_n_samples", "rule"]).astype(
+            {"benchmark": "str", "subtask": "str"}
+        )
+    table = suite.subtask_table().rename(
+        columns={
+            "lower_bound": "suite_lower_bound",
+            "n_samples": "suite_n_samples",
+            "aggregation": "rule",
+        }
+    )
+    return table[[*columns, "suite_n_samples", "rule"]]
+
+
+def _benchmark_steps(
+    benchmarks: pd.DataFrame, steps: pd.DataFrame, suite: Suite | None
+) -> pd.DataFrame:
+    """One row per benchmark: its rule, the table's score and the recomputed one."""
+    rules = {b.name: b.aggregation for b in suite.benchmarks} if suite else {}
+    weights = {b.name: b.weight for b in suite.benchmarks} if suite else {}
+    grouped = steps.groupby("benchmark", sort=False)
+    averaged = grouped["normalized_score"].mean()
+    pooled = _pooled(steps)
+    frame = benchmarks[
+        [
+            "benchmark",
+            "raw_score",
+            "normalized_score",
+            "n_subtasks",
+            "n_subtasks_expected",
+        ]
+    ].copy()
+    by_average = frame["benchmark"].map(averaged).to_numpy(dtype=np.float64)
+    by_pool = frame["benchmark"].map(pooled).to_numpy(dtype=np.float64)
+    table = frame["normalized_score"].to_numpy(dtype=np.float64, na_value=np.nan)
+    inferred = np.where(
+        np.abs(by_pool - table) < np.abs(by_average - table), _POOL_RULE, _AVERAGE_RULE
+    )
+    names = frame["benchmark"].astype("str").tolist()
+    rule = np.array(
+        [rules.get(name, guess) for name, guess in zip(names, inferred, strict=True)],
+        dtype=object,
+    )  # one per benchmark
+    recomputed = np.where(rule == _POOL_RULE, by_pool, by_average)
+    is_complete = (
+        frame["n_subtasks"].to_numpy() == frame["n_subtasks_expected"].to_numpy()
+    )
+    weight = frame["benchmark"].map(weights).fillna(1.0).to_numpy(dtype=np.float64)
+    return frame.assign(
+        rule=pd.Series(rule, index=frame.index, dtype="str"),
+        recomputed=np.where(is_complete | ~np.isnan(table), recomputed, np.nan),
+        weight=weight,
+        contribution=weight * table / weight.sum(),
+    )[
+        [
+            "benchmark",
+            "rule",
+            "raw_score",
+            "normalized_score",
+            "recomputed",
+            "n_subtasks",
+            "n_subtasks_expected",
+            "weight",
+            "contribution",
+        ]
+    ]
+
+
+def _pooled(steps: pd.DataFrame) -> pd.Series:
+    """Per benchmark: the sample-weighted mean raw score, normalized once and clipped."""
+    sizes = steps["n_samples"].astype("float64")
+    sizes = sizes.where(sizes.notna(), 1.0)  # an averaged benchmark: equal weights
+    weighted = (
+        (steps["raw_score"] * sizes).groupby(steps["benchmark"], sort=False).sum()
+    )
+    total = sizes.groupby(steps["benchmark"], sort=False).sum()
+    bound = steps.groupby("benchmark", sort=False)["lower_bound"].last()
+    raw = weighted / total
+    return ((raw - bound) / (1.0 - bound) * 100.0).clip(lower=0.0)
+
+
+def _average(row: pd.Series, benchmarks: pd.DataFrame) -> dict[str, Any]:
+    """The leaderboard's average beside the weighted mean of the benchmark scores."""
+    scores = benchmarks["normalized_score"].to_numpy(dtype=np.float64, na_value=np.nan)
+    weight = benchmarks["weight"].to_numpy(dtype=np.float64)
+    present = ~np.isnan(scores)
+    recomputed = (
+        float(np.sum(scores[present] * weight[present]) / np.sum(weight[present]))
+        if present.any()
+        else None
+    )
+    return {
+        "average": _plain(row["average"]),
+        "average_stderr": _plain(row.get("average_stderr")),
+        "recomputed": recomputed,
+        "formula": "sum(weight x score) / sum(weight) over "
+        f"{int(present.sum())} benchmark(s)",
+    }
+
+
+def _rank(
+    folder: Path, board: pd.DataFrame, row: int, *, level: float
+) -> dict[str, Any]:
+    """The rank and its interval: the run's intervals table, else from the leaderboard."""
+    rank = _plain(board["rank"].iloc[row])
+    intervals = folder / "intervals.parquet"
+    if intervals.is_file():
+        table = pd.read_parquet(intervals)
+        position = np.flatnonzero(
+            np.logical_and.reduce(
+                [
+                    (table[key].astype("object") == board[key].iloc[row]).to_numpy(bool)
+                    for key in KEY_COLUMNS
+                ]
+            )
+        )
+        if position.size == 1:
+            found = table.iloc[int(position[0])]
+            return {
+                "rank": rank,
+                "rank_best": _plain(found.get("rank_best")),
+                "rank_worst": _plain(found.get("rank_worst")),
+                "level": level,
+                "interval_from": "intervals.parquet (lbnorm run --intervals)",
+            }
+    average = board["average"].to_numpy(dtype=np.float64, na_value=np.nan)
+    stderr = board["average_stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
+    z = normal_quantile(level)
+    is_ranked = board["rank"].notna().to_numpy() & ~np.isnan(average)
+    is_point = np.isnan(stderr)
+    low = np.where(is_point, average, np.clip(average - z * stderr, 0.0, 100.0))
+    high = np.where(is_point, average, np.clip(average + z * stderr, 0.0, 100.0))
+    best, worst, _ = rank_intervals(low[is_ranked], high[is_ranked])
+    where = int(np.cumsum(is_ranked)[row] - 1)
+    has_interval = bool(is_ranked[row] and not is_point[row])
+    return {
+        "rank": rank,
+        "rank_best": int(best[where]) if has_interval else None,
+        "rank_worst": int(worst[where]) if has_interval else None,
+        "level": level,
+        "interval_from": "average ± z x average_stderr on the leaderboard",
+    }
+
+
+def _suite_info(folder: Path, suite: Suite | None) -> dict[str, Any]:
+    info = read_manifest(folder).get("suite")
+    info = info if isinstance(info, dict) else {}
+    return {
+        "name": info.get("name"),
+        "source": info.get("source"),
+        "found": suite is not None,
+    }
+
+
+def _plain(value: object) -> Any:
+    """A table cell as a JSON value (None for nulls)."""
+    if (
+        value is None
+        or value is pd.NA
+        or (isinstance(value, float) and np.isnan(value))
+    ):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
+        {str(key): _plain(value) for key, value in record.items()}
+        for record in frame.astype("object").to_dict("records")
+    ]
