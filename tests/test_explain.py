@@ -206,6 +206,14 @@ def test_a_gone_suite_and_no_subtasks(tmp_path: Path) -> None:
         "chat_template": False,
     }
     found = explain_variant(out, variant)
+    # the manifest embeds the suite's text: a moved or deleted suite file is still read
+    assert found.suite["found"] is True
+    assert set(found.subtasks["bound_from"]) == {"1/num_choices"}
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["suite"].pop("text", None)  # an older output: the path and hash alone
+    manifest_path.write_text(json.dumps(manifest))
+    found = explain_variant(out, variant)
     assert found.suite["found"] is False
     assert found.benchmarks["rule"].tolist() == ["pool-then-normalize"]
     assert found.benchmarks["recomputed"].item() == pytest.approx(

@@ -339,3 +339,22 @@ def test_golden_files_and_the_full_structure_tree(
         "meta-llama/Meta-Llama-3-8B-Instruct",
     ]
     assert (written["Precision"] == "bfloat16").all()
+
+
+def test_export_into_an_output_folder_is_refused(tmp_path: Path) -> None:
+    """An export written inside an lbnorm output would change that output."""
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--quiet"]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    code = main(
+        [
+            "export",
+            str(out),
+            "--format",
+            "open-llm-leaderboard",
+            "--out",
+            str(out / "x.parquet"),
+        ]
+    )
+    assert code == 2
+    assert sorted(p.name for p in out.iterdir()) == before

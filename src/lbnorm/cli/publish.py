@@ -113,8 +113,10 @@ def _register_explain(
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from lbnorm.faces.export import ExportOptions, export_table, write_export
+    from lbnorm.output.transaction import check_not_in_output
 
     check_parent(args.file)
+    check_not_in_output(args.file, option="--out", outs=(args.out,))
     options = ExportOptions(
         format=args.format,
         skip_incomplete=args.skip_incomplete,

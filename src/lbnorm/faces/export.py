@@ -244,7 +244,7 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
         OutputError: `path` is a file lbnorm did not export, or the disk refuses;
             the file there is left as it was.
     """
-    from lbnorm.output.writer import (  # the module that writes files
+    from lbnorm.output.transaction import (  # the module that writes files
         write_bytes_atomically,
         write_parquet_atomically,
     )
