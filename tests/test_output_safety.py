@@ -749,3 +749,37 @@ def test_a_folder_or_fifo_at_a_report_path_is_refused_without_waiting(
         assert main([*argv, "--quiet"]) == 6
         assert "exists and is not a file lbnorm wrote" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_analysis_folder_is_named_when_a_leaderboard_is_expected(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "f"
+    assert main(_folder_commands(*two_runs, folder)["diff"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(folder)]) == 4
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {folder}: holds the tables of `lbnorm diff`, `impact` or "
+        "`health`, not a leaderboard; this reads leaderboard outputs.\nHint: read "
+        "those tables with pandas or DuckDB (docs/outputs.md).\n"
+    )
+
+
+def test_a_manifest_larger_than_lbnorm_reads_back_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 298 MB manifest made every later run to the --out fail: refused when written."""
+    from lbnorm.output import transaction
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(transaction, "_MANIFEST_LIMIT", 100)  # any manifest "too large"
+    before = _tree(tmp_path)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert re.fullmatch(
+        rf"lbnorm: error: {re.escape(str(out))}: its manifest.json would be \S+ MiB, "
+        r"more than lbnorm reads back \(0 MiB\); the previous output is unchanged.\n"
+        r"Hint: report this as a bug, with the number of input files.\n",
+        err,
+    ), err
+    assert _tree(tmp_path) == before  # nothing written, no staging folder left
