@@ -679,3 +679,107 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
     )
     assert _tree(folder) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _file_commands(old: Path, new: Path, target: Path) -> dict[str, list[str]]:
+    """Each command that writes one file beside the outputs, writing it to `target`."""
+    return {
+        "run --report": [
+            "run",
+            str(ONE),
+            "--out",
+            str(target.parent / "o"),
+            "--report",
+            str(target),
+            "--quiet",
+        ],
+        "report --html": ["report", str(new), "--html", str(target)],
+        "diff --markdown": [
+            "diff",
+            str(old),
+            str(new),
+            "--markdown",
+            str(target),
+            "--no-intervals",
+        ],
+    }
+
+
+@pytest.mark.parametrize("case", ["run --report", "report --html", "diff --markdown"])
+def test_a_users_file_is_not_overwritten_by_a_report_and_lbnorms_own_is(
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+) -> None:
+    """A file of the user's at --report/--html/--markdown is refused (exit 6), untouched;
+    the file an earlier command wrote there is replaced."""
+    if case == "report --html":
+        pytest.importorskip("matplotlib")
+    target = tmp_path / "reports" / "mine.txt"
+    target.parent.mkdir()
+    target.write_text("my notes\n")
+    argv = _file_commands(*two_runs, target)[case]
+    assert main(argv) == 6
+    option = case.split()[1]
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {option} {target}: exists and was not written by lbnorm; "
+        "lbnorm replaces only its own files.\nHint: choose another file name, or "
+        "move that file away first.\n"
+    )
+    assert target.read_text() == "my notes\n"
+    assert not (target.parent / "o").exists()  # refused before any work
+    target.unlink()
+    assert main(argv) == 0  # written
+    first = target.stat()
+    assert main(argv) == 0  # its own: replaced (a new file, renamed over it)
+    capsys.readouterr()
+    assert target.stat().st_ino != first.st_ino
+    left = {p.name for p in target.parent.iterdir()} - {"o"}  # run's own --out
+    assert left == {"mine.txt"}  # no temporary left beside it
+
+
+def test_a_folder_or_fifo_at_a_report_path_is_refused_without_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for target in (fifo, tmp_path):
+        argv = ["run", str(ONE), "--out", str(tmp_path / "o"), "--report", str(target)]
+        assert main([*argv, "--quiet"]) == 6
+        assert "exists and is not a file lbnorm wrote" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_analysis_folder_is_named_when_a_leaderboard_is_expected(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "f"
+    assert main(_folder_commands(*two_runs, folder)["diff"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(folder)]) == 4
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {folder}: holds the tables of `lbnorm diff`, `impact` or "
+        "`health`, not a leaderboard; this reads leaderboard outputs.\nHint: read "
+        "those tables with pandas or DuckDB (docs/outputs.md).\n"
+    )
+
+
+def test_a_manifest_larger_than_lbnorm_reads_back_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 298 MB manifest made every later run to the --out fail: refused when written."""
+    from lbnorm.output import transaction
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(transaction, "_MANIFEST_LIMIT", 100)  # any manifest "too large"
+    before = _tree(tmp_path)
+    code, err = _run(out, capsys)
+    assert code == 6
+    assert re.fullmatch(
+        rf"lbnorm: error: {re.escape(str(out))}: its manifest.json would be \S+ MiB, "
+        r"more than lbnorm reads back \(0 MiB\); the previous output is unchanged.\n"
+        r"Hint: report this as a bug, with the number of input files.\n",
+        err,
+    ), err
+    assert _tree(tmp_path) == before  # nothing written, no staging folder left

@@ -22,8 +22,16 @@ from lbnorm.core.errors import LbnormError
 from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Result
-from lbnorm.output.run_report import build_run_report, format_run_report
-from lbnorm.output.transaction import check_not_in_output, write_bytes_atomically
+from lbnorm.output.run_report import (
+    build_run_report,
+    format_run_report,
+    is_run_report,
+)
+from lbnorm.output.transaction import (
+    check_not_in_output,
+    check_own_file,
+    write_bytes_atomically,
+)
 from lbnorm.output.writer import add_tables, write_result
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
@@ -81,6 +89,7 @@ def run_monitored(
     cache, report = options.cache, options.report
     if report is not None:  # before the work, and before a failure report goes there
         check_not_in_output(report, option="--report", outs=(out,))
+        check_own_file(report, option="--report", is_ours=is_run_report)
     health_config = None
     if options.health_config:
         from lbnorm.analysis.health import HealthConfig  # (checked before the run)

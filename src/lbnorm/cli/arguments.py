@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, get_args
 
@@ -112,25 +112,55 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Refuse ``--markdown``, ``--html`` or ``--report FILE`` inside an lbnorm output (before any work).
+    """Check ``--markdown``, ``--html`` and ``--report FILE`` before any work.
 
-    The outputs the command reads or writes count even before they exist
-    (``lbnorm run --out OUT --report OUT/run.json``).
+    Such a file is refused inside an lbnorm output folder (the outputs the
+    command reads or writes count even before they exist: ``lbnorm run --out
+    OUT --report OUT/run.json``), and where a file lbnorm did not write is
+    (recognized by its first and last bytes: a run report's ``"report":
+    "lbnorm-run"``, a summary's ``# lbnorm`` title, a page's footer).
 
     Raises:
-        OptionsError: A file is pointed inside an output folder.
+        OptionsError: A file is pointed inside an output folder (exit 2).
+        OutputError: A file lbnorm did not write is there (exit 6).
     """
-    from lbnorm.output.transaction import check_not_in_output
+    from lbnorm.output.run_report import is_run_report
+    from lbnorm.output.transaction import check_not_in_output, check_own_file
 
+    recognize: dict[str, Callable[[bytes, bytes], bool]] = {
+        "markdown": _is_summary,
+        "html": _is_page,
+        "report": is_run_report,
+    }
     outs = tuple(
         value
         for name in ("out", "old", "new")
         if isinstance(value := getattr(args, name, None), str)
     )
-    for option in ("markdown", "html", "report"):
+    for option, is_ours in recognize.items():
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
             check_not_in_output(value, option=f"--{option}", outs=outs)
+            check_own_file(value, option=f"--{option}", is_ours=is_ours)
+
+
+def _is_summary(head: bytes, tail: bytes) -> bool:
+    """A Markdown summary of ``diff`` or ``impact``: its title names lbnorm."""
+    del tail
+    return head.startswith(b"# lbnorm ")
+
+
+#: How lbnorm's HTML reports begin (``report``, on a leaderboard or on ratings).
+_PAGE_START = (
+    b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+)
+
+
+def _is_page(head: bytes, tail: bytes) -> bool:
+    """An HTML report: it begins as lbnorm's pages do (its footer is megabytes later)."""
+    del tail
+    return head.startswith(_PAGE_START)
 
 
 def command_sources(args: argparse.Namespace) -> dict[str, Any]:

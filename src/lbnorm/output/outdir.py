@@ -105,6 +105,13 @@ def check_output(out: str | Path, *, verify: bool = False) -> Path:
                 f"outputs; for a leaderboard, write one with `lbnorm run [INPUT...] --out DIR`."
             )
             raise InputError(msg)
+        if _declared_kind(out) == "analysis":
+            msg = (
+                f"{out}: holds the tables of `lbnorm diff`, `impact` or `health`, not a "
+                "leaderboard; this reads leaderboard outputs.\n"
+                "Hint: read those tables with pandas or DuckDB (docs/outputs.md)."
+            )
+            raise InputError(msg)
         msg = (
             f"{out}: not an lbnorm output directory (missing {', '.join(missing)}).\n"
             f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."

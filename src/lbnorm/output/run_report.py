@@ -40,6 +40,7 @@ __all__ = [
     "REPORT_FORMAT",
     "build_run_report",
     "format_run_report",
+    "is_run_report",
 ]
 
 #: Version of the report's layout.
@@ -169,6 +170,17 @@ def build_run_report(
         "warnings": warnings,
         "health": health_section,
     }
+
+
+def is_run_report(head: bytes, tail: bytes) -> bool:
+    """Whether a file's first bytes are a run report's (one lbnorm may replace).
+
+    Examples:
+        >>> is_run_report(b'{ "report": "lbnorm-run", "format": 1', b"")
+        True
+    """
+    del tail  # the kind is the first key
+    return b'"report": "lbnorm-run"' in head
 
 
 def format_run_report(report: Mapping[str, Any]) -> str:

@@ -68,6 +68,7 @@ __all__ = [
     "OUTPUT_FORMAT",
     "check_not_in_output",
     "check_output_kind",
+    "check_own_file",
     "checked_manifest_bytes",
     "exclusive_lock",
     "is_own_output",
@@ -389,6 +390,58 @@ def check_not_in_output(
             "refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder."
         )
         raise OptionsError(msg)
+
+
+def check_own_file(
+    path: Path | str, *, option: str, is_ours: Callable[[bytes, bytes], bool]
+) -> None:
+    """Refuse to replace an existing file lbnorm did not write (a report, a summary).
+
+    Args:
+        path: The file about to be written.
+        option: The option that named it, for the message (``--html``).
+        is_ours: Whether a file is lbnorm's, from its first and last 4 KiB.
+
+    Raises:
+        OutputError: `path` exists and is not a regular file, or `is_ours`
+            does not recognize it; it is left as it is.
+    """
+    try:
+        ends = _file_ends(Path(path))
+    except OSError as exc:  # a folder, a FIFO, unreadable: not one of lbnorm's files
+        msg = (
+            f"{option} {path}: exists and is not a file lbnorm wrote "
+            f"({exc.strerror or exc}).\nHint: choose another file name."
+        )
+        raise OutputError(msg) from exc
+    if ends is not None and not is_ours(*ends):
+        msg = (
+            f"{option} {path}: exists and was not written by lbnorm; lbnorm replaces "
+            "only its own files.\nHint: choose another file name, or move that file "
+            "away first."
+        )
+        raise OutputError(msg)
+
+
+def _file_ends(path: Path) -> tuple[bytes, bytes] | None:
+    """A regular file's first and last :data:`_RECOGNIZED` bytes (None: no such file)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        head = os.pread(descriptor, _RECOGNIZED, 0)
+        tail = os.pread(descriptor, _RECOGNIZED, max(info.st_size - _RECOGNIZED, 0))
+    finally:
+        os.close(descriptor)
+    return head, tail
+
+
+#: Bytes read from each end of an existing file to recognize it as lbnorm's.
+_RECOGNIZED = 4096
 
 
 def _names_lbnorm(folder: Path) -> bool:
