@@ -282,7 +282,7 @@ def _write_staged(
 ) -> Path:
     """Fill a staging folder beside `out`, add the manifest, and swap it in."""
     out = Path.cwd() / out  # absolute, symlinks kept as given
-    with _staged(out) as stage:
+    with cancellable(), _staged(out) as stage:
         manifest = fill(stage.folder)
         manifest["format"] = OUTPUT_FORMAT
         manifest["created_at"] = created_at or _now()
@@ -854,35 +854,34 @@ def _staged(out: Path) -> Iterator[_Stage]:
     """Claim `out`, yield its locked staging folder, and clean up whatever happens.
 
     The staging folder is deleted on any error and on Ctrl-C or SIGTERM; after
-    the swap it holds the previous output, which is deleted too. Within, a
-    signal only sets the cancellation flag (:func:`lbnorm._runtime.cancellable`),
-    acted on at the next check (between tables, before the swap): no deletion
-    or swap is cut short.
+    the swap it holds the previous output, which is deleted too. Callers hold
+    the signals (:func:`lbnorm._runtime.cancellable`): a signal is acted on at
+    the next check (between table parts, before the swap), so no swap or
+    deletion is cut short.
     """
     target = _target(out)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _output_error(out, exc) from exc
-    with cancellable():
-        stage = _claim(out, target)
-        try:
-            fault_point("locked")
-            check_cancelled()  # claimed, nothing written yet
-            yield stage
-        except OutputError:
-            stage.discard()
-            raise
-        except OSError as exc:
-            stage.discard()
-            raise _output_error(out, exc, is_replaced=stage.is_swapped) from exc
-        except BaseException:
-            stage.discard()
-            raise
-        else:
-            stage.discard()
-        finally:
-            stage.release()
+    stage = _claim(out, target)
+    try:
+        fault_point("locked")
+        check_cancelled()  # claimed, nothing written yet
+        yield stage
+    except OutputError:
+        stage.discard()
+        raise
+    except OSError as exc:
+        stage.discard()
+        raise _output_error(out, exc, is_replaced=stage.is_swapped) from exc
+    except BaseException:
+        stage.discard()
+        raise
+    else:
+        stage.discard()
+    finally:
+        stage.release()
 
 
 def _claim(out: Path, target: Path) -> _Stage:
@@ -1207,7 +1206,7 @@ def add_tables(out: Path, tables: Mapping[str, pd.DataFrame | pa.Table]) -> list
             write_parquet_atomically(out / f"{name}.parquet", _extra_arrow(table))
             for name, table in tables.items()  # a handful of tables
         ]
-    with _staged(out) as stage:
+    with cancellable(), _staged(out) as stage:
         manifest, problem = _load_manifest(stage.target / _MANIFEST, whole=True)
         if manifest is None:
             msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
