@@ -252,17 +252,14 @@ def test_main_from_python_leaves_the_process_as_it_found_it(
 
 def test_the_console_command_keeps_freed_memory(tmp_path: Path) -> None:
     """The command's own process: glibc may keep freed memory, as a run asks."""
-    script = (
-        "import atexit, sys\n"
-        "from lbnorm import _runtime\n"
-        "atexit.register(lambda: print(_runtime._is_allowed, flush=True))\n"
-        "from lbnorm.cli import console_main\n"
-        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
-        "console_main()\n"
+    printed = _run_reporting(
+        tmp_path,
+        "OPENBLAS_NUM_THREADS",
+        None,
+        before="from lbnorm import _runtime\n",
+        report="print(_runtime._is_allowed)\n",
     )
-    done = _python(script, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "True\n"
+    assert printed == ["True"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")

@@ -144,7 +144,7 @@ def take_signals(
 ) -> Callable[[], None]:
     """Have Ctrl-C (and SIGTERM) set the cancellation flag; return the undoing.
 
-    The flag is cleared first. Does nothing (and the undoing nothing) outside
+    The flag is cleared first, and again by the undoing. Does nothing (and the undoing nothing) outside
     the main thread, which alone handles signals, or while lbnorm holds them
     already (an outer call does).
 
@@ -177,6 +177,7 @@ def _take(*, sigterm: bool, exit_at_once: bool) -> Callable[[], None] | None:
         for number, handler in previous.items():
             signal.signal(number, handler)
         _is_held = False
+        _cancelled.clear()  # acted on by the holder: nothing checks it after
 
     return restore
 
@@ -209,9 +210,8 @@ def cancellable() -> Iterator[None]:
     try:
         yield
     finally:
-        restore()
         is_cancelled, number = _cancelled.is_set(), _first
-        _cancelled.clear()
+        restore()
     if is_cancelled:
         raise _cancellation(number)
 

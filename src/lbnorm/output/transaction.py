@@ -144,7 +144,7 @@ def write_staged(
     none is written larger than lbnorm accepts back.
     """
     out = Path.cwd() / out  # absolute, symlinks kept as given
-    with staged(out) as stage:
+    with cancellable(), staged(out) as stage:
         manifest = fill(stage.folder)
         manifest["format"] = OUTPUT_FORMAT
         manifest["created_at"] = created_at or now_iso()
@@ -511,35 +511,34 @@ def staged(out: Path) -> Iterator[_Stage]:
     """Claim `out`, yield its locked staging folder, and clean up whatever happens.
 
     The staging folder is deleted on any error and on Ctrl-C or SIGTERM; after
-    the swap it holds the previous output, which is deleted too. Within, a
-    signal only sets the cancellation flag (:func:`lbnorm._runtime.cancellable`),
-    acted on at the next check (between tables, before the swap): no deletion
-    or swap is cut short.
+    the swap it holds the previous output, which is deleted too. Callers hold
+    the signals (:func:`lbnorm._runtime.cancellable`): a signal is acted on at
+    the next check (between table parts, before the swap), so no swap or
+    deletion is cut short.
     """
     target = resolve_target(out)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise output_error(out, exc) from exc
-    with cancellable():
-        stage = _claim(out, target)
-        try:
-            fault_point("locked")
-            check_cancelled()  # claimed, nothing written yet
-            yield stage
-        except OutputError:
-            stage.discard()
-            raise
-        except OSError as exc:
-            stage.discard()
-            raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
-        except BaseException:
-            stage.discard()
-            raise
-        else:
-            stage.discard()
-        finally:
-            stage.release()
+    stage = _claim(out, target)
+    try:
+        fault_point("locked")
+        check_cancelled()  # claimed, nothing written yet
+        yield stage
+    except OutputError:
+        stage.discard()
+        raise
+    except OSError as exc:
+        stage.discard()
+        raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
+    except BaseException:
+        stage.discard()
+        raise
+    else:
+        stage.discard()
+    finally:
+        stage.release()
 
 
 def _claim(out: Path, target: Path) -> _Stage:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import Threads
+from lbnorm._runtime import Threads, cancellable
 from lbnorm.core.errors import OutputError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.manifest import (
@@ -419,7 +419,7 @@ def add_tables(
     record = {"sources": dict(sources or {})}
     if not is_own_output(target):
         return _write_analysis(out, target, tables, record)
-    with staged(out) as stage:
+    with cancellable(), staged(out) as stage:
         manifest, problem = load_manifest(stage.target / _MANIFEST, whole=True)
         if manifest is None:
             msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
