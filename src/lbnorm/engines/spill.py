@@ -3,7 +3,8 @@
 The exact sums take ``8 * len(SUMS)`` bytes per (variant, benchmark), and
 finishing them as many again: 2M variants of a 10-benchmark suite need ~2.5 GB.
 When the input's row count says the run would pass ``RunOptions.sum_memory``
-(:func:`spill_width`), the streaming engine spills instead:
+(:func:`spill_width`), or the variants seen so far do (a sparse input: a
+subtask or two per model), the streaming engine spills instead:
 
 1. **The streaming pass** encodes and checks every batch as usual (the key
    registry and the seen matrix, one byte per (variant, subtask), stay whole:
@@ -121,14 +122,26 @@ _SAVED: dict[str, type[np.generic]] = {
 
 
 def spill_width(
-    arrays: SuiteArrays, expected_rows: int, options: RunOptions
+    arrays: SuiteArrays,
+    expected_rows: int,
+    options: RunOptions,
+    *,
+    n_variants: int | None = None,
 ) -> int | None:
     """Variants per partition when a run must spill; None when its sums fit.
+
+    A variant has at most one row per subtask, so ``expected_rows`` over the
+    suite's subtasks is a floor on the variants to come: past the budget, a run
+    spills from its first batch. A sparse input (a subtask or two per model)
+    holds many more variants than that floor; the streaming engine asks again
+    with ``n_variants``, the variants its key registry has seen so far, and
+    turns to spilling when they pass the budget (:meth:`SpillStore.of_partials`).
 
     Args:
         arrays: The suite's arrays.
         expected_rows: Rows in the input.
         options: The run's options (``sum_memory``, GiB).
+        n_variants: The variants seen so far (None: the floor above).
 
     Examples:
         >>> from lbnorm.suites import load_suite, suite_arrays
@@ -137,16 +150,35 @@ def spill_width(
         True
         >>> spill_width(arrays, 200_000_000, RunOptions())  # 5,000,000 variants
         349525
+        >>> spill_width(arrays, 2_000_000, RunOptions(), n_variants=2_000_000)
+        349525
     """
     n_subtasks = max(int(arrays.lower_bound.shape[0]), 1)
     per_variant = _CELL_BYTES * max(int(arrays.is_pooled.shape[0]), 1)
     budget = int(options.sum_memory * 2**30)
-    n_variants = expected_rows // n_subtasks + 1
+    if n_variants is None:
+        n_variants = expected_rows // n_subtasks + 1
     if n_variants * per_variant <= budget:
         return None
     # half the budget per partition: the rest of the run (keys, the seen
     # matrix, a batch) holds memory of its own meanwhile
-    return max(budget // (2 * per_variant), -(-n_variants // _MAX_PARTS))
+    return max(budget // (2 * per_variant), -(-n_variants // _most_parts()))
+
+
+def _most_parts() -> int:
+    """Partitions a width is chosen for: :data:`_MAX_PARTS`, fewer under a low open-files limit."""
+    return max(min(_MAX_PARTS, _open_files_limit() // 4), 1)
+
+
+def _open_files_limit() -> int:
+    """The process's soft limit on open files (RLIMIT_NOFILE; 1,024 where unknown)."""
+    try:
+        import resource  # (POSIX only)
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 1024
+    return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
 
 
 class _Folder:
@@ -213,6 +245,26 @@ class SpillStore:
         self._n_batches = 0
         self._behind = BatchThread()
 
+    @classmethod
+    def of_partials(
+        cls, store: PartialStore, n_variants: int, width: int
+    ) -> SpillStore:
+        """A spilling store that goes on from a store's sums, which it writes out.
+
+        For a run that found, batch by batch, more variants than its budget
+        holds (:func:`spill_width`): the sums so far are appended as one batch's
+        and `store` is spent; its seen matrix is kept.
+        """
+        seen, sums = store.handed_over(n_variants)
+        spilled = cls(store.arrays, 0, store.subtask_names, width)
+        spilled.seen = seen
+        try:
+            spilled._write(slice(0, n_variants * store.arrays.is_pooled.shape[0]), sums)
+        except BaseException:
+            spilled.folder.remove()
+            raise
+        return spilled
+
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` in the seen matrix (doubling)."""
         if n_variants > self.seen.shape[0]:
@@ -275,7 +327,6 @@ class SpillStore:
         n_samples: FloatArray | None,
     ) -> None:
         """Append a batch's per-cell sums to its partitions' files."""
-        n_benchmarks = self.arrays.is_pooled.shape[0]
         keys, sums = summed_terms(
             self._fixed,
             self.arrays,
@@ -285,7 +336,14 @@ class SpillStore:
             stderr=stderr,
             n_samples=n_samples,
         )
+        self._write(keys, sums)
+
+    def _write(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
+        """Append per-cell sums (distinct cells, increasing) to their partitions' files."""
+        n_benchmarks = self.arrays.is_pooled.shape[0]
         cells = np.arange(keys.start, keys.stop) if isinstance(keys, slice) else keys
+        if not cells.size:
+            return
         names = [name for name in SUMS if name in sums]
         mask = sum(1 << SUMS.index(name) for name in names)
         part, local = np.divmod(cells, self.width * n_benchmarks)
@@ -306,10 +364,13 @@ class SpillStore:
         with self.folder.lock:  # not while the folder is being removed
             if self.folder.is_removed:  # the run ended (an interrupt): drop it
                 return
-            file = self.folder.files.get(part)
+            files = self.folder.files
+            file = files.pop(part, None)  # (put back last: the most recent)
             if file is None:
-                path = self.folder.path / f"{part}.sums"
-                file = self.folder.files[part] = path.open("ab")
+                if len(files) >= _most_parts():  # under the open-files limit:
+                    files.pop(next(iter(files))).close()  # the least recent shut
+                file = (self.folder.path / f"{part}.sums").open("ab")
+            files[part] = file
             file.write(header.astype(np.int64).tobytes())
             for values in columns:
                 file.write(np.ascontiguousarray(values).tobytes())
