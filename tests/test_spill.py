@@ -563,3 +563,133 @@ def test_a_tiny_budget_under_a_low_open_files_limit_runs(
     assert done.returncode == 0, done.stderr
     assert pq.read_metadata(tmp_path / "out" / "leaderboard.parquet").num_rows == n
     assert list(tmpdir_env.iterdir()) == []
+
+
+def _spilled_run(
+    tmp_path: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return _lbnorm(
+        "run",
+        str(demo_path()),
+        "--out",
+        str(tmp_path / "out"),
+        "--no-subtasks",
+        "--sum-memory",
+        "1e-9",
+        env=env,
+    )
+
+
+def test_a_missing_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder"
+    done = _spilled_run(tmp_path, {"TMPDIR": str(missing)})
+    assert done.returncode == 6, done.stderr
+    assert f"TMPDIR {missing}" in done.stderr
+    assert "cannot write the output" not in done.stderr
+    assert "Hint: point TMPDIR at an existing folder" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        done = _spilled_run(tmp_path, {"TMPDIR": str(folder)})
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 6, done.stderr
+    assert f"TMPDIR {folder}" in done.stderr
+    assert "Permission denied" in done.stderr
+
+
+def test_a_full_tmpdir_names_it_and_its_free_space(
+    tmp_path: Path,
+    tmpdir_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from lbnorm.cli import main
+
+    real_open = Path.open
+
+    def opened(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self.suffix == ".sums":
+            raise OSError(28, "No space left on device")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", opened)
+    code = main(
+        [
+            "run",
+            str(demo_path()),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-subtasks",
+            "--sum-memory",
+            "1e-9",
+        ]
+    )
+    message = capsys.readouterr().err
+    assert code == 6
+    assert f"TMPDIR {tmpdir_env} (" in message
+    assert "GiB free" in message
+    assert "No space left on device" in message
+    assert "cannot write the output" not in message
+    assert "Hint: free space in TMPDIR" in message
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def test_a_spill_folder_removed_under_the_run_is_an_error_not_zeros(
+    tmpdir_env: Path,
+) -> None:
+    import shutil
+
+    from lbnorm.core.errors import SpillError
+
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    shutil.rmtree(store.folder.path)
+    with pytest.raises(SpillError, match=r"spill folder was removed.*\n.*Hint"):
+        list(store.sums(0))
+
+
+def test_spill_folders_of_dead_runs_are_removed_by_the_next(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    import fcntl
+
+    dead = tmpdir_env / "lbnorm-spill-deadbeef"
+    dead.mkdir()
+    (dead / "0.sums").write_bytes(b"x")
+    alive = tmpdir_env / "lbnorm-spill-alive123"
+    alive.mkdir()
+    other = tmpdir_env / "lbnorm-spill-notours-at-all"  # not a name lbnorm makes
+    other.mkdir()
+    holder = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = _spilled_run(tmp_path, {"TMPDIR": str(tmpdir_env)})
+        assert done.returncode == 0, done.stderr
+        assert sorted(path.name for path in tmpdir_env.iterdir()) == [
+            alive.name,
+            other.name,
+        ]
+    finally:
+        os.close(holder)
+
+
+def test_a_spill_folder_is_locked_while_it_lives(tmpdir_env: Path) -> None:
+    import fcntl
+
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    assert store.folder.path.name.startswith("lbnorm-spill-")
+    descriptor = os.open(store.folder.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(descriptor)
+    store.folder.remove()
+    assert list(tmpdir_env.iterdir()) == []

@@ -26,14 +26,21 @@ subtask or two per model), the streaming engine spills instead:
 
 The sums are the same fixed-point integers, added in the same batches, so the
 tables equal the unspilled run's bit for bit. The folder is made with
-:func:`tempfile.mkdtemp` (``TMPDIR`` chooses where) and removed when the result
-is dropped or the process ends (an interrupted command line removes it too; a
-SIGKILLed process leaves a ``lbnorm-spill-*`` folder behind).
+:func:`tempfile.mkdtemp` in ``TMPDIR`` (a missing or unwritable ``TMPDIR`` is an
+error, not a fallback elsewhere) and removed when the result is dropped or the
+process ends (an interrupted command line removes it too). It is locked while
+it lives: a SIGKILLed process's ``lbnorm-spill-*`` folder is removed by the next
+run that spills there. A failure to use it is a
+:class:`~lbnorm.core.errors.SpillError` naming ``TMPDIR`` and its free space.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -49,6 +56,7 @@ import pyarrow as pa
 
 from lbnorm._runtime import BatchThread, hand_over, release_free_memory
 from lbnorm.core import arrow
+from lbnorm.core.errors import OutputError, SpillError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
@@ -89,6 +97,7 @@ __all__ = [
     "SpilledBenchmarks",
     "SpilledLeaderboard",
     "finish_spilled",
+    "spill_errors",
     "spill_width",
 ]
 
@@ -182,16 +191,25 @@ def _open_files_limit() -> int:
 
 
 class _Folder:
-    """A temporary folder of spilled sums and arrays, removed with its last user."""
+    """A temporary folder of spilled sums and arrays, removed with its last user.
+
+    It is made in TMPDIR (an unusable TMPDIR is a :class:`SpillError`, not a
+    silent fallback to another folder) and locked for as long as it lives, so
+    the next run removes the folders of processes that died without removing
+    theirs (:func:`_remove_dead_folders`).
+    """
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="lbnorm-spill-"))
+        self.where = _spill_parent()
+        _remove_dead_folders(self.where)
+        with spill_errors(self.where):
+            self.path, self.descriptor = _made_locked_folder(self.where)
         self.files: dict[int, BinaryIO] = {}  # a partition's sums, being written
         # held while the summing thread writes: a removal (an interrupt, on the
         # main thread) waits for the write, and no file is made after it
         self.lock = threading.Lock()
         self._remove = weakref.finalize(
-            self, _removed, self.path, self.files, self.lock
+            self, _removed, self.path, self.files, self.lock, self.descriptor
         )
 
     @property
@@ -210,16 +228,110 @@ class _Folder:
         self._remove()
 
 
-def _removed(path: Path, files: dict[int, BinaryIO], lock: threading.Lock) -> None:
+def _removed(
+    path: Path, files: dict[int, BinaryIO], lock: threading.Lock, descriptor: int
+) -> None:
     # a write under way finishes first (bounded: a signal handler must not hang)
     is_locked = lock.acquire(timeout=_REMOVE_WAIT)
     try:
         for file in files.values():
             file.close()
         shutil.rmtree(path, ignore_errors=True)
+        os.close(descriptor)  # (the folder's lock, held to the end)
     finally:
         if is_locked:
             lock.release()
+
+
+#: A spill folder's name: lbnorm's prefix and :func:`tempfile.mkdtemp`'s suffix.
+_SPILL_NAME = re.compile(r"lbnorm-spill-[a-z0-9_]{8}")
+
+
+def _spill_parent() -> Path:
+    """Where spill folders go: TMPDIR as set, else Python's temporary folder."""
+    return Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
+
+
+def _made_locked_folder(where: Path) -> tuple[Path, int]:
+    """A new spill folder in `where`, and the descriptor holding its lock.
+
+    It is made under a hidden name, locked, then renamed: a folder named
+    ``lbnorm-spill-*`` is locked from the moment it has that name, and one
+    nobody holds belongs to a dead process.
+    """
+    made = Path(tempfile.mkdtemp(prefix=".lbnorm-spill-", dir=where))
+    try:
+        descriptor = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with contextlib.suppress(OSError):  # no locks here: best effort
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path = made.with_name(made.name[1:])
+            made.rename(path)
+        except BaseException:
+            os.close(descriptor)
+            raise
+    except BaseException:
+        shutil.rmtree(made, ignore_errors=True)
+        raise
+    return path, descriptor
+
+
+def _remove_dead_folders(where: Path) -> None:
+    """Remove the spill folders in `where` whose runs died (nobody holds their lock)."""
+    with contextlib.suppress(OSError):
+        names = [entry.name for entry in where.iterdir()]
+        for name in names:
+            if not _SPILL_NAME.fullmatch(name):
+                continue
+            try:
+                descriptor = os.open(
+                    where / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                )
+            except OSError:
+                continue
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(where / name, ignore_errors=True)
+            except OSError:  # a live run holds it, or no locks here: leave it
+                pass
+            finally:
+                os.close(descriptor)
+
+
+@contextlib.contextmanager
+def spill_errors(where: Path) -> Iterator[None]:
+    """Raise a failure to use the spill folder as a :class:`SpillError` naming TMPDIR.
+
+    Not as the output's error: a full TMPDIR, a spill folder deleted under the
+    run or too many open files are no fault of ``--out``.
+    """
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise _spill_error(where, exc) from exc
+
+
+def _spill_error(where: Path, exc: OSError) -> SpillError:
+    reason = " ".join((exc.strerror or str(exc)).split())
+    try:
+        free = f"{shutil.disk_usage(where).free / 2**30:.2f} GiB free"
+    except OSError:
+        free = "its free space unknown"
+    hint = {
+        errno.ENOSPC: "free space in TMPDIR, point TMPDIR at a larger disk, or raise --sum-memory",
+        errno.EDQUOT: "free space in TMPDIR, point TMPDIR at a larger disk, or raise --sum-memory",
+        errno.EMFILE: "raise the open-files limit (ulimit -n) or --sum-memory",
+        errno.ENFILE: "raise the open-files limit (ulimit -n) or --sum-memory",
+        errno.ENOENT: "point TMPDIR at an existing folder, and leave lbnorm-spill-* "
+        "folders alone while lbnorm runs",
+    }.get(exc.errno or 0, "point TMPDIR at a writable folder with free space")
+    msg = (
+        f"TMPDIR {where} ({free}): a run over --sum-memory cannot use its spill "
+        f"files there ({reason}).\nHint: {hint}."
+    )
+    return SpillError(msg)
 
 
 #: Seconds a removal waits for a spill write under way.
@@ -361,15 +473,16 @@ class SpillStore:
     def _append(
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
     ) -> None:
-        with self.folder.lock:  # not while the folder is being removed
-            if self.folder.is_removed:  # the run ended (an interrupt): drop it
+        folder = self.folder
+        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
+            if folder.is_removed:  # the run ended (an interrupt): drop it
                 return
-            files = self.folder.files
+            files = folder.files
             file = files.pop(part, None)  # (put back last: the most recent)
             if file is None:
                 if len(files) >= _most_parts():  # under the open-files limit:
                     files.pop(next(iter(files))).close()  # the least recent shut
-                file = (self.folder.path / f"{part}.sums").open("ab")
+                file = (folder.path / f"{part}.sums").open("ab")
             files[part] = file
             file.write(header.astype(np.int64).tobytes())
             for values in columns:
@@ -382,8 +495,16 @@ class SpillStore:
             The cells (``variant * n_benchmarks + benchmark``, the variant
             counted in its partition) and per sum, their totals.
         """
+        with spill_errors(self.folder.where):
+            yield from self._read_sums(part)
+
+    def _read_sums(self, part: int) -> Iterator[tuple[IntArray, dict[str, FloatArray]]]:
         path = self.folder.path / f"{part}.sums"
         if not path.exists():
+            if not self.folder.path.is_dir():  # (not a partition without sums)
+                raise FileNotFoundError(
+                    errno.ENOENT, "the spill folder was removed", str(self.folder.path)
+                )
             return
         with path.open("rb") as file:
             while header := file.read(2 * 8):
@@ -547,7 +668,7 @@ def _save_partition(folder: _Folder, part: int, benchmark: BenchmarkArrays) -> N
     for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
         # are one contiguous run of the file (raw values: _Spilled reads them)
         values = np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
-        with folder.lock:  # not while the folder is being removed
+        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
             if folder.is_removed:  # the run ended (an interrupt): nothing to save
                 return
             values.tofile(_saved_path(folder.path, part, name))
@@ -619,16 +740,15 @@ class _Spilled:
             width = min(self.width, self.n_variants - part * self.width)
             run = buffer[: width * kind.itemsize]
             path = _saved_path(self.folder.path, part, name)
-            descriptor = os.open(path, os.O_RDONLY)
-            try:
-                done = os.preadv(descriptor, [run.data], benchmark * run.size)
-            finally:
-                os.close(descriptor)
-            if done != run.size:  # (a spill file cut short under this run)
-                msg = (
-                    f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
-                )
-                raise OSError(msg)
+            with spill_errors(self.folder.where):
+                descriptor = os.open(path, os.O_RDONLY)
+                try:
+                    done = os.preadv(descriptor, [run.data], benchmark * run.size)
+                finally:
+                    os.close(descriptor)
+                if done != run.size:  # (a spill file cut short under this run)
+                    msg = f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
+                    raise OSError(msg)
             values[positions] = run.view(kind)[rows]
         return values
 
