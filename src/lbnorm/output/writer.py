@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import hand_over, held_signals
 from lbnorm.core.errors import OutputError
 from lbnorm.core.faults import fault_point
-from lbnorm.core.files import sha256_file, sha256_of
+from lbnorm.core.files import check_option_file, sha256_file, sha256_of
 from lbnorm.core.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
@@ -332,6 +332,7 @@ def metadata_input(options: RunOptions) -> dict[str, Any] | None:
     if options.metadata is None:
         return None
     path = Path(options.metadata)
+    check_option_file(path, option="--metadata", folders=True)  # (no FIFO opened)
     try:
         return {
             "path": str(path),
@@ -1090,10 +1091,18 @@ def exclusive_lock(
     Raises:
         OutputError: Another process holds the lock, or it cannot be taken.
     """
-    try:
-        handle = lock_path.open("a")
+    try:  # (not waiting on a FIFO put there: only a regular file is a lock)
+        handle = os.fdopen(
+            os.open(
+                lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644
+            ),
+            "a",
+        )
     except OSError as exc:
         raise unlockable(exc) from exc
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise unlockable(OSError(errno.EINVAL, "the lock is not a regular file"))
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
