@@ -546,3 +546,56 @@ def test_a_sigkilled_parent_leaves_no_parse_worker(out: Path, setup: Setup) -> N
     assert not reader.is_alive(), "a worker still holds the parent's stderr"
     _wait_for(partial(_have_ended, workers), "the orphaned workers to end")
     assert _digests(out) == _digests(setup.old)
+
+
+# --- lbnorm query: DuckDB interrupted --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("query") / "out"
+    done = subprocess.run(
+        [*_lbnorm(), "run", "--out", str(out), "--quiet"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    ("number", "code", "line"),
+    [(signal.SIGINT, 130, INTERRUPTED), (signal.SIGTERM, 143, TERMINATED)],
+)
+def test_a_signal_interrupts_a_long_query(
+    demo_out: Path, number: int, code: int, line: str
+) -> None:
+    """A self-join that would run for days: the signal ends it, one line, no traceback."""
+    sql = (
+        "SELECT count(*) FROM scores a, scores b, scores c "
+        "WHERE a.raw_score + b.raw_score > c.raw_score"
+    )
+    process = subprocess.Popen(
+        [*_lbnorm(), "query", str(demo_out), sql],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        while (fields := _stat(process.pid)) and (
+            int(fields[11]) + int(fields[12]) < 4 * ticks  # imported, joining
+        ):
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(number)
+        stdout, stderr = process.communicate(timeout=PATIENCE)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == code
+    assert stderr == line
+    assert stdout == ""

@@ -34,6 +34,8 @@ only pyarrow and serve :mod:`lbnorm.faces.show` and :mod:`lbnorm.report`.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import io
 import json
 import re
@@ -48,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lbnorm._runtime import beside
 from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import read_metadata
@@ -204,6 +207,24 @@ def run_query(
     duckdb_module = _import_duckdb()
     connection, sources = _connect(out, metadata=metadata, attach=attach)
     try:
+        table = _interruptible(connection, sql)
+    except duckdb_module.Error as exc:
+        raise _query_error(exc, duckdb_module, sources) from exc
+    finally:
+        connection.close()
+    return _clean(table)
+
+
+def _interruptible(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run `sql` on a thread of its own; a Ctrl-C or SIGTERM interrupts DuckDB.
+
+    DuckDB holds the calling thread until the query ends, so a signal's
+    handler would not run for as long (minutes for a large join). The main
+    thread waits instead, where a signal lands at once: it then interrupts the
+    query, waits for DuckDB to stop, and the interrupt goes on as raised.
+    """
+
+    def fetch() -> pa.Table:
         # None for statements without rows (the stubs do not say so)
         relation: duckdb.DuckDBPyRelation | None = connection.sql(sql)
         if relation is None:
@@ -212,12 +233,17 @@ def run_query(
                 "Hint: end with a SELECT (the tables are read-only)."
             )
             raise LbnormError(msg)
-        table = relation.to_arrow_table()
-    except duckdb_module.Error as exc:
-        raise _query_error(exc, duckdb_module, sources) from exc
-    finally:
-        connection.close()
-    return _clean(table)
+        return relation.to_arrow_table()
+
+    running = beside(fetch)
+    try:
+        return running.result()
+    except KeyboardInterrupt:  # (SIGTERM too: the command line raises it so)
+        connection.interrupt()
+        while not running.done():  # the connection is closed only once it stops
+            with contextlib.suppress(KeyboardInterrupt):
+                concurrent.futures.wait([running])
+        raise
 
 
 def describe_views(
