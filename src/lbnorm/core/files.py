@@ -160,7 +160,7 @@ def check_option_file(path: Path, *, option: str, folders: bool = False) -> None
         mode = path.stat().st_mode
     except OSError:
         return
-    if not (stat.S_ISREG(mode) or folders and stat.S_ISDIR(mode)):
+    if not (stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode))):
         msg = (
             f"{option} {path}: is {describe_mode(mode)}, not a regular file.\n"
             "Hint: copy it into a file first (lbnorm does not read an option's "
