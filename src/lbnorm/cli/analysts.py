@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from lbnorm.cli.arguments import check_parent
-from lbnorm.core.errors import ExitCode, LbnormError
+from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
@@ -215,7 +215,11 @@ def _cmd_query(args: argparse.Namespace) -> int:
         run_query,
     )
 
-    attach = dict(_parse_attach(text) for text in args.attach)
+    pairs = [_parse_attach(text) for text in args.attach]
+    attach = dict(pairs)
+    if len(attach) < len(pairs):  # (the same name again: case too, in the query)
+        msg = "--attach: a NAME given twice.\nHint: give each output its own name."
+        raise OptionsError(msg)
     fmt = args.format or infer_format(args.output)
     if fmt == "parquet" and args.output is None:
         print(
@@ -368,7 +372,7 @@ def _parse_attach(text: str) -> tuple[str, str]:
     name, is_pair, directory = text.partition("=")
     if not is_pair or not name or not directory:
         msg = f"--attach {text!r}: expected NAME=DIR.\nHint: e.g. --attach old=lbnorm-out-2025-01."
-        raise LbnormError(msg)
+        raise OptionsError(msg)
     return name, directory
 
 

@@ -390,13 +390,7 @@ def _connect(
 ) -> tuple[duckdb.DuckDBPyConnection, list[_Source]]:
     """The locked-down connection and what is registered in it."""
     attach = dict(attach or {})
-    for schema, other in attach.items():  # every name checked before any work
-        if not _SCHEMA_NAME.fullmatch(schema) or schema.lower() in {"main", "temp"}:
-            msg = (
-                f"cannot attach {other} as {schema!r}: not a plain SQL name.\n"
-                "Hint: use letters, digits and _ (e.g. old=OUT_DIR)."
-            )
-            raise LbnormError(msg)
+    _check_schema_names(attach)  # every name checked before any work
     out = _check_any_output(out)
     sources = _open_tables(out, schema=None)
     attached = {
@@ -415,7 +409,14 @@ def _connect(
         columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
         connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
     for schema, tables in attached.items():
-        connection.execute(f"CREATE SCHEMA {schema}")
+        try:
+            connection.execute(f"CREATE SCHEMA {schema}")
+        except _import_duckdb().Error as exc:  # a keyword DuckDB reserves
+            msg = (
+                f"--attach {schema}={attach[schema]}: DuckDB cannot name a schema "
+                f"{schema!r} ({_first_line(str(exc))}).\n{_SCHEMA_HINT}"
+            )
+            raise OptionsError(msg) from None
         for source in tables:
             connection.register(source.registered, source.dataset)
             connection.execute(
@@ -424,6 +425,30 @@ def _connect(
         sources += tables
     connection.register("columns", _describe(connection, sources))
     return connection, sources
+
+
+#: Schema names DuckDB keeps for itself (with ``main`` and ``temp``).
+_TAKEN_SCHEMAS = frozenset(
+    {"main", "temp", "system", "memory", "information_schema", "pg_catalog"}
+)
+_SCHEMA_HINT = "Hint: use another plain name: letters, digits and _ (e.g. old=OUT_DIR)."
+
+
+def _check_schema_names(attach: Mapping[str, str | Path]) -> None:
+    """Refuse a schema name that is not a plain SQL name, DuckDB's own, or repeated."""
+    seen: dict[str, str] = {}
+    for schema, other in attach.items():
+        if not _SCHEMA_NAME.fullmatch(schema):
+            why = "not a plain SQL name"
+        elif schema.lower() in _TAKEN_SCHEMAS:
+            why = "a name DuckDB keeps for its own schema"
+        elif schema.lower() in seen:  # SQL names ignore case
+            why = f"the same name as --attach {seen[schema.lower()]} (SQL ignores case)"
+        else:
+            seen[schema.lower()] = f"{schema}={other}"
+            continue
+        msg = f"--attach {schema}={other}: cannot attach as {schema!r}: {why}.\n{_SCHEMA_HINT}"
+        raise OptionsError(msg)
 
 
 def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
