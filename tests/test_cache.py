@@ -549,6 +549,14 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
         _set_field("format", 1),
         r"made by another lbnorm version",
     ),
+    "index-of-another-parser": (
+        _set_field("parser", "0-0000000000000000"),
+        r"made by another version of the results parser",
+    ),
+    "index-of-the-package-version-only": (  # (a cache of before the parser key)
+        _set_field("parser", None),
+        r"made by another version of the results parser",
+    ),
     "format-a-list": (
         _set_field("format", [2]),
         r"corrupt: ValueError: the index lacks a field",
@@ -685,3 +693,21 @@ def test_a_read_only_cache_names_the_cache(
     err = capsys.readouterr().err
     assert "--cache" in err
     assert "another --out" not in err
+
+
+def test_the_cache_is_keyed_on_the_parser_not_the_package_version(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's version string stays put across commits; the parser's key moves."""
+    from lbnorm.readers import cache as parse_cache
+
+    folder = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(folder)))
+    key = parse_cache.parser_key()
+    assert key.startswith(f"{parse_cache.PARSER_VERSION}-")
+    meta = json.loads((folder / "lbnorm-cache.json").read_text())
+    assert meta["parser"] == key
+    monkeypatch.setattr(parse_cache, "parser_key", lambda: "2-" + key[2:])
+    again = _stats(run([tree], options=RunOptions(cache=str(folder))))
+    assert again["rebuild_reason"] == "made by another version of the results parser"
+    assert again["parsed"] == 10

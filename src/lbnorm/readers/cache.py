@@ -34,14 +34,15 @@ equals a run without the cache.
 
 Layout: ``lbnorm-cache.json`` (the index) names one generation of
 ``entries-<id>.parquet`` (one row per file) and ``rows-<id>.parquet`` (one row
-per score) with their sha256, the cache format, the lbnorm version, a hash of the
-suite's (task, metric) pairs and when the files were stat'ed. A new generation is
+per score) with their sha256, the cache format, the lbnorm version, the results
+parser's key (:func:`parser_key`: its version and source), a hash of the suite's
+subtasks (benchmark, subtask, task, metric) and when the files were stat'ed. A new generation is
 written beside the old one and the index replaced last, so a killed run leaves
 the previous cache intact. On load the index is checked field by field and both
 files are hashed and checked against each other; a cache that fails any check
 (an index that is not such an object, nested beyond reason, a number out of
 range, a file that is missing, damaged or a directory), was made by another
-lbnorm version or for other subtasks is rebuilt from scratch, never trusted
+lbnorm version or parser or for other subtasks is rebuilt from scratch, never trusted
 (``full_rebuild=True`` forces that). Something that is not a regular file where
 the index belongs is moved aside (``lbnorm-cache.json.damaged-<id>``), never
 deleted; of the generation files, lbnorm deletes only its own regular files.
@@ -58,6 +59,7 @@ import hashlib
 import itertools
 import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -88,8 +90,10 @@ from lbnorm.output.writer import (
     write_bytes_atomically,
     write_parquet_atomically,
 )
+from lbnorm.readers import harness
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import (
+    PARSER_VERSION,
     HarnessFile,
     ParsedFiles,
     ResultsRead,
@@ -103,7 +107,13 @@ from lbnorm.suites import Suite
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["CACHE_FORMAT", "CacheStats", "check_cache_location", "read_files_cached"]
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheStats",
+    "check_cache_location",
+    "parser_key",
+    "read_files_cached",
+]
 
 #: Bumped whenever what the cache stores changes meaning (2: the stat key holds
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
@@ -323,7 +333,9 @@ def _refresh(
     """Bring the cache up to date with `files`; their scores, catalog and warnings."""
     names = subtask_columns(suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
-    pairs_hash = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
+    subtasks = list(zip(*(names[column] for column in columns), strict=True))
+    pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
     _make_directory(cache)
     with _locked(cache):
         moved = _clear_index_place(cache)
@@ -738,6 +750,8 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
         return *empty, 0, f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
     if meta["format"] != CACHE_FORMAT or meta["lbnorm"] != lbnorm_version():
         return *empty, 0, "made by another lbnorm version"
+    if meta.get("parser") != parser_key():
+        return *empty, 0, "made by another version of the results parser"
     if meta["pairs"] != pairs_hash:
         return *empty, 0, "made for other subtasks (another suite)"
     tables = {}
@@ -760,6 +774,22 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     if not _rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
     return entries, rows, meta["stat_ns"], ""
+
+
+@functools.cache
+def parser_key() -> str:
+    """What a cached parse depends on besides the suite: the parser's version and source.
+
+    :data:`~lbnorm.readers.harness.PARSER_VERSION`, and the sha256 of the
+    results parser's and this module's source (the package's version string
+    stays the same across commits: a cache of an older parser was reused
+    whole). Where a source cannot be read (a zipped install), the version alone.
+    """
+    digest = hashlib.sha256()
+    for module in (harness, sys.modules[__name__]):
+        with contextlib.suppress(OSError, TypeError):
+            digest.update(Path(str(module.__file__)).read_bytes())
+    return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
 
 
 def _rows_match(entries: pa.Table, rows: pa.Table) -> bool:
@@ -841,6 +871,7 @@ def _store(
     meta: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "lbnorm": lbnorm_version(),
+        "parser": parser_key(),
         "pairs": pairs_hash,
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
