@@ -258,6 +258,43 @@ def test_workers_sums_arrive_whole() -> None:
     assert len(totals.payload) == 8 * 2**20
 
 
+def _named_share(part: int, parts: int) -> _Share:
+    return _Share(payload=f"{part}/{parts};".encode())
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_workers_are_capped_at_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workers 100000 forked thousands of processes; now one per core."""
+    monkeypatch.setattr(stream_workers, "available_cores", lambda: 3)
+    assert stream_workers.most_workers() == 3
+    totals = sum_in_workers(
+        _named_share,
+        100_000,
+        lambda shares: _Share(payload=b"".join(s.payload for s in shares)),
+    )
+    assert totals is not None
+    assert totals.payload == b"0/3;1/3;2/3;"
+
+
+def test_too_many_workers_are_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lbnorm.cli import main
+
+    expected = stream_workers.most_workers()
+    args = ["run", str(demo_path()), "--no-subtasks", "--engine", "stream", "--quiet"]
+    assert main([*args, "--workers", "100000", "--out", str(tmp_path / "a")]) == 0
+    assert capsys.readouterr().err == (
+        f"note: --workers 100000 is more than the {expected} cores this run may "
+        f"use; it sums in {expected} processes\n"
+    )
+    assert main([*args, "--workers", "2", "--out", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().err == ""
+    assert pq.read_table(tmp_path / "a" / "leaderboard.parquet").num_rows == (
+        pq.read_table(tmp_path / "b" / "leaderboard.parquet").num_rows
+    )
+
+
 # --- Ctrl-C and SIGTERM from the start ---------------------------------------------------
 
 

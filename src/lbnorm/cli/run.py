@@ -190,6 +190,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from lbnorm.faces.terminal import format_summary
 
     options = run_options(args)
+    if options.workers > 2:
+        from lbnorm.engines.workers import most_workers
+
+        if options.workers > (most := most_workers()):
+            print(
+                f"note: --workers {options.workers} is more than the {most} cores "
+                f"this run may use; it sums in {most} processes",
+                file=sys.stderr,
+            )
     started = time.perf_counter()
     allow_keeping_freed_memory()  # this process is the run's own
     bar = progress_bar(sys.stderr, quiet=args.quiet)

@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, TypeVar
 
-from lbnorm._runtime import held_signals, start_worker
+from lbnorm._runtime import available_cores, held_signals, start_worker
 from lbnorm.core.errors import LbnormError
 from lbnorm.core.faults import fault_point
 
-__all__ = ["sum_in_workers"]
+__all__ = ["most_workers", "sum_in_workers"]
 
 
 class _Checked(Protocol):
@@ -44,6 +44,15 @@ class _Checked(Protocol):
 _Sums = TypeVar("_Sums", bound=_Checked)
 
 
+def most_workers() -> int:
+    """Workers a run forks at most: one per core it may run on (two at least).
+
+    More only wait for a core, each with its own copy of the sums (``--workers
+    100000`` forked thousands of processes, then ran out of open files).
+    """
+    return max(available_cores(), 2)
+
+
 def sum_in_workers(
     work: Callable[[int, int], _Sums],
     workers: int,
@@ -53,7 +62,7 @@ def sum_in_workers(
 
     Args:
         work: Sums one share of the input: ``work(part, parts)``.
-        workers: Processes to fork (at least 2).
+        workers: Processes to fork (at least 2; at most :func:`most_workers`).
         combine: Adds the shares' sums up.
 
     Returns:
@@ -65,6 +74,7 @@ def sum_in_workers(
             killed by a signal (the out-of-memory killer, say).
         RuntimeError: A worker died or failed in an unexpected way.
     """
+    workers = min(workers, most_workers())  # (the command line notes the cap)
     context = multiprocessing.get_context("fork")
     receivers: list[Connection] = []
     processes = []
