@@ -536,3 +536,21 @@ def test_attached_views_are_listed_with_their_docs(demo_out: Path) -> None:
     }  # the tables behind the attached views are not listed
     old = views.loc[views["view"] == "old.leaderboard"].set_index("column")
     assert str(old.loc["rank", "doc"]).startswith("1 = best average")
+
+
+def test_json_is_streamed_a_slice_at_a_time_and_reads_the_same(
+    demo_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lbnorm.faces import query as query_face
+
+    sql = "SELECT model, average, rank FROM leaderboard ORDER BY model LIMIT 7"
+    table = run_query(demo_out, sql)
+    whole = json.dumps(table.to_pylist(), default=str, ensure_ascii=False) + "\n"
+    monkeypatch.setattr(query_face, "JSON_ROWS", 2)
+    parts = list(query_face.result_parts(table, "json"))
+    assert len(parts) == 6  # "[", 4 slices, "]\n"
+    assert b"".join(parts).decode() == whole
+    assert format_result(table.slice(0, 0), "json") == b"[]\n"
+    out = tmp_path / "result.json"
+    assert main(["query", str(demo_out), sql, "--output", str(out)]) == 0
+    assert out.read_text() == whole

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -210,8 +211,8 @@ examples:
 def _cmd_query(args: argparse.Namespace) -> int:
     from lbnorm.faces.query import (
         check_result_path,
-        format_result,
         infer_format,
+        result_parts,
         run_query,
     )
 
@@ -233,7 +234,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         check_result_path(args.output, [args.out, *attach.values()])
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
-    data = format_result(
+    parts = result_parts(  # (JSON a slice of rows at a time)
         table,
         fmt,
         max_rows=args.max_rows,
@@ -242,9 +243,10 @@ def _cmd_query(args: argparse.Namespace) -> int:
         and sys.stdout.isatty(),  # CSV is data, but not for a TTY
     )
     if args.output is None:
-        sys.stdout.write(data.decode())
+        for part in parts:
+            sys.stdout.write(part.decode())
         return ExitCode.OK
-    _write_atomically(args.output, data)
+    _write_atomically(args.output, parts)
     print(f"wrote {args.output} ({table.num_rows:,} rows, {fmt})", file=sys.stderr)
     return ExitCode.OK
 
@@ -363,7 +365,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     page = render_report(
         args.out, previous=args.previous, top=args.top, title=args.title
     )
-    _write_atomically(args.html, page.encode())
+    _write_atomically(args.html, [page.encode()])
     print(f"wrote {args.html} ({len(page) / 1e6:.1f} MB)")
     return ExitCode.OK
 
@@ -376,9 +378,9 @@ def _parse_attach(text: str) -> tuple[str, str]:
     return name, directory
 
 
-def _write_atomically(name: str, data: bytes) -> None:
+def _write_atomically(name: str, parts: Iterable[bytes]) -> None:
     from lbnorm.output.writer import (
-        write_bytes_atomically,  # the module that writes files
+        write_parts_atomically,  # the module that writes files
     )
 
-    write_bytes_atomically(Path(name), data)
+    write_parts_atomically(Path(name), parts)

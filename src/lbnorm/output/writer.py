@@ -43,7 +43,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -1290,6 +1290,21 @@ def write_bytes_atomically(path: Path, data: bytes) -> Path:
         OutputError: The disk refuses; no partial file remains.
     """
     return _replace_atomically(path, lambda temporary: temporary.write_bytes(data))
+
+
+def write_parts_atomically(path: Path, parts: Iterable[bytes]) -> Path:
+    """Write one file from parts of its bytes (never all in memory) via a temporary sibling.
+
+    Raises:
+        OutputError: The disk refuses; no partial file remains.
+    """
+
+    def write(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            for part in parts:
+                handle.write(part)
+
+    return _replace_atomically(path, write)
 
 
 def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
