@@ -711,3 +711,32 @@ def test_the_cache_is_keyed_on_the_parser_not_the_package_version(
     again = _stats(run([tree], options=RunOptions(cache=str(folder))))
     assert again["rebuild_reason"] == "made by another version of the results parser"
     assert again["parsed"] == 10
+
+
+def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
+    tree: Path, tmp_path: Path
+) -> None:
+    """A rows file with halved scores and its sha256 in the index updated: rebuilt."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "cache"
+    first = run([tree], options=RunOptions(cache=str(folder)))
+    index = _index(folder)
+    rows_path = folder / index["rows"]["file"]
+    rows = pq.read_table(rows_path)
+    halved = pc.multiply(rows["raw_score"], pa.scalar(0.5))
+    rows = rows.set_column(
+        rows.schema.get_field_index("raw_score"), "raw_score", halved
+    )
+    pq.write_table(rows, rows_path)
+    index["rows"]["sha256"] = hashlib.sha256(rows_path.read_bytes()).hexdigest()
+    (folder / "lbnorm-cache.json").write_text(json.dumps(index))
+    again = run([tree], options=RunOptions(cache=str(folder)))
+    stats = _stats(again)
+    assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
+    assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
+    assert again.leaderboard_table.equals(first.leaderboard_table)

@@ -117,7 +117,8 @@ __all__ = [
 
 #: Bumped whenever what the cache stores changes meaning (2: the stat key holds
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
-CACHE_FORMAT = 2
+#: 3: each entry stores a digest of its scores and its file's sha256.
+CACHE_FORMAT = 3
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -150,6 +151,8 @@ _ENTRIES = pa.schema(
         ("n_rows", pa.int64()),
     ]
 )
+#: The entries as stored: with each one's digest (:func:`_entry_digests`).
+_ENTRIES_STORED = _ENTRIES.append(pa.field("rows_digest", pa.int64()))
 _ROWS = pa.schema(
     [
         ("path", pa.string()),
@@ -755,7 +758,7 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     if meta["pairs"] != pairs_hash:
         return *empty, 0, "made for other subtasks (another suite)"
     tables = {}
-    for name, schema in (("entries", _ENTRIES), ("rows", _ROWS)):
+    for name, schema in (("entries", _ENTRIES_STORED), ("rows", _ROWS)):
         path = cache / meta[name]["file"]
         try:
             if not path.is_file():  # a directory in its place must not stay fatal
@@ -773,6 +776,14 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     entries, rows = tables["entries"], tables["rows"]
     if not _rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
+    stored = entries["rows_digest"].to_numpy(zero_copy_only=False)
+    entries = entries.drop_columns(["rows_digest"])
+    if n_changed := int(np.count_nonzero(_entry_digests(entries, rows) != stored)):
+        return (
+            *empty,
+            0,
+            f"corrupt: the scores of {n_changed:,} files do not match their digests",
+        )
     return entries, rows, meta["stat_ns"], ""
 
 
@@ -790,6 +801,61 @@ def parser_key() -> str:
         with contextlib.suppress(OSError, TypeError):
             digest.update(Path(str(module.__file__)).read_bytes())
     return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
+
+
+def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
+    """Per entry, a 64-bit digest of its scores (in any order) and its file's sha256.
+
+    Stored with the entries: a rows file edited, even with its checksum in the
+    index updated to match, no longer matches (the cache is then rebuilt).
+    The rows are those of the entries (:func:`_rows_match`).
+    """
+    row = np.full(rows.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for column, absent in (
+        ("subtask_index", -1),
+        ("raw_score", -1.0),
+        ("stderr", -1.0),
+        ("n_samples", -1),
+        ("key", "\0"),
+    ):
+        values = pc.fill_null(rows[column], absent)
+        if pa.types.is_string(values.type):
+            row = _mixed(row ^ _string_hashes(values))
+        else:  # (a float's bits, an integer widened)
+            found = to_numpy(values)
+            kind = np.float64 if found.dtype.kind == "f" else np.int64
+            row = _mixed(row ^ found.astype(kind).view(np.uint64))
+    owner = to_numpy(
+        pc.index_in(rows["path"], value_set=entries["path"]).cast(pa.int64())
+    )
+    digest = np.zeros(entries.num_rows, dtype=np.uint64)
+    np.add.at(digest, owner, row)  # (wraps: an order-free sum modulo 2**64)
+    sha = _string_hashes(pc.fill_null(entries["sha256"], ""))
+    return _mixed(digest ^ sha).view(np.int64)
+
+
+def _string_hashes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.uint64]:
+    """Per value, 64 bits of its blake2b (each distinct value hashed once)."""
+    encoded = pc.dictionary_encode(values)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    hashes = np.array(
+        [
+            int.from_bytes(
+                hashlib.blake2b(text.encode(), digest_size=8).digest(), "little"
+            )
+            for text in encoded.dictionary.to_pylist()  # distinct values, not rows
+        ],
+        dtype=np.uint64,
+    )
+    return hashes[to_numpy(encoded.indices).astype(np.int64)]
+
+
+def _mixed(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finalizer: every input bit moves every output bit."""
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
 
 
 def _rows_match(entries: pa.Table, rows: pa.Table) -> bool:
@@ -876,7 +942,9 @@ def _store(
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
     try:
-        for name, table in (("entries", entries), ("rows", rows)):
+        digests = pa.array(_entry_digests(entries, rows), pa.int64())
+        stored = entries.append_column("rows_digest", digests)
+        for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
             write_parquet_atomically(path, table.combine_chunks())
             meta[name] = {"file": path.name, "sha256": sha256_file(path)}
