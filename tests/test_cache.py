@@ -700,11 +700,12 @@ def test_the_cache_is_keyed_on_the_parser_not_the_package_version(
 ) -> None:
     """The package's version string stays put across commits; the parser's key moves."""
     from lbnorm.readers import cache as parse_cache
+    from lbnorm.readers import harness
 
     folder = tmp_path / "cache"
     run([tree], options=RunOptions(cache=str(folder)))
     key = parse_cache.parser_key()
-    assert key.startswith(f"{parse_cache.PARSER_VERSION}-")
+    assert key.startswith(f"{harness.PARSER_VERSION}-")
     meta = json.loads((folder / "lbnorm-cache.json").read_text())
     assert meta["parser"] == key
     monkeypatch.setattr(parse_cache, "parser_key", lambda: "2-" + key[2:])

@@ -824,7 +824,8 @@ def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
         else:  # (a float's bits, an integer widened)
             found = to_numpy(values)
             kind = np.float64 if found.dtype.kind == "f" else np.int64
-            row = _mixed(row ^ found.astype(kind).view(np.uint64))
+            bits: npt.NDArray[np.uint64] = found.astype(kind).view(np.uint64)
+            row = _mixed(np.bitwise_xor(row, bits))
     owner = to_numpy(
         pc.index_in(rows["path"], value_set=entries["path"]).cast(pa.int64())
     )
