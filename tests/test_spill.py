@@ -565,19 +565,24 @@ def test_a_tiny_budget_under_a_low_open_files_limit_runs(
     assert list(tmpdir_env.iterdir()) == []
 
 
-def _spilled_run(
-    tmp_path: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return _lbnorm(
+def _spilling_argv(tmp_path: Path) -> list[str]:
+    """A run of the demo that spills, to tmp_path/out."""
+    out = str(tmp_path / "out")
+    return [
         "run",
         str(demo_path()),
         "--out",
-        str(tmp_path / "out"),
+        out,
         "--no-subtasks",
         "--sum-memory",
         "1e-9",
-        env=env,
-    )
+    ]
+
+
+def _spilled_run(
+    tmp_path: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return _lbnorm(*_spilling_argv(tmp_path), env=env)
 
 
 def test_a_missing_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -620,17 +625,7 @@ def test_a_full_tmpdir_names_it_and_its_free_space(
         return real_open(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "open", opened)
-    code = main(
-        [
-            "run",
-            str(demo_path()),
-            "--out",
-            str(tmp_path / "out"),
-            "--no-subtasks",
-            "--sum-memory",
-            "1e-9",
-        ]
-    )
+    code = main(_spilling_argv(tmp_path))
     message = capsys.readouterr().err
     assert code == 6
     assert f"TMPDIR {tmpdir_env} (" in message
