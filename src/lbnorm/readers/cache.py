@@ -776,7 +776,7 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     entries, rows = tables["entries"], tables["rows"]
     if not _rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
-    stored = entries["rows_digest"].to_numpy(zero_copy_only=False)
+    stored = to_numpy(entries["rows_digest"], null=0)
     entries = entries.drop_columns(["rows_digest"])
     if n_changed := int(np.count_nonzero(_entry_digests(entries, rows) != stored)):
         return (
@@ -818,7 +818,9 @@ def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
         ("n_samples", -1),
         ("key", "\0"),
     ):
-        values = pc.fill_null(rows[column], absent)
+        values = pc.fill_null(
+            rows[column], scalar(absent, rows.schema.field(column).type)
+        )
         if pa.types.is_string(values.type):
             row = _mixed(row ^ _string_hashes(values))
         else:  # (a float's bits, an integer widened)
@@ -831,15 +833,17 @@ def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
     )
     digest = np.zeros(entries.num_rows, dtype=np.uint64)
     np.add.at(digest, owner, row)  # (wraps: an order-free sum modulo 2**64)
-    sha = _string_hashes(pc.fill_null(entries["sha256"], ""))
+    sha = _string_hashes(pc.fill_null(entries["sha256"], scalar("", pa.string())))
     return _mixed(digest ^ sha).view(np.int64)
 
 
 def _string_hashes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.uint64]:
     """Per value, 64 bits of its blake2b (each distinct value hashed once)."""
+    if isinstance(values, pa.ChunkedArray):  # (no chunks: combine_chunks probes pandas)
+        values = (
+            values.combine_chunks() if values.num_chunks else pa.nulls(0, values.type)
+        )
     encoded = pc.dictionary_encode(values)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
     hashes = np.array(
         [
             int.from_bytes(
@@ -943,7 +947,7 @@ def _store(
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
     try:
-        digests = pa.array(_entry_digests(entries, rows), pa.int64())
+        digests = numbers(_entry_digests(entries, rows), pa.int64())
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
