@@ -370,3 +370,93 @@ def test_huge_results_file_is_read_with_bounded_memory(tmp_path: Path) -> None:
     )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["inputs"][0]["bytes"] == huge.stat().st_size > size
+
+
+def _special_files(tmp_path: Path) -> dict[str, Path]:
+    """A FIFO nobody writes, and /dev/zero under a table's name."""
+    fifo = tmp_path / "option.toml"
+    os.mkfifo(fifo)
+    fifo_csv = tmp_path / "meta.csv"
+    os.mkfifo(fifo_csv)
+    zero_csv = tmp_path / "zero.csv"
+    zero_csv.symlink_to("/dev/zero")
+    return {"fifo": fifo, "fifo_csv": fifo_csv, "zero_csv": zero_csv}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+@pytest.mark.parametrize(
+    ("argv", "code", "what"),
+    [
+        (["run", "--suite", "{fifo}"], 3, "a FIFO"),
+        (["run", "--suite", "/dev/zero"], 3, "a character device"),
+        (["run", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
+        (["run", "--metadata", "{zero_csv}"], 4, "a character device"),
+        (["health", "--config", "{fifo}"], 4, "a FIFO"),
+        (["suites", "show", "{fifo}"], 3, "a FIFO"),
+        (["impact", "--suite", "openllm-v2", "--suite", "{fifo}"], 3, "a FIFO"),
+        (["query", "{out}", "SELECT 1", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
+    ],
+)
+def test_special_files_as_option_values_are_refused_without_waiting(
+    tmp_path: Path, previous_output: Path, argv: list[str], code: int, what: str
+) -> None:
+    """A FIFO would block for ever and /dev/zero never end: both refused at once."""
+    names = {**_special_files(tmp_path), "out": previous_output}
+    args = [arg.format(**names) for arg in argv]
+    if args[0] == "run":
+        args += ["--out", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-m", "lbnorm", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,  # (a hang fails here instead of blocking the suite)
+        check=False,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith("lbnorm: error:"), done.stderr
+    assert f"is {what}" in done.stderr
+    assert "not a regular file" in done.stderr
+    assert "Hint:" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_as_the_cache_lock_is_refused_without_waiting(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.mkfifo(cache / ".lock")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(GOLDEN_FILE, tree / "results_2024-01-01T00-00-00.json")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lbnorm",
+            "run",
+            str(tree),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache",
+            str(cache),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 6, done.stderr
+    assert f"--cache {cache}: cannot lock the cache" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_option_file_over_the_cap_is_refused(tmp_path: Path) -> None:
+    from lbnorm.core.errors import InputError
+    from lbnorm.core.files import read_option_file
+
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * 101)
+    with pytest.raises(InputError, match=r"--suite .*big.toml: over 100 bytes.*\nHint"):
+        read_option_file(path, option="--suite", max_bytes=100)
+    assert read_option_file(path, option="--suite", max_bytes=101) == b"#" * 101

@@ -549,6 +549,14 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
         _set_field("format", 1),
         r"made by another lbnorm version",
     ),
+    "index-of-another-parser": (
+        _set_field("parser", "0-0000000000000000"),
+        r"made by another version of the results parser",
+    ),
+    "index-of-the-package-version-only": (  # (a cache of before the parser key)
+        _set_field("parser", None),
+        r"made by another version of the results parser",
+    ),
     "format-a-list": (
         _set_field("format", [2]),
         r"corrupt: ValueError: the index lacks a field",
@@ -685,3 +693,51 @@ def test_a_read_only_cache_names_the_cache(
     err = capsys.readouterr().err
     assert "--cache" in err
     assert "another --out" not in err
+
+
+def test_the_cache_is_keyed_on_the_parser_not_the_package_version(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's version string stays put across commits; the parser's key moves."""
+    from lbnorm.readers import cache as parse_cache
+    from lbnorm.readers import harness
+
+    folder = tmp_path / "cache"
+    run([tree], options=RunOptions(cache=str(folder)))
+    key = parse_cache.parser_key()
+    assert key.startswith(f"{harness.PARSER_VERSION}-")
+    meta = json.loads((folder / "lbnorm-cache.json").read_text())
+    assert meta["parser"] == key
+    monkeypatch.setattr(parse_cache, "parser_key", lambda: "2-" + key[2:])
+    again = _stats(run([tree], options=RunOptions(cache=str(folder))))
+    assert again["rebuild_reason"] == "made by another version of the results parser"
+    assert again["parsed"] == 10
+
+
+def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
+    tree: Path, tmp_path: Path
+) -> None:
+    """A rows file with halved scores and its sha256 in the index updated: rebuilt."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "cache"
+    first = run([tree], options=RunOptions(cache=str(folder)))
+    index = _index(folder)
+    rows_path = folder / index["rows"]["file"]
+    rows = pq.read_table(rows_path)
+    halved = pc.multiply(rows["raw_score"], pa.scalar(0.5))
+    rows = rows.set_column(
+        rows.schema.get_field_index("raw_score"), "raw_score", halved
+    )
+    pq.write_table(rows, rows_path)
+    index["rows"]["sha256"] = hashlib.sha256(rows_path.read_bytes()).hexdigest()
+    (folder / "lbnorm-cache.json").write_text(json.dumps(index))
+    again = run([tree], options=RunOptions(cache=str(folder)))
+    stats = _stats(again)
+    assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
+    assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
+    assert again.leaderboard_table.equals(first.leaderboard_table)

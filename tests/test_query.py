@@ -16,7 +16,7 @@ import pytest
 
 from lbnorm import LbnormError, run
 from lbnorm.cli import main
-from lbnorm.core.errors import InputError
+from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.query import (
     describe_views,
@@ -229,9 +229,39 @@ def test_not_an_output_directory(
 
 
 def test_bad_attach_names(demo_out: Path) -> None:
-    with pytest.raises(LbnormError, match=r"not a plain SQL name.*\nHint: use letters"):
+    with pytest.raises(
+        OptionsError, match=r"not a plain SQL name.*\nHint: use another"
+    ):
+        run_query(demo_out, "SELECT 1", attach={"a-b": demo_out})
+    with pytest.raises(OptionsError, match=r"DuckDB keeps for its own.*\nHint: use"):
         run_query(demo_out, "SELECT 1", attach={"main": demo_out})
-    assert main(["query", str(demo_out), "SELECT 1", "--attach", "nodir"]) == 1
+    assert main(["query", str(demo_out), "SELECT 1", "--attach", "nodir"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("attach", "message"),
+    [
+        (["select={out}"], "DuckDB cannot name a schema 'select'"),
+        (["system={out}"], "a name DuckDB keeps for its own schema"),
+        (["memory={out}"], "a name DuckDB keeps for its own schema"),
+        (["information_schema={out}"], "a name DuckDB keeps for its own schema"),
+        (["pg_catalog={out}"], "a name DuckDB keeps for its own schema"),
+        (["old={out}", "OLD={out}"], "the same name as --attach old="),
+        (["old={out}", "old={out}"], "a NAME given twice"),
+    ],
+)
+def test_attach_names_duckdb_refuses_are_usage_errors(
+    demo_out: Path, capsys: pytest.CaptureFixture[str], attach: list[str], message: str
+) -> None:
+    argv = ["query", str(demo_out), "SELECT 1"]
+    for text in attach:
+        argv += ["--attach", text.format(out=demo_out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lbnorm: error: --attach")
+    assert message in err
+    assert "\nHint: " in err
+    assert "Traceback" not in err
 
 
 def test_missing_duckdb_says_how_to_install(
@@ -515,3 +545,21 @@ def test_attached_views_are_listed_with_their_docs(demo_out: Path) -> None:
     }  # the tables behind the attached views are not listed
     old = views.loc[views["view"] == "old.leaderboard"].set_index("column")
     assert str(old.loc["rank", "doc"]).startswith("1 = best average")
+
+
+def test_json_is_streamed_a_slice_at_a_time_and_reads_the_same(
+    demo_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lbnorm.faces import query as query_face
+
+    sql = "SELECT model, average, rank FROM leaderboard ORDER BY model LIMIT 7"
+    table = run_query(demo_out, sql)
+    whole = json.dumps(table.to_pylist(), default=str, ensure_ascii=False) + "\n"
+    monkeypatch.setattr(query_face, "JSON_ROWS", 2)
+    parts = list(query_face.result_parts(table, "json"))
+    assert len(parts) == 6  # "[", 4 slices, "]\n"
+    assert b"".join(parts).decode() == whole
+    assert format_result(table.slice(0, 0), "json") == b"[]\n"
+    out = tmp_path / "result.json"
+    assert main(["query", str(demo_out), sql, "--output", str(out)]) == 0
+    assert out.read_text() == whole

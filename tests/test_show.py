@@ -101,6 +101,15 @@ def test_bad_filters_say_how_to_fix_them(text: str, match: str) -> None:
         Filter.parse(text).mask(_frame())
 
 
+@pytest.mark.parametrize("text", ["params_b", "model~("])
+def test_where_syntax_errors_are_usage_errors(
+    golden_out: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As arena's --where: exit 2."""
+    assert main(["show", str(golden_out), "--where", text]) == 2
+    assert "\nHint: " in capsys.readouterr().err
+
+
 def test_select_sorts_by_a_benchmark_and_keeps_positions(board: pd.DataFrame) -> None:
     selected = select_leaderboard(board, benchmark="gpqa", top=3)
     assert selected["GPQA"].tolist() == sorted(board["GPQA"].tolist(), reverse=True)[:3]

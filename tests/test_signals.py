@@ -258,6 +258,43 @@ def test_workers_sums_arrive_whole() -> None:
     assert len(totals.payload) == 8 * 2**20
 
 
+def _named_share(part: int, parts: int) -> _Share:
+    return _Share(payload=f"{part}/{parts};".encode())
+
+
+@pytest.mark.skipif(not can_fork(), reason="no fork here")
+def test_workers_are_capped_at_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workers 100000 forked thousands of processes; now one per core."""
+    monkeypatch.setattr(stream_workers, "available_cores", lambda: 3)
+    assert stream_workers.most_workers() == 3
+    totals = sum_in_workers(
+        _named_share,
+        100_000,
+        lambda shares: _Share(payload=b"".join(s.payload for s in shares)),
+    )
+    assert totals is not None
+    assert totals.payload == b"0/3;1/3;2/3;"
+
+
+def test_too_many_workers_are_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lbnorm.cli import main
+
+    expected = stream_workers.most_workers()
+    args = ["run", str(demo_path()), "--no-subtasks", "--engine", "stream", "--quiet"]
+    assert main([*args, "--workers", "100000", "--out", str(tmp_path / "a")]) == 0
+    assert capsys.readouterr().err == (
+        f"note: --workers 100000 is more than the {expected} cores this run may "
+        f"use; it sums in {expected} processes\n"
+    )
+    assert main([*args, "--workers", "2", "--out", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().err == ""
+    assert pq.read_table(tmp_path / "a" / "leaderboard.parquet").num_rows == (
+        pq.read_table(tmp_path / "b" / "leaderboard.parquet").num_rows
+    )
+
+
 # --- Ctrl-C and SIGTERM from the start ---------------------------------------------------
 
 
@@ -546,3 +583,56 @@ def test_a_sigkilled_parent_leaves_no_parse_worker(out: Path, setup: Setup) -> N
     assert not reader.is_alive(), "a worker still holds the parent's stderr"
     _wait_for(partial(_have_ended, workers), "the orphaned workers to end")
     assert _digests(out) == _digests(setup.old)
+
+
+# --- lbnorm query: DuckDB interrupted --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("query") / "out"
+    done = subprocess.run(
+        [*_lbnorm(), "run", "--out", str(out), "--quiet"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    ("number", "code", "line"),
+    [(signal.SIGINT, 130, INTERRUPTED), (signal.SIGTERM, 143, TERMINATED)],
+)
+def test_a_signal_interrupts_a_long_query(
+    demo_out: Path, number: int, code: int, line: str
+) -> None:
+    """A self-join that would run for days: the signal ends it, one line, no traceback."""
+    sql = (
+        "SELECT count(*) FROM scores a, scores b, scores c "
+        "WHERE a.raw_score + b.raw_score > c.raw_score"
+    )
+    process = subprocess.Popen(
+        [*_lbnorm(), "query", str(demo_out), sql],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        while (fields := _stat(process.pid)) and (
+            int(fields[11]) + int(fields[12]) < 4 * ticks  # imported, joining
+        ):
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(number)
+        stdout, stderr = process.communicate(timeout=PATIENCE)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == code
+    assert stderr == line
+    assert stdout == ""

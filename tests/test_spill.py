@@ -459,3 +459,235 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     del job
     gc.collect()
     assert list(tmpdir_env.iterdir()) == []
+
+
+def _sparse(n: int) -> list[Batch]:
+    """`n` models with one MUSR subtask each, in batches of 500 rows."""
+    table = pa.table(
+        {
+            "model": [f"org/m{i:05d}" for i in range(n)],
+            "benchmark": ["MUSR"] * n,
+            "subtask": ["murder_mysteries"] * n,
+            "raw_score": np.linspace(0.2, 0.9, n),
+        }
+    )
+    return [Batch(table=table.slice(i, 500), source="t") for i in range(0, n, 500)]
+
+
+def test_a_sparse_input_spills_once_the_variants_seen_pass_the_budget(
+    tmpdir_env: Path,
+) -> None:
+    """The row count promises n / subtasks variants; the budget holds a quarter of n."""
+    n = 4_000
+    arrays = suite_arrays(SUITE)
+    per_variant = spill._CELL_BYTES * arrays.is_pooled.shape[0]
+    budget = n // 4 * per_variant / 2**30
+    options = RunOptions(missing="partial", subtasks=False, sum_memory=budget)
+    assert spill.spill_width(arrays, n, options) is None  # by the row count: fits
+    assert spill.spill_width(arrays, n, options, n_variants=n) is not None
+    plain, spilled = (
+        stream.start(Inputs.of_batches(_sparse(n)), SUITE, RunOptions(**kwargs))
+        for kwargs in (
+            {"missing": "partial", "subtasks": False},
+            {"missing": "partial", "subtasks": False, "sum_memory": budget},
+        )
+    )
+    expected, result = plain.finish(), spilled.finish()
+    assert isinstance(result.benchmark_output, spill.SpilledBenchmarks)
+    assert result.benchmark_table.equals(expected.benchmark_table)
+    assert result.leaderboard_table.equals(expected.leaderboard_table)
+
+
+def test_spill_files_held_open_stay_under_the_open_files_limit(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny budget: thousands of partitions, at most a quarter of the limit open."""
+    monkeypatch.setattr(spill, "_open_files_limit", lambda: 16)
+    most = []
+    append = spill.SpillStore._append
+
+    def counted(self: spill.SpillStore, *args: Any) -> None:
+        append(self, *args)
+        most.append(len(self.folder.files))
+
+    monkeypatch.setattr(spill.SpillStore, "_append", counted)
+    options = RunOptions(missing="partial", subtasks=False)
+    expected = stream.start(Inputs.of_batches(_sparse(3_000)), SUITE, options).finish()
+    job = stream.start(
+        Inputs.of_batches(_sparse(3_000)),
+        SUITE,
+        RunOptions(missing="partial", subtasks=False, sum_memory=TINY),
+    )
+    result = job.finish()
+    assert result.leaderboard_table.equals(expected.leaderboard_table)
+    assert result.benchmark_table.equals(expected.benchmark_table)
+    assert len(most) > 100
+    assert max(most) == 4
+
+
+@pytest.mark.skipif(platform.system() == "Windows", reason="POSIX rlimits")
+def test_a_tiny_budget_under_a_low_open_files_limit_runs(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    """`ulimit -n 64` and --sum-memory 1e-9 on a sparse input: no 'Too many open files'."""
+    n = 20_000
+    path = tmp_path / "sparse.parquet"
+    pq.write_table(
+        pa.concat_tables([batch.table for batch in _sparse(n)]),
+        path,
+        row_group_size=2_000,
+    )
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+        "from lbnorm.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "run",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--missing",
+            "partial",
+            "--no-subtasks",
+            "--sum-memory",
+            "1e-9",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmpdir_env)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert pq.read_metadata(tmp_path / "out" / "leaderboard.parquet").num_rows == n
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def _spilling_argv(tmp_path: Path) -> list[str]:
+    """A run of the demo that spills, to tmp_path/out."""
+    out = str(tmp_path / "out")
+    return [
+        "run",
+        str(demo_path()),
+        "--out",
+        out,
+        "--no-subtasks",
+        "--sum-memory",
+        "1e-9",
+    ]
+
+
+def _spilled_run(
+    tmp_path: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return _lbnorm(*_spilling_argv(tmp_path), env=env)
+
+
+def test_a_missing_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder"
+    done = _spilled_run(tmp_path, {"TMPDIR": str(missing)})
+    assert done.returncode == 6, done.stderr
+    assert f"TMPDIR {missing}" in done.stderr
+    assert "cannot write the output" not in done.stderr
+    assert "Hint: point TMPDIR at an existing folder" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        done = _spilled_run(tmp_path, {"TMPDIR": str(folder)})
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 6, done.stderr
+    assert f"TMPDIR {folder}" in done.stderr
+    assert "Permission denied" in done.stderr
+
+
+def test_a_full_tmpdir_names_it_and_its_free_space(
+    tmp_path: Path,
+    tmpdir_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from lbnorm.cli import main
+
+    real_open = Path.open
+
+    def opened(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self.suffix == ".sums":
+            raise OSError(28, "No space left on device")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", opened)
+    code = main(_spilling_argv(tmp_path))
+    message = capsys.readouterr().err
+    assert code == 6
+    assert f"TMPDIR {tmpdir_env} (" in message
+    assert "GiB free" in message
+    assert "No space left on device" in message
+    assert "cannot write the output" not in message
+    assert "Hint: free space in TMPDIR" in message
+    gc.collect()
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def test_a_spill_folder_removed_under_the_run_is_an_error_not_zeros(
+    tmpdir_env: Path,
+) -> None:
+    import shutil
+
+    from lbnorm.core.errors import SpillError
+
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    shutil.rmtree(store.folder.path)
+    with pytest.raises(SpillError, match=r"spill folder was removed.*\n.*Hint"):
+        list(store.sums(0))
+
+
+def test_spill_folders_of_dead_runs_are_removed_by_the_next(
+    tmp_path: Path, tmpdir_env: Path
+) -> None:
+    import fcntl
+
+    dead = tmpdir_env / "lbnorm-spill-deadbeef"
+    dead.mkdir()
+    (dead / "0.sums").write_bytes(b"x")
+    alive = tmpdir_env / "lbnorm-spill-alive123"
+    alive.mkdir()
+    other = tmpdir_env / "lbnorm-spill-notours-at-all"  # not a name lbnorm makes
+    other.mkdir()
+    holder = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = _spilled_run(tmp_path, {"TMPDIR": str(tmpdir_env)})
+        assert done.returncode == 0, done.stderr
+        assert sorted(path.name for path in tmpdir_env.iterdir()) == [
+            alive.name,
+            other.name,
+        ]
+    finally:
+        os.close(holder)
+
+
+def test_a_spill_folder_is_locked_while_it_lives(tmpdir_env: Path) -> None:
+    import fcntl
+
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    assert store.folder.path.name.startswith("lbnorm-spill-")
+    descriptor = os.open(store.folder.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(descriptor)
+    store.folder.remove()
+    assert list(tmpdir_env.iterdir()) == []

@@ -61,6 +61,7 @@ from lbnorm.analysis.correlation import spearman_columns
 from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.errors import HealthConfigError, InputError
+from lbnorm.core.files import read_option_file
 from lbnorm.core.options import DEFAULT_SUITE, MissingPolicy
 from lbnorm.core.schemas import benchmark_columns
 from lbnorm.output.outdir import (
@@ -209,7 +210,8 @@ class HealthConfig:
         """
         path = Path(path)
         try:
-            document = tomllib.loads(path.read_text("utf-8"))
+            data = read_option_file(path, option="--health-config")
+            document = tomllib.loads(data.decode("utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             msg = f"{path}: cannot read the health thresholds: {exc}.\nHint: write TOML, e.g. min_loo_spearman = 0.5."
             raise InputError(msg) from exc

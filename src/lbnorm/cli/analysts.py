@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,7 @@ from lbnorm.cli.arguments import (
     check_written_files,
     verify_outputs,
 )
-from lbnorm.core.errors import ExitCode, LbnormError
+from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
@@ -217,12 +218,16 @@ examples:
 def _cmd_query(args: argparse.Namespace) -> int:
     from lbnorm.faces.query import (
         check_result_path,
-        format_result,
         infer_format,
+        result_parts,
         run_query,
     )
 
-    attach = dict(_parse_attach(text) for text in args.attach)
+    pairs = [_parse_attach(text) for text in args.attach]
+    attach = dict(pairs)
+    if len(attach) < len(pairs):  # (the same name again: case too, in the query)
+        msg = "--attach: a NAME given twice.\nHint: give each output its own name."
+        raise OptionsError(msg)
     verify_outputs(args, args.out, *attach.values())
     fmt = args.format or infer_format(args.output)
     if fmt == "parquet" and args.output is None:
@@ -237,7 +242,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         check_result_path(args.output, [args.out, *attach.values()])
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
-    data = format_result(
+    parts = result_parts(  # (JSON a slice of rows at a time)
         table,
         fmt,
         max_rows=args.max_rows,
@@ -246,9 +251,10 @@ def _cmd_query(args: argparse.Namespace) -> int:
         and sys.stdout.isatty(),  # CSV is data, but not for a TTY
     )
     if args.output is None:
-        sys.stdout.write(data.decode())
+        for part in parts:
+            sys.stdout.write(part.decode())
         return ExitCode.OK
-    _write_atomically(args.output, data)
+    _write_atomically(args.output, parts)
     print(f"wrote {args.output} ({table.num_rows:,} rows, {fmt})", file=sys.stderr)
     return ExitCode.OK
 
@@ -369,7 +375,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     page = render_report(
         args.out, previous=args.previous, top=args.top, title=args.title
     )
-    _write_atomically(args.html, page.encode())
+    _write_atomically(args.html, [page.encode()])
     print(f"wrote {args.html} ({len(page) / 1e6:.1f} MB)")
     return ExitCode.OK
 
@@ -378,11 +384,11 @@ def _parse_attach(text: str) -> tuple[str, str]:
     name, is_pair, directory = text.partition("=")
     if not is_pair or not name or not directory:
         msg = f"--attach {text!r}: expected NAME=DIR.\nHint: e.g. --attach old=lbnorm-out-2025-01."
-        raise LbnormError(msg)
+        raise OptionsError(msg)
     return name, directory
 
 
-def _write_atomically(name: str, data: bytes) -> None:
-    from lbnorm.output.transaction import write_bytes_atomically
+def _write_atomically(name: str, parts: Iterable[bytes]) -> None:
+    from lbnorm.output.transaction import write_parts_atomically
 
-    write_bytes_atomically(Path(name), data)
+    write_parts_atomically(Path(name), parts)

@@ -209,6 +209,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     check_written_files(args)  # before the work: --report OUT/run.json is refused
     options = run_options(args)
+    if options.workers > 2:
+        from lbnorm.engines.workers import most_workers
+
+        if options.workers > (most := most_workers()):
+            print(
+                f"note: --workers {options.workers} is more than the {most} cores "
+                f"this run may use; it sums in {most} processes",
+                file=sys.stderr,
+            )
     started = time.perf_counter()
     bar = progress_bar(sys.stderr, quiet=args.quiet)
     monitored: MonitoredRun | None = None

@@ -10,6 +10,7 @@ keeps its traceback. The tree::
     │   └── SchemaMismatchError      exit 4: a table lacks columns or has wrong types
     ├── ValidationError (ValueError) exit 5: scores violate the contract (all failures)
     └── OutputError (OSError)        exit 6: the output cannot be written (lock, disk, rights)
+        └── SpillError               exit 6: a run over --sum-memory cannot spill in TMPDIR
 
 Exit 7 is not an error: the run wrote its output, but a health check failed or
 (nightly runs with ``--cache``) an input file was rejected; see ``run_report``.
@@ -41,6 +42,7 @@ __all__ = [
     "RatingOptionsError",
     "RatingsNotIdentifiableError",
     "SchemaMismatchError",
+    "SpillError",
     "SuiteError",
     "Terminated",
     "ValidationError",
@@ -131,6 +133,10 @@ class OutputError(LbnormError, OSError):
     """The output directory cannot be written; the previous output is untouched."""
 
     exit_code: ClassVar[int] = ExitCode.OUTPUT
+
+
+class SpillError(OutputError):
+    """A run over ``--sum-memory`` cannot make, write or read its spill files in TMPDIR."""
 
 
 class ValidationError(LbnormError, ValueError):

@@ -6,7 +6,9 @@ So do the rules every reader follows before it opens anything: an input is a
 regular file (a FIFO, a device or a socket is refused, named for what it is,
 without opening it: opening a FIFO would wait for a writer), every folder of a
 directory input is readable (an unreadable one is an error, never a silent
-skip), and a results file is at most :data:`MAX_RESULTS_BYTES`.
+skip), and a results file is at most :data:`MAX_RESULTS_BYTES`. A file given as
+an option's value (a suite, health thresholds, a metadata table) is checked
+alike (:func:`read_option_file`, :func:`check_option_file`).
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ RESULTS_FILE = re.compile(r"^results_.*\.json$")
 
 __all__ = [
     "FILE_FORMATS",
+    "MAX_OPTION_BYTES",
     "MAX_RESULTS_BYTES",
     "RESULTS_FILE",
     "TABLE_SUFFIXES",
     "FileFormat",
+    "check_option_file",
     "check_regular_file",
     "describe_mode",
     "file_format",
     "json_lines",
     "read_bytes",
+    "read_option_file",
     "sha256_file",
     "sha256_of",
     "walk_directory",
@@ -135,6 +140,62 @@ def check_regular_file(path: Path) -> os.stat_result:
         )
         raise InputError(msg)
     return info
+
+
+#: The largest option file read whole (a suite or health thresholds: a few KB).
+MAX_OPTION_BYTES = 16 * 2**20
+
+
+def check_option_file(path: Path, *, option: str, folders: bool = False) -> None:
+    """Refuse a FIFO, device or socket given as `option`'s value, without opening it.
+
+    A FIFO would block its reader for ever and ``/dev/zero`` never end; a
+    directory is refused unless `folders` (a Parquet dataset). A path that
+    cannot be looked at is left to the reader's own message.
+
+    Raises:
+        InputError: Not a regular file; the message says what it is.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode))):
+        msg = (
+            f"{option} {path}: is {describe_mode(mode)}, not a regular file.\n"
+            "Hint: copy it into a file first (lbnorm does not read an option's "
+            "value from pipes or devices)."
+        )
+        raise InputError(msg)
+
+
+def read_option_file(
+    path: Path, *, option: str, max_bytes: int = MAX_OPTION_BYTES
+) -> bytes:
+    """A regular file given as `option`'s value, whole, if at most `max_bytes`.
+
+    Raises:
+        InputError: Not a regular file (:func:`check_option_file`), unreadable,
+            or over `max_bytes`.
+    """
+    check_option_file(path, option=option)
+    try:
+        # (not waiting on a FIFO put in the file's place since the stat)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(descriptor)
+            size = info.st_size if stat.S_ISREG(info.st_mode) else max_bytes + 1
+            data = handle.read(max_bytes + 1) if size <= max_bytes else b""
+    except OSError as exc:
+        msg = f"{option} {path}: cannot read: {exc.strerror}.\nHint: check the path and the file's permissions."
+        raise InputError(msg) from exc
+    if size > max_bytes or len(data) > max_bytes:
+        msg = (
+            f"{option} {path}: over {max_bytes:,} bytes, far larger than such a "
+            "file is.\nHint: check that the path names the file meant."
+        )
+        raise InputError(msg)
+    return data
 
 
 def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:

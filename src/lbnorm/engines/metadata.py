@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, SchemaMismatchError
+from lbnorm.core.files import check_option_file
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.kernel import rank_descending
 
@@ -142,6 +143,7 @@ def _read_table(path: Path) -> pa.Table:
     if kind is None:
         msg = f"{path}: unsupported metadata file type {path.suffix!r}.\nHint: use a .csv or .parquet file."
         raise InputError(msg)
+    check_option_file(path, option="--metadata", folders=kind == "parquet")
     try:
         if kind == "csv":
             import pyarrow.csv as pa_csv

@@ -231,6 +231,25 @@ class PartialStore:
         self._seen = self._seen[:n_variants]
         return self
 
+    def handed_over(
+        self, n_variants: int
+    ) -> tuple[npt.NDArray[np.bool_], dict[str, FloatArray]]:
+        """The seen matrix and the sums added to, of `n_variants`; the store is spent.
+
+        For a run turning to spilling (:meth:`lbnorm.engines.spill.SpillStore.of_partials`).
+        """
+        self._behind.close()
+        size = n_variants * self._n_benchmarks
+        sums = {
+            name: self._sums[row][:size]
+            for row, name in enumerate(SUMS)
+            if name in self._added
+        }
+        seen = self._seen
+        self._sums = [np.zeros(0) for _ in SUMS]
+        self._seen = np.zeros((0, seen.shape[1]), dtype=bool)
+        return seen, sums
+
     def abandon(self) -> None:
         """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
         self._behind.abandon()

@@ -3,7 +3,8 @@
 The exact sums take ``8 * len(SUMS)`` bytes per (variant, benchmark), and
 finishing them as many again: 2M variants of a 10-benchmark suite need ~2.5 GB.
 When the input's row count says the run would pass ``RunOptions.sum_memory``
-(:func:`spill_width`), the streaming engine spills instead:
+(:func:`spill_width`), or the variants seen so far do (a sparse input: a
+subtask or two per model), the streaming engine spills instead:
 
 1. **The streaming pass** encodes and checks every batch as usual (the key
    registry and the seen matrix, one byte per (variant, subtask), stay whole:
@@ -25,14 +26,21 @@ When the input's row count says the run would pass ``RunOptions.sum_memory``
 
 The sums are the same fixed-point integers, added in the same batches, so the
 tables equal the unspilled run's bit for bit. The folder is made with
-:func:`tempfile.mkdtemp` (``TMPDIR`` chooses where) and removed when the result
-is dropped or the process ends (an interrupted command line removes it too; a
-SIGKILLed process leaves a ``lbnorm-spill-*`` folder behind).
+:func:`tempfile.mkdtemp` in ``TMPDIR`` (a missing or unwritable ``TMPDIR`` is an
+error, not a fallback elsewhere) and removed when the result is dropped or the
+process ends (an interrupted command line removes it too). It is locked while
+it lives: a SIGKILLed process's ``lbnorm-spill-*`` folder is removed by the next
+run that spills there. A failure to use it is a
+:class:`~lbnorm.core.errors.SpillError` naming ``TMPDIR`` and its free space.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -48,6 +56,7 @@ import pyarrow as pa
 
 from lbnorm._runtime import BatchThread, Threads, check_cancelled, release_free_memory
 from lbnorm.core import arrow
+from lbnorm.core.errors import OutputError, SpillError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
@@ -88,6 +97,7 @@ __all__ = [
     "SpilledBenchmarks",
     "SpilledLeaderboard",
     "finish_spilled",
+    "spill_errors",
     "spill_width",
 ]
 
@@ -121,14 +131,26 @@ _SAVED: dict[str, type[np.generic]] = {
 
 
 def spill_width(
-    arrays: SuiteArrays, expected_rows: int, options: RunOptions
+    arrays: SuiteArrays,
+    expected_rows: int,
+    options: RunOptions,
+    *,
+    n_variants: int | None = None,
 ) -> int | None:
     """Variants per partition when a run must spill; None when its sums fit.
+
+    A variant has at most one row per subtask, so ``expected_rows`` over the
+    suite's subtasks is a floor on the variants to come: past the budget, a run
+    spills from its first batch. A sparse input (a subtask or two per model)
+    holds many more variants than that floor; the streaming engine asks again
+    with ``n_variants``, the variants its key registry has seen so far, and
+    turns to spilling when they pass the budget (:meth:`SpillStore.of_partials`).
 
     Args:
         arrays: The suite's arrays.
         expected_rows: Rows in the input.
         options: The run's options (``sum_memory``, GiB).
+        n_variants: The variants seen so far (None: the floor above).
 
     Examples:
         >>> from lbnorm.suites import load_suite, suite_arrays
@@ -137,29 +159,57 @@ def spill_width(
         True
         >>> spill_width(arrays, 200_000_000, RunOptions())  # 5,000,000 variants
         349525
+        >>> spill_width(arrays, 2_000_000, RunOptions(), n_variants=2_000_000)
+        349525
     """
     n_subtasks = max(int(arrays.lower_bound.shape[0]), 1)
     per_variant = _CELL_BYTES * max(int(arrays.is_pooled.shape[0]), 1)
     budget = int(options.sum_memory * 2**30)
-    n_variants = expected_rows // n_subtasks + 1
+    if n_variants is None:
+        n_variants = expected_rows // n_subtasks + 1
     if n_variants * per_variant <= budget:
         return None
     # half the budget per partition: the rest of the run (keys, the seen
     # matrix, a batch) holds memory of its own meanwhile
-    return max(budget // (2 * per_variant), -(-n_variants // _MAX_PARTS))
+    return max(budget // (2 * per_variant), -(-n_variants // _most_parts()))
+
+
+def _most_parts() -> int:
+    """Partitions a width is chosen for: :data:`_MAX_PARTS`, fewer under a low open-files limit."""
+    return max(min(_MAX_PARTS, _open_files_limit() // 4), 1)
+
+
+def _open_files_limit() -> int:
+    """The process's soft limit on open files (RLIMIT_NOFILE; 1,024 where unknown)."""
+    try:
+        import resource  # (POSIX only)
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 1024
+    return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
 
 
 class _Folder:
-    """A temporary folder of spilled sums and arrays, removed with its last user."""
+    """A temporary folder of spilled sums and arrays, removed with its last user.
+
+    It is made in TMPDIR (an unusable TMPDIR is a :class:`SpillError`, not a
+    silent fallback to another folder) and locked for as long as it lives, so
+    the next run removes the folders of processes that died without removing
+    theirs (:func:`_remove_dead_folders`).
+    """
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="lbnorm-spill-"))
+        self.where = _spill_parent()
+        _remove_dead_folders(self.where)
+        with spill_errors(self.where):
+            self.path, self.descriptor = _made_locked_folder(self.where)
         self.files: dict[int, BinaryIO] = {}  # a partition's sums, being written
         # held while the summing thread writes: a removal (an interrupt, on the
         # main thread) waits for the write, and no file is made after it
         self.lock = threading.Lock()
         self._remove = weakref.finalize(
-            self, _removed, self.path, self.files, self.lock
+            self, _removed, self.path, self.files, self.lock, self.descriptor
         )
 
     @property
@@ -178,16 +228,110 @@ class _Folder:
         self._remove()
 
 
-def _removed(path: Path, files: dict[int, BinaryIO], lock: threading.Lock) -> None:
+def _removed(
+    path: Path, files: dict[int, BinaryIO], lock: threading.Lock, descriptor: int
+) -> None:
     # a write under way finishes first (bounded: a signal handler must not hang)
     is_locked = lock.acquire(timeout=_REMOVE_WAIT)
     try:
         for file in files.values():
             file.close()
         shutil.rmtree(path, ignore_errors=True)
+        os.close(descriptor)  # (the folder's lock, held to the end)
     finally:
         if is_locked:
             lock.release()
+
+
+#: A spill folder's name: lbnorm's prefix and :func:`tempfile.mkdtemp`'s suffix.
+_SPILL_NAME = re.compile(r"lbnorm-spill-[a-z0-9_]{8}")
+
+
+def _spill_parent() -> Path:
+    """Where spill folders go: TMPDIR as set, else Python's temporary folder."""
+    return Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
+
+
+def _made_locked_folder(where: Path) -> tuple[Path, int]:
+    """A new spill folder in `where`, and the descriptor holding its lock.
+
+    It is made under a hidden name, locked, then renamed: a folder named
+    ``lbnorm-spill-*`` is locked from the moment it has that name, and one
+    nobody holds belongs to a dead process.
+    """
+    made = Path(tempfile.mkdtemp(prefix=".lbnorm-spill-", dir=where))
+    try:
+        descriptor = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with contextlib.suppress(OSError):  # no locks here: best effort
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path = made.with_name(made.name[1:])
+            made.rename(path)
+        except BaseException:
+            os.close(descriptor)
+            raise
+    except BaseException:
+        shutil.rmtree(made, ignore_errors=True)
+        raise
+    return path, descriptor
+
+
+def _remove_dead_folders(where: Path) -> None:
+    """Remove the spill folders in `where` whose runs died (nobody holds their lock)."""
+    with contextlib.suppress(OSError):
+        names = [entry.name for entry in where.iterdir()]
+        for name in names:
+            if not _SPILL_NAME.fullmatch(name):
+                continue
+            try:
+                descriptor = os.open(
+                    where / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                )
+            except OSError:
+                continue
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(where / name, ignore_errors=True)
+            except OSError:  # a live run holds it, or no locks here: leave it
+                pass
+            finally:
+                os.close(descriptor)
+
+
+@contextlib.contextmanager
+def spill_errors(where: Path) -> Iterator[None]:
+    """Raise a failure to use the spill folder as a :class:`SpillError` naming TMPDIR.
+
+    Not as the output's error: a full TMPDIR, a spill folder deleted under the
+    run or too many open files are no fault of ``--out``.
+    """
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise _spill_error(where, exc) from exc
+
+
+def _spill_error(where: Path, exc: OSError) -> SpillError:
+    reason = " ".join((exc.strerror or str(exc)).split())
+    try:
+        free = f"{shutil.disk_usage(where).free / 2**30:.2f} GiB free"
+    except OSError:
+        free = "its free space unknown"
+    hint = {
+        errno.ENOSPC: "free space in TMPDIR, point TMPDIR at a larger disk, or raise --sum-memory",
+        errno.EDQUOT: "free space in TMPDIR, point TMPDIR at a larger disk, or raise --sum-memory",
+        errno.EMFILE: "raise the open-files limit (ulimit -n) or --sum-memory",
+        errno.ENFILE: "raise the open-files limit (ulimit -n) or --sum-memory",
+        errno.ENOENT: "point TMPDIR at an existing folder, and leave lbnorm-spill-* "
+        "folders alone while lbnorm runs",
+    }.get(exc.errno or 0, "point TMPDIR at a writable folder with free space")
+    msg = (
+        f"TMPDIR {where} ({free}): a run over --sum-memory cannot use its spill "
+        f"files there ({reason}).\nHint: {hint}."
+    )
+    return SpillError(msg)
 
 
 #: Seconds a removal waits for a spill write under way.
@@ -212,6 +356,26 @@ class SpillStore:
         self._fixed = FixedPoint(arrays)
         self._n_batches = 0
         self._behind = BatchThread()
+
+    @classmethod
+    def of_partials(
+        cls, store: PartialStore, n_variants: int, width: int
+    ) -> SpillStore:
+        """A spilling store that goes on from a store's sums, which it writes out.
+
+        For a run that found, batch by batch, more variants than its budget
+        holds (:func:`spill_width`): the sums so far are appended as one batch's
+        and `store` is spent; its seen matrix is kept.
+        """
+        seen, sums = store.handed_over(n_variants)
+        spilled = cls(store.arrays, 0, store.subtask_names, width)
+        spilled.seen = seen
+        try:
+            spilled._write(slice(0, n_variants * store.arrays.is_pooled.shape[0]), sums)
+        except BaseException:
+            spilled.folder.remove()
+            raise
+        return spilled
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` in the seen matrix (doubling)."""
@@ -275,7 +439,6 @@ class SpillStore:
         n_samples: FloatArray | None,
     ) -> None:
         """Append a batch's per-cell sums to its partitions' files."""
-        n_benchmarks = self.arrays.is_pooled.shape[0]
         keys, sums = summed_terms(
             self._fixed,
             self.arrays,
@@ -285,7 +448,14 @@ class SpillStore:
             stderr=stderr,
             n_samples=n_samples,
         )
+        self._write(keys, sums)
+
+    def _write(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
+        """Append per-cell sums (distinct cells, increasing) to their partitions' files."""
+        n_benchmarks = self.arrays.is_pooled.shape[0]
         cells = np.arange(keys.start, keys.stop) if isinstance(keys, slice) else keys
+        if not cells.size:
+            return
         names = [name for name in SUMS if name in sums]
         mask = sum(1 << SUMS.index(name) for name in names)
         part, local = np.divmod(cells, self.width * n_benchmarks)
@@ -303,13 +473,17 @@ class SpillStore:
     def _append(
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
     ) -> None:
-        with self.folder.lock:  # not while the folder is being removed
-            if self.folder.is_removed:  # the run ended (an interrupt): drop it
+        folder = self.folder
+        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
+            if folder.is_removed:  # the run ended (an interrupt): drop it
                 return
-            file = self.folder.files.get(part)
+            files = folder.files
+            file = files.pop(part, None)  # (put back last: the most recent)
             if file is None:
-                path = self.folder.path / f"{part}.sums"
-                file = self.folder.files[part] = path.open("ab")
+                if len(files) >= _most_parts():  # under the open-files limit:
+                    files.pop(next(iter(files))).close()  # the least recent shut
+                file = (folder.path / f"{part}.sums").open("ab")
+            files[part] = file
             file.write(header.astype(np.int64).tobytes())
             for values in columns:
                 file.write(np.ascontiguousarray(values).tobytes())
@@ -321,8 +495,16 @@ class SpillStore:
             The cells (``variant * n_benchmarks + benchmark``, the variant
             counted in its partition) and per sum, their totals.
         """
+        with spill_errors(self.folder.where):
+            yield from self._read_sums(part)
+
+    def _read_sums(self, part: int) -> Iterator[tuple[IntArray, dict[str, FloatArray]]]:
         path = self.folder.path / f"{part}.sums"
         if not path.exists():
+            if not self.folder.path.is_dir():  # (not a partition without sums)
+                raise FileNotFoundError(
+                    errno.ENOENT, "the spill folder was removed", str(self.folder.path)
+                )
             return
         with path.open("rb") as file:
             while header := file.read(2 * 8):
@@ -486,7 +668,7 @@ def _save_partition(folder: _Folder, part: int, benchmark: BenchmarkArrays) -> N
     for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
         # are one contiguous run of the file (raw values: _Spilled reads them)
         values = np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
-        with folder.lock:  # not while the folder is being removed
+        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
             if folder.is_removed:  # the run ended (an interrupt): nothing to save
                 return
             values.tofile(_saved_path(folder.path, part, name))
@@ -558,16 +740,15 @@ class _Spilled:
             width = min(self.width, self.n_variants - part * self.width)
             run = buffer[: width * kind.itemsize]
             path = _saved_path(self.folder.path, part, name)
-            descriptor = os.open(path, os.O_RDONLY)
-            try:
-                done = os.preadv(descriptor, [run.data], benchmark * run.size)
-            finally:
-                os.close(descriptor)
-            if done != run.size:  # (a spill file cut short under this run)
-                msg = (
-                    f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
-                )
-                raise OSError(msg)
+            with spill_errors(self.folder.where):
+                descriptor = os.open(path, os.O_RDONLY)
+                try:
+                    done = os.preadv(descriptor, [run.data], benchmark * run.size)
+                finally:
+                    os.close(descriptor)
+                if done != run.size:  # (a spill file cut short under this run)
+                    msg = f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
+                    raise OSError(msg)
             values[positions] = run.view(kind)[rows]
         return values
 

@@ -159,6 +159,8 @@ class StreamJob:
                 with self._folder.folding():
                     for batch in _sliced(inputs.batches, options.batch_rows):
                         self._folder.fold(batch)
+        if totals is None:
+            self._folder.spill_if_over()  # (the last batch's variants too)
         if totals is None and self._folder.spills:
             return self._folder.finish_spilled(
                 self._suite, self._options, self._inputs.catalog
@@ -345,6 +347,7 @@ class _Folder:
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
         self._unknown = unknown
+        self._rows, self._options = rows, options
         capacity = rows // max(len(pairs), 1) + 1
         self._encoder = KeyEncoder(pairs, expected_variants=capacity)
         names = [f"{b} / {t}" for b, t in pairs]
@@ -379,6 +382,7 @@ class _Folder:
 
     def fold(self, batch: Batch) -> CheckedBatch | None:
         """Check a batch and add its scores; None once any batch failed a check."""
+        self.spill_if_over()  # (on the variants of the batches before)
         encoder, store = self._encoder, self._store
         checked = check_batch(
             batch, encoder, unknown=self._unknown, seen_before=store.is_seen
@@ -412,6 +416,22 @@ class _Folder:
         self._n_scores += raw.size
         self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
         return checked
+
+    def spill_if_over(self) -> None:
+        """Turn the store to spilling once the variants seen pass the budget.
+
+        A sparse input holds more variants than its row count said
+        (:func:`lbnorm.engines.spill.spill_width`); its sums so far move to disk.
+        """
+        if self._options is None or not isinstance(self._store, PartialStore):
+            return
+        n_variants = self._encoder.n_variants
+        width = spill_width(
+            self.arrays, self._rows, self._options, n_variants=n_variants
+        )
+        if width is not None:
+            self._store = SpillStore.of_partials(self._store, n_variants, width)
+            release_free_memory()  # the sums just written out
 
     def finish_spilled(
         self, suite: Suite, options: RunOptions, files: pa.Table

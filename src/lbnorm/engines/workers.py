@@ -25,7 +25,7 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from lbnorm._runtime import fork, pipe, receive, start_worker
+from lbnorm._runtime import available_cores, fork, pipe, receive, start_worker
 from lbnorm.core.errors import LbnormError
 from lbnorm.core.faults import fault_point
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["sum_in_workers"]
+__all__ = ["most_workers", "sum_in_workers"]
 
 
 class _Checked(Protocol):
@@ -46,6 +46,15 @@ class _Checked(Protocol):
 _Sums = TypeVar("_Sums", bound=_Checked)
 
 
+def most_workers() -> int:
+    """Workers a run forks at most: one per core it may run on (two at least).
+
+    More only wait for a core, each with its own copy of the sums (``--workers
+    100000`` forked thousands of processes, then ran out of open files).
+    """
+    return max(available_cores(), 2)
+
+
 def sum_in_workers(
     work: Callable[[int, int], _Sums],
     workers: int,
@@ -55,7 +64,7 @@ def sum_in_workers(
 
     Args:
         work: Sums one share of the input: ``work(part, parts)``.
-        workers: Processes to fork (at least 2).
+        workers: Processes to fork (at least 2; at most :func:`most_workers`).
         combine: Adds the shares' sums up.
 
     Returns:
@@ -67,6 +76,7 @@ def sum_in_workers(
             killed by a signal (the out-of-memory killer, say).
         RuntimeError: A worker died or failed in an unexpected way.
     """
+    workers = min(workers, most_workers())  # (the command line notes the cap)
     receivers: list[Connection] = []
     processes: list[BaseProcess] = []
     parent = os.getpid()

@@ -34,20 +34,23 @@ only pyarrow and serve :mod:`lbnorm.faces.show` and :mod:`lbnorm.report`.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import io
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lbnorm._runtime import beside
 from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import read_metadata
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 __all__ = [
+    "JSON_ROWS",
     "QUERY_FORMATS",
     "RATINGS_VIEWS",
     "VIEWS",
@@ -75,6 +79,7 @@ __all__ = [
     "describe_views",
     "format_result",
     "infer_format",
+    "result_parts",
     "run_query",
 ]
 
@@ -204,6 +209,24 @@ def run_query(
     duckdb_module = _import_duckdb()
     connection, sources = _connect(out, metadata=metadata, attach=attach)
     try:
+        table = _interruptible(connection, sql)
+    except duckdb_module.Error as exc:
+        raise _query_error(exc, duckdb_module, sources) from exc
+    finally:
+        connection.close()
+    return _clean(table)
+
+
+def _interruptible(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run `sql` on a thread of its own; a Ctrl-C or SIGTERM interrupts DuckDB.
+
+    DuckDB holds the calling thread until the query ends, so a signal's
+    handler would not run for as long (minutes for a large join). The main
+    thread waits instead, where a signal lands at once: it then interrupts the
+    query, waits for DuckDB to stop, and the interrupt goes on as raised.
+    """
+
+    def fetch() -> pa.Table:
         # None for statements without rows (the stubs do not say so)
         relation: duckdb.DuckDBPyRelation | None = connection.sql(sql)
         if relation is None:
@@ -212,12 +235,17 @@ def run_query(
                 "Hint: end with a SELECT (the tables are read-only)."
             )
             raise LbnormError(msg)
-        table = relation.to_arrow_table()
-    except duckdb_module.Error as exc:
-        raise _query_error(exc, duckdb_module, sources) from exc
-    finally:
-        connection.close()
-    return _clean(table)
+        return relation.to_arrow_table()
+
+    running = beside(fetch)
+    try:
+        return running.result()
+    except KeyboardInterrupt:  # (SIGTERM too: the command line raises it so)
+        connection.interrupt()
+        while not running.done():  # the connection is closed only once it stops
+            with contextlib.suppress(KeyboardInterrupt):
+                concurrent.futures.wait([running])
+        raise
 
 
 def describe_views(
@@ -330,9 +358,10 @@ def format_result(
         >>> format_result(result, "json").decode()
         '[{"model": "a/b", "MATH": 40.125}, {"model": "c/d", "MATH": null}]\n'
     """
-    if fmt in ("json", "parquet"):
-        _check_distinct_names(table, fmt)
+    if fmt == "json":
+        return b"".join(result_parts(table, fmt, escape=escape))
     if fmt == "parquet":
+        _check_distinct_names(table, fmt)
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
         return buffer.getvalue()
@@ -341,12 +370,40 @@ def format_result(
 
         frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
         text = str(frame.to_csv(index=False, lineterminator="\n"))
-    elif fmt == "json":
-        records = table.to_pylist()  # the result of a query: rows are the output
-        text = json.dumps(records, default=str, ensure_ascii=False) + "\n"
     else:
         return _format_text_table(table, max_rows=max_rows, digits=digits).encode()
     return (printable(text, keep_newlines=True) if escape else text).encode()
+
+
+#: Rows of a query result turned into JSON at a time.
+JSON_ROWS = 1 << 15
+
+
+def result_parts(
+    table: pa.Table, fmt: QueryFormat, *, escape: bool = False, **options: Any
+) -> Iterator[bytes]:
+    r""":func:`format_result`'s bytes in parts: ``json`` a slice of rows at a time.
+
+    A JSON array of 10M rows made whole took its rows as Python objects at once
+    (4.6 GB); in slices of :data:`JSON_ROWS` rows only one slice is. Other
+    formats come as one part.
+
+    Examples:
+        >>> result = pa.table({"model": ["a/b", "c/d"], "MATH": [40.125, None]})
+        >>> b"".join(result_parts(result, "json"))
+        b'[{"model": "a/b", "MATH": 40.125}, {"model": "c/d", "MATH": null}]\n'
+    """
+    if fmt != "json":
+        yield format_result(table, fmt, escape=escape, **options)
+        return
+    _check_distinct_names(table, fmt)
+    yield b"["
+    for start in range(0, table.num_rows, JSON_ROWS):
+        records = table.slice(start, JSON_ROWS).to_pylist()
+        text = json.dumps(records, default=str, ensure_ascii=False)[1:-1]
+        text = (", " if start else "") + text
+        yield (printable(text, keep_newlines=True) if escape else text).encode()
+    yield b"]\n"
 
 
 def _connect(
@@ -357,13 +414,7 @@ def _connect(
 ) -> tuple[duckdb.DuckDBPyConnection, list[_Source]]:
     """The locked-down connection and what is registered in it."""
     attach = dict(attach or {})
-    for schema, other in attach.items():  # every name checked before any work
-        if not _SCHEMA_NAME.fullmatch(schema) or schema.lower() in {"main", "temp"}:
-            msg = (
-                f"cannot attach {other} as {schema!r}: not a plain SQL name.\n"
-                "Hint: use letters, digits and _ (e.g. old=OUT_DIR)."
-            )
-            raise LbnormError(msg)
+    _check_schema_names(attach)  # every name checked before any work
     out = _check_any_output(out)
     sources = _open_tables(out, schema=None)
     attached = {
@@ -382,7 +433,14 @@ def _connect(
         columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
         connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
     for schema, tables in attached.items():
-        connection.execute(f"CREATE SCHEMA {schema}")
+        try:
+            connection.execute(f"CREATE SCHEMA {schema}")
+        except _import_duckdb().Error as exc:  # a keyword DuckDB reserves
+            msg = (
+                f"--attach {schema}={attach[schema]}: DuckDB cannot name a schema "
+                f"{schema!r} ({_first_line(str(exc))}).\n{_SCHEMA_HINT}"
+            )
+            raise OptionsError(msg) from None
         for source in tables:
             connection.register(source.registered, source.dataset)
             connection.execute(
@@ -391,6 +449,30 @@ def _connect(
         sources += tables
     connection.register("columns", _describe(connection, sources))
     return connection, sources
+
+
+#: Schema names DuckDB keeps for itself (with ``main`` and ``temp``).
+_TAKEN_SCHEMAS = frozenset(
+    {"main", "temp", "system", "memory", "information_schema", "pg_catalog"}
+)
+_SCHEMA_HINT = "Hint: use another plain name: letters, digits and _ (e.g. old=OUT_DIR)."
+
+
+def _check_schema_names(attach: Mapping[str, str | Path]) -> None:
+    """Refuse a schema name that is not a plain SQL name, DuckDB's own, or repeated."""
+    seen: dict[str, str] = {}
+    for schema, other in attach.items():
+        if not _SCHEMA_NAME.fullmatch(schema):
+            why = "not a plain SQL name"
+        elif schema.lower() in _TAKEN_SCHEMAS:
+            why = "a name DuckDB keeps for its own schema"
+        elif schema.lower() in seen:  # SQL names ignore case
+            why = f"the same name as --attach {seen[schema.lower()]} (SQL ignores case)"
+        else:
+            seen[schema.lower()] = f"{schema}={other}"
+            continue
+        msg = f"--attach {schema}={other}: cannot attach as {schema!r}: {why}.\n{_SCHEMA_HINT}"
+        raise OptionsError(msg)
 
 
 def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:

@@ -24,7 +24,7 @@ from typing import Literal, cast, get_args
 import numpy as np
 import pandas as pd
 
-from lbnorm.core.errors import LbnormError
+from lbnorm.core.errors import LbnormError, WhereSyntaxError
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.terminal import format_table, printable
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
@@ -66,7 +66,7 @@ class Filter:
         """Parse ``COLUMN OP VALUE``.
 
         Raises:
-            LbnormError: The text is not of that form.
+            WhereSyntaxError: The text is not of that form (exit 2).
         """
         match = _FILTER.match(text)
         if match is None or not match.group(1):
@@ -75,7 +75,7 @@ class Filter:
                 "Hint: write COLUMN OP VALUE with OP one of = != < <= > >= ~, "
                 "e.g. params_b<10 or type~chat."
             )
-            raise LbnormError(msg)
+            raise WhereSyntaxError(msg)  # a usage error (exit 2), as arena's
         column, operator, value = match.groups()
         assert operator in get_args(Operator)
         return cls(column=column, operator=cast(Operator, operator), value=value)
@@ -102,7 +102,7 @@ class Filter:
                 )
             except (re.error, ValueError) as exc:  # pyarrow strings raise ArrowInvalid
                 msg = f"filter {self.column}~{self.value}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
-                raise LbnormError(msg) from exc
+                raise WhereSyntaxError(msg) from exc
         left, right = self._operands(column)
         result = {
             "=": left == right,

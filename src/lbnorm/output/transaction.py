@@ -41,7 +41,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -745,10 +745,18 @@ def exclusive_lock(
     Raises:
         OutputError: Another process holds the lock, or it cannot be taken.
     """
-    try:
-        handle = lock_path.open("a")
+    try:  # (not waiting on a FIFO put there: only a regular file is a lock)
+        handle = os.fdopen(
+            os.open(
+                lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644
+            ),
+            "a",
+        )
     except OSError as exc:
         raise unlockable(exc) from exc
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise unlockable(OSError(errno.EINVAL, "the lock is not a regular file"))
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -860,6 +868,21 @@ def write_bytes_atomically(path: Path, data: bytes) -> Path:
         OutputError: The disk refuses; no partial file remains.
     """
     return _replace_atomically(path, lambda temporary: temporary.write_bytes(data))
+
+
+def write_parts_atomically(path: Path, parts: Iterable[bytes]) -> Path:
+    """Write one file from parts of its bytes (never all in memory) via a temporary sibling.
+
+    Raises:
+        OutputError: The disk refuses; no partial file remains.
+    """
+
+    def write(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            for part in parts:
+                handle.write(part)
+
+    return _replace_atomically(path, write)
 
 
 def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, cancellable
 from lbnorm.core.errors import OutputError
-from lbnorm.core.files import sha256_file
+from lbnorm.core.files import check_option_file, sha256_file
 from lbnorm.core.manifest import (
     INLINE_INPUTS,
     INPUTS_TABLE,
@@ -251,6 +251,7 @@ def metadata_input(options: RunOptions) -> dict[str, Any] | None:
     if options.metadata is None:
         return None
     path = Path(options.metadata)
+    check_option_file(path, option="--metadata", folders=True)  # (no FIFO opened)
     try:
         return {
             "path": str(path),

@@ -31,14 +31,15 @@ equals a run without the cache.
 
 Layout: ``lbnorm-cache.json`` (the index) names one generation of
 ``entries-<id>.parquet`` (one row per file) and ``rows-<id>.parquet`` (one row
-per score) with their sha256, the cache format, the lbnorm version, a hash of the
-suite's (task, metric) pairs and when the files were stat'ed. A new generation is
+per score) with their sha256, the cache format, the lbnorm version, the results
+parser's key (:func:`parser_key`: its version and source), a hash of the suite's
+subtasks (benchmark, subtask, task, metric) and when the files were stat'ed. A new generation is
 written beside the old one and the index replaced last, so a killed run leaves
 the previous cache intact. On load the index is checked field by field and both
 files are hashed and checked against each other; a cache that fails any check
 (an index that is not such an object, nested beyond reason, a number out of
 range, a file that is missing, damaged or a directory), was made by another
-lbnorm version or for other subtasks is rebuilt from scratch, never trusted
+lbnorm version or parser or for other subtasks is rebuilt from scratch, never trusted
 (``full_rebuild=True`` forces that). Something that is not a regular file where
 the index belongs is moved aside (``lbnorm-cache.json.damaged-<id>``), never
 deleted; of the generation files, lbnorm deletes only its own regular files.
@@ -55,6 +56,7 @@ import hashlib
 import itertools
 import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -85,8 +87,10 @@ from lbnorm.output.transaction import (
     write_bytes_atomically,
     write_parquet_atomically,
 )
+from lbnorm.readers import harness
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import (
+    PARSER_VERSION,
     HarnessFile,
     ScannedFile,
     scan_results_files,
@@ -102,11 +106,18 @@ from lbnorm.suites import Suite
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["CACHE_FORMAT", "CacheStats", "check_cache_location", "read_files_cached"]
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheStats",
+    "check_cache_location",
+    "parser_key",
+    "read_files_cached",
+]
 
 #: Bumped whenever what the cache stores changes meaning (2: the stat key holds
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
-CACHE_FORMAT = 2
+#: 3: each entry stores a digest of its scores and its file's sha256.
+CACHE_FORMAT = 3
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -139,6 +150,8 @@ _ENTRIES = pa.schema(
         ("n_rows", pa.int64()),
     ]
 )
+#: The entries as stored: with each one's digest (:func:`_entry_digests`).
+_ENTRIES_STORED = _ENTRIES.append(pa.field("rows_digest", pa.int64()))
 _ROWS = pa.schema(
     [
         ("path", pa.string()),
@@ -322,7 +335,9 @@ def _refresh(
     """Bring the cache up to date with `files`; their scores, catalog and warnings."""
     names = subtask_columns(suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
-    pairs_hash = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
+    subtasks = list(zip(*(names[column] for column in columns), strict=True))
+    pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
     _make_directory(cache)
     with _locked(cache):
         moved = _clear_index_place(cache)
@@ -737,10 +752,12 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
         return *empty, 0, f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
     if meta["format"] != CACHE_FORMAT or meta["lbnorm"] != lbnorm_version():
         return *empty, 0, "made by another lbnorm version"
+    if meta.get("parser") != parser_key():
+        return *empty, 0, "made by another version of the results parser"
     if meta["pairs"] != pairs_hash:
         return *empty, 0, "made for other subtasks (another suite)"
     tables = {}
-    for name, schema in (("entries", _ENTRIES), ("rows", _ROWS)):
+    for name, schema in (("entries", _ENTRIES_STORED), ("rows", _ROWS)):
         path = cache / meta[name]["file"]
         try:
             if not path.is_file():  # a directory in its place must not stay fatal
@@ -758,7 +775,91 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
     entries, rows = tables["entries"], tables["rows"]
     if not _rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
+    stored = to_numpy(entries["rows_digest"], null=0)
+    entries = entries.drop_columns(["rows_digest"])
+    if n_changed := int(np.count_nonzero(_entry_digests(entries, rows) != stored)):
+        return (
+            *empty,
+            0,
+            f"corrupt: the scores of {n_changed:,} files do not match their digests",
+        )
     return entries, rows, meta["stat_ns"], ""
+
+
+@functools.cache
+def parser_key() -> str:
+    """What a cached parse depends on besides the suite: the parser's version and source.
+
+    :data:`~lbnorm.readers.harness.PARSER_VERSION`, and the sha256 of the
+    results parser's and this module's source (the package's version string
+    stays the same across commits: a cache of an older parser was reused
+    whole). Where a source cannot be read (a zipped install), the version alone.
+    """
+    digest = hashlib.sha256()
+    for module in (harness, sys.modules[__name__]):
+        with contextlib.suppress(OSError, TypeError):
+            digest.update(Path(str(module.__file__)).read_bytes())
+    return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
+
+
+def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
+    """Per entry, a 64-bit digest of its scores (in any order) and its file's sha256.
+
+    Stored with the entries: a rows file edited, even with its checksum in the
+    index updated to match, no longer matches (the cache is then rebuilt).
+    The rows are those of the entries (:func:`_rows_match`).
+    """
+    row = np.full(rows.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for column, absent in (
+        ("subtask_index", -1),
+        ("raw_score", -1.0),
+        ("stderr", -1.0),
+        ("n_samples", -1),
+        ("key", "\0"),
+    ):
+        values = pc.fill_null(
+            rows[column], scalar(absent, rows.schema.field(column).type)
+        )
+        if pa.types.is_string(values.type):
+            row = _mixed(row ^ _string_hashes(values))
+        else:  # (a float's bits, an integer widened)
+            found = to_numpy(values)
+            kind = np.float64 if found.dtype.kind == "f" else np.int64
+            bits: npt.NDArray[np.uint64] = found.astype(kind).view(np.uint64)
+            row = _mixed(np.bitwise_xor(row, bits))
+    owner = to_numpy(
+        pc.index_in(rows["path"], value_set=entries["path"]).cast(pa.int64())
+    )
+    digest = np.zeros(entries.num_rows, dtype=np.uint64)
+    np.add.at(digest, owner, row)  # (wraps: an order-free sum modulo 2**64)
+    sha = _string_hashes(pc.fill_null(entries["sha256"], scalar("", pa.string())))
+    return _mixed(digest ^ sha).view(np.int64)
+
+
+def _string_hashes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.uint64]:
+    """Per value, 64 bits of its blake2b (each distinct value hashed once)."""
+    if isinstance(values, pa.ChunkedArray):  # (no chunks: combine_chunks probes pandas)
+        values = (
+            values.combine_chunks() if values.num_chunks else pa.nulls(0, values.type)
+        )
+    encoded = pc.dictionary_encode(values)
+    hashes = np.array(
+        [
+            int.from_bytes(
+                hashlib.blake2b(text.encode(), digest_size=8).digest(), "little"
+            )
+            for text in encoded.dictionary.to_pylist()  # distinct values, not rows
+        ],
+        dtype=np.uint64,
+    )
+    return hashes[to_numpy(encoded.indices).astype(np.int64)]
+
+
+def _mixed(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finalizer: every input bit moves every output bit."""
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
 
 
 def _rows_match(entries: pa.Table, rows: pa.Table) -> bool:
@@ -840,11 +941,14 @@ def _store(
     meta: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "lbnorm": lbnorm_version(),
+        "parser": parser_key(),
         "pairs": pairs_hash,
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
     try:
-        for name, table in (("entries", entries), ("rows", rows)):
+        digests = numbers(_entry_digests(entries, rows), pa.int64())
+        stored = entries.append_column("rows_digest", digests)
+        for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
             write_parquet_atomically(path, table.combine_chunks())
             meta[name] = {"file": path.name, "sha256": sha256_file(path)}

@@ -153,6 +153,11 @@ else:
 
     _decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
     _SKIP_ERRORS = (msgspec.DecodeError, RecursionError)
+#: The results parser's own version: bumped whenever a results file may parse
+#: differently (the parse cache, :mod:`lbnorm.readers.cache`, is keyed on it and
+#: on this module's source, so a change that forgets the bump is seen too).
+PARSER_VERSION = 1
+
 #: Fewer results files than this are read in-process (forking costs ~10 ms).
 _MIN_PARALLEL_FILES = 64
 _ABSENT = object()  # a key a results entry does not have

@@ -58,7 +58,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from lbnorm.core.errors import LbnormError, SuiteError
+from lbnorm.core.errors import InputError, LbnormError, SuiteError
+from lbnorm.core.files import read_option_file
 from lbnorm.core.schemas import leaderboard_schema
 
 if TYPE_CHECKING:
@@ -353,14 +354,17 @@ def load_suite(name_or_path: str | Path) -> Suite:
         source = f"builtin:{text}"
     else:
         path = Path(name_or_path)
-        if not path.exists() or path.is_dir():  # a pipe (<(...)) is fine
+        if not path.exists() or path.is_dir():
             msg = (
                 f"suite {text!r} is neither a built-in suite nor a file.\n"
                 f"Hint: use one of {builtin_suite_names()} or a path to a suite "
                 "TOML file (start from `lbnorm suites show openllm-v2 --toml`)."
             )
             raise SuiteError(msg)
-        data = path.read_bytes()
+        try:  # a regular file: a FIFO would block, /dev/zero never end
+            data = read_option_file(path, option="--suite")
+        except InputError as exc:
+            raise SuiteError(str(exc)) from None
         source = str(path)
     return parse_suite(data, source=source)
 
