@@ -283,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from lbnorm.cli import analysts, arena, changes, run, suites
+    from lbnorm.core.version import version_line
 
     parser = argparse.ArgumentParser(
         prog="lbnorm",
@@ -293,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_line(),
+        help="print lbnorm's version (and the git commit of a checkout) and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run.register(commands, epilog=EPILOG)
