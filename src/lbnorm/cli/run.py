@@ -153,7 +153,9 @@ def _add_metadata_options(run: argparse.ArgumentParser) -> None:
 
 def _add_nightly_options(run: argparse.ArgumentParser) -> None:
     nightly = run.add_argument_group(
-        "nightly runs (exit 0: ran, healthy; 7: ran, a health check failed or a file was rejected)"
+        "nightly runs (exit 0: ran, no file rejected, no health check failed; with --health and "
+        "fewer models than a check needs, nothing is checked and the summary says "
+        "'health not checked'; 7: ran, a health check failed or a file was rejected)"
     )
     nightly.add_argument(
         "--cache",
@@ -257,7 +259,9 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
 
         print("\n" + format_intervals(monitored.tables["intervals"], top=args.top))
-    if "health" in monitored.tables:
+    if report["health"].get("reason"):  # nothing checked: not "healthy", and why
+        print(f"health     not checked ({report['health']['reason']})")
+    elif "health" in monitored.tables:
         from lbnorm.analysis.render import format_health
 
         print("\n" + format_health(monitored.tables["health"]))
