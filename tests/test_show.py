@@ -246,7 +246,7 @@ def test_cli_show_and_compare(
     text = capsys.readouterr().out
     assert "  boolean_expressions" in text
     assert "Δ" in text
-    assert main(["compare", out, "nobody"]) == 1
+    assert main(["compare", out, "nobody"]) == 2  # a usage error
     assert "Hint: give the full name" in capsys.readouterr().err
     assert main(["show", out, "--exclude-flagged"]) == 4
     assert "Hint: pass a metadata table" in capsys.readouterr().err
@@ -292,3 +292,28 @@ def test_types_show_in_words_and_filter_by_either_spelling(
     # pretrained reads the same in both spellings
     assert main([*argv, "--where", "type=pretrained"]) == 0
     assert "Amu/t1-3B" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "{out}", "--benchmark", "xyz"], "benchmark 'xyz' is not in this leaderboard"),
+        (["show", "{out}", "--where", "paramsb>5"], "no column 'paramsb'; did you mean ['params_b']?"),
+        (["show", "{out}", "--where", "params_b"], "cannot read the filter 'params_b'"),
+        (["show", "{out}", "--where", "params_b>>5"], "'>5' does not fit column 'params_b'"),
+        (["show", "{out}", "--where", "model~("], "not a regular expression"),
+        (["show", "{out}", "--columns", "nothing"], "no column(s) ['nothing']"),
+        (["compare", "{out}", "qwen"], "model 'qwen' matches"),
+        (["compare", "{out}", "nobody-at-all"], "model 'nobody-at-all' is not in this leaderboard"),
+    ],
+)
+def test_usage_mistakes_exit_2(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name or filter the user typed that does not fit the output is a usage error."""
+    out = tmp_path / "out"
+    assert main(["run", "--quiet", "--out", str(out)]) == 0
+    assert main([word.format(out=out) for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "\nHint: " in err
