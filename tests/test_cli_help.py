@@ -81,7 +81,10 @@ def test_auto_is_stream_and_stream_writes_the_subtask_table(
     assert "subtasks.parquet written as they come (in input order)" in text
     for engine in ("auto", "stream"):
         out = tmp_path / engine
-        assert main(["run", str(SEEDS), "--out", str(out), "--quiet", "--engine", engine]) == 0
+        assert (
+            main(["run", str(SEEDS), "--out", str(out), "--quiet", "--engine", engine])
+            == 0
+        )
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["options"]["engine"] == "stream"
         assert (out / "subtasks.parquet").is_file()
@@ -91,7 +94,10 @@ def test_auto_is_stream_and_stream_writes_the_subtask_table(
 
 def test_memory_sorts_the_subtask_table_by_benchmark(tmp_path: Path) -> None:
     out = tmp_path / "memory"
-    assert main(["run", str(SEEDS), "--out", str(out), "--quiet", "--engine", "memory"]) == 0
+    assert (
+        main(["run", str(SEEDS), "--out", str(out), "--quiet", "--engine", "memory"])
+        == 0
+    )
     benchmarks = pq.read_table(out / "subtasks.parquet").column("benchmark").to_pylist()
     assert benchmarks == sorted(benchmarks)
 

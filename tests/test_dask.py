@@ -196,7 +196,9 @@ def test_relative_inputs_are_read_by_workers_in_another_directory(
                 bad.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
             )
             write_partitioned(bad, Path("bad"), parts=1)
-            with pytest.raises(ValidationError, match=r"bad/part=0/data\.parquet") as raised:
+            with pytest.raises(
+                ValidationError, match=r"bad/part=0/data\.parquet"
+            ) as raised:
                 lbnorm.run(
                     [Path("bad")], options=RunOptions(engine="dask", scheduler=cluster)
                 )

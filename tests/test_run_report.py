@@ -292,7 +292,9 @@ def test_thresholds_name_the_models_a_check_needs(tree: Path, tmp_path: Path) ->
     config.write_text("[health]\nmin_models = 9\n")
     args = ["run", str(tree), "--out", str(tmp_path / "out"), "--quiet", "--health"]
     report_path = tmp_path / "r.json"
-    assert main([*args, "--health-config", str(config), "--report", str(report_path)]) == 0
+    assert (
+        main([*args, "--health-config", str(config), "--report", str(report_path)]) == 0
+    )
     report = _report(report_path)
     assert report["status"] == "not checked"
     assert report["health"]["reason"] == "8 models, at least 9 needed"

@@ -297,14 +297,26 @@ def test_types_show_in_words_and_filter_by_either_spelling(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["show", "{out}", "--benchmark", "xyz"], "benchmark 'xyz' is not in this leaderboard"),
-        (["show", "{out}", "--where", "paramsb>5"], "no column 'paramsb'; did you mean ['params_b']?"),
+        (
+            ["show", "{out}", "--benchmark", "xyz"],
+            "benchmark 'xyz' is not in this leaderboard",
+        ),
+        (
+            ["show", "{out}", "--where", "paramsb>5"],
+            "no column 'paramsb'; did you mean ['params_b']?",
+        ),
         (["show", "{out}", "--where", "params_b"], "cannot read the filter 'params_b'"),
-        (["show", "{out}", "--where", "params_b>>5"], "'>5' does not fit column 'params_b'"),
+        (
+            ["show", "{out}", "--where", "params_b>>5"],
+            "'>5' does not fit column 'params_b'",
+        ),
         (["show", "{out}", "--where", "model~("], "not a regular expression"),
         (["show", "{out}", "--columns", "nothing"], "no column(s) ['nothing']"),
         (["compare", "{out}", "qwen"], "model 'qwen' matches"),
-        (["compare", "{out}", "nobody-at-all"], "model 'nobody-at-all' is not in this leaderboard"),
+        (
+            ["compare", "{out}", "nobody-at-all"],
+            "model 'nobody-at-all' is not in this leaderboard",
+        ),
     ],
 )
 def test_usage_mistakes_exit_2(

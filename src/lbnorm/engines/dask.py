@@ -108,7 +108,9 @@ def compute(
     scheduler = options.scheduler
     parts = [
         delayed(_sum_row_group)(
-            _SentPath(given=str(opened.path), resolved=str(Path(opened.path).absolute())),
+            _SentPath(
+                given=str(opened.path), resolved=str(Path(opened.path).absolute())
+            ),
             group,
             suite,
             unknown,

@@ -192,7 +192,11 @@ def _unchecked_reason(health: pa.Table, min_models: int) -> str:
         >>> _unchecked_reason(table.slice(0, 1), 5)
         '1 model, at least 5 needed'
     """
-    most = pc.max(health["n_models"]).as_py() if "n_models" in health.column_names else None
+    most = (
+        pc.max(health["n_models"]).as_py()
+        if "n_models" in health.column_names
+        else None
+    )
     n = int(most or 0)
     return f"{n:,} model{'' if n == 1 else 's'}, at least {min_models:,} needed"
 
