@@ -67,6 +67,7 @@ def demo_in_memory() -> lbnorm.Result:
     return lbnorm.run([demo_path()], options=RunOptions(engine="memory"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_rows", [None, 50_000, 997])
 def test_demo_streamed_equals_in_memory(
     demo_in_memory: lbnorm.Result, batch_rows: int | None
@@ -111,6 +112,7 @@ def test_published_table_reproduced(published_csv: Path) -> None:
     assert (board["rank"] == published_rank).all()
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(
     table=score_tables(SUITE),
