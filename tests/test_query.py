@@ -28,7 +28,9 @@ from lbnorm.output.outdir import metadata_columns, read_output_table
 
 pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
 
-DOCS = Path(__file__).parent.parent / "docs" / "analysts.md"  # the five analyst questions
+DOCS = (
+    Path(__file__).parent.parent / "docs" / "analysts.md"
+)  # the five analyst questions
 KEYS = ["model", "precision", "revision", "chat_template"]
 
 

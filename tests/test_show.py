@@ -329,3 +329,25 @@ def test_usage_mistakes_exit_2(
     err = capsys.readouterr().err
     assert message in err
     assert "\nHint: " in err
+
+
+def test_raw_columns_show_four_decimals_and_the_summary_reads_well(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Raw scores are fractions: two more decimals than the 0-100 scores; an output
+    given as ``out/`` is named ``out/`` (not ``out//``); one variant is singular."""
+    table = tmp_path / "one.csv"
+    table.write_text(
+        "model,benchmark,subtask,raw_score\n"
+        "m,GPQA,diamond,0.61234\nm,GPQA,extended,0.5\nm,GPQA,main,0.5\n"
+    )
+    out = f"{tmp_path / 'out'}/"
+    assert main(["run", str(table), "--out", out, "--missing", "partial"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote      {out} (subtasks" in printed
+    assert "models     1 (1 variant), 1 incomplete (missing=partial)" in printed
+    assert main(["show", out, "--benchmark", "gpqa"]) == 0
+    header, row = capsys.readouterr().out.splitlines()[1:3]
+    assert "GPQA Raw" in header
+    raw = (0.61234 * 198 + 0.5 * 546 + 0.5 * 448) / (198 + 546 + 448)
+    assert f"{raw:.4f}" in row.split()

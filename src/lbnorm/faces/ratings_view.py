@@ -18,7 +18,7 @@ import pandas as pd
 
 from lbnorm.core.errors import OptionsError
 from lbnorm.faces.show import Filter
-from lbnorm.faces.terminal import format_table, printable
+from lbnorm.faces.terminal import folder_label, format_table, printable
 
 if TYPE_CHECKING:
     from lbnorm.arena import ArenaResult
@@ -174,7 +174,10 @@ def format_arena_summary(
         shown = frame.head(top)
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
     if out is not None:
-        lines += ["", f"wrote      {out}/ (ratings, win_rates .parquet; manifest.json)"]
+        lines += [
+            "",
+            f"wrote      {folder_label(out)} (ratings, win_rates .parquet; manifest.json)",
+        ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)

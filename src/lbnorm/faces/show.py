@@ -211,7 +211,8 @@ def format_leaderboard(
         columns: Columns to show instead of the defaults.
         name_width: Longest model name shown (longer ones are shortened in the
             middle); None shows names whole.
-        digits: Decimals shown.
+        digits: Decimals shown; raw scores (``X Raw``, fractions in [0, 1])
+            get two more.
 
     Returns:
         The table.
@@ -243,7 +244,10 @@ def format_leaderboard(
     table = selected[shown]
     if name_width is not None and "model" in table.columns:
         table = table.assign(model=_shorten(table["model"].astype("str"), name_width))
-    return format_table(table.rename(columns={"position": "#"}), digits=digits)
+    raw = {name: digits + 2 for name in table.columns if str(name).endswith(" Raw")}
+    return format_table(
+        table.rename(columns={"position": "#"}), digits=digits, column_digits=raw
+    )
 
 
 def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
