@@ -329,12 +329,12 @@ def _suggestions(
     for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True):
         if pair in found:  # failing rows: at most a thousand a batch
             continue
-        benchmark = folded.get(pair[0].casefold())
-        if benchmark is None:
+        matched = folded.get(pair[0].casefold())
+        if matched is None:
             close = difflib.get_close_matches(pair[0].casefold(), list(folded), n=2)
             close = [folded[name] for name in close]
         else:
-            names = {name.casefold(): name for name in by_benchmark[benchmark]}
+            names = {name.casefold(): name for name in by_benchmark[matched]}
             close = difflib.get_close_matches(pair[1].casefold(), list(names), n=2)
             close = [names[name] for name in close]
         found[pair] = " or ".join(map(repr, close)) or None
