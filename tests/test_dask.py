@@ -155,7 +155,10 @@ def test_bad_score_names_the_file_and_row(cluster: str, tmp_path: Path) -> None:
         demo.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
     )
     root = write_partitioned(bad, tmp_path / "bad", parts=2)
-    with pytest.raises(ValidationError, match="percentage") as raised:
+    # 1.5 among fractions: out of range (not a percentage to divide by 100)
+    with pytest.raises(
+        ValidationError, match=r"out_of_range: .*\n  Hint: raw_score must be a fraction"
+    ) as raised:
         lbnorm.run([root], options=RunOptions(engine="dask", scheduler=cluster))
     failures = raised.value.failures
     assert failures["source"].str.endswith("part=0/data.parquet").all()
