@@ -321,6 +321,7 @@ def test_accepted_input_and_what_was_done(
 # --- a results file of hundreds of MB, generated here --------------------------------
 
 
+@pytest.mark.slow
 def test_huge_results_file_is_read_with_bounded_memory(tmp_path: Path) -> None:
     """A real results file padded to 256 MiB in 'configs': read right, in O(file) memory."""
     source = (

@@ -262,11 +262,11 @@ def _run_options() -> list[str]:
     ]
 
 
-def test_readme_synopsis_lists_every_run_option(
+def test_the_run_page_synopsis_lists_every_run_option(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    readme = (REPO / "README.md").read_text()
-    synopsis = readme.split("## CLI\n\n```\n")[1].split("lbnorm suites")[0]
+    page = (REPO / "docs" / "run.md").read_text()
+    synopsis = page.split("## Options\n\n```\n")[1].split("lbnorm suites")[0]
     options = _run_options()
     assert "--health-config" in options
     assert [option for option in options if option not in synopsis] == []

@@ -155,7 +155,10 @@ def test_bad_score_names_the_file_and_row(cluster: str, tmp_path: Path) -> None:
         demo.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
     )
     root = write_partitioned(bad, tmp_path / "bad", parts=2)
-    with pytest.raises(ValidationError, match="percentage") as raised:
+    # 1.5 among fractions: out of range (not a percentage to divide by 100)
+    with pytest.raises(
+        ValidationError, match=r"out_of_range: .*\n  Hint: raw_score must be a fraction"
+    ) as raised:
         lbnorm.run([root], options=RunOptions(engine="dask", scheduler=cluster))
     failures = raised.value.failures
     assert failures["source"].str.endswith("part=0/data.parquet").all()
@@ -171,3 +174,39 @@ def test_non_parquet_input_is_refused(tmp_path: Path) -> None:
         lbnorm.run(
             [table], options=RunOptions(engine="dask", scheduler="tcp://127.0.0.1:1")
         )
+
+
+def test_relative_inputs_are_read_by_workers_in_another_directory(
+    cluster: str, demo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster's workers run elsewhere: a path relative to the client's directory
+    is resolved before it is sent, and messages still name it as given."""
+    elsewhere = tmp_path / "worker-home"
+    elsewhere.mkdir()
+    with distributed.Client(cluster) as client:
+        before = client.run(Path.cwd)
+        client.run(lambda: __import__("os").chdir(elsewhere))
+        try:
+            monkeypatch.chdir(demo_dataset.parent)
+            on_cluster = lbnorm.run(
+                [Path(demo_dataset.name)],
+                options=RunOptions(engine="dask", scheduler=cluster),
+            )
+            bad = pq.read_table(demo_path()).slice(0, 2_000)
+            scores = bad.column("raw_score").to_numpy().copy()
+            scores[7] = 1.5
+            bad = bad.set_column(
+                bad.schema.get_field_index("raw_score"), "raw_score", pa.array(scores)
+            )
+            write_partitioned(bad, Path("bad"), parts=1)
+            with pytest.raises(
+                ValidationError, match=r"bad/part=0/data\.parquet"
+            ) as raised:
+                lbnorm.run(
+                    [Path("bad")], options=RunOptions(engine="dask", scheduler=cluster)
+                )
+            assert str(Path.cwd()) not in str(raised.value)
+        finally:
+            for worker, folder in before.items():
+                client.run(__import__("os").chdir, folder, workers=[worker])
+    assert on_cluster.n_scores == 183_040

@@ -254,6 +254,7 @@ def test_gpqa_bound_change_on_the_demo(
     assert summary["rank_moves_beyond_intervals"] == 0
 
 
+@pytest.mark.slow
 def test_cli_impact_and_diff_agree(
     gpqa_impact: tuple[Result, Result, Diff],
     tmp_path: Path,

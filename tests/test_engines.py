@@ -292,6 +292,7 @@ def test_same_tables_on_the_demo_suite(
     _assert_same_tables(expected, _compute(engine, paths, OPENLLM_V2, request))
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(case=suites_with_scores(max_variants=5), rows=st.integers(1, 40))
 @pytest.mark.parametrize("engine", [p for p in ENGINES if p.values[0] != "dask"])

@@ -15,6 +15,7 @@ SUITE = load_suite("openllm-v2")
 SUBTASKS = SUITE.subtask_table()
 
 
+@pytest.mark.slow
 @given(scores=leaderboards(), seed=st.integers(0, 2**32 - 1))
 def test_row_order_does_not_change_any_output(scores: pd.DataFrame, seed: int) -> None:
     shuffled = scores.sample(frac=1.0, random_state=seed).reset_index(drop=True)

@@ -28,7 +28,9 @@ from lbnorm.output.outdir import metadata_columns, read_output_table
 
 pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
 
-DOCS = Path(__file__).parent.parent / "README.md"  # the five analyst questions
+DOCS = (
+    Path(__file__).parent.parent / "docs" / "analysts.md"
+)  # the five analyst questions
 KEYS = ["model", "precision", "revision", "chat_template"]
 
 
@@ -42,7 +44,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         r"lbnorm run --suite gpqa-raw.toml --out out-gpqa-raw --quiet",
         DOCS.read_text(),
     )
-    assert setup is not None, "README.md lost its GPQA setup commands"
+    assert setup is not None, "docs/analysts.md lost its GPQA setup commands"
     address, pattern, replacement = setup.groups()
     text = (resources.files("lbnorm.suites") / "builtin" / "openllm-v2.toml").read_text(
         "utf-8"

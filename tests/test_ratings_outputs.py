@@ -224,11 +224,11 @@ def test_show_refuses_leaderboard_options_on_ratings(
 def test_show_reports_a_bad_filter_and_column(
     outputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["show", str(outputs / "new"), "--where", "elo>1"]) == 1
+    assert main(["show", str(outputs / "new"), "--where", "elo>1"]) == 2
     assert re.search(
         r"no column 'elo'.*\nHint: filter on one of", capsys.readouterr().err
     )
-    assert main(["show", str(outputs / "new"), "--columns", "model,elo"]) == 1
+    assert main(["show", str(outputs / "new"), "--columns", "model,elo"]) == 2
     assert re.search(
         r"no column\(s\) \['elo'\] in the ratings\.\nHint: choose from",
         capsys.readouterr().err,
@@ -386,6 +386,12 @@ def test_diff_refuses_outputs_of_two_kinds(
         r"lbnorm diff compares two outputs of one kind: .*board holds a leaderboard.*"
         r"new holds ratings\.\nHint: diff two `lbnorm arena` outputs, or two `lbnorm run`",
         capsys.readouterr().err,
+    )
+    missing = outputs / "arena-old"
+    assert main(["diff", str(missing), str(outputs / "new")]) == 4
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {missing}: no such output folder.\n"
+        "Hint: check the path; `lbnorm arena BATTLES... --out DIR` writes one.\n"
     )
 
 

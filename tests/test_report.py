@@ -31,13 +31,13 @@ from lbnorm.analysis.health import check_health, check_source, leave_one_out
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.html_report import (
-    _histogram_figure,
     diff_tables,
     health_tables,
     read_report_tables,
     render_report,
     summarize_benchmarks,
 )
+from lbnorm.faces.report_plots import histogram_figure
 from lbnorm.output.outdir import read_output_table
 from lbnorm.suites import load_suite
 
@@ -456,7 +456,7 @@ def test_names_are_text_never_markup(hostile_out: Path) -> None:
     from matplotlib.text import Text
 
     for name in HOSTILE_BENCHMARKS:
-        figure = _histogram_figure(Figure, np.array([1.0, 2.0]), name, (1.0, 2.0))
+        figure = histogram_figure(Figure, np.array([1.0, 2.0]), name, (1.0, 2.0))
         texts = [text for text in figure.findobj(Text) if name in text.get_text()]
         assert texts, name
         assert all(not t.get_parse_math() and not t.get_usetex() for t in texts)

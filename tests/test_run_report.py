@@ -50,18 +50,18 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
     assert "cache      " in printed
     assert "8 parsed, 0 cached, 0 rejected, 0 dropped" in printed
     assert "all checks passed" not in printed  # 8 models: every check was skipped
+    assert "healthy" not in printed  # nothing was checked: nothing is called healthy
     assert (
-        "# lbnorm health: every check skipped: at most 8 models, fewer than a check "
-        "needs (min_models, default 30)" in printed.splitlines()
+        "health     not checked (8 models, at least 30 needed)" in printed.splitlines()
     )
-    assert "## Subtasks (40 checked, 0 failed, 40 skipped)" in printed
+    assert f"report     {tmp_path / 'r.json'}: not checked, exit 0" in printed
     report = _report(tmp_path / "r.json")
     assert (
         report["report"],
         report["format"],
         report["status"],
         report["exit_code"],
-    ) == ("lbnorm-run", 1, "healthy", 0)
+    ) == ("lbnorm-run", 1, "not checked", 0)
     assert {
         key: report["inputs"][key]
         for key in ("seen", "parsed", "cached", "superseded", "rejected")
@@ -81,8 +81,9 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
         "missing_policy": "",
     }
     # 8 models: every check skipped (min_models = 30): nothing was checked, so
-    # nothing passed; the run itself is healthy (exit 0) and says why in warnings
+    # nothing passed; the run is "not checked" (exit 0) and says why
     assert report["health"]["checked"] is False
+    assert report["health"]["reason"] == "8 models, at least 30 needed"
     assert report["health"]["passed"] is None
     assert {row["status"] for row in report["health"]["table"]} == {"skipped"}
     assert report["health"]["skipped"] == 6 + 40
@@ -90,7 +91,7 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
         "every health check skipped: too few models for any check (min_models)"
         in report["warnings"]
     )
-    assert (report["status"], report["exit_code"]) == ("healthy", 0)
+    assert (report["status"], report["exit_code"]) == ("not checked", 0)
     assert list(report["timings_s"]) == [
         "read (parse cache)",
         "normalize",
@@ -282,3 +283,25 @@ def test_health_verdict_says_skipped_not_passed(tree: Path, tmp_path: Path) -> N
     assert verdict(["fail"] + ["skipped"] * (n_rows - 1)) == (
         f"# lbnorm health: 1 failed, {n_rows - 1} skipped"
     )
+
+
+def test_thresholds_name_the_models_a_check_needs(tree: Path, tmp_path: Path) -> None:
+    """With ``min_models`` lowered to the 8 models, the checks run and the run is
+    healthy or not by them; the reason names the thresholds' own minimum."""
+    config = tmp_path / "health.toml"
+    config.write_text("[health]\nmin_models = 9\n")
+    args = ["run", str(tree), "--out", str(tmp_path / "out"), "--quiet", "--health"]
+    report_path = tmp_path / "r.json"
+    assert (
+        main([*args, "--health-config", str(config), "--report", str(report_path)]) == 0
+    )
+    report = _report(report_path)
+    assert report["status"] == "not checked"
+    assert report["health"]["reason"] == "8 models, at least 9 needed"
+    config.write_text("[health]\nmin_models = 8\n")
+    code = main([*args, "--health-config", str(config), "--report", str(report_path)])
+    report = _report(report_path)
+    assert report["health"]["checked"] is True
+    assert "reason" not in report["health"]
+    assert report["status"] in {"healthy", "unhealthy"}
+    assert code == (0 if report["status"] == "healthy" else 7)

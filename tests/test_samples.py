@@ -227,6 +227,7 @@ def sample_table(details_tree: Path) -> pa.Table:
     return _sample_table(_jsonl(details_tree))
 
 
+@pytest.mark.slow
 def test_group_numbers_widened_or_renumbered_give_the_same_scores(
     sample_table: pa.Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

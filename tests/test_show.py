@@ -255,7 +255,7 @@ def test_cli_show_and_compare(
     text = capsys.readouterr().out
     assert "  boolean_expressions" in text
     assert "Δ" in text
-    assert main(["compare", out, "nobody"]) == 1
+    assert main(["compare", out, "nobody"]) == 2  # a usage error
     assert "Hint: give the full name" in capsys.readouterr().err
     assert main(["show", out, "--exclude-flagged"]) == 4
     assert "Hint: pass a metadata table" in capsys.readouterr().err
@@ -301,3 +301,62 @@ def test_types_show_in_words_and_filter_by_either_spelling(
     # pretrained reads the same in both spellings
     assert main([*argv, "--where", "type=pretrained"]) == 0
     assert "Amu/t1-3B" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["show", "{out}", "--benchmark", "xyz"],
+            "benchmark 'xyz' is not in this leaderboard",
+        ),
+        (
+            ["show", "{out}", "--where", "paramsb>5"],
+            "no column 'paramsb'; did you mean ['params_b']?",
+        ),
+        (["show", "{out}", "--where", "params_b"], "cannot read the filter 'params_b'"),
+        (
+            ["show", "{out}", "--where", "params_b>>5"],
+            "'>5' does not fit column 'params_b'",
+        ),
+        (["show", "{out}", "--where", "model~("], "not a regular expression"),
+        (["show", "{out}", "--columns", "nothing"], "no column(s) ['nothing']"),
+        (["compare", "{out}", "qwen"], "model 'qwen' matches"),
+        (
+            ["compare", "{out}", "nobody-at-all"],
+            "model 'nobody-at-all' is not in this leaderboard",
+        ),
+    ],
+)
+def test_usage_mistakes_exit_2(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name or filter the user typed that does not fit the output is a usage error."""
+    out = tmp_path / "out"
+    assert main(["run", "--quiet", "--out", str(out)]) == 0
+    assert main([word.format(out=out) for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "\nHint: " in err
+
+
+def test_raw_columns_show_four_decimals_and_the_summary_reads_well(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Raw scores are fractions: two more decimals than the 0-100 scores; an output
+    given as ``out/`` is named ``out/`` (not ``out//``); one variant is singular."""
+    table = tmp_path / "one.csv"
+    table.write_text(
+        "model,benchmark,subtask,raw_score\n"
+        "m,GPQA,diamond,0.61234\nm,GPQA,extended,0.5\nm,GPQA,main,0.5\n"
+    )
+    out = f"{tmp_path / 'out'}/"
+    assert main(["run", str(table), "--out", out, "--missing", "partial"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote      {out} (subtasks" in printed
+    assert "models     1 (1 variant), 1 incomplete (missing=partial)" in printed
+    assert main(["show", out, "--benchmark", "gpqa"]) == 0
+    header, row = capsys.readouterr().out.splitlines()[1:3]
+    assert "GPQA Raw" in header
+    raw = (0.61234 * 198 + 0.5 * 546 + 0.5 * 448) / (198 + 546 + 448)
+    assert f"{raw:.4f}" in row.split()

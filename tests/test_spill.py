@@ -104,6 +104,7 @@ def _summary(text: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_the_command_line_writes_the_same_tables_summary_and_manifest(
     tmp_path: Path, tmpdir_env: Path
 ) -> None:
@@ -148,6 +149,7 @@ def test_the_command_line_writes_the_same_tables_summary_and_manifest(
     assert pa.types.is_dictionary(benchmarks.schema_arrow.field("model").type)
 
 
+@pytest.mark.slow
 def test_the_counts_and_examples_come_without_the_whole_tables(
     tmp_path: Path, tmpdir_env: Path
 ) -> None:
@@ -176,6 +178,7 @@ def test_the_counts_and_examples_come_without_the_whole_tables(
     assert list(tmpdir_env.iterdir()) == []  # dropped with the result
 
 
+@pytest.mark.slow
 def test_more_variants_than_the_row_count_said(tmpdir_env: Path) -> None:
     """One subtask per variant: 40x the variants the estimate expects, still right."""
     n = 3_000
@@ -287,6 +290,7 @@ def test_freed_memory_goes_back_to_the_system_between_phases() -> None:
     assert len(blocks) == 100
 
 
+@pytest.mark.slow
 def test_a_command_line_run_keeps_freed_memory_unless_it_spills(
     tmp_path: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -405,6 +409,7 @@ def test_a_failed_check_is_reported_over_a_spill_error_behind_it(
     assert list(tmpdir_env.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_parts", [1, 3, 300, 70_000])
 def test_gathered_groups_are_each_partitions_codes_in_order(n_parts: int) -> None:
     """Grouping codes by partition (a counting sort up to 16 bits, else a sort)."""

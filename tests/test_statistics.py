@@ -488,6 +488,7 @@ def score_tables(draw: st.DrawFn) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(
     table=score_tables(),
@@ -566,6 +567,7 @@ def _page_table(page: str, heading: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_report_subtask_health_and_counts_are_lbnorm_healths(tmp_path: Path) -> None:
     """What tests/test_report.py leaves out: the page's subtask table and its counts.
 

@@ -139,6 +139,7 @@ def _censored_variance_scipy(mean: float, sd: float) -> float:
     return float(p * truncated.var() + p * (1.0 - p) * truncated.mean() ** 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sd", [0.3, 1.0, 7.5])
 def test_clipped_variance_is_scipys_censored_normal(sd: float) -> None:
     ratios = np.linspace(-37.0, 37.0, 741)  # mean / sd

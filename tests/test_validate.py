@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import decimal
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import OPENLLM_V2, score_tables
 
+import lbnorm
 from lbnorm.core.errors import LbnormError, ValidationError
-from lbnorm.core.options import UnknownSubtasks
+from lbnorm.core.options import RunOptions, UnknownSubtasks
 from lbnorm.core.schemas import Batch
 from lbnorm.engines.encode import KeyEncoder
 from lbnorm.engines.validate import (
@@ -214,11 +217,18 @@ def test_a_good_batch_fails_nothing() -> None:
 def test_values_out_of_range_and_percent_boundaries() -> None:
     scores = [1.0, 1.0000001, 100.0, 100.5, -1e-12, float("inf"), float("-inf")]
     _, checked = _check(_scores(raw_score=scores))
+    # among fractions, only a score of 2 or more looks like a percentage: 1.0000001
+    # is out of range (a stray value just over 1 is not a scale to divide by 100)
     assert _failing(checked) == {
-        "percent_scale": [1, 2],
-        "out_of_range": [3, 4],
+        "percent_scale": [2],
+        "out_of_range": [1, 3, 4],
         "non_finite_score": [5, 6],
     }
+    # when at least half the scores are in (1, 100], every one of them is a percentage
+    _, checked = _check(_scores(raw_score=[1.2, 45.0, 0.7]))
+    assert _failing(checked) == {"percent_scale": [0, 1]}
+    _, checked = _check(_scores(raw_score=[1.2, 0.5, 0.7]))
+    assert _failing(checked) == {"out_of_range": [0]}
 
 
 def test_unknown_subtasks_ignored_are_counted_not_failed() -> None:
@@ -533,7 +543,7 @@ def test_failure_rows_without_a_batch() -> None:
         row="-",
         column="subtask",
     )
-    assert table.column_names == [*FAILURE_COLUMNS, "hint"]
+    assert table.column_names == [*FAILURE_COLUMNS, "hint", "suggestion"]
     assert table.column("model").null_count == 2
     with pytest.raises(
         ValidationError,
@@ -605,3 +615,47 @@ def test_dictionary_encoding_changes_no_failure(
         )
     assert described[0] == described[1]
     assert any(row["check"] == "percent_scale" for row in described[0])
+
+
+def test_names_match_ignoring_case_as_the_command_line_does(tmp_path: Path) -> None:
+    """``MuSR`` / ``Murder_Mysteries`` is MUSR's murder_mysteries; the subtask table
+    gives the suite's spelling, whichever engine writes it."""
+    rows = "\n".join(
+        f"m,{benchmark},{subtask},{score}"
+        for benchmark, subtask, score in (
+            ("MuSR", "Murder_Mysteries", 0.7),
+            ("musr", "object_placements", 0.4),
+            ("MUSR", "TEAM_ALLOCATION", 0.6),
+        )
+    )
+    table = tmp_path / "scores.csv"
+    table.write_text(f"model,benchmark,subtask,raw_score\n{rows}\n")
+    for engine in ("stream", "memory"):
+        out = tmp_path / engine
+        result = lbnorm.run(
+            [table], out=out, options=RunOptions(engine=engine, missing="partial")
+        )
+        assert result.benchmarks["normalized_score"].round(9).tolist() == [35.0]
+        subtasks = pq.read_table(out / "subtasks.parquet").to_pydict()
+        assert set(subtasks["benchmark"]) == {"MUSR"}
+        assert sorted(subtasks["subtask"]) == [
+            "murder_mysteries",
+            "object_placements",
+            "team_allocation",
+        ]
+
+
+def test_unknown_names_suggest_the_closest(tmp_path: Path) -> None:
+    table = tmp_path / "scores.csv"
+    table.write_text(
+        "model,benchmark,subtask,raw_score\n"
+        "m,GPQA,diamnd,0.5\nm,MUSRR,murder_mysteries,0.5\nm,BBH,nothing-like-it,0.5\n"
+    )
+    with pytest.raises(
+        ValidationError, match=r"(?s)unknown_subtask: .*Hint: "
+    ) as raised:
+        lbnorm.run([table])
+    message = str(raised.value)
+    assert "line 2 (m / GPQA / diamnd; did you mean 'diamond'?)" in message
+    assert "line 3 (m / MUSRR / murder_mysteries; did you mean 'MUSR'?)" in message
+    assert "line 4 (m / BBH / nothing-like-it)" in message

@@ -100,6 +100,7 @@ def run_monitored(
     stages: dict[str, float] = {}
     tables: dict[str, pd.DataFrame] = {}
     checked: pd.DataFrame | None = None
+    min_models = 30  # replaced by the thresholds' own when the checks run
     try:
         if cache is not None:
             from lbnorm.readers.cache import (  # the parse cache is on pandas: only when used
@@ -130,9 +131,10 @@ def run_monitored(
             ).leaderboard
             stages["intervals"] = time.perf_counter() - mark
         if options.health and subtasks is not None:
-            from lbnorm.analysis.health import check_result
+            from lbnorm.analysis.health import HealthConfig, check_result
 
             mark = time.perf_counter()
+            min_models = (health_config or HealthConfig()).min_models
             checked = check_result(
                 subtasks,
                 result.leaderboard,
@@ -170,6 +172,7 @@ def run_monitored(
         out=str(out),
         stages=stages,
         health=checked,
+        min_models=min_models,
     )
     if report is not None:
         write_bytes_atomically(Path(report), format_run_report(document).encode())

@@ -101,10 +101,16 @@ def diff_ratings(
         InputError: Either directory is not a ratings output (the message says
             what each holds).
     """
+    if missing := [str(side) for side in (old, new) if not Path(side).exists()]:
+        msg = (
+            f"{' and '.join(missing)}: no such output folder.\n"
+            "Hint: check the path; `lbnorm arena BATTLES... --out DIR` writes one."
+        )
+        raise InputError(msg)
     kinds = [is_ratings_output(side) for side in (old, new)]
     if not all(kinds):
         held = [
-            f"{side} holds {'ratings' if is_ratings else 'a leaderboard (or no output)'}"
+            f"{side} {_holds(Path(side), is_ratings=is_ratings)}"
             for side, is_ratings in zip((old, new), kinds, strict=True)
         ]
         msg = (
@@ -403,3 +409,16 @@ def _text(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) or "(none)"
     return "(none)" if value is None else str(value)
+
+
+def _holds(side: Path, *, is_ratings: bool) -> str:
+    """What an output folder given to ``diff`` holds, said plainly (a missing one too)."""
+    if is_ratings:
+        return "holds ratings"
+    if not side.exists():
+        return "does not exist"
+    if not side.is_dir():
+        return "is not a folder"
+    if not (side / "manifest.json").is_file():
+        return "is not an lbnorm output (no manifest.json)"
+    return "holds a leaderboard"

@@ -269,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from lbnorm.cli import analysts, arena, changes, publish, run, suites
+    from lbnorm.core.version import version_line
 
     parser = argparse.ArgumentParser(
         prog="lbnorm",
@@ -279,6 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_line(),
+        help="print lbnorm's version (and the git commit of a checkout) and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run.register(commands, epilog=EPILOG)

@@ -268,6 +268,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         from lbnorm.cli.arena import show_ratings
 
         return show_ratings(args)
+    from lbnorm.core.errors import OptionsError
     from lbnorm.core.schemas import benchmark_columns
     from lbnorm.faces.show import (
         Filter,
@@ -284,7 +285,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
         is_flagged_excluded=args.exclude_flagged,
     )
     benchmark = (
-        match_benchmark(args.benchmark, benchmark_columns(board.columns))
+        match_benchmark(
+            args.benchmark, benchmark_columns(board.columns), error=OptionsError
+        )
         if args.benchmark
         else None
     )

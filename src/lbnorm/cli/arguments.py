@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 
+#: Where the help's defaults come from: the options a Python caller gets.
+_DEFAULTS = RunOptions()
+
+
 def add_inputs(parser: argparse.ArgumentParser) -> None:
     """The INPUT arguments (score files or results directories; none: the demo)."""
     parser.add_argument(
@@ -48,19 +52,19 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--missing",
         choices=get_args(MissingPolicy),
-        default="exclude",
+        default=_DEFAULTS.missing,
         help="variants lacking a subtask or benchmark: exclude = no score and no rank for what is incomplete (the leaderboard's rule); partial = average what is present; zero = count it as 0 (default: %(default)s)",
     )
     parser.add_argument(
         "--unknown",
         choices=get_args(UnknownSubtasks),
-        default="error",
+        default=_DEFAULTS.unknown,
         help="rows whose subtask the suite lacks: error or ignore (default: %(default)s)",
     )
     parser.add_argument(
         "--extra-columns",
         choices=get_args(ExtraColumns),
-        default="error",
+        default=_DEFAULTS.extra_columns,
         help="table columns outside the contract: error, keep (carried into subtasks.parquet) or drop (default: %(default)s)",
     )
 

@@ -24,7 +24,7 @@ from lbnorm.cli.arguments import (
     run_options,
 )
 from lbnorm.core.errors import ExitCode
-from lbnorm.core.options import DEFAULT_SUITE, EngineName
+from lbnorm.core.options import DEFAULT_SUITE, EngineName, RunOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _ENGINES: tuple[EngineName, ...] = ("auto", "memory", "stream", "dask")
+
+#: Where the help's defaults come from: the options a Python caller gets.
+_DEFAULTS = RunOptions()
 
 
 def register(
@@ -86,21 +89,23 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--engine",
         choices=_ENGINES,
-        default="auto",
+        default=_DEFAULTS.engine,
         help=(
-            "memory: every score in one dense store; stream: Parquet row groups "
-            "folded into exact partial sums (--workers), in bounded memory for "
-            "inputs larger than RAM (implies --no-subtasks); dask: on a Dask cluster "
-            "(extra 'dask'; see --scheduler); auto (default): memory, or stream "
-            "with --no-subtasks"
+            "stream: batches folded into exact partial sums as they are read, "
+            "subtasks.parquet written as they come (in input order), in bounded "
+            "memory for inputs larger than RAM (--workers with --no-subtasks); "
+            "memory: every score in one dense store, subtasks.parquet sorted by "
+            "benchmark; dask: on a Dask cluster, Parquet inputs only, no "
+            "subtasks.parquet (extra 'dask'; see --scheduler); auto: stream, or "
+            "memory with --extra-columns keep (default: %(default)s)"
         ),
     )
     run.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        default=1,
-        help="with the stream engine: processes summing Parquet row groups (default: %(default)s; a run that spills, see --sum-memory, sums in one; see benchmarks_perf/README.md)",
+        default=_DEFAULTS.workers,
+        help="with the stream engine and --no-subtasks: processes summing Parquet row groups (default: %(default)s; a run that spills, see --sum-memory, sums in one)",
     )
     run.add_argument(
         "--scheduler",
@@ -111,11 +116,11 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         "--sum-memory",
         type=float,
         metavar="GIB",
-        default=0.5,
+        default=_DEFAULTS.sum_memory,
         help=(
             "with the stream engine: memory the exact sums may take (default: "
-            "%(default)s GiB); a larger input spills its rows to a temporary folder "
-            "(TMPDIR; 5-10 bytes per input row) and is summed a partition of the variants at a time"
+            "%(default)s GiB); a larger input spills its sums to a temporary folder "
+            "(TMPDIR; 5-7 bytes per input row) and is summed a partition of the variants at a time"
         ),
     )
     run.add_argument(
@@ -153,7 +158,9 @@ def _add_metadata_options(run: argparse.ArgumentParser) -> None:
 
 def _add_nightly_options(run: argparse.ArgumentParser) -> None:
     nightly = run.add_argument_group(
-        "nightly runs (exit 0: ran, healthy; 7: ran, a health check failed or a file was rejected)"
+        "nightly runs (exit 0: ran, no file rejected, no health check failed; with --health and "
+        "fewer models than a check needs, nothing is checked and the summary says "
+        "'health not checked'; 7: ran, a health check failed or a file was rejected)"
     )
     nightly.add_argument(
         "--cache",
@@ -279,7 +286,9 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
 
         print("\n" + format_intervals(monitored.tables["intervals"], top=args.top))
-    if "health" in monitored.tables:
+    if report["health"].get("reason"):  # nothing checked: not "healthy", and why
+        print(f"health     not checked ({report['health']['reason']})")
+    elif "health" in monitored.tables:
         from lbnorm.analysis.render import format_health
 
         print("\n" + format_health(monitored.tables["health"]))

@@ -161,7 +161,7 @@ class ValidationError(LbnormError, ValueError):
 
 
 class WhereSyntaxError(OptionsError):
-    """A ``--where`` condition on battles cannot be parsed (a usage error)."""
+    """A ``--where`` condition (on battles or a leaderboard) cannot be parsed (a usage error)."""
 
 
 class RatingOptionsError(OptionsError):

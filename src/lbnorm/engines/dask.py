@@ -17,6 +17,7 @@ read the input paths (a shared filesystem).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -106,7 +107,15 @@ def compute(
     unknown, extra_columns = options.unknown, options.extra_columns
     scheduler = options.scheduler
     parts = [
-        delayed(_sum_row_group)(str(opened.path), group, suite, unknown, extra_columns)
+        delayed(_sum_row_group)(
+            _SentPath(
+                given=str(opened.path), resolved=str(Path(opened.path).absolute())
+            ),
+            group,
+            suite,
+            unknown,
+            extra_columns,
+        )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
     ]
@@ -139,8 +148,21 @@ def compute(
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _SentPath:
+    """An input as a worker gets it: opened by its absolute path, named as given.
+
+    A worker runs in its own working directory (on a cluster, on another
+    machine), so a relative path would name another file there or none; its
+    messages still name the file as the user wrote it.
+    """
+
+    given: str
+    resolved: str
+
+
 def _sum_row_group(
-    path: str,
+    path: _SentPath,
     group: int,
     suite: Suite,
     unknown: UnknownSubtasks,
@@ -148,6 +170,7 @@ def _sum_row_group(
 ) -> Totals:
     """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
-        Path(path), extra_columns=extra_columns, keep_details=False
+        Path(path.resolved), extra_columns=extra_columns, keep_details=False
     )
+    opened.path = Path(path.given)  # failures name the file as the user gave it
     return sum_scores(opened.batches([group]), suite, unknown=unknown)

@@ -725,11 +725,26 @@ class KeyEncoder:
         # variant (80 MB for 5M)
         self._codes = np.zeros((max(expected_variants, 16), 4), dtype=np.int32)
         self._suite = {pair: index for index, pair in enumerate(subtasks)}
+        # the names as the command line matches them: exact, else ignoring case
+        # (when that names one pair)
+        folded: dict[tuple[str, str], list[int]] = {}
+        for pair, index in self._suite.items():
+            folded.setdefault(_fold(pair), []).append(index)
+        self._folded = {
+            key: found[0] for key, found in folded.items() if len(found) == 1
+        }
+        #: Whether the last batch encoded spelled a suite name in another case.
+        self.is_last_renamed = False
         # per key column, the last batch dictionary and its ids: the slices of a
         # row group share its dictionary, which is looked up once
         self._last_dictionary: dict[
             str, tuple[pa.Array, IntArray, IntArray | None]
         ] = {}
+
+    @property
+    def suite_pairs(self) -> list[tuple[str, str]]:
+        """The suite's (benchmark, subtask) names, in code order."""
+        return list(self._suite)
 
     @property
     def n_subtasks(self) -> int:
@@ -971,6 +986,14 @@ class KeyEncoder:
             dtype=np.int64,
             count=len(pairs),
         )
+        self.is_last_renamed = False
+        if (missed := np.flatnonzero(found == _NULL)).size and self._folded:
+            # names spelled in another case: matched as the command line matches
+            folded = [
+                self._folded.get(_fold(pairs[at]), _NULL) for at in missed.tolist()
+            ]
+            found[missed] = folded
+            self.is_last_renamed = any(code != _NULL for code in folded)
         table[:-1, :-1] = found.reshape(len(benchmark_names), len(subtask_names))
         if benchmark.size and (benchmark.min() < 0 or subtask.min() < 0):
             benchmark = np.where(benchmark < 0, len(benchmark_names), benchmark)
@@ -981,6 +1004,11 @@ class KeyEncoder:
         flat += subtask
         codes: IntArray = table.ravel().take(flat)
         return codes
+
+
+def _fold(pair: tuple[str, str]) -> tuple[str, str]:
+    """A (benchmark, subtask) pair compared ignoring case."""
+    return pair[0].casefold(), pair[1].casefold()
 
 
 def _group_rows(

@@ -348,7 +348,9 @@ def collect_scores(
         )
         dense.n_ignored += checked.n_ignored
         if checked.n_failed:
-            failures.extend(describe_failures(batch, checked.failed))
+            failures.extend(
+                describe_failures(batch, checked.failed, known=encoder.suite_pairs)
+            )
             n_failed += checked.n_failed
         dense.reserve(encoder.n_variants)
         if failures:  # the run fails: keep checking, stop storing

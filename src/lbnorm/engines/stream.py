@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm._runtime import check_cancelled, keep_freed_memory, release_free_memory
@@ -133,7 +134,9 @@ class StreamJob:
             for batch in _sliced(self._inputs.batches, self._options.batch_rows):
                 checked = self._folder.fold(batch)
                 if checked is not None:  # no failure so far
-                    yield _subtask_part(batch, checked, self._folder.arrays)
+                    yield _subtask_part(
+                        batch, checked, self._folder.arrays, suite=self._suite
+                    )
 
     def finish(self) -> Result:
         """Sum whatever the parts have not, and build the result."""
@@ -174,8 +177,13 @@ class StreamJob:
         )
 
 
-def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> pa.Table:
-    """A batch's accepted rows as rows of the subtask table (:data:`SUBTASK_SCORES`)."""
+def _subtask_part(
+    batch: Batch, checked: CheckedBatch, arrays: SuiteArrays, *, suite: Suite
+) -> pa.Table:
+    """A batch's accepted rows as rows of the subtask table (:data:`SUBTASK_SCORES`).
+
+    Names spelled in another case than the suite's (``MuSR``) get the suite's.
+    """
     table = batch.table
     keep = checked.is_good
     is_all = bool(keep.all())
@@ -198,6 +206,10 @@ def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> p
             columns[name] = arrow.array(normalized)
         elif name == "is_clipped":
             columns[name] = arrow.array(raw < lower_bound)
+        elif checked.is_renamed and name in ("benchmark", "subtask"):
+            columns[name] = _as_type(
+                _suite_names(suite, arrays, subtask, name), field.type
+            )
         elif name in table.column_names:
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
@@ -206,6 +218,22 @@ def _subtask_part(batch: Batch, checked: CheckedBatch, arrays: SuiteArrays) -> p
     return pa.Table.from_arrays(
         [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
     )
+
+
+def _suite_names(
+    suite: Suite, arrays: SuiteArrays, subtask: npt.NDArray[np.int64], column: str
+) -> pa.Array:
+    """The suite's benchmark or subtask name of each row, by its subtask code."""
+    if column == "benchmark":
+        names = list(suite.benchmark_names)
+        codes = arrays.benchmark_index[subtask]
+    else:
+        every = [
+            task.name for benchmark in suite.benchmarks for task in benchmark.subtasks
+        ]
+        names = sorted(set(every))
+        codes = np.searchsorted(np.asarray(names, dtype=object), every)[subtask]
+    return arrow.dictionary(np.asarray(codes, dtype=np.int32), arrow.strings(names))
 
 
 #: What an optional column the input leaves out holds in the subtask table.
@@ -390,7 +418,9 @@ class _Folder:
         check_cancelled()  # (checking a large batch takes a while: before its sums)
         self._n_ignored += checked.n_ignored
         if checked.n_failed:
-            self._failures.extend(describe_failures(batch, checked.failed))
+            self._failures.extend(
+                describe_failures(batch, checked.failed, known=encoder.suite_pairs)
+            )
             self._n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
         variant, subtask, raw = checked.variant, checked.subtask, checked.scores

@@ -18,6 +18,7 @@ not files, so that file is not named).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,8 @@ SeenBefore = Callable[
 #: Rows shown per check and batch; the count of all failures is always exact.
 MAX_FAILURES_SHOWN = 1000
 _SHOWN = 5  # failures of one check named in the message
+#: A score from here to 100 is taken for a percentage even among fractions.
+_SURELY_PERCENT = 2.0
 _HINTS = {
     "empty_model": "every row needs a non-empty model name.",
     "null_key": "model, precision, revision, chat_template, benchmark and subtask must not be empty (null).",
@@ -78,6 +81,8 @@ class CheckedBatch:
             for the checks some row fails.
         n_failed: Rows failing any check.
         n_ignored: Rows dropped as unknown subtasks under ``unknown="ignore"``.
+        is_renamed: Some rows spell a suite name in another case (``MuSR``): the
+            subtask table gives them the suite's spelling.
     """
 
     variant: npt.NDArray[np.int64]
@@ -87,6 +92,7 @@ class CheckedBatch:
     failed: dict[str, npt.NDArray[np.bool_]]
     n_failed: int
     n_ignored: int
+    is_renamed: bool = False
 
     @property
     def is_good(self) -> npt.NDArray[np.bool_]:
@@ -135,6 +141,7 @@ def check_batch(
         if failed
         else 0,
         n_ignored=int(is_ignored.sum()) if unknown == "ignore" else 0,
+        is_renamed=encoder.is_last_renamed,
     )
 
 
@@ -161,6 +168,14 @@ def find_failures(
         Check name -> mask of failing rows.
     """
     is_finite = np.isfinite(scores)
+    # a score in (1, 100] looks like a percentage when it is at least 2 or when at
+    # least half the batch's scores are in (1, 100]: a stray 1.2 among fractions is
+    # out of range (a sum, a bug), not a scale to divide by 100
+    is_percent_range = is_finite & (scores > 1.0) & (scores <= 100.0)
+    n_percent = int(np.count_nonzero(is_percent_range))
+    is_percent = is_percent_range
+    if 2 * n_percent < int(np.count_nonzero(is_finite)):
+        is_percent = is_percent_range & (scores >= _SURELY_PERCENT)
     is_null_name = np.zeros(table.num_rows, dtype=bool)
     for name in ("benchmark", "subtask"):  # required: the readers made sure
         if name in table.column_names and table.column(name).null_count:
@@ -169,8 +184,9 @@ def find_failures(
         "null_key": (variant < 0) | is_null_name,
         "empty_model": encoder.is_empty_model(variant),
         "non_finite_score": ~is_finite,
-        "percent_scale": is_finite & (scores > 1.0) & (scores <= 100.0),
-        "out_of_range": is_finite & ((scores < 0.0) | (scores > 100.0)),
+        "percent_scale": is_percent,
+        "out_of_range": (is_finite & ((scores < 0.0) | (scores > 100.0)))
+        | (is_percent_range & ~is_percent),
     }
     if "stderr" in table.column_names:
         stderr, valid = _numbers(table, "stderr")
@@ -232,13 +248,18 @@ def find_duplicates(
 
 
 def describe_failures(
-    batch: Batch, bad: dict[str, npt.NDArray[np.bool_]]
+    batch: Batch,
+    bad: dict[str, npt.NDArray[np.bool_]],
+    *,
+    known: Sequence[tuple[str, str]] = (),
 ) -> list[pa.Table]:
     """Turn failure masks into failure rows (see the module docstring for the columns).
 
     Args:
         batch: The batch checked.
         bad: Check name -> mask of failing rows.
+        known: The suite's (benchmark, subtask) names: an unknown pair's message
+            suggests the closest.
 
     Returns:
         One table per failed check, at most :data:`MAX_FAILURES_SHOWN` rows each.
@@ -267,6 +288,12 @@ def describe_failures(
             values = [_text(value) for value in _strings(picked, "subtask")]
         else:
             values = _cells(picked, column)
+        keys = [_strings(picked, name) for name in ("model", "benchmark", "subtask")]
+        suggestions = (
+            _suggestions(keys[1], keys[2], known)
+            if check == "unknown_subtask" and known
+            else None
+        )
         frames.append(
             _failure_table(
                 check,
@@ -274,12 +301,47 @@ def describe_failures(
                 locators,
                 [column] * len(values),
                 values,
-                keys=[
-                    _strings(picked, name) for name in ("model", "benchmark", "subtask")
-                ],
+                keys=keys,
+                suggestions=suggestions,
             )
         )
     return frames
+
+
+def _suggestions(
+    benchmarks: list[object], subtasks: list[object], known: Sequence[tuple[str, str]]
+) -> list[str | None]:
+    """For each unknown (benchmark, subtask), the suite's closest names, if any.
+
+    A known benchmark (ignoring case) gets its closest subtasks; an unknown one
+    the closest benchmarks.
+
+    Examples:
+        >>> known = [("GPQA", "diamond"), ("GPQA", "main"), ("BBH", "navigate")]
+        >>> _suggestions(["gpqa", "GPQ", "x"], ["diamnd", "main", "y"], known)
+        ["'diamond'", "'GPQA'", None]
+    """
+    by_benchmark: dict[str, list[str]] = {}
+    for benchmark, subtask in known:
+        by_benchmark.setdefault(benchmark, []).append(subtask)
+    folded = {name.casefold(): name for name in by_benchmark}
+    found: dict[tuple[str, str], str | None] = {}
+    for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True):
+        if pair in found:  # failing rows: at most a thousand a batch
+            continue
+        matched = folded.get(pair[0].casefold())
+        if matched is None:
+            close = difflib.get_close_matches(pair[0].casefold(), list(folded), n=2)
+            close = [folded[name] for name in close]
+        else:
+            names = {name.casefold(): name for name in by_benchmark[matched]}
+            close = difflib.get_close_matches(pair[1].casefold(), list(names), n=2)
+            close = [names[name] for name in close]
+        found[pair] = " or ".join(map(repr, close)) or None
+    return [
+        found[pair]
+        for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True)
+    ]
 
 
 def _locators(
@@ -396,7 +458,8 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
         more = f" and {len(group) - _SHOWN} more" if len(group) > _SHOWN else ""
         lines.append(f"- {check}: {shown}{more}")
         lines.append(f"  Hint: {group[0]['hint']}")
-    return ValidationError("\n".join(lines), table.drop_columns(["hint"]))
+    dropped = [name for name in ("hint", "suggestion") if name in table.column_names]
+    return ValidationError("\n".join(lines), table.drop_columns(dropped))
 
 
 def _describe(row: dict[str, str]) -> str:
@@ -413,7 +476,8 @@ def _describe(row: dict[str, str]) -> str:
             names, detail = row["value"], "given twice"
         return f"{row['source']}{place} ({names}: {detail})"
     if row["column"] == "subtask":
-        return f"{row['source']}{place} ({names})"
+        close = f"; did you mean {row['suggestion']}?" if row.get("suggestion") else ""
+        return f"{row['source']}{place} ({names}{close})"
     return f"{row['source']}{place} ({names}: {row['column']}={row['value']!r})"
 
 
@@ -425,6 +489,7 @@ def _failure_table(
     values: list[str],
     *,
     keys: list[list[object]] | None = None,
+    suggestions: list[str | None] | None = None,
 ) -> pa.Table:
     n_rows = len(values)
     model, benchmark, subtask = keys or ([None] * n_rows,) * 3
@@ -439,6 +504,7 @@ def _failure_table(
             "benchmark": arrow.strings(_texts(benchmark)),
             "subtask": arrow.strings(_texts(subtask)),
             "hint": arrow.strings([_HINTS.get(check, "")] * n_rows),
+            "suggestion": arrow.strings(suggestions or [None] * n_rows),
         }
     )
 

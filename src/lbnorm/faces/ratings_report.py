@@ -30,8 +30,10 @@ from lbnorm.analysis.ratings_diff import (
     options_changed_table,
     ratings_diff_summary,
 )
-from lbnorm.faces.html_report import _STYLE, _padded_range, _table_html, _ticks
+from lbnorm.faces.html_report import _table_html
 from lbnorm.faces.ratings_view import RATING_LABELS, describe_options
+from lbnorm.faces.report_assets import STYLE
+from lbnorm.faces.report_plots import axis_ticks, padded_range
 from lbnorm.output.outdir import read_manifest, read_ratings_table
 
 __all__ = ["heat_map_svg", "interval_chart_svg", "render_ratings_report"]
@@ -143,7 +145,7 @@ def render_ratings_report(
         f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title>'
-        f"<style>{_STYLE}{_CHART_STYLE}</style></head><body>"
+        f"<style>{STYLE}{_CHART_STYLE}</style></head><body>"
         f"<header><h1>{html.escape(title)}</h1>"
         f'<p class="meta">{_provenance_html(manifest)}</p><nav>{nav}</nav></header>'
         f"<main>{body}</main>"
@@ -176,11 +178,11 @@ def interval_chart_svg(ratings: pd.DataFrame) -> str:
     finite = np.concatenate(
         [rating, lower[np.isfinite(lower)], upper[np.isfinite(upper)]]
     )
-    low, high = _padded_range(finite)
+    low, high = padded_range(finite)
     label = 7.0 * min(max((len(n) for n in names), default=4), _NAME_CHARS) + 12
     left, right, top = label, label + 460.0, 24.0
     bottom = top + _ROW * len(names)
-    ticks = _ticks(low, high)
+    ticks = axis_ticks(low, high)
 
     def to_x(values: FloatArray) -> FloatArray:
         return left + (np.clip(values, low, high) - low) / (high - low) * (right - left)

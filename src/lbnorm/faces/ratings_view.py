@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lbnorm.core.errors import LbnormError
+from lbnorm.core.errors import OptionsError
 from lbnorm.faces.show import Filter
-from lbnorm.faces.terminal import format_table, printable
+from lbnorm.faces.terminal import folder_label, format_table, printable
 
 if TYPE_CHECKING:
     from lbnorm.arena import ArenaResult
@@ -68,7 +68,7 @@ def select_ratings(
         The selected rows, in rating order.
 
     Raises:
-        LbnormError: A filter does not fit the table.
+        OptionsError: A filter does not fit the table.
 
     Examples:
         >>> ratings = pd.DataFrame({"model": ["gpt-4", "claude-v1", "gpt-3.5"],
@@ -110,7 +110,7 @@ def format_ratings(
         The table.
 
     Raises:
-        LbnormError: A requested column does not exist.
+        OptionsError: A requested column does not exist.
 
     Examples:
         >>> ratings = pd.DataFrame({"rank": [1], "rank_upper_bound": [None],
@@ -131,7 +131,7 @@ def format_ratings(
     else:
         if missing := [c for c in columns if c not in ratings.columns]:
             msg = f"no column(s) {missing[:5]} in the ratings.\nHint: choose from {list(ratings.columns)}."
-            raise LbnormError(msg)
+            raise OptionsError(msg)
         shown = list(columns)
     table = ratings[shown]
     if "win_rate" in shown:
@@ -174,7 +174,10 @@ def format_arena_summary(
         shown = frame.head(top)
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
     if out is not None:
-        lines += ["", f"wrote      {out}/ (ratings, win_rates .parquet; manifest.json)"]
+        lines += [
+            "",
+            f"wrote      {folder_label(out)} (ratings, win_rates .parquet; manifest.json)",
+        ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)

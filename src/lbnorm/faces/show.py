@@ -24,7 +24,7 @@ from typing import Literal, cast, get_args
 import numpy as np
 import pandas as pd
 
-from lbnorm.core.errors import LbnormError, WhereSyntaxError
+from lbnorm.core.errors import OptionsError, WhereSyntaxError
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.terminal import format_table, printable
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
@@ -84,7 +84,7 @@ class Filter:
         """Return which rows of `frame` pass (nulls never pass but ``!=``).
 
         Raises:
-            LbnormError: The column is missing or the value does not fit its type.
+            OptionsError: The column is missing or the value does not fit its type.
         """
         if self.column not in frame.columns:
             close = difflib.get_close_matches(self.column, map(str, frame.columns), n=3)
@@ -93,7 +93,7 @@ class Filter:
                 + (f"; did you mean {close}?" if close else ".")
                 + f"\nHint: filter on one of {_filterable(frame)}."
             )
-            raise LbnormError(msg)
+            raise OptionsError(msg)
         column = frame[self.column]
         if self.operator == "~":
             try:
@@ -102,7 +102,7 @@ class Filter:
                 )
             except (re.error, ValueError) as exc:  # pyarrow strings raise ArrowInvalid
                 msg = f"filter {self.column}~{self.value}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
-                raise WhereSyntaxError(msg) from exc
+                raise OptionsError(msg) from exc
         left, right = self._operands(column)
         result = {
             "=": left == right,
@@ -131,7 +131,7 @@ class Filter:
                 "Hint: numbers for numeric columns, true/false for flags, "
                 "YYYY-MM-DD for dates."
             )
-            raise LbnormError(msg) from exc
+            raise OptionsError(msg) from exc
         return column.astype("str"), self.value
 
 
@@ -159,7 +159,7 @@ def select_leaderboard(
         The selected rows; ``position`` (1-based) is prepended.
 
     Raises:
-        LbnormError: A filter or the benchmark does not fit the leaderboard.
+        OptionsError: A filter or the benchmark does not fit the leaderboard.
 
     Examples:
         >>> board = pd.DataFrame({"model": ["a/x", "b/y", "c/z"], "precision": ["bf16"] * 3,
@@ -177,7 +177,9 @@ def select_leaderboard(
         keep &= condition.mask(leaderboard).to_numpy(dtype=bool)
     selected = leaderboard.loc[keep]
     if benchmark is not None:
-        name = match_benchmark(benchmark, benchmark_columns(leaderboard.columns))
+        name = match_benchmark(
+            benchmark, benchmark_columns(leaderboard.columns), error=OptionsError
+        )
         selected = selected.sort_values(
             name, ascending=False, na_position="last", kind="stable"
         )
@@ -209,13 +211,14 @@ def format_leaderboard(
         columns: Columns to show instead of the defaults.
         name_width: Longest model name shown (longer ones are shortened in the
             middle); None shows names whole.
-        digits: Decimals shown.
+        digits: Decimals shown; raw scores (``X Raw``, fractions in [0, 1])
+            get two more.
 
     Returns:
         The table.
 
     Raises:
-        LbnormError: A requested column does not exist.
+        OptionsError: A requested column does not exist.
     """
     benchmarks = benchmark_columns(selected.columns)
     if columns is None:
@@ -236,12 +239,15 @@ def format_leaderboard(
     else:
         if missing := [c for c in columns if c not in selected.columns]:
             msg = f"no column(s) {missing[:_SHOWN]} in the leaderboard.\nHint: choose from {_filterable(selected)}."
-            raise LbnormError(msg)
+            raise OptionsError(msg)
         shown = list(columns)
     table = selected[shown]
     if name_width is not None and "model" in table.columns:
         table = table.assign(model=_shorten(table["model"].astype("str"), name_width))
-    return format_table(table.rename(columns={"position": "#"}), digits=digits)
+    raw = {name: digits + 2 for name in table.columns if str(name).endswith(" Raw")}
+    return format_table(
+        table.rename(columns={"position": "#"}), digits=digits, column_digits=raw
+    )
 
 
 def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
@@ -260,7 +266,7 @@ def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFra
         The matched rows, with ``label``.
 
     Raises:
-        LbnormError: A name matches no model, or several.
+        OptionsError: A name matches no model, or several.
 
     Examples:
         >>> board = pd.DataFrame({"model": ["org/a-7b", "org/b-7b"], "precision": ["bf16"] * 2,
@@ -289,7 +295,7 @@ def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFra
             )
             + "\nHint: give the full name as `lbnorm show OUT --model PATTERN` lists it."
         )
-        raise LbnormError(msg)
+        raise OptionsError(msg)
     order = pd.unique(pd.Series(chosen))
     variants = leaderboard.loc[leaderboard["model"].isin(order)]
     variants = (

@@ -8,7 +8,8 @@ loads no pandas (nor does this module: ``lbnorm --help`` imports it).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,13 @@ if TYPE_CHECKING:
     from lbnorm.engines.result import Result
     from lbnorm.suites import Suite
 
-__all__ = ["format_suite", "format_summary", "format_table", "printable"]
+__all__ = [
+    "folder_label",
+    "format_suite",
+    "format_summary",
+    "format_table",
+    "printable",
+]
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
@@ -42,11 +49,16 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return "\n".join(escaped)
 
 
-def format_table(frame: pd.DataFrame | pa.Table, *, digits: int = 2) -> str:
+def format_table(
+    frame: pd.DataFrame | pa.Table,
+    *,
+    digits: int = 2,
+    column_digits: Mapping[str, int] | None = None,
+) -> str:
     """Render a frame or an Arrow table as an aligned text table.
 
-    Floats are rounded for display only; numbers are right-aligned; nulls and
-    NaN are blank.
+    Floats are rounded for display only (`digits` decimals, or a column's own in
+    `column_digits`); numbers are right-aligned; nulls and NaN are blank.
 
     Examples:
         >>> import pandas as pd
@@ -83,7 +95,12 @@ def format_table(frame: pd.DataFrame | pa.Table, *, digits: int = 2) -> str:
             and not pd.api.types.is_bool_dtype(frame[name])
             for name in frame.columns
         ]
-    return _aligned(names, [_cells(column, digits) for column in values], numeric)
+    own = column_digits or {}
+    cells = [
+        _cells(column, own.get(name, digits))
+        for name, column in zip(names, values, strict=True)
+    ]
+    return _aligned(names, cells, numeric)
 
 
 def _is_number_type(kind: pa.DataType) -> bool:
@@ -190,7 +207,8 @@ def format_summary(
     lines += [f"warning    {w}" for w in input_warnings(result.file_table)]
     incomplete = board.variants - board.complete
     lines.append(
-        f"models     {board.models:,} ({board.variants:,} variants), {incomplete:,} incomplete (missing={result.missing})"
+        f"models     {board.models:,} ({board.variants:,} variant{'' if board.variants == 1 else 's'}), "
+        f"{incomplete:,} incomplete (missing={result.missing})"
     )
     unranked = board.unranked_incomplete
     if result.missing == "exclude" and unranked:
@@ -216,7 +234,10 @@ def format_summary(
         written = "benchmarks, leaderboard"
         if result.subtask_parts is not None:  # None: --no-subtasks
             written = "subtasks, " + written
-        lines += ["", f"wrote      {out}/ ({written} .parquet; manifest.json)"]
+        lines += [
+            "",
+            f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",
+        ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)
@@ -278,3 +299,14 @@ def format_suite(suite: Suite) -> str:
         "n_samples",
     ]
     return "\n".join([*header, "", format_table(shown[columns])])
+
+
+def folder_label(out: str | os.PathLike[str]) -> str:
+    """An output folder as a summary names it: with one trailing slash.
+
+    Examples:
+        >>> folder_label("out/"), folder_label("out"), folder_label("/")
+        ('out/', 'out/', '/')
+    """
+    text = os.fspath(out)
+    return text.rstrip("/") + "/" if text.rstrip("/") else "/"

@@ -2,17 +2,21 @@
 
 ``lbnorm run --report FILE`` writes it whether the run succeeded or not. A
 scheduler needs only ``exit_code`` (one of :class:`lbnorm.core.errors.ExitCode`) and
-``status``: ``healthy`` (exit 0: ran, output written, every health check passed
-and no input file rejected), ``unhealthy`` (exit 7: ran and wrote its output,
-but a health check failed or an input file was rejected; ``problems`` says
-which) or ``failed`` (did not run; the previous output is unchanged).
+``status``: ``healthy`` (exit 0: ran, output written, no input file rejected
+and, with ``--health``, every check that ran passed), ``not checked`` (exit 0:
+ran and wrote its output, no input file rejected, but ``--health`` had too few
+models for any check to run: nothing was checked, so nothing is called
+healthy), ``unhealthy`` (exit 7: ran and wrote its output, but a health check
+failed or an input file was rejected; ``problems`` says which) or ``failed``
+(did not run; the previous output is unchanged).
 
 The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
 (files seen, parsed, cached, superseded, rejected with reasons, and the parse
 cache's own figures), ``models`` (variants complete and incomplete, ranked),
 ``warnings``, ``health`` (the health table's rows, the failed checks and how
 many were skipped; ``checked`` false and ``passed`` null when every check was
-skipped, as with fewer models than a check needs), ``timings_s`` (wall seconds per stage) and ``error`` for a
+skipped, as with fewer models than a check needs, and ``reason`` saying so),
+``timings_s`` (wall seconds per stage) and ``error`` for a
 failed run.
 
 The report is built from the result's Arrow tables: writing it needs no pandas.
@@ -56,6 +60,7 @@ def build_run_report(
     out: str | None,
     stages: Mapping[str, float],
     health: pa.Table | pd.DataFrame | None = None,
+    min_models: int = 30,
     error: BaseException | None = None,
 ) -> dict[str, Any]:
     """Describe a run for a scheduler.
@@ -69,6 +74,8 @@ def build_run_report(
         stages: Wall seconds per stage, in order.
         health: The health table, if the checks ran (Arrow, or the frame the
             health checks return).
+        min_models: The fewest models a health check runs on (its thresholds'
+            ``min_models``), for the reason nothing was checked.
         error: Why the run did not run (an :class:`LbnormError` or an interrupt).
 
     Returns:
@@ -141,6 +148,7 @@ def build_run_report(
             warnings.append(
                 "every health check skipped: too few models for any check (min_models)"
             )
+            health_section["reason"] = _unchecked_reason(table, min_models)
         health_section |= {
             "checked": not is_unchecked,
             "passed": None if is_unchecked else failed.num_rows == 0,
@@ -155,8 +163,11 @@ def build_run_report(
             f"{'/' + row['subtask'] if row['subtask'] else ''} failed {row['failed']}"
             for row in failed.to_pylist()  # the failed checks, a handful
         ]
+    status = "unhealthy" if problems else "healthy"
+    if not problems and health_section.get("checked") is False and health is not None:
+        status = "not checked"
     return report | {
-        "status": "unhealthy" if problems else "healthy",
+        "status": status,
         "exit_code": int(ExitCode.UNHEALTHY if problems else ExitCode.OK),
         "error": None,
         "problems": problems,
@@ -181,6 +192,25 @@ def is_run_report(head: bytes, tail: bytes) -> bool:
     """
     del tail  # the kind is the first key
     return b'"report": "lbnorm-run"' in head
+
+
+def _unchecked_reason(health: pa.Table, min_models: int) -> str:
+    """Why no health check ran: ``2 models, at least 30 needed``.
+
+    Examples:
+        >>> table = pa.table({"n_models": pa.array([1, 2, None], pa.int64())})
+        >>> _unchecked_reason(table, 30)
+        '2 models, at least 30 needed'
+        >>> _unchecked_reason(table.slice(0, 1), 5)
+        '1 model, at least 5 needed'
+    """
+    most = (
+        pc.max(health["n_models"]).as_py()
+        if "n_models" in health.column_names
+        else None
+    )
+    n = int(most or 0)
+    return f"{n:,} model{'' if n == 1 else 's'}, at least {min_models:,} needed"
 
 
 def format_run_report(report: Mapping[str, Any]) -> str:
