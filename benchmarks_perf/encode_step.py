@@ -108,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         cells = [layout, str(found[(layout, names[0])][0]["row_groups"])]
         for name in names:
             runs = found[(layout, name)]
-            cells.append(f"{1000 * statistics.median(r['seconds'] for r in runs):.0f} ms")
-            cells.append(f"{1000 * statistics.median(r['grouping'] for r in runs):.0f} ms")
+            cells.append(
+                f"{1000 * statistics.median(r['seconds'] for r in runs):.0f} ms"
+            )
+            cells.append(
+                f"{1000 * statistics.median(r['grouping'] for r in runs):.0f} ms"
+            )
         print("| " + " | ".join(cells) + " |")
     return 0
 

@@ -93,11 +93,11 @@ def make_layouts(source: Path, folder: Path) -> None:
     for name, rows in (("categorical-1M", 1_000_000), ("categorical-250k", 250_000)):
         write(
             name,
-            lambda p, rows=rows: categorical.to_parquet(
+            lambda p, rows=rows, frame=categorical: frame.to_parquet(
                 p, row_group_size=rows, engine="pyarrow"
             ),
         )
-    del categorical
+    del categorical  # (memory: the frame is not needed further)
     order = np.random.default_rng(SEED).permutation(n)
     write(
         "shuffled",
