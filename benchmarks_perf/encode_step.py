@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from layouts import FILES, PARQUET_LAYOUTS
-from measure import DATA_DIR, child_environment, ensure_data
+from measure import DATA_DIR, child_environment, ensure_data, read_meta
 
 _CHILD = r"""
 import json, statistics, sys, time
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", action="append", default=[], help="NAME=SRC")
     args = parser.parse_args(argv)
     folder = ensure_data([args.size], args.data)[args.size]
-    meta = json.loads((folder / "meta.json").read_text())
+    meta = read_meta(folder)
     files = folder / "layouts"
     subprocess.run(
         [sys.executable, str(Path(__file__).with_name("layouts.py")), "--make",

@@ -44,6 +44,7 @@ from measure import (
     lbnorm_command,
     megabytes,
     peer_command,
+    read_meta,
     seconds,
 )
 
@@ -174,7 +175,7 @@ def benchmark_layouts(
 ) -> LayoutResult:
     """Make the layouts of shape ``size`` if missing, then time them all."""
     folder = ensure_data([size], data)[size]
-    meta = json.loads((folder / "meta.json").read_text())
+    meta = read_meta(folder)
     files = folder / "layouts"
     subprocess.run(
         [sys.executable, __file__, "--make", str(folder / str(meta["scores"])),
