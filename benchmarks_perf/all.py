@@ -18,6 +18,10 @@ picks some, e.g. ``--only real,L``):
 - ``samples``: per-sample aggregation at ~100M rows against DuckDB (``samples.py``);
 - ``tree``: 4,576 real-size results files against the read-and-parse floor, on
   both cores and on one (``tree.py``);
+- ``layouts``: one 3M-row leaderboard (M40: 75,000 variants x 40 subtasks) as
+  grouped plain strings, a pandas categorical (1M- and 250k-row row groups),
+  shuffled rows, reverse suite order in 250k-row row groups, one CSV and one
+  JSONL file: ``lbnorm run FILE`` against DuckDB on each file (``layouts.py``);
 - ``L100`` (not in the default set): the old L, 200,000 x 100 (20M rows).
 
 Every ratio is taken within one part's interleaved rounds (lbnorm against the
@@ -46,13 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import layouts
 import outofcore
 import run
 import samples
 import tree
 from measure import DATA_DIR, HERE, REPO, RSS_LIMIT_MB, environment, lbnorm_info
 
-PARTS = ["check", "real", "M", "L", "ooc", "samples", "tree", "L100"]
+PARTS = ["check", "real", "M", "L", "layouts", "ooc", "samples", "tree", "L100"]
 DEFAULT_PARTS = PARTS[:-1]
 
 
@@ -65,8 +70,12 @@ class Scale:
     tree: int  # results files
 
 
-FULL = Scale({"real": "real", "M": "M", "L": "L40", "L100": "L"}, 4_576, 4_576)
-QUICK = Scale({"real": "real", "M": "S", "L": "S40", "L100": "XS"}, 50, 300)
+FULL = Scale(
+    {"real": "real", "M": "M", "L": "L40", "L100": "L", "layouts": "M40"}, 4_576, 4_576
+)
+QUICK = Scale(
+    {"real": "real", "M": "S", "L": "S40", "L100": "XS", "layouts": "S40"}, 50, 300
+)
 PEERS = ["lbnorm", "duckdb", "polars"]
 GIB = 1024  # MiB
 
@@ -236,6 +245,68 @@ def _spread(per_row: dict[str, float], expected: int) -> tuple[float, str]:
     return spread, f"{steps} ns/row"
 
 
+def layout_targets(result: layouts.LayoutResult | None) -> list[Target]:
+    """Issue 29's layout targets: no cliff between Parquet layouts, each at most DuckDB's time."""
+    if result is None:
+        return [
+            Target(text, "-", "-", float("nan"), goal, limit)
+            for text, goal, limit in (
+                ("layouts: slowest Parquet layout / fastest", "<= 1.25", 1.25),
+                ("layouts: slowest Parquet layout / DuckDB on it", "<= 1.0", 1.0),
+                ("layouts: CSV / DuckDB read_csv", "<= 1.0", 1.0),
+                ("layouts: JSONL / DuckDB read_json", "<= 1.0", 1.0),
+            )
+        ]
+    tag = f" [{result.size}]"
+
+    def cell(layout: str, name: str) -> str:
+        return f"{layout} {_time(result.get(layout, name))}"
+
+    medians = {
+        layout: s.median
+        for layout in layouts.PARQUET_LAYOUTS
+        if (s := result.get(layout, "lbnorm")) is not None and s.ok
+    }
+    slow = max(medians, key=medians.__getitem__, default="grouped")
+    fast = min(medians, key=medians.__getitem__, default="grouped")
+    ratios = {layout: result.ratio(layout) for layout in layouts.PARQUET_LAYOUTS}
+    worst = max(ratios, key=lambda k: -1.0 if ratios[k] != ratios[k] else ratios[k])
+    return [
+        Target(
+            "layouts: slowest Parquet layout / fastest" + tag,
+            cell(slow, "lbnorm"),
+            f"fastest: {cell(fast, 'lbnorm')}",
+            result.spread(),
+            "<= 1.25",
+            1.25,
+        ),
+        Target(
+            "layouts: slowest Parquet layout / DuckDB on it" + tag,
+            cell(worst, "lbnorm"),
+            f"DuckDB {cell(worst, 'duckdb')}",
+            ratios[worst],
+            "<= 1.0",
+            1.0,
+        ),
+        Target(
+            "layouts: CSV / DuckDB read_csv" + tag,
+            cell("csv", "lbnorm"),
+            f"DuckDB {cell('csv', 'duckdb')}",
+            result.ratio("csv"),
+            "<= 1.0",
+            1.0,
+        ),
+        Target(
+            "layouts: JSONL / DuckDB read_json" + tag,
+            cell("jsonl", "lbnorm"),
+            f"DuckDB {cell('jsonl', 'duckdb')}",
+            result.ratio("jsonl"),
+            "<= 1.0",
+            1.0,
+        ),
+    ]
+
+
 def targets_table(targets: list[Target]) -> str:
     """The Markdown targets table."""
     lines = [
@@ -319,6 +390,15 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         sizes[size] = result
         report(f"{part}: run.py --sizes {size}", run.markdown(result))
+    layout_result = None
+    if "layouts" in parts:
+        layout_result = layouts.benchmark_layouts(
+            scale.sizes["layouts"], repeats=repeats, data=args.data, rss_limit_mb=rss
+        )
+        report(
+            f"layouts: layouts.py --size {scale.sizes['layouts']}",
+            layouts.markdown(layout_result),
+        )
     if "ooc" in parts:
         for shape in outofcore.SHAPES:
             name = outofcore.QUICK_SHAPES[shape] if args.quick else shape
@@ -348,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         report(f"tree: tree.py --files {scale.tree}", tree.markdown(tree_result))
 
-    targets = size_targets(sizes, scale) + ooc_targets(shapes)
+    targets = (
+        size_targets(sizes, scale) + layout_targets(layout_result) + ooc_targets(shapes)
+    )
     sample_label = (
         f"per-sample aggregation at ~100M rows ({scale.samples:,} models) / DuckDB"
     )
@@ -399,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header + "\n")
     print("\n\n".join(reports))
     print(
-        "\n## Targets (issue 15)"
+        "\n## Targets (issues 15 and 29)"
         + (" -- QUICK: small stand-ins, not the targets' sizes" if args.quick else "")
         + "\n"
     )
@@ -411,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         payload["ooc"] = {k: v.as_dict() for k, v in shapes.items()}
         payload["samples"] = samples_result.as_dict() if samples_result else None
         payload["tree"] = tree_result.as_dict() if tree_result else None
+        payload["layouts"] = layout_result.as_dict() if layout_result else None
         payload["targets"] = [
             {
                 "target": t.target,

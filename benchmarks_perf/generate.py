@@ -16,6 +16,7 @@ Shapes (variants x subtasks, :data:`SHAPES`):
 - OOC100 10 parts of 200,000 x 100 (200M rows, 2M variants) and OOC40 10 parts of
   500,000 x 40 under the v2 suite (200M rows, 5M variants): ``DIR/scores/`` holds
   the parts, each with its own seed, so no variant repeats across parts;
+- M40 75,000 x 40 (3M rows, the v2 suite): the layout matrix of ``layouts.py``;
 - S40 (5,000 x 40), OOC100S and OOC40S (2 parts, 2M rows): small stand-ins for
   ``all.py --quick``.
 
@@ -78,6 +79,7 @@ SHAPES: dict[str, Shape] = {
     "L": Shape(200_000, "synthetic-100"),
     "L40": Shape(500_000, "openllm-v2"),
     "S40": Shape(5_000, "openllm-v2"),
+    "M40": Shape(75_000, "openllm-v2"),
     "OOC100": Shape(200_000, "synthetic-100", parts=10),
     "OOC40": Shape(500_000, "openllm-v2", parts=10),
     "OOC100S": Shape(10_000, "synthetic-100", parts=2),

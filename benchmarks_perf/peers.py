@@ -204,6 +204,15 @@ def _sql_name(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
 
+def _duckdb_source(path: str) -> str:
+    """DuckDB's reader of the input: Parquet, or by suffix ``read_csv`` / ``read_json``."""
+    if path.endswith(".csv"):
+        return f"read_csv({_sql_text(path)})"
+    if path.endswith((".jsonl", ".ndjson")):
+        return f"read_json({_sql_text(path)}, format = 'newline_delimited')"
+    return f"read_parquet({_sql_text(path)})"
+
+
 def run_duckdb(job: Job) -> None:
     """DuckDB SQL straight over the Parquet files; COPY writes the outputs."""
     import duckdb
@@ -222,7 +231,7 @@ def run_duckdb(job: Job) -> None:
         "expected INTEGER, bound DOUBLE)"
     )
     con.executemany("INSERT INTO info VALUES (?, ?, ?, ?, ?)", bounds.benchmark_rows())
-    source = f"read_parquet({_sql_text(job.glob)})"
+    source = _duckdb_source(job.glob)
     keys = ", ".join(KEYS)
     if job.kind == "samples":
         columns = {

@@ -20,7 +20,8 @@ from hypothesis.extra import numpy as hnp
 from strategies import OPENLLM_V2, batches, model_names, score_tables, shuffled
 
 from lbnorm.core.schemas import KEY_COLUMNS, Batch
-from lbnorm.engines import encode
+from lbnorm.engines import variants as variants_module
+from lbnorm.engines import vocabulary
 from lbnorm.engines.encode import KeyEncoder, Variants, factorize, merge_variants
 
 PAIRS = [(b.name, s.name) for b in OPENLLM_V2.benchmarks for s in b.subtasks]
@@ -436,11 +437,11 @@ def test_take_renumbered_names_the_same_variants(
 def test_a_run_of_ids_takes_a_slice() -> None:
     """Names taken by one increasing run of ids share the vocabulary's buffers."""
     values = pa.array([f"model-{i}" for i in range(10)])
-    run = encode._taken(values, np.arange(3, 8))
+    run = variants_module._taken(values, np.arange(3, 8))
     assert run.to_pylist() == [f"model-{i}" for i in range(3, 8)]
     assert run.buffers()[2].address == values.buffers()[2].address  # no copy
     for ids in ([3, 5, 4], [2, 2], [9], [], [0, 1, 3]):
-        taken = encode._taken(values, np.array(ids, dtype=np.int64))
+        taken = variants_module._taken(values, np.array(ids, dtype=np.int64))
         assert taken.to_pylist() == [f"model-{i}" for i in ids]
 
 
@@ -587,29 +588,31 @@ def test_string_hashes_follow_the_strings_not_the_layout(
 ) -> None:
     """Equal strings hash alike, sliced, as large strings or in another order."""
     values = pa.array(["pad", *texts], pa.string()).slice(1)
-    hashes = encode._hash_strings(values).tolist()
+    hashes = vocabulary._hash_strings(values).tolist()
     by_text = dict(zip(texts, hashes, strict=True))
     assert len(by_text) == len(set(texts))  # one hash per string
     order = data.draw(st.permutations(range(len(texts))))
     other = pa.array([texts[i] for i in order], pa.large_string())
-    assert encode._hash_strings(other).tolist() == [by_text[texts[i]] for i in order]
+    assert vocabulary._hash_strings(other).tolist() == [
+        by_text[texts[i]] for i in order
+    ]
     assert len(set(by_text.values())) == len(by_text)  # no collision on small sets
 
 
 def test_string_hashes_of_strings_across_hashing_blocks() -> None:
     """Strings longer than a block, and blocks cut between strings, hash alike."""
-    long = "x" * (encode._HASH_BLOCK + 5)
+    long = "x" * (vocabulary._HASH_BLOCK + 5)
     texts = ["a", long, "b" * 1000, "", long, "a"] * 50
-    hashes = encode._hash_strings(pa.array(texts)).tolist()
+    hashes = vocabulary._hash_strings(pa.array(texts)).tolist()
     assert hashes[0] == hashes[5]
     assert hashes[1] == hashes[4]
     assert len(set(hashes)) == 4
-    assert encode._hash_strings(pa.array(texts[1:2])).tolist() == [hashes[1]]
+    assert vocabulary._hash_strings(pa.array(texts[1:2])).tolist() == [hashes[1]]
 
 
 def test_hash_index_agrees_with_a_dict() -> None:
     rng = np.random.default_rng(7)
-    index = encode._HashIndex(capacity=4)
+    index = vocabulary.HashIndex(capacity=4)
     expected: dict[int, int] = {}
     for _ in range(30):  # batches that grow the table several times
         keys = np.unique(rng.integers(0, 2**64, 200, dtype=np.uint64, endpoint=False))
@@ -632,7 +635,7 @@ def test_hash_index_adds_a_key_given_twice_once_and_says_so(
     batches: list[list[int]],
 ) -> None:
     """Keys on few slots (a multiple of 2**58), some given twice in one insert."""
-    index = encode._HashIndex(capacity=4)
+    index = vocabulary.HashIndex(capacity=4)
     expected: dict[int, list[int]] = {}  # key -> the ids given with it
     next_id = 0
     for batch in batches:
@@ -662,7 +665,9 @@ def test_hash_collisions_never_merge_names(
     variant: list[int] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            encode, "_hash_strings", lambda values: np.full(len(values), 7, np.uint64)
+            vocabulary,
+            "_hash_strings",
+            lambda values: np.full(len(values), 7, np.uint64),
         )
         for part in data.draw(batches(table)):
             variant += encoder.encode(part.table)[0].tolist()
@@ -683,9 +688,9 @@ def test_a_collision_in_a_later_batch_keeps_earlier_codes(
         )
 
     assert encoder.encode(table(["a", "b", ""]))[0].tolist() == [0, 1, 2]
-    real = encode._hash_strings
+    real = vocabulary._hash_strings
     monkeypatch.setattr(  # "c" now hashes as "a" does
-        encode,
+        vocabulary,
         "_hash_strings",
         lambda values: real(pc.replace_substring(values, "c", "a")),
     )
@@ -739,13 +744,13 @@ def test_slices_of_a_row_group_look_its_dictionaries_up_once(
     )
     whole = KeyEncoder(PAIRS).encode(table)
     looked_up: list[int] = []
-    lookup = encode._Vocabulary.lookup
+    lookup = vocabulary.Vocabulary.lookup
 
-    def counted(self: encode._Vocabulary, values: pa.Array) -> Any:
+    def counted(self: vocabulary.Vocabulary, values: pa.Array) -> Any:
         looked_up.append(len(values))
         return lookup(self, values)
 
-    monkeypatch.setattr(encode._Vocabulary, "lookup", counted)
+    monkeypatch.setattr(vocabulary.Vocabulary, "lookup", counted)
     encoder = KeyEncoder(PAIRS)
     parts = [encoder.encode(table.slice(start, 8)) for start in range(0, 40, 8)]
     for at in range(2):
@@ -756,19 +761,116 @@ def test_slices_of_a_row_group_look_its_dictionaries_up_once(
     # precision left out) once a slice
     assert looked_up.count(7) == 1
     assert looked_up.count(3) == 1
-    # a new dictionary with the same values is looked up again (and agrees)
+    # a new dictionary with the same values is recognised by its content
     fresh = table.set_column(0, "model", pa.array(names).dictionary_encode())
     again = encoder.encode(fresh)
-    assert looked_up.count(7) == 2
+    assert looked_up.count(7) == 1
     assert again[0].tolist() == whole[0].tolist()
+    # one with other values is looked up
+    other = table.set_column(0, "model", pa.array(names[::-1]).dictionary_encode())
+    encoder.encode(other)
+    assert looked_up.count(7) == 2
+
+
+def test_a_dictionary_larger_than_its_batch_costs_its_used_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A categorical's row groups each carry every category: only used ones are looked up."""
+    categories = pa.array([f"org/model-{at}" for at in range(1_000)])
+    looked_up: list[int] = []
+    lookup = vocabulary.Vocabulary.lookup
+
+    def counted(self: vocabulary.Vocabulary, values: pa.Array) -> Any:
+        if len(values) > 1:
+            looked_up.append(len(values))
+        return lookup(self, values)
+
+    monkeypatch.setattr(vocabulary.Vocabulary, "lookup", counted)
+    encoder = KeyEncoder(PAIRS)
+    seen: dict[int, int] = {}
+    for start in range(0, 30, 3):  # 3 models a batch, each with 2 rows
+        used = np.repeat(np.arange(start, start + 3) * 7 % 1_000, 2)
+        table = pa.table(
+            {
+                "model": pa.DictionaryArray.from_arrays(
+                    pa.array(used, pa.int32()), categories
+                ),
+                "benchmark": ["GPQA"] * 6,
+                "subtask": ["main"] * 6,
+            }
+        )
+        variant = encoder.encode(table)[0].tolist()
+        assert variant == [seen.setdefault(int(at), len(seen)) for at in used]
+    assert looked_up == [3] * 10  # the 30 models used, never the 1,000
+    strings = encoder.variants().strings("model").to_pylist()
+    assert strings == [f"org/model-{at}" for at in seen]
+
+
+@given(
+    names=st.lists(
+        st.sampled_from(["a", "b", "c", "", "d\u00e9"]), min_size=1, max_size=12
+    ),
+    picks=st.lists(st.lists(st.integers(-1, 11), max_size=8), min_size=1, max_size=5),
+)
+def test_one_dictionary_in_every_batch_codes_as_plain_strings(
+    names: list[str], picks: list[list[int]]
+) -> None:
+    """A dictionary larger or smaller than its batch, values repeated in it (valid
+    Arrow), nulls: the codes and variants of the same rows as plain strings."""
+    dictionary = pa.array(names)
+    encoder, plain = KeyEncoder(PAIRS), KeyEncoder(PAIRS)
+    for rows in picks:
+        indices = pa.array(
+            [at % len(names) if at >= 0 else None for at in rows], pa.int32()
+        )
+        n = len(rows)
+        table = pa.table(
+            {
+                "model": pa.DictionaryArray.from_arrays(indices, dictionary),
+                "revision": pa.DictionaryArray.from_arrays(indices, dictionary),
+                "benchmark": pa.DictionaryArray.from_arrays(
+                    pa.array([1] * n, pa.int32()), pa.array(["NOPE", "GPQA"])
+                ),
+                "subtask": ["main"] * n,
+            }
+        )
+        as_plain = table.set_column(0, "model", table.column("model").cast(pa.string()))
+        as_plain = as_plain.set_column(
+            1, "revision", table.column("revision").cast(pa.string())
+        )
+        got, expected = encoder.encode(table), plain.encode(as_plain)
+        assert got[0].tolist() == expected[0].tolist()
+        assert got[1].tolist() == expected[1].tolist()
+    assert _variant_rows(encoder.variants()) == _variant_rows(plain.variants())
+
+
+def test_subtask_codes_of_a_dictionary_with_unused_pairs() -> None:
+    """Benchmark and subtask dictionaries larger than the batch, an unused "NOPE" in them."""
+    encoder = KeyEncoder(PAIRS)
+    benchmarks = pa.array(["NOPE", *sorted({b for b, _ in PAIRS})])
+    subtasks = pa.array(["x", *sorted({s for _, s in PAIRS})])
+    pair = PAIRS[3]
+    table = pa.table(
+        {
+            "model": ["m"],
+            "benchmark": pa.DictionaryArray.from_arrays(
+                pa.array([benchmarks.to_pylist().index(pair[0])], pa.int32()),
+                benchmarks,
+            ),
+            "subtask": pa.DictionaryArray.from_arrays(
+                pa.array([subtasks.to_pylist().index(pair[1])], pa.int32()), subtasks
+            ),
+        }
+    )
+    assert encoder.encode(table)[1].tolist() == [3]
 
 
 def test_a_registry_sized_up_front_is_bounded() -> None:
     """The room made from a run's rows is capped: a huge guess costs 64 MB at most."""
-    index = encode._HashIndex.for_keys(10**9)
-    assert index._slots_ids.size == encode._MOST_SLOTS
-    assert index._keys.size == encode._MOST_SLOTS // 2
-    small = encode._HashIndex.for_keys(4_576)
+    index = vocabulary.HashIndex.for_keys(10**9)
+    assert index._slots_ids.size == vocabulary._MOST_SLOTS
+    assert index._keys.size == vocabulary._MOST_SLOTS // 2
+    small = vocabulary.HashIndex.for_keys(4_576)
     assert small._slots_ids.size == 16_384  # at most half full at 4,576 keys
     keys = np.arange(1, 10_001, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     assert small.insert(keys, np.arange(10_000))  # past the guess: it grows

@@ -28,6 +28,7 @@ from strategies import (
 )
 
 import lbnorm
+from lbnorm import cli
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import (
     BENCHMARK_SCORES,
@@ -51,6 +52,7 @@ from lbnorm.engines.result import (
     benchmark_table,
     finish_job,
     start_benchmark_keys,
+    with_present_values,
 )
 from lbnorm.pipeline import demo_metadata_path, demo_path
 from lbnorm.readers import Inputs
@@ -570,3 +572,66 @@ def test_counts_follow_a_replaced_leaderboard(sum_memory: float) -> None:
     # nothing the engine counted outlives its leaderboard
     swapped = replace(plain, leaderboard_output=flagged.leaderboard_table)
     assert swapped.board_counts() == fewer
+
+
+# --- output dictionaries hold only values present -------------------------------------
+
+
+def _categorical_input(path: Path) -> pd.DataFrame:
+    """A Parquet input written by pandas, its categoricals carrying unused values."""
+    scores = pd.read_parquet(demo_path()).head(400)
+    rows = pd.concat(
+        [scores, scores.head(3).assign(benchmark="NOPE", subtask="x")],
+        ignore_index=True,
+    )
+    models = pd.unique(rows["model"]).tolist()
+    unused = [f"unused/model-{at}" for at in range(3_000)]
+    typed = rows.astype(
+        {
+            "model": pd.CategoricalDtype([*unused, *models]),
+            "benchmark": pd.CategoricalDtype([*pd.unique(rows["benchmark"]), "UNUSED"]),
+            "subtask": pd.CategoricalDtype([*pd.unique(rows["subtask"]), "y"]),
+        }
+    )
+    typed.to_parquet(path, row_group_size=100)
+    return scores
+
+
+@pytest.mark.parametrize(
+    "options",
+    [[], ["--engine", "memory"], ["--sum-memory", "0.0001"], ["--batch-rows", "7"]],
+)
+def test_output_dictionaries_hold_only_values_present(
+    tmp_path: Path, options: list[str]
+) -> None:
+    """Unused categories, and rows dropped as unknown, leave no value in subtasks.parquet."""
+    source = tmp_path / "in.parquet"
+    scores = _categorical_input(source)
+    out = tmp_path / "out"
+    argv = ["run", str(source), "--unknown", "ignore", "--quiet", "--out", str(out)]
+    assert cli.main([*argv, *options]) == 0
+    subtasks = pd.read_parquet(out / "subtasks.parquet")
+    assert len(subtasks) == len(scores)
+    for name in ("model", "precision", "revision", "benchmark", "subtask", "metric"):
+        column = subtasks[name]
+        assert isinstance(column.dtype, pd.CategoricalDtype), name
+        assert set(column.cat.categories) == set(column.unique()), name
+    assert set(subtasks["model"].cat.categories) == set(scores["model"])
+    assert "NOPE" not in set(subtasks["benchmark"].cat.categories)
+    benchmarks = pd.read_parquet(out / "benchmarks.parquet")
+    for name in ("model", "benchmark"):
+        column = benchmarks[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            assert set(column.cat.categories) == set(column.unique()), name
+
+
+def test_present_values_keep_a_dictionary_all_used_as_it_is() -> None:
+    values = pa.DictionaryArray.from_arrays(
+        pa.array([2, None, 0, 2], pa.int32()), pa.array(["a", "b", "c"])
+    )
+    table = pa.table({"key": values, "n": [1, 2, 3, 4]})
+    cut = with_present_values(table)
+    assert cut.column("key").chunk(0).dictionary.to_pylist() == ["a", "c"]
+    assert cut.column("key").to_pylist() == values.to_pylist()
+    assert cut.column("key").type == values.type
+    assert with_present_values(cut) is cut  # every value used: nothing rebuilt

@@ -9,675 +9,45 @@ Per batch, each text column becomes dictionary indices (Parquet hands them over
 that way, and they are used in place: -1 marks a null). Rows of one variant
 usually come together, so the key columns are cut into runs where any of them
 changes, and only the runs' keys are packed and factorized. Only the batch's
-*distinct* values and variants then meet the global registries, through C-level
-dict look-ups (``map``), never a Python step per row.
+*distinct* values and variants then meet the global registries
+(:mod:`lbnorm.engines.vocabulary`), never a Python step per row.
+
+A batch dictionary costs at most its batch's rows: one larger than its batch (a
+pandas categorical carries every category in every row group) is looked up only
+for the entries the batch's indices use, and a dictionary holding the same values
+as the column's last one (row groups of such a file, slices of one row group) is
+recognised by its content and reuses the ids found so far.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError
-from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.engines.variants import (
+    MANY_KEYS,
+    TEXT_KEYS,
+    Variants,
+    factorize,
+    merge_variants,
+)
+from lbnorm.engines.vocabulary import HashIndex, Vocabulary
 
 __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
-_TEXT_KEYS = ("model", "precision", "revision")
-#: The keys with about a value per variant (their registries are sized for them).
-_MANY = ("model", "revision")
 _NULL = -1
-_Item = TypeVar("_Item", bound=np.generic)
-_EMPTY = arrow.strings([])
-
-#: The hash multiplier M (and its inverse) of :func:`_hash_strings`.
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
-_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
-
-
-class _Powers:
-    """``M**i`` and ``M**-i`` modulo 2**64 for i < n, grown on demand."""
-
-    def __init__(self) -> None:
-        self.up: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-        self.down: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-
-    def reserve(self, n: int) -> None:
-        if n <= self.up.size:
-            return
-        size = max(n, 2 * self.up.size)
-        self.up = np.cumprod(np.full(size, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
-        self.down = np.cumprod(np.full(size, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
-
-
-_POWERS = _Powers()
-
-
-def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """A 64-bit finalizer (splitmix64's): every input bit moves every output bit."""
-    values = values ^ (values >> np.uint64(30))
-    values *= np.uint64(0xBF58476D1CE4E5B9)
-    values ^= values >> np.uint64(27)
-    values *= np.uint64(0x94D049BB133111EB)
-    values ^= values >> np.uint64(31)
-    return values
-
-
-def _string_buffers(
-    values: pa.Array,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
-    """A string array's offsets (rebased to 0, int64) and its bytes, without copies."""
-    n = len(values)
-    buffers = values.buffers()
-    width = 8 if pa.types.is_large_string(values.type) else 4
-    offsets = np.frombuffer(
-        buffers[1],
-        dtype=np.int64 if width == 8 else np.int32,
-        count=n + 1,
-        offset=values.offset * width,
-    ).astype(np.int64)
-    data = (
-        np.zeros(0, dtype=np.uint8)
-        if buffers[2] is None
-        else np.frombuffer(buffers[2], dtype=np.uint8)
-    )
-    first = int(offsets[0])
-    return offsets - first, data[first : int(offsets[-1])]
-
-
-def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
-    """A 64-bit hash per string (no nulls), computed from the Arrow buffers in numpy.
-
-    A polynomial hash of the bytes: ``sum(b_i * M**i)``, taken from one prefix
-    sum over the bytes of a block of strings and shifted back by ``M**-start``,
-    then mixed with the length and finished by splitmix64's mixer. Equal strings
-    hash equal; the registries check every match against the strings
-    themselves, so a collision is caught. The bytes are multiplied as they are
-    (widened inside the multiplication) into one buffer the prefix sum runs in:
-    no per-byte table lookup or fresh array per block, which cost 5x the
-    arithmetic.
-    """
-    offsets, data = _string_buffers(values)
-    hashes = np.empty(offsets.size - 1, dtype=np.uint64)
-    prefix = np.zeros(0, dtype=np.uint64)
-    first = 0
-    while first < hashes.size:  # blocks of strings of ~_HASH_BLOCK bytes
-        last = int(
-            np.searchsorted(offsets, offsets[first] + _HASH_BLOCK, side="right") - 1
-        )
-        last = min(max(last, first + 1), hashes.size)
-        block = offsets[first : last + 1] - offsets[first]
-        size = int(block[-1])
-        _POWERS.reserve(size + 1)
-        if prefix.size < size + 1:  # one buffer for every block (a long string: more)
-            prefix = np.zeros(max(size, _HASH_BLOCK) + 1, dtype=np.uint64)
-        start = int(offsets[first])
-        sums = prefix[1 : size + 1]
-        np.multiply(data[start : start + size], _POWERS.up[:size], out=sums)
-        np.cumsum(sums, out=sums)
-        starts = block[:-1]
-        part = (prefix[block[1:]] - prefix[starts]) * _POWERS.down[starts]
-        part ^= np.diff(block).astype(np.uint64) * _MULTIPLIER
-        hashes[first:last] = part
-        first = last
-    return _mix(hashes)
-
-
-#: Bytes hashed per block (the power tables stay this size: 2 MB each).
-_HASH_BLOCK = 1 << 18
-#: The most slots a hash table is given before its keys come (64 MB): past
-#: 8M keys it grows as they come.
-_MOST_SLOTS = 1 << 24
-
-
-class _HashIndex:
-    """An open-addressing hash table from uint64 keys to ids, in numpy.
-
-    Lookups and inserts go a whole batch of keys at a time, probing linearly; the
-    Python loop runs once per probe step (a few), not per key. Keys are hashes
-    or packed codes: the caller checks what a match means. The slots hold int32
-    ids, the keys are kept by id (so a slot costs 4 bytes, and the table can
-    stay at most half full: a key that is absent, most of a batch's in a large
-    run, ends its probe after ~2.5 steps on average, ~6 at 70%). 5M keys take
-    104-124 MB.
-    """
-
-    def __init__(self, capacity: int = 1 << 10, *, expected: int = 0) -> None:
-        self._slots_ids = np.full(capacity, _NULL, dtype=np.int32)
-        self._shift = np.uint64(64 - (capacity.bit_length() - 1))
-        # by id (never empty: see find)
-        self._keys = np.zeros(max(expected, 1), dtype=np.uint64)
-        self.size = 0
-
-    @classmethod
-    def for_keys(cls, expected: int) -> _HashIndex:
-        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
-
-        Up to there no key is placed twice: growing re-places every key.
-        """
-        expected = min(expected, _MOST_SLOTS // 2)
-        capacity = 1 << max(10, (2 * expected - 1).bit_length())
-        return cls(capacity, expected=expected)
-
-    def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
-
-    def find(self, keys: npt.NDArray[np.uint64]) -> IntArray:
-        """Each key's id, -1 where absent."""
-        table, by_id = self._slots_ids, self._keys
-        slots = self._slots(keys)
-        ids = table[slots]
-        is_used = ids >= 0
-        is_hit = is_used & (by_id[ids] == keys)  # (-1 reads the last key: unused)
-        found = np.where(is_hit, ids, _NULL).astype(np.int64)
-        pending = np.flatnonzero(is_used & ~is_hit)  # probed on from the next slot
-        mask = table.size - 1
-        slots = (slots[pending] + 1) & mask
-        while pending.size:
-            ids = table[slots]
-            is_used = ids >= 0
-            is_hit = is_used & (by_id[ids] == keys[pending])
-            found[pending[is_hit]] = ids[is_hit]
-            go_on = is_used & ~is_hit
-            pending, slots = pending[go_on], (slots[go_on] + 1) & mask
-        return found
-
-    def insert(self, keys: npt.NDArray[np.uint64], ids: IntArray) -> bool:
-        """Add keys that are not in the table yet, with their ids (distinct, >= 0).
-
-        Returns:
-            Whether the keys were distinct. A key given twice is added once
-            (with the id of one of its copies): the caller decides what that means.
-        """
-        if not keys.size:
-            return True
-        needed = int(ids.max()) + 1
-        if needed > self._keys.size:  # by half: amortized, with less room unused
-            grown = np.zeros(max(needed, 3 * self._keys.size // 2), dtype=np.uint64)
-            grown[: self._keys.size] = self._keys
-            self._keys = grown
-        self._keys[ids] = keys  # (copies of a key write the same key)
-        if 2 * (self.size + keys.size) > self._slots_ids.size:
-            old = self._slots_ids[self._slots_ids >= 0].astype(np.int64)
-            capacity = self._slots_ids.size
-            while 2 * (self.size + keys.size) > capacity:
-                capacity *= 2
-            self._slots_ids = np.full(capacity, _NULL, dtype=np.int32)
-            self._shift = np.uint64(64 - (capacity.bit_length() - 1))
-            self._place(self._keys[old], old)
-        is_distinct, added = self._place(keys, ids)
-        self.size += added
-        return is_distinct
-
-    def _place(self, keys: npt.NDArray[np.uint64], ids: IntArray) -> tuple[bool, int]:
-        """Put ids in free slots (the keys are stored); whether distinct, how many placed."""
-        table = self._slots_ids
-        is_distinct, added = True, 0
-        pending = np.arange(keys.size)
-        slots = self._slots(keys)
-        mask = table.size - 1
-        while pending.size:
-            free = np.flatnonzero(table[slots] < 0)
-            aimed = slots[free]
-            # keys aiming at the same free slot: the last write wins it
-            table[aimed] = -2 - free
-            is_won = table[aimed] == -2 - free
-            won, taken = free[is_won], aimed[is_won]
-            table[taken] = ids[pending[won]]
-            added += won.size
-            go_on = np.ones(pending.size, dtype=bool)
-            go_on[won] = False
-            rest = np.flatnonzero(go_on)  # their slots are taken (every raced one won)
-            # a slot taken by an equal key: by a copy given in this call
-            is_copy = self._keys[table[slots[rest]]] == keys[pending[rest]]
-            if is_copy.any():
-                is_distinct = False
-                rest = rest[~is_copy]
-            pending, slots = pending[rest], (slots[rest] + 1) & mask
-        return is_distinct, added
-
-
-class _Vocabulary:
-    """A growing string -> id registry, fed one batch dictionary at a time.
-
-    The strings are kept once, as Arrow arrays in id order (the output's columns
-    are taken from them); a numpy hash table maps each string's 64-bit hash to
-    its id, and every match is checked against the strings, so two names never
-    share an id. Should two distinct strings ever hash alike, the registry
-    switches to a Python dict for the rest of the run.
-    """
-
-    def __init__(self, *, expected: int = 0) -> None:
-        """A registry with room for `expected` strings made up front."""
-        self._expected = expected
-        self._index: _HashIndex | None = _HashIndex.for_keys(expected)
-        self._is_closed = False  # drop_index() was called
-        self._by_text: dict[str | None, int] = {}  # only after a collision
-        self._strings = _Strings()
-
-    def __len__(self) -> int:
-        return len(self._strings)
-
-    def lookup(self, values: pa.Array) -> IntArray:
-        """Return the ids of `values` (distinct strings), adding the new ones."""
-        assert not self._is_closed, "the registry's index was dropped"
-        if self._index is not None and not values.null_count:
-            ids = self._lookup_hashed(values)
-            if ids is not None:
-                return ids
-            self._use_dict()
-        return self._lookup_dict(values)
-
-    def id_of(self, text: str) -> int | None:
-        """The id of one string, None if it was never seen (nothing is added)."""
-        if self._index is None:
-            return self._by_text.get(text)
-        value = arrow.strings([text])
-        found = int(self._index.find(_hash_strings(value))[0])
-        if found < 0 or self.values().take(arrow.array(np.array([found]))) != value:
-            return None
-        return found
-
-    def _lookup_hashed(self, values: pa.Array) -> IntArray | None:
-        """Ids through the hash table; None on a hash collision."""
-        index = self._index
-        assert index is not None
-        hashes = _hash_strings(values)
-        ids = index.find(hashes)
-        known = np.flatnonzero(ids >= 0)
-        if known.size and not self._same(values, known, ids[known]):
-            return None
-        new = np.flatnonzero(ids < 0)
-        if not new.size:
-            return ids
-        fresh = len(self) + np.arange(new.size)  # in first-seen order
-        if not index.insert(hashes[new], fresh):
-            # a value twice in the dictionary (valid Arrow): one id per string,
-            # if the strings are equal too; the table is rebuilt without the copies
-            _, first, inverse = np.unique(
-                hashes[new], return_index=True, return_inverse=True
-            )
-            if not self._texts_equal(values, new, values, new[first[inverse]]):
-                return None
-            by_first = np.argsort(first, kind="stable")  # ids in first-seen order
-            rank = np.empty_like(by_first)
-            rank[by_first] = np.arange(by_first.size)
-            fresh = len(self) + rank[inverse.ravel()]
-            kept = new[first[by_first]]
-            self._index = index = _HashIndex.for_keys(self._expected)
-            if len(self):
-                index.insert(_hash_strings(self.values()), np.arange(len(self)))
-            index.insert(hashes[kept], len(self) + np.arange(kept.size))
-            new_values = values.take(arrow.array(kept))
-        else:
-            new_values = values.take(arrow.array(new))
-        ids[new] = fresh
-        self._append(new_values)
-        return ids
-
-    def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
-        """Whether `values` at `rows` are the strings of `ids`."""
-        return self._texts_equal(values, rows, self._strings.array(large=True), ids)
-
-    @staticmethod
-    def _texts_equal(
-        left: pa.Array, left_rows: IntArray, right: pa.Array, right_rows: IntArray
-    ) -> bool:
-        """Whether `left` at `left_rows` holds the strings of `right` at `right_rows`."""
-        other = right.take(arrow.array(right_rows))
-        picked = left.take(arrow.array(left_rows)).cast(other.type)  # string, large
-        return bool(pc.all(pc.equal(picked, other)).as_py())
-
-    def _append(self, strings: pa.Array) -> None:
-        self._strings.append(strings)
-
-    def _use_dict(self) -> None:
-        """Switch to a Python dict (after a hash collision: never seen in practice)."""
-        self._by_text = {text: i for i, text in enumerate(self.values().to_pylist())}
-        self._index = None
-
-    def _lookup_dict(self, values: pa.Array) -> IntArray:
-        texts = values.to_pylist()
-        ids = np.fromiter(
-            map(self._by_text.get, texts, [_NULL] * len(texts)),
-            dtype=np.int64,
-            count=len(texts),
-        )
-        is_new = ids == _NULL
-        if is_new.any():
-            new = np.flatnonzero(is_new)
-            # one id per string, even if a dictionary holds a value twice (valid Arrow)
-            ids[new] = [
-                self._by_text.setdefault(texts[i], len(self._by_text))
-                for i in new.tolist()
-            ]
-            _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
-            self._append(values.take(arrow.array(new[np.sort(first)])))
-        return ids
-
-    def drop_index(self) -> None:
-        """Free the hash table: the registry takes no more lookups."""
-        self._index, self._by_text, self._is_closed = _HashIndex(), {}, True
-
-    def values(self) -> pa.Array:
-        """All strings, by id."""
-        return self._strings.array()
-
-
-class _Strings:
-    """Strings added a batch at a time to one growing buffer, read as one Arrow array.
-
-    The bytes and offsets double when full, so each string is copied about twice
-    in all (a binary merge of Arrow chunks copied them ~log2(batches) times: 1.6 s
-    of 5M names at 200 batches); the room not yet written is zeroed lazily by the
-    system (no memory until used). The array read back shares the buffers (no
-    copy), and stays valid as more strings come.
-    """
-
-    def __init__(self) -> None:
-        self._offsets = np.zeros(1 << 10, dtype=np.int64)  # offsets[0] == 0
-        self._data = np.zeros(1 << 14, dtype=np.uint8)
-        self._valid: npt.NDArray[np.bool_] | None = None  # None: no null so far
-        self._n = 0
-
-    def __len__(self) -> int:
-        return self._n
-
-    def append(self, strings: pa.Array) -> None:
-        """Add `strings` after those already held."""
-        offsets, data = _string_buffers(strings)
-        n, count, end = self._n, len(strings), int(self._offsets[self._n])
-        self._offsets = _with_room(self._offsets, n + count + 1)
-        self._data = _with_room(self._data, end + data.size)
-        np.add(offsets[1:], end, out=self._offsets[n + 1 : n + count + 1])
-        self._data[end : end + data.size] = data
-        if strings.null_count or self._valid is not None:
-            valid = _with_room(
-                np.ones(n, dtype=bool) if self._valid is None else self._valid,
-                n + count,
-            )
-            valid[n : n + count] = arrow.to_numpy(strings.is_valid())
-            self._valid = valid
-        self._n += count
-
-    def array(self, *, large: bool = False) -> pa.Array:
-        """The strings, by position (sharing this store's buffers).
-
-        Args:
-            large: As ``large_string`` (64-bit offsets, as stored); else as
-                ``string`` (the offsets converted) when under 2 GiB.
-        """
-        n = self._n
-        end = int(self._offsets[n])
-        valid = None if self._valid is None else self._valid[:n]
-        stored = pa.Array.from_buffers(
-            pa.large_string(),
-            n,
-            [
-                None if valid is None else arrow.bitmap(valid),
-                pa.py_buffer(self._offsets[: n + 1]),
-                pa.py_buffer(self._data[:end]),
-            ],
-            null_count=0 if valid is None else int(n - np.count_nonzero(valid)),
-        )
-        return stored if large or end >= 2**31 else stored.cast(pa.string())
-
-
-def _with_room(values: npt.NDArray[_Item], size: int) -> npt.NDArray[_Item]:
-    """`values`, or a copy twice as long (at least `size`) if it is shorter."""
-    if size <= values.size:
-        return values
-    grown = np.zeros(max(size, 2 * values.size), dtype=values.dtype)
-    grown[: values.size] = values
-    return grown
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Variants:
-    """Model variants' keys: per text key, each variant's id in a vocabulary.
-
-    Attributes:
-        vocabularies: ``model``, ``precision``, ``revision`` -> their distinct
-            strings, by id.
-        codes: ``(n_variants, 4)``: the ids of model, precision and revision,
-            and chat_template as 0/1.
-    """
-
-    vocabularies: dict[str, pa.Array]
-    codes: IntArray
-
-    def __len__(self) -> int:
-        return int(self.codes.shape[0])
-
-    def n_models(self) -> int:
-        """Distinct model names among these variants."""
-        if not len(self):
-            return 0
-        return int(np.count_nonzero(np.bincount(self.codes[:, 0])))
-
-    def take(self, order: IntArray, *, renumber: bool = False) -> Variants:
-        """These variants, rows in `order`.
-
-        With `renumber`, a model or revision vocabulary whose equal ids come in
-        runs in `order` (models, in key order; revisions, when each variant has
-        its own or they come model by model) is renumbered by first use and
-        stripped of the strings no variant uses: variants taken in key order
-        then take their names in vocabulary order (a run of them: a slice, see
-        :meth:`dictionary`), not from all over it.
-        """
-        # np.take, not codes[order]: 0.05 s against 0.4 s for 5M variants
-        codes = np.take(self.codes, order, axis=0)
-        vocabularies = dict(self.vocabularies)
-        for name in _MANY if renumber else ():
-            position = _TEXT_KEYS.index(name)
-            ids = codes[:, position]
-            is_start = np.ones(ids.size, dtype=bool)
-            np.not_equal(ids[1:], ids[:-1], out=is_start[1:])
-            used = ids[is_start]
-            if not used.size or np.bincount(used).max() == 1:  # ids in one run each
-                vocabularies[name] = vocabularies[name].take(arrow.array(used))
-                np.cumsum(is_start, out=ids)  # (ids: a view of the codes)
-                ids -= 1
-        return Variants(vocabularies=vocabularies, codes=codes)
-
-    def order(self) -> IntArray:
-        """Row order sorting variants by (model, precision, revision, chat_template).
-
-        Strings compare by code point (UTF-8 byte order), as Python compares them.
-        Revisions are compared only where two variants share a model and a
-        precision (a few; sorting every sha would cost as much as the models).
-        """
-        codes = self.codes
-        if not codes.shape[0]:
-            return np.zeros(0, dtype=np.int64)
-        models, precisions = self.vocabularies["model"], self.vocabularies["precision"]
-        width = max(len(precisions), 1)
-        # (model, precision) ranks in one int32 where they fit: at 5M variants
-        # each array is 20 MB, and the order is found beside the spilled sums
-        kind = np.int32 if len(models) * width < 2**31 else np.int64
-        first = _string_ranks(models, kind)[codes[:, 0]]
-        first *= width
-        first += _string_ranks(precisions, kind)[codes[:, 1]]  # ranks: no overflow
-        by_first = np.argsort(first, kind="stable")
-        ordered = first[by_first]
-        is_tied = np.zeros(ordered.size, dtype=bool)
-        is_tied[1:] = ordered[1:] == ordered[:-1]
-        is_tied[:-1] |= is_tied[1:]
-        del ordered
-        if not is_tied.any():
-            return by_first.astype(np.int64, copy=False)
-        # the tied come in runs of one (model, precision) each: each run is
-        # sorted by (revision, chat_template) in place, the rest stays
-        at = np.flatnonzero(is_tied)
-        tied = by_first[at]
-        revision_ids, inverse = np.unique(codes[tied, 2], return_inverse=True)
-        revisions = self.vocabularies["revision"].take(arrow.array(revision_ids))
-        revision = _string_ranks(revisions)[inverse.ravel()]
-        by_first[at] = tied[np.lexsort([codes[tied, 3], revision, first[tied]])]
-        return by_first.astype(np.int64, copy=False)
-
-    def dictionary(
-        self, name: str, rows: IntArray | None = None, *, distinct: bool = True
-    ) -> pa.DictionaryArray:
-        """A text key per variant (or per row: `rows` are variant positions).
-
-        The dictionary holds the variants' distinct values in order of first
-        appearance (over the variants, not the rows), int32 indices; or, not
-        `distinct`, a value per variant, repeats included (valid Arrow, for a
-        column written without a dictionary page: nothing to factorize).
-        """
-        position = _TEXT_KEYS.index(name)
-        ids = self.codes[:, position]
-        if not distinct:
-            indices = np.arange(ids.size) if rows is None else rows
-            return arrow.dictionary(indices, _taken(self.vocabularies[name], ids))
-        codes, first = factorize(ids)
-        indices = codes if rows is None else codes[rows]
-        return arrow.dictionary(
-            indices, self.vocabularies[name].take(arrow.array(ids[first]))
-        )
-
-    def strings(self, name: str) -> pa.Array:
-        """A text key per variant, as plain strings."""
-        position = _TEXT_KEYS.index(name)
-        return self.vocabularies[name].take(arrow.array(self.codes[:, position]))
-
-    def flags(self, rows: IntArray | None = None) -> pa.Array:
-        """chat_template per variant (or per row: `rows` are variant positions)."""
-        flag = self.codes[:, 3].astype(bool)
-        return arrow.array(flag if rows is None else flag[rows])
-
-    def table(self) -> pa.Table:
-        """The keys as a table of plain columns, one row per variant."""
-        columns = {name: self.strings(name) for name in _TEXT_KEYS}
-        return pa.table({**columns, "chat_template": self.flags()}).select(
-            list(KEY_COLUMNS)
-        )
-
-    @classmethod
-    def from_table(cls, keys: pa.Table) -> Variants:
-        """Variants from a table of key columns (plain or dictionary strings)."""
-        vocabularies: dict[str, pa.Array] = {}
-        codes = np.zeros((keys.num_rows, 4), dtype=np.int64)
-        for position, name in enumerate(_TEXT_KEYS):
-            column = keys.column(name)
-            if pa.types.is_dictionary(column.type):
-                column = column.cast(column.type.value_type)
-            vocabularies[name], codes[:, position] = _encode_strings(column)
-        flags = keys.column("chat_template").cast(pa.bool_())
-        codes[:, 3] = arrow.to_numpy(flags, null=False)
-        return cls(vocabularies=vocabularies, codes=codes)
-
-
-def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
-    """The distinct variants of several sets, and each input variant's position.
-
-    Args:
-        parts: Sets of variants (each with vocabularies of its own).
-
-    Returns:
-        The distinct variants (in order of first appearance) and, for every
-        variant of every part in turn, its row among them.
-
-    Examples:
-        >>> a = Variants.from_table(pa.table({"model": ["x", "y"], "precision": ["", ""],
-        ...     "revision": ["", ""], "chat_template": [False, False]}))
-        >>> b = Variants.from_table(pa.table({"model": ["y"], "precision": [""],
-        ...     "revision": [""], "chat_template": [False]}))
-        >>> merged, rows = merge_variants([a, b])
-        >>> merged.strings("model").to_pylist(), rows.tolist()
-        (['x', 'y'], [0, 1, 1])
-    """
-    vocabularies: dict[str, pa.Array] = {}
-    columns: list[IntArray] = []
-    for position, name in enumerate(_TEXT_KEYS):
-        # every part's distinct values, encoded together: one id per string
-        vocabularies[name], ids = _encode_strings(
-            pa.chunked_array(
-                [part.vocabularies[name] for part in parts], type=pa.string()
-            )
-        )
-        starts = np.cumsum([0] + [len(part.vocabularies[name]) for part in parts])
-        columns.append(
-            np.concatenate(
-                [
-                    ids[start + part.codes[:, position]]
-                    for start, part in zip(starts, parts, strict=False)
-                ]
-                or [np.zeros(0, dtype=np.int64)]
-            )
-        )
-    codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
-    packed = np.zeros(codes.shape[0], dtype=np.int64)
-    for column in codes.T:  # pack, re-densifying before an overflow
-        width = int(column.max(initial=0)) + 1
-        packed, first = (
-            factorize(packed * width + column) if packed.size else (packed, packed)
-        )
-    rows, first = factorize(packed)
-    return Variants(vocabularies=vocabularies, codes=codes[first]), rows
-
-
-def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
-    """Codes in order of first appearance, and each code's first position.
-
-    Examples:
-        >>> codes, first = factorize(np.array([7, 3, 7, 5]))
-        >>> codes.tolist(), first.tolist()
-        ([0, 1, 0, 2], [0, 1, 3])
-    """
-    if values.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if values.dtype.kind in "iu":
-        low, high = int(values.min()), int(values.max())
-        if high - low <= 4 * values.size:  # dense integers: a table, no sort
-            offset = values.astype(np.int64) - low
-            positions = np.arange(values.size)
-            first_at = np.full(high - low + 1, values.size, dtype=np.int64)
-            np.minimum.at(first_at, offset, positions)
-            first = np.flatnonzero(first_at[offset] == positions)
-            code_of = np.empty_like(first_at)
-            code_of[offset[first]] = np.arange(first.size)
-            return code_of[offset], first
-        grouped = _factorize_grouped(values, low, high)
-        if grouped is not None:
-            return grouped
-    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(by_first.size)
-    return rank[inverse.ravel()].astype(np.int64), first[by_first].astype(np.int64)
-
-
-def _factorize_grouped(
-    values: npt.NDArray[np.generic], low: int, high: int
-) -> tuple[IntArray, IntArray] | None:
-    """:func:`factorize` of integers whose equal values are adjacent, without a sort.
-
-    Keys in key order come so (a model's variants together). None when some
-    value comes back later, or the range is too wide to mark.
-    """
-    if high - low > 64 * values.size:
-        return None
-    is_start = np.empty(values.size, dtype=bool)
-    is_start[0] = True
-    np.not_equal(values[1:], values[:-1], out=is_start[1:])
-    first = np.flatnonzero(is_start)
-    marks = np.zeros(high - low + 1, dtype=bool)
-    marks[values[first] - low] = True
-    if np.count_nonzero(marks) != first.size:  # a value in two runs
-        return None
-    codes: IntArray = np.cumsum(is_start, dtype=np.int64) - 1
-    return codes, first.astype(np.int64)
+#: An entry of a batch dictionary not looked up yet (no row used it so far).
+_UNSEEN = -2
 
 
 class KeyEncoder:
@@ -712,12 +82,12 @@ class KeyEncoder:
         # their tables are made that large up front, and ids fit in that many bits
         self._expected = expected_variants
         self._vocabularies = {
-            name: _Vocabulary(expected=expected_variants if name in _MANY else 0)
-            for name in (*_TEXT_KEYS, "benchmark", "subtask")
+            name: Vocabulary(expected=expected_variants if name in MANY_KEYS else 0)
+            for name in (*TEXT_KEYS, "benchmark", "subtask")
         }
         # variant keys (model, precision, revision, flag ids) packed into one
         # uint64 each, with bits enough for the ids so far (exact: no hashing)
-        self._variant_index = _HashIndex.for_keys(expected_variants)
+        self._variant_index = HashIndex.for_keys(expected_variants)
         many = min(expected_variants.bit_length(), 28)
         self._bits = [many, 1, many, 1]
         self._n_variants = 0
@@ -735,11 +105,8 @@ class KeyEncoder:
         }
         #: Whether the last batch encoded spelled a suite name in another case.
         self.is_last_renamed = False
-        # per key column, the last batch dictionary and its ids: the slices of a
-        # row group share its dictionary, which is looked up once
-        self._last_dictionary: dict[
-            str, tuple[pa.Array, IntArray, IntArray | None]
-        ] = {}
+        # per text column, its last batch dictionary and the ids found for it
+        self._seen: dict[str, _Seen] = {}
 
     @property
     def suite_pairs(self) -> list[tuple[str, str]]:
@@ -768,11 +135,11 @@ class KeyEncoder:
         """
         local = {
             name: self._local(table, name)
-            for name in (*_TEXT_KEYS, "benchmark", "subtask")
+            for name in (*TEXT_KEYS, "benchmark", "subtask")
         }
-        parts = [local[name][0] for name in _TEXT_KEYS]
+        parts = [local[name][0] for name in TEXT_KEYS]
         parts.append(self._flags(table))
-        widths = [len(local[name][1]) for name in _TEXT_KEYS] + [2]
+        widths = [len(local[name][1]) for name in TEXT_KEYS] + [2]
         run_group, lengths, distinct = _group_rows(parts, widths)
         codes = self._register(distinct, local)[run_group]
         variant = codes if lengths is None else np.repeat(codes, lengths)
@@ -789,19 +156,20 @@ class KeyEncoder:
                 takes no more lookups.
         """
         if last:
-            self._variant_index = _HashIndex()
+            self._variant_index = HashIndex()
             for vocabulary in self._vocabularies.values():
                 vocabulary.drop_index()
         variants = Variants(
             vocabularies={
-                name: self._vocabularies[name].values() for name in _TEXT_KEYS
+                name: self._vocabularies[name].values() for name in TEXT_KEYS
             },
             codes=self._variant_codes().astype(np.int64),
         )
         if last:
+            self._seen = {}
             self._codes = np.zeros((0, 4), dtype=np.int32)
-            for name in _TEXT_KEYS:
-                self._vocabularies[name] = _Vocabulary()
+            for name in TEXT_KEYS:
+                self._vocabularies[name] = Vocabulary()
                 self._vocabularies[name].drop_index()
         return variants
 
@@ -853,33 +221,26 @@ class KeyEncoder:
             chunks = (
                 list(merged.chunks) if isinstance(merged, pa.ChunkedArray) else [merged]
             )
-        dictionary = chunks[0].dictionary.cast(pa.string())
         indices = [_indices(chunk.indices) for chunk in chunks]
         local = indices[0] if len(indices) == 1 else np.concatenate(indices)
-        known = self._last_dictionary.get(name)
-        if known is None or not _same_array(known[0], dictionary):
-            known = (dictionary, *self._dictionary_ids(vocabulary, dictionary))
-            self._last_dictionary[name] = known  # slices of a row group share it
-        _, ids, canonical = known
-        return (local if canonical is None else canonical[local]), ids
-
-    @staticmethod
-    def _dictionary_ids(
-        vocabulary: _Vocabulary, dictionary: pa.Array
-    ) -> tuple[IntArray, IntArray | None]:
-        """A batch dictionary's ids, and a last -1 for null.
-
-        Also, where a value is twice in it (valid Arrow), each index's first
-        copy (None: no value is).
-        """
-        ids = vocabulary.lookup(dictionary)
-        distinct, first, inverse = np.unique(
-            ids, return_index=True, return_inverse=True
-        )
-        canonical = None
-        if len(distinct) < len(ids):
-            canonical = np.append(first[inverse.ravel()], _NULL)  # its first index
-        return np.append(ids, _NULL), canonical
+        dictionary = chunks[0].dictionary
+        seen = self._seen.get(name)
+        if seen is None or not _same_values(seen.dictionary, dictionary):
+            seen = _Seen(dictionary)
+            self._seen[name] = seen
+        if seen.is_complete:
+            canonical = seen.canonical
+        elif len(dictionary) <= local.size:  # every entry, once per dictionary
+            seen.look_up(vocabulary, np.flatnonzero(seen.ids[:-1] == _UNSEEN))
+            canonical = seen.canonical = _first_copies(
+                seen.ids, np.arange(len(dictionary))
+            )
+            seen.is_complete = True
+        else:  # larger than its batch: the entries the rows use
+            used = _used_entries(local, len(dictionary))
+            seen.look_up(vocabulary, used[seen.ids[used] == _UNSEEN])
+            canonical = _first_copies(seen.ids, used)
+        return (local if canonical is None else canonical[local]), seen.ids
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:
@@ -908,7 +269,7 @@ class KeyEncoder:
             [
                 *(
                     local[name][1][part]
-                    for name, part in zip(_TEXT_KEYS, parts[:-1], strict=True)
+                    for name, part in zip(TEXT_KEYS, parts[:-1], strict=True)
                 ),
                 parts[-1].astype(np.int64),
             ]
@@ -950,7 +311,7 @@ class KeyEncoder:
             )
             raise InputError(msg)
         self._bits = needed
-        self._variant_index = _HashIndex.for_keys(max(self._n_variants, self._expected))
+        self._variant_index = HashIndex.for_keys(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
                 self._pack(self._variant_codes()), np.arange(self._n_variants)
@@ -964,18 +325,19 @@ class KeyEncoder:
             packed |= keys[:, position].astype(np.uint64)
         return packed
 
+    def _names(self, name: str, ids: IntArray) -> npt.NDArray[Any]:
+        """The strings of `ids` (None where an entry was not looked up: no row uses it)."""
+        names = self._vocabularies[name].values()
+        return np.asarray(
+            names.take(arrow.array(ids, mask=ids < 0)).to_pylist(), dtype=object
+        )
+
     def _subtask_codes(self, local: dict[str, tuple[IntArray, IntArray]]) -> IntArray:
         """Suite subtask index per row through a (benchmark, subtask) lookup table."""
         benchmark, benchmark_ids = local["benchmark"]
         subtask, subtask_ids = local["subtask"]
-        names = self._vocabularies["benchmark"].values()
-        benchmark_names = np.asarray(
-            names.take(arrow.array(benchmark_ids[:-1])).to_pylist(), dtype=object
-        )
-        names = self._vocabularies["subtask"].values()
-        subtask_names = np.asarray(
-            names.take(arrow.array(subtask_ids[:-1])).to_pylist(), dtype=object
-        )
+        benchmark_names = self._names("benchmark", benchmark_ids[:-1])
+        subtask_names = self._names("subtask", subtask_ids[:-1])
         width = len(subtask_names) + 1  # the last row and column stand for null
         table = np.full((len(benchmark_names) + 1, width), _NULL, dtype=np.int64)
         pairs = list(
@@ -1054,51 +416,73 @@ def _group_rows(
     return group, lengths, [part[first] for part in parts]
 
 
-def _same_array(left: pa.Array, right: pa.Array) -> bool:
-    """Whether two arrays are views of the same memory (so equal: Arrow's are immutable)."""
-    return (
-        left.type == right.type
-        and len(left) == len(right)
-        and left.offset == right.offset
-        and [b and b.address for b in left.buffers()]
-        == [b and b.address for b in right.buffers()]
-    )
+@dataclass(slots=True)
+class _Seen:
+    """A column's last batch dictionary, and the ids of its entries found so far.
 
-
-def _taken(values: pa.Array, ids: IntArray) -> pa.Array:
-    """``values.take(ids)``; a slice (no copy) if `ids` are one increasing run."""
-    spans_run = ids.size and int(ids[-1]) - int(ids[0]) == ids.size - 1  # (cheap first)
-    if spans_run and bool((np.diff(ids) == 1).all()):
-        return values.slice(int(ids[0]), ids.size)
-    return values.take(arrow.array(ids))
-
-
-def _string_ranks(
-    values: pa.Array, kind: type[np.signedinteger[Any]] = np.int64
-) -> npt.NDArray[Any]:
-    """Each string's position in sorted order (by UTF-8 bytes = code point order)."""
-    order = arrow.to_numpy(pc.array_sort_indices(values))
-    ranks = np.empty(len(values), dtype=kind)
-    ranks[order] = np.arange(len(values), dtype=kind)
-    return ranks
-
-
-def _encode_strings(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
-    """Distinct strings in order of first appearance, and each value's id among them.
-
-    A null is encoded as the empty string.
+    Attributes:
+        dictionary: The batch dictionary.
+        ids: Per entry its id in the column's vocabulary (:data:`_UNSEEN` where
+            no row has used it yet), and a last -1 for null.
+        canonical: Once every entry is looked up: per entry its value's first
+            entry, where a value is twice in the dictionary (valid Arrow); None
+            when none is.
+        is_complete: Every entry is looked up (and `canonical` holds).
     """
-    if values.null_count:
-        values = pc.fill_null(values, arrow.scalar("", pa.string()))
-    encoded = values.dictionary_encode()
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.unify_dictionaries()
-        chunks = encoded.chunks
-        if not chunks:
-            return _EMPTY, np.zeros(0, dtype=np.int64)
-        ids = np.concatenate([arrow.to_numpy(chunk.indices) for chunk in chunks])
-        return chunks[0].dictionary, ids.astype(np.int64)
-    return encoded.dictionary, arrow.to_numpy(encoded.indices).astype(np.int64)
+
+    dictionary: pa.Array
+    ids: IntArray = dataclasses.field(init=False)
+    canonical: IntArray | None = None
+    is_complete: bool = False
+
+    def __post_init__(self) -> None:
+        self.ids = np.full(len(self.dictionary) + 1, _UNSEEN, dtype=np.int64)
+        self.ids[-1] = _NULL
+
+    def look_up(self, vocabulary: Vocabulary, entries: IntArray) -> None:
+        """Find (or add) the ids of the dictionary's `entries`."""
+        if not entries.size:
+            return
+        values = (
+            self.dictionary
+            if entries.size == len(self.dictionary)
+            else self.dictionary.take(arrow.array(entries))
+        )
+        self.ids[entries] = vocabulary.lookup(values.cast(pa.string()))
+
+
+def _same_values(left: pa.Array, right: pa.Array) -> bool:
+    """Whether two dictionaries hold the same values (the same memory, or equal content)."""
+    if left.type != right.type or len(left) != len(right):
+        return False
+    if left.offset == right.offset and [b and b.address for b in left.buffers()] == [
+        b and b.address for b in right.buffers()
+    ]:
+        return True
+    return bool(left.equals(right))
+
+
+def _used_entries(local: IntArray, size: int) -> IntArray:
+    """The entries of a dictionary of `size` that the indices `local` use (-1: null)."""
+    if size > 8 * local.size:  # a sort of the rows, whatever the dictionary's size
+        used = np.unique(local)
+        return used[used >= 0].astype(np.int64, copy=False)
+    return np.flatnonzero(np.bincount(local + 1, minlength=size + 1)[1:])  # (+1: null)
+
+
+def _first_copies(ids: IntArray, entries: IntArray) -> IntArray | None:
+    """Per entry, the first of `entries` with its id (None: no id is there twice).
+
+    Rows of one value then share one local index, as the grouping needs.
+    """
+    found = ids[entries]
+    distinct, first, inverse = np.unique(found, return_index=True, return_inverse=True)
+    if len(distinct) == len(found):
+        return None
+    canonical = np.arange(ids.size, dtype=np.int64)
+    canonical[-1] = _NULL
+    canonical[entries] = entries[first[inverse.ravel()]]
+    return canonical
 
 
 def _indices(indices: pa.Array) -> IntArray:

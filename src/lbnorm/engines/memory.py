@@ -27,7 +27,12 @@ from lbnorm.core.options import RunOptions, UnknownSubtasks
 from lbnorm.core.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.engines.encode import KeyEncoder, Variants, factorize
 from lbnorm.engines.kernel import FloatArray, IntArray, aggregate_benchmarks
-from lbnorm.engines.result import Result, assemble_result, start_benchmark_keys
+from lbnorm.engines.result import (
+    Result,
+    assemble_result,
+    start_benchmark_keys,
+    with_present_values,
+)
 from lbnorm.engines.validate import check_batch, describe_failures, failure_error
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
@@ -480,9 +485,11 @@ class DenseSubtasks:
                 picked = self._kept.take(arrow.array(at))
                 for name in picked.column_names:
                     data[name] = picked.column(name).combine_chunks()
-            yield pa.Table.from_arrays(
-                [_typed(data[field.name], field.type) for field in self.schema],
-                schema=self.schema,
+            yield with_present_values(
+                pa.Table.from_arrays(
+                    [_typed(data[field.name], field.type) for field in self.schema],
+                    schema=self.schema,
+                )
             )
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "leaderboard_table",
     "resized_variants",
     "start_benchmark_keys",
+    "with_present_values",
 ]
 
 
@@ -750,6 +751,44 @@ def leaderboard_rows(
         columns[f"{name} stderr"] = arrow.array(errors, mask=np.isnan(errors))
     schema = leaderboard_schema(suite.benchmark_names)
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def with_present_values(table: pa.Table) -> pa.Table:
+    """`table` with each dictionary column's dictionary cut to the values its rows hold.
+
+    A batch dictionary may carry values no row uses: a pandas categorical writes
+    every category in every row group, and rows dropped as unknown leave theirs.
+    Written as they are, a reader of the output would take them for values of
+    the table (pandas: categories, ``groupby(observed=False)`` groups). A column
+    whose dictionary is all used is kept as it is.
+    """
+    for index, column in enumerate(table.columns):
+        if not pa.types.is_dictionary(column.type):
+            continue
+        originals = column.chunks
+        chunks = [_present_values(chunk) for chunk in originals]
+        if any(new is not old for new, old in zip(chunks, originals, strict=True)):
+            table = table.set_column(
+                index, table.field(index), pa.chunked_array(chunks, column.type)
+            )
+    return table
+
+
+def _present_values(values: pa.DictionaryArray) -> pa.DictionaryArray:
+    """`values` with only the dictionary entries its indices point at (in their order)."""
+    size = len(values.dictionary)
+    indices = values.indices
+    valid = indices.drop_null() if indices.null_count else indices
+    counts = np.bincount(arrow.to_numpy(valid), minlength=size)
+    if counts.all():
+        return values
+    used = np.flatnonzero(counts)
+    position = np.zeros(size, dtype=np.int64)
+    position[used] = np.arange(used.size)
+    kept = arrow.array(position).take(indices).cast(indices.type)  # (nulls stay)
+    return pa.DictionaryArray.from_arrays(
+        kept, values.dictionary.take(arrow.array(used))
+    )
 
 
 def _plain_text(table: pa.Table) -> pa.Table:

@@ -44,6 +44,7 @@ from lbnorm.engines.result import (
     assemble_result,
     finish_job,
     start_benchmark_keys,
+    with_present_values,
 )
 from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
 from lbnorm.engines.validate import (
@@ -215,8 +216,10 @@ def _subtask_part(
         else:  # an optional column the input left out
             default = batch.source if name == "source" else _DEFAULTS.get(name)
             columns[name] = _constant(default, field.type, n_rows)
-    return pa.Table.from_arrays(
-        [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
+    return with_present_values(
+        pa.Table.from_arrays(
+            [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
+        )
     )
 
 
