@@ -3,7 +3,7 @@
 ``python benchmarks_perf/campaign.py [--n 10] [--modes default,spilling] [--seed 0]``
 runs each mode's command ``--n`` times and sends it Ctrl-C (SIGINT) or SIGTERM at a
 random moment between its start and a little past its usual end (``--faults``: at
-one of lbnorm's fault points, :mod:`lbnorm.core.faults`, at once or a few ms after),
+one of lbnorm's fault points, :mod:`lbnorm.core.faults`, at once or 1-60 ms after),
 then checks:
 
 * the output directory is the previous complete output or the new complete one,
@@ -277,7 +277,7 @@ def _fault(mode: Mode, rng: random.Random, number: int) -> str:
     point = rng.choice(POINTS + MODE_POINTS.get(mode.name, []))
     action = "int" if number == signal.SIGINT else "term"
     if rng.random() < 0.5:
-        action += f"-after={rng.randint(1, 300)}"
+        action += f"-after={rng.randint(1, 60)}"
     return f"{point}:{action}"
 
 
