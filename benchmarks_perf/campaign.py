@@ -2,7 +2,9 @@
 
 ``python benchmarks_perf/campaign.py [--n 10] [--modes default,spilling] [--seed 0]``
 runs each mode's command ``--n`` times and sends it Ctrl-C (SIGINT) or SIGTERM at a
-random moment between its start and a little past its usual end, then checks:
+random moment between its start and a little past its usual end (``--faults``: at
+one of lbnorm's fault points, :mod:`lbnorm.core.faults`, at once or 1-60 ms after),
+then checks:
 
 * the output directory is the previous complete output or the new complete one,
   byte for byte (every file's sha256), never a mix and never missing;
@@ -205,21 +207,26 @@ def _tagged(tag: str) -> list[int]:
 
 
 def _interrupt(
-    trial: Trial, args: list[str], delay: float, number: int
+    trial: Trial, args: list[str], delay: float, number: int, fault: str = ""
 ) -> tuple[str, list[str]]:
-    """Run, signal after `delay` s; the outcome and what went wrong."""
+    """Run, signal after `delay` s (or at `fault`); the outcome and what went wrong."""
     tag = uuid.uuid4().hex
+    env = trial.env(tag)
+    if fault:  # the run signals itself there (lbnorm.core.faults)
+        env["LBNORM_FAULT_POINT"] = fault
     process = subprocess.Popen(
         trial.argv(args),
-        env=trial.env(tag),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(delay)
-    is_sent = process.poll() is None
-    if is_sent:
-        process.send_signal(number)
+    is_sent = bool(fault)
+    if not fault:
+        time.sleep(delay)
+        is_sent = process.poll() is None
+        if is_sent:
+            process.send_signal(number)
     try:
         _, stderr = process.communicate(timeout=PATIENCE)
     except subprocess.TimeoutExpired:
@@ -253,8 +260,35 @@ def _interrupt(
     return outcome, problems
 
 
+#: Fault points every run passes (lbnorm.core.faults), and those of some modes.
+POINTS = [
+    "starting",
+    "locked",
+    "table-written@1",
+    "table-written@2",
+    "staged",
+    "swapped",
+]
+MODE_POINTS = {"spilling": ["spilled"], "workers": ["workers-started"]}
+
+
+def _fault(mode: Mode, rng: random.Random, number: int) -> str:
+    """A fault point and how the signal comes there: at once or some ms later."""
+    point = rng.choice(POINTS + MODE_POINTS.get(mode.name, []))
+    action = "int" if number == signal.SIGINT else "term"
+    if rng.random() < 0.5:
+        action += f"-after={rng.randint(1, 60)}"
+    return f"{point}:{action}"
+
+
 def _campaign(
-    mode: Mode, root: Path, n: int, rng: random.Random, say: Callable[[str], None]
+    mode: Mode,
+    root: Path,
+    n: int,
+    rng: random.Random,
+    say: Callable[[str], None],
+    *,
+    faults: bool = False,
 ) -> collections.Counter[str]:
     trial = Trial(mode, root)
     if mode.cache:
@@ -267,7 +301,8 @@ def _campaign(
             trial.complete(mode.old)
         number = rng.choice([signal.SIGINT, signal.SIGTERM])
         delay = rng.uniform(0.0, 1.1 * seconds)
-        outcome, problems = _interrupt(trial, mode.new, delay, number)
+        fault = _fault(mode, rng, number) if faults else ""
+        outcome, problems = _interrupt(trial, mode.new, delay, number, fault)
         found = _digests(trial.out)
         if found == old:
             state = "old"
@@ -284,9 +319,8 @@ def _campaign(
         if problems:
             counts["failed checks"] += 1
             name = signal.Signals(number).name
-            say(
-                f"  {mode.name} #{index} ({name} at {delay:.2f} s): {'; '.join(problems)}"
-            )
+            when = fault or f"{name} at {delay:.2f} s"
+            say(f"  {mode.name} #{index} ({when}): {'; '.join(problems)}")
         for leftover in trial.tmpdir.iterdir():  # (counted: the next run starts clean)
             shutil.rmtree(leftover, ignore_errors=True)
     return counts
@@ -297,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=10, help="runs per mode")
     parser.add_argument("--modes", default="all", help="comma-separated, or all")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="signal from the fault points (LBNORM_FAULT_POINT), not at random times",
+    )
     parser.add_argument("--work", type=Path, help="a folder to work in (kept)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
@@ -305,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(modes) if args.modes == "all" else args.modes.split(",")
     total: collections.Counter[str] = collections.Counter()
     for name in chosen:
-        counts = _campaign(modes[name], root, args.n, rng, print)
+        counts = _campaign(modes[name], root, args.n, rng, print, faults=args.faults)
         print(f"{name:12} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         total += counts
     print(f"{'all':12} " + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
