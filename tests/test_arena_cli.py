@@ -19,11 +19,11 @@ from lbnorm.arena import ArenaOptions
 from lbnorm.cli import main
 from lbnorm.core.schemas import RATINGS, WIN_RATES
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import read_battles
-from lbnorm.ratings.fit import (
+from lbnorm.ratings import (
     RatingOptions,
     compute_ratings,
     ratings_table,
+    read_battles,
     win_rates_table,
 )
 

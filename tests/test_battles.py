@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
+from lbnorm.ratings import battle_io as battle_io_module
 from lbnorm.ratings import battles as battles_module
 from lbnorm.ratings.battles import (
     Battles,
@@ -88,7 +89,7 @@ def test_every_format_reads_the_same_battles(
 def test_json_without_msgspec_reads_the_same(
     monkeypatch: pytest.MonkeyPatch, records: list[dict[str, Any]]
 ) -> None:
-    monkeypatch.setattr(battles_module, "_HAS_MSGSPEC", False)
+    monkeypatch.setattr(battle_io_module, "_HAS_MSGSPEC", False)
     assert _as_lists(read_battles(CLEAN)) == _expected(records)
     filtered = read_battles(CLEAN, where=["language = 'English'"])
     assert filtered.n_battles == sum(r["language"] == "English" for r in records)
@@ -665,7 +666,7 @@ def test_unreadable_files_are_named_with_a_hint(
 def test_json_errors_without_msgspec_are_named_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(battles_module, "_HAS_MSGSPEC", False)
+    monkeypatch.setattr(battle_io_module, "_HAS_MSGSPEC", False)
     bad_type = _write(
         tmp_path,
         "t.json",
@@ -784,6 +785,8 @@ def test_reader_imports_no_pandas() -> None:
         "lbnorm.core.errors",
         "lbnorm.core.arrow",
         "lbnorm.ratings.battle_files",
+        "lbnorm.ratings.battle_io",
+        "lbnorm.ratings.where",
     }
 
 

@@ -29,13 +29,9 @@ from lbnorm.core.errors import (
     RatingOptionsError,
     RatingsNotIdentifiableError,
 )
-from lbnorm.ratings import fit as ratings_module
-from lbnorm.ratings.battles import Battles, read_battles
-from lbnorm.ratings.fit import (
-    PAIRWISE_SCORES,
-    RATINGS,
-    WIN_RATES,
-    Method,
+from lbnorm.core.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
+from lbnorm.ratings import (
+    Battles,
     RatingOptions,
     Ratings,
     bootstrap_elo,
@@ -50,10 +46,13 @@ from lbnorm.ratings.fit import (
     predicted_win_rates,
     rank_with_uncertainty,
     ratings_table,
+    read_battles,
     score_against_reference,
     win_matrix,
     win_rates_table,
 )
+from lbnorm.ratings import bootstrap as bootstrap_module
+from lbnorm.ratings.options import Method
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -492,7 +491,7 @@ def test_bootstrap_rounds_equal_independent_fits(
 ) -> None:
     """Each batched round equals scipy fitting that round's counts on its own."""
     seen: list[tuple[FloatArray, FloatArray]] = []
-    fit_rounds = ratings_module._fit_rounds
+    fit_rounds = bootstrap_module._fit_rounds
 
     def spy(wins: FloatArray, *args: Any) -> Any:
         copy = wins.copy()
@@ -500,7 +499,7 @@ def test_bootstrap_rounds_equal_independent_fits(
         seen.append((copy, theta.copy()))
         return theta, divergent, failed
 
-    monkeypatch.setattr(ratings_module, "_fit_rounds", spy)
+    monkeypatch.setattr(bootstrap_module, "_fit_rounds", spy)
     result = compute_ratings(arena, RatingOptions(bootstrap=25, seed=1))
     assert result.samples is not None
     rounds = [(w, t) for wins, theta in seen for w, t in zip(wins, theta, strict=True)]
@@ -517,13 +516,13 @@ def test_l2_bootstrap_rounds_equal_scikit_learn_per_round(
 ) -> None:
     battles, _ = synthetic(6, 600, seed=9)
     seen: list[FloatArray] = []
-    fit_rounds = ratings_module._fit_rounds
+    fit_rounds = bootstrap_module._fit_rounds
 
     def spy(wins: FloatArray, *args: Any) -> Any:
         seen.append(wins.copy())
         return fit_rounds(wins, *args)
 
-    monkeypatch.setattr(ratings_module, "_fit_rounds", spy)
+    monkeypatch.setattr(bootstrap_module, "_fit_rounds", spy)
     result = compute_ratings(battles, RatingOptions(bootstrap=5, l2=1.0))
     assert result.samples is not None
     wins = np.concatenate(seen)
@@ -1254,8 +1253,21 @@ def test_count_fit_equals_the_row_fit_on_random_battles(
 # --- the module's imports --------------------------------------------------------------------------
 
 
-def test_ratings_module_imports_no_pandas() -> None:
-    source = Path(ratings_module.__file__).read_text()
+FIT_MODULES = (
+    "options",
+    "bradley_terry",
+    "bootstrap",
+    "elo",
+    "intervals",
+    "checks",
+    "fit",
+    "pairwise_scores",
+)
+
+
+@pytest.mark.parametrize("name", FIT_MODULES)
+def test_fit_modules_import_no_pandas_and_no_files(name: str) -> None:
+    source = (Path(bootstrap_module.__file__).parent / f"{name}.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -1263,11 +1275,12 @@ def test_ratings_module_imports_no_pandas() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "pandas" not in imported
-    # the error tree and the output schemas (schemas.py imports pyarrow alone)
-    assert {name for name in imported if name.startswith("lbnorm")} == {
-        "lbnorm.core.errors",
-        "lbnorm.core.schemas",
+    # the error tree, the output schemas (schemas.py imports pyarrow alone) and
+    # the kernels beside it: never the battle reader
+    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas"} | {
+        f"lbnorm.ratings.{module}" for module in FIT_MODULES
     }
+    assert {name for name in imported if name.startswith("lbnorm")} <= allowed
     assert (
         not {"pyarrow.csv", "pyarrow.parquet", "pyarrow.json", "os", "pathlib"}
         & imported

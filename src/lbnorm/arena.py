@@ -24,14 +24,15 @@ import pyarrow as pa
 
 from lbnorm.core.files import sha256_file
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import Battles, parse_where, read_battles
+from lbnorm.ratings.battles import Battles, read_battles
 from lbnorm.ratings.fit import (
-    RatingOptions,
     Ratings,
     compute_ratings,
     ratings_table,
     win_rates_table,
 )
+from lbnorm.ratings.options import RatingOptions
+from lbnorm.ratings.where import parse_where
 
 __all__ = ["ArenaOptions", "ArenaResult", "rate_battles"]
 
@@ -48,7 +49,7 @@ class ArenaOptions:
     Attributes:
         rating: How to rate (method, ties, L2 penalty, anchor, bootstrap, seed).
         where: Filter conditions on the battles, all of which a row must meet
-            (see :func:`lbnorm.ratings.battles.parse_where`).
+            (see :func:`lbnorm.ratings.where.parse_where`).
 
     Examples:
         >>> ArenaOptions(where=("anony",)).to_manifest()["where"]

@@ -1,7 +1,7 @@
 """``lbnorm arena``: Chatbot Arena battles to ratings with intervals; and the faces of a ratings output.
 
 Every option of ``arena`` is defined here, once, and becomes one
-:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.fit.RatingOptions`
+:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.options.RatingOptions`
 and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
 :func:`diff_ratings_outputs` and :func:`report_ratings` when
 :func:`lbnorm.output.outdir.output_kind` says an output holds ratings.
@@ -120,7 +120,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
     from lbnorm.arena import ArenaOptions, rate_battles
     from lbnorm.cli.arguments import check_parent
     from lbnorm.faces.ratings_view import format_arena_summary
-    from lbnorm.ratings.fit import RatingOptions, parse_anchor
+    from lbnorm.ratings.options import RatingOptions, parse_anchor
 
     started = time.perf_counter()
     options = ArenaOptions(

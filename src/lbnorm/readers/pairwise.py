@@ -12,7 +12,7 @@ one JSON object). All battle files are pooled.
 
 Each pairwise benchmark's raw score for a model is its predicted chance of
 beating the benchmark's reference model
-(:func:`lbnorm.ratings.fit.score_against_reference`: Bradley-Terry, ties
+(:func:`lbnorm.ratings.pairwise_scores.score_against_reference`: Bradley-Terry, ties
 half, no penalty), a fraction in [0, 1]. The scores enter the pipeline as one
 :class:`~lbnorm.core.schemas.Batch` of long-format rows (model, benchmark, subtask,
 raw_score, n_samples = the model's battles), normalized and averaged like any
@@ -201,7 +201,7 @@ def _benchmark_scores(
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
     assert benchmark.reference is not None  # the suite checks it
-    from lbnorm.ratings.fit import (  # the fit: only for a pairwise suite
+    from lbnorm.ratings.pairwise_scores import (  # the fit: only for a pairwise suite
         score_against_reference,
     )
 
