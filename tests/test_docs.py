@@ -957,7 +957,7 @@ FIGURES += [
     ),
     Figure(
         doc=ARENA,
-        text="`--l2 1` (the 2023 notebook) shrinks the ratings towards 1000 ({}, unanchored)",
+        text="`--l2 1` shrinks the ratings towards 1000 ({}, unanchored)",
         compute=lambda s: (_top(s.ratings("anony", l2=1.0), 3),),
     ),
     Figure(

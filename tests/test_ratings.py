@@ -80,8 +80,32 @@ def synthetic(
 # --- oracles ---------------------------------------------------------------------
 
 
+def sklearn_one_row(
+    battles: Battles, *, c: float, drop_ties: bool = False
+) -> FloatArray:
+    """scikit-learn on one row per battle (the 2023-05 notebook's design with ties
+    dropped): +-ln10 columns, a tie as two rows of weight 1/2, one won by each side;
+    LogisticRegression(C, no intercept, tol=1e-10)."""
+    a, b, o = battles.model_a, battles.model_b, battles.outcome
+    if drop_ties:
+        keep = o != 1
+        a, b, o = a[keep], b[keep], o[keep]
+    tie = o == 1
+    first = np.concatenate([a, a[tie]])  # ties: a second row, won by B
+    second = np.concatenate([b, b[tie]])
+    label = np.concatenate([(o >= 1).astype(float), np.zeros(int(tie.sum()))])
+    weight = np.concatenate([np.where(tie, 0.5, 1.0), np.full(int(tie.sum()), 0.5)])
+    n, k = len(first), len(battles.models)
+    design = np.zeros((n, k))
+    design[np.arange(n), first] = +LN10
+    design[np.arange(n), second] = -LN10
+    model = LogisticRegression(C=c, fit_intercept=False, tol=1e-10, max_iter=10_000)
+    model.fit(design, label, sample_weight=weight)
+    return np.asarray(400.0 * model.coef_[0] + 1000.0, dtype=np.float64)
+
+
 def sklearn_2023(battles: Battles, *, c: float) -> FloatArray:
-    """The 2023 notebook's compute_mle_elo: every battle twice, +-ln10 columns,
+    """FastChat's later compute_mle_elo design: every battle twice, +-ln10 columns,
     a tie once as A's win and once as B's; LogisticRegression(C, no intercept)."""
     a, b, o = battles.model_a, battles.model_b, battles.outcome
     n, k = len(a), len(battles.models)
@@ -298,15 +322,25 @@ def test_count_matrix_fit_equals_row_fit_on_synthetic_battles() -> None:
 
 
 @pytest.mark.parametrize("c", [1.0, 0.05])
-def test_l2_equals_scikit_learn_on_the_2023_notebook_design(
-    arena: Battles, c: float
-) -> None:
+def test_l2_is_scikit_learns_c_on_one_row_per_battle(arena: Battles, c: float) -> None:
     ours = compute_ratings(arena, RatingOptions(l2=c)).rating
-    assert np.abs(ours - sklearn_2023(arena, c=c)).max() < 1e-6
+    assert np.abs(ours - sklearn_one_row(arena, c=c)).max() < 1e-4
     assert ours.mean() == pytest.approx(1000.0, abs=1e-9)
 
 
-def test_l2_with_ties_dropped_equals_scikit_learn_without_ties(arena: Battles) -> None:
+def test_l2_1_with_ties_dropped_is_the_2023_05_notebook(arena: Battles) -> None:
+    # one row per decisive battle, LogisticRegression(fit_intercept=False), C = 1
+    ours = compute_ratings(arena, RatingOptions(l2=1.0, ties="drop")).rating
+    assert np.abs(ours - sklearn_one_row(arena, c=1.0, drop_ties=True)).max() < 1e-4
+
+
+@pytest.mark.parametrize("c", [1.0, 0.05])
+def test_the_duplicated_design_is_l2_2c(arena: Battles, c: float) -> None:
+    ours = compute_ratings(arena, RatingOptions(l2=2 * c)).rating
+    assert np.abs(ours - sklearn_2023(arena, c=c)).max() < 1e-6
+
+
+def test_l2_with_ties_dropped_on_the_duplicated_design(arena: Battles) -> None:
     keep = arena.outcome != 1
     decisive = make_battles(
         arena.model_a[keep],
@@ -314,13 +348,13 @@ def test_l2_with_ties_dropped_equals_scikit_learn_without_ties(arena: Battles) -
         arena.outcome[keep],
         k=len(arena.models),
     )
-    ours = compute_ratings(arena, RatingOptions(l2=1.0, ties="drop")).rating
+    ours = compute_ratings(arena, RatingOptions(l2=2.0, ties="drop")).rating
     assert np.abs(ours - sklearn_2023(decisive, c=1.0)).max() < 1e-6
 
 
 def test_sample_weight_design_counts_every_battle_four_times(arena: Battles) -> None:
-    # pivot rows list both orders and weight a win 2: C there is l2 = 2 C here
-    ours = compute_ratings(arena, RatingOptions(l2=1.0)).rating
+    # pivot rows list both orders and weight a win 2: C there is l2 = 4 C here
+    ours = compute_ratings(arena, RatingOptions(l2=2.0)).rating
     assert np.abs(ours - sklearn_pivot(arena, c=0.5)).max() < 1e-6
 
 
@@ -337,7 +371,7 @@ def test_notebook_defaults_agree_to_their_tolerance(arena: Battles) -> None:
         400.0 * LogisticRegression(fit_intercept=False).fit(design, label).coef_[0]
         + 1000
     )
-    ours = compute_ratings(arena, RatingOptions(l2=1.0)).rating
+    ours = compute_ratings(arena, RatingOptions(l2=2.0)).rating
     assert np.abs(ours - published).max() < 0.5
 
 
@@ -537,7 +571,7 @@ def test_l2_bootstrap_rounds_equal_scikit_learn_per_round(
                     row[i], row[j] = LN10, -LN10
                     rows.append(row)
                     labels.append(1.0)
-                    weights.append(2 * round_wins[i, j])  # every battle twice
+                    weights.append(round_wins[i, j])  # one row per battle
                     rows.append(-row)  # a weightless row of the other label:
                     labels.append(0.0)  # scikit-learn needs two classes
                     weights.append(0.0)

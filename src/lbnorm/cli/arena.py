@@ -70,7 +70,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--l2",
         type=float,
         metavar="C",
-        help="L2 penalty with scikit-learn's LogisticRegression(C) meaning (Bradley-Terry only); --l2 1 reproduces the 2023 notebook and keeps models that never lost finite",
+        help="L2 penalty: scikit-learn's LogisticRegression(C) on one row per battle (Bradley-Terry only); --l2 1 --ties drop reproduces the 2023-05 notebook, --l2 2C FastChat's later doubled design; keeps models that never lost finite",
     )
     arena.add_argument(
         "--anchor",

@@ -17,11 +17,14 @@ Newton's method runs on the ``k x k`` matrix and costs nothing per battle::
 Unregularised, ``theta`` is defined up to a constant: the fit keeps
 ``sum(theta) = 0`` (the reference's L-BFGS, started at zero, stays there too, as
 every gradient sums to zero), so unanchored ratings have mean 1000. With
-``l2=C`` the fit minimises ``2 C f(theta) + |theta|^2 / 2``: scikit-learn's
-``LogisticRegression(C=C, fit_intercept=False)`` on the 2023 notebook's design (every
-battle twice, columns ``+ln 10`` for A and ``-ln 10`` for B, a tie once as A's win
-and once as B's), whose loss is ``C * sum(log loss) + |w|^2 / 2`` over those
-doubled rows.
+``l2=C`` the fit minimises ``C f(theta) + |theta|^2 / 2``: scikit-learn's
+``LogisticRegression(C=C, fit_intercept=False)`` on one row per battle (columns
+``+ln 10`` for A and ``-ln 10`` for B; a tie as two rows of weight 1/2, one won by
+each side), whose loss is ``C * sum(log loss) + |w|^2 / 2``. With ties dropped
+that is the design of the Arena's 2023-05 notebook (one row per decisive battle,
+``C = 1``: ``--l2 1 --ties drop``). FastChat's later ``compute_mle_elo`` listed
+every battle twice (a tie once each way), which doubles the loss: its ``C`` is
+``l2 = 2 C`` here.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def _objective(
     out *= wins
     value: FloatArray = out.sum(axis=(1, 2))
     if l2 is not None:
-        value = 2.0 * l2 * value + 0.5 * np.einsum("rk,rk->r", theta, theta)
+        value = l2 * value + 0.5 * np.einsum("rk,rk->r", theta, theta)
     return value
 
 
@@ -202,7 +205,7 @@ def newton(
         if l2 is None:
             rhs = -gradient if mask is None else -gradient * mask
         else:
-            rhs = -(2.0 * l2 * gradient + theta)
+            rhs = -(l2 * gradient + theta)
         if preconditioner is None:
             step = system.solve(rhs)
         else:
@@ -226,7 +229,7 @@ class _System:
 
     ``H x = ln(10)^2 (d * x - V x)`` with ``V = N P (1 - P)`` and ``d`` its row
     sums (a weighted graph Laplacian), plus ``c 1 1^T`` over the active models
-    (unregularised) or scaled by ``2 C`` plus the identity (``l2 = C``).
+    (unregularised) or scaled by ``C`` plus the identity (``l2 = C``).
     """
 
     def __init__(
@@ -245,7 +248,7 @@ class _System:
         product = np.einsum("rij,rj->ri", self.weights, x)
         out: FloatArray = LN_BASE**2 * (self.curvature * x - product)
         if self.l2 is not None:
-            out *= 2.0 * self.l2
+            out *= self.l2
             out += x
         elif self.mask is None:
             out += self.shift[:, None] * x.sum(axis=1, keepdims=True)
@@ -264,7 +267,7 @@ class _System:
         hessian *= -(LN_BASE**2)
         flat[:, diagonal] += LN_BASE**2 * self.curvature
         if self.l2 is not None:
-            hessian *= 2.0 * self.l2
+            hessian *= self.l2
             flat[:, diagonal] += 1.0
         elif self.mask is None:
             hessian += self.shift[:, None, None]
