@@ -29,6 +29,7 @@ from lbnorm.ratings.battle_files import BATTLE_SUFFIXES
 
 __all__ = [
     "COUNT_COLUMNS",
+    "NESTED",
     "SHOWN",
     "TEXT",
     "Kind",
@@ -52,6 +53,9 @@ SHOWN = 5
 TEXT = pa.dictionary(pa.int32(), pa.string())
 #: Count columns of the aggregated shape.
 COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
+#: The type asked of a nested field (``category_tag``, ``dedup_tag``,
+#: ``conv_metadata``): whatever objects it holds, as an Arrow struct.
+NESTED = pa.struct([])
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,11 @@ def column_names(source: Source) -> set[str]:
 def read_table(
     source: Source, wanted: dict[str, pa.DataType], present: set[str]
 ) -> pa.Table:
-    """Read the wanted columns; text formats get the types asked for."""
+    """Read the wanted columns; text formats get the types asked for.
+
+    A column asked as :data:`NESTED` keeps the objects a JSON file holds there
+    (a Parquet struct as stored); the other JSON columns get the types asked.
+    """
     path, kind = source.path, source.kind
     try:
         if kind == "parquet":
@@ -128,10 +136,21 @@ def read_table(
             ]
         )
         if kind == "jsonl":
+            flat = pa.schema([f for f in schema if f.type != NESTED])
             options = pa_json.ParseOptions(
-                explicit_schema=schema, unexpected_field_behavior="ignore"
+                explicit_schema=flat, unexpected_field_behavior="ignore"
             )
-            return pa_json.read_json(path, parse_options=options)
+            table = pa_json.read_json(path, parse_options=options)
+            nested = [f.name for f in schema if f.type == NESTED]
+            if nested:
+                data = path.read_bytes()
+                array = b"[" + b",".join(_lines(data)) + b"]"
+                records = _decode(path, array, pa.schema([(n, NESTED) for n in nested]))
+                for name in nested:
+                    table = table.append_column(
+                        name, _nested_column(path, records, name)
+                    )
+            return table
         return _read_json_array(path, schema)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         _explain_text(source, wanted)  # raises when it finds the line
@@ -146,17 +165,43 @@ def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
     standard library parses everything. Either way pyarrow builds the columns.
     """
     data = path.read_bytes()
-    struct = pa.struct(list(schema))
-    records = (
-        _decode_msgspec(path, data, schema)
-        if _HAS_MSGSPEC
-        else _decode_stdlib(path, data)
-    )
+    flat = pa.schema([f for f in schema if f.type != NESTED])
+    struct = pa.struct(list(flat))
+    records = _decode(path, data, schema)
     try:
-        return pa.Table.from_struct_array(pa.array(records, type=struct))
+        table = pa.Table.from_struct_array(pa.array(records, type=struct))
     except (pa.ArrowException, TypeError) as exc:
-        _explain_records(path, "json", enumerate(records), schema, data)
+        _explain_records(path, "json", enumerate(records), flat, data)
         msg = f"{path}: cannot read the battles: {exc}.\nHint: every element must be an object with text model names."
+        raise InputError(msg) from exc
+    for field in schema:
+        if field.type == NESTED:
+            table = table.append_column(
+                field.name, _nested_column(path, records, field.name)
+            )
+    return table
+
+
+def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
+    """A JSON array's elements (msgspec: only the wanted keys; else every key)."""
+    if _HAS_MSGSPEC:
+        return _decode_msgspec(path, data, schema)
+    return _decode_stdlib(path, data)
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """The non-blank lines of a JSONL file."""
+    return [line for line in data.splitlines() if line.strip()]
+
+
+def _nested_column(path: Path, records: list[Any], name: str) -> pa.Array:
+    """One key's objects across records as an Arrow struct (types inferred)."""
+    values = [r.get(name) if isinstance(r, dict) else None for r in records]
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        kinds = sorted({type(v).__name__ for v in values if v is not None})
+        msg = f"{path}: the field {name!r} holds values of different shapes ({', '.join(kinds[:5])}): {exc}.\nHint: a nested field must have the same structure in every battle (objects of the same keys and value types)."
         raise InputError(msg) from exc
 
 
@@ -167,10 +212,14 @@ def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
         pa.string(): str | None,
         pa.float64(): float | None,
         pa.bool_(): bool | None,
+        NESTED: Any,
     }
+    # keys need not be identifiers ("dedup_tag.sampled", "a b"): fields are
+    # named f0, f1, ... and renamed to the keys they decode
     row_type = msgspec.defstruct(
         "BattleRow",
-        [(field.name, python_types[field.type], None) for field in schema],
+        [(f"f{i}", python_types[field.type], None) for i, field in enumerate(schema)],
+        rename={f"f{i}": field.name for i, field in enumerate(schema)},
     )
     try:
         rows = msgspec.json.decode(data, type=list[row_type])  # type: ignore[valid-type]

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -48,6 +48,7 @@ from lbnorm.core.errors import InputError, WhereSyntaxError
 from lbnorm.ratings.battle_files import BATTLE_SUFFIXES, is_battles_file
 from lbnorm.ratings.battle_io import (
     COUNT_COLUMNS,
+    NESTED,
     SHOWN,
     TEXT,
     Source,
@@ -57,7 +58,13 @@ from lbnorm.ratings.battle_io import (
     file_kind,
     read_table,
 )
-from lbnorm.ratings.where import Where, apply_filters, parse_where
+from lbnorm.ratings.where import (
+    Where,
+    apply_filters,
+    nested_top,
+    parse_where,
+    resolve_column,
+)
 
 __all__ = [
     "AGGREGATE_COLUMNS",
@@ -152,6 +159,8 @@ class Battles:
         n_filtered_out: Rows removed by the ``where`` conditions.
         warnings: Things a caller may show.
         files: Per file: its format, shape and rows read and kept.
+        fields: Per numeric field asked of :func:`read_battles` (a dotted path
+            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
 
     Examples:
         >>> battles = Battles(models=np.array(["a", "b"]),
@@ -173,6 +182,7 @@ class Battles:
     n_filtered_out: int = 0
     warnings: tuple[BattleWarning, ...] = ()
     files: tuple[BattleFile, ...] = ()
+    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
 
     @property
     def n_battles(self) -> int:
@@ -181,14 +191,20 @@ class Battles:
 
 
 def read_battles(
-    paths: Path | str | Sequence[Path | str], *, where: Sequence[str | Where] = ()
+    paths: Path | str | Sequence[Path | str],
+    *,
+    where: Sequence[str | Where] = (),
+    fields: Sequence[str] = (),
 ) -> Battles:
     r"""Read battle files (either shape, any supported format) into codes.
 
     Args:
         paths: One file or several; their battles are pooled.
         where: Filter conditions, all of which a row must meet (strings are
-            parsed with :func:`parse_where`).
+            parsed with :func:`parse_where`); a dotted name reaches into a
+            nested object (``category_tag.math_v0.1.math``, ``dedup_tag.sampled``).
+        fields: Numeric fields to read per battle (dotted paths); an object of
+            numbers reads as their sum, as FastChat's style features do.
 
     Returns:
         The pooled battles; model codes index the sorted union of names.
@@ -218,7 +234,7 @@ def read_battles(
     if not paths:
         msg = "no battle files were given.\nHint: pass one or more .csv, .jsonl, .json or .parquet files."
         raise InputError(msg)
-    parts = [_read_part(Path(path), conditions) for path in paths]
+    parts = [_read_part(Path(path), conditions, fields) for path in paths]
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -294,6 +310,10 @@ def read_battles(
             )
             for part in parts
         ),
+        fields={
+            name: np.concatenate([part.fields[name] for part in parts])
+            for name in fields
+        },
     )
 
 
@@ -383,9 +403,27 @@ class _Part:
     n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
     is_aggregated: bool
     warnings: tuple[BattleWarning, ...]
+    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
 
 
-def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
+def _ask(
+    wanted: dict[str, pa.DataType],
+    name: str,
+    type_: pa.DataType,
+    source: Source,
+    present: set[str],
+) -> None:
+    """Add a filter or feature column to those read: a dotted name reads its top-level object."""
+    top = nested_top(name)
+    if name in present or top is None or source.kind == "csv":
+        wanted.setdefault(name, type_)
+    elif source.kind in ("json", "jsonl") or top in present:
+        wanted[top] = NESTED
+
+
+def _read_part(
+    path: Path, conditions: Sequence[Where], fields: Sequence[str] = ()
+) -> _Part:
     source = Source(path, file_kind(path))
     check_file(path)
     present = column_names(source)
@@ -402,8 +440,9 @@ def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
         if source.kind in ("json", "jsonl"):  # absent keys read as null columns
             wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
     for condition in conditions:
-        if condition.column not in wanted:
-            wanted[condition.column] = condition.value_type
+        _ask(wanted, condition.column, condition.value_type, source, present)
+    for name in fields:
+        _ask(wanted, name, pa.float64(), source, present)
     table = read_table(source, wanted, present)
     if source.kind in ("json", "jsonl"):
         present = _non_null_columns(table)
@@ -427,7 +466,55 @@ def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
     table = apply_filters(table, conditions, source, present)
-    return _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    if fields:
+        if is_aggregated:
+            msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
+            raise InputError(msg)
+        values = {name: _field_values(table, name, source, present) for name in fields}
+        part = replace(part, fields=values)
+    return part
+
+
+def _field_values(
+    table: pa.Table, name: str, source: Source, present: set[str]
+) -> npt.NDArray[np.float64]:
+    """A numeric field per battle; an object is the sum of its numbers (NaN where null).
+
+    FastChat's ``extract_style_feature``: a count is itself, an object of counts
+    (``header_count_a``: ``h1`` ... ``h6``) their sum.
+    """
+    column = resolve_column(table, name, present)
+    if column is None:
+        msg = f"{source.path}: no field {name!r} in the battles.\nHint: style control reads conv_metadata (sum_assistant_a_tokens, header_count_a, list_count_a, bold_count_a and the _b side) as in Arena's clean_battle files."
+        raise InputError(msg)
+    return _numbers(column, name, source)
+
+
+def _numbers(
+    column: pa.ChunkedArray | pa.Array, name: str, source: Source
+) -> npt.NDArray[np.float64]:
+    type_ = column.type
+    if pa.types.is_struct(type_):
+        total = np.zeros(len(column))
+        for i in range(type_.num_fields):
+            child = _numbers(pc.struct_field(column, [i]), name, source)
+            total += np.nan_to_num(child, nan=0.0)
+        total[np.asarray(pc.is_null(column))] = np.nan
+        return total
+    if pa.types.is_null(type_):
+        return np.full(len(column), np.nan)
+    if not (
+        pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_boolean(type_)
+    ):
+        msg = f"{source.path}: the field {name!r} holds {type_}, not numbers.\nHint: style features are counts (or objects of counts), as conv_metadata holds them."
+        raise InputError(msg)
+    values = pc.cast(column, pa.float64())
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _battle_part(

@@ -26,7 +26,16 @@ import pyarrow.compute as pc
 from lbnorm.core.errors import InputError, WhereSyntaxError
 from lbnorm.ratings.battle_io import Source
 
-__all__ = ["WHERE_HINT", "Literal_", "Where", "WhereOp", "apply_filters", "parse_where"]
+__all__ = [
+    "WHERE_HINT",
+    "Literal_",
+    "Where",
+    "WhereOp",
+    "apply_filters",
+    "nested_top",
+    "parse_where",
+    "resolve_column",
+]
 
 WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 Literal_ = str | float | bool
@@ -200,15 +209,76 @@ def apply_filters(
         return table
     mask = None
     for condition in conditions:
-        if condition.column not in present:
-            msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {sorted(present)[:12]}.\nHint: filter on a column the file has (names are case-sensitive)."
+        column = resolve_column(table, condition.column, present)
+        if column is None:
+            msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {_fields_near(table, condition.column, present)}.\nHint: filter on a column the file has (names are case-sensitive; a nested field is written with dots, e.g. category_tag.math_v0.1.math)."
             raise InputError(msg)
-        column = table.column(condition.column)
         if pa.types.is_dictionary(column.type):
             column = column.cast(column.type.value_type)
         part = pc.fill_null(_condition_mask(column, condition, source), False)
         mask = part if mask is None else pc.and_(mask, part)
     return table.filter(mask)
+
+
+def nested_top(name: str) -> str | None:
+    """The top-level key holding a dotted name's nested field (None: not dotted)."""
+    top, dot, _ = name.partition(".")
+    return top if dot and top else None
+
+
+def resolve_column(
+    table: pa.Table, name: str, present: set[str]
+) -> pa.ChunkedArray | None:
+    """A column by name, or a nested field by a dotted path into a struct column.
+
+    Field names may hold dots themselves (``math_v0.1``): at each level the
+    longest run of path segments that names a field is taken.
+
+    Examples:
+        >>> table = pa.table({"tag": [{"math_v0.1": {"math": True}}]})
+        >>> resolve_column(table, "tag.math_v0.1.math", {"tag"}).to_pylist()
+        [True]
+    """
+    if name in present and name in table.column_names:
+        return table.column(name)
+    top = nested_top(name)
+    if top is None or top not in present or top not in table.column_names:
+        return None
+    column = table.column(top)
+    segments = name.split(".")[1:]
+    while segments:
+        type_ = column.type
+        if not pa.types.is_struct(type_):
+            return None
+        fields = {type_.field(i).name: i for i in range(type_.num_fields)}
+        for size in range(len(segments), 0, -1):
+            key = ".".join(segments[:size])
+            if key in fields:
+                column = pc.struct_field(column, [fields[key]])
+                segments = segments[size:]
+                break
+        else:
+            return None
+    return column
+
+
+def _fields_near(table: pa.Table, name: str, present: set[str]) -> list[str]:
+    """What a message lists for a missing name: the nested fields there are, or the columns."""
+    top = nested_top(name)
+    if top is None or top not in present or top not in table.column_names:
+        return sorted(present)[:12]
+    names: list[str] = []
+    pending = [(top, table.column(top).type)]
+    while pending and len(names) < 12:
+        prefix, type_ = pending.pop(0)
+        if not pa.types.is_struct(type_):
+            names.append(prefix)
+            continue
+        pending.extend(
+            (f"{prefix}.{type_.field(i).name}", type_.field(i).type)
+            for i in range(type_.num_fields)
+        )
+    return names
 
 
 def _condition_mask(
