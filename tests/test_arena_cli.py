@@ -638,3 +638,48 @@ def test_a_bootstrap_warning_is_named_and_an_open_interval_shown(
     assert first[5] == "inf"  # the upper bound the data do not give
     upper = pq.read_table(out / "ratings.parquet")["rating_upper"][0].as_py()
     assert upper == float("inf")
+
+
+def test_style_control_writes_its_tables_and_prints_the_coefficients(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    style = BATTLES / "clean_battle_style.json"
+    out = tmp_path / "style"
+    code = main(
+        ["arena", str(style), "--style-control", "--bootstrap", "20", "--out", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "style control (L2 penalty C = 2)" in printed
+    assert "style coefficients (log-odds per standard deviation" in printed
+    coefficients = pq.read_table(out / "style_coefficients.parquet").to_pylist()
+    assert [row["feature"] for row in coefficients] == [
+        "length",
+        "header",
+        "list",
+        "bold",
+    ]
+    length = coefficients[0]
+    assert (
+        length["coefficient_lower"]
+        < length["coefficient"]
+        < length["coefficient_upper"]
+    )
+    ranks = pq.read_table(out / "style_control.parquet").to_pylist()
+    verbose = next(row for row in ranks if row["model"] == "verbose-7b")
+    assert verbose["rating"] < verbose["rating_plain"]  # its length no longer counts
+    assert all(row["rank_delta"] == row["rank_plain"] - row["rank"] for row in ranks)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["options"]["rating"]["style_control"] is True
+
+
+def test_style_control_without_conv_metadata_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["arena", str(CLEAN), "--style-control", "--out", str(tmp_path / "o")])
+    assert code == 4
+    assert re.search(
+        r"lbnorm: error: .*no field 'conv_metadata\.sum_assistant_a_tokens'.*\nHint: style control reads conv_metadata",
+        capsys.readouterr().err,
+    )
+    assert not (tmp_path / "o").exists()

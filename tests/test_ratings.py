@@ -1296,6 +1296,7 @@ FIT_MODULES = (
     "checks",
     "fit",
     "pairwise_scores",
+    "style",
 )
 
 

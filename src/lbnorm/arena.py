@@ -29,9 +29,11 @@ from lbnorm.ratings.fit import (
     Ratings,
     compute_ratings,
     ratings_table,
+    style_tables,
     win_rates_table,
 )
 from lbnorm.ratings.options import RatingOptions
+from lbnorm.ratings.style import STYLE_FIELDS
 from lbnorm.ratings.where import parse_where
 
 __all__ = ["ArenaOptions", "ArenaResult", "rate_battles"]
@@ -89,6 +91,8 @@ class ArenaResult:
         inputs: The manifest's record of each input file.
         warnings: ``(code, message)`` of the reader's and the fit's warnings.
         out: The output directory written, or None.
+        style_tables: With style control, ``style_coefficients`` and
+            ``style_control`` (rank with and without it).
     """
 
     battles: Battles
@@ -98,6 +102,7 @@ class ArenaResult:
     inputs: tuple[dict[str, Any], ...]
     warnings: tuple[tuple[str, str], ...]
     out: Path | None = None
+    style_tables: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def rate_battles(
@@ -133,7 +138,8 @@ def rate_battles(
         from lbnorm.output.writer import check_output_kind  # before the work, not after
 
         check_output_kind(Path(out), KIND)
-    battles = read_battles(paths, where=options.where)
+    fields = STYLE_FIELDS if options.rating.style_control else ()
+    battles = read_battles(paths, where=options.where, fields=fields)
     ratings = compute_ratings(battles, options.rating)
     inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
     warnings = tuple(
@@ -153,6 +159,7 @@ def rate_battles(
     tables = {
         "ratings": ratings_table(ratings),
         "win_rates": win_rates_table(ratings),
+        **style_tables(ratings),
     }
     tables = {
         name: table.replace_schema_metadata({**provenance, "lbnorm.table": name})
@@ -165,6 +172,11 @@ def rate_battles(
         win_rates_table=tables["win_rates"],
         inputs=inputs,
         warnings=warnings,
+        style_tables={
+            name: table
+            for name, table in tables.items()
+            if name in ("style_coefficients", "style_control")
+        },
     )
     if out is None:
         return result

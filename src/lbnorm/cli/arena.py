@@ -73,6 +73,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="L2 penalty: scikit-learn's LogisticRegression(C) on one row per battle (Bradley-Terry only); --l2 1 --ties drop reproduces the 2023-05 notebook, --l2 2C FastChat's later doubled design; keeps models that never lost finite",
     )
     arena.add_argument(
+        "--style-control",
+        action="store_true",
+        help="FastChat's style control: Bradley-Terry with the answers' length, headers, lists and bold text (conv_metadata) as covariates, L2 on all parameters (--l2 2, FastChat's, unless given); writes style_coefficients.parquet and style_control.parquet (rank with and without it)",
+    )
+    arena.add_argument(
         "--anchor",
         metavar="MODEL=RATING",
         help="shift the ratings so MODEL has RATING (the Arena: mixtral-8x7b-instruct-v0.1=1114)",
@@ -132,6 +137,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
             bootstrap=args.bootstrap,
             seed=args.seed,
             max_bootstrap_bytes=_bytes(args.max_memory),
+            style_control=args.style_control,
         ),
         where=tuple(args.where),
     )

@@ -21,7 +21,7 @@ models whose lower bound is above this model's upper bound.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -54,14 +54,26 @@ from lbnorm.ratings.options import (
     StrArray,
     TiesPolicy,
 )
+from lbnorm.ratings.style import (
+    STYLE_ELEMENTS,
+    STYLE_L2,
+    StyleFit,
+    bootstrap_style,
+    fit_style,
+    ratings_of,
+    style_data,
+)
 
 __all__ = [
     "RATINGS",
+    "STYLE_COEFFICIENTS",
+    "STYLE_RANKS",
     "WIN_RATES",
     "Ratings",
     "compute_ratings",
     "model_index",
     "ratings_table",
+    "style_tables",
     "win_rates_table",
 ]
 
@@ -83,6 +95,9 @@ class Ratings:
             ``ties="half"``, wins / decisive battles with ``"drop"``.
         options: The options used.
         warnings: Conditions worth showing.
+        style: With style control: the fit's coefficients (and their rounds);
+            ``rating`` and its interval are then the style-controlled ones.
+        baseline: With style control: the same battles rated without it.
     """
 
     models: StrArray
@@ -96,6 +111,8 @@ class Ratings:
     win_rate: FloatArray
     options: RatingOptions
     warnings: tuple[RatingWarning, ...] = ()
+    style: StyleFit | None = None
+    baseline: Ratings | None = None
 
     @property
     def rank(self) -> IntArray:
@@ -157,7 +174,12 @@ def compute_ratings(
         battles.model_a, battles.model_b, battles.outcome, battles.count, n_models=k
     )
     wins = win_matrix(counts, ties=options.ties)
-    check_identifiable(wins, models, counts, options)
+    penalised = (
+        replace(options, l2=options.l2 or STYLE_L2)
+        if options.style_control
+        else options
+    )
+    check_identifiable(wins, models, counts, penalised)
     anchor_index = (
         model_index(models, options.anchor[0], what="anchor model")
         if options.anchor
@@ -166,7 +188,7 @@ def compute_ratings(
     if options.method == "elo" and battles.is_aggregated:
         msg = "online Elo needs one battle per row, in order; aggregated counts have none.\nHint: use --method bt (the default), or give battle files (one row per battle)."
         raise RatingOptionsError(msg)
-    if options.bootstrap:
+    if options.bootstrap and not options.style_control:
         check_bootstrap_memory(
             n_models=k,
             n_battles=len(battles.model_a),
@@ -175,7 +197,11 @@ def compute_ratings(
         )
     warnings: list[RatingWarning] = []
     samples = None
-    if options.method == "bt":
+    style = None
+    if options.style_control:
+        style = _rate_style(battles, penalised, k)
+        rating, samples, warnings = style.rating, style.samples, list(style.warnings)
+    elif options.method == "bt":
         rating = fit_bradley_terry(wins, l2=options.l2)
         if options.bootstrap:
             theta_hat = (rating - INIT_RATING) / SCALE
@@ -223,6 +249,39 @@ def compute_ratings(
         n_ties=n_ties,
         win_rate=win_rate,
         options=options,
+        warnings=tuple(warnings),
+        style=style,
+        baseline=(
+            compute_ratings(battles, replace(options, style_control=False))
+            if options.style_control
+            else None
+        ),
+    )
+
+
+def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit:
+    """The style-controlled fit (``options.l2`` set) and its bootstrap."""
+    data = style_data(
+        model_a=battles.model_a,
+        model_b=battles.model_b,
+        outcome=battles.outcome,
+        count=battles.count,
+        fields=battles.fields,
+        n_models=k,
+        ties=options.ties,
+    )
+    l2 = options.l2 or STYLE_L2
+    params = fit_style(data, l2=l2)
+    if not options.bootstrap:
+        return StyleFit(rating=ratings_of(params, k), coefficients=params[k:])
+    rounds, warnings = bootstrap_style(
+        data, params, l2=l2, rounds=options.bootstrap, seed=options.seed
+    )
+    return StyleFit(
+        rating=ratings_of(params, k),
+        coefficients=params[k:],
+        samples=ratings_of(rounds, k),
+        coefficient_samples=rounds[:, k:],
         warnings=tuple(warnings),
     )
 
@@ -359,3 +418,79 @@ def win_rates_table(ratings: Ratings) -> pa.Table:
         },
         schema=WIN_RATES,
     )
+
+
+#: ``style_coefficients.parquet``: one row per style element.
+STYLE_COEFFICIENTS = pa.schema(
+    [
+        pa.field("feature", pa.string(), nullable=False),
+        pa.field("coefficient", pa.float64(), nullable=False),
+        pa.field("coefficient_lower", pa.float64()),
+        pa.field("coefficient_upper", pa.float64()),
+    ]
+)
+#: ``style_control.parquet``: each model with and without style control.
+STYLE_RANKS = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
+        pa.field("rank", pa.int64(), nullable=False),
+        pa.field("rating_plain", pa.float64(), nullable=False),
+        pa.field("rank_plain", pa.int64(), nullable=False),
+        pa.field("rank_delta", pa.int64(), nullable=False),
+    ]
+)
+
+
+def style_tables(ratings: Ratings) -> dict[str, pa.Table]:
+    """With style control: the coefficients, and each model's rank with and without it.
+
+    ``rank`` is the rank (UB) with a bootstrap, else the rank by rating; the
+    delta is the plain rank minus the style-controlled one (positive: the model
+    ranks better once style is controlled), as the Arena's ``ranking_difference``.
+
+    Args:
+        ratings: A result of :func:`compute_ratings` with ``style_control``.
+
+    Returns:
+        ``{"style_coefficients": ..., "style_control": ...}``; empty without style control.
+    """
+    if ratings.style is None or ratings.baseline is None:
+        return {}
+    style, baseline = ratings.style, ratings.baseline
+    lower = upper = None
+    if style.coefficient_samples is not None:
+        lower, upper = percentile_intervals(style.coefficient_samples)
+    m = len(STYLE_ELEMENTS)
+    coefficients = pa.table(
+        {
+            "feature": pa.array(list(STYLE_ELEMENTS), pa.string()),
+            "coefficient": pa.array(style.coefficients, pa.float64()),
+            "coefficient_lower": _nullable(lower, m),
+            "coefficient_upper": _nullable(upper, m),
+        },
+        schema=STYLE_COEFFICIENTS,
+    )
+    rank = _shown_rank(ratings)
+    rank_plain = _shown_rank(baseline)
+    order = np.lexsort((ratings.models, -ratings.rating))
+    ranks = pa.table(
+        {
+            "model": pa.array(ratings.models.tolist(), pa.string()),
+            "rating": pa.array(ratings.rating, pa.float64()),
+            "rank": pa.array(rank, pa.int64()),
+            "rating_plain": pa.array(baseline.rating, pa.float64()),
+            "rank_plain": pa.array(rank_plain, pa.int64()),
+            "rank_delta": pa.array(rank_plain - rank, pa.int64()),
+        },
+        schema=STYLE_RANKS,
+    ).take(pa.array(order))
+    return {"style_coefficients": coefficients, "style_control": ranks}
+
+
+def _shown_rank(ratings: Ratings) -> IntArray:
+    """Rank (UB) where the bootstrap gives one, else the rank by rating."""
+    bound = ratings.rank_upper_bound
+    if bound is None:
+        return ratings.rank
+    return np.where(np.isnan(ratings.rating_upper), ratings.rank, bound)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ command line to the kernels.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -88,6 +89,8 @@ class BattleData(Protocol):
     @property
     def tstamp(self) -> FloatArray | None: ...  # noqa: D102
     @property
+    def fields(self) -> Mapping[str, FloatArray]: ...  # noqa: D102
+    @property
     def is_aggregated(self) -> bool: ...  # noqa: D102
 
 
@@ -103,6 +106,9 @@ class RatingOptions:
         bootstrap: Rounds of bootstrap for the intervals (0: no intervals).
         seed: Seed of the bootstrap's random numbers.
         max_bootstrap_bytes: Refuse a bootstrap estimated to need more memory.
+        style_control: Fit FastChat's style-controlled Bradley-Terry (the
+            battles' ``conv_metadata`` as covariates; see
+            :mod:`lbnorm.ratings.style`), with ``l2`` defaulting to FastChat's.
 
     Examples:
         >>> RatingOptions(ties="drop", l2=1.0).l2
@@ -121,6 +127,7 @@ class RatingOptions:
     bootstrap: int = 0
     seed: int = 0
     max_bootstrap_bytes: int = 4 * 2**30
+    style_control: bool = False
 
     def __post_init__(self) -> None:
         def fail(problem: str, hint: str) -> None:
@@ -153,6 +160,17 @@ class RatingOptions:
                     "l2 applies to Bradley-Terry only, not to online Elo",
                     "drop --l2, or use --method bt.",
                 )
+        style_control: object = self.style_control  # typed bool; checked as given
+        if not isinstance(style_control, bool):
+            fail(
+                f"style_control must be true or false, got {self.style_control!r}",
+                "--style-control switches it on.",
+            )
+        if self.style_control and self.method != "bt":
+            fail(
+                "style control applies to Bradley-Terry only, not to online Elo",
+                "drop --style-control, or use --method bt.",
+            )
         if self.anchor is not None and not _is_anchor(self.anchor):
             fail(
                 f"anchor must be (model name, finite rating), got {self.anchor!r}",
