@@ -75,6 +75,10 @@ class ArenaOptions:
         options = asdict(self)
         rating = options["rating"]
         rating["anchor"] = list(self.rating.anchor) if self.rating.anchor else None
+        if not rating[
+            "style_control"
+        ]:  # recorded only when on: older records stay as they were
+            del rating["style_control"]
         options["where"] = list(self.where)
         return options
 
