@@ -112,7 +112,9 @@ def test_each_round_is_the_fit_of_its_resample(
     for generator, params in zip(generators, rounds, strict=True):
         weight = np.bincount(generator.integers(0, n, n), minlength=n).astype(float)
         exact = fit_style(data, l2=2.0, weight=weight)
-        assert np.abs(exact - params).max() < 1e-7
+        k = len(battles.models)
+        assert 400 * np.abs(exact[:k] - params[:k]).max() < 1e-3  # rating points
+        assert np.abs(exact[k:] - params[k:]).max() < 1e-5
 
 
 def test_missing_or_constant_style_metadata_is_a_clean_error(tmp_path: Path) -> None:

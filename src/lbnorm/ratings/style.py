@@ -77,7 +77,7 @@ STYLE_FIELDS: tuple[str, ...] = (
 STYLE_L2 = 2.0
 
 _TOL = 1e-10  # point fit: Newton stops when no parameter moves more
-_BOOT_TOL = 1e-8  # bootstrap rounds (4e-6 rating points)
+_BOOT_TOL = 1e-6  # bootstrap rounds: 4e-4 rating points, far inside any interval shown
 _MAX_ITER = 100
 _SHOWN = 5
 
@@ -284,16 +284,17 @@ def fit_style(
     weight = data.weight if weight is None else weight
     size = data.n_models + data.features.shape[1]
     params = np.zeros(size) if start is None else start.copy()
+    before = _objective(params, data, weight, l2)
     for _ in range(_MAX_ITER):
         gradient, probability = _gradient(params, data, weight, l2)
         step = np.linalg.solve(_hessian(data, weight, probability, l2), -gradient)
-        before = _objective(params, data, weight, l2)
         scale = 1.0
-        while scale > 1e-6 and _objective(
-            params + scale * step, data, weight, l2
-        ) > before + 1e-12 * abs(before):
-            scale *= 0.5
+        after = _objective(params + step, data, weight, l2)
+        while scale > 1e-6 and after > before + 1e-12 * abs(before):
+            scale *= 0.5  # a step-halving line search, rarely entered
+            after = _objective(params + scale * step, data, weight, l2)
         params += scale * step
+        before = after
         if np.abs(scale * step).max() < _TOL:
             return params
     msg = "the style-controlled fit did not converge.\nHint: check the style metadata for extreme values, or use a smaller --l2 (a stronger penalty)."
@@ -322,10 +323,11 @@ def bootstrap_style(
         ``(params per round (rounds x (k + 4)), warnings)``; a round that did
         not converge is NaN and counted in a ``bootstrap_failed`` warning.
     """
-    n = len(data.score)
+    n, k = len(data.score), data.n_models
     base = data.weight
     _, probability = _gradient(params, data, base, l2)
     inverse = np.linalg.inv(_hessian(data, base, probability, l2))
+    residual = probability - data.score  # at the point fit: the first step needs no exp
     generators = [
         np.random.default_rng(child)
         for child in np.random.SeedSequence(seed).spawn(rounds)
@@ -334,13 +336,31 @@ def bootstrap_style(
     failed = 0
     for r, generator in enumerate(generators):  # rounds, each vectorised over battles
         weight = base * np.bincount(generator.integers(0, n, n), minlength=n)
-        current = params.copy()
+        weighted = weight * residual
+        gradient = params.copy()
+        gradient[:k] += (
+            l2
+            * LN_BASE
+            * (
+                np.bincount(data.model_a, weighted, minlength=k)
+                - np.bincount(data.model_b, weighted, minlength=k)
+            )
+        )
+        gradient[k:] += l2 * (data.features.T @ weighted)
+        first = inverse @ gradient
+        current = params - first
+        previous = float(np.abs(first).max())
         for _ in range(_MAX_ITER):
             gradient, _ = _gradient(current, data, weight, l2)
             step = inverse @ gradient
             current -= step
-            if np.abs(step).max() < _BOOT_TOL:
+            size = float(np.abs(step).max())
+            # the steps shrink geometrically (rate `ratio`): what remains after
+            # this one is about size * ratio / (1 - ratio)
+            ratio = size / previous if previous > 0 else 0.0
+            if size < _BOOT_TOL or (ratio < 0.5 and size * ratio < 0.5 * _BOOT_TOL):
                 break
+            previous = size
         else:
             try:
                 current = fit_style(data, l2=l2, weight=weight, start=params)
