@@ -531,6 +531,64 @@ BAD_INPUTS: list[tuple[str, str, list[str], int, str]] = [
         r"b\.csv: missing column\(s\) \['model_a', 'model_b', 'winner'\]; found .*\n"
         r"Hint: battles need model_a, model_b, winner",
     ),
+    # issue 30 items 7 and 13: ambiguous files, extreme counts and options
+    (
+        "two winner columns",
+        "model_a,model_b,winner,winner\na,b,model_a,model_b\nb,a,tie,model_a\n",
+        [],
+        4,
+        r"b\.csv: the column\(s\) \['winner'\] appear more than once.*\nHint: keep one column",
+    ),
+    (
+        "two model_a columns",
+        "model_a,model_b,winner,model_a\na,b,model_a,c\n",
+        [],
+        4,
+        r"the column\(s\) \['model_a'\] appear more than once",
+    ),
+    (
+        "winner and counts",
+        "model_a,model_b,winner,wins_a,wins_b,ties\na,b,model_a,5,1,0\nb,a,tie,1,1,1\n",
+        [],
+        4,
+        r"both a winner column and count columns \(wins_a, wins_b, ties\).*\nHint: keep "
+        r"winner",
+    ),
+    (
+        "all-zero counts, ties kept",
+        "model_a,model_b,wins_a,wins_b,ties\na,b,0,0,0\nb,c,1,1,0\nc,b,1,0,0\n",
+        [],
+        4,
+        r"1 model\(s\) have no battles \(all their counts are 0\): \{a\}\.\nHint: drop",
+    ),
+    (
+        "wins_a = 2**63 - 1",
+        "model_a,model_b,wins_a,wins_b,ties\na,b,9223372036854775807,0,0\nb,a,1,1,0\n",
+        [],
+        4,
+        r"wins_a is too large \(2\*\*53 battles or more\) at line 2.*\nHint: wins_a counts",
+    ),
+    (
+        "l2 1e308",
+        _GOOD,
+        ["--l2", "1e308"],
+        2,
+        r"l2 must be at most 1e\+12, got 1e\+308\.\nHint",
+    ),
+    (
+        "anchor 1e308",
+        _GOOD,
+        ["--anchor", "a=1e308"],
+        2,
+        r"--anchor 'a=1e308' is not MODEL=RATING\.\nHint: .*within \+-1e9",
+    ),
+    (
+        "a fit too big for memory",
+        _GOOD,
+        ["--max-memory", "1e-9"],
+        2,
+        r"rating 2 models would need about .* GiB for the fit alone.*\nHint: rate fewer",
+    ),
 ]
 
 
@@ -683,3 +741,72 @@ def test_style_control_without_conv_metadata_is_a_clean_error(
         capsys.readouterr().err,
     )
     assert not (tmp_path / "o").exists()
+
+
+def _write_binary_case(name: str, folder: Path) -> Path:
+    if name == "deep.json":
+        path = folder / name
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        return path
+    path = folder / name
+    if name == "repeated.parquet":
+        table = pa.Table.from_arrays(
+            [
+                pa.array(["a", "b"]),
+                pa.array(["b", "a"]),
+                pa.array(["model_a", "tie"]),
+                pa.array(["x", "y"]),
+            ],
+            names=["model_a", "model_b", "winner", "model_a"],
+        )
+    else:
+        big = pa.array([2**62, 1], pa.int64())
+        if name == "uint64.parquet":
+            big = pa.array([2**63 + 5, 1], pa.uint64())
+        table = pa.table(
+            {
+                "model_a": ["a", "b"],
+                "model_b": ["b", "a"],
+                "wins_a": big,
+                "wins_b": [1, 1],
+                "ties": [0, 0],
+            }
+        )
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("deep.json", r"deep\.json: element 1 \(line 1\): Expected `object`.*\nHint"),
+        (
+            "int64.parquet",
+            r"wins_a is too large \(2\*\*53 battles or more\) at row 1: 4611686018427387904",
+        ),
+        ("uint64.parquet", r"wins_a is too large .* at row 1: 9223372036854775808"),
+        ("repeated.parquet", r"the column\(s\) \['model_a'\] appear more than once"),
+    ],
+)
+def test_issue_30_tracebacks_are_clean_errors(
+    name: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 30 item 6: RecursionError, ArrowInvalid and KeyError before
+    path = _write_binary_case(name, tmp_path)
+    code = main(["arena", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Traceback" not in err
+    assert re.search(message, err, flags=re.DOTALL), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_same_file_given_twice_is_warned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["arena", str(CSV), str(CSV), "--out", str(tmp_path / "o")])
+    assert code == 0
+    assert re.search(
+        r"lbnorm: warning: repeated_file: .*battles\.csv given more than once",
+        capsys.readouterr().err,
+    )

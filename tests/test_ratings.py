@@ -774,9 +774,15 @@ def test_bootstrap_that_does_not_fit_in_memory_is_refused(arena: Battles) -> Non
     assert result.samples is not None
     tiny = RatingOptions(bootstrap=5, max_bootstrap_bytes=1000)
     with pytest.raises(
+        RatingOptionsError,
+        match=r"rating 10 models would need about 0\.00 GiB for the fit alone .*\nHint: rate fewer models",
+    ):
+        compute_ratings(arena, tiny)  # the point fit's guard, before any work
+    elo = RatingOptions(method="elo", bootstrap=5, max_bootstrap_bytes=20_000)
+    with pytest.raises(
         RatingOptionsError, match="even one round does not fit: rate fewer models"
     ):
-        compute_ratings(arena, tiny)
+        compute_ratings(arena, elo)
 
 
 def test_batches_follow_the_memory_budget(arena: Battles) -> None:

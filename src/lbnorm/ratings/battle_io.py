@@ -94,15 +94,21 @@ def column_names(source: Source) -> set[str]:
     path = source.path
     try:
         if source.kind == "parquet":
-            return set(pq.read_schema(path).names)
-        if source.kind == "csv":
+            names = list(pq.read_schema(path).names)
+        elif source.kind == "csv":
             with path.open("rb") as fh:  # the header only: rows are checked later
                 first = fh.readline().decode("utf-8-sig")
-            return set(next(csv.reader([first]), []))
+            names = next(csv.reader([first]), [])
+        else:
+            return set()  # JSON: null columns are absent keys, found after reading
     except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
         msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
         raise InputError(msg) from exc
-    return set()  # JSON: null columns are absent keys, found after reading
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        msg = f"{path}: the column(s) {repeated[:SHOWN]} appear more than once, so which one holds the battles is ambiguous.\nHint: keep one column of each name (rename or drop the others)."
+        raise InputError(msg)
+    return set(names)
 
 
 def read_table(
@@ -423,6 +429,6 @@ def json_array_lines(data: bytes, elements: Sequence[int]) -> dict[int, int]:
             found[index] = line
         try:
             _, position = decoder.raw_decode(text, position)
-        except ValueError:
+        except (ValueError, RecursionError):  # an element nested too deep to place
             break
     return found

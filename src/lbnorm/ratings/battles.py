@@ -36,7 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -235,6 +235,7 @@ def read_battles(
         msg = "no battle files were given.\nHint: pass one or more .csv, .jsonl, .json or .parquet files."
         raise InputError(msg)
     parts = [_read_part(Path(path), conditions, fields) for path in paths]
+    repeated = _repeated_files(paths)
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -261,6 +262,13 @@ def read_battles(
         codes_a.append(code_a)
         codes_b.append(code_b)
     warnings = [w for part in parts for w in part.warnings]
+    if repeated:
+        warnings.append(
+            BattleWarning(
+                "repeated_file",
+                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
+            )
+        )
     if n_read > n_kept:
         warnings.insert(
             0,
@@ -315,6 +323,18 @@ def read_battles(
             for name in fields
         },
     )
+
+
+def _repeated_files(paths: Sequence[Path | str]) -> list[str]:
+    """Files named more than once (by their resolved path)."""
+    seen: dict[Path, str] = {}
+    repeated = []
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in seen and str(path) not in repeated:
+            repeated.append(str(path))
+        seen.setdefault(resolved, str(path))
+    return repeated
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:
@@ -421,6 +441,11 @@ def _ask(
         wanted[top] = NESTED
 
 
+def _refuse_both(path: Path, counts: list[str]) -> NoReturn:
+    msg = f"{path}: both a winner column and count columns ({', '.join(counts)}): each row would be one battle or a count of battles, and the file does not say which.\nHint: keep winner (one row per battle) or model_a, model_b, wins_a, wins_b, ties (counts), not both."
+    raise InputError(msg)
+
+
 def _read_part(
     path: Path, conditions: Sequence[Where], fields: Sequence[str] = ()
 ) -> _Part:
@@ -435,6 +460,10 @@ def _read_part(
         wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
     else:
         is_aggregated = False
+        if (has := [n for n in COUNT_COLUMNS if n in present]) and any(
+            n in present for n in _WINNER_COLUMNS
+        ):
+            _refuse_both(path, has)
         wanted = dict.fromkeys((*_NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
         wanted["tstamp"] = pa.float64()
         if source.kind in ("json", "jsonl"):  # absent keys read as null columns
@@ -450,6 +479,12 @@ def _read_part(
             n in present for n in AGGREGATE_COLUMNS
         ):
             is_aggregated = True
+    if (
+        not is_aggregated
+        and any(n in present for n in _WINNER_COLUMNS)
+        and (has := [n for n in COUNT_COLUMNS if n in present])
+    ):
+        _refuse_both(path, has)
     required = AGGREGATE_COLUMNS if is_aggregated else (*_NAME_COLUMNS, "winner")
     missing = [
         name
@@ -685,9 +720,22 @@ def _aggregated_cells(
     counts = []
     for name in COUNT_COLUMNS:
         column = table.column(name)
-        values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+        # unsafe: an integer above 2**53 becomes the nearest double, refused below
+        values = pc.cast(column, pa.float64(), safe=False).to_numpy(
+            zero_copy_only=False
+        )
+        too_big = values >= 2.0**53
+        if too_big.any():
+            shown = [f"{v:.0f}" for v in values[too_big][:SHOWN]]
+            fail_rows(
+                source,
+                rows[too_big],
+                shown,
+                what=f"{name} is too large (2**53 battles or more)",
+                hint=f"{name} counts battles: a count this large is a corrupt or overflowed value; write the true count.",
+                quote=False,
+            )
         is_bad = np.isnan(values) | (values < 0) | (values != np.floor(values))
-        is_bad |= values >= 2.0**53
         if is_bad.any():
             shown = [
                 str(v) if not math.isnan(v) else "null" for v in values[is_bad][:SHOWN]

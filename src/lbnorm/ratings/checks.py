@@ -80,7 +80,10 @@ def check_identifiable(
     has_games = games.sum(axis=1) > 0
     if not has_games.all():
         idle = tuple(models[~has_games].tolist())
-        msg = f"{len(idle)} model(s) have no battles once ties are dropped: {_show(idle)}.\nHint: use --ties half, or filter these models out with --where."
+        if options.ties == "drop":
+            msg = f"{len(idle)} model(s) have no battles once ties are dropped: {_show(idle)}.\nHint: use --ties half, or filter these models out with --where."
+        else:
+            msg = f"{len(idle)} model(s) have no battles (all their counts are 0): {_show(idle)}.\nHint: drop their rows, or filter these models out with --where."
         raise RatingsNotIdentifiableError(msg, (idle,))
     connected = reach_closure(games > 0)
     labels = np.argmax(connected, axis=1).astype(np.int64)

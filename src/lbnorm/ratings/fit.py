@@ -71,6 +71,7 @@ __all__ = [
     "WIN_RATES",
     "Ratings",
     "compute_ratings",
+    "estimate_point_bytes",
     "model_index",
     "ratings_table",
     "style_tables",
@@ -170,10 +171,18 @@ def compute_ratings(
     options = options or RatingOptions()
     models = np.asarray(battles.models)
     k = len(models)
+    _check_point_memory(k, len(battles.model_a), options)
     counts = count_outcomes(
         battles.model_a, battles.model_b, battles.outcome, battles.count, n_models=k
     )
     wins = win_matrix(counts, ties=options.ties)
+    if options.bootstrap and not options.style_control:  # before the quadratic checks
+        check_bootstrap_memory(
+            n_models=k,
+            n_battles=len(battles.model_a),
+            n_cells=pair_cells(counts, options.ties)[0].size,
+            options=options,
+        )
     penalised = (
         replace(options, l2=options.l2 or STYLE_L2)
         if options.style_control
@@ -188,13 +197,6 @@ def compute_ratings(
     if options.method == "elo" and battles.is_aggregated:
         msg = "online Elo needs one battle per row, in order; aggregated counts have none.\nHint: use --method bt (the default), or give battle files (one row per battle)."
         raise RatingOptionsError(msg)
-    if options.bootstrap and not options.style_control:
-        check_bootstrap_memory(
-            n_models=k,
-            n_battles=len(battles.model_a),
-            n_cells=pair_cells(counts, options.ties)[0].size,
-            options=options,
-        )
     warnings: list[RatingWarning] = []
     samples = None
     style = None
@@ -257,6 +259,34 @@ def compute_ratings(
             else None
         ),
     )
+
+
+#: Bytes per model pair a point fit holds at its peak: the k x k x 3 counts and
+#: their bincount, the win and game matrices, Newton's three buffers and the
+#: reachability products of the checks.
+_POINT_BYTES_PER_PAIR = 200
+
+
+def estimate_point_bytes(n_models: int, n_battles: int, options: RatingOptions) -> int:
+    """Peak memory of the point fit (and, with style control, its per-battle arrays).
+
+    Examples:
+        >>> estimate_point_bytes(5000, 2_000_000, RatingOptions()) / 2**30 > 2
+        True
+    """
+    needed = _POINT_BYTES_PER_PAIR * n_models * n_models
+    if options.style_control:
+        needed += 20 * 8 * n_battles + 8 * (n_models + 4) ** 2
+    return needed
+
+
+def _check_point_memory(k: int, n_battles: int, options: RatingOptions) -> None:
+    """Refuse a fit estimated to need more than the memory allowed, before it starts."""
+    needed = estimate_point_bytes(k, n_battles, options)
+    limit = options.max_bootstrap_bytes
+    if needed > limit:
+        msg = f"rating {k:,} models would need about {needed / 2**30:.2f} GiB for the fit alone (it grows with the square of the models), more than the {limit / 2**30:.2f} GiB allowed.\nHint: rate fewer models (--where), or allow more memory (--max-memory GIB)."
+        raise RatingOptionsError(msg)
 
 
 def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit:

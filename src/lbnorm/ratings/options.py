@@ -54,6 +54,9 @@ INIT_RATING = 1000.0
 ELO_K = 4.0
 #: ``ln(BASE)``: the logistic slope per unit of ``theta`` (log-10 odds).
 LN_BASE = math.log(BASE)
+_MAX_L2 = 1e12  # beyond, C * loss overflows long before the penalty matters
+_MAX_ANCHOR = 1e9  # an anchor rating beyond this is not a rating
+
 #: Working set of one batch of bootstrap fits (or of resampled Elo battles).
 BATCH_BYTES = 96 * 2**20
 
@@ -155,6 +158,11 @@ class RatingOptions:
                     f"l2 must be a finite number > 0, got {self.l2!r}",
                     "l2 is scikit-learn's C (smaller is stronger); leave it out for none.",
                 )
+            elif self.l2 > _MAX_L2:
+                fail(
+                    f"l2 must be at most {_MAX_L2:g}, got {self.l2!r}",
+                    "a C this large is no penalty at all: leave --l2 out for none.",
+                )
             if self.method == "elo":
                 fail(
                     "l2 applies to Bradley-Terry only, not to online Elo",
@@ -197,6 +205,7 @@ def _is_anchor(anchor: object) -> bool:
         and bool(name.strip())
         and is_number
         and math.isfinite(rating)
+        and abs(rating) <= _MAX_ANCHOR
     )
 
 
@@ -221,7 +230,7 @@ def parse_anchor(text: str) -> tuple[str, float]:
         value = float(rating)
     except ValueError:
         value = math.nan
-    if not equals or not model.strip() or not math.isfinite(value):
-        msg = f"--anchor {text!r} is not MODEL=RATING.\nHint: write e.g. --anchor mixtral-8x7b-instruct-v0.1=1114."
+    if not equals or not model.strip() or not abs(value) <= _MAX_ANCHOR:
+        msg = f"--anchor {text!r} is not MODEL=RATING.\nHint: write e.g. --anchor mixtral-8x7b-instruct-v0.1=1114 (a finite rating within +-1e9)."
         raise RatingOptionsError(msg)
     return model.strip(), value

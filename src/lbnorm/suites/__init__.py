@@ -516,7 +516,7 @@ def _pairwise_score(
         msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {_shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
     if score == "field" and reference is not None:
-        msg = f"{where}: reference = {reference!r} is for score = \"reference\", but score is \"field\".\nHint: remove reference for the expected win rate against the field, or set score = \"reference\"."
+        msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "field".\nHint: remove reference for the expected win rate against the field, or set score = "reference".'
         raise SuiteError(msg)
     if score == "field" and subtasks[0].lower_bound != 0:
         msg = f'{where}: the expected win rate against the field has no chance baseline, but the subtask has a bound ({subtasks[0].lower_bound:g}).\nHint: remove num_choices from the subtask (its score is the win rate x 100), or score against a model with reference = "<model>".'
