@@ -810,3 +810,105 @@ def test_the_same_file_given_twice_is_warned(
         r"lbnorm: warning: repeated_file: .*battles\.csv given more than once",
         capsys.readouterr().err,
     )
+
+
+STYLE = BATTLES / "clean_battle_style.json"
+
+
+def test_daily_vote_cap_keeps_each_judges_first_votes_of_each_utc_day() -> None:
+    from lbnorm.ratings.categories import daily_vote_cap
+
+    records = json.loads(STYLE.read_text())
+    battles = read_battles(STYLE, judges=True)
+    assert battles.judge is not None
+    assert battles.tstamp is not None
+    keep = daily_vote_cap(battles.judge, battles.tstamp, 3)
+    # the oracle: a loop over the votes in time order, counting per judge and day
+    seen: dict[tuple[str, int], int] = {}
+    expected = [False] * len(records)
+    for i in sorted(range(len(records)), key=lambda i: (records[i]["tstamp"], i)):
+        key = (records[i]["judge"], int(records[i]["tstamp"] // 86_400))
+        seen[key] = seen.get(key, 0) + 1
+        expected[i] = seen[key] <= 3
+    assert keep.tolist() == expected
+    assert 0 < keep.sum() < len(records)
+
+
+def test_categories_are_each_rated_as_their_own_battles_with_rank_deltas(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    args = ["arena", str(STYLE), "--anony-only", "--bootstrap", "50", "--quiet"]
+    categories = ["--category", "math=category_tag.math_v0.1.math"]
+    assert main([*args, *categories, "--out", str(out)]) == 0
+    table = pq.read_table(out / "categories.parquet").to_pylist()
+    assert {row["category"] for row in table} == {"overall", "math"}
+    # the same as rating a file of the category's battles alone
+    alone = tmp_path / "alone"
+    where = ["--where", "category_tag.math_v0.1.math"]
+    assert main([*args, *where, "--out", str(alone)]) == 0
+    expected = {
+        row["model"]: row
+        for row in pq.read_table(alone / "ratings.parquet").to_pylist()
+    }
+    math = [row for row in table if row["category"] == "math"]
+    for row in math:
+        assert row["rating"] == pytest.approx(
+            expected[row["model"]]["rating"], abs=1e-9
+        )
+        assert row["final_ranking"] == expected[row["model"]]["rank_upper_bound"]
+        assert row["rank_delta"] == row["final_ranking_overall"] - row["final_ranking"]
+
+
+def test_display_filters_recompute_the_rank_over_the_models_shown(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    code = main(
+        [
+            "arena",
+            str(STYLE),
+            "--bootstrap",
+            "50",
+            "--arena-tables",
+            "--hide",
+            "gpt-4o",
+            "--min-battles",
+            "300",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    board = pq.read_table(out / "leaderboard.parquet").to_pandas()
+    ratings = pq.read_table(out / "ratings.parquet").to_pandas().set_index("model")
+    assert "gpt-4o" not in set(board["model"])
+    assert (board["num_battles"] > 300).all()
+    shown = ratings.loc[board["model"]]
+    lower, upper = shown["rating_lower"].to_numpy(), shown["rating_upper"].to_numpy()
+    expected = [
+        1 + int((lower > u).sum()) for u in upper
+    ]  # Arena's formula, shown only
+    assert board["final_ranking"].tolist() == expected
+    assert list(board.columns) == [
+        "model",
+        "rating",
+        "variance",
+        "rating_q975",
+        "rating_q025",
+        "num_battles",
+        "final_ranking",
+    ]
+    observed = pq.read_table(out / "pairwise_observed.parquet").to_pylist()
+    records = json.loads(STYLE.read_text())
+    first = observed[0]
+    pair = [
+        r
+        for r in records
+        if {r["model_a"], r["model_b"]} == {first["model_a"], first["model_b"]}
+        and r["winner"] in ("model_a", "model_b")
+    ]
+    won = sum(r[r["winner"]] == first["model_a"] for r in pair)
+    assert first["n_battles"] == len(pair)
+    assert first["win_fraction"] == pytest.approx(won / len(pair))

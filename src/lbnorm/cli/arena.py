@@ -111,6 +111,48 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="keep battles meeting COND (repeatable; all must hold): anony, not anony, language = 'English', tstamp >= 1700000000, language in (English, Chinese)",
     )
     arena.add_argument(
+        "--anony-only",
+        action="store_true",
+        help="keep anonymous battles only (the anony column), as the Arena's leaderboard",
+    )
+    arena.add_argument(
+        "--dedup",
+        action="store_true",
+        help="keep the battles FastChat's de-duplication sampled (dedup_tag.sampled)",
+    )
+    arena.add_argument(
+        "--daily-vote-per-user",
+        type=int,
+        metavar="N",
+        help="keep each judge's first N votes of each UTC day (needs judge and tstamp)",
+    )
+    arena.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        metavar="NAME=CONDITION",
+        help="also rate the battles meeting CONDITION as category NAME (repeatable): categories.parquet, with each model's rank delta against overall",
+    )
+    arena.add_argument(
+        "--min-battles",
+        type=int,
+        default=0,
+        metavar="N",
+        help="display filter for the Arena-shaped tables: show models with more than N battles (the Arena's categories: 300)",
+    )
+    arena.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="display filter: leave MODEL out of the Arena-shaped tables (deprecated models; repeatable); the rank (UB) is recomputed over those shown",
+    )
+    arena.add_argument(
+        "--arena-tables",
+        action="store_true",
+        help="also write leaderboard.parquet (the Arena's own table shape: rating, variance, rating_q975, rating_q025, num_battles, final_ranking) and pairwise_observed.parquet (observed win fractions and battle counts)",
+    )
+    arena.add_argument(
         "--top",
         type=int,
         default=10,
@@ -140,6 +182,13 @@ def _cmd_arena(args: argparse.Namespace) -> int:
             style_control=args.style_control,
         ),
         where=tuple(args.where),
+        anony_only=args.anony_only,
+        dedup=args.dedup,
+        daily_vote_per_user=args.daily_vote_per_user,
+        categories=tuple(_category(text) for text in args.category),
+        min_battles=args.min_battles,
+        hide=tuple(args.hide),
+        arena_tables=args.arena_tables,
     )
     check_parent(str(Path(args.out)))
     result = rate_battles(args.battles, options=options, out=args.out)
@@ -155,6 +204,14 @@ def _cmd_arena(args: argparse.Namespace) -> int:
         )
     )
     return ExitCode.OK
+
+
+def _category(text: str) -> tuple[str, str]:
+    name, equals, condition = text.partition("=")
+    if not equals or not name.strip() or not condition.strip():
+        msg = f"--category {text!r} is not NAME=CONDITION.\nHint: e.g. --category math=category_tag.math_v0.1.math or --category english=\"language = 'English'\"."
+        raise OptionsError(msg)
+    return name.strip(), condition.strip()
 
 
 def _bytes(gib: float) -> int:

@@ -175,11 +175,8 @@ def format_arena_summary(
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
     lines += _style_lines(result, top)
     if out is not None:
-        extra = ", style_coefficients, style_control" if result.style_tables else ""
-        lines += [
-            "",
-            f"wrote      {out}/ (ratings, win_rates{extra} .parquet; manifest.json)",
-        ]
+        names = ", ".join(result.table_names)
+        lines += ["", f"wrote      {out}/ ({names} .parquet; manifest.json)"]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)

@@ -61,6 +61,7 @@ from lbnorm.ratings.battle_io import (
 from lbnorm.ratings.where import (
     Where,
     apply_filters,
+    condition_mask,
     nested_top,
     parse_where,
     resolve_column,
@@ -161,6 +162,10 @@ class Battles:
         files: Per file: its format, shape and rows read and kept.
         fields: Per numeric field asked of :func:`read_battles` (a dotted path
             such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
+        flags: Per named condition asked of :func:`read_battles`, whether each
+            row meets it.
+        judge: Per row, a code for its ``judge`` (the same code for the same
+            judge across files; -1 where empty), when asked for.
 
     Examples:
         >>> battles = Battles(models=np.array(["a", "b"]),
@@ -183,11 +188,27 @@ class Battles:
     warnings: tuple[BattleWarning, ...] = ()
     files: tuple[BattleFile, ...] = ()
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    judge: npt.NDArray[np.int32] | None = None
 
     @property
     def n_battles(self) -> int:
         """Battles in all (the sum of ``count``)."""
         return int(self.count.sum())
+
+    def subset(self, keep: npt.NDArray[np.bool_]) -> Battles:
+        """The rows where ``keep`` holds (the same models and codes)."""
+        return replace(
+            self,
+            model_a=self.model_a[keep],
+            model_b=self.model_b[keep],
+            outcome=self.outcome[keep],
+            count=self.count[keep],
+            tstamp=None if self.tstamp is None else self.tstamp[keep],
+            judge=None if self.judge is None else self.judge[keep],
+            fields={name: values[keep] for name, values in self.fields.items()},
+            flags={name: values[keep] for name, values in self.flags.items()},
+        )
 
 
 def read_battles(
@@ -195,6 +216,8 @@ def read_battles(
     *,
     where: Sequence[str | Where] = (),
     fields: Sequence[str] = (),
+    flags: Mapping[str, str | Where] | None = None,
+    judges: bool = False,
 ) -> Battles:
     r"""Read battle files (either shape, any supported format) into codes.
 
@@ -205,6 +228,9 @@ def read_battles(
             nested object (``category_tag.math_v0.1.math``, ``dedup_tag.sampled``).
         fields: Numeric fields to read per battle (dotted paths); an object of
             numbers reads as their sum, as FastChat's style features do.
+        flags: Named conditions (``--category NAME=CONDITION``) evaluated per
+            battle kept, without filtering: ``Battles.flags[name]``.
+        judges: Read the ``judge`` column too (``Battles.judge``).
 
     Returns:
         The pooled battles; model codes index the sorted union of names.
@@ -234,7 +260,14 @@ def read_battles(
     if not paths:
         msg = "no battle files were given.\nHint: pass one or more .csv, .jsonl, .json or .parquet files."
         raise InputError(msg)
-    parts = [_read_part(Path(path), conditions, fields) for path in paths]
+    marks = {
+        name: parse_where(c) if isinstance(c, str) else c
+        for name, c in (flags or {}).items()
+    }
+    parts = [
+        _read_part(Path(path), conditions, fields, marks, judges=judges)
+        for path in paths
+    ]
     repeated = _repeated_files(paths)
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
@@ -322,7 +355,21 @@ def read_battles(
             name: np.concatenate([part.fields[name] for part in parts])
             for name in fields
         },
+        flags={
+            name: np.concatenate([part.flags[name] for part in parts]) for name in marks
+        },
+        judge=_judge_codes(parts) if judges else None,
     )
+
+
+def _judge_codes(parts: Sequence[_Part]) -> npt.NDArray[np.int32]:
+    """Codes of the judges over all files (-1 where empty)."""
+    columns = [part.judge for part in parts if part.judge is not None]
+    names = sorted(
+        {name for column in columns for name in _unique_names(column) if name}
+    )
+    known = pa.array(names, pa.string())
+    return np.concatenate([_lookup(column, known) for column in columns])
 
 
 def _repeated_files(paths: Sequence[Path | str]) -> list[str]:
@@ -424,6 +471,8 @@ class _Part:
     is_aggregated: bool
     warnings: tuple[BattleWarning, ...]
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    judge: pa.ChunkedArray | None = None
 
 
 def _ask(
@@ -447,7 +496,12 @@ def _refuse_both(path: Path, counts: list[str]) -> NoReturn:
 
 
 def _read_part(
-    path: Path, conditions: Sequence[Where], fields: Sequence[str] = ()
+    path: Path,
+    conditions: Sequence[Where],
+    fields: Sequence[str] = (),
+    flags: Mapping[str, Where] | None = None,
+    *,
+    judges: bool = False,
 ) -> _Part:
     source = Source(path, file_kind(path))
     check_file(path)
@@ -472,6 +526,10 @@ def _read_part(
         _ask(wanted, condition.column, condition.value_type, source, present)
     for name in fields:
         _ask(wanted, name, pa.float64(), source, present)
+    for condition in (flags or {}).values():
+        _ask(wanted, condition.column, condition.value_type, source, present)
+    if judges:
+        wanted["judge"] = TEXT
     table = read_table(source, wanted, present)
     if source.kind in ("json", "jsonl"):
         present = _non_null_columns(table)
@@ -502,6 +560,20 @@ def _read_part(
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
     table = apply_filters(table, conditions, source, present)
     part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    if judges:
+        if "judge" not in present or is_aggregated:
+            msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
+            raise InputError(msg)
+        part = replace(part, judge=_text_column(table.column("judge")))
+    if flags:
+        if is_aggregated:
+            msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
+            raise InputError(msg)
+        marks = {
+            name: np.asarray(condition_mask(table, c, source, present), dtype=np.bool_)
+            for name, c in flags.items()
+        }
+        part = replace(part, flags=marks)
     if fields:
         if is_aggregated:
             msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."

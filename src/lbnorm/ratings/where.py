@@ -32,6 +32,7 @@ __all__ = [
     "Where",
     "WhereOp",
     "apply_filters",
+    "condition_mask",
     "nested_top",
     "parse_where",
     "resolve_column",
@@ -209,15 +210,22 @@ def apply_filters(
         return table
     mask = None
     for condition in conditions:
-        column = resolve_column(table, condition.column, present)
-        if column is None:
-            msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {_fields_near(table, condition.column, present)}.\nHint: filter on a column the file has (names are case-sensitive; a nested field is written with dots, e.g. category_tag.math_v0.1.math)."
-            raise InputError(msg)
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        part = pc.fill_null(_condition_mask(column, condition, source), False)
+        part = condition_mask(table, condition, source, present)
         mask = part if mask is None else pc.and_(mask, part)
     return table.filter(mask)
+
+
+def condition_mask(
+    table: pa.Table, condition: Where, source: Source, present: set[str]
+) -> pa.ChunkedArray:
+    """Per row of ``table``, whether it meets ``condition`` (a null never does)."""
+    column = resolve_column(table, condition.column, present)
+    if column is None:
+        msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {_fields_near(table, condition.column, present)}.\nHint: filter on a column the file has (names are case-sensitive; a nested field is written with dots, e.g. category_tag.math_v0.1.math)."
+        raise InputError(msg)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return pc.fill_null(_condition_mask(column, condition, source), False)
 
 
 def nested_top(name: str) -> str | None:
