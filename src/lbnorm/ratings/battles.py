@@ -15,17 +15,8 @@ Both become a :class:`Battles`: the sorted model names and, per row, integer cod
 ``model_a``/``model_b`` into them, the outcome coded as the reference does
 (2 = ``model_a`` won, 1 = tie, 0 = ``model_b`` won) and a ``count`` (1 per battle).
 
-Filters (``--where``, all must hold; see :func:`parse_where`)::
-
-    anony                       a boolean column is true (``not anony``: false)
-    language = 'English'        = (or ==), !=, <, <=, >, >= against one value
-    language != English         unquoted words are text, unquoted numbers numbers
-    tstamp >= 1700000000
-    language in ('English', 'Chinese')      also: not in (...)
-
-In CSV and JSON files the condition sets the column's type (a bare column is
-boolean, a number makes it numeric, anything else text); Parquet columns keep
-their stored type. A row whose filter column is empty (null) does not match.
+Filters (``--where``, all must hold) are :mod:`lbnorm.ratings.where`'s
+conditions, nested fields included (``dedup_tag.sampled``).
 Nothing is printed; :attr:`Battles.warnings` carries what a caller may show.
 """
 

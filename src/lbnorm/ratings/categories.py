@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.ratings.fit import Ratings
+from lbnorm.ratings.fit import Ratings, nullable_floats
 from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
 from lbnorm.ratings.options import BoolArray, FloatArray, IntArray
 
@@ -142,9 +142,9 @@ def arena_table(ratings: Ratings, shown: BoolArray) -> pa.Table:
         {
             "model": pa.array(ratings.models[index].tolist(), pa.string()),
             "rating": pa.array(ratings.rating[index], pa.float64()),
-            "variance": _maybe(variance, k),
-            "rating_q975": _maybe(q975, k),
-            "rating_q025": _maybe(q025, k),
+            "variance": nullable_floats(variance, k),
+            "rating_q975": nullable_floats(q975, k),
+            "rating_q025": nullable_floats(q025, k),
             "num_battles": pa.array(ratings.n_battles[index], pa.int64()),
             "final_ranking": pa.array(shown_ranks(ratings, shown), pa.int64()),
         },
@@ -182,8 +182,8 @@ def category_rows(
             "category": pa.array([name] * k, pa.string()),
             "model": pa.array(category.models[index].tolist(), pa.string()),
             "rating": pa.array(category.rating[index], pa.float64()),
-            "rating_lower": _maybe(lower, k),
-            "rating_upper": _maybe(upper, k),
+            "rating_lower": nullable_floats(lower, k),
+            "rating_upper": nullable_floats(upper, k),
             "num_battles": pa.array(category.n_battles[index], pa.int64()),
             "final_ranking": pa.array(rank, pa.int64()),
             "final_ranking_overall": pa.array(overall_rank, pa.int64()),
@@ -228,9 +228,3 @@ def observed_pairs(
         },
         schema=OBSERVED_PAIRS,
     )
-
-
-def _maybe(values: FloatArray | None, k: int) -> pa.Array:
-    if values is None:
-        return pa.nulls(k, pa.float64())
-    return pa.array(values, pa.float64(), mask=np.isnan(values))

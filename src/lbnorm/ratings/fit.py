@@ -73,6 +73,7 @@ __all__ = [
     "compute_ratings",
     "estimate_point_bytes",
     "model_index",
+    "nullable_floats",
     "ratings_table",
     "style_tables",
     "win_rates_table",
@@ -364,7 +365,8 @@ def _records(
 # --- output tables -------------------------------------------------------------------------
 
 
-def _nullable(values: FloatArray | None, k: int) -> pa.Array:
+def nullable_floats(values: FloatArray | None, k: int) -> pa.Array:
+    """A float column with NaN as null (all null when ``values`` is None)."""
     if values is None:
         return pa.nulls(k, pa.float64())
     return pa.array(values, pa.float64(), mask=np.isnan(values))
@@ -400,8 +402,8 @@ def ratings_table(ratings: Ratings) -> pa.Table:
     columns = {
         "model": pa.array(ratings.models.tolist(), pa.string()),
         "rating": pa.array(ratings.rating, pa.float64()),
-        "rating_lower": _nullable(ratings.rating_lower, k),
-        "rating_upper": _nullable(ratings.rating_upper, k),
+        "rating_lower": nullable_floats(ratings.rating_lower, k),
+        "rating_upper": nullable_floats(ratings.rating_upper, k),
         "rank": pa.array(ratings.rank, pa.int64()),
         "rank_upper_bound": (
             pa.array(bound, pa.int64(), mask=~bounds_known)
@@ -411,7 +413,7 @@ def ratings_table(ratings: Ratings) -> pa.Table:
         "n_battles": pa.array(ratings.n_battles, pa.int64()),
         "n_wins": pa.array(ratings.n_wins, pa.int64()),
         "n_ties": pa.array(ratings.n_ties, pa.int64()),
-        "win_rate": _nullable(ratings.win_rate, k),
+        "win_rate": nullable_floats(ratings.win_rate, k),
     }
     return pa.table(columns, schema=RATINGS).take(pa.array(order))
 
@@ -496,8 +498,8 @@ def style_tables(ratings: Ratings) -> dict[str, pa.Table]:
         {
             "feature": pa.array(list(STYLE_ELEMENTS), pa.string()),
             "coefficient": pa.array(style.coefficients, pa.float64()),
-            "coefficient_lower": _nullable(lower, m),
-            "coefficient_upper": _nullable(upper, m),
+            "coefficient_lower": nullable_floats(lower, m),
+            "coefficient_upper": nullable_floats(upper, m),
         },
         schema=STYLE_COEFFICIENTS,
     )
