@@ -51,8 +51,8 @@ DATA_DIR = Path(__file__).parent / ".data"
 
 LBNORM = """
 import sys, pyarrow.parquet as pq
-from lbnorm.ratings.battles import read_battles
-from lbnorm.ratings.fit import RatingOptions, compute_ratings, ratings_table, win_rates_table
+from lbnorm.ratings import RatingOptions, compute_ratings, ratings_table, win_rates_table
+from lbnorm.ratings import read_battles
 battles = read_battles(sys.argv[1])
 result = compute_ratings(battles, RatingOptions(method=sys.argv[3], bootstrap=int(sys.argv[2]), seed=0))
 pq.write_table(ratings_table(result), sys.argv[4] + "-ratings.parquet")

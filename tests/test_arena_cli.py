@@ -19,11 +19,11 @@ from lbnorm.arena import ArenaOptions
 from lbnorm.cli import main
 from lbnorm.core.schemas import RATINGS, WIN_RATES
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import read_battles
-from lbnorm.ratings.fit import (
+from lbnorm.ratings import (
     RatingOptions,
     compute_ratings,
     ratings_table,
+    read_battles,
     win_rates_table,
 )
 
@@ -532,6 +532,64 @@ BAD_INPUTS: list[tuple[str, str, list[str], int, str]] = [
         r"b\.csv: missing column\(s\) \['model_a', 'model_b', 'winner'\]; found .*\n"
         r"Hint: battles need model_a, model_b, winner",
     ),
+    # issue 30 items 7 and 13: ambiguous files, extreme counts and options
+    (
+        "two winner columns",
+        "model_a,model_b,winner,winner\na,b,model_a,model_b\nb,a,tie,model_a\n",
+        [],
+        4,
+        r"b\.csv: the column\(s\) \['winner'\] appear more than once.*\nHint: keep one column",
+    ),
+    (
+        "two model_a columns",
+        "model_a,model_b,winner,model_a\na,b,model_a,c\n",
+        [],
+        4,
+        r"the column\(s\) \['model_a'\] appear more than once",
+    ),
+    (
+        "winner and counts",
+        "model_a,model_b,winner,wins_a,wins_b,ties\na,b,model_a,5,1,0\nb,a,tie,1,1,1\n",
+        [],
+        4,
+        r"both a winner column and count columns \(wins_a, wins_b, ties\).*\nHint: keep "
+        r"winner",
+    ),
+    (
+        "all-zero counts, ties kept",
+        "model_a,model_b,wins_a,wins_b,ties\na,b,0,0,0\nb,c,1,1,0\nc,b,1,0,0\n",
+        [],
+        4,
+        r"1 model\(s\) have no battles \(all their counts are 0\): \{a\}\.\nHint: drop",
+    ),
+    (
+        "wins_a = 2**63 - 1",
+        "model_a,model_b,wins_a,wins_b,ties\na,b,9223372036854775807,0,0\nb,a,1,1,0\n",
+        [],
+        4,
+        r"wins_a is too large \(2\*\*53 battles or more\) at line 2.*\nHint: wins_a counts",
+    ),
+    (
+        "l2 1e308",
+        _GOOD,
+        ["--l2", "1e308"],
+        2,
+        r"l2 must be at most 1e\+12, got 1e\+308\.\nHint",
+    ),
+    (
+        "anchor 1e308",
+        _GOOD,
+        ["--anchor", "a=1e308"],
+        2,
+        r"--anchor 'a=1e308' is not MODEL=RATING\.\nHint: .*within \+-1e9",
+    ),
+    (
+        "a fit too big for memory",
+        _GOOD,
+        ["--max-memory", "1e-9"],
+        2,
+        r"rating 2 models would need about .* GiB for the fit alone.*\nHint: rate fewer",
+    ),
 ]
 
 
@@ -639,3 +697,219 @@ def test_a_bootstrap_warning_is_named_and_an_open_interval_shown(
     assert first[5] == "inf"  # the upper bound the data do not give
     upper = pq.read_table(out / "ratings.parquet")["rating_upper"][0].as_py()
     assert upper == float("inf")
+
+
+def test_style_control_writes_its_tables_and_prints_the_coefficients(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    style = BATTLES / "clean_battle_style.json"
+    out = tmp_path / "style"
+    code = main(
+        ["arena", str(style), "--style-control", "--bootstrap", "20", "--out", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "style control (L2 penalty C = 2)" in printed
+    assert "style coefficients (log-odds per standard deviation" in printed
+    coefficients = pq.read_table(out / "style_coefficients.parquet").to_pylist()
+    assert [row["feature"] for row in coefficients] == [
+        "length",
+        "header",
+        "list",
+        "bold",
+    ]
+    length = coefficients[0]
+    assert (
+        length["coefficient_lower"]
+        < length["coefficient"]
+        < length["coefficient_upper"]
+    )
+    ranks = pq.read_table(out / "style_control.parquet").to_pylist()
+    verbose = next(row for row in ranks if row["model"] == "verbose-7b")
+    assert verbose["rating"] < verbose["rating_plain"]  # its length no longer counts
+    assert all(row["rank_delta"] == row["rank_plain"] - row["rank"] for row in ranks)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["options"]["rating"]["style_control"] is True
+
+
+def test_style_control_without_conv_metadata_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["arena", str(CLEAN), "--style-control", "--out", str(tmp_path / "o")])
+    assert code == 4
+    assert re.search(
+        r"lbnorm: error: .*no field 'conv_metadata\.sum_assistant_a_tokens'.*\nHint: style control reads conv_metadata",
+        capsys.readouterr().err,
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def _write_binary_case(name: str, folder: Path) -> Path:
+    if name == "deep.json":
+        path = folder / name
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        return path
+    path = folder / name
+    if name == "repeated.parquet":
+        table = pa.Table.from_arrays(
+            [
+                pa.array(["a", "b"]),
+                pa.array(["b", "a"]),
+                pa.array(["model_a", "tie"]),
+                pa.array(["x", "y"]),
+            ],
+            names=["model_a", "model_b", "winner", "model_a"],
+        )
+    else:
+        big = pa.array([2**62, 1], pa.int64())
+        if name == "uint64.parquet":
+            big = pa.array([2**63 + 5, 1], pa.uint64())
+        table = pa.table(
+            {
+                "model_a": ["a", "b"],
+                "model_b": ["b", "a"],
+                "wins_a": big,
+                "wins_b": [1, 1],
+                "ties": [0, 0],
+            }
+        )
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("deep.json", r"deep\.json: element 1 \(line 1\): Expected `object`.*\nHint"),
+        (
+            "int64.parquet",
+            r"wins_a is too large \(2\*\*53 battles or more\) at row 1: 4611686018427387904",
+        ),
+        ("uint64.parquet", r"wins_a is too large .* at row 1: 9223372036854775808"),
+        ("repeated.parquet", r"the column\(s\) \['model_a'\] appear more than once"),
+    ],
+)
+def test_issue_30_tracebacks_are_clean_errors(
+    name: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 30 item 6: RecursionError, ArrowInvalid and KeyError before
+    path = _write_binary_case(name, tmp_path)
+    code = main(["arena", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Traceback" not in err
+    assert re.search(message, err, flags=re.DOTALL), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_same_file_given_twice_is_warned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["arena", str(CSV), str(CSV), "--out", str(tmp_path / "o")])
+    assert code == 0
+    assert re.search(
+        r"lbnorm: warning: repeated_file: .*battles\.csv given more than once",
+        capsys.readouterr().err,
+    )
+
+
+STYLE = BATTLES / "clean_battle_style.json"
+
+
+def test_daily_vote_cap_keeps_each_judges_first_votes_of_each_utc_day() -> None:
+    from lbnorm.ratings.categories import daily_vote_cap
+
+    records = json.loads(STYLE.read_text())
+    battles = read_battles(STYLE, judges=True)
+    assert battles.judge is not None
+    assert battles.tstamp is not None
+    keep = daily_vote_cap(battles.judge, battles.tstamp, 3)
+    # the oracle: a loop over the votes in time order, counting per judge and day
+    seen: dict[tuple[str, int], int] = {}
+    expected = [False] * len(records)
+    for i in sorted(range(len(records)), key=lambda i: (records[i]["tstamp"], i)):
+        key = (records[i]["judge"], int(records[i]["tstamp"] // 86_400))
+        seen[key] = seen.get(key, 0) + 1
+        expected[i] = seen[key] <= 3
+    assert keep.tolist() == expected
+    assert 0 < keep.sum() < len(records)
+
+
+def test_categories_are_each_rated_as_their_own_battles_with_rank_deltas(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    args = ["arena", str(STYLE), "--anony-only", "--bootstrap", "50", "--quiet"]
+    categories = ["--category", "math=category_tag.math_v0.1.math"]
+    assert main([*args, *categories, "--out", str(out)]) == 0
+    table = pq.read_table(out / "categories.parquet").to_pylist()
+    assert {row["category"] for row in table} == {"overall", "math"}
+    # the same as rating a file of the category's battles alone
+    alone = tmp_path / "alone"
+    where = ["--where", "category_tag.math_v0.1.math"]
+    assert main([*args, *where, "--out", str(alone)]) == 0
+    expected = {
+        row["model"]: row
+        for row in pq.read_table(alone / "ratings.parquet").to_pylist()
+    }
+    math = [row for row in table if row["category"] == "math"]
+    for row in math:
+        assert row["rating"] == pytest.approx(
+            expected[row["model"]]["rating"], abs=1e-9
+        )
+        assert row["final_ranking"] == expected[row["model"]]["rank_upper_bound"]
+        assert row["rank_delta"] == row["final_ranking_overall"] - row["final_ranking"]
+
+
+def test_display_filters_recompute_the_rank_over_the_models_shown(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    code = main(
+        [
+            "arena",
+            str(STYLE),
+            "--bootstrap",
+            "50",
+            "--arena-tables",
+            "--hide",
+            "gpt-4o",
+            "--min-battles",
+            "300",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    board = pq.read_table(out / "leaderboard.parquet").to_pandas()
+    ratings = pq.read_table(out / "ratings.parquet").to_pandas().set_index("model")
+    assert "gpt-4o" not in set(board["model"])
+    assert (board["num_battles"] > 300).all()
+    shown = ratings.loc[board["model"]]
+    lower, upper = shown["rating_lower"].to_numpy(), shown["rating_upper"].to_numpy()
+    expected = [
+        1 + int((lower > u).sum()) for u in upper
+    ]  # Arena's formula, shown only
+    assert board["final_ranking"].tolist() == expected
+    assert list(board.columns) == [
+        "model",
+        "rating",
+        "variance",
+        "rating_q975",
+        "rating_q025",
+        "num_battles",
+        "final_ranking",
+    ]
+    observed = pq.read_table(out / "pairwise_observed.parquet").to_pylist()
+    records = json.loads(STYLE.read_text())
+    first = observed[0]
+    pair = [
+        r
+        for r in records
+        if {r["model_a"], r["model_b"]} == {first["model_a"], first["model_b"]}
+        and r["winner"] in ("model_a", "model_b")
+    ]
+    won = sum(r[r["winner"]] == first["model_a"] for r in pair)
+    assert first["n_battles"] == len(pair)
+    assert first["win_fraction"] == pytest.approx(won / len(pair))

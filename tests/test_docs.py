@@ -74,12 +74,13 @@ from lbnorm.core.files import MAX_RESULTS_BYTES
 from lbnorm.engines.kernel import normalize as normalize_raw
 from lbnorm.engines.metadata import TYPE_LABELS
 from lbnorm.engines.stderr import clipped_variance
-from lbnorm.ratings.battles import Battles, read_battles
-from lbnorm.ratings.fit import (
+from lbnorm.ratings import (
+    Battles,
     PairwiseScores,
     RatingOptions,
     compute_ratings,
     ratings_table,
+    read_battles,
     win_rates_table,
 )
 from lbnorm.suites import load_suite, parse_suite
@@ -958,7 +959,7 @@ FIGURES += [
     ),
     Figure(
         doc=ARENA,
-        text="`--l2 1` (the 2023 notebook) shrinks the ratings towards 1000 ({}, unanchored)",
+        text="`--l2 1` shrinks the ratings towards 1000 ({}, unanchored)",
         compute=lambda s: (_top(s.ratings("anony", l2=1.0), 3),),
     ),
     Figure(

@@ -121,8 +121,33 @@ subtasks = [{subtasks}]
             "bradley-terry",
             "",
             '{ name = "overall", num_choices = 2 }',
+            r"the expected win rate against the field has no chance baseline, but the "
+            r"subtask has a bound \(0\.5\)\.\nHint: remove num_choices",
+        ),
+        (
+            "bradley-terry",
+            'score = "reference"',
+            '{ name = "overall", num_choices = 2 }',
             r"a bradley-terry benchmark needs a reference model, got None\.\n"
             r'Hint: add reference = "<model>"',
+        ),
+        (
+            "bradley-terry",
+            'reference = "gpt-4"\nscore = "field"',
+            '{ name = "overall" }',
+            r"reference = 'gpt-4' is for score = \"reference\", but score is \"field\"\.\nHint",
+        ),
+        (
+            "bradley-terry",
+            "bootstrap = -1",
+            '{ name = "overall" }',
+            r"bootstrap must be a whole number of rounds from 0 to 100000, got -1\.\nHint",
+        ),
+        (
+            "normalize-then-average",
+            "bootstrap = 10",
+            '{ name = "x", task = "t", metric = "m" }',
+            r"'score' and 'bootstrap' belong to a pairwise benchmark.*\nHint: remove them",
         ),
         (
             "bradley-terry",
@@ -464,3 +489,49 @@ def test_bad_battles_in_a_run_fail_cleanly(
     after = sorted((p.name, p.read_bytes()) for p in previous.iterdir() if p.is_file())
     assert after == before
     assert pq.read_table(previous / "leaderboard.parquet").num_rows == 2
+
+
+FIELD_SUITE = """
+name = "arena-field"
+
+[[benchmarks]]
+name = "Arena"
+aggregation = "bradley-terry"
+bootstrap = 50
+subtasks = [ { name = "overall" } ]
+"""
+
+
+def test_the_default_pairwise_score_is_the_expected_win_rate_against_the_field(
+    tmp_path: Path,
+) -> None:
+    from lbnorm.ratings import RatingOptions, compute_ratings, read_battles
+
+    suite = tmp_path / "field.toml"
+    suite.write_text(FIELD_SUITE)
+    battles_file = Path(__file__).parent / "fixtures" / "battles" / "battles.csv"
+    out = tmp_path / "out"
+    code = main(
+        ["run", str(battles_file), "--suite", str(suite), "--out", str(out), "--quiet"]
+    )
+    assert code == 0
+    rows = pq.read_table(out / "subtasks.parquet").to_pylist()
+    by_model = {row["model"]: row for row in rows}
+    battles = read_battles(battles_file)
+    ratings = compute_ratings(battles, RatingOptions())
+    names = battles.models.tolist()
+    k = len(names)
+    for i, name in enumerate(names):
+        # the oracle: a plain mean over the other models of P(i beats j)
+        chance = [
+            1 / (1 + 10 ** ((ratings.rating[j] - ratings.rating[i]) / 400))
+            for j in range(k)
+            if j != i
+        ]
+        assert by_model[name]["raw_score"] == pytest.approx(
+            sum(chance) / (k - 1), abs=1e-9
+        )
+    scores = [row["raw_score"] for row in rows]
+    assert sum(scores) / len(scores) == pytest.approx(0.5, abs=1e-9)  # no clipping
+    assert min(scores) > 0  # every model separated, none at a floor
+    assert all(row["stderr"] is not None and row["stderr"] > 0 for row in rows)

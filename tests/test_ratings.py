@@ -29,13 +29,9 @@ from lbnorm.core.errors import (
     RatingOptionsError,
     RatingsNotIdentifiableError,
 )
-from lbnorm.ratings import fit as ratings_module
-from lbnorm.ratings.battles import Battles, read_battles
-from lbnorm.ratings.fit import (
-    PAIRWISE_SCORES,
-    RATINGS,
-    WIN_RATES,
-    Method,
+from lbnorm.core.schemas import PAIRWISE_SCORES, RATINGS, WIN_RATES
+from lbnorm.ratings import (
+    Battles,
     RatingOptions,
     Ratings,
     bootstrap_elo,
@@ -50,10 +46,13 @@ from lbnorm.ratings.fit import (
     predicted_win_rates,
     rank_with_uncertainty,
     ratings_table,
+    read_battles,
     score_against_reference,
     win_matrix,
     win_rates_table,
 )
+from lbnorm.ratings import bootstrap as bootstrap_module
+from lbnorm.ratings.options import Method
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -81,8 +80,32 @@ def synthetic(
 # --- oracles ---------------------------------------------------------------------
 
 
+def sklearn_one_row(
+    battles: Battles, *, c: float, drop_ties: bool = False
+) -> FloatArray:
+    """scikit-learn on one row per battle (the 2023-05 notebook's design with ties
+    dropped): +-ln10 columns, a tie as two rows of weight 1/2, one won by each side;
+    LogisticRegression(C, no intercept, tol=1e-10)."""
+    a, b, o = battles.model_a, battles.model_b, battles.outcome
+    if drop_ties:
+        keep = o != 1
+        a, b, o = a[keep], b[keep], o[keep]
+    tie = o == 1
+    first = np.concatenate([a, a[tie]])  # ties: a second row, won by B
+    second = np.concatenate([b, b[tie]])
+    label = np.concatenate([(o >= 1).astype(float), np.zeros(int(tie.sum()))])
+    weight = np.concatenate([np.where(tie, 0.5, 1.0), np.full(int(tie.sum()), 0.5)])
+    n, k = len(first), len(battles.models)
+    design = np.zeros((n, k))
+    design[np.arange(n), first] = +LN10
+    design[np.arange(n), second] = -LN10
+    model = LogisticRegression(C=c, fit_intercept=False, tol=1e-10, max_iter=10_000)
+    model.fit(design, label, sample_weight=weight)
+    return np.asarray(400.0 * model.coef_[0] + 1000.0, dtype=np.float64)
+
+
 def sklearn_2023(battles: Battles, *, c: float) -> FloatArray:
-    """The 2023 notebook's compute_mle_elo: every battle twice, +-ln10 columns,
+    """FastChat's later compute_mle_elo design: every battle twice, +-ln10 columns,
     a tie once as A's win and once as B's; LogisticRegression(C, no intercept)."""
     a, b, o = battles.model_a, battles.model_b, battles.outcome
     n, k = len(a), len(battles.models)
@@ -299,15 +322,25 @@ def test_count_matrix_fit_equals_row_fit_on_synthetic_battles() -> None:
 
 
 @pytest.mark.parametrize("c", [1.0, 0.05])
-def test_l2_equals_scikit_learn_on_the_2023_notebook_design(
-    arena: Battles, c: float
-) -> None:
+def test_l2_is_scikit_learns_c_on_one_row_per_battle(arena: Battles, c: float) -> None:
     ours = compute_ratings(arena, RatingOptions(l2=c)).rating
-    assert np.abs(ours - sklearn_2023(arena, c=c)).max() < 1e-6
+    assert np.abs(ours - sklearn_one_row(arena, c=c)).max() < 1e-4
     assert ours.mean() == pytest.approx(1000.0, abs=1e-9)
 
 
-def test_l2_with_ties_dropped_equals_scikit_learn_without_ties(arena: Battles) -> None:
+def test_l2_1_with_ties_dropped_is_the_2023_05_notebook(arena: Battles) -> None:
+    # one row per decisive battle, LogisticRegression(fit_intercept=False), C = 1
+    ours = compute_ratings(arena, RatingOptions(l2=1.0, ties="drop")).rating
+    assert np.abs(ours - sklearn_one_row(arena, c=1.0, drop_ties=True)).max() < 1e-4
+
+
+@pytest.mark.parametrize("c", [1.0, 0.05])
+def test_the_duplicated_design_is_l2_2c(arena: Battles, c: float) -> None:
+    ours = compute_ratings(arena, RatingOptions(l2=2 * c)).rating
+    assert np.abs(ours - sklearn_2023(arena, c=c)).max() < 1e-6
+
+
+def test_l2_with_ties_dropped_on_the_duplicated_design(arena: Battles) -> None:
     keep = arena.outcome != 1
     decisive = make_battles(
         arena.model_a[keep],
@@ -315,13 +348,13 @@ def test_l2_with_ties_dropped_equals_scikit_learn_without_ties(arena: Battles) -
         arena.outcome[keep],
         k=len(arena.models),
     )
-    ours = compute_ratings(arena, RatingOptions(l2=1.0, ties="drop")).rating
+    ours = compute_ratings(arena, RatingOptions(l2=2.0, ties="drop")).rating
     assert np.abs(ours - sklearn_2023(decisive, c=1.0)).max() < 1e-6
 
 
 def test_sample_weight_design_counts_every_battle_four_times(arena: Battles) -> None:
-    # pivot rows list both orders and weight a win 2: C there is l2 = 2 C here
-    ours = compute_ratings(arena, RatingOptions(l2=1.0)).rating
+    # pivot rows list both orders and weight a win 2: C there is l2 = 4 C here
+    ours = compute_ratings(arena, RatingOptions(l2=2.0)).rating
     assert np.abs(ours - sklearn_pivot(arena, c=0.5)).max() < 1e-6
 
 
@@ -338,7 +371,7 @@ def test_notebook_defaults_agree_to_their_tolerance(arena: Battles) -> None:
         400.0 * LogisticRegression(fit_intercept=False).fit(design, label).coef_[0]
         + 1000
     )
-    ours = compute_ratings(arena, RatingOptions(l2=1.0)).rating
+    ours = compute_ratings(arena, RatingOptions(l2=2.0)).rating
     assert np.abs(ours - published).max() < 0.5
 
 
@@ -492,7 +525,7 @@ def test_bootstrap_rounds_equal_independent_fits(
 ) -> None:
     """Each batched round equals scipy fitting that round's counts on its own."""
     seen: list[tuple[FloatArray, FloatArray]] = []
-    fit_rounds = ratings_module._fit_rounds
+    fit_rounds = bootstrap_module._fit_rounds
 
     def spy(wins: FloatArray, *args: Any) -> Any:
         copy = wins.copy()
@@ -500,7 +533,7 @@ def test_bootstrap_rounds_equal_independent_fits(
         seen.append((copy, theta.copy()))
         return theta, divergent, failed
 
-    monkeypatch.setattr(ratings_module, "_fit_rounds", spy)
+    monkeypatch.setattr(bootstrap_module, "_fit_rounds", spy)
     result = compute_ratings(arena, RatingOptions(bootstrap=25, seed=1))
     assert result.samples is not None
     rounds = [(w, t) for wins, theta in seen for w, t in zip(wins, theta, strict=True)]
@@ -517,13 +550,13 @@ def test_l2_bootstrap_rounds_equal_scikit_learn_per_round(
 ) -> None:
     battles, _ = synthetic(6, 600, seed=9)
     seen: list[FloatArray] = []
-    fit_rounds = ratings_module._fit_rounds
+    fit_rounds = bootstrap_module._fit_rounds
 
     def spy(wins: FloatArray, *args: Any) -> Any:
         seen.append(wins.copy())
         return fit_rounds(wins, *args)
 
-    monkeypatch.setattr(ratings_module, "_fit_rounds", spy)
+    monkeypatch.setattr(bootstrap_module, "_fit_rounds", spy)
     result = compute_ratings(battles, RatingOptions(bootstrap=5, l2=1.0))
     assert result.samples is not None
     wins = np.concatenate(seen)
@@ -538,7 +571,7 @@ def test_l2_bootstrap_rounds_equal_scikit_learn_per_round(
                     row[i], row[j] = LN10, -LN10
                     rows.append(row)
                     labels.append(1.0)
-                    weights.append(2 * round_wins[i, j])  # every battle twice
+                    weights.append(round_wins[i, j])  # one row per battle
                     rows.append(-row)  # a weightless row of the other label:
                     labels.append(0.0)  # scikit-learn needs two classes
                     weights.append(0.0)
@@ -741,9 +774,15 @@ def test_bootstrap_that_does_not_fit_in_memory_is_refused(arena: Battles) -> Non
     assert result.samples is not None
     tiny = RatingOptions(bootstrap=5, max_bootstrap_bytes=1000)
     with pytest.raises(
+        RatingOptionsError,
+        match=r"rating 10 models would need about 0\.00 GiB for the fit alone .*\nHint: rate fewer models",
+    ):
+        compute_ratings(arena, tiny)  # the point fit's guard, before any work
+    elo = RatingOptions(method="elo", bootstrap=5, max_bootstrap_bytes=20_000)
+    with pytest.raises(
         RatingOptionsError, match="even one round does not fit: rate fewer models"
     ):
-        compute_ratings(arena, tiny)
+        compute_ratings(arena, elo)
 
 
 def test_batches_follow_the_memory_budget(arena: Battles) -> None:
@@ -1254,8 +1293,22 @@ def test_count_fit_equals_the_row_fit_on_random_battles(
 # --- the module's imports --------------------------------------------------------------------------
 
 
-def test_ratings_module_imports_no_pandas() -> None:
-    source = Path(ratings_module.__file__).read_text()
+FIT_MODULES = (
+    "options",
+    "bradley_terry",
+    "bootstrap",
+    "elo",
+    "intervals",
+    "checks",
+    "fit",
+    "pairwise_scores",
+    "style",
+)
+
+
+@pytest.mark.parametrize("name", FIT_MODULES)
+def test_fit_modules_import_no_pandas_and_no_files(name: str) -> None:
+    source = (Path(bootstrap_module.__file__).parent / f"{name}.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -1263,11 +1316,12 @@ def test_ratings_module_imports_no_pandas() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "pandas" not in imported
-    # the error tree and the output schemas (schemas.py imports pyarrow alone)
-    assert {name for name in imported if name.startswith("lbnorm")} == {
-        "lbnorm.core.errors",
-        "lbnorm.core.schemas",
+    # the error tree, the output schemas (schemas.py imports pyarrow alone) and
+    # the kernels beside it: never the battle reader
+    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas"} | {
+        f"lbnorm.ratings.{module}" for module in FIT_MODULES
     }
+    assert {name for name in imported if name.startswith("lbnorm")} <= allowed
     assert (
         not {"pyarrow.csv", "pyarrow.parquet", "pyarrow.json", "os", "pathlib"}
         & imported

@@ -20,18 +20,30 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import Battles, parse_where, read_battles
+from lbnorm.ratings.battles import Battles, read_battles
+from lbnorm.ratings.categories import (
+    arena_table,
+    category_rows,
+    daily_vote_cap,
+    observed_pairs,
+    shown_models,
+)
 from lbnorm.ratings.fit import (
-    RatingOptions,
     Ratings,
     compute_ratings,
     ratings_table,
+    style_tables,
     win_rates_table,
 )
+from lbnorm.ratings.options import RatingOptions
+from lbnorm.ratings.style import STYLE_FIELDS
+from lbnorm.ratings.where import parse_where
 
 __all__ = ["ArenaOptions", "ArenaResult", "rate_battles"]
 
@@ -48,7 +60,17 @@ class ArenaOptions:
     Attributes:
         rating: How to rate (method, ties, L2 penalty, anchor, bootstrap, seed).
         where: Filter conditions on the battles, all of which a row must meet
-            (see :func:`lbnorm.ratings.battles.parse_where`).
+            (see :func:`lbnorm.ratings.where.parse_where`).
+        anony_only: Keep anonymous battles only (``anony``), as the Arena does.
+        dedup: Keep battles FastChat's de-duplication sampled
+            (``dedup_tag.sampled``).
+        daily_vote_per_user: Keep each judge's first N votes of each UTC day.
+        categories: ``(name, condition)`` pairs: each category rated on the
+            battles meeting its condition (``categories.parquet``).
+        min_battles: Display filter: show models with more battles than this.
+        hide: Display filter: models not shown (deprecated ones).
+        arena_tables: Write ``leaderboard.parquet`` (the Arena's table shape,
+            shown models) and ``pairwise_observed.parquet``.
 
     Examples:
         >>> ArenaOptions(where=("anony",)).to_manifest()["where"]
@@ -62,17 +84,71 @@ class ArenaOptions:
 
     rating: RatingOptions = field(default_factory=RatingOptions)
     where: tuple[str, ...] = ()
+    anony_only: bool = False
+    dedup: bool = False
+    daily_vote_per_user: int | None = None
+    categories: tuple[tuple[str, str], ...] = ()
+    min_battles: int = 0
+    hide: tuple[str, ...] = ()
+    arena_tables: bool = False
 
     def __post_init__(self) -> None:
         for condition in self.where:  # a usage error before any file is read
             parse_where(condition)
+        for name, condition in self.categories:
+            if not name.strip() or name == "overall":
+                msg = f"--category {name}={condition}: a category needs a name other than 'overall'.\nHint: write --category NAME=CONDITION, e.g. --category math=category_tag.math_v0.1.math."
+                raise OptionsError(msg)
+            parse_where(condition)
+        names = [name for name, _ in self.categories]
+        if len(set(names)) < len(names):
+            msg = f"--category: the names {sorted({n for n in names if names.count(n) > 1})} are given twice.\nHint: give each category its own name."
+            raise OptionsError(msg)
+        cap: object = self.daily_vote_per_user  # typed int | None; checked as given
+        if cap is not None and (
+            isinstance(cap, bool) or not isinstance(cap, int) or cap < 1
+        ):
+            msg = f"--daily-vote-per-user must be a whole number >= 1, got {cap!r}.\nHint: the Arena's capped view keeps 5 votes per judge and day."
+            raise OptionsError(msg)
+        if isinstance(self.min_battles, bool) or self.min_battles < 0:
+            msg = f"--min-battles must be a whole number >= 0, got {self.min_battles!r}.\nHint: the Arena's category views show models with more than 300 battles."
+            raise OptionsError(msg)
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Every filter: ``--where`` and the shortcuts (``--anony-only``, ``--dedup``)."""
+        return (
+            self.where
+            + (("anony",) if self.anony_only else ())
+            + (("dedup_tag.sampled",) if self.dedup else ())
+        )
 
     def to_manifest(self) -> dict[str, Any]:
         """Every option, JSON-ready (the anchor as ``[model, rating]`` or null)."""
         options = asdict(self)
         rating = options["rating"]
         rating["anchor"] = list(self.rating.anchor) if self.rating.anchor else None
+        if not rating[
+            "style_control"
+        ]:  # recorded only when on: older records stay as they were
+            del rating["style_control"]
         options["where"] = list(self.where)
+        board = (
+            "arena_tables",
+            "anony_only",
+            "dedup",
+            "daily_vote_per_user",
+            "categories",
+            "min_battles",
+            "hide",
+        )
+        for name in board:  # recorded only when set: older records stay as they were
+            if not options[name]:
+                del options[name]
+        if self.categories:
+            options["categories"] = [list(pair) for pair in self.categories]
+        if self.hide:
+            options["hide"] = list(self.hide)
         return options
 
 
@@ -88,6 +164,8 @@ class ArenaResult:
         inputs: The manifest's record of each input file.
         warnings: ``(code, message)`` of the reader's and the fit's warnings.
         out: The output directory written, or None.
+        style_tables: With style control, ``style_coefficients`` and
+            ``style_control`` (rank with and without it).
     """
 
     battles: Battles
@@ -97,6 +175,8 @@ class ArenaResult:
     inputs: tuple[dict[str, Any], ...]
     warnings: tuple[tuple[str, str], ...]
     out: Path | None = None
+    style_tables: dict[str, pa.Table] = field(default_factory=dict)
+    table_names: tuple[str, ...] = ("ratings", "win_rates")
 
 
 def rate_battles(
@@ -133,7 +213,16 @@ def rate_battles(
         from lbnorm.output.transaction import check_output_kind
 
         check_output_kind(Path(out), KIND)
-    battles = read_battles(paths, where=options.where)
+    fields = STYLE_FIELDS if options.rating.style_control else ()
+    battles = read_battles(
+        paths,
+        where=options.conditions,
+        fields=fields,
+        flags=dict(options.categories),
+        judges=options.daily_vote_per_user is not None,
+    )
+    if options.daily_vote_per_user is not None:
+        battles = _capped(battles, options.daily_vote_per_user)
     ratings = compute_ratings(battles, options.rating)
     inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
     warnings = tuple(
@@ -153,6 +242,8 @@ def rate_battles(
     tables = {
         "ratings": ratings_table(ratings),
         "win_rates": win_rates_table(ratings),
+        **style_tables(ratings),
+        **_board_tables(battles, ratings, options),
     }
     tables = {
         name: table.replace_schema_metadata({**provenance, "lbnorm.table": name})
@@ -165,6 +256,12 @@ def rate_battles(
         win_rates_table=tables["win_rates"],
         inputs=inputs,
         warnings=warnings,
+        table_names=tuple(tables),
+        style_tables={
+            name: table
+            for name, table in tables.items()
+            if name in ("style_coefficients", "style_control")
+        },
     )
     if out is None:
         return result
@@ -187,6 +284,73 @@ def rate_battles(
     }
     written = write_tables(Path(out), tables, manifest, created_at=created_at)
     return replace(result, out=written)
+
+
+def _capped(battles: Battles, cap: int) -> Battles:
+    """The battles under the daily vote cap (each judge's first ``cap`` a UTC day)."""
+    if battles.tstamp is None or battles.judge is None:
+        msg = "--daily-vote-per-user needs a tstamp and a judge per battle.\nHint: give Arena's clean_battle files, which have both."
+        raise InputError(msg)
+    return battles.subset(daily_vote_cap(battles.judge, battles.tstamp, cap))
+
+
+def _played(battles: Battles) -> Battles:
+    """The battles with only the models that play in them (codes renumbered)."""
+    present = np.unique(np.concatenate([battles.model_a, battles.model_b]))
+    codes = np.full(len(battles.models), -1, dtype=np.int32)
+    codes[present] = np.arange(len(present), dtype=np.int32)
+    return replace(
+        battles,
+        models=battles.models[present],
+        model_a=codes[battles.model_a],
+        model_b=codes[battles.model_b],
+    )
+
+
+def _board_tables(
+    battles: Battles, ratings: Ratings, options: ArenaOptions
+) -> dict[str, pa.Table]:
+    """The Arena-shaped table, the observed pairs, and one block per category."""
+    if not (options.arena_tables or options.categories):
+        return {}
+    shown = shown_models(ratings, min_battles=options.min_battles, hidden=options.hide)
+    tables = {
+        "leaderboard": arena_table(ratings, shown),
+        "pairwise_observed": observed_pairs(
+            battles.models,
+            battles.model_a,
+            battles.model_b,
+            battles.outcome,
+            battles.count,
+        ),
+    }
+    if options.categories:
+        blocks = [
+            category_rows(
+                "overall",
+                ratings,
+                ratings,
+                min_battles=options.min_battles,
+                hidden=options.hide,
+            )
+        ]
+        for name, _ in options.categories:
+            subset = battles.subset(battles.flags[name])
+            if not subset.n_battles:
+                msg = f"--category {name}: no battles meet its condition.\nHint: check the condition against the files' values."
+                raise InputError(msg)
+            category = compute_ratings(_played(subset), options.rating)
+            blocks.append(
+                category_rows(
+                    name,
+                    category,
+                    ratings,
+                    min_battles=options.min_battles,
+                    hidden=options.hide,
+                )
+            )
+        tables["categories"] = pa.concat_tables(blocks)
+    return tables
 
 
 def _input_record(battles: Battles, index: int) -> dict[str, Any]:

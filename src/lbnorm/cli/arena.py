@@ -1,7 +1,7 @@
 """``lbnorm arena``: Chatbot Arena battles to ratings with intervals; and the faces of a ratings output.
 
 Every option of ``arena`` is defined here, once, and becomes one
-:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.fit.RatingOptions`
+:class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.options.RatingOptions`
 and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
 :func:`diff_ratings_outputs` and :func:`report_ratings` when
 :func:`lbnorm.output.outdir.output_kind` says an output holds ratings.
@@ -70,7 +70,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--l2",
         type=float,
         metavar="C",
-        help="L2 penalty with scikit-learn's LogisticRegression(C) meaning (Bradley-Terry only); --l2 1 reproduces the 2023 notebook and keeps models that never lost finite",
+        help="L2 penalty: scikit-learn's LogisticRegression(C) on one row per battle (Bradley-Terry only); --l2 1 --ties drop reproduces the 2023-05 notebook, --l2 2C FastChat's later doubled design; keeps models that never lost finite",
+    )
+    arena.add_argument(
+        "--style-control",
+        action="store_true",
+        help="FastChat's style control: Bradley-Terry with the answers' length, headers, lists and bold text (conv_metadata) as covariates, L2 on all parameters (--l2 2, FastChat's, unless given); writes style_coefficients.parquet and style_control.parquet (rank with and without it)",
     )
     arena.add_argument(
         "--anchor",
@@ -106,6 +111,48 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="keep battles meeting COND (repeatable; all must hold): anony, not anony, language = 'English', tstamp >= 1700000000, language in (English, Chinese)",
     )
     arena.add_argument(
+        "--anony-only",
+        action="store_true",
+        help="keep anonymous battles only (the anony column), as the Arena's leaderboard",
+    )
+    arena.add_argument(
+        "--dedup",
+        action="store_true",
+        help="keep the battles FastChat's de-duplication sampled (dedup_tag.sampled)",
+    )
+    arena.add_argument(
+        "--daily-vote-per-user",
+        type=int,
+        metavar="N",
+        help="keep each judge's first N votes of each UTC day (needs judge and tstamp)",
+    )
+    arena.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        metavar="NAME=CONDITION",
+        help="also rate the battles meeting CONDITION as category NAME (repeatable): categories.parquet, with each model's rank delta against overall",
+    )
+    arena.add_argument(
+        "--min-battles",
+        type=int,
+        default=0,
+        metavar="N",
+        help="display filter for the Arena-shaped tables: show models with more than N battles (the Arena's categories: 300)",
+    )
+    arena.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="display filter: leave MODEL out of the Arena-shaped tables (deprecated models; repeatable); the rank (UB) is recomputed over those shown",
+    )
+    arena.add_argument(
+        "--arena-tables",
+        action="store_true",
+        help="also write leaderboard.parquet (the Arena's own table shape: rating, variance, rating_q975, rating_q025, num_battles, final_ranking) and pairwise_observed.parquet (observed win fractions and battle counts)",
+    )
+    arena.add_argument(
         "--top",
         type=int,
         default=10,
@@ -120,7 +167,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
     from lbnorm.arena import ArenaOptions, rate_battles
     from lbnorm.cli.arguments import check_parent
     from lbnorm.faces.ratings_view import format_arena_summary
-    from lbnorm.ratings.fit import RatingOptions, parse_anchor
+    from lbnorm.ratings.options import RatingOptions, parse_anchor
 
     started = time.perf_counter()
     options = ArenaOptions(
@@ -132,8 +179,16 @@ def _cmd_arena(args: argparse.Namespace) -> int:
             bootstrap=args.bootstrap,
             seed=args.seed,
             max_bootstrap_bytes=_bytes(args.max_memory),
+            style_control=args.style_control,
         ),
         where=tuple(args.where),
+        anony_only=args.anony_only,
+        dedup=args.dedup,
+        daily_vote_per_user=args.daily_vote_per_user,
+        categories=tuple(_category(text) for text in args.category),
+        min_battles=args.min_battles,
+        hide=tuple(args.hide),
+        arena_tables=args.arena_tables,
     )
     check_parent(str(Path(args.out)))
     result = rate_battles(args.battles, options=options, out=args.out)
@@ -149,6 +204,14 @@ def _cmd_arena(args: argparse.Namespace) -> int:
         )
     )
     return ExitCode.OK
+
+
+def _category(text: str) -> tuple[str, str]:
+    name, equals, condition = text.partition("=")
+    if not equals or not name.strip() or not condition.strip():
+        msg = f"--category {text!r} is not NAME=CONDITION.\nHint: e.g. --category math=category_tag.math_v0.1.math or --category english=\"language = 'English'\"."
+        raise OptionsError(msg)
+    return name.strip(), condition.strip()
 
 
 def _bytes(gib: float) -> int:

@@ -173,14 +173,43 @@ def format_arena_summary(
         frame: pd.DataFrame = result.ratings_table.to_pandas()
         shown = frame.head(top)
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
+    lines += _style_lines(result, top)
     if out is not None:
+        names = ", ".join(result.table_names)
         lines += [
             "",
-            f"wrote      {folder_label(out)} (ratings, win_rates .parquet; manifest.json)",
+            f"wrote      {folder_label(out)} ({names} .parquet; manifest.json)",
         ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _style_lines(result: ArenaResult, top: int) -> list[str]:
+    """The style coefficients and the largest rank changes, with style control."""
+    tables = result.style_tables
+    if not tables:
+        return []
+    lines = [
+        "",
+        "style coefficients (log-odds per standard deviation of the difference):",
+    ]
+    for row in tables["style_coefficients"].to_pylist():
+        interval = (
+            f"  [{row['coefficient_lower']:+.3f}, {row['coefficient_upper']:+.3f}]"
+            if row["coefficient_lower"] is not None
+            else ""
+        )
+        lines.append(f"  {row['feature']:<7} {row['coefficient']:+.3f}{interval}")
+    moved = [r for r in tables["style_control"].to_pylist() if r["rank_delta"]]
+    if moved and top > 0:
+        lines += ["", "rank without -> with style control:"]
+        lines += [
+            f"  {printable(r['model'])}: {r['rank_plain']} -> {r['rank']} "
+            f"({r['rank_delta']:+d}; rating {r['rating_plain']:.1f} -> {r['rating']:.1f})"
+            for r in moved[:top]
+        ]
+    return lines
 
 
 def describe_options(options: Any) -> str:
@@ -195,7 +224,10 @@ def describe_options(options: Any) -> str:
     parts = [
         f"{_METHODS.get(str(get('method')), str(get('method')))}, ties {get('ties')}"
     ]
-    if get("l2") is not None:
+    if get("style_control"):
+        l2 = get("l2")
+        parts[0] += f", style control (L2 penalty C = {2.0 if l2 is None else l2:g})"
+    elif get("l2") is not None:
         parts[0] += f", L2 penalty C = {get('l2'):g}"
     anchor = get("anchor")
     if anchor:

@@ -15,48 +15,48 @@ Both become a :class:`Battles`: the sorted model names and, per row, integer cod
 ``model_a``/``model_b`` into them, the outcome coded as the reference does
 (2 = ``model_a`` won, 1 = tie, 0 = ``model_b`` won) and a ``count`` (1 per battle).
 
-Filters (``--where``, all must hold; see :func:`parse_where`)::
-
-    anony                       a boolean column is true (``not anony``: false)
-    language = 'English'        = (or ==), !=, <, <=, >, >= against one value
-    language != English         unquoted words are text, unquoted numbers numbers
-    tstamp >= 1700000000
-    language in ('English', 'Chinese')      also: not in (...)
-
-In CSV and JSON files the condition sets the column's type (a bare column is
-boolean, a number makes it numeric, anything else text); Parquet columns keep
-their stored type. A row whose filter column is empty (null) does not match.
+Filters (``--where``, all must hold) are :mod:`lbnorm.ratings.where`'s
+conditions, nested fields included (``dedup_tag.sampled``).
 Nothing is printed; :attr:`Battles.warnings` carries what a caller may show.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
-import importlib.util
-import json
 import math
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
 from lbnorm.core.arrow import strings
 from lbnorm.core.errors import InputError, WhereSyntaxError
 from lbnorm.ratings.battle_files import BATTLE_SUFFIXES, is_battles_file
-
-#: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
-#: battle file is read (a run that reads none does not load it).
-_HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
+from lbnorm.ratings.battle_io import (
+    COUNT_COLUMNS,
+    NESTED,
+    SHOWN,
+    TEXT,
+    Source,
+    check_file,
+    column_names,
+    fail_rows,
+    file_kind,
+    read_table,
+)
+from lbnorm.ratings.where import (
+    Where,
+    apply_filters,
+    condition_mask,
+    nested_top,
+    parse_where,
+    resolve_column,
+)
 
 __all__ = [
     "AGGREGATE_COLUMNS",
@@ -84,15 +84,8 @@ WINNER_VALUES: dict[str, int] = {
 #: Columns of the aggregated shape: one row per ordered pair with its counts.
 AGGREGATE_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "wins_a", "wins_b", "ties")
 
-Kind = Literal["csv", "jsonl", "json", "parquet"]
-WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]
-Literal_ = str | float | bool
-
-_SHOWN = 5
-_TEXT = pa.dictionary(pa.int32(), pa.string())
 _NAME_COLUMNS = ("model_a", "model_b")
 _WINNER_COLUMNS = ("winner", "win")
-_COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
 _WINNER_CODES = np.array([*WINNER_VALUES.values(), -1], dtype=np.int8)  # -1: unknown
 _WINNER_HINT = (
     "winner must be one of 'model_a', 'model_b', 'tie', 'tie (bothbad)' "
@@ -158,6 +151,12 @@ class Battles:
         n_filtered_out: Rows removed by the ``where`` conditions.
         warnings: Things a caller may show.
         files: Per file: its format, shape and rows read and kept.
+        fields: Per numeric field asked of :func:`read_battles` (a dotted path
+            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
+        flags: Per named condition asked of :func:`read_battles`, whether each
+            row meets it.
+        judge: Per row, a code for its ``judge`` (the same code for the same
+            judge across files; -1 where empty), when asked for.
 
     Examples:
         >>> battles = Battles(models=np.array(["a", "b"]),
@@ -179,179 +178,50 @@ class Battles:
     n_filtered_out: int = 0
     warnings: tuple[BattleWarning, ...] = ()
     files: tuple[BattleFile, ...] = ()
+    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    judge: npt.NDArray[np.int32] | None = None
 
     @property
     def n_battles(self) -> int:
         """Battles in all (the sum of ``count``)."""
         return int(self.count.sum())
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Where:
-    """One parsed filter condition; build it with :func:`parse_where`.
-
-    Attributes:
-        column: The column tested.
-        op: ``true``/``false`` (a boolean column), a comparison, ``in`` or ``not in``.
-        values: The literal(s) compared against (empty for ``true``/``false``).
-        texts: The literals as written, for comparing with a text column.
-        text: The condition as the user wrote it.
-    """
-
-    column: str
-    op: WhereOp
-    values: tuple[Literal_, ...] = ()
-    texts: tuple[str, ...] = ()
-    text: str = ""
-
-    @property
-    def value_type(self) -> pa.DataType:
-        """The column type the condition implies in CSV and JSON files."""
-        if self.op in ("true", "false") or all(
-            isinstance(v, bool) for v in self.values
-        ):
-            return pa.bool_()
-        if all(isinstance(v, float) for v in self.values):
-            return pa.float64()
-        return pa.string()
-
-
-_TOKEN = re.compile(
-    r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
-    r"""|(?P<op>==|!=|<=|>=|=|<|>|\(|\)|,)|(?P<word>[^\s'"=!<>(),]+))"""
-)
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_COLUMN = re.compile(r"[A-Za-z_][\w.]*")
-_OPS: dict[str, WhereOp] = {
-    "=": "==",
-    "==": "==",
-    "!=": "!=",
-    "<": "<",
-    "<=": "<=",
-    ">": ">",
-    ">=": ">=",
-}
-_WHERE_HINT = (
-    "write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or "
-    "COLUMN in (V1, V2); quote text with spaces: language = 'English'."
-)
-
-
-def parse_where(text: str) -> Where:
-    """Parse one filter condition (see the module docstring for the forms).
-
-    Args:
-        text: The condition, as given to ``--where``.
-
-    Returns:
-        The parsed condition.
-
-    Raises:
-        WhereSyntaxError: The text is not one of the documented forms.
-
-    Examples:
-        >>> parse_where("language = 'English'").values
-        ('English',)
-        >>> parse_where("tstamp >= 1.7e9").op, parse_where("not anony").op
-        ('>=', 'false')
-        >>> parse_where("language in (English, 'Chinese')").values
-        ('English', 'Chinese')
-    """
-    tokens = _tokenize(text)
-    kinds = [kind for kind, _ in tokens]
-    words = [value for _, value in tokens]
-
-    def fail(problem: str) -> NoReturn:
-        msg = f"--where {text!r}: {problem}.\nHint: {_WHERE_HINT}"
-        raise WhereSyntaxError(msg)
-
-    if not tokens:
-        fail("the condition is empty")
-    if kinds[0] != "word" or not _COLUMN.fullmatch(words[0]):
-        fail(f"{words[0]!r} is not a column name")
-    column = words[0]
-    if len(tokens) == 1:
-        return Where(column=column, op="true", text=text)
-    if words[0] == "not" and len(tokens) == 2 and kinds[1] == "word":
-        if not _COLUMN.fullmatch(words[1]):
-            fail(f"{words[1]!r} is not a column name")
-        return Where(column=words[1], op="false", text=text)
-    rest = tokens[1:]
-    if kinds[1] == "op":
-        op = _OPS.get(words[1])
-        if op is None or len(rest) != 2:
-            fail("expected one value after the operator")
-        if rest[1][0] == "op":
-            fail(f"expected a value, got {rest[1][1]!r}")
-        value, shown = _literal(*rest[1])
-        return Where(column=column, op=op, values=(value,), texts=(shown,), text=text)
-    if kinds[1] != "word" or words[1] not in ("in", "not"):
-        fail(f"expected an operator after {column!r}, got {words[1]!r}")
-    negated = words[1] == "not"
-    if negated and (len(rest) < 2 or rest[1] != ("word", "in")):
-        fail("expected 'not in (...)'")
-    body = rest[2:] if negated else rest[1:]
-    if len(body) < 3 or body[0] != ("op", "(") or body[-1] != ("op", ")"):
-        fail("expected a parenthesised list of values after 'in'")
-    items = body[1:-1]
-    values: list[Literal_] = []
-    texts: list[str] = []
-    for position, (kind, word) in enumerate(items):
-        expects_value = position % 2 == 0
-        if expects_value == (kind == "op") or (not expects_value and word != ","):
-            fail(f"expected values separated by commas, got {word!r}")
-        if expects_value:
-            value, shown = _literal(kind, word)
-            values.append(value)
-            texts.append(shown)
-    if len(items) % 2 == 0:
-        fail("the list of values ends with a comma")
-    if len({type(value) for value in values}) > 1:
-        fail(f"the values {values} mix types")
-    return Where(
-        column=column,
-        op="not in" if negated else "in",
-        values=tuple(values),
-        texts=tuple(texts),
-        text=text,
-    )
-
-
-def _tokenize(text: str) -> list[tuple[str, str]]:
-    tokens: list[tuple[str, str]] = []
-    position = 0
-    while position < len(text.rstrip()):
-        match = _TOKEN.match(text, position)
-        if match is None or match.end() == position:
-            msg = f"--where {text!r}: cannot read {text[position:].strip()!r}.\nHint: {_WHERE_HINT}"
-            raise WhereSyntaxError(msg)
-        kind = match.lastgroup or "word"
-        tokens.append((kind, match.group(kind)))
-        position = match.end()
-    return tokens
-
-
-def _literal(kind: str, word: str) -> tuple[Literal_, str]:
-    """A token as a value: quoted text, a number, true/false, or a bare word."""
-    if kind == "str":
-        inner = re.sub(r"\\(.)", r"\1", word[1:-1])
-        return inner, inner
-    if _NUMBER.fullmatch(word):
-        return float(word), word
-    if word.lower() in ("true", "false"):
-        return word.lower() == "true", word
-    return word, word
+    def subset(self, keep: npt.NDArray[np.bool_]) -> Battles:
+        """The rows where ``keep`` holds (the same models and codes)."""
+        return replace(
+            self,
+            model_a=self.model_a[keep],
+            model_b=self.model_b[keep],
+            outcome=self.outcome[keep],
+            count=self.count[keep],
+            tstamp=None if self.tstamp is None else self.tstamp[keep],
+            judge=None if self.judge is None else self.judge[keep],
+            fields={name: values[keep] for name, values in self.fields.items()},
+            flags={name: values[keep] for name, values in self.flags.items()},
+        )
 
 
 def read_battles(
-    paths: Path | str | Sequence[Path | str], *, where: Sequence[str | Where] = ()
+    paths: Path | str | Sequence[Path | str],
+    *,
+    where: Sequence[str | Where] = (),
+    fields: Sequence[str] = (),
+    flags: Mapping[str, str | Where] | None = None,
+    judges: bool = False,
 ) -> Battles:
     r"""Read battle files (either shape, any supported format) into codes.
 
     Args:
         paths: One file or several; their battles are pooled.
         where: Filter conditions, all of which a row must meet (strings are
-            parsed with :func:`parse_where`).
+            parsed with :func:`parse_where`); a dotted name reaches into a
+            nested object (``category_tag.math_v0.1.math``, ``dedup_tag.sampled``).
+        fields: Numeric fields to read per battle (dotted paths); an object of
+            numbers reads as their sum, as FastChat's style features do.
+        flags: Named conditions (``--category NAME=CONDITION``) evaluated per
+            battle kept, without filtering: ``Battles.flags[name]``.
+        judges: Read the ``judge`` column too (``Battles.judge``).
 
     Returns:
         The pooled battles; model codes index the sorted union of names.
@@ -381,7 +251,15 @@ def read_battles(
     if not paths:
         msg = "no battle files were given.\nHint: pass one or more .csv, .jsonl, .json or .parquet files."
         raise InputError(msg)
-    parts = [_read_part(Path(path), conditions) for path in paths]
+    marks = {
+        name: parse_where(c) if isinstance(c, str) else c
+        for name, c in (flags or {}).items()
+    }
+    parts = [
+        _read_part(Path(path), conditions, fields, marks, judges=judges)
+        for path in paths
+    ]
+    repeated = _repeated_files(paths)
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -397,8 +275,8 @@ def read_battles(
         if is_self.any():
             # an aggregated row is up to three cells: name each row once
             rows, first = np.unique(part.rows[is_self], return_index=True)
-            values = [names[code] for code in code_a[is_self][first][:_SHOWN]]
-            _fail(
+            values = [names[code] for code in code_a[is_self][first][:SHOWN]]
+            fail_rows(
                 part.source,
                 rows,
                 values,
@@ -408,6 +286,13 @@ def read_battles(
         codes_a.append(code_a)
         codes_b.append(code_b)
     warnings = [w for part in parts for w in part.warnings]
+    if repeated:
+        warnings.append(
+            BattleWarning(
+                "repeated_file",
+                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
+            )
+        )
     if n_read > n_kept:
         warnings.insert(
             0,
@@ -457,7 +342,37 @@ def read_battles(
             )
             for part in parts
         ),
+        fields={
+            name: np.concatenate([part.fields[name] for part in parts])
+            for name in fields
+        },
+        flags={
+            name: np.concatenate([part.flags[name] for part in parts]) for name in marks
+        },
+        judge=_judge_codes(parts) if judges else None,
     )
+
+
+def _judge_codes(parts: Sequence[_Part]) -> npt.NDArray[np.int32]:
+    """Codes of the judges over all files (-1 where empty)."""
+    columns = [part.judge for part in parts if part.judge is not None]
+    names = sorted(
+        {name for column in columns for name in _unique_names(column) if name}
+    )
+    known = pa.array(names, pa.string())
+    return np.concatenate([_lookup(column, known) for column in columns])
+
+
+def _repeated_files(paths: Sequence[Path | str]) -> list[str]:
+    """Files named more than once (by their resolved path)."""
+    seen: dict[Path, str] = {}
+    repeated = []
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in seen and str(path) not in repeated:
+            repeated.append(str(path))
+        seen.setdefault(resolved, str(path))
+    return repeated
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:
@@ -481,11 +396,11 @@ def read_model_map(path: Path | str) -> dict[str, str]:
         {'gpt-4': 'openai/gpt-4'}
     """
     path = Path(path)
-    source = _Source(path, _kind(path, allowed=("csv", "jsonl", "parquet")))
-    _check_file(path)
+    source = Source(path, file_kind(path, allowed=("csv", "jsonl", "parquet")))
+    check_file(path)
     columns = ("arena_name", "model")
-    present = _column_names(source)
-    table = _read_table(source, dict.fromkeys(columns, pa.string()), present)
+    present = column_names(source)
+    table = read_table(source, dict.fromkeys(columns, pa.string()), present)
     if source.kind == "jsonl":
         present = _non_null_columns(table)
     if missing := [name for name in columns if name not in present]:
@@ -496,10 +411,10 @@ def read_model_map(path: Path | str) -> dict[str, str]:
         values = [_text_or_none(v) for v in table.column(name).to_pylist()]
         empty = np.flatnonzero([v is None for v in values])
         if empty.size:
-            _fail(
+            fail_rows(
                 source,
                 empty,
-                [name] * min(len(empty), _SHOWN),
+                [name] * min(len(empty), SHOWN),
                 what=f"empty {name}",
                 hint="every row maps one arena name to one model name.",
             )
@@ -507,10 +422,10 @@ def read_model_map(path: Path | str) -> dict[str, str]:
         unique, counts = np.unique(texts, return_counts=True)
         if (counts > 1).any():
             repeated = np.flatnonzero(np.isin(texts, unique[counts > 1]))
-            _fail(
+            fail_rows(
                 source,
                 repeated,
-                texts[repeated[:_SHOWN]].tolist(),
+                texts[repeated[:SHOWN]].tolist(),
                 what=f"{name} appears more than once",
                 hint="map each arena name to exactly one model, and each model from one arena name.",
             )
@@ -532,15 +447,9 @@ def _text_or_none(value: object) -> str | None:
 # --- one file -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Source:
-    path: Path
-    kind: Kind
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Part:
-    source: _Source
+    source: Source
     names: set[str]
     model_a: pa.ChunkedArray
     model_b: pa.ChunkedArray
@@ -552,55 +461,79 @@ class _Part:
     n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
     is_aggregated: bool
     warnings: tuple[BattleWarning, ...]
+    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    judge: pa.ChunkedArray | None = None
 
 
-def _kind(path: Path, *, allowed: Iterable[str] = BATTLE_SUFFIXES.values()) -> Kind:
-    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
-    allowed = list(allowed)
-    if kind is None or kind not in allowed:
-        suffixes = sorted(s for s, k in BATTLE_SUFFIXES.items() if k in allowed)
-        msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {suffixes}."
-        raise InputError(msg)
-    return kind  # type: ignore[return-value]
+def _ask(
+    wanted: dict[str, pa.DataType],
+    name: str,
+    type_: pa.DataType,
+    source: Source,
+    present: set[str],
+) -> None:
+    """Add a filter or feature column to those read: a dotted name reads its top-level object."""
+    top = nested_top(name)
+    if name in present or top is None or source.kind == "csv":
+        wanted.setdefault(name, type_)
+    elif source.kind in ("json", "jsonl") or top in present:
+        wanted[top] = NESTED
 
 
-def _check_file(path: Path) -> None:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        msg = f"{path}: cannot read the file ({exc.strerror or exc}).\nHint: check the path and its permissions."
-        raise InputError(msg) from exc
-    if size == 0:
-        msg = f"{path}: the file is empty.\nHint: remove it, or write the battles into it."
-        raise InputError(msg)
+def _refuse_both(path: Path, counts: list[str]) -> NoReturn:
+    msg = f"{path}: both a winner column and count columns ({', '.join(counts)}): each row would be one battle or a count of battles, and the file does not say which.\nHint: keep winner (one row per battle) or model_a, model_b, wins_a, wins_b, ties (counts), not both."
+    raise InputError(msg)
 
 
-def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
-    source = _Source(path, _kind(path))
-    _check_file(path)
-    present = _column_names(source)
+def _read_part(
+    path: Path,
+    conditions: Sequence[Where],
+    fields: Sequence[str] = (),
+    flags: Mapping[str, Where] | None = None,
+    *,
+    judges: bool = False,
+) -> _Part:
+    source = Source(path, file_kind(path))
+    check_file(path)
+    present = column_names(source)
     if all(name in present for name in AGGREGATE_COLUMNS) and not any(
         name in present for name in _WINNER_COLUMNS
     ):
         is_aggregated = True
-        wanted: dict[str, pa.DataType] = dict.fromkeys(_NAME_COLUMNS, _TEXT)
-        wanted |= {name: pa.float64() for name in _COUNT_COLUMNS}
+        wanted: dict[str, pa.DataType] = dict.fromkeys(_NAME_COLUMNS, TEXT)
+        wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
     else:
         is_aggregated = False
-        wanted = dict.fromkeys((*_NAME_COLUMNS, *_WINNER_COLUMNS), _TEXT)
+        if (has := [n for n in COUNT_COLUMNS if n in present]) and any(
+            n in present for n in _WINNER_COLUMNS
+        ):
+            _refuse_both(path, has)
+        wanted = dict.fromkeys((*_NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
         wanted["tstamp"] = pa.float64()
         if source.kind in ("json", "jsonl"):  # absent keys read as null columns
-            wanted |= {name: pa.float64() for name in _COUNT_COLUMNS}
+            wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
     for condition in conditions:
-        if condition.column not in wanted:
-            wanted[condition.column] = condition.value_type
-    table = _read_table(source, wanted, present)
+        _ask(wanted, condition.column, condition.value_type, source, present)
+    for name in fields:
+        _ask(wanted, name, pa.float64(), source, present)
+    for condition in (flags or {}).values():
+        _ask(wanted, condition.column, condition.value_type, source, present)
+    if judges:
+        wanted["judge"] = TEXT
+    table = read_table(source, wanted, present)
     if source.kind in ("json", "jsonl"):
         present = _non_null_columns(table)
         if not any(n in present for n in _WINNER_COLUMNS) and all(
             n in present for n in AGGREGATE_COLUMNS
         ):
             is_aggregated = True
+    if (
+        not is_aggregated
+        and any(n in present for n in _WINNER_COLUMNS)
+        and (has := [n for n in COUNT_COLUMNS if n in present])
+    ):
+        _refuse_both(path, has)
     required = AGGREGATE_COLUMNS if is_aggregated else (*_NAME_COLUMNS, "winner")
     missing = [
         name
@@ -616,13 +549,75 @@ def _read_part(path: Path, conditions: Sequence[Where]) -> _Part:
         raise InputError(msg)
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
-    table = _apply_filters(table, conditions, source, present)
-    return _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    table = apply_filters(table, conditions, source, present)
+    part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    if judges:
+        if "judge" not in present or is_aggregated:
+            msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
+            raise InputError(msg)
+        part = replace(part, judge=_text_column(table.column("judge")))
+    if flags:
+        if is_aggregated:
+            msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
+            raise InputError(msg)
+        marks = {
+            name: np.asarray(condition_mask(table, c, source, present), dtype=np.bool_)
+            for name, c in flags.items()
+        }
+        part = replace(part, flags=marks)
+    if fields:
+        if is_aggregated:
+            msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
+            raise InputError(msg)
+        values = {name: _field_values(table, name, source, present) for name in fields}
+        part = replace(part, fields=values)
+    return part
+
+
+def _field_values(
+    table: pa.Table, name: str, source: Source, present: set[str]
+) -> npt.NDArray[np.float64]:
+    """A numeric field per battle; an object is the sum of its numbers (NaN where null).
+
+    FastChat's ``extract_style_feature``: a count is itself, an object of counts
+    (``header_count_a``: ``h1`` ... ``h6``) their sum.
+    """
+    column = resolve_column(table, name, present)
+    if column is None:
+        msg = f"{source.path}: no field {name!r} in the battles.\nHint: style control reads conv_metadata (sum_assistant_a_tokens, header_count_a, list_count_a, bold_count_a and the _b side) as in Arena's clean_battle files."
+        raise InputError(msg)
+    return _numbers(column, name, source)
+
+
+def _numbers(
+    column: pa.ChunkedArray | pa.Array, name: str, source: Source
+) -> npt.NDArray[np.float64]:
+    type_ = column.type
+    if pa.types.is_struct(type_):
+        total = np.zeros(len(column))
+        for i in range(type_.num_fields):
+            child = _numbers(pc.struct_field(column, [i]), name, source)
+            total += np.nan_to_num(child, nan=0.0)
+        total[np.asarray(pc.is_null(column))] = np.nan
+        return total
+    if pa.types.is_null(type_):
+        return np.full(len(column), np.nan)
+    if not (
+        pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_boolean(type_)
+    ):
+        msg = f"{source.path}: the field {name!r} holds {type_}, not numbers.\nHint: style features are counts (or objects of counts), as conv_metadata holds them."
+        raise InputError(msg)
+    values = pc.cast(column, pa.float64())
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _battle_part(
     table: pa.Table,
-    source: _Source,
+    source: Source,
     present: set[str],
     n_read: int,
     *,
@@ -667,294 +662,6 @@ def _battle_part(
         is_aggregated=is_aggregated,
         warnings=tuple(warnings),
     )
-
-
-def _column_names(source: _Source) -> set[str]:
-    """The columns a file has (JSON: every key that may appear, decided later)."""
-    path = source.path
-    try:
-        if source.kind == "parquet":
-            return set(pq.read_schema(path).names)
-        if source.kind == "csv":
-            with path.open("rb") as fh:  # the header only: rows are checked later
-                first = fh.readline().decode("utf-8-sig")
-            return set(next(csv.reader([first]), []))
-    except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
-        msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
-        raise InputError(msg) from exc
-    return set()  # JSON: null columns are absent keys, found after reading
-
-
-def _read_table(
-    source: _Source, wanted: dict[str, pa.DataType], present: set[str]
-) -> pa.Table:
-    """Read the wanted columns; text formats get the types asked for."""
-    path, kind = source.path, source.kind
-    try:
-        if kind == "parquet":
-            names = [name for name in wanted if name in present]
-            schema = pq.read_schema(path)
-            text = [
-                n
-                for n in names
-                if wanted[n] == _TEXT and pa.types.is_string(schema.field(n).type)
-            ]
-            return pq.read_table(path, columns=names, read_dictionary=text)
-        if kind == "csv":
-            names = [name for name in wanted if name in present]
-            types = {n: wanted[n] for n in names}
-            options = pa_csv.ConvertOptions(include_columns=names, column_types=types)
-            return pa_csv.read_csv(path, convert_options=options)
-        schema = pa.schema(
-            [
-                (name, pa.string() if type_ == _TEXT else type_)
-                for name, type_ in wanted.items()
-            ]
-        )
-        if kind == "jsonl":
-            options = pa_json.ParseOptions(
-                explicit_schema=schema, unexpected_field_behavior="ignore"
-            )
-            return pa_json.read_json(path, parse_options=options)
-        return _read_json_array(path, schema)
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        _explain_text(source, wanted)  # raises when it finds the line
-        msg = f"{path}: cannot read as {kind}: {exc}.\nHint: check that the file is complete {kind} in UTF-8."
-        raise InputError(msg) from exc
-
-
-def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
-    """A JSON array of objects (Arena's clean_battle files) into a table.
-
-    msgspec (the ``fast`` extra) decodes only the wanted keys; without it the
-    standard library parses everything. Either way pyarrow builds the columns.
-    """
-    data = path.read_bytes()
-    struct = pa.struct(list(schema))
-    records = (
-        _decode_msgspec(path, data, schema)
-        if _HAS_MSGSPEC
-        else _decode_stdlib(path, data)
-    )
-    try:
-        return pa.Table.from_struct_array(pa.array(records, type=struct))
-    except (pa.ArrowException, TypeError) as exc:
-        _explain_records(path, "json", enumerate(records), schema, data)
-        msg = f"{path}: cannot read the battles: {exc}.\nHint: every element must be an object with text model names."
-        raise InputError(msg) from exc
-
-
-def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
-    import msgspec  # the `fast` extra (checked by _HAS_MSGSPEC)
-
-    python_types = {
-        pa.string(): str | None,
-        pa.float64(): float | None,
-        pa.bool_(): bool | None,
-    }
-    row_type = msgspec.defstruct(
-        "BattleRow",
-        [(field.name, python_types[field.type], None) for field in schema],
-    )
-    try:
-        rows = msgspec.json.decode(data, type=list[row_type])  # type: ignore[valid-type]
-    except msgspec.ValidationError as exc:
-        element = re.search(r"\$\[(\d+)\]", str(exc))
-        where = ""
-        if element:
-            index = int(element.group(1))
-            line = _json_array_lines(data, [index]).get(index, "?")
-            where = f" element {index + 1} (line {line}):"
-        msg = f"{path}:{where} {exc}.\nHint: a .json battles file is one JSON array of objects; model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
-        raise InputError(msg) from exc
-    except msgspec.DecodeError as exc:
-        byte = re.search(r"byte (\d+)", str(exc))
-        end = len(data) if "truncated" in str(exc) else None
-        offset = int(byte.group(1)) if byte else end
-        line = data.count(b"\n", 0, offset) + 1 if offset is not None else 0
-        at = f" at line {line}" if line else ""
-        msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
-        raise InputError(msg) from exc
-    return msgspec.to_builtins(rows)  # type: ignore[no-any-return]
-
-
-def _decode_stdlib(path: Path, data: bytes) -> list[Any]:
-    try:
-        records = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        line = getattr(exc, "lineno", None)
-        at = f" at line {line}" if line else ""
-        msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
-        raise InputError(msg) from exc
-    if not isinstance(records, list):
-        msg = f"{path}: the JSON is a {type(records).__name__}, not an array.\nHint: a .json battles file is one JSON array of objects; use .jsonl for one object per line."
-        raise InputError(msg)
-    return records
-
-
-def _explain_text(source: _Source, wanted: dict[str, pa.DataType]) -> None:
-    """On the error path, find the line of a CSV or JSONL value of the wrong type."""
-    path = source.path
-    if source.kind not in ("csv", "jsonl"):
-        return
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
-        raise InputError(msg) from exc
-    schema = pa.schema(
-        [(n, pa.string() if t == _TEXT else t) for n, t in wanted.items()]
-    )
-    if source.kind == "jsonl":
-        records: list[tuple[int, object]] = []
-        for number, line_text in enumerate(text.splitlines(), start=1):
-            if not line_text.strip():
-                continue
-            try:
-                records.append((number, json.loads(line_text)))
-            except (ValueError, RecursionError) as exc:
-                msg = f"{path}: line {number} is not valid JSON ({exc}).\nHint: write one JSON object per line; the file may be truncated."
-                raise InputError(msg) from exc
-        _explain_records(path, "line", records, schema, data)
-        return
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        start = reader.line_num + 1
-        for record in reader:
-            for field in schema:
-                value = record.get(field.name)
-                if value is None or value == "" or field.type == pa.string():
-                    continue
-                try:
-                    pa.array([value]).cast(field.type)
-                except pa.ArrowException:
-                    msg = f"{path}: line {start}: {field.name} = {value!r} is not {_type_words(field.type)}.\nHint: {_type_hint(field)}"
-                    raise InputError(msg) from None
-            start = reader.line_num + 1
-
-
-def _explain_records(
-    path: Path,
-    unit: str,
-    records: Iterable[tuple[int, object]],
-    schema: pa.Schema,
-    data: bytes,
-) -> None:
-    """Name the first record that is not an object or holds a value of a wrong type."""
-    checks = {
-        pa.string(): lambda v: isinstance(v, str),
-        pa.float64(): lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        pa.bool_(): lambda v: isinstance(v, bool),
-    }
-    for number, record in records:
-        problem = ""
-        if not isinstance(record, dict):
-            problem = f"is {type(record).__name__}, not an object"
-        else:
-            for field in schema:
-                value = record.get(field.name)
-                if value is not None and not checks[field.type](value):
-                    problem = (
-                        f"{field.name} = {value!r} is not {_type_words(field.type)}"
-                    )
-                    break
-        if problem:
-            place = f"line {number}"
-            if unit == "json":
-                line = _json_array_lines(data, [number])[number]
-                place = f"element {number + 1} (line {line})"
-            msg = f"{path}: {place}: {problem}.\nHint: model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
-            raise InputError(msg)
-
-
-def _type_words(type_: pa.DataType) -> str:
-    if type_ == pa.bool_():
-        return "true or false"
-    return "a number" if type_ == pa.float64() else "text"
-
-
-def _type_hint(field: pa.Field) -> str:
-    if field.name in _COUNT_COLUMNS:
-        return f"{field.name} counts battles: write a whole number."
-    if field.name == "tstamp":
-        return "tstamp is a time in seconds (a number), as in Arena's files."
-    return f"the --where condition on {field.name} treats it as {_type_words(field.type)}; write the condition to match the column."
-
-
-# --- filters --------------------------------------------------------------------
-
-
-def _apply_filters(
-    table: pa.Table, conditions: Sequence[Where], source: _Source, present: set[str]
-) -> pa.Table:
-    if not conditions:
-        return table
-    mask = None
-    for condition in conditions:
-        if condition.column not in present:
-            msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {sorted(present)[:12]}.\nHint: filter on a column the file has (names are case-sensitive)."
-            raise InputError(msg)
-        column = table.column(condition.column)
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        part = pc.fill_null(_condition_mask(column, condition, source), False)
-        mask = part if mask is None else pc.and_(mask, part)
-    return table.filter(mask)
-
-
-def _condition_mask(
-    column: pa.ChunkedArray, condition: Where, source: _Source
-) -> pa.ChunkedArray:
-    type_ = column.type
-    is_number = pa.types.is_integer(type_) or pa.types.is_floating(type_)
-    is_text = pa.types.is_string(type_) or pa.types.is_large_string(type_)
-
-    def wrong(expected: str) -> NoReturn:
-        msg = f"{source.path}: --where {condition.text!r}: column {condition.column!r} is {type_}, {expected}.\nHint: {_WHERE_HINT}"
-        raise InputError(msg)
-
-    if condition.op in ("true", "false"):
-        if pa.types.is_boolean(type_):
-            truth = column
-        elif is_number:
-            truth = pc.not_equal(column, 0)
-        else:
-            wrong("not a boolean: compare it with a value instead")
-        return truth if condition.op == "true" else pc.invert(truth)
-    values: list[Any]
-    if is_text:
-        values = list(condition.texts)
-        value_type = pa.string()
-    elif is_number:
-        if not all(
-            isinstance(v, float) and not isinstance(v, bool) for v in condition.values
-        ):
-            wrong(f"not text: compare it with a number, not {list(condition.texts)}")
-        column, values, value_type = (
-            pc.cast(column, pa.float64()),
-            list(condition.values),
-            pa.float64(),
-        )
-    elif pa.types.is_boolean(type_):
-        if not all(isinstance(v, bool) for v in condition.values):
-            wrong("compare it with true or false")
-        values, value_type = list(condition.values), pa.bool_()
-    else:
-        wrong("which --where cannot compare")
-    if condition.op in ("in", "not in"):
-        found = pc.is_in(column, value_set=pa.array(values, value_type))
-        return found if condition.op == "in" else pc.invert(found)
-    compare = {
-        "==": pc.equal,
-        "!=": pc.not_equal,
-        "<": pc.less,
-        "<=": pc.less_equal,
-        ">": pc.greater,
-        ">=": pc.greater_equal,
-    }[condition.op]
-    return compare(column, pa.scalar(values[0], value_type))
 
 
 # --- validation and codes -------------------------------------------------------
@@ -1006,7 +713,7 @@ def _lookup(column: pa.ChunkedArray, value_set: pa.Array) -> npt.NDArray[np.int3
 
 
 def _check_names(
-    source: _Source,
+    source: Source,
     rows: npt.NDArray[np.int64],
     model_a: pa.ChunkedArray,
     model_b: pa.ChunkedArray,
@@ -1022,10 +729,10 @@ def _check_names(
                 sorted(v for v in values if v is not None and v.strip()), pa.string()
             )
             is_bad = _lookup(column, known) < 0
-            _fail(
+            fail_rows(
                 source,
                 rows[is_bad],
-                [repr(v) if v is not None else "null" for v in bad][:_SHOWN],
+                [repr(v) if v is not None else "null" for v in bad][:SHOWN],
                 what=f"empty or null {name}",
                 hint="every battle needs both model names; drop rows of unfinished battles.",
                 quote=False,
@@ -1035,7 +742,7 @@ def _check_names(
 
 def _outcomes(
     column: pa.ChunkedArray,
-    source: _Source,
+    source: Source,
     rows: npt.NDArray[np.int64],
     name: str,
 ) -> npt.NDArray[np.int8]:
@@ -1044,8 +751,8 @@ def _outcomes(
     is_bad = outcome < 0
     if is_bad.any():
         values = _unique_names(column.filter(pa.array(is_bad)))
-        shown = [repr(v) if v is not None else "null" for v in values][:_SHOWN]
-        _fail(
+        shown = [repr(v) if v is not None else "null" for v in values][:SHOWN]
+        fail_rows(
             source,
             rows[is_bad],
             shown,
@@ -1056,7 +763,7 @@ def _outcomes(
     return outcome
 
 
-def _seconds(times: pa.ChunkedArray, source: _Source) -> npt.NDArray[np.float64]:
+def _seconds(times: pa.ChunkedArray, source: Source) -> npt.NDArray[np.float64]:
     """``tstamp`` as seconds (NaN where empty): a number, or a Parquet timestamp."""
     type_ = times.type
     if pa.types.is_timestamp(type_):
@@ -1070,20 +777,33 @@ def _seconds(times: pa.ChunkedArray, source: _Source) -> npt.NDArray[np.float64]
 
 
 def _aggregated_cells(
-    table: pa.Table, source: _Source, rows: npt.NDArray[np.int64]
+    table: pa.Table, source: Source, rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Rows of counts into (outcome, count, position in table) cells, zeros left out."""
     counts = []
-    for name in _COUNT_COLUMNS:
+    for name in COUNT_COLUMNS:
         column = table.column(name)
-        values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+        # unsafe: an integer above 2**53 becomes the nearest double, refused below
+        values = pc.cast(column, pa.float64(), safe=False).to_numpy(
+            zero_copy_only=False
+        )
+        too_big = values >= 2.0**53
+        if too_big.any():
+            shown = [f"{v:.0f}" for v in values[too_big][:SHOWN]]
+            fail_rows(
+                source,
+                rows[too_big],
+                shown,
+                what=f"{name} is too large (2**53 battles or more)",
+                hint=f"{name} counts battles: a count this large is a corrupt or overflowed value; write the true count.",
+                quote=False,
+            )
         is_bad = np.isnan(values) | (values < 0) | (values != np.floor(values))
-        is_bad |= values >= 2.0**53
         if is_bad.any():
             shown = [
-                str(v) if not math.isnan(v) else "null" for v in values[is_bad][:_SHOWN]
+                str(v) if not math.isnan(v) else "null" for v in values[is_bad][:SHOWN]
             ]
-            _fail(
+            fail_rows(
                 source,
                 rows[is_bad],
                 shown,
@@ -1096,83 +816,3 @@ def _aggregated_cells(
     stacked = np.stack([counts[1], counts[2], counts[0]], axis=1)  # outcome 0, 1, 2
     positions, outcome = np.nonzero(stacked)
     return outcome.astype(np.int8), stacked[positions, outcome], positions
-
-
-# --- messages -------------------------------------------------------------------
-
-
-def _fail(
-    source: _Source,
-    rows: npt.NDArray[np.int64],
-    values: Sequence[str],
-    *,
-    what: str,
-    hint: str,
-    quote: bool = True,
-) -> NoReturn:
-    """Raise an InputError naming the file, the first rows (as the file counts them) and values."""
-    places = _places(source, rows[:_SHOWN].tolist())
-    shown = ", ".join(repr(v) if quote else v for v in values[:_SHOWN])
-    more = f" (and {len(rows) - _SHOWN} more)" if len(rows) > _SHOWN else ""
-    msg = f"{source.path}: {what} at {', '.join(places)}{more}: {shown}.\nHint: {hint}"
-    raise InputError(msg)
-
-
-def _places(source: _Source, rows: list[int]) -> list[str]:
-    """Rows (0-based data rows) as the file counts them: lines, or Parquet rows."""
-    if not rows:
-        return []
-    if source.kind == "parquet":
-        return [f"row {row + 1}" for row in rows]
-    data = source.path.read_bytes()
-    if source.kind == "json":
-        lines = _json_array_lines(data, rows)
-        return [f"element {row + 1} (line {lines[row]})" for row in rows]
-    wanted, found, last = set(rows), {}, max(rows)
-    text = data.decode("utf-8-sig", errors="replace")
-    if source.kind == "jsonl":
-        index = 0
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            if index in wanted:
-                found[index] = number
-            if index >= last:
-                break
-            index += 1
-    else:
-        reader = csv.reader(text.splitlines(keepends=True))
-        next(reader, None)
-        start, index = reader.line_num + 1, 0
-        for record in reader:
-            if record:
-                if index in wanted:
-                    found[index] = start
-                if index >= last:
-                    break
-                index += 1
-            start = reader.line_num + 1
-    return [f"line {found.get(row, '?')}" for row in rows]
-
-
-_BETWEEN = re.compile(r"[\s,]*")
-
-
-def _json_array_lines(data: bytes, elements: Sequence[int]) -> dict[int, int]:
-    """The line each wanted element of a JSON array starts on (error path only)."""
-    text = data.decode("utf-8", errors="replace")
-    decoder = json.JSONDecoder()
-    position = text.find("[") + 1
-    wanted, found, line, counted = set(elements), {}, 1, 0
-    for index in range(max(elements) + 1):
-        between = _BETWEEN.match(text, position)
-        position = between.end() if between else position
-        if index in wanted:
-            line += text.count("\n", counted, position)
-            counted = position
-            found[index] = line
-        try:
-            _, position = decoder.raw_decode(text, position)
-        except ValueError:
-            break
-    return found

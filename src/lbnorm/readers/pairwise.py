@@ -12,7 +12,7 @@ one JSON object). All battle files are pooled.
 
 Each pairwise benchmark's raw score for a model is its predicted chance of
 beating the benchmark's reference model
-(:func:`lbnorm.ratings.fit.score_against_reference`: Bradley-Terry, ties
+(:func:`lbnorm.ratings.pairwise_scores.score_against_reference`: Bradley-Terry, ties
 half, no penalty), a fraction in [0, 1]. The scores enter the pipeline as one
 :class:`~lbnorm.core.schemas.Batch` of long-format rows (model, benchmark, subtask,
 raw_score, n_samples = the model's battles), normalized and averaged like any
@@ -38,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -200,15 +201,28 @@ def _benchmark_scores(
     variants: pa.Table,
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
-    assert benchmark.reference is not None  # the suite checks it
-    from lbnorm.ratings.fit import (  # the fit: only for a pairwise suite
+    from lbnorm.ratings.options import (
+        RatingOptions,  # the fit: only for a pairwise suite
+    )
+    from lbnorm.ratings.pairwise_scores import (
+        score_against_field,
         score_against_reference,
     )
 
+    options = RatingOptions(bootstrap=benchmark.bootstrap, seed=0)
     try:
-        scores = score_against_reference(
-            battles, reference=benchmark.reference, model_map=model_map
-        )
+        if benchmark.score == "reference":
+            assert benchmark.reference is not None  # the suite checks it
+            scores = score_against_reference(
+                battles,
+                reference=benchmark.reference,
+                model_map=model_map,
+                options=options,
+            )
+            metric = "win probability vs " + benchmark.reference
+        else:
+            scores = score_against_field(battles, model_map=model_map, options=options)
+            metric = "expected win rate vs the field"
     except RatingsNotIdentifiableError as exc:
         message, _, _ = str(exc).partition("\nHint:")
         msg = (
@@ -221,7 +235,12 @@ def _benchmark_scores(
     except InputError as exc:  # the reference is not in the battles
         msg = f"{', '.join(battles.sources)}: pairwise benchmark {benchmark.name!r}: {exc}"
         raise InputError(msg) from exc
-    joined = scores.table.join(variants, keys="model", join_type="left outer")
+    table = scores.table
+    stderr = scores.stderr if scores.stderr is not None else np.full(len(table), np.nan)
+    table = table.append_column(
+        "stderr", pa.array(stderr, pa.float64(), mask=np.isnan(stderr))
+    )
+    joined = table.join(variants, keys="model", join_type="left outer")
     n = joined.num_rows
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         "model": joined["model"],
@@ -231,9 +250,9 @@ def _benchmark_scores(
         },
         "benchmark": pa.array([benchmark.name] * n, pa.string()),
         "subtask": pa.array([benchmark.subtasks[0].name] * n, pa.string()),
-        "metric": pa.array(["win probability vs " + benchmark.reference] * n),
+        "metric": pa.array([metric] * n, pa.string()),
         "raw_score": joined["raw_score"],
-        "stderr": pa.nulls(n, pa.float64()),
+        "stderr": joined["stderr"],
         "n_samples": joined["n_samples"],
         "source": pa.array([", ".join(battles.sources)] * n, pa.string()),
     }

@@ -27,14 +27,19 @@ results (see :mod:`lbnorm.readers.pairwise`)::
     [[benchmarks]]
     name = "Arena"
     aggregation = "bradley-terry"
-    reference = "gpt-3.5-turbo"        # the model every model is compared with
-    subtasks = [ { name = "overall", num_choices = 2 } ]
+    bootstrap = 100                    # rounds for the standard error (0: none)
+    subtasks = [ { name = "overall" } ]
 
-A model's raw score is its predicted chance of beating ``reference`` (a fraction
-in [0, 1], 0.5 for the reference itself), normalized with the subtask's bound
-like any other: ``num_choices = 2`` (bound 0.5) counts "as good as the
-reference" as chance, so worse models score 0; no bound (0) scales the chance
-itself to 0-100. It needs ``reference`` and exactly one subtask, with no
+A model's raw score is its **expected win rate against the field**: the mean,
+over the other rated models, of its predicted chance of beating each (a fraction
+in [0, 1]; no reference, no chance baseline, no clipping), so the subtask has no
+bound and the score is that rate x 100. Its standard error is the standard
+deviation of the same score over ``bootstrap`` seeded rounds of the fit.
+
+The older form scores the chance of beating one ``reference`` model
+(``score = "reference"``, implied by giving ``reference``); its subtask's bound
+applies as any other (``num_choices = 2`` counts "as good as the reference" as
+chance, so worse models score 0). Either form has exactly one subtask, with no
 ``task`` (its scores never come from results files).
 
 Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
@@ -128,7 +133,18 @@ _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 #: The aggregation of a pairwise benchmark (scored from battles, not results).
 PAIRWISE: Aggregation = "bradley-terry"
 _SUITE_KEYS = {"name", "description", "benchmarks"}
-_BENCHMARK_KEYS = {"name", "aggregation", "weight", "subtasks", "reference"}
+_BENCHMARK_KEYS = {
+    "name",
+    "aggregation",
+    "weight",
+    "subtasks",
+    "reference",
+    "score",
+    "bootstrap",
+}
+#: A pairwise benchmark's score: the expected win rate against the field, or the
+#: chance of beating one reference model.
+PairwiseScore = Literal["field", "reference"]
 _SUBTASK_KEYS = {
     "name",
     "task",
@@ -185,6 +201,9 @@ class Benchmark:
         weight: Its weight in the average.
         subtasks: Its subtasks (a pairwise benchmark has one).
         reference: A pairwise benchmark's reference model (None otherwise).
+        score: A pairwise benchmark's score (``field`` or ``reference``).
+        bootstrap: A pairwise benchmark's bootstrap rounds for its standard
+            error (0: none).
     """
 
     name: str
@@ -192,6 +211,8 @@ class Benchmark:
     weight: float
     subtasks: tuple[Subtask, ...]
     reference: str | None = None
+    score: PairwiseScore = "field"
+    bootstrap: int = 0
 
     @property
     def is_pairwise(self) -> bool:
@@ -448,6 +469,9 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     )
     _check_unique([s.name for s in subtasks], what="subtask name", where=where)
     reference = _check_pairwise(raw, aggregation, subtasks, where=where)
+    score, bootstrap = _pairwise_score(
+        raw, aggregation, reference, subtasks, where=where
+    )
     if aggregation == "pool-then-normalize":
         if unweighted := [s.name for s in subtasks if not s.n_samples]:
             msg = (
@@ -468,7 +492,44 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         weight=float(weight),
         subtasks=subtasks,
         reference=reference,
+        score=score,
+        bootstrap=bootstrap,
     )
+
+
+def _pairwise_score(
+    raw: dict[str, Any],
+    aggregation: str,
+    reference: str | None,
+    subtasks: tuple[Subtask, ...],
+    *,
+    where: str,
+) -> tuple[PairwiseScore, int]:
+    """A pairwise benchmark's score form and bootstrap rounds, after their rules."""
+    score = raw.get("score", "reference" if reference is not None else "field")
+    bootstrap = raw.get("bootstrap", 100 if aggregation == PAIRWISE else 0)
+    if aggregation != PAIRWISE:
+        if "score" in raw or "bootstrap" in raw:
+            msg = f"{where}: 'score' and 'bootstrap' belong to a pairwise benchmark, not to aggregation {aggregation!r}.\nHint: remove them, or set aggregation = \"{PAIRWISE}\"."
+            raise SuiteError(msg)
+        return "field", 0
+    if score not in ("field", "reference"):
+        msg = f'{where}: score must be "field" or "reference", got {_shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
+        raise SuiteError(msg)
+    if (
+        isinstance(bootstrap, bool)
+        or not isinstance(bootstrap, int)
+        or not 0 <= bootstrap <= 100_000
+    ):
+        msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {_shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
+        raise SuiteError(msg)
+    if score == "field" and reference is not None:
+        msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "field".\nHint: remove reference for the expected win rate against the field, or set score = "reference".'
+        raise SuiteError(msg)
+    if score == "field" and subtasks[0].lower_bound != 0:
+        msg = f'{where}: the expected win rate against the field has no chance baseline, but the subtask has a bound ({subtasks[0].lower_bound:g}).\nHint: remove num_choices from the subtask (its score is the win rate x 100), or score against a model with reference = "<model>".'
+        raise SuiteError(msg)
+    return score, bootstrap
 
 
 def _check_pairwise(
@@ -485,6 +546,9 @@ def _check_pairwise(
             )
             raise SuiteError(msg)
         return None
+    if reference is None and raw.get("score", "field") == "field":
+        _check_pairwise_subtask(subtasks, where=where)
+        return None
     if not isinstance(reference, str) or not reference.strip():
         msg = (
             f"{where}: a {PAIRWISE} benchmark needs a reference model, got "
@@ -492,6 +556,12 @@ def _check_pairwise(
             "model's chance of winning is measured against (as the battles name it)."
         )
         raise SuiteError(msg)
+    _check_pairwise_subtask(subtasks, where=where)
+    return reference.strip()
+
+
+def _check_pairwise_subtask(subtasks: tuple[Subtask, ...], *, where: str) -> None:
+    """A pairwise benchmark has one subtask, scored from battles."""
     if len(subtasks) != 1:
         msg = (
             f"{where}: a {PAIRWISE} benchmark has exactly one subtask, got "
@@ -507,7 +577,6 @@ def _check_pairwise(
             "Hint: remove task and metric from the subtask."
         )
         raise SuiteError(msg)
-    return reference.strip()
 
 
 def _parse_subtask(raw: object, *, where: str) -> Subtask:

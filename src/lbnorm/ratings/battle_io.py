@@ -1,0 +1,434 @@
+"""Reading one battle file's columns (CSV, JSONL, JSON array, Parquet) and naming its bad rows.
+
+The formats' readers are pyarrow's; a JSON array (Arena's ``clean_battle`` files)
+is decoded by msgspec (the ``fast`` extra) when installed, else by the standard
+library. On the error path the helpers here find the line (or element) of a bad
+value so that a message can point at it.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from lbnorm.core.errors import InputError
+from lbnorm.ratings.battle_files import BATTLE_SUFFIXES
+
+__all__ = [
+    "COUNT_COLUMNS",
+    "NESTED",
+    "SHOWN",
+    "TEXT",
+    "Kind",
+    "Source",
+    "check_file",
+    "column_names",
+    "fail_rows",
+    "file_kind",
+    "json_array_lines",
+    "read_table",
+]
+
+#: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
+#: battle file is read (a run that reads none does not load it).
+_HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
+
+Kind = Literal["csv", "jsonl", "json", "parquet"]
+#: Values shown in a message, at most.
+SHOWN = 5
+#: The type asked of text columns (model names, winner): dictionary-encoded strings.
+TEXT = pa.dictionary(pa.int32(), pa.string())
+#: Count columns of the aggregated shape.
+COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
+#: The type asked of a nested field (``category_tag``, ``dedup_tag``,
+#: ``conv_metadata``): whatever objects it holds, as an Arrow struct.
+NESTED = pa.struct([])
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One input file and its format (for reading and for messages)."""
+
+    path: Path
+    kind: Kind
+
+
+def file_kind(path: Path, *, allowed: Iterable[str] = BATTLE_SUFFIXES.values()) -> Kind:
+    """The format a suffix means; an InputError for one not ``allowed``."""
+    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
+    allowed = list(allowed)
+    if kind is None or kind not in allowed:
+        suffixes = sorted(s for s, k in BATTLE_SUFFIXES.items() if k in allowed)
+        msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {suffixes}."
+        raise InputError(msg)
+    return kind  # type: ignore[return-value]
+
+
+def check_file(path: Path) -> None:
+    """Refuse a missing, unreadable or empty file."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        msg = f"{path}: cannot read the file ({exc.strerror or exc}).\nHint: check the path and its permissions."
+        raise InputError(msg) from exc
+    if size == 0:
+        msg = f"{path}: the file is empty.\nHint: remove it, or write the battles into it."
+        raise InputError(msg)
+
+
+def column_names(source: Source) -> set[str]:
+    """The columns a file has (JSON: every key that may appear, decided later)."""
+    path = source.path
+    try:
+        if source.kind == "parquet":
+            names = list(pq.read_schema(path).names)
+        elif source.kind == "csv":
+            with path.open("rb") as fh:  # the header only: rows are checked later
+                first = fh.readline().decode("utf-8-sig")
+            names = next(csv.reader([first]), [])
+        else:
+            return set()  # JSON: null columns are absent keys, found after reading
+    except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
+        msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
+        raise InputError(msg) from exc
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        msg = f"{path}: the column(s) {repeated[:SHOWN]} appear more than once, so which one holds the battles is ambiguous.\nHint: keep one column of each name (rename or drop the others)."
+        raise InputError(msg)
+    return set(names)
+
+
+def read_table(
+    source: Source, wanted: dict[str, pa.DataType], present: set[str]
+) -> pa.Table:
+    """Read the wanted columns; text formats get the types asked for.
+
+    A column asked as :data:`NESTED` keeps the objects a JSON file holds there
+    (a Parquet struct as stored); the other JSON columns get the types asked.
+    """
+    path, kind = source.path, source.kind
+    try:
+        if kind == "parquet":
+            names = [name for name in wanted if name in present]
+            schema = pq.read_schema(path)
+            text = [
+                n
+                for n in names
+                if wanted[n] == TEXT and pa.types.is_string(schema.field(n).type)
+            ]
+            return pq.read_table(path, columns=names, read_dictionary=text)
+        if kind == "csv":
+            names = [name for name in wanted if name in present]
+            types = {n: wanted[n] for n in names}
+            options = pa_csv.ConvertOptions(include_columns=names, column_types=types)
+            return pa_csv.read_csv(path, convert_options=options)
+        schema = pa.schema(
+            [
+                (name, pa.string() if type_ == TEXT else type_)
+                for name, type_ in wanted.items()
+            ]
+        )
+        if kind == "jsonl":
+            flat = pa.schema([f for f in schema if f.type != NESTED])
+            options = pa_json.ParseOptions(
+                explicit_schema=flat, unexpected_field_behavior="ignore"
+            )
+            table = pa_json.read_json(path, parse_options=options)
+            nested = [f.name for f in schema if f.type == NESTED]
+            if nested:
+                data = path.read_bytes()
+                array = b"[" + b",".join(_lines(data)) + b"]"
+                records = _decode(path, array, pa.schema([(n, NESTED) for n in nested]))
+                for name in nested:
+                    table = table.append_column(
+                        name, _nested_column(path, records, name)
+                    )
+            return table
+        return _read_json_array(path, schema)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        _explain_text(source, wanted)  # raises when it finds the line
+        msg = f"{path}: cannot read as {kind}: {exc}.\nHint: check that the file is complete {kind} in UTF-8."
+        raise InputError(msg) from exc
+
+
+def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
+    """A JSON array of objects (Arena's clean_battle files) into a table.
+
+    msgspec (the ``fast`` extra) decodes only the wanted keys; without it the
+    standard library parses everything. Either way pyarrow builds the columns.
+    """
+    data = path.read_bytes()
+    flat = pa.schema([f for f in schema if f.type != NESTED])
+    struct = pa.struct(list(flat))
+    records = _decode(path, data, schema)
+    try:
+        table = pa.Table.from_struct_array(pa.array(records, type=struct))
+    except (pa.ArrowException, TypeError) as exc:
+        _explain_records(path, "json", enumerate(records), flat, data)
+        msg = f"{path}: cannot read the battles: {exc}.\nHint: every element must be an object with text model names."
+        raise InputError(msg) from exc
+    for field in schema:
+        if field.type == NESTED:
+            table = table.append_column(
+                field.name, _nested_column(path, records, field.name)
+            )
+    return table
+
+
+def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
+    """A JSON array's elements (msgspec: only the wanted keys; else every key)."""
+    if _HAS_MSGSPEC:
+        return _decode_msgspec(path, data, schema)
+    return _decode_stdlib(path, data)
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """The non-blank lines of a JSONL file."""
+    return [line for line in data.splitlines() if line.strip()]
+
+
+def _nested_column(path: Path, records: list[Any], name: str) -> pa.Array:
+    """One key's objects across records as an Arrow struct (types inferred)."""
+    values = [r.get(name) if isinstance(r, dict) else None for r in records]
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        kinds = sorted({type(v).__name__ for v in values if v is not None})
+        msg = f"{path}: the field {name!r} holds values of different shapes ({', '.join(kinds[:5])}): {exc}.\nHint: a nested field must have the same structure in every battle (objects of the same keys and value types)."
+        raise InputError(msg) from exc
+
+
+def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
+    import msgspec  # the `fast` extra (checked by _HAS_MSGSPEC)
+
+    python_types = {
+        pa.string(): str | None,
+        pa.float64(): float | None,
+        pa.bool_(): bool | None,
+        NESTED: Any,
+    }
+    # keys need not be identifiers ("dedup_tag.sampled", "a b"): fields are
+    # named f0, f1, ... and renamed to the keys they decode
+    row_type = msgspec.defstruct(
+        "BattleRow",
+        [(f"f{i}", python_types[field.type], None) for i, field in enumerate(schema)],
+        rename={f"f{i}": field.name for i, field in enumerate(schema)},
+    )
+    try:
+        rows = msgspec.json.decode(data, type=list[row_type])  # type: ignore[valid-type]
+    except msgspec.ValidationError as exc:
+        element = re.search(r"\$\[(\d+)\]", str(exc))
+        where = ""
+        if element:
+            index = int(element.group(1))
+            line = json_array_lines(data, [index]).get(index, "?")
+            where = f" element {index + 1} (line {line}):"
+        msg = f"{path}:{where} {exc}.\nHint: a .json battles file is one JSON array of objects; model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
+        raise InputError(msg) from exc
+    except msgspec.DecodeError as exc:
+        byte = re.search(r"byte (\d+)", str(exc))
+        end = len(data) if "truncated" in str(exc) else None
+        offset = int(byte.group(1)) if byte else end
+        line = data.count(b"\n", 0, offset) + 1 if offset is not None else 0
+        at = f" at line {line}" if line else ""
+        msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
+        raise InputError(msg) from exc
+    return msgspec.to_builtins(rows)  # type: ignore[no-any-return]
+
+
+def _decode_stdlib(path: Path, data: bytes) -> list[Any]:
+    try:
+        records = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        line = getattr(exc, "lineno", None)
+        at = f" at line {line}" if line else ""
+        msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
+        raise InputError(msg) from exc
+    if not isinstance(records, list):
+        msg = f"{path}: the JSON is a {type(records).__name__}, not an array.\nHint: a .json battles file is one JSON array of objects; use .jsonl for one object per line."
+        raise InputError(msg)
+    return records
+
+
+def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
+    """On the error path, find the line of a CSV or JSONL value of the wrong type."""
+    path = source.path
+    if source.kind not in ("csv", "jsonl"):
+        return
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
+        raise InputError(msg) from exc
+    schema = pa.schema(
+        [(n, pa.string() if t == TEXT else t) for n, t in wanted.items()]
+    )
+    if source.kind == "jsonl":
+        records: list[tuple[int, object]] = []
+        for number, line_text in enumerate(text.splitlines(), start=1):
+            if not line_text.strip():
+                continue
+            try:
+                records.append((number, json.loads(line_text)))
+            except (ValueError, RecursionError) as exc:
+                msg = f"{path}: line {number} is not valid JSON ({exc}).\nHint: write one JSON object per line; the file may be truncated."
+                raise InputError(msg) from exc
+        _explain_records(path, "line", records, schema, data)
+        return
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        start = reader.line_num + 1
+        for record in reader:
+            for field in schema:
+                value = record.get(field.name)
+                if value is None or value == "" or field.type == pa.string():
+                    continue
+                try:
+                    pa.array([value]).cast(field.type)
+                except pa.ArrowException:
+                    msg = f"{path}: line {start}: {field.name} = {value!r} is not {_type_words(field.type)}.\nHint: {_type_hint(field)}"
+                    raise InputError(msg) from None
+            start = reader.line_num + 1
+
+
+def _explain_records(
+    path: Path,
+    unit: str,
+    records: Iterable[tuple[int, object]],
+    schema: pa.Schema,
+    data: bytes,
+) -> None:
+    """Name the first record that is not an object or holds a value of a wrong type."""
+    checks = {
+        pa.string(): lambda v: isinstance(v, str),
+        pa.float64(): lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        pa.bool_(): lambda v: isinstance(v, bool),
+    }
+    for number, record in records:
+        problem = ""
+        if not isinstance(record, dict):
+            problem = f"is {type(record).__name__}, not an object"
+        else:
+            for field in schema:
+                value = record.get(field.name)
+                if value is not None and not checks[field.type](value):
+                    problem = (
+                        f"{field.name} = {value!r} is not {_type_words(field.type)}"
+                    )
+                    break
+        if problem:
+            place = f"line {number}"
+            if unit == "json":
+                line = json_array_lines(data, [number])[number]
+                place = f"element {number + 1} (line {line})"
+            msg = f"{path}: {place}: {problem}.\nHint: model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
+            raise InputError(msg)
+
+
+def _type_words(type_: pa.DataType) -> str:
+    if type_ == pa.bool_():
+        return "true or false"
+    return "a number" if type_ == pa.float64() else "text"
+
+
+def _type_hint(field: pa.Field) -> str:
+    if field.name in COUNT_COLUMNS:
+        return f"{field.name} counts battles: write a whole number."
+    if field.name == "tstamp":
+        return "tstamp is a time in seconds (a number), as in Arena's files."
+    return f"the --where condition on {field.name} treats it as {_type_words(field.type)}; write the condition to match the column."
+
+
+# --- messages -------------------------------------------------------------------
+
+
+def fail_rows(
+    source: Source,
+    rows: npt.NDArray[np.int64],
+    values: Sequence[str],
+    *,
+    what: str,
+    hint: str,
+    quote: bool = True,
+) -> NoReturn:
+    """Raise an InputError naming the file, the first rows (as the file counts them) and values."""
+    places = _places(source, rows[:SHOWN].tolist())
+    shown = ", ".join(repr(v) if quote else v for v in values[:SHOWN])
+    more = f" (and {len(rows) - SHOWN} more)" if len(rows) > SHOWN else ""
+    msg = f"{source.path}: {what} at {', '.join(places)}{more}: {shown}.\nHint: {hint}"
+    raise InputError(msg)
+
+
+def _places(source: Source, rows: list[int]) -> list[str]:
+    """Rows (0-based data rows) as the file counts them: lines, or Parquet rows."""
+    if not rows:
+        return []
+    if source.kind == "parquet":
+        return [f"row {row + 1}" for row in rows]
+    data = source.path.read_bytes()
+    if source.kind == "json":
+        lines = json_array_lines(data, rows)
+        return [f"element {row + 1} (line {lines[row]})" for row in rows]
+    wanted, found, last = set(rows), {}, max(rows)
+    text = data.decode("utf-8-sig", errors="replace")
+    if source.kind == "jsonl":
+        index = 0
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            if index in wanted:
+                found[index] = number
+            if index >= last:
+                break
+            index += 1
+    else:
+        reader = csv.reader(text.splitlines(keepends=True))
+        next(reader, None)
+        start, index = reader.line_num + 1, 0
+        for record in reader:
+            if record:
+                if index in wanted:
+                    found[index] = start
+                if index >= last:
+                    break
+                index += 1
+            start = reader.line_num + 1
+    return [f"line {found.get(row, '?')}" for row in rows]
+
+
+_BETWEEN = re.compile(r"[\s,]*")
+
+
+def json_array_lines(data: bytes, elements: Sequence[int]) -> dict[int, int]:
+    """The line each wanted element of a JSON array starts on (error path only)."""
+    text = data.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    position = text.find("[") + 1
+    wanted, found, line, counted = set(elements), {}, 1, 0
+    for index in range(max(elements) + 1):
+        between = _BETWEEN.match(text, position)
+        position = between.end() if between else position
+        if index in wanted:
+            line += text.count("\n", counted, position)
+            counted = position
+            found[index] = line
+        try:
+            _, position = decoder.raw_decode(text, position)
+        except (ValueError, RecursionError):  # an element nested too deep to place
+            break
+    return found

@@ -1,0 +1,230 @@
+"""The Arena's leaderboard views: vote caps, categories, display filters, its own table shape.
+
+FastChat's ``elo_analysis.py`` and ``monitor.py`` around the fit:
+
+* ``--daily-vote-per-user N`` keeps each judge's first ``N`` votes of each
+  calendar day (earliest ``tstamp`` first; the day in UTC, where FastChat uses
+  the machine's local time);
+* a category is the same fit on the battles meeting a condition; its rank delta
+  is the overall rank, re-ranked among the category's shown models, minus the
+  category's rank (positive: better in the category; ``ranking_difference``);
+* display filters (``recompute_final_ranking``): models with too few battles or
+  hidden (deprecated) ones are left out and the rank (UB) is recomputed over
+  those shown;
+* the export in the Arena's ``leaderboard_table_df`` shape (``rating``,
+  ``variance``, ``rating_q975``, ``rating_q025``, ``num_battles``,
+  ``final_ranking``), and the observed pairwise win fractions and battle counts
+  on decisive battles (``row_beats_col_freq`` and ``battle_counts``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lbnorm.ratings.fit import Ratings, nullable_floats
+from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
+from lbnorm.ratings.options import BoolArray, FloatArray, IntArray
+
+__all__ = [
+    "ARENA_TABLE",
+    "CATEGORY_TABLE",
+    "OBSERVED_PAIRS",
+    "arena_table",
+    "category_rows",
+    "daily_vote_cap",
+    "observed_pairs",
+    "shown_models",
+    "shown_ranks",
+]
+
+_DAY = 86_400.0
+
+#: ``leaderboard.parquet``: the Arena's own table shape, shown models only.
+ARENA_TABLE = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
+        pa.field("variance", pa.float64()),
+        pa.field("rating_q975", pa.float64()),
+        pa.field("rating_q025", pa.float64()),
+        pa.field("num_battles", pa.int64(), nullable=False),
+        pa.field("final_ranking", pa.int64(), nullable=False),
+    ]
+)
+#: ``categories.parquet``: one block of rows per category, shown models only.
+CATEGORY_TABLE = pa.schema(
+    [
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
+        pa.field("rating_lower", pa.float64()),
+        pa.field("rating_upper", pa.float64()),
+        pa.field("num_battles", pa.int64(), nullable=False),
+        pa.field("final_ranking", pa.int64(), nullable=False),
+        pa.field("final_ranking_overall", pa.int64(), nullable=False),
+        pa.field("rank_delta", pa.int64(), nullable=False),
+    ]
+)
+#: ``pairwise_observed.parquet``: decisive battles between each ordered pair.
+OBSERVED_PAIRS = pa.schema(
+    [
+        pa.field("model_a", pa.string(), nullable=False),
+        pa.field("model_b", pa.string(), nullable=False),
+        pa.field("win_fraction", pa.float64(), nullable=False),
+        pa.field("n_battles", pa.int64(), nullable=False),
+    ]
+)
+
+
+def daily_vote_cap(
+    judge: npt.NDArray[np.integer], tstamp: FloatArray, cap: int
+) -> BoolArray:
+    """Which votes to keep: each judge's first ``cap`` of each UTC day, earliest first.
+
+    Votes without a time or a judge are kept (they belong to no day or judge).
+
+    Examples:
+        >>> daily_vote_cap(np.array([0, 0, 0, 1, 0]),
+        ...     np.array([30.0, 10.0, 20.0, 10.0, 86_400.0 + 5]), 2).tolist()
+        [False, True, True, True, True]
+    """
+    n = len(judge)
+    day = np.floor(tstamp / _DAY)
+    order = np.lexsort((np.arange(n), tstamp, day, judge))
+    key_judge, key_day = judge[order], day[order]
+    starts = np.ones(n, dtype=np.bool_)
+    starts[1:] = (key_judge[1:] != key_judge[:-1]) | (key_day[1:] != key_day[:-1])
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    within = np.arange(n) - first
+    keep = np.empty(n, dtype=np.bool_)
+    keep[order] = within < cap
+    keep |= (judge < 0) | np.isnan(tstamp)
+    return keep
+
+
+def shown_models(
+    ratings: Ratings, *, min_battles: int, hidden: tuple[str, ...]
+) -> BoolArray:
+    """Models a board shows: more than ``min_battles`` battles and not hidden."""
+    shown: BoolArray = (ratings.n_battles > min_battles) & ~np.isin(
+        ratings.models, np.array(hidden, dtype=np.str_)
+    )
+    return shown
+
+
+def shown_ranks(ratings: Ratings, shown: BoolArray) -> IntArray:
+    """Rank (UB) among the shown models (the rank by rating without a bootstrap).
+
+    Returns:
+        Per shown model (in ``ratings.models`` order), its rank among them.
+    """
+    if ratings.rating_lower is None or ratings.rating_upper is None:
+        return rank_by_rating(ratings.rating[shown])
+    return rank_with_uncertainty(
+        ratings.rating_lower[shown], ratings.rating_upper[shown]
+    )
+
+
+def arena_table(ratings: Ratings, shown: BoolArray) -> pa.Table:
+    """The Arena's ``leaderboard_table_df`` over the shown models, best first."""
+    index = np.flatnonzero(shown)
+    variance = q025 = q975 = None
+    if ratings.samples is not None:
+        samples = ratings.samples[:, index]
+        with np.errstate(invalid="ignore"):
+            variance = np.nanvar(samples, axis=0, ddof=1)
+        q025 = ratings.rating_lower[index] if ratings.rating_lower is not None else None
+        q975 = ratings.rating_upper[index] if ratings.rating_upper is not None else None
+    k = len(index)
+    table = pa.table(
+        {
+            "model": pa.array(ratings.models[index].tolist(), pa.string()),
+            "rating": pa.array(ratings.rating[index], pa.float64()),
+            "variance": nullable_floats(variance, k),
+            "rating_q975": nullable_floats(q975, k),
+            "rating_q025": nullable_floats(q025, k),
+            "num_battles": pa.array(ratings.n_battles[index], pa.int64()),
+            "final_ranking": pa.array(shown_ranks(ratings, shown), pa.int64()),
+        },
+        schema=ARENA_TABLE,
+    )
+    order = np.lexsort((-ratings.rating[index], table["final_ranking"].to_numpy()))
+    return table.take(pa.array(order))
+
+
+def category_rows(
+    name: str,
+    category: Ratings,
+    overall: Ratings,
+    *,
+    min_battles: int,
+    hidden: tuple[str, ...],
+) -> pa.Table:
+    """One category's rows: its shown models, ranks, and the delta against overall.
+
+    The overall rank is recomputed among the category's shown models, so the
+    delta compares the same set (as the Arena's ``get_arena_table``).
+    """
+    shown = shown_models(category, min_battles=min_battles, hidden=hidden)
+    index = np.flatnonzero(shown)
+    rank = shown_ranks(category, shown)
+    # the same models in the overall ratings (both sorted by name)
+    in_overall = np.zeros(len(overall.models), dtype=np.bool_)
+    in_overall[np.searchsorted(overall.models, category.models[index])] = True
+    overall_rank = shown_ranks(overall, in_overall)
+    k = len(index)
+    lower = category.rating_lower[index] if category.rating_lower is not None else None
+    upper = category.rating_upper[index] if category.rating_upper is not None else None
+    table = pa.table(
+        {
+            "category": pa.array([name] * k, pa.string()),
+            "model": pa.array(category.models[index].tolist(), pa.string()),
+            "rating": pa.array(category.rating[index], pa.float64()),
+            "rating_lower": nullable_floats(lower, k),
+            "rating_upper": nullable_floats(upper, k),
+            "num_battles": pa.array(category.n_battles[index], pa.int64()),
+            "final_ranking": pa.array(rank, pa.int64()),
+            "final_ranking_overall": pa.array(overall_rank, pa.int64()),
+            "rank_delta": pa.array(overall_rank - rank, pa.int64()),
+        },
+        schema=CATEGORY_TABLE,
+    )
+    order = np.lexsort((-category.rating[index], rank))
+    return table.take(pa.array(order))
+
+
+def observed_pairs(
+    models: npt.NDArray[np.str_],
+    model_a: npt.NDArray[np.integer],
+    model_b: npt.NDArray[np.integer],
+    outcome: npt.NDArray[np.integer],
+    count: npt.NDArray[np.integer],
+) -> pa.Table:
+    """Observed win fraction and count of decisive battles per ordered pair (either seat).
+
+    Examples:
+        >>> table = observed_pairs(np.array(["a", "b"]), np.array([0, 1, 0]),
+        ...     np.array([1, 0, 1]), np.array([2, 2, 1]), np.ones(3, np.int64))
+        >>> table.to_pylist()[0]
+        {'model_a': 'a', 'model_b': 'b', 'win_fraction': 0.5, 'n_battles': 2}
+    """
+    k = len(models)
+    decisive = outcome != 1
+    a, b = model_a[decisive].astype(np.int64), model_b[decisive].astype(np.int64)
+    weight = count[decisive].astype(np.float64)
+    winner = np.where(outcome[decisive] == 2, a, b)
+    loser = np.where(outcome[decisive] == 2, b, a)
+    wins = np.bincount(winner * k + loser, weight, minlength=k * k).reshape(k, k)
+    games = wins + wins.T
+    first, second = np.nonzero(games > 0)
+    return pa.table(
+        {
+            "model_a": pa.array(models[first].tolist(), pa.string()),
+            "model_b": pa.array(models[second].tolist(), pa.string()),
+            "win_fraction": pa.array(wins[first, second] / games[first, second]),
+            "n_battles": pa.array(games[first, second].astype(np.int64)),
+        },
+        schema=OBSERVED_PAIRS,
+    )

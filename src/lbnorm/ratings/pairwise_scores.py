@@ -1,0 +1,241 @@
+"""A pairwise benchmark's column in the leaderboard: one score per model from battles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lbnorm.core.errors import InputError
+from lbnorm.core.schemas import PAIRWISE_SCORES
+from lbnorm.ratings.fit import compute_ratings, model_index
+from lbnorm.ratings.options import BASE, SCALE, BattleData, FloatArray, RatingOptions
+
+__all__ = [
+    "PairwiseScores",
+    "field_win_rates",
+    "score_against_field",
+    "score_against_reference",
+]
+
+_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairwiseScores:
+    """A pairwise benchmark's raw scores, and the names the map did not cover.
+
+    Attributes:
+        table: :data:`PAIRWISE_SCORES` rows, one per model, by model name.
+        reference: The reference model, as the table spells it.
+        unmapped: Arena names with no entry in the model map (kept as they are).
+        unused: Model-map entries whose arena name has no battles.
+        stderr: Per table row, the score's standard deviation over bootstrap
+            rounds (None without a bootstrap).
+    """
+
+    table: pa.Table
+    reference: str
+    unmapped: tuple[str, ...]
+    unused: tuple[str, ...]
+    stderr: FloatArray | None = None
+
+
+def score_against_reference(
+    battles: BattleData,
+    *,
+    reference: str,
+    model_map: Mapping[str, str] | None = None,
+    options: RatingOptions | None = None,
+) -> PairwiseScores:
+    """Each model's predicted chance of beating a reference model: a benchmark score.
+
+    A suite's pairwise benchmark (``aggregation = "bradley-terry"``) scores a model
+    by ``1 / (1 + 10 ** ((rating_ref - rating) / 400))``, a fraction in [0, 1]
+    that the leaderboard normalizes like any other raw score. Anchoring does not
+    change it; with ``options.bootstrap`` rounds, ``stderr`` is its standard
+    deviation over them. The caller compares the table's models
+    with the results' models to list those present in only one source.
+
+    Args:
+        battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
+        reference: The reference model, by its arena name or its mapped name.
+        model_map: ``{arena_name: model}`` (from ``read_model_map``); names it
+            does not cover are kept as they are and listed in ``unmapped``.
+        options: How to rate (method, ties, l2, bootstrap, seed); anchor ignored.
+
+    Returns:
+        The scores, ``n_samples`` being each model's battles.
+
+    Raises:
+        InputError: The reference is not in the battles, or the map sends two
+            arena names to one model.
+        RatingsNotIdentifiableError: As :func:`compute_ratings`.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> battles = SimpleNamespace(models=np.array(["gpt-4", "vicuna-13b"]),
+        ...     model_a=np.array([0, 1]), model_b=np.array([1, 0]),
+        ...     outcome=np.array([2, 2]), count=np.array([3, 1]),
+        ...     tstamp=None, is_aggregated=True)
+        >>> scores = score_against_reference(battles, reference="vicuna-13b",
+        ...     model_map={"gpt-4": "openai/gpt-4"})
+        >>> scores.table.to_pylist()
+        [{'model': 'openai/gpt-4', 'raw_score': 0.75, 'n_samples': 4}, {'model': 'vicuna-13b', 'raw_score': 0.5, 'n_samples': 4}]
+        >>> scores.reference, scores.unmapped
+        ('vicuna-13b', ('vicuna-13b',))
+    """
+    options = replace(options or RatingOptions(), anchor=None)
+    model_map = dict(model_map or {})
+    arena_names = np.asarray(battles.models).tolist()
+    if reference not in arena_names:
+        inverse = {model: arena for arena, model in model_map.items()}
+        reference = inverse.get(reference, reference)
+    reference_index = model_index(
+        np.asarray(battles.models), reference, what="reference model"
+    )
+    result = compute_ratings(battles, options)
+    score = _chance(result.rating, reference_index)
+    stderr = None
+    if result.samples is not None:
+        with np.errstate(invalid="ignore"):
+            stderr = np.nanstd(_chance(result.samples, reference_index), axis=0, ddof=1)
+    table, order, unmapped, unused = _named(battles, score, result.n_battles, model_map)
+    return PairwiseScores(
+        table=table,
+        reference=model_map.get(reference, reference),
+        unmapped=unmapped,
+        unused=unused,
+        stderr=None if stderr is None else stderr[order],
+    )
+
+
+def _chance(ratings: FloatArray, reference: int) -> FloatArray:
+    """``P(model beats the reference)`` for ratings (or rounds x ratings)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        chance: FloatArray = 1.0 / (
+            1.0 + np.power(BASE, (ratings[..., [reference]] - ratings) / SCALE)
+        )
+    return chance
+
+
+def _named(
+    battles: BattleData,
+    score: FloatArray,
+    n_battles: npt.NDArray[np.int64],
+    model_map: Mapping[str, str] | None,
+) -> tuple[pa.Table, npt.NDArray[np.intp], tuple[str, ...], tuple[str, ...]]:
+    """The scores under the mapped names, by name; the order taken, unmapped and unused names."""
+    model_map = dict(model_map or {})
+    arena_names = np.asarray(battles.models).tolist()
+    names = [model_map.get(name, name) for name in arena_names]
+    if len(set(names)) < len(names):
+        seen: dict[str, list[str]] = {}
+        for arena, name in zip(arena_names, names, strict=True):
+            seen.setdefault(name, []).append(arena)
+        clashes = [
+            f"{name} <- {arenas}" for name, arenas in seen.items() if len(arenas) > 1
+        ]
+        msg = f"the model map gives two arena names one model: {'; '.join(clashes[:_SHOWN])}.\nHint: map each arena name to a different model, or merge them in the battles."
+        raise InputError(msg)
+    order = np.argsort(np.array(names, dtype=np.str_), kind="stable")
+    table = pa.table(
+        {
+            "model": pa.array([names[i] for i in order], pa.string()),
+            "raw_score": pa.array(score[order], pa.float64()),
+            "n_samples": pa.array(n_battles[order], pa.int64()),
+        },
+        schema=PAIRWISE_SCORES,
+    )
+    unmapped = tuple(
+        name for name in arena_names if model_map and name not in model_map
+    )
+    present = set(arena_names)
+    unused = tuple(sorted(name for name in model_map if name not in present))
+    return table, order, unmapped, unused
+
+
+def field_win_rates(ratings: FloatArray) -> FloatArray:
+    """Each model's expected win rate against the field: the mean over the others of ``P(win)``.
+
+    Args:
+        ratings: ``k`` ratings, or ``rounds x k`` (each row one bootstrap round;
+            NaN for a model absent from a round, which then counts in no mean).
+
+    Returns:
+        Fractions in [0, 1], shaped as ``ratings``.
+
+    Examples:
+        >>> field_win_rates(np.array([1400.0, 1000.0, 1000.0])).round(4).tolist()
+        [0.9091, 0.2955, 0.2955]
+    """
+    rows = np.atleast_2d(ratings)
+    with np.errstate(over="ignore", invalid="ignore"):
+        chance = 1.0 / (
+            1.0 + np.power(BASE, (rows[:, None, :] - rows[:, :, None]) / SCALE)
+        )
+    k = rows.shape[1]
+    chance[:, np.arange(k), np.arange(k)] = np.nan
+    with np.errstate(invalid="ignore"):
+        rate = np.nanmean(chance, axis=2) if k > 1 else np.full(rows.shape, np.nan)
+    rate[np.isnan(rows)] = np.nan
+    result: FloatArray = rate.reshape(np.shape(ratings))
+    return result
+
+
+def score_against_field(
+    battles: BattleData,
+    *,
+    model_map: Mapping[str, str] | None = None,
+    options: RatingOptions | None = None,
+) -> PairwiseScores:
+    """Each model's expected win rate against the other rated models: a fair benchmark score.
+
+    ``100 x`` the mean over the other models of the predicted chance of winning:
+    no reference model, no chance baseline, no clipping, so it separates every
+    model its ratings separate and moves the same for a gain anywhere on the
+    scale. With ``options.bootstrap`` rounds, ``stderr`` is the score's standard
+    deviation over them (each round's ratings from the seeded bootstrap).
+
+    Args:
+        battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
+        model_map: ``{arena_name: model}``; names it does not cover are kept.
+        options: How to rate (method, ties, l2, bootstrap, seed); the anchor is
+            ignored (the score does not depend on it).
+
+    Returns:
+        The scores (``n_samples``: each model's battles) and their stderr.
+
+    Raises:
+        InputError: The map sends two arena names to one model.
+        RatingsNotIdentifiableError: As :func:`compute_ratings`.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> battles = SimpleNamespace(models=np.array(["a", "b", "c"]),
+        ...     model_a=np.array([0, 1, 2, 0]), model_b=np.array([1, 2, 0, 2]),
+        ...     outcome=np.array([2, 2, 0, 1]), count=np.array([3, 2, 1, 1]),
+        ...     tstamp=None, is_aggregated=True)
+        >>> scores = score_against_field(battles)
+        >>> [round(s, 3) for s in scores.table.column("raw_score").to_pylist()]
+        [0.91, 0.465, 0.125]
+    """
+    options = replace(options or RatingOptions(), anchor=None)
+    result = compute_ratings(battles, options)
+    score = field_win_rates(result.rating)
+    stderr = None
+    if result.samples is not None:
+        rounds = field_win_rates(result.samples)
+        with np.errstate(invalid="ignore"):
+            stderr = np.nanstd(rounds, axis=0, ddof=1)
+    table, order, unmapped, unused = _named(battles, score, result.n_battles, model_map)
+    return PairwiseScores(
+        table=table,
+        reference="",
+        unmapped=unmapped,
+        unused=unused,
+        stderr=None if stderr is None else stderr[order],
+    )

@@ -1,0 +1,342 @@
+"""Filter conditions on battle rows (``--where``): the small language, and its masks over Arrow columns.
+
+The forms (all conditions given must hold)::
+
+    anony                       a boolean column is true (``not anony``: false)
+    language = 'English'        = (or ==), !=, <, <=, >, >= against one value
+    language != English         unquoted words are text, unquoted numbers numbers
+    tstamp >= 1700000000
+    language in ('English', 'Chinese')      also: not in (...)
+
+In CSV and JSON files the condition sets the column's type (a bare column is
+boolean, a number makes it numeric, anything else text); Parquet columns keep
+their stored type. A row whose filter column is empty (null) does not match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lbnorm.core.errors import InputError, WhereSyntaxError
+from lbnorm.ratings.battle_io import Source
+
+__all__ = [
+    "WHERE_HINT",
+    "Literal_",
+    "Where",
+    "WhereOp",
+    "apply_filters",
+    "condition_mask",
+    "nested_top",
+    "parse_where",
+    "resolve_column",
+]
+
+WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]
+Literal_ = str | float | bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Where:
+    """One parsed filter condition; build it with :func:`parse_where`.
+
+    Attributes:
+        column: The column tested.
+        op: ``true``/``false`` (a boolean column), a comparison, ``in`` or ``not in``.
+        values: The literal(s) compared against (empty for ``true``/``false``).
+        texts: The literals as written, for comparing with a text column.
+        text: The condition as the user wrote it.
+    """
+
+    column: str
+    op: WhereOp
+    values: tuple[Literal_, ...] = ()
+    texts: tuple[str, ...] = ()
+    text: str = ""
+
+    @property
+    def value_type(self) -> pa.DataType:
+        """The column type the condition implies in CSV and JSON files."""
+        if self.op in ("true", "false") or all(
+            isinstance(v, bool) for v in self.values
+        ):
+            return pa.bool_()
+        if all(isinstance(v, float) for v in self.values):
+            return pa.float64()
+        return pa.string()
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+    r"""|(?P<op>==|!=|<=|>=|=|<|>|\(|\)|,)|(?P<word>[^\s'"=!<>(),]+))"""
+)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_COLUMN = re.compile(r"[A-Za-z_][\w.]*")
+_OPS: dict[str, WhereOp] = {
+    "=": "==",
+    "==": "==",
+    "!=": "!=",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+}
+WHERE_HINT = (
+    "write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or "
+    "COLUMN in (V1, V2); quote text with spaces: language = 'English'."
+)
+
+
+def parse_where(text: str) -> Where:
+    """Parse one filter condition (see the module docstring for the forms).
+
+    Args:
+        text: The condition, as given to ``--where``.
+
+    Returns:
+        The parsed condition.
+
+    Raises:
+        WhereSyntaxError: The text is not one of the documented forms.
+
+    Examples:
+        >>> parse_where("language = 'English'").values
+        ('English',)
+        >>> parse_where("tstamp >= 1.7e9").op, parse_where("not anony").op
+        ('>=', 'false')
+        >>> parse_where("language in (English, 'Chinese')").values
+        ('English', 'Chinese')
+    """
+    tokens = _tokenize(text)
+    kinds = [kind for kind, _ in tokens]
+    words = [value for _, value in tokens]
+
+    def fail(problem: str) -> NoReturn:
+        msg = f"--where {text!r}: {problem}.\nHint: {WHERE_HINT}"
+        raise WhereSyntaxError(msg)
+
+    if not tokens:
+        fail("the condition is empty")
+    if kinds[0] != "word" or not _COLUMN.fullmatch(words[0]):
+        fail(f"{words[0]!r} is not a column name")
+    column = words[0]
+    if len(tokens) == 1:
+        return Where(column=column, op="true", text=text)
+    if words[0] == "not" and len(tokens) == 2 and kinds[1] == "word":
+        if not _COLUMN.fullmatch(words[1]):
+            fail(f"{words[1]!r} is not a column name")
+        return Where(column=words[1], op="false", text=text)
+    rest = tokens[1:]
+    if kinds[1] == "op":
+        op = _OPS.get(words[1])
+        if op is None or len(rest) != 2:
+            fail("expected one value after the operator")
+        if rest[1][0] == "op":
+            fail(f"expected a value, got {rest[1][1]!r}")
+        value, shown = _literal(*rest[1])
+        return Where(column=column, op=op, values=(value,), texts=(shown,), text=text)
+    if kinds[1] != "word" or words[1] not in ("in", "not"):
+        fail(f"expected an operator after {column!r}, got {words[1]!r}")
+    negated = words[1] == "not"
+    if negated and (len(rest) < 2 or rest[1] != ("word", "in")):
+        fail("expected 'not in (...)'")
+    body = rest[2:] if negated else rest[1:]
+    if len(body) < 3 or body[0] != ("op", "(") or body[-1] != ("op", ")"):
+        fail("expected a parenthesised list of values after 'in'")
+    items = body[1:-1]
+    values: list[Literal_] = []
+    texts: list[str] = []
+    for position, (kind, word) in enumerate(items):
+        expects_value = position % 2 == 0
+        if expects_value == (kind == "op") or (not expects_value and word != ","):
+            fail(f"expected values separated by commas, got {word!r}")
+        if expects_value:
+            value, shown = _literal(kind, word)
+            values.append(value)
+            texts.append(shown)
+    if len(items) % 2 == 0:
+        fail("the list of values ends with a comma")
+    if len({type(value) for value in values}) > 1:
+        fail(f"the values {values} mix types")
+    return Where(
+        column=column,
+        op="not in" if negated else "in",
+        values=tuple(values),
+        texts=tuple(texts),
+        text=text,
+    )
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    while position < len(text.rstrip()):
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            msg = f"--where {text!r}: cannot read {text[position:].strip()!r}.\nHint: {WHERE_HINT}"
+            raise WhereSyntaxError(msg)
+        kind = match.lastgroup or "word"
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    return tokens
+
+
+def _literal(kind: str, word: str) -> tuple[Literal_, str]:
+    """A token as a value: quoted text, a number, true/false, or a bare word."""
+    if kind == "str":
+        inner = re.sub(r"\\(.)", r"\1", word[1:-1])
+        return inner, inner
+    if _NUMBER.fullmatch(word):
+        return float(word), word
+    if word.lower() in ("true", "false"):
+        return word.lower() == "true", word
+    return word, word
+
+
+# --- filters --------------------------------------------------------------------
+
+
+def apply_filters(
+    table: pa.Table, conditions: Sequence[Where], source: Source, present: set[str]
+) -> pa.Table:
+    """The rows of ``table`` meeting every condition (a null never matches)."""
+    if not conditions:
+        return table
+    mask = None
+    for condition in conditions:
+        part = condition_mask(table, condition, source, present)
+        mask = part if mask is None else pc.and_(mask, part)
+    return table.filter(mask)
+
+
+def condition_mask(
+    table: pa.Table, condition: Where, source: Source, present: set[str]
+) -> pa.ChunkedArray:
+    """Per row of ``table``, whether it meets ``condition`` (a null never does)."""
+    column = resolve_column(table, condition.column, present)
+    if column is None:
+        msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {_fields_near(table, condition.column, present)}.\nHint: filter on a column the file has (names are case-sensitive; a nested field is written with dots, e.g. category_tag.math_v0.1.math)."
+        raise InputError(msg)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return pc.fill_null(_condition_mask(column, condition, source), False)
+
+
+def nested_top(name: str) -> str | None:
+    """The top-level key holding a dotted name's nested field (None: not dotted)."""
+    top, dot, _ = name.partition(".")
+    return top if dot and top else None
+
+
+def resolve_column(
+    table: pa.Table, name: str, present: set[str]
+) -> pa.ChunkedArray | None:
+    """A column by name, or a nested field by a dotted path into a struct column.
+
+    Field names may hold dots themselves (``math_v0.1``): at each level the
+    longest run of path segments that names a field is taken.
+
+    Examples:
+        >>> table = pa.table({"tag": [{"math_v0.1": {"math": True}}]})
+        >>> resolve_column(table, "tag.math_v0.1.math", {"tag"}).to_pylist()
+        [True]
+    """
+    if name in present and name in table.column_names:
+        return table.column(name)
+    top = nested_top(name)
+    if top is None or top not in present or top not in table.column_names:
+        return None
+    column = table.column(top)
+    segments = name.split(".")[1:]
+    while segments:
+        type_ = column.type
+        if not pa.types.is_struct(type_):
+            return None
+        fields = {type_.field(i).name: i for i in range(type_.num_fields)}
+        for size in range(len(segments), 0, -1):
+            key = ".".join(segments[:size])
+            if key in fields:
+                column = pc.struct_field(column, [fields[key]])
+                segments = segments[size:]
+                break
+        else:
+            return None
+    return column
+
+
+def _fields_near(table: pa.Table, name: str, present: set[str]) -> list[str]:
+    """What a message lists for a missing name: the nested fields there are, or the columns."""
+    top = nested_top(name)
+    if top is None or top not in present or top not in table.column_names:
+        return sorted(present)[:12]
+    names: list[str] = []
+    pending = [(top, table.column(top).type)]
+    while pending and len(names) < 12:
+        prefix, type_ = pending.pop(0)
+        if not pa.types.is_struct(type_):
+            names.append(prefix)
+            continue
+        pending.extend(
+            (f"{prefix}.{type_.field(i).name}", type_.field(i).type)
+            for i in range(type_.num_fields)
+        )
+    return names
+
+
+def _condition_mask(
+    column: pa.ChunkedArray, condition: Where, source: Source
+) -> pa.ChunkedArray:
+    type_ = column.type
+    is_number = pa.types.is_integer(type_) or pa.types.is_floating(type_)
+    is_text = pa.types.is_string(type_) or pa.types.is_large_string(type_)
+
+    def wrong(expected: str) -> NoReturn:
+        msg = f"{source.path}: --where {condition.text!r}: column {condition.column!r} is {type_}, {expected}.\nHint: {WHERE_HINT}"
+        raise InputError(msg)
+
+    if condition.op in ("true", "false"):
+        if pa.types.is_boolean(type_):
+            truth = column
+        elif is_number:
+            truth = pc.not_equal(column, 0)
+        else:
+            wrong("not a boolean: compare it with a value instead")
+        return truth if condition.op == "true" else pc.invert(truth)
+    values: list[Any]
+    if is_text:
+        values = list(condition.texts)
+        value_type = pa.string()
+    elif is_number:
+        if not all(
+            isinstance(v, float) and not isinstance(v, bool) for v in condition.values
+        ):
+            wrong(f"not text: compare it with a number, not {list(condition.texts)}")
+        column, values, value_type = (
+            pc.cast(column, pa.float64()),
+            list(condition.values),
+            pa.float64(),
+        )
+    elif pa.types.is_boolean(type_):
+        if not all(isinstance(v, bool) for v in condition.values):
+            wrong("compare it with true or false")
+        values, value_type = list(condition.values), pa.bool_()
+    else:
+        wrong("which --where cannot compare")
+    if condition.op in ("in", "not in"):
+        found = pc.is_in(column, value_set=pa.array(values, value_type))
+        return found if condition.op == "in" else pc.invert(found)
+    compare = {
+        "==": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[condition.op]
+    return compare(column, pa.scalar(values[0], value_type))
