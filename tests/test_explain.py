@@ -156,7 +156,9 @@ def test_several_variants_are_a_usage_error_listing_them(
     assert found["variant"]["precision"] == "float16"
     assert main(["explain", str(demo_out), "gpt2", "--chat-template", "yes"]) == 2
     assert "no variant matching the options" in capsys.readouterr().err
-    assert main(["explain", str(demo_out), "no-such-model-anywhere"]) == 1
+    # an unknown model is a usage error, as `lbnorm compare` and `show` say
+    assert main(["explain", str(demo_out), "no-such-model-anywhere"]) == 2
+    assert "no-such-model-anywhere" in capsys.readouterr().err
 
 
 def test_results_files_name_their_key(

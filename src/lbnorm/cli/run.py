@@ -197,7 +197,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         "--comparability",
         action="store_const",
         const="report",
-        default="off",
+        default=_DEFAULTS.comparability,
         help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`)",
     )
     nightly.add_argument(
@@ -205,6 +205,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         dest="comparability",
         action="store_const",
         const="strict",
+        default=_DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
     )
 

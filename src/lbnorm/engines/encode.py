@@ -351,8 +351,11 @@ class KeyEncoder:
         self.is_last_renamed = False
         if (missed := np.flatnonzero(found == _NULL)).size and self._folded:
             # names spelled in another case: matched as the command line matches
-            folded = [
-                self._folded.get(_fold(pairs[at]), _NULL) for at in missed.tolist()
+            folded = [  # (None: a dictionary entry no row uses)
+                _NULL
+                if None in pairs[at]
+                else self._folded.get(_fold(pairs[at]), _NULL)
+                for at in missed.tolist()
             ]
             found[missed] = folded
             self.is_last_renamed = any(code != _NULL for code in folded)

@@ -10,7 +10,7 @@ subtask or two per model), the streaming engine spills instead:
    registry and the seen matrix, one byte per (variant, subtask), stay whole:
    duplicates are caught across the whole input), sums each batch's exact terms
    per (variant, benchmark) cell, and appends those sums (8 bytes a cell and 8
-   per sum the batch added to, 4-5 of them usually: a few bytes per input row,
+   per sum the batch added to, 4-5 of them usually: 5-7 bytes per input row,
    where the rows themselves would take 16-32) to one
    of several files in a temporary folder, by variant code: a partition of
    ``width`` variants each (:class:`SpillStore`).
