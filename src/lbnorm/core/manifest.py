@@ -121,8 +121,8 @@ class Listing:
 
     Each record is a dict whose values are text, integers, booleans, None or
     lists of text: no floats (whose text json and msgspec write differently).
-    :func:`manifest_bytes` writes it with msgspec when installed (the ``fast``
-    extra), to the bytes json writes, faster than json for long lists.
+    :func:`manifest_bytes` writes it with msgspec when installed (a
+    dependency), to the bytes json writes, faster than json for long lists.
     """
 
     rows: list[dict[str, Any]]
@@ -167,7 +167,7 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
 def _listing_bytes(rows: list[dict[str, Any]]) -> bytes | None:
     """`rows` as json.dumps writes them one level down, by msgspec; None if it cannot."""
     try:
-        import msgspec  # the `fast` extra: loaded for long listings only
+        import msgspec  # loaded for long listings only
     except ImportError:  # pragma: no cover - msgspec is an optional extra
         return None
     try:
@@ -206,7 +206,7 @@ def manifest_head(data: bytes) -> object:
 def _head_decoder() -> Callable[[bytes], dict[str, Any] | None] | None:
     """Decodes :data:`_HEAD_KEYS` alone, None if msgspec refuses (None: no msgspec)."""
     try:
-        import msgspec  # the `fast` extra: loaded for large manifests only
+        import msgspec  # loaded for large manifests only
     except ImportError:  # pragma: no cover - msgspec is an optional extra
         return None
 

@@ -1,7 +1,7 @@
 """Reading one battle file's columns (CSV, JSONL, JSON array, Parquet) and naming its bad rows.
 
 The formats' readers are pyarrow's; a JSON array (Arena's ``clean_battle`` files)
-is decoded by msgspec (the ``fast`` extra) when installed, else by the standard
+is decoded by msgspec (a dependency) when installed, else by the standard
 library. On the error path the helpers here find the line (or element) of a bad
 value so that a message can point at it.
 """
@@ -42,7 +42,7 @@ __all__ = [
     "read_table",
 ]
 
-#: msgspec (the `fast` extra) decodes only the keys read here; imported when a JSON
+#: msgspec decodes only the keys read here; imported when a JSON
 #: battle file is read (a run that reads none does not load it).
 _HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
 
@@ -167,7 +167,7 @@ def read_table(
 def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
     """A JSON array of objects (Arena's clean_battle files) into a table.
 
-    msgspec (the ``fast`` extra) decodes only the wanted keys; without it the
+    msgspec decodes only the wanted keys; without it the
     standard library parses everything. Either way pyarrow builds the columns.
     """
     data = path.read_bytes()
@@ -212,7 +212,7 @@ def _nested_column(path: Path, records: list[Any], name: str) -> pa.Array:
 
 
 def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
-    import msgspec  # the `fast` extra (checked by _HAS_MSGSPEC)
+    import msgspec  # (checked by _HAS_MSGSPEC)
 
     python_types = {
         pa.string(): str | None,

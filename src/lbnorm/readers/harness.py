@@ -38,15 +38,12 @@ fewer than 64 files, or a process allowed one core, are read in-process.
 JSON parser: msgspec, decoding only the keys read here (``results``, ``config``,
 ``n-samples``, ``model_name``, ``chat_template``, ``date``) into a Struct and
 skipping the rest (``configs``, with its prompts and few-shot samples, is 70% of
-a leaderboard file) without building Python objects for it: 0.18 ms per 130 KB
-file, against 0.34 ms for orjson's full parse and 1.0 ms for ``json`` (see
-``benchmarks_perf/README.md``). A file that is not pure ASCII (msgspec does not
-check the UTF-8 of what it skips), or that msgspec refuses (NaN, Infinity, lone
-surrogate escapes, integers beyond 64 bits where a score is read), goes to
-orjson, then to ``json``, which decides and words the error. Without msgspec
-(the ``fast`` extra) orjson parses; without either, ``json``. One difference
-remains by design: an integer of more than 4,300 digits in a part never read
-was a ``json`` error and is now skipped.
+a leaderboard file) without building Python objects for it. msgspec does not
+check the UTF-8 of what it skips, so a file that is not pure ASCII is decoded as
+UTF-8 first. A file msgspec refuses (NaN, Infinity, lone surrogate escapes,
+integers beyond 64 bits where a score is read) goes to ``json``, which decides
+and words the error. One difference remains by design: an integer of more than
+4,300 digits in a part never read is skipped, where ``json`` refuses it.
 """
 
 from __future__ import annotations
@@ -74,6 +71,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -120,39 +118,21 @@ __all__ = [
 _TIMESTAMP = re.compile(
     r"results_(\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(?:\.\d+)?)"
 )
-_loads: Callable[[bytes], Any]
-try:  # orjson parses the 120 KB files about 3x faster than json
-    import orjson
 
-    _loads = orjson.loads
-    _DECODE_ERRORS: tuple[type[Exception], ...] = (
-        orjson.JSONDecodeError,
-        RecursionError,
-    )
-except ImportError:  # pragma: no cover - orjson is an optional extra
-    _loads = json.loads
-    _DECODE_ERRORS = (ValueError, RecursionError)
-_decode_read_keys: Callable[[bytes], Any] | None = None
-_SKIP_ERRORS: tuple[type[Exception], ...] = ()
-try:  # msgspec skips the parts of a file this reader never looks at
-    import msgspec
-except ImportError:  # pragma: no cover - msgspec is an optional extra
-    pass
-else:
 
-    class _ReadKeys(msgspec.Struct):
-        """The top-level keys :func:`parse_results_file` reads; others are skipped."""
+class _ReadKeys(msgspec.Struct):
+    """The top-level keys :func:`parse_results_file` reads; others are skipped."""
 
-        results: Any = None
-        config: Any = None
-        config_general: Any = None
-        n_samples: Any = msgspec.field(default=None, name="n-samples")
-        model_name: Any = None
-        chat_template: Any = None
-        date: Any = None
+    results: Any = None
+    config: Any = None
+    config_general: Any = None
+    n_samples: Any = msgspec.field(default=None, name="n-samples")
+    model_name: Any = None
+    chat_template: Any = None
+    date: Any = None
 
-    _decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
-    _SKIP_ERRORS = (msgspec.DecodeError, RecursionError)
+
+_decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
 #: The results parser's own version: bumped whenever a results file may parse
 #: differently (the parse cache, :mod:`lbnorm.readers.cache`, is keyed on it and
 #: on this module's source, so a change that forgets the bump is seen too).
@@ -721,11 +701,11 @@ def _decode(path: Path, data: bytes) -> Any:
     if not data.strip():
         msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
         raise InputError(msg)
-    if _decode_read_keys is not None and data.isascii():  # ASCII: valid UTF-8
+    if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
         try:
             read_keys = _decode_read_keys(data)
-        except _SKIP_ERRORS:
-            pass  # orjson, then json, decide and word the error
+        except (msgspec.DecodeError, RecursionError):
+            pass  # json decides and words the error
         else:  # absent and null keys alike read as None, as from dict.get
             return {
                 "results": read_keys.results,
@@ -736,11 +716,7 @@ def _decode(path: Path, data: bytes) -> Any:
                 "chat_template": read_keys.chat_template,
                 "date": read_keys.date,
             }
-    try:
-        return _loads(data)
-    except _DECODE_ERRORS:
-        pass  # NaN / Infinity (Python's json.dump writes them) or a real error: json decides
-    try:
+    try:  # NaN / Infinity (Python's json.dump writes them), or a real error
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
@@ -754,6 +730,15 @@ def _decode(path: Path, data: bytes) -> Any:
     except (ValueError, RecursionError) as exc:  # deep nesting, 5,000-digit numbers
         msg = f"{path}: cannot read the JSON: {exc}.\nHint: this does not look like an lm-evaluation-harness results file; check where it came from."
         raise InputError(msg) from exc
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether `data` is valid UTF-8 (what msgspec does not check where it skips)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _check_unicode(path: Path, what: str, text: str) -> None:

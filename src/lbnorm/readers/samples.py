@@ -31,7 +31,7 @@ sample inputs loads no pandas.
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,13 +61,17 @@ __all__ = [
     "read_samples",
 ]
 
-_loads: Callable[[bytes], Any]
-try:
-    import orjson
 
-    _loads = orjson.loads
-except ImportError:  # pragma: no cover - orjson is an optional extra
-    _loads = json.loads
+@functools.cache
+def _loads() -> Callable[[bytes], Any]:
+    """Each line's JSON parser (msgspec's errors are ValueErrors, as json's).
+
+    Imported when a sample file is read: the catalog loads this module for any run.
+    """
+    import msgspec
+
+    return msgspec.json.Decoder().decode
+
 
 #: How harness sample files are named.
 SAMPLES_FILE = re.compile(
@@ -860,7 +864,7 @@ def _read_jsonl(path: Path, metrics: list[str]) -> list[tuple[_F64, int, bool]]:
     try:
         with path.open("rb") as handle:
             first = handle.readline()
-        head = _loads(first)
+        head = _loads()(first)
         fields = {name: _arrow_type(head.get(name)) for name, _ in wanted}
         schema = pa.schema(
             [("doc_id", pa.int64()), ("filter", pa.string()), *fields.items()]
@@ -921,7 +925,7 @@ def _read_lines(
     doc_lines: dict[tuple[str, object], int] = {}
     filters = {kept or "none" for _, kept in wanted}
     hint = "Hint: a harness samples file has one JSON object per line, with doc_id, filter and each metric as a number, boolean or list of them."
-    for number, document in json_lines(path, hint=hint, loads=_loads):
+    for number, document in json_lines(path, hint=hint, loads=_loads()):
         kept = document.get("filter") or "none"
         if kept not in filters:
             continue
