@@ -103,7 +103,7 @@ def run_monitored(
     min_models = 30  # replaced by the thresholds' own when the checks run
     try:
         if cache is not None:
-            from lbnorm.readers.cache import (  # the parse cache is on pandas: only when used
+            from lbnorm.readers.cache import (  # the parse cache: only when used
                 check_cache_location,
             )
 

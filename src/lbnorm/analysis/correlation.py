@@ -3,7 +3,7 @@
 Both ignore pairs where either value is missing (NaN). Kendall's tau-b counts
 discordant pairs as the inversions of a merge sort (Knight's algorithm), done
 level by level with ``np.sort`` and ``np.searchsorted`` instead of a Python loop
-over elements: O(n log^2 n), about 30 ms for 50,000 models.
+over elements: O(n log^2 n).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Arrow arrays from numpy and Python values, and back, without importing pandas.
 
-pyarrow probes for pandas (and so imports it, 0.4 s) the first time it converts
+pyarrow probes for pandas (and so imports it, slower than the job at the
+real leaderboard's size) the first time it converts
 a Python or numpy value: ``pa.array``, ``pa.scalar``, ``Array.to_numpy``, a
 Python scalar handed to a compute function. lbnorm's run path (readers, engines,
 result tables, writer) builds its columns here instead, from buffers, so a run

@@ -315,7 +315,7 @@ def sha256_of(handle: io.RawIOBase) -> str:
     """
     digest = hashlib.sha256()
     # no larger than the file: a new buffer is written whole (zeroed), and 8 MiB
-    # of fresh pages cost a small file's hash ten times over (3 ms against 0.3)
+    # of fresh pages would cost a small file's hash many times over
     left = os.fstat(handle.fileno()).st_size - handle.tell()
     chunk = bytearray(min(_HASH_CHUNK, max(left, 0) + 1))
     view = memoryview(chunk)

@@ -63,7 +63,7 @@ class Variants:
         then take their names in vocabulary order (a run of them: a slice, see
         :meth:`dictionary`), not from all over it.
         """
-        # np.take, not codes[order]: 0.05 s against 0.4 s for 5M variants
+        # np.take: fancy indexing of a 2-D array along axis 0 is several times slower
         codes = np.take(self.codes, order, axis=0)
         vocabularies = dict(self.vocabularies)
         for name in MANY_KEYS if renumber else ():

@@ -362,8 +362,8 @@ class _Strings:
     """Strings added a batch at a time to one growing buffer, read as one Arrow array.
 
     The bytes and offsets double when full, so each string is copied about twice
-    in all (a binary merge of Arrow chunks copied them ~log2(batches) times: 1.6 s
-    of 5M names at 200 batches); the room not yet written is zeroed lazily by the
+    in all (a binary merge of Arrow chunks would copy them ~log2(batches)
+    times); the room not yet written is zeroed lazily by the
     system (no memory until used). The array read back shares the buffers (no
     copy), and stays valid as more strings come.
     """

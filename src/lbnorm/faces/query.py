@@ -384,8 +384,8 @@ def result_parts(
 ) -> Iterator[bytes]:
     r""":func:`format_result`'s bytes in parts: ``json`` a slice of rows at a time.
 
-    A JSON array of 10M rows made whole took its rows as Python objects at once
-    (4.6 GB); in slices of :data:`JSON_ROWS` rows only one slice is. Other
+    A JSON array made whole would hold all its rows as Python objects at once;
+    in slices of :data:`JSON_ROWS` rows only one slice is. Other
     formats come as one part.
 
     Examples:

@@ -5,7 +5,7 @@
 :func:`compare_variants` and :func:`format_comparison` put a few variants next
 to each other per benchmark and subtask. All take and return frames (read them
 with :func:`lbnorm.faces.query.read_output_table`); tables are drawn by
-:func:`lbnorm.summary.format_table`.
+:func:`lbnorm.faces.terminal.format_table`.
 
 Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
 (case-insensitive regular expression), e.g. ``params_b<10``, ``type~chat``,

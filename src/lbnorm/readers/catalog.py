@@ -234,8 +234,8 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
 class _Hashes:
     """The score tables' sha256s, found on every core while the tables are opened.
 
-    hashlib releases the GIL, so ten 86 MB parts hash in about half the time on
-    two cores (0.64 -> 0.33 s) before the pass starts; a table's hash is asked
+    hashlib releases the GIL, so the parts hash side by side on every core
+    before the pass starts; a table's hash is asked
     for in input order, so its errors come where a serial read raised them.
     """
 
