@@ -88,6 +88,7 @@ from lbnorm.output.transaction import (
     write_parquet_atomically,
 )
 from lbnorm.readers import harness
+from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import (
     PARSER_VERSION,
@@ -150,7 +151,7 @@ _ENTRIES = pa.schema(
         ("n_rows", pa.int64()),
     ]
 )
-#: The entries as stored: with each one's digest (:func:`_entry_digests`).
+#: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
 _ENTRIES_STORED = _ENTRIES.append(pa.field("rows_digest", pa.int64()))
 _ROWS = pa.schema(
     [
@@ -773,11 +774,11 @@ def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
             return *empty, 0, f"corrupt: {path.name} has an unexpected schema"
         tables[name] = table
     entries, rows = tables["entries"], tables["rows"]
-    if not _rows_match(entries, rows):
+    if not rows_match(entries, rows):
         return *empty, 0, "corrupt: scores do not match the file entries"
     stored = to_numpy(entries["rows_digest"], null=0)
     entries = entries.drop_columns(["rows_digest"])
-    if n_changed := int(np.count_nonzero(_entry_digests(entries, rows) != stored)):
+    if n_changed := int(np.count_nonzero(entry_digests(entries, rows) != stored)):
         return (
             *empty,
             0,
@@ -800,80 +801,6 @@ def parser_key() -> str:
         with contextlib.suppress(OSError, TypeError):
             digest.update(Path(str(module.__file__)).read_bytes())
     return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
-
-
-def _entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
-    """Per entry, a 64-bit digest of its scores (in any order) and its file's sha256.
-
-    Stored with the entries: a rows file edited, even with its checksum in the
-    index updated to match, no longer matches (the cache is then rebuilt).
-    The rows are those of the entries (:func:`_rows_match`).
-    """
-    row = np.full(rows.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
-    for column, absent in (
-        ("subtask_index", -1),
-        ("raw_score", -1.0),
-        ("stderr", -1.0),
-        ("n_samples", -1),
-        ("key", "\0"),
-    ):
-        values = pc.fill_null(
-            rows[column], scalar(absent, rows.schema.field(column).type)
-        )
-        if pa.types.is_string(values.type):
-            row = _mixed(row ^ _string_hashes(values))
-        else:  # (a float's bits, an integer widened)
-            found = to_numpy(values)
-            kind = np.float64 if found.dtype.kind == "f" else np.int64
-            bits: npt.NDArray[np.uint64] = found.astype(kind).view(np.uint64)
-            row = _mixed(np.bitwise_xor(row, bits))
-    owner = to_numpy(
-        pc.index_in(rows["path"], value_set=entries["path"]).cast(pa.int64())
-    )
-    digest = np.zeros(entries.num_rows, dtype=np.uint64)
-    np.add.at(digest, owner, row)  # (wraps: an order-free sum modulo 2**64)
-    sha = _string_hashes(pc.fill_null(entries["sha256"], scalar("", pa.string())))
-    return _mixed(digest ^ sha).view(np.int64)
-
-
-def _string_hashes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.uint64]:
-    """Per value, 64 bits of its blake2b (each distinct value hashed once)."""
-    if isinstance(values, pa.ChunkedArray):  # (no chunks: combine_chunks probes pandas)
-        values = (
-            values.combine_chunks() if values.num_chunks else pa.nulls(0, values.type)
-        )
-    encoded = pc.dictionary_encode(values)
-    hashes = np.array(
-        [
-            int.from_bytes(
-                hashlib.blake2b(text.encode(), digest_size=8).digest(), "little"
-            )
-            for text in encoded.dictionary.to_pylist()  # distinct values, not rows
-        ],
-        dtype=np.uint64,
-    )
-    return hashes[to_numpy(encoded.indices).astype(np.int64)]
-
-
-def _mixed(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """splitmix64's finalizer: every input bit moves every output bit."""
-    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return values ^ (values >> np.uint64(31))
-
-
-def _rows_match(entries: pa.Table, rows: pa.Table) -> bool:
-    """Whether the entries' paths are distinct and each has its ``n_rows`` rows."""
-    paths = entries["path"]
-    if paths.null_count or pc.count_distinct(paths).as_py() != entries.num_rows:
-        return False
-    owner = pc.index_in(rows["path"], value_set=paths)
-    if owner.null_count:  # rows of no entry
-        return False
-    counts = np.bincount(
-        to_numpy(owner.cast(pa.int64())).astype(np.int64), minlength=entries.num_rows
-    )
-    return bool(np.array_equal(counts, to_numpy(entries["n_rows"], null=-1)))
 
 
 def _check_index(meta: object) -> dict[str, Any]:
@@ -946,7 +873,7 @@ def _store(
         "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
     }
     try:
-        digests = numbers(_entry_digests(entries, rows), pa.int64())
+        digests = numbers(entry_digests(entries, rows), pa.int64())
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
