@@ -498,7 +498,9 @@ def test_a_commands_out_refuses_a_users_file_and_replaces_its_own_output(
     (folder / _TABLE[command]).write_text("my data\n")
     before = _tree(folder)
     assert main(_folder_commands(*two_runs, folder)[command]) == 6
-    err = capsys.readouterr().err.split("lbnorm: error: ", 1)[1]
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before the work: no report printed first
+    err = captured.err.split("lbnorm: error: ", 1)[1]
     assert re.fullmatch(
         rf"{re.escape(str(folder))}: not an lbnorm output \(no manifest.json\) and not "
         rf"empty: it holds {_TABLE[command]}; .*\nHint: choose an empty or new --out folder.\n",

@@ -124,12 +124,20 @@ def check_written_files(args: argparse.Namespace) -> None:
     (recognized by its first and last bytes: a run report's ``"report":
     "lbnorm-run"``, a summary's ``# lbnorm`` title, a page's footer).
 
+    The ``--out`` folder of ``diff``, ``impact`` and ``health`` is checked as the
+    transaction will check it, so a folder holding a user's files is refused
+    before the work.
+
     Raises:
         OptionsError: A file is pointed inside an output folder (exit 2).
         OutputError: A file lbnorm did not write is there (exit 6).
     """
     from lbnorm.output.run_report import is_run_report
-    from lbnorm.output.transaction import check_not_in_output, check_own_file
+    from lbnorm.output.transaction import (
+        check_not_in_output,
+        check_own_file,
+        check_target,
+    )
 
     recognize: dict[str, Callable[[bytes, bytes], bool]] = {
         "markdown": _is_summary,
@@ -146,6 +154,8 @@ def check_written_files(args: argparse.Namespace) -> None:
         if isinstance(value, str) and value:
             check_not_in_output(value, option=f"--{option}", outs=outs)
             check_own_file(value, option=f"--{option}", is_ours=is_ours)
+    if getattr(args, "adds_tables", False) and isinstance(args.out, str):
+        check_target(Path(args.out))  # (diff, impact, health: refused before the work)
 
 
 def _is_summary(head: bytes, tail: bytes) -> bool:

@@ -57,7 +57,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
     _add_diff_options(diff)
     add_verify(diff)
-    diff.set_defaults(handler=_cmd_diff)
+    diff.set_defaults(handler=_cmd_diff, adds_tables=True)
 
     impact = commands.add_parser(
         "impact",
@@ -86,7 +86,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_policy_options(impact)
     _add_diff_options(impact)
-    impact.set_defaults(handler=_cmd_impact)
+    impact.set_defaults(handler=_cmd_impact, adds_tables=True)
 
     health = commands.add_parser(
         "health",
@@ -124,7 +124,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     health.add_argument(
         "--out", metavar="DIR", help="also write health.parquet into DIR"
     )
-    health.set_defaults(handler=_cmd_health)
+    health.set_defaults(handler=_cmd_health, adds_tables=True)
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:
@@ -227,6 +227,7 @@ def _cmd_health(args: argparse.Namespace) -> int:
     from lbnorm.analysis.health import HealthConfig, check_source, is_healthy
     from lbnorm.analysis.render import format_health
 
+    check_written_files(args)  # before the work, not after
     config = HealthConfig.from_toml(args.config) if args.config else None
     health, title = check_source(args.sources, suite=args.suite, config=config)
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))

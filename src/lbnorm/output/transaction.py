@@ -69,6 +69,7 @@ __all__ = [
     "check_not_in_output",
     "check_output_kind",
     "check_own_file",
+    "check_target",
     "checked_manifest_bytes",
     "exclusive_lock",
     "is_own_output",
@@ -273,6 +274,18 @@ def _sibling_tag(name: str, name_max: int) -> str:
     if len(os.fsencode(name)) + _STAGING_EXTRA <= name_max:
         return name
     return "lbnorm-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:24]
+
+
+def check_target(out: Path) -> None:
+    """Refuse `out` now, before a command's work, if the transaction would refuse it.
+
+    The same rule as at the swap (absent, empty, or wholly an lbnorm output; not
+    read-only), so ``lbnorm health OUT --out FOLDER`` fails before it computes.
+
+    Raises:
+        OutputError: `out` is not a folder lbnorm may write.
+    """
+    _check_target(out, resolve_target(out))
 
 
 def _check_target(out: Path, target: Path) -> None:
