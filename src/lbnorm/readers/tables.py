@@ -315,7 +315,14 @@ def _check_utf8(path: Path, data: bytes) -> None:
 
 
 def _read_csv(path: Path, data: bytes) -> pa.Table:
-    """The CSV with every contract column as text (cells as written; '' for empty)."""
+    """The CSV's contract columns: text as written, and the score columns as numbers.
+
+    The score columns are parsed by Arrow as they are read when every cell is a
+    plain finite number or empty (Arrow's string-to-double parser, the one
+    :func:`_number_column` casts with, so the same bits); otherwise the file is
+    read with every contract column as text (cells as written; '' for empty),
+    and :func:`_number_column` names the first cell that is not a number.
+    """
     head = data[: data.find(b"\n") if b"\n" in data else len(data)]
     try:
         names = next(csv.reader([head.decode("utf-8-sig").rstrip("\r")]), [])
@@ -323,6 +330,8 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
         names = []
     contract = set(_STRING_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
     types = {name: pa.string() for name in names if name in contract}
+    if (typed := _read_csv_numbers(data, types)) is not None:
+        return typed
     try:
         return pa_csv.read_csv(
             pa.BufferReader(data),
@@ -335,6 +344,50 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
     except (pa.ArrowException, OSError) as exc:
         msg = f"{path}: cannot read as csv: {exc}.\nHint: check that the file is complete csv in UTF-8."
         raise InputError(msg) from exc
+
+
+#: The score columns' types when Arrow parses them as the CSV is read.
+_CSV_NUMBERS = {
+    "raw_score": pa.float64(),
+    "stderr": pa.float64(),
+    "n_samples": pa.int64(),
+}
+
+
+def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | None:
+    """The CSV with its score columns parsed as read, or None if a cell needs the text path.
+
+    None when a score cell is not a plain number or one of :data:`_MISSING`
+    (padded with spaces, a percent sign, a fraction of n_samples...), is not
+    finite, or is an empty raw_score: the text path reads those and words the
+    message.
+    """
+    numbers = {name: _CSV_NUMBERS[name] for name in _NUMBER_COLUMNS if name in types}
+    if not numbers:
+        return None
+    try:
+        table = pa_csv.read_csv(
+            pa.BufferReader(data),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={**types, **numbers},
+                null_values=_MISSING,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowException, OSError):
+        return None
+    if "raw_score" in numbers and table["raw_score"].null_count:
+        return None  # an empty raw_score: the text path keeps what the cell said
+    for name, type_ in numbers.items():
+        if (
+            pa.types.is_floating(type_)
+            and not pc.all(
+                pc.fill_null(pc.is_finite(table[name]), scalar(True, pa.bool_()))
+            ).as_py()
+        ):
+            return None
+    return table
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
