@@ -844,6 +844,9 @@ def test_categories_are_each_rated_as_their_own_battles_with_rank_deltas(
     assert main([*args, *categories, "--out", str(out)]) == 0
     table = pq.read_table(out / "categories.parquet").to_pylist()
     assert {row["category"] for row in table} == {"overall", "math"}
+    # the Arena's own tables only when asked for (--arena-tables)
+    assert not (out / "leaderboard.parquet").exists()
+    assert not (out / "pairwise_observed.parquet").exists()
     # the same as rating a file of the category's battles alone
     alone = tmp_path / "alone"
     where = ["--where", "category_tag.math_v0.1.math"]

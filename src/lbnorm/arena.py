@@ -310,20 +310,20 @@ def _played(battles: Battles) -> Battles:
 def _board_tables(
     battles: Battles, ratings: Ratings, options: ArenaOptions
 ) -> dict[str, pa.Table]:
-    """The Arena-shaped table, the observed pairs, and one block per category."""
-    if not (options.arena_tables or options.categories):
-        return {}
-    shown = shown_models(ratings, min_battles=options.min_battles, hidden=options.hide)
-    tables = {
-        "leaderboard": arena_table(ratings, shown),
-        "pairwise_observed": observed_pairs(
+    """The Arena's tables (``--arena-tables``) and the categories (``--category``)."""
+    tables: dict[str, pa.Table] = {}
+    if options.arena_tables:
+        shown = shown_models(
+            ratings, min_battles=options.min_battles, hidden=options.hide
+        )
+        tables["leaderboard"] = arena_table(ratings, shown)
+        tables["pairwise_observed"] = observed_pairs(
             battles.models,
             battles.model_a,
             battles.model_b,
             battles.outcome,
             battles.count,
-        ),
-    }
+        )
     if options.categories:
         blocks = [
             category_rows(
