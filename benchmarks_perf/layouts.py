@@ -17,8 +17,11 @@ The same rows (M40: 75,000 variants x the 40 subtasks of the v2 suite, 3M rows;
 Each file is run by ``python -m lbnorm run FILE --out OUT --quiet`` (the default
 command: three tables) and by ``peers.py duckdb`` doing the same job on the same
 file (``read_parquet``, ``read_csv`` or ``read_json``), every (layout, competitor)
-pair a process of its own in the same interleaved rounds. The report gives medians,
-peak RSS, lbnorm / DuckDB per layout, and lbnorm's slowest Parquet layout over its
+pair a process of its own in the same interleaved rounds; on each Parquet file also
+``peers.py floor-io``, the I/O lbnorm's contract asks and nothing more (the file's
+sha256, its row groups read as dictionaries, its rows written back in input order,
+zstd): what the layout itself costs. The report gives medians, peak RSS, lbnorm /
+DuckDB and lbnorm / floor per layout, and each one's slowest Parquet layout over its
 fastest. ``--tree NAME=SRC`` adds lbnorm from another source tree (``PYTHONPATH``)
 on every layout, to compare a change in the same rounds.
 """
@@ -67,6 +70,7 @@ FILES = {
     for name in LAYOUTS
 }
 SEED = 7
+FLOOR = "floor-io"  # peers.py: the file's hash, read and rows written back, no work
 
 
 def make_layouts(source: Path, folder: Path) -> None:
@@ -146,6 +150,13 @@ class LayoutResult:
             return float("nan")
         return mine.median / duck.median
 
+    def over_floor(self, layout: str, competitor: str = "lbnorm") -> float:
+        """A competitor's median over the I/O floor's on the same file (NaN: none)."""
+        mine, floor = self.get(layout, competitor), self.get(layout, FLOOR)
+        if mine is None or floor is None or not (mine.ok and floor.ok):
+            return float("nan")
+        return mine.median / floor.median
+
     def spread(self, competitor: str = "lbnorm") -> float:
         """The slowest Parquet layout's median over the fastest's."""
         medians = [
@@ -208,6 +219,15 @@ def benchmark_layouts(
                     out=out / layout / name,
                 )
             )
+        if layout in PARQUET_LAYOUTS:
+            competitors.append(
+                Competitor(
+                    f"{layout}|{FLOOR}",
+                    peer_command(FLOOR, path, suite, out / layout / FLOOR),
+                    warm=(path,),
+                    out=out / layout / FLOOR,
+                )
+            )
         competitors.append(
             Competitor(
                 f"{layout}|duckdb",
@@ -229,15 +249,18 @@ def markdown(result: LayoutResult, trees: tuple[str, ...] = ()) -> str:
     head = (
         "| layout | "
         + " | ".join(f"{n} median | {n} peak" for n in names)
-        + " | duckdb median | duckdb peak | "
-        + " | ".join(f"{n} / duckdb" for n in names)
+        + " | duckdb median | duckdb peak | I/O floor | "
+        + " | ".join(f"{n} / duckdb | {n} / floor" for n in names)
         + " |"
     )
     lines = [
         f"### layouts: {result.size}, {result.rows:,} rows, the same rows in each file",
         "",
+        "I/O floor (`peers.py floor-io`): the file's sha256, its row groups read as",
+        "dictionaries and its rows written back in input order, nothing computed.",
+        "",
         head,
-        "|---|" + "---:|" * (3 * len(names) + 2),
+        "|---|" + "---:|" * (4 * len(names) + 3),
     ]
     layouts = sorted({key.split("|")[0] for key in result.samples}, key=LAYOUTS.index)
     for layout in layouts:
@@ -248,10 +271,16 @@ def markdown(result: LayoutResult, trees: tuple[str, ...] = ()) -> str:
                 cells += [f"failed: {s.error}" if s is not None else "-", "-"]
             else:
                 cells += [seconds(s.median), megabytes(s.max_rss_mb)]
-        cells += [f"{result.ratio(layout, name):.2f}" for name in names]
+        floor = result.get(layout, FLOOR)
+        cells.append(seconds(floor.median) if floor is not None and floor.ok else "-")
+        for name in names:
+            cells += [
+                f"{result.ratio(layout, name):.2f}",
+                f"{result.over_floor(layout, name):.2f}",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    for name in names:
+    for name in [*names, "duckdb", FLOOR]:
         lines.append(
             f"{name}: slowest Parquet layout / fastest: {result.spread(name):.2f}"
         )

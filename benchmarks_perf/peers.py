@@ -43,8 +43,10 @@ the output's shape with dummy scores, no grouping: it relies on the generator's
 layout, one row per suite subtask per variant, in order), ``floor-read`` (the read
 alone), ``floor-read-pf`` (the read with ``pq.ParquetFile(...).read()``, which
 does not import pyarrow.dataset and pandas), ``floor-read-dict`` (that read with
-string columns as dictionaries) and ``floor-import`` (start Python, import
-pyarrow.parquet and numpy).
+string columns as dictionaries), ``floor-import`` (start Python, import
+pyarrow.parquet and numpy) and ``floor-io`` (the file's sha256, its row groups read
+as dictionaries, the rows written back in input order: the I/O of lbnorm's
+contract on one Parquet file, set against each layout by ``layouts.py``).
 """
 
 from __future__ import annotations
@@ -776,6 +778,49 @@ def run_floor_read_dict(job: Job) -> None:
     pq.ParquetFile(job.scores, read_dictionary=STRING_COLUMNS).read()
 
 
+def run_floor_io(job: Job) -> None:
+    """The I/O lbnorm's contract asks of one Parquet file, and no other work.
+
+    The file's sha256 (the manifest's provenance), every row group read with
+    the string columns as dictionaries (as ``lbnorm run`` reads), and the rows
+    written back in input order with three more columns, zstd (the subtask
+    table keeps input order). The hash runs beside the read, as no serial tool
+    could beat. What a layout costs before any computing: ``layouts.py`` sets
+    lbnorm's time on each layout against it.
+    """
+    import hashlib
+    import threading
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    digest: list[str] = []
+
+    def hash_file() -> None:
+        with job.scores.open("rb") as handle:
+            digest.append(hashlib.file_digest(handle, "sha256").hexdigest())
+
+    hasher = threading.Thread(target=hash_file)
+    hasher.start()
+    source = pq.ParquetFile(job.scores, read_dictionary=STRING_COLUMNS)
+    writer: pq.ParquetWriter | None = None
+    for index in range(source.num_row_groups):
+        part = source.read_row_group(index)
+        scores = part.column("raw_score")
+        part = part.append_column("lower_bound", scores)
+        part = part.append_column("normalized_score", scores)
+        part = part.append_column("is_clipped", pc.is_nan(scores))  # (a dummy;
+        # pa.array of numpy, or a Python scalar, would import pandas: lbnorm does not)
+        if writer is None:
+            writer = pq.ParquetWriter(
+                job.out / SUBTASKS_FILE, part.schema, compression="zstd"
+            )
+        writer.write_table(part, row_group_size=part.num_rows)
+    if writer is not None:
+        writer.close()
+    hasher.join()
+
+
 def run_floor_import(job: Job) -> None:
     """Start Python and import pyarrow.parquet and numpy; no work."""
     import numpy  # noqa: F401
@@ -797,6 +842,7 @@ FLOORS: dict[str, Competitor] = {
     "floor-read-pf": run_floor_read_pf,
     "floor-read-dict": run_floor_read_dict,
     "floor-import": run_floor_import,
+    "floor-io": run_floor_io,
 }
 ALL: dict[str, Competitor] = {**COMPETITORS, **FLOORS}
 
