@@ -40,7 +40,7 @@ Runs ``python -m lbnorm`` of this interpreter: install the checkout you mean to
 measure into it (``pip install -e .``); the header names lbnorm's commit and
 location and the versions of DuckDB, polars, pyarrow and numpy. Usage::
 
-    python benchmarks_perf/all.py                  # ~20-30 min on 2 vCPUs, ~8 GB in .data/ with the outputs
+    python benchmarks_perf/all.py                  # ~30-40 min on 2 vCPUs, ~15 GB in .data/ with the outputs
     python benchmarks_perf/all.py --quick          # about a minute
     python benchmarks_perf/all.py --only real,L --repeats 5
 """
