@@ -3,9 +3,10 @@
 ``python benchmarks_perf/all.py`` runs, in this order (each a part; ``--only``
 picks some, e.g. ``--only real,L``):
 
-- ``check``: ``check_peers.py`` on the real size, the golden files, a sample table
-  and XS (DuckDB and polars, three tables and two): the peers compute what lbnorm
-  does, or the timings mean nothing;
+- ``check``: ``check_peers.py`` on the real size, the golden files, a sample table,
+  XS, S40 and S40C (S40's rows with ``model`` a pandas categorical; DuckDB and
+  polars, three tables and two): the peers compute what lbnorm does, or the
+  timings mean nothing;
 - ``real``: the bundled demo (4,576 real models x 40 subtasks), plain
   ``lbnorm run --out OUT`` against DuckDB and polars doing the same job
   (``run.py``), three tables and two;
@@ -13,8 +14,12 @@ picks some, e.g. ``--only real,L``):
 - ``L``: L40, 500,000 variants x 40 subtasks of the real v2 suite (20M rows),
   lbnorm's default (three tables) and ``--no-subtasks`` against peers writing the
   same tables (``run.py``);
+- ``L-cat``: L40C, L40's rows written as pandas writes a categorical ``model``
+  (every 1M-row row group's dictionary holds all 500,000 names), measured as L;
 - ``ooc``: out of core, 200M rows in ten Parquet parts, 2M variants x 100 subtasks
   and 5M variants x 40, ``lbnorm --no-subtasks`` against DuckDB (``outofcore.py``);
+- ``ooc-cat``: OOC40C, OOC40's parts each written as pandas writes a categorical
+  ``model``, measured as OOC40;
 - ``samples``: per-sample aggregation at ~100M rows against DuckDB (``samples.py``);
 - ``tree``: 4,576 real-size results files against the read-and-parse floor, on
   both cores and on one (``tree.py``);
@@ -27,15 +32,15 @@ picks some, e.g. ``--only real,L``):
 Every ratio is taken within one part's interleaved rounds (lbnorm against the
 faster of DuckDB and polars in the same rounds). The last thing printed is the
 targets table: each target of the issue, the measured value and whether it
-holds. ``--quick`` runs small stand-ins (S for M, S40 for L, 2M-row parts,
-50-model samples, 300 files) for one round: a smoke test of a few minutes whose
+holds. ``--quick`` runs small stand-ins (S for M, S40 for L, S40C for L-cat,
+2M-row parts, 50-model samples, 300 files) for one round: a smoke test of a few minutes whose
 ratios say nothing about the targets.
 
 Runs ``python -m lbnorm`` of this interpreter: install the checkout you mean to
 measure into it (``pip install -e .``); the header names lbnorm's commit and
 location and the versions of DuckDB, polars, pyarrow and numpy. Usage::
 
-    python benchmarks_perf/all.py                  # ~20-30 min on 2 vCPUs, ~8 GB in .data/ with the outputs
+    python benchmarks_perf/all.py                  # ~30-40 min on 2 vCPUs, ~15 GB in .data/ with the outputs
     python benchmarks_perf/all.py --quick          # about a minute
     python benchmarks_perf/all.py --only real,L --repeats 5
 """
@@ -57,7 +62,14 @@ import samples
 import tree
 from measure import DATA_DIR, HERE, REPO, RSS_LIMIT_MB, environment, lbnorm_info
 
-PARTS = ["check", "real", "M", "L", "layouts", "ooc", "samples", "tree", "L100"]
+PARTS = [
+    "check", "real", "M", "L", "L-cat", "layouts", "ooc", "ooc-cat", "samples",
+    "tree", "L100",
+]  # fmt: skip
+IN_MEMORY = ("real", "M", "L", "L-cat", "L100")
+"""The parts measured by ``run.py``."""
+OOC_PARTS = {"ooc": outofcore.SHAPES, "ooc-cat": outofcore.CATEGORICAL_SHAPES}
+"""The parts measured by ``outofcore.py``, and their shapes."""
 DEFAULT_PARTS = PARTS[:-1]
 
 
@@ -71,11 +83,15 @@ class Scale:
 
 
 FULL = Scale(
-    {"real": "real", "M": "M", "L": "L40", "L100": "L", "layouts": "M40"}, 4_576, 4_576
-)
+    {"real": "real", "M": "M", "L": "L40", "L-cat": "L40C", "L100": "L",
+     "layouts": "M40"},
+    4_576, 4_576,
+)  # fmt: skip
 QUICK = Scale(
-    {"real": "real", "M": "S", "L": "S40", "L100": "XS", "layouts": "S40"}, 50, 300
-)
+    {"real": "real", "M": "S", "L": "S40", "L-cat": "S40C", "L100": "XS",
+     "layouts": "S40"},
+    50, 300,
+)  # fmt: skip
 PEERS = ["lbnorm", "duckdb", "polars"]
 GIB = 1024  # MiB
 
@@ -114,13 +130,14 @@ def _time(s: Any) -> str:
 
 
 def size_targets(results: dict[str, run.SizeResult], scale: Scale) -> list[Target]:
-    """The in-memory targets: real, M, L (three tables and two)."""
+    """The in-memory targets: real, M, L (three tables and two), L categorical."""
     out = []
     rows = [
         ("real", "real", 3, "real size (4,576 models x 40 subtasks), three tables", 1.0),
         ("M", scale.sizes["M"], 3, "M (3M rows), three tables", 1.0),
         ("L", scale.sizes["L"], 3, "L (20M rows: 500,000 x 40), three tables, default options", 0.8),
         ("L", scale.sizes["L"], 2, "L `--no-subtasks` vs peers writing the same two tables", 0.8),
+        ("L-cat", scale.sizes["L-cat"], 3, "L categorical (20M rows, `model` a pandas categorical), three tables, default options", 0.8),
     ]  # fmt: skip
     for part, size, tables, text, limit in rows:
         result = results.get(size)
@@ -145,11 +162,15 @@ def size_targets(results: dict[str, run.SizeResult], scale: Scale) -> list[Targe
 
 
 def ooc_targets(results: dict[str, outofcore.ShapeResult]) -> list[Target]:
-    """Out of core: peak RSS and time against DuckDB, per shape."""
+    """Out of core: peak RSS and time against DuckDB, per shape (or its stand-in)."""
     out = []
-    for shape, text in (("OOC100", "2M variants x 100"), ("OOC40", "5M variants x 40")):
-        found = [r for name, r in results.items() if name.startswith(shape)]
-        label = f"out of core, 200M rows as {text}"
+    for shape, label in (
+        ("OOC100", "out of core, 200M rows as 2M variants x 100"),
+        ("OOC40", "out of core, 200M rows as 5M variants x 40"),
+        ("OOC40C", "out of core categorical, 200M rows as 5M variants x 40"),
+    ):
+        names = (shape, outofcore.QUICK_SHAPES[shape])
+        found = [r for name, r in results.items() if name in names]
         if not found:
             out += [
                 Target(
@@ -209,7 +230,13 @@ def flatness(
                 if s is not None and s.ok:
                     into[part] = s.median / result.rows * 1e9
         if tables == 2:
+            grouped = {
+                *outofcore.SHAPES,
+                *map(outofcore.QUICK_SHAPES.get, outofcore.SHAPES),
+            }
             for name, shape in shapes.items():
+                if name not in grouped:  # the time per row of the grouped layout
+                    continue
                 if shape.lbnorm.ok:
                     per_row[name] = shape.lbnorm.median / shape.rows * 1e9
                 if shape.duckdb.ok:
@@ -369,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if "check" in parts:
         found = subprocess.run(
             [sys.executable, str(HERE / "check_peers.py"), "--sizes",
-             "real,samples,XS" if args.quick else "real,golden,samples,XS,S40",
+             "real,samples,XS,S40C" if args.quick else "real,golden,samples,XS,S40,S40C",
              "--peers", "duckdb,polars", "--data", str(args.data)],
             check=False, capture_output=True, text=True,
         )  # fmt: skip
@@ -379,9 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if found.returncode != 0:
             failed.append("check_peers.py found mismatches")
-    if any(p in parts for p in ("real", "M", "L", "L100")):
+    if any(p in parts for p in IN_MEMORY):
         run.warm_up(PEERS, args.data, 600.0)
-    for part in ("real", "M", "L", "L100"):
+    for part in IN_MEMORY:
         if part not in parts:
             continue
         size = scale.sizes[part]
@@ -401,17 +428,20 @@ def main(argv: list[str] | None = None) -> int:
             f"layouts: layouts.py --size {scale.sizes['layouts']}",
             layouts.markdown(layout_result),
         )
-    if "ooc" in parts:
-        for shape in outofcore.SHAPES:
-            name = outofcore.QUICK_SHAPES[shape] if args.quick else shape
-            result_ooc = outofcore.benchmark_shape(
-                name, repeats=1 if args.quick else args.ooc_repeats, data=args.data,
-                rss_limit_mb=rss,
-            )  # fmt: skip
-            shapes[name] = result_ooc
-            if "MISMATCH" in result_ooc.check:
-                failed.append(f"{name}: {result_ooc.check}")
-            report(f"ooc: outofcore.py --shapes {name}", outofcore.markdown(result_ooc))
+    ooc_shapes = [
+        s for part, group in OOC_PARTS.items() if part in parts for s in group
+    ]
+    for shape in ooc_shapes:
+        name = outofcore.QUICK_SHAPES[shape] if args.quick else shape
+        result_ooc = outofcore.benchmark_shape(
+            name, repeats=1 if args.quick else args.ooc_repeats, data=args.data,
+            rss_limit_mb=rss,
+        )  # fmt: skip
+        shapes[name] = result_ooc
+        if "MISMATCH" in result_ooc.check:
+            failed.append(f"{name}: {result_ooc.check}")
+        part = "ooc-cat" if shape in outofcore.CATEGORICAL_SHAPES else "ooc"
+        report(f"{part}: outofcore.py --shapes {name}", outofcore.markdown(result_ooc))
     samples_result = None
     if "samples" in parts:
         samples_result = samples.benchmark_samples(

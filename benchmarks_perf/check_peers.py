@@ -21,7 +21,9 @@ it with its metadata; the peers get ``--metadata``), the generated shapes of
 ``generate.py``, ``golden`` (the eight real results files of
 ``tests/fixtures/golden``, also checked against ``expected.csv``, the published
 leaderboard's numbers) and ``samples`` (a small per-sample table, aggregated first).
-Exits 1 on any mismatch.
+The default set includes S40C (S40's rows with ``model`` a pandas categorical, every
+row group's dictionary holding every name): a peer reading the categorical column
+must compute the same tables. Exits 1 on any mismatch.
 
 ``check_peers.py --compare REF OTHER [--tables N]`` compares two output
 directories only (the other benchmarks call it on their first round); the join
@@ -345,7 +347,7 @@ def check_golden_expected(out: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; exit 1 on any mismatch."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", default="real,golden,samples,XS,S40,S")
+    parser.add_argument("--sizes", default="real,golden,samples,XS,S40,S40C,S")
     parser.add_argument("--peers", default=",".join(COMPETITORS))
     parser.add_argument("--tables", default="3,2", help="3, 2 or 3,2")
     parser.add_argument("--data", type=Path, default=DATA_DIR)

@@ -18,7 +18,13 @@ Shapes (variants x subtasks, :data:`SHAPES`):
   the parts, each with its own seed, so no variant repeats across parts;
 - M40 75,000 x 40 (3M rows, the v2 suite): the layout matrix of ``layouts.py``;
 - S40 (5,000 x 40), OOC100S and OOC40S (2 parts, 2M rows): small stand-ins for
-  ``all.py --quick``.
+  ``all.py --quick``;
+- L40C, OOC40C and their stand-ins S40C, OOC40SC: the rows of L40, OOC40, S40 and
+  OOC40S (the same seed, the same rows in the same order) written as pandas writes
+  a categorical column (:func:`write_categorical`): ``model`` a pandas categorical,
+  1M-row row groups, every row group's dictionary holding all the names of its
+  file (a part's 500,000 at OOC40C); the grouped shape is generated first, then
+  converted file by file.
 
 Layout of a file, which ``peers.floor`` relies on and nothing else does: rows are
 grouped by variant, each variant has exactly one row per suite subtask, in suite
@@ -60,6 +66,7 @@ class Shape:
     variants: int
     suite: str  # "synthetic-60", "synthetic-100" or "openllm-v2"
     parts: int = 1  # > 1: a directory of Parquet parts, each with its own variants
+    source: str | None = None  # the grouped shape whose files it rewrites (categorical)
 
     @property
     def subtasks(self) -> int:
@@ -84,6 +91,10 @@ SHAPES: dict[str, Shape] = {
     "OOC40": Shape(500_000, "openllm-v2", parts=10),
     "OOC100S": Shape(10_000, "synthetic-100", parts=2),
     "OOC40S": Shape(25_000, "openllm-v2", parts=2),
+    "L40C": Shape(500_000, "openllm-v2", source="L40"),
+    "S40C": Shape(5_000, "openllm-v2", source="S40"),
+    "OOC40C": Shape(500_000, "openllm-v2", parts=10, source="OOC40"),
+    "OOC40SC": Shape(25_000, "openllm-v2", parts=2, source="OOC40S"),
 }
 """Named shapes (see the module docstring)."""
 
@@ -443,6 +454,62 @@ def _write_part(args: tuple[Path, list[BenchmarkSpec], int, int]) -> dict[str, f
     return stats
 
 
+def write_categorical(
+    source: Path, path: Path, row_group_size: int = ROWS_PER_GROUP
+) -> None:
+    """Write the rows of ``source`` as pandas writes them with ``model`` a categorical.
+
+    ``df.astype({"model": "category"}).to_parquet(path, row_group_size=...)``: the
+    Arrow writer slices the one dictionary array into row groups, so every row
+    group's dictionary holds every name of the file, used in it or not. Written to
+    ``path`` + ``.tmp``, then renamed.
+    """
+    frame = pq.read_table(source).to_pandas().astype({"model": "category"})
+    temporary = path.with_name(path.name + ".tmp")
+    frame.to_parquet(temporary, row_group_size=row_group_size, engine="pyarrow")
+    temporary.replace(path)
+
+
+def _generate_categorical(
+    name: str, out: Path, seed: int, jobs: int | None
+) -> dict[str, object]:
+    """A categorical shape: its grouped source shape (generated if missing), rewritten.
+
+    One file at a time, on at most ``jobs`` processes (default 1: a 20M-row part
+    takes a few GiB as a pandas frame).
+    """
+    shape = SHAPES[name]
+    assert shape.source is not None
+    source = ensure_data(shape.source, out.parent, seed)
+    known = json.loads((source / "meta.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source / "suite.toml", out / "suite.toml")
+    scores = source / str(known["scores"])
+    if shape.parts == 1:
+        work = [(scores, out / scores.name)]
+    else:
+        (out / scores.name).mkdir(exist_ok=True)
+        work = [
+            (p, out / scores.name / p.name) for p in sorted(scores.glob("*.parquet"))
+        ]
+    todo = [item for item in work if not item[1].exists()]
+    jobs = min(jobs or 1, len(todo)) or 1
+    if jobs == 1:
+        for item in todo:
+            write_categorical(*item)
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            list(pool.map(write_categorical, *zip(*todo, strict=True)))
+    meta = {
+        **known,
+        "shape": name,
+        "source": shape.source,
+        "layout": "model a pandas categorical, 1M-row row groups",
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
 def generate_shape(
     name: str, out: Path, seed: int = DEFAULT_SEED, *, jobs: int | None = None
 ) -> dict[str, object]:
@@ -450,9 +517,12 @@ def generate_shape(
 
     A single-part shape writes ``out/scores.parquet``; a multi-part one
     ``out/scores/part-NNN.parquet``, the parts on ``jobs`` processes (default:
-    every core), part ``i`` seeded ``seed + 1000 + i``.
+    every core), part ``i`` seeded ``seed + 1000 + i``. A categorical shape
+    (``Shape.source``) rewrites its source shape's files (``out``'s sibling).
     """
     shape = SHAPES[name]
+    if shape.source is not None:
+        return _generate_categorical(name, out, seed, jobs)
     out.mkdir(parents=True, exist_ok=True)
     suite, text = shape_suite(shape, seed)
     (out / "suite.toml").write_text(text)

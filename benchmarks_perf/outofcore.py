@@ -1,14 +1,17 @@
 """Out of core: 200M rows in ten Parquet parts, lbnorm against DuckDB.
 
-``python benchmarks_perf/outofcore.py [--shapes OOC100,OOC40] [--repeats 1]``
+``python benchmarks_perf/outofcore.py [--shapes OOC100,OOC40,OOC40C] [--repeats 1]``
 
-Two shapes of 200M rows, each a directory of ten Parquet parts (``generate.py``;
-about 3 GB each; each part its own seed, so no variant repeats across parts):
+Three shapes of 200M rows, each a directory of ten Parquet parts (``generate.py``;
+each part its own seed, so no variant repeats across parts):
 
 - ``OOC100``: 2,000,000 variants x 100 subtasks (10 parts of 200,000 x 100, the
   synthetic suite of L);
 - ``OOC40``: 5,000,000 variants x 40 subtasks under the real v2 suite (10 parts of
-  500,000 distinct models x 40): the cost that grows with distinct variants.
+  500,000 distinct models x 40): the cost that grows with distinct variants;
+- ``OOC40C``: OOC40's rows, each part written as pandas writes a categorical
+  ``model`` (``df.astype({"model": "category"}).to_parquet(...)``, 1M-row row
+  groups): every row group's dictionary holds all 500,000 names of its part.
 
 Competitors, each a separate process, in interleaved rounds, every part read
 right before every run (warm page cache):
@@ -54,7 +57,12 @@ from measure import (
 )
 
 SHAPES = ["OOC100", "OOC40"]
-QUICK_SHAPES = {"OOC100": "OOC100S", "OOC40": "OOC40S"}
+"""The grouped shapes (plain strings, dictionaries per row group)."""
+CATEGORICAL_SHAPES = ["OOC40C"]
+"""OOC40's rows as pandas writes a categorical ``model``."""
+ALL_SHAPES = [*SHAPES, *CATEGORICAL_SHAPES]
+QUICK_SHAPES = {"OOC100": "OOC100S", "OOC40": "OOC40S", "OOC40C": "OOC40SC"}
+"""The 2M-row stand-ins of ``--quick``."""
 FLOOR = """
 import sys, pathlib, pyarrow.parquet as pq
 text = ["model", "precision", "revision", "benchmark", "subtask", "metric"]
@@ -196,7 +204,7 @@ def markdown(result: ShapeResult) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--shapes", default=",".join(ALL_SHAPES))
     parser.add_argument("--quick", action="store_true", help="2M-row stand-ins")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tables", type=int, choices=(2, 3), default=2)

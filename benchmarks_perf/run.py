@@ -15,8 +15,10 @@ every run (warm page cache):
   ``(2 tables)`` (at ``real`` the peers join the demo's metadata too).
 
 ``--modes 3`` or ``--modes 2`` runs one of the two; ``--modes 3,2`` (default) both.
-Sizes: ``real`` and the shapes of ``generate.py`` (XS, S, M, L, L40, S40), generated
-on first use into ``--data`` (default ``benchmarks_perf/.data``). ``loop`` runs up
+Sizes: ``real`` and the shapes of ``generate.py`` (XS, S, M, L, L40, S40, and
+L40C, S40C: L40's and S40's rows with ``model`` a pandas categorical, every 1M-row
+row group's dictionary holding all the names), generated on first use into
+``--data`` (default ``benchmarks_perf/.data``). ``loop`` runs up
 to 300k rows, ``pandas-apply`` and ``pandas`` up to 3M (``--no-limits`` lifts
 that); a run that fails, passes ``--timeout`` or the RSS guard is dropped for the
 rest of that size.
@@ -69,7 +71,7 @@ MAX_ROWS: dict[str, int] = {
     "pandas": 3_000_000,
 }
 """Slow competitors run only up to this many input rows unless --no-limits."""
-SIZE_NAMES = ["real", "XS", "S", "S40", "M", "L", "L40"]
+SIZE_NAMES = ["real", "XS", "S", "S40", "S40C", "M", "L", "L40", "L40C"]
 
 
 def label(name: str, tables: int) -> str:
