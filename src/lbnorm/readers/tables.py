@@ -18,7 +18,9 @@ finite number keeps its text (``nan``, ``inf``, ``''``, ``null``) in a
 
 No pandas here: CSV cells of contract columns are read as text by
 ``pyarrow.csv`` and parsed on Arrow; JSONL is read by ``pyarrow.json``; a file
-pyarrow refuses is read again line by line only to name the bad line.
+pyarrow refuses is read again line by line only to name the bad line. The text
+key columns (model, benchmark, subtask, precision, revision, metric) come out
+as dictionaries, one per column, as the engine and the subtask table take them.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[nN][aA][nN]|[iI][nN][fF]([i
 _MISSING = sorted(
     set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
 )
+_KEY = pa.dictionary(pa.int32(), pa.string())
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
@@ -143,11 +146,16 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
     else:
         table = _read_jsonl(path, data, extra_columns=extra_columns)
         rows = _jsonl_rows(data, table.num_rows)
+    table = _key_dictionaries(table)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
         raise InputError(msg)
     scores = conform_scores(
-        table, source=str(path), extra_columns=extra_columns, rows=rows
+        table,
+        source=str(path),
+        extra_columns=extra_columns,
+        rows=rows,
+        keep_dictionaries=True,
     )
     if rows.lines is not None:
         scores = scores.append_column(
@@ -162,6 +170,7 @@ def conform_scores(
     source: str,
     extra_columns: ExtraColumns = "error",
     rows: RowNumbers | None = None,
+    keep_dictionaries: bool = False,
 ) -> pa.Table:
     """Conform a long-format Arrow table to the :data:`SCORES` contract.
 
@@ -170,6 +179,9 @@ def conform_scores(
         source: Its name, recorded in ``source`` and used in messages.
         extra_columns: Policy for columns outside the contract.
         rows: How to number its rows in messages (default: ``row 1`` first).
+        keep_dictionaries: Keep text key columns that are dictionaries of
+            strings without nulls as they are (the file readers' tables, which
+            the engine encodes from their entries); else they become plain text.
 
     Returns:
         The :data:`SCORES` columns in order, then kept extra columns, then
@@ -205,7 +217,13 @@ def conform_scores(
                 else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
             )
         elif name in _STRING_COLUMNS:
-            data[name] = _text_column(table[name], name, source=source, rows=rows)
+            column = table[name]
+            is_kept = keep_dictionaries and column.type == _KEY
+            data[name] = (
+                column
+                if is_kept and not column.null_count
+                else _text_column(column, name, source=source, rows=rows)
+            )
         elif name == "chat_template":
             data[name] = _bool_column(table[name], source=source, rows=rows)
         else:
@@ -329,7 +347,11 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
     except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
         names = []
     contract = set(_STRING_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
-    types = {name: pa.string() for name in names if name in contract}
+    types = {
+        name: _KEY if name in _STRING_COLUMNS else pa.string()
+        for name in names
+        if name in contract
+    }
     if (typed := _read_csv_numbers(data, types)) is not None:
         return typed
     try:
@@ -397,6 +419,31 @@ def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.T
         _explain_jsonl(path, extra_columns=extra_columns)
         msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
         raise InputError(msg) from exc
+
+
+def _key_dictionaries(table: pa.Table) -> pa.Table:
+    """`table` with its text key columns as dictionaries, one dictionary and chunk each.
+
+    Arrow reads a file in blocks, and a dictionary column in blocks has a
+    dictionary per block; the engine encodes keys from a dictionary's entries
+    (not from every row) and writes the subtask table with dictionaries, so one
+    dictionary per column is looked up once. Other columns are left as read.
+    """
+    keys = [i for i, name in enumerate(table.column_names) if name in _STRING_COLUMNS]
+    for i in keys:
+        column = table.column(i)
+        if pa.types.is_string(column.type):
+            encoded = [chunk.dictionary_encode() for chunk in column.chunks]
+            table = table.set_column(
+                i, table.column_names[i], pa.chunked_array(encoded, _KEY)
+            )
+    table = table.unify_dictionaries()
+    for i in keys:
+        column = table.column(i)
+        if column.type == _KEY and column.num_chunks > 1:
+            one = pa.chunked_array([column.combine_chunks()])
+            table = table.set_column(i, table.column_names[i], one)
+    return table
 
 
 def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
