@@ -26,6 +26,8 @@ as dictionaries, one per column, as the engine and the subtask table take them.
 from __future__ import annotations
 
 import csv
+import json
+import re
 import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,6 +74,7 @@ _MISSING = sorted(
     set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
 )
 _KEY = pa.dictionary(pa.int32(), pa.string())
+_NON_SPACE = re.compile(rb"\S")
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
@@ -413,12 +416,68 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
+    if (typed := _read_jsonl_typed(data)) is not None:
+        return typed
     try:
         return pa_json.read_json(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
         _explain_jsonl(path, extra_columns=extra_columns)
         msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
         raise InputError(msg) from exc
+
+
+#: The types of the contract columns when a JSONL file is read with a schema.
+_JSONL_TYPES = {
+    **dict.fromkeys(_STRING_COLUMNS, pa.string()),
+    "chat_template": pa.bool_(),
+    **_CSV_NUMBERS,
+}
+
+
+def _read_jsonl_typed(data: bytes) -> pa.Table | None:
+    """The JSONL file read with its first line's columns typed, or None to infer them.
+
+    Arrow parses a typed column without inferring it; the table equals the one
+    inference gives (cast as :func:`conform_scores` casts it) when every row
+    holds the first line's columns and nothing else, each value parses as its
+    type (a text where a number goes fails the read), and a float column holds
+    a fraction (inference reads a column of whole numbers as int64, which
+    keeps ``-0`` as 0 and refuses whole numbers beyond 2**53 as floats). Any
+    other file: None, and the inferring read decides, with its messages.
+    """
+    found = _NON_SPACE.search(data)
+    start = found.start() if found else 0
+    end = data.find(b"\n", start)
+    try:
+        first = json.loads(data[start : len(data) if end < 0 else end])
+    except (ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(first, dict)
+        or not first
+        or not set(first) <= _JSONL_TYPES.keys()
+    ):
+        return None
+    names = list(first)
+    schema = pa.schema([(name, _JSONL_TYPES[name]) for name in names])
+    try:
+        table = pa_json.read_json(
+            pa.BufferReader(data),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="infer"
+            ),
+        )
+    except (pa.ArrowException, OSError):
+        return None
+    if table.column_names != names:
+        return None
+    for name in names:
+        if pa.types.is_floating(schema.field(name).type):
+            column = table[name]
+            has_fraction = pc.any(pc.not_equal(column, pc.floor(column))).as_py()
+            if not has_fraction:
+                return None
+    return table
 
 
 def _key_dictionaries(table: pa.Table) -> pa.Table:
