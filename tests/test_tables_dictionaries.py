@@ -85,7 +85,7 @@ def test_csv_keys_as_dictionaries_equal_the_text_path_and_the_csv_module(
     for name in _KEYS:
         assert read.schema.field(name).type == _DICTIONARY
         assert read[name].num_chunks == 1
-    assert _plain(read).equals(_text_path(path))
+    assert _plain(read).equals(_plain(_text_path(path)))
     with path.open(newline="", encoding="utf-8") as handle:
         oracle = list(csv.DictReader(handle))
     for name in _KEYS:
@@ -111,7 +111,7 @@ def test_a_csv_of_many_blocks_has_one_dictionary_per_key_column(
     assert len(model.chunk(0).dictionary) == 997
     assert model.to_pylist() == [line.split(",")[0] for line in lines]
     assert read["precision"].unique().dictionary.to_pylist() == ["bf16", "Bf16"]
-    assert _plain(read).equals(_text_path(path))
+    assert _plain(read).equals(_plain(_text_path(path)))
 
 
 def test_jsonl_keys_are_dictionaries_and_a_null_optional_key_is_empty(
@@ -129,7 +129,7 @@ def test_jsonl_keys_are_dictionaries_and_a_null_optional_key_is_empty(
     assert read.schema.field("model").type == _DICTIONARY
     assert read["model"].to_pylist() == ["a", "b"]
     assert read["precision"].to_pylist() == ["", "bf16"]  # null: unknown, as if absent
-    assert _plain(read).equals(_text_path(path))
+    assert _plain(read).equals(_plain(_text_path(path)))
 
 
 def test_a_null_required_key_in_jsonl_is_named_by_its_line(tmp_path: Path) -> None:

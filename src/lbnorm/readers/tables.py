@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
-from lbnorm.core.arrow import numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import TABLE_SUFFIXES, json_lines, read_bytes
 from lbnorm.core.options import ExtraColumns
@@ -49,6 +49,7 @@ from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
     REQUIRED_SCORE_COLUMNS,
     SCORES,
+    TEXT,
     Batch,
 )
 
@@ -73,7 +74,7 @@ _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[nN][aA][nN]|[iI][nN][fF]([i
 _MISSING = sorted(
     set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
 )
-_KEY = pa.dictionary(pa.int32(), pa.string())
+_KEY = TEXT  # text keys as the engine and the subtask table take them
 _NON_SPACE = re.compile(rb"\S")
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
@@ -183,8 +184,9 @@ def conform_scores(
         extra_columns: Policy for columns outside the contract.
         rows: How to number its rows in messages (default: ``row 1`` first).
         keep_dictionaries: Keep text key columns that are dictionaries of
-            strings without nulls as they are (the file readers' tables, which
-            the engine encodes from their entries); else they become plain text.
+            strings without nulls as they are, and give ``source`` and absent
+            text keys as dictionaries of one entry (the file readers' tables,
+            which the engine encodes from their entries); else all text is plain.
 
     Returns:
         The :data:`SCORES` columns in order, then kept extra columns, then
@@ -210,7 +212,13 @@ def conform_scores(
     for field in SCORES:
         name = field.name
         if name == "source":
-            data[name] = pa.repeat(scalar(source, pa.string()), n_rows)
+            data[name] = (
+                _constant_text(source, n_rows)
+                if keep_dictionaries
+                else pa.repeat(scalar(source, pa.string()), n_rows)
+            )
+        elif name not in columns and keep_dictionaries and name in _STRING_COLUMNS:
+            data[name] = _constant_text(str(OPTIONAL_SCORE_DEFAULTS[name]), n_rows)
         elif name not in columns:
             default = OPTIONAL_SCORE_DEFAULTS[name]
             empty = pa.nulls(n_rows, field.type)
@@ -606,6 +614,11 @@ def _text_column(
     value = column[position].as_py()
     msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {_shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
     raise SchemaMismatchError(msg)
+
+
+def _constant_text(value: str, n_rows: int) -> pa.Array:
+    """`n_rows` copies of `value` as a dictionary of one entry (no text per row)."""
+    return dictionary(np.zeros(n_rows, dtype=np.int32), strings([value]))
 
 
 def _bool_column(
