@@ -132,19 +132,6 @@ def test_jsonl_keys_are_dictionaries_and_a_null_optional_key_is_empty(
     assert _plain(read).equals(_plain(_text_path(path)))
 
 
-def test_a_null_required_key_in_jsonl_is_named_by_its_line(tmp_path: Path) -> None:
-    path = tmp_path / "scores.jsonl"
-    path.write_text(
-        '{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": 0.5}\n'
-        '{"model": null, "benchmark": "GPQA", "subtask": "main", "raw_score": 0.5}\n'
-    )
-    with pytest.raises(
-        SchemaMismatchError,
-        match=r"line 2: model is empty \(null\), not text\.\nHint: every row needs a model",
-    ):
-        read_score_table(path)
-
-
 def test_a_frame_dictionary_column_comes_back_plain_unless_kept() -> None:
     """Dictionaries stay only where the caller asks (the readers), not for a frame."""
     table = pa.table(
