@@ -228,3 +228,31 @@ def test_jsonl_of_fractions_is_read_with_a_schema(tmp_path: Path) -> None:
     assert typed is not None
     assert typed.schema.field("model").type == pa.string()
     assert [str(value) for value in typed["raw_score"].to_pylist()] == ["-0.0", "0.5"]
+
+
+def test_jsonl_of_whole_scores_is_read_once_with_a_schema(tmp_path: Path) -> None:
+    """Scores of 0 and 1 only (int64 to inference) read typed: the same floats."""
+    path = tmp_path / "scores.jsonl"
+    path.write_text(
+        '{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": 1}\n'
+        '{"model": "b", "benchmark": "GPQA", "subtask": "main", "raw_score": 0}\n'
+        '{"model": "c", "benchmark": "GPQA", "subtask": "main", "raw_score": null}\n'
+    )
+    typed = tables._read_jsonl_typed(path.read_bytes())
+    assert typed is not None
+    assert typed["raw_score"].to_pylist() == [1.0, 0.0, None]
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(tables, "_read_jsonl_typed", lambda _data: None)
+        inferred = read_score_table(path).table
+    assert read_score_table(path).table.equals(inferred)
+
+
+@pytest.mark.parametrize("score", ["-0", "9007199254740992", "-9007199254740993"])
+def test_jsonl_of_whole_scores_inference_reads_otherwise_is_inferred(
+    tmp_path: Path, score: str
+) -> None:
+    path = tmp_path / "scores.jsonl"
+    path.write_text(
+        f'{{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": {score}}}\n'
+    )
+    assert tables._read_jsonl_typed(path.read_bytes()) is None

@@ -448,10 +448,9 @@ def _read_jsonl_typed(data: bytes) -> pa.Table | None:
     Arrow parses a typed column without inferring it; the table equals the one
     inference gives (cast as :func:`conform_scores` casts it) when every row
     holds the first line's columns and nothing else, each value parses as its
-    type (a text where a number goes fails the read), and a float column holds
-    a fraction (inference reads a column of whole numbers as int64, which
-    keeps ``-0`` as 0 and refuses whole numbers beyond 2**53 as floats). Any
-    other file: None, and the inferring read decides, with its messages.
+    type (a text where a number goes fails the read), and each float column
+    reads as inference reads it (:func:`_reads_as_inferred`). Any other file:
+    None, and the inferring read decides, with its messages.
     """
     found = _NON_SPACE.search(data)
     start = found.start() if found else 0
@@ -479,13 +478,24 @@ def _read_jsonl_typed(data: bytes) -> pa.Table | None:
         return None
     if table.column_names != names:
         return None
-    for name in names:
-        if pa.types.is_floating(schema.field(name).type):
-            column = table[name]
-            has_fraction = pc.any(pc.not_equal(column, pc.floor(column))).as_py()
-            if not has_fraction:
-                return None
+    floats = [name for name in names if pa.types.is_floating(_JSONL_TYPES[name])]
+    if not all(_reads_as_inferred(table[name]) for name in floats):
+        return None
     return table
+
+
+def _reads_as_inferred(column: pa.ChunkedArray) -> bool:
+    """Whether a float column read with a schema equals the inferring read's, cast to float64.
+
+    A column with a fraction was float64 to inference too; a column of whole
+    numbers may have been int64, which reads ``-0`` as 0 and refuses a whole
+    number from 2**53 on as a float: such a column is left to inference.
+    """
+    values = to_numpy(column, null=0.0)
+    if not bool((values == np.floor(values)).all()):
+        return True
+    is_negative_zero = (values == 0) & np.signbit(values)
+    return not bool(is_negative_zero.any() or (np.abs(values) >= 2.0**53).any())
 
 
 def _key_dictionaries(table: pa.Table) -> pa.Table:
