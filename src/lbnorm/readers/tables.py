@@ -18,12 +18,16 @@ finite number keeps its text (``nan``, ``inf``, ``''``, ``null``) in a
 
 No pandas here: CSV cells of contract columns are read as text by
 ``pyarrow.csv`` and parsed on Arrow; JSONL is read by ``pyarrow.json``; a file
-pyarrow refuses is read again line by line only to name the bad line.
+pyarrow refuses is read again line by line only to name the bad line. The text
+key columns (model, benchmark, subtask, precision, revision, metric) come out
+as dictionaries, one per column, as the engine and the subtask table take them.
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import re
 import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
-from lbnorm.core.arrow import numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import TABLE_SUFFIXES, json_lines, read_bytes
 from lbnorm.core.options import ExtraColumns
@@ -45,6 +49,7 @@ from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
     REQUIRED_SCORE_COLUMNS,
     SCORES,
+    TEXT,
     Batch,
 )
 
@@ -69,6 +74,8 @@ _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[nN][aA][nN]|[iI][nN][fF]([i
 _MISSING = sorted(
     set(pa_csv.ConvertOptions().null_values) - {"NaN", "nan", "-NaN", "-nan"} | {""}
 )
+_KEY = TEXT  # text keys as the engine and the subtask table take them
+_NON_SPACE = re.compile(rb"\S")
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
@@ -143,11 +150,16 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
     else:
         table = _read_jsonl(path, data, extra_columns=extra_columns)
         rows = _jsonl_rows(data, table.num_rows)
+    table = _key_dictionaries(table)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
         raise InputError(msg)
     scores = conform_scores(
-        table, source=str(path), extra_columns=extra_columns, rows=rows
+        table,
+        source=str(path),
+        extra_columns=extra_columns,
+        rows=rows,
+        keep_dictionaries=True,
     )
     if rows.lines is not None:
         scores = scores.append_column(
@@ -162,6 +174,7 @@ def conform_scores(
     source: str,
     extra_columns: ExtraColumns = "error",
     rows: RowNumbers | None = None,
+    keep_dictionaries: bool = False,
 ) -> pa.Table:
     """Conform a long-format Arrow table to the :data:`SCORES` contract.
 
@@ -170,6 +183,10 @@ def conform_scores(
         source: Its name, recorded in ``source`` and used in messages.
         extra_columns: Policy for columns outside the contract.
         rows: How to number its rows in messages (default: ``row 1`` first).
+        keep_dictionaries: Keep text key columns that are dictionaries of
+            strings without nulls as they are, and give ``source`` and absent
+            text keys as dictionaries of one entry (the file readers' tables,
+            which the engine encodes from their entries); else all text is plain.
 
     Returns:
         The :data:`SCORES` columns in order, then kept extra columns, then
@@ -195,7 +212,13 @@ def conform_scores(
     for field in SCORES:
         name = field.name
         if name == "source":
-            data[name] = pa.repeat(scalar(source, pa.string()), n_rows)
+            data[name] = (
+                _constant_text(source, n_rows)
+                if keep_dictionaries
+                else pa.repeat(scalar(source, pa.string()), n_rows)
+            )
+        elif name not in columns and keep_dictionaries and name in _STRING_COLUMNS:
+            data[name] = _constant_text(str(OPTIONAL_SCORE_DEFAULTS[name]), n_rows)
         elif name not in columns:
             default = OPTIONAL_SCORE_DEFAULTS[name]
             empty = pa.nulls(n_rows, field.type)
@@ -205,7 +228,13 @@ def conform_scores(
                 else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
             )
         elif name in _STRING_COLUMNS:
-            data[name] = _text_column(table[name], name, source=source, rows=rows)
+            column = table[name]
+            is_kept = keep_dictionaries and column.type == _KEY
+            data[name] = (
+                column
+                if is_kept and not column.null_count
+                else _text_column(column, name, source=source, rows=rows)
+            )
         elif name == "chat_template":
             data[name] = _bool_column(table[name], source=source, rows=rows)
         else:
@@ -329,7 +358,11 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
     except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
         names = []
     contract = set(_STRING_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
-    types = {name: pa.string() for name in names if name in contract}
+    types = {
+        name: _KEY if name in _STRING_COLUMNS else pa.string()
+        for name in names
+        if name in contract
+    }
     if (typed := _read_csv_numbers(data, types)) is not None:
         return typed
     try:
@@ -391,12 +424,103 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
+    if (typed := _read_jsonl_typed(data)) is not None:
+        return typed
     try:
         return pa_json.read_json(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
         _explain_jsonl(path, extra_columns=extra_columns)
         msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
         raise InputError(msg) from exc
+
+
+#: The types of the contract columns when a JSONL file is read with a schema.
+_JSONL_TYPES = {
+    **dict.fromkeys(_STRING_COLUMNS, pa.string()),
+    "chat_template": pa.bool_(),
+    **_CSV_NUMBERS,
+}
+
+
+def _read_jsonl_typed(data: bytes) -> pa.Table | None:
+    """The JSONL file read with its first line's columns typed, or None to infer them.
+
+    Arrow parses a typed column without inferring it; the table equals the one
+    inference gives (cast as :func:`conform_scores` casts it) when every row
+    holds the first line's columns and nothing else, each value parses as its
+    type (a text where a number goes fails the read), and each float column
+    reads as inference reads it (:func:`_reads_as_inferred`). Any other file:
+    None, and the inferring read decides, with its messages.
+    """
+    found = _NON_SPACE.search(data)
+    start = found.start() if found else 0
+    end = data.find(b"\n", start)
+    try:
+        first = json.loads(data[start : len(data) if end < 0 else end])
+    except (ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(first, dict)
+        or not first
+        or not set(first) <= _JSONL_TYPES.keys()
+    ):
+        return None
+    names = list(first)
+    schema = pa.schema([(name, _JSONL_TYPES[name]) for name in names])
+    try:
+        table = pa_json.read_json(
+            pa.BufferReader(data),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="infer"
+            ),
+        )
+    except (pa.ArrowException, OSError):
+        return None
+    if table.column_names != names:
+        return None
+    floats = [name for name in names if pa.types.is_floating(_JSONL_TYPES[name])]
+    if not all(_reads_as_inferred(table[name]) for name in floats):
+        return None
+    return table
+
+
+def _reads_as_inferred(column: pa.ChunkedArray) -> bool:
+    """Whether a float column read with a schema equals the inferring read's, cast to float64.
+
+    A column with a fraction was float64 to inference too; a column of whole
+    numbers may have been int64, which reads ``-0`` as 0 and refuses a whole
+    number from 2**53 on as a float: such a column is left to inference.
+    """
+    values = to_numpy(column, null=0.0)
+    if not bool((values == np.floor(values)).all()):
+        return True
+    is_negative_zero = (values == 0) & np.signbit(values)
+    return not bool(is_negative_zero.any() or (np.abs(values) >= 2.0**53).any())
+
+
+def _key_dictionaries(table: pa.Table) -> pa.Table:
+    """`table` with its text key columns as dictionaries, one dictionary and chunk each.
+
+    Arrow reads a file in blocks, and a dictionary column in blocks has a
+    dictionary per block; the engine encodes keys from a dictionary's entries
+    (not from every row) and writes the subtask table with dictionaries, so one
+    dictionary per column is looked up once. Other columns are left as read.
+    """
+    keys = [i for i, name in enumerate(table.column_names) if name in _STRING_COLUMNS]
+    for i in keys:
+        column = table.column(i)
+        if pa.types.is_string(column.type):
+            encoded = [chunk.dictionary_encode() for chunk in column.chunks]
+            table = table.set_column(
+                i, table.column_names[i], pa.chunked_array(encoded, _KEY)
+            )
+    table = table.unify_dictionaries()
+    for i in keys:
+        column = table.column(i)
+        if column.type == _KEY and column.num_chunks > 1:
+            one = pa.chunked_array([column.combine_chunks()])
+            table = table.set_column(i, table.column_names[i], one)
+    return table
 
 
 def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
@@ -500,6 +624,11 @@ def _text_column(
     value = column[position].as_py()
     msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {_shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
     raise SchemaMismatchError(msg)
+
+
+def _constant_text(value: str, n_rows: int) -> pa.Array:
+    """`n_rows` copies of `value` as a dictionary of one entry (no text per row)."""
+    return dictionary(np.zeros(n_rows, dtype=np.int32), strings([value]))
 
 
 def _bool_column(
