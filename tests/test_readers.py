@@ -11,7 +11,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lbnorm import InputError, SchemaMismatchError, load_suite, normalize_scores, run
+from lbnorm import (
+    InputError,
+    LbnormError,
+    SchemaMismatchError,
+    load_suite,
+    normalize_scores,
+    run,
+)
 from lbnorm.core.files import read_bytes
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import SCORES
@@ -296,3 +303,46 @@ def test_many_variants_with_one_score_each_grow_the_dense_store() -> None:
     assert board["rank"].tolist() == [*range(1, 91), *[91] * 10]
     assert board["average"].iloc[0] == pytest.approx(100.0)
     assert len(result.subtasks) == 100
+
+
+def test_jsonl_integer_score_past_2_53_is_judged_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A whole-number score column with a value past 2**53 reaches the range check."""
+    path = tmp_path / "scores.jsonl"
+    rows = [
+        {
+            "model": "a",
+            "benchmark": "IFEval",
+            "subtask": "prompt_level_strict",
+            "raw_score": 1,
+        },
+        {
+            "model": "b",
+            "benchmark": "IFEval",
+            "subtask": "prompt_level_strict",
+            "raw_score": 2**53 + 1,
+        },
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(
+        LbnormError, match=r"(?s)line 2 .*Hint: raw_score must be a fraction"
+    ):
+        run([path], suite="openllm-v2")
+
+
+def test_jsonl_n_samples_past_int64_is_named_too_large(tmp_path: Path) -> None:
+    path = tmp_path / "scores.jsonl"
+    row = {
+        "model": "a",
+        "benchmark": "IFEval",
+        "subtask": "prompt_level_strict",
+        "raw_score": 0.5,
+        "n_samples": 2**64 - 1,
+    }
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"line 1: n_samples is the number .*too large for a count.*\nHint: n_samples counts",
+    ):
+        run([path], suite="openllm-v2")

@@ -689,8 +689,9 @@ def _number_column(
         or pa.types.is_floating(type_)
         or pa.types.is_decimal(type_)
         or pa.types.is_null(type_)
-    ):
-        values = column.cast(pa.float64())
+    ):  # (unsafe: an integer past 2**53 rounds to the nearest double, as a JSON
+        # reader's float does; the range checks then judge the value)
+        values = column.cast(pa.float64(), safe=False)
     else:
         position = _first(column.is_valid())
         value = column[position].as_py()
@@ -712,7 +713,11 @@ def _number_column(
         position = int(np.flatnonzero(is_bad)[0])
         cell = column[position].as_py()  # a CSV cell's text, else the number
         shown = cell.strip() if isinstance(cell, str) else _shown(cell)
-        msg = f"{source}: {rows.where(position)}: n_samples is the number {shown}, not a whole number.\nHint: n_samples counts items: write a whole number, or leave it empty."
+        is_huge = bool(np.isfinite(found[position]) and found[position] % 1 == 0)
+        what = (
+            "too large for a count (2**63 or more)" if is_huge else "not a whole number"
+        )
+        msg = f"{source}: {rows.where(position)}: n_samples is the number {shown}, {what}.\nHint: n_samples counts items: write a whole number, or leave it empty."
         raise SchemaMismatchError(msg)
     values = pc.if_else(pc.is_nan(values), scalar(None, pa.float64()), values)
     return pc.cast(values, pa.int64()), None
