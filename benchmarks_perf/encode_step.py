@@ -8,7 +8,10 @@ per (source tree, layout) reads every row group as ``lbnorm run`` does
 :meth:`lbnorm.engines.encode.KeyEncoder.encode` over all of them with a fresh
 encoder, ``--repeats`` times, and prints the median; also the part of it spent
 cutting rows into variant runs and grouping them (``_group_rows``), the path
-shuffled rows take with runs of length 1. The trees' rounds are interleaved.
+shuffled rows take with runs of length 1; and the whole check-and-sum step of the
+streaming engine (``_Folder.fold`` over every row group: encoding, the checks and
+the sums, the summing thread drained), no reading or writing. The trees' rounds
+are interleaved.
 """
 
 from __future__ import annotations
@@ -56,7 +59,21 @@ for _ in range(repeats):
         encoder.encode(table)
     times.append(time.perf_counter() - start)
     groups.append(grouping[0])
+from lbnorm.core.options import RunOptions
+from lbnorm.engines import stream
+from lbnorm.readers.parquet import open_parquet_scores as _open
+
+batches = list(_open(path).batches())
+folds = []
+for _ in range(repeats):  # the whole check-and-sum step: encode, checks, sums
+    folder = stream._Folder(suite, unknown="error", rows=rows, options=RunOptions())
+    start = time.perf_counter()
+    for batch in batches:
+        folder.fold(batch)
+    folder._store._behind.close()  # (the summing thread drained)
+    folds.append(time.perf_counter() - start)
 print(json.dumps({"seconds": statistics.median(times), "grouping": statistics.median(groups),
+                  "fold": statistics.median(folds),
                   "rows": rows, "row_groups": len(tables), "variants": encoder.n_variants}))
 """
 
@@ -100,10 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     names = list(trees)
     print(
         "| layout | row groups | "
-        + " | ".join(f"{n} encode | {n} of it grouping" for n in names)
+        + " | ".join(
+            f"{n} encode | {n} of it grouping | {n} check and sum (encode included)"
+            for n in names
+        )
         + " |"
     )
-    print("|---|---:|" + "---:|---:|" * len(names))
+    print("|---|---:|" + "---:|---:|---:|" * len(names))
     for layout in PARQUET_LAYOUTS:
         cells = [layout, str(found[(layout, names[0])][0]["row_groups"])]
         for name in names:
@@ -111,9 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(
                 f"{1000 * statistics.median(r['seconds'] for r in runs):.0f} ms"
             )
-            cells.append(
-                f"{1000 * statistics.median(r['grouping'] for r in runs):.0f} ms"
-            )
+            for key in ("grouping", "fold"):
+                cells.append(f"{1000 * statistics.median(r[key] for r in runs):.0f} ms")
         print("| " + " | ".join(cells) + " |")
     return 0
 
