@@ -346,3 +346,29 @@ def test_jsonl_n_samples_past_int64_is_named_too_large(tmp_path: Path) -> None:
         match=r"line 1: n_samples is the number .*too large for a count.*\nHint: n_samples counts",
     ):
         run([path], suite="openllm-v2")
+
+
+def test_text_table_hash_is_of_the_bytes_read(tmp_path: Path) -> None:
+    """A CSV or JSONL table is hashed from the bytes parsed (not read a second time)."""
+    import hashlib
+
+    from lbnorm.readers.tables import read_score_file
+
+    csv_path = tmp_path / "scores.csv"
+    csv_path.write_text(
+        "model,benchmark,subtask,raw_score\na,IFEval,prompt_level_strict,0.5\n"
+    )
+    jsonl_path = tmp_path / "scores.jsonl"
+    jsonl_path.write_text(
+        '{"model": "a", "benchmark": "IFEval", "subtask": "prompt_level_strict", "raw_score": 0.5}\n'
+    )
+    for path in (csv_path, jsonl_path):
+        batch, sha256 = read_score_file(path)
+        assert sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert batch.table.num_rows == 1
+    read = read_inputs(
+        [csv_path, jsonl_path], suite=load_suite("openllm-v2"), options=RunOptions()
+    )
+    assert read.catalog.column("sha256").to_pylist() == [
+        hashlib.sha256(path.read_bytes()).hexdigest() for path in (csv_path, jsonl_path)
+    ]

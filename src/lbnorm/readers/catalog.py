@@ -56,7 +56,7 @@ from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.schemas import INPUT_FILES, KEY_COLUMNS, Batch
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
 from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table
-from lbnorm.readers.tables import read_score_table
+from lbnorm.readers.tables import read_score_file
 from lbnorm.suites import Suite
 
 if TYPE_CHECKING:
@@ -232,21 +232,27 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
 
 
 class _Hashes:
-    """The score tables' sha256s, found on every core while the tables are opened.
+    """The Parquet tables' sha256s, found on every core while the tables are opened.
 
     hashlib releases the GIL, so the parts hash side by side on every core
     before the pass starts; a table's hash is asked
     for in input order, so its errors come where a serial read raised them.
+    A CSV or JSONL table is hashed as it is read (:func:`read_score_file`).
     """
 
     def __init__(self, paths: Sequence[Path]) -> None:
-        workers = min(len(paths), available_cores())
+        parquet = [
+            index
+            for index, path in enumerate(paths)
+            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
+        ]
+        workers = min(len(parquet), available_cores())
         self._pool = Threads(workers, "hash") if workers > 1 else None
         self._paths = paths
         self._futures = (
-            [self._pool.submit(sha256_file, path) for path in paths]
+            {index: self._pool.submit(sha256_file, paths[index]) for index in parquet}
             if self._pool is not None
-            else []
+            else {}
         )
 
     def __enter__(self) -> _Hashes:
@@ -277,15 +283,16 @@ def _read_table(
         )
         streamed.append(opened)
         rows = opened.num_rows
-    else:
-        batch = read_score_table(path, extra_columns=options.extra_columns)
+        sha256 = digest()
+    else:  # (hashed as it is read: no second read of the file)
+        batch, sha256 = read_score_file(path, extra_columns=options.extra_columns)
         eager.append(batch)
         rows = batch.table.num_rows
     return catalog_table(
         {
             "path": [str(path)],
             "format": [TABLE_SUFFIXES[path.suffix.lower()]],
-            "sha256": [digest()],
+            "sha256": [sha256],
             "bytes": [path.stat().st_size],
             "rows": [rows],
         }

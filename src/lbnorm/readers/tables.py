@@ -26,6 +26,7 @@ as dictionaries, one per column, as the engine and the subtask table take them.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 import reprlib
@@ -41,6 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
+from lbnorm._runtime import beside
 from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import TABLE_SUFFIXES, json_lines, read_bytes
@@ -60,6 +62,7 @@ __all__ = [
     "RowNumbers",
     "check_columns",
     "conform_scores",
+    "read_score_file",
     "read_score_table",
     "scores_from_frame",
 ]
@@ -117,7 +120,18 @@ class RowNumbers:
 
 
 def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Batch:
+    """Read one long-format CSV or JSONL table (see :func:`read_score_file`)."""
+    return read_score_file(path, extra_columns=extra_columns)[0]
+
+
+def read_score_file(
+    path: Path, *, extra_columns: ExtraColumns = "error"
+) -> tuple[Batch, str]:
     """Read one long-format CSV or JSONL table into the :data:`SCORES` contract.
+
+    The bytes read are hashed on a second thread while they are parsed: the
+    sha256 is of exactly the bytes the table came from (the catalog's
+    provenance), and the file is read once.
 
     Args:
         path: A ``.csv`` or ``.jsonl``/``.ndjson`` file.
@@ -128,6 +142,7 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
         extra columns, ``_raw_score_text`` when a score cell is not a finite
         number, and, when rows are not on consecutive lines, ``_row`` (each
         row's line number, as text); else ``first_row`` is the first row's line.
+        And the hex sha256 of the bytes read.
 
     Raises:
         InputError: The file is unreadable, empty, not UTF-8, or not of its format.
@@ -140,6 +155,8 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
         msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {sorted(TABLE_SUFFIXES)} or a results_*.json file."
         raise InputError(msg)
     data = read_bytes(path)
+    # hashed beside the parse (hashlib releases the GIL): of exactly these bytes
+    sha256 = beside(lambda: hashlib.sha256(data).hexdigest())
     if not data:
         msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
         raise InputError(msg)
@@ -165,7 +182,7 @@ def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Ba
         scores = scores.append_column(
             "_row", pc.cast(numbers(rows.lines, pa.int64()), pa.string())
         )
-    return Batch(table=scores, source=str(path), first_row=rows.first)
+    return Batch(table=scores, source=str(path), first_row=rows.first), sha256.result()
 
 
 def conform_scores(
