@@ -2,7 +2,8 @@
 
 FastChat's ``compute_bt`` (``rating_systems.py``) minimises the count-weighted log
 loss of the distinct ``(a, b, outcome)`` cells with scipy's L-BFGS-B from zeros,
-``maxiter=100``, ``gtol=1e-6``; re-implemented here from that description. lbnorm
+``maxiter=100``, ``gtol=1e-6``; the tests' re-implementation of that description
+(``tests/test_ratings.py``'s ``fastchat_bt``, the oracle they check against) is used. lbnorm
 solves the same likelihood by Newton's method to ``1e-8`` rating points. Printed:
 per case, the largest gap in rating points between the two fits.
 
@@ -11,48 +12,18 @@ per case, the largest gap in rating points between the two fits.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
-from scipy.optimize import minimize
-from scipy.special import expit
 
 from lbnorm.ratings import RatingOptions, compute_ratings, read_battles
 from lbnorm.ratings.battles import Battles
 
-FloatArray = npt.NDArray[np.float64]
-FIXTURE = Path(__file__).parent.parent / "tests" / "fixtures" / "battles"
-
-
-def reference_bt(battles: Battles) -> FloatArray:
-    """L-BFGS-B on the distinct cells, weights = counts, ties y = 1/2, from zeros."""
-    k = len(battles.models)
-    cells = np.stack([battles.model_a, battles.model_b, battles.outcome], axis=1)
-    unique, weights = np.unique(cells, axis=0, return_counts=True)
-    a, b = unique[:, 0], unique[:, 1]
-    y = unique[:, 2] / 2.0
-    alpha = math.log(10.0)
-
-    def loss_and_grad(theta: FloatArray) -> tuple[float, FloatArray]:
-        p = expit(alpha * (theta[a] - theta[b]))
-        loss = -((np.log(p) * y + np.log(1.0 - p) * (1.0 - y)) * weights).sum()
-        r = -alpha * weights * (y - p)
-        grad = np.zeros(k)
-        np.add.at(grad, a, r)
-        np.add.at(grad, b, -r)
-        return float(loss), grad
-
-    result = minimize(
-        loss_and_grad,
-        np.zeros(k),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 100, "gtol": 1e-6},
-    )
-    return np.asarray(400.0 * result.x + 1000.0)
+TESTS = Path(__file__).parent.parent / "tests"
+FIXTURE = TESTS / "fixtures" / "battles"
+sys.path.insert(0, str(TESTS))  # the tests' FastChat oracle (needs the dev extra)
+from test_ratings import fastchat_bt  # noqa: E402
 
 
 def synthetic(k: int, n: int, seed: int, spread: float) -> Battles:
@@ -91,7 +62,7 @@ def main() -> None:
         cases.append((f"synthetic {k} models, {n} battles", synthetic(k, n, 0, spread)))
     for name, battles in cases:
         ours = compute_ratings(battles, RatingOptions()).rating
-        gap = np.abs(reference_bt(battles) - ours).max()
+        gap = np.abs(fastchat_bt(battles) - ours).max()
         sys.stdout.write(f"{name}: max |compute_bt - optimum| = {gap:.3f} points\n")
 
 

@@ -79,6 +79,7 @@ def make_layouts(source: Path, folder: Path) -> None:
     import pyarrow as pa
     import pyarrow.csv as csv
     import pyarrow.parquet as pq
+    from generate import write_categorical  # (pyarrow and numpy: child only)
 
     folder.mkdir(parents=True, exist_ok=True)
     table = pq.read_table(source)  # plain strings (the file stores no Arrow schema)
@@ -94,15 +95,8 @@ def make_layouts(source: Path, folder: Path) -> None:
         temporary.replace(path)
 
     write("grouped", lambda p: pq.write_table(table, p, row_group_size=1_000_000))
-    categorical = table.to_pandas().astype({"model": "category"})
     for name, rows in (("categorical-1M", 1_000_000), ("categorical-250k", 250_000)):
-        write(
-            name,
-            lambda p, rows=rows, frame=categorical: frame.to_parquet(
-                p, row_group_size=rows, engine="pyarrow"
-            ),
-        )
-    del categorical  # (memory: the frame is not needed further)
+        write(name, lambda p, rows=rows: write_categorical(source, p, rows))
     order = np.random.default_rng(SEED).permutation(n)
     write(
         "shuffled",

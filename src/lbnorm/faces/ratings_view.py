@@ -13,11 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from lbnorm.core.errors import OptionsError
-from lbnorm.faces.show import Filter
+from lbnorm.faces.show import Filter, passing
 from lbnorm.faces.terminal import folder_label, format_table, printable
 
 if TYPE_CHECKING:
@@ -79,10 +78,7 @@ def select_ratings(
     conditions = list(filters)
     if model is not None:
         conditions.append(Filter(column="model", operator="~", value=model))
-    keep = np.ones(len(ratings), dtype=bool)
-    for condition in conditions:
-        keep &= condition.mask(ratings).to_numpy(dtype=bool)
-    selected = ratings.loc[keep]
+    selected = ratings.loc[passing(ratings, conditions)]
     if top is not None:
         selected = selected.head(top)
     return selected.reset_index(drop=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.core.errors import OptionsError, WhereSyntaxError
@@ -37,6 +38,7 @@ __all__ = [
     "format_comparison",
     "format_leaderboard",
     "match_benchmark",
+    "passing",
     "select_leaderboard",
 ]
 
@@ -135,6 +137,18 @@ class Filter:
         return column.astype("str"), self.value
 
 
+def passing(frame: pd.DataFrame, conditions: Sequence[Filter]) -> npt.NDArray[np.bool_]:
+    """Which rows of `frame` meet every condition (all rows when there is none).
+
+    Raises:
+        OptionsError: A condition does not fit the frame.
+    """
+    keep = np.ones(len(frame), dtype=bool)
+    for condition in conditions:  # (a few conditions, each vectorized)
+        keep &= condition.mask(frame).to_numpy(dtype=bool)
+    return keep
+
+
 def select_leaderboard(
     leaderboard: pd.DataFrame,
     *,
@@ -172,10 +186,7 @@ def select_leaderboard(
         conditions.append(Filter(column="model", operator="~", value=model))
     if precision is not None:
         conditions.append(Filter(column="precision", operator="=", value=precision))
-    keep = np.ones(len(leaderboard), dtype=bool)
-    for condition in conditions:
-        keep &= condition.mask(leaderboard).to_numpy(dtype=bool)
-    selected = leaderboard.loc[keep]
+    selected = leaderboard.loc[passing(leaderboard, conditions)]
     if benchmark is not None:
         name = match_benchmark(
             benchmark, benchmark_columns(leaderboard.columns), error=OptionsError
