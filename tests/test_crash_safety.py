@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,6 +400,9 @@ def test_a_run_killed_between_the_two_renames_is_repaired(
     shutil.copytree(reference.folder / "old", out)
     out.rename(tmp_path / ".out.old-0123456789ab")  # the state between the two renames
     (tmp_path / ".out.tmp-0123456789ab").mkdir()
+    (tmp_path / ".out.tmp-0123456789ab" / ".lbnorm-staging").write_bytes(
+        b""
+    )  # its mark
     (tmp_path / ".out.tmp-0123456789ab" / "subtasks.parquet").write_bytes(b"PAR1 half")
     process = subprocess.run(
         _command(reference.new_inputs, out),
@@ -593,14 +596,15 @@ def test_disk_full_is_a_clear_error(
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(reference.folder / "old", out)
-    write_table: Callable[..., None] = pq.write_table
+    from lbnorm.output import transaction
 
-    def write_half_then_fail(table: Any, where: Any, **options: Any) -> None:
-        write_table(table, where, **options)
-        Path(where).write_bytes(Path(where).read_bytes()[:100])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    write = transaction._Hashed.write  # where every table's bytes go to the disk
 
-    monkeypatch.setattr(pq, "write_table", write_half_then_fail)
+    def write_half_then_fail(sink: Any, data: Any) -> int:
+        write(sink, memoryview(data).cast("B")[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transaction._Hashed, "write", write_half_then_fail)
     assert (
         main(["run", *map(str, reference.new_inputs), "--out", str(out), "--quiet"])
         == 6

@@ -28,12 +28,7 @@ from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.engines.result import Result
-from lbnorm.output.outdir import (
-    check_output,
-    has_table,
-    output_suite,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 
 __all__ = [
     "Diff",
@@ -486,13 +481,13 @@ def _nullable(
 
 
 def read_snapshot(
-    out: str | Path, *, intervals: bool = True, columns: Sequence[str] = ()
+    out: Output | str | Path, *, intervals: bool = True, columns: Sequence[str] = ()
 ) -> Snapshot:
     """Read an output directory as one side of a diff.
 
     Rank intervals come from its ``intervals.parquet`` if there is one, else are
     computed from the subtasks' stderr when the suite can still be loaded
-    unchanged (see :func:`output_suite`).
+    unchanged (see :meth:`Output.suite`).
 
     Args:
         out: The output directory.
@@ -505,18 +500,18 @@ def read_snapshot(
     Raises:
         InputError: Not an output directory, or unreadable.
     """
-    folder = check_output(out)
-    leaderboard = read_output_table(folder, "leaderboard")
-    if not has_table(folder, "subtasks"):  # written with --no-subtasks
-        suite, _ = output_suite(folder)
+    folder = Output.open(out, "leaderboard")
+    leaderboard = folder.frame("leaderboard")
+    if not folder.has("subtasks"):  # written with --no-subtasks
+        suite, _ = folder.suite()
         return Snapshot(
             leaderboard=leaderboard,
             benchmarks=benchmark_columns(leaderboard.columns),
             bounds=None
             if suite is None
             else suite.subtask_table()[["benchmark", "subtask", "lower_bound"]],
-            intervals=pd.read_parquet(folder / "intervals.parquet")
-            if intervals and (folder / "intervals.parquet").is_file()
+            intervals=folder.frame("intervals")
+            if intervals and folder.has("intervals")
             else None,
             label=str(out),
         )
@@ -530,14 +525,12 @@ def read_snapshot(
     ]
     if intervals:
         wanted += ["raw_score", "stderr", "n_samples"]
-    subtasks = read_output_table(
-        folder, "subtasks", columns=list(dict.fromkeys(wanted))
-    )
+    subtasks = folder.frame("subtasks", columns=list(dict.fromkeys(wanted)))
     table = None
-    if intervals and (folder / "intervals.parquet").is_file():
-        table = pd.read_parquet(folder / "intervals.parquet")
+    if intervals and folder.has("intervals"):
+        table = folder.frame("intervals")
     elif intervals and len(subtasks):
-        suite, missing = output_suite(folder)
+        suite, missing = folder.suite()
         if suite is not None:
             table = estimate_uncertainty(
                 subtasks, leaderboard, suite, missing=missing

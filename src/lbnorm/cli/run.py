@@ -76,7 +76,7 @@ def register(
     _add_engine_options(run)
     _add_metadata_options(run)
     _add_nightly_options(run)
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, writes=("out", "report"))
 
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:

@@ -79,14 +79,10 @@ from lbnorm.core.arrow import (
     to_numpy,
 )
 from lbnorm.core.errors import OptionsError, OutputError
-from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
+from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.transaction import (
-    exclusive_lock,
-    write_bytes_atomically,
-    write_parquet_atomically,
-)
+from lbnorm.output.transaction import exclusive_lock, write_file
 from lbnorm.readers import harness
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
@@ -877,10 +873,10 @@ def _store(
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
-            write_parquet_atomically(path, table.combine_chunks())
-            meta[name] = {"file": path.name, "sha256": sha256_file(path)}
+            digest = write_file(path, table.combine_chunks())  # hashed as written
+            meta[name] = {"file": path.name, "sha256": digest}
         text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-        write_bytes_atomically(cache / _META, text.encode())
+        write_file(cache / _META, text.encode())
     except OutputError as exc:  # the writer's message speaks of --out
         for name in ("entries", "rows"):
             (cache / f"{name}-{token}.parquet").unlink(missing_ok=True)
