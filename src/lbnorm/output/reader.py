@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm.core.errors import InputError, LbnormError
+from lbnorm.core.errors import InputError
 from lbnorm.core.files import sha256_of
 from lbnorm.core.manifest import INPUTS_TABLE, MANIFEST, OutputKind, manifest_kind
 from lbnorm.core.options import MissingPolicy
@@ -38,7 +38,7 @@ from lbnorm.core.schemas import (
     leaderboard_schema,
 )
 from lbnorm.output.transaction import open_plain, read_manifest
-from lbnorm.suites import Suite, load_suite, parse_suite
+from lbnorm.suites import Suite, recorded_suite
 
 if TYPE_CHECKING:
     import pandas as pd  # only a caller's frames: loaded when one is asked for
@@ -283,13 +283,12 @@ class Output:
             for key in ("suite", "options", "environment")
         )
         missing = cast("MissingPolicy", str(options.get("missing", "exclude")))
-        source = str(info.get("source", ""))
         cwd = environment.get("cwd")
-        suite = _recorded_suite(info, source, cwd if isinstance(cwd, str) else None)
+        suite = recorded_suite(info, cwd=cwd if isinstance(cwd, str) else None)
         if suite is None and str(self.path) not in _noted:
             _noted.add(str(self.path))
             print(
-                f"lbnorm: note: {self.path}: its suite {source!r} is gone or changed; no "
+                f"lbnorm: note: {self.path}: its suite {str(info.get('source', ''))!r} is gone or changed; no "
                 "rank intervals or stderr-aware floors for this output.",
                 file=sys.stderr,
             )
@@ -527,30 +526,3 @@ def _kind(kind: pa.DataType) -> str:
 def _names(names: list[str]) -> str:
     shown = ", ".join(names[:_SHOWN])
     return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
-
-
-def _recorded_suite(info: dict[str, Any], source: str, cwd: str | None) -> Suite | None:
-    """The suite a manifest records, from the first place holding its hash (None: none)."""
-    if not source:
-        return None
-    if source.startswith("builtin:"):
-        candidates: list[str] = [source.removeprefix("builtin:")]
-    else:
-        places = [source, info.get("resolved"), cwd and str(Path(cwd) / source)]
-        candidates = [place for place in places if isinstance(place, str) and place]
-    for candidate in dict.fromkeys(candidates):
-        try:
-            suite = load_suite(candidate)
-        except LbnormError:
-            continue
-        if suite.sha256 == info.get("sha256"):
-            return suite
-    text = info.get("text")
-    if isinstance(text, str):  # the file moved or changed: the text it had
-        try:
-            suite = parse_suite(text.encode("utf-8"), source=source)
-        except LbnormError:
-            return None
-        if suite.sha256 == info.get("sha256"):
-            return suite
-    return None

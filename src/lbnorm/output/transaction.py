@@ -9,8 +9,8 @@ swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames
 which the next run repairs), so a reader sees the previous output or the new
 one, never a mix. A single file (a report, an export, the parse cache's entries)
 is written to a temporary sibling and renamed over its target once
-(:func:`write_file`); a file a transaction stages beside its folder (a run
-report) is renamed right after the swap.
+(:func:`write_file`); a file staged with a transaction (a run report) is renamed
+right after its swap.
 
 What lbnorm replaces or removes, and what it leaves alone:
 
@@ -20,9 +20,9 @@ What lbnorm replaces or removes, and what it leaves alone:
   is refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is.
 * Only its own leftovers: a staging name that nobody holds and that carries the
   mark, or holds exactly an lbnorm output (what a swap set aside), or nothing.
-* One writer per output, always refused at once: a second command claiming an
-  output whose staging folder a live command holds fails (exit 6). The parent
-  folder is locked only for the instants of a claim and a swap.
+* One writer per output, refused at once: a command claiming an output whose
+  staging folder a live command holds fails (exit 6). The parent folder is
+  locked only for the instants of a claim and a swap.
 
 Imports only :mod:`lbnorm.core` and :mod:`lbnorm._runtime`: the parse cache (a
 reader) writes through it too.
@@ -76,7 +76,6 @@ __all__ = [
     "check_output_kind",
     "check_own_file",
     "check_target",
-    "exclusive_lock",
     "open_plain",
     "output_holding",
     "read_manifest",
@@ -92,24 +91,23 @@ MANIFEST_LIMIT = 256 * 2**20
 STAGING_MARK = ".lbnorm-staging"
 #: Bytes a recognizer sees of a file's start and end (a Parquet footer fits).
 _HEAD, _TAIL = 4096, 64 * 1024
-#: Characters a staging name adds to its tag: ``.<tag>.tmp-<12 hex digits>``.
-_STAGING_EXTRA = len("..tmp-") + 12
 _SHOWN = 5
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
-#: Where an open file can be named again (O_TMPFILE files are linked through it).
+#: Where an open file can be named (an ``O_TMPFILE`` file is linked through it).
 _PROC_FD = Path("/proc/self/fd")
-#: Serializes the "table-written" fault point (tables are synced on several threads).
+#: Serializes the "table-written" fault point (tables finish on several threads).
 _FAULT_LOCK = threading.Lock()
+#: Errors of link(2) that mean "copy instead".
+_NO_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP})
 #: The outputs and files this process has put in place, oldest first.
 _replaced: list[Path] = []
 
 
 def replaced_outputs() -> tuple[Path, ...]:
-    """The outputs and files this process has put in place so far, oldest first.
-
-    An interrupted command reads it to say truly whether its new output is in
-    place or the previous one is unchanged.
-    """
+    """What this process has put in place so far: an interrupted command says it truly."""
     return tuple(_replaced)
 
 
@@ -120,11 +118,10 @@ def open_plain(folder: int, name: str) -> int:
     """A descriptor reading `name` in `folder` (a descriptor): no link followed, no wait.
 
     Raises:
-        OSError: Missing (``FileNotFoundError``), a link (``ELOOP``), not a
-            regular file (``EINVAL``: a FIFO or a device is never read), unreadable.
+        OSError: Missing, a link (``ELOOP``), not a regular file (``EINVAL``: a
+            FIFO or a device is never read), or unreadable.
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    descriptor = os.open(name, flags, dir_fd=folder)
+    descriptor = os.open(name, _READ, dir_fd=folder)
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         raise OSError(errno.EINVAL, "not a regular file", name)
@@ -136,9 +133,8 @@ def read_manifest(
 ) -> tuple[dict[str, Any] | None, str]:
     """The manifest in `folder` (a descriptor) if lbnorm wrote it, else None and why not.
 
-    Read once through the descriptor, at most :data:`MANIFEST_LIMIT` bytes;
-    without `whole`, only the keys the checks read (a large one is skimmed).
-    The reason follows "its manifest.json": ``is missing``, ``is not JSON``...
+    Read once, at most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the
+    keys the checks read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
         data = _manifest_data(folder)
@@ -166,8 +162,8 @@ def _manifest_data(folder: int) -> bytes | None:
 
 @contextlib.contextmanager
 def _opened(folder: Path) -> Iterator[int]:
-    """A descriptor of the folder itself (links to it followed)."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A descriptor of the folder itself (a link to it followed)."""
+    descriptor = os.open(folder, _FOLDER)
     try:
         yield descriptor
     finally:
@@ -191,26 +187,23 @@ def _names_lbnorm(folder: Path) -> bool:
 def check_output_kind(out: Path, kind: OutputKind | str) -> None:
     """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
 
-    A folder without a readable lbnorm manifest is left to :func:`check_target`.
-
     Raises:
         OutputError: `out` holds an lbnorm output of another kind.
     """
     try:
         with _opened(Path(out)) as descriptor:
             manifest, _ = read_manifest(descriptor, whole=False)
-    except (
-        OSError
-    ):  # none there, or a name too long: the target checks say what is wrong
+    except OSError:  # none there: the target checks say what else is wrong
         return
-    if manifest is None or (existing := manifest_kind(manifest)) == kind:
+    if manifest is None or (held := manifest_kind(manifest)) == kind:
         return
-    makers = {"leaderboard": "lbnorm run", "ratings": "lbnorm arena"}
+    maker = {"leaderboard": "run", "ratings": "arena"}.get(
+        held, "diff, impact or health"
+    )
     msg = (
-        f"{out}: holds {_a(existing)} output (written by "
-        f"`{makers.get(existing, 'lbnorm diff, impact or health')}`); "
-        f"{_a(kind)} output will not replace it.\n"
-        "Hint: choose another --out, or remove the directory first if it is no longer needed."
+        f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
+        "output will not replace it.\nHint: choose another --out, or remove the "
+        "directory first if it is no longer needed."
     )
     raise OutputError(msg)
 
@@ -237,10 +230,9 @@ def resolve_target(out: Path) -> Path:
             "Hint: create the folder it points to, or choose another --out."
         )
         raise OutputError(msg) from exc
-    except RuntimeError as exc:  # a loop of links (Python < 3.13)
-        raise output_error(out, OSError(errno.ELOOP, str(exc))) from exc
-    except OSError as exc:
-        raise output_error(out, exc) from exc
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop (Python < 3.13)
+        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
+        raise output_error(out, error) from exc
     if not target.is_dir():
         msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
         raise OutputError(msg)
@@ -269,9 +261,9 @@ def _check_name_length(out: Path, path: Path, *, what: str = "--out name") -> No
         raise OutputError(msg)
 
 
-def _sibling_tag(path: Path) -> str:
-    """The part of a staging name that names its output: the name, or a hash of a long one."""
-    if len(os.fsencode(path.name)) + _STAGING_EXTRA <= _name_max(path.parent):
+def _tag(path: Path) -> str:
+    """What a sibling's name says of `path`'s: the name, or a hash of one too long."""
+    if len(os.fsencode(path.name)) + len("..tmp-") + 12 <= _name_max(path.parent):
         return path.name
     return "lbnorm-" + hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]
 
@@ -279,10 +271,9 @@ def _sibling_tag(path: Path) -> str:
 def check_target(out: Path) -> None:
     """Refuse `out` now, before a command's work, if the transaction would refuse it.
 
-    The rule of the swap: absent, empty, or wholly an lbnorm output; not read-only.
-
     Raises:
-        OutputError: `out` is not a folder lbnorm may write.
+        OutputError: `out` is not absent, empty or wholly an lbnorm output, or
+            it is read-only.
     """
     _check_target(out, resolve_target(out))
 
@@ -351,8 +342,7 @@ def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
 def _listing(folder: Path, names: list[str]) -> str:
     """Up to five names, folders marked with a slash."""
     shown = [
-        name
-        + ("/" if (folder / name).is_dir() and not (folder / name).is_symlink() else "")
+        name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
         for name in names[:_SHOWN]
     ]
     more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
@@ -362,9 +352,8 @@ def _listing(folder: Path, names: list[str]) -> str:
 def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
     """The lbnorm output folder a file at `path` would land in (None: none).
 
-    A folder counts when it is one of `outs` (the outputs a command reads or
-    writes, which may not exist yet) or holds a ``manifest.json`` whose ``tool``
-    is lbnorm. Symbolic links are resolved, and every enclosing folder is checked.
+    A folder counts when it is one of `outs` (which may not exist yet) or holds
+    a ``manifest.json`` whose ``tool`` is lbnorm; links are resolved.
     """
     parent = Path(path).resolve().parent
     named = {Path(out).resolve() for out in outs}
@@ -379,11 +368,8 @@ def check_not_in_output(
 ) -> None:
     """Refuse a file (a report, a summary) pointed inside an lbnorm output folder.
 
-    A file added inside would change the output, and the next run to it would
-    refuse the folder (it deletes nothing it did not write).
-
     Raises:
-        OptionsError: `path` is inside an lbnorm output folder (or one of `outs`).
+        OptionsError: It would change that output, and the next run would refuse it.
     """
     folder = output_holding(path, outs)
     if folder is not None:
@@ -396,39 +382,33 @@ def check_not_in_output(
 
 
 def check_own_file(path: Path | str, *, option: str, is_ours: Recognizer) -> None:
-    """Refuse to replace an existing file lbnorm did not write (a report, a summary, an export).
+    """Refuse to replace an existing file lbnorm did not write (a report, an export).
 
     Raises:
         OutputError: `path` exists and is not a regular file, or `is_ours` does
             not recognize it; it is left as it is.
     """
-    try:
-        ends = _file_ends(Path(path))
+    try:  # (a FIFO: no wait)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            ends = _ends(descriptor)
+        finally:
+            os.close(descriptor)
+    except FileNotFoundError:
+        return
     except OSError as exc:  # a folder, a FIFO, unreadable: not one of lbnorm's files
         msg = (
             f"{option} {path}: exists and is not a file lbnorm wrote "
             f"({exc.strerror or exc}).\nHint: choose another file name."
         )
         raise OutputError(msg) from exc
-    if ends is not None and not is_ours(*ends):
+    if not is_ours(*ends):
         msg = (
             f"{option} {path}: exists and was not written by lbnorm; lbnorm replaces "
             "only its own files.\nHint: choose another file name, or move that file "
             "away first."
         )
         raise OutputError(msg)
-
-
-def _file_ends(path: Path) -> tuple[bytes, bytes] | None:
-    """A regular file's first and last bytes (None: no such file)."""
-    try:  # (a FIFO: no wait)
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        return _ends(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _ends(descriptor: int) -> tuple[bytes, bytes]:
@@ -446,22 +426,22 @@ def _ends(descriptor: int) -> tuple[bytes, bytes]:
 _FEW_VALUES = ("lower_bound", "n_samples")
 #: High-cardinality text columns written without min/max statistics.
 _NO_STATISTICS = frozenset({"model", "revision"})
-#: Values encoded per call inside the Parquet writer (pyarrow's default: 1,024);
-#: larger batches encode faster, and the bytes written are the same.
+#: Values encoded per call in the Parquet writer (pyarrow's default: 1,024):
+#: faster, and the bytes written are the same.
 _WRITE_BATCH_ROWS = 65_536
 
 
 def _parquet_settings(
     schema: pa.Schema, name: str, *, is_tuned: bool, plain: tuple[str, ...]
 ) -> dict[str, Any]:
-    """How a table is written: lbnorm's own tables tuned, added tables with pyarrow's defaults.
+    """How a table is written: lbnorm's own tables tuned, added ones with pyarrow's defaults.
 
     Tuned: min/max statistics only where a reader can skip row groups by them
-    (names with a few values; not model names, shas or float scores, which cost
-    a third of the write); float scores byte-stream split (as small as plain on
-    k/n fractions, compressed in two thirds of the time); dictionary pages for
-    dictionary-typed text and the few-valued columns, none for text unique per
-    row (the leaderboard's keys, and the columns in `plain`).
+    (few-valued names; those of model names, shas and float scores prune
+    nothing and cost a third of the write); float scores byte-stream split (as
+    small as plain on k/n fractions, compressed in two thirds of the time);
+    dictionary pages for dictionary-typed text and the few-valued columns, none
+    for text unique per row (the leaderboard's keys, the columns in `plain`).
     """
     if not is_tuned:
         return {"compression": "zstd"}
@@ -470,19 +450,16 @@ def _parquet_settings(
     else:
         dictionary = [f.name for f in schema if pa.types.is_dictionary(f.type)]
         dictionary += [n for n in _FEW_VALUES if n in schema.names]
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
     return {
         "compression": "zstd",
         "write_batch_size": _WRITE_BATCH_ROWS,
         "write_statistics": [
-            f.name
-            for f in schema
-            if f.name not in _NO_STATISTICS and not pa.types.is_floating(f.type)
+            n for n in schema.names if n not in _NO_STATISTICS and n not in floats
         ],
         "use_dictionary": [n for n in dictionary if n not in plain],
         "column_encoding": {
-            f.name: "BYTE_STREAM_SPLIT"
-            for f in schema
-            if pa.types.is_floating(f.type) and f.name not in _FEW_VALUES
+            n: "BYTE_STREAM_SPLIT" for n in floats if n not in _FEW_VALUES
         },
     }
 
@@ -510,10 +487,10 @@ class _Hashed:
         return self.size
 
     def flush(self) -> None:
-        """Nothing to flush: every write went to the descriptor."""
+        """Every write went to the descriptor already."""
 
     def close(self) -> None:
-        """Left to the owner of the descriptor."""
+        """The descriptor stays its owner's."""
 
 
 class TableFile:
@@ -550,7 +527,7 @@ class TableFile:
         self.n_rows += part.num_rows
 
     def close(self) -> dict[str, Any]:
-        """Finish and sync the file; its rows, columns, size and sha256 for the manifest."""
+        """Finish and sync the file; its rows, columns, size and sha256."""
         self._writer.close()
         os.fsync(self._descriptor)
         return {
@@ -561,7 +538,7 @@ class TableFile:
         }
 
     def abandon(self) -> None:
-        """Stop writing (the file is removed with its staging folder or temporary)."""
+        """Stop writing (the file goes with its staging folder or temporary)."""
         with contextlib.suppress(Exception):  # (a writer that failed may fail to close)
             self._writer.close()
 
@@ -572,11 +549,10 @@ class TableFile:
 class Transaction:
     """One command's write of one output folder: claim it, stage its files, commit once.
 
-    Use it as a context manager: entering claims `out` (refused at once if
-    another command holds it, or if it holds files lbnorm did not write);
-    leaving without :meth:`commit` removes everything staged, and after the
-    commit removes the previous output. Ctrl-C and SIGTERM inside set the
-    cancellation flag; the transaction acts on it before its swap.
+    Entering claims `out` (refused at once if another command holds it, or if
+    it holds files lbnorm did not write); leaving without :meth:`commit`
+    removes everything staged, and after the commit the previous output. Ctrl-C
+    and SIGTERM inside set the cancellation flag, acted on before the swap.
 
     Args:
         out: The output folder (a symbolic link to a folder is written through).
@@ -587,30 +563,53 @@ class Transaction:
     def __init__(self, out: str | Path, *, kind: OutputKind | None) -> None:
         self.out = Path.cwd() / out  # absolute, links kept as given
         self.kind = kind
-        #: What each staged file's manifest entry says (rows, columns, bytes, sha256).
+        #: Each staged file's manifest entry (rows, columns, bytes, sha256).
         self.outputs: dict[str, dict[str, Any]] = {}
         #: The manifest so far; :meth:`commit` completes it.
         self.manifest: dict[str, Any] = {}
-        self.committed = False
-        self._exit = contextlib.ExitStack()
-        self._stage: _Stage | None = None
+        self.committed = self.is_swapped = False
+        self.target = self.folder = self.out
+        self._previous: Path | None = None  # where the previous output went
+        self._lock = -1
+        self._descriptors: list[int] = []  # the staged tables being written
+        self._beside: list[_Beside] = []
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> Transaction:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(cancellable())
-            self._stage = stack.enter_context(_staged(self.out))
+        self._signals.enter_context(cancellable())
+        try:
+            self.target = resolve_target(self.out)
+            try:
+                self.target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise output_error(self.out, exc) from exc
+            self.folder, self._lock = _claim(self.out, self.target)
+            fault_point("locked")
+            check_cancelled()  # claimed, nothing written yet
             if self.kind is not None:  # (under the claim: no other writer swaps now)
                 check_output_kind(self.out, self.kind)
-            self._exit = stack.pop_all()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
-    def __exit__(self, *exc_info: Any) -> bool | None:
-        return self._exit.__exit__(*exc_info)
-
-    @property
-    def folder(self) -> Path:
-        """The staging folder."""
-        return self._staged().folder
+    def __exit__(self, kind: type[BaseException] | None, error: Any, _: Any) -> None:
+        """Remove what is staged (or, after the swap, the previous output)."""
+        with self._signals:  # (a signal taken meanwhile is raised as this ends)
+            for descriptor in [*self._descriptors, self._lock]:
+                if descriptor >= 0:
+                    os.close(descriptor)
+            self._descriptors, self._lock = [], -1
+            for beside in self._beside:
+                beside.discard()
+            if self.folder != self.out:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            if self._previous is not None:
+                shutil.rmtree(self._previous, ignore_errors=True)
+            if isinstance(error, OSError) and not isinstance(error, OutputError):
+                raise output_error(
+                    self.out, error, is_replaced=self.is_swapped
+                ) from error
 
     def path(self, name: str) -> Path:
         """Where the file `name` is staged (a plain file name)."""
@@ -628,11 +627,9 @@ class Transaction:
         is_tuned: bool = True,
         plain: tuple[str, ...] = (),
     ) -> TableFile:
-        """A new staged Parquet file; record its entry with :meth:`record` once closed."""
-        descriptor = os.open(
-            self.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666
-        )
-        self._staged().descriptors.append(descriptor)
+        """A new staged Parquet file; :meth:`record` its entry once it is closed."""
+        descriptor = os.open(self.path(name), _NEW, 0o666)
+        self._descriptors.append(descriptor)
         return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
 
     def write_table(
@@ -640,9 +637,8 @@ class Transaction:
     ) -> dict[str, Any]:
         """Write `table` (one row group when tuned) as the staged file `name`; its entry."""
         written = self.table_file(name, table.schema, is_tuned=is_tuned)
-        written.write(
-            table, row_group_size=max(table.num_rows, 1) if is_tuned else None
-        )
+        rows = max(table.num_rows, 1) if is_tuned else None
+        written.write(table, row_group_size=rows)
         return self.record(name, written.close())
 
     def record(self, name: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -655,39 +651,34 @@ class Transaction:
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
         try:
-            with _opened(self._staged().target) as descriptor:
-                manifest, _ = read_manifest(descriptor)
+            with _opened(self.target) as descriptor:
+                return read_manifest(descriptor)[0]
         except OSError:
             return None
-        return manifest
 
     def keep(self, *, skip: set[str]) -> None:
         """Carry the previous output's files into the new one (hard links), but `skip`."""
-        stage = self._staged()
-        for name in sorted(entry.name for entry in stage.target.iterdir()):
-            if name not in skip and name != MANIFEST:
-                try:
-                    os.link(
-                        stage.target / name, stage.folder / name, follow_symlinks=False
-                    )
-                except OSError as exc:  # links refused here: a copy, synced
-                    if exc.errno not in _NO_LINKS:
-                        raise
-                    shutil.copy2(stage.target / name, stage.folder / name)
-                    _fsync_path(stage.folder / name)
+        for name in sorted(entry.name for entry in self.target.iterdir()):
+            if name in skip or name == MANIFEST:
+                continue
+            source, copy = self.target / name, self.folder / name
+            try:
+                os.link(source, copy, follow_symlinks=False)
+            except OSError as exc:  # links refused here: a copy, synced
+                if exc.errno not in _NO_LINKS:
+                    raise
+                shutil.copy2(source, copy)
+                _sync(copy)
 
     def stage_file(
         self, path: str | Path, data: bytes, *, option: str, is_ours: Recognizer
     ) -> None:
-        """Have `path` (a file beside the output, a run report) written with the commit.
+        """Have `path` (a file beside the output: a run report) written with the commit.
 
-        Written and synced now, in a locked temporary sibling, so a file that
-        cannot be written stops the commit with the previous output unchanged;
-        renamed over `path` right after the swap.
+        Written and synced now, so a file that cannot be written stops the
+        commit with the previous output unchanged; renamed in right after the swap.
         """
-        self._staged().beside.append(
-            _Beside(Path(path), [data], option=option, is_ours=is_ours)
-        )
+        self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
 
     def commit(
         self,
@@ -696,7 +687,7 @@ class Transaction:
         created_at: str | None = None,
         is_new: bool = True,
     ) -> Path:
-        """Write the manifest and swap the folder in (the one swap), then the staged files.
+        """Write the manifest, swap the folder in (the one swap), then the staged files.
 
         Args:
             manifest: Keys to add to :attr:`manifest`.
@@ -704,32 +695,33 @@ class Transaction:
                 (if set) or now.
             is_new: Stamp the format, creation time and environment (False: a
                 previous output's manifest, with tables added, keeps its own).
-
-        Returns:
-            The output folder.
         """
-        stage = self._staged()
         manifest = {**self.manifest, **(manifest or {})}
         if is_new:
             manifest |= {"format": OUTPUT_FORMAT, "created_at": created_at or now_iso()}
             manifest.setdefault("environment", environment())
         manifest["outputs"] = {**manifest.get("outputs", {}), **self.outputs}
         data = checked_manifest_bytes(self.out, manifest)
-        descriptor = os.open(
-            stage.folder / MANIFEST,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-            0o666,
-        )
+        descriptor = os.open(self.folder / MANIFEST, _NEW, 0o666)
         try:
             _write_all(descriptor, [data])
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        fsync_dir(stage.folder)
+        _sync(self.folder)
         fault_point("staged")
-        stage.swap()
+        check_cancelled()  # the last moment a cancelled run keeps the previous output
+        with _parent_locked(self.target.parent):
+            _check_target(self.out, self.target)  # files may have come meanwhile
+            (
+                self.folder / STAGING_MARK
+            ).unlink()  # (a whole output: still ours if left)
+            self._previous = _swap_in(self.folder, self.target)
+            self.folder, self.is_swapped = self.out, True
+            _replaced.append(self.out)
+            _sync(self.target.parent)
         self.committed = True
-        for beside in stage.beside:  # part of this commit: no second decision
+        for beside in self._beside:  # part of this commit: no second decision
             try:
                 beside.put(is_own_commit=True)
             except OSError as exc:
@@ -741,25 +733,9 @@ class Transaction:
                 raise OutputError(msg) from exc
         return self.out
 
-    def _staged(self) -> _Stage:
-        if self._stage is None:
-            msg = "a Transaction is used inside its `with` block"
-            raise RuntimeError(msg)
-        return self._stage
-
-
-#: Errors of link(2) that mean "copy instead".
-_NO_LINKS = frozenset(
-    {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
-)
-
 
 def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
-    """The manifest's bytes, refused if larger than lbnorm reads back.
-
-    Raises:
-        OutputError: Too large; nothing is written.
-    """
+    """The manifest's bytes; refused (nothing written) if larger than lbnorm reads back."""
     data = manifest_bytes(manifest)
     if len(data) > MANIFEST_LIMIT:
         msg = (
@@ -771,78 +747,18 @@ def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
     return data
 
 
-class _Stage:
-    """A staging folder beside its output, marked and locked for as long as the command lives."""
-
-    def __init__(self, *, out: Path, target: Path, folder: Path, lock: int) -> None:
-        self.out = out  # as the caller named it, for messages
-        self.target = target  # the folder itself (a link's target)
-        self.folder = folder
-        self.previous: Path | None = None  # where the previous output went
-        self.is_swapped = False
-        self.lock = lock
-        self.descriptors: list[int] = []  # the staged tables being written
-        self.beside: list[_Beside] = []
-
-    def swap(self) -> None:
-        """Put the staged folder in place of the target, atomically."""
-        check_cancelled()  # the last moment a cancelled run keeps the previous output
-        with _parent_locked(self.target.parent):
-            _check_target(self.out, self.target)  # files may have come meanwhile
-            (
-                self.folder / STAGING_MARK
-            ).unlink()  # (a whole output: still ours if left)
-            self.previous = _swap_in(self.folder, self.target)
-            self.is_swapped = True
-            _replaced.append(self.out)
-            fsync_dir(self.target.parent)
-
-    def discard(self) -> None:
-        """Delete the unfinished output (or, after the swap, the previous one)."""
-        for descriptor in self.descriptors:
-            with contextlib.suppress(OSError):
-                os.close(descriptor)
-        for beside in self.beside:
-            beside.discard()
-        for path in (self.folder, self.previous):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _staged(out: Path) -> Iterator[_Stage]:
-    """Claim `out`, yield its staging folder, and clean up whatever happens."""
-    target = resolve_target(out)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    stage = _claim(out, target)
-    try:
-        fault_point("locked")
-        check_cancelled()  # claimed, nothing written yet
-        yield stage
-    except OutputError:
-        raise
-    except OSError as exc:
-        raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
-    finally:
-        stage.discard()
-        os.close(stage.lock)
-
-
-def _claim(out: Path, target: Path) -> _Stage:
+def _claim(out: Path, target: Path) -> tuple[Path, int]:
     """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
 
     All under the parent folder's lock, so that two commands never claim one
     output, and none removes a staging folder between its creation and its lock.
     """
-    parent = target.parent
-    tag = _sibling_tag(target)
+    parent, tag = target.parent, _tag(target)
     with _parent_locked(parent):
         leftovers = _leftovers(out, parent, tag)
         try:
-            leftovers = _repair_interrupted_swap(target, leftovers)
+            if not os.path.lexists(target):
+                leftovers = _repair_interrupted_swap(target, leftovers)
             _check_target(out, target)
             folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
             folder.mkdir()
@@ -852,23 +768,20 @@ def _claim(out: Path, target: Path) -> _Stage:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-        except OSError as exc:
+        except BaseException as exc:
             _release(leftovers)
-            if isinstance(exc, OutputError):
-                raise
-            raise output_error(out, exc) from exc
-        except BaseException:
-            _release(leftovers)
+            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+                raise output_error(out, exc) from exc
             raise
-    _remove(leftovers)
+    _release(leftovers, remove=True)
     _remove_old_lock_file(parent / f".{target.name}.lock")
-    return _Stage(out=out, target=target, folder=folder, lock=lock)
+    return folder, lock
 
 
 def _remove_old_lock_file(path: Path) -> None:
     """Remove the empty lock file lbnorm 0.1 left beside every output, if unheld."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        descriptor = os.open(path, _READ)
     except OSError:  # none there (or a name too long to have one)
         return
     try:
@@ -884,9 +797,7 @@ def _remove_old_lock_file(path: Path) -> None:
 
 def _lock_folder(folder: Path) -> int:
     """Open `folder` and hold an exclusive lock on it; return the descriptor."""
-    descriptor = os.open(
-        folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    )
+    descriptor = os.open(folder, _FOLDER | os.O_NOFOLLOW)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -899,11 +810,9 @@ def _lock_folder(folder: Path) -> int:
 
 def _is_ours(folder: Path) -> bool:
     """Whether a staging-named folder is lbnorm's: marked, empty, or exactly an lbnorm output."""
-    try:
+    with contextlib.suppress(OSError):
         if stat.S_ISREG(os.lstat(folder / STAGING_MARK).st_mode):
             return True
-    except OSError:
-        pass
     try:
         entries = sorted(entry.name for entry in folder.iterdir())
     except OSError:
@@ -920,12 +829,9 @@ def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
         return []
     found: list[tuple[Path, int]] = []
     try:
-        for name in names:
-            path = parent / name
-            if not pattern.fullmatch(name) or not path.is_dir() or path.is_symlink():
-                continue  # a user's file or link of that name is left alone
-            if not _is_ours(path):
-                continue  # nor is a user's folder
+        for path in (parent / name for name in names if pattern.fullmatch(name)):
+            if path.is_symlink() or not path.is_dir() or not _is_ours(path):
+                continue  # a user's file, link or folder of that name is left alone
             try:
                 found.append((path, _lock_folder(path)))
             except BlockingIOError:  # a live command holds it
@@ -946,8 +852,6 @@ def _repair_interrupted_swap(
     target: Path, leftovers: list[tuple[Path, int]]
 ) -> list[tuple[Path, int]]:
     """Put back an lbnorm output a two-rename swap moved aside and did not replace."""
-    if os.path.lexists(target):
-        return leftovers
     aside = [item for item in leftovers if item[0].name[:-12].endswith(".old-")]
     if not aside:
         return leftovers
@@ -957,18 +861,14 @@ def _repair_interrupted_swap(
     return [item for item in leftovers if item is not newest]
 
 
-def _release(leftovers: list[tuple[Path, int]]) -> None:
-    for _, descriptor in leftovers:
-        os.close(descriptor)
-
-
-def _remove(leftovers: list[tuple[Path, int]]) -> None:
-    """Delete what killed commands left (still holding their locks while deleting)."""
+def _release(leftovers: list[tuple[Path, int]], *, remove: bool = False) -> None:
+    """Unlock leftovers, deleting them first if `remove` (what killed commands left)."""
     try:
-        for path, _ in leftovers:
+        for path, _ in leftovers if remove else ():
             shutil.rmtree(path, ignore_errors=True)
     finally:
-        _release(leftovers)
+        for _, descriptor in leftovers:
+            os.close(descriptor)
 
 
 @contextlib.contextmanager
@@ -979,7 +879,7 @@ def _parent_locked(folder: Path) -> Iterator[None]:
     An unreadable folder, or a file system without directory locks, goes unlocked.
     """
     try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        descriptor = os.open(folder, _FOLDER)
     except OSError:
         descriptor = -1
     try:
@@ -994,22 +894,21 @@ def _parent_locked(folder: Path) -> Iterator[None]:
 
 def _swap_in(staging: Path, target: Path) -> Path | None:
     """Put `staging` in place of `target`; return where the previous output went."""
+    previous: Path | None = None
     if not os.path.lexists(target):
         if not _renameat2(staging, target, _RENAME_NOREPLACE):
             if os.path.lexists(target):
                 raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
             staging.rename(target)
-        fault_point("swapped")
-        return None
-    if _renameat2(staging, target, _RENAME_EXCHANGE):
-        fault_point("swapped")
-        return staging  # now holds the previous output
-    tag = staging.name[1:].rsplit(".tmp-", 1)[0]
-    old = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
-    target.rename(old)
-    staging.rename(target)
+    elif _renameat2(staging, target, _RENAME_EXCHANGE):
+        previous = staging  # now holds the previous output
+    else:
+        tag = staging.name[1:].rsplit(".tmp-", 1)[0]
+        previous = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
+        target.rename(previous)
+        staging.rename(target)
     fault_point("swapped")
-    return old
+    return previous
 
 
 def _renameat2(source: Path, target: Path, flags: int) -> bool:
@@ -1018,10 +917,8 @@ def _renameat2(source: Path, target: Path, flags: int) -> bool:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
-    status = renameat2(
-        _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags
-    )
-    if status == 0:
+    paths = (os.fsencode(source), os.fsencode(target))
+    if renameat2(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
@@ -1042,16 +939,16 @@ def write_file(
     """Write one file whole, through a temporary sibling and one rename; its sha256.
 
     A symbolic link is written through. The file is refused inside an lbnorm
-    output folder, and, with `is_ours`, where a file lbnorm did not write is.
-    The cancellation flag is checked just before the rename, and a file put
-    in place is tracked (:func:`replaced_outputs`).
+    output folder and, with `is_ours`, over a file lbnorm did not write. The
+    cancellation flag is checked just before the rename, and the file put in
+    place is tracked (:func:`replaced_outputs`).
 
     Args:
         path: The file.
         content: Its bytes, its bytes in parts (never all in memory), or an
             Arrow table, written as Parquet with pyarrow's defaults (zstd).
-        is_ours: Recognizes the files this writer makes; a temporary such a
-            writer left when killed is removed (without it, none is touched).
+        is_ours: Recognizes this writer's files; a temporary such a writer left
+            when killed is removed (without it, none is touched).
         option: The option that named the file, for messages.
 
     Raises:
@@ -1086,8 +983,7 @@ class _Beside:
         option: str,
         is_ours: Recognizer | None,
     ) -> None:
-        self.path = path
-        self.descriptor = -1
+        self.path, self.descriptor, self.is_named = path, -1, False
         try:
             self.target = path.resolve() if path.is_symlink() else Path.cwd() / path
         except (OSError, RuntimeError) as exc:
@@ -1097,22 +993,25 @@ class _Beside:
         check_not_in_output(path, option=option)
         if is_ours is not None:
             check_own_file(path, option=option, is_ours=is_ours)
-        folder, tag = self.target.parent, _sibling_tag(self.target)
+        folder, tag = self.target.parent, _tag(self.target)
         self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
-        self.is_named = False
         try:
             with _parent_locked(folder):
                 if is_ours is not None:
                     _remove_dead_temporaries(folder, tag, is_ours)
-                self.descriptor, self.is_named = _create_temporary(
-                    folder, self.temporary
-                )
+                self._create(folder)
             with contextlib.suppress(OSError):  # without file locks: best effort
                 fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.sha256 = _fill(self.descriptor, content, name=self.target.name)
             os.fsync(self.descriptor)
             if not self.is_named:  # complete: named now, still locked
-                _link_open_file(self.descriptor, self.temporary)
+                with _opened(_PROC_FD) as proc:
+                    os.link(
+                        str(self.descriptor),
+                        self.temporary,
+                        src_dir_fd=proc,
+                        follow_symlinks=True,
+                    )
                 self.is_named = True
         except BaseException as exc:
             self.discard()
@@ -1120,10 +1019,22 @@ class _Beside:
                 raise output_error(path, exc) from exc
             raise
 
+    def _create(self, folder: Path) -> None:
+        """An unnamed file in `folder` where the system allows, else the named temporary."""
+        unnamed = getattr(os, "O_TMPFILE", 0)
+        if unnamed and _PROC_FD.is_dir():
+            with contextlib.suppress(OSError):
+                self.descriptor = os.open(
+                    folder, unnamed | os.O_WRONLY | os.O_CLOEXEC, 0o666
+                )
+                return
+        self.descriptor = os.open(self.temporary, _NEW, 0o666)
+        self.is_named = True
+
     def put(self, *, is_own_commit: bool = False) -> None:
         """Rename the temporary over the file (unless the command was cancelled first).
 
-        A file a transaction commits with its folder follows the folder's swap
+        A file committed with its transaction's folder follows the folder's swap
         and is not tracked on its own: the folder is what was put in place.
         """
         if not is_own_commit:
@@ -1132,7 +1043,7 @@ class _Beside:
         self.is_named = False
         if not is_own_commit:
             _replaced.append(self.path)
-        fsync_dir(self.target.parent)
+        _sync(self.target.parent)
 
     def discard(self) -> None:
         if self.is_named:
@@ -1142,25 +1053,6 @@ class _Beside:
         if self.descriptor >= 0:
             os.close(self.descriptor)
             self.descriptor = -1
-
-
-def _create_temporary(folder: Path, temporary: Path) -> tuple[int, bool]:
-    """An unnamed file in `folder` where the system allows; else `temporary`, created."""
-    unnamed = getattr(os, "O_TMPFILE", 0)
-    if unnamed and _PROC_FD.is_dir():
-        with contextlib.suppress(OSError):
-            return os.open(folder, unnamed | os.O_WRONLY | os.O_CLOEXEC, 0o666), False
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    return os.open(temporary, flags, 0o666), True
-
-
-def _link_open_file(descriptor: int, path: Path) -> None:
-    """Give an unnamed open file a name (linkat through /proc, following its link)."""
-    folder = os.open(_PROC_FD, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.link(str(descriptor), path, src_dir_fd=folder, follow_symlinks=True)
-    finally:
-        os.close(folder)
 
 
 def _fill(
@@ -1188,9 +1080,8 @@ def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> Non
         for name in [entry.name for entry in folder.iterdir()]:
             if not pattern.fullmatch(name):
                 continue
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                descriptor = os.open(folder / name, flags)
+                descriptor = os.open(folder / name, _READ)
             except OSError:
                 continue
             try:
@@ -1203,43 +1094,13 @@ def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> Non
                 os.close(descriptor)
 
 
-@contextlib.contextmanager
-def exclusive_lock(
-    lock_path: Path, *, busy: str, unlockable: Callable[[OSError], OutputError]
-) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_path` (created if needed) or fail at once (the parse cache's).
-
-    Raises:
-        OutputError: Another process holds the lock (`busy`), or it cannot be taken.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
-    try:  # (not waiting on a FIFO put there: only a regular file is a lock)
-        descriptor = os.open(lock_path, flags, 0o644)
-    except OSError as exc:
-        raise unlockable(exc) from exc
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise unlockable(OSError(errno.EINVAL, "the lock is not a regular file"))
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise OutputError(busy) from exc
-        yield
-    finally:
-        os.close(descriptor)
-
-
-def _fsync_path(path: Path) -> None:
+def _sync(path: Path) -> None:
+    """Sync a file or a folder's entries (names created or renamed in it) to disk."""
     descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-
-
-def fsync_dir(path: Path) -> None:
-    """Sync a folder's entries (names created or renamed in it) to disk."""
-    _fsync_path(path)
 
 
 def now_iso() -> str:
@@ -1254,7 +1115,7 @@ def _reason(exc: OSError) -> str:
 
 
 def output_error(out: Path, exc: OSError, *, is_replaced: bool = False) -> OutputError:
-    """The error for an output that could not be written, with what is true of it now."""
+    """The error for an output that could not be written, saying what is true of it now."""
     hint = {
         errno.ENOSPC: "free disk space or write elsewhere",
         errno.EACCES: "check the directory's permissions or choose another --out",
