@@ -215,7 +215,8 @@ def emit_diff(
     """Print a diff (or write it to ``--markdown``), and add its tables to ``--out``.
 
     Args:
-        args: The command's arguments (``out``, ``markdown``).
+        args: The command's arguments (``out``, ``markdown``, ``quiet``: print
+            nothing).
         tables: The diff's tables by file stem (frames or Arrow tables).
         text: The diff as Markdown, printable as it is.
         stem: How the table files are named, for the message (``diff_``).
@@ -228,12 +229,14 @@ def emit_diff(
 
     if args.out:
         add_tables(Path(args.out), tables, sources=command_sources(args))
+    is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
         write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
-        print(
-            f"wrote {args.markdown}"
-            + (f" and {args.out}/{stem}*.parquet" if args.out else "")
-        )
-    else:
+        if not is_quiet:
+            print(
+                f"wrote {args.markdown}"
+                + (f" and {args.out}/{stem}*.parquet" if args.out else "")
+            )
+    elif not is_quiet:
         print(text)
     return ExitCode.OK
