@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -331,9 +332,46 @@ def test_summary_lists_the_superseded_files_of_a_results_tree(
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith(
-        "inputs     2 file(s), 40 scores, 1 superseded by newer runs"
+        "inputs     2 file(s), 40 scores, 1 superseded by newer runs, 1 variant(s) re-run"
     )
-    assert lines[2] == f"superseded {older} (by {newer.name})"
+    assert lines[2] == (
+        f"re-run     01-ai/Yi-34B-Chat (precision unknown): 2 files, newest {newer.name}; "
+        f"{older.name} superseded"
+    )
+
+
+def test_the_summary_shows_a_screenful_of_reruns_at_most(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve re-run variants: five lines, then how many more; the manifest has all."""
+    text = (golden_dir / "01-ai__Yi-34B-Chat.json").read_text()
+    for model in range(12):
+        folder = tmp_path / "tree" / "org" / f"m{model:02d}"
+        folder.mkdir(parents=True)
+        source = text.replace("01-ai/Yi-34B-Chat", f"org/m{model:02d}")
+        (folder / "results_2024-05-01T00-00-00.000000.json").write_text(source)
+        newer = json.loads(source)
+        newer["results"]["leaderboard_gpqa_main"]["acc_norm,none"] = 0.5
+        (folder / "results_2024-06-01T00-00-00.000000.json").write_text(
+            json.dumps(newer)
+        )
+    out = tmp_path / "o"
+    assert main(["run", str(tmp_path / "tree"), "--out", str(out), "--top", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("re-run "))
+    assert lines[at].startswith("re-run     org/m00 (precision unknown): 2 files, ")
+    assert lines[at].endswith(
+        "; 1 older score differs (1 benchmark), e.g. GPQA main "
+        f"{json.loads(text)['results']['leaderboard_gpqa_main']['acc_norm,none']:.3f} in "
+        "results_2024-05-01T00-00-00.000000.json, 0.500 in the newest"
+    )
+    assert all(line.startswith("           org/m") for line in lines[at + 1 : at + 5])
+    assert lines[at + 5] == (
+        '           and 7 more variant(s) re-run (manifest.json lists each: "reruns")'
+    )
+    assert len(lines) < 24  # a screenful
+    reruns = json.loads((out / "manifest.json").read_text())["reruns"]
+    assert [rerun["model"] for rerun in reruns] == [f"org/m{m:02d}" for m in range(12)]
 
 
 def test_summary_says_how_many_are_unranked_and_how_to_rank_them(

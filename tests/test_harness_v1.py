@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
+from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
-from lbnorm.readers import read_inputs
+from lbnorm.readers import input_reruns, read_inputs
 from lbnorm.readers.harness import parse_results_file, subtask_columns
 
 V1 = load_suite("openllm-v1")
@@ -99,22 +100,50 @@ def test_the_catalog_lists_what_each_file_gave(v1_tree: Path) -> None:
     assert read.num_rows == 62 + 62
 
 
-def test_files_that_disagree_on_a_score_are_a_warning(v1_tree: Path) -> None:
+def test_files_that_disagree_on_a_score_are_one_rerun_record(v1_tree: Path) -> None:
     read = read_inputs([v1_tree], suite=V1, options=RunOptions())
-    (warning,) = read.warnings
-    assert warning.startswith(
-        f"{LLAMA} (float16, revision {LLAMA_SHA}): GSM8K gsm8k is "
+    assert read.warnings == ()
+    folder = v1_tree / "meta-llama" / "Llama-2-7b-hf"
+    (rerun,) = read.reruns
+    assert rerun == {
+        "model": LLAMA,
+        "precision": "float16",
+        "revision": LLAMA_SHA,
+        "chat_template": False,
+        "files": [str(path) for path in sorted(folder.glob("results_*.json"))],
+        "superseded": [],
+        "differences": [
+            {
+                "benchmark": "GSM8K",
+                "subtask": "gsm8k",
+                "subtasks": 1,
+                "older": str(folder / SEPT),
+                "newer": str(folder / DEC),
+                "older_score": 100 / 1319,
+                "newer_score": 191 / 1319,
+            }
+        ],
+    }
+    assert input_reruns(read.catalog) == [rerun]
+
+
+def test_the_summary_gives_a_rerun_variant_one_line(
+    v1_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", str(v1_tree), "--suite", "openllm-v1", "--top", "0"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1].endswith(
+        "1 variant(s) re-run, 5 results entries not in the suite"
     )
-    assert (
-        f"{100 / 1319!r} in {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / SEPT}"
-        in warning
+    assert printed[2] == (
+        f"re-run     {LLAMA} (float16): 3 files; 1 score differs from older files "
+        f"(1 benchmark), e.g. GSM8K gsm8k 0.076 in {SEPT}, 0.145 in {DEC}"
     )
-    assert (
-        f"but {191 / 1319!r} in the newer {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / DEC}"
-        in warning
+    assert printed[3] == (
+        "unused     results entries no subtask of the suite takes (files holding each): "
+        "all (4), harness|drop|3 (1)"
     )
-    assert warning.endswith("the newer value is used.")
-    assert read.files_frame().attrs["warnings"] == [warning]
 
 
 def test_a_file_whose_every_score_is_newer_elsewhere_is_superseded(
@@ -130,7 +159,12 @@ def test_a_file_whose_every_score_is_newer_elsewhere_is_superseded(
     assert older["rows"] == 0
     assert older["tasks"] == []
     assert older["superseded_by"] == str(folder / DEC)
-    assert len(read.warnings) == 1  # equal scores are no disagreement
+    (rerun,) = read.reruns  # one line for the variant: the file superseded, ...
+    assert rerun["superseded"] == [str(older["path"])]
+    # ... and only September's GSM8K differs: equal scores are no disagreement
+    assert [difference["older"] for difference in rerun["differences"]] == [
+        str(folder / SEPT)
+    ]
 
 
 def test_files_with_one_run_time_and_different_scores_are_an_error(

@@ -372,7 +372,24 @@ def _write_tables(
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
-    }
+    } | _input_notes(files)
+
+
+def _input_notes(files: pa.Table) -> dict[str, Any]:
+    """What the readers noted beyond the catalog, for the manifest (absent when none).
+
+    ``reruns``: each variant read from several results files with superseded
+    files or older scores that differ; ``warnings``: what the summary warned of,
+    every one (the summary shows the first few).
+    """
+    from lbnorm.readers import input_reruns, input_warnings  # the catalog's notes
+
+    notes: dict[str, Any] = {}
+    if reruns := input_reruns(files):
+        notes["reruns"] = reruns
+    if warnings := input_warnings(files):
+        notes["warnings"] = warnings
+    return notes
 
 
 # (lbnorm.analysis results, lbnorm diff/impact outputs, run reports, lbnorm.cache)

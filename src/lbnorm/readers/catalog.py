@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 #: and ``tasks``, and may add ``reason`` and columns of its own (kept).
 ResultsReader = Callable[[Sequence[Path]], "ResultsRead"]
 
-__all__ = ["Inputs", "catalog_table", "read_files"]
+__all__ = ["Inputs", "catalog_table", "ignored_entries", "read_files"]
 
 _SKIPPED_IN_TREE = (
     "not an input of a results tree (only results_*.json and "
@@ -99,8 +99,11 @@ class Inputs:
             or sample file gave) and ``reason`` (why a file gave nothing, e.g.
             a skipped README); the parse cache adds ``cache``.
         num_rows: Rows in all.
-        warnings: What a summary should say although the run goes on (files of
-            one variant that disagree on a score; files skipped in a directory).
+        warnings: What a summary should say although the run goes on (files
+            skipped in a directory, settings that differ, ...).
+        reruns: Per variant read from several results files, with superseded
+            files or older scores that differ: see
+            :attr:`lbnorm.readers.newest.ResultsRead.reruns`.
         cache_stats: The parse cache's statistics, when it was used.
     """
 
@@ -110,6 +113,7 @@ class Inputs:
     eager: Sequence[Batch] = ()
     streamed: Sequence[ParquetScores] = ()
     warnings: tuple[str, ...] = ()
+    reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
 
     @classmethod
@@ -336,6 +340,7 @@ def read_files(
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
     warnings: list[str] = []
+    reruns: tuple[dict[str, Any], ...] = ()
     with _Hashes(found.tables) as digests:
         for done, path in enumerate(found.tables, start=1):
             catalogs.append(
@@ -386,6 +391,7 @@ def read_files(
             )
         )
         warnings.extend(read.warnings)
+        reruns = read.reruns
     if found.samples:
         batch, catalog = _read_samples(found.samples, suite, eager)
         eager.append(batch)
@@ -413,6 +419,7 @@ def read_files(
         eager=eager,
         streamed=streamed,
         warnings=tuple(warnings),
+        reruns=reruns,
     )
 
 
@@ -577,16 +584,53 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
         were = "was" if len(rejected) == 1 else "were"
         listed = "".join(f"\n  {path}: {reason}" for path, reason in rejected[:5])
         more = f"\n  ... and {len(rejected) - 5} more" if len(rejected) > 5 else ""
-        why = f" {len(rejected)} of them {were} rejected:{listed}{more}"
+        why = f". {len(rejected)} of them {were} rejected:{listed}{more}"
         hint = (
             "Hint: fix or remove the rejected files; the output folder is left as "
             "it was until a run succeeds."
         )
+    elif held := ignored_entries(read):
+        entries = ", ".join(repr(entry) for entry, _ in held[:_ENTRIES_SHOWN])
+        more = (
+            f" and {len(held) - _ENTRIES_SHOWN:,} more"
+            if len(held) > _ENTRIES_SHOWN
+            else ""
+        )
+        holds = "the file holds" if len(paths) == 1 else "the files hold"
+        why = f"; {holds} results entries {entries}{more}."
+        hint = (
+            "Hint: a suite subtask reads results[task][metric]: set its task and "
+            "metric to the file's (`lbnorm suites show NAME` lists the suite's; "
+            "docs/run.md says how lighteval's keys map)."
+        )
     msg = (
-        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).{why}\n"
-        f"{hint}"
+        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} "
+        f"file(s){why or '.'}\n{hint}"
     )
     raise InputError(msg)
+
+
+#: Results entries named in a message or a summary; the manifest lists them all.
+_ENTRIES_SHOWN = 8
+
+
+def ignored_entries(catalog: pa.Table) -> list[tuple[str, int]]:
+    """The results entries no suite subtask took, each with the files holding it.
+
+    Most files first, then by name; from the catalog's ``ignored`` column
+    (none without it: tables, or a catalog of another version).
+    """
+    if "ignored" not in catalog.column_names or not catalog.num_rows:
+        return []
+    flat = pc.list_flatten(catalog["ignored"])
+    if not len(flat):
+        return []
+    counts = pc.value_counts(flat)
+    entries = counts.field("values").to_pylist()
+    files = counts.field("counts").to_pylist()
+    return sorted(
+        zip(entries, files, strict=True), key=lambda pair: (-pair[1], pair[0])
+    )
 
 
 def _read_samples(
