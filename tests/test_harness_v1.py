@@ -137,8 +137,8 @@ def test_the_summary_gives_a_rerun_variant_one_line(
         "1 variant(s) re-run, 5 results entries not in the suite"
     )
     assert printed[2] == (
-        f"re-run     {LLAMA} (float16): 3 files; 1 score differs from older files "
-        f"(1 benchmark), e.g. GSM8K gsm8k 0.076 in {SEPT}, 0.145 in {DEC}"
+        f"re-run     {LLAMA} (float16): 3 files, newest {DEC}; 1 older score differs "
+        f"(1 benchmark), e.g. GSM8K gsm8k 0.076 in {SEPT}, 0.145 in the newest"
     )
     assert printed[3] == (
         "unused     results entries no subtask of the suite takes (files holding each): "
@@ -226,6 +226,60 @@ def test_lighteval_results_files_are_read(fixtures: Path, tmp_path: Path) -> Non
     assert row["GSM8K"] == pytest.approx(191 / 1319 * 100, abs=1e-12)
     stderr = result.subtasks.set_index("subtask").loc["gsm8k", "stderr"]
     assert stderr == pytest.approx(0.009693234799052708)
+
+
+def test_a_renamed_lighteval_file_in_a_folder_is_read(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """Found by its layout (first key config_general), not by a results_ name."""
+    suite_path = tmp_path / "lighteval.toml"
+    suite_path.write_text(LIGHTEVAL_SUITE)
+    source = next((fixtures / "openllm_v1" / "lighteval").rglob("results_*.json"))
+    folder = tmp_path / "tree" / "org" / "model"
+    folder.mkdir(parents=True)
+    shutil.copy(source, folder / "lighteval_output.json")
+    (folder / "notes.json").write_text('{"note": "not results"}')
+    read = read_inputs(
+        [tmp_path / "tree"], suite=load_suite(suite_path), options=RunOptions()
+    )
+    catalog = {Path(row["path"]).name: row for row in read.catalog.to_pylist()}
+    assert catalog["lighteval_output.json"]["format"] == "lm-eval-harness"
+    assert catalog["lighteval_output.json"]["rows"] == 2
+    assert catalog["lighteval_output.json"]["ignored"] == ["all"]
+    assert catalog["notes.json"]["format"] == "skipped"
+    assert catalog["notes.json"]["reason"].startswith(
+        "a .json file that is not a results file"
+    )
+    assert read.warnings == (
+        "skipped 1 file(s) found but not read (the input catalog lists each with "
+        f"its reason): {folder / 'notes.json'}: a .json file that is not a results "
+        "file",
+    )
+    result = run([tmp_path / "tree"], suite=load_suite(suite_path))
+    assert result.leaderboard["GSM8K"].item() == pytest.approx(191 / 1319 * 100)
+
+
+def test_no_scores_names_the_entries_the_file_holds_and_their_metrics(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """A custom suite that guessed the task and metric: the message shows the file's."""
+    suite_path = tmp_path / "guess.toml"
+    suite_path.write_text(
+        LIGHTEVAL_SUITE.replace('metric = "qem"', 'metric = "acc"').replace(
+            'task = "leaderboard|arc:challenge|25"', 'task = "arc:challenge"'
+        )
+    )
+    source = next((fixtures / "openllm_v1" / "lighteval").rglob("results_*.json"))
+    with pytest.raises(
+        InputError,
+        match=(
+            r"no scores for suite 'lighteval-leaderboard' in these 1 file\(s\); the file "
+            r"holds results entries 'all', 'leaderboard\|arc:challenge\|25', "
+            r"'leaderboard\|gsm8k\|5 \(holds qem, qem_stderr; the suite reads acc\)'\.\n"
+            r"Hint: a suite subtask reads results\[task\]\[metric\]"
+        ),
+    ):
+        run([source], suite=load_suite(suite_path))
 
 
 def test_lighteval_model_config_name_and_chat_template(tmp_path: Path) -> None:
