@@ -5,6 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lbnorm.cli import main
@@ -182,7 +184,7 @@ def test_validation_lists_every_failure(
     err = capsys.readouterr().err
     assert "5 score(s) failed validation" in err
     assert (
-        "percent_scale: " + str(path) + " line 2 (a / GPQA / diamond: raw_score='55.0')"
+        "percent_scale: " + str(path) + " line 2 (a / GPQA / diamond: raw_score='55')"
         in err
     )
     assert "divide by 100" in err
@@ -372,6 +374,47 @@ def test_the_summary_shows_a_screenful_of_reruns_at_most(
     assert len(lines) < 24  # a screenful
     reruns = json.loads((out / "manifest.json").read_text())["reruns"]
     assert [rerun["model"] for rerun in reruns] == [f"org/m{m:02d}" for m in range(12)]
+
+
+def test_failures_file_holds_every_failure_in_file_and_line_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2,400 bad rows (more than the thousand per check the message keeps), two checks."""
+    lines = ["model,benchmark,subtask,raw_score"]
+    for model in range(1_200):
+        lines += [f"m{model},GPQA,main,55", f"m{model},GPQA,diamond,-1"]
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join(lines) + "\n")
+    argv = ["run", str(path), "--out", str(tmp_path / "o")]
+    assert main(argv) == 5
+    assert capsys.readouterr().err.startswith(
+        "lbnorm: error: 2,400 score(s) failed validation (the first 2,000 are listed; "
+        "--failures FILE writes every one):\n"
+    )
+    for name in ("f.csv", "f.parquet"):
+        assert main([*argv, "--failures", str(tmp_path / name)]) == 5
+        assert capsys.readouterr().err.startswith(
+            "lbnorm: error: 2,400 score(s) failed validation (2,400 failure row(s) in "
+            f"{tmp_path / name}, in file and line order):\n"
+        )
+        failures = pq.read_table(tmp_path / name) if name.endswith("parquet") else None
+        if failures is None:
+            import pyarrow.csv as pacsv
+
+            failures = pacsv.read_csv(
+                tmp_path / name,
+                convert_options=pacsv.ConvertOptions(
+                    column_types={"row": pa.string(), "value": pa.string()}
+                ),
+            )
+        assert failures.num_rows == 2_400
+        assert failures["row"].to_pylist() == [str(line) for line in range(2, 2_402)]
+        assert failures["value"].to_pylist()[:2] == ["55", "-1"]
+        assert failures["check"].to_pylist()[:2] == ["percent_scale", "out_of_range"]
+    (tmp_path / "mine.csv").write_text("not lbnorm's\n")
+    assert main([*argv, "--failures", str(tmp_path / "mine.csv")]) == 6
+    assert "exists and was not written by lbnorm" in capsys.readouterr().err
+    assert (tmp_path / "mine.csv").read_text() == "not lbnorm's\n"
 
 
 def test_summary_says_how_many_are_unranked_and_how_to_rank_them(

@@ -89,7 +89,7 @@ def normalize_scores(
     try:
         return finish_job(select_engine(options.engine)(inputs, suite, options))
     except ValidationError as error:  # a duplicate names the input that came first
-        raise name_earlier_inputs(error, inputs, suite) from None
+        raise _failed(name_earlier_inputs(error, inputs, suite), options) from None
 
 
 def run(
@@ -156,7 +156,25 @@ def run(
             created_at=created_at,
         )
     except ValidationError as error:  # a duplicate names the input that came first
-        raise name_earlier_inputs(error, read, suite) from None
+        raise _failed(name_earlier_inputs(error, read, suite), options) from None
+
+
+def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
+    """`error`, its failures written to ``options.failures`` first when asked.
+
+    The message then says where every failure is (a file that cannot be
+    written says why instead).
+    """
+    if options.failures is None:
+        return error
+    from lbnorm.output.writer import write_failures  # the module writing files
+
+    n_rows = error.failure_table.num_rows
+    write_failures(error.failure_table, options.failures)
+    first, _, rest = str(error).partition("\n")
+    first = first.split(" (the first ")[0].removesuffix(":")
+    note = f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
+    return ValidationError(f"{first}{note}\n{rest}", error.failure_table)
 
 
 def _annotate(

@@ -116,7 +116,7 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Check ``--markdown``, ``--html`` and ``--report FILE`` before any work.
+    """Check ``--markdown``, ``--html``, ``--report`` and ``--failures FILE`` before any work.
 
     Such a file is refused inside an lbnorm output folder (the outputs the
     command reads or writes count even before they exist: ``lbnorm run --out
@@ -138,11 +138,13 @@ def check_written_files(args: argparse.Namespace) -> None:
         check_own_file,
         check_target,
     )
+    from lbnorm.output.writer import is_failures_file
 
     recognize: dict[str, Callable[[bytes, bytes], bool]] = {
         "markdown": _is_summary,
         "html": _is_page,
         "report": is_run_report,
+        "failures": is_failures_file,
     }
     outs = tuple(
         value

@@ -73,6 +73,13 @@ def register(
         help="rows of the leaderboard to print (default: %(default)s)",
     )
     run.add_argument("--quiet", action="store_true", help="print nothing on success")
+    run.add_argument(
+        "--failures",
+        metavar="FILE",
+        help="when scores fail validation (exit 5), write every failure to FILE, in file "
+        "and line order: CSV (.csv) or Parquet (.parquet) by its suffix (the message "
+        "lists the first few of each check)",
+    )
     _add_engine_options(run)
     _add_metadata_options(run)
     _add_nightly_options(run)

@@ -88,6 +88,10 @@ class RunOptions:
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
             (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+        failures: When scores fail validation, write every failure (not only
+            the first thousand per check and batch) to this file, in file and
+            line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
+            its suffix. Recorded in the manifest when set.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -121,6 +125,7 @@ class RunOptions:
     report: str | None = None
     model_map: str | None = None
     comparability: ComparabilityCheck = "off"
+    failures: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
@@ -150,6 +155,15 @@ class RunOptions:
             msg = (
                 "a scheduler (--scheduler) is only used by the Dask engine.\n"
                 "Hint: add --engine dask, or leave out --scheduler."
+            )
+            raise OptionsError(msg)
+        if self.failures is not None and not self.failures.lower().endswith(
+            (".csv", ".parquet", ".pq")
+        ):
+            msg = (
+                f"failures (--failures) is written as CSV or Parquet by its suffix; "
+                f"{self.failures!r} has neither.\n"
+                "Hint: name it failures.csv or failures.parquet."
             )
             raise OptionsError(msg)
         if self.full_rebuild and self.cache is None:
@@ -194,6 +208,8 @@ class RunOptions:
         options["rank_within"] = list(self.rank_within)
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]
+        if self.failures is None:  # (likewise)
+            del options["failures"]
         return options
 
 

@@ -26,7 +26,7 @@ from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.result import Result
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
-from lbnorm.engines.validate import failure_error
+from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
 from lbnorm.suites import Suite
@@ -115,6 +115,7 @@ def compute(
             suite,
             unknown,
             extra_columns,
+            None if options.failures else MAX_FAILURES_SHOWN,
         )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
@@ -167,10 +168,13 @@ def _sum_row_group(
     suite: Suite,
     unknown: UnknownSubtasks,
     extra_columns: ExtraColumns,
+    failure_limit: int | None,
 ) -> Totals:
     """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
         Path(path.resolved), extra_columns=extra_columns, keep_details=False
     )
     opened.path = Path(path.given)  # failures name the file as the user gave it
-    return sum_scores(opened.batches([group]), suite, unknown=unknown)
+    return sum_scores(
+        opened.batches([group]), suite, unknown=unknown, failure_limit=failure_limit
+    )

@@ -44,6 +44,7 @@ from lbnorm.output.tables import (
     write_parquet,
 )
 from lbnorm.output.transaction import (
+    check_own_file,
     check_output_kind,
     checked_manifest_bytes,
     fsync_dir,
@@ -54,6 +55,7 @@ from lbnorm.output.transaction import (
     resolve_target,
     staged,
     synced,
+    write_bytes_atomically,
     write_staged,
     write_synced_bytes,
 )
@@ -504,3 +506,51 @@ def _write_analysis(
 
     write_staged(out, fill, created_at=None)
     return [out / f"{name}.parquet" for name in tables]
+
+
+def write_failures(failures: pa.Table, path: str | Path) -> None:
+    """Write a run's validation failures to a CSV or Parquet file, atomically.
+
+    The format is the file's suffix's (``.csv``; ``.parquet`` or ``.pq``);
+    the file is replaced whole (written beside it, then renamed), and an
+    existing file lbnorm did not write is refused, as for ``--report``.
+
+    Args:
+        failures: The failure rows (:attr:`lbnorm.core.errors.ValidationError.failure_table`).
+        path: The file.
+
+    Raises:
+        OutputError: The file cannot be written, or is not one lbnorm wrote.
+    """
+    import io
+
+    target = Path(path)
+    check_own_file(target, option="--failures", is_ours=is_failures_file)
+    sink = io.BytesIO()
+    if target.suffix.lower() == ".csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(failures, sink)
+    else:
+        marked = failures.replace_schema_metadata({_FAILURES_KEY: b"failures"})
+        pq.write_table(marked, sink, compression="zstd")
+    write_bytes_atomically(target, sink.getvalue())
+
+
+#: How lbnorm's failures files are recognized: a CSV's header, a Parquet footer's key.
+_FAILURES_HEADER = b'"check","source","row","column","value"'
+_FAILURES_KEY = b"lbnorm.failures"
+
+
+def is_failures_file(head: bytes, tail: bytes) -> bool:
+    """Whether a file's first and last bytes are a failures file lbnorm wrote.
+
+    Examples:
+        >>> is_failures_file(b'"check","source","row","column","value","model"', b"")
+        True
+        >>> is_failures_file(b"PAR1...", b"...lbnorm.failures...PAR1")
+        True
+    """
+    return head.startswith(_FAILURES_HEADER) or (
+        head.startswith(b"PAR1") and _FAILURES_KEY in tail
+    )
