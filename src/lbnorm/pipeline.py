@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lbnorm.engines import Engine
 
 __all__ = [
+    "convert",
     "demo_metadata_path",
     "demo_path",
     "normalize_scores",
@@ -159,6 +160,61 @@ def run(
         raise _failed(name_earlier_inputs(error, read, suite), options) from None
 
 
+def convert(
+    inputs: Sequence[str | Path],
+    *,
+    out: str | Path,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+    options: RunOptions | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[int, int]:
+    """Write inputs as one long Parquet scores table: what the Dask engine reads.
+
+    The inputs are read as :func:`run` reads them (a results tree: the suite's
+    subtasks, each from the newest file of its variant; tables; sample files),
+    and their rows written in the :data:`~lbnorm.core.schemas.SCORES` contract
+    (but ``source``: the file's metadata, ``lbnorm.inputs``, lists each input
+    with its sha256 and rows). The scores are not checked: ``lbnorm run`` on
+    the file checks them, as on the inputs.
+
+    Args:
+        inputs: Score files or results directories.
+        out: The ``.parquet`` file, replaced atomically (one lbnorm did not
+            write is refused).
+        suite: The suite, which says which results entries to read.
+        options: The readers' options (``extra_columns``; ``cache``).
+        progress: Called as ``progress(stage, done, total)`` while reading files.
+
+    Returns:
+        The rows written and the input files read.
+
+    Raises:
+        LbnormError: An input cannot be read, or the file cannot be written.
+    """
+    from lbnorm.core.schemas import SCORES, conform
+    from lbnorm.output.writer import (
+        check_scores_target,
+        provenance_of,
+        write_scores_file,
+    )
+
+    check_scores_target(out)  # before the work
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    options = replace(options or RunOptions(), extra_columns="drop")
+    read = read_inputs(list(inputs), suite=suite, options=options, progress=progress)
+    # the contract but for `source` (a Parquet input's rows come from the file
+    # itself; its metadata lists the inputs), text as plain strings (the Parquet
+    # writer encodes it as dictionaries)
+    columns = pa.schema([field for field in SCORES if field.name != "source"])
+    scores = pa.concat_tables(
+        [conform(batch.table, columns, source=batch.source) for batch in read.batches]
+    )
+    write_scores_file(
+        scores, out, provenance=provenance_of(suite, options, read.catalog)
+    )
+    return scores.num_rows, read.catalog.num_rows
+
+
 def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
     """`error`, its failures written to ``options.failures`` first when asked.
 
@@ -173,7 +229,9 @@ def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
     write_failures(error.failure_table, options.failures)
     first, _, rest = str(error).partition("\n")
     first = first.split(" (the first ")[0].removesuffix(":")
-    note = f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
+    note = (
+        f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
+    )
     return ValidationError(f"{first}{note}\n{rest}", error.failure_table)
 
 

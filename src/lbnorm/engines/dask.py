@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
@@ -70,7 +71,8 @@ def compute(
         suite: The suite.
         options: The run's options (``scheduler``: the scheduler's address,
             ``tcp://host:8786``; None starts a local cluster of `n_workers`
-            processes for the run).
+            processes for the run; ``scheduler_timeout``: seconds to try to
+            connect, None for Dask's own, 30 s by default).
         n_workers: Worker processes of the local cluster (without a scheduler).
 
     Returns:
@@ -90,20 +92,7 @@ def compute(
         )
         raise InputError(msg) from exc
     if inputs.eager:
-        shown = ", ".join(
-            path
-            for path, kind in zip(
-                inputs.catalog.column("path").to_pylist(),
-                inputs.catalog.column("format").to_pylist(),
-                strict=True,
-            )
-            if kind != "parquet"
-        )
-        msg = (
-            f"{shown}: the Dask engine reads Parquet only.\n"
-            "Hint: convert the inputs to Parquet, or run without --engine dask."
-        )
-        raise InputError(msg)
+        raise _not_parquet(inputs.catalog)
     unknown, extra_columns = options.unknown, options.extra_columns
     scheduler = options.scheduler
     parts = [
@@ -134,12 +123,17 @@ def compute(
             dashboard_address=None,
         )
     try:
-        with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
+        timeout = (
+            {}
+            if options.scheduler_timeout is None
+            else {"timeout": options.scheduler_timeout}
+        )
+        with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
             totals: Totals = client.compute(parts[0]).result()
     except LbnormError:
         raise
     except OSError as exc:
-        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster."
+        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
         raise InputError(msg) from exc
     finally:
         if cluster is not None:
@@ -147,6 +141,27 @@ def compute(
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
+
+
+#: Inputs a refusal names; the rest are counted.
+_SHOWN = 3
+
+
+def _not_parquet(catalog: pa.Table) -> InputError:
+    """The refusal of inputs that are not Parquet: the first few, how many, what to do."""
+    is_other = pc.invert(
+        pc.is_in(catalog["format"], value_set=pa.array(["parquet", "skipped"]))
+    )
+    paths = catalog["path"].filter(is_other)
+    shown = ", ".join(map(str, paths.slice(0, _SHOWN).to_pylist()))
+    more = f" and {len(paths) - _SHOWN:,} more" if len(paths) > _SHOWN else ""
+    msg = (
+        f"{shown}{more}: {len(paths):,} input file(s) not in Parquet; the Dask engine "
+        "reads Parquet only.\n"
+        "Hint: `lbnorm convert INPUT... --out scores.parquet` writes them as one "
+        "Parquet table to run with --engine dask; or run without --engine dask."
+    )
+    return InputError(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
