@@ -24,6 +24,7 @@ __all__ = [
     "largest_rank_moves",
     "markdown_table",
     "named_variants",
+    "subtask_counts",
 ]
 
 #: The health table's benchmark columns and their headings, for every face.
@@ -438,14 +439,7 @@ def format_health(
     ]
     if len(subtasks):
         shown = subtasks if all_subtasks else subtasks[subtasks["status"] == "fail"]
-        n_failed = int((subtasks["status"] == "fail").sum())
-        n_skipped = int((subtasks["status"] == "skipped").sum())
-        lines += [
-            f"## Subtasks ({len(subtasks)} checked, {n_failed} failed"
-            + (f", {n_skipped} skipped" if n_skipped else "")
-            + ")",
-            "",
-        ]
+        lines += [f"## Subtasks ({subtask_counts(subtasks)})", ""]
         if len(shown):
             lines += [
                 markdown_table(
@@ -457,6 +451,26 @@ def format_health(
                 "",
             ]
     return "\n".join(lines + _comparability_lines(health))
+
+
+def subtask_counts(subtasks: pd.DataFrame) -> str:
+    """The subtask checks in words: checked (not skipped), failed, skipped.
+
+    Examples:
+        >>> subtask_counts(pd.DataFrame({"status": ["pass", "fail", "skipped"]}))
+        '2 checked, 1 failed; 1 skipped'
+        >>> subtask_counts(pd.DataFrame({"status": ["skipped"] * 40}))
+        'none checked: 40 skipped'
+    """
+    status = subtasks["status"]
+    n_failed = int((status == "fail").sum())
+    n_skipped = int((status == "skipped").sum())
+    n_checked = len(subtasks) - n_skipped
+    if not n_checked:
+        return f"none checked: {n_skipped:,} skipped"
+    return f"{n_checked:,} checked, {n_failed:,} failed" + (
+        f"; {n_skipped:,} skipped" if n_skipped else ""
+    )
 
 
 def _comparability_lines(health: pd.DataFrame) -> list[str]:
