@@ -238,7 +238,11 @@ def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
 def _annotate(
     result: Result, metadata: pd.DataFrame | None, options: RunOptions
 ) -> Result:
-    """Join model metadata into the leaderboard, and group ranks, as asked."""
+    """Join model metadata into the leaderboard, and group ranks, as asked.
+
+    A metadata table's coverage (variants without a row, rows matching no
+    variant: a misspelled name) goes with the result for the summary.
+    """
     if (
         metadata is None
         and not options.metadata
@@ -246,15 +250,30 @@ def _annotate(
         and not options.exclude_flagged
     ):
         return result
-    from lbnorm.engines.metadata import annotate_table
+    from lbnorm.engines.metadata import (
+        annotate_table,
+        frame_table,
+        metadata_coverage,
+        read_raw_metadata,
+    )
 
+    table, source, coverage = None, None, None
+    if metadata is not None:
+        table, source = frame_table(metadata), "<frame>"
+    elif options.metadata:
+        table, source = read_raw_metadata(options.metadata), str(options.metadata)
     board = annotate_table(
         result.leaderboard_table,
-        metadata if metadata is not None else options.metadata,
+        table,
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
+        source=source,
     )
-    return replace(result, leaderboard_output=board, n_models=None)  # counted anew
+    if table is not None and source is not None:
+        coverage = metadata_coverage(result.leaderboard_table, table, source=source)
+    return replace(  # (n_models: counted anew)
+        result, leaderboard_output=board, n_models=None, metadata_coverage=coverage
+    )
 
 
 def select_engine(name: EngineName) -> Engine:

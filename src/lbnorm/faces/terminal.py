@@ -230,6 +230,7 @@ def format_summary(
             f"unranked   {unranked:,} incomplete variant(s) have no average and no rank "
             "(--missing exclude); --missing partial averages the benchmarks they have"
         )
+    lines += _metadata_lines(result.metadata_coverage)
     n_resized, resized = result.resized_variants()
     if n_resized:
         lines.append(
@@ -273,6 +274,28 @@ def _superseded_lines(
             + (" (manifest.json lists every file)" if out is not None else "")
         )
     return lines
+
+
+def _metadata_lines(coverage: Mapping[str, Any] | None) -> list[str]:
+    """What a metadata table missed: variants without a row, rows without a variant."""
+    if not coverage:
+        return []
+    missed, stray = coverage["variants_without_row"], coverage["rows_without_variant"]
+    if not missed and not stray:
+        return []
+    parts = []
+    if missed:
+        shown = ", ".join(coverage["variants_shown"][:3])
+        parts.append(
+            f"{missed:,} of {coverage['variants']:,} variant(s) have no row (e.g. {shown})"
+        )
+    if stray:
+        shown = ", ".join(coverage["rows_shown"][:3])
+        parts.append(
+            f"{stray:,} of its {coverage['rows']:,} row(s) match no variant (e.g. {shown}: "
+            "a misspelled name?)"
+        )
+    return [f"metadata   {printable(str(coverage['source']))}: {'; '.join(parts)}"]
 
 
 def _rerun_lines(reruns: Sequence[Mapping[str, Any]], *, out: str | None) -> list[str]:
