@@ -9,7 +9,7 @@ import pytest
 
 import lbnorm
 from lbnorm.cli import main
-from lbnorm.core.errors import OptionsError
+from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.pipeline import convert
 
@@ -74,3 +74,22 @@ def test_what_convert_refuses_before_reading(
     assert "inside the lbnorm output folder" in capsys.readouterr().err
     assert main(["convert", str(TREE), "--out", str(tmp_path / "s.parquet")]) == 0
     assert main(["convert", str(TREE), "--out", str(tmp_path / "s.parquet")]) == 0
+
+
+def test_a_tree_is_refused_with_a_few_paths_a_count_and_convert(
+    tmp_path: Path,
+) -> None:
+    """A big tree's refusal names three files and counts the rest, not all of them."""
+    golden = Path(__file__).parent / "fixtures" / "golden"
+    for path in sorted(golden.glob("*.json")):
+        target = tmp_path / "tree" / path.stem.replace("__", "/")
+        target.mkdir(parents=True)
+        (target / "results_2024-01-01T00-00-00.json").write_bytes(path.read_bytes())
+    (tmp_path / "tree" / "README.md").write_text("skipped, not counted\n")
+    with pytest.raises(
+        InputError,
+        match=r"^\S+results_2024-01-01T00-00-00\.json, \S+\.json, \S+\.json and 5 more: "
+        r"8 input file\(s\) not in Parquet; the Dask engine reads Parquet only\.\n"
+        r"Hint: `lbnorm convert INPUT\.\.\. --out scores\.parquet`",
+    ):
+        lbnorm.run([tmp_path / "tree"], options=RunOptions(engine="dask"))

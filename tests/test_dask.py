@@ -176,25 +176,6 @@ def test_non_parquet_input_is_refused(tmp_path: Path) -> None:
         )
 
 
-def test_a_tree_is_refused_with_a_few_paths_a_count_and_convert(
-    tmp_path: Path,
-) -> None:
-    """A big tree's refusal names three files and counts the rest, not all of them."""
-    golden = Path(__file__).parent / "fixtures" / "golden"
-    for path in sorted(golden.glob("*.json")):
-        target = tmp_path / "tree" / path.stem.replace("__", "/")
-        target.mkdir(parents=True)
-        (target / "results_2024-01-01T00-00-00.json").write_bytes(path.read_bytes())
-    (tmp_path / "tree" / "README.md").write_text("skipped, not counted\n")
-    with pytest.raises(
-        InputError,
-        match=r"^\S+results_2024-01-01T00-00-00\.json, \S+\.json, \S+\.json and 5 more: "
-        r"8 input file\(s\) not in Parquet; the Dask engine reads Parquet only\.\n"
-        r"Hint: `lbnorm convert INPUT\.\.\. --out scores\.parquet`",
-    ):
-        lbnorm.run([tmp_path / "tree"], options=RunOptions(engine="dask"))
-
-
 def test_a_converted_tree_on_the_cluster_equals_the_tree_run_locally(
     cluster: str, tmp_path: Path
 ) -> None:

@@ -184,20 +184,9 @@ def test_files_with_one_run_time_and_different_scores_are_an_error(
         read_inputs([tree], suite=V1, options=RunOptions())
 
 
-LIGHTEVAL_SUITE = """
-name = "lighteval-leaderboard"
-description = "two of the v1 tasks as lighteval names them"
-
-[[benchmarks]]
-name = "ARC"
-aggregation = "normalize-then-average"
-subtasks = [{ name = "arc_challenge", task = "leaderboard|arc:challenge|25", metric = "acc_norm", num_choices = 4, lower_bound = 0.0 }]
-
-[[benchmarks]]
-name = "GSM8K"
-aggregation = "normalize-then-average"
-subtasks = [{ name = "gsm8k", task = "leaderboard|gsm8k|5", metric = "qem", num_choices = 0 }]
-"""
+LIGHTEVAL_SUITE = (
+    Path(__file__).parent / "fixtures" / "openllm_v1" / "lighteval-suite.toml"
+).read_text()
 
 
 def test_lighteval_results_files_are_read(fixtures: Path, tmp_path: Path) -> None:

@@ -82,6 +82,8 @@ def compute(
         InputError: Dask is not installed, or an input is not Parquet or unreadable.
         ValidationError: Scores failed a check (every failure, with file and row).
     """
+    if inputs.eager:  # (before Dask is needed: what to convert is said either way)
+        raise _not_parquet(inputs.catalog)
     try:
         from dask.delayed import delayed
         from distributed import Client, LocalCluster
@@ -91,8 +93,6 @@ def compute(
             "Hint: pip install dask distributed (from a clone of lbnorm: pip install '.[dask]'), on the client and on every worker."
         )
         raise InputError(msg) from exc
-    if inputs.eager:
-        raise _not_parquet(inputs.catalog)
     unknown, extra_columns = options.unknown, options.extra_columns
     scheduler = options.scheduler
     parts = [
