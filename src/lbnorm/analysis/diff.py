@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
@@ -719,8 +720,8 @@ def read_snapshot(
         "is_clipped",
         *columns,
     ]
-    if rejected:
-        wanted.append("source")
+    if "source" in pq.read_schema(folder / "subtasks.parquet").names:
+        wanted.append("source")  # a variant lost to a rejected file is named with it
     if intervals:
         wanted += ["raw_score", "stderr", "n_samples"]
     subtasks = read_output_table(
