@@ -116,13 +116,13 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Check ``--markdown``, ``--html`` and ``--report FILE`` before any work.
+    """Check ``--markdown``, ``--html``, ``--report`` and ``--failures FILE`` before any work.
 
     Such a file is refused inside an lbnorm output folder (the outputs the
     command reads or writes count even before they exist: ``lbnorm run --out
     OUT --report OUT/run.json``), and where a file lbnorm did not write is
-    (recognized by its first and last bytes: a run report's ``"report":
-    "lbnorm-run"``, a summary's ``# lbnorm`` title, a page's footer).
+    (recognized by its first and last bytes, by the recognizer beside the code
+    that writes that kind of file).
 
     The ``--out`` folder of ``diff``, ``impact`` and ``health`` is checked as the
     transaction will check it, so a folder holding a user's files is refused
@@ -143,7 +143,7 @@ def check_written_files(args: argparse.Namespace) -> None:
         for name in ("out", "old", "new")
         if isinstance(value := getattr(args, name, None), str)
     )
-    for option in ("markdown", "html", "report"):
+    for option in ("markdown", "html", "report", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
             check_not_in_output(value, option=f"--{option}", outs=outs)
@@ -162,6 +162,10 @@ def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
         from lbnorm.faces.report_assets import is_page
 
         return is_page
+    if option == "failures":
+        from lbnorm.output.writer import is_failures_file
+
+        return is_failures_file
     from lbnorm.output.run_report import is_run_report
 
     return is_run_report
@@ -205,7 +209,8 @@ def emit_diff(
     """Print a diff (or write it to ``--markdown``), and add its tables to ``--out``.
 
     Args:
-        args: The command's arguments (``out``, ``markdown``).
+        args: The command's arguments (``out``, ``markdown``, ``quiet``: print
+            nothing).
         tables: The diff's tables by file stem (frames or Arrow tables).
         text: The diff as Markdown, printable as it is.
         stem: How the table files are named, for the message (``diff_``).
@@ -219,13 +224,15 @@ def emit_diff(
 
     if args.out:
         add_tables(Path(args.out), tables, sources=command_sources(args))
+    is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
         data = (text + "\n").encode()
         write_file(args.markdown, data, option="--markdown", is_ours=is_summary)
-        print(
-            f"wrote {args.markdown}"
-            + (f" and {args.out}/{stem}*.parquet" if args.out else "")
-        )
-    else:
+        if not is_quiet:
+            print(
+                f"wrote {args.markdown}"
+                + (f" and {args.out}/{stem}*.parquet" if args.out else "")
+            )
+    elif not is_quiet:
         print(text)
     return ExitCode.OK

@@ -1,6 +1,6 @@
 """The format of an output folder's ``manifest.json``: what makes a folder lbnorm's.
 
-The writer stamps it, :mod:`lbnorm.output.outdir` reads it, and both check it here:
+The writer stamps it, :mod:`lbnorm.output.reader` reads it, and both check it here:
 ``"tool": "lbnorm"``, a ``format`` this version knows, the files under
 ``outputs``, and what the folder holds (``kind``: a leaderboard from ``lbnorm
 run``, ratings from ``lbnorm arena``, analysis tables from ``lbnorm diff``,
