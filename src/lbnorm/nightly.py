@@ -102,6 +102,17 @@ def run_monitored(
     started_at = _now()
     stages: dict[str, float] = {}
     tables: dict[str, pd.DataFrame] = {}
+
+    def reported(result: Result | None, **facts: Any) -> dict[str, Any]:
+        return build_run_report(
+            result,
+            version=lbnorm_version(),
+            started_at=started_at,
+            finished_at=_now(),
+            stages=stages,
+            **facts,
+        )
+
     transaction = Transaction(out, kind="leaderboard")
     try:
         if cache is not None:
@@ -130,15 +141,8 @@ def run_monitored(
                 add_to(transaction, tables)
             stages["write"] = time.perf_counter() - mark
             stages["total"] = time.perf_counter() - started
-            document = build_run_report(
-                result,
-                version=lbnorm_version(),
-                started_at=started_at,
-                finished_at=_now(),
-                out=str(out),
-                stages=stages,
-                health=checked,
-                min_models=min_models,
+            document = reported(
+                result, out=str(out), health=checked, min_models=min_models
             )
             if report is not None:  # written with the output, or not at all
                 data = format_run_report(document).encode()
@@ -149,20 +153,9 @@ def run_monitored(
     except (LbnormError, KeyboardInterrupt) as exc:
         if report is not None and not transaction.committed:
             stages["total"] = time.perf_counter() - started
-            failed = build_run_report(
-                None,
-                version=lbnorm_version(),
-                started_at=started_at,
-                finished_at=_now(),
-                out=None,
-                stages=stages,
-                error=exc,
-            )
+            failed = format_run_report(reported(None, out=None, error=exc))
             write_file(
-                report,
-                format_run_report(failed).encode(),
-                option="--report",
-                is_ours=is_run_report,
+                report, failed.encode(), option="--report", is_ours=is_run_report
             )
         raise
     return MonitoredRun(result=result, report=document, tables=tables)
