@@ -404,7 +404,7 @@ def test_diff_tables_name_the_rank_moves_beyond_the_intervals() -> None:
     )
     named = dict(diff_tables(diff))
     beyond = named["Rank moves beyond the rank intervals (1)"]
-    assert beyond[["model", "old rank", "new rank", "move"]].values.tolist() == [
+    assert beyond[["model", "old rank", "new rank", "move"]].to_numpy().tolist() == [
         ["c", 3, 1, 2]
     ]
     assert "## Rank moves beyond the rank intervals (1)" in format_diff(diff)

@@ -438,3 +438,33 @@ def test_reruns_go_to_the_report_and_warnings_to_the_manifest(
     assert {"reruns", "warnings"}.isdisjoint(
         json.loads((clean / "manifest.json").read_text())
     )
+
+
+def test_the_summary_names_ten_rejected_files_then_counts_the_rest() -> None:
+    from lbnorm.cli.run import _rejected_lines
+
+    records = [
+        {
+            "path": f"t/o/m{n:02d}/r.json",
+            "reason": "bad",
+            "model": f"o/m{n:02d}",
+            "variant_from": "folder",
+            "other_files": n % 2,
+            "lost": n % 2 == 0,  # every other one kept by another file
+        }
+        for n in range(14)
+    ]
+    lines = _rejected_lines(records, report="r.json")
+    assert [line[:10].strip() for line in lines] == [
+        "rejected",
+        "lost",
+        "rejected",
+        "kept",
+    ] * 5 + ["rejected"]
+    assert lines[-1] == (
+        "rejected   and 4 more file(s) (7 variant(s) lost in all; r.json lists every one)"
+    )
+    assert lines[3] == (
+        "kept       o/m01 (named by its folder; precision and revision unknown): "
+        "still on the board from 1 other results file"
+    )
