@@ -618,3 +618,27 @@ def test_a_spilled_run_applies_the_same_board(
     rank = results[0].leaderboard["rank"]
     assert int(rank.isna().sum()) == 7  # the rows missing a2: incomplete, unranked
     assert sorted(rank.dropna().astype(int)) == list(range(1, 54))  # ordinal
+
+
+def test_shares_added_up_keep_the_subtask_scores() -> None:
+    """Workers and Dask add stores up: each share's subtask scores come along."""
+    suite = _board_suite(RATES)
+    table = pa.table(
+        {
+            name: [r[k] for r in ROWS]
+            for k, name in enumerate(["model", "benchmark", "subtask", "raw_score"])
+        }
+    )
+    options = RunOptions(missing="partial")
+    whole = stream.finish_totals(
+        stream.sum_scores([Batch(table=table, source="t")], suite),
+        suite,
+        options=options,
+    )
+    shares = [
+        stream.sum_scores([Batch(table=table.slice(start, 5), source="t")], suite)
+        for start in range(0, table.num_rows, 5)
+    ]
+    added = stream.finish_totals(stream.add_totals(shares), suite, options=options)
+    assert added.leaderboard_table.equals(whole.leaderboard_table)
+    assert added.leaderboard["wins"].notna().all()
