@@ -17,7 +17,9 @@
   README, a Parquet export) is **skipped**: listed in the catalog with format
   ``skipped`` and the reason, not read. Otherwise it is a **table directory**:
   its ``.csv``, ``.jsonl``, ``.ndjson``, ``.parquet`` and ``.pq`` files are the
-  inputs and the rest is skipped the same way. In either, an entry named like
+  inputs and the rest is skipped the same way. A directory that is neither but
+  holds ``model_outputs.json`` files is **AlpacaEval's results layout**
+  (:mod:`lbnorm.readers.alpacaeval`). In each, an entry named like
   an input that is not a regular file (a FIFO called ``results_x.json``) is an
   error; other odd entries (a socket, a link to a directory) are skipped.
 
@@ -390,6 +392,10 @@ def read_files(
         batch, catalog = _read_samples(found.samples, suite, eager)
         eager.append(batch)
         catalogs.append(catalog)
+    if found.alpacaeval:
+        batch, catalog = _read_alpacaeval(found.alpacaeval, suite)
+        eager.append(batch)
+        catalogs.append(catalog)
     if found.skipped:
         catalogs.append(_skipped_catalog(found.skipped))
         shown = ", ".join(str(path) for path, _ in found.skipped[:5])
@@ -450,6 +456,7 @@ class _Found:
     results: list[Path]
     samples: list[Path]
     skipped: list[tuple[Path, str]]
+    alpacaeval: list[Path] = field(default_factory=list)
 
 
 def _find_inputs(paths: Sequence[str | Path]) -> _Found:
@@ -461,6 +468,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     results: list[Path] = []
     samples: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    alpacaeval: list[Path] = []
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
@@ -469,6 +477,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results += found.results
             samples += found.samples
             skipped += found.skipped
+            alpacaeval += found.alpacaeval
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
@@ -477,7 +486,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results.append(entry)
         else:
             tables.append(entry)
-    for path in [*tables, *results, *samples]:
+    for path in [*tables, *results, *samples, *alpacaeval]:
         _check_path_text(path)
     samples += [
         path
@@ -494,6 +503,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         results=sorted(results),
         samples=sorted(samples),
         skipped=skipped,
+        alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
 
 
@@ -506,6 +516,23 @@ def _walk_input_directory(directory: Path) -> _Found:
         RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
         for path, _ in others
     )
+    if not is_tree and (layout := _alpacaeval_layout(files)) is not None:
+        inputs, skipped_files = layout
+        names = {path.name for path in inputs}
+        for path, kind in others:
+            if path.name in names:
+                msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
+                raise InputError(msg)
+        skipped_files += [
+            (path, f"{kind}, not a regular file") for path, kind in others
+        ]
+        return _Found(
+            tables=[],
+            results=[],
+            samples=[],
+            skipped=sorted(skipped_files),
+            alpacaeval=inputs,
+        )
     if is_tree:
 
         def is_input(name: str) -> bool:
@@ -537,6 +564,35 @@ def _walk_input_directory(directory: Path) -> _Found:
     return _Found(
         tables=tables, results=results, samples=samples, skipped=sorted(skipped)
     )
+
+
+def _alpacaeval_layout(
+    files: Sequence[Path],
+) -> tuple[list[Path], list[tuple[Path, str]]] | None:
+    """AlpacaEval's inputs and skipped files, if the directory is laid out so."""
+    if not any(
+        path.name in ("model_outputs.json", "annotations.json") for path in files
+    ):
+        return None  # (the reader, and msgspec, load only for such a directory)
+    from lbnorm.readers.alpacaeval import find_layout
+
+    return find_layout(files)
+
+
+def _read_alpacaeval(paths: list[Path], suite: Suite) -> tuple[Batch, pa.Table]:
+    """Scores from AlpacaEval's results layout, and its files' catalog rows."""
+    from lbnorm.readers.alpacaeval import read_alpacaeval
+    from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
+
+    scores, files = read_alpacaeval(
+        paths, subtask_columns(suite), rules=instance_rules(suite)
+    )
+    catalog = catalog_table(
+        {name: files[name] for name in files.column_names}
+        | {"format": ["alpacaeval"] * files.num_rows}
+    )
+    return Batch(table=scores, source="AlpacaEval files"), catalog
 
 
 def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
@@ -598,6 +654,7 @@ def _read_samples(
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
     from lbnorm.readers.samples import read_samples
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
@@ -616,6 +673,7 @@ def _read_samples(
         paths,
         subtask_columns(suite),
         taken=pa.concat_tables(taken) if taken else None,
+        rules=instance_rules(suite),
     )
     names = [str(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(

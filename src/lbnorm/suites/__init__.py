@@ -66,6 +66,12 @@ import numpy.typing as npt
 from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
 from lbnorm.core.schemas import leaderboard_schema
+from lbnorm.suites.instances import (
+    INSTANCE_KEYS,
+    InstanceRule,
+    parse_instance_rule,
+    source_key,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -179,6 +185,8 @@ class Subtask:
             document (IFEval's instruction-level metrics: 834 instructions in
             541 prompts); a missing stderr is estimated from it. None: the
             sample size is ``n_samples``.
+        instance: How its per-sample values become its value
+            (:mod:`lbnorm.suites.instances`); None: their mean.
     """
 
     name: str
@@ -188,6 +196,7 @@ class Subtask:
     lower_bound: float
     n_samples: int | None
     items: int | None = None
+    instance: InstanceRule | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -425,7 +434,12 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     )
     _check_benchmark_names([b.name for b in benchmarks], where=source)
     _check_total_weight([b.weight for b in benchmarks], where=source)
-    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks if s.task]
+    pairs = [
+        source_key(s.task, s.metric, s.instance)
+        for b in benchmarks
+        for s in b.subtasks
+        if s.task
+    ]
     _check_unique(pairs, what="(task, metric) pair", where=source)
     return Suite(
         name=name,
@@ -583,7 +597,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     if not isinstance(raw, dict):
         msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
         raise SuiteError(msg)
-    _check_keys(raw, _SUBTASK_KEYS, where=where)
+    _check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)
@@ -632,6 +646,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         lower_bound=float(lower_bound),
         n_samples=n_samples,
         items=counts["items"],
+        instance=parse_instance_rule(raw, where=where),
     )
 
 
