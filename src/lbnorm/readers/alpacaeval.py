@@ -170,10 +170,11 @@ def read_alpacaeval(
                 continue
             data = read_bytes(path)
             values = _values(path, data, metric)
-            dropped = int(np.isnan(values).sum())
+            not_finite = ~np.isfinite(values)
+            dropped = int(not_finite.sum())
             if dropped and (rules is None or not rules.drops_non_finite(task, metric)):
-                at = np.flatnonzero(np.isnan(values))[:5].tolist()
-                msg = f'{path}: preference is null in entries {at} ($[{at[0]}]), and the suite keeps every instance.\nHint: fix the annotations, or drop failed ones in the suite with non_finite = "drop" on the subtask.'
+                at = np.flatnonzero(not_finite)[:5].tolist()
+                msg = f'{path}: preference is null or not finite in entries {at} ($[{at[0]}]), and the suite keeps every instance.\nHint: fix the annotations, or drop failed ones in the suite with non_finite = "drop" on the subtask.'
                 raise InputError(msg)
             details[str(path)] = (hashlib.sha256(data).hexdigest(), len(data), dropped)
             yield _batch(model, task, metric, values), str(path)
@@ -240,8 +241,8 @@ def _decode(path: Path, data: bytes, shape: Any, hint: str) -> Any:
     except msgspec.ValidationError as exc:
         msg = f"{path}: {exc}.\n{hint}"
         raise InputError(msg) from exc
-    except msgspec.DecodeError:
-        pass  # NaN, a lone surrogate or broken JSON: json decides and words it
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass  # NaN, a lone surrogate, not UTF-8 or broken JSON: json decides and words it
     try:
         document = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -283,7 +283,7 @@ def _refuse(
     hint: str,
 ) -> None:
     at = np.flatnonzero(mask)
-    shown = ", ".join(f"{rows[i]} ({values[i]!r})" for i in at[:5])
+    shown = ", ".join(f"{int(rows[i])} ({float(values[i])!r})" for i in at[:5])
     more = f" and {at.size - 5} more" if at.size > 5 else ""
     msg = f"{label}: {what} in {unit}(s) {shown}{more}.\nHint: {hint}."
     raise InputError(msg)
