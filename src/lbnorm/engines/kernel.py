@@ -33,9 +33,11 @@ __all__ = [
     "aggregate_benchmarks",
     "average_benchmarks",
     "average_stderr",
+    "averaged_columns",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
+    "normalize_rows",
     "rank_descending",
 ]
 
@@ -88,6 +90,44 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
     normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
     is_clipped = raw < lower_bound
     return np.maximum(normalized, 0.0), is_clipped
+
+
+def normalize_rows(
+    raw: FloatArray, subtask: IntArray, suite: SuiteArrays
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """Each score's normalized value, the bound shown beside it, and whether it clipped.
+
+    The subtask table's columns. Fractions take :func:`normalize`'s arithmetic;
+    a benchmark with a declared range takes ``(raw - offset) / (1 - b) * factor``
+    (:class:`lbnorm.suites.Scales`: on ``[0, 100]`` with bound 0, the raw value
+    itself), and a statistic keeps its raw value.
+
+    Args:
+        raw: Raw scores.
+        subtask: Each score's subtask code.
+        suite: The suite's arrays.
+
+    Returns:
+        The normalized scores, the bounds in raw units, the clipped mask.
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.25]), n_samples=np.zeros(1),
+        ...     benchmark_index=np.zeros(1, np.int64), is_pooled=np.array([False]),
+        ...     weight=np.ones(1))
+        >>> normalize_rows(np.array([0.625, 0.1]), np.zeros(2, np.int64), arrays)[0].tolist()
+        [50.0, 0.0]
+    """
+    lower_bound = suite.lower_bound[subtask]
+    scales = suite.scales
+    if scales is None:
+        normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
+        np.maximum(normalized, 0.0, out=normalized)
+        return normalized, lower_bound, raw < lower_bound
+    offset = scales.offset[subtask]
+    normalized = (raw - offset) / (1.0 - lower_bound) * scales.factor[subtask]
+    is_statistic = scales.is_statistic[subtask]
+    np.maximum(normalized, np.where(is_statistic, -np.inf, 0.0), out=normalized)
+    return normalized, offset, (raw < offset) & ~is_statistic
 
 
 #: The rows of :class:`Partials`' sums, in order.
@@ -154,13 +194,20 @@ def finish_benchmarks(
     )
     bound = np.zeros(n_benchmarks)
     bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
+    scales = suite.scales
+    offset, factor = bound, np.full(n_benchmarks, 100.0)  # a pooled score's scale
+    if scales is not None:  # (one range and bound per pooled benchmark)
+        offset, factor = np.zeros(n_benchmarks), np.zeros(n_benchmarks)
+        offset[suite.benchmark_index] = scales.offset
+        factor[suite.benchmark_index] = scales.factor
     count, sums = partials.count, partials.sums
     shape = count.shape
     raw, normalized, stderr, raw_stderr = (np.empty(shape) for _ in range(4))
-    is_zero = missing == "zero"  # an absent subtask scores 0: divide by the suite's
     # a benchmark (a column) at a time, by its own rule only: the same arithmetic
     # per element as whole matrices, on vectors small enough to stay in cache
     for index in range(n_benchmarks):
+        policy = suite.missing_of(index, missing)
+        is_zero = policy == "zero"  # an absent subtask scores 0: divide by the suite's
         column = count[:, index]
         used = np.full_like(column, expected[index]) if is_zero else column
         variance = sums["variance"][:, index]
@@ -175,18 +222,24 @@ def finish_benchmarks(
                 )
                 shown = sums["raw"][:, index] / weight
                 lower = np.full_like(shown, bound[index])
-                score = normalize(shown, lower)[0]
+                if scales is None:
+                    score = normalize(shown, lower)[0]
+                    scale = 100.0 / (1.0 - lower)
+                else:  # on its range: (shown - offset) / (1 - b) * factor
+                    scale = factor[index] / (1.0 - lower)
+                    score = np.maximum((shown - offset[index]) * scale, 0.0)
                 column_raw_se = pooled_sample_stderr(variance, weight, used)
-                scale = 100.0 / (1.0 - lower)
                 column_se = np.sqrt(
-                    score_variance((shown - lower) * scale, column_raw_se * scale)
+                    score_variance(
+                        (shown - offset[index]) * scale, column_raw_se * scale
+                    )
                 )
             else:
                 shown = sums["raw"][:, index] / used
                 score = sums["normalized"][:, index] / used
                 column_se = np.sqrt(variance) / used
                 column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
-        if missing == "exclude":
+        if policy == "exclude":
             score = np.where(column == expected[index], score, np.nan)
         raw[:, index] = np.where(is_present, shown, np.nan)
         normalized[:, index] = np.where(is_present, score, np.nan)
@@ -229,34 +282,81 @@ class FixedPoint:
         lower_bound: Per subtask, its bound.
     """
 
-    __slots__ = ("_factor", "_is_pooled", "_reach", "_suite", "lower_bound", "scale")
+    __slots__ = (
+        "_factor",
+        "_floor",
+        "_is_plain",
+        "_is_pooled",
+        "_reach",
+        "_suite",
+        "lower_bound",
+        "scale",
+    )
 
     def __init__(self, suite: SuiteArrays) -> None:
         self._suite = suite
         self._is_pooled = suite.is_pooled[suite.benchmark_index]
-        self.lower_bound: FloatArray = suite.lower_bound
+        scales = suite.scales
+        #: Per subtask, the raw value that scores 0 (the bound, for fractions).
+        self.lower_bound: FloatArray = (
+            suite.lower_bound if scales is None else scales.offset
+        )
         n_benchmarks = suite.is_pooled.shape[0]
 
         def largest(per_subtask: FloatArray) -> FloatArray:
             total = np.bincount(
                 suite.benchmark_index, weights=per_subtask, minlength=n_benchmarks
             )
-            return np.exp2(53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60))))
+            scale: FloatArray = np.exp2(
+                53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60)))
+            )
+            # an unbounded statistic's one value is summed as it is (0 + x = x)
+            return scale if scales is None else np.where(np.isinf(total), 1.0, scale)
 
         n_most = np.maximum(suite.n_samples, 1.0) * SIZE_HEADROOM
         reach = 50.0 / (1.0 - suite.lower_bound)  # 100 * se / (1 - lb), se <= 0.5
+        if scales is None:  # fractions: the maxima as they always were
+            most = {
+                "raw": np.where(self._is_pooled, n_most, 1.0),
+                "normalized": np.full_like(suite.lower_bound, 100.0),
+                "variance": np.where(
+                    self._is_pooled, n_most * n_most * 0.25, reach * reach
+                ),
+                "raw_variance": np.full_like(suite.lower_bound, 0.25),
+            }
+        else:  # a range's ends may be passed by a few ulps: a margin above them
+            margin = np.where(scales.is_default, 1.0, 1.0 + 2.0**-20)
+            half = (scales.high - scales.low) * 0.5  # the largest stderr
+            is_statistic = scales.is_statistic
+            most = {
+                "raw": np.where(self._is_pooled, n_most, 1.0) * scales.largest * margin,
+                "normalized": np.where(is_statistic, scales.largest, 100.0) * margin,
+                "variance": np.where(
+                    self._is_pooled,
+                    n_most * n_most * half * half,
+                    np.where(is_statistic, half * half, reach * reach),
+                ),
+                "raw_variance": half * half,
+            }
         self.scale: dict[str, FloatArray] = {
-            "raw": largest(np.where(self._is_pooled, n_most, 1.0)),
-            "normalized": largest(np.full_like(suite.lower_bound, 100.0)),
-            "variance": largest(
-                np.where(self._is_pooled, n_most * n_most * 0.25, reach * reach)
-            ),
-            "raw_variance": largest(np.full_like(suite.lower_bound, 0.25)),
+            name: largest(values) for name, values in most.items()
         }
+        #: Per subtask, whether its terms are summed as they are (None: none).
+        self._is_plain: BoolArray | None = None
+        #: Per subtask, the normalized score's floor (None: 0 for every one).
+        self._floor: FloatArray | None = None
+        if scales is not None:
+            self._floor = np.where(scales.is_statistic, -np.inf, 0.0)
+            if np.isinf(scales.largest).any():
+                self._is_plain = np.isinf(scales.largest)
         # Per subtask, each term's factor with its power-of-two scale folded in:
         # scaling by 2**k is exact, so fl(x * (f * 2**k)) == fl(x * f) * 2**k and
         # the terms keep their bits with one multiplication less per row.
-        self._reach: FloatArray = 100.0 / (1.0 - suite.lower_bound)
+        self._reach: FloatArray = (
+            100.0 / (1.0 - suite.lower_bound)
+            if scales is None
+            else scales.factor / (1.0 - suite.lower_bound)
+        )
         n = suite.n_samples
         self._factor: dict[str, FloatArray] = {
             "raw": np.where(self._is_pooled, n, 1.0),
@@ -333,7 +433,18 @@ class FixedPoint:
                     items_at,
                     at(n, estimated),
                 )
-            filled = binomial_stderr(at(raw, estimated), items_at)
+            scales = suite.scales
+            if scales is None:
+                filled = binomial_stderr(at(raw, estimated), items_at)
+            else:  # the fraction of its range, and back (a statistic: none)
+                low, width = (
+                    suite_at(scales.low, estimated),
+                    suite_at(scales.high - scales.low, estimated),
+                )
+                filled = (
+                    binomial_stderr((at(raw, estimated) - low) / width, items_at)
+                    * width
+                )
             # (only an estimate can be unknown: no full pass looks for them)
             is_unknown_at = np.isnan(filled)
             n_estimated = is_estimated.astype(np.float64)
@@ -358,6 +469,8 @@ class FixedPoint:
         # pooled benchmark's term is the harness's (n - 1) n se^2
         variance = squares * factor["variance"]
         is_clipped = (normalized < 0.0) & ~is_pooled
+        if self._floor is not None:  # a statistic is never clipped
+            is_clipped &= np.isfinite(self._floor[subtask])
         if is_clipped.any():  # a few: the censored normal for those
             clipped = np.flatnonzero(is_clipped)
             reach = suite_at(self._reach, clipped)
@@ -370,13 +483,22 @@ class FixedPoint:
                 )
                 * suite_at(self.scale["variance"][suite.benchmark_index], clipped),
             )
-        np.maximum(normalized, 0.0, out=normalized)
+        np.maximum(
+            normalized,
+            0.0 if self._floor is None else self._floor[subtask],
+            out=normalized,
+        )
         terms["raw"] = raw * factor["raw"]
         terms["normalized"] = normalized
         terms["variance"] = variance
         terms["raw_variance"] = squares * factor["raw_variance"]
-        for name in self.scale:
-            np.rint(terms[name], out=terms[name])
+        if self._is_plain is None:
+            for name in self.scale:
+                np.rint(terms[name], out=terms[name])
+        else:  # an unbounded statistic's terms are kept as they are
+            is_plain = self._is_plain[subtask]
+            for name in self.scale:
+                terms[name] = np.where(is_plain, terms[name], np.rint(terms[name]))
         return terms
 
     def _scale_of(self, name: str, subtask: IntArray | slice) -> FloatArray:
@@ -464,6 +586,20 @@ def aggregate_benchmarks(
     return finish_benchmarks(partials, suite, missing=missing)
 
 
+def averaged_columns(
+    suite: SuiteArrays, normalized: FloatArray, stderr: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The scores, standard errors and weights of the benchmarks the average counts.
+
+    Statistics and benchmarks with ``averaged = false`` are shown, not averaged;
+    where every benchmark counts, the arrays are returned as they are.
+    """
+    if suite.is_averaged is None:
+        return normalized, stderr, suite.weight
+    kept = suite.is_averaged
+    return normalized[:, kept], stderr[:, kept], suite.weight[kept]
+
+
 def average_benchmarks(
     normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
 ) -> FloatArray:
@@ -482,6 +618,8 @@ def average_benchmarks(
         >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
         array([5.])
     """
+    if not weight.size:  # nothing averaged: no average
+        return np.full(normalized.shape[0], np.nan)
     is_present = ~np.isnan(normalized)
     filled = np.where(is_present, normalized, 0.0)
     weighted_sum = _row_sums(filled, weight)

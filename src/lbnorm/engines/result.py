@@ -40,6 +40,7 @@ from lbnorm.engines.kernel import (
     IntArray,
     average_benchmarks,
     average_stderr,
+    averaged_columns,
     rank_descending,
 )
 from lbnorm.suites import Suite, suite_arrays
@@ -504,12 +505,13 @@ def assemble_result(
     """
 
     def board() -> pa.Table:
-        weight, missing = suite_arrays(suite).weight, options.missing
-        average = average_benchmarks(benchmark.normalized, weight, missing=missing)
-        rank = rank_descending(average)
-        average_error = average_stderr(
-            benchmark.stderr, benchmark.normalized, weight, missing=missing
+        missing = options.missing
+        scores, errors, weight = averaged_columns(
+            suite_arrays(suite), benchmark.normalized, benchmark.stderr
         )
+        average = average_benchmarks(scores, weight, missing=missing)
+        rank = rank_descending(average)
+        average_error = average_stderr(errors, scores, weight, missing=missing)
         return leaderboard_table(
             variants, suite, benchmark, average, rank, average_error
         )

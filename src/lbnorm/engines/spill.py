@@ -70,6 +70,7 @@ from lbnorm.engines.kernel import (
     SuiteArrays,
     average_benchmarks,
     average_stderr,
+    averaged_columns,
     finish_benchmarks,
     rank_descending,
 )
@@ -610,7 +611,6 @@ def _sum_partitions(
     n_complete = np.zeros(n_variants, dtype=np.int8)
     resized: list[IntArray] = []
     n_cells = 0
-    weight = store.arrays.weight
     # a partition's arrays are saved on a thread while the next one is summed
     # (writing them to the page cache takes about as long as summing them)
     with Threads(1, "save") as saver:
@@ -621,12 +621,14 @@ def _sum_partitions(
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
             saving = saver.submit(_save_partition, store.folder, part, benchmark)
-            scores = benchmark.normalized
+            scores, stderr, weight = averaged_columns(
+                store.arrays, benchmark.normalized, benchmark.stderr
+            )
             averages[low:high] = average_benchmarks(
                 scores, weight, missing=options.missing
             )
             errors[low:high] = average_stderr(
-                benchmark.stderr, scores, weight, missing=options.missing
+                stderr, scores, weight, missing=options.missing
             )
             n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(
                 axis=1
@@ -635,7 +637,7 @@ def _sum_partitions(
             other = np.argwhere(benchmark.has_other_sizes)
             if other.size:
                 resized.append(np.add(other, [low, 0]))
-            del benchmark, scores
+            del benchmark, scores, stderr
         if saving is not None:
             saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed

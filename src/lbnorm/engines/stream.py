@@ -37,6 +37,7 @@ from lbnorm.engines.kernel import (
     IntArray,
     SuiteArrays,
     finish_benchmarks,
+    normalize_rows,
 )
 from lbnorm.engines.partials import PartialStore
 from lbnorm.engines.result import (
@@ -193,9 +194,7 @@ def _subtask_part(
     if not is_all:
         table = table.filter(arrow.array(keep))
     n_rows = table.num_rows
-    lower_bound = arrays.lower_bound[subtask]
-    normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
-    np.maximum(normalized, 0.0, out=normalized)
+    normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for field in SUBTASK_SCORES:
         name = field.name
@@ -206,7 +205,7 @@ def _subtask_part(
         elif name == "normalized_score":
             columns[name] = arrow.array(normalized)
         elif name == "is_clipped":
-            columns[name] = arrow.array(raw < lower_bound)
+            columns[name] = arrow.array(is_clipped)
         elif checked.is_renamed and name in ("benchmark", "subtask"):
             columns[name] = _as_type(
                 _suite_names(suite, arrays, subtask, name), field.type
@@ -377,6 +376,8 @@ class _Folder:
         """A folder for `rows` rows; given `options`, one that spills when they ask."""
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
+        scales = self.arrays.scales  # a score below this is clipped
+        self._floor = self.arrays.lower_bound if scales is None else scales.floor
         self._unknown = unknown
         self._rows, self._options = rows, options
         capacity = rows // max(len(pairs), 1) + 1
@@ -416,7 +417,11 @@ class _Folder:
         self.spill_if_over()  # (on the variants of the batches before)
         encoder, store = self._encoder, self._store
         checked = check_batch(
-            batch, encoder, unknown=self._unknown, seen_before=store.is_seen
+            batch,
+            encoder,
+            unknown=self._unknown,
+            seen_before=store.is_seen,
+            scales=self.arrays.scales,
         )
         check_cancelled()  # (checking a large batch takes a while: before its sums)
         self._n_ignored += checked.n_ignored
@@ -447,7 +452,7 @@ class _Folder:
             n_samples=details.get("n_samples"),
         )
         self._n_scores += raw.size
-        self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
+        self._n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
         return checked
 
     def spill_if_over(self) -> None:

@@ -65,6 +65,7 @@ import numpy.typing as npt
 
 from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
+from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import leaderboard_schema
 from lbnorm.suites.instances import (
     INSTANCE_KEYS,
@@ -72,6 +73,7 @@ from lbnorm.suites.instances import (
     parse_instance_rule,
     source_key,
 )
+from lbnorm.suites.rules import RULE_KEYS, Kind, is_default_range, parse_rules
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,6 +82,8 @@ __all__ = [
     "PAIRWISE",
     "Aggregation",
     "Benchmark",
+    "Kind",
+    "Scales",
     "Subtask",
     "Suite",
     "SuiteArrays",
@@ -112,6 +116,11 @@ class SuiteArrays:
         items: Per subtask, the metric's sample size for a binomial stderr
             (``n_samples`` unless the metric scores several items per document;
             0 if unknown); None: ``n_samples``.
+        scales: The suite's declared ranges and statistics (None: every
+            benchmark a score on [0, 1], the path the Open LLM Leaderboard takes).
+        missing: Per benchmark, its own missing-data policy (None: the run's);
+            empty: the run's for all.
+        is_averaged: Per benchmark, whether the average counts it (None: all do).
     """
 
     lower_bound: FloatArray
@@ -120,6 +129,14 @@ class SuiteArrays:
     is_pooled: BoolArray
     weight: FloatArray
     items: FloatArray | None = None
+    scales: Scales | None = None
+    missing: tuple[MissingPolicy | None, ...] = ()
+    is_averaged: BoolArray | None = None
+
+    def missing_of(self, benchmark: int, run: MissingPolicy) -> MissingPolicy:
+        """The missing-data policy of one benchmark: its own, else the run's."""
+        own = self.missing[benchmark] if self.missing else None
+        return run if own is None else own
 
     def benchmark_starts(self) -> IntArray:
         """Each benchmark's first subtask (column), then the number of subtasks.
@@ -132,6 +149,43 @@ class SuiteArrays:
             self.benchmark_index, np.arange(n_benchmarks + 1)
         )
         return starts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scales:
+    """Per subtask, how its raw values map to scores, for suites that declare ranges.
+
+    A score on ``[lo, hi]`` with bound ``b`` (a fraction of the range) becomes
+    ``(raw - offset) / (1 - b) * factor``, clipped below at 0, with
+    ``offset = lo + b (hi - lo)`` and ``factor = 100 / (hi - lo)``; a statistic
+    is its raw value (offset 0, factor 1, never clipped).
+
+    Attributes:
+        offset: The raw value that scores 0 (a statistic's: 0).
+        factor: ``100 / (hi - lo)`` (a statistic's: 1).
+        low: The range's low end (the values are checked on ``[low, high]``).
+        high: The range's high end (inf for an unbounded statistic).
+        is_statistic: Per subtask, whether its benchmark is a statistic.
+        is_default: Per subtask, whether it keeps the default [0, 1] score path
+            (its values checked as fractions, percentages recognised).
+        largest: Per subtask, the largest magnitude a raw value may have (1
+            for fractions); inf for an unbounded statistic, whose one subtask's
+            value is summed as it is.
+    """
+
+    offset: FloatArray
+    factor: FloatArray
+    low: FloatArray
+    high: FloatArray
+    is_statistic: BoolArray
+    is_default: BoolArray
+    largest: FloatArray
+
+    @property
+    def floor(self) -> FloatArray:
+        """Per subtask, the raw value below which a score clips (-inf: never)."""
+        floor: FloatArray = np.where(self.is_statistic, -np.inf, self.offset)
+        return floor
 
 
 Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-terry"]
@@ -147,6 +201,7 @@ _BENCHMARK_KEYS = {
     "reference",
     "score",
     "bootstrap",
+    *RULE_KEYS,
 }
 #: A pairwise benchmark's score: the expected win rate against the field, or the
 #: chance of beating one reference model.
@@ -213,6 +268,11 @@ class Benchmark:
         score: A pairwise benchmark's score (``field`` or ``reference``).
         bootstrap: A pairwise benchmark's bootstrap rounds for its standard
             error (0: none).
+        kind: ``score`` (normalized to 0-100, averaged) or ``statistic``
+            (shown as given); see :mod:`lbnorm.suites.rules`.
+        value_range: The raw values' range ``(low, high)`` (TOML ``range``).
+        missing: Its own missing-data policy (None: the run's ``--missing``).
+        averaged: Whether the board's average counts it.
     """
 
     name: str
@@ -222,6 +282,10 @@ class Benchmark:
     reference: str | None = None
     score: PairwiseScore = "field"
     bootstrap: int = 0
+    kind: Kind = "score"
+    value_range: tuple[float, float] = (0.0, 1.0)
+    missing: MissingPolicy | None = None
+    averaged: bool = True
 
     @property
     def is_pairwise(self) -> bool:
@@ -486,6 +550,8 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     score, bootstrap = _pairwise_score(
         raw, aggregation, reference, subtasks, where=where
     )
+    kind, value_range, missing, averaged = parse_rules(raw, where=where)
+    _check_rules(aggregation, kind, value_range, subtasks, where=where)
     if aggregation == "pool-then-normalize":
         if unweighted := [s.name for s in subtasks if not s.n_samples]:
             msg = (
@@ -508,7 +574,38 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         reference=reference,
         score=score,
         bootstrap=bootstrap,
+        kind=kind,
+        value_range=value_range,
+        missing=missing,
+        averaged=averaged,
     )
+
+
+def _check_rules(
+    aggregation: str,
+    kind: Kind,
+    value_range: tuple[float, float],
+    subtasks: tuple[Subtask, ...],
+    *,
+    where: str,
+) -> None:
+    """A benchmark's kind and range fit its aggregation and subtasks."""
+    if aggregation == PAIRWISE and (
+        kind != "score" or not is_default_range(value_range)
+    ):
+        msg = f"{where}: a {PAIRWISE} benchmark's score is a win rate from battles; it takes no kind or range.\nHint: remove kind and range from the benchmark."
+        raise SuiteError(msg)
+    if kind != "statistic":
+        return
+    if aggregation != "normalize-then-average":
+        msg = f'{where}: a statistic is the mean of its subtasks\' values as given, but aggregation is {aggregation!r}.\nHint: remove aggregation (or make the benchmark kind = "score").'
+        raise SuiteError(msg)
+    if bounded := [s.name for s in subtasks if s.lower_bound != 0.0]:
+        msg = f"{where}: a statistic has no chance baseline, but subtask(s) {bounded[:5]} give num_choices or lower_bound.\nHint: remove num_choices and lower_bound from a statistic's subtasks."
+        raise SuiteError(msg)
+    if not math.isfinite(value_range[1]) and len(subtasks) > 1:
+        msg = f"{where}: a statistic with an unbounded range (high = inf) has one subtask, got {len(subtasks)}: its value is kept exactly as given, which a mean of several could not be.\nHint: declare a finite range (e.g. range = [0, 1e6]) to average several subtasks, or split them into benchmarks."
+        raise SuiteError(msg)
 
 
 def _pairwise_score(
@@ -830,8 +927,12 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
         n_samples=np.array(
             [s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
         ),
-        items=np.array(
-            [s.items or s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
+        items=np.array(  # a statistic's stderr is never estimated as binomial
+            [
+                0 if b.kind == "statistic" else s.items or s.n_samples or 0
+                for _, b, s in subtasks
+            ],
+            dtype=np.float64,
         ),
         benchmark_index=np.array([i for i, _, _ in subtasks], dtype=np.int64),
         is_pooled=np.array(
@@ -839,4 +940,40 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
             dtype=bool,
         ),
         weight=np.array([b.weight for b in suite.benchmarks], dtype=np.float64),
+        scales=_scales(suite),
+        is_averaged=(
+            None
+            if all(b.averaged for b in suite.benchmarks)
+            else np.array([b.averaged for b in suite.benchmarks], dtype=bool)
+        ),
+        missing=(
+            tuple(b.missing for b in suite.benchmarks)
+            if any(b.missing is not None for b in suite.benchmarks)
+            else ()
+        ),
+    )
+
+
+def _scales(suite: Suite) -> Scales | None:
+    """The suite's ranges and statistics per subtask; None when it declares none."""
+    if all(
+        b.kind == "score" and is_default_range(b.value_range) for b in suite.benchmarks
+    ):
+        return None
+    rows = [(b, s) for b in suite.benchmarks for s in b.subtasks]
+    low = np.array([b.value_range[0] for b, _ in rows], dtype=np.float64)
+    high = np.array([b.value_range[1] for b, _ in rows], dtype=np.float64)
+    bound = np.array([s.lower_bound for _, s in rows], dtype=np.float64)
+    is_statistic = np.array([b.kind == "statistic" for b, _ in rows], dtype=bool)
+    width = np.where(is_statistic, 1.0, high - low)  # (a statistic's may be inf)
+    return Scales(
+        # lo + b w: exactly b for fractions (0 + b * 1), so the default path's
+        # bits are kept; a statistic's values are their scores
+        offset=np.where(is_statistic, 0.0, low + bound * width),
+        factor=np.where(is_statistic, 1.0, 100.0 / width),
+        low=low,
+        high=high,
+        is_statistic=is_statistic,
+        is_default=~is_statistic & (low == 0.0) & (high == 1.0),
+        largest=np.maximum(np.abs(low), np.abs(high)),
     )
