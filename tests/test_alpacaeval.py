@@ -15,17 +15,19 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pytest
-from test_instances import alpacaeval_head2head, write_suite
+from test_instances import alpacaeval_head2head
 
+from lbnorm.cli import main
 from lbnorm.core.errors import InputError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers.alpacaeval import find_layout, read_alpacaeval
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.instances import instance_rules
-from lbnorm.suites import Suite, load_suite
+from lbnorm.suites import Suite, load_suite, suite_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "alpacaeval"
 RESULTS = FIXTURE / "results"
@@ -61,10 +63,14 @@ MAKER = runpy.run_path(str(FIXTURE / "make_alpacaeval.py"))
 
 
 def alpacaeval_suite(folder: Path, *, instances: int = 805) -> Suite:
-    """The rules of the alpacaeval-2 suite, read from the annotator's folder name."""
-    text = write_suite(folder, instances=instances).read_text()
+    """The built-in ``alpacaeval-2``, or a copy whose board has `instances` instructions."""
+    builtin = load_suite("alpacaeval-2")
+    if instances == 805:
+        return builtin
     path = folder / "alpacaeval.toml"
-    path.write_text(text.replace('"judge"', f'"{ANNOTATOR}"'))
+    path.write_text(
+        suite_text(builtin).replace("instances = 805", f"instances = {instances}")
+    )
     return load_suite(path)
 
 
@@ -150,7 +156,8 @@ def test_the_fixture_gives_alpacaevals_numbers(tmp_path: Path) -> None:
     # a null preference dropped, 0 read as a draw; lengths in code points
     assert got["model-a"]["n_total"] == 7
     assert got["model-a"]["n_draws"] == 2
-    assert got["model-b"]["avg_length"] == (5 + 12 + 6 + 2 + 5 + 10 + 11 + 3) // 8
+    characters = 5 + 12 + 6 * 300 + 2 + 5 + 1000 + 11 + 3  # not bytes: 5 + 13 + 18 ...
+    assert got["model-b"]["avg_length"] == characters // 8
 
 
 def test_the_fixture_catalog_lists_what_was_read_and_skipped(tmp_path: Path) -> None:
@@ -360,10 +367,13 @@ def test_a_fifo_named_like_an_input_is_refused(tmp_path: Path) -> None:
 # --- the real board ---------------------------------------------------------------
 
 
-def write_foreign_layout(root: Path) -> dict[str, dict[str, float]]:
+def write_foreign_layout(
+    root: Path, models: tuple[str, ...] = ()
+) -> dict[str, dict[str, float]]:
     """AlpacaEval's results layout built from the foreign CSVs, and the published rows.
 
     Instruction texts are synthetic (one per index); outputs are ``"x" * length``.
+    `models`: only these (default: all 57).
     """
     preferences: dict[str, list[float]] = defaultdict(list)
     lengths: dict[str, list[int]] = defaultdict(list)
@@ -374,6 +384,8 @@ def write_foreign_layout(root: Path) -> dict[str, dict[str, float]]:
         for row in csv.DictReader(handle):
             lengths[row["model"]].append(int(row["length"]))
     for model, values in preferences.items():
+        if models and model not in models:
+            continue
         folder = root / model / ANNOTATOR
         folder.mkdir(parents=True)
         annotations = [
@@ -395,6 +407,7 @@ def write_foreign_layout(root: Path) -> dict[str, dict[str, float]]:
         return {
             row["model"]: {column: float(row[column]) for column in COLUMNS}
             for row in csv.DictReader(handle)
+            if not models or row["model"] in models
         }
 
 
@@ -406,15 +419,52 @@ def foreign_layout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
     return root, write_foreign_layout(root)
 
 
+def published_columns(out: Path) -> dict[str, dict[str, float]]:
+    """model -> the board's columns, from a run's leaderboard (``X stderr``: its standard error)."""
+    leaderboard = pd.read_parquet(out / "leaderboard.parquet")
+    named = leaderboard.rename(columns={"win_rate stderr": "standard_error"})
+    return {
+        str(row["model"]): {column: float(row[column]) for column in COLUMNS}
+        for row in named.to_dict("records")
+    }
+
+
+def test_a_run_on_the_fixture_shows_the_boards_columns(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(["run", str(RESULTS), "--suite", "alpacaeval-2", "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    expected = {
+        model: expected_row(preferences, [len(t or "") for t in outputs], 805)
+        for model, (_, preferences, outputs) in MAKER["MODELS"].items()
+    }
+    assert assert_rows_equal(published_columns(out), expected) == 4 * 8
+    leaderboard = pd.read_parquet(out / "leaderboard.parquet").set_index("model")
+    # statistics are shown, not averaged: the average is the win rate
+    assert leaderboard["average"].tolist() == leaderboard["win_rate"].tolist()
+    assert leaderboard["n_wins stderr"].isna().all()
+
+
 @pytest.mark.slow
 def test_alpacaeval_2_is_reproduced(
     foreign_layout: tuple[Path, dict[str, dict[str, float]]], tmp_path: Path
 ) -> None:
     """All 57 models x 8 published columns: 456 numbers, the baseline's row included."""
     root, published = foreign_layout
-    inputs = read_files([root], suite=alpacaeval_suite(tmp_path), options=RunOptions())
-    assert assert_rows_equal(board(inputs), published) == 456
+    out = tmp_path / "out"
+    assert main(["run", str(root), "--suite", "alpacaeval-2", "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    assert assert_rows_equal(published_columns(out), published) == 456
     assert published["gpt4_1106_preview"]["n_draws"] == 805
+
+
+def test_alpacaeval_2_quick_sibling(tmp_path: Path) -> None:
+    """The same path on the foreign data's first two models and the baseline (reader level)."""
+    if not (FOREIGN / "alpaca2_preferences.csv").is_file():
+        pytest.skip(f"the AlpacaEval data is not in {FOREIGN}")
+    root = tmp_path / "results"
+    published = write_foreign_layout(root, models=("gpt4_1106_preview", "claude-2"))
+    got = board(
+        read_files([root], suite=alpacaeval_suite(tmp_path), options=RunOptions())
+    )
+    assert assert_rows_equal(got, published) == 2 * 8
 
 
 def test_the_reader_alone_on_the_fixture(tmp_path: Path) -> None:
