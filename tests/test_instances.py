@@ -21,8 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lbnorm.core.errors import InputError, SuiteError
+from lbnorm.core.options import RunOptions
+from lbnorm.readers.catalog import read_files
 from lbnorm.readers.harness import subtask_columns
-from lbnorm.readers.instances import InstanceRules, apply_rule, instance_rules
+from lbnorm.readers.instances import (
+    InstanceRules,
+    apply_rule,
+    instance_rules,
+    results_columns,
+)
 from lbnorm.readers.samples import (
     aggregate_sample_batches,
     aggregate_samples_files,
@@ -425,3 +432,19 @@ def test_rules_keys_give_further_subtasks_their_own(suite: Suite) -> None:
     assert rules.keys[-1] == "length"
     assert rules.drops_non_finite(TASK, "preference")
     assert not rules.drops_non_finite("model_outputs", "length")
+
+
+def test_a_results_file_never_gives_a_ruled_subtask(
+    suite: Suite, tmp_path: Path
+) -> None:
+    """A results file holds one aggregate per (task, metric), not the instances a rule needs."""
+    folder = tmp_path / "org" / "m"
+    folder.mkdir(parents=True)
+    document = {"results": {TASK: {"preference": 0.6}}, "model_name": "org/m"}
+    (folder / "results_2024-01-01T00-00-00.json").write_text(json.dumps(document))
+    with pytest.raises(InputError, match=r"no scores for suite 'instances-test'.*\nHint: "):  # fmt: skip
+        read_files([tmp_path], suite=suite, options=RunOptions())
+    columns = results_columns(subtask_columns(suite), suite)
+    assert set(columns["task"]) == {""}
+    plain = load_suite("openllm-v2")
+    assert results_columns(subtask_columns(plain), plain) == subtask_columns(plain)

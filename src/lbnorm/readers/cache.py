@@ -97,6 +97,7 @@ from lbnorm.readers.harness import (
     scan_results_files,
     subtask_columns,
 )
+from lbnorm.readers.instances import results_columns
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
@@ -334,7 +335,7 @@ def _refresh(
     progress: ProgressCallback | None,
 ) -> tuple[ResultsRead, CacheStats]:
     """Bring the cache up to date with `files`; their scores, catalog and warnings."""
-    names = subtask_columns(suite)
+    names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))

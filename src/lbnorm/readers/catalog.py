@@ -355,8 +355,9 @@ def read_files(
         if read_results is None:
             # the results parser (and msgspec) load only for a run that reads them
             from lbnorm.readers.harness import read_results_paths, subtask_columns
+            from lbnorm.readers.instances import results_columns
 
-            columns = subtask_columns(suite)
+            columns = results_columns(subtask_columns(suite), suite)
             pairs = list(zip(columns["task"], columns["metric"], strict=True))
             # read, hashed and parsed on every core for a tree; one file's bytes
             # at a time per process, small parsed records back

@@ -39,7 +39,7 @@ from lbnorm.suites.instances import InstanceRule
 if TYPE_CHECKING:
     from lbnorm.suites import Suite
 
-__all__ = ["InstanceRules", "instance_rules"]
+__all__ = ["InstanceRules", "instance_rules", "results_columns"]
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
@@ -63,6 +63,22 @@ def instance_rules(suite: Suite) -> InstanceRules | None:
         "metric": [s.metric for _, s in subtasks],
     }
     return InstanceRules(columns, rules)
+
+
+def results_columns(
+    columns: dict[str, list[str]], suite: Suite
+) -> dict[str, list[str]]:
+    """The suite's subtask columns as results files are read: no task for a ruled subtask.
+
+    A per-instance rule needs the instances, which a results file does not hold
+    (it has one aggregate per task and metric): such a subtask is read from
+    samples only, never from a results file's ``results[task][metric]``.
+    """
+    rules = [s.instance for b in suite.benchmarks for s in b.subtasks]
+    if all(rule is None for rule in rules):
+        return columns
+    tasks = [task if rule is None else "" for task, rule in zip(columns["task"], rules, strict=True)]  # fmt: skip
+    return {**columns, "task": tasks}
 
 
 class InstanceRules:

@@ -147,7 +147,7 @@ def parse_instance_rule(raw: dict[str, Any], *, where: str) -> InstanceRule | No
             do not fit together; the message names the key.
 
     Examples:
-        >>> rule = parse_instance_rule({"scale": [1, 2], "recode": [[0, 1.5]]}, where="x")
+        >>> rule = parse_instance_rule({"task": "t", "scale": [1, 2], "recode": [[0, 1.5]]}, where="x")
         >>> rule.scale, rule.recode, rule.draw_point
         ((1.0, 2.0), ((0.0, 1.5),), 1.5)
     """
