@@ -419,13 +419,14 @@ def foreign_layout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
     return root, write_foreign_layout(root)
 
 
-def published_columns(out: Path) -> dict[str, dict[str, float]]:
-    """model -> the board's columns, from a run's leaderboard (``X stderr``: its standard error)."""
-    leaderboard = pd.read_parquet(out / "leaderboard.parquet")
-    named = leaderboard.rename(columns={"win_rate stderr": "standard_error"})
+def published_columns(out: Path, table: Path) -> dict[str, dict[str, float]]:
+    """model -> the board's columns, as ``lbnorm export OUT --format table`` writes them."""
+    assert main(["export", str(out), "--format", "table", "--out", str(table)]) == 0
+    exported = pd.read_csv(table)
+    assert exported.columns.tolist() == ["model", *COLUMNS[:2], *COLUMNS[3:7], COLUMNS[2], COLUMNS[7]]  # fmt: skip
     return {
         str(row["model"]): {column: float(row[column]) for column in COLUMNS}
-        for row in named.to_dict("records")
+        for row in exported.to_dict("records")
     }
 
 
@@ -436,10 +437,17 @@ def test_a_run_on_the_fixture_shows_the_boards_columns(tmp_path: Path) -> None:
         model: expected_row(preferences, [len(t or "") for t in outputs], 805)
         for model, (_, preferences, outputs) in MAKER["MODELS"].items()
     }
-    assert assert_rows_equal(published_columns(out), expected) == 4 * 8
+    got = published_columns(out, tmp_path / "board.csv")
+    assert assert_rows_equal(got, expected) == 4 * 8
     leaderboard = pd.read_parquet(out / "leaderboard.parquet").set_index("model")
-    # statistics are shown, not averaged: the average is the win rate
-    assert leaderboard["average"].tolist() == leaderboard["win_rate"].tolist()
+    # statistics are shown, not averaged, and ranked by the win rate (no average)
+    assert leaderboard["average"].isna().all()
+    assert leaderboard["rank"].to_dict() == {
+        "null-model": 1,
+        "model-a": 2,
+        "gpt4_1106_preview": 3,
+        "model-b": 4,
+    }
     assert leaderboard["n_wins stderr"].isna().all()
 
 
@@ -447,11 +455,16 @@ def test_a_run_on_the_fixture_shows_the_boards_columns(tmp_path: Path) -> None:
 def test_alpacaeval_2_is_reproduced(
     foreign_layout: tuple[Path, dict[str, dict[str, float]]], tmp_path: Path
 ) -> None:
-    """All 57 models x 8 published columns: 456 numbers, the baseline's row included."""
+    """All 57 models x 8 published columns: 456 numbers, the baseline's row included.
+
+    ``lbnorm run DIR --suite alpacaeval-2 --out O`` then ``lbnorm export O --format
+    table --out P.csv``: the board's columns by their published names.
+    """
     root, published = foreign_layout
     out = tmp_path / "out"
     assert main(["run", str(root), "--suite", "alpacaeval-2", "--out", str(out), "--quiet"]) == 0  # fmt: skip
-    assert assert_rows_equal(published_columns(out), published) == 456
+    got = published_columns(out, tmp_path / "board.csv")
+    assert assert_rows_equal(got, published) == 456
     assert published["gpt4_1106_preview"]["n_draws"] == 805
 
 

@@ -177,6 +177,8 @@ def _annotate(
         metadata if metadata is not None else options.metadata,
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
+        rank_by=result.suite.board.rank_by,
+        rank_method=result.suite.board.rank_method,
     )
     return replace(result, leaderboard_output=board, n_models=None)  # counted anew
 

@@ -9,7 +9,6 @@ handful of benchmarks, never over models or rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,14 +30,11 @@ __all__ = [
     "Partials",
     "SuiteArrays",
     "aggregate_benchmarks",
-    "average_benchmarks",
-    "average_stderr",
-    "averaged_columns",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
+    "normalize_matrix",
     "normalize_rows",
-    "rank_descending",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -130,6 +126,22 @@ def normalize_rows(
     return normalized, offset, (raw < offset) & ~is_statistic
 
 
+def normalize_matrix(raw: FloatArray, suite: SuiteArrays) -> FloatArray:
+    """A dense ``(n_variants, n_subtasks)`` matrix normalized (:func:`normalize_rows`); NaN stays NaN.
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.25, 0.0]), n_samples=np.zeros(2),
+        ...     benchmark_index=np.zeros(2, np.int64), is_pooled=np.array([False]),
+        ...     weight=np.ones(1))
+        >>> normalize_matrix(np.array([[0.625, np.nan]]), arrays).tolist()
+        [[50.0, nan]]
+    """
+    n_subtasks = raw.shape[1]
+    codes = np.tile(np.arange(n_subtasks), raw.shape[0])
+    normalized = normalize_rows(np.ravel(raw), codes, suite)[0]
+    return normalized.reshape(raw.shape)
+
+
 #: The rows of :class:`Partials`' sums, in order.
 SUMS = (
     "raw",  # fixed point: the raw score, x its sample size when pooled
@@ -155,10 +167,13 @@ class Partials:
         count: Subtasks present.
         sums: Per name of :data:`SUMS`, the sum over the subtasks present, in
             plain units (fixed-point sums already divided by their scale).
+        values: ``(n_variants, n_subtasks)`` normalized subtask scores (NaN:
+            absent), kept when the suite's board reads them; else None.
     """
 
     count: FloatArray
     sums: dict[str, FloatArray]
+    values: FloatArray | None = None
 
     @classmethod
     def zeros(cls, n_variants: int, n_benchmarks: int) -> Partials:
@@ -586,140 +601,3 @@ def aggregate_benchmarks(
     """
     partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
     return finish_benchmarks(partials, suite, missing=missing)
-
-
-def averaged_columns(
-    suite: SuiteArrays, normalized: FloatArray, stderr: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """The scores, standard errors and weights of the benchmarks the average counts.
-
-    Statistics and benchmarks with ``averaged = false`` are shown, not averaged;
-    where every benchmark counts, the arrays are returned as they are.
-    """
-    if suite.is_averaged is None:
-        return normalized, stderr, suite.weight
-    kept = suite.is_averaged
-    return normalized[:, kept], stderr[:, kept], suite.weight[kept]
-
-
-def average_benchmarks(
-    normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
-) -> FloatArray:
-    """Return each variant's weighted mean of benchmark scores.
-
-    Args:
-        normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
-        weight: Per-benchmark weights.
-        missing: ``exclude``: NaN if any is missing; ``partial``: mean of those
-            present; ``zero``: missing count as 0.
-
-    Returns:
-        One average per variant.
-
-    Examples:
-        >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
-        array([5.])
-    """
-    if not weight.size:  # nothing averaged: no average
-        return np.full(normalized.shape[0], np.nan)
-    is_present = ~np.isnan(normalized)
-    filled = np.where(is_present, normalized, 0.0)
-    weighted_sum = _row_sums(filled, weight)
-    if missing == "zero":
-        return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average = weighted_sum / _row_sums(is_present, weight)
-    if missing == "exclude":
-        average = np.where(is_present.all(axis=1), average, np.nan)
-    return average
-
-
-def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
-    """``matrix @ weight``, summed column by column in one fixed order.
-
-    A matrix product's summation order depends on the BLAS and on the matrix's
-    shape, so a variant's average could change in its last bit with the other
-    variants in the run; here each row's sum depends on that row alone.
-
-    Examples:
-        >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()
-        [4.5, 9.5]
-    """
-    total = np.zeros(matrix.shape[0], dtype=np.float64)
-    for column, factor in enumerate(weight.tolist()):
-        total += matrix[:, column] * factor
-    return total
-
-
-def average_stderr(
-    stderr: FloatArray,
-    normalized: FloatArray,
-    weight: FloatArray,
-    *,
-    missing: MissingPolicy,
-) -> FloatArray:
-    """Return the standard error of each variant's weighted average.
-
-    ``sqrt(sum(w_b^2 se_b^2)) / sum(w_b)`` over the benchmarks the average
-    takes; NaN where the average is NaN or a benchmark it takes has no stderr.
-
-    Args:
-        stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
-        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
-        weight: Per-benchmark weights.
-        missing: The policy the average used.
-
-    Examples:
-        >>> average_stderr(np.array([[3.0, 4.0]]), np.array([[50.0, 60.0]]),
-        ...     np.ones(2), missing="exclude").tolist()
-        [2.5]
-    """
-    is_present = ~np.isnan(normalized)
-    is_unknown = is_present & np.isnan(stderr)
-    squares = _row_sums(
-        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
-    )
-    divisor = (
-        np.full(normalized.shape[0], weight.sum())
-        if missing == "zero"
-        else _row_sums(is_present, weight)
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(squares) / divisor
-    average = average_benchmarks(normalized, weight, missing=missing)
-    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
-    return np.asarray(result, dtype=np.float64)
-
-
-def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
-    """Rank values, highest first; equal values share the smallest rank; NaN stays unranked.
-
-    A tie is exact equality: every engine sums scores exactly
-    (:class:`FixedPoint`), so equal inputs give bit-equal averages whatever the
-    row order, batching or engine, and two different averages never tie.
-
-    Args:
-        values: Scores; NaN marks an unranked entry.
-
-    Returns:
-        Ranks as floats (1.0 is best), NaN where the value is NaN.
-
-    Examples:
-        >>> rank_descending(np.array([3.0, 5.0, 3.0, np.nan, 1.0])).tolist()
-        [2.0, 1.0, 2.0, nan, 4.0]
-        >>> rank_descending(np.array([10.0000000005001, 10.0000000004999])).tolist()
-        [1.0, 2.0]
-    """
-    ranked = np.flatnonzero(~np.isnan(values))
-    ranks = np.full(values.shape, np.nan)
-    if not ranked.size:
-        return ranks
-    order = np.argsort(-values[ranked])  # best first (ties in any order)
-    descending = values[ranked[order]]
-    is_new = np.empty(order.size, dtype=bool)  # a value unlike the one before
-    is_new[0] = True
-    np.not_equal(descending[1:], descending[:-1], out=is_new[1:])
-    # a rank is 1 + the place of the first of its equals (one sort, no search)
-    place = np.maximum.accumulate(np.where(is_new, np.arange(order.size), 0))
-    ranks[ranked[order]] = place + 1.0
-    return ranks

@@ -30,6 +30,7 @@ from lbnorm.engines.kernel import (
     FloatArray,
     IntArray,
     aggregate_benchmarks,
+    normalize_matrix,
     normalize_rows,
 )
 from lbnorm.engines.result import (
@@ -131,6 +132,7 @@ class MemoryJob:
             stderr=details.get("stderr"),
             n_samples=details.get("n_samples"),
         )
+        values = normalize_matrix(raw.T, arrays) if arrays.keeps_scores else None
         is_present = ~np.isnan(raw)
         floor = arrays.lower_bound if arrays.scales is None else arrays.scales.floor
         n_clipped = int(np.count_nonzero(raw < floor[:, None]))
@@ -146,6 +148,7 @@ class MemoryJob:
             n_scores=int(np.count_nonzero(is_present)),
             n_clipped=n_clipped,
             keys=keys,
+            values=values,
         )
 
 

@@ -300,6 +300,7 @@ def finish_totals(
     # caller's references to the store (a job's folder) would keep them otherwise
     del totals
     benchmark = finish_benchmarks(partials, arrays, missing=options.missing)
+    values = partials.values
     del partials
     return assemble_result(
         variants,
@@ -311,6 +312,7 @@ def finish_totals(
         n_scores=n_scores,
         n_clipped=n_clipped,
         keys=keys,
+        values=values,
     )
 
 

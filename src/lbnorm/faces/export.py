@@ -50,6 +50,7 @@ __all__ = [
     "ExportOptions",
     "export_table",
     "write_export",
+    "write_exported",
 ]
 
 #: The formats ``lbnorm export`` writes.
@@ -244,6 +245,20 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
         OutputError: `path` is a file lbnorm did not export, or the disk refuses;
             the file there is left as it was.
     """
+    return write_exported(table, path, csv_bytes=_csv_bytes(table))
+
+
+def write_exported(table: pa.Table, path: str | Path, *, csv_bytes: bytes) -> Path:
+    """Write an exported table: CSV (`csv_bytes`) if `path` ends in ``.csv``, else Parquet.
+
+    The file is written whole through a temporary sibling and a rename, and only
+    over a file lbnorm exported before: a Parquet file carrying lbnorm's mark in
+    its schema metadata, a CSV file whose first line is this table's header.
+
+    Raises:
+        OutputError: `path` is a file lbnorm did not export, or the disk refuses;
+            the file there is left as it was.
+    """
     from lbnorm.output.transaction import (  # the module that writes files
         write_bytes_atomically,
         write_parquet_atomically,
@@ -251,9 +266,10 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
 
     path = Path(path)
     is_csv = path.suffix.lower() == ".csv"
-    _check_replaceable(path, is_csv=is_csv)
+    header = csv_bytes.split(b"\n", 1)[0] + b"\n" if is_csv else None
+    _check_replaceable(path, csv_header=header)
     if is_csv:
-        return write_bytes_atomically(path, _csv_bytes(table))
+        return write_bytes_atomically(path, csv_bytes)
     return write_parquet_atomically(path, table.combine_chunks())
 
 
@@ -450,18 +466,6 @@ def _schema() -> pa.Schema:
     )
 
 
-def _csv_header() -> str:
-    """The CSV export's first line: the 36 names, quoted as the CSV writer quotes."""
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(
-        [name for name, _ in OPEN_LLM_COLUMNS]
-    )
-    return buffer.getvalue()
-
-
 def _csv_bytes(table: pa.Table) -> bytes:
     """The table as CSV: full-precision floats, ``True``/``False``, null as empty."""
     frame = table.to_pandas()  # the file is for people and spreadsheets: pandas' CSV
@@ -469,16 +473,16 @@ def _csv_bytes(table: pa.Table) -> bytes:
     return text.encode()
 
 
-def _check_replaceable(path: Path, *, is_csv: bool) -> None:
-    """Raise if `path` exists and is not a file lbnorm exported."""
+def _check_replaceable(path: Path, *, csv_header: bytes | None) -> None:
+    """Raise if `path` exists and is not a file lbnorm exported (CSV: with this header)."""
     if not path.exists() and not path.is_symlink():
         return
     is_ours = False
     if path.is_file():
         try:
-            if is_csv:
-                with path.open(encoding="utf-8", newline="") as handle:
-                    is_ours = handle.readline() == _csv_header()
+            if csv_header is not None:
+                with path.open("rb") as handle:
+                    is_ours = handle.readline() == csv_header
             else:
                 metadata = pq.read_schema(path).metadata or {}
                 is_ours = _MARK in metadata

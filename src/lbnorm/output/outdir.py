@@ -32,6 +32,7 @@ from lbnorm.core.schemas import (
     BENCHMARK_SCORES,
     SUBTASK_SCORES,
     benchmark_columns,
+    is_rate_field,
     leaderboard_schema,
 )
 from lbnorm.suites import Suite, load_suite, parse_suite
@@ -495,16 +496,20 @@ def has_table(out: str | Path, name: OutputTable) -> bool:
 def metadata_columns(out: str | Path) -> list[str]:
     """Return the leaderboard's columns beyond its contract (joined metadata).
 
-    Group ranks (``rank_within_*``) are not metadata and are left out.
+    Group ranks (``rank_within_*``) and the suite's board rates are not
+    metadata and are left out.
     """
     out = check_output(out)
-    names = pq.read_schema(out / "leaderboard.parquet").names
+    schema = pq.read_schema(out / "leaderboard.parquet")
+    names = schema.names
     benchmarks = [name.removesuffix(" Raw") for name in names if name.endswith(" Raw")]
     contract = set(leaderboard_schema(benchmarks).names)
     return [
-        name
-        for name in names
-        if name not in contract and not name.startswith("rank_within_")
+        field.name
+        for field in schema
+        if field.name not in contract
+        and not field.name.startswith("rank_within_")
+        and not is_rate_field(field)
     ]
 
 

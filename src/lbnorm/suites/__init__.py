@@ -67,6 +67,8 @@ from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
 from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import leaderboard_schema
+from lbnorm.suites._checks import check_keys, check_unique, shown
+from lbnorm.suites.board import Board, board_columns, parse_board
 from lbnorm.suites.instances import (
     INSTANCE_KEYS,
     InstanceRule,
@@ -82,6 +84,7 @@ __all__ = [
     "PAIRWISE",
     "Aggregation",
     "Benchmark",
+    "Board",
     "Kind",
     "Scales",
     "Subtask",
@@ -121,6 +124,10 @@ class SuiteArrays:
         missing: Per benchmark, its own missing-data policy (None: the run's);
             empty: the run's for all.
         is_averaged: Per benchmark, whether the average counts it (None: all do).
+        keeps_scores: Whether a run keeps each (variant, subtask) score for the
+            board (a left-to-right sum, a win rate over subtasks, a Borda count).
+        can_spill: Whether a run may spill its sums to disk (not when its board
+            compares every model with every other or keeps subtask scores).
     """
 
     lower_bound: FloatArray
@@ -132,6 +139,8 @@ class SuiteArrays:
     scales: Scales | None = None
     missing: tuple[MissingPolicy | None, ...] = ()
     is_averaged: BoolArray | None = None
+    keeps_scores: bool = False
+    can_spill: bool = True
 
     def missing_of(self, benchmark: int, run: MissingPolicy) -> MissingPolicy:
         """The missing-data policy of one benchmark: its own, else the run's."""
@@ -192,7 +201,7 @@ Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 #: The aggregation of a pairwise benchmark (scored from battles, not results).
 PAIRWISE: Aggregation = "bradley-terry"
-_SUITE_KEYS = {"name", "description", "benchmarks"}
+_SUITE_KEYS = {"name", "description", "benchmarks", "board"}
 _BENCHMARK_KEYS = {
     "name",
     "aggregation",
@@ -305,6 +314,8 @@ class Suite:
         sha256: Hash of the suite file's bytes, for provenance.
         text: The suite file's text, embedded in an output's manifest so that
             the output can be read back where the file is gone.
+        board: The leaderboard's rules: average, rank, rates, presentation
+            (see :mod:`lbnorm.suites.board`).
     """
 
     name: str
@@ -313,6 +324,7 @@ class Suite:
     source: str
     sha256: str
     text: str = field(default="", repr=False, compare=False)
+    board: Board = field(default_factory=Board)
 
     @property
     def benchmark_names(self) -> list[str]:
@@ -340,8 +352,8 @@ class Suite:
             >>> v2.is_modified, replace(v2, benchmarks=v2.benchmarks[:2]).is_modified
             (False, True)
         """
-        builtin = _builtin_benchmarks(self.name)
-        return builtin is not None and builtin != self.benchmarks
+        builtin = _builtin_content(self.name)
+        return builtin is not None and builtin != (self.benchmarks, self.board)
 
     @property
     def display_name(self) -> str:
@@ -486,7 +498,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError, 5,000-digit ints
         msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
         raise SuiteError(msg) from exc
-    _check_keys(document, _SUITE_KEYS, where=source)
+    check_keys(document, _SUITE_KEYS, where=source)
     name = _get(document, "name", str, where=source)
     raw_benchmarks = _get(document, "benchmarks", list, where=source)
     if not raw_benchmarks:
@@ -504,7 +516,15 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         for s in b.subtasks
         if s.task
     ]
-    _check_unique(pairs, what="(task, metric) pair", where=source)
+    check_unique(pairs, what="(task, metric) pair", where=source)
+    names = [b.name for b in benchmarks]
+    board = parse_board(
+        document.get("board"),
+        benchmarks=names,
+        columns=board_columns(names),
+        where=source,
+    )
+    _check_board(board, benchmarks, where=source)
     return Suite(
         name=name,
         description=str(document.get("description", "")),
@@ -512,14 +532,35 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         source=source,
         sha256=hashlib.sha256(data).hexdigest(),
         text=data.decode("utf-8"),
+        board=board,
     )
+
+
+def _check_board(
+    board: Board, benchmarks: tuple[Benchmark, ...], *, where: str
+) -> None:
+    """The board's rules fit the benchmarks they name."""
+    if board.summation == "left-to-right" and (
+        pooled := [
+            b.name for b in benchmarks if b.aggregation != "normalize-then-average"
+        ]
+    ):
+        msg = f'{where}: [board]: summation = "left-to-right" sums subtask scores, but benchmark(s) {pooled[:5]} pool raw scores or come from battles.\nHint: use summation = "exact" (the default), or make them normalize-then-average.'
+        raise SuiteError(msg)
+    by_name = {b.name: b for b in benchmarks}
+    for rate in board.rates:
+        if rate.reads_subtasks and (
+            pairwise := [n for n in rate.benchmarks if by_name[n].is_pairwise]
+        ):
+            msg = f"{where}: [board] rate {rate.name!r} reads subtask scores, but {pairwise[:5]} are scored from battles.\nHint: compare benchmarks with subtask scores."
+            raise SuiteError(msg)
 
 
 def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     if not isinstance(raw, dict):
         msg = f"{where}: expected a table, got {raw!r}.\nHint: write each benchmark as [[benchmarks]]."
         raise SuiteError(msg)
-    _check_keys(raw, _BENCHMARK_KEYS, where=where)
+    check_keys(raw, _BENCHMARK_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     aggregation = raw.get("aggregation", "normalize-then-average")
@@ -533,7 +574,7 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         or not sys.float_info.min <= weight <= sys.float_info.max  # inf, nan, <= 0
     ):
         msg = (
-            f"{where}: weight must be a positive finite number, got {_shown(weight)}.\n"
+            f"{where}: weight must be a positive finite number, got {shown(weight)}.\n"
             "Hint: omit it for equal weights; weights are relative (1, 2, 0.5)."
         )
         raise SuiteError(msg)
@@ -545,7 +586,7 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         _parse_subtask(item, where=f"{where} subtasks[{index}]")
         for index, item in enumerate(raw_subtasks)
     )
-    _check_unique([s.name for s in subtasks], what="subtask name", where=where)
+    check_unique([s.name for s in subtasks], what="subtask name", where=where)
     reference = _check_pairwise(raw, aggregation, subtasks, where=where)
     score, bootstrap = _pairwise_score(
         raw, aggregation, reference, subtasks, where=where
@@ -625,14 +666,14 @@ def _pairwise_score(
             raise SuiteError(msg)
         return "field", 0
     if score not in ("field", "reference"):
-        msg = f'{where}: score must be "field" or "reference", got {_shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
+        msg = f'{where}: score must be "field" or "reference", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
         raise SuiteError(msg)
     if (
         isinstance(bootstrap, bool)
         or not isinstance(bootstrap, int)
         or not 0 <= bootstrap <= 100_000
     ):
-        msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {_shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
+        msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
     if score == "field" and reference is not None:
         msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "field".\nHint: remove reference for the expected win rate against the field, or set score = "reference".'
@@ -694,7 +735,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     if not isinstance(raw, dict):
         msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
         raise SuiteError(msg)
-    _check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
+    check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)
@@ -707,7 +748,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     ):
         msg = (
             f"{where}: num_choices must be an integer >= 2, or 0 for a generative "
-            f"task; got {_shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
+            f"task; got {shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
         )
         raise SuiteError(msg)
     lower_bound = raw.get("lower_bound", 1.0 / num_choices if num_choices else 0.0)
@@ -717,7 +758,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         or not 0.0 <= lower_bound < 1.0
     ):
         msg = (
-            f"{where}: lower_bound must be in [0, 1), got {_shown(lower_bound)}.\n"
+            f"{where}: lower_bound must be in [0, 1), got {shown(lower_bound)}.\n"
             "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
         )
         raise SuiteError(msg)
@@ -730,7 +771,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         ):
             msg = (
                 f"{where}: {key} must be a positive integer of at most 2**53, got "
-                f"{_shown(count)}.\n"
+                f"{shown(count)}.\n"
                 "Hint: give the number of items in the subtask, or omit it if unknown."
             )
             raise SuiteError(msg)
@@ -747,13 +788,6 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     )
 
 
-def _shown(value: object) -> str:
-    """A value for a message; an integer of hundreds of digits as its size."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"an integer of {len(str(value)):,} digits"
-    return repr(value)
-
-
 def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
     value = table.get(key)
     if not isinstance(value, type_) or (type_ is str and not value):
@@ -762,19 +796,13 @@ def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
     return value
 
 
-def _check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
-    if unknown := sorted(set(table) - allowed):
-        msg = f"{where}: unknown key(s) {unknown}.\nHint: allowed keys are {sorted(allowed)}."
-        raise SuiteError(msg)
-
-
 def _check_benchmark_names(names: list[str], *, where: str) -> None:
     """Unique ignoring case, and none a leaderboard column of its own or a raw column.
 
     A benchmark `X` becomes the leaderboard columns `X` and `X Raw`; SQL (``lbnorm
     query``) compares names ignoring case, so ``GPQA`` and ``gpqa`` would clash.
     """
-    _check_unique(names, what="benchmark name", where=where)
+    check_unique(names, what="benchmark name", where=where)
     folded = Counter(name.casefold() for name in names)
     if clash := [name for name in names if folded[name.casefold()] > 1]:
         msg = (
@@ -810,14 +838,6 @@ def _check_total_weight(weights: list[float], *, where: str) -> None:
             f"({weights[:5]}{' ...' if len(weights) > 5 else ''}), so every average "
             "would be empty.\nHint: weights are relative: scale them down (e.g. 1, 2, 0.5)."
         )
-        raise SuiteError(msg)
-
-
-def _check_unique(names: list[str], *, what: str, where: str) -> None:
-    if duplicated := sorted(
-        name for name, count in Counter(names).items() if count > 1
-    ):
-        msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
         raise SuiteError(msg)
 
 
@@ -894,11 +914,12 @@ def benchmark_hint(benchmarks: Sequence[str]) -> str:
 
 
 @functools.cache
-def _builtin_benchmarks(name: str) -> tuple[Benchmark, ...] | None:
-    """The benchmarks of the built-in suite of that name (None if there is none)."""
+def _builtin_content(name: str) -> tuple[tuple[Benchmark, ...], Board] | None:
+    """The benchmarks and board of the built-in suite of that name (None: none)."""
     if name not in builtin_suite_names():
         return None
-    return load_suite(name).benchmarks
+    suite = load_suite(name)
+    return suite.benchmarks, suite.board
 
 
 def suite_text(suite: Suite) -> str:
@@ -941,6 +962,8 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
         ),
         weight=np.array([b.weight for b in suite.benchmarks], dtype=np.float64),
         scales=_scales(suite),
+        keeps_scores=suite.board.needs_subtask_scores,
+        can_spill=not suite.board.needs_subtask_scores and not suite.board.rates,
         is_averaged=(
             None
             if all(b.averaged for b in suite.benchmarks)
