@@ -564,3 +564,57 @@ def test_builtin_boards_round_trip_through_their_toml() -> None:
         again = parse_suite(suite_text(suite).encode(), source="copy.toml")
         assert (again.benchmarks, again.board) == (suite.benchmarks, suite.board)
         assert not again.is_modified
+
+
+def test_a_spilled_run_applies_the_same_board(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row rules a partition at a time, the rank once: the unspilled run's tables."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(str(tmp_path)) / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    suite = _board_suite(
+        'average = "subtasks"\nrank_by = "B"\nrank_method = "ordinal"\nrank_incomplete = false',
+        a='missing = "zero"',
+    )
+    rows = [
+        (f"m{i:03d}", benchmark, subtask, float((i * 7 + len(subtask)) % 101))
+        for i in range(60)
+        for benchmark, subtask in (
+            ("A", "a1"),
+            ("A", "a2"),
+            ("A", "a3"),
+            ("B", "b1"),
+            ("N", "n"),
+        )
+        if not (i % 9 == 0 and subtask == "a2")
+    ]
+    table = pa.table(
+        {
+            name: [r[k] for r in rows]
+            for k, name in enumerate(["model", "benchmark", "subtask", "raw_score"])
+        }
+    )
+    batches = [
+        Batch(table=table.slice(start, 40), source="t")
+        for start in range(0, len(rows), 40)
+    ]
+    results = [
+        finish_job(
+            stream.start(
+                Inputs.of_batches(batches),
+                suite,
+                RunOptions(missing="partial", subtasks=False, sum_memory=memory),
+            )
+        )
+        for memory in (0.5, 1e-9)
+    ]
+    assert results[1].leaderboard_table.equals(results[0].leaderboard_table)
+    assert results[1].benchmark_table.equals(results[0].benchmark_table)
+    rank = results[0].leaderboard["rank"]
+    assert int(rank.isna().sum()) == 7  # the rows missing a2: incomplete, unranked
+    assert sorted(rank.dropna().astype(int)) == list(range(1, 54))  # ordinal

@@ -366,3 +366,14 @@ def test_unbounded_statistic_sums_exactly_in_any_order() -> None:
     second = _run("stream", _suite(), shuffled, missing="partial").leaderboard_table
     assert first.equals(second)
     assert np.isfinite(first.column("n_total").to_numpy()).all()
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+def test_a_lone_subtask_on_a_range_keeps_its_bits(engine: str) -> None:
+    """A benchmark of one subtask sums 0 + x: its score is the input, bit for bit."""
+    text = 'name = "one"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a" }]\n'
+    suite = parse_suite(text.encode(), source="one.toml")
+    values = [5.35, 0.1 + 0.2, 99.99999999999999, 100.00000000000001, 1e-300]
+    rows = [(f"m{i}", "P", "a", value) for i, value in enumerate(values)]
+    board = _run(engine, suite, rows).leaderboard.set_index("model")
+    assert [board["P"].to_dict()[f"m{i}"] for i in range(len(values))] == values

@@ -317,6 +317,14 @@ class FixedPoint:
             suite.lower_bound if scales is None else scales.offset
         )
         n_benchmarks = suite.is_pooled.shape[0]
+        #: Per subtask, whether its terms are summed as they are (None: none):
+        #: in a suite with declared ranges, the one subtask of a benchmark (its
+        #: sum is 0 + x = x, exact in any order, so its value keeps every bit)
+        #: and an unbounded statistic's (which has one).
+        self._is_plain: BoolArray | None = None
+        is_single = np.bincount(suite.benchmark_index, minlength=n_benchmarks) == 1
+        if scales is not None and is_single.any():
+            self._is_plain = is_single[suite.benchmark_index]
 
         def largest(per_subtask: FloatArray) -> FloatArray:
             total = np.bincount(
@@ -325,8 +333,9 @@ class FixedPoint:
             scale: FloatArray = np.exp2(
                 53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60)))
             )
-            # an unbounded statistic's one value is summed as it is (0 + x = x)
-            return scale if scales is None else np.where(np.isinf(total), 1.0, scale)
+            if scales is None:
+                return scale
+            return np.where(is_single | np.isinf(total), 1.0, scale)
 
         n_most = np.maximum(suite.n_samples, 1.0) * SIZE_HEADROOM
         reach = 50.0 / (1.0 - suite.lower_bound)  # 100 * se / (1 - lb), se <= 0.5
@@ -356,14 +365,10 @@ class FixedPoint:
         self.scale: dict[str, FloatArray] = {
             name: largest(values) for name, values in most.items()
         }
-        #: Per subtask, whether its terms are summed as they are (None: none).
-        self._is_plain: BoolArray | None = None
         #: Per subtask, the normalized score's floor (None: 0 for every one).
         self._floor: FloatArray | None = None
         if scales is not None:
             self._floor = np.where(scales.is_statistic, -np.inf, 0.0)
-            if np.isinf(scales.largest).any():
-                self._is_plain = np.isinf(scales.largest)
         # Per subtask, each term's factor with its power-of-two scale folded in:
         # scaling by 2**k is exact, so fl(x * (f * 2**k)) == fl(x * f) * 2**k and
         # the terms keep their bits with one multiplication less per row.
@@ -512,7 +517,7 @@ class FixedPoint:
         if self._is_plain is None:
             for name in self.scale:
                 np.rint(terms[name], out=terms[name])
-        else:  # an unbounded statistic's terms are kept as they are
+        else:  # a lone subtask's terms are kept as they are
             is_plain = self._is_plain[subtask]
             for name in self.scale:
                 terms[name] = np.where(is_plain, terms[name], np.rint(terms[name]))

@@ -34,7 +34,6 @@ from lbnorm.core.options import UnknownSubtasks
 from lbnorm.core.schemas import KEY_COLUMNS, Batch
 from lbnorm.engines.encode import KeyEncoder
 from lbnorm.suites import Scales
-from lbnorm.suites.rules import RANGE_ULPS
 
 __all__ = [
     "CheckedBatch",
@@ -221,29 +220,12 @@ def _outside_ranges(
     subtask: npt.NDArray[np.int64],
     scales: Scales | None,
 ) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.bool_] | None]:
-    """Rows of benchmarks with a declared range, and those outside it.
-
-    The ends take :data:`~lbnorm.suites.rules.RANGE_ULPS` units in the last
-    place of slack: a mean of values at the end (EvalPerf's
-    100.00000000000001) is at the end. NaN and inf stay the ``non_finite``
-    check's. (None, None): no row has a declared range.
-    """
+    """Rows of benchmarks with a declared range, and those outside it (None: none ranged)."""
     if scales is None:
         return None, None
-    known = subtask >= 0
-    at = np.where(known, subtask, 0)
-    is_ranged = known & ~scales.is_default[at]
+    is_ranged, is_outside = scales.outside(scores, subtask)
     if not is_ranged.any():
         return None, None
-    low, high = scales.low[at], scales.high[at]
-    slack_low = low - RANGE_ULPS * np.spacing(np.abs(low))
-    slack_high = high + RANGE_ULPS * np.spacing(np.abs(high))
-    with np.errstate(invalid="ignore"):
-        is_outside = (
-            is_ranged
-            & np.isfinite(scores)
-            & ((scores < slack_low) | (scores > slack_high))
-        )
     return is_ranged, is_outside
 
 

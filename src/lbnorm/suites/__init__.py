@@ -75,7 +75,13 @@ from lbnorm.suites.instances import (
     parse_instance_rule,
     source_key,
 )
-from lbnorm.suites.rules import RULE_KEYS, Kind, is_default_range, parse_rules
+from lbnorm.suites.rules import (
+    RANGE_ULPS,
+    RULE_KEYS,
+    Kind,
+    is_default_range,
+    parse_rules,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -195,6 +201,44 @@ class Scales:
         """Per subtask, the raw value below which a score clips (-inf: never)."""
         floor: FloatArray = np.where(self.is_statistic, -np.inf, self.offset)
         return floor
+
+    def outside(
+        self, values: FloatArray, subtask: IntArray
+    ) -> tuple[BoolArray, BoolArray]:
+        """Which values have a declared range, and which of those lie outside it.
+
+        The ends take :data:`~lbnorm.suites.rules.RANGE_ULPS` units in the last
+        place of slack: a mean of values at the end (EvalPerf's
+        100.00000000000001) is at the end. NaN and inf are not "outside" (they
+        are not numbers: another check's).
+
+        Args:
+            values: Raw scores.
+            subtask: Each one's subtask code (negative: unknown, no range).
+
+        Returns:
+            The mask of values whose subtask has a declared range, and the mask
+            of those outside it.
+
+        Examples:
+            >>> scales = suite_arrays(load_suite("evalperf")).scales  # [0, 100]
+            >>> codes = np.zeros(3, np.int64)
+            >>> scales.outside(np.array([100.00000000000001, 100.1, -0.0]), codes)[1].tolist()
+            [False, True, False]
+        """
+        known = subtask >= 0
+        at = np.where(known, subtask, 0)
+        is_ranged = known & ~self.is_default[at]
+        low, high = self.low[at], self.high[at]
+        slack_low = low - RANGE_ULPS * np.spacing(np.abs(low))
+        slack_high = high + RANGE_ULPS * np.spacing(np.abs(high))
+        with np.errstate(invalid="ignore"):
+            is_outside = (
+                is_ranged
+                & np.isfinite(values)
+                & ((values < slack_low) | (values > slack_high))
+            )
+        return is_ranged, is_outside
 
 
 Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-terry"]
