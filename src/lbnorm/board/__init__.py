@@ -154,14 +154,16 @@ def rank_key(
     return column
 
 
-def rank_rows(suite: Suite, by: FloatArray, *, is_complete: BoolArray) -> FloatArray:
+def rank_rows(
+    suite: Suite, by: FloatArray, *, is_complete: BoolArray | None
+) -> FloatArray:
     """Each row's rank by the board's ``rank_method`` (rows in key order).
 
     Args:
         suite: The suite (its board).
         by: The values ranked (:func:`rank_key`), highest first; NaN: unranked.
         is_complete: Per row, whether every subtask is present (a row that is
-            not is unranked under ``rank_incomplete = false``).
+            not is unranked under ``rank_incomplete = false``; None: not asked).
 
     Returns:
         The ranks (NaN: unranked), rows in the order given (key order: the
@@ -169,6 +171,7 @@ def rank_rows(suite: Suite, by: FloatArray, *, is_complete: BoolArray) -> FloatA
     """
     board = suite.board
     if not board.rank_incomplete:
+        assert is_complete is not None, "the board ranks complete rows only"
         by = np.where(is_complete, by, np.nan)
     return rank_descending(by, method=board.rank_method)
 
@@ -212,7 +215,10 @@ def score_board(
         suite, arrays, normalized, stderr, n_present, missing=missing, values=values
     )
     rates = rate_rows(suite, arrays, normalized, values) if suite.board.rates else {}
-    expected = np.bincount(arrays.benchmark_index, minlength=normalized.shape[1])
+    is_complete = None  # (only where the board asks: a pass over every cell)
+    if not suite.board.rank_incomplete:
+        expected = np.bincount(arrays.benchmark_index, minlength=normalized.shape[1])
+        is_complete = (n_present == expected).all(axis=1)
     by = rank_key(suite, average=average, normalized=normalized, rates=rates)
-    rank = rank_rows(suite, by, is_complete=(n_present == expected).all(axis=1))
+    rank = rank_rows(suite, by, is_complete=is_complete)
     return BoardScores(average=average, average_stderr=error, rates=rates, rank=rank)

@@ -370,7 +370,10 @@ def is_rate_field(field: pa.Field) -> bool:
 
 
 def leaderboard_schema(
-    benchmarks: Sequence[str], *, rates: Sequence[str] = ()
+    benchmarks: Sequence[str],
+    *,
+    rates: Sequence[str] = (),
+    rank_doc: str | None = None,
 ) -> pa.Schema:
     """Return the leaderboard schema for a suite's benchmarks, in suite order.
 
@@ -378,6 +381,8 @@ def leaderboard_schema(
         benchmarks: Benchmark names; each gives a normalized column `<name>` and a
             raw column `<name> Raw`, as the Open LLM Leaderboard names them.
         rates: The suite's board's rate columns (win rates, Borda points), last.
+        rank_doc: How the suite's board ranks, for the rank column's doc (None:
+            by the average, ties sharing the smallest rank).
 
     Returns:
         The schema: keys, rank, average, coverage, the benchmark columns, then
@@ -413,8 +418,9 @@ def leaderboard_schema(
             _field(
                 "rank",
                 pa.int64(),
-                "1 = best average; ties share the smallest rank (1, 2, 2, 4); null if "
-                "the model is not ranked (incomplete under missing='exclude').",
+                rank_doc
+                or "1 = best average; ties share the smallest rank (1, 2, 2, 4); null "
+                "if the model is not ranked (incomplete under missing='exclude').",
                 nullable=True,
             ),
             _field(

@@ -294,7 +294,8 @@ class FixedPoint:
 
     Attributes:
         scale: Per sum name and benchmark, ``2**k``.
-        lower_bound: Per subtask, its bound.
+        lower_bound: Per subtask, the raw value that scores 0 (its bound, for
+            fractions; on a declared range, the bound in raw units).
     """
 
     __slots__ = (

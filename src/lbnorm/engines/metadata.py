@@ -730,6 +730,8 @@ def annotate_leaderboard(
     *,
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
+    rank_by: str = "average",
+    rank_method: RankMethod = "min",
 ) -> pd.DataFrame:
     """:func:`annotate_table` on a frame (what ``lbnorm show`` does on the fly).
 
@@ -738,6 +740,8 @@ def annotate_leaderboard(
         metadata: A metadata file, a frame, or None for none.
         rank_within_columns: Columns to rank within (each adds a column).
         is_flagged_excluded: Re-rank without the ``flagged`` variants.
+        rank_by: The column the suite's board ranks by.
+        rank_method: How its ties share ranks.
 
     Returns:
         The annotated leaderboard: its own columns as they were (rows reordered
@@ -773,11 +777,14 @@ def annotate_leaderboard(
             table,
             rank_within_columns=rank_within_columns,
             is_flagged_excluded=is_flagged_excluded,
+            rank_by=rank_by,
+            rank_method=rank_method,
         ),
         needed=(
             *KEY_COLUMNS,
             "rank",
             "average",
+            *([rank_by] if rank_by != "average" else []),
             "flagged",
             *rank_within_columns,
             *groups,

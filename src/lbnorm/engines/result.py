@@ -535,7 +535,9 @@ def assemble_result(
         leaderboard_output = BuiltBeside(
             board,
             schema=leaderboard_schema(
-                suite.benchmark_names, rates=suite.board.rate_names
+                suite.benchmark_names,
+                rates=suite.board.rate_names,
+                rank_doc=suite.board.rank_doc,
             ),
             num_rows=len(variants),
         )
@@ -768,7 +770,11 @@ def leaderboard_rows(
         columns[f"{name} stderr"] = arrow.array(errors, mask=np.isnan(errors))
     for name, values in (rates or {}).items():
         columns[name] = arrow.array(values, mask=np.isnan(values))
-    schema = leaderboard_schema(suite.benchmark_names, rates=suite.board.rate_names)
+    schema = leaderboard_schema(
+        suite.benchmark_names,
+        rates=suite.board.rate_names,
+        rank_doc=suite.board.rank_doc,
+    )
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 

@@ -576,8 +576,13 @@ def finish_spilled(
     ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept)
     averages, errors, n_complete = averages[order], errors[order], n_complete[order]
+    rules = suite.board
     rank = rank_rows(
-        suite, ranked_by[order], is_complete=n_complete == len(suite.benchmarks)
+        suite,
+        averages if ranked_by is None else ranked_by[order],
+        is_complete=(
+            None if rules.rank_incomplete else n_complete == len(suite.benchmarks)
+        ),
     )
     spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
@@ -608,7 +613,7 @@ def finish_spilled(
 def _sum_partitions(
     store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
 ) -> tuple[
-    FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray], FloatArray
+    FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray], FloatArray | None
 ]:
     """Sum and finish every partition; what the leaderboard needs of each variant.
 
@@ -616,14 +621,14 @@ def _sum_partitions(
         Per variant (code order): the average, its standard error, the complete
         benchmarks; the (variant, benchmark) cells with a subtask (the benchmark
         table's rows); the (code, benchmark) pairs pooled with other sample
-        sizes; and the score of the benchmark the board ranks by (the average
-        again when it ranks by the average).
+        sizes; and the score of the benchmark the board ranks by (None when it
+        ranks by the average).
     """
     averages = np.full(n_variants, np.nan)
     errors = np.full(n_variants, np.nan)
     by = suite.board.rank_by  # (a spilled run's board has no rates)
     by_index = suite.benchmark_names.index(by) if by != "average" else None
-    ranked_by = averages if by_index is None else np.full(n_variants, np.nan)
+    ranked_by = None if by_index is None else np.full(n_variants, np.nan)
     n_complete = np.zeros(n_variants, dtype=np.int8)
     resized: list[IntArray] = []
     n_cells = 0
@@ -645,7 +650,7 @@ def _sum_partitions(
                 benchmark.n_present,
                 missing=options.missing,
             )
-            if by_index is not None:
+            if ranked_by is not None:
                 ranked_by[low:high] = benchmark.normalized[:, by_index]
             n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(
                 axis=1
@@ -875,7 +880,10 @@ class SpilledLeaderboard:
         self._rank, self._average, self._error = rank, average, average_error
         self._n_complete = n_complete
         self._counts = counts
-        self.schema = leaderboard_schema(spilled.suite.benchmark_names)
+        rules = spilled.suite.board  # (a spilled run's board has no rates)
+        self.schema = leaderboard_schema(
+            spilled.suite.benchmark_names, rank_doc=rules.rank_doc
+        )
         self.num_rows = len(rank)
 
     def board_counts(self) -> BoardCounts:

@@ -10,9 +10,10 @@ presentation: the output's own tables keep every digit, and ranks were taken
 on the unrounded values.
 
 Rounding is numpy's ``round`` (``np.round(x, digits)``: ``rint(x * 10**d) /
-10**d``, half to even on the binary value), which is what a pandas
-``DataFrame.round`` publishes: 0.125 (exact in binary) rounds to 0.12, and
-2.675 (2.67499999... in binary) to 2.67.
+10**d``, half to even on the binary value of the product), which is what a
+pandas ``DataFrame.round`` publishes: 0.125 rounds to 0.12 (12.5, half to even),
+and 2.675 to 2.68 (2.675 x 100 is 267.5 in binary), where Python's
+``round(2.675, 2)`` gives 2.67.
 
 A suite without ``[[board.columns]]`` presents the rank, the average (unless
 the board has none), each benchmark's score and each rate, under the
@@ -49,8 +50,8 @@ def round_half_even(values: FloatArray, digits: int) -> FloatArray:
     """Values rounded as numpy (and so pandas) rounds: half to even on the binary value.
 
     Examples:
-        >>> round_half_even(np.array([0.125, 2.675, 74.035, np.nan]), 2).tolist()
-        [0.12, 2.67, 74.03, nan]
+        >>> round_half_even(np.array([0.125, 0.375, 2.675, 1.005, np.nan]), 2).tolist()
+        [0.12, 0.38, 2.68, 1.0, nan]
     """
     rounded: FloatArray = np.round(values, digits)
     return rounded

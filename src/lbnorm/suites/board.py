@@ -152,6 +152,28 @@ class Board:
         return [rate.name for rate in self.rates]
 
     @property
+    def rank_doc(self) -> str | None:
+        """The leaderboard's ``rank`` column doc for this board (None: the default's).
+
+        Examples:
+            >>> Board(rank_by="dps", rank_method="ordinal").rank_doc
+            '1 = best dps; every row its own place, exact ties in key order (1, 2, 3, 4); null if not ranked.'
+        """
+        if (self.rank_by, self.rank_method, self.rank_incomplete) == (
+            "average",
+            "min",
+            True,
+        ):
+            return None
+        ties = {
+            "min": "ties share the smallest rank (1, 2, 2, 4)",
+            "ordinal": "every row its own place, exact ties in key order (1, 2, 3, 4)",
+            "dense": "ties share a rank, the next value the next rank (1, 2, 2, 3)",
+        }[self.rank_method]
+        complete = " or missing a subtask" if not self.rank_incomplete else ""
+        return f"1 = best {self.rank_by}; {ties}; null if not ranked{complete}."
+
+    @property
     def needs_subtask_scores(self) -> bool:
         """Whether a run keeps each (variant, subtask) score for these rules.
 
