@@ -876,7 +876,9 @@ def _assemble(
 def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     """Entries stored one per line, as a list<string> column ('' is no entry)."""
     split = pc.split_pattern(texts, "\n")
-    none = pa.scalar([], pa.list_(pa.string()))
+    none = pa.ListArray.from_arrays(
+        numbers(np.zeros(2), pa.int32()), strings([])
+    )[0]  # the empty list, built from arrays (pa.scalar of a list probes pandas)
     return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 
