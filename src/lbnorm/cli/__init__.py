@@ -194,17 +194,14 @@ def _run_command(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    except LbnormError as exc:  # an option's value out of range (cli.arguments.Whole)
+        return _error(exc)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
         return int(args.handler(args))
     except LbnormError as exc:
         _runtime.check_cancelled()  # an error while the run stopped: the signal's
-        from lbnorm.faces.terminal import printable
-
-        print(
-            f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr
-        )
-        return exc.exit_code
+        return _error(exc)
     except BrokenPipeError:  # `lbnorm query ... | head`: the reader left, not an error
         _silence_stdout()
         return ExitCode.OK
@@ -219,6 +216,14 @@ def _run_command(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return ExitCode.OUTPUT
+
+
+def _error(exc: LbnormError) -> int:
+    """Print an lbnorm error as one message (no traceback); its exit code."""
+    from lbnorm.faces.terminal import printable
+
+    print(f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
+    return exc.exit_code
 
 
 def _stdout_fails() -> bool:

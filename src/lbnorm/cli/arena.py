@@ -14,7 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from lbnorm.cli.arguments import MOST_COUNT, Whole
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import MOST_GIB
 
 __all__ = ["diff_ratings_outputs", "register", "report_ratings", "show_ratings"]
 
@@ -154,7 +156,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     arena.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="models to print",
         default=10,
         help="models to print (default: %(default)s)",
     )
@@ -215,8 +220,8 @@ def _category(text: str) -> tuple[str, str]:
 
 
 def _bytes(gib: float) -> int:
-    if not gib > 0 or gib == float("inf"):
-        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8."
+    if not 0 < gib <= MOST_GIB:
+        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8 (at most {MOST_GIB:,.0f})."
         raise OptionsError(msg)
     return int(gib * 2**30)
 

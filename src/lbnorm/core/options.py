@@ -17,6 +17,8 @@ from lbnorm.core.errors import OptionsError
 
 __all__ = [
     "DEFAULT_SUITE",
+    "MOST_COUNT",
+    "MOST_GIB",
     "ComparabilityCheck",
     "EngineName",
     "ExtraColumns",
@@ -24,6 +26,7 @@ __all__ = [
     "ProgressCallback",
     "RunOptions",
     "UnknownSubtasks",
+    "shown_number",
 ]
 
 #: The suite used when none is named.
@@ -50,6 +53,15 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 #: ``off``; ``report`` names the variants that differ from the majority;
 #: ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
+
+#: The largest count a count option takes (rows, models, places, processes): more
+#: than any leaderboard holds, and well inside the 64-bit integers Arrow and numpy
+#: slice and compare with.
+MOST_COUNT = 10**12
+
+#: The most GiB a memory budget takes (1 PiB): a larger one is no budget, and its
+#: bytes (``inf``, ``1e308``) are no integer.
+MOST_GIB = float(2**20)
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
 ProgressCallback = Callable[[str, int, int], None]
@@ -134,15 +146,18 @@ class RunOptions:
                 "Hint: use --workers 1 for one process."
             )
             raise OptionsError(msg)
+        _check_most("workers (--workers)", self.workers, "processes")
         if self.batch_rows is not None and self.batch_rows < 1:
             msg = (
                 f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
                 "Hint: leave --batch-rows out to stream a Parquet row group at a time."
             )
             raise OptionsError(msg)
-        if not self.sum_memory > 0:
+        if self.batch_rows is not None:
+            _check_most("batch_rows (--batch-rows)", self.batch_rows, "rows")
+        if not 0 < self.sum_memory <= MOST_GIB:
             msg = (
-                f"sum_memory (--sum-memory) must be a positive number of GiB, got {self.sum_memory}.\n"
+                f"sum_memory (--sum-memory) must be a positive number of GiB up to {MOST_GIB:,.0f}, got {self.sum_memory}.\n"
                 "Hint: leave --sum-memory out for the default (0.5)."
             )
             raise OptionsError(msg)
@@ -195,6 +210,27 @@ class RunOptions:
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]
         return options
+
+
+def shown_number(value: int) -> str:
+    """A whole number as a message shows it: whole up to 30 digits, else its start and length.
+
+    Examples:
+        >>> shown_number(10**23), shown_number(10**999)
+        ('100000000000000000000000', '100000000000...(1000 digits)')
+    """
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+
+
+def _check_most(name: str, value: int, what: str) -> None:
+    """Refuse a count past :data:`MOST_COUNT` (no input is that large; int64 overflows soon after)."""
+    if value > MOST_COUNT:
+        msg = (
+            f"{name} must be at most {MOST_COUNT:,}, got {shown_number(value)}.\n"
+            f"Hint: no run needs more {what}; leave the option out for its default."
+        )
+        raise OptionsError(msg)
 
 
 def _check_choice(name: str, value: object, choices: object) -> None:

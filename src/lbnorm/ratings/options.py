@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lbnorm.core.errors import RatingOptionsError
+from lbnorm.core.options import MOST_COUNT, shown_number
 
 __all__ = [
     "BASE",
@@ -193,6 +194,11 @@ class RatingOptions:
                     "max_bootstrap_bytes": "give a memory budget in bytes.",
                 }
                 fail(f"{name} must be a whole number >= 0, got {value!r}", hints[name])
+        if self.bootstrap > MOST_COUNT:  # (its memory estimate would overflow a float)
+            fail(
+                f"bootstrap must be at most {MOST_COUNT:,} rounds, got {shown_number(self.bootstrap)}",
+                "the Arena uses 1000 rounds (--bootstrap 1000).",
+            )
 
 
 def _is_anchor(anchor: object) -> bool:
