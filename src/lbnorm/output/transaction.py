@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -193,6 +193,20 @@ _STAGING_EXTRA = len("..tmp-") + 12
 _SHOWN = 5
 
 
+def _read_upto(handle: BinaryIO, limit: int) -> bytes:
+    """At most `limit` bytes of `handle`, a MiB at a time.
+
+    ``handle.read(limit)`` allocates `limit` bytes before it reads one: 256 MiB
+    of address space for every manifest, which a ``ulimit -v`` refuses.
+    """
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def load_manifest(
     path: Path, *, whole: bool = False
 ) -> tuple[dict[str, Any] | None, str]:
@@ -203,7 +217,7 @@ def load_manifest(
     """
     try:
         with path.open("rb") as handle:
-            data = handle.read(_MANIFEST_LIMIT + 1)
+            data = _read_upto(handle, _MANIFEST_LIMIT + 1)
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
     if len(data) > _MANIFEST_LIMIT:
@@ -461,7 +475,7 @@ def _names_lbnorm(folder: Path) -> bool:
     """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
     try:
         with (folder / _MANIFEST).open("rb") as handle:
-            data = handle.read(_MANIFEST_LIMIT + 1)
+            data = _read_upto(handle, _MANIFEST_LIMIT + 1)
         head = manifest_head(data)
     except (OSError, ValueError, RecursionError):  # none, or not JSON
         return False
