@@ -210,3 +210,22 @@ def test_relative_inputs_are_read_by_workers_in_another_directory(
             for worker, folder in before.items():
                 client.run(__import__("os").chdir, folder, workers=[worker])
     assert on_cluster.n_scores == 183_040
+
+
+def test_a_local_cluster_leaves_nothing_in_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dask kept $TMPDIR/dask-scratch-space/ after every run; the run's own folder is removed."""
+    import tempfile
+
+    import dask.config
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = dask.config.get("temporary-directory", None)
+    result = lbnorm.run(options=RunOptions(engine="dask"))
+    assert result.leaderboard_table.num_rows == 4576
+    assert list(scratch.iterdir()) == []
+    assert dask.config.get("temporary-directory", None) == before  # as it was
