@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError, LbnormError
-from lbnorm.core.files import file_format, sha256_file
+from lbnorm.core.files import describe_mode, file_format, sha256_file
 from lbnorm.core.manifest import OutputKind, manifest_kind, manifest_problem
 from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import (
@@ -67,6 +67,16 @@ RatingsTable = Literal["ratings", "win_rates"]
 RATINGS_FILES = ("ratings.parquet", "win_rates.parquet")
 
 
+def _what_is(path: Path) -> str:
+    """What is at `path`, which is no folder: nothing, or a file of some kind."""
+    try:
+        return f"it is {describe_mode(path.stat().st_mode)}"
+    except FileNotFoundError:
+        return "no such folder"
+    except OSError as exc:
+        return f"it cannot be looked at: {exc.strerror or exc}"
+
+
 def check_output(out: str | Path, *, verify: bool = False) -> Path:
     """Return `out` if it is an lbnorm output directory, checked once for all readers.
 
@@ -86,10 +96,13 @@ def check_output(out: str | Path, *, verify: bool = False) -> Path:
     """
     out = Path(out)
     if not out.is_dir():
-        msg = (
-            f"{out}: not an lbnorm output directory (no such folder).\n"
-            f"Hint: write one with `lbnorm run [INPUT...] --out {out}`."
+        what = _what_is(out)
+        hint = (
+            f"write one with `lbnorm run [INPUT...] --out {out}`"
+            if what == "no such folder"
+            else "give the folder `lbnorm run --out DIR` wrote, not a file"
         )
+        msg = f"{out}: not an lbnorm output directory ({what}).\nHint: {hint}."
         raise InputError(msg)
     missing = [
         name
