@@ -88,7 +88,7 @@ def _options(board: Path, work: Path) -> Iterator[Attempt]:
         if isinstance(action, Whole):
             values = [*values, str(action.least - 1), str(action.most + 1)]
         for value in dict.fromkeys(values):
-            argv = [*command_line(name, board, work), f"{flag}={value}"]  # (-inf)
+            argv = [*command_line(name, board, work, option=flag), f"{flag}={value}"]
             yield Attempt("options", argv, 2)
 
 

@@ -40,14 +40,27 @@ def numeric_options() -> Iterator[tuple[str, argparse.Action]]:
                 yield name, action
 
 
-def command_line(command: str, board: Path, work: Path) -> list[str]:
+#: Options that mean something only beside others (the value is then what is refused).
+NEEDS = {
+    "--scheduler-timeout": ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:1"]
+}
+
+
+def command_line(
+    command: str, board: Path, work: Path, *, option: str = ""
+) -> list[str]:
     """`command` with the arguments it requires; what it writes goes to `work` / new.
 
     Args:
         command: A command with numeric options.
         board: An lbnorm output (of :data:`GOLDEN`) for the commands that read one.
         work: An empty folder.
+        option: The option to be tried: the options it needs are added (:data:`NEEDS`).
     """
+    return _required(command, board, work) + NEEDS.get(option, [])
+
+
+def _required(command: str, board: Path, work: Path) -> list[str]:
     new = str(work / "new")
     return {
         "run": ["run", *GOLDEN, "--out", new],

@@ -29,6 +29,7 @@ HOSTILE: dict[tuple[str, str], list[str]] = {
     ("run", "--workers"): ["0", HUGE],
     ("run", "--sum-memory"): ["0", "-1", "nan", "inf", "1e308"],
     ("run", "--batch-rows"): ["0", HUGE],
+    ("run", "--scheduler-timeout"): ["0", "-1", "nan", "inf", "1e308"],
     ("arena", "--l2"): ["-1", "nan", "inf", "1e308"],
     ("arena", "--bootstrap"): ["-1", HUGE],
     ("arena", "--seed"): ["-1"],
@@ -92,7 +93,7 @@ def test_a_value_out_of_range_is_a_usage_error_before_any_work(
 ) -> None:
     board, _ = outputs
     before = _snapshot(board.parent)
-    code = main([*command_line(command, board, tmp_path), option, value])
+    code = main([*command_line(command, board, tmp_path, option=option), option, value])
     captured = capsys.readouterr()
     assert code == 2, captured.err
     assert captured.out == ""  # nothing printed before the error: checked first
