@@ -13,14 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
-from lbnorm.core.errors import ExitCode, OptionsError, OutputError
+from lbnorm.core.errors import ExitCode, OptionsError, OutputError, shown_number
 from lbnorm.core.options import (
     MOST_COUNT,
     ExtraColumns,
     MissingPolicy,
     RunOptions,
     UnknownSubtasks,
-    shown_number,
 )
 
 __all__ = [

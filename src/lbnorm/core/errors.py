@@ -52,6 +52,7 @@ __all__ = [
     "ValidationError",
     "WhereSyntaxError",
     "memory_failure",
+    "shown_number",
 ]
 
 
@@ -190,6 +191,17 @@ class RatingsNotIdentifiableError(InputError):
 
 class HealthConfigError(LbnormError, ValueError):
     """A health threshold is out of range or unknown (``--health-config``)."""
+
+
+def shown_number(value: int) -> str:
+    """A whole number as a message shows it: whole up to 30 digits, else its start and length.
+
+    Examples:
+        >>> shown_number(10**23), shown_number(10**999)
+        ('100000000000000000000000', '100000000000...(1000 digits)')
+    """
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
 
 
 #: What the libraries say when an allocation, a thread or a mapping fails: Arrow

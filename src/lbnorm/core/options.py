@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from lbnorm.core.errors import OptionsError
+from lbnorm.core.errors import OptionsError, shown_number
 
 __all__ = [
     "DEFAULT_SUITE",
@@ -27,7 +27,6 @@ __all__ = [
     "ProgressCallback",
     "RunOptions",
     "UnknownSubtasks",
-    "shown_number",
 ]
 
 #: The suite used when none is named.
@@ -246,17 +245,6 @@ class RunOptions:
             if options[name] is None:  # (likewise)
                 del options[name]
         return options
-
-
-def shown_number(value: int) -> str:
-    """A whole number as a message shows it: whole up to 30 digits, else its start and length.
-
-    Examples:
-        >>> shown_number(10**23), shown_number(10**999)
-        ('100000000000000000000000', '100000000000...(1000 digits)')
-    """
-    text = str(value)
-    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
 
 
 def _check_most(name: str, value: int, what: str) -> None:
