@@ -679,13 +679,13 @@ def test_an_unwritable_cache_names_the_cache_not_the_output(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def refuse(path: Path, table: object) -> Path:
+    def refuse(path: Path, content: object, **how: object) -> str:
         msg = "writer's words"
         raise OutputError(msg) from PermissionError(
             errno.EACCES, "Permission denied", str(path)
         )
 
-    monkeypatch.setattr(cache_module, "write_parquet_atomically", refuse)
+    monkeypatch.setattr(cache_module, "write_file", refuse)
     cache = tmp_path / "cache"
     out = tmp_path / "out"
     assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6

@@ -293,7 +293,7 @@ def test_never_writes_over_a_file_it_did_not_write(
             foreign.write_text("a,b\n1,2\n")
         before = foreign.read_bytes()
         with pytest.raises(
-            OutputError, match=r"(?s)not a file `lbnorm export` wrote.*Hint"
+            OutputError, match=r"(?s)exists and was not written by lbnorm.*Hint"
         ):
             write_export(table, foreign)
         assert foreign.read_bytes() == before
@@ -379,7 +379,8 @@ def test_a_file_given_as_the_output_folder_is_named_as_a_file(
     assert main(["export", str(notes), *argv]) == 4
     assert capsys.readouterr().err == (
         f"lbnorm: error: {notes}: not an lbnorm output directory (it is a regular "
-        "file).\nHint: give the folder `lbnorm run --out DIR` wrote, not a file.\n"
+        "file).\nHint: give the folder `lbnorm run [INPUT...] --out DIR` wrote, not a "
+        "file.\n"
     )
     assert main(["export", str(tmp_path / "nowhere"), *argv]) == 4
     assert "(no such folder).\nHint: write one with" in capsys.readouterr().err

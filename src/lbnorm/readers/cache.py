@@ -51,15 +51,19 @@ replaces whole (:func:`check_cache_location`).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import hashlib
 import itertools
 import json
+import os
 import re
+import stat
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -79,14 +83,10 @@ from lbnorm.core.arrow import (
     to_numpy,
 )
 from lbnorm.core.errors import OptionsError, OutputError
-from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
+from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.transaction import (
-    exclusive_lock,
-    write_bytes_atomically,
-    write_parquet_atomically,
-)
+from lbnorm.output.transaction import write_file
 from lbnorm.readers import harness
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
@@ -1010,10 +1010,10 @@ def _store(
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
-            write_parquet_atomically(path, table.combine_chunks())
-            meta[name] = {"file": path.name, "sha256": sha256_file(path)}
+            digest = write_file(path, table.combine_chunks())  # hashed as written
+            meta[name] = {"file": path.name, "sha256": digest}
         text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-        write_bytes_atomically(cache / _META, text.encode())
+        write_file(cache / _META, text.encode())
     except OutputError as exc:  # the writer's message speaks of --out
         for name in ("entries", "rows"):
             (cache / f"{name}-{token}.parquet").unlink(missing_ok=True)
@@ -1049,15 +1049,32 @@ def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputE
     return OutputError(msg)
 
 
-def _locked(cache: Path) -> contextlib.AbstractContextManager[None]:
-    return exclusive_lock(
-        cache / ".lock",
-        busy=(
-            f"--cache {cache}: another lbnorm run is using this cache.\n"
-            "Hint: wait for it, or give this run its own --cache."
-        ),
-        unlockable=lambda exc: _cache_error(cache, exc, "cannot lock the cache"),
-    )
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
+
+    Only a regular file is a lock: a FIFO put there is not waited on.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(cache / ".lock", flags, 0o644)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot lock the cache") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            error = OSError(errno.EINVAL, "the lock is not a regular file")
+            raise _cache_error(cache, error, "cannot lock the cache")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"--cache {cache}: another lbnorm run is using this cache.\n"
+                "Hint: wait for it, or give this run its own --cache."
+            )
+            raise OutputError(msg) from exc
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _first_line(text: str) -> str:
