@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lbnorm.cli.arguments import MOST_COUNT, Whole
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import MOST_GIB
 
 if TYPE_CHECKING:
     from lbnorm.output.reader import Output
@@ -158,7 +160,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     arena.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="models to print",
         default=10,
         help="models to print (default: %(default)s)",
     )
@@ -219,8 +224,8 @@ def _category(text: str) -> tuple[str, str]:
 
 
 def _bytes(gib: float) -> int:
-    if not gib > 0 or gib == float("inf"):
-        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8."
+    if not 0 < gib <= MOST_GIB:
+        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8 (at most {MOST_GIB:,.0f})."
         raise OptionsError(msg)
     return int(gib * 2**30)
 

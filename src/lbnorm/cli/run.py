@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    Whole,
     add_inputs,
     add_policy_options,
     check_written_files,
@@ -69,7 +71,10 @@ def register(
     add_policy_options(run)
     run.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
         default=10,
         help="rows of the leaderboard to print (default: %(default)s)",
     )

@@ -544,6 +544,13 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError, 5,000-digit ints
         msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
         raise SuiteError(msg) from exc
+    except RecursionError as exc:  # tomllib reads nested arrays and tables recursively
+        msg = (
+            f"{source}: not a valid suite file: its arrays or tables nest too deeply to read.\n"
+            "Hint: a suite nests a few levels ([[benchmarks]], [[benchmarks.subtasks]], [board]); "
+            "see the suite format in the README."
+        )
+        raise SuiteError(msg) from exc
     check_keys(document, _SUITE_KEYS, where=source)
     name = _get(document, "name", str, where=source)
     raw_benchmarks = _get(document, "benchmarks", list, where=source)
