@@ -208,6 +208,14 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         default=_DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
     )
+    nightly.add_argument(
+        "--no-comparability",
+        dest="comparability",
+        action="store_const",
+        const="off",
+        default=_DEFAULTS.comparability,
+        help="do not compare the results files' settings",
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ import pyarrow as pa
 from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import SCORES, TEXT
+from lbnorm.readers.comparability import RunSettings
 
 __all__ = [
     "ParsedFiles",
@@ -63,6 +64,7 @@ class ParsedFiles:
         raw_score: Per row.
         stderr: Per row (float64), null where the file gave none.
         n_samples: Per row (int64), null where the file gave none.
+        settings: Per row, the run settings of its task.
     """
 
     path: list[str]
@@ -77,6 +79,7 @@ class ParsedFiles:
     raw_score: npt.NDArray[np.float64]
     stderr: pa.Array
     n_samples: pa.Array
+    settings: RunSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,15 +93,18 @@ class ResultsRead:
         files: One row per file, in input order: ``path``, the variant keys,
             ``timestamp``, ``rows`` (scores taken from it), ``n_ignored``,
             ``superseded_by`` (null unless newer files gave all its scores),
-            ``tasks`` (the tasks taken from it) and, from paths, ``sha256`` and
-            ``bytes``.
+            ``tasks`` (the tasks taken from it) and, from paths, ``sha256``
+            and ``bytes``.
         warnings: Files of one variant that disagree on a score, one line per
             (variant, benchmark, older file).
+        settings: Per score row, its file (a row of ``files``), suite subtask
+            and run settings: what the comparability check compares.
     """
 
     scores: pa.Table
     files: pa.Table
     warnings: tuple[str, ...] = ()
+    settings: RunSettings | None = None
 
 
 #: Per suite subtask: ``benchmark``, ``subtask``, ``task`` and ``metric`` (see
@@ -207,6 +213,7 @@ def combine_parsed(
         ),
         files=table,
         warnings=warnings,
+        settings=files.settings.take(taken, file=owner[taken], subtask=index[taken]),
     )
 
 
