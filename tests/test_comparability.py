@@ -113,11 +113,14 @@ def test_a_run_names_the_variants_that_differ(
     assert ("MUSR", "num_fewshot") not in settings
     # the scores themselves: the newest-result rule is unchanged
     plain = tmp_path / "plain"
-    assert main(["run", str(tree), "--out", str(plain)]) == 0
+    assert main(["run", str(tree), "--no-comparability", "--out", str(plain)]) == 0
     assert (out / "benchmarks.parquet").read_bytes() == (
         plain / "benchmarks.parquet"
     ).read_bytes()
     assert "comparability" not in _json(plain / "manifest.json")["options"]
+    default = tmp_path / "default"  # on unless --no-comparability
+    assert main(["run", str(tree), "--out", str(default), "--quiet"]) == 0
+    assert _json(default / "manifest.json")["options"]["comparability"] == "report"
 
 
 def test_health_has_a_comparability_check(
@@ -135,7 +138,7 @@ def test_health_has_a_comparability_check(
     assert len(rows) == 40
     assert set(rows["status"]) == {"fail"}
     plain = tmp_path / "plain"
-    assert main(["run", str(tree), "--out", str(plain)]) == 0
+    assert main(["run", str(tree), "--no-comparability", "--out", str(plain)]) == 0
     capsys.readouterr()
     assert main(["health", str(plain)]) == 0  # not compared: no such rows
     assert "Comparability" not in capsys.readouterr().out

@@ -47,8 +47,8 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 
 #: Whether to compare the settings results files were run with (few-shot count,
 #: sample limit, task and harness versions; see :mod:`lbnorm.readers.comparability`):
-#: ``off``; ``report`` names the variants that differ from the majority;
-#: ``strict`` makes a difference an error.
+#: ``off``; ``report`` (the default) names the variants that differ from the
+#: majority; ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
@@ -87,7 +87,9 @@ class RunOptions:
             renames the models of battle files to the results' names, for a
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
-            (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+            (:data:`ComparabilityCheck`; on by default: the settings are read
+            in the results parser's one pass); recorded in the manifest unless
+            off.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -120,7 +122,7 @@ class RunOptions:
     intervals: bool = False
     report: str | None = None
     model_map: str | None = None
-    comparability: ComparabilityCheck = "off"
+    comparability: ComparabilityCheck = "report"
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
