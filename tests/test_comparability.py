@@ -311,16 +311,15 @@ def test_the_warning_counts_the_variants_that_differ(
 def test_comparing_reads_no_file_again(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lbnorm.readers import catalog
+    from lbnorm.core.files import read_bytes
 
     reads: list[Path] = []
-    original = catalog.read_bytes
 
     def counted(path: Path, **kwargs: Any) -> bytes:
         reads.append(Path(path))
-        return original(path, **kwargs)
+        return read_bytes(path, **kwargs)
 
-    monkeypatch.setattr(catalog, "read_bytes", counted)
+    monkeypatch.setattr("lbnorm.readers.catalog.read_bytes", counted)
     manifest = run_to_manifest(tree, tmp_path / "out")
     assert sorted(reads) == sorted(tree.rglob("results_*.json"))  # each once
     assert any(entry["comparability"] for entry in manifest["inputs"])
