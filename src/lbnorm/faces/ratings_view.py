@@ -170,8 +170,8 @@ def format_arena_summary(
     ]
     if options.method == "bt" and options.anchor is None:
         lines.append(
-            "anchor     none: the ratings have mean 1000, where the Arena's table pins "
-            "one model (mixtral-8x7b-instruct-v0.1 at 1114); --anchor MODEL=RATING pins one"
+            "anchor     none: the ratings have mean 1000; the Arena's table pins one "
+            "model (--anchor mixtral-8x7b-instruct-v0.1=1114)"
         )
     if result.unrated:
         names = ", ".join(printable(name) for name, _ in result.unrated)
