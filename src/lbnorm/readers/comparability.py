@@ -114,6 +114,8 @@ COMPARABILITY = pa.schema(
     ]
 )
 _SHOWN = 5
+#: The (benchmark, setting) lines a run's summary shows; the manifest has every one.
+_LINES_SHOWN = 3
 #: How a setting recorded as null, or not recorded, is written in messages.
 _NULL = "null"
 #: A variant's four keys: model, precision, revision, chat template.
@@ -137,9 +139,11 @@ class SettingsKeys(msgspec.Struct):
     """The top-level keys holding run settings; msgspec skips the rest unread.
 
     The results parser's own keys subclass this, so one decode of a file gives
-    its scores and its settings. A file whose keys have other shapes (a task's
-    ``configs`` entry that is not an object) fails this typed decode and is
-    read by ``json`` instead, which reads them as they are.
+    its scores and its settings. ``configs``, ``n-shot`` and ``versions`` are
+    kept as their bytes (decoded when needed, once for the files that share
+    them); a ``summary_tasks`` entry that is not an object fails this typed
+    decode, and the parser then reads the scores alone (that file's settings
+    read as not recorded).
     """
 
     configs: msgspec.Raw = msgspec.Raw()  # its bytes: read for a task n-shot lacks
@@ -628,7 +632,10 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
     """One line per (benchmark, setting): the variants that differ, their values, where.
 
     The count is of variants (the four keys), each named once with its values
-    and the subtasks where each differs from that subtask's majority.
+    and the subtasks where each differs from that subtask's majority. Every
+    setting that differs gets a line before any gets a second (a harness that
+    differs on every benchmark does not hide a few-shot count), and past
+    three lines one more counts the rest.
     """
     if not differences.num_rows:
         return ()
@@ -656,7 +663,11 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
         pair = (_shown_value(record["value"]), _shown_value(record["majority"]))
         values.setdefault(pair, []).append(record["subtask"])
     lines = []
+    seen: dict[str, int] = {}  # per setting, its lines so far
+    rank = []  # each setting's first line before any setting's second
     for (benchmark, setting), by_variant in groups.items():
+        rank.append(seen.get(setting, 0))
+        seen[setting] = rank[-1] + 1
         shown = "; ".join(
             f"{model}{f' [{precision}]' if precision else ''}: "
             + ", ".join(
@@ -673,9 +684,11 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
             f"not comparable: {benchmark} {setting} differs from the majority for "
             f"{len(by_variant)} variant(s): {shown}{more}"
         )
-    if len(lines) > _SHOWN:  # the summary names a few; the manifest every one
-        lines[_SHOWN:] = [
-            f"not comparable: and {len(lines) - _SHOWN} more (benchmark, setting) "
+    order = sorted(range(len(lines)), key=rank.__getitem__)  # stable
+    lines = [lines[at] for at in order]
+    if len(lines) > _LINES_SHOWN:  # a few in the summary (with its other warnings)
+        lines[_LINES_SHOWN:] = [
+            f"not comparable: and {len(lines) - _LINES_SHOWN} more (benchmark, setting) "
             "pair(s) differ from the majority (the manifest's inputs list each "
             "file's differences; `lbnorm health OUT` checks every subtask)"
         ]
