@@ -418,3 +418,15 @@ def test_a_categorys_bootstrap_warnings_reach_the_manifest(tmp_path: Path) -> No
         *overall,
         *((code, f"--category all: {message}") for code, message in overall),
     ]
+
+
+def test_a_time_no_calendar_can_place_is_named() -> None:
+    from lbnorm.core.errors import InputError
+
+    with pytest.raises(
+        InputError,
+        match=r"1 battle\(s\) have a tstamp no calendar can place in America/Los_Angeles, "
+        r"e\.g\. 1000000000000000 seconds .*\nHint: tstamp is seconds",
+    ):
+        vote_days(np.array([1.7e9, 1e15]), "America/Los_Angeles")
+    assert vote_days(np.array([1e15]), "UTC").tolist() == [11574074074.0]  # no calendar

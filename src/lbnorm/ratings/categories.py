@@ -51,6 +51,8 @@ __all__ = [
 
 _DAY = 86_400.0
 _HOUR = 3_600.0
+#: The times a calendar of years 1-9999 places (a day to spare at each end).
+_FIRST, _LAST = -62_135_596_800.0 + _DAY, 253_402_300_799.0 - _DAY
 #: The day of the vote cap when no zone is named (needs no time zone database).
 UTC = "UTC"
 
@@ -137,6 +139,9 @@ def vote_days(tstamp: FloatArray, zone: str = UTC) -> FloatArray:
     days = np.full(len(tstamp), np.nan)
     known = np.isfinite(tstamp)
     times = tstamp[known]
+    if (beyond := (times < _FIRST) | (times > _LAST)).any():
+        msg = f"{int(beyond.sum())} battle(s) have a tstamp no calendar can place in {zone}, e.g. {times[beyond][0]:.0f} seconds (outside the years 1-9999).\nHint: tstamp is seconds since 1970-01-01 (UTC), as in Arena's files; fix or drop those battles, or count days in UTC (leave --vote-day-tz out)."
+        raise InputError(msg)
     hours, at = np.unique(np.floor(times / _HOUR), return_inverse=True)
     starts = hours * _HOUR
     first = np.array([_offset(t, tz) for t in starts])  # distinct hours, not votes
@@ -152,12 +157,7 @@ def vote_days(tstamp: FloatArray, zone: str = UTC) -> FloatArray:
 
 def _offset(seconds: float, tz: zoneinfo.ZoneInfo) -> float:
     """The zone's UTC offset at `seconds`, in seconds."""
-    try:
-        moment = datetime.fromtimestamp(seconds, tz)
-    except (OverflowError, OSError, ValueError) as exc:
-        msg = f"a tstamp of {seconds:.0f} seconds is not a time any calendar can place in {tz.key}.\nHint: tstamp is seconds since 1970-01-01 (UTC), as in Arena's files; fix or drop the battle, or count days in UTC (leave --vote-day-tz out)."
-        raise InputError(msg) from exc
-    offset = moment.utcoffset()
+    offset = datetime.fromtimestamp(seconds, tz).utcoffset()
     return 0.0 if offset is None else offset.total_seconds()
 
 
