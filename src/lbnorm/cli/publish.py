@@ -64,7 +64,7 @@ def _register_export(
         metavar="PRECISION",
         help="the Precision of variants whose input gave none (default: refuse them)",
     )
-    export.set_defaults(handler=_cmd_export)
+    export.set_defaults(handler=_cmd_export, writes=("file",))
 
 
 def _register_explain(
@@ -112,11 +112,17 @@ def _register_explain(
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from lbnorm.faces.export import ExportOptions, export_table, write_export
-    from lbnorm.output.transaction import check_not_in_output
+    from lbnorm.faces.export import (
+        ExportOptions,
+        export_table,
+        is_export,
+        write_export,
+    )
+    from lbnorm.output.transaction import check_not_in_output, check_own_file
 
-    check_parent(args.file)
+    check_parent(args.file)  # before the work, not after
     check_not_in_output(args.file, option="--out", outs=(args.out,))
+    check_own_file(args.file, option="--out", is_ours=is_export)
     options = ExportOptions(
         format=args.format,
         skip_incomplete=args.skip_incomplete,
@@ -135,15 +141,14 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         explanation_json,
         format_explanation,
     )
-    from lbnorm.output.outdir import read_output_table
+    from lbnorm.output.reader import Output
 
     if args.digits < 0:
         msg = f"--digits {args.digits}: must be 0 or more.\nHint: e.g. --digits 4."
         raise OptionsError(msg)
-    board = read_output_table(
-        args.out,
-        "leaderboard",
-        columns=["model", "precision", "revision", "chat_template"],
+    output = Output.open(args.out, "leaderboard")
+    board = output.frame(
+        "leaderboard", columns=["model", "precision", "revision", "chat_template"]
     )
     variant = choose_variant(
         board,
@@ -154,7 +159,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         if args.chat_template is None
         else args.chat_template == "yes",
     )
-    explanation = explain_variant(args.out, variant, benchmark=args.benchmark)
+    explanation = explain_variant(output, variant, benchmark=args.benchmark)
     if args.json:
         sys.stdout.write(explanation_json(explanation) + "\n")
     else:

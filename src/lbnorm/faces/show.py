@@ -4,7 +4,7 @@
 :func:`format_leaderboard` prints it; :func:`find_variants`,
 :func:`compare_variants` and :func:`format_comparison` put a few variants next
 to each other per benchmark and subtask. All take and return frames (read them
-with :func:`lbnorm.faces.query.read_output_table`); tables are drawn by
+with :meth:`lbnorm.output.reader.Output.frame`); tables are drawn by
 :func:`lbnorm.faces.terminal.format_table`.
 
 Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``

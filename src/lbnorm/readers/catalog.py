@@ -120,6 +120,9 @@ class Inputs:
             files or older scores that differ: see
             :attr:`lbnorm.readers.newest.ResultsRead.reruns`.
         cache_stats: The parse cache's statistics, when it was used.
+        rejected: The results files the parse cache rejected, each with the
+            variant it held as far as known and whether that variant is lost
+            (see :func:`lbnorm.readers.cache.read_files_cached`).
     """
 
     batches: Iterable[Batch]
@@ -130,6 +133,7 @@ class Inputs:
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
+    rejected: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of_batches(cls, batches: Sequence[Batch]) -> Inputs:

@@ -57,13 +57,14 @@ Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
 import sys
 import tomllib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -91,6 +92,7 @@ __all__ = [
     "load_suite",
     "match_benchmark",
     "matching_benchmarks",
+    "recorded_suite",
     "suite_arrays",
     "suite_text",
 ]
@@ -456,6 +458,35 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         sha256=hashlib.sha256(data).hexdigest(),
         text=data.decode("utf-8"),
     )
+
+
+def recorded_suite(record: dict[str, Any], *, cwd: str | None) -> Suite | None:
+    """The suite an output's manifest records, wherever it is read (None: gone or changed).
+
+    Tried in turn: the source as recorded (relative to where the command runs),
+    its absolute path, the source relative to `cwd` (the folder the output was
+    written from), then the suite text the record embeds; each only with the
+    recorded sha256.
+    """
+    source = str(record.get("source", ""))
+    if not source:
+        return None
+    if source.startswith("builtin:"):
+        candidates: list[str] = [source.removeprefix("builtin:")]
+    else:
+        places = [source, record.get("resolved"), cwd and str(Path(cwd) / source)]
+        candidates = [place for place in places if isinstance(place, str) and place]
+    text = record.get("text")
+
+    def found() -> Iterator[Suite]:  # each loaded only if the ones before did not match
+        for candidate in dict.fromkeys(candidates):
+            with contextlib.suppress(LbnormError):
+                yield load_suite(candidate)
+        if isinstance(text, str):  # the file moved or changed: the text it had
+            with contextlib.suppress(LbnormError):
+                yield parse_suite(text.encode("utf-8"), source=source)
+
+    return next((s for s in found() if s.sha256 == record.get("sha256")), None)
 
 
 def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
