@@ -785,3 +785,30 @@ def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
     assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
     assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
     assert again.leaderboard_table.equals(first.leaderboard_table)
+
+
+def test_cached_scores_are_checked_on_their_benchmarks_range() -> None:
+    """A [0, 100] benchmark's 85 is a score there, a fraction's 85 a percentage."""
+    import pyarrow as pa
+
+    from lbnorm.suites import load_suite, parse_suite, suite_arrays
+
+    text = b'name = "p"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a", task = "t", metric = "m" }]\n[[benchmarks]]\nname = "F"\nsubtasks = [{ name = "b", task = "u", metric = "m" }]\n'
+    scales = suite_arrays(parse_suite(text, source="p.toml")).scales
+    rows = pa.table(
+        {
+            "path": ["ok.json", "ok.json", "big.json", "pct.json"],
+            "subtask_index": pa.array([0, 1, 0, 1], pa.int32()),
+            "raw_score": [85.0, 0.85, 100.5, 85.0],
+            "stderr": pa.array([None] * 4, pa.float64()),
+            "n_samples": pa.array([None] * 4, pa.int64()),
+            "key": ["k"] * 4,
+        }
+    )
+    bad = cache_module._check_rows(rows, scales)
+    assert bad == {
+        "big.json": "k is 100.5, outside its benchmark's range",
+        "pct.json": "k is 85.0, outside [0, 1] (a percentage?)",
+    }
+    assert cache_module._check_rows(rows.slice(0, 2), scales) == {}
+    assert suite_arrays(load_suite("openllm-v2")).scales is None

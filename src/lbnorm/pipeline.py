@@ -273,6 +273,8 @@ def _annotate(
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
         source=source,
+        rank_by=result.suite.board.rank_by,
+        rank_method=result.suite.board.rank_method,
     )
     if table is not None and source is not None:
         coverage = metadata_coverage(result.leaderboard_table, table, source=source)

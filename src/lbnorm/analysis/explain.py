@@ -133,7 +133,7 @@ def explain_variant(
     )
     steps = _subtask_steps(subtasks, suite)
     per_benchmark = _benchmark_steps(benchmarks, steps, suite)
-    average = _average(board.iloc[row], per_benchmark)
+    average = _average(board.iloc[row], per_benchmark, suite)
     pooled = per_benchmark.loc[per_benchmark["rule"] == _POOL_RULE, "benchmark"]
     steps = steps.assign(
         n_samples=steps["n_samples"]
@@ -333,22 +333,40 @@ def _pooled(steps: pd.DataFrame) -> pd.Series:
     return ((raw - bound) / (1.0 - bound) * 100.0).clip(lower=0.0)
 
 
-def _average(row: pd.Series, benchmarks: pd.DataFrame) -> dict[str, Any]:
-    """The leaderboard's average beside the weighted mean of the benchmark scores."""
+def _average(
+    row: pd.Series, benchmarks: pd.DataFrame, suite: Suite | None
+) -> dict[str, Any]:
+    """The leaderboard's average beside the weighted mean of the benchmark scores.
+
+    The benchmarks the suite's board averages (not its statistics, nor those
+    with ``averaged = false``), each weighted by its subtasks under
+    ``average = "subtasks"``; none under ``average = "none"``.
+    """
+    rule = suite.board.average if suite is not None else "benchmarks"
+    counted = {b.name for b in suite.benchmarks if b.averaged} if suite else None
     scores = benchmarks["normalized_score"].to_numpy(dtype=np.float64, na_value=np.nan)
     weight = benchmarks["weight"].to_numpy(dtype=np.float64)
-    present = ~np.isnan(scores)
+    if rule == "subtasks":  # each benchmark by the subtasks it counts
+        weight = weight * benchmarks["n_subtasks"].to_numpy(dtype=np.float64)
+    present = ~np.isnan(scores) & (rule != "none")
+    if counted is not None:
+        present &= benchmarks["benchmark"].isin(counted).to_numpy(dtype=bool)
     recomputed = (
         float(np.sum(scores[present] * weight[present]) / np.sum(weight[present]))
         if present.any()
         else None
     )
+    per = " x subtasks" if rule == "subtasks" else ""
     return {
         "average": _plain(row["average"]),
         "average_stderr": _plain(row.get("average_stderr")),
         "recomputed": recomputed,
-        "formula": "sum(weight x score) / sum(weight) over "
-        f"{int(present.sum())} benchmark(s)",
+        "formula": (
+            'no average (the suite\'s board: average = "none")'
+            if rule == "none"
+            else f"sum(weight{per} x score) / sum(weight{per}) over "
+            f"{int(present.sum())} benchmark(s)"
+        ),
     }
 
 

@@ -275,13 +275,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
         match_benchmark,
         select_leaderboard,
     )
+    from lbnorm.suites.board import Board
 
     filters = [Filter.parse(text) for text in args.where]
+    output = Output.open(output, "leaderboard")
+    suite, _ = output.suite()
+    rules = suite.board if suite is not None else Board()
     board = annotate_leaderboard(
-        Output.open(output, "leaderboard").frame("leaderboard"),
+        output.frame("leaderboard"),
         args.metadata,
         rank_within_columns=args.rank_within,
         is_flagged_excluded=args.exclude_flagged,
+        rank_by=rules.rank_by,
+        rank_method=rules.rank_method,
     )
     benchmark = (
         match_benchmark(
@@ -307,7 +313,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(
         f"top {len(shown):,} of {len(selected):,} variants"
         + (f" where {' and '.join(conditions)}" if conditions else "")
-        + (f", by {benchmark}" if benchmark else ", by average")
+        + (f", by {benchmark}" if benchmark else f", by {rules.rank_by}")
         + (f" ({len(board):,} in all)" if conditions else "")
     )
     if len(shown):
@@ -318,6 +324,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 columns=args.columns.split(",") if args.columns else None,
                 name_width=None if args.full_names else 48,
                 digits=args.digits,
+                rates=rules.rate_names,
+                has_average=rules.average != "none",
             )
         )
     if args.exclude_flagged:

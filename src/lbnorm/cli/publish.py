@@ -22,10 +22,12 @@ def _register_export(
 ) -> None:
     export = commands.add_parser(
         "export",
-        help="write an output as the Open LLM Leaderboard's contents table",
+        help="write an output as a leaderboard's published table",
         description=(
-            "Write an output directory's leaderboard as the table another leaderboard's "
-            "front end reads. open-llm-leaderboard: the 36 columns of the "
+            "Write an output directory's leaderboard as a published table. table: the "
+            "leaderboard as its suite presents it (docs/boards.md): a model column, "
+            "then the suite's [[board.columns]] by their published names, rounded to "
+            "their digits. open-llm-leaderboard: the 36 columns of the "
             "open-llm-leaderboard/contents dataset, in its order and types (Parquet "
             "with the datasets features; .csv by suffix). Columns the run's metadata "
             "table (lbnorm run --metadata) does not give are null; docs/publishing.md "
@@ -34,6 +36,7 @@ def _register_export(
         ),
         epilog=(
             "examples:\n"
+            "  lbnorm export lbnorm-out --format table --out board.csv\n"
             "  lbnorm export lbnorm-out --format open-llm-leaderboard "
             "--out train-00000-of-00001.parquet\n"
             "  lbnorm export lbnorm-out --format open-llm-leaderboard --out contents.csv\n"
@@ -44,7 +47,7 @@ def _register_export(
     export.add_argument(
         "--format",
         required=True,
-        choices=["open-llm-leaderboard"],
+        choices=["table", "open-llm-leaderboard"],
         help="the table to write",
     )
     export.add_argument(
@@ -122,6 +125,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     check_parent(args.file)  # before the work, not after
     check_not_in_output(args.file, option="--out", outs=(args.out,))
+    if args.format == "table":  # its CSV header is the suite's: checked when written
+        return _export_board_table(args)
     check_own_file(args.file, option="--out", is_ours=is_export)
     options = ExportOptions(
         format=args.format,
@@ -130,6 +135,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
     )
     table = export_table(args.out, options=options)
     write_export(table, args.file)
+    print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
+    return ExitCode.OK
+
+
+def _export_board_table(args: argparse.Namespace) -> int:
+    """``--format table``: the leaderboard as its suite presents it."""
+    from lbnorm.faces.board_table import board_table, write_board_table
+
+    if args.skip_incomplete or args.unknown_precision is not None:
+        msg = (
+            "--skip-incomplete and --unknown-precision shape the open-llm-leaderboard "
+            "table; --format table presents the leaderboard as its suite says.\n"
+            "Hint: leave them out, or use --format open-llm-leaderboard."
+        )
+        raise OptionsError(msg)
+    table = board_table(args.out)
+    write_board_table(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
     return ExitCode.OK
 

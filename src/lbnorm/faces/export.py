@@ -50,6 +50,7 @@ __all__ = [
     "export_table",
     "is_export",
     "write_export",
+    "write_exported",
 ]
 
 #: The formats ``lbnorm export`` writes.
@@ -245,29 +246,49 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
         OutputError: `path` is a file lbnorm did not export, or the disk refuses;
             the file there is left as it was.
     """
+    return write_exported(table, path, csv_bytes=_csv_bytes(table))
+
+
+def write_exported(table: pa.Table, path: str | Path, *, csv_bytes: bytes) -> Path:
+    """Write an exported table: CSV (`csv_bytes`) if `path` ends in ``.csv``, else Parquet.
+
+    The file is written whole through a temporary sibling and a rename, and only
+    over a file lbnorm exported before (:func:`is_export`; a CSV file must start
+    with this table's header line).
+
+    Raises:
+        OutputError: `path` is a file lbnorm did not export, or the disk refuses;
+            the file there is left as it was.
+    """
     from lbnorm.output.transaction import write_file  # the module that writes files
 
     path = Path(path)
     is_csv = path.suffix.lower() == ".csv"
-    content = _csv_bytes(table) if is_csv else table.combine_chunks()
-    write_file(path, content, option="--out", is_ours=is_export)
+    header = csv_bytes.split(b"\n", 1)[0] + b"\n"
+
+    def is_ours(head: bytes, tail: bytes) -> bool:
+        return is_export(head, tail, csv_header=header)
+
+    content = csv_bytes if is_csv else table.combine_chunks()
+    write_file(path, content, option="--out", is_ours=is_ours)
     return path
 
 
-def is_export(head: bytes, tail: bytes) -> bool:
-    r"""Whether a file is one :func:`write_export` wrote (one it may replace).
+def is_export(head: bytes, tail: bytes, *, csv_header: bytes | None = None) -> bool:
+    r"""Whether a file is one :func:`write_exported` wrote (one it may replace).
 
-    A Parquet export carries lbnorm's mark in its footer's schema metadata; a
-    CSV export starts with the export's exact header line.
+    A Parquet export carries lbnorm's mark (``"export": ...``) in its footer's
+    schema metadata; a CSV export starts with its table's exact header line
+    (`csv_header`; by default the open-llm-leaderboard export's).
 
     Examples:
         >>> is_export(_csv_header().encode() + b"...", b""), is_export(b"a,b\n", b"")
         (True, False)
     """
-    mark = json.dumps({"export": "open-llm-leaderboard"})[1:-1].encode()
     if tail.endswith(b"PAR1"):
-        return head.startswith(b"PAR1") and mark in tail
-    return head.startswith(_csv_header().encode())
+        return head.startswith(b"PAR1") and b'"export": ' in tail
+    header = _csv_header().encode() if csv_header is None else csv_header
+    return head.startswith(header)
 
 
 def _some(values: list[Any], shown: int = _SHOWN) -> str:

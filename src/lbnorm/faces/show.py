@@ -208,6 +208,8 @@ def format_leaderboard(
     columns: Sequence[str] | None = None,
     name_width: int | None = 48,
     digits: int = 2,
+    rates: Sequence[str] = (),
+    has_average: bool = True,
 ) -> str:
     """Render selected leaderboard rows as an aligned text table.
 
@@ -224,6 +226,8 @@ def format_leaderboard(
             middle); None shows names whole.
         digits: Decimals shown; raw scores (``X Raw``, fractions in [0, 1])
             get two more.
+        rates: The suite's board's rate columns, shown after the benchmarks.
+        has_average: Whether the board has an average to show.
 
     Returns:
         The table.
@@ -232,6 +236,7 @@ def format_leaderboard(
         OptionsError: A requested column does not exist.
     """
     benchmarks = benchmark_columns(selected.columns)
+    average = ["average"] if has_average else []
     if columns is None:
         groups = [c for c in selected.columns if str(c).startswith("rank_within_")]
         shown = [
@@ -242,9 +247,9 @@ def format_leaderboard(
             "precision",
             *[c for c in ("params_b", "size_class") if c in selected.columns],
             *(
-                [benchmark, f"{benchmark} Raw", "average"]
+                [benchmark, f"{benchmark} Raw", *average]
                 if benchmark
-                else ["average", *benchmarks]
+                else [*average, *benchmarks, *rates]
             ),
         ]
     else:

@@ -35,6 +35,7 @@ from lbnorm.core.schemas import (
     BENCHMARK_SCORES,
     SUBTASK_SCORES,
     benchmark_columns,
+    is_rate_field,
     leaderboard_schema,
 )
 from lbnorm.output.transaction import open_plain, read_manifest
@@ -260,11 +261,19 @@ class Output:
         return len(inputs) if isinstance(inputs, list) else 0
 
     def metadata_columns(self) -> list[str]:
-        """The leaderboard's columns beyond its contract (joined metadata; not group ranks)."""
-        names = self.schema("leaderboard").names
-        contract = set(leaderboard_schema(benchmark_columns(names)).names)
+        """The leaderboard's columns beyond its contract (joined metadata).
+
+        Group ranks (``rank_within_*``) and the suite's board rates are not
+        metadata and are left out.
+        """
+        schema = self.schema("leaderboard")
+        contract = set(leaderboard_schema(benchmark_columns(schema.names)).names)
         return [
-            n for n in names if n not in contract and not n.startswith("rank_within_")
+            field.name
+            for field in schema
+            if field.name not in contract
+            and not field.name.startswith("rank_within_")
+            and not is_rate_field(field)
         ]
 
     def suite(self) -> tuple[Suite | None, MissingPolicy]:

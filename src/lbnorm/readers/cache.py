@@ -105,7 +105,7 @@ from lbnorm.readers.newest import (
     SubtaskColumns,
     combine_parsed,
 )
-from lbnorm.suites import Suite
+from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
 
@@ -386,7 +386,7 @@ def _refresh(
         changed = np.flatnonzero(~is_unchanged)
         read = _read_changed(current, changed, entries, old_at, pairs, progress)
         new_rows = _rows_of(read.parsed)
-        bad = _check_rows(new_rows)  # one pass over every new score
+        bad = _check_rows(new_rows, suite_arrays(suite).scales)  # every new score
         if bad:
             new_rows = new_rows.filter(
                 pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
@@ -769,16 +769,25 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
     return pa.Table.from_arrays([*columns.values(), *settings], schema=_ROWS)
 
 
-def _check_rows(rows: pa.Table) -> dict[str, str]:
-    """Files whose scores break the contract, with the first violation as reason."""
+def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
+    """Files whose scores break the contract, with the first violation as reason.
+
+    A score is checked on its benchmark's declared range (the suite's
+    ``range``), else as a fraction in [0, 1].
+    """
     raw = to_numpy(rows["raw_score"], null=np.nan)
     stderr = to_numpy(rows["stderr"], null=np.nan)
     samples = to_numpy(rows["n_samples"].cast(pa.float64()), null=np.nan)
+    is_fraction = ~((raw >= 0.0) & (raw <= 1.0))
+    is_outside = np.zeros(raw.shape, dtype=bool)
+    if scales is not None:  # a declared range replaces [0, 1] for its rows
+        subtask = to_numpy(rows["subtask_index"]).astype(np.int64)
+        is_ranged, is_outside = scales.outside(raw, subtask)
+        is_fraction &= ~is_ranged
+        is_outside |= is_ranged & ~np.isfinite(raw)
     checks = {
-        "is {value!r}, outside [0, 1] (a percentage?)": (
-            ~((raw >= 0.0) & (raw <= 1.0)),
-            raw,
-        ),
+        "is {value!r}, outside [0, 1] (a percentage?)": (is_fraction, raw),
+        "is {value!r}, outside its benchmark's range": (is_outside, raw),
         "has stderr {value!r}, not a finite number >= 0": (
             ~np.isnan(stderr) & ~((stderr >= 0) & np.isfinite(stderr)),
             stderr,
@@ -789,7 +798,7 @@ def _check_rows(rows: pa.Table) -> dict[str, str]:
         ),
     }
     reasons: dict[str, str] = {}
-    for problem, (mask, values) in checks.items():  # three checks, each over all rows
+    for problem, (mask, values) in checks.items():  # a check at a time, over all rows
         for at in np.flatnonzero(mask).tolist():  # the failing rows only, usually none
             path = str(rows["path"][at].as_py())
             text = problem.format(value=float(values[at]))
