@@ -182,6 +182,15 @@ def test_vote_days_across_each_transition_second(zone: str) -> None:
     epoch = datetime(1970, 1, 1).date()
     expected = [(datetime.fromtimestamp(t, tz).date() - epoch).days for t in tstamp]
     assert vote_days(tstamp, zone).tolist() == expected
+    # a time a hair before midnight is midnight to datetime (microseconds, rounded)
+    hair = np.array([1_799_999_999.9999998, 1_799_971_199.9999993])
+    assert vote_days(hair, "America/Los_Angeles").tolist() == [
+        (
+            datetime.fromtimestamp(t, zoneinfo.ZoneInfo("America/Los_Angeles")).date()
+            - epoch
+        ).days
+        for t in hair
+    ]
     no_time = vote_days(np.array([np.nan, 1.7e9]), zone)
     assert np.isnan(no_time[0])
     assert not np.isnan(no_time[1])

@@ -133,6 +133,8 @@ def vote_days(tstamp: FloatArray, zone: str = UTC) -> FloatArray:
         >>> vote_days(t).tolist(), vote_days(t, "America/Los_Angeles").tolist()
         ([19675.0, 19676.0], [19675.0, 19675.0])
     """
+    whole = np.floor(tstamp)  # to the microsecond, rounded as datetime rounds it
+    tstamp = whole + np.round((tstamp - whole) * 1e6) / 1e6
     if zone == UTC:
         return np.floor(tstamp / _DAY)
     tz = _zone(zone)
