@@ -58,9 +58,13 @@ def _benchmarks(names: list[str], *, weights: list[str] | None = None) -> bytes:
 
 
 def test_builtin_suites() -> None:
-    assert {"openllm-v1", "openllm-v2", "evalperf", "mteb-legacy-en"} <= set(
-        builtin_suite_names()
-    )
+    assert {
+        "openllm-v1",
+        "openllm-v2",
+        "evalperf",
+        "mteb-legacy-en",
+        "alpacaeval-2",
+    } <= set(builtin_suite_names())
     v2 = load_suite("openllm-v2")
     table = v2.subtask_table()
     assert len(table) == 40

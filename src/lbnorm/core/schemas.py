@@ -155,7 +155,8 @@ INPUT_FILES = pa.schema(
             pa.string(),
             "csv, jsonl, parquet, lm-eval-harness (a results file: lm-evaluation-"
             "harness, Open LLM Leaderboard v1 or lighteval), lm-eval-samples, "
-            "sample-table, battles (pairwise votes for a suite's bradley-terry "
+            "sample-table, alpacaeval (an AlpacaEval annotations.json or "
+            "model_outputs.json), battles (pairwise votes for a suite's bradley-terry "
             "benchmark; rows: battles read), model-map (arena names to models), or "
             "skipped (found in a directory but not an input).",
         ),

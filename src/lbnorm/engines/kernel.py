@@ -462,6 +462,8 @@ class FixedPoint:
                     suite_at(scales.low, estimated),
                     suite_at(scales.high - scales.low, estimated),
                 )
+                # an unbounded statistic's stderr is not estimated (0 x inf)
+                width = np.where(np.isfinite(width), width, np.nan)
                 filled = (
                     binomial_stderr((at(raw, estimated) - low) / width, items_at)
                     * width

@@ -99,6 +99,7 @@ from lbnorm.readers.harness import (
     subtask_columns,
     variant_folder,
 )
+from lbnorm.readers.instances import results_columns
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
@@ -358,7 +359,7 @@ def _refresh(
     Returns their scores, catalog and warnings, the cache's figures, and the
     rejected files with the variants they held.
     """
-    names = subtask_columns(suite)
+    names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))

@@ -79,6 +79,12 @@ from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import leaderboard_schema
 from lbnorm.suites._checks import check_keys, check_unique, shown
 from lbnorm.suites.board import Board, board_columns, parse_board
+from lbnorm.suites.instances import (
+    INSTANCE_KEYS,
+    InstanceRule,
+    parse_instance_rule,
+    source_key,
+)
 from lbnorm.suites.rules import (
     RANGE_ULPS,
     RULE_KEYS,
@@ -304,6 +310,8 @@ class Subtask:
             document (IFEval's instruction-level metrics: 834 instructions in
             541 prompts); a missing stderr is estimated from it. None: the
             sample size is ``n_samples``.
+        instance: How its per-sample values become its value
+            (:mod:`lbnorm.suites.instances`); None: their mean.
     """
 
     name: str
@@ -313,6 +321,7 @@ class Subtask:
     lower_bound: float
     n_samples: int | None
     items: int | None = None
+    instance: InstanceRule | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -568,7 +577,12 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     )
     _check_benchmark_names([b.name for b in benchmarks], where=source)
     _check_total_weight([b.weight for b in benchmarks], where=source)
-    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks if s.task]
+    pairs = [
+        source_key(s.task, s.metric, s.instance)
+        for b in benchmarks
+        for s in b.subtasks
+        if s.task
+    ]
     check_unique(pairs, what="(task, metric) pair", where=source)
     names = [b.name for b in benchmarks]
     board = parse_board(
@@ -858,7 +872,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     if not isinstance(raw, dict):
         msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
         raise SuiteError(msg)
-    check_keys(raw, _SUBTASK_KEYS, where=where)
+    check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)
@@ -907,6 +921,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         lower_bound=float(lower_bound),
         n_samples=n_samples,
         items=counts["items"],
+        instance=parse_instance_rule(raw, where=where),
     )
 
 
