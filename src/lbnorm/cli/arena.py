@@ -130,7 +130,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--daily-vote-per-user",
         type=int,
         metavar="N",
-        help="keep each judge's first N votes of each UTC day (needs judge and tstamp)",
+        help="keep each judge's first N votes of each day, earliest first (needs judge and tstamp); as FastChat, within each category and, with --ties drop, counting decisive votes only",
+    )
+    arena.add_argument(
+        "--vote-day-tz",
+        default="UTC",
+        metavar="ZONE",
+        help="the time zone whose calendar days --daily-vote-per-user counts, an IANA name (FastChat uses its machine's local zone; the Arena's: America/Los_Angeles) (default: %(default)s)",
     )
     arena.add_argument(
         "--category",
@@ -194,6 +200,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
         anony_only=args.anony_only,
         dedup=args.dedup,
         daily_vote_per_user=args.daily_vote_per_user,
+        vote_day_tz=args.vote_day_tz,
         categories=tuple(_category(text) for text in args.category),
         min_battles=args.min_battles,
         hide=tuple(args.hide),

@@ -270,7 +270,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         action="store_const",
         const="report",
         default=_DEFAULTS.comparability,
-        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`)",
+        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions; a setting recorded as null or not at all is one too) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`); the default",
     )
     nightly.add_argument(
         "--strict-comparability",
@@ -279,6 +279,14 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         const="strict",
         default=_DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
+    )
+    nightly.add_argument(
+        "--no-comparability",
+        dest="comparability",
+        action="store_const",
+        const="off",
+        default=_DEFAULTS.comparability,
+        help="do not compare the results files' settings (they are read in the same pass either way)",
     )
 
 

@@ -50,8 +50,8 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 
 #: Whether to compare the settings results files were run with (few-shot count,
 #: sample limit, task and harness versions; see :mod:`lbnorm.readers.comparability`):
-#: ``off``; ``report`` names the variants that differ from the majority;
-#: ``strict`` makes a difference an error.
+#: ``off``; ``report`` (the default) names the variants that differ from the
+#: majority; ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
 
 #: The largest count a count option takes (rows, models, places, processes): more
@@ -104,7 +104,9 @@ class RunOptions:
             renames the models of battle files to the results' names, for a
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
-            (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+            (:data:`ComparabilityCheck`; on by default: the settings are read
+            in the results parser's one pass); recorded in the manifest unless
+            off.
         failures: When scores fail validation, write every failure (not only
             the first thousand per check and batch) to this file, in file and
             line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
@@ -142,7 +144,7 @@ class RunOptions:
     intervals: bool = False
     report: str | None = None
     model_map: str | None = None
-    comparability: ComparabilityCheck = "off"
+    comparability: ComparabilityCheck = "report"
     failures: str | None = None
 
     def __post_init__(self) -> None:
