@@ -61,7 +61,12 @@ x/four,A,a,40.0
 
 @pytest.fixture
 def output(tmp_path: Path) -> Path:
-    (tmp_path / "suite.toml").write_text(SUITE)
+    return _run(tmp_path, SUITE)
+
+
+def _run(tmp_path: Path, suite: str) -> Path:
+    """The output of ``lbnorm run`` on SCORES with `suite`."""
+    (tmp_path / "suite.toml").write_text(suite)
     (tmp_path / "scores.csv").write_text(SCORES)
     out = tmp_path / "out"
     argv = [
@@ -160,20 +165,11 @@ def test_without_columns_the_leaderboard_is_presented_as_it_is(tmp_path: Path) -
 
 
 def test_digits_zero_presents_whole_numbers(tmp_path: Path) -> None:
-    """Counts a board publishes as integers: ``digits = 0`` gives an int64 column, blanks null."""
+    """Counts a board publishes as integers: ``digits = 0`` gives an int64 column."""
     suite = SUITE.replace(
         'name = "Bench A"\ndigits = 1', 'name = "Bench A"\ndigits = 0'
     )
-    (tmp_path / "suite.toml").write_text(suite)
-    (tmp_path / "scores.csv").write_text(SCORES)
-    out = tmp_path / "out"
-    argv = [
-        "run",
-        str(tmp_path / "scores.csv"),
-        "--suite",
-        str(tmp_path / "suite.toml"),
-    ]
-    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    out = _run(tmp_path, suite)
     table = board_table(out)
     assert str(table.schema.field("Bench A").type) == "int64"
     assert table.column("Bench A").to_pylist() == [100, 5, 0, 40]  # 99.95, 5.35, 0.25
