@@ -493,3 +493,16 @@ def test_the_reader_alone_on_the_fixture(tmp_path: Path) -> None:
     assert files["rows"].to_pylist() == [1, 1, 1, 1]
     assert isinstance(scores, pa.Table)
     assert set(scores["benchmark"].to_pylist()) == {"avg_length"}
+
+
+def test_a_models_files_given_by_name_read_as_in_the_folder(tmp_path: Path) -> None:
+    """``annotations.json`` and ``model_outputs.json`` named on the command line, not a folder."""
+    folder = RESULTS / "model-b"
+    files = [
+        folder / "weighted_alpaca_eval_gpt4_turbo" / "annotations.json",
+        folder / "model_outputs.json",
+    ]
+    suite = alpacaeval_suite(tmp_path)
+    given = read_files(files, suite=suite, options=RunOptions())
+    assert given.catalog["format"].to_pylist() == ["alpacaeval"] * 2
+    assert board(given) == {"model-b": board(_read(RESULTS, tmp_path))["model-b"]}

@@ -504,6 +504,8 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
             samples.append(entry)
+        elif entry.name in _ALPACAEVAL_FILES:  # one of AlpacaEval's, given by name
+            alpacaeval.append(entry)
         elif entry.suffix.lower() == ".json":
             results.append(entry)
         else:
@@ -608,13 +610,16 @@ def _walk_input_directory(directory: Path) -> _Found:
     )
 
 
+#: AlpacaEval's file names (:mod:`lbnorm.readers.alpacaeval`): a model's outputs and
+#: an annotator's judgements; known here so that only such inputs load its reader.
+_ALPACAEVAL_FILES = ("model_outputs.json", "annotations.json")
+
+
 def _alpacaeval_layout(
     files: Sequence[Path],
 ) -> tuple[list[Path], list[tuple[Path, str]]] | None:
     """AlpacaEval's inputs and skipped files, if the directory is laid out so."""
-    if not any(
-        path.name in ("model_outputs.json", "annotations.json") for path in files
-    ):
+    if not any(path.name in _ALPACAEVAL_FILES for path in files):
         return None  # (the reader, and msgspec, load only for such a directory)
     from lbnorm.readers.alpacaeval import find_layout
 
