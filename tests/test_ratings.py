@@ -1316,9 +1316,10 @@ def test_fit_modules_import_no_pandas_and_no_files(name: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "pandas" not in imported
-    # the error tree, the output schemas (schemas.py imports pyarrow alone) and
-    # the kernels beside it: never the battle reader
-    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas"} | {
+    # the error tree, the output schemas (schemas.py imports pyarrow alone), the
+    # cancellation flag (a bootstrap stops between rounds) and the kernels
+    # beside it: never the battle reader
+    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas", "lbnorm._runtime"} | {
         f"lbnorm.ratings.{module}" for module in FIT_MODULES
     }
     assert {name for name in imported if name.startswith("lbnorm")} <= allowed

@@ -162,8 +162,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "output.transaction",
     ),  # staging, lock, swap, atomic files: the parse cache uses it
     ("suites",),  # suite files -> bound arrays and each benchmark's rule
-    ("ratings",),  # battles -> Bradley-Terry and Elo ratings
-    ("readers",),  # every input format -> Arrow batches
+    ("readers",),  # every input format -> Arrow batches; one table-file reader
+    ("ratings",),  # battles -> Bradley-Terry and Elo ratings; battles as scores
     ("engines",),  # batches -> codes -> exact sums -> a Result
     ("output",),  # the transaction, the Parquet tables, reading an output back
     ("pipeline", "arena", "repeats"),  # composition: readers -> engine -> output

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lbnorm import _runtime
 from lbnorm.core.errors import ValidationError
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import Batch
@@ -437,8 +438,10 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     """The partitions are saved on a thread into the spill folder: a Ctrl-C as
     that thread starts, before its pool records it, would leave it writing into
     the folder being removed (the pool's exit does not wait for a thread it has
-    not recorded). The Ctrl-C lands once the work is handed over: the run stops
-    with the partition saved and no saving thread left, and the folder is gone."""
+    not recorded). The call holds the signals, as every entry point does
+    (``lbnorm.run``, the command line): the Ctrl-C is acted on at the next
+    boundary, the run stops with the partition saved and no saving thread
+    left, and the folder is gone."""
     start, save = threading.Thread.start, spill._save_partition
     saved: list[int] = []
 
@@ -457,7 +460,7 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     table = pq.read_table(demo_path())
     inputs = Inputs(batches=iter([Batch(table=table, source="t")]), num_rows=table.num_rows)  # fmt: skip
     job = stream.start(inputs, SUITE, RunOptions(subtasks=False, sum_memory=TINY))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
         job.finish()
     assert saved == [0]  # the first partition's save ran to its end
     assert not [t for t in threading.enumerate() if t.name.startswith("lbnorm-save")]

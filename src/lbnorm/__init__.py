@@ -11,9 +11,13 @@ Importing lbnorm is cheap: the names below are loaded when first used, so
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+#: (typing is not imported: the command's first step, taking the signals, comes
+#: after this module, and the sooner the better)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from lbnorm.core.errors import (
         InputError,
         LbnormError,

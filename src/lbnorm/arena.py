@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.version import lbnorm_version
@@ -179,6 +180,7 @@ class ArenaResult:
     table_names: tuple[str, ...] = ("ratings", "win_rates")
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def rate_battles(
     paths: Sequence[str | Path],
     *,

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.errors import ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.core.schemas import Batch
 from lbnorm.engines.result import Result, finish_job
-from lbnorm.readers import Inputs, read_inputs
+from lbnorm.ratings.pairwise_inputs import add_pairwise_scores, split_battle_files
+from lbnorm.readers import Inputs, noted, read_inputs
 from lbnorm.repeats import name_earlier_inputs
 from lbnorm.suites import Suite, load_suite
 
@@ -33,11 +35,13 @@ __all__ = [
     "demo_metadata_path",
     "demo_path",
     "normalize_scores",
+    "read_all",
     "run",
     "select_engine",
 ]
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def normalize_scores(
     scores: pd.DataFrame | pa.Table,
     suite: Suite | str | Path = DEFAULT_SUITE,
@@ -92,6 +96,7 @@ def normalize_scores(
         raise name_earlier_inputs(error, inputs, suite) from None
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def run(
     inputs: Sequence[str | Path] = (),
     *,
@@ -131,7 +136,7 @@ def run(
 
         check_cache_location(options.cache, out)
     paths = list(inputs) or [demo_path()]
-    read = read_inputs(paths, suite=suite, options=options, progress=progress)
+    read = read_all(paths, suite=suite, options=options, progress=progress)
     fault_point(
         "computing"
     )  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
@@ -157,6 +162,33 @@ def run(
         )
     except ValidationError as error:  # a duplicate names the input that came first
         raise name_earlier_inputs(error, read, suite) from None
+
+
+def read_all(
+    paths: Sequence[str | Path],
+    *,
+    suite: Suite,
+    options: RunOptions,
+    progress: ProgressCallback | None = None,
+) -> Inputs:
+    """Read every input, battle files scored as the suite's pairwise benchmarks.
+
+    Battle files named among `paths` go to :mod:`lbnorm.ratings.pairwise_inputs`,
+    the rest to :func:`lbnorm.readers.read_inputs`, so the parse cache and every
+    engine see both.
+
+    Raises:
+        InputError: An input cannot be read, or battles are given to a suite
+            without a pairwise benchmark.
+        OptionsError: ``model_map`` is set for a suite without one.
+    """
+    others, battle_files = split_battle_files(paths, suite=suite, options=options)
+    if not suite.pairwise_benchmarks:
+        return read_inputs(others, suite=suite, options=options, progress=progress)
+    read = None
+    if others or not battle_files:  # battles alone make a leaderboard of their own
+        read = read_inputs(others, suite=suite, options=options, progress=progress)
+    return noted(add_pairwise_scores(read, battle_files, suite=suite, options=options))
 
 
 def _annotate(

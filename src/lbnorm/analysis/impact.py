@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+from lbnorm._runtime import entry_point
 from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
@@ -155,6 +156,7 @@ def _named(override: BoundOverride, suite: Suite) -> BoundOverride:
     raise SuiteError(msg)
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def compare_suites(
     inputs: Sequence[str | Path] = (),
     *,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lbnorm._runtime import TICK, check_cancelled
 from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.result import Result
@@ -82,7 +83,7 @@ def compute(
     """
     try:
         from dask.delayed import delayed
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster, wait
     except ImportError as exc:
         msg = (
             "--engine dask needs the optional packages dask and distributed.\n"
@@ -134,7 +135,15 @@ def compute(
         )
     try:
         with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
-            totals: Totals = client.compute(parts[0]).result()
+            total = client.compute(parts[0])
+            while True:  # a look at the cancellation flag each tick
+                try:
+                    wait(total, timeout=TICK)  # type: ignore[no-untyped-call]
+                except TimeoutError:  # (distributed's way of saying the tick passed)
+                    check_cancelled()
+                    continue
+                break
+            totals: Totals = total.result()
     except LbnormError:
         raise
     except OSError as exc:
