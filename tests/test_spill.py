@@ -379,7 +379,7 @@ def test_a_full_disk_while_spilling_is_raised_and_leaves_nothing(
 
 def test_nothing_is_written_to_a_removed_spill_folder(tmpdir_env: Path) -> None:
     """A removal (an interrupt) and a write under way on the summing thread."""
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     store.folder.remove()
     assert store.folder.is_removed
     store._append(0, np.array([1, 0]), [np.zeros(1, dtype=np.int64)])
@@ -655,7 +655,7 @@ def test_a_spill_folder_removed_under_the_run_is_an_error_not_zeros(
 
     from lbnorm.core.errors import SpillError
 
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     shutil.rmtree(store.folder.path)
     with pytest.raises(SpillError, match=r"spill folder was removed.*\n.*Hint"):
         list(store.sums(0))
@@ -689,7 +689,7 @@ def test_spill_folders_of_dead_runs_are_removed_by_the_next(
 def test_a_spill_folder_is_locked_while_it_lives(tmpdir_env: Path) -> None:
     import fcntl
 
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     assert store.folder.path.name.startswith("lbnorm-spill-")
     descriptor = os.open(store.folder.path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -7,6 +7,7 @@ outputs. The one engine switch is :func:`select_engine`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import resources
@@ -129,6 +130,8 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = (options or RunOptions()).resolved()
+    if options.spill_dir is None:  # (the composition reads the environment, no stage)
+        options = replace(options, spill_dir=os.environ.get("TMPDIR") or None)
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
     if options.cache is not None and out is not None:

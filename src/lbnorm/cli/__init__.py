@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from lbnorm import _runtime
+from lbnorm.core import faults
 from lbnorm.core.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
-from lbnorm.core.faults import fault_point
 
 if TYPE_CHECKING:
     import argparse
@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
     replaced_before = len(_replaced_outputs())
+    faults.arm(os.environ.get("LBNORM_FAULT_POINT"))  # the crash tests' switch
     let_go = _runtime.take_signals()
     try:
         code = _run_command(argv)
@@ -200,7 +201,7 @@ def _ignore_signals() -> int:
 
 
 def _run_command(argv: Sequence[str] | None) -> int:
-    fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    faults.fault_point("starting")  # signal tests (lbnorm.core.faults)
     _runtime.check_cancelled()
     parser = build_parser()
     try:

@@ -88,6 +88,10 @@ class RunOptions:
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
             (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+        spill_dir: Where a spilled run makes its temporary folder (None: the
+            system's temporary folder). :func:`lbnorm.run` and the command line
+            pass ``TMPDIR`` as set; a stage reads no environment. Where, not
+            what: not in the manifest.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -121,6 +125,7 @@ class RunOptions:
     report: str | None = None
     model_map: str | None = None
     comparability: ComparabilityCheck = "off"
+    spill_dir: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
@@ -191,6 +196,7 @@ class RunOptions:
     def to_manifest(self) -> dict[str, Any]:
         """Every option, JSON-ready, for the manifest."""
         options = asdict(self)
+        del options["spill_dir"]  # where the run spilled, not what it computed
         options["rank_within"] = list(self.rank_within)
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]
