@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lbnorm.core.errors import (
         InputError,
         LbnormError,
+        OptionsError,
         OutputError,
         SchemaMismatchError,
         SuiteError,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "InputError",
     "LbnormError",
+    "OptionsError",
     "OutputError",
     "Result",
     "RunOptions",
@@ -52,6 +54,7 @@ __all__ = [
 _HOMES = {
     "InputError": "lbnorm.core.errors",
     "LbnormError": "lbnorm.core.errors",
+    "OptionsError": "lbnorm.core.errors",
     "OutputError": "lbnorm.core.errors",
     "SchemaMismatchError": "lbnorm.core.errors",
     "SuiteError": "lbnorm.core.errors",

@@ -234,8 +234,8 @@ def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
 def show_ratings(args: argparse.Namespace) -> int:
     """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
     from lbnorm.faces.ratings_view import format_ratings, select_ratings
-    from lbnorm.faces.show import Filter
     from lbnorm.output.outdir import read_ratings_table
+    from lbnorm.ratings.where import parse_where
 
     _refuse_leaderboard_options(
         args,
@@ -249,7 +249,7 @@ def show_ratings(args: argparse.Namespace) -> int:
         command="show",
     )
     ratings = read_ratings_table(args.out, "ratings")
-    filters = [Filter.parse(text) for text in args.where]
+    filters = [parse_where(text) for text in args.where]
     selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
     conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
     shown = selected.head(args.top)

@@ -29,7 +29,8 @@ so nothing is copied. A refused statement is a :class:`~lbnorm.core.errors.Lbnor
 
 DuckDB is an optional extra (``pip install '.[sql]'`` from a clone); it is
 imported only when a query runs. The table readers of :mod:`lbnorm.output.outdir` need
-only pyarrow and serve :mod:`lbnorm.faces.show` and :mod:`lbnorm.report`.
+only pyarrow and serve :mod:`lbnorm.faces.show` and the reports
+(:mod:`lbnorm.faces.html_report`, :mod:`lbnorm.faces.ratings_report`).
 """
 
 from __future__ import annotations
