@@ -7,9 +7,10 @@ default) at a time, the cancellation flag looked at between blocks, so a
 Ctrl-C waits for one block, not the file. A file the streaming read cannot
 take in one schema (a column whose type widens past the first block) is read
 again whole: Arrow's whole-file reader widens such a column, and its table
-(or its error) is the one a reader gets. JSON nested deeper than
-:data:`MAX_JSON_DEPTH` is refused before Arrow sees it: Arrow's JSON parser
-recurses, and nested deep enough it overflows the stack and the process dies.
+(or its error) is the one a reader gets. A JSON line long enough to nest past
+what Arrow's parser follows is measured before Arrow sees it, and refused if
+it nests deeper than :data:`MAX_JSON_DEPTH`: the parser recurses, and nested
+deep enough it overflows the stack and the process dies.
 
 Rows are numbered as the file counts them (:class:`RowNumbers`,
 :func:`text_rows`): in a CSV the header is line 1, so the first data row is
@@ -228,8 +229,9 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 def check_json_depth(data: bytes, path: Path) -> None:
     """Refuse JSON lines nested deeper than :data:`MAX_JSON_DEPTH`, before Arrow parses them.
 
-    Cheap: only lines long enough to nest that deep, found window by window, are
-    measured; a line is measured by its brackets outside strings.
+    Cheap: only lines long enough to nest past what Arrow follows (8 KiB and
+    more; a shorter one nests 4,096 deep at most), found window by window, are
+    measured, by their brackets outside strings.
 
     Raises:
         InputError: A line nests too deep; the message names it.
