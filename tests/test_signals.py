@@ -297,14 +297,18 @@ def test_too_many_workers_are_noted(
 
 # --- Ctrl-C and SIGTERM from the start ---------------------------------------------------
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["module", "script"])
-@pytest.mark.parametrize(
+_BOTH_LAUNCHERS = pytest.mark.parametrize("launcher", ["module", "script"])
+#: Each signal, with the exit code and the one line it ends a command with.
+_BOTH_SIGNALS = pytest.mark.parametrize(
     ("number", "code", "message"),
     [(signal.SIGINT, 130, INTERRUPTED), (signal.SIGTERM, 143, TERMINATED)],
     ids=["ctrl-c", "sigterm"],
 )
+
+
+@pytest.mark.slow
+@_BOTH_LAUNCHERS
+@_BOTH_SIGNALS
 def test_a_signal_at_the_first_step_is_one_line(
     launcher: str, number: int, code: int, message: str, out: Path, setup: Setup
 ) -> None:
@@ -369,12 +373,8 @@ def test_the_console_script_takes_the_signals_before_the_heavy_imports() -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["module", "script"])
-@pytest.mark.parametrize(
-    ("number", "code", "message"),
-    [(signal.SIGINT, 130, INTERRUPTED), (signal.SIGTERM, 143, TERMINATED)],
-    ids=["ctrl-c", "sigterm"],
-)
+@_BOTH_LAUNCHERS
+@_BOTH_SIGNALS
 def test_a_signal_in_the_first_50_ms_is_one_line(
     launcher: str, number: int, code: int, message: str, out: Path, setup: Setup
 ) -> None:
