@@ -375,3 +375,17 @@ def test_a_signal_inside_the_handler_finds_no_lock_held() -> None:
     # second is a second Ctrl-C (raised where it lands, in a library call)
     assert set(outcomes) <= {"flag", "raised"}, outcomes
     assert "raised" in outcomes
+
+
+def test_a_signal_the_process_ignores_stays_ignored() -> None:
+    """A command started in a script's background ignores Ctrl-C (the shell set it so)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        let_go = _runtime.take_signals()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is _runtime._on_signal
+        signal.raise_signal(signal.SIGINT)
+        assert not _runtime.cancelled()
+        assert let_go() == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
