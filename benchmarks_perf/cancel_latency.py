@@ -71,15 +71,15 @@ def _commands(data: Path, out: Path) -> dict[str, list[str]]:
     lbnorm = [sys.executable, "-m", "lbnorm"]
     run = [*lbnorm, "run", "--suite", str(folder / "suite.toml"), "--quiet"]
     return {
-        "csv": [*run, str(folder / "layouts" / "csv.csv"), "--out", str(out)],
-        "jsonl": [*run, str(folder / "layouts" / "jsonl.jsonl"), "--out", str(out)],
+        "csv": [*run, str(folder / "layouts" / "csv.csv"), "--out", str(out / "csv")],
+        "jsonl": [*run, str(folder / "layouts" / "jsonl.jsonl"), "--out", str(out / "jsonl")],
         "dask": [
             *run, str(folder / "layouts" / "grouped.parquet"), "--engine", "dask",
-            "--out", str(out),
+            "--out", str(out / "dask"),
         ],
         "arena-bootstrap": [
             *lbnorm, "arena", str(_battles(data)), "--bootstrap", "1000", "--out",
-            str(out), "--quiet",
+            str(out / "arena"), "--quiet",
         ],
     }  # fmt: skip
 

@@ -16,13 +16,14 @@ read the input paths (a shared filesystem).
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from lbnorm._runtime import TICK, check_cancelled
+from lbnorm._runtime import TICK, cancelled, check_cancelled
 from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.result import Result
@@ -73,6 +74,11 @@ def compute(
             ``tcp://host:8786``; None starts a local cluster of `n_workers`
             processes for the run).
         n_workers: Worker processes of the local cluster (without a scheduler).
+
+    A Ctrl-C is seen within a tick while the cluster computes (the wait looks
+    at the flag each :data:`~lbnorm._runtime.TICK`); a local cluster's worker
+    processes are then killed, not waited for (a graceful close takes seconds
+    on a busy machine). Starting a local cluster is not cut short.
 
     Returns:
         The result, without the subtask-level table.
@@ -126,6 +132,7 @@ def compute(
             for start in range(0, len(parts), FAN_IN)
         ]
     cluster = None
+    others = set(multiprocessing.active_children())  # (the host's, if any)
     if scheduler is None:
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=n_workers,
@@ -151,6 +158,9 @@ def compute(
         raise InputError(msg) from exc
     finally:
         if cluster is not None:
+            if cancelled():  # a Ctrl-C: the workers are stopped, not waited for
+                for worker in set(multiprocessing.active_children()) - others:
+                    worker.kill()
             cluster.close()
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
