@@ -80,7 +80,7 @@ class ArenaOptions:
         Traceback (most recent call last):
         ...
         lbnorm.core.errors.WhereSyntaxError: --where 'language ==': expected one value after the operator.
-        Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
+        Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >= (numbers for numeric columns, true/false for flags, YYYY-MM-DD for dates), COLUMN ~ REGEX, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
     """
 
     rating: RatingOptions = field(default_factory=RatingOptions)
