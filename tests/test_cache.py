@@ -20,7 +20,12 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
-from lbnorm.readers import cache_stats, input_reruns, input_warnings
+from lbnorm.readers import (
+    cache_stats,
+    input_rejections,
+    input_reruns,
+    input_warnings,
+)
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -226,8 +231,37 @@ def test_bad_files_are_rejected_with_reasons_and_remembered(
     )
     assert "bad/percent" not in set(result.leaderboard["model"])
     assert len(result.leaderboard) == 10
+    # each names the variant lost with it: its own config, else its folders
+    lost = {
+        record["model"]: (record["variant_from"], record["precision"], record["lost"])
+        for record in input_rejections(result.file_table)
+    }
+    assert lost == {
+        "bad/percent": ("file", "", True),
+        "bad/truncated": ("folder", None, True),
+    }
     again = run([tree], options=RunOptions(cache=str(cache)))
     assert (_stats(again)["parsed"], _stats(again)["rejected"]) == (0, 2)
+    assert input_rejections(again.file_table) == input_rejections(result.file_table)
+
+
+def test_a_rejected_file_outside_any_folder_names_no_variant(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("loose.json").write_text("{")
+    result = run([tree, "loose.json"], options=RunOptions(cache="cache"))
+    (record,) = input_rejections(result.file_table)
+    assert record == {
+        "path": "loose.json",
+        "model": None,
+        "precision": None,
+        "revision": None,
+        "chat_template": None,
+        "variant_from": None,
+        "other_files": 0,
+        "lost": None,  # unknown: no claim either way
+    }
 
 
 def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) -> None:
@@ -256,7 +290,14 @@ def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) 
     again = run([tree], out=tmp_path / "again", options=RunOptions(cache=str(cache)))
     assert _stats(again)["cached"] == _stats(again)["seen"]  # all from the cache
     assert input_reruns(again.file_table) == [rerun]
-    assert input_warnings(again.file_table) == input_warnings(plain.file_table) == []
+    # the tree's golden excerpts record no run settings: only those warnings, alike
+    warnings = input_warnings(plain.file_table)
+    assert all(w.startswith("not comparable") for w in warnings)
+    assert (
+        input_warnings(again.file_table)
+        == input_warnings(result.file_table)
+        == warnings
+    )
 
 
 def test_score_tables_beside_the_tree_are_listed_as_a_plain_run_lists_them(
@@ -645,13 +686,13 @@ def test_an_unwritable_cache_names_the_cache_not_the_output(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def refuse(path: Path, table: object) -> Path:
+    def refuse(path: Path, content: object, **how: object) -> str:
         msg = "writer's words"
         raise OutputError(msg) from PermissionError(
             errno.EACCES, "Permission denied", str(path)
         )
 
-    monkeypatch.setattr(cache_module, "write_parquet_atomically", refuse)
+    monkeypatch.setattr(cache_module, "write_file", refuse)
     cache = tmp_path / "cache"
     out = tmp_path / "out"
     assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6
@@ -744,3 +785,30 @@ def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
     assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
     assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
     assert again.leaderboard_table.equals(first.leaderboard_table)
+
+
+def test_cached_scores_are_checked_on_their_benchmarks_range() -> None:
+    """A [0, 100] benchmark's 85 is a score there, a fraction's 85 a percentage."""
+    import pyarrow as pa
+
+    from lbnorm.suites import load_suite, parse_suite, suite_arrays
+
+    text = b'name = "p"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a", task = "t", metric = "m" }]\n[[benchmarks]]\nname = "F"\nsubtasks = [{ name = "b", task = "u", metric = "m" }]\n'
+    scales = suite_arrays(parse_suite(text, source="p.toml")).scales
+    rows = pa.table(
+        {
+            "path": ["ok.json", "ok.json", "big.json", "pct.json"],
+            "subtask_index": pa.array([0, 1, 0, 1], pa.int32()),
+            "raw_score": [85.0, 0.85, 100.5, 85.0],
+            "stderr": pa.array([None] * 4, pa.float64()),
+            "n_samples": pa.array([None] * 4, pa.int64()),
+            "key": ["k"] * 4,
+        }
+    )
+    bad = cache_module._check_rows(rows, scales)
+    assert bad == {
+        "big.json": "k is 100.5, outside its benchmark's range",
+        "pct.json": "k is 85.0, outside [0, 1] (a percentage?)",
+    }
+    assert cache_module._check_rows(rows.slice(0, 2), scales) == {}
+    assert suite_arrays(load_suite("openllm-v2")).scales is None

@@ -179,6 +179,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("suites",),  # suite files -> bound arrays and each benchmark's rule
     ("readers",),  # every input format -> Arrow batches; one table-file reader
     ("ratings",),  # battles -> Bradley-Terry and Elo ratings; battles as scores
+    ("board",),  # the suite's board rules on benchmark scores: average, rates, rank
     ("engines",),  # batches -> codes -> exact sums -> a Result
     ("output",),  # the transaction, the Parquet tables, reading an output back
     ("pipeline", "arena", "repeats"),  # composition: readers -> engine -> output
@@ -272,13 +273,13 @@ def test_the_graph_sees_a_name_taken_from_the_package(tmp_path: Path) -> None:
 
 def test_the_layer_check_finds_an_indirect_arrow_up() -> None:
     graph = {
-        "lbnorm.output.writer": {"lbnorm.output.outdir"},
-        "lbnorm.output.outdir": {"lbnorm.faces.terminal"},
+        "lbnorm.output.writer": {"lbnorm.output.reader"},
+        "lbnorm.output.reader": {"lbnorm.faces.terminal"},
         "lbnorm.faces.terminal": set(),
     }
     assert _path_to(graph, "lbnorm.output.writer", {"lbnorm.faces.terminal"}) == [
         "lbnorm.output.writer",
-        "lbnorm.output.outdir",
+        "lbnorm.output.reader",
         "lbnorm.faces.terminal",
     ]
 

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, cast
 
 from lbnorm import _runtime
 from lbnorm.core import faults
-from lbnorm.core.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
+from lbnorm.core.errors import (
+    EXIT_CODES_HELP,
+    ExitCode,
+    LbnormError,
+    Terminated,
+    memory_failure,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -69,22 +75,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
+    return _main(argv, [])
+
+
+def _main(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
+    """:func:`main`; `parsed` gets the command's arguments once they are known."""
     replaced_before = len(_replaced_outputs())
     faults.arm(os.environ.get("LBNORM_FAULT_POINT"))  # the crash tests' switch
     let_go = _runtime.take_signals()
     try:
-        code = _run_command(argv)
+        code = _run_command(argv, parsed)
         _runtime.check_cancelled()  # a signal the command finished before acting on
     except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
         let_go()
-        return _interrupted(exc, _replaced_outputs()[replaced_before:])
+        replaced = _replaced_outputs()[replaced_before:]
+        return _interrupted(exc, replaced, writes=_writes(parsed))
+    except Exception as exc:
+        let_go()
+        if (failure := memory_failure(exc)) is None:
+            raise  # a bug: its traceback
+        return _out_of_memory(exc, failure, _replaced_outputs()[replaced_before:])
     except BaseException:
         let_go()
         raise
     number = let_go()  # a signal after the last look: on the flag, or the caller's
     if number:
+        replaced = _replaced_outputs()[replaced_before:]
         return _interrupted(
-            _runtime.cancellation(number), _replaced_outputs()[replaced_before:]
+            _runtime.cancellation(number), replaced, writes=_writes(parsed)
         )
     return code
 
@@ -105,10 +123,12 @@ def console_main() -> int:
     _one_blas_thread()
     _system_allocator_for_arrow()
     _runtime.allow_keeping_freed_memory()
-    code = main()
+    parsed: list[argparse.Namespace] = []
+    code = _main(None, parsed)
     late = _ignore_signals()  # the outcome is decided: a signal since main's last look
     if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
-        code = _interrupted(_runtime.cancellation(late), _replaced_outputs())
+        late_error = _runtime.cancellation(late)
+        code = _interrupted(late_error, _replaced_outputs(), writes=_writes(parsed))
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         _exit_now(code)
     _exit_done(code)
@@ -200,7 +220,7 @@ def _ignore_signals() -> int:
     return _runtime.ignore_signals()
 
 
-def _run_command(argv: Sequence[str] | None) -> int:
+def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
     faults.fault_point("starting")  # signal tests (lbnorm.core.faults)
     _runtime.check_cancelled()
     parser = build_parser()
@@ -208,23 +228,23 @@ def _run_command(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    except LbnormError as exc:  # an option's value out of range (cli.arguments.Whole)
+        return _error(exc)
+    parsed.append(args)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
         return int(args.handler(args))
     except LbnormError as exc:
         _runtime.check_cancelled()  # an error while the run stopped: the signal's
-        from lbnorm.faces.terminal import printable
-
-        print(
-            f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr
-        )
-        return exc.exit_code
+        if memory_failure(exc) is not None:
+            raise  # (named as what it is by main)
+        return _error(exc)
     except BrokenPipeError:  # `lbnorm query ... | head`: the reader left, not an error
         _silence_stdout()
         return ExitCode.OK
     except OSError as exc:  # a full disk under a redirected stdout, say
-        if not _stdout_fails():
-            raise  # not standard output's: a bug, shown as one
+        if memory_failure(exc) is not None or not _stdout_fails():
+            raise  # not standard output's: out of memory (main), or a bug
         _silence_stdout()
         print(
             f"lbnorm: error: cannot write to standard output: {exc.strerror or exc}; "
@@ -233,6 +253,14 @@ def _run_command(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return ExitCode.OUTPUT
+
+
+def _error(exc: LbnormError) -> int:
+    """Print an lbnorm error as one message (no traceback); its exit code."""
+    from lbnorm.faces.terminal import printable
+
+    print(f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
+    return exc.exit_code
 
 
 def _stdout_fails() -> bool:
@@ -257,17 +285,62 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
+def _writes(parsed: list[argparse.Namespace]) -> bool:
+    """Whether the command writes a file or folder (True until its arguments are known)."""
+    if not parsed:
+        return True
+    return any(
+        getattr(parsed[0], name, None) for name in getattr(parsed[0], "writes", ())
+    )
+
+
+def _interrupted(
+    exc: KeyboardInterrupt, replaced: Sequence[Path], *, writes: bool
+) -> int:
     """Say what an interruption left, truly; return its exit code."""
     is_terminated = isinstance(exc, Terminated)
     state = (
-        f"the new output is in place in {replaced[-1]}"
+        f"; the new output is in place in {replaced[-1]}"
         if replaced
-        else "the previous output is unchanged"
+        else "; the previous output is unchanged"
+        if writes
+        else ""  # a command that writes nothing (a query) has no output to speak of
     )
     word = "terminated" if is_terminated else "interrupted"
-    print(f"lbnorm: {word}; {state}.", file=sys.stderr)
+    print(f"lbnorm: {word}{state}.", file=sys.stderr)
     return ExitCode.TERMINATED if is_terminated else ExitCode.INTERRUPTED
+
+
+def _out_of_memory(
+    error: BaseException, failure: BaseException, replaced: Sequence[Path]
+) -> int:
+    """Say that memory ran out, where, and what is in place; return exit 8.
+
+    Numpy, Arrow, DuckDB and the interpreter each say it their own way
+    (:func:`lbnorm.core.errors.memory_failure`); a reader that wrapped it says
+    which file it was reading (its hint, a damaged file, is dropped). A library
+    that could not be loaded is named by its own error, not lbnorm's "not
+    installed".
+    """
+    is_said = isinstance(error, LbnormError) and not isinstance(failure, ImportError)
+    said = error if is_said else failure  # (a library that could not load is there)
+    what = str(said).split("\n", 1)[0].strip().rstrip(".") or "an allocation failed"
+    state = (
+        f"the new output is in place in {replaced[-1]}"
+        if replaced
+        else "no output was replaced"
+    )
+    message = (
+        f"lbnorm: error: out of memory: {what[:300]}; {state}.\n"
+        "Hint: give lbnorm more memory (ulimit -v, the container's limit), or ask "
+        "for less: a lower run --sum-memory spills the sums to TMPDIR, --no-subtasks "
+        "reads fewer columns, arena's --max-memory bounds its bootstrap."
+    )
+    try:
+        print(message, file=sys.stderr)
+    except MemoryError:  # (even the message: the line alone, without formatting)
+        os.write(sys.stderr.fileno(), b"lbnorm: error: out of memory.\n")
+    return ExitCode.MEMORY
 
 
 def _replaced_outputs() -> tuple[Path, ...]:

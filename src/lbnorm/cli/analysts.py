@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Literal
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    MOST_DIGITS,
+    Whole,
+    add_digits,
     add_verify,
     check_parent,
     check_written_files,
@@ -71,18 +74,25 @@ def _register_query(
     )
     query.add_argument(
         "--max-rows",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
         default=100,
         help="rows printed in table format (default: %(default)s)",
     )
     query.add_argument(
         "--digits",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_DIGITS,
+        what="decimals",
+        example=2,
         default=None,
         help="round every float to this many decimals in table format "
         "(default: print values as the query returned them)",
     )
-    query.set_defaults(handler=_cmd_query)
+    query.set_defaults(handler=_cmd_query, writes=("output",))
 
 
 def _register_show(
@@ -107,7 +117,13 @@ def _register_show(
     show.add_argument("out", metavar="OUT", help="an lbnorm output directory")
     add_verify(show)
     show.add_argument(
-        "--top", type=int, default=20, help="rows to print (default: %(default)s)"
+        "--top",
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
+        default=20,
+        help="rows to print (default: %(default)s)",
     )
     show.add_argument(
         "--benchmark", help="sort by this benchmark (a unique prefix will do: math)"
@@ -147,9 +163,7 @@ def _register_show(
         action="store_true",
         help="do not shorten long model names",
     )
-    show.add_argument(
-        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
-    )
+    add_digits(show, default=2)
     show.set_defaults(handler=_cmd_show)
 
 
@@ -171,9 +185,7 @@ def _register_compare(
     compare.add_argument(
         "--raw", action="store_true", help="raw scores (0-1) instead of normalized"
     )
-    compare.add_argument(
-        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
-    )
+    add_digits(compare, default=2)
     compare.set_defaults(handler=_cmd_compare)
 
 
@@ -197,12 +209,15 @@ def _register_report(
     )
     report.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to show",
         default=50,
         help="rows of the static table shown without JavaScript; the interactive table holds every variant (default: %(default)s)",
     )
     report.add_argument("--title", help="page title (default: from the suite)")
-    report.set_defaults(handler=_cmd_report)
+    report.set_defaults(handler=_cmd_report, writes=("html",))
 
 
 _QUERY_EPILOG = """\
@@ -262,13 +277,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from lbnorm.engines.metadata import annotate_leaderboard, list_flagged
-    from lbnorm.output.outdir import is_ratings_output, read_output_table
+    from lbnorm.output.reader import Output
 
-    verify_outputs(args, args.out)
-    if is_ratings_output(args.out):  # lbnorm arena's output
+    output = Output.open(args.out, verify=args.verify)
+    if output.kind == "ratings":  # lbnorm arena's output
         from lbnorm.cli.arena import show_ratings
 
-        return show_ratings(args)
+        return show_ratings(args, output)
     from lbnorm.core.errors import OptionsError
     from lbnorm.core.schemas import benchmark_columns
     from lbnorm.faces.show import (
@@ -277,13 +292,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
         parse_where,
         select_leaderboard,
     )
+    from lbnorm.suites.board import Board
 
     filters = [parse_where(text) for text in args.where]
+    output = Output.open(output, "leaderboard")
+    suite, _ = output.suite()
+    rules = suite.board if suite is not None else Board()
     board = annotate_leaderboard(
-        read_output_table(args.out, "leaderboard"),
+        output.frame("leaderboard"),
         args.metadata,
         rank_within_columns=args.rank_within,
         is_flagged_excluded=args.exclude_flagged,
+        rank_by=rules.rank_by,
+        rank_method=rules.rank_method,
     )
     benchmark = (
         match_benchmark(
@@ -309,7 +330,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(
         f"top {len(shown):,} of {len(selected):,} variants"
         + (f" where {' and '.join(conditions)}" if conditions else "")
-        + (f", by {benchmark}" if benchmark else ", by average")
+        + (f", by {benchmark}" if benchmark else f", by {rules.rank_by}")
         + (f" ({len(board):,} in all)" if conditions else "")
     )
     if len(shown):
@@ -320,6 +341,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 columns=args.columns.split(",") if args.columns else None,
                 name_width=None if args.full_names else 48,
                 digits=args.digits,
+                rates=rules.rate_names,
+                has_average=rules.average != "none",
             )
         )
     if args.exclude_flagged:
@@ -337,21 +360,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     from lbnorm.core.schemas import KEY_COLUMNS
     from lbnorm.faces.show import compare_variants, find_variants, format_comparison
-    from lbnorm.output.outdir import has_table, read_output_table
+    from lbnorm.output.reader import Output
 
-    variants = find_variants(read_output_table(args.out, "leaderboard"), args.models)
+    output = Output.open(args.out, "leaderboard")
+    variants = find_variants(output.frame("leaderboard"), args.models)
     models = variants["model"].unique().tolist()
     value: Literal["normalized_score", "raw_score"] = (
         "raw_score" if args.raw else "normalized_score"
     )
     subtasks = (
-        read_output_table(args.out, "subtasks", models=models)
-        if has_table(args.out, "subtasks")
+        output.frame("subtasks", models=models)
+        if output.has("subtasks")
         else pd.DataFrame(columns=[*KEY_COLUMNS, "benchmark", "subtask", value])
     )  # without subtasks.parquet (run --no-subtasks): benchmarks only
     comparison = compare_variants(
         variants,
-        read_output_table(args.out, "benchmarks", models=models),
+        output.frame("benchmarks", models=models),
         subtasks,
         value=value,
     )
@@ -367,20 +391,31 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.faces.html_report import render_report
-    from lbnorm.output.outdir import is_ratings_output
+    from lbnorm.faces.report_assets import is_page
+    from lbnorm.output.reader import Output
+    from lbnorm.output.transaction import write_file
 
     check_written_files(args)  # before the work, not after
-    if is_ratings_output(args.out):  # lbnorm arena's output
-        from lbnorm.cli.arena import report_ratings
-
-        return report_ratings(args)
-
     check_parent(args.html)  # before the plots, not after
-    page = render_report(
-        args.out, previous=args.previous, top=args.top, title=args.title
+    output = Output.open(args.out)
+    if output.kind == "ratings":  # lbnorm arena's output
+        from lbnorm.faces.ratings_report import render_ratings_report
+
+        page = render_ratings_report(
+            output, previous=args.previous, top=args.top, title=args.title
+        )
+    else:
+        page = render_report(
+            output, previous=args.previous, top=args.top, title=args.title
+        )
+    data = page.encode()
+    write_file(args.html, data, option="--html", is_ours=is_page)
+    size = (
+        f"{len(data) / 1e3:,.0f} kB"
+        if output.kind == "ratings"
+        else f"{len(page) / 1e6:.1f} MB"
     )
-    _write_atomically(args.html, [page.encode()])
-    print(f"wrote {args.html} ({len(page) / 1e6:.1f} MB)")
+    print(f"wrote {args.html} ({size})")
     return ExitCode.OK
 
 
@@ -393,6 +428,6 @@ def _parse_attach(text: str) -> tuple[str, str]:
 
 
 def _write_atomically(name: str, parts: Iterable[bytes]) -> None:
-    from lbnorm.output.transaction import write_parts_atomically
+    from lbnorm.output.transaction import write_file
 
-    write_parts_atomically(Path(name), parts)
+    write_file(name, parts, option="--output")

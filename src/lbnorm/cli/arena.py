@@ -2,9 +2,9 @@
 
 Every option of ``arena`` is defined here, once, and becomes one
 :class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.options.RatingOptions`
-and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
-:func:`diff_ratings_outputs` and :func:`report_ratings` when
-:func:`lbnorm.output.outdir.output_kind` says an output holds ratings.
+and the filters). ``show`` and ``diff`` call :func:`show_ratings` and
+:func:`diff_ratings_outputs` when the output they opened
+(:class:`lbnorm.output.reader.Output`) holds ratings.
 """
 
 from __future__ import annotations
@@ -13,10 +13,16 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from lbnorm.cli.arguments import MOST_COUNT, Whole
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import MOST_GIB
 
-__all__ = ["diff_ratings_outputs", "register", "report_ratings", "show_ratings"]
+if TYPE_CHECKING:
+    from lbnorm.output.reader import Output
+
+__all__ = ["diff_ratings_outputs", "register", "show_ratings"]
 
 _EPILOG = """\
 exit codes: 0 done; 2 usage error (options, --where, a bootstrap too big for
@@ -124,7 +130,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--daily-vote-per-user",
         type=int,
         metavar="N",
-        help="keep each judge's first N votes of each UTC day (needs judge and tstamp)",
+        help="keep each judge's first N votes of each day, earliest first (needs judge and tstamp); as FastChat, within each category and, with --ties drop, counting decisive votes only",
+    )
+    arena.add_argument(
+        "--vote-day-tz",
+        default="UTC",
+        metavar="ZONE",
+        help="the time zone whose calendar days --daily-vote-per-user counts, an IANA name (FastChat uses its machine's local zone; the Arena's: America/Los_Angeles) (default: %(default)s)",
     )
     arena.add_argument(
         "--category",
@@ -154,12 +166,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     arena.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="models to print",
         default=10,
         help="models to print (default: %(default)s)",
     )
     arena.add_argument("--quiet", action="store_true", help="print nothing on success")
-    arena.set_defaults(handler=_cmd_arena)
+    arena.set_defaults(handler=_cmd_arena, writes=("out",))
 
 
 def _cmd_arena(args: argparse.Namespace) -> int:
@@ -185,6 +200,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
         anony_only=args.anony_only,
         dedup=args.dedup,
         daily_vote_per_user=args.daily_vote_per_user,
+        vote_day_tz=args.vote_day_tz,
         categories=tuple(_category(text) for text in args.category),
         min_battles=args.min_battles,
         hide=tuple(args.hide),
@@ -215,8 +231,8 @@ def _category(text: str) -> tuple[str, str]:
 
 
 def _bytes(gib: float) -> int:
-    if not gib > 0 or gib == float("inf"):
-        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8."
+    if not 0 < gib <= MOST_GIB:
+        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8 (at most {MOST_GIB:,.0f})."
         raise OptionsError(msg)
     return int(gib * 2**30)
 
@@ -231,10 +247,9 @@ def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
 # --- the faces of a ratings output (dispatched from show, diff and report) -------------------
 
 
-def show_ratings(args: argparse.Namespace) -> int:
+def show_ratings(args: argparse.Namespace, output: Output) -> int:
     """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
     from lbnorm.faces.ratings_view import format_ratings, select_ratings
-    from lbnorm.output.outdir import read_ratings_table
     from lbnorm.ratings.where import parse_where
 
     _refuse_leaderboard_options(
@@ -248,7 +263,7 @@ def show_ratings(args: argparse.Namespace) -> int:
         },
         command="show",
     )
-    ratings = read_ratings_table(args.out, "ratings")
+    ratings = output.frame("ratings")
     filters = [parse_where(text) for text in args.where]
     selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
     conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
@@ -270,35 +285,19 @@ def show_ratings(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def diff_ratings_outputs(args: argparse.Namespace) -> int:
+def diff_ratings_outputs(
+    args: argparse.Namespace, old: Output | str, new: Output | str
+) -> int:
     """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
     from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
     from lbnorm.cli.arguments import emit_diff
     from lbnorm.faces.terminal import printable
 
-    diff = diff_ratings(
-        args.old, args.new, moved_places=args.moved, top=args.top or (5, 10, 20)
-    )
+    diff = diff_ratings(old, new, moved_places=args.moved, top=args.top or (5, 10, 20))
     text = printable(
         format_ratings_diff(diff, largest=args.largest), keep_newlines=True
     )
     return emit_diff(args, diff.tables(), text, stem="diff_ratings")
-
-
-def report_ratings(args: argparse.Namespace) -> int:
-    """``lbnorm report`` on a ratings output: intervals and the win-rate heat map."""
-    from lbnorm.cli.arguments import check_parent
-    from lbnorm.faces.ratings_report import render_ratings_report
-    from lbnorm.output.transaction import write_bytes_atomically
-
-    check_parent(args.html)
-    page = render_ratings_report(
-        args.out, previous=args.previous, top=args.top, title=args.title
-    )
-    data = page.encode()
-    write_bytes_atomically(Path(args.html), data)
-    print(f"wrote {args.html} ({len(data) / 1e3:,.0f} kB)")
-    return ExitCode.OK
 
 
 def _refuse_leaderboard_options(

@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    Whole,
     add_inputs,
     add_policy_options,
     check_written_files,
@@ -68,7 +71,10 @@ def register(
     add_policy_options(run)
     run.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
         default=10,
         help="rows of the leaderboard to print (default: %(default)s)",
     )
@@ -83,7 +89,7 @@ def register(
     _add_engine_options(run)
     _add_metadata_options(run)
     _add_nightly_options(run)
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, writes=("out", "report"))
 
     convert = commands.add_parser(
         "convert",
@@ -264,7 +270,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         action="store_const",
         const="report",
         default=_DEFAULTS.comparability,
-        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`)",
+        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions; a setting recorded as null or not at all is one too) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`); the default",
     )
     nightly.add_argument(
         "--strict-comparability",
@@ -273,6 +279,14 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         const="strict",
         default=_DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
+    )
+    nightly.add_argument(
+        "--no-comparability",
+        dest="comparability",
+        action="store_const",
+        const="off",
+        default=_DEFAULTS.comparability,
+        help="do not compare the results files' settings (they are read in the same pass either way)",
     )
 
 
@@ -363,8 +377,8 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
             f"{inputs['rejected']:,} rejected, {cache.get('dropped', 0):,} dropped"
             + (f"; rebuilt ({cache['rebuild_reason']})" if cache.get("rebuilt") else "")
         )
-    for rejected in inputs["rejected_files"]:
-        print(f"rejected   {_rejection(rejected['path'], rejected['reason'])}")
+    for line in _rejected_lines(inputs["rejected_files"], report=args.report):
+        print(line)
     if "intervals" in monitored.tables:
         from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
 
@@ -379,6 +393,55 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         print(
             f"report     {args.report}: {report['status']}, exit {report['exit_code']}"
         )
+
+
+#: Rejected files the summary names (each with its variant); the report and the
+#: manifest list every one.
+_REJECTED_SHOWN = 10
+
+
+def _rejected_lines(
+    rejected: Sequence[Mapping[str, Any]], *, report: str | None
+) -> list[str]:
+    """Each rejected file (the first few) and the variant lost with it, or kept.
+
+    Examples:
+        >>> for line in _rejected_lines([{"path": "t/o/m/r.json", "reason": "bad",
+        ...     "model": "o/m", "precision": "bfloat16", "revision": "", "chat_template":
+        ...     False, "variant_from": "file", "other_files": 0, "lost": True}], report=None):
+        ...     print(line)
+        rejected   t/o/m/r.json: bad
+        lost       o/m (bfloat16): no other results file holds this variant, so it is not on the board
+    """
+    from lbnorm.faces.terminal import printable
+    from lbnorm.output.run_report import describe_variant
+
+    lines = []
+    for record in rejected[:_REJECTED_SHOWN]:
+        lines.append(f"rejected   {_rejection(record['path'], record['reason'])}")
+        if record.get("lost") is None:  # no cache entry named it, or unknown
+            continue
+        variant = printable(describe_variant(record), keep_newlines=False)
+        others = int(record.get("other_files") or 0)
+        lines.append(
+            f"lost       {variant}: no other results file holds this variant, so it "
+            "is not on the board"
+            if record["lost"]
+            else f"kept       {variant}: still on the board from {others:,} other "
+            f"results file{'' if others == 1 else 's'}"
+        )
+    if len(rejected) > _REJECTED_SHOWN:
+        n_lost = len({describe_variant(r) for r in rejected if r.get("lost")})
+        where = (
+            f"{report} lists every one"
+            if report
+            else 'manifest.json lists every one: "rejected"'
+        )
+        lines.append(
+            f"rejected   and {len(rejected) - _REJECTED_SHOWN:,} more file(s) "
+            f"({n_lost:,} variant(s) lost in all; {where})"
+        )
+    return lines
 
 
 def _rejection(path: str, reason: str | None) -> str:

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from lbnorm.core.errors import OptionsError
+from lbnorm.core.errors import OptionsError, shown_number
 
 __all__ = [
     "DEFAULT_SUITE",
+    "MOST_COUNT",
+    "MOST_GIB",
+    "MOST_TIMEOUT",
     "ComparabilityCheck",
     "EngineName",
     "ExtraColumns",
@@ -47,9 +50,21 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 
 #: Whether to compare the settings results files were run with (few-shot count,
 #: sample limit, task and harness versions; see :mod:`lbnorm.readers.comparability`):
-#: ``off``; ``report`` names the variants that differ from the majority;
-#: ``strict`` makes a difference an error.
+#: ``off``; ``report`` (the default) names the variants that differ from the
+#: majority; ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
+
+#: The largest count a count option takes (rows, models, places, processes): more
+#: than any leaderboard holds, and well inside the 64-bit integers Arrow and numpy
+#: slice and compare with.
+MOST_COUNT = 10**12
+
+#: The most GiB a memory budget takes (1 PiB): a larger one is no budget, and its
+#: bytes (``inf``, ``1e308``) are no integer.
+MOST_GIB = float(2**20)
+
+#: The longest ``--scheduler-timeout`` taken, in seconds (a day; ``inf`` is no timeout).
+MOST_TIMEOUT = 86_400.0
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
 ProgressCallback = Callable[[str, int, int], None]
@@ -89,7 +104,9 @@ class RunOptions:
             renames the models of battle files to the results' names, for a
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
-            (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+            (:data:`ComparabilityCheck`; on by default: the settings are read
+            in the results parser's one pass); recorded in the manifest unless
+            off.
         failures: When scores fail validation, write every failure (not only
             the first thousand per check and batch) to this file, in file and
             line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
@@ -131,7 +148,7 @@ class RunOptions:
     intervals: bool = False
     report: str | None = None
     model_map: str | None = None
-    comparability: ComparabilityCheck = "off"
+    comparability: ComparabilityCheck = "report"
     failures: str | None = None
     spill_dir: str | None = None
 
@@ -147,15 +164,18 @@ class RunOptions:
                 "Hint: use --workers 1 for one process."
             )
             raise OptionsError(msg)
+        _check_most("workers (--workers)", self.workers, "processes")
         if self.batch_rows is not None and self.batch_rows < 1:
             msg = (
                 f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
                 "Hint: leave --batch-rows out to stream a Parquet row group at a time."
             )
             raise OptionsError(msg)
-        if not self.sum_memory > 0:
+        if self.batch_rows is not None:
+            _check_most("batch_rows (--batch-rows)", self.batch_rows, "rows")
+        if not 0 < self.sum_memory <= MOST_GIB:
             msg = (
-                f"sum_memory (--sum-memory) must be a positive number of GiB, got {self.sum_memory}.\n"
+                f"sum_memory (--sum-memory) must be a positive number of GiB up to {MOST_GIB:,.0f}, got {self.sum_memory}.\n"
                 "Hint: leave --sum-memory out for the default (0.5)."
             )
             raise OptionsError(msg)
@@ -175,11 +195,12 @@ class RunOptions:
             )
             raise OptionsError(msg)
         if self.scheduler_timeout is not None and (
-            self.scheduler is None or not self.scheduler_timeout > 0
+            self.scheduler is None or not 0 < self.scheduler_timeout <= MOST_TIMEOUT
         ):
             msg = (
                 "scheduler_timeout (--scheduler-timeout) is how long to try to reach "
-                "--scheduler: a positive number of seconds, with --scheduler, got "
+                f"--scheduler: a positive number of seconds up to {MOST_TIMEOUT:,.0f} "
+                "(a day), with --scheduler, got "
                 f"{self.scheduler_timeout!r}"
                 + ("" if self.scheduler is not None else " without --scheduler")
                 + ".\nHint: e.g. --scheduler tcp://host:8786 --scheduler-timeout 5."
@@ -232,6 +253,16 @@ class RunOptions:
             if options[name] is None:  # (likewise)
                 del options[name]
         return options
+
+
+def _check_most(name: str, value: int, what: str) -> None:
+    """Refuse a count past :data:`MOST_COUNT` (no input is that large; int64 overflows soon after)."""
+    if value > MOST_COUNT:
+        msg = (
+            f"{name} must be at most {MOST_COUNT:,}, got {shown_number(value)}.\n"
+            f"Hint: no run needs more {what}; leave the option out for its default."
+        )
+        raise OptionsError(msg)
 
 
 def _check_choice(name: str, value: object, choices: object) -> None:

@@ -16,7 +16,9 @@ read the input paths (a shared filesystem).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +94,7 @@ def compute(
     if inputs.eager:  # (before Dask is needed: what to convert is said either way)
         raise _not_parquet(inputs.catalog)
     try:
+        import dask.config
         from dask.delayed import delayed
         from distributed import Client, LocalCluster, wait
     except ImportError as exc:
@@ -121,45 +124,70 @@ def compute(
             delayed(add_totals)(parts[start : start + FAN_IN])
             for start in range(0, len(parts), FAN_IN)
         ]
-    cluster = None
-    others = set(multiprocessing.active_children())  # (the host's, if any)
-    if scheduler is None:
-        cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        )
-    try:
-        timeout = (
-            {}
-            if options.scheduler_timeout is None
-            else {"timeout": options.scheduler_timeout}
-        )
-        with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-            total = client.compute(parts[0])
-            while True:  # a look at the cancellation flag each tick
-                try:
-                    wait(total, timeout=TICK)  # type: ignore[no-untyped-call]
-                except TimeoutError:  # (distributed's way of saying the tick passed)
-                    check_cancelled()
-                    continue
-                break
-            totals: Totals = total.result()
-    except LbnormError:
-        raise
-    except OSError as exc:
-        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
-        raise InputError(msg) from exc
-    finally:
-        if cluster is not None:
-            if cancelled():  # a Ctrl-C: the workers are stopped, not waited for
-                for worker in set(multiprocessing.active_children()) - others:
-                    worker.kill()
-            cluster.close()
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if scheduler is None:
+            scratch = stack.enter_context(_scratch())
+            stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            others = set(multiprocessing.active_children())  # (the host's, if any)
+            cluster = LocalCluster(  # type: ignore[no-untyped-call]
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,
+            )
+            stack.callback(cluster.close)  # (closed before its folder is removed)
+            stack.callback(_kill_if_cancelled, others)  # (before it is closed)
+        try:
+            timeout = (
+                {}
+                if options.scheduler_timeout is None
+                else {"timeout": options.scheduler_timeout}
+            )
+            with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
+                total = client.compute(parts[0])
+                while True:  # a look at the cancellation flag each tick
+                    try:
+                        wait(total, timeout=TICK)  # type: ignore[no-untyped-call]
+                    except TimeoutError:  # (distributed's: the tick passed)
+                        check_cancelled()
+                        continue
+                    break
+                totals: Totals = total.result()
+        except LbnormError:
+            raise
+        except OSError as exc:
+            msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
+            raise InputError(msg) from exc
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
+
+
+def _kill_if_cancelled(others: set[multiprocessing.process.BaseProcess]) -> None:
+    """After a Ctrl-C, kill the local cluster's worker processes (not `others`) before it closes.
+
+    A graceful close waits for the workers, seconds on a busy machine; a
+    cancelled run has nothing to wait for.
+    """
+    if cancelled():
+        for worker in set(multiprocessing.active_children()) - others:
+            worker.kill()
+
+
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    """A folder of the run's own in TMPDIR for the local cluster's workers, removed after it.
+
+    Left to itself, Dask keeps ``$TMPDIR/dask-scratch-space/`` (its lock files)
+    after every run. The scheduler (in this process, by Dask's
+    ``temporary-directory``) and the workers (``local_directory``) work in this
+    folder instead, and the run removes only the folder it made (a SIGKILLed
+    run leaves its ``lbnorm-dask-*``).
+    """
+    return tempfile.TemporaryDirectory(
+        prefix="lbnorm-dask-", ignore_cleanup_errors=True
+    )
 
 
 #: Inputs a refusal names; the rest are counted.

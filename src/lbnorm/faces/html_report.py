@@ -44,26 +44,23 @@ from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
     HEALTH_SUBTASK_LABELS,
+    coverage_table,
+    cut_list,
     diff_per_benchmark,
     diff_summary,
     largest_rank_moves,
+    named_variants,
     subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
-from lbnorm.faces.report_assets import SCRIPT, STYLE
+from lbnorm.faces.report_assets import PAGE_START, SCRIPT, STYLE
 from lbnorm.faces.report_plots import (
     axis_ticks,
     histogram_html,
     import_figure,
     padded_range,
 )
-from lbnorm.output.outdir import (
-    has_table,
-    input_count,
-    metadata_columns,
-    read_manifest,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -104,7 +101,7 @@ class ReportTables:
         previous: The older output's name, if one was given.
     """
 
-    out: Path
+    out: Output
     manifest: dict[str, object]
     leaderboard: pd.DataFrame
     benchmarks: tuple[str, ...]
@@ -119,7 +116,7 @@ class ReportTables:
 
 
 def read_report_tables(
-    out: str | Path, *, previous: str | Path | None = None
+    out: Output | str | Path, *, previous: Output | str | Path | None = None
 ) -> ReportTables:
     """Read an output directory (and an older one) into the tables of its report.
 
@@ -137,9 +134,9 @@ def read_report_tables(
     Raises:
         InputError: `out` (or `previous`) is not an lbnorm output directory.
     """
-    out = Path(out)
-    manifest = read_manifest(out)
-    if len(benchmark_columns(read_output_table(out, "leaderboard").columns)) < 2:
+    out = Output.open(out, "leaderboard")
+    manifest = out.manifest
+    if len(benchmark_columns(out.schema("leaderboard").names)) < 2:
         checked = _unchecked(out)  # nothing to hold a benchmark against
     else:
         checked = check_directory(out, columns=["normalized_score"])
@@ -147,13 +144,15 @@ def read_report_tables(
     names = checked.benchmarks
     diff = None
     if previous is not None:
-        diff = diff_snapshots(_diff_side(previous), _diff_side(out))
+        diff = diff_snapshots(
+            _diff_side(Output.open(previous, "leaderboard")), _diff_side(out)
+        )
     return ReportTables(
         out=out,
         manifest=manifest,
         leaderboard=board,
         benchmarks=names,
-        metadata=tuple(metadata_columns(out)),
+        metadata=tuple(out.metadata_columns()),
         health=checked.health,
         others=leave_one_out(board[list(names)], weights=checked.weights),
         stderr=checked.stderr,
@@ -165,9 +164,9 @@ def read_report_tables(
 
 
 def render_report(
-    out: str | Path,
+    out: Output | str | Path,
     *,
-    previous: str | Path | None = None,
+    previous: Output | str | Path | None = None,
     top: int = 50,
     title: str | None = None,
 ) -> str:
@@ -262,37 +261,84 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def diff_tables(diff: Diff, *, top: int = 10) -> list[tuple[str, pd.DataFrame]]:
-    """What changed, as ``lbnorm diff`` prints it: summary, bounds, per benchmark, moves.
+    """What changed, as ``lbnorm diff`` prints it: the figures, then the variants by name.
 
     Args:
         diff: The comparison from :func:`lbnorm.analysis.diff.diff_snapshots`.
-        top: Largest rank moves listed (either way).
+        top: Rows of each list of variants (the heading counts them all).
 
     Returns:
-        Named tables (the bounds table only if a bound changed).
+        Named tables: the summary, the bounds changed, the coverage, the change
+        per benchmark (each when it has rows), then the lists ``lbnorm diff``
+        names: added, removed, newly unranked (with why), the largest changes
+        of an average, the rank moves beyond the rank intervals and the largest
+        rank moves, each cut at `top` rows.
     """
-    tables = [("Summary", diff_summary(diff))]
+    return [
+        (heading, cut_list(table, largest=top)[0] if is_list else table)
+        for heading, table, is_list in _diff_parts(diff)
+    ]
+
+
+def _diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
+    """The diff's tables whole, each with its heading and whether it is a list of variants."""
+    parts = [("Summary", diff_summary(diff), False)]
     if len(diff.bounds):
         bounds = diff.bounds.rename(
             columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
         )
-        tables.append((f"Lower bounds changed ({len(bounds)})", bounds))
-    if len(diff.scores):
-        tables.append(
-            ("Per benchmark (normalized score, new - old)", diff_per_benchmark(diff))
+        parts.append((f"Lower bounds changed ({len(bounds):,})", bounds, False))
+    if len(diff.coverage):
+        parts.append(
+            (
+                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
+                coverage_table(diff),
+                False,
+            )
         )
-    moves = largest_rank_moves(diff, largest=top)
-    tables.append((f"Largest rank moves ({len(moves)})", moves))
-    return tables
+    if len(diff.scores):
+        parts.append(
+            (
+                "Per benchmark (normalized score, new - old)",
+                diff_per_benchmark(diff),
+                False,
+            )
+        )
+    lists = [
+        *named_variants(diff),
+        ("Largest rank moves", largest_rank_moves(diff, largest=len(diff.models))),
+    ]
+    parts += [
+        (f"{heading} ({len(table):,})", table, True)
+        for heading, table in lists
+        if len(table)
+    ]
+    return parts
 
 
-def _unchecked(out: Path) -> OutputHealth:
+def _diff_html(diff: Diff, *, top: int) -> str:
+    """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
+    old, new = (html.escape(label) for label in diff.labels)
+    parts = []
+    for heading, table, is_list in _diff_parts(diff):
+        shown, more = cut_list(table, largest=top) if is_list else (table, 0)
+        parts.append(f"<h3>{html.escape(heading)}</h3>")
+        parts.append(_table_html(shown, digits=2, null="n/a"))
+        if more:
+            parts.append(
+                f'<p class="note">... and {more:,} more: <code>lbnorm diff {old} {new} '
+                "--largest N</code> lists more, <code>--out DIR</code> writes every "
+                "variant to diff_models.parquet.</p>"
+            )
+    return "".join(parts)
+
+
+def _unchecked(out: Output) -> OutputHealth:
     """An output of one benchmark: no health checks (they compare benchmarks)."""
-    board = read_output_table(out, "leaderboard")
+    board = out.frame("leaderboard")
     names = tuple(benchmark_columns(board.columns))
     subtasks = (
-        read_output_table(
-            out,
+        out.frame(
             "subtasks",
             columns=[
                 *KEY_COLUMNS,
@@ -303,7 +349,7 @@ def _unchecked(out: Path) -> OutputHealth:
                 "normalized_score",
             ],
         )
-        if has_table(out, "subtasks")
+        if out.has("subtasks")
         else None
     )
     return OutputHealth(
@@ -317,11 +363,11 @@ def _unchecked(out: Path) -> OutputHealth:
     )
 
 
-def _diff_side(out: str | Path) -> Snapshot:
+def _diff_side(out: Output) -> Snapshot:
     """One side of the diff, as ``lbnorm diff`` reads it (a --no-subtasks output too)."""
-    if has_table(out, "subtasks"):
+    if out.has("subtasks"):
         return read_snapshot(out)
-    board = read_output_table(out, "leaderboard")
+    board = out.frame("leaderboard")
     return Snapshot(
         leaderboard=board, benchmarks=benchmark_columns(board.columns), label=str(out)
     )
@@ -335,7 +381,7 @@ def _page(
 ) -> str:
     suite = tables.manifest.get("suite", {})
     suite_name = str(suite.get("name", "")) if isinstance(suite, dict) else ""
-    title = title or f"lbnorm report: {suite_name or tables.out.name}"
+    title = title or f"lbnorm report: {suite_name or tables.out.path.name}"
     names = tables.benchmarks
     board = tables.leaderboard
     histograms = [
@@ -379,7 +425,7 @@ def _page(
             (
                 "diff",
                 f"Changes since {tables.previous}",
-                _DIFF_NOTE + _tables_html(diff_tables(tables.diff), digits=2),
+                _DIFF_NOTE + _diff_html(tables.diff, top=_DIFF_LISTED),
             )
         )
     nav = "".join(
@@ -396,9 +442,7 @@ def _page(
         f"script-src 'sha256-{script_hash}'"
     )
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+        f'{PAGE_START}{policy}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title>'
         f"<style>{STYLE}</style></head><body>"
@@ -426,6 +470,9 @@ _ONE_BENCHMARK_NOTE = (
     '<p class="note">This output has one benchmark: there is no other benchmark to '
     "hold it against, so no leave-one-out plot and no health checks.</p>"
 )
+
+#: Variants each list of the diff section names, as ``lbnorm diff``'s default ``--largest``.
+_DIFF_LISTED = 10
 
 _DIFF_NOTE = (
     '<p class="note">As <code>lbnorm diff</code> reports it (old: the previous output, '
@@ -467,14 +514,6 @@ def _health_html(health: pd.DataFrame) -> str:
     return "".join(parts)
 
 
-def _tables_html(tables: list[tuple[str, pd.DataFrame]], *, digits: int) -> str:
-    return "".join(
-        f"<h3>{html.escape(name)}</h3>"
-        + (_table_html(frame, digits=digits, null="n/a") if len(frame) else "")
-        for name, frame in tables
-    )
-
-
 def _provenance_html(tables: ReportTables) -> str:
     manifest, board = tables.manifest, tables.leaderboard
     suite = manifest.get("suite", {})
@@ -485,7 +524,7 @@ def _provenance_html(tables: ReportTables) -> str:
     )
     parts = [
         suite_text,
-        f"{input_count(tables.out):,} input file(s)",
+        f"{tables.out.input_count():,} input file(s)",
         f"{board['model'].nunique():,} models, {len(board):,} variants, "
         f"{int(board['is_complete'].sum()):,} complete, {int(board['rank'].notna().sum()):,} ranked",
         f"written {manifest.get('created_at', '')}",

@@ -241,8 +241,16 @@ def format_summary(
         f"clipped    {result.n_clipped:,} subtask scores below their random baseline set to 0"
     )
     if top > 0:
+        rules = result.suite.board
         shown = result.board_head(top).select(
-            ["rank", "model", "precision", "average", *result.suite.benchmark_names]
+            [
+                "rank",
+                "model",
+                "precision",
+                *(["average"] if rules.average != "none" else []),
+                *result.suite.benchmark_names,
+                *rules.rate_names,
+            ]
         )
         lines += ["", f"top {shown.num_rows}:", format_table(shown)]
     if out is not None:
@@ -450,9 +458,25 @@ def format_suite(suite: Suite) -> str:
         "",
     ]
     for benchmark in suite.benchmarks:
+        rules = [
+            *([f"kind {benchmark.kind}"] if benchmark.kind != "score" else []),
+            *(
+                [f"range [{benchmark.value_range[0]:g}, {benchmark.value_range[1]:g}]"]
+                if benchmark.value_range != (0.0, 1.0)
+                else []
+            ),
+            *([f"missing {benchmark.missing}"] if benchmark.missing else []),
+            *(
+                ["not averaged"]
+                if not benchmark.averaged and benchmark.kind == "score"
+                else []
+            ),
+        ]
         header.append(
             f"{benchmark.name}: {benchmark.aggregation}, weight {benchmark.weight:g}, {len(benchmark.subtasks)} subtask(s)"
+            + "".join(f", {rule}" for rule in rules)
         )
+    header.extend(_board_lines(suite))
     columns = [
         "benchmark",
         "subtask",
@@ -463,6 +487,33 @@ def format_suite(suite: Suite) -> str:
         "n_samples",
     ]
     return "\n".join([*header, "", format_table(shown[columns])])
+
+
+def _board_lines(suite: Suite) -> list[str]:
+    """The suite's board rules, when they are not the defaults (none: no lines)."""
+    board = suite.board
+    if board == type(board)():
+        return []
+    summed = " (left to right)" if board.summation == "left-to-right" else ""
+    complete = ", complete rows only" if not board.rank_incomplete else ""
+    lines = [
+        "",
+        f"board: average {board.average}{summed}; rank by {board.rank_by} "
+        f"({board.rank_method}{complete})",
+    ]
+    lines.extend(
+        f"rate {rate.name}: {rate.rule} of {', '.join(rate.benchmarks)}"
+        for rate in board.rates
+    )
+    if board.columns:
+        lines.append(
+            "presented as: model, "
+            + ", ".join(
+                c.name + (f" ({c.digits} digits)" if c.digits is not None else "")
+                for c in board.columns
+            )
+        )
+    return lines
 
 
 def folder_label(out: str | os.PathLike[str]) -> str:

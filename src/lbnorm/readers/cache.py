@@ -51,15 +51,19 @@ replaces whole (:func:`check_cache_location`).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import hashlib
 import itertools
 import json
+import os
 import re
+import stat
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -79,31 +83,30 @@ from lbnorm.core.arrow import (
     to_numpy,
 )
 from lbnorm.core.errors import OptionsError, OutputError
-from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
+from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.transaction import (
-    exclusive_lock,
-    write_bytes_atomically,
-    write_parquet_atomically,
-)
+from lbnorm.output.transaction import write_file
 from lbnorm.readers import harness
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
     PARSER_VERSION,
     HarnessFile,
     ScannedFile,
     scan_results_files,
     subtask_columns,
+    variant_folder,
 )
+from lbnorm.readers.instances import results_columns
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
     SubtaskColumns,
     combine_parsed,
 )
-from lbnorm.suites import Suite
+from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
 
@@ -119,7 +122,9 @@ __all__ = [
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
 #: 3: each entry stores a digest of its scores and its file's sha256.
 #: 4: each entry stores the results entries the suite does not use (``ignored``).
-CACHE_FORMAT = 4
+#: 5: a rejected entry keeps the variant it held as far as known (``variant_from``).
+#: 6: each score row stores its run settings (the comparability check's).
+CACHE_FORMAT = 6
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -132,6 +137,8 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
 
+#: The rows' columns of run settings: ``setting_num_fewshot``, ...
+_SETTING = "setting_"
 _ENTRIES = pa.schema(
     [
         ("path", pa.string()),
@@ -152,6 +159,10 @@ _ENTRIES = pa.schema(
         ("n_rows", pa.int64()),
         # the entries the suite does not use, one per line (messages and the manifest)
         ("ignored", pa.string()),
+        # where model, precision and revision come from: "file" (its own config),
+        # "cache" (a rejected file: an earlier parse of it), "folder" (a rejected
+        # file: its <org>/<model> folders, the model alone) or "" (unknown)
+        ("variant_from", pa.string()),
     ]
 )
 #: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
@@ -164,6 +175,7 @@ _ROWS = pa.schema(
         ("stderr", pa.float64()),
         ("n_samples", pa.int64()),
         ("key", pa.string()),
+        *((_SETTING + name, pa.string()) for name in SETTINGS),
     ]
 )
 
@@ -229,7 +241,9 @@ def read_files_cached(
         The inputs; their catalog has two more columns, ``sha256_verified``
         and ``cache`` (``parsed``, ``cached``, ``rejected``, or ``table`` for
         every other input), ``reason`` says why a file was rejected, and
-        ``cache_stats`` holds the :class:`CacheStats` as a dict.
+        ``cache_stats`` holds the :class:`CacheStats` as a dict and
+        ``rejected`` each rejected file with the variant it held
+        (:func:`_rejected_variants`).
 
     Raises:
         InputError: A path is missing or holds nothing readable.
@@ -240,9 +254,10 @@ def read_files_cached(
     cache = Path(options.cache)
     started = time.perf_counter()
     refreshed: list[CacheStats] = []
+    rejected: list[dict[str, Any]] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
-        read, stats = _refresh(
+        read, stats, lost = _refresh(
             list(files),
             suite,
             cache,
@@ -250,6 +265,7 @@ def read_files_cached(
             progress=progress,
         )
         refreshed.append(stats)
+        rejected.extend(lost)
         return read
 
     read = read_files(
@@ -277,7 +293,9 @@ def read_files_cached(
     )
     stats = refreshed[0] if refreshed else _no_refresh(cache)
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return replace(read, catalog=catalog, cache_stats=stats_dict)
+    return replace(
+        read, catalog=catalog, cache_stats=stats_dict, rejected=tuple(rejected)
+    )
 
 
 def _no_refresh(cache: Path) -> CacheStats:
@@ -335,9 +353,13 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[ResultsRead, CacheStats]:
-    """Bring the cache up to date with `files`; their scores, catalog and warnings."""
-    names = subtask_columns(suite)
+) -> tuple[ResultsRead, CacheStats, tuple[dict[str, Any], ...]]:
+    """Bring the cache up to date with `files`.
+
+    Returns their scores, catalog and warnings, the cache's figures, and the
+    rejected files with the variants they held.
+    """
+    names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
@@ -365,7 +387,7 @@ def _refresh(
         changed = np.flatnonzero(~is_unchanged)
         read = _read_changed(current, changed, entries, old_at, pairs, progress)
         new_rows = _rows_of(read.parsed)
-        bad = _check_rows(new_rows)  # one pass over every new score
+        bad = _check_rows(new_rows, suite_arrays(suite).scales)  # every new score
         if bad:
             new_rows = new_rows.filter(
                 pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
@@ -415,7 +437,73 @@ def _refresh(
         hashed=int(np.count_nonzero(~is_unchanged)),
         seconds=0.0,
     )
-    return replace(read_results, files=catalog), stats_of_run
+    lost = _rejected_variants(table, current.display)
+    return replace(read_results, files=catalog), stats_of_run, lost
+
+
+def _rejected_variants(
+    entries: pa.Table, display: npt.NDArray[np.object_]
+) -> tuple[dict[str, Any], ...]:
+    """Each rejected file, the variant it held as far as known, and whether it is lost.
+
+    A rejected file gives no score, so its variant leaves the board unless an
+    accepted results file holds it too. A variant the file (or an earlier parse
+    of it) named is matched on model, precision, revision and chat template;
+    one named by its folders on the model alone.
+
+    Returns:
+        Per rejected file, in the order found: ``path`` (as found),
+        ``model``, ``precision``, ``revision``, ``chat_template`` (null where
+        unknown), ``variant_from`` (``file``, ``cache``, ``folder`` or null:
+        unknown), ``other_files`` (accepted results files holding the variant)
+        and ``lost`` (none does: the variant is not on the board; null if the
+        variant is unknown).
+    """
+    is_rejected = _is(entries["status"], "rejected")
+    if not is_rejected.any():
+        return ()
+    rejected = entries.filter(booleans(is_rejected))
+    accepted = entries.filter(booleans(_is(entries["status"], "ok")))
+    by_folder = _is(rejected["variant_from"], "folder")
+    others = np.where(
+        by_folder,
+        _holding(rejected, accepted, _VARIANT[:1]),
+        _holding(rejected, accepted, _VARIANT[:4]),
+    )
+    records = []
+    rows = rejected.select(list(_VARIANT)).to_pylist()
+    for path, row, other in zip(  # the rejected files only: usually none
+        display[is_rejected].tolist(), rows, others.tolist(), strict=True
+    ):
+        source = row.pop("variant_from") or None
+        if source != "file" and source != "cache":  # only the model is known
+            row |= {"precision": None, "revision": None, "chat_template": None}
+        if source is None:
+            row["model"] = None
+        records.append(
+            {"path": path, **row, "variant_from": source, "other_files": other}
+            | {"lost": None if source is None else other == 0}
+        )
+    return tuple(records)
+
+
+def _holding(
+    rejected: pa.Table, accepted: pa.Table, columns: Sequence[str]
+) -> IntArray:
+    """Per rejected entry, the accepted entries with the same values in `columns`."""
+    if not accepted.num_rows:
+        return np.zeros(rejected.num_rows, dtype=np.int64)
+
+    def keys(table: pa.Table) -> pa.ChunkedArray:
+        parts = [table[name].cast(pa.string()) for name in columns]
+        return (
+            pc.binary_join_element_wise(*parts, "\x1f") if len(parts) > 1 else parts[0]
+        )
+
+    counted = pc.value_counts(keys(accepted))
+    at = _positions(keys(rejected), counted.field("values"))
+    counts = to_numpy(counted.field("counts")).astype(np.int64)
+    return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
@@ -542,6 +630,8 @@ def _read_changed(
                 entry, harness = _parse(key, item, stat=stat)
                 if harness is not None:
                     result.parsed.append((key, harness))
+                elif not entry["model"]:  # rejected, its variant not in it
+                    entry |= _earlier_variant(entries, at, Path(item.path))
                 result.status.append("parsed")
             result.entries.append(entry)
     return result
@@ -598,11 +688,23 @@ def _parse(
         "n_ignored": 0,
         "n_rows": 0,
         "ignored": "",
+        "variant_from": "",
     }
     parsed = scanned.parsed
     if parsed is None:
-        return _rejected(entry, _first_line(str(scanned.error))), None
+        entry = _rejected(entry, _first_line(str(scanned.error)))
+        if scanned.variant is not None:  # its config was read before it failed
+            model, precision, revision, chat_template = scanned.variant
+            entry |= {
+                "model": model,
+                "precision": precision,
+                "revision": revision,
+                "chat_template": chat_template,
+                "variant_from": "file",
+            }
+        return entry, None
     return entry | {
+        "variant_from": "file",
         "model": parsed.model,
         "precision": parsed.precision,
         "revision": parsed.revision,
@@ -616,6 +718,29 @@ def _parse(
 
 def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
     return entry | {"status": "rejected", "reason": reason, "n_rows": 0}
+
+
+def _earlier_variant(entries: pa.Table, at: int, path: Path) -> dict[str, Any]:
+    """A rejected file's variant when the file does not name it.
+
+    As the cache's previous entry of the same path named it, else its
+    ``<org>/<model>`` folders.
+    """
+    if at >= 0:  # (the rejected files only: one row each)
+        (row,) = entries.slice(at, 1).select(list(_VARIANT)).to_pylist()
+        previous: dict[str, Any] = row
+        if previous["model"]:  # (a variant named by its folder stays so)
+            return previous | {
+                "variant_from": "folder"
+                if previous["variant_from"] == "folder"
+                else "cache"
+            }
+    model = variant_folder(path)
+    return {"model": model, "variant_from": "folder" if model else ""}
+
+
+#: The fields of an entry that name its variant, and where they come from.
+_VARIANT = ("model", "precision", "revision", "chat_template", "variant_from")
 
 
 def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
@@ -641,19 +766,29 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
         "n_samples": optional_numbers(joined("n_samples"), pa.int64()),
         "key": strings(joined("key")),
     }
-    return pa.Table.from_arrays(list(columns.values()), schema=_ROWS)
+    settings = RunSettings.from_rows(joined("settings")).columns()
+    return pa.Table.from_arrays([*columns.values(), *settings], schema=_ROWS)
 
 
-def _check_rows(rows: pa.Table) -> dict[str, str]:
-    """Files whose scores break the contract, with the first violation as reason."""
+def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
+    """Files whose scores break the contract, with the first violation as reason.
+
+    A score is checked on its benchmark's declared range (the suite's
+    ``range``), else as a fraction in [0, 1].
+    """
     raw = to_numpy(rows["raw_score"], null=np.nan)
     stderr = to_numpy(rows["stderr"], null=np.nan)
     samples = to_numpy(rows["n_samples"].cast(pa.float64()), null=np.nan)
+    is_fraction = ~((raw >= 0.0) & (raw <= 1.0))
+    is_outside = np.zeros(raw.shape, dtype=bool)
+    if scales is not None:  # a declared range replaces [0, 1] for its rows
+        subtask = to_numpy(rows["subtask_index"]).astype(np.int64)
+        is_ranged, is_outside = scales.outside(raw, subtask)
+        is_fraction &= ~is_ranged
+        is_outside |= is_ranged & ~np.isfinite(raw)
     checks = {
-        "is {value!r}, outside [0, 1] (a percentage?)": (
-            ~((raw >= 0.0) & (raw <= 1.0)),
-            raw,
-        ),
+        "is {value!r}, outside [0, 1] (a percentage?)": (is_fraction, raw),
+        "is {value!r}, outside its benchmark's range": (is_outside, raw),
         "has stderr {value!r}, not a finite number >= 0": (
             ~np.isnan(stderr) & ~((stderr >= 0) & np.isfinite(stderr)),
             stderr,
@@ -664,7 +799,7 @@ def _check_rows(rows: pa.Table) -> dict[str, str]:
         ),
     }
     reasons: dict[str, str] = {}
-    for problem, (mask, values) in checks.items():  # three checks, each over all rows
+    for problem, (mask, values) in checks.items():  # a check at a time, over all rows
         for at in np.flatnonzero(mask).tolist():  # the failing rows only, usually none
             path = str(rows["path"][at].as_py())
             text = problem.format(value=float(values[at]))
@@ -719,9 +854,15 @@ def _assemble(
         raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
         stderr=rows["stderr"].take(taken).combine_chunks(),
         n_samples=rows["n_samples"].take(taken).combine_chunks(),
+        settings=RunSettings.from_columns(
+            [rows[_SETTING + name].take(taken) for name in SETTINGS]
+        ),
         ignored=_lines(accepted["ignored"]),
     )
     read = combine_parsed(parsed, pairs, names)
+    assert read.settings is not None
+    accepted_at = np.flatnonzero(is_ok)  # an accepted file's row among all files
+    settings = replace(read.settings, file=accepted_at[read.settings.file])
     # what each accepted file gave, in the order of all files (null if rejected)
     place = np.full(entries.num_rows, -1, dtype=np.int64)
     place[is_ok] = np.arange(accepted.num_rows)
@@ -739,15 +880,22 @@ def _assemble(
             "reason": entries["reason"],
             "sha256_verified": booleans(verified),
             "cache": strings(status.tolist()),
+            # for the comparability check (the catalog itself leaves them out)
+            **{
+                name: gave[name]
+                for name in ("model", "precision", "revision", "chat_template")
+            },
         }
     )
-    return read, catalog
+    return replace(read, settings=settings), catalog
 
 
 def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     """Entries stored one per line, as a list<string> column ('' is no entry)."""
     split = pc.split_pattern(texts, "\n")
-    none = pa.scalar([], pa.list_(pa.string()))
+    # the empty list, built from arrays (pa.scalar of a list probes pandas)
+    offsets = numbers(np.zeros(2), pa.int32())
+    none = pa.ListArray.from_arrays(offsets, strings([]))[0]
     return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 
@@ -891,10 +1039,10 @@ def _store(
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
-            write_parquet_atomically(path, table.combine_chunks())
-            meta[name] = {"file": path.name, "sha256": sha256_file(path)}
+            digest = write_file(path, table.combine_chunks())  # hashed as written
+            meta[name] = {"file": path.name, "sha256": digest}
         text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-        write_bytes_atomically(cache / _META, text.encode())
+        write_file(cache / _META, text.encode())
     except OutputError as exc:  # the writer's message speaks of --out
         for name in ("entries", "rows"):
             (cache / f"{name}-{token}.parquet").unlink(missing_ok=True)
@@ -930,15 +1078,32 @@ def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputE
     return OutputError(msg)
 
 
-def _locked(cache: Path) -> contextlib.AbstractContextManager[None]:
-    return exclusive_lock(
-        cache / ".lock",
-        busy=(
-            f"--cache {cache}: another lbnorm run is using this cache.\n"
-            "Hint: wait for it, or give this run its own --cache."
-        ),
-        unlockable=lambda exc: _cache_error(cache, exc, "cannot lock the cache"),
-    )
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
+
+    Only a regular file is a lock: a FIFO put there is not waited on.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(cache / ".lock", flags, 0o644)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot lock the cache") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            error = OSError(errno.EINVAL, "the lock is not a regular file")
+            raise _cache_error(cache, error, "cannot lock the cache")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"--cache {cache}: another lbnorm run is using this cache.\n"
+                "Hint: wait for it, or give this run its own --cache."
+            )
+            raise OutputError(msg) from exc
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _first_line(text: str) -> str:

@@ -20,7 +20,9 @@
   **skipped**: listed in the catalog with format ``skipped`` and the reason,
   not read, and named in a warning by reason. Otherwise it is a **table directory**:
   its ``.csv``, ``.jsonl``, ``.ndjson``, ``.parquet`` and ``.pq`` files are the
-  inputs and the rest is skipped the same way. In either, an entry named like
+  inputs and the rest is skipped the same way. A directory that is neither but
+  holds ``model_outputs.json`` files is **AlpacaEval's results layout**
+  (:mod:`lbnorm.readers.alpacaeval`). In each, an entry named like
   an input that is not a regular file (a FIFO called ``results_x.json``) is an
   error; other odd entries (a socket, a link to a directory) are skipped.
 
@@ -120,6 +122,9 @@ class Inputs:
             files or older scores that differ: see
             :attr:`lbnorm.readers.newest.ResultsRead.reruns`.
         cache_stats: The parse cache's statistics, when it was used.
+        rejected: The results files the parse cache rejected, each with the
+            variant it held as far as known and whether that variant is lost
+            (see :func:`lbnorm.readers.cache.read_files_cached`).
     """
 
     batches: Iterable[Batch]
@@ -130,6 +135,7 @@ class Inputs:
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
+    rejected: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of_batches(cls, batches: Sequence[Batch]) -> Inputs:
@@ -373,8 +379,9 @@ def read_files(
         if read_results is None:
             # the results parser (and msgspec) load only for a run that reads them
             from lbnorm.readers.harness import read_results_paths, subtask_columns
+            from lbnorm.readers.instances import results_columns
 
-            columns = subtask_columns(suite)
+            columns = results_columns(subtask_columns(suite), suite)
             pairs = list(zip(columns["task"], columns["metric"], strict=True))
             # read, hashed and parsed on every core for a tree; one file's bytes
             # at a time per process, small parsed records back
@@ -388,7 +395,7 @@ def read_files(
         else:
             read = read_results(found.results)
         if options.comparability != "off":
-            read = _compared(read, suite, options, max_results_bytes)
+            read = _compared(read, suite, options)
         eager.append(Batch(table=read.scores, source="results files"))
         files = read.files
         given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
@@ -409,6 +416,10 @@ def read_files(
         reruns = read.reruns
     if found.samples:
         batch, catalog = _read_samples(found.samples, suite, eager)
+        eager.append(batch)
+        catalogs.append(catalog)
+    if found.alpacaeval:
+        batch, catalog = _read_alpacaeval(found.alpacaeval, suite)
         eager.append(batch)
         catalogs.append(catalog)
     if found.skipped:
@@ -433,23 +444,20 @@ def read_files(
     )
 
 
-def _compared(
-    read: ResultsRead, suite: Suite, options: RunOptions, max_bytes: int | None
-) -> ResultsRead:
+def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRead:
     """`read` with each file's settings that differ from the majority (catalog, warnings).
 
     Raises:
         InputError: Settings differ and ``comparability`` is ``strict``.
     """
-    from lbnorm.readers.comparability import (  # asked for: a second read
+    from lbnorm.readers.comparability import (  # loaded with the results parser
         check_comparability,
         strict_error,
         with_notes,
     )
 
-    compared = check_comparability(
-        read.files, suite, read=functools.partial(read_bytes, max_bytes=max_bytes)
-    )
+    assert read.settings is not None  # the results readers give them
+    compared = check_comparability(read.files, read.settings, suite)
     if options.comparability == "strict" and compared.differences.num_rows:
         raise strict_error(compared)
     return dataclasses.replace(
@@ -467,6 +475,7 @@ class _Found:
     results: list[Path]
     samples: list[Path]
     skipped: list[tuple[Path, str]]
+    alpacaeval: list[Path] = field(default_factory=list)
 
 
 def _find_inputs(paths: Sequence[str | Path]) -> _Found:
@@ -478,6 +487,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     results: list[Path] = []
     samples: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    alpacaeval: list[Path] = []
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
@@ -486,6 +496,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results += found.results
             samples += found.samples
             skipped += found.skipped
+            alpacaeval += found.alpacaeval
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
@@ -494,7 +505,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results.append(entry)
         else:
             tables.append(entry)
-    for path in [*tables, *results, *samples]:
+    for path in [*tables, *results, *samples, *alpacaeval]:
         _check_path_text(path)
     samples += [
         path
@@ -511,6 +522,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         results=sorted(results),
         samples=sorted(samples),
         skipped=skipped,
+        alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
 
 
@@ -537,6 +549,23 @@ def _walk_input_directory(directory: Path) -> _Found:
         RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
         for path, _ in others
     )
+    if not is_tree and (layout := _alpacaeval_layout(files)) is not None:
+        inputs, skipped_files = layout
+        names = {path.name for path in inputs}
+        for path, kind in others:
+            if path.name in names:
+                msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
+                raise InputError(msg)
+        skipped_files += [
+            (path, f"{kind}, not a regular file") for path, kind in others
+        ]
+        return _Found(
+            tables=[],
+            results=[],
+            samples=[],
+            skipped=sorted(skipped_files),
+            alpacaeval=inputs,
+        )
     if is_tree:
 
         def is_input(path: Path) -> bool:
@@ -574,6 +603,35 @@ def _walk_input_directory(directory: Path) -> _Found:
     return _Found(
         tables=tables, results=results, samples=samples, skipped=sorted(skipped)
     )
+
+
+def _alpacaeval_layout(
+    files: Sequence[Path],
+) -> tuple[list[Path], list[tuple[Path, str]]] | None:
+    """AlpacaEval's inputs and skipped files, if the directory is laid out so."""
+    if not any(
+        path.name in ("model_outputs.json", "annotations.json") for path in files
+    ):
+        return None  # (the reader, and msgspec, load only for such a directory)
+    from lbnorm.readers.alpacaeval import find_layout
+
+    return find_layout(files)
+
+
+def _read_alpacaeval(paths: list[Path], suite: Suite) -> tuple[Batch, pa.Table]:
+    """Scores from AlpacaEval's results layout, and its files' catalog rows."""
+    from lbnorm.readers.alpacaeval import read_alpacaeval
+    from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
+
+    scores, files = read_alpacaeval(
+        paths, subtask_columns(suite), rules=instance_rules(suite)
+    )
+    catalog = catalog_table(
+        {name: files[name] for name in files.column_names}
+        | {"format": ["alpacaeval"] * files.num_rows}
+    )
+    return Batch(table=scores, source="AlpacaEval files"), catalog
 
 
 def _is_results_layout(path: Path) -> bool:
@@ -718,6 +776,7 @@ def _read_samples(
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
     from lbnorm.readers.samples import read_samples
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
@@ -736,6 +795,7 @@ def _read_samples(
         paths,
         subtask_columns(suite),
         taken=pa.concat_tables(taken) if taken else None,
+        rules=instance_rules(suite),
     )
     names = [str(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(

@@ -90,6 +90,7 @@ from lbnorm.core.arrow import (
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import RESULTS_FILE, walk_directory
 from lbnorm.core.options import ProgressCallback
+from lbnorm.readers.comparability import RunSettings, SettingsKeys, task_settings
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
@@ -105,6 +106,7 @@ __all__ = [
     "HarnessFile",
     "ResultsRead",
     "ScannedFile",
+    "Variant",
     "combine_results",
     "find_results_files",
     "parse_results_file",
@@ -112,6 +114,8 @@ __all__ = [
     "read_results_paths",
     "scan_results_files",
     "subtask_columns",
+    "variant_folder",
+    "variant_in_file",
 ]
 
 
@@ -120,19 +124,26 @@ _TIMESTAMP = re.compile(
 )
 
 
-class _ReadKeys(msgspec.Struct):
-    """The top-level keys :func:`parse_results_file` reads; others are skipped."""
-
-    results: Any = None
-    config: Any = None
-    config_general: Any = None
-    n_samples: Any = msgspec.field(default=None, name="n-samples")
-    model_name: Any = None
-    chat_template: Any = None
-    date: Any = None
-
-
-_decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
+#: The top-level keys :func:`parse_results_file` reads for the scores (under
+#: their names in the file); the rest of a file is skipped unread.
+_SCORE_KEYS: list[tuple[str, Any, Any]] = [
+    ("results", Any, None),
+    ("config", Any, None),
+    ("config_general", Any, None),
+    ("n_samples", Any, msgspec.field(default=None, name="n-samples")),
+    ("model_name", Any, None),
+    ("chat_template", Any, None),
+    ("date", Any, None),
+]
+#: The score keys and the run settings (the comparability check's), in one pass.
+_decode_read_keys = msgspec.json.Decoder(
+    msgspec.defstruct("_ReadKeys", _SCORE_KEYS, bases=(SettingsKeys,))
+).decode
+#: The score keys alone: for a file whose setting keys have shapes the
+#: settings' types refuse (its settings then read as not recorded).
+_decode_score_keys = msgspec.json.Decoder(
+    msgspec.defstruct("_ScoreKeys", _SCORE_KEYS)
+).decode
 #: The results parser's own version: bumped whenever a results file may parse
 #: differently (the parse cache, :mod:`lbnorm.readers.cache`, is keyed on it and
 #: on this module's source, so a change that forgets the bump is seen too).
@@ -141,6 +152,9 @@ PARSER_VERSION = 1
 #: Fewer results files than this are read in-process (forking costs ~10 ms).
 _MIN_PARALLEL_FILES = 64
 _ABSENT = object()  # a key a results entry does not have
+
+#: A model variant as a results file names it: model, precision, revision, chat template.
+Variant = tuple[str, str, str, bool]
 _MAX_CHUNK_FILES = 64
 _MAX_INT64 = 2**63 - 1
 
@@ -154,7 +168,10 @@ class HarnessFile:
         model, precision, revision, chat_template: The model variant.
         timestamp: Run time (UTC ISO string) used to pick the newest file.
         rows: Columns of the file's scores (``subtask_index``, ``raw_score``,
-            ``stderr``, ``n_samples``, ``key``), one entry per suite subtask found.
+            ``stderr``, ``n_samples``, ``key``, and ``settings``: the run
+            settings of the row's task,
+            :func:`lbnorm.readers.comparability.task_settings`), one entry per
+            suite subtask found.
         n_ignored: Result entries the suite does not use.
         ignored: Those entries, in the file's order: the task, and for a task
             the suite reads with another metric, the metrics the file holds
@@ -184,6 +201,8 @@ class ScannedFile:
             hash was the known one (nothing to parse again).
         error: Why it could not be read (then `sha256` is ``''``) or parsed,
             else None.
+        variant: For a file that failed to parse: the variant its own
+            config names, when it names one (:func:`variant_in_file`).
     """
 
     path: Path
@@ -191,6 +210,7 @@ class ScannedFile:
     size: int
     parsed: HarnessFile | None
     error: InputError | None
+    variant: Variant | None = None
 
 
 def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
@@ -214,6 +234,7 @@ def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         raw_score=np.fromiter(column("raw_score"), np.float64, n_rows),
         stderr=optional_numbers(list(column("stderr")), pa.float64()),
         n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
+        settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
         ignored=[p.ignored for p in parsed],
     )
 
@@ -288,34 +309,11 @@ def parse_results_file(
             "Hint: lbnorm reads lm-evaluation-harness results files, whose scores are under 'results'."
         )
         raise InputError(msg)
-    config = _object(document.get("config"))
-    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
-    args = _parse_model_args(config.get("model_args"))
-    model = _first_text(
-        document.get("model_name"),
-        general.get("model_name"),
-        _object(general.get("model_config")).get("model_name"),
-        config.get("model_name"),
-        args.get("pretrained"),
-    )
-    model = model or _model_from_path(path)
+    named, precision, revision, is_chat = _variant_fields(document)
+    model = named or _model_from_path(path)
     if not model:
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
-    precision = _first_text(
-        config.get("model_dtype"), general.get("model_dtype"), args.get("dtype")
-    ).removeprefix("torch.")
-    revision = _first_text(
-        config.get("model_sha"),
-        config.get("model_revision"),
-        general.get("model_sha"),
-        general.get("model_revision"),
-        args.get("revision"),
-    )
-    is_chat = document.get("chat_template") is not None or True in (
-        general.get("use_chat_template"),
-        _object(general.get("model_config")).get("use_chat_template"),
-    )
     counts = document.get("n-samples")
     if not isinstance(counts, dict):
         counts = {}
@@ -324,6 +322,7 @@ def parse_results_file(
     stderrs: list[float | None] = []
     sizes: list[int | None] = []
     keys: list[str] = []
+    row_tasks: list[str] = []
     used_tasks: set[str] = set()
     for index, task, metric, error_metric, key, error_key in _subtask_plan(
         tuple(pairs)
@@ -351,12 +350,14 @@ def parse_results_file(
         )
         sizes.append(_n_samples(counts.get(task)))
         keys.append(key)
+        row_tasks.append(task)
     rows: dict[str, list[Any]] = {
         "subtask_index": indices,
         "raw_score": raws,
         "stderr": stderrs,
         "n_samples": sizes,
         "key": keys,
+        "settings": task_settings(document, row_tasks, sizes),  # its run settings
     }
     names = {"model name": model, "precision": precision, "revision": revision}
     for what, text in names.items():
@@ -373,6 +374,102 @@ def parse_results_file(
         n_ignored=len(ignored),
         ignored=ignored,
     )
+
+
+def _variant_fields(document: dict[str, Any]) -> Variant:
+    """The variant a results document names.
+
+    Its model ('' if the file names none), precision, revision and whether a
+    chat template was applied.
+    """
+    config = _object(document.get("config"))
+    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
+    args = _parse_model_args(config.get("model_args"))
+    model = _first_text(
+        document.get("model_name"),
+        general.get("model_name"),
+        _object(general.get("model_config")).get("model_name"),
+        config.get("model_name"),
+        args.get("pretrained"),
+    )
+    precision = _first_text(
+        config.get("model_dtype"), general.get("model_dtype"), args.get("dtype")
+    ).removeprefix("torch.")
+    revision = _first_text(
+        config.get("model_sha"),
+        config.get("model_revision"),
+        general.get("model_sha"),
+        general.get("model_revision"),
+        args.get("revision"),
+    )
+    is_chat = document.get("chat_template") is not None or True in (
+        general.get("use_chat_template"),
+        _object(general.get("model_config")).get("use_chat_template"),
+    )
+    return model, precision, revision, is_chat
+
+
+def variant_in_file(path: Path, data: bytes) -> Variant | None:
+    """The variant a results file that failed to parse names in its own config.
+
+    A file rejected for a bad score, or for a ``results`` object that is
+    missing, still says which variant it was a run of; a file that is not
+    JSON at all (truncated, empty) does not.
+
+    Args:
+        path: The file (for the decoder's messages, which are dropped).
+        data: Its bytes.
+
+    Returns:
+        ``(model, precision, revision, chat_template)`` as the parser would
+        read them, or None when the file names no model (or not as valid
+        Unicode) or cannot be decoded.
+
+    Examples:
+        >>> variant_in_file(Path("r.json"), b'{"model_name": "o/m", "results": 1}')
+        ('o/m', '', '', False)
+        >>> variant_in_file(Path("r.json"), b'{"results": {') is None
+        True
+    """
+    try:
+        document = _decode(path, data)
+    except InputError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    variant = _variant_fields(document)
+    if not variant[0] or not all(_is_unicode(text) for text in variant[:3]):
+        return None
+    return variant
+
+
+def variant_folder(path: Path) -> str:
+    """The ``<org>/<model>`` a results file's folders name ('' if it has no two).
+
+    What names a rejected file's variant when neither the file nor an earlier
+    parse of it does: the leaderboard keeps each model's runs in
+    ``<org>/<model>/``.
+
+    Examples:
+        >>> variant_folder(Path("tree/01-ai/Yi-34B-Chat/results_2024.json"))
+        '01-ai/Yi-34B-Chat'
+        >>> variant_folder(Path("r.json"))
+        ''
+    """
+    parent = path.parent
+    if parent.name and parent.parent.name and _is_unicode(parent.name):
+        org = parent.parent.name
+        return f"{org}/{parent.name}" if _is_unicode(org) else ""
+    return ""
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether `text` is valid Unicode (no lone surrogates: it encodes as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _ignored_entries(
@@ -656,9 +753,11 @@ _Record = tuple[
         list[float],
         list[Any],
         list[Any],
+        list[Any],
     ]
     | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
     InputError | None,
+    Variant | None,  # a file that failed: the variant its config names
 ]
 
 
@@ -678,13 +777,14 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.rows["raw_score"],
             parsed.rows["stderr"],
             parsed.rows["n_samples"],
+            parsed.rows["settings"],
         )
-    return scanned.sha256, scanned.size, fields, scanned.error
+    return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
 
 
 def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
     """The :class:`ScannedFile` a :data:`_Record` stands for."""
-    sha256, size, fields, error = record
+    sha256, size, fields, error, variant = record
     parsed = None
     if fields is not None:
         model, precision, revision, chat, timestamp, ignored, index, *rows = fields
@@ -701,11 +801,19 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
                 "stderr": rows[1],
                 "n_samples": rows[2],
                 "key": [keys[at] for at in index],
+                "settings": rows[3],
             },
             n_ignored=len(ignored),
             ignored=ignored,
         )
-    return ScannedFile(path=path, sha256=sha256, size=size, parsed=parsed, error=error)
+    return ScannedFile(
+        path=path,
+        sha256=sha256,
+        size=size,
+        parsed=parsed,
+        error=error,
+        variant=variant,
+    )
 
 
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
@@ -733,14 +841,20 @@ def _scan_file(
     except InputError as exc:
         return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
     digest = hashlib.sha256(data).hexdigest()
-    parsed, error = None, None
+    parsed, error, variant = None, None, None
     if digest != expected:
         try:
             parsed = parse_results_file(path, data, pairs)
         except InputError as exc:
             error = exc
+            variant = variant_in_file(path, data)  # (a failed file only)
     return ScannedFile(
-        path=path, sha256=digest, size=len(data), parsed=parsed, error=error
+        path=path,
+        sha256=digest,
+        size=len(data),
+        parsed=parsed,
+        error=error,
+        variant=variant,
     )
 
 
@@ -763,20 +877,27 @@ def _decode(path: Path, data: bytes) -> Any:
         msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
         raise InputError(msg)
     if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
-        try:
-            read_keys = _decode_read_keys(data)
-        except (msgspec.DecodeError, RecursionError):
-            pass  # json decides and words the error
-        else:  # absent and null keys alike read as None, as from dict.get
-            return {
-                "results": read_keys.results,
-                "config": read_keys.config,
-                "config_general": read_keys.config_general,
-                "n-samples": read_keys.n_samples,
-                "model_name": read_keys.model_name,
-                "chat_template": read_keys.chat_template,
-                "date": read_keys.date,
+        found: Any = None
+        settings: dict[str, Any] = {}
+        with contextlib.suppress(msgspec.DecodeError, RecursionError):
+            try:
+                found = _decode_read_keys(data)
+                settings = found.setting_keys()
+            except msgspec.ValidationError:  # odd setting keys: scores only
+                found = _decode_score_keys(data)
+        if (
+            found is not None
+        ):  # absent and null keys alike read as None, as from dict.get
+            return settings | {
+                "results": found.results,
+                "config": found.config,
+                "config_general": found.config_general,
+                "n-samples": found.n_samples,
+                "model_name": found.model_name,
+                "chat_template": found.chat_template,
+                "date": found.date,
             }
+        # else json decides and words the error
     try:  # NaN / Infinity (Python's json.dump writes them), or a real error
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -804,11 +925,9 @@ def _is_utf8(data: bytes) -> bool:
 
 def _check_unicode(path: Path, what: str, text: str) -> None:
     """Reject lone surrogates (from a JSON escape, or a non-UTF-8 file name)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    if not _is_unicode(text):
         msg = f"{path}: the {what} {shown(text)} is not valid Unicode.\nHint: fix the name in the file (or its directory name, if the name comes from the path)."
-        raise InputError(msg) from exc
+        raise InputError(msg)
 
 
 def _parse_model_args(model_args: object) -> dict[str, str]:
