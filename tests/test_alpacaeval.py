@@ -449,6 +449,8 @@ def published_columns(out: Path, table: Path) -> dict[str, dict[str, float]]:
     assert main(["export", str(out), "--format", "table", "--out", str(table)]) == 0
     exported = pd.read_csv(table)
     assert exported.columns.tolist() == ["model", *COLUMNS[:2], *COLUMNS[3:7], COLUMNS[2], COLUMNS[7]]  # fmt: skip
+    counts = ["n_wins", "n_wins_base", "n_draws", "n_total", "avg_length"]
+    assert (exported.dtypes[counts] == "int64").all()  # whole numbers, as published
     return {
         str(row["model"]): {column: float(row[column]) for column in COLUMNS}
         for row in exported.to_dict("records")

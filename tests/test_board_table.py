@@ -157,3 +157,27 @@ def test_without_columns_the_leaderboard_is_presented_as_it_is(tmp_path: Path) -
     board = pq.read_table(out / "leaderboard.parquet")
     assert table.column("average").equals(board.column("average"))  # no rounding
     assert table.column("model").to_pylist() == board.column("model").to_pylist()
+
+
+def test_digits_zero_presents_whole_numbers(tmp_path: Path) -> None:
+    """Counts a board publishes as integers: ``digits = 0`` gives an int64 column, blanks null."""
+    suite = SUITE.replace(
+        'name = "Bench A"\ndigits = 1', 'name = "Bench A"\ndigits = 0'
+    )
+    (tmp_path / "suite.toml").write_text(suite)
+    (tmp_path / "scores.csv").write_text(SCORES)
+    out = tmp_path / "out"
+    argv = [
+        "run",
+        str(tmp_path / "scores.csv"),
+        "--suite",
+        str(tmp_path / "suite.toml"),
+    ]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    table = board_table(out)
+    assert str(table.schema.field("Bench A").type) == "int64"
+    assert table.column("Bench A").to_pylist() == [100, 5, 0, 40]  # 99.95, 5.35, 0.25
+    assert str(table.schema.field("Mean score").type) == "double"  # digits 2: a float
+    target = tmp_path / "board.csv"
+    assert main(["export", str(out), "--format", "table", "--out", str(target)]) == 0
+    assert target.read_text().splitlines()[1] == "x/three,1,49.98,0.0,100"

@@ -109,7 +109,20 @@ def board_table(out: str | Path) -> pa.Table:
         if column.digits is not None and pa.types.is_floating(values.type):
             numbers = arrow.to_numpy(values.combine_chunks().fill_null(np.nan))
             rounded = round_half_even(numbers.astype(np.float64), column.digits)
-            values = pa.chunked_array([arrow.array(rounded, mask=np.isnan(rounded))])
+            blank = np.isnan(rounded)
+            whole = column.digits == 0 and bool(
+                np.all(np.abs(rounded[~blank]) <= _EXACT_INTEGERS)
+            )
+            values = pa.chunked_array(  # digits 0: counts shown as whole numbers
+                [
+                    arrow.array(
+                        np.where(blank, 0, rounded).astype(np.int64)
+                        if whole
+                        else rounded,
+                        mask=blank,
+                    )
+                ]
+            )
         arrays.append(values)
     names = ["model", *(c.name for c in columns)]
     metadata = {
@@ -118,6 +131,11 @@ def board_table(out: str | Path) -> pa.Table:
         ).encode()
     }
     return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
+
+
+#: Whole numbers a float64 holds exactly: a ``digits = 0`` column within them is
+#: presented as integers.
+_EXACT_INTEGERS = 2.0**53
 
 
 def write_board_table(table: pa.Table, path: str | Path) -> Path:
