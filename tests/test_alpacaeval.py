@@ -12,16 +12,19 @@ import math
 import os
 import runpy
 import shutil
+import signal
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 from test_instances import alpacaeval_head2head
 
+from lbnorm import _runtime
 from lbnorm.cli import main
-from lbnorm.core.errors import InputError
+from lbnorm.core.errors import Cancelled, InputError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers.alpacaeval import find_layout, read_alpacaeval
 from lbnorm.readers.catalog import Inputs, read_files
@@ -199,6 +202,28 @@ def test_a_model_folder_given_alone_is_read(tmp_path: Path) -> None:
     suite = alpacaeval_suite(tmp_path)
     got = board(read_files([RESULTS / "model-b"], suite=suite, options=RunOptions()))
     assert set(got) == {"model-b"}
+
+
+def test_a_ctrl_c_stops_the_read_at_the_next_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal comes while the first file is read; the next one is not opened."""
+    import lbnorm.readers.alpacaeval as alpacaeval
+    from lbnorm.core.files import read_bytes
+
+    read: list[Path] = []
+
+    def read_then_ctrl_c(path: Path, **kwargs: Any) -> bytes:
+        read.append(path)
+        if len(read) == 1:
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, here
+        return read_bytes(path, **kwargs)
+
+    monkeypatch.setattr(alpacaeval, "read_bytes", read_then_ctrl_c)
+    suite = alpacaeval_suite(tmp_path)
+    with pytest.raises(Cancelled, match="SIGINT"), _runtime.cancellable():
+        read_files([RESULTS], suite=suite, options=RunOptions())
+    assert len(read) == 1
 
 
 def test_the_layout_is_found_by_its_files() -> None:

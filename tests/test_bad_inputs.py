@@ -156,6 +156,7 @@ def test_missing_input_path(
     [
         "results/truncated.json",
         "tables/score_text.csv",
+        "tables/deep_nesting_first_line.jsonl",  # once a SIGSEGV in Arrow's parser
         "trees/no_results",
         "suites/bound_one.toml",
     ],
@@ -179,6 +180,43 @@ def test_real_process_exit_code_and_no_traceback(
     assert "Hint: " in process.stderr
     assert "Traceback" not in process.stderr
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("line", [1, 2])
+def test_a_deep_samples_file_in_a_cached_tree_is_a_clean_error(
+    line: int, tmp_path: Path
+) -> None:
+    """Issue 40.3: a samples file nested 20,000 deep, in a results tree read through the parse cache.
+
+    Its first line nested so crashed the parse (a RecursionError, or Arrow's stack
+    overflowing: SIGSEGV); a later one would reach Arrow. A real process: a crash
+    must show as one.
+    """
+    model = tmp_path / "tree" / "org" / "model"
+    model.mkdir(parents=True)
+    shutil.copy(GOLDEN_FILE, model / "results_2024-01-01T00-00-00.json")
+    deep = (
+        '{"doc_id": 0, "filter": "none", "acc_norm": '
+        + "[" * 20_000
+        + "]" * 20_000
+        + "}"
+    )
+    plain = '{"doc_id": 1, "filter": "none", "acc_norm": 1.0}'
+    lines = [deep, plain] if line == 1 else [plain, deep]
+    samples = model / "samples_leaderboard_bbh_navigate_2024-01-01T00-00-00.jsonl"
+    samples.write_text("\n".join(lines) + "\n")
+    process = subprocess.run(
+        [sys.executable, "-m", "lbnorm", "run", str(tmp_path / "tree"), "--cache",
+         str(tmp_path / "cache"), "--out", str(tmp_path / "out"), "--quiet"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert process.returncode == 4, process.stderr
+    assert re.fullmatch(
+        rf"lbnorm: error: \S*{samples.name}: line {line} (is not valid JSON|nests).*\nHint: \S.*\n",
+        process.stderr,
+        flags=re.DOTALL,
+    ), process.stderr
+    assert not (tmp_path / "out").exists()
 
 
 # --- accepted inputs: what lbnorm did with them ---------------------------------------

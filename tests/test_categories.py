@@ -439,3 +439,28 @@ def test_a_time_no_calendar_can_place_is_named() -> None:
     ):
         vote_days(np.array([1.7e9, 1e15]), "America/Los_Angeles")
     assert vote_days(np.array([1e15]), "UTC").tolist() == [11574074074.0]  # no calendar
+
+
+def test_a_ctrl_c_stops_before_the_next_category(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal comes while the first category is rated; the second is not started."""
+    import signal
+
+    import lbnorm.arena as arena
+    from lbnorm.core.errors import Cancelled
+
+    rated: list[str] = []
+    rate_category = arena._rate_category
+
+    def rate_then_ctrl_c(read: Any, name: str, options: ArenaOptions) -> Any:
+        rated.append(name)
+        signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, here
+        return rate_category(read, name, options)
+
+    monkeypatch.setattr(arena, "_rate_category", rate_then_ctrl_c)
+    options = ArenaOptions(categories=(("math", MATH), ("all", "anony")))
+    with pytest.raises(Cancelled, match="SIGINT"):
+        rate_battles([STYLE], options=options, out=tmp_path / "o")
+    assert rated == ["math"]
+    assert not (tmp_path / "o").exists()

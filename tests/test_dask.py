@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 import lbnorm
 from lbnorm.cli import main
-from lbnorm.core.errors import InputError, ValidationError
+from lbnorm.core.errors import Cancelled, InputError, ValidationError
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.pipeline import demo_path
 
@@ -237,6 +238,24 @@ def test_relative_inputs_are_read_by_workers_in_another_directory(
             for worker, folder in before.items():
                 client.run(__import__("os").chdir, folder, workers=[worker])
     assert on_cluster.n_scores == 183_040
+
+
+def test_a_ctrl_c_ends_the_wait_for_the_cluster(
+    cluster: str, demo_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client waits a tick at a time, looking at the flag: a Ctrl-C ends the wait."""
+    import distributed
+
+    def never_done(*args: object, **kwargs: object) -> None:
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C while the cluster computes
+        raise TimeoutError  # the tick passed, the total not in yet
+
+    monkeypatch.setattr(distributed, "wait", never_done)
+    options = RunOptions(engine="dask", scheduler=cluster)
+    with pytest.raises(Cancelled, match="SIGINT"):
+        lbnorm.run(
+            [demo_dataset], options=options
+        )  # (an entry point: holds the signals)
 
 
 def test_a_local_cluster_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def test_read_metadata_types_keys_like_the_leaderboard(tmp_path: Path) -> None:
         (
             "model\n",
             ".txt",
-            r"unsupported metadata file type '.txt'.\nHint: use a .csv",
+            r"unsupported metadata file type '.txt'.\nHint: use one of \['.csv', '.parquet'",
         ),
     ],
 )

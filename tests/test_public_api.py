@@ -20,6 +20,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 def test_errors_share_a_base_and_exit_codes() -> None:
     codes = {
+        lbnorm.OptionsError: 2,
         lbnorm.SuiteError: 3,
         lbnorm.InputError: 4,
         lbnorm.SchemaMismatchError: 4,

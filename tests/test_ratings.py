@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyp
 from strategies import battle_sets, make_battles
 
 from lbnorm.core.errors import (
+    Cancelled,
     InputError,
     RatingOptionsError,
     RatingsNotIdentifiableError,
@@ -1316,9 +1318,10 @@ def test_fit_modules_import_no_pandas_and_no_files(name: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert "pandas" not in imported
-    # the error tree, the output schemas (schemas.py imports pyarrow alone) and
-    # the kernels beside it: never the battle reader
-    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas"} | {
+    # the error tree, the output schemas (schemas.py imports pyarrow alone), the
+    # cancellation flag (a bootstrap stops between rounds) and the kernels
+    # beside it: never the battle reader
+    allowed = {"lbnorm.core.errors", "lbnorm.core.schemas", "lbnorm._runtime"} | {
         f"lbnorm.ratings.{module}" for module in FIT_MODULES
     }
     assert {name for name in imported if name.startswith("lbnorm")} <= allowed
@@ -1334,3 +1337,22 @@ def test_fit_bradley_terry_directly() -> None:
     regularised = fit_bradley_terry(wins, l2=0.5)
     assert regularised.mean() == pytest.approx(1000.0)
     assert np.ptp(regularised) < np.ptp(fit_bradley_terry(wins))  # shrunk
+
+
+def test_a_ctrl_c_stops_the_bootstrap_at_the_next_round(
+    arena: Battles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bootstrap fits its rounds in batches; the flag is looked at before each round's draw."""
+    drawn: list[int] = []
+    draw = bootstrap_module._Multinomial.draw
+
+    def draw_then_ctrl_c(self: Any, rng: np.random.Generator, size: int) -> Any:
+        drawn.append(size)
+        if len(drawn) == 3:
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, in round 3
+        return draw(self, rng, size)
+
+    monkeypatch.setattr(bootstrap_module._Multinomial, "draw", draw_then_ctrl_c)
+    with pytest.raises(Cancelled, match="SIGINT"):
+        compute_ratings(arena, RatingOptions(bootstrap=200, seed=0))  # an entry point
+    assert len(drawn) == 3

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ PATIENCE = 30.0
 @pytest.fixture
 def held() -> Iterator[None]:
     """The signals held as the command line holds them, for one test."""
-    restore = _runtime.take_signals(sigterm=True)
+    restore = _runtime.take_signals()
     try:
         yield
     finally:
@@ -71,7 +72,7 @@ def test_a_second_signal_raises_where_it_lands_in_a_library_call(held: None) -> 
 
 def test_the_handlers_are_put_back_and_the_flag_cleared() -> None:
     before = [signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)]
-    restore = _runtime.take_signals(sigterm=True)
+    restore = _runtime.take_signals()
     assert signal.getsignal(signal.SIGINT) is not before[0]
     assert _runtime.take_signals() is not restore  # nested: takes nothing
     signal.raise_signal(signal.SIGINT)
@@ -179,3 +180,212 @@ def test_first_done_wakes_for_a_signal(held: None) -> None:
             assert not future.done()
         finally:
             release.set()
+
+
+# --- letting go: no signal lost, no handler or flag left behind (issue 38) ----------------
+
+
+def _recording_handlers() -> tuple[list[int], dict[int, Any]]:
+    """Handlers that only record what reaches them, installed as a host's would be.
+
+    Returns what they received, and the handlers they replaced (to put back).
+    """
+    received: list[int] = []
+
+    def record(number: int, _frame: object) -> None:
+        received.append(number)
+
+    previous = {
+        int(n): signal.signal(n, record) for n in (signal.SIGINT, signal.SIGTERM)
+    }
+    return received, previous
+
+
+def _is_recording(number: int) -> bool:
+    return getattr(signal.getsignal(number), "__name__", "") == "record"
+
+
+def _signal_at_put_back(
+    monkeypatch: pytest.MonkeyPatch, at: int, number: int, times: int = 1
+) -> list[int]:
+    """After the `at`-th handler put back (0: before any), deliver `number` `times` times.
+
+    The hook is ``signal.signal`` itself, wrapped: the signal arrives at that
+    moment exactly (``raise_signal`` runs the Python handler before returning).
+    """
+    real = signal.signal
+    calls: list[int] = []
+
+    def put_back_then_signal(which: int, handler: object) -> object:
+        previous = real(which, handler)  # type: ignore[arg-type]
+        calls.append(which)
+        if len(calls) == at:
+            for _ in range(times):
+                signal.raise_signal(number)
+        return previous
+
+    monkeypatch.setattr(signal, "signal", put_back_then_signal)
+    return calls
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("at", [0, 1, 2], ids=["before", "after-first", "after-both"])
+def test_a_signal_while_letting_go_is_never_lost(
+    monkeypatch: pytest.MonkeyPatch, at: int, number: int
+) -> None:
+    """The old order read the flag, then put the handlers back and cleared it.
+
+    A signal between the two was lost. Now each moment of the letting go is
+    forced: the signal is either on the flag the letting go returns, or it
+    reached the host's handler, once.
+    """
+    received, host = _recording_handlers()
+    try:
+        let_go = _runtime.take_signals()
+        _runtime.check_cancelled()  # the command's last look: nothing yet
+        if at == 0:
+            signal.raise_signal(number)  # after the last look, before letting go
+        else:
+            _signal_at_put_back(monkeypatch, at, number)
+        held = let_go()
+        monkeypatch.undo()
+        assert [n for n in (held,) if n] + received == [number]
+        assert not _runtime.cancelled()
+        assert all(_is_recording(n) for n in host)  # the host's handlers, back
+    finally:
+        monkeypatch.undo()
+        for n, handler in host.items():
+            signal.signal(n, handler)
+
+
+@pytest.mark.parametrize("at", [1, 2], ids=["after-first", "after-both"])
+def test_a_second_ctrl_c_while_a_library_call_lets_go(
+    monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """Ctrl-C in the call, a second one as its handlers are put back.
+
+    Python's handler, back, raises the second where it lands (inside the
+    letting go): every handler is still put back, the flag cleared, and the
+    next call runs as if nothing happened (no lock left taken, nothing held).
+    """
+    before = [signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)]
+
+    def call() -> None:
+        with _runtime.cancellable():
+            signal.raise_signal(signal.SIGINT)
+            _signal_at_put_back(monkeypatch, at, signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt, match=r"^$"):  # Python's own, as it landed
+        call()
+    monkeypatch.undo()
+    assert [signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)] == before
+    assert (_runtime._is_held, _runtime._signalled) == (False, 0)
+    with _runtime.cancellable(), _runtime.Threads(1, "test") as thread:
+        assert thread.submit(sum, [1, 2]).result() == 3  # the next call goes on
+
+
+def test_a_library_call_hands_a_signal_on_to_the_hosts_handler() -> None:
+    """SIGTERM to a host with its own handler: the run stops, then the host hears it."""
+    received, host = _recording_handlers()
+
+    def call() -> None:
+        with _runtime.cancellable():
+            signal.raise_signal(signal.SIGTERM)
+            assert received == []  # held: the host hears nothing yet
+            _runtime.check_cancelled()
+
+    try:
+        with pytest.raises(Terminated, match="SIGTERM"):
+            call()
+        assert received == [signal.SIGTERM]  # handed on once the run unwound
+    finally:
+        for n, handler in host.items():
+            signal.signal(n, handler)
+
+
+def test_an_entry_point_holds_the_signals_for_its_call() -> None:
+    seen = []
+
+    @_runtime.entry_point
+    def work() -> int:
+        seen.append(signal.getsignal(signal.SIGINT) is _runtime._on_signal)
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C in the middle: only the flag
+        seen.append(_runtime.cancelled())
+        return 1
+
+    with pytest.raises(Cancelled, match="SIGINT"):
+        work()
+    assert seen == [True, True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+#: Runs in a fresh process: a second signal forced inside the handler, at each
+#: line it runs in turn (its own and those of anything it calls; a trace function
+#: sends it), never hangs it.
+_NESTED = """
+import signal, sys
+from lbnorm import _runtime
+
+code = _runtime._on_signal.__code__
+outcomes = []
+for target in range(12):
+    let_go = _runtime.take_signals()
+    lines = [0]
+    inside = [False]
+
+    def trace(frame, event, arg):
+        if frame.f_code is code and event in ("call", "return"):
+            inside[0] = event == "call"
+        elif inside[0] and event == "line":
+            lines[0] += 1
+            if lines[0] == target + 1:
+                signal.raise_signal(signal.SIGINT)  # lands inside the handler
+        return trace
+
+    sys.settrace(trace)
+    try:
+        signal.raise_signal(signal.SIGINT)
+        outcome = "flag" if _runtime.cancelled() else "none"
+    except KeyboardInterrupt:
+        outcome = "raised"
+    finally:
+        sys.settrace(None)
+    let_go()
+    outcomes.append(outcome)
+print(" ".join(outcomes))
+"""
+
+
+def test_a_signal_inside_the_handler_finds_no_lock_held() -> None:
+    """The handler once called ``Event.set()``: a signal inside it waited on its own lock."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NESTED],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    outcomes = done.stdout.split()
+    assert len(outcomes) == 12
+    # inside the first signal's handler: either both land on the flag, or the
+    # second is a second Ctrl-C (raised where it lands, in a library call)
+    assert set(outcomes) <= {"flag", "raised"}, outcomes
+    assert "raised" in outcomes
+
+
+def test_a_signal_the_process_ignores_stays_ignored() -> None:
+    """A command started in a script's background ignores Ctrl-C (the shell set it so)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        let_go = _runtime.take_signals()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is _runtime._on_signal
+        signal.raise_signal(signal.SIGINT)
+        assert not _runtime.cancelled()
+        assert let_go() == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)

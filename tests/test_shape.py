@@ -38,14 +38,16 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
 
     Every ``import`` and ``from ... import`` counts: at the top, inside functions,
     under ``TYPE_CHECKING``; relative imports are resolved. ``from a import b``
-    counts ``a.b`` when that is a module, else ``a``. A module importing its own
-    parent package is not an edge.
+    counts ``a.b`` when that is a module, else ``a``; ``from lbnorm import X``
+    (a name the package re-exports lazily, its ``_HOMES``) counts X's home
+    module. A module importing its own parent package is not an edge.
     """
     root, pkg = pkg_dir.parent, pkg_dir.name
     mods = {
         ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
         for p in pkg_dir.rglob("*.py")
     }
+    homes = _homes(pkg_dir / "__init__.py")
 
     def resolve(name: str) -> str | None:
         while name and name not in mods:
@@ -65,11 +67,24 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
                     parts = base.split(".")[: len(base.split(".")) - node.level + 1]
                     target = ".".join([*parts, target] if target else parts)
                 names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+                if target == pkg:  # a re-exported name: an arrow to its home
+                    names += [homes[a.name] for a in node.names if a.name in homes]
             for name in names:
                 dep = resolve(name) if name.split(".")[0] == pkg else None
                 if dep and dep != mod and not mod.startswith(dep + "."):
                     graph[mod].add(dep)
     return graph
+
+
+def _homes(init: Path) -> dict[str, str]:
+    """The package's lazily re-exported names and their modules (its ``_HOMES``)."""
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "_HOMES" in ast.unparse(
+            node.targets[0] if isinstance(node, ast.Assign) else node.target
+        ):
+            homes: dict[str, str] = ast.literal_eval(node.value)  # type: ignore[arg-type]
+            return homes
+    return {}
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -162,8 +177,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "output.transaction",
     ),  # staging, lock, swap, atomic files: the parse cache uses it
     ("suites",),  # suite files -> bound arrays and each benchmark's rule
-    ("ratings",),  # battles -> Bradley-Terry and Elo ratings
-    ("readers",),  # every input format -> Arrow batches
+    ("readers",),  # every input format -> Arrow batches; one table-file reader
+    ("ratings",),  # battles -> Bradley-Terry and Elo ratings; battles as scores
     ("board",),  # the suite's board rules on benchmark scores: average, rates, rank
     ("engines",),  # batches -> codes -> exact sums -> a Result
     ("output",),  # the transaction, the Parquet tables, reading an output back
@@ -245,15 +260,26 @@ def test_the_ground_reaches_no_face(graph: dict[str, set[str]]) -> None:
     assert chains == [], "the ground reaches a face:\n" + "\n".join(chains)
 
 
+def test_the_graph_sees_a_name_taken_from_the_package(tmp_path: Path) -> None:
+    """``from lbnorm import run`` inside the package is an arrow to run's home."""
+    package = tmp_path / "pkg"
+    (package / "faces").mkdir(parents=True)
+    (package / "__init__.py").write_text('_HOMES = {"run": "pkg.pipeline"}\n')
+    (package / "pipeline.py").write_text("")
+    (package / "faces" / "__init__.py").write_text("")
+    (package / "core.py").write_text("from pkg import run\n")
+    assert module_graph(package)["pkg.core"] == {"pkg.pipeline"}
+
+
 def test_the_layer_check_finds_an_indirect_arrow_up() -> None:
     graph = {
-        "lbnorm.output.writer": {"lbnorm.output.outdir"},
-        "lbnorm.output.outdir": {"lbnorm.faces.terminal"},
+        "lbnorm.output.writer": {"lbnorm.output.reader"},
+        "lbnorm.output.reader": {"lbnorm.faces.terminal"},
         "lbnorm.faces.terminal": set(),
     }
     assert _path_to(graph, "lbnorm.output.writer", {"lbnorm.faces.terminal"}) == [
         "lbnorm.output.writer",
-        "lbnorm.output.outdir",
+        "lbnorm.output.reader",
         "lbnorm.faces.terminal",
     ]
 
@@ -365,6 +391,18 @@ def runtime_uses(source: str) -> list[str]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for inner in ast.walk(node)
     }
+    # what each name stands for: ``import threading as th`` makes ``th`` threading
+    aliases = {
+        alias.asname or alias.name: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        alias.asname or alias.name: f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         what = ""
@@ -373,7 +411,7 @@ def runtime_uses(source: str) -> list[str]:
                 (a.name for a in node.names if a.name.startswith(_PROCESS_MODULES)), ""
             )
         elif isinstance(node, ast.ImportFrom) and id(node) not in typing_only:
-            module = node.module or ""
+            module = aliases.get(node.module or "", node.module or "")
             names = {a.name for a in node.names}
             if module.startswith(_PROCESS_MODULES):
                 what = module
@@ -382,7 +420,10 @@ def runtime_uses(source: str) -> list[str]:
         elif isinstance(node, ast.Attribute):
             owner = ast.unparse(node.value)
             for module, names in _RUNTIME_NAMES.items():
-                if node.attr in names and owner in {module, module.rpartition(".")[2]}:
+                if node.attr in names and (
+                    owner in {module, module.rpartition(".")[2]}
+                    or aliases.get(owner) == module
+                ):
                     what = f"{owner}.{node.attr}"
         if what and isinstance(node, ast.stmt | ast.expr):
             found.append((node.lineno, what))
@@ -419,6 +460,13 @@ def test_the_runtime_check_sees_every_way_to_start_one() -> None:
             os.fork()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             threading.Lock()  # a lock starts nothing
+        def g():
+            import threading as th
+            import signal as sg
+            from concurrent import futures as cf
+            th.Thread(target=print).start()
+            sg.signal(sg.SIGINT, sg.SIG_IGN)
+            cf.ThreadPoolExecutor(2)
         """
     )
     assert runtime_uses(source) == [
@@ -429,6 +477,9 @@ def test_the_runtime_check_sees_every_way_to_start_one() -> None:
         "12: threading.Thread",
         "13: os.fork",
         "14: signal.signal",
+        "20: th.Thread",
+        "21: sg.signal",
+        "22: cf.ThreadPoolExecutor",
     ]
 
 

@@ -297,14 +297,18 @@ def test_too_many_workers_are_noted(
 
 # --- Ctrl-C and SIGTERM from the start ---------------------------------------------------
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["module", "script"])
-@pytest.mark.parametrize(
+_BOTH_LAUNCHERS = pytest.mark.parametrize("launcher", ["module", "script"])
+#: Each signal, with the exit code and the one line it ends a command with.
+_BOTH_SIGNALS = pytest.mark.parametrize(
     ("number", "code", "message"),
     [(signal.SIGINT, 130, INTERRUPTED), (signal.SIGTERM, 143, TERMINATED)],
     ids=["ctrl-c", "sigterm"],
 )
+
+
+@pytest.mark.slow
+@_BOTH_LAUNCHERS
+@_BOTH_SIGNALS
 def test_a_signal_at_the_first_step_is_one_line(
     launcher: str, number: int, code: int, message: str, out: Path, setup: Setup
 ) -> None:
@@ -321,6 +325,75 @@ def test_a_signal_at_the_first_step_is_one_line(
     _, stderr = process.communicate(timeout=PATIENCE)
     assert (process.returncode, stderr.decode()) == (code, message)
     assert _digests(out) == _digests(setup.old)
+
+
+#: Loads the command as the console script does (``from lbnorm.__main__ import
+#: main``) and reports, for each heavy module, who handled SIGTERM and SIGINT
+#: when it began to load.
+_FIRST_STEP = """
+import importlib.abc, json, signal, sys
+
+seen = {}
+
+class _Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in ("lbnorm.cli", "numpy", "pyarrow") and name not in seen:
+            seen[name] = [
+                getattr(signal.getsignal(n), "__qualname__", str(signal.getsignal(n)))
+                for n in (signal.SIGTERM, signal.SIGINT)
+            ]
+        return None
+
+sys.meta_path.insert(0, _Watch())
+from lbnorm.__main__ import main
+import numpy, pyarrow
+print(json.dumps(seen))
+"""
+
+
+def test_the_console_script_takes_the_signals_before_the_heavy_imports() -> None:
+    """Issue 40.6: the installed script's entry is lbnorm.__main__, whose first step takes them."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["lbnorm"] == "lbnorm.__main__:main"
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_STEP],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {
+        name: ["_on_signal", "_on_signal"]
+        for name in ("lbnorm.cli", "numpy", "pyarrow")
+    }
+
+
+@pytest.mark.slow
+@_BOTH_LAUNCHERS
+@_BOTH_SIGNALS
+def test_a_signal_in_the_first_50_ms_is_one_line(
+    launcher: str, number: int, code: int, message: str, out: Path, setup: Setup
+) -> None:
+    """Issue 40.6: from lbnorm's first step (it handles SIGTERM), a signal in the next 50 ms.
+
+    The imports of the command line and its libraries come after that step.
+    """
+    for trial in range(6):
+        process = subprocess.Popen(
+            [*_lbnorm(launcher), "run", str(ONE), "--out", str(out), "--quiet"],
+            env=_env(),
+            stderr=subprocess.PIPE,
+        )
+        _wait_for(partial(_has_started, process), "lbnorm's first step")
+        time.sleep(random.Random(trial).uniform(0.0, 0.05))
+        os.kill(process.pid, number)
+        _, stderr = process.communicate(timeout=PATIENCE)
+        assert (process.returncode, stderr.decode()) == (code, message)
+        assert _digests(out) == _digests(setup.old)
 
 
 @pytest.mark.slow

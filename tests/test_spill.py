@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lbnorm import _runtime
 from lbnorm.core.errors import ValidationError
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import Batch
@@ -378,7 +379,7 @@ def test_a_full_disk_while_spilling_is_raised_and_leaves_nothing(
 
 def test_nothing_is_written_to_a_removed_spill_folder(tmpdir_env: Path) -> None:
     """A removal (an interrupt) and a write under way on the summing thread."""
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     store.folder.remove()
     assert store.folder.is_removed
     store._append(0, np.array([1, 0]), [np.zeros(1, dtype=np.int64)])
@@ -437,8 +438,10 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     """The partitions are saved on a thread into the spill folder: a Ctrl-C as
     that thread starts, before its pool records it, would leave it writing into
     the folder being removed (the pool's exit does not wait for a thread it has
-    not recorded). The Ctrl-C lands once the work is handed over: the run stops
-    with the partition saved and no saving thread left, and the folder is gone."""
+    not recorded). The call holds the signals, as every entry point does
+    (``lbnorm.run``, the command line): the Ctrl-C is acted on at the next
+    boundary, the run stops with the partition saved and no saving thread
+    left, and the folder is gone."""
     start, save = threading.Thread.start, spill._save_partition
     saved: list[int] = []
 
@@ -457,7 +460,7 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     table = pq.read_table(demo_path())
     inputs = Inputs(batches=iter([Batch(table=table, source="t")]), num_rows=table.num_rows)  # fmt: skip
     job = stream.start(inputs, SUITE, RunOptions(subtasks=False, sum_memory=TINY))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
         job.finish()
     assert saved == [0]  # the first partition's save ran to its end
     assert not [t for t in threading.enumerate() if t.name.startswith("lbnorm-save")]
@@ -652,7 +655,7 @@ def test_a_spill_folder_removed_under_the_run_is_an_error_not_zeros(
 
     from lbnorm.core.errors import SpillError
 
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     shutil.rmtree(store.folder.path)
     with pytest.raises(SpillError, match=r"spill folder was removed.*\n.*Hint"):
         list(store.sums(0))
@@ -686,7 +689,7 @@ def test_spill_folders_of_dead_runs_are_removed_by_the_next(
 def test_a_spill_folder_is_locked_while_it_lives(tmpdir_env: Path) -> None:
     import fcntl
 
-    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4)
+    store = spill.SpillStore(suite_arrays(SUITE), 16, [], width=4, where=None)
     assert store.folder.path.name.startswith("lbnorm-spill-")
     descriptor = os.open(store.folder.path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -11,12 +11,17 @@ Importing lbnorm is cheap: the names below are loaded when first used, so
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+#: (typing is not imported: the command's first step, taking the signals, comes
+#: after this module, and the sooner the better)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from lbnorm.core.errors import (
         InputError,
         LbnormError,
+        OptionsError,
         OutputError,
         SchemaMismatchError,
         SuiteError,
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "InputError",
     "LbnormError",
+    "OptionsError",
     "OutputError",
     "Result",
     "RunOptions",
@@ -48,6 +54,7 @@ __all__ = [
 _HOMES = {
     "InputError": "lbnorm.core.errors",
     "LbnormError": "lbnorm.core.errors",
+    "OptionsError": "lbnorm.core.errors",
     "OutputError": "lbnorm.core.errors",
     "SchemaMismatchError": "lbnorm.core.errors",
     "SuiteError": "lbnorm.core.errors",

@@ -5,17 +5,20 @@ The one module that sets signal handlers, starts threads and forks processes
 starts and how a thread is joined are decided in one place (``tests/test_shape.py``
 holds every other module to it).
 
-Cancellation. Ctrl-C and SIGTERM never raise where they land. While lbnorm
-holds the signals (:func:`take_signals`: the command line, for its whole
-command; :func:`cancellable`: the output transaction and this module's own
-critical sections, in a library call), their handler only sets a flag. The run
-asks :func:`check_cancelled` at its natural boundaries (a batch, a chunk of
-files, a partition, a table, the swap), and every wait here wakes each
-:data:`TICK` seconds to ask too; the run then unwinds from there by
-:class:`~lbnorm.core.errors.Cancelled` (or :class:`~lbnorm.core.errors.Terminated`),
-a :class:`KeyboardInterrupt`, through the cleanup every error takes. So no
-signal lands inside a thread's start, a fork, a lock or a folder's removal. A
-second signal, while the first is being acted on, stops at once.
+Cancellation. Ctrl-C and SIGTERM never raise where they land. Every entry
+point holds them for its whole call: the command line for its command
+(:func:`take_signals`), a library function by :func:`entry_point` (or
+:func:`cancellable`); nothing swaps handlers per piece of work. While held, the
+handler only records the signal in a plain integer (no lock). The run asks
+:func:`check_cancelled` at its natural boundaries (a batch, a block of a text
+table, a chunk of files, a partition, a bootstrap round, a table, the swap), and
+every wait here wakes each :data:`TICK` seconds to ask too; the run then
+unwinds from there by :class:`~lbnorm.core.errors.Cancelled` (or
+:class:`~lbnorm.core.errors.Terminated`), a :class:`KeyboardInterrupt`, through
+the cleanup every error takes. So no signal lands inside a thread's start, a
+fork, a lock or a folder's removal. Letting go puts the handlers back before it
+reads and clears the flag, so no signal is lost in between. A second signal,
+while the first is being acted on, stops at once.
 
 Threads. A streaming pass over batches is two halves: one must follow the
 input's order (encoding keys, checking duplicates), the other only needs what
@@ -41,14 +44,13 @@ freed memory for reuse (:func:`keep_freed_memory`) if the process is lbnorm's ow
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 import signal
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from lbnorm.core.errors import Cancelled, ExitCode, Terminated
 
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
     from types import FrameType, TracebackType
+    from typing import TypeAlias
+
+    _Handler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
 
 __all__ = [
     "THREAD_ROWS",
@@ -69,8 +74,10 @@ __all__ = [
     "beside",
     "can_fork",
     "cancellable",
+    "cancellation",
     "cancelled",
     "check_cancelled",
+    "entry_point",
     "first_done",
     "fork",
     "ignore_signals",
@@ -84,6 +91,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -94,18 +102,17 @@ TICK = 0.05
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-#: Set by the first Ctrl-C or SIGTERM while lbnorm holds the signals.
-_cancelled = threading.Event()
-#: That first signal's number (0: none yet).
-_first = 0
-#: Whether lbnorm's handler is installed, and what a second signal does.
+#: The first Ctrl-C's or SIGTERM's number while lbnorm holds the signals (0:
+#: none yet): a plain integer, so the handler takes no lock.
+_signalled = 0
+#: Whether lbnorm holds the signals, and what a second signal does.
 _is_held = False
 _exits_at_once = False
 
 
 def cancelled() -> bool:
     """Whether a Ctrl-C or SIGTERM asked the run to stop."""
-    return _cancelled.is_set()
+    return _is_held and _signalled != 0
 
 
 def check_cancelled() -> None:
@@ -114,86 +121,121 @@ def check_cancelled() -> None:
     Raises:
         Cancelled: After Ctrl-C; :class:`~lbnorm.core.errors.Terminated` after SIGTERM.
     """
-    if _cancelled.is_set():
-        raise _cancellation(_first)
+    if _is_held and _signalled:
+        raise cancellation(_signalled)
 
 
-def _cancellation(number: int) -> Cancelled:
-    """The exception that unwinds a run `number` (a signal) cancelled."""
+def cancellation(number: int) -> Cancelled:
+    """The exception that unwinds a run signal `number` cancelled."""
     name = signal.Signals(number).name if number else "SIGINT"
     return Terminated(name) if number == signal.SIGTERM else Cancelled(name)
 
 
 def _on_signal(number: int, _frame: FrameType | None) -> None:
-    """The handler: the first signal sets the flag; a second one stops at once."""
-    global _first  # (one flag per process)
-    if not _cancelled.is_set():
-        _first = number
-        _cancelled.set()
+    """The handler: the first signal sets the flag; a second one stops at once.
+
+    It takes no lock (a signal landing in the handler itself finds nothing
+    held), and while the handlers are being put back it only records.
+    """
+    global _signalled  # (one flag per process)
+    if not _signalled:
+        _signalled = number
+        return
+    if not _is_held:  # being let go: the first signal is acted on as it ends
         return
     if _exits_at_once:  # the command's own process: nothing more to wait for
         code = ExitCode.TERMINATED if number == signal.SIGTERM else ExitCode.INTERRUPTED
         with contextlib.suppress(OSError):
             os.write(2, b"lbnorm: stopped at once (a second signal).\n")
         os._exit(code)
-    raise _cancellation(number)  # a library call: the old way, right here
+    raise cancellation(number)  # a library call: the caller asked twice
 
 
-def take_signals(
-    *, sigterm: bool = True, exit_at_once: bool = False
-) -> Callable[[], None]:
-    """Have Ctrl-C (and SIGTERM) set the cancellation flag; return the undoing.
+def take_signals(*, exit_at_once: bool = False) -> Callable[[], int]:
+    """Have Ctrl-C and SIGTERM set the cancellation flag; return the letting go.
 
-    The flag is cleared first, and again by the undoing. Does nothing (and the undoing nothing) outside
+    The letting go puts the previous handlers back first and then reads and
+    clears the flag, returning the signal that came while held (0: none), so a
+    signal at any moment is either on the flag it reads or goes to the
+    handler put back. Nothing is taken (and the letting go returns 0) outside
     the main thread, which alone handles signals, or while lbnorm holds them
-    already (an outer call does).
+    already (an outer call does, and acts on them). A signal the process
+    ignores stays ignored.
 
     Args:
-        sigterm: SIGTERM too (the command line: a supervisor's stop is a Ctrl-C).
         exit_at_once: A second signal ends the process there and then (the
             command's own process); otherwise it raises where it lands.
     """
-    restore = _take(sigterm=sigterm, exit_at_once=exit_at_once)
-    return restore if restore is not None else _nothing
+    previous = _take(exit_at_once=exit_at_once)
+    if previous is None:
+        return _nothing
+    return functools.partial(_let_go, previous)
 
 
-def _take(*, sigterm: bool, exit_at_once: bool) -> Callable[[], None] | None:
-    """:func:`take_signals`; None if it took nothing."""
-    global _is_held, _exits_at_once, _first  # (one handler per process)
+def _take(*, exit_at_once: bool) -> dict[int, _Handler] | None:
+    """:func:`take_signals`: the handlers replaced, or None if it took nothing."""
+    global _is_held, _exits_at_once, _signalled  # (one handler per process)
     if _is_held or threading.current_thread() is not threading.main_thread():
         return None
-    numbers = _SIGNALS if sigterm else (signal.SIGINT,)
-    _cancelled.clear()
-    _first = 0
-    previous = {
-        number: signal.signal(number, _on_signal)
-        for number in numbers
-        if signal.getsignal(number) is not None  # None: not set from Python
+    previous: dict[int, _Handler] = {
+        int(number): handler
+        for number in _SIGNALS
+        # None: not set from Python; SIG_IGN: the process's owner ignores it
+        if (handler := signal.getsignal(number)) not in (None, signal.SIG_IGN)
     }
+    _signalled = 0
     _is_held, _exits_at_once = True, exit_at_once
-
-    def restore() -> None:
-        global _is_held  # (one handler per process)
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        _is_held = False
-        _cancelled.clear()  # acted on by the holder: nothing checks it after
-
-    return restore
+    try:
+        for number in previous:
+            signal.signal(number, _on_signal)
+    except BaseException:  # a host's handler raised before ours was in
+        _let_go(previous)
+        raise
+    return previous
 
 
-def _nothing() -> None:
-    """Undo nothing."""
+def _let_go(previous: dict[int, _Handler]) -> int:
+    """Put the handlers back, then read and clear the flag: the signal held (0: none)."""
+    global _is_held, _signalled  # (one handler per process)
+    _is_held = False
+    try:
+        _put_back(previous)
+    finally:  # (no call between the read and the clearing: no handler runs there)
+        number, _signalled = _signalled, 0
+    return number
+
+
+def _put_back(previous: dict[int, _Handler]) -> None:
+    """Put each handler back, every one even if a host's handler raises meanwhile.
+
+    A host's handler is in place once put back: a signal then raises there
+    (Python's Ctrl-C), so the second one is put back in a ``finally``.
+    """
+    numbers = list(previous)
+    try:
+        if numbers:
+            signal.signal(numbers[0], previous[numbers[0]])
+    finally:
+        for number in numbers[1:]:  # (SIGTERM: at most one more)
+            signal.signal(number, previous[number])
+
+
+def _nothing() -> int:
+    """Let go of nothing."""
+    return 0
 
 
 @contextlib.contextmanager
 def cancellable() -> Iterator[None]:
-    """Within the block, Ctrl-C sets the cancellation flag instead of raising.
+    """Hold Ctrl-C and SIGTERM for a library call (see :func:`entry_point`).
 
-    For a library call (the command line holds the signals for its whole
-    command, and then this does nothing): the block acts on a Ctrl-C where it
-    checks, or raises :class:`~lbnorm.core.errors.Cancelled` as it ends, so it
-    is never cut short in the middle of a fork, a thread's start or a swap.
+    Within the block a signal only sets the flag, which the run checks at its
+    boundaries; as the block ends, the handlers are put back, and a signal
+    that came is handed on as the caller's own handler would have taken it:
+    Python's Ctrl-C raises :class:`~lbnorm.core.errors.Cancelled` (a
+    :class:`KeyboardInterrupt`); any other handler (SIGTERM's default: the
+    process ends) gets the signal, after the run cleaned up. Does nothing
+    inside a block that already holds them (the command line's included).
 
     Examples:
         >>> order = []
@@ -203,26 +245,65 @@ def cancellable() -> Iterator[None]:
         >>> order, cancelled()
         (['block'], False)
     """
-    restore = _take(sigterm=False, exit_at_once=False)
-    if restore is None:
+    previous = _take(exit_at_once=False)
+    if previous is None:
         yield
         return
     try:
         yield
-    finally:
-        is_cancelled, number = _cancelled.is_set(), _first
-        restore()
-    if is_cancelled:
-        raise _cancellation(number)
+    except BaseException as error:
+        number = _let_go(previous)
+        if not number:
+            raise
+        _hand_on(number, previous)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise cancellation(number) from error  # an error while the run stopped
+    number = _let_go(previous)
+    if number:
+        _hand_on(number, previous)
+        raise cancellation(number)
 
 
-def ignore_signals() -> None:
-    """Ignore Ctrl-C and SIGTERM from now on (a process whose outcome is decided)."""
-    for number in _SIGNALS:
+def _hand_on(number: int, previous: dict[int, _Handler]) -> None:
+    """Send a signal held for a library call to the caller's own handler, now back.
+
+    Python's own Ctrl-C handler is spared: :class:`Cancelled` says the same.
+    """
+    if previous.get(number) is not signal.default_int_handler:
+        signal.raise_signal(number)
+
+
+def entry_point(function: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Have a public function hold Ctrl-C and SIGTERM for its call (:func:`cancellable`).
+
+    Every public entry point of the library does, as the command line does for
+    a command: a Ctrl-C never lands inside a thread's start, a fork, a lock or
+    a swap, and the run stops within a tick at its next boundary.
+    """
+
+    @functools.wraps(function)
+    def held(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with cancellable():
+            return function(*args, **kwargs)
+
+    return held
+
+
+def ignore_signals() -> int:
+    """Ignore Ctrl-C and SIGTERM from now on; the signal held and not yet acted on (0: none).
+
+    For a process whose outcome is decided (the command's, as it exits): a
+    signal after this is ignored, one before it is returned.
+    """
+    global _signalled  # (one flag per process)
+    for each in _SIGNALS:
         try:
-            signal.signal(number, signal.SIG_IGN)
+            signal.signal(each, signal.SIG_IGN)
         except ValueError:  # not the main thread: not ours to handle
-            return
+            return 0
+    number, _signalled = (_signalled if _is_held else 0), 0
+    return number
 
 
 class _Task(Future[_T]):
@@ -239,10 +320,9 @@ class _Task(Future[_T]):
         return super().exception(timeout)
 
     def _await(self) -> None:
-        with cancellable():
-            while not self.done():
-                wait((self,), TICK)
-                check_cancelled()
+        while not self.done():
+            wait((self,), TICK)
+            check_cancelled()
 
 
 # --- threads ---
@@ -298,10 +378,7 @@ class Threads:
             else:
                 task.set_result(value)
 
-        # ThreadPoolExecutor.submit starts its thread before it records it: a
-        # Ctrl-C raised in between would leave a thread the shutdown does not wait for
-        with cancellable():
-            handed = self._pool.submit(run)
+        handed = self._pool.submit(run)
         handed.add_done_callback(lambda done: done.cancelled() and task.cancel())
         return task
 
@@ -450,6 +527,8 @@ def start_worker(parent: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _is_held = False
     # die with the parent, even a SIGKILLed one, rather than wait forever
+    import ctypes  # (not loaded by the command line's first step)
+
     with contextlib.suppress(OSError, AttributeError):  # not Linux: no prctl
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before prctl took effect
@@ -459,16 +538,14 @@ def start_worker(parent: int) -> None:
 def fork(target: Callable[..., None], /, *args: Any) -> BaseProcess:
     """Start ``target(*args)`` in a forked child (a daemon); its process.
 
-    A Ctrl-C during the fork is acted on after it (in Python's at-fork hooks an
-    exception is printed and lost). `target` calls :func:`start_worker` first.
+    `target` calls :func:`start_worker` first.
     """
     import multiprocessing
 
-    with cancellable():
-        process = multiprocessing.get_context("fork").Process(
-            target=target, args=args, daemon=True
-        )
-        process.start()
+    process = multiprocessing.get_context("fork").Process(
+        target=target, args=args, daemon=True
+    )
+    process.start()
     return process
 
 
@@ -485,9 +562,8 @@ def receive(connection: Connection) -> Any:
     Raises:
         EOFError: The other end closed without sending (its process died).
     """
-    with cancellable():
-        while not connection.poll(TICK):
-            check_cancelled()
+    while not connection.poll(TICK):
+        check_cancelled()
     # the signal that stopped the run may have ended the worker too (a whole
     # process group's): the run was cancelled, the worker did not fail
     check_cancelled()
@@ -513,29 +589,25 @@ class Processes:
     ) -> list[Future[_T]]:
         """``work(item)`` for each item, in the workers; the futures in order.
 
-        The first submission forks every worker; a Ctrl-C is acted on once all
-        are forked and ready.
+        The first submission forks every worker.
         """
         check_cancelled()
-        with cancellable():
-            return [self._pool.submit(work, item) for item in items]
+        return [self._pool.submit(work, item) for item in items]
 
     def close(self) -> None:
         """Drop the work not started, wait for the work under way, end the workers."""
-        with cancellable():
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def first_done(
     futures: set[Future[_T]],
 ) -> tuple[set[Future[_T]], set[Future[_T]]]:
     """Wait until one of `futures` is done: (done, not done), checking for cancellation."""
-    with cancellable():
-        while True:
-            done, running = wait(futures, TICK, FIRST_COMPLETED)
-            if done:
-                return done, running
-            check_cancelled()
+    while True:
+        done, running = wait(futures, TICK, FIRST_COMPLETED)
+        if done:
+            return done, running
+        check_cancelled()
 
 
 # --- the heap ---
@@ -557,6 +629,7 @@ def release_free_memory() -> None:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """Glibc's ``malloc_trim``, or None (another C library, another system)."""
+    import ctypes
     import ctypes.util  # (only a run that spills gets here)
 
     with contextlib.suppress(OSError, AttributeError, TypeError):
@@ -605,6 +678,8 @@ _KEPT = {-3: 1 << 30, -1: 2**31 - 1, -2: 256 << 20}
 
 def _mallopt(values: dict[int, int]) -> bool:
     """Set glibc's ``mallopt`` parameters; whether it could (another C library: no)."""
+    import ctypes
+
     with contextlib.suppress(OSError, AttributeError):
         mallopt = ctypes.CDLL(None).mallopt
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lbnorm._runtime import check_cancelled, entry_point
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.version import lbnorm_version
@@ -85,7 +86,7 @@ class ArenaOptions:
         Traceback (most recent call last):
         ...
         lbnorm.core.errors.WhereSyntaxError: --where 'language ==': expected one value after the operator.
-        Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
+        Hint: write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >= (numbers for numeric columns, true/false for flags, YYYY-MM-DD for dates), COLUMN ~ REGEX, or COLUMN in (V1, V2); quote text with spaces: language = 'English'.
     """
 
     rating: RatingOptions = field(default_factory=RatingOptions)
@@ -199,6 +200,7 @@ class ArenaResult:
     unrated: tuple[tuple[str, str], ...] = ()
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def rate_battles(
     paths: Sequence[str | Path],
     *,
@@ -409,6 +411,7 @@ def _board_tables(
             )
         ]
         for name, _ in options.categories:
+            check_cancelled()  # a cancelled run stops between two categories
             try:
                 category = _rate_category(read, name, options)
             except InputError as exc:  # this category only: the others go on

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.errors import LbnormError, OutputError
 from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
@@ -62,6 +63,7 @@ class MonitoredRun:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def run_monitored(
     inputs: Sequence[str | Path] = (),
     *,

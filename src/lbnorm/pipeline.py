@@ -7,6 +7,7 @@ outputs. The one engine switch is :func:`select_engine`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import resources
@@ -15,12 +16,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.errors import ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.core.schemas import Batch
 from lbnorm.engines.result import Result, finish_job
-from lbnorm.readers import Inputs, read_inputs
+from lbnorm.ratings.pairwise_inputs import add_pairwise_scores, split_battle_files
+from lbnorm.readers import Inputs, noted, read_inputs
 from lbnorm.repeats import name_earlier_inputs
 from lbnorm.suites import Suite, load_suite
 
@@ -35,11 +38,13 @@ __all__ = [
     "demo_metadata_path",
     "demo_path",
     "normalize_scores",
+    "read_all",
     "run",
     "select_engine",
 ]
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def normalize_scores(
     scores: pd.DataFrame | pa.Table,
     suite: Suite | str | Path = DEFAULT_SUITE,
@@ -94,6 +99,7 @@ def normalize_scores(
         raise _failed(name_earlier_inputs(error, inputs, suite), options) from None
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def run(
     inputs: Sequence[str | Path] = (),
     *,
@@ -128,6 +134,8 @@ def run(
     """
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = (options or RunOptions()).resolved()
+    if options.spill_dir is None:  # (the composition reads the environment, no stage)
+        options = replace(options, spill_dir=os.environ.get("TMPDIR") or None)
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
     if options.cache is not None and out is not None:
@@ -137,7 +145,7 @@ def run(
             options.cache, out if isinstance(out, str | Path) else out.out
         )
     paths = list(inputs) or [demo_path()]
-    read = read_inputs(paths, suite=suite, options=options, progress=progress)
+    read = read_all(paths, suite=suite, options=options, progress=progress)
     fault_point(
         "computing"
     )  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
@@ -165,6 +173,7 @@ def run(
         raise _failed(name_earlier_inputs(error, read, suite), options) from None
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def convert(
     inputs: Sequence[str | Path],
     *,
@@ -206,7 +215,7 @@ def convert(
     check_scores_target(out)  # before the work
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = replace(options or RunOptions(), extra_columns="drop")
-    read = read_inputs(list(inputs), suite=suite, options=options, progress=progress)
+    read = read_all(list(inputs), suite=suite, options=options, progress=progress)
     # the contract but for `source` (a Parquet input's rows come from the file
     # itself; its metadata lists the inputs), text as plain strings (the Parquet
     # writer encodes it as dictionaries)
@@ -238,6 +247,33 @@ def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
         f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
     )
     return ValidationError(f"{first}{note}\n{rest}", error.failure_table)
+
+
+def read_all(
+    paths: Sequence[str | Path],
+    *,
+    suite: Suite,
+    options: RunOptions,
+    progress: ProgressCallback | None = None,
+) -> Inputs:
+    """Read every input, battle files scored as the suite's pairwise benchmarks.
+
+    Battle files named among `paths` go to :mod:`lbnorm.ratings.pairwise_inputs`,
+    the rest to :func:`lbnorm.readers.read_inputs`, so the parse cache and every
+    engine see both.
+
+    Raises:
+        InputError: An input cannot be read, or battles are given to a suite
+            without a pairwise benchmark.
+        OptionsError: ``model_map`` is set for a suite without one.
+    """
+    others, battle_files = split_battle_files(paths, suite=suite, options=options)
+    if not suite.pairwise_benchmarks:
+        return read_inputs(others, suite=suite, options=options, progress=progress)
+    read = None
+    if others or not battle_files:  # battles alone make a leaderboard of their own
+        read = read_inputs(others, suite=suite, options=options, progress=progress)
+    return noted(add_pairwise_scores(read, battle_files, suite=suite, options=options))
 
 
 def _annotate(

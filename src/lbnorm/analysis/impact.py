@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+from lbnorm._runtime import entry_point
 from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
 from lbnorm.core.errors import OptionsError, SuiteError
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
@@ -191,6 +192,7 @@ def _named(override: BoundOverride, suite: Suite) -> BoundOverride:
     raise SuiteError(msg)
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def compare_suites(
     inputs: Sequence[str | Path] = (),
     *,

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from lbnorm._runtime import entry_point
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.board import average_stderr
 from lbnorm.core.errors import InputError
@@ -118,6 +119,7 @@ def rank_intervals(
     return best.astype(np.float64), worst.astype(np.float64), group
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def estimate_uncertainty(
     subtasks: pd.DataFrame,
     leaderboard: pd.DataFrame,

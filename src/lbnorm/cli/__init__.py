@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from lbnorm import _runtime
+from lbnorm.core import faults
 from lbnorm.core.errors import (
     EXIT_CODES_HELP,
     ExitCode,
@@ -42,7 +43,6 @@ from lbnorm.core.errors import (
     Terminated,
     memory_failure,
 )
-from lbnorm.core.faults import fault_point
 
 if TYPE_CHECKING:
     import argparse
@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
     Ctrl-C and SIGTERM set a flag while the command runs (in the main thread);
-    their handlers are put back as they were when it returns.
+    their handlers are put back as they were when it returns, before the flag
+    is read for the last time, so a signal at any moment is acted on.
 
     Args:
         argv: Arguments without the program name; defaults to ``sys.argv[1:]``.
@@ -74,40 +75,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
+    return _main(argv, [])
+
+
+def _main(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
+    """:func:`main`; `parsed` gets the command's arguments once they are known."""
     replaced_before = len(_replaced_outputs())
-    parsed: list[argparse.Namespace] = []
-    restore = _runtime.take_signals(sigterm=True)
+    faults.arm(os.environ.get("LBNORM_FAULT_POINT"))  # the crash tests' switch
+    let_go = _runtime.take_signals()
     try:
         code = _run_command(argv, parsed)
         _runtime.check_cancelled()  # a signal the command finished before acting on
     except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
+        let_go()
         replaced = _replaced_outputs()[replaced_before:]
         return _interrupted(exc, replaced, writes=_writes(parsed))
     except Exception as exc:
+        let_go()
         if (failure := memory_failure(exc)) is None:
             raise  # a bug: its traceback
         return _out_of_memory(exc, failure, _replaced_outputs()[replaced_before:])
-    finally:
-        restore()
+    except BaseException:
+        let_go()
+        raise
+    number = let_go()  # a signal after the last look: on the flag, or the caller's
+    if number:
+        replaced = _replaced_outputs()[replaced_before:]
+        return _interrupted(
+            _runtime.cancellation(number), replaced, writes=_writes(parsed)
+        )
     return code
 
 
 def console_main() -> int:
     """The ``lbnorm`` command (and ``python -m lbnorm``): its process is lbnorm's own.
 
-    The signals are taken first, so that a Ctrl-C from here on ends the command
-    with one line; then the process-wide settings a one-shot command wants, which
-    :func:`main` from Python leaves alone; then :func:`main`, and the exit
-    without the interpreter's teardown.
+    The signals are taken first (:mod:`lbnorm.__main__`, the console script's
+    entry, took them before loading this module), so that a Ctrl-C from here on
+    ends the command with one line; then the process-wide settings a one-shot
+    command wants, which :func:`main` from Python leaves alone; then
+    :func:`main`, and the exit without the interpreter's teardown.
 
     Returns:
         The exit code, if threads still run and Python's own exit must join them.
     """
-    _runtime.take_signals(sigterm=True, exit_at_once=True)  # for the process's life
+    _runtime.take_signals(exit_at_once=True)  # for the process's life
     _one_blas_thread()
     _system_allocator_for_arrow()
     _runtime.allow_keeping_freed_memory()
-    code = main()
+    parsed: list[argparse.Namespace] = []
+    code = _main(None, parsed)
+    late = _ignore_signals()  # the outcome is decided: a signal since main's last look
+    if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
+        late_error = _runtime.cancellation(late)
+        code = _interrupted(late_error, _replaced_outputs(), writes=_writes(parsed))
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         _exit_now(code)
     _exit_done(code)
@@ -188,18 +209,19 @@ def _exit_done(code: int) -> None:
     os._exit(code)
 
 
-def _ignore_signals() -> None:
+def _ignore_signals() -> int:
     """Ignore Ctrl-C and SIGTERM while the process exits: its outcome is decided.
 
     Python restores their default actions when it finalizes; a signal then
     would kill the process after the output was written or the interruption
-    reported, with an exit status that says neither.
+    reported, with an exit status that says neither. Returns a signal that came
+    before and was not acted on (0: none).
     """
-    _runtime.ignore_signals()
+    return _runtime.ignore_signals()
 
 
 def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
-    fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    faults.fault_point("starting")  # signal tests (lbnorm.core.faults)
     _runtime.check_cancelled()
     parser = build_parser()
     try:

@@ -137,7 +137,8 @@ def _register_show(
         action="append",
         default=[],
         metavar="COND",
-        help="COLUMN OP VALUE, e.g. params_b<10, type~chat (repeatable)",
+        help="a condition, as arena's --where: COLUMN OP VALUE (params_b<10, "
+        "type~chat), a flag, or COLUMN in (V1, V2) (repeatable)",
     )
     show.add_argument(
         "--columns", help="comma-separated columns to print instead of the defaults"
@@ -286,14 +287,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from lbnorm.core.errors import OptionsError
     from lbnorm.core.schemas import benchmark_columns
     from lbnorm.faces.show import (
-        Filter,
         format_leaderboard,
         match_benchmark,
+        parse_where,
         select_leaderboard,
     )
     from lbnorm.suites.board import Board
 
-    filters = [Filter.parse(text) for text in args.where]
+    filters = [parse_where(text) for text in args.where]
     output = Output.open(output, "leaderboard")
     suite, _ = output.suite()
     rules = suite.board if suite is not None else Board()

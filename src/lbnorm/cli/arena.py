@@ -250,7 +250,7 @@ def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
 def show_ratings(args: argparse.Namespace, output: Output) -> int:
     """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
     from lbnorm.faces.ratings_view import format_ratings, select_ratings
-    from lbnorm.faces.show import Filter
+    from lbnorm.ratings.where import parse_where
 
     _refuse_leaderboard_options(
         args,
@@ -264,7 +264,7 @@ def show_ratings(args: argparse.Namespace, output: Output) -> int:
         command="show",
     )
     ratings = output.frame("ratings")
-    filters = [Filter.parse(text) for text in args.where]
+    filters = [parse_where(text) for text in args.where]
     selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
     conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
     shown = selected.head(args.top)

@@ -1,9 +1,11 @@
 """Fault injection for the crash-safety tests: ``LBNORM_FAULT_POINT=<point>[@<n>][:<action>]``.
 
 The command line, the pipeline, the writer and the stream engine call
-:func:`fault_point` at named moments of a run. When the environment variable
-names that point (optionally its ``n``-th pass, for points passed more than
-once), the process acts on itself:
+:func:`fault_point` at named moments of a run. The command line (the
+composition's top; no stage reads the environment) arms the point the
+environment variable names (:func:`arm`); when a run passes that point
+(optionally its ``n``-th pass, for points passed more than once), the process
+acts on itself:
 
 * ``kill`` (the default): SIGKILL, a crash with no cleanup;
 * ``stop``: SIGSTOP, so that a test can inspect the run (from ``locked`` on it
@@ -30,7 +32,8 @@ The points, in the order a run passes them:
 * ``staged``: the staging directory complete (tables and manifest), not swapped;
 * ``swapped``: the new output swapped in, the previous one not yet deleted.
 
-Unset, a point costs one environment lookup. Nothing else reads the variable.
+Unarmed (every library call, and a command without the variable), a point
+costs one look at a module variable.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["fault_point"]
+__all__ = ["arm", "fault_point"]
 
+#: The armed point's spec ('': none), and how often each point was passed.
+_spec = ""
 _passes: dict[str, int] = {}
 
 _SIGNALS = {
@@ -50,12 +55,18 @@ _SIGNALS = {
 }
 
 
+def arm(spec: str | None) -> None:
+    """Arm the fault point `spec` names (``LBNORM_FAULT_POINT``'s value; None: none)."""
+    global _spec  # (one armed point per process)
+    _spec = spec or ""
+    _passes.clear()
+
+
 def fault_point(name: str) -> None:
-    """Kill, stop or signal this process (or fail an allocation) here if ``LBNORM_FAULT_POINT`` names `name`."""
-    spec = os.environ.get("LBNORM_FAULT_POINT")
-    if not spec:
+    """Kill, stop or signal this process (or fail an allocation) here if the armed spec names `name`."""
+    if not _spec:
         return
-    point, _, action = spec.partition(":")
+    point, _, action = _spec.partition(":")
     point, _, nth = point.partition("@")
     if point != name:
         return

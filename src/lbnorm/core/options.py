@@ -111,6 +111,10 @@ class RunOptions:
             the first thousand per check and batch) to this file, in file and
             line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
             its suffix. Recorded in the manifest when set.
+        spill_dir: Where a spilled run makes its temporary folder (None: the
+            system's temporary folder). :func:`lbnorm.run` and the command line
+            pass ``TMPDIR`` as set; a stage reads no environment. Where, not
+            what: not in the manifest.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -146,6 +150,7 @@ class RunOptions:
     model_map: str | None = None
     comparability: ComparabilityCheck = "report"
     failures: str | None = None
+    spill_dir: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
@@ -240,6 +245,7 @@ class RunOptions:
     def to_manifest(self) -> dict[str, Any]:
         """Every option, JSON-ready, for the manifest."""
         options = asdict(self)
+        del options["spill_dir"]  # where the run spilled, not what it computed
         options["rank_within"] = list(self.rank_within)
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]

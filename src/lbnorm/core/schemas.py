@@ -322,7 +322,7 @@ WIN_RATES = pa.schema(
 )
 
 #: A pairwise benchmark's raw scores for the leaderboard (see
-#: :func:`lbnorm.ratings.fit.score_against_reference`).
+#: :func:`lbnorm.ratings.pairwise_scores.score_against_reference`).
 PAIRWISE_SCORES = pa.schema(
     [
         _field("model", pa.string(), "Model name, mapped to the results' spelling."),

@@ -17,6 +17,7 @@ read the input paths (a shared filesystem).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lbnorm._runtime import TICK, cancelled, check_cancelled
 from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.result import Result
@@ -77,6 +79,11 @@ def compute(
             connect, None for Dask's own, 30 s by default).
         n_workers: Worker processes of the local cluster (without a scheduler).
 
+    A Ctrl-C is seen within a tick while the cluster computes (the wait looks
+    at the flag each :data:`~lbnorm._runtime.TICK`); a local cluster's worker
+    processes are then killed, not waited for (a graceful close takes seconds
+    on a busy machine). Starting a local cluster is not cut short.
+
     Returns:
         The result, without the subtask-level table.
 
@@ -89,7 +96,7 @@ def compute(
     try:
         import dask.config
         from dask.delayed import delayed
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster, wait
     except ImportError as exc:
         msg = (
             "--engine dask needs the optional packages dask and distributed.\n"
@@ -122,6 +129,7 @@ def compute(
         if scheduler is None:
             scratch = stack.enter_context(_scratch())
             stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            others = set(multiprocessing.active_children())  # (the host's, if any)
             cluster = LocalCluster(  # type: ignore[no-untyped-call]
                 n_workers=n_workers,
                 threads_per_worker=1,
@@ -130,6 +138,7 @@ def compute(
                 local_directory=scratch,
             )
             stack.callback(cluster.close)  # (closed before its folder is removed)
+            stack.callback(_kill_if_cancelled, others)  # (before it is closed)
         try:
             timeout = (
                 {}
@@ -137,7 +146,15 @@ def compute(
                 else {"timeout": options.scheduler_timeout}
             )
             with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-                totals: Totals = client.compute(parts[0]).result()
+                total = client.compute(parts[0])
+                while True:  # a look at the cancellation flag each tick
+                    try:
+                        wait(total, timeout=TICK)  # type: ignore[no-untyped-call]
+                    except TimeoutError:  # (distributed's: the tick passed)
+                        check_cancelled()
+                        continue
+                    break
+                totals: Totals = total.result()
         except LbnormError:
             raise
         except OSError as exc:
@@ -146,6 +163,17 @@ def compute(
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
+
+
+def _kill_if_cancelled(others: set[multiprocessing.process.BaseProcess]) -> None:
+    """After a Ctrl-C, kill the local cluster's worker processes (not `others`) before it closes.
+
+    A graceful close waits for the workers, seconds on a busy machine; a
+    cancelled run has nothing to wait for.
+    """
+    if cancelled():
+        for worker in set(multiprocessing.active_children()) - others:
+            worker.kill()
 
 
 def _scratch() -> tempfile.TemporaryDirectory[str]:

@@ -37,6 +37,7 @@ from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import check_option_file
 from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.readers.table_file import read_csv, read_parquet, table_format
 from lbnorm.suites.board import RankMethod
 
 if TYPE_CHECKING:
@@ -109,7 +110,6 @@ COLUMN_DOCS: dict[str, str] = {
 }
 
 _KEY_DEFAULTS: dict[str, str] = {"precision": "", "revision": ""}
-_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _SHOWN = 5
 #: A number written as text (``params_b`` read as strings): anything else is unknown.
 _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
@@ -153,24 +153,10 @@ def frame_table(frame: pd.DataFrame) -> pa.Table:
 
 def _read_table(path: Path) -> pa.Table:
     """The file as Arrow, as written (checked by :func:`conform_metadata_table`)."""
-    kind = _SUFFIXES.get(path.suffix.lower())
-    if kind is None:
-        msg = f"{path}: unsupported metadata file type {path.suffix!r}.\nHint: use a .csv or .parquet file."
-        raise InputError(msg)
+    kind = table_format(path, allowed=("csv", "parquet"), what="metadata")
     check_option_file(path, option="--metadata", folders=kind == "parquet")
     try:
-        if kind == "csv":
-            import pyarrow.csv as pa_csv
-
-            table = pa_csv.read_csv(path)
-        elif path.is_dir():  # a dataset directory named *.parquet
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
-        else:  # one file: ParquetFile spares importing pyarrow.dataset (and pandas)
-            import pyarrow.parquet as pq
-
-            table = pq.ParquetFile(path).read()
+        table = read_csv(path) if kind == "csv" else read_parquet(path)
     except (pa.ArrowException, OSError) as exc:
         msg = f"{path}: cannot read the metadata table as {kind}: {exc}.\nHint: check the path and that the file is complete {kind}."
         raise InputError(msg) from exc

@@ -202,14 +202,15 @@ def _open_files_limit() -> int:
 class _Folder:
     """A temporary folder of spilled sums and arrays, removed with its last user.
 
-    It is made in TMPDIR (an unusable TMPDIR is a :class:`SpillError`, not a
+    It is made in `where` (the run's ``spill_dir``: TMPDIR as set, else the
+    system's temporary folder; an unusable one is a :class:`SpillError`, not a
     silent fallback to another folder) and locked for as long as it lives, so
     the next run removes the folders of processes that died without removing
     theirs (:func:`_remove_dead_folders`).
     """
 
-    def __init__(self) -> None:
-        self.where = _spill_parent()
+    def __init__(self, where: str | None) -> None:
+        self.where = Path(where or tempfile.gettempdir())
         _remove_dead_folders(self.where)
         with spill_errors(self.where):
             self.path, self.descriptor = _made_locked_folder(self.where)
@@ -254,11 +255,6 @@ def _removed(
 
 #: A spill folder's name: lbnorm's prefix and :func:`tempfile.mkdtemp`'s suffix.
 _SPILL_NAME = re.compile(r"lbnorm-spill-[a-z0-9_]{8}")
-
-
-def _spill_parent() -> Path:
-    """Where spill folders go: TMPDIR as set, else Python's temporary folder."""
-    return Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
 
 
 def _made_locked_folder(where: Path) -> tuple[Path, int]:
@@ -357,18 +353,23 @@ class SpillStore:
     """
 
     def __init__(
-        self, arrays: SuiteArrays, capacity: int, subtask_names: list[str], width: int
+        self,
+        arrays: SuiteArrays,
+        capacity: int,
+        subtask_names: list[str],
+        width: int,
+        where: str | None,
     ) -> None:
         self.arrays, self.subtask_names, self.width = arrays, subtask_names, width
         self.seen = np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), bool)
-        self.folder = _Folder()
+        self.folder = _Folder(where)
         self._fixed = FixedPoint(arrays)
         self._n_batches = 0
         self._behind = BatchThread()
 
     @classmethod
     def of_partials(
-        cls, store: PartialStore, n_variants: int, width: int
+        cls, store: PartialStore, n_variants: int, width: int, where: str | None
     ) -> SpillStore:
         """A spilling store that goes on from a store's sums, which it writes out.
 
@@ -377,7 +378,7 @@ class SpillStore:
         and `store` is spent; its seen matrix is kept.
         """
         seen, sums = store.handed_over(n_variants)
-        spilled = cls(store.arrays, 0, store.subtask_names, width)
+        spilled = cls(store.arrays, 0, store.subtask_names, width, where)
         spilled.seen = seen
         try:
             spilled._write(slice(0, n_variants * store.arrays.is_pooled.shape[0]), sums)

@@ -402,8 +402,8 @@ class _Folder:
             keep_freed_memory()
         self._store: PartialStore | SpillStore = (
             PartialStore(self.arrays, capacity, names)
-            if width is None
-            else SpillStore(self.arrays, capacity, names, width)
+            if width is None or options is None
+            else SpillStore(self.arrays, capacity, names, width, options.spill_dir)
         )
         self._failures: list[pa.Table] = []
         self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
@@ -487,7 +487,9 @@ class _Folder:
             self.arrays, self._rows, self._options, n_variants=n_variants
         )
         if width is not None:
-            self._store = SpillStore.of_partials(self._store, n_variants, width)
+            self._store = SpillStore.of_partials(
+                self._store, n_variants, width, self._options.spill_dir
+            )
             release_free_memory()  # the sums just written out
 
     def finish_spilled(

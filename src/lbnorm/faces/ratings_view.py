@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lbnorm.core.errors import OptionsError
-from lbnorm.faces.show import Filter, passing
+from lbnorm.faces.show import passing
 from lbnorm.faces.terminal import folder_label, format_table, printable
+from lbnorm.ratings.where import Where
 
 if TYPE_CHECKING:
     from lbnorm.arena import ArenaResult
@@ -50,7 +51,7 @@ _METHODS = {"bt": "Bradley-Terry", "elo": "online Elo (K = 4)"}
 def select_ratings(
     ratings: pd.DataFrame,
     *,
-    filters: Sequence[Filter] = (),
+    filters: Sequence[Where] = (),
     model: str | None = None,
     top: int | None = 20,
 ) -> pd.DataFrame:
@@ -58,7 +59,7 @@ def select_ratings(
 
     Args:
         ratings: The ``ratings`` table of a ratings output, best first.
-        filters: ``COLUMN OP VALUE`` conditions every row must meet (as
+        filters: ``--where`` conditions every row must meet (as
             ``lbnorm show --where``: ``n_battles>=100``, ``rating>1100``).
         model: Case-insensitive regular expression on the model name.
         top: Rows to keep; None keeps all.
@@ -77,7 +78,9 @@ def select_ratings(
     """
     conditions = list(filters)
     if model is not None:
-        conditions.append(Filter(column="model", operator="~", value=model))
+        conditions.append(
+            Where(column="model", op="~", values=(model,), texts=(model,), text=model)
+        )
     selected = ratings.loc[passing(ratings, conditions)]
     if top is not None:
         selected = selected.head(top)

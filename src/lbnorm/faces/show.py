@@ -7,8 +7,10 @@ to each other per benchmark and subtask. All take and return frames (read them
 with :meth:`lbnorm.output.reader.Output.frame`); tables are drawn by
 :func:`lbnorm.faces.terminal.format_table`.
 
-Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
-(case-insensitive regular expression), e.g. ``params_b<10``, ``type~chat``,
+Filters are ``--where``'s one grammar (:mod:`lbnorm.ratings.where`, which
+arena's battles take too): ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=``
+or ``~`` (case-insensitive regular expression), a bare flag, ``not`` a flag, or
+``COLUMN in (V1, V2)``; e.g. ``params_b<10``, ``type~chat``, ``flagged``,
 ``type_code=chatmodels``, ``submission_date>=2025-01-01``. Anything more is a
 job for ``lbnorm query``.
 """
@@ -16,143 +18,82 @@ job for ``lbnorm query``.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
 
-from lbnorm.core.errors import OptionsError, WhereSyntaxError
+from lbnorm.core.errors import OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.terminal import format_table, printable
+from lbnorm.ratings.where import Where, column_mask, parse_where
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
 
 __all__ = [
-    "Filter",
-    "Operator",
     "compare_variants",
     "find_variants",
     "format_comparison",
     "format_leaderboard",
     "match_benchmark",
+    "parse_where",
     "passing",
     "select_leaderboard",
 ]
 
-#: A filter's comparison.
-Operator = Literal["<=", ">=", "!=", "=", "<", ">", "~"]
-
-_FILTER = re.compile(r"^\s*(.+?)\s*(<=|>=|!=|=|<|>|~)\s*(.*?)\s*$")
 _SHOWN = 5
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Filter:
-    """One ``COLUMN OP VALUE`` condition on leaderboard rows.
+def passing(frame: pd.DataFrame, conditions: Sequence[Where]) -> npt.NDArray[np.bool_]:
+    """Which rows of `frame` meet every condition (all rows when there is none).
+
+    The conditions are ``--where``'s (:func:`lbnorm.ratings.where.parse_where`,
+    the one grammar arena's battles take too); a null never matches.
+
+    Raises:
+        OptionsError: A condition names no column of the frame, or does not fit
+            its column (a usage error: exit 2).
 
     Examples:
         >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "params_b": [7.0, 70.0]})
-        >>> Filter.parse("params_b<10").mask(board).tolist()
+        >>> passing(board, [parse_where("params_b<10")]).tolist()
         [True, False]
     """
-
-    column: str
-    operator: Operator
-    value: str
-
-    @classmethod
-    def parse(cls, text: str) -> Filter:
-        """Parse ``COLUMN OP VALUE``.
-
-        Raises:
-            WhereSyntaxError: The text is not of that form (exit 2).
-        """
-        match = _FILTER.match(text)
-        if match is None or not match.group(1):
-            msg = (
-                f"cannot read the filter {text!r}.\n"
-                "Hint: write COLUMN OP VALUE with OP one of = != < <= > >= ~, "
-                "e.g. params_b<10 or type~chat."
+    keep = np.ones(len(frame), dtype=bool)
+    for condition in conditions:  # (a few conditions, each vectorized)
+        if condition.column not in frame.columns:
+            close = difflib.get_close_matches(
+                condition.column, map(str, frame.columns), n=3
             )
-            raise WhereSyntaxError(msg)  # a usage error (exit 2), as arena's
-        column, operator, value = match.groups()
-        assert operator in get_args(Operator)
-        return cls(column=column, operator=cast(Operator, operator), value=value)
-
-    def mask(self, frame: pd.DataFrame) -> pd.Series:
-        """Return which rows of `frame` pass (nulls never pass but ``!=``).
-
-        Raises:
-            OptionsError: The column is missing or the value does not fit its type.
-        """
-        if self.column not in frame.columns:
-            close = difflib.get_close_matches(self.column, map(str, frame.columns), n=3)
             msg = (
-                f"filter {self.column}{self.operator}{self.value}: no column {self.column!r}"
+                f"--where {condition.text!r}: no column {condition.column!r}"
                 + (f"; did you mean {close}?" if close else ".")
                 + f"\nHint: filter on one of {_filterable(frame)}."
             )
             raise OptionsError(msg)
-        column = frame[self.column]
-        if self.operator == "~":
-            try:
-                return column.astype("str").str.contains(
-                    self.value, case=False, regex=True, na=False
-                )
-            except (re.error, ValueError) as exc:  # pyarrow strings raise ArrowInvalid
-                msg = f"filter {self.column}~{self.value}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
-                raise OptionsError(msg) from exc
-        left, right = self._operands(column)
-        result = {
-            "=": left == right,
-            "!=": left != right,
-            "<": left < right,
-            "<=": left <= right,
-            ">": left > right,
-            ">=": left >= right,
-        }[self.operator]
-        return pd.Series(result, index=frame.index).fillna(self.operator == "!=")
-
-    def _operands(self, column: pd.Series) -> tuple[pd.Series, object]:
-        try:
-            if pd.api.types.is_bool_dtype(column):
-                if self.value.lower() not in {"true", "false", "1", "0"}:
-                    raise ValueError(self.value)
-                return column.astype("boolean"), self.value.lower() in {"true", "1"}
-            if pd.api.types.is_numeric_dtype(column):
-                return column.astype("Float64"), float(self.value)
-            if pd.api.types.is_datetime64_any_dtype(column) or _is_dates(column):
-                return pd.to_datetime(column), pd.Timestamp(self.value)
-        except ValueError as exc:
-            msg = (
-                f"filter {self.column}{self.operator}{self.value}: {self.value!r} does not fit "
-                f"column {self.column!r} (dtype {column.dtype}).\n"
-                "Hint: numbers for numeric columns, true/false for flags, "
-                "YYYY-MM-DD for dates."
-            )
-            raise OptionsError(msg) from exc
-        return column.astype("str"), self.value
-
-
-def passing(frame: pd.DataFrame, conditions: Sequence[Filter]) -> npt.NDArray[np.bool_]:
-    """Which rows of `frame` meet every condition (all rows when there is none).
-
-    Raises:
-        OptionsError: A condition does not fit the frame.
-    """
-    keep = np.ones(len(frame), dtype=bool)
-    for condition in conditions:  # (a few conditions, each vectorized)
-        keep &= condition.mask(frame).to_numpy(dtype=bool)
+        column = pa.Array.from_pandas(frame[condition.column])
+        mask = column_mask(column, condition, error=OptionsError)
+        keep &= np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
     return keep
+
+
+def _regex(column: str, pattern: str) -> Where:
+    """``column ~ pattern``, as ``--model`` asks it."""
+    return Where(
+        column=column,
+        op="~",
+        values=(pattern,),
+        texts=(pattern,),
+        text=f"{column}~{pattern}",
+    )
 
 
 def select_leaderboard(
     leaderboard: pd.DataFrame,
     *,
-    filters: Sequence[Filter] = (),
+    filters: Sequence[Where] = (),
     model: str | None = None,
     precision: str | None = None,
     benchmark: str | None = None,
@@ -183,9 +124,17 @@ def select_leaderboard(
     """
     conditions = list(filters)
     if model is not None:
-        conditions.append(Filter(column="model", operator="~", value=model))
+        conditions.append(_regex("model", model))
     if precision is not None:
-        conditions.append(Filter(column="precision", operator="=", value=precision))
+        conditions.append(
+            Where(
+                column="precision",
+                op="==",
+                values=(precision,),
+                texts=(precision,),
+                text=f"precision={precision}",
+            )
+        )
     selected = leaderboard.loc[passing(leaderboard, conditions)]
     if benchmark is not None:
         name = match_benchmark(
@@ -451,13 +400,6 @@ def _position_differs(selected: pd.DataFrame) -> bool:
         selected["rank"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
     )
     return not np.array_equal(rank, selected["position"].to_numpy(dtype=np.float64))
-
-
-def _is_dates(column: pd.Series) -> bool:
-    first = column.dropna().head(1).tolist()
-    return (
-        bool(first) and hasattr(first[0], "isoformat") and not isinstance(first[0], str)
-    )
 
 
 def _filterable(frame: pd.DataFrame) -> list[str]:

@@ -1,6 +1,6 @@
 """Which input files hold battles, told by their columns without loading the battle reader.
 
-``lbnorm run`` asks this of every file it is given (:mod:`lbnorm.readers.pairwise`);
+``lbnorm run`` asks this of every file it is given (:mod:`lbnorm.ratings.pairwise_inputs`);
 the reader of battles (:mod:`lbnorm.ratings.battles`, with its CSV and JSON
 parsers) loads only when a file is one.
 """
@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lbnorm.core.files import FILE_FORMATS
+from lbnorm.core.files import file_format
 
-__all__ = ["BATTLE_SUFFIXES", "is_battles_file"]
-
-#: File suffixes a battle file may have, and the format each means: every
-#: format lbnorm reads (:data:`lbnorm.core.files.FILE_FORMATS`).
-BATTLE_SUFFIXES: dict[str, str] = dict(FILE_FORMATS)
+__all__ = ["is_battles_file"]
 
 _PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
 _NAME_COLUMNS = ("model_a", "model_b")
@@ -51,7 +47,7 @@ def is_battles_file(path: Path | str) -> bool:
         (True, False)
     """
     path = Path(path)
-    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
+    kind = file_format(path)  # (a battle file may be of every format lbnorm reads)
     names: Iterable[object] = ()
     try:
         if kind in ("json", "jsonl"):

@@ -12,10 +12,10 @@ import csv
 import importlib.util
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,15 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError
-from lbnorm.ratings.battle_files import BATTLE_SUFFIXES
+from lbnorm.core.files import FileFormat, json_lines, read_bytes
+from lbnorm.readers.table_file import (
+    check_utf8,
+    read_csv,
+    read_jsonl,
+    read_parquet,
+    table_format,
+    text_rows,
+)
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -46,7 +54,8 @@ __all__ = [
 #: battle file is read (a run that reads none does not load it).
 _HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
 
-Kind = Literal["csv", "jsonl", "json", "parquet"]
+#: A battle file's format (every format lbnorm reads).
+Kind = FileFormat
 #: Values shown in a message, at most.
 SHOWN = 5
 #: The type asked of text columns (model names, winner): dictionary-encoded strings.
@@ -66,15 +75,11 @@ class Source:
     kind: Kind
 
 
-def file_kind(path: Path, *, allowed: Iterable[str] = BATTLE_SUFFIXES.values()) -> Kind:
+def file_kind(
+    path: Path, *, allowed: Collection[FileFormat] = tuple(get_args(FileFormat))
+) -> Kind:
     """The format a suffix means; an InputError for one not ``allowed``."""
-    kind = BATTLE_SUFFIXES.get(path.suffix.lower())
-    allowed = list(allowed)
-    if kind is None or kind not in allowed:
-        suffixes = sorted(s for s, k in BATTLE_SUFFIXES.items() if k in allowed)
-        msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {suffixes}."
-        raise InputError(msg)
-    return kind  # type: ignore[return-value]
+    return table_format(path, allowed=allowed)
 
 
 def check_file(path: Path) -> None:
@@ -129,12 +134,12 @@ def read_table(
                 for n in names
                 if wanted[n] == TEXT and pa.types.is_string(schema.field(n).type)
             ]
-            return pq.read_table(path, columns=names, read_dictionary=text)
+            return read_parquet(path, columns=names, text=text)
         if kind == "csv":
             names = [name for name in wanted if name in present]
             types = {n: wanted[n] for n in names}
             options = pa_csv.ConvertOptions(include_columns=names, column_types=types)
-            return pa_csv.read_csv(path, convert_options=options)
+            return read_csv(path, convert=options)
         schema = pa.schema(
             [
                 (name, pa.string() if type_ == TEXT else type_)
@@ -142,14 +147,14 @@ def read_table(
             ]
         )
         if kind == "jsonl":
+            data = read_bytes(path)
             flat = pa.schema([f for f in schema if f.type != NESTED])
             options = pa_json.ParseOptions(
                 explicit_schema=flat, unexpected_field_behavior="ignore"
             )
-            table = pa_json.read_json(path, parse_options=options)
+            table = read_jsonl(data, path, parse=options)
             nested = [f.name for f in schema if f.type == NESTED]
             if nested:
-                data = path.read_bytes()
                 array = b"[" + b",".join(_lines(data)) + b"]"
                 records = _decode(path, array, pa.schema([(n, NESTED) for n in nested]))
                 for name in nested:
@@ -269,26 +274,13 @@ def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
     if source.kind not in ("csv", "jsonl"):
         return
     data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
-        raise InputError(msg) from exc
+    check_utf8(path, data)
     schema = pa.schema(
         [(n, pa.string() if t == TEXT else t) for n, t in wanted.items()]
     )
     if source.kind == "jsonl":
-        records: list[tuple[int, object]] = []
-        for number, line_text in enumerate(text.splitlines(), start=1):
-            if not line_text.strip():
-                continue
-            try:
-                records.append((number, json.loads(line_text)))
-            except (ValueError, RecursionError) as exc:
-                msg = f"{path}: line {number} is not valid JSON ({exc}).\nHint: write one JSON object per line; the file may be truncated."
-                raise InputError(msg) from exc
-        _explain_records(path, "line", records, schema, data)
+        hint = "Hint: write one JSON object per line; the file may be truncated."
+        _explain_records(path, "line", json_lines(path, hint=hint), schema, data)
         return
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
@@ -384,31 +376,9 @@ def _places(source: Source, rows: list[int]) -> list[str]:
     if source.kind == "json":
         lines = json_array_lines(data, rows)
         return [f"element {row + 1} (line {lines[row]})" for row in rows]
-    wanted, found, last = set(rows), {}, max(rows)
-    text = data.decode("utf-8-sig", errors="replace")
-    if source.kind == "jsonl":
-        index = 0
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            if index in wanted:
-                found[index] = number
-            if index >= last:
-                break
-            index += 1
-    else:
-        reader = csv.reader(text.splitlines(keepends=True))
-        next(reader, None)
-        start, index = reader.line_num + 1, 0
-        for record in reader:
-            if record:
-                if index in wanted:
-                    found[index] = start
-                if index >= last:
-                    break
-                index += 1
-            start = reader.line_num + 1
-    return [f"line {found.get(row, '?')}" for row in rows]
+    numbers = text_rows(data, "csv" if source.kind == "csv" else "jsonl")
+    found = numbers.lines if numbers.lines is not None else np.array([], np.int64)
+    return [f"line {found[row] if row < len(found) else '?'}" for row in rows]
 
 
 _BETWEEN = re.compile(r"[\s,]*")

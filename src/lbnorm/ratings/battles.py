@@ -34,9 +34,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.arrow import strings
 from lbnorm.core.errors import InputError, WhereSyntaxError
-from lbnorm.ratings.battle_files import BATTLE_SUFFIXES, is_battles_file
+from lbnorm.ratings.battle_files import is_battles_file
 from lbnorm.ratings.battle_io import (
     COUNT_COLUMNS,
     NESTED,
@@ -60,7 +61,6 @@ from lbnorm.ratings.where import (
 
 __all__ = [
     "AGGREGATE_COLUMNS",
-    "BATTLE_SUFFIXES",
     "WINNER_VALUES",
     "BattleFile",
     "BattleWarning",
@@ -202,6 +202,7 @@ class Battles:
         )
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def read_battles(
     paths: Path | str | Sequence[Path | str],
     *,

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from lbnorm._runtime import check_cancelled
 from lbnorm.core.errors import RatingOptionsError
 from lbnorm.ratings.bradley_terry import (
     MAX_NEWTON_ITER,
@@ -253,6 +254,7 @@ def bootstrap_bradley_terry(
     for start in range(0, rounds, chunk):
         size = min(chunk, rounds - start)
         for row, generator in enumerate(generators[start : start + size]):
+            check_cancelled()  # a cancelled run stops between two rounds
             per_cell[row, drawn] = sampler.draw(generator, 1)
         by_pair = per_cell[:size].reshape(size, n_pairs, n_kinds)
         tie_half = 0.5 * by_pair[:, :, 2] if n_kinds == 3 else 0.0

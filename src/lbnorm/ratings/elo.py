@@ -14,6 +14,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm._runtime import check_cancelled
 from lbnorm.ratings.options import (
     BATCH_BYTES,
     ELO_K,
@@ -103,6 +104,7 @@ def bootstrap_elo(
     block = max(1, min(n, block_bytes // (24 * rounds)))
     rating_a, rating_b, update = (np.empty(rounds) for _ in range(3))
     for start in range(0, n, block):
+        check_cancelled()  # a cancelled run stops between two blocks of battles
         # uniform doubles use 64 bits each: the same picks whatever the block size
         uniform = rng.random((min(block, n - start), rounds))
         picks = np.minimum((uniform * n).astype(np.int64), n - 1)

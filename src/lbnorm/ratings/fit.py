@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from lbnorm._runtime import entry_point
 from lbnorm.core.errors import InputError, RatingOptionsError
 from lbnorm.core.schemas import RATINGS, WIN_RATES
 from lbnorm.ratings.bootstrap import (
@@ -140,6 +141,7 @@ def model_index(models: StrArray, name: str, *, what: str) -> int:
     raise InputError(msg)
 
 
+@entry_point  # (Ctrl-C and SIGTERM held for the call)
 def compute_ratings(
     battles: BattleData, options: RatingOptions | None = None
 ) -> Ratings:

@@ -1,16 +1,24 @@
-"""Filter conditions on battle rows (``--where``): the small language, and its masks over Arrow columns.
+"""Filter conditions (``--where``): the one small language, and its masks over Arrow columns.
 
-The forms (all conditions given must hold)::
+Every ``--where`` takes it: ``lbnorm arena`` on battle rows, ``lbnorm show`` on
+a leaderboard or a ratings table. The forms (all conditions given must hold)::
 
     anony                       a boolean column is true (``not anony``: false)
     language = 'English'        = (or ==), !=, <, <=, >, >= against one value
     language != English         unquoted words are text, unquoted numbers numbers
-    tstamp >= 1700000000
+    tstamp >= 1700000000        spaces around the operator are optional:
+    params_b<10                 ...
+    submission_date>=2025-01-01 a date column compares with YYYY-MM-DD
     language in ('English', 'Chinese')      also: not in (...)
+    model ~ ^meta-llama/        a case-insensitive regular expression: the
+                                rest of the condition, as written
+    MATH Lvl 5 >= 20            a column whose name has spaces: the text before
+                                the operator (a leaderboard's benchmarks)
 
 In CSV and JSON files the condition sets the column's type (a bare column is
-boolean, a number makes it numeric, anything else text); Parquet columns keep
-their stored type. A row whose filter column is empty (null) does not match.
+boolean, a number makes it numeric, anything else text); Parquet columns and a
+leaderboard's keep their stored type. A row whose filter column is empty
+(null) does not match, whatever the operator.
 """
 
 from __future__ import annotations
@@ -18,12 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.core.errors import InputError, WhereSyntaxError
+from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
 from lbnorm.ratings.battle_io import Source
 
 __all__ = [
@@ -32,13 +41,16 @@ __all__ = [
     "Where",
     "WhereOp",
     "apply_filters",
+    "column_mask",
     "condition_mask",
     "nested_top",
     "parse_where",
     "resolve_column",
 ]
 
-WhereOp = Literal["true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]
+WhereOp = Literal[
+    "true", "false", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "~"
+]
 Literal_ = str | float | bool
 
 
@@ -48,7 +60,8 @@ class Where:
 
     Attributes:
         column: The column tested.
-        op: ``true``/``false`` (a boolean column), a comparison, ``in`` or ``not in``.
+        op: ``true``/``false`` (a boolean column), a comparison, ``in``,
+            ``not in``, or ``~`` (a case-insensitive regular expression).
         values: The literal(s) compared against (empty for ``true``/``false``).
         texts: The literals as written, for comparing with a text column.
         text: The condition as the user wrote it.
@@ -74,8 +87,13 @@ class Where:
 
 _TOKEN = re.compile(
     r"""\s*(?:(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
-    r"""|(?P<op>==|!=|<=|>=|=|<|>|\(|\)|,)|(?P<word>[^\s'"=!<>(),]+))"""
+    r"""|(?P<op>==|!=|<=|>=|=|<|>|\(|\)|,)|(?P<word>[^\s'"=!<>(),~]+))"""
 )
+#: ``COLUMN OP VALUE`` read whole: the column is the text before the first
+#: operator (it may hold spaces), the value the rest as written.
+_WHOLE = re.compile(r"^\s*([^=!<>~]+?)\s*(==|!=|<=|>=|=|<|>|~)\s*(.*?)\s*$")
+#: What no column name read up to its operator holds.
+_ODD_NAME = re.compile(r"['\"(),]")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _COLUMN = re.compile(r"[A-Za-z_][\w.]*")
 _OPS: dict[str, WhereOp] = {
@@ -87,9 +105,13 @@ _OPS: dict[str, WhereOp] = {
     ">": ">",
     ">=": ">=",
 }
+#: Numbers a flag also compares with (``flagged=1``), as true and false.
+_FLAGS = {"1.0": True, "0.0": False, "True": True, "False": False}
 WHERE_HINT = (
-    "write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >=, or "
-    "COLUMN in (V1, V2); quote text with spaces: language = 'English'."
+    "write COLUMN, not COLUMN, COLUMN OP VALUE with OP one of = != < <= > >= "
+    "(numbers for numeric columns, true/false for flags, YYYY-MM-DD for dates), "
+    "COLUMN ~ REGEX, or COLUMN in (V1, V2); quote text with spaces: "
+    "language = 'English'."
 )
 
 
@@ -112,7 +134,49 @@ def parse_where(text: str) -> Where:
         ('>=', 'false')
         >>> parse_where("language in (English, 'Chinese')").values
         ('English', 'Chinese')
+        >>> parse_where("model~^meta-llama/").values, parse_where("MATH Lvl 5>=20").column
+        (('^meta-llama/',), 'MATH Lvl 5')
     """
+    whole = _WHOLE.match(text)
+    if whole and whole.group(2) == "~" and whole.group(3):  # the rest is the pattern
+        pattern = _unquoted(whole.group(3))
+        return Where(
+            column=whole.group(1),
+            op="~",
+            values=(pattern,),
+            texts=(pattern,),
+            text=text,
+        )
+    try:
+        return _parse_tokens(text)
+    except WhereSyntaxError:
+        value = whole.group(3) if whole else ""
+        kinds = [kind for kind, _ in _tokenize(value, strict=False)]
+        is_one_value = kinds in (["word"], ["str"])
+        if not whole or not is_one_value or _ODD_NAME.search(whole.group(1)):
+            raise
+    # a column whose name is not a plain word (spaces, a dash: a benchmark of a
+    # leaderboard), read up to its operator
+    shown = _unquoted(value)
+    value_of = shown if shown != value else _literal("word", value)[0]
+    return Where(
+        column=whole.group(1),
+        op=_OPS[whole.group(2)],
+        values=(value_of,),
+        texts=(shown,),
+        text=text,
+    )
+
+
+def _unquoted(text: str) -> str:
+    """A value as written, or the text inside its quotes when it is all quoted."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", text[1:-1])
+    return text
+
+
+def _parse_tokens(text: str) -> Where:
+    """The condition read token by token (the forms but ``~`` and names with spaces)."""
     tokens = _tokenize(text)
     kinds = [kind for kind, _ in tokens]
     words = [value for _, value in tokens]
@@ -173,12 +237,15 @@ def parse_where(text: str) -> Where:
     )
 
 
-def _tokenize(text: str) -> list[tuple[str, str]]:
+def _tokenize(text: str, *, strict: bool = True) -> list[tuple[str, str]]:
+    """The condition's tokens; past what cannot be read: an error, or (not `strict`) the end."""
     tokens: list[tuple[str, str]] = []
     position = 0
     while position < len(text.rstrip()):
         match = _TOKEN.match(text, position)
         if match is None or match.end() == position:
+            if not strict:
+                return [*tokens, ("odd", text[position:])]
             msg = f"--where {text!r}: cannot read {text[position:].strip()!r}.\nHint: {WHERE_HINT}"
             raise WhereSyntaxError(msg)
         kind = match.lastgroup or "word"
@@ -223,9 +290,110 @@ def condition_mask(
     if column is None:
         msg = f"{source.path}: --where {condition.text!r}: no column {condition.column!r}; found {_fields_near(table, condition.column, present)}.\nHint: filter on a column the file has (names are case-sensitive; a nested field is written with dots, e.g. category_tag.math_v0.1.math)."
         raise InputError(msg)
+    return column_mask(column, condition, where=f"{source.path}: ", error=InputError)
+
+
+def column_mask(
+    column: pa.Array | pa.ChunkedArray,
+    condition: Where,
+    *,
+    where: str = "",
+    error: type[LbnormError] = InputError,
+) -> pa.Array | pa.ChunkedArray:
+    """Per value of `column`, whether it meets `condition` (a null never does).
+
+    Args:
+        column: The values (a dictionary column is compared by its values).
+        condition: The condition.
+        where: What a message names first (the file, ``path: ``).
+        error: The error a condition that does not fit the column raises
+            (a battle file's column: InputError; an output's: OptionsError).
+
+    Raises:
+        LbnormError: `error`: the condition does not fit the column's type, or
+            its regular expression is not one.
+
+    Examples:
+        >>> column_mask(pa.array([3.0, 12.0, None]), parse_where("params_b<10")).to_pylist()
+        [True, False, False]
+    """
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
-    return pc.fill_null(_condition_mask(column, condition, source), False)
+    return pc.fill_null(_mask(column, condition, where, error), False)
+
+
+def _mask(
+    column: pa.Array | pa.ChunkedArray,
+    condition: Where,
+    where: str,
+    error: type[LbnormError],
+) -> pa.Array | pa.ChunkedArray:
+    type_ = column.type
+    is_number = pa.types.is_integer(type_) or pa.types.is_floating(type_)
+    is_text = pa.types.is_string(type_) or pa.types.is_large_string(type_)
+    is_time = pa.types.is_temporal(type_)
+    head = f"{where}--where {condition.text!r}"
+
+    def wrong(expected: str) -> NoReturn:
+        shown = ", ".join(repr(text) for text in condition.texts)
+        msg = f"{head}: {shown} does not fit column {condition.column!r} ({type_}): compare it with {expected}.\nHint: {WHERE_HINT}"
+        raise error(msg)
+
+    if condition.op in ("true", "false"):
+        if pa.types.is_boolean(type_):
+            truth = column
+        elif is_number:
+            truth = pc.not_equal(column, 0)
+        else:
+            msg = f"{head}: column {condition.column!r} is {type_}, not a boolean: compare it with a value instead.\nHint: {WHERE_HINT}"
+            raise error(msg)
+        return truth if condition.op == "true" else pc.invert(truth)
+    if condition.op == "~":
+        try:
+            return pc.match_substring_regex(
+                column.cast(pa.string()), condition.texts[0], ignore_case=True
+            )
+        except pa.ArrowInvalid as exc:
+            msg = f"{head}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
+            raise error(msg) from exc
+    values: list[Any]
+    if is_text:
+        values, value_type = list(condition.texts), pa.string()
+    elif is_number:
+        if not all(
+            isinstance(v, float) and not isinstance(v, bool) for v in condition.values
+        ):
+            wrong("a number")
+        column, values, value_type = (
+            pc.cast(column, pa.float64()),
+            list(condition.values),
+            pa.float64(),
+        )
+    elif pa.types.is_boolean(type_):
+        values = [_FLAGS.get(str(v), v) for v in condition.values]
+        if not all(isinstance(v, bool) for v in values):
+            wrong("true or false")
+        value_type = pa.bool_()
+    elif is_time:
+        try:
+            values = [datetime.fromisoformat(text) for text in condition.texts]
+        except ValueError:
+            wrong("a date (YYYY-MM-DD)")
+        column, value_type = pc.cast(column, pa.timestamp("us")), pa.timestamp("us")
+    else:
+        wrong("nothing: --where cannot compare this column")
+    if condition.op in ("in", "not in"):
+        found = pc.is_in(column, value_set=pa.array(values, value_type))
+        return found if condition.op == "in" else pc.invert(found)
+    compare = {
+        "==": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[condition.op]
+    return compare(column, pa.scalar(values[0], value_type))
 
 
 def nested_top(name: str) -> str | None:
@@ -287,56 +455,3 @@ def _fields_near(table: pa.Table, name: str, present: set[str]) -> list[str]:
             for i in range(type_.num_fields)
         )
     return names
-
-
-def _condition_mask(
-    column: pa.ChunkedArray, condition: Where, source: Source
-) -> pa.ChunkedArray:
-    type_ = column.type
-    is_number = pa.types.is_integer(type_) or pa.types.is_floating(type_)
-    is_text = pa.types.is_string(type_) or pa.types.is_large_string(type_)
-
-    def wrong(expected: str) -> NoReturn:
-        msg = f"{source.path}: --where {condition.text!r}: column {condition.column!r} is {type_}, {expected}.\nHint: {WHERE_HINT}"
-        raise InputError(msg)
-
-    if condition.op in ("true", "false"):
-        if pa.types.is_boolean(type_):
-            truth = column
-        elif is_number:
-            truth = pc.not_equal(column, 0)
-        else:
-            wrong("not a boolean: compare it with a value instead")
-        return truth if condition.op == "true" else pc.invert(truth)
-    values: list[Any]
-    if is_text:
-        values = list(condition.texts)
-        value_type = pa.string()
-    elif is_number:
-        if not all(
-            isinstance(v, float) and not isinstance(v, bool) for v in condition.values
-        ):
-            wrong(f"not text: compare it with a number, not {list(condition.texts)}")
-        column, values, value_type = (
-            pc.cast(column, pa.float64()),
-            list(condition.values),
-            pa.float64(),
-        )
-    elif pa.types.is_boolean(type_):
-        if not all(isinstance(v, bool) for v in condition.values):
-            wrong("compare it with true or false")
-        values, value_type = list(condition.values), pa.bool_()
-    else:
-        wrong("which --where cannot compare")
-    if condition.op in ("in", "not in"):
-        found = pc.is_in(column, value_set=pa.array(values, value_type))
-        return found if condition.op == "in" else pc.invert(found)
-    compare = {
-        "==": pc.equal,
-        "!=": pc.not_equal,
-        "<": pc.less,
-        "<=": pc.less_equal,
-        ">": pc.greater,
-        ">=": pc.greater_equal,
-    }[condition.op]
-    return compare(column, pa.scalar(values[0], value_type))

@@ -25,7 +25,6 @@ import pyarrow as pa
 from lbnorm.core.files import MAX_RESULTS_BYTES
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers.catalog import Inputs, describe_variant, read_files
-from lbnorm.readers.pairwise import add_pairwise_scores, split_battle_files
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -35,6 +34,7 @@ __all__ = [
     "input_rejections",
     "input_reruns",
     "input_warnings",
+    "noted",
     "read_inputs",
 ]
 
@@ -61,9 +61,9 @@ def read_inputs(
 
     Returns:
         The scores (as batches), the catalog of files (an Arrow table,
-        :data:`lbnorm.core.schemas.INPUT_FILES`) and warnings. With a pairwise
-        benchmark in the suite, battle files among `paths` are scored as it
-        (see :mod:`lbnorm.readers.pairwise`).
+        :data:`lbnorm.core.schemas.INPUT_FILES`) and warnings. Battle files
+        are the composition's (:func:`lbnorm.pipeline.read_all`: they are
+        scored as a pairwise benchmark by :mod:`lbnorm.ratings.pairwise_inputs`).
 
     Raises:
         InputError: A path is missing, not a regular file or directory, of an
@@ -71,26 +71,23 @@ def read_inputs(
             the file.
         OutputError: The parse cache cannot be written or is in use.
     """
-    paths, battle_files = split_battle_files(paths, suite=suite, options=options)
-    read: Inputs | None = None
-    if paths or not battle_files:  # battles alone make a leaderboard of their own
-        if options.cache is not None:
-            from lbnorm.readers.cache import read_files_cached  # nightly runs only
+    if options.cache is not None:
+        from lbnorm.readers.cache import read_files_cached  # nightly runs only
 
-            read = read_files_cached(
-                paths, suite=suite, options=options, progress=progress
-            )
-        else:
-            read = read_files(
-                paths,
-                suite=suite,
-                options=options,
-                progress=progress,
-                max_results_bytes=max_results_bytes,
-            )
-    if suite.pairwise_benchmarks:
-        read = add_pairwise_scores(read, battle_files, suite=suite, options=options)
-    assert read is not None  # no battles: read_files read the paths (or refused)
+        read = read_files_cached(paths, suite=suite, options=options, progress=progress)
+    else:
+        read = read_files(
+            paths,
+            suite=suite,
+            options=options,
+            progress=progress,
+            max_results_bytes=max_results_bytes,
+        )
+    return noted(read)
+
+
+def noted(read: Inputs) -> Inputs:
+    """`read` with its warnings and cache figures noted in its catalog's metadata."""
     notes = {_WARNINGS: json.dumps(list(read.warnings))}
     if read.cache_stats is not None:
         notes[_CACHE] = json.dumps(dict(read.cache_stats))

@@ -47,6 +47,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from lbnorm._runtime import check_cancelled
 from lbnorm.core.arrow import numbers, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import read_bytes
@@ -165,6 +166,7 @@ def read_alpacaeval(
 
     def batches() -> Iterator[tuple[pa.RecordBatch, str]]:
         for path, model, task, metric in files:  # one file, not one entry, a step
+            check_cancelled()  # a cancelled run stops between two files
             if (task, metric) not in used:
                 details[str(path)] = ("", path.stat().st_size, 1)
                 continue

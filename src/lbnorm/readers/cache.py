@@ -889,9 +889,9 @@ def _assemble(
 def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     """Entries stored one per line, as a list<string> column ('' is no entry)."""
     split = pc.split_pattern(texts, "\n")
-    none = pa.ListArray.from_arrays(numbers(np.zeros(2), pa.int32()), strings([]))[
-        0
-    ]  # the empty list, built from arrays (pa.scalar of a list probes pandas)
+    # the empty list, built from arrays (pa.scalar of a list probes pandas)
+    offsets = numbers(np.zeros(2), pa.int32())
+    none = pa.ListArray.from_arrays(offsets, strings([]))[0]
     return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 

@@ -52,6 +52,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import json_lines
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
+from lbnorm.readers.table_file import read_jsonl
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -933,16 +934,19 @@ def _read_jsonl(path: Path, metrics: list[str]) -> list[tuple[_F64, int, bool]]:
         schema = pa.schema(
             [("doc_id", pa.int64()), ("filter", pa.string()), *fields.items()]
         )
-        table = pj.read_json(
+        # in blocks, its nesting checked first (lbnorm.readers.table_file)
+        table = read_jsonl(
             path,
-            read_options=pj.ReadOptions(block_size=1 << 26),
-            parse_options=pj.ParseOptions(
+            block_size=1 << 26,
+            parse=pj.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="ignore"
             ),
         )
         return [_metric_values(table, name, kept or "none") for name, kept in wanted]
     except (pa.ArrowException, ValueError, TypeError, AttributeError, OSError):
         pass  # the slow path below finds and names what is wrong
+    except RecursionError:  # a first line nested too deep for the parser: the same
+        pass
     return _read_lines(path, wanted)
 
 

@@ -31,12 +31,10 @@ import json
 import re
 import reprlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -45,7 +43,7 @@ import pyarrow.json as pa_json
 from lbnorm._runtime import beside
 from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
-from lbnorm.core.files import TABLE_SUFFIXES, json_lines, read_bytes
+from lbnorm.core.files import json_lines, read_bytes
 from lbnorm.core.options import ExtraColumns
 from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
@@ -53,6 +51,15 @@ from lbnorm.core.schemas import (
     SCORES,
     TEXT,
     Batch,
+)
+from lbnorm.readers.table_file import (
+    RowNumbers,
+    check_json_depth,
+    check_utf8,
+    read_csv,
+    read_jsonl,
+    table_format,
+    text_rows,
 )
 
 if TYPE_CHECKING:
@@ -84,39 +91,6 @@ _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 _shown = _REPR.repr
-
-#: How rows are counted in messages: ``line`` in text files, ``row`` elsewhere.
-RowUnit = Literal["line", "row"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowNumbers:
-    """Where each row of a table sits in its file, for messages.
-
-    Attributes:
-        unit: ``line`` (CSV, JSONL) or ``row`` (Parquet, frames).
-        first: The first row's number (rows then follow one per line or row).
-        lines: Each row's number, when rows do not follow one per line (quoted
-            newlines, blank lines); None otherwise.
-
-    Examples:
-        >>> RowNumbers(unit="line", first=2).where(3)
-        'line 5'
-    """
-
-    unit: RowUnit
-    first: int
-    lines: npt.NDArray[np.int64] | None = None
-
-    def number(self, position: int) -> int:
-        """The line (or row) number of the row at `position` (0-based)."""
-        if self.lines is not None:
-            return int(self.lines[position])
-        return self.first + position
-
-    def where(self, position: int) -> str:
-        """``line N`` or ``row N`` for the row at `position`."""
-        return f"{self.unit} {self.number(position)}"
 
 
 def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Batch:
@@ -150,23 +124,19 @@ def read_score_file(
             present under ``extra_columns="error"``, or a cell has the wrong
             type (the message names its line).
     """
-    kind = TABLE_SUFFIXES.get(path.suffix.lower())
-    if kind not in ("csv", "jsonl"):
-        msg = f"{path}: unsupported file type {path.suffix!r}.\nHint: use one of {sorted(TABLE_SUFFIXES)} or a results_*.json file."
-        raise InputError(msg)
+    kind = table_format(path, allowed=("csv", "jsonl"))
     data = read_bytes(path)
     # hashed beside the parse (hashlib releases the GIL): of exactly these bytes
     sha256 = beside(lambda: hashlib.sha256(data).hexdigest())
     if not data:
         msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
         raise InputError(msg)
-    _check_utf8(path, data)
+    check_utf8(path, data)
     if kind == "csv":
         table = _read_csv(path, data)
-        rows = _csv_rows(data, table.num_rows)
     else:
         table = _read_jsonl(path, data, extra_columns=extra_columns)
-        rows = _jsonl_rows(data, table.num_rows)
+    rows = text_rows(data, kind, table.num_rows)
     table = _key_dictionaries(table)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
@@ -349,17 +319,6 @@ def check_columns(
 # --- reading ------------------------------------------------------------------------
 
 
-def _check_utf8(path: Path, data: bytes) -> None:
-    if data.isascii():  # the common case, checked in C at memory speed
-        return
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
-        raise InputError(msg) from exc
-
-
 def _read_csv(path: Path, data: bytes) -> pa.Table:
     """The CSV's contract columns: text as written, and the score columns as numbers.
 
@@ -383,9 +342,9 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
     if (typed := _read_csv_numbers(data, types)) is not None:
         return typed
     try:
-        return pa_csv.read_csv(
-            pa.BufferReader(data),
-            convert_options=pa_csv.ConvertOptions(
+        return read_csv(
+            data,
+            convert=pa_csv.ConvertOptions(
                 column_types=types,
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
@@ -416,9 +375,9 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
     if not numbers:
         return None
     try:
-        table = pa_csv.read_csv(
-            pa.BufferReader(data),
-            convert_options=pa_csv.ConvertOptions(
+        table = read_csv(
+            data,
+            convert=pa_csv.ConvertOptions(
                 column_types={**types, **numbers},
                 null_values=_MISSING,
                 strings_can_be_null=False,
@@ -441,10 +400,11 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
+    check_json_depth(data, path)  # (before Arrow: too deep, its parser crashes)
     if (typed := _read_jsonl_typed(data)) is not None:
         return typed
     try:
-        return pa_json.read_json(pa.BufferReader(data))
+        return read_jsonl(data, path, is_depth_checked=True)
     except (pa.ArrowException, OSError) as exc:
         _explain_jsonl(path, extra_columns=extra_columns)
         msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
@@ -485,11 +445,12 @@ def _read_jsonl_typed(data: bytes) -> pa.Table | None:
     names = list(first)
     schema = pa.schema([(name, _JSONL_TYPES[name]) for name in names])
     try:
-        table = pa_json.read_json(
-            pa.BufferReader(data),
-            parse_options=pa_json.ParseOptions(
+        table = read_jsonl(
+            data,
+            parse=pa_json.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="infer"
             ),
+            is_depth_checked=True,  # (by the caller)
         )
     except (pa.ArrowException, OSError):
         return None
@@ -558,62 +519,6 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
         if name in SCORES.names:
             values = [record.get(name) for _, record in numbered]
             _raise_first_bad(name, values, str(path), rows)
-
-
-def _csv_rows(data: bytes, n_rows: int) -> RowNumbers:
-    """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    if lines == n_rows + 1:
-        return RowNumbers(unit="line", first=2)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buffer == ord("\n"))
-    quotes = np.flatnonzero(buffer == ord('"'))
-    # a newline ends a record when an even number of quotes precede it
-    ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
-    starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(data)]
-    width = stops - starts
-    has_cr = (width > 0) & (buffer[np.maximum(stops - 1, 0)] == ord("\r"))
-    is_blank = (width - has_cr) <= 0
-    first_lines = np.searchsorted(newlines, starts[~is_blank]) + 1
-    if first_lines.size != n_rows + 1:  # quoting this scan cannot follow
-        return RowNumbers(unit="row", first=1)
-    return RowNumbers(
-        unit="line", first=int(first_lines[1]) if n_rows else 2, lines=first_lines[1:]
-    )
-
-
-def _jsonl_rows(data: bytes, n_rows: int) -> RowNumbers:
-    """Each row's line: consecutive from line 1, unless blank lines intervene."""
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    if lines == n_rows:
-        return RowNumbers(unit="line", first=1)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buffer == ord("\n"))
-    starts = np.r_[0, newlines + 1]
-    stops = np.r_[newlines, len(data)]
-    width = stops - starts
-    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
-    is_blank = (width == 0) | ((width == 1) & (first == ord("\r")))
-    filled = np.flatnonzero(~is_blank) + 1
-    if filled.size != n_rows:  # lines of spaces only: counted one by one
-        filled = np.array(
-            [
-                number
-                for number, (start, stop) in enumerate(
-                    zip(starts, stops, strict=True), 1
-                )
-                if data[start:stop].strip()
-            ],
-            dtype=np.int64,
-        )
-    if filled.size != n_rows:
-        return RowNumbers(unit="row", first=1)
-    return RowNumbers(
-        unit="line",
-        first=int(filled[0]) if n_rows else 1,
-        lines=filled.astype(np.int64),
-    )
 
 
 # --- columns ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` an
 tables only.
 
 A **pairwise** benchmark is scored from Chatbot Arena battles given beside the
-results (see :mod:`lbnorm.readers.pairwise`)::
+results (see :mod:`lbnorm.ratings.pairwise_inputs`)::
 
     [[benchmarks]]
     name = "Arena"

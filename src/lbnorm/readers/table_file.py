@@ -1,0 +1,354 @@
+"""One table file into Arrow, for every reader: scores, battles, metadata, samples.
+
+The one map from suffix to format is :data:`lbnorm.core.files.FILE_FORMATS`;
+each reader names the formats it takes (:func:`table_format`). Text tables
+(CSV, JSON lines) are parsed by Arrow's streaming readers a block (1 MiB by
+default) at a time, the cancellation flag looked at between blocks, so a
+Ctrl-C waits for one block, not the file. A file the streaming read cannot
+take in one schema (a column whose type widens past the first block) is read
+again whole: Arrow's whole-file reader widens such a column, and its table
+(or its error) is the one a reader gets. A JSON line long enough to nest past
+what Arrow's parser follows is measured before Arrow sees it, and refused if
+it nests deeper than :data:`MAX_JSON_DEPTH`: the parser recurses, and nested
+deep enough it overflows the stack and the process dies.
+
+Rows are numbered as the file counts them (:class:`RowNumbers`,
+:func:`text_rows`): in a CSV the header is line 1, so the first data row is
+line 2; in JSON lines a row is its line; quoted cells spanning several lines
+and blank lines are counted exactly (a record ends at a newline outside double
+quotes, as RFC 4180 quoting has it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from lbnorm._runtime import beside, check_cancelled
+from lbnorm.core.errors import InputError
+from lbnorm.core.files import FILE_FORMATS, FileFormat, file_format, read_bytes
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "RowNumbers",
+    "check_json_depth",
+    "check_utf8",
+    "read_csv",
+    "read_jsonl",
+    "read_parquet",
+    "table_format",
+    "text_rows",
+]
+
+#: The deepest nesting of arrays and objects read from a JSON file: far past any
+#: real row (scores are flat; a battle's or a sample's fields nest a few levels)
+#: and far below what overflows Arrow's parser (about 15,000).
+MAX_JSON_DEPTH = 1_000
+
+#: How rows are counted in messages: ``line`` in text files, ``row`` elsewhere.
+RowUnit = Literal["line", "row"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowNumbers:
+    """Where each row of a table sits in its file, for messages.
+
+    Attributes:
+        unit: ``line`` (CSV, JSONL) or ``row`` (Parquet, frames).
+        first: The first row's number (rows then follow one per line or row).
+        lines: Each row's number, when rows do not follow one per line (quoted
+            newlines, blank lines); None otherwise.
+
+    Examples:
+        >>> RowNumbers(unit="line", first=2).where(3)
+        'line 5'
+    """
+
+    unit: RowUnit
+    first: int
+    lines: npt.NDArray[np.int64] | None = None
+
+    def number(self, position: int) -> int:
+        """The line (or row) number of the row at `position` (0-based)."""
+        if self.lines is not None:
+            return int(self.lines[position])
+        return self.first + position
+
+    def where(self, position: int) -> str:
+        """``line N`` or ``row N`` for the row at `position`."""
+        return f"{self.unit} {self.number(position)}"
+
+
+def table_format(
+    path: Path, *, allowed: Collection[FileFormat], what: str = ""
+) -> FileFormat:
+    """The format `path`'s suffix says, if the reader (of `what`) takes it.
+
+    Raises:
+        InputError: Another suffix; the hint lists the ones taken.
+    """
+    kind = file_format(path)
+    if kind is None or kind not in allowed:
+        suffixes = sorted(s for s, k in FILE_FORMATS.items() if k in allowed)
+        msg = f"{path}: unsupported {what + ' ' if what else ''}file type {path.suffix!r}.\nHint: use one of {suffixes}."
+        raise InputError(msg)
+    return kind
+
+
+def check_utf8(path: Path, data: bytes) -> None:
+    """Refuse bytes that are not UTF-8, naming the line of the first bad byte.
+
+    Raises:
+        InputError: A byte that is not UTF-8.
+    """
+    if data.isascii():  # the common case, checked in C at memory speed
+        return
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8."
+        raise InputError(msg) from exc
+
+
+def read_csv(
+    source: bytes | Path,
+    *,
+    convert: pa_csv.ConvertOptions | None = None,
+    read: pa_csv.ReadOptions | None = None,
+) -> pa.Table:
+    """A CSV file (or its bytes) as Arrow, a block at a time (see the module docstring).
+
+    Raises:
+        pa.ArrowException: Arrow cannot read it (the whole-file reader's error).
+        OSError: The file cannot be read.
+        Cancelled: A Ctrl-C or SIGTERM, seen between two blocks.
+    """
+
+    def opened() -> pa.NativeFile | str:
+        return str(source) if isinstance(source, Path) else pa.BufferReader(source)
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        return pa_csv.open_csv(  # type: ignore[no-any-return]
+            opened(), read_options=read, convert_options=convert
+        )
+
+    def whole() -> pa.Table:
+        # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
+        return pa_csv.read_csv(opened(), read_options=read, convert_options=convert)
+
+    return _in_blocks(stream, whole)
+
+
+def read_jsonl(
+    source: bytes | Path,
+    path: Path | None = None,
+    *,
+    parse: pa_json.ParseOptions | None = None,
+    block_size: int | None = None,
+    is_depth_checked: bool = False,
+) -> pa.Table:
+    """A JSON-lines file as Arrow, a block at a time (see the module docstring).
+
+    Args:
+        source: The file's bytes, or the file.
+        path: The file, for messages (default: `source`).
+        parse: Arrow's parse options (an explicit schema, unexpected fields).
+        block_size: Bytes per block (a line must fit in one); Arrow's default.
+        is_depth_checked: The caller ran :func:`check_json_depth` on it already.
+
+    Raises:
+        InputError: A line nests deeper than :data:`MAX_JSON_DEPTH`.
+        pa.ArrowException: Arrow cannot read it (the whole-file reader's error).
+        Cancelled: A Ctrl-C or SIGTERM, seen between two blocks.
+    """
+    if isinstance(source, Path):
+        path, data = source, read_bytes(source)
+    else:
+        data = source
+    if not is_depth_checked:
+        check_json_depth(data, path or Path("<data>"))
+    options = pa_json.ReadOptions(block_size=block_size) if block_size else None
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        return pa_json.open_json(  # type: ignore[no-any-return]
+            pa.BufferReader(data), read_options=options, parse_options=parse
+        )
+
+    def whole() -> pa.Table:
+        def read() -> pa.Table:
+            return pa_json.read_json(
+                pa.BufferReader(data), read_options=options, parse_options=parse
+            )
+
+        # on a thread whose wait looks at the flag each tick (Arrow's JSON
+        # reader has no cancellation of its own); abandoned, it ends by itself
+        return beside(read).result()
+
+    return _in_blocks(stream, whole)
+
+
+def _in_blocks(
+    stream: Callable[[], Iterator[pa.RecordBatch]], whole: Callable[[], pa.Table]
+) -> pa.Table:
+    """The streaming read's table, or the whole read's if the stream failed."""
+    try:
+        reader = stream()
+        batches = []
+        for batch in reader:
+            check_cancelled()  # a cancelled run stops between two blocks
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)  # type: ignore[attr-defined]
+    except pa.ArrowInvalid:
+        check_cancelled()
+    try:
+        return whole()
+    except pa.ArrowException:
+        check_cancelled()  # (Arrow stopped for the signal: the run's, not an error)
+        raise
+
+
+#: A line of fewer than twice this many bytes cannot nest deep enough to hurt
+#: Arrow's parser; longer lines are found by looking for a newline in each such
+#: window of the file.
+_WINDOW = 4096
+_OPENING = re.compile(rb"[\[{]")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def check_json_depth(data: bytes, path: Path) -> None:
+    """Refuse JSON lines nested deeper than :data:`MAX_JSON_DEPTH`, before Arrow parses them.
+
+    Cheap: only lines long enough to nest past what Arrow follows (8 KiB and
+    more; a shorter one nests 4,096 deep at most), found window by window, are
+    measured, by their brackets outside strings.
+
+    Raises:
+        InputError: A line nests too deep; the message names it.
+    """
+    find = data.find
+    start = 0
+    while start < len(data):
+        if find(b"\n", start, start + _WINDOW) >= 0:
+            start += _WINDOW
+            continue
+        first = data.rfind(b"\n", 0, start) + 1
+        end = find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line = data[first:end]
+        if (
+            line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH
+            and _depth(line) > MAX_JSON_DEPTH
+        ):
+            number = data.count(b"\n", 0, first) + 1
+            msg = (
+                f"{path}: line {number} nests arrays or objects more than "
+                f"{MAX_JSON_DEPTH:,} levels deep.\nHint: a row's values nest a few "
+                "levels at most; the file may be damaged or not a table."
+            )
+            raise InputError(msg)
+        start = end + 1
+
+
+def _depth(line: bytes) -> int:
+    """The deepest nesting of a JSON text's arrays and objects (strings left out)."""
+    plain = np.frombuffer(_STRING.sub(b'""', line), dtype=np.uint8)
+    steps = np.isin(plain, (ord("["), ord("{"))).astype(np.int32)
+    steps -= np.isin(plain, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def read_parquet(
+    path: Path, *, columns: list[str] | None = None, text: Collection[str] = ()
+) -> pa.Table:
+    """A Parquet file (or a dataset folder) as Arrow, `text` columns as dictionaries.
+
+    Raises:
+        pa.ArrowException, OSError: Arrow cannot read it.
+    """
+    if path.is_dir():  # a dataset directory named *.parquet
+        return pq.read_table(path, columns=columns, read_dictionary=list(text))
+    # one file: ParquetFile spares importing pyarrow.dataset (and pandas)
+    return pq.ParquetFile(path, read_dictionary=list(text)).read(columns=columns)
+
+
+def text_rows(data: bytes, kind: FileFormat, n_rows: int | None = None) -> RowNumbers:
+    """Where each row of a CSV or JSON-lines file is: its line, as the file counts them.
+
+    Args:
+        data: The file's bytes.
+        kind: ``csv`` or ``jsonl``.
+        n_rows: The rows a reader found (checked against the lines; ``row N``
+            numbering if they disagree); None: every row the lines hold.
+    """
+    return _csv_rows(data, n_rows) if kind == "csv" else _jsonl_rows(data, n_rows)
+
+
+def _csv_rows(data: bytes, n_rows: int | None) -> RowNumbers:
+    """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if lines == (n_rows or 0) + 1:
+        return RowNumbers(unit="line", first=2)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    quotes = np.flatnonzero(buffer == ord('"'))
+    # a newline ends a record when an even number of quotes precede it
+    ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
+    starts = np.r_[0, ends + 1]
+    stops = np.r_[ends, len(data)]
+    width = stops - starts
+    has_cr = (width > 0) & (buffer[np.maximum(stops - 1, 0)] == ord("\r"))
+    is_blank = (width - has_cr) <= 0
+    first_lines = np.searchsorted(newlines, starts[~is_blank]) + 1
+    if (
+        n_rows is not None and first_lines.size != n_rows + 1
+    ):  # quoting this scan cannot follow
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line",
+        first=int(first_lines[1]) if first_lines.size > 1 else 2,
+        lines=first_lines[1:],
+    )
+
+
+def _jsonl_rows(data: bytes, n_rows: int | None) -> RowNumbers:
+    """Each row's line: consecutive from line 1, unless blank lines intervene."""
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if lines == n_rows:
+        return RowNumbers(unit="line", first=1)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    starts = np.r_[0, newlines + 1]
+    stops = np.r_[newlines, len(data)]
+    width = stops - starts
+    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
+    is_blank = (width == 0) | ((width == 1) & (first == ord("\r")))
+    filled = np.flatnonzero(~is_blank) + 1
+    if filled.size != n_rows:  # lines of spaces only: counted one by one
+        filled = np.array(
+            [
+                number
+                for number, (start, stop) in enumerate(
+                    zip(starts, stops, strict=True), 1
+                )
+                if data[start:stop].strip()
+            ],
+            dtype=np.int64,
+        )
+    if n_rows is not None and filled.size != n_rows:
+        return RowNumbers(unit="row", first=1)
+    return RowNumbers(
+        unit="line",
+        first=int(filled[0]) if filled.size else 1,
+        lines=filled.astype(np.int64),
+    )
