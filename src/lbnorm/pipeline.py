@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lbnorm.core.errors import ValidationError
+from lbnorm.core.errors import InputError, ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.core.schemas import Batch
@@ -138,7 +138,8 @@ def run(
     job = select_engine(options.engine)(read, suite, options)
 
     def annotate(result: Result) -> Result:
-        return _annotate(result, metadata, options)
+        result = _annotate(result, metadata, options)
+        return _paired(result, read.catalog) if options.paired else result
 
     try:
         if out is None:
@@ -179,6 +180,43 @@ def _annotate(
         is_flagged_excluded=options.exclude_flagged,
     )
     return replace(result, leaderboard_output=board, n_models=None)  # counted anew
+
+
+def _paired(result: Result, catalog: pa.Table) -> Result:
+    """The paired comparisons of adjacent variants, from the per-sample inputs read."""
+    from lbnorm.engines.paired_board import board_pairs  # with --paired only
+    from lbnorm.readers.items import ItemSource, read_items
+
+    formats = catalog["format"].to_pylist()
+    used = [
+        ItemSource(path=Path(path))
+        for path, kind, rows, superseded in zip(
+            catalog["path"].to_pylist(),
+            formats,
+            catalog["rows"].to_pylist(),
+            catalog["superseded_by"].to_pylist(),
+            strict=True,
+        )  # a step per input file
+        if kind in ("lm-eval-samples", "sample-table") and rows and superseded is None
+    ]
+    if not used:
+        msg = (
+            "--paired compares models on the items they answered, but no per-sample "
+            "input gave a score.\nHint: give the harness's samples_<task>_<timestamp>."
+            "jsonl files (--log_samples) or a sample table (docs/samples.md)."
+        )
+        raise InputError(msg)
+    items = read_items(used, result.suite)
+    pairs = board_pairs(
+        items,
+        result.leaderboard_table,
+        result.suite,
+        adjust=result.options.paired_adjust,
+        alpha=result.options.paired_alpha,
+    )
+    return replace(
+        result, paired_output=pairs.table, paired_without_items=pairs.without_items
+    )
 
 
 def select_engine(name: EngineName) -> Engine:

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Literal
 
 from lbnorm.cli.arguments import (
+    add_paired_test_options,
     add_verify,
     check_parent,
     check_written_files,
     verify_outputs,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import RunOptions
 
 __all__ = ["register"]
 
@@ -173,6 +175,13 @@ def _register_compare(
     compare.add_argument(
         "--digits", type=int, default=2, help="decimals (default: %(default)s)"
     )
+    compare.add_argument(
+        "--paired",
+        action="store_true",
+        help="two models on the items both answered (the run's per-sample inputs): the difference per subtask, benchmark and average, its paired standard error beside the unpaired one, p-values, McNemar's test (docs/paired.md)",
+    )
+    add_verify(compare)
+    add_paired_test_options(compare, defaults=RunOptions())
     compare.set_defaults(handler=_cmd_compare)
 
 
@@ -332,6 +341,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    if args.paired:
+        from lbnorm.cli.paired import compare_paired_command
+
+        return compare_paired_command(args)
     import pandas as pd
 
     from lbnorm.core.schemas import KEY_COLUMNS

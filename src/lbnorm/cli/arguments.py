@@ -17,12 +17,14 @@ from lbnorm.core.errors import ExitCode, OutputError
 from lbnorm.core.options import (
     ExtraColumns,
     MissingPolicy,
+    PairedAdjust,
     RunOptions,
     UnknownSubtasks,
 )
 
 __all__ = [
     "add_inputs",
+    "add_paired_test_options",
     "add_policy_options",
     "add_verify",
     "check_parent",
@@ -79,6 +81,25 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     if "rank_within" in given:
         given["rank_within"] = tuple(given["rank_within"])
     return RunOptions(**given)
+
+
+def add_paired_test_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaults: RunOptions
+) -> None:
+    """``--paired-adjust`` and ``--paired-alpha``: how paired tests are adjusted and read."""
+    parser.add_argument(
+        "--paired-adjust",
+        choices=list(get_args(PairedAdjust)),
+        default=defaults.paired_adjust,
+        help="adjust the p-values across the table: holm (Holm's step-down, the family-wise error) or bh (Benjamini-Hochberg, the false discovery rate) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--paired-alpha",
+        type=float,
+        metavar="LEVEL",
+        default=defaults.paired_alpha,
+        help="an adjusted p-value below this separates two models (default: %(default)s)",
+    )
 
 
 def check_parent(name: str) -> None:

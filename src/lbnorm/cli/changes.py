@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from lbnorm.cli.arguments import (
     add_inputs,
+    add_paired_test_options,
     add_policy_options,
     add_verify,
     check_written_files,
@@ -57,6 +58,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
     _add_diff_options(diff)
     add_verify(diff)
+    _add_paired_diff_options(diff)
     diff.set_defaults(handler=_cmd_diff, adds_tables=True)
 
     impact = commands.add_parser(
@@ -167,6 +169,23 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_paired_diff_options(diff: argparse.ArgumentParser) -> None:
+    paired = diff.add_argument_group(
+        "paired (the same models re-evaluated; docs/paired.md)"
+    )
+    paired.add_argument(
+        "--paired",
+        action="store_true",
+        help="compare each model with itself on the items both runs answered: which benchmark moved beyond its paired noise (--out writes diff_paired.parquet)",
+    )
+    paired.add_argument(
+        "--paired-subtasks",
+        action="store_true",
+        help="with --paired: a row per subtask too",
+    )
+    add_paired_test_options(paired, defaults=RunOptions())
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.diff import diff_snapshots, read_snapshot
     from lbnorm.analysis.render import format_diff
@@ -174,6 +193,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     check_written_files(args)  # before the work, not after
     verify_outputs(args, args.old, args.new)
+    if args.paired:
+        from lbnorm.cli.paired import diff_paired_command
+
+        return diff_paired_command(args)
     if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
         from lbnorm.cli.arena import diff_ratings_outputs
 

@@ -21,6 +21,7 @@ __all__ = [
     "EngineName",
     "ExtraColumns",
     "MissingPolicy",
+    "PairedAdjust",
     "ProgressCallback",
     "RunOptions",
     "UnknownSubtasks",
@@ -50,6 +51,11 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 #: ``off``; ``report`` names the variants that differ from the majority;
 #: ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
+
+#: How paired comparisons' p-values are adjusted across a table (``--paired-adjust``):
+#: ``holm`` (Holm's step-down rule: the family-wise error rate) or ``bh``
+#: (Benjamini and Hochberg's step-up rule: the false discovery rate).
+PairedAdjust = Literal["holm", "bh"]
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
 ProgressCallback = Callable[[str, int, int], None]
@@ -88,6 +94,10 @@ class RunOptions:
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
             (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+        paired: Compare every pair of variants adjacent in rank on the items
+            both answered (per-sample inputs); write ``paired.parquet``.
+        paired_adjust: How `paired`'s p-values are adjusted across the table.
+        paired_alpha: The level below which an adjusted p-value separates a pair.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -121,6 +131,9 @@ class RunOptions:
     report: str | None = None
     model_map: str | None = None
     comparability: ComparabilityCheck = "off"
+    paired: bool = False
+    paired_adjust: PairedAdjust = "holm"
+    paired_alpha: float = 0.05
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
@@ -128,6 +141,13 @@ class RunOptions:
         _check_choice("extra_columns", self.extra_columns, ExtraColumns)
         _check_choice("engine", self.engine, EngineName)
         _check_choice("comparability", self.comparability, ComparabilityCheck)
+        _check_choice("paired_adjust", self.paired_adjust, PairedAdjust)
+        if not 0.0 < self.paired_alpha < 1.0:
+            msg = (
+                f"paired_alpha (--paired-alpha) must be between 0 and 1, got {self.paired_alpha}.\n"
+                "Hint: leave --paired-alpha out for 0.05."
+            )
+            raise OptionsError(msg)
         if self.workers < 1:
             msg = (
                 f"workers (--workers) must be at least 1, got {self.workers}.\n"
@@ -194,6 +214,9 @@ class RunOptions:
         options["rank_within"] = list(self.rank_within)
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]
+        if not self.paired:  # likewise
+            for name in ("paired", "paired_adjust", "paired_alpha"):
+                del options[name]
         return options
 
 

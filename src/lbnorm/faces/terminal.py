@@ -234,6 +234,8 @@ def format_summary(
         written = "benchmarks, leaderboard"
         if result.subtask_parts is not None:  # None: --no-subtasks
             written = "subtasks, " + written
+        if result.paired_output is not None:  # --paired
+            written += ", paired"
         lines += [
             "",
             f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OUTPUT_FILES",
+    "PAIRED_FILE",
     "add_tables",
     "metadata_input",
     "pandas_metadata",
@@ -75,6 +76,8 @@ __all__ = [
 
 #: The tables of an output directory, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
+#: The table ``lbnorm run --paired`` adds beside them.
+PAIRED_FILE = "paired.parquet"
 _MANIFEST = MANIFEST
 
 
@@ -326,10 +329,11 @@ def _write_tables(
         "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
+        PAIRED_FILE: result.paired_output,
     }
     jobs = {
         name: (table, {**provenance, "lbnorm.table": name.removesuffix(".parquet")})
-        for name in OUTPUT_FILES
+        for name in (*OUTPUT_FILES, PAIRED_FILE)
         if (table := tables[name]) is not None  # None: not asked for, or written
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
@@ -352,7 +356,9 @@ def _write_tables(
         outputs = {name: future.result() for name, future in futures.items()}
     if subtasks is not None:
         outputs["subtasks.parquet"] = subtasks
-    listed = {name: outputs[name] for name in OUTPUT_FILES if name in outputs}
+    listed = {
+        name: outputs[name] for name in (*OUTPUT_FILES, PAIRED_FILE) if name in outputs
+    }
     listing: Any
     if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
@@ -410,7 +416,7 @@ def add_tables(
             read-only or holds files lbnorm did not write, or the disk refuses.
     """
     out = Path.cwd() / out
-    reserved = (*OUTPUT_FILES, _MANIFEST, INPUTS_TABLE)
+    reserved = (*OUTPUT_FILES, PAIRED_FILE, _MANIFEST, INPUTS_TABLE)
     if clash := sorted(
         set(tables) & {name.removesuffix(".parquet") for name in reserved}
     ):

@@ -59,6 +59,7 @@ __all__ = [
     "aggregate_samples_table",
     "is_samples_table",
     "read_samples",
+    "variant_of",
 ]
 
 
@@ -280,7 +281,7 @@ def aggregate_samples_files(
             raise InputError(msg)
         task, stamp = match["task"], match["timestamp"]
         used = task in pairs_of
-        variant = _variant_of(path, stamp, known) if used else ("", "", "", False)
+        variant = variant_of(path, stamp, known) if used else ("", "", "", False)
         day, _, clock = stamp.partition("T")
         clock, _, fraction = clock.replace(":", "-").partition(".")
         files.append((str(path), task, variant, used))
@@ -839,10 +840,16 @@ def _fits(type_: pa.DataType, name: str) -> bool:
     return bool(type_ == expected)
 
 
-def _variant_of(
+def variant_of(
     path: Path, stamp: str, seen: dict[Path, tuple[str, str, str, bool]]
 ) -> tuple[str, str, str, bool]:
-    """The variant keys: from the sibling results file, else the folders."""
+    """A sample file's variant keys: from the sibling results file, else the folders.
+
+    Args:
+        path: A ``samples_<task>_<stamp>.jsonl`` file.
+        stamp: Its timestamp (the sibling is ``results_<stamp>.json``).
+        seen: Results files already read, reused across calls.
+    """
     results = path.with_name(f"results_{stamp}.json")
     if results not in seen:
         if results.is_file():

@@ -1,0 +1,173 @@
+"""Terminal views of paired comparisons: the run's summary line, compare, diff.
+
+Reads what :mod:`lbnorm.analysis.paired` and ``lbnorm run --paired`` produce;
+tables are drawn by :func:`lbnorm.faces.terminal.format_table`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
+from lbnorm.analysis.paired import PairedComparison, PairedDiff
+from lbnorm.analysis.render import markdown_table
+from lbnorm.engines.result import Result
+from lbnorm.faces.terminal import format_table, printable
+
+__all__ = ["format_board_summary", "format_paired_comparison", "format_paired_diff"]
+
+
+def format_board_summary(result: Result, *, alpha: float) -> str:
+    """One line on ``paired.parquet``: pairs, separable pairs, tied groups, gaps.
+
+    Args:
+        result: A run's result with ``paired_output``.
+        alpha: The level of the run's tests.
+    """
+    table = result.paired_output
+    assert table is not None
+    separable = table["separable"]
+    n_separable = int(pc.sum(pc.fill_null(separable, False)).as_py() or 0)
+    unknown = separable.null_count
+    average = table.filter(pc.equal(table["level"].cast("string"), "average"))
+    groups = (
+        np.asarray(average["group_b"].to_numpy()) if average.num_rows else np.array([0])
+    )
+    n_groups = int(groups.max()) if groups.size else 0
+    adjust = "Holm" if result.options.paired_adjust == "holm" else "Benjamini-Hochberg"
+    line = (
+        f"paired     {table.num_rows:,} adjacent pairs: {n_separable:,} separable at "
+        f"{alpha:g} ({adjust}); the average ranks {average.num_rows + 1 if average.num_rows else 0:,} "
+        f"variants in {n_groups:,} statistically tied groups"
+    )
+    if unknown:
+        line += f"; {unknown:,} pairs not compared"
+    if result.paired_without_items:
+        line += f" (no per-sample data: {', '.join(result.paired_without_items)})"
+    return line
+
+
+def format_paired_comparison(comparison: PairedComparison, *, digits: int = 2) -> str:
+    """Render ``lbnorm compare OUT A B --paired``: a legend, the levels, notes, gaps.
+
+    Args:
+        comparison: From :func:`lbnorm.analysis.paired.compare_paired`.
+        digits: Decimals of scores and errors (p-values get four).
+    """
+    variants = comparison.variants
+    legend = [
+        f"{side} = {printable(_variant_name(variants.iloc[at]))}"
+        + (
+            f", rank {variants.iloc[at]['rank']}"
+            if pd.notna(variants.iloc[at]["rank"])
+            else ""
+        )
+        for at, side in enumerate(("a", "b"))
+    ]
+    levels = comparison.levels
+    shown = pd.DataFrame(
+        {
+            "level": levels["level"].map(_indented),
+            "a": levels["score_a"],
+            "b": levels["score_b"],
+            "Δ paired": levels["difference"],
+            "se paired": levels["stderr"],
+            "se unpaired": levels["stderr_unpaired"],
+            "p": levels["p_value"],
+            "p adjusted": levels["p_adjusted"],
+            "McNemar p": levels["p_mcnemar"],
+            "items": levels["n_items"],
+            "unmatched": levels["n_items_unmatched"],
+        }
+    )
+    p_digits = dict.fromkeys(("p", "p adjusted", "McNemar p"), 4)
+    lines = [
+        *legend,
+        "Δ = a - b on the items both answered (normalized points); se paired: its "
+        "standard error; se unpaired: sqrt(se_a² + se_b²), as if independent; "
+        "p two-sided, adjusted across the rows",
+        "",
+        format_table(shown, digits=digits, column_digits=p_digits),
+    ]
+    own = levels[["level", "stderr_a", "stderr_b"]].head(1)
+    lines.append(
+        f"\nown standard errors from the items (the average): a {own['stderr_a'].iloc[0]:.{digits}f}, "
+        f"b {own['stderr_b'].iloc[0]:.{digits}f}"
+    )
+    lines += [f"note       {printable(note)}" for note in comparison.notes]
+    unmatched = comparison.unmatched
+    if len(unmatched):
+        lines.append(
+            f"unmatched  {len(unmatched):,} item(s) only one model has (not compared), e.g.:"
+        )
+        lines.append(format_table(unmatched.head(_SHOWN_ITEMS)))
+    return "\n".join(lines)
+
+
+def format_paired_diff(diff: PairedDiff, *, digits: int = 2, largest: int = 10) -> str:
+    """Render ``lbnorm diff OLD NEW --paired`` as Markdown: what moved beyond its noise.
+
+    Args:
+        diff: From :func:`lbnorm.analysis.paired.diff_paired`.
+        digits: Decimals of scores and errors.
+        largest: Rows of the moves listed (the most significant first).
+    """
+    changes = diff.changes
+    compared = changes.loc[changes["p_value"].notna()]
+    moved = compared.loc[compared["moved"].fillna(False).astype(bool)]
+    per_level = (
+        compared.assign(moved=compared["moved"].fillna(False).astype(bool))
+        .groupby("level", sort=False)
+        .agg(variants=("model", "size"), moved=("moved", "sum"))
+        .reset_index()
+    )
+    lines = [
+        f"# Paired diff: {diff.labels[0]} -> {diff.labels[1]}",
+        "",
+        f"{compared['model'].nunique():,} model(s) compared with themselves on the items "
+        f"both runs have; {len(moved):,} (variant, level) moved beyond their paired "
+        "noise (adjusted p-value below the level).",
+        "",
+        markdown_table(per_level),
+    ]
+    if len(moved):
+        top = moved.assign(z=(moved["difference"] / moved["stderr"]).abs())
+        top = top.sort_values("z", ascending=False, kind="stable").head(largest)
+        lines += [
+            "",
+            "## Moved",
+            "",
+            markdown_table(
+                top[
+                    [
+                        "model",
+                        "precision",
+                        "level",
+                        "old_score",
+                        "new_score",
+                        "difference",
+                        "stderr",
+                        "stderr_unpaired",
+                        "p_adjusted",
+                    ]
+                ],
+                digits=digits,
+            ),
+        ]
+    lines += [f"\nNote: {note}." for note in diff.notes]
+    return "\n".join(lines)
+
+
+_SHOWN_ITEMS = 10
+
+
+def _indented(level: str) -> str:
+    """A subtask level under its benchmark: indented by its name after the slash."""
+    _, slash, subtask = level.partition("/")
+    return f"  {subtask}" if slash else level
+
+
+def _variant_name(row: pd.Series) -> str:
+    precision = str(row["precision"])
+    return str(row["model"]) + (f" [{precision}]" if precision else "")

@@ -1,0 +1,1155 @@
+"""Per-item values of per-sample inputs, lined up by document: the item matrix.
+
+A paired comparison (:mod:`lbnorm.engines.paired`) needs each model's value on
+each document, not only the means :mod:`lbnorm.readers.samples` keeps. This
+reader reads the same inputs (harness sample files and sample tables, the
+contract of ``docs/samples.md``) and lays the values out per suite subtask as a
+matrix: a row per variant, a column per item (a document, or a position of a
+list-valued metric's per-document list, IFEval's instructions), so that two rows
+line up item by item.
+
+- **Documents** are matched by ``doc_hash`` where every sample file of the task
+  records one (lm-evaluation-harness writes it: a hash of the document's text,
+  the same whatever order the documents were numbered in), else by ``doc_id``;
+  sample tables match by ``doc_id``. Two lines of one file with one hash hold
+  the same document twice: they are matched copy by copy (in line order) and
+  counted (:attr:`SubtaskItems.n_duplicated`). A repeated ``doc_id`` is an
+  error, as for the aggregation; so is a ``doc_id`` that is not an integer
+  (``"1"`` beside ``1`` would match nothing).
+- **Clusters**: the subtasks of one task score the same documents; each
+  document is its own cluster (the instructions of an IFEval prompt are one
+  cluster), unless the suite names a ``cluster`` field (``doc.passage_id``),
+  whose value groups documents. A line or row without it is an error.
+- **Values** are held as codes in one uint8 matrix per subtask (0 absent, 1 the
+  value 0, 2 the value 1, 3 another value), with float64 values beside only for
+  a subtask whose values are not all 0 or 1: about a byte per (variant, item).
+
+It is numpy and Arrow only. Rows are mapped to columns by lookup tables (a
+``doc_id`` is usually a small integer), falling back to Arrow's hash lookup for
+text keys and large numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from lbnorm._runtime import check_cancelled, read_ahead
+from lbnorm.core.arrow import numbers, scalar, strings, to_numpy
+from lbnorm.core.errors import InputError
+from lbnorm.core.files import json_lines
+from lbnorm.readers.samples import (  # the sample reader's own rules, not a copy
+    _MISSING,
+    SAMPLES_FILE,
+    _arrow_type,
+    _checked,
+    _loads,
+    _Sums,
+    variant_of,
+)
+from lbnorm.suites import Suite
+
+__all__ = [
+    "DocumentKey",
+    "ItemSource",
+    "Items",
+    "SubtaskItems",
+    "document_key_of",
+    "read_items",
+]
+
+#: How a task's documents are matched across models.
+DocumentKey = Literal["doc_id", "doc_hash"]
+
+_F64 = npt.NDArray[np.float64]
+_I64 = npt.NDArray[np.int64]
+_U8 = npt.NDArray[np.uint8]
+#: Codes of the item matrix.
+ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
+_BATCH_ROWS = 1 << 20
+#: A task's doc_ids below this are looked up in a table; others are hashed.
+_LUT_LIMIT = 1 << 22
+_KEYS = ("model", "precision", "revision", "chat_template")
+_HINT_LINE = "Hint: a harness samples file has one JSON object per line, with an integer doc_id, filter and each metric as a number, boolean or list of them."
+_HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemSource:
+    """A per-sample input, and the side it is read for.
+
+    Attributes:
+        path: A ``samples_<task>_<timestamp>.jsonl`` file or a Parquet sample table.
+        tag: The side (``lbnorm diff --paired``: ``old``, ``new``); variants of
+            different tags are different rows.
+    """
+
+    path: Path
+    tag: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubtaskItems:
+    """One suite subtask's items: the columns of the item matrix.
+
+    Attributes:
+        codes: ``(n_variants, n_columns)``: 0 absent, 1 the value 0, 2 the
+            value 1, 3 another value (in `values`).
+        values: ``(n_variants, n_columns)`` values, NaN where absent; None
+            when every value is 0 or 1.
+        documents: Per column, its document's key (``doc_id`` or ``doc_hash``).
+        document_index: Per column, its document, numbered within the task.
+        positions: Per column, its position in a list-valued metric's list
+            (-1 for a metric with one value per document).
+        clusters: Per column, its cluster, numbered within the task.
+        key: How the task's documents were matched.
+        is_list: A list-valued metric (a column per position).
+        n_duplicated: Lines repeating a document (one ``doc_hash``) of their
+            file, matched copy by copy.
+    """
+
+    codes: _U8
+    values: _F64 | None
+    documents: pa.Array
+    document_index: _I64
+    positions: _I64
+    clusters: _I64
+    key: DocumentKey
+    is_list: bool
+    n_duplicated: int = 0
+
+    @property
+    def is_binary(self) -> bool:
+        """Whether every value is 0 or 1."""
+        return self.values is None
+
+    def floats(self, rows: npt.ArrayLike | None = None) -> _F64:
+        """The values of `rows` (all rows: None) as floats, NaN where absent."""
+        codes = self.codes if rows is None else self.codes[np.asarray(rows)]
+        if self.values is not None:
+            return self.values if rows is None else self.values[np.asarray(rows)]
+        table = np.array([np.nan, 0.0, 1.0, np.nan])
+        return np.asarray(table[codes], dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Items:
+    """The item matrix of a suite: its variants and each subtask's items.
+
+    Attributes:
+        variants: One row per variant: ``tag``, ``model``, ``precision``,
+            ``revision``, ``chat_template``; row ``i`` is row ``i`` of every
+            subtask's matrices.
+        subtasks: Per suite subtask (suite order), its items; None where no
+            input gave any.
+        tasks: Per suite subtask, its task (subtasks of one task share their
+            documents and clusters).
+        sources: Per variant, the inputs its items came from.
+    """
+
+    variants: pa.Table
+    subtasks: tuple[SubtaskItems | None, ...]
+    tasks: tuple[str, ...]
+    sources: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def n_variants(self) -> int:
+        """Rows of the matrix."""
+        return int(self.variants.num_rows)
+
+
+def document_key_of(path: Path) -> DocumentKey:
+    r"""How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
+
+    Examples:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "samples_t_2024-01-01T00-00-00.jsonl"
+        >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}\\n')
+        >>> document_key_of(path)
+        'doc_hash'
+    """
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline()
+        head = _loads()(first)
+    except (OSError, ValueError):
+        return "doc_id"  # the reading proper names the problem
+    return (
+        "doc_hash"
+        if isinstance(head, dict) and isinstance(head.get("doc_hash"), str)
+        else "doc_id"
+    )
+
+
+def read_items(
+    sources: Sequence[ItemSource],
+    suite: Suite,
+    *,
+    models: Collection[str] | None = None,
+) -> Items:
+    """Read the per-item values of per-sample inputs into an item matrix.
+
+    Args:
+        sources: The sample files (each the newest of its variant and task, as
+            the aggregation took them) and sample tables.
+        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
+        models: Read only these models' rows (None: all).
+
+    Returns:
+        The item matrix.
+
+    Raises:
+        InputError: A file cannot be read; a line or row is bad (named); a
+            document repeats; a cluster value is missing or differs between
+            inputs for one document.
+    """
+    build = _Build(suite)
+    jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
+    keys = _task_keys(jsonl)
+    seen: dict[Path, tuple[str, str, str, bool]] = {}
+    wanted = None if models is None else set(models)
+    for source in jsonl:  # a file, not a line, a step
+        check_cancelled()
+        match = SAMPLES_FILE.match(source.path.name)
+        if match is None:
+            msg = f"{source.path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
+            raise InputError(msg)
+        task = match["task"]
+        if task not in build.task_number:
+            continue
+        variant = variant_of(source.path, match["timestamp"], seen)
+        if wanted is not None and variant[0] not in wanted:
+            continue
+        build.add_file(source, task, variant, keys.get(task, "doc_id"))
+    for source in sources:
+        if source.path.suffix.lower() != ".jsonl":
+            build.add_table(source, wanted)
+    return build.finish()
+
+
+def _task_keys(sources: Sequence[ItemSource]) -> dict[str, DocumentKey]:
+    """Per task, ``doc_hash`` if every file of it records one on its first line."""
+    keys: dict[str, DocumentKey] = {}
+    for source in sources:
+        match = SAMPLES_FILE.match(source.path.name)
+        if match is None:
+            continue
+        task = match["task"]
+        if keys.get(task) != "doc_id":
+            keys[task] = document_key_of(source.path)
+    return keys
+
+
+class _Documents:
+    """Every task's documents, numbered 0, 1, ... within the task, and their clusters.
+
+    Integer keys in ``[0, _LUT_LIMIT)`` are found in one lookup table for all
+    tasks (a task's slice sized to its largest key); text keys and other
+    integers by Arrow's hash lookup in the task's registry.
+    """
+
+    def __init__(self, n_tasks: int) -> None:
+        self.count = np.zeros(n_tasks, dtype=np.int64)
+        self._lut = np.empty(0, dtype=np.int32)
+        self._start = np.zeros(n_tasks, dtype=np.int64)
+        self._size = np.zeros(n_tasks, dtype=np.int64)
+        self._hashed: list[tuple[pa.Array, _I64] | None] = [None] * n_tasks
+        self._named: list[list[tuple[_I64, pa.Array]]] = [[] for _ in range(n_tasks)]
+        self._cluster: list[_I64] = [np.empty(0, np.int64) for _ in range(n_tasks)]
+        self._cluster_codes: list[dict[Any, int]] = [{} for _ in range(n_tasks)]
+
+    def numbers(self, task: _I64, keys: npt.NDArray[np.integer[Any]]) -> _I64:
+        """Each row's document number, for rows of several tasks with integer keys."""
+        if not keys.size:
+            return np.empty(0, dtype=np.int64)
+        if int(keys.min()) >= 0 and int(keys.max()) < _LUT_LIMIT:  # the usual case
+            return self._looked_up(task, keys)
+        out = np.empty(keys.size, dtype=np.int64)
+        small = (keys >= 0) & (keys < _LUT_LIMIT)
+        for t in np.unique(task[~small]).tolist():  # rare: a task at a time
+            rows = np.flatnonzero(~small & (task == t))
+            out[rows] = self.numbers_of(t, numbers(keys[rows], pa.int64()))
+        if small.any():
+            out[small] = self._looked_up(task[small], keys[small])
+        return out
+
+    def _looked_up(self, task: _I64, keys: npt.NDArray[np.integer[Any]]) -> _I64:
+        """Document numbers of keys in ``[0, _LUT_LIMIT)`` from the lookup table."""
+        beyond = keys >= self._size[task]
+        if beyond.any():  # a task's largest key grew: its slice of the table too
+            need = self._size.copy()
+            np.maximum.at(need, task[beyond], keys[beyond] + 1)
+            self._grow(need)
+        flat = self._start[task] + keys
+        found = self._lut[flat]
+        if int(found.min()) < 0:  # documents seen first here: by task, then key
+            new = found < 0
+            fresh, first = np.unique(flat[new], return_index=True)
+            owner = task[new][first]
+            number = (
+                self.count[owner]
+                + np.arange(fresh.size)
+                - np.searchsorted(owner, owner)
+            )
+            self._lut[fresh] = number
+            self.count += np.bincount(owner, minlength=self.count.size)
+            for t in np.unique(owner).tolist():  # the keys, to name documents by
+                mine = owner == t
+                keys_of = numbers(fresh[mine] - self._start[t], pa.int64())
+                self._named[t].append((number[mine], keys_of))
+            found = self._lut[flat]
+        return found.astype(np.int64)
+
+    def numbers_of(self, task: int, keys: pa.Array) -> _I64:
+        """One task's document numbers by hash lookup (text keys, or large integers)."""
+        known = self._hashed[task]
+        if known is None:
+            found = np.full(len(keys), -1, dtype=np.int64)
+        else:
+            index = pc.index_in(keys, value_set=known[0])
+            at = to_numpy(index.cast(pa.int64()), null=-1)
+            found = np.where(at >= 0, known[1][np.maximum(at, 0)], -1)
+        new = found < 0
+        if new.any():
+            unseen = keys.filter(pa.array(new))
+            fresh = pc.unique(unseen)
+            number = self.count[task] + np.arange(len(fresh), dtype=np.int64)
+            self.count[task] += len(fresh)
+            self._named[task].append((number, fresh))
+            self._hashed[task] = (
+                (fresh, number)
+                if known is None
+                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], number])
+            )
+            again = to_numpy(pc.index_in(unseen, value_set=fresh).cast(pa.int64()))
+            found[new] = number[again]
+        return found
+
+    def names(self, task: int, documents: _I64) -> pa.Array:
+        """The keys (a doc_id or a doc_hash) of a task's documents `documents`."""
+        chunks = self._named[task]
+        if not chunks:
+            return pa.array([], pa.int64())
+        order = np.concatenate([number for number, _ in chunks])
+        kind = (
+            pa.string()
+            if any(pa.types.is_string(k.type) for _, k in chunks)
+            else pa.int64()
+        )
+        values = pa.concat_arrays([keys.cast(kind) for _, keys in chunks])
+        where = np.empty(int(self.count[task]), dtype=np.int64)
+        where[order] = np.arange(order.size)
+        return values.take(numbers(where[documents], pa.int64()))
+
+    def set_clusters(
+        self, task: int, documents: _I64, values: pa.Array, where: Callable[[int], str]
+    ) -> None:
+        """Record each document's cluster; a document given two is an error."""
+        encoded = pc.dictionary_encode(values)
+        registry = self._cluster_codes[task]
+        entries = encoded.dictionary.to_pylist()  # the distinct values: per value
+        codes = np.array(
+            [registry.setdefault(entry, len(registry)) for entry in entries],
+            dtype=np.int64,
+        )
+        index = to_numpy(encoded.indices.cast(pa.int64()))
+        row_code = codes[index]
+        known = self._cluster[task]
+        if known.size < self.count[task]:
+            padding = np.full(int(self.count[task]) - known.size, -1, dtype=np.int64)
+            known = np.concatenate([known, padding])
+        before = known[documents]
+        known[documents] = row_code
+        clash = ((before >= 0) & (before != row_code)) | (known[documents] != row_code)
+        self._cluster[task] = known
+        if clash.any():
+            at = int(np.flatnonzero(clash)[0])
+            msg = f"{where(at)}: cluster value {entries[index[at]]!r}, but the same document has another one elsewhere.\nHint: a document belongs to one cluster; check the suite's cluster key and the inputs."
+            raise InputError(msg)
+
+    def clusters(self, task: int, documents: _I64) -> _I64:
+        """Each document's cluster (the document itself when the task has no key)."""
+        known = self._cluster[task]
+        if not self._cluster_codes[task]:
+            return documents.copy()
+        return np.asarray(known[documents], dtype=np.int64)
+
+    def _grow(self, need: _I64) -> None:
+        bits = np.ceil(np.log2(np.maximum(need, 64))).astype(np.int64)
+        size = np.where(need > self._size, np.left_shift(1, bits), self._size)
+        start = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64)
+        lut = np.full(int(size.sum()), -1, dtype=np.int32)
+        for t in np.flatnonzero(self._size).tolist():  # a task at a time
+            lut[start[t] : start[t] + self._size[t]] = self._lut[
+                self._start[t] : self._start[t] + self._size[t]
+            ]
+        self._lut, self._start, self._size = lut, start, size.astype(np.int64)
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """One metric of one sample file: per line its document, per item its value."""
+
+    documents: pa.Array  # per line: doc_id (int64) or the doc_hash key (string)
+    lengths: _I64 | None  # per line, its list's length (a list-valued metric)
+    values: _F64  # per item
+    clusters: pa.Array | None  # per line, its cluster value
+    n_duplicated: int = 0
+
+
+class _Build:
+    """The item matrix as inputs come: variants, documents, columns and codes."""
+
+    def __init__(self, suite: Suite) -> None:
+        rows = [s for b in suite.benchmarks for s in b.subtasks]
+        self.n_pairs = len(rows)
+        self.tasks = [s.task for s in rows]
+        self.metrics = [s.metric for s in rows]
+        self.task_number = {
+            t: i for i, t in enumerate(dict.fromkeys(t for t in self.tasks if t))
+        }
+        self.task_of = np.array(
+            [self.task_number.get(t, -1) for t in self.tasks], dtype=np.int64
+        )
+        self.cluster_key: list[str | None] = [None] * len(self.task_number)
+        for subtask, task in zip(rows, self.task_of.tolist(), strict=True):
+            if task >= 0:
+                self.cluster_key[task] = subtask.cluster
+        self.pair_of = {(s.task, s.metric): i for i, s in enumerate(rows) if s.task}
+        self.docs = _Documents(len(self.task_number))
+        self.task_key: list[DocumentKey | None] = [None] * len(self.task_number)
+        self.variants: dict[tuple[str, str, str, str, bool], int] = {}
+        self.sources: list[dict[str, None]] = []
+        self.is_list = np.zeros(self.n_pairs, dtype=np.int8)  # 0 unknown, 1 no, 2 yes
+        self.listed: list[tuple[pa.Array, _I64] | None] = [None] * self.n_pairs
+        self.n_columns = np.zeros(self.n_pairs, dtype=np.int64)  # list-valued pairs
+        self.capacity = np.zeros(self.n_pairs, dtype=np.int64)
+        self.offset = np.zeros(self.n_pairs, dtype=np.int64)
+        self.grid = np.zeros((0, 0), dtype=np.uint8)
+        self.floats: dict[int, _F64] = {}
+        self.is_float = np.zeros(self.n_pairs, dtype=bool)
+        self.n_put = 0
+        self.n_duplicated = np.zeros(self.n_pairs, dtype=np.int64)
+
+    # --- inputs ---------------------------------------------------------------------
+
+    def add_file(
+        self,
+        source: ItemSource,
+        task: str,
+        variant: tuple[str, str, str, bool],
+        key: DocumentKey,
+    ) -> None:
+        """Add one harness sample file's items (one variant, one task)."""
+        t = self.task_number[task]
+        self._check_key(t, key, source.path)
+        pairs = [p for p in range(self.n_pairs) if self.tasks[p] == task]
+        wanted = [self.metrics[p].partition(",")[::2] for p in pairs]
+        parsed = _read_file(source.path, wanted, key, self.cluster_key[t])
+        v = self._variant((source.tag, *variant), str(source.path))
+        for pair, got in zip(pairs, parsed, strict=True):
+            if got.documents.type == pa.int64():
+                docs = to_numpy(got.documents)
+                number = self.docs.numbers(np.full(docs.size, t, np.int64), docs)
+            else:
+                number = self.docs.numbers_of(t, got.documents)
+            if got.clusters is not None:
+                self.docs.set_clusters(
+                    t,
+                    number,
+                    got.clusters,
+                    functools.partial(_document_where, source.path, got.documents),
+                )
+            self.n_duplicated[pair] += got.n_duplicated
+            position = np.full(number.size, -1, dtype=np.int64)
+            if got.lengths is not None:
+                number, position = _expand(number, got.lengths)
+            rows = np.full(number.size, pair, dtype=np.int64)
+            column = self._columns(rows, number, position, lambda _: str(source.path))
+            self._put(np.full(number.size, v, np.int64), rows, column, got.values)
+
+    def add_table(self, source: ItemSource, wanted: set[str] | None) -> None:
+        """Add a Parquet sample table's items, a batch at a time."""
+        path = source.path
+        try:
+            schema = pq.read_schema(path)
+            text = [
+                n
+                for n in ("model", "precision", "revision", "task", "metric")
+                if n in schema.names
+            ]
+            file = pq.ParquetFile(path, read_dictionary=text)
+        except (pa.ArrowException, OSError) as exc:
+            msg = f"{path}: cannot read as Parquet: {exc}.\nHint: check that the file is complete."
+            raise InputError(msg) from exc
+        if missing := [
+            n
+            for n in ("model", "task", "metric", "doc_id", "value")
+            if n not in schema.names
+        ]:
+            msg = f"{path}: sample table without column(s) {', '.join(missing)}; found {schema.names}.\n{_HINT_TABLE}"
+            raise InputError(msg)
+        doc_type = schema.field("doc_id").type
+        if not pa.types.is_integer(doc_type):
+            msg = f"{path}: column 'doc_id' has type {doc_type}, not an integer type: documents cannot be matched.\n{_HINT_TABLE}"
+            raise InputError(msg)
+        clusters = sorted({k for k in self.cluster_key if k and k in schema.names})
+        columns = [
+            n
+            for n in (*_KEYS, "task", "metric", "doc_id", "item", "value")
+            if n in schema.names
+        ]
+        first = 1
+        batches = read_ahead(
+            file.iter_batches(batch_size=_BATCH_ROWS, columns=[*columns, *clusters])
+        )
+        try:
+            for batch in batches:
+                check_cancelled()
+                self._add_batch(batch, source, first, wanted)
+                first += batch.num_rows
+        except (pa.ArrowException, OSError) as exc:
+            msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
+            raise InputError(msg) from exc
+        finally:
+            batches.close()
+
+    def _add_batch(
+        self,
+        batch: pa.RecordBatch,
+        source: ItemSource,
+        first: int,
+        wanted: set[str] | None,
+    ) -> None:
+        path = source.path
+        if wanted is not None:
+            batch = batch.filter(
+                pc.is_in(
+                    batch.column("model"),
+                    value_set=pa.array(sorted(wanted), pa.string()),
+                )
+            )
+        if not batch.num_rows:
+            return
+        for name in ("model", "task", "metric", "doc_id", "value"):
+            if batch.column(name).null_count:
+                _Sums._bad_rows(
+                    str(path),
+                    first,
+                    name,
+                    "null",
+                    to_numpy(batch.column(name).is_null()),
+                )
+        pair = self._pairs(batch)
+        kept = pair >= 0
+        if not kept.all():
+            batch, pair = batch.filter(pa.array(kept)), pair[kept]
+            first_rows = np.flatnonzero(kept) + first
+        else:
+            first_rows = None
+        if not batch.num_rows:
+            return
+
+        def row_of(at: int) -> int:
+            return int(first_rows[at]) if first_rows is not None else first + at
+
+        value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
+        if not np.isfinite(value).all():
+            bad = np.flatnonzero(~np.isfinite(value))
+            msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
+            raise InputError(msg)
+        variant = self._table_variants(batch, source)
+        task = self.task_of[pair]
+        for t in np.flatnonzero(
+            np.bincount(task, minlength=len(self.task_key))
+        ).tolist():
+            self._check_key(t, "doc_id", path)
+        number = self.docs.numbers(task, _integers(batch.column("doc_id")))
+        self._table_clusters(batch, task, number, path, row_of)
+        item = (
+            to_numpy(batch.column("item").cast(pa.int64()), null=-1)
+            if "item" in batch.schema.names
+            else np.full(pair.size, -1, dtype=np.int64)
+        )
+        column = self._columns(
+            pair, number, item, lambda at: f"{path}: row {row_of(at)}"
+        )
+        self._put(variant, pair, column, value)
+
+    def _columns(
+        self, pair: _I64, number: _I64, item: _I64, where: Callable[[int], str]
+    ) -> _I64:
+        """Each row's column: its document, or its (document, item) of a list-valued metric."""
+        is_listed = item >= 0
+        total = np.bincount(pair, minlength=self.n_pairs)
+        listed = np.bincount(pair[is_listed], minlength=self.n_pairs)
+        if ((listed > 0) & (listed < total)).any():
+            p = int(np.flatnonzero((listed > 0) & (listed < total))[0])
+            at = int(np.flatnonzero((pair == p) & ~is_listed)[0])
+            msg = f"{where(at)}: task {self.tasks[p]!r} metric {self.metrics[p]!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
+            raise InputError(msg)
+        present = np.flatnonzero(total)
+        state = np.where(listed[present] > 0, 2, 1).astype(np.int8)
+        known = self.is_list[present]
+        if ((known != 0) & (known != state)).any():
+            p = int(present[np.flatnonzero((known != 0) & (known != state))[0]])
+            self._check_list(p, bool(listed[p]), where(int(np.argmax(pair == p))))
+        self.is_list[present] = state
+        if not listed.any():
+            return number
+        column = number.copy()
+        for p in np.flatnonzero(listed).tolist():
+            rows = np.flatnonzero(pair == p)
+            column[rows] = self._list_columns(p, number[rows], item[rows])
+        return column
+
+    def _pairs(self, batch: pa.RecordBatch) -> _I64:
+        """Each row's suite subtask (-1: not the suite's)."""
+        index = {}
+        entries = {}
+        for name in ("task", "metric"):
+            column = batch.column(name)
+            if not pa.types.is_dictionary(column.type):
+                column = pc.dictionary_encode(column)
+            entries[name] = column.dictionary.cast(pa.string()).to_pylist()
+            index[name] = _integers(column.indices)
+        table = np.array(
+            [
+                [self.pair_of.get((t, m), -1) for m in entries["metric"]]
+                for t in entries["task"]
+            ],
+            dtype=np.int64,
+        ).reshape(len(entries["task"]), len(entries["metric"]))
+        flat = index["task"] * len(entries["metric"]) + index["metric"]
+        return np.asarray(table.reshape(-1)[flat], dtype=np.int64)
+
+    def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
+        """Each row's variant number (new variants registered as they come)."""
+        code = np.zeros(batch.num_rows, dtype=np.int64)
+        entries: list[list[Any]] = []
+        for name in _KEYS:
+            if name not in batch.schema.names:
+                entries.append([False] if name == "chat_template" else [""])
+                continue
+            column = batch.column(name)
+            if name == "chat_template":
+                if column.null_count:
+                    _Sums._bad_rows(
+                        str(source.path), 1, name, "null", to_numpy(column.is_null())
+                    )
+                index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
+                values: list[Any] = [False, True]
+            else:  # a null precision or revision is ''
+                if not pa.types.is_dictionary(column.type):
+                    column = pc.dictionary_encode(column)
+                values = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
+                indices = column.indices
+                index = (
+                    to_numpy(indices.cast(pa.int64()), null=len(values) - 1)
+                    if indices.null_count
+                    else _integers(indices)
+                )
+            code = code * len(values) + index
+            entries.append(values)
+        radix = [len(values) for values in entries]
+        size = math.prod(radix)
+        if size <= 4 * batch.num_rows + 1024:  # a table of every combination
+            present = np.flatnonzero(np.bincount(code, minlength=size))
+            row_unique, uniques = code, present
+            lookup = np.full(size, -1, dtype=np.int64)
+        else:  # many: the combinations present, by hash
+            encoded = pc.dictionary_encode(numbers(code, pa.int64()))
+            row_unique = to_numpy(encoded.indices.cast(pa.int64()))
+            uniques = to_numpy(encoded.dictionary)
+            present = np.arange(uniques.size)
+            lookup = np.full(uniques.size, -1, dtype=np.int64)
+        digits = []
+        rest = np.asarray(uniques, dtype=np.int64)
+        for width in radix[::-1]:
+            rest, digit = np.divmod(rest, width)
+            digits.append(digit)
+        digits.reverse()
+        keys = zip(
+            *[[entries[k][d] for d in digits[k].tolist()] for k in range(len(_KEYS))],
+            strict=True,
+        )
+        lookup[present] = [
+            self._variant((source.tag, *key), str(source.path)) for key in keys
+        ]  # a step per variant of the batch, not per row
+        return np.asarray(lookup[row_unique], dtype=np.int64)
+
+    def _table_clusters(
+        self,
+        batch: pa.RecordBatch,
+        task: _I64,
+        number: _I64,
+        path: Path,
+        row_of: Callable[[int], int],
+    ) -> None:
+        """Record the clusters of the rows of tasks with a cluster key."""
+        keyed = [t for t, key in enumerate(self.cluster_key) if key]
+        if not keyed:
+            return
+        present = np.flatnonzero(np.bincount(task, minlength=len(self.cluster_key)))
+        for t in sorted(set(keyed) & set(present.tolist())):  # a task at a time
+            key = self.cluster_key[t]
+            assert key is not None
+            rows = np.flatnonzero(task == t)
+            if key not in batch.schema.names:
+                msg = f"{path}: no column {key!r}, the suite's cluster key for task {self._task_name(t)!r} (row {row_of(int(rows[0]))}).\nHint: add the cluster's column (named as the suite's cluster key) to the sample table, or remove cluster from the suite."
+                raise InputError(msg)
+            values = batch.column(key).take(numbers(rows, pa.int64()))
+            if values.null_count:
+                bad = rows[to_numpy(values.is_null())]
+                shown = ", ".join(str(row_of(int(at))) for at in bad[:5])
+                msg = f"{path}: {key!r} (the suite's cluster key for task {self._task_name(t)!r}) is null in {bad.size} row(s): {shown}.\nHint: every row of a clustered task needs its cluster; fill it in, or remove cluster from the suite."
+                raise InputError(msg)
+            self.docs.set_clusters(
+                t,
+                number[rows],
+                values,
+                functools.partial(_row_where, path, row_of, rows),
+            )
+
+    def _task_name(self, task: int) -> str:
+        return list(self.task_number)[task]
+
+    def _variant(self, key: tuple[str, str, str, str, bool], source: str) -> int:
+        number = self.variants.setdefault(key, len(self.variants))
+        if number == len(self.sources):
+            self.sources.append({})
+        self.sources[number].setdefault(source)
+        return number
+
+    def _check_key(self, task: int, key: DocumentKey, path: Path) -> None:
+        """A task's documents are matched one way across all inputs."""
+        known = self.task_key[task]
+        if known is None:
+            self.task_key[task] = key
+        elif known != key:
+            msg = f"{path}: matches task {self._task_name(task)!r}'s documents by {key}, but other inputs of the task by {known}.\nHint: give every input of a task the same document keys (harness sample files record doc_hash; sample tables give doc_id)."
+            raise InputError(msg)
+
+    def _check_list(self, pair: int, is_list: bool, where: str) -> None:
+        state = 2 if is_list else 1
+        if self.is_list[pair] == 0:
+            self.is_list[pair] = state
+        elif self.is_list[pair] != state:
+            msg = f"{where}: task {self.tasks[pair]!r} metric {self.metrics[pair]!r} is a list per document here but not in other inputs (or the reverse).\nHint: a metric is either one value per document or a list per document, in every input."
+            raise InputError(msg)
+
+    def _list_columns(self, pair: int, number: _I64, position: _I64) -> _I64:
+        """The columns of (document, position) items of a list-valued metric."""
+        key = numbers(number * (1 << 20) + position, pa.int64())
+        known = self.listed[pair]
+        if known is None:
+            found = np.full(len(key), -1, dtype=np.int64)
+        else:
+            found = to_numpy(
+                pc.index_in(key, value_set=known[0]).cast(pa.int64()), null=-1
+            ).copy()
+        new = found < 0
+        if new.any():
+            fresh = pc.unique(key.filter(pa.array(new)))
+            base = int(self.n_columns[pair])
+            self.n_columns[pair] += len(fresh)
+            column = base + np.arange(len(fresh), dtype=np.int64)
+            self.listed[pair] = (
+                (fresh, column)
+                if known is None
+                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], column])
+            )
+            known = self.listed[pair]
+            assert known is not None
+            at = to_numpy(pc.index_in(key, value_set=known[0]).cast(pa.int64()))
+            found = known[1][at]
+        return found
+
+    def _width(self, pair: int) -> int:
+        """Columns the pair needs: its task's documents, or its (document, item) items."""
+        if self.is_list[pair] == 2:
+            return int(self.n_columns[pair])
+        return int(self.docs.count[self.task_of[pair]])
+
+    def _put(self, variant: _I64, pair: _I64, column: _I64, values: _F64) -> None:
+        """Write values into the matrix, growing it as needed."""
+        documents = self.docs.count[np.maximum(self.task_of, 0)]
+        need = np.where(self.is_list == 2, self.n_columns, documents)
+        rows = int(variant.max()) + 1 if variant.size else 0
+        if (need > self.capacity).any() or rows > self.grid.shape[0]:
+            self._grow(rows, need)
+        width = self.grid.shape[1]
+        target = variant * width + self.offset[pair] + column
+        is_one = values == 1.0
+        code = (ZERO + is_one).astype(np.uint8)
+        is_other = ~is_one & (values != 0.0)
+        if is_other.any():
+            code[is_other] = OTHER
+        self.grid.reshape(-1)[target] = code
+        self.n_put += int(target.size)
+        floats = self.is_float[pair] | is_other
+        if floats.any():
+            for p in np.unique(
+                pair[floats]
+            ).tolist():  # the suite pairs with other values
+                if p not in self.floats:
+                    self._start_floats(p)
+                rows_of = np.flatnonzero(pair == p)
+                self.floats[p][variant[rows_of], column[rows_of]] = values[rows_of]
+
+    def _start_floats(self, pair: int) -> None:
+        """A pair's first value other than 0 or 1: its values as floats from now on."""
+        block = self.grid[
+            :, self.offset[pair] : self.offset[pair] + self.capacity[pair]
+        ]
+        table = np.array([np.nan, 0.0, 1.0, np.nan])
+        self.floats[pair] = table[block]
+        self.is_float[pair] = True
+
+    def _grow(self, rows: int, need: _I64) -> None:
+        """Room for `rows` variants and `need` columns per pair (doubling)."""
+        old_rows = self.grid.shape[0]
+        new_rows = max(rows, 2 * old_rows, 64) if rows > old_rows else old_rows
+        capacity = np.where(
+            need > self.capacity, np.maximum(need, 2 * self.capacity), self.capacity
+        )
+        offset = np.concatenate([[0], np.cumsum(capacity)[:-1]]).astype(np.int64)
+        grid = np.zeros((new_rows, int(capacity.sum())), dtype=np.uint8)
+        for p in np.flatnonzero(self.capacity).tolist():  # a suite pair at a time
+            grid[:old_rows, offset[p] : offset[p] + self.capacity[p]] = self.grid[
+                :, self.offset[p] : self.offset[p] + self.capacity[p]
+            ]
+        for p, block in self.floats.items():
+            grown = np.full((new_rows, int(capacity[p])), np.nan)
+            grown[: block.shape[0], : block.shape[1]] = block
+            self.floats[p] = grown
+        self.grid, self.capacity, self.offset = grid, capacity.astype(np.int64), offset
+
+    # --- the result ---------------------------------------------------------------------
+
+    def finish(self) -> Items:
+        """The item matrix, checked: no (variant, item) given twice."""
+        filled = int(np.count_nonzero(self.grid))
+        if filled != self.n_put:
+            msg = f"the per-sample inputs give {self.n_put - filled:,} value(s) twice for one (variant, task, metric, document): {', '.join(sorted({s for found in self.sources for s in found})[:5])}.\nHint: keep one row (or line) per document, and each run's sample file once; the paired comparison needs one value per document."
+            raise InputError(msg)
+        n_variants = len(self.variants)
+        subtasks: list[SubtaskItems | None] = []
+        for p in range(self.n_pairs):
+            width = self._width(p) if self.task_of[p] >= 0 else 0
+            if not width or not self.is_list[p]:
+                subtasks.append(None)
+                continue
+            t = int(self.task_of[p])
+            if self.is_list[p] == 2:
+                key, column = self.listed[p] or (
+                    pa.array([], pa.int64()),
+                    np.empty(0, np.int64),
+                )
+                code = np.empty(width, dtype=np.int64)
+                code[column] = to_numpy(key)
+                document, position = np.divmod(code, 1 << 20)
+            else:
+                document = np.arange(width, dtype=np.int64)
+                position = np.full(width, -1, dtype=np.int64)
+            start = int(self.offset[p])
+            values = self.floats.get(p)
+            subtasks.append(
+                SubtaskItems(
+                    codes=self.grid[:n_variants, start : start + width],
+                    values=None if values is None else values[:n_variants, :width],
+                    documents=self.docs.names(t, document),
+                    document_index=document,
+                    positions=position,
+                    clusters=self.docs.clusters(t, document),
+                    key=self.task_key[t] or "doc_id",
+                    is_list=bool(self.is_list[p] == 2),
+                    n_duplicated=int(self.n_duplicated[p]),
+                )
+            )
+        keys = list(self.variants)
+        variants = pa.table(
+            {
+                "tag": strings([k[0] for k in keys]),
+                "model": strings([k[1] for k in keys]),
+                "precision": strings([k[2] for k in keys]),
+                "revision": strings([k[3] for k in keys]),
+                "chat_template": pa.array([k[4] for k in keys], pa.bool_()),
+            }
+        )
+        return Items(
+            variants=variants,
+            subtasks=tuple(subtasks),
+            tasks=tuple(self.tasks),
+            sources=tuple(tuple(found) for found in self.sources),
+        )
+
+
+def _integers(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.integer[Any]]:
+    """An integer column without nulls as numpy, in its own width (no copy)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return to_numpy(values)
+
+
+def _document_where(path: Path, keys: pa.Array, at: int) -> str:
+    return f"{path}: document {keys[at]}"
+
+
+def _row_where(path: Path, row_of: Callable[[int], int], rows: _I64, at: int) -> str:
+    return f"{path}: row {row_of(int(rows[at]))}"
+
+
+def _expand(number: _I64, lengths: _I64) -> tuple[_I64, _I64]:
+    """Per item of list-valued lines, its line's document and its position in the list."""
+    document = np.repeat(number, lengths)
+    starts = np.cumsum(lengths) - lengths
+    position = np.arange(document.size, dtype=np.int64) - np.repeat(starts, lengths)
+    return document, position
+
+
+def _read_file(
+    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
+) -> list[_Parsed]:
+    """Per suite metric (``name``, ``filter``) of a sample file: its documents and values.
+
+    Arrow's JSON reader parses the fields needed; a file it refuses, or whose
+    lines break a rule, is read again line by line, which names the line.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = _loads()(handle.readline())
+        fields: dict[str, pa.DataType] = {"doc_id": pa.int64(), "filter": pa.string()}
+        if key == "doc_hash":
+            fields["doc_hash"] = pa.string()
+        for name, _ in wanted:
+            fields[name] = _arrow_type(head[name])
+        path_parts = cluster.split(".") if cluster else []
+        if path_parts:
+            fields[path_parts[0]] = _nested_type(head, path_parts)
+        table = pj.read_json(
+            path,
+            read_options=pj.ReadOptions(block_size=1 << 26),
+            parse_options=pj.ParseOptions(
+                explicit_schema=pa.schema(list(fields.items())),
+                unexpected_field_behavior="ignore",
+            ),
+        )
+        out = []
+        for name, kept in wanted:
+            filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
+            rows = table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
+            clusters = None
+            if path_parts:
+                clusters = rows.column(path_parts[0]).combine_chunks()
+                for part in path_parts[1:]:
+                    clusters = pc.struct_field(clusters, part)
+            hashes = (
+                rows.column("doc_hash").combine_chunks() if key == "doc_hash" else None
+            )
+            out.append(
+                _parsed(
+                    rows.column("doc_id").combine_chunks(),
+                    hashes,
+                    rows.column(name).combine_chunks(),
+                    clusters,
+                )
+            )
+        return out
+    except (
+        pa.ArrowException,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        OSError,
+    ):
+        pass  # the line-by-line reading below finds and names what is wrong
+    return _read_lines(path, wanted, key, cluster)
+
+
+def _nested_type(head: dict[str, Any], parts: list[str]) -> pa.DataType:
+    """The Arrow type of ``head[parts[0]]...[parts[-1]]``, only that path kept."""
+    value: Any = head
+    for part in parts:
+        value = value[part]
+    kind: pa.DataType = (
+        pa.bool_()
+        if isinstance(value, bool)
+        else pa.int64()
+        if isinstance(value, int)
+        else pa.float64()
+        if isinstance(value, float)
+        else pa.string()
+    )
+    if not isinstance(value, bool | int | float | str):
+        raise TypeError(parts)
+    for part in reversed(parts[1:]):
+        kind = pa.struct([(part, kind)])
+    return kind
+
+
+def _parsed(
+    doc_id: pa.Array,
+    hashes: pa.Array | None,
+    column: pa.Array,
+    clusters: pa.Array | None,
+) -> _Parsed:
+    """One metric's documents, values and clusters, checked (a ValueError: read again)."""
+    is_list = pa.types.is_list(column.type)
+    items = pc.list_flatten(column) if is_list else column
+    if (
+        not len(doc_id)
+        or doc_id.null_count
+        or column.null_count
+        or items.null_count
+        or pc.count_distinct(doc_id).as_py() != len(doc_id)
+        or (hashes is not None and hashes.null_count)
+        or (clusters is not None and clusters.null_count)
+    ):
+        msg = "a line is missing, repeated or null"
+        raise ValueError(msg)
+    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
+    if not np.isfinite(values).all():
+        msg = "a value is not finite"
+        raise ValueError(msg)
+    lengths = (
+        to_numpy(pc.list_value_length(column).cast(pa.int64())) if is_list else None
+    )
+    documents, n_duplicated = doc_id, 0
+    if hashes is not None:
+        documents, n_duplicated = _copy_keys(hashes)
+    return _Parsed(
+        documents=documents,
+        lengths=lengths,
+        values=values,
+        clusters=clusters,
+        n_duplicated=n_duplicated,
+    )
+
+
+def _copy_keys(hashes: pa.Array) -> tuple[pa.Array, int]:
+    """Document hashes as keys: the k-th copy of a repeated one gets ``#k`` (k >= 1)."""
+    hashes = hashes.cast(pa.string())
+    distinct = pc.count_distinct(hashes).as_py()
+    if distinct == len(hashes):
+        return hashes, 0
+    code = to_numpy(pc.dictionary_encode(hashes).indices.cast(pa.int64()))
+    order = np.argsort(code, kind="stable")  # each hash's lines, in line order
+    ranked = code[order]
+    start = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+    copy = np.empty(code.size, dtype=np.int64)
+    copy[order] = np.arange(code.size) - np.repeat(
+        start, np.diff(np.r_[start, code.size])
+    )
+    suffix = pc.binary_join_element_wise(
+        strings(["#"] * code.size), numbers(copy, pa.int64()).cast(pa.string()), ""
+    )
+    keyed = pc.if_else(
+        pa.array(copy > 0), pc.binary_join_element_wise(hashes, suffix, ""), hashes
+    )
+    return keyed, len(hashes) - distinct
+
+
+def _read_lines(
+    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
+) -> list[_Parsed]:
+    """The slow, exact reading: each line parsed alone; the first problem is raised."""
+    filters = {kept or "none" for _, kept in wanted}
+    lines: dict[str, dict[str, list[Any]]] = {
+        kept: {"doc_id": [], "doc_hash": [], "cluster": []} for kept in filters
+    }
+    values: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
+    seen: dict[tuple[str, int], int] = {}
+    parts = cluster.split(".") if cluster else []
+    for number, line in json_lines(path, hint=_HINT_LINE, loads=_loads()):
+        kept = line.get("filter") or "none"
+        if kept not in filters:
+            continue
+        doc = line.get("doc_id")
+        if isinstance(doc, str) and doc.strip().lstrip("-").isdigit():
+            msg = f"{path}: line {number}: 'doc_id' is the text {doc!r}, not the integer {int(doc)}; a document keyed \"1\" and one keyed 1 would not match.\n{_HINT_LINE}"
+            raise InputError(msg)
+        if isinstance(doc, bool) or not isinstance(doc, int):
+            msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{_HINT_LINE}"
+            raise InputError(msg)
+        if (kept, doc) in seen:
+            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {seen[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
+            raise InputError(msg)
+        seen[kept, doc] = number
+        found = lines[kept]
+        found["doc_id"].append(doc)
+        if key == "doc_hash":
+            text = line.get("doc_hash")
+            if not isinstance(text, str):
+                msg = f"{path}: line {number}: no doc_hash, though the task's files give one on their first line.\nHint: the harness writes doc_hash on every line; give it on every line or on none."
+                raise InputError(msg)
+            found["doc_hash"].append(text)
+        if parts:
+            found["cluster"].append(_cluster_value(path, number, line, parts))
+        for name, metric_filter in wanted:
+            if (metric_filter or "none") == kept:
+                values[name, metric_filter].append(
+                    _checked(path, number, name, line.get(name, _MISSING))
+                )
+    out = []
+    for name, metric_filter in wanted:
+        got, found = values[name, metric_filter], lines[metric_filter or "none"]
+        if not got:
+            msg = f"{path}: no documents with filter {metric_filter or 'none'!r} and metric {name!r}.\nHint: the file is empty or of another filter; re-run the task with --log_samples."
+            raise InputError(msg)
+        is_list = isinstance(got[0], list)
+        if any(isinstance(v, list) != is_list for v in got):
+            msg = f"{path}: {name!r} is a list in some lines and a number in others.\nHint: a metric is either one value per document or a list per document."
+            raise InputError(msg)
+        column = (
+            pa.array([[float(x) for x in v] for v in got], pa.list_(pa.float64()))
+            if is_list
+            else pa.array([float(v) for v in got], pa.float64())
+        )
+        out.append(
+            _parsed(
+                pa.array(found["doc_id"], pa.int64()),
+                pa.array(found["doc_hash"], pa.string()) if key == "doc_hash" else None,
+                column,
+                _cluster_array(found["cluster"]) if parts else None,
+            )
+        )
+    return out
+
+
+def _cluster_value(
+    path: Path, number: int, line: dict[str, Any], parts: list[str]
+) -> Any:
+    """The value at a cluster key's dotted path, or an error naming the line."""
+    value: Any = line
+    for part in parts:
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or not isinstance(value, str | int | float | bool):
+        what = (
+            "missing"
+            if value is None
+            else f"{type(value).__name__}, not a text or number"
+        )
+        msg = f"{path}: line {number}: the cluster key {'.'.join(parts)!r} (the suite's) is {what}.\nHint: every line of a clustered task needs the field; fix the lines, or remove cluster from the suite."
+        raise InputError(msg)
+    return value
+
+
+def _cluster_array(values: list[Any]) -> pa.Array:
+    """Cluster values as one Arrow type (mixed numbers and text as text)."""
+    kinds = {type(v) for v in values}
+    if kinds <= {int} or kinds <= {float} or kinds <= {str} or kinds <= {bool}:
+        return pa.array(values)
+    return pa.array([str(v) for v in values], pa.string())
