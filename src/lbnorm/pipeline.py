@@ -213,6 +213,7 @@ def _paired(result: Result, catalog: pa.Table) -> Result:
         result.suite,
         adjust=result.options.paired_adjust,
         alpha=result.options.paired_alpha,
+        missing=result.missing,
     )
     return replace(
         result, paired_output=pairs.table, paired_without_items=pairs.without_items

@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lbnorm.core.errors import InputError, OptionsError
-from lbnorm.core.options import PairedAdjust
+from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.paired import (
     Level,
@@ -56,6 +56,7 @@ __all__ = [
     "compare_paired",
     "diff_paired",
     "output_items",
+    "tied_groups",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -158,6 +159,36 @@ def _sample_sources(out: str | Path, tag: str) -> list[ItemSource]:
     return sources
 
 
+def tied_groups(out: str | Path, level: str = "average") -> pd.DataFrame | None:
+    """Each variant's group of statistically tied variants at a level (``run --paired``).
+
+    Consecutive variants no adjacent test separates share a group (1 = the
+    top); read from ``paired.parquet``.
+
+    Args:
+        out: The output directory.
+        level: ``average`` or a benchmark's name.
+
+    Returns:
+        The key columns and ``tied`` (the group), a row per variant ranked at
+        the level; None if the output has no ``paired.parquet``.
+    """
+    if not has_table(out, "paired"):
+        return None
+    paired = read_output_table(out, "paired")
+    rows = paired.loc[paired["level"].astype("str") == level]
+    sides = [
+        rows[[f"{key}_{side}" for key in KEY_COLUMNS] + [f"group_{side}"]].set_axis(
+            [*KEY_COLUMNS, "tied"], axis=1
+        )
+        for side in ("a", "b")
+    ]
+    groups = pd.concat(sides, ignore_index=True).drop_duplicates(list(KEY_COLUMNS))
+    return groups.astype(
+        {key: "str" for key in KEY_COLUMNS if key != "chat_template"}
+    ).astype({"tied": "Int64"})
+
+
 def compare_paired(
     out: str | Path,
     a: VariantSpec,
@@ -184,7 +215,7 @@ def compare_paired(
         InputError: The output's suite is gone, its per-sample inputs are gone
             or changed since the run, or a model has no per-sample data.
     """
-    suite = _suite_of(out)
+    suite, missing = _suite_of(out)
     board = read_output_table(out, "leaderboard")
     variants = pd.concat(
         [_variant(board, a, out), _variant(board, b, out)], ignore_index=True
@@ -208,7 +239,10 @@ def compare_paired(
     names = [s.name for bench in suite.benchmarks for s in bench.subtasks]
     levels = suite_levels(suite.benchmark_names, names, arrays, subtasks=True)
     moments = pair_moments(items, row[[0, 0, 1]], row[[1, 0, 1]])
-    stats = [level_statistics(moments, arrays, level, mcnemar=True) for level in levels]
+    stats = [
+        level_statistics(moments, arrays, level, missing=missing, mcnemar=True)
+        for level in levels
+    ]
     reported = _reported(out, variants, levels, subtasks, suite)
     frame = pd.DataFrame(
         {
@@ -263,8 +297,8 @@ def diff_paired(
         InputError: A suite is gone, or the two suites score differently; the
             per-sample inputs are gone; no variant is in both outputs.
     """
-    suite = _suite_of(new)
-    _check_same_rules(_suite_of(old), suite, old, new)
+    suite, missing = _suite_of(new)
+    _check_same_rules(_suite_of(old)[0], suite, old, new)
     boards = [read_output_table(side, "leaderboard") for side in (old, new)]
     keys = list(KEY_COLUMNS)
     both = boards[1][keys].merge(
@@ -287,7 +321,7 @@ def diff_paired(
     reported = [_level_scores(board, both, levels) for board in boards]
     frames = []
     for at, level in enumerate(levels):  # the suite's levels, each for every variant
-        stats = level_statistics(moments, arrays, level, mcnemar=True)
+        stats = level_statistics(moments, arrays, level, missing=missing, mcnemar=True)
         scores = (reported[0][0][at], reported[1][0][at])
         errors = (reported[0][1][at], reported[1][1][at])
         frames.append(_diff_rows(both, compared, level, stats, scores, errors))
@@ -300,12 +334,12 @@ def diff_paired(
     notes = []
     if n_only := len(boards[0]) + len(boards[1]) - 2 * len(both):
         notes.append(f"{n_only:,} variant(s) in one output only, not compared")
-    if missing := int((~compared).sum()):
+    if lacking := int((~compared).sum()):
         names_missing = [
             _name(row) for _, row in both.loc[~compared].head(_SHOWN).iterrows()
         ]
         notes.append(
-            f"{missing:,} variant(s) without per-sample data on one side: {', '.join(names_missing)}"
+            f"{lacking:,} variant(s) without per-sample data on one side: {', '.join(names_missing)}"
         )
     return PairedDiff(changes=changes, labels=(str(old), str(new)), notes=tuple(notes))
 
@@ -317,12 +351,12 @@ def _two_sided_items(
     return read_items(sources, suite, models=models)
 
 
-def _suite_of(out: str | Path) -> Suite:
-    suite, _ = output_suite(out)
+def _suite_of(out: str | Path) -> tuple[Suite, MissingPolicy]:
+    suite, missing = output_suite(out)
     if suite is None:
         msg = f"{out}: the suite it was computed with is gone or changed.\nHint: a paired comparison applies the suite's rules again; restore the suite file (or run again)."
         raise InputError(msg)
-    return suite
+    return suite, missing
 
 
 def _check_same_rules(

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
     add_paired_test_options,
@@ -17,6 +17,9 @@ from lbnorm.cli.arguments import (
 )
 from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import RunOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["register"]
 
@@ -300,6 +303,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.benchmark
         else None
     )
+    board = _with_tied_groups(board, args.out, benchmark or "average")
     selected = select_leaderboard(
         board,
         filters=filters,
@@ -338,6 +342,26 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
             print(format_table(flagged, digits=args.digits))
     return ExitCode.OK
+
+
+def _with_tied_groups(board: pd.DataFrame, out: str, level: str) -> pd.DataFrame:
+    """The leaderboard and, for an output of ``run --paired``, each variant's ``tied`` group."""
+    from lbnorm.analysis.paired import tied_groups
+    from lbnorm.core.schemas import KEY_COLUMNS
+
+    groups = tied_groups(out, level)
+    if groups is None:
+        return board
+    keys = list(KEY_COLUMNS)
+    joined = board.merge(
+        groups.astype({key: board[key].dtype for key in keys}),
+        on=keys,
+        how="left",
+        validate="one_to_one",
+    )
+    columns = list(board.columns)
+    at = columns.index("rank") + 1
+    return joined[[*columns[:at], "tied", *columns[at:]]]
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

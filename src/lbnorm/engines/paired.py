@@ -68,6 +68,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm.core.options import MissingPolicy
 from lbnorm.engines.stderr import upper_tail
 from lbnorm.readers.items import ONE, Items, SubtaskItems
 from lbnorm.suites import SuiteArrays
@@ -482,7 +483,12 @@ class LevelStatistics:
 
 
 def level_statistics(
-    moments: Moments, arrays: SuiteArrays, level: Level, *, mcnemar: bool = False
+    moments: Moments,
+    arrays: SuiteArrays,
+    level: Level,
+    *,
+    missing: MissingPolicy = "exclude",
+    mcnemar: bool = False,
 ) -> LevelStatistics:
     """The paired statistics of one level, by the suite's rule (module docstring).
 
@@ -490,6 +496,9 @@ def level_statistics(
         moments: From :func:`pair_moments`.
         arrays: The suite's arrays.
         level: The level (:func:`suite_levels`).
+        missing: The run's policy: ``exclude`` compares a level only where
+            both sides have matched items in every subtask of it; ``partial``
+            and ``zero`` compare it on the subtasks where they do.
         mcnemar: Also McNemar's exact test where it applies (exact integer
             arithmetic: for a few pairs, not a whole board).
 
@@ -499,7 +508,8 @@ def level_statistics(
     score_a, coef_a = _side(moments, moments.total_a, arrays, level)
     score_b, coef_b = _side(moments, moments.total_b, arrays, level)
     members = level.subtasks
-    is_known = (moments.n[:, members] > 0).all(axis=1)
+    matched = moments.n[:, members] > 0
+    is_known = matched.all(axis=1) if missing == "exclude" else matched.any(axis=1)
     zeros = np.zeros_like(coef_a)
     with np.errstate(invalid="ignore"):
         variance = _variance(moments, coef_a, coef_b)
@@ -509,7 +519,8 @@ def level_statistics(
         stderr = np.where(is_known, np.sqrt(variance), np.nan)
     p_mcnemar = np.full(difference.shape, np.nan)
     if mcnemar and (
-        level.is_subtask or (level.benchmark >= 0 and arrays.is_pooled[level.benchmark])
+        members.size == 1
+        or (level.benchmark >= 0 and arrays.is_pooled[level.benchmark])
     ):
         right = moments.discordant_a[:, members].sum(axis=1)
         wrong = moments.discordant_b[:, members].sum(axis=1)
@@ -538,36 +549,47 @@ def _normalized(mean: FloatArray, bound: FloatArray) -> tuple[FloatArray, FloatA
 def _side(
     moments: Moments, total: FloatArray, arrays: SuiteArrays, level: Level
 ) -> tuple[FloatArray, FloatArray]:
-    """One side's score at a level and its derivative by each subtask's mean."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / moments.n
+    """One side's score at a level and its derivative by each subtask's mean.
+
+    Over the subtasks with matched items (all of them, where the level is
+    known under ``missing="exclude"``): a benchmark averages or pools those, the
+    average weighs the benchmarks that have any.
+    """
+    present = moments.n > 0
+    mean = np.where(present, total / np.maximum(moments.n, 1.0), 0.0)
     coef = np.zeros_like(mean)
     if level.is_subtask:
         (k,) = level.subtasks.tolist()
         score, coef[:, k] = _normalized(mean[:, k], arrays.lower_bound[k])
         return score, coef
-    benchmarks = (
-        [level.benchmark] if level.benchmark >= 0 else range(arrays.weight.size)
-    )
-    share = arrays.weight / arrays.weight.sum()
     starts = arrays.benchmark_starts()
-    score = np.zeros(mean.shape[0])
-    for index in benchmarks:  # a suite's benchmarks, each by its own rule
+    indices = [level.benchmark] if level.benchmark >= 0 else range(arrays.weight.size)
+    values, weights = [], []
+    for index in indices:  # a suite's benchmarks, each by its own rule
         members = slice(starts[index], starts[index + 1])
-        factor = 1.0 if level.benchmark >= 0 else share[index]
+        here = present[:, members]
         bound = arrays.lower_bound[members]
-        if arrays.is_pooled[index]:
-            weight = moments.documents[:, members]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                weight = weight / weight.sum(axis=1, keepdims=True)
-                pooled = (weight * mean[:, members]).sum(axis=1)
-            value, slope = _normalized(pooled, bound[0])
-            coef[:, members] = factor * weight * slope[:, None]
-        else:
-            values, slopes = _normalized(mean[:, members], bound)
-            value = values.mean(axis=1)
-            coef[:, members] = factor * slopes / slopes.shape[1]
-        score += factor * value
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if arrays.is_pooled[index]:
+                share = np.where(here, moments.documents[:, members], 0.0)
+                share = share / share.sum(axis=1, keepdims=True)
+                pooled = (np.where(here, share, 0.0) * mean[:, members]).sum(axis=1)
+                value, slope = _normalized(pooled, bound[0])
+                coef[:, members] = np.where(here, share * slope[:, None], 0.0)
+            else:
+                scores, slopes = _normalized(mean[:, members], bound)
+                count = here.sum(axis=1, keepdims=True)
+                value = np.where(here, scores, 0.0).sum(axis=1) / count[:, 0]
+                coef[:, members] = np.where(here, slopes / count, 0.0)
+        values.append(np.nan_to_num(value))
+        weights.append(np.where(here.any(axis=1), arrays.weight[index], 0.0))
+    weight = np.stack(weights, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = weight / weight.sum(axis=1, keepdims=True)
+    score = (np.nan_to_num(weight) * np.stack(values, axis=1)).sum(axis=1)
+    for at, index in enumerate(indices):  # each benchmark's share of the level
+        members = slice(starts[index], starts[index + 1])
+        coef[:, members] *= np.nan_to_num(weight[:, at : at + 1])
     return score, coef
 
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
-from lbnorm.core.options import PairedAdjust
+from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS, PAIRED, conform
 from lbnorm.engines.kernel import rank_descending
 from lbnorm.engines.paired import (
@@ -96,6 +96,7 @@ def board_pairs(
     *,
     adjust: PairedAdjust = "holm",
     alpha: float = 0.05,
+    missing: MissingPolicy = "exclude",
 ) -> BoardPairs:
     """Compare every pair of variants adjacent in rank, by the average and each benchmark.
 
@@ -106,6 +107,8 @@ def board_pairs(
         suite: The suite (its rules).
         adjust: The p-value adjustment across the table.
         alpha: The level below which an adjusted p-value separates a pair.
+        missing: The run's missing-data policy (see
+            :func:`lbnorm.engines.paired.level_statistics`).
 
     Returns:
         The table and the variants without per-sample data.
@@ -151,7 +154,7 @@ def board_pairs(
             score,
             error,
             compared=compared[taken],
-            stats=level_statistics(moments, arrays, level),
+            stats=level_statistics(moments, arrays, level, missing=missing),
             counts=counts[:, level.subtasks].sum(axis=1),
         )
         parts.append(part)
@@ -161,22 +164,18 @@ def board_pairs(
         np.concatenate(p_values) if p_values else np.empty(0), adjust
     )
     table = _assemble(leaderboard, levels, parts, adjusted, alpha)
-    missing = np.flatnonzero(row < 0)
-    shown = [
+    lacking = np.flatnonzero(row < 0)
+    shown = numbers(lacking[:5], pa.int64())
+    names = [
         f"{model}{f' [{precision}]' if precision else ''}"
         for model, precision in zip(
-            leaderboard["model"].take(numbers(missing[:5], pa.int64())).to_pylist(),
-            leaderboard["precision"].take(numbers(missing[:5], pa.int64())).to_pylist(),
+            leaderboard["model"].take(shown).to_pylist(),
+            leaderboard["precision"].take(shown).to_pylist(),
             strict=True,
         )
     ]
-    return BoardPairs(
-        table=table,
-        without_items=(
-            *shown,
-            *([f"and {missing.size - 5} more"] if missing.size > 5 else []),
-        ),
-    )
+    more = [f"and {lacking.size - 5} more"] if lacking.size > 5 else []
+    return BoardPairs(table=table, without_items=(*names, *more))
 
 
 def _item_counts(items: Items, row: IntArray) -> FloatArray:

@@ -57,8 +57,9 @@ __all__ = [
     "verify_output",
 ]
 
-#: An output table, by the name of its file without ``.parquet``.
-OutputTable = Literal["subtasks", "benchmarks", "leaderboard"]
+#: An output table, by the name of its file without ``.parquet`` (``paired``: only
+#: an output of ``lbnorm run --paired`` has it).
+OutputTable = Literal["subtasks", "benchmarks", "leaderboard", "paired"]
 
 #: A ratings output's table, by the name of its file without ``.parquet``.
 RatingsTable = Literal["ratings", "win_rates"]
@@ -435,7 +436,7 @@ def read_output_table(
 
     Args:
         out: The output directory.
-        name: ``subtasks``, ``benchmarks`` or ``leaderboard``.
+        name: ``subtasks``, ``benchmarks``, ``leaderboard`` or ``paired``.
         columns: Columns to read (default all).
         models: Read only these models' rows (a Parquet filter).
 
@@ -446,6 +447,12 @@ def read_output_table(
         InputError: Not an output directory, or the file is unreadable.
     """
     path = check_output(out) / f"{name}.parquet"
+    if name == "paired" and not path.is_file():
+        msg = (
+            f"{path.parent}: no paired.parquet (the run was not told --paired).\n"
+            f"Hint: rerun `lbnorm run ... --out {path.parent} --paired` on per-sample inputs."
+        )
+        raise InputError(msg)
     if not path.is_file():
         msg = (
             f"{path.parent}: no {path.name} (the run was told --no-subtasks).\n"

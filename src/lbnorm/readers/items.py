@@ -371,11 +371,18 @@ class _Documents:
             known = np.concatenate([known, padding])
         before = known[documents]
         known[documents] = row_code
-        clash = ((before >= 0) & (before != row_code)) | (known[documents] != row_code)
+        again = known[documents]  # a document twice in these rows: the last value won
+        clash = ((before >= 0) & (before != row_code)) | (again != row_code)
         self._cluster[task] = known
         if clash.any():
             at = int(np.flatnonzero(clash)[0])
-            msg = f"{where(at)}: cluster value {entries[index[at]]!r}, but the same document has another one elsewhere.\nHint: a document belongs to one cluster; check the suite's cluster key and the inputs."
+            other = (
+                int(before[at])
+                if before[at] >= 0 and before[at] != row_code[at]
+                else int(again[at])
+            )
+            names = {code: value for value, code in registry.items()}
+            msg = f"{where(at)}: cluster value {entries[index[at]]!r}, but another line or input gives the same document {names[other]!r}.\nHint: a document belongs to one cluster; check the suite's cluster key and the inputs."
             raise InputError(msg)
 
     def clusters(self, task: int, documents: _I64) -> _I64:
