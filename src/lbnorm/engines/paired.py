@@ -103,8 +103,10 @@ class DomainMoments:
     Attributes:
         subtasks: The domain's subtasks (suite rows), in suite order.
         q: ``(n_pairs, 2K, 2K)``: cross-moments of the cluster sums of the
-            centred values; variables ``x_0 .. x_{K-1}`` (side a) then
-            ``y_0 .. y_{K-1}`` (side b).
+            centred values; variables ``x_0 .. x_{K-1}`` (side a) then the
+            differences ``d_k = x_k - y_k``, so that a paired variance, whose
+            weights on x cancel, is computed from the differences themselves
+            (no cancellation: identical sides give exactly 0).
         clusters: ``(n_pairs,)``: clusters with a matched item.
     """
 
@@ -163,7 +165,7 @@ def pair_moments(
         >>> items = Items(variants=pa.table({"model": ["a", "b"]}), subtasks=(one,), tasks=("t",))
         >>> m = pair_moments(items, [0], [1])
         >>> m.n.tolist(), m.total_a.tolist(), m.discordant_a.tolist(), m.domains[0].q[0].tolist()
-        ([[4.0]], [[3.0]], [[2.0]], [[0.75, 0.25], [0.25, 0.75]])
+        ([[4.0]], [[3.0]], [[2.0]], [[0.75, 0.5], [0.5, 1.0]])
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
@@ -284,15 +286,17 @@ def _binary_domains(
     discordant["a"][:, columns] = total_a - both
     discordant["b"][:, columns] = total_b - both
     with np.errstate(invalid="ignore", divide="ignore"):
-        q_aa = total_a - total_a * total_a / n
-        q_bb = total_b - total_b * total_b / n
-        q_ab = both - total_a * total_b / n
+        # sums of x, d = x - y, x^2, x d and d^2, in exact integers
+        total_d = total_a - total_b
+        q_xx = total_a - total_a * total_a / n
+        q_xd = (total_a - both) - total_a * total_d / n
+        q_dd = (total_a + total_b - 2 * both) - total_d * total_d / n
     domains = []
     for at, k in enumerate(subtasks):
         q = np.stack(
             [
-                np.stack([q_aa[:, at], q_ab[:, at]], axis=1),
-                np.stack([q_ab[:, at], q_bb[:, at]], axis=1),
+                np.stack([q_xx[:, at], q_xd[:, at]], axis=1),
+                np.stack([q_xd[:, at], q_dd[:, at]], axis=1),
             ],
             axis=1,
         )
@@ -354,12 +358,13 @@ def _dense_domain(
                 discordant["a"][rows, k] = (x * (1.0 - y)).sum(axis=1)
                 discordant["b"][rows, k] = ((1.0 - x) * y).sum(axis=1)
             mean_x = total_x / np.maximum(n, 1.0)
-            mean_y = total_y / np.maximum(n, 1.0)
             centred_x = np.where(matched, x - mean_x[:, None], 0.0)
-            centred_y = np.where(matched, y - mean_y[:, None], 0.0)
+            difference = x - y
+            mean_d = difference.sum(axis=1) / np.maximum(n, 1.0)
+            centred_d = np.where(matched, difference - mean_d[:, None], 0.0)
             groups = by_cluster[at]
             sums[:, at, groups.keys] += groups.sum(centred_x)
-            sums[:, size + at, groups.keys] += groups.sum(centred_y)
+            sums[:, size + at, groups.keys] += groups.sum(centred_d)
             touched[:, groups.keys] += groups.sum(matched)
         q[rows] = np.einsum("pvc,pwc->pvw", sums, sums)
         clusters[rows] = (touched > 0).sum(axis=1)
@@ -601,8 +606,9 @@ def _variance(moments: Moments, coef_a: FloatArray, coef_b: FloatArray) -> Float
         n = moments.n[:, members]
         with np.errstate(invalid="ignore", divide="ignore"):
             weight_a = np.where(coef_a[:, members] != 0, coef_a[:, members] / n, 0.0)
-            weight_b = np.where(coef_b[:, members] != 0, -coef_b[:, members] / n, 0.0)
-        weight = np.concatenate([weight_a, weight_b], axis=1)
+            weight_b = np.where(coef_b[:, members] != 0, coef_b[:, members] / n, 0.0)
+        # a x - b y = (a - b) x + b (x - y): the weights on (x, d)
+        weight = np.concatenate([weight_a - weight_b, weight_b], axis=1)
         is_used = (weight != 0).any(axis=1)
         if not is_used.any():
             continue
