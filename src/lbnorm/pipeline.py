@@ -139,7 +139,7 @@ def run(
 
     def annotate(result: Result) -> Result:
         result = _annotate(result, metadata, options)
-        return _paired(result, read.catalog) if options.paired else result
+        return _paired(result, read) if options.paired else result
 
     try:
         if out is None:
@@ -182,31 +182,39 @@ def _annotate(
     return replace(result, leaderboard_output=board, n_models=None)  # counted anew
 
 
-def _paired(result: Result, catalog: pa.Table) -> Result:
-    """The paired comparisons of adjacent variants, from the per-sample inputs read."""
+def _paired(result: Result, read: Inputs) -> Result:
+    """The paired comparisons of adjacent variants, on the per-sample inputs' items.
+
+    The readers collected the items as they read (sample tables once, for their
+    scores and their items); inputs read otherwise are read again here.
+    """
     from lbnorm.engines.paired_board import board_pairs  # with --paired only
     from lbnorm.readers.items import ItemSource, read_items
 
-    formats = catalog["format"].to_pylist()
-    used = [
-        ItemSource(path=Path(path))
-        for path, kind, rows, superseded in zip(
-            catalog["path"].to_pylist(),
-            formats,
-            catalog["rows"].to_pylist(),
-            catalog["superseded_by"].to_pylist(),
-            strict=True,
-        )  # a step per input file
-        if kind in ("lm-eval-samples", "sample-table") and rows and superseded is None
-    ]
-    if not used:
+    items = read.items
+    if items is None:
+        catalog = read.catalog
+        used = [
+            ItemSource(path=Path(path))
+            for path, kind, rows, superseded in zip(
+                catalog["path"].to_pylist(),
+                catalog["format"].to_pylist(),
+                catalog["rows"].to_pylist(),
+                catalog["superseded_by"].to_pylist(),
+                strict=True,
+            )  # a step per input file
+            if kind in ("lm-eval-samples", "sample-table")
+            and rows
+            and superseded is None
+        ]
+        items = read_items(used, result.suite)
+    if not items.n_variants:
         msg = (
             "--paired compares models on the items they answered, but no per-sample "
             "input gave a score.\nHint: give the harness's samples_<task>_<timestamp>."
             "jsonl files (--log_samples) or a sample table (docs/samples.md)."
         )
         raise InputError(msg)
-    items = read_items(used, result.suite)
     pairs = board_pairs(
         items,
         result.leaderboard_table,

@@ -128,7 +128,13 @@ class Moments:
         discordant_a: Matched items where a has 1 and b 0 (NaN: a subtask not
             binary, or clustered).
         discordant_b: Matched items where b has 1 and a 0.
-        domains: Each domain's cross-moments.
+        domains: The cross-moments of each domain of several subtasks.
+        single: ``(n_pairs, n_subtasks, 3)``: for a subtask that is a domain of
+            its own, its cross-moments ``Q[x, x]``, ``Q[x, d]``, ``Q[d, d]`` (0
+            elsewhere), all such subtasks as one array.
+        single_clusters: ``(n_pairs, n_subtasks)``: their clusters with a
+            matched item.
+        is_single: ``(n_subtasks,)``: the subtasks that are domains of their own.
     """
 
     n: FloatArray
@@ -139,6 +145,9 @@ class Moments:
     discordant_a: FloatArray
     discordant_b: FloatArray
     domains: tuple[DomainMoments, ...]
+    single: FloatArray
+    single_clusters: FloatArray
+    is_single: BoolArray
 
 
 def pair_moments(
@@ -164,8 +173,8 @@ def pair_moments(
         ...     key="doc_id", is_list=False)
         >>> items = Items(variants=pa.table({"model": ["a", "b"]}), subtasks=(one,), tasks=("t",))
         >>> m = pair_moments(items, [0], [1])
-        >>> m.n.tolist(), m.total_a.tolist(), m.discordant_a.tolist(), m.domains[0].q[0].tolist()
-        ([[4.0]], [[3.0]], [[2.0]], [[0.75, 0.5], [0.5, 1.0]])
+        >>> m.n.tolist(), m.total_a.tolist(), m.discordant_a.tolist(), m.single[0, 0].tolist()
+        ([[4.0]], [[3.0]], [[2.0]], [0.75, 0.5, 1.0])
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
@@ -199,6 +208,18 @@ def pair_moments(
     if fast:
         domains.extend(_binary_domains(items, fast, a, b, chunk, out, discordant))
     domains.sort(key=lambda d: int(d.subtasks[0]))
+    single = np.zeros((n_pairs, n_subtasks, 3))
+    single_clusters = np.zeros(shape)
+    is_single = np.zeros(n_subtasks, dtype=bool)
+    several = []
+    for domain in domains:  # the subtasks alone in their domain go to one array
+        if domain.subtasks.size > 1:
+            several.append(domain)
+            continue
+        (k,) = domain.subtasks.tolist()
+        single[:, k] = domain.q[:, [0, 0, 1], [0, 1, 1]]
+        single_clusters[:, k] = domain.clusters
+        is_single[k] = True
     return Moments(
         n=out["n"],
         unmatched=out["unmatched"],
@@ -207,7 +228,10 @@ def pair_moments(
         total_b=out["total_b"],
         discordant_a=discordant["a"],
         discordant_b=discordant["b"],
-        domains=tuple(domains),
+        domains=tuple(several),
+        single=single,
+        single_clusters=single_clusters,
+        is_single=is_single,
     )
 
 
@@ -219,11 +243,13 @@ def _is_plain_binary(subtask: SubtaskItems) -> bool:
     return bool(np.unique(clusters).size == clusters.size)
 
 
-def _popcount(words: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    counter = getattr(np, "bitwise_count", None)
+def _word_counts(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
+    """The set bits of each 64-bit word (numpy's own popcount where it has one)."""
+    counter = getattr(np, "bitwise_count", None)  # numpy >= 2.0
     if counter is not None:
         return np.asarray(counter(words), dtype=np.uint8)
-    return _POPCOUNT[words]
+    per_byte = _POPCOUNT[words.view(np.uint8)].reshape(*words.shape, 8)
+    return np.asarray(per_byte.sum(axis=-1, dtype=np.uint8), dtype=np.uint8)
 
 
 def _binary_domains(
@@ -274,9 +300,8 @@ def _binary_domains(
                 right_a & right_b,
             )
         ):
-            counts = _popcount(bits.view(np.uint8)).reshape(bits.shape[0], words, 8)
-            per_word = counts.sum(axis=2, dtype=np.int64)
-            sums[at, rows] = np.add.reduceat(per_word, bounds, axis=1)
+            per_word = _word_counts(bits)
+            sums[at, rows] = np.add.reduceat(per_word, bounds, axis=1, dtype=np.int64)
     n, unmatched, total_a, total_b, both = sums
     out["n"][:, columns] = n
     out["unmatched"][:, columns] = unmatched
@@ -517,9 +542,9 @@ def level_statistics(
     is_known = matched.all(axis=1) if missing == "exclude" else matched.any(axis=1)
     zeros = np.zeros_like(coef_a)
     with np.errstate(invalid="ignore"):
-        variance = _variance(moments, coef_a, coef_b)
-        alone_a = _variance(moments, coef_a, zeros)
-        alone_b = _variance(moments, zeros, coef_b)
+        variance = _variance(moments, coef_a, coef_b, members)
+        alone_a = _variance(moments, coef_a, zeros, members)
+        alone_b = _variance(moments, zeros, coef_b, members)
         difference = np.where(is_known, score_a - score_b, np.nan)
         stderr = np.where(is_known, np.sqrt(variance), np.nan)
     p_mcnemar = np.full(difference.shape, np.nan)
@@ -598,25 +623,50 @@ def _side(
     return score, coef
 
 
-def _variance(moments: Moments, coef_a: FloatArray, coef_b: FloatArray) -> FloatArray:
-    """``sum_domains C / (C - 1) w' Q w`` for the sides' derivatives (NaN: C <= 1 where used)."""
-    variance = np.zeros(coef_a.shape[0])
-    for domain in moments.domains:
-        members = domain.subtasks
-        n = moments.n[:, members]
+def _variance(
+    moments: Moments, coef_a: FloatArray, coef_b: FloatArray, members: IntArray
+) -> FloatArray:
+    """``sum_domains C / (C - 1) w' Q w`` for the sides' derivatives (NaN: C <= 1 where used).
+
+    ``a x - b y = (a - b) x + b d``: the weights on (x, d) are ``(a - b, b)``
+    over n; the subtasks that are domains of their own at once, elementwise;
+    over the level's subtasks (`members`) only.
+    """
+    alone = members[moments.is_single[members]]
+    n, a, b = moments.n[:, alone], coef_a[:, alone], coef_b[:, alone]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight_a = np.where(a != 0, a / n, 0.0)
+        weight_b = np.where(b != 0, b / n, 0.0)
+    x, d = weight_a - weight_b, weight_b
+    q = moments.single[:, alone]
+    count = moments.single_clusters[:, alone]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        quadratic = x * x * q[..., 0] + 2 * x * d * q[..., 1] + d * d * q[..., 2]
+        factor = np.where(count > 1, count / (count - 1.0), np.nan)
+        terms = np.where((x != 0) | (d != 0), factor * np.maximum(quadratic, 0.0), 0.0)
+    variance: FloatArray = terms.sum(axis=1)
+    for domain in moments.domains:  # a task of several subtasks (IFEval's kind)
+        if not np.isin(domain.subtasks, members).any():
+            continue
+        shared = domain.subtasks
         with np.errstate(invalid="ignore", divide="ignore"):
-            weight_a = np.where(coef_a[:, members] != 0, coef_a[:, members] / n, 0.0)
-            weight_b = np.where(coef_b[:, members] != 0, coef_b[:, members] / n, 0.0)
-        # a x - b y = (a - b) x + b (x - y): the weights on (x, d)
-        weight = np.concatenate([weight_a - weight_b, weight_b], axis=1)
+            on_a = np.where(
+                coef_a[:, shared] != 0, coef_a[:, shared] / moments.n[:, shared], 0.0
+            )
+            on_b = np.where(
+                coef_b[:, shared] != 0, coef_b[:, shared] / moments.n[:, shared], 0.0
+            )
+        weight = np.concatenate([on_a - on_b, on_b], axis=1)
         is_used = (weight != 0).any(axis=1)
         if not is_used.any():
             continue
-        quadratic = np.einsum("pv,pvw,pw->p", weight, domain.q, weight)
-        count = domain.clusters
+        quadratic_here = np.einsum("pv,pvw,pw->p", weight, domain.q, weight)
+        clusters = domain.clusters
         with np.errstate(invalid="ignore", divide="ignore"):
-            factor = np.where(count > 1, count / (count - 1.0), np.nan)
-        variance += np.where(is_used, factor * np.maximum(quadratic, 0.0), 0.0)
+            factor_here = np.where(clusters > 1, clusters / (clusters - 1.0), np.nan)
+        variance += np.where(
+            is_used, factor_here * np.maximum(quadratic_here, 0.0), 0.0
+        )
     return variance
 
 

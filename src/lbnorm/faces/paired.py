@@ -65,7 +65,13 @@ def format_paired_comparison(comparison: PairedComparison, *, digits: int = 2) -
         )
         for at, side in enumerate(("a", "b"))
     ]
-    levels = comparison.levels
+    everything = comparison.levels
+    is_empty = (
+        (everything["n_items"] == 0)
+        & everything["score_a"].isna()
+        & everything["score_b"].isna()
+    )
+    levels = everything.loc[~is_empty]
     shown = pd.DataFrame(
         {
             "level": levels["level"].map(_indented),
@@ -74,22 +80,25 @@ def format_paired_comparison(comparison: PairedComparison, *, digits: int = 2) -
             "Δ paired": levels["difference"],
             "se paired": levels["stderr"],
             "se unpaired": levels["stderr_unpaired"],
-            "p": levels["p_value"],
-            "p adjusted": levels["p_adjusted"],
-            "McNemar p": levels["p_mcnemar"],
+            "p": _p_texts(levels["p_value"]),
+            "p adjusted": _p_texts(levels["p_adjusted"]),
+            "McNemar p": _p_texts(levels["p_mcnemar"]),
             "items": levels["n_items"],
             "unmatched": levels["n_items_unmatched"],
         }
     )
-    p_digits = dict.fromkeys(("p", "p adjusted", "McNemar p"), 4)
     lines = [
         *legend,
         "Δ = a - b on the items both answered (normalized points); se paired: its "
         "standard error; se unpaired: sqrt(se_a² + se_b²), as if independent; "
         "p two-sided, adjusted across the rows",
         "",
-        format_table(shown, digits=digits, column_digits=p_digits),
+        format_table(shown, digits=digits),
     ]
+    if is_empty.any():
+        lines.append(
+            f"({int(is_empty.sum())} levels without a score or item of either model not shown)"
+        )
     own = levels[["level", "stderr_a", "stderr_b"]].head(1)
     lines.append(
         f"\nown standard errors from the items (the average): a {own['stderr_a'].iloc[0]:.{digits}f}, "
@@ -134,6 +143,7 @@ def format_paired_diff(diff: PairedDiff, *, digits: int = 2, largest: int = 10) 
     if len(moved):
         top = moved.assign(z=(moved["difference"] / moved["stderr"]).abs())
         top = top.sort_values("z", ascending=False, kind="stable").head(largest)
+        top = top.assign(p_adjusted=_p_texts(top["p_adjusted"]))
         lines += [
             "",
             "## Moved",
@@ -160,6 +170,14 @@ def format_paired_diff(diff: PairedDiff, *, digits: int = 2, largest: int = 10) 
 
 
 _SHOWN_ITEMS = 10
+
+
+def _p_texts(values: pd.Series) -> list[str]:
+    """P-values to four decimals, the smallest as ``<0.0001``; blank where none."""
+    return [
+        "" if np.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
+        for p in values.to_numpy(dtype=np.float64, na_value=np.nan).tolist()
+    ]  # a row per level shown (tens)
 
 
 def _indented(level: str) -> str:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from lbnorm.readers.harness import ResultsRead
+    from lbnorm.readers.items import Items
 
 #: Reads the results files a run found, in place of the plain reader (the parse
 #: cache's hook, :mod:`lbnorm.readers.cache`). Their ``files`` table has
@@ -102,6 +103,9 @@ class Inputs:
         warnings: What a summary should say although the run goes on (files of
             one variant that disagree on a score; files skipped in a directory).
         cache_stats: The parse cache's statistics, when it was used.
+        items: With ``paired``: the item matrix of the per-sample inputs that
+            gave scores (sample tables read once, with their scores); None
+            otherwise.
     """
 
     batches: Iterable[Batch]
@@ -111,6 +115,7 @@ class Inputs:
     streamed: Sequence[ParquetScores] = ()
     warnings: tuple[str, ...] = ()
     cache_stats: Mapping[str, Any] | None = None
+    items: Items | None = None
 
     @classmethod
     def of_batches(cls, batches: Sequence[Batch]) -> Inputs:
@@ -386,8 +391,11 @@ def read_files(
             )
         )
         warnings.extend(read.warnings)
+    items = None
     if found.samples:
-        batch, catalog = _read_samples(found.samples, suite, eager)
+        batch, catalog, items = _read_samples(
+            found.samples, suite, eager, paired=options.paired
+        )
         eager.append(batch)
         catalogs.append(catalog)
     if found.skipped:
@@ -413,6 +421,7 @@ def read_files(
         eager=eager,
         streamed=streamed,
         warnings=tuple(warnings),
+        items=items,
     )
 
 
@@ -590,15 +599,21 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
 
 
 def _read_samples(
-    paths: list[Path], suite: Suite, eager: Sequence[Batch]
-) -> tuple[Batch, pa.Table]:
-    """Scores aggregated from sample files and tables, and their catalog.
+    paths: list[Path], suite: Suite, eager: Sequence[Batch], *, paired: bool
+) -> tuple[Batch, pa.Table, Items | None]:
+    """Scores aggregated from sample files and tables, their catalog, their items.
+
+    With `paired`, the item matrix too: a table's items are taken in the same
+    pass as its scores; the sample files that gave scores are read again.
 
     Results files already read win: their (variant, subtask) rows, found in
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.items import ItemCollector, ItemSource
     from lbnorm.readers.samples import read_samples
+
+    collector = ItemCollector(suite) if paired else None
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
     given = pa.schema(
@@ -616,6 +631,7 @@ def _read_samples(
         paths,
         subtask_columns(suite),
         taken=pa.concat_tables(taken) if taken else None,
+        sink=collector,
     )
     names = [str(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(
@@ -629,7 +645,24 @@ def _read_samples(
             "n_ignored": files["n_ignored"],
         }
     )
-    return Batch(table=table, source="sample files"), catalog
+    items = None
+    if collector is not None:  # the sample files that gave scores, read again
+        given = zip(
+            files["path"].to_pylist(),
+            files["format"].to_pylist(),
+            files["rows"].to_pylist(),
+            files["superseded_by"].to_pylist(),
+            strict=True,
+        )
+        collector.add_sources(
+            [
+                ItemSource(path=Path(path))
+                for path, kind, rows, superseded in given  # a step per file
+                if kind == "lm-eval-samples" and rows and superseded is None
+            ]
+        )
+        items = collector.finish()
+    return Batch(table=table, source="sample files"), catalog, items
 
 
 def _check_path_text(path: Path) -> None:

@@ -62,6 +62,7 @@ from lbnorm.suites import Suite
 
 __all__ = [
     "DocumentKey",
+    "ItemCollector",
     "ItemSource",
     "Items",
     "SubtaskItems",
@@ -214,28 +215,67 @@ def read_items(
             document repeats; a cluster value is missing or differs between
             inputs for one document.
     """
-    build = _Build(suite)
-    jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
-    keys = _task_keys(jsonl)
-    seen: dict[Path, tuple[str, str, str, bool]] = {}
-    wanted = None if models is None else set(models)
-    for source in jsonl:  # a file, not a line, a step
-        check_cancelled()
-        match = SAMPLES_FILE.match(source.path.name)
-        if match is None:
-            msg = f"{source.path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
+    collector = ItemCollector(suite, models=models)
+    collector.add_sources(sources)
+    return collector.finish()
+
+
+class ItemCollector:
+    """An item matrix built as inputs come: sample tables a batch at a time, files whole.
+
+    ``lbnorm run --paired`` hands it to the aggregation of sample tables
+    (:class:`lbnorm.readers.samples.BatchSink`), so that a table is read once
+    for its scores and its items; the sample files are added after.
+
+    Args:
+        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
+        models: Take only these models' rows (None: all).
+    """
+
+    def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
+        self._build = _Build(suite)
+        self._wanted = None if models is None else set(models)
+        keys = {key for key in self._build.cluster_key if key}
+        self._columns = ("doc_id", "item", *sorted(keys))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of a sample table it reads beyond the aggregation's."""
+        return self._columns
+
+    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
+        """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
+        if "doc_id" not in batch.schema.names:
+            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
             raise InputError(msg)
-        task = match["task"]
-        if task not in build.task_number:
-            continue
-        variant = variant_of(source.path, match["timestamp"], seen)
-        if wanted is not None and variant[0] not in wanted:
-            continue
-        build.add_file(source, task, variant, keys.get(task, "doc_id"))
-    for source in sources:
-        if source.path.suffix.lower() != ".jsonl":
-            build.add_table(source, wanted)
-    return build.finish()
+        self._build.add_batch(batch, ItemSource(path=path), first_row, self._wanted)
+
+    def add_sources(self, sources: Sequence[ItemSource]) -> None:
+        """Add sample files (each read whole) and sample tables (streamed)."""
+        build = self._build
+        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
+        keys = _task_keys(jsonl)
+        seen: dict[Path, tuple[str, str, str, bool]] = {}
+        for source in jsonl:  # a file, not a line, a step
+            check_cancelled()
+            match = SAMPLES_FILE.match(source.path.name)
+            if match is None:
+                msg = f"{source.path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
+                raise InputError(msg)
+            task = match["task"]
+            if task not in build.task_number:
+                continue
+            variant = variant_of(source.path, match["timestamp"], seen)
+            if self._wanted is not None and variant[0] not in self._wanted:
+                continue
+            build.add_file(source, task, variant, keys.get(task, "doc_id"))
+        for source in sources:
+            if source.path.suffix.lower() != ".jsonl":
+                build.add_table(source, self._wanted)
+
+    def finish(self) -> Items:
+        """The item matrix, checked (no (variant, item) given twice)."""
+        return self._build.finish()
 
 
 def _task_keys(sources: Sequence[ItemSource]) -> dict[str, DocumentKey]:
@@ -524,7 +564,7 @@ class _Build:
         try:
             for batch in batches:
                 check_cancelled()
-                self._add_batch(batch, source, first, wanted)
+                self.add_batch(batch, source, first, wanted)
                 first += batch.num_rows
         except (pa.ArrowException, OSError) as exc:
             msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
@@ -532,7 +572,7 @@ class _Build:
         finally:
             batches.close()
 
-    def _add_batch(
+    def add_batch(
         self,
         batch: pa.RecordBatch,
         source: ItemSource,
@@ -571,7 +611,10 @@ class _Build:
         def row_of(at: int) -> int:
             return int(first_rows[at]) if first_rows is not None else first + at
 
-        value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
+        value_column = batch.column("value")
+        if value_column.type != pa.float64():
+            value_column = pc.cast(value_column, pa.float64())
+        value = to_numpy(value_column)
         if not np.isfinite(value).all():
             bad = np.flatnonzero(~np.isfinite(value))
             msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
@@ -587,7 +630,7 @@ class _Build:
         item = (
             to_numpy(batch.column("item").cast(pa.int64()), null=-1)
             if "item" in batch.schema.names
-            else np.full(pair.size, -1, dtype=np.int64)
+            else None
         )
         column = self._columns(
             pair, number, item, lambda at: f"{path}: row {row_of(at)}"
@@ -595,12 +638,24 @@ class _Build:
         self._put(variant, pair, column, value)
 
     def _columns(
-        self, pair: _I64, number: _I64, item: _I64, where: Callable[[int], str]
+        self,
+        pair: _I64,
+        number: _I64,
+        item: _I64 | None,
+        where: Callable[[int], str],
     ) -> _I64:
-        """Each row's column: its document, or its (document, item) of a list-valued metric."""
-        is_listed = item >= 0
+        """Each row's column: its document, or its (document, item) of a list-valued metric.
+
+        `item`: each row's position in its document's list (-1: none; None: no
+        row has one).
+        """
         total = np.bincount(pair, minlength=self.n_pairs)
-        listed = np.bincount(pair[is_listed], minlength=self.n_pairs)
+        if item is None:
+            is_listed = np.zeros(0, dtype=bool)
+            listed = np.zeros(self.n_pairs, dtype=np.int64)
+        else:
+            is_listed = item >= 0
+            listed = np.bincount(pair[is_listed], minlength=self.n_pairs)
         if ((listed > 0) & (listed < total)).any():
             p = int(np.flatnonzero((listed > 0) & (listed < total))[0])
             at = int(np.flatnonzero((pair == p) & ~is_listed)[0])
@@ -615,6 +670,7 @@ class _Build:
         self.is_list[present] = state
         if not listed.any():
             return number
+        assert item is not None
         column = number.copy()
         for p in np.flatnonzero(listed).tolist():
             rows = np.flatnonzero(pair == p)
@@ -799,17 +855,21 @@ class _Build:
         width = self.grid.shape[1]
         target = variant * width + self.offset[pair] + column
         is_one = values == 1.0
-        code = (ZERO + is_one).astype(np.uint8)
-        is_other = ~is_one & (values != 0.0)
-        if is_other.any():
+        code = is_one.view(np.uint8) + np.uint8(ZERO)
+        n_binary = np.count_nonzero(is_one) + np.count_nonzero(values == 0.0)
+        is_other = (
+            np.zeros(values.size, dtype=bool)
+            if n_binary == values.size
+            else ~is_one & (values != 0.0)
+        )
+        if n_binary != values.size:
             code[is_other] = OTHER
         self.grid.reshape(-1)[target] = code
         self.n_put += int(target.size)
-        floats = self.is_float[pair] | is_other
-        if floats.any():
-            for p in np.unique(
-                pair[floats]
-            ).tolist():  # the suite pairs with other values
+        if self.is_float.any() or n_binary != values.size:
+            floats = self.is_float[pair] | is_other
+            pairs = np.flatnonzero(np.bincount(pair[floats], minlength=self.n_pairs))
+            for p in pairs.tolist():  # the suite pairs with other values
                 if p not in self.floats:
                     self._start_floats(p)
                 rows_of = np.flatnonzero(pair == p)

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,7 @@ from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
     "SAMPLES_FILE",
+    "BatchSink",
     "aggregate_samples_files",
     "aggregate_samples_table",
     "is_samples_table",
@@ -104,6 +105,24 @@ _COMPACT_ROWS = 1 << 22
 _INT32_MAX = np.iinfo(np.int32).max
 
 
+class BatchSink(Protocol):
+    """Something else that reads a sample table's batches as the aggregation streams them.
+
+    ``lbnorm run --paired`` lays the rows out as an item matrix
+    (:class:`lbnorm.readers.items.ItemCollector`) in the same pass, so that the
+    table is read once.
+    """
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it needs beyond the aggregation's (read where present)."""
+        ...
+
+    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
+        """Take a batch (``first_row``: its first row's number in the table)."""
+        ...
+
+
 def is_samples_table(path: Path) -> bool:
     """Whether a Parquet file holds per-sample values (``task`` and ``value``).
 
@@ -121,6 +140,7 @@ def read_samples(
     subtasks: SubtaskColumns,
     *,
     taken: pa.Table | None = None,
+    sink: BatchSink | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Aggregate sample files and tables; scores given elsewhere win.
 
@@ -132,6 +152,7 @@ def read_samples(
         taken: Scores read from results files (the key columns, ``benchmark``,
             ``subtask`` and ``source``): a (variant, subtask) found there is not
             taken from the samples, whose file is then superseded by it.
+        sink: Also hand each sample table's batches to this, as they are read.
 
     Returns:
         The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`
@@ -154,7 +175,7 @@ def read_samples(
         catalogs.append(catalog.add_column(1, "format", formats))
     for path in paths:
         if path.suffix.lower() != ".jsonl":
-            scores, n_ignored = aggregate_samples_table(path, subtasks)
+            scores, n_ignored = aggregate_samples_table(path, subtasks, sink=sink)
             frames.append(scores)
             catalogs.append(
                 pa.table(
@@ -319,7 +340,11 @@ def aggregate_samples_files(
 
 
 def aggregate_samples_table(
-    path: Path, subtasks: SubtaskColumns, *, batch_rows: int = _BATCH_ROWS
+    path: Path,
+    subtasks: SubtaskColumns,
+    *,
+    batch_rows: int = _BATCH_ROWS,
+    sink: BatchSink | None = None,
 ) -> tuple[pa.Table, int]:
     """Aggregate a Parquet sample table, streamed a batch at a time.
 
@@ -327,6 +352,7 @@ def aggregate_samples_table(
         path: A Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`).
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
         batch_rows: Rows per batch read (memory is about 80 bytes per row).
+        sink: Also hand each batch to this (with the columns it asks for).
 
     Returns:
         The scores, one row per (variant, suite subtask), and the number of rows
@@ -367,12 +393,16 @@ def aggregate_samples_table(
     columns = [
         name for name in SAMPLES.names if name in schema.names and name != "doc_id"
     ]
+    if sink is not None:
+        columns += [c for c in sink.columns if c in schema.names and c not in columns]
     sums = _Sums(subtasks)
     first = 1
     batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
         for batch in batches:
             sums.add_rows(batch, source=str(path), first_row=first)
+            if sink is not None:  # (summed on the batch thread meanwhile)
+                sink.add_batch(batch, path=path, first_row=first)
             first += batch.num_rows
         sums.wait()
     except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
