@@ -471,3 +471,55 @@ def test_any_row_order_and_batching_gives_the_pivot(
         )
         got = pd.Series(values[row, column], index=index)
         pd.testing.assert_series_equal(got.sort_index(), expected, check_names=False)
+
+
+def test_the_aggregation_hands_its_batches_to_a_collector(tmp_path: Path) -> None:
+    """``run --paired`` reads a sample table once: the aggregation's batches (with
+    doc_id) make the same item matrix as reading the table again."""
+    from lbnorm.readers.items import ItemCollector
+    from lbnorm.readers.samples import aggregate_samples_table
+
+    rng = np.random.default_rng(11)
+    frame = pd.concat(
+        [gpqa_rows([f"o/m{m}"], list(range(40))) for m in range(5)], ignore_index=True
+    ).assign(value=lambda f: (rng.random(len(f)) < 0.6).astype(float))
+    frame = frame.sample(frac=1.0, random_state=3)
+    source = write_table(tmp_path / "t.parquet", frame, row_group_size=37)
+    collector = ItemCollector(V2)
+    scores, _ = aggregate_samples_table(
+        source.path, subtask_columns(V2), batch_rows=29, sink=collector
+    )
+    assert scores.num_rows == 5
+    shared = collector.finish()
+    again = read_items([source], V2)
+    k = suite_index(V2, "GPQA", "main")
+    mine, theirs = shared.subtasks[k], again.subtasks[k]
+    assert mine is not None
+    assert theirs is not None
+    assert shared.variants.equals(again.variants)
+    order = np.argsort(mine.documents.to_numpy())  # numbered as batches came
+    assert np.array_equal(
+        mine.codes[:, order], theirs.codes[:, np.argsort(theirs.documents.to_numpy())]
+    )
+
+
+def test_a_task_a_table_gives_is_matched_by_doc_id_in_the_files_too(
+    tree: Path, tmp_path: Path
+) -> None:
+    frame = pd.DataFrame(
+        {
+            "model": "o/table",
+            "task": MUSR,
+            "metric": "acc_norm,none",
+            "doc_id": range(250),
+            "value": 1.0,
+        }
+    )
+    table = write_table(tmp_path / "t.parquet", frame)
+    items = read_items([*jsonl(tree), table], V2)
+    murder = items.subtasks[suite_index(V2, "MUSR", "murder_mysteries")]
+    ifeval = items.subtasks[suite_index(V2, "IFEval", "prompt_level_strict")]
+    assert murder is not None
+    assert ifeval is not None
+    assert (murder.key, ifeval.key) == ("doc_id", "doc_hash")
+    assert (murder.codes != 0).all()  # every document lined up across the three

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -330,3 +332,19 @@ def test_without_paired_nothing_changes(inputs: list[Path], tmp_path: Path) -> N
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert not {"paired", "paired_adjust", "paired_alpha"} & set(manifest["options"])
     assert "paired.parquet" not in manifest["outputs"]
+
+
+def test_run_paired_loads_no_pandas(inputs: list[Path], tmp_path: Path) -> None:
+    """The item matrix and the comparisons are numpy and Arrow, the summary too."""
+    code = (
+        "import sys; from lbnorm.cli import main; "
+        f"assert main(['run', *{[str(p) for p in inputs]!r}, '--missing', 'partial', "
+        f"'--paired', '--out', {str(tmp_path / 'out')!r}]) == 0; "
+        "print('pandas' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "False"
+    assert "paired     3 adjacent pairs: 3 separable at 0.05 (Holm)" in done.stdout

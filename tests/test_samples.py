@@ -66,9 +66,9 @@ def _frames(
     return scores.to_pandas(), catalog.to_pandas()
 
 
-def _table_scores(path: Path, **options: int) -> tuple[pd.DataFrame, int]:
+def _table_scores(path: Path, batch_rows: int = 1 << 20) -> tuple[pd.DataFrame, int]:
     """:func:`aggregate_samples_table`'s Arrow scores as a frame, and the rows ignored."""
-    scores, ignored = aggregate_samples_table(path, COLUMNS, **options)
+    scores, ignored = aggregate_samples_table(path, COLUMNS, batch_rows=batch_rows)
     assert isinstance(scores, pa.Table)
     assert scores.column_names == SCORE_COLUMNS
     return scores.to_pandas(), ignored

@@ -278,9 +278,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     print(format_summary(result, out=args.out, top=args.top, seconds=seconds))
     if result.paired_output is not None:
-        from lbnorm.faces.paired import format_board_summary
+        from lbnorm.faces.terminal import format_paired_summary
 
-        print(format_board_summary(result, alpha=options.paired_alpha))
+        print(format_paired_summary(result, alpha=options.paired_alpha))
     if monitored is not None:
         _print_nightly(args, monitored)
     if options.exclude_flagged:

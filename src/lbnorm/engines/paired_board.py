@@ -23,7 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
+from lbnorm.core.arrow import booleans, dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS, PAIRED, conform
 from lbnorm.engines.kernel import rank_descending
@@ -71,8 +71,9 @@ def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> IntArray:
         >>> variant_rows(keys, items).tolist()
         [-1, 0]
     """
-    mine = items.variants.filter(pc.equal(items.variants["tag"], tag))
-    at = np.flatnonzero(to_numpy(pc.equal(items.variants["tag"], tag)))
+    is_side = pc.equal(items.variants["tag"], scalar(tag, pa.string()))
+    mine = items.variants.filter(is_side)
+    at = np.flatnonzero(to_numpy(is_side))
     found = pc.index_in(_joined(keys), value_set=_joined(mine))
     index = to_numpy(found.cast(pa.int64()), null=-1)
     return np.where(index >= 0, at[np.maximum(index, 0)] if at.size else -1, -1)
@@ -83,10 +84,12 @@ def _joined(keys: pa.Table) -> pa.Array:
     parts = [
         pc.cast(keys[name], pa.string()).combine_chunks()
         if name != "chat_template"
-        else pc.if_else(keys[name], "1", "0").combine_chunks()
+        else pc.if_else(
+            keys[name], scalar("1", pa.string()), scalar("0", pa.string())
+        ).combine_chunks()
         for name in KEY_COLUMNS
     ]
-    return pc.binary_join_element_wise(*parts, "\x1f")
+    return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
 
 def board_pairs(

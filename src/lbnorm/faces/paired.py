@@ -1,4 +1,7 @@
-"""Terminal views of paired comparisons: the run's summary line, compare, diff.
+"""Terminal views of paired comparisons: ``compare --paired`` and ``diff --paired``.
+
+The run's summary line is :func:`lbnorm.faces.terminal.format_paired_summary`
+(a run loads no pandas).
 
 Reads what :mod:`lbnorm.analysis.paired` and ``lbnorm run --paired`` produce;
 tables are drawn by :func:`lbnorm.faces.terminal.format_table`.
@@ -8,44 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
 
 from lbnorm.analysis.paired import PairedComparison, PairedDiff
 from lbnorm.analysis.render import markdown_table
-from lbnorm.engines.result import Result
 from lbnorm.faces.terminal import format_table, printable
 
-__all__ = ["format_board_summary", "format_paired_comparison", "format_paired_diff"]
-
-
-def format_board_summary(result: Result, *, alpha: float) -> str:
-    """One line on ``paired.parquet``: pairs, separable pairs, tied groups, gaps.
-
-    Args:
-        result: A run's result with ``paired_output``.
-        alpha: The level of the run's tests.
-    """
-    table = result.paired_output
-    assert table is not None
-    separable = table["separable"]
-    n_separable = int(pc.sum(pc.fill_null(separable, False)).as_py() or 0)
-    unknown = separable.null_count
-    average = table.filter(pc.equal(table["level"].cast("string"), "average"))
-    groups = (
-        np.asarray(average["group_b"].to_numpy()) if average.num_rows else np.array([0])
-    )
-    n_groups = int(groups.max()) if groups.size else 0
-    adjust = "Holm" if result.options.paired_adjust == "holm" else "Benjamini-Hochberg"
-    line = (
-        f"paired     {table.num_rows:,} adjacent pairs: {n_separable:,} separable at "
-        f"{alpha:g} ({adjust}); the average ranks {average.num_rows + 1 if average.num_rows else 0:,} "
-        f"variants in {n_groups:,} statistically tied groups"
-    )
-    if unknown:
-        line += f"; {unknown:,} pairs not compared"
-    if result.paired_without_items:
-        line += f" (no per-sample data: {', '.join(result.paired_without_items)})"
-    return line
+__all__ = ["format_paired_comparison", "format_paired_diff"]
 
 
 def format_paired_comparison(comparison: PairedComparison, *, digits: int = 2) -> str:

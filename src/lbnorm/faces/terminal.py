@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "folder_label",
+    "format_paired_summary",
     "format_suite",
     "format_summary",
     "format_table",
@@ -312,3 +313,38 @@ def folder_label(out: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(out)
     return text.rstrip("/") + "/" if text.rstrip("/") else "/"
+
+
+def format_paired_summary(result: Result, *, alpha: float) -> str:
+    """One line on ``paired.parquet``: pairs, separable pairs, tied groups, gaps.
+
+    Args:
+        result: A run's result with ``paired_output``.
+        alpha: The level of the run's tests.
+    """
+    import pyarrow as pa  # (loaded already: the run made the table)
+    import pyarrow.compute as pc
+
+    from lbnorm.core.arrow import scalar
+
+    table = result.paired_output
+    assert table is not None
+    separable = table["separable"]
+    n_separable = int(pc.sum(separable).as_py() or 0)  # (nulls are not counted)
+    unknown = separable.null_count
+    is_average = pc.equal(
+        table["level"].cast(pa.string()), scalar("average", pa.string())
+    )
+    average = table.filter(is_average)
+    n_groups = int(pc.max(average["group_b"]).as_py() or 0) if average.num_rows else 0
+    adjust = "Holm" if result.options.paired_adjust == "holm" else "Benjamini-Hochberg"
+    line = (
+        f"paired     {table.num_rows:,} adjacent pairs: {n_separable:,} separable at "
+        f"{alpha:g} ({adjust}); the average ranks {average.num_rows + 1 if average.num_rows else 0:,} "
+        f"variants in {n_groups:,} statistically tied groups"
+    )
+    if unknown:
+        line += f"; {unknown:,} pairs not compared"
+    if result.paired_without_items:
+        line += f" (no per-sample data: {', '.join(result.paired_without_items)})"
+    return line

@@ -11,7 +11,8 @@ line up item by item.
 - **Documents** are matched by ``doc_hash`` where every sample file of the task
   records one (lm-evaluation-harness writes it: a hash of the document's text,
   the same whatever order the documents were numbered in), else by ``doc_id``;
-  sample tables match by ``doc_id``. Two lines of one file with one hash hold
+  sample tables record no hash, so a task a table gives is matched by ``doc_id``
+  in every input. Two lines of one file with one hash hold
   the same document twice: they are matched copy by copy (in line order) and
   counted (:attr:`SubtaskItems.n_duplicated`). A repeated ``doc_id`` is an
   error, as for the aggregation; so is a ``doc_id`` that is not an integer
@@ -36,28 +37,25 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import check_cancelled, read_ahead
-from lbnorm.core.arrow import numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import json_lines
-from lbnorm.readers.samples import (  # the sample reader's own rules, not a copy
-    _MISSING,
-    SAMPLES_FILE,
-    _arrow_type,
-    _checked,
-    _loads,
-    _Sums,
-    variant_of,
+from lbnorm.readers.item_documents import Documents
+from lbnorm.readers.item_lines import (
+    DocumentKey,
+    document_key_of,
+    read_metric_items,
+    task_keys,
 )
+from lbnorm.readers.samples import SAMPLES_FILE, _Sums, variant_of
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -70,8 +68,6 @@ __all__ = [
     "read_items",
 ]
 
-#: How a task's documents are matched across models.
-DocumentKey = Literal["doc_id", "doc_hash"]
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
@@ -79,10 +75,7 @@ _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
 _BATCH_ROWS = 1 << 20
-#: A task's doc_ids below this are looked up in a table; others are hashed.
-_LUT_LIMIT = 1 << 22
 _KEYS = ("model", "precision", "revision", "chat_template")
-_HINT_LINE = "Hint: a harness samples file has one JSON object per line, with an integer doc_id, filter and each metric as a number, boolean or list of them."
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -170,29 +163,6 @@ class Items:
         return int(self.variants.num_rows)
 
 
-def document_key_of(path: Path) -> DocumentKey:
-    r"""How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
-
-    Examples:
-        >>> import tempfile
-        >>> path = Path(tempfile.mkdtemp()) / "samples_t_2024-01-01T00-00-00.jsonl"
-        >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}\\n')
-        >>> document_key_of(path)
-        'doc_hash'
-    """
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline()
-        head = _loads()(first)
-    except (OSError, ValueError):
-        return "doc_id"  # the reading proper names the problem
-    return (
-        "doc_hash"
-        if isinstance(head, dict) and isinstance(head.get("doc_hash"), str)
-        else "doc_id"
-    )
-
-
 def read_items(
     sources: Sequence[ItemSource],
     suite: Suite,
@@ -251,10 +221,17 @@ class ItemCollector:
         self._build.add_batch(batch, ItemSource(path=path), first_row, self._wanted)
 
     def add_sources(self, sources: Sequence[ItemSource]) -> None:
-        """Add sample files (each read whole) and sample tables (streamed)."""
+        """Add sample tables (streamed) and sample files (each read whole).
+
+        The tables first: a task a table gives is matched by ``doc_id`` in every
+        input (a table records no ``doc_hash``).
+        """
         build = self._build
+        for source in sources:
+            if source.path.suffix.lower() != ".jsonl":
+                build.add_table(source, self._wanted)
         jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
-        keys = _task_keys(jsonl)
+        keys = task_keys([source.path for source in jsonl])
         seen: dict[Path, tuple[str, str, str, bool]] = {}
         for source in jsonl:  # a file, not a line, a step
             check_cancelled()
@@ -268,191 +245,12 @@ class ItemCollector:
             variant = variant_of(source.path, match["timestamp"], seen)
             if self._wanted is not None and variant[0] not in self._wanted:
                 continue
-            build.add_file(source, task, variant, keys.get(task, "doc_id"))
-        for source in sources:
-            if source.path.suffix.lower() != ".jsonl":
-                build.add_table(source, self._wanted)
+            given = build.task_key[build.task_number[task]]
+            build.add_file(source, task, variant, given or keys.get(task, "doc_id"))
 
     def finish(self) -> Items:
         """The item matrix, checked (no (variant, item) given twice)."""
         return self._build.finish()
-
-
-def _task_keys(sources: Sequence[ItemSource]) -> dict[str, DocumentKey]:
-    """Per task, ``doc_hash`` if every file of it records one on its first line."""
-    keys: dict[str, DocumentKey] = {}
-    for source in sources:
-        match = SAMPLES_FILE.match(source.path.name)
-        if match is None:
-            continue
-        task = match["task"]
-        if keys.get(task) != "doc_id":
-            keys[task] = document_key_of(source.path)
-    return keys
-
-
-class _Documents:
-    """Every task's documents, numbered 0, 1, ... within the task, and their clusters.
-
-    Integer keys in ``[0, _LUT_LIMIT)`` are found in one lookup table for all
-    tasks (a task's slice sized to its largest key); text keys and other
-    integers by Arrow's hash lookup in the task's registry.
-    """
-
-    def __init__(self, n_tasks: int) -> None:
-        self.count = np.zeros(n_tasks, dtype=np.int64)
-        self._lut = np.empty(0, dtype=np.int32)
-        self._start = np.zeros(n_tasks, dtype=np.int64)
-        self._size = np.zeros(n_tasks, dtype=np.int64)
-        self._hashed: list[tuple[pa.Array, _I64] | None] = [None] * n_tasks
-        self._named: list[list[tuple[_I64, pa.Array]]] = [[] for _ in range(n_tasks)]
-        self._cluster: list[_I64] = [np.empty(0, np.int64) for _ in range(n_tasks)]
-        self._cluster_codes: list[dict[Any, int]] = [{} for _ in range(n_tasks)]
-
-    def numbers(self, task: _I64, keys: npt.NDArray[np.integer[Any]]) -> _I64:
-        """Each row's document number, for rows of several tasks with integer keys."""
-        if not keys.size:
-            return np.empty(0, dtype=np.int64)
-        if int(keys.min()) >= 0 and int(keys.max()) < _LUT_LIMIT:  # the usual case
-            return self._looked_up(task, keys)
-        out = np.empty(keys.size, dtype=np.int64)
-        small = (keys >= 0) & (keys < _LUT_LIMIT)
-        for t in np.unique(task[~small]).tolist():  # rare: a task at a time
-            rows = np.flatnonzero(~small & (task == t))
-            out[rows] = self.numbers_of(t, numbers(keys[rows], pa.int64()))
-        if small.any():
-            out[small] = self._looked_up(task[small], keys[small])
-        return out
-
-    def _looked_up(self, task: _I64, keys: npt.NDArray[np.integer[Any]]) -> _I64:
-        """Document numbers of keys in ``[0, _LUT_LIMIT)`` from the lookup table."""
-        beyond = keys >= self._size[task]
-        if beyond.any():  # a task's largest key grew: its slice of the table too
-            need = self._size.copy()
-            np.maximum.at(need, task[beyond], keys[beyond] + 1)
-            self._grow(need)
-        flat = self._start[task] + keys
-        found = self._lut[flat]
-        if int(found.min()) < 0:  # documents seen first here: by task, then key
-            new = found < 0
-            fresh, first = np.unique(flat[new], return_index=True)
-            owner = task[new][first]
-            number = (
-                self.count[owner]
-                + np.arange(fresh.size)
-                - np.searchsorted(owner, owner)
-            )
-            self._lut[fresh] = number
-            self.count += np.bincount(owner, minlength=self.count.size)
-            for t in np.unique(owner).tolist():  # the keys, to name documents by
-                mine = owner == t
-                keys_of = numbers(fresh[mine] - self._start[t], pa.int64())
-                self._named[t].append((number[mine], keys_of))
-            found = self._lut[flat]
-        return found.astype(np.int64)
-
-    def numbers_of(self, task: int, keys: pa.Array) -> _I64:
-        """One task's document numbers by hash lookup (text keys, or large integers)."""
-        known = self._hashed[task]
-        if known is None:
-            found = np.full(len(keys), -1, dtype=np.int64)
-        else:
-            index = pc.index_in(keys, value_set=known[0])
-            at = to_numpy(index.cast(pa.int64()), null=-1)
-            found = np.where(at >= 0, known[1][np.maximum(at, 0)], -1)
-        new = found < 0
-        if new.any():
-            unseen = keys.filter(pa.array(new))
-            fresh = pc.unique(unseen)
-            number = self.count[task] + np.arange(len(fresh), dtype=np.int64)
-            self.count[task] += len(fresh)
-            self._named[task].append((number, fresh))
-            self._hashed[task] = (
-                (fresh, number)
-                if known is None
-                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], number])
-            )
-            again = to_numpy(pc.index_in(unseen, value_set=fresh).cast(pa.int64()))
-            found[new] = number[again]
-        return found
-
-    def names(self, task: int, documents: _I64) -> pa.Array:
-        """The keys (a doc_id or a doc_hash) of a task's documents `documents`."""
-        chunks = self._named[task]
-        if not chunks:
-            return pa.array([], pa.int64())
-        order = np.concatenate([number for number, _ in chunks])
-        kind = (
-            pa.string()
-            if any(pa.types.is_string(k.type) for _, k in chunks)
-            else pa.int64()
-        )
-        values = pa.concat_arrays([keys.cast(kind) for _, keys in chunks])
-        where = np.empty(int(self.count[task]), dtype=np.int64)
-        where[order] = np.arange(order.size)
-        return values.take(numbers(where[documents], pa.int64()))
-
-    def set_clusters(
-        self, task: int, documents: _I64, values: pa.Array, where: Callable[[int], str]
-    ) -> None:
-        """Record each document's cluster; a document given two is an error."""
-        encoded = pc.dictionary_encode(values)
-        registry = self._cluster_codes[task]
-        entries = encoded.dictionary.to_pylist()  # the distinct values: per value
-        codes = np.array(
-            [registry.setdefault(entry, len(registry)) for entry in entries],
-            dtype=np.int64,
-        )
-        index = to_numpy(encoded.indices.cast(pa.int64()))
-        row_code = codes[index]
-        known = self._cluster[task]
-        if known.size < self.count[task]:
-            padding = np.full(int(self.count[task]) - known.size, -1, dtype=np.int64)
-            known = np.concatenate([known, padding])
-        before = known[documents]
-        known[documents] = row_code
-        again = known[documents]  # a document twice in these rows: the last value won
-        clash = ((before >= 0) & (before != row_code)) | (again != row_code)
-        self._cluster[task] = known
-        if clash.any():
-            at = int(np.flatnonzero(clash)[0])
-            other = (
-                int(before[at])
-                if before[at] >= 0 and before[at] != row_code[at]
-                else int(again[at])
-            )
-            names = {code: value for value, code in registry.items()}
-            msg = f"{where(at)}: cluster value {entries[index[at]]!r}, but another line or input gives the same document {names[other]!r}.\nHint: a document belongs to one cluster; check the suite's cluster key and the inputs."
-            raise InputError(msg)
-
-    def clusters(self, task: int, documents: _I64) -> _I64:
-        """Each document's cluster (the document itself when the task has no key)."""
-        known = self._cluster[task]
-        if not self._cluster_codes[task]:
-            return documents.copy()
-        return np.asarray(known[documents], dtype=np.int64)
-
-    def _grow(self, need: _I64) -> None:
-        bits = np.ceil(np.log2(np.maximum(need, 64))).astype(np.int64)
-        size = np.where(need > self._size, np.left_shift(1, bits), self._size)
-        start = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64)
-        lut = np.full(int(size.sum()), -1, dtype=np.int32)
-        for t in np.flatnonzero(self._size).tolist():  # a task at a time
-            lut[start[t] : start[t] + self._size[t]] = self._lut[
-                self._start[t] : self._start[t] + self._size[t]
-            ]
-        self._lut, self._start, self._size = lut, start, size.astype(np.int64)
-
-
-@dataclass(slots=True)
-class _Parsed:
-    """One metric of one sample file: per line its document, per item its value."""
-
-    documents: pa.Array  # per line: doc_id (int64) or the doc_hash key (string)
-    lengths: _I64 | None  # per line, its list's length (a list-valued metric)
-    values: _F64  # per item
-    clusters: pa.Array | None  # per line, its cluster value
-    n_duplicated: int = 0
 
 
 class _Build:
@@ -474,7 +272,7 @@ class _Build:
             if task >= 0:
                 self.cluster_key[task] = subtask.cluster
         self.pair_of = {(s.task, s.metric): i for i, s in enumerate(rows) if s.task}
-        self.docs = _Documents(len(self.task_number))
+        self.docs = Documents(len(self.task_number))
         self.task_key: list[DocumentKey | None] = [None] * len(self.task_number)
         self.variants: dict[tuple[str, str, str, str, bool], int] = {}
         self.sources: list[dict[str, None]] = []
@@ -503,7 +301,7 @@ class _Build:
         self._check_key(t, key, source.path)
         pairs = [p for p in range(self.n_pairs) if self.tasks[p] == task]
         wanted = [self.metrics[p].partition(",")[::2] for p in pairs]
-        parsed = _read_file(source.path, wanted, key, self.cluster_key[t])
+        parsed = read_metric_items(source.path, wanted, key, self.cluster_key[t])
         v = self._variant((source.tag, *variant), str(source.path))
         for pair, got in zip(pairs, parsed, strict=True):
             if got.documents.type == pa.int64():
@@ -584,7 +382,7 @@ class _Build:
             batch = batch.filter(
                 pc.is_in(
                     batch.column("model"),
-                    value_set=pa.array(sorted(wanted), pa.string()),
+                    value_set=strings(sorted(wanted)),
                 )
             )
         if not batch.num_rows:
@@ -601,7 +399,7 @@ class _Build:
         pair = self._pairs(batch)
         kept = pair >= 0
         if not kept.all():
-            batch, pair = batch.filter(pa.array(kept)), pair[kept]
+            batch, pair = batch.filter(booleans(kept)), pair[kept]
             first_rows = np.flatnonzero(kept) + first
         else:
             first_rows = None
@@ -824,7 +622,7 @@ class _Build:
             ).copy()
         new = found < 0
         if new.any():
-            fresh = pc.unique(key.filter(pa.array(new)))
+            fresh = pc.unique(key.filter(booleans(new)))
             base = int(self.n_columns[pair])
             self.n_columns[pair] += len(fresh)
             column = base + np.arange(len(fresh), dtype=np.int64)
@@ -887,7 +685,9 @@ class _Build:
     def _grow(self, rows: int, need: _I64) -> None:
         """Room for `rows` variants and `need` columns per pair (doubling)."""
         old_rows = self.grid.shape[0]
-        new_rows = max(rows, 2 * old_rows, 64) if rows > old_rows else old_rows
+        new_rows = (
+            max(rows, old_rows + old_rows // 2, 64) if rows > old_rows else old_rows
+        )
         capacity = np.where(
             need > self.capacity, np.maximum(need, 2 * self.capacity), self.capacity
         )
@@ -921,7 +721,7 @@ class _Build:
             t = int(self.task_of[p])
             if self.is_list[p] == 2:
                 key, column = self.listed[p] or (
-                    pa.array([], pa.int64()),
+                    numbers(np.empty(0, dtype=np.int64), pa.int64()),
                     np.empty(0, np.int64),
                 )
                 code = np.empty(width, dtype=np.int64)
@@ -952,7 +752,7 @@ class _Build:
                 "model": strings([k[1] for k in keys]),
                 "precision": strings([k[2] for k in keys]),
                 "revision": strings([k[3] for k in keys]),
-                "chat_template": pa.array([k[4] for k in keys], pa.bool_()),
+                "chat_template": booleans(np.array([k[4] for k in keys], dtype=bool)),
             }
         )
         return Items(
@@ -984,239 +784,3 @@ def _expand(number: _I64, lengths: _I64) -> tuple[_I64, _I64]:
     starts = np.cumsum(lengths) - lengths
     position = np.arange(document.size, dtype=np.int64) - np.repeat(starts, lengths)
     return document, position
-
-
-def _read_file(
-    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
-) -> list[_Parsed]:
-    """Per suite metric (``name``, ``filter``) of a sample file: its documents and values.
-
-    Arrow's JSON reader parses the fields needed; a file it refuses, or whose
-    lines break a rule, is read again line by line, which names the line.
-    """
-    try:
-        with path.open("rb") as handle:
-            head = _loads()(handle.readline())
-        fields: dict[str, pa.DataType] = {"doc_id": pa.int64(), "filter": pa.string()}
-        if key == "doc_hash":
-            fields["doc_hash"] = pa.string()
-        for name, _ in wanted:
-            fields[name] = _arrow_type(head[name])
-        path_parts = cluster.split(".") if cluster else []
-        if path_parts:
-            fields[path_parts[0]] = _nested_type(head, path_parts)
-        table = pj.read_json(
-            path,
-            read_options=pj.ReadOptions(block_size=1 << 26),
-            parse_options=pj.ParseOptions(
-                explicit_schema=pa.schema(list(fields.items())),
-                unexpected_field_behavior="ignore",
-            ),
-        )
-        out = []
-        for name, kept in wanted:
-            filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
-            rows = table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
-            clusters = None
-            if path_parts:
-                clusters = rows.column(path_parts[0]).combine_chunks()
-                for part in path_parts[1:]:
-                    clusters = pc.struct_field(clusters, part)
-            hashes = (
-                rows.column("doc_hash").combine_chunks() if key == "doc_hash" else None
-            )
-            out.append(
-                _parsed(
-                    rows.column("doc_id").combine_chunks(),
-                    hashes,
-                    rows.column(name).combine_chunks(),
-                    clusters,
-                )
-            )
-        return out
-    except (
-        pa.ArrowException,
-        ValueError,
-        TypeError,
-        KeyError,
-        AttributeError,
-        OSError,
-    ):
-        pass  # the line-by-line reading below finds and names what is wrong
-    return _read_lines(path, wanted, key, cluster)
-
-
-def _nested_type(head: dict[str, Any], parts: list[str]) -> pa.DataType:
-    """The Arrow type of ``head[parts[0]]...[parts[-1]]``, only that path kept."""
-    value: Any = head
-    for part in parts:
-        value = value[part]
-    kind: pa.DataType = (
-        pa.bool_()
-        if isinstance(value, bool)
-        else pa.int64()
-        if isinstance(value, int)
-        else pa.float64()
-        if isinstance(value, float)
-        else pa.string()
-    )
-    if not isinstance(value, bool | int | float | str):
-        raise TypeError(parts)
-    for part in reversed(parts[1:]):
-        kind = pa.struct([(part, kind)])
-    return kind
-
-
-def _parsed(
-    doc_id: pa.Array,
-    hashes: pa.Array | None,
-    column: pa.Array,
-    clusters: pa.Array | None,
-) -> _Parsed:
-    """One metric's documents, values and clusters, checked (a ValueError: read again)."""
-    is_list = pa.types.is_list(column.type)
-    items = pc.list_flatten(column) if is_list else column
-    if (
-        not len(doc_id)
-        or doc_id.null_count
-        or column.null_count
-        or items.null_count
-        or pc.count_distinct(doc_id).as_py() != len(doc_id)
-        or (hashes is not None and hashes.null_count)
-        or (clusters is not None and clusters.null_count)
-    ):
-        msg = "a line is missing, repeated or null"
-        raise ValueError(msg)
-    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
-    if not np.isfinite(values).all():
-        msg = "a value is not finite"
-        raise ValueError(msg)
-    lengths = (
-        to_numpy(pc.list_value_length(column).cast(pa.int64())) if is_list else None
-    )
-    documents, n_duplicated = doc_id, 0
-    if hashes is not None:
-        documents, n_duplicated = _copy_keys(hashes)
-    return _Parsed(
-        documents=documents,
-        lengths=lengths,
-        values=values,
-        clusters=clusters,
-        n_duplicated=n_duplicated,
-    )
-
-
-def _copy_keys(hashes: pa.Array) -> tuple[pa.Array, int]:
-    """Document hashes as keys: the k-th copy of a repeated one gets ``#k`` (k >= 1)."""
-    hashes = hashes.cast(pa.string())
-    distinct = pc.count_distinct(hashes).as_py()
-    if distinct == len(hashes):
-        return hashes, 0
-    code = to_numpy(pc.dictionary_encode(hashes).indices.cast(pa.int64()))
-    order = np.argsort(code, kind="stable")  # each hash's lines, in line order
-    ranked = code[order]
-    start = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
-    copy = np.empty(code.size, dtype=np.int64)
-    copy[order] = np.arange(code.size) - np.repeat(
-        start, np.diff(np.r_[start, code.size])
-    )
-    suffix = pc.binary_join_element_wise(
-        strings(["#"] * code.size), numbers(copy, pa.int64()).cast(pa.string()), ""
-    )
-    keyed = pc.if_else(
-        pa.array(copy > 0), pc.binary_join_element_wise(hashes, suffix, ""), hashes
-    )
-    return keyed, len(hashes) - distinct
-
-
-def _read_lines(
-    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
-) -> list[_Parsed]:
-    """The slow, exact reading: each line parsed alone; the first problem is raised."""
-    filters = {kept or "none" for _, kept in wanted}
-    lines: dict[str, dict[str, list[Any]]] = {
-        kept: {"doc_id": [], "doc_hash": [], "cluster": []} for kept in filters
-    }
-    values: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
-    seen: dict[tuple[str, int], int] = {}
-    parts = cluster.split(".") if cluster else []
-    for number, line in json_lines(path, hint=_HINT_LINE, loads=_loads()):
-        kept = line.get("filter") or "none"
-        if kept not in filters:
-            continue
-        doc = line.get("doc_id")
-        if isinstance(doc, str) and doc.strip().lstrip("-").isdigit():
-            msg = f"{path}: line {number}: 'doc_id' is the text {doc!r}, not the integer {int(doc)}; a document keyed \"1\" and one keyed 1 would not match.\n{_HINT_LINE}"
-            raise InputError(msg)
-        if isinstance(doc, bool) or not isinstance(doc, int):
-            msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{_HINT_LINE}"
-            raise InputError(msg)
-        if (kept, doc) in seen:
-            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {seen[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
-            raise InputError(msg)
-        seen[kept, doc] = number
-        found = lines[kept]
-        found["doc_id"].append(doc)
-        if key == "doc_hash":
-            text = line.get("doc_hash")
-            if not isinstance(text, str):
-                msg = f"{path}: line {number}: no doc_hash, though the task's files give one on their first line.\nHint: the harness writes doc_hash on every line; give it on every line or on none."
-                raise InputError(msg)
-            found["doc_hash"].append(text)
-        if parts:
-            found["cluster"].append(_cluster_value(path, number, line, parts))
-        for name, metric_filter in wanted:
-            if (metric_filter or "none") == kept:
-                values[name, metric_filter].append(
-                    _checked(path, number, name, line.get(name, _MISSING))
-                )
-    out = []
-    for name, metric_filter in wanted:
-        got, found = values[name, metric_filter], lines[metric_filter or "none"]
-        if not got:
-            msg = f"{path}: no documents with filter {metric_filter or 'none'!r} and metric {name!r}.\nHint: the file is empty or of another filter; re-run the task with --log_samples."
-            raise InputError(msg)
-        is_list = isinstance(got[0], list)
-        if any(isinstance(v, list) != is_list for v in got):
-            msg = f"{path}: {name!r} is a list in some lines and a number in others.\nHint: a metric is either one value per document or a list per document."
-            raise InputError(msg)
-        column = (
-            pa.array([[float(x) for x in v] for v in got], pa.list_(pa.float64()))
-            if is_list
-            else pa.array([float(v) for v in got], pa.float64())
-        )
-        out.append(
-            _parsed(
-                pa.array(found["doc_id"], pa.int64()),
-                pa.array(found["doc_hash"], pa.string()) if key == "doc_hash" else None,
-                column,
-                _cluster_array(found["cluster"]) if parts else None,
-            )
-        )
-    return out
-
-
-def _cluster_value(
-    path: Path, number: int, line: dict[str, Any], parts: list[str]
-) -> Any:
-    """The value at a cluster key's dotted path, or an error naming the line."""
-    value: Any = line
-    for part in parts:
-        value = value.get(part) if isinstance(value, dict) else None
-    if value is None or not isinstance(value, str | int | float | bool):
-        what = (
-            "missing"
-            if value is None
-            else f"{type(value).__name__}, not a text or number"
-        )
-        msg = f"{path}: line {number}: the cluster key {'.'.join(parts)!r} (the suite's) is {what}.\nHint: every line of a clustered task needs the field; fix the lines, or remove cluster from the suite."
-        raise InputError(msg)
-    return value
-
-
-def _cluster_array(values: list[Any]) -> pa.Array:
-    """Cluster values as one Arrow type (mixed numbers and text as text)."""
-    kinds = {type(v) for v in values}
-    if kinds <= {int} or kinds <= {float} or kinds <= {str} or kinds <= {bool}:
-        return pa.array(values)
-    return pa.array([str(v) for v in values], pa.string())
