@@ -20,7 +20,7 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
-from lbnorm.readers import cache_stats, input_warnings
+from lbnorm.readers import cache_stats, input_reruns, input_warnings
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -246,14 +246,17 @@ def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) 
     assert superseded["superseded_by"].tolist() == [str(newer)]
     assert _digests(tmp_path / "cached") == _digests(tmp_path / "plain")
     assert plain.files["superseded_by"].notna().sum() == 1
-    # the older file's GPQA differs: a cached run warns as a plain one does
-    warnings = input_warnings(plain.file_table)
-    assert len(warnings) == 1
-    assert "the newer value is used" in warnings[0]
-    assert input_warnings(result.file_table) == warnings
+    # the older file's GPQA differs: a cached run says so as a plain one does
+    (rerun,) = input_reruns(plain.file_table)
+    assert rerun["superseded"] == [
+        str(folder / "results_2024-05-01T00-00-00.000000.json")
+    ]
+    assert [difference["benchmark"] for difference in rerun["differences"]] == ["GPQA"]
+    assert input_reruns(result.file_table) == [rerun]
     again = run([tree], out=tmp_path / "again", options=RunOptions(cache=str(cache)))
     assert _stats(again)["cached"] == _stats(again)["seen"]  # all from the cache
-    assert input_warnings(again.file_table) == warnings
+    assert input_reruns(again.file_table) == [rerun]
+    assert input_warnings(again.file_table) == input_warnings(plain.file_table) == []
 
 
 def test_score_tables_beside_the_tree_are_listed_as_a_plain_run_lists_them(

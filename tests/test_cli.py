@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lbnorm.cli import main
@@ -181,7 +184,7 @@ def test_validation_lists_every_failure(
     err = capsys.readouterr().err
     assert "5 score(s) failed validation" in err
     assert (
-        "percent_scale: " + str(path) + " line 2 (a / GPQA / diamond: raw_score='55.0')"
+        "percent_scale: " + str(path) + " line 2 (a / GPQA / diamond: raw_score='55')"
         in err
     )
     assert "divide by 100" in err
@@ -331,9 +334,87 @@ def test_summary_lists_the_superseded_files_of_a_results_tree(
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith(
-        "inputs     2 file(s), 40 scores, 1 superseded by newer runs"
+        "inputs     2 file(s), 40 scores, 1 superseded by newer runs, 1 variant(s) re-run"
     )
-    assert lines[2] == f"superseded {older} (by {newer.name})"
+    assert lines[2] == (
+        f"re-run     01-ai/Yi-34B-Chat (precision unknown): 2 files, newest {newer.name}; "
+        f"{older.name} superseded"
+    )
+
+
+def test_the_summary_shows_a_screenful_of_reruns_at_most(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve re-run variants: five lines, then how many more; the manifest has all."""
+    text = (golden_dir / "01-ai__Yi-34B-Chat.json").read_text()
+    for model in range(12):
+        folder = tmp_path / "tree" / "org" / f"m{model:02d}"
+        folder.mkdir(parents=True)
+        source = text.replace("01-ai/Yi-34B-Chat", f"org/m{model:02d}")
+        (folder / "results_2024-05-01T00-00-00.000000.json").write_text(source)
+        newer = json.loads(source)
+        newer["results"]["leaderboard_gpqa_main"]["acc_norm,none"] = 0.5
+        (folder / "results_2024-06-01T00-00-00.000000.json").write_text(
+            json.dumps(newer)
+        )
+    out = tmp_path / "o"
+    assert main(["run", str(tmp_path / "tree"), "--out", str(out), "--top", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("re-run "))
+    assert lines[at].startswith("re-run     org/m00 (precision unknown): 2 files, ")
+    assert lines[at].endswith(
+        "; 1 older score differs (1 benchmark), e.g. GPQA main "
+        f"{json.loads(text)['results']['leaderboard_gpqa_main']['acc_norm,none']:.3f} in "
+        "results_2024-05-01T00-00-00.000000.json, 0.500 in the newest"
+    )
+    assert all(line.startswith("           org/m") for line in lines[at + 1 : at + 5])
+    assert lines[at + 5] == (
+        '           and 7 more variant(s) re-run (manifest.json lists each: "reruns")'
+    )
+    assert len(lines) < 24  # a screenful
+    reruns = json.loads((out / "manifest.json").read_text())["reruns"]
+    assert [rerun["model"] for rerun in reruns] == [f"org/m{m:02d}" for m in range(12)]
+
+
+def test_failures_file_holds_every_failure_in_file_and_line_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2,400 bad rows (more than the thousand per check the message keeps), two checks."""
+    lines = ["model,benchmark,subtask,raw_score"]
+    for model in range(1_200):
+        lines += [f"m{model},GPQA,main,55", f"m{model},GPQA,diamond,-1"]
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join(lines) + "\n")
+    argv = ["run", str(path), "--out", str(tmp_path / "o")]
+    assert main(argv) == 5
+    assert capsys.readouterr().err.startswith(
+        "lbnorm: error: 2,400 score(s) failed validation (the first 2,000 are listed; "
+        "--failures FILE writes every one):\n"
+    )
+    for name in ("f.csv", "f.parquet"):
+        assert main([*argv, "--failures", str(tmp_path / name)]) == 5
+        assert capsys.readouterr().err.startswith(
+            "lbnorm: error: 2,400 score(s) failed validation (2,400 failure row(s) in "
+            f"{tmp_path / name}, in file and line order):\n"
+        )
+        failures = pq.read_table(tmp_path / name) if name.endswith("parquet") else None
+        if failures is None:
+            import pyarrow.csv as pacsv
+
+            failures = pacsv.read_csv(
+                tmp_path / name,
+                convert_options=pacsv.ConvertOptions(
+                    column_types={"row": pa.string(), "value": pa.string()}
+                ),
+            )
+        assert failures.num_rows == 2_400
+        assert failures["row"].to_pylist() == [str(line) for line in range(2, 2_402)]
+        assert failures["value"].to_pylist()[:2] == ["55", "-1"]
+        assert failures["check"].to_pylist()[:2] == ["percent_scale", "out_of_range"]
+    (tmp_path / "mine.csv").write_text("not lbnorm's\n")
+    assert main([*argv, "--failures", str(tmp_path / "mine.csv")]) == 6
+    assert "exists and was not written by lbnorm" in capsys.readouterr().err
+    assert (tmp_path / "mine.csv").read_text() == "not lbnorm's\n"
 
 
 def test_summary_says_how_many_are_unranked_and_how_to_rank_them(

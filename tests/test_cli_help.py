@@ -17,6 +17,7 @@ import pytest
 
 import lbnorm
 from lbnorm.cli import build_parser, main
+from lbnorm.core.errors import OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_commit, lbnorm_version
 
@@ -152,3 +153,25 @@ def test_commit_is_read_from_a_worktree_and_packed_refs(tmp_path: Path) -> None:
     (worktree_git / "HEAD").write_text(commit + "\n")  # detached
     assert _head_commit(checkout / ".git") == commit
     assert _head_commit(tmp_path / "nowhere" / ".git") is None
+
+
+def test_new_options_are_checked_and_recorded_only_when_set() -> None:
+    """--failures and --scheduler-timeout: a clear refusal, and manifests unchanged without."""
+    with pytest.raises(
+        OptionsError, match=r"has neither\.\nHint: name it failures\.csv"
+    ):
+        RunOptions(failures="failures.txt")
+    with pytest.raises(
+        OptionsError, match=r"without --scheduler\.\nHint: e\.g\. --scheduler tcp://"
+    ):
+        RunOptions(engine="dask", scheduler_timeout=5)
+    with pytest.raises(OptionsError, match=r"got 0\.\nHint"):
+        RunOptions(engine="dask", scheduler="tcp://h:8786", scheduler_timeout=0)
+    assert {"failures", "scheduler_timeout"}.isdisjoint(RunOptions().to_manifest())
+    given = RunOptions(
+        engine="dask",
+        scheduler="tcp://h:8786",
+        scheduler_timeout=5,
+        failures="f.parquet",
+    ).to_manifest()
+    assert (given["failures"], given["scheduler_timeout"]) == ("f.parquet", 5)

@@ -176,6 +176,33 @@ def test_non_parquet_input_is_refused(tmp_path: Path) -> None:
         )
 
 
+def test_a_converted_tree_on_the_cluster_equals_the_tree_run_locally(
+    cluster: str, tmp_path: Path
+) -> None:
+    tree = Path(__file__).parent / "fixtures" / "full_structure"
+    scores = tmp_path / "scores.parquet"
+    assert main(["convert", str(tree), "--out", str(scores), "--quiet"]) == 0
+    on_cluster = lbnorm.run(
+        [scores], options=RunOptions(engine="dask", scheduler=cluster)
+    )
+    local = lbnorm.run([tree])
+    pd.testing.assert_frame_equal(on_cluster.leaderboard, local.leaderboard)
+
+
+def test_an_unreachable_scheduler_fails_after_the_timeout_given(tmp_path: Path) -> None:
+    scores = tmp_path / "scores.parquet"
+    pq.write_table(pq.read_table(demo_path()).slice(0, 40), scores)
+    options = RunOptions(
+        engine="dask", scheduler="tcp://127.0.0.1:1", scheduler_timeout=0.5
+    )
+    with pytest.raises(
+        InputError,
+        match=r"cannot reach the Dask scheduler tcp://127\.0\.0\.1:1: .*\n"
+        r"Hint: .*--scheduler-timeout SECONDS",
+    ):
+        lbnorm.run([scores], options=options)
+
+
 def test_relative_inputs_are_read_by_workers_in_another_directory(
     cluster: str, demo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,13 @@ from hypothesis import strategies as st
 
 from lbnorm import Result, SuiteError, load_suite, run
 from lbnorm.analysis.correlation import kendall_tau, rank_columns, spearman_rho
-from lbnorm.analysis.diff import Diff, Snapshot, diff_results, diff_snapshots
+from lbnorm.analysis.diff import (
+    Diff,
+    Snapshot,
+    diff_results,
+    diff_snapshots,
+    read_snapshot,
+)
 from lbnorm.analysis.impact import override_bounds, parse_bound_override
 from lbnorm.analysis.render import format_diff
 from lbnorm.cli import main
@@ -110,28 +118,14 @@ def test_small_diff_by_hand() -> None:
         leaderboard=_board(["a", "b", "c", "d"], [40.0, 30.0, 20.0, 10.0]),
         benchmarks=["X", "Y"],
         subtasks=_subtasks(["a", "b", "c", "d"], [False, False, True, True], 0.25),
-        intervals=pd.DataFrame(
-            {
-                "model": ["a", "b", "c", "d"],
-                **KEYS,
-                "rank_best": [1, 1, 3, 4],
-                "rank_worst": [2, 2, 3, 4],
-            }
-        ),
+        intervals=_intervals(["a", "b", "c", "d"], [40.0, 30.0, 20.0, 10.0], 2.0),
         label="old",
     )
     new = Snapshot(
-        leaderboard=_board(["b", "a", "d", "e"], [35.0, 30.0, 25.0, 5.0]),
+        leaderboard=_board(["b", "a", "d", "e"], [31.0, 30.0, 25.0, 5.0]),
         benchmarks=["X", "Y"],
         subtasks=_subtasks(["a", "b", "d", "e"], [True, False, False, True], 0.3),
-        intervals=pd.DataFrame(
-            {
-                "model": ["a", "b", "d", "e"],
-                **KEYS,
-                "rank_best": [1, 1, 3, 4],
-                "rank_worst": [2, 2, 3, 4],
-            }
-        ),
+        intervals=_intervals(["a", "b", "d", "e"], [30.0, 31.0, 25.0, 5.0], 2.0),
         label="new",
     )
     diff = diff_snapshots(old, new, moved_places=0, top=[1, 2])
@@ -161,16 +155,17 @@ def test_small_diff_by_hand() -> None:
         "new_lower_bound": [0.3],
         "change": ["changed"],
     }
-    assert summary["average_delta_mean"] == pytest.approx((-10 + 5 + 15) / 3)
+    assert summary["average_delta_mean"] == pytest.approx((-10 + 1 + 15) / 3)
     assert summary["rank_moves_checked"] == 3
-    assert (
-        summary["rank_moves_beyond_intervals"] == 1
-    )  # d: 4 -> 3, outside [4, 4] and 4 outside [3, 3]
+    # old rank ranges [1, 1], [2, 2], [3, 3], [4, 4]; new b and a [1, 2], d [3, 3]:
+    # only d (4 -> 3) left both ranges, and its average 10 -> 25 left both +/- 2
+    assert summary["rank_moves_beyond_intervals"] == 1
     models = diff.models.set_index("model")
     assert _cell(models, "e", "status") == "added"
     assert _cell(models, "c", "status") == "removed"
     assert _cell(models, "b", "rank_move") == 1
     assert bool(_cell(models, "d", "is_beyond_intervals")) is True
+    assert bool(_cell(models, "b", "is_beyond_intervals")) is False
     assert pd.isna(_cell(models, "e", "is_beyond_intervals"))
     scores = diff.scores.set_index(["model", "benchmark"])
     assert _cell(scores, ("a", "X"), "delta") == -10.0
@@ -185,6 +180,114 @@ def test_small_diff_by_hand() -> None:
     text = format_diff(diff)
     assert "| variants | 3 on both sides, 1 added, 1 removed |" in text
     assert "| rank moves beyond the rank intervals | 1 of 3 |" in text
+    assert "## Added (1)\n\n| model | precision | new rank | new average |" in text
+    assert "| e |  | 4 | 5.00 |" in text
+    assert "## Removed (1)\n\n| model | precision | old rank | old average |" in text
+    assert "| c |  | 3 | 20.00 |" in text
+    # the largest changes of an average, whether or not the rank moved: d +15, a -10, b +1
+    changes = text.split("## Largest changes of an average (3)")[1]
+    assert [line.split(" | ")[0] for line in changes.splitlines()[4:7]] == [
+        "| d",
+        "| a",
+        "| b",
+    ]
+    assert "| d |  | 10.00 | 25.00 | +15.000 | 4 | 3 | True |" in changes
+
+
+def _intervals(
+    models: list[str], averages: list[float], half_width: float
+) -> pd.DataFrame:
+    """95% intervals of `half_width` around each average (ranks from the averages)."""
+    average = np.array(averages)
+    low, high = average - half_width, average + half_width
+    above = (low[None, :] > high[:, None]).sum(axis=1)  # intervals wholly above
+    reaching = (high[None, :] >= low[:, None]).sum(axis=1)
+    return pd.DataFrame(
+        {
+            "model": models,
+            **KEYS,
+            "average_low": low,
+            "average_high": high,
+            "rank_best": 1 + above,
+            "rank_worst": reaching,
+        }
+    )
+
+
+def test_a_newcomer_moves_nobody_beyond_their_intervals() -> None:
+    """Rank moves caused by a variant entering, averages unchanged, are within.
+
+    The rank intervals alone would call them beyond: with tight intervals a
+    and b had rank ranges [1, 1] and [2, 2], and are now 2nd and 3rd.
+    """
+    old = Snapshot(
+        leaderboard=_board(["a", "b"], [8.81, 3.32]),
+        benchmarks=["X", "Y"],
+        intervals=_intervals(["a", "b"], [8.81, 3.32], 0.1),
+    )
+    new = Snapshot(
+        leaderboard=_board(["a", "b", "n"], [8.81, 3.32, 20.0]),
+        benchmarks=["X", "Y"],
+        intervals=_intervals(["a", "b", "n"], [8.81, 3.32, 20.0], 0.1),
+    )
+    assert old.intervals is not None
+    assert new.intervals is not None
+    rank_range = old.intervals[["rank_best", "rank_worst"]].to_numpy().tolist()
+    assert rank_range == [[1, 1], [2, 2]]  # new ranks 2 and 3: outside these
+    diff = diff_snapshots(old, new)
+    assert diff.summary["rank_moves_checked"] == 2
+    assert diff.summary["rank_moves_beyond_intervals"] == 0
+    models = diff.models.set_index("model")
+    assert _cell(models, "a", "rank_move") == -1
+    assert bool(_cell(models, "a", "is_beyond_intervals")) is False
+    text = format_diff(diff)
+    assert "| rank moves beyond the rank intervals | 0 of 2 |" in text
+    assert "## Largest changes of an average" not in text  # no average changed
+    assert "| n |  | 1 | 20.00 |" in text  # the newcomer, named
+
+
+def test_lists_are_cut_at_largest_with_how_many_more() -> None:
+    names = [f"m{i:02d}" for i in range(13)]
+    old = Snapshot(leaderboard=_board(names[:1], [50.0]), benchmarks=["X", "Y"])
+    new = Snapshot(
+        leaderboard=_board(names, [50.0 - i for i in range(13)]), benchmarks=["X", "Y"]
+    )
+    text = format_diff(diff_snapshots(old, new), largest=5)
+    added = text.split("## Added (12)\n\n")[1].split("\n\n")
+    assert len(added[0].splitlines()) == 2 + 5  # heading, rule, five rows
+    assert added[1].strip() == (
+        "... and 7 more (--largest N lists more; --out writes every variant to "
+        "diff_models.parquet)"
+    )
+
+
+def test_newly_unranked_variants_are_named_with_why() -> None:
+    old = Snapshot(
+        leaderboard=_board(["a", "b", "c"], [40.0, 30.0, 20.0]), benchmarks=["X", "Y"]
+    )
+    board = _board(["a", "b", "c"], [40.0, 30.0, np.nan]).assign(
+        flagged=[False, True, False],  # b: flagged, excluded from the ranks
+        rank=pd.array([1, None, None], dtype="Int64"),  # c: no X any more
+    )
+    new = Snapshot(leaderboard=board, benchmarks=["X", "Y"])
+    diff = diff_snapshots(old, new)
+    assert diff.summary["newly_unranked"] == 2
+    assert diff.summary["ranked_common"] == 1
+    reasons = diff.models.set_index("model")["reason"].to_dict()
+    assert {model: None if pd.isna(why) else why for model, why in reasons.items()} == {
+        "a": None,
+        "b": "excluded: flagged in the metadata",
+        "c": "incomplete: no X",
+    }
+    text = format_diff(diff)
+    assert "| ranked on both sides | 1 (2 newly unranked) |" in text
+    assert (
+        "## Newly unranked (2)\n\n"
+        "| model | precision | old rank | old average | new average | why |\n"
+        "|---|---|---:|---:|---:|---|\n"
+        "| b |  | 2 | 30.00 | 30.00 | excluded: flagged in the metadata |\n"
+        "| c |  | 3 | 20.00 | n/a | incomplete: no X |\n"
+    ) in text
 
 
 @pytest.fixture(scope="module")
@@ -373,3 +476,109 @@ def test_diff_reads_an_output_written_without_subtasks(
     assert "| variants | 5 on both sides, 3 added, 0 removed |" in text
     assert "newly clipped / unclipped | n/a (no subtask tables) |" in text
     assert "## Bounds changed (0)" in text  # the bounds from the suite it records
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_bounds_are_compared_suite_to_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One suite, two outputs scoring other subtasks: no bound "removed", coverage apart."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert (
+        main(["run", str(FIXTURES / "full_structure"), "--out", str(old), "--quiet"])
+        == 0
+    )
+    seeds = FIXTURES / "tables" / "seed_examples.csv"
+    argv = ["run", str(seeds), "--missing", "partial", "--out", str(new), "--quiet"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["diff", str(old), str(new)]) == 0
+    text = capsys.readouterr().out
+    assert "## Bounds changed (0)\n\nNone." in text
+    assert "| subtasks with scores | 40 old, 6 new |" in text
+    assert (
+        "| benchmark | old subtasks | new subtasks |\n|---|---:|---:|\n"
+        "| IFEval | 2 | 0 |\n| BBH | 24 | 0 |\n| MATH Lvl 5 | 7 | 0 |\n| MMLU-PRO | 1 | 0 |\n"
+    ) in text
+    assert "## Removed (2)" in text
+    assert "| meta-llama/Meta-Llama-3-8B-Instruct | bfloat16 | 2 | 23.91 |" in text
+
+
+def test_rejected_files_name_the_variants_they_held() -> None:
+    """A variant gone with its rejected file (by its old rows' source, else its folder)."""
+    old = Snapshot(
+        leaderboard=_board(["org/a", "org/b"], [40.0, 30.0]),
+        benchmarks=["X", "Y"],
+        subtasks=_subtasks(["org/a", "org/b"], [False, False], 0.25).assign(
+            source=["t/org/a/r.json", "t/org/b/r.json"]
+        ),
+    )
+    new = Snapshot(
+        leaderboard=_board(["org/a"], [40.0]),
+        benchmarks=["X", "Y"],
+        rejected=("t/org/b/r.json",),
+    )
+    reasons = diff_snapshots(old, new).models.set_index("model")["reason"]
+    assert reasons.to_dict()["org/b"] == "file rejected: t/org/b/r.json"
+    assert pd.isna(reasons.to_dict()["org/a"])
+    by_folder = Snapshot(leaderboard=old.leaderboard, benchmarks=["X", "Y"])
+    reasons = diff_snapshots(by_folder, new).models.set_index("model")["reason"]
+    assert reasons.to_dict()["org/b"] == "file rejected: t/org/b/r.json"
+
+
+@pytest.mark.slow
+def test_a_variant_lost_to_a_rejected_file_is_named_with_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "full_structure", tree)
+    shutil.copytree(FIXTURES / "comparability" / "example-org", tree / "example-org")
+    cache, old, new = (str(tmp_path / name) for name in ("cache", "old", "new"))
+    assert main(["run", str(tree), "--out", old, "--cache", cache, "--quiet"]) == 0
+    (bad,) = (tree / "example-org").rglob("results_*.json")
+    data = json.loads(bad.read_text())
+    data["results"]["leaderboard_gpqa_main"]["acc_norm,none"] = 1.7
+    bad.write_text(json.dumps(data))
+    assert main(["run", str(tree), "--out", new, "--cache", cache, "--quiet"]) == 7
+    capsys.readouterr()
+    assert main(["diff", old, new, "--largest", "1"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "## Removed (1)\n\n| model | precision | old rank | old average | why |\n"
+        "|---|---|---:|---:|---|\n"
+        f"| example-org/Yi-34B-Chat-rerun | bfloat16 | 1 | 24.26 | file rejected: {bad} |\n"
+    ) in text
+    models = diff_snapshots(read_snapshot(old), read_snapshot(new)).models
+    removed = models[models["status"] == "removed"]
+    assert removed["reason"].tolist() == [f"file rejected: {bad}"]
+
+
+def test_diff_quiet_prints_nothing_and_writes_what_it_is_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    seeds = FIXTURES / "tables" / "seed_examples.csv"
+    argv = ["run", str(seeds), "--missing", "partial", "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 0
+    assert main(["diff", str(out), str(out), "--quiet", "--no-intervals"]) == 0
+    md = tmp_path / "changes.md"
+    argv = ["diff", str(out), str(out), "--quiet", "--markdown", str(md)]
+    assert main([*argv, "--out", str(tmp_path / "d")]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert md.read_text().startswith(f"# lbnorm diff: {out} -> {out}")
+    assert (tmp_path / "d" / "diff_models.parquet").is_file()
+
+
+def test_diff_help_gives_its_own_exit_codes_and_examples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["diff", "--help"]) == 0
+    text = capsys.readouterr().out
+    epilog = text[text.index("exit codes:") :]
+    assert "4   OLD_OUT or NEW_OUT is missing" in epilog
+    assert "health" not in epilog
+    assert "lbnorm impact" not in epilog
+    assert "lbnorm run" not in epilog
+    assert "lbnorm diff yesterday-out/ today-out/ --markdown changes.md" in epilog

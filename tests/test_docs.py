@@ -22,9 +22,12 @@ What is checked, read from the Markdown itself (so an edited doc is checked as i
 
 Everything runs in one folder, doc after doc (README.md first, then docs/ by name) and
 block after block, as a reader following the docs would: later commands read the outputs
-of earlier ones. The folder holds links to the repository's ``tests`` and ``data`` (the
-docs run "from the repository's root") and ``results``, a link to
-``tests/fixtures/full_structure``, the results tree the docs' ``results/`` stands for.
+of earlier ones. The folder is a fresh clone as a reader has it: links to each of the
+clone's top-level entries (the docs run "from the repository's root" and name the
+repository's own files: ``tests/fixtures/full_structure``, ``tests/fixtures/tables/models.csv``).
+What the docs write must be covered by the repository's ``.gitignore``, the clone's
+``git status`` must be the same after the replay, and no two pages may write one output
+(but the demo's ``lbnorm-out``, from plain demo runs).
 
 Normalized before comparing, because they differ from run to run and nothing else may:
 the time a run took (``time       0.48 s`` in a summary); in a JSON run report, its
@@ -88,18 +91,11 @@ from lbnorm.suites import load_suite, parse_suite
 REPO = Path(__file__).parent.parent
 DOCS = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
 
-#: Words that mark a command's input as the reader's own (a file the docs do not provide):
-#: such a command is parsed, not run.
+#: Words that mark a command's input as the reader's own (a cluster the docs cannot provide):
+#: such a command is parsed, not run. Every other example runs as written from a fresh clone.
 PLACEHOLDERS = (
-    "mine.toml",
-    "yesterday-out/",
-    "models.csv",
-    "thresholds.toml",
-    "details/",
-    "samples.parquet",
-    "/shared/",
+    "/shared/",  # docs/dask.md: a real cluster's scheduler and shared folders
     "SCHEDULER",
-    "arena-old",
 )
 
 _FENCE = re.compile(r"^( *)```(\S*)\s*$")
@@ -319,6 +315,7 @@ class Replay:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     namespaces: dict[str, dict[str, object]] = field(default_factory=dict)
     last_code: int = 0
+    status_before: str | None = None  # the clone's git status before the replay
 
     def run(self, steps: list[Step]) -> None:
         for step in steps:
@@ -391,17 +388,59 @@ def _expand(words: list[str], folder: Path) -> Iterator[str]:
         yield from [str(path.relative_to(folder)) for path in matches] or [word]
 
 
+def clone_entries() -> list[str]:
+    """The top-level entries of a fresh clone: what git tracks (else what is here)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (
+        OSError,
+        subprocess.CalledProcessError,
+    ):  # not a checkout: the tree as it is
+        return sorted(
+            path.name
+            for path in REPO.iterdir()
+            if not path.name.startswith(".") and path.name not in _NOT_TRACKED
+        )
+    return sorted({name.split("/")[0] for name in listed.split("\0") if name})
+
+
+#: What a working tree holds that a clone does not (without git to ask).
+_NOT_TRACKED = {"build", "dist", "lbnorm-out"}
+
+
+def git_status() -> str | None:
+    """``git status --porcelain`` of the clone, untracked files included (None: no git)."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout
+
+
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
-    """Every step of the docs, run once, in order, in one folder (see the docstring)."""
+    """Every step of the docs, run once, in order, in one folder (see the docstring).
+
+    The folder is a fresh clone as a reader has it: a link to each of the clone's
+    top-level entries (``tests``, ``data``, ``README.md``...), so the docs' paths
+    are the repository's own; what the docs write lands beside them, not in the
+    clone, and the clone's ``git status`` is the same after the replay.
+    """
     folder = tmp_path_factory.mktemp("docs")
-    for name, target in (
-        ("tests", REPO / "tests"),
-        ("data", REPO / "data"),
-        ("results", REPO / "tests" / "fixtures" / "full_structure"),
-    ):
-        (folder / name).symlink_to(target)
-    replay = Replay(folder=folder)
+    for name in clone_entries():
+        (folder / name).symlink_to(REPO / name)
+    replay = Replay(folder=folder, status_before=git_status())
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         replay.run(plan())
@@ -479,20 +518,125 @@ def test_docs_print_what_the_commands_print(step: Step, replay: Replay) -> None:
         )
 
 
+def written_entries(replay: Replay) -> list[str]:
+    """What the docs wrote into the replay's folder: its entries but the clone's."""
+    clone = set(clone_entries())
+    return sorted(
+        path.name for path in replay.folder.iterdir() if path.name not in clone
+    )
+
+
 @pytest.mark.slow
 def test_the_docs_leave_nothing_but_what_they_name(replay: Replay) -> None:
-    """After every command of the docs, the folder holds the links it started with and
-    the files and outputs the commands name: no lock file, no staging folder."""
+    """After every command of the docs, the folder holds the clone's entries and the
+    files and outputs the commands name: no lock file, no staging folder."""
     sources = [step.source for step in plan()]
-    left = {path.name for path in replay.folder.iterdir()} - {
-        "tests",
-        "data",
-        "results",
-    }
+    left = written_entries(replay)
     assert left  # the outputs are there
     assert [
         name for name in left if not any(name in source for source in sources)
     ] == []
+
+
+@pytest.mark.slow
+def test_gitignore_covers_what_the_docs_write(replay: Replay) -> None:
+    """A reader following the docs from the clone's root leaves it clean: every file
+    and folder the docs write is ignored by the repository's .gitignore."""
+    names = [
+        name + "/" if (replay.folder / name).is_dir() else name
+        for name in written_entries(replay)
+    ]
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "--no-index", "--stdin"],
+            cwd=REPO,
+            input="\n".join(names) + "\n",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        pytest.skip("git is not installed")
+    if done.returncode not in (0, 1):  # 128: not a git checkout
+        pytest.skip(f"git check-ignore: {done.stderr.strip()}")
+    ignored = set(done.stdout.splitlines())
+    assert [name for name in names if name not in ignored] == []
+
+
+@pytest.mark.slow
+def test_the_replay_leaves_the_clone_clean(replay: Replay) -> None:
+    """Nothing the docs run writes through the folder's links into the clone."""
+    if replay.status_before is None:
+        pytest.skip("not a git checkout")
+    assert git_status() == replay.status_before
+
+
+#: Outputs the docs share on purpose: the bundled demo's, written by plain `lbnorm run`s
+#: (no inputs, no option that changes the tables) and read by later pages.
+SHARED_OUTPUTS = {"lbnorm-out"}
+
+
+def _written_by(command: str) -> list[tuple[str, bool]]:
+    """The files and folders a command line's ``lbnorm`` parts write (``--out``,
+    reports, ``>``), each with whether a plain demo run writes it."""
+    written = []
+    for part in _parts(command):
+        if part[:1] != ["lbnorm"]:
+            continue
+        try:
+            args = build_parser().parse_args(part[1:])
+        except SystemExit:
+            continue
+        names = ["report", "markdown", "html", "failures", "output"]
+        if args.command in _WRITES_OUT:
+            names.append("out")
+        for name in names:
+            value = getattr(args, name, None)
+            if isinstance(value, str) and value:
+                written.append((value, _is_plain_demo_run(part)))
+    words = _words(command)
+    written += [
+        (words[at + 1], False) for at, word in enumerate(words[:-1]) if word == ">"
+    ]
+    return [
+        (Path(name).parts[0], is_plain)
+        for name, is_plain in written
+        if not Path(name).is_absolute()
+    ]
+
+
+#: The commands whose ``out`` they write (the others' ``out`` is the output they read).
+_WRITES_OUT = {"run", "arena", "convert", "diff", "impact", "health", "export"}
+
+
+def _is_plain_demo_run(part: list[str]) -> bool:
+    """``lbnorm run`` of the demo with options that change no table (--top, --quiet)."""
+    options = [
+        word for word in part[2:] if word not in ("--quiet", "--out", "lbnorm-out")
+    ]
+    return part[:2] == ["lbnorm", "run"] and all(
+        word == "--top" or word.isdigit() for word in options
+    )
+
+
+def test_no_two_pages_write_one_output() -> None:
+    """A page's outputs are its own: a reader may follow the pages in any order, and
+    an output another page wrote would change what a command prints (an existing
+    output of another kind is refused, exit 6). Only plain demo runs share lbnorm-out."""
+    writers: dict[str, set[str]] = {}
+    not_plain = []
+    for step in plan():
+        if step.kind != "command":
+            continue
+        doc = step.place.split(":")[0]
+        for name, is_plain in _written_by(step.source):
+            if name in SHARED_OUTPUTS:
+                if not is_plain:
+                    not_plain.append(step.place)
+                continue
+            writers.setdefault(name, set()).add(doc)
+    assert not_plain == []  # they would change the demo's output other pages read
+    assert {name: docs for name, docs in writers.items() if len(docs) > 1} == {}
 
 
 # --- figures quoted in prose and rendered tables ------------------------------------------------

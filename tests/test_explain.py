@@ -181,6 +181,15 @@ def test_results_files_name_their_key(
         assert found["benchmarks"][0]["recomputed"] == pytest.approx(
             found["benchmarks"][0]["normalized_score"], rel=1e-12
         )
+    # the text shows a source by its path under the folder the inputs share
+    assert main(["explain", str(tmp_path / "tree"), "Yi-34B-Chat", "gpqa"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert any(
+        "  01-ai/Yi-34B-Chat/results_2025-02-13T18-27-04.338360.json  " in row
+        for row in rows
+    )
+    assert main(["explain", str(tmp_path / "golden"), "Yi-34B-Chat", "gpqa"]) == 0
+    assert "  01-ai__Yi-34B-Chat.json  " in capsys.readouterr().out  # files given alone
 
 
 def test_a_gone_suite_and_no_subtasks(tmp_path: Path) -> None:

@@ -254,9 +254,19 @@ def test_other_suites_and_incomplete_variants_are_refused(tmp_path: Path) -> Non
     out = tmp_path / "out"
     assert main(["run", str(scores), "--suite", str(suite), "--out", str(out)]) == 0
     with pytest.raises(
-        InputError, match=r"(?s)suite 'one' has benchmarks.*Hint: export"
+        InputError,
+        match=r"(?s)suite 'one' has benchmarks \['MMLU-PRO'\], .* \(missing \['BBH', "
+        r"'GPQA', 'IFEval', 'MATH Lvl 5', 'MUSR'\]\)\.\nHint: export",
     ):
         export_table(out)
+    v1 = tmp_path / "v1"
+    tree = Path(__file__).parent / "fixtures" / "openllm_v1" / "tree"
+    assert main(["run", str(tree), "--suite", "openllm-v1", "--out", str(v1)]) == 0
+    with pytest.raises(  # six missing: five named, and one more said (not cut silently)
+        InputError,
+        match=r"\(missing \['BBH', 'GPQA', 'IFEval', 'MATH Lvl 5', 'MMLU-PRO'\] and 1 more\)",
+    ):
+        export_table(v1)
     args = ["export", str(out), "--format", "open-llm-leaderboard"]
     assert main([*args, "--out", str(tmp_path / "x.parquet")]) == 4
     assert not (tmp_path / "x.parquet").exists()

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from lbnorm import InputError, load_suite, run
+from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
-from lbnorm.readers import read_inputs
+from lbnorm.readers import input_reruns, read_inputs
 from lbnorm.readers.harness import parse_results_file, subtask_columns
 
 V1 = load_suite("openllm-v1")
@@ -99,22 +100,50 @@ def test_the_catalog_lists_what_each_file_gave(v1_tree: Path) -> None:
     assert read.num_rows == 62 + 62
 
 
-def test_files_that_disagree_on_a_score_are_a_warning(v1_tree: Path) -> None:
+def test_files_that_disagree_on_a_score_are_one_rerun_record(v1_tree: Path) -> None:
     read = read_inputs([v1_tree], suite=V1, options=RunOptions())
-    (warning,) = read.warnings
-    assert warning.startswith(
-        f"{LLAMA} (float16, revision {LLAMA_SHA}): GSM8K gsm8k is "
+    assert read.warnings == ()
+    folder = v1_tree / "meta-llama" / "Llama-2-7b-hf"
+    (rerun,) = read.reruns
+    assert rerun == {
+        "model": LLAMA,
+        "precision": "float16",
+        "revision": LLAMA_SHA,
+        "chat_template": False,
+        "files": [str(path) for path in sorted(folder.glob("results_*.json"))],
+        "superseded": [],
+        "differences": [
+            {
+                "benchmark": "GSM8K",
+                "subtask": "gsm8k",
+                "subtasks": 1,
+                "older": str(folder / SEPT),
+                "newer": str(folder / DEC),
+                "older_score": 100 / 1319,
+                "newer_score": 191 / 1319,
+            }
+        ],
+    }
+    assert input_reruns(read.catalog) == [rerun]
+
+
+def test_the_summary_gives_a_rerun_variant_one_line(
+    v1_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", str(v1_tree), "--suite", "openllm-v1", "--top", "0"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1].endswith(
+        "1 variant(s) re-run, 5 results entries not in the suite"
     )
-    assert (
-        f"{100 / 1319!r} in {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / SEPT}"
-        in warning
+    assert printed[2] == (
+        f"re-run     {LLAMA} (float16): 3 files, newest {DEC}; 1 older score differs "
+        f"(1 benchmark), e.g. GSM8K gsm8k 0.076 in {SEPT}, 0.145 in the newest"
     )
-    assert (
-        f"but {191 / 1319!r} in the newer {v1_tree / 'meta-llama' / 'Llama-2-7b-hf' / DEC}"
-        in warning
+    assert printed[3] == (
+        "unused     results entries no subtask of the suite takes (files holding each): "
+        "all (4), harness|drop|3 (1)"
     )
-    assert warning.endswith("the newer value is used.")
-    assert read.files_frame().attrs["warnings"] == [warning]
 
 
 def test_a_file_whose_every_score_is_newer_elsewhere_is_superseded(
@@ -130,7 +159,12 @@ def test_a_file_whose_every_score_is_newer_elsewhere_is_superseded(
     assert older["rows"] == 0
     assert older["tasks"] == []
     assert older["superseded_by"] == str(folder / DEC)
-    assert len(read.warnings) == 1  # equal scores are no disagreement
+    (rerun,) = read.reruns  # one line for the variant: the file superseded, ...
+    assert rerun["superseded"] == [str(older["path"])]
+    # ... and only September's GSM8K differs: equal scores are no disagreement
+    assert [difference["older"] for difference in rerun["differences"]] == [
+        str(folder / SEPT)
+    ]
 
 
 def test_files_with_one_run_time_and_different_scores_are_an_error(
@@ -150,20 +184,9 @@ def test_files_with_one_run_time_and_different_scores_are_an_error(
         read_inputs([tree], suite=V1, options=RunOptions())
 
 
-LIGHTEVAL_SUITE = """
-name = "lighteval-leaderboard"
-description = "two of the v1 tasks as lighteval names them"
-
-[[benchmarks]]
-name = "ARC"
-aggregation = "normalize-then-average"
-subtasks = [{ name = "arc_challenge", task = "leaderboard|arc:challenge|25", metric = "acc_norm", num_choices = 4, lower_bound = 0.0 }]
-
-[[benchmarks]]
-name = "GSM8K"
-aggregation = "normalize-then-average"
-subtasks = [{ name = "gsm8k", task = "leaderboard|gsm8k|5", metric = "qem", num_choices = 0 }]
-"""
+LIGHTEVAL_SUITE = (
+    Path(__file__).parent / "fixtures" / "openllm_v1" / "lighteval-suite.toml"
+).read_text()
 
 
 def test_lighteval_results_files_are_read(fixtures: Path, tmp_path: Path) -> None:
@@ -192,6 +215,60 @@ def test_lighteval_results_files_are_read(fixtures: Path, tmp_path: Path) -> Non
     assert row["GSM8K"] == pytest.approx(191 / 1319 * 100, abs=1e-12)
     stderr = result.subtasks.set_index("subtask").loc["gsm8k", "stderr"]
     assert stderr == pytest.approx(0.009693234799052708)
+
+
+def test_a_renamed_lighteval_file_in_a_folder_is_read(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """Found by its layout (first key config_general), not by a results_ name."""
+    suite_path = tmp_path / "lighteval.toml"
+    suite_path.write_text(LIGHTEVAL_SUITE)
+    source = next((fixtures / "openllm_v1" / "lighteval").rglob("results_*.json"))
+    folder = tmp_path / "tree" / "org" / "model"
+    folder.mkdir(parents=True)
+    shutil.copy(source, folder / "lighteval_output.json")
+    (folder / "notes.json").write_text('{"note": "not results"}')
+    read = read_inputs(
+        [tmp_path / "tree"], suite=load_suite(suite_path), options=RunOptions()
+    )
+    catalog = {Path(row["path"]).name: row for row in read.catalog.to_pylist()}
+    assert catalog["lighteval_output.json"]["format"] == "lm-eval-harness"
+    assert catalog["lighteval_output.json"]["rows"] == 2
+    assert catalog["lighteval_output.json"]["ignored"] == ["all"]
+    assert catalog["notes.json"]["format"] == "skipped"
+    assert catalog["notes.json"]["reason"].startswith(
+        "a .json file that is not a results file"
+    )
+    assert read.warnings == (
+        "skipped 1 file(s) found but not read (the input catalog lists each with "
+        f"its reason): {folder / 'notes.json'}: a .json file that is not a results "
+        "file",
+    )
+    result = run([tmp_path / "tree"], suite=load_suite(suite_path))
+    assert result.leaderboard["GSM8K"].item() == pytest.approx(191 / 1319 * 100)
+
+
+def test_no_scores_names_the_entries_the_file_holds_and_their_metrics(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """A custom suite that guessed the task and metric: the message shows the file's."""
+    suite_path = tmp_path / "guess.toml"
+    suite_path.write_text(
+        LIGHTEVAL_SUITE.replace('metric = "qem"', 'metric = "acc"').replace(
+            'task = "leaderboard|arc:challenge|25"', 'task = "arc:challenge"'
+        )
+    )
+    source = next((fixtures / "openllm_v1" / "lighteval").rglob("results_*.json"))
+    with pytest.raises(
+        InputError,
+        match=(
+            r"no scores for suite 'lighteval-leaderboard' in these 1 file\(s\); the file "
+            r"holds results entries 'all', 'leaderboard\|arc:challenge\|25', "
+            r"'leaderboard\|gsm8k\|5 \(holds qem, qem_stderr; the suite reads acc\)'\.\n"
+            r"Hint: a suite subtask reads results\[task\]\[metric\]"
+        ),
+    ):
+        run([source], suite=load_suite(suite_path))
 
 
 def test_lighteval_model_config_name_and_chat_template(tmp_path: Path) -> None:

@@ -177,6 +177,16 @@ def test_too_few_models_are_skipped() -> None:
     assert is_healthy(health)
 
 
+def test_a_skipped_subtask_is_not_counted_as_checked(
+    fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two models: every check skipped, so none checked (not '40 checked, 40 skipped')."""
+    assert main(["health", str(fixtures / "full_structure")]) == 0
+    text = capsys.readouterr().out
+    assert "## Subtasks (none checked: 40 skipped)" in text
+    assert "checked, 0 failed" not in text
+
+
 def test_demo_is_healthy_with_stderr_aware_floors(demo: Result) -> None:
     health = check_result(
         demo.subtasks, demo.leaderboard, demo.suite, missing=demo.missing

@@ -186,11 +186,16 @@ def test_stray_files_in_a_results_tree_are_skipped_and_listed(tmp_path: Path) ->
         assert rows[name]["format"] == "skipped"
         assert rows[name]["rows"] == 0
         assert rows[name]["sha256"] == ""
+    for name in ("README.md", "expected.csv"):
         assert rows[name]["reason"].startswith("not an input of a results tree")
+    assert rows["config.json"]["reason"].startswith(
+        "a .json file that is not a results file (a results file's first key is "
+    )
     assert read.warnings == (
-        f"skipped 3 file(s) that are not inputs: {tree / 'Amu' / 't1-3B' / 'config.json'}, "
-        f"{tree / 'README.md'}, {tree / 'expected.csv'} (listed in the input catalog "
-        "with the reason)",
+        "skipped 3 file(s) found but not read (the input catalog lists each with its "
+        f"reason): {tree / 'Amu' / 't1-3B' / 'config.json'}: a .json file that is not "
+        f"a results file; {tree / 'README.md'}, {tree / 'expected.csv'}: not an input "
+        "of a results tree",
     )
     reference = run([GOLDEN]).leaderboard
     pd.testing.assert_frame_equal(run([tree]).leaderboard, reference)

@@ -285,3 +285,33 @@ def test_a_pandas_index_written_along_is_not_metadata(tmp_path: Path) -> None:
     joined = annotate_leaderboard(_board(), path)
     assert joined.columns.tolist()[-1] == "team"
     assert joined.attrs["column_docs"]["team"] == f"From the metadata table ({path})."
+
+
+def test_a_misspelled_name_is_counted_in_the_summary(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One variant without a row, one row without a variant: said, not silent."""
+    models = tmp_path / "models.csv"
+    models.write_text(
+        "model,params_b\n01-ai/Yi-34B-Chat,34.4\nmeta-llama/Meta-Llama-3-8B-Instrcut,8\n"
+    )
+    argv = ["run", str(fixtures / "full_structure"), "--metadata", str(models)]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--top", "0"]) == 0
+    assert (
+        f"metadata   {models}: 1 of 2 variant(s) have no row (e.g. "
+        "meta-llama/Meta-Llama-3-8B-Instruct [bfloat16]); 1 of its 2 row(s) match no "
+        "variant (e.g. meta-llama/Meta-Llama-3-8B-Instrcut: a misspelled name?)"
+    ) in capsys.readouterr().out.splitlines()
+    coverage = run(
+        [fixtures / "full_structure"], options=RunOptions(metadata=str(models))
+    ).metadata_coverage
+    assert coverage is not None
+    assert (coverage["variants_without_row"], coverage["rows_without_variant"]) == (
+        1,
+        1,
+    )
+    models.write_text(
+        "model,params_b\n01-ai/Yi-34B-Chat,34.4\nmeta-llama/Meta-Llama-3-8B-Instruct,8\n"
+    )
+    assert main([*argv, "--out", str(tmp_path / "p"), "--top", "0"]) == 0
+    assert "metadata   " not in capsys.readouterr().out  # every one matched

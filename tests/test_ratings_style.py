@@ -136,6 +136,41 @@ def test_missing_or_constant_style_metadata_is_a_clean_error(tmp_path: Path) -> 
         compute_ratings(flat, RatingOptions(style_control=True))
 
 
+def test_a_csv_with_flat_conv_metadata_columns_is_style_controlled(
+    tmp_path: Path,
+) -> None:
+    """The same battles as a CSV with ``conv_metadata.*`` columns: the same ratings."""
+    rows = make_records(
+        n=300, seed=3, strengths=STRENGTHS, verbose="verbose", length_effect=0.5
+    )
+    nested = tmp_path / "battles.json"
+    nested.write_text(json.dumps(rows))
+    names = [field.removeprefix("conv_metadata.") for field in STYLE_FIELDS]
+    lines = [",".join(["model_a", "model_b", "winner", *STYLE_FIELDS])]
+    for row in rows:
+        counts = [
+            value if isinstance(value, int | float) else sum(value.values())
+            for value in (row["conv_metadata"][name] for name in names)
+        ]
+        lines.append(
+            ",".join([row["model_a"], row["model_b"], row["winner"], *map(str, counts)])
+        )
+    flat = tmp_path / "battles.csv"
+    flat.write_text("\n".join(lines) + "\n")
+    options = RatingOptions(style_control=True)
+    from_json = compute_ratings(read_battles(nested, fields=STYLE_FIELDS), options)
+    from_csv = compute_ratings(read_battles(flat, fields=STYLE_FIELDS), options)
+    np.testing.assert_allclose(from_csv.rating, from_json.rating, atol=1e-9)
+    bare = tmp_path / "bare.csv"
+    bare.write_text("model_a,model_b,winner\na,b,model_a\nb,a,model_b\n")
+    with pytest.raises(
+        InputError,
+        match=r"no field 'conv_metadata\.sum_assistant_a_tokens'.*\nHint: .*in a CSV or "
+        r"any flat table, columns named by the dotted path",
+    ):
+        read_battles(bare, fields=STYLE_FIELDS)
+
+
 def test_style_control_is_for_bradley_terry() -> None:
     with pytest.raises(
         RatingOptionsError,

@@ -305,3 +305,39 @@ def test_thresholds_name_the_models_a_check_needs(tree: Path, tmp_path: Path) ->
     assert "reason" not in report["health"]
     assert report["status"] in {"healthy", "unhealthy"}
     assert code == (0 if report["status"] == "healthy" else 7)
+
+
+def test_reruns_go_to_the_report_and_warnings_to_the_manifest(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The summary's one line per re-run variant: every detail in both files."""
+    tree = tmp_path / "tree"
+    shutil.copytree(fixtures / "openllm_v1" / "tree", tree)
+    (tree / "README.md").write_text("a stray file: skipped, with a warning\n")
+    out, report = tmp_path / "out", tmp_path / "run.json"
+    argv = ["run", str(tree), "--suite", "openllm-v1", "--out", str(out)]
+    assert main([*argv, "--report", str(report), "--quiet"]) == 0
+    (rerun,) = _report(report)["inputs"]["reruns"]
+    assert rerun["model"] == "meta-llama/Llama-2-7b-hf"
+    assert [d["benchmark"] for d in rerun["differences"]] == ["GSM8K"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["reruns"] == [rerun]
+    (warning,) = manifest["warnings"]
+    assert warning.startswith("skipped 1 file(s) found but not read")
+    assert "ignored" in manifest["inputs"][0]
+    clean = tmp_path / "clean"
+    assert (
+        main(
+            [
+                "run",
+                str(fixtures / "tables" / "seed_examples.csv"),
+                "--out",
+                str(clean),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert {"reruns", "warnings"}.isdisjoint(
+        json.loads((clean / "manifest.json").read_text())
+    )

@@ -127,7 +127,7 @@ KINDS: dict[str, tuple[dict[str, list[Any]], str, str, str]] = {
     "percent_scale": (
         {"raw_score": [0.5, 45.0]},
         "raw_score",
-        "45.0",
+        "45",
         "raw_score looks like a percentage; lbnorm expects fractions in [0, 1]: divide by 100.",
     ),
     "out_of_range": (
@@ -391,7 +391,7 @@ def test_text_tables_count_lines_other_tables_rows() -> None:
         batch, checked = _check(table, source=source, first_row=first_row)
         with pytest.raises(
             ValidationError,
-            match=rf"{re.escape(source)} {place} \(org/m1 / GPQA / main: raw_score='45\.0'\)\n  Hint: raw_score looks like a percentage",
+            match=rf"{re.escape(source)} {place} \(org/m1 / GPQA / main: raw_score='45'\)\n  Hint: raw_score looks like a percentage",
         ):
             _raise(batch, checked)
 
@@ -519,11 +519,29 @@ def test_failures_are_capped_per_check_but_counted_exactly() -> None:
     error = failure_error([part], total=checked.n_failed)
     message = str(error)
     assert message.startswith(
-        f"{n_rows} score(s) failed validation (the first {MAX_FAILURES_SHOWN} are in .failures):\n"
+        f"{n_rows:,} score(s) failed validation (the first {MAX_FAILURES_SHOWN:,} are "
+        "listed; --failures FILE writes every one):\n"
     )
-    assert f" and {MAX_FAILURES_SHOWN - 5} more\n" in message  # five are shown
+    assert f" and {MAX_FAILURES_SHOWN - 5:,} more\n" in message  # five are shown
     assert message.count("scores.parquet row ") == 5
     assert len(error.failures) == MAX_FAILURES_SHOWN
+    [every] = describe_failures(batch, checked.failed, limit=None)
+    assert every.num_rows == n_rows
+    assert str(failure_error([every], total=n_rows)).startswith(
+        f"{n_rows:,} score(s) failed validation:\n"
+    )
+
+
+def test_failures_come_in_file_and_line_order_cells_as_written() -> None:
+    """Not by check: line 2's percentage, line 3's NaN, line 4's -1 in that order."""
+    table = _scores(raw_score=[0.5, 55.0, float("nan"), -1.0])
+    batch, checked = _check(table)
+    error = failure_error(describe_failures(batch, checked.failed), total=3)
+    assert error.failure_table.select(["row", "check", "value"]).to_pylist() == [
+        {"row": "2", "check": "percent_scale", "value": "55"},
+        {"row": "3", "check": "non_finite_score", "value": "nan"},
+        {"row": "4", "check": "out_of_range", "value": "-1"},
+    ]
 
 
 def test_checks_are_listed_in_order_each_with_its_hint() -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lbnorm.engines import Engine
 
 __all__ = [
+    "convert",
     "demo_metadata_path",
     "demo_path",
     "normalize_scores",
@@ -89,7 +90,7 @@ def normalize_scores(
     try:
         return finish_job(select_engine(options.engine)(inputs, suite, options))
     except ValidationError as error:  # a duplicate names the input that came first
-        raise name_earlier_inputs(error, inputs, suite) from None
+        raise _failed(name_earlier_inputs(error, inputs, suite), options) from None
 
 
 def run(
@@ -157,13 +158,92 @@ def run(
             created_at=created_at,
         )
     except ValidationError as error:  # a duplicate names the input that came first
-        raise name_earlier_inputs(error, read, suite) from None
+        raise _failed(name_earlier_inputs(error, read, suite), options) from None
+
+
+def convert(
+    inputs: Sequence[str | Path],
+    *,
+    out: str | Path,
+    suite: Suite | str | Path = DEFAULT_SUITE,
+    options: RunOptions | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[int, int]:
+    """Write inputs as one long Parquet scores table: what the Dask engine reads.
+
+    The inputs are read as :func:`run` reads them (a results tree: the suite's
+    subtasks, each from the newest file of its variant; tables; sample files),
+    and their rows written in the :data:`~lbnorm.core.schemas.SCORES` contract
+    (but ``source``: the file's metadata, ``lbnorm.inputs``, lists each input
+    with its sha256 and rows). The scores are not checked: ``lbnorm run`` on
+    the file checks them, as on the inputs.
+
+    Args:
+        inputs: Score files or results directories.
+        out: The ``.parquet`` file, replaced atomically (one lbnorm did not
+            write is refused).
+        suite: The suite, which says which results entries to read.
+        options: The readers' options (``extra_columns``; ``cache``).
+        progress: Called as ``progress(stage, done, total)`` while reading files.
+
+    Returns:
+        The rows written and the input files read.
+
+    Raises:
+        LbnormError: An input cannot be read, or the file cannot be written.
+    """
+    from lbnorm.core.schemas import SCORES, conform
+    from lbnorm.output.writer import (
+        check_scores_target,
+        provenance_of,
+        write_scores_file,
+    )
+
+    check_scores_target(out)  # before the work
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    options = replace(options or RunOptions(), extra_columns="drop")
+    read = read_inputs(list(inputs), suite=suite, options=options, progress=progress)
+    # the contract but for `source` (a Parquet input's rows come from the file
+    # itself; its metadata lists the inputs), text as plain strings (the Parquet
+    # writer encodes it as dictionaries)
+    columns = pa.schema([field for field in SCORES if field.name != "source"])
+    scores = pa.concat_tables(
+        [conform(batch.table, columns, source=batch.source) for batch in read.batches]
+    )
+    write_scores_file(
+        scores, out, provenance=provenance_of(suite, options, read.catalog)
+    )
+    return scores.num_rows, read.catalog.num_rows
+
+
+def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
+    """`error`, its failures written to ``options.failures`` first when asked.
+
+    The message then says where every failure is (a file that cannot be
+    written says why instead).
+    """
+    if options.failures is None:
+        return error
+    from lbnorm.output.writer import write_failures  # the module writing files
+
+    n_rows = error.failure_table.num_rows
+    write_failures(error.failure_table, options.failures)
+    first, _, rest = str(error).partition("\n")
+    first = first.split(" (the first ")[0].removesuffix(":")
+    note = (
+        f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
+    )
+    return ValidationError(f"{first}{note}\n{rest}", error.failure_table)
 
 
 def _annotate(
     result: Result, metadata: pd.DataFrame | None, options: RunOptions
 ) -> Result:
-    """Join model metadata into the leaderboard, and group ranks, as asked."""
+    """Join model metadata into the leaderboard, and group ranks, as asked.
+
+    A metadata table's coverage (variants without a row, rows matching no
+    variant: a misspelled name) goes with the result for the summary.
+    """
     if (
         metadata is None
         and not options.metadata
@@ -171,15 +251,30 @@ def _annotate(
         and not options.exclude_flagged
     ):
         return result
-    from lbnorm.engines.metadata import annotate_table
+    from lbnorm.engines.metadata import (
+        annotate_table,
+        frame_table,
+        metadata_coverage,
+        read_raw_metadata,
+    )
 
+    table, source, coverage = None, None, None
+    if metadata is not None:
+        table, source = frame_table(metadata), "<frame>"
+    elif options.metadata:
+        table, source = read_raw_metadata(options.metadata), str(options.metadata)
     board = annotate_table(
         result.leaderboard_table,
-        metadata if metadata is not None else options.metadata,
+        table,
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
+        source=source,
     )
-    return replace(result, leaderboard_output=board, n_models=None)  # counted anew
+    if table is not None and source is not None:
+        coverage = metadata_coverage(result.leaderboard_table, table, source=source)
+    return replace(  # (n_models: counted anew)
+        result, leaderboard_output=board, n_models=None, metadata_coverage=coverage
+    )
 
 
 def _paired(result: Result, read: Inputs) -> Result:

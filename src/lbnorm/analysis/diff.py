@@ -8,20 +8,29 @@ of one row per variant; the subtask rows are lined up by integer code, never
 joined row by row) and returns a :class:`Diff`: the bounds that changed, the
 delta per variant and benchmark, the delta and rank move per variant, and the
 summary figures (Kendall's tau and Spearman's rho between the rankings, top-k
-overlaps, big movers, newly clipped scores, variants added and removed, and how
-many rank moves lie outside the rank intervals).
+overlaps, big movers, newly clipped scores, variants added, removed and newly
+unranked, and how many rank moves lie outside the rank intervals with the
+variant's own average moved beyond its own interval).
+
+Bounds are compared suite to suite: a subtask with scores on one side only is
+coverage (``subtasks_scored_old`` / ``_new``), not a bound added or removed. A
+variant unranked on the new side, or gone from it, says why where the outputs
+tell: incomplete (the benchmarks it lacks), excluded (flagged in the metadata),
+or its results file rejected by the new run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
@@ -32,6 +41,7 @@ from lbnorm.output.outdir import (
     check_output,
     has_table,
     output_suite,
+    read_inputs,
     read_output_table,
 )
 
@@ -62,9 +72,11 @@ class Snapshot:
             ``is_clipped``), for clip changes; None if unknown.
         bounds: One row per subtask: ``benchmark``, ``subtask``, ``lower_bound``;
             None derives them from `subtasks`.
-        intervals: Per variant: the keys, ``rank_best`` and ``rank_worst``; None
-            if unknown.
+        intervals: Per variant: the keys, ``rank_best``, ``rank_worst``,
+            ``average_low`` and ``average_high``; None if unknown.
         label: A name for the side (a suite, a directory).
+        rejected: Input files the run rejected (``--cache``), as its manifest
+            names them: a variant whose file was rejected is named with it.
     """
 
     leaderboard: pd.DataFrame
@@ -73,6 +85,7 @@ class Snapshot:
     bounds: pd.DataFrame | None = None
     intervals: pd.DataFrame | None = None
     label: str = ""
+    rejected: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,11 +101,18 @@ class Diff:
         models: Per variant on either side: the keys, ``status`` (``both``,
             ``added``, ``removed``), ``old_rank``, ``new_rank``, ``rank_move``
             (old - new: positive moved up), ``old_average``, ``new_average``,
-            ``average_delta`` and ``is_beyond_intervals`` (null when unknown);
-            sorted by new rank, then old rank.
+            ``average_delta``, ``is_beyond_intervals`` (the rank moved beyond
+            both rank intervals and the variant's own average beyond both of its
+            95% intervals; null when unknown) and ``reason`` (why a variant is unranked on the
+            new side or gone from it, where known; else null); sorted by new
+            rank, then old rank.
         summary: The summary figures, by name (see :func:`diff_snapshots`).
         labels: The sides' labels.
         benchmarks: The benchmarks of either side, in display order.
+        coverage: Per benchmark whose scored subtasks differ between the
+            sides: ``benchmark``, ``old_subtasks`` and ``new_subtasks`` (how
+            many of its subtasks have a score on each side); empty when they
+            agree or are unknown.
     """
 
     bounds: pd.DataFrame
@@ -101,6 +121,7 @@ class Diff:
     summary: dict[str, Figure]
     labels: tuple[str, str] = ("old", "new")
     benchmarks: tuple[str, ...] = field(default=())
+    coverage: pd.DataFrame = field(default_factory=lambda: _coverage_frame([], [], []))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables to save, by file stem (the summary as one row)."""
@@ -228,9 +249,14 @@ def diff_snapshots(
     ``average_delta_mean`` / ``_min`` / ``_max``, ``averages_changed``,
     ``scores_changed`` (benchmark scores), ``newly_clipped``, ``newly_unclipped``
     (subtask scores; null without subtask tables), ``bounds_changed``,
-    ``rank_moves_checked`` (with intervals on both sides) and
-    ``rank_moves_beyond_intervals`` (the new rank outside the old rank interval
-    and the old rank outside the new one; null without intervals).
+    ``rank_moves_checked`` (ranked on both sides, with intervals on both),
+    ``rank_moves_beyond_intervals`` (of those, the variants whose new rank is
+    outside the old rank interval and the old rank outside the new one, and
+    whose own average moved beyond its own 95% intervals the same way: a
+    variant pushed down by a newcomer, its average unchanged, is not one; null
+    without intervals), ``newly_unranked`` (ranked on the old side only) and
+    ``subtasks_scored_old`` / ``_new`` (subtasks with a score on each side;
+    null when unknown).
 
     Args:
         old: The reference side.
@@ -259,7 +285,14 @@ def diff_snapshots(
     is_both = (old_at >= 0) & (new_at >= 0)
     is_ranked = is_both & ~np.isnan(old_rank) & ~np.isnan(new_rank)
     move = old_rank - new_rank
-    beyond = _beyond_intervals(old, new, merged, old_rank, new_rank, is_ranked)
+    beyond = _beyond_intervals(
+        old,
+        new,
+        merged,
+        (old_rank, new_rank),
+        (old_average, new_average),
+        is_ranked,
+    )
     status = np.where(is_both, "both", np.where(old_at >= 0, "removed", "added"))
     models = merged.assign(
         status=status,
@@ -270,6 +303,7 @@ def diff_snapshots(
         new_average=new_average,
         average_delta=new_average - old_average,
         is_beyond_intervals=_nullable(beyond, "boolean"),
+        reason=_reasons(old, new, merged, new_at, new_rank),
     )
     order = np.lexsort(
         (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
@@ -278,7 +312,11 @@ def diff_snapshots(
     names = list(dict.fromkeys([*old.benchmarks, *new.benchmarks]))
     scores = _score_deltas(old, new, merged, old_at, new_at, names)
     old_bounds, new_bounds = _side_bounds(old), _side_bounds(new)
-    bounds = _bound_changes(old_bounds, new_bounds)
+    bounds = _bound_changes(
+        old_bounds,
+        new_bounds,
+        is_whole=old.bounds is not None and new.bounds is not None,
+    )
     clipped = _clip_changes(old, new, merged, old_bounds, new_bounds)
     summary: dict[str, Figure] = {
         "variants_old": int((old_at >= 0).sum()),
@@ -295,6 +333,7 @@ def diff_snapshots(
     moves = np.abs(move[is_ranked])
     delta = (new_average - old_average)[is_both]
     delta = delta[~np.isnan(delta)]
+    is_checked = ~np.isnan(beyond)
     summary |= {
         "moved_places": moved_places,
         "moved_more_than_n": int((moves > moved_places).sum()),
@@ -308,10 +347,15 @@ def diff_snapshots(
         "newly_clipped": clipped[0],
         "newly_unclipped": clipped[1],
         "bounds_changed": len(bounds),
-        "rank_moves_checked": int((~np.isnan(beyond)).sum()),
+        "rank_moves_checked": int(is_checked.sum()),
         "rank_moves_beyond_intervals": int(np.nansum(beyond))
-        if (~np.isnan(beyond)).any()
+        if is_checked.any()
         else None,
+        "newly_unranked": int(
+            (is_both & ~np.isnan(old_rank) & np.isnan(new_rank)).sum()
+        ),
+        "subtasks_scored_old": _scored_count(old),
+        "subtasks_scored_new": _scored_count(new),
     }
     return Diff(
         bounds=bounds,
@@ -320,6 +364,7 @@ def diff_snapshots(
         summary=summary,
         labels=(old.label or "old", new.label or "new"),
         benchmarks=tuple(names),
+        coverage=_coverage(old, new, names),
     )
 
 
@@ -393,15 +438,21 @@ def _side_bounds(side: Snapshot) -> pd.DataFrame | None:
 
 
 def _bound_changes(
-    before: pd.DataFrame | None, after: pd.DataFrame | None
+    before: pd.DataFrame | None, after: pd.DataFrame | None, *, is_whole: bool
 ) -> pd.DataFrame:
+    """The bounds that changed; added and removed ones only between two whole suites.
+
+    A side's bounds read from its subtask table cover only the subtasks that
+    have scores: a subtask missing there is coverage (see :func:`_coverage`),
+    not a bound removed.
+    """
     columns = ["benchmark", "subtask", "old_lower_bound", "new_lower_bound", "change"]
     if before is None or after is None:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in columns})
     merged = before.rename(columns={"lower_bound": "old_lower_bound"}).merge(
         after.rename(columns={"lower_bound": "new_lower_bound"}),
         on=["benchmark", "subtask"],
-        how="outer",
+        how="outer" if is_whole else "inner",
         validate="one_to_one",
         indicator=True,
         sort=False,
@@ -417,6 +468,51 @@ def _bound_changes(
     )
     changes = merged.assign(change=change).loc[is_changed]
     return pd.DataFrame({name: changes[name].to_numpy() for name in columns})
+
+
+def _scored(side: Snapshot) -> pd.DataFrame | None:
+    """The (benchmark, subtask) pairs with a score on a side (None: no subtask table)."""
+    if side.subtasks is None or not len(side.subtasks):
+        return None
+    return bounds_of(side.subtasks)[["benchmark", "subtask"]]
+
+
+def _scored_count(side: Snapshot) -> int | None:
+    scored = _scored(side)
+    return None if scored is None else len(scored)
+
+
+def _coverage_frame(
+    names: Sequence[str], before: Sequence[int], after: Sequence[int]
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "benchmark": pd.Series(list(names), dtype=object),
+            "old_subtasks": pd.Series(list(before), dtype="int64"),
+            "new_subtasks": pd.Series(list(after), dtype="int64"),
+        }
+    )
+
+
+def _coverage(old: Snapshot, new: Snapshot, names: Sequence[str]) -> pd.DataFrame:
+    """Per benchmark, the subtasks with scores on each side, where they differ."""
+    before, after = _scored(old), _scored(new)
+    if before is None or after is None:
+        return _coverage_frame([], [], [])
+    counts = [
+        (
+            name,
+            int((before["benchmark"] == name).sum()),
+            int((after["benchmark"] == name).sum()),
+        )
+        for name in names  # a suite's handful of benchmarks
+    ]
+    differ = [row for row in counts if row[1] != row[2]]
+    return _coverage_frame(
+        [row[0] for row in differ],
+        [row[1] for row in differ],
+        [row[2] for row in differ],
+    )
 
 
 def _clip_changes(
@@ -458,24 +554,112 @@ def _beyond_intervals(
     old: Snapshot,
     new: Snapshot,
     merged: pd.DataFrame,
-    old_rank: FloatArray,
-    new_rank: FloatArray,
+    ranks: tuple[FloatArray, FloatArray],
+    averages: tuple[FloatArray, FloatArray],
     is_ranked: npt.NDArray[np.bool_],
 ) -> FloatArray:
-    """1.0 where the rank move is outside both rank intervals, 0.0 inside, NaN unknown."""
+    """1.0 where a rank move is beyond the intervals, 0.0 within, NaN unknown.
+
+    Beyond: the new rank is outside the old rank interval and the old rank
+    outside the new one, and the variant's own average moved beyond its own
+    95% intervals (the new average outside the old interval, the old average
+    outside the new one). A variant pushed down by a newcomer, or by others
+    leaving, its average unchanged, is within.
+    """
     if old.intervals is None or new.intervals is None:
         return np.full(len(merged), np.nan)
+    columns = ("rank_best", "rank_worst", "average_low", "average_high")
 
-    def interval(side: pd.DataFrame) -> tuple[FloatArray, FloatArray]:
+    def interval(side: pd.DataFrame) -> list[FloatArray]:
         at = align_rows(merged, side, on=KEY_COLUMNS)
-        return _take(side["rank_best"], at), _take(side["rank_worst"], at)
+        return [
+            _take(side[name], at)
+            if name in side.columns
+            else np.full(len(merged), np.nan)
+            for name in columns
+        ]
 
-    old_best, old_worst = interval(old.intervals)
-    new_best, new_worst = interval(new.intervals)
-    outside_old = (new_rank < old_best) | (new_rank > old_worst)
-    outside_new = (old_rank < new_best) | (old_rank > new_worst)
-    known = is_ranked & ~np.isnan(old_best) & ~np.isnan(new_best)
-    return np.where(known, (outside_old & outside_new).astype(np.float64), np.nan)
+    old_best, old_worst, old_low, old_high = interval(old.intervals)
+    new_best, new_worst, new_low, new_high = interval(new.intervals)
+    (old_rank, new_rank), (old_average, new_average) = ranks, averages
+    rank_outside = ((new_rank < old_best) | (new_rank > old_worst)) & (
+        (old_rank < new_best) | (old_rank > new_worst)
+    )
+    average_outside = ((new_average < old_low) | (new_average > old_high)) & (
+        (old_average < new_low) | (old_average > new_high)
+    )
+    known = is_ranked
+    for bound in (old_best, new_best, old_low, new_low):
+        known = known & ~np.isnan(bound)
+    return np.where(known, (rank_outside & average_outside).astype(np.float64), np.nan)
+
+
+def _reasons(
+    old: Snapshot,
+    new: Snapshot,
+    merged: pd.DataFrame,
+    new_at: IntArray,
+    new_rank: FloatArray,
+) -> npt.NDArray[np.object_]:
+    """Why each variant is unranked on the new side or gone from it (None: nothing to say).
+
+    Excluded (flagged in the metadata, with an average), incomplete (the
+    benchmarks it lacks), and a results file of the variant that the new run
+    rejected (its old subtask rows' ``source``, else ``<org>/<model>/`` in the
+    rejected file's path).
+    """
+    reasons = np.full(len(merged), None, dtype=object)
+    is_unranked = (new_at >= 0) & np.isnan(new_rank)
+    if is_unranked.any():
+        board = new.leaderboard
+        rows = new_at[is_unranked]
+        lacking = np.full(rows.size, "", dtype=object)
+        for name in new.benchmarks:  # a suite's handful of benchmarks
+            is_missing = np.isnan(_take(board[name], rows))
+            lacking = np.where(
+                is_missing, lacking + np.where(lacking == "", "", ", ") + name, lacking
+            )
+        text: npt.NDArray[np.object_] = np.where(
+            lacking == "", np.array(None, dtype=object), "incomplete: no " + lacking
+        )
+        if "flagged" in board.columns:
+            is_flagged = board["flagged"].fillna(False).to_numpy(dtype=bool)[
+                rows
+            ] & ~np.isnan(_take(board["average"], rows))
+            text = np.where(is_flagged, "excluded: flagged in the metadata", text)
+        reasons[is_unranked] = text
+    if new.rejected:
+        rejected = _rejected_files(old, merged, new.rejected)
+        is_gone = (new_at < 0) | is_unranked
+        has_file = is_gone & pd.notna(rejected)
+        note = "file rejected: " + rejected[has_file].astype(str)
+        reasons[has_file] = np.where(
+            pd.isna(reasons[has_file]),
+            note,
+            reasons[has_file].astype(str) + "; " + note,
+        )
+    return reasons
+
+
+def _rejected_files(
+    old: Snapshot, merged: pd.DataFrame, rejected: Sequence[str]
+) -> npt.NDArray[np.object_]:
+    """Per variant, a rejected file it came from on the old side (None: none)."""
+    found = np.full(len(merged), None, dtype=object)
+    subtasks = old.subtasks
+    if subtasks is not None and "source" in subtasks.columns:
+        rows = subtasks[subtasks["source"].astype(str).isin(list(rejected))]
+        at = align_variants(rows, merged)
+        found[at[at >= 0]] = rows["source"].astype(str).to_numpy()[at >= 0]
+        return found
+    by_model = {  # <org>/<model>/results_*.json: the model the leaderboard layout names
+        f"{PurePath(path).parent.parent.name}/{PurePath(path).parent.name}": path
+        for path in rejected
+    }
+    models = merged["model"].astype(str)
+    found[:] = models.map(by_model).to_numpy(dtype=object)
+    found[pd.isna(found)] = None
+    return found
 
 
 def _nullable(
@@ -490,9 +674,11 @@ def read_snapshot(
 ) -> Snapshot:
     """Read an output directory as one side of a diff.
 
-    Rank intervals come from its ``intervals.parquet`` if there is one, else are
-    computed from the subtasks' stderr when the suite can still be loaded
-    unchanged (see :func:`output_suite`).
+    The bounds are its suite's, when the suite can still be loaded unchanged
+    (see :func:`output_suite`), else those its subtask table records. Rank
+    intervals come from its ``intervals.parquet`` if there is one, else are
+    computed from the subtasks' stderr when the suite loads. The input files
+    its run rejected (``--cache``) are read from its manifest.
 
     Args:
         out: The output directory.
@@ -507,18 +693,24 @@ def read_snapshot(
     """
     folder = check_output(out)
     leaderboard = read_output_table(folder, "leaderboard")
+    suite, missing = output_suite(folder)
+    bounds = (
+        None
+        if suite is None
+        else suite.subtask_table()[["benchmark", "subtask", "lower_bound"]]
+    )
+    rejected = _rejected_inputs(folder)
+    table = None
+    if intervals and (folder / "intervals.parquet").is_file():
+        table = pd.read_parquet(folder / "intervals.parquet")
     if not has_table(folder, "subtasks"):  # written with --no-subtasks
-        suite, _ = output_suite(folder)
         return Snapshot(
             leaderboard=leaderboard,
             benchmarks=benchmark_columns(leaderboard.columns),
-            bounds=None
-            if suite is None
-            else suite.subtask_table()[["benchmark", "subtask", "lower_bound"]],
-            intervals=pd.read_parquet(folder / "intervals.parquet")
-            if intervals and (folder / "intervals.parquet").is_file()
-            else None,
+            bounds=bounds,
+            intervals=table,
             label=str(out),
+            rejected=rejected,
         )
     wanted = [
         *KEY_COLUMNS,
@@ -528,24 +720,32 @@ def read_snapshot(
         "is_clipped",
         *columns,
     ]
+    if "source" in pq.read_schema(folder / "subtasks.parquet").names:
+        wanted.append("source")  # a variant lost to a rejected file is named with it
     if intervals:
         wanted += ["raw_score", "stderr", "n_samples"]
     subtasks = read_output_table(
         folder, "subtasks", columns=list(dict.fromkeys(wanted))
     )
-    table = None
-    if intervals and (folder / "intervals.parquet").is_file():
-        table = pd.read_parquet(folder / "intervals.parquet")
-    elif intervals and len(subtasks):
-        suite, missing = output_suite(folder)
-        if suite is not None:
-            table = estimate_uncertainty(
-                subtasks, leaderboard, suite, missing=missing
-            ).leaderboard
+    if table is None and intervals and len(subtasks) and suite is not None:
+        table = estimate_uncertainty(
+            subtasks, leaderboard, suite, missing=missing
+        ).leaderboard
     return Snapshot(
         leaderboard=leaderboard,
         benchmarks=benchmark_columns(leaderboard.columns),
         subtasks=subtasks if len(subtasks) else None,
+        bounds=bounds,
         intervals=table,
         label=str(out),
+        rejected=rejected,
     )
+
+
+def _rejected_inputs(folder: Path) -> tuple[str, ...]:
+    """The input files an output's run rejected (``cache`` is ``rejected``), as recorded."""
+    inputs = read_inputs(folder)
+    if "cache" not in inputs.column_names:
+        return ()
+    is_rejected = pc.fill_null(pc.equal(inputs["cache"], "rejected"), False)
+    return tuple(map(str, inputs["path"].filter(is_rejected).to_pylist()))

@@ -17,8 +17,9 @@ score) and the weights are taken as equal.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from lbnorm.output.outdir import (
     check_output,
     has_table,
     output_suite,
+    read_inputs,
     read_manifest,
     read_output_table,
 )
@@ -69,6 +71,9 @@ class Explanation:
         rank: ``rank`` (null if unranked), ``rank_best``, ``rank_worst``,
             ``level`` and ``interval_from`` (the run's intervals table, or the
             leaderboard's average and its standard error).
+        input_root: The folder the run's input files share (its results tree,
+            say), as recorded; '' when they share none. A source is shown
+            relative to it.
     """
 
     variant: dict[str, Any]
@@ -77,6 +82,7 @@ class Explanation:
     benchmarks: pd.DataFrame
     average: dict[str, Any]
     rank: dict[str, Any]
+    input_root: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (nulls as None)."""
@@ -153,7 +159,24 @@ def explain_variant(
         ].reset_index(drop=True),
         average=average,
         rank=_rank(folder, board, row, level=level),
+        input_root=_input_root(folder),
     )
+
+
+def _input_root(folder: Path) -> str:
+    """The folder the run's input files share, as the manifest records them ('' if none).
+
+    Examples of what it gives: ``tree`` for ``tree/org/model/results_*.json``
+    and ``tree/other/model/results_*.json``; a lone file's folder.
+    """
+    inputs = read_inputs(folder)
+    if not inputs.num_rows or "path" not in inputs.column_names:
+        return ""
+    folders = {str(PurePath(str(path)).parent) for path in inputs["path"].to_pylist()}
+    try:
+        return os.path.commonpath(sorted(folders))
+    except ValueError:  # relative and absolute paths mixed: no common folder
+        return ""
 
 
 def _variant_row(folder: Path, board: pd.DataFrame, variant: dict[str, Any]) -> int:

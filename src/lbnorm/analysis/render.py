@@ -7,6 +7,7 @@ hands them to the writer.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.diff import Diff
@@ -22,6 +23,8 @@ __all__ = [
     "format_intervals",
     "largest_rank_moves",
     "markdown_table",
+    "named_variants",
+    "subtask_counts",
 ]
 
 #: The health table's benchmark columns and their headings, for every face.
@@ -114,11 +117,15 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
 
 
 def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> str:
-    """The diff as Markdown: bounds changed, summary, per benchmark, biggest moves.
+    """The diff as Markdown: bounds changed, summary, coverage, per benchmark, and names.
+
+    The names: variants added, removed and newly unranked (with why, where the
+    outputs tell), the largest changes of an average, and the largest rank
+    moves; each list cut at `largest` rows with a line saying how many more.
 
     Args:
         diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
-        largest: Rank moves listed.
+        largest: Rows listed per list.
         title: The heading (default: ``old -> new``).
 
     Returns:
@@ -146,6 +153,22 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         markdown_table(diff_summary(diff)),
         "",
     ]
+    if len(diff.coverage):
+        lines += [
+            f"## Coverage ({len(diff.coverage)} benchmark(s) scored on other subtasks)",
+            "",
+            "Subtasks with a score on each side (a coverage change, not a bound change):",
+            "",
+            markdown_table(
+                diff.coverage.rename(
+                    columns={
+                        "old_subtasks": "old subtasks",
+                        "new_subtasks": "new subtasks",
+                    }
+                )
+            ),
+            "",
+        ]
     if len(diff.scores):
         lines += [
             "## Per benchmark (normalized score, new - old)",
@@ -153,15 +176,105 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
             markdown_table(diff_per_benchmark(diff), digits=3),
             "",
         ]
-    moved = largest_rank_moves(diff, largest=largest)
-    if len(moved):
+    for heading, table in named_variants(diff):
+        lines += _listed(heading, table, largest=largest)
+    moved = largest_rank_moves(diff, largest=len(diff.models))
+    lines += _listed("Largest rank moves", moved, largest=largest)
+    return "\n".join(lines)
+
+
+def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
+    """A heading with its rows (the first `largest`) and how many more; none if empty."""
+    if not len(table):
+        return []
+    shown = table.head(largest)
+    if "delta" in shown.columns:  # signed, to the third digit, as the summary's
+        shown = shown.assign(delta=[f"{value:+,.3f}" for value in shown["delta"]])
+    lines = [f"## {heading} ({len(table):,})", "", markdown_table(shown), ""]
+    if len(table) > len(shown):
         lines += [
-            f"## Largest rank moves ({len(moved)})",
-            "",
-            markdown_table(moved),
+            f"... and {len(table) - len(shown):,} more (--largest N lists more; --out "
+            "writes every variant to diff_models.parquet)",
             "",
         ]
-    return "\n".join(lines)
+    return lines
+
+
+def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
+    """The variants a reader wants by name: added, removed, newly unranked, largest changes.
+
+    Each table whole (a face cuts it), with headings in words; the ``why``
+    column only where some variant has a reason.
+
+    Args:
+        diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
+
+    Returns:
+        ``(heading, table)`` for each list that has rows: ``Added``,
+        ``Removed``, ``Newly unranked`` (ranked on the old side only) and
+        ``Largest changes of an average`` (by absolute change, whether or not
+        the rank moved).
+    """
+    models = diff.models
+    old_rank = models["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
+    new_rank = models["new_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
+    status = models["status"].to_numpy()
+    added = models[status == "added"]
+    removed = models[status == "removed"]
+    removed = removed.iloc[
+        np.argsort(_missing_last(removed["old_rank"]), kind="stable")
+    ]
+    unranked = models[(status == "both") & ~np.isnan(old_rank) & np.isnan(new_rank)]
+    unranked = unranked.iloc[
+        np.argsort(_missing_last(unranked["old_rank"]), kind="stable")
+    ]
+    delta = models["average_delta"].to_numpy(dtype=np.float64, na_value=np.nan)
+    is_changed = (status == "both") & ~np.isnan(delta) & (delta != 0)
+    changed = models[is_changed].iloc[
+        np.argsort(-np.abs(delta[is_changed]), kind="stable")
+    ]
+    lists = [
+        ("Added", added, ["new_rank", "new_average"]),
+        ("Removed", removed, ["old_rank", "old_average"]),
+        ("Newly unranked", unranked, ["old_rank", "old_average", "new_average"]),
+    ]
+    tables = [
+        (heading, _variant_table(rows, columns, why=True))
+        for heading, rows, columns in lists
+        if len(rows)
+    ]
+    if len(changed):
+        table = _variant_table(
+            changed,
+            ["old_average", "new_average", "average_delta", "old_rank", "new_rank"],
+            why=False,
+        )
+        table["beyond intervals"] = changed["is_beyond_intervals"].to_numpy()
+        tables.append(("Largest changes of an average", table))
+    return tables
+
+
+_VARIANT_COLUMNS = {
+    "old_rank": "old rank",
+    "new_rank": "new rank",
+    "old_average": "old average",
+    "new_average": "new average",
+    "average_delta": "delta",
+}
+
+
+def _variant_table(
+    rows: pd.DataFrame, columns: list[str], *, why: bool
+) -> pd.DataFrame:
+    table = rows[["model", "precision", *columns]].rename(columns=_VARIANT_COLUMNS)
+    if why and rows["reason"].notna().any():
+        table = table.assign(why=rows["reason"].fillna("").to_numpy())
+    return table.reset_index(drop=True)
+
+
+def _missing_last(ranks: pd.Series) -> npt.NDArray[np.float64]:
+    values = ranks.to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(np.nan_to_num(values, nan=np.inf), dtype=np.float64)
 
 
 def diff_summary(diff: Diff) -> pd.DataFrame:
@@ -188,7 +301,15 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
             "variants",
             f"{figures['variants_common']:,} on both sides, {figures['variants_added']:,} added, {figures['variants_removed']:,} removed",
         ),
-        ("ranked on both sides", f"{ranked:,}"),
+        (
+            "ranked on both sides",
+            f"{ranked:,}"
+            + (
+                f" ({unranked:,} newly unranked)"
+                if (unranked := int(figures.get("newly_unranked") or 0))
+                else ""
+            ),
+        ),
         (
             "Kendall tau / Spearman rho",
             f"{_number(figures['kendall_tau'], 4)} / {_number(figures['spearman_rho'], 4)}",
@@ -220,6 +341,12 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
             else f"{figures['newly_clipped']:,} / {figures['newly_unclipped']:,}",
         ),
     ]
+    before, after = (
+        figures.get("subtasks_scored_old"),
+        figures.get("subtasks_scored_new"),
+    )
+    if before is not None and after is not None and before != after:
+        rows.append(("subtasks with scores", f"{before:,} old, {after:,} new"))
     return pd.DataFrame(rows, columns=["figure", "value"])
 
 
@@ -262,7 +389,9 @@ def largest_rank_moves(diff: Diff, *, largest: int = 10) -> pd.DataFrame:
 
     Returns:
         ``model``, ``precision``, old and new rank, move (old - new: up is
-        positive), old and new average, beyond intervals.
+        positive), old and new average, beyond intervals (the rank moved
+        beyond the rank intervals and the variant's own average beyond its own
+        intervals).
     """
     moved = diff.models.dropna(subset=["rank_move"])
     moved = moved.iloc[
@@ -310,14 +439,7 @@ def format_health(
     ]
     if len(subtasks):
         shown = subtasks if all_subtasks else subtasks[subtasks["status"] == "fail"]
-        n_failed = int((subtasks["status"] == "fail").sum())
-        n_skipped = int((subtasks["status"] == "skipped").sum())
-        lines += [
-            f"## Subtasks ({len(subtasks)} checked, {n_failed} failed"
-            + (f", {n_skipped} skipped" if n_skipped else "")
-            + ")",
-            "",
-        ]
+        lines += [f"## Subtasks ({subtask_counts(subtasks)})", ""]
         if len(shown):
             lines += [
                 markdown_table(
@@ -329,6 +451,26 @@ def format_health(
                 "",
             ]
     return "\n".join(lines + _comparability_lines(health))
+
+
+def subtask_counts(subtasks: pd.DataFrame) -> str:
+    """The subtask checks in words: checked (not skipped), failed, skipped.
+
+    Examples:
+        >>> subtask_counts(pd.DataFrame({"status": ["pass", "fail", "skipped"]}))
+        '2 checked, 1 failed; 1 skipped'
+        >>> subtask_counts(pd.DataFrame({"status": ["skipped"] * 40}))
+        'none checked: 40 skipped'
+    """
+    status = subtasks["status"]
+    n_failed = int((status == "fail").sum())
+    n_skipped = int((status == "skipped").sum())
+    n_checked = len(subtasks) - n_skipped
+    if not n_checked:
+        return f"none checked: {n_skipped:,} skipped"
+    return f"{n_checked:,} checked, {n_failed:,} failed" + (
+        f"; {n_skipped:,} skipped" if n_skipped else ""
+    )
 
 
 def _comparability_lines(health: pd.DataFrame) -> list[str]:

@@ -137,7 +137,7 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Check ``--markdown``, ``--html`` and ``--report FILE`` before any work.
+    """Check ``--markdown``, ``--html``, ``--report`` and ``--failures FILE`` before any work.
 
     Such a file is refused inside an lbnorm output folder (the outputs the
     command reads or writes count even before they exist: ``lbnorm run --out
@@ -159,11 +159,13 @@ def check_written_files(args: argparse.Namespace) -> None:
         check_own_file,
         check_target,
     )
+    from lbnorm.output.writer import is_failures_file
 
     recognize: dict[str, Callable[[bytes, bytes], bool]] = {
         "markdown": _is_summary,
         "html": _is_page,
         "report": is_run_report,
+        "failures": is_failures_file,
     }
     outs = tuple(
         value
@@ -236,7 +238,8 @@ def emit_diff(
     """Print a diff (or write it to ``--markdown``), and add its tables to ``--out``.
 
     Args:
-        args: The command's arguments (``out``, ``markdown``).
+        args: The command's arguments (``out``, ``markdown``, ``quiet``: print
+            nothing).
         tables: The diff's tables by file stem (frames or Arrow tables).
         text: The diff as Markdown, printable as it is.
         stem: How the table files are named, for the message (``diff_``).
@@ -249,12 +252,14 @@ def emit_diff(
 
     if args.out:
         add_tables(Path(args.out), tables, sources=command_sources(args))
+    is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
         write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
-        print(
-            f"wrote {args.markdown}"
-            + (f" and {args.out}/{stem}*.parquet" if args.out else "")
-        )
-    else:
+        if not is_quiet:
+            print(
+                f"wrote {args.markdown}"
+                + (f" and {args.out}/{stem}*.parquet" if args.out else "")
+            )
+    elif not is_quiet:
         print(text)
     return ExitCode.OK

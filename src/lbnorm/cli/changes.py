@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lbnorm.cli.arguments import (
     add_inputs,
@@ -20,22 +19,44 @@ from lbnorm.cli.arguments import (
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["register"]
 
-_EPILOG = """\
-exit codes: 0 done (health: every check passed); 7 health: a check failed;
+_DIFF_EPILOG = """\
+exit codes:
+  0   compared (whatever changed: a diff is a report, not a check)
+  1   another lbnorm error
+  2   usage error: an unknown option, --markdown or --out inside an output folder
+  4   OLD_OUT or NEW_OUT is missing, not an lbnorm output, or damaged
+  6   --out or --markdown not writable (nothing written)
+
+examples:
+  lbnorm diff yesterday-out/ today-out/                      # print what changed
+  lbnorm diff yesterday-out/ today-out/ --markdown changes.md --out diff/ --quiet
+  lbnorm diff yesterday-out/ today-out/ --largest 50         # longer lists of names
+  lbnorm diff arena-old/ arena-out/                          # two ratings outputs
+"""
+
+_IMPACT_EPILOG = """\
+exit codes:
+  0   compared
   1-6 as for run (nothing done); 2 usage error
 
 examples:
   lbnorm impact --set-bound GPQA=0.3                 # the demo, GPQA bound 0.25 -> 0.3
-  lbnorm impact results/ --suite openllm-v2 --suite my-suite.toml --out impact/
-  lbnorm diff yesterday-out/ today-out/ --markdown changes.md
+  lbnorm impact tests/fixtures/full_structure --suite openllm-v2 --suite my-suite.toml --out impact/
+"""
+
+_HEALTH_EPILOG = """\
+exit codes:
+  0   every check passed (or too few models for any check)
+  7   a check failed
+  1-6 as for run (nothing done); 2 usage error
+
+examples:
   lbnorm health                                      # the demo
   lbnorm health data/published_v2_final.csv          # any table with X and "X Raw" columns
-  lbnorm run results/ --out out/ --cache .lbnorm-cache --report run.json --health
+  lbnorm health lbnorm-out/ --all-subtasks           # an output folder
+  lbnorm run tests/fixtures/full_structure --out out/ --cache .lbnorm-cache --report run.json --health
 """
 
 
@@ -48,15 +69,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Compare two lbnorm output directories: lower bounds that changed, the delta "
             "per model and benchmark, each model's average delta and rank move, and summary "
             "figures (Kendall tau, Spearman rho, top-k overlaps, big movers, newly clipped "
-            "scores, models added and removed, rank moves beyond the rank intervals). "
-            "Prints Markdown; --out saves the tables as Parquet."
+            "scores, models added and removed, rank moves beyond the rank intervals whose own average moved beyond its own interval too), "
+            "and the variants by name: added, removed, newly unranked (and why), the "
+            "largest changes of an average and the largest rank moves. Prints Markdown; "
+            "--out saves the tables as Parquet."
         ),
-        epilog=_EPILOG,
+        epilog=_DIFF_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     diff.add_argument("old", metavar="OLD_OUT", help="the reference output directory")
     diff.add_argument("new", metavar="NEW_OUT", help="the changed output directory")
     _add_diff_options(diff)
+    diff.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing (with --out or --markdown: write them, say nothing)",
+    )
     add_verify(diff)
     _add_paired_diff_options(diff)
     diff.set_defaults(handler=_cmd_diff, adds_tables=True)
@@ -69,7 +97,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "suite and --set-bound overrides) and report what changed, as `lbnorm diff` "
             "does. With no INPUTS, the bundled demo."
         ),
-        epilog=_EPILOG,
+        epilog=_IMPACT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_inputs(impact)
@@ -101,7 +129,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "directory, a wide table with X and 'X Raw' columns (benchmark checks only), "
             "or inputs to normalize; none: the bundled demo."
         ),
-        epilog=_EPILOG,
+        epilog=_HEALTH_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     health.add_argument(
@@ -159,7 +187,8 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=10,
         metavar="N",
-        help="largest rank moves listed (default: %(default)s)",
+        help="variants listed by name in each list: added, removed, newly unranked, "
+        "largest changes, largest rank moves (default: %(default)s)",
     )
     parser.add_argument(
         "--no-intervals",

@@ -79,6 +79,8 @@ class RunOptions:
             spills its rows to a temporary folder and is summed a partition of
             the variants at a time (:mod:`lbnorm.engines.spill`).
         scheduler: The Dask scheduler's address (None: a local cluster).
+        scheduler_timeout: Seconds to try to reach `scheduler` (None: Dask's
+            ``distributed.comm.timeouts.connect``, 30 s unless configured).
         metadata: A model metadata table (CSV or Parquet) joined into the
             leaderboard (None: the demo's own for the demo, else none).
         rank_within: Leaderboard columns to rank within (``rank_within_<col>``).
@@ -94,6 +96,10 @@ class RunOptions:
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
             (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+        failures: When scores fail validation, write every failure (not only
+            the first thousand per check and batch) to this file, in file and
+            line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
+            its suffix. Recorded in the manifest when set.
         paired: Compare every pair of variants adjacent in rank on the items
             both answered (per-sample inputs); write ``paired.parquet``.
         paired_adjust: How `paired`'s p-values are adjusted across the table.
@@ -120,6 +126,7 @@ class RunOptions:
     batch_rows: int | None = None
     sum_memory: float = 0.5
     scheduler: str | None = None
+    scheduler_timeout: float | None = None
     metadata: str | None = None
     rank_within: tuple[str, ...] = ()
     exclude_flagged: bool = False
@@ -131,6 +138,7 @@ class RunOptions:
     report: str | None = None
     model_map: str | None = None
     comparability: ComparabilityCheck = "off"
+    failures: str | None = None
     paired: bool = False
     paired_adjust: PairedAdjust = "holm"
     paired_alpha: float = 0.05
@@ -170,6 +178,26 @@ class RunOptions:
             msg = (
                 "a scheduler (--scheduler) is only used by the Dask engine.\n"
                 "Hint: add --engine dask, or leave out --scheduler."
+            )
+            raise OptionsError(msg)
+        if self.failures is not None and not self.failures.lower().endswith(
+            (".csv", ".parquet", ".pq")
+        ):
+            msg = (
+                f"failures (--failures) is written as CSV or Parquet by its suffix; "
+                f"{self.failures!r} has neither.\n"
+                "Hint: name it failures.csv or failures.parquet."
+            )
+            raise OptionsError(msg)
+        if self.scheduler_timeout is not None and (
+            self.scheduler is None or not self.scheduler_timeout > 0
+        ):
+            msg = (
+                "scheduler_timeout (--scheduler-timeout) is how long to try to reach "
+                "--scheduler: a positive number of seconds, with --scheduler, got "
+                f"{self.scheduler_timeout!r}"
+                + ("" if self.scheduler is not None else " without --scheduler")
+                + ".\nHint: e.g. --scheduler tcp://host:8786 --scheduler-timeout 5."
             )
             raise OptionsError(msg)
         if self.full_rebuild and self.cache is None:
@@ -214,6 +242,9 @@ class RunOptions:
         options["rank_within"] = list(self.rank_within)
         if self.comparability == "off":  # outputs of runs without it stay as they were
             del options["comparability"]
+        for name in ("failures", "scheduler_timeout"):
+            if options[name] is None:  # (likewise)
+                del options[name]
         if not self.paired:  # likewise
             for name in ("paired", "paired_adjust", "paired_alpha"):
                 del options[name]

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm.core.errors import InputError, LbnormError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.result import Result
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
-from lbnorm.engines.validate import failure_error
+from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
 from lbnorm.suites import Suite
@@ -70,7 +71,8 @@ def compute(
         suite: The suite.
         options: The run's options (``scheduler``: the scheduler's address,
             ``tcp://host:8786``; None starts a local cluster of `n_workers`
-            processes for the run).
+            processes for the run; ``scheduler_timeout``: seconds to try to
+            connect, None for Dask's own, 30 s by default).
         n_workers: Worker processes of the local cluster (without a scheduler).
 
     Returns:
@@ -80,6 +82,8 @@ def compute(
         InputError: Dask is not installed, or an input is not Parquet or unreadable.
         ValidationError: Scores failed a check (every failure, with file and row).
     """
+    if inputs.eager:  # (before Dask is needed: what to convert is said either way)
+        raise _not_parquet(inputs.catalog)
     try:
         from dask.delayed import delayed
         from distributed import Client, LocalCluster
@@ -89,21 +93,6 @@ def compute(
             "Hint: pip install dask distributed (from a clone of lbnorm: pip install '.[dask]'), on the client and on every worker."
         )
         raise InputError(msg) from exc
-    if inputs.eager:
-        shown = ", ".join(
-            path
-            for path, kind in zip(
-                inputs.catalog.column("path").to_pylist(),
-                inputs.catalog.column("format").to_pylist(),
-                strict=True,
-            )
-            if kind != "parquet"
-        )
-        msg = (
-            f"{shown}: the Dask engine reads Parquet only.\n"
-            "Hint: convert the inputs to Parquet, or run without --engine dask."
-        )
-        raise InputError(msg)
     unknown, extra_columns = options.unknown, options.extra_columns
     scheduler = options.scheduler
     parts = [
@@ -115,6 +104,7 @@ def compute(
             suite,
             unknown,
             extra_columns,
+            None if options.failures else MAX_FAILURES_SHOWN,
         )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
@@ -133,12 +123,17 @@ def compute(
             dashboard_address=None,
         )
     try:
-        with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
+        timeout = (
+            {}
+            if options.scheduler_timeout is None
+            else {"timeout": options.scheduler_timeout}
+        )
+        with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
             totals: Totals = client.compute(parts[0]).result()
     except LbnormError:
         raise
     except OSError as exc:
-        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster."
+        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
         raise InputError(msg) from exc
     finally:
         if cluster is not None:
@@ -146,6 +141,27 @@ def compute(
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
+
+
+#: Inputs a refusal names; the rest are counted.
+_SHOWN = 3
+
+
+def _not_parquet(catalog: pa.Table) -> InputError:
+    """The refusal of inputs that are not Parquet: the first few, how many, what to do."""
+    is_other = pc.invert(
+        pc.is_in(catalog["format"], value_set=pa.array(["parquet", "skipped"]))
+    )
+    paths = catalog["path"].filter(is_other)
+    shown = ", ".join(map(str, paths.slice(0, _SHOWN).to_pylist()))
+    more = f" and {len(paths) - _SHOWN:,} more" if len(paths) > _SHOWN else ""
+    msg = (
+        f"{shown}{more}: {len(paths):,} input file(s) not in Parquet; the Dask engine "
+        "reads Parquet only.\n"
+        "Hint: `lbnorm convert INPUT... --out scores.parquet` writes them as one "
+        "Parquet table to run with --engine dask; or run without --engine dask."
+    )
+    return InputError(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,10 +183,13 @@ def _sum_row_group(
     suite: Suite,
     unknown: UnknownSubtasks,
     extra_columns: ExtraColumns,
+    failure_limit: int | None,
 ) -> Totals:
     """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
         Path(path.resolved), extra_columns=extra_columns, keep_details=False
     )
     opened.path = Path(path.given)  # failures name the file as the user gave it
-    return sum_scores(opened.batches([group]), suite, unknown=unknown)
+    return sum_scores(
+        opened.batches([group]), suite, unknown=unknown, failure_limit=failure_limit
+    )

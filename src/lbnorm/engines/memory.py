@@ -33,7 +33,12 @@ from lbnorm.engines.result import (
     start_benchmark_keys,
     with_present_values,
 )
-from lbnorm.engines.validate import check_batch, describe_failures, failure_error
+from lbnorm.engines.validate import (
+    MAX_FAILURES_SHOWN,
+    check_batch,
+    describe_failures,
+    failure_error,
+)
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
 
@@ -108,6 +113,7 @@ class MemoryJob:
             unknown=options.unknown,
             expected_rows=inputs.num_rows,
             keep_details=options.subtasks,
+            failure_limit=None if options.failures else MAX_FAILURES_SHOWN,
         )
         arrays = suite_arrays(suite)
         order = dense.variants.order()
@@ -323,6 +329,7 @@ def collect_scores(
     unknown: UnknownSubtasks = "error",
     keep_details: bool = True,
     expected_rows: int = 0,
+    failure_limit: int | None = MAX_FAILURES_SHOWN,
 ) -> DenseScores:
     """Encode, check and scatter every batch; raise once with all failures.
 
@@ -333,6 +340,7 @@ def collect_scores(
         keep_details: Keep what the subtask table needs besides the raw score
             (metric, stderr, n_samples, source, kept extra columns).
         expected_rows: Rows expected in all, to size the dense store up front.
+        failure_limit: Failure rows described per check and batch (None: all).
 
     Returns:
         The dense scores.
@@ -354,7 +362,12 @@ def collect_scores(
         dense.n_ignored += checked.n_ignored
         if checked.n_failed:
             failures.extend(
-                describe_failures(batch, checked.failed, known=encoder.suite_pairs)
+                describe_failures(
+                    batch,
+                    checked.failed,
+                    known=encoder.suite_pairs,
+                    limit=failure_limit,
+                )
             )
             n_failed += checked.n_failed
         dense.reserve(encoder.n_variants)

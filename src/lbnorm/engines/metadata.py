@@ -52,13 +52,16 @@ __all__ = [
     "exclude_flagged",
     "exclude_flagged_table",
     "flagged_table",
+    "frame_table",
     "join_metadata",
     "join_metadata_table",
     "list_flagged",
+    "metadata_coverage",
     "rank_within",
     "rank_within_table",
     "read_metadata",
     "read_metadata_table",
+    "read_raw_metadata",
     "size_class_array",
     "size_classes",
     "type_label_array",
@@ -135,6 +138,16 @@ def read_metadata_table(path: str | Path) -> pa.Table:
             duplicate keys.
     """
     return conform_metadata_table(_read_table(Path(path)), source=str(path))
+
+
+def read_raw_metadata(path: str | Path) -> pa.Table:
+    """A metadata file as Arrow, as written (checked where it is joined)."""
+    return _read_table(Path(path))
+
+
+def frame_table(frame: pd.DataFrame) -> pa.Table:
+    """A metadata frame as Arrow (without pyarrow probing pandas again)."""
+    return _frame_to_arrow(frame)
 
 
 def _read_table(path: Path) -> pa.Table:
@@ -459,12 +472,69 @@ def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
     return leaderboard.append_column(field, ranks)
 
 
+def metadata_coverage(
+    leaderboard: pa.Table, metadata: pa.Table, *, source: str
+) -> dict[str, Any]:
+    """Which variants the metadata misses, and which of its rows match no variant.
+
+    A name misspelled in the metadata table leaves its variant without a row
+    and the row without a variant: both are counted, with a few examples, so a
+    summary can say so.
+
+    Args:
+        leaderboard: The leaderboard (before the join).
+        metadata: The metadata table as read (checked here as for the join).
+        source: Where the metadata came from.
+
+    Returns:
+        ``source``, ``variants`` (on the leaderboard), ``variants_without_row``
+        and a few of them as ``model [precision]`` (``variants_shown``),
+        ``rows`` (in the metadata), ``rows_without_variant`` and a few of their
+        models (``rows_shown``).
+
+    Examples:
+        >>> board = pa.table({"model": ["a/x", "b/y"], "precision": ["", ""]})
+        >>> meta = pa.table({"model": ["a/x", "b/yy"], "params_b": [1.0, 2.0]})
+        >>> coverage = metadata_coverage(board, meta, source="m.csv")
+        >>> coverage["variants_without_row"], coverage["rows_shown"]
+        (1, ['b/yy'])
+    """
+    metadata = conform_metadata_table(metadata, source=source)
+    keys = [name for name in KEY_COLUMNS if name in metadata.column_names]
+    left, right = _key_codes([leaderboard, metadata], keys)
+    variant_missed = ~np.isin(left, right)
+    row_missed = ~np.isin(right, left)
+    missed = leaderboard.filter(arrow.array(variant_missed)).slice(0, _SHOWN)
+    precision = (
+        _as_text(missed["precision"]).to_pylist()
+        if "precision" in missed.column_names
+        else [""] * missed.num_rows
+    )
+    return {
+        "source": source,
+        "variants": leaderboard.num_rows,
+        "variants_without_row": int(variant_missed.sum()),
+        "variants_shown": [
+            f"{model} [{kind}]" if kind else str(model)
+            for model, kind in zip(
+                _as_text(missed["model"]).to_pylist(), precision, strict=True
+            )
+        ],
+        "rows": metadata.num_rows,
+        "rows_without_variant": int(row_missed.sum()),
+        "rows_shown": _as_text(
+            metadata["model"].filter(arrow.array(row_missed)).slice(0, _SHOWN)
+        ).to_pylist(),
+    }
+
+
 def annotate_table(
     leaderboard: pa.Table,
     metadata: str | Path | pa.Table | pd.DataFrame | None,
     *,
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
+    source: str | None = None,
 ) -> pa.Table:
     """Join metadata, then exclude flagged variants and add group ranks, as asked.
 
@@ -478,6 +548,8 @@ def annotate_table(
         metadata: A metadata file, an Arrow table, a pandas frame, or None.
         rank_within_columns: Columns to rank within (each adds a column).
         is_flagged_excluded: Re-rank without the ``flagged`` variants.
+        source: Where a table or frame came from (the file it was read from),
+            for messages and the columns' docs; default ``<frame>``.
 
     Returns:
         The annotated leaderboard.
@@ -492,7 +564,7 @@ def annotate_table(
         table = (
             metadata if isinstance(metadata, pa.Table) else _frame_to_arrow(metadata)
         )
-        board = join_metadata_table(leaderboard, table, source="<frame>")
+        board = join_metadata_table(leaderboard, table, source=source or "<frame>")
     else:
         board = leaderboard
     if is_flagged_excluded:

@@ -11,7 +11,7 @@ pandas appears only in the properties that hand a user a DataFrame.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -315,6 +315,9 @@ class Result:
         n_models: Distinct model names in `leaderboard_output`, as the engine
             that built it counted them (its key registry knows); None: counted
             from the table. Whatever replaces `leaderboard_output` resets it.
+        metadata_coverage: With a metadata table joined, the variants it has
+            no row for and its rows that match no variant
+            (:func:`lbnorm.engines.metadata.metadata_coverage`); else None.
         paired_output: With ``paired``: every pair of variants adjacent in
             rank, compared on its items (:data:`lbnorm.core.schemas.PAIRED`,
             ``paired.parquet``); None otherwise.
@@ -332,6 +335,7 @@ class Result:
     n_scores: int = 0
     n_clipped: int = 0
     n_models: int | None = None
+    metadata_coverage: Mapping[str, Any] | None = None
     paired_output: pa.Table | None = None
     paired_without_items: tuple[str, ...] = ()
 

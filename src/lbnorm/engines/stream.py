@@ -342,6 +342,7 @@ def sum_scores(
     unknown: UnknownSubtasks = "error",
     expected_rows: int = 0,
     batch_rows: int | None = None,
+    failure_limit: int | None = MAX_FAILURES_SHOWN,
 ) -> Totals:
     """Check every batch and fold it into exact per (variant, benchmark) sums.
 
@@ -351,12 +352,15 @@ def sum_scores(
         unknown: Policy for subtasks the suite does not define.
         expected_rows: Rows expected in all (sizes the sums up front).
         batch_rows: Split batches into slices of at most this many rows.
+        failure_limit: Failure rows described per check and batch (None: all).
 
     Returns:
         The sums; after the first failure, batches are still checked (every
-        failure is listed) but no longer summed.
+        failure is counted) but no longer summed.
     """
-    folder = _Folder(suite, unknown=unknown, rows=expected_rows)
+    folder = _Folder(
+        suite, unknown=unknown, rows=expected_rows, failure_limit=failure_limit
+    )
     with folder.folding():
         for batch in _sliced(batches, batch_rows):
             folder.fold(batch)
@@ -373,11 +377,19 @@ class _Folder:
         unknown: UnknownSubtasks,
         rows: int,
         options: RunOptions | None = None,
+        failure_limit: int | None = MAX_FAILURES_SHOWN,
     ) -> None:
-        """A folder for `rows` rows; given `options`, one that spills when they ask."""
+        """A folder for `rows` rows; given `options`, one that spills when they ask.
+
+        Failure rows are described up to `failure_limit` per check and batch,
+        or all of them when the options ask for a failures file.
+        """
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
         self._unknown = unknown
+        self._failure_limit = (
+            None if options is not None and options.failures else failure_limit
+        )
         self._rows, self._options = rows, options
         capacity = rows // max(len(pairs), 1) + 1
         self._encoder = KeyEncoder(pairs, expected_variants=capacity)
@@ -422,7 +434,12 @@ class _Folder:
         self._n_ignored += checked.n_ignored
         if checked.n_failed:
             self._failures.extend(
-                describe_failures(batch, checked.failed, known=encoder.suite_pairs)
+                describe_failures(
+                    batch,
+                    checked.failed,
+                    known=encoder.suite_pairs,
+                    limit=self._failure_limit,
+                )
             )
             self._n_failed += checked.n_failed
         store.reserve(encoder.n_variants)

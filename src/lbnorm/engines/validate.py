@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lbnorm.core import arrow
 from lbnorm.core.errors import ValidationError
@@ -252,6 +253,7 @@ def describe_failures(
     bad: dict[str, npt.NDArray[np.bool_]],
     *,
     known: Sequence[tuple[str, str]] = (),
+    limit: int | None = MAX_FAILURES_SHOWN,
 ) -> list[pa.Table]:
     """Turn failure masks into failure rows (see the module docstring for the columns).
 
@@ -260,14 +262,15 @@ def describe_failures(
         bad: Check name -> mask of failing rows.
         known: The suite's (benchmark, subtask) names: an unknown pair's message
             suggests the closest.
+        limit: Rows kept per check (None: every one, for ``--failures FILE``).
 
     Returns:
-        One table per failed check, at most :data:`MAX_FAILURES_SHOWN` rows each.
+        One table per failed check, at most `limit` rows each.
     """
     table = batch.table
     frames = []
     for check, mask in bad.items():
-        positions = np.flatnonzero(mask)[:MAX_FAILURES_SHOWN]
+        positions = np.flatnonzero(mask)[:limit]
         if positions.size == 0:
             continue
         picked = table.take(arrow.array(positions))
@@ -436,30 +439,61 @@ def failure_rows(
 def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
     """The one error for every failure found in a run (`total` failing rows).
 
-    The message gives, per check, the first failures with their file, place,
-    model, benchmark, subtask and cell, and the check's hint; ``failures``
-    holds them all (up to :data:`MAX_FAILURES_SHOWN` per check and batch).
+    The failures are put in file and line order (the files in the order they
+    were read; a results file's keys in suite order). The message gives, per
+    check, the first failures with their file, place, model, benchmark,
+    subtask and cell, and the check's hint; ``failures`` holds them all (up to
+    :data:`MAX_FAILURES_SHOWN` per check and batch, unless the run was asked
+    for a failures file).
     """
     table = (
         pa.concat_tables(failures, promote_options="permissive")
         if failures
         else _failure_table("", [], [], [], [])
     )
+    table = table.take(arrow.array(_line_order(table)))
     rows = table.to_pylist()
     n_listed = len({(row["source"], row["row"]) for row in rows})  # a row, once
-    listed = "" if n_listed >= total else f" (the first {n_listed} are in .failures)"
+    listed = (
+        ""
+        if n_listed >= total
+        else f" (the first {n_listed:,} are listed; --failures FILE writes every one)"
+    )
     by_check: dict[str, list[dict[str, str]]] = {}
     for row in rows:  # failure rows: at most a thousand per check and batch
         by_check.setdefault(row["check"], []).append(row)
-    lines = [f"{total} score(s) failed validation{listed}:"]
+    lines = [f"{total:,} score(s) failed validation{listed}:"]
     for check in sorted(by_check):
         group = by_check[check]
         shown = ", ".join(_describe(row) for row in group[:_SHOWN])
-        more = f" and {len(group) - _SHOWN} more" if len(group) > _SHOWN else ""
+        more = f" and {len(group) - _SHOWN:,} more" if len(group) > _SHOWN else ""
         lines.append(f"- {check}: {shown}{more}")
         lines.append(f"  Hint: {group[0]['hint']}")
     dropped = [name for name in ("hint", "suggestion") if name in table.column_names]
     return ValidationError("\n".join(lines), table.drop_columns(dropped))
+
+
+def _line_order(table: pa.Table) -> npt.NDArray[np.int64]:
+    """Failure rows in file and line order: files as first met, then line or row number.
+
+    A results file's failures (located by key, not number) keep their order:
+    the suite's.
+    """
+    n_rows = table.num_rows
+    if not n_rows:
+        return np.zeros(0, dtype=np.int64)
+    files = pc.dictionary_encode(table["source"].combine_chunks())  # as first met
+    file_code = arrow.to_numpy(files.indices, null=-1).astype(np.int64)
+    located = table["row"].combine_chunks()
+    is_number = arrow.to_numpy(
+        pc.fill_null(pc.utf8_is_digit(located), False), null=False
+    ).astype(bool)
+    line = np.full(n_rows, -1, dtype=np.int64)
+    if is_number.any():
+        numbers = located.filter(arrow.array(is_number)).cast(pa.int64())
+        line[is_number] = arrow.to_numpy(numbers)
+    position = np.arange(n_rows, dtype=np.int64)
+    return np.lexsort((position, line, file_code)).astype(np.int64)
 
 
 def _describe(row: dict[str, str]) -> str:
@@ -520,7 +554,20 @@ def _strings(table: pa.Table, name: str) -> list[object]:
 
 
 def _text(value: object) -> str:
-    return "null" if value is None else str(value)
+    """A cell as written: text as it is, a number in its shortest form.
+
+    A whole number reads without ``.0`` (a CSV or JSON cell ``55`` is parsed
+    to the float 55.0, and shown as ``55``).
+
+    Examples:
+        >>> _text(55.0), _text(0.35), _text(float("nan")), _text(None), _text("x")
+        ('55', '0.35', 'nan', 'null', 'x')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2.0**53:
+        return str(int(value))
+    return str(value)
 
 
 def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:

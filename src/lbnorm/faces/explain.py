@@ -91,8 +91,9 @@ def format_explanation(explanation: Explanation, *, digits: int = 4) -> str:
         "",
         "subtasks: normalized = (raw - lower_bound) / (1 - lower_bound) x 100, clipped at 0",
     ]
+    root = explanation.input_root
     subtasks = explanation.subtasks.assign(
-        source=explanation.subtasks["source"].map(_file_name)
+        source=explanation.subtasks["source"].map(lambda path: _under(path, root))
     )
     shown = subtasks[
         [
@@ -150,9 +151,19 @@ def _rule_text(benchmark: Any, subtasks: pd.DataFrame, digits: int) -> str:
     )
 
 
-def _file_name(path: object) -> str:
+def _under(path: object, root: str) -> str:
+    """A source file relative to the folder the run's inputs share, else as recorded.
+
+    Examples:
+        >>> _under("tree/org/m/results_1.json", "tree"), _under("a/b.json", "a")
+        ('org/m/results_1.json', 'b.json')
+        >>> _under("x/results.json", "tree")
+        'x/results.json'
+    """
     text = str(path)
-    return printable(text.rsplit("/", 1)[-1])
+    if root and text.startswith(root.rstrip("/") + "/"):
+        text = text[len(root.rstrip("/")) + 1 :]
+    return printable(text)
 
 
 def _number(value: object, digits: int) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -257,6 +257,17 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
     return write_parquet_atomically(path, table.combine_chunks())
 
 
+def _some(values: list[Any], shown: int = _SHOWN) -> str:
+    """The first values of a list, and how many more (a message's list, never cut silently).
+
+    Examples:
+        >>> _some(["a", "b", "c"], 2), _some(["a"])
+        ("['a', 'b'] and 1 more", "['a']")
+    """
+    more = f" and {len(values) - shown:,} more" if len(values) > shown else ""
+    return f"{values[:shown]}{more}"
+
+
 def _check_benchmarks(folder: Path, board: pa.Table) -> None:
     """Raise unless the leaderboard has the six benchmarks' columns."""
     missing = [
@@ -271,9 +282,9 @@ def _check_benchmarks(folder: Path, board: pa.Table) -> None:
     name = suite.get("name") if isinstance(suite, dict) else None
     has = [n.removesuffix(" Raw") for n in board.column_names if n.endswith(" Raw")]
     msg = (
-        f"{folder}: suite {name!r} has benchmarks {has[:8]}, but the "
+        f"{folder}: suite {name!r} has benchmarks {_some(has, 8)}, but the "
         f"open-llm-leaderboard table needs {list(OPEN_LLM_BENCHMARKS)} (missing "
-        f"{sorted({m.removesuffix(' Raw') for m in missing})[:_SHOWN]}).\n"
+        f"{_some(sorted({m.removesuffix(' Raw') for m in missing}))}).\n"
         "Hint: export an output of `lbnorm run --suite openllm-v2` (or of a suite "
         "naming its benchmarks as these six)."
     )
@@ -287,10 +298,10 @@ def _complete(folder: Path, board: pa.Table, *, skip: bool) -> pa.Table:
         is_complete &= board[benchmark].is_valid().to_numpy(zero_copy_only=False)
     if is_complete.all() or skip:
         return board.filter(pa.array(is_complete))
-    shown = board.filter(pa.array(~is_complete))["model"].to_pylist()[:_SHOWN]
+    shown = _some(board.filter(pa.array(~is_complete))["model"].to_pylist())
     msg = (
-        f"{folder}: {int((~is_complete).sum())} variant(s) lack one of the six "
-        f"scores, e.g. {shown}; the open-llm-leaderboard table has every score.\n"
+        f"{folder}: {int((~is_complete).sum()):,} variant(s) lack one of the six "
+        f"scores: {shown}; the open-llm-leaderboard table has every score.\n"
         "Hint: pass --skip-incomplete to leave them out of the export."
     )
     raise InputError(msg)
@@ -301,9 +312,9 @@ def _check_keys(folder: Path, board: pa.Table) -> None:
     precision = _strings(board["precision"])
     is_empty = pc.equal(precision, "").to_numpy(zero_copy_only=False)
     if is_empty.any():
-        shown = board.filter(pa.array(is_empty))["model"].to_pylist()[:_SHOWN]
+        shown = _some(board.filter(pa.array(is_empty))["model"].to_pylist())
         msg = (
-            f"{folder}: {int(is_empty.sum())} variant(s) have no precision, e.g. "
+            f"{folder}: {int(is_empty.sum()):,} variant(s) have no precision: "
             f"{shown}; the table's eval_name is org_model_precision.\n"
             "Hint: pass --unknown-precision PRECISION (e.g. bfloat16), or give it in "
             "the input (config_general.model_dtype, or a precision column)."
@@ -314,8 +325,8 @@ def _check_keys(folder: Path, board: pa.Table) -> None:
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     if repeated.num_rows:
         msg = (
-            f"{folder}: {repeated.num_rows} (fullname, Precision, Model sha, Chat "
-            f"Template) key(s) repeat, e.g. {repeated['model'].to_pylist()[:_SHOWN]}.\n"
+            f"{folder}: {repeated.num_rows:,} (fullname, Precision, Model sha, Chat "
+            f"Template) key(s) repeat: {_some(repeated['model'].to_pylist())}.\n"
             "Hint: the leaderboard is damaged; rerun `lbnorm run` to rewrite it."
         )
         raise InputError(msg)
@@ -369,7 +380,7 @@ def _types(folder: Path, board: pa.Table) -> dict[str, pa.ChunkedArray | None]:
     position = pc.index_in(values, pa.array(list(spellings)))
     is_unknown = pc.and_(values.is_valid(), position.is_null())
     if pc.any(is_unknown).as_py():
-        unknown = pc.unique(values.filter(is_unknown)).to_pylist()[:_SHOWN]
+        unknown = _some(pc.unique(values.filter(is_unknown)).to_pylist())
         msg = (
             f"{folder}: leaderboard column {source!r} holds model type(s) the Open LLM "
             f"Leaderboard does not have: {unknown}.\nHint: use one of "

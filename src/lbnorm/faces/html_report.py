@@ -48,6 +48,7 @@ from lbnorm.analysis.render import (
     diff_per_benchmark,
     diff_summary,
     largest_rank_moves,
+    subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.report_assets import SCRIPT, STYLE
@@ -269,7 +270,7 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     if len(subtasks):
         tables.append(
             (
-                f"Subtasks ({len(subtasks)} checked, {len(failed)} failed)",
+                f"Subtasks ({subtask_counts(subtasks)})",
                 shown(subtasks, HEALTH_SUBTASK_LABELS),
             )
         )

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -157,6 +157,10 @@ def _aligned(names: list[str], cells: list[list[str]], numeric: list[bool]) -> s
 
 #: Superseded files listed by name in the summary; the manifest lists them all.
 _SUPERSEDED_SHOWN = 3
+#: Re-run variants given a line each in the summary; the manifest lists them all.
+_RERUNS_SHOWN = 5
+#: Warnings printed by the summary (about a screenful with the rest of it).
+_WARNINGS_SHOWN = 8
 
 
 def format_summary(
@@ -184,9 +188,12 @@ def format_summary(
         f"suite      {result.suite.display_name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
     ]
     if files.num_rows:
+        from lbnorm.readers import input_reruns  # (the catalog carries them)
+
         is_superseded = pc.is_valid(files["superseded_by"])
         superseded = files.filter(is_superseded).select(["path", "superseded_by"])
         ignored = int(pc.sum(files["n_ignored"]).as_py() or 0)
+        reruns = input_reruns(files)
         lines.append(
             f"inputs     {files.num_rows:,} file(s), {result.n_scores:,} scores"
             + (
@@ -194,9 +201,16 @@ def format_summary(
                 if superseded.num_rows
                 else ""
             )
+            + (f", {len(reruns):,} variant(s) re-run" if reruns else "")
             + (f", {ignored:,} results entries not in the suite" if ignored else "")
         )
-        lines += _superseded_lines(superseded.to_pylist(), out=out)
+        lines += _rerun_lines(reruns, out=out)
+        named = {path for rerun in reruns for path in rerun["superseded"]}
+        lines += _superseded_lines(
+            [row for row in superseded.to_pylist() if row["path"] not in named],
+            out=out,
+        )
+        lines += _unused_lines(files, out=out)
     if result.n_ignored_rows:
         lines.append(
             f"ignored    {result.n_ignored_rows:,} rows of subtasks the suite does not define"
@@ -205,7 +219,7 @@ def format_summary(
         input_warnings,
     )  # the catalog carries the readers' warnings
 
-    lines += [f"warning    {w}" for w in input_warnings(result.file_table)]
+    lines += _warning_lines(input_warnings(result.file_table), out=out)
     incomplete = board.variants - board.complete
     lines.append(
         f"models     {board.models:,} ({board.variants:,} variant{'' if board.variants == 1 else 's'}), "
@@ -217,6 +231,7 @@ def format_summary(
             f"unranked   {unranked:,} incomplete variant(s) have no average and no rank "
             "(--missing exclude); --missing partial averages the benchmarks they have"
         )
+    lines += _metadata_lines(result.metadata_coverage)
     n_resized, resized = result.resized_variants()
     if n_resized:
         lines.append(
@@ -262,6 +277,155 @@ def _superseded_lines(
             + (" (manifest.json lists every file)" if out is not None else "")
         )
     return lines
+
+
+def _metadata_lines(coverage: Mapping[str, Any] | None) -> list[str]:
+    """What a metadata table missed: variants without a row, rows without a variant."""
+    if not coverage:
+        return []
+    missed, stray = coverage["variants_without_row"], coverage["rows_without_variant"]
+    if not missed and not stray:
+        return []
+    parts = []
+    if missed:
+        shown = ", ".join(coverage["variants_shown"][:3])
+        parts.append(
+            f"{missed:,} of {coverage['variants']:,} variant(s) have no row (e.g. {shown})"
+        )
+    if stray:
+        shown = ", ".join(coverage["rows_shown"][:3])
+        parts.append(
+            f"{stray:,} of its {coverage['rows']:,} row(s) match no variant (e.g. {shown}: "
+            "a misspelled name?)"
+        )
+    return [f"metadata   {printable(str(coverage['source']))}: {'; '.join(parts)}"]
+
+
+def _rerun_lines(reruns: Sequence[Mapping[str, Any]], *, out: str | None) -> list[str]:
+    """One line per re-run variant (the first few), then how many more."""
+    lines = []
+    for index, rerun in enumerate(reruns[:_RERUNS_SHOWN]):
+        label = "re-run" if index == 0 else ""
+        lines.append(f"{label:<10} {printable(_rerun_text(rerun))}")
+    if len(reruns) > _RERUNS_SHOWN:
+        lines.append(
+            f"{'':<10} and {len(reruns) - _RERUNS_SHOWN:,} more variant(s) re-run"
+            + (' (manifest.json lists each: "reruns")' if out is not None else "")
+        )
+    return lines
+
+
+def _rerun_text(rerun: Mapping[str, Any]) -> str:
+    """A re-run variant in one line: its files, what was superseded, what differs.
+
+    Examples:
+        >>> _rerun_text({"model": "o/m", "precision": "bfloat16", "files": ["t/o/m/r_1.json",
+        ...     "t/o/m/r_2.json"], "superseded": ["t/o/m/r_1.json"], "differences": [{"benchmark":
+        ...     "BBH", "subtask": "navigate", "subtasks": 24, "older": "t/o/m/r_1.json",
+        ...     "newer": "t/o/m/r_2.json", "older_score": 0.776, "newer_score": 0.8}]})
+        'o/m (bfloat16): 2 files, newest r_2.json; r_1.json superseded; 24 older scores differ (1 benchmark), e.g. BBH navigate 0.776 in r_1.json, 0.800 in the newest'
+    """
+    files, superseded = rerun["files"], rerun["superseded"]
+    newest = files[-1]
+    text = (
+        f"{rerun['model']} ({rerun['precision'] or 'precision unknown'}): "
+        f"{len(files):,} files, newest {PurePath(newest).name}"
+    )
+    if superseded:
+        more = f" and {len(superseded) - 1:,} more" if len(superseded) > 1 else ""
+        text += f"; {_beside(superseded[0], newest)}{more} superseded"
+    differences = rerun["differences"]
+    if differences:
+        first = differences[0]
+        n_scores = sum(int(difference["subtasks"]) for difference in differences)
+        n_benchmarks = len({difference["benchmark"] for difference in differences})
+        older, newer = _score_texts(first["older_score"], first["newer_score"])
+        where = (
+            "the newest"
+            if first["newer"] == newest
+            else _beside(first["newer"], newest)
+        )
+        text += (
+            f"; {n_scores:,} older score{'' if n_scores == 1 else 's'} differ"
+            f"{'s' if n_scores == 1 else ''} ({n_benchmarks:,} "
+            f"benchmark{'' if n_benchmarks == 1 else 's'}), e.g. {first['benchmark']} "
+            f"{first['subtask']} {older} in {_beside(first['older'], newest)}, "
+            f"{newer} in {where}"
+        )
+    return text
+
+
+def _score_texts(older: float, newer: float) -> tuple[str, str]:
+    """Two scores to three decimals, or to as many as tell them apart.
+
+    Examples:
+        >>> _score_texts(0.0758150113722517, 0.14480667172100076)
+        ('0.076', '0.145')
+        >>> _score_texts(0.5, 0.50004)
+        ('0.50000', '0.50004')
+    """
+    for digits in range(3, 18):
+        texts = f"{older:.{digits}f}", f"{newer:.{digits}f}"
+        if texts[0] != texts[1]:
+            return texts
+    return repr(older), repr(newer)
+
+
+def _beside(path: str, other: str) -> str:
+    """`path` by its name when it is in `other`'s folder, else relative where it can be."""
+    if PurePath(path).parent == PurePath(other).parent:
+        return PurePath(path).name
+    return relative_path(path)
+
+
+def relative_path(path: str) -> str:
+    """`path` relative to the working directory when it is under it, else as given."""
+    if not PurePath(path).is_absolute():
+        return path
+    here = Path.cwd()
+    return (
+        str(PurePath(path).relative_to(here))
+        if PurePath(path).is_relative_to(here)
+        else path
+    )
+
+
+def _warning_lines(warnings: Sequence[str], *, out: str | None) -> list[str]:
+    """The readers' warnings, the first few, then how many more."""
+    lines = [f"warning    {warning}" for warning in warnings[:_WARNINGS_SHOWN]]
+    if len(warnings) > _WARNINGS_SHOWN:
+        lines.append(
+            f"warning    and {len(warnings) - _WARNINGS_SHOWN:,} more"
+            + (
+                ' (manifest.json lists every one: "warnings")'
+                if out is not None
+                else ""
+            )
+        )
+    return lines
+
+
+#: Results entries the summary names; the manifest lists each file's.
+_UNUSED_SHOWN = 8
+
+
+def _unused_lines(files: pa.Table, *, out: str | None) -> list[str]:
+    """The results entries no suite subtask took, most files first, with their counts."""
+    from lbnorm.readers.catalog import ignored_entries
+
+    entries = ignored_entries(files)
+    if not entries:
+        return []
+    shown = ", ".join(
+        f"{printable(entry)} ({count:,})" for entry, count in entries[:_UNUSED_SHOWN]
+    )
+    more = len(entries) - _UNUSED_SHOWN
+    return [
+        f"unused     results entries no subtask of the suite takes (files holding "
+        f"each): {shown}"
+        + (f" and {more:,} more" if more > 0 else "")
+        + (" (manifest.json lists each file's)" if out is not None and more > 0 else "")
+    ]
 
 
 def format_suite(suite: Suite) -> str:

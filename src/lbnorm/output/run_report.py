@@ -11,8 +11,10 @@ failed or an input file was rejected; ``problems`` says which) or ``failed``
 (did not run; the previous output is unchanged).
 
 The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
-(files seen, parsed, cached, superseded, rejected with reasons, and the parse
-cache's own figures), ``models`` (variants complete and incomplete, ranked),
+(files seen, parsed, cached, superseded, rejected with reasons, the parse
+cache's own figures, and ``reruns``: each variant read from several results
+files with superseded files or older scores that differ, when there is one),
+``models`` (variants complete and incomplete, ranked),
 ``warnings``, ``health`` (the health table's rows, the failed checks and how
 many were skipped; ``checked`` false and ``passed`` null when every check was
 skipped, as with fewer models than a check needs, and ``reason`` saying so),
@@ -35,7 +37,7 @@ import pyarrow.compute as pc
 from lbnorm.core import arrow
 from lbnorm.core.errors import ExitCode, LbnormError, Terminated
 from lbnorm.engines.result import Result
-from lbnorm.readers import cache_stats
+from lbnorm.readers import cache_stats, input_reruns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,6 +112,8 @@ def build_run_report(
             "output": None,
         }
     inputs = _inputs(result.file_table, cache_stats(result.file_table))
+    if reruns := input_reruns(result.file_table):  # (absent when none)
+        inputs["reruns"] = reruns
     board = result.board_counts()
     models = {
         "variants": board.variants,

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, cancellable
-from lbnorm.core.errors import OutputError
+from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import check_option_file, sha256_file
 from lbnorm.core.manifest import (
     INLINE_INPUTS,
@@ -44,7 +44,9 @@ from lbnorm.output.tables import (
     write_parquet,
 )
 from lbnorm.output.transaction import (
+    check_not_in_output,
     check_output_kind,
+    check_own_file,
     checked_manifest_bytes,
     fsync_dir,
     fsync_file,
@@ -54,6 +56,7 @@ from lbnorm.output.transaction import (
     resolve_target,
     staged,
     synced,
+    write_bytes_atomically,
     write_staged,
     write_synced_bytes,
 )
@@ -378,7 +381,24 @@ def _write_tables(
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
-    }
+    } | _input_notes(files)
+
+
+def _input_notes(files: pa.Table) -> dict[str, Any]:
+    """What the readers noted beyond the catalog, for the manifest (absent when none).
+
+    ``reruns``: each variant read from several results files with superseded
+    files or older scores that differ; ``warnings``: what the summary warned of,
+    every one (the summary shows the first few).
+    """
+    from lbnorm.readers import input_reruns, input_warnings  # the catalog's notes
+
+    notes: dict[str, Any] = {}
+    if reruns := input_reruns(files):
+        notes["reruns"] = reruns
+    if warnings := input_warnings(files):
+        notes["warnings"] = warnings
+    return notes
 
 
 # (lbnorm.analysis results, lbnorm diff/impact outputs, run reports, lbnorm.cache)
@@ -493,3 +513,122 @@ def _write_analysis(
 
     write_staged(out, fill, created_at=None)
     return [out / f"{name}.parquet" for name in tables]
+
+
+def write_failures(failures: pa.Table, path: str | Path) -> None:
+    """Write a run's validation failures to a CSV or Parquet file, atomically.
+
+    The format is the file's suffix's (``.csv``; ``.parquet`` or ``.pq``);
+    the file is replaced whole (written beside it, then renamed), and an
+    existing file lbnorm did not write is refused, as for ``--report``.
+
+    Args:
+        failures: The failure rows (:attr:`lbnorm.core.errors.ValidationError.failure_table`).
+        path: The file.
+
+    Raises:
+        OutputError: The file cannot be written, or is not one lbnorm wrote.
+    """
+    _write_table_file(failures, Path(path), kind="failures", option="--failures")
+
+
+def write_scores_file(
+    scores: pa.Table, path: str | Path, *, provenance: dict[str, str]
+) -> int:
+    """Write scores in the long contract to one Parquet file, atomically (``lbnorm convert``).
+
+    What the Dask engine reads (Parquet only): one row per variant and
+    subtask, the :data:`~lbnorm.core.schemas.SCORES` columns.
+
+    Args:
+        scores: The rows.
+        path: The ``.parquet`` file; one lbnorm did not write is refused.
+        provenance: Key-value metadata for the file (the suite, the inputs).
+
+    Returns:
+        The file's size in bytes.
+
+    Raises:
+        OptionsError: Not a ``.parquet`` file, or inside an output folder.
+        OutputError: The file cannot be written, or is not one lbnorm wrote.
+    """
+    check_scores_target(path)
+    marked = scores.replace_schema_metadata(
+        {key.encode(): value.encode() for key, value in provenance.items()}
+    )
+    return _write_table_file(marked, Path(path), kind="scores", option="--out")
+
+
+def check_scores_target(path: str | Path) -> None:
+    """Check ``lbnorm convert --out FILE`` before any work.
+
+    Raises:
+        OptionsError: Not a ``.parquet`` file, or inside an output folder (exit 2).
+        OutputError: A file lbnorm did not write is there (exit 6).
+    """
+    if not str(path).lower().endswith((".parquet", ".pq")):
+        msg = (
+            f"--out {path}: lbnorm convert writes Parquet (what the Dask engine "
+            "reads).\nHint: name the file scores.parquet."
+        )
+        raise OptionsError(msg)
+    check_not_in_output(path, option="--out")
+    check_own_file(path, option="--out", is_ours=is_scores_file)
+
+
+def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
+    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`."""
+    import io
+
+    check_own_file(target, option=option, is_ours=_is_table_file(kind))
+    sink = io.BytesIO()
+    if target.suffix.lower() == ".csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, sink)
+    else:
+        metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
+        pq.write_table(
+            table.replace_schema_metadata(metadata), sink, compression="zstd"
+        )
+    data = sink.getvalue()
+    write_bytes_atomically(target, data)
+    return len(data)
+
+
+#: How lbnorm's failures files are recognized: a CSV's header, a Parquet footer's key.
+_FAILURES_HEADER = b'"check","source","row","column","value"'
+_KIND_KEY = b"lbnorm.file"
+
+
+def _is_table_file(kind: str) -> Callable[[bytes, bytes], bool]:
+    """Whether a file's first and last bytes are a `kind` file lbnorm wrote.
+
+    A Parquet file's footer holds the key and its value as Thrift writes them
+    (the value's field header, 0x18, and its length before it).
+    """
+    mark = _KIND_KEY + b"\x18" + bytes([len(kind)]) + kind.encode()
+
+    def is_ours(head: bytes, tail: bytes) -> bool:
+        if kind == "failures" and head.startswith(_FAILURES_HEADER):
+            return True
+        return head.startswith(b"PAR1") and mark in tail
+
+    return is_ours
+
+
+def is_failures_file(head: bytes, tail: bytes) -> bool:
+    r"""Whether a file's first and last bytes are a failures file lbnorm wrote.
+
+    Examples:
+        >>> is_failures_file(b'"check","source","row","column","value","model"', b"")
+        True
+        >>> is_failures_file(b"PAR1...", b"...lbnorm.file\x18\x08failures...PAR1")
+        True
+    """
+    return _is_table_file("failures")(head, tail)
+
+
+def is_scores_file(head: bytes, tail: bytes) -> bool:
+    """Whether a file's first and last bytes are a scores file ``lbnorm convert`` wrote."""
+    return _is_table_file("scores")(head, tail)

@@ -584,7 +584,7 @@ def _field_values(
     """
     column = resolve_column(table, name, present)
     if column is None:
-        msg = f"{source.path}: no field {name!r} in the battles.\nHint: style control reads conv_metadata (sum_assistant_a_tokens, header_count_a, list_count_a, bold_count_a and the _b side) as in Arena's clean_battle files."
+        msg = f"{source.path}: no field {name!r} in the battles.\nHint: style control reads conv_metadata (sum_assistant_a_tokens, header_count_a, list_count_a, bold_count_a and the _b side): nested objects as in Arena's clean_battle files, or, in a CSV or any flat table, columns named by the dotted path (conv_metadata.sum_assistant_a_tokens, ...)."
         raise InputError(msg)
     return _numbers(column, name, source)
 

@@ -28,7 +28,7 @@ from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.pairwise import add_pairwise_scores, split_battle_files
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "cache_stats", "input_warnings", "read_inputs"]
+__all__ = ["Inputs", "cache_stats", "input_reruns", "input_warnings", "read_inputs"]
 
 
 def read_inputs(
@@ -86,6 +86,8 @@ def read_inputs(
     notes = {_WARNINGS: json.dumps(list(read.warnings))}
     if read.cache_stats is not None:
         notes[_CACHE] = json.dumps(dict(read.cache_stats))
+    if read.reruns:
+        notes[_RERUNS] = json.dumps(list(read.reruns))
     return replace(read, catalog=read.catalog.replace_schema_metadata(notes))
 
 
@@ -96,10 +98,20 @@ def cache_stats(catalog: pa.Table) -> dict[str, Any] | None:
 
 
 def input_warnings(catalog: pa.Table) -> list[str]:
-    """What the readers warned of (files of one variant disagreeing, files skipped)."""
+    """What the readers warned of (files skipped, settings that differ, ...)."""
     text = (catalog.schema.metadata or {}).get(_WARNINGS)
+    return [] if text is None else list(json.loads(text))
+
+
+def input_reruns(catalog: pa.Table) -> list[dict[str, Any]]:
+    """The variants read from several results files that were superseded or differ.
+
+    One record per variant (see :attr:`lbnorm.readers.newest.ResultsRead.reruns`).
+    """
+    text = (catalog.schema.metadata or {}).get(_RERUNS)
     return [] if text is None else list(json.loads(text))
 
 
 _CACHE = b"lbnorm.cache"
 _WARNINGS = b"lbnorm.warnings"
+_RERUNS = b"lbnorm.reruns"

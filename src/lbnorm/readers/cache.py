@@ -118,7 +118,8 @@ __all__ = [
 #: Bumped whenever what the cache stores changes meaning (2: the stat key holds
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
 #: 3: each entry stores a digest of its scores and its file's sha256.
-CACHE_FORMAT = 3
+#: 4: each entry stores the results entries the suite does not use (``ignored``).
+CACHE_FORMAT = 4
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -149,6 +150,8 @@ _ENTRIES = pa.schema(
         ("timestamp", pa.string()),
         ("n_ignored", pa.int64()),
         ("n_rows", pa.int64()),
+        # the entries the suite does not use, one per line (messages and the manifest)
+        ("ignored", pa.string()),
     ]
 )
 #: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
@@ -594,6 +597,7 @@ def _parse(
         "timestamp": "",
         "n_ignored": 0,
         "n_rows": 0,
+        "ignored": "",
     }
     parsed = scanned.parsed
     if parsed is None:
@@ -606,6 +610,7 @@ def _parse(
         "timestamp": parsed.timestamp,
         "n_ignored": parsed.n_ignored,
         "n_rows": len(parsed.rows["raw_score"]),
+        "ignored": "\n".join(parsed.ignored),
     }, parsed
 
 
@@ -714,6 +719,7 @@ def _assemble(
         raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
         stderr=rows["stderr"].take(taken).combine_chunks(),
         n_samples=rows["n_samples"].take(taken).combine_chunks(),
+        ignored=_lines(accepted["ignored"]),
     )
     read = combine_parsed(parsed, pairs, names)
     # what each accepted file gave, in the order of all files (null if rejected)
@@ -729,12 +735,20 @@ def _assemble(
             "superseded_by": gave["superseded_by"],
             "n_ignored": entries["n_ignored"],
             "tasks": gave["tasks"],
+            "ignored": _lines(entries["ignored"]),
             "reason": entries["reason"],
             "sha256_verified": booleans(verified),
             "cache": strings(status.tolist()),
         }
     )
     return read, catalog
+
+
+def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Entries stored one per line, as a list<string> column ('' is no entry)."""
+    split = pc.split_pattern(texts, "\n")
+    none = pa.scalar([], pa.list_(pa.string()))
+    return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 
 def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:

@@ -10,12 +10,15 @@
   ``value`` columns). Any other suffix is an error.
 - **A directory** is walked whole (but for ``.git``, ``.hg`` and ``.svn``
   folders; a folder that cannot be read is an error, never a silent skip). It is a
-  **results tree** when it holds any ``results_*.json`` or
+  **results tree** when it holds any results file (``results_*.json``, or
+  another ``.json`` file laid out as one: a JSON object whose first key is
+  ``results`` or ``config_general``, as a renamed lighteval file) or
   ``samples_<task>_<timestamp>.jsonl`` file: those are its inputs (results
   files win where both give a variant's subtask, see
   :mod:`lbnorm.readers.samples`), and every other file (``expected.csv``, a
-  README, a Parquet export) is **skipped**: listed in the catalog with format
-  ``skipped`` and the reason, not read. Otherwise it is a **table directory**:
+  README, a Parquet export, a ``.json`` file laid out otherwise) is
+  **skipped**: listed in the catalog with format ``skipped`` and the reason,
+  not read, and named in a warning by reason. Otherwise it is a **table directory**:
   its ``.csv``, ``.jsonl``, ``.ndjson``, ``.parquet`` and ``.pq`` files are the
   inputs and the rest is skipped the same way. In either, an entry named like
   an input that is not a regular file (a FIFO called ``results_x.json``) is an
@@ -31,6 +34,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,12 +75,23 @@ if TYPE_CHECKING:
 #: and ``tasks``, and may add ``reason`` and columns of its own (kept).
 ResultsReader = Callable[[Sequence[Path]], "ResultsRead"]
 
-__all__ = ["Inputs", "catalog_table", "read_files"]
+__all__ = ["Inputs", "catalog_table", "ignored_entries", "read_files"]
 
 _SKIPPED_IN_TREE = (
-    "not an input of a results tree (only results_*.json and "
+    "not an input of a results tree (only results files and "
     "samples_<task>_<timestamp>.jsonl files are read there)"
 )
+_SKIPPED_JSON = (
+    "a .json file that is not a results file (a results file's first key is "
+    "'results' or 'config_general')"
+)
+#: How a results file begins, whatever its name: lm-evaluation-harness writes
+#: ``results`` first, lighteval (and the v1 leaderboard) ``config_general``.
+_RESULTS_LAYOUT = re.compile(
+    rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"(?:results|config_general)"\s*:'
+)
+#: Bytes read from a .json file to see whether it is laid out as a results file.
+_SNIFF_BYTES = 4096
 _SKIPPED_IN_TABLES = (
     "not a score table (a table directory's inputs are .csv, .jsonl, .ndjson, "
     ".parquet and .pq files)"
@@ -100,8 +115,11 @@ class Inputs:
             or sample file gave) and ``reason`` (why a file gave nothing, e.g.
             a skipped README); the parse cache adds ``cache``.
         num_rows: Rows in all.
-        warnings: What a summary should say although the run goes on (files of
-            one variant that disagree on a score; files skipped in a directory).
+        warnings: What a summary should say although the run goes on (files
+            skipped in a directory, settings that differ, ...).
+        reruns: Per variant read from several results files, with superseded
+            files or older scores that differ: see
+            :attr:`lbnorm.readers.newest.ResultsRead.reruns`.
         cache_stats: The parse cache's statistics, when it was used.
         items: With ``paired``: the item matrix of the per-sample inputs that
             gave scores (sample tables read once, with their scores); None
@@ -114,6 +132,7 @@ class Inputs:
     eager: Sequence[Batch] = ()
     streamed: Sequence[ParquetScores] = ()
     warnings: tuple[str, ...] = ()
+    reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
     items: Items | None = None
 
@@ -341,6 +360,7 @@ def read_files(
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
     warnings: list[str] = []
+    reruns: tuple[dict[str, Any], ...] = ()
     with _Hashes(found.tables) as digests:
         for done, path in enumerate(found.tables, start=1):
             catalogs.append(
@@ -391,6 +411,7 @@ def read_files(
             )
         )
         warnings.extend(read.warnings)
+        reruns = read.reruns
     items = None
     if found.samples:
         batch, catalog, items = _read_samples(
@@ -400,12 +421,7 @@ def read_files(
         catalogs.append(catalog)
     if found.skipped:
         catalogs.append(_skipped_catalog(found.skipped))
-        shown = ", ".join(str(path) for path, _ in found.skipped[:5])
-        more = f" and {len(found.skipped) - 5} more" if len(found.skipped) > 5 else ""
-        warnings.append(
-            f"skipped {len(found.skipped)} file(s) that are not inputs: {shown}{more} "
-            "(listed in the input catalog with the reason)"
-        )
+        warnings.append(_skipped_warning(found.skipped))
     files = (
         pa.concat_tables(catalogs, promote_options="default")
         if len(catalogs) > 1
@@ -422,6 +438,7 @@ def read_files(
         streamed=streamed,
         warnings=tuple(warnings),
         items=items,
+        reruns=reruns,
     )
 
 
@@ -507,38 +524,58 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
 
 
 def _walk_input_directory(directory: Path) -> _Found:
-    """A directory's inputs (a results tree's or a table directory's) and the rest."""
+    """A directory's inputs (a results tree's or a table directory's) and the rest.
+
+    A results file is found by its name (``results_*.json``) or, for another
+    ``.json`` file, by its layout: a JSON object whose first key is
+    ``results`` (lm-evaluation-harness) or ``config_general`` (lighteval, the
+    v1 leaderboard), so a renamed lighteval file is read, not skipped.
+    """
     files, others = walk_directory(directory)
     results = [path for path in files if RESULTS_FILE.match(path.name)]
     samples = [path for path in files if SAMPLES_FILE.match(path.name)]
+    laid_out = {
+        path
+        for path in files
+        if path.suffix.lower() == ".json"
+        and not RESULTS_FILE.match(path.name)
+        and _is_results_layout(path)
+    }
+    results = sorted([*results, *laid_out])
     is_tree = bool(results or samples) or any(
         RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
         for path, _ in others
     )
     if is_tree:
 
-        def is_input(name: str) -> bool:
-            return bool(RESULTS_FILE.match(name) or SAMPLES_FILE.match(name))
+        def is_input(path: Path) -> bool:
+            name = path.name
+            return bool(
+                RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
+            )
 
         tables: list[Path] = []
-        reason = _SKIPPED_IN_TREE
     else:
 
-        def is_input(name: str) -> bool:
-            return Path(name).suffix.lower() in TABLE_SUFFIXES
+        def is_input(path: Path) -> bool:
+            return path.suffix.lower() in TABLE_SUFFIXES
 
-        tables = [path for path in files if is_input(path.name)]
-        reason = _SKIPPED_IN_TABLES
+        tables = [path for path in files if is_input(path)]
     for path, kind in others:
-        if is_input(path.name):
+        if is_input(path):
             msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
             raise InputError(msg)
-    skipped = [(path, reason) for path in files if not is_input(path.name)]
+    skipped = [
+        (path, _skip_reason(path, is_tree=is_tree))
+        for path in files
+        if not is_input(path)
+    ]
     skipped += [(path, f"{kind}, not a regular file") for path, kind in others]
     if not (results or samples or tables):
         msg = (
-            f"{directory}: no results_*.json files found in this directory tree, and "
-            "no score tables (.csv, .jsonl, .ndjson, .parquet, .pq).\n"
+            f"{directory}: no results_*.json files found in this directory tree (nor "
+            ".json files laid out as results files), and no score tables (.csv, "
+            ".jsonl, .ndjson, .parquet, .pq).\n"
             "Hint: point lbnorm at a leaderboard tree (<org>/<model>/results_<timestamp>.json) "
             "or at score tables (.csv, .jsonl, .parquet)."
         )
@@ -546,6 +583,52 @@ def _walk_input_directory(directory: Path) -> _Found:
     return _Found(
         tables=tables, results=results, samples=samples, skipped=sorted(skipped)
     )
+
+
+def _is_results_layout(path: Path) -> bool:
+    """Whether a .json file begins as a results file does (its first 4 KiB read)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+    except OSError:  # unreadable: skipped, and the catalog says it is not an input
+        return False
+    return _RESULTS_LAYOUT.match(head) is not None
+
+
+def _skip_reason(path: Path, *, is_tree: bool) -> str:
+    if not is_tree:
+        return _SKIPPED_IN_TABLES
+    return _SKIPPED_JSON if path.suffix.lower() == ".json" else _SKIPPED_IN_TREE
+
+
+def _skipped_warning(skipped: Sequence[tuple[Path, str]]) -> str:
+    """The files found and not read, named by reason (the first few of each).
+
+    Examples:
+        >>> _skipped_warning([(Path("t/README.md"), "not an input of a results tree (...)"),
+        ...     (Path("t/a.json"), "a .json file that is not a results file (...)")])
+        'skipped 2 file(s) found but not read (the input catalog lists each with its reason): t/README.md: not an input of a results tree; t/a.json: a .json file that is not a results file'
+    """
+    groups: dict[str, list[Path]] = {}
+    for path, reason in skipped:  # the files skipped: a handful in a real tree
+        groups.setdefault(reason.split(" (")[0], []).append(path)
+    parts = []
+    for reason, paths in groups.items():
+        shown = ", ".join(str(path) for path in paths[:_SKIPPED_SHOWN])
+        more = (
+            f" and {len(paths) - _SKIPPED_SHOWN:,} more"
+            if len(paths) > _SKIPPED_SHOWN
+            else ""
+        )
+        parts.append(f"{shown}{more}: {reason}")
+    return (
+        f"skipped {len(skipped):,} file(s) found but not read (the input catalog "
+        f"lists each with its reason): {'; '.join(parts)}"
+    )
+
+
+#: Skipped files the summary names per reason.
+_SKIPPED_SHOWN = 3
 
 
 def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
@@ -586,16 +669,53 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
         were = "was" if len(rejected) == 1 else "were"
         listed = "".join(f"\n  {path}: {reason}" for path, reason in rejected[:5])
         more = f"\n  ... and {len(rejected) - 5} more" if len(rejected) > 5 else ""
-        why = f" {len(rejected)} of them {were} rejected:{listed}{more}"
+        why = f". {len(rejected)} of them {were} rejected:{listed}{more}"
         hint = (
             "Hint: fix or remove the rejected files; the output folder is left as "
             "it was until a run succeeds."
         )
+    elif held := ignored_entries(read):
+        entries = ", ".join(repr(entry) for entry, _ in held[:_ENTRIES_SHOWN])
+        more = (
+            f" and {len(held) - _ENTRIES_SHOWN:,} more"
+            if len(held) > _ENTRIES_SHOWN
+            else ""
+        )
+        holds = "the file holds" if len(paths) == 1 else "the files hold"
+        why = f"; {holds} results entries {entries}{more}."
+        hint = (
+            "Hint: a suite subtask reads results[task][metric]: set its task and "
+            "metric to the file's (`lbnorm suites show NAME` lists the suite's; "
+            "docs/run.md says how lighteval's keys map)."
+        )
     msg = (
-        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} file(s).{why}\n"
-        f"{hint}"
+        f"{shown}: no scores for suite {suite.name!r} in these {len(paths)} "
+        f"file(s){why or '.'}\n{hint}"
     )
     raise InputError(msg)
+
+
+#: Results entries named in a message or a summary; the manifest lists them all.
+_ENTRIES_SHOWN = 8
+
+
+def ignored_entries(catalog: pa.Table) -> list[tuple[str, int]]:
+    """The results entries no suite subtask took, each with the files holding it.
+
+    Most files first, then by name; from the catalog's ``ignored`` column
+    (none without it: tables, or a catalog of another version).
+    """
+    if "ignored" not in catalog.column_names or not catalog.num_rows:
+        return []
+    flat = pc.list_flatten(catalog["ignored"])
+    if not len(flat):
+        return []
+    counts = pc.value_counts(flat)
+    entries = counts.field("values").to_pylist()
+    files = counts.field("counts").to_pylist()
+    return sorted(
+        zip(entries, files, strict=True), key=lambda pair: (-pair[1], pair[0])
+    )
 
 
 def _read_samples(

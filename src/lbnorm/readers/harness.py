@@ -66,7 +66,7 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,9 @@ class HarnessFile:
         rows: Columns of the file's scores (``subtask_index``, ``raw_score``,
             ``stderr``, ``n_samples``, ``key``), one entry per suite subtask found.
         n_ignored: Result entries the suite does not use.
+        ignored: Those entries, in the file's order: the task, and for a task
+            the suite reads with another metric, the metrics the file holds
+            (``"anli:r1|0 (holds em, em_stderr; the suite reads acc)"``).
     """
 
     path: str
@@ -166,6 +169,7 @@ class HarnessFile:
     timestamp: str
     rows: dict[str, list[Any]]
     n_ignored: int
+    ignored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +214,7 @@ def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         raw_score=np.fromiter(column("raw_score"), np.float64, n_rows),
         stderr=optional_numbers(list(column("stderr")), pa.float64()),
         n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
+        ignored=[p.ignored for p in parsed],
     )
 
 
@@ -356,6 +361,7 @@ def parse_results_file(
     names = {"model name": model, "precision": precision, "revision": revision}
     for what, text in names.items():
         _check_unicode(path, what, text)
+    ignored = _ignored_entries(results, used_tasks, tuple(pairs))
     return HarnessFile(
         path=str(path),
         model=model,
@@ -364,8 +370,51 @@ def parse_results_file(
         chat_template=is_chat,
         timestamp=_timestamp(path, document.get("date")),
         rows=rows,
-        n_ignored=len(set(results) - used_tasks),
+        n_ignored=len(ignored),
+        ignored=ignored,
     )
+
+
+def _ignored_entries(
+    results: dict[str, Any], used: set[str], pairs: tuple[tuple[str, str], ...]
+) -> tuple[str, ...]:
+    """The results entries no suite subtask takes, as messages name them.
+
+    A task the suite reads with another metric says which metrics the file
+    holds, so a suite's ``metric`` can be set from the message.
+
+    Examples:
+        >>> _ignored_entries({"a|x|0": {"em": 1, "em_stderr": 0}, "all": {}}, set(),
+        ...     (("a|x|0", "acc"),))
+        ('a|x|0 (holds em, em_stderr; the suite reads acc)', 'all')
+    """
+    wanted = _metrics_of(pairs)
+    found = []
+    for task in results:  # a file's entries: a few dozen, once per file
+        if task in used:
+            continue
+        text = _bounded(str(task))
+        if task in wanted and isinstance(results[task], dict):
+            metrics = [_bounded(str(metric)) for metric in list(results[task])[:8]]
+            more = ", ..." if len(results[task]) > len(metrics) else ""
+            held = ", ".join(metrics) + more if metrics else "no metric"
+            text = f"{text} (holds {held}; the suite reads {wanted[task]})"
+        found.append(text)
+    return tuple(found)
+
+
+def _bounded(text: str, limit: int = 80) -> str:
+    """`text`, cut to `limit` characters for messages (a key may be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
+def _metrics_of(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Per suite task, the metric(s) it is read with."""
+    metrics: dict[str, list[str]] = {}
+    for task, metric in pairs:
+        metrics.setdefault(task, []).append(metric)
+    return {task: " or ".join(dict.fromkeys(names)) for task, names in metrics.items()}
 
 
 def read_results_files(
@@ -452,7 +501,7 @@ def read_results_paths(
     read_ = combine_results(parsed, pairs, subtask_names)
     files = read_.files.append_column("sha256", strings(hashes))
     files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
-    return ResultsRead(scores=read_.scores, files=files, warnings=read_.warnings)
+    return replace(read_, files=files)
 
 
 def scan_results_files(
@@ -596,8 +645,19 @@ def _scan_chunk(chunk: _Chunk) -> list[_Record]:
 _Record = tuple[
     str,  # sha256
     int,  # size
-    tuple[str, str, str, bool, str, int, list[int], list[float], list[Any], list[Any]]
-    | None,  # model, precision, revision, chat_template, timestamp, n_ignored, rows
+    tuple[
+        str,
+        str,
+        str,
+        bool,
+        str,
+        tuple[str, ...],
+        list[int],
+        list[float],
+        list[Any],
+        list[Any],
+    ]
+    | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
     InputError | None,
 ]
 
@@ -613,7 +673,7 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.revision,
             parsed.chat_template,
             parsed.timestamp,
-            parsed.n_ignored,
+            parsed.ignored,
             parsed.rows["subtask_index"],
             parsed.rows["raw_score"],
             parsed.rows["stderr"],
@@ -627,7 +687,7 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
     sha256, size, fields, error = record
     parsed = None
     if fields is not None:
-        model, precision, revision, chat, timestamp, n_ignored, index, *rows = fields
+        model, precision, revision, chat, timestamp, ignored, index, *rows = fields
         parsed = HarnessFile(
             path=str(path),
             model=model,
@@ -642,7 +702,8 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
                 "n_samples": rows[2],
                 "key": [keys[at] for at in index],
             },
-            n_ignored=n_ignored,
+            n_ignored=len(ignored),
+            ignored=ignored,
         )
     return ScannedFile(path=path, sha256=sha256, size=size, parsed=parsed, error=error)
 

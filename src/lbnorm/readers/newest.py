@@ -7,8 +7,10 @@ task from the newest file that has it, and so does lbnorm: per (variant,
 suite subtask), the newest run time wins (ties broken by path; a tie between
 files holding different values is an error). The catalog lists which tasks each
 file gave; a file that gave nothing because newer files gave all its scores is
-superseded by the newest of them; files of one variant that disagree on a score
-produce a warning naming both files and the benchmark.
+superseded by the newest of them. Each variant with a superseded file, or with
+older files whose scores differ from the newest, gets one re-run record
+(:attr:`ResultsRead.reruns`): its files, the superseded ones, and per
+(benchmark, older file) the first differing score and how many differ.
 
 :func:`combine_parsed` is that one rule, used on freshly parsed files
 (:func:`lbnorm.readers.harness.combine_results`) and by the parse cache on
@@ -21,12 +23,20 @@ import functools
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
+from lbnorm.core.arrow import (
+    booleans,
+    dictionary,
+    numbers,
+    string_lists,
+    strings,
+    to_numpy,
+)
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import SCORES, TEXT
 
@@ -63,6 +73,8 @@ class ParsedFiles:
         raw_score: Per row.
         stderr: Per row (float64), null where the file gave none.
         n_samples: Per row (int64), null where the file gave none.
+        ignored: Per file, the results entries the suite does not use (see
+            :attr:`lbnorm.readers.harness.HarnessFile.ignored`); None: not known.
     """
 
     path: list[str]
@@ -77,6 +89,7 @@ class ParsedFiles:
     raw_score: npt.NDArray[np.float64]
     stderr: pa.Array
     n_samples: pa.Array
+    ignored: Sequence[Sequence[str]] | pa.ChunkedArray | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,15 +103,24 @@ class ResultsRead:
         files: One row per file, in input order: ``path``, the variant keys,
             ``timestamp``, ``rows`` (scores taken from it), ``n_ignored``,
             ``superseded_by`` (null unless newer files gave all its scores),
-            ``tasks`` (the tasks taken from it) and, from paths, ``sha256`` and
-            ``bytes``.
-        warnings: Files of one variant that disagree on a score, one line per
-            (variant, benchmark, older file).
+            ``tasks`` (the tasks taken from it), ``ignored`` (the results
+            entries the suite does not use, when known) and, from paths,
+            ``sha256`` and ``bytes``.
+        warnings: What a summary should say although the run goes on.
+        reruns: One record per variant with superseded files or with older
+            files whose scores differ from the newest (JSON-ready): ``model``,
+            ``precision``, ``revision``, ``chat_template``, ``files`` (its
+            results files, oldest first), ``superseded`` (those newer files
+            replaced whole) and ``differences``: per (benchmark, older file),
+            ``benchmark``, ``subtask`` (the first that differs), ``subtasks``
+            (how many differ), ``older``, ``newer`` (files), ``older_score``
+            and ``newer_score`` (the values as read).
     """
 
     scores: pa.Table
     files: pa.Table
     warnings: tuple[str, ...] = ()
+    reruns: tuple[dict[str, Any], ...] = ()
 
 
 #: Per suite subtask: ``benchmark``, ``subtask``, ``task`` and ``metric`` (see
@@ -200,13 +222,17 @@ def combine_parsed(
             "tasks": tasks,
         }
     )
-    warnings = _disagreements(files, names, owner, index, order, winner, raw)
+    if isinstance(files.ignored, pa.ChunkedArray):
+        table = table.append_column("ignored", files.ignored)
+    elif files.ignored is not None:
+        table = table.append_column("ignored", string_lists(files.ignored))
+    differences = _disagreements(files, names, owner, index, order, winner, raw)
     return ResultsRead(
         scores=_scores(
             files, names, pairs, owner, index, taken, raw, stderr, n_samples
         ),
         files=table,
-        warnings=warnings,
+        reruns=_reruns(files, file_variant, rank, is_superseded, differences),
     )
 
 
@@ -371,14 +397,19 @@ def _disagreements(
     order: npt.NDArray[np.int64],
     winner: npt.NDArray[np.int64],
     raw: npt.NDArray[np.float64],
-) -> tuple[str, ...]:
-    """One warning per (variant, benchmark, older file) whose score differs from the newest."""
+) -> list[tuple[int, dict[str, Any]]]:
+    """The scores older files hold otherwise than the newest, grouped.
+
+    Returns:
+        Per (variant, benchmark, older file) with a differing score: the newer
+        file's index and the difference (see :attr:`ResultsRead.reruns`).
+    """
     replaced = order[order != winner]
     newest = winner[order != winner]
     differs = _differs(raw, replaced, newest)
     replaced, newest = replaced[differs], newest[differs]
     if not replaced.size:
-        return ()
+        return []
     benchmark_names = list(dict.fromkeys(names["benchmark"]))
     benchmark_code = {name: at for at, name in enumerate(benchmark_names)}
     subtask_benchmark = np.array(
@@ -388,17 +419,60 @@ def _disagreements(
     groups, first, counts = np.unique(
         key, axis=1, return_index=True, return_counts=True
     )
-    warnings = []
+    found = []
     for (_, benchmark, _), at, count in zip(groups.T, first, counts, strict=True):
-        old, new = replaced[at], newest[at]
+        old, new = replaced[at], newest[at]  # (a difference per benchmark and file)
         older, newer = int(owner[old]), int(owner[new])
-        subtask = names["subtask"][index[old]]
-        more = f" and {count - 1} more subtask(s)" if count > 1 else ""
-        warnings.append(
-            f"{files.model[older]} ({files.precision[older] or 'precision unknown'}, revision "
-            f"{files.revision[older] or 'unknown'}): {benchmark_names[benchmark]} {subtask} is "
-            f"{float(raw[old])!r} in {files.path[older]} but {float(raw[new])!r} in the newer "
-            f"{files.path[newer]}"
-            f"{more}; the newer value is used."
+        found.append(
+            (
+                newer,
+                {
+                    "benchmark": benchmark_names[benchmark],
+                    "subtask": names["subtask"][index[old]],
+                    "subtasks": int(count),
+                    "older": files.path[older],
+                    "newer": files.path[newer],
+                    "older_score": float(raw[old]),
+                    "newer_score": float(raw[new]),
+                },
+            )
         )
-    return tuple(warnings)
+    return found
+
+
+def _reruns(
+    files: ParsedFiles,
+    file_variant: npt.NDArray[np.int64],
+    rank: npt.NDArray[np.int64],
+    is_superseded: npt.NDArray[np.bool_],
+    differences: list[tuple[int, dict[str, Any]]],
+) -> tuple[dict[str, Any], ...]:
+    """One record per variant with a superseded file or a differing older score."""
+    by_variant: dict[int, list[dict[str, Any]]] = {}
+    for newer, difference in differences:  # differing (benchmark, file) pairs only
+        by_variant.setdefault(int(file_variant[newer]), []).append(difference)
+    involved = np.zeros(int(file_variant.max(initial=-1)) + 1, dtype=bool)
+    involved[file_variant[is_superseded]] = True
+    involved[list(by_variant)] = True
+    if not involved.any():
+        return ()
+    # the involved variants' files, grouped by variant, oldest first
+    mine = np.flatnonzero(involved[file_variant])
+    mine = mine[np.lexsort((rank[mine], file_variant[mine]))]
+    starts = np.flatnonzero(np.r_[True, np.diff(file_variant[mine]) != 0])
+    records = []
+    for group in np.split(mine, starts[1:]):  # re-run variants: a few per night
+        at = group.tolist()
+        first = at[0]
+        records.append(
+            {
+                "model": files.model[first],
+                "precision": files.precision[first],
+                "revision": files.revision[first],
+                "chat_template": bool(files.chat_template[first]),
+                "files": [files.path[i] for i in at],
+                "superseded": [files.path[i] for i in at if is_superseded[i]],
+                "differences": by_variant.get(int(file_variant[first]), []),
+            }
+        )
+    return tuple(records)
