@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -348,3 +349,41 @@ def test_run_paired_loads_no_pandas(inputs: list[Path], tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "False"
     assert "paired     3 adjacent pairs: 3 separable at 0.05 (Holm)" in done.stdout
+
+
+def test_scores_a_results_file_won_are_not_compared_on_sample_items(
+    fixtures: Path, tmp_path: Path
+) -> None:
+    """Llama's samples with its results file beside (without MUSR murder mysteries):
+    the results file wins IFEval, so IFEval is not compared on the sample items."""
+    folder = tmp_path / "inputs"
+    shutil.copytree(fixtures / "samples" / "meta-llama", folder / "meta-llama")
+    shutil.copytree(fixtures / "paired" / "models" / "01-ai", folder / "01-ai")
+    (stamp,) = {
+        p.name.rsplit("_", 1)[1].removesuffix(".jsonl")
+        for p in (folder / "meta-llama").rglob("*.jsonl")
+    }
+    results = (
+        fixtures
+        / "full_structure"
+        / "meta-llama"
+        / "Meta-Llama-3-8B-Instruct"
+        / f"results_{stamp}.json"
+    )
+    document = json.loads(results.read_text())
+    del document["results"]["leaderboard_musr_murder_mysteries"]
+    (folder / "meta-llama" / "Meta-Llama-3-8B-Instruct" / results.name).write_text(
+        json.dumps(document)
+    )
+    result = lbnorm.run([folder], out=tmp_path / "out", options=PARTIAL)
+    paired = result.paired
+    assert paired is not None
+    rows = paired.set_index("level").to_dict("index")
+    assert rows["IFEval"]["n_items"] == 0
+    assert np.isnan(rows["IFEval"]["difference"])
+    assert rows["MUSR"]["n_items"] == 250
+    from lbnorm.analysis.paired import compare_paired
+
+    levels = compare_paired(tmp_path / "out", LLAMA, YI).levels.set_index("level")
+    assert levels.to_dict("index")["IFEval"]["n_items"] == 0
+    assert levels.to_dict("index")["MUSR/murder_mysteries"]["n_items"] == 250

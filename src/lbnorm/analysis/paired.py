@@ -39,7 +39,6 @@ from lbnorm.engines.paired import (
     pair_moments,
     suite_levels,
 )
-from lbnorm.engines.paired_board import variant_rows
 from lbnorm.engines.stderr import binomial_stderr, score_variance
 from lbnorm.output.outdir import (
     has_table,
@@ -47,7 +46,13 @@ from lbnorm.output.outdir import (
     read_inputs,
     read_output_table,
 )
-from lbnorm.readers.items import Items, ItemSource, read_items
+from lbnorm.readers.items import (
+    Items,
+    ItemSource,
+    read_items,
+    variant_rows,
+    without_scores,
+)
 from lbnorm.suites import Suite, suite_arrays
 
 __all__ = [
@@ -234,6 +239,7 @@ def compare_paired(
         else None
     )
     if subtasks is not None:
+        items = _only_sampled(items, subtasks, out, suite)
         _check_scores(out, items, row, variants, subtasks, suite)
     arrays = suite_arrays(suite)
     names = [s.name for bench in suite.benchmarks for s in bench.subtasks]
@@ -348,7 +354,39 @@ def _two_sided_items(
     old: str | Path, new: str | Path, suite: Suite, models: list[str]
 ) -> Items:
     sources = [*_sample_sources(old, "old"), *_sample_sources(new, "new")]
-    return read_items(sources, suite, models=models)
+    items = read_items(sources, suite, models=models)
+    for side, tag in ((old, "old"), (new, "new")):
+        if has_table(side, "subtasks"):
+            subtasks = read_output_table(side, "subtasks", models=models)
+            items = _only_sampled(items, subtasks, side, suite, tag=tag)
+    return items
+
+
+def _only_sampled(
+    items: Items,
+    subtasks: pd.DataFrame,
+    out: str | Path,
+    suite: Suite,
+    *,
+    tag: str = "",
+) -> Items:
+    """The items of the scores the per-sample inputs gave (not a results file's)."""
+    listing = read_inputs(out)
+    recorded = {
+        str(path)
+        for path, kind in zip(
+            listing["path"].to_pylist(), listing["format"].to_pylist(), strict=True
+        )  # a step per input file
+        if kind in _SAMPLE_FORMATS
+    }
+    other = ~subtasks["source"].astype("str").isin(recorded)
+    if not other.any():
+        return items
+    rows = subtasks.loc[other, [*KEY_COLUMNS, "benchmark", "subtask"]]
+    scores = pa.Table.from_pandas(
+        rows.astype({"benchmark": "str", "subtask": "str"}), preserve_index=False
+    )
+    return without_scores(items, scores, suite, tag=tag)
 
 
 def _suite_of(out: str | Path) -> tuple[Suite, MissingPolicy]:

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lbnorm.core.arrow import booleans, dictionary, numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
 from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS, PAIRED, conform
 from lbnorm.engines.kernel import rank_descending
@@ -35,10 +34,10 @@ from lbnorm.engines.paired import (
     pair_moments,
     suite_levels,
 )
-from lbnorm.readers.items import Items
+from lbnorm.readers.items import Items, variant_rows
 from lbnorm.suites import Suite, suite_arrays
 
-__all__ = ["BoardPairs", "board_pairs", "variant_rows"]
+__all__ = ["BoardPairs", "board_pairs"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -56,40 +55,6 @@ class BoardPairs:
 
     table: pa.Table
     without_items: tuple[str, ...]
-
-
-def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> IntArray:
-    """Each row of `keys` (the variant key columns): its row in `items`, or -1.
-
-    Examples:
-        >>> import pyarrow as pa
-        >>> from lbnorm.readers.items import Items
-        >>> items = Items(variants=pa.table({"tag": [""], "model": ["m"], "precision": [""],
-        ...     "revision": [""], "chat_template": [False]}), subtasks=(), tasks=())
-        >>> keys = pa.table({"model": ["x", "m"], "precision": ["", ""], "revision": ["", ""],
-        ...     "chat_template": [False, False]})
-        >>> variant_rows(keys, items).tolist()
-        [-1, 0]
-    """
-    is_side = pc.equal(items.variants["tag"], scalar(tag, pa.string()))
-    mine = items.variants.filter(is_side)
-    at = np.flatnonzero(to_numpy(is_side))
-    found = pc.index_in(_joined(keys), value_set=_joined(mine))
-    index = to_numpy(found.cast(pa.int64()), null=-1)
-    return np.where(index >= 0, at[np.maximum(index, 0)] if at.size else -1, -1)
-
-
-def _joined(keys: pa.Table) -> pa.Array:
-    """One text key per row of the variant key columns."""
-    parts = [
-        pc.cast(keys[name], pa.string()).combine_chunks()
-        if name != "chat_template"
-        else pc.if_else(
-            keys[name], scalar("1", pa.string()), scalar("0", pa.string())
-        ).combine_chunks()
-        for name in KEY_COLUMNS
-    ]
-    return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
 
 def board_pairs(

@@ -730,7 +730,7 @@ def _read_samples(
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
-    from lbnorm.readers.items import ItemCollector, ItemSource
+    from lbnorm.readers.items import ItemCollector, ItemSource, without_scores
     from lbnorm.readers.samples import read_samples
 
     collector = ItemCollector(suite) if paired else None
@@ -782,6 +782,8 @@ def _read_samples(
             ]
         )
         items = collector.finish()
+        if taken:  # the scores results files won: not compared on sample items
+            items = without_scores(items, pa.concat_tables(taken), suite)
     return Batch(table=table, source="sample files"), catalog, items
 
 

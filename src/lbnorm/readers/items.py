@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import check_cancelled, read_ahead
-from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
+from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.readers.item_documents import Documents
 from lbnorm.readers.item_lines import (
@@ -66,6 +66,8 @@ __all__ = [
     "SubtaskItems",
     "document_key_of",
     "read_items",
+    "variant_rows",
+    "without_scores",
 ]
 
 
@@ -251,6 +253,85 @@ class ItemCollector:
     def finish(self) -> Items:
         """The item matrix, checked (no (variant, item) given twice)."""
         return self._build.finish()
+
+
+def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> _I64:
+    """Each row of `keys` (the variant key columns): its row in `items`, or -1.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> from lbnorm.readers.items import Items
+        >>> items = Items(variants=pa.table({"tag": [""], "model": ["m"], "precision": [""],
+        ...     "revision": [""], "chat_template": [False]}), subtasks=(), tasks=())
+        >>> keys = pa.table({"model": ["x", "m"], "precision": ["", ""], "revision": ["", ""],
+        ...     "chat_template": [False, False]})
+        >>> variant_rows(keys, items).tolist()
+        [-1, 0]
+    """
+    is_side = pc.equal(items.variants["tag"], scalar(tag, pa.string()))
+    mine = items.variants.filter(is_side)
+    at = np.flatnonzero(to_numpy(is_side))
+    found = pc.index_in(_joined(keys), value_set=_joined(mine))
+    index = to_numpy(found.cast(pa.int64()), null=-1)
+    return np.where(index >= 0, at[np.maximum(index, 0)] if at.size else -1, -1)
+
+
+def without_scores(
+    items: Items, scores: pa.Table, suite: Suite, *, tag: str = ""
+) -> Items:
+    """The item matrix without the items of these (variant, subtask) scores.
+
+    Where a results file gave a variant's subtask (it wins over the samples), a
+    comparison must not use a sample file's items for it: those are cleared,
+    and the subtask has no per-sample data for that variant. Only the subtasks
+    concerned are copied.
+
+    Args:
+        items: The item matrix (of tag '').
+        scores: The scores whose items go: key columns, ``benchmark`` and
+            ``subtask``.
+        suite: The suite (the subtasks' order).
+        tag: The side the scores are of.
+    """
+    keys = [f"{b.name}\x1f{s.name}" for b in suite.benchmarks for s in b.subtasks]
+    name = pc.binary_join_element_wise(
+        pc.cast(scores["benchmark"], pa.string()),
+        pc.cast(scores["subtask"], pa.string()),
+        scalar("\x1f", pa.string()),
+    )
+    index = to_numpy(
+        pc.index_in(name, value_set=strings(keys)).cast(pa.int64()), null=-1
+    )
+    row = variant_rows(scores.select(list(_KEYS)), items, tag=tag)
+    other = (row >= 0) & (index >= 0)
+    if not other.any():
+        return items
+    cleared = list(items.subtasks)
+    for k in np.unique(index[other]).tolist():  # the subtasks concerned (few)
+        subtask = cleared[k]
+        if subtask is None:
+            continue
+        rows = row[other & (index == k)]
+        codes = subtask.codes.copy()
+        codes[rows] = 0
+        values = None if subtask.values is None else subtask.values.copy()
+        if values is not None:
+            values[rows] = np.nan
+        cleared[k] = replace(subtask, codes=codes, values=values)
+    return replace(items, subtasks=tuple(cleared))
+
+
+def _joined(keys: pa.Table) -> pa.Array:
+    """One text key per row of the variant key columns."""
+    parts = [
+        pc.cast(keys[name], pa.string()).combine_chunks()
+        if name != "chat_template"
+        else pc.if_else(
+            keys[name], scalar("1", pa.string()), scalar("0", pa.string())
+        ).combine_chunks()
+        for name in _KEYS
+    ]
+    return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
 
 class _Build:
