@@ -60,12 +60,12 @@ class ParsedMetric:
 
 
 def document_key_of(path: Path) -> DocumentKey:
-    r"""How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
+    """How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
 
     Examples:
         >>> import tempfile
         >>> path = Path(tempfile.mkdtemp()) / "samples_t_2024-01-01T00-00-00.jsonl"
-        >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}\\n')
+        >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}')
         >>> document_key_of(path)
         'doc_hash'
     """
