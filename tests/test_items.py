@@ -385,6 +385,7 @@ def test_models_filter_reads_only_those(tree: Path) -> None:
     assert items.variants["model"].to_pylist() == [YI]
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=25)
 @given(
     seed=st.integers(0, 2**31),

@@ -211,13 +211,22 @@ def pivot_oracle(
     ) / len(scores)
 
 
+def test_the_adjacent_pairs_of_a_small_board_match_numpy(tmp_path: Path) -> None:
+    """The quick sibling of the next test: four models, one engine."""
+    frame = generated_table(tmp_path / "samples.parquet", n_models=4, seed=5)
+    result = lbnorm.run([tmp_path / "samples.parquet"], options=PARTIAL)
+    paired = result.paired
+    assert paired is not None
+    rows = paired.loc[paired["level"] == "MUSR"]
+    assert len(rows) == 3
+    for row in rows.itertuples():
+        expected = pivot_oracle(frame, str(row.model_a), str(row.model_b), "MUSR")
+        assert (row.difference, row.stderr) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.slow
 def test_every_adjacent_pair_of_a_generated_board_matches_numpy(tmp_path: Path) -> None:
     frame = generated_table(tmp_path / "samples.parquet")
-    suite = lbnorm.load_suite("openllm-v2").text
-    kept = "\n".join(
-        line for line in suite.splitlines()
-    )  # the built-in suite, as a file
-    (tmp_path / "suite.toml").write_text(kept)
     tables = {}
     for engine in ("stream", "memory"):
         options = RunOptions(paired=True, missing="partial", engine=engine)
@@ -335,6 +344,7 @@ def test_without_paired_nothing_changes(inputs: list[Path], tmp_path: Path) -> N
     assert "paired.parquet" not in manifest["outputs"]
 
 
+@pytest.mark.slow
 def test_run_paired_loads_no_pandas(inputs: list[Path], tmp_path: Path) -> None:
     """The item matrix and the comparisons are numpy and Arrow, the summary too."""
     code = (
