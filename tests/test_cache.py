@@ -20,7 +20,12 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
-from lbnorm.readers import cache_stats, input_reruns, input_warnings
+from lbnorm.readers import (
+    cache_stats,
+    input_rejections,
+    input_reruns,
+    input_warnings,
+)
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -226,8 +231,37 @@ def test_bad_files_are_rejected_with_reasons_and_remembered(
     )
     assert "bad/percent" not in set(result.leaderboard["model"])
     assert len(result.leaderboard) == 10
+    # each names the variant lost with it: its own config, else its folders
+    lost = {
+        record["model"]: (record["variant_from"], record["precision"], record["lost"])
+        for record in input_rejections(result.file_table)
+    }
+    assert lost == {
+        "bad/percent": ("file", "", True),
+        "bad/truncated": ("folder", None, True),
+    }
     again = run([tree], options=RunOptions(cache=str(cache)))
     assert (_stats(again)["parsed"], _stats(again)["rejected"]) == (0, 2)
+    assert input_rejections(again.file_table) == input_rejections(result.file_table)
+
+
+def test_a_rejected_file_outside_any_folder_names_no_variant(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("loose.json").write_text("{")
+    result = run([tree, "loose.json"], options=RunOptions(cache="cache"))
+    (record,) = input_rejections(result.file_table)
+    assert record == {
+        "path": "loose.json",
+        "model": None,
+        "precision": None,
+        "revision": None,
+        "chat_template": None,
+        "variant_from": None,
+        "other_files": 0,
+        "lost": None,  # unknown: no claim either way
+    }
 
 
 def test_newer_file_supersedes_across_cache_and_new(tree: Path, tmp_path: Path) -> None:

@@ -307,6 +307,10 @@ def normalize(text: str) -> str:
     return text
 
 
+#: What the docs run as written, in a shell: a tree copied to change a file in it.
+_FILE_COMMANDS = {"cp", "printf"}
+
+
 @dataclass(slots=True, kw_only=True)
 class Replay:
     """The docs' steps run in order in `folder`, each's outcome kept by its place."""
@@ -332,7 +336,7 @@ class Replay:
             return Outcome(printed=f"{self.last_code}\n", code=0)
         if words[:1] == ["cat"]:
             return Outcome(printed=(self.folder / words[1]).read_text(), code=0)
-        if any(word in ("|", ">") for word in words):
+        if any(word in ("|", ">") for word in words) or words[0] in _FILE_COMMANDS:
             outcome = self._shell(command)
         else:  # `pip install . && lbnorm run`: lbnorm's part (installing is not ours)
             outcome = [

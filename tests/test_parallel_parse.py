@@ -148,6 +148,10 @@ def test_progress_is_reported_for_every_file(tree: Path) -> None:
 def test_scan_without_stopping_yields_every_file_in_order(tree: Path) -> None:
     paths = find_results_files(tree)
     paths[3].write_text("[]")
+    paths[4].write_text(  # fails after naming its variant
+        '{"model_name": "o/m", "config": {"model_dtype": "torch.float16", '
+        '"model_sha": "abc"}, "results": {"leaderboard_ifeval": 3}}'
+    )
     known: list[str | None] = [None] * len(paths)
     known[5] = hashlib.sha256(paths[5].read_bytes()).hexdigest()
     for workers in (1, 2):
@@ -164,6 +168,9 @@ def test_scan_without_stopping_yields_every_file_in_order(tree: Path) -> None:
         assert [item.path for item in scanned] == paths
         assert isinstance(scanned[3].error, InputError)
         assert "expected a JSON object" in str(scanned[3].error)
+        assert scanned[3].variant is None  # it names none
+        assert "is 3, not an object" in str(scanned[4].error)
+        assert scanned[4].variant == ("o/m", "float16", "abc", False)
         assert scanned[5].parsed is None  # known: not parsed
         assert scanned[5].error is None
         assert all(item.parsed is not None for item in scanned[6:])

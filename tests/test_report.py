@@ -28,6 +28,7 @@ import pytest
 from lbnorm import LbnormError, run
 from lbnorm.analysis.diff import Snapshot, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import check_health, check_source, leave_one_out
+from lbnorm.analysis.render import format_diff
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.html_report import (
@@ -303,6 +304,110 @@ def test_diff_summary_in_words_with_rank_moves(
     ).models.set_index("model")["rank_move"]
     names = data["values"][labels.index("model")]
     assert moves == [int(models[name]) for name in names]
+
+
+@pytest.fixture(scope="module")
+def nightly_pair(tmp_path_factory: pytest.TempPathFactory, golden_dir: Path) -> Path:
+    """Yesterday's output and today's: one variant gone, two new (one named in
+    markup), one flagged and excluded from the ranks, GPQA's bound changed."""
+    folder = tmp_path_factory.mktemp("nightly")
+    files = sorted(golden_dir.glob("*.json"))
+    old_suite = _suite_with_gpqa_bound(folder, 0.0)
+    run(files[:7], suite=old_suite, out=folder / "old")
+    hostile = json.loads(files[0].read_text())
+    hostile["model_name"] = HOSTILE_MODELS[0]
+    (folder / "hostile.json").write_text(json.dumps(hostile))
+    meta = folder / "meta.csv"
+    meta.write_text("model,flagged\nAIDC-AI/Marco-o1,true\n")
+    options = RunOptions(metadata=str(meta), exclude_flagged=True)
+    run([*files[1:], folder / "hostile.json"], out=folder / "new", options=options)
+    return folder
+
+
+def test_diff_section_names_what_lbnorm_diff_names(
+    nightly_pair: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's diff names the variants ``lbnorm diff`` names, cut as it cuts them."""
+    import lbnorm.faces.html_report as html_report
+
+    monkeypatch.setattr(html_report, "_DIFF_LISTED", 3)
+    old, new = nightly_pair / "old", nightly_pair / "new"
+    section = _section(render_report(new, previous=old), "diff")
+    headings = re.findall(r"<h3>([^<]*)</h3>", section)
+    assert headings == [
+        "Summary",
+        "Lower bounds changed (3)",
+        "Per benchmark (normalized score, new - old)",
+        "Added (2)",
+        "Removed (1)",
+        "Newly unranked (1)",
+        "Largest changes of an average (6)",  # ranks kept: no rank moves
+    ]
+    tables = {
+        heading: _table_after(section, f"<h3>{heading}</h3>") for heading in headings
+    }
+    assert {row[0] for row in tables["Added (2)"][1:]} == {
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        HOSTILE_MODELS[0],
+    }
+    assert HOSTILE_MODELS[0] not in section  # text, never markup
+    assert html_text.escape(HOSTILE_MODELS[0]) in section
+    assert [row[0] for row in tables["Removed (1)"][1:]] == ["01-ai/Yi-34B-Chat"]
+    assert tables["Newly unranked (1)"][0][-1] == "why"
+    assert tables["Newly unranked (1)"][1][::5] == [
+        "AIDC-AI/Marco-o1",
+        "excluded: flagged in the metadata",
+    ]
+    # the lists as the Markdown has them: same rows, same order, cut at 3
+    markdown = format_diff(diff_snapshots(read_snapshot(old), read_snapshot(new)))
+    changed = markdown.split("## Largest changes of an average (6)")[1]
+    in_markdown = [line.split(" | ")[0][2:] for line in changed.splitlines()[4:7]]
+    assert [row[0] for row in tables["Largest changes of an average (6)"][1:]] == (
+        in_markdown
+    )
+    assert len(tables["Largest changes of an average (6)"]) == 1 + 3
+    after = section.split("<h3>Largest changes of an average (6)</h3>")[1]
+    assert after.split("</table>")[1].startswith(
+        '<p class="note">... and 3 more: <code>lbnorm diff '
+        f"{html_text.escape(str(old))} {html_text.escape(str(new))} --largest N</code>"
+    )
+    assert "... and" not in section.split("<h3>Added (2)</h3>")[1].split("<h3>")[0]
+
+
+def test_diff_tables_name_the_rank_moves_beyond_the_intervals() -> None:
+    """A move the summary counts as beyond the intervals is named in its own list."""
+    keys = {"precision": "", "revision": "", "chat_template": False}
+
+    def side(names: list[str], averages: list[float]) -> Snapshot:
+        board = pd.DataFrame(
+            {"model": names, **keys, "average": averages, "X": averages}
+        ).assign(rank=pd.array(range(1, len(names) + 1), dtype="Int64"))
+        low = np.array(averages) - 1.0
+        return Snapshot(
+            leaderboard=board,
+            benchmarks=["X"],
+            intervals=pd.DataFrame(
+                {
+                    "model": names,
+                    **keys,
+                    "average_low": low,
+                    "average_high": low + 2.0,
+                    "rank_best": range(1, len(names) + 1),
+                    "rank_worst": range(1, len(names) + 1),
+                }
+            ),
+        )
+
+    diff = diff_snapshots(
+        side(["a", "b", "c"], [30.0, 20.0, 10.0]),
+        side(["c", "a", "b"], [40.0, 30.0, 20.0]),
+    )
+    named = dict(diff_tables(diff))
+    beyond = named["Rank moves beyond the rank intervals (1)"]
+    assert beyond[["model", "old rank", "new rank", "move"]].to_numpy().tolist() == [
+        ["c", 3, 1, 2]
+    ]
+    assert "## Rank moves beyond the rank intervals (1)" in format_diff(diff)
 
 
 def test_report_is_self_contained_and_loads_nothing(

@@ -79,6 +79,7 @@ def test_nightly_run_reports_inputs_models_health_and_timings(
         "incomplete": 0,
         "ranked": 8,
         "missing_policy": "",
+        "lost": 0,
     }
     # 8 models: every check skipped (min_models = 30): nothing was checked, so
     # nothing passed; the run is "not checked" (exit 0) and says why
@@ -135,14 +136,110 @@ def test_rejected_file_means_ran_but_unhealthy(
     assert printed.count(str(bad)) == 1  # the path once, not twice
     report = _report(tmp_path / "r.json")
     assert (report["status"], report["exit_code"]) == ("unhealthy", 7)
-    assert report["problems"] == ["1 input file(s) rejected"]
-    assert report["inputs"]["rejected_files"] == [
-        {"path": str(bad), "reason": f"{bad}: 'results' is not an object."}
+    # the file names no model and nothing parsed it before: its folders name it
+    variant = "broken/model (named by its folder; precision and revision unknown)"
+    assert f"lost       {variant}: no other results file holds this variant" in printed
+    assert report["problems"] == [
+        f"1 input file(s) rejected; 1 variant(s) lost: {variant}"
     ]
+    assert report["inputs"]["rejected_files"] == [
+        {
+            "path": str(bad),
+            "reason": f"{bad}: 'results' is not an object.",
+            "model": "broken/model",
+            "precision": None,
+            "revision": None,
+            "chat_template": None,
+            "variant_from": "folder",
+            "other_files": 0,
+            "lost": True,
+        }
+    ]
+    assert report["models"]["lost"] == 1
     assert (
         tmp_path / "out" / "leaderboard.parquet"
     ).is_file()  # the other 8 models were written
     assert len(pd.read_parquet(tmp_path / "out" / "leaderboard.parquet")) == 8
+
+
+def test_a_file_gone_bad_names_the_variant_lost_with_it(
+    tmp_path: Path, full_structure_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --cache a rejected file drops its variant from the board: the summary,
+    the manifest and the run report name that variant, as far as it is known."""
+    tree = tmp_path / "tree"
+    shutil.copytree(full_structure_dir, tree)
+    args = ["run", str(tree), "--out", str(tmp_path / "out"), "--cache"]
+    args += [str(tmp_path / "c"), "--report", str(tmp_path / "r.json"), "--top", "0"]
+    assert main([*args, "--quiet"]) == 0  # last night: both variants
+    (yi,) = (tree / "01-ai" / "Yi-34B-Chat").iterdir()
+    yi.write_text('{"results": {"leaderboard_ifeval": ')  # truncated: names nothing
+    (llama,) = (tree / "meta-llama" / "Meta-Llama-3-8B-Instruct").iterdir()
+    older = llama.with_name("results_2024-01-01T00-00-00.000000.json")
+    document = json.loads(llama.read_text())
+    document["results"]["leaderboard_ifeval"]["inst_level_strict_acc,none"] = 81.0
+    older.write_text(json.dumps(document))  # an older re-run, a percentage in it
+    stray = tree / "new-org" / "new-model" / "results_2025-01-01T00-00-00.000000.json"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("{")
+    yi_variant = (
+        "01-ai/Yi-34B-Chat (bfloat16, revision 2e528b6a80fb, chat template; "
+        "as an earlier version of the file named it)"
+    )
+    llama_variant = (
+        "meta-llama/Meta-Llama-3-8B-Instruct (bfloat16, revision e1945c40cd54, "
+        "chat template)"
+    )
+    stray_variant = (
+        "new-org/new-model (named by its folder; precision and revision unknown)"
+    )
+    for night in ("tonight", "tomorrow, nothing changed"):  # rejections are remembered
+        assert main(args) == 7, night
+        printed = capsys.readouterr().out.splitlines()
+        rejected = [
+            line
+            for line in printed
+            if line[:10].strip() in {"rejected", "lost", "kept"}
+        ]
+        assert rejected == [
+            f"rejected   {yi}: not valid JSON: Expecting value (line 1, column 36).",
+            f"lost       {yi_variant}: no other results file holds this variant, so it "
+            "is not on the board",
+            f"rejected   {older}: results['leaderboard_ifeval']"
+            "['inst_level_strict_acc,none'] is 81.0, outside [0, 1] (a percentage?)",
+            f"kept       {llama_variant}: still on the board from 1 other results file",
+            f"rejected   {stray}: not valid JSON: Expecting property name enclosed in "
+            "double quotes (line 1, column 2).",
+            f"lost       {stray_variant}: no other results file holds this variant, so "
+            "it is not on the board",
+        ], night
+        board = pd.read_parquet(tmp_path / "out" / "leaderboard.parquet")
+        assert board["model"].tolist() == ["meta-llama/Meta-Llama-3-8B-Instruct"]
+        report = _report(tmp_path / "r.json")
+        assert report["problems"] == [
+            f"3 input file(s) rejected; 2 variant(s) lost: {yi_variant}, {stray_variant}"
+        ]
+        assert report["models"]["lost"] == 2
+        manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+        named = [
+            tuple(record[key] for key in ("model", "precision", "revision"))
+            + tuple(record[key] for key in ("variant_from", "other_files", "lost"))
+            for record in manifest["rejected"]
+        ]
+        yi_revision = "2e528b6a80fb064a0a746c5ca43114b135e30464"
+        llama_revision = "e1945c40cd546c78e41f1151f4db032b271faeaa"
+        assert named == [
+            ("01-ai/Yi-34B-Chat", "bfloat16", yi_revision, "cache", 0, True),
+            (llama_variant.split(" ")[0], "bfloat16", llama_revision, "file", 1, False),
+            ("new-org/new-model", None, None, "folder", 0, True),
+        ]
+        in_report = {
+            record["path"]: record | {"reason": ""}
+            for record in report["inputs"]["rejected_files"]
+        }
+        assert in_report == {
+            record["path"]: record | {"reason": ""} for record in manifest["rejected"]
+        }
 
 
 def test_failed_run_reports_why_and_keeps_the_output(
@@ -340,4 +437,34 @@ def test_reruns_go_to_the_report_and_warnings_to_the_manifest(
     )
     assert {"reruns", "warnings"}.isdisjoint(
         json.loads((clean / "manifest.json").read_text())
+    )
+
+
+def test_the_summary_names_ten_rejected_files_then_counts_the_rest() -> None:
+    from lbnorm.cli.run import _rejected_lines
+
+    records = [
+        {
+            "path": f"t/o/m{n:02d}/r.json",
+            "reason": "bad",
+            "model": f"o/m{n:02d}",
+            "variant_from": "folder",
+            "other_files": n % 2,
+            "lost": n % 2 == 0,  # every other one kept by another file
+        }
+        for n in range(14)
+    ]
+    lines = _rejected_lines(records, report="r.json")
+    assert [line[:10].strip() for line in lines] == [
+        "rejected",
+        "lost",
+        "rejected",
+        "kept",
+    ] * 5 + ["rejected"]
+    assert lines[-1] == (
+        "rejected   and 4 more file(s) (7 variant(s) lost in all; r.json lists every one)"
+    )
+    assert lines[3] == (
+        "kept       o/m01 (named by its folder; precision and revision unknown): "
+        "still on the board from 1 other results file"
     )

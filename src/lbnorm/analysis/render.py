@@ -159,14 +159,7 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
             "",
             "Subtasks with a score on each side (a coverage change, not a bound change):",
             "",
-            markdown_table(
-                diff.coverage.rename(
-                    columns={
-                        "old_subtasks": "old subtasks",
-                        "new_subtasks": "new subtasks",
-                    }
-                )
-            ),
+            markdown_table(coverage_table(diff)),
             "",
         ]
     if len(diff.scores):
@@ -187,17 +180,45 @@ def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
     """A heading with its rows (the first `largest`) and how many more; none if empty."""
     if not len(table):
         return []
-    shown = table.head(largest)
-    if "delta" in shown.columns:  # signed, to the third digit, as the summary's
-        shown = shown.assign(delta=[f"{value:+,.3f}" for value in shown["delta"]])
+    shown, more = cut_list(table, largest=largest)
     lines = [f"## {heading} ({len(table):,})", "", markdown_table(shown), ""]
-    if len(table) > len(shown):
+    if more:
         lines += [
-            f"... and {len(table) - len(shown):,} more (--largest N lists more; --out "
+            f"... and {more:,} more (--largest N lists more; --out "
             "writes every variant to diff_models.parquet)",
             "",
         ]
     return lines
+
+
+def cut_list(table: pd.DataFrame, *, largest: int) -> tuple[pd.DataFrame, int]:
+    """A named list as every face shows it: its first rows, and how many more.
+
+    Args:
+        table: A list of :func:`named_variants` or :func:`largest_rank_moves`.
+        largest: Rows shown.
+
+    Returns:
+        The rows shown (a ``delta`` signed, to the third digit, as the
+        summary's) and the number left out.
+
+    Examples:
+        >>> table = pd.DataFrame({"model": ["a", "b", "c"], "delta": [2.0, -1.0, 0.5]})
+        >>> shown, more = cut_list(table, largest=2)
+        >>> shown["delta"].tolist(), more
+        (['+2.000', '-1.000'], 1)
+    """
+    shown = table.head(largest)
+    if "delta" in shown.columns:
+        shown = shown.assign(delta=[f"{value:+,.3f}" for value in shown["delta"]])
+    return shown, len(table) - len(shown)
+
+
+def coverage_table(diff: Diff) -> pd.DataFrame:
+    """Per benchmark scored on other subtasks on each side: the subtasks scored, in words."""
+    return diff.coverage.rename(
+        columns={"old_subtasks": "old subtasks", "new_subtasks": "new subtasks"}
+    )
 
 
 def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
@@ -211,9 +232,10 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
 
     Returns:
         ``(heading, table)`` for each list that has rows: ``Added``,
-        ``Removed``, ``Newly unranked`` (ranked on the old side only) and
+        ``Removed``, ``Newly unranked`` (ranked on the old side only),
         ``Largest changes of an average`` (by absolute change, whether or not
-        the rank moved).
+        the rank moved) and ``Rank moves beyond the rank intervals`` (the
+        moves the summary counts, largest first).
     """
     models = diff.models
     old_rank = models["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -251,6 +273,11 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
         )
         table["beyond intervals"] = changed["is_beyond_intervals"].to_numpy()
         tables.append(("Largest changes of an average", table))
+    beyond = largest_rank_moves(
+        diff, largest=len(models), where=models["is_beyond_intervals"].eq(True)
+    )
+    if len(beyond):
+        tables.append(("Rank moves beyond the rank intervals", beyond))
     return tables
 
 
@@ -380,12 +407,16 @@ def diff_per_benchmark(diff: Diff) -> pd.DataFrame:
     )
 
 
-def largest_rank_moves(diff: Diff, *, largest: int = 10) -> pd.DataFrame:
+def largest_rank_moves(
+    diff: Diff, *, largest: int = 10, where: pd.Series | None = None
+) -> pd.DataFrame:
     """The variants that moved most (either way), with headings in words.
 
     Args:
         diff: From :func:`lbnorm.analysis.diff.diff_snapshots`.
         largest: Rows.
+        where: Which of ``diff.models`` to consider (a boolean mask aligned
+            with it; nulls count as false); default every variant.
 
     Returns:
         ``model``, ``precision``, old and new rank, move (old - new: up is
@@ -393,7 +424,10 @@ def largest_rank_moves(diff: Diff, *, largest: int = 10) -> pd.DataFrame:
         beyond the rank intervals and the variant's own average beyond its own
         intervals).
     """
-    moved = diff.models.dropna(subset=["rank_move"])
+    models = diff.models
+    if where is not None:
+        models = models[where.fillna(False).to_numpy(dtype=bool)]
+    moved = models.dropna(subset=["rank_move"])
     moved = moved.iloc[
         np.argsort(
             -np.abs(moved["rank_move"].to_numpy(dtype=np.float64)), kind="stable"

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
     add_inputs,
@@ -381,8 +382,8 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
             f"{inputs['rejected']:,} rejected, {cache.get('dropped', 0):,} dropped"
             + (f"; rebuilt ({cache['rebuild_reason']})" if cache.get("rebuilt") else "")
         )
-    for rejected in inputs["rejected_files"]:
-        print(f"rejected   {_rejection(rejected['path'], rejected['reason'])}")
+    for line in _rejected_lines(inputs["rejected_files"], report=args.report):
+        print(line)
     if "intervals" in monitored.tables:
         from lbnorm.analysis.render import format_intervals  # a frame: pandas is here
 
@@ -397,6 +398,55 @@ def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:
         print(
             f"report     {args.report}: {report['status']}, exit {report['exit_code']}"
         )
+
+
+#: Rejected files the summary names (each with its variant); the report and the
+#: manifest list every one.
+_REJECTED_SHOWN = 10
+
+
+def _rejected_lines(
+    rejected: Sequence[Mapping[str, Any]], *, report: str | None
+) -> list[str]:
+    """Each rejected file (the first few) and the variant lost with it, or kept.
+
+    Examples:
+        >>> for line in _rejected_lines([{"path": "t/o/m/r.json", "reason": "bad",
+        ...     "model": "o/m", "precision": "bfloat16", "revision": "", "chat_template":
+        ...     False, "variant_from": "file", "other_files": 0, "lost": True}], report=None):
+        ...     print(line)
+        rejected   t/o/m/r.json: bad
+        lost       o/m (bfloat16): no other results file holds this variant, so it is not on the board
+    """
+    from lbnorm.faces.terminal import printable
+    from lbnorm.output.run_report import describe_variant
+
+    lines = []
+    for record in rejected[:_REJECTED_SHOWN]:
+        lines.append(f"rejected   {_rejection(record['path'], record['reason'])}")
+        if record.get("lost") is None:  # no cache entry named it, or unknown
+            continue
+        variant = printable(describe_variant(record), keep_newlines=False)
+        others = int(record.get("other_files") or 0)
+        lines.append(
+            f"lost       {variant}: no other results file holds this variant, so it "
+            "is not on the board"
+            if record["lost"]
+            else f"kept       {variant}: still on the board from {others:,} other "
+            f"results file{'' if others == 1 else 's'}"
+        )
+    if len(rejected) > _REJECTED_SHOWN:
+        n_lost = len({describe_variant(r) for r in rejected if r.get("lost")})
+        where = (
+            f"{report} lists every one"
+            if report
+            else 'manifest.json lists every one: "rejected"'
+        )
+        lines.append(
+            f"rejected   and {len(rejected) - _REJECTED_SHOWN:,} more file(s) "
+            f"({n_lost:,} variant(s) lost in all; {where})"
+        )
+    return lines
 
 
 def _rejection(path: str, reason: str | None) -> str:

@@ -45,9 +45,12 @@ from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
     HEALTH_SUBTASK_LABELS,
+    coverage_table,
+    cut_list,
     diff_per_benchmark,
     diff_summary,
     largest_rank_moves,
+    named_variants,
     subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
@@ -278,28 +281,76 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def diff_tables(diff: Diff, *, top: int = 10) -> list[tuple[str, pd.DataFrame]]:
-    """What changed, as ``lbnorm diff`` prints it: summary, bounds, per benchmark, moves.
+    """What changed, as ``lbnorm diff`` prints it: the figures, then the variants by name.
 
     Args:
         diff: The comparison from :func:`lbnorm.analysis.diff.diff_snapshots`.
-        top: Largest rank moves listed (either way).
+        top: Rows of each list of variants (the heading counts them all).
 
     Returns:
-        Named tables (the bounds table only if a bound changed).
+        Named tables: the summary, the bounds changed, the coverage, the change
+        per benchmark (each when it has rows), then the lists ``lbnorm diff``
+        names: added, removed, newly unranked (with why), the largest changes
+        of an average, the rank moves beyond the rank intervals and the largest
+        rank moves, each cut at `top` rows.
     """
-    tables = [("Summary", diff_summary(diff))]
+    return [
+        (heading, cut_list(table, largest=top)[0] if is_list else table)
+        for heading, table, is_list in _diff_parts(diff)
+    ]
+
+
+def _diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
+    """The diff's tables whole, each with its heading and whether it is a list of variants."""
+    parts = [("Summary", diff_summary(diff), False)]
     if len(diff.bounds):
         bounds = diff.bounds.rename(
             columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
         )
-        tables.append((f"Lower bounds changed ({len(bounds)})", bounds))
-    if len(diff.scores):
-        tables.append(
-            ("Per benchmark (normalized score, new - old)", diff_per_benchmark(diff))
+        parts.append((f"Lower bounds changed ({len(bounds):,})", bounds, False))
+    if len(diff.coverage):
+        parts.append(
+            (
+                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
+                coverage_table(diff),
+                False,
+            )
         )
-    moves = largest_rank_moves(diff, largest=top)
-    tables.append((f"Largest rank moves ({len(moves)})", moves))
-    return tables
+    if len(diff.scores):
+        parts.append(
+            (
+                "Per benchmark (normalized score, new - old)",
+                diff_per_benchmark(diff),
+                False,
+            )
+        )
+    lists = [
+        *named_variants(diff),
+        ("Largest rank moves", largest_rank_moves(diff, largest=len(diff.models))),
+    ]
+    parts += [
+        (f"{heading} ({len(table):,})", table, True)
+        for heading, table in lists
+        if len(table)
+    ]
+    return parts
+
+
+def _diff_html(diff: Diff, *, top: int) -> str:
+    """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
+    old, new = (html.escape(label) for label in diff.labels)
+    parts = []
+    for heading, table, is_list in _diff_parts(diff):
+        shown, more = cut_list(table, largest=top) if is_list else (table, 0)
+        parts.append(f"<h3>{html.escape(heading)}</h3>")
+        parts.append(_table_html(shown, digits=2, null="n/a"))
+        if more:
+            parts.append(
+                f'<p class="note">... and {more:,} more: <code>lbnorm diff {old} {new} '
+                "--largest N</code> lists more, <code>--out DIR</code> writes every "
+                "variant to diff_models.parquet.</p>"
+            )
+    return "".join(parts)
 
 
 def _unchecked(out: Path) -> OutputHealth:
@@ -395,7 +446,7 @@ def _page(
             (
                 "diff",
                 f"Changes since {tables.previous}",
-                _DIFF_NOTE + _tables_html(diff_tables(tables.diff), digits=2),
+                _DIFF_NOTE + _diff_html(tables.diff, top=_DIFF_LISTED),
             )
         )
     nav = "".join(
@@ -443,6 +494,9 @@ _ONE_BENCHMARK_NOTE = (
     "hold it against, so no leave-one-out plot and no health checks.</p>"
 )
 
+#: Variants each list of the diff section names, as ``lbnorm diff``'s default ``--largest``.
+_DIFF_LISTED = 10
+
 _DIFF_NOTE = (
     '<p class="note">As <code>lbnorm diff</code> reports it (old: the previous output, '
     "new: this one). The leaderboard above has a <b>move</b> column (places up since "
@@ -481,14 +535,6 @@ def _health_html(health: pd.DataFrame) -> str:
     )
     parts.append(f'<dl class="glossary">{glossary}</dl>')
     return "".join(parts)
-
-
-def _tables_html(tables: list[tuple[str, pd.DataFrame]], *, digits: int) -> str:
-    return "".join(
-        f"<h3>{html.escape(name)}</h3>"
-        + (_table_html(frame, digits=digits, null="n/a") if len(frame) else "")
-        for name, frame in tables
-    )
 
 
 def _provenance_html(tables: ReportTables) -> str:

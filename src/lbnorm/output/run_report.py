@@ -11,10 +11,11 @@ failed or an input file was rejected; ``problems`` says which) or ``failed``
 (did not run; the previous output is unchanged).
 
 The document (``"report": "lbnorm-run"``, ``"format": 1``) holds: ``inputs``
-(files seen, parsed, cached, superseded, rejected with reasons, the parse
-cache's own figures, and ``reruns``: each variant read from several results
+(files seen, parsed, cached, superseded, rejected with reasons and the
+variant each held, the parse cache's own figures, and ``reruns``: each variant read from several results
 files with superseded files or older scores that differ, when there is one),
-``models`` (variants complete and incomplete, ranked),
+``models`` (variants complete and incomplete, ranked, and ``lost``: the
+variants off the board because their only results files were rejected),
 ``warnings``, ``health`` (the health table's rows, the failed checks and how
 many were skipped; ``checked`` false and ``passed`` null when every check was
 skipped, as with fewer models than a check needs, and ``reason`` saying so),
@@ -37,7 +38,7 @@ import pyarrow.compute as pc
 from lbnorm.core import arrow
 from lbnorm.core.errors import ExitCode, LbnormError, Terminated
 from lbnorm.engines.result import Result
-from lbnorm.readers import cache_stats, input_reruns
+from lbnorm.readers import cache_stats, input_rejections, input_reruns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORT_FORMAT",
     "build_run_report",
+    "describe_variant",
     "format_run_report",
     "is_run_report",
 ]
@@ -112,6 +114,10 @@ def build_run_report(
             "output": None,
         }
     inputs = _inputs(result.file_table, cache_stats(result.file_table))
+    inputs["rejected_files"] = _with_variants(
+        inputs["rejected_files"], input_rejections(result.file_table)
+    )
+    lost = _lost(inputs["rejected_files"])
     if reruns := input_reruns(result.file_table):  # (absent when none)
         inputs["reruns"] = reruns
     board = result.board_counts()
@@ -122,6 +128,7 @@ def build_run_report(
         "incomplete": board.variants - board.complete,
         "ranked": board.ranked,
         "missing_policy": result.missing,
+        "lost": len(lost),
     }
     warnings = []
     cache = inputs.get("cache")
@@ -141,7 +148,10 @@ def build_run_report(
         )
     problems = []
     if inputs["rejected"]:
-        problems.append(f"{inputs['rejected']} input file(s) rejected")
+        problems.append(
+            f"{inputs['rejected']} input file(s) rejected"
+            + (f"; {len(lost):,} variant(s) lost: {_listed(lost)}" if lost else "")
+        )
     health_section: dict[str, Any] = {"checked": health is not None}
     if health is not None:
         table = health if isinstance(health, pa.Table) else _from_frame(health)
@@ -261,6 +271,69 @@ def _inputs(files: pa.Table, stats: dict[str, Any] | None) -> dict[str, Any]:
         ),
         "cache": stats,
     }
+
+
+def _with_variants(
+    files: list[dict[str, Any]], variants: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each rejected file's record with the variant it held (when the cache named it)."""
+    held = {record["path"]: record for record in variants}
+    return [file | held.get(file["path"], {}) for file in files]
+
+
+def _lost(files: list[dict[str, Any]]) -> list[str]:
+    """The variants lost with rejected files, described, each once, in file order."""
+    return list(dict.fromkeys(describe_variant(f) for f in files if f.get("lost")))
+
+
+#: Lost variants a problem line names; the rejected files list every one.
+_LOST_NAMED = 5
+
+
+def _listed(names: list[str]) -> str:
+    """`names` joined, the first few, then how many more.
+
+    Examples:
+        >>> _listed([f"m{n}" for n in range(7)])
+        'm0, m1, m2, m3, m4 and 2 more (see inputs.rejected_files)'
+    """
+    shown = ", ".join(names[:_LOST_NAMED])
+    more = len(names) - _LOST_NAMED
+    return shown + (
+        f" and {more:,} more (see inputs.rejected_files)" if more > 0 else ""
+    )
+
+
+def describe_variant(record: Mapping[str, Any]) -> str:
+    """A rejected file's variant in words, saying how it is known.
+
+    Args:
+        record: A rejected file's record (:func:`lbnorm.readers.input_rejections`).
+
+    Examples:
+        >>> describe_variant({"model": "o/m", "precision": "bfloat16",
+        ...     "revision": "0123456789abcdef", "chat_template": True, "variant_from": "file"})
+        'o/m (bfloat16, revision 0123456789ab, chat template)'
+        >>> describe_variant({"model": "o/m", "precision": "", "revision": "",
+        ...     "chat_template": False, "variant_from": "cache"})
+        'o/m (precision unknown; as an earlier version of the file named it)'
+        >>> describe_variant({"model": "o/m", "variant_from": "folder"})
+        'o/m (named by its folder; precision and revision unknown)'
+        >>> describe_variant({"model": None, "variant_from": None})
+        'variant unknown'
+    """
+    source, model = record.get("variant_from"), record.get("model")
+    if not model:
+        return "variant unknown"
+    if source == "folder":
+        return f"{model} (named by its folder; precision and revision unknown)"
+    details = [record.get("precision") or "precision unknown"]
+    if revision := record.get("revision"):
+        details.append(f"revision {revision[:12]}")  # as git abbreviates a sha
+    if record.get("chat_template"):
+        details.append("chat template")
+    how = "; as an earlier version of the file named it" if source == "cache" else ""
+    return f"{model} ({', '.join(details)}{how})"
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:

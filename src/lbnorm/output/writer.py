@@ -388,14 +388,22 @@ def _input_notes(files: pa.Table) -> dict[str, Any]:
     """What the readers noted beyond the catalog, for the manifest (absent when none).
 
     ``reruns``: each variant read from several results files with superseded
-    files or older scores that differ; ``warnings``: what the summary warned of,
-    every one (the summary shows the first few).
+    files or older scores that differ; ``rejected``: each results file a cached
+    run rejected, with the variant it held and whether that variant is lost;
+    ``warnings``: what the summary warned of, every one (the summary shows the
+    first few).
     """
-    from lbnorm.readers import input_reruns, input_warnings  # the catalog's notes
+    from lbnorm.readers import (  # the catalog's notes
+        input_rejections,
+        input_reruns,
+        input_warnings,
+    )
 
     notes: dict[str, Any] = {}
     if reruns := input_reruns(files):
         notes["reruns"] = reruns
+    if rejected := input_rejections(files):
+        notes["rejected"] = rejected
     if warnings := input_warnings(files):
         notes["warnings"] = warnings
     return notes

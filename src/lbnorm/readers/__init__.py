@@ -28,7 +28,14 @@ from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.pairwise import add_pairwise_scores, split_battle_files
 from lbnorm.suites import Suite
 
-__all__ = ["Inputs", "cache_stats", "input_reruns", "input_warnings", "read_inputs"]
+__all__ = [
+    "Inputs",
+    "cache_stats",
+    "input_rejections",
+    "input_reruns",
+    "input_warnings",
+    "read_inputs",
+]
 
 
 def read_inputs(
@@ -88,6 +95,8 @@ def read_inputs(
         notes[_CACHE] = json.dumps(dict(read.cache_stats))
     if read.reruns:
         notes[_RERUNS] = json.dumps(list(read.reruns))
+    if read.rejected:
+        notes[_REJECTED] = json.dumps(list(read.rejected))
     return replace(read, catalog=read.catalog.replace_schema_metadata(notes))
 
 
@@ -112,6 +121,21 @@ def input_reruns(catalog: pa.Table) -> list[dict[str, Any]]:
     return [] if text is None else list(json.loads(text))
 
 
+def input_rejections(catalog: pa.Table) -> list[dict[str, Any]]:
+    """The results files a cached run rejected, each with the variant it held.
+
+    One record per rejected file: ``path``, ``model``, ``precision``,
+    ``revision``, ``chat_template`` (as far as known: from the file's own
+    config, an earlier parse of it, or its ``<org>/<model>`` folders),
+    ``variant_from`` (``file``, ``cache``, ``folder``; null: unknown),
+    ``other_files`` (accepted results files of that variant) and ``lost``
+    (true: no other file holds it, so it is not on the board).
+    """
+    text = (catalog.schema.metadata or {}).get(_REJECTED)
+    return [] if text is None else list(json.loads(text))
+
+
 _CACHE = b"lbnorm.cache"
 _WARNINGS = b"lbnorm.warnings"
 _RERUNS = b"lbnorm.reruns"
+_REJECTED = b"lbnorm.rejected"

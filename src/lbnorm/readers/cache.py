@@ -96,6 +96,7 @@ from lbnorm.readers.harness import (
     ScannedFile,
     scan_results_files,
     subtask_columns,
+    variant_folder,
 )
 from lbnorm.readers.newest import (
     ParsedFiles,
@@ -119,7 +120,8 @@ __all__ = [
 #: ctime, inode and device too; sizes and hashes are of the bytes read).
 #: 3: each entry stores a digest of its scores and its file's sha256.
 #: 4: each entry stores the results entries the suite does not use (``ignored``).
-CACHE_FORMAT = 4
+#: 5: a rejected entry keeps the variant it held as far as known (``variant_from``).
+CACHE_FORMAT = 5
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -152,6 +154,10 @@ _ENTRIES = pa.schema(
         ("n_rows", pa.int64()),
         # the entries the suite does not use, one per line (messages and the manifest)
         ("ignored", pa.string()),
+        # where model, precision and revision come from: "file" (its own config),
+        # "cache" (a rejected file: an earlier parse of it), "folder" (a rejected
+        # file: its <org>/<model> folders, the model alone) or "" (unknown)
+        ("variant_from", pa.string()),
     ]
 )
 #: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
@@ -229,7 +235,9 @@ def read_files_cached(
         The inputs; their catalog has two more columns, ``sha256_verified``
         and ``cache`` (``parsed``, ``cached``, ``rejected``, or ``table`` for
         every other input), ``reason`` says why a file was rejected, and
-        ``cache_stats`` holds the :class:`CacheStats` as a dict.
+        ``cache_stats`` holds the :class:`CacheStats` as a dict and
+        ``rejected`` each rejected file with the variant it held
+        (:func:`_rejected_variants`).
 
     Raises:
         InputError: A path is missing or holds nothing readable.
@@ -240,9 +248,10 @@ def read_files_cached(
     cache = Path(options.cache)
     started = time.perf_counter()
     refreshed: list[CacheStats] = []
+    rejected: list[dict[str, Any]] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
-        read, stats = _refresh(
+        read, stats, lost = _refresh(
             list(files),
             suite,
             cache,
@@ -250,6 +259,7 @@ def read_files_cached(
             progress=progress,
         )
         refreshed.append(stats)
+        rejected.extend(lost)
         return read
 
     read = read_files(
@@ -277,7 +287,9 @@ def read_files_cached(
     )
     stats = refreshed[0] if refreshed else _no_refresh(cache)
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return replace(read, catalog=catalog, cache_stats=stats_dict)
+    return replace(
+        read, catalog=catalog, cache_stats=stats_dict, rejected=tuple(rejected)
+    )
 
 
 def _no_refresh(cache: Path) -> CacheStats:
@@ -335,8 +347,12 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[ResultsRead, CacheStats]:
-    """Bring the cache up to date with `files`; their scores, catalog and warnings."""
+) -> tuple[ResultsRead, CacheStats, tuple[dict[str, Any], ...]]:
+    """Bring the cache up to date with `files`.
+
+    Returns their scores, catalog and warnings, the cache's figures, and the
+    rejected files with the variants they held.
+    """
     names = subtask_columns(suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
@@ -415,7 +431,73 @@ def _refresh(
         hashed=int(np.count_nonzero(~is_unchanged)),
         seconds=0.0,
     )
-    return replace(read_results, files=catalog), stats_of_run
+    lost = _rejected_variants(table, current.display)
+    return replace(read_results, files=catalog), stats_of_run, lost
+
+
+def _rejected_variants(
+    entries: pa.Table, display: npt.NDArray[np.object_]
+) -> tuple[dict[str, Any], ...]:
+    """Each rejected file, the variant it held as far as known, and whether it is lost.
+
+    A rejected file gives no score, so its variant leaves the board unless an
+    accepted results file holds it too. A variant the file (or an earlier parse
+    of it) named is matched on model, precision, revision and chat template;
+    one named by its folders on the model alone.
+
+    Returns:
+        Per rejected file, in the order found: ``path`` (as found),
+        ``model``, ``precision``, ``revision``, ``chat_template`` (null where
+        unknown), ``variant_from`` (``file``, ``cache``, ``folder`` or null:
+        unknown), ``other_files`` (accepted results files holding the variant)
+        and ``lost`` (none does: the variant is not on the board; null if the
+        variant is unknown).
+    """
+    is_rejected = _is(entries["status"], "rejected")
+    if not is_rejected.any():
+        return ()
+    rejected = entries.filter(booleans(is_rejected))
+    accepted = entries.filter(booleans(_is(entries["status"], "ok")))
+    by_folder = _is(rejected["variant_from"], "folder")
+    others = np.where(
+        by_folder,
+        _holding(rejected, accepted, _VARIANT[:1]),
+        _holding(rejected, accepted, _VARIANT[:4]),
+    )
+    records = []
+    rows = rejected.select(list(_VARIANT)).to_pylist()
+    for path, row, other in zip(  # the rejected files only: usually none
+        display[is_rejected].tolist(), rows, others.tolist(), strict=True
+    ):
+        source = row.pop("variant_from") or None
+        if source != "file" and source != "cache":  # only the model is known
+            row |= {"precision": None, "revision": None, "chat_template": None}
+        if source is None:
+            row["model"] = None
+        records.append(
+            {"path": path, **row, "variant_from": source, "other_files": other}
+            | {"lost": None if source is None else other == 0}
+        )
+    return tuple(records)
+
+
+def _holding(
+    rejected: pa.Table, accepted: pa.Table, columns: Sequence[str]
+) -> IntArray:
+    """Per rejected entry, the accepted entries with the same values in `columns`."""
+    if not accepted.num_rows:
+        return np.zeros(rejected.num_rows, dtype=np.int64)
+
+    def keys(table: pa.Table) -> pa.ChunkedArray:
+        parts = [table[name].cast(pa.string()) for name in columns]
+        return (
+            pc.binary_join_element_wise(*parts, "\x1f") if len(parts) > 1 else parts[0]
+        )
+
+    counted = pc.value_counts(keys(accepted))
+    at = _positions(keys(rejected), counted.field("values"))
+    counts = to_numpy(counted.field("counts")).astype(np.int64)
+    return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
@@ -542,6 +624,8 @@ def _read_changed(
                 entry, harness = _parse(key, item, stat=stat)
                 if harness is not None:
                     result.parsed.append((key, harness))
+                elif not entry["model"]:  # rejected, its variant not in it
+                    entry |= _earlier_variant(entries, at, Path(item.path))
                 result.status.append("parsed")
             result.entries.append(entry)
     return result
@@ -598,11 +682,23 @@ def _parse(
         "n_ignored": 0,
         "n_rows": 0,
         "ignored": "",
+        "variant_from": "",
     }
     parsed = scanned.parsed
     if parsed is None:
-        return _rejected(entry, _first_line(str(scanned.error))), None
+        entry = _rejected(entry, _first_line(str(scanned.error)))
+        if scanned.variant is not None:  # its config was read before it failed
+            model, precision, revision, chat_template = scanned.variant
+            entry |= {
+                "model": model,
+                "precision": precision,
+                "revision": revision,
+                "chat_template": chat_template,
+                "variant_from": "file",
+            }
+        return entry, None
     return entry | {
+        "variant_from": "file",
         "model": parsed.model,
         "precision": parsed.precision,
         "revision": parsed.revision,
@@ -616,6 +712,29 @@ def _parse(
 
 def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
     return entry | {"status": "rejected", "reason": reason, "n_rows": 0}
+
+
+def _earlier_variant(entries: pa.Table, at: int, path: Path) -> dict[str, Any]:
+    """A rejected file's variant when the file does not name it.
+
+    As the cache's previous entry of the same path named it, else its
+    ``<org>/<model>`` folders.
+    """
+    if at >= 0:  # (the rejected files only: one row each)
+        (row,) = entries.slice(at, 1).select(list(_VARIANT)).to_pylist()
+        previous: dict[str, Any] = row
+        if previous["model"]:  # (a variant named by its folder stays so)
+            return previous | {
+                "variant_from": "folder"
+                if previous["variant_from"] == "folder"
+                else "cache"
+            }
+    model = variant_folder(path)
+    return {"model": model, "variant_from": "folder" if model else ""}
+
+
+#: The fields of an entry that name its variant, and where they come from.
+_VARIANT = ("model", "precision", "revision", "chat_template", "variant_from")
 
 
 def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:

@@ -121,6 +121,9 @@ class Inputs:
             files or older scores that differ: see
             :attr:`lbnorm.readers.newest.ResultsRead.reruns`.
         cache_stats: The parse cache's statistics, when it was used.
+        rejected: The results files the parse cache rejected, each with the
+            variant it held as far as known and whether that variant is lost
+            (see :func:`lbnorm.readers.cache.read_files_cached`).
         items: With ``paired``: the item matrix of the per-sample inputs that
             gave scores (sample tables read once, with their scores); None
             otherwise.
@@ -134,6 +137,7 @@ class Inputs:
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
+    rejected: tuple[dict[str, Any], ...] = ()
     items: Items | None = None
 
     @classmethod

@@ -105,6 +105,7 @@ __all__ = [
     "HarnessFile",
     "ResultsRead",
     "ScannedFile",
+    "Variant",
     "combine_results",
     "find_results_files",
     "parse_results_file",
@@ -112,6 +113,8 @@ __all__ = [
     "read_results_paths",
     "scan_results_files",
     "subtask_columns",
+    "variant_folder",
+    "variant_in_file",
 ]
 
 
@@ -141,6 +144,9 @@ PARSER_VERSION = 1
 #: Fewer results files than this are read in-process (forking costs ~10 ms).
 _MIN_PARALLEL_FILES = 64
 _ABSENT = object()  # a key a results entry does not have
+
+#: A model variant as a results file names it: model, precision, revision, chat template.
+Variant = tuple[str, str, str, bool]
 _MAX_CHUNK_FILES = 64
 _MAX_INT64 = 2**63 - 1
 
@@ -184,6 +190,8 @@ class ScannedFile:
             hash was the known one (nothing to parse again).
         error: Why it could not be read (then `sha256` is ``''``) or parsed,
             else None.
+        variant: For a file that failed to parse: the variant its own
+            config names, when it names one (:func:`variant_in_file`).
     """
 
     path: Path
@@ -191,6 +199,7 @@ class ScannedFile:
     size: int
     parsed: HarnessFile | None
     error: InputError | None
+    variant: Variant | None = None
 
 
 def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
@@ -288,34 +297,11 @@ def parse_results_file(
             "Hint: lbnorm reads lm-evaluation-harness results files, whose scores are under 'results'."
         )
         raise InputError(msg)
-    config = _object(document.get("config"))
-    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
-    args = _parse_model_args(config.get("model_args"))
-    model = _first_text(
-        document.get("model_name"),
-        general.get("model_name"),
-        _object(general.get("model_config")).get("model_name"),
-        config.get("model_name"),
-        args.get("pretrained"),
-    )
-    model = model or _model_from_path(path)
+    named, precision, revision, is_chat = _variant_fields(document)
+    model = named or _model_from_path(path)
     if not model:
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
-    precision = _first_text(
-        config.get("model_dtype"), general.get("model_dtype"), args.get("dtype")
-    ).removeprefix("torch.")
-    revision = _first_text(
-        config.get("model_sha"),
-        config.get("model_revision"),
-        general.get("model_sha"),
-        general.get("model_revision"),
-        args.get("revision"),
-    )
-    is_chat = document.get("chat_template") is not None or True in (
-        general.get("use_chat_template"),
-        _object(general.get("model_config")).get("use_chat_template"),
-    )
     counts = document.get("n-samples")
     if not isinstance(counts, dict):
         counts = {}
@@ -373,6 +359,102 @@ def parse_results_file(
         n_ignored=len(ignored),
         ignored=ignored,
     )
+
+
+def _variant_fields(document: dict[str, Any]) -> Variant:
+    """The variant a results document names.
+
+    Its model ('' if the file names none), precision, revision and whether a
+    chat template was applied.
+    """
+    config = _object(document.get("config"))
+    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
+    args = _parse_model_args(config.get("model_args"))
+    model = _first_text(
+        document.get("model_name"),
+        general.get("model_name"),
+        _object(general.get("model_config")).get("model_name"),
+        config.get("model_name"),
+        args.get("pretrained"),
+    )
+    precision = _first_text(
+        config.get("model_dtype"), general.get("model_dtype"), args.get("dtype")
+    ).removeprefix("torch.")
+    revision = _first_text(
+        config.get("model_sha"),
+        config.get("model_revision"),
+        general.get("model_sha"),
+        general.get("model_revision"),
+        args.get("revision"),
+    )
+    is_chat = document.get("chat_template") is not None or True in (
+        general.get("use_chat_template"),
+        _object(general.get("model_config")).get("use_chat_template"),
+    )
+    return model, precision, revision, is_chat
+
+
+def variant_in_file(path: Path, data: bytes) -> Variant | None:
+    """The variant a results file that failed to parse names in its own config.
+
+    A file rejected for a bad score, or for a ``results`` object that is
+    missing, still says which variant it was a run of; a file that is not
+    JSON at all (truncated, empty) does not.
+
+    Args:
+        path: The file (for the decoder's messages, which are dropped).
+        data: Its bytes.
+
+    Returns:
+        ``(model, precision, revision, chat_template)`` as the parser would
+        read them, or None when the file names no model (or not as valid
+        Unicode) or cannot be decoded.
+
+    Examples:
+        >>> variant_in_file(Path("r.json"), b'{"model_name": "o/m", "results": 1}')
+        ('o/m', '', '', False)
+        >>> variant_in_file(Path("r.json"), b'{"results": {') is None
+        True
+    """
+    try:
+        document = _decode(path, data)
+    except InputError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    variant = _variant_fields(document)
+    if not variant[0] or not all(_is_unicode(text) for text in variant[:3]):
+        return None
+    return variant
+
+
+def variant_folder(path: Path) -> str:
+    """The ``<org>/<model>`` a results file's folders name ('' if it has no two).
+
+    What names a rejected file's variant when neither the file nor an earlier
+    parse of it does: the leaderboard keeps each model's runs in
+    ``<org>/<model>/``.
+
+    Examples:
+        >>> variant_folder(Path("tree/01-ai/Yi-34B-Chat/results_2024.json"))
+        '01-ai/Yi-34B-Chat'
+        >>> variant_folder(Path("r.json"))
+        ''
+    """
+    parent = path.parent
+    if parent.name and parent.parent.name and _is_unicode(parent.name):
+        org = parent.parent.name
+        return f"{org}/{parent.name}" if _is_unicode(org) else ""
+    return ""
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether `text` is valid Unicode (no lone surrogates: it encodes as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _ignored_entries(
@@ -659,6 +741,7 @@ _Record = tuple[
     ]
     | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
     InputError | None,
+    Variant | None,  # a file that failed: the variant its config names
 ]
 
 
@@ -679,12 +762,12 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.rows["stderr"],
             parsed.rows["n_samples"],
         )
-    return scanned.sha256, scanned.size, fields, scanned.error
+    return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
 
 
 def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
     """The :class:`ScannedFile` a :data:`_Record` stands for."""
-    sha256, size, fields, error = record
+    sha256, size, fields, error, variant = record
     parsed = None
     if fields is not None:
         model, precision, revision, chat, timestamp, ignored, index, *rows = fields
@@ -705,7 +788,14 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
             n_ignored=len(ignored),
             ignored=ignored,
         )
-    return ScannedFile(path=path, sha256=sha256, size=size, parsed=parsed, error=error)
+    return ScannedFile(
+        path=path,
+        sha256=sha256,
+        size=size,
+        parsed=parsed,
+        error=error,
+        variant=variant,
+    )
 
 
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
@@ -733,14 +823,20 @@ def _scan_file(
     except InputError as exc:
         return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
     digest = hashlib.sha256(data).hexdigest()
-    parsed, error = None, None
+    parsed, error, variant = None, None, None
     if digest != expected:
         try:
             parsed = parse_results_file(path, data, pairs)
         except InputError as exc:
             error = exc
+            variant = variant_in_file(path, data)  # (a failed file only)
     return ScannedFile(
-        path=path, sha256=digest, size=len(data), parsed=parsed, error=error
+        path=path,
+        sha256=digest,
+        size=len(data),
+        parsed=parsed,
+        error=error,
+        variant=variant,
     )
 
 
@@ -804,11 +900,9 @@ def _is_utf8(data: bytes) -> bool:
 
 def _check_unicode(path: Path, what: str, text: str) -> None:
     """Reject lone surrogates (from a JSON escape, or a non-UTF-8 file name)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    if not _is_unicode(text):
         msg = f"{path}: the {what} {shown(text)} is not valid Unicode.\nHint: fix the name in the file (or its directory name, if the name comes from the path)."
-        raise InputError(msg) from exc
+        raise InputError(msg)
 
 
 def _parse_model_args(model_args: object) -> dict[str, str]:
