@@ -43,6 +43,7 @@ class Case:
     kind: str = "input"
     args: list[str] = field(default_factory=list)
     requires: str = ""
+    suite: str = ""
 
 
 CASES = [
@@ -67,7 +68,8 @@ def _argv(case: Case, out: Path) -> list[str]:
     if case.kind == "suite":
         inputs, suite = [str(GOLDEN_FILE)], str(CORPUS / case.path)
     else:
-        inputs, suite = [str(CORPUS / case.path)], "openllm-v2"
+        inputs = [str(CORPUS / case.path)]
+        suite = str(CORPUS / case.suite) if case.suite else "openllm-v2"
     return ["run", *inputs, "--suite", suite, "--out", str(out), "--quiet", *case.args]
 
 
@@ -298,6 +300,24 @@ def _check_identical_copy_is_superseded(case: Case, out: Path, tmp_path: Path) -
     assert manifest["counts"]["superseded_files"] == 1
     assert manifest["counts"]["variants"] == 1
     _check_read_like_the_golden_file(case, out, tmp_path)
+
+
+def _check_alpacaeval_null_dropped_zero_a_draw(
+    case: Case, out: Path, tmp_path: Path
+) -> None:
+    leaderboard = pd.read_parquet(out / "leaderboard.parquet").iloc[0]
+    assert leaderboard["model"] == "model-a"  # the folder's name
+    # 1.9, null (dropped), 0 (a draw), 1.2: AlpacaEval's 3 kept, 1 win, 1 draw, 1 loss
+    assert (leaderboard["n_total"], leaderboard["n_wins"]) == (3, 1)
+    assert (leaderboard["n_draws"], leaderboard["n_wins_base"]) == (1, 1)
+    assert leaderboard["win_rate"] == pytest.approx((0.9 + 0.5 + 0.2) / 3 * 100)
+
+
+def _check_ulp_past_the_range_is_kept(case: Case, out: Path, tmp_path: Path) -> None:
+    row = _subtask(out, "team_allocation")
+    assert row["raw_score"] == 100.00000000000001  # kept as given, not clipped
+    assert row["normalized_score"] > 100.0  # (100.00000000000001 - 33.3...) / 66.6...
+    assert not row["is_clipped"]
 
 
 CHECKS: dict[str, Callable[[Case, Path, Path], None]] = {

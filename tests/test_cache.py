@@ -679,13 +679,13 @@ def test_an_unwritable_cache_names_the_cache_not_the_output(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def refuse(path: Path, table: object) -> Path:
+    def refuse(path: Path, content: object, **how: object) -> str:
         msg = "writer's words"
         raise OutputError(msg) from PermissionError(
             errno.EACCES, "Permission denied", str(path)
         )
 
-    monkeypatch.setattr(cache_module, "write_parquet_atomically", refuse)
+    monkeypatch.setattr(cache_module, "write_file", refuse)
     cache = tmp_path / "cache"
     out = tmp_path / "out"
     assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6
@@ -778,3 +778,30 @@ def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
     assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
     assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
     assert again.leaderboard_table.equals(first.leaderboard_table)
+
+
+def test_cached_scores_are_checked_on_their_benchmarks_range() -> None:
+    """A [0, 100] benchmark's 85 is a score there, a fraction's 85 a percentage."""
+    import pyarrow as pa
+
+    from lbnorm.suites import load_suite, parse_suite, suite_arrays
+
+    text = b'name = "p"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a", task = "t", metric = "m" }]\n[[benchmarks]]\nname = "F"\nsubtasks = [{ name = "b", task = "u", metric = "m" }]\n'
+    scales = suite_arrays(parse_suite(text, source="p.toml")).scales
+    rows = pa.table(
+        {
+            "path": ["ok.json", "ok.json", "big.json", "pct.json"],
+            "subtask_index": pa.array([0, 1, 0, 1], pa.int32()),
+            "raw_score": [85.0, 0.85, 100.5, 85.0],
+            "stderr": pa.array([None] * 4, pa.float64()),
+            "n_samples": pa.array([None] * 4, pa.int64()),
+            "key": ["k"] * 4,
+        }
+    )
+    bad = cache_module._check_rows(rows, scales)
+    assert bad == {
+        "big.json": "k is 100.5, outside its benchmark's range",
+        "pct.json": "k is 85.0, outside [0, 1] (a percentage?)",
+    }
+    assert cache_module._check_rows(rows.slice(0, 2), scales) == {}
+    assert suite_arrays(load_suite("openllm-v2")).scales is None

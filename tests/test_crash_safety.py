@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,6 +400,9 @@ def test_a_run_killed_between_the_two_renames_is_repaired(
     shutil.copytree(reference.folder / "old", out)
     out.rename(tmp_path / ".out.old-0123456789ab")  # the state between the two renames
     (tmp_path / ".out.tmp-0123456789ab").mkdir()
+    (tmp_path / ".out.tmp-0123456789ab" / ".lbnorm-staging").write_bytes(
+        b""
+    )  # its mark
     (tmp_path / ".out.tmp-0123456789ab" / "subtasks.parquet").write_bytes(b"PAR1 half")
     process = subprocess.run(
         _command(reference.new_inputs, out),
@@ -593,14 +596,15 @@ def test_disk_full_is_a_clear_error(
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(reference.folder / "old", out)
-    write_table: Callable[..., None] = pq.write_table
+    from lbnorm.output import transaction
 
-    def write_half_then_fail(table: Any, where: Any, **options: Any) -> None:
-        write_table(table, where, **options)
-        Path(where).write_bytes(Path(where).read_bytes()[:100])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    write = transaction._Hashed.write  # where every table's bytes go to the disk
 
-    monkeypatch.setattr(pq, "write_table", write_half_then_fail)
+    def write_half_then_fail(sink: Any, data: Any) -> int:
+        write(sink, memoryview(data).cast("B")[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transaction._Hashed, "write", write_half_then_fail)
     assert (
         main(["run", *map(str, reference.new_inputs), "--out", str(out), "--quiet"])
         == 6
@@ -700,3 +704,114 @@ def test_leftovers_of_other_outputs_are_not_touched(
         "a*",
         "res[1]",
     ]
+
+
+# --- one transaction: concurrent nightly runs, readers racing a swap (issue 38) ------------
+
+
+def _assert_whole(out: Path) -> None:
+    """The folder holds exactly the files its manifest names, each as it records."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = manifest["outputs"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([*listed, "manifest.json"])
+    for name, entry in listed.items():
+        data = (out / name).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (
+            entry["bytes"],
+            entry["sha256"],
+        ), name
+
+
+@pytest.mark.slow  # 12 rounds of two nightly runs at once: ~1 min
+def test_concurrent_nightly_runs_leave_whole_outputs(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """A nightly run swapped twice, unlocked in between: a second run could come in."""
+    out = tmp_path / "out"
+    nightly = ["--health", "--intervals", "--report"]
+    pairs = [
+        (reference.old_inputs, reference.old),
+        (reference.new_inputs, reference.new),
+    ]
+    for round_ in range(12):
+        sets = pairs[:: 1 if round_ % 2 else -1]
+        processes = [
+            subprocess.Popen(
+                [*_command(inputs, out), *nightly, str(tmp_path / f"r{index}.json")],
+                env=_env(),
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for index, (inputs, _) in enumerate(sets)
+        ]
+        results = [(p.wait(timeout=300), p.communicate()[1]) for p in processes]
+        for code, stderr in results:
+            assert code in {0, 6, 7}, stderr
+            assert "Traceback" not in stderr
+            if code == 6:
+                assert "another lbnorm run is writing this output directory" in stderr
+        assert any(code != 6 for code, _ in results)
+        _assert_whole(out)
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert {"health.parquet", "intervals.parquet"} <= set(manifest["outputs"])
+        board = _digests(out)["leaderboard.parquet"]
+        in_place = 0 if board == sets[0][1]["leaderboard.parquet"] else 1
+        assert board == sets[in_place][1]["leaderboard.parquet"]
+        assert results[in_place][0] != 6  # exit 6 says the previous output is in place
+        models = pq.read_table(out / "leaderboard.parquet")["model"].to_pylist()
+        intervals = pq.read_table(out / "intervals.parquet")["model"].to_pylist()
+        assert sorted(intervals) == sorted(
+            models
+        )  # one run's tables, not two runs' mixed
+        assert _siblings(out) == sorted(
+            name for name in ("r0.json", "r1.json") if (tmp_path / name).exists()
+        )
+
+
+_SWAPPING = """
+import sys
+from pathlib import Path
+from lbnorm import run
+sets = [[Path(p) for p in s.split(",")] for s in sys.argv[2:4]]
+for at in range(int(sys.argv[4])):
+    run(sets[at % 2], out=sys.argv[1])
+"""
+
+
+@pytest.mark.slow  # a reader loop against 30 swaps: ~1 min
+def test_readers_racing_a_swap_read_one_version(
+    reference: Reference, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """diff and export while a run swaps the folder: never a false "damaged", no traceback."""
+    out = tmp_path / "out"
+    run(reference.old_inputs, out=out, created_at=CREATED_AT)
+    inputs = [",".join(map(str, files)) for files in (reference.big_inputs, GOLDEN)]
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPING, str(out), *inputs, "30"],
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    readers = {
+        "diff": ["diff", str(reference.folder / "old"), str(out), "--no-intervals"],
+        "export": [
+            *["export", str(out), "--format", "open-llm-leaderboard"],
+            *["--out", str(tmp_path / "e.csv"), "--skip-incomplete"],
+            *["--unknown-precision", "bfloat16"],
+        ],
+        "show": ["show", str(out), "--top", "3"],
+    }
+    reads = 0
+    try:
+        while writer.poll() is None:
+            for argv in readers.values():
+                code = main(argv)
+                err = capsys.readouterr().err
+                assert "Traceback" not in err
+                assert "does not match the output's manifest" not in err, err
+                assert code == 0, err
+                reads += 1
+    finally:
+        _, stderr = writer.communicate(timeout=300)
+    assert writer.returncode == 0, stderr
+    assert reads >= 10

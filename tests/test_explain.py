@@ -13,7 +13,7 @@ import pytest
 from lbnorm.analysis.explain import explain_variant
 from lbnorm.cli import main
 from lbnorm.core.errors import InputError
-from lbnorm.output.outdir import read_output_table
+from lbnorm.output.reader import Output
 from lbnorm.suites import load_suite
 
 HERO = {
@@ -62,9 +62,9 @@ def test_numbers_equal_the_tables_and_recompute(
     found = _explained(demo_out, capsys, "Matter-0.2-7B-DPO")
     assert found["variant"] == HERO
     models = [str(HERO["model"])]
-    subtasks = read_output_table(demo_out, "subtasks", models=models)
-    benchmarks = read_output_table(demo_out, "benchmarks", models=models)
-    board = read_output_table(demo_out, "leaderboard", models=models)
+    subtasks = Output.open(demo_out).frame("subtasks", models=models)
+    benchmarks = Output.open(demo_out).frame("benchmarks", models=models)
+    board = Output.open(demo_out).frame("leaderboard", models=models)
     on_board: Any = board.to_dict("records")[0]
     shown = pd.DataFrame(found["subtasks"])
     assert len(shown) == 40

@@ -293,7 +293,7 @@ def test_never_writes_over_a_file_it_did_not_write(
             foreign.write_text("a,b\n1,2\n")
         before = foreign.read_bytes()
         with pytest.raises(
-            OutputError, match=r"(?s)not a file `lbnorm export` wrote.*Hint"
+            OutputError, match=r"(?s)exists and was not written by lbnorm.*Hint"
         ):
             write_export(table, foreign)
         assert foreign.read_bytes() == before

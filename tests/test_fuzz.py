@@ -295,3 +295,80 @@ def test_parquet_reader_on_mutated_files(
     result = _run([path])
     if result is not None:
         _check_in_range(result)
+
+
+ALPACAEVAL = FIXTURES / "alpacaeval" / "results" / "model-a"
+ALPACAEVAL_FILES = {
+    "annotations": "weighted_alpaca_eval_gpt4_turbo/annotations.json",
+    "outputs": "model_outputs.json",
+}
+
+
+def _alpacaeval_tree(folder: Path, name: str, data: bytes) -> Path:
+    """A one-model AlpacaEval layout (the fixture's model-a) with one file replaced."""
+    root = folder / "alpacaeval"
+    for path in ALPACAEVAL_FILES.values():
+        _write(root / "model-a", path, (ALPACAEVAL / path).read_bytes())
+    _write(root / "model-a", ALPACAEVAL_FILES[name], data)
+    return root
+
+
+def _alpacaeval_run(root: Path) -> Result | None:
+    """Run the alpacaeval-2 suite; None when lbnorm refused the input with its own error."""
+    try:
+        return run([root], suite="alpacaeval-2")
+    except LbnormError as error:
+        message = str(error)
+    assert "\nHint: " in message, message
+    return None
+
+
+@fuzz
+@given(data=st.binary(max_size=4000), name=st.sampled_from(sorted(ALPACAEVAL_FILES)))
+def test_alpacaeval_reader_on_arbitrary_bytes(
+    folder: Path, data: bytes, name: str
+) -> None:
+    _alpacaeval_run(_alpacaeval_tree(folder, name, data))
+
+
+@fuzz
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from(["preference", "generator_2", "instruction"]),
+            json_values
+            | st.sampled_from([0, 1, 2, 1.5, 2.5, 0.5, None, math.nan, math.inf]),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_alpacaeval_reader_on_mutated_annotations(
+    folder: Path, edits: list[tuple[int, str, Any]]
+) -> None:
+    """Accepted only as AlpacaEval's own arithmetic reads it: the win rate of the values."""
+    entries = json.loads((ALPACAEVAL / ALPACAEVAL_FILES["annotations"]).read_text())
+    for index, key, value in edits:
+        entries[index][key] = value
+    root = _alpacaeval_tree(
+        folder, "annotations", json.dumps(entries).encode()
+    )  # NaN and Infinity as Python writes them
+    result = _alpacaeval_run(root)
+    if result is None:
+        return
+    preferences = [entry["preference"] for entry in entries]
+    assert all(
+        p is None or (isinstance(p, int | float) and not isinstance(p, bool))
+        for p in preferences
+    )
+    assert all(isinstance(entry["generator_2"], str) for entry in entries)
+    kept = [
+        1.5 if p == 0 else p for p in preferences if p is not None and math.isfinite(p)
+    ]
+    assert all(1 <= p <= 2 for p in kept)
+    row = result.leaderboard.iloc[0]
+    assert row["n_total"] == len(kept)
+    assert row["win_rate"] == pytest.approx(
+        sum(p - 1 for p in kept) / len(kept) * 100, abs=1e-9
+    )

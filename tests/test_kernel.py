@@ -6,12 +6,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import lower_bounds, num_choices, raw_scores
 
+from lbnorm.board import average_benchmarks, rank_descending
 from lbnorm.engines.kernel import (
     SuiteArrays,
     aggregate_benchmarks,
-    average_benchmarks,
     normalize,
-    rank_descending,
 )
 
 

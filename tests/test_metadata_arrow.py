@@ -25,9 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lbnorm import run
+from lbnorm.board import rank_descending
 from lbnorm.core.errors import SchemaMismatchError
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.engines.kernel import rank_descending
 from lbnorm.engines.metadata import (
     COLUMN_DOCS,
     SIZE_CLASSES,

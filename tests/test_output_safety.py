@@ -14,7 +14,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,15 @@ from lbnorm import OutputError, run
 from lbnorm.cli import main
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.manifest import manifest_problem
-from lbnorm.output.transaction import write_bytes_atomically
+from lbnorm.output.transaction import STAGING_MARK, write_file
 from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
 TWO = GOLDEN / "AIDC-AI__Marco-o1.json"
+#: Per-sample inputs of two models (Llama's and Yi's IFEval and MUSR murder mysteries).
+SAMPLES = Path(__file__).parent / "fixtures" / "samples" / "meta-llama"
+PAIRED_MODELS = Path(__file__).parent / "fixtures" / "paired" / "models"
 
 
 def _tree(folder: Path) -> dict[str, str]:
@@ -251,9 +255,9 @@ def test_files_that_appear_during_the_run_are_not_deleted(
     before = _tree(out)
     write_tables = writer._write_tables
 
-    def write_and_meddle(result: object, folder: Path) -> dict[str, object]:
+    def write_and_meddle(result: object, transaction: object) -> None:
         (out / "notes.txt").write_text("written while lbnorm ran")
-        return write_tables(result, folder)  # type: ignore[arg-type]
+        write_tables(result, transaction)  # type: ignore[arg-type]
 
     monkeypatch.setattr(writer, "_write_tables", write_and_meddle)
     with pytest.raises(OutputError, match=r"did not write: notes.txt; .*\nHint: "):
@@ -305,7 +309,7 @@ def test_out_link_to_a_file_is_refused(
 def test_files_are_written_through_links_too(tmp_path: Path) -> None:
     (tmp_path / "reports").mkdir()
     (tmp_path / "report.json").symlink_to(tmp_path / "reports" / "today.json")
-    write_bytes_atomically(tmp_path / "report.json", b"{}")
+    write_file(tmp_path / "report.json", b"{}")
     assert (tmp_path / "report.json").is_symlink()
     assert (tmp_path / "reports" / "today.json").read_bytes() == b"{}"
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["today.json"]
@@ -319,16 +323,18 @@ def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
     result = run([ONE], out=out)
     dead = tmp_path / ".out.tmp-0123456789ab"
     dead.mkdir()
+    (dead / STAGING_MARK).write_bytes(b"")  # written first into every staging folder
     (dead / "leaderboard.parquet").write_bytes(b"half")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("kept")
-    old_link = tmp_path / ".out.tmp-ba5eba11cafe"  # what lbnorm < 0.x left for a link
-    old_link.symlink_to(elsewhere)
+    link = tmp_path / ".out.tmp-ba5eba11cafe"  # a link of that name: not lbnorm's
+    link.symlink_to(elsewhere)
     other = tmp_path / ".outer.tmp-0123456789ab"  # another output's staging
     other.mkdir()
     write_result(result, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".out.tmp-ba5eba11cafe",
         ".outer.tmp-0123456789ab",
         "elsewhere",
         "out",
@@ -392,8 +398,8 @@ def test_a_name_near_the_limit_works(
         assert _run(out, capsys) == (0, "")
         assert [p.name for p in tmp_path.iterdir()] == [name]
     report = tmp_path / ("r" * 250)
-    write_bytes_atomically(report, b"{}")
-    write_bytes_atomically(report, b"[]")
+    write_file(report, b"{}")
+    write_file(report, b"[]")
     assert report.read_bytes() == b"[]"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, report.name])
     add_tables(out, {"t" * 200: pa.table({"x": [1]})})
@@ -410,19 +416,26 @@ def test_the_root_is_not_an_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
+    """Interrupted while written, a file leaves nothing; a killed writer's temporary
+    of lbnorm's own is removed by the next write, a user's file of such a name is not."""
+    from lbnorm.output.run_report import is_run_report
+
     target = tmp_path / "report.json"
 
-    def interrupted(_: Path) -> None:
+    def interrupted() -> Iterator[bytes]:
+        yield b"{"
         raise KeyboardInterrupt
 
-    from lbnorm.output import transaction
-
     with pytest.raises(KeyboardInterrupt):
-        transaction._replace_atomically(target, interrupted)
+        write_file(target, interrupted(), is_ours=is_run_report)
+    assert list(tmp_path.iterdir()) == []
     dead = tmp_path / ".report.json.tmp-0123456789ab"  # a killed writer's
-    dead.write_bytes(b"half")
-    write_bytes_atomically(target, b"{}")
-    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    dead.write_bytes(b'{\n  "report": "lbnorm-run", "format": 1')
+    users = tmp_path / ".report.json.tmp-aaaaaaaaaaaa"  # a user's, by that name
+    users.write_bytes(b"notes")
+    write_file(target, b'{"report": "lbnorm-run"}', is_ours=is_run_report)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [users.name, "report.json"]
+    assert users.read_bytes() == b"notes"
 
 
 def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
@@ -431,12 +444,47 @@ def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
     out = tmp_path / "a.old-b"
     dead = tmp_path / ".a.old-b.tmp-0123456789ab"  # half written, its run killed
     dead.mkdir()
+    (dead / STAGING_MARK).write_bytes(b"")
     (dead / "manifest.json").write_text("{}")
     write_result(result, out)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*OUTPUT_FILES, "manifest.json"]
     )
     assert [p.name for p in tmp_path.iterdir()] == ["a.old-b"]
+
+
+def test_leftovers_that_are_not_lbnorm_s_are_left_alone(tmp_path: Path) -> None:
+    """Issue 40, point 2: cleaning up and the swap repair go by lbnorm's mark, not by name."""
+    out = tmp_path / "out"
+    staging = tmp_path / ".out.tmp-0123456789ab"  # a user's folder of that name
+    staging.mkdir()
+    (staging / "notes.txt").write_text("mine")
+    (tmp_path / ".out.tmp-aaaaaaaaaaaa").write_text("a user's file")
+    aside = tmp_path / ".out.old-0123456789ab"  # and a user's folder, no output at out
+    aside.mkdir()
+    (aside / "draft.md").write_text("draft")
+    before = _tree(tmp_path)
+    run([ONE], out=out)
+    assert {
+        name: data
+        for name, data in _tree(tmp_path).items()
+        if name.split("/")[0] != "out"
+    } == before
+    dead = tmp_path / ".out.tmp-ba5eba11cafe"  # what a killed run left: marked
+    dead.mkdir()
+    (dead / STAGING_MARK).write_bytes(b"")
+    (dead / "subtasks.parquet").write_bytes(b"half")
+    swapped = tmp_path / ".out.tmp-0000000000ff"  # a previous output a swap set aside
+    shutil.copytree(out, swapped)
+    run([ONE], out=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [
+            ".out.tmp-0123456789ab",
+            ".out.tmp-aaaaaaaaaaaa",
+            ".out.old-0123456789ab",
+            "out",
+        ]
+    )
 
 
 # --- every command's --out, --html, --report, --markdown: one transaction -----------------
@@ -646,7 +694,7 @@ def test_the_atomic_file_writer_refuses_a_place_inside_an_output(
     with pytest.raises(
         OptionsError, match=r"inside the lbnorm output folder .*\nHint: "
     ):
-        write_bytes_atomically(new / "notes.txt", b"x")
+        write_file(new / "notes.txt", b"x")
     assert _tree(new) == before
 
 
@@ -664,16 +712,19 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
     assert main(argv) in (0, 3)
     capsys.readouterr()
     before = _tree(folder)
-    write_table: Callable[..., None] = pq.write_table
-    calls = []
+    from lbnorm.output import transaction
 
-    def fail_on_the_second(table: Any, where: Any, **options: Any) -> None:
-        calls.append(where)
-        write_table(table, where, **options)
-        if len(calls) == 2 or command == "health":
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    write = transaction._Hashed.write  # where every table's bytes go to the disk
+    sinks: list[object] = []
 
-    monkeypatch.setattr(pq, "write_table", fail_on_the_second)
+    def fail_on_the_second(sink: Any, data: Any) -> int:
+        sinks.extend([sink] if sink not in sinks else [])
+        if len(sinks) == 2 or command == "health":  # half the bytes, then a full disk
+            write(sink, memoryview(data).cast("B")[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(sink, data)
+
+    monkeypatch.setattr(transaction._Hashed, "write", fail_on_the_second)
     assert main(argv) == 6
     assert capsys.readouterr().err.endswith(
         f"lbnorm: error: {folder}: cannot write the output (No space left on device); "
@@ -774,7 +825,7 @@ def test_a_manifest_larger_than_lbnorm_reads_back_is_never_written(
     from lbnorm.output import transaction
 
     out = tmp_path / "out"
-    monkeypatch.setattr(transaction, "_MANIFEST_LIMIT", 100)  # any manifest "too large"
+    monkeypatch.setattr(transaction, "MANIFEST_LIMIT", 100)  # any manifest "too large"
     before = _tree(tmp_path)
     code, err = _run(out, capsys)
     assert code == 6
@@ -785,3 +836,363 @@ def test_a_manifest_larger_than_lbnorm_reads_back_is_never_written(
         err,
     ), err
     assert _tree(tmp_path) == before  # nothing written, no staging folder left
+
+
+# --- one transaction, one swap, for every command -----------------------------------------
+
+
+def _swaps_and_renames(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the folder swaps and single-file renames lbnorm makes from here on."""
+    from lbnorm.output import transaction
+
+    counts = {"swaps": 0, "files": 0}
+    swap_in, put = transaction._swap_in, transaction._Beside.put
+
+    def counted_swap(staging: Path, target: Path) -> Path | None:
+        counts["swaps"] += 1
+        return swap_in(staging, target)
+
+    def counted_put(beside: Any, **how: bool) -> None:
+        counts["files"] += 1
+        put(beside, **how)
+
+    monkeypatch.setattr(transaction, "_swap_in", counted_swap)
+    monkeypatch.setattr(transaction._Beside, "put", counted_put)
+    return counts
+
+
+def _writing_commands(old: Path, new: Path, tmp_path: Path) -> dict[str, list[str]]:
+    folder, file = str(tmp_path / "w"), str(tmp_path / "w.file")
+    return {
+        "run": ["run", str(ONE), "--out", folder, "--quiet"],
+        "run --health --intervals --report": [
+            *["run", str(ONE), str(TWO), "--out", folder, "--quiet", "--health"],
+            *["--intervals", "--report", file],
+        ],
+        "run --paired": [
+            *["run", str(SAMPLES), str(PAIRED_MODELS), "--missing", "partial"],
+            *["--paired", "--out", folder, "--quiet"],
+        ],
+        "arena": ["arena", str(BATTLES), "--out", folder, "--quiet"],
+        "diff --out": ["diff", str(old), str(new), "--out", folder, "--no-intervals"],
+        "impact --out": [
+            *["impact", str(ONE), "--set-bound", "GPQA=0.3", "--out", folder],
+            "--no-intervals",
+        ],
+        "health --out": ["health", str(new), "--out", folder],
+        "health --out OUT": ["health", str(new), "--out", str(new)],
+        "export": [
+            *["export", str(new), "--format", "open-llm-leaderboard", "--out", file],
+            *["--skip-incomplete", "--unknown-precision", "bfloat16"],
+        ],
+        "report --html": ["report", str(new), "--html", file],
+        "diff --markdown": ["diff", str(old), str(new), "--markdown", file],
+        "query --output": ["query", str(new), "SELECT 1 AS x", "--output", file],
+    }
+
+
+@pytest.mark.parametrize(
+    "command", list(_writing_commands(Path(), Path(), Path())), ids=str
+)
+def test_every_command_swaps_in_once(
+    command: str,
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One transaction per command: a nightly run adds its tables and report before
+    its one swap (issue 38: it used to swap twice, unlocked in between)."""
+    if command == "report --html":
+        pytest.importorskip("matplotlib")
+    if command == "query --output":
+        pytest.importorskip("duckdb")
+    argv = _writing_commands(*two_runs, tmp_path)[command]
+    counts = _swaps_and_renames(monkeypatch)
+    assert main(argv) in (0, 7), capsys.readouterr().err
+    folder = command.split()[0] in {"run", "arena"} or command.endswith(
+        ("--out", "OUT")
+    )
+    report = command.startswith("run --health")
+    expected = {"swaps": int(folder), "files": int(not folder or report)}
+    assert counts == expected
+    if command == "run --paired":  # paired.parquet from the run's one commit
+        names = json.loads((tmp_path / "w" / "manifest.json").read_text())["outputs"]
+        assert "paired.parquet" in names
+    if report:  # its tables and report, from the one commit
+        names = json.loads((tmp_path / "w" / "manifest.json").read_text())["outputs"]
+        assert {"health.parquet", "intervals.parquet"} <= set(names)
+        assert json.loads((tmp_path / "w.file").read_text())["status"] != "failed"
+
+
+# --- a hostile manifest: nothing outside the folder is opened (issue 40, point 1) ---------
+
+
+class _OpenAudit:
+    """Every open or read of a file in a folder, by any thread or library (inotify)."""
+
+    def __init__(self, folder: Path) -> None:
+        import ctypes
+
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._descriptor = self._libc.inotify_init1(os.O_NONBLOCK)
+        if self._descriptor < 0:
+            pytest.skip("no inotify here: the audit cannot be made")
+        in_access, in_open = 0x1, 0x20
+        self._libc.inotify_add_watch(
+            self._descriptor, os.fsencode(folder), in_access | in_open
+        )
+
+    def events(self) -> bytes:
+        try:
+            return os.read(self._descriptor, 65536)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> None:
+        os.close(self._descriptor)
+
+
+def _reading_commands(good: Path, out: Path, tmp_path: Path) -> dict[str, list[str]]:
+    return {
+        "show": ["show", str(out)],
+        "explain": ["explain", str(out), "Amu/t1-3B"],
+        "export": [
+            *["export", str(out), "--format", "open-llm-leaderboard"],
+            *["--out", str(tmp_path / "e.parquet")],
+        ],
+        "report": ["report", str(out), "--html", str(tmp_path / "r.html")],
+        "diff": ["diff", str(good), str(out)],
+        "health": ["health", str(out)],
+        "compare": ["compare", str(out), "Amu/t1-3B"],
+        "query": ["query", str(out), "SELECT 1"],
+    }
+
+
+def _hostile(manifest: dict[str, Any], victim: Path) -> dict[str, dict[str, Any]]:
+    """Manifests naming files outside their folder, by every route the issue found."""
+    secret = {"rows": 1, "columns": 1, "bytes": 5, "sha256": "0" * 64}
+    return {
+        "relative": {
+            **manifest,
+            "outputs": {**manifest["outputs"], "../victim/secret.txt": secret},
+        },
+        "absolute": {
+            **manifest,
+            "outputs": {**manifest["outputs"], str(victim / "secret.txt"): secret},
+        },
+        "proc-mem": {
+            **manifest,
+            "outputs": {**manifest["outputs"], "/proc/self/mem": secret},
+        },
+        "inputs-fifo": {
+            **manifest,
+            "inputs": {"table": str(victim / "pipe"), "rows": 1},
+        },
+        "inputs-zero": {**manifest, "inputs": {"table": "/dev/zero", "rows": 1}},
+    }
+
+
+def test_a_manifest_naming_paths_is_damaged_and_nothing_outside_is_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import faulthandler
+
+    good = tmp_path / "good"
+    run([ONE], out=good)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_text("hello world")  # 11 bytes, never to be told
+    os.mkfifo(victim / "pipe")
+    manifest = json.loads((good / "manifest.json").read_text())
+    audit = _OpenAudit(victim)
+    faulthandler.dump_traceback_later(300, exit=True, file=2)  # a blocked open hangs
+    try:
+        for case, hostile in _hostile(manifest, victim).items():
+            out = tmp_path / case
+            shutil.copytree(good, out)
+            (out / "manifest.json").write_text(json.dumps(hostile))
+            for command, argv in _reading_commands(good, out, tmp_path).items():
+                code = main(argv)
+                err = capsys.readouterr().err
+                assert code == 4, (case, command, err)
+                assert "manifest.json is damaged: " in err, (case, command, err)
+                assert "Traceback" not in err
+                assert "11" not in err.split("damaged")[1]
+                assert audit.events() == b"", (case, command)  # nothing outside opened
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        audit.close()
+    assert not (tmp_path / "e.parquet").exists()
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "device"])
+def test_a_listed_file_that_is_no_regular_file_is_refused_without_waiting(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inside the folder: a FIFO, a link to a file outside, a device; each refused unread."""
+    import faulthandler
+
+    out = tmp_path / "out"
+    run([ONE], out=out)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_text("hello world")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["outputs"]["extra.parquet"] = {"rows": 1, "columns": 1}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    extra = out / "extra.parquet"
+    if kind == "fifo":
+        os.mkfifo(extra)
+    elif kind == "link":
+        extra.symlink_to(victim / "secret.txt")
+    else:
+        extra.symlink_to("/dev/zero")
+    audit = _OpenAudit(victim)
+    faulthandler.dump_traceback_later(120, exit=True, file=2)
+    try:
+        for command in ("show", "export", "query", "health"):
+            argv = _reading_commands(out, out, tmp_path)[command]
+            assert main(argv) == 4
+            err = capsys.readouterr().err
+            reason = "not a regular file" if kind == "fifo" else "a symbolic link"
+            assert (
+                f"{extra}: cannot read: {reason}.\nHint: the output is damaged" in err
+            )
+        assert audit.events() == b""
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        audit.close()
+
+
+def test_a_folder_replaced_while_it_is_opened_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run swapping the folder in between two of a reader's opens: no false "damaged"."""
+    from lbnorm.output import reader
+
+    out = tmp_path / "out"
+    run([ONE], out=out)
+    open_plain = reader.open_plain  # type: ignore[attr-defined]
+    swaps: list[str] = []
+
+    def swap_first(folder: int, name: str) -> int:
+        if name == "leaderboard.parquet" and not swaps:
+            swaps.append(name)
+            run([ONE, TWO], out=out)  # the previous folder is swapped out and removed
+        return open_plain(folder, name)
+
+    monkeypatch.setattr(reader, "open_plain", swap_first)
+    output = reader.Output.open(out, "leaderboard")
+    assert swaps == ["leaderboard.parquet"]
+    assert output.frame("leaderboard")["model"].nunique() == 2  # the new one, whole
+
+
+# --- messages that stay true (issue 40, point 5) ------------------------------------------
+
+
+@pytest.mark.parametrize("moment", ["before", "after"])
+@pytest.mark.parametrize("command", ["report --html", "export"])
+def test_ctrl_c_around_a_files_rename_is_told_truly(
+    command: str,
+    moment: str,
+    two_runs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before the rename the file is left as it was; after it, the line says it is new."""
+    import signal
+
+    from lbnorm.output import transaction
+
+    if command == "report --html":
+        pytest.importorskip("matplotlib")
+    argv = _writing_commands(*two_runs, tmp_path)[command]
+    target = tmp_path / "w.file"
+    assert main(argv) == 0
+    capsys.readouterr()
+    before = target.read_bytes()
+    target.write_bytes(before)  # (a new ctime: the next write shows)
+    put = transaction._Beside.put
+
+    def interrupted_put(beside: Any, **how: bool) -> None:
+        if moment == "before":
+            signal.raise_signal(signal.SIGINT)
+        put(beside, **how)
+        if moment == "after":
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(transaction._Beside, "put", interrupted_put)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    if moment == "before":
+        assert err == "lbnorm: interrupted; the previous output is unchanged.\n"
+        assert target.read_bytes() == before
+    else:
+        assert err == f"lbnorm: interrupted; the new output is in place in {target}.\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old", "w.file"]
+
+
+def test_ctrl_c_in_a_query_says_nothing_of_outputs(
+    two_runs: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import signal
+
+    from lbnorm.faces import query
+
+    pytest.importorskip("duckdb")
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        signal.raise_signal(signal.SIGINT)
+        return run_query(*args, **kwargs)
+
+    run_query = query.run_query
+    monkeypatch.setattr(query, "run_query", interrupted)
+    assert main(["query", str(two_runs[1]), "SELECT 1"]) == 130
+    assert capsys.readouterr().err == "lbnorm: interrupted.\n"
+
+
+def test_a_report_that_cannot_be_written_stops_the_run_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40, point 5: a read-only report folder said "unchanged" after the swap."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    reports.chmod(0o555)
+    try:
+        if os.access(reports, os.W_OK):
+            pytest.skip("running with permission to write anywhere")
+        code = main(
+            [
+                *["run", str(ONE), "--out", str(tmp_path / "out"), "--quiet"],
+                *["--report", str(reports / "r.json")],
+            ]
+        )
+    finally:
+        reports.chmod(0o755)
+    assert code == 6
+    err = capsys.readouterr().err
+    assert "is missing or read-only; nothing was run.\nHint: " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
+
+
+def test_a_report_that_fails_after_the_swap_says_what_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lbnorm.output import transaction
+
+    def full_disk(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out, report = tmp_path / "out", tmp_path / "r.json"
+    monkeypatch.setattr(transaction._Beside, "put", full_disk)
+    argv = ["run", str(ONE), "--out", str(out), "--quiet", "--report", str(report)]
+    assert main(argv) == 6
+    err = capsys.readouterr().err
+    assert err.startswith(f"lbnorm: error: {report}: cannot write the file (No space")
+    assert f"; the new output is in place in {out}.\nHint: " in err
+    assert (out / "manifest.json").is_file()

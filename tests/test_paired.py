@@ -137,10 +137,7 @@ def board(rng: np.random.Generator, agreement: float, *, floats: bool = False) -
 
 
 def level(suite: Suite, name: str) -> Level:
-    names = [s.name for b in suite.benchmarks for s in b.subtasks]
-    levels = suite_levels(
-        suite.benchmark_names, names, suite_arrays(suite), subtasks=True
-    )
+    levels, _ = suite_levels(suite, suite_arrays(suite), subtasks=True)
     return next(lv for lv in levels if lv.name == name)
 
 
@@ -452,8 +449,7 @@ def test_swapping_sides_negates_the_difference_a_model_against_itself_is_zero(
     items = board(np.random.default_rng(seed), agreement)
     arrays = suite_arrays(SUITE)
     moments = pair_moments(items, [0, 1, 0], [1, 0, 0])
-    names = [s.name for b in SUITE.benchmarks for s in b.subtasks]
-    for lv in suite_levels(SUITE.benchmark_names, names, arrays, subtasks=True):
+    for lv in suite_levels(SUITE, arrays, subtasks=True)[0]:
         got = level_statistics(moments, arrays, lv)
         assert got.difference[0] == pytest.approx(-got.difference[1], abs=1e-12)
         assert got.stderr[0] == pytest.approx(got.stderr[1], rel=1e-12, abs=1e-12)

@@ -20,7 +20,7 @@ from scipy.optimize import minimize
 from lbnorm import SuiteError, load_suite, run
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
-from lbnorm.output.outdir import read_output_table
+from lbnorm.output.reader import Output
 from lbnorm.ratings.battles import is_battles_file
 from lbnorm.readers import input_warnings
 from lbnorm.suites import parse_suite
@@ -227,7 +227,7 @@ def test_battle_files_are_recognised_by_their_columns(tmp_path: Path) -> None:
 
 
 def test_the_pairwise_column_is_the_normalized_win_probability(board_out: Path) -> None:
-    board = read_output_table(board_out, "leaderboard")
+    board = Output.open(board_out).frame("leaderboard")
     names = _arena_map()
     expected = oracle_win_probability("t1-3b")
     by_model = {names.get(arena, arena): p for arena, p in expected.items()}
@@ -250,7 +250,7 @@ def test_the_pairwise_column_is_the_normalized_win_probability(board_out: Path) 
 
 
 def test_every_variant_of_a_model_gets_its_pairwise_score(board_out: Path) -> None:
-    board = read_output_table(board_out, "leaderboard")
+    board = Output.open(board_out).frame("leaderboard")
     for model in (YI, LLAMA):
         variants = board[board["model"] == model]
         assert sorted(variants["precision"]) == ["", "bfloat16"]
@@ -266,7 +266,7 @@ def test_every_variant_of_a_model_gets_its_pairwise_score(board_out: Path) -> No
 
 
 def test_the_subtask_rows_and_the_manifest(board_out: Path) -> None:
-    subtasks = read_output_table(board_out, "subtasks")
+    subtasks = Output.open(board_out).frame("subtasks")
     arena = subtasks[subtasks["benchmark"] == "Arena"]
     assert (arena["subtask"] == "overall").all()
     assert (arena["lower_bound"] == 0.5).all()
@@ -414,7 +414,7 @@ def test_a_pairwise_suite_without_battles_warns(
         "warning    no battles file among the inputs for the pairwise benchmark(s) "
         "['Arena']: their scores are missing" in capsys.readouterr().out
     )
-    board = read_output_table(tmp_path / "o", "leaderboard")
+    board = Output.open(tmp_path / "o").frame("leaderboard")
     assert board["Arena"].isna().all()
 
 

@@ -24,7 +24,7 @@ from lbnorm.faces.query import (
     infer_format,
     run_query,
 )
-from lbnorm.output.outdir import metadata_columns, read_output_table
+from lbnorm.output.reader import Output
 
 pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
 
@@ -104,7 +104,7 @@ def test_views_cover_every_output_file_and_the_metadata(demo_out: Path) -> None:
     assert leaderboard.loc["submission_date", "type"] == "DATE"
     assert str(leaderboard.loc["rank", "doc"]).startswith("1 = best average")
     assert set(views["view"]) == {"scores", "benchmarks", "leaderboard", "metadata"}
-    assert metadata_columns(demo_out) == [
+    assert Output.open(demo_out).metadata_columns() == [
         "type",
         "type_code",
         "params_b",
@@ -123,7 +123,7 @@ def test_output_parquet_types_and_docs_serve_other_tools(demo_out: Path) -> None
     assert schema.field("flagged").type == pa.bool_()
     assert schema.field("size_class").metadata[b"doc"].startswith(b"Size class")
     assert b"metadata table" in schema.field("type").metadata[b"doc"]
-    board = read_output_table(demo_out, "leaderboard")
+    board = Output.open(demo_out).frame("leaderboard")
     assert str(board["rank"].dtype) == "Int64"
 
 
@@ -227,7 +227,7 @@ def test_not_an_output_directory(
     with pytest.raises(
         InputError, match=r"missing manifest.json.*\nHint: write one with `lbnorm run"
     ):
-        read_output_table(tmp_path, "leaderboard")
+        Output.open(tmp_path).frame("leaderboard")
 
 
 def test_bad_attach_names(demo_out: Path) -> None:
@@ -290,7 +290,7 @@ def test_outputs_without_subtasks_have_no_scores_view(
     with pytest.raises(
         InputError, match=r"no subtasks.parquet.*\nHint: rerun `lbnorm run"
     ):
-        read_output_table(tmp_path / "out", "subtasks")
+        Output.open(tmp_path / "out").frame("subtasks")
 
 
 # --- a query reads the output's tables and nothing else ---------------------------------
@@ -507,7 +507,7 @@ def test_a_damaged_table_is_one_clear_error(
     board.write_bytes(board.read_bytes()[: board.stat().st_size // 2])
     assert main(["query", str(own_out), "SELECT count(*) FROM benchmarks"]) == 4
     err = capsys.readouterr().err
-    assert re.match(  # the one reader of output folders (lbnorm.output.outdir) says it
+    assert re.match(  # the one reader of output folders (lbnorm.output.reader) says it
         r"lbnorm: error: \S+leaderboard\.parquet: cannot read: .*"
         r"\nHint: [^\n]*rerun `lbnorm run` to rewrite the output\.\n$",
         err,
@@ -523,10 +523,10 @@ def test_a_damaged_table_is_one_clear_error(
         match=r"subtasks\.parquet: does not match the output's manifest.json .*\nHint: ",
     ):
         run_query(own_out, "SELECT avg(raw_score) AS m FROM scores")
-    from lbnorm.output import outdir
+    from lbnorm.output import reader
 
     with pytest.MonkeyPatch.context() as patch:  # too large to hash: DuckDB finds it
-        patch.setattr(outdir, "HASH_ON_READ", 0)
+        patch.setattr(reader, "HASH_ON_READ", 0)
         with pytest.raises(
             InputError,
             match=r"subtasks\.parquet: cannot read this output table: .*\nHint: rerun `lbnorm run",

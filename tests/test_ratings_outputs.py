@@ -19,14 +19,7 @@ from lbnorm.analysis.ratings_diff import diff_rating_tables, diff_ratings
 from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OutputError
 from lbnorm.faces.ratings_report import render_ratings_report
-from lbnorm.output.outdir import (
-    check_output,
-    check_ratings_output,
-    is_ratings_output,
-    output_kind,
-    read_manifest,
-    read_ratings_table,
-)
+from lbnorm.output.reader import Output
 from lbnorm.output.writer import write_tables
 
 BATTLES = Path(__file__).parent / "fixtures" / "battles"
@@ -67,29 +60,27 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_output_kind_tells_ratings_from_leaderboards(
     outputs: Path, tmp_path: Path
 ) -> None:
-    assert output_kind(outputs / "new") == "ratings"
-    assert output_kind(outputs / "board") == "leaderboard"
-    assert is_ratings_output(outputs / "new")
-    assert not is_ratings_output(outputs / "board")
-    assert not is_ratings_output(tmp_path / "missing")
+    assert Output.open(outputs / "new").kind == "ratings"
+    assert Output.open(outputs / "board").kind == "leaderboard"
     old_style = tmp_path / "old-style"  # a manifest without "kind": a leaderboard
     shutil.copytree(outputs / "board", old_style)
     manifest = json.loads((old_style / "manifest.json").read_text())
     manifest.pop("kind", None)
     (old_style / "manifest.json").write_text(json.dumps(manifest))
-    assert output_kind(old_style) == "leaderboard"
+    assert Output.open(old_style).kind == "leaderboard"
     manifest["kind"] = "tournament"
     (old_style / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(
         InputError,
         match=r"has an unknown \"kind\" \('tournament'; this lbnorm reads leaderboard, ratings, analysis\).*\nHint: point at a folder",
     ):
-        output_kind(old_style)
+        Output.open(old_style)
     with pytest.raises(
         InputError,
-        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm run",
+        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm run .*` \(a "
+        r"leaderboard\) or `lbnorm arena",
     ):
-        output_kind(tmp_path)
+        Output.open(tmp_path, "ratings")
 
 
 def test_each_reader_says_what_an_output_holds(outputs: Path) -> None:
@@ -98,18 +89,18 @@ def test_each_reader_says_what_an_output_holds(outputs: Path) -> None:
         match=r"new: holds pairwise ratings \(written by `lbnorm arena`\), not a "
         r"leaderboard.*\nHint: `lbnorm show`, `query`, `diff` and `report` read ratings",
     ):
-        check_output(outputs / "new")
+        Output.open(outputs / "new", "leaderboard")
     with pytest.raises(
         InputError,
         match=r"board: holds a leaderboard \(written by `lbnorm run`\), not pairwise "
         r"ratings\.\nHint: write ratings with `lbnorm arena",
     ):
-        check_ratings_output(outputs / "board")
-    assert read_manifest(outputs / "new")["kind"] == "ratings"
-    assert "suite" in read_manifest(outputs / "board")
-    ratings = read_ratings_table(outputs / "new", "ratings")
+        Output.open(outputs / "board", "ratings")
+    assert Output.open(outputs / "new").manifest["kind"] == "ratings"
+    assert "suite" in Output.open(outputs / "board").manifest
+    ratings = Output.open(outputs / "new").frame("ratings")
     assert str(ratings["rank"].dtype) == "Int64"
-    assert len(read_ratings_table(outputs / "new", "win_rates")) == 90
+    assert len(Output.open(outputs / "new").frame("win_rates")) == 90
 
 
 def test_a_ratings_output_missing_a_table(outputs: Path, tmp_path: Path) -> None:
@@ -120,7 +111,7 @@ def test_a_ratings_output_missing_a_table(outputs: Path, tmp_path: Path) -> None
         InputError,
         match=r"a ratings output without win_rates\.parquet\.\nHint: rerun `lbnorm arena",
     ):
-        read_ratings_table(broken, "ratings")
+        Output.open(broken).frame("ratings")
 
 
 def test_write_tables_stages_swaps_and_records(tmp_path: Path) -> None:
@@ -170,7 +161,7 @@ def test_show_prints_the_ratings(
         "ties",
         "win_%",
     ]
-    ratings = read_ratings_table(outputs / "new", "ratings")
+    ratings = Output.open(outputs / "new").frame("ratings")
     for line, row in zip(lines[2:], ratings.head(3).to_dict("records"), strict=True):
         cells = line.split()
         assert cells[2] == row["model"]
@@ -197,7 +188,7 @@ def test_show_filters_ratings_by_name_and_column(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split() == ["model", "battles"]
     assert all(int(line.split()[1]) >= 65 for line in lines[2:])
-    ratings = read_ratings_table(out, "ratings")
+    ratings = Output.open(out).frame("ratings")
     assert len(lines) - 2 == int((ratings["n_battles"] >= 65).sum())
 
 
@@ -248,11 +239,11 @@ def test_query_has_ratings_and_win_rates_views(
     views = describe_views(out)
     assert sorted(set(views["view"])) == ["ratings", "win_rates"]
     assert views.loc[views["view"] == "ratings", "column"].tolist() == list(
-        read_ratings_table(out, "ratings").columns
+        Output.open(out).frame("ratings").columns
     )
     assert views["doc"].str.len().gt(0).all()
     result = run_query(out, "SELECT model, rating FROM ratings ORDER BY rating DESC")
-    expected = read_ratings_table(out, "ratings")
+    expected = Output.open(out).frame("ratings")
     assert result["model"].to_pylist() == expected["model"].tolist()
     pairs = run_query(
         out,
@@ -287,8 +278,8 @@ def test_diff_of_two_ratings_outputs(
 ) -> None:
     old, new = outputs / "old", outputs / "new"
     diff = diff_ratings(old, new)
-    before = read_ratings_table(old, "ratings").set_index("model")
-    after = read_ratings_table(new, "ratings").set_index("model")
+    before = Output.open(old).frame("ratings").set_index("model")
+    after = Output.open(new).frame("ratings").set_index("model")
     models = diff.models.set_index("model")
     assert (models["status"] == "both").all()
     names = list(after.index)
@@ -414,7 +405,7 @@ def test_report_of_a_ratings_output_is_self_contained(
     assert not re.search(r"""(src|href)=(?!["']?(data:|#))""", page)
     for anchor in ("ratings", "table", "win-rates", "diff"):
         assert f'id="{anchor}"' in page
-    ratings = read_ratings_table(outputs / "new", "ratings")
+    ratings = Output.open(outputs / "new").frame("ratings")
     chart = page.split('id="ratings"')[1].split("</section>")[0]
     assert chart.count('<g class="row">') == 6  # --top 6
     assert chart.count('class="bar"') == 6  # each with its interval
@@ -425,7 +416,7 @@ def test_report_of_a_ratings_output_is_self_contained(
         )
     heat = page.split('id="win-rates"')[1].split("</section>")[0]
     assert heat.count("<rect") == 36
-    win_rates = read_ratings_table(outputs / "new", "win_rates")
+    win_rates = Output.open(outputs / "new").frame("win_rates")
     first = win_rates.iloc[0]
     assert f"{first.model_a} beats {first.model_b}: {first.win_rate:.3f}" in heat
     table = page.split('id="table"')[1].split("</section>")[0]

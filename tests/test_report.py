@@ -39,7 +39,7 @@ from lbnorm.faces.html_report import (
     summarize_benchmarks,
 )
 from lbnorm.faces.report_plots import histogram_figure
-from lbnorm.output.outdir import read_output_table
+from lbnorm.output.reader import Output
 from lbnorm.suites import load_suite
 
 pytest.importorskip(
@@ -242,7 +242,7 @@ def test_report_health_is_lbnorm_health_on_the_demo(
 
 
 def test_summarize_benchmarks(outputs: Path) -> None:
-    board = read_output_table(outputs / "out", "leaderboard")
+    board = Output.open(outputs / "out").frame("leaderboard")
     summary = summarize_benchmarks(board).set_index("benchmark")
     assert summary["variants"].tolist() == [8] * 6
     assert summary["max"].to_dict()["IFEval"] == pytest.approx(board["IFEval"].max())
@@ -250,9 +250,9 @@ def test_summarize_benchmarks(outputs: Path) -> None:
 
 
 def test_health_and_diff_tables(outputs: Path) -> None:
-    board = read_output_table(outputs / "out", "leaderboard")
+    board = Output.open(outputs / "out").frame("leaderboard")
     health = check_health(
-        board, subtasks=read_output_table(outputs / "out", "subtasks")
+        board, subtasks=Output.open(outputs / "out").frame("subtasks")
     )
     tables = dict(health_tables(health))
     assert tables["Benchmarks"]["benchmark"].tolist() == SIX
@@ -260,7 +260,7 @@ def test_health_and_diff_tables(outputs: Path) -> None:
     (subtask_title,) = [name for name in tables if name.startswith("Subtasks (")]
     assert subtask_title == "Subtasks (none checked: 40 skipped)"  # 8 models: too few
     old = Snapshot(
-        leaderboard=read_output_table(outputs / "old", "leaderboard"), benchmarks=SIX
+        leaderboard=Output.open(outputs / "old").frame("leaderboard"), benchmarks=SIX
     )
     new = Snapshot(leaderboard=board, benchmarks=SIX)
     named = dict(diff_tables(diff_snapshots(old, new), top=2))
@@ -444,12 +444,12 @@ def test_report_is_self_contained_and_loads_nothing(
 def test_whole_leaderboard_and_subtasks_are_in_the_page(outputs: Path) -> None:
     page = render_report(outputs / "out", top=3)
     data = _payload(page)
-    board = read_output_table(outputs / "out", "leaderboard")
+    board = Output.open(outputs / "out").frame("leaderboard")
     labels = [column["label"] for column in data["columns"]]
     assert labels == ["rank", "model", "precision", "average", *SIX]
     assert data["values"][1] == board["model"].tolist()  # every variant, rank order
     assert data["values"][labels.index("GPQA")] == board["GPQA"].round(2).tolist()
-    subtasks = read_output_table(outputs / "out", "subtasks")
+    subtasks = Output.open(outputs / "out").frame("subtasks")
     found = data["subtasks"]
     assert len(found["subtask"]) == 40
     assert found["benchmark"][0] == "IFEval"  # suite order
@@ -470,7 +470,7 @@ def test_whole_leaderboard_and_subtasks_are_in_the_page(outputs: Path) -> None:
 
 def test_histograms_use_each_benchmarks_range(demo_out: Path, demo_page: str) -> None:
     page = demo_page
-    board = read_output_table(demo_out, "leaderboard")
+    board = Output.open(demo_out).frame("leaderboard")
     captions = dict(
         re.findall(
             r"<figcaption>([^:<]+): normalized scores of the [\d,]+ variants scored, "
@@ -854,7 +854,7 @@ def _hover_point(page: _Page, plot: int, point: int) -> dict[str, Any]:
 @pytest.mark.slow
 def test_demo_report_explored_in_chromium(demo_html: Path, tmp_path: Path) -> None:
     """Sort, filter, open a model, hover a point: on all 4,576 demo variants."""
-    board = read_output_table(demo_html.parent / "raw", "leaderboard")
+    board = Output.open(demo_html.parent / "raw").frame("leaderboard")
     tables = read_report_tables(demo_html.parent / "raw")
     with _open_in_chromium(demo_html, tmp_path / "profile") as page:
         loaded = page.evaluate(
@@ -937,8 +937,8 @@ def test_demo_report_explored_in_chromium(demo_html: Path, tmp_path: Path) -> No
         assert f"revision: {board['revision'].iloc[at]}" in detail["facts"]
         assert detail["facts"].count("size_class") == 1
         assert len(detail["subtasks"]) == 40
-        subtasks = read_output_table(
-            demo_html.parent / "raw", "subtasks", models=[expected[0]]
+        subtasks = Output.open(demo_html.parent / "raw").frame(
+            "subtasks", models=[expected[0]]
         )
         first = subtasks.iloc[0]
         row = [
@@ -1051,7 +1051,7 @@ def test_hostile_names_never_execute_in_chromium(
     )
     assert detail["name"] == HOSTILE_MODELS[1]
     assert "</script><script>window.__pwned=4</script>" in detail["subtasks"]
-    board = read_output_table(hostile_out, "leaderboard")
+    board = Output.open(hostile_out).frame("leaderboard")
     assert {h["name"] for h in hovered} <= set(board["model"])
     assert errors == []
 

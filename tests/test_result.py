@@ -29,6 +29,7 @@ from strategies import (
 
 import lbnorm
 from lbnorm import cli
+from lbnorm.board import rank_descending
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import (
     BENCHMARK_SCORES,
@@ -39,7 +40,7 @@ from lbnorm.core.schemas import (
 )
 from lbnorm.engines import memory
 from lbnorm.engines.encode import Variants
-from lbnorm.engines.kernel import aggregate_benchmarks, rank_descending
+from lbnorm.engines.kernel import aggregate_benchmarks
 from lbnorm.engines.metadata import type_label_array
 from lbnorm.engines.result import (
     BoardCounts,

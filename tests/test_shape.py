@@ -164,6 +164,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("suites",),  # suite files -> bound arrays and each benchmark's rule
     ("ratings",),  # battles -> Bradley-Terry and Elo ratings
     ("readers",),  # every input format -> Arrow batches
+    ("board",),  # the suite's board rules on benchmark scores: average, rates, rank
     ("engines",),  # batches -> codes -> exact sums -> a Result
     ("output",),  # the transaction, the Parquet tables, reading an output back
     ("pipeline", "arena", "repeats"),  # composition: readers -> engine -> output

@@ -18,7 +18,7 @@ from lbnorm.faces.show import (
     match_benchmark,
     select_leaderboard,
 )
-from lbnorm.output.outdir import read_output_table
+from lbnorm.output.reader import Output
 
 YI = "01-ai/Yi-34B-Chat"
 LLAMA = "meta-llama/Meta-Llama-3-8B-Instruct"
@@ -42,7 +42,7 @@ def golden_out(tmp_path_factory: pytest.TempPathFactory, golden_dir: Path) -> Pa
 
 @pytest.fixture(scope="module")
 def board(golden_out: Path) -> pd.DataFrame:
-    return read_output_table(golden_out, "leaderboard")
+    return Output.open(golden_out).frame("leaderboard")
 
 
 def _frame() -> pd.DataFrame:
@@ -187,8 +187,8 @@ def test_labels_tell_variants_apart() -> None:
 def test_compare_side_by_side(golden_out: Path, board: pd.DataFrame) -> None:
     variants = find_variants(board, [YI, LLAMA])
     models = [YI, LLAMA]
-    benchmarks = read_output_table(golden_out, "benchmarks", models=models)
-    subtasks = read_output_table(golden_out, "subtasks", models=models)
+    benchmarks = Output.open(golden_out).frame("benchmarks", models=models)
+    subtasks = Output.open(golden_out).frame("subtasks", models=models)
     table = compare_variants(variants, benchmarks, subtasks)
     assert table["score"].tolist()[:5] == [
         "average",

@@ -15,6 +15,7 @@ import pytest
 from lbnorm import OutputError, run
 from lbnorm.core.manifest import OUTPUT_FORMAT
 from lbnorm.core.options import RunOptions
+from lbnorm.output.transaction import STAGING_MARK
 from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
@@ -120,6 +121,7 @@ def test_leftovers_of_a_killed_run_are_cleaned(
     before = _digests(out)
     staging = tmp_path / ".out.tmp-deadbeef0123"
     staging.mkdir()
+    (staging / STAGING_MARK).write_bytes(b"")  # (written first into every staging)
     (staging / "subtasks.parquet").write_bytes(b"half")
     out.rename(
         tmp_path / ".out.old-cafe01234567"
@@ -203,19 +205,27 @@ def test_pandas_reads_integer_columns_as_nullable_integers(
     assert board["average"].dtype == "float64"  # floats as they are
 
 
-@pytest.mark.parametrize("beside", [False, True])
-def test_a_synced_files_digest_is_its_sha256(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool
-) -> None:
-    """Hashed after the sync, or (a large file) on a thread while it syncs."""
-    from lbnorm.output import transaction
+@pytest.mark.parametrize("parts", [1, 3])
+def test_a_tables_digest_is_taken_as_it_is_written(tmp_path: Path, parts: int) -> None:
+    """The manifest's sha256 and size of a table, hashed while written, are the file's."""
+    from lbnorm.output.transaction import TableFile
 
-    if beside:
-        monkeypatch.setattr(transaction, "_HASH_BESIDE_SYNC", 1)
+    table = pa.table(
+        {"x": list(range(300_000)), "y": [f"n{i % 977}" for i in range(300_000)]}
+    )
     path = tmp_path / "table.parquet"
-    data = bytes(range(256)) * 40_000 + b"end"  # past one 8 MiB read, and a tail
-    path.write_bytes(data)
-    assert transaction.fsync_file(path) == hashlib.sha256(data).hexdigest()
+    with path.open("wb") as handle:
+        written = TableFile(handle.fileno(), table.schema, name=path.name)
+        for part in range(parts):
+            written.write(table.slice(part * 100_000, 300_000 // parts))
+        entry = written.close()
+    data = path.read_bytes()
+    assert entry == {
+        "rows": 300_000 // parts * parts,
+        "columns": 2,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
@@ -225,7 +235,8 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     two left a thread the pool's shutdown did not wait for, still encoding into the
     Parquet writer that the unwinding closed (a segfault in 2 of 400 interrupted
     runs). The Ctrl-C now lands once the part is handed over, and the writer waits."""
-    from lbnorm.output.tables import PartWriter
+    from lbnorm.output.transaction import TableFile
+    from lbnorm.output.writer import PartWriter
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 
@@ -243,8 +254,9 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     table = pa.table({"x": list(range(10))})
     path = tmp_path / "t.parquet"
     with (
+        path.open("wb") as handle,
         pytest.raises(KeyboardInterrupt),
-        PartWriter(table.schema, {}, path) as parts,
+        PartWriter(TableFile(handle.fileno(), table.schema, name=path.name)) as parts,
     ):
         parts.add(table)
     alive = [
@@ -263,7 +275,7 @@ def test_a_large_tree_is_listed_beside_a_small_manifest(
     """130,000 results files listed inline made a 298 MB manifest lbnorm then refused."""
     from lbnorm.cli import main
     from lbnorm.core.manifest import INLINE_INPUTS
-    from lbnorm.output.outdir import input_count, read_inputs
+    from lbnorm.output.reader import Output
 
     golden = json.loads((GOLDEN / "Amu__t1-3B.json").read_text())
     tree = tmp_path / "tree"
@@ -286,22 +298,23 @@ def test_a_large_tree_is_listed_beside_a_small_manifest(
     assert entry["sha256"] == hashlib.sha256(data).hexdigest()
     assert entry["bytes"] == len(data)
     assert entry["rows"] == n_files
-    inputs = read_inputs(out)
+    inputs = Output.open(out).inputs()
     paths = inputs["path"].to_pylist()
     assert paths == sorted(paths)
     assert len(set(paths)) == n_files
     assert inputs["resolved"].to_pylist() == paths  # given absolute
-    assert input_count(out) == n_files
+    assert Output.open(out).input_count() == n_files
     assert main(["query", str(out), "SELECT count(*) AS n FROM leaderboard"]) == 0
     assert f"{n_files}" in capsys.readouterr().out
 
 
 def test_a_few_inputs_stay_in_the_manifest(tmp_path: Path) -> None:
-    from lbnorm.output.outdir import read_inputs
+    from lbnorm.output.reader import Output
 
     out = tmp_path / "out"
     run([GOLDEN / "Amu__t1-3B.json"], out=out)
     assert not (out / "inputs.parquet").exists()
     manifest = json.loads((out / "manifest.json").read_text())
     assert [i["path"] for i in manifest["inputs"]] == [str(GOLDEN / "Amu__t1-3B.json")]
-    assert read_inputs(out)["path"].to_pylist() == [str(GOLDEN / "Amu__t1-3B.json")]
+    inputs = Output.open(out).inputs()["path"].to_pylist()
+    assert inputs == [str(GOLDEN / "Amu__t1-3B.json")]

@@ -1,16 +1,19 @@
 """Nightly runs: the pipeline as a scheduled job, timed, checked and reported.
 
-What ``lbnorm run --cache/--health/--intervals/--report`` does: the run itself
-(:func:`lbnorm.pipeline.run`), then the analyses the options ask for
-(:mod:`lbnorm.analysis`), the tables they make written beside the output, and a
-JSON run report (:mod:`lbnorm.output.run_report`) for the scheduler, also when the run
-fails. The analyses (``health``, ``intervals``) work on pandas frames and are
-loaded only when asked for: a run with ``--cache`` and ``--report`` alone loads
-no pandas.
+What ``lbnorm run --cache/--health/--intervals/--report`` does, in one
+transaction: the run streams its tables into the staging folder
+(:func:`lbnorm.pipeline.run`), the analyses the options ask for
+(:mod:`lbnorm.analysis`) read the staged subtask table and add their tables
+beside, the JSON run report (:mod:`lbnorm.output.run_report`) is staged beside
+the output, and all of it is swapped in with one commit. A failed run still
+writes its report. The analyses (``health``, ``intervals``) work on pandas
+frames and are loaded only when asked for: a run with ``--cache`` and
+``--report`` alone loads no pandas.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lbnorm.core.errors import LbnormError
+from lbnorm.core.errors import LbnormError, OutputError
 from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Result
@@ -28,11 +31,12 @@ from lbnorm.output.run_report import (
     is_run_report,
 )
 from lbnorm.output.transaction import (
+    Transaction,
     check_not_in_output,
     check_own_file,
-    write_bytes_atomically,
+    write_file,
 )
-from lbnorm.output.writer import add_tables, write_result
+from lbnorm.output.writer import add_to
 from lbnorm.pipeline import run
 from lbnorm.readers import cache_stats
 from lbnorm.suites import Suite
@@ -88,8 +92,7 @@ def run_monitored(
     options = options or RunOptions()
     cache, report = options.cache, options.report
     if report is not None:  # before the work, and before a failure report goes there
-        check_not_in_output(report, option="--report", outs=(out,))
-        check_own_file(report, option="--report", is_ours=is_run_report)
+        _check_report(report, out)
     health_config = None
     if options.health_config:
         from lbnorm.analysis.health import HealthConfig  # (checked before the run)
@@ -99,84 +102,114 @@ def run_monitored(
     started_at = _now()
     stages: dict[str, float] = {}
     tables: dict[str, pd.DataFrame] = {}
-    checked: pd.DataFrame | None = None
-    min_models = 30  # replaced by the thresholds' own when the checks run
+
+    def reported(result: Result | None, **facts: Any) -> dict[str, Any]:
+        return build_run_report(
+            result,
+            version=lbnorm_version(),
+            started_at=started_at,
+            finished_at=_now(),
+            stages=stages,
+            **facts,
+        )
+
+    transaction = Transaction(out, kind="leaderboard")
     try:
         if cache is not None:
-            from lbnorm.readers.cache import (  # the parse cache: only when used
-                check_cache_location,
-            )
+            from lbnorm.readers.cache import check_cache_location  # only when used
 
             check_cache_location(cache, out)  # before any work: every run replaces out
-        mark = time.perf_counter()
-        result = run(inputs, suite=suite, options=options, progress=progress)
-        elapsed = time.perf_counter() - mark
-        parse = (
-            float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
-            if cache
-            else 0.0
-        )
-        if cache:
-            stages["read (parse cache)"] = parse
-        stages["normalize" if cache else "read and normalize"] = elapsed - parse
-        subtasks = (
-            result.subtasks if options.intervals or options.health else None
-        )  # the analyses take frames: pandas from here on, and only for them
-        if options.intervals and subtasks is not None and len(subtasks):
-            from lbnorm.analysis.uncertainty import estimate_uncertainty
-
+        with transaction:
             mark = time.perf_counter()
-            tables["intervals"] = estimate_uncertainty(
-                subtasks, result.leaderboard, result.suite, missing=result.missing
-            ).leaderboard
-            stages["intervals"] = time.perf_counter() - mark
-        if options.health and subtasks is not None:
-            from lbnorm.analysis.health import HealthConfig, check_result
-
-            mark = time.perf_counter()
-            min_models = (health_config or HealthConfig()).min_models
-            checked = check_result(
-                subtasks,
-                result.leaderboard,
-                result.suite,
-                missing=result.missing,
-                config=health_config,
+            result = run(
+                inputs, suite=suite, out=transaction, options=options, progress=progress
             )
-            tables["health"] = checked
-            stages["health"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        write_result(result, Path(out))
-        if tables:
-            add_tables(Path(out), tables)
-        stages["write"] = time.perf_counter() - mark
-    except (LbnormError, KeyboardInterrupt) as exc:
-        if report is not None:
+            elapsed = time.perf_counter() - mark
+            parse = (
+                float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
+                if cache
+                else 0.0
+            )
+            if cache:
+                stages["read (parse cache)"] = parse
+            stages["normalize" if cache else "read and normalize"] = elapsed - parse
+            checked, min_models = _analyses(
+                result, options, health_config, tables, stages
+            )
+            mark = time.perf_counter()
+            if tables:
+                add_to(transaction, tables)
+            stages["write"] = time.perf_counter() - mark
             stages["total"] = time.perf_counter() - started
-            failed = build_run_report(
-                None,
-                version=lbnorm_version(),
-                started_at=started_at,
-                finished_at=_now(),
-                out=None,
-                stages=stages,
-                error=exc,
+            document = reported(
+                result, out=str(out), health=checked, min_models=min_models
             )
-            write_bytes_atomically(Path(report), format_run_report(failed).encode())
+            if report is not None:  # written with the output, or not at all
+                data = format_run_report(document).encode()
+                transaction.stage_file(
+                    report, data, option="--report", is_ours=is_run_report
+                )
+            transaction.commit()
+    except (LbnormError, KeyboardInterrupt) as exc:
+        if report is not None and not transaction.committed:
+            stages["total"] = time.perf_counter() - started
+            failed = format_run_report(reported(None, out=None, error=exc))
+            write_file(
+                report, failed.encode(), option="--report", is_ours=is_run_report
+            )
         raise
-    stages["total"] = time.perf_counter() - started
-    document = build_run_report(
-        result,
-        version=lbnorm_version(),
-        started_at=started_at,
-        finished_at=_now(),
-        out=str(out),
-        stages=stages,
-        health=checked,
-        min_models=min_models,
-    )
-    if report is not None:
-        write_bytes_atomically(Path(report), format_run_report(document).encode())
     return MonitoredRun(result=result, report=document, tables=tables)
+
+
+def _analyses(
+    result: Result,
+    options: RunOptions,
+    health_config: Any,
+    tables: dict[str, pd.DataFrame],
+    stages: dict[str, float],
+) -> tuple[pd.DataFrame | None, int]:
+    """The intervals and health checks asked for, into `tables`; the health table and its floor."""
+    if not (options.intervals or options.health):
+        return None, 30
+    subtasks = (
+        result.subtasks
+    )  # the staged table: pandas from here on, for the analyses
+    if options.intervals and len(subtasks):
+        from lbnorm.analysis.uncertainty import estimate_uncertainty
+
+        mark = time.perf_counter()
+        tables["intervals"] = estimate_uncertainty(
+            subtasks, result.leaderboard, result.suite, missing=result.missing
+        ).leaderboard
+        stages["intervals"] = time.perf_counter() - mark
+    if not options.health:
+        return None, 30
+    from lbnorm.analysis.health import HealthConfig, check_result
+
+    mark = time.perf_counter()
+    checked = check_result(
+        subtasks,
+        result.leaderboard,
+        result.suite,
+        missing=result.missing,
+        config=health_config,
+    )
+    tables["health"] = checked
+    stages["health"] = time.perf_counter() - mark
+    return checked, (health_config or HealthConfig()).min_models
+
+
+def _check_report(report: str | Path, out: str | Path) -> None:
+    """Refuse a ``--report`` file that could not be written, before the run."""
+    check_not_in_output(report, option="--report", outs=(out,))
+    check_own_file(report, option="--report", is_ours=is_run_report)
+    folder = Path(report).resolve().parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        msg = (
+            f"--report {report}: cannot write it: its folder {folder} is missing or "
+            "read-only; nothing was run.\nHint: choose a writable place for the report."
+        )
+        raise OutputError(msg)
 
 
 def _now() -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from lbnorm.engines import Engine
+    from lbnorm.output.transaction import Transaction
 
 __all__ = [
     "convert",
@@ -97,7 +98,7 @@ def run(
     inputs: Sequence[str | Path] = (),
     *,
     suite: Suite | str | Path = DEFAULT_SUITE,
-    out: str | Path | None = None,
+    out: str | Path | Transaction | None = None,
     options: RunOptions | None = None,
     metadata: pd.DataFrame | None = None,
     progress: ProgressCallback | None = None,
@@ -108,7 +109,9 @@ def run(
     Args:
         inputs: Score files or results directories; empty means the bundled demo.
         suite: A :class:`Suite`, a built-in suite name or a suite file.
-        out: Output directory, replaced atomically; None writes nothing.
+        out: Output directory, replaced atomically; None writes nothing; a
+            :class:`~lbnorm.output.transaction.Transaction` gets the tables and
+            is left to its caller to commit (a nightly run adds its own first).
         options: Every choice about the run (:class:`RunOptions`: data policies,
             engine, metadata, nightly-run options); defaults to its defaults.
         metadata: A model metadata frame to join into the leaderboard, instead of
@@ -130,7 +133,13 @@ def run(
     if options.cache is not None and out is not None:
         from lbnorm.readers.cache import check_cache_location  # nightly runs only
 
-        check_cache_location(options.cache, out)
+        check_cache_location(
+            options.cache, out if isinstance(out, str | Path) else out.out
+        )
+    if options.paired:
+        from lbnorm.engines.paired import refuse_unpairable  # with --paired only
+
+        refuse_unpairable(suite)
     paths = list(inputs) or [demo_path()]
     read = read_inputs(paths, suite=suite, options=options, progress=progress)
     fault_point(
@@ -152,7 +161,7 @@ def run(
 
         return write_job(
             job,
-            Path(out),
+            Path(out) if isinstance(out, str | Path) else out,
             finish=annotate,
             provenance=provenance_of(suite, options, read.catalog),
             created_at=created_at,
@@ -269,6 +278,8 @@ def _annotate(
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
         source=source,
+        rank_by=result.suite.board.rank_by,
+        rank_method=result.suite.board.rank_method,
     )
     if table is not None and source is not None:
         coverage = metadata_coverage(result.leaderboard_table, table, source=source)

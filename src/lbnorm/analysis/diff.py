@@ -30,20 +30,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.engines.result import Result
-from lbnorm.output.outdir import (
-    check_output,
-    has_table,
-    output_suite,
-    read_inputs,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 
 __all__ = [
     "Diff",
@@ -670,12 +663,12 @@ def _nullable(
 
 
 def read_snapshot(
-    out: str | Path, *, intervals: bool = True, columns: Sequence[str] = ()
+    out: Output | str | Path, *, intervals: bool = True, columns: Sequence[str] = ()
 ) -> Snapshot:
     """Read an output directory as one side of a diff.
 
     The bounds are its suite's, when the suite can still be loaded unchanged
-    (see :func:`output_suite`), else those its subtask table records. Rank
+    (see :meth:`Output.suite`), else those its subtask table records. Rank
     intervals come from its ``intervals.parquet`` if there is one, else are
     computed from the subtasks' stderr when the suite loads. The input files
     its run rejected (``--cache``) are read from its manifest.
@@ -691,9 +684,9 @@ def read_snapshot(
     Raises:
         InputError: Not an output directory, or unreadable.
     """
-    folder = check_output(out)
-    leaderboard = read_output_table(folder, "leaderboard")
-    suite, missing = output_suite(folder)
+    folder = Output.open(out, "leaderboard")
+    leaderboard = folder.frame("leaderboard")
+    suite, missing = folder.suite()
     bounds = (
         None
         if suite is None
@@ -701,9 +694,9 @@ def read_snapshot(
     )
     rejected = _rejected_inputs(folder)
     table = None
-    if intervals and (folder / "intervals.parquet").is_file():
-        table = pd.read_parquet(folder / "intervals.parquet")
-    if not has_table(folder, "subtasks"):  # written with --no-subtasks
+    if intervals and folder.has("intervals"):
+        table = folder.frame("intervals")
+    if not folder.has("subtasks"):  # written with --no-subtasks
         return Snapshot(
             leaderboard=leaderboard,
             benchmarks=benchmark_columns(leaderboard.columns),
@@ -720,13 +713,11 @@ def read_snapshot(
         "is_clipped",
         *columns,
     ]
-    if "source" in pq.read_schema(folder / "subtasks.parquet").names:
+    if "source" in folder.schema("subtasks").names:
         wanted.append("source")  # a variant lost to a rejected file is named with it
     if intervals:
         wanted += ["raw_score", "stderr", "n_samples"]
-    subtasks = read_output_table(
-        folder, "subtasks", columns=list(dict.fromkeys(wanted))
-    )
+    subtasks = folder.frame("subtasks", columns=list(dict.fromkeys(wanted)))
     if table is None and intervals and len(subtasks) and suite is not None:
         table = estimate_uncertainty(
             subtasks, leaderboard, suite, missing=missing
@@ -742,9 +733,9 @@ def read_snapshot(
     )
 
 
-def _rejected_inputs(folder: Path) -> tuple[str, ...]:
+def _rejected_inputs(folder: Output) -> tuple[str, ...]:
     """The input files an output's run rejected (``cache`` is ``rejected``), as recorded."""
-    inputs = read_inputs(folder)
+    inputs = folder.inputs()
     if "cache" not in inputs.column_names:
         return ()
     is_rejected = pc.fill_null(pc.equal(inputs["cache"], "rejected"), False)

@@ -28,14 +28,7 @@ import pandas as pd
 from lbnorm.analysis.uncertainty import normal_quantile, rank_intervals
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.output.outdir import (
-    check_output,
-    has_table,
-    output_suite,
-    read_inputs,
-    read_manifest,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 from lbnorm.suites import Suite, match_benchmark
 
 __all__ = ["Explanation", "explain_variant"]
@@ -97,7 +90,7 @@ class Explanation:
 
 
 def explain_variant(
-    out: str | Path,
+    out: Output | str | Path,
     variant: dict[str, Any],
     *,
     benchmark: str | None = None,
@@ -118,10 +111,10 @@ def explain_variant(
         InputError: Not an output folder, the variant is not in it, it has no
             subtask table (``--no-subtasks``), or the benchmark is unknown.
     """
-    folder = check_output(out)
-    board = read_output_table(folder, "leaderboard")
+    folder = Output.open(out, "leaderboard")
+    board = folder.frame("leaderboard")
     row = _variant_row(folder, board, variant)
-    if not has_table(folder, "subtasks"):
+    if not folder.has("subtasks"):
         msg = (
             f"{folder}: no subtasks.parquet (the run was told --no-subtasks); explain "
             "needs each subtask's score.\n"
@@ -129,11 +122,9 @@ def explain_variant(
         )
         raise InputError(msg)
     model = [str(variant["model"])]
-    subtasks = _of_variant(read_output_table(folder, "subtasks", models=model), variant)
-    benchmarks = _of_variant(
-        read_output_table(folder, "benchmarks", models=model), variant
-    )
-    suite, _ = output_suite(folder)
+    subtasks = _of_variant(folder.frame("subtasks", models=model), variant)
+    benchmarks = _of_variant(folder.frame("benchmarks", models=model), variant)
+    suite, _ = folder.suite()
     names = [str(n) for n in pd.unique(benchmarks["benchmark"].astype("str"))]
     chosen = (
         [match_benchmark(benchmark, names, where=str(folder), error=InputError)]
@@ -142,7 +133,7 @@ def explain_variant(
     )
     steps = _subtask_steps(subtasks, suite)
     per_benchmark = _benchmark_steps(benchmarks, steps, suite)
-    average = _average(board.iloc[row], per_benchmark)
+    average = _average(board.iloc[row], per_benchmark, suite)
     pooled = per_benchmark.loc[per_benchmark["rule"] == _POOL_RULE, "benchmark"]
     steps = steps.assign(
         n_samples=steps["n_samples"]
@@ -163,13 +154,13 @@ def explain_variant(
     )
 
 
-def _input_root(folder: Path) -> str:
+def _input_root(folder: Output) -> str:
     """The folder the run's input files share, as the manifest records them ('' if none).
 
     Examples of what it gives: ``tree`` for ``tree/org/model/results_*.json``
     and ``tree/other/model/results_*.json``; a lone file's folder.
     """
-    inputs = read_inputs(folder)
+    inputs = folder.inputs()
     if not inputs.num_rows or "path" not in inputs.column_names:
         return ""
     folders = {str(PurePath(str(path)).parent) for path in inputs["path"].to_pylist()}
@@ -179,7 +170,7 @@ def _input_root(folder: Path) -> str:
         return ""
 
 
-def _variant_row(folder: Path, board: pd.DataFrame, variant: dict[str, Any]) -> int:
+def _variant_row(folder: Output, board: pd.DataFrame, variant: dict[str, Any]) -> int:
     """The leaderboard position of `variant`."""
     is_variant = np.ones(len(board), dtype=bool)
     for key in KEY_COLUMNS:
@@ -342,33 +333,50 @@ def _pooled(steps: pd.DataFrame) -> pd.Series:
     return ((raw - bound) / (1.0 - bound) * 100.0).clip(lower=0.0)
 
 
-def _average(row: pd.Series, benchmarks: pd.DataFrame) -> dict[str, Any]:
-    """The leaderboard's average beside the weighted mean of the benchmark scores."""
+def _average(
+    row: pd.Series, benchmarks: pd.DataFrame, suite: Suite | None
+) -> dict[str, Any]:
+    """The leaderboard's average beside the weighted mean of the benchmark scores.
+
+    The benchmarks the suite's board averages (not its statistics, nor those
+    with ``averaged = false``), each weighted by its subtasks under
+    ``average = "subtasks"``; none under ``average = "none"``.
+    """
+    rule = suite.board.average if suite is not None else "benchmarks"
+    counted = {b.name for b in suite.benchmarks if b.averaged} if suite else None
     scores = benchmarks["normalized_score"].to_numpy(dtype=np.float64, na_value=np.nan)
     weight = benchmarks["weight"].to_numpy(dtype=np.float64)
-    present = ~np.isnan(scores)
+    if rule == "subtasks":  # each benchmark by the subtasks it counts
+        weight = weight * benchmarks["n_subtasks"].to_numpy(dtype=np.float64)
+    present = ~np.isnan(scores) & (rule != "none")
+    if counted is not None:
+        present &= benchmarks["benchmark"].isin(counted).to_numpy(dtype=bool)
     recomputed = (
         float(np.sum(scores[present] * weight[present]) / np.sum(weight[present]))
         if present.any()
         else None
     )
+    per = " x subtasks" if rule == "subtasks" else ""
     return {
         "average": _plain(row["average"]),
         "average_stderr": _plain(row.get("average_stderr")),
         "recomputed": recomputed,
-        "formula": "sum(weight x score) / sum(weight) over "
-        f"{int(present.sum())} benchmark(s)",
+        "formula": (
+            'no average (the suite\'s board: average = "none")'
+            if rule == "none"
+            else f"sum(weight{per} x score) / sum(weight{per}) over "
+            f"{int(present.sum())} benchmark(s)"
+        ),
     }
 
 
 def _rank(
-    folder: Path, board: pd.DataFrame, row: int, *, level: float
+    folder: Output, board: pd.DataFrame, row: int, *, level: float
 ) -> dict[str, Any]:
     """The rank and its interval: the run's intervals table, else from the leaderboard."""
     rank = _plain(board["rank"].iloc[row])
-    intervals = folder / "intervals.parquet"
-    if intervals.is_file():
-        table = pd.read_parquet(intervals)
+    if folder.has("intervals"):
+        table = folder.frame("intervals")
         position = np.flatnonzero(
             np.logical_and.reduce(
                 [
@@ -405,8 +413,8 @@ def _rank(
     }
 
 
-def _suite_info(folder: Path, suite: Suite | None) -> dict[str, Any]:
-    info = read_manifest(folder).get("suite")
+def _suite_info(folder: Output, suite: Suite | None) -> dict[str, Any]:
+    info = folder.manifest.get("suite")
     info = info if isinstance(info, dict) else {}
     return {
         "name": info.get("name"),

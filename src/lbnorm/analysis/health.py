@@ -61,16 +61,10 @@ from lbnorm.analysis.correlation import spearman_columns
 from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.errors import HealthConfigError, InputError
-from lbnorm.core.files import read_option_file
+from lbnorm.core.files import file_format, read_option_file
 from lbnorm.core.options import DEFAULT_SUITE, MissingPolicy
 from lbnorm.core.schemas import benchmark_columns
-from lbnorm.output.outdir import (
-    has_table,
-    output_suite,
-    read_manifest,
-    read_output_table,
-    read_wide_table,
-)
+from lbnorm.output.reader import Output
 from lbnorm.pipeline import run
 from lbnorm.suites import Suite
 
@@ -744,7 +738,7 @@ class OutputHealth:
 
 
 def check_directory(
-    out: str | Path,
+    out: Output | str | Path,
     *,
     config: HealthConfig | None = None,
     columns: Sequence[str] = (),
@@ -752,7 +746,7 @@ def check_directory(
     """Health of an output directory: what ``lbnorm health OUT`` computes.
 
     With the suite the output was written under (when it still loads unchanged,
-    see :func:`lbnorm.output.outdir.output_suite`): its benchmarks and weights, and
+    see :meth:`lbnorm.output.reader.Output.suite`): its benchmarks and weights, and
     floor margins from the subtasks' standard errors. Without it: the
     leaderboard's benchmark columns, equal weights, the fixed margin.
 
@@ -767,11 +761,12 @@ def check_directory(
     Raises:
         InputError: Not an output directory, or unreadable.
     """
+    out = Output.open(out, "leaderboard")
     wanted = list(dict.fromkeys(["raw_score", "stderr", "n_samples", *columns]))
-    if has_table(out, "subtasks"):
+    if out.has("subtasks"):
         snapshot = read_snapshot(out, intervals=False, columns=wanted)
     else:  # lbnorm run --no-subtasks: benchmark checks only, fixed margins
-        leaderboard = read_output_table(out, "leaderboard")
+        leaderboard = out.frame("leaderboard")
         snapshot = Snapshot(
             leaderboard=leaderboard,
             benchmarks=benchmark_columns(leaderboard.columns),
@@ -779,7 +774,7 @@ def check_directory(
         )
     board = snapshot.leaderboard
     subtasks = snapshot.subtasks if snapshot.subtasks is not None else pd.DataFrame()
-    suite, missing = output_suite(out)
+    suite, missing = out.suite()
     if suite is None:
         names = tuple(snapshot.benchmarks)
         health = check_health(
@@ -803,9 +798,9 @@ def check_directory(
     )
 
 
-def _with_comparability(health: pd.DataFrame, out: str | Path) -> pd.DataFrame:
+def _with_comparability(health: pd.DataFrame, out: Output) -> pd.DataFrame:
     """`health` and, if the run compared its files' settings, a row per subtask."""
-    inputs = read_manifest(out).get("inputs")
+    inputs = out.manifest.get("inputs")
     notes = [
         entry["comparability"]
         for entry in (inputs if isinstance(inputs, list) else [])
@@ -868,7 +863,7 @@ def check_source(
         return check_directory(
             paths[0], config=config
         ).health, f"lbnorm health: {paths[0]}"
-    if len(paths) == 1 and (table := read_wide_table(paths[0])) is not None:
+    if len(paths) == 1 and (table := _read_wide_table(paths[0])) is not None:
         return check_health(
             table, config=config
         ), f"lbnorm health: {paths[0]} (benchmark checks only)"
@@ -882,3 +877,19 @@ def check_source(
     )
     named = ", ".join(map(str, paths)) if paths else "the bundled demo"
     return health, f"lbnorm health: {named}"
+
+
+def _read_wide_table(path: Path) -> pd.DataFrame | None:
+    """A published-style leaderboard (``X`` and ``X Raw`` columns), else None."""
+    kind = file_format(path)
+    if not path.is_file() or kind not in {"csv", "parquet"}:
+        return None
+    if kind == "csv":
+        names = list(pd.read_csv(path, nrows=0).columns)
+    else:
+        import pyarrow.parquet as pq
+
+        names = list(pq.read_schema(path).names)
+    if not any(f"{name} Raw" in names for name in names):
+        return None
+    return pd.read_csv(path) if kind == "csv" else pd.read_parquet(path)

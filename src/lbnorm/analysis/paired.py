@@ -37,23 +37,21 @@ from lbnorm.engines.paired import (
     adjust_p_values,
     level_statistics,
     pair_moments,
+    refuse_unpairable,
+    score_scale,
     suite_levels,
 )
 from lbnorm.engines.stderr import binomial_stderr, score_variance
-from lbnorm.output.outdir import (
-    has_table,
-    output_suite,
-    read_inputs,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 from lbnorm.readers.items import (
     Items,
     ItemSource,
     read_items,
+    unpaired_benchmarks,
     variant_rows,
     without_scores,
 )
-from lbnorm.suites import Suite, suite_arrays
+from lbnorm.suites import Suite, SuiteArrays, suite_arrays
 
 __all__ = [
     "PairedComparison",
@@ -122,7 +120,7 @@ class PairedDiff:
 
 
 def output_items(
-    out: str | Path,
+    out: Output | str | Path,
     suite: Suite,
     *,
     models: Sequence[str] | None = None,
@@ -131,7 +129,7 @@ def output_items(
     """The item matrix of an output's per-sample inputs (those that gave scores).
 
     Args:
-        out: The output directory.
+        out: The output directory (or the output opened).
         suite: Its suite.
         models: Read only these models (None: all).
         tag: The side the inputs are read for.
@@ -139,11 +137,12 @@ def output_items(
     Raises:
         InputError: The run read no per-sample input, or one is gone.
     """
-    return read_items(_sample_sources(out, tag), suite, models=models)
+    output = Output.open(out, "leaderboard")
+    return read_items(_sample_sources(output, tag), suite, models=models)
 
 
-def _sample_sources(out: str | Path, tag: str) -> list[ItemSource]:
-    listing = read_inputs(out)
+def _sample_sources(out: Output, tag: str) -> list[ItemSource]:
+    listing = out.inputs()
     rows = listing.to_pylist() if listing.num_rows else []
     sources = []
     for row in rows:  # a step per input file
@@ -164,24 +163,31 @@ def _sample_sources(out: str | Path, tag: str) -> list[ItemSource]:
     return sources
 
 
-def tied_groups(out: str | Path, level: str = "average") -> pd.DataFrame | None:
+def tied_groups(
+    out: Output | str | Path, level: str = "average"
+) -> pd.DataFrame | None:
     """Each variant's group of statistically tied variants at a level (``run --paired``).
 
     Consecutive variants no adjacent test separates share a group (1 = the
     top); read from ``paired.parquet``.
 
     Args:
-        out: The output directory.
+        out: The output directory (or the output opened).
         level: ``average`` or a benchmark's name.
 
     Returns:
         The key columns and ``tied`` (the group), a row per variant ranked at
-        the level; None if the output has no ``paired.parquet``.
+        the level; None if the output has no ``paired.parquet``, or the level
+        is not one it compares (a statistic, a rate).
     """
-    if not has_table(out, "paired"):
+    output = Output.open(out, "leaderboard")
+    if not output.has("paired"):
         return None
-    paired = read_output_table(out, "paired")
-    rows = paired.loc[paired["level"].astype("str") == level]
+    paired = output.frame("paired")
+    levels = paired["level"].astype("str")
+    if level not in _level_names(paired["level"]):
+        return None
+    rows = paired.loc[levels == level]
     sides = [
         rows[[f"{key}_{side}" for key in KEY_COLUMNS] + [f"group_{side}"]].set_axis(
             [*KEY_COLUMNS, "tied"], axis=1
@@ -194,8 +200,15 @@ def tied_groups(out: str | Path, level: str = "average") -> pd.DataFrame | None:
     ).astype({"tied": "Int64"})
 
 
+def _level_names(column: pd.Series) -> set[str]:
+    """The levels ``paired.parquet`` compares (a level of one variant has no row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return {str(name) for name in column.cat.categories}
+    return set(column.astype("str").unique().tolist())
+
+
 def compare_paired(
-    out: str | Path,
+    out: Output | str | Path,
     a: VariantSpec,
     b: VariantSpec,
     *,
@@ -220,8 +233,9 @@ def compare_paired(
         InputError: The output's suite is gone, its per-sample inputs are gone
             or changed since the run, or a model has no per-sample data.
     """
+    out = Output.open(out, "leaderboard")
     suite, missing = _suite_of(out)
-    board = read_output_table(out, "leaderboard")
+    board = out.frame("leaderboard")
     variants = pd.concat(
         [_variant(board, a, out), _variant(board, b, out)], ignore_index=True
     )
@@ -233,17 +247,12 @@ def compare_paired(
     for at in np.flatnonzero(row < 0).tolist():
         msg = f"{out}: {_name(variants.iloc[at])} has no per-sample data among the run's inputs (its scores came from results files or a score table).\nHint: run again with its samples_<task>_<timestamp>.jsonl files, or its rows in a sample table."
         raise InputError(msg)
-    subtasks = (
-        read_output_table(out, "subtasks", models=models)
-        if has_table(out, "subtasks")
-        else None
-    )
+    subtasks = out.frame("subtasks", models=models) if out.has("subtasks") else None
     if subtasks is not None:
         items = _only_sampled(items, subtasks, out, suite)
         _check_scores(out, items, row, variants, subtasks, suite)
     arrays = suite_arrays(suite)
-    names = [s.name for bench in suite.benchmarks for s in bench.subtasks]
-    levels = suite_levels(suite.benchmark_names, names, arrays, subtasks=True)
+    levels, left_out = suite_levels(suite, arrays, subtasks=True)
     moments = pair_moments(items, row[[0, 0, 1]], row[[1, 0, 1]])
     stats = [
         level_statistics(moments, arrays, level, missing=missing, mcnemar=True)
@@ -275,13 +284,16 @@ def compare_paired(
         variants=variants,
         levels=frame,
         unmatched=_unmatched(items, row, variants, suite),
-        notes=_notes(items, row, variants, suite),
+        notes=(
+            *_notes(items, row, variants, suite),
+            *(f"not compared: {note}" for note in left_out),
+        ),
     )
 
 
 def diff_paired(
-    old: str | Path,
-    new: str | Path,
+    old: Output | str | Path,
+    new: Output | str | Path,
     *,
     adjust: PairedAdjust = "holm",
     alpha: float = 0.05,
@@ -303,9 +315,10 @@ def diff_paired(
         InputError: A suite is gone, or the two suites score differently; the
             per-sample inputs are gone; no variant is in both outputs.
     """
+    old, new = (Output.open(side, "leaderboard") for side in (old, new))
     suite, missing = _suite_of(new)
     _check_same_rules(_suite_of(old)[0], suite, old, new)
-    boards = [read_output_table(side, "leaderboard") for side in (old, new)]
+    boards = [side.frame("leaderboard") for side in (old, new)]
     keys = list(KEY_COLUMNS)
     both = boards[1][keys].merge(
         boards[0][keys], on=keys, how="inner", validate="one_to_one"
@@ -321,8 +334,7 @@ def diff_paired(
     )
     compared = (new_row >= 0) & (old_row >= 0)
     arrays = suite_arrays(suite)
-    names = [s.name for bench in suite.benchmarks for s in bench.subtasks]
-    levels = suite_levels(suite.benchmark_names, names, arrays, subtasks=subtasks)
+    levels, left_out = suite_levels(suite, arrays, subtasks=subtasks)
     moments = pair_moments(items, new_row[compared], old_row[compared])
     reported = [_level_scores(board, both, levels) for board in boards]
     frames = []
@@ -347,17 +359,18 @@ def diff_paired(
         notes.append(
             f"{lacking:,} variant(s) without per-sample data on one side: {', '.join(names_missing)}"
         )
+    notes.extend(f"not compared: {note}" for note in left_out)
     return PairedDiff(changes=changes, labels=(str(old), str(new)), notes=tuple(notes))
 
 
 def _two_sided_items(
-    old: str | Path, new: str | Path, suite: Suite, models: list[str]
+    old: Output, new: Output, suite: Suite, models: list[str]
 ) -> Items:
     sources = [*_sample_sources(old, "old"), *_sample_sources(new, "new")]
     items = read_items(sources, suite, models=models)
     for side, tag in ((old, "old"), (new, "new")):
-        if has_table(side, "subtasks"):
-            subtasks = read_output_table(side, "subtasks", models=models)
+        if side.has("subtasks"):
+            subtasks = side.frame("subtasks", models=models)
             items = _only_sampled(items, subtasks, side, suite, tag=tag)
     return items
 
@@ -365,13 +378,13 @@ def _two_sided_items(
 def _only_sampled(
     items: Items,
     subtasks: pd.DataFrame,
-    out: str | Path,
+    out: Output,
     suite: Suite,
     *,
     tag: str = "",
 ) -> Items:
     """The items of the scores the per-sample inputs gave (not a results file's)."""
-    listing = read_inputs(out)
+    listing = out.inputs()
     recorded = {
         str(path)
         for path, kind in zip(
@@ -389,17 +402,16 @@ def _only_sampled(
     return without_scores(items, scores, suite, tag=tag)
 
 
-def _suite_of(out: str | Path) -> tuple[Suite, MissingPolicy]:
-    suite, missing = output_suite(out)
+def _suite_of(out: Output) -> tuple[Suite, MissingPolicy]:
+    suite, missing = out.suite()
     if suite is None:
         msg = f"{out}: the suite it was computed with is gone or changed.\nHint: a paired comparison applies the suite's rules again; restore the suite file (or run again)."
         raise InputError(msg)
+    refuse_unpairable(suite, where=str(out))
     return suite, missing
 
 
-def _check_same_rules(
-    first: Suite, second: Suite, old: str | Path, new: str | Path
-) -> None:
+def _check_same_rules(first: Suite, second: Suite, old: Output, new: Output) -> None:
     def rules(suite: Suite) -> list[tuple[object, ...]]:
         return [
             (
@@ -421,7 +433,7 @@ def _check_same_rules(
         raise InputError(msg)
 
 
-def _variant(board: pd.DataFrame, spec: VariantSpec, out: str | Path) -> pd.DataFrame:
+def _variant(board: pd.DataFrame, spec: VariantSpec, out: Output) -> pd.DataFrame:
     """The leaderboard row of one variant (a model name, or its key columns)."""
     given = {"model": spec} if isinstance(spec, str) else dict(spec)
     if unknown := sorted(set(given) - set(KEY_COLUMNS)):
@@ -447,7 +459,7 @@ def _name(row: pd.Series) -> str:
 
 
 def _check_scores(
-    out: str | Path,
+    out: Output,
     items: Items,
     row: npt.NDArray[np.int64],
     variants: pd.DataFrame,
@@ -490,16 +502,16 @@ def _check_scores(
 
 
 def _reported(
-    out: str | Path,
+    out: Output,
     variants: pd.DataFrame,
     levels: list[Level],
     subtasks: pd.DataFrame | None,
     suite: Suite,
 ) -> FloatArray:
     """``(2, n_levels, 2)``: each variant's score and standard error as the output reports them."""
-    board = read_output_table(out, "leaderboard")
-    benchmarks = read_output_table(
-        out, "benchmarks", models=variants["model"].astype("str").tolist()
+    board = out.frame("leaderboard")
+    benchmarks = out.frame(
+        "benchmarks", models=variants["model"].astype("str").tolist()
     )
     result = np.full((2, len(levels), 2), np.nan)
     arrays = suite_arrays(suite)
@@ -538,11 +550,7 @@ def _reported(
                 )
                 if picked is None:
                     continue
-                items = arrays.items[k] if arrays.items is not None else 0.0
-                found = (
-                    picked["normalized_score"],
-                    _subtask_stderr(picked, arrays.lower_bound[k], items),
-                )
+                found = (picked["normalized_score"], _subtask_stderr(picked, arrays, k))
             result[:, at, side] = [_number(found[0]), _number(found[1])]
     return result
 
@@ -564,15 +572,28 @@ def _flags(adjusted: FloatArray, alpha: float) -> pd.Series:
     return pd.Series(adjusted < alpha, dtype="boolean").mask(np.isnan(adjusted))
 
 
-def _subtask_stderr(row: pd.Series, bound: float, items: float) -> float:
-    """A subtask's standard error in normalized points, as the benchmarks' is built."""
+def _subtask_stderr(row: pd.Series, arrays: SuiteArrays, k: int) -> float:
+    """A subtask's standard error in normalized points, as the benchmarks' is built.
+
+    A missing stderr is the binomial one of the fraction of its range (as the
+    kernel estimates it); the score's scale follows the range too.
+    """
     raw = float(row["raw_score"])
     se = row["stderr"]
     if pd.isna(se):
-        se = float(binomial_stderr([raw], [items])[0])
-    scale = 100.0 / (1.0 - bound)
+        items = arrays.items[k] if arrays.items is not None else arrays.n_samples[k]
+        scales = arrays.scales
+        low, width = (
+            (0.0, 1.0)
+            if scales is None
+            else (float(scales.low[k]), float(scales.high[k] - scales.low[k]))
+        )
+        se = float(binomial_stderr([(raw - low) / width], [items])[0]) * width
+    offset, scale = score_scale(arrays, np.array([k]))
     return float(
-        np.sqrt(score_variance([(raw - bound) * scale], [float(se) * scale])[0])
+        np.sqrt(
+            score_variance([(raw - offset[0]) * scale[0]], [float(se) * scale[0]])[0]
+        )
     )
 
 
@@ -630,11 +651,17 @@ def _notes(
     if clustered:
         notes.append(f"standard errors clustered by {', '.join(clustered)}")
     names = [f"{b.name}/{s.name}" for b in suite.benchmarks for s in b.subtasks]
+    left_out = unpaired_benchmarks(suite)  # (said apart)
+    compared = [
+        index not in left_out
+        for index, b in enumerate(suite.benchmarks)
+        for _ in b.subtasks
+    ]
     for side in range(2):
         missing = [
             names[k]
             for k, s in enumerate(items.subtasks)
-            if s is None or not (s.codes[row[side]] != 0).any()
+            if compared[k] and (s is None or not (s.codes[row[side]] != 0).any())
         ]
         if missing:
             notes.append(

@@ -22,7 +22,7 @@ import pandas as pd
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.render import markdown_table
 from lbnorm.core.errors import InputError
-from lbnorm.output.outdir import is_ratings_output, read_manifest, read_ratings_table
+from lbnorm.output.reader import Output
 
 __all__ = [
     "RatingsDiff",
@@ -80,8 +80,8 @@ class RatingsDiff:
 
 
 def diff_ratings(
-    old: str | Path,
-    new: str | Path,
+    old: Output | str | Path,
+    new: Output | str | Path,
     *,
     moved_places: int = 10,
     top: Sequence[int] = (5, 10, 20),
@@ -107,7 +107,7 @@ def diff_ratings(
             "Hint: check the path; `lbnorm arena BATTLES... --out DIR` writes one."
         )
         raise InputError(msg)
-    kinds = [is_ratings_output(side) for side in (old, new)]
+    kinds = [_is_ratings(side) for side in (old, new)]
     if not all(kinds):
         held = [
             f"{side} {_holds(Path(side), is_ratings=is_ratings)}"
@@ -118,15 +118,16 @@ def diff_ratings(
             "Hint: diff two `lbnorm arena` outputs, or two `lbnorm run` outputs."
         )
         raise InputError(msg)
-    options = [_rating_options(read_manifest(side)) for side in (old, new)]
+    sides = [Output.open(side, "ratings") for side in (old, new)]
+    options = [_rating_options(side.manifest) for side in sides]
     changed = {
         name: (options[0].get(name), options[1].get(name))
         for name in sorted(set(options[0]) | set(options[1]))
         if options[0].get(name) != options[1].get(name)
     }
     diff = diff_rating_tables(
-        read_ratings_table(old, "ratings"),
-        read_ratings_table(new, "ratings"),
+        sides[0].frame("ratings"),
+        sides[1].frame("ratings"),
         labels=(str(old), str(new)),
         moved_places=moved_places,
         top=top,
@@ -409,6 +410,14 @@ def _text(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) or "(none)"
     return "(none)" if value is None else str(value)
+
+
+def _is_ratings(side: Output | str | Path) -> bool:
+    """Whether a side holds ratings (one that does not open holds none)."""
+    try:
+        return Output.open(side).kind == "ratings"
+    except InputError:
+        return False
 
 
 def _holds(side: Path, *, is_ratings: bool) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "format_diff",
     "format_health",
     "format_intervals",
+    "is_summary",
     "largest_rank_moves",
     "markdown_table",
     "named_variants",
@@ -114,6 +115,17 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
         for row in frame.itertuples(index=False)
     ]
     return "\n".join(lines)
+
+
+def is_summary(head: bytes, tail: bytes) -> bool:
+    """Whether a file is a Markdown summary lbnorm wrote (:func:`format_diff`'s title).
+
+    Examples:
+        >>> is_summary(b"# lbnorm diff: old -> new", b""), is_summary(b"# notes", b"")
+        (True, False)
+    """
+    del tail  # the title is the first line
+    return head.startswith(b"# lbnorm ")
 
 
 def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> str:

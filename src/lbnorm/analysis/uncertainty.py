@@ -26,9 +26,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, plain_keys
+from lbnorm.board import average_stderr
 from lbnorm.core.errors import InputError
 from lbnorm.core.options import MissingPolicy
-from lbnorm.engines.kernel import average_stderr, dense_partials, finish_benchmarks
+from lbnorm.engines.kernel import dense_partials, finish_benchmarks
 from lbnorm.engines.stderr import clipped_variance
 from lbnorm.suites import Suite, suite_arrays
 

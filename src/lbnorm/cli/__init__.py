@@ -69,12 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code (see :class:`lbnorm.core.errors.ExitCode`).
     """
     replaced_before = len(_replaced_outputs())
+    parsed: list[argparse.Namespace] = []
     restore = _runtime.take_signals(sigterm=True)
     try:
-        code = _run_command(argv)
+        code = _run_command(argv, parsed)
         _runtime.check_cancelled()  # a signal the command finished before acting on
     except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
-        return _interrupted(exc, _replaced_outputs()[replaced_before:])
+        replaced = _replaced_outputs()[replaced_before:]
+        return _interrupted(exc, replaced, writes=_writes(parsed))
     finally:
         restore()
     return code
@@ -186,7 +188,7 @@ def _ignore_signals() -> None:
     _runtime.ignore_signals()
 
 
-def _run_command(argv: Sequence[str] | None) -> int:
+def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
     fault_point("starting")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     _runtime.check_cancelled()
     parser = build_parser()
@@ -194,6 +196,7 @@ def _run_command(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    parsed.append(args)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
         return int(args.handler(args))
@@ -243,16 +246,29 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _interrupted(exc: KeyboardInterrupt, replaced: Sequence[Path]) -> int:
+def _writes(parsed: list[argparse.Namespace]) -> bool:
+    """Whether the command writes a file or folder (True until its arguments are known)."""
+    if not parsed:
+        return True
+    return any(
+        getattr(parsed[0], name, None) for name in getattr(parsed[0], "writes", ())
+    )
+
+
+def _interrupted(
+    exc: KeyboardInterrupt, replaced: Sequence[Path], *, writes: bool
+) -> int:
     """Say what an interruption left, truly; return its exit code."""
     is_terminated = isinstance(exc, Terminated)
     state = (
-        f"the new output is in place in {replaced[-1]}"
+        f"; the new output is in place in {replaced[-1]}"
         if replaced
-        else "the previous output is unchanged"
+        else "; the previous output is unchanged"
+        if writes
+        else ""  # a command that writes nothing (a query) has no output to speak of
     )
     word = "terminated" if is_terminated else "interrupted"
-    print(f"lbnorm: {word}; {state}.", file=sys.stderr)
+    print(f"lbnorm: {word}{state}.", file=sys.stderr)
     return ExitCode.TERMINATED if is_terminated else ExitCode.INTERRUPTED
 
 

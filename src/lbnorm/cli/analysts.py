@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
@@ -20,6 +19,8 @@ from lbnorm.core.options import RunOptions
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from lbnorm.output.reader import Output
 
 __all__ = ["register"]
 
@@ -87,7 +88,7 @@ def _register_query(
         help="round every float to this many decimals in table format "
         "(default: print values as the query returned them)",
     )
-    query.set_defaults(handler=_cmd_query)
+    query.set_defaults(handler=_cmd_query, writes=("output",))
 
 
 def _register_show(
@@ -213,7 +214,7 @@ def _register_report(
         help="rows of the static table shown without JavaScript; the interactive table holds every variant (default: %(default)s)",
     )
     report.add_argument("--title", help="page title (default: from the suite)")
-    report.set_defaults(handler=_cmd_report)
+    report.set_defaults(handler=_cmd_report, writes=("html",))
 
 
 _QUERY_EPILOG = """\
@@ -273,13 +274,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from lbnorm.engines.metadata import annotate_leaderboard, list_flagged
-    from lbnorm.output.outdir import is_ratings_output, read_output_table
+    from lbnorm.output.reader import Output
 
-    verify_outputs(args, args.out)
-    if is_ratings_output(args.out):  # lbnorm arena's output
+    output = Output.open(args.out, verify=args.verify)
+    if output.kind == "ratings":  # lbnorm arena's output
         from lbnorm.cli.arena import show_ratings
 
-        return show_ratings(args)
+        return show_ratings(args, output)
     from lbnorm.core.errors import OptionsError
     from lbnorm.core.schemas import benchmark_columns
     from lbnorm.faces.show import (
@@ -288,13 +289,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
         match_benchmark,
         select_leaderboard,
     )
+    from lbnorm.suites.board import Board
 
     filters = [Filter.parse(text) for text in args.where]
+    output = Output.open(output, "leaderboard")
+    suite, _ = output.suite()
+    rules = suite.board if suite is not None else Board()
     board = annotate_leaderboard(
-        read_output_table(args.out, "leaderboard"),
+        output.frame("leaderboard"),
         args.metadata,
         rank_within_columns=args.rank_within,
         is_flagged_excluded=args.exclude_flagged,
+        rank_by=rules.rank_by,
+        rank_method=rules.rank_method,
     )
     benchmark = (
         match_benchmark(
@@ -303,7 +310,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.benchmark
         else None
     )
-    board = _with_tied_groups(board, args.out, benchmark or "average")
+    board = _with_tied_groups(board, output, benchmark or rules.rank_by)
     selected = select_leaderboard(
         board,
         filters=filters,
@@ -321,7 +328,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(
         f"top {len(shown):,} of {len(selected):,} variants"
         + (f" where {' and '.join(conditions)}" if conditions else "")
-        + (f", by {benchmark}" if benchmark else ", by average")
+        + (f", by {benchmark}" if benchmark else f", by {rules.rank_by}")
         + (f" ({len(board):,} in all)" if conditions else "")
     )
     if len(shown):
@@ -332,6 +339,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 columns=args.columns.split(",") if args.columns else None,
                 name_width=None if args.full_names else 48,
                 digits=args.digits,
+                rates=rules.rate_names,
+                has_average=rules.average != "none",
             )
         )
     if args.exclude_flagged:
@@ -344,7 +353,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _with_tied_groups(board: pd.DataFrame, out: str, level: str) -> pd.DataFrame:
+def _with_tied_groups(board: pd.DataFrame, out: Output, level: str) -> pd.DataFrame:
     """The leaderboard and, for an output of ``run --paired``, each variant's ``tied`` group."""
     from lbnorm.analysis.paired import tied_groups
     from lbnorm.core.schemas import KEY_COLUMNS
@@ -373,21 +382,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     from lbnorm.core.schemas import KEY_COLUMNS
     from lbnorm.faces.show import compare_variants, find_variants, format_comparison
-    from lbnorm.output.outdir import has_table, read_output_table
+    from lbnorm.output.reader import Output
 
-    variants = find_variants(read_output_table(args.out, "leaderboard"), args.models)
+    output = Output.open(args.out, "leaderboard", verify=args.verify)
+    variants = find_variants(output.frame("leaderboard"), args.models)
     models = variants["model"].unique().tolist()
     value: Literal["normalized_score", "raw_score"] = (
         "raw_score" if args.raw else "normalized_score"
     )
     subtasks = (
-        read_output_table(args.out, "subtasks", models=models)
-        if has_table(args.out, "subtasks")
+        output.frame("subtasks", models=models)
+        if output.has("subtasks")
         else pd.DataFrame(columns=[*KEY_COLUMNS, "benchmark", "subtask", value])
     )  # without subtasks.parquet (run --no-subtasks): benchmarks only
     comparison = compare_variants(
         variants,
-        read_output_table(args.out, "benchmarks", models=models),
+        output.frame("benchmarks", models=models),
         subtasks,
         value=value,
     )
@@ -403,20 +413,31 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.faces.html_report import render_report
-    from lbnorm.output.outdir import is_ratings_output
+    from lbnorm.faces.report_assets import is_page
+    from lbnorm.output.reader import Output
+    from lbnorm.output.transaction import write_file
 
     check_written_files(args)  # before the work, not after
-    if is_ratings_output(args.out):  # lbnorm arena's output
-        from lbnorm.cli.arena import report_ratings
-
-        return report_ratings(args)
-
     check_parent(args.html)  # before the plots, not after
-    page = render_report(
-        args.out, previous=args.previous, top=args.top, title=args.title
+    output = Output.open(args.out)
+    if output.kind == "ratings":  # lbnorm arena's output
+        from lbnorm.faces.ratings_report import render_ratings_report
+
+        page = render_ratings_report(
+            output, previous=args.previous, top=args.top, title=args.title
+        )
+    else:
+        page = render_report(
+            output, previous=args.previous, top=args.top, title=args.title
+        )
+    data = page.encode()
+    write_file(args.html, data, option="--html", is_ours=is_page)
+    size = (
+        f"{len(data) / 1e3:,.0f} kB"
+        if output.kind == "ratings"
+        else f"{len(page) / 1e6:.1f} MB"
     )
-    _write_atomically(args.html, [page.encode()])
-    print(f"wrote {args.html} ({len(page) / 1e6:.1f} MB)")
+    print(f"wrote {args.html} ({size})")
     return ExitCode.OK
 
 
@@ -429,6 +450,6 @@ def _parse_attach(text: str) -> tuple[str, str]:
 
 
 def _write_atomically(name: str, parts: Iterable[bytes]) -> None:
-    from lbnorm.output.transaction import write_parts_atomically
+    from lbnorm.output.transaction import write_file
 
-    write_parts_atomically(Path(name), parts)
+    write_file(name, parts, option="--output")

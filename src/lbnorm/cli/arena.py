@@ -2,9 +2,9 @@
 
 Every option of ``arena`` is defined here, once, and becomes one
 :class:`~lbnorm.arena.ArenaOptions` (a :class:`~lbnorm.ratings.options.RatingOptions`
-and the filters). ``show``, ``diff`` and ``report`` call :func:`show_ratings`,
-:func:`diff_ratings_outputs` and :func:`report_ratings` when
-:func:`lbnorm.output.outdir.output_kind` says an output holds ratings.
+and the filters). ``show`` and ``diff`` call :func:`show_ratings` and
+:func:`diff_ratings_outputs` when the output they opened
+(:class:`lbnorm.output.reader.Output`) holds ratings.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lbnorm.core.errors import ExitCode, OptionsError
 
-__all__ = ["diff_ratings_outputs", "register", "report_ratings", "show_ratings"]
+if TYPE_CHECKING:
+    from lbnorm.output.reader import Output
+
+__all__ = ["diff_ratings_outputs", "register", "show_ratings"]
 
 _EPILOG = """\
 exit codes: 0 done; 2 usage error (options, --where, a bootstrap too big for
@@ -159,7 +163,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="models to print (default: %(default)s)",
     )
     arena.add_argument("--quiet", action="store_true", help="print nothing on success")
-    arena.set_defaults(handler=_cmd_arena)
+    arena.set_defaults(handler=_cmd_arena, writes=("out",))
 
 
 def _cmd_arena(args: argparse.Namespace) -> int:
@@ -231,11 +235,10 @@ def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
 # --- the faces of a ratings output (dispatched from show, diff and report) -------------------
 
 
-def show_ratings(args: argparse.Namespace) -> int:
+def show_ratings(args: argparse.Namespace, output: Output) -> int:
     """``lbnorm show`` on a ratings output: the top N ratings, filtered."""
     from lbnorm.faces.ratings_view import format_ratings, select_ratings
     from lbnorm.faces.show import Filter
-    from lbnorm.output.outdir import read_ratings_table
 
     _refuse_leaderboard_options(
         args,
@@ -248,7 +251,7 @@ def show_ratings(args: argparse.Namespace) -> int:
         },
         command="show",
     )
-    ratings = read_ratings_table(args.out, "ratings")
+    ratings = output.frame("ratings")
     filters = [Filter.parse(text) for text in args.where]
     selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
     conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
@@ -270,35 +273,19 @@ def show_ratings(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def diff_ratings_outputs(args: argparse.Namespace) -> int:
+def diff_ratings_outputs(
+    args: argparse.Namespace, old: Output | str, new: Output | str
+) -> int:
     """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
     from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
     from lbnorm.cli.arguments import emit_diff
     from lbnorm.faces.terminal import printable
 
-    diff = diff_ratings(
-        args.old, args.new, moved_places=args.moved, top=args.top or (5, 10, 20)
-    )
+    diff = diff_ratings(old, new, moved_places=args.moved, top=args.top or (5, 10, 20))
     text = printable(
         format_ratings_diff(diff, largest=args.largest), keep_newlines=True
     )
     return emit_diff(args, diff.tables(), text, stem="diff_ratings")
-
-
-def report_ratings(args: argparse.Namespace) -> int:
-    """``lbnorm report`` on a ratings output: intervals and the win-rate heat map."""
-    from lbnorm.cli.arguments import check_parent
-    from lbnorm.faces.ratings_report import render_ratings_report
-    from lbnorm.output.transaction import write_bytes_atomically
-
-    check_parent(args.html)
-    page = render_ratings_report(
-        args.out, previous=args.previous, top=args.top, title=args.title
-    )
-    data = page.encode()
-    write_bytes_atomically(Path(args.html), data)
-    print(f"wrote {args.html} ({len(data) / 1e3:,.0f} kB)")
-    return ExitCode.OK
 
 
 def _refuse_leaderboard_options(

@@ -130,10 +130,10 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
         InputError: A table differs from what its manifest records (exit 4).
     """
     if getattr(args, "verify", False):
-        from lbnorm.output.outdir import verify_output
+        from lbnorm.output.reader import Output
 
         for out in outs:
-            verify_output(out)
+            Output.open(out, verify=True).close()
 
 
 def check_written_files(args: argparse.Namespace) -> None:
@@ -142,8 +142,8 @@ def check_written_files(args: argparse.Namespace) -> None:
     Such a file is refused inside an lbnorm output folder (the outputs the
     command reads or writes count even before they exist: ``lbnorm run --out
     OUT --report OUT/run.json``), and where a file lbnorm did not write is
-    (recognized by its first and last bytes: a run report's ``"report":
-    "lbnorm-run"``, a summary's ``# lbnorm`` title, a page's footer).
+    (recognized by its first and last bytes, by the recognizer beside the code
+    that writes that kind of file).
 
     The ``--out`` folder of ``diff``, ``impact`` and ``health`` is checked as the
     transaction will check it, so a folder holding a user's files is refused
@@ -153,51 +153,43 @@ def check_written_files(args: argparse.Namespace) -> None:
         OptionsError: A file is pointed inside an output folder (exit 2).
         OutputError: A file lbnorm did not write is there (exit 6).
     """
-    from lbnorm.output.run_report import is_run_report
     from lbnorm.output.transaction import (
         check_not_in_output,
         check_own_file,
         check_target,
     )
-    from lbnorm.output.writer import is_failures_file
 
-    recognize: dict[str, Callable[[bytes, bytes], bool]] = {
-        "markdown": _is_summary,
-        "html": _is_page,
-        "report": is_run_report,
-        "failures": is_failures_file,
-    }
     outs = tuple(
         value
         for name in ("out", "old", "new")
         if isinstance(value := getattr(args, name, None), str)
     )
-    for option, is_ours in recognize.items():
+    for option in ("markdown", "html", "report", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
             check_not_in_output(value, option=f"--{option}", outs=outs)
-            check_own_file(value, option=f"--{option}", is_ours=is_ours)
+            check_own_file(value, option=f"--{option}", is_ours=_recognizer(option))
     if getattr(args, "adds_tables", False) and isinstance(args.out, str):
         check_target(Path(args.out))  # (diff, impact, health: refused before the work)
 
 
-def _is_summary(head: bytes, tail: bytes) -> bool:
-    """A Markdown summary of ``diff`` or ``impact``: its title names lbnorm."""
-    del tail
-    return head.startswith(b"# lbnorm ")
+def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
+    """How the file an option names is recognized as lbnorm's: beside the code writing it."""
+    if option == "markdown":
+        from lbnorm.analysis.render import is_summary
 
+        return is_summary
+    if option == "html":
+        from lbnorm.faces.report_assets import is_page
 
-#: How lbnorm's HTML reports begin (``report``, on a leaderboard or on ratings).
-_PAGE_START = (
-    b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-    b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-)
+        return is_page
+    if option == "failures":
+        from lbnorm.output.writer import is_failures_file
 
+        return is_failures_file
+    from lbnorm.output.run_report import is_run_report
 
-def _is_page(head: bytes, tail: bytes) -> bool:
-    """An HTML report: it begins as lbnorm's pages do (its footer is megabytes later)."""
-    del tail
-    return head.startswith(_PAGE_START)
+    return is_run_report
 
 
 def command_sources(args: argparse.Namespace) -> dict[str, Any]:
@@ -247,14 +239,16 @@ def emit_diff(
     Returns:
         The exit code.
     """
-    from lbnorm.output.transaction import write_bytes_atomically
+    from lbnorm.analysis.render import is_summary
+    from lbnorm.output.transaction import write_file
     from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
 
     if args.out:
         add_tables(Path(args.out), tables, sources=command_sources(args))
     is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
-        write_bytes_atomically(Path(args.markdown), (text + "\n").encode())
+        data = (text + "\n").encode()
+        write_file(args.markdown, data, option="--markdown", is_ours=is_summary)
         if not is_quiet:
             print(
                 f"wrote {args.markdown}"

@@ -14,7 +14,6 @@ from lbnorm.cli.arguments import (
     check_written_files,
     command_sources,
     emit_diff,
-    verify_outputs,
 )
 from lbnorm.core.errors import ExitCode
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
@@ -87,7 +86,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_verify(diff)
     _add_paired_diff_options(diff)
-    diff.set_defaults(handler=_cmd_diff, adds_tables=True)
+    diff.set_defaults(handler=_cmd_diff, adds_tables=True, writes=("out", "markdown"))
 
     impact = commands.add_parser(
         "impact",
@@ -116,7 +115,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_policy_options(impact)
     _add_diff_options(impact)
-    impact.set_defaults(handler=_cmd_impact, adds_tables=True)
+    impact.set_defaults(
+        handler=_cmd_impact, adds_tables=True, writes=("out", "markdown")
+    )
 
     health = commands.add_parser(
         "health",
@@ -154,7 +155,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     health.add_argument(
         "--out", metavar="DIR", help="also write health.parquet into DIR"
     )
-    health.set_defaults(handler=_cmd_health, adds_tables=True)
+    health.set_defaults(handler=_cmd_health, adds_tables=True, writes=("out",))
 
 
 def _add_diff_options(parser: argparse.ArgumentParser) -> None:
@@ -218,22 +219,31 @@ def _add_paired_diff_options(diff: argparse.ArgumentParser) -> None:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.diff import diff_snapshots, read_snapshot
     from lbnorm.analysis.render import format_diff
-    from lbnorm.output.outdir import is_ratings_output
+    from lbnorm.core.errors import InputError
+    from lbnorm.output.reader import Output
 
     check_written_files(args)  # before the work, not after
-    verify_outputs(args, args.old, args.new)
+    sides: list[Output | str] = []
+    for side in (args.old, args.new):  # each opened once, checked once
+        try:
+            sides.append(Output.open(side, verify=args.verify))
+        except InputError:  # said below, by the reader of the other side's kind
+            sides.append(side)
     if args.paired:
         from lbnorm.cli.paired import diff_paired_command
 
-        return diff_paired_command(args)
-    if is_ratings_output(args.old) or is_ratings_output(args.new):  # lbnorm arena's
+        old, new = (
+            Output.open(side, "leaderboard", verify=args.verify) for side in sides
+        )
+        return diff_paired_command(args, old, new)
+    if any(isinstance(side, Output) and side.kind == "ratings" for side in sides):
         from lbnorm.cli.arena import diff_ratings_outputs
 
-        return diff_ratings_outputs(args)
-
+        return diff_ratings_outputs(args, sides[0], sides[1])
+    old, new = (Output.open(side, "leaderboard", verify=args.verify) for side in sides)
     diff = diff_snapshots(
-        read_snapshot(args.old, intervals=args.intervals),
-        read_snapshot(args.new, intervals=args.intervals),
+        read_snapshot(old, intervals=args.intervals),
+        read_snapshot(new, intervals=args.intervals),
         moved_places=args.moved,
         top=args.top or (10, 50, 100),
     )
@@ -284,7 +294,7 @@ def _cmd_health(args: argparse.Namespace) -> int:
     health, title = check_source(args.sources, suite=args.suite, config=config)
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))
     if args.out:
-        from lbnorm.output.writer import add_tables
+        from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
 
         add_tables(Path(args.out), {"health": health}, sources=command_sources(args))
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

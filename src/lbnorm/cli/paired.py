@@ -8,9 +8,13 @@ The commands' other forms live in :mod:`lbnorm.cli.analysts` and
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import emit_diff, verify_outputs
+from lbnorm.cli.arguments import emit_diff
 from lbnorm.core.errors import ExitCode, OptionsError
+
+if TYPE_CHECKING:
+    from lbnorm.output.reader import Output
 
 __all__ = ["compare_paired_command", "diff_paired_command"]
 
@@ -20,13 +24,13 @@ def compare_paired_command(args: argparse.Namespace) -> int:
     from lbnorm.analysis.paired import compare_paired
     from lbnorm.faces.paired import format_paired_comparison
     from lbnorm.faces.show import find_variants
-    from lbnorm.output.outdir import read_output_table
+    from lbnorm.output.reader import Output
 
-    verify_outputs(args, args.out)
     if len(args.models) != 2:
         msg = f"--paired compares two models, got {len(args.models)}.\nHint: name two models: lbnorm compare OUT A B --paired."
         raise OptionsError(msg)
-    variants = find_variants(read_output_table(args.out, "leaderboard"), args.models)
+    output = Output.open(args.out, "leaderboard", verify=args.verify)
+    variants = find_variants(output.frame("leaderboard"), args.models)
     if len(variants) != 2:
         shown = ", ".join(
             f"{model} [{precision}]"
@@ -41,20 +45,20 @@ def compare_paired_command(args: argparse.Namespace) -> int:
         {key: variants.iloc[at][key] for key in keys} for at in range(2)
     )  # the two variants named
     comparison = compare_paired(
-        args.out, a, b, adjust=args.paired_adjust, alpha=args.paired_alpha
+        output, a, b, adjust=args.paired_adjust, alpha=args.paired_alpha
     )
     print(format_paired_comparison(comparison, digits=args.digits))
     return ExitCode.OK
 
 
-def diff_paired_command(args: argparse.Namespace) -> int:
-    """Each variant of two outputs, compared with itself: which benchmark moved."""
+def diff_paired_command(args: argparse.Namespace, old: Output, new: Output) -> int:
+    """Each variant of two outputs (opened), compared with itself: which benchmark moved."""
     from lbnorm.analysis.paired import diff_paired
     from lbnorm.faces.paired import format_paired_diff
 
     diff = diff_paired(
-        args.old,
-        args.new,
+        old,
+        new,
         adjust=args.paired_adjust,
         alpha=args.paired_alpha,
         subtasks=args.paired_subtasks,

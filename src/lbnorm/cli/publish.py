@@ -22,10 +22,12 @@ def _register_export(
 ) -> None:
     export = commands.add_parser(
         "export",
-        help="write an output as the Open LLM Leaderboard's contents table",
+        help="write an output as a leaderboard's published table",
         description=(
-            "Write an output directory's leaderboard as the table another leaderboard's "
-            "front end reads. open-llm-leaderboard: the 36 columns of the "
+            "Write an output directory's leaderboard as a published table. table: the "
+            "leaderboard as its suite presents it (docs/boards.md): a model column, "
+            "then the suite's [[board.columns]] by their published names, rounded to "
+            "their digits. open-llm-leaderboard: the 36 columns of the "
             "open-llm-leaderboard/contents dataset, in its order and types (Parquet "
             "with the datasets features; .csv by suffix). Columns the run's metadata "
             "table (lbnorm run --metadata) does not give are null; docs/publishing.md "
@@ -34,6 +36,7 @@ def _register_export(
         ),
         epilog=(
             "examples:\n"
+            "  lbnorm export lbnorm-out --format table --out board.csv\n"
             "  lbnorm export lbnorm-out --format open-llm-leaderboard "
             "--out train-00000-of-00001.parquet\n"
             "  lbnorm export lbnorm-out --format open-llm-leaderboard --out contents.csv\n"
@@ -44,7 +47,7 @@ def _register_export(
     export.add_argument(
         "--format",
         required=True,
-        choices=["open-llm-leaderboard"],
+        choices=["table", "open-llm-leaderboard"],
         help="the table to write",
     )
     export.add_argument(
@@ -64,7 +67,7 @@ def _register_export(
         metavar="PRECISION",
         help="the Precision of variants whose input gave none (default: refuse them)",
     )
-    export.set_defaults(handler=_cmd_export)
+    export.set_defaults(handler=_cmd_export, writes=("file",))
 
 
 def _register_explain(
@@ -112,11 +115,19 @@ def _register_explain(
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from lbnorm.faces.export import ExportOptions, export_table, write_export
-    from lbnorm.output.transaction import check_not_in_output
+    from lbnorm.faces.export import (
+        ExportOptions,
+        export_table,
+        is_export,
+        write_export,
+    )
+    from lbnorm.output.transaction import check_not_in_output, check_own_file
 
-    check_parent(args.file)
+    check_parent(args.file)  # before the work, not after
     check_not_in_output(args.file, option="--out", outs=(args.out,))
+    if args.format == "table":  # its CSV header is the suite's: checked when written
+        return _export_board_table(args)
+    check_own_file(args.file, option="--out", is_ours=is_export)
     options = ExportOptions(
         format=args.format,
         skip_incomplete=args.skip_incomplete,
@@ -128,6 +139,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _export_board_table(args: argparse.Namespace) -> int:
+    """``--format table``: the leaderboard as its suite presents it."""
+    from lbnorm.faces.board_table import board_table, write_board_table
+
+    if args.skip_incomplete or args.unknown_precision is not None:
+        msg = (
+            "--skip-incomplete and --unknown-precision shape the open-llm-leaderboard "
+            "table; --format table presents the leaderboard as its suite says.\n"
+            "Hint: leave them out, or use --format open-llm-leaderboard."
+        )
+        raise OptionsError(msg)
+    table = board_table(args.out)
+    write_board_table(table, args.file)
+    print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
+    return ExitCode.OK
+
+
 def _cmd_explain(args: argparse.Namespace) -> int:
     from lbnorm.analysis.explain import explain_variant
     from lbnorm.faces.explain import (
@@ -135,15 +163,14 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         explanation_json,
         format_explanation,
     )
-    from lbnorm.output.outdir import read_output_table
+    from lbnorm.output.reader import Output
 
     if args.digits < 0:
         msg = f"--digits {args.digits}: must be 0 or more.\nHint: e.g. --digits 4."
         raise OptionsError(msg)
-    board = read_output_table(
-        args.out,
-        "leaderboard",
-        columns=["model", "precision", "revision", "chat_template"],
+    output = Output.open(args.out, "leaderboard")
+    board = output.frame(
+        "leaderboard", columns=["model", "precision", "revision", "chat_template"]
     )
     variant = choose_variant(
         board,
@@ -154,7 +181,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         if args.chat_template is None
         else args.chat_template == "yes",
     )
-    explanation = explain_variant(args.out, variant, benchmark=args.benchmark)
+    explanation = explain_variant(output, variant, benchmark=args.benchmark)
     if args.json:
         sys.stdout.write(explanation_json(explanation) + "\n")
     else:

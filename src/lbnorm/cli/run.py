@@ -86,7 +86,7 @@ def register(
     _add_metadata_options(run)
     _add_nightly_options(run)
     _add_paired_options(run)
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, writes=("out", "report"))
 
     convert = commands.add_parser(
         "convert",

@@ -31,11 +31,13 @@ def _cmd_suites(args: argparse.Namespace) -> int:
     from lbnorm.suites import builtin_suite_names, load_suite, suite_text
 
     if args.action == "list":
-        for name in builtin_suite_names():
+        names = builtin_suite_names()
+        width = max(len(name) for name in names)
+        for name in names:
             suite = load_suite(name)
             n_subtasks = sum(len(b.subtasks) for b in suite.benchmarks)
             print(
-                f"{name:<12} {len(suite.benchmarks)} benchmarks, {n_subtasks:>3} subtasks  {suite.description}"
+                f"{name:<{width}} {len(suite.benchmarks)} benchmarks, {n_subtasks:>3} subtasks  {suite.description}"
             )
         return ExitCode.OK
     if not args.name:

@@ -1,6 +1,6 @@
 """The format of an output folder's ``manifest.json``: what makes a folder lbnorm's.
 
-The writer stamps it, :mod:`lbnorm.output.outdir` reads it, and both check it here:
+The writer stamps it, :mod:`lbnorm.output.reader` reads it, and both check it here:
 ``"tool": "lbnorm"``, a ``format`` this version knows, the files under
 ``outputs``, and what the folder holds (``kind``: a leaderboard from ``lbnorm
 run``, ratings from ``lbnorm arena``, analysis tables from ``lbnorm diff``,
@@ -32,6 +32,7 @@ __all__ = [
     "Listing",
     "OutputKind",
     "environment",
+    "is_plain_name",
     "manifest_bytes",
     "manifest_head",
     "manifest_kind",
@@ -69,7 +70,9 @@ def manifest_problem(manifest: object) -> str | None:
 
     lbnorm's manifests say ``"tool": "lbnorm"``, a ``format`` it knows (those
     written before format versions have none) and list their files under
-    ``outputs``.
+    ``outputs``, each by a plain file name of the folder: a manifest naming a
+    path (``../x``, ``/etc/y``) or an inputs table other than
+    :data:`INPUTS_TABLE` is damaged, and nothing it names is opened.
 
     Args:
         manifest: The parsed JSON.
@@ -93,14 +96,35 @@ def manifest_problem(manifest: object) -> str | None:
             f"was written by a newer lbnorm (output format {version}; this one "
             f"knows up to {OUTPUT_FORMAT})"
         )
-    if not isinstance(manifest.get("outputs"), dict):
+    outputs = manifest.get("outputs")
+    if not isinstance(outputs, dict):
         return 'has no "outputs" listing the files'
+    if stray := [name for name in outputs if not is_plain_name(name)][:1]:
+        return f"is damaged: it lists {stray[0][:80]!r}, not a file name of its folder"
+    inputs = manifest.get("inputs")
+    if isinstance(inputs, dict) and inputs.get("table") != INPUTS_TABLE:
+        return f"is damaged: its inputs table is {str(inputs.get('table'))[:80]!r}, not {INPUTS_TABLE!r}"
     if manifest.get("kind", "leaderboard") not in get_args(OutputKind):
         return (
             f'has an unknown "kind" ({manifest.get("kind")!r}; this lbnorm reads '
             f"{', '.join(get_args(OutputKind))})"
         )
     return None
+
+
+def is_plain_name(name: object) -> bool:
+    """Whether `name` names a file of a folder itself: no path, no ``.`` or ``..``.
+
+    Examples:
+        >>> [is_plain_name(n) for n in ("health.parquet", "../x", "/etc/y", "..")]
+        [True, False, False, False]
+    """
+    return (
+        isinstance(name, str)
+        and name not in {"", ".", ".."}
+        and "/" not in name
+        and "\0" not in name
+    )
 
 
 def manifest_kind(manifest: dict[str, object]) -> OutputKind:

@@ -22,6 +22,7 @@ __all__ = [
     "OPTIONAL_SCORE_DEFAULTS",
     "PAIRED",
     "PAIRWISE_SCORES",
+    "RATE_ROLE",
     "RATINGS",
     "REQUIRED_SCORE_COLUMNS",
     "SAMPLES",
@@ -32,6 +33,7 @@ __all__ = [
     "Batch",
     "benchmark_columns",
     "conform",
+    "is_rate_field",
     "leaderboard_schema",
 ]
 
@@ -154,7 +156,8 @@ INPUT_FILES = pa.schema(
             pa.string(),
             "csv, jsonl, parquet, lm-eval-harness (a results file: lm-evaluation-"
             "harness, Open LLM Leaderboard v1 or lighteval), lm-eval-samples, "
-            "sample-table, battles (pairwise votes for a suite's bradley-terry "
+            "sample-table, alpacaeval (an AlpacaEval annotations.json or "
+            "model_outputs.json), battles (pairwise votes for a suite's bradley-terry "
             "benchmark; rows: battles read), model-map (arena names to models), or "
             "skipped (found in a directory but not an input).",
         ),
@@ -452,15 +455,38 @@ def benchmark_columns(names: Iterable[object]) -> list[str]:
     ]
 
 
-def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
+#: The field metadata ``role`` of a leaderboard column the suite's board computes.
+RATE_ROLE = "rate"
+
+
+def is_rate_field(field: pa.Field) -> bool:
+    """Whether a leaderboard column is one of its suite's board rates (not metadata).
+
+    Examples:
+        >>> is_rate_field(leaderboard_schema(["A"], rates=["win_rate"]).field("win_rate"))
+        True
+    """
+    return (field.metadata or {}).get(b"role") == RATE_ROLE.encode()
+
+
+def leaderboard_schema(
+    benchmarks: Sequence[str],
+    *,
+    rates: Sequence[str] = (),
+    rank_doc: str | None = None,
+) -> pa.Schema:
     """Return the leaderboard schema for a suite's benchmarks, in suite order.
 
     Args:
         benchmarks: Benchmark names; each gives a normalized column `<name>` and a
             raw column `<name> Raw`, as the Open LLM Leaderboard names them.
+        rates: The suite's board's rate columns (win rates, Borda points), last.
+        rank_doc: How the suite's board ranks, for the rank column's doc (None:
+            by the average, ties sharing the smallest rank).
 
     Returns:
-        The schema: keys, rank, average, coverage, then the benchmark columns.
+        The schema: keys, rank, average, coverage, the benchmark columns, then
+        the rate columns.
 
     Examples:
         >>> leaderboard_schema(["GPQA"]).names[-3:]
@@ -492,8 +518,9 @@ def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
             _field(
                 "rank",
                 pa.int64(),
-                "1 = best average; ties share the smallest rank (1, 2, 2, 4); null if "
-                "the model is not ranked (incomplete under missing='exclude').",
+                rank_doc
+                or "1 = best average; ties share the smallest rank (1, 2, 2, 4); null "
+                "if the model is not ranked (incomplete under missing='exclude').",
                 nullable=True,
             ),
             _field(
@@ -513,6 +540,19 @@ def leaderboard_schema(benchmarks: Sequence[str]) -> pa.Schema:
             _field("n_benchmarks_expected", pa.int32(), "Benchmarks in the suite."),
             _field("is_complete", pa.bool_(), "Every benchmark has a complete score."),
             *per_benchmark,
+            *(
+                pa.field(
+                    name,
+                    pa.float64(),
+                    nullable=True,
+                    metadata={
+                        "doc": f"{name}: a rate the suite's board computes across "
+                        "models (win rate in [0, 1], or Borda points); null if none.",
+                        "role": RATE_ROLE,
+                    },
+                )
+                for name in rates
+            ),
         ]
     )
 

@@ -9,7 +9,6 @@ handful of benchmarks, never over models or rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,12 +30,11 @@ __all__ = [
     "Partials",
     "SuiteArrays",
     "aggregate_benchmarks",
-    "average_benchmarks",
-    "average_stderr",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
-    "rank_descending",
+    "normalize_matrix",
+    "normalize_rows",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -90,6 +88,60 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
     return np.maximum(normalized, 0.0), is_clipped
 
 
+def normalize_rows(
+    raw: FloatArray, subtask: IntArray, suite: SuiteArrays
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """Each score's normalized value, the bound shown beside it, and whether it clipped.
+
+    The subtask table's columns. Fractions take :func:`normalize`'s arithmetic;
+    a benchmark with a declared range takes ``(raw - offset) / (1 - b) * factor``
+    (:class:`lbnorm.suites.Scales`: on ``[0, 100]`` with bound 0, the raw value
+    itself), and a statistic keeps its raw value.
+
+    Args:
+        raw: Raw scores.
+        subtask: Each score's subtask code.
+        suite: The suite's arrays.
+
+    Returns:
+        The normalized scores, the bounds in raw units, the clipped mask.
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.25]), n_samples=np.zeros(1),
+        ...     benchmark_index=np.zeros(1, np.int64), is_pooled=np.array([False]),
+        ...     weight=np.ones(1))
+        >>> normalize_rows(np.array([0.625, 0.1]), np.zeros(2, np.int64), arrays)[0].tolist()
+        [50.0, 0.0]
+    """
+    lower_bound = suite.lower_bound[subtask]
+    scales = suite.scales
+    if scales is None:
+        normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
+        np.maximum(normalized, 0.0, out=normalized)
+        return normalized, lower_bound, raw < lower_bound
+    offset = scales.offset[subtask]
+    normalized = (raw - offset) / (1.0 - lower_bound) * scales.factor[subtask]
+    is_statistic = scales.is_statistic[subtask]
+    np.maximum(normalized, np.where(is_statistic, -np.inf, 0.0), out=normalized)
+    return normalized, offset, (raw < offset) & ~is_statistic
+
+
+def normalize_matrix(raw: FloatArray, suite: SuiteArrays) -> FloatArray:
+    """A dense ``(n_variants, n_subtasks)`` matrix normalized (:func:`normalize_rows`); NaN stays NaN.
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.25, 0.0]), n_samples=np.zeros(2),
+        ...     benchmark_index=np.zeros(2, np.int64), is_pooled=np.array([False]),
+        ...     weight=np.ones(1))
+        >>> normalize_matrix(np.array([[0.625, np.nan]]), arrays).tolist()
+        [[50.0, nan]]
+    """
+    n_subtasks = raw.shape[1]
+    codes = np.tile(np.arange(n_subtasks), raw.shape[0])
+    normalized = normalize_rows(np.ravel(raw), codes, suite)[0]
+    return normalized.reshape(raw.shape)
+
+
 #: The rows of :class:`Partials`' sums, in order.
 SUMS = (
     "raw",  # fixed point: the raw score, x its sample size when pooled
@@ -115,10 +167,13 @@ class Partials:
         count: Subtasks present.
         sums: Per name of :data:`SUMS`, the sum over the subtasks present, in
             plain units (fixed-point sums already divided by their scale).
+        values: ``(n_variants, n_subtasks)`` normalized subtask scores (NaN:
+            absent), kept when the suite's board reads them; else None.
     """
 
     count: FloatArray
     sums: dict[str, FloatArray]
+    values: FloatArray | None = None
 
     @classmethod
     def zeros(cls, n_variants: int, n_benchmarks: int) -> Partials:
@@ -154,13 +209,20 @@ def finish_benchmarks(
     )
     bound = np.zeros(n_benchmarks)
     bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
+    scales = suite.scales
+    offset, factor = bound, np.full(n_benchmarks, 100.0)  # a pooled score's scale
+    if scales is not None:  # (one range and bound per pooled benchmark)
+        offset, factor = np.zeros(n_benchmarks), np.zeros(n_benchmarks)
+        offset[suite.benchmark_index] = scales.offset
+        factor[suite.benchmark_index] = scales.factor
     count, sums = partials.count, partials.sums
     shape = count.shape
     raw, normalized, stderr, raw_stderr = (np.empty(shape) for _ in range(4))
-    is_zero = missing == "zero"  # an absent subtask scores 0: divide by the suite's
     # a benchmark (a column) at a time, by its own rule only: the same arithmetic
     # per element as whole matrices, on vectors small enough to stay in cache
     for index in range(n_benchmarks):
+        policy = suite.missing_of(index, missing)
+        is_zero = policy == "zero"  # an absent subtask scores 0: divide by the suite's
         column = count[:, index]
         used = np.full_like(column, expected[index]) if is_zero else column
         variance = sums["variance"][:, index]
@@ -175,18 +237,24 @@ def finish_benchmarks(
                 )
                 shown = sums["raw"][:, index] / weight
                 lower = np.full_like(shown, bound[index])
-                score = normalize(shown, lower)[0]
+                if scales is None:
+                    score = normalize(shown, lower)[0]
+                    scale = 100.0 / (1.0 - lower)
+                else:  # on its range: (shown - offset) / (1 - b) * factor
+                    scale = factor[index] / (1.0 - lower)
+                    score = np.maximum((shown - offset[index]) * scale, 0.0)
                 column_raw_se = pooled_sample_stderr(variance, weight, used)
-                scale = 100.0 / (1.0 - lower)
                 column_se = np.sqrt(
-                    score_variance((shown - lower) * scale, column_raw_se * scale)
+                    score_variance(
+                        (shown - offset[index]) * scale, column_raw_se * scale
+                    )
                 )
             else:
                 shown = sums["raw"][:, index] / used
                 score = sums["normalized"][:, index] / used
                 column_se = np.sqrt(variance) / used
                 column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
-        if missing == "exclude":
+        if policy == "exclude":
             score = np.where(column == expected[index], score, np.nan)
         raw[:, index] = np.where(is_present, shown, np.nan)
         normalized[:, index] = np.where(is_present, score, np.nan)
@@ -226,37 +294,90 @@ class FixedPoint:
 
     Attributes:
         scale: Per sum name and benchmark, ``2**k``.
-        lower_bound: Per subtask, its bound.
+        lower_bound: Per subtask, the raw value that scores 0 (its bound, for
+            fractions; on a declared range, the bound in raw units).
     """
 
-    __slots__ = ("_factor", "_is_pooled", "_reach", "_suite", "lower_bound", "scale")
+    __slots__ = (
+        "_factor",
+        "_floor",
+        "_is_plain",
+        "_is_pooled",
+        "_reach",
+        "_suite",
+        "lower_bound",
+        "scale",
+    )
 
     def __init__(self, suite: SuiteArrays) -> None:
         self._suite = suite
         self._is_pooled = suite.is_pooled[suite.benchmark_index]
-        self.lower_bound: FloatArray = suite.lower_bound
+        scales = suite.scales
+        #: Per subtask, the raw value that scores 0 (the bound, for fractions).
+        self.lower_bound: FloatArray = (
+            suite.lower_bound if scales is None else scales.offset
+        )
         n_benchmarks = suite.is_pooled.shape[0]
+        #: Per subtask, whether its terms are summed as they are (None: none):
+        #: in a suite with declared ranges, the one subtask of a benchmark (its
+        #: sum is 0 + x = x, exact in any order, so its value keeps every bit)
+        #: and an unbounded statistic's (which has one).
+        self._is_plain: BoolArray | None = None
+        is_single = np.bincount(suite.benchmark_index, minlength=n_benchmarks) == 1
+        if scales is not None and is_single.any():
+            self._is_plain = is_single[suite.benchmark_index]
 
         def largest(per_subtask: FloatArray) -> FloatArray:
             total = np.bincount(
                 suite.benchmark_index, weights=per_subtask, minlength=n_benchmarks
             )
-            return np.exp2(53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60))))
+            scale: FloatArray = np.exp2(
+                53.0 - np.ceil(np.log2(np.maximum(total, 2.0**-60)))
+            )
+            if scales is None:
+                return scale
+            return np.where(is_single | np.isinf(total), 1.0, scale)
 
         n_most = np.maximum(suite.n_samples, 1.0) * SIZE_HEADROOM
         reach = 50.0 / (1.0 - suite.lower_bound)  # 100 * se / (1 - lb), se <= 0.5
+        if scales is None:  # fractions: the maxima as they always were
+            most = {
+                "raw": np.where(self._is_pooled, n_most, 1.0),
+                "normalized": np.full_like(suite.lower_bound, 100.0),
+                "variance": np.where(
+                    self._is_pooled, n_most * n_most * 0.25, reach * reach
+                ),
+                "raw_variance": np.full_like(suite.lower_bound, 0.25),
+            }
+        else:  # a range's ends may be passed by a few ulps: a margin above them
+            margin = np.where(scales.is_default, 1.0, 1.0 + 2.0**-20)
+            half = (scales.high - scales.low) * 0.5  # the largest stderr
+            is_statistic = scales.is_statistic
+            most = {
+                "raw": np.where(self._is_pooled, n_most, 1.0) * scales.largest * margin,
+                "normalized": np.where(is_statistic, scales.largest, 100.0) * margin,
+                "variance": np.where(
+                    self._is_pooled,
+                    n_most * n_most * half * half,
+                    np.where(is_statistic, half * half, reach * reach),
+                ),
+                "raw_variance": half * half,
+            }
         self.scale: dict[str, FloatArray] = {
-            "raw": largest(np.where(self._is_pooled, n_most, 1.0)),
-            "normalized": largest(np.full_like(suite.lower_bound, 100.0)),
-            "variance": largest(
-                np.where(self._is_pooled, n_most * n_most * 0.25, reach * reach)
-            ),
-            "raw_variance": largest(np.full_like(suite.lower_bound, 0.25)),
+            name: largest(values) for name, values in most.items()
         }
+        #: Per subtask, the normalized score's floor (None: 0 for every one).
+        self._floor: FloatArray | None = None
+        if scales is not None:
+            self._floor = np.where(scales.is_statistic, -np.inf, 0.0)
         # Per subtask, each term's factor with its power-of-two scale folded in:
         # scaling by 2**k is exact, so fl(x * (f * 2**k)) == fl(x * f) * 2**k and
         # the terms keep their bits with one multiplication less per row.
-        self._reach: FloatArray = 100.0 / (1.0 - suite.lower_bound)
+        self._reach: FloatArray = (
+            100.0 / (1.0 - suite.lower_bound)
+            if scales is None
+            else scales.factor / (1.0 - suite.lower_bound)
+        )
         n = suite.n_samples
         self._factor: dict[str, FloatArray] = {
             "raw": np.where(self._is_pooled, n, 1.0),
@@ -333,7 +454,20 @@ class FixedPoint:
                     items_at,
                     at(n, estimated),
                 )
-            filled = binomial_stderr(at(raw, estimated), items_at)
+            scales = suite.scales
+            if scales is None:
+                filled = binomial_stderr(at(raw, estimated), items_at)
+            else:  # the fraction of its range, and back (a statistic: none)
+                low, width = (
+                    suite_at(scales.low, estimated),
+                    suite_at(scales.high - scales.low, estimated),
+                )
+                # an unbounded statistic's stderr is not estimated (0 x inf)
+                width = np.where(np.isfinite(width), width, np.nan)
+                filled = (
+                    binomial_stderr((at(raw, estimated) - low) / width, items_at)
+                    * width
+                )
             # (only an estimate can be unknown: no full pass looks for them)
             is_unknown_at = np.isnan(filled)
             n_estimated = is_estimated.astype(np.float64)
@@ -358,6 +492,8 @@ class FixedPoint:
         # pooled benchmark's term is the harness's (n - 1) n se^2
         variance = squares * factor["variance"]
         is_clipped = (normalized < 0.0) & ~is_pooled
+        if self._floor is not None:  # a statistic is never clipped
+            is_clipped &= np.isfinite(self._floor[subtask])
         if is_clipped.any():  # a few: the censored normal for those
             clipped = np.flatnonzero(is_clipped)
             reach = suite_at(self._reach, clipped)
@@ -370,13 +506,22 @@ class FixedPoint:
                 )
                 * suite_at(self.scale["variance"][suite.benchmark_index], clipped),
             )
-        np.maximum(normalized, 0.0, out=normalized)
+        np.maximum(
+            normalized,
+            0.0 if self._floor is None else self._floor[subtask],
+            out=normalized,
+        )
         terms["raw"] = raw * factor["raw"]
         terms["normalized"] = normalized
         terms["variance"] = variance
         terms["raw_variance"] = squares * factor["raw_variance"]
-        for name in self.scale:
-            np.rint(terms[name], out=terms[name])
+        if self._is_plain is None:
+            for name in self.scale:
+                np.rint(terms[name], out=terms[name])
+        else:  # a lone subtask's terms are kept as they are
+            is_plain = self._is_plain[subtask]
+            for name in self.scale:
+                terms[name] = np.where(is_plain, terms[name], np.rint(terms[name]))
         return terms
 
     def _scale_of(self, name: str, subtask: IntArray | slice) -> FloatArray:
@@ -462,124 +607,3 @@ def aggregate_benchmarks(
     """
     partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
     return finish_benchmarks(partials, suite, missing=missing)
-
-
-def average_benchmarks(
-    normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
-) -> FloatArray:
-    """Return each variant's weighted mean of benchmark scores.
-
-    Args:
-        normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
-        weight: Per-benchmark weights.
-        missing: ``exclude``: NaN if any is missing; ``partial``: mean of those
-            present; ``zero``: missing count as 0.
-
-    Returns:
-        One average per variant.
-
-    Examples:
-        >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
-        array([5.])
-    """
-    is_present = ~np.isnan(normalized)
-    filled = np.where(is_present, normalized, 0.0)
-    weighted_sum = _row_sums(filled, weight)
-    if missing == "zero":
-        return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average = weighted_sum / _row_sums(is_present, weight)
-    if missing == "exclude":
-        average = np.where(is_present.all(axis=1), average, np.nan)
-    return average
-
-
-def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
-    """``matrix @ weight``, summed column by column in one fixed order.
-
-    A matrix product's summation order depends on the BLAS and on the matrix's
-    shape, so a variant's average could change in its last bit with the other
-    variants in the run; here each row's sum depends on that row alone.
-
-    Examples:
-        >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()
-        [4.5, 9.5]
-    """
-    total = np.zeros(matrix.shape[0], dtype=np.float64)
-    for column, factor in enumerate(weight.tolist()):
-        total += matrix[:, column] * factor
-    return total
-
-
-def average_stderr(
-    stderr: FloatArray,
-    normalized: FloatArray,
-    weight: FloatArray,
-    *,
-    missing: MissingPolicy,
-) -> FloatArray:
-    """Return the standard error of each variant's weighted average.
-
-    ``sqrt(sum(w_b^2 se_b^2)) / sum(w_b)`` over the benchmarks the average
-    takes; NaN where the average is NaN or a benchmark it takes has no stderr.
-
-    Args:
-        stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
-        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
-        weight: Per-benchmark weights.
-        missing: The policy the average used.
-
-    Examples:
-        >>> average_stderr(np.array([[3.0, 4.0]]), np.array([[50.0, 60.0]]),
-        ...     np.ones(2), missing="exclude").tolist()
-        [2.5]
-    """
-    is_present = ~np.isnan(normalized)
-    is_unknown = is_present & np.isnan(stderr)
-    squares = _row_sums(
-        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
-    )
-    divisor = (
-        np.full(normalized.shape[0], weight.sum())
-        if missing == "zero"
-        else _row_sums(is_present, weight)
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(squares) / divisor
-    average = average_benchmarks(normalized, weight, missing=missing)
-    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
-    return np.asarray(result, dtype=np.float64)
-
-
-def rank_descending(values: FloatArray) -> npt.NDArray[np.float64]:
-    """Rank values, highest first; equal values share the smallest rank; NaN stays unranked.
-
-    A tie is exact equality: every engine sums scores exactly
-    (:class:`FixedPoint`), so equal inputs give bit-equal averages whatever the
-    row order, batching or engine, and two different averages never tie.
-
-    Args:
-        values: Scores; NaN marks an unranked entry.
-
-    Returns:
-        Ranks as floats (1.0 is best), NaN where the value is NaN.
-
-    Examples:
-        >>> rank_descending(np.array([3.0, 5.0, 3.0, np.nan, 1.0])).tolist()
-        [2.0, 1.0, 2.0, nan, 4.0]
-        >>> rank_descending(np.array([10.0000000005001, 10.0000000004999])).tolist()
-        [1.0, 2.0]
-    """
-    ranked = np.flatnonzero(~np.isnan(values))
-    ranks = np.full(values.shape, np.nan)
-    if not ranked.size:
-        return ranks
-    order = np.argsort(-values[ranked])  # best first (ties in any order)
-    descending = values[ranked[order]]
-    is_new = np.empty(order.size, dtype=bool)  # a value unlike the one before
-    is_new[0] = True
-    np.not_equal(descending[1:], descending[:-1], out=is_new[1:])
-    # a rank is 1 + the place of the first of its equals (one sort, no search)
-    place = np.maximum.accumulate(np.where(is_new, np.arange(order.size), 0))
-    ranks[ranked[order]] = place + 1.0
-    return ranks

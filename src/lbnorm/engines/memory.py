@@ -26,7 +26,13 @@ from lbnorm.core import arrow
 from lbnorm.core.options import RunOptions, UnknownSubtasks
 from lbnorm.core.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.engines.encode import KeyEncoder, Variants, factorize
-from lbnorm.engines.kernel import FloatArray, IntArray, aggregate_benchmarks
+from lbnorm.engines.kernel import (
+    FloatArray,
+    IntArray,
+    aggregate_benchmarks,
+    normalize_matrix,
+    normalize_rows,
+)
 from lbnorm.engines.result import (
     Result,
     assemble_result,
@@ -132,8 +138,10 @@ class MemoryJob:
             stderr=details.get("stderr"),
             n_samples=details.get("n_samples"),
         )
+        values = normalize_matrix(raw.T, arrays) if arrays.keeps_scores else None
         is_present = ~np.isnan(raw)
-        n_clipped = int(np.count_nonzero(raw < arrays.lower_bound[:, None]))
+        floor = arrays.lower_bound if arrays.scales is None else arrays.scales.floor
+        n_clipped = int(np.count_nonzero(raw < floor[:, None]))
         parts = DenseSubtasks(dense, order, suite, raw) if options.subtasks else None
         return assemble_result(
             variants,
@@ -146,6 +154,7 @@ class MemoryJob:
             n_scores=int(np.count_nonzero(is_present)),
             n_clipped=n_clipped,
             keys=keys,
+            values=values,
         )
 
 
@@ -350,6 +359,7 @@ def collect_scores(
     """
     pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     encoder = KeyEncoder(pairs)
+    scales = suite_arrays(suite).scales
     dense = DenseScores(
         len(pairs), expected_rows // max(len(pairs), 1) + 1, keep_details=keep_details
     )
@@ -357,7 +367,7 @@ def collect_scores(
     n_failed = 0
     for batch in batches:
         checked = check_batch(
-            batch, encoder, unknown=unknown, seen_before=dense.is_stored
+            batch, encoder, unknown=unknown, seen_before=dense.is_stored, scales=scales
         )
         dense.n_ignored += checked.n_ignored
         if checked.n_failed:
@@ -455,10 +465,7 @@ class DenseSubtasks:
                 return _cells(values, present)
 
             raw = cells(block)
-            lower_bound = arrays.lower_bound[subtask]
-            normalized = np.maximum(
-                (raw - lower_bound) / (1.0 - lower_bound) * 100.0, 0.0
-            )
+            normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
             n_rows = raw.size
             data: dict[str, pa.Array] = {
                 name: arrow.dictionary(
@@ -475,7 +482,7 @@ class DenseSubtasks:
             data["raw_score"] = arrow.array(raw)
             data["lower_bound"] = arrow.array(lower_bound)
             data["normalized_score"] = arrow.array(normalized)
-            data["is_clipped"] = arrow.array(raw < lower_bound)
+            data["is_clipped"] = arrow.array(is_clipped)
             data["stderr"] = (
                 _nullable(cells(dense.sorted("stderr", self._order, subtasks)))
                 if "stderr" in dense.matrices

@@ -32,11 +32,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lbnorm.board import rank_descending
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import check_option_file
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.engines.kernel import rank_descending
+from lbnorm.suites.board import RankMethod
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -377,7 +378,11 @@ def type_label_array(types: Column) -> pa.Array:
 
 
 def exclude_flagged_table(
-    leaderboard: pa.Table, *, column: str = "flagged"
+    leaderboard: pa.Table,
+    *,
+    column: str = "flagged",
+    by: str = "average",
+    method: RankMethod = "min",
 ) -> pa.Table:
     """Take flagged variants out of the ranking and re-rank the others.
 
@@ -388,6 +393,9 @@ def exclude_flagged_table(
     Args:
         leaderboard: The leaderboard with ``rank``, ``average`` and `column`.
         column: The boolean flag column (null counts as not flagged).
+        by: The column ranked by (the suite's board's ``rank_by``).
+        method: How ties share ranks (the board's ``rank_method``; ties keep
+            their previous order, which is key order).
 
     Returns:
         The re-ranked leaderboard.
@@ -404,7 +412,7 @@ def exclude_flagged_table(
     is_flagged = _flag_mask(leaderboard, column)
     is_eligible = _is_valid(leaderboard["rank"]) & ~is_flagged
     rank = rank_descending(
-        np.where(is_eligible, _as_floats(leaderboard["average"]), np.nan)
+        np.where(is_eligible, _as_floats(leaderboard[by]), np.nan), method=method
     )
     order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
     index = leaderboard.column_names.index("rank")
@@ -430,7 +438,7 @@ def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
     """Add ``rank_within_<column>``: the rank by average among variants sharing `column`.
 
     Only ranked variants are ranked within their group (ties share the smallest
-    rank, as in ``rank`` and :func:`lbnorm.engines.kernel.rank_descending`); a null
+    rank, as in ``rank`` and :func:`lbnorm.board.rank.rank_descending`); a null
     group value gives a null group rank. A column of that name already there
     is recomputed in place.
 
@@ -535,6 +543,8 @@ def annotate_table(
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
     source: str | None = None,
+    rank_by: str = "average",
+    rank_method: RankMethod = "min",
 ) -> pa.Table:
     """Join metadata, then exclude flagged variants and add group ranks, as asked.
 
@@ -550,6 +560,8 @@ def annotate_table(
         is_flagged_excluded: Re-rank without the ``flagged`` variants.
         source: Where a table or frame came from (the file it was read from),
             for messages and the columns' docs; default ``<frame>``.
+        rank_by: The column the suite's board ranks by (``average`` by default).
+        rank_method: How its ties share ranks.
 
     Returns:
         The annotated leaderboard.
@@ -568,7 +580,7 @@ def annotate_table(
     else:
         board = leaderboard
     if is_flagged_excluded:
-        board = exclude_flagged_table(board)
+        board = exclude_flagged_table(board, by=rank_by, method=rank_method)
         stale = [  # group ranks already there were computed with the flagged
             name.removeprefix("rank_within_")
             for name in board.column_names
@@ -718,6 +730,8 @@ def annotate_leaderboard(
     *,
     rank_within_columns: Sequence[str] = (),
     is_flagged_excluded: bool = False,
+    rank_by: str = "average",
+    rank_method: RankMethod = "min",
 ) -> pd.DataFrame:
     """:func:`annotate_table` on a frame (what ``lbnorm show`` does on the fly).
 
@@ -726,6 +740,8 @@ def annotate_leaderboard(
         metadata: A metadata file, a frame, or None for none.
         rank_within_columns: Columns to rank within (each adds a column).
         is_flagged_excluded: Re-rank without the ``flagged`` variants.
+        rank_by: The column the suite's board ranks by.
+        rank_method: How its ties share ranks.
 
     Returns:
         The annotated leaderboard: its own columns as they were (rows reordered
@@ -761,11 +777,14 @@ def annotate_leaderboard(
             table,
             rank_within_columns=rank_within_columns,
             is_flagged_excluded=is_flagged_excluded,
+            rank_by=rank_by,
+            rank_method=rank_method,
         ),
         needed=(
             *KEY_COLUMNS,
             "rank",
             "average",
+            *([rank_by] if rank_by != "average" else []),
             "flagged",
             *rank_within_columns,
             *groups,
@@ -824,7 +843,7 @@ def _rank_descending_within(
 ) -> npt.NDArray[np.float64]:
     """Rank values highest first within each group; NaN value or group -1: unranked.
 
-    Ties share the smallest rank, exactly as :func:`lbnorm.engines.kernel.rank_descending`
+    Ties share the smallest rank, exactly as :func:`lbnorm.board.rank.rank_descending`
     ranks one group: a variant's rank is 1 + the values of its group above it.
     """
     ranks = np.full(values.shape, np.nan)

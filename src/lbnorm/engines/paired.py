@@ -24,15 +24,22 @@ matrix bit-packed, the matched counts and sums by popcount
 difference is the difference of the two scores, each computed from the matched
 items only, by the suite's rule:
 
-- a subtask: ``N(m) = max(0, (m - lb) / (1 - lb)) x 100``;
+- a subtask: ``N(m) = max(0, (m - lb) / (1 - lb)) x 100``; on a declared range
+  ``[lo, hi]``, ``max(0, (m - lo - lb (hi - lo)) / ((hi - lo) (1 - lb))) x 100``
+  (:func:`score_scale`), as the kernel scores it;
 - normalize-then-average: the mean of the K subtasks' ``N(m_k)``;
 - pool-then-normalize: ``N(sum_k w_k m_k / sum_k w_k)`` with ``w_k`` the matched
   documents (the suite's sample sizes when both answered everything);
-- the average: the benchmarks' weighted mean.
+- the average: the averaged benchmarks' weighted mean (under the board's
+  ``average = "subtasks"``, each weighted by the subtasks it counts too).
+
+Statistics, benchmarks of per-instance rules and pairwise benchmarks are not
+compared (:func:`suite_levels` says so), nor is an average that counts one.
 
 Its variance is the delta method's: with ``c_k`` the derivative of a side's
 score by its mean on subtask k (``g / K``, ``g w_k / W``, times the benchmark's
-share of the average, where ``g = 100 / (1 - lb)``),
+share of the average, where ``g = 100 / (1 - lb)``, on a range
+``100 / ((hi - lo) (1 - lb))``),
 
 ``Var = sum_domains C / (C - 1) * w' Q w``, ``w = (c_a,k / n_k, -c_b,k / n_k)_k``,
 
@@ -61,17 +68,18 @@ or Benjamini and Hochberg's step-up rule (:func:`adjust_p_values`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm.board.average import averaged
+from lbnorm.core.errors import OptionsError
 from lbnorm.core.options import MissingPolicy
 from lbnorm.engines.stderr import upper_tail
-from lbnorm.readers.items import ONE, Items, SubtaskItems
-from lbnorm.suites import SuiteArrays
+from lbnorm.readers.items import ONE, Items, SubtaskItems, unpaired_benchmarks
+from lbnorm.suites import Suite, SuiteArrays, suite_arrays
 
 __all__ = [
     "DomainMoments",
@@ -81,6 +89,9 @@ __all__ = [
     "level_statistics",
     "mcnemar_exact",
     "pair_moments",
+    "refuse_unpairable",
+    "score_scale",
+    "suite_levels",
     "two_sided_p",
 ]
 
@@ -433,38 +444,67 @@ class Level:
 
     Attributes:
         name: ``average``, a benchmark's name, or ``benchmark/subtask``.
-        subtasks: The suite rows it is built from.
+        subtasks: The suite rows it is built from (the average: those of the
+            benchmarks it averages).
         benchmark: The benchmark's index (-1: the average).
         is_subtask: One subtask alone.
+        by_subtasks: The average weighs each benchmark by the subtasks it
+            counts (the board's ``average = "subtasks"``), not by its weight alone.
     """
 
     name: str
     subtasks: IntArray
     benchmark: int
     is_subtask: bool = False
+    by_subtasks: bool = False
 
 
 def suite_levels(
-    names: Sequence[str],
-    subtask_names: Sequence[str],
-    arrays: SuiteArrays,
-    *,
-    subtasks: bool = False,
-) -> list[Level]:
+    suite: Suite, arrays: SuiteArrays, *, subtasks: bool = False
+) -> tuple[list[Level], tuple[str, ...]]:
     """The average, then each benchmark (followed by its subtasks with `subtasks`).
 
+    A benchmark paired comparisons cannot score from its items (a statistic, a
+    benchmark of per-instance rules, a pairwise one:
+    :func:`lbnorm.readers.items.unpaired_benchmarks`) is left out, and so is the
+    average where the board has none or it averages such a benchmark.
+
     Args:
-        names: The benchmarks' names, in suite order.
-        subtask_names: Each subtask's name, in suite order.
+        suite: The suite (its benchmarks and the board's ``average``).
         arrays: The suite's arrays (bounds, benchmark of each subtask, rules).
         subtasks: Also a level per subtask (``benchmark/subtask``), for
             benchmarks of several subtasks.
+
+    Returns:
+        The levels, and a note per level left out, with why.
     """
-    levels = [
-        Level(name="average", subtasks=np.arange(arrays.lower_bound.size), benchmark=-1)
-    ]
+    left_out = unpaired_benchmarks(suite)
+    names = suite.benchmark_names
+    kept = averaged(arrays)
     starts = arrays.benchmark_starts()
+    levels, notes = [], []
+    average = suite.board.average
+    if average == "none":
+        notes.append("average: the suite's board has none")
+    elif not kept.any():
+        notes.append("average: no benchmark is averaged")
+    elif unpaired := [names[i] for i in np.flatnonzero(kept).tolist() if i in left_out]:
+        notes.append(f"average: it averages {', '.join(unpaired)}, not compared")
+    else:
+        members = np.flatnonzero(kept[arrays.benchmark_index]).astype(np.int64)
+        levels.append(
+            Level(
+                name="average",
+                subtasks=members,
+                benchmark=-1,
+                by_subtasks=average == "subtasks",
+            )
+        )
+    subtask_names = [s.name for b in suite.benchmarks for s in b.subtasks]
     for index, name in enumerate(names):
+        if index in left_out:
+            notes.append(f"{name}: {left_out[index]}")
+            continue
         members = np.arange(starts[index], starts[index + 1], dtype=np.int64)
         levels.append(Level(name=name, subtasks=members, benchmark=index))
         if subtasks and members.size > 1:
@@ -477,7 +517,32 @@ def suite_levels(
                 )
                 for k in members.tolist()
             )
-    return levels
+    return levels, tuple(notes)
+
+
+def refuse_unpairable(suite: Suite, *, where: str = "--paired") -> None:
+    """Refuse a paired comparison when no level of the suite can be compared.
+
+    ``run --paired`` asks before reading any input; ``compare --paired`` and
+    ``diff --paired`` ask of the suite an output was computed with.
+
+    Args:
+        suite: The suite.
+        where: What asks (the error names it): an option or an output folder.
+
+    Raises:
+        OptionsError: Every benchmark is a statistic, pairwise or of per-instance
+            rules, and the board has no average to compare.
+    """
+    levels, left_out = suite_levels(suite, suite_arrays(suite))
+    if not levels:
+        msg = (
+            f"{where}: no level of suite {suite.display_name} can be compared on its "
+            f"items ({'; '.join(left_out)}).\nHint: leave out --paired; paired "
+            "comparisons need a benchmark scored as the mean of its per-sample values "
+            "(docs/paired.md)."
+        )
+        raise OptionsError(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -535,11 +600,10 @@ def level_statistics(
     Returns:
         The level's statistics per pair.
     """
-    score_a, coef_a = _side(moments, moments.total_a, arrays, level)
-    score_b, coef_b = _side(moments, moments.total_b, arrays, level)
+    is_known = _is_known(moments.n > 0, arrays, level, missing)
+    score_a, coef_a = _side(moments, moments.total_a, arrays, level, missing)
+    score_b, coef_b = _side(moments, moments.total_b, arrays, level, missing)
     members = level.subtasks
-    matched = moments.n[:, members] > 0
-    is_known = matched.all(axis=1) if missing == "exclude" else matched.any(axis=1)
     zeros = np.zeros_like(coef_a)
     with np.errstate(invalid="ignore"):
         variance = _variance(moments, coef_a, coef_b, members)
@@ -569,50 +633,105 @@ def level_statistics(
     )
 
 
-def _normalized(mean: FloatArray, bound: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``N(m)`` and its slope: ``100 / (1 - lb)`` at or above the bound, 0 below."""
-    scale = 100.0 / (1.0 - bound)
-    slope = np.where(mean >= bound, scale, 0.0)
-    return np.maximum((mean - bound) * scale, 0.0), slope
+def score_scale(
+    arrays: SuiteArrays, subtasks: IntArray | slice
+) -> tuple[FloatArray, FloatArray]:
+    """Per subtask, the raw value that scores 0 and the score's points per raw unit.
+
+    ``N(m) = max(0, (m - offset) x slope)``: on fractions ``offset = lb`` and
+    ``slope = 100 / (1 - lb)``; on a declared range ``[lo, hi]``
+    (:class:`lbnorm.suites.Scales`) ``offset = lo + lb (hi - lo)`` and
+    ``slope = 100 / ((hi - lo) (1 - lb))``, as the kernel scores it.
+    """
+    bound = arrays.lower_bound[subtasks]
+    scales = arrays.scales
+    if scales is None:
+        return bound, 100.0 / (1.0 - bound)
+    return scales.offset[subtasks], scales.factor[subtasks] / (1.0 - bound)
+
+
+def _normalized(
+    mean: FloatArray, offset: FloatArray, scale: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """``N(m)`` and its slope: `scale` at or above `offset` (the bound), 0 below."""
+    slope = np.where(mean >= offset, scale, 0.0)
+    return np.maximum((mean - offset) * scale, 0.0), slope
+
+
+def _is_known(
+    matched: BoolArray, arrays: SuiteArrays, level: Level, missing: MissingPolicy
+) -> BoolArray:
+    """Where a level is compared: under ``exclude`` only with every subtask matched.
+
+    A benchmark (or one of its subtasks) by its own policy; the average where
+    every benchmark it averages is known (the run's ``exclude``) or any is.
+    """
+    starts = arrays.benchmark_starts()
+    known = []
+    for index in np.unique(arrays.benchmark_index[level.subtasks]).tolist():
+        members = (
+            level.subtasks
+            if level.benchmark >= 0
+            else slice(starts[index], starts[index + 1])
+        )
+        here = matched[:, members]
+        is_whole = arrays.missing_of(index, missing) == "exclude"
+        known.append(here.all(axis=1) if is_whole else here.any(axis=1))
+    every = np.stack(known, axis=1)
+    is_all = level.benchmark >= 0 or missing == "exclude"
+    return np.asarray(every.all(axis=1) if is_all else every.any(axis=1), dtype=bool)
 
 
 def _side(
-    moments: Moments, total: FloatArray, arrays: SuiteArrays, level: Level
+    moments: Moments,
+    total: FloatArray,
+    arrays: SuiteArrays,
+    level: Level,
+    missing: MissingPolicy,
 ) -> tuple[FloatArray, FloatArray]:
     """One side's score at a level and its derivative by each subtask's mean.
 
     Over the subtasks with matched items (all of them, where the level is
     known under ``missing="exclude"``): a benchmark averages or pools those, the
-    average weighs the benchmarks that have any.
+    average weighs the benchmarks it counts (known by their own policy) by
+    their weights, or by their weights times the subtasks they count.
     """
     present = moments.n > 0
     mean = np.where(present, total / np.maximum(moments.n, 1.0), 0.0)
     coef = np.zeros_like(mean)
     if level.is_subtask:
         (k,) = level.subtasks.tolist()
-        score, coef[:, k] = _normalized(mean[:, k], arrays.lower_bound[k])
+        offset, scale = score_scale(arrays, level.subtasks)
+        score, coef[:, k] = _normalized(mean[:, k], offset[0], scale[0])
         return score, coef
     starts = arrays.benchmark_starts()
-    indices = [level.benchmark] if level.benchmark >= 0 else range(arrays.weight.size)
+    indices = (
+        [level.benchmark]
+        if level.benchmark >= 0
+        else np.unique(arrays.benchmark_index[level.subtasks]).tolist()
+    )
     values, weights = [], []
     for index in indices:  # a suite's benchmarks, each by its own rule
         members = slice(starts[index], starts[index + 1])
         here = present[:, members]
-        bound = arrays.lower_bound[members]
+        offset, scale = score_scale(arrays, members)
         with np.errstate(invalid="ignore", divide="ignore"):
             if arrays.is_pooled[index]:
                 share = np.where(here, moments.documents[:, members], 0.0)
                 share = share / share.sum(axis=1, keepdims=True)
                 pooled = (np.where(here, share, 0.0) * mean[:, members]).sum(axis=1)
-                value, slope = _normalized(pooled, bound[0])
+                value, slope = _normalized(pooled, offset[0], scale[0])
                 coef[:, members] = np.where(here, share * slope[:, None], 0.0)
             else:
-                scores, slopes = _normalized(mean[:, members], bound)
+                scores, slopes = _normalized(mean[:, members], offset, scale)
                 count = here.sum(axis=1, keepdims=True)
                 value = np.where(here, scores, 0.0).sum(axis=1) / count[:, 0]
                 coef[:, members] = np.where(here, slopes / count, 0.0)
         values.append(np.nan_to_num(value))
-        weights.append(np.where(here.any(axis=1), arrays.weight[index], 0.0))
+        is_whole = arrays.missing_of(index, missing) == "exclude"
+        counts = here.all(axis=1) if is_whole else here.any(axis=1)
+        weight = arrays.weight[index] * (here.sum(axis=1) if level.by_subtasks else 1.0)
+        weights.append(np.where(counts, weight, 0.0))
     weight = np.stack(weights, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         weight = weight / weight.sum(axis=1, keepdims=True)

@@ -22,10 +22,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm.board.rank import rank_descending
 from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
 from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS, PAIRED, conform
-from lbnorm.engines.kernel import rank_descending
 from lbnorm.engines.paired import (
     Level,
     LevelStatistics,
@@ -51,10 +51,12 @@ class BoardPairs:
         table: The table (:data:`lbnorm.core.schemas.PAIRED`).
         without_items: Leaderboard variants with no per-sample data (their
             pairs have no paired numbers), as ``model [precision]``.
+        left_out: The levels not compared, each with why (a statistic, ...).
     """
 
     table: pa.Table
     without_items: tuple[str, ...]
+    left_out: tuple[str, ...] = ()
 
 
 def board_pairs(
@@ -82,8 +84,7 @@ def board_pairs(
         The table and the variants without per-sample data.
     """
     arrays = suite_arrays(suite)
-    names = [s.name for b in suite.benchmarks for s in b.subtasks]
-    levels = suite_levels(suite.benchmark_names, names, arrays)
+    levels, left_out = suite_levels(suite, arrays)
     row = variant_rows(leaderboard.select(list(KEY_COLUMNS)), items)
     orders, scores, errors = [], [], []
     for level in levels:  # a level's variants in order, best first
@@ -143,7 +144,7 @@ def board_pairs(
         )
     ]
     more = [f"and {lacking.size - 5} more"] if lacking.size > 5 else []
-    return BoardPairs(table=table, without_items=(*names, *more))
+    return BoardPairs(table=table, without_items=(*names, *more), left_out=left_out)
 
 
 def _item_counts(items: Items, row: IntArray) -> FloatArray:

@@ -19,6 +19,7 @@ from lbnorm.engines.kernel import (
     IntArray,
     Partials,
     SuiteArrays,
+    normalize_rows,
 )
 
 __all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
@@ -208,6 +209,11 @@ class PartialStore:
         )
         self._added: set[str] = set()  # sums some term was added to
         self._behind = BatchThread()
+        #: Each (variant, subtask) normalized score, NaN where absent: kept only
+        #: for a board that reads them (:attr:`SuiteArrays.keeps_scores`).
+        self._values: FloatArray | None = (
+            np.full(self._seen.shape, np.nan) if arrays.keeps_scores else None
+        )
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
@@ -220,6 +226,10 @@ class PartialStore:
         for new, old in zip(sums, self._sums, strict=True):
             new[: old.size] = old
         self._sums, self._seen = sums, grown(self._seen, capacity)
+        if self._values is not None:
+            values = np.full(self._seen.shape, np.nan)
+            values[: self._values.shape[0]] = self._values
+            self._values = values
 
     def trimmed(self, n_variants: int) -> PartialStore:
         """The store cut to its first `n_variants` rows (views: nothing is copied).
@@ -229,6 +239,8 @@ class PartialStore:
         self._behind.close()
         self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
         self._seen = self._seen[:n_variants]
+        if self._values is not None:
+            self._values = self._values[:n_variants]
         return self
 
     def handed_over(
@@ -259,6 +271,8 @@ class PartialStore:
         self._behind.close()
         self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
         self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
+        if self._values is not None:
+            self._values = np.zeros((0, self._seen.shape[1]))
 
     def empty_like(self, n_variants: int) -> PartialStore:
         """An empty store for the same suite with room for `n_variants`."""
@@ -281,6 +295,9 @@ class PartialStore:
             row, subtask = np.nonzero(overlap)
             return row.astype(np.int64), subtask.astype(np.int64)
         self._seen[rows] |= seen
+        if self._values is not None and other._values is not None:
+            taken = np.where(seen, other._values, self._values[rows])
+            self._values[rows] = taken
         self._added |= other._added
         shape = (-1, self._n_benchmarks)
         for mine, theirs in zip(self._sums, other._sums, strict=True):
@@ -309,6 +326,9 @@ class PartialStore:
         if raw is None or raw.size == 0:
             return
         fixed, arrays = self._fixed, self.arrays
+        if self._values is not None:  # (a board's store: a leaderboard's size)
+            normalized = normalize_rows(raw, subtask, arrays)[0]
+            self._values[variant, subtask] = normalized
         self._behind.run(
             lambda: self.add_sums(
                 *summed_terms(
@@ -362,6 +382,8 @@ class PartialStore:
             sums["weight"][:, index] += added if order is None else added[order]
         # each benchmark's subtasks present, counted in code order, then ordered
         count = _present_per_benchmark(seen, starts)
+        values = None if self._values is None else self._values[:n_variants]
         if order is not None:
             count = count.take(order, axis=0)
-        return Partials(count=count.astype(np.float64), sums=sums)
+            values = None if values is None else values.take(order, axis=0)
+        return Partials(count=count.astype(np.float64), sums=sums, values=values)

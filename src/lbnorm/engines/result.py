@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lbnorm import _runtime
 from lbnorm._runtime import beside
+from lbnorm.board import BoardScores, score_board, sum_benchmarks
 from lbnorm.core import arrow
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import (
@@ -38,9 +39,6 @@ from lbnorm.engines.kernel import (
     BoolArray,
     FloatArray,
     IntArray,
-    average_benchmarks,
-    average_stderr,
-    rank_descending,
 )
 from lbnorm.suites import Suite, suite_arrays
 
@@ -493,14 +491,16 @@ def assemble_result(
     n_scores: int = 0,
     n_clipped: int = 0,
     keys: Future[dict[str, pa.Array]] | None = None,
+    values: FloatArray | None = None,
 ) -> Result:
-    """Average and rank benchmark scores and build the result tables.
+    """Apply the suite's board rules to benchmark scores and build the result tables.
 
     Every engine (in memory, streaming, Dask) ends here, so they share one
-    definition of the average, the ranks and the output tables. A large run's
-    leaderboard (averages and ranks included) is built on a thread of its own
-    (:class:`BuiltBeside`): the writer encodes the benchmark table meanwhile,
-    the longer of the two, and the result is returned without waiting for it.
+    definition of the average, the rates, the ranks and the output tables
+    (:mod:`lbnorm.board`). A large run's leaderboard (averages and ranks
+    included) is built on a thread of its own (:class:`BuiltBeside`): the
+    writer encodes the benchmark table meanwhile, the longer of the two, and
+    the result is returned without waiting for it.
 
     Args:
         variants: The variant keys, sorted by key, one row per row of `benchmark`.
@@ -514,21 +514,31 @@ def assemble_result(
         n_clipped: Subtask scores below their bound.
         keys: The benchmark table's key columns, under way
             (:func:`start_benchmark_keys`), or None: built here.
+        values: ``(n_variants, n_subtasks)`` subtask scores in suite order (NaN:
+            absent), when the suite's board reads them
+            (:attr:`lbnorm.suites.board.Board.needs_subtask_scores`).
 
     Returns:
         The result.
     """
+    arrays = suite_arrays(suite)
+    summed = sum_benchmarks(
+        suite, arrays, benchmark.normalized, missing=options.missing, values=values
+    )
+    if summed is not benchmark.normalized:  # both tables show the board's means
+        benchmark = replace(benchmark, normalized=summed)
 
     def board() -> pa.Table:
-        weight, missing = suite_arrays(suite).weight, options.missing
-        average = average_benchmarks(benchmark.normalized, weight, missing=missing)
-        rank = rank_descending(average)
-        average_error = average_stderr(
-            benchmark.stderr, benchmark.normalized, weight, missing=missing
+        scores = score_board(
+            suite,
+            arrays,
+            benchmark.normalized,
+            benchmark.stderr,
+            benchmark.n_present,
+            missing=options.missing,
+            values=values,
         )
-        return leaderboard_table(
-            variants, suite, benchmark, average, rank, average_error
-        )
+        return leaderboard_table(variants, suite, benchmark, scores)
 
     leaderboard_output: pa.Table | TableParts
     if len(variants) < _runtime.THREAD_ROWS:
@@ -536,7 +546,11 @@ def assemble_result(
     else:  # built beside the benchmark table, and beside its encoding when written
         leaderboard_output = BuiltBeside(
             board,
-            schema=leaderboard_schema(suite.benchmark_names),
+            schema=leaderboard_schema(
+                suite.benchmark_names,
+                rates=suite.board.rate_names,
+                rank_doc=suite.board.rank_doc,
+            ),
             num_rows=len(variants),
         )
     benchmark_output = benchmark_table(
@@ -674,24 +688,22 @@ def leaderboard_table(
     variants: Variants,
     suite: Suite,
     arrays: BenchmarkArrays,
-    average: FloatArray,
-    rank: FloatArray,
-    average_error: FloatArray,
+    scores: BoardScores,
 ) -> pa.Table:
-    """One row per variant, best first: rank, average, coverage, benchmark columns.
+    """One row per variant, best first: rank, average, coverage, benchmark and rate columns.
 
     Args:
         variants: The variant keys, one row per row of `arrays`.
-        suite: The suite (benchmark names, count).
+        suite: The suite (benchmark names, count, rates).
         arrays: The kernel's benchmark-level arrays.
-        average: Each variant's average (NaN: unranked).
-        rank: Each variant's rank (NaN: unranked).
-        average_error: The standard error of each average (NaN: unknown).
+        scores: The board's average, its standard error, rates and rank per
+            variant (NaN: none).
 
     Returns:
         The leaderboard, ranked variants first, then the others in key order.
     """
     # order first, then every column gathered once, already in order
+    rank = scores.rank
     order = board_order(rank)
     return leaderboard_rows(
         variants.take(order),
@@ -701,8 +713,9 @@ def leaderboard_table(
         raw=np.take(arrays.raw, order, axis=0).T,
         stderr=np.take(arrays.stderr, order, axis=0).T,
         rank=rank[order],
-        average=average[order],
-        average_error=average_error[order],
+        average=scores.average[order],
+        average_error=scores.average_stderr[order],
+        rates={name: values[order] for name, values in scores.rates.items()},
     )
 
 
@@ -729,6 +742,7 @@ def leaderboard_rows(
     rank: FloatArray,
     average: FloatArray,
     average_error: FloatArray,
+    rates: dict[str, FloatArray] | None = None,
 ) -> pa.Table:
     """Leaderboard rows, already in the board's order.
 
@@ -742,6 +756,7 @@ def leaderboard_rows(
         rank: Per row (NaN: unranked).
         average: Per row (NaN: none).
         average_error: Per row (NaN: unknown).
+        rates: Per rate column of the suite's board, per row (NaN: none).
 
     Returns:
         Rows in the :func:`lbnorm.core.schemas.leaderboard_schema` of the suite.
@@ -765,7 +780,13 @@ def leaderboard_rows(
         columns[f"{name} Raw"] = arrow.array(raw[index], mask=np.isnan(raw[index]))
         errors = stderr[index]
         columns[f"{name} stderr"] = arrow.array(errors, mask=np.isnan(errors))
-    schema = leaderboard_schema(suite.benchmark_names)
+    for name, values in (rates or {}).items():
+        columns[name] = arrow.array(values, mask=np.isnan(values))
+    schema = leaderboard_schema(
+        suite.benchmark_names,
+        rates=suite.board.rate_names,
+        rank_doc=suite.board.rank_doc,
+    )
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 

@@ -55,8 +55,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm._runtime import BatchThread, Threads, check_cancelled, release_free_memory
+from lbnorm.board import average_rows, rank_rows
 from lbnorm.core import arrow
-from lbnorm.core.errors import OutputError, SpillError
+from lbnorm.core.errors import OptionsError, OutputError, SpillError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
@@ -68,10 +69,7 @@ from lbnorm.engines.kernel import (
     FloatArray,
     IntArray,
     SuiteArrays,
-    average_benchmarks,
-    average_stderr,
     finish_benchmarks,
-    rank_descending,
 )
 from lbnorm.engines.partials import (
     PartialStore,
@@ -169,6 +167,17 @@ def spill_width(
         n_variants = expected_rows // n_subtasks + 1
     if n_variants * per_variant <= budget:
         return None
+    if not arrays.can_spill:
+        needed = n_variants * (per_variant + 8 * n_subtasks) / 2**30
+        msg = (
+            f"{n_variants:,} model variants would need about {needed:.1f} GiB of "
+            f"sums, over --sum-memory {options.sum_memory:g}, and this suite's board "
+            "(its rates, or left-to-right sums of subtask scores) compares every "
+            "model with every other, so the run cannot spill to disk.\n"
+            f"Hint: raise --sum-memory to about {needed * 1.5:.1f}, or drop the "
+            "rates and summation from the suite's [board]."
+        )
+        raise OptionsError(msg)
     # half the budget per partition: the rest of the run (keys, the seen
     # matrix, a batch) holds memory of its own meanwhile
     return max(budget // (2 * per_variant), -(-n_variants // _most_parts()))
@@ -558,8 +567,8 @@ def finish_spilled(
     # (both release the GIL for their array work)
     with Threads(1, "order") as sorter:
         ordering = sorter.submit(variants.order)
-        averages, errors, n_complete, n_cells, resized = _sum_partitions(
-            store, n_variants, options
+        averages, errors, n_complete, n_cells, resized, ranked_by = _sum_partitions(
+            store, n_variants, suite, options
         )
         order = ordering.result()
     n_models = variants.n_models()
@@ -567,7 +576,14 @@ def finish_spilled(
     ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept)
     averages, errors, n_complete = averages[order], errors[order], n_complete[order]
-    rank = rank_descending(averages)
+    rules = suite.board
+    rank = rank_rows(
+        suite,
+        averages if ranked_by is None else ranked_by[order],
+        is_complete=(
+            None if rules.rank_incomplete else n_complete == len(suite.benchmarks)
+        ),
+    )
     spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
     return Result(
@@ -595,22 +611,27 @@ def finish_spilled(
 
 
 def _sum_partitions(
-    store: SpillStore, n_variants: int, options: RunOptions
-) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray]]:
+    store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
+) -> tuple[
+    FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray], FloatArray | None
+]:
     """Sum and finish every partition; what the leaderboard needs of each variant.
 
     Returns:
         Per variant (code order): the average, its standard error, the complete
         benchmarks; the (variant, benchmark) cells with a subtask (the benchmark
-        table's rows); and the (code, benchmark) pairs pooled with other sample
-        sizes.
+        table's rows); the (code, benchmark) pairs pooled with other sample
+        sizes; and the score of the benchmark the board ranks by (None when it
+        ranks by the average).
     """
     averages = np.full(n_variants, np.nan)
     errors = np.full(n_variants, np.nan)
+    by = suite.board.rank_by  # (a spilled run's board has no rates)
+    by_index = suite.benchmark_names.index(by) if by != "average" else None
+    ranked_by = None if by_index is None else np.full(n_variants, np.nan)
     n_complete = np.zeros(n_variants, dtype=np.int8)
     resized: list[IntArray] = []
     n_cells = 0
-    weight = store.arrays.weight
     # a partition's arrays are saved on a thread while the next one is summed
     # (writing them to the page cache takes about as long as summing them)
     with Threads(1, "save") as saver:
@@ -621,13 +642,16 @@ def _sum_partitions(
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
             saving = saver.submit(_save_partition, store.folder, part, benchmark)
-            scores = benchmark.normalized
-            averages[low:high] = average_benchmarks(
-                scores, weight, missing=options.missing
+            averages[low:high], errors[low:high] = average_rows(
+                suite,
+                store.arrays,
+                benchmark.normalized,
+                benchmark.stderr,
+                benchmark.n_present,
+                missing=options.missing,
             )
-            errors[low:high] = average_stderr(
-                benchmark.stderr, scores, weight, missing=options.missing
-            )
+            if ranked_by is not None:
+                ranked_by[low:high] = benchmark.normalized[:, by_index]
             n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(
                 axis=1
             )
@@ -635,12 +659,12 @@ def _sum_partitions(
             other = np.argwhere(benchmark.has_other_sizes)
             if other.size:
                 resized.append(np.add(other, [low, 0]))
-            del benchmark, scores
+            del benchmark
         if saving is not None:
             saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
-    return averages, errors, n_complete, n_cells, resized
+    return averages, errors, n_complete, n_cells, resized, ranked_by
 
 
 def _sum_partition(
@@ -856,7 +880,10 @@ class SpilledLeaderboard:
         self._rank, self._average, self._error = rank, average, average_error
         self._n_complete = n_complete
         self._counts = counts
-        self.schema = leaderboard_schema(spilled.suite.benchmark_names)
+        rules = spilled.suite.board  # (a spilled run's board has no rates)
+        self.schema = leaderboard_schema(
+            spilled.suite.benchmark_names, rank_doc=rules.rank_doc
+        )
         self.num_rows = len(rank)
 
     def board_counts(self) -> BoardCounts:

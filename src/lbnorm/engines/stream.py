@@ -37,6 +37,7 @@ from lbnorm.engines.kernel import (
     IntArray,
     SuiteArrays,
     finish_benchmarks,
+    normalize_rows,
 )
 from lbnorm.engines.partials import PartialStore
 from lbnorm.engines.result import (
@@ -193,9 +194,7 @@ def _subtask_part(
     if not is_all:
         table = table.filter(arrow.array(keep))
     n_rows = table.num_rows
-    lower_bound = arrays.lower_bound[subtask]
-    normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
-    np.maximum(normalized, 0.0, out=normalized)
+    normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for field in SUBTASK_SCORES:
         name = field.name
@@ -206,7 +205,7 @@ def _subtask_part(
         elif name == "normalized_score":
             columns[name] = arrow.array(normalized)
         elif name == "is_clipped":
-            columns[name] = arrow.array(raw < lower_bound)
+            columns[name] = arrow.array(is_clipped)
         elif checked.is_renamed and name in ("benchmark", "subtask"):
             columns[name] = _as_type(
                 _suite_names(suite, arrays, subtask, name), field.type
@@ -301,6 +300,7 @@ def finish_totals(
     # caller's references to the store (a job's folder) would keep them otherwise
     del totals
     benchmark = finish_benchmarks(partials, arrays, missing=options.missing)
+    values = partials.values
     del partials
     return assemble_result(
         variants,
@@ -312,6 +312,7 @@ def finish_totals(
         n_scores=n_scores,
         n_clipped=n_clipped,
         keys=keys,
+        values=values,
     )
 
 
@@ -386,6 +387,8 @@ class _Folder:
         """
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
+        scales = self.arrays.scales  # a score below this is clipped
+        self._floor = self.arrays.lower_bound if scales is None else scales.floor
         self._unknown = unknown
         self._failure_limit = (
             None if options is not None and options.failures else failure_limit
@@ -428,7 +431,11 @@ class _Folder:
         self.spill_if_over()  # (on the variants of the batches before)
         encoder, store = self._encoder, self._store
         checked = check_batch(
-            batch, encoder, unknown=self._unknown, seen_before=store.is_seen
+            batch,
+            encoder,
+            unknown=self._unknown,
+            seen_before=store.is_seen,
+            scales=self.arrays.scales,
         )
         check_cancelled()  # (checking a large batch takes a while: before its sums)
         self._n_ignored += checked.n_ignored
@@ -464,7 +471,7 @@ class _Folder:
             n_samples=details.get("n_samples"),
         )
         self._n_scores += raw.size
-        self._n_clipped += int(np.count_nonzero(raw < self.arrays.lower_bound[subtask]))
+        self._n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
         return checked
 
     def spill_if_over(self) -> None:

@@ -34,6 +34,7 @@ from lbnorm.core.files import file_format
 from lbnorm.core.options import UnknownSubtasks
 from lbnorm.core.schemas import KEY_COLUMNS, Batch
 from lbnorm.engines.encode import KeyEncoder
+from lbnorm.suites import Scales
 
 __all__ = [
     "CheckedBatch",
@@ -62,6 +63,7 @@ _HINTS = {
     "non_finite_score": "raw_score must be a number in [0, 1]; fix or remove the row.",
     "percent_scale": "raw_score looks like a percentage; lbnorm expects fractions in [0, 1]: divide by 100.",
     "out_of_range": "raw_score must be a fraction in [0, 1].",
+    "outside_range": "raw_score must lie in its benchmark's range (the suite's `range = [low, high]`, `lbnorm suites show SUITE --toml`); fix the score or the range.",
     "unknown_subtask": "the suite has no such (benchmark, subtask); fix the names (`lbnorm suites show SUITE` lists them), use another --suite, or pass --unknown ignore.",
     "duplicate_score": "each (model, precision, revision, chat_template, benchmark, subtask) must appear once; remove the duplicates or give them distinct variant keys.",
     "bad_stderr": "stderr must be a finite number >= 0, or empty.",
@@ -110,6 +112,7 @@ def check_batch(
     *,
     unknown: UnknownSubtasks,
     seen_before: SeenBefore,
+    scales: Scales | None = None,
 ) -> CheckedBatch:
     """Encode a batch's keys and run every check on it (engines share this step).
 
@@ -118,6 +121,7 @@ def check_batch(
         encoder: The run's key encoder (it learns the batch's new variants).
         unknown: Policy for subtasks the suite does not define.
         seen_before: Which (variant, subtask) pairs earlier batches supplied.
+        scales: The suite's declared ranges (None: every score a fraction).
 
     Returns:
         The codes, scores and failure masks.
@@ -125,7 +129,9 @@ def check_batch(
     table = batch.table
     variant, subtask = encoder.encode(table)
     scores = float_column(table, "raw_score")
-    failed = find_failures(table, scores, variant, subtask, encoder, unknown=unknown)
+    failed = find_failures(
+        table, scores, variant, subtask, encoder, unknown=unknown, scales=scales
+    )
     is_ignored = (subtask < 0) & ~failed["null_key"]  # unknown, not null
     accepted = (subtask >= 0) & (variant >= 0)
     failed["duplicate_score"] = find_duplicates(
@@ -154,6 +160,7 @@ def find_failures(
     encoder: KeyEncoder,
     *,
     unknown: UnknownSubtasks,
+    scales: Scales | None = None,
 ) -> dict[str, npt.NDArray[np.bool_]]:
     """Return, per check, the mask of rows of `table` that fail it.
 
@@ -164,11 +171,16 @@ def find_failures(
         subtask: Each row's suite subtask code (-1 if unknown).
         encoder: The encoder that made the codes.
         unknown: ``error`` makes unknown subtasks a failure.
+        scales: The suite's declared ranges: a row of a benchmark with one is
+            checked on it (a few ulps of slack at each end), not as a fraction.
 
     Returns:
         Check name -> mask of failing rows.
     """
     is_finite = np.isfinite(scores)
+    is_ranged, is_outside = _outside_ranges(scores, subtask, scales)
+    if is_ranged is not None:  # the fraction checks see only the other rows
+        scores = np.where(is_ranged, 0.5, scores)
     # a score in (1, 100] looks like a percentage when it is at least 2 or when at
     # least half the batch's scores are in (1, 100]: a stray 1.2 among fractions is
     # out of range (a sum, a bug), not a scale to divide by 100
@@ -199,7 +211,23 @@ def find_failures(
         checks["bad_n_samples"] = bad if valid is None else bad & valid
     if unknown == "error":
         checks["unknown_subtask"] = (subtask < 0) & (variant >= 0) & ~is_null_name
+    if is_outside is not None:
+        checks["outside_range"] = is_outside
     return checks
+
+
+def _outside_ranges(
+    scores: npt.NDArray[np.float64],
+    subtask: npt.NDArray[np.int64],
+    scales: Scales | None,
+) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.bool_] | None]:
+    """Rows of benchmarks with a declared range, and those outside it (None: none ranged)."""
+    if scales is None:
+        return None, None
+    is_ranged, is_outside = scales.outside(scores, subtask)
+    if not is_ranged.any():
+        return None, None
+    return is_ranged, is_outside
 
 
 def find_duplicates(

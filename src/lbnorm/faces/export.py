@@ -33,12 +33,11 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from lbnorm.core.errors import InputError, OptionsError, OutputError
+from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.metadata import TYPE_LABELS
-from lbnorm.output.outdir import check_output, read_manifest
+from lbnorm.output.reader import Output
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -49,7 +48,9 @@ __all__ = [
     "ExportFormat",
     "ExportOptions",
     "export_table",
+    "is_export",
     "write_export",
+    "write_exported",
 ]
 
 #: The formats ``lbnorm export`` writes.
@@ -177,7 +178,9 @@ class ExportOptions:
             raise OptionsError(msg)
 
 
-def export_table(out: str | Path, *, options: ExportOptions | None = None) -> pa.Table:
+def export_table(
+    out: Output | str | Path, *, options: ExportOptions | None = None
+) -> pa.Table:
     """Build the Open LLM Leaderboard ``contents`` table from an output folder.
 
     Args:
@@ -196,8 +199,8 @@ def export_table(out: str | Path, *, options: ExportOptions | None = None) -> pa
             two rows share a key.
     """
     options = options or ExportOptions()
-    folder = check_output(out)
-    board = pq.read_table(folder / "leaderboard.parquet")
+    folder = Output.open(out, "leaderboard")
+    board = folder.table("leaderboard")
     _check_benchmarks(folder, board)
     board = _complete(folder, board, skip=options.skip_incomplete)
     if options.unknown_precision is not None:
@@ -237,24 +240,55 @@ def write_export(table: pa.Table, path: str | Path) -> Path:
     """Write an export: Parquet (one row group), or CSV if `path` ends in ``.csv``.
 
     The file is written whole through a temporary sibling and a rename, and only
-    over a file lbnorm exported before (a Parquet file carries lbnorm's mark in
-    its schema metadata; a CSV file starts with the export's exact header line).
+    over a file lbnorm exported before (:func:`is_export`).
 
     Raises:
         OutputError: `path` is a file lbnorm did not export, or the disk refuses;
             the file there is left as it was.
     """
-    from lbnorm.output.transaction import (  # the module that writes files
-        write_bytes_atomically,
-        write_parquet_atomically,
-    )
+    return write_exported(table, path, csv_bytes=_csv_bytes(table))
+
+
+def write_exported(table: pa.Table, path: str | Path, *, csv_bytes: bytes) -> Path:
+    """Write an exported table: CSV (`csv_bytes`) if `path` ends in ``.csv``, else Parquet.
+
+    The file is written whole through a temporary sibling and a rename, and only
+    over a file lbnorm exported before (:func:`is_export`; a CSV file must start
+    with this table's header line).
+
+    Raises:
+        OutputError: `path` is a file lbnorm did not export, or the disk refuses;
+            the file there is left as it was.
+    """
+    from lbnorm.output.transaction import write_file  # the module that writes files
 
     path = Path(path)
     is_csv = path.suffix.lower() == ".csv"
-    _check_replaceable(path, is_csv=is_csv)
-    if is_csv:
-        return write_bytes_atomically(path, _csv_bytes(table))
-    return write_parquet_atomically(path, table.combine_chunks())
+    header = csv_bytes.split(b"\n", 1)[0] + b"\n"
+
+    def is_ours(head: bytes, tail: bytes) -> bool:
+        return is_export(head, tail, csv_header=header)
+
+    content = csv_bytes if is_csv else table.combine_chunks()
+    write_file(path, content, option="--out", is_ours=is_ours)
+    return path
+
+
+def is_export(head: bytes, tail: bytes, *, csv_header: bytes | None = None) -> bool:
+    r"""Whether a file is one :func:`write_exported` wrote (one it may replace).
+
+    A Parquet export carries lbnorm's mark (``"export": ...``) in its footer's
+    schema metadata; a CSV export starts with its table's exact header line
+    (`csv_header`; by default the open-llm-leaderboard export's).
+
+    Examples:
+        >>> is_export(_csv_header().encode() + b"...", b""), is_export(b"a,b\n", b"")
+        (True, False)
+    """
+    if tail.endswith(b"PAR1"):
+        return head.startswith(b"PAR1") and b'"export": ' in tail
+    header = _csv_header().encode() if csv_header is None else csv_header
+    return head.startswith(header)
 
 
 def _some(values: list[Any], shown: int = _SHOWN) -> str:
@@ -268,7 +302,7 @@ def _some(values: list[Any], shown: int = _SHOWN) -> str:
     return f"{values[:shown]}{more}"
 
 
-def _check_benchmarks(folder: Path, board: pa.Table) -> None:
+def _check_benchmarks(folder: Output, board: pa.Table) -> None:
     """Raise unless the leaderboard has the six benchmarks' columns."""
     missing = [
         name
@@ -278,7 +312,7 @@ def _check_benchmarks(folder: Path, board: pa.Table) -> None:
     ]
     if not missing:
         return
-    suite = read_manifest(folder).get("suite")
+    suite = folder.manifest.get("suite")
     name = suite.get("name") if isinstance(suite, dict) else None
     has = [n.removesuffix(" Raw") for n in board.column_names if n.endswith(" Raw")]
     msg = (
@@ -291,7 +325,7 @@ def _check_benchmarks(folder: Path, board: pa.Table) -> None:
     raise InputError(msg)
 
 
-def _complete(folder: Path, board: pa.Table, *, skip: bool) -> pa.Table:
+def _complete(folder: Output, board: pa.Table, *, skip: bool) -> pa.Table:
     """The rows with all six scores; the others dropped if `skip`, else an error."""
     is_complete = np.ones(board.num_rows, dtype=bool)
     for benchmark in OPEN_LLM_BENCHMARKS:
@@ -307,7 +341,7 @@ def _complete(folder: Path, board: pa.Table, *, skip: bool) -> pa.Table:
     raise InputError(msg)
 
 
-def _check_keys(folder: Path, board: pa.Table) -> None:
+def _check_keys(folder: Output, board: pa.Table) -> None:
     """Raise if a precision is empty or two rows share (model, precision, sha, chat)."""
     precision = _strings(board["precision"])
     is_empty = pc.equal(precision, "").to_numpy(zero_copy_only=False)
@@ -367,7 +401,7 @@ def _model_links(model: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(*pieces, "")
 
 
-def _types(folder: Path, board: pa.Table) -> dict[str, pa.ChunkedArray | None]:
+def _types(folder: Output, board: pa.Table) -> dict[str, pa.ChunkedArray | None]:
     """``Type`` (emoji, a space and the words) and ``T`` (the emoji), from ``type``."""
     source = next((n for n in ("type_code", "type") if n in board.column_names), None)
     if source is None or not pa.types.is_string(board[source].type):
@@ -406,7 +440,7 @@ def _benchmarks(board: pa.Table) -> dict[str, pa.ChunkedArray]:
 
 
 def _metadata(
-    folder: Path, board: pa.Table, name: str, sources: tuple[str, ...]
+    folder: Output, board: pa.Table, name: str, sources: tuple[str, ...]
 ) -> pa.ChunkedArray | None:
     """The export column `name` from the first metadata column present, cast to its type."""
     source = next((s for s in sources if s in board.column_names), None)
@@ -478,27 +512,3 @@ def _csv_bytes(table: pa.Table) -> bytes:
     frame = table.to_pandas()  # the file is for people and spreadsheets: pandas' CSV
     text: str = frame.to_csv(index=False, lineterminator="\n")
     return text.encode()
-
-
-def _check_replaceable(path: Path, *, is_csv: bool) -> None:
-    """Raise if `path` exists and is not a file lbnorm exported."""
-    if not path.exists() and not path.is_symlink():
-        return
-    is_ours = False
-    if path.is_file():
-        try:
-            if is_csv:
-                with path.open(encoding="utf-8", newline="") as handle:
-                    is_ours = handle.readline() == _csv_header()
-            else:
-                metadata = pq.read_schema(path).metadata or {}
-                is_ours = _MARK in metadata
-        except (OSError, UnicodeDecodeError, pa.ArrowException):
-            is_ours = False
-    if not is_ours:
-        msg = (
-            f"{path}: exists and is not a file `lbnorm export` wrote; lbnorm does not "
-            "write over a file it did not write.\n"
-            "Hint: choose another --out, or move that file away first."
-        )
-        raise OutputError(msg)

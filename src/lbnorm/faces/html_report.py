@@ -54,20 +54,14 @@ from lbnorm.analysis.render import (
     subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
-from lbnorm.faces.report_assets import SCRIPT, STYLE
+from lbnorm.faces.report_assets import PAGE_START, SCRIPT, STYLE
 from lbnorm.faces.report_plots import (
     axis_ticks,
     histogram_html,
     import_figure,
     padded_range,
 )
-from lbnorm.output.outdir import (
-    has_table,
-    input_count,
-    metadata_columns,
-    read_manifest,
-    read_output_table,
-)
+from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -108,7 +102,7 @@ class ReportTables:
         previous: The older output's name, if one was given.
     """
 
-    out: Path
+    out: Output
     manifest: dict[str, object]
     leaderboard: pd.DataFrame
     benchmarks: tuple[str, ...]
@@ -123,7 +117,7 @@ class ReportTables:
 
 
 def read_report_tables(
-    out: str | Path, *, previous: str | Path | None = None
+    out: Output | str | Path, *, previous: Output | str | Path | None = None
 ) -> ReportTables:
     """Read an output directory (and an older one) into the tables of its report.
 
@@ -141,9 +135,9 @@ def read_report_tables(
     Raises:
         InputError: `out` (or `previous`) is not an lbnorm output directory.
     """
-    out = Path(out)
-    manifest = read_manifest(out)
-    if len(benchmark_columns(read_output_table(out, "leaderboard").columns)) < 2:
+    out = Output.open(out, "leaderboard")
+    manifest = out.manifest
+    if len(benchmark_columns(out.schema("leaderboard").names)) < 2:
         checked = _unchecked(out)  # nothing to hold a benchmark against
     else:
         checked = check_directory(out, columns=["normalized_score"])
@@ -151,13 +145,15 @@ def read_report_tables(
     names = checked.benchmarks
     diff = None
     if previous is not None:
-        diff = diff_snapshots(_diff_side(previous), _diff_side(out))
+        diff = diff_snapshots(
+            _diff_side(Output.open(previous, "leaderboard")), _diff_side(out)
+        )
     return ReportTables(
         out=out,
         manifest=manifest,
         leaderboard=board,
         benchmarks=names,
-        metadata=tuple(metadata_columns(out)),
+        metadata=tuple(out.metadata_columns()),
         health=checked.health,
         others=leave_one_out(board[list(names)], weights=checked.weights),
         stderr=checked.stderr,
@@ -168,9 +164,14 @@ def read_report_tables(
     )
 
 
-def _with_tied(board: pd.DataFrame, out: Path) -> pd.DataFrame:
-    """The leaderboard with each variant's ``tied`` group (``run --paired`` outputs)."""
-    groups = tied_groups(out)
+def _with_tied(board: pd.DataFrame, out: Output) -> pd.DataFrame:
+    """The leaderboard with each variant's ``tied`` group (``run --paired`` outputs).
+
+    The groups of the level the board ranks by (the average, or its ``rank_by``
+    benchmark; none for a rate).
+    """
+    suite, _ = out.suite()
+    groups = tied_groups(out, "average" if suite is None else suite.board.rank_by)
     if groups is None:
         return board
     keys = list(KEY_COLUMNS)
@@ -184,9 +185,9 @@ def _with_tied(board: pd.DataFrame, out: Path) -> pd.DataFrame:
 
 
 def render_report(
-    out: str | Path,
+    out: Output | str | Path,
     *,
-    previous: str | Path | None = None,
+    previous: Output | str | Path | None = None,
     top: int = 50,
     title: str | None = None,
 ) -> str:
@@ -353,13 +354,12 @@ def _diff_html(diff: Diff, *, top: int) -> str:
     return "".join(parts)
 
 
-def _unchecked(out: Path) -> OutputHealth:
+def _unchecked(out: Output) -> OutputHealth:
     """An output of one benchmark: no health checks (they compare benchmarks)."""
-    board = read_output_table(out, "leaderboard")
+    board = out.frame("leaderboard")
     names = tuple(benchmark_columns(board.columns))
     subtasks = (
-        read_output_table(
-            out,
+        out.frame(
             "subtasks",
             columns=[
                 *KEY_COLUMNS,
@@ -370,7 +370,7 @@ def _unchecked(out: Path) -> OutputHealth:
                 "normalized_score",
             ],
         )
-        if has_table(out, "subtasks")
+        if out.has("subtasks")
         else None
     )
     return OutputHealth(
@@ -384,11 +384,11 @@ def _unchecked(out: Path) -> OutputHealth:
     )
 
 
-def _diff_side(out: str | Path) -> Snapshot:
+def _diff_side(out: Output) -> Snapshot:
     """One side of the diff, as ``lbnorm diff`` reads it (a --no-subtasks output too)."""
-    if has_table(out, "subtasks"):
+    if out.has("subtasks"):
         return read_snapshot(out)
-    board = read_output_table(out, "leaderboard")
+    board = out.frame("leaderboard")
     return Snapshot(
         leaderboard=board, benchmarks=benchmark_columns(board.columns), label=str(out)
     )
@@ -402,7 +402,7 @@ def _page(
 ) -> str:
     suite = tables.manifest.get("suite", {})
     suite_name = str(suite.get("name", "")) if isinstance(suite, dict) else ""
-    title = title or f"lbnorm report: {suite_name or tables.out.name}"
+    title = title or f"lbnorm report: {suite_name or tables.out.path.name}"
     names = tables.benchmarks
     board = tables.leaderboard
     histograms = [
@@ -463,9 +463,7 @@ def _page(
         f"script-src 'sha256-{script_hash}'"
     )
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+        f'{PAGE_START}{policy}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title>'
         f"<style>{STYLE}</style></head><body>"
@@ -547,7 +545,7 @@ def _provenance_html(tables: ReportTables) -> str:
     )
     parts = [
         suite_text,
-        f"{input_count(tables.out):,} input file(s)",
+        f"{tables.out.input_count():,} input file(s)",
         f"{board['model'].nunique():,} models, {len(board):,} variants, "
         f"{int(board['is_complete'].sum()):,} complete, {int(board['rank'].notna().sum()):,} ranked",
         f"written {manifest.get('created_at', '')}",

@@ -28,8 +28,8 @@ so nothing is copied. A refused statement is a :class:`~lbnorm.core.errors.Lbnor
 ``--output FILE`` (never inside an output directory).
 
 DuckDB is an optional extra (``pip install '.[sql]'`` from a clone); it is
-imported only when a query runs. The table readers of :mod:`lbnorm.output.outdir` need
-only pyarrow and serve :mod:`lbnorm.faces.show` and :mod:`lbnorm.report`.
+imported only when a query runs. Each output is opened once
+(:class:`lbnorm.output.reader.Output`), and its views read the files it opened.
 """
 
 from __future__ import annotations
@@ -55,12 +55,7 @@ from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import read_metadata
 from lbnorm.faces.terminal import printable
-from lbnorm.output.outdir import (
-    check_output,
-    check_ratings_output,
-    is_ratings_output,
-    metadata_columns,
-)
+from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
     import duckdb
@@ -141,12 +136,17 @@ _REFUSED_HINT = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Source:
-    """One registered table: its view, the name DuckDB knows it by, and its file."""
+    """One registered table: its view, the name DuckDB knows it by, its file and output.
+
+    The output is held open as long as its table is registered: the dataset
+    reads the file it opened (that version of the folder).
+    """
 
     view: str
     registered: str
     path: Path
     dataset: ds.Dataset
+    output: Output
 
 
 def connect(
@@ -175,8 +175,13 @@ def connect(
         InputError: A directory is not an lbnorm output, a table in it is
             unreadable, or the metadata table is unreadable.
     """
-    connection, _ = _connect(out, metadata=metadata, attach=attach)
+    connection, sources = _connect(out, metadata=metadata, attach=attach)
+    _held.extend(source.output for source in sources)  # (as long as the process)
     return connection
+
+
+#: The outputs :func:`connect` registered: their files stay open for the process.
+_held: list[Output] = []
 
 
 def run_query(
@@ -415,10 +420,10 @@ def _connect(
     """The locked-down connection and what is registered in it."""
     attach = dict(attach or {})
     _check_schema_names(attach)  # every name checked before any work
-    out = _check_any_output(out)
-    sources = _open_tables(out, schema=None)
+    output = _queryable(out)
+    sources = _open_tables(output, schema=None)
     attached = {
-        schema: _open_tables(_check_any_output(other), schema=schema)
+        schema: _open_tables(_queryable(other), schema=schema)
         for schema, other in attach.items()
     }
     extra_metadata = read_metadata(metadata) if metadata is not None else None
@@ -429,7 +434,7 @@ def _connect(
         connection.register(source.registered, source.dataset)
     if extra_metadata is not None:
         connection.register("metadata", extra_metadata)
-    elif not is_ratings_output(out) and (extras := metadata_columns(out)):
+    elif output.kind == "leaderboard" and (extras := output.metadata_columns()):
         columns = ", ".join(_quote(name) for name in [*KEY_COLUMNS, *extras])
         connection.execute(f"CREATE VIEW metadata AS SELECT {columns} FROM leaderboard")
     for schema, tables in attached.items():
@@ -475,20 +480,26 @@ def _check_schema_names(attach: Mapping[str, str | Path]) -> None:
         raise OptionsError(msg)
 
 
-def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
+def _queryable(out: str | Path) -> Output:
+    """An output of either kind with views (a leaderboard's or ratings)."""
+    output = Output.open(out)
+    return output if output.kind == "ratings" else Output.open(output, "leaderboard")
+
+
+def _open_tables(out: Output, *, schema: str | None) -> list[_Source]:
     """Each table of an output as a pyarrow dataset (its footer read, no data)."""
     import pyarrow.dataset as ds  # only queries need datasets
 
     opened: dict[str, ds.Dataset] = {}
     sources = []
-    views = RATINGS_VIEWS if is_ratings_output(out) else VIEWS
+    views = RATINGS_VIEWS if out.kind == "ratings" else VIEWS
     for view, file in views.items():
-        path = out / file
-        if not path.is_file():  # subtasks.parquet under --no-subtasks
+        if not out.has(file):  # subtasks.parquet under --no-subtasks
             continue
+        path = out.path / file
         if file not in opened:
             try:
-                opened[file] = ds.dataset(path, format="parquet")
+                opened[file] = ds.dataset(out.location(file), format="parquet")
             except (pa.ArrowException, OSError) as exc:
                 msg = (
                     f"{path}: cannot read this output table: {_first_line(str(exc))}\n"
@@ -497,14 +508,11 @@ def _open_tables(out: Path, *, schema: str | None) -> list[_Source]:
                 raise InputError(msg) from exc
         name = view if schema is None else f"{_HIDDEN}{schema}_{view}"
         sources.append(
-            _Source(view=view, registered=name, path=path, dataset=opened[file])
+            _Source(
+                view=view, registered=name, path=path, dataset=opened[file], output=out
+            )
         )
     return sources
-
-
-def _check_any_output(out: str | Path) -> Path:
-    """An output directory of either kind (a leaderboard's or ratings)."""
-    return check_ratings_output(out) if is_ratings_output(out) else check_output(out)
 
 
 def _describe(

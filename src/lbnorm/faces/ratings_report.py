@@ -32,9 +32,9 @@ from lbnorm.analysis.ratings_diff import (
 )
 from lbnorm.faces.html_report import _table_html
 from lbnorm.faces.ratings_view import RATING_LABELS, describe_options
-from lbnorm.faces.report_assets import STYLE
+from lbnorm.faces.report_assets import PAGE_START, STYLE
 from lbnorm.faces.report_plots import axis_ticks, padded_range
-from lbnorm.output.outdir import read_manifest, read_ratings_table
+from lbnorm.output.reader import Output
 
 __all__ = ["heat_map_svg", "interval_chart_svg", "render_ratings_report"]
 
@@ -54,7 +54,7 @@ svg.chart .row:hover .name,svg.chart .row:hover .dot{font-weight:700;fill:#0969d
 
 
 def render_ratings_report(
-    out: str | Path,
+    out: Output | str | Path,
     *,
     previous: str | Path | None = None,
     top: int = 50,
@@ -74,12 +74,12 @@ def render_ratings_report(
     Raises:
         InputError: `out` (or `previous`) is not a ratings output directory.
     """
-    out = Path(out)
-    manifest = read_manifest(out)
-    ratings = read_ratings_table(out, "ratings")
-    win_rates = read_ratings_table(out, "win_rates")
+    out = Output.open(out, "ratings")
+    manifest = out.manifest
+    ratings = out.frame("ratings")
+    win_rates = out.frame("win_rates")
     diff = None if previous is None else diff_ratings(previous, out)
-    title = title or f"lbnorm ratings: {out.name}"
+    title = title or f"lbnorm ratings: {out.path.name}"
     shown = ratings.head(top)
     chart_note = (
         f"the top {len(shown):,} of {len(ratings):,} models (--top)"
@@ -140,9 +140,7 @@ def render_ratings_report(
         for anchor, heading, content in sections
     )
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">'
+        f'{PAGE_START}{_POLICY}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title>'
         f"<style>{STYLE}{_CHART_STYLE}</style></head><body>"

@@ -1,7 +1,7 @@
 """Terminal views of pairwise ratings: ``lbnorm arena``'s summary and ``lbnorm show``.
 
 :func:`select_ratings` filters a ratings frame (read with
-:func:`lbnorm.output.outdir.read_ratings_table`) and :func:`format_ratings` prints it;
+:meth:`lbnorm.output.reader.Output.frame`) and :func:`format_ratings` prints it;
 :func:`format_arena_summary` is what ``lbnorm arena`` prints after a run. Tables
 are drawn by :func:`lbnorm.faces.terminal.format_table`, so every model name is
 escaped (:func:`lbnorm.faces.terminal.printable`).

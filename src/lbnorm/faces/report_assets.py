@@ -7,7 +7,26 @@ page's Content-Security-Policy allows exactly this script, by its hash.
 
 from __future__ import annotations
 
-__all__ = ["SCRIPT", "STYLE"]
+__all__ = ["PAGE_START", "SCRIPT", "STYLE", "is_page"]
+
+#: How every HTML report of lbnorm's begins (a leaderboard's or ratings'); the
+#: Content-Security-Policy's value follows.
+PAGE_START = (
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    '<meta http-equiv="Content-Security-Policy" content="'
+)
+
+
+def is_page(head: bytes, tail: bytes) -> bool:
+    """Whether a file is an HTML report lbnorm wrote: it begins as the reports do.
+
+    Examples:
+        >>> is_page(PAGE_START.encode() + b"default-src 'none'; ...", b""), is_page(b"<html>", b"")
+        (True, False)
+    """
+    del tail  # (the footer is megabytes later)
+    return head.startswith(PAGE_START.encode() + b"default-src 'none'; ")
+
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}

@@ -4,7 +4,7 @@
 :func:`format_leaderboard` prints it; :func:`find_variants`,
 :func:`compare_variants` and :func:`format_comparison` put a few variants next
 to each other per benchmark and subtask. All take and return frames (read them
-with :func:`lbnorm.faces.query.read_output_table`); tables are drawn by
+with :meth:`lbnorm.output.reader.Output.frame`); tables are drawn by
 :func:`lbnorm.faces.terminal.format_table`.
 
 Filters are ``COLUMN OP VALUE`` with OP one of ``= != < <= > >=`` or ``~``
@@ -208,6 +208,8 @@ def format_leaderboard(
     columns: Sequence[str] | None = None,
     name_width: int | None = 48,
     digits: int = 2,
+    rates: Sequence[str] = (),
+    has_average: bool = True,
 ) -> str:
     """Render selected leaderboard rows as an aligned text table.
 
@@ -225,6 +227,8 @@ def format_leaderboard(
             middle); None shows names whole.
         digits: Decimals shown; raw scores (``X Raw``, fractions in [0, 1])
             get two more.
+        rates: The suite's board's rate columns, shown after the benchmarks.
+        has_average: Whether the board has an average to show.
 
     Returns:
         The table.
@@ -233,6 +237,7 @@ def format_leaderboard(
         OptionsError: A requested column does not exist.
     """
     benchmarks = benchmark_columns(selected.columns)
+    average = ["average"] if has_average else []
     if columns is None:
         groups = [c for c in selected.columns if str(c).startswith("rank_within_")]
         shown = [
@@ -244,9 +249,9 @@ def format_leaderboard(
             "precision",
             *[c for c in ("params_b", "size_class") if c in selected.columns],
             *(
-                [benchmark, f"{benchmark} Raw", "average"]
+                [benchmark, f"{benchmark} Raw", *average]
                 if benchmark
-                else ["average", *benchmarks]
+                else [*average, *benchmarks, *rates]
             ),
         ]
     else:

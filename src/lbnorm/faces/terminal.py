@@ -242,8 +242,16 @@ def format_summary(
         f"clipped    {result.n_clipped:,} subtask scores below their random baseline set to 0"
     )
     if top > 0:
+        rules = result.suite.board
         shown = result.board_head(top).select(
-            ["rank", "model", "precision", "average", *result.suite.benchmark_names]
+            [
+                "rank",
+                "model",
+                "precision",
+                *(["average"] if rules.average != "none" else []),
+                *result.suite.benchmark_names,
+                *rules.rate_names,
+            ]
         )
         lines += ["", f"top {shown.num_rows}:", format_table(shown)]
     if out is not None:
@@ -453,9 +461,25 @@ def format_suite(suite: Suite) -> str:
         "",
     ]
     for benchmark in suite.benchmarks:
+        rules = [
+            *([f"kind {benchmark.kind}"] if benchmark.kind != "score" else []),
+            *(
+                [f"range [{benchmark.value_range[0]:g}, {benchmark.value_range[1]:g}]"]
+                if benchmark.value_range != (0.0, 1.0)
+                else []
+            ),
+            *([f"missing {benchmark.missing}"] if benchmark.missing else []),
+            *(
+                ["not averaged"]
+                if not benchmark.averaged and benchmark.kind == "score"
+                else []
+            ),
+        ]
         header.append(
             f"{benchmark.name}: {benchmark.aggregation}, weight {benchmark.weight:g}, {len(benchmark.subtasks)} subtask(s)"
+            + "".join(f", {rule}" for rule in rules)
         )
+    header.extend(_board_lines(suite))
     columns = [
         "benchmark",
         "subtask",
@@ -466,6 +490,33 @@ def format_suite(suite: Suite) -> str:
         "n_samples",
     ]
     return "\n".join([*header, "", format_table(shown[columns])])
+
+
+def _board_lines(suite: Suite) -> list[str]:
+    """The suite's board rules, when they are not the defaults (none: no lines)."""
+    board = suite.board
+    if board == type(board)():
+        return []
+    summed = " (left to right)" if board.summation == "left-to-right" else ""
+    complete = ", complete rows only" if not board.rank_incomplete else ""
+    lines = [
+        "",
+        f"board: average {board.average}{summed}; rank by {board.rank_by} "
+        f"({board.rank_method}{complete})",
+    ]
+    lines.extend(
+        f"rate {rate.name}: {rate.rule} of {', '.join(rate.benchmarks)}"
+        for rate in board.rates
+    )
+    if board.columns:
+        lines.append(
+            "presented as: model, "
+            + ", ".join(
+                c.name + (f" ({c.digits} digits)" if c.digits is not None else "")
+                for c in board.columns
+            )
+        )
+    return lines
 
 
 def folder_label(out: str | os.PathLike[str]) -> str:
@@ -482,6 +533,9 @@ def folder_label(out: str | os.PathLike[str]) -> str:
 def format_paired_summary(result: Result, *, alpha: float) -> str:
     """One line on ``paired.parquet``: pairs, separable pairs, tied groups, gaps.
 
+    The groups are those of the level the board ranks by (the average unless
+    the suite's board says otherwise); levels not compared are named with why.
+
     Args:
         result: A run's result with ``paired_output``.
         alpha: The level of the run's tests.
@@ -490,25 +544,33 @@ def format_paired_summary(result: Result, *, alpha: float) -> str:
     import pyarrow.compute as pc
 
     from lbnorm.core.arrow import scalar
+    from lbnorm.engines.paired import suite_levels
+    from lbnorm.suites import suite_arrays
 
     table = result.paired_output
     assert table is not None
     separable = table["separable"]
     n_separable = int(pc.sum(separable).as_py() or 0)  # (nulls are not counted)
     unknown = separable.null_count
-    is_average = pc.equal(
-        table["level"].cast(pa.string()), scalar("average", pa.string())
-    )
-    average = table.filter(is_average)
-    n_groups = int(pc.max(average["group_b"]).as_py() or 0) if average.num_rows else 0
+    level = result.suite.board.rank_by
+    is_ranked = pc.equal(table["level"].cast(pa.string()), scalar(level, pa.string()))
+    ranked = table.filter(is_ranked)
+    n_groups = int(pc.max(ranked["group_b"]).as_py() or 0) if ranked.num_rows else 0
     adjust = "Holm" if result.options.paired_adjust == "holm" else "Benjamini-Hochberg"
     line = (
         f"paired     {table.num_rows:,} adjacent pairs: {n_separable:,} separable at "
-        f"{alpha:g} ({adjust}); the average ranks {average.num_rows + 1 if average.num_rows else 0:,} "
-        f"variants in {n_groups:,} statistically tied groups"
+        f"{alpha:g} ({adjust})"
     )
+    if ranked.num_rows:
+        line += (
+            f"; the {level} ranks {ranked.num_rows + 1:,} variants in {n_groups:,} "
+            "statistically tied groups"
+        )
     if unknown:
         line += f"; {unknown:,} pairs not compared"
     if result.paired_without_items:
         line += f" (no per-sample data: {', '.join(result.paired_without_items)})"
+    _, left_out = suite_levels(result.suite, suite_arrays(result.suite))
+    if left_out:
+        line += f"; not compared: {'; '.join(left_out)}"
     return line

@@ -1,29 +1,31 @@
 """The output transaction: the only place that puts files where a user will find them.
 
-An output folder is built in a hidden staging folder beside it and swapped in
-with one atomic ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
-which the next run repairs if interrupted), so a reader sees either the previous
-output or the new one, never a mix. Single files (a run report, a Markdown
-summary, the parse cache's entries) are written through a locked temporary
-sibling and a rename.
+A command claims its output folder (:class:`Transaction`): a hidden staging
+folder beside it, marked as lbnorm's (:data:`STAGING_MARK`, written first) and
+locked (``flock``) while the command lives. It fills that folder (Parquet tables
+in the one configuration lbnorm writes, hashed as their bytes go out:
+:class:`TableFile`) and commits once: the manifest is written and the folder
+swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
+which the next run repairs), so a reader sees the previous output or the new
+one, never a mix. A single file (a report, an export, the parse cache's entries)
+is written to a temporary sibling and renamed over its target once
+(:func:`write_file`); a file staged with a transaction (a run report) is renamed
+right after its swap.
 
-What lbnorm replaces, and what it leaves alone:
+What lbnorm replaces or removes, and what it leaves alone:
 
 * Only its own outputs: a folder whose ``manifest.json`` says ``"tool":
-  "lbnorm"`` with a format it knows (:data:`OUTPUT_FORMAT`) and that holds
-  nothing the manifest does not list. Anything else that is not empty is
-  refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is; so is
-  a read-only output folder.
-* ``--out LINK`` (a symbolic link to a folder) writes through the link: the
-  folder it points to is replaced, the link stays.
-* Nothing is left beside the output. A run holds an advisory lock (``flock``) on
-  its own staging folder while it lives; a second run on the same output sees
-  that lock and fails at once, and a staging folder nobody holds is what a
-  killed run left, which the next run removes. The parent folder is locked only
-  for the instants when a run claims its staging folder and swaps it in.
+  "lbnorm"`` in a format it knows and that holds nothing the manifest does not
+  list, and a file its writer's recognizer knows (``is_ours``). Anything else
+  is refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is.
+* Only its own leftovers: a staging name that nobody holds and that carries the
+  mark, or holds exactly an lbnorm output (what a swap set aside), or nothing.
+* One writer per output, refused at once: a command claiming an output whose
+  staging folder a live command holds fails (exit 6). The parent folder is
+  locked only for the instants of a claim and a swap.
 
-This module imports only :mod:`lbnorm.core` and :mod:`lbnorm._runtime`, so the
-parse cache (a reader) can use its lock and atomic writes.
+Imports only :mod:`lbnorm.core` and :mod:`lbnorm._runtime`: the parse cache (a
+reader) writes through it too.
 """
 
 from __future__ import annotations
@@ -49,15 +51,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import Threads, cancellable, check_cancelled
+from lbnorm._runtime import cancellable, check_cancelled
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.faults import fault_point
-from lbnorm.core.files import sha256_of
 from lbnorm.core.manifest import (
     MANIFEST,
     OUTPUT_FORMAT,
     OutputKind,
     environment,
+    is_plain_name,
     manifest_bytes,
     manifest_head,
     manifest_kind,
@@ -65,148 +67,82 @@ from lbnorm.core.manifest import (
 )
 
 __all__ = [
-    "OUTPUT_FORMAT",
+    "MANIFEST_LIMIT",
+    "STAGING_MARK",
+    "Recognizer",
+    "TableFile",
+    "Transaction",
     "check_not_in_output",
     "check_output_kind",
     "check_own_file",
     "check_target",
-    "checked_manifest_bytes",
-    "exclusive_lock",
-    "is_own_output",
-    "load_manifest",
-    "manifest_problem",
+    "open_plain",
     "output_holding",
+    "read_manifest",
     "replaced_outputs",
-    "staged",
-    "synced",
-    "write_bytes_atomically",
-    "write_parquet_atomically",
-    "write_staged",
+    "write_file",
 ]
 
-_MANIFEST = MANIFEST
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-#: Serializes the "table-written" fault point (tables are synced on several threads).
-_FAULT_LOCK = threading.Lock()
-
-
-def check_output_kind(out: Path, kind: OutputKind | str) -> None:
-    """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
-
-    A directory without a readable lbnorm manifest is left to the target
-    checks of the writer.
-
-    Args:
-        out: The output directory about to be written.
-        kind: What will be written there: ``leaderboard`` or ``ratings``.
-
-    Raises:
-        OutputError: `out` holds an lbnorm output of another kind.
-    """
-    out = Path(out)
-    try:
-        if not (out / _MANIFEST).is_file():
-            return
-    except OSError:  # e.g. a name too long: the target checks say what is wrong
-        return
-    manifest, _ = load_manifest(out / _MANIFEST)
-    if manifest is None:  # not a manifest lbnorm can read: the target checks say so
-        return
-    existing = manifest_kind(manifest)
-    if existing != kind:
-        makers = {
-            "leaderboard": "lbnorm run",
-            "ratings": "lbnorm arena",
-            "analysis": "lbnorm diff, impact or health",
-        }
-        msg = (
-            f"{out}: holds {_a(existing)} output (written by `{makers.get(existing, 'lbnorm')}`); "
-            f"{_a(kind)} output will not replace it.\n"
-            "Hint: choose another --out, or remove the directory first if it is no longer needed."
-        )
-        raise OutputError(msg)
-
-
-def _a(word: str) -> str:
-    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
-
-
-def write_staged(
-    out: Path,
-    fill: Callable[[Path], dict[str, Any]],
-    *,
-    created_at: str | None,
-) -> Path:
-    """Fill a staging folder beside `out`, add the manifest, and swap it in.
-
-    Every manifest records its :func:`~lbnorm.core.manifest.environment`, and
-    none is written larger than lbnorm accepts back.
-    """
-    out = Path.cwd() / out  # absolute, symlinks kept as given
-    with cancellable(), staged(out) as stage:
-        manifest = fill(stage.folder)
-        manifest["format"] = OUTPUT_FORMAT
-        manifest["created_at"] = created_at or now_iso()
-        manifest.setdefault("environment", environment())
-        write_synced_bytes(
-            stage.folder / _MANIFEST, checked_manifest_bytes(out, manifest)
-        )
-        fsync_dir(stage.folder)
-        fault_point("staged")
-        stage.swap()
-    return out
-
-
-def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
-    """The manifest's bytes, refused if larger than lbnorm reads back (:data:`_MANIFEST_LIMIT`).
-
-    Raises:
-        OutputError: Too large; nothing is written.
-    """
-    data = manifest_bytes(manifest)
-    if len(data) > _MANIFEST_LIMIT:
-        msg = (
-            f"{out}: its manifest.json would be {len(data) / 2**20:,.0f} MiB, more than "
-            f"lbnorm reads back ({_MANIFEST_LIMIT // 2**20} MiB); the previous output is "
-            "unchanged.\nHint: report this as a bug, with the number of input files."
-        )
-        raise OutputError(msg)
-    return data
-
-
-def synced(path: Path, n_rows: int, n_columns: int) -> dict[str, Any]:
-    """Sync a written table to disk; its rows, columns, size and sha256 for the manifest."""
-    digest = fsync_file(path)
-    with _FAULT_LOCK:  # the point counts its passes; the tables finish in any order
-        fault_point("table-written")
-    size = path.stat().st_size
-    return {"rows": n_rows, "columns": n_columns, "bytes": size, "sha256": digest}
-
-
+#: Whether a file is lbnorm's (one it may replace), from its first and last bytes.
+Recognizer = Callable[[bytes, bytes], bool]
 #: A ``manifest.json`` larger than this is not lbnorm's (one lists every input file).
-_MANIFEST_LIMIT = 256 * 2**20
-#: Characters a staging name adds to its tag: ``.<tag>.tmp-<12 hex digits>``.
-_STAGING_EXTRA = len("..tmp-") + 12
-#: Entries shown when a message lists a folder's files.
+MANIFEST_LIMIT = 256 * 2**20
+#: Written first into every staging folder: what makes a leftover lbnorm's to remove.
+STAGING_MARK = ".lbnorm-staging"
+#: Bytes a recognizer sees of a file's start and end (a Parquet footer fits).
+_HEAD, _TAIL = 4096, 64 * 1024
 _SHOWN = 5
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
+#: Where an open file can be named (an ``O_TMPFILE`` file is linked through it).
+_PROC_FD = Path("/proc/self/fd")
+#: Serializes the "table-written" fault point (tables finish on several threads).
+_FAULT_LOCK = threading.Lock()
+#: Errors of link(2) that mean "copy instead".
+_NO_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP})
+#: The outputs and files this process has put in place, oldest first.
+_replaced: list[Path] = []
 
 
-def load_manifest(
-    path: Path, *, whole: bool = False
+def replaced_outputs() -> tuple[Path, ...]:
+    """What this process has put in place so far: an interrupted command says it truly."""
+    return tuple(_replaced)
+
+
+# --- reading a folder's manifest: the one place -------------------------------------------
+
+
+def open_plain(folder: int, name: str) -> int:
+    """A descriptor reading `name` in `folder` (a descriptor): no link followed, no wait.
+
+    Raises:
+        OSError: Missing, a link (``ELOOP``), not a regular file (``EINVAL``: a
+            FIFO or a device is never read), or unreadable.
+    """
+    descriptor = os.open(name, _READ, dir_fd=folder)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", name)
+    return descriptor
+
+
+def read_manifest(
+    folder: int, *, whole: bool = True
 ) -> tuple[dict[str, Any] | None, str]:
-    """The manifest at `path` if lbnorm wrote it, else None and why not.
+    """The manifest in `folder` (a descriptor) if lbnorm wrote it, else None and why not.
 
-    Only the keys the checks read (:func:`~lbnorm.core.manifest.manifest_head`), or
-    all of it if `whole`.
+    Read once, at most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the
+    keys the checks read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
-        with path.open("rb") as handle:
-            data = handle.read(_MANIFEST_LIMIT + 1)
+        data = _manifest_data(folder)
+    except FileNotFoundError:
+        return None, "is missing"
     except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
-    if len(data) > _MANIFEST_LIMIT:
+        return None, f"cannot be read ({_reason(exc)})"
+    if data is None:
         return None, "is too large to be lbnorm's"
     try:
         manifest: object = json.loads(data) if whole else manifest_head(data)
@@ -216,6 +152,64 @@ def load_manifest(
     if problem or not isinstance(manifest, dict):  # a problem unless a dict
         return None, problem or ""
     return manifest, ""
+
+
+def _manifest_data(folder: int) -> bytes | None:
+    with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns the descriptor)
+        data = handle.read(MANIFEST_LIMIT + 1)
+    return None if len(data) > MANIFEST_LIMIT else data
+
+
+@contextlib.contextmanager
+def _opened(folder: Path) -> Iterator[int]:
+    """A descriptor of the folder itself (a link to it followed)."""
+    descriptor = os.open(folder, _FOLDER)
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _names_lbnorm(folder: Path) -> bool:
+    """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
+    try:
+        with _opened(folder) as descriptor:
+            data = _manifest_data(descriptor)
+        head = manifest_head(data) if data is not None else None
+    except (OSError, ValueError, RecursionError):  # none, or not JSON
+        return False
+    return isinstance(head, dict) and head.get("tool") == "lbnorm"
+
+
+# --- what a folder or a file is, before it is replaced ----------------------------------------
+
+
+def check_output_kind(out: Path, kind: OutputKind | str) -> None:
+    """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
+
+    Raises:
+        OutputError: `out` holds an lbnorm output of another kind.
+    """
+    try:
+        with _opened(Path(out)) as descriptor:
+            manifest, _ = read_manifest(descriptor, whole=False)
+    except OSError:  # none there: the target checks say what else is wrong
+        return
+    if manifest is None or (held := manifest_kind(manifest)) == kind:
+        return
+    maker = {"leaderboard": "run", "ratings": "arena"}.get(
+        held, "diff, impact or health"
+    )
+    msg = (
+        f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
+        "output will not replace it.\nHint: choose another --out, or remove the "
+        "directory first if it is no longer needed."
+    )
+    raise OutputError(msg)
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
 def resolve_target(out: Path) -> Path:
@@ -236,10 +230,9 @@ def resolve_target(out: Path) -> Path:
             "Hint: create the folder it points to, or choose another --out."
         )
         raise OutputError(msg) from exc
-    except RuntimeError as exc:  # a loop of links (Python < 3.13)
-        raise output_error(out, OSError(errno.ELOOP, str(exc))) from exc
-    except OSError as exc:
-        raise output_error(out, exc) from exc
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop (Python < 3.13)
+        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
+        raise output_error(out, error) from exc
     if not target.is_dir():
         msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
         raise OutputError(msg)
@@ -260,8 +253,7 @@ def _name_max(folder: Path) -> int:
 
 def _check_name_length(out: Path, path: Path, *, what: str = "--out name") -> None:
     length = len(os.fsencode(path.name))
-    limit = _name_max(path.parent)
-    if length > limit:
+    if length > (limit := _name_max(path.parent)):
         msg = (
             f"{out}: the name {path.name[:24]}... is {length} bytes long; the file "
             f"system allows at most {limit}.\nHint: choose a shorter {what}."
@@ -269,27 +261,24 @@ def _check_name_length(out: Path, path: Path, *, what: str = "--out name") -> No
         raise OutputError(msg)
 
 
-def _sibling_tag(name: str, name_max: int) -> str:
-    """The part of a staging name that names its output: the name, or a hash of a long one."""
-    if len(os.fsencode(name)) + _STAGING_EXTRA <= name_max:
-        return name
-    return "lbnorm-" + hashlib.sha256(os.fsencode(name)).hexdigest()[:24]
+def _tag(path: Path) -> str:
+    """What a sibling's name says of `path`'s: the name, or a hash of one too long."""
+    if len(os.fsencode(path.name)) + len("..tmp-") + 12 <= _name_max(path.parent):
+        return path.name
+    return "lbnorm-" + hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]
 
 
 def check_target(out: Path) -> None:
     """Refuse `out` now, before a command's work, if the transaction would refuse it.
 
-    The same rule as at the swap (absent, empty, or wholly an lbnorm output; not
-    read-only), so ``lbnorm health OUT --out FOLDER`` fails before it computes.
-
     Raises:
-        OutputError: `out` is not a folder lbnorm may write.
+        OutputError: `out` is not absent, empty or wholly an lbnorm output, or
+            it is read-only.
     """
     _check_target(out, resolve_target(out))
 
 
 def _check_target(out: Path, target: Path) -> None:
-    """Refuse a target that is neither absent, empty, nor wholly an lbnorm output; or read-only."""
     try:
         info = os.lstat(target)
     except FileNotFoundError:
@@ -303,8 +292,23 @@ def _check_target(out: Path, target: Path) -> None:
         entries = sorted(entry.name for entry in target.iterdir())
     except OSError as exc:
         raise output_error(out, exc) from exc
-    if entries:
-        _check_own_files(out, target, entries)
+    problem, unknown = _unlisted(target, entries)
+    if problem:
+        msg = (
+            f"{out}: not an lbnorm output ({problem}) and not empty: it holds "
+            f"{_listing(target, entries)}; lbnorm replaces its own output folders "
+            "whole and deletes nothing it did not write.\n"
+            "Hint: choose an empty or new --out folder."
+        )
+        raise OutputError(msg)
+    if unknown:
+        msg = (
+            f"{out}: an lbnorm output that also holds {len(unknown)} file(s) lbnorm "
+            f"did not write: {_listing(target, unknown)}; lbnorm replaces its output "
+            "folder whole and deletes nothing it did not write.\n"
+            f"Hint: move those files out of {out}, or choose another --out."
+        )
+        raise OutputError(msg)
     if not os.access(target, os.W_OK | os.X_OK):
         msg = (
             f"{out}: cannot write the output (the folder is read-only, "
@@ -314,61 +318,42 @@ def _check_target(out: Path, target: Path) -> None:
         raise OutputError(msg)
 
 
-def _check_own_files(out: Path, target: Path, entries: list[str]) -> None:
-    """Refuse a folder holding anything its lbnorm manifest does not list."""
-    if _MANIFEST not in entries:
-        problem = f"no {_MANIFEST}"
-        manifest = None
-    else:
-        manifest, problem = load_manifest(target / _MANIFEST)
-        problem = f"its {_MANIFEST} {problem}"
+def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
+    """Why a non-empty `folder` is not an lbnorm output ("": it is), and what its manifest lacks."""
+    if not entries:
+        return "", []
+    if MANIFEST not in entries:
+        return f"no {MANIFEST}", []
+    try:
+        with _opened(folder) as descriptor:
+            manifest, problem = read_manifest(descriptor, whole=False)
+    except OSError as exc:
+        manifest, problem = None, f"cannot be read ({_reason(exc)})"
     if manifest is None:
-        msg = (
-            f"{out}: not an lbnorm output ({problem}) and not empty: it holds "
-            f"{_listing(target, entries)}; lbnorm replaces its own output folders "
-            "whole and deletes nothing it did not write.\n"
-            "Hint: choose an empty or new --out folder."
-        )
-        raise OutputError(msg)
-    listed = {*manifest["outputs"], _MANIFEST}
-    unknown = [
+        return f"its {MANIFEST} {problem}", []
+    listed = {*manifest["outputs"], MANIFEST}
+    return "", [
         name
         for name in entries
-        if name not in listed or not stat.S_ISREG(os.lstat(target / name).st_mode)
+        if name not in listed or not stat.S_ISREG(os.lstat(folder / name).st_mode)
     ]
-    if unknown:
-        msg = (
-            f"{out}: an lbnorm output that also holds {len(unknown)} file(s) lbnorm "
-            f"did not write: {_listing(target, unknown)}; lbnorm replaces its output "
-            "folder whole and deletes nothing it did not write.\n"
-            f"Hint: move those files out of {out}, or choose another --out."
-        )
-        raise OutputError(msg)
 
 
 def _listing(folder: Path, names: list[str]) -> str:
     """Up to five names, folders marked with a slash."""
     shown = [
-        name
-        + ("/" if (folder / name).is_dir() and not (folder / name).is_symlink() else "")
+        name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
         for name in names[:_SHOWN]
     ]
     more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
     return ", ".join(shown) + more
 
 
-def is_own_output(target: Path) -> bool:
-    """Whether `target` is a folder holding a manifest lbnorm wrote."""
-    return target.is_dir() and load_manifest(target / _MANIFEST)[0] is not None
-
-
 def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
     """The lbnorm output folder a file at `path` would land in (None: none).
 
-    A folder counts when it is one of `outs` (the outputs a command reads or
-    writes, which may not exist yet) or holds a ``manifest.json`` whose ``tool``
-    is lbnorm (a web app's ``manifest.json`` is not). Symbolic links are
-    resolved, and every enclosing folder is checked.
+    A folder counts when it is one of `outs` (which may not exist yet) or holds
+    a ``manifest.json`` whose ``tool`` is lbnorm; links are resolved.
     """
     parent = Path(path).resolve().parent
     named = {Path(out).resolve() for out in outs}
@@ -383,17 +368,8 @@ def check_not_in_output(
 ) -> None:
     """Refuse a file (a report, a summary) pointed inside an lbnorm output folder.
 
-    An output folder holds what lbnorm wrote there and nothing else: a file
-    added inside would change the output, and the next run to it would refuse
-    the folder (it deletes nothing it did not write).
-
-    Args:
-        path: The file to be written.
-        option: The option that named it, for the message (``--report``).
-        outs: Output folders the command reads or writes (they may not exist yet).
-
     Raises:
-        OptionsError: `path` is inside an lbnorm output folder.
+        OptionsError: It would change that output, and the next run would refuse it.
     """
     folder = output_holding(path, outs)
     if folder is not None:
@@ -405,29 +381,28 @@ def check_not_in_output(
         raise OptionsError(msg)
 
 
-def check_own_file(
-    path: Path | str, *, option: str, is_ours: Callable[[bytes, bytes], bool]
-) -> None:
-    """Refuse to replace an existing file lbnorm did not write (a report, a summary).
-
-    Args:
-        path: The file about to be written.
-        option: The option that named it, for the message (``--html``).
-        is_ours: Whether a file is lbnorm's, from its first and last 4 KiB.
+def check_own_file(path: Path | str, *, option: str, is_ours: Recognizer) -> None:
+    """Refuse to replace an existing file lbnorm did not write (a report, an export).
 
     Raises:
-        OutputError: `path` exists and is not a regular file, or `is_ours`
-            does not recognize it; it is left as it is.
+        OutputError: `path` exists and is not a regular file, or `is_ours` does
+            not recognize it; it is left as it is.
     """
-    try:
-        ends = _file_ends(Path(path))
+    try:  # (a FIFO: no wait)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            ends = _ends(descriptor)
+        finally:
+            os.close(descriptor)
+    except FileNotFoundError:
+        return
     except OSError as exc:  # a folder, a FIFO, unreadable: not one of lbnorm's files
         msg = (
             f"{option} {path}: exists and is not a file lbnorm wrote "
             f"({exc.strerror or exc}).\nHint: choose another file name."
         )
         raise OutputError(msg) from exc
-    if ends is not None and not is_ours(*ends):
+    if not is_ours(*ends):
         msg = (
             f"{option} {path}: exists and was not written by lbnorm; lbnorm replaces "
             "only its own files.\nHint: choose another file name, or move that file "
@@ -436,161 +411,377 @@ def check_own_file(
         raise OutputError(msg)
 
 
-def _file_ends(path: Path) -> tuple[bytes, bytes] | None:
-    """A regular file's first and last :data:`_RECOGNIZED` bytes (None: no such file)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait
-    except FileNotFoundError:
-        return None
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        head = os.pread(descriptor, _RECOGNIZED, 0)
-        tail = os.pread(descriptor, _RECOGNIZED, max(info.st_size - _RECOGNIZED, 0))
-    finally:
-        os.close(descriptor)
-    return head, tail
+def _ends(descriptor: int) -> tuple[bytes, bytes]:
+    """An open regular file's first :data:`_HEAD` and last :data:`_TAIL` bytes."""
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    head = os.pread(descriptor, _HEAD, 0)
+    return head, os.pread(descriptor, _TAIL, max(info.st_size - _TAIL, 0))
 
 
-#: Bytes read from each end of an existing file to recognize it as lbnorm's.
-_RECOGNIZED = 4096
+# --- Parquet: the one configuration, hashed as written ---------------------------------------
+
+#: Columns with a few values per subtask: dictionary pages make them nearly free.
+_FEW_VALUES = ("lower_bound", "n_samples")
+#: High-cardinality text columns written without min/max statistics.
+_NO_STATISTICS = frozenset({"model", "revision"})
+#: Values encoded per call in the Parquet writer (pyarrow's default: 1,024):
+#: faster, and the bytes written are the same.
+_WRITE_BATCH_ROWS = 65_536
 
 
-def _names_lbnorm(folder: Path) -> bool:
-    """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
-    try:
-        with (folder / _MANIFEST).open("rb") as handle:
-            data = handle.read(_MANIFEST_LIMIT + 1)
-        head = manifest_head(data)
-    except (OSError, ValueError, RecursionError):  # none, or not JSON
-        return False
-    return isinstance(head, dict) and head.get("tool") == "lbnorm"
+def _parquet_settings(
+    schema: pa.Schema, name: str, *, is_tuned: bool, plain: tuple[str, ...]
+) -> dict[str, Any]:
+    """How a table is written: lbnorm's own tables tuned, added ones with pyarrow's defaults.
 
-
-# --- claiming an output: staging folders, their locks, the swap --------------------------
-
-#: The outputs this process has swapped in (see :func:`replaced_outputs`).
-_replaced: list[Path] = []
-
-
-def replaced_outputs() -> tuple[Path, ...]:
-    """The outputs this process has swapped in so far, oldest first.
-
-    An interrupted command reads it to say truly whether its new output is in
-    place or the previous one is unchanged.
+    Tuned: min/max statistics only where a reader can skip row groups by them
+    (few-valued names; those of model names, shas and float scores prune
+    nothing and cost a third of the write); float scores byte-stream split (as
+    small as plain on k/n fractions, compressed in two thirds of the time);
+    dictionary pages for dictionary-typed text and the few-valued columns, none
+    for text unique per row (the leaderboard's keys, the columns in `plain`).
     """
-    return tuple(_replaced)
+    if not is_tuned:
+        return {"compression": "zstd"}
+    if name == "leaderboard.parquet":
+        dictionary = ["precision"]
+    else:
+        dictionary = [f.name for f in schema if pa.types.is_dictionary(f.type)]
+        dictionary += [n for n in _FEW_VALUES if n in schema.names]
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    return {
+        "compression": "zstd",
+        "write_batch_size": _WRITE_BATCH_ROWS,
+        "write_statistics": [
+            n for n in schema.names if n not in _NO_STATISTICS and n not in floats
+        ],
+        "use_dictionary": [n for n in dictionary if n not in plain],
+        "column_encoding": {
+            n: "BYTE_STREAM_SPLIT" for n in floats if n not in _FEW_VALUES
+        },
+    }
 
 
-class _Stage:
-    """A run's staging folder beside its output, locked for as long as the run lives."""
+class _Hashed:
+    """A descriptor as the file object Arrow writes to, hashing the bytes as they go out."""
 
-    __slots__ = ("_lock", "folder", "is_swapped", "out", "previous", "target")
+    closed = False
 
-    def __init__(self, *, out: Path, target: Path, folder: Path, lock: int) -> None:
-        self.out = out  # as the caller named it, for messages
-        self.target = target  # the folder itself (a link's target)
-        self.folder = folder
-        self.previous: Path | None = None  # where the previous output went
-        self.is_swapped = False
-        self._lock = lock
+    def __init__(self, descriptor: int) -> None:
+        self._descriptor = descriptor
+        self.sha256 = hashlib.sha256()
+        self.size = 0
 
-    def swap(self) -> None:
-        """Put the staged folder in place of the target, atomically."""
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        size = len(view)
+        self.sha256.update(view)
+        while view:
+            view = view[os.write(self._descriptor, view) :]
+        self.size += size
+        return size
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        """Every write went to the descriptor already."""
+
+    def close(self) -> None:
+        """The descriptor stays its owner's."""
+
+
+class TableFile:
+    """A Parquet file written a part (one row group) at a time, hashed as it is written.
+
+    Args:
+        descriptor: Where the bytes go (the caller owns it).
+        schema: The table's schema, metadata included.
+        name: The file's name (``leaderboard.parquet`` keeps its keys plain).
+        is_tuned: lbnorm's own tables; False: pyarrow's defaults (added tables,
+            exports, the parse cache), as they were always written.
+        plain: Columns written without dictionary pages.
+    """
+
+    def __init__(
+        self,
+        descriptor: int,
+        schema: pa.Schema,
+        *,
+        name: str,
+        is_tuned: bool = True,
+        plain: tuple[str, ...] = (),
+    ) -> None:
+        self._descriptor = descriptor
+        self._sink = _Hashed(descriptor)
+        settings = _parquet_settings(schema, name, is_tuned=is_tuned, plain=plain)
+        self._writer = pq.ParquetWriter(self._sink, schema, **settings)
+        self._n_columns = len(schema)
+        self.n_rows = 0
+
+    def write(self, part: pa.Table, *, row_group_size: int | None = None) -> None:
+        """Add `part` (as one row group of `row_group_size`, or pyarrow's default)."""
+        self._writer.write_table(part, row_group_size=row_group_size)
+        self.n_rows += part.num_rows
+
+    def close(self) -> dict[str, Any]:
+        """Finish and sync the file; its rows, columns, size and sha256."""
+        self._writer.close()
+        os.fsync(self._descriptor)
+        return {
+            "rows": self.n_rows,
+            "columns": self._n_columns,
+            "bytes": self._sink.size,
+            "sha256": self._sink.sha256.hexdigest(),
+        }
+
+    def abandon(self) -> None:
+        """Stop writing (the file goes with its staging folder or temporary)."""
+        with contextlib.suppress(Exception):  # (a writer that failed may fail to close)
+            self._writer.close()
+
+
+# --- the transaction ---------------------------------------------------------------------------
+
+
+class Transaction:
+    """One command's write of one output folder: claim it, stage its files, commit once.
+
+    Entering claims `out` (refused at once if another command holds it, or if
+    it holds files lbnorm did not write); leaving without :meth:`commit`
+    removes everything staged, and after the commit the previous output. Ctrl-C
+    and SIGTERM inside set the cancellation flag, acted on before the swap.
+
+    Args:
+        out: The output folder (a symbolic link to a folder is written through).
+        kind: What it will hold; an lbnorm output of another kind is refused.
+            None: whatever the output holds (tables added to it).
+    """
+
+    def __init__(self, out: str | Path, *, kind: OutputKind | None) -> None:
+        self.out = Path.cwd() / out  # absolute, links kept as given
+        self.kind = kind
+        #: Each staged file's manifest entry (rows, columns, bytes, sha256).
+        self.outputs: dict[str, dict[str, Any]] = {}
+        #: The manifest so far; :meth:`commit` completes it.
+        self.manifest: dict[str, Any] = {}
+        self.committed = self.is_swapped = False
+        self.target = self.folder = self.out
+        self._previous: Path | None = None  # where the previous output went
+        self._lock = -1
+        self._descriptors: list[int] = []  # the staged tables being written
+        self._beside: list[_Beside] = []
+        self._signals = contextlib.ExitStack()
+
+    def __enter__(self) -> Transaction:
+        self._signals.enter_context(cancellable())
+        try:
+            self.target = resolve_target(self.out)
+            try:
+                self.target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise output_error(self.out, exc) from exc
+            self.folder, self._lock = _claim(self.out, self.target)
+            fault_point("locked")
+            check_cancelled()  # claimed, nothing written yet
+            if self.kind is not None:  # (under the claim: no other writer swaps now)
+                check_output_kind(self.out, self.kind)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: Any, _: Any) -> None:
+        """Remove what is staged (or, after the swap, the previous output)."""
+        with self._signals:  # (a signal taken meanwhile is raised as this ends)
+            for descriptor in [*self._descriptors, self._lock]:
+                if descriptor >= 0:
+                    os.close(descriptor)
+            self._descriptors, self._lock = [], -1
+            for beside in self._beside:
+                beside.discard()
+            if self.folder != self.out:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            if self._previous is not None:
+                shutil.rmtree(self._previous, ignore_errors=True)
+            if isinstance(error, OSError) and not isinstance(error, OutputError):
+                raise output_error(
+                    self.out, error, is_replaced=self.is_swapped
+                ) from error
+
+    def path(self, name: str) -> Path:
+        """Where the file `name` is staged (a plain file name)."""
+        if not is_plain_name(name) or name.startswith(".") or name == MANIFEST:
+            shown = name.removesuffix(".parquet")
+            msg = f"{self.out}: cannot write a table named {shown!r}.\nHint: name tables with a plain file name."
+            raise OutputError(msg)
+        return self.folder / name
+
+    def table_file(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        is_tuned: bool = True,
+        plain: tuple[str, ...] = (),
+    ) -> TableFile:
+        """A new staged Parquet file; :meth:`record` its entry once it is closed."""
+        descriptor = os.open(self.path(name), _NEW, 0o666)
+        self._descriptors.append(descriptor)
+        return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
+
+    def write_table(
+        self, name: str, table: pa.Table, *, is_tuned: bool = True
+    ) -> dict[str, Any]:
+        """Write `table` (one row group when tuned) as the staged file `name`; its entry."""
+        written = self.table_file(name, table.schema, is_tuned=is_tuned)
+        rows = max(table.num_rows, 1) if is_tuned else None
+        written.write(table, row_group_size=rows)
+        return self.record(name, written.close())
+
+    def record(self, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+        """List a staged file in the manifest the commit writes."""
+        self.outputs[name] = entry
+        with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
+            fault_point("table-written")
+        return entry
+
+    def previous(self) -> dict[str, Any] | None:
+        """The whole manifest of the output being replaced (None: there is none)."""
+        try:
+            with _opened(self.target) as descriptor:
+                return read_manifest(descriptor)[0]
+        except OSError:
+            return None
+
+    def keep(self, *, skip: set[str]) -> None:
+        """Carry the previous output's files into the new one (hard links), but `skip`."""
+        for name in sorted(entry.name for entry in self.target.iterdir()):
+            if name in skip or name == MANIFEST:
+                continue
+            source, copy = self.target / name, self.folder / name
+            try:
+                os.link(source, copy, follow_symlinks=False)
+            except OSError as exc:  # links refused here: a copy, synced
+                if exc.errno not in _NO_LINKS:
+                    raise
+                shutil.copy2(source, copy)
+                _sync(copy)
+
+    def stage_file(
+        self, path: str | Path, data: bytes, *, option: str, is_ours: Recognizer
+    ) -> None:
+        """Have `path` (a file beside the output: a run report) written with the commit.
+
+        Written and synced now, so a file that cannot be written stops the
+        commit with the previous output unchanged; renamed in right after the swap.
+        """
+        self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
+
+    def commit(
+        self,
+        manifest: dict[str, Any] | None = None,
+        *,
+        created_at: str | None = None,
+        is_new: bool = True,
+    ) -> Path:
+        """Write the manifest, swap the folder in (the one swap), then the staged files.
+
+        Args:
+            manifest: Keys to add to :attr:`manifest`.
+            created_at: ISO 8601 creation time; defaults to ``SOURCE_DATE_EPOCH``
+                (if set) or now.
+            is_new: Stamp the format, creation time and environment (False: a
+                previous output's manifest, with tables added, keeps its own).
+        """
+        manifest = {**self.manifest, **(manifest or {})}
+        if is_new:
+            manifest |= {"format": OUTPUT_FORMAT, "created_at": created_at or now_iso()}
+            manifest.setdefault("environment", environment())
+        manifest["outputs"] = {**manifest.get("outputs", {}), **self.outputs}
+        data = checked_manifest_bytes(self.out, manifest)
+        descriptor = os.open(self.folder / MANIFEST, _NEW, 0o666)
+        try:
+            _write_all(descriptor, [data])
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        _sync(self.folder)
+        fault_point("staged")
         check_cancelled()  # the last moment a cancelled run keeps the previous output
         with _parent_locked(self.target.parent):
             _check_target(self.out, self.target)  # files may have come meanwhile
-            self.previous = _swap_in(self.folder, self.target, self._tag())
-            self.is_swapped = True
+            (
+                self.folder / STAGING_MARK
+            ).unlink()  # (a whole output: still ours if left)
+            self._previous = _swap_in(self.folder, self.target)
+            self.folder, self.is_swapped = self.out, True
             _replaced.append(self.out)
-            fsync_dir(self.target.parent)
+            _sync(self.target.parent)
+        self.committed = True
+        for beside in self._beside:  # part of this commit: no second decision
+            try:
+                beside.put(is_own_commit=True)
+            except OSError as exc:
+                msg = (
+                    f"{beside.path}: cannot write the file ({_reason(exc)}); the new "
+                    f"output is in place in {self.out}.\nHint: check the file's folder "
+                    "and the disk, then run again."
+                )
+                raise OutputError(msg) from exc
+        return self.out
 
-    def discard(self) -> None:
-        """Delete the unfinished output, or after the swap the previous one."""
-        for path in (self.folder, self.previous):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
 
-    def release(self) -> None:
-        os.close(self._lock)
+def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
+    """The manifest's bytes; refused (nothing written) if larger than lbnorm reads back."""
+    data = manifest_bytes(manifest)
+    if len(data) > MANIFEST_LIMIT:
+        msg = (
+            f"{out}: its manifest.json would be {len(data) / 2**20:,.0f} MiB, more than "
+            f"lbnorm reads back ({MANIFEST_LIMIT // 2**20} MiB); the previous output is "
+            "unchanged.\nHint: report this as a bug, with the number of input files."
+        )
+        raise OutputError(msg)
+    return data
 
-    def _tag(self) -> str:
-        return self.folder.name[1:].rsplit(".tmp-", 1)[0]
 
+def _claim(out: Path, target: Path) -> tuple[Path, int]:
+    """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
 
-@contextlib.contextmanager
-def staged(out: Path) -> Iterator[_Stage]:
-    """Claim `out`, yield its locked staging folder, and clean up whatever happens.
-
-    The staging folder is deleted on any error and on Ctrl-C or SIGTERM; after
-    the swap it holds the previous output, which is deleted too. Callers hold
-    the signals (:func:`lbnorm._runtime.cancellable`): a signal is acted on at
-    the next check (between table parts, before the swap), so no swap or
-    deletion is cut short.
+    All under the parent folder's lock, so that two commands never claim one
+    output, and none removes a staging folder between its creation and its lock.
     """
-    target = resolve_target(out)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    stage = _claim(out, target)
-    try:
-        fault_point("locked")
-        check_cancelled()  # claimed, nothing written yet
-        yield stage
-    except OutputError:
-        stage.discard()
-        raise
-    except OSError as exc:
-        stage.discard()
-        raise output_error(out, exc, is_replaced=stage.is_swapped) from exc
-    except BaseException:
-        stage.discard()
-        raise
-    else:
-        stage.discard()
-    finally:
-        stage.release()
-
-
-def _claim(out: Path, target: Path) -> _Stage:
-    """Refuse a busy or foreign target, clear what killed runs left, make a staging folder.
-
-    All under the parent folder's lock, so that two runs never claim one output
-    and no run removes a staging folder between its creation and its lock.
-    """
-    parent = target.parent
-    tag = _sibling_tag(target.name, _name_max(parent))
+    parent, tag = target.parent, _tag(target)
     with _parent_locked(parent):
         leftovers = _leftovers(out, parent, tag)
         try:
-            leftovers = _repair_interrupted_swap(target, leftovers)
+            if not os.path.lexists(target):
+                leftovers = _repair_interrupted_swap(target, leftovers)
             _check_target(out, target)
             folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
             folder.mkdir()
             try:
                 lock = _lock_folder(folder)
+                (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
             except BaseException:
-                folder.rmdir()
+                shutil.rmtree(folder, ignore_errors=True)
                 raise
-        except OSError as exc:
+        except BaseException as exc:
             _release(leftovers)
-            if isinstance(exc, OutputError):
-                raise
-            raise output_error(out, exc) from exc
-        except BaseException:
-            _release(leftovers)
+            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+                raise output_error(out, exc) from exc
             raise
-    _remove(leftovers)
+    _release(leftovers, remove=True)
     _remove_old_lock_file(parent / f".{target.name}.lock")
-    return _Stage(out=out, target=target, folder=folder, lock=lock)
+    return folder, lock
 
 
 def _remove_old_lock_file(path: Path) -> None:
     """Remove the empty lock file lbnorm 0.1 left beside every output, if unheld."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        descriptor = os.open(path, _READ)
     except OSError:  # none there (or a name too long to have one)
         return
     try:
@@ -606,7 +797,7 @@ def _remove_old_lock_file(path: Path) -> None:
 
 def _lock_folder(folder: Path) -> int:
     """Open `folder` and hold an exclusive lock on it; return the descriptor."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    descriptor = os.open(folder, _FOLDER | os.O_NOFOLLOW)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -617,29 +808,40 @@ def _lock_folder(folder: Path) -> int:
     return descriptor
 
 
-def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int | None]]:
-    """This output's staging folders that nobody holds, locked; refuse if one is held."""
+def _is_ours(folder: Path) -> bool:
+    """Whether a staging-named folder is lbnorm's: marked, empty, or exactly an lbnorm output."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(folder / STAGING_MARK).st_mode):
+            return True
+    try:
+        entries = sorted(entry.name for entry in folder.iterdir())
+    except OSError:
+        return False
+    return _unlisted(folder, entries) == ("", [])
+
+
+def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
+    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
     pattern = re.compile(rf"\.{re.escape(tag)}\.(?:tmp|old)-[0-9a-f]{{12}}")
     try:
         names = sorted(entry.name for entry in parent.iterdir())
     except OSError:
         return []
-    found: list[tuple[Path, int | None]] = []
+    found: list[tuple[Path, int]] = []
     try:
-        for name in names:
-            if not pattern.fullmatch(name):
-                continue
-            path = parent / name
+        for path in (parent / name for name in names if pattern.fullmatch(name)):
+            if path.is_symlink() or not path.is_dir() or not _is_ours(path):
+                continue  # a user's file, link or folder of that name is left alone
             try:
                 found.append((path, _lock_folder(path)))
-            except BlockingIOError:  # a live run holds it
+            except BlockingIOError:  # a live command holds it
                 msg = (
                     f"{out}: another lbnorm run is writing this output directory.\n"
                     "Hint: wait for it to finish, or write to another --out."
                 )
                 raise OutputError(msg) from None
-            except OSError:  # a file or link an old version left, or unreadable
-                found.append((path, None))
+            except OSError:  # unreadable: left alone
+                continue
     except BaseException:
         _release(found)
         raise
@@ -647,16 +849,10 @@ def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int | None
 
 
 def _repair_interrupted_swap(
-    target: Path, leftovers: list[tuple[Path, int | None]]
-) -> list[tuple[Path, int | None]]:
-    """Put back an output a two-rename swap moved aside and did not replace."""
-    if os.path.lexists(target):
-        return leftovers
-    aside = [  # .<tag>.old-<12 hex digits>, a folder (the tag may hold ".old-" too)
-        item
-        for item in leftovers
-        if item[0].name[:-12].endswith(".old-") and item[1] is not None
-    ]
+    target: Path, leftovers: list[tuple[Path, int]]
+) -> list[tuple[Path, int]]:
+    """Put back an lbnorm output a two-rename swap moved aside and did not replace."""
+    aside = [item for item in leftovers if item[0].name[:-12].endswith(".old-")]
     if not aside:
         return leftovers
     newest = max(aside, key=lambda item: item[0].stat().st_mtime_ns)
@@ -665,34 +861,25 @@ def _repair_interrupted_swap(
     return [item for item in leftovers if item is not newest]
 
 
-def _release(leftovers: list[tuple[Path, int | None]]) -> None:
-    for _, descriptor in leftovers:
-        if descriptor is not None:
-            os.close(descriptor)
-
-
-def _remove(leftovers: list[tuple[Path, int | None]]) -> None:
-    """Delete what killed runs left (still holding their locks while deleting)."""
+def _release(leftovers: list[tuple[Path, int]], *, remove: bool = False) -> None:
+    """Unlock leftovers, deleting them first if `remove` (what killed commands left)."""
     try:
-        for path, descriptor in leftovers:
-            if descriptor is None:  # not a folder (or unreadable): unlink what can be
-                with contextlib.suppress(OSError):
-                    path.unlink()
-            else:
-                shutil.rmtree(path, ignore_errors=True)
+        for path, _ in leftovers if remove else ():
+            shutil.rmtree(path, ignore_errors=True)
     finally:
-        _release(leftovers)
+        for _, descriptor in leftovers:
+            os.close(descriptor)
 
 
 @contextlib.contextmanager
 def _parent_locked(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on `folder` itself for the block (a claim or a swap).
 
-    Runs writing other outputs in the same folder wait for it, an instant. An
-    unreadable folder, or a file system without directory locks, goes unlocked.
+    Commands writing other outputs in the same folder wait for it, an instant.
+    An unreadable folder, or a file system without directory locks, goes unlocked.
     """
     try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        descriptor = os.open(folder, _FOLDER)
     except OSError:
         descriptor = -1
     try:
@@ -705,23 +892,23 @@ def _parent_locked(folder: Path) -> Iterator[None]:
             os.close(descriptor)  # releases the lock
 
 
-def _swap_in(staging: Path, target: Path, tag: str) -> Path | None:
+def _swap_in(staging: Path, target: Path) -> Path | None:
     """Put `staging` in place of `target`; return where the previous output went."""
+    previous: Path | None = None
     if not os.path.lexists(target):
         if not _renameat2(staging, target, _RENAME_NOREPLACE):
             if os.path.lexists(target):
                 raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
             staging.rename(target)
-        fault_point("swapped")
-        return None
-    if _renameat2(staging, target, _RENAME_EXCHANGE):
-        fault_point("swapped")
-        return staging  # now holds the previous output
-    old = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
-    target.rename(old)
-    staging.rename(target)
+    elif _renameat2(staging, target, _RENAME_EXCHANGE):
+        previous = staging  # now holds the previous output
+    else:
+        tag = staging.name[1:].rsplit(".tmp-", 1)[0]
+        previous = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
+        target.rename(previous)
+        staging.rename(target)
     fault_point("swapped")
-    return old
+    return previous
 
 
 def _renameat2(source: Path, target: Path, flags: int) -> bool:
@@ -730,10 +917,8 @@ def _renameat2(source: Path, target: Path, flags: int) -> bool:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
-    status = renameat2(
-        _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags
-    )
-    if status == 0:
+    paths = (os.fsencode(source), os.fsencode(target))
+    if renameat2(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP}:
@@ -741,71 +926,177 @@ def _renameat2(source: Path, target: Path, flags: int) -> bool:
     raise OSError(code, os.strerror(code), str(target))
 
 
-@contextlib.contextmanager
-def exclusive_lock(
-    lock_path: Path, *, busy: str, unlockable: Callable[[OSError], OutputError]
-) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_path` (created if needed) or fail at once.
+# --- single files: a report, an export, the parse cache's entries ------------------------------
 
-    The parse cache's lock: a file inside the cache folder (outputs are locked
-    through their staging folders and leave no lock file).
+
+def write_file(
+    path: str | Path,
+    content: bytes | Iterable[bytes] | pa.Table,
+    *,
+    is_ours: Recognizer | None = None,
+    option: str = "cannot write",
+) -> str:
+    """Write one file whole, through a temporary sibling and one rename; its sha256.
+
+    A symbolic link is written through. The file is refused inside an lbnorm
+    output folder and, with `is_ours`, over a file lbnorm did not write. The
+    cancellation flag is checked just before the rename, and the file put in
+    place is tracked (:func:`replaced_outputs`).
 
     Args:
-        lock_path: The lock file.
-        busy: The message when another process holds the lock.
-        unlockable: The error to raise when the lock file cannot be opened.
+        path: The file.
+        content: Its bytes, its bytes in parts (never all in memory), or an
+            Arrow table, written as Parquet with pyarrow's defaults (zstd).
+        is_ours: Recognizes this writer's files; a temporary such a writer left
+            when killed is removed (without it, none is touched).
+        option: The option that named the file, for messages.
 
     Raises:
-        OutputError: Another process holds the lock, or it cannot be taken.
+        OutputError: The disk refuses, or the file there is not lbnorm's; no
+            partial file remains, and the file there is as it was.
     """
-    try:  # (not waiting on a FIFO put there: only a regular file is a lock)
-        handle = os.fdopen(
-            os.open(
-                lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644
-            ),
-            "a",
-        )
+    beside = _Beside(Path(path), content, option=option, is_ours=is_ours)
+    try:
+        beside.put()
     except OSError as exc:
-        raise unlockable(exc) from exc
-    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-        handle.close()
-        raise unlockable(OSError(errno.EINVAL, "the lock is not a regular file"))
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise OutputError(busy) from exc
-        yield
+        if isinstance(exc, OutputError):
+            raise
+        raise output_error(beside.path, exc) from exc
+    finally:
+        beside.discard()
+    return beside.sha256
 
 
-def write_synced_bytes(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+class _Beside:
+    """A file's new content in a locked temporary sibling, synced, until :meth:`put` renames it.
 
-
-def fsync_file(path: Path) -> str:
-    """Sync a file to disk; return the sha256 of its bytes (read back once).
-
-    A large file is hashed on a second thread while this one waits for the disk.
+    Where the system allows (``O_TMPFILE``), the temporary has no name until it
+    is complete, so a killed writer leaves nothing; elsewhere it is named from
+    the start and locked while its writer lives.
     """
-    with path.open("rb", buffering=0) as handle:
-        if os.fstat(handle.fileno()).st_size < _HASH_BESIDE_SYNC:
-            os.fsync(handle.fileno())
-            return sha256_of(handle)
-        with Threads(1, "hash") as hasher:
-            digest = hasher.submit(sha256_of, handle)
-            os.fsync(handle.fileno())
-            return digest.result()
+
+    def __init__(
+        self,
+        path: Path,
+        content: bytes | Iterable[bytes] | pa.Table,
+        *,
+        option: str,
+        is_ours: Recognizer | None,
+    ) -> None:
+        self.path, self.descriptor, self.is_named = path, -1, False
+        try:
+            self.target = path.resolve() if path.is_symlink() else Path.cwd() / path
+        except (OSError, RuntimeError) as exc:
+            error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
+            raise output_error(path, error) from exc
+        _check_name_length(path, self.target, what="file name")
+        check_not_in_output(path, option=option)
+        if is_ours is not None:
+            check_own_file(path, option=option, is_ours=is_ours)
+        folder, tag = self.target.parent, _tag(self.target)
+        self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            with _parent_locked(folder):
+                if is_ours is not None:
+                    _remove_dead_temporaries(folder, tag, is_ours)
+                self._create(folder)
+            with contextlib.suppress(OSError):  # without file locks: best effort
+                fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.sha256 = _fill(self.descriptor, content, name=self.target.name)
+            os.fsync(self.descriptor)
+            if not self.is_named:  # complete: named now, still locked
+                with _opened(_PROC_FD) as proc:
+                    os.link(
+                        str(self.descriptor),
+                        self.temporary,
+                        src_dir_fd=proc,
+                        follow_symlinks=True,
+                    )
+                self.is_named = True
+        except BaseException as exc:
+            self.discard()
+            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+                raise output_error(path, exc) from exc
+            raise
+
+    def _create(self, folder: Path) -> None:
+        """An unnamed file in `folder` where the system allows, else the named temporary."""
+        unnamed = getattr(os, "O_TMPFILE", 0)
+        if unnamed and _PROC_FD.is_dir():
+            with contextlib.suppress(OSError):
+                self.descriptor = os.open(
+                    folder, unnamed | os.O_WRONLY | os.O_CLOEXEC, 0o666
+                )
+                return
+        self.descriptor = os.open(self.temporary, _NEW, 0o666)
+        self.is_named = True
+
+    def put(self, *, is_own_commit: bool = False) -> None:
+        """Rename the temporary over the file (unless the command was cancelled first).
+
+        A file committed with its transaction's folder follows the folder's swap
+        and is not tracked on its own: the folder is what was put in place.
+        """
+        if not is_own_commit:
+            check_cancelled()
+        self.temporary.replace(self.target)
+        self.is_named = False
+        if not is_own_commit:
+            _replaced.append(self.path)
+        _sync(self.target.parent)
+
+    def discard(self) -> None:
+        if self.is_named:
+            with contextlib.suppress(OSError):
+                self.temporary.unlink()
+            self.is_named = False
+        if self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
 
 
-#: Bytes from which a written file is hashed while it is synced (a thread each).
-_HASH_BESIDE_SYNC = 32 << 20
+def _fill(
+    descriptor: int, content: bytes | Iterable[bytes] | pa.Table, *, name: str
+) -> str:
+    """Write `content` to `descriptor`; the sha256 of the bytes written."""
+    if isinstance(content, pa.Table):
+        written = TableFile(descriptor, content.schema, name=name, is_tuned=False)
+        written.write(content)
+        return str(written.close()["sha256"])
+    return _write_all(descriptor, [content] if isinstance(content, bytes) else content)
 
 
-def fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
+def _write_all(descriptor: int, parts: Iterable[bytes]) -> str:
+    sink = _Hashed(descriptor)
+    for part in parts:
+        sink.write(part)
+    return sink.sha256.hexdigest()
+
+
+def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
+    """Unlink temporaries of this file that no live writer holds and that `is_ours` knows."""
+    pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
+    with contextlib.suppress(OSError):
+        for name in [entry.name for entry in folder.iterdir()]:
+            if not pattern.fullmatch(name):
+                continue
+            try:
+                descriptor = os.open(folder / name, _READ)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if is_ours(*_ends(descriptor)):
+                    (folder / name).unlink()
+            except OSError:  # held by a live writer, no locks here, or not a file
+                pass
+            finally:
+                os.close(descriptor)
+
+
+def _sync(path: Path) -> None:
+    """Sync a file or a folder's entries (names created or renamed in it) to disk."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(descriptor)
     finally:
@@ -813,13 +1104,18 @@ def fsync_dir(path: Path) -> None:
 
 
 def now_iso() -> str:
+    """``SOURCE_DATE_EPOCH`` if set, else now, as an ISO 8601 time in UTC."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     moment = float(epoch) if epoch and epoch.isdigit() else time.time()
     return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
 
 
+def _reason(exc: OSError) -> str:
+    return " ".join((exc.strerror or str(exc)).split())
+
+
 def output_error(out: Path, exc: OSError, *, is_replaced: bool = False) -> OutputError:
-    reason = " ".join((exc.strerror or str(exc)).split())
+    """The error for an output that could not be written, saying what is true of it now."""
     hint = {
         errno.ENOSPC: "free disk space or write elsewhere",
         errno.EACCES: "check the directory's permissions or choose another --out",
@@ -836,126 +1132,5 @@ def output_error(out: Path, exc: OSError, *, is_replaced: bool = False) -> Outpu
         if is_replaced
         else "the previous output is unchanged"
     )
-    msg = f"{out}: cannot write the output ({reason}); {state}.\nHint: {hint}."
+    msg = f"{out}: cannot write the output ({_reason(exc)}); {state}.\nHint: {hint}."
     return OutputError(msg)
-
-
-# --- beside the main tables: analysis tables, reports, the parse cache ---------------
-
-
-def link_into(source: Path, folder: Path, *, skip: set[str]) -> None:
-    """Hard-link `source`'s files into `folder` (copy where links are refused)."""
-    for name in sorted(entry.name for entry in source.iterdir()):
-        if name in skip:
-            continue
-        try:
-            os.link(source / name, folder / name, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno not in _NO_LINKS:
-                raise
-            shutil.copy2(source / name, folder / name)
-            fsync_file(folder / name)
-
-
-#: Errors of link(2) that mean "copy instead".
-_NO_LINKS = frozenset(
-    {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
-)
-
-
-def write_parquet_atomically(path: Path, table: pa.Table) -> Path:
-    """Write one Parquet file (zstd) via a temporary sibling and a rename.
-
-    Raises:
-        OutputError: The disk refuses; no partial file remains.
-    """
-    return _replace_atomically(
-        path, lambda temporary: pq.write_table(table, temporary, compression="zstd")
-    )
-
-
-def write_bytes_atomically(path: Path, data: bytes) -> Path:
-    """Write one file's bytes via a temporary sibling and a rename.
-
-    Raises:
-        OutputError: The disk refuses; no partial file remains.
-    """
-    return _replace_atomically(path, lambda temporary: temporary.write_bytes(data))
-
-
-def write_parts_atomically(path: Path, parts: Iterable[bytes]) -> Path:
-    """Write one file from parts of its bytes (never all in memory) via a temporary sibling.
-
-    Raises:
-        OutputError: The disk refuses; no partial file remains.
-    """
-
-    def write(temporary: Path) -> None:
-        with temporary.open("wb") as handle:
-            for part in parts:
-                handle.write(part)
-
-    return _replace_atomically(path, write)
-
-
-def _replace_atomically(path: Path, write: Callable[[Path], object]) -> Path:
-    """Write `path` through a locked temporary sibling, removed on any failure.
-
-    A symbolic link is written through. A temporary that a killed writer left
-    (nobody holds its lock) is removed by the next write of the same file.
-    """
-    try:
-        target = path.resolve() if path.is_symlink() else Path.cwd() / path
-    except (OSError, RuntimeError) as exc:
-        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
-        raise output_error(path, error) from exc
-    _check_name_length(path, target, what="file name")
-    check_not_in_output(path, option="cannot write")
-    tag = _sibling_tag(target.name, _name_max(target.parent))
-    temporary = target.with_name(f".{tag}.tmp-{uuid.uuid4().hex[:12]}")
-    descriptor = -1
-    try:
-        with _parent_locked(target.parent):
-            _remove_dead_temporaries(target.parent, tag)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            with contextlib.suppress(OSError):  # without file locks: best effort
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        write(temporary)
-        fsync_file(temporary)
-        temporary.replace(target)
-        fsync_dir(target.parent)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        if isinstance(exc, OutputError):
-            raise
-        raise output_error(path, exc) from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    finally:
-        if descriptor >= 0:
-            os.close(descriptor)
-    return path
-
-
-def _remove_dead_temporaries(folder: Path, tag: str) -> None:
-    """Unlink temporaries of this file that no live writer holds."""
-    pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
-    with contextlib.suppress(OSError):
-        for name in [entry.name for entry in folder.iterdir()]:
-            if not pattern.fullmatch(name):
-                continue
-            try:
-                descriptor = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if stat.S_ISREG(os.fstat(descriptor).st_mode):
-                    (folder / name).unlink()
-            except OSError:  # held by a live writer, or no locks here: leave it
-                pass
-            finally:
-                os.close(descriptor)

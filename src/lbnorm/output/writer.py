@@ -1,29 +1,27 @@
-"""Writing lbnorm's outputs: a run's three tables, a ratings output, tables added to a folder.
+"""Writing lbnorm's outputs: a run's tables and provenance, ratings, tables added to a folder.
 
-The composition of the output side: what goes into each table's metadata and
-the manifest (provenance), written through the transaction of
-:mod:`lbnorm.output.transaction` (staging folder, lock, swap) in the encoding of
-:mod:`lbnorm.output.tables`. An output folder holds ``subtasks.parquet``,
-``benchmarks.parquet``, ``leaderboard.parquet`` and ``manifest.json`` (plus any
-tables :func:`add_tables` listed in the manifest); ``docs/outputs.md`` describes
-it for readers.
+What goes into each table's metadata and the manifest (provenance), written
+through one :class:`~lbnorm.output.transaction.Transaction` per command (staging
+folder, lock, hashing while writing, one swap). A run's folder holds
+``subtasks.parquet``, ``benchmarks.parquet``, ``leaderboard.parquet`` and
+``manifest.json``, plus the tables a nightly run or :func:`add_tables` adds;
+``docs/outputs.md`` describes it for readers.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from lbnorm._runtime import Threads, cancellable
+from lbnorm._runtime import Threads
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import check_option_file, sha256_file
 from lbnorm.core.manifest import (
@@ -35,30 +33,14 @@ from lbnorm.core.manifest import (
 )
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts
-from lbnorm.output.tables import (
-    PartWriter,
-    extra_arrow,
-    pandas_metadata,
-    write_output,
-    write_parquet,
-)
+from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts, UniquePerPart
 from lbnorm.output.transaction import (
+    Recognizer,
+    TableFile,
+    Transaction,
     check_not_in_output,
-    check_output_kind,
     check_own_file,
-    checked_manifest_bytes,
-    fsync_dir,
-    fsync_file,
-    is_own_output,
-    link_into,
-    load_manifest,
-    resolve_target,
-    staged,
-    synced,
-    write_bytes_atomically,
-    write_staged,
-    write_synced_bytes,
+    write_file,
 )
 from lbnorm.suites import Suite
 
@@ -69,6 +51,7 @@ __all__ = [
     "OUTPUT_FILES",
     "PAIRED_FILE",
     "add_tables",
+    "add_to",
     "metadata_input",
     "pandas_metadata",
     "provenance_of",
@@ -77,94 +60,90 @@ __all__ = [
     "write_tables",
 ]
 
-#: The tables of an output directory, by file name.
+#: The tables of a run's output folder, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 #: The table ``lbnorm run --paired`` adds beside them.
 PAIRED_FILE = "paired.parquet"
-_MANIFEST = MANIFEST
+_T = TypeVar("_T")
 
 
 def write_result(result: Result, out: Path, *, created_at: str | None = None) -> Path:
-    """Write the result's three tables and manifest to `out`, atomically.
+    """Write a result's three tables and manifest to `out` (one transaction).
 
     Args:
         result: The tables to write.
-        out: Output folder: new, empty, or an lbnorm output (replaced whole). A
-            symbolic link to a folder is written through.
+        out: Output folder: new, empty, or an lbnorm output (replaced whole).
         created_at: ISO 8601 creation time for the manifest; defaults to
             ``SOURCE_DATE_EPOCH`` (if set) or now.
 
-    Returns:
-        The output directory.
-
     Raises:
-        OutputError: `out` is not an lbnorm output folder (or holds files lbnorm
-            did not write), is read-only, another run is writing it, or the disk
-            refuses the write. The previous output is untouched and no partial
-            files remain.
+        OutputError: `out` is not an lbnorm output folder, is read-only, another
+            command is writing it, or the disk refuses; the previous output is
+            untouched and no partial files remain.
     """
-    check_output_kind(out, "leaderboard")
-    return write_staged(
-        out, lambda staging: _write_tables(result, staging), created_at=created_at
-    )
+    with Transaction(out, kind="leaderboard") as transaction:
+        _write_tables(result, transaction)
+        return transaction.commit(created_at=created_at)
 
 
 def write_job(
     job: Job,
-    out: Path,
+    out: Path | Transaction,
     *,
     finish: Callable[[Result], Result] = lambda result: result,
     provenance: Mapping[str, str],
     created_at: str | None = None,
 ) -> Result:
-    """Write a job's subtask table as its parts come, then the rest, atomically.
+    """Write a job's subtask table as its parts come, then the rest.
 
-    Each part is encoded on this thread while the job computes the next one on
-    another (both release the GIL for their array work), so reading, summing
-    and writing the subtask table overlap.
+    Each part is encoded on a thread while the job computes the next one (both
+    release the GIL for their array work), so reading, summing and writing overlap.
 
     Args:
         job: The engine's job (see :class:`lbnorm.engines.result.Job`).
-        out: Output directory; an existing lbnorm output there is replaced whole.
-        finish: Applied to the job's result before its tables are written
-            (the pipeline joins model metadata there).
+        out: The output folder (committed here), or a transaction the caller
+            commits after adding its own tables (a nightly run).
+        finish: Applied to the job's result before its tables are written.
         provenance: Parquet metadata of the subtask table (the others get the
             same, from the result).
         created_at: ISO 8601 creation time for the manifest.
 
     Returns:
-        The result written.
-
-    Raises:
-        OutputError: As :func:`write_result`; nothing is written on any error.
+        The result written (its subtask table read back from the file).
     """
-    check_output_kind(out, "leaderboard")
-    finished: list[Result] = []
+    if isinstance(out, Transaction):
+        return _write_job(job, out, finish, provenance)
+    with Transaction(out, kind="leaderboard") as transaction:
+        result = _write_job(job, transaction, finish, provenance)
+        transaction.commit(created_at=created_at)
+    return result
 
-    def fill(staging: Path) -> dict[str, Any]:
-        if job.subtask_schema is None:
-            finished.append(finish(job.finish()))
-            return _write_tables(finished[0], staging)
-        path = staging / "subtasks.parquet"
-        metadata = {**provenance, "lbnorm.table": "subtasks"}
-        n_columns = len(job.subtask_schema)
-        with PartWriter(job.subtask_schema, metadata, path) as parts:
-            for part in job.subtask_parts():  # summed as they come
-                parts.add(part)
-            # the last part is encoded, then the file synced and hashed, on the
-            # writer's thread while the job finishes here (both release the GIL)
-            syncing = parts.close_then(lambda n_rows: synced(path, n_rows, n_columns))
-            finished.append(finish(job.finish()))
-            written = syncing.result()
-        return _write_tables(finished[0], staging, subtasks=written)
 
-    written = write_staged(out, fill, created_at=created_at)
-    result = finished[0]
-    if job.subtask_schema is not None and result.subtask_parts is None:
-        # the parts went to disk as they came: the result reads them back from there
-        result = replace(
-            result, subtask_parts=PartsOnDisk(written / "subtasks.parquet")
-        )
+def _write_job(
+    job: Job,
+    transaction: Transaction,
+    finish: Callable[[Result], Result],
+    provenance: Mapping[str, str],
+) -> Result:
+    if job.subtask_schema is None:
+        result = finish(job.finish())
+        _write_tables(result, transaction)
+        return result
+    name = "subtasks.parquet"
+    schema = _with_metadata(
+        job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
+    )
+    with PartWriter(transaction.table_file(name, schema)) as parts:
+        for part in job.subtask_parts():  # summed as they come
+            parts.add(part)
+        # the last part is encoded, then the file synced, on the writer's thread
+        # while the job finishes here (both release the GIL)
+        syncing = parts.close_then(lambda file: transaction.record(name, file.close()))
+        result = finish(job.finish())
+        syncing.result()
+    _write_tables(result, transaction, has_subtasks=True)
+    if result.subtask_parts is None:  # the parts went to disk: read back from there
+        result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
     return result
 
 
@@ -175,47 +154,66 @@ def write_tables(
     *,
     created_at: str | None = None,
 ) -> Path:
-    """Write tables as ``<name>.parquet`` and a manifest to `out`, atomically.
+    """Write tables as ``<name>.parquet`` and a manifest to `out` (a ratings output).
 
-    The same staging folder, lock and swap as :func:`write_result`; the
-    manifest gets ``outputs`` (each table's rows, columns and sha256) and
-    ``created_at``. An output of another kind (its manifest's ``kind``) is not
-    replaced.
-
-    Args:
-        out: Output directory; an existing lbnorm output of the same kind there
-            is replaced whole.
-        tables: Arrow tables by name without ``.parquet`` (their schema
-            metadata is written as it is).
-        manifest: The rest of the manifest (``tool``, ``kind``, ``version``,
-            ``options``, ``inputs``...).
-        created_at: ISO 8601 creation time for the manifest; defaults to
-            ``SOURCE_DATE_EPOCH`` (if set) or now.
-
-    Returns:
-        The output directory.
+    The manifest gets ``outputs`` (each table's rows, columns, size and sha256),
+    ``format`` and ``created_at``. An output of another kind is not replaced.
 
     Raises:
-        OutputError: As :func:`write_result`, or `out` holds an output of
-            another kind; nothing is written then.
+        OutputError: As :func:`write_result`, a name that is not a plain file
+            name, or `out` holds an output of another kind; nothing is written then.
     """
-    kind = str(manifest.get("kind", "leaderboard"))
-    for name in tables:
-        if not name or name != Path(name).name or name.startswith("."):
-            msg = f"{out}: cannot write a table named {name!r}.\nHint: name tables with a plain file name."
-            raise OutputError(msg)
-    check_output_kind(out, kind)
+    with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
+        for name, table in tables.items():
+            transaction.write_table(f"{name}.parquet", table)
+        return transaction.commit(dict(manifest), created_at=created_at)
 
-    def fill(staging: Path) -> dict[str, Any]:
-        check_output_kind(out, kind)  # again, under the lock
-        outputs = {}
-        for name, table in tables.items():  # a ratings output's two tables
-            path = staging / f"{name}.parquet"
-            write_parquet(table, path)
-            outputs[path.name] = synced(path, table.num_rows, table.num_columns)
-        return {**manifest, "outputs": outputs}
 
-    return write_staged(out, fill, created_at=created_at)
+class PartWriter:
+    """A :class:`~lbnorm.output.transaction.TableFile` written a part at a time on a thread of its own.
+
+    Each part is encoded on the writer's thread while the caller builds the
+    next one, holding at most two parts in memory. Leaving the ``with`` block
+    waits for the thread; on an error the file is left to the transaction.
+    """
+
+    def __init__(self, file: TableFile) -> None:
+        self._file = file
+        self._thread = Threads(1, "writer")
+        self._pending: Future[None] | None = None
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._thread.close(cancel=True)
+        finally:
+            self._file.abandon()  # (closed already after close_then)
+
+    def add(self, part: pa.Table) -> None:
+        """Encode `part` on the thread, as one row group, once the part before is written."""
+        self._wait()
+        if part.num_rows:  # a benchmark nobody has: no empty row group
+            self._pending = self._thread.submit(
+                self._file.write, part, row_group_size=part.num_rows
+            )
+
+    def close_then(self, then: Callable[[TableFile], _T]) -> Future[_T]:
+        """On the thread, after the last part: ``then(file)`` (which closes it)."""
+        last, self._pending = self._pending, None
+
+        def close() -> _T:
+            if last is not None:
+                last.result()  # done (one thread, in order): raises what it raised
+            return then(self._file)
+
+        return self._thread.submit(close)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # raises what writing the part raised
 
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
@@ -228,7 +226,9 @@ def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[st
 def _provenance(
     suite: Suite, options: RunOptions, inputs: list[dict[str, Any]]
 ) -> dict[str, str]:
-    """:func:`provenance_of`, from the catalog's rows sorted by path."""
+    listed = [
+        {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]} for i in inputs
+    ]
     return {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
@@ -236,13 +236,7 @@ def _provenance(
         "lbnorm.suite_sha256": suite.sha256,
         "lbnorm.suite_modified": "true" if suite.is_modified else "false",
         "lbnorm.missing": options.missing,
-        "lbnorm.inputs": json.dumps(
-            [
-                {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]}
-                for i in inputs
-            ],
-            sort_keys=True,
-        ),
+        "lbnorm.inputs": json.dumps(listed, sort_keys=True),
         "lbnorm.metadata_table": json.dumps(metadata_input(options), sort_keys=True),
     }
 
@@ -287,7 +281,7 @@ def _holds_floats(schema: pa.Schema) -> bool:
 
 
 def suite_record(suite: Suite) -> dict[str, Any]:
-    """What a manifest records about its suite: name, source as given and resolved, hash, text.
+    """What a manifest records of its suite: name, source as given and resolved, hash, text.
 
     The text lets the output be read back where the suite file moved or changed.
     """
@@ -299,85 +293,71 @@ def suite_record(suite: Suite) -> dict[str, Any]:
     }
 
 
-def _resolved(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A recorded file with its absolute path beside the path as given (manifest only)."""
-    return None if record is None else {**record, "resolved": _absolute(record["path"])}
-
-
 def _absolute(path: str) -> str:
     """`path` made absolute against the working directory, without touching the disk."""
     return os.path.abspath(path)  # noqa: PTH100 - Path.resolve stats every part
 
 
-def _write_inputs_table(files: pa.Table, path: Path) -> dict[str, Any]:
-    """Write the catalog's rows by path, each with its absolute path, to `path`."""
-    listing = files.take(pc.sort_indices(files["path"]))
-    resolved = pa.array(
-        [_absolute(name) for name in listing["path"].to_pylist()], pa.string()
-    )
-    listing = listing.append_column("resolved", resolved)
-    pq.write_table(listing, path, compression="zstd")
-    return synced(path, listing.num_rows, listing.num_columns)
-
-
 def _write_tables(
-    result: Result, folder: Path, *, subtasks: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Write the result's tables (the subtask table unless `subtasks` says it is written)."""
-    suite = result.suite
-    files = result.file_table
+    result: Result, transaction: Transaction, *, has_subtasks: bool = False
+) -> None:
+    """Write the result's tables (but the subtask table if written) and set the manifest."""
+    suite, files = result.suite, result.file_table
     inputs = _sorted_inputs(files)
     provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
-        "subtasks.parquet": None if subtasks is not None else result.subtask_parts,
+        "subtasks.parquet": None if has_subtasks else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
         PAIRED_FILE: result.paired_output,
     }
-    jobs = {
-        name: (table, {**provenance, "lbnorm.table": name.removesuffix(".parquet")})
-        for name in (*OUTPUT_FILES, PAIRED_FILE)
-        if (table := tables[name]) is not None  # None: not asked for, or written
-    }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
-    with Threads(len(jobs), "table") as pool:
-        futures = {
-            name: pool.submit(write_output, table, metadata, folder / name)
-            for name, (table, metadata) in jobs.items()
-        }
+    with Threads(len(tables), "table") as pool:
+        futures = [
+            pool.submit(
+                _write_one,
+                transaction,
+                name,
+                table,
+                {**provenance, "lbnorm.table": name.removesuffix(".parquet")},
+            )
+            for name, table in tables.items()
+            if table is not None  # None: not asked for, or written
+        ]
         board = result.board_counts()
+        n_resized, resized = result.resized_variants()
         counts = {
             "models": board.models,
             "variants": board.variants,
             "complete_variants": board.complete,
             "ignored_rows": result.n_ignored_rows,
             "superseded_files": sum(row["superseded_by"] is not None for row in inputs),
+            "variants_pooled_with_other_sizes": n_resized,
         }
-        n_resized, resized = result.resized_variants()
-        counts["variants_pooled_with_other_sizes"] = n_resized
-        outputs = {name: future.result() for name, future in futures.items()}
-    if subtasks is not None:
-        outputs["subtasks.parquet"] = subtasks
-    listed = {
-        name: outputs[name] for name in (*OUTPUT_FILES, PAIRED_FILE) if name in outputs
-    }
+        for future in futures:
+            future.result()
     listing: Any
     if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
-        listed[INPUTS_TABLE] = _write_inputs_table(files, folder / INPUTS_TABLE)
+        ordered = files.take(pc.sort_indices(files["path"]))
+        resolved = [_absolute(name) for name in ordered["path"].to_pylist()]
+        ordered = ordered.append_column("resolved", pa.array(resolved, pa.string()))
+        transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
     else:
         for row in inputs:
             row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
-    return {
+    metadata = metadata_input(result.options)
+    transaction.manifest |= {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
         "suite": suite_record(suite),
         "options": result.options.to_manifest(),
         "inputs": listing,
-        "outputs": listed,
-        "metadata_table": _resolved(metadata_input(result.options)),
+        "metadata_table": None
+        if metadata is None
+        else {**metadata, "resolved": _absolute(metadata["path"])},
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
@@ -409,7 +389,69 @@ def _input_notes(files: pa.Table) -> dict[str, Any]:
     return notes
 
 
-# (lbnorm.analysis results, lbnorm diff/impact outputs, run reports, lbnorm.cache)
+def _write_one(
+    transaction: Transaction,
+    name: str,
+    table: pa.Table | TableParts,
+    metadata: dict[str, str],
+) -> dict[str, Any]:
+    """Write one of a run's tables, whole or a part at a time; its manifest entry."""
+    if isinstance(table, pa.Table):
+        return transaction.write_table(
+            name,
+            table.replace_schema_metadata(
+                {**metadata, **pandas_metadata(table.schema)}
+            ),
+        )
+    plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
+    file = transaction.table_file(
+        name, _with_metadata(table.schema, metadata), plain=plain
+    )
+    with PartWriter(file) as parts:
+        for part in table.parts():
+            parts.add(part)
+        return parts.close_then(
+            lambda done: transaction.record(name, done.close())
+        ).result()
+
+
+def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
+    return schema.with_metadata({**metadata, **pandas_metadata(schema)})
+
+
+def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
+    """Schema metadata that makes pandas read integer columns as nullable integers.
+
+    Without it a column such as ``rank`` arrives as float64 whenever it holds a
+    null; ``to_pandas`` (and ``pd.read_parquet``) read the ``pandas`` entry's
+    ``numpy_type`` (``Int64``...) instead. Other readers (DuckDB, polars) ignore it.
+
+    Examples:
+        >>> json.loads(pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
+        'Int64'
+    """
+    columns = [
+        {
+            "name": field.name,
+            "field_name": field.name,
+            "pandas_type": str(field.type),
+            "numpy_type": str(field.type).capitalize(),  # int64 -> Int64
+            "metadata": None,
+        }
+        for field in schema
+        if pa.types.is_integer(field.type)
+    ]
+    document = {
+        "index_columns": [],
+        "column_indexes": [],
+        "columns": columns,
+        "creator": {"library": "lbnorm", "version": lbnorm_version()},
+        "pandas_version": "2.0.0",  # the metadata layout, not a dependency
+    }
+    return {"pandas": json.dumps(document)}
+
+
+# --- tables added beside a run's (diff, impact, health --out) --------------------------------
 
 
 def add_tables(
@@ -418,21 +460,18 @@ def add_tables(
     *,
     sources: Mapping[str, Any] | None = None,
 ) -> list[Path]:
-    """Write tables as ``<name>.parquet`` into a folder, through the output transaction.
+    """Write tables as ``<name>.parquet`` into a folder, in one transaction.
 
-    Into an lbnorm output folder, the tables are added the way a run writes: the
-    output is staged (its files hard-linked, the tables and an updated manifest
-    listing them written), then swapped in whole, so a reader, a kill or another
-    run sees it with or without every new table, never half. The next ``lbnorm
-    run`` replaces the folder whole, these tables included. A new or empty
-    folder becomes an output of its own (``kind`` ``analysis``, with a manifest
-    recording `sources`), written the same way; a folder holding anything else
-    is refused and left as it is.
+    Into an lbnorm output, the output is staged again (its files hard-linked,
+    the tables and an updated manifest written) and swapped in whole; the next
+    ``lbnorm run`` replaces it, these tables included. A new or empty folder
+    becomes an output of its own (``kind`` ``analysis``, recording `sources`); a
+    folder holding anything else is refused and left as it is.
 
     Args:
         out: The folder.
-        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow tables,
-            by name without ``.parquet``.
+        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow
+            tables, by name without ``.parquet``.
         sources: What the tables were computed from (the command, the outputs
             and suites it read), recorded in the manifest.
 
@@ -440,87 +479,69 @@ def add_tables(
         The files written.
 
     Raises:
-        OutputError: A name is one of the main tables', the output is busy,
-            read-only or holds files lbnorm did not write, or the disk refuses.
+        OutputError: A name is one of a run's own, the output is busy, read-only
+            or holds files lbnorm did not write, or the disk refuses.
     """
     out = Path.cwd() / out
-    reserved = (*OUTPUT_FILES, PAIRED_FILE, _MANIFEST, INPUTS_TABLE)
-    if clash := sorted(
-        set(tables) & {name.removesuffix(".parquet") for name in reserved}
-    ):
+    reserved = {
+        name.removesuffix(".parquet")
+        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
+    }
+    if clash := sorted(set(tables) & reserved):
         msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
         raise OutputError(msg)
-    target = resolve_target(out)
-    record = {"sources": dict(sources or {})}
-    if not is_own_output(target):
-        return _write_analysis(out, target, tables, record)
-    with cancellable(), staged(out) as stage:
-        manifest, problem = load_manifest(stage.target / _MANIFEST, whole=True)
-        if manifest is None:
-            msg = f"{out}: its {_MANIFEST} changed meanwhile and now {problem}.\nHint: run the command again."
-            raise OutputError(msg)
-        if manifest.get("kind") == "analysis":  # the latest command's sources
-            manifest.update(record, environment=environment())
-        files = {f"{name}.parquet": table for name, table in tables.items()}
-        link_into(stage.target, stage.folder, skip={_MANIFEST, *files})
-        outputs: dict[str, Any] = manifest["outputs"]
-        extra = {  # what the run recorded for each file beyond rows and columns
-            key
-            for entry in outputs.values()
-            if isinstance(entry, dict)
-            for key in entry
-            if key in {"sha256", "bytes"}
-        }
-        for name, table in files.items():
-            path = stage.folder / name
-            pq.write_table(extra_arrow(table), path, compression="zstd")
-            fsync_file(path)
-            metadata = pq.read_metadata(path)
-            entry: dict[str, Any] = {
-                "rows": metadata.num_rows,
-                "columns": metadata.num_columns,
-            }
-            if "sha256" in extra:
-                entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-            if "bytes" in extra:
-                entry["bytes"] = path.stat().st_size
-            outputs[name] = entry
-        write_synced_bytes(
-            stage.folder / _MANIFEST, checked_manifest_bytes(out, manifest)
-        )
-        fsync_dir(stage.folder)
-        stage.swap()
-    return [out / name for name in files]
-
-
-def _write_analysis(
-    out: Path,
-    target: Path,
-    tables: Mapping[str, pd.DataFrame | pa.Table],
-    record: dict[str, Any],
-) -> list[Path]:
-    """Write `tables` as a new output of kind ``analysis`` (staged, then swapped in)."""
-
-    def fill(staging: Path) -> dict[str, Any]:
-        if is_own_output(target):  # an output came meanwhile: not replaced whole
-            msg = f"{out}: an lbnorm output appeared there meanwhile.\nHint: run the command again."
-            raise OutputError(msg)
-        outputs = {}
-        for name, table in tables.items():
-            path = staging / f"{name}.parquet"
-            arrow = extra_arrow(table)
-            pq.write_table(arrow, path, compression="zstd")
-            outputs[path.name] = synced(path, arrow.num_rows, arrow.num_columns)
-        return {
-            "tool": "lbnorm",
-            "kind": "analysis",
-            "version": lbnorm_version(),
-            "outputs": outputs,
-            **record,
-        }
-
-    write_staged(out, fill, created_at=None)
+    with Transaction(out, kind=None) as transaction:
+        add_to(transaction, tables, sources=sources)
+        transaction.commit(is_new="created_at" not in transaction.manifest)
     return [out / f"{name}.parquet" for name in tables]
+
+
+def add_to(
+    transaction: Transaction,
+    tables: Mapping[str, pd.DataFrame | pa.Table],
+    *,
+    sources: Mapping[str, Any] | None = None,
+) -> None:
+    """Stage `tables` (added tables' encoding) in a transaction, beside what it holds.
+
+    A transaction that has staged nothing yet carries the previous output's
+    files over (or, with none, becomes an ``analysis`` output recording `sources`).
+    """
+    record = {"sources": dict(sources or {})}
+    files = {f"{name}.parquet": _arrow(table) for name, table in tables.items()}
+    if not transaction.manifest:
+        previous = transaction.previous()
+        if previous is None:
+            transaction.manifest = {
+                "tool": "lbnorm",
+                "kind": "analysis",
+                "version": lbnorm_version(),
+                **record,
+            }
+        else:
+            if previous.get("kind") == "analysis":  # the latest command's sources
+                previous.update(record, environment=environment())
+            transaction.keep(skip=set(files))
+            transaction.manifest = previous
+    for name, table in files.items():
+        transaction.write_table(name, table, is_tuned=False)
+
+
+def _arrow(table: pd.DataFrame | pa.Table) -> pa.Table:
+    """An added table as Arrow: a frame converted, its ``attrs["column_docs"]`` as field docs."""
+    if isinstance(table, pa.Table):
+        return table
+    docs = table.attrs.get("column_docs", {})
+    converted = pa.Table.from_pandas(table, preserve_index=False)
+    fields = [
+        pa.field(
+            field.name,
+            pa.string() if pa.types.is_large_string(field.type) else field.type,
+            metadata={"doc": docs[field.name]} if field.name in docs else None,
+        )
+        for field in converted.schema
+    ]
+    return converted.cast(pa.schema(fields))
 
 
 def write_failures(failures: pa.Table, path: str | Path) -> None:
@@ -585,23 +606,21 @@ def check_scores_target(path: str | Path) -> None:
 
 
 def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
-    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`."""
-    import io
-
-    check_own_file(target, option=option, is_ours=_is_table_file(kind))
-    sink = io.BytesIO()
+    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`; its size."""
+    content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
+        import io
+
         import pyarrow.csv as pacsv
 
+        sink = io.BytesIO()
         pacsv.write_csv(table, sink)
-    else:
+        content = sink.getvalue()
+    else:  # (pyarrow's defaults, zstd)
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
-        pq.write_table(
-            table.replace_schema_metadata(metadata), sink, compression="zstd"
-        )
-    data = sink.getvalue()
-    write_bytes_atomically(target, data)
-    return len(data)
+        content = table.replace_schema_metadata(metadata)
+    write_file(target, content, option=option, is_ours=_is_table_file(kind))
+    return target.stat().st_size
 
 
 #: How lbnorm's failures files are recognized: a CSV's header, a Parquet footer's key.
@@ -609,7 +628,7 @@ _FAILURES_HEADER = b'"check","source","row","column","value"'
 _KIND_KEY = b"lbnorm.file"
 
 
-def _is_table_file(kind: str) -> Callable[[bytes, bytes], bool]:
+def _is_table_file(kind: str) -> Recognizer:
     """Whether a file's first and last bytes are a `kind` file lbnorm wrote.
 
     A Parquet file's footer holds the key and its value as Thrift writes them

@@ -51,15 +51,19 @@ replaces whole (:func:`check_cache_location`).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import hashlib
 import itertools
 import json
+import os
 import re
+import stat
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -79,14 +83,10 @@ from lbnorm.core.arrow import (
     to_numpy,
 )
 from lbnorm.core.errors import OptionsError, OutputError
-from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes, sha256_file
+from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.transaction import (
-    exclusive_lock,
-    write_bytes_atomically,
-    write_parquet_atomically,
-)
+from lbnorm.output.transaction import write_file
 from lbnorm.readers import harness
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
@@ -98,13 +98,14 @@ from lbnorm.readers.harness import (
     subtask_columns,
     variant_folder,
 )
+from lbnorm.readers.instances import results_columns
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
     SubtaskColumns,
     combine_parsed,
 )
-from lbnorm.suites import Suite
+from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
 
@@ -353,7 +354,7 @@ def _refresh(
     Returns their scores, catalog and warnings, the cache's figures, and the
     rejected files with the variants they held.
     """
-    names = subtask_columns(suite)
+    names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
@@ -381,7 +382,7 @@ def _refresh(
         changed = np.flatnonzero(~is_unchanged)
         read = _read_changed(current, changed, entries, old_at, pairs, progress)
         new_rows = _rows_of(read.parsed)
-        bad = _check_rows(new_rows)  # one pass over every new score
+        bad = _check_rows(new_rows, suite_arrays(suite).scales)  # every new score
         if bad:
             new_rows = new_rows.filter(
                 pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
@@ -763,16 +764,25 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
     return pa.Table.from_arrays(list(columns.values()), schema=_ROWS)
 
 
-def _check_rows(rows: pa.Table) -> dict[str, str]:
-    """Files whose scores break the contract, with the first violation as reason."""
+def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
+    """Files whose scores break the contract, with the first violation as reason.
+
+    A score is checked on its benchmark's declared range (the suite's
+    ``range``), else as a fraction in [0, 1].
+    """
     raw = to_numpy(rows["raw_score"], null=np.nan)
     stderr = to_numpy(rows["stderr"], null=np.nan)
     samples = to_numpy(rows["n_samples"].cast(pa.float64()), null=np.nan)
+    is_fraction = ~((raw >= 0.0) & (raw <= 1.0))
+    is_outside = np.zeros(raw.shape, dtype=bool)
+    if scales is not None:  # a declared range replaces [0, 1] for its rows
+        subtask = to_numpy(rows["subtask_index"]).astype(np.int64)
+        is_ranged, is_outside = scales.outside(raw, subtask)
+        is_fraction &= ~is_ranged
+        is_outside |= is_ranged & ~np.isfinite(raw)
     checks = {
-        "is {value!r}, outside [0, 1] (a percentage?)": (
-            ~((raw >= 0.0) & (raw <= 1.0)),
-            raw,
-        ),
+        "is {value!r}, outside [0, 1] (a percentage?)": (is_fraction, raw),
+        "is {value!r}, outside its benchmark's range": (is_outside, raw),
         "has stderr {value!r}, not a finite number >= 0": (
             ~np.isnan(stderr) & ~((stderr >= 0) & np.isfinite(stderr)),
             stderr,
@@ -783,7 +793,7 @@ def _check_rows(rows: pa.Table) -> dict[str, str]:
         ),
     }
     reasons: dict[str, str] = {}
-    for problem, (mask, values) in checks.items():  # three checks, each over all rows
+    for problem, (mask, values) in checks.items():  # a check at a time, over all rows
         for at in np.flatnonzero(mask).tolist():  # the failing rows only, usually none
             path = str(rows["path"][at].as_py())
             text = problem.format(value=float(values[at]))
@@ -1010,10 +1020,10 @@ def _store(
         stored = entries.append_column("rows_digest", digests)
         for name, table in (("entries", stored), ("rows", rows)):
             path = cache / f"{name}-{token}.parquet"
-            write_parquet_atomically(path, table.combine_chunks())
-            meta[name] = {"file": path.name, "sha256": sha256_file(path)}
+            digest = write_file(path, table.combine_chunks())  # hashed as written
+            meta[name] = {"file": path.name, "sha256": digest}
         text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-        write_bytes_atomically(cache / _META, text.encode())
+        write_file(cache / _META, text.encode())
     except OutputError as exc:  # the writer's message speaks of --out
         for name in ("entries", "rows"):
             (cache / f"{name}-{token}.parquet").unlink(missing_ok=True)
@@ -1049,15 +1059,32 @@ def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputE
     return OutputError(msg)
 
 
-def _locked(cache: Path) -> contextlib.AbstractContextManager[None]:
-    return exclusive_lock(
-        cache / ".lock",
-        busy=(
-            f"--cache {cache}: another lbnorm run is using this cache.\n"
-            "Hint: wait for it, or give this run its own --cache."
-        ),
-        unlockable=lambda exc: _cache_error(cache, exc, "cannot lock the cache"),
-    )
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
+
+    Only a regular file is a lock: a FIFO put there is not waited on.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(cache / ".lock", flags, 0o644)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot lock the cache") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            error = OSError(errno.EINVAL, "the lock is not a regular file")
+            raise _cache_error(cache, error, "cannot lock the cache")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"--cache {cache}: another lbnorm run is using this cache.\n"
+                "Hint: wait for it, or give this run its own --cache."
+            )
+            raise OutputError(msg) from exc
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _first_line(text: str) -> str:

@@ -20,7 +20,9 @@
   **skipped**: listed in the catalog with format ``skipped`` and the reason,
   not read, and named in a warning by reason. Otherwise it is a **table directory**:
   its ``.csv``, ``.jsonl``, ``.ndjson``, ``.parquet`` and ``.pq`` files are the
-  inputs and the rest is skipped the same way. In either, an entry named like
+  inputs and the rest is skipped the same way. A directory that is neither but
+  holds ``model_outputs.json`` files is **AlpacaEval's results layout**
+  (:mod:`lbnorm.readers.alpacaeval`). In each, an entry named like
   an input that is not a regular file (a FIFO called ``results_x.json``) is an
   error; other odd entries (a socket, a link to a directory) are skipped.
 
@@ -382,8 +384,9 @@ def read_files(
         if read_results is None:
             # the results parser (and msgspec) load only for a run that reads them
             from lbnorm.readers.harness import read_results_paths, subtask_columns
+            from lbnorm.readers.instances import results_columns
 
-            columns = subtask_columns(suite)
+            columns = results_columns(subtask_columns(suite), suite)
             pairs = list(zip(columns["task"], columns["metric"], strict=True))
             # read, hashed and parsed on every core for a tree; one file's bytes
             # at a time per process, small parsed records back
@@ -421,6 +424,10 @@ def read_files(
         batch, catalog, items = _read_samples(
             found.samples, suite, eager, paired=options.paired
         )
+        eager.append(batch)
+        catalogs.append(catalog)
+    if found.alpacaeval:
+        batch, catalog = _read_alpacaeval(found.alpacaeval, suite)
         eager.append(batch)
         catalogs.append(catalog)
     if found.skipped:
@@ -480,6 +487,7 @@ class _Found:
     results: list[Path]
     samples: list[Path]
     skipped: list[tuple[Path, str]]
+    alpacaeval: list[Path] = field(default_factory=list)
 
 
 def _find_inputs(paths: Sequence[str | Path]) -> _Found:
@@ -491,6 +499,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     results: list[Path] = []
     samples: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    alpacaeval: list[Path] = []
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
@@ -499,6 +508,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results += found.results
             samples += found.samples
             skipped += found.skipped
+            alpacaeval += found.alpacaeval
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
@@ -507,7 +517,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
             results.append(entry)
         else:
             tables.append(entry)
-    for path in [*tables, *results, *samples]:
+    for path in [*tables, *results, *samples, *alpacaeval]:
         _check_path_text(path)
     samples += [
         path
@@ -524,6 +534,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         results=sorted(results),
         samples=sorted(samples),
         skipped=skipped,
+        alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
 
 
@@ -550,6 +561,23 @@ def _walk_input_directory(directory: Path) -> _Found:
         RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
         for path, _ in others
     )
+    if not is_tree and (layout := _alpacaeval_layout(files)) is not None:
+        inputs, skipped_files = layout
+        names = {path.name for path in inputs}
+        for path, kind in others:
+            if path.name in names:
+                msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
+                raise InputError(msg)
+        skipped_files += [
+            (path, f"{kind}, not a regular file") for path, kind in others
+        ]
+        return _Found(
+            tables=[],
+            results=[],
+            samples=[],
+            skipped=sorted(skipped_files),
+            alpacaeval=inputs,
+        )
     if is_tree:
 
         def is_input(path: Path) -> bool:
@@ -587,6 +615,35 @@ def _walk_input_directory(directory: Path) -> _Found:
     return _Found(
         tables=tables, results=results, samples=samples, skipped=sorted(skipped)
     )
+
+
+def _alpacaeval_layout(
+    files: Sequence[Path],
+) -> tuple[list[Path], list[tuple[Path, str]]] | None:
+    """AlpacaEval's inputs and skipped files, if the directory is laid out so."""
+    if not any(
+        path.name in ("model_outputs.json", "annotations.json") for path in files
+    ):
+        return None  # (the reader, and msgspec, load only for such a directory)
+    from lbnorm.readers.alpacaeval import find_layout
+
+    return find_layout(files)
+
+
+def _read_alpacaeval(paths: list[Path], suite: Suite) -> tuple[Batch, pa.Table]:
+    """Scores from AlpacaEval's results layout, and its files' catalog rows."""
+    from lbnorm.readers.alpacaeval import read_alpacaeval
+    from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
+
+    scores, files = read_alpacaeval(
+        paths, subtask_columns(suite), rules=instance_rules(suite)
+    )
+    catalog = catalog_table(
+        {name: files[name] for name in files.column_names}
+        | {"format": ["alpacaeval"] * files.num_rows}
+    )
+    return Batch(table=scores, source="AlpacaEval files"), catalog
 
 
 def _is_results_layout(path: Path) -> bool:
@@ -734,6 +791,7 @@ def _read_samples(
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import instance_rules
     from lbnorm.readers.items import ItemCollector, ItemSource, without_scores
     from lbnorm.readers.samples import read_samples
 
@@ -755,6 +813,7 @@ def _read_samples(
         paths,
         subtask_columns(suite),
         taken=pa.concat_tables(taken) if taken else None,
+        rules=instance_rules(suite),
         sink=collector,
     )
     names = [str(path) for path in files["path"].to_pylist()]

@@ -56,7 +56,7 @@ from lbnorm.readers.item_lines import (
     task_keys,
 )
 from lbnorm.readers.samples import SAMPLES_FILE, _Sums, variant_of
-from lbnorm.suites import Suite
+from lbnorm.suites import Benchmark, Suite
 
 __all__ = [
     "DocumentKey",
@@ -66,6 +66,7 @@ __all__ = [
     "SubtaskItems",
     "document_key_of",
     "read_items",
+    "unpaired_benchmarks",
     "variant_rows",
     "without_scores",
 ]
@@ -163,6 +164,40 @@ class Items:
     def n_variants(self) -> int:
         """Rows of the matrix."""
         return int(self.variants.num_rows)
+
+
+def unpaired_benchmarks(suite: Suite) -> dict[int, str]:
+    """The benchmarks paired comparisons leave out, by index, and why.
+
+    A statistic (``kind = "statistic"``: a count, a length) is shown as given and
+    has no paired test; a benchmark whose subtasks have per-instance rules
+    (:mod:`lbnorm.suites.instances`: values recoded, rescaled, counted) scores
+    values this reader does not derive, so its items would not give its score;
+    a pairwise benchmark is scored from battles, not items. Their subtasks get
+    no items.
+
+    Examples:
+        >>> from lbnorm.suites import load_suite
+        >>> unpaired_benchmarks(load_suite("openllm-v2"))
+        {}
+        >>> sorted(set(unpaired_benchmarks(load_suite("alpacaeval-2")).values()))
+        ['a statistic: no paired test', 'per-instance rules: its per-sample values are not the items compared']
+    """
+    return {
+        index: why
+        for index, benchmark in enumerate(suite.benchmarks)
+        if (why := _why_unpaired(benchmark)) is not None
+    }
+
+
+def _why_unpaired(benchmark: Benchmark) -> str | None:
+    if benchmark.kind == "statistic":
+        return "a statistic: no paired test"
+    if benchmark.is_pairwise:
+        return "scored from battles, not per-sample items"
+    if any(subtask.instance is not None for subtask in benchmark.subtasks):
+        return "per-instance rules: its per-sample values are not the items compared"
+    return None
 
 
 def read_items(
@@ -339,8 +374,17 @@ class _Build:
 
     def __init__(self, suite: Suite) -> None:
         rows = [s for b in suite.benchmarks for s in b.subtasks]
+        left_out = unpaired_benchmarks(suite)
+        is_paired = [
+            index not in left_out
+            for index, b in enumerate(suite.benchmarks)
+            for _ in b.subtasks
+        ]
         self.n_pairs = len(rows)
-        self.tasks = [s.task for s in rows]
+        # a subtask left out reads no task: it gets no items
+        self.tasks = [
+            s.task if on else "" for s, on in zip(rows, is_paired, strict=True)
+        ]
         self.metrics = [s.metric for s in rows]
         self.task_number = {
             t: i for i, t in enumerate(dict.fromkeys(t for t in self.tasks if t))
@@ -352,7 +396,9 @@ class _Build:
         for subtask, task in zip(rows, self.task_of.tolist(), strict=True):
             if task >= 0:
                 self.cluster_key[task] = subtask.cluster
-        self.pair_of = {(s.task, s.metric): i for i, s in enumerate(rows) if s.task}
+        self.pair_of = {
+            (s.task, s.metric): i for i, s in enumerate(rows) if self.tasks[i]
+        }
         self.docs = Documents(len(self.task_number))
         self.task_key: list[DocumentKey | None] = [None] * len(self.task_number)
         self.variants: dict[tuple[str, str, str, str, bool], int] = {}

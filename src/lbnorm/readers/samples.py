@@ -51,11 +51,13 @@ from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import json_lines
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
+from lbnorm.readers.instances import InstanceRules
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
     "SAMPLES_FILE",
     "BatchSink",
+    "aggregate_sample_batches",
     "aggregate_samples_files",
     "aggregate_samples_table",
     "is_samples_table",
@@ -140,6 +142,7 @@ def read_samples(
     subtasks: SubtaskColumns,
     *,
     taken: pa.Table | None = None,
+    rules: InstanceRules | None = None,
     sink: BatchSink | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Aggregate sample files and tables; scores given elsewhere win.
@@ -152,6 +155,7 @@ def read_samples(
         taken: Scores read from results files (the key columns, ``benchmark``,
             ``subtask`` and ``source``): a (variant, subtask) found there is not
             taken from the samples, whose file is then superseded by it.
+        rules: The suite's per-instance rules (:mod:`lbnorm.readers.instances`).
         sink: Also hand each sample table's batches to this, as they are read.
 
     Returns:
@@ -167,7 +171,7 @@ def read_samples(
     frames: list[pa.Table] = []
     catalogs: list[pa.Table] = []
     if jsonl:
-        scores, catalog = aggregate_samples_files(jsonl, subtasks)
+        scores, catalog = aggregate_samples_files(jsonl, subtasks, rules=rules)
         frames.append(scores)
         formats = strings(["lm-eval-samples"]).take(
             numbers(np.zeros(catalog.num_rows, dtype=np.int64), pa.int64())
@@ -175,7 +179,9 @@ def read_samples(
         catalogs.append(catalog.add_column(1, "format", formats))
     for path in paths:
         if path.suffix.lower() != ".jsonl":
-            scores, n_ignored = aggregate_samples_table(path, subtasks, sink=sink)
+            scores, n_ignored = aggregate_samples_table(
+                path, subtasks, rules=rules, sink=sink
+            )
             frames.append(scores)
             catalogs.append(
                 pa.table(
@@ -271,13 +277,17 @@ def _factorize(values: pa.Array) -> tuple[_I64, int]:
 
 
 def aggregate_samples_files(
-    paths: Sequence[Path], subtasks: SubtaskColumns
+    paths: Sequence[Path],
+    subtasks: SubtaskColumns,
+    *,
+    rules: InstanceRules | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Aggregate harness sample files into subtask scores, newest file per task.
 
     Args:
         paths: ``samples_<task>_<timestamp>.jsonl`` files.
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
+        rules: The suite's per-instance rules.
 
     Returns:
         The scores and a catalog row per file (``path``, ``rows``,
@@ -287,7 +297,7 @@ def aggregate_samples_files(
         InputError: A misnamed file, a line that is not a JSON object, a missing,
             null or non-numeric metric, a repeated ``doc_id``, or no documents.
     """
-    sums = _Sums(subtasks)
+    sums = _Sums(subtasks, rules)
     pairs_of: dict[str, list[int]] = {}  # task -> its suite rows, in suite order
     for index, task in enumerate(sums.columns["task"]):
         pairs_of.setdefault(task, []).append(index)
@@ -320,6 +330,9 @@ def aggregate_samples_files(
         metrics = [sums.columns["metric"][pair] for pair in wanted]
         parsed = _read_jsonl(Path(name), metrics)
         for pair, (values, documents, is_list) in zip(wanted, parsed, strict=True):
+            if rules is not None:  # the subtask's per-instance values
+                values, kept = rules.values_for(pair, values, source=name)
+                documents = documents if is_list else kept
             sums.add_values(code | pair, values, documents, is_list, name)
     scores = sums.result()
     per_file = sums.rows_per_source()
@@ -344,6 +357,7 @@ def aggregate_samples_table(
     subtasks: SubtaskColumns,
     *,
     batch_rows: int = _BATCH_ROWS,
+    rules: InstanceRules | None = None,
     sink: BatchSink | None = None,
 ) -> tuple[pa.Table, int]:
     """Aggregate a Parquet sample table, streamed a batch at a time.
@@ -352,6 +366,7 @@ def aggregate_samples_table(
         path: A Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`).
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
         batch_rows: Rows per batch read (memory is about 80 bytes per row).
+        rules: The suite's per-instance rules.
         sink: Also hand each batch to this (with the columns it asks for).
 
     Returns:
@@ -395,7 +410,7 @@ def aggregate_samples_table(
     ]
     if sink is not None:
         columns += [c for c in sink.columns if c in schema.names and c not in columns]
-    sums = _Sums(subtasks)
+    sums = _Sums(subtasks, rules)
     first = 1
     batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
@@ -415,6 +430,39 @@ def aggregate_samples_table(
     finally:
         batches.close()  # its reading thread stops here, not when collected
     return sums.result(), sums.n_ignored
+
+
+def aggregate_sample_batches(
+    batches: Iterable[tuple[pa.RecordBatch, str]],
+    subtasks: SubtaskColumns,
+    *,
+    rules: InstanceRules | None = None,
+    first_row: int = 1,
+    unit: str = "row",
+) -> tuple[pa.Table, dict[str, int]]:
+    """Aggregate sample rows another reader made, each batch with its file.
+
+    Args:
+        batches: Batches of :data:`~lbnorm.core.schemas.SAMPLES` columns and
+            the file each came from (one file's rows per batch); summed on the
+            batch thread while the next is made.
+        subtasks: The suite's subtasks as columns (:func:`read_samples`).
+        rules: The suite's per-instance rules.
+        first_row: The number of a batch's first row in its file.
+        unit: What a row is called in messages (``entry`` for a JSON array's).
+
+    Returns:
+        The scores and the score rows per file.
+    """
+    sums = _Sums(subtasks, rules)
+    try:
+        for batch, source in batches:
+            sums.add_rows(batch, source=source, first_row=first_row, unit=unit)
+        sums.wait()
+    except BaseException:
+        sums.settle()
+        raise
+    return sums.result(), sums.rows_per_source()
 
 
 @dataclass(slots=True, frozen=True)
@@ -452,7 +500,10 @@ class _Partial:
 class _Sums:
     """Group codes and mergeable partial sums of sample values."""
 
-    def __init__(self, subtasks: SubtaskColumns) -> None:
+    def __init__(
+        self, subtasks: SubtaskColumns, rules: InstanceRules | None = None
+    ) -> None:
+        self._rules = rules
         self.columns = {
             name: [str(value) for value in subtasks[name]]
             for name in ("benchmark", "subtask", "task", "metric")
@@ -468,8 +519,10 @@ class _Sums:
             "source": {},
         }
         # the suite's tasks and metrics, each numbered in order of first occurrence
+        # (a further subtask of a per-instance (task, metric) has a key of its own)
+        keys = self.columns["metric"] if rules is None else rules.keys
         tasks = dict.fromkeys(self.columns["task"])
-        metrics = dict.fromkeys(self.columns["metric"])
+        metrics = dict.fromkeys(keys)
         self._suite = {
             "task": {name: index for index, name in enumerate(tasks)},
             "metric": {name: index for index, name in enumerate(metrics)},
@@ -478,7 +531,7 @@ class _Sums:
         self._pairs = np.full((len(tasks) + 1, len(metrics) + 1), -1, dtype=np.int64)
         self._pairs[
             [self._suite["task"][task] for task in self.columns["task"]],
-            [self._suite["metric"][metric] for metric in self.columns["metric"]],
+            [self._suite["metric"][metric] for metric in keys],
         ] = np.arange(size)
         self._parts: list[_Partial] = []
         self._rows = 0
@@ -526,13 +579,19 @@ class _Sums:
             )
         )
 
-    def add_rows(self, batch: pa.RecordBatch, *, source: str, first_row: int) -> None:
+    def add_rows(
+        self, batch: pa.RecordBatch, *, source: str, first_row: int, unit: str = "row"
+    ) -> None:
         """Add a batch of sample-table rows (those the suite does not use: :attr:`n_ignored`).
 
         The batch's keys are encoded here; its groups are summed on the batch
         thread (:class:`~lbnorm._runtime.BatchThread`) while the caller reads
         the next batch: :meth:`wait` before reading the sums.
         """
+        if self._rules is not None:
+            batch = self._rules.expand(
+                batch, source=source, first_row=first_row, unit=unit
+            )
         rows = batch.num_rows
         value = batch.column("value")
         if value.null_count:
@@ -670,6 +729,10 @@ class _Sums:
             stderr = np.sqrt(np.maximum(merged.m2, 0.0) / (count - 1)) / np.sqrt(count)
         stderr[(count < 2) | (listed > 0)] = np.nan  # the harness's "N/A"
         raw_score = merged.plain / count  # the harness's sum / len
+        if self._rules is not None:  # a statistic's value from the same sums
+            raw_score, stderr = self._rules.finish(
+                pair, count, merged.plain, raw_score, stderr
+            )
 
         def text(values: Iterable[str], codes: _I64) -> pa.Array:
             """Few distinct strings, taken per row."""

@@ -53,13 +53,14 @@ Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
 import sys
 import tomllib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -70,7 +71,23 @@ import numpy.typing as npt
 
 from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
+from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import leaderboard_schema
+from lbnorm.suites._checks import check_keys, check_unique, shown
+from lbnorm.suites.board import Board, board_columns, parse_board
+from lbnorm.suites.instances import (
+    INSTANCE_KEYS,
+    InstanceRule,
+    parse_instance_rule,
+    source_key,
+)
+from lbnorm.suites.rules import (
+    RANGE_ULPS,
+    RULE_KEYS,
+    Kind,
+    is_default_range,
+    parse_rules,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,6 +96,9 @@ __all__ = [
     "PAIRWISE",
     "Aggregation",
     "Benchmark",
+    "Board",
+    "Kind",
+    "Scales",
     "Subtask",
     "Suite",
     "SuiteArrays",
@@ -87,6 +107,7 @@ __all__ = [
     "load_suite",
     "match_benchmark",
     "matching_benchmarks",
+    "recorded_suite",
     "suite_arrays",
     "suite_text",
 ]
@@ -111,6 +132,15 @@ class SuiteArrays:
         items: Per subtask, the metric's sample size for a binomial stderr
             (``n_samples`` unless the metric scores several items per document;
             0 if unknown); None: ``n_samples``.
+        scales: The suite's declared ranges and statistics (None: every
+            benchmark a score on [0, 1], the path the Open LLM Leaderboard takes).
+        missing: Per benchmark, its own missing-data policy (None: the run's);
+            empty: the run's for all.
+        is_averaged: Per benchmark, whether the average counts it (None: all do).
+        keeps_scores: Whether a run keeps each (variant, subtask) score for the
+            board (a left-to-right sum, a win rate over subtasks, a Borda count).
+        can_spill: Whether a run may spill its sums to disk (not when its board
+            compares every model with every other or keeps subtask scores).
     """
 
     lower_bound: FloatArray
@@ -119,6 +149,16 @@ class SuiteArrays:
     is_pooled: BoolArray
     weight: FloatArray
     items: FloatArray | None = None
+    scales: Scales | None = None
+    missing: tuple[MissingPolicy | None, ...] = ()
+    is_averaged: BoolArray | None = None
+    keeps_scores: bool = False
+    can_spill: bool = True
+
+    def missing_of(self, benchmark: int, run: MissingPolicy) -> MissingPolicy:
+        """The missing-data policy of one benchmark: its own, else the run's."""
+        own = self.missing[benchmark] if self.missing else None
+        return run if own is None else own
 
     def benchmark_starts(self) -> IntArray:
         """Each benchmark's first subtask (column), then the number of subtasks.
@@ -133,11 +173,86 @@ class SuiteArrays:
         return starts
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scales:
+    """Per subtask, how its raw values map to scores, for suites that declare ranges.
+
+    A score on ``[lo, hi]`` with bound ``b`` (a fraction of the range) becomes
+    ``(raw - offset) / (1 - b) * factor``, clipped below at 0, with
+    ``offset = lo + b (hi - lo)`` and ``factor = 100 / (hi - lo)``; a statistic
+    is its raw value (offset 0, factor 1, never clipped).
+
+    Attributes:
+        offset: The raw value that scores 0 (a statistic's: 0).
+        factor: ``100 / (hi - lo)`` (a statistic's: 1).
+        low: The range's low end (the values are checked on ``[low, high]``).
+        high: The range's high end (inf for an unbounded statistic).
+        is_statistic: Per subtask, whether its benchmark is a statistic.
+        is_default: Per subtask, whether it keeps the default [0, 1] score path
+            (its values checked as fractions, percentages recognised).
+        largest: Per subtask, the largest magnitude a raw value may have (1
+            for fractions); inf for an unbounded statistic, whose one subtask's
+            value is summed as it is.
+    """
+
+    offset: FloatArray
+    factor: FloatArray
+    low: FloatArray
+    high: FloatArray
+    is_statistic: BoolArray
+    is_default: BoolArray
+    largest: FloatArray
+
+    @property
+    def floor(self) -> FloatArray:
+        """Per subtask, the raw value below which a score clips (-inf: never)."""
+        floor: FloatArray = np.where(self.is_statistic, -np.inf, self.offset)
+        return floor
+
+    def outside(
+        self, values: FloatArray, subtask: IntArray
+    ) -> tuple[BoolArray, BoolArray]:
+        """Which values have a declared range, and which of those lie outside it.
+
+        The ends take :data:`~lbnorm.suites.rules.RANGE_ULPS` units in the last
+        place of slack: a mean of values at the end (EvalPerf's
+        100.00000000000001) is at the end. NaN and inf are not "outside" (they
+        are not numbers: another check's).
+
+        Args:
+            values: Raw scores.
+            subtask: Each one's subtask code (negative: unknown, no range).
+
+        Returns:
+            The mask of values whose subtask has a declared range, and the mask
+            of those outside it.
+
+        Examples:
+            >>> scales = suite_arrays(load_suite("evalperf")).scales  # [0, 100]
+            >>> codes = np.zeros(3, np.int64)
+            >>> scales.outside(np.array([100.00000000000001, 100.1, -0.0]), codes)[1].tolist()
+            [False, True, False]
+        """
+        known = subtask >= 0
+        at = np.where(known, subtask, 0)
+        is_ranged = known & ~self.is_default[at]
+        low, high = self.low[at], self.high[at]
+        slack_low = low - RANGE_ULPS * np.spacing(np.abs(low))
+        slack_high = high + RANGE_ULPS * np.spacing(np.abs(high))
+        with np.errstate(invalid="ignore"):
+            is_outside = (
+                is_ranged
+                & np.isfinite(values)
+                & ((values < slack_low) | (values > slack_high))
+            )
+        return is_ranged, is_outside
+
+
 Aggregation = Literal["normalize-then-average", "pool-then-normalize", "bradley-terry"]
 _AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 #: The aggregation of a pairwise benchmark (scored from battles, not results).
 PAIRWISE: Aggregation = "bradley-terry"
-_SUITE_KEYS = {"name", "description", "benchmarks"}
+_SUITE_KEYS = {"name", "description", "benchmarks", "board"}
 _BENCHMARK_KEYS = {
     "name",
     "aggregation",
@@ -146,6 +261,7 @@ _BENCHMARK_KEYS = {
     "reference",
     "score",
     "bootstrap",
+    *RULE_KEYS,
 }
 #: A pairwise benchmark's score: the expected win rate against the field, or the
 #: chance of beating one reference model.
@@ -188,6 +304,8 @@ class Subtask:
         cluster: The per-sample field whose value groups documents into
             clusters (``doc.passage_id``), for clustered standard errors;
             None: each document is its own cluster.
+        instance: How its per-sample values become its value
+            (:mod:`lbnorm.suites.instances`); None: their mean.
     """
 
     name: str
@@ -198,6 +316,7 @@ class Subtask:
     n_samples: int | None
     items: int | None = None
     cluster: str | None = None
+    instance: InstanceRule | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,6 +333,11 @@ class Benchmark:
         score: A pairwise benchmark's score (``field`` or ``reference``).
         bootstrap: A pairwise benchmark's bootstrap rounds for its standard
             error (0: none).
+        kind: ``score`` (normalized to 0-100, averaged) or ``statistic``
+            (shown as given); see :mod:`lbnorm.suites.rules`.
+        value_range: The raw values' range ``(low, high)`` (TOML ``range``).
+        missing: Its own missing-data policy (None: the run's ``--missing``).
+        averaged: Whether the board's average counts it.
     """
 
     name: str
@@ -223,6 +347,10 @@ class Benchmark:
     reference: str | None = None
     score: PairwiseScore = "field"
     bootstrap: int = 0
+    kind: Kind = "score"
+    value_range: tuple[float, float] = (0.0, 1.0)
+    missing: MissingPolicy | None = None
+    averaged: bool = True
 
     @property
     def is_pairwise(self) -> bool:
@@ -242,6 +370,8 @@ class Suite:
         sha256: Hash of the suite file's bytes, for provenance.
         text: The suite file's text, embedded in an output's manifest so that
             the output can be read back where the file is gone.
+        board: The leaderboard's rules: average, rank, rates, presentation
+            (see :mod:`lbnorm.suites.board`).
     """
 
     name: str
@@ -250,6 +380,7 @@ class Suite:
     source: str
     sha256: str
     text: str = field(default="", repr=False, compare=False)
+    board: Board = field(default_factory=Board)
 
     @property
     def benchmark_names(self) -> list[str]:
@@ -277,8 +408,8 @@ class Suite:
             >>> v2.is_modified, replace(v2, benchmarks=v2.benchmarks[:2]).is_modified
             (False, True)
         """
-        builtin = _builtin_benchmarks(self.name)
-        return builtin is not None and builtin != self.benchmarks
+        builtin = _builtin_content(self.name)
+        return builtin is not None and builtin != (self.benchmarks, self.board)
 
     @property
     def display_name(self) -> str:
@@ -423,7 +554,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError, 5,000-digit ints
         msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
         raise SuiteError(msg) from exc
-    _check_keys(document, _SUITE_KEYS, where=source)
+    check_keys(document, _SUITE_KEYS, where=source)
     name = _get(document, "name", str, where=source)
     raw_benchmarks = _get(document, "benchmarks", list, where=source)
     if not raw_benchmarks:
@@ -435,9 +566,22 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     )
     _check_benchmark_names([b.name for b in benchmarks], where=source)
     _check_total_weight([b.weight for b in benchmarks], where=source)
-    pairs = [f"{s.task} / {s.metric}" for b in benchmarks for s in b.subtasks if s.task]
-    _check_unique(pairs, what="(task, metric) pair", where=source)
+    pairs = [
+        source_key(s.task, s.metric, s.instance)
+        for b in benchmarks
+        for s in b.subtasks
+        if s.task
+    ]
+    check_unique(pairs, what="(task, metric) pair", where=source)
     _check_clusters(benchmarks, where=source)
+    names = [b.name for b in benchmarks]
+    board = parse_board(
+        document.get("board"),
+        benchmarks=names,
+        columns=board_columns(names),
+        where=source,
+    )
+    _check_board(board, benchmarks, where=source)
     return Suite(
         name=name,
         description=str(document.get("description", "")),
@@ -445,14 +589,64 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         source=source,
         sha256=hashlib.sha256(data).hexdigest(),
         text=data.decode("utf-8"),
+        board=board,
     )
+
+
+def recorded_suite(record: dict[str, Any], *, cwd: str | None) -> Suite | None:
+    """The suite an output's manifest records, wherever it is read (None: gone or changed).
+
+    Tried in turn: the source as recorded (relative to where the command runs),
+    its absolute path, the source relative to `cwd` (the folder the output was
+    written from), then the suite text the record embeds; each only with the
+    recorded sha256.
+    """
+    source = str(record.get("source", ""))
+    if not source:
+        return None
+    if source.startswith("builtin:"):
+        candidates: list[str] = [source.removeprefix("builtin:")]
+    else:
+        places = [source, record.get("resolved"), cwd and str(Path(cwd) / source)]
+        candidates = [place for place in places if isinstance(place, str) and place]
+    text = record.get("text")
+
+    def found() -> Iterator[Suite]:  # each loaded only if the ones before did not match
+        for candidate in dict.fromkeys(candidates):
+            with contextlib.suppress(LbnormError):
+                yield load_suite(candidate)
+        if isinstance(text, str):  # the file moved or changed: the text it had
+            with contextlib.suppress(LbnormError):
+                yield parse_suite(text.encode("utf-8"), source=source)
+
+    return next((s for s in found() if s.sha256 == record.get("sha256")), None)
+
+
+def _check_board(
+    board: Board, benchmarks: tuple[Benchmark, ...], *, where: str
+) -> None:
+    """The board's rules fit the benchmarks they name."""
+    if board.summation == "left-to-right" and (
+        pooled := [
+            b.name for b in benchmarks if b.aggregation != "normalize-then-average"
+        ]
+    ):
+        msg = f'{where}: [board]: summation = "left-to-right" sums subtask scores, but benchmark(s) {pooled[:5]} pool raw scores or come from battles.\nHint: use summation = "exact" (the default), or make them normalize-then-average.'
+        raise SuiteError(msg)
+    by_name = {b.name: b for b in benchmarks}
+    for rate in board.rates:
+        if rate.reads_subtasks and (
+            pairwise := [n for n in rate.benchmarks if by_name[n].is_pairwise]
+        ):
+            msg = f"{where}: [board] rate {rate.name!r} reads subtask scores, but {pairwise[:5]} are scored from battles.\nHint: compare benchmarks with subtask scores."
+            raise SuiteError(msg)
 
 
 def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     if not isinstance(raw, dict):
         msg = f"{where}: expected a table, got {raw!r}.\nHint: write each benchmark as [[benchmarks]]."
         raise SuiteError(msg)
-    _check_keys(raw, _BENCHMARK_KEYS, where=where)
+    check_keys(raw, _BENCHMARK_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     aggregation = raw.get("aggregation", "normalize-then-average")
@@ -466,7 +660,7 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         or not sys.float_info.min <= weight <= sys.float_info.max  # inf, nan, <= 0
     ):
         msg = (
-            f"{where}: weight must be a positive finite number, got {_shown(weight)}.\n"
+            f"{where}: weight must be a positive finite number, got {shown(weight)}.\n"
             "Hint: omit it for equal weights; weights are relative (1, 2, 0.5)."
         )
         raise SuiteError(msg)
@@ -478,11 +672,13 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         _parse_subtask(item, where=f"{where} subtasks[{index}]")
         for index, item in enumerate(raw_subtasks)
     )
-    _check_unique([s.name for s in subtasks], what="subtask name", where=where)
+    check_unique([s.name for s in subtasks], what="subtask name", where=where)
     reference = _check_pairwise(raw, aggregation, subtasks, where=where)
     score, bootstrap = _pairwise_score(
         raw, aggregation, reference, subtasks, where=where
     )
+    kind, value_range, missing, averaged = parse_rules(raw, where=where)
+    _check_rules(aggregation, kind, value_range, subtasks, where=where)
     if aggregation == "pool-then-normalize":
         if unweighted := [s.name for s in subtasks if not s.n_samples]:
             msg = (
@@ -505,7 +701,38 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         reference=reference,
         score=score,
         bootstrap=bootstrap,
+        kind=kind,
+        value_range=value_range,
+        missing=missing,
+        averaged=averaged,
     )
+
+
+def _check_rules(
+    aggregation: str,
+    kind: Kind,
+    value_range: tuple[float, float],
+    subtasks: tuple[Subtask, ...],
+    *,
+    where: str,
+) -> None:
+    """A benchmark's kind and range fit its aggregation and subtasks."""
+    if aggregation == PAIRWISE and (
+        kind != "score" or not is_default_range(value_range)
+    ):
+        msg = f"{where}: a {PAIRWISE} benchmark's score is a win rate from battles; it takes no kind or range.\nHint: remove kind and range from the benchmark."
+        raise SuiteError(msg)
+    if kind != "statistic":
+        return
+    if aggregation != "normalize-then-average":
+        msg = f'{where}: a statistic is the mean of its subtasks\' values as given, but aggregation is {aggregation!r}.\nHint: remove aggregation (or make the benchmark kind = "score").'
+        raise SuiteError(msg)
+    if bounded := [s.name for s in subtasks if s.lower_bound != 0.0]:
+        msg = f"{where}: a statistic has no chance baseline, but subtask(s) {bounded[:5]} give num_choices or lower_bound.\nHint: remove num_choices and lower_bound from a statistic's subtasks."
+        raise SuiteError(msg)
+    if not math.isfinite(value_range[1]) and len(subtasks) > 1:
+        msg = f"{where}: a statistic with an unbounded range (high = inf) has one subtask, got {len(subtasks)}: its value is kept exactly as given, which a mean of several could not be.\nHint: declare a finite range (e.g. range = [0, 1e6]) to average several subtasks, or split them into benchmarks."
+        raise SuiteError(msg)
 
 
 def _pairwise_score(
@@ -525,14 +752,14 @@ def _pairwise_score(
             raise SuiteError(msg)
         return "field", 0
     if score not in ("field", "reference"):
-        msg = f'{where}: score must be "field" or "reference", got {_shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
+        msg = f'{where}: score must be "field" or "reference", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
         raise SuiteError(msg)
     if (
         isinstance(bootstrap, bool)
         or not isinstance(bootstrap, int)
         or not 0 <= bootstrap <= 100_000
     ):
-        msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {_shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
+        msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
     if score == "field" and reference is not None:
         msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "field".\nHint: remove reference for the expected win rate against the field, or set score = "reference".'
@@ -594,7 +821,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     if not isinstance(raw, dict):
         msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
         raise SuiteError(msg)
-    _check_keys(raw, _SUBTASK_KEYS, where=where)
+    check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
     name = _get(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)
@@ -607,7 +834,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     ):
         msg = (
             f"{where}: num_choices must be an integer >= 2, or 0 for a generative "
-            f"task; got {_shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
+            f"task; got {shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
         )
         raise SuiteError(msg)
     lower_bound = raw.get("lower_bound", 1.0 / num_choices if num_choices else 0.0)
@@ -617,7 +844,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         or not 0.0 <= lower_bound < 1.0
     ):
         msg = (
-            f"{where}: lower_bound must be in [0, 1), got {_shown(lower_bound)}.\n"
+            f"{where}: lower_bound must be in [0, 1), got {shown(lower_bound)}.\n"
             "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
         )
         raise SuiteError(msg)
@@ -630,7 +857,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         ):
             msg = (
                 f"{where}: {key} must be a positive integer of at most 2**53, got "
-                f"{_shown(count)}.\n"
+                f"{shown(count)}.\n"
                 "Hint: give the number of items in the subtask, or omit it if unknown."
             )
             raise SuiteError(msg)
@@ -643,7 +870,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     ):
         msg = (
             f"{where}: cluster must name a field of the task's per-sample lines, "
-            f'such as "doc.passage_id" (a subtask with a task), got {_shown(cluster)}.\n'
+            f'such as "doc.passage_id" (a subtask with a task), got {shown(cluster)}.\n'
             "Hint: give the dotted path of the field that groups documents, or omit "
             "cluster when each document stands alone."
         )
@@ -657,6 +884,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         n_samples=n_samples,
         items=counts["items"],
         cluster=cluster,
+        instance=parse_instance_rule(raw, where=where),
     )
 
 
@@ -676,13 +904,6 @@ def _check_clusters(benchmarks: tuple[Benchmark, ...], *, where: str) -> None:
         raise SuiteError(msg)
 
 
-def _shown(value: object) -> str:
-    """A value for a message; an integer of hundreds of digits as its size."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"an integer of {len(str(value)):,} digits"
-    return repr(value)
-
-
 def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
     value = table.get(key)
     if not isinstance(value, type_) or (type_ is str and not value):
@@ -691,19 +912,13 @@ def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
     return value
 
 
-def _check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
-    if unknown := sorted(set(table) - allowed):
-        msg = f"{where}: unknown key(s) {unknown}.\nHint: allowed keys are {sorted(allowed)}."
-        raise SuiteError(msg)
-
-
 def _check_benchmark_names(names: list[str], *, where: str) -> None:
     """Unique ignoring case, and none a leaderboard column of its own or a raw column.
 
     A benchmark `X` becomes the leaderboard columns `X` and `X Raw`; SQL (``lbnorm
     query``) compares names ignoring case, so ``GPQA`` and ``gpqa`` would clash.
     """
-    _check_unique(names, what="benchmark name", where=where)
+    check_unique(names, what="benchmark name", where=where)
     folded = Counter(name.casefold() for name in names)
     if clash := [name for name in names if folded[name.casefold()] > 1]:
         msg = (
@@ -739,14 +954,6 @@ def _check_total_weight(weights: list[float], *, where: str) -> None:
             f"({weights[:5]}{' ...' if len(weights) > 5 else ''}), so every average "
             "would be empty.\nHint: weights are relative: scale them down (e.g. 1, 2, 0.5)."
         )
-        raise SuiteError(msg)
-
-
-def _check_unique(names: list[str], *, what: str, where: str) -> None:
-    if duplicated := sorted(
-        name for name, count in Counter(names).items() if count > 1
-    ):
-        msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
         raise SuiteError(msg)
 
 
@@ -823,11 +1030,12 @@ def benchmark_hint(benchmarks: Sequence[str]) -> str:
 
 
 @functools.cache
-def _builtin_benchmarks(name: str) -> tuple[Benchmark, ...] | None:
-    """The benchmarks of the built-in suite of that name (None if there is none)."""
+def _builtin_content(name: str) -> tuple[tuple[Benchmark, ...], Board] | None:
+    """The benchmarks and board of the built-in suite of that name (None: none)."""
     if name not in builtin_suite_names():
         return None
-    return load_suite(name).benchmarks
+    suite = load_suite(name)
+    return suite.benchmarks, suite.board
 
 
 def suite_text(suite: Suite) -> str:
@@ -856,8 +1064,12 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
         n_samples=np.array(
             [s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
         ),
-        items=np.array(
-            [s.items or s.n_samples or 0 for _, _, s in subtasks], dtype=np.float64
+        items=np.array(  # a statistic's stderr is never estimated as binomial
+            [
+                0 if b.kind == "statistic" else s.items or s.n_samples or 0
+                for _, b, s in subtasks
+            ],
+            dtype=np.float64,
         ),
         benchmark_index=np.array([i for i, _, _ in subtasks], dtype=np.int64),
         is_pooled=np.array(
@@ -865,4 +1077,42 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
             dtype=bool,
         ),
         weight=np.array([b.weight for b in suite.benchmarks], dtype=np.float64),
+        scales=_scales(suite),
+        keeps_scores=suite.board.needs_subtask_scores,
+        can_spill=not suite.board.needs_subtask_scores and not suite.board.rates,
+        is_averaged=(
+            None
+            if all(b.averaged for b in suite.benchmarks)
+            else np.array([b.averaged for b in suite.benchmarks], dtype=bool)
+        ),
+        missing=(
+            tuple(b.missing for b in suite.benchmarks)
+            if any(b.missing is not None for b in suite.benchmarks)
+            else ()
+        ),
+    )
+
+
+def _scales(suite: Suite) -> Scales | None:
+    """The suite's ranges and statistics per subtask; None when it declares none."""
+    if all(
+        b.kind == "score" and is_default_range(b.value_range) for b in suite.benchmarks
+    ):
+        return None
+    rows = [(b, s) for b in suite.benchmarks for s in b.subtasks]
+    low = np.array([b.value_range[0] for b, _ in rows], dtype=np.float64)
+    high = np.array([b.value_range[1] for b, _ in rows], dtype=np.float64)
+    bound = np.array([s.lower_bound for _, s in rows], dtype=np.float64)
+    is_statistic = np.array([b.kind == "statistic" for b, _ in rows], dtype=bool)
+    width = np.where(is_statistic, 1.0, high - low)  # (a statistic's may be inf)
+    return Scales(
+        # lo + b w: exactly b for fractions (0 + b * 1), so the default path's
+        # bits are kept; a statistic's values are their scores
+        offset=np.where(is_statistic, 0.0, low + bound * width),
+        factor=np.where(is_statistic, 1.0, 100.0 / width),
+        low=low,
+        high=high,
+        is_statistic=is_statistic,
+        is_default=~is_statistic & (low == 0.0) & (high == 1.0),
+        largest=np.maximum(np.abs(low), np.abs(high)),
     )

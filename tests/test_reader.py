@@ -1,7 +1,7 @@
 """The one reader of output folders: a damaged or foreign output gets one clear error.
 
 Every command that reads an output (``show``, ``health``, ``diff``, ``compare``,
-``report``, ``query``) goes through :func:`lbnorm.output.outdir.check_output`, which
+``report``, ``query``) goes through :meth:`lbnorm.output.reader.Output.open`, which
 checks the manifest and each table's footer and schema once (issue 14, point 11).
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from lbnorm import InputError
 from lbnorm.cli import main
-from lbnorm.output.outdir import check_output, read_manifest, read_output_table
+from lbnorm.output.reader import Output
 from lbnorm.output.writer import add_tables
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
@@ -167,7 +167,7 @@ def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
     with pytest.raises(
         InputError, match=r"nowhere: not an lbnorm output directory \(no such folder\)"
     ):
-        check_output(tmp_path / "nowhere")
+        Output.open(tmp_path / "nowhere", "leaderboard")
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "manifest.json").write_text("{}")
     with pytest.raises(
@@ -175,7 +175,7 @@ def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
         match=r"half: not an lbnorm output directory \(missing benchmarks.parquet, "
         r"leaderboard.parquet\)\.\nHint: write one with `lbnorm run",
     ):
-        read_manifest(tmp_path / "half")
+        Output.open(tmp_path / "half")
 
 
 def test_an_output_written_before_format_versions_still_reads(
@@ -189,33 +189,33 @@ def test_an_output_written_before_format_versions_still_reads(
         del entry["bytes"]
     del manifest["environment"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert read_manifest(out)["tool"] == "lbnorm"
-    assert check_output(out) == out  # rows, columns and sha256 still checked
-    assert read_output_table(out, "leaderboard")["rank"].dtype == "Int64"
+    assert Output.open(out).manifest["tool"] == "lbnorm"
+    assert Output.open(out, "leaderboard").path == out  # rows, columns, sha256 checked
+    assert Output.open(out).frame("leaderboard")["rank"].dtype == "Int64"
 
 
 def test_damaged_pages_behind_a_good_footer_are_named_when_read(
     good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A table too large to hash on every read: its damage shows when it is read."""
-    from lbnorm.output import outdir
+    from lbnorm.output import reader
 
-    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # every table "large"
+    monkeypatch.setattr(reader, "HASH_ON_READ", 0)  # every table "large"
     out = tmp_path / "out"
     shutil.copytree(good, out)
     path = out / "leaderboard.parquet"
     data = bytearray(path.read_bytes())
     data[4:200] = b"\x00" * 196  # the first data pages, not the footer
     path.write_bytes(bytes(data))
-    check_output(out)  # the footer, schema and size are fine
+    Output.open(out, "leaderboard")  # the footer, schema and size are fine
     with pytest.raises(
         InputError, match=r"leaderboard.parquet: does not match .*sha256.*\nHint: "
     ):
-        check_output(out, verify=True)  # --verify hashes it
+        Output.open(out, "leaderboard", verify=True)  # --verify hashes it
     with pytest.raises(
         InputError, match=r"leaderboard.parquet: cannot read: [^\n]*\.\nHint: "
     ):
-        read_output_table(out, "leaderboard")
+        Output.open(out).frame("leaderboard")
 
 
 def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
@@ -228,14 +228,13 @@ def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
         match=r"health.parquet: cannot read: Parquet magic bytes not found in footer\. "
         r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
     ):
-        check_output(out)
+        Output.open(out, "leaderboard")
 
 
 def test_a_changed_suite_is_noted_once_per_output(
     fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lbnorm.cli import main
-    from lbnorm.output.outdir import output_suite
 
     suite = tmp_path / "suite.toml"
     assert main(["suites", "show", "openllm-v2", "--toml"]) == 0
@@ -258,17 +257,17 @@ def test_a_changed_suite_is_noted_once_per_output(
         )
         == 0
     )
-    recorded = output_suite(out)[0]
+    recorded = Output.open(out).suite()[0]
     suite.write_text(suite.read_text() + "\n# edited after the run\n")
-    embedded = output_suite(out)[0]  # the text the manifest embeds
+    embedded = Output.open(out).suite()[0]  # the text the manifest embeds
     assert embedded is not None
     assert recorded is not None
     assert embedded.sha256 == recorded.sha256
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["suite"]["text"]  # as manifests before the text was embedded
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert output_suite(out)[0] is None
-    assert output_suite(out)[0] is None
+    assert Output.open(out).suite()[0] is None
+    assert Output.open(out).suite()[0] is None
     notes = [line for line in capsys.readouterr().err.splitlines() if "note" in line]
     assert notes == [
         f"lbnorm: note: {out}: its suite {str(suite)!r} is gone or changed; no rank "
@@ -387,9 +386,9 @@ def test_verify_hashes_a_large_table_and_its_size_is_always_checked(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from lbnorm.output import outdir
+    from lbnorm.output import reader
 
-    monkeypatch.setattr(outdir, "HASH_ON_READ", 0)  # no table hashed unless --verify
+    monkeypatch.setattr(reader, "HASH_ON_READ", 0)  # no table hashed unless --verify
     out, _ = _flipped(good, tmp_path, "benchmarks.parquet")
     assert main(["show", str(out)]) == 0  # size and footer fine, not hashed
     capsys.readouterr()

@@ -1,0 +1,339 @@
+"""The board's average: of benchmark scores or of subtask scores, summed exactly or in order.
+
+Row-local rules (each row's average depends on that row alone), so a spilled
+run takes them a partition at a time. ``average = "benchmarks"`` is the
+weighted mean of the benchmark scores; ``"subtasks"`` weighs each benchmark by
+the subtasks it counts (the mean of every subtask score); statistics and
+benchmarks with ``averaged = false`` are left out. With
+``summation = "left-to-right"`` a mean of subtask scores is the float64 sum of
+the scores in suite order, then divided, as a publisher's pandas row mean
+(``DataFrame.mean(axis=1)``) gives it; otherwise the benchmark means come from
+the engines' exact sums.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lbnorm.core.options import MissingPolicy
+from lbnorm.suites import Suite, SuiteArrays
+
+__all__ = [
+    "average_benchmarks",
+    "average_rows",
+    "average_stderr",
+    "averaged",
+    "summed_left_to_right",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def averaged(suite: SuiteArrays) -> BoolArray:
+    """Per benchmark, whether the average counts it (statistics never do).
+
+    Examples:
+        >>> from lbnorm.suites import load_suite, suite_arrays
+        >>> averaged(suite_arrays(load_suite("openllm-v2"))).all()
+        np.True_
+    """
+    if suite.is_averaged is None:
+        return np.ones(suite.is_pooled.shape[0], dtype=bool)
+    return suite.is_averaged
+
+
+def average_rows(
+    suite: Suite,
+    arrays: SuiteArrays,
+    normalized: FloatArray,
+    stderr: FloatArray,
+    n_present: npt.NDArray[Any],
+    *,
+    missing: MissingPolicy,
+    values: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Each row's average and its standard error, by the suite's board rule.
+
+    Args:
+        suite: The suite (its board's ``average`` and ``summation``).
+        arrays: Its arrays.
+        normalized: ``(n_rows, n_benchmarks)`` benchmark scores, NaN where none.
+        stderr: Their standard errors.
+        n_present: Subtasks present per cell.
+        missing: The run's missing-data policy (for the benchmarks' own, see
+            :meth:`~lbnorm.suites.SuiteArrays.missing_of`).
+        values: ``(n_rows, n_subtasks)`` subtask scores in suite order (NaN:
+            absent), for a left-to-right sum; None: exact sums.
+
+    Returns:
+        The averages and their standard errors (NaN: none).
+    """
+    board = suite.board
+    n_rows = normalized.shape[0]
+    if board.average == "none":
+        empty = np.full(n_rows, np.nan)
+        return empty, empty.copy()
+    kept = averaged(arrays)
+    every = bool(kept.all())  # the usual suite: the arrays as they are
+    scores = normalized if every else normalized[:, kept]
+    errors = stderr if every else stderr[:, kept]
+    if board.average == "benchmarks":
+        weight = arrays.weight if every else arrays.weight[kept]
+        return (
+            average_benchmarks(scores, weight, missing=missing),
+            average_stderr(errors, scores, weight, missing=missing),
+        )
+    weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
+    if values is not None and board.summation == "left-to-right":
+        average = _left_to_right_average(arrays, values, scores, weights, kept)
+    else:
+        average = _weighted_mean(scores, weights)
+    return average, _weighted_stderr(errors, scores, weights, average)
+
+
+def _subtask_weights(
+    arrays: SuiteArrays,
+    scores: FloatArray,
+    n_present: npt.NDArray[Any],
+    kept: BoolArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Per row and averaged benchmark, its weight times the subtasks it counts.
+
+    A benchmark's count is its subtasks present under ``partial``, all of them
+    under ``exclude`` and ``zero``; a benchmark without a score counts under
+    the run's policy: not at all (``partial``), as 0 over all its subtasks
+    (``zero``), or it empties the average (``exclude``: NaN).
+    """
+    benchmarks = np.flatnonzero(kept)
+    expected = np.bincount(
+        arrays.benchmark_index, minlength=arrays.is_pooled.shape[0]
+    ).astype(np.float64)
+    weights = np.empty(scores.shape)
+    for column, index in enumerate(benchmarks.tolist()):  # a suite's benchmarks
+        policy = arrays.missing_of(index, missing)
+        count = (
+            n_present[:, index].astype(np.float64)
+            if policy == "partial"
+            else np.full(scores.shape[0], expected[index])
+        )
+        is_scored = ~np.isnan(scores[:, column])
+        weights[:, column] = arrays.weight[index] * np.where(
+            is_scored,
+            count,
+            expected[index]
+            if missing == "zero"
+            else (np.nan if missing == "exclude" else 0.0),
+        )
+    return weights
+
+
+def _weighted_mean(scores: FloatArray, weights: FloatArray) -> FloatArray:
+    """``sum(W x) / sum(W)`` per row, column by column (NaN weight: NaN)."""
+    total = np.zeros(scores.shape[0])
+    divisor = np.zeros(scores.shape[0])
+    for column in range(scores.shape[1]):
+        weight = weights[:, column]  # (0: not counted; NaN: empties the average)
+        score = scores[:, column]
+        total += np.where(np.isnan(score), 0.0, score) * weight
+        divisor += weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        average: FloatArray = total / divisor
+    return average
+
+
+def _weighted_stderr(
+    errors: FloatArray, scores: FloatArray, weights: FloatArray, average: FloatArray
+) -> FloatArray:
+    """``sqrt(sum(W^2 se^2)) / sum(W)`` over the benchmarks counted; NaN if one's is unknown."""
+    squares = np.zeros(scores.shape[0])
+    divisor = np.zeros(scores.shape[0])
+    is_unknown = np.zeros(scores.shape[0], dtype=bool)
+    for column in range(scores.shape[1]):
+        weight = np.nan_to_num(weights[:, column])
+        is_scored = ~np.isnan(scores[:, column]) & (weight > 0)
+        error = errors[:, column]
+        is_unknown |= is_scored & np.isnan(error)
+        squares += (
+            np.where(is_scored & ~np.isnan(error), error * error, 0.0) * weight**2
+        )
+        divisor += weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result = np.sqrt(squares) / divisor
+    result = np.where(np.isnan(average) | is_unknown, np.nan, result)
+    return np.asarray(result, dtype=np.float64)
+
+
+def summed_left_to_right(
+    arrays: SuiteArrays,
+    values: FloatArray,
+    normalized: FloatArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Each mean of subtask scores as a float64 sum in suite order, then divided.
+
+    A publisher's ``DataFrame.mean(axis=1)`` over a benchmark's task columns:
+    ``((v1 + v2) + v3) / n``, an absent score skipped (``partial``), counted 0
+    (``zero``) or emptying the mean (``exclude``). Where two such sums land on
+    either side of a rounding tie (x.xx5), this decides the published digit.
+
+    Args:
+        arrays: The suite's arrays.
+        values: ``(n_rows, n_subtasks)`` subtask scores in suite order, NaN where
+            absent.
+        normalized: The engines' benchmark scores: a cell they left empty (no
+            subtask, or excluded) stays empty.
+        missing: The run's policy (a benchmark's own overrides it).
+
+    Returns:
+        The benchmark scores, the left-to-right means in place of the exact.
+
+    Examples:
+        >>> from lbnorm.suites import SuiteArrays
+        >>> arrays = SuiteArrays(lower_bound=np.zeros(3), n_samples=np.zeros(3),
+        ...     benchmark_index=np.zeros(3, np.int64), is_pooled=np.array([False]),
+        ...     weight=np.ones(1))
+        >>> values = np.array([[0.1, 0.2, 0.3]])
+        >>> summed_left_to_right(arrays, values, np.array([[0.2]]), missing="exclude")[0, 0]
+        np.float64(0.20000000000000004)
+    """
+    result = normalized.copy()
+    starts = arrays.benchmark_starts()
+    for index in range(arrays.is_pooled.shape[0]):  # a suite's benchmarks
+        if arrays.is_pooled[index]:
+            continue
+        policy = arrays.missing_of(index, missing)
+        total = np.zeros(values.shape[0])
+        count = np.zeros(values.shape[0])
+        for column in range(int(starts[index]), int(starts[index + 1])):
+            value = values[:, column]
+            is_present = ~np.isnan(value)
+            total += np.where(is_present, value, 0.0)  # x + 0.0 == x: a skip
+            count += is_present
+        size = float(starts[index + 1] - starts[index])
+        divisor = count if policy == "partial" else np.full_like(count, size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / divisor
+        result[:, index] = np.where(np.isnan(normalized[:, index]), np.nan, mean)
+    return result
+
+
+def _left_to_right_average(
+    arrays: SuiteArrays,
+    values: FloatArray,
+    scores: FloatArray,
+    weights: FloatArray,
+    kept: BoolArray,
+) -> FloatArray:
+    """The mean of every counted subtask score, summed left to right in suite order."""
+    starts = arrays.benchmark_starts()
+    total = np.zeros(values.shape[0])
+    divisor = np.zeros(values.shape[0])
+    for column, index in enumerate(np.flatnonzero(kept).tolist()):
+        weight = weights[:, column]
+        is_counted = ~np.isnan(scores[:, column]) & (weight > 0)
+        factor = arrays.weight[index]
+        for subtask in range(int(starts[index]), int(starts[index + 1])):
+            value = values[:, subtask]
+            term = np.where(is_counted & ~np.isnan(value), value, 0.0)
+            total += term if factor == 1.0 else term * factor
+        divisor += weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        average: FloatArray = total / divisor
+    return average
+
+
+def average_benchmarks(
+    normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
+) -> FloatArray:
+    """Return each variant's weighted mean of benchmark scores.
+
+    Args:
+        normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
+        weight: Per-benchmark weights.
+        missing: ``exclude``: NaN if any is missing; ``partial``: mean of those
+            present; ``zero``: missing count as 0.
+
+    Returns:
+        One average per variant.
+
+    Examples:
+        >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
+        array([5.])
+    """
+    if not weight.size:  # nothing averaged: no average
+        return np.full(normalized.shape[0], np.nan)
+    is_present = ~np.isnan(normalized)
+    filled = np.where(is_present, normalized, 0.0)
+    weighted_sum = _row_sums(filled, weight)
+    if missing == "zero":
+        return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        average = weighted_sum / _row_sums(is_present, weight)
+    if missing == "exclude":
+        average = np.where(is_present.all(axis=1), average, np.nan)
+    return average
+
+
+def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
+    """``matrix @ weight``, summed column by column in one fixed order.
+
+    A matrix product's summation order depends on the BLAS and on the matrix's
+    shape, so a variant's average could change in its last bit with the other
+    variants in the run; here each row's sum depends on that row alone.
+
+    Examples:
+        >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()
+        [4.5, 9.5]
+    """
+    total = np.zeros(matrix.shape[0], dtype=np.float64)
+    for column, factor in enumerate(weight.tolist()):
+        total += matrix[:, column] * factor
+    return total
+
+
+def average_stderr(
+    stderr: FloatArray,
+    normalized: FloatArray,
+    weight: FloatArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Return the standard error of each variant's weighted average.
+
+    ``sqrt(sum(w_b^2 se_b^2)) / sum(w_b)`` over the benchmarks the average
+    takes; NaN where the average is NaN or a benchmark it takes has no stderr.
+
+    Args:
+        stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
+        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
+        weight: Per-benchmark weights.
+        missing: The policy the average used.
+
+    Examples:
+        >>> average_stderr(np.array([[3.0, 4.0]]), np.array([[50.0, 60.0]]),
+        ...     np.ones(2), missing="exclude").tolist()
+        [2.5]
+    """
+    is_present = ~np.isnan(normalized)
+    is_unknown = is_present & np.isnan(stderr)
+    squares = _row_sums(
+        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
+    )
+    divisor = (
+        np.full(normalized.shape[0], weight.sum())
+        if missing == "zero"
+        else _row_sums(is_present, weight)
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result = np.sqrt(squares) / divisor
+    average = average_benchmarks(normalized, weight, missing=missing)
+    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
+    return np.asarray(result, dtype=np.float64)

@@ -1,0 +1,34 @@
+"""Checks a suite's parts share: known keys, unique names, values shown in messages."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from lbnorm.core.errors import SuiteError
+
+__all__ = ["check_keys", "check_unique", "shown"]
+
+
+def check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
+    """Raise on a key the table may not have (a misspelt one, mostly)."""
+    if unknown := sorted(set(table) - allowed):
+        msg = f"{where}: unknown key(s) {unknown}.\nHint: allowed keys are {sorted(allowed)}."
+        raise SuiteError(msg)
+
+
+def check_unique(names: Sequence[str], *, what: str, where: str) -> None:
+    """Raise on a name given twice."""
+    if duplicated := sorted(
+        name for name, count in Counter(names).items() if count > 1
+    ):
+        msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
+        raise SuiteError(msg)
+
+
+def shown(value: object) -> str:
+    """A value for a message; an integer of hundreds of digits as its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {len(str(value)):,} digits"
+    return repr(value)

@@ -1,0 +1,148 @@
+"""A benchmark's own rules beyond its aggregation: kind, value range, missing data, averaging.
+
+These keys of a ``[[benchmarks]]`` table say how the fold treats its values
+(see :func:`lbnorm.engines.kernel.finish_benchmarks`)::
+
+    [[benchmarks]]
+    name = "dps"
+    range = [0, 100]        # the scores' scale (default [0, 1]): checked, no /100
+    missing = "partial"     # "exclude" | "partial" | "zero": overrides --missing
+    averaged = false        # shown, but not in the board's average
+
+    [[benchmarks]]
+    name = "n_total"
+    kind = "statistic"      # shown as given: no bound, no normalization, not averaged
+    range = [0, inf]        # the default for a statistic
+
+A **score** (the default kind) is normalized above its bound to 0-100: with a
+range ``[lo, hi]`` and a subtask bound ``b`` (a fraction of the range, as
+``num_choices`` gives it), ``(raw - (lo + b w)) / (1 - b) * (100 / w)`` with
+``w = hi - lo``; for ``[0, 100]`` and bound 0 that is the raw value itself, bit
+for bit, and for the default ``[0, 1]`` the familiar
+``(raw - b) / (1 - b) * 100``. A **statistic** (a count, a length, a rate the
+board shows as it is) keeps its raw value as its score, is never clipped,
+never averaged and never ranked by default.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, get_args
+
+from lbnorm.core.errors import SuiteError
+from lbnorm.core.options import MissingPolicy
+
+__all__ = [
+    "DEFAULT_RANGE",
+    "RANGE_ULPS",
+    "RULE_KEYS",
+    "STATISTIC_RANGE",
+    "Kind",
+    "is_default_range",
+    "parse_rules",
+]
+
+#: A benchmark's kind: a score normalized to 0-100, or a statistic shown as given.
+Kind = Literal["score", "statistic"]
+_KINDS: tuple[str, ...] = get_args(Kind)
+_MISSING: tuple[str, ...] = get_args(MissingPolicy)
+
+#: A score's range when none is declared: fractions.
+DEFAULT_RANGE: tuple[float, float] = (0.0, 1.0)
+#: A statistic's range when none is declared.
+STATISTIC_RANGE: tuple[float, float] = (0.0, math.inf)
+
+#: Keys this module reads from a benchmark table.
+RULE_KEYS = frozenset({"kind", "range", "missing", "averaged"})
+
+#: Units in the last place a value may pass a declared range's end by (an
+#: average of values at the end, 100.00000000000001, is still at the end).
+RANGE_ULPS = 4
+
+
+def is_default_range(value_range: tuple[float, float]) -> bool:
+    """Whether a range is the default fractions' [0, 1] (the path kept as it was).
+
+    Examples:
+        >>> is_default_range((0.0, 1.0)), is_default_range((0.0, 100.0))
+        (True, False)
+    """
+    return value_range == DEFAULT_RANGE
+
+
+def parse_rules(
+    raw: dict[str, Any], *, where: str
+) -> tuple[Kind, tuple[float, float], MissingPolicy | None, bool]:
+    """A benchmark's kind, range, missing-data policy and whether it is averaged.
+
+    Args:
+        raw: The ``[[benchmarks]]`` table.
+        where: The file and benchmark, for messages.
+
+    Returns:
+        ``(kind, range, missing, averaged)``; ``missing`` None: the run's.
+
+    Raises:
+        SuiteError: An unknown kind or policy, a range that is not two numbers
+            ``lo < hi`` (a score's finite), or a statistic said to be averaged.
+
+    Examples:
+        >>> parse_rules({"range": [0, 100], "missing": "partial"}, where="s")
+        ('score', (0.0, 100.0), 'partial', True)
+        >>> parse_rules({"kind": "statistic"}, where="s")
+        ('statistic', (0.0, inf), None, False)
+    """
+    kind = raw.get("kind", "score")
+    if kind not in _KINDS:
+        msg = f'{where}: kind must be "score" or "statistic", got {kind!r}.\nHint: "score" (the default) is normalized to 0-100 and averaged; "statistic" is shown as given (a count, a length).'
+        raise SuiteError(msg)
+    value_range = _parse_range(raw, kind, where=where)
+    missing = raw.get("missing")
+    if missing is not None and missing not in _MISSING:
+        msg = f"{where}: missing must be one of {list(_MISSING)}, got {missing!r}.\nHint: the same words as --missing: exclude (blank if a subtask is absent), partial (the mean of those present), zero (an absent subtask counts 0)."
+        raise SuiteError(msg)
+    averaged = raw.get("averaged", kind == "score")
+    if not isinstance(averaged, bool):
+        msg = f"{where}: averaged must be true or false, got {averaged!r}.\nHint: averaged = false shows the benchmark without counting it in the average."
+        raise SuiteError(msg)
+    if averaged and kind == "statistic":
+        msg = f'{where}: a statistic is never averaged, but averaged = true.\nHint: remove averaged, or make it a score (kind = "score") on its range.'
+        raise SuiteError(msg)
+    return kind, value_range, missing, averaged
+
+
+def _parse_range(raw: dict[str, Any], kind: str, *, where: str) -> tuple[float, float]:
+    """The declared ``range``, checked; the kind's default when absent."""
+    if "range" not in raw:
+        return STATISTIC_RANGE if kind == "statistic" else DEFAULT_RANGE
+    value = raw["range"]
+    is_pair = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(
+            isinstance(end, int | float) and not isinstance(end, bool) for end in value
+        )
+    )
+    if not is_pair:
+        msg = f"{where}: range must be two numbers [low, high], got {value!r}.\nHint: e.g. range = [0, 100] for percentages."
+        raise SuiteError(msg)
+    try:
+        low, high = float(value[0]), float(value[1])
+    except OverflowError:  # an integer of hundreds of digits
+        msg = f"{where}: range {value!r} does not fit a float.\nHint: e.g. range = [0, 100] for percentages."
+        raise SuiteError(msg) from None
+    finite_high = kind == "score"
+    if (
+        not math.isfinite(low)
+        or math.isnan(high)
+        or not low < high
+        or (finite_high and not math.isfinite(high - low))  # inf, or too wide
+    ):
+        what = (
+            "finite numbers low < high"
+            if finite_high
+            else "numbers low < high (high may be inf)"
+        )
+        msg = f"{where}: range must be {what}, got {value!r}.\nHint: e.g. range = [0, 100] for percentages{'' if finite_high else ', [0, inf] for a count'}."
+        raise SuiteError(msg)
+    return low, high
