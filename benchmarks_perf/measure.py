@@ -55,6 +55,9 @@ class Run:
     code: int  # exit code; -9 when killed at the timeout or the RSS guard
     stderr_tail: str
     killed: str | None = None  # "timeout" or "rss-limit"
+    cpu_seconds: float = (
+        0.0  # user + system, the process and the children it waited for
+    )
 
 
 def _kill_group(pgid: int) -> None:
@@ -149,7 +152,8 @@ def measure(
         err.seek(0)
         tail = err.read()[-2000:].decode(errors="replace")
     reason = killed[0] if killed else None
-    return Run(seconds, usage.ru_maxrss / 1024, proc.returncode, tail, reason)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(seconds, usage.ru_maxrss / 1024, proc.returncode, tail, reason, cpu)
 
 
 def warm_page_cache(*paths: Path) -> None:

@@ -237,3 +237,28 @@ def test_relative_inputs_are_read_by_workers_in_another_directory(
             for worker, folder in before.items():
                 client.run(__import__("os").chdir, folder, workers=[worker])
     assert on_cluster.n_scores == 183_040
+
+
+def test_a_local_cluster_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
+    """Dask kept $TMPDIR/dask-scratch-space/ after every run; the run's own folder is removed.
+
+    A command of its own (this module's cluster holds Dask's default ports).
+    """
+    import os
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "lbnorm", "run", "--engine", "dask", "--out", str(out)],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert pq.read_table(out / "leaderboard.parquet").num_rows == 4576
+    assert list(scratch.iterdir()) == []

@@ -403,7 +403,8 @@ def test_dask_refuses_inputs_it_cannot_read_on_workers(tmp_path: Path) -> None:
     inputs = read_inputs([path], suite=SUITE, options=options)
     with pytest.raises(
         InputError,
-        match=r"scores\.csv: the Dask engine reads Parquet only\.\nHint: convert the inputs to Parquet",
+        match=r"scores\.csv: 1 input file\(s\) not in Parquet; the Dask engine reads Parquet only\.\n"
+        r"Hint: `lbnorm convert INPUT\.\.\. --out scores\.parquet`",
     ):
         dask.compute(inputs, SUITE, options)
 

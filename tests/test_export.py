@@ -368,3 +368,37 @@ def test_export_into_an_output_folder_is_refused(tmp_path: Path) -> None:
     )
     assert code == 2
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_a_file_given_as_the_output_folder_is_named_as_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    argv = ["--format", "open-llm-leaderboard", "--out", str(tmp_path / "x.parquet")]
+    assert main(["export", str(notes), *argv]) == 4
+    assert capsys.readouterr().err == (
+        f"lbnorm: error: {notes}: not an lbnorm output directory (it is a regular "
+        "file).\nHint: give the folder `lbnorm run [INPUT...] --out DIR` wrote, not a "
+        "file.\n"
+    )
+    assert main(["export", str(tmp_path / "nowhere"), *argv]) == 4
+    assert "(no such folder).\nHint: write one with" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("precision", ["\n", "bf 16", "bf16\x1b[31m", "x" * 65])
+def test_an_unknown_precision_that_cannot_name_a_row_is_refused(
+    precision: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(
+        OptionsError,
+        match=r"a precision is one word of at most 64 printable characters.*\n"
+        r"Hint: give the precision the runs used",
+    ):
+        ExportOptions(unknown_precision=precision)
+    argv = ["--format", "open-llm-leaderboard", "--out", str(tmp_path / "x.parquet")]
+    board = str(tmp_path / "board")
+    assert main(["export", board, *argv, "--unknown-precision", precision]) == 2
+    assert "a precision is one word" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

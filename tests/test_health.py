@@ -27,7 +27,7 @@ from lbnorm.analysis.health import (
     stuck_cluster,
 )
 from lbnorm.cli import main
-from lbnorm.core.errors import HealthConfigError
+from lbnorm.core.errors import HealthConfigError, InputError
 from lbnorm.core.options import RunOptions
 
 SIX = ["IFEval", "BBH", "MATH Lvl 5", "GPQA", "MUSR", "MMLU-PRO"]
@@ -325,3 +325,15 @@ def test_check_directory_is_what_lbnorm_health_prints(
     assert (only.health["level"] == "benchmark").all()
     assert main(["health", str(bare)]) == 0
     assert "| GPQA | 8 |" in capsys.readouterr().out
+
+
+def test_config_nested_too_deeply_is_a_clean_error(tmp_path: Path) -> None:
+    """tomllib reads nesting recursively: 100,000 levels were a RecursionError traceback."""
+    path = tmp_path / "deep.toml"
+    path.write_text("min_models = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(
+        InputError,
+        match=r"deep\.toml: cannot read the health thresholds: arrays or tables nest "
+        r"too deeply\.\nHint: write TOML",
+    ):
+        HealthConfig.from_toml(path)

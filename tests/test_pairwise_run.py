@@ -182,6 +182,48 @@ subtasks = [{subtasks}]
             '{ name = "a" }',
             r"unknown aggregation 'elo'\.\nHint: use one of \[.*'bradley-terry'\]",
         ),
+        (
+            "bradley-terry",
+            'score = "rating"',
+            '{ name = "overall" }',
+            r'score = "rating" needs anchor = "MODEL=RATING", got None\.\nHint: the anchor pins',
+        ),
+        (
+            "bradley-terry",
+            'score = "rating"\nanchor = "gpt-4"',
+            '{ name = "overall" }',
+            r"needs anchor = \"MODEL=RATING\", got 'gpt-4'\.\nHint",
+        ),
+        (
+            "bradley-terry",
+            'score = "rating"\nanchor = "gpt-4=1e12"',
+            '{ name = "overall" }',
+            r"needs anchor = \"MODEL=RATING\", got 'gpt-4=1e12'\.\nHint",
+        ),
+        (
+            "bradley-terry",
+            'score = "rating"\nanchor = "gpt-4=1100"\nagainst = "high"',
+            '{ name = "overall" }',
+            r"against must be a finite rating within \+-1e9, got 'high'\.\nHint",
+        ),
+        (
+            "bradley-terry",
+            'anchor = "gpt-4=1100"',
+            '{ name = "overall" }',
+            r'anchor belong to score = "rating", but score is "field"\.\nHint: remove them',
+        ),
+        (
+            "bradley-terry",
+            'score = "rating"\nanchor = "gpt-4=1100"',
+            '{ name = "overall", num_choices = 2 }',
+            r"win rate against a fixed rating has no chance baseline.*\nHint: remove num_choices",
+        ),
+        (
+            "bradley-terry",
+            'score = "best"',
+            '{ name = "overall" }',
+            r'score must be "field", "reference" or "rating", got \'best\'\.\nHint',
+        ),
     ],
 )
 def test_suite_rules_for_pairwise_benchmarks(
@@ -318,7 +360,11 @@ def test_the_summary_lists_models_in_one_source_only(
 
 def test_without_a_model_map_the_names_do_not_meet(tmp_path: Path) -> None:
     result = run(INPUTS, suite=SUITE, out=None)
-    warnings = input_warnings(result.file_table)
+    warnings = [  # (the golden excerpts record no run settings: not comparable)
+        w
+        for w in input_warnings(result.file_table)
+        if not w.startswith("not comparable")
+    ]
     assert warnings[0].startswith("9 model(s) only in the battles, in no other input")
     assert warnings[1].startswith("8 model(s) only in the other inputs")
     board = result.leaderboard
@@ -535,3 +581,101 @@ def test_the_default_pairwise_score_is_the_expected_win_rate_against_the_field(
     assert sum(scores) / len(scores) == pytest.approx(0.5, abs=1e-9)  # no clipping
     assert min(scores) > 0  # every model separated, none at a floor
     assert all(row["stderr"] is not None and row["stderr"] > 0 for row in rows)
+
+
+RATING_SUITE = """
+name = "arena-rating"
+
+[[benchmarks]]
+name = "Arena"
+aggregation = "bradley-terry"
+score = "rating"
+anchor = "vicuna-13b=1100"
+against = 1000
+bootstrap = 50
+subtasks = [ { name = "overall" } ]
+"""
+
+
+def test_the_rating_form_is_the_chance_of_beating_a_fixed_rating(
+    tmp_path: Path,
+) -> None:
+    from lbnorm.ratings import RatingOptions, compute_ratings, read_battles
+
+    suite = tmp_path / "rating.toml"
+    suite.write_text(RATING_SUITE)
+    (arena,) = load_suite(suite).pairwise_benchmarks
+    assert (arena.score, arena.anchor, arena.against) == (
+        "rating",
+        ("vicuna-13b", 1100.0),
+        1000.0,
+    )
+    battles_file = FIXTURES / "battles" / "battles.csv"
+    out = tmp_path / "out"
+    args = ["run", str(battles_file), "--suite", str(suite), "--out", str(out)]
+    assert main([*args, "--quiet"]) == 0
+    rows = {r["model"]: r for r in pq.read_table(out / "subtasks.parquet").to_pylist()}
+    ratings = compute_ratings(read_battles(battles_file), RatingOptions())
+    vicuna = ratings.rating[ratings.models.tolist().index("vicuna-13b")]
+    for name, rating in zip(ratings.models.tolist(), ratings.rating, strict=True):
+        # the oracle: the anchored rating against 1000, written out
+        pinned = rating - vicuna + 1100.0
+        expected = 1 / (1 + 10 ** ((1000.0 - pinned) / 400))
+        assert rows[name]["raw_score"] == pytest.approx(expected, abs=1e-9)
+        assert rows[name]["metric"] == (
+            "win probability vs a rating of 1000 (vicuna-13b = 1100)"
+        )
+        assert rows[name]["stderr"] > 0
+    assert rows["vicuna-13b"]["raw_score"] == pytest.approx(1 / (1 + 10**-0.25))
+
+
+def _with_a_newcomer(path: Path, out: Path, *, rivals: list[str], wins: int) -> Path:
+    """The battles plus a new model that played only `rivals`, winning `wins` of 10 each."""
+    rows = path.read_text().splitlines()
+    for rival in rivals:
+        rows += [
+            f"newcomer,{rival},{'model_a' if i < wins else 'model_b'},True,English,0,1"
+            for i in range(10)
+        ]
+    out.write_text("\n".join(rows) + "\n")
+    return out
+
+
+def test_only_the_field_form_moves_when_a_model_joins(tmp_path: Path) -> None:
+    """A model that played one other model leaves the others' ratings as they were.
+
+    (Its own rating absorbs its battles: the likelihood's maximum over it is the
+    same whatever the others' ratings.) So the reference and the rating forms
+    do not move for the others; the field form moves them all.
+    """
+    from lbnorm.ratings import RatingOptions, read_battles
+    from lbnorm.ratings.pairwise_scores import (
+        score_against_field,
+        score_against_rating,
+        score_against_reference,
+    )
+
+    plain = FIXTURES / "battles" / "battles.csv"
+    joined = _with_a_newcomer(plain, tmp_path / "b.csv", rivals=["alpaca-13b"], wins=1)
+    options = RatingOptions()
+
+    def scores(path: Path, form: str) -> dict[str, float]:
+        battles = read_battles(path)
+        if form == "field":
+            result = score_against_field(battles, options=options)
+        elif form == "reference":
+            result = score_against_reference(battles, reference="vicuna-13b")
+        else:
+            result = score_against_rating(
+                battles, anchor=("vicuna-13b", 1100.0), against=1000.0
+            )
+        table = result.table.to_pydict()
+        return dict(zip(table["model"], table["raw_score"], strict=True))
+
+    for form in ("reference", "rating"):
+        before, after = scores(plain, form), scores(joined, form)
+        for name, value in before.items():
+            assert after[name] == pytest.approx(value, abs=1e-9), (form, name)
+    before, after = scores(plain, "field"), scores(joined, "field")
+    moved = [after[name] - value for name, value in before.items()]
+    assert min(moved) > 0.005  # a weak newcomer lifts every other model

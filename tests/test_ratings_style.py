@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from oracles.arena_style import fit_contextual, make_records
 
+from lbnorm.cli import main
 from lbnorm.core.errors import InputError, RatingOptionsError
 from lbnorm.ratings import RatingOptions, compute_ratings, read_battles
 from lbnorm.ratings.style import STYLE_FIELDS
@@ -177,3 +178,87 @@ def test_style_control_is_for_bradley_terry() -> None:
         match=r"style control applies to Bradley-Terry only.*\nHint: drop --style-control",
     ):
         RatingOptions(style_control=True, method="elo")
+
+
+@pytest.mark.parametrize(
+    ("field", "values", "message"),
+    [
+        (
+            "sum_assistant_a_tokens",
+            [-5],
+            r"sum_assistant_a_tokens holds 1 value\(s\) .*: -5\.",
+        ),
+        (
+            "sum_assistant_b_tokens",
+            [1e300],
+            r"sum_assistant_b_tokens holds 1 value\(s\) .*: 1e\+300\.",
+        ),
+        (
+            "sum_assistant_a_tokens",
+            [100.5],
+            r"sum_assistant_a_tokens holds 1 value\(s\) .*: 100\.5\.",
+        ),
+        (
+            "list_count_b",
+            [{"ordered": -1, "unordered": 0}, {"ordered": -2, "unordered": 0}],
+            r"list_count_b holds 2 value\(s\) .*: -2, -1\.",
+        ),
+    ],
+)
+def test_counts_that_cannot_be_are_refused(
+    tmp_path: Path, field: str, values: list[Any], message: str
+) -> None:
+    """Negative, fractional or astronomical counts changed every rating without a word."""
+    rows = make_records(
+        n=200, seed=1, strengths=STRENGTHS, verbose="verbose", length_effect=0.6
+    )
+    for row, value in zip(rows, values, strict=False):
+        row["conv_metadata"][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(rows))
+    battles = read_battles(path, fields=STYLE_FIELDS)
+    is_negative = any(
+        (sum(v.values()) if isinstance(v, dict) else v) < 0 for v in values
+    )
+    keep = ">= 0" if is_negative else "<= 1000000000"
+    with pytest.raises(
+        InputError,
+        match=message + rf"\nHint: .*--where 'conv_metadata\.{field} {keep}'\.",
+    ):
+        compute_ratings(battles, RatingOptions(style_control=True))
+
+
+def test_opposite_token_counts_are_refused_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A = -B made the difference's denominator 1: refused, nothing written."""
+    rows = make_records(
+        n=200, seed=1, strengths=STRENGTHS, verbose="verbose", length_effect=0.6
+    )
+    rows[3]["conv_metadata"]["sum_assistant_a_tokens"] = 100
+    rows[3]["conv_metadata"]["sum_assistant_b_tokens"] = -100
+    path = tmp_path / "opposite.json"
+    path.write_text(json.dumps(rows))
+    out = tmp_path / "out"
+    assert main(["arena", str(path), "--out", str(out), "--style-control"]) == 4
+    assert capsys.readouterr().err == (
+        "lbnorm: error: conv_metadata.sum_assistant_b_tokens holds 1 value(s) that are no "
+        "count (a whole number from 0 to 2**53): -100.\nHint: correct those battles' style "
+        "metadata, or leave them out, e.g. --where 'conv_metadata.sum_assistant_b_tokens >= 0'.\n"
+    )
+    assert not out.exists()
+    assert (
+        main(
+            [
+                "arena",
+                str(path),
+                "--out",
+                str(out),
+                "--style-control",
+                "--quiet",
+                "--where",
+                "conv_metadata.sum_assistant_b_tokens >= 0",
+            ]
+        )
+        == 0
+    )

@@ -151,7 +151,7 @@ def test_bad_rules_name_the_key(table: dict[str, object], message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("benchmark", "message"),
+    ("rules", "message"),
     [
         (
             'kind = "statistic"\naggregation = "pool-then-normalize"\nsubtasks = [{ name = "n", n_samples = 3 }]',
@@ -171,8 +171,8 @@ def test_bad_rules_name_the_key(table: dict[str, object], message: str) -> None:
         ),
     ],
 )
-def test_bad_benchmark_rules(benchmark: str, message: str) -> None:
-    text = f'name = "x"\n[[benchmarks]]\nname = "S"\n{benchmark}\n'
+def test_bad_benchmark_rules(rules: str, message: str) -> None:
+    text = f'name = "x"\n[[benchmarks]]\nname = "S"\n{rules}\n'
     with pytest.raises(SuiteError, match=r"^x\.toml: benchmarks\[0\] " + message):
         parse_suite(text.encode(), source="x.toml")
 

@@ -28,8 +28,10 @@ from lbnorm.core.files import sha256_file
 from lbnorm.core.version import lbnorm_version
 from lbnorm.ratings.battles import Battles, read_battles
 from lbnorm.ratings.categories import (
+    UTC,
     arena_table,
     category_rows,
+    check_time_zone,
     daily_vote_cap,
     observed_pairs,
     shown_models,
@@ -64,7 +66,11 @@ class ArenaOptions:
         anony_only: Keep anonymous battles only (``anony``), as the Arena does.
         dedup: Keep battles FastChat's de-duplication sampled
             (``dedup_tag.sampled``).
-        daily_vote_per_user: Keep each judge's first N votes of each UTC day.
+        daily_vote_per_user: Keep each judge's first N votes of each day,
+            within each category and, with ``ties="drop"``, counting decisive
+            votes only (FastChat's order).
+        vote_day_tz: The time zone whose calendar days the cap counts (an IANA
+            name; ``UTC`` by default, FastChat's is its machine's local zone).
         categories: ``(name, condition)`` pairs: each category rated on the
             battles meeting its condition (``categories.parquet``).
         min_battles: Display filter: show models with more battles than this.
@@ -87,6 +93,7 @@ class ArenaOptions:
     anony_only: bool = False
     dedup: bool = False
     daily_vote_per_user: int | None = None
+    vote_day_tz: str = UTC
     categories: tuple[tuple[str, str], ...] = ()
     min_battles: int = 0
     hide: tuple[str, ...] = ()
@@ -110,6 +117,11 @@ class ArenaOptions:
         ):
             msg = f"--daily-vote-per-user must be a whole number >= 1, got {cap!r}.\nHint: the Arena's capped view keeps 5 votes per judge and day."
             raise OptionsError(msg)
+        if self.vote_day_tz != UTC:
+            if cap is None:
+                msg = f"--vote-day-tz {self.vote_day_tz}: sets the day of --daily-vote-per-user, which is not given.\nHint: give both (--daily-vote-per-user 5 --vote-day-tz America/Los_Angeles), or leave --vote-day-tz out."
+                raise OptionsError(msg)
+            check_time_zone(self.vote_day_tz)
         if isinstance(self.min_battles, bool) or self.min_battles < 0:
             msg = f"--min-battles must be a whole number >= 0, got {self.min_battles!r}.\nHint: the Arena's category views show models with more than 300 battles."
             raise OptionsError(msg)
@@ -145,6 +157,8 @@ class ArenaOptions:
         for name in board:  # recorded only when set: older records stay as they were
             if not options[name]:
                 del options[name]
+        if self.vote_day_tz == UTC:
+            del options["vote_day_tz"]
         if self.categories:
             options["categories"] = [list(pair) for pair in self.categories]
         if self.hide:
@@ -166,6 +180,10 @@ class ArenaResult:
         out: The output directory written, or None.
         style_tables: With style control, ``style_coefficients`` and
             ``style_control`` (rank with and without it).
+        table_names: The tables written, in order.
+        n_over_cap: Battles the daily vote cap left out of the overall ratings.
+        unrated: ``(category, reason)`` of each ``--category`` that could not
+            be rated (its block is left out of ``categories.parquet``).
     """
 
     battles: Battles
@@ -177,6 +195,8 @@ class ArenaResult:
     out: Path | None = None
     style_tables: dict[str, pa.Table] = field(default_factory=dict)
     table_names: tuple[str, ...] = ("ratings", "win_rates")
+    n_over_cap: int = 0
+    unrated: tuple[tuple[str, str], ...] = ()
 
 
 def rate_battles(
@@ -221,15 +241,20 @@ def rate_battles(
         flags=dict(options.categories),
         judges=options.daily_vote_per_user is not None,
     )
-    if options.daily_vote_per_user is not None:
-        battles = _capped(battles, options.daily_vote_per_user)
+    read = battles
+    battles = _capped(read, options)
     ratings = compute_ratings(battles, options.rating)
     inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
-    warnings = tuple(
-        (warning.code, warning.message)
-        for warning in battles.warnings
-        if options.rating.method == "elo" or warning.code not in _ORDER_WARNINGS
-    ) + tuple((warning.code, warning.message) for warning in ratings.warnings)
+    board, unrated, category_warnings = _board_tables(read, battles, ratings, options)
+    warnings = (
+        tuple(
+            (warning.code, warning.message)
+            for warning in battles.warnings
+            if options.rating.method == "elo" or warning.code not in _ORDER_WARNINGS
+        )
+        + tuple((warning.code, warning.message) for warning in ratings.warnings)
+        + category_warnings
+    )
     provenance = {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.kind": KIND,
@@ -243,7 +268,7 @@ def rate_battles(
         "ratings": ratings_table(ratings),
         "win_rates": win_rates_table(ratings),
         **style_tables(ratings),
-        **_board_tables(battles, ratings, options),
+        **board,
     }
     tables = {
         name: table.replace_schema_metadata({**provenance, "lbnorm.table": name})
@@ -262,6 +287,8 @@ def rate_battles(
             for name, table in tables.items()
             if name in ("style_coefficients", "style_control")
         },
+        n_over_cap=read.n_battles - battles.n_battles,
+        unrated=unrated,
     )
     if out is None:
         return result
@@ -279,19 +306,51 @@ def rate_battles(
             "rows_read": battles.n_rows_read,
             "rows_filtered_out": battles.n_filtered_out,
             "bootstrap_rounds": options.rating.bootstrap,
+            **(
+                {"over_daily_vote_cap": result.n_over_cap}
+                if options.daily_vote_per_user is not None
+                else {}
+            ),
         },
+        **(
+            {
+                "categories_not_rated": [
+                    {"category": name, "reason": reason} for name, reason in unrated
+                ]
+            }
+            if unrated
+            else {}
+        ),
         "warnings": [{"code": code, "message": text} for code, text in warnings],
     }
     written = write_tables(Path(out), tables, manifest, created_at=created_at)
     return replace(result, out=written)
 
 
-def _capped(battles: Battles, cap: int) -> Battles:
-    """The battles under the daily vote cap (each judge's first ``cap`` a UTC day)."""
+def _capped(battles: Battles, options: ArenaOptions) -> Battles:
+    """The battles under the daily vote cap, counted as FastChat counts them.
+
+    FastChat caps after ``exclude_tie``: with ``--ties drop`` only decisive votes
+    count towards a judge's daily N, and the ties (not fitted either way) stay
+    in the records (``n_ties``).
+    """
+    cap = options.daily_vote_per_user
+    if cap is None:
+        return battles
     if battles.tstamp is None or battles.judge is None:
         msg = "--daily-vote-per-user needs a tstamp and a judge per battle.\nHint: give Arena's clean_battle files, which have both."
         raise InputError(msg)
-    return battles.subset(daily_vote_cap(battles.judge, battles.tstamp, cap))
+    counted = (
+        battles.outcome != 1
+        if options.rating.ties == "drop"
+        else np.ones(len(battles.outcome), dtype=np.bool_)
+    )
+    index = np.flatnonzero(counted)
+    keep = ~counted
+    keep[index] = daily_vote_cap(
+        battles.judge[index], battles.tstamp[index], cap, zone=options.vote_day_tz
+    )
+    return battles.subset(keep)
 
 
 def _played(battles: Battles) -> Battles:
@@ -308,9 +367,22 @@ def _played(battles: Battles) -> Battles:
 
 
 def _board_tables(
-    battles: Battles, ratings: Ratings, options: ArenaOptions
-) -> dict[str, pa.Table]:
-    """The Arena's tables (``--arena-tables``) and the categories (``--category``)."""
+    read: Battles, battles: Battles, ratings: Ratings, options: ArenaOptions
+) -> tuple[
+    dict[str, pa.Table], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]
+]:
+    """The Arena's tables (``--arena-tables``) and the categories (``--category``).
+
+    Each category is `read`'s battles meeting its condition, then capped (as
+    FastChat caps within a category). A category that cannot be rated (no
+    battles, ratings the battles do not determine, the anchor absent) is left
+    out and named; the others are written.
+
+    Returns:
+        The tables, the ``(category, reason)`` of those not rated, and the
+        categories' warnings (``(code, message)``, the message naming the
+        category).
+    """
     tables: dict[str, pa.Table] = {}
     if options.arena_tables:
         shown = shown_models(
@@ -324,6 +396,8 @@ def _board_tables(
             battles.outcome,
             battles.count,
         )
+    unrated: list[tuple[str, str]] = []
+    warnings: list[tuple[str, str]] = []
     if options.categories:
         blocks = [
             category_rows(
@@ -335,11 +409,22 @@ def _board_tables(
             )
         ]
         for name, _ in options.categories:
-            subset = battles.subset(battles.flags[name])
-            if not subset.n_battles:
-                msg = f"--category {name}: no battles meet its condition.\nHint: check the condition against the files' values."
-                raise InputError(msg)
-            category = compute_ratings(_played(subset), options.rating)
+            try:
+                category = _rate_category(read, name, options)
+            except InputError as exc:  # this category only: the others go on
+                reason, _, _ = str(exc).partition("\nHint:")
+                unrated.append((name, reason))
+                warnings.append(
+                    (
+                        "category_not_rated",
+                        f"--category {name}: not rated, left out of categories.parquet: {reason}",
+                    )
+                )
+                continue
+            warnings += [
+                (warning.code, f"--category {name}: {warning.message}")
+                for warning in category.warnings
+            ]
             blocks.append(
                 category_rows(
                     name,
@@ -350,7 +435,16 @@ def _board_tables(
                 )
             )
         tables["categories"] = pa.concat_tables(blocks)
-    return tables
+    return tables, tuple(unrated), tuple(warnings)
+
+
+def _rate_category(read: Battles, name: str, options: ArenaOptions) -> Ratings:
+    """One category's ratings: its battles, capped, among the models that play in them."""
+    subset = _capped(read.subset(read.flags[name]), options)
+    if not subset.n_battles:
+        msg = "no battles meet its condition.\nHint: check the condition against the files' values."
+        raise InputError(msg)
+    return compute_ratings(_played(subset), options.rating)
 
 
 def _input_record(battles: Battles, index: int) -> dict[str, Any]:

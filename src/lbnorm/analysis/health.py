@@ -209,6 +209,9 @@ class HealthConfig:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             msg = f"{path}: cannot read the health thresholds: {exc}.\nHint: write TOML, e.g. min_loo_spearman = 0.5."
             raise InputError(msg) from exc
+        except RecursionError as exc:  # tomllib reads nesting recursively
+            msg = f"{path}: cannot read the health thresholds: arrays or tables nest too deeply.\nHint: write TOML key = value lines, e.g. min_loo_spearman = 0.5."
+            raise InputError(msg) from exc
         table = document.get("health", document)
         if not isinstance(table, dict):
             msg = f"{path}: [health] must be a table.\nHint: write [health] then key = value lines."

@@ -10,13 +10,14 @@ benchmarks, whose subtasks share one bound). Values are fractions or ratios
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
 from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
-from lbnorm.core.errors import SuiteError
+from lbnorm.core.errors import OptionsError, SuiteError
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 from lbnorm.pipeline import run
 from lbnorm.suites import Suite, benchmark_hint, load_suite, matching_benchmarks
@@ -56,30 +57,65 @@ class BoundOverride:
 def parse_bound_override(text: str) -> BoundOverride:
     """Parse ``BENCHMARK[/SUBTASK]=BOUND``.
 
+    BOUND is a decimal (``0.3``, ``2.5e-1``) or a ratio of whole numbers
+    (``1/3``), read exactly and then rounded once; its text is checked before it
+    is read, so that ``1e100000000`` (a number of a hundred million digits, as an
+    exact fraction) is refused at once rather than after minutes of arithmetic.
+
     Raises:
-        SuiteError: Not of that form, or the bound is not a number in [0, 1).
+        OptionsError: Not of that form, or the bound is not a number in [0, 1)
+            (a usage error, exit 2).
 
     Examples:
         >>> parse_bound_override("GPQA=0.3")
         BoundOverride(benchmark='GPQA', subtask=None, lower_bound=0.3)
         >>> parse_bound_override("MUSR/team_allocation=1/3").lower_bound == 1 / 3
         True
+        >>> parse_bound_override("GPQA=1e100000000")
+        Traceback (most recent call last):
+        ...
+        lbnorm.core.errors.OptionsError: bound override 'GPQA=1e100000000': expected BENCHMARK[/SUBTASK]=BOUND with BOUND in [0, 1), a decimal (0.3, 2.5e-1) or a ratio (1/3).
+        Hint: e.g. --set-bound GPQA=0.3 or --set-bound MUSR/team_allocation=1/3.
     """
     where, is_pair, value = text.rpartition("=")
     benchmark, _, subtask = where.partition("/")
-    try:
-        bound = float(Fraction(value.strip()))
-    except (ValueError, ZeroDivisionError):
-        bound = float("nan")
-    if not is_pair or not benchmark.strip() or not 0.0 <= bound < 1.0:
+    bound = _bound(value.strip())
+    if not is_pair or not benchmark.strip() or bound is None:
+        shown = text if len(text) <= 80 else f"{text[:60]}...({len(text):,} characters)"
         msg = (
-            f"bound override {text!r}: expected BENCHMARK[/SUBTASK]=BOUND with BOUND in [0, 1).\n"
+            f"bound override {shown!r}: expected BENCHMARK[/SUBTASK]=BOUND with BOUND in [0, 1), "
+            "a decimal (0.3, 2.5e-1) or a ratio (1/3).\n"
             "Hint: e.g. --set-bound GPQA=0.3 or --set-bound MUSR/team_allocation=1/3."
         )
-        raise SuiteError(msg)
+        raise OptionsError(msg)
     return BoundOverride(
         benchmark=benchmark.strip(), subtask=subtask.strip() or None, lower_bound=bound
     )
+
+
+#: A bound's text: a decimal with at most a three-digit exponent, or a ratio of
+#: whole numbers; at most 40 characters, so reading it exactly is cheap.
+_BOUND_TEXT = re.compile(
+    r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?|\d+/\d+", flags=re.ASCII
+)
+
+
+def _bound(text: str) -> float | None:
+    """The bound `text` gives, if it is a number in [0, 1); else None.
+
+    The value is compared with 1 exactly and as the float it rounds to: a text
+    just under 1 (``0.99999999999999999``) rounds to 1.0, which no bound may be.
+    """
+    if len(text) > 40 or not _BOUND_TEXT.fullmatch(text):
+        return None
+    try:
+        exact = Fraction(text)
+    except ZeroDivisionError:  # (1/0)
+        return None
+    if not 0 <= exact < 1:
+        return None
+    bound = float(exact)
+    return bound if bound < 1.0 else None
 
 
 def override_bounds(suite: Suite, overrides: Sequence[BoundOverride]) -> Suite:
@@ -183,7 +219,8 @@ def compare_suites(
         source is added when both sides would read the same).
 
     Raises:
-        SuiteError: A suite or an override is invalid.
+        SuiteError: A suite is invalid, or an override does not fit it.
+        OptionsError: An override is not ``BENCHMARK[/SUBTASK]=BOUND``.
         ValueError: Not exactly one change to compare (no suite pair, no override).
     """
     if not 1 <= len(suites) <= 2 or (len(suites) == 1 and not set_bounds):

@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lbnorm.core.errors import InputError, OptionsError
-from lbnorm.core.options import MissingPolicy, PairedAdjust
+from lbnorm.core.options import MissingPolicy, PairedAdjust, check_paired_alpha
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.paired import (
     Level,
@@ -229,10 +229,12 @@ def compare_paired(
         The comparison (:class:`PairedComparison`).
 
     Raises:
-        OptionsError: A model is not in the output, or has several variants.
+        OptionsError: A model is not in the output, or has several variants;
+            `alpha` is not in (0, 1); nothing in the suite can be compared.
         InputError: The output's suite is gone, its per-sample inputs are gone
             or changed since the run, or a model has no per-sample data.
     """
+    check_paired_alpha(alpha)
     out = Output.open(out, "leaderboard")
     suite, missing = _suite_of(out)
     board = out.frame("leaderboard")
@@ -312,9 +314,11 @@ def diff_paired(
         The paired diff (:class:`PairedDiff`).
 
     Raises:
+        OptionsError: `alpha` is not in (0, 1); nothing in the suite can be compared.
         InputError: A suite is gone, or the two suites score differently; the
             per-sample inputs are gone; no variant is in both outputs.
     """
+    check_paired_alpha(alpha)
     old, new = (Output.open(side, "leaderboard") for side in (old, new))
     suite, missing = _suite_of(new)
     _check_same_rules(_suite_of(old)[0], suite, old, new)

@@ -35,7 +35,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from lbnorm import _runtime
-from lbnorm.core.errors import EXIT_CODES_HELP, ExitCode, LbnormError, Terminated
+from lbnorm.core.errors import (
+    EXIT_CODES_HELP,
+    ExitCode,
+    LbnormError,
+    Terminated,
+    memory_failure,
+)
 from lbnorm.core.faults import fault_point
 
 if TYPE_CHECKING:
@@ -77,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
         replaced = _replaced_outputs()[replaced_before:]
         return _interrupted(exc, replaced, writes=_writes(parsed))
+    except Exception as exc:
+        if (failure := memory_failure(exc)) is None:
+            raise  # a bug: its traceback
+        return _out_of_memory(exc, failure, _replaced_outputs()[replaced_before:])
     finally:
         restore()
     return code
@@ -196,24 +206,23 @@ def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    except LbnormError as exc:  # an option's value out of range (cli.arguments.Whole)
+        return _error(exc)
     parsed.append(args)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
         return int(args.handler(args))
     except LbnormError as exc:
         _runtime.check_cancelled()  # an error while the run stopped: the signal's
-        from lbnorm.faces.terminal import printable
-
-        print(
-            f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr
-        )
-        return exc.exit_code
+        if memory_failure(exc) is not None:
+            raise  # (named as what it is by main)
+        return _error(exc)
     except BrokenPipeError:  # `lbnorm query ... | head`: the reader left, not an error
         _silence_stdout()
         return ExitCode.OK
     except OSError as exc:  # a full disk under a redirected stdout, say
-        if not _stdout_fails():
-            raise  # not standard output's: a bug, shown as one
+        if memory_failure(exc) is not None or not _stdout_fails():
+            raise  # not standard output's: out of memory (main), or a bug
         _silence_stdout()
         print(
             f"lbnorm: error: cannot write to standard output: {exc.strerror or exc}; "
@@ -222,6 +231,14 @@ def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -
             file=sys.stderr,
         )
         return ExitCode.OUTPUT
+
+
+def _error(exc: LbnormError) -> int:
+    """Print an lbnorm error as one message (no traceback); its exit code."""
+    from lbnorm.faces.terminal import printable
+
+    print(f"lbnorm: error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
+    return exc.exit_code
 
 
 def _stdout_fails() -> bool:
@@ -270,6 +287,38 @@ def _interrupted(
     word = "terminated" if is_terminated else "interrupted"
     print(f"lbnorm: {word}{state}.", file=sys.stderr)
     return ExitCode.TERMINATED if is_terminated else ExitCode.INTERRUPTED
+
+
+def _out_of_memory(
+    error: BaseException, failure: BaseException, replaced: Sequence[Path]
+) -> int:
+    """Say that memory ran out, where, and what is in place; return exit 8.
+
+    Numpy, Arrow, DuckDB and the interpreter each say it their own way
+    (:func:`lbnorm.core.errors.memory_failure`); a reader that wrapped it says
+    which file it was reading (its hint, a damaged file, is dropped). A library
+    that could not be loaded is named by its own error, not lbnorm's "not
+    installed".
+    """
+    is_said = isinstance(error, LbnormError) and not isinstance(failure, ImportError)
+    said = error if is_said else failure  # (a library that could not load is there)
+    what = str(said).split("\n", 1)[0].strip().rstrip(".") or "an allocation failed"
+    state = (
+        f"the new output is in place in {replaced[-1]}"
+        if replaced
+        else "no output was replaced"
+    )
+    message = (
+        f"lbnorm: error: out of memory: {what[:300]}; {state}.\n"
+        "Hint: give lbnorm more memory (ulimit -v, the container's limit), or ask "
+        "for less: a lower run --sum-memory spills the sums to TMPDIR, --no-subtasks "
+        "reads fewer columns, arena's --max-memory bounds its bootstrap."
+    )
+    try:
+        print(message, file=sys.stderr)
+    except MemoryError:  # (even the message: the line alone, without formatting)
+        os.write(sys.stderr.fileno(), b"lbnorm: error: out of memory.\n")
+    return ExitCode.MEMORY
 
 
 def _replaced_outputs() -> tuple[Path, ...]:

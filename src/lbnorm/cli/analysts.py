@@ -8,6 +8,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    MOST_DIGITS,
+    Whole,
+    add_digits,
     add_paired_test_options,
     add_verify,
     check_parent,
@@ -77,13 +81,20 @@ def _register_query(
     )
     query.add_argument(
         "--max-rows",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
         default=100,
         help="rows printed in table format (default: %(default)s)",
     )
     query.add_argument(
         "--digits",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_DIGITS,
+        what="decimals",
+        example=2,
         default=None,
         help="round every float to this many decimals in table format "
         "(default: print values as the query returned them)",
@@ -113,7 +124,13 @@ def _register_show(
     show.add_argument("out", metavar="OUT", help="an lbnorm output directory")
     add_verify(show)
     show.add_argument(
-        "--top", type=int, default=20, help="rows to print (default: %(default)s)"
+        "--top",
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
+        default=20,
+        help="rows to print (default: %(default)s)",
     )
     show.add_argument(
         "--benchmark", help="sort by this benchmark (a unique prefix will do: math)"
@@ -152,9 +169,7 @@ def _register_show(
         action="store_true",
         help="do not shorten long model names",
     )
-    show.add_argument(
-        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
-    )
+    add_digits(show, default=2)
     show.set_defaults(handler=_cmd_show)
 
 
@@ -176,9 +191,7 @@ def _register_compare(
     compare.add_argument(
         "--raw", action="store_true", help="raw scores (0-1) instead of normalized"
     )
-    compare.add_argument(
-        "--digits", type=int, default=2, help="decimals (default: %(default)s)"
-    )
+    add_digits(compare, default=2)
     compare.add_argument(
         "--paired",
         action="store_true",
@@ -209,7 +222,10 @@ def _register_report(
     )
     report.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to show",
         default=50,
         help="rows of the static table shown without JavaScript; the interactive table holds every variant (default: %(default)s)",
     )

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lbnorm.cli.arguments import MOST_COUNT, Whole
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import MOST_GIB
 
 if TYPE_CHECKING:
     from lbnorm.output.reader import Output
@@ -128,7 +130,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--daily-vote-per-user",
         type=int,
         metavar="N",
-        help="keep each judge's first N votes of each UTC day (needs judge and tstamp)",
+        help="keep each judge's first N votes of each day, earliest first (needs judge and tstamp); as FastChat, within each category and, with --ties drop, counting decisive votes only",
+    )
+    arena.add_argument(
+        "--vote-day-tz",
+        default="UTC",
+        metavar="ZONE",
+        help="the time zone whose calendar days --daily-vote-per-user counts, an IANA name (FastChat uses its machine's local zone; the Arena's: America/Los_Angeles) (default: %(default)s)",
     )
     arena.add_argument(
         "--category",
@@ -158,7 +166,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     arena.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="models to print",
         default=10,
         help="models to print (default: %(default)s)",
     )
@@ -189,6 +200,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
         anony_only=args.anony_only,
         dedup=args.dedup,
         daily_vote_per_user=args.daily_vote_per_user,
+        vote_day_tz=args.vote_day_tz,
         categories=tuple(_category(text) for text in args.category),
         min_battles=args.min_battles,
         hide=tuple(args.hide),
@@ -219,8 +231,8 @@ def _category(text: str) -> tuple[str, str]:
 
 
 def _bytes(gib: float) -> int:
-    if not gib > 0 or gib == float("inf"):
-        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8."
+    if not 0 < gib <= MOST_GIB:
+        msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8 (at most {MOST_GIB:,.0f})."
         raise OptionsError(msg)
     return int(gib * 2**30)
 

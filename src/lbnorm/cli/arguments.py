@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
-from lbnorm.core.errors import ExitCode, OutputError
+from lbnorm.core.errors import ExitCode, OptionsError, OutputError, shown_number
 from lbnorm.core.options import (
+    MOST_COUNT,
     ExtraColumns,
     MissingPolicy,
     PairedAdjust,
     RunOptions,
     UnknownSubtasks,
+    check_paired_alpha,
 )
 
 __all__ = [
+    "MOST_COUNT",
+    "MOST_DIGITS",
+    "Whole",
+    "add_digits",
     "add_inputs",
     "add_paired_test_options",
     "add_policy_options",
@@ -37,6 +43,86 @@ __all__ = [
 
 #: Where the help's defaults come from: the options a Python caller gets.
 _DEFAULTS = RunOptions()
+
+
+#: The most decimals a number is printed with: a float64 holds 15 to 17 significant
+#: digits, so more decimals print noise (``--digits 10000`` printed megabytes).
+MOST_DIGITS = 17
+
+
+class Whole(argparse.Action):
+    """A whole-number option checked against its range while the command line is parsed.
+
+    Out of range is a usage error (:class:`OptionsError`, exit 2) before any work:
+    a 24-digit ``run --top`` overflowed Arrow's slice after the new output was
+    swapped in, and ``--digits 10000`` printed megabytes. The message names the
+    option, the value and the range, and gives an example (the default, or
+    `example`). Text that is no whole number stays argparse's own usage error.
+
+    Args:
+        option_strings: The option's flags (argparse's).
+        dest: The attribute it sets (argparse's).
+        least: The smallest value taken.
+        most: The largest value taken.
+        what: What the number counts, for the message (``rows to print``).
+        example: The value the hint suggests (default: the option's default).
+        append: Collect the values of a repeated option into a list.
+        **kwargs: argparse's (``default``, ``metavar``, ``help``).
+    """
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        *,
+        least: int,
+        most: int,
+        what: str,
+        example: int | None = None,
+        append: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(option_strings, dest, type=int, **kwargs)
+        self.least, self.most, self.what, self.append = least, most, what, append
+        self.example = self.default if example is None else example
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Check the value parsed (an ``int``) and set it, or add it to the list."""
+        value = int(values)
+        if not self.least <= value <= self.most:
+            flag = option_string or self.dest
+            msg = (
+                f"{flag} {shown_number(value)}: {self.what} must be a whole number from "
+                f"{self.least:,} to {self.most:,}.\nHint: e.g. {flag} {self.example}."
+            )
+            raise OptionsError(msg)
+        if self.append:
+            setattr(
+                namespace,
+                self.dest,
+                [*(getattr(namespace, self.dest, None) or []), value],
+            )
+        else:
+            setattr(namespace, self.dest, value)
+
+
+def add_digits(parser: argparse.ArgumentParser, *, default: int) -> None:
+    """``--digits``: the decimals numbers are printed with (0 to :data:`MOST_DIGITS`)."""
+    parser.add_argument(
+        "--digits",
+        action=Whole,
+        least=0,
+        most=MOST_DIGITS,
+        what="decimals",
+        default=default,
+        help="decimals (default: %(default)s)",
+    )
 
 
 def add_inputs(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +169,29 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(**given)
 
 
+class _PairedAlpha(argparse.Action):
+    """``--paired-alpha``, checked to lie in (0, 1) while the command line is parsed.
+
+    ``compare --paired`` and ``diff --paired`` build no :class:`RunOptions`, so
+    the check is here, before any work, for every command that takes it
+    (:func:`~lbnorm.core.options.check_paired_alpha`: exit 2, with a hint).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, type=float, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Check the value parsed (a ``float``) and set it."""
+        check_paired_alpha(float(values))
+        setattr(namespace, self.dest, float(values))
+
+
 def add_paired_test_options(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaults: RunOptions
 ) -> None:
@@ -95,7 +204,7 @@ def add_paired_test_options(
     )
     parser.add_argument(
         "--paired-alpha",
-        type=float,
+        action=_PairedAlpha,
         metavar="LEVEL",
         default=defaults.paired_alpha,
         help="an adjusted p-value below this separates two models (default: %(default)s)",

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    Whole,
     add_inputs,
     add_paired_test_options,
     add_policy_options,
@@ -171,21 +173,31 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--moved",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="places",
         default=10,
         metavar="N",
         help="count models that moved more than N places (default: %(default)s)",
     )
     parser.add_argument(
         "--top",
-        type=int,
-        action="append",
+        action=Whole,
+        append=True,
+        least=1,
+        most=MOST_COUNT,
+        what="a top-K overlap's K",
+        example=10,
         metavar="K",
         help="a top-K overlap to report (repeatable; default: 10, 50, 100)",
     )
     parser.add_argument(
         "--largest",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rank moves to list",
         default=10,
         metavar="N",
         help="variants listed by name in each list: added, removed, newly unranked, "

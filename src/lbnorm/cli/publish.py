@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lbnorm.cli.arguments import check_parent
+from lbnorm.cli.arguments import add_digits, check_parent
 from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
@@ -108,9 +108,7 @@ def _register_explain(
         help="the variant with or without a chat template",
     )
     explain.add_argument("--json", action="store_true", help="print JSON")
-    explain.add_argument(
-        "--digits", type=int, default=4, help="decimals (default: %(default)s)"
-    )
+    add_digits(explain, default=4)
     explain.set_defaults(handler=_cmd_explain)
 
 
@@ -165,9 +163,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     )
     from lbnorm.output.reader import Output
 
-    if args.digits < 0:
-        msg = f"--digits {args.digits}: must be 0 or more.\nHint: e.g. --digits 4."
-        raise OptionsError(msg)
     output = Output.open(args.out, "leaderboard")
     board = output.frame(
         "leaderboard", columns=["model", "precision", "revision", "chat_template"]

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
+    MOST_COUNT,
+    Whole,
     add_inputs,
     add_paired_test_options,
     add_policy_options,
@@ -70,7 +72,10 @@ def register(
     add_policy_options(run)
     run.add_argument(
         "--top",
-        type=int,
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="rows to print",
         default=10,
         help="rows of the leaderboard to print (default: %(default)s)",
     )
@@ -279,7 +284,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         action="store_const",
         const="report",
         default=_DEFAULTS.comparability,
-        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`)",
+        help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions; a setting recorded as null or not at all is one too) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`); the default",
     )
     nightly.add_argument(
         "--strict-comparability",
@@ -288,6 +293,14 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         const="strict",
         default=_DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
+    )
+    nightly.add_argument(
+        "--no-comparability",
+        dest="comparability",
+        action="store_const",
+        const="off",
+        default=_DEFAULTS.comparability,
+        help="do not compare the results files' settings (they are read in the same pass either way)",
     )
 
 

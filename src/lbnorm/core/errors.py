@@ -14,6 +14,9 @@ keeps its traceback. The tree::
 
 Exit 7 is not an error: the run wrote its output, but a health check failed or
 (nightly runs with ``--cache``) an input file was rejected; see ``run_report``.
+Exit 8 is the machine's limit, not the input's: memory (or the threads and
+processes memory allows) ran out; :func:`memory_failure` recognises it in
+whatever numpy, Arrow, DuckDB or the interpreter raised.
 :class:`ExitCode` lists them all; the command line's help and the run report
 print this one list.
 
@@ -23,6 +26,7 @@ five) and ends with a ``Hint:`` that says how to fix it.
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -47,6 +51,8 @@ __all__ = [
     "Terminated",
     "ValidationError",
     "WhereSyntaxError",
+    "memory_failure",
+    "shown_number",
 ]
 
 
@@ -61,6 +67,7 @@ class ExitCode(IntEnum):
     VALIDATION = 5
     OUTPUT = 6
     UNHEALTHY = 7
+    MEMORY = 8
     INTERRUPTED = 130
     TERMINATED = 143
 
@@ -74,6 +81,7 @@ _MEANINGS = {
     ExitCode.VALIDATION: "scores failed validation (every failure listed)",
     ExitCode.OUTPUT: "the output directory cannot be written",
     ExitCode.UNHEALTHY: "ran, but a health check failed or a file was rejected",
+    ExitCode.MEMORY: "out of memory (or of threads): nothing replaced unless said",
     ExitCode.INTERRUPTED: "interrupted",
     ExitCode.TERMINATED: "terminated (SIGTERM)",
 }
@@ -183,3 +191,100 @@ class RatingsNotIdentifiableError(InputError):
 
 class HealthConfigError(LbnormError, ValueError):
     """A health threshold is out of range or unknown (``--health-config``)."""
+
+
+def shown_number(value: int) -> str:
+    """A whole number as a message shows it: whole up to 30 digits, else its start and length.
+
+    Examples:
+        >>> shown_number(10**23), shown_number(10**999)
+        ('100000000000000000000000', '100000000000...(1000 digits)')
+    """
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+
+
+#: What the libraries say when an allocation, a thread or a mapping fails: Arrow
+#: ("Out of memory: malloc of size 1600000 failed", "Failed to launch worker
+#: thread"), its codecs ("ZSTD_DCtx create failed", "Allocation error : not
+#: enough memory"), C++ (``std::bad_alloc``), DuckDB ("Out of Memory Error"),
+#: Python ("can't start new thread") and the loader ("failed to map segment from
+#: shared object"). The kernel's ``ENOMEM`` is read from the error number.
+_MEMORY_WORDS = (
+    "malloc of size",
+    "realloc of size",
+    "bad_alloc",
+    "failed to launch worker thread",
+    "ctx create failed",
+    "cannot allocate memory",
+    "not enough memory",
+    "out of memory:",
+    "out of memory error",
+    "failed to map segment",
+    "can't start new thread",
+)
+
+#: The libraries whose exceptions' text is read for those words. Not lbnorm's
+#: own messages, nor Python's errors at large (a file named "out of memory.csv"
+#: is not out of memory): of Python's, only a thread that cannot start
+#: (RuntimeError) and a library that cannot be mapped (ImportError).
+_LIBRARIES = ("pyarrow", "duckdb", "_duckdb")
+
+
+def memory_failure(error: BaseException) -> BaseException | None:
+    """The exception behind `error` that says memory (or a thread) ran out, if any.
+
+    Follows the chain of causes (``raise ... from``), so a reader's
+    :class:`InputError` "cannot read row group 2: malloc of size 1600000 failed"
+    is recognised as the allocation failure it wraps, not taken for a damaged
+    file. A :class:`MemoryError` (numpy's ``_ArrayMemoryError``, Arrow's
+    ``ArrowMemoryError``) counts, and so does an error of Arrow or DuckDB whose
+    text says so, a thread that could not start, a library that could not be
+    mapped (an ``ImportError``) and ``ENOMEM``.
+
+    Examples:
+        >>> memory_failure(InputError("x")) is None
+        True
+        >>> try:
+        ...     try:
+        ...         raise MemoryError("malloc of size 16 failed")
+        ...     except MemoryError as exc:
+        ...         raise InputError("x.parquet: cannot read row group 2") from exc
+        ... except InputError as error:
+        ...     print(memory_failure(error))
+        malloc of size 16 failed
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError) or _says_memory(current):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _says_memory(error: BaseException) -> bool:
+    if isinstance(error, LbnormError):
+        return False
+    if isinstance(error, OSError) and error.errno is not None:  # the kernel's word
+        return error.errno == errno.ENOMEM
+    module = type(error).__module__.partition(".")[0]
+    is_read = (
+        module in _LIBRARIES
+        or type(error) in {RuntimeError, ImportError}
+        or _raised_in_library(error)  # (Arrow raises Python's OSError for its I/O)
+    )
+    text = str(error).lower()
+    return is_read and any(word in text for word in _MEMORY_WORDS)
+
+
+def _raised_in_library(error: BaseException) -> bool:
+    """Whether `error` was raised in Arrow's or DuckDB's code (its innermost frame)."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return False
+    name = frame.tb_frame.f_code.co_filename.replace("\\", "/")
+    return any(f"{library}/" in name for library in _LIBRARIES)

@@ -12,7 +12,9 @@ once), the process acts on itself:
 * ``after=<ms>``: SIGKILL from a timer thread ``ms`` milliseconds later, while the
   run goes on, which lands the kill in the middle of whatever comes next (a
   Parquet write); ``int-after=<ms>`` and ``term-after=<ms>`` send SIGINT or
-  SIGTERM that way.
+  SIGTERM that way;
+* ``memory``: a :class:`MemoryError` raised right there, as numpy raises one when
+  an allocation fails (the out-of-memory tests: exit 8, and what is in place).
 
 The points, in the order a run passes them:
 
@@ -49,7 +51,7 @@ _SIGNALS = {
 
 
 def fault_point(name: str) -> None:
-    """Kill, stop or signal this process here if ``LBNORM_FAULT_POINT`` names `name`."""
+    """Kill, stop or signal this process (or fail an allocation) here if ``LBNORM_FAULT_POINT`` names `name`."""
     spec = os.environ.get("LBNORM_FAULT_POINT")
     if not spec:
         return
@@ -60,6 +62,9 @@ def fault_point(name: str) -> None:
     _passes[name] = _passes.get(name, 0) + 1
     if nth and _passes[name] != int(nth):
         return
+    if action == "memory":
+        msg = f"Unable to allocate 1.00 GiB at {name} (LBNORM_FAULT_POINT)"
+        raise MemoryError(msg)
     kind, _, delay = action.partition("after=")
     if delay:
         import threading  # loaded only here: the command line imports this module first

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from lbnorm.core.errors import OptionsError
+from lbnorm.core.errors import OptionsError, shown_number
 
 __all__ = [
     "DEFAULT_SUITE",
+    "MOST_COUNT",
+    "MOST_GIB",
+    "MOST_TIMEOUT",
     "ComparabilityCheck",
     "EngineName",
     "ExtraColumns",
@@ -25,6 +28,7 @@ __all__ = [
     "ProgressCallback",
     "RunOptions",
     "UnknownSubtasks",
+    "check_paired_alpha",
 ]
 
 #: The suite used when none is named.
@@ -48,14 +52,26 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 
 #: Whether to compare the settings results files were run with (few-shot count,
 #: sample limit, task and harness versions; see :mod:`lbnorm.readers.comparability`):
-#: ``off``; ``report`` names the variants that differ from the majority;
-#: ``strict`` makes a difference an error.
+#: ``off``; ``report`` (the default) names the variants that differ from the
+#: majority; ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
 
 #: How paired comparisons' p-values are adjusted across a table (``--paired-adjust``):
 #: ``holm`` (Holm's step-down rule: the family-wise error rate) or ``bh``
 #: (Benjamini and Hochberg's step-up rule: the false discovery rate).
 PairedAdjust = Literal["holm", "bh"]
+
+#: The largest count a count option takes (rows, models, places, processes): more
+#: than any leaderboard holds, and well inside the 64-bit integers Arrow and numpy
+#: slice and compare with.
+MOST_COUNT = 10**12
+
+#: The most GiB a memory budget takes (1 PiB): a larger one is no budget, and its
+#: bytes (``inf``, ``1e308``) are no integer.
+MOST_GIB = float(2**20)
+
+#: The longest ``--scheduler-timeout`` taken, in seconds (a day; ``inf`` is no timeout).
+MOST_TIMEOUT = 86_400.0
 
 #: ``callback(stage, done, total)``: `done` of `total` units of `stage` finished.
 ProgressCallback = Callable[[str, int, int], None]
@@ -95,7 +111,9 @@ class RunOptions:
             renames the models of battle files to the results' names, for a
             suite's pairwise benchmark (None: names kept as they are).
         comparability: Compare results files' run settings
-            (:data:`ComparabilityCheck`); recorded in the manifest unless off.
+            (:data:`ComparabilityCheck`; on by default: the settings are read
+            in the results parser's one pass); recorded in the manifest unless
+            off.
         failures: When scores fail validation, write every failure (not only
             the first thousand per check and batch) to this file, in file and
             line order: CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) by
@@ -137,7 +155,7 @@ class RunOptions:
     intervals: bool = False
     report: str | None = None
     model_map: str | None = None
-    comparability: ComparabilityCheck = "off"
+    comparability: ComparabilityCheck = "report"
     failures: str | None = None
     paired: bool = False
     paired_adjust: PairedAdjust = "holm"
@@ -150,27 +168,25 @@ class RunOptions:
         _check_choice("engine", self.engine, EngineName)
         _check_choice("comparability", self.comparability, ComparabilityCheck)
         _check_choice("paired_adjust", self.paired_adjust, PairedAdjust)
-        if not 0.0 < self.paired_alpha < 1.0:
-            msg = (
-                f"paired_alpha (--paired-alpha) must be between 0 and 1, got {self.paired_alpha}.\n"
-                "Hint: leave --paired-alpha out for 0.05."
-            )
-            raise OptionsError(msg)
+        check_paired_alpha(self.paired_alpha)
         if self.workers < 1:
             msg = (
                 f"workers (--workers) must be at least 1, got {self.workers}.\n"
                 "Hint: use --workers 1 for one process."
             )
             raise OptionsError(msg)
+        _check_most("workers (--workers)", self.workers, "processes")
         if self.batch_rows is not None and self.batch_rows < 1:
             msg = (
                 f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
                 "Hint: leave --batch-rows out to stream a Parquet row group at a time."
             )
             raise OptionsError(msg)
-        if not self.sum_memory > 0:
+        if self.batch_rows is not None:
+            _check_most("batch_rows (--batch-rows)", self.batch_rows, "rows")
+        if not 0 < self.sum_memory <= MOST_GIB:
             msg = (
-                f"sum_memory (--sum-memory) must be a positive number of GiB, got {self.sum_memory}.\n"
+                f"sum_memory (--sum-memory) must be a positive number of GiB up to {MOST_GIB:,.0f}, got {self.sum_memory}.\n"
                 "Hint: leave --sum-memory out for the default (0.5)."
             )
             raise OptionsError(msg)
@@ -190,11 +206,12 @@ class RunOptions:
             )
             raise OptionsError(msg)
         if self.scheduler_timeout is not None and (
-            self.scheduler is None or not self.scheduler_timeout > 0
+            self.scheduler is None or not 0 < self.scheduler_timeout <= MOST_TIMEOUT
         ):
             msg = (
                 "scheduler_timeout (--scheduler-timeout) is how long to try to reach "
-                "--scheduler: a positive number of seconds, with --scheduler, got "
+                f"--scheduler: a positive number of seconds up to {MOST_TIMEOUT:,.0f} "
+                "(a day), with --scheduler, got "
                 f"{self.scheduler_timeout!r}"
                 + ("" if self.scheduler is not None else " without --scheduler")
                 + ".\nHint: e.g. --scheduler tcp://host:8786 --scheduler-timeout 5."
@@ -249,6 +266,38 @@ class RunOptions:
             for name in ("paired", "paired_adjust", "paired_alpha"):
                 del options[name]
         return options
+
+
+def _check_most(name: str, value: int, what: str) -> None:
+    """Refuse a count past :data:`MOST_COUNT` (no input is that large; int64 overflows soon after)."""
+    if value > MOST_COUNT:
+        msg = (
+            f"{name} must be at most {MOST_COUNT:,}, got {shown_number(value)}.\n"
+            f"Hint: no run needs more {what}; leave the option out for its default."
+        )
+        raise OptionsError(msg)
+
+
+def check_paired_alpha(alpha: float) -> None:
+    """Refuse a paired tests' level outside (0, 1) (NaN and infinities too).
+
+    Raises:
+        OptionsError: `alpha` is not strictly between 0 and 1.
+
+    Examples:
+        >>> check_paired_alpha(0.05)
+        >>> check_paired_alpha(float("nan"))
+        Traceback (most recent call last):
+        ...
+        lbnorm.core.errors.OptionsError: paired_alpha (--paired-alpha) must be between 0 and 1, got nan.
+        Hint: leave --paired-alpha out for 0.05.
+    """
+    if not 0.0 < alpha < 1.0:
+        msg = (
+            f"paired_alpha (--paired-alpha) must be between 0 and 1, got {alpha:.6g}.\n"
+            "Hint: leave --paired-alpha out for 0.05."
+        )
+        raise OptionsError(msg)
 
 
 def _check_choice(name: str, value: object, choices: object) -> None:

@@ -16,6 +16,8 @@ read the input paths (a shared filesystem).
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +87,7 @@ def compute(
     if inputs.eager:  # (before Dask is needed: what to convert is said either way)
         raise _not_parquet(inputs.catalog)
     try:
+        import dask.config
         from dask.delayed import delayed
         from distributed import Client, LocalCluster
     except ImportError as exc:
@@ -114,33 +117,49 @@ def compute(
             delayed(add_totals)(parts[start : start + FAN_IN])
             for start in range(0, len(parts), FAN_IN)
         ]
-    cluster = None
-    if scheduler is None:
-        cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        )
-    try:
-        timeout = (
-            {}
-            if options.scheduler_timeout is None
-            else {"timeout": options.scheduler_timeout}
-        )
-        with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-            totals: Totals = client.compute(parts[0]).result()
-    except LbnormError:
-        raise
-    except OSError as exc:
-        msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
-        raise InputError(msg) from exc
-    finally:
-        if cluster is not None:
-            cluster.close()
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if scheduler is None:
+            scratch = stack.enter_context(_scratch())
+            stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            cluster = LocalCluster(  # type: ignore[no-untyped-call]
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,
+            )
+            stack.callback(cluster.close)  # (closed before its folder is removed)
+        try:
+            timeout = (
+                {}
+                if options.scheduler_timeout is None
+                else {"timeout": options.scheduler_timeout}
+            )
+            with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
+                totals: Totals = client.compute(parts[0]).result()
+        except LbnormError:
+            raise
+        except OSError as exc:
+            msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
+            raise InputError(msg) from exc
     if totals.failures:
         raise failure_error(totals.failures, total=totals.n_failed)
     return finish_totals(totals, suite, options=options, files=inputs.catalog)
+
+
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    """A folder of the run's own in TMPDIR for the local cluster's workers, removed after it.
+
+    Left to itself, Dask keeps ``$TMPDIR/dask-scratch-space/`` (its lock files)
+    after every run. The scheduler (in this process, by Dask's
+    ``temporary-directory``) and the workers (``local_directory``) work in this
+    folder instead, and the run removes only the folder it made (a SIGKILLed
+    run leaves its ``lbnorm-dask-*``).
+    """
+    return tempfile.TemporaryDirectory(
+        prefix="lbnorm-dask-", ignore_cleanup_errors=True
+    )
 
 
 #: Inputs a refusal names; the rest are counted.

@@ -176,6 +176,32 @@ class ExportOptions:
                 "Hint: give the precision the runs used, e.g. --unknown-precision bfloat16."
             )
             raise OptionsError(msg)
+        if self.unknown_precision is not None and not _is_word(self.unknown_precision):
+            shown = self.unknown_precision[:40]
+            msg = (
+                f"--unknown-precision {shown!r}: a precision is one word of at most "
+                f"{_LONGEST_PRECISION} printable characters (it names rows: eval_name, Precision).\n"
+                "Hint: give the precision the runs used, e.g. --unknown-precision bfloat16."
+            )
+            raise OptionsError(msg)
+
+
+#: The longest ``--unknown-precision`` taken (the leaderboard's are a few letters).
+_LONGEST_PRECISION = 64
+
+
+def _is_word(text: str) -> bool:
+    r"""Printable, without spaces, and short: fit to name a row.
+
+    Examples:
+        >>> _is_word("bfloat16"), _is_word("\n"), _is_word("4 bit")
+        (True, False, False)
+    """
+    return (
+        len(text) <= _LONGEST_PRECISION
+        and text.isprintable()
+        and not any(char.isspace() for char in text)
+    )
 
 
 def export_table(

@@ -160,11 +160,25 @@ def format_arena_summary(
         if battles.n_filtered_out
         else ""
     )
+    if result.n_over_cap:
+        filtered += f", {result.n_over_cap:,} over the daily vote cap"
+    options = result.ratings.options
     lines = [
         f"battles    {files} file(s), {battles.n_rows_read:,} rows read{filtered}: "
         f"{battles.n_battles:,} battles among {len(battles.models):,} models",
-        f"ratings    {describe_options(result.ratings.options)}",
+        f"ratings    {describe_options(options)}",
     ]
+    if options.method == "bt" and options.anchor is None:
+        lines.append(
+            "anchor     none: the ratings have mean 1000; the Arena's table pins one "
+            "model (--anchor mixtral-8x7b-instruct-v0.1=1114)"
+        )
+    if result.unrated:
+        names = ", ".join(printable(name) for name, _ in result.unrated)
+        lines.append(
+            f"categories {len(result.unrated)} not rated, left out of categories.parquet: "
+            f"{names} (the warnings say why)"
+        )
     if top > 0:
         frame: pd.DataFrame = result.ratings_table.to_pandas()
         shown = frame.head(top)

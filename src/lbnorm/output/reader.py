@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import sha256_of
+from lbnorm.core.files import describe_mode, sha256_of
 from lbnorm.core.manifest import INPUTS_TABLE, MANIFEST, OutputKind, manifest_kind
 from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import (
@@ -325,16 +325,14 @@ class Output:
                 self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
             )
         except OSError as exc:
-            why = (
-                "no such folder"
-                if exc.errno in {errno.ENOENT, errno.ENOTDIR}
-                else exc.strerror
-            )
+            why = _what_is(self.path, exc)
             write = _WRITE.get(kind or "leaderboard", _WRITE["leaderboard"])
-            msg = (
-                f"{self.path}: not an lbnorm output directory ({why}).\n"
-                f"Hint: write one with `{write.format(out=self.path)}`."
+            hint = (
+                f"write one with `{write.format(out=self.path)}`"
+                if why == "no such folder"
+                else f"give the folder `{write.format(out='DIR')}` wrote, not a file"
             )
+            msg = f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
             raise InputError(msg) from exc
         try:
             self._check(kind, verify=verify)
@@ -503,6 +501,21 @@ class Output:
         reason = re.sub(r"^Could not open Parquet input source '[^']*': ", "", reason)
         msg = f"{self.path / _file(name)}: cannot read: {reason.rstrip('. ')}.\nHint: the file is {what}; {self._rewrite}."
         return InputError(msg)
+
+
+def _what_is(path: Path, error: OSError) -> str:
+    """Why `path` could not be opened as a folder: absent, a file of some kind, or the error.
+
+    A file given for the output folder (``export FILE``) is named as the file it is.
+    """
+    if error.errno == errno.ENOENT:
+        return "no such folder"
+    if error.errno == errno.ENOTDIR:
+        try:
+            return f"it is {describe_mode(path.stat().st_mode)}"
+        except OSError:  # (a path through a file: a/file/b)
+            return "no such folder"
+    return str(error.strerror or error)
 
 
 def _file(name: str) -> str:

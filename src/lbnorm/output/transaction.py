@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -156,8 +156,22 @@ def read_manifest(
 
 def _manifest_data(folder: int) -> bytes | None:
     with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns the descriptor)
-        data = handle.read(MANIFEST_LIMIT + 1)
+        data = _read_upto(handle, MANIFEST_LIMIT + 1)
     return None if len(data) > MANIFEST_LIMIT else data
+
+
+def _read_upto(handle: BinaryIO, limit: int) -> bytes:
+    """At most `limit` bytes of `handle`, a MiB at a time.
+
+    ``handle.read(limit)`` allocates `limit` bytes before it reads one: 256 MiB
+    of address space for every manifest, which a ``ulimit -v`` refuses.
+    """
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 @contextlib.contextmanager

@@ -3,8 +3,10 @@
 FastChat's ``elo_analysis.py`` and ``monitor.py`` around the fit:
 
 * ``--daily-vote-per-user N`` keeps each judge's first ``N`` votes of each
-  calendar day (earliest ``tstamp`` first; the day in UTC, where FastChat uses
-  the machine's local time);
+  calendar day (earliest ``tstamp`` first; the day in UTC unless
+  ``--vote-day-tz`` names a zone, where FastChat uses the machine's local
+  time), applied as ``report_elo_analysis_results`` does: within each category
+  and after the ties are left out (``--ties drop``);
 * a category is the same fit on the battles meeting a condition; its rank delta
   is the overall rank, re-ranked among the category's shown models, minus the
   category's rank (positive: better in the category; ``ranking_difference``);
@@ -19,10 +21,15 @@ FastChat's ``elo_analysis.py`` and ``monitor.py`` around the fit:
 
 from __future__ import annotations
 
+import difflib
+import zoneinfo
+from datetime import datetime
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.ratings.fit import Ratings, nullable_floats
 from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
 from lbnorm.ratings.options import BoolArray, FloatArray, IntArray
@@ -33,13 +40,21 @@ __all__ = [
     "OBSERVED_PAIRS",
     "arena_table",
     "category_rows",
+    "check_time_zone",
     "daily_vote_cap",
+    "fitted_battles",
     "observed_pairs",
     "shown_models",
     "shown_ranks",
+    "vote_days",
 ]
 
 _DAY = 86_400.0
+_HOUR = 3_600.0
+#: The times a calendar of years 1-9999 places (a day to spare at each end).
+_FIRST, _LAST = -62_135_596_800.0 + _DAY, 253_402_300_799.0 - _DAY
+#: The day of the vote cap when no zone is named (needs no time zone database).
+UTC = "UTC"
 
 #: ``leaderboard.parquet``: the Arena's own table shape, shown models only.
 ARENA_TABLE = pa.schema(
@@ -78,12 +93,96 @@ OBSERVED_PAIRS = pa.schema(
 )
 
 
-def daily_vote_cap(
-    judge: npt.NDArray[np.integer], tstamp: FloatArray, cap: int
-) -> BoolArray:
-    """Which votes to keep: each judge's first ``cap`` of each UTC day, earliest first.
+def check_time_zone(name: str) -> None:
+    """Refuse a time zone the database does not know (or a missing database), with a hint.
 
-    Votes without a time or a judge are kept (they belong to no day or judge).
+    ``UTC`` needs no database. Raises :class:`OptionsError` (a usage error).
+    """
+    if name == UTC:
+        return
+    _zone(name)
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        known = zoneinfo.available_timezones()
+        if not known:
+            msg = f"--vote-day-tz {name!r}: no time zone database: Python's zoneinfo finds neither the system's (/usr/share/zoneinfo) nor the tzdata package.\nHint: install one (pip install tzdata, or the system's tzdata package), or leave --vote-day-tz out to count days in UTC."
+            raise OptionsError(msg) from exc
+        close = difflib.get_close_matches(name, sorted(known), n=3)
+        suggestion = f" Did you mean {', '.join(close)}?" if close else ""
+        msg = f"--vote-day-tz {name!r} is not a time zone of the database.{suggestion}\nHint: give an IANA name, e.g. America/Los_Angeles (the Arena's servers), or leave the option out for UTC."
+        raise OptionsError(msg) from exc
+
+
+def vote_days(tstamp: FloatArray, zone: str = UTC) -> FloatArray:
+    """Per vote, its calendar day in `zone` (days since 1970-01-01; NaN where no time).
+
+    The day FastChat's ``limit_user_votes`` takes, ``datetime.fromtimestamp(t)``'s
+    date, in a named zone instead of the machine's. The zone's offset is looked
+    up once per distinct hour of the votes (a transition hour is split at the
+    second the offset changes), not once per vote.
+
+    Raises:
+        InputError: A time too far from the present for any calendar.
+
+    Examples:
+        >>> t = np.array([1_700_000_000.0, 1_700_010_000.0])  # 22:13 and 01:00 UTC
+        >>> vote_days(t).tolist(), vote_days(t, "America/Los_Angeles").tolist()
+        ([19675.0, 19676.0], [19675.0, 19675.0])
+    """
+    whole = np.floor(tstamp)  # to the microsecond, rounded as datetime rounds it
+    tstamp = whole + np.round((tstamp - whole) * 1e6) / 1e6
+    if zone == UTC:
+        return np.floor(tstamp / _DAY)
+    tz = _zone(zone)
+    days = np.full(len(tstamp), np.nan)
+    known = np.isfinite(tstamp)
+    times = tstamp[known]
+    if (beyond := (times < _FIRST) | (times > _LAST)).any():
+        msg = f"{int(beyond.sum())} battle(s) have a tstamp no calendar can place in {zone}, e.g. {times[beyond][0]:.0f} seconds (outside the years 1-9999).\nHint: tstamp is seconds since 1970-01-01 (UTC), as in Arena's files; fix or drop those battles, or count days in UTC (leave --vote-day-tz out)."
+        raise InputError(msg)
+    hours, at = np.unique(np.floor(times / _HOUR), return_inverse=True)
+    starts = hours * _HOUR
+    first = np.array([_offset(t, tz) for t in starts])  # distinct hours, not votes
+    last = np.array([_offset(t + _HOUR - 1.0, tz) for t in starts])
+    offset = first[at]
+    for hour in np.flatnonzero(first != last):  # a transition: twice a year at most
+        change = _transition(starts[hour], tz)
+        in_hour = at == hour
+        offset[in_hour] = np.where(times[in_hour] < change, first[hour], last[hour])
+    days[known] = np.floor((times + offset) / _DAY)
+    return days
+
+
+def _offset(seconds: float, tz: zoneinfo.ZoneInfo) -> float:
+    """The zone's UTC offset at `seconds`, in seconds."""
+    offset = datetime.fromtimestamp(seconds, tz).utcoffset()
+    return 0.0 if offset is None else offset.total_seconds()
+
+
+def _transition(start: float, tz: zoneinfo.ZoneInfo) -> float:
+    """The first whole second of the hour from `start` with the hour's last offset."""
+    low, high = 0, int(_HOUR) - 1  # the offset at start + high is the new one
+    before = _offset(start, tz)
+    while low + 1 < high:
+        middle = (low + high) // 2
+        if _offset(start + middle, tz) == before:
+            low = middle
+        else:
+            high = middle
+    return start + high
+
+
+def daily_vote_cap(
+    judge: npt.NDArray[np.integer], tstamp: FloatArray, cap: int, *, zone: str = UTC
+) -> BoolArray:
+    """Which votes to keep: each judge's first ``cap`` of each day, earliest first.
+
+    The day is the calendar day in `zone` (:func:`vote_days`). Votes without a
+    time or a judge are kept (they belong to no day or judge).
 
     Examples:
         >>> daily_vote_cap(np.array([0, 0, 0, 1, 0]),
@@ -91,7 +190,7 @@ def daily_vote_cap(
         [False, True, True, True, True]
     """
     n = len(judge)
-    day = np.floor(tstamp / _DAY)
+    day = vote_days(tstamp, zone)
     order = np.lexsort((np.arange(n), tstamp, day, judge))
     key_judge, key_day = judge[order], day[order]
     starts = np.ones(n, dtype=np.bool_)
@@ -104,11 +203,23 @@ def daily_vote_cap(
     return keep
 
 
+def fitted_battles(ratings: Ratings) -> IntArray:
+    """Per model, the battles its rating was fitted on (``--ties drop``: ties not counted).
+
+    What the Arena's ``leaderboard_table_df`` counts as ``num_battles``: the
+    battles left after ``exclude_tie``.
+    """
+    if ratings.options.ties == "drop":
+        fitted: IntArray = ratings.n_battles - ratings.n_ties
+        return fitted
+    return ratings.n_battles
+
+
 def shown_models(
     ratings: Ratings, *, min_battles: int, hidden: tuple[str, ...]
 ) -> BoolArray:
-    """Models a board shows: more than ``min_battles`` battles and not hidden."""
-    shown: BoolArray = (ratings.n_battles > min_battles) & ~np.isin(
+    """Models a board shows: more than ``min_battles`` battles fitted and not hidden."""
+    shown: BoolArray = (fitted_battles(ratings) > min_battles) & ~np.isin(
         ratings.models, np.array(hidden, dtype=np.str_)
     )
     return shown
@@ -128,13 +239,23 @@ def shown_ranks(ratings: Ratings, shown: BoolArray) -> IntArray:
 
 
 def arena_table(ratings: Ratings, shown: BoolArray) -> pa.Table:
-    """The Arena's ``leaderboard_table_df`` over the shown models, best first."""
+    """The Arena's ``leaderboard_table_df`` over the shown models, best first.
+
+    ``num_battles`` counts the battles fitted (:func:`fitted_battles`). A side
+    of an interval the data do not bound is ``inf`` (``rating_q975``) or
+    ``-inf`` (``rating_q025``) and the model's ``variance`` is ``inf``: the
+    Arena's bootstrap stops such a round where its L-BFGS stops, a large finite
+    number, and its table code (``round`` of the interval) fails on ``inf``.
+    """
     index = np.flatnonzero(shown)
     variance = q025 = q975 = None
     if ratings.samples is not None:
         samples = ratings.samples[:, index]
         with np.errstate(invalid="ignore"):
             variance = np.nanvar(samples, axis=0, ddof=1)
+        # rounds that put a model at +-inf (the data do not bound it) make its
+        # spread unbounded: +inf, where pandas' var would say NaN (inf - inf)
+        variance[np.isinf(samples).any(axis=0)] = np.inf
         q025 = ratings.rating_lower[index] if ratings.rating_lower is not None else None
         q975 = ratings.rating_upper[index] if ratings.rating_upper is not None else None
     k = len(index)
@@ -145,7 +266,7 @@ def arena_table(ratings: Ratings, shown: BoolArray) -> pa.Table:
             "variance": nullable_floats(variance, k),
             "rating_q975": nullable_floats(q975, k),
             "rating_q025": nullable_floats(q025, k),
-            "num_battles": pa.array(ratings.n_battles[index], pa.int64()),
+            "num_battles": pa.array(fitted_battles(ratings)[index], pa.int64()),
             "final_ranking": pa.array(shown_ranks(ratings, shown), pa.int64()),
         },
         schema=ARENA_TABLE,
@@ -184,7 +305,7 @@ def category_rows(
             "rating": pa.array(category.rating[index], pa.float64()),
             "rating_lower": nullable_floats(lower, k),
             "rating_upper": nullable_floats(upper, k),
-            "num_battles": pa.array(category.n_battles[index], pa.int64()),
+            "num_battles": pa.array(fitted_battles(category)[index], pa.int64()),
             "final_ranking": pa.array(rank, pa.int64()),
             "final_ranking_overall": pa.array(overall_rank, pa.int64()),
             "rank_delta": pa.array(overall_rank - rank, pa.int64()),

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from lbnorm.core.errors import RatingOptionsError
+from lbnorm.core.errors import RatingOptionsError, shown_number
 
 __all__ = [
     "BASE",
@@ -56,6 +56,9 @@ ELO_K = 4.0
 LN_BASE = math.log(BASE)
 _MAX_L2 = 1e12  # beyond, C * loss overflows long before the penalty matters
 _MAX_ANCHOR = 1e9  # an anchor rating beyond this is not a rating
+
+#: The most bootstrap rounds taken: far past any use, and inside a float's range.
+_MOST_ROUNDS = 10**12
 
 #: Working set of one batch of bootstrap fits (or of resampled Elo battles).
 BATCH_BYTES = 96 * 2**20
@@ -193,6 +196,13 @@ class RatingOptions:
                     "max_bootstrap_bytes": "give a memory budget in bytes.",
                 }
                 fail(f"{name} must be a whole number >= 0, got {value!r}", hints[name])
+        if (
+            self.bootstrap > _MOST_ROUNDS
+        ):  # (its memory estimate would overflow a float)
+            fail(
+                f"bootstrap must be at most {_MOST_ROUNDS:,} rounds, got {shown_number(self.bootstrap)}",
+                "the Arena uses 1000 rounds (--bootstrap 1000).",
+            )
 
 
 def _is_anchor(anchor: object) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -11,13 +11,14 @@ import pyarrow as pa
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import PAIRWISE_SCORES
-from lbnorm.ratings.fit import compute_ratings, model_index
+from lbnorm.ratings.fit import Ratings, compute_ratings, model_index
 from lbnorm.ratings.options import BASE, SCALE, BattleData, FloatArray, RatingOptions
 
 __all__ = [
     "PairwiseScores",
     "field_win_rates",
     "score_against_field",
+    "score_against_rating",
     "score_against_reference",
 ]
 
@@ -90,27 +91,114 @@ def score_against_reference(
     """
     options = replace(options or RatingOptions(), anchor=None)
     model_map = dict(model_map or {})
-    arena_names = np.asarray(battles.models).tolist()
-    if reference not in arena_names:
-        inverse = {model: arena for arena, model in model_map.items()}
-        reference = inverse.get(reference, reference)
+    reference = _arena_name(battles, reference, model_map)
     reference_index = model_index(
         np.asarray(battles.models), reference, what="reference model"
     )
-    result = compute_ratings(battles, options)
-    score = _chance(result.rating, reference_index)
+    return _scored(
+        battles,
+        compute_ratings(battles, options),
+        lambda ratings: _chance(ratings, reference_index),
+        model_map,
+        reference=model_map.get(reference, reference),
+    )
+
+
+def _scored(
+    battles: BattleData,
+    result: Ratings,
+    score_of: Callable[[FloatArray], FloatArray],
+    model_map: Mapping[str, str],
+    *,
+    reference: str,
+) -> PairwiseScores:
+    """Each model's score from its ratings, and its stddev over the bootstrap rounds."""
     stderr = None
     if result.samples is not None:
         with np.errstate(invalid="ignore"):
-            stderr = np.nanstd(_chance(result.samples, reference_index), axis=0, ddof=1)
-    table, order, unmapped, unused = _named(battles, score, result.n_battles, model_map)
+            stderr = np.nanstd(score_of(result.samples), axis=0, ddof=1)
+    table, order, unmapped, unused = _named(
+        battles, score_of(result.rating), result.n_battles, model_map
+    )
     return PairwiseScores(
         table=table,
-        reference=model_map.get(reference, reference),
+        reference=reference,
         unmapped=unmapped,
         unused=unused,
         stderr=None if stderr is None else stderr[order],
     )
+
+
+def score_against_rating(
+    battles: BattleData,
+    *,
+    anchor: tuple[str, float],
+    against: float,
+    model_map: Mapping[str, str] | None = None,
+    options: RatingOptions | None = None,
+) -> PairwiseScores:
+    """Each model's predicted chance of beating a fixed rating on a pinned scale.
+
+    ``1 / (1 + 10 ** ((against - rating) / 400))`` with the ratings anchored so
+    that ``anchor``'s model has ``anchor``'s rating (per bootstrap round too): a
+    fraction in [0, 1] that depends on a model's rating difference to the
+    anchor only, so models joining or leaving move it only as far as their
+    battles move that difference. With ``against`` equal to the anchor's
+    rating it is the chance of beating the anchor model.
+
+    Args:
+        battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
+        anchor: ``(model, rating)``, the model by its arena or mapped name.
+        against: The rating of the yardstick.
+        model_map: ``{arena_name: model}``; names it does not cover are kept.
+        options: How to rate (method, ties, l2, bootstrap, seed); its own
+            anchor is replaced by ``anchor``.
+
+    Returns:
+        The scores (``n_samples``: each model's battles) and their stderr;
+        ``reference`` is the anchor model.
+
+    Raises:
+        InputError: The anchor model is not in the battles, or the map sends
+            two arena names to one model.
+        RatingsNotIdentifiableError: As :func:`compute_ratings`.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> battles = SimpleNamespace(models=np.array(["a", "b"]),
+        ...     model_a=np.array([0, 1]), model_b=np.array([1, 0]),
+        ...     outcome=np.array([2, 2]), count=np.array([3, 1]),
+        ...     tstamp=None, is_aggregated=True)
+        >>> scores = score_against_rating(battles, anchor=("b", 1000.0), against=1000.0)
+        >>> scores.table.column("raw_score").to_pylist()
+        [0.75, 0.5]
+    """
+    model_map = dict(model_map or {})
+    model = _arena_name(battles, anchor[0], model_map)
+    options = replace(options or RatingOptions(), anchor=(model, anchor[1]))
+    model_index(np.asarray(battles.models), model, what="anchor model")
+    return _scored(
+        battles,
+        compute_ratings(battles, options),
+        lambda ratings: _chance_against(ratings, against),
+        model_map,
+        reference=model_map.get(model, model),
+    )
+
+
+def _arena_name(battles: BattleData, name: str, model_map: Mapping[str, str]) -> str:
+    """`name` as the battles spell it: an arena name, or a mapped name mapped back."""
+    if name in np.asarray(battles.models).tolist():
+        return name
+    inverse = {model: arena for arena, model in model_map.items()}
+    return inverse.get(name, name)
+
+
+def _chance_against(ratings: FloatArray, against: float) -> FloatArray:
+    """``P(a model rated `ratings` beats one rated `against`)``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        chance: FloatArray = 1.0 / (1.0 + np.power(BASE, (against - ratings) / SCALE))
+    return chance
 
 
 def _chance(ratings: FloatArray, reference: int) -> FloatArray:
@@ -196,9 +284,12 @@ def score_against_field(
 
     ``100 x`` the mean over the other models of the predicted chance of winning:
     no reference model, no chance baseline, no clipping, so it separates every
-    model its ratings separate and moves the same for a gain anywhere on the
-    scale. With ``options.bootstrap`` rounds, ``stderr`` is the score's standard
-    deviation over them (each round's ratings from the seeded bootstrap).
+    model its ratings separate. It depends on the field: a model joining or
+    leaving moves every other model's score, and a rating gain moves it most
+    where the field is dense (:func:`score_against_rating` and
+    :func:`score_against_reference` do not move with the field). With
+    ``options.bootstrap`` rounds, ``stderr`` is the score's standard deviation
+    over them (each round's ratings from the seeded bootstrap).
 
     Args:
         battles: Codes and names (:class:`lbnorm.ratings.battles.Battles`).
@@ -224,18 +315,10 @@ def score_against_field(
         [0.91, 0.465, 0.125]
     """
     options = replace(options or RatingOptions(), anchor=None)
-    result = compute_ratings(battles, options)
-    score = field_win_rates(result.rating)
-    stderr = None
-    if result.samples is not None:
-        rounds = field_win_rates(result.samples)
-        with np.errstate(invalid="ignore"):
-            stderr = np.nanstd(rounds, axis=0, ddof=1)
-    table, order, unmapped, unused = _named(battles, score, result.n_battles, model_map)
-    return PairwiseScores(
-        table=table,
+    return _scored(
+        battles,
+        compute_ratings(battles, options),
+        field_win_rates,
+        dict(model_map or {}),
         reference="",
-        unmapped=unmapped,
-        unused=unused,
-        stderr=None if stderr is None else stderr[order],
     )

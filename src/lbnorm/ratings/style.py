@@ -173,6 +173,7 @@ def style_data(
     if empty.any():
         msg = f"{int(empty.sum())} of {len(sides)} battles have no style metadata (conv_metadata with token, header, list and bold counts for both answers).\nHint: keep battles that have it, e.g. --where 'conv_metadata.sum_assistant_a_tokens >= 0'."
         raise InputError(msg)
+    _check_counts(sides)
     seat_a, seat_b = sides[:, :4], sides[:, 4:]
     difference = (seat_a - seat_b) / (seat_a + seat_b + 1.0)
     mean = difference.mean(axis=0)
@@ -190,6 +191,37 @@ def style_data(
         features=(difference - mean) / spread,
         n_models=n_models,
     )
+
+
+#: The largest count taken: every whole number up to it is exact in a float64.
+_MOST_COUNT = 2.0**53
+
+
+def _check_counts(sides: FloatArray) -> None:
+    """Refuse style counts that cannot be: negative, fractional, infinite or past 2**53.
+
+    ``(A - B) / (A + B + 1)`` takes any number, so a negative count (or ``A =
+    -B``, a denominator of 1) or a count of 1e300 would change every rating
+    without a word.
+
+    Raises:
+        InputError: The first field holding such a count, with some of its values.
+    """
+    is_count = (sides >= 0) & (sides <= _MOST_COUNT) & (sides == np.floor(sides))
+    if is_count.all():
+        return
+    column = int(np.flatnonzero(~is_count.all(axis=0))[0])
+    values = np.unique(sides[~is_count[:, column], column])
+    shown = ", ".join(f"{value:g}" for value in values[:_SHOWN])
+    field = STYLE_FIELDS[column]
+    keep = f"{field} >= 0" if values[0] < 0 else f"{field} <= 1000000000"
+    msg = (
+        f"{field} holds {int((~is_count[:, column]).sum()):,} value(s) that are no count "
+        f"(a whole number from 0 to 2**53): {shown}{' ...' if values.size > _SHOWN else ''}.\n"
+        f"Hint: correct those battles' style metadata, or leave them out, e.g. "
+        f"--where '{keep}'."
+    )
+    raise InputError(msg)
 
 
 def _scores(params: FloatArray, data: StyleData) -> FloatArray:

@@ -90,6 +90,7 @@ from lbnorm.output.transaction import write_file
 from lbnorm.readers import harness
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
     PARSER_VERSION,
     HarnessFile,
@@ -122,7 +123,8 @@ __all__ = [
 #: 3: each entry stores a digest of its scores and its file's sha256.
 #: 4: each entry stores the results entries the suite does not use (``ignored``).
 #: 5: a rejected entry keeps the variant it held as far as known (``variant_from``).
-CACHE_FORMAT = 5
+#: 6: each score row stores its run settings (the comparability check's).
+CACHE_FORMAT = 6
 _META = "lbnorm-cache.json"
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -135,6 +137,8 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
 
+#: The rows' columns of run settings: ``setting_num_fewshot``, ...
+_SETTING = "setting_"
 _ENTRIES = pa.schema(
     [
         ("path", pa.string()),
@@ -171,6 +175,7 @@ _ROWS = pa.schema(
         ("stderr", pa.float64()),
         ("n_samples", pa.int64()),
         ("key", pa.string()),
+        *((_SETTING + name, pa.string()) for name in SETTINGS),
     ]
 )
 
@@ -761,7 +766,8 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
         "n_samples": optional_numbers(joined("n_samples"), pa.int64()),
         "key": strings(joined("key")),
     }
-    return pa.Table.from_arrays(list(columns.values()), schema=_ROWS)
+    settings = RunSettings.from_rows(joined("settings")).columns()
+    return pa.Table.from_arrays([*columns.values(), *settings], schema=_ROWS)
 
 
 def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
@@ -848,9 +854,15 @@ def _assemble(
         raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
         stderr=rows["stderr"].take(taken).combine_chunks(),
         n_samples=rows["n_samples"].take(taken).combine_chunks(),
+        settings=RunSettings.from_columns(
+            [rows[_SETTING + name].take(taken) for name in SETTINGS]
+        ),
         ignored=_lines(accepted["ignored"]),
     )
     read = combine_parsed(parsed, pairs, names)
+    assert read.settings is not None
+    accepted_at = np.flatnonzero(is_ok)  # an accepted file's row among all files
+    settings = replace(read.settings, file=accepted_at[read.settings.file])
     # what each accepted file gave, in the order of all files (null if rejected)
     place = np.full(entries.num_rows, -1, dtype=np.int64)
     place[is_ok] = np.arange(accepted.num_rows)
@@ -868,15 +880,22 @@ def _assemble(
             "reason": entries["reason"],
             "sha256_verified": booleans(verified),
             "cache": strings(status.tolist()),
+            # for the comparability check (the catalog itself leaves them out)
+            **{
+                name: gave[name]
+                for name in ("model", "precision", "revision", "chat_template")
+            },
         }
     )
-    return read, catalog
+    return replace(read, settings=settings), catalog
 
 
 def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     """Entries stored one per line, as a list<string> column ('' is no entry)."""
     split = pc.split_pattern(texts, "\n")
-    none = pa.scalar([], pa.list_(pa.string()))
+    none = pa.ListArray.from_arrays(numbers(np.zeros(2), pa.int32()), strings([]))[
+        0
+    ]  # the empty list, built from arrays (pa.scalar of a list probes pandas)
     return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 

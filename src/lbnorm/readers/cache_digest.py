@@ -30,13 +30,16 @@ def entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
     The rows are those of the entries (:func:`rows_match`).
     """
     row = np.full(rows.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
-    for column, absent in (
+    settings = [name for name in rows.column_names if name.startswith("setting_")]
+    columns: tuple[tuple[str, str | float | int], ...] = (
         ("subtask_index", -1),
         ("raw_score", -1.0),
         ("stderr", -1.0),
         ("n_samples", -1),
         ("key", "\0"),
-    ):
+        *((name, "\0") for name in settings),  # the run settings, as text
+    )
+    for column, absent in columns:
         values = pc.fill_null(
             rows[column], scalar(absent, rows.schema.field(column).type)
         )

@@ -400,7 +400,7 @@ def read_files(
         else:
             read = read_results(found.results)
         if options.comparability != "off":
-            read = _compared(read, suite, options, max_results_bytes)
+            read = _compared(read, suite, options)
         eager.append(Batch(table=read.scores, source="results files"))
         files = read.files
         given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
@@ -453,23 +453,20 @@ def read_files(
     )
 
 
-def _compared(
-    read: ResultsRead, suite: Suite, options: RunOptions, max_bytes: int | None
-) -> ResultsRead:
+def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRead:
     """`read` with each file's settings that differ from the majority (catalog, warnings).
 
     Raises:
         InputError: Settings differ and ``comparability`` is ``strict``.
     """
-    from lbnorm.readers.comparability import (  # asked for: a second read
+    from lbnorm.readers.comparability import (  # loaded with the results parser
         check_comparability,
         strict_error,
         with_notes,
     )
 
-    compared = check_comparability(
-        read.files, suite, read=functools.partial(read_bytes, max_bytes=max_bytes)
-    )
+    assert read.settings is not None  # the results readers give them
+    compared = check_comparability(read.files, read.settings, suite)
     if options.comparability == "strict" and compared.differences.num_rows:
         raise strict_error(compared)
     return dataclasses.replace(

@@ -9,11 +9,12 @@ subtask, setting), names the variants whose value differs from the majority's.
 
 The settings (:data:`SETTINGS`), each read as text (null when the file does not say):
 
-- ``num_fewshot``: lm-eval ``configs[task].num_fewshot`` (else ``n-shot[task]``);
+- ``num_fewshot``: lm-eval ``n-shot[task]`` (else ``configs[task].num_fewshot``,
+  which lm-eval copies into ``n-shot``);
   lighteval ``summary_tasks[task].effective_few_shots`` (else the key's ``|k``;
   fewer effective shots than asked for, truncated ones, show as a difference).
-- ``n_samples``: lm-eval ``n-samples[task].effective``; a run with ``--limit``
-  has fewer than ``original``.
+- ``n_samples``: the score's sample count, lm-eval ``n-samples[task].effective``
+  (else ``original``); a run with ``--limit`` has fewer than the others.
 - ``limit``: lm-eval ``config.limit``; lighteval ``config_general.max_samples``.
 - ``version``: ``versions[task]``.
 - ``task_hash``: lighteval ``summary_tasks[task].hashes.hash_examples`` (a hash
@@ -26,25 +27,38 @@ The settings (:data:`SETTINGS`), each read as text (null when the file does not 
 - ``fewshot_as_multiturn`` and ``system_instruction`` (``system_instruction_sha``):
   how lm-eval put the few-shot examples and a system prompt into the chat.
 
+A setting a file records as null, or does not record at all, is a recorded
+setting too (``null``): a file run with ``--limit 100`` differs from files
+that record no limit, whichever side the majority is on.
+
 Whether a chat template was applied is one of a variant's keys, so variants are
-never compared on it. Reading the settings is a second pass over the files
-(decoding only these keys), so a run does it when asked (``lbnorm run
---comparability``).
+never compared on it. The settings are read in the results parser's one pass
+over each file (:func:`task_settings` on the keys :class:`SettingsKeys`
+decodes), kept per score row as a code into the distinct combinations seen
+(:class:`RunSettings`; the parse cache stores them with the scores), and
+compared per (subtask, setting) with array operations: the check reads no file
+again and costs a few array passes over the scores taken.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.core.arrow import strings
+from lbnorm.core.arrow import numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.suites import Suite
 
@@ -52,9 +66,15 @@ __all__ = [
     "COMPARABILITY",
     "SETTINGS",
     "Comparability",
+    "RawSettings",
+    "RunSettings",
+    "Settings",
+    "SettingsKeys",
     "check_comparability",
     "file_settings",
+    "settings_text",
     "strict_error",
+    "task_settings",
     "with_notes",
 ]
 
@@ -69,6 +89,12 @@ SETTINGS = (
     "fewshot_as_multiturn",
     "system_instruction",
 )
+#: One task's settings as compared, in :data:`SETTINGS` order (None: null, or
+#: not recorded).
+Settings = tuple[str | None, ...]
+#: The same as a file records them (numbers, text, None), before they are text.
+RawSettings = tuple[Any, ...]
+IntArray = npt.NDArray[np.int64]
 
 #: One row per (variant whose setting differs, benchmark, subtask, setting).
 COMPARABILITY = pa.schema(
@@ -88,30 +114,170 @@ COMPARABILITY = pa.schema(
     ]
 )
 _SHOWN = 5
+#: The (benchmark, setting) lines a run's summary shows; the manifest has every one.
+_LINES_SHOWN = 3
+#: How a setting recorded as null, or not recorded, is written in messages.
+_NULL = "null"
+#: A variant's four keys: model, precision, revision, chat template.
+_Variant = tuple[str, str, str, bool]
 
-_decode: Callable[[bytes], Any] | None = None
-try:  # msgspec skips what is not read (a file's prompts are most of it)
-    import msgspec
-except ImportError:  # pragma: no cover - msgspec is an optional extra
-    pass
-else:
 
-    class _Settings(msgspec.Struct):
-        """The top-level keys holding run settings; the rest is skipped."""
+class _TaskConfig(msgspec.Struct):
+    """A task's ``configs`` entry: its few-shot count; the prompts and samples are skipped."""
 
-        configs: Any = None
-        n_shot: Any = msgspec.field(default=None, name="n-shot")
-        n_samples: Any = msgspec.field(default=None, name="n-samples")
-        versions: Any = None
-        config: Any = None
-        config_general: Any = None
-        summary_tasks: Any = None
-        git_hash: Any = None
-        lm_eval_version: Any = None
-        fewshot_as_multiturn: Any = None
-        system_instruction_sha: Any = None
+    num_fewshot: Any = None
 
-    _decode = msgspec.json.Decoder(_Settings).decode
+
+class _TaskSummary(msgspec.Struct):
+    """A task's ``summary_tasks`` entry (lighteval)."""
+
+    effective_few_shots: Any = None
+    hashes: Any = None
+
+
+class SettingsKeys(msgspec.Struct):
+    """The top-level keys holding run settings; msgspec skips the rest unread.
+
+    The results parser's own keys subclass this, so one decode of a file gives
+    its scores and its settings. ``configs``, ``n-shot`` and ``versions`` are
+    kept as their bytes (decoded when needed, once for the files that share
+    them); a ``summary_tasks`` entry that is not an object fails this typed
+    decode, and the parser then reads the scores alone (that file's settings
+    read as not recorded).
+    """
+
+    configs: msgspec.Raw = msgspec.Raw()  # its bytes: read for a task n-shot lacks
+    n_shot: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="n-shot")
+    versions: msgspec.Raw = msgspec.Raw()
+    summary_tasks: dict[str, _TaskSummary] | None = None
+    git_hash: Any = None
+    lm_eval_version: Any = None
+    fewshot_as_multiturn: Any = None
+    system_instruction_sha: Any = None
+
+    def setting_keys(self) -> dict[str, Any]:
+        """The keys under their names in the file (absent and null alike as None).
+
+        ``configs``, ``n-shot`` and ``versions`` stay their bytes, and a
+        task's ``summary_tasks`` entry a Struct (no copy per task);
+        :func:`task_settings` reads either form.
+        """
+        return {
+            "configs": self.configs,
+            "n-shot": self.n_shot,
+            "versions": self.versions,
+            "summary_tasks": self.summary_tasks,
+            "git_hash": self.git_hash,
+            "lm_eval_version": self.lm_eval_version,
+            "fewshot_as_multiturn": self.fewshot_as_multiturn,
+            "system_instruction_sha": self.system_instruction_sha,
+        }
+
+
+class _Settings(SettingsKeys):
+    """The setting keys with the two the parser reads anyway (for :func:`file_settings`)."""
+
+    n_samples: Any = msgspec.field(default=None, name="n-samples")
+    config: Any = None
+    config_general: Any = None
+
+
+_decode = msgspec.json.Decoder(_Settings).decode
+_decode_configs = msgspec.json.Decoder(dict[str, _TaskConfig | None] | None).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSettings:
+    """The run settings of score rows: per row, a code into the distinct combinations.
+
+    Files of one leaderboard share a handful of combinations, so a row costs
+    one integer and the comparison runs on codes.
+
+    Attributes:
+        code: Per row, the index of its settings in ``distinct``.
+        distinct: The combinations, each in :data:`SETTINGS` order.
+        file: Per row, its file's position among the files read (the rows
+            taken by the newest-result rule; empty otherwise).
+        subtask: Per row, its suite subtask's index (idem).
+    """
+
+    code: IntArray
+    distinct: tuple[Settings, ...]
+    file: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    subtask: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[RawSettings]) -> RunSettings:
+        """Code each row's settings (see :meth:`from_files`)."""
+        return cls.from_files([list(rows)])
+
+    @classmethod
+    def from_files(cls, per_file: Sequence[list[RawSettings]]) -> RunSettings:
+        """Code the rows of each file (a dictionary lookup a row; text per distinct one).
+
+        Rows as :func:`task_settings` gives them, or already text. Files that
+        share one list of rows (:func:`task_settings` shares them) are coded
+        once. A value that cannot be a dictionary key (an object recorded as a
+        version) is made text first.
+        """
+        index: dict[RawSettings, int] = {}
+        coded: dict[int, npt.NDArray[np.int64]] = {}  # by the identity of a list
+        parts = []
+        for rows in per_file:
+            codes = coded.get(id(rows))
+            if codes is None:
+                try:
+                    found = [index.setdefault(row, len(index)) for row in rows]
+                except TypeError:  # an unhashable value: rows made text are hashable
+                    texts_of = map(settings_text, rows)
+                    found = [index.setdefault(row, len(index)) for row in texts_of]
+                codes = coded[id(rows)] = np.array(found, dtype=np.int64)
+            parts.append(codes)
+        code = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        texts: dict[Settings, int] = {}  # 3 and 3.0 are one setting as text
+        same = np.array(
+            [texts.setdefault(settings_text(row), len(texts)) for row in index],
+            dtype=np.int64,
+        )
+        return cls(code=same[code] if code.size else code, distinct=tuple(texts))
+
+    @classmethod
+    def from_columns(cls, columns: Sequence[pa.ChunkedArray | pa.Array]) -> RunSettings:
+        """From one string column per setting (:meth:`columns`' inverse)."""
+        n = len(columns[0]) if columns else 0
+        if not n:
+            return cls(code=np.empty(0, dtype=np.int64), distinct=())
+        keys = []
+        values = []
+        for column in columns:
+            encoded = pc.dictionary_encode(column, null_encoding="encode")
+            if isinstance(encoded, pa.ChunkedArray):
+                encoded = encoded.combine_chunks()
+            keys.append(to_numpy(encoded.indices).astype(np.int64))
+            values.append(encoded.dictionary.to_pylist())
+        distinct, code = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+        return cls(
+            code=code.reshape(-1).astype(np.int64),
+            distinct=tuple(
+                tuple(values[j][k] for j, k in enumerate(row))
+                for row in distinct.tolist()
+            ),
+        )
+
+    def columns(self) -> list[pa.Array]:
+        """One string column per setting, a value per row (for the parse cache)."""
+        at = numbers(self.code, pa.int64())
+        return [
+            strings([row[j] for row in self.distinct]).take(at)
+            for j in range(len(SETTINGS))
+        ]
+
+    def take(self, rows: IntArray, *, file: IntArray, subtask: IntArray) -> RunSettings:
+        """The rows at `rows`, with each one's file and subtask."""
+        return RunSettings(
+            code=self.code[rows], distinct=self.distinct, file=file, subtask=subtask
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,7 +300,7 @@ class Comparability:
 def file_settings(
     path: Path, data: bytes, tasks: Sequence[str]
 ) -> list[dict[str, str | None]]:
-    """Read one results file's settings for `tasks`.
+    """Read one results file's settings for `tasks` (the parser does this in its pass).
 
     Args:
         path: The file (for messages).
@@ -142,110 +308,229 @@ def file_settings(
         tasks: The results keys whose settings are wanted.
 
     Returns:
-        Per task, in order, each setting of :data:`SETTINGS` as text (None: not given).
+        Per task, in order, each setting of :data:`SETTINGS` as text (None: null
+        or not recorded).
 
     Raises:
         InputError: The file is not a JSON object.
     """
-    document = _document(path, data)
-    configs = _object(document.get("configs"))
-    n_shot = _object(document.get("n-shot"))
-    sizes = _object(document.get("n-samples"))
-    versions = _object(document.get("versions"))
+    found = task_settings(_document(path, data), tasks)
+    return [dict(zip(SETTINGS, settings_text(row), strict=True)) for row in found]
+
+
+def task_settings(
+    document: Mapping[str, Any],
+    tasks: Sequence[str],
+    sizes: Sequence[int | None] | None = None,
+) -> list[RawSettings]:
+    """Per task of `tasks`, the run settings a parsed results file records.
+
+    One list comprehension per setting over the tasks (a file's scores name a
+    few dozen), the fallbacks only where a count is missing.
+
+    Args:
+        document: The file's top-level keys (``configs``, ``n-shot``,
+            ``n-samples``, ``versions``, ``config``, ``config_general``,
+            ``summary_tasks``, ``git_hash``, ``lm_eval_version``,
+            ``fewshot_as_multiturn``, ``system_instruction_sha``); absent keys
+            read as None; ``configs`` an object or its bytes
+            (:class:`SettingsKeys`), a ``summary_tasks`` entry an object or a
+            Struct.
+        tasks: The tasks, one per score row (a task may repeat).
+        sizes: Per row, the score's sample count as the parser read it (else
+            ``n-samples[task].effective``, or ``original``, is read here).
+
+    Returns:
+        Per task, its settings in :data:`SETTINGS` order as the file records
+        them (None: null, or not recorded); :func:`settings_text` makes them
+        text, once per distinct combination.
+
+    Examples:
+        >>> rows = task_settings({"configs": {"t": {"num_fewshot": 3.0}}, "git_hash": "ab1"}, ["t"])
+        >>> rows[0][0], rows[0][5]
+        (3.0, 'ab1')
+    """
     config = _object(document.get("config"))
     general = _object(document.get("config_general"))
     if not general and "lighteval_sha" in config:  # v1 files before autumn 2023
         general, config = config, {}
     summary = _object(document.get("summary_tasks"))
     is_lighteval = "lighteval_sha" in general
-    harness = (
+    per_file = (
+        general.get("max_samples") if is_lighteval else config.get("limit"),
         general.get("lighteval_sha")
         if is_lighteval
-        else document.get("git_hash") or document.get("lm_eval_version")
+        else document.get("git_hash") or document.get("lm_eval_version"),
+        document.get("fewshot_as_multiturn"),
+        document.get("system_instruction_sha"),
     )
-    limit = general.get("max_samples") if is_lighteval else config.get("limit")
-    per_file = {
-        "limit": _text(limit),
-        "harness": _text(harness),
-        "fewshot_as_multiturn": _text(document.get("fewshot_as_multiturn")),
-        "system_instruction": _text(document.get("system_instruction_sha")),
-    }
-    found = []
-    for task in tasks:  # the few tasks a file's scores came from
-        task_summary = _object(summary.get(task))
-        shots = _object(configs.get(task)).get("num_fewshot", n_shot.get(task))
-        if shots is None:  # lighteval: the shots given, else those its key asks for
-            shots = task_summary.get(
-                "effective_few_shots", task.rpartition("|")[2] if "|" in task else None
+    if sizes is None:
+        counts = _object(document.get("n-samples"))
+        sizes = [
+            c.get("effective", c.get("original")) if isinstance(c, dict) else None
+            for c in map(counts.get, tasks)
+        ]
+    effective = tuple(sizes)
+    n_shot, versions = document.get("n-shot"), document.get("versions")
+    if (
+        not summary
+        and isinstance(n_shot, msgspec.Raw)
+        and isinstance(versions, msgspec.Raw)
+    ):
+        # a leaderboard's files share these: their rows are made once
+        with contextlib.suppress(TypeError):  # (an object as a file's setting)
+            rows = _shared_rows(
+                bytes(n_shot), bytes(versions), tuple(tasks), effective, per_file
             )
-        found.append(
-            {
-                "num_fewshot": _number_text(shots),
-                "n_samples": _text(_object(sizes.get(task)).get("effective")),
-                "version": _number_text(versions.get(task)),
-                "task_hash": _text(
-                    _object(task_summary.get("hashes")).get("hash_examples")
-                ),
-                **per_file,
-            }
+            if rows is not None:
+                return rows
+    return _rows(
+        tasks,
+        _object(_json(n_shot)),
+        _object(_json(versions)),
+        effective,
+        per_file,
+        document.get("configs"),
+        summary,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_rows(
+    n_shot: bytes,
+    versions: bytes,
+    tasks: tuple[str, ...],
+    effective: tuple[Any, ...],
+    per_file: tuple[Any, ...],
+) -> list[RawSettings] | None:
+    """The rows of files recording the same counts and versions (None: a count is missing)."""
+    shots = _object(_json(msgspec.Raw(n_shot)))
+    if any(shots.get(task) is None for task in tasks):  # configs decide: not shared
+        return None
+    return _rows(
+        tasks, shots, _object(_json(msgspec.Raw(versions))), effective, per_file
+    )
+
+
+def _rows(
+    tasks: Sequence[str],
+    n_shot: dict[str, Any],
+    versions: dict[str, Any],
+    effective: Sequence[Any],
+    per_file: tuple[Any, ...],
+    configs: object = None,
+    summary: dict[str, Any] | None = None,
+) -> list[RawSettings]:
+    """Each task's settings, in :data:`SETTINGS` order."""
+    shots = [n_shot.get(task) for task in tasks]
+    if None in shots:
+        _fill_shots(shots, tasks, configs, summary or {})
+    limit, harness, multiturn, instruction = per_file
+    n = len(tasks)
+    return list(
+        zip(
+            shots,
+            effective,
+            itertools.repeat(limit, n),
+            [versions.get(task) for task in tasks],
+            [_examples_hash(summary.get(task)) for task in tasks]
+            if summary
+            else itertools.repeat(None, n),
+            itertools.repeat(harness, n),
+            itertools.repeat(multiturn, n),
+            itertools.repeat(instruction, n),
+            strict=False,
         )
-    return found
+    )
+
+
+def _json(value: object) -> Any:
+    """A key kept as its bytes, decoded (anything else as it is)."""
+    if isinstance(value, msgspec.Raw):
+        return _decode_any(value) if value else None
+    return value
+
+
+def _fill_shots(
+    shots: list[Any], tasks: Sequence[str], recorded: object, summary: dict[str, Any]
+) -> None:
+    """Counts ``n-shot`` lacks: ``configs``, lighteval's effective shots, the key's ``|k``."""
+    configs = _configs(recorded)
+    for at, task in enumerate(tasks):  # the tasks without a count only
+        if shots[at] is not None:
+            continue
+        count = _field(configs.get(task), "num_fewshot")
+        if count is None:
+            count = _field(summary.get(task), "effective_few_shots")
+        if count is None and "|" in task:
+            count = task.rpartition("|")[2]
+        shots[at] = count
+
+
+def _examples_hash(task_summary: object) -> Any:
+    """The ``hashes.hash_examples`` of a task's lighteval summary."""
+    return _object(_field(task_summary, "hashes")).get("hash_examples")
+
+
+def settings_text(raw: RawSettings) -> Settings:
+    """Settings as compared: counts and versions as whole numbers, the rest as JSON text.
+
+    Idempotent: text gives itself (``"3"``), so settings already made text (the
+    parse cache's) pass through unchanged.
+
+    Examples:
+        >>> settings_text((3.0, 448, None, "1.0", None, "8f1dc26", False, None))
+        ('3', '448', None, '1', None, '8f1dc26', 'false', None)
+    """
+    shots, size, limit, version, examples, harness, multiturn, instruction = raw
+    return (
+        _number_text(shots),
+        _number_text(size),
+        _text(limit),
+        _number_text(version),
+        _text(examples),
+        _text(harness),
+        _text(multiturn),
+        _text(instruction),
+    )
+
+
+def _configs(recorded: object) -> dict[str, Any]:
+    """``configs`` as an object of tasks: from its bytes (each task's entry a Struct)."""
+    if isinstance(recorded, msgspec.Raw):
+        try:
+            decoded = _decode_configs(recorded) if recorded else None
+        except msgspec.DecodeError:  # not an object of objects: no counts there
+            return {}
+        return decoded or {}
+    return _object(recorded)
+
+
+def _field(entry: object, name: str) -> Any:
+    """`entry`'s `name`: an object's key or a Struct's field (None: not there)."""
+    if isinstance(entry, dict):
+        return entry.get(name)
+    if isinstance(entry, msgspec.Struct):
+        return getattr(entry, name)
+    return None
 
 
 def check_comparability(
-    files: pa.Table,
-    suite: Suite,
-    *,
-    read: Callable[[Path], bytes],
+    files: pa.Table, settings: RunSettings, suite: Suite
 ) -> Comparability:
-    """Compare the settings of the results files scores were taken from.
+    """Compare the settings the scores taken were run with.
 
     Args:
-        files: One row per results file: ``path``, the variant keys and
-            ``tasks`` (the tasks its scores were taken from), as
+        files: One row per results file: ``path`` and the variant keys, as
             :class:`lbnorm.readers.harness.ResultsRead` gives them.
-        suite: The suite (which subtasks each task holds).
-        read: Returns a file's bytes.
+        settings: Per score taken, its file, subtask and settings
+            (:attr:`lbnorm.readers.newest.ResultsRead.settings`).
+        suite: The suite (the subtasks' names, in its order).
 
     Returns:
         The differences, the per-file notes and the warnings.
-
-    Raises:
-        InputError: A file cannot be read again.
     """
-    subtasks_of: dict[str, list[tuple[str, str]]] = {}
-    for benchmark in suite.benchmarks:
-        for subtask in benchmark.subtasks:
-            subtasks_of.setdefault(subtask.task, []).append(
-                (benchmark.name, subtask.name)
-            )
-    columns: dict[str, list[Any]] = {
-        name: [] for name in ("file", "benchmark", "subtask", "setting", "value")
-    }
-    tasks = files["tasks"].to_pylist()
-    for at, path in enumerate(files["path"].to_pylist()):  # one read per file
-        taken = tasks[at] or []
-        if not taken:
-            continue
-        settings = file_settings(Path(path), read(Path(path)), taken)
-        for task, values in zip(taken, settings, strict=True):
-            for benchmark_name, subtask_name in subtasks_of.get(task, []):
-                for setting in SETTINGS:
-                    columns["file"].append(at)
-                    columns["benchmark"].append(benchmark_name)
-                    columns["subtask"].append(subtask_name)
-                    columns["setting"].append(setting)
-                    columns["value"].append(values[setting])
-    rows = pa.table(
-        {
-            "file": pa.array(columns["file"], pa.int64()),
-            **{
-                name: strings(columns[name])
-                for name in ("benchmark", "subtask", "setting", "value")
-            },
-        }
-    )
-    differences = _differences(rows, files)
+    differences = _differences(settings, files, suite)
     return Comparability(
         differences=differences,
         notes=_notes(differences, files),
@@ -253,39 +538,62 @@ def check_comparability(
     )
 
 
-def _differences(rows: pa.Table, files: pa.Table) -> pa.Table:
-    """Rows whose value is not the majority's among the variants that give one."""
-    known = rows.filter(pc.is_valid(rows["value"]))
-    group = ["benchmark", "subtask", "setting"]
-    counts = known.group_by([*group, "value"]).aggregate([([], "count_all")])
-    totals = known.group_by(group).aggregate([([], "count_all")])
-    # the majority: the most frequent value; a tie goes to the smallest value
-    ordered = counts.sort_by(
-        [
-            *((name, "ascending") for name in group),
-            ("count_all", "descending"),
-            ("value", "ascending"),
-        ]
-    )
-    keys = _key(ordered, group)
-    is_first = np.ones(len(keys), dtype=bool)
-    is_first[1:] = keys[1:] != keys[:-1]
-    majority = ordered.filter(pa.array(is_first)).rename_columns(
-        [*group, "majority", "n_majority"]
-    )
-    majority = majority.join(totals.rename_columns([*group, "n_variants"]), group)
-    joined = known.join(majority, group)
-    differs = joined.filter(pc.not_equal(joined["value"], joined["majority"]))
-    file = differs["file"]
+def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Table:
+    """Rows whose value is not the majority's (null, recorded or not, is a value).
+
+    Per setting: the distinct values, sorted (null last), coded; a count per
+    (subtask, value) by one bincount; the majority the most frequent value, a
+    tie going to the smallest (``argmax`` takes the first).
+    """
+    named = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
+    n_subtasks = len(named)
+    subtask = settings.subtask
+    found: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "row",
+            "setting",
+            "value",
+            "majority",
+            "n_variants",
+            "n_majority",
+        )
+    }
+    for j, setting in enumerate(SETTINGS):  # eight settings, each over every row
+        column = [row[j] for row in settings.distinct]
+        texts = sorted({v for v in column if v is not None})
+        values: list[str | None] = [*texts, *([None] if None in column else [])]
+        value_code: dict[str | None, int] = {v: at for at, v in enumerate(values)}
+        code = np.array([value_code[v] for v in column], dtype=np.int64)
+        code = code[settings.code] if settings.code.size else code[:0]
+        m = max(len(values), 1)
+        counts = np.bincount(subtask * m + code, minlength=n_subtasks * m).reshape(
+            n_subtasks, m
+        )
+        majority = counts.argmax(axis=1)
+        rows = np.flatnonzero(code != majority[subtask])
+        found["row"].append(rows)
+        found["setting"] += [setting] * rows.size
+        found["value"] += [values[v] for v in code[rows].tolist()]
+        found["majority"] += [values[v] for v in majority[subtask[rows]].tolist()]
+        found["n_variants"].append(counts.sum(axis=1)[subtask[rows]])
+        found["n_majority"].append(counts.max(axis=1)[subtask[rows]])
+    rows = np.concatenate(found["row"]) if found["row"] else np.empty(0, np.int64)
+    file = numbers(settings.file[rows], pa.int64())
+    where = subtask[rows].tolist()
     table = pa.table(
         {
             "model": files["model"].take(file).cast(pa.string()),
             "precision": files["precision"].take(file).cast(pa.string()),
             "revision": files["revision"].take(file).cast(pa.string()),
             "chat_template": files["chat_template"].take(file).cast(pa.bool_()),
-            **{name: differs[name] for name in [*group, "value", "majority"]},
-            "n_variants": differs["n_variants"].cast(pa.int64()),
-            "n_majority": differs["n_majority"].cast(pa.int64()),
+            "benchmark": strings([named[at][0] for at in where]),
+            "subtask": strings([named[at][1] for at in where]),
+            "setting": strings(found["setting"]),
+            "value": strings(found["value"]),
+            "majority": strings(found["majority"]),
+            "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
+            "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
             "path": files["path"].take(file).cast(pa.string()),
         }
     )
@@ -302,32 +610,33 @@ def _differences(rows: pa.Table, files: pa.Table) -> pa.Table:
     return table.take(order)
 
 
-def _key(table: pa.Table, names: list[str]) -> np.ndarray[Any, np.dtype[Any]]:
-    """One text key per row of the `names` columns, for finding group starts."""
-    joined = pc.binary_join_element_wise(*(table[name] for name in names), "\x1f")
-    return np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
-
-
 def _notes(differences: pa.Table, files: pa.Table) -> pa.Array:
-    """Per file: its differing settings as a list of structs (empty if none)."""
-    kind = pa.struct(
-        [
-            pa.field(name, pa.string())
-            for name in ("benchmark", "subtask", "setting", "value", "majority")
-        ]
+    """Per file: its differing settings as a list of structs (empty if none).
+
+    Built from the differences' columns (``pa.array`` on Python objects would
+    import pandas).
+    """
+    names = ["benchmark", "subtask", "setting", "value", "majority"]
+    file = to_numpy(differences["_file"]).astype(np.int64)
+    order = np.argsort(file, kind="stable")  # by file, in the differences' order
+    offsets = np.zeros(files.num_rows + 1, dtype=np.int32)
+    np.cumsum(np.bincount(file, minlength=files.num_rows), out=offsets[1:])
+    at = numbers(order, pa.int64())
+    notes = pa.StructArray.from_arrays(
+        [differences[name].take(at).combine_chunks() for name in names], names=names
     )
-    per_file: list[list[dict[str, Any]]] = [[] for _ in range(files.num_rows)]
-    records = differences.select(
-        ["_file", "benchmark", "subtask", "setting", "value", "majority"]
-    )
-    for record in records.to_pylist():  # the differences: few, one note each
-        at = record.pop("_file")
-        per_file[at].append(record)
-    return pa.array(per_file, pa.list_(kind))
+    return pa.ListArray.from_arrays(numbers(offsets, pa.int32()), notes)
 
 
 def _warnings(differences: pa.Table) -> tuple[str, ...]:
-    """One line per (benchmark, setting): the variants that differ, their values, where."""
+    """One line per (benchmark, setting): the variants that differ, their values, where.
+
+    The count is of variants (the four keys), each named once with its values
+    and the subtasks where each differs from that subtask's majority. Every
+    setting that differs gets a line before any gets a second (a harness that
+    differs on every benchmark does not hide a few-shot count), and past
+    three lines one more counts the rest.
+    """
     if not differences.num_rows:
         return ()
     names = [
@@ -335,28 +644,38 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
         "setting",
         "model",
         "precision",
+        "revision",
+        "chat_template",
         "value",
         "majority",
         "subtask",
     ]
-    groups: dict[tuple[str, str], dict[tuple[str, str, str, str], list[str]]] = {}
+    groups: dict[tuple[str, str], dict[_Variant, dict[tuple[str, str], list[str]]]] = {}
     for record in differences.select(names).to_pylist():  # few; grouped for the message
         variant = (
             record["model"],
             record["precision"],
-            record["value"],
-            record["majority"],
+            record["revision"],
+            record["chat_template"],
         )
         by_variant = groups.setdefault((record["benchmark"], record["setting"]), {})
-        by_variant.setdefault(variant, []).append(record["subtask"])
+        values = by_variant.setdefault(variant, {})
+        pair = (_shown_value(record["value"]), _shown_value(record["majority"]))
+        values.setdefault(pair, []).append(record["subtask"])
     lines = []
+    seen: dict[str, int] = {}  # per setting, its lines so far
+    rank = []  # each setting's first line before any setting's second
     for (benchmark, setting), by_variant in groups.items():
+        rank.append(seen.get(setting, 0))
+        seen[setting] = rank[-1] + 1
         shown = "; ".join(
-            f"{model}{f' [{precision}]' if precision else ''}: {value} (majority "
-            f"{majority}) on {_listed(subtasks)}"
-            for (model, precision, value, majority), subtasks in list(
-                by_variant.items()
-            )[:_SHOWN]
+            f"{model}{f' [{precision}]' if precision else ''}: "
+            + ", ".join(
+                f"{value} (majority {majority}) on {_listed(subtasks)}"
+                for (value, majority), subtasks in list(values.items())[:3]
+            )
+            + (f", and {len(values) - 3} more" if len(values) > 3 else "")
+            for (model, precision, _, _), values in list(by_variant.items())[:_SHOWN]
         )
         more = (
             f"; and {len(by_variant) - _SHOWN} more" if len(by_variant) > _SHOWN else ""
@@ -365,7 +684,20 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
             f"not comparable: {benchmark} {setting} differs from the majority for "
             f"{len(by_variant)} variant(s): {shown}{more}"
         )
+    order = sorted(range(len(lines)), key=rank.__getitem__)  # stable
+    lines = [lines[at] for at in order]
+    if len(lines) > _LINES_SHOWN:  # a few in the summary (with its other warnings)
+        lines[_LINES_SHOWN:] = [
+            f"not comparable: and {len(lines) - _LINES_SHOWN} more (benchmark, setting) "
+            "pair(s) differ from the majority (the manifest's inputs list each "
+            "file's differences; `lbnorm health OUT` checks every subtask)"
+        ]
     return tuple(lines)
+
+
+def _shown_value(value: str | None) -> str:
+    """A setting as messages show it: null (recorded so, or not recorded) as ``null``."""
+    return _NULL if value is None else value
 
 
 def _listed(subtasks: list[str]) -> str:
@@ -394,37 +726,26 @@ def with_notes(files: pa.Table, comparability: Comparability) -> pa.Table:
     return files.append_column("comparability", comparability.notes)
 
 
-def _document(path: Path, data: bytes) -> dict[str, Any]:
-    """The file's setting keys as a dict (absent keys read as None)."""
-    if _decode is not None and data.isascii():
+def _document(path: Path, data: bytes) -> Mapping[str, Any]:
+    """The file's setting keys (absent keys read as None)."""
+    if data.isascii():
         try:
             found = _decode(data)
         except (msgspec.DecodeError, RecursionError):
             pass  # json decides and words the error
         else:
-            return {
-                name: getattr(found, field)
-                for name, field in (
-                    ("configs", "configs"),
-                    ("n-shot", "n_shot"),
-                    ("n-samples", "n_samples"),
-                    ("versions", "versions"),
-                    ("config", "config"),
-                    ("config_general", "config_general"),
-                    ("summary_tasks", "summary_tasks"),
-                    ("git_hash", "git_hash"),
-                    ("lm_eval_version", "lm_eval_version"),
-                    ("fewshot_as_multiturn", "fewshot_as_multiturn"),
-                    ("system_instruction_sha", "system_instruction_sha"),
-                )
+            return found.setting_keys() | {
+                "n-samples": found.n_samples,
+                "config": found.config,
+                "config_general": found.config_general,
             }
     try:
         document = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        msg = f"{path}: cannot read its settings: {exc}.\nHint: the file changed since it was read; run again."
+        msg = f"{path}: cannot read its settings: {exc}.\nHint: check that the file is complete JSON."
         raise InputError(msg) from exc
     if not isinstance(document, dict):
-        msg = f"{path}: expected a JSON object.\nHint: the file changed since it was read; run again."
+        msg = f"{path}: expected a JSON object.\nHint: give an lm-evaluation-harness or lighteval results file."
         raise InputError(msg)
     return document
 
@@ -435,10 +756,14 @@ def _object(value: object) -> dict[str, Any]:
 
 def _text(value: object) -> str | None:
     """A setting as text: None stays None, JSON scalars as JSON writes them."""
-    if value is None:
-        return None
-    if isinstance(value, str):
+    if value is None or isinstance(value, str):
         return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)  # as json.dumps writes a finite float
     return json.dumps(value, sort_keys=True)
 
 

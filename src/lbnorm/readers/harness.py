@@ -90,6 +90,7 @@ from lbnorm.core.arrow import (
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import RESULTS_FILE, walk_directory
 from lbnorm.core.options import ProgressCallback
+from lbnorm.readers.comparability import RunSettings, SettingsKeys, task_settings
 from lbnorm.readers.newest import (
     ParsedFiles,
     ResultsRead,
@@ -123,19 +124,26 @@ _TIMESTAMP = re.compile(
 )
 
 
-class _ReadKeys(msgspec.Struct):
-    """The top-level keys :func:`parse_results_file` reads; others are skipped."""
-
-    results: Any = None
-    config: Any = None
-    config_general: Any = None
-    n_samples: Any = msgspec.field(default=None, name="n-samples")
-    model_name: Any = None
-    chat_template: Any = None
-    date: Any = None
-
-
-_decode_read_keys = msgspec.json.Decoder(_ReadKeys).decode
+#: The top-level keys :func:`parse_results_file` reads for the scores (under
+#: their names in the file); the rest of a file is skipped unread.
+_SCORE_KEYS: list[tuple[str, Any, Any]] = [
+    ("results", Any, None),
+    ("config", Any, None),
+    ("config_general", Any, None),
+    ("n_samples", Any, msgspec.field(default=None, name="n-samples")),
+    ("model_name", Any, None),
+    ("chat_template", Any, None),
+    ("date", Any, None),
+]
+#: The score keys and the run settings (the comparability check's), in one pass.
+_decode_read_keys = msgspec.json.Decoder(
+    msgspec.defstruct("_ReadKeys", _SCORE_KEYS, bases=(SettingsKeys,))
+).decode
+#: The score keys alone: for a file whose setting keys have shapes the
+#: settings' types refuse (its settings then read as not recorded).
+_decode_score_keys = msgspec.json.Decoder(
+    msgspec.defstruct("_ScoreKeys", _SCORE_KEYS)
+).decode
 #: The results parser's own version: bumped whenever a results file may parse
 #: differently (the parse cache, :mod:`lbnorm.readers.cache`, is keyed on it and
 #: on this module's source, so a change that forgets the bump is seen too).
@@ -160,7 +168,10 @@ class HarnessFile:
         model, precision, revision, chat_template: The model variant.
         timestamp: Run time (UTC ISO string) used to pick the newest file.
         rows: Columns of the file's scores (``subtask_index``, ``raw_score``,
-            ``stderr``, ``n_samples``, ``key``), one entry per suite subtask found.
+            ``stderr``, ``n_samples``, ``key``, and ``settings``: the run
+            settings of the row's task,
+            :func:`lbnorm.readers.comparability.task_settings`), one entry per
+            suite subtask found.
         n_ignored: Result entries the suite does not use.
         ignored: Those entries, in the file's order: the task, and for a task
             the suite reads with another metric, the metrics the file holds
@@ -223,6 +234,7 @@ def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         raw_score=np.fromiter(column("raw_score"), np.float64, n_rows),
         stderr=optional_numbers(list(column("stderr")), pa.float64()),
         n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
+        settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
         ignored=[p.ignored for p in parsed],
     )
 
@@ -310,6 +322,7 @@ def parse_results_file(
     stderrs: list[float | None] = []
     sizes: list[int | None] = []
     keys: list[str] = []
+    row_tasks: list[str] = []
     used_tasks: set[str] = set()
     for index, task, metric, error_metric, key, error_key in _subtask_plan(
         tuple(pairs)
@@ -337,12 +350,14 @@ def parse_results_file(
         )
         sizes.append(_n_samples(counts.get(task)))
         keys.append(key)
+        row_tasks.append(task)
     rows: dict[str, list[Any]] = {
         "subtask_index": indices,
         "raw_score": raws,
         "stderr": stderrs,
         "n_samples": sizes,
         "key": keys,
+        "settings": task_settings(document, row_tasks, sizes),  # its run settings
     }
     names = {"model name": model, "precision": precision, "revision": revision}
     for what, text in names.items():
@@ -738,6 +753,7 @@ _Record = tuple[
         list[float],
         list[Any],
         list[Any],
+        list[Any],
     ]
     | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
     InputError | None,
@@ -761,6 +777,7 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.rows["raw_score"],
             parsed.rows["stderr"],
             parsed.rows["n_samples"],
+            parsed.rows["settings"],
         )
     return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
 
@@ -784,6 +801,7 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
                 "stderr": rows[1],
                 "n_samples": rows[2],
                 "key": [keys[at] for at in index],
+                "settings": rows[3],
             },
             n_ignored=len(ignored),
             ignored=ignored,
@@ -859,20 +877,27 @@ def _decode(path: Path, data: bytes) -> Any:
         msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
         raise InputError(msg)
     if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
-        try:
-            read_keys = _decode_read_keys(data)
-        except (msgspec.DecodeError, RecursionError):
-            pass  # json decides and words the error
-        else:  # absent and null keys alike read as None, as from dict.get
-            return {
-                "results": read_keys.results,
-                "config": read_keys.config,
-                "config_general": read_keys.config_general,
-                "n-samples": read_keys.n_samples,
-                "model_name": read_keys.model_name,
-                "chat_template": read_keys.chat_template,
-                "date": read_keys.date,
+        found: Any = None
+        settings: dict[str, Any] = {}
+        with contextlib.suppress(msgspec.DecodeError, RecursionError):
+            try:
+                found = _decode_read_keys(data)
+                settings = found.setting_keys()
+            except msgspec.ValidationError:  # odd setting keys: scores only
+                found = _decode_score_keys(data)
+        if (
+            found is not None
+        ):  # absent and null keys alike read as None, as from dict.get
+            return settings | {
+                "results": found.results,
+                "config": found.config,
+                "config_general": found.config_general,
+                "n-samples": found.n_samples,
+                "model_name": found.model_name,
+                "chat_template": found.chat_template,
+                "date": found.date,
             }
+        # else json decides and words the error
     try:  # NaN / Infinity (Python's json.dump writes them), or a real error
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

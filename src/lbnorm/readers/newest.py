@@ -39,6 +39,7 @@ from lbnorm.core.arrow import (
 )
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import SCORES, TEXT
+from lbnorm.readers.comparability import RunSettings
 
 __all__ = [
     "ParsedFiles",
@@ -73,6 +74,7 @@ class ParsedFiles:
         raw_score: Per row.
         stderr: Per row (float64), null where the file gave none.
         n_samples: Per row (int64), null where the file gave none.
+        settings: Per row, the run settings of its task.
         ignored: Per file, the results entries the suite does not use (see
             :attr:`lbnorm.readers.harness.HarnessFile.ignored`); None: not known.
     """
@@ -89,6 +91,7 @@ class ParsedFiles:
     raw_score: npt.NDArray[np.float64]
     stderr: pa.Array
     n_samples: pa.Array
+    settings: RunSettings
     ignored: Sequence[Sequence[str]] | pa.ChunkedArray | None = None
 
 
@@ -115,12 +118,15 @@ class ResultsRead:
             ``benchmark``, ``subtask`` (the first that differs), ``subtasks``
             (how many differ), ``older``, ``newer`` (files), ``older_score``
             and ``newer_score`` (the values as read).
+        settings: Per score row, its file (a row of ``files``), suite subtask
+            and run settings: what the comparability check compares.
     """
 
     scores: pa.Table
     files: pa.Table
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
+    settings: RunSettings | None = None
 
 
 #: Per suite subtask: ``benchmark``, ``subtask``, ``task`` and ``metric`` (see
@@ -233,6 +239,7 @@ def combine_parsed(
         ),
         files=table,
         reruns=_reruns(files, file_variant, rank, is_superseded, differences),
+        settings=files.settings.take(taken, file=owner[taken], subtask=index[taken]),
     )
 
 

@@ -10,10 +10,11 @@ with ``model_a`` and ``model_b`` columns (either shape: one row per battle with
 holding a JSON array (Arena's ``clean_battle_<date>.json``; a results file is
 one JSON object). All battle files are pooled.
 
-Each pairwise benchmark's raw score for a model is its predicted chance of
-beating the benchmark's reference model
-(:func:`lbnorm.ratings.pairwise_scores.score_against_reference`: Bradley-Terry, ties
-half, no penalty), a fraction in [0, 1]. The scores enter the pipeline as one
+Each pairwise benchmark's raw score for a model is a fraction in [0, 1]
+(Bradley-Terry, ties half, no penalty): its expected win rate against the field
+(:func:`lbnorm.ratings.pairwise_scores.score_against_field`, the default), its
+chance of beating the reference model (``score_against_reference``), or of
+beating a fixed rating on a scale an anchor pins (``score_against_rating``). The scores enter the pipeline as one
 :class:`~lbnorm.core.schemas.Batch` of long-format rows (model, benchmark, subtask,
 raw_score, n_samples = the model's battles), normalized and averaged like any
 other. A model's pairwise score goes to every variant (precision, revision,
@@ -206,6 +207,7 @@ def _benchmark_scores(
     )
     from lbnorm.ratings.pairwise_scores import (
         score_against_field,
+        score_against_rating,
         score_against_reference,
     )
 
@@ -220,6 +222,18 @@ def _benchmark_scores(
                 options=options,
             )
             metric = "win probability vs " + benchmark.reference
+        elif benchmark.score == "rating":
+            assert benchmark.anchor is not None  # the suite checks it
+            assert benchmark.against is not None
+            scores = score_against_rating(
+                battles,
+                anchor=benchmark.anchor,
+                against=benchmark.against,
+                model_map=model_map,
+                options=options,
+            )
+            model, rating = benchmark.anchor
+            metric = f"win probability vs a rating of {benchmark.against:g} ({model} = {rating:g})"
         else:
             scores = score_against_field(battles, model_map=model_map, options=options)
             metric = "expected win rate vs the field"

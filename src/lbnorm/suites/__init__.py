@@ -41,11 +41,20 @@ in [0, 1]; no reference, no chance baseline, no clipping), so the subtask has no
 bound and the score is that rate x 100. Its standard error is the standard
 deviation of the same score over ``bootstrap`` seeded rounds of the fit.
 
-The older form scores the chance of beating one ``reference`` model
-(``score = "reference"``, implied by giving ``reference``); its subtask's bound
-applies as any other (``num_choices = 2`` counts "as good as the reference" as
-chance, so worse models score 0). Either form has exactly one subtask, with no
-``task`` (its scores never come from results files).
+That score moves when the field changes (a model joining or leaving moves
+every other model's mean). Two forms do not:
+
+* ``score = "reference"`` (implied by giving ``reference``): the chance of
+  beating one ``reference`` model. Without a bound on the subtask it is that
+  chance x 100, unclipped; ``num_choices = 2`` makes "as good as the reference"
+  chance, so worse models score 0, as for any other bound.
+* ``score = "rating"``: the chance of beating a model of a fixed rating,
+  ``against`` (default: the anchor's rating), on the scale pinned by
+  ``anchor = "MODEL=RATING"`` (the Arena's: ``mixtral-8x7b-instruct-v0.1=1114``);
+  no bound, no clipping.
+
+Every form has exactly one subtask, with no ``task`` (its scores never come
+from results files).
 
 Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 ``openllm-v1``. :func:`suite_arrays` gives a suite as the kernel's arrays.
@@ -261,11 +270,17 @@ _BENCHMARK_KEYS = {
     "reference",
     "score",
     "bootstrap",
+    "anchor",
+    "against",
     *RULE_KEYS,
 }
-#: A pairwise benchmark's score: the expected win rate against the field, or the
-#: chance of beating one reference model.
-PairwiseScore = Literal["field", "reference"]
+#: A pairwise benchmark's score: the expected win rate against the field, the
+#: chance of beating one reference model, or of beating a fixed rating on a
+#: scale pinned by an anchor model.
+PairwiseScore = Literal["field", "reference", "rating"]
+_PAIRWISE_SCORES: tuple[str, ...] = get_args(PairwiseScore)
+#: An anchor or ``against`` rating beyond this is not a rating.
+_MAX_RATING = 1e9
 _SUBTASK_KEYS = {
     "name",
     "task",
@@ -330,9 +345,13 @@ class Benchmark:
         weight: Its weight in the average.
         subtasks: Its subtasks (a pairwise benchmark has one).
         reference: A pairwise benchmark's reference model (None otherwise).
-        score: A pairwise benchmark's score (``field`` or ``reference``).
+        score: A pairwise benchmark's score (``field``, ``reference`` or
+            ``rating``).
         bootstrap: A pairwise benchmark's bootstrap rounds for its standard
             error (0: none).
+        anchor: With ``score = "rating"``: ``(model, rating)``, the model that
+            pins the scale.
+        against: With ``score = "rating"``: the fixed rating scored against.
         kind: ``score`` (normalized to 0-100, averaged) or ``statistic``
             (shown as given); see :mod:`lbnorm.suites.rules`.
         value_range: The raw values' range ``(low, high)`` (TOML ``range``).
@@ -347,6 +366,8 @@ class Benchmark:
     reference: str | None = None
     score: PairwiseScore = "field"
     bootstrap: int = 0
+    anchor: tuple[str, float] | None = None
+    against: float | None = None
     kind: Kind = "score"
     value_range: tuple[float, float] = (0.0, 1.0)
     missing: MissingPolicy | None = None
@@ -554,6 +575,13 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError, 5,000-digit ints
         msg = f"{source}: not a valid UTF-8 TOML suite file: {exc}.\nHint: see the suite format in the README."
         raise SuiteError(msg) from exc
+    except RecursionError as exc:  # tomllib reads nested arrays and tables recursively
+        msg = (
+            f"{source}: not a valid suite file: its arrays or tables nest too deeply to read.\n"
+            "Hint: a suite nests a few levels ([[benchmarks]], [[benchmarks.subtasks]], [board]); "
+            "see the suite format in the README."
+        )
+        raise SuiteError(msg) from exc
     check_keys(document, _SUITE_KEYS, where=source)
     name = _get(document, "name", str, where=source)
     raw_benchmarks = _get(document, "benchmarks", list, where=source)
@@ -677,6 +705,7 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
     score, bootstrap = _pairwise_score(
         raw, aggregation, reference, subtasks, where=where
     )
+    anchor, against = _rating_scale(raw, score, where=where)
     kind, value_range, missing, averaged = parse_rules(raw, where=where)
     _check_rules(aggregation, kind, value_range, subtasks, where=where)
     if aggregation == "pool-then-normalize":
@@ -701,6 +730,8 @@ def _parse_benchmark(raw: object, *, where: str) -> Benchmark:
         reference=reference,
         score=score,
         bootstrap=bootstrap,
+        anchor=anchor,
+        against=against,
         kind=kind,
         value_range=value_range,
         missing=missing,
@@ -751,8 +782,8 @@ def _pairwise_score(
             msg = f"{where}: 'score' and 'bootstrap' belong to a pairwise benchmark, not to aggregation {aggregation!r}.\nHint: remove them, or set aggregation = \"{PAIRWISE}\"."
             raise SuiteError(msg)
         return "field", 0
-    if score not in ("field", "reference"):
-        msg = f'{where}: score must be "field" or "reference", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference.'
+    if score not in _PAIRWISE_SCORES:
+        msg = f'{where}: score must be "field", "reference" or "rating", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference; "rating" the chance of beating a fixed rating (against) on the scale an anchor pins.'
         raise SuiteError(msg)
     if (
         isinstance(bootstrap, bool)
@@ -761,13 +792,51 @@ def _pairwise_score(
     ):
         msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
-    if score == "field" and reference is not None:
-        msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "field".\nHint: remove reference for the expected win rate against the field, or set score = "reference".'
+    against = "the field" if score == "field" else "a fixed rating"
+    if score != "reference" and reference is not None:
+        msg = f'{where}: reference = {reference!r} is for score = "reference", but score is "{score}".\nHint: remove reference for the expected win rate against {against}, or set score = "reference".'
         raise SuiteError(msg)
-    if score == "field" and subtasks[0].lower_bound != 0:
-        msg = f'{where}: the expected win rate against the field has no chance baseline, but the subtask has a bound ({subtasks[0].lower_bound:g}).\nHint: remove num_choices from the subtask (its score is the win rate x 100), or score against a model with reference = "<model>".'
+    if score != "reference" and subtasks[0].lower_bound != 0:
+        msg = f'{where}: the expected win rate against {against} has no chance baseline, but the subtask has a bound ({subtasks[0].lower_bound:g}).\nHint: remove num_choices from the subtask (its score is the win rate x 100), or score against a model with reference = "<model>".'
         raise SuiteError(msg)
     return score, bootstrap
+
+
+def _rating_scale(
+    raw: dict[str, Any], score: str, *, where: str
+) -> tuple[tuple[str, float] | None, float | None]:
+    """``score = "rating"``'s anchor (``MODEL=RATING``) and ``against`` rating, after their rules."""
+    if score != "rating":
+        if given := [key for key in ("anchor", "against") if key in raw]:
+            msg = f'{where}: {" and ".join(given)} belong to score = "rating", but score is "{score}".\nHint: remove them, or set score = "rating" (the chance of beating a fixed rating on the scale the anchor pins).'
+            raise SuiteError(msg)
+        return None, None
+    text = raw.get("anchor")
+    model, equals, value = (
+        text.rpartition("=") if isinstance(text, str) else ("", "", "")
+    )
+    rating = _rating(value)
+    if not equals or not model.strip() or rating is None:
+        msg = f'{where}: score = "rating" needs anchor = "MODEL=RATING", got {shown(text)}.\nHint: the anchor pins the scale, e.g. anchor = "mixtral-8x7b-instruct-v0.1=1114" (the Arena\'s), with the model as the battles name it.'
+        raise SuiteError(msg)
+    against = raw.get("against", rating)
+    if (
+        isinstance(against, bool)
+        or not isinstance(against, int | float)
+        or _rating(str(against)) is None
+    ):
+        msg = f"{where}: against must be a finite rating within +-1e9, got {shown(against)}.\nHint: against is the rating of the yardstick model, e.g. against = 1000; leave it out to score against the anchor's rating."
+        raise SuiteError(msg)
+    return (model.strip(), rating), float(against)
+
+
+def _rating(text: str) -> float | None:
+    """A finite rating within +-1e9 from text, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if abs(value) <= _MAX_RATING else None
 
 
 def _check_pairwise(
@@ -784,7 +853,7 @@ def _check_pairwise(
             )
             raise SuiteError(msg)
         return None
-    if reference is None and raw.get("score", "field") == "field":
+    if reference is None and raw.get("score", "field") != "reference":
         _check_pairwise_subtask(subtasks, where=where)
         return None
     if not isinstance(reference, str) or not reference.strip():
