@@ -349,6 +349,10 @@ def test_a_tree_of_rejected_files_fails_and_says_why(
     were = "was" if n_files == 1 else "were"
     assert f"{n_files} of them {were} rejected:\n  {paths[0]}: " in message
     assert message.count("outside [0, 1]") == min(n_files, 5)  # five shown at most
+    # each shown file names the variant lost with it, as the file's config gives it
+    first = json.loads(paths[0].read_text())["config"]["model_name"]
+    assert f"\n    lost: {first} (" in message
+    assert message.count("\n    lost: ") == min(n_files, 5)
     assert ("... and 2 more" in message) == (n_files == 7)
     assert "Hint: fix or remove the rejected files" in message
     assert not (tmp_path / "out").exists()  # nothing written

@@ -432,7 +432,7 @@ def _rejected_lines(
         lost       o/m (bfloat16): no other results file holds this variant, so it is not on the board
     """
     from lbnorm.faces.terminal import printable
-    from lbnorm.output.run_report import describe_variant
+    from lbnorm.readers import describe_variant
 
     lines = []
     for record in rejected[:_REJECTED_SHOWN]:

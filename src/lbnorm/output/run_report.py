@@ -38,7 +38,12 @@ import pyarrow.compute as pc
 from lbnorm.core import arrow
 from lbnorm.core.errors import ExitCode, LbnormError, Terminated
 from lbnorm.engines.result import Result
-from lbnorm.readers import cache_stats, input_rejections, input_reruns
+from lbnorm.readers import (
+    cache_stats,
+    describe_variant,
+    input_rejections,
+    input_reruns,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORT_FORMAT",
     "build_run_report",
-    "describe_variant",
     "format_run_report",
     "is_run_report",
 ]
@@ -302,38 +306,6 @@ def _listed(names: list[str]) -> str:
     return shown + (
         f" and {more:,} more (see inputs.rejected_files)" if more > 0 else ""
     )
-
-
-def describe_variant(record: Mapping[str, Any]) -> str:
-    """A rejected file's variant in words, saying how it is known.
-
-    Args:
-        record: A rejected file's record (:func:`lbnorm.readers.input_rejections`).
-
-    Examples:
-        >>> describe_variant({"model": "o/m", "precision": "bfloat16",
-        ...     "revision": "0123456789abcdef", "chat_template": True, "variant_from": "file"})
-        'o/m (bfloat16, revision 0123456789ab, chat template)'
-        >>> describe_variant({"model": "o/m", "precision": "", "revision": "",
-        ...     "chat_template": False, "variant_from": "cache"})
-        'o/m (precision unknown; as an earlier version of the file named it)'
-        >>> describe_variant({"model": "o/m", "variant_from": "folder"})
-        'o/m (named by its folder; precision and revision unknown)'
-        >>> describe_variant({"model": None, "variant_from": None})
-        'variant unknown'
-    """
-    source, model = record.get("variant_from"), record.get("model")
-    if not model:
-        return "variant unknown"
-    if source == "folder":
-        return f"{model} (named by its folder; precision and revision unknown)"
-    details = [record.get("precision") or "precision unknown"]
-    if revision := record.get("revision"):
-        details.append(f"revision {revision[:12]}")  # as git abbreviates a sha
-    if record.get("chat_template"):
-        details.append("chat template")
-    how = "; as an earlier version of the file named it" if source == "cache" else ""
-    return f"{model} ({', '.join(details)}{how})"
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:

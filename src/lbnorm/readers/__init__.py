@@ -24,13 +24,14 @@ import pyarrow as pa
 
 from lbnorm.core.files import MAX_RESULTS_BYTES
 from lbnorm.core.options import ProgressCallback, RunOptions
-from lbnorm.readers.catalog import Inputs, read_files
+from lbnorm.readers.catalog import Inputs, describe_variant, read_files
 from lbnorm.readers.pairwise import add_pairwise_scores, split_battle_files
 from lbnorm.suites import Suite
 
 __all__ = [
     "Inputs",
     "cache_stats",
+    "describe_variant",
     "input_rejections",
     "input_reruns",
     "input_warnings",

@@ -254,7 +254,6 @@ def read_files_cached(
     cache = Path(options.cache)
     started = time.perf_counter()
     refreshed: list[CacheStats] = []
-    rejected: list[dict[str, Any]] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
         read, stats, lost = _refresh(
@@ -265,8 +264,7 @@ def read_files_cached(
             progress=progress,
         )
         refreshed.append(stats)
-        rejected.extend(lost)
-        return read
+        return replace(read, rejected=lost)
 
     read = read_files(
         paths,
@@ -293,9 +291,7 @@ def read_files_cached(
     )
     stats = refreshed[0] if refreshed else _no_refresh(cache)
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return replace(
-        read, catalog=catalog, cache_stats=stats_dict, rejected=tuple(rejected)
-    )
+    return replace(read, catalog=catalog, cache_stats=stats_dict)
 
 
 def _no_refresh(cache: Path) -> CacheStats:

@@ -367,6 +367,7 @@ def read_files(
     streamed: list[ParquetScores] = []
     warnings: list[str] = []
     reruns: tuple[dict[str, Any], ...] = ()
+    rejected: tuple[dict[str, Any], ...] = ()
     with _Hashes(found.tables) as digests:
         for done, path in enumerate(found.tables, start=1):
             catalogs.append(
@@ -419,6 +420,7 @@ def read_files(
         )
         warnings.extend(read.warnings)
         reruns = read.reruns
+        rejected = read.rejected
     items = None
     if found.samples:
         batch, catalog, items = _read_samples(
@@ -440,7 +442,7 @@ def read_files(
     )
     num_rows = int(pc.sum(files["rows"]).as_py() or 0)
     if not num_rows:  # an empty table must not replace the last leaderboard
-        _raise_no_scores(files, suite)
+        _raise_no_scores(files, suite, rejected)
     return Inputs(
         batches=itertools.chain(eager, *(opened.batches() for opened in streamed)),
         catalog=files,
@@ -450,6 +452,7 @@ def read_files(
         warnings=tuple(warnings),
         items=items,
         reruns=reruns,
+        rejected=rejected,
     )
 
 
@@ -706,13 +709,17 @@ def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
     )
 
 
-def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
+def _raise_no_scores(
+    files: pa.Table, suite: Suite, lost: Sequence[Mapping[str, Any]] = ()
+) -> None:
     read = files.filter(pc.not_equal(files["format"], scalar("skipped", pa.string())))
     paths = read["path"].to_pylist() or files["path"].to_pylist()
     shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
-    # files the parse cache rejected say why (the error path only: one step per file)
+    # files the parse cache rejected say why and name the variant each held
+    # (the error path only: one step per file)
+    variants = {record["path"]: record for record in lost}
     rejected = [
-        (path, reason)
+        (path, reason, variants.get(path))
         for path, reason in zip(
             read["path"].to_pylist(), read["reason"].to_pylist(), strict=True
         )
@@ -725,7 +732,15 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
     )
     if rejected:
         were = "was" if len(rejected) == 1 else "were"
-        listed = "".join(f"\n  {path}: {reason}" for path, reason in rejected[:5])
+        listed = "".join(
+            f"\n  {path}: {reason}"
+            + (
+                ""
+                if record is None or record.get("lost") is None
+                else f"\n    lost: {describe_variant(record)}"
+            )
+            for path, reason, record in rejected[:5]
+        )
         more = f"\n  ... and {len(rejected) - 5} more" if len(rejected) > 5 else ""
         why = f". {len(rejected)} of them {were} rejected:{listed}{more}"
         hint = (
@@ -751,6 +766,38 @@ def _raise_no_scores(files: pa.Table, suite: Suite) -> None:
         f"file(s){why or '.'}\n{hint}"
     )
     raise InputError(msg)
+
+
+def describe_variant(record: Mapping[str, Any]) -> str:
+    """A rejected file's variant in words, saying how it is known.
+
+    Args:
+        record: A rejected file's record (:func:`lbnorm.readers.input_rejections`).
+
+    Examples:
+        >>> describe_variant({"model": "o/m", "precision": "bfloat16",
+        ...     "revision": "0123456789abcdef", "chat_template": True, "variant_from": "file"})
+        'o/m (bfloat16, revision 0123456789ab, chat template)'
+        >>> describe_variant({"model": "o/m", "precision": "", "revision": "",
+        ...     "chat_template": False, "variant_from": "cache"})
+        'o/m (precision unknown; as an earlier version of the file named it)'
+        >>> describe_variant({"model": "o/m", "variant_from": "folder"})
+        'o/m (named by its folder; precision and revision unknown)'
+        >>> describe_variant({"model": None, "variant_from": None})
+        'variant unknown'
+    """
+    source, model = record.get("variant_from"), record.get("model")
+    if not model:
+        return "variant unknown"
+    if source == "folder":
+        return f"{model} (named by its folder; precision and revision unknown)"
+    details = [record.get("precision") or "precision unknown"]
+    if revision := record.get("revision"):
+        details.append(f"revision {revision[:12]}")  # as git abbreviates a sha
+    if record.get("chat_template"):
+        details.append("chat template")
+    how = "; as an earlier version of the file named it" if source == "cache" else ""
+    return f"{model} ({', '.join(details)}{how})"
 
 
 #: Results entries named in a message or a summary; the manifest lists them all.

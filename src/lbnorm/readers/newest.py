@@ -120,6 +120,9 @@ class ResultsRead:
             and ``newer_score`` (the values as read).
         settings: Per score row, its file (a row of ``files``), suite subtask
             and run settings: what the comparability check compares.
+        rejected: The files the parse cache rejected, each with the variant it
+            held (see :func:`lbnorm.readers.input_rejections`); none without
+            the cache.
     """
 
     scores: pa.Table
@@ -127,6 +130,7 @@ class ResultsRead:
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
     settings: RunSettings | None = None
+    rejected: tuple[dict[str, Any], ...] = ()
 
 
 #: Per suite subtask: ``benchmark``, ``subtask``, ``task`` and ``metric`` (see
