@@ -45,6 +45,10 @@ HOSTILE: dict[tuple[str, str], list[str]] = {
     ("report", "--top"): ["-1", HUGE],
     ("explain", "--digits"): ["-1", "10000", HUGE],
     **{
+        (command, "--paired-alpha"): ["0", "1", "-1", "nan", "inf", "1e308"]
+        for command in ("run", "compare", "diff")
+    },
+    **{
         (command, option): values
         for command in ("diff", "impact")
         for option, values in {

@@ -33,6 +33,9 @@ from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
 TWO = GOLDEN / "AIDC-AI__Marco-o1.json"
+#: Per-sample inputs of two models (Llama's and Yi's IFEval and MUSR murder mysteries).
+SAMPLES = Path(__file__).parent / "fixtures" / "samples" / "meta-llama"
+PAIRED_MODELS = Path(__file__).parent / "fixtures" / "paired" / "models"
 
 
 def _tree(folder: Path) -> dict[str, str]:
@@ -866,6 +869,10 @@ def _writing_commands(old: Path, new: Path, tmp_path: Path) -> dict[str, list[st
             *["run", str(ONE), str(TWO), "--out", folder, "--quiet", "--health"],
             *["--intervals", "--report", file],
         ],
+        "run --paired": [
+            *["run", str(SAMPLES), str(PAIRED_MODELS), "--missing", "partial"],
+            *["--paired", "--out", folder, "--quiet"],
+        ],
         "arena": ["arena", str(BATTLES), "--out", folder, "--quiet"],
         "diff --out": ["diff", str(old), str(new), "--out", folder, "--no-intervals"],
         "impact --out": [
@@ -909,6 +916,9 @@ def test_every_command_swaps_in_once(
     report = command.startswith("run --health")
     expected = {"swaps": int(folder), "files": int(not folder or report)}
     assert counts == expected
+    if command == "run --paired":  # paired.parquet from the run's one commit
+        names = json.loads((tmp_path / "w" / "manifest.json").read_text())["outputs"]
+        assert "paired.parquet" in names
     if report:  # its tables and report, from the one commit
         names = json.loads((tmp_path / "w" / "manifest.json").read_text())["outputs"]
         assert {"health.parquet", "intervals.parquet"} <= set(names)

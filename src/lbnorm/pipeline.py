@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lbnorm._runtime import entry_point
-from lbnorm.core.errors import ValidationError
+from lbnorm.core.errors import InputError, ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.core.schemas import Batch
@@ -144,6 +144,10 @@ def run(
         check_cache_location(
             options.cache, out if isinstance(out, str | Path) else out.out
         )
+    if options.paired:
+        from lbnorm.engines.paired import refuse_unpairable  # with --paired only
+
+        refuse_unpairable(suite)
     paths = list(inputs) or [demo_path()]
     read = read_all(paths, suite=suite, options=options, progress=progress)
     fault_point(
@@ -152,7 +156,8 @@ def run(
     job = select_engine(options.engine)(read, suite, options)
 
     def annotate(result: Result) -> Result:
-        return _annotate(result, metadata, options)
+        result = _annotate(result, metadata, options)
+        return _paired(result, read) if options.paired else result
 
     try:
         if out is None:
@@ -316,6 +321,52 @@ def _annotate(
         coverage = metadata_coverage(result.leaderboard_table, table, source=source)
     return replace(  # (n_models: counted anew)
         result, leaderboard_output=board, n_models=None, metadata_coverage=coverage
+    )
+
+
+def _paired(result: Result, read: Inputs) -> Result:
+    """The paired comparisons of adjacent variants, on the per-sample inputs' items.
+
+    The readers collected the items as they read (sample tables once, for their
+    scores and their items); inputs read otherwise are read again here.
+    """
+    from lbnorm.engines.paired_board import board_pairs  # with --paired only
+    from lbnorm.readers.items import ItemSource, read_items
+
+    items = read.items
+    if items is None:
+        catalog = read.catalog
+        used = [
+            ItemSource(path=Path(path))
+            for path, kind, rows, superseded in zip(
+                catalog["path"].to_pylist(),
+                catalog["format"].to_pylist(),
+                catalog["rows"].to_pylist(),
+                catalog["superseded_by"].to_pylist(),
+                strict=True,
+            )  # a step per input file
+            if kind in ("lm-eval-samples", "sample-table")
+            and rows
+            and superseded is None
+        ]
+        items = read_items(used, result.suite)
+    if not items.n_variants:
+        msg = (
+            "--paired compares models on the items they answered, but no per-sample "
+            "input gave a score.\nHint: give the harness's samples_<task>_<timestamp>."
+            "jsonl files (--log_samples) or a sample table (docs/samples.md)."
+        )
+        raise InputError(msg)
+    pairs = board_pairs(
+        items,
+        result.leaderboard_table,
+        result.suite,
+        adjust=result.options.paired_adjust,
+        alpha=result.options.paired_alpha,
+        missing=result.missing,
+    )
+    return replace(
+        result, paired_output=pairs.table, paired_without_items=pairs.without_items
     )
 
 

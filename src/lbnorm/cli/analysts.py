@@ -5,19 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
     MOST_COUNT,
     MOST_DIGITS,
     Whole,
     add_digits,
+    add_paired_test_options,
     add_verify,
     check_parent,
     check_written_files,
     verify_outputs,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
+from lbnorm.core.options import RunOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lbnorm.output.reader import Output
 
 __all__ = ["register"]
 
@@ -186,6 +193,13 @@ def _register_compare(
         "--raw", action="store_true", help="raw scores (0-1) instead of normalized"
     )
     add_digits(compare, default=2)
+    compare.add_argument(
+        "--paired",
+        action="store_true",
+        help="two models on the items both answered (the run's per-sample inputs): the difference per subtask, benchmark and average, its paired standard error beside the unpaired one, p-values, McNemar's test (docs/paired.md)",
+    )
+    add_verify(compare)
+    add_paired_test_options(compare, defaults=RunOptions())
     compare.set_defaults(handler=_cmd_compare)
 
 
@@ -313,6 +327,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.benchmark
         else None
     )
+    board = _with_tied_groups(board, output, benchmark or rules.rank_by)
     selected = select_leaderboard(
         board,
         filters=filters,
@@ -355,14 +370,38 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _with_tied_groups(board: pd.DataFrame, out: Output, level: str) -> pd.DataFrame:
+    """The leaderboard and, for an output of ``run --paired``, each variant's ``tied`` group."""
+    from lbnorm.analysis.paired import tied_groups
+    from lbnorm.core.schemas import KEY_COLUMNS
+
+    groups = tied_groups(out, level)
+    if groups is None:
+        return board
+    keys = list(KEY_COLUMNS)
+    joined = board.merge(
+        groups.astype({key: board[key].dtype for key in keys}),
+        on=keys,
+        how="left",
+        validate="one_to_one",
+    )
+    columns = list(board.columns)
+    at = columns.index("rank") + 1
+    return joined[[*columns[:at], "tied", *columns[at:]]]
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
+    if args.paired:
+        from lbnorm.cli.paired import compare_paired_command
+
+        return compare_paired_command(args)
     import pandas as pd
 
     from lbnorm.core.schemas import KEY_COLUMNS
     from lbnorm.faces.show import compare_variants, find_variants, format_comparison
     from lbnorm.output.reader import Output
 
-    output = Output.open(args.out, "leaderboard")
+    output = Output.open(args.out, "leaderboard", verify=args.verify)
     variants = find_variants(output.frame("leaderboard"), args.models)
     models = variants["model"].unique().tolist()
     value: Literal["normalized_score", "raw_score"] = (

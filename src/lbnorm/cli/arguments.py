@@ -18,8 +18,10 @@ from lbnorm.core.options import (
     MOST_COUNT,
     ExtraColumns,
     MissingPolicy,
+    PairedAdjust,
     RunOptions,
     UnknownSubtasks,
+    check_paired_alpha,
 )
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Whole",
     "add_digits",
     "add_inputs",
+    "add_paired_test_options",
     "add_policy_options",
     "add_verify",
     "check_parent",
@@ -164,6 +167,48 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     if "rank_within" in given:
         given["rank_within"] = tuple(given["rank_within"])
     return RunOptions(**given)
+
+
+class _PairedAlpha(argparse.Action):
+    """``--paired-alpha``, checked to lie in (0, 1) while the command line is parsed.
+
+    ``compare --paired`` and ``diff --paired`` build no :class:`RunOptions`, so
+    the check is here, before any work, for every command that takes it
+    (:func:`~lbnorm.core.options.check_paired_alpha`: exit 2, with a hint).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, type=float, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Check the value parsed (a ``float``) and set it."""
+        check_paired_alpha(float(values))
+        setattr(namespace, self.dest, float(values))
+
+
+def add_paired_test_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaults: RunOptions
+) -> None:
+    """``--paired-adjust`` and ``--paired-alpha``: how paired tests are adjusted and read."""
+    parser.add_argument(
+        "--paired-adjust",
+        choices=list(get_args(PairedAdjust)),
+        default=defaults.paired_adjust,
+        help="adjust the p-values across the table: holm (Holm's step-down, the family-wise error) or bh (Benjamini-Hochberg, the false discovery rate) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--paired-alpha",
+        action=_PairedAlpha,
+        metavar="LEVEL",
+        default=defaults.paired_alpha,
+        help="an adjusted p-value below this separates two models (default: %(default)s)",
+    )
 
 
 def check_parent(name: str) -> None:

@@ -10,6 +10,7 @@ from lbnorm.cli.arguments import (
     MOST_COUNT,
     Whole,
     add_inputs,
+    add_paired_test_options,
     add_policy_options,
     add_verify,
     check_written_files,
@@ -86,6 +87,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="print nothing (with --out or --markdown: write them, say nothing)",
     )
     add_verify(diff)
+    _add_paired_diff_options(diff)
     diff.set_defaults(handler=_cmd_diff, adds_tables=True, writes=("out", "markdown"))
 
     impact = commands.add_parser(
@@ -209,6 +211,23 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_paired_diff_options(diff: argparse.ArgumentParser) -> None:
+    paired = diff.add_argument_group(
+        "paired (the same models re-evaluated; docs/paired.md)"
+    )
+    paired.add_argument(
+        "--paired",
+        action="store_true",
+        help="compare each model with itself on the items both runs answered: which benchmark moved beyond its paired noise (--out writes diff_paired.parquet)",
+    )
+    paired.add_argument(
+        "--paired-subtasks",
+        action="store_true",
+        help="with --paired: a row per subtask too",
+    )
+    add_paired_test_options(paired, defaults=RunOptions())
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.analysis.diff import diff_snapshots, read_snapshot
     from lbnorm.analysis.render import format_diff
@@ -222,6 +241,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             sides.append(Output.open(side, verify=args.verify))
         except InputError:  # said below, by the reader of the other side's kind
             sides.append(side)
+    if args.paired:
+        from lbnorm.cli.paired import diff_paired_command
+
+        old, new = (
+            Output.open(side, "leaderboard", verify=args.verify) for side in sides
+        )
+        return diff_paired_command(args, old, new)
     if any(isinstance(side, Output) and side.kind == "ratings" for side in sides):
         from lbnorm.cli.arena import diff_ratings_outputs
 

@@ -22,6 +22,7 @@ from lbnorm.cli.arguments import (
     MOST_COUNT,
     Whole,
     add_inputs,
+    add_paired_test_options,
     add_policy_options,
     check_written_files,
     run_options,
@@ -89,6 +90,7 @@ def register(
     _add_engine_options(run)
     _add_metadata_options(run)
     _add_nightly_options(run)
+    _add_paired_options(run)
     run.set_defaults(handler=_cmd_run, writes=("out", "report"))
 
     convert = commands.add_parser(
@@ -142,6 +144,18 @@ examples:
   lbnorm convert tests/fixtures/full_structure --out scores.parquet
   lbnorm run scores.parquet --engine dask --out dask-out       # the Dask engine reads Parquet only
 """
+
+
+def _add_paired_options(run: argparse.ArgumentParser) -> None:
+    paired = run.add_argument_group(
+        "paired comparisons (per-sample inputs; docs/paired.md)"
+    )
+    paired.add_argument(
+        "--paired",
+        action="store_true",
+        help="compare every pair of variants adjacent in rank (by the average and each benchmark) on the items both answered; write paired.parquet and the groups no test separates",
+    )
+    add_paired_test_options(paired, defaults=_DEFAULTS)
 
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:
@@ -343,6 +357,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         else monitored.report["timings_s"]["total"]
     )
     print(format_summary(result, out=args.out, top=args.top, seconds=seconds))
+    if result.paired_output is not None:
+        from lbnorm.faces.terminal import format_paired_summary
+
+        print(format_paired_summary(result, alpha=options.paired_alpha))
     if monitored is not None:
         _print_nightly(args, monitored)
     if options.exclude_flagged:

@@ -24,9 +24,11 @@ __all__ = [
     "EngineName",
     "ExtraColumns",
     "MissingPolicy",
+    "PairedAdjust",
     "ProgressCallback",
     "RunOptions",
     "UnknownSubtasks",
+    "check_paired_alpha",
 ]
 
 #: The suite used when none is named.
@@ -53,6 +55,11 @@ EngineName = Literal["auto", "memory", "stream", "dask"]
 #: ``off``; ``report`` (the default) names the variants that differ from the
 #: majority; ``strict`` makes a difference an error.
 ComparabilityCheck = Literal["off", "report", "strict"]
+
+#: How paired comparisons' p-values are adjusted across a table (``--paired-adjust``):
+#: ``holm`` (Holm's step-down rule: the family-wise error rate) or ``bh``
+#: (Benjamini and Hochberg's step-up rule: the false discovery rate).
+PairedAdjust = Literal["holm", "bh"]
 
 #: The largest count a count option takes (rows, models, places, processes): more
 #: than any leaderboard holds, and well inside the 64-bit integers Arrow and numpy
@@ -115,6 +122,10 @@ class RunOptions:
             system's temporary folder). :func:`lbnorm.run` and the command line
             pass ``TMPDIR`` as set; a stage reads no environment. Where, not
             what: not in the manifest.
+        paired: Compare every pair of variants adjacent in rank on the items
+            both answered (per-sample inputs); write ``paired.parquet``.
+        paired_adjust: How `paired`'s p-values are adjusted across the table.
+        paired_alpha: The level below which an adjusted p-value separates a pair.
 
     Examples:
         >>> RunOptions(missing="partial").resolved().engine
@@ -151,6 +162,9 @@ class RunOptions:
     comparability: ComparabilityCheck = "report"
     failures: str | None = None
     spill_dir: str | None = None
+    paired: bool = False
+    paired_adjust: PairedAdjust = "holm"
+    paired_alpha: float = 0.05
 
     def __post_init__(self) -> None:
         _check_choice("missing", self.missing, MissingPolicy)
@@ -158,6 +172,8 @@ class RunOptions:
         _check_choice("extra_columns", self.extra_columns, ExtraColumns)
         _check_choice("engine", self.engine, EngineName)
         _check_choice("comparability", self.comparability, ComparabilityCheck)
+        _check_choice("paired_adjust", self.paired_adjust, PairedAdjust)
+        check_paired_alpha(self.paired_alpha)
         if self.workers < 1:
             msg = (
                 f"workers (--workers) must be at least 1, got {self.workers}.\n"
@@ -252,6 +268,9 @@ class RunOptions:
         for name in ("failures", "scheduler_timeout"):
             if options[name] is None:  # (likewise)
                 del options[name]
+        if not self.paired:  # likewise
+            for name in ("paired", "paired_adjust", "paired_alpha"):
+                del options[name]
         return options
 
 
@@ -261,6 +280,28 @@ def _check_most(name: str, value: int, what: str) -> None:
         msg = (
             f"{name} must be at most {MOST_COUNT:,}, got {shown_number(value)}.\n"
             f"Hint: no run needs more {what}; leave the option out for its default."
+        )
+        raise OptionsError(msg)
+
+
+def check_paired_alpha(alpha: float) -> None:
+    """Refuse a paired tests' level outside (0, 1) (NaN and infinities too).
+
+    Raises:
+        OptionsError: `alpha` is not strictly between 0 and 1.
+
+    Examples:
+        >>> check_paired_alpha(0.05)
+        >>> check_paired_alpha(float("nan"))
+        Traceback (most recent call last):
+        ...
+        lbnorm.core.errors.OptionsError: paired_alpha (--paired-alpha) must be between 0 and 1, got nan.
+        Hint: leave --paired-alpha out for 0.05.
+    """
+    if not 0.0 < alpha < 1.0:
+        msg = (
+            f"paired_alpha (--paired-alpha) must be between 0 and 1, got {alpha:.6g}.\n"
+            "Hint: leave --paired-alpha out for 0.05."
         )
         raise OptionsError(msg)
 

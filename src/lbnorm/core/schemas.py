@@ -20,6 +20,7 @@ __all__ = [
     "INPUT_FILES",
     "KEY_COLUMNS",
     "OPTIONAL_SCORE_DEFAULTS",
+    "PAIRED",
     "PAIRWISE_SCORES",
     "RATE_ROLE",
     "RATINGS",
@@ -332,6 +333,105 @@ PAIRWISE_SCORES = pa.schema(
             "Predicted probability of beating the reference model, a fraction in [0, 1] (0.5 for the reference).",
         ),
         _field("n_samples", pa.int64(), "Battles the model played."),
+    ]
+)
+
+
+def _side_fields(side: str, which: str) -> list[pa.Field]:
+    return [
+        _field(f"model_{side}", TEXT, f"The {which} model of the pair (its name)."),
+        _field(f"precision_{side}", TEXT, "Its precision ('' if unknown)."),
+        _field(f"revision_{side}", TEXT, "Its revision ('' if unknown)."),
+        _field(
+            f"chat_template_{side}", pa.bool_(), "Whether a chat template was applied."
+        ),
+        _field(
+            f"rank_{side}",
+            pa.int64(),
+            f"The {which} model's rank at the level (by the average, or by the "
+            "benchmark's score; ties share the smallest rank).",
+        ),
+    ]
+
+
+#: Output of ``lbnorm run --paired`` (``paired.parquet``): every pair of variants
+#: adjacent in rank, by the average and by each benchmark (docs/paired.md).
+PAIRED = pa.schema(
+    [
+        _field(
+            "level",
+            TEXT,
+            "What is compared: 'average', a benchmark's name, or 'benchmark/subtask'.",
+        ),
+        *_side_fields("a", "higher-ranked"),
+        *_side_fields("b", "lower-ranked"),
+        _field(
+            "difference",
+            pa.float64(),
+            "score_a - score_b in normalized points (0-100), each score computed by "
+            "the suite's rule from the items both models have; null without them.",
+            nullable=True,
+        ),
+        _field(
+            "stderr",
+            pa.float64(),
+            "Paired standard error of difference (the delta method through the "
+            "suite's rule; documents matched, clusters counted with C/(C-1)).",
+            nullable=True,
+        ),
+        _field(
+            "stderr_unpaired",
+            pa.float64(),
+            "sqrt(se_a^2 + se_b^2) with each model's standard error as the "
+            "leaderboard reports it: what the difference's error would be, were "
+            "the two independent.",
+            nullable=True,
+        ),
+        _field(
+            "stderr_a",
+            pa.float64(),
+            "Model a's own standard error at the level, from the items both have "
+            "(the same rule and clusters).",
+            nullable=True,
+        ),
+        _field("stderr_b", pa.float64(), "Model b's, likewise.", nullable=True),
+        _field(
+            "p_value",
+            pa.float64(),
+            "Two-sided p-value of difference, normal: 2 (1 - Phi(|difference| / stderr)).",
+            nullable=True,
+        ),
+        _field(
+            "p_adjusted",
+            pa.float64(),
+            "p_value adjusted across the whole table (Holm's step-down rule, or "
+            "Benjamini-Hochberg's with --paired-adjust bh).",
+            nullable=True,
+        ),
+        _field(
+            "separable",
+            pa.bool_(),
+            "p_adjusted below the level (--paired-alpha, 0.05); null where unknown.",
+            nullable=True,
+        ),
+        _field(
+            "group_a",
+            pa.int64(),
+            "Model a's group of statistically tied models at the level: consecutive "
+            "models no test separates share a group (1 = the top group).",
+        ),
+        _field(
+            "group_b",
+            pa.int64(),
+            "Model b's group: group_a, or group_a + 1 where the pair is separable.",
+        ),
+        _field("n_items", pa.int64(), "Items (documents, list positions) both have."),
+        _field(
+            "n_items_unmatched",
+            pa.int64(),
+            "Items only one of the two has (not compared; all of them when a model "
+            "has no per-sample data).",
+        ),
     ]
 )
 

@@ -316,6 +316,11 @@ class Result:
         metadata_coverage: With a metadata table joined, the variants it has
             no row for and its rows that match no variant
             (:func:`lbnorm.engines.metadata.metadata_coverage`); else None.
+        paired_output: With ``paired``: every pair of variants adjacent in
+            rank, compared on its items (:data:`lbnorm.core.schemas.PAIRED`,
+            ``paired.parquet``); None otherwise.
+        paired_without_items: With ``paired``: the leaderboard's variants
+            without per-sample data (named, at most five, then a count).
     """
 
     benchmark_output: pa.Table | TableParts
@@ -329,6 +334,8 @@ class Result:
     n_clipped: int = 0
     n_models: int | None = None
     metadata_coverage: Mapping[str, Any] | None = None
+    paired_output: pa.Table | None = None
+    paired_without_items: tuple[str, ...] = ()
 
     @property
     def missing(self) -> MissingPolicy:
@@ -400,6 +407,11 @@ class Result:
     def leaderboard(self) -> pd.DataFrame:
         """One row per variant, best first, as pandas (ranks as nullable integers)."""
         return _to_pandas(self.leaderboard_table)
+
+    @property
+    def paired(self) -> pd.DataFrame | None:
+        """With ``paired``: the paired comparisons as pandas (None otherwise)."""
+        return None if self.paired_output is None else _to_pandas(self.paired_output)
 
     @property
     def files(self) -> pd.DataFrame:

@@ -40,6 +40,7 @@ from lbnorm.analysis.health import (
     check_directory,
     leave_one_out,
 )
+from lbnorm.analysis.paired import tied_groups
 from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
@@ -140,7 +141,7 @@ def read_report_tables(
         checked = _unchecked(out)  # nothing to hold a benchmark against
     else:
         checked = check_directory(out, columns=["normalized_score"])
-    board = checked.snapshot.leaderboard
+    board = _with_tied(checked.snapshot.leaderboard, out)
     names = checked.benchmarks
     diff = None
     if previous is not None:
@@ -161,6 +162,26 @@ def read_report_tables(
         diff=diff,
         previous=None if previous is None else str(previous),
     )
+
+
+def _with_tied(board: pd.DataFrame, out: Output) -> pd.DataFrame:
+    """The leaderboard with each variant's ``tied`` group (``run --paired`` outputs).
+
+    The groups of the level the board ranks by (the average, or its ``rank_by``
+    benchmark; none for a rate).
+    """
+    suite, _ = out.suite()
+    groups = tied_groups(out, "average" if suite is None else suite.board.rank_by)
+    if groups is None:
+        return board
+    keys = list(KEY_COLUMNS)
+    tied = board[keys].merge(
+        groups.astype({key: board[key].dtype for key in keys}),
+        on=keys,
+        how="left",
+        validate="one_to_one",
+    )["tied"]
+    return board.assign(tied=tied.to_numpy())
 
 
 def render_report(
@@ -538,13 +559,20 @@ def _provenance_html(tables: ReportTables) -> str:
 def _leaderboard_html(tables: ReportTables, *, top: int) -> str:
     board = tables.leaderboard
     is_flagged = _flagged(board)
-    columns = ["rank", "model", "precision", "average", *tables.benchmarks]
+    tied = ["tied"] if "tied" in board.columns else []
+    columns = ["rank", *tied, "model", "precision", "average", *tables.benchmarks]
     static = _table_html(board.head(top)[columns], digits=2, highlight=is_flagged[:top])
     flagged = (
         f'<p class="note">Highlighted rows are flagged in the metadata ({int(is_flagged.sum()):,}).</p>'
         if is_flagged.any()
         else ""
     )
+    if tied:
+        flagged += (
+            '<p class="note">tied: the group of statistically tied variants, '
+            "consecutive variants no paired test on their common items separates "
+            f"({int(board['tied'].max()):,} groups; lbnorm run --paired, docs/paired.md).</p>"
+        )
     return (
         '<div class="tools"><label>Find a model <input id="filter" type="search" '
         'placeholder="part of a model name" autocomplete="off" spellcheck="false"></label> '
@@ -575,6 +603,7 @@ def _payload(tables: ReportTables) -> str:
     extras = [c for c in ("params_b", "size_class") if c in tables.metadata]
     spec: list[tuple[str, str, str, int]] = [  # column, label, kind, first direction
         ("rank", "rank", "int", 1),
+        *((("tied", "tied", "int", 1),) if "tied" in board.columns else ()),
         *((name, name.replace("_", " "), "int", 1) for name in groups),
         ("model", "model", "text", 1),
         ("precision", "precision", "text", 1),

@@ -163,7 +163,8 @@ def format_leaderboard(
     """Render selected leaderboard rows as an aligned text table.
 
     Default columns: position ``#`` (when it differs from ``rank``), ``rank``,
-    any group ranks, ``model``, ``precision``, ``params_b`` and ``size_class``
+    ``tied`` (the group of statistically tied variants, for an output of
+    ``lbnorm run --paired``), any group ranks, ``model``, ``precision``, ``params_b`` and ``size_class``
     (if present), ``average`` and each benchmark; sorted by one benchmark, that
     benchmark and its raw value instead of the others.
 
@@ -191,6 +192,7 @@ def format_leaderboard(
         shown = [
             *(["position"] if _position_differs(selected) else []),
             "rank",
+            *(["tied"] if "tied" in selected.columns else []),
             *groups,
             "model",
             "precision",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "folder_label",
+    "format_paired_summary",
     "format_suite",
     "format_summary",
     "format_table",
@@ -257,6 +258,8 @@ def format_summary(
         written = "benchmarks, leaderboard"
         if result.subtask_parts is not None:  # None: --no-subtasks
             written = "subtasks, " + written
+        if result.paired_output is not None:  # --paired
+            written += ", paired"
         lines += [
             "",
             f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",
@@ -525,3 +528,49 @@ def folder_label(out: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(out)
     return text.rstrip("/") + "/" if text.rstrip("/") else "/"
+
+
+def format_paired_summary(result: Result, *, alpha: float) -> str:
+    """One line on ``paired.parquet``: pairs, separable pairs, tied groups, gaps.
+
+    The groups are those of the level the board ranks by (the average unless
+    the suite's board says otherwise); levels not compared are named with why.
+
+    Args:
+        result: A run's result with ``paired_output``.
+        alpha: The level of the run's tests.
+    """
+    import pyarrow as pa  # (loaded already: the run made the table)
+    import pyarrow.compute as pc
+
+    from lbnorm.core.arrow import scalar
+    from lbnorm.engines.paired import suite_levels
+    from lbnorm.suites import suite_arrays
+
+    table = result.paired_output
+    assert table is not None
+    separable = table["separable"]
+    n_separable = int(pc.sum(separable).as_py() or 0)  # (nulls are not counted)
+    unknown = separable.null_count
+    level = result.suite.board.rank_by
+    is_ranked = pc.equal(table["level"].cast(pa.string()), scalar(level, pa.string()))
+    ranked = table.filter(is_ranked)
+    n_groups = int(pc.max(ranked["group_b"]).as_py() or 0) if ranked.num_rows else 0
+    adjust = "Holm" if result.options.paired_adjust == "holm" else "Benjamini-Hochberg"
+    line = (
+        f"paired     {table.num_rows:,} adjacent pairs: {n_separable:,} separable at "
+        f"{alpha:g} ({adjust})"
+    )
+    if ranked.num_rows:
+        line += (
+            f"; the {level} ranks {ranked.num_rows + 1:,} variants in {n_groups:,} "
+            "statistically tied groups"
+        )
+    if unknown:
+        line += f"; {unknown:,} pairs not compared"
+    if result.paired_without_items:
+        line += f" (no per-sample data: {', '.join(result.paired_without_items)})"
+    _, left_out = suite_levels(result.suite, suite_arrays(result.suite))
+    if left_out:
+        line += f"; not compared: {'; '.join(left_out)}"
+    return line

@@ -56,9 +56,27 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 #: Tables of a fixed name, read even where an older manifest does not list them.
 _KNOWN = {
-    "leaderboard": ("leaderboard", "benchmarks", "subtasks", "intervals", "health"),
+    "leaderboard": (
+        "leaderboard",
+        "benchmarks",
+        "subtasks",
+        "intervals",
+        "health",
+        "paired",
+    ),
     "ratings": ("ratings", "win_rates"),
     "analysis": (),
+}
+#: Why a table a run may leave out is absent, and how to have it: (why, hint).
+_MISSING = {
+    "subtasks.parquet": (
+        " (the run was told --no-subtasks)",
+        "rerun `lbnorm run ... --out {out}` without --no-subtasks",
+    ),
+    "paired.parquet": (
+        " (the run was not told --paired)",
+        "rerun `lbnorm run ... --out {out} --paired` on per-sample inputs",
+    ),
 }
 _WRITE = {
     "leaderboard": "lbnorm run [INPUT...] --out {out}",
@@ -183,17 +201,8 @@ class Output:
         file = _file(name)
         descriptor = self._files.get(file)
         if descriptor is None:
-            why = (
-                " (the run was told --no-subtasks)"
-                if file == "subtasks.parquet"
-                else ""
-            )
-            hint = (
-                f"rerun `lbnorm run ... --out {self.path}` without --no-subtasks"
-                if why
-                else self._rewrite
-            )
-            msg = f"{self.path}: no {file}{why}.\nHint: {hint}."
+            why, hint = _MISSING.get(file, ("", self._rewrite))
+            msg = f"{self.path}: no {file}{why}.\nHint: {hint.format(out=self.path)}."
             raise InputError(msg)
         return (
             str(_PROC_FD / str(descriptor))

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OUTPUT_FILES",
+    "PAIRED_FILE",
     "add_tables",
     "add_to",
     "metadata_input",
@@ -61,6 +62,8 @@ __all__ = [
 
 #: The tables of a run's output folder, by file name.
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
+#: The table ``lbnorm run --paired`` adds beside them.
+PAIRED_FILE = "paired.parquet"
 _T = TypeVar("_T")
 
 
@@ -306,6 +309,7 @@ def _write_tables(
         "subtasks.parquet": None if has_subtasks else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
+        PAIRED_FILE: result.paired_output,
     }
     # Parquet encoding and fsync release the GIL: the tables are written side by
     # side (a core each), while this thread counts for the manifest below.
@@ -481,7 +485,7 @@ def add_tables(
     out = Path.cwd() / out
     reserved = {
         name.removesuffix(".parquet")
-        for name in (*OUTPUT_FILES, MANIFEST, INPUTS_TABLE)
+        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
     }
     if clash := sorted(set(tables) & reserved):
         msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from lbnorm.readers.harness import ResultsRead
+    from lbnorm.readers.items import Items
 
 #: Reads the results files a run found, in place of the plain reader (the parse
 #: cache's hook, :mod:`lbnorm.readers.cache`). Their ``files`` table has
@@ -125,6 +126,9 @@ class Inputs:
         rejected: The results files the parse cache rejected, each with the
             variant it held as far as known and whether that variant is lost
             (see :func:`lbnorm.readers.cache.read_files_cached`).
+        items: With ``paired``: the item matrix of the per-sample inputs that
+            gave scores (sample tables read once, with their scores); None
+            otherwise.
     """
 
     batches: Iterable[Batch]
@@ -136,6 +140,7 @@ class Inputs:
     reruns: tuple[dict[str, Any], ...] = ()
     cache_stats: Mapping[str, Any] | None = None
     rejected: tuple[dict[str, Any], ...] = ()
+    items: Items | None = None
 
     @classmethod
     def of_batches(cls, batches: Sequence[Batch]) -> Inputs:
@@ -416,8 +421,11 @@ def read_files(
         warnings.extend(read.warnings)
         reruns = read.reruns
         rejected = read.rejected
+    items = None
     if found.samples:
-        batch, catalog = _read_samples(found.samples, suite, eager)
+        batch, catalog, items = _read_samples(
+            found.samples, suite, eager, paired=options.paired
+        )
         eager.append(batch)
         catalogs.append(catalog)
     if found.alpacaeval:
@@ -442,6 +450,7 @@ def read_files(
         eager=eager,
         streamed=streamed,
         warnings=tuple(warnings),
+        items=items,
         reruns=reruns,
         rejected=rejected,
     )
@@ -820,16 +829,22 @@ def ignored_entries(catalog: pa.Table) -> list[tuple[str, int]]:
 
 
 def _read_samples(
-    paths: list[Path], suite: Suite, eager: Sequence[Batch]
-) -> tuple[Batch, pa.Table]:
-    """Scores aggregated from sample files and tables, and their catalog.
+    paths: list[Path], suite: Suite, eager: Sequence[Batch], *, paired: bool
+) -> tuple[Batch, pa.Table, Items | None]:
+    """Scores aggregated from sample files and tables, their catalog, their items.
+
+    With `paired`, the item matrix too: a table's items are taken in the same
+    pass as its scores; the sample files that gave scores are read again.
 
     Results files already read win: their (variant, subtask) rows, found in
     `eager` by source, are not taken from the samples.
     """
     from lbnorm.readers.harness import subtask_columns
     from lbnorm.readers.instances import instance_rules
+    from lbnorm.readers.items import ItemCollector, ItemSource, without_scores
     from lbnorm.readers.samples import read_samples
+
+    collector = ItemCollector(suite) if paired else None
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
     given = pa.schema(
@@ -848,6 +863,7 @@ def _read_samples(
         subtask_columns(suite),
         taken=pa.concat_tables(taken) if taken else None,
         rules=instance_rules(suite),
+        sink=collector,
     )
     names = [str(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(
@@ -861,7 +877,26 @@ def _read_samples(
             "n_ignored": files["n_ignored"],
         }
     )
-    return Batch(table=table, source="sample files"), catalog
+    items = None
+    if collector is not None:  # the sample files that gave scores, read again
+        given = zip(
+            files["path"].to_pylist(),
+            files["format"].to_pylist(),
+            files["rows"].to_pylist(),
+            files["superseded_by"].to_pylist(),
+            strict=True,
+        )
+        collector.add_sources(
+            [
+                ItemSource(path=Path(path))
+                for path, kind, rows, superseded in given  # a step per file
+                if kind == "lm-eval-samples" and rows and superseded is None
+            ]
+        )
+        items = collector.finish()
+        if taken:  # the scores results files won: not compared on sample items
+            items = without_scores(items, pa.concat_tables(taken), suite)
+    return Batch(table=table, source="sample files"), catalog, items
 
 
 def _check_path_text(path: Path) -> None:

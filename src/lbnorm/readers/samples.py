@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -57,11 +57,13 @@ from lbnorm.readers.table_file import read_jsonl
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
     "SAMPLES_FILE",
+    "BatchSink",
     "aggregate_sample_batches",
     "aggregate_samples_files",
     "aggregate_samples_table",
     "is_samples_table",
     "read_samples",
+    "variant_of",
 ]
 
 
@@ -106,6 +108,24 @@ _COMPACT_ROWS = 1 << 22
 _INT32_MAX = np.iinfo(np.int32).max
 
 
+class BatchSink(Protocol):
+    """Something else that reads a sample table's batches as the aggregation streams them.
+
+    ``lbnorm run --paired`` lays the rows out as an item matrix
+    (:class:`lbnorm.readers.items.ItemCollector`) in the same pass, so that the
+    table is read once.
+    """
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it needs beyond the aggregation's (read where present)."""
+        ...
+
+    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
+        """Take a batch (``first_row``: its first row's number in the table)."""
+        ...
+
+
 def is_samples_table(path: Path) -> bool:
     """Whether a Parquet file holds per-sample values (``task`` and ``value``).
 
@@ -124,6 +144,7 @@ def read_samples(
     *,
     taken: pa.Table | None = None,
     rules: InstanceRules | None = None,
+    sink: BatchSink | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Aggregate sample files and tables; scores given elsewhere win.
 
@@ -136,6 +157,7 @@ def read_samples(
             ``subtask`` and ``source``): a (variant, subtask) found there is not
             taken from the samples, whose file is then superseded by it.
         rules: The suite's per-instance rules (:mod:`lbnorm.readers.instances`).
+        sink: Also hand each sample table's batches to this, as they are read.
 
     Returns:
         The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`
@@ -158,7 +180,9 @@ def read_samples(
         catalogs.append(catalog.add_column(1, "format", formats))
     for path in paths:
         if path.suffix.lower() != ".jsonl":
-            scores, n_ignored = aggregate_samples_table(path, subtasks, rules=rules)
+            scores, n_ignored = aggregate_samples_table(
+                path, subtasks, rules=rules, sink=sink
+            )
             frames.append(scores)
             catalogs.append(
                 pa.table(
@@ -289,7 +313,7 @@ def aggregate_samples_files(
             raise InputError(msg)
         task, stamp = match["task"], match["timestamp"]
         used = task in pairs_of
-        variant = _variant_of(path, stamp, known) if used else ("", "", "", False)
+        variant = variant_of(path, stamp, known) if used else ("", "", "", False)
         day, _, clock = stamp.partition("T")
         clock, _, fraction = clock.replace(":", "-").partition(".")
         files.append((str(path), task, variant, used))
@@ -335,6 +359,7 @@ def aggregate_samples_table(
     *,
     batch_rows: int = _BATCH_ROWS,
     rules: InstanceRules | None = None,
+    sink: BatchSink | None = None,
 ) -> tuple[pa.Table, int]:
     """Aggregate a Parquet sample table, streamed a batch at a time.
 
@@ -343,6 +368,7 @@ def aggregate_samples_table(
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
         batch_rows: Rows per batch read (memory is about 80 bytes per row).
         rules: The suite's per-instance rules.
+        sink: Also hand each batch to this (with the columns it asks for).
 
     Returns:
         The scores, one row per (variant, suite subtask), and the number of rows
@@ -383,12 +409,16 @@ def aggregate_samples_table(
     columns = [
         name for name in SAMPLES.names if name in schema.names and name != "doc_id"
     ]
+    if sink is not None:
+        columns += [c for c in sink.columns if c in schema.names and c not in columns]
     sums = _Sums(subtasks, rules)
     first = 1
     batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
         for batch in batches:
             sums.add_rows(batch, source=str(path), first_row=first)
+            if sink is not None:  # (summed on the batch thread meanwhile)
+                sink.add_batch(batch, path=path, first_row=first)
             first += batch.num_rows
         sums.wait()
     except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
@@ -904,10 +934,16 @@ def _fits(type_: pa.DataType, name: str) -> bool:
     return bool(type_ == expected)
 
 
-def _variant_of(
+def variant_of(
     path: Path, stamp: str, seen: dict[Path, tuple[str, str, str, bool]]
 ) -> tuple[str, str, str, bool]:
-    """The variant keys: from the sibling results file, else the folders."""
+    """A sample file's variant keys: from the sibling results file, else the folders.
+
+    Args:
+        path: A ``samples_<task>_<stamp>.jsonl`` file.
+        stamp: Its timestamp (the sibling is ``results_<stamp>.json``).
+        seen: Results files already read, reused across calls.
+    """
     results = path.with_name(f"results_{stamp}.json")
     if results not in seen:
         if results.is_file():

@@ -19,7 +19,12 @@ baseline change is reprocessed)::
 generative task, bound 0); an explicit ``lower_bound`` overrides it. ``task`` and
 ``metric`` say where the score sits in an lm-evaluation-harness results file
 (``results[task][metric]``); a subtask without ``task`` is read from score
-tables only.
+tables only. ``cluster = "doc.passage_id"`` names the field of a per-sample line
+(a dotted path; in a sample table, the column of that name) that groups its
+documents, when several share a passage or a conversation: paired comparisons
+and clustered standard errors (``docs/paired.md``) then count clusters, not
+documents, as the independent draws. The subtasks of one task share their
+documents, so they share the key.
 
 A **pairwise** benchmark is scored from Chatbot Arena battles given beside the
 results (see :mod:`lbnorm.ratings.pairwise_inputs`)::
@@ -284,6 +289,7 @@ _SUBTASK_KEYS = {
     "lower_bound",
     "n_samples",
     "items",
+    "cluster",
 }
 #: Sample counts are pooling weights in float64: kept exact (2**53 is about 9e15).
 _MAX_SAMPLES = 2**53
@@ -310,6 +316,9 @@ class Subtask:
             document (IFEval's instruction-level metrics: 834 instructions in
             541 prompts); a missing stderr is estimated from it. None: the
             sample size is ``n_samples``.
+        cluster: The per-sample field whose value groups documents into
+            clusters (``doc.passage_id``), for clustered standard errors;
+            None: each document is its own cluster.
         instance: How its per-sample values become its value
             (:mod:`lbnorm.suites.instances`); None: their mean.
     """
@@ -321,6 +330,7 @@ class Subtask:
     lower_bound: float
     n_samples: int | None
     items: int | None = None
+    cluster: str | None = None
     instance: InstanceRule | None = None
 
 
@@ -591,6 +601,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         if s.task
     ]
     check_unique(pairs, what="(task, metric) pair", where=source)
+    _check_clusters(benchmarks, where=source)
     names = [b.name for b in benchmarks]
     board = parse_board(
         document.get("board"),
@@ -920,6 +931,19 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
             )
             raise SuiteError(msg)
     n_samples = counts["n_samples"]
+    cluster = raw.get("cluster")
+    if cluster is not None and (
+        not isinstance(cluster, str)
+        or not all(part.strip() for part in cluster.split("."))
+        or not raw.get("task")
+    ):
+        msg = (
+            f"{where}: cluster must name a field of the task's per-sample lines, "
+            f'such as "doc.passage_id" (a subtask with a task), got {shown(cluster)}.\n'
+            "Hint: give the dotted path of the field that groups documents, or omit "
+            "cluster when each document stands alone."
+        )
+        raise SuiteError(msg)
     return Subtask(
         name=name,
         task=str(raw.get("task", "")),
@@ -928,8 +952,25 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         lower_bound=float(lower_bound),
         n_samples=n_samples,
         items=counts["items"],
+        cluster=cluster,
         instance=parse_instance_rule(raw, where=where),
     )
+
+
+def _check_clusters(benchmarks: tuple[Benchmark, ...], *, where: str) -> None:
+    """The subtasks of one task share their documents, so their cluster key too."""
+    keys: dict[str, set[str | None]] = {}
+    for benchmark in benchmarks:
+        for subtask in benchmark.subtasks:
+            if subtask.task:
+                keys.setdefault(subtask.task, set()).add(subtask.cluster)
+    if clash := sorted(task for task, found in keys.items() if len(found) > 1):
+        msg = (
+            f"{where}: the subtasks of task(s) {clash[:5]} give different cluster "
+            "keys; a task's subtasks score the same documents.\n"
+            "Hint: give each subtask of the task the same cluster (or none)."
+        )
+        raise SuiteError(msg)
 
 
 def _get(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
