@@ -714,3 +714,22 @@ def test_a_signal_interrupts_a_long_query(
     assert process.returncode == code
     assert stderr == line
     assert stdout == ""
+
+
+def test_the_first_step_leaves_an_ignored_signal_ignored() -> None:
+    """A command started with Ctrl-C ignored (``nohup``, a background job) keeps ignoring it."""
+    code = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "import lbnorm.__main__\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN,"
+        " getattr(signal.getsignal(signal.SIGTERM), '__qualname__', ''))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "True _on_signal\n"), done.stderr
