@@ -295,6 +295,7 @@ def rate_battles(
     if out is None:
         return result
     from lbnorm.output.writer import write_tables  # the module that writes files
+    from lbnorm.pipeline import created_at_from_environment
 
     manifest = {
         "tool": "lbnorm",
@@ -325,7 +326,12 @@ def rate_battles(
         ),
         "warnings": [{"code": code, "message": text} for code, text in warnings],
     }
-    written = write_tables(Path(out), tables, manifest, created_at=created_at)
+    written = write_tables(
+        Path(out),
+        tables,
+        manifest,
+        created_at=created_at or created_at_from_environment(),
+    )
     return replace(result, out=written)
 
 

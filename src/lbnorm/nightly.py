@@ -38,7 +38,7 @@ from lbnorm.output.transaction import (
     write_file,
 )
 from lbnorm.output.writer import add_to
-from lbnorm.pipeline import run
+from lbnorm.pipeline import created_at_from_environment, run
 from lbnorm.readers import cache_stats
 from lbnorm.suites import Suite
 
@@ -151,7 +151,7 @@ def run_monitored(
                 transaction.stage_file(
                     report, data, option="--report", is_ours=is_run_report
                 )
-            transaction.commit()
+            transaction.commit(created_at=created_at_from_environment())
     except (LbnormError, KeyboardInterrupt) as exc:
         if report is not None and not transaction.committed:
             stages["total"] = time.perf_counter() - started

@@ -307,6 +307,12 @@ def _cmd_health(args: argparse.Namespace) -> int:
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))
     if args.out:
         from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
+        from lbnorm.pipeline import created_at_from_environment
 
-        add_tables(Path(args.out), {"health": health}, sources=command_sources(args))
+        add_tables(
+            Path(args.out),
+            {"health": health},
+            sources=command_sources(args),
+            created_at=created_at_from_environment(),
+        )
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY
