@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -431,16 +432,29 @@ def runtime_uses(source: str) -> list[str]:
     return [f"{line}: {what}" for line, what in sorted(found)]
 
 
-def test_only_the_runtime_starts_threads_and_processes() -> None:
-    """Threads, forks, pools and signal handlers go through ``lbnorm._runtime``."""
+def _uses_outside(
+    allowed: Iterable[str], find: Callable[[str], list[str]]
+) -> list[str]:
+    """What `find` finds (``module:line: what``) in the package's modules outside `allowed`.
+
+    A name in `allowed` covers its module and, for a package, the modules in it.
+    """
     root = PACKAGE.parent
-    offenders = [
+    return [
         f"{module}:{use}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if (module := ".".join(path.relative_to(root).with_suffix("").parts))
-        not in RUNTIME_MODULES
-        for use in runtime_uses(path.read_text(encoding="utf-8"))
+        if not any(
+            (module := ".".join(path.relative_to(root).with_suffix("").parts)) == name
+            or module.startswith(name + ".")
+            for name in allowed
+        )
+        for use in find(path.read_text(encoding="utf-8"))
     ]
+
+
+def test_only_the_runtime_starts_threads_and_processes() -> None:
+    """Threads, forks, pools and signal handlers go through ``lbnorm._runtime``."""
+    offenders = _uses_outside(RUNTIME_MODULES, runtime_uses)
     assert offenders == [], "use lbnorm._runtime instead:\n" + "\n".join(offenders)
 
 
@@ -545,3 +559,71 @@ def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip().splitlines()[-1] == f"loaded: {expected}"
+
+
+# --- stages read no environment -------------------------------------------------------
+
+#: Modules that may read environment variables, and why (ARCHITECTURE.md: a stage reads none).
+ENVIRONMENT_READERS = {
+    "lbnorm.pipeline": "the composition: TMPDIR (spill_dir), SOURCE_DATE_EPOCH (created_at)",
+    "lbnorm.cli": "the command's entry: the fault point, BLAS threads, Arrow's allocator",
+}
+_ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb"}
+
+
+def environment_reads(source: str) -> list[str]:
+    """Where `source` reaches the process environment through :mod:`os` (line: what)."""
+    tree = ast.parse(source)
+    modules = {  # what stands for os: ``import os as o`` makes ``o`` os
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "os"
+    }
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [
+                (node.lineno, f"os.{alias.name}")
+                for alias in node.names
+                if alias.name in _ENVIRONMENT_NAMES
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in _ENVIRONMENT_NAMES
+            and ast.unparse(node.value) in modules
+        ):
+            found.append((node.lineno, ast.unparse(node)))
+    return [f"{line}: {what}" for line, what in sorted(found)]
+
+
+def test_stages_read_no_environment() -> None:
+    """Only the composition and the command line read environment variables."""
+    offenders = _uses_outside(ENVIRONMENT_READERS, environment_reads)
+    assert offenders == [], (
+        "pass it in through the options or an argument, read in lbnorm.pipeline "
+        "or lbnorm.cli:\n" + "\n".join(offenders)
+    )
+
+
+def test_the_environment_check_sees_every_way_to_read_it() -> None:
+    source = textwrap.dedent(
+        """
+        import os
+        import os as o
+        from os import environ, getenv
+        def f():
+            os.environ.get("TMPDIR")
+            o.getenv("SOURCE_DATE_EPOCH")
+            os.path.join("a", "b")  # no environment
+            os.environb[b"X"]
+        """
+    )
+    assert environment_reads(source) == [
+        "4: os.environ",
+        "4: os.getenv",
+        "6: os.environ",
+        "7: o.getenv",
+        "9: os.environb",
+    ]

@@ -248,34 +248,8 @@ def rate_battles(
     ratings = compute_ratings(battles, options.rating)
     inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
     board, unrated, category_warnings = _board_tables(read, battles, ratings, options)
-    warnings = (
-        tuple(
-            (warning.code, warning.message)
-            for warning in battles.warnings
-            if options.rating.method == "elo" or warning.code not in _ORDER_WARNINGS
-        )
-        + tuple((warning.code, warning.message) for warning in ratings.warnings)
-        + category_warnings
-    )
-    provenance = {
-        "lbnorm.version": lbnorm_version(),
-        "lbnorm.kind": KIND,
-        "lbnorm.options": json.dumps(options.to_manifest(), sort_keys=True),
-        "lbnorm.inputs": json.dumps(
-            [{k: i[k] for k in ("path", "sha256", "rows")} for i in inputs],
-            sort_keys=True,
-        ),
-    }
-    tables = {
-        "ratings": ratings_table(ratings),
-        "win_rates": win_rates_table(ratings),
-        **style_tables(ratings),
-        **board,
-    }
-    tables = {
-        name: table.replace_schema_metadata({**provenance, "lbnorm.table": name})
-        for name, table in tables.items()
-    }
+    warnings = _warnings(battles, ratings, options) + category_warnings
+    tables = _stamped_tables(ratings, board, inputs, options)
     result = ArenaResult(
         battles=battles,
         ratings=ratings,
@@ -295,18 +269,83 @@ def rate_battles(
     if out is None:
         return result
     from lbnorm.output.writer import write_tables  # the module that writes files
+    from lbnorm.pipeline import created_at_from_environment
 
-    manifest = {
+    manifest = _manifest(result, options)
+    written = write_tables(
+        Path(out),
+        tables,
+        manifest,
+        created_at=created_at or created_at_from_environment(),
+    )
+    return replace(result, out=written)
+
+
+def _warnings(
+    battles: Battles, ratings: Ratings, options: ArenaOptions
+) -> tuple[tuple[str, str], ...]:
+    """``(code, message)`` of the reader's warnings, then the fit's.
+
+    The reader's warnings about battle order are kept for online Elo only: the
+    other methods do not depend on the order.
+    """
+    return tuple(
+        (warning.code, warning.message)
+        for warning in battles.warnings
+        if options.rating.method == "elo" or warning.code not in _ORDER_WARNINGS
+    ) + tuple((warning.code, warning.message) for warning in ratings.warnings)
+
+
+def _stamped_tables(
+    ratings: Ratings,
+    board: dict[str, pa.Table],
+    inputs: tuple[dict[str, Any], ...],
+    options: ArenaOptions,
+) -> dict[str, pa.Table]:
+    """The output's tables in order, each stamped with where it came from.
+
+    The ratings, win rates, style and board tables, each carrying lbnorm's
+    version, the options and the inputs (path, sha256, rows) as Parquet
+    metadata, so a table copied away from its manifest still says how it was made.
+    """
+    provenance = {
+        "lbnorm.version": lbnorm_version(),
+        "lbnorm.kind": KIND,
+        "lbnorm.options": json.dumps(options.to_manifest(), sort_keys=True),
+        "lbnorm.inputs": json.dumps(
+            [{k: i[k] for k in ("path", "sha256", "rows")} for i in inputs],
+            sort_keys=True,
+        ),
+    }
+    tables = {
+        "ratings": ratings_table(ratings),
+        "win_rates": win_rates_table(ratings),
+        **style_tables(ratings),
+        **board,
+    }
+    return {
+        name: table.replace_schema_metadata({**provenance, "lbnorm.table": name})
+        for name, table in tables.items()
+    }
+
+
+def _manifest(result: ArenaResult, options: ArenaOptions) -> dict[str, Any]:
+    """The ratings output's manifest: the options, inputs, counts and warnings of `result`.
+
+    What ``manifest.json`` records besides the tables (the writer adds their
+    sizes and hashes): enough to tell how the ratings were computed and from what.
+    """
+    return {
         "tool": "lbnorm",
         "kind": KIND,
-        "version": provenance["lbnorm.version"],
+        "version": lbnorm_version(),
         "options": options.to_manifest(),
-        "inputs": list(inputs),
+        "inputs": list(result.inputs),
         "counts": {
-            "models": len(battles.models),
-            "battles": battles.n_battles,
-            "rows_read": battles.n_rows_read,
-            "rows_filtered_out": battles.n_filtered_out,
+            "models": len(result.battles.models),
+            "battles": result.battles.n_battles,
+            "rows_read": result.battles.n_rows_read,
+            "rows_filtered_out": result.battles.n_filtered_out,
             "bootstrap_rounds": options.rating.bootstrap,
             **(
                 {"over_daily_vote_cap": result.n_over_cap}
@@ -317,16 +356,15 @@ def rate_battles(
         **(
             {
                 "categories_not_rated": [
-                    {"category": name, "reason": reason} for name, reason in unrated
+                    {"category": name, "reason": reason}
+                    for name, reason in result.unrated
                 ]
             }
-            if unrated
+            if result.unrated
             else {}
         ),
-        "warnings": [{"code": code, "message": text} for code, text in warnings],
+        "warnings": [{"code": code, "message": text} for code, text in result.warnings],
     }
-    written = write_tables(Path(out), tables, manifest, created_at=created_at)
-    return replace(result, out=written)
 
 
 def _capped(battles: Battles, options: ArenaOptions) -> Battles:

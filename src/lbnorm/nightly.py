@@ -38,7 +38,7 @@ from lbnorm.output.transaction import (
     write_file,
 )
 from lbnorm.output.writer import add_to
-from lbnorm.pipeline import run
+from lbnorm.pipeline import created_at_from_environment, run
 from lbnorm.readers import cache_stats
 from lbnorm.suites import Suite
 
@@ -93,13 +93,9 @@ def run_monitored(
     """
     options = options or RunOptions()
     cache, report = options.cache, options.report
-    if report is not None:  # before the work, and before a failure report goes there
-        _check_report(report, out)
-    health_config = None
-    if options.health_config:
-        from lbnorm.analysis.health import HealthConfig  # (checked before the run)
-
-        health_config = HealthConfig.from_toml(options.health_config)
+    # before the work, and before a failure report goes there
+    _check_report(report, out)
+    health_config = _health_config(options)
     started = time.perf_counter()
     started_at = _now()
     stages: dict[str, float] = {}
@@ -122,19 +118,9 @@ def run_monitored(
 
             check_cache_location(cache, out)  # before any work: every run replaces out
         with transaction:
-            mark = time.perf_counter()
-            result = run(
-                inputs, suite=suite, out=transaction, options=options, progress=progress
+            result = _timed_run(
+                inputs, suite, transaction, options, progress=progress, stages=stages
             )
-            elapsed = time.perf_counter() - mark
-            parse = (
-                float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
-                if cache
-                else 0.0
-            )
-            if cache:
-                stages["read (parse cache)"] = parse
-            stages["normalize" if cache else "read and normalize"] = elapsed - parse
             checked, min_models = _analyses(
                 result, options, health_config, tables, stages
             )
@@ -151,16 +137,58 @@ def run_monitored(
                 transaction.stage_file(
                     report, data, option="--report", is_ours=is_run_report
                 )
-            transaction.commit()
+            transaction.commit(created_at=created_at_from_environment())
     except (LbnormError, KeyboardInterrupt) as exc:
         if report is not None and not transaction.committed:
             stages["total"] = time.perf_counter() - started
-            failed = format_run_report(reported(None, out=None, error=exc))
-            write_file(
-                report, failed.encode(), option="--report", is_ours=is_run_report
-            )
+            _write_failed_report(report, reported(None, out=None, error=exc))
         raise
     return MonitoredRun(result=result, report=document, tables=tables)
+
+
+def _health_config(options: RunOptions) -> Any:
+    """The health thresholds ``options.health_config`` names, read before the run.
+
+    Read first so a bad thresholds file stops the run before any work; None
+    (the defaults) when none is named. The health module (pandas) is loaded
+    only then.
+    """
+    if not options.health_config:
+        return None
+    from lbnorm.analysis.health import HealthConfig
+
+    return HealthConfig.from_toml(options.health_config)
+
+
+def _timed_run(
+    inputs: Sequence[str | Path],
+    suite: Suite | str | Path,
+    transaction: Transaction,
+    options: RunOptions,
+    *,
+    progress: ProgressCallback | None,
+    stages: dict[str, float],
+) -> Result:
+    """The run, its tables streamed into `transaction`, its time added to `stages`.
+
+    With the parse cache, the time is split into reading (the cache's own
+    figure) and normalizing; without, it is one stage.
+    """
+    mark = time.perf_counter()
+    result = run(
+        inputs, suite=suite, out=transaction, options=options, progress=progress
+    )
+    elapsed = time.perf_counter() - mark
+    cache = options.cache
+    parse = (
+        float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
+        if cache
+        else 0.0
+    )
+    if cache:
+        stages["read (parse cache)"] = parse
+    stages["normalize" if cache else "read and normalize"] = elapsed - parse
+    return result
 
 
 def _analyses(
@@ -201,8 +229,20 @@ def _analyses(
     return checked, (health_config or HealthConfig()).min_models
 
 
-def _check_report(report: str | Path, out: str | Path) -> None:
-    """Refuse a ``--report`` file that could not be written, before the run."""
+def _write_failed_report(report: str | Path, document: dict[str, Any]) -> None:
+    """Write the report of a run that failed on its own (atomically), no output committed.
+
+    A scheduler reads why the run stopped (``status`` ``failed``, the exit code)
+    in the place a successful run's report would be.
+    """
+    data = format_run_report(document).encode()
+    write_file(report, data, option="--report", is_ours=is_run_report)
+
+
+def _check_report(report: str | Path | None, out: str | Path) -> None:
+    """Refuse a ``--report`` file that could not be written, before the run (None: none asked for)."""
+    if report is None:
+        return
     check_not_in_output(report, option="--report", outs=(out,))
     check_own_file(report, option="--report", is_ours=is_run_report)
     folder = Path(report).resolve().parent

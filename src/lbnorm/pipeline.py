@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "convert",
+    "created_at_from_environment",
     "demo_metadata_path",
     "demo_path",
     "normalize_scores",
@@ -124,7 +125,8 @@ def run(
             ``options.metadata`` (a file).
         progress: Called as ``progress(stage, done, total)`` while reading files.
         created_at: Creation time recorded in the manifest (ISO 8601); defaults
-            to ``SOURCE_DATE_EPOCH`` if set, else now. Kept out of the data files.
+            to ``SOURCE_DATE_EPOCH`` if set (:func:`created_at_from_environment`),
+            else now. Kept out of the data files.
 
     Returns:
         The result tables.
@@ -136,6 +138,7 @@ def run(
     options = (options or RunOptions()).resolved()
     if options.spill_dir is None:  # (the composition reads the environment, no stage)
         options = replace(options, spill_dir=os.environ.get("TMPDIR") or None)
+    created_at = created_at or created_at_from_environment()
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
     if options.cache is not None and out is not None:
@@ -383,6 +386,21 @@ def select_engine(name: EngineName) -> Engine:
     from lbnorm.engines import memory
 
     return memory.start
+
+
+def created_at_from_environment() -> str | None:
+    """The manifest's creation time ``SOURCE_DATE_EPOCH`` asks for (None: not set, now).
+
+    Reproducible builds set that variable to make every written file
+    byte-identical. It is read here, in the composition layer, by each entry
+    point that writes an output (:func:`run`, the arena, the nightly run, the
+    command line's ``--out``) and handed to the transaction as ``created_at``:
+    no stage reads the environment.
+    """
+    from lbnorm.output.transaction import iso_time  # (loaded to write anyway)
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    return iso_time(float(epoch)) if epoch and epoch.isdigit() else None
 
 
 def demo_path() -> Path:

@@ -261,7 +261,34 @@ def compare_paired(
         for level in levels
     ]
     reported = _reported(out, variants, levels, subtasks, suite)
-    frame = pd.DataFrame(
+    frame = _level_table(levels, stats, reported)
+    adjusted = adjust_p_values(frame["p_value"].to_numpy(dtype=np.float64), adjust)
+    frame = frame.assign(
+        p_adjusted=adjusted,
+        separable=_flags(adjusted, alpha),
+    ).astype({"n_items": "int64", "n_items_unmatched": "int64"})
+    return PairedComparison(
+        variants=variants,
+        levels=frame,
+        unmatched=_unmatched(items, row, variants, suite),
+        notes=(
+            *_notes(items, row, variants, suite),
+            *(f"not compared: {note}" for note in left_out),
+        ),
+    )
+
+
+def _level_table(
+    levels: list[Level], stats: list[LevelStatistics], reported: FloatArray
+) -> pd.DataFrame:
+    """A row per level: each side's reported score, the paired difference, its tests.
+
+    `stats` holds each level's statistics over the pairs (a-b, a-a, b-b): the
+    difference, its paired error and the p-values come from the first; each
+    side's own paired error from its pair with itself. `reported` is
+    :func:`_reported`'s scores and errors, for the unpaired error beside.
+    """
+    return pd.DataFrame(
         {
             "level": [level.name for level in levels],
             "score_a": reported[0, :, 0],
@@ -277,20 +304,6 @@ def compare_paired(
             "n_items_unmatched": [s.n_items_unmatched[0] for s in stats],
         }
     )  # a row per level of the suite (tens), each from the vectorized statistics
-    adjusted = adjust_p_values(frame["p_value"].to_numpy(dtype=np.float64), adjust)
-    frame = frame.assign(
-        p_adjusted=adjusted,
-        separable=_flags(adjusted, alpha),
-    ).astype({"n_items": "int64", "n_items_unmatched": "int64"})
-    return PairedComparison(
-        variants=variants,
-        levels=frame,
-        unmatched=_unmatched(items, row, variants, suite),
-        notes=(
-            *_notes(items, row, variants, suite),
-            *(f"not compared: {note}" for note in left_out),
-        ),
-    )
 
 
 def diff_paired(

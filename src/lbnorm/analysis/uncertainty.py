@@ -161,25 +161,9 @@ def estimate_uncertainty(
         2     c   40.000           1.111          3           3          2
     """
     z = normal_quantile(level)
-    bounds = suite.subtask_table()
     names = suite.benchmark_names
-    n_variants = len(leaderboard)
-    variant = align_variants(subtasks, leaderboard)
-    subtask = align_rows(subtasks, bounds, on=["benchmark", "subtask"])
-    if (variant < 0).any() or (subtask < 0).any():
-        msg = (
-            f"{int((variant < 0).sum())} subtask row(s) have no leaderboard row and "
-            f"{int((subtask < 0).sum())} have a subtask outside suite {suite.name!r}.\n"
-            "Hint: pass the subtasks and leaderboard of one result, and its suite."
-        )
-        raise InputError(msg)
+    dense = _dense_subtasks(subtasks, leaderboard, suite)
     arrays = suite_arrays(suite)
-    shape = (n_variants, len(bounds))
-    dense = {
-        name: np.full(shape, np.nan) for name in ("raw_score", "stderr", "n_samples")
-    }
-    for name, matrix in dense.items():
-        matrix[variant, subtask] = _floats(subtasks, name)
     # the kernel's own sums: one definition of every standard error (lbnorm.engines.stderr)
     partials = dense_partials(
         dense["raw_score"],
@@ -194,11 +178,36 @@ def estimate_uncertainty(
         benchmark.stderr, scores, arrays.weight, missing=missing
     )
     n_unknown = partials.sums["n_unknown"].sum(axis=1)
+    keys = plain_keys(leaderboard)
+    board = _interval_board(leaderboard, keys, average_se, n_unknown, z=z)
+    benchmarks = _benchmark_rows(keys, names, scores, variance)
+    return Uncertainty(
+        benchmarks=benchmarks,
+        leaderboard=board,
+        benchmark_stderr=pd.DataFrame(
+            np.sqrt(variance), columns=names, index=leaderboard.index
+        ),
+        level=level,
+    )
+
+
+def _interval_board(
+    leaderboard: pd.DataFrame,
+    keys: pd.DataFrame,
+    average_se: FloatArray,
+    n_unknown: npt.NDArray[np.int64],
+    *,
+    z: float,
+) -> pd.DataFrame:
+    """A row per variant: its average's interval (``z`` errors, within 0-100) and the ranks it allows.
+
+    ``rank_best``/``rank_worst`` and ``tie_group`` come from the overlaps of the
+    intervals (:func:`_ranks`); the columns are documented (``INTERVAL_DOCS``).
+    """
     average = leaderboard["average"].to_numpy(dtype=np.float64)
     low = np.clip(average - z * average_se, 0.0, 100.0)
     high = np.clip(average + z * average_se, 0.0, 100.0)
     ranks = _ranks(leaderboard, average, low, high, average_se)
-    keys = plain_keys(leaderboard)
     board = keys.assign(
         rank=leaderboard["rank"].astype("Int64").to_numpy(),
         average=average,
@@ -210,9 +219,47 @@ def estimate_uncertainty(
         tie_group=_nullable(ranks[2], "Int64"),
         n_stderr_unknown=n_unknown.astype(np.int64),
     )
-    present = ~np.isnan(scores)
-    rows, columns = np.nonzero(present)
-    benchmarks = (
+    board.attrs["column_docs"] = dict(INTERVAL_DOCS)
+    return board
+
+
+def _dense_subtasks(
+    subtasks: pd.DataFrame, leaderboard: pd.DataFrame, suite: Suite
+) -> dict[str, FloatArray]:
+    """``raw_score``, ``stderr`` and ``n_samples`` as (variant x suite subtask) matrices.
+
+    Rows are the leaderboard's, columns the suite's subtasks in order (NaN where
+    a variant has no score): the layout the kernel's sums take.
+
+    Raises:
+        InputError: A subtask row's variant is not on the leaderboard, or its
+            subtask is not in the suite.
+    """
+    bounds = suite.subtask_table()
+    variant = align_variants(subtasks, leaderboard)
+    subtask = align_rows(subtasks, bounds, on=["benchmark", "subtask"])
+    if (variant < 0).any() or (subtask < 0).any():
+        msg = (
+            f"{int((variant < 0).sum())} subtask row(s) have no leaderboard row and "
+            f"{int((subtask < 0).sum())} have a subtask outside suite {suite.name!r}.\n"
+            "Hint: pass the subtasks and leaderboard of one result, and its suite."
+        )
+        raise InputError(msg)
+    shape = (len(leaderboard), len(bounds))
+    dense = {
+        name: np.full(shape, np.nan) for name in ("raw_score", "stderr", "n_samples")
+    }
+    for name, matrix in dense.items():
+        matrix[variant, subtask] = _floats(subtasks, name)
+    return dense
+
+
+def _benchmark_rows(
+    keys: pd.DataFrame, names: list[str], scores: FloatArray, variance: FloatArray
+) -> pd.DataFrame:
+    """One row per (variant, benchmark) with a score: the score and its standard error."""
+    rows, columns = np.nonzero(~np.isnan(scores))
+    return (
         keys.iloc[rows]
         .reset_index(drop=True)
         .assign(
@@ -220,15 +267,6 @@ def estimate_uncertainty(
             normalized_score=scores[rows, columns],
             stderr=np.sqrt(variance[rows, columns]),
         )
-    )
-    board.attrs["column_docs"] = dict(INTERVAL_DOCS)
-    return Uncertainty(
-        benchmarks=benchmarks,
-        leaderboard=board,
-        benchmark_stderr=pd.DataFrame(
-            np.sqrt(variance), columns=names, index=leaderboard.index
-        ),
-        level=level,
     )
 
 

@@ -60,6 +60,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     arena.add_argument(
         "--out", required=True, metavar="DIR", help="output directory (replaced whole)"
     )
+    _add_rating_options(arena)
+    _add_battle_filters(arena)
+    arena.add_argument(
+        "--arena-tables",
+        action="store_true",
+        help="also write leaderboard.parquet (the Arena's own table shape: rating, variance, rating_q975, rating_q025, num_battles, final_ranking) and pairwise_observed.parquet (observed win fractions and battle counts)",
+    )
+    arena.add_argument(
+        "--top",
+        action=Whole,
+        least=0,
+        most=MOST_COUNT,
+        what="models to print",
+        default=10,
+        help="models to print (default: %(default)s)",
+    )
+    arena.add_argument("--quiet", action="store_true", help="print nothing on success")
+    arena.set_defaults(handler=_cmd_arena, writes=("out",))
+
+
+def _add_rating_options(arena: argparse.ArgumentParser) -> None:
+    """The options of the fit itself: method, ties, penalty, style, anchor, bootstrap.
+
+    They become :class:`lbnorm.ratings.options.RatingOptions`.
+    """
     arena.add_argument(
         "--method",
         choices=("bt", "elo"),
@@ -109,6 +134,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="GIB",
         help="refuse a bootstrap estimated to need more memory than this, before it starts (default: %(default)g GiB)",
     )
+
+
+def _add_battle_filters(arena: argparse.ArgumentParser) -> None:
+    """The options choosing which battles are rated and which models are shown.
+
+    ``--where``, ``--anony-only``, ``--dedup`` and the daily vote cap pick the
+    battles (:class:`lbnorm.arena.ArenaOptions`); ``--category`` rates subsets;
+    ``--min-battles`` and ``--hide`` only filter the Arena-shaped tables.
+    """
     arena.add_argument(
         "--where",
         action="append",
@@ -159,22 +193,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="MODEL",
         help="display filter: leave MODEL out of the Arena-shaped tables (deprecated models; repeatable); the rank (UB) is recomputed over those shown",
     )
-    arena.add_argument(
-        "--arena-tables",
-        action="store_true",
-        help="also write leaderboard.parquet (the Arena's own table shape: rating, variance, rating_q975, rating_q025, num_battles, final_ranking) and pairwise_observed.parquet (observed win fractions and battle counts)",
-    )
-    arena.add_argument(
-        "--top",
-        action=Whole,
-        least=0,
-        most=MOST_COUNT,
-        what="models to print",
-        default=10,
-        help="models to print (default: %(default)s)",
-    )
-    arena.add_argument("--quiet", action="store_true", help="print nothing on success")
-    arena.set_defaults(handler=_cmd_arena, writes=("out",))
 
 
 def _cmd_arena(args: argparse.Namespace) -> int:

@@ -351,9 +351,15 @@ def emit_diff(
     from lbnorm.analysis.render import is_summary
     from lbnorm.output.transaction import write_file
     from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
+    from lbnorm.pipeline import created_at_from_environment
 
     if args.out:
-        add_tables(Path(args.out), tables, sources=command_sources(args))
+        add_tables(
+            Path(args.out),
+            tables,
+            sources=command_sources(args),
+            created_at=created_at_from_environment(),
+        )
     is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
         data = (text + "\n").encode()

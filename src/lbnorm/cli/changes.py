@@ -63,6 +63,15 @@ examples:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``diff``, ``impact`` and ``health``."""
+    _register_diff(commands)
+    _register_impact(commands)
+    _register_health(commands)
+
+
+def _register_diff(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``diff``: what changed between two output directories."""
     diff = commands.add_parser(
         "diff",
         help="what changed between two output directories",
@@ -90,6 +99,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _add_paired_diff_options(diff)
     diff.set_defaults(handler=_cmd_diff, adds_tables=True, writes=("out", "markdown"))
 
+
+def _register_impact(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``impact``: the same inputs under two suites, reported as ``diff`` reports."""
     impact = commands.add_parser(
         "impact",
         help="what a suite change does to the same inputs",
@@ -121,6 +135,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         handler=_cmd_impact, adds_tables=True, writes=("out", "markdown")
     )
 
+
+def _register_health(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``health``: is a benchmark broken (an output, a wide table or inputs checked)."""
     health = commands.add_parser(
         "health",
         help="is a benchmark broken? checks per benchmark and subtask",
@@ -307,6 +326,12 @@ def _cmd_health(args: argparse.Namespace) -> int:
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))
     if args.out:
         from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
+        from lbnorm.pipeline import created_at_from_environment
 
-        add_tables(Path(args.out), {"health": health}, sources=command_sources(args))
+        add_tables(
+            Path(args.out),
+            {"health": health},
+            sources=command_sources(args),
+            created_at=created_at_from_environment(),
+        )
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

@@ -46,7 +46,7 @@ _DEFAULTS = RunOptions()
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], *, epilog: str
 ) -> None:
-    """Register ``run`` and all its options."""
+    """Register ``run`` and all its options, and ``convert``."""
     run = commands.add_parser(
         "run",
         help="normalize scores and write the output tables",
@@ -92,7 +92,13 @@ def register(
     _add_nightly_options(run)
     _add_paired_options(run)
     run.set_defaults(handler=_cmd_run, writes=("out", "report"))
+    _register_convert(commands)
 
+
+def _register_convert(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``convert``: inputs read as ``run`` reads them, written as one long Parquet table."""
     convert = commands.add_parser(
         "convert",
         help="write inputs (a results tree, tables) as one long Parquet scores table",

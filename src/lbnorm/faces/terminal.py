@@ -179,45 +179,17 @@ def format_summary(
     Returns:
         The summary, one fact per line.
     """
-    import pyarrow.compute as pc
-
     board = result.board_counts()
-    files = result.file_table
     n_subtasks = sum(len(benchmark.subtasks) for benchmark in result.suite.benchmarks)
     lines = [  # (counted without building the suite's subtask table: ~15 ms)
         f"suite      {result.suite.display_name} ({len(result.suite.benchmarks)} benchmarks, {n_subtasks} subtasks)"
     ]
-    if files.num_rows:
-        from lbnorm.readers import input_reruns  # (the catalog carries them)
-
-        is_superseded = pc.is_valid(files["superseded_by"])
-        superseded = files.filter(is_superseded).select(["path", "superseded_by"])
-        ignored = int(pc.sum(files["n_ignored"]).as_py() or 0)
-        reruns = input_reruns(files)
-        lines.append(
-            f"inputs     {files.num_rows:,} file(s), {result.n_scores:,} scores"
-            + (
-                f", {superseded.num_rows:,} superseded by newer runs"
-                if superseded.num_rows
-                else ""
-            )
-            + (f", {len(reruns):,} variant(s) re-run" if reruns else "")
-            + (f", {ignored:,} results entries not in the suite" if ignored else "")
-        )
-        lines += _rerun_lines(reruns, out=out)
-        named = {path for rerun in reruns for path in rerun["superseded"]}
-        lines += _superseded_lines(
-            [row for row in superseded.to_pylist() if row["path"] not in named],
-            out=out,
-        )
-        lines += _unused_lines(files, out=out)
+    lines += _input_lines(result, out=out)
     if result.n_ignored_rows:
         lines.append(
             f"ignored    {result.n_ignored_rows:,} rows of subtasks the suite does not define"
         )
-    from lbnorm.readers import (
-        input_warnings,
-    )  # the catalog carries the readers' warnings
+    from lbnorm.readers import input_warnings  # (the catalog carries them)
 
     lines += _warning_lines(input_warnings(result.file_table), out=out)
     incomplete = board.variants - board.complete
@@ -267,6 +239,44 @@ def format_summary(
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _input_lines(result: Result, *, out: str | None) -> list[str]:
+    """The ``inputs`` line and what the catalog says of the files read.
+
+    Files and scores counted, then the variants re-run, the files superseded
+    by newer runs (those no re-run names) and the files that gave nothing.
+    No lines when there is no file table (scores handed over in memory).
+    """
+    import pyarrow.compute as pc
+
+    files = result.file_table
+    if not files.num_rows:
+        return []
+    from lbnorm.readers import input_reruns  # (the catalog carries them)
+
+    is_superseded = pc.is_valid(files["superseded_by"])
+    superseded = files.filter(is_superseded).select(["path", "superseded_by"])
+    ignored = int(pc.sum(files["n_ignored"]).as_py() or 0)
+    reruns = input_reruns(files)
+    lines = [
+        f"inputs     {files.num_rows:,} file(s), {result.n_scores:,} scores"
+        + (
+            f", {superseded.num_rows:,} superseded by newer runs"
+            if superseded.num_rows
+            else ""
+        )
+        + (f", {len(reruns):,} variant(s) re-run" if reruns else "")
+        + (f", {ignored:,} results entries not in the suite" if ignored else "")
+    ]
+    lines += _rerun_lines(reruns, out=out)
+    named = {path for rerun in reruns for path in rerun["superseded"]}
+    lines += _superseded_lines(
+        [row for row in superseded.to_pylist() if row["path"] not in named],
+        out=out,
+    )
+    lines += _unused_lines(files, out=out)
+    return lines
 
 
 def _superseded_lines(

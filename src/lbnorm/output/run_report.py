@@ -105,82 +105,22 @@ def build_run_report(
         "timings_s": {name: round(seconds, 4) for name, seconds in stages.items()},
     }
     if result is None or error is not None:
-        code = int(
-            error.exit_code
-            if isinstance(error, LbnormError | Terminated)
-            else ExitCode.INTERRUPTED
-        )
-        return report | {
-            "status": "failed",
-            "exit_code": code,
-            "error": {"type": type(error).__name__, "message": str(error)},
-            "problems": [f"did not run: {type(error).__name__}"],
-            "output": None,
-        }
-    inputs = _inputs(result.file_table, cache_stats(result.file_table))
-    inputs["rejected_files"] = _with_variants(
-        inputs["rejected_files"], input_rejections(result.file_table)
-    )
+        return report | _failure(error)
+    inputs = _inputs_section(result.file_table)
     lost = _lost(inputs["rejected_files"])
-    if reruns := input_reruns(result.file_table):  # (absent when none)
-        inputs["reruns"] = reruns
-    board = result.board_counts()
-    models = {
-        "variants": board.variants,
-        "models": board.models,
-        "complete": board.complete,
-        "incomplete": board.variants - board.complete,
-        "ranked": board.ranked,
-        "missing_policy": result.missing,
-        "lost": len(lost),
-    }
-    warnings = []
-    cache = inputs.get("cache")
-    if isinstance(cache, dict) and cache.get("rebuilt"):
-        warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
-    if inputs["rejected"]:
-        warnings.append(
-            f"{inputs['rejected']} input file(s) rejected (see inputs.rejected_files)"
-        )
-    if models["incomplete"]:
-        warnings.append(
-            f"{models['incomplete']} variant(s) incomplete (missing={result.missing})"
-        )
-    if result.n_ignored_rows:
-        warnings.append(
-            f"{result.n_ignored_rows} row(s) of subtasks outside the suite ignored"
-        )
+    models = _models_section(result, n_lost=len(lost))
+    warnings = _run_warnings(inputs, models, result)
     problems = []
     if inputs["rejected"]:
         problems.append(
             f"{inputs['rejected']} input file(s) rejected"
             + (f"; {len(lost):,} variant(s) lost: {_listed(lost)}" if lost else "")
         )
-    health_section: dict[str, Any] = {"checked": health is not None}
-    if health is not None:
-        table = health if isinstance(health, pa.Table) else _from_frame(health)
-        failed = table.filter(pc.equal(table["status"], _text("fail")))
-        n_skipped = _count(pc.equal(table["status"], _text("skipped")))
-        is_unchecked = n_skipped == table.num_rows  # too few models for any check
-        if is_unchecked:
-            warnings.append(
-                "every health check skipped: too few models for any check (min_models)"
-            )
-            health_section["reason"] = _unchecked_reason(table, min_models)
-        health_section |= {
-            "checked": not is_unchecked,
-            "passed": None if is_unchecked else failed.num_rows == 0,
-            "skipped": n_skipped,
-            "failed": _records(
-                failed.select(["level", "benchmark", "subtask", "failed"])
-            ),
-            "table": _records(table),
-        }
-        problems += [
-            f"health: {row['level']} {row['benchmark']}"
-            f"{'/' + row['subtask'] if row['subtask'] else ''} failed {row['failed']}"
-            for row in failed.to_pylist()  # the failed checks, a handful
-        ]
+    health_section, health_warnings, health_problems = _health_section(
+        health, min_models
+    )
+    warnings += health_warnings
+    problems += health_problems
     status = "unhealthy" if problems else "healthy"
     if not problems and health_section.get("checked") is False and health is not None:
         status = "not checked"
@@ -199,6 +139,122 @@ def build_run_report(
         "warnings": warnings,
         "health": health_section,
     }
+
+
+def _inputs_section(files: pa.Table) -> dict[str, Any]:
+    """The report's ``inputs`` section, from the run's file table.
+
+    The counts and the parse cache's figures, each rejected file with the
+    variants it held, and the variants read from several results files (when any).
+    """
+    inputs = _inputs(files, cache_stats(files))
+    inputs["rejected_files"] = _with_variants(
+        inputs["rejected_files"], input_rejections(files)
+    )
+    if reruns := input_reruns(files):  # (absent when none)
+        inputs["reruns"] = reruns
+    return inputs
+
+
+def _models_section(result: Result, *, n_lost: int) -> dict[str, Any]:
+    """The report's ``models`` section: the board's counts and the variants lost.
+
+    `n_lost` counts the variants lost with rejected files.
+    """
+    board = result.board_counts()
+    return {
+        "variants": board.variants,
+        "models": board.models,
+        "complete": board.complete,
+        "incomplete": board.variants - board.complete,
+        "ranked": board.ranked,
+        "missing_policy": result.missing,
+        "lost": n_lost,
+    }
+
+
+def _run_warnings(
+    inputs: Mapping[str, Any], models: Mapping[str, Any], result: Result
+) -> list[str]:
+    """The warnings of a run that worked, for its scheduler.
+
+    A rebuilt parse cache, rejected files, incomplete variants, subtask rows
+    outside the suite: none stops the run or makes it unhealthy.
+    """
+    warnings = []
+    cache = inputs.get("cache")
+    if isinstance(cache, dict) and cache.get("rebuilt"):
+        warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
+    if inputs["rejected"]:
+        warnings.append(
+            f"{inputs['rejected']} input file(s) rejected (see inputs.rejected_files)"
+        )
+    if models["incomplete"]:
+        warnings.append(
+            f"{models['incomplete']} variant(s) incomplete (missing={result.missing})"
+        )
+    if result.n_ignored_rows:
+        warnings.append(
+            f"{result.n_ignored_rows} row(s) of subtasks outside the suite ignored"
+        )
+    return warnings
+
+
+def _failure(error: BaseException | None) -> dict[str, Any]:
+    """The report's keys for a run that did not run: why, and the code to exit with.
+
+    An lbnorm error or SIGTERM exits with its own code; anything else that
+    stopped the run (a Ctrl-C) with :attr:`ExitCode.INTERRUPTED`.
+    """
+    code = int(
+        error.exit_code
+        if isinstance(error, LbnormError | Terminated)
+        else ExitCode.INTERRUPTED
+    )
+    return {
+        "status": "failed",
+        "exit_code": code,
+        "error": {"type": type(error).__name__, "message": str(error)},
+        "problems": [f"did not run: {type(error).__name__}"],
+        "output": None,
+    }
+
+
+def _health_section(
+    health: pa.Table | pd.DataFrame | None, min_models: int
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The report's ``health`` section, its warnings and its problems (the failed checks).
+
+    Every check skipped (too few models for any) is "not checked", with the
+    reason, rather than passed; each failed check is a problem, so the run
+    exits unhealthy.
+    """
+    section: dict[str, Any] = {"checked": health is not None}
+    if health is None:
+        return section, [], []
+    table = health if isinstance(health, pa.Table) else _from_frame(health)
+    failed = table.filter(pc.equal(table["status"], _text("fail")))
+    n_skipped = _count(pc.equal(table["status"], _text("skipped")))
+    is_unchecked = n_skipped == table.num_rows  # too few models for any check
+    warnings = []
+    if is_unchecked:
+        warnings.append(
+            "every health check skipped: too few models for any check (min_models)"
+        )
+        section["reason"] = _unchecked_reason(table, min_models)
+    problems = [
+        f"health: {row['level']} {row['benchmark']}"
+        f"{'/' + row['subtask'] if row['subtask'] else ''} failed {row['failed']}"
+        for row in failed.to_pylist()  # the failed checks, a handful
+    ]
+    section |= {
+        "checked": not is_unchecked,
+        "passed": None if is_unchecked else failed.num_rows == 0,
+        "skipped": n_skipped,
+        "failed": _records(failed.select(["level", "benchmark", "subtask", "failed"])),
+        "table": _records(table),
+    }
+    return section, warnings, problems
 
 
 def is_run_report(head: bytes, tail: bytes) -> bool:

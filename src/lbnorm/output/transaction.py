@@ -705,14 +705,17 @@ class Transaction:
 
         Args:
             manifest: Keys to add to :attr:`manifest`.
-            created_at: ISO 8601 creation time; defaults to ``SOURCE_DATE_EPOCH``
-                (if set) or now.
+            created_at: ISO 8601 creation time (the caller's ``SOURCE_DATE_EPOCH``,
+                read by the composition layer); defaults to now.
             is_new: Stamp the format, creation time and environment (False: a
                 previous output's manifest, with tables added, keeps its own).
         """
         manifest = {**self.manifest, **(manifest or {})}
         if is_new:
-            manifest |= {"format": OUTPUT_FORMAT, "created_at": created_at or now_iso()}
+            manifest |= {
+                "format": OUTPUT_FORMAT,
+                "created_at": created_at or iso_time(),
+            }
             manifest.setdefault("environment", environment())
         manifest["outputs"] = {**manifest.get("outputs", {}), **self.outputs}
         data = checked_manifest_bytes(self.out, manifest)
@@ -1117,10 +1120,14 @@ def _sync(path: Path) -> None:
         os.close(descriptor)
 
 
-def now_iso() -> str:
-    """``SOURCE_DATE_EPOCH`` if set, else now, as an ISO 8601 time in UTC."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    moment = float(epoch) if epoch and epoch.isdigit() else time.time()
+def iso_time(moment: float | None = None) -> str:
+    """`moment` (seconds since the epoch; None: now) as an ISO 8601 time in UTC.
+
+    The form of a manifest's ``created_at``. The composition layer turns
+    ``SOURCE_DATE_EPOCH`` into one (:func:`lbnorm.pipeline.created_at_from_environment`):
+    the transaction reads no environment.
+    """
+    moment = time.time() if moment is None else moment
     return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
 
 

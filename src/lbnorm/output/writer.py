@@ -73,8 +73,7 @@ def write_result(result: Result, out: Path, *, created_at: str | None = None) ->
     Args:
         result: The tables to write.
         out: Output folder: new, empty, or an lbnorm output (replaced whole).
-        created_at: ISO 8601 creation time for the manifest; defaults to
-            ``SOURCE_DATE_EPOCH`` (if set) or now.
+        created_at: ISO 8601 creation time for the manifest; defaults to now.
 
     Raises:
         OutputError: `out` is not an lbnorm output folder, is read-only, another
@@ -459,6 +458,7 @@ def add_tables(
     tables: Mapping[str, pd.DataFrame | pa.Table],
     *,
     sources: Mapping[str, Any] | None = None,
+    created_at: str | None = None,
 ) -> list[Path]:
     """Write tables as ``<name>.parquet`` into a folder, in one transaction.
 
@@ -474,6 +474,8 @@ def add_tables(
             tables, by name without ``.parquet``.
         sources: What the tables were computed from (the command, the outputs
             and suites it read), recorded in the manifest.
+        created_at: ISO 8601 creation time of a new folder's manifest; defaults
+            to now (an output's own manifest keeps its time).
 
     Returns:
         The files written.
@@ -492,7 +494,9 @@ def add_tables(
         raise OutputError(msg)
     with Transaction(out, kind=None) as transaction:
         add_to(transaction, tables, sources=sources)
-        transaction.commit(is_new="created_at" not in transaction.manifest)
+        transaction.commit(
+            created_at=created_at, is_new="created_at" not in transaction.manifest
+        )
     return [out / f"{name}.parquet" for name in tables]
 
 

@@ -269,6 +269,11 @@ def bootstrap_bradley_terry(
         ratings[start : start + size] = SCALE * theta + INIT_RATING
         n_divergent += int(divergent)
         n_failed += int(failed)
+    return ratings, _warnings(n_divergent, n_failed, rounds)
+
+
+def _warnings(n_divergent: int, n_failed: int, rounds: int) -> list[RatingWarning]:
+    """What to show of the rounds whose fit diverged (open intervals) or failed (left out)."""
     warnings = []
     if n_divergent:
         warnings.append(
@@ -284,7 +289,7 @@ def bootstrap_bradley_terry(
                 f"{n_failed} of {rounds} bootstrap rounds are left out: their comparison graph fell apart, or a group of models never lost (or never won) against the rest.",
             )
         )
-    return ratings, warnings
+    return warnings
 
 
 def _fit_rounds(

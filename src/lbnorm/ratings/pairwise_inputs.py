@@ -158,28 +158,7 @@ def add_pairwise_scores(
     warnings = list(read.warnings) + _coverage_warnings(
         table, variants, model_map, battles, has_others=read.num_rows > 0
     )
-    files = [Path(file.path) for file in battles.files]
-    catalog = catalog_table(
-        {
-            "path": [str(path) for path in files],
-            "format": ["battles"] * len(files),
-            "sha256": [sha256_file(path) for path in files],
-            "bytes": [path.stat().st_size for path in files],
-            "rows": [file.n_rows_kept for file in battles.files],
-        }
-    )
-    if options.model_map is not None and model_map is not None:
-        path = Path(options.model_map)  # an input that changes the scores: recorded
-        entry = catalog_table(
-            {
-                "path": [str(path)],
-                "format": ["model-map"],
-                "sha256": [sha256_file(path)],
-                "bytes": [path.stat().st_size],
-                "reason": [f"renames battle models ({len(model_map)} entries)"],
-            }
-        )
-        catalog = pa.concat_tables([catalog, entry])
+    catalog = _battle_catalog(battles, options.model_map, model_map)
     if read.catalog.num_rows:
         catalog = pa.concat_tables(  # the parse cache's columns: null for these
             [read.catalog, catalog], promote_options="permissive"
@@ -193,6 +172,39 @@ def add_pairwise_scores(
         num_rows=read.num_rows + table.num_rows,
         warnings=tuple(warnings),
     )
+
+
+def _battle_catalog(
+    battles: Battles, map_path: str | None, model_map: dict[str, str] | None
+) -> pa.Table:
+    """The catalog's rows for the battle files and the model map, if one was given.
+
+    Both change the pairwise scores, so both are recorded (path, sha256, bytes)
+    like the other inputs; the map with the number of renames it holds.
+    """
+    files = [Path(file.path) for file in battles.files]
+    catalog = catalog_table(
+        {
+            "path": [str(path) for path in files],
+            "format": ["battles"] * len(files),
+            "sha256": [sha256_file(path) for path in files],
+            "bytes": [path.stat().st_size for path in files],
+            "rows": [file.n_rows_kept for file in battles.files],
+        }
+    )
+    if map_path is not None and model_map is not None:
+        path = Path(map_path)
+        entry = catalog_table(
+            {
+                "path": [str(path)],
+                "format": ["model-map"],
+                "sha256": [sha256_file(path)],
+                "bytes": [path.stat().st_size],
+                "reason": [f"renames battle models ({len(model_map)} entries)"],
+            }
+        )
+        catalog = pa.concat_tables([catalog, entry])
+    return catalog
 
 
 def _benchmark_scores(
