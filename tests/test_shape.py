@@ -368,6 +368,7 @@ RUNTIME_MODULES = {
     "lbnorm._runtime": "the one place: threads, forks, pools, signal handlers",
     "lbnorm.engines.dask": "Dask's own scheduler runs the threads and processes",
     "lbnorm.core.faults": "fault injection for tests: a timer thread sends the signal",
+    "lbnorm.__main__": "the command's first step, before _runtime and its imports load",
 }
 
 #: What starts a thread or a process, or sets a signal handler: names reached as

@@ -351,19 +351,24 @@ print(json.dumps(seen))
 """
 
 
+def _python_code(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by this Python in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+
 def test_the_console_script_takes_the_signals_before_the_heavy_imports() -> None:
     """Issue 40.6: the installed script's entry is lbnorm.__main__, whose first step takes them."""
     import tomllib
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["lbnorm"] == "lbnorm.__main__:main"
-    done = subprocess.run(
-        [sys.executable, "-c", _FIRST_STEP],
-        capture_output=True,
-        text=True,
-        timeout=PATIENCE,
-        check=False,
-    )
+    done = _python_code(_FIRST_STEP)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen == {
@@ -714,3 +719,16 @@ def test_a_signal_interrupts_a_long_query(
     assert process.returncode == code
     assert stderr == line
     assert stdout == ""
+
+
+def test_the_first_step_leaves_an_ignored_signal_ignored() -> None:
+    """A command started with Ctrl-C ignored (``nohup``, a background job) keeps ignoring it."""
+    code = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "import lbnorm.__main__\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN,"
+        " getattr(signal.getsignal(signal.SIGTERM), '__qualname__', ''))\n"
+    )
+    done = _python_code(code)
+    assert (done.returncode, done.stdout) == (0, "True _on_signal\n"), done.stderr
