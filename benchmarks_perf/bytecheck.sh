@@ -16,6 +16,7 @@ jobs=(
   "run $F/golden/01-ai__Yi-34B-Chat.json $F/golden/AIDC-AI__Marco-o1.json $F/golden/Amu__t1-3B.json --quiet --out"
   "run $F/full_structure --quiet --out"
   "run $F/tables/seed_examples.csv --quiet --out"
+  "run $F/tables/seed_examples.jsonl --quiet --out"
   "arena $F/battles/battles.csv --quiet --out"
   "arena $F/battles/battles.csv --bootstrap 20 --seed 1 --quiet --out"
 )
