@@ -233,9 +233,7 @@ def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -
     parsed.append(args)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
-        code = int(args.handler(args))
-        sys.stdout.flush()  # a buffered stdout that cannot be written fails here
-        return code
+        return int(args.handler(args))
     except LbnormError as exc:
         _runtime.check_cancelled()  # an error while the run stopped: the signal's
         if memory_failure(exc) is not None:
