@@ -87,15 +87,13 @@ from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.output.transaction import write_file
-from lbnorm.readers import harness
+from lbnorm.readers import harness, results_tree
 from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
     PARSER_VERSION,
     HarnessFile,
-    ScannedFile,
-    scan_results_files,
     subtask_columns,
     variant_folder,
 )
@@ -106,6 +104,7 @@ from lbnorm.readers.newest import (
     SubtaskColumns,
     combine_parsed,
 )
+from lbnorm.readers.results_tree import ScannedFile, scan_results_files
 from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
@@ -955,7 +954,7 @@ def parser_key() -> str:
     whole). Where a source cannot be read (a zipped install), the version alone.
     """
     digest = hashlib.sha256()
-    for module in (harness, sys.modules[__name__]):
+    for module in (harness, results_tree, sys.modules[__name__]):
         with contextlib.suppress(OSError, TypeError):
             digest.update(Path(str(module.__file__)).read_bytes())
     return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"

@@ -146,7 +146,7 @@ def read_samples(
         sink: Also hand each sample table's batches to this, as they are read.
 
     Returns:
-        The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`
+        The scores (the columns of :func:`lbnorm.readers.results_tree.read_results_paths`
         and ``_row``, ``task/metric``) and a catalog row per file: ``path``,
         ``format`` (``lm-eval-samples`` or ``sample-table``), ``rows``,
         ``superseded_by`` and ``n_ignored``.
