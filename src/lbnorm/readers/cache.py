@@ -81,12 +81,10 @@ from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers import cache_store, harness, results_tree
 from lbnorm.readers.cache_store import (
-    CACHE_FORMAT,
     ENTRIES,
     INDEX,
     ROWS,
     SETTING,
-    check_cache_location,
     empty_table,
     first_line,
     load,
@@ -114,9 +112,7 @@ from lbnorm.suites import Scales, Suite, suite_arrays
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
-    "CACHE_FORMAT",
     "CacheStats",
-    "check_cache_location",
     "parser_key",
     "read_files_cached",
 ]

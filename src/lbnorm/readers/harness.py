@@ -201,15 +201,45 @@ def parse_results_file(
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
     counts = document.get("n-samples")
-    if not isinstance(counts, dict):
-        counts = {}
+    rows, row_tasks = _score_rows(
+        path, results, counts if isinstance(counts, dict) else {}, pairs
+    )
+    # its run settings
+    rows["settings"] = task_settings(document, row_tasks, rows["n_samples"])
+    names = {"model name": model, "precision": precision, "revision": revision}
+    for what, text in names.items():
+        _check_unicode(path, what, text)
+    ignored = _ignored_entries(results, set(row_tasks), tuple(pairs))
+    return HarnessFile(
+        path=str(path),
+        model=model,
+        precision=precision,
+        revision=revision,
+        chat_template=is_chat,
+        timestamp=_timestamp(path, document.get("date")),
+        rows=rows,
+        n_ignored=len(ignored),
+        ignored=ignored,
+    )
+
+
+def _score_rows(
+    path: Path,
+    results: dict[str, Any],
+    counts: dict[str, Any],
+    pairs: Sequence[tuple[str, str]],
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """The suite's scores in a file's ``results``, and each row's task.
+
+    Columns ``subtask_index``, ``raw_score``, ``stderr``, ``n_samples`` (from
+    the file's ``n-samples``) and ``key``, one entry per suite subtask found.
+    """
     indices: list[int] = []
     raws: list[float] = []
     stderrs: list[float | None] = []
     sizes: list[int | None] = []
     keys: list[str] = []
     row_tasks: list[str] = []
-    used_tasks: set[str] = set()
     for index, task, metric, error_metric, key, error_key in _subtask_plan(
         tuple(pairs)
     ):
@@ -222,7 +252,6 @@ def parse_results_file(
         value = entry.get(metric, _ABSENT)
         if value is _ABSENT:
             continue
-        used_tasks.add(task)
         if type(value) is not float:  # a float is taken as it is (nearly all)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 msg = f"{path}: {key} is {shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
@@ -243,23 +272,8 @@ def parse_results_file(
         "stderr": stderrs,
         "n_samples": sizes,
         "key": keys,
-        "settings": task_settings(document, row_tasks, sizes),  # its run settings
     }
-    names = {"model name": model, "precision": precision, "revision": revision}
-    for what, text in names.items():
-        _check_unicode(path, what, text)
-    ignored = _ignored_entries(results, used_tasks, tuple(pairs))
-    return HarnessFile(
-        path=str(path),
-        model=model,
-        precision=precision,
-        revision=revision,
-        chat_template=is_chat,
-        timestamp=_timestamp(path, document.get("date")),
-        rows=rows,
-        n_ignored=len(ignored),
-        ignored=ignored,
-    )
+    return rows, row_tasks
 
 
 def _variant_fields(document: dict[str, Any]) -> Variant:
