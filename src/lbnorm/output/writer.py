@@ -34,9 +34,9 @@ from lbnorm.core.manifest import (
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts, UniquePerPart
+from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
-    TableFile,
     Transaction,
     check_not_in_output,
     check_own_file,
@@ -169,7 +169,7 @@ def write_tables(
 
 
 class PartWriter:
-    """A :class:`~lbnorm.output.transaction.TableFile` written a part at a time on a thread of its own.
+    """A :class:`~lbnorm.output.tablefile.TableFile` written a part at a time on a thread of its own.
 
     Each part is encoded on the writer's thread while the caller builds the
     next one, holding at most two parts in memory. Leaving the ``with`` block
@@ -217,9 +217,8 @@ class PartWriter:
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    return _provenance(
-        suite, options, _sorted_inputs(files.select(["path", "sha256", "rows"]))
-    )
+    inputs = _sorted_inputs(files.select(["path", "sha256", "rows"]))
+    return _provenance(suite, options, inputs)
 
 
 def _provenance(
@@ -606,7 +605,7 @@ def check_scores_target(path: str | Path) -> None:
         )
         raise OptionsError(msg)
     check_not_in_output(path, option="--out")
-    check_own_file(path, option="--out", is_ours=is_scores_file)
+    check_own_file(path, option="--out", is_ours=_is_table_file("scores"))
 
 
 def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
@@ -658,8 +657,3 @@ def is_failures_file(head: bytes, tail: bytes) -> bool:
         True
     """
     return _is_table_file("failures")(head, tail)
-
-
-def is_scores_file(head: bytes, tail: bytes) -> bool:
-    """Whether a file's first and last bytes are a scores file ``lbnorm convert`` wrote."""
-    return _is_table_file("scores")(head, tail)
