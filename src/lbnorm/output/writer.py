@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -132,14 +132,10 @@ def _write_job(
     schema = _with_metadata(
         job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
     )
-    with PartWriter(transaction.table_file(name, schema)) as parts:
-        for part in job.subtask_parts():  # summed as they come
-            parts.add(part)
-        # the last part is encoded, then the file synced, on the writer's thread
-        # while the job finishes here (both release the GIL)
-        syncing = parts.close_then(lambda file: transaction.record(name, file.close()))
-        result = finish(job.finish())
-        syncing.result()
+    parts = job.subtask_parts()  # summed as they come
+    result = _stream(
+        transaction, name, schema, parts, then=lambda: finish(job.finish())
+    )
     _write_tables(result, transaction, has_subtasks=True)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
@@ -346,7 +342,7 @@ def _write_tables(
         for row in inputs:
             row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
-    metadata = metadata_input(result.options)
+    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once)
     transaction.manifest |= {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
@@ -377,14 +373,12 @@ def _input_notes(files: pa.Table) -> dict[str, Any]:
         input_warnings,
     )
 
-    notes: dict[str, Any] = {}
-    if reruns := input_reruns(files):
-        notes["reruns"] = reruns
-    if rejected := input_rejections(files):
-        notes["rejected"] = rejected
-    if warnings := input_warnings(files):
-        notes["warnings"] = warnings
-    return notes
+    notes = {
+        "reruns": input_reruns(files),
+        "rejected": input_rejections(files),
+        "warnings": input_warnings(files),
+    }
+    return {key: value for key, value in notes.items() if value}
 
 
 def _write_one(
@@ -392,25 +386,37 @@ def _write_one(
     name: str,
     table: pa.Table | TableParts,
     metadata: dict[str, str],
-) -> dict[str, Any]:
-    """Write one of a run's tables, whole or a part at a time; its manifest entry."""
+) -> None:
+    """Write one of a run's tables, whole or a part at a time."""
+    schema = _with_metadata(table.schema, metadata)
     if isinstance(table, pa.Table):
-        return transaction.write_table(
-            name,
-            table.replace_schema_metadata(
-                {**metadata, **pandas_metadata(table.schema)}
-            ),
-        )
+        transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
+        return
     plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
-    file = transaction.table_file(
-        name, _with_metadata(table.schema, metadata), plain=plain
-    )
-    with PartWriter(file) as parts:
-        for part in table.parts():
-            parts.add(part)
-        return parts.close_then(
-            lambda done: transaction.record(name, done.close())
-        ).result()
+    _stream(transaction, name, schema, table.parts(), plain=plain, then=lambda: None)
+
+
+def _stream(
+    transaction: Transaction,
+    name: str,
+    schema: pa.Schema,
+    parts: Iterable[pa.Table],
+    *,
+    then: Callable[[], _T],
+    plain: tuple[str, ...] = (),
+) -> _T:
+    """Write `parts` as the staged table `name` on a writer thread; what `then` returns.
+
+    ``then()`` runs here while the last part is encoded and the file synced on
+    the writer's thread (both release the GIL): a job finishing its result.
+    """
+    with PartWriter(transaction.table_file(name, schema, plain=plain)) as writer:
+        for part in parts:
+            writer.add(part)
+        syncing = writer.close_then(lambda file: transaction.record(name, file.close()))
+        done = then()
+        syncing.result()
+    return done
 
 
 def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
