@@ -5,7 +5,7 @@ The transaction (:mod:`lbnorm.output.transaction`) stages its tables through
 :func:`write_hashed`: the sha256 a manifest records is computed while writing,
 never by reading the file again.
 
-Imports only :mod:`lbnorm.core`'s layer and below (as the transaction).
+Imports nothing of lbnorm's: it sits beside the transaction, below the readers.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A command claims its output folder (:class:`Transaction`): a hidden staging
 folder beside it, marked as lbnorm's (:data:`STAGING_MARK`, written first) and
 locked (``flock``) while the command lives. It fills that folder (Parquet tables
 in the one configuration lbnorm writes, hashed as their bytes go out:
-:class:`TableFile`) and commits once: the manifest is written and the folder
+:class:`~lbnorm.output.tablefile.TableFile`) and commits once: the manifest is written and the folder
 swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
 which the next run repairs), so a reader sees the previous output or the new
 one, never a mix. A single file (a report, an export, the parse cache's entries)
@@ -24,8 +24,8 @@ What lbnorm replaces or removes, and what it leaves alone:
   staging folder a live command holds fails (exit 6). The parent folder is
   locked only for the instants of a claim and a swap.
 
-Imports only :mod:`lbnorm.core` and :mod:`lbnorm._runtime`: the parse cache (a
-reader) writes through it too.
+Imports only :mod:`lbnorm.core`, :mod:`lbnorm._runtime` and
+:mod:`lbnorm.output.tablefile`: the parse cache (a reader) writes through it too.
 """
 
 from __future__ import annotations

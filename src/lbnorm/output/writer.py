@@ -213,7 +213,7 @@ class PartWriter:
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    inputs = _sorted_inputs(files.select(["path", "sha256", "rows"]))
+    inputs = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
     return _provenance(suite, options, inputs)
 
 
@@ -257,10 +257,9 @@ def metadata_input(options: RunOptions) -> dict[str, Any] | None:
         raise OutputError(msg) from exc
 
 
-def _sorted_inputs(files: pa.Table) -> list[dict[str, Any]]:
+def _by_path(files: pa.Table) -> pa.Table:
     """The catalog's rows by path (Arrow's order of UTF-8 bytes: Python's of text)."""
-    rows: list[dict[str, Any]] = files.take(pc.sort_indices(files["path"])).to_pylist()
-    return rows
+    return files.take(pc.sort_indices(files["path"]))
 
 
 def _holds_floats(schema: pa.Schema) -> bool:
@@ -297,7 +296,8 @@ def _write_tables(
 ) -> None:
     """Write the result's tables (but the subtask table if written) and set the manifest."""
     suite, files = result.suite, result.file_table
-    inputs = _sorted_inputs(files)
+    ordered = _by_path(files)
+    inputs: list[dict[str, Any]] = ordered.to_pylist()
     provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if has_subtasks else result.subtask_parts,
@@ -334,7 +334,6 @@ def _write_tables(
     listing: Any
     if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
-        ordered = files.take(pc.sort_indices(files["path"]))
         resolved = [_absolute(name) for name in ordered["path"].to_pylist()]
         ordered = ordered.append_column("resolved", pa.array(resolved, pa.string()))
         transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
