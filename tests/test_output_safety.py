@@ -712,9 +712,9 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
     assert main(argv) in (0, 3)
     capsys.readouterr()
     before = _tree(folder)
-    from lbnorm.output import transaction
+    from lbnorm.output import tablefile
 
-    write = transaction._Hashed.write  # where every table's bytes go to the disk
+    write = tablefile._Hashed.write  # where every table's bytes go to the disk
     sinks: list[object] = []
 
     def fail_on_the_second(sink: Any, data: Any) -> int:
@@ -724,7 +724,7 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return write(sink, data)
 
-    monkeypatch.setattr(transaction._Hashed, "write", fail_on_the_second)
+    monkeypatch.setattr(tablefile._Hashed, "write", fail_on_the_second)
     assert main(argv) == 6
     assert capsys.readouterr().err.endswith(
         f"lbnorm: error: {folder}: cannot write the output (No space left on device); "

@@ -175,8 +175,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),  # errors, options, schemas, manifest, arrow, files, version
     ("_runtime",),  # the one place that starts threads and processes
     (
+        "output.tablefile",
         "output.transaction",
-    ),  # staging, lock, swap, atomic files: the parse cache uses it
+    ),  # hashed Parquet files; staging, lock, swap, atomic files: the parse cache uses it
     ("suites",),  # suite files -> bound arrays and each benchmark's rule
     ("readers",),  # every input format -> Arrow batches; one table-file reader
     ("ratings",),  # battles -> Bradley-Terry and Elo ratings; battles as scores

@@ -208,7 +208,7 @@ def test_pandas_reads_integer_columns_as_nullable_integers(
 @pytest.mark.parametrize("parts", [1, 3])
 def test_a_tables_digest_is_taken_as_it_is_written(tmp_path: Path, parts: int) -> None:
     """The manifest's sha256 and size of a table, hashed while written, are the file's."""
-    from lbnorm.output.transaction import TableFile
+    from lbnorm.output.tablefile import TableFile
 
     table = pa.table(
         {"x": list(range(300_000)), "y": [f"n{i % 977}" for i in range(300_000)]}
@@ -237,7 +237,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     runs). The write is held as every entry point holds it (``lbnorm.run``, the
     command line): the Ctrl-C only sets the flag, the part is handed over and the
     writer waits for it, and the call ends with the interruption."""
-    from lbnorm.output.transaction import TableFile
+    from lbnorm.output.tablefile import TableFile
     from lbnorm.output.writer import PartWriter
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table

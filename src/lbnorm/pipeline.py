@@ -397,7 +397,7 @@ def created_at_from_environment() -> str | None:
     command line's ``--out``) and handed to the transaction as ``created_at``:
     no stage reads the environment.
     """
-    from lbnorm.output.transaction import iso_time  # (loaded to write anyway)
+    from lbnorm.core.manifest import iso_time
 
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     return iso_time(float(epoch)) if epoch and epoch.isdigit() else None

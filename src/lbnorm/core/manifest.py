@@ -18,9 +18,11 @@ from __future__ import annotations
 import functools
 import json
 import platform
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
@@ -33,6 +35,7 @@ __all__ = [
     "OutputKind",
     "environment",
     "is_plain_name",
+    "iso_time",
     "manifest_bytes",
     "manifest_head",
     "manifest_kind",
@@ -276,6 +279,17 @@ def environment() -> dict[str, str | None]:
         "numpy": numpy.__version__,
         "pyarrow": pyarrow.__version__,
     }
+
+
+def iso_time(moment: float | None = None) -> str:
+    """`moment` (seconds since the epoch; None: now) as an ISO 8601 time in UTC.
+
+    The form of a manifest's ``created_at``. The composition layer turns
+    ``SOURCE_DATE_EPOCH`` into one (:func:`lbnorm.pipeline.created_at_from_environment`):
+    the transaction reads no environment.
+    """
+    moment = time.time() if moment is None else moment
+    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
 
 
 @functools.cache

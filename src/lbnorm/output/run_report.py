@@ -106,7 +106,7 @@ def build_run_report(
     }
     if result is None or error is not None:
         return report | _failure(error)
-    inputs = _inputs_section(result.file_table)
+    inputs = _inputs(result.file_table)
     lost = _lost(inputs["rejected_files"])
     models = _models_section(result, n_lost=len(lost))
     warnings = _run_warnings(inputs, models, result)
@@ -139,21 +139,6 @@ def build_run_report(
         "warnings": warnings,
         "health": health_section,
     }
-
-
-def _inputs_section(files: pa.Table) -> dict[str, Any]:
-    """The report's ``inputs`` section, from the run's file table.
-
-    The counts and the parse cache's figures, each rejected file with the
-    variants it held, and the variants read from several results files (when any).
-    """
-    inputs = _inputs(files, cache_stats(files))
-    inputs["rejected_files"] = _with_variants(
-        inputs["rejected_files"], input_rejections(files)
-    )
-    if reruns := input_reruns(files):  # (absent when none)
-        inputs["reruns"] = reruns
-    return inputs
 
 
 def _models_section(result: Result, *, n_lost: int) -> dict[str, Any]:
@@ -232,7 +217,11 @@ def _health_section(
     section: dict[str, Any] = {"checked": health is not None}
     if health is None:
         return section, [], []
-    table = health if isinstance(health, pa.Table) else _from_frame(health)
+    table = (  # (the health checks return a frame)
+        health
+        if isinstance(health, pa.Table)
+        else pa.Table.from_pandas(health, preserve_index=False)
+    )
     failed = table.filter(pc.equal(table["status"], _text("fail")))
     n_skipped = _count(pc.equal(table["status"], _text("skipped")))
     is_unchecked = n_skipped == table.num_rows  # too few models for any check
@@ -292,7 +281,12 @@ def format_run_report(report: Mapping[str, Any]) -> str:
     return json.dumps(_clean(report), indent=2, allow_nan=False) + "\n"
 
 
-def _inputs(files: pa.Table, stats: dict[str, Any] | None) -> dict[str, Any]:
+def _inputs(files: pa.Table) -> dict[str, Any]:
+    """The report's ``inputs`` section, from the run's file table.
+
+    The counts and the parse cache's figures, each rejected file with the
+    variants it held, and the variants read from several results files (when any).
+    """
     if not files.num_rows:
         return {
             "seen": 0,
@@ -319,26 +313,25 @@ def _inputs(files: pa.Table, stats: dict[str, Any] | None) -> dict[str, Any]:
         if "reason" in rejected.column_names
         else pa.repeat(_text(""), rejected.num_rows)
     )
-    return {
+    held = {record["path"]: record for record in input_rejections(files)}
+    inputs = {
         "seen": files.num_rows,
         "parsed": _count(pc.equal(status, _text("parsed"))),
         "cached": _count(pc.equal(status, _text("cached"))),
         "superseded": files.num_rows - files["superseded_by"].null_count,
         "rejected": _count(is_rejected),
         "tables": _count(pc.equal(status, _text("table"))),
-        "rejected_files": _records(
-            pa.table({"path": rejected["path"], "reason": reasons})
-        ),
-        "cache": stats,
+        "rejected_files": [  # each with the variant it held, when the cache named it
+            file | held.get(file["path"], {})
+            for file in _records(
+                pa.table({"path": rejected["path"], "reason": reasons})
+            )
+        ],
+        "cache": cache_stats(files),
     }
-
-
-def _with_variants(
-    files: list[dict[str, Any]], variants: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Each rejected file's record with the variant it held (when the cache named it)."""
-    held = {record["path"]: record for record in variants}
-    return [file | held.get(file["path"], {}) for file in files]
+    if reruns := input_reruns(files):  # (absent when none)
+        inputs["reruns"] = reruns
+    return inputs
 
 
 def _lost(files: list[dict[str, Any]]) -> list[str]:
@@ -371,11 +364,6 @@ def _count(mask: pa.Array | pa.ChunkedArray) -> int:
 
 def _records(table: pa.Table) -> list[dict[str, Any]]:
     return [_clean(record) for record in table.to_pylist()]
-
-
-def _from_frame(frame: Any) -> pa.Table:
-    """A frame (the health checks return pandas) as Arrow."""
-    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def _clean(value: Any) -> Any:

@@ -4,7 +4,7 @@ A command claims its output folder (:class:`Transaction`): a hidden staging
 folder beside it, marked as lbnorm's (:data:`STAGING_MARK`, written first) and
 locked (``flock``) while the command lives. It fills that folder (Parquet tables
 in the one configuration lbnorm writes, hashed as their bytes go out:
-:class:`TableFile`) and commits once: the manifest is written and the folder
+:class:`~lbnorm.output.tablefile.TableFile`) and commits once: the manifest is written and the folder
 swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
 which the next run repairs), so a reader sees the previous output or the new
 one, never a mix. A single file (a report, an export, the parse cache's entries)
@@ -24,8 +24,8 @@ What lbnorm replaces or removes, and what it leaves alone:
   staging folder a live command holds fails (exit 6). The parent folder is
   locked only for the instants of a claim and a swap.
 
-Imports only :mod:`lbnorm.core` and :mod:`lbnorm._runtime`: the parse cache (a
-reader) writes through it too.
+Imports only :mod:`lbnorm.core`, :mod:`lbnorm._runtime` and
+:mod:`lbnorm.output.tablefile`: the parse cache (a reader) writes through it too.
 """
 
 from __future__ import annotations
@@ -41,15 +41,12 @@ import re
 import shutil
 import stat
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lbnorm._runtime import cancellable, check_cancelled
 from lbnorm.core.errors import OptionsError, OutputError
@@ -60,11 +57,13 @@ from lbnorm.core.manifest import (
     OutputKind,
     environment,
     is_plain_name,
+    iso_time,
     manifest_bytes,
     manifest_head,
     manifest_kind,
     manifest_problem,
 )
+from lbnorm.output.tablefile import TableFile, write_hashed
 
 __all__ = [
     "MANIFEST_LIMIT",
@@ -184,6 +183,28 @@ def _opened(folder: Path) -> Iterator[int]:
         os.close(descriptor)
 
 
+def _manifest_at(
+    folder: Path, *, whole: bool = False
+) -> tuple[dict[str, Any] | None, str]:
+    """:func:`read_manifest` of the folder at a path (a link to it followed)."""
+    try:
+        with _opened(folder) as descriptor:
+            return read_manifest(descriptor, whole=whole)
+    except OSError as exc:
+        return None, f"cannot be read ({_reason(exc)})"
+
+
+@contextlib.contextmanager
+def _reported(out: Path) -> Iterator[None]:
+    """An OS error in the block raised as the output's :func:`output_error`."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise output_error(out, exc) from exc
+
+
 def _names_lbnorm(folder: Path) -> bool:
     """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
     try:
@@ -204,11 +225,7 @@ def check_output_kind(out: Path, kind: OutputKind | str) -> None:
     Raises:
         OutputError: `out` holds an lbnorm output of another kind.
     """
-    try:
-        with _opened(Path(out)) as descriptor:
-            manifest, _ = read_manifest(descriptor, whole=False)
-    except OSError:  # none there: the target checks say what else is wrong
-        return
+    manifest, _ = _manifest_at(Path(out))  # none: the target checks say what is wrong
     if manifest is None or (held := manifest_kind(manifest)) == kind:
         return
     maker = {"leaderboard": "run", "ratings": "arena"}.get(
@@ -293,19 +310,15 @@ def check_target(out: Path) -> None:
 
 
 def _check_target(out: Path, target: Path) -> None:
-    try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    if not stat.S_ISDIR(info.st_mode):
-        msg = f"{out}: exists and is not a folder.\nHint: choose another --out."
-        raise OutputError(msg)
-    try:
+    with _reported(out):
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            msg = f"{out}: exists and is not a folder.\nHint: choose another --out."
+            raise OutputError(msg)
         entries = sorted(entry.name for entry in target.iterdir())
-    except OSError as exc:
-        raise output_error(out, exc) from exc
     problem, unknown = _unlisted(target, entries)
     if problem:
         msg = (
@@ -338,11 +351,7 @@ def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
         return "", []
     if MANIFEST not in entries:
         return f"no {MANIFEST}", []
-    try:
-        with _opened(folder) as descriptor:
-            manifest, problem = read_manifest(descriptor, whole=False)
-    except OSError as exc:
-        manifest, problem = None, f"cannot be read ({_reason(exc)})"
+    manifest, problem = _manifest_at(folder)
     if manifest is None:
         return f"its {MANIFEST} {problem}", []
     listed = {*manifest["outputs"], MANIFEST}
@@ -434,129 +443,6 @@ def _ends(descriptor: int) -> tuple[bytes, bytes]:
     return head, os.pread(descriptor, _TAIL, max(info.st_size - _TAIL, 0))
 
 
-# --- Parquet: the one configuration, hashed as written ---------------------------------------
-
-#: Columns with a few values per subtask: dictionary pages make them nearly free.
-_FEW_VALUES = ("lower_bound", "n_samples")
-#: High-cardinality text columns written without min/max statistics.
-_NO_STATISTICS = frozenset({"model", "revision"})
-#: Values encoded per call in the Parquet writer (pyarrow's default: 1,024):
-#: faster, and the bytes written are the same.
-_WRITE_BATCH_ROWS = 65_536
-
-
-def _parquet_settings(
-    schema: pa.Schema, name: str, *, is_tuned: bool, plain: tuple[str, ...]
-) -> dict[str, Any]:
-    """How a table is written: lbnorm's own tables tuned, added ones with pyarrow's defaults.
-
-    Tuned: min/max statistics only where a reader can skip row groups by them
-    (few-valued names; those of model names, shas and float scores prune
-    nothing and cost a third of the write); float scores byte-stream split (as
-    small as plain on k/n fractions, compressed in two thirds of the time);
-    dictionary pages for dictionary-typed text and the few-valued columns, none
-    for text unique per row (the leaderboard's keys, the columns in `plain`).
-    """
-    if not is_tuned:
-        return {"compression": "zstd"}
-    if name == "leaderboard.parquet":
-        dictionary = ["precision"]
-    else:
-        dictionary = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-        dictionary += [n for n in _FEW_VALUES if n in schema.names]
-    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
-    return {
-        "compression": "zstd",
-        "write_batch_size": _WRITE_BATCH_ROWS,
-        "write_statistics": [
-            n for n in schema.names if n not in _NO_STATISTICS and n not in floats
-        ],
-        "use_dictionary": [n for n in dictionary if n not in plain],
-        "column_encoding": {
-            n: "BYTE_STREAM_SPLIT" for n in floats if n not in _FEW_VALUES
-        },
-    }
-
-
-class _Hashed:
-    """A descriptor as the file object Arrow writes to, hashing the bytes as they go out."""
-
-    closed = False
-
-    def __init__(self, descriptor: int) -> None:
-        self._descriptor = descriptor
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        size = len(view)
-        self.sha256.update(view)
-        while view:
-            view = view[os.write(self._descriptor, view) :]
-        self.size += size
-        return size
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        """Every write went to the descriptor already."""
-
-    def close(self) -> None:
-        """The descriptor stays its owner's."""
-
-
-class TableFile:
-    """A Parquet file written a part (one row group) at a time, hashed as it is written.
-
-    Args:
-        descriptor: Where the bytes go (the caller owns it).
-        schema: The table's schema, metadata included.
-        name: The file's name (``leaderboard.parquet`` keeps its keys plain).
-        is_tuned: lbnorm's own tables; False: pyarrow's defaults (added tables,
-            exports, the parse cache), as they were always written.
-        plain: Columns written without dictionary pages.
-    """
-
-    def __init__(
-        self,
-        descriptor: int,
-        schema: pa.Schema,
-        *,
-        name: str,
-        is_tuned: bool = True,
-        plain: tuple[str, ...] = (),
-    ) -> None:
-        self._descriptor = descriptor
-        self._sink = _Hashed(descriptor)
-        settings = _parquet_settings(schema, name, is_tuned=is_tuned, plain=plain)
-        self._writer = pq.ParquetWriter(self._sink, schema, **settings)
-        self._n_columns = len(schema)
-        self.n_rows = 0
-
-    def write(self, part: pa.Table, *, row_group_size: int | None = None) -> None:
-        """Add `part` (as one row group of `row_group_size`, or pyarrow's default)."""
-        self._writer.write_table(part, row_group_size=row_group_size)
-        self.n_rows += part.num_rows
-
-    def close(self) -> dict[str, Any]:
-        """Finish and sync the file; its rows, columns, size and sha256."""
-        self._writer.close()
-        os.fsync(self._descriptor)
-        return {
-            "rows": self.n_rows,
-            "columns": self._n_columns,
-            "bytes": self._sink.size,
-            "sha256": self._sink.sha256.hexdigest(),
-        }
-
-    def abandon(self) -> None:
-        """Stop writing (the file goes with its staging folder or temporary)."""
-        with contextlib.suppress(Exception):  # (a writer that failed may fail to close)
-            self._writer.close()
-
-
 # --- the transaction ---------------------------------------------------------------------------
 
 
@@ -593,16 +479,13 @@ class Transaction:
         self._signals.enter_context(cancellable())
         try:
             self.target = resolve_target(self.out)
-            try:
-                self.target.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise output_error(self.out, exc) from exc
+            self.target.parent.mkdir(parents=True, exist_ok=True)
             self.folder, self._lock = _claim(self.out, self.target)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
             if self.kind is not None:  # (under the claim: no other writer swaps now)
                 check_output_kind(self.out, self.kind)
-        except BaseException as exc:
+        except BaseException as exc:  # (an OS error raised as the output's)
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
@@ -664,11 +547,7 @@ class Transaction:
 
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
-        try:
-            with _opened(self.target) as descriptor:
-                return read_manifest(descriptor)[0]
-        except OSError:
-            return None
+        return _manifest_at(self.target, whole=True)[0]
 
     def keep(self, *, skip: set[str]) -> None:
         """Carry the previous output's files into the new one (hard links), but `skip`."""
@@ -718,10 +597,18 @@ class Transaction:
             }
             manifest.setdefault("environment", environment())
         manifest["outputs"] = {**manifest.get("outputs", {}), **self.outputs}
-        data = checked_manifest_bytes(self.out, manifest)
+        data = manifest_bytes(manifest)
+        if len(data) > MANIFEST_LIMIT:  # refused: lbnorm would not read it back
+            msg = (
+                f"{self.out}: its manifest.json would be {len(data) / 2**20:,.0f} MiB, "
+                f"more than lbnorm reads back ({MANIFEST_LIMIT // 2**20} MiB); the "
+                "previous output is unchanged.\nHint: report this as a bug, with the "
+                "number of input files."
+            )
+            raise OutputError(msg)
         descriptor = os.open(self.folder / MANIFEST, _NEW, 0o666)
         try:
-            _write_all(descriptor, [data])
+            write_hashed(descriptor, [data])
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
@@ -730,9 +617,7 @@ class Transaction:
         check_cancelled()  # the last moment a cancelled run keeps the previous output
         with _parent_locked(self.target.parent):
             _check_target(self.out, self.target)  # files may have come meanwhile
-            (
-                self.folder / STAGING_MARK
-            ).unlink()  # (a whole output: still ours if left)
+            (self.folder / STAGING_MARK).unlink()  # (a whole output: ours if left)
             self._previous = _swap_in(self.folder, self.target)
             self.folder, self.is_swapped = self.out, True
             _replaced.append(self.out)
@@ -749,19 +634,6 @@ class Transaction:
                 )
                 raise OutputError(msg) from exc
         return self.out
-
-
-def checked_manifest_bytes(out: Path, manifest: dict[str, Any]) -> bytes:
-    """The manifest's bytes; refused (nothing written) if larger than lbnorm reads back."""
-    data = manifest_bytes(manifest)
-    if len(data) > MANIFEST_LIMIT:
-        msg = (
-            f"{out}: its manifest.json would be {len(data) / 2**20:,.0f} MiB, more than "
-            f"lbnorm reads back ({MANIFEST_LIMIT // 2**20} MiB); the previous output is "
-            "unchanged.\nHint: report this as a bug, with the number of input files."
-        )
-        raise OutputError(msg)
-    return data
 
 
 def _claim(out: Path, target: Path) -> tuple[Path, int]:
@@ -785,28 +657,31 @@ def _claim(out: Path, target: Path) -> tuple[Path, int]:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-        except BaseException as exc:
+        except BaseException:  # (an OS error: the transaction reports it)
             _release(leftovers)
-            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
-                raise output_error(out, exc) from exc
             raise
     _release(leftovers, remove=True)
-    _remove_old_lock_file(parent / f".{target.name}.lock")
+    _unlink_unheld(parent / f".{target.name}.lock", _is_old_lock_file)
     return folder, lock
 
 
-def _remove_old_lock_file(path: Path) -> None:
-    """Remove the empty lock file lbnorm 0.1 left beside every output, if unheld."""
+def _is_old_lock_file(descriptor: int) -> bool:
+    """Whether a file is the empty lock file lbnorm 0.1 left beside every output."""
+    info = os.fstat(descriptor)
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
+def _unlink_unheld(path: Path, is_ours: Callable[[int], bool]) -> None:
+    """Unlink `path` if no live writer holds its lock and `is_ours` knows it (open)."""
     try:
         descriptor = os.open(path, _READ)
     except OSError:  # none there (or a name too long to have one)
         return
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        info = os.fstat(descriptor)
-        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+        if is_ours(descriptor):
             path.unlink()
-    except OSError:  # held by a run of that version, or not ours to remove
+    except OSError:  # held by a live writer, no locks here, or not a file
         pass
     finally:
         os.close(descriptor)
@@ -895,18 +770,10 @@ def _parent_locked(folder: Path) -> Iterator[None]:
     Commands writing other outputs in the same folder wait for it, an instant.
     An unreadable folder, or a file system without directory locks, goes unlocked.
     """
-    try:
-        descriptor = os.open(folder, _FOLDER)
-    except OSError:
-        descriptor = -1
-    try:
-        if descriptor >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(descriptor, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as held:  # (closing the folder releases the lock)
+        with contextlib.suppress(OSError):
+            fcntl.flock(held.enter_context(_opened(folder)), fcntl.LOCK_EX)
         yield
-    finally:
-        if descriptor >= 0:
-            os.close(descriptor)  # releases the lock
 
 
 def _swap_in(staging: Path, target: Path) -> Path | None:
@@ -974,11 +841,8 @@ def write_file(
     """
     beside = _Beside(Path(path), content, option=option, is_ours=is_ours)
     try:
-        beside.put()
-    except OSError as exc:
-        if isinstance(exc, OutputError):
-            raise
-        raise output_error(beside.path, exc) from exc
+        with _reported(beside.path):
+            beside.put()
     finally:
         beside.discard()
     return beside.sha256
@@ -1013,27 +877,26 @@ class _Beside:
         folder, tag = self.target.parent, _tag(self.target)
         self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            with _parent_locked(folder):
-                if is_ours is not None:
-                    _remove_dead_temporaries(folder, tag, is_ours)
-                self._create(folder)
-            with contextlib.suppress(OSError):  # without file locks: best effort
-                fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self.sha256 = _fill(self.descriptor, content, name=self.target.name)
-            os.fsync(self.descriptor)
-            if not self.is_named:  # complete: named now, still locked
-                with _opened(_PROC_FD) as proc:
-                    os.link(
-                        str(self.descriptor),
-                        self.temporary,
-                        src_dir_fd=proc,
-                        follow_symlinks=True,
-                    )
-                self.is_named = True
-        except BaseException as exc:
+            with _reported(path):
+                with _parent_locked(folder):
+                    if is_ours is not None:
+                        _remove_dead_temporaries(folder, tag, is_ours)
+                    self._create(folder)
+                with contextlib.suppress(OSError):  # without file locks: best effort
+                    fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.sha256 = _fill(self.descriptor, content, name=self.target.name)
+                os.fsync(self.descriptor)
+                if not self.is_named:  # complete: named now, still locked
+                    with _opened(_PROC_FD) as proc:
+                        os.link(
+                            str(self.descriptor),
+                            self.temporary,
+                            src_dir_fd=proc,
+                            follow_symlinks=True,
+                        )
+                    self.is_named = True
+        except BaseException:
             self.discard()
-            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
-                raise output_error(path, exc) from exc
             raise
 
     def _create(self, folder: Path) -> None:
@@ -1080,14 +943,9 @@ def _fill(
         written = TableFile(descriptor, content.schema, name=name, is_tuned=False)
         written.write(content)
         return str(written.close()["sha256"])
-    return _write_all(descriptor, [content] if isinstance(content, bytes) else content)
-
-
-def _write_all(descriptor: int, parts: Iterable[bytes]) -> str:
-    sink = _Hashed(descriptor)
-    for part in parts:
-        sink.write(part)
-    return sink.sha256.hexdigest()
+    return write_hashed(
+        descriptor, [content] if isinstance(content, bytes) else content
+    )
 
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
@@ -1095,20 +953,8 @@ def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> Non
     pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
     with contextlib.suppress(OSError):
         for name in [entry.name for entry in folder.iterdir()]:
-            if not pattern.fullmatch(name):
-                continue
-            try:
-                descriptor = os.open(folder / name, _READ)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if is_ours(*_ends(descriptor)):
-                    (folder / name).unlink()
-            except OSError:  # held by a live writer, no locks here, or not a file
-                pass
-            finally:
-                os.close(descriptor)
+            if pattern.fullmatch(name):
+                _unlink_unheld(folder / name, lambda file: is_ours(*_ends(file)))
 
 
 def _sync(path: Path) -> None:
@@ -1118,17 +964,6 @@ def _sync(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-
-
-def iso_time(moment: float | None = None) -> str:
-    """`moment` (seconds since the epoch; None: now) as an ISO 8601 time in UTC.
-
-    The form of a manifest's ``created_at``. The composition layer turns
-    ``SOURCE_DATE_EPOCH`` into one (:func:`lbnorm.pipeline.created_at_from_environment`):
-    the transaction reads no environment.
-    """
-    moment = time.time() if moment is None else moment
-    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
 
 
 def _reason(exc: OSError) -> str:

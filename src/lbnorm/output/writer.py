@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -34,9 +34,9 @@ from lbnorm.core.manifest import (
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts, UniquePerPart
+from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
-    TableFile,
     Transaction,
     check_not_in_output,
     check_own_file,
@@ -132,14 +132,10 @@ def _write_job(
     schema = _with_metadata(
         job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
     )
-    with PartWriter(transaction.table_file(name, schema)) as parts:
-        for part in job.subtask_parts():  # summed as they come
-            parts.add(part)
-        # the last part is encoded, then the file synced, on the writer's thread
-        # while the job finishes here (both release the GIL)
-        syncing = parts.close_then(lambda file: transaction.record(name, file.close()))
-        result = finish(job.finish())
-        syncing.result()
+    parts = job.subtask_parts()  # summed as they come
+    result = _stream(
+        transaction, name, schema, parts, then=lambda: finish(job.finish())
+    )
     _write_tables(result, transaction, has_subtasks=True)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
@@ -169,7 +165,7 @@ def write_tables(
 
 
 class PartWriter:
-    """A :class:`~lbnorm.output.transaction.TableFile` written a part at a time on a thread of its own.
+    """A :class:`~lbnorm.output.tablefile.TableFile` written a part at a time on a thread of its own.
 
     Each part is encoded on the writer's thread while the caller builds the
     next one, holding at most two parts in memory. Leaving the ``with`` block
@@ -217,9 +213,8 @@ class PartWriter:
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    return _provenance(
-        suite, options, _sorted_inputs(files.select(["path", "sha256", "rows"]))
-    )
+    inputs = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
+    return _provenance(suite, options, inputs)
 
 
 def _provenance(
@@ -262,10 +257,9 @@ def metadata_input(options: RunOptions) -> dict[str, Any] | None:
         raise OutputError(msg) from exc
 
 
-def _sorted_inputs(files: pa.Table) -> list[dict[str, Any]]:
+def _by_path(files: pa.Table) -> pa.Table:
     """The catalog's rows by path (Arrow's order of UTF-8 bytes: Python's of text)."""
-    rows: list[dict[str, Any]] = files.take(pc.sort_indices(files["path"])).to_pylist()
-    return rows
+    return files.take(pc.sort_indices(files["path"]))
 
 
 def _holds_floats(schema: pa.Schema) -> bool:
@@ -302,7 +296,8 @@ def _write_tables(
 ) -> None:
     """Write the result's tables (but the subtask table if written) and set the manifest."""
     suite, files = result.suite, result.file_table
-    inputs = _sorted_inputs(files)
+    ordered = _by_path(files)
+    inputs: list[dict[str, Any]] = ordered.to_pylist()
     provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if has_subtasks else result.subtask_parts,
@@ -339,7 +334,6 @@ def _write_tables(
     listing: Any
     if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
-        ordered = files.take(pc.sort_indices(files["path"]))
         resolved = [_absolute(name) for name in ordered["path"].to_pylist()]
         ordered = ordered.append_column("resolved", pa.array(resolved, pa.string()))
         transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
@@ -347,7 +341,7 @@ def _write_tables(
         for row in inputs:
             row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
-    metadata = metadata_input(result.options)
+    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once)
     transaction.manifest |= {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
@@ -378,14 +372,12 @@ def _input_notes(files: pa.Table) -> dict[str, Any]:
         input_warnings,
     )
 
-    notes: dict[str, Any] = {}
-    if reruns := input_reruns(files):
-        notes["reruns"] = reruns
-    if rejected := input_rejections(files):
-        notes["rejected"] = rejected
-    if warnings := input_warnings(files):
-        notes["warnings"] = warnings
-    return notes
+    notes = {
+        "reruns": input_reruns(files),
+        "rejected": input_rejections(files),
+        "warnings": input_warnings(files),
+    }
+    return {key: value for key, value in notes.items() if value}
 
 
 def _write_one(
@@ -393,25 +385,37 @@ def _write_one(
     name: str,
     table: pa.Table | TableParts,
     metadata: dict[str, str],
-) -> dict[str, Any]:
-    """Write one of a run's tables, whole or a part at a time; its manifest entry."""
+) -> None:
+    """Write one of a run's tables, whole or a part at a time."""
+    schema = _with_metadata(table.schema, metadata)
     if isinstance(table, pa.Table):
-        return transaction.write_table(
-            name,
-            table.replace_schema_metadata(
-                {**metadata, **pandas_metadata(table.schema)}
-            ),
-        )
+        transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
+        return
     plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
-    file = transaction.table_file(
-        name, _with_metadata(table.schema, metadata), plain=plain
-    )
-    with PartWriter(file) as parts:
-        for part in table.parts():
-            parts.add(part)
-        return parts.close_then(
-            lambda done: transaction.record(name, done.close())
-        ).result()
+    _stream(transaction, name, schema, table.parts(), plain=plain, then=lambda: None)
+
+
+def _stream(
+    transaction: Transaction,
+    name: str,
+    schema: pa.Schema,
+    parts: Iterable[pa.Table],
+    *,
+    then: Callable[[], _T],
+    plain: tuple[str, ...] = (),
+) -> _T:
+    """Write `parts` as the staged table `name` on a writer thread; what `then` returns.
+
+    ``then()`` runs here while the last part is encoded and the file synced on
+    the writer's thread (both release the GIL): a job finishing its result.
+    """
+    with PartWriter(transaction.table_file(name, schema, plain=plain)) as writer:
+        for part in parts:
+            writer.add(part)
+        syncing = writer.close_then(lambda file: transaction.record(name, file.close()))
+        done = then()
+        syncing.result()
+    return done
 
 
 def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
@@ -606,7 +610,7 @@ def check_scores_target(path: str | Path) -> None:
         )
         raise OptionsError(msg)
     check_not_in_output(path, option="--out")
-    check_own_file(path, option="--out", is_ours=is_scores_file)
+    check_own_file(path, option="--out", is_ours=_is_table_file("scores"))
 
 
 def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
@@ -658,8 +662,3 @@ def is_failures_file(head: bytes, tail: bytes) -> bool:
         True
     """
     return _is_table_file("failures")(head, tail)
-
-
-def is_scores_file(head: bytes, tail: bytes) -> bool:
-    """Whether a file's first and last bytes are a scores file ``lbnorm convert`` wrote."""
-    return _is_table_file("scores")(head, tail)
