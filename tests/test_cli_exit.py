@@ -44,23 +44,63 @@ def test_done_runs_the_atexit_handlers_flushes_and_exits_with_the_code(
     assert ran == ["signals", "atexit"]
 
 
-def test_a_stream_that_cannot_be_flushed_gives_pythons_code_120(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    class Full(io.StringIO):
-        def flush(self) -> None:
-            raise OSError(28, "No space left on device")
+class _Failing(io.StringIO):
+    """A stream whose flush fails as a full disk (or a reader that left) makes it."""
 
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def flush(self) -> None:
+        raise self.error
+
+
+def _done_with(
+    monkeypatch: pytest.MonkeyPatch, code: int, **streams: io.StringIO
+) -> int:
+    """`cli._exit_done(code)` with these streams; the code it exits with."""
     monkeypatch.setattr(os, "_exit", _fake_exit)
     monkeypatch.setattr(cli, "_ignore_signals", lambda: None)
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: None)
-    monkeypatch.setattr(sys, "stdout", Full())
+    for name, stream in streams.items():
+        monkeypatch.setattr(sys, name, stream)
     with pytest.raises(_ExitCalledError) as exited:
-        cli._exit_done(0)
-    assert exited.value.code == 120
-    with pytest.raises(_ExitCalledError) as exited:
-        cli._exit_done(5)  # a failure's own code is kept
-    assert exited.value.code == 5
+        cli._exit_done(code)
+    return exited.value.code
+
+
+def test_a_standard_output_full_at_exit_is_the_commands_output_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a buffered stdout held fails only when flushed: as a failed write, exit 6."""
+    full = OSError(28, "No space left on device")
+    err = io.StringIO()
+    assert _done_with(monkeypatch, 0, stdout=_Failing(full), stderr=err) == 6
+    assert err.getvalue() == (
+        "lbnorm: error: cannot write to standard output: No space left on device; "
+        "files the command wrote are complete.\n"
+        "Hint: free space where standard output goes, or add --quiet.\n"
+    )
+    err = io.StringIO()
+    assert _done_with(monkeypatch, 5, stdout=_Failing(full), stderr=err) == 5
+    assert err.getvalue() == ""  # a failure keeps its own code and message
+
+
+def test_a_reader_that_left_before_the_exit_is_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gone = BrokenPipeError(32, "Broken pipe")
+    err = io.StringIO()
+    assert _done_with(monkeypatch, 0, stdout=_Failing(gone), stderr=err) == 0
+    assert err.getvalue() == ""
+
+
+def test_a_standard_error_that_cannot_be_flushed_gives_pythons_code_120(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    full = _Failing(OSError(28, "No space left on device"))
+    assert _done_with(monkeypatch, 0, stdout=io.StringIO(), stderr=full) == 120
+    assert _done_with(monkeypatch, 5, stdout=io.StringIO(), stderr=full) == 5
 
 
 def test_a_thread_still_running_is_left_to_pythons_own_exit(
@@ -71,8 +111,8 @@ def test_a_thread_still_running_is_left_to_pythons_own_exit(
     release = threading.Event()
     worker = threading.Thread(target=release.wait)  # not a daemon
     worker.start()
-    try:
-        cli._exit_done(0)  # returns: the ordinary exit will join the thread
+    try:  # returns: the ordinary exit will join the thread
+        assert cli._exit_done(0) == 0
     finally:
         release.set()
         worker.join()
@@ -96,9 +136,14 @@ def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
 def test_a_full_standard_output_is_one_error_line_and_the_output_is_kept(
-    tmp_path: Path,
+    tmp_path: Path, unbuffered: bool
 ) -> None:
+    """Written at once (PYTHONUNBUFFERED) or buffered until the command ends: the same."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     with Path("/dev/full").open("w") as full:
         done = subprocess.run(
             [sys.executable, "-m", "lbnorm", "run", "--out", "out"],
@@ -107,6 +152,7 @@ def test_a_full_standard_output_is_one_error_line_and_the_output_is_kept(
             text=True,
             check=False,
             cwd=tmp_path,
+            env=env,
         )
     assert done.returncode == 6, done.stderr
     assert done.stderr == (

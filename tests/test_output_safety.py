@@ -758,7 +758,16 @@ def _file_commands(old: Path, new: Path, target: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["run --report", "report --html", "diff --markdown"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "run --report",
+        pytest.param(
+            "report --html", marks=pytest.mark.slow
+        ),  # (the same check, longer)
+        "diff --markdown",
+    ],
+)
 def test_a_users_file_is_not_overwritten_by_a_report_and_lbnorms_own_is(
     two_runs: tuple[Path, Path],
     tmp_path: Path,
@@ -1093,7 +1102,13 @@ def test_a_folder_replaced_while_it_is_opened_is_opened_again(
 
 
 @pytest.mark.parametrize("moment", ["before", "after"])
-@pytest.mark.parametrize("command", ["report --html", "export"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param("report --html", marks=pytest.mark.slow),
+        "export",
+    ],  # (export: quick)
+)
 def test_ctrl_c_around_a_files_rename_is_told_truly(
     command: str,
     moment: str,

@@ -522,6 +522,19 @@ def test_bootstrap_is_reproducible_with_a_seed(arena: Battles) -> None:
     assert first.shape == (40, len(arena.models))
 
 
+def test_round_generators_are_the_seeds_children_made_as_the_rounds_come() -> None:
+    """The same streams as spawning every round at once, without holding them all."""
+    at_once = [
+        np.random.default_rng(child).random(3)
+        for child in np.random.SeedSequence(7).spawn(50)
+    ]
+    as_they_come = [g.random(3) for g in bootstrap_module.round_generators(7, 50)]
+    assert np.array_equal(np.array(as_they_come), np.array(at_once))
+    # a trillion rounds: the first is there at once (all made first, they could not be)
+    first = next(bootstrap_module.round_generators(7, 10**12))
+    assert np.array_equal(first.random(3), at_once[0])
+
+
 def test_bootstrap_rounds_equal_independent_fits(
     arena: Battles, monkeypatch: pytest.MonkeyPatch
 ) -> None:

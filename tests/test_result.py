@@ -559,7 +559,11 @@ def test_metadata_keeps_the_leaderboard_and_adds_documented_columns(
     assert _column(after, "type") == labels  # the leaderboard's words
 
 
-@pytest.mark.parametrize("sum_memory", [0.5, 1e-9], ids=["in-memory", "spilled"])
+@pytest.mark.parametrize(
+    "sum_memory",
+    [0.5, pytest.param(1e-9, marks=pytest.mark.slow)],  # (two demo runs spilled)
+    ids=["in-memory", "spilled"],
+)
 def test_counts_follow_a_replaced_leaderboard(sum_memory: float) -> None:
     """A metadata join that takes ranks away (``--exclude-flagged``) changes the counts."""
     plain = lbnorm.run(options=RunOptions(sum_memory=sum_memory))

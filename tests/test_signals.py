@@ -684,7 +684,9 @@ def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("number", "code", "line"),
     [
         (signal.SIGINT, 130, "lbnorm: interrupted.\n"),
-        (signal.SIGTERM, 143, "lbnorm: terminated.\n"),
+        pytest.param(  # (the quick run: SIGINT's; SIGTERM's code and line, quick, elsewhere)
+            signal.SIGTERM, 143, "lbnorm: terminated.\n", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_a_signal_interrupts_a_long_query(

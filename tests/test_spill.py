@@ -533,6 +533,7 @@ def test_spill_files_held_open_stay_under_the_open_files_limit(
     assert max(most) == 4
 
 
+@pytest.mark.slow  # a real process (quick sibling: ..._stay_under_the_open_files_limit)
 @pytest.mark.skipif(platform.system() == "Windows", reason="POSIX rlimits")
 def test_a_tiny_budget_under_a_low_open_files_limit_runs(
     tmp_path: Path, tmpdir_env: Path

@@ -131,8 +131,7 @@ def console_main() -> int:
         code = _interrupted(late_error, _replaced_outputs(), writes=_writes(parsed))
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         _exit_now(code)
-    _exit_done(code)
-    return code
+    return _exit_done(code)
 
 
 def _one_blas_thread() -> None:
@@ -183,7 +182,7 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _exit_done(code: int) -> None:
+def _exit_done(code: int) -> int:
     """End the process after its command finished, without the interpreter's teardown.
 
     Freeing every module object by object (numpy, pyarrow and the rest) takes a
@@ -191,7 +190,10 @@ def _exit_done(code: int) -> None:
     written, synced and swapped in by now. What exit still owes is done here:
     the atexit handlers (Dask's local cluster, logging), the threads still
     running (none, normally: then the ordinary exit joins them) and flushing
-    stdout and stderr, whose failure gives Python's own exit code 120.
+    stdout and stderr (:func:`_flushed`).
+
+    Returns:
+        The exit code, when threads still run and Python's own exit must join them.
     """
     _ignore_signals()  # as the ordinary exit below would, first
     if any(
@@ -199,14 +201,35 @@ def _exit_done(code: int) -> None:
         for thread in threading.enumerate()
         if thread is not threading.main_thread()
     ):
-        return  # let Python join them
+        return _flushed(code)  # let Python join them
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120
-    os._exit(code)
+    os._exit(_flushed(code))
+
+
+def _flushed(code: int) -> int:
+    """The exit code once stdout and stderr are flushed: `code`, unless stdout failed.
+
+    Standard output not on a terminal is buffered (without ``PYTHONUNBUFFERED``):
+    what a command printed may first be written here, so a full disk under it
+    fails here, and is the same error as a write failing in the command (one
+    line, exit 6); a reader that left (``| head``) is no error, as there. A
+    command that failed keeps its own code and message; stderr failing gives
+    Python's own code, 120. Only in the command's own process: :func:`main`
+    called from Python leaves the caller's streams to the caller.
+    """
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        _silence_stdout()  # (Python's own exit flushes it again, should it run)
+        if code == ExitCode.OK and not isinstance(exc, BrokenPipeError):
+            code = _cannot_write_stdout(exc)
+    except ValueError:  # closed
+        code = code or 120
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        code = code or 120
+    return code
 
 
 def _ignore_signals() -> int:
@@ -246,13 +269,18 @@ def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -
         if memory_failure(exc) is not None or not _stdout_fails():
             raise  # not standard output's: out of memory (main), or a bug
         _silence_stdout()
-        print(
-            f"lbnorm: error: cannot write to standard output: {exc.strerror or exc}; "
-            "files the command wrote are complete.\n"
-            "Hint: free space where standard output goes, or add --quiet.",
-            file=sys.stderr,
-        )
-        return ExitCode.OUTPUT
+        return _cannot_write_stdout(exc)
+
+
+def _cannot_write_stdout(exc: OSError) -> int:
+    """Say that standard output could not be written (the files are complete); exit 6."""
+    print(
+        f"lbnorm: error: cannot write to standard output: {exc.strerror or exc}; "
+        "files the command wrote are complete.\n"
+        "Hint: free space where standard output goes, or add --quiet.",
+        file=sys.stderr,
+    )
+    return ExitCode.OUTPUT
 
 
 def _error(exc: LbnormError) -> int:

@@ -18,7 +18,9 @@ nothing. A round in which a model did not play leaves it out (NaN).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import islice
 
 import numpy as np
 
@@ -51,6 +53,7 @@ __all__ = [
     "draw_multinomial",
     "estimate_bootstrap_bytes",
     "pair_cells",
+    "round_generators",
 ]
 
 _BOOT_TOL = 1e-7
@@ -200,6 +203,26 @@ class _Multinomial:
         return draws
 
 
+def round_generators(seed: int, rounds: int) -> Iterator[np.random.Generator]:
+    """One ``numpy`` generator per bootstrap round, made as the rounds come.
+
+    They are the children of ``SeedSequence(seed).spawn(rounds)``, spawned one at
+    a time (the same children), so a round's draws depend neither on how the
+    rounds are batched nor on how many there are. Made all at once, millions of
+    rounds' generators (about 2 KB each, with their seeds) would take gigabytes
+    that no memory estimate counts, and fill it by small allocations that fail
+    anywhere; made as they come, only the rounds at hand are in memory.
+
+    Examples:
+        >>> first = next(round_generators(0, 3)).random()
+        >>> first == np.random.default_rng(np.random.SeedSequence(0).spawn(1)[0]).random()
+        True
+    """
+    seeds = np.random.SeedSequence(seed)
+    for _ in range(rounds):
+        yield np.random.default_rng(seeds.spawn(1)[0])
+
+
 def bootstrap_bradley_terry(
     counts: IntArray,
     theta_hat: FloatArray,
@@ -220,7 +243,7 @@ def bootstrap_bradley_terry(
         ties: As in :class:`RatingOptions`.
         l2: As in :class:`RatingOptions`.
         rounds: How many rounds.
-        seed: Seeds one ``numpy`` generator per round (``SeedSequence.spawn``).
+        seed: Seeds one ``numpy`` generator per round (:func:`round_generators`).
         keep: A model (the anchor) whose ratings stay finite in a round where
             some do not; by default the models of the largest part.
         batch_bytes: Memory for the buffers of the rounds fitted together.
@@ -237,11 +260,7 @@ def bootstrap_bradley_terry(
     drawn = np.flatnonzero(flat_cells)
     total = int(flat_cells.sum())
     sampler = _Multinomial(total, flat_cells[drawn] / total)
-    # one generator per round: the draws do not depend on how rounds are batched
-    generators = [
-        np.random.default_rng(child)
-        for child in np.random.SeedSequence(seed).spawn(rounds)
-    ]
+    generators = round_generators(seed, rounds)
     chunk = _chunk_rounds(k, len(drawn), rounds, batch_bytes)
     work = NewtonWork.allocate(chunk, k)
     full_wins = win_matrix(counts, ties=ties)
@@ -253,7 +272,7 @@ def bootstrap_bradley_terry(
     n_divergent = n_failed = 0
     for start in range(0, rounds, chunk):
         size = min(chunk, rounds - start)
-        for row, generator in enumerate(generators[start : start + size]):
+        for row, generator in enumerate(islice(generators, size)):
             check_cancelled()  # a cancelled run stops between two rounds
             per_cell[row, drawn] = sampler.draw(generator, 1)
         by_pair = per_cell[:size].reshape(size, n_pairs, n_kinds)

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lbnorm.core.errors import InputError, RatingsNotIdentifiableError
+from lbnorm.ratings.bootstrap import round_generators
 from lbnorm.ratings.options import (
     INIT_RATING,
     LN_BASE,
@@ -348,8 +349,8 @@ def bootstrap_style(
         params: The point fit (:func:`fit_style`), each round's start.
         l2: ``C``.
         rounds: How many rounds.
-        seed: Seeds one generator per round (``SeedSequence.spawn``), so the
-            rounds do not depend on how they are computed.
+        seed: Seeds one generator per round (:func:`round_generators`), so
+            the rounds do not depend on how they are computed.
 
     Returns:
         ``(params per round (rounds x (k + 4)), warnings)``; a round that did
@@ -360,13 +361,11 @@ def bootstrap_style(
     _, probability = _gradient(params, data, base, l2)
     inverse = np.linalg.inv(_hessian(data, base, probability, l2))
     residual = probability - data.score  # at the point fit: the first step needs no exp
-    generators = [
-        np.random.default_rng(child)
-        for child in np.random.SeedSequence(seed).spawn(rounds)
-    ]
     samples = np.empty((rounds, len(params)))
     failed = 0
-    for r, generator in enumerate(generators):  # rounds, each vectorised over battles
+    for r, generator in enumerate(
+        round_generators(seed, rounds)
+    ):  # rounds, each vectorised over battles
         weight = base * np.bincount(generator.integers(0, n, n), minlength=n)
         weighted = weight * residual
         gradient = params.copy()
