@@ -372,3 +372,24 @@ def test_model_hashes_are_each_strings_bytes_weighed_and_mixed(
 
     array = pa.array(["x"] * start + names, pa.string()).slice(start)
     assert _model_hashes(array).tolist() == [expected(name) for name in names]
+
+
+def test_a_worker_that_cannot_save_its_partition_says_where_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A worker of a remote cluster sees another filesystem than the client's TMPDIR."""
+    from lbnorm.core.errors import SpillError
+    from lbnorm.core.schemas import Batch
+    from lbnorm.engines.dask import _finish_share
+    from lbnorm.engines.stream import sum_scores
+    from lbnorm.suites import load_suite
+
+    suite = load_suite("openllm-v2")
+    table = pq.read_table(demo_path()).slice(0, 400)
+    totals = sum_scores([Batch(table=table, source="t")], suite)
+    missing = tmp_path / "lbnorm-spill-elsewhere"
+    with pytest.raises(
+        SpillError,
+        match=r"lbnorm-spill-elsewhere: a Dask worker .*\n.*shared filesystem",
+    ):
+        _finish_share(totals, 0, str(missing), suite, RunOptions(engine="dask"))

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from lbnorm._runtime import TICK, cancelled, check_cancelled
 from lbnorm.core import arrow
-from lbnorm.core.errors import InputError, LbnormError
+from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
@@ -468,7 +468,17 @@ def _finish_share(
     benchmark = finish_benchmarks(
         store.partials(n_variants), store.arrays, missing=options.missing
     )
-    save_partition(Path(folder), part, benchmark)
+    try:
+        save_partition(Path(folder), part, benchmark)
+    except OSError as exc:
+        msg = (
+            f"{folder}: a Dask worker cannot save its partition of the sums in the "
+            f"run's spill folder ({' '.join((exc.strerror or str(exc)).split())}).\n"
+            "Hint: with --scheduler, point TMPDIR (on the client) at a folder every "
+            "worker can write under the same path (a shared filesystem), free space "
+            "there, or raise --sum-memory."
+        )
+        raise SpillError(msg) from exc
     return _Finished(
         variants=totals.variants,
         board=Board.of(benchmark, suite, store.arrays, options),
