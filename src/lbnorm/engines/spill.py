@@ -709,10 +709,8 @@ class Board:
         suite: Suite,
         arrays: SuiteArrays,
         options: RunOptions,
-        *,
-        low: int = 0,
     ) -> Board:
-        """A finished partition's board (its first variant's code: `low`)."""
+        """A finished partition's board (codes from 0)."""
         average, error = average_rows(
             suite,
             arrays,
@@ -733,7 +731,7 @@ class Board:
             if by == "average"
             else benchmark.normalized[:, suite.benchmark_names.index(by)].copy(),
             n_cells=int(np.count_nonzero(benchmark.n_present)),
-            resized=[np.add(other, [low, 0])] if other.size else [],
+            resized=[other] if other.size else [],
         )
 
     @classmethod
@@ -760,16 +758,7 @@ def _sum_partitions(
     store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
 ) -> Board:
     """Sum, finish and save every partition; what the leaderboard needs of each variant."""
-    board = Board(
-        average=np.full(n_variants, np.nan),
-        error=np.full(n_variants, np.nan),
-        n_complete=np.zeros(n_variants, dtype=np.int8),
-        ranked_by=None
-        if suite.board.rank_by == "average"
-        else np.full(n_variants, np.nan),
-        n_cells=0,
-        resized=[],
-    )
+    boards = []
     # a partition's arrays are saved on a thread while the next one is summed
     # (writing them to the page cache takes about as long as summing them)
     with Threads(1, "save") as saver:
@@ -780,19 +769,13 @@ def _sum_partitions(
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
             saving = saver.submit(_save_partition, store.folder, part, benchmark)
-            done = Board.of(benchmark, suite, store.arrays, options, low=low)
+            boards.append(Board.of(benchmark, suite, store.arrays, options))
             del benchmark
-            board.average[low:high], board.error[low:high] = done.average, done.error
-            board.n_complete[low:high] = done.n_complete
-            if board.ranked_by is not None and done.ranked_by is not None:
-                board.ranked_by[low:high] = done.ranked_by
-            board.n_cells += done.n_cells
-            board.resized += done.resized
         if saving is not None:
             saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
-    return board
+    return Board.joined(boards)
 
 
 def _sum_partition(
