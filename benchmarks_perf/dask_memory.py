@@ -61,32 +61,34 @@ def run_once(cmd: list[str], timeout: float) -> dict[str, float]:
     """One whole process: its time, CPU time, own peak and its group's largest other peak."""
     seen: dict[int, float] = {}
     done = threading.Event()
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=child_environment(),
-    )
+    # (stderr to a file: a pipe would fill with Dask's logging and block the run)
+    with tempfile.TemporaryFile() as log:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            env=child_environment(),
+        )
 
-    def poll() -> None:
-        while not done.wait(0.1):
-            _peaks(process.pid, seen)
+        def poll() -> None:
+            while not done.wait(0.1):
+                _peaks(process.pid, seen)
 
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    timer = threading.Timer(timeout, os.killpg, (process.pid, signal.SIGKILL))
-    timer.start()
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        timer.cancel()
-        done.set()
-        poller.join()
-    elapsed = time.perf_counter() - started
-    assert process.stderr is not None
-    error = process.stderr.read().decode(errors="replace")[-2000:]
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        timer = threading.Timer(timeout, os.killpg, (process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            timer.cancel()
+            done.set()
+            poller.join()
+        elapsed = time.perf_counter() - started
+        log.seek(0)
+        error = log.read().decode(errors="replace")[-2000:]
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{error}")
     client = seen.pop(process.pid, float("nan"))
