@@ -120,8 +120,8 @@ def compute(
     if inputs.eager:  # (before Dask is needed: what to convert is said either way)
         raise _not_parquet(inputs.catalog)
     try:
-        import dask.config
-        from distributed import Client, LocalCluster, wait
+        import dask.config  # noqa: F401 (here: the error says what to install)
+        import distributed  # noqa: F401
     except ImportError as exc:
         msg = (
             "--engine dask needs the optional packages dask and distributed.\n"
@@ -140,43 +140,7 @@ def compute(
             n_parts=None if width is None else -(-n_variants // width),
             folder=folder,
         )
-        scheduler = options.scheduler
-        with contextlib.ExitStack() as stack:
-            cluster = None
-            if scheduler is None:
-                scratch = stack.enter_context(_scratch())
-                stack.enter_context(dask.config.set({"temporary-directory": scratch}))
-                others = set(multiprocessing.active_children())  # (the host's, if any)
-                cluster = LocalCluster(  # type: ignore[no-untyped-call]
-                    n_workers=n_workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    local_directory=scratch,
-                )
-                stack.callback(cluster.close)  # (closed before its folder is removed)
-                stack.callback(_kill_if_cancelled, others)  # (before it is closed)
-            try:
-                timeout = (
-                    {}
-                    if options.scheduler_timeout is None
-                    else {"timeout": options.scheduler_timeout}
-                )
-                with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-                    futures = client.compute(graph)
-                    while True:  # a look at the cancellation flag each tick
-                        try:
-                            wait(futures, timeout=TICK)  # type: ignore[no-untyped-call]
-                        except TimeoutError:  # (distributed's: the tick passed)
-                            check_cancelled()
-                            continue
-                        break
-                    results = client.gather(futures)
-            except LbnormError:
-                raise
-            except OSError as exc:
-                msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
-                raise InputError(msg) from exc
+        results = _on_cluster(graph, options, n_workers)
         if folder is None:
             totals: Totals = results[0]
             if totals.failures:
@@ -187,6 +151,51 @@ def compute(
         if folder is not None:
             folder.remove()  # (the saved arrays of a run that ends here)
         raise
+
+
+def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[Any]:
+    """The graph's results, computed on the scheduler of the options or a local cluster."""
+    import dask.config
+    from distributed import Client, LocalCluster, wait
+
+    scheduler = options.scheduler
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if scheduler is None:
+            scratch = stack.enter_context(_scratch())
+            stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            others = set(multiprocessing.active_children())  # (the host's, if any)
+            cluster = LocalCluster(  # type: ignore[no-untyped-call]
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,
+            )
+            stack.callback(cluster.close)  # (closed before its folder is removed)
+            stack.callback(_kill_if_cancelled, others)  # (before it is closed)
+        try:
+            timeout = (
+                {}
+                if options.scheduler_timeout is None
+                else {"timeout": options.scheduler_timeout}
+            )
+            with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
+                futures = client.compute(graph)
+                while True:  # a look at the cancellation flag each tick
+                    try:
+                        wait(futures, timeout=TICK)  # type: ignore[no-untyped-call]
+                    except TimeoutError:  # (distributed's: the tick passed)
+                        check_cancelled()
+                        continue
+                    break
+                results = client.gather(futures)
+        except LbnormError:
+            raise
+        except OSError as exc:
+            msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
+            raise InputError(msg) from exc
+    return results  # type: ignore[no-any-return]
 
 
 def _graph(
