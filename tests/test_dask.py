@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lbnorm
 from lbnorm.cli import main
@@ -281,3 +285,111 @@ def test_a_local_cluster_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert pq.read_table(out / "leaderboard.parquet").num_rows == 4576
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("missing", ["exclude", "partial"])
+def test_sums_over_the_budget_are_finished_on_the_workers(
+    cluster: str, tmp_path: Path, missing: str
+) -> None:
+    """Past --sum-memory (where the stream engine spills), each partition of the
+    variants is finished and saved on a worker and the client writes the tables
+    from the saved arrays: the files are the spilled stream engine's, byte for
+    byte, and the spill folder is gone after."""
+    demo = pq.read_table(demo_path()).slice(0, 60_000)
+    holes = demo.filter(pa.array([index % 11 != 5 for index in range(demo.num_rows)]))
+    root = write_partitioned(holes, tmp_path / "scores", parts=3)
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    outs = {}
+    for engine in ("dask", "stream"):
+        outs[engine] = tmp_path / engine
+        command = ["run", str(root), "--engine", engine, "--missing", missing]
+        command += ["--sum-memory", "0.0005", "--out", str(outs[engine]), "--quiet"]
+        command += ["--scheduler", cluster] if engine == "dask" else ["--no-subtasks"]
+        assert main(command) == 0
+    for name in ("benchmarks.parquet", "leaderboard.parquet"):
+        assert (outs["dask"] / name).read_bytes() == (
+            outs["stream"] / name
+        ).read_bytes()
+    options = RunOptions(
+        engine="dask",
+        scheduler=cluster,
+        missing=missing,  # type: ignore[arg-type]
+        sum_memory=0.0005,
+        spill_dir=str(spills),
+    )
+    on_cluster = lbnorm.run([root], options=options)
+    streamed = lbnorm.run(
+        [root],
+        options=replace(options, engine="stream", scheduler=None, subtasks=False),
+    )
+    for name in ("benchmarks", "leaderboard"):
+        pd.testing.assert_frame_equal(
+            getattr(on_cluster, name), getattr(streamed, name), check_exact=True
+        )
+    del streamed, on_cluster
+    gc.collect()  # (the results' cycles: their spill folders go with them)
+    assert list(spills.iterdir()) == []
+
+
+def test_a_duplicate_over_the_budget_is_reported(cluster: str, tmp_path: Path) -> None:
+    """Two files holding one score: found where its model's partition is added up."""
+    demo = pq.read_table(demo_path()).slice(0, 20_000)
+    root = write_partitioned(demo, tmp_path / "dup", parts=2)
+    pq.write_table(demo.slice(7, 1), root / "part=1" / "extra.parquet")
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    options = RunOptions(
+        engine="dask", scheduler=cluster, sum_memory=0.0002, spill_dir=str(spills)
+    )
+    with pytest.raises(ValidationError, match="duplicate_score") as raised:
+        lbnorm.run([root], options=options)
+    failures = raised.value.failures
+    assert failures["value"].str.contains(str(demo.column("model")[7])).all()
+    assert list(spills.iterdir()) == []
+
+
+@given(st.lists(st.text(max_size=12), max_size=30), st.integers(0, 3))
+def test_model_hashes_are_each_strings_bytes_weighed_and_mixed(
+    names: list[str], start: int
+) -> None:
+    """The partition of a model is the same in every worker process: its hash is
+    computed from its UTF-8 bytes alone (here by plain Python integers), also
+    for a slice of an array."""
+    from lbnorm.engines.dask import _MULTIPLIERS, _model_hashes
+
+    mask = (1 << 64) - 1
+
+    def mixed(value: int) -> int:
+        for factor in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+            value = ((value ^ (value >> 33)) * factor) & mask
+        return value ^ (value >> 33)
+
+    def expected(name: str) -> int:
+        data = name.encode()
+        total = sum(b * int(_MULTIPLIERS[i % 64]) for i, b in enumerate(data))
+        return mixed((total + len(data)) & mask)
+
+    array = pa.array(["x"] * start + names, pa.string()).slice(start)
+    assert _model_hashes(array).tolist() == [expected(name) for name in names]
+
+
+def test_a_worker_that_cannot_save_its_partition_says_where_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A worker of a remote cluster sees another filesystem than the client's TMPDIR."""
+    from lbnorm.core.errors import SpillError
+    from lbnorm.core.schemas import Batch
+    from lbnorm.engines.dask import _finish_share
+    from lbnorm.engines.stream import sum_scores
+    from lbnorm.suites import load_suite
+
+    suite = load_suite("openllm-v2")
+    table = pq.read_table(demo_path()).slice(0, 400)
+    totals = sum_scores([Batch(table=table, source="t")], suite)
+    missing = tmp_path / "lbnorm-spill-elsewhere"
+    with pytest.raises(
+        SpillError,
+        match=r"lbnorm-spill-elsewhere: a Dask worker .*\n.*shared filesystem",
+    ):
+        _finish_share(totals, 0, str(missing), suite, RunOptions(engine="dask"))

@@ -6,12 +6,25 @@ rows and folds them into exact per (variant, benchmark) sums
 (:func:`lbnorm.engines.stream.sum_scores`). The sums are added up in a tree of
 tasks (:func:`lbnorm.engines.stream.add_totals`, eight at a time), and only the total comes
 back to the client, which finishes, ranks and writes exactly as a local run
-does. The sums are fixed-point integers, so the result equals the local
+does.
+
+An input whose sums would pass ``RunOptions.sum_memory`` (millions of models,
+where the streaming engine spills: :mod:`lbnorm.engines.spill`) is not gathered:
+each row group's sums are split by a hash of the model name into partitions of
+the variants, each partition is added up in its own tree and finished on a
+worker, which saves its benchmark arrays in a spill folder of the client's
+(:func:`lbnorm.engines.spill.save_partition`); only the variants' keys and
+averages come back, and the client writes the tables from the saved arrays a
+part at a time, as a spilled local run does. The client's memory is then the
+keys and a few numbers per variant, whatever the input's size.
+
+The sums are fixed-point integers, so the result equals the local
 streaming engine's bit for bit, and the in-memory engine's to about 1e-13.
 
 Dask and distributed are an optional extra: ``pip install '.[dask]'`` from a clone of lbnorm.
 Every worker needs lbnorm installed at the same version and must be able to
-read the input paths (a shared filesystem).
+read the input paths (a shared filesystem), and, for an input that spills, to
+write the client's spill folder (``TMPDIR`` or ``RunOptions.spill_dir``).
 """
 
 from __future__ import annotations
@@ -22,19 +35,32 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm._runtime import TICK, cancelled, check_cancelled
-from lbnorm.core.errors import InputError, LbnormError
+from lbnorm.core import arrow
+from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
+from lbnorm.engines.spill import (
+    Board,
+    SpillFolder,
+    finish_saved,
+    save_partition,
+    spill_width,
+)
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
+from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
-from lbnorm.suites import Suite
+from lbnorm.suites import Suite, suite_arrays
 
 __all__ = ["DaskJob", "compute", "start"]
 
@@ -94,36 +120,45 @@ def compute(
     if inputs.eager:  # (before Dask is needed: what to convert is said either way)
         raise _not_parquet(inputs.catalog)
     try:
-        import dask.config
-        from dask.delayed import delayed
-        from distributed import Client, LocalCluster, wait
+        import dask.config  # noqa: F401 (here: the error says what to install)
+        import distributed  # noqa: F401
     except ImportError as exc:
         msg = (
             "--engine dask needs the optional packages dask and distributed.\n"
             "Hint: pip install dask distributed (from a clone of lbnorm: pip install '.[dask]'), on the client and on every worker."
         )
         raise InputError(msg) from exc
-    unknown, extra_columns = options.unknown, options.extra_columns
-    scheduler = options.scheduler
-    parts = [
-        delayed(_sum_row_group)(
-            _SentPath(
-                given=str(opened.path), resolved=str(Path(opened.path).absolute())
-            ),
-            group,
+    arrays = suite_arrays(suite)
+    width = spill_width(arrays, inputs.num_rows, options)
+    folder = None if width is None else SpillFolder(options.spill_dir)
+    try:
+        n_variants = inputs.num_rows // max(int(arrays.lower_bound.shape[0]), 1) + 1
+        graph = _graph(
+            inputs,
             suite,
-            unknown,
-            extra_columns,
-            None if options.failures else MAX_FAILURES_SHOWN,
+            options,
+            n_parts=None if width is None else -(-n_variants // width),
+            folder=folder,
         )
-        for opened in inputs.streamed
-        for group in range(opened.num_row_groups)
-    ]
-    while len(parts) > 1:  # a tree: no task ever holds more than FAN_IN sums
-        parts = [
-            delayed(add_totals)(parts[start : start + FAN_IN])
-            for start in range(0, len(parts), FAN_IN)
-        ]
+        results = _on_cluster(graph, options, n_workers)
+        if folder is None:
+            totals: Totals = results[0]
+            if totals.failures:
+                raise failure_error(totals.failures, total=totals.n_failed)
+            return finish_totals(totals, suite, options=options, files=inputs.catalog)
+        return _finish_parts(results, folder, suite, options, files=inputs.catalog)
+    except BaseException:
+        if folder is not None:
+            folder.remove()  # (the saved arrays of a run that ends here)
+        raise
+
+
+def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[Any]:
+    """The graph's results, computed on the scheduler of the options or a local cluster."""
+    import dask.config
+    from distributed import Client, LocalCluster, wait
+
+    scheduler = options.scheduler
     with contextlib.ExitStack() as stack:
         cluster = None
         if scheduler is None:
@@ -146,23 +181,112 @@ def compute(
                 else {"timeout": options.scheduler_timeout}
             )
             with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-                total = client.compute(parts[0])
+                futures = client.compute(graph)
                 while True:  # a look at the cancellation flag each tick
                     try:
-                        wait(total, timeout=TICK)  # type: ignore[no-untyped-call]
+                        wait(futures, timeout=TICK)  # type: ignore[no-untyped-call]
                     except TimeoutError:  # (distributed's: the tick passed)
                         check_cancelled()
                         continue
                     break
-                totals: Totals = total.result()
+                results = client.gather(futures)
         except LbnormError:
             raise
         except OSError as exc:
             msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
             raise InputError(msg) from exc
-    if totals.failures:
-        raise failure_error(totals.failures, total=totals.n_failed)
-    return finish_totals(totals, suite, options=options, files=inputs.catalog)
+    return results  # type: ignore[no-any-return]
+
+
+def _graph(
+    inputs: Inputs,
+    suite: Suite,
+    options: RunOptions,
+    *,
+    n_parts: int | None,
+    folder: SpillFolder | None,
+) -> list[Any]:
+    """The tasks: each row group summed; the total, or each partition finished.
+
+    Args:
+        inputs: The inputs (Parquet: the workers read their row groups).
+        suite: The suite.
+        options: The run's options.
+        n_parts: Partitions of the variants (None: the sums fit, the total
+            comes back).
+        folder: Where the workers save the partitions' arrays (with `n_parts`).
+    """
+    from dask.delayed import delayed  # (an optional extra, there when this runs)
+
+    sums = [
+        delayed(_sum_row_group)(
+            _SentPath(
+                given=str(opened.path), resolved=str(Path(opened.path).absolute())
+            ),
+            group,
+            suite,
+            options.unknown,
+            options.extra_columns,
+            None if options.failures else MAX_FAILURES_SHOWN,
+        )
+        for opened in inputs.streamed
+        for group in range(opened.num_row_groups)
+    ]
+    if n_parts is None or folder is None:
+        return [_added_up(sums)]
+    shares = [delayed(_shares, nout=n_parts)(part, n_parts) for part in sums]
+    return [
+        delayed(_finish_share)(
+            _added_up([share[index] for share in shares]),
+            index,
+            str(folder.path),
+            suite,
+            options,
+        )
+        for index in range(n_parts)
+    ]
+
+
+def _finish_parts(
+    finished: list[_Finished],
+    folder: SpillFolder,
+    suite: Suite,
+    options: RunOptions,
+    *,
+    files: pa.Table,
+) -> Result:
+    """The result of partitions finished on the workers, their arrays in `folder`."""
+    failures = [frame for part in finished for frame in part.failures]
+    if failures:
+        raise failure_error(failures, total=sum(part.n_failed for part in finished))
+    variants, _ = merge_variants([part.variants for part in finished])
+    n_ignored, n_scores, n_clipped = (
+        sum(column) for column in zip(*(part.counts for part in finished), strict=True)
+    )
+    boards = [part.board for part in finished if part.board is not None]
+    finished.clear()  # (the variants are merged: each partition's, freed)
+    return finish_saved(
+        folder,
+        variants,
+        boards,
+        suite=suite,
+        arrays=suite_arrays(suite),
+        options=options,
+        files=files,
+        counts=(n_ignored, n_scores, n_clipped),
+    )
+
+
+def _added_up(parts: list[Any]) -> Any:
+    """Delayed sums added up in a tree: no task ever holds more than FAN_IN of them."""
+    from dask.delayed import delayed  # (an optional extra, there when this runs)
+
+    while len(parts) > 1:
+        parts = [
+            delayed(add_totals)(parts[start : start + FAN_IN])
+            for start in range(0, len(parts), FAN_IN)
+        ]
+    return parts[0]
 
 
 def _kill_if_cancelled(others: set[multiprocessing.process.BaseProcess]) -> None:
@@ -239,4 +363,135 @@ def _sum_row_group(
     opened.path = Path(path.given)  # failures name the file as the user gave it
     return sum_scores(
         opened.batches([group]), suite, unknown=unknown, failure_limit=failure_limit
+    )
+
+
+#: Multipliers of a model name's bytes by position (mod 64) in its hash.
+_MULTIPLIERS = np.random.default_rng(20261129).integers(
+    1, 2**63, 64, dtype=np.uint64
+) | np.uint64(1)
+
+
+def _model_hashes(names: pa.Array) -> npt.NDArray[np.uint64]:
+    """A hash of each string, the same in every process (Python's is salted per process).
+
+    Each byte times a multiplier chosen by its position, summed per string
+    (modulo 2**64), then mixed (MurmurHash3's finalizer).
+    """
+    names = names.cast(pa.large_string())
+    offsets = np.frombuffer(names.buffers()[1], dtype=np.int64)
+    offsets = offsets[names.offset : names.offset + len(names) + 1]
+    data = names.buffers()[2]
+    first, last = int(offsets[0]), int(offsets[-1])
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)[first:last]
+        if data
+        else np.zeros(0, np.uint8)
+    )
+    lengths = np.diff(offsets)
+    position = np.arange(raw.size) - np.repeat(offsets[:-1] - first, lengths)
+    terms = raw.astype(np.uint64) * _MULTIPLIERS[position % _MULTIPLIERS.size]
+    totals = np.zeros(raw.size + 1, dtype=np.uint64)
+    np.cumsum(terms, out=totals[1:])
+    hashes = totals[offsets[1:] - first] - totals[offsets[:-1] - first]
+    hashes += lengths.astype(np.uint64)
+    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):
+        hashes ^= hashes >> np.uint64(shift)
+        hashes *= np.uint64(factor)
+    hashes ^= hashes >> np.uint64(33)
+    return hashes
+
+
+def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
+    """On a worker: a row group's sums split into `n_parts` partitions by model name.
+
+    Every share of a model goes to the same partition, whichever row group it
+    comes from; the first partition carries the row group's failures and counts.
+    """
+    variants = totals.variants
+    names = variants.vocabularies["model"]
+    part_of_name = (_model_hashes(names) % np.uint64(n_parts)).astype(np.int64)
+    part = part_of_name[variants.codes[:, 0]]
+    by_part = np.argsort(part, kind="stable")
+    ends = np.cumsum(np.bincount(part, minlength=n_parts)).tolist()
+    shares = []
+    for index, end in enumerate(ends):
+        rows = by_part[(ends[index - 1] if index else 0) : end]
+        is_first = index == 0
+        shares.append(
+            Totals(
+                variants=_compact(variants, rows),
+                store=totals.store.taken(rows),
+                failures=totals.failures if is_first else [],
+                n_failed=totals.n_failed if is_first else 0,
+                n_ignored=totals.n_ignored if is_first else 0,
+                n_scores=totals.n_scores if is_first else 0,
+                n_clipped=totals.n_clipped if is_first else 0,
+            )
+        )
+    return tuple(shares)
+
+
+def _compact(variants: Variants, rows: IntArray) -> Variants:
+    """These `rows` of the variants, with only the strings they use (sent on: small)."""
+    codes = variants.codes[rows]
+    vocabularies = {}
+    for position, name in enumerate(TEXT_KEYS):
+        used, codes[:, position] = np.unique(codes[:, position], return_inverse=True)
+        vocabularies[name] = variants.vocabularies[name].take(arrow.array(used))
+    return Variants(vocabularies=vocabularies, codes=codes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Finished:
+    """A partition of the variants finished on a worker: what the client needs of it.
+
+    Attributes:
+        variants: Its variants (the saved arrays' rows, in turn).
+        board: What the leaderboard needs of them (None: a check failed).
+        failures, n_failed: Failure rows and their count.
+        counts: Rows ignored, scores used, scores clipped.
+    """
+
+    variants: Variants
+    board: Board | None
+    failures: list[pa.Table]
+    n_failed: int
+    counts: tuple[int, int, int]
+
+
+def _finish_share(
+    totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
+) -> _Finished:
+    """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
+    counts = (totals.n_ignored, totals.n_scores, totals.n_clipped)
+    if totals.failures:  # the run fails: nothing to finish
+        return _Finished(
+            variants=totals.variants,
+            board=None,
+            failures=totals.failures,
+            n_failed=totals.n_failed,
+            counts=counts,
+        )
+    store, n_variants = totals.store, len(totals.variants)
+    benchmark = finish_benchmarks(
+        store.partials(n_variants), store.arrays, missing=options.missing
+    )
+    try:
+        save_partition(Path(folder), part, benchmark)
+    except OSError as exc:
+        msg = (
+            f"{folder}: a Dask worker cannot save its partition of the sums in the "
+            f"run's spill folder ({' '.join((exc.strerror or str(exc)).split())}).\n"
+            "Hint: with --scheduler, point TMPDIR (on the client) at a folder every "
+            "worker can write under the same path (a shared filesystem), free space "
+            "there, or raise --sum-memory."
+        )
+        raise SpillError(msg) from exc
+    return _Finished(
+        variants=totals.variants,
+        board=Board.of(benchmark, suite, store.arrays, options),
+        failures=[],
+        n_failed=0,
+        counts=counts,
     )

@@ -47,6 +47,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -91,12 +92,17 @@ from lbnorm.suites import Suite
 __all__ = [
     "BOARD_CHUNK_ROWS",
     "CHUNK_ROWS",
+    "Board",
+    "SpillFolder",
     "SpillStore",
     "SpilledBenchmarks",
     "SpilledLeaderboard",
+    "finish_saved",
     "finish_spilled",
+    "save_partition",
     "spill_errors",
     "spill_width",
+    "spilled_result",
 ]
 
 #: Rows of a benchmark-table part (a Parquet row group) built from spilled arrays.
@@ -199,7 +205,7 @@ def _open_files_limit() -> int:
     return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
 
 
-class _Folder:
+class SpillFolder:
     """A temporary folder of spilled sums and arrays, removed with its last user.
 
     It is made in `where` (the run's ``spill_dir``: TMPDIR as set, else the
@@ -362,7 +368,7 @@ class SpillStore:
     ) -> None:
         self.arrays, self.subtask_names, self.width = arrays, subtask_names, width
         self.seen = np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), bool)
-        self.folder = _Folder(where)
+        self.folder = SpillFolder(where)
         self._fixed = FixedPoint(arrays)
         self._n_batches = 0
         self._behind = BatchThread()
@@ -568,28 +574,59 @@ def finish_spilled(
     # (both release the GIL for their array work)
     with Threads(1, "order") as sorter:
         ordering = sorter.submit(variants.order)
-        averages, errors, n_complete, n_cells, resized, ranked_by = _sum_partitions(
-            store, n_variants, suite, options
-        )
+        board = _sum_partitions(store, n_variants, suite, options)
         order = ordering.result()
     n_models = variants.n_models()
     # names renumbered in key order: the benchmark table's parts slice them
     ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept)
-    averages, errors, n_complete = averages[order], errors[order], n_complete[order]
-    rules = suite.board
+    sizes = [
+        min(store.width, n_variants - low) for low in range(0, n_variants, store.width)
+    ]
+    spilled = _Spilled(store.folder, sizes, order, suite, store.arrays)
+    return spilled_result(
+        spilled, ordered, n_models, board, options=options, files=files, counts=counts
+    )
+
+
+def spilled_result(
+    spilled: _Spilled,
+    ordered: Variants,
+    n_models: int,
+    board: Board,
+    *,
+    options: RunOptions,
+    files: pa.Table | None,
+    counts: tuple[int, int, int],
+) -> Result:
+    """The result of a run whose finished partitions are saved in `spilled`'s folder.
+
+    Args:
+        spilled: The saved partitions, and the variants' key order (codes).
+        ordered: The variants in key order.
+        n_models: Distinct model names among them.
+        board: What the leaderboard needs of every variant (code order).
+        options: The run's options.
+        files: The catalog of input files.
+        counts: Rows ignored, scores used, scores clipped.
+    """
+    suite, order = spilled.suite, spilled.order
+    averages, errors = board.average[order], board.error[order]
+    n_complete = board.n_complete[order]
     rank = rank_rows(
         suite,
-        averages if ranked_by is None else ranked_by[order],
+        averages if board.ranked_by is None else board.ranked_by[order],
         is_complete=(
-            None if rules.rank_incomplete else n_complete == len(suite.benchmarks)
+            None if suite.board.rank_incomplete else n_complete == len(suite.benchmarks)
         ),
     )
-    spilled = _Spilled(store, n_variants, order, suite)
     n_ignored, n_scores, n_clipped = counts
     return Result(
         benchmark_output=SpilledBenchmarks(
-            spilled, ordered, n_cells, resized=_resized(spilled, ordered, resized)
+            spilled,
+            ordered,
+            board.n_cells,
+            resized=_resized(spilled, ordered, board.resized),
         ),
         leaderboard_output=SpilledLeaderboard(
             spilled,
@@ -611,28 +648,117 @@ def finish_spilled(
     )
 
 
+def finish_saved(
+    folder: SpillFolder,
+    variants: Variants,
+    boards: list[Board],
+    *,
+    suite: Suite,
+    arrays: SuiteArrays,
+    options: RunOptions,
+    files: pa.Table | None,
+    counts: tuple[int, int, int],
+) -> Result:
+    """The result of a run whose partitions were finished and saved elsewhere.
+
+    A Dask run's workers each finish a partition of the variants and save its
+    arrays in `folder` (:func:`save_partition`); partition ``i`` holds the
+    variants of ``boards[i]``, `variants` all of them in turn.
+    """
+    order = variants.order()
+    ordered = variants.take(order, renumber=True)
+    spilled = _Spilled(
+        folder, [board.average.size for board in boards], order, suite, arrays
+    )
+    return spilled_result(
+        spilled,
+        ordered,
+        variants.n_models(),
+        Board.joined(boards),
+        options=options,
+        files=files,
+        counts=counts,
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class Board:
+    """What the leaderboard needs of finished variants (in code order).
+
+    Attributes:
+        average, error: The average and its standard error.
+        n_complete: The benchmarks with every subtask.
+        ranked_by: The score of the benchmark the board ranks by (None when it
+            ranks by the average).
+        n_cells: The (variant, benchmark) cells with a subtask (the benchmark
+            table's rows).
+        resized: (code, benchmark) pairs pooled with other sample sizes.
+    """
+
+    average: FloatArray
+    error: FloatArray
+    n_complete: npt.NDArray[np.int8]
+    ranked_by: FloatArray | None
+    n_cells: int
+    resized: list[IntArray]
+
+    @classmethod
+    def of(
+        cls,
+        benchmark: BenchmarkArrays,
+        suite: Suite,
+        arrays: SuiteArrays,
+        options: RunOptions,
+    ) -> Board:
+        """A finished partition's board (codes from 0)."""
+        average, error = average_rows(
+            suite,
+            arrays,
+            benchmark.normalized,
+            benchmark.stderr,
+            benchmark.n_present,
+            missing=options.missing,
+        )
+        by = suite.board.rank_by  # (a spilled run's board has no rates)
+        other = np.argwhere(benchmark.has_other_sizes)
+        return cls(
+            average=average,
+            error=error,
+            n_complete=(benchmark.n_present == benchmark.n_expected)
+            .sum(axis=1)
+            .astype(np.int8),
+            ranked_by=None
+            if by == "average"
+            else benchmark.normalized[:, suite.benchmark_names.index(by)].copy(),
+            n_cells=int(np.count_nonzero(benchmark.n_present)),
+            resized=[other] if other.size else [],
+        )
+
+    @classmethod
+    def joined(cls, boards: list[Board]) -> Board:
+        """The boards of consecutive partitions as one (their codes in turn)."""
+        starts = np.cumsum([0, *(board.average.size for board in boards)])
+        return cls(
+            average=np.concatenate([board.average for board in boards]),
+            error=np.concatenate([board.error for board in boards]),
+            n_complete=np.concatenate([board.n_complete for board in boards]),
+            ranked_by=None
+            if not boards or boards[0].ranked_by is None
+            else np.concatenate([board.ranked_by for board in boards]),
+            n_cells=sum(board.n_cells for board in boards),
+            resized=[
+                np.add(pairs, [low, 0])
+                for board, low in zip(boards, starts.tolist(), strict=False)
+                for pairs in board.resized
+            ],
+        )
+
+
 def _sum_partitions(
     store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
-) -> tuple[
-    FloatArray, FloatArray, npt.NDArray[np.int8], int, list[IntArray], FloatArray | None
-]:
-    """Sum and finish every partition; what the leaderboard needs of each variant.
-
-    Returns:
-        Per variant (code order): the average, its standard error, the complete
-        benchmarks; the (variant, benchmark) cells with a subtask (the benchmark
-        table's rows); the (code, benchmark) pairs pooled with other sample
-        sizes; and the score of the benchmark the board ranks by (None when it
-        ranks by the average).
-    """
-    averages = np.full(n_variants, np.nan)
-    errors = np.full(n_variants, np.nan)
-    by = suite.board.rank_by  # (a spilled run's board has no rates)
-    by_index = suite.benchmark_names.index(by) if by != "average" else None
-    ranked_by = None if by_index is None else np.full(n_variants, np.nan)
-    n_complete = np.zeros(n_variants, dtype=np.int8)
-    resized: list[IntArray] = []
-    n_cells = 0
+) -> Board:
+    """Sum, finish and save every partition; what the leaderboard needs of each variant."""
+    boards = []
     # a partition's arrays are saved on a thread while the next one is summed
     # (writing them to the page cache takes about as long as summing them)
     with Threads(1, "save") as saver:
@@ -643,29 +769,13 @@ def _sum_partitions(
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
             saving = saver.submit(_save_partition, store.folder, part, benchmark)
-            averages[low:high], errors[low:high] = average_rows(
-                suite,
-                store.arrays,
-                benchmark.normalized,
-                benchmark.stderr,
-                benchmark.n_present,
-                missing=options.missing,
-            )
-            if ranked_by is not None:
-                ranked_by[low:high] = benchmark.normalized[:, by_index]
-            n_complete[low:high] = (benchmark.n_present == benchmark.n_expected).sum(
-                axis=1
-            )
-            n_cells += int(np.count_nonzero(benchmark.n_present))
-            other = np.argwhere(benchmark.has_other_sizes)
-            if other.size:
-                resized.append(np.add(other, [low, 0]))
+            boards.append(Board.of(benchmark, suite, store.arrays, options))
             del benchmark
         if saving is not None:
             saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
-    return averages, errors, n_complete, n_cells, resized, ranked_by
+    return Board.joined(boards)
 
 
 def _sum_partition(
@@ -688,15 +798,31 @@ def _sum_partition(
     )
 
 
-def _save_partition(folder: _Folder, part: int, benchmark: BenchmarkArrays) -> None:
+def _save_partition(folder: SpillFolder, part: int, benchmark: BenchmarkArrays) -> None:
     """Save a partition's benchmark arrays, a file each, for the output's gathers."""
-    for name, kind in _SAVED.items():  # benchmark-major: a benchmark's variants
-        # are one contiguous run of the file (raw values: _Spilled reads them)
-        values = np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
+    for name, values in _saved_arrays(benchmark):
         with folder.lock, spill_errors(folder.where):  # (not while it is removed)
             if folder.is_removed:  # the run ended (an interrupt): nothing to save
                 return
             values.tofile(_saved_path(folder.path, part, name))
+
+
+def save_partition(folder: Path, part: int, benchmark: BenchmarkArrays) -> None:
+    """Save a partition's benchmark arrays in `folder` (a Dask worker's, see :class:`SpillFolder`)."""
+    for name, values in _saved_arrays(benchmark):
+        values.tofile(_saved_path(folder, part, name))
+
+
+def _saved_arrays(
+    benchmark: BenchmarkArrays,
+) -> Iterator[tuple[str, npt.NDArray[Any]]]:
+    """Each saved array, benchmark-major.
+
+    A benchmark's variants are one contiguous run of its file (raw values:
+    :class:`_Spilled` reads them).
+    """
+    for name, kind in _SAVED.items():
+        yield name, np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
 
 
 def _saved_path(folder: Path, part: int, name: str) -> Path:
@@ -714,15 +840,29 @@ class _Spilled:
     """
 
     def __init__(
-        self, store: SpillStore, n_variants: int, order: IntArray, suite: Suite
+        self,
+        folder: SpillFolder,
+        sizes: list[int],
+        order: IntArray,
+        suite: Suite,
+        arrays: SuiteArrays,
     ) -> None:
-        self.folder, self.width = store.folder, store.width
-        self.n_variants = n_variants
-        self.n_parts = -(-n_variants // self.width)
+        """Partitions of `sizes` variants, codes numbered through them in turn.
+
+        The spilling store's are all as wide but the last; a Dask run's (its
+        workers' partitions of the variants) each as wide as its share.
+        """
+        self.folder = folder
+        self.sizes = sizes
+        self.starts = np.cumsum([0, *sizes])
+        self.width = max(sizes, default=1)
+        self.is_even = all(size == self.width for size in sizes[:-1])
+        self.n_variants = int(self.starts[-1])
+        self.n_parts = len(sizes)
         self.order = order  # key order -> code
         self.suite = suite
         self.n_expected = np.bincount(
-            store.arrays.benchmark_index, minlength=len(suite.benchmarks)
+            arrays.benchmark_index, minlength=len(suite.benchmarks)
         )
 
     def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
@@ -731,7 +871,11 @@ class _Spilled:
         The positions of a partition are increasing (a stable sort by partition:
         a counting sort when the partitions fit 16 bits).
         """
-        part, local = np.divmod(codes, self.width)
+        if self.is_even:
+            part, local = np.divmod(codes, self.width)
+        else:
+            part = np.searchsorted(self.starts, codes, side="right") - 1
+            local = codes - self.starts[part]
         if self.n_parts <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix
             part = part.astype(np.uint8 if self.n_parts <= 1 << 8 else np.uint16)
         by_part = np.argsort(part, kind="stable")
@@ -745,7 +889,7 @@ class _Spilled:
     def buffer(self) -> npt.NDArray[np.uint8]:
         """Room for one benchmark's run of any saved array of a partition."""
         most = max(np.dtype(kind).itemsize for kind in _SAVED.values())
-        return np.empty(most * min(self.width, max(self.n_variants, 1)), np.uint8)
+        return np.empty(most * self.width, np.uint8)
 
     def gather(
         self,
@@ -762,8 +906,7 @@ class _Spilled:
         kind = np.dtype(_SAVED[name])
         values = np.empty(size, dtype=kind)
         for part, positions, rows in groups:
-            width = min(self.width, self.n_variants - part * self.width)
-            run = buffer[: width * kind.itemsize]
+            run = buffer[: self.sizes[part] * kind.itemsize]
             path = _saved_path(self.folder.path, part, name)
             with spill_errors(self.folder.where):
                 descriptor = os.open(path, os.O_RDONLY)
