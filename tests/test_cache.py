@@ -22,6 +22,7 @@ from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
 from lbnorm.readers import (
     cache_stats,
+    cache_store,
     input_rejections,
     input_reruns,
     input_warnings,
@@ -696,7 +697,7 @@ def test_an_unwritable_cache_names_the_cache_not_the_output(
             errno.EACCES, "Permission denied", str(path)
         )
 
-    monkeypatch.setattr(cache_module, "write_file", refuse)
+    monkeypatch.setattr(cache_store, "write_file", refuse)
     cache = tmp_path / "cache"
     out = tmp_path / "out"
     assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6

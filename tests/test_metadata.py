@@ -13,7 +13,7 @@ from lbnorm import run
 from lbnorm.cli import main
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import RunOptions
-from lbnorm.engines.metadata import (
+from lbnorm.engines.metadata_frames import (
     annotate_leaderboard,
     exclude_flagged,
     join_metadata,

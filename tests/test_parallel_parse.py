@@ -21,14 +21,12 @@ from lbnorm import InputError, _runtime, load_suite, run
 from lbnorm._runtime import can_fork
 from lbnorm.core.files import read_bytes
 from lbnorm.core.options import RunOptions
-from lbnorm.readers import harness, read_inputs
-from lbnorm.readers.harness import (
-    ResultsRead,
+from lbnorm.readers import harness, read_inputs, results_tree
+from lbnorm.readers.harness import ResultsRead, parse_results_file, subtask_columns
+from lbnorm.readers.results_tree import (
     find_results_files,
-    parse_results_file,
     read_results_paths,
     scan_results_files,
-    subtask_columns,
 )
 
 SUITE = load_suite("openllm-v2")
@@ -80,8 +78,8 @@ def _slow_first_files(path: Path) -> bytes:
 @pytest.fixture
 def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Go parallel for any number of files, in chunks of 3."""
-    monkeypatch.setattr(harness, "_MIN_PARALLEL_FILES", 1)
-    monkeypatch.setattr(harness, "_MAX_CHUNK_FILES", 3)
+    monkeypatch.setattr(results_tree, "_MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(results_tree, "_MAX_CHUNK_FILES", 3)
 
 
 @pytest.mark.usefixtures("parallel")
@@ -189,7 +187,7 @@ def test_small_inputs_stay_in_process(
         msg = "forked for a few files"
         raise AssertionError(msg)
 
-    monkeypatch.setattr(harness, "_scan_in_workers", no_pool)
+    monkeypatch.setattr(results_tree, "_scan_in_workers", no_pool)
     read = _read(find_results_files(tree), workers=2)  # 40 < 64 files
     assert read.scores.num_rows > 0
 
@@ -205,7 +203,7 @@ def test_a_broken_pool_falls_back_to_one_process(
         msg = "a worker died"
         raise BrokenProcessPool(msg)
 
-    monkeypatch.setattr(harness, "_scan_in_workers", broken)
+    monkeypatch.setattr(results_tree, "_scan_in_workers", broken)
     result = _read(paths, workers=2)
     assert result.files.equals(expected.files)
     assert result.scores.equals(expected.scores)
@@ -264,7 +262,7 @@ def test_ctrl_c_between_two_files_stops_the_workers_before_it_is_reported(
     """The reader closes its scan however its loop ends: a Ctrl-C there once left
     the scan suspended (held by the traceback) and its workers waiting for work
     while the process's exit joined them."""
-    unpack = harness._unpack
+    unpack = results_tree._unpack
     handed: list[int] = []
 
     class _Interrupting:  # a scanned file whose reader is interrupted at its hash
@@ -280,7 +278,7 @@ def test_ctrl_c_between_two_files_stops_the_workers_before_it_is_reported(
         scanned = unpack(*args)
         return _Interrupting(scanned) if len(handed) == 5 else scanned
 
-    monkeypatch.setattr(harness, "_unpack", interrupting)
+    monkeypatch.setattr(results_tree, "_unpack", interrupting)
     with pytest.raises(KeyboardInterrupt) as caught:
         _read(find_results_files(tree), workers=2)
     assert caught.tb is not None  # the frames it holds stay alive, as in the CLI
@@ -290,7 +288,7 @@ def test_ctrl_c_between_two_files_stops_the_workers_before_it_is_reported(
 def test_run_on_a_tree_is_the_same_on_one_or_two_cores(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness, "_MIN_PARALLEL_FILES", 1)
+    monkeypatch.setattr(results_tree, "_MIN_PARALLEL_FILES", 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
     one = run([tree], out=tmp_path / "one", options=RunOptions(missing="partial"))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})

@@ -23,12 +23,8 @@ from lbnorm.core.files import read_bytes
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import SCORES
 from lbnorm.readers import read_inputs
-from lbnorm.readers.harness import (
-    find_results_files,
-    parse_results_file,
-    read_results_paths,
-    subtask_columns,
-)
+from lbnorm.readers.harness import parse_results_file, subtask_columns
+from lbnorm.readers.results_tree import find_results_files, read_results_paths
 
 
 def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:

@@ -16,14 +16,14 @@ them) and ranks are computed within groups, e.g. ``rank_within_size_class``.
 
 The work is done on Arrow tables with numpy (``*_table`` functions and
 :func:`annotate_table`, what ``lbnorm run`` calls: no pandas). The pandas
-functions (:func:`annotate_leaderboard`, :func:`join_metadata`, ...) hand
-frames to ``lbnorm show`` and the Python API, and are thin wrappers over the
-Arrow ones, so there is one implementation.
+functions (``annotate_leaderboard``, ``join_metadata``, ...) that hand frames
+to ``lbnorm show`` and the Python API are thin wrappers over these, in
+:mod:`lbnorm.engines.metadata_frames`, so there is one implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -45,27 +45,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMN_DOCS",
+    "ROW_COLUMN",
     "SIZE_CLASSES",
     "TYPE_LABELS",
-    "annotate_leaderboard",
     "annotate_table",
-    "conform_metadata",
     "conform_metadata_table",
-    "exclude_flagged",
     "exclude_flagged_table",
+    "flag_mask",
     "flagged_table",
     "frame_table",
-    "join_metadata",
     "join_metadata_table",
-    "list_flagged",
     "metadata_coverage",
-    "rank_within",
     "rank_within_table",
-    "read_metadata",
     "read_metadata_table",
     "read_raw_metadata",
     "size_class_array",
-    "size_classes",
     "type_label_array",
 ]
 
@@ -110,11 +104,13 @@ COLUMN_DOCS: dict[str, str] = {
 }
 
 _KEY_DEFAULTS: dict[str, str] = {"precision": "", "revision": ""}
+#: The column that carries a frame's row order through an Arrow function
+#: (:mod:`lbnorm.engines.metadata_frames`); never a column of the leaderboard.
+ROW_COLUMN = "__lbnorm_row__"
 _SHOWN = 5
 #: A number written as text (``params_b`` read as strings): anything else is unknown.
 _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
 #: The row number carried through the Arrow functions by the pandas wrappers.
-_ROW = "__lbnorm_row__"
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -395,7 +391,7 @@ def exclude_flagged_table(
         >>> exclude_flagged_table(board).select(["model", "rank"]).to_pydict()
         {'model': ['b', 'c', 'a'], 'rank': [1, 2, None]}
     """
-    is_flagged = _flag_mask(leaderboard, column)
+    is_flagged = flag_mask(leaderboard, column)
     is_eligible = _is_valid(leaderboard["rank"]) & ~is_flagged
     rank = rank_descending(
         np.where(is_eligible, _as_floats(leaderboard[by]), np.nan), method=method
@@ -413,7 +409,7 @@ def flagged_table(leaderboard: pa.Table, *, column: str = "flagged") -> pa.Table
     Raises:
         SchemaMismatchError: `column` is missing or not true/false.
     """
-    is_flagged = _flag_mask(leaderboard, column)
+    is_flagged = flag_mask(leaderboard, column)
     present = [
         name for name in (*KEY_COLUMNS, "average") if name in leaderboard.column_names
     ]
@@ -579,206 +575,6 @@ def annotate_table(
     return board
 
 
-# --- pandas faces: thin wrappers for `lbnorm show` and the Python API -----------------
-
-
-def read_metadata(path: str | Path) -> pd.DataFrame:
-    """Read and check a metadata table (CSV or Parquet) into pandas.
-
-    :func:`read_metadata_table` as a frame: keys typed like the leaderboard's
-    (missing precision and revision as ''), boolean columns as the nullable
-    ``boolean`` dtype.
-
-    Raises:
-        InputError: The file is missing, of another type, or unreadable.
-        SchemaMismatchError: No ``model`` column, a key of the wrong type, or
-            duplicate keys.
-    """
-    return _to_frame(read_metadata_table(path))
-
-
-def conform_metadata(metadata: pd.DataFrame, *, source: str) -> pd.DataFrame:
-    """:func:`conform_metadata_table` on a frame.
-
-    Raises:
-        SchemaMismatchError: As :func:`conform_metadata_table`.
-
-    Examples:
-        >>> import pandas as pd
-        >>> meta = pd.DataFrame({"model": ["a/b"], "precision": [None], "params_b": [7.2]})
-        >>> conform_metadata(meta, source="m.csv")["precision"].tolist()
-        ['']
-    """
-    return _to_frame(conform_metadata_table(_frame_to_arrow(metadata), source=source))
-
-
-def join_metadata(
-    leaderboard: pd.DataFrame, metadata: pd.DataFrame, *, source: str = "metadata"
-) -> pd.DataFrame:
-    """:func:`join_metadata_table` on frames; the column docs in ``attrs["column_docs"]``.
-
-    Raises:
-        SchemaMismatchError: As :func:`join_metadata_table`.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
-        >>> meta = pd.DataFrame({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
-        >>> join_metadata(board, meta)[["model", "params_b", "size_class"]].to_numpy().tolist()
-        [['a/x', 1.5, '<3B'], ['b/y', 70.0, '65B+']]
-    """
-    table = _frame_to_arrow(metadata)
-    return _on_frame(
-        leaderboard,
-        lambda board: join_metadata_table(board, table, source=source),
-        needed=KEY_COLUMNS,
-    )
-
-
-def size_classes(params_b: pd.Series) -> pd.Series:
-    """:func:`size_class_array` on a Series (same index; null if unknown).
-
-    Examples:
-        >>> import pandas as pd
-        >>> size_classes(pd.Series([0.5, 7.6, 9.2, 14.8, -1.0])).tolist()
-        ['<3B', '6-10B', '6-10B', '10-20B', nan]
-    """
-    import pandas as pd  # the caller holds a Series
-
-    values = pd.to_numeric(params_b, errors="coerce")
-    labels = size_class_array(pa.array(values.to_numpy(np.float64, na_value=np.nan)))
-    return pd.Series(labels.to_pandas().to_numpy(), index=params_b.index, dtype="str")
-
-
-def exclude_flagged(
-    leaderboard: pd.DataFrame, *, column: str = "flagged"
-) -> pd.DataFrame:
-    """:func:`exclude_flagged_table` on a frame (ranks as ``Int64``).
-
-    Raises:
-        SchemaMismatchError: `column` is missing.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"model": ["a", "b", "c"], "average": [9.0, 8.0, 7.0],
-        ...     "rank": pd.array([1, 2, 3], dtype="Int64"), "flagged": [True, False, False]})
-        >>> exclude_flagged(board)[["model", "rank"]].to_numpy().tolist()
-        [['b', 1], ['c', 2], ['a', <NA>]]
-    """
-    return _on_frame(
-        leaderboard,
-        lambda board: exclude_flagged_table(board, column=column),
-        needed=("rank", "average", column),
-        replaces=("rank",),
-    )
-
-
-def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.DataFrame:
-    """The flagged variants' keys and averages, in leaderboard order (a frame).
-
-    Raises:
-        SchemaMismatchError: `column` is missing.
-    """
-    flagged = _on_frame(
-        leaderboard,
-        lambda board: board.filter(pa.array(_flag_mask(board, column))),
-        needed=(column,),
-    )
-    present = [name for name in (*KEY_COLUMNS, "average") if name in flagged.columns]
-    return flagged[present]
-
-
-def rank_within(leaderboard: pd.DataFrame, column: str) -> pd.DataFrame:
-    """:func:`rank_within_table` on a frame (group ranks as ``Int64``).
-
-    Raises:
-        SchemaMismatchError: `column` is missing.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"average": [9.0, 8.0, 7.0, 6.0],
-        ...     "rank": pd.array([1, 2, 3, None], dtype="Int64"),
-        ...     "size_class": ["65B+", "<3B", "<3B", "<3B"]})
-        >>> rank_within(board, "size_class")["rank_within_size_class"].tolist()
-        [1, 1, 2, <NA>]
-    """
-    return _on_frame(
-        leaderboard,
-        lambda board: rank_within_table(board, column),
-        needed=("rank", "average", column),
-        replaces=(f"rank_within_{column}",),
-    )
-
-
-def annotate_leaderboard(
-    leaderboard: pd.DataFrame,
-    metadata: str | Path | pd.DataFrame | None,
-    *,
-    rank_within_columns: Sequence[str] = (),
-    is_flagged_excluded: bool = False,
-    rank_by: str = "average",
-    rank_method: RankMethod = "min",
-) -> pd.DataFrame:
-    """:func:`annotate_table` on a frame (what ``lbnorm show`` does on the fly).
-
-    Args:
-        leaderboard: The leaderboard.
-        metadata: A metadata file, a frame, or None for none.
-        rank_within_columns: Columns to rank within (each adds a column).
-        is_flagged_excluded: Re-rank without the ``flagged`` variants.
-        rank_by: The column the suite's board ranks by.
-        rank_method: How its ties share ranks.
-
-    Returns:
-        The annotated leaderboard: its own columns as they were (rows reordered
-        if flagged variants were excluded), the columns added or recomputed
-        with nullable dtypes (``Int64``, ``boolean``), their docs in
-        ``attrs["column_docs"]``.
-
-    Raises:
-        InputError: The metadata file cannot be read, or lacks a requested column.
-    """
-    table = (
-        metadata
-        if isinstance(metadata, str | Path) or metadata is None
-        else _frame_to_arrow(metadata)
-    )
-    groups = [
-        str(name).removeprefix("rank_within_")
-        for name in leaderboard.columns
-        if str(name).startswith("rank_within_")
-    ]
-    replaced = [
-        *(
-            ["rank", *(f"rank_within_{group}" for group in groups)]
-            if is_flagged_excluded
-            else []
-        ),
-        *(f"rank_within_{column}" for column in rank_within_columns),
-    ]
-    return _on_frame(
-        leaderboard,
-        lambda board: annotate_table(
-            board,
-            table,
-            rank_within_columns=rank_within_columns,
-            is_flagged_excluded=is_flagged_excluded,
-            rank_by=rank_by,
-            rank_method=rank_method,
-        ),
-        needed=(
-            *KEY_COLUMNS,
-            "rank",
-            "average",
-            *([rank_by] if rank_by != "average" else []),
-            "flagged",
-            *rank_within_columns,
-            *groups,
-        ),
-        replaces=replaced,
-    )
-
-
 # --- helpers ---------------------------------------------------------------------
 
 
@@ -908,7 +704,8 @@ def _int_array(values: npt.NDArray[np.float64]) -> pa.Array:
     return arrow.array(np.where(is_null, 0, values).astype(np.int64), mask=is_null)
 
 
-def _flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
+def flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
+    """Which variants are flagged (`column` read as true/false; null: not flagged)."""
     _require(leaderboard, column, purpose="exclude flagged variants")
     flags = leaderboard[column]
     try:
@@ -924,7 +721,13 @@ def _flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
 
 def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
     if column not in leaderboard.column_names:
-        contract = {"rank", "average", "n_benchmarks", "n_benchmarks_expected", _ROW}
+        contract = {
+            "rank",
+            "average",
+            "n_benchmarks",
+            "n_benchmarks_expected",
+            ROW_COLUMN,
+        }
         available = [
             name
             for name in leaderboard.column_names
@@ -949,71 +752,3 @@ def _frame_to_arrow(frame: Any) -> pa.Table:
             "Hint: give each column one type (text, numbers, true/false or dates)."
         )
         raise SchemaMismatchError(msg) from exc
-
-
-def _to_frame(table: pa.Table, *, nullable_integers: bool = False) -> pd.DataFrame:
-    """Arrow to pandas: booleans as ``boolean`` (flags may be null), ranks as ``Int64``."""
-    import pandas as pd  # a user is handed a frame
-
-    def nullable(kind: pa.DataType) -> Any:
-        if pa.types.is_boolean(kind):
-            return pd.BooleanDtype()
-        if nullable_integers and pa.types.is_integer(kind):
-            return pd.api.types.pandas_dtype(
-                str(kind).replace("u", "U").replace("int", "Int")
-            )
-        return None
-
-    frame: pd.DataFrame = table.to_pandas(types_mapper=nullable)
-    return frame
-
-
-def _on_frame(
-    frame: pd.DataFrame,
-    annotate: Callable[[pa.Table], pa.Table],
-    *,
-    needed: Sequence[str],
-    replaces: Sequence[str] = (),
-) -> pd.DataFrame:
-    """Run an Arrow function on a frame: the frame's own columns come back as they were.
-
-    Only the `needed` columns go to Arrow (the others travel as null
-    placeholders: their names count, for clashes, their values are not read);
-    the frame's columns come back from the frame itself, in the result's row
-    order, except those in `replaces`, which the function recomputed; the
-    columns it added are converted (integers as ``Int64``, booleans as
-    ``boolean``).
-    """
-    import pandas as pd  # the caller holds a frame
-
-    frame = frame.reset_index(drop=True)
-    wanted = set(needed)
-    columns: dict[str, pa.Array] = {
-        str(name): pa.Array.from_pandas(frame[name])
-        if name in wanted
-        else pa.nulls(len(frame))
-        for name in frame.columns
-    }
-    columns[_ROW] = pa.array(np.arange(len(frame), dtype=np.int64))
-    table = annotate(pa.table(columns))
-    order = np.asarray(table[_ROW].to_numpy(), dtype=np.int64)
-    added = [
-        name
-        for name in table.column_names
-        if name != _ROW and (name not in frame.columns or name in replaces)
-    ]
-    kept = frame.iloc[order].reset_index(drop=True)
-    converted = _to_frame(table.select(added), nullable_integers=True)
-    result = pd.concat(
-        [kept.drop(columns=[c for c in added if c in frame.columns]), converted], axis=1
-    )
-    result = result[[*frame.columns, *(c for c in added if c not in frame.columns)]]
-    result.attrs["column_docs"] = {
-        **frame.attrs.get("column_docs", {}),
-        **{
-            field.name: field.metadata[b"doc"].decode()
-            for field in table.schema
-            if field.name in added and field.metadata and b"doc" in field.metadata
-        },
-    }
-    return result

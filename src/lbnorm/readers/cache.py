@@ -43,6 +43,8 @@ lbnorm version or parser or for other subtasks is rebuilt from scratch, never tr
 (``full_rebuild=True`` forces that). Something that is not a regular file where
 the index belongs is moved aside (``lbnorm-cache.json.damaged-<id>``), never
 deleted; of the generation files, lbnorm deletes only its own regular files.
+These files, the index and the lock are kept by :mod:`lbnorm.readers.cache_store`;
+this module decides what to reuse and assembles the run's scores from it.
 
 The cache directory must not be inside the output directory, which every run
 replaces whole (:func:`check_cache_location`).
@@ -51,19 +53,13 @@ replaces whole (:func:`check_cache_location`).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import functools
 import hashlib
 import itertools
 import json
-import os
-import re
-import stat
 import sys
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -72,7 +68,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lbnorm.core.arrow import (
     booleans,
@@ -82,20 +77,25 @@ from lbnorm.core.arrow import (
     strings,
     to_numpy,
 )
-from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
-from lbnorm.core.version import lbnorm_version
-from lbnorm.output.transaction import write_file
-from lbnorm.readers import harness
-from lbnorm.readers.cache_digest import entry_digests, rows_match
+from lbnorm.readers import cache_store, harness, results_tree
+from lbnorm.readers.cache_store import (
+    ENTRIES,
+    INDEX,
+    ROWS,
+    SETTING,
+    empty_table,
+    first_line,
+    load,
+    opened,
+    store,
+)
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
     PARSER_VERSION,
     HarnessFile,
-    ScannedFile,
-    scan_results_files,
     subtask_columns,
     variant_folder,
 )
@@ -106,28 +106,16 @@ from lbnorm.readers.newest import (
     SubtaskColumns,
     combine_parsed,
 )
+from lbnorm.readers.results_tree import ScannedFile, scan_results_files
 from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
-    "CACHE_FORMAT",
     "CacheStats",
-    "check_cache_location",
     "parser_key",
     "read_files_cached",
 ]
-
-#: Bumped whenever what the cache stores changes meaning (2: the stat key holds
-#: ctime, inode and device too; sizes and hashes are of the bytes read).
-#: 3: each entry stores a digest of its scores and its file's sha256.
-#: 4: each entry stores the results entries the suite does not use (``ignored``).
-#: 5: a rejected entry keeps the variant it held as far as known (``variant_from``).
-#: 6: each score row stores its run settings (the comparability check's).
-CACHE_FORMAT = 6
-_META = "lbnorm-cache.json"
-_GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 #: What a file's stat must keep for its cached parse and hash to be trusted unread.
 #: The ctime cannot be set back (a write or a utime sets it to now), so a rewrite
@@ -136,48 +124,6 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: A file changed this close to (or after) the previous run's stat could have
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
-
-#: The rows' columns of run settings: ``setting_num_fewshot``, ...
-_SETTING = "setting_"
-_ENTRIES = pa.schema(
-    [
-        ("path", pa.string()),
-        ("size", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("ctime_ns", pa.int64()),
-        ("inode", pa.int64()),
-        ("device", pa.int64()),
-        ("sha256", pa.string()),
-        ("status", pa.string()),
-        ("reason", pa.string()),
-        ("model", pa.string()),
-        ("precision", pa.string()),
-        ("revision", pa.string()),
-        ("chat_template", pa.bool_()),
-        ("timestamp", pa.string()),
-        ("n_ignored", pa.int64()),
-        ("n_rows", pa.int64()),
-        # the entries the suite does not use, one per line (messages and the manifest)
-        ("ignored", pa.string()),
-        # where model, precision and revision come from: "file" (its own config),
-        # "cache" (a rejected file: an earlier parse of it), "folder" (a rejected
-        # file: its <org>/<model> folders, the model alone) or "" (unknown)
-        ("variant_from", pa.string()),
-    ]
-)
-#: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
-_ENTRIES_STORED = _ENTRIES.append(pa.field("rows_digest", pa.int64()))
-_ROWS = pa.schema(
-    [
-        ("path", pa.string()),
-        ("subtask_index", pa.int32()),
-        ("raw_score", pa.float64()),
-        ("stderr", pa.float64()),
-        ("n_samples", pa.int64()),
-        ("key", pa.string()),
-        *((_SETTING + name, pa.string()) for name in SETTINGS),
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,57 +235,13 @@ def read_files_cached(
         "cache",
         pc.fill_null(catalog["cache"], scalar("table", pa.string())),
     )
-    stats = refreshed[0] if refreshed else _no_refresh(cache)
+    stats = (
+        refreshed[0]
+        if refreshed  # else no results files
+        else _stats(cache, np.array([], dtype=object), hashed=0, dropped=0, reason="")
+    )
     stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
     return replace(read, catalog=catalog, cache_stats=stats_dict)
-
-
-def _no_refresh(cache: Path) -> CacheStats:
-    """The statistics of a run that found no results files."""
-    return CacheStats(
-        directory=str(cache),
-        seen=0,
-        parsed=0,
-        cached=0,
-        rejected=0,
-        hashed=0,
-        dropped=0,
-        rebuilt=False,
-        rebuild_reason="",
-        seconds=0.0,
-    )
-
-
-def check_cache_location(cache: str | Path, out: str | Path) -> None:
-    """Refuse a cache directory inside the output directory (or the same one).
-
-    A run replaces its output directory whole, so a cache inside it would be
-    wiped by every run and every run would parse everything again.
-
-    Args:
-        cache: The cache directory (``--cache``).
-        out: The output directory (``--out``).
-
-    Raises:
-        OptionsError: `cache` is `out` or inside it (symbolic links resolved).
-
-    Examples:
-        >>> check_cache_location("nightly-cache", "out")
-        >>> check_cache_location("out/cache", "out")
-        Traceback (most recent call last):
-        ...
-        lbnorm.core.errors.OptionsError: --cache out/cache is inside --out out, which every run replaces whole: the cache would be wiped each time.
-        Hint: keep the cache beside the output, e.g. --cache out.cache (or .lbnorm-cache).
-    """
-    resolved_cache, resolved_out = Path(cache).resolve(), Path(out).resolve()
-    if resolved_cache == resolved_out or resolved_out in resolved_cache.parents:
-        msg = (
-            f"--cache {cache} is inside --out {out}, which every run replaces whole: "
-            "the cache would be wiped each time.\n"
-            f"Hint: keep the cache beside the output, e.g. --cache {Path(out).name}.cache "
-            "(or .lbnorm-cache)."
-        )
-        raise OptionsError(msg)
 
 
 def _refresh(
@@ -360,21 +262,10 @@ def _refresh(
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
     pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
-    _make_directory(cache)
-    with _locked(cache):
-        moved = _clear_index_place(cache)
-        entries, rows, stat_ns, reason = (
-            _empty(_ENTRIES),
-            _empty(_ROWS),
-            0,
-            "",
+    with opened(cache) as moved:
+        entries, rows, stat_ns, reason = _previous(
+            cache, pairs_hash, moved=moved, full_rebuild=full_rebuild
         )
-        if full_rebuild:
-            reason = "--full rebuild asked for"
-        elif moved:
-            reason = f"corrupt: {_META} was not a file (moved aside to {moved})"
-        else:
-            entries, rows, stat_ns, reason = _load(cache, pairs_hash)
         started_ns = time.time_ns()  # before any stat: the next run's racy line
         current = _stat(files)
         all_paths = strings(current.path.tolist())
@@ -382,16 +273,7 @@ def _refresh(
         is_unchanged = _is_unchanged(current.stat, entries, old_at, stat_ns)
         changed = np.flatnonzero(~is_unchanged)
         read = _read_changed(current, changed, entries, old_at, pairs, progress)
-        new_rows = _rows_of(read.parsed)
-        bad = _check_rows(new_rows, suite_arrays(suite).scales)  # every new score
-        if bad:
-            new_rows = new_rows.filter(
-                pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
-            )
-        new_entries = [
-            _rejected(entry, bad[entry["path"]]) if entry["path"] in bad else entry
-            for entry in read.entries  # one entry per changed file
-        ]
+        new_entries, new_rows = _checked_new(read, suite_arrays(suite).scales)
         # the entries in the order of the files found: each kept or new
         at = np.empty(len(current.path), dtype=np.int64)
         at[is_unchanged] = old_at[is_unchanged]
@@ -408,7 +290,14 @@ def _refresh(
         )
         dropped = entries.num_rows - int(np.count_nonzero(old_at >= 0))  # (distinct)
         if new_entries or dropped or reason or stat_ns == 0:
-            _store(cache, table, scores_rows, pairs_hash, stat_ns=started_ns)
+            store(
+                cache,
+                table,
+                scores_rows,
+                pairs_hash,
+                stat_ns=started_ns,
+                parser=parser_key(),
+            )
     status = np.full(len(current.path), "cached", dtype=object)
     status[changed] = read.status
     status[_is(table["status"], "rejected")] = "rejected"
@@ -421,20 +310,69 @@ def _refresh(
         status=status,
         verified=~is_unchanged,  # read and hashed this run
     )
-    stats_of_run = CacheStats(
+    stats_of_run = _stats(
+        cache,
+        status,
+        hashed=int(np.count_nonzero(~is_unchanged)),
+        dropped=dropped,
+        reason=reason,
+    )
+    lost = _rejected_variants(table, current.display)
+    return replace(read_results, files=catalog), stats_of_run, lost
+
+
+def _checked_new(
+    read: _Changed, scales: Scales | None
+) -> tuple[list[dict[str, Any]], pa.Table]:
+    """The changed files' entries and score rows, a file whose scores break the contract rejected."""
+    new_rows = _rows_of(read.parsed)
+    bad = _check_rows(new_rows, scales)  # every new score
+    if bad:
+        new_rows = new_rows.filter(
+            pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
+        )
+    new_entries = [
+        _rejected(entry, bad[entry["path"]]) if entry["path"] in bad else entry
+        for entry in read.entries  # one entry per changed file
+    ]
+    return new_entries, new_rows
+
+
+def _previous(
+    cache: Path, pairs_hash: str, *, moved: str, full_rebuild: bool
+) -> tuple[pa.Table, pa.Table, int, str]:
+    """What the cache held (entries, rows, stat time), and why it was discarded."""
+    if not full_rebuild and not moved:
+        return load(cache, pairs_hash, parser=parser_key())
+    reason = (
+        "--full rebuild asked for"
+        if full_rebuild
+        else f"corrupt: {INDEX} was not a file (moved aside to {moved})"
+    )
+    return empty_table(ENTRIES), empty_table(ROWS), 0, reason
+
+
+def _stats(
+    cache: Path,
+    status: npt.NDArray[np.object_],
+    *,
+    hashed: int,
+    dropped: int,
+    reason: str,
+) -> CacheStats:
+    """The figures of a refresh from each file's status (``parsed``, ``cached``, ``rejected``)."""
+    return CacheStats(
         directory=str(cache),
-        seen=len(current.path),
+        seen=len(status),
         parsed=int(np.count_nonzero(status == "parsed")),
         cached=int(np.count_nonzero(status == "cached")),
         rejected=int(np.count_nonzero(status == "rejected")),
         dropped=dropped,
         rebuilt=bool(reason),
         rebuild_reason=reason,
-        hashed=int(np.count_nonzero(~is_unchanged)),
+        hashed=hashed,
         seconds=0.0,
     )
-    lost = _rejected_variants(table, current.display)
-    return replace(read_results, files=catalog), stats_of_run, lost
 
 
 def _rejected_variants(
@@ -502,22 +440,15 @@ def _holding(
     return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
 
 
-def _empty(schema: pa.Schema) -> pa.Table:
-    """A table of no rows (``Schema.empty_table`` would probe for pandas)."""
-    return pa.Table.from_arrays(
-        [pa.nulls(0, field.type) for field in schema], schema=schema
-    )
-
-
 def _is(values: pa.ChunkedArray, text: str) -> npt.NDArray[np.bool_]:
     """Where a string column equals `text`."""
     return to_numpy(pc.equal(values, scalar(text, pa.string())), null=False)
 
 
 def _entries_table(entries: list[dict[str, Any]]) -> pa.Table:
-    """Cache entries (dicts of :data:`_ENTRIES`'s fields) as a table."""
+    """Cache entries (dicts of :data:`ENTRIES`'s fields) as a table."""
     columns = []
-    for field in _ENTRIES:
+    for field in ENTRIES:
         values = [entry[field.name] for entry in entries]
         if pa.types.is_string(field.type):
             columns.append(strings(values))
@@ -525,7 +456,7 @@ def _entries_table(entries: list[dict[str, Any]]) -> pa.Table:
             columns.append(booleans(np.array(values, dtype=bool)))
         else:
             columns.append(numbers(np.array(values, dtype=np.int64), field.type))
-    return pa.Table.from_arrays(columns, schema=_ENTRIES)
+    return pa.Table.from_arrays(columns, schema=ENTRIES)
 
 
 def _positions(
@@ -688,7 +619,7 @@ def _parse(
     }
     parsed = scanned.parsed
     if parsed is None:
-        entry = _rejected(entry, _first_line(str(scanned.error)))
+        entry = _rejected(entry, first_line(str(scanned.error)))
         if scanned.variant is not None:  # its config was read before it failed
             model, precision, revision, chat_template = scanned.variant
             entry |= {
@@ -763,7 +694,7 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
         "key": strings(joined("key")),
     }
     settings = RunSettings.from_rows(joined("settings")).columns()
-    return pa.Table.from_arrays([*columns.values(), *settings], schema=_ROWS)
+    return pa.Table.from_arrays([*columns.values(), *settings], schema=ROWS)
 
 
 def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
@@ -831,30 +762,7 @@ def _assemble(
     """
     is_ok = _is(entries["status"], "ok")
     accepted = entries.filter(booleans(is_ok))
-    owner = _positions(rows["path"], accepted["path"])
-    is_taken = owner >= 0  # -1: a row of a file not accepted
-    owner = owner[is_taken]
-    subtask = to_numpy(rows["subtask_index"]).astype(np.int64)[is_taken]
-    order = np.lexsort((subtask, owner))  # by file, then by subtask
-    taken = numbers(np.flatnonzero(is_taken)[order], pa.int64())
-    parsed = ParsedFiles(
-        path=display[is_ok].tolist(),
-        model=accepted["model"].to_pylist(),
-        precision=accepted["precision"].to_pylist(),
-        revision=accepted["revision"].to_pylist(),
-        chat_template=to_numpy(accepted["chat_template"]).astype(bool),
-        timestamp=accepted["timestamp"].to_pylist(),
-        n_ignored=to_numpy(accepted["n_ignored"]).astype(np.int64),
-        lengths=np.bincount(owner, minlength=accepted.num_rows).astype(np.int64),
-        subtask_index=subtask[order],
-        raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
-        stderr=rows["stderr"].take(taken).combine_chunks(),
-        n_samples=rows["n_samples"].take(taken).combine_chunks(),
-        settings=RunSettings.from_columns(
-            [rows[_SETTING + name].take(taken) for name in SETTINGS]
-        ),
-        ignored=_lines(accepted["ignored"]),
-    )
+    parsed = _stored_files(accepted, rows, display[is_ok].tolist())
     read = combine_parsed(parsed, pairs, names)
     assert read.settings is not None
     accepted_at = np.flatnonzero(is_ok)  # an accepted file's row among all files
@@ -886,6 +794,38 @@ def _assemble(
     return replace(read, settings=settings), catalog
 
 
+def _stored_files(accepted: pa.Table, rows: pa.Table, paths: list[str]) -> ParsedFiles:
+    """The accepted files' entries and rows as :func:`combine_parsed` takes parsed files.
+
+    The rows are put in file order, then suite order, in one sort; `paths`
+    are the files as found (the catalog shows them).
+    """
+    owner = _positions(rows["path"], accepted["path"])
+    is_taken = owner >= 0  # -1: a row of a file not accepted
+    owner = owner[is_taken]
+    subtask = to_numpy(rows["subtask_index"]).astype(np.int64)[is_taken]
+    order = np.lexsort((subtask, owner))  # by file, then by subtask
+    taken = numbers(np.flatnonzero(is_taken)[order], pa.int64())
+    return ParsedFiles(
+        path=paths,
+        model=accepted["model"].to_pylist(),
+        precision=accepted["precision"].to_pylist(),
+        revision=accepted["revision"].to_pylist(),
+        chat_template=to_numpy(accepted["chat_template"]).astype(bool),
+        timestamp=accepted["timestamp"].to_pylist(),
+        n_ignored=to_numpy(accepted["n_ignored"]).astype(np.int64),
+        lengths=np.bincount(owner, minlength=accepted.num_rows).astype(np.int64),
+        subtask_index=subtask[order],
+        raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
+        stderr=rows["stderr"].take(taken).combine_chunks(),
+        n_samples=rows["n_samples"].take(taken).combine_chunks(),
+        settings=RunSettings.from_columns(
+            [rows[SETTING + name].take(taken) for name in SETTINGS]
+        ),
+        ignored=_lines(accepted["ignored"]),
+    )
+
+
 def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     """Entries stored one per line, as a list<string> column ('' is no entry)."""
     split = pc.split_pattern(texts, "\n")
@@ -895,212 +835,19 @@ def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 
-def _load(cache: Path, pairs_hash: str) -> tuple[pa.Table, pa.Table, int, str]:
-    """The cached entries and rows, when its files were stat'ed, and why they were discarded.
-
-    Whatever the directory holds, this returns: a damaged cache is a reason to
-    rebuild, never an error.
-    """
-    empty = _empty(_ENTRIES), _empty(_ROWS)
-    meta_path = cache / _META
-    if not meta_path.is_file():  # none yet (a non-file was moved aside first)
-        return *empty, 0, ""
-    try:
-        meta = _check_index(json.loads(meta_path.read_bytes()))
-    except (OSError, ValueError, RecursionError) as exc:  # JSON, UTF-8, nesting
-        return *empty, 0, f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
-    if meta["format"] != CACHE_FORMAT or meta["lbnorm"] != lbnorm_version():
-        return *empty, 0, "made by another lbnorm version"
-    if meta.get("parser") != parser_key():
-        return *empty, 0, "made by another version of the results parser"
-    if meta["pairs"] != pairs_hash:
-        return *empty, 0, "made for other subtasks (another suite)"
-    tables = {}
-    for name, schema in (("entries", _ENTRIES_STORED), ("rows", _ROWS)):
-        path = cache / meta[name]["file"]
-        try:
-            if not path.is_file():  # a directory in its place must not stay fatal
-                msg = f"{path.name} is missing or not a file"
-                raise FileNotFoundError(msg)
-            data = path.read_bytes()
-            if hashlib.sha256(data).hexdigest() != meta[name]["sha256"]:
-                return *empty, 0, f"corrupt: {path.name} does not match its checksum"
-            table = pq.ParquetFile(pa.BufferReader(data)).read()
-        except (OSError, pa.ArrowException) as exc:
-            return *empty, 0, f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
-        if not table.schema.equals(schema):
-            return *empty, 0, f"corrupt: {path.name} has an unexpected schema"
-        tables[name] = table
-    entries, rows = tables["entries"], tables["rows"]
-    if not rows_match(entries, rows):
-        return *empty, 0, "corrupt: scores do not match the file entries"
-    stored = to_numpy(entries["rows_digest"], null=0)
-    entries = entries.drop_columns(["rows_digest"])
-    if n_changed := int(np.count_nonzero(entry_digests(entries, rows) != stored)):
-        return (
-            *empty,
-            0,
-            f"corrupt: the scores of {n_changed:,} files do not match their digests",
-        )
-    return entries, rows, meta["stat_ns"], ""
-
-
 @functools.cache
 def parser_key() -> str:
     """What a cached parse depends on besides the suite: the parser's version and source.
 
     :data:`~lbnorm.readers.harness.PARSER_VERSION`, and the sha256 of the
-    results parser's and this module's source (the package's version string
+    results parser's source (:mod:`~lbnorm.readers.harness`,
+    :mod:`~lbnorm.readers.results_tree`) and the cache's (this module and
+    :mod:`~lbnorm.readers.cache_store`) (the package's version string
     stays the same across commits: a cache of an older parser was reused
     whole). Where a source cannot be read (a zipped install), the version alone.
     """
     digest = hashlib.sha256()
-    for module in (harness, sys.modules[__name__]):
+    for module in (harness, results_tree, sys.modules[__name__], cache_store):
         with contextlib.suppress(OSError, TypeError):
             digest.update(Path(str(module.__file__)).read_bytes())
     return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
-
-
-def _check_index(meta: object) -> dict[str, Any]:
-    """The index, if it has every field with a value of its type; else ValueError."""
-    if not isinstance(meta, dict):
-        msg = f"the index is not a JSON object: {json.dumps(meta)[:80]}"
-        raise ValueError(msg)  # a list, a string, null
-    is_valid = (
-        isinstance(meta.get("format"), int)
-        and isinstance(meta.get("lbnorm"), str)
-        and isinstance(meta.get("pairs"), str)
-        and isinstance(meta.get("stat_ns"), int)
-        and not isinstance(meta.get("stat_ns"), bool)
-        and 0 <= meta["stat_ns"] < 2**63
-        and all(
-            isinstance(meta.get(name), dict)
-            and isinstance(meta[name].get("file"), str)
-            and _GENERATION.fullmatch(meta[name]["file"]) is not None
-            and meta[name]["file"].startswith(f"{name}-")
-            and isinstance(meta[name].get("sha256"), str)
-            and _SHA256.fullmatch(meta[name]["sha256"]) is not None
-            for name in ("entries", "rows")
-        )
-    )
-    if not is_valid:
-        msg = (
-            f"the index lacks a field or has one of the wrong type: {sorted(meta)[:8]}"
-        )
-        raise ValueError(msg)
-    return meta
-
-
-def _clear_index_place(cache: Path) -> str:
-    """Move aside what is not a file where the index belongs; return its new name.
-
-    A directory, a pipe or a dangling link named ``lbnorm-cache.json`` would make
-    every run fail to write the index (or, a pipe, block reading it). It is
-    renamed, never deleted: lbnorm did not write it.
-    """
-    path = cache / _META
-    if path.is_file() or not (path.exists() or path.is_symlink()):
-        return ""
-    aside = path.with_name(f"{path.name}.damaged-{uuid.uuid4().hex[:12]}")
-    try:
-        path.rename(aside)
-    except OSError as exc:
-        msg = (
-            f"{path}: the cache's index is not a file and cannot be moved aside "
-            f"({exc.strerror}).\nHint: remove it, or choose another --cache directory."
-        )
-        raise OutputError(msg) from exc
-    return aside.name
-
-
-def _store(
-    cache: Path,
-    entries: pa.Table,
-    rows: pa.Table,
-    pairs_hash: str,
-    *,
-    stat_ns: int,
-) -> None:
-    """Write a new generation, then point the index at it, then delete older ones."""
-    token = uuid.uuid4().hex[:12]
-    meta: dict[str, Any] = {
-        "format": CACHE_FORMAT,
-        "lbnorm": lbnorm_version(),
-        "parser": parser_key(),
-        "pairs": pairs_hash,
-        "stat_ns": stat_ns,  # when the files were stat'ed (before they were read)
-    }
-    try:
-        digests = numbers(entry_digests(entries, rows), pa.int64())
-        stored = entries.append_column("rows_digest", digests)
-        for name, table in (("entries", stored), ("rows", rows)):
-            path = cache / f"{name}-{token}.parquet"
-            digest = write_file(path, table.combine_chunks())  # hashed as written
-            meta[name] = {"file": path.name, "sha256": digest}
-        text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-        write_file(cache / _META, text.encode())
-    except OutputError as exc:  # the writer's message speaks of --out
-        for name in ("entries", "rows"):
-            (cache / f"{name}-{token}.parquet").unlink(missing_ok=True)
-        raise _cache_error(cache, exc.__cause__, "cannot write the cache") from exc
-    for stale in cache.iterdir():
-        if (
-            _GENERATION.fullmatch(stale.name)
-            and token not in stale.name
-            and stale.is_file()  # the cache's own old files: a directory stays
-        ):
-            stale.unlink(missing_ok=True)
-
-
-def _make_directory(cache: Path) -> None:
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _cache_error(cache, exc, "cannot create the cache directory") from exc
-    if not cache.is_dir():
-        raise _cache_error(cache, None, "is not a directory")
-
-
-def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputError:
-    """An error about the --cache directory, and how to fix it (never --out)."""
-    reason = (
-        f" ({cause.strerror})" if isinstance(cause, OSError) and cause.strerror else ""
-    )
-    msg = (
-        f"--cache {cache}: {what}{reason}; nothing was written to the output.\n"
-        "Hint: make the cache directory writable, choose another --cache directory, "
-        "or leave --cache out to run without the cache."
-    )
-    return OutputError(msg)
-
-
-@contextlib.contextmanager
-def _locked(cache: Path) -> Iterator[None]:
-    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
-
-    Only a regular file is a lock: a FIFO put there is not waited on.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        descriptor = os.open(cache / ".lock", flags, 0o644)
-    except OSError as exc:
-        raise _cache_error(cache, exc, "cannot lock the cache") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            error = OSError(errno.EINVAL, "the lock is not a regular file")
-            raise _cache_error(cache, error, "cannot lock the cache")
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            msg = (
-                f"--cache {cache}: another lbnorm run is using this cache.\n"
-                "Hint: wait for it, or give this run its own --cache."
-            )
-            raise OutputError(msg) from exc
-        yield
-    finally:
-        os.close(descriptor)
-
-
-def _first_line(text: str) -> str:
-    return text.split("\n", 1)[0]

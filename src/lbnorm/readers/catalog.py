@@ -384,8 +384,9 @@ def read_files(
     if found.results:
         if read_results is None:
             # the results parser (and msgspec) load only for a run that reads them
-            from lbnorm.readers.harness import read_results_paths, subtask_columns
+            from lbnorm.readers.harness import subtask_columns
             from lbnorm.readers.instances import results_columns
+            from lbnorm.readers.results_tree import read_results_paths
 
             columns = results_columns(subtask_columns(suite), suite)
             pairs = list(zip(columns["task"], columns["metric"], strict=True))

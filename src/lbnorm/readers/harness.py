@@ -1,4 +1,4 @@
-"""Results files, single or as leaderboard trees: lm-evaluation-harness, v1 and lighteval.
+"""Results files parsed one at a time: lm-evaluation-harness, v1 and lighteval.
 
 A leaderboard keeps one file per run, ``<org>/<model>/results_<ISO timestamp>.json``.
 Three layouts are read, all the same way:
@@ -28,12 +28,8 @@ not use are counted, not read.
 **Several files of one variant.** The newest result per (variant, subtask) wins;
 :mod:`lbnorm.readers.newest` holds that rule (and the tables it gives).
 
-A tree of thousands of files is read on every core: :func:`scan_results_files`
-deals chunks of paths to forked worker processes, each of which reads, hashes
-and parses its files and sends back only the parsed scores (a few KB, not the
-130 KB file); the parent puts them back in path order, so the output and the
-first error reported do not depend on which worker finished first. Inputs of
-fewer than 64 files, or a process allowed one core, are read in-process.
+A tree of files is read on every core by :mod:`lbnorm.readers.results_tree`,
+which calls :func:`parse_results_file` on each.
 
 JSON parser: msgspec, decoding only the keys read here (``results``, ``config``,
 ``n-samples``, ``model_name``, ``chat_template``, ``date``) into a Struct and
@@ -51,51 +47,24 @@ from __future__ import annotations
 import codecs
 import contextlib
 import functools
-import hashlib
-import itertools
 import json
 import math
 import re
 from collections.abc import (
-    Callable,
-    Generator,
-    Iterable,
-    Iterator,
     Sequence,
-    Sized,
 )
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
-import pyarrow as pa
 
-from lbnorm._runtime import (
-    Processes,
-    available_cores,
-    can_fork,
-    check_cancelled,
-    first_done,
-)
-from lbnorm.core.arrow import (
-    numbers,
-    optional_numbers,
-    strings,
-)
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import RESULTS_FILE, walk_directory
-from lbnorm.core.options import ProgressCallback
-from lbnorm.readers.comparability import RunSettings, SettingsKeys, task_settings
+from lbnorm.core.files import RESULTS_FILE
+from lbnorm.readers.comparability import SettingsKeys, task_settings
 from lbnorm.readers.newest import (
-    ParsedFiles,
     ResultsRead,
-    SubtaskColumns,
-    combine_parsed,
     result_keys,
     shown,
 )
@@ -105,14 +74,8 @@ __all__ = [
     "RESULTS_FILE",
     "HarnessFile",
     "ResultsRead",
-    "ScannedFile",
     "Variant",
-    "combine_results",
-    "find_results_files",
     "parse_results_file",
-    "read_results_files",
-    "read_results_paths",
-    "scan_results_files",
     "subtask_columns",
     "variant_folder",
     "variant_in_file",
@@ -149,13 +112,10 @@ _decode_score_keys = msgspec.json.Decoder(
 #: on this module's source, so a change that forgets the bump is seen too).
 PARSER_VERSION = 1
 
-#: Fewer results files than this are read in-process (forking costs ~10 ms).
-_MIN_PARALLEL_FILES = 64
 _ABSENT = object()  # a key a results entry does not have
 
 #: A model variant as a results file names it: model, precision, revision, chat template.
 Variant = tuple[str, str, str, bool]
-_MAX_CHUNK_FILES = 64
 _MAX_INT64 = 2**63 - 1
 
 
@@ -187,80 +147,6 @@ class HarnessFile:
     rows: dict[str, list[Any]]
     n_ignored: int
     ignored: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScannedFile:
-    """One results file read, hashed and (unless its content was known) parsed.
-
-    Attributes:
-        path: The file.
-        sha256: Hex sha256 of its bytes.
-        size: Its size in bytes.
-        parsed: The parsed file; None when it failed (see `error`) or its
-            hash was the known one (nothing to parse again).
-        error: Why it could not be read (then `sha256` is ``''``) or parsed,
-            else None.
-        variant: For a file that failed to parse: the variant its own
-            config names, when it names one (:func:`variant_in_file`).
-    """
-
-    path: Path
-    sha256: str
-    size: int
-    parsed: HarnessFile | None
-    error: InputError | None
-    variant: Variant | None = None
-
-
-def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
-    """Parsed files as the columns :func:`combine_parsed` takes."""
-    lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
-    n_rows = int(lengths.sum())
-
-    def column(name: str) -> Iterator[Any]:  # one column of every file's rows
-        return itertools.chain.from_iterable(p.rows[name] for p in parsed)
-
-    return ParsedFiles(
-        path=[p.path for p in parsed],
-        model=[p.model for p in parsed],
-        precision=[p.precision for p in parsed],
-        revision=[p.revision for p in parsed],
-        chat_template=np.array([p.chat_template for p in parsed], dtype=bool),
-        timestamp=[p.timestamp for p in parsed],
-        n_ignored=np.array([p.n_ignored for p in parsed], dtype=np.int64),
-        lengths=lengths,
-        subtask_index=np.fromiter(column("subtask_index"), np.int64, n_rows),
-        raw_score=np.fromiter(column("raw_score"), np.float64, n_rows),
-        stderr=optional_numbers(list(column("stderr")), pa.float64()),
-        n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
-        settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
-        ignored=[p.ignored for p in parsed],
-    )
-
-
-def find_results_files(directory: Path) -> list[Path]:
-    """Return the ``results_*.json`` files under `directory`, sorted.
-
-    Raises:
-        InputError: None were found; a folder of the tree cannot be read; or
-            an entry named ``results_*.json`` is not a regular file (a FIFO, a
-            device), named for what it is.
-    """
-    files, others = walk_directory(directory)
-    for path, kind in others:
-        if RESULTS_FILE.match(path.name):
-            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the results file, or remove it from the tree."
-            raise InputError(msg)
-    found = [path for path in files if RESULTS_FILE.match(path.name)]
-    if not found:
-        msg = (
-            f"{directory}: no results_*.json files found in this directory tree.\n"
-            "Hint: point lbnorm at a leaderboard tree (<org>/<model>/results_<timestamp>.json) "
-            "or at score tables (.csv, .jsonl, .parquet)."
-        )
-        raise InputError(msg)
-    return found
 
 
 def subtask_columns(suite: Suite) -> dict[str, list[str]]:
@@ -315,15 +201,45 @@ def parse_results_file(
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
     counts = document.get("n-samples")
-    if not isinstance(counts, dict):
-        counts = {}
+    rows, row_tasks = _score_rows(
+        path, results, counts if isinstance(counts, dict) else {}, pairs
+    )
+    # its run settings
+    rows["settings"] = task_settings(document, row_tasks, rows["n_samples"])
+    names = {"model name": model, "precision": precision, "revision": revision}
+    for what, text in names.items():
+        _check_unicode(path, what, text)
+    ignored = _ignored_entries(results, set(row_tasks), tuple(pairs))
+    return HarnessFile(
+        path=str(path),
+        model=model,
+        precision=precision,
+        revision=revision,
+        chat_template=is_chat,
+        timestamp=_timestamp(path, document.get("date")),
+        rows=rows,
+        n_ignored=len(ignored),
+        ignored=ignored,
+    )
+
+
+def _score_rows(
+    path: Path,
+    results: dict[str, Any],
+    counts: dict[str, Any],
+    pairs: Sequence[tuple[str, str]],
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """The suite's scores in a file's ``results``, and each row's task.
+
+    Columns ``subtask_index``, ``raw_score``, ``stderr``, ``n_samples`` (from
+    the file's ``n-samples``) and ``key``, one entry per suite subtask found.
+    """
     indices: list[int] = []
     raws: list[float] = []
     stderrs: list[float | None] = []
     sizes: list[int | None] = []
     keys: list[str] = []
     row_tasks: list[str] = []
-    used_tasks: set[str] = set()
     for index, task, metric, error_metric, key, error_key in _subtask_plan(
         tuple(pairs)
     ):
@@ -336,7 +252,6 @@ def parse_results_file(
         value = entry.get(metric, _ABSENT)
         if value is _ABSENT:
             continue
-        used_tasks.add(task)
         if type(value) is not float:  # a float is taken as it is (nearly all)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 msg = f"{path}: {key} is {shown(value)}, not a number.\nHint: fix or re-run this task; scores must be JSON numbers."
@@ -357,23 +272,8 @@ def parse_results_file(
         "stderr": stderrs,
         "n_samples": sizes,
         "key": keys,
-        "settings": task_settings(document, row_tasks, sizes),  # its run settings
     }
-    names = {"model name": model, "precision": precision, "revision": revision}
-    for what, text in names.items():
-        _check_unicode(path, what, text)
-    ignored = _ignored_entries(results, used_tasks, tuple(pairs))
-    return HarnessFile(
-        path=str(path),
-        model=model,
-        precision=precision,
-        revision=revision,
-        chat_template=is_chat,
-        timestamp=_timestamp(path, document.get("date")),
-        rows=rows,
-        n_ignored=len(ignored),
-        ignored=ignored,
-    )
+    return rows, row_tasks
 
 
 def _variant_fields(document: dict[str, Any]) -> Variant:
@@ -514,308 +414,6 @@ def _metrics_of(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
     return {task: " or ".join(dict.fromkeys(names)) for task, names in metrics.items()}
 
 
-def read_results_files(
-    files: Iterable[tuple[Path, bytes]],
-    pairs: Sequence[tuple[str, str]],
-    subtask_names: SubtaskColumns,
-    *,
-    progress: ProgressCallback | None = None,
-    total: int | None = None,
-) -> ResultsRead:
-    """Parse results files and keep the newest result per (variant, subtask).
-
-    Args:
-        files: (path, bytes) of each results file; consumed once, so a generator
-            keeps one file's bytes in memory at a time.
-        pairs: The suite's (task, metric) pairs in suite order.
-        subtask_names: The suite's subtask columns (:func:`subtask_columns`).
-        progress: Called as ``progress(stage, done, total)`` after each file.
-        total: How many files `files` yields, for progress (default: its length).
-
-    Returns:
-        The scores, the files and the warnings (:class:`ResultsRead`).
-
-    Raises:
-        InputError: A file is malformed, or two files of one variant with the
-            same run time hold different values for one subtask.
-    """
-    parsed: list[HarnessFile] = []
-    if total is None and isinstance(files, Sized):
-        total = len(files)
-    for path, data in files:
-        parsed.append(parse_results_file(path, data, pairs))
-        if progress is not None:
-            progress("parsing results files", len(parsed), total or len(parsed))
-    return combine_results(parsed, pairs, subtask_names)
-
-
-def read_results_paths(
-    paths: Sequence[Path],
-    pairs: Sequence[tuple[str, str]],
-    subtask_names: SubtaskColumns,
-    *,
-    read: Callable[[Path], bytes],
-    progress: ProgressCallback | None = None,
-    workers: int | None = None,
-) -> ResultsRead:
-    """Read, hash and parse results files (on every core); newest result per (variant, subtask).
-
-    As :func:`read_results_files`, from paths: the files are read and parsed by
-    :func:`scan_results_files`, in worker processes when there are many.
-
-    Args:
-        paths: The results files.
-        pairs: The suite's (task, metric) pairs in suite order.
-        subtask_names: The suite's subtask columns (:func:`subtask_columns`).
-        read: Returns a file's bytes, raising :class:`InputError` if it cannot.
-        progress: Called as ``progress(stage, done, total)`` as files complete.
-        workers: Processes to use (default: the cores this process may run on).
-
-    Returns:
-        As :func:`read_results_files`; ``files`` has two more columns,
-        ``sha256`` and ``bytes``.
-
-    Raises:
-        InputError: A file cannot be read or parsed: the first such in `paths`,
-            named in the message.
-    """
-    parsed: list[HarnessFile] = []
-    hashes: list[str] = []
-    sizes: list[int] = []
-    # closed however the loop ends (an error, a Ctrl-C between two files): the
-    # workers are stopped before anything is reported, not when (if ever) the
-    # suspended generator is collected
-    with contextlib.closing(
-        scan_results_files(paths, pairs, read=read, progress=progress, workers=workers)
-    ) as scanned:
-        for item in scanned:  # one small record per file, in path order
-            if item.error is not None:
-                raise item.error
-            assert item.parsed is not None
-            parsed.append(item.parsed)
-            hashes.append(item.sha256)
-            sizes.append(item.size)
-    read_ = combine_results(parsed, pairs, subtask_names)
-    files = read_.files.append_column("sha256", strings(hashes))
-    files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
-    return replace(read_, files=files)
-
-
-def scan_results_files(
-    paths: Sequence[Path],
-    pairs: Sequence[tuple[str, str]],
-    *,
-    read: Callable[[Path], bytes],
-    known: Sequence[str | None] | None = None,
-    stop_at_error: bool = True,
-    progress: ProgressCallback | None = None,
-    stage: str = "parsing results files",
-    workers: int | None = None,
-) -> Generator[ScannedFile, None, None]:
-    """Read, hash and parse each file, in forked workers when it pays; yield in path order.
-
-    With at least 64 files and more than one core, chunks of paths go to a pool
-    of forked processes (one per core), each returning small parsed records
-    (never a file's bytes); they are yielded in the order of `paths`, whatever
-    the order the chunks finish in. Otherwise, or if the pool cannot start or
-    breaks, the files are read here, one at a time.
-
-    Args:
-        paths: The results files.
-        pairs: The suite's (task, metric) pairs in suite order.
-        read: Returns a file's bytes, raising :class:`InputError` if it cannot.
-        known: Per path, a sha256 whose parse is already known (a cache), or
-            None: a file with that hash is not parsed again.
-        stop_at_error: Stop at the first file that fails (it is the last one
-            yielded); else every file is yielded, failed ones with their error.
-        progress: Called as ``progress(stage, done, total)`` as files complete
-            (in the calling process).
-        stage: The stage name given to `progress`.
-        workers: Processes to use (default: the cores this process may run on).
-
-    Yields:
-        One :class:`ScannedFile` per path, in order (with `stop_at_error`, up
-        to the first failure).
-    """
-    total = len(paths)
-    expected: Sequence[str | None] = [None] * total if known is None else known
-    done = 0
-
-    def report(count: int) -> None:  # once per file, as a worker's chunk arrives
-        nonlocal done
-        for _ in range(count):
-            done += 1
-            if progress is not None:
-                progress(stage, done, total)
-
-    start = 0
-    count = _worker_count(total, workers)
-    if count > 1:
-        size = max(1, min(_MAX_CHUNK_FILES, -(-total // (count * 8))))
-        chunks = [
-            _Chunk(
-                paths=list(paths[at : at + size]),
-                known=list(expected[at : at + size]),
-                pairs=list(pairs),
-                read=read,
-                stop_at_error=stop_at_error,
-            )
-            for at in range(0, total, size)
-        ]
-        try:  # closing: an early stop (an error, the caller's) stops the pool
-            with contextlib.closing(
-                _scan_in_workers(chunks, workers=count, report=report)
-            ) as scanned:
-                for item in scanned:
-                    start += 1
-                    yield item
-                    if item.error is not None and stop_at_error:
-                        return
-            return
-        except (BrokenProcessPool, OSError):  # no fork, or a worker died: go on here
-            done = start
-    for at in range(start, total):
-        check_cancelled()
-        item = _scan_file(paths[at], pairs, expected[at], read)
-        report(1)
-        yield item
-        if item.error is not None and stop_at_error:
-            return
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Chunk:
-    """A worker's job: consecutive paths and what it needs to scan them."""
-
-    paths: list[Path]
-    known: list[str | None]
-    pairs: list[tuple[str, str]]
-    read: Callable[[Path], bytes]
-    stop_at_error: bool
-
-
-def _worker_count(total: int, workers: int | None) -> int:
-    """Processes worth forking for `total` files (1: read them in-process)."""
-    if workers is None:
-        workers = available_cores()
-    if total < _MIN_PARALLEL_FILES or workers < 2 or not can_fork():
-        return 1
-    return min(workers, total)
-
-
-def _scan_in_workers(
-    chunks: Sequence[_Chunk], *, workers: int, report: Callable[[int], None]
-) -> Generator[ScannedFile, None, None]:
-    """Scan chunks in a pool of forked processes; yield their files in chunk order."""
-    pool = Processes(workers)
-    try:
-        futures = pool.submit_all(_scan_chunk, chunks)
-        position = {future: at for at, future in enumerate(futures)}
-        finished: dict[int, list[_Record]] = {}
-        running: set[Future[list[_Record]]] = set(futures)
-        keys = result_keys(chunks[0].pairs) if chunks else []
-        for at in range(len(futures)):
-            while at not in finished:  # progress counts chunks as they arrive
-                ready, running = first_done(running)  # (a cancelled run stops here)
-                for future in sorted(ready, key=position.__getitem__):
-                    finished[position[future]] = future.result()
-                    report(len(finished[position[future]]))
-            for path, record in zip(chunks[at].paths, finished.pop(at), strict=False):
-                yield _unpack(path, record, keys)
-    finally:  # also on an error or an early close: queued chunks are dropped
-        pool.close()
-
-
-def _scan_chunk(chunk: _Chunk) -> list[_Record]:
-    """In a worker: scan a chunk's files in order (stopping at the first failure if asked)."""
-    records: list[_Record] = []
-    for path, expected in zip(chunk.paths, chunk.known, strict=True):
-        scanned = _scan_file(path, chunk.pairs, expected, chunk.read)
-        records.append(_pack(scanned))
-        if scanned.error is not None and chunk.stop_at_error:
-            break
-    return records
-
-
-# What a worker sends back per file: plain builtins, which pickle in C, about a
-# third of a ScannedFile's cost; the path and the results keys the parent knows.
-_Record = tuple[
-    str,  # sha256
-    int,  # size
-    tuple[
-        str,
-        str,
-        str,
-        bool,
-        str,
-        tuple[str, ...],
-        list[int],
-        list[float],
-        list[Any],
-        list[Any],
-        list[Any],
-    ]
-    | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
-    InputError | None,
-    Variant | None,  # a file that failed: the variant its config names
-]
-
-
-def _pack(scanned: ScannedFile) -> _Record:
-    """A scanned file as a :data:`_Record`."""
-    parsed = scanned.parsed
-    fields = None
-    if parsed is not None:
-        fields = (
-            parsed.model,
-            parsed.precision,
-            parsed.revision,
-            parsed.chat_template,
-            parsed.timestamp,
-            parsed.ignored,
-            parsed.rows["subtask_index"],
-            parsed.rows["raw_score"],
-            parsed.rows["stderr"],
-            parsed.rows["n_samples"],
-            parsed.rows["settings"],
-        )
-    return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
-
-
-def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
-    """The :class:`ScannedFile` a :data:`_Record` stands for."""
-    sha256, size, fields, error, variant = record
-    parsed = None
-    if fields is not None:
-        model, precision, revision, chat, timestamp, ignored, index, *rows = fields
-        parsed = HarnessFile(
-            path=str(path),
-            model=model,
-            precision=precision,
-            revision=revision,
-            chat_template=chat,
-            timestamp=timestamp,
-            rows={
-                "subtask_index": index,
-                "raw_score": rows[0],
-                "stderr": rows[1],
-                "n_samples": rows[2],
-                "key": [keys[at] for at in index],
-                "settings": rows[3],
-            },
-            n_ignored=len(ignored),
-            ignored=ignored,
-        )
-    return ScannedFile(
-        path=path,
-        sha256=sha256,
-        size=size,
-        parsed=parsed,
-        error=error,
-        variant=variant,
-    )
-
-
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
 def _subtask_plan(
     pairs: tuple[tuple[str, str], ...],
@@ -827,47 +425,6 @@ def _subtask_plan(
         for index, (task, metric) in enumerate(pairs)
         for error in [_stderr_key(metric)]
     )
-
-
-def _scan_file(
-    path: Path,
-    pairs: Sequence[tuple[str, str]],
-    expected: str | None,
-    read: Callable[[Path], bytes],
-) -> ScannedFile:
-    """Read, hash and parse one file; a failure is returned, not raised."""
-    try:
-        data = read(path)
-    except InputError as exc:
-        return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
-    digest = hashlib.sha256(data).hexdigest()
-    parsed, error, variant = None, None, None
-    if digest != expected:
-        try:
-            parsed = parse_results_file(path, data, pairs)
-        except InputError as exc:
-            error = exc
-            variant = variant_in_file(path, data)  # (a failed file only)
-    return ScannedFile(
-        path=path,
-        sha256=digest,
-        size=len(data),
-        parsed=parsed,
-        error=error,
-        variant=variant,
-    )
-
-
-def combine_results(
-    parsed: Sequence[HarnessFile],
-    pairs: Sequence[tuple[str, str]],
-    names: SubtaskColumns,
-) -> ResultsRead:
-    """The newest result per (variant, subtask), what each file gave, and warnings.
-
-    As :func:`combine_parsed`, from parsed files.
-    """
-    return combine_parsed(parsed_columns(parsed), pairs, names)
 
 
 def _decode(path: Path, data: bytes) -> Any:

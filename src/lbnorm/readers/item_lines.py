@@ -10,6 +10,7 @@ sample reader's own rules (:mod:`lbnorm.readers.samples`).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,19 +20,18 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import json_lines
-from lbnorm.readers.samples import (  # the sample reader's own rules, not a copy
-    _MISSING,
-    SAMPLES_FILE,
-    _arrow_type,
-    _checked,
-    _loads,
+from lbnorm.readers.sample_lines import (  # the sample reader's own rules, not a copy
+    HINT_LINE,
+    arrow_type,
+    first_line,
+    read_fields,
+    read_lines,
+    rows_of_filter,
 )
-from lbnorm.readers.table_file import read_jsonl
+from lbnorm.readers.samples import SAMPLES_FILE
 
 __all__ = [
     "HINT_LINE",
@@ -44,7 +44,6 @@ __all__ = [
 
 #: How a task's documents are matched across models.
 DocumentKey = Literal["doc_id", "doc_hash"]
-HINT_LINE = "Hint: a harness samples file has one JSON object per line, with an integer doc_id, filter and each metric as a number, boolean or list of them."
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 
@@ -71,9 +70,7 @@ def document_key_of(path: Path) -> DocumentKey:
         'doc_hash'
     """
     try:
-        with path.open("rb") as handle:
-            first = handle.readline()
-        head = _loads()(first)
+        head = first_line(path)
     except (OSError, ValueError):
         return "doc_id"  # the reading proper names the problem
     return (
@@ -105,29 +102,19 @@ def read_metric_items(
     lines break a rule, is read again line by line, which names the line.
     """
     try:
-        with path.open("rb") as handle:
-            head = _loads()(handle.readline())
-        fields: dict[str, pa.DataType] = {"doc_id": pa.int64(), "filter": pa.string()}
+        head = first_line(path)
+        fields: dict[str, pa.DataType] = {}
         if key == "doc_hash":
             fields["doc_hash"] = pa.string()
         for name, _ in wanted:
-            fields[name] = _arrow_type(head[name])
+            fields[name] = arrow_type(head[name])
         path_parts = cluster.split(".") if cluster else []
         if path_parts:
             fields[path_parts[0]] = _nested_type(head, path_parts)
-        # in blocks, its nesting checked first (lbnorm.readers.table_file)
-        table = read_jsonl(
-            path,
-            block_size=1 << 26,
-            parse=pj.ParseOptions(
-                explicit_schema=pa.schema(list(fields.items())),
-                unexpected_field_behavior="ignore",
-            ),
-        )
+        table = read_fields(path, fields)
         out = []
         for name, kept in wanted:
-            filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
-            rows = table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
+            rows = rows_of_filter(table, kept)
             clusters = None
             if path_parts:
                 clusters = rows.column(path_parts[0]).combine_chunks()
@@ -246,53 +233,24 @@ def _read_lines(
     path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
 ) -> list[ParsedMetric]:
     """The slow, exact reading: each line parsed alone; the first problem is raised."""
-    filters = {kept or "none" for _, kept in wanted}
-    lines: dict[str, dict[str, list[Any]]] = {
-        kept: {"doc_id": [], "doc_hash": [], "cluster": []} for kept in filters
-    }
-    values: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
-    seen: dict[tuple[str, int], int] = {}
     parts = cluster.split(".") if cluster else []
-    for number, line in json_lines(path, hint=HINT_LINE, loads=_loads()):
-        kept = line.get("filter") or "none"
-        if kept not in filters:
-            continue
-        doc = line.get("doc_id")
-        if isinstance(doc, str) and doc.strip().lstrip("-").isdigit():
-            msg = f"{path}: line {number}: 'doc_id' is the text {doc!r}, not the integer {int(doc)}; a document keyed \"1\" and one keyed 1 would not match.\n{HINT_LINE}"
-            raise InputError(msg)
-        if isinstance(doc, bool) or not isinstance(doc, int):
-            msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{HINT_LINE}"
-            raise InputError(msg)
-        if (kept, doc) in seen:
-            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {seen[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
-            raise InputError(msg)
-        seen[kept, doc] = number
-        found = lines[kept]
-        found["doc_id"].append(doc)
+    hashes: dict[str, list[str]] = defaultdict(list)
+    clusters: dict[str, list[Any]] = defaultdict(list)
+
+    def on_line(number: int, kept: str, line: dict[str, Any]) -> None:
         if key == "doc_hash":
             text = line.get("doc_hash")
             if not isinstance(text, str):
                 msg = f"{path}: line {number}: no doc_hash, though the task's files give one on their first line.\nHint: the harness writes doc_hash on every line; give it on every line or on none."
                 raise InputError(msg)
-            found["doc_hash"].append(text)
+            hashes[kept].append(text)
         if parts:
-            found["cluster"].append(_cluster_value(path, number, line, parts))
-        for name, metric_filter in wanted:
-            if (metric_filter or "none") == kept:
-                values[name, metric_filter].append(
-                    _checked(path, number, name, line.get(name, _MISSING))
-                )
+            clusters[kept].append(_cluster_value(path, number, line, parts))
+
+    doc_ids, metrics = read_lines(path, wanted, on_line=on_line)
     out = []
-    for name, metric_filter in wanted:
-        got, found = values[name, metric_filter], lines[metric_filter or "none"]
-        if not got:
-            msg = f"{path}: no documents with filter {metric_filter or 'none'!r} and metric {name!r}.\nHint: the file is empty or of another filter; re-run the task with --log_samples."
-            raise InputError(msg)
-        is_list = isinstance(got[0], list)
-        if any(isinstance(v, list) != is_list for v in got):
-            msg = f"{path}: {name!r} is a list in some lines and a number in others.\nHint: a metric is either one value per document or a list per document."
-            raise InputError(msg)
+    for (_, metric_filter), (got, is_list) in zip(wanted, metrics, strict=True):
+        kept = metric_filter or "none"
         if is_list:
             lengths = np.array([len(v) for v in got], dtype=np.int64)
             offsets = numbers(np.r_[0, np.cumsum(lengths)].astype(np.int32), pa.int32())
@@ -300,13 +258,12 @@ def _read_lines(
             column = pa.ListArray.from_arrays(offsets, flat)
         else:
             column = numbers(np.array([float(v) for v in got]), pa.float64())
-        hashes = strings(found["doc_hash"]) if key == "doc_hash" else None
         out.append(
             _parsed(
-                numbers(np.array(found["doc_id"], dtype=np.int64), pa.int64()),
-                hashes,
+                numbers(np.array(doc_ids[kept], dtype=np.int64), pa.int64()),
+                strings(hashes[kept]) if key == "doc_hash" else None,
                 column,
-                _cluster_array(found["cluster"]) if parts else None,
+                _cluster_array(clusters[kept]) if parts else None,
             )
         )
     return out

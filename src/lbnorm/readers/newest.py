@@ -13,7 +13,7 @@ older files whose scores differ from the newest, gets one re-run record
 (benchmark, older file) the first differing score and how many differ.
 
 :func:`combine_parsed` is that one rule, used on freshly parsed files
-(:func:`lbnorm.readers.harness.combine_results`) and by the parse cache on
+(:func:`lbnorm.readers.results_tree.combine_results`) and by the parse cache on
 remembered ones (:mod:`lbnorm.readers.cache`).
 """
 

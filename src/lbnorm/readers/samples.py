@@ -11,7 +11,8 @@ Two forms are read (the contract: ``docs/samples.md``):
   folders with precision and revision ''. Of several files for one variant and
   task, the newest timestamp wins (ties by path). Lines are parsed by Arrow's
   JSON reader, only the fields needed; a file it refuses is read again line by
-  line, which finds and names the bad line and key.
+  line, which finds and names the bad line and key
+  (:mod:`lbnorm.readers.sample_lines`, the rules the item reader shares).
 - **Sample tables** (Parquet, :data:`lbnorm.core.schemas.SAMPLES`): one row per
   (variant, task, metric, document), or per item of a list-valued metric
   (``item`` 0, 1, ...), streamed a batch at a time.
@@ -31,10 +32,8 @@ sample inputs loads no pandas.
 
 from __future__ import annotations
 
-import functools
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,16 +42,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import BatchThread, read_ahead
-from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import json_lines
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
-from lbnorm.readers.table_file import read_jsonl
+from lbnorm.readers.sample_lines import read_metric_values
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -65,17 +62,6 @@ __all__ = [
     "read_samples",
     "variant_of",
 ]
-
-
-@functools.cache
-def _loads() -> Callable[[bytes], Any]:
-    """Each line's JSON parser (msgspec's errors are ValueErrors, as json's).
-
-    Imported when a sample file is read: the catalog loads this module for any run.
-    """
-    import msgspec
-
-    return msgspec.json.Decoder().decode
 
 
 #: How harness sample files are named.
@@ -160,7 +146,7 @@ def read_samples(
         sink: Also hand each sample table's batches to this, as they are read.
 
     Returns:
-        The scores (the columns of :func:`lbnorm.readers.harness.read_results_files`
+        The scores (the columns of :func:`lbnorm.readers.results_tree.read_results_paths`
         and ``_row``, ``task/metric``) and a catalog row per file: ``path``,
         ``format`` (``lm-eval-samples`` or ``sample-table``), ``rows``,
         ``superseded_by`` and ``n_ignored``.
@@ -329,7 +315,7 @@ def aggregate_samples_files(
         code = sums.variant_code(variant)
         wanted = pairs_of[task]
         metrics = [sums.columns["metric"][pair] for pair in wanted]
-        parsed = _read_jsonl(Path(name), metrics)
+        parsed = read_metric_values(Path(name), metrics)
         for pair, (values, documents, is_list) in zip(wanted, parsed, strict=True):
             if rules is not None:  # the subtask's per-instance values
                 values, kept = rules.values_for(pair, values, source=name)
@@ -957,131 +943,3 @@ def variant_of(
             model = f"{path.parent.parent.name}/{path.parent.name}"
             seen[results] = (model, "", "", False)
     return seen[results]
-
-
-def _read_jsonl(path: Path, metrics: list[str]) -> list[tuple[_F64, int, bool]]:
-    """Per suite metric (``name,filter``) of a file: values, documents, list-ness."""
-    wanted = [metric.partition(",")[::2] for metric in metrics]
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline()
-        head = _loads()(first)
-        fields = {name: _arrow_type(head.get(name)) for name, _ in wanted}
-        schema = pa.schema(
-            [("doc_id", pa.int64()), ("filter", pa.string()), *fields.items()]
-        )
-        # in blocks, its nesting checked first (lbnorm.readers.table_file)
-        table = read_jsonl(
-            path,
-            block_size=1 << 26,
-            parse=pj.ParseOptions(
-                explicit_schema=schema, unexpected_field_behavior="ignore"
-            ),
-        )
-        return [_metric_values(table, name, kept or "none") for name, kept in wanted]
-    except (pa.ArrowException, ValueError, TypeError, AttributeError, OSError):
-        pass  # the slow path below finds and names what is wrong
-    except RecursionError:  # a first line nested too deep for the parser: the same
-        pass
-    return _read_lines(path, wanted)
-
-
-def _arrow_type(value: object) -> pa.DataType:
-    if isinstance(value, list):
-        first = value[0] if value else 0.0
-        return pa.list_(pa.bool_() if isinstance(first, bool) else pa.float64())
-    if isinstance(value, bool):
-        return pa.bool_()
-    if isinstance(value, int | float):
-        return pa.float64()
-    msg = "not a metric value"  # the line-by-line reader words the error
-    raise TypeError(msg)
-
-
-def _metric_values(table: pa.Table, name: str, kept: str) -> tuple[_F64, int, bool]:
-    filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
-    rows = table.filter(pc.equal(filters, scalar(kept, pa.string())))
-    column, doc_id = rows.column(name), rows.column("doc_id")
-    is_list = pa.types.is_list(column.type)
-    items = pc.list_flatten(column) if is_list else column
-    unique = pc.count_distinct(doc_id).as_py()
-    if (
-        not rows.num_rows
-        or column.null_count
-        or items.null_count
-        or doc_id.null_count
-        or unique != rows.num_rows
-    ):
-        msg = "a line is missing, repeated or null"  # the slow path names it
-        raise ValueError(msg)
-    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
-    if not values.size or not np.isfinite(values).all():
-        msg = "no or non-finite values"
-        raise ValueError(msg)
-    return values, rows.num_rows, is_list
-
-
-def _read_lines(
-    path: Path, wanted: list[tuple[str, str]]
-) -> list[tuple[_F64, int, bool]]:
-    """The slow, exact path: each line parsed alone; the first problem is raised."""
-    collected: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
-    doc_lines: dict[tuple[str, object], int] = {}
-    filters = {kept or "none" for _, kept in wanted}
-    hint = "Hint: a harness samples file has one JSON object per line, with doc_id, filter and each metric as a number, boolean or list of them."
-    for number, document in json_lines(path, hint=hint, loads=_loads()):
-        kept = document.get("filter") or "none"
-        if kept not in filters:
-            continue
-        doc = document.get("doc_id")
-        if isinstance(doc, bool) or not isinstance(doc, int):
-            msg = f"{path}: line {number}: 'doc_id' is {doc!r}, not an integer.\n{hint}"
-            raise InputError(msg)
-        if (kept, doc) in doc_lines:
-            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {doc_lines[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
-            raise InputError(msg)
-        doc_lines[kept, doc] = number
-        for name, metric_filter in wanted:
-            if (metric_filter or "none") == kept:
-                collected[name, metric_filter].append(
-                    _checked(path, number, name, document.get(name, _MISSING))
-                )
-    out = []
-    for name, metric_filter in wanted:
-        values = collected[name, metric_filter]
-        if not values:
-            msg = f"{path}: no documents with filter {metric_filter or 'none'!r} and metric {name!r}: the task has no documents.\nHint: the file is empty or of another filter; re-run the task with --log_samples."
-            raise InputError(msg)
-        is_list = isinstance(values[0], list)
-        if any(isinstance(v, list) != is_list for v in values):
-            msg = f"{path}: {name!r} is a list in some lines and a number in others.\nHint: a metric is either one value per document or a list per document."
-            raise InputError(msg)
-        flat = [x for v in values for x in v] if is_list else values
-        if not flat:
-            msg = f"{path}: {name!r} lists are empty in every line.\n{hint}"
-            raise InputError(msg)
-        out.append((np.array(flat, dtype=np.float64), len(values), is_list))
-    return out
-
-
-_MISSING = object()
-
-
-def _checked(path: Path, number: int, name: str, value: object) -> Any:
-    """A metric value, or an :class:`InputError` naming the line and key."""
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        if (
-            item is _MISSING
-            or item is None
-            or not isinstance(item, int | float)
-            or (isinstance(item, float) and not math.isfinite(item))
-        ):
-            what = (
-                "missing"
-                if item is _MISSING
-                else f"{item!r}, not a finite number or boolean"
-            )
-            msg = f"{path}: line {number}: {name!r} is {what}.\nHint: check the suite's metric name for this task; every document needs the metric as a number, boolean or list of them."
-            raise InputError(msg)
-    return value

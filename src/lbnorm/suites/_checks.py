@@ -8,7 +8,7 @@ from typing import Any
 
 from lbnorm.core.errors import SuiteError
 
-__all__ = ["check_keys", "check_unique", "shown"]
+__all__ = ["check_keys", "check_unique", "required", "shown"]
 
 
 def check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
@@ -32,3 +32,12 @@ def shown(value: object) -> str:
     if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {len(str(value)):,} digits"
     return repr(value)
+
+
+def required(table: dict[str, Any], key: str, type_: type, *, where: str) -> Any:
+    """The value of a key that must be there, of that type (a string non-empty)."""
+    value = table.get(key)
+    if not isinstance(value, type_) or (type_ is str and not value):
+        msg = f"{where}: {key!r} must be a non-empty {type_.__name__}, got {value!r}.\nHint: see the suite format in the README."
+        raise SuiteError(msg)
+    return value

@@ -60,7 +60,7 @@ Rounding = Literal["none", "floor"]
 _STATISTICS: tuple[str, ...] = get_args(Statistic)
 _NON_FINITE: tuple[str, ...] = get_args(NonFinite)
 _ROUNDINGS: tuple[str, ...] = get_args(Rounding)
-#: The subtask keys this module reads (``suites._parse_subtask`` allows them).
+#: The subtask keys this module reads (``suites.benchmarks._parse_subtask`` allows them).
 INSTANCE_KEYS = frozenset(
     {"scale", "draw", "recode", "non_finite", "statistic", "instances", "round"}
 )

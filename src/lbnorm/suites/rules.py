@@ -27,7 +27,11 @@ never averaged and never ranked by default.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
 
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import MissingPolicy
@@ -38,6 +42,7 @@ __all__ = [
     "RULE_KEYS",
     "STATISTIC_RANGE",
     "Kind",
+    "Scales",
     "is_default_range",
     "parse_rules",
 ]
@@ -58,6 +63,10 @@ RULE_KEYS = frozenset({"kind", "range", "missing", "averaged"})
 #: Units in the last place a value may pass a declared range's end by (an
 #: average of values at the end, 100.00000000000001, is still at the end).
 RANGE_ULPS = 4
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 def is_default_range(value_range: tuple[float, float]) -> bool:
@@ -146,3 +155,102 @@ def _parse_range(raw: dict[str, Any], kind: str, *, where: str) -> tuple[float, 
         msg = f"{where}: range must be {what}, got {value!r}.\nHint: e.g. range = [0, 100] for percentages{'' if finite_high else ', [0, inf] for a count'}."
         raise SuiteError(msg)
     return low, high
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scales:
+    """Per subtask, how its raw values map to scores, for suites that declare ranges.
+
+    A score on ``[lo, hi]`` with bound ``b`` (a fraction of the range) becomes
+    ``(raw - offset) / (1 - b) * factor``, clipped below at 0, with
+    ``offset = lo + b (hi - lo)`` and ``factor = 100 / (hi - lo)``; a statistic
+    is its raw value (offset 0, factor 1, never clipped).
+
+    Attributes:
+        offset: The raw value that scores 0 (a statistic's: 0).
+        factor: ``100 / (hi - lo)`` (a statistic's: 1).
+        low: The range's low end (the values are checked on ``[low, high]``).
+        high: The range's high end (inf for an unbounded statistic).
+        is_statistic: Per subtask, whether its benchmark is a statistic.
+        is_default: Per subtask, whether it keeps the default [0, 1] score path
+            (its values checked as fractions, percentages recognised).
+        largest: Per subtask, the largest magnitude a raw value may have (1
+            for fractions); inf for an unbounded statistic, whose one subtask's
+            value is summed as it is.
+    """
+
+    offset: FloatArray
+    factor: FloatArray
+    low: FloatArray
+    high: FloatArray
+    is_statistic: BoolArray
+    is_default: BoolArray
+    largest: FloatArray
+
+    @property
+    def floor(self) -> FloatArray:
+        """Per subtask, the raw value below which a score clips (-inf: never)."""
+        floor: FloatArray = np.where(self.is_statistic, -np.inf, self.offset)
+        return floor
+
+    def outside(
+        self, values: FloatArray, subtask: IntArray
+    ) -> tuple[BoolArray, BoolArray]:
+        """Which values have a declared range, and which of those lie outside it.
+
+        The ends take :data:`RANGE_ULPS` units in the last
+        place of slack: a mean of values at the end (EvalPerf's
+        100.00000000000001) is at the end. NaN and inf are not "outside" (they
+        are not numbers: another check's).
+
+        Args:
+            values: Raw scores.
+            subtask: Each one's subtask code (negative: unknown, no range).
+
+        Returns:
+            The mask of values whose subtask has a declared range, and the mask
+            of those outside it.
+
+        Examples:
+            >>> from lbnorm.suites import load_suite, suite_arrays
+            >>> scales = suite_arrays(load_suite("evalperf")).scales  # [0, 100]
+            >>> codes = np.zeros(3, np.int64)
+            >>> scales.outside(np.array([100.00000000000001, 100.1, -0.0]), codes)[1].tolist()
+            [False, True, False]
+        """
+        known = subtask >= 0
+        at = np.where(known, subtask, 0)
+        is_ranged = known & ~self.is_default[at]
+        low, high = self.low[at], self.high[at]
+        slack_low = low - RANGE_ULPS * np.spacing(np.abs(low))
+        slack_high = high + RANGE_ULPS * np.spacing(np.abs(high))
+        with np.errstate(invalid="ignore"):
+            is_outside = (
+                is_ranged
+                & np.isfinite(values)
+                & ((values < slack_low) | (values > slack_high))
+            )
+        return is_ranged, is_outside
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        low: FloatArray,
+        high: FloatArray,
+        bound: FloatArray,
+        is_statistic: BoolArray,
+    ) -> Scales:
+        """The scales of subtasks from their ranges, bounds and kinds."""
+        width = np.where(is_statistic, 1.0, high - low)  # (a statistic's may be inf)
+        return cls(
+            # lo + b w: exactly b for fractions (0 + b * 1), so the default path's
+            # bits are kept; a statistic's values are their scores
+            offset=np.where(is_statistic, 0.0, low + bound * width),
+            factor=np.where(is_statistic, 1.0, 100.0 / width),
+            low=low,
+            high=high,
+            is_statistic=is_statistic,
+            is_default=~is_statistic & (low == 0.0) & (high == 1.0),
+            largest=np.maximum(np.abs(low), np.abs(high)),
+        )
