@@ -655,6 +655,17 @@ def test_hash_index_adds_a_key_given_twice_once_and_says_so(
         )
 
 
+def test_a_lookup_with_a_value_twice_gives_it_one_id_in_first_seen_order() -> None:
+    """New values repeated in one lookup (valid in a dictionary), beside known ones."""
+    names = vocabulary.Vocabulary()
+    assert names.lookup(pa.array(["a", "b"])).tolist() == [0, 1]
+    repeated = pa.array(["c", "b", "d", "c", "a", "d"])
+    assert names.lookup(repeated).tolist() == [2, 1, 3, 2, 0, 3]
+    assert names.values().to_pylist() == ["a", "b", "c", "d"]
+    assert names.lookup(pa.array(["d", "e", "a"])).tolist() == [3, 4, 0]
+    assert names._index is not None  # no collision: the hashed table goes on
+
+
 @given(table=score_tables(OPENLLM_V2, max_variants=8), data=st.data())
 def test_hash_collisions_never_merge_names(
     table: pa.Table, data: st.DataObject

@@ -200,27 +200,15 @@ class KeyEncoder:
                 np.append(vocabulary.lookup(arrow.strings([""])), _NULL),
             )
         column = table.column(name)
-        if pa.types.is_dictionary(column.type):
-            column = (
-                column.unify_dictionaries()
-                if hasattr(column, "unify_dictionaries")
-                else column
-            )
-        chunks = [
-            chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
-            for chunk in column.chunks
-        ]
+        # one dictionary for every chunk (Arrow's hash table: in first-seen order)
+        column = (
+            column.unify_dictionaries()
+            if pa.types.is_dictionary(column.type)
+            else column.dictionary_encode()
+        )
+        chunks = column.chunks
         if not chunks:
             return np.zeros(0, dtype=np.int32), np.array([_NULL], dtype=np.int64)
-        if len(chunks) > 1 and any(
-            not chunk.dictionary.equals(chunks[0].dictionary) for chunk in chunks[1:]
-        ):
-            merged = pa.chunked_array(
-                [chunk.cast(chunk.type.value_type) for chunk in chunks]
-            ).dictionary_encode()
-            chunks = (
-                list(merged.chunks) if isinstance(merged, pa.ChunkedArray) else [merged]
-            )
         indices = [_indices(chunk.indices) for chunk in chunks]
         local = indices[0] if len(indices) == 1 else np.concatenate(indices)
         dictionary = chunks[0].dictionary

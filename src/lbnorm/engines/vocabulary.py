@@ -286,44 +286,28 @@ class Vocabulary:
             return ids
         fresh = len(self) + np.arange(new.size)  # in first-seen order
         if not index.insert(hashes[new], fresh):
-            # a value twice in the dictionary (valid Arrow): one id per string,
-            # if the strings are equal too; the table is rebuilt without the copies
-            _, first, inverse = np.unique(
-                hashes[new], return_index=True, return_inverse=True
-            )
-            if not self._texts_equal(values, new, values, new[first[inverse]]):
-                return None
-            by_first = np.argsort(first, kind="stable")  # ids in first-seen order
-            rank = np.empty_like(by_first)
-            rank[by_first] = np.arange(by_first.size)
-            fresh = len(self) + rank[inverse.ravel()]
-            kept = new[first[by_first]]
-            self._index = index = HashIndex.for_keys(self._expected)
+            # a value twice in `values` (valid Arrow in a dictionary), or two
+            # strings hashing alike: the table is rebuilt as it was, and the
+            # distinct strings (Arrow's, in first-seen order) looked up instead
+            self._index = HashIndex.for_keys(self._expected)
             if len(self):
-                index.insert(_hash_strings(self.values()), np.arange(len(self)))
-            index.insert(hashes[kept], len(self) + np.arange(kept.size))
-            new_values = values.take(arrow.array(kept))
-        else:
-            new_values = values.take(arrow.array(new))
+                self._index.insert(_hash_strings(self.values()), np.arange(len(self)))
+            encoded = values.dictionary_encode()
+            if len(encoded.dictionary) == len(values):  # distinct: a collision
+                return None
+            distinct = self._lookup_hashed(encoded.dictionary)
+            return (
+                None if distinct is None else distinct[arrow.to_numpy(encoded.indices)]
+            )
         ids[new] = fresh
-        self._append(new_values)
+        self._strings.append(values.take(arrow.array(new)))
         return ids
 
     def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
         """Whether `values` at `rows` are the strings of `ids`."""
-        return self._texts_equal(values, rows, self._strings.array(large=True), ids)
-
-    @staticmethod
-    def _texts_equal(
-        left: pa.Array, left_rows: IntArray, right: pa.Array, right_rows: IntArray
-    ) -> bool:
-        """Whether `left` at `left_rows` holds the strings of `right` at `right_rows`."""
-        other = right.take(arrow.array(right_rows))
-        picked = left.take(arrow.array(left_rows)).cast(other.type)  # string, large
-        return bool(pc.all(pc.equal(picked, other)).as_py())
-
-    def _append(self, strings: pa.Array) -> None:
-        self._strings.append(strings)
+        known = self._strings.array(large=True).take(arrow.array(ids))
+        picked = values.take(arrow.array(rows)).cast(known.type)  # string, large
+        return bool(pc.all(pc.equal(picked, known)).as_py())
 
     def _use_dict(self) -> None:
         """Switch to a Python dict (after a hash collision: never seen in practice)."""
@@ -346,7 +330,7 @@ class Vocabulary:
                 for i in new.tolist()
             ]
             _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
-            self._append(values.take(arrow.array(new[np.sort(first)])))
+            self._strings.append(values.take(arrow.array(new[np.sort(first)])))
         return ids
 
     def drop_index(self) -> None:
