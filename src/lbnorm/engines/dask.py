@@ -48,13 +48,8 @@ from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
-from lbnorm.engines.spill import (
-    Board,
-    SpillFolder,
-    finish_saved,
-    save_partition,
-    spill_width,
-)
+from lbnorm.engines.spill import Board, finish_saved, save_partition, spill_width
+from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
 from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
