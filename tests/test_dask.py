@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,11 @@ pytest.importorskip("lbnorm.engines.dask")
 def cluster() -> Iterator[str]:
     """Two worker processes, one thread each; yields the scheduler address."""
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},  # not 8787: see engines.dask
     ) as local:
         yield str(local.scheduler_address)
 
@@ -393,3 +398,25 @@ def test_a_worker_that_cannot_save_its_partition_says_where_and_what_to_do(
         match=r"lbnorm-spill-elsewhere: a Dask worker .*\n.*shared filesystem",
     ):
         _finish_share(totals, 0, str(missing), suite, RunOptions(engine="dask"))
+
+
+def test_a_local_cluster_beside_another_one_gives_no_port_warning(
+    demo_dataset: Path,
+) -> None:
+    """Two runs (or test suites) on one machine: the scheduler's HTTP server takes any free port.
+
+    The port the scheduler's metrics server would take by default is held here,
+    as another cluster on the machine holds it; warnings are errors in the test
+    suite, so the run must not warn that the port is in use.
+    """
+    held = socket.socket()
+    try:
+        held.bind(("", 8787))
+        held.listen()
+    except OSError:  # (something else holds it: the case itself)
+        pass
+    try:
+        on_cluster = lbnorm.run([demo_dataset], options=RunOptions(engine="dask"))
+    finally:
+        held.close()
+    assert on_cluster.n_scores == 183_040

@@ -94,7 +94,11 @@ def dask_scheduler() -> Iterator[str]:
     """A local cluster of two worker processes, for the Dask engine's cases."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},  # not 8787: see engines.dask
     ) as cluster:
         yield str(cluster.scheduler_address)
 

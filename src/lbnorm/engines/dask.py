@@ -165,6 +165,9 @@ def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[A
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
+                # the scheduler's metrics server on any free port, not 8787: a
+                # second run (or test suite) on the machine would warn
+                scheduler_kwargs={"dashboard_address": ":0"},
                 local_directory=scratch,
             )
             stack.callback(cluster.close)  # (closed before its folder is removed)
