@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +16,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import lbnorm
 from lbnorm.cli import main
@@ -354,29 +355,29 @@ def test_a_duplicate_over_the_budget_is_reported(cluster: str, tmp_path: Path) -
     assert list(spills.iterdir()) == []
 
 
-@given(st.lists(st.text(max_size=12), max_size=30), st.integers(0, 3))
-def test_model_hashes_are_each_strings_bytes_weighed_and_mixed(
-    names: list[str], start: int
-) -> None:
-    """The partition of a model is the same in every worker process: its hash is
-    computed from its UTF-8 bytes alone (here by plain Python integers), also
-    for a slice of an array."""
-    from lbnorm.engines.dask import _MULTIPLIERS, _model_hashes
+def test_a_models_partition_hash_is_the_same_in_every_process() -> None:
+    """Workers split sums by a hash of the model name: it must not be salted per
+    process (Python's own is), and a slice of an array hashes as its values do."""
+    from lbnorm.engines.vocabulary import hash_strings
 
-    mask = (1 << 64) - 1
-
-    def mixed(value: int) -> int:
-        for factor in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
-            value = ((value ^ (value >> 33)) * factor) & mask
-        return value ^ (value >> 33)
-
-    def expected(name: str) -> int:
-        data = name.encode()
-        total = sum(b * int(_MULTIPLIERS[i % 64]) for i, b in enumerate(data))
-        return mixed((total + len(data)) & mask)
-
-    array = pa.array(["x"] * start + names, pa.string()).slice(start)
-    assert _model_hashes(array).tolist() == [expected(name) for name in names]
+    names = ["Qwen/Qwen2.5-72B", "", "modèle-é", "x" * 300, "a", "b"]
+    here = hash_strings(pa.array(names, pa.large_string())).tolist()
+    sliced = pa.array(["pad", *names], pa.large_string()).slice(1)
+    assert hash_strings(sliced).tolist() == here
+    script = (
+        "import sys, pyarrow as pa; from lbnorm.engines.vocabulary import hash_strings; "
+        f"print(hash_strings(pa.array({names!r}, pa.large_string())).tolist())"
+    )
+    for seed in ("1", "2"):
+        other = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert other.stdout.strip() == str(here)
+    assert len(set(here)) == len(names)
 
 
 def test_a_worker_that_cannot_save_its_partition_says_where_and_what_to_do(

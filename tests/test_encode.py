@@ -588,14 +588,12 @@ def test_string_hashes_follow_the_strings_not_the_layout(
 ) -> None:
     """Equal strings hash alike, sliced, as large strings or in another order."""
     values = pa.array(["pad", *texts], pa.string()).slice(1)
-    hashes = vocabulary._hash_strings(values).tolist()
+    hashes = vocabulary.hash_strings(values).tolist()
     by_text = dict(zip(texts, hashes, strict=True))
     assert len(by_text) == len(set(texts))  # one hash per string
     order = data.draw(st.permutations(range(len(texts))))
     other = pa.array([texts[i] for i in order], pa.large_string())
-    assert vocabulary._hash_strings(other).tolist() == [
-        by_text[texts[i]] for i in order
-    ]
+    assert vocabulary.hash_strings(other).tolist() == [by_text[texts[i]] for i in order]
     assert len(set(by_text.values())) == len(by_text)  # no collision on small sets
 
 
@@ -603,11 +601,11 @@ def test_string_hashes_of_strings_across_hashing_blocks() -> None:
     """Strings longer than a block, and blocks cut between strings, hash alike."""
     long = "x" * (vocabulary._HASH_BLOCK + 5)
     texts = ["a", long, "b" * 1000, "", long, "a"] * 50
-    hashes = vocabulary._hash_strings(pa.array(texts)).tolist()
+    hashes = vocabulary.hash_strings(pa.array(texts)).tolist()
     assert hashes[0] == hashes[5]
     assert hashes[1] == hashes[4]
     assert len(set(hashes)) == 4
-    assert vocabulary._hash_strings(pa.array(texts[1:2])).tolist() == [hashes[1]]
+    assert vocabulary.hash_strings(pa.array(texts[1:2])).tolist() == [hashes[1]]
 
 
 def test_hash_index_agrees_with_a_dict() -> None:
@@ -677,7 +675,7 @@ def test_hash_collisions_never_merge_names(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             vocabulary,
-            "_hash_strings",
+            "hash_strings",
             lambda values: np.full(len(values), 7, np.uint64),
         )
         for part in data.draw(batches(table)):
@@ -699,10 +697,10 @@ def test_a_collision_in_a_later_batch_keeps_earlier_codes(
         )
 
     assert encoder.encode(table(["a", "b", ""]))[0].tolist() == [0, 1, 2]
-    real = vocabulary._hash_strings
+    real = vocabulary.hash_strings
     monkeypatch.setattr(  # "c" now hashes as "a" does
         vocabulary,
-        "_hash_strings",
+        "hash_strings",
         lambda values: real(pc.replace_substring(values, "c", "a")),
     )
     variant, _ = encoder.encode(table(["c", "a", "b", "d"]))

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,6 +52,7 @@ from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
 from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
+from lbnorm.engines.vocabulary import hash_strings
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
 from lbnorm.suites import Suite, suite_arrays
@@ -364,42 +364,6 @@ def _sum_row_group(
     )
 
 
-#: Multipliers of a model name's bytes by position (mod 64) in its hash.
-_MULTIPLIERS = np.random.default_rng(20261129).integers(
-    1, 2**63, 64, dtype=np.uint64
-) | np.uint64(1)
-
-
-def _model_hashes(names: pa.Array) -> npt.NDArray[np.uint64]:
-    """A hash of each string, the same in every process (Python's is salted per process).
-
-    Each byte times a multiplier chosen by its position, summed per string
-    (modulo 2**64), then mixed (MurmurHash3's finalizer).
-    """
-    names = names.cast(pa.large_string())
-    offsets = np.frombuffer(names.buffers()[1], dtype=np.int64)
-    offsets = offsets[names.offset : names.offset + len(names) + 1]
-    data = names.buffers()[2]
-    first, last = int(offsets[0]), int(offsets[-1])
-    raw = (
-        np.frombuffer(data, dtype=np.uint8)[first:last]
-        if data
-        else np.zeros(0, np.uint8)
-    )
-    lengths = np.diff(offsets)
-    position = np.arange(raw.size) - np.repeat(offsets[:-1] - first, lengths)
-    terms = raw.astype(np.uint64) * _MULTIPLIERS[position % _MULTIPLIERS.size]
-    totals = np.zeros(raw.size + 1, dtype=np.uint64)
-    np.cumsum(terms, out=totals[1:])
-    hashes = totals[offsets[1:] - first] - totals[offsets[:-1] - first]
-    hashes += lengths.astype(np.uint64)
-    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):
-        hashes ^= hashes >> np.uint64(shift)
-        hashes *= np.uint64(factor)
-    hashes ^= hashes >> np.uint64(33)
-    return hashes
-
-
 def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
     """On a worker: a row group's sums split into `n_parts` partitions by model name.
 
@@ -408,7 +372,9 @@ def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
     """
     variants = totals.variants
     names = variants.vocabularies["model"]
-    part_of_name = (_model_hashes(names) % np.uint64(n_parts)).astype(np.int64)
+    # the vocabulary's hash: unsalted, the same in every worker process
+    hashes = hash_strings(names.cast(pa.large_string()))
+    part_of_name = (hashes % np.uint64(n_parts)).astype(np.int64)
     part = part_of_name[variants.codes[:, 0]]
     by_part = np.argsort(part, kind="stable")
     ends = np.cumsum(np.bincount(part, minlength=n_parts)).tolist()

@@ -3,7 +3,7 @@
 :class:`Vocabulary` gives each distinct string an id as batch dictionaries
 arrive; its strings are kept once, in id order, as one growing Arrow buffer
 (:class:`_Strings`). Lookups go a whole array at a time: a 64-bit hash per string
-computed from the Arrow buffers (:func:`_hash_strings`) and an open-addressing
+computed from the Arrow buffers (:func:`hash_strings`) and an open-addressing
 table (:class:`HashIndex`), every match checked against the strings themselves.
 """
 
@@ -18,13 +18,13 @@ import pyarrow.compute as pc
 
 from lbnorm.core import arrow
 
-__all__ = ["HashIndex", "Vocabulary"]
+__all__ = ["HashIndex", "Vocabulary", "hash_strings"]
 
 IntArray = npt.NDArray[np.int64]
 _NULL = -1
 _Item = TypeVar("_Item", bound=np.generic)
 
-#: The hash multiplier M (and its inverse) of :func:`_hash_strings`.
+#: The hash multiplier M (and its inverse) of :func:`hash_strings`.
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
 _INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
 
@@ -79,7 +79,7 @@ def _string_buffers(
     return offsets - first, data[first : int(offsets[-1])]
 
 
-def _hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
+def hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
     """A 64-bit hash per string (no nulls), computed from the Arrow buffers in numpy.
 
     A polynomial hash of the bytes: ``sum(b_i * M**i)``, taken from one prefix
@@ -267,7 +267,7 @@ class Vocabulary:
         if self._index is None:
             return self._by_text.get(text)
         value = arrow.strings([text])
-        found = int(self._index.find(_hash_strings(value))[0])
+        found = int(self._index.find(hash_strings(value))[0])
         if found < 0 or self.values().take(arrow.array(np.array([found]))) != value:
             return None
         return found
@@ -276,7 +276,7 @@ class Vocabulary:
         """Ids through the hash table; None on a hash collision."""
         index = self._index
         assert index is not None
-        hashes = _hash_strings(values)
+        hashes = hash_strings(values)
         ids = index.find(hashes)
         known = np.flatnonzero(ids >= 0)
         if known.size and not self._same(values, known, ids[known]):
@@ -291,7 +291,7 @@ class Vocabulary:
             # distinct strings (Arrow's, in first-seen order) looked up instead
             self._index = HashIndex.for_keys(self._expected)
             if len(self):
-                self._index.insert(_hash_strings(self.values()), np.arange(len(self)))
+                self._index.insert(hash_strings(self.values()), np.arange(len(self)))
             encoded = values.dictionary_encode()
             if len(encoded.dictionary) == len(values):  # distinct: a collision
                 return None
