@@ -56,7 +56,6 @@ __all__ = [
     "pandas_metadata",
     "provenance_of",
     "write_job",
-    "write_result",
     "write_tables",
 ]
 
@@ -65,24 +64,6 @@ OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 #: The table ``lbnorm run --paired`` adds beside them.
 PAIRED_FILE = "paired.parquet"
 _T = TypeVar("_T")
-
-
-def write_result(result: Result, out: Path, *, created_at: str | None = None) -> Path:
-    """Write a result's three tables and manifest to `out` (one transaction).
-
-    Args:
-        result: The tables to write.
-        out: Output folder: new, empty, or an lbnorm output (replaced whole).
-        created_at: ISO 8601 creation time for the manifest; defaults to now.
-
-    Raises:
-        OutputError: `out` is not an lbnorm output folder, is read-only, another
-            command is writing it, or the disk refuses; the previous output is
-            untouched and no partial files remain.
-    """
-    with Transaction(out, kind="leaderboard") as transaction:
-        _write_tables(result, transaction)
-        return transaction.commit(created_at=created_at)
 
 
 def write_job(
@@ -155,8 +136,9 @@ def write_tables(
     ``format`` and ``created_at``. An output of another kind is not replaced.
 
     Raises:
-        OutputError: As :func:`write_result`, a name that is not a plain file
-            name, or `out` holds an output of another kind; nothing is written then.
+        OutputError: `out` is not an lbnorm output folder, is read-only, busy or
+            holds an output of another kind, a name is not a plain file name, or
+            the disk refuses; the previous output is unchanged.
     """
     with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
         for name, table in tables.items():
