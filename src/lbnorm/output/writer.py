@@ -107,7 +107,7 @@ def _write_job(
 ) -> Result:
     if job.subtask_schema is None:
         result = finish(job.finish())
-        _write_tables(result, transaction)
+        _write_tables(result, transaction, provenance)
         return result
     name = "subtasks.parquet"
     schema = _with_metadata(
@@ -117,7 +117,7 @@ def _write_job(
     result = _stream(
         transaction, name, schema, parts, then=lambda: finish(job.finish())
     )
-    _write_tables(result, transaction, has_subtasks=True)
+    _write_tables(result, transaction, provenance, has_subtasks=True)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
     return result
@@ -195,16 +195,7 @@ class PartWriter:
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    inputs = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
-    return _provenance(suite, options, inputs)
-
-
-def _provenance(
-    suite: Suite, options: RunOptions, inputs: list[dict[str, Any]]
-) -> dict[str, str]:
-    listed = [
-        {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]} for i in inputs
-    ]
+    listed = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
     return {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
@@ -274,13 +265,19 @@ def _absolute(path: str) -> str:
 
 
 def _write_tables(
-    result: Result, transaction: Transaction, *, has_subtasks: bool = False
+    result: Result,
+    transaction: Transaction,
+    provenance: Mapping[str, str],
+    *,
+    has_subtasks: bool = False,
 ) -> None:
-    """Write the result's tables (but the subtask table if written) and set the manifest."""
+    """Write the result's tables (but the subtask table if written) and set the manifest.
+
+    `provenance` is :func:`provenance_of` the run: each table's Parquet metadata.
+    """
     suite, files = result.suite, result.file_table
     ordered = _by_path(files)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
-    provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if has_subtasks else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
@@ -323,7 +320,7 @@ def _write_tables(
         for row in inputs:
             row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
-    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once)
+    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
     transaction.manifest |= {
         "tool": "lbnorm",
         "version": provenance["lbnorm.version"],
