@@ -573,24 +573,18 @@ class Transaction:
         """
         self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
 
-    def commit(
-        self,
-        manifest: dict[str, Any] | None = None,
-        *,
-        created_at: str | None = None,
-        is_new: bool = True,
-    ) -> Path:
+    def commit(self, *, created_at: str | None = None) -> Path:
         """Write the manifest, swap the folder in (the one swap), then the staged files.
 
+        A new manifest is stamped with the format, creation time and environment;
+        a previous output's (tables added to it) keeps its own.
+
         Args:
-            manifest: Keys to add to :attr:`manifest`.
             created_at: ISO 8601 creation time (the caller's ``SOURCE_DATE_EPOCH``,
                 read by the composition layer); defaults to now.
-            is_new: Stamp the format, creation time and environment (False: a
-                previous output's manifest, with tables added, keeps its own).
         """
-        manifest = {**self.manifest, **(manifest or {})}
-        if is_new:
+        manifest = dict(self.manifest)
+        if "created_at" not in manifest:  # (a previous output's has one)
             manifest |= {
                 "format": OUTPUT_FORMAT,
                 "created_at": created_at or iso_time(),

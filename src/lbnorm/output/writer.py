@@ -143,7 +143,8 @@ def write_tables(
     with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
         for name, table in tables.items():
             transaction.write_table(f"{name}.parquet", table)
-        return transaction.commit(dict(manifest), created_at=created_at)
+        transaction.manifest |= manifest
+        return transaction.commit(created_at=created_at)
 
 
 class PartWriter:
@@ -477,9 +478,7 @@ def add_tables(
         raise OutputError(msg)
     with Transaction(out, kind=None) as transaction:
         add_to(transaction, tables, sources=sources)
-        transaction.commit(
-            created_at=created_at, is_new="created_at" not in transaction.manifest
-        )
+        transaction.commit(created_at=created_at)
     return [out / f"{name}.parquet" for name in tables]
 
 
