@@ -238,7 +238,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     command line): the Ctrl-C only sets the flag, the part is handed over and the
     writer waits for it, and the call ends with the interruption."""
     from lbnorm.output.tablefile import TableFile
-    from lbnorm.output.writer import PartWriter
+    from lbnorm.output.writer import write_parts
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 
@@ -255,13 +255,10 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     monkeypatch.setattr(pq.ParquetWriter, "write_table", slow_write)
     table = pa.table({"x": list(range(10))})
     path = tmp_path / "t.parquet"
-    with (
-        path.open("wb") as handle,
-        pytest.raises(KeyboardInterrupt, match="SIGINT"),
-        _runtime.cancellable(),
-        PartWriter(TableFile(handle.fileno(), table.schema, name=path.name)) as parts,
-    ):
-        parts.add(table)
+    with path.open("wb") as handle:
+        file = TableFile(handle.fileno(), table.schema, name=path.name)
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
+            write_parts(file, [table], then=lambda: None)
     alive = [
         t.name for t in threading.enumerate() if t.name.startswith("lbnorm-writer")
     ]

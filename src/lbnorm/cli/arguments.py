@@ -293,9 +293,9 @@ def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
 
         return is_page
     if option == "failures":
-        from lbnorm.output.writer import is_failures_file
+        from lbnorm.output.writer import is_table_file
 
-        return is_failures_file
+        return is_table_file("failures")
     from lbnorm.output.run_report import is_run_report
 
     return is_run_report

@@ -287,17 +287,6 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     The counts and the parse cache's figures, each rejected file with the
     variants it held, and the variants read from several results files (when any).
     """
-    if not files.num_rows:
-        return {
-            "seen": 0,
-            "parsed": 0,
-            "cached": 0,
-            "superseded": 0,
-            "rejected": 0,
-            "tables": 0,
-            "rejected_files": [],
-            "cache": None,
-        }
     status = (
         files["cache"]
         if "cache" in files.column_names

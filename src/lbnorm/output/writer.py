@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,7 +69,7 @@ def write_job(
     job: Job,
     out: Path | Transaction,
     *,
-    finish: Callable[[Result], Result] = lambda result: result,
+    finish: Callable[[Result], Result],
     provenance: Mapping[str, str],
     created_at: str | None = None,
 ) -> Result:
@@ -84,27 +83,18 @@ def write_job(
         out: The output folder (committed here), or a transaction the caller
             commits after adding its own tables (a nightly run).
         finish: Applied to the job's result before its tables are written.
-        provenance: Parquet metadata of the subtask table (the others get the
-            same, from the result).
+        provenance: Every table's Parquet metadata (:func:`provenance_of`).
         created_at: ISO 8601 creation time for the manifest.
 
     Returns:
         The result written (its subtask table read back from the file).
     """
-    if isinstance(out, Transaction):
-        return _write_job(job, out, finish, provenance)
-    with Transaction(out, kind="leaderboard") as transaction:
-        result = _write_job(job, transaction, finish, provenance)
-        transaction.commit(created_at=created_at)
-    return result
-
-
-def _write_job(
-    job: Job,
-    transaction: Transaction,
-    finish: Callable[[Result], Result],
-    provenance: Mapping[str, str],
-) -> Result:
+    if not isinstance(out, Transaction):
+        with Transaction(out, kind="leaderboard") as transaction:
+            result = write_job(job, transaction, finish=finish, provenance=provenance)
+            transaction.commit(created_at=created_at)
+        return result
+    transaction = out
     if job.subtask_schema is None:
         result = finish(job.finish())
         _write_tables(result, transaction, provenance)
@@ -113,10 +103,10 @@ def _write_job(
     schema = _with_metadata(
         job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
     )
+    file = transaction.table_file(name, schema)
     parts = job.subtask_parts()  # summed as they come
-    result = _stream(
-        transaction, name, schema, parts, then=lambda: finish(job.finish())
-    )
+    result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
+    transaction.record(name, entry)
     _write_tables(result, transaction, provenance, has_subtasks=True)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
@@ -145,53 +135,6 @@ def write_tables(
             transaction.write_table(f"{name}.parquet", table)
         transaction.manifest |= manifest
         return transaction.commit(created_at=created_at)
-
-
-class PartWriter:
-    """A :class:`~lbnorm.output.tablefile.TableFile` written a part at a time on a thread of its own.
-
-    Each part is encoded on the writer's thread while the caller builds the
-    next one, holding at most two parts in memory. Leaving the ``with`` block
-    waits for the thread; on an error the file is left to the transaction.
-    """
-
-    def __init__(self, file: TableFile) -> None:
-        self._file = file
-        self._thread = Threads(1, "writer")
-        self._pending: Future[None] | None = None
-
-    def __enter__(self) -> PartWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            self._thread.close(cancel=True)
-        finally:
-            self._file.abandon()  # (closed already after close_then)
-
-    def add(self, part: pa.Table) -> None:
-        """Encode `part` on the thread, as one row group, once the part before is written."""
-        self._wait()
-        if part.num_rows:  # a benchmark nobody has: no empty row group
-            self._pending = self._thread.submit(
-                self._file.write, part, row_group_size=part.num_rows
-            )
-
-    def close_then(self, then: Callable[[TableFile], _T]) -> Future[_T]:
-        """On the thread, after the last part: ``then(file)`` (which closes it)."""
-        last, self._pending = self._pending, None
-
-        def close() -> _T:
-            if last is not None:
-                last.result()  # done (one thread, in order): raises what it raised
-            return then(self._file)
-
-        return self._thread.submit(close)
-
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()  # raises what writing the part raised
 
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
@@ -372,30 +315,43 @@ def _write_one(
         transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
         return
     plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
-    _stream(transaction, name, schema, table.parts(), plain=plain, then=lambda: None)
+    file = transaction.table_file(name, schema, plain=plain)
+    transaction.record(name, write_parts(file, table.parts(), then=lambda: None)[1])
 
 
-def _stream(
-    transaction: Transaction,
-    name: str,
-    schema: pa.Schema,
-    parts: Iterable[pa.Table],
-    *,
-    then: Callable[[], _T],
-    plain: tuple[str, ...] = (),
-) -> _T:
-    """Write `parts` as the staged table `name` on a writer thread; what `then` returns.
+def write_parts(
+    file: TableFile, parts: Iterable[pa.Table], *, then: Callable[[], _T]
+) -> tuple[_T, dict[str, Any]]:
+    """Write `parts` to `file` on a writer thread, a row group each; what `then` returns, and the file's entry.
 
-    ``then()`` runs here while the last part is encoded and the file synced on
-    the writer's thread (both release the GIL): a job finishing its result.
+    Each part is encoded on the thread while the caller makes the next one,
+    holding at most two parts in memory. ``then()`` runs here while the thread
+    finishes and syncs the file (both release the GIL): a job finishing its
+    result. The thread is done with the file before this returns or raises;
+    on an error the file is left to the transaction.
     """
-    with PartWriter(transaction.table_file(name, schema, plain=plain)) as writer:
+    thread, pending = Threads(1, "writer"), None
+    try:
         for part in parts:
-            writer.add(part)
-        syncing = writer.close_then(lambda file: transaction.record(name, file.close()))
+            if pending is not None:
+                pending.result()  # raises what writing the part before raised
+            if part.num_rows:  # a benchmark nobody has: no empty row group
+                pending = thread.submit(file.write, part, row_group_size=part.num_rows)
+        last = pending
+
+        def close() -> dict[str, Any]:
+            if last is not None:
+                last.result()  # done (one thread, in order): raises what it raised
+            return file.close()
+
+        syncing = thread.submit(close)
         done = then()
-        syncing.result()
-    return done
+        return done, syncing.result()
+    finally:
+        try:
+            thread.close(cancel=True)
+        finally:
+            file.abandon()  # (closed already after close())
 
 
 def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
@@ -588,7 +544,7 @@ def check_scores_target(path: str | Path) -> None:
         )
         raise OptionsError(msg)
     check_not_in_output(path, option="--out")
-    check_own_file(path, option="--out", is_ours=_is_table_file("scores"))
+    check_own_file(path, option="--out", is_ours=is_table_file("scores"))
 
 
 def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
@@ -605,7 +561,7 @@ def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) 
     else:  # (pyarrow's defaults, zstd)
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
-    write_file(target, content, option=option, is_ours=_is_table_file(kind))
+    write_file(target, content, option=option, is_ours=is_table_file(kind))
     return target.stat().st_size
 
 
@@ -614,11 +570,19 @@ _FAILURES_HEADER = b'"check","source","row","column","value"'
 _KIND_KEY = b"lbnorm.file"
 
 
-def _is_table_file(kind: str) -> Recognizer:
-    """Whether a file's first and last bytes are a `kind` file lbnorm wrote.
+def is_table_file(kind: str) -> Recognizer:
+    r"""Whether a file's first and last bytes are a `kind` file lbnorm wrote (``failures``, ``scores``).
 
     A Parquet file's footer holds the key and its value as Thrift writes them
-    (the value's field header, 0x18, and its length before it).
+    (the value's field header, 0x18, and its length before it); a failures CSV
+    starts with its header.
+
+    Examples:
+        >>> is_failures = is_table_file("failures")
+        >>> is_failures(b'"check","source","row","column","value","model"', b"")
+        True
+        >>> is_failures(b"PAR1...", b"...lbnorm.file\x18\x08failures...PAR1")
+        True
     """
     mark = _KIND_KEY + b"\x18" + bytes([len(kind)]) + kind.encode()
 
@@ -628,15 +592,3 @@ def _is_table_file(kind: str) -> Recognizer:
         return head.startswith(b"PAR1") and mark in tail
 
     return is_ours
-
-
-def is_failures_file(head: bytes, tail: bytes) -> bool:
-    r"""Whether a file's first and last bytes are a failures file lbnorm wrote.
-
-    Examples:
-        >>> is_failures_file(b'"check","source","row","column","value","model"', b"")
-        True
-        >>> is_failures_file(b"PAR1...", b"...lbnorm.file\x18\x08failures...PAR1")
-        True
-    """
-    return _is_table_file("failures")(head, tail)
