@@ -174,9 +174,9 @@ def _read_upto(handle: BinaryIO, limit: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _opened(folder: Path) -> Iterator[int]:
-    """A descriptor of the folder itself (a link to it followed)."""
-    descriptor = os.open(folder, _FOLDER)
+def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
+    """A descriptor of `path` for the block: a folder itself (a link to it followed) unless `flags` say else."""
+    descriptor = os.open(path, flags, 0o666)
     try:
         yield descriptor
     finally:
@@ -254,16 +254,15 @@ def resolve_target(out: Path) -> Path:
     try:
         if not out.is_symlink():
             return out
-        target = out.resolve(strict=True)
+        target = _resolve(out, strict=True)
     except FileNotFoundError as exc:
         msg = (
             f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
             "Hint: create the folder it points to, or choose another --out."
         )
         raise OutputError(msg) from exc
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop (Python < 3.13)
-        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
-        raise output_error(out, error) from exc
+    except OSError as exc:
+        raise output_error(out, exc) from exc
     if not target.is_dir():
         msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
         raise OutputError(msg)
@@ -272,6 +271,14 @@ def resolve_target(out: Path) -> Path:
         raise OutputError(msg)
     _check_name_length(out, target)
     return target
+
+
+def _resolve(path: Path, *, strict: bool = False) -> Path:
+    """`path` with its links followed; a loop of links an OS error (``ELOOP``) on every Python."""
+    try:
+        return path.resolve(strict=strict)
+    except RuntimeError as exc:  # a loop (Python < 3.13)
+        raise OSError(errno.ELOOP, str(exc)) from exc
 
 
 def _name_max(folder: Path) -> int:
@@ -412,11 +419,8 @@ def check_own_file(path: Path | str, *, option: str, is_ours: Recognizer) -> Non
             not recognize it; it is left as it is.
     """
     try:  # (a FIFO: no wait)
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
+        with _opened(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) as descriptor:
             ends = _ends(descriptor)
-        finally:
-            os.close(descriptor)
     except FileNotFoundError:
         return
     except OSError as exc:  # a folder, a FIFO, unreadable: not one of lbnorm's files
@@ -600,12 +604,9 @@ class Transaction:
                 "number of input files."
             )
             raise OutputError(msg)
-        descriptor = os.open(self.folder / MANIFEST, _NEW, 0o666)
-        try:
+        with _opened(self.folder / MANIFEST, _NEW) as descriptor:
             write_hashed(descriptor, [data])
             os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
         _sync(self.folder)
         fault_point("staged")
         check_cancelled()  # the last moment a cancelled run keeps the previous output
@@ -667,18 +668,11 @@ def _is_old_lock_file(descriptor: int) -> bool:
 
 def _unlink_unheld(path: Path, is_ours: Callable[[int], bool]) -> None:
     """Unlink `path` if no live writer holds its lock and `is_ours` knows it (open)."""
-    try:
-        descriptor = os.open(path, _READ)
-    except OSError:  # none there (or a name too long to have one)
-        return
-    try:
+    # (an OS error: none there, a name too long, held by a live writer, no locks here, not a file)
+    with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if is_ours(descriptor):
             path.unlink()
-    except OSError:  # held by a live writer, no locks here, or not a file
-        pass
-    finally:
-        os.close(descriptor)
 
 
 def _lock_folder(folder: Path) -> int:
@@ -706,16 +700,21 @@ def _is_ours(folder: Path) -> bool:
     return _unlisted(folder, entries) == ("", [])
 
 
-def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
-    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
-    pattern = re.compile(rf"\.{re.escape(tag)}\.(?:tmp|old)-[0-9a-f]{{12}}")
+def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
+    """What `parent` holds named ``.TAG.KIND-<12 hex>`` (`kinds`: ``tmp``, ``tmp|old``), by name."""
+    pattern = re.compile(rf"\.{re.escape(tag)}\.(?:{kinds})-[0-9a-f]{{12}}")
     try:
         names = sorted(entry.name for entry in parent.iterdir())
     except OSError:
         return []
+    return [parent / name for name in names if pattern.fullmatch(name)]
+
+
+def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
+    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
     found: list[tuple[Path, int]] = []
     try:
-        for path in (parent / name for name in names if pattern.fullmatch(name)):
+        for path in _siblings(parent, tag, "tmp|old"):
             if path.is_symlink() or not path.is_dir() or not _is_ours(path):
                 continue  # a user's file, link or folder of that name is left alone
             try:
@@ -859,11 +858,8 @@ class _Beside:
         is_ours: Recognizer | None,
     ) -> None:
         self.path, self.descriptor, self.is_named = path, -1, False
-        try:
-            self.target = path.resolve() if path.is_symlink() else Path.cwd() / path
-        except (OSError, RuntimeError) as exc:
-            error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
-            raise output_error(path, error) from exc
+        with _reported(path):
+            self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
         _check_name_length(path, self.target, what="file name")
         check_not_in_output(path, option=option)
         if is_ours is not None:
@@ -944,20 +940,14 @@ def _fill(
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
     """Unlink temporaries of this file that no live writer holds and that `is_ours` knows."""
-    pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
-    with contextlib.suppress(OSError):
-        for name in [entry.name for entry in folder.iterdir()]:
-            if pattern.fullmatch(name):
-                _unlink_unheld(folder / name, lambda file: is_ours(*_ends(file)))
+    for path in _siblings(folder, tag, "tmp"):
+        _unlink_unheld(path, lambda file: is_ours(*_ends(file)))
 
 
 def _sync(path: Path) -> None:
     """Sync a file or a folder's entries (names created or renamed in it) to disk."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
+    with _opened(path, os.O_RDONLY | os.O_CLOEXEC) as descriptor:
         os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _reason(exc: OSError) -> str:
