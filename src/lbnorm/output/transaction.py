@@ -63,6 +63,7 @@ from lbnorm.core.manifest import (
     manifest_kind,
     manifest_problem,
 )
+from lbnorm.core.version import lbnorm_version
 from lbnorm.output.tablefile import TableFile, write_hashed
 
 __all__ = [
@@ -580,8 +581,8 @@ class Transaction:
     def commit(self, *, created_at: str | None = None) -> Path:
         """Write the manifest, swap the folder in (the one swap), then the staged files.
 
-        A new manifest is stamped with the format, creation time and environment;
-        a previous output's (tables added to it) keeps its own.
+        A new manifest is stamped as lbnorm's (tool, version, format, creation
+        time, environment); a previous output's (tables added to it) keeps its own.
 
         Args:
             created_at: ISO 8601 creation time (the caller's ``SOURCE_DATE_EPOCH``,
@@ -590,6 +591,8 @@ class Transaction:
         manifest = dict(self.manifest)
         if "created_at" not in manifest:  # (a previous output's has one)
             manifest |= {
+                "tool": "lbnorm",
+                "version": lbnorm_version(),
                 "format": OUTPUT_FORMAT,
                 "created_at": created_at or iso_time(),
             }

@@ -266,8 +266,6 @@ def _write_tables(
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
     metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
     transaction.manifest |= {
-        "tool": "lbnorm",
-        "version": provenance["lbnorm.version"],
         "suite": suite_record(suite),
         "options": result.options.to_manifest(),
         "inputs": listing,
@@ -454,12 +452,7 @@ def add_to(
     if not transaction.manifest:
         previous = transaction.previous()
         if previous is None:
-            transaction.manifest = {
-                "tool": "lbnorm",
-                "kind": "analysis",
-                "version": lbnorm_version(),
-                **record,
-            }
+            transaction.manifest = {"kind": "analysis", **record}
         else:
             if previous.get("kind") == "analysis":  # the latest command's sources
                 previous.update(record, environment=environment())
