@@ -76,6 +76,7 @@ __all__ = [
     "check_output_kind",
     "check_own_file",
     "check_target",
+    "first_few",
     "open_plain",
     "output_holding",
     "read_manifest",
@@ -371,13 +372,25 @@ def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
 
 
 def _listing(folder: Path, names: list[str]) -> str:
-    """Up to five names, folders marked with a slash."""
-    shown = [
-        name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
-        for name in names[:_SHOWN]
-    ]
+    """Up to five names of `folder`'s, folders marked with a slash."""
+    return first_few(
+        [
+            name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
+            for name in names[:_SHOWN]
+        ]
+        + names[_SHOWN:]
+    )
+
+
+def first_few(names: list[str]) -> str:
+    """Up to five names for a message, then how many more.
+
+    Examples:
+        >>> first_few(["a", "b", "c", "d", "e", "f", "g"])
+        'a, b, c, d, e and 2 more'
+    """
     more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
-    return ", ".join(shown) + more
+    return ", ".join(names[:_SHOWN]) + more
 
 
 def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
