@@ -72,9 +72,8 @@ __all__ = [
     "Recognizer",
     "TableFile",
     "Transaction",
-    "check_not_in_output",
+    "check_file",
     "check_output_kind",
-    "check_own_file",
     "check_target",
     "first_few",
     "open_plain",
@@ -407,13 +406,23 @@ def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path 
     return None
 
 
-def check_not_in_output(
-    path: Path | str, *, option: str, outs: tuple[Path | str, ...] = ()
+def check_file(
+    path: Path | str,
+    *,
+    option: str,
+    is_ours: Recognizer | None,
+    outs: tuple[Path | str, ...] = (),
 ) -> None:
-    """Refuse a file (a report, a summary) pointed inside an lbnorm output folder.
+    """Refuse a file (a report, a summary, an export) lbnorm may not write at `path`.
+
+    Inside an lbnorm output folder (`outs` count even before they exist), a file
+    would change that output and the next run to it would refuse the folder; an
+    existing file `is_ours` does not recognize is a user's (None: not asked).
 
     Raises:
-        OptionsError: It would change that output, and the next run would refuse it.
+        OptionsError: It is pointed inside an output folder (exit 2).
+        OutputError: `path` exists and is not a regular file, or `is_ours` does
+            not recognize it; it is left as it is (exit 6).
     """
     folder = output_holding(path, outs)
     if folder is not None:
@@ -423,15 +432,8 @@ def check_not_in_output(
             "refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder."
         )
         raise OptionsError(msg)
-
-
-def check_own_file(path: Path | str, *, option: str, is_ours: Recognizer) -> None:
-    """Refuse to replace an existing file lbnorm did not write (a report, an export).
-
-    Raises:
-        OutputError: `path` exists and is not a regular file, or `is_ours` does
-            not recognize it; it is left as it is.
-    """
+    if is_ours is None:
+        return
     try:  # (a FIFO: no wait)
         with _opened(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) as descriptor:
             ends = _ends(descriptor)
@@ -877,9 +879,7 @@ class _Beside:
         with _reported(path):
             self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
         _check_name_length(path, self.target, what="file name")
-        check_not_in_output(path, option=option)
-        if is_ours is not None:
-            check_own_file(path, option=option, is_ours=is_ours)
+        check_file(path, option=option, is_ours=is_ours)
         folder, tag = self.target.parent, _tag(self.target)
         self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
         try:

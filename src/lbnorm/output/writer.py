@@ -37,8 +37,7 @@ from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
     Transaction,
-    check_not_in_output,
-    check_own_file,
+    check_file,
     write_file,
 )
 from lbnorm.suites import Suite
@@ -536,8 +535,7 @@ def check_scores_target(path: str | Path) -> None:
             "reads).\nHint: name the file scores.parquet."
         )
         raise OptionsError(msg)
-    check_not_in_output(path, option="--out")
-    check_own_file(path, option="--out", is_ours=is_table_file("scores"))
+    check_file(path, option="--out", is_ours=is_table_file("scores"))
 
 
 def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
