@@ -497,7 +497,7 @@ def write_failures(failures: pa.Table, path: str | Path) -> None:
 
 def write_scores_file(
     scores: pa.Table, path: str | Path, *, provenance: dict[str, str]
-) -> int:
+) -> None:
     """Write scores in the long contract to one Parquet file, atomically (``lbnorm convert``).
 
     What the Dask engine reads (Parquet only): one row per variant and
@@ -508,18 +508,13 @@ def write_scores_file(
         path: The ``.parquet`` file; one lbnorm did not write is refused.
         provenance: Key-value metadata for the file (the suite, the inputs).
 
-    Returns:
-        The file's size in bytes.
-
     Raises:
         OptionsError: Not a ``.parquet`` file, or inside an output folder.
         OutputError: The file cannot be written, or is not one lbnorm wrote.
     """
     check_scores_target(path)
-    marked = scores.replace_schema_metadata(
-        {key.encode(): value.encode() for key, value in provenance.items()}
-    )
-    return _write_table_file(marked, Path(path), kind="scores", option="--out")
+    marked = scores.replace_schema_metadata(provenance)
+    _write_table_file(marked, Path(path), kind="scores", option="--out")
 
 
 def check_scores_target(path: str | Path) -> None:
@@ -538,8 +533,8 @@ def check_scores_target(path: str | Path) -> None:
     check_file(path, option="--out", is_ours=is_table_file("scores"))
 
 
-def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
-    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`; its size."""
+def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> None:
+    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`."""
     content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
         import io
@@ -553,7 +548,6 @@ def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) 
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
     write_file(target, content, option=option, is_ours=is_table_file(kind))
-    return target.stat().st_size
 
 
 #: How lbnorm's failures files are recognized: a CSV's header, a Parquet footer's key.
