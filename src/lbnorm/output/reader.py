@@ -181,10 +181,7 @@ class Output:
 
     def close(self) -> None:
         """Close the folder and its files."""
-        for descriptor in [
-            *getattr(self, "_files", {}).values(),
-            getattr(self, "_folder", -1),
-        ]:
+        for descriptor in [*self._files.values(), self._folder]:
             if descriptor >= 0:
                 os.close(descriptor)
         self._files, self._folder = {}, -1

@@ -549,21 +549,19 @@ class Transaction:
         self._descriptors.append(descriptor)
         return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
 
-    def write_table(
-        self, name: str, table: pa.Table, *, is_tuned: bool = True
-    ) -> dict[str, Any]:
-        """Write `table` (one row group when tuned) as the staged file `name`; its entry."""
+    def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
+        """Write `table` (one row group when tuned) as the staged file `name`, recorded."""
         written = self.table_file(name, table.schema, is_tuned=is_tuned)
-        rows = max(table.num_rows, 1) if is_tuned else None
-        written.write(table, row_group_size=rows)
-        return self.record(name, written.close())
+        written.write(
+            table, row_group_size=max(table.num_rows, 1) if is_tuned else None
+        )
+        self.record(name, written.close())
 
-    def record(self, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    def record(self, name: str, entry: dict[str, Any]) -> None:
         """List a staged file in the manifest the commit writes."""
         self.outputs[name] = entry
         with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
             fault_point("table-written")
-        return entry
 
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
