@@ -1,14 +1,14 @@
 """Long-format Parquet tables, streamed one row group at a time.
 
 String columns are read dictionary-encoded (Parquet stores them so): the engine
-gets integer codes without building a Python string per row. A column chunk whose
-writer gave up its dictionary (more distinct text than the dictionary page holds,
-as rows of many models in random order make) is read plain and dictionary-encoded
-afterwards, its rows grouped by all such columns at once (``model`` and
-``revision`` of a shuffled file): Arrow's reader would hash every row of each
-into a dictionary as it decodes, which costs more; the same arrays come out. Only the columns
-the job needs are read, and the working set stays one row group. An optional
-key column that is null (``precision``, ``revision``, ``metric``:
+gets integer codes without building a Python string per row. A column chunk
+whose writer gave up its dictionary (more distinct text than the dictionary page
+holds, as rows of many models in random order make) is read plain and
+dictionary-encoded afterwards, its rows grouped by all such columns at once
+(``model`` and ``revision`` of a shuffled file): Arrow's reader would hash every
+row of each into a dictionary as it decodes, which costs more; the same arrays
+come out. Only the columns the job needs are read, and the working set stays one
+row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
 '', ``chat_template``: false) means unknown, as if the column were absent; a
 null ``model``, ``benchmark`` or ``subtask`` stays null, and validation reports
 it. Rows are counted 1-based (``row N`` in messages).
@@ -16,7 +16,6 @@ it. Rows are counted 1-based (``row N`` in messages).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -102,10 +101,7 @@ class ParquetScores:
             if plain:
                 if self._plain is None:
                     self._plain = pq.ParquetFile(self.path, read_dictionary=None)
-                slices = self._plain.iter_batches(
-                    _SLICE_ROWS, row_groups=[index], columns=list(plain)
-                )
-                encoded = _encoded(slices, plain)
+                encoded = _encoded(self._plain, index, plain)
                 table = pa.table(
                     {
                         name: encoded[name] if name in encoded else table.column(name)
@@ -156,11 +152,11 @@ _HEADER_BYTES = 1024
 
 
 def _encoded(
-    slices: Iterator[pa.RecordBatch], plain: tuple[str, ...]
+    file: pq.ParquetFile, index: int, plain: tuple[str, ...]
 ) -> dict[str, pa.Array]:
-    """The columns `plain` of a row group's slices, dictionary-encoded as Arrow's reader would.
+    """Row group `index`'s columns `plain`, read plain, as Arrow's dictionary read gives them.
 
-    The rows are grouped by the plain columns together as the slices stream by
+    The rows are grouped by those columns together as slices of them stream by
     (Arrow's grouper: one hash a row for all of them, of the values where they
     lie; the strings are not kept); the groups are put in the order of their
     first rows, and each column's dictionary comes from the groups' values, so
@@ -168,11 +164,13 @@ def _encoded(
     """
     from pyarrow import _acero  # (pyarrow.acero would import pandas)
 
-    first = next(slices, None)
-    if first is None:
-        return {}
-    schema = first.schema.append(pa.field("row", pa.int64()))
-    reader = pa.RecordBatchReader.from_batches(schema, _numbered(first, slices))
+    fields = [file.schema_arrow.field(name) for name in plain]
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([*fields, pa.field("row", pa.int64())]),
+        _numbered(
+            file.iter_batches(_SLICE_ROWS, row_groups=[index], columns=list(plain))
+        ),
+    )
     aggregate = _acero.AggregateNodeOptions(
         [("row", "hash_list", None, "rows")], keys=list(plain)
     )
@@ -204,12 +202,10 @@ def _encoded(
     return columns
 
 
-def _numbered(
-    first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+def _numbered(slices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The slices with their row numbers in the row group (a column ``row``)."""
     start = 0
-    for batch in itertools.chain([first], rest):
+    for batch in slices:
         rows = arrow.array(np.arange(start, start + batch.num_rows))
         yield batch.append_column("row", rows)
         start += batch.num_rows
