@@ -1,9 +1,14 @@
 """Long-format Parquet tables, streamed one row group at a time.
 
 String columns are read dictionary-encoded (Parquet stores them so): the engine
-gets integer codes without building a Python string per row. Only the columns
-the job needs are read, and the working set stays one row group. An optional
-key column that is null (``precision``, ``revision``, ``metric``:
+gets integer codes without building a Python string per row. A column chunk
+whose writer gave up its dictionary (more distinct text than the dictionary page
+holds, as rows of many models in random order make) is read plain and
+dictionary-encoded afterwards, its rows grouped by all such columns at once
+(``model`` and ``revision`` of a shuffled file): Arrow's reader would hash every
+row of each into a dictionary as it decodes, which costs more; the same arrays
+come out. Only the columns the job needs are read, and the working set stays one
+row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
 '', ``chat_template``: false) means unknown, as if the column were absent; a
 null ``model``, ``benchmark`` or ``subtask`` stays null, and validation reports
 it. Rows are counted 1-based (``row N`` in messages).
@@ -20,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import read_ahead
+from lbnorm.core import arrow
 from lbnorm.core.arrow import scalar
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import ExtraColumns
@@ -47,11 +53,16 @@ class ParquetScores:
         num_rows: Rows in the file.
     """
 
-    def __init__(self, path: Path, file: pq.ParquetFile, columns: list[str]) -> None:
+    def __init__(
+        self, path: Path, file: pq.ParquetFile, columns: list[str], strings: list[str]
+    ) -> None:
         self.path = path
         self.num_rows = int(file.metadata.num_rows)
         self._file = file
         self._columns = columns
+        self._strings = strings  # text columns stored as strings (not dictionaries)
+        # the file opened to read text columns plain (when a row group needs it)
+        self._plain: pq.ParquetFile | None = None
 
     @property
     def num_row_groups(self) -> int:
@@ -83,12 +94,125 @@ class ParquetScores:
 
     def _read(self, index: int) -> pa.Table:
         try:
-            table = self._file.read_row_group(index, columns=self._columns)
+            plain = self._plain_columns(index)
+            table = self._file.read_row_group(
+                index, columns=[name for name in self._columns if name not in plain]
+            )
+            if plain:
+                if self._plain is None:
+                    self._plain = pq.ParquetFile(self.path, read_dictionary=None)
+                encoded = _encoded(self._plain, index, plain)
+                table = pa.table(
+                    {
+                        name: encoded[name] if name in encoded else table.column(name)
+                        for name in self._columns
+                    }
+                )
         except (pa.ArrowException, OSError) as exc:
             reason = " ".join(str(exc).split()).rstrip(".")  # one line, one stop
             msg = f"{self.path}: cannot read row group {index}: {reason}.\nHint: the file may be truncated; rewrite it."
             raise InputError(msg) from exc
         return _conform_types(table, self.path)
+
+    def _plain_columns(self, index: int) -> tuple[str, ...]:
+        """The text columns of row group `index` whose dictionary the writer gave up."""
+        group = self._file.metadata.row_group(index)
+        chunks = {
+            group.column(i).path_in_schema: group.column(i)
+            for i in range(group.num_columns)
+        }
+        return tuple(
+            name
+            for name in self._columns
+            if name in self._strings and name in chunks and _is_plain(chunks[name])
+        )
+
+
+def _is_plain(chunk: pq.ColumnChunkMetaData) -> bool:
+    """Whether a text column chunk's data pages hold its strings, not dictionary indices.
+
+    A writer whose dictionary page fills up writes the rest of the chunk plain;
+    pyarrow does not say which pages are which, but indices take at most 4 bytes
+    a value (32-bit ids), and plain strings at least 4 (their lengths) and more;
+    the pages' headers get room besides (a small chunk costs little either way).
+    """
+    if not chunk.num_values or not chunk.has_dictionary_page:
+        return bool(chunk.num_values)
+    dictionary = chunk.data_page_offset - chunk.dictionary_page_offset
+    return bool(
+        chunk.total_compressed_size - dictionary
+        > _PLAIN_BYTES * chunk.num_values + _HEADER_BYTES
+    )
+
+
+#: Bytes per value of a chunk's data pages above which they hold strings.
+_PLAIN_BYTES = 4
+#: Room for the data pages' headers.
+_HEADER_BYTES = 1024
+
+
+def _encoded(
+    file: pq.ParquetFile, index: int, plain: tuple[str, ...]
+) -> dict[str, pa.Array]:
+    """Row group `index`'s columns `plain`, read plain, as Arrow's dictionary read gives them.
+
+    The rows are grouped by those columns together as slices of them stream by
+    (Arrow's grouper: one hash a row for all of them, of the values where they
+    lie; the strings are not kept); the groups are put in the order of their
+    first rows, and each column's dictionary comes from the groups' values, so
+    it holds them in first-seen order too.
+    """
+    from pyarrow import _acero  # (pyarrow.acero would import pandas)
+
+    fields = [file.schema_arrow.field(name) for name in plain]
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([*fields, pa.field("row", pa.int64())]),
+        _numbered(
+            file.iter_batches(_SLICE_ROWS, row_groups=[index], columns=list(plain))
+        ),
+    )
+    aggregate = _acero.AggregateNodeOptions(
+        [("row", "hash_list", None, "rows")], keys=list(plain)
+    )
+    groups = _acero.Declaration.from_sequence(
+        [
+            _acero.Declaration(
+                "record_batch_reader_source",
+                _acero.RecordBatchReaderSourceNodeOptions(reader),
+            ),
+            _acero.Declaration("aggregate", aggregate),
+        ]
+    ).to_table(use_threads=False)
+    lists = groups.column("rows").combine_chunks()
+    rows, starts = arrow.to_numpy(lists.values), arrow.to_numpy(lists.offsets)
+    order = np.argsort(np.minimum.reduceat(rows, starts[:-1]))
+    rank = np.empty(order.size, dtype=np.int32)
+    rank[order] = np.arange(order.size, dtype=np.int32)
+    group = np.empty(rows.size, dtype=np.int32)
+    group[rows] = np.repeat(rank, np.diff(starts))
+    columns = {}
+    for name in plain:
+        values = groups.column(name).combine_chunks().take(arrow.array(order))
+        own = values.dictionary_encode()
+        codes = arrow.to_numpy(own.indices, null=-1)[group]
+        mask = codes < 0 if own.null_count else None
+        columns[name] = pa.DictionaryArray.from_arrays(
+            arrow.array(codes, pa.int32(), mask=mask), own.dictionary
+        )
+    return columns
+
+
+def _numbered(slices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The slices with their row numbers in the row group (a column ``row``)."""
+    start = 0
+    for batch in slices:
+        rows = arrow.array(np.arange(start, start + batch.num_rows))
+        yield batch.append_column("row", rows)
+        start += batch.num_rows
+
+
+#: Rows per slice of a row group read plain.
+_SLICE_ROWS = 1 << 16
 
 
 def open_parquet_scores(
@@ -118,6 +242,12 @@ def open_parquet_scores(
             name
             for name in _TEXT
             if name in names and _is_text(file.schema_arrow.field(name).type)
+        ]
+        # (a column stored as an Arrow dictionary is read as one, plain or not)
+        strings = [
+            name
+            for name in text
+            if not pa.types.is_dictionary(file.schema_arrow.field(name).type)
         ]
         file = pq.ParquetFile(path, read_dictionary=text)
     except (pa.ArrowException, OSError) as exc:
@@ -163,7 +293,7 @@ def open_parquet_scores(
     columns = [name for name in wanted_columns if name in names]
     if keep_details and extra_columns == "keep":
         columns += extras
-    return ParquetScores(path, file, columns)
+    return ParquetScores(path, file, columns, strings)
 
 
 def _is_text(type_: pa.DataType) -> bool:

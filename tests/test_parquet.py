@@ -1,0 +1,165 @@
+"""Parquet row groups whose text fell back to plain pages read as the dictionary pages do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import OPENLLM_V2
+
+from lbnorm.cli import main
+from lbnorm.readers import parquet
+from lbnorm.readers.parquet import open_parquet_scores
+
+#: Names that repeat (so dictionaries have work), an empty one, and names holding
+#: the NUL that joins ``model`` and ``revision`` into one key.
+_MODELS = st.sampled_from(["a", "b", "a\x00", "\x00b", "", "org/model-7B"])
+_REVISIONS = st.sampled_from(["", "main", "\x00", "0f1e2d3c"])
+
+
+@st.composite
+def _shuffled_rows(draw: st.DrawFn) -> pa.Table:
+    """A few rows of repeated keys in any order; nulls where the contract allows them."""
+    n_rows = draw(st.integers(0, 40))
+    model = draw(
+        st.lists(st.one_of(st.none(), _MODELS), min_size=n_rows, max_size=n_rows)
+    )
+    revision = draw(
+        st.lists(st.one_of(st.none(), _REVISIONS), min_size=n_rows, max_size=n_rows)
+    )
+    precision = draw(
+        st.lists(
+            st.sampled_from(["bfloat16", "float16"]), min_size=n_rows, max_size=n_rows
+        )
+    )
+    subtask = draw(
+        st.lists(st.sampled_from(["x", "y"]), min_size=n_rows, max_size=n_rows)
+    )
+    return pa.table(
+        {
+            "model": pa.array(model, pa.string()),
+            "precision": pa.array(precision, pa.string()),
+            "revision": pa.array(revision, pa.string()),
+            "benchmark": pa.array(["B"] * n_rows, pa.string()),
+            "subtask": pa.array(subtask, pa.string()),
+            "raw_score": pa.array(np.linspace(0, 1, n_rows), pa.float64()),
+        }
+    )
+
+
+def _tables(path: Path, *, plain: bool) -> list[pa.Table]:
+    """The row groups as the reader hands them over (`plain`: its plain route allowed)."""
+    with pytest.MonkeyPatch.context() as patched:
+        if not plain:
+            patched.setattr(parquet, "_is_plain", lambda chunk: False)
+        return [batch.table for batch in open_parquet_scores(path).batches()]
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    table=_shuffled_rows(),
+    plain=st.sampled_from(
+        [
+            ["model"],
+            ["model", "revision"],
+            ["model", "precision", "revision", "subtask"],
+        ]
+    ),
+)
+def test_plain_pages_read_as_their_dictionaries(
+    tmp_path: Path, table: pa.Table, plain: list[str]
+) -> None:
+    """Columns written without dictionaries read as Arrow's dictionary read of them."""
+    path = tmp_path / "plain.parquet"
+    dictionaries = [name for name in table.column_names if name not in plain]
+    pq.write_table(table, path, use_dictionary=dictionaries, row_group_size=16)
+    if table.num_rows:
+        assert sorted(open_parquet_scores(path)._plain_columns(0)) == sorted(plain)
+    got, expected = _tables(path, plain=True), _tables(path, plain=False)
+    assert [t.schema for t in got] == [t.schema for t in expected]
+    assert all(a.equals(b) for a, b in zip(got, expected, strict=True))
+
+
+def _board(n_variants: int, seed: int) -> pa.Table:
+    """Every openllm-v2 subtask of `n_variants` variants, rows in random order."""
+    pairs = [(b.name, t.name) for b in OPENLLM_V2.benchmarks for t in b.subtasks]
+    rng = np.random.default_rng(seed)
+    variant = np.repeat(np.arange(n_variants), len(pairs))
+    pair = np.tile(np.arange(len(pairs)), n_variants)
+    order = rng.permutation(variant.size)
+    variant, pair = variant[order], pair[order]
+    models = np.array(
+        [f"s{seed}-org-{v % 7}/model-{v // 2}-{v % 3}B" for v in range(n_variants)]
+    )
+    revisions = np.array(
+        [f"{v * 2654435761 % 2**32:08x}" * 5 for v in range(n_variants)]
+    )
+    return pa.table(
+        {
+            "model": pa.array(models[variant]),
+            "precision": pa.array(np.where(variant % 2, "bfloat16", "float16")),
+            "revision": pa.array(revisions[variant // 2 * 2]),  # shared by pairs
+            "benchmark": pa.array([pairs[i][0] for i in pair]),
+            "subtask": pa.array([pairs[i][1] for i in pair]),
+            "raw_score": pa.array(rng.uniform(0, 1, variant.size).round(4)),
+        }
+    )
+
+
+def test_a_file_with_plain_and_dictionary_row_groups_runs_as_dictionaries(
+    tmp_path: Path,
+) -> None:
+    """One row group fell back to plain pages, the other did not: the same tables out."""
+    few, many = _board(3, seed=1), _board(400, seed=2)
+    few = few.take(pa.array(np.argsort(few["model"].to_numpy(), kind="stable")))
+    rows = pa.concat_tables([few, many])
+    fallen, encoded = (
+        tmp_path / "in" / "fallen.parquet",
+        tmp_path / "in2" / "encoded.parquet",
+    )
+    fallen.parent.mkdir()
+    encoded.parent.mkdir()
+    with pq.ParquetWriter(
+        fallen, rows.schema, dictionary_pagesize_limit=2048
+    ) as writer:
+        writer.write_table(few)
+        writer.write_table(many)
+    pq.write_table(rows, encoded, row_group_size=few.num_rows + many.num_rows)
+    opened = open_parquet_scores(fallen)
+    assert [opened._plain_columns(i) for i in range(2)] == [(), ("model", "revision")]
+    assert open_parquet_scores(encoded)._plain_columns(0) == ()
+    assert all(
+        a.equals(b)
+        for a, b in zip(
+            _tables(fallen, plain=True), _tables(fallen, plain=False), strict=True
+        )
+    )
+    routes = {
+        "plain": (fallen, parquet._is_plain),
+        "dictionary": (fallen, lambda chunk: False),  # Arrow's dictionary read
+        "encoded": (encoded, parquet._is_plain),
+    }
+    outs = {}
+    for route, (path, is_plain) in routes.items():
+        outs[route] = tmp_path / f"out-{route}"
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(parquet, "_is_plain", is_plain)
+            assert main(["run", str(path), "--out", str(outs[route]), "--quiet"]) == 0
+    names = sorted(path.name for path in outs["plain"].glob("*.parquet"))
+    assert names == ["benchmarks.parquet", "leaderboard.parquet", "subtasks.parquet"]
+    for name in names:  # the same bytes; the same rows as the other file's
+        plain = (outs["plain"] / name).read_bytes()
+        assert plain == (outs["dictionary"] / name).read_bytes(), name
+        tables = [pq.read_table(outs[route] / name) for route in ("plain", "encoded")]
+        rows = [  # (source: the input's path)
+            table.drop_columns(
+                ["source"] if "source" in table.column_names else []
+            ).to_pylist()
+            for table in tables
+        ]
+        assert sorted(rows[0], key=repr) == sorted(rows[1], key=repr), name
