@@ -299,12 +299,10 @@ def _joined(parts: list[Variants]) -> Variants:
 
     A model is in one partition only, and its variants' strings in its
     partition's vocabularies (each distinct), so no variant is in two
-    partitions and the model and revision vocabularies are concatenated as
-    they are: no hashing of millions of strings. A revision in two
-    partitions keeps an id in each (the key order compares revisions within
-    a model only; the tables write them plain). The few precisions are
-    merged, one id per string: the benchmark table writes them as a
-    dictionary.
+    partitions: the vocabularies are concatenated as they are, no hash table
+    of millions of names. A precision or revision string in two partitions
+    then has an id in each: its variants take the first (:func:`_first_ids`),
+    so equal strings have equal ids, as the tables' dictionaries need.
 
     `parts` is emptied: each partition's codes, then each key's strings, are
     freed once joined (at most one key's strings are held twice).
@@ -320,15 +318,30 @@ def _joined(parts: list[Variants]) -> Variants:
     for position, name in enumerate(TEXT_KEYS):
         starts = np.cumsum([0, *sizes[name]])
         codes[:, position] += np.repeat(starts[:-1], counts)
-        joined = pa.concat_arrays(strings.pop(name))
-        if name == "precision":
-            distinct = pc.unique(joined)
-            codes[:, position] = arrow.to_numpy(
-                pc.index_in(joined, value_set=distinct)
-            )[codes[:, position]]
-            joined = distinct
-        vocabularies[name] = joined
+        vocabularies[name] = pa.concat_arrays(strings.pop(name))
+        if name != "model":
+            codes[:, position] = _first_ids(vocabularies[name])[codes[:, position]]
     return Variants(vocabularies=vocabularies, codes=codes)
+
+
+def _first_ids(vocabulary: pa.Array) -> IntArray:
+    """Per string of `vocabulary`, the id of the first string equal to it.
+
+    Strings that may repeat are found by their 64-bit hashes (a sort of
+    numbers, not a hash table of the strings); only those are compared.
+    """
+    ids = np.arange(len(vocabulary))
+    _, inverse, counts = np.unique(
+        hash_strings(vocabulary), return_inverse=True, return_counts=True
+    )
+    maybe = np.flatnonzero(counts[inverse] > 1)
+    if maybe.size:
+        equal = arrow.to_numpy(
+            pc.dictionary_encode(vocabulary.take(arrow.array(maybe))).indices
+        )
+        _, first = np.unique(equal, return_index=True)
+        ids[maybe] = maybe[first[equal]]
+    return ids
 
 
 def _added_up(parts: list[Any]) -> Any:
