@@ -338,6 +338,36 @@ def test_sums_over_the_budget_are_finished_on_the_workers(
     assert list(spills.iterdir()) == []
 
 
+def test_revisions_shared_by_models_over_the_budget(
+    cluster: str, tmp_path: Path
+) -> None:
+    """Past --sum-memory the client joins the partitions' vocabularies as they
+    are: a revision string of models in several partitions ("r1") keeps an id
+    in each, and the files are still the stream engine's, byte for byte."""
+    scores = pq.read_table(demo_path()).slice(0, 40_000).to_pandas()
+    variant = ["model", "precision", "chat_template"]
+    number = scores.groupby(variant)["revision"].rank(method="dense").astype(int)
+    scores["revision"] = "r" + number.astype(str)
+    # a second revision of some models: variants whose order the revision decides
+    again = scores["model"].isin(scores["model"].unique()[::7])
+    scores = pd.concat([scores, scores[again].assign(revision="r0")])
+    table = pa.Table.from_pandas(scores, preserve_index=False)
+    root = write_partitioned(table, tmp_path / "scores", parts=3)
+    outs = {}
+    for engine in ("dask", "stream"):
+        outs[engine] = tmp_path / engine
+        command = ["run", str(root), "--engine", engine, "--sum-memory", "0.0005"]
+        command += ["--out", str(outs[engine]), "--quiet"]
+        command += ["--scheduler", cluster] if engine == "dask" else ["--no-subtasks"]
+        assert main(command) == 0
+    for name in ("benchmarks.parquet", "leaderboard.parquet"):
+        assert (outs["dask"] / name).read_bytes() == (
+            outs["stream"] / name
+        ).read_bytes()
+    board = pq.read_table(outs["dask"] / "leaderboard.parquet")
+    assert sorted(board.column("revision").unique().to_pylist()) == ["r0", "r1"]
+
+
 def test_a_duplicate_over_the_budget_is_reported(cluster: str, tmp_path: Path) -> None:
     """Two files holding one score: found where its model's partition is added up."""
     demo = pq.read_table(demo_path()).slice(0, 20_000)

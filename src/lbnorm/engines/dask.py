@@ -51,7 +51,7 @@ from lbnorm.engines.spill import Board, finish_saved, save_partition, spill_widt
 from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
-from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
+from lbnorm.engines.variants import TEXT_KEYS, Variants
 from lbnorm.engines.vocabulary import hash_strings
 from lbnorm.readers import Inputs
 from lbnorm.readers.parquet import open_parquet_scores
@@ -151,7 +151,7 @@ def compute(
 def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[Any]:
     """The graph's results, computed on the scheduler of the options or a local cluster."""
     import dask.config
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster
 
     scheduler = options.scheduler
     with contextlib.ExitStack() as stack:
@@ -179,21 +179,40 @@ def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[A
                 else {"timeout": options.scheduler_timeout}
             )
             with Client(scheduler or cluster, **timeout) as client:  # type: ignore[no-untyped-call]
-                futures = client.compute(graph)
-                while True:  # a look at the cancellation flag each tick
-                    try:
-                        wait(futures, timeout=TICK)  # type: ignore[no-untyped-call]
-                    except TimeoutError:  # (distributed's: the tick passed)
-                        check_cancelled()
-                        continue
-                    break
-                results = client.gather(futures)
+                results = _gathered(client.compute(graph))
         except LbnormError:
             raise
         except OSError as exc:
             msg = f"cannot reach the Dask scheduler {scheduler}: {exc}.\nHint: check the address, or leave out --scheduler for a local cluster (--scheduler-timeout SECONDS: how long to try)."
             raise InputError(msg) from exc
-    return results  # type: ignore[no-any-return]
+    return results
+
+
+def _gathered(futures: list[Any]) -> list[Any]:
+    """The futures' results, each fetched (and released on the cluster) as it is done.
+
+    One result at a time comes over the wire, not all of them in one message
+    (a copy of every partition's keys in flight beside the same keys
+    unpacked); the wait looks at the cancellation flag each tick.
+    """
+    from distributed import wait
+
+    index = {future.key: position for position, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    pending = set(futures)
+    del futures
+    while pending:
+        try:
+            done, pending = wait(  # type: ignore[no-untyped-call]
+                pending, timeout=TICK, return_when="FIRST_COMPLETED"
+            )
+        except TimeoutError:  # (distributed's: the tick passed)
+            check_cancelled()
+            continue
+        for future in done:
+            results[index[future.key]] = future.result()
+            future.release()
+    return results
 
 
 def _graph(
@@ -257,15 +276,15 @@ def _finish_parts(
     failures = [frame for part in finished for frame in part.failures]
     if failures:
         raise failure_error(failures, total=sum(part.n_failed for part in finished))
-    variants, _ = merge_variants([part.variants for part in finished])
+    parts = [part.variants for part in finished]
     n_ignored, n_scores, n_clipped = (
         sum(column) for column in zip(*(part.counts for part in finished), strict=True)
     )
     boards = [part.board for part in finished if part.board is not None]
-    finished.clear()  # (the variants are merged: each partition's, freed)
+    finished.clear()  # (their variants are in `parts`, joined and freed next)
     return finish_saved(
         folder,
-        variants,
+        _joined(parts),
         boards,
         suite=suite,
         arrays=suite_arrays(suite),
@@ -273,6 +292,56 @@ def _finish_parts(
         files=files,
         counts=(n_ignored, n_scores, n_clipped),
     )
+
+
+def _joined(parts: list[Variants]) -> Variants:
+    """The variants of the partitions (one at least), in turn: their vocabularies joined, not merged.
+
+    A model is in one partition only, and its variants' strings in its
+    partition's vocabularies (each distinct), so no variant is in two
+    partitions: the vocabularies are concatenated as they are, no hash table
+    of millions of names. A precision or revision string in two partitions
+    then has an id in each: its variants take the first (:func:`_first_ids`),
+    so equal strings have equal ids, as the tables' dictionaries need.
+
+    `parts` is emptied: each partition's codes, then each key's strings, are
+    freed once joined (at most one key's strings are held twice).
+    """
+    sizes = {
+        name: [len(part.vocabularies[name]) for part in parts] for name in TEXT_KEYS
+    }
+    counts = [len(part) for part in parts]
+    codes = np.concatenate([part.codes for part in parts])
+    strings = {name: [part.vocabularies[name] for part in parts] for name in TEXT_KEYS}
+    parts.clear()
+    vocabularies: dict[str, pa.Array] = {}
+    for position, name in enumerate(TEXT_KEYS):
+        starts = np.cumsum([0, *sizes[name]])
+        codes[:, position] += np.repeat(starts[:-1], counts)
+        vocabularies[name] = pa.concat_arrays(strings.pop(name))
+        if name != "model":
+            codes[:, position] = _first_ids(vocabularies[name])[codes[:, position]]
+    return Variants(vocabularies=vocabularies, codes=codes)
+
+
+def _first_ids(vocabulary: pa.Array) -> IntArray:
+    """Per string of `vocabulary`, the id of the first string equal to it.
+
+    Strings that may repeat are found by their 64-bit hashes (a sort of
+    numbers, not a hash table of the strings); only those are compared.
+    """
+    ids = np.arange(len(vocabulary))
+    _, inverse, counts = np.unique(
+        hash_strings(vocabulary), return_inverse=True, return_counts=True
+    )
+    maybe = np.flatnonzero(counts[inverse] > 1)
+    if maybe.size:
+        equal = arrow.to_numpy(
+            pc.dictionary_encode(vocabulary.take(arrow.array(maybe))).indices
+        )
+        _, first = np.unique(equal, return_index=True)
+        ids[maybe] = maybe[first[equal]]
+    return ids
 
 
 def _added_up(parts: list[Any]) -> Any:

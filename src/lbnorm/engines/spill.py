@@ -513,17 +513,22 @@ def finish_saved(
 
     A Dask run's workers each finish a partition of the variants and save its
     arrays in `folder` (:func:`save_partition`); partition ``i`` holds the
-    variants of ``boards[i]``, `variants` all of them in turn.
+    variants of ``boards[i]``, `variants` all of them in turn. The ordered
+    variants keep `variants`' vocabularies (a second copy of millions of
+    names, in key order, would double the client's largest arrays): each part
+    of a table takes its names from them.
     """
     order = variants.order()
-    ordered = variants.take(order, renumber=True)
+    n_models = variants.n_models()
+    ordered = variants.take(order)
+    del variants  # (its codes: the ordered copy is kept)
     spilled = _Spilled(
         folder, [board.average.size for board in boards], order, suite, arrays
     )
     return spilled_result(
         spilled,
         ordered,
-        variants.n_models(),
+        n_models,
         Board.joined(boards),
         options=options,
         files=files,
