@@ -28,7 +28,7 @@ from lbnorm.cli import main
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.manifest import manifest_problem
 from lbnorm.output.transaction import STAGING_MARK, write_file
-from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
+from lbnorm.output.writer import OUTPUT_FILES, add_tables
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
@@ -195,7 +195,7 @@ def test_manifest_problem_names_what_is_wrong() -> None:
 
 def test_added_tables_are_listed_and_swapped_in_whole(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run([ONE], out=out)
+    run([ONE], out=out)
     before = _tree(out)
     written = add_tables(out, {"health": pa.table({"x": [1, 2]})})
     assert written == [out / "health.parquet"]
@@ -211,7 +211,7 @@ def test_added_tables_are_listed_and_swapped_in_whole(tmp_path: Path) -> None:
     add_tables(out, {"health": pa.table({"x": [3]})})  # replaced, not appended
     assert pq.read_table(out / "health.parquet").to_pydict() == {"x": [3]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    write_result(result, out)  # a listed table is lbnorm's: the run replaces it
+    run([ONE], out=out)  # a listed table is lbnorm's: the run replaces it
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*OUTPUT_FILES, "manifest.json"]
     )
@@ -251,17 +251,17 @@ def test_files_that_appear_during_the_run_are_not_deleted(
     from lbnorm.output import writer
 
     out = tmp_path / "out"
-    result = run([ONE], out=out)
+    run([ONE], out=out)
     before = _tree(out)
     write_tables = writer._write_tables
 
-    def write_and_meddle(result: object, transaction: object) -> None:
+    def write_and_meddle(*args: Any, **kwargs: Any) -> None:
         (out / "notes.txt").write_text("written while lbnorm ran")
-        write_tables(result, transaction)  # type: ignore[arg-type]
+        write_tables(*args, **kwargs)
 
     monkeypatch.setattr(writer, "_write_tables", write_and_meddle)
     with pytest.raises(OutputError, match=r"did not write: notes.txt; .*\nHint: "):
-        write_result(result, out)
+        run([ONE], out=out)
     assert _tree(out) == {**before, "notes.txt": _tree(out)["notes.txt"]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -320,7 +320,7 @@ def test_files_are_written_through_links_too(tmp_path: Path) -> None:
 
 def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run([ONE], out=out)
+    run([ONE], out=out)
     dead = tmp_path / ".out.tmp-0123456789ab"
     dead.mkdir()
     (dead / STAGING_MARK).write_bytes(b"")  # written first into every staging folder
@@ -332,7 +332,7 @@ def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
     link.symlink_to(elsewhere)
     other = tmp_path / ".outer.tmp-0123456789ab"  # another output's staging
     other.mkdir()
-    write_result(result, out)
+    run([ONE], out=out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".out.tmp-ba5eba11cafe",
         ".outer.tmp-0123456789ab",
@@ -343,27 +343,25 @@ def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
 
 
 def test_the_lock_file_older_versions_left_is_tidied(tmp_path: Path) -> None:
-    result = run([ONE])
     (tmp_path / ".out.lock").write_bytes(b"")  # lbnorm 0.1 left one per output
     (tmp_path / ".other.lock").write_bytes(b"")  # another output's: left alone
-    write_result(result, tmp_path / "out")
+    run([ONE], out=tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.lock", "out"]
     (tmp_path / ".out.lock").write_text("not empty: not ours")
-    write_result(result, tmp_path / "out")
+    run([ONE], out=tmp_path / "out")
     assert (tmp_path / ".out.lock").read_text() == "not empty: not ours"
 
 
 def test_runs_on_other_outputs_in_one_folder_do_not_refuse_each_other(
     tmp_path: Path,
 ) -> None:
-    result = run([ONE])
     live = tmp_path / ".a.tmp-0123456789ab"  # a run writing ./a right now
     live.mkdir()
     descriptor = os.open(live, os.O_RDONLY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
-        write_result(result, tmp_path / "b")
-        write_result(result, tmp_path / "a.tmp-0123456789ab")  # a name like it
+        run([ONE], out=tmp_path / "b")
+        run([ONE], out=tmp_path / "a.tmp-0123456789ab")  # a name like it
     finally:
         os.close(descriptor)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -440,13 +438,12 @@ def test_an_interrupted_file_write_leaves_no_temporary(tmp_path: Path) -> None:
 
 def test_a_dead_staging_folder_is_never_put_in_place(tmp_path: Path) -> None:
     """Only a folder set aside by a two-rename swap is restored, whatever the name."""
-    result = run([ONE])
     out = tmp_path / "a.old-b"
     dead = tmp_path / ".a.old-b.tmp-0123456789ab"  # half written, its run killed
     dead.mkdir()
     (dead / STAGING_MARK).write_bytes(b"")
     (dead / "manifest.json").write_text("{}")
-    write_result(result, out)
+    run([ONE], out=out)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*OUTPUT_FILES, "manifest.json"]
     )

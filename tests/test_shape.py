@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -540,26 +540,53 @@ FIXTURES = Path(__file__).parent / "fixtures"
 _BY_FORMAT = ("lbnorm.readers.harness", "msgspec")
 
 
-def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
-    """The results-file parser and msgspec load for results files, not for a table."""
+#: Modules of other paths than a run on score tables (the demo's): sample files,
+#: ratings, paired comparisons, other engines, outputs read back, the faces, the
+#: nightly job, ``importlib.resources`` (its imports: ``zipfile``, ``tempfile``).
+_OTHER_PATHS = (
+    "lbnorm.readers.samples", "lbnorm.readers.sample_lines", "lbnorm.readers.instances",
+    "lbnorm.readers.items", "lbnorm.readers.alpacaeval", "lbnorm.readers.cache",
+    "lbnorm.ratings.battles", "lbnorm.ratings.fit", "lbnorm.ratings.bootstrap",
+    "lbnorm.engines.paired", "lbnorm.engines.memory", "lbnorm.engines.dask",
+    "lbnorm.engines.workers", "lbnorm.engines.metadata_frames", "lbnorm.output.reader",
+    "lbnorm.output.run_report", "lbnorm.analysis", "lbnorm.faces.html_report",
+    "lbnorm.faces.show", "lbnorm.faces.query", "lbnorm.arena", "lbnorm.nightly",
+    "dask", "duckdb", "importlib.resources", "zipfile",
+)  # fmt: skip
+
+
+def _loaded(names: Sequence[str], argv: list[str], *, cwd: Path) -> list[str]:
+    """Which of `names` the command ``lbnorm ARGV`` loaded, in a fresh process."""
     script = (
         "import atexit, runpy, sys\n"
-        f"names = {_BY_FORMAT!r}\n"
+        f"names = {tuple(names)!r}\n"
         "atexit.register(lambda: print('loaded:', [n for n in names if n in sys.modules]))\n"
         "sys.argv = ['lbnorm', *sys.argv[1:]]\n"
         "runpy.run_module('lbnorm', run_name='__main__', alter_sys=True)\n"
     )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        capture_output=True, text=True, cwd=cwd, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("loaded: ")
+    return list(ast.literal_eval(last.removeprefix("loaded: ")))
+
+
+def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
+    """The results-file parser and msgspec load for results files, not for a table."""
     for argv, expected in (
         (["run", "--out", "table", "--quiet"], []),  # the demo: a Parquet table
         (["run", str(FIXTURES / "golden" / "01-ai__Yi-34B-Chat.json"), "--out", "tree", "--quiet"],
          list(_BY_FORMAT)),
     ):  # fmt: skip
-        done = subprocess.run(
-            [sys.executable, "-c", script, *argv],
-            capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == f"loaded: {expected}"
+        assert _loaded(_BY_FORMAT, argv, cwd=tmp_path) == expected
+
+
+def test_a_run_on_the_demo_loads_only_its_path(tmp_path: Path) -> None:
+    """``lbnorm run --out DIR`` loads no module of another path (start-up, issue 43)."""
+    assert _loaded(_OTHER_PATHS, ["run", "--out", "out"], cwd=tmp_path) == []
 
 
 # --- stages read no environment -------------------------------------------------------

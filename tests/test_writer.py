@@ -16,7 +16,7 @@ from lbnorm import OutputError, _runtime, run
 from lbnorm.core.manifest import OUTPUT_FORMAT
 from lbnorm.core.options import RunOptions
 from lbnorm.output.transaction import STAGING_MARK
-from lbnorm.output.writer import OUTPUT_FILES, add_tables, write_result
+from lbnorm.output.writer import OUTPUT_FILES, add_tables
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
@@ -95,7 +95,7 @@ def test_a_live_run_on_the_same_output_is_refused_at_once(
     import fcntl
     import os
 
-    result = run([golden_dir / "Amu__t1-3B.json"])
+    inputs = [golden_dir / "Amu__t1-3B.json"]
     staging = tmp_path / ".out.tmp-0123456789ab"
     staging.mkdir()
     descriptor = os.open(staging, os.O_RDONLY)
@@ -105,11 +105,11 @@ def test_a_live_run_on_the_same_output_is_refused_at_once(
             OutputError,
             match=r"another lbnorm run is writing this output directory.\nHint: wait",
         ):
-            write_result(result, tmp_path / "out")
+            run(inputs, out=tmp_path / "out")
     finally:
         os.close(descriptor)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp-0123456789ab"]
-    write_result(result, tmp_path / "out")  # nobody holds it now: a dead run's
+    run(inputs, out=tmp_path / "out")  # nobody holds it now: a dead run's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
@@ -133,8 +133,8 @@ def test_leftovers_of_a_killed_run_are_cleaned(
 
 def test_subtask_table_is_written_a_benchmark_per_row_group(tmp_path: Path) -> None:
     """The memory engine writes the subtask table one benchmark (row group) at a time."""
-    result = run(options=RunOptions(engine="memory"))
-    out = write_result(result, tmp_path / "out")
+    out = tmp_path / "out"
+    result = run(options=RunOptions(engine="memory"), out=out)
     written = pq.ParquetFile(out / "subtasks.parquet")
     assert written.num_row_groups == 6
     for group in range(written.num_row_groups):
@@ -238,7 +238,7 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     command line): the Ctrl-C only sets the flag, the part is handed over and the
     writer waits for it, and the call ends with the interruption."""
     from lbnorm.output.tablefile import TableFile
-    from lbnorm.output.writer import PartWriter
+    from lbnorm.output.writer import write_parts
 
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
 
@@ -255,13 +255,10 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     monkeypatch.setattr(pq.ParquetWriter, "write_table", slow_write)
     table = pa.table({"x": list(range(10))})
     path = tmp_path / "t.parquet"
-    with (
-        path.open("wb") as handle,
-        pytest.raises(KeyboardInterrupt, match="SIGINT"),
-        _runtime.cancellable(),
-        PartWriter(TableFile(handle.fileno(), table.schema, name=path.name)) as parts,
-    ):
-        parts.add(table)
+    with path.open("wb") as handle:
+        file = TableFile(handle.fileno(), table.schema, name=path.name)
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
+            write_parts(file, [table], then=lambda: None)
     alive = [
         t.name for t in threading.enumerate() if t.name.startswith("lbnorm-writer")
     ]

@@ -33,8 +33,7 @@ from lbnorm.output.run_report import (
 )
 from lbnorm.output.transaction import (
     Transaction,
-    check_not_in_output,
-    check_own_file,
+    check_file,
     write_file,
 )
 from lbnorm.output.writer import add_to
@@ -243,8 +242,7 @@ def _check_report(report: str | Path | None, out: str | Path) -> None:
     """Refuse a ``--report`` file that could not be written, before the run (None: none asked for)."""
     if report is None:
         return
-    check_not_in_output(report, option="--report", outs=(out,))
-    check_own_file(report, option="--report", is_ours=is_run_report)
+    check_file(report, option="--report", is_ours=is_run_report, outs=(out,))
     folder = Path(report).resolve().parent
     if not os.access(folder, os.W_OK | os.X_OK):
         msg = (

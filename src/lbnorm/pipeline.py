@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -405,7 +404,7 @@ def created_at_from_environment() -> str | None:
 
 def demo_path() -> Path:
     """Return the path of the bundled demo leaderboard (a Parquet file)."""
-    return Path(str(resources.files("lbnorm") / "data" / "demo_scores.parquet"))
+    return Path(__file__).with_name("data") / "demo_scores.parquet"
 
 
 def demo_metadata_path() -> Path:

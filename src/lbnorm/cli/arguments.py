@@ -263,8 +263,7 @@ def check_written_files(args: argparse.Namespace) -> None:
         OutputError: A file lbnorm did not write is there (exit 6).
     """
     from lbnorm.output.transaction import (
-        check_not_in_output,
-        check_own_file,
+        check_file,
         check_target,
     )
 
@@ -276,8 +275,8 @@ def check_written_files(args: argparse.Namespace) -> None:
     for option in ("markdown", "html", "report", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
-            check_not_in_output(value, option=f"--{option}", outs=outs)
-            check_own_file(value, option=f"--{option}", is_ours=_recognizer(option))
+            is_ours = _recognizer(option)
+            check_file(value, option=f"--{option}", is_ours=is_ours, outs=outs)
     if getattr(args, "adds_tables", False) and isinstance(args.out, str):
         check_target(Path(args.out))  # (diff, impact, health: refused before the work)
 
@@ -293,9 +292,9 @@ def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
 
         return is_page
     if option == "failures":
-        from lbnorm.output.writer import is_failures_file
+        from lbnorm.output.writer import is_table_file
 
-        return is_failures_file
+        return is_table_file("failures")
     from lbnorm.output.run_report import is_run_report
 
     return is_run_report

@@ -119,13 +119,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
         is_export,
         write_export,
     )
-    from lbnorm.output.transaction import check_not_in_output, check_own_file
+    from lbnorm.output.transaction import check_file
 
     check_parent(args.file)  # before the work, not after
-    check_not_in_output(args.file, option="--out", outs=(args.out,))
+    check_file(args.file, option="--out", is_ours=None, outs=(args.out,))
     if args.format == "table":  # its CSV header is the suite's: checked when written
         return _export_board_table(args)
-    check_own_file(args.file, option="--out", is_ours=is_export)
+    check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
     options = ExportOptions(
         format=args.format,
         skip_incomplete=args.skip_incomplete,

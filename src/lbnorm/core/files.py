@@ -30,12 +30,18 @@ from lbnorm.core.errors import InputError
 #: here, not in :mod:`lbnorm.readers.harness`, so that finding inputs does not load
 #: the results parser (and msgspec) for a run that reads none.
 RESULTS_FILE = re.compile(r"^results_.*\.json$")
+#: How harness sample files are named (``samples_<task>_<timestamp>.jsonl``); here
+#: for the same reason: finding inputs loads no sample reader for a run that reads none.
+SAMPLES_FILE = re.compile(
+    r"^samples_(?P<task>.+)_(?P<timestamp>\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(?:\.\d+)?)\.jsonl$"
+)
 
 __all__ = [
     "FILE_FORMATS",
     "MAX_OPTION_BYTES",
     "MAX_RESULTS_BYTES",
     "RESULTS_FILE",
+    "SAMPLES_FILE",
     "TABLE_SUFFIXES",
     "FileFormat",
     "check_option_file",

@@ -38,7 +38,7 @@ from lbnorm.core.schemas import (
     is_rate_field,
     leaderboard_schema,
 )
-from lbnorm.output.transaction import open_plain, read_manifest
+from lbnorm.output.transaction import first_few, open_plain, read_manifest
 from lbnorm.suites import Suite, recorded_suite
 
 if TYPE_CHECKING:
@@ -87,7 +87,6 @@ _RANKED = ("leaderboard", "benchmarks", "subtasks", "ratings", "win_rates")
 _RANKS = r"rank(_within_.*|_upper_bound)?"
 _ATTEMPTS = 5
 _PROC_FD = Path("/proc/self/fd")
-_SHOWN = 5
 #: sha256 this process computed, by (device, inode, size, mtime, ctime): each file hashed once.
 _hashed: dict[tuple[int, ...], str] = {}
 #: Outputs whose changed suite was already noted on stderr by this process.
@@ -182,10 +181,7 @@ class Output:
 
     def close(self) -> None:
         """Close the folder and its files."""
-        for descriptor in [
-            *getattr(self, "_files", {}).values(),
-            getattr(self, "_folder", -1),
-        ]:
+        for descriptor in [*self._files.values(), self._folder]:
             if descriptor >= 0:
                 os.close(descriptor)
         self._files, self._folder = {}, -1
@@ -449,7 +445,7 @@ class Output:
         }[name]
         where = f"{self.path / _file(name)}: not an lbnorm {name} table"
         if absent := [f.name for f in contract if f.name not in schema.names]:
-            msg = f"{where}: missing column(s) {_names(absent)}; it has {_names(schema.names)}.\nHint: {self._rewrite}."
+            msg = f"{where}: missing column(s) {first_few(absent)}; it has {first_few(schema.names)}.\nHint: {self._rewrite}."
             raise InputError(msg)
         wrong = [
             f"{f.name} is {schema.field(f.name).type}, not {_kind(f.type)}"
@@ -457,7 +453,7 @@ class Output:
             if _kind(schema.field(f.name).type) != _kind(f.type)
         ]
         if wrong:
-            msg = f"{where}: {_names(wrong)}.\nHint: {self._rewrite}."
+            msg = f"{where}: {first_few(wrong)}.\nHint: {self._rewrite}."
             raise InputError(msg)
 
     def _compare(self, *, verify: bool) -> None:
@@ -552,8 +548,3 @@ def _kind(kind: pa.DataType) -> str:
         if test(kind):
             return word
     return str(kind)
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_SHOWN])
-    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")

@@ -67,7 +67,7 @@ def build_run_report(
     finished_at: str,
     out: str | None,
     stages: Mapping[str, float],
-    health: pa.Table | pd.DataFrame | None = None,
+    health: pd.DataFrame | None = None,
     min_models: int = 30,
     error: BaseException | None = None,
 ) -> dict[str, Any]:
@@ -80,8 +80,7 @@ def build_run_report(
         finished_at: ISO 8601 end time.
         out: The output directory written (None if nothing was written).
         stages: Wall seconds per stage, in order.
-        health: The health table, if the checks ran (Arrow, or the frame the
-            health checks return).
+        health: The health table the checks returned, if they ran.
         min_models: The fewest models a health check runs on (its thresholds'
             ``min_models``), for the reason nothing was checked.
         error: Why the run did not run (an :class:`LbnormError` or an interrupt).
@@ -206,7 +205,7 @@ def _failure(error: BaseException | None) -> dict[str, Any]:
 
 
 def _health_section(
-    health: pa.Table | pd.DataFrame | None, min_models: int
+    health: pd.DataFrame | None, min_models: int
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """The report's ``health`` section, its warnings and its problems (the failed checks).
 
@@ -217,11 +216,7 @@ def _health_section(
     section: dict[str, Any] = {"checked": health is not None}
     if health is None:
         return section, [], []
-    table = (  # (the health checks return a frame)
-        health
-        if isinstance(health, pa.Table)
-        else pa.Table.from_pandas(health, preserve_index=False)
-    )
+    table = pa.Table.from_pandas(health, preserve_index=False)
     failed = table.filter(pc.equal(table["status"], _text("fail")))
     n_skipped = _count(pc.equal(table["status"], _text("skipped")))
     is_unchecked = n_skipped == table.num_rows  # too few models for any check
@@ -287,17 +282,6 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     The counts and the parse cache's figures, each rejected file with the
     variants it held, and the variants read from several results files (when any).
     """
-    if not files.num_rows:
-        return {
-            "seen": 0,
-            "parsed": 0,
-            "cached": 0,
-            "superseded": 0,
-            "rejected": 0,
-            "tables": 0,
-            "rejected_files": [],
-            "cache": None,
-        }
     status = (
         files["cache"]
         if "cache" in files.column_names

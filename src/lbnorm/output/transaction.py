@@ -63,6 +63,7 @@ from lbnorm.core.manifest import (
     manifest_kind,
     manifest_problem,
 )
+from lbnorm.core.version import lbnorm_version
 from lbnorm.output.tablefile import TableFile, write_hashed
 
 __all__ = [
@@ -71,10 +72,10 @@ __all__ = [
     "Recognizer",
     "TableFile",
     "Transaction",
-    "check_not_in_output",
+    "check_file",
     "check_output_kind",
-    "check_own_file",
     "check_target",
+    "first_few",
     "open_plain",
     "output_holding",
     "read_manifest",
@@ -174,9 +175,9 @@ def _read_upto(handle: BinaryIO, limit: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _opened(folder: Path) -> Iterator[int]:
-    """A descriptor of the folder itself (a link to it followed)."""
-    descriptor = os.open(folder, _FOLDER)
+def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
+    """A descriptor of `path` for the block: a folder itself (a link to it followed) unless `flags` say else."""
+    descriptor = os.open(path, flags, 0o666)
     try:
         yield descriptor
     finally:
@@ -254,16 +255,15 @@ def resolve_target(out: Path) -> Path:
     try:
         if not out.is_symlink():
             return out
-        target = out.resolve(strict=True)
+        target = _resolve(out, strict=True)
     except FileNotFoundError as exc:
         msg = (
             f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
             "Hint: create the folder it points to, or choose another --out."
         )
         raise OutputError(msg) from exc
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop (Python < 3.13)
-        error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
-        raise output_error(out, error) from exc
+    except OSError as exc:
+        raise output_error(out, exc) from exc
     if not target.is_dir():
         msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
         raise OutputError(msg)
@@ -272,6 +272,14 @@ def resolve_target(out: Path) -> Path:
         raise OutputError(msg)
     _check_name_length(out, target)
     return target
+
+
+def _resolve(path: Path, *, strict: bool = False) -> Path:
+    """`path` with its links followed; a loop of links an OS error (``ELOOP``) on every Python."""
+    try:
+        return path.resolve(strict=strict)
+    except RuntimeError as exc:  # a loop (Python < 3.13)
+        raise OSError(errno.ELOOP, str(exc)) from exc
 
 
 def _name_max(folder: Path) -> int:
@@ -363,13 +371,25 @@ def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
 
 
 def _listing(folder: Path, names: list[str]) -> str:
-    """Up to five names, folders marked with a slash."""
-    shown = [
-        name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
-        for name in names[:_SHOWN]
-    ]
+    """Up to five names of `folder`'s, folders marked with a slash."""
+    return first_few(
+        [
+            name + "/" * ((folder / name).is_dir() and not (folder / name).is_symlink())
+            for name in names[:_SHOWN]
+        ]
+        + names[_SHOWN:]
+    )
+
+
+def first_few(names: list[str]) -> str:
+    """Up to five names for a message, then how many more.
+
+    Examples:
+        >>> first_few(["a", "b", "c", "d", "e", "f", "g"])
+        'a, b, c, d, e and 2 more'
+    """
     more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
-    return ", ".join(shown) + more
+    return ", ".join(names[:_SHOWN]) + more
 
 
 def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
@@ -386,13 +406,23 @@ def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path 
     return None
 
 
-def check_not_in_output(
-    path: Path | str, *, option: str, outs: tuple[Path | str, ...] = ()
+def check_file(
+    path: Path | str,
+    *,
+    option: str,
+    is_ours: Recognizer | None,
+    outs: tuple[Path | str, ...] = (),
 ) -> None:
-    """Refuse a file (a report, a summary) pointed inside an lbnorm output folder.
+    """Refuse a file (a report, a summary, an export) lbnorm may not write at `path`.
+
+    Inside an lbnorm output folder (`outs` count even before they exist), a file
+    would change that output and the next run to it would refuse the folder; an
+    existing file `is_ours` does not recognize is a user's (None: not asked).
 
     Raises:
-        OptionsError: It would change that output, and the next run would refuse it.
+        OptionsError: It is pointed inside an output folder (exit 2).
+        OutputError: `path` exists and is not a regular file, or `is_ours` does
+            not recognize it; it is left as it is (exit 6).
     """
     folder = output_holding(path, outs)
     if folder is not None:
@@ -402,21 +432,11 @@ def check_not_in_output(
             "refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder."
         )
         raise OptionsError(msg)
-
-
-def check_own_file(path: Path | str, *, option: str, is_ours: Recognizer) -> None:
-    """Refuse to replace an existing file lbnorm did not write (a report, an export).
-
-    Raises:
-        OutputError: `path` exists and is not a regular file, or `is_ours` does
-            not recognize it; it is left as it is.
-    """
+    if is_ours is None:
+        return
     try:  # (a FIFO: no wait)
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
+        with _opened(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) as descriptor:
             ends = _ends(descriptor)
-        finally:
-            os.close(descriptor)
     except FileNotFoundError:
         return
     except OSError as exc:  # a folder, a FIFO, unreadable: not one of lbnorm's files
@@ -529,21 +549,19 @@ class Transaction:
         self._descriptors.append(descriptor)
         return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
 
-    def write_table(
-        self, name: str, table: pa.Table, *, is_tuned: bool = True
-    ) -> dict[str, Any]:
-        """Write `table` (one row group when tuned) as the staged file `name`; its entry."""
+    def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
+        """Write `table` (one row group when tuned) as the staged file `name`, recorded."""
         written = self.table_file(name, table.schema, is_tuned=is_tuned)
-        rows = max(table.num_rows, 1) if is_tuned else None
-        written.write(table, row_group_size=rows)
-        return self.record(name, written.close())
+        written.write(
+            table, row_group_size=max(table.num_rows, 1) if is_tuned else None
+        )
+        self.record(name, written.close())
 
-    def record(self, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    def record(self, name: str, entry: dict[str, Any]) -> None:
         """List a staged file in the manifest the commit writes."""
         self.outputs[name] = entry
         with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
             fault_point("table-written")
-        return entry
 
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
@@ -573,25 +591,21 @@ class Transaction:
         """
         self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
 
-    def commit(
-        self,
-        manifest: dict[str, Any] | None = None,
-        *,
-        created_at: str | None = None,
-        is_new: bool = True,
-    ) -> Path:
+    def commit(self, *, created_at: str | None = None) -> Path:
         """Write the manifest, swap the folder in (the one swap), then the staged files.
 
+        A new manifest is stamped as lbnorm's (tool, version, format, creation
+        time, environment); a previous output's (tables added to it) keeps its own.
+
         Args:
-            manifest: Keys to add to :attr:`manifest`.
             created_at: ISO 8601 creation time (the caller's ``SOURCE_DATE_EPOCH``,
                 read by the composition layer); defaults to now.
-            is_new: Stamp the format, creation time and environment (False: a
-                previous output's manifest, with tables added, keeps its own).
         """
-        manifest = {**self.manifest, **(manifest or {})}
-        if is_new:
+        manifest = dict(self.manifest)
+        if "created_at" not in manifest:  # (a previous output's has one)
             manifest |= {
+                "tool": "lbnorm",
+                "version": lbnorm_version(),
                 "format": OUTPUT_FORMAT,
                 "created_at": created_at or iso_time(),
             }
@@ -606,12 +620,9 @@ class Transaction:
                 "number of input files."
             )
             raise OutputError(msg)
-        descriptor = os.open(self.folder / MANIFEST, _NEW, 0o666)
-        try:
+        with _opened(self.folder / MANIFEST, _NEW) as descriptor:
             write_hashed(descriptor, [data])
             os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
         _sync(self.folder)
         fault_point("staged")
         check_cancelled()  # the last moment a cancelled run keeps the previous output
@@ -673,18 +684,11 @@ def _is_old_lock_file(descriptor: int) -> bool:
 
 def _unlink_unheld(path: Path, is_ours: Callable[[int], bool]) -> None:
     """Unlink `path` if no live writer holds its lock and `is_ours` knows it (open)."""
-    try:
-        descriptor = os.open(path, _READ)
-    except OSError:  # none there (or a name too long to have one)
-        return
-    try:
+    # (an OS error: none there, a name too long, held by a live writer, no locks here, not a file)
+    with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if is_ours(descriptor):
             path.unlink()
-    except OSError:  # held by a live writer, no locks here, or not a file
-        pass
-    finally:
-        os.close(descriptor)
 
 
 def _lock_folder(folder: Path) -> int:
@@ -712,16 +716,21 @@ def _is_ours(folder: Path) -> bool:
     return _unlisted(folder, entries) == ("", [])
 
 
-def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
-    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
-    pattern = re.compile(rf"\.{re.escape(tag)}\.(?:tmp|old)-[0-9a-f]{{12}}")
+def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
+    """What `parent` holds named ``.TAG.KIND-<12 hex>`` (`kinds`: ``tmp``, ``tmp|old``), by name."""
+    pattern = re.compile(rf"\.{re.escape(tag)}\.(?:{kinds})-[0-9a-f]{{12}}")
     try:
         names = sorted(entry.name for entry in parent.iterdir())
     except OSError:
         return []
+    return [parent / name for name in names if pattern.fullmatch(name)]
+
+
+def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
+    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
     found: list[tuple[Path, int]] = []
     try:
-        for path in (parent / name for name in names if pattern.fullmatch(name)):
+        for path in _siblings(parent, tag, "tmp|old"):
             if path.is_symlink() or not path.is_dir() or not _is_ours(path):
                 continue  # a user's file, link or folder of that name is left alone
             try:
@@ -865,15 +874,10 @@ class _Beside:
         is_ours: Recognizer | None,
     ) -> None:
         self.path, self.descriptor, self.is_named = path, -1, False
-        try:
-            self.target = path.resolve() if path.is_symlink() else Path.cwd() / path
-        except (OSError, RuntimeError) as exc:
-            error = exc if isinstance(exc, OSError) else OSError(errno.ELOOP, str(exc))
-            raise output_error(path, error) from exc
+        with _reported(path):
+            self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
         _check_name_length(path, self.target, what="file name")
-        check_not_in_output(path, option=option)
-        if is_ours is not None:
-            check_own_file(path, option=option, is_ours=is_ours)
+        check_file(path, option=option, is_ours=is_ours)
         folder, tag = self.target.parent, _tag(self.target)
         self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
         try:
@@ -950,20 +954,14 @@ def _fill(
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
     """Unlink temporaries of this file that no live writer holds and that `is_ours` knows."""
-    pattern = re.compile(rf"\.{re.escape(tag)}\.tmp-[0-9a-f]{{12}}")
-    with contextlib.suppress(OSError):
-        for name in [entry.name for entry in folder.iterdir()]:
-            if pattern.fullmatch(name):
-                _unlink_unheld(folder / name, lambda file: is_ours(*_ends(file)))
+    for path in _siblings(folder, tag, "tmp"):
+        _unlink_unheld(path, lambda file: is_ours(*_ends(file)))
 
 
 def _sync(path: Path) -> None:
     """Sync a file or a folder's entries (names created or renamed in it) to disk."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
+    with _opened(path, os.O_RDONLY | os.O_CLOEXEC) as descriptor:
         os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _reason(exc: OSError) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,8 +37,7 @@ from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
     Transaction,
-    check_not_in_output,
-    check_own_file,
+    check_file,
     write_file,
 )
 from lbnorm.suites import Suite
@@ -56,7 +54,6 @@ __all__ = [
     "pandas_metadata",
     "provenance_of",
     "write_job",
-    "write_result",
     "write_tables",
 ]
 
@@ -67,29 +64,11 @@ PAIRED_FILE = "paired.parquet"
 _T = TypeVar("_T")
 
 
-def write_result(result: Result, out: Path, *, created_at: str | None = None) -> Path:
-    """Write a result's three tables and manifest to `out` (one transaction).
-
-    Args:
-        result: The tables to write.
-        out: Output folder: new, empty, or an lbnorm output (replaced whole).
-        created_at: ISO 8601 creation time for the manifest; defaults to now.
-
-    Raises:
-        OutputError: `out` is not an lbnorm output folder, is read-only, another
-            command is writing it, or the disk refuses; the previous output is
-            untouched and no partial files remain.
-    """
-    with Transaction(out, kind="leaderboard") as transaction:
-        _write_tables(result, transaction)
-        return transaction.commit(created_at=created_at)
-
-
 def write_job(
     job: Job,
     out: Path | Transaction,
     *,
-    finish: Callable[[Result], Result] = lambda result: result,
+    finish: Callable[[Result], Result],
     provenance: Mapping[str, str],
     created_at: str | None = None,
 ) -> Result:
@@ -103,40 +82,31 @@ def write_job(
         out: The output folder (committed here), or a transaction the caller
             commits after adding its own tables (a nightly run).
         finish: Applied to the job's result before its tables are written.
-        provenance: Parquet metadata of the subtask table (the others get the
-            same, from the result).
+        provenance: Every table's Parquet metadata (:func:`provenance_of`).
         created_at: ISO 8601 creation time for the manifest.
 
     Returns:
         The result written (its subtask table read back from the file).
     """
-    if isinstance(out, Transaction):
-        return _write_job(job, out, finish, provenance)
-    with Transaction(out, kind="leaderboard") as transaction:
-        result = _write_job(job, transaction, finish, provenance)
-        transaction.commit(created_at=created_at)
-    return result
-
-
-def _write_job(
-    job: Job,
-    transaction: Transaction,
-    finish: Callable[[Result], Result],
-    provenance: Mapping[str, str],
-) -> Result:
+    if not isinstance(out, Transaction):
+        with Transaction(out, kind="leaderboard") as transaction:
+            result = write_job(job, transaction, finish=finish, provenance=provenance)
+            transaction.commit(created_at=created_at)
+        return result
+    transaction = out
     if job.subtask_schema is None:
         result = finish(job.finish())
-        _write_tables(result, transaction)
+        _write_tables(result, transaction, provenance)
         return result
     name = "subtasks.parquet"
     schema = _with_metadata(
         job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
     )
+    file = transaction.table_file(name, schema)
     parts = job.subtask_parts()  # summed as they come
-    result = _stream(
-        transaction, name, schema, parts, then=lambda: finish(job.finish())
-    )
-    _write_tables(result, transaction, has_subtasks=True)
+    result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
+    transaction.record(name, entry)
+    _write_tables(result, transaction, provenance, has_subtasks=True)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
     return result
@@ -155,74 +125,20 @@ def write_tables(
     ``format`` and ``created_at``. An output of another kind is not replaced.
 
     Raises:
-        OutputError: As :func:`write_result`, a name that is not a plain file
-            name, or `out` holds an output of another kind; nothing is written then.
+        OutputError: `out` is not an lbnorm output folder, is read-only, busy or
+            holds an output of another kind, a name is not a plain file name, or
+            the disk refuses; the previous output is unchanged.
     """
     with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
         for name, table in tables.items():
             transaction.write_table(f"{name}.parquet", table)
-        return transaction.commit(dict(manifest), created_at=created_at)
-
-
-class PartWriter:
-    """A :class:`~lbnorm.output.tablefile.TableFile` written a part at a time on a thread of its own.
-
-    Each part is encoded on the writer's thread while the caller builds the
-    next one, holding at most two parts in memory. Leaving the ``with`` block
-    waits for the thread; on an error the file is left to the transaction.
-    """
-
-    def __init__(self, file: TableFile) -> None:
-        self._file = file
-        self._thread = Threads(1, "writer")
-        self._pending: Future[None] | None = None
-
-    def __enter__(self) -> PartWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            self._thread.close(cancel=True)
-        finally:
-            self._file.abandon()  # (closed already after close_then)
-
-    def add(self, part: pa.Table) -> None:
-        """Encode `part` on the thread, as one row group, once the part before is written."""
-        self._wait()
-        if part.num_rows:  # a benchmark nobody has: no empty row group
-            self._pending = self._thread.submit(
-                self._file.write, part, row_group_size=part.num_rows
-            )
-
-    def close_then(self, then: Callable[[TableFile], _T]) -> Future[_T]:
-        """On the thread, after the last part: ``then(file)`` (which closes it)."""
-        last, self._pending = self._pending, None
-
-        def close() -> _T:
-            if last is not None:
-                last.result()  # done (one thread, in order): raises what it raised
-            return then(self._file)
-
-        return self._thread.submit(close)
-
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()  # raises what writing the part raised
+        transaction.manifest |= manifest
+        return transaction.commit(created_at=created_at)
 
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
     """The Parquet metadata every output table carries: version, suite, inputs."""
-    inputs = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
-    return _provenance(suite, options, inputs)
-
-
-def _provenance(
-    suite: Suite, options: RunOptions, inputs: list[dict[str, Any]]
-) -> dict[str, str]:
-    listed = [
-        {"path": i["path"], "sha256": i["sha256"], "rows": i["rows"]} for i in inputs
-    ]
+    listed = _by_path(files.select(["path", "sha256", "rows"])).to_pylist()
     return {
         "lbnorm.version": lbnorm_version(),
         "lbnorm.suite": suite.name,
@@ -292,13 +208,19 @@ def _absolute(path: str) -> str:
 
 
 def _write_tables(
-    result: Result, transaction: Transaction, *, has_subtasks: bool = False
+    result: Result,
+    transaction: Transaction,
+    provenance: Mapping[str, str],
+    *,
+    has_subtasks: bool = False,
 ) -> None:
-    """Write the result's tables (but the subtask table if written) and set the manifest."""
+    """Write the result's tables (but the subtask table if written) and set the manifest.
+
+    `provenance` is :func:`provenance_of` the run: each table's Parquet metadata.
+    """
     suite, files = result.suite, result.file_table
     ordered = _by_path(files)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
-    provenance = _provenance(suite, result.options, inputs)
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": None if has_subtasks else result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
@@ -341,10 +263,8 @@ def _write_tables(
         for row in inputs:
             row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
-    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once)
+    metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
     transaction.manifest |= {
-        "tool": "lbnorm",
-        "version": provenance["lbnorm.version"],
         "suite": suite_record(suite),
         "options": result.options.to_manifest(),
         "inputs": listing,
@@ -392,30 +312,43 @@ def _write_one(
         transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
         return
     plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
-    _stream(transaction, name, schema, table.parts(), plain=plain, then=lambda: None)
+    file = transaction.table_file(name, schema, plain=plain)
+    transaction.record(name, write_parts(file, table.parts(), then=lambda: None)[1])
 
 
-def _stream(
-    transaction: Transaction,
-    name: str,
-    schema: pa.Schema,
-    parts: Iterable[pa.Table],
-    *,
-    then: Callable[[], _T],
-    plain: tuple[str, ...] = (),
-) -> _T:
-    """Write `parts` as the staged table `name` on a writer thread; what `then` returns.
+def write_parts(
+    file: TableFile, parts: Iterable[pa.Table], *, then: Callable[[], _T]
+) -> tuple[_T, dict[str, Any]]:
+    """Write `parts` to `file` on a writer thread, a row group each; what `then` returns, and the file's entry.
 
-    ``then()`` runs here while the last part is encoded and the file synced on
-    the writer's thread (both release the GIL): a job finishing its result.
+    Each part is encoded on the thread while the caller makes the next one,
+    holding at most two parts in memory. ``then()`` runs here while the thread
+    finishes and syncs the file (both release the GIL): a job finishing its
+    result. The thread is done with the file before this returns or raises;
+    on an error the file is left to the transaction.
     """
-    with PartWriter(transaction.table_file(name, schema, plain=plain)) as writer:
+    thread, pending = Threads(1, "writer"), None
+    try:
         for part in parts:
-            writer.add(part)
-        syncing = writer.close_then(lambda file: transaction.record(name, file.close()))
+            if pending is not None:
+                pending.result()  # raises what writing the part before raised
+            if part.num_rows:  # a benchmark nobody has: no empty row group
+                pending = thread.submit(file.write, part, row_group_size=part.num_rows)
+        last = pending
+
+        def close() -> dict[str, Any]:
+            if last is not None:
+                last.result()  # done (one thread, in order): raises what it raised
+            return file.close()
+
+        syncing = thread.submit(close)
         done = then()
-        syncing.result()
-    return done
+        return done, syncing.result()
+    finally:
+        try:
+            thread.close(cancel=True)
+        finally:
+            file.abandon()  # (closed already after close())
 
 
 def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
@@ -498,9 +431,7 @@ def add_tables(
         raise OutputError(msg)
     with Transaction(out, kind=None) as transaction:
         add_to(transaction, tables, sources=sources)
-        transaction.commit(
-            created_at=created_at, is_new="created_at" not in transaction.manifest
-        )
+        transaction.commit(created_at=created_at)
     return [out / f"{name}.parquet" for name in tables]
 
 
@@ -520,12 +451,7 @@ def add_to(
     if not transaction.manifest:
         previous = transaction.previous()
         if previous is None:
-            transaction.manifest = {
-                "tool": "lbnorm",
-                "kind": "analysis",
-                "version": lbnorm_version(),
-                **record,
-            }
+            transaction.manifest = {"kind": "analysis", **record}
         else:
             if previous.get("kind") == "analysis":  # the latest command's sources
                 previous.update(record, environment=environment())
@@ -571,7 +497,7 @@ def write_failures(failures: pa.Table, path: str | Path) -> None:
 
 def write_scores_file(
     scores: pa.Table, path: str | Path, *, provenance: dict[str, str]
-) -> int:
+) -> None:
     """Write scores in the long contract to one Parquet file, atomically (``lbnorm convert``).
 
     What the Dask engine reads (Parquet only): one row per variant and
@@ -582,18 +508,13 @@ def write_scores_file(
         path: The ``.parquet`` file; one lbnorm did not write is refused.
         provenance: Key-value metadata for the file (the suite, the inputs).
 
-    Returns:
-        The file's size in bytes.
-
     Raises:
         OptionsError: Not a ``.parquet`` file, or inside an output folder.
         OutputError: The file cannot be written, or is not one lbnorm wrote.
     """
     check_scores_target(path)
-    marked = scores.replace_schema_metadata(
-        {key.encode(): value.encode() for key, value in provenance.items()}
-    )
-    return _write_table_file(marked, Path(path), kind="scores", option="--out")
+    marked = scores.replace_schema_metadata(provenance)
+    _write_table_file(marked, Path(path), kind="scores", option="--out")
 
 
 def check_scores_target(path: str | Path) -> None:
@@ -609,12 +530,11 @@ def check_scores_target(path: str | Path) -> None:
             "reads).\nHint: name the file scores.parquet."
         )
         raise OptionsError(msg)
-    check_not_in_output(path, option="--out")
-    check_own_file(path, option="--out", is_ours=_is_table_file("scores"))
+    check_file(path, option="--out", is_ours=is_table_file("scores"))
 
 
-def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> int:
-    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`; its size."""
+def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> None:
+    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`."""
     content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
         import io
@@ -627,8 +547,7 @@ def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) 
     else:  # (pyarrow's defaults, zstd)
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
-    write_file(target, content, option=option, is_ours=_is_table_file(kind))
-    return target.stat().st_size
+    write_file(target, content, option=option, is_ours=is_table_file(kind))
 
 
 #: How lbnorm's failures files are recognized: a CSV's header, a Parquet footer's key.
@@ -636,11 +555,19 @@ _FAILURES_HEADER = b'"check","source","row","column","value"'
 _KIND_KEY = b"lbnorm.file"
 
 
-def _is_table_file(kind: str) -> Recognizer:
-    """Whether a file's first and last bytes are a `kind` file lbnorm wrote.
+def is_table_file(kind: str) -> Recognizer:
+    r"""Whether a file's first and last bytes are a `kind` file lbnorm wrote (``failures``, ``scores``).
 
     A Parquet file's footer holds the key and its value as Thrift writes them
-    (the value's field header, 0x18, and its length before it).
+    (the value's field header, 0x18, and its length before it); a failures CSV
+    starts with its header.
+
+    Examples:
+        >>> is_failures = is_table_file("failures")
+        >>> is_failures(b'"check","source","row","column","value","model"', b"")
+        True
+        >>> is_failures(b"PAR1...", b"...lbnorm.file\x18\x08failures...PAR1")
+        True
     """
     mark = _KIND_KEY + b"\x18" + bytes([len(kind)]) + kind.encode()
 
@@ -650,15 +577,3 @@ def _is_table_file(kind: str) -> Recognizer:
         return head.startswith(b"PAR1") and mark in tail
 
     return is_ours
-
-
-def is_failures_file(head: bytes, tail: bytes) -> bool:
-    r"""Whether a file's first and last bytes are a failures file lbnorm wrote.
-
-    Examples:
-        >>> is_failures_file(b'"check","source","row","column","value","model"', b"")
-        True
-        >>> is_failures_file(b"PAR1...", b"...lbnorm.file\x18\x08failures...PAR1")
-        True
-    """
-    return _is_table_file("failures")(head, tail)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, available_cores
 from lbnorm.core.arrow import booleans, numbers, scalar, string_lists, strings
@@ -52,6 +53,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
     RESULTS_FILE,
+    SAMPLES_FILE,
     TABLE_SUFFIXES,
     check_regular_file,
     read_bytes,
@@ -61,7 +63,6 @@ from lbnorm.core.files import (
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.core.schemas import INPUT_FILES, KEY_COLUMNS, Batch
 from lbnorm.readers.parquet import ParquetScores, open_parquet_scores
-from lbnorm.readers.samples import SAMPLES_FILE, is_samples_table
 from lbnorm.readers.tables import read_score_file
 from lbnorm.suites import Suite
 
@@ -526,7 +527,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         path
         for path in tables
         if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
-        and is_samples_table(path)
+        and _is_samples_table(path)
     ]
     tables = [path for path in tables if path not in samples]
     # files in path order, whatever order they were named in: the subtask table
@@ -539,6 +540,20 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         skipped=skipped,
         alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
+
+
+def _is_samples_table(path: Path) -> bool:
+    """Whether a Parquet file holds per-sample values (``task`` and ``value``).
+
+    An unreadable file is not one: the score-table reader reports it. (Here,
+    not in :mod:`lbnorm.readers.samples`: a run on score tables loads no sample
+    reader.)
+    """
+    try:
+        names = set(pq.ParquetFile(path).schema_arrow.names)
+    except (pa.ArrowException, OSError):
+        return False
+    return {"task", "value"} <= names and "raw_score" not in names
 
 
 def _walk_input_directory(directory: Path) -> _Found:

@@ -32,7 +32,6 @@ sample inputs loads no pandas.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import BatchThread, read_ahead
 from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
+from lbnorm.core.files import SAMPLES_FILE
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
 from lbnorm.readers.sample_lines import read_metric_values
@@ -58,16 +58,11 @@ __all__ = [
     "aggregate_sample_batches",
     "aggregate_samples_files",
     "aggregate_samples_table",
-    "is_samples_table",
     "read_samples",
     "variant_of",
 ]
 
 
-#: How harness sample files are named.
-SAMPLES_FILE = re.compile(
-    r"^samples_(?P<task>.+)_(?P<timestamp>\d{4}-\d{2}-\d{2}T\d{2}[-:]\d{2}[-:]\d{2}(?:\.\d+)?)\.jsonl$"
-)
 #: Columns a sample table must have; the others of :data:`SAMPLES` are optional.
 REQUIRED_SAMPLE_COLUMNS: tuple[str, ...] = (
     "model",
@@ -110,18 +105,6 @@ class BatchSink(Protocol):
     def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
         """Take a batch (``first_row``: its first row's number in the table)."""
         ...
-
-
-def is_samples_table(path: Path) -> bool:
-    """Whether a Parquet file holds per-sample values (``task`` and ``value``).
-
-    An unreadable file is not one: the score-table reader reports it.
-    """
-    try:
-        names = set(pq.ParquetFile(path).schema_arrow.names)
-    except (pa.ArrowException, OSError):
-        return False
-    return {"task", "value"} <= names and "raw_score" not in names
 
 
 def read_samples(

@@ -63,14 +63,12 @@ Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import math
 import tomllib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +115,13 @@ __all__ = [
     "suite_text",
 ]
 
-_FOLDER = "builtin"
+#: The built-in suite files, beside this module: a path, as the demo's (lbnorm is
+#: installed as files), not ``importlib.resources``, whose imports (``zipfile``,
+#: ``tempfile``) weigh on a small run's start.
+_FOLDER = Path(__file__).with_name("builtin")
+#: Each built-in suite's content, kept from its first load: what
+#: :attr:`Suite.is_modified` compares a suite with (a run does not parse it twice).
+_BUILTIN_CONTENT: dict[str, tuple[tuple[Benchmark, ...], Board]] = {}
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -311,10 +315,9 @@ class Suite:
 
 def builtin_suite_names() -> list[str]:
     """Return the names of the suites shipped with lbnorm, sorted."""
-    folder = resources.files("lbnorm.suites") / _FOLDER
     return sorted(
         entry.name.removesuffix(".toml")
-        for entry in folder.iterdir()
+        for entry in _FOLDER.iterdir()
         if entry.name.endswith(".toml")
     )
 
@@ -339,25 +342,23 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """
     text = str(name_or_path)
     if text in builtin_suite_names():
-        data = (
-            resources.files("lbnorm.suites") / _FOLDER / f"{text}.toml"
-        ).read_bytes()
-        source = f"builtin:{text}"
-    else:
-        path = Path(name_or_path)
-        if not path.exists() or path.is_dir():
-            msg = (
-                f"suite {text!r} is neither a built-in suite nor a file.\n"
-                f"Hint: use one of {builtin_suite_names()} or a path to a suite "
-                "TOML file (start from `lbnorm suites show openllm-v2 --toml`)."
-            )
-            raise SuiteError(msg)
-        try:  # a regular file: a FIFO would block, /dev/zero never end
-            data = read_option_file(path, option="--suite")
-        except InputError as exc:
-            raise SuiteError(str(exc)) from None
-        source = str(path)
-    return parse_suite(data, source=source)
+        data = (_FOLDER / f"{text}.toml").read_bytes()
+        suite = parse_suite(data, source=f"builtin:{text}")
+        _BUILTIN_CONTENT.setdefault(text, (suite.benchmarks, suite.board))
+        return suite
+    path = Path(name_or_path)
+    if not path.exists() or path.is_dir():
+        msg = (
+            f"suite {text!r} is neither a built-in suite nor a file.\n"
+            f"Hint: use one of {builtin_suite_names()} or a path to a suite "
+            "TOML file (start from `lbnorm suites show openllm-v2 --toml`)."
+        )
+        raise SuiteError(msg)
+    try:  # a regular file: a FIFO would block, /dev/zero never end
+        data = read_option_file(path, option="--suite")
+    except InputError as exc:
+        raise SuiteError(str(exc)) from None
+    return parse_suite(data, source=str(path))
 
 
 def parse_suite(data: bytes, *, source: str) -> Suite:
@@ -595,22 +596,20 @@ def benchmark_hint(benchmarks: Sequence[str]) -> str:
     )
 
 
-@functools.cache
 def _builtin_content(name: str) -> tuple[tuple[Benchmark, ...], Board] | None:
     """The benchmarks and board of the built-in suite of that name (None: none)."""
-    if name not in builtin_suite_names():
-        return None
-    suite = load_suite(name)
-    return suite.benchmarks, suite.board
+    if name not in _BUILTIN_CONTENT:
+        if name not in builtin_suite_names():
+            return None
+        load_suite(name)  # (records it)
+    return _BUILTIN_CONTENT[name]
 
 
 def suite_text(suite: Suite) -> str:
     """Return the TOML text a suite was loaded from (a built-in's file, or the path's)."""
     if suite.source.startswith("builtin:"):
         name = suite.source.removeprefix("builtin:")
-        return (resources.files("lbnorm.suites") / _FOLDER / f"{name}.toml").read_text(
-            "utf-8"
-        )
+        return (_FOLDER / f"{name}.toml").read_text("utf-8")
     return Path(suite.source).read_text("utf-8")
 
 
