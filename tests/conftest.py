@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,24 @@ settings.load_profile(
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocesses_run_this_checkout() -> Iterator[None]:
+    """Commands the tests start (``python -m lbnorm``, ``lbnorm``) import this checkout's lbnorm.
+
+    The tests import it from ``src`` (``pythonpath`` in ``pyproject.toml``); a
+    subprocess would import whatever copy the interpreter has installed, which on
+    a machine shared by several clones (CI runs ``pip install -e`` into one
+    Python) may be another clone's, at another commit: its manifests would differ
+    from those written in the test process.
+    """
+    path = os.pathsep.join(
+        filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", path)
+        yield
 
 
 @pytest.fixture(scope="session")

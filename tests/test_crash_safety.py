@@ -443,9 +443,9 @@ def test_second_writer_fails_clearly_while_the_first_holds_the_lock(
             "Hint: wait for it to finish, or write to another --out.\n"
         )
         assert _digests(out) == reference.old
-    finally:
+    finally:  # a failed assertion leaves no process running into the next test
         first.send_signal(signal.SIGCONT)
-    _, stderr = first.communicate(timeout=120)
+        _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
     assert _digests(out) == reference.new  # the first run's output, whole
     assert _siblings(out) == []
@@ -506,9 +506,9 @@ def test_a_stopped_run_does_not_block_other_outputs_in_its_folder(
         )
         assert (beside.returncode, beside.stderr) == (0, "")
         assert _digests(tmp_path / "beside") == reference.old
-    finally:
+    finally:  # a failed assertion leaves no process running into the next test
         first.send_signal(signal.SIGCONT)
-    _, stderr = first.communicate(timeout=120)
+        _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
     assert _digests(out) == reference.new
     assert sorted(p.name for p in tmp_path.iterdir()) == ["beside", "out"]

@@ -500,6 +500,27 @@ def test_install_commands_name_real_extras() -> None:
     ] == []
 
 
+def test_ci_runs_the_test_commands_the_docs_give() -> None:
+    """``.ci/run`` runs the full suite exactly as the README gives it; CONTRIBUTING agrees.
+
+    The README's quick and full commands are what a reader (and CI) runs; a flag
+    added to one (``-n auto``, a marker) and not to the others would let CI test
+    something else than the README promises.
+    """
+    readme = (REPO / "README.md").read_text()
+    quick = re.findall(r'pip install -e "\.\[dev\]" && (python -m pytest.*)', readme)
+    full = re.findall(
+        r"The full suite \(slow tests.*?\n?.*?`(python -m pytest [^`]+)`", readme
+    )
+    assert quick == ["python -m pytest -n auto"]
+    assert full == ['python -m pytest -n auto -m ""']
+    ci = (REPO / ".ci" / "run").read_text().splitlines()[-1]
+    assert ci == f'pip install -e ".[dev]" && {full[0]}'
+    contributing = (REPO / "CONTRIBUTING.md").read_text()
+    assert f"{quick[0]}  " in contributing
+    assert f"{full[0]}  " in contributing
+
+
 @pytest.mark.parametrize(
     "step", [step for step in plan() if step.kind == "python"], ids=lambda s: s.place
 )

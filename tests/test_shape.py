@@ -387,27 +387,27 @@ _PROCESS_MODULES = ("multiprocessing", "subprocess")
 
 def runtime_uses(source: str) -> list[str]:
     """Where `source` starts threads or processes or sets signal handlers (line: what)."""
-    tree = ast.parse(source)
+    nodes = list(ast.walk(ast.parse(source)))  # walked once, read four times
     typing_only = {
         id(inner)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for inner in ast.walk(node)
     }
     # what each name stands for: ``import threading as th`` makes ``th`` threading
     aliases = {
         alias.asname or alias.name: alias.name
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.Import)
         for alias in node.names
     } | {
         alias.asname or alias.name: f"{node.module}.{alias.name}"
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.ImportFrom) and node.module
         for alias in node.names
     }
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         what = ""
         if isinstance(node, ast.Import) and id(node) not in typing_only:
             what = next(

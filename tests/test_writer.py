@@ -269,17 +269,31 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
 # --- a manifest that scales (issue 30 item 3) ---------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "inline",
+    [
+        pytest.param(
+            None, marks=pytest.mark.slow, id="real-limit"
+        ),  # 2,007 files: ~4 s
+        pytest.param(5, id="limit-5"),  # the same path on 17 files
+    ],
+)
 def test_a_large_tree_is_listed_beside_a_small_manifest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    inline: int | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """130,000 results files listed inline made a 298 MB manifest lbnorm then refused."""
     from lbnorm.cli import main
     from lbnorm.core.manifest import INLINE_INPUTS
     from lbnorm.output.reader import Output
 
+    if inline is not None:  # (the writer's own name for the limit)
+        monkeypatch.setattr("lbnorm.output.writer.INLINE_INPUTS", inline)
     golden = json.loads((GOLDEN / "Amu__t1-3B.json").read_text())
     tree = tmp_path / "tree"
-    n_files = INLINE_INPUTS * 2 + 7
+    n_files = (inline or INLINE_INPUTS) * 2 + 7
     for at in range(n_files):
         folder = tree / "org" / f"m{at:05d}"
         folder.mkdir(parents=True)
