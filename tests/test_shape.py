@@ -556,22 +556,32 @@ _OTHER_PATHS = (
 
 
 def _loaded(names: Sequence[str], argv: list[str], *, cwd: Path) -> list[str]:
-    """Which of `names` the command ``lbnorm ARGV`` loaded, in a fresh process."""
+    """Which of `names` the command ``lbnorm ARGV`` loaded, in a fresh process.
+
+    A module the interpreter itself loads before any command (a ``.pth`` file
+    of the site packages may import certifi, and with it importlib.resources
+    and zipfile) is not the command's: it is left out.
+    """
     script = (
         "import atexit, runpy, sys\n"
         f"names = {tuple(names)!r}\n"
         "atexit.register(lambda: print('loaded:', [n for n in names if n in sys.modules]))\n"
         "sys.argv = ['lbnorm', *sys.argv[1:]]\n"
-        "runpy.run_module('lbnorm', run_name='__main__', alter_sys=True)\n"
+        "if sys.argv[1:]: runpy.run_module('lbnorm', run_name='__main__', alter_sys=True)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, *argv],
-        capture_output=True, text=True, cwd=cwd, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
-    assert last.startswith("loaded: ")
-    return list(ast.literal_eval(last.removeprefix("loaded: ")))
+
+    def loaded(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True, text=True, cwd=cwd, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        last = done.stdout.strip().splitlines()[-1]
+        assert last.startswith("loaded: ")
+        return list(ast.literal_eval(last.removeprefix("loaded: ")))
+
+    at_start = set(loaded())
+    return [name for name in loaded(*argv) if name not in at_start]
 
 
 def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
