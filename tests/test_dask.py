@@ -306,17 +306,7 @@ def test_sums_over_the_budget_are_finished_on_the_workers(
     root = write_partitioned(holes, tmp_path / "scores", parts=3)
     spills = tmp_path / "spills"
     spills.mkdir()
-    outs = {}
-    for engine in ("dask", "stream"):
-        outs[engine] = tmp_path / engine
-        command = ["run", str(root), "--engine", engine, "--missing", missing]
-        command += ["--sum-memory", "0.0005", "--out", str(outs[engine]), "--quiet"]
-        command += ["--scheduler", cluster] if engine == "dask" else ["--no-subtasks"]
-        assert main(command) == 0
-    for name in ("benchmarks.parquet", "leaderboard.parquet"):
-        assert (outs["dask"] / name).read_bytes() == (
-            outs["stream"] / name
-        ).read_bytes()
+    _same_files_over_the_budget(root, cluster, tmp_path, "--missing", missing)
     options = RunOptions(
         engine="dask",
         scheduler=cluster,
@@ -353,19 +343,30 @@ def test_revisions_shared_by_models_over_the_budget(
     scores = pd.concat([scores, scores[again].assign(revision="r0")])
     table = pa.Table.from_pandas(scores, preserve_index=False)
     root = write_partitioned(table, tmp_path / "scores", parts=3)
-    outs = {}
+    _same_files_over_the_budget(root, cluster, tmp_path)
+    board = pq.read_table(tmp_path / "dask" / "leaderboard.parquet")
+    assert sorted(board.column("revision").unique().to_pylist()) == ["r0", "r1"]
+
+
+def _same_files_over_the_budget(
+    root: Path, cluster: str, tmp_path: Path, *options: str
+) -> None:
+    """``lbnorm run ROOT`` past --sum-memory on the cluster (into tmp_path/dask) writes
+    the spilled stream engine's files (tmp_path/stream), byte for byte."""
     for engine in ("dask", "stream"):
-        outs[engine] = tmp_path / engine
-        command = ["run", str(root), "--engine", engine, "--sum-memory", "0.0005"]
-        command += ["--out", str(outs[engine]), "--quiet"]
+        command = ["run", str(root), "--engine", engine, *options]
+        command += [
+            "--sum-memory",
+            "0.0005",
+            "--out",
+            str(tmp_path / engine),
+            "--quiet",
+        ]
         command += ["--scheduler", cluster] if engine == "dask" else ["--no-subtasks"]
         assert main(command) == 0
     for name in ("benchmarks.parquet", "leaderboard.parquet"):
-        assert (outs["dask"] / name).read_bytes() == (
-            outs["stream"] / name
-        ).read_bytes()
-    board = pq.read_table(outs["dask"] / "leaderboard.parquet")
-    assert sorted(board.column("revision").unique().to_pylist()) == ["r0", "r1"]
+        dask = (tmp_path / "dask" / name).read_bytes()
+        assert dask == (tmp_path / "stream" / name).read_bytes(), name
 
 
 def test_a_duplicate_over_the_budget_is_reported(cluster: str, tmp_path: Path) -> None:
