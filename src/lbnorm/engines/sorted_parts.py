@@ -125,9 +125,9 @@ class SortedParts:
         ordered = variants.take(order)
         variant = rank[rows.pop("variant")]
         subtask = rows.pop("subtask")
-        benchmark = arrays.benchmark_index[subtask]
-        sort = np.lexsort((subtask, variant, benchmark))
-        bounds = np.searchsorted(benchmark[sort], np.arange(len(suite.benchmarks) + 1))
+        sort, bounds = _cell_order(
+            variant, subtask, order.size, arrays.benchmark_index, len(suite.benchmarks)
+        )
         keys = {n: ordered.dictionary(n) for n in KEY_COLUMNS if n != "chat_template"}
         flags = ordered.codes[:, 3].astype(bool)
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
@@ -188,6 +188,40 @@ class SortedParts:
                     schema=schema,
                 )
             )
+
+
+def _cell_order(
+    variant: npt.NDArray[np.int64],
+    subtask: npt.NDArray[np.int64],
+    n_variants: int,
+    benchmark_index: npt.NDArray[np.int64],
+    n_benchmarks: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The rows in (benchmark, variant, subtask) order, and where each benchmark starts.
+
+    A (variant, subtask) pair comes once, so each row has its own cell in a
+    benchmark-major dense layout: rows scattered to their cells and read back
+    in cell order are sorted (linear: no comparison sort).
+    """
+    n_subtasks = benchmark_index.size
+    counts = np.bincount(
+        benchmark_index, minlength=int(benchmark_index.max(initial=-1)) + 1
+    )
+    starts = np.concatenate([[0], np.cumsum(counts)])  # each benchmark's first subtask
+    first = starts[benchmark_index]  # per subtask
+    width = counts[benchmark_index]
+    benchmark = benchmark_index[subtask]
+    cell = (
+        first[subtask] * n_variants
+        + variant * width[subtask]
+        + (subtask - first[subtask])
+    )
+    kind = np.int32 if variant.size < 2**31 else np.int64
+    slot = np.full(n_variants * n_subtasks, -1, dtype=kind)
+    slot[cell] = np.arange(variant.size, dtype=kind)
+    sort = slot[slot >= 0].astype(np.int64)
+    rows = np.bincount(benchmark, minlength=n_benchmarks)
+    return sort, np.concatenate([[0], np.cumsum(rows)])
 
 
 def _joined(values: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
