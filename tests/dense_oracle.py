@@ -65,7 +65,8 @@ def dense_result(
     frame = frame[frame["subtask_index"] >= 0]
     frame = frame.merge(keys, on=_KEYS, how="left", validate="many_to_one")
     shape = (len(keys), len(pairs))
-    row, column = frame["variant"].to_numpy(), frame["subtask_index"].to_numpy()
+    row = frame["variant"].to_numpy(dtype=np.int64)
+    column = frame["subtask_index"].to_numpy(dtype=np.int64)
     assert not frame.duplicated(["variant", "subtask_index"]).any(), "duplicates"
 
     def matrix(name: str, fill: float) -> np.ndarray | None:

@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
 from dense_oracle import dense_result
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import OPENLLM_V2, suites_with_scores
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
 from dense_oracle import dense_result
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import missing_policies, score_tables
 

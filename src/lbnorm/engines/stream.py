@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +50,6 @@ from lbnorm.engines.result import (
     start_benchmark_keys,
     with_present_values,
 )
-from lbnorm.engines.sorted_parts import SortedParts
 from lbnorm.engines.spill import SpillStore, finish_spilled, spill_width
 from lbnorm.engines.validate import (
     MAX_FAILURES_SHOWN,
@@ -62,6 +62,9 @@ from lbnorm.engines.validate import (
 )
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
+
+if TYPE_CHECKING:
+    from lbnorm.engines.sorted_parts import SortedParts
 
 __all__ = [
     "StreamJob",
@@ -166,6 +169,8 @@ class StreamJob:
     def _hold(self) -> SortedParts:
         """Read, check and sum every batch, holding its rows for the sorted table."""
         if self._held is None:
+            from lbnorm.engines.sorted_parts import SortedParts  # (that order only)
+
             self._held = SortedParts(self._suite)
             if self._is_done:
                 return self._held
