@@ -59,23 +59,23 @@ class SortedParts:
         is_all = bool(keep.all())
         table = batch.table if is_all else batch.table.filter(arrow.array(keep))
         columns = self._columns
-        for name, values in (
-            ("variant", checked.variant),
-            ("subtask", checked.subtask),
-            ("raw", checked.scores),
+        for name, values, kind in (
+            ("variant", checked.variant, np.int32),  # (codes: 4 bytes a row each)
+            ("subtask", checked.subtask, np.int32),
+            ("raw", checked.scores, np.float64),
         ):
-            columns[name].append(values if is_all else values[keep])
+            columns[name].append((values if is_all else values[keep]).astype(kind))
         n_rows = table.num_rows
-        for name, kind, null in (
+        for name, dtype, null in (
             ("stderr", np.float64, np.nan),
             ("n_samples", np.int64, 0),
         ):
             if name in table.column_names:
                 self._has[name] = True
                 values = arrow.to_numpy(table.column(name), null=null)
-                columns[name].append(np.asarray(values, dtype=kind))
+                columns[name].append(np.asarray(values, dtype=dtype))
             else:
-                columns[name].append(np.full(n_rows, null, dtype=kind))
+                columns[name].append(np.full(n_rows, null, dtype=dtype))
         for name, default in (("metric", ""), ("source", batch.source)):
             columns[name].append(_codes(table, name, self._registries[name], default))
         extras = [
@@ -117,14 +117,15 @@ class SortedParts:
             variants: The run's variant keys, in code order (the encoder's).
         """
         suite, arrays, schema = self._suite, self._arrays, self.schema
-        rows = {name: _joined(values) for name, values in self._columns.items()}
-        self._columns = {}
+        rows = {}  # each column joined, its pieces let go before the next
+        for name in _ROW_COLUMNS:
+            rows[name] = _joined(self._columns.pop(name))
         order = variants.order()
         rank = np.empty(order.size, dtype=np.int64)
         rank[order] = np.arange(order.size)
         ordered = variants.take(order)
         variant = rank[rows.pop("variant")]
-        subtask = rows.pop("subtask")
+        subtask = rows.pop("subtask").astype(np.int64)
         sort, bounds = _cell_order(
             variant, subtask, order.size, arrays.benchmark_index, len(suite.benchmarks)
         )
@@ -216,8 +217,10 @@ def _cell_order(
         + variant * width[subtask]
         + (subtask - first[subtask])
     )
-    kind = np.int32 if variant.size < 2**31 else np.int64
-    slot = np.full(n_variants * n_subtasks, -1, dtype=kind)
+    kind: type[np.signedinteger[Any]] = np.int32 if variant.size < 2**31 else np.int64
+    slot: npt.NDArray[np.signedinteger[Any]] = np.full(
+        n_variants * n_subtasks, -1, kind
+    )
     slot[cell] = np.arange(variant.size, dtype=kind)
     sort = slot[slot >= 0].astype(np.int64)
     rows = np.bincount(benchmark, minlength=n_benchmarks)
