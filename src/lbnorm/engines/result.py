@@ -106,7 +106,7 @@ class UniquePerPart(Protocol):
 
 @runtime_checkable
 class BuildsWhole(Protocol):
-    """Parts that can also build the whole table as an in-memory engine would."""
+    """Parts that can also build the whole table at once (for the Python API)."""
 
     def whole(self) -> pa.Table:
         """The whole table."""
