@@ -157,14 +157,17 @@ class StreamJob:
             return
         if self._is_done:
             return
+        for batch, checked in self._checked():
+            yield _subtask_part(batch, checked, self._folder.arrays, suite=self._suite)
+
+    def _checked(self) -> Iterator[tuple[Batch, CheckedBatch]]:
+        """Fold every batch; each one, checked, until a batch fails a check."""
         self._is_done = True
         with self._folder.folding():
             for batch in _sliced(self._inputs.batches, self._options.batch_rows):
                 checked = self._folder.fold(batch)
                 if checked is not None:  # no failure so far
-                    yield _subtask_part(
-                        batch, checked, self._folder.arrays, suite=self._suite
-                    )
+                    yield batch, checked
 
     def _hold(self) -> SortedParts:
         """Read, check and sum every batch, holding its rows for the sorted table."""
@@ -172,14 +175,8 @@ class StreamJob:
             from lbnorm.engines.sorted_parts import SortedParts  # (that order only)
 
             self._held = SortedParts(self._suite)
-            if self._is_done:
-                return self._held
-            self._is_done = True
-            with self._folder.folding():
-                for batch in _sliced(self._inputs.batches, self._options.batch_rows):
-                    checked = self._folder.fold(batch)
-                    if checked is not None:  # no failure so far
-                        self._held.add(batch, checked)
+            for batch, checked in () if self._is_done else self._checked():
+                self._held.add(batch, checked)
         return self._held
 
     def finish(self) -> Result:
@@ -203,9 +200,8 @@ class StreamJob:
                     add_totals,
                 )  # None: a share failed a check; the serial run below says where
             if totals is None:
-                with self._folder.folding():
-                    for batch in _sliced(inputs.batches, options.batch_rows):
-                        self._folder.fold(batch)
+                for _ in self._checked():
+                    pass
         if totals is None:
             self._folder.spill_if_over()  # (the last batch's variants too)
         if totals is None and self._folder.spills:
