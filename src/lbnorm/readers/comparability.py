@@ -49,7 +49,6 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -71,7 +70,6 @@ __all__ = [
     "Settings",
     "SettingsKeys",
     "check_comparability",
-    "file_settings",
     "settings_text",
     "strict_error",
     "task_settings",
@@ -174,15 +172,6 @@ class SettingsKeys(msgspec.Struct):
         }
 
 
-class _Settings(SettingsKeys):
-    """The setting keys with the two the parser reads anyway (for :func:`file_settings`)."""
-
-    n_samples: Any = msgspec.field(default=None, name="n-samples")
-    config: Any = None
-    config_general: Any = None
-
-
-_decode = msgspec.json.Decoder(_Settings).decode
 _decode_configs = msgspec.json.Decoder(dict[str, _TaskConfig | None] | None).decode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -295,27 +284,6 @@ class Comparability:
     differences: pa.Table
     notes: pa.Array
     warnings: tuple[str, ...]
-
-
-def file_settings(
-    path: Path, data: bytes, tasks: Sequence[str]
-) -> list[dict[str, str | None]]:
-    """Read one results file's settings for `tasks` (the parser does this in its pass).
-
-    Args:
-        path: The file (for messages).
-        data: Its bytes.
-        tasks: The results keys whose settings are wanted.
-
-    Returns:
-        Per task, in order, each setting of :data:`SETTINGS` as text (None: null
-        or not recorded).
-
-    Raises:
-        InputError: The file is not a JSON object.
-    """
-    found = task_settings(_document(path, data), tasks)
-    return [dict(zip(SETTINGS, settings_text(row), strict=True)) for row in found]
 
 
 def task_settings(
@@ -724,30 +692,6 @@ def strict_error(comparability: Comparability) -> InputError:
 def with_notes(files: pa.Table, comparability: Comparability) -> pa.Table:
     """The files table with a ``comparability`` column (its differing settings)."""
     return files.append_column("comparability", comparability.notes)
-
-
-def _document(path: Path, data: bytes) -> Mapping[str, Any]:
-    """The file's setting keys (absent keys read as None)."""
-    if data.isascii():
-        try:
-            found = _decode(data)
-        except (msgspec.DecodeError, RecursionError):
-            pass  # json decides and words the error
-        else:
-            return found.setting_keys() | {
-                "n-samples": found.n_samples,
-                "config": found.config,
-                "config_general": found.config_general,
-            }
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        msg = f"{path}: cannot read its settings: {exc}.\nHint: check that the file is complete JSON."
-        raise InputError(msg) from exc
-    if not isinstance(document, dict):
-        msg = f"{path}: expected a JSON object.\nHint: give an lm-evaluation-harness or lighteval results file."
-        raise InputError(msg)
-    return document
 
 
 def _object(value: object) -> dict[str, Any]:

@@ -70,7 +70,6 @@ __all__ = [
     "check_columns",
     "conform_scores",
     "read_score_file",
-    "read_score_table",
     "scores_from_frame",
 ]
 
@@ -91,11 +90,6 @@ _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 _shown = _REPR.repr
-
-
-def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Batch:
-    """Read one long-format CSV or JSONL table (see :func:`read_score_file`)."""
-    return read_score_file(path, extra_columns=extra_columns)[0]
 
 
 def read_score_file(
