@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportTables",
-    "diff_tables",
+    "diff_parts",
     "health_tables",
     "read_report_tables",
     "render_report",
@@ -281,28 +281,15 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return tables
 
 
-def diff_tables(diff: Diff, *, top: int = 10) -> list[tuple[str, pd.DataFrame]]:
-    """What changed, as ``lbnorm diff`` prints it: the figures, then the variants by name.
+def diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
+    """What changed, as ``lbnorm diff`` prints it: each table with its heading, and whether it is a list.
 
-    Args:
-        diff: The comparison from :func:`lbnorm.analysis.diff.diff_snapshots`.
-        top: Rows of each list of variants (the heading counts them all).
-
-    Returns:
-        Named tables: the summary, the bounds changed, the coverage, the change
-        per benchmark (each when it has rows), then the lists ``lbnorm diff``
-        names: added, removed, newly unranked (with why), the largest changes
-        of an average, the rank moves beyond the rank intervals and the largest
-        rank moves, each cut at `top` rows.
+    The summary, the bounds changed, the coverage, the change per benchmark
+    (each when it has rows), then the lists ``lbnorm diff`` names: added,
+    removed, newly unranked (with why), the largest changes of an average, the
+    rank moves beyond the rank intervals and the largest rank moves, whole (the
+    report cuts each list with :func:`lbnorm.analysis.render.cut_list`).
     """
-    return [
-        (heading, cut_list(table, largest=top)[0] if is_list else table)
-        for heading, table, is_list in _diff_parts(diff)
-    ]
-
-
-def _diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
-    """The diff's tables whole, each with its heading and whether it is a list of variants."""
     parts = [("Summary", diff_summary(diff), False)]
     if len(diff.bounds):
         bounds = diff.bounds.rename(
@@ -341,7 +328,7 @@ def _diff_html(diff: Diff, *, top: int) -> str:
     """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
     old, new = (html.escape(label) for label in diff.labels)
     parts = []
-    for heading, table, is_list in _diff_parts(diff):
+    for heading, table, is_list in diff_parts(diff):
         shown, more = cut_list(table, largest=top) if is_list else (table, 0)
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append(_table_html(shown, digits=2, null="n/a"))
