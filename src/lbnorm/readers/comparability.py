@@ -70,6 +70,7 @@ __all__ = [
     "Settings",
     "SettingsKeys",
     "check_comparability",
+    "object_or_empty",
     "settings_text",
     "strict_error",
     "task_settings",
@@ -318,11 +319,11 @@ def task_settings(
         >>> rows[0][0], rows[0][5]
         (3.0, 'ab1')
     """
-    config = _object(document.get("config"))
-    general = _object(document.get("config_general"))
+    config = object_or_empty(document.get("config"))
+    general = object_or_empty(document.get("config_general"))
     if not general and "lighteval_sha" in config:  # v1 files before autumn 2023
         general, config = config, {}
-    summary = _object(document.get("summary_tasks"))
+    summary = object_or_empty(document.get("summary_tasks"))
     is_lighteval = "lighteval_sha" in general
     per_file = (
         general.get("max_samples") if is_lighteval else config.get("limit"),
@@ -333,7 +334,7 @@ def task_settings(
         document.get("system_instruction_sha"),
     )
     if sizes is None:
-        counts = _object(document.get("n-samples"))
+        counts = object_or_empty(document.get("n-samples"))
         sizes = [
             c.get("effective", c.get("original")) if isinstance(c, dict) else None
             for c in map(counts.get, tasks)
@@ -354,8 +355,8 @@ def task_settings(
                 return rows
     return _rows(
         tasks,
-        _object(_json(n_shot)),
-        _object(_json(versions)),
+        object_or_empty(_json(n_shot)),
+        object_or_empty(_json(versions)),
         effective,
         per_file,
         document.get("configs"),
@@ -372,11 +373,11 @@ def _shared_rows(
     per_file: tuple[Any, ...],
 ) -> list[RawSettings] | None:
     """The rows of files recording the same counts and versions (None: a count is missing)."""
-    shots = _object(_json(msgspec.Raw(n_shot)))
+    shots = object_or_empty(_json(msgspec.Raw(n_shot)))
     if any(shots.get(task) is None for task in tasks):  # configs decide: not shared
         return None
     return _rows(
-        tasks, shots, _object(_json(msgspec.Raw(versions))), effective, per_file
+        tasks, shots, object_or_empty(_json(msgspec.Raw(versions))), effective, per_file
     )
 
 
@@ -437,7 +438,7 @@ def _fill_shots(
 
 def _examples_hash(task_summary: object) -> Any:
     """The ``hashes.hash_examples`` of a task's lighteval summary."""
-    return _object(_field(task_summary, "hashes")).get("hash_examples")
+    return object_or_empty(_field(task_summary, "hashes")).get("hash_examples")
 
 
 def settings_text(raw: RawSettings) -> Settings:
@@ -471,7 +472,7 @@ def _configs(recorded: object) -> dict[str, Any]:
         except msgspec.DecodeError:  # not an object of objects: no counts there
             return {}
         return decoded or {}
-    return _object(recorded)
+    return object_or_empty(recorded)
 
 
 def _field(entry: object, name: str) -> Any:
@@ -694,7 +695,8 @@ def with_notes(files: pa.Table, comparability: Comparability) -> pa.Table:
     return files.append_column("comparability", comparability.notes)
 
 
-def _object(value: object) -> dict[str, Any]:
+def object_or_empty(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (absent or malformed)."""
     return value if isinstance(value, dict) else {}
 
 
