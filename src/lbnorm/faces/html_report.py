@@ -49,7 +49,6 @@ from lbnorm.analysis.render import (
     cut_list,
     diff_per_benchmark,
     diff_summary,
-    largest_rank_moves,
     named_variants,
     subtask_counts,
 )
@@ -312,14 +311,9 @@ def diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
                 False,
             )
         )
-    lists = [
-        *named_variants(diff),
-        ("Largest rank moves", largest_rank_moves(diff, largest=len(diff.models))),
-    ]
     parts += [
         (f"{heading} ({len(table):,})", table, True)
-        for heading, table in lists
-        if len(table)
+        for heading, table in named_variants(diff)
     ]
     return parts
 
