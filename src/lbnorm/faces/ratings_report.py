@@ -75,7 +75,6 @@ def render_ratings_report(
         InputError: `out` (or `previous`) is not a ratings output directory.
     """
     out = Output.open(out, "ratings")
-    manifest = out.manifest
     ratings = out.frame("ratings")
     win_rates = out.frame("win_rates")
     diff = None if previous is None else diff_ratings(previous, out)
@@ -124,20 +123,14 @@ def render_ratings_report(
         ),
     ]
     if diff is not None:
-        sections.append(
-            (
-                "diff",
-                f"Changes since {previous}",
-                _diff_html(diff),
-            )
-        )
+        sections.append(("diff", f"Changes since {previous}", _diff_html(diff)))
     return page(
         title,
         sections,
         policy=_POLICY,
         style=STYLE + _CHART_STYLE,
-        meta=_provenance_html(manifest),
-        version=str(manifest.get("version", "")),
+        meta=_provenance_html(out.manifest),
+        version=str(out.manifest.get("version", "")),
         source=str(out),
     )
 

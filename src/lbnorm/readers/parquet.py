@@ -271,8 +271,7 @@ def open_parquet_scores(
                 f"Hint: store {name} as a number (a fraction in [0, 1] for raw_score)."
             )
             raise SchemaMismatchError(msg)
-    # a number or bytes where a name belongs is a contract violation
-    for name in TEXT_COLUMNS:
+    for name in TEXT_COLUMNS:  # a number or bytes for a name violates the contract
         type_ = file.schema_arrow.field(name).type if name in names else pa.string()
         if not (_is_text(type_) or pa.types.is_null(type_)):
             msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
