@@ -30,11 +30,10 @@ from lbnorm.core.arrow import scalar
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import ExtraColumns
 from lbnorm.core.schemas import REQUIRED_SCORE_COLUMNS, Batch
-from lbnorm.readers.tables import check_columns
+from lbnorm.readers.tables import NUMBER_TYPES, TEXT_COLUMNS, check_columns
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
 
-_TEXT = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 #: Optional keys: null means unknown, the value an absent column takes.
 _UNKNOWN: dict[str, str | bool] = {
     "precision": "",
@@ -42,7 +41,6 @@ _UNKNOWN: dict[str, str | bool] = {
     "metric": "",
     "chat_template": False,
 }
-_NUMBERS = {"raw_score": pa.float64(), "stderr": pa.float64(), "n_samples": pa.int64()}
 
 
 class ParquetScores:
@@ -240,7 +238,7 @@ def open_parquet_scores(
         names = list(file.schema_arrow.names)
         text = [
             name
-            for name in _TEXT
+            for name in TEXT_COLUMNS
             if name in names and _is_text(file.schema_arrow.field(name).type)
         ]
         # (a column stored as an Arrow dictionary is read as one, plain or not)
@@ -266,14 +264,14 @@ def open_parquet_scores(
         )
         raise SchemaMismatchError(msg)
     extras = check_columns(names, source=str(path), extra_columns=extra_columns)
-    for name in _NUMBERS:
+    for name in NUMBER_TYPES:
         if name in names and not _is_number(file.schema_arrow.field(name).type):
             msg = (
                 f"{path}: column {name!r} has type {file.schema_arrow.field(name).type}, not a number.\n"
                 f"Hint: store {name} as a number (a fraction in [0, 1] for raw_score)."
             )
             raise SchemaMismatchError(msg)
-    for name in _TEXT:  # a number or bytes where a name belongs is a contract violation
+    for name in TEXT_COLUMNS:  # a number or bytes for a name violates the contract
         type_ = file.schema_arrow.field(name).type if name in names else pa.string()
         if not (_is_text(type_) or pa.types.is_null(type_)):
             msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
@@ -313,8 +311,8 @@ def _conform_types(table: pa.Table, path: Path) -> pa.Table:
     """Cast score columns to float64/int64 and non-text key columns to text."""
     for name in table.column_names:
         column = original = table.column(name)
-        target = _NUMBERS.get(name)
-        if target is None and name in _TEXT and not _is_text(column.type):
+        target = NUMBER_TYPES.get(name)
+        if target is None and name in TEXT_COLUMNS and not _is_text(column.type):
             target = pa.string()  # e.g. a revision stored as an integer
         if name == "chat_template" and pa.types.is_null(column.type):
             target = pa.bool_()  # every value null: unknown
