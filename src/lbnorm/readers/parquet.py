@@ -7,8 +7,12 @@ holds, as rows of many models in random order make) is read plain and
 dictionary-encoded afterwards, its rows grouped by all such columns at once
 (``model`` and ``revision`` of a shuffled file): Arrow's reader would hash every
 row of each into a dictionary as it decodes, which costs more; the same arrays
-come out. Only the columns the job needs are read, and the working set stays one
-row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
+come out. A column stored as an Arrow dictionary that holds the whole file's
+names in every row group (a pandas categorical) is, for a job that writes no
+subtask table, read as string views and encoded with the row group's own names:
+Arrow's dictionary read hashes every entry of the stored dictionary, row group
+after row group. Only the columns the job needs are read, and the working set
+stays one row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
 '', ``chat_template``: false) means unknown, as if the column were absent; a
 null ``model``, ``benchmark`` or ``subtask`` stays null, and validation reports
 it. Rows are counted 1-based (``row N`` in messages).
@@ -52,15 +56,26 @@ class ParquetScores:
     """
 
     def __init__(
-        self, path: Path, file: pq.ParquetFile, columns: list[str], strings: list[str]
+        self,
+        path: Path,
+        file: pq.ParquetFile,
+        columns: list[str],
+        strings: list[str],
+        *,
+        recode: bool = False,
     ) -> None:
         self.path = path
         self.num_rows = int(file.metadata.num_rows)
         self._file = file
         self._columns = columns
         self._strings = strings  # text columns stored as strings (not dictionaries)
+        # a large stored dictionary may be replaced by the rows' own (no subtask
+        # table, which carries the input's dictionaries, is written from them)
+        self._recode = recode
         # the file opened to read text columns plain (when a row group needs it)
         self._plain: pq.ParquetFile | None = None
+        # the file opened to read dictionary columns as string views (likewise)
+        self._views: pq.ParquetFile | None = None
 
     @property
     def num_row_groups(self) -> int:
@@ -92,14 +107,24 @@ class ParquetScores:
 
     def _read(self, index: int) -> pa.Table:
         try:
-            plain = self._plain_columns(index)
+            plain, large = self._plain_columns(index)
             table = self._file.read_row_group(
-                index, columns=[name for name in self._columns if name not in plain]
+                index,
+                columns=[n for n in self._columns if n not in plain and n not in large],
             )
+            encoded: dict[str, pa.Array] = {}
             if plain:
                 if self._plain is None:
                     self._plain = pq.ParquetFile(self.path, read_dictionary=None)
                 encoded = _encoded(self._plain, index, plain)
+            if large:
+                if self._views is None:
+                    self._views = pq.ParquetFile(
+                        self.path, binary_type=pa.binary_view()
+                    )
+                views = self._views.read_row_group(index, columns=list(large))
+                encoded |= {name: _from_views(views.column(name)) for name in large}
+            if encoded:
                 table = pa.table(
                     {
                         name: encoded[name] if name in encoded else table.column(name)
@@ -112,17 +137,29 @@ class ParquetScores:
             raise InputError(msg) from exc
         return _conform_types(table, self.path)
 
-    def _plain_columns(self, index: int) -> tuple[str, ...]:
-        """The text columns of row group `index` whose dictionary the writer gave up."""
+    def _plain_columns(self, index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Row group `index`'s text columns to read other than as Arrow's dictionary read.
+
+        Returns:
+            The columns stored as strings whose dictionary the writer gave up
+            (read plain), and, for a job that writes no subtask table, the
+            columns stored as Arrow dictionaries whose dictionary page is large
+            for the rows (read as string views).
+        """
         group = self._file.metadata.row_group(index)
         chunks = {
             group.column(i).path_in_schema: group.column(i)
             for i in range(group.num_columns)
         }
+        named = [name for name in self._columns if name in _TEXT and name in chunks]
         return tuple(
+            name for name in named if name in self._strings and _is_plain(chunks[name])
+        ), tuple(
             name
-            for name in self._columns
-            if name in self._strings and name in chunks and _is_plain(chunks[name])
+            for name in named
+            if self._recode
+            and name not in self._strings
+            and _is_large_dictionary(chunks[name])
         )
 
 
@@ -142,6 +179,32 @@ def _is_plain(chunk: pq.ColumnChunkMetaData) -> bool:
         > _PLAIN_BYTES * chunk.num_values + _HEADER_BYTES
     )
 
+
+def _is_large_dictionary(chunk: pq.ColumnChunkMetaData) -> bool:
+    """Whether a chunk's dictionary page is large for its rows (a file-wide dictionary).
+
+    A pandas categorical keeps every name of the file in each row group's
+    dictionary. Arrow's dictionary read hashes each entry of it into a table of
+    its own, row group after row group; reading the rows as string views and
+    dictionary-encoding them hashes each row instead, which costs less once
+    the entries are more than about a quarter of the rows. The page's size
+    decompressed is estimated from the chunk's ratio; names of ~30 bytes.
+    """
+    if not chunk.num_values or not chunk.has_dictionary_page:
+        return False
+    dictionary = chunk.data_page_offset - chunk.dictionary_page_offset
+    ratio = chunk.total_uncompressed_size / max(chunk.total_compressed_size, 1)
+    return bool(dictionary * ratio > _LARGE_DICTIONARY_BYTES * chunk.num_values)
+
+
+def _from_views(column: pa.ChunkedArray) -> pa.Array:
+    """A text column read as string views, as Arrow's dictionary read gives it."""
+    own = column.combine_chunks().dictionary_encode()
+    return pa.DictionaryArray.from_arrays(own.indices, own.dictionary.cast(pa.string()))
+
+
+#: Decompressed dictionary bytes per row above which the rows are read as views.
+_LARGE_DICTIONARY_BYTES = 8
 
 #: Bytes per value of a chunk's data pages above which they hold strings.
 _PLAIN_BYTES = 4
@@ -291,7 +354,7 @@ def open_parquet_scores(
     columns = [name for name in wanted_columns if name in names]
     if keep_details and extra_columns == "keep":
         columns += extras
-    return ParquetScores(path, file, columns, strings)
+    return ParquetScores(path, file, columns, strings, recode=not keep_details)
 
 
 def _is_text(type_: pa.DataType) -> bool:
