@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import scipy.stats
+from dense_oracle import dense_result
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ from lbnorm.board.rates import borda_count, mean_win_rate, model_win_rate, task_
 from lbnorm.core.errors import OptionsError, SuiteError
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import Batch
-from lbnorm.engines import memory, stream
+from lbnorm.engines import stream
 from lbnorm.engines.result import Result, finish_job
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, parse_suite, suite_arrays
@@ -262,11 +263,10 @@ def _run(
         }
     )
     inputs = Inputs.of_batches([Batch(table=table, source="t.csv")])
-    module = memory if engine == "memory" else stream
-    options = RunOptions(
+    options = RunOptions(  # memory: the stream engine's subtask table held, sorted
         missing=missing, engine="memory" if engine == "memory" else "stream"
     )
-    return finish_job(module.start(inputs, suite, options))
+    return finish_job(stream.start(inputs, suite, options))
 
 
 ROWS = [
@@ -409,12 +409,20 @@ def test_rates_end_to_end(engine: str) -> None:
 
 
 def test_engines_agree_on_rates() -> None:
+    """Both orders, and a dense pivot of the rows (:mod:`dense_oracle`)."""
     suite = _board_suite(RATES)
+    rows = pa.table(
+        {
+            name: [row[at] for row in ROWS]
+            for at, name in enumerate(["model", "benchmark", "subtask", "raw_score"])
+        }
+    )
     tables = [
         _run(suite, ROWS, engine=engine, missing="partial").leaderboard_table
         for engine in ("memory", "stream")
-    ]
+    ] + [dense_result(rows, suite, RunOptions(missing="partial")).leaderboard_table]
     assert tables[0].equals(tables[1])
+    assert tables[0].equals(tables[2])
 
 
 def test_sum_benchmarks_leaves_exact_boards_alone() -> None:

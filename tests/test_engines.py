@@ -1,10 +1,12 @@
 """One contract for every engine in lbnorm.engines.
 
-Each engine (memory; stream; stream summing in forked workers, which needs the
-subtask table off; stream spilling its rows to disk and summing a partition of
-the variants at a time; Dask on a local cluster, slow) is run on the same Parquet
-inputs through the engine interface (``start(inputs, suite, options) -> Job``)
-and must give the same tables, bit for bit, and the same errors. Engines that
+Each engine (stream; stream in the ``memory`` order, its subtask table held and
+sorted; stream summing in forked workers, which needs the subtask table off;
+stream spilling its rows to disk and summing a partition of the variants at a
+time; Dask on a local cluster, slow) is run on the same Parquet inputs through
+the engine interface (``start(inputs, suite, options) -> Job``) and must give
+the same tables, bit for bit, and the same errors; the stream engine's tables
+equal a dense pivot of the scores (:mod:`dense_oracle`), bit for bit. Engines that
 run in this process must let an interruption through and leave no worker behind.
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dense_oracle import dense_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import OPENLLM_V2, suites_with_scores
@@ -32,7 +35,7 @@ from lbnorm._runtime import can_fork
 from lbnorm.core.errors import InputError, ValidationError
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import Batch
-from lbnorm.engines import memory, stream
+from lbnorm.engines import stream
 from lbnorm.engines import workers as workers_module
 from lbnorm.engines.result import BoardCounts, Result, finish_job
 from lbnorm.pipeline import demo_path, select_engine
@@ -115,7 +118,7 @@ def _engine(name: str) -> ModuleType:
         from lbnorm.engines import dask
 
         return dask
-    return stream if name.startswith("stream") else memory
+    return stream  # (``memory``: the stream engine's order, held and sorted)
 
 
 def _compute(
@@ -148,6 +151,20 @@ def _assert_same_tables(expected: Result, actual: Result) -> None:
     assert actual.board_counts() == expected.board_counts()
     counts = ("n_scores", "n_clipped", "n_ignored_rows")
     assert [getattr(actual, name) for name in counts] == [
+        getattr(expected, name) for name in counts
+    ]
+
+
+def _assert_oracle(
+    result: Result, paths: list[Path], suite: Suite, **policies: Any
+) -> None:
+    """The tables and counts equal the dense oracle's on the same rows, bit for bit."""
+    table = pa.concat_tables([pq.read_table(path) for path in paths])
+    expected = dense_result(table, suite, RunOptions(**policies))
+    assert result.benchmark_table.equals(expected.benchmark_table)
+    assert result.leaderboard_table.equals(expected.leaderboard_table)
+    counts = ("n_scores", "n_clipped", "n_ignored_rows")
+    assert [getattr(result, name) for name in counts] == [
         getattr(expected, name) for name in counts
     ]
 
@@ -233,13 +250,14 @@ def _paths(folder: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def reference(inputs_dir: Path) -> dict[str, Result]:
-    """The default engine's results: the reference every engine must equal."""
-    return {
-        missing: _compute(
-            "stream", _paths(inputs_dir), SUITE, missing=missing, unknown="ignore"
-        )
-        for missing in ("exclude", "partial", "zero")
-    }
+    """The default engine's results (the dense oracle's): what every engine must give."""
+    references = {}
+    for missing in ("exclude", "partial", "zero"):
+        policies: dict[str, Any] = {"missing": missing, "unknown": "ignore"}
+        paths = _paths(inputs_dir)
+        references[missing] = _compute("stream", paths, SUITE, **policies)
+        _assert_oracle(references[missing], paths, SUITE, **policies)
+    return references
 
 
 # --- the interface --------------------------------------------------------------------
@@ -281,7 +299,7 @@ def test_same_tables_for_the_same_inputs(
     expected = reference[missing]
     _assert_same_tables(expected, result)
     assert result.n_ignored_rows == 2
-    if engine in ("memory", "stream", "stream-spilled"):  # memory's come sorted
+    if engine in ("memory", "stream", "stream-spilled"):  # (memory's come sorted)
         assert _sorted_subtasks(result).equals(_sorted_subtasks(expected))
     else:  # summing in parts builds no subtask table
         assert result.subtask_table is None
@@ -292,7 +310,8 @@ def test_same_tables_on_the_demo_suite(
     engine: str, inputs_dir: Path, request: pytest.FixtureRequest
 ) -> None:
     paths = _paths(inputs_dir / "demo")
-    expected = _compute("memory", paths, OPENLLM_V2)
+    expected = _compute("stream", paths, OPENLLM_V2)
+    _assert_oracle(expected, paths, OPENLLM_V2)
     _assert_same_tables(expected, _compute(engine, paths, OPENLLM_V2, request))
 
 
@@ -307,7 +326,8 @@ def test_same_tables_on_generated_suites_and_scores(
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scores.parquet"
         pq.write_table(table, path, row_group_size=rows)
-        expected = _compute("memory", [path], suite, missing="partial")
+        expected = _compute("stream", [path], suite, missing="partial")
+        _assert_oracle(expected, [path], suite, missing="partial")
         result = _compute(engine, [path], suite, missing="partial")
     _assert_same_tables(expected, result)
 
@@ -351,7 +371,7 @@ def test_same_errors_for_bad_inputs(
     path = tmp_path / "bad.parquet"
     pq.write_table(_damaged(_mixed_scores(), kind), path, row_group_size=100)
     with pytest.raises(ValidationError, match=BAD_KINDS[kind]) as expected:
-        _compute("memory", [path], SUITE)
+        _compute("stream", [path], SUITE)
     with pytest.raises(ValidationError, match=BAD_KINDS[kind]) as raised:
         _compute(engine, [path], SUITE, request)
     assert str(raised.value) == str(expected.value)

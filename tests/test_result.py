@@ -38,7 +38,7 @@ from lbnorm.core.schemas import (
     Batch,
     leaderboard_schema,
 )
-from lbnorm.engines import memory
+from lbnorm.engines import stream
 from lbnorm.engines.encode import Variants
 from lbnorm.engines.kernel import aggregate_benchmarks
 from lbnorm.engines.metadata import type_label_array
@@ -284,7 +284,7 @@ def test_subtask_views_have_plain_text() -> None:
         }
     )
     options = RunOptions(engine="memory")
-    result = memory.compute(
+    result = stream.compute(
         Inputs.of_batches([Batch(table=table, source="t.parquet")]), SUITE, options
     )
     subtask_table = result.subtask_table
@@ -483,7 +483,7 @@ def test_output_tables_agree_with_each_other(
 ) -> None:
     suite, table = case
     options = RunOptions(engine="memory", missing=missing)
-    result = memory.compute(
+    result = stream.compute(
         Inputs.of_batches([Batch(table=table, source="s.parquet")]), suite, options
     )
     board, benchmarks = result.leaderboard_table, result.benchmark_table

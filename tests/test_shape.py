@@ -547,7 +547,7 @@ _OTHER_PATHS = (
     "lbnorm.readers.samples", "lbnorm.readers.sample_lines", "lbnorm.readers.instances",
     "lbnorm.readers.items", "lbnorm.readers.alpacaeval", "lbnorm.readers.cache",
     "lbnorm.ratings.battles", "lbnorm.ratings.fit", "lbnorm.ratings.bootstrap",
-    "lbnorm.engines.paired", "lbnorm.engines.memory", "lbnorm.engines.dask",
+    "lbnorm.engines.paired", "lbnorm.engines.sorted_parts", "lbnorm.engines.dask",
     "lbnorm.engines.workers", "lbnorm.engines.metadata_frames", "lbnorm.output.reader",
     "lbnorm.output.run_report", "lbnorm.analysis", "lbnorm.faces.html_report",
     "lbnorm.faces.show", "lbnorm.faces.query", "lbnorm.arena", "lbnorm.nightly",

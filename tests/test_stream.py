@@ -1,4 +1,4 @@
-"""The streaming engine against the in-memory engine: same tables, any batching."""
+"""The streaming engine against a dense pivot of the scores: same tables, any batching."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dense_oracle import dense_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import missing_policies, score_tables
@@ -23,7 +24,7 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OptionsError, ValidationError
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import Batch
-from lbnorm.engines import memory, stream
+from lbnorm.engines import stream
 from lbnorm.engines.result import Result
 from lbnorm.pipeline import demo_path
 from lbnorm.readers import Inputs
@@ -52,9 +53,9 @@ def streamed(batches: list[Batch], **options: Any) -> Result:
 
 
 def in_memory(batches: list[Batch], **options: Any) -> Result:
-    """The memory engine on batches in memory, without the subtask table."""
-    chosen = RunOptions(subtasks=False, engine="memory", **options)
-    return memory.compute(Inputs.of_batches(batches), SUITE, chosen)
+    """The dense oracle (:mod:`dense_oracle`) on the batches' rows."""
+    table = pa.concat_tables([batch.table for batch in batches])
+    return dense_result(table, SUITE, RunOptions(subtasks=False, **options))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,11 @@ def demo() -> pa.Table:
 
 @pytest.fixture(scope="module")
 def demo_in_memory() -> lbnorm.Result:
-    return lbnorm.run([demo_path()], options=RunOptions(engine="memory"))
+    """The demo in the ``memory`` order, checked against the dense oracle."""
+    result = lbnorm.run([demo_path()], options=RunOptions(engine="memory"))
+    oracle = dense_result(pq.read_table(demo_path()), SUITE)
+    assert_same_result(oracle, result, exact=True)
+    return result
 
 
 @pytest.mark.slow

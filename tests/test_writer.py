@@ -132,7 +132,7 @@ def test_leftovers_of_a_killed_run_are_cleaned(
 
 
 def test_subtask_table_is_written_a_benchmark_per_row_group(tmp_path: Path) -> None:
-    """The memory engine writes the subtask table one benchmark (row group) at a time."""
+    """The `memory` order writes the subtask table one benchmark (row group) at a time."""
     out = tmp_path / "out"
     result = run(options=RunOptions(engine="memory"), out=out)
     written = pq.ParquetFile(out / "subtasks.parquet")

@@ -54,7 +54,7 @@ def normalize_scores(
     """Normalize a long-format scores frame under a suite (in memory).
 
     The subtask table comes sorted by benchmark, variant and subtask (the
-    in-memory engine), whatever order the rows came in.
+    ``memory`` order), whatever order the rows came in.
 
     Args:
         scores: Long-format scores: ``model``, ``benchmark``, ``subtask``,
@@ -83,7 +83,7 @@ def normalize_scores(
 
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
     options = options or RunOptions()
-    if options.engine == "auto":  # in memory already: the dense engine, sorted rows
+    if options.engine == "auto":  # in memory already: the rows held and sorted
         options = replace(options, engine="memory")
     options = options.resolved()
     if not isinstance(scores, pa.Table):
@@ -378,13 +378,9 @@ def select_engine(name: EngineName) -> Engine:
         from lbnorm.engines import dask  # an optional extra: loaded only when asked
 
         return dask.start
-    if name == "stream":
-        from lbnorm.engines import stream
+    from lbnorm.engines import stream  # (``memory``: its order, held and sorted)
 
-        return stream.start
-    from lbnorm.engines import memory
-
-    return memory.start
+    return stream.start
 
 
 def created_at_from_environment() -> str | None:

@@ -179,8 +179,8 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
             "stream: batches folded into exact partial sums as they are read, "
             "subtasks.parquet written as they come (in input order), in bounded "
             "memory for inputs larger than RAM (--workers with --no-subtasks); "
-            "memory: every score in one dense store, subtasks.parquet sorted by "
-            "benchmark; dask: on a Dask cluster, Parquet inputs only, no "
+            "memory: the same, subtasks.parquet held and written sorted by "
+            "benchmark, variant and subtask; dask: on a Dask cluster, Parquet inputs only, no "
             "subtasks.parquet (extra 'dask'; see --scheduler); auto: stream, or "
             "memory with --extra-columns keep (default: %(default)s)"
         ),

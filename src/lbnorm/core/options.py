@@ -46,7 +46,9 @@ UnknownSubtasks = Literal["error", "ignore"]
 #: What to do with table columns outside the contract.
 ExtraColumns = Literal["error", "keep", "drop"]
 
-#: How scores are held while they are aggregated (see :mod:`lbnorm.engines`):
+#: How scores are aggregated (see :mod:`lbnorm.engines`): ``stream`` writes the
+#: subtask table in input order as it reads; ``memory`` is the same engine
+#: holding the subtask table, written sorted by benchmark, variant and subtask;
 #: ``auto`` is ``stream``, or ``memory`` when extra columns are kept.
 EngineName = Literal["auto", "memory", "stream", "dask"]
 
@@ -232,9 +234,10 @@ class RunOptions:
     def resolved(self) -> RunOptions:
         """These options with ``auto`` resolved and `subtasks` as the engine allows.
 
-        ``auto`` is the streaming engine, or the in-memory one when kept extra
-        columns ride along in the subtask table; the Dask engine builds no
-        subtask table.
+        ``auto`` is ``stream``, or ``memory`` (the subtask table held and
+        sorted) when kept extra columns ride along in the subtask table: their
+        set and types are known only once every batch is read. The Dask engine
+        builds no subtask table.
 
         Raises:
             OptionsError: Forked workers asked for with the subtask table.

@@ -1,4 +1,4 @@
-"""Engines: score batches in, a :class:`~lbnorm.engines.result.Result` out, three ways.
+"""Engines: score batches in, a :class:`~lbnorm.engines.result.Result` out, two ways.
 
 Every engine is a module with one function of the same shape, :class:`Engine`::
 
@@ -12,9 +12,10 @@ writer puts each on disk as it comes), then the result; each module's
   exact fixed-point sums and written to the subtask table, then dropped, in
   bounded memory (sums too big for ``--sum-memory`` spill to disk by variant:
   :mod:`~lbnorm.engines.spill`); without the subtask table optionally in
-  forked workers (:mod:`~lbnorm.engines.workers`);
-* :mod:`~lbnorm.engines.memory`: every score in a dense variant x subtask store,
-  the subtask table sorted by benchmark, variant and subtask;
+  forked workers (:mod:`~lbnorm.engines.workers`); with the ``memory`` order
+  (``--engine memory``, the Python API, kept extra columns) the subtask table
+  is held and written sorted by benchmark, variant and subtask at the end
+  (:mod:`~lbnorm.engines.sorted_parts`);
 * :mod:`~lbnorm.engines.dask`: the stream engine's sums as Dask tasks.
 
 They all check every batch with :func:`lbnorm.engines.validate.check_batch` and end in

@@ -33,7 +33,6 @@ __all__ = [
     "dense_partials",
     "finish_benchmarks",
     "normalize",
-    "normalize_matrix",
     "normalize_rows",
 ]
 
@@ -124,22 +123,6 @@ def normalize_rows(
     is_statistic = scales.is_statistic[subtask]
     np.maximum(normalized, np.where(is_statistic, -np.inf, 0.0), out=normalized)
     return normalized, offset, (raw < offset) & ~is_statistic
-
-
-def normalize_matrix(raw: FloatArray, suite: SuiteArrays) -> FloatArray:
-    """A dense ``(n_variants, n_subtasks)`` matrix normalized (:func:`normalize_rows`); NaN stays NaN.
-
-    Examples:
-        >>> arrays = SuiteArrays(lower_bound=np.array([0.25, 0.0]), n_samples=np.zeros(2),
-        ...     benchmark_index=np.zeros(2, np.int64), is_pooled=np.array([False]),
-        ...     weight=np.ones(1))
-        >>> normalize_matrix(np.array([[0.625, np.nan]]), arrays).tolist()
-        [[50.0, nan]]
-    """
-    n_subtasks = raw.shape[1]
-    codes = np.tile(np.arange(n_subtasks), raw.shape[0])
-    normalized = normalize_rows(np.ravel(raw), codes, suite)[0]
-    return normalized.reshape(raw.shape)
 
 
 #: The rows of :class:`Partials`' sums, in order.

@@ -177,7 +177,8 @@ class PartialStore:
 
     Scores are summed as fixed-point integers (:class:`lbnorm.engines.kernel.FixedPoint`),
     so a sum does not depend on the order or the batch boundaries of its terms
-    and equals the in-memory engine's bit for bit. Counts and sample weights
+    and equals a dense matrix's (:func:`lbnorm.engines.kernel.dense_partials`) bit
+    for bit. Counts and sample weights
     come from the seen matrix at the end.
     """
 

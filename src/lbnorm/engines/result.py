@@ -1,8 +1,8 @@
 """A run's result: :class:`Result`, and the output tables built from the kernel's arrays.
 
 Three tables, keyed by model variant, all Arrow: one row per (variant, subtask)
-(built by the engine that keeps the scores, a benchmark at a time, so a 20M-row
-table is never whole in memory on its way to disk), one row per (variant,
+(written a part at a time as the engine makes it, so a 20M-row table is never
+whole in memory on its way to disk), one row per (variant,
 benchmark), and the leaderboard, one row per variant, best first. Every engine
 ends in :func:`assemble_result`, so they share one definition of the average,
 the ranks and the tables. Column names and types follow :mod:`lbnorm.core.schemas`.
@@ -106,7 +106,7 @@ class UniquePerPart(Protocol):
 
 @runtime_checkable
 class BuildsWhole(Protocol):
-    """Parts that can also build the whole table as an in-memory engine would."""
+    """Parts that can also build the whole table at once (for the Python API)."""
 
     def whole(self) -> pa.Table:
         """The whole table."""
@@ -131,8 +131,8 @@ class FindsResized(Protocol):
         ...
 
 
-#: The subtask-level table's parts: each benchmark's rows (benchmark-major,
-#: then variant, then subtask).
+#: The subtask-level table's parts: each batch's rows, or (the ``memory`` order)
+#: each benchmark's, then variant, then subtask.
 SubtaskParts = TableParts
 
 
@@ -233,7 +233,7 @@ def finish_job(job: Job) -> Result:
     result = job.finish()
     if isinstance(result.leaderboard_output, BuiltBeside):  # a table, once built
         result = replace(result, leaderboard_output=result.leaderboard_output.whole())
-    if schema is None or result.subtask_parts is not None:
+    if schema is None:
         return result
     return replace(result, subtask_parts=PartsInMemory(schema, parts))
 
@@ -486,7 +486,6 @@ def assemble_result(
     *,
     options: RunOptions,
     files: pa.Table | None = None,
-    subtask_parts: SubtaskParts | None = None,
     n_ignored_rows: int = 0,
     n_scores: int = 0,
     n_clipped: int = 0,
@@ -495,7 +494,7 @@ def assemble_result(
 ) -> Result:
     """Apply the suite's board rules to benchmark scores and build the result tables.
 
-    Every engine (in memory, streaming, Dask) ends here, so they share one
+    Every engine (streaming, spilled, Dask) ends here, so they share one
     definition of the average, the rates, the ranks and the output tables
     (:mod:`lbnorm.board`). A large run's leaderboard (averages and ranks
     included) is built on a thread of its own (:class:`BuiltBeside`): the
@@ -508,7 +507,6 @@ def assemble_result(
         suite: The suite.
         options: The run's options (the missing-data policy shapes the average).
         files: The catalog of input files.
-        subtask_parts: The subtask-level table, if built.
         n_ignored_rows: Rows dropped as unknown subtasks.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
@@ -562,7 +560,6 @@ def assemble_result(
         suite=suite,
         options=options,
         file_table=files if files is not None else INPUT_FILES.empty_table(),
-        subtask_parts=subtask_parts,
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,

@@ -830,7 +830,7 @@ class SpilledBenchmarks:
                 )
 
     def whole(self) -> pa.Table:
-        """The whole table, as the in-memory engines build it (for the Python API)."""
+        """The whole table, as a run that does not spill builds it (for the Python API)."""
         spilled = self._spilled
         n_benchmarks = len(spilled.suite.benchmarks)
         columns = {

@@ -15,7 +15,9 @@ a partition of the variants at a time (:mod:`lbnorm.engines.spill`).
 
 The sums are exact (fixed point, see :class:`lbnorm.engines.kernel.FixedPoint`), so the
 benchmark and leaderboard tables do not depend on row order, batch boundaries
-or worker count, bit for bit, and equal the in-memory engine's.
+or worker count, bit for bit. With ``options.engine == "memory"`` the rows
+are held instead and the subtask table comes sorted at the end
+(:mod:`lbnorm.engines.sorted_parts`); the sums then never spill.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +62,9 @@ from lbnorm.engines.validate import (
 )
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
+
+if TYPE_CHECKING:
+    from lbnorm.engines.sorted_parts import SortedParts
 
 __all__ = [
     "StreamJob",
@@ -125,20 +131,53 @@ class StreamJob:
             suite, unknown=options.unknown, rows=inputs.num_rows, options=options
         )
         self._is_done = False
-        self.subtask_schema = SUBTASK_SCORES if options.subtasks else None
+        self._held: SortedParts | None = None
+
+    @property
+    def subtask_schema(self) -> pa.Schema | None:
+        """The parts' schema (with the ``memory`` order: after reading every batch)."""
+        if not self._options.subtasks:
+            return None
+        if self._options.engine != "memory":
+            return SUBTASK_SCORES
+        return self._hold().schema
 
     def subtask_parts(self) -> Iterator[pa.Table]:
-        """Each batch's rows for the subtask table, as the batch is summed."""
-        if self._is_done or self.subtask_schema is None:
+        """Each batch's rows for the subtask table, as the batch is summed.
+
+        With the ``memory`` order, every batch is read and summed first, then
+        the parts come a benchmark at a time (:mod:`lbnorm.engines.sorted_parts`).
+        """
+        if self.subtask_schema is None:
             return
+        if self._options.engine == "memory":
+            held = self._hold()
+            if not self._folder.has_failed:
+                yield from held.parts(self._folder.variants())
+            return
+        if self._is_done:
+            return
+        for batch, checked in self._checked():
+            yield _subtask_part(batch, checked, self._folder.arrays, suite=self._suite)
+
+    def _checked(self) -> Iterator[tuple[Batch, CheckedBatch]]:
+        """Fold every batch; each one, checked, until a batch fails a check."""
         self._is_done = True
         with self._folder.folding():
             for batch in _sliced(self._inputs.batches, self._options.batch_rows):
                 checked = self._folder.fold(batch)
                 if checked is not None:  # no failure so far
-                    yield _subtask_part(
-                        batch, checked, self._folder.arrays, suite=self._suite
-                    )
+                    yield batch, checked
+
+    def _hold(self) -> SortedParts:
+        """Read, check and sum every batch, holding its rows for the sorted table."""
+        if self._held is None:
+            from lbnorm.engines.sorted_parts import SortedParts  # (that order only)
+
+            self._held = SortedParts(self._suite)
+            for batch, checked in () if self._is_done else self._checked():
+                self._held.add(batch, checked)
+        return self._held
 
     def finish(self) -> Result:
         """Sum whatever the parts have not, and build the result."""
@@ -161,9 +200,8 @@ class StreamJob:
                     add_totals,
                 )  # None: a share failed a check; the serial run below says where
             if totals is None:
-                with self._folder.folding():
-                    for batch in _sliced(inputs.batches, options.batch_rows):
-                        self._folder.fold(batch)
+                for _ in self._checked():
+                    pass
         if totals is None:
             self._folder.spill_if_over()  # (the last batch's variants too)
         if totals is None and self._folder.spills:
@@ -397,7 +435,11 @@ class _Folder:
         capacity = rows // max(len(pairs), 1) + 1
         self._encoder = KeyEncoder(pairs, expected_variants=capacity)
         names = [f"{b} / {t}" for b, t in pairs]
-        width = None if options is None else spill_width(self.arrays, rows, options)
+        width = (
+            None
+            if options is None or not _may_spill(options)
+            else spill_width(self.arrays, rows, options)
+        )
         if width is None:  # no bound to keep: freed memory is kept for reuse
             keep_freed_memory()
         self._store: PartialStore | SpillStore = (
@@ -407,6 +449,15 @@ class _Folder:
         )
         self._failures: list[pa.Table] = []
         self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
+
+    @property
+    def has_failed(self) -> bool:
+        """Whether any batch failed a check (nothing more is summed)."""
+        return bool(self._failures)
+
+    def variants(self) -> Variants:
+        """The variant keys seen so far, in code order."""
+        return self._encoder.variants()
 
     @property
     def spills(self) -> bool:
@@ -480,7 +531,11 @@ class _Folder:
         A sparse input holds more variants than its row count said
         (:func:`lbnorm.engines.spill.spill_width`); its sums so far move to disk.
         """
-        if self._options is None or not isinstance(self._store, PartialStore):
+        if (
+            self._options is None
+            or not _may_spill(self._options)
+            or not isinstance(self._store, PartialStore)
+        ):
             return
         n_variants = self._encoder.n_variants
         width = spill_width(
@@ -529,6 +584,11 @@ class _Folder:
             n_scores=self._n_scores,
             n_clipped=self._n_clipped,
         )
+
+
+def _may_spill(options: RunOptions) -> bool:
+    """Whether the run may spill its sums: not with the ``memory`` order (held whole)."""
+    return options.engine != "memory"
 
 
 def add_totals(parts: list[Totals]) -> Totals:
