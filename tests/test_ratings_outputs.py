@@ -77,8 +77,7 @@ def test_output_kind_tells_ratings_from_leaderboards(
         Output.open(old_style)
     with pytest.raises(
         InputError,
-        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm run .*` \(a "
-        r"leaderboard\) or `lbnorm arena",
+        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm arena BATTLES",
     ):
         Output.open(tmp_path, "ratings")
 

@@ -1,28 +1,13 @@
 """The output transaction: the only place that puts files where a user will find them.
 
-A command claims its output folder (:class:`Transaction`): a hidden staging
-folder beside it, marked as lbnorm's (:data:`STAGING_MARK`, written first) and
-locked (``flock``) while the command lives. It fills that folder (Parquet tables
-in the one configuration lbnorm writes, hashed as their bytes go out:
-:class:`~lbnorm.output.tablefile.TableFile`) and commits once: the manifest is written and the folder
-swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
-which the next run repairs), so a reader sees the previous output or the new
-one, never a mix. A single file (a report, an export, the parse cache's entries)
-is written to a temporary sibling and renamed over its target once
-(:func:`write_file`); a file staged with a transaction (a run report) is renamed
-right after its swap.
-
-What lbnorm replaces or removes, and what it leaves alone:
-
-* Only its own outputs: a folder whose ``manifest.json`` says ``"tool":
-  "lbnorm"`` in a format it knows and that holds nothing the manifest does not
-  list, and a file its writer's recognizer knows (``is_ours``). Anything else
-  is refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is.
-* Only its own leftovers: a staging name that nobody holds and that carries the
-  mark, or holds exactly an lbnorm output (what a swap set aside), or nothing.
-* One writer per output, refused at once: a command claiming an output whose
-  staging folder a live command holds fails (exit 6). The parent folder is
-  locked only for the instants of a claim and a swap.
+A command claims its output folder (:class:`Transaction`: a staging folder
+beside it, marked as lbnorm's and locked), fills it with tables hashed as they
+are written, and commits once: the manifest, then one swap, so a reader sees the
+previous output or the new one, never a mix. A single file goes through a
+temporary sibling and one rename (:func:`write_file`). lbnorm replaces only its
+own outputs and files (a foreign one is refused, exit 6) and removes only its
+own leftovers; one writer per output, the second refused at once.
+docs/reliability.md states each guarantee and ARCHITECTURE.md how they are met.
 
 Imports only :mod:`lbnorm.core`, :mod:`lbnorm._runtime` and
 :mod:`lbnorm.output.tablefile`: the parse cache (a reader) writes through it too.
@@ -77,7 +62,6 @@ __all__ = [
     "check_target",
     "first_few",
     "open_plain",
-    "output_holding",
     "read_manifest",
     "replaced_outputs",
     "write_file",
@@ -137,12 +121,13 @@ def read_manifest(
     keys the checks read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
-        data = _manifest_data(folder)
+        with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
+            data = _read_upto(handle, MANIFEST_LIMIT + 1)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
         return None, f"cannot be read ({_reason(exc)})"
-    if data is None:
+    if len(data) > MANIFEST_LIMIT:
         return None, "is too large to be lbnorm's"
     try:
         manifest: object = json.loads(data) if whole else manifest_head(data)
@@ -152,12 +137,6 @@ def read_manifest(
     if problem or not isinstance(manifest, dict):  # a problem unless a dict
         return None, problem or ""
     return manifest, ""
-
-
-def _manifest_data(folder: int) -> bytes | None:
-    with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns the descriptor)
-        data = _read_upto(handle, MANIFEST_LIMIT + 1)
-    return None if len(data) > MANIFEST_LIMIT else data
 
 
 def _read_upto(handle: BinaryIO, limit: int) -> bytes:
@@ -176,7 +155,7 @@ def _read_upto(handle: BinaryIO, limit: int) -> bytes:
 
 @contextlib.contextmanager
 def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
-    """A descriptor of `path` for the block: a folder itself (a link to it followed) unless `flags` say else."""
+    """A descriptor of `path` (by default a folder, a link to it followed) for the block."""
     descriptor = os.open(path, flags, 0o666)
     try:
         yield descriptor
@@ -204,17 +183,6 @@ def _reported(out: Path) -> Iterator[None]:
         raise
     except OSError as exc:
         raise output_error(out, exc) from exc
-
-
-def _names_lbnorm(folder: Path) -> bool:
-    """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
-    try:
-        with _opened(folder) as descriptor:
-            data = _manifest_data(descriptor)
-        head = manifest_head(data) if data is not None else None
-    except (OSError, ValueError, RecursionError):  # none, or not JSON
-        return False
-    return isinstance(head, dict) and head.get("tool") == "lbnorm"
 
 
 # --- what a folder or a file is, before it is replaced ----------------------------------------
@@ -388,22 +356,8 @@ def first_few(names: list[str]) -> str:
         >>> first_few(["a", "b", "c", "d", "e", "f", "g"])
         'a, b, c, d, e and 2 more'
     """
-    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    more = f" and {len(names) - _SHOWN:,} more" if len(names) > _SHOWN else ""
     return ", ".join(names[:_SHOWN]) + more
-
-
-def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
-    """The lbnorm output folder a file at `path` would land in (None: none).
-
-    A folder counts when it is one of `outs` (which may not exist yet) or holds
-    a ``manifest.json`` whose ``tool`` is lbnorm; links are resolved.
-    """
-    parent = Path(path).resolve().parent
-    named = {Path(out).resolve() for out in outs}
-    for folder in (parent, *parent.parents):
-        if folder in named or _names_lbnorm(folder):
-            return folder
-    return None
 
 
 def check_file(
@@ -424,8 +378,11 @@ def check_file(
         OutputError: `path` exists and is not a regular file, or `is_ours` does
             not recognize it; it is left as it is (exit 6).
     """
-    folder = output_holding(path, outs)
-    if folder is not None:
+    parent = Path(path).resolve().parent
+    named = {Path(out).resolve() for out in outs}
+    for folder in (parent, *parent.parents):
+        if folder not in named and _manifest_at(folder)[0] is None:
+            continue
         msg = (
             f"{option} {path}: inside the lbnorm output folder {folder}; a file "
             "written there would change the output, and the next run to it would "
@@ -672,23 +629,7 @@ def _claim(out: Path, target: Path) -> tuple[Path, int]:
             _release(leftovers)
             raise
     _release(leftovers, remove=True)
-    _unlink_unheld(parent / f".{target.name}.lock", _is_old_lock_file)
     return folder, lock
-
-
-def _is_old_lock_file(descriptor: int) -> bool:
-    """Whether a file is the empty lock file lbnorm 0.1 left beside every output."""
-    info = os.fstat(descriptor)
-    return stat.S_ISREG(info.st_mode) and info.st_size == 0
-
-
-def _unlink_unheld(path: Path, is_ours: Callable[[int], bool]) -> None:
-    """Unlink `path` if no live writer holds its lock and `is_ours` knows it (open)."""
-    # (an OS error: none there, a name too long, held by a live writer, no locks here, not a file)
-    with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if is_ours(descriptor):
-            path.unlink()
 
 
 def _lock_folder(folder: Path) -> int:
@@ -955,7 +896,11 @@ def _fill(
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
     """Unlink temporaries of this file that no live writer holds and that `is_ours` knows."""
     for path in _siblings(folder, tag, "tmp"):
-        _unlink_unheld(path, lambda file: is_ours(*_ends(file)))
+        # (an OS error: gone, held by a live writer, no locks here, not a file)
+        with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if is_ours(*_ends(descriptor)):
+                path.unlink()
 
 
 def _sync(path: Path) -> None:
