@@ -505,14 +505,14 @@ def write_scores_file(
 
     Args:
         scores: The rows.
-        path: The ``.parquet`` file; one lbnorm did not write is refused.
+        path: The ``.parquet`` file (:func:`check_scores_target` before the
+            work); one lbnorm did not write is refused.
         provenance: Key-value metadata for the file (the suite, the inputs).
 
     Raises:
-        OptionsError: Not a ``.parquet`` file, or inside an output folder.
+        OptionsError: Inside an output folder.
         OutputError: The file cannot be written, or is not one lbnorm wrote.
     """
-    check_scores_target(path)
     marked = scores.replace_schema_metadata(provenance)
     _write_table_file(marked, Path(path), kind="scores", option="--out")
 
