@@ -58,7 +58,6 @@ __all__ = [
     "TableFile",
     "Transaction",
     "check_file",
-    "check_output_kind",
     "check_target",
     "first_few",
     "open_plain",
@@ -188,26 +187,6 @@ def _reported(out: Path) -> Iterator[None]:
 # --- what a folder or a file is, before it is replaced ----------------------------------------
 
 
-def check_output_kind(out: Path, kind: OutputKind | str) -> None:
-    """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
-
-    Raises:
-        OutputError: `out` holds an lbnorm output of another kind.
-    """
-    manifest, _ = _manifest_at(Path(out))  # none: the target checks say what is wrong
-    if manifest is None or (held := manifest_kind(manifest)) == kind:
-        return
-    maker = {"leaderboard": "run", "ratings": "arena"}.get(
-        held, "diff, impact or health"
-    )
-    msg = (
-        f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
-        "output will not replace it.\nHint: choose another --out, or remove the "
-        "directory first if it is no longer needed."
-    )
-    raise OutputError(msg)
-
-
 def _a(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
@@ -275,17 +254,17 @@ def _tag(path: Path) -> str:
     return "lbnorm-" + hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]
 
 
-def check_target(out: Path) -> None:
+def check_target(out: Path, kind: OutputKind | None = None) -> None:
     """Refuse `out` now, before a command's work, if the transaction would refuse it.
 
     Raises:
-        OutputError: `out` is not absent, empty or wholly an lbnorm output, or
-            it is read-only.
+        OutputError: `out` is not absent, empty or wholly an lbnorm output, it
+            holds an output of another `kind` (None: any), or it is read-only.
     """
-    _check_target(out, resolve_target(out))
+    _check_target(out, resolve_target(out), kind)
 
 
-def _check_target(out: Path, target: Path) -> None:
+def _check_target(out: Path, target: Path, kind: OutputKind | None) -> None:
     with _reported(out):
         try:
             info = os.lstat(target)
@@ -295,13 +274,23 @@ def _check_target(out: Path, target: Path) -> None:
             msg = f"{out}: exists and is not a folder.\nHint: choose another --out."
             raise OutputError(msg)
         entries = sorted(entry.name for entry in target.iterdir())
-    problem, unknown = _unlisted(target, entries)
+    problem, unknown, held = _unlisted(target, entries)
     if problem:
         msg = (
             f"{out}: not an lbnorm output ({problem}) and not empty: it holds "
             f"{_listing(target, entries)}; lbnorm replaces its own output folders "
             "whole and deletes nothing it did not write.\n"
             "Hint: choose an empty or new --out folder."
+        )
+        raise OutputError(msg)
+    if kind is not None and held is not None and held != kind:
+        maker = {"leaderboard": "run", "ratings": "arena"}.get(
+            held, "diff, impact or health"
+        )
+        msg = (
+            f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
+            "output will not replace it.\nHint: choose another --out, or remove the "
+            "directory first if it is no longer needed."
         )
         raise OutputError(msg)
     if unknown:
@@ -321,21 +310,24 @@ def _check_target(out: Path, target: Path) -> None:
         raise OutputError(msg)
 
 
-def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
-    """Why a non-empty `folder` is not an lbnorm output ("": it is), and what its manifest lacks."""
+def _unlisted(
+    folder: Path, entries: list[str]
+) -> tuple[str, list[str], OutputKind | None]:
+    """Why a non-empty `folder` is not an lbnorm output ("": it is), what its manifest lacks, its kind."""
     if not entries:
-        return "", []
+        return "", [], None
     if MANIFEST not in entries:
-        return f"no {MANIFEST}", []
+        return f"no {MANIFEST}", [], None
     manifest, problem = _manifest_at(folder)
     if manifest is None:
-        return f"its {MANIFEST} {problem}", []
+        return f"its {MANIFEST} {problem}", [], None
     listed = {*manifest["outputs"], MANIFEST}
-    return "", [
+    unknown = [
         name
         for name in entries
         if name not in listed or not stat.S_ISREG(os.lstat(folder / name).st_mode)
     ]
+    return "", unknown, manifest_kind(manifest)
 
 
 def _listing(folder: Path, names: list[str]) -> str:
@@ -457,11 +449,9 @@ class Transaction:
         try:
             self.target = resolve_target(self.out)
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.folder, self._lock = _claim(self.out, self.target)
+            self.folder, self._lock = _claim(self.out, self.target, self.kind)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
-            if self.kind is not None:  # (under the claim: no other writer swaps now)
-                check_output_kind(self.out, self.kind)
         except BaseException as exc:  # (an OS error raised as the output's)
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -584,7 +574,7 @@ class Transaction:
         fault_point("staged")
         check_cancelled()  # the last moment a cancelled run keeps the previous output
         with _parent_locked(self.target.parent):
-            _check_target(self.out, self.target)  # files may have come meanwhile
+            _check_target(self.out, self.target, self.kind)  # files may have come
             (self.folder / STAGING_MARK).unlink()  # (a whole output: ours if left)
             self._previous = _swap_in(self.folder, self.target)
             self.folder, self.is_swapped = self.out, True
@@ -604,7 +594,7 @@ class Transaction:
         return self.out
 
 
-def _claim(out: Path, target: Path) -> tuple[Path, int]:
+def _claim(out: Path, target: Path, kind: OutputKind | None) -> tuple[Path, int]:
     """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
 
     All under the parent folder's lock, so that two commands never claim one
@@ -616,7 +606,7 @@ def _claim(out: Path, target: Path) -> tuple[Path, int]:
         try:
             if not os.path.lexists(target):
                 leftovers = _repair_interrupted_swap(target, leftovers)
-            _check_target(out, target)
+            _check_target(out, target, kind)
             folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
             folder.mkdir()
             try:
@@ -654,7 +644,7 @@ def _is_ours(folder: Path) -> bool:
         entries = sorted(entry.name for entry in folder.iterdir())
     except OSError:
         return False
-    return _unlisted(folder, entries) == ("", [])
+    return _unlisted(folder, entries)[:2] == ("", [])
 
 
 def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
