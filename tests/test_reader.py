@@ -239,8 +239,9 @@ def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
     _truncate(out / "health.parquet")
     with pytest.raises(
         InputError,
-        match=r"health.parquet: cannot read: Parquet magic bytes not found in footer\. "
-        r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
+        match=r"health.parquet: does not match the output's manifest.json \(size in "
+        r"bytes \d+, recorded \d+\): the file was changed or damaged after lbnorm "
+        r"wrote it\.\nHint: restore it",
     ):
         Output.open(out, "leaderboard")
 
