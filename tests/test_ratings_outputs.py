@@ -92,7 +92,7 @@ def test_each_reader_says_what_an_output_holds(outputs: Path) -> None:
     with pytest.raises(
         InputError,
         match=r"board: holds a leaderboard \(written by `lbnorm run`\), not pairwise "
-        r"ratings\.\nHint: write ratings with `lbnorm arena",
+        r"ratings; this reads ratings outputs\.\nHint: write ratings with `lbnorm arena",
     ):
         Output.open(outputs / "board", "ratings")
     assert Output.open(outputs / "new").manifest["kind"] == "ratings"

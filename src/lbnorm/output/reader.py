@@ -65,6 +65,22 @@ _MISSING = {
         "rerun `lbnorm run ... --out {out} --paired` on per-sample inputs",
     ),
 }
+#: What each kind of output holds (who writes it), and what to do with it instead.
+_HOLDS = {
+    "leaderboard": (
+        "a leaderboard (written by `lbnorm run`)",
+        "write ratings with `lbnorm arena BATTLES... --out DIR`",
+    ),
+    "ratings": (
+        "pairwise ratings (written by `lbnorm arena`)",
+        "`lbnorm show`, `query`, `diff` and `report` read ratings outputs; for a "
+        "leaderboard, write one with `lbnorm run [INPUT...] --out DIR`",
+    ),
+    "analysis": (
+        "the tables of `lbnorm diff`, `impact` or `health`",
+        "read those tables with pandas or DuckDB (docs/outputs.md)",
+    ),
+}
 _WRITE = {
     "leaderboard": "lbnorm run [INPUT...] --out {out}",
     "ratings": "lbnorm arena BATTLES... --out {out}",
@@ -387,26 +403,11 @@ class Output:
         return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
 
     def _refuse_kind(self, wanted: str, held: str | None) -> None:
-        noun = {"ratings": "pairwise ratings", "analysis": "analysis tables"}
-        if held == "ratings":
-            msg = (
-                f"{self.path}: holds pairwise ratings (written by `lbnorm arena`), not "
-                f"{noun.get(wanted, 'a leaderboard')}; this reads {wanted} outputs.\n"
-                "Hint: `lbnorm show`, `query`, `diff` and `report` read ratings "
-                "outputs; for a leaderboard, write one with `lbnorm run [INPUT...] --out DIR`."
-            )
-        elif held == "analysis":
-            msg = (
-                f"{self.path}: holds the tables of `lbnorm diff`, `impact` or `health`, not "
-                f"{noun.get(wanted, 'a leaderboard')}; this reads {wanted} outputs.\n"
-                "Hint: read those tables with pandas or DuckDB (docs/outputs.md)."
-            )
-        else:
-            msg = (
-                f"{self.path}: holds a leaderboard (written by `lbnorm run`), not "
-                f"{noun.get(wanted, wanted)}.\n"
-                "Hint: write ratings with `lbnorm arena BATTLES... --out DIR`."
-            )
+        holds, hint = _HOLDS[held or "leaderboard"]
+        noun = {"ratings": "pairwise ratings", "analysis": "analysis tables"}.get(
+            wanted, "a leaderboard"
+        )
+        msg = f"{self.path}: holds {holds}, not {noun}; this reads {wanted} outputs.\nHint: {hint}."
         raise InputError(msg)
 
     def _check_contract(self, name: str) -> None:
