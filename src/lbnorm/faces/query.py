@@ -59,7 +59,6 @@ from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
     import duckdb
-    import pandas as pd
     import pyarrow.dataset as ds
 
 __all__ = [
@@ -70,7 +69,6 @@ __all__ = [
     "OutputTable",
     "QueryFormat",
     "connect",
-    "describe_views",
     "format_result",
     "infer_format",
     "result_parts",
@@ -250,28 +248,6 @@ def _interruptible(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
             with contextlib.suppress(KeyboardInterrupt):
                 concurrent.futures.wait([running])
         raise
-
-
-def describe_views(
-    out: str | Path,
-    *,
-    metadata: str | Path | None = None,
-    attach: Mapping[str, str | Path] | None = None,
-) -> pd.DataFrame:
-    """List every view's columns: ``view``, ``column``, ``type`` and ``doc``.
-
-    The same table is the view ``columns`` in every query (``FROM columns``).
-
-    Raises:
-        LbnormError: DuckDB is not installed.
-        InputError: Not an output directory.
-    """
-    connection, _ = _connect(out, metadata=metadata, attach=attach)
-    try:
-        columns: pd.DataFrame = connection.sql("FROM columns").df()
-    finally:
-        connection.close()
-    return columns
 
 
 def infer_format(output: str | Path | None) -> QueryFormat:
