@@ -342,16 +342,6 @@ def test_dead_runs_leftovers_go_and_live_ones_stay(tmp_path: Path) -> None:
     assert (elsewhere / "keep.txt").read_text() == "kept"
 
 
-def test_the_lock_file_older_versions_left_is_tidied(tmp_path: Path) -> None:
-    (tmp_path / ".out.lock").write_bytes(b"")  # lbnorm 0.1 left one per output
-    (tmp_path / ".other.lock").write_bytes(b"")  # another output's: left alone
-    run([ONE], out=tmp_path / "out")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.lock", "out"]
-    (tmp_path / ".out.lock").write_text("not empty: not ours")
-    run([ONE], out=tmp_path / "out")
-    assert (tmp_path / ".out.lock").read_text() == "not empty: not ours"
-
-
 def test_runs_on_other_outputs_in_one_folder_do_not_refuse_each_other(
     tmp_path: Path,
 ) -> None:

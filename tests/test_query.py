@@ -407,9 +407,9 @@ def test_output_file_inside_an_output_is_refused(
     for target in (own_out / "leaderboard.parquet", own_out / "extra.csv"):
         assert main(["query", str(own_out), sql, "--output", str(target)]) == 2
         assert re.fullmatch(
-            r"lbnorm: error: --output \S+: inside the output directory \S+; a query "
-            r"result saved there would change the output.\nHint: save it elsewhere, "
-            r"e.g. --output result.csv.\n",
+            r"lbnorm: error: --output \S+: inside the lbnorm output folder \S+; a file "
+            r"written there would change the output, and the next run to it would "
+            r"refuse the folder.\nHint: write it elsewhere, e.g. beside the output folder.\n",
             capsys.readouterr().err,
         )
     assert _digests(tmp_path) == before
@@ -418,7 +418,7 @@ def test_output_file_inside_an_output_is_refused(
     other = tmp_path / "other-output"  # any lbnorm output, not only the one queried
     shutil.copytree(own_out, other)
     assert main(["query", str(own_out), sql, "--output", str(other / "r.csv")]) == 2
-    assert "inside the output directory" in capsys.readouterr().err
+    assert "inside the lbnorm output folder" in capsys.readouterr().err
     app = tmp_path / "web-app"  # a manifest.json that is not lbnorm's
     app.mkdir()
     (app / "manifest.json").write_text('{"name": "app"}')

@@ -77,8 +77,7 @@ def test_output_kind_tells_ratings_from_leaderboards(
         Output.open(old_style)
     with pytest.raises(
         InputError,
-        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm run .*` \(a "
-        r"leaderboard\) or `lbnorm arena",
+        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm arena BATTLES",
     ):
         Output.open(tmp_path, "ratings")
 
@@ -93,7 +92,7 @@ def test_each_reader_says_what_an_output_holds(outputs: Path) -> None:
     with pytest.raises(
         InputError,
         match=r"board: holds a leaderboard \(written by `lbnorm run`\), not pairwise "
-        r"ratings\.\nHint: write ratings with `lbnorm arena",
+        r"ratings; this reads ratings outputs\.\nHint: write ratings with `lbnorm arena",
     ):
         Output.open(outputs / "board", "ratings")
     assert Output.open(outputs / "new").manifest["kind"] == "ratings"

@@ -178,20 +178,34 @@ def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
         Output.open(tmp_path / "half")
 
 
-def test_an_output_written_before_format_versions_still_reads(
+def test_an_output_written_before_format_versions_is_refused_with_a_hint(
     good: Path, tmp_path: Path
 ) -> None:
+    """lbnorm had no release before output format 1: such a folder is rewritten, not read."""
     out = tmp_path / "out"
     shutil.copytree(good, out)
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["format"]
-    for entry in manifest["outputs"].values():  # nor sizes, nor an environment
-        del entry["bytes"]
-    del manifest["environment"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert Output.open(out).manifest["tool"] == "lbnorm"
-    assert Output.open(out, "leaderboard").path == out  # rows, columns, sha256 checked
-    assert Output.open(out).frame("leaderboard")["rank"].dtype == "Int64"
+    with pytest.raises(
+        InputError,
+        match=rf"{re.escape(str(out / 'manifest.json'))}: written by a development "
+        r"version of lbnorm before output format 1, which this one reads\.\n"
+        rf"Hint: re-run `lbnorm run \[INPUT\.\.\.\] --out {re.escape(str(out))}` to rewrite it\.",
+    ):
+        Output.open(out)
+
+
+def test_a_listed_file_that_is_missing_is_named(good: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    (out / "subtasks.parquet").unlink()
+    with pytest.raises(
+        InputError,
+        match=r"subtasks\.parquet: cannot read: No such file or directory\.\nHint: the "
+        r"output is damaged; rerun `lbnorm run` to rewrite the output\.",
+    ):
+        Output.open(out)
 
 
 def test_damaged_pages_behind_a_good_footer_are_named_when_read(
@@ -225,8 +239,9 @@ def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
     _truncate(out / "health.parquet")
     with pytest.raises(
         InputError,
-        match=r"health.parquet: cannot read: Parquet magic bytes not found in footer\. "
-        r"Either the file is corrupted or this is not a parquet file\.\nHint: the file",
+        match=r"health.parquet: does not match the output's manifest.json \(size in "
+        r"bytes \d+, recorded \d+\): the file was changed or damaged after lbnorm "
+        r"wrote it\.\nHint: restore it",
     ):
         Output.open(out, "leaderboard")
 

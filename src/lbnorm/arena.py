@@ -26,6 +26,7 @@ import pyarrow as pa
 from lbnorm._runtime import check_cancelled, entry_point
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
+from lbnorm.core.manifest import OutputKind
 from lbnorm.core.version import lbnorm_version
 from lbnorm.ratings.battles import Battles, read_battles
 from lbnorm.ratings.categories import (
@@ -51,7 +52,7 @@ from lbnorm.ratings.where import parse_where
 __all__ = ["ArenaOptions", "ArenaResult", "rate_battles"]
 
 #: What the manifest of a ratings output says it is.
-KIND = "ratings"
+KIND: OutputKind = "ratings"
 #: The reader's warnings about battle order: they matter to online Elo only.
 _ORDER_WARNINGS = frozenset({"no_tstamp", "null_tstamp", "unordered"})
 
@@ -232,9 +233,9 @@ def rate_battles(
     options = options or ArenaOptions()
     if out is not None:
         # before the work, not after
-        from lbnorm.output.transaction import check_output_kind
+        from lbnorm.output.transaction import check_target
 
-        check_output_kind(Path(out), KIND)
+        check_target(Path(out), KIND)
     fields = STYLE_FIELDS if options.rating.style_control else ()
     battles = read_battles(
         paths,

@@ -216,7 +216,7 @@ def convert(
     from lbnorm.output.writer import (
         check_scores_target,
         provenance_of,
-        write_scores_file,
+        write_table_file,
     )
 
     check_scores_target(out)  # before the work
@@ -230,9 +230,9 @@ def convert(
     scores = pa.concat_tables(
         [conform(batch.table, columns, source=batch.source) for batch in read.batches]
     )
-    write_scores_file(
-        scores, out, provenance=provenance_of(suite, options, read.catalog)
-    )
+    provenance = provenance_of(suite, options, read.catalog)
+    scores = scores.replace_schema_metadata(provenance)
+    write_table_file(scores, out, kind="scores", option="--out")
     return scores.num_rows, read.catalog.num_rows
 
 
@@ -244,10 +244,11 @@ def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
     """
     if options.failures is None:
         return error
-    from lbnorm.output.writer import write_failures  # the module writing files
+    from lbnorm.output.writer import write_table_file  # the module writing files
 
     n_rows = error.failure_table.num_rows
-    write_failures(error.failure_table, options.failures)
+    failures = error.failure_table
+    write_table_file(failures, options.failures, kind="failures", option="--failures")
     first, _, rest = str(error).partition("\n")
     first = first.split(" (the first ")[0].removesuffix(":")
     note = (

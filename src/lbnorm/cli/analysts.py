@@ -245,12 +245,8 @@ examples:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from lbnorm.faces.query import (
-        check_result_path,
-        infer_format,
-        result_parts,
-        run_query,
-    )
+    from lbnorm.faces.query import infer_format, result_parts, run_query
+    from lbnorm.output.transaction import check_file
 
     pairs = [_parse_attach(text) for text in args.attach]
     attach = dict(pairs)
@@ -268,7 +264,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.output is not None:
         check_parent(args.output)
-        check_result_path(args.output, [args.out, *attach.values()])
+        outs = (args.out, *attach.values())  # a result saved there changes the output
+        check_file(args.output, option="--output", is_ours=None, outs=outs)
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     table = run_query(args.out, sql, metadata=args.metadata, attach=attach)
     parts = result_parts(  # (JSON a slice of rows at a time)

@@ -68,7 +68,6 @@ __all__ = [
     "VIEWS",
     "OutputTable",
     "QueryFormat",
-    "check_result_path",
     "connect",
     "format_result",
     "infer_format",
@@ -249,34 +248,6 @@ def _interruptible(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
             with contextlib.suppress(KeyboardInterrupt):
                 concurrent.futures.wait([running])
         raise
-
-
-def check_result_path(output: str | Path, outs: Sequence[str | Path] = ()) -> None:
-    """Refuse to save a query result into an output directory.
-
-    An output directory holds what ``lbnorm run`` wrote and nothing else: a
-    result saved there would change it (and ``leaderboard.parquet`` is a name a
-    result could take).
-
-    Args:
-        output: Where the result would go (``--output FILE``).
-        outs: The output directories queried (``OUT`` and ``--attach``'s).
-
-    Raises:
-        OptionsError: `output` is inside one of `outs`, or inside any folder
-            holding an lbnorm ``manifest.json`` (one whose ``tool`` is lbnorm: a
-            web app's ``manifest.json`` is not).
-    """
-    from lbnorm.output.transaction import output_holding  # (no pandas, no Arrow)
-
-    folder = output_holding(output, tuple(outs))
-    if folder is not None:
-        msg = (
-            f"--output {output}: inside the output directory {folder}; a query "
-            "result saved there would change the output.\n"
-            "Hint: save it elsewhere, e.g. --output result.csv."
-        )
-        raise OptionsError(msg)
 
 
 def infer_format(output: str | Path | None) -> QueryFormat:

@@ -54,19 +54,6 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "ratings": ("ratings.parquet", "win_rates.parquet"),
     "analysis": (),
 }
-#: Tables of a fixed name, read even where an older manifest does not list them.
-_KNOWN = {
-    "leaderboard": (
-        "leaderboard",
-        "benchmarks",
-        "subtasks",
-        "intervals",
-        "health",
-        "paired",
-    ),
-    "ratings": ("ratings", "win_rates"),
-    "analysis": (),
-}
 #: Why a table a run may leave out is absent, and how to have it: (why, hint).
 _MISSING = {
     "subtasks.parquet": (
@@ -76,6 +63,22 @@ _MISSING = {
     "paired.parquet": (
         " (the run was not told --paired)",
         "rerun `lbnorm run ... --out {out} --paired` on per-sample inputs",
+    ),
+}
+#: What each kind of output holds (who writes it), and what to do with it instead.
+_HOLDS = {
+    "leaderboard": (
+        "a leaderboard (written by `lbnorm run`)",
+        "write ratings with `lbnorm arena BATTLES... --out DIR`",
+    ),
+    "ratings": (
+        "pairwise ratings (written by `lbnorm arena`)",
+        "`lbnorm show`, `query`, `diff` and `report` read ratings outputs; for a "
+        "leaderboard, write one with `lbnorm run [INPUT...] --out DIR`",
+    ),
+    "analysis": (
+        "the tables of `lbnorm diff`, `impact` or `health`",
+        "read those tables with pandas or DuckDB (docs/outputs.md)",
     ),
 }
 _WRITE = {
@@ -341,24 +344,14 @@ class Output:
         manifest, problem = read_manifest(self._folder)
         held = manifest_kind(manifest) if manifest is not None else None
         self.kind = kind or held or "leaderboard"
-        if self.kind == "leaderboard":
-            missing = [
-                n for n in (MANIFEST, *_REQUIRED[self.kind]) if not self._exists(n)
-            ]
-            if missing and held not in {None, "leaderboard"}:
+        tables = _REQUIRED["leaderboard"] if self.kind == "leaderboard" else ()
+        if missing := [n for n in (MANIFEST, *tables) if not self._exists(n)]:
+            if held not in {None, self.kind}:
                 self._refuse_kind(self.kind, held)
-            if missing:
-                msg = (
-                    f"{self.path}: not an lbnorm output directory (missing "
-                    f"{', '.join(missing)}).\nHint: write one with `lbnorm run [INPUT...] "
-                    f"--out {self.path}`."
-                )
-                raise InputError(msg)
-        elif problem == "is missing":
+            write = _WRITE.get(self.kind, _WRITE["leaderboard"]).format(out=self.path)
             msg = (
-                f"{self.path}: not an lbnorm output directory (missing manifest.json).\n"
-                "Hint: write one with `lbnorm run [INPUT...] --out DIR` (a leaderboard) "
-                "or `lbnorm arena BATTLES... --out DIR` (ratings)."
+                f"{self.path}: not an lbnorm output directory (missing "
+                f"{', '.join(missing)}).\nHint: write one with `{write}`."
             )
             raise InputError(msg)
         if manifest is None:
@@ -368,34 +361,31 @@ class Output:
             )
             raise InputError(msg)
         self.manifest = manifest
+        if manifest.get("format", 0) < 1:  # (checked to be an integer)
+            msg = (
+                f"{self.path / MANIFEST}: written by a development version of lbnorm "
+                "before output format 1, which this one reads.\nHint: re-run "
+                f"`{_WRITE.get(self.kind, _WRITE['leaderboard']).format(out=self.path)}` to rewrite it."
+            )
+            raise InputError(msg)
         if held != self.kind:
             self._refuse_kind(self.kind, held)
         if missing := [n for n in _REQUIRED[self.kind] if not self._exists(n)]:
             msg = f"{self.path}: a {self.kind} output without {', '.join(missing)}.\nHint: {self._rewrite}."
             raise InputError(msg)
-        names = [*manifest["outputs"], *(_file(n) for n in _KNOWN[self.kind])]
-        for name in dict.fromkeys(names):
+        for name in manifest["outputs"]:
             try:
                 self._files[name] = open_plain(self._folder, name)
-            except FileNotFoundError:
+            except OSError as exc:
                 if self._is_replaced():  # (its old folder is being removed)
                     raise _ReplacedError from None
-                continue  # listed but absent: a table the run left out
-            except OSError as exc:
                 reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
                 msg = f"{self.path / name}: cannot read: {reason}.\nHint: the output is damaged; {self._rewrite}."
                 raise InputError(msg) from exc
-        contracts = ("leaderboard", "benchmarks", "subtasks")
-        for name in contracts if self.kind == "leaderboard" else ():
-            if self.has(name):
+        for name in ("leaderboard", "benchmarks", "subtasks"):
+            if self.kind == "leaderboard" and self.has(name):
                 self._check_contract(name)
-        for name in self._files:
-            if (
-                name.endswith(".parquet")
-                and name.removesuffix(".parquet") not in contracts
-            ):
-                self.schema(name)  # every added table readable
-        self._compare(verify=verify)
+        self._compare(verify=verify)  # (every table's footer read)
 
     def _exists(self, name: str) -> bool:
         try:
@@ -413,26 +403,11 @@ class Output:
         return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
 
     def _refuse_kind(self, wanted: str, held: str | None) -> None:
-        noun = {"ratings": "pairwise ratings", "analysis": "analysis tables"}
-        if held == "ratings":
-            msg = (
-                f"{self.path}: holds pairwise ratings (written by `lbnorm arena`), not "
-                f"{noun.get(wanted, 'a leaderboard')}; this reads {wanted} outputs.\n"
-                "Hint: `lbnorm show`, `query`, `diff` and `report` read ratings "
-                "outputs; for a leaderboard, write one with `lbnorm run [INPUT...] --out DIR`."
-            )
-        elif held == "analysis":
-            msg = (
-                f"{self.path}: holds the tables of `lbnorm diff`, `impact` or `health`, not "
-                f"{noun.get(wanted, 'a leaderboard')}; this reads {wanted} outputs.\n"
-                "Hint: read those tables with pandas or DuckDB (docs/outputs.md)."
-            )
-        else:
-            msg = (
-                f"{self.path}: holds a leaderboard (written by `lbnorm run`), not "
-                f"{noun.get(wanted, wanted)}.\n"
-                "Hint: write ratings with `lbnorm arena BATTLES... --out DIR`."
-            )
+        holds, hint = _HOLDS[held or "leaderboard"]
+        noun = {"ratings": "pairwise ratings", "analysis": "analysis tables"}.get(
+            wanted, "a leaderboard"
+        )
+        msg = f"{self.path}: holds {holds}, not {noun}; this reads {wanted} outputs.\nHint: {hint}."
         raise InputError(msg)
 
     def _check_contract(self, name: str) -> None:
@@ -457,10 +432,7 @@ class Output:
             raise InputError(msg)
 
     def _compare(self, *, verify: bool) -> None:
-        """Raise if a listed file's size, footer (rows, columns) or sha256 is not the manifest's.
-
-        Keys a manifest does not record (older outputs have no ``bytes``) are not checked.
-        """
+        """Raise if a listed file's size, footer (rows, columns) or sha256 is not the manifest's."""
         for name, entry in sorted(self.manifest["outputs"].items()):
             descriptor = self._files.get(name)
             if not isinstance(entry, dict) or descriptor is None:
@@ -475,12 +447,12 @@ class Output:
                 self._same(name, "rows", footer.num_rows, entry.get("rows"))
                 columns = len(footer.schema.to_arrow_schema())
                 self._same(name, "columns", columns, entry.get("columns"))
-            if "sha256" in entry and (verify or info.st_size < HASH_ON_READ):
-                self._same(name, "sha256", _sha256(descriptor), entry["sha256"])
+            if verify or info.st_size < HASH_ON_READ:
+                self._same(name, "sha256", _sha256(descriptor), entry.get("sha256"))
         self._is_verified = self._is_verified or verify
 
     def _same(self, name: str, what: str, actual: object, recorded: object) -> None:
-        if recorded is None or actual == recorded:
+        if actual == recorded:
             return
         shown = (lambda value: str(value)[:16]) if what == "sha256" else str
         msg = (

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from lbnorm.core import arrow
 from lbnorm.core.errors import ExitCode, LbnormError, Terminated
 from lbnorm.engines.result import Result
+from lbnorm.output.transaction import first_few
 from lbnorm.readers import (
     cache_stats,
     describe_variant,
@@ -113,7 +114,8 @@ def build_run_report(
     if inputs["rejected"]:
         problems.append(
             f"{inputs['rejected']} input file(s) rejected"
-            + (f"; {len(lost):,} variant(s) lost: {_listed(lost)}" if lost else "")
+            + (f"; {len(lost):,} variant(s) lost: {first_few(lost)}" if lost else "")
+            + (" (see inputs.rejected_files)" if len(lost) > 5 else "")  # (more)
         )
     health_section, health_warnings, health_problems = _health_section(
         health, min_models
@@ -321,24 +323,6 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
 def _lost(files: list[dict[str, Any]]) -> list[str]:
     """The variants lost with rejected files, described, each once, in file order."""
     return list(dict.fromkeys(describe_variant(f) for f in files if f.get("lost")))
-
-
-#: Lost variants a problem line names; the rejected files list every one.
-_LOST_NAMED = 5
-
-
-def _listed(names: list[str]) -> str:
-    """`names` joined, the first few, then how many more.
-
-    Examples:
-        >>> _listed([f"m{n}" for n in range(7)])
-        'm0, m1, m2, m3, m4 and 2 more (see inputs.rejected_files)'
-    """
-    shown = ", ".join(names[:_LOST_NAMED])
-    more = len(names) - _LOST_NAMED
-    return shown + (
-        f" and {more:,} more (see inputs.rejected_files)" if more > 0 else ""
-    )
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:

@@ -1,28 +1,13 @@
 """The output transaction: the only place that puts files where a user will find them.
 
-A command claims its output folder (:class:`Transaction`): a hidden staging
-folder beside it, marked as lbnorm's (:data:`STAGING_MARK`, written first) and
-locked (``flock``) while the command lives. It fills that folder (Parquet tables
-in the one configuration lbnorm writes, hashed as their bytes go out:
-:class:`~lbnorm.output.tablefile.TableFile`) and commits once: the manifest is written and the folder
-swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux; elsewhere two renames,
-which the next run repairs), so a reader sees the previous output or the new
-one, never a mix. A single file (a report, an export, the parse cache's entries)
-is written to a temporary sibling and renamed over its target once
-(:func:`write_file`); a file staged with a transaction (a run report) is renamed
-right after its swap.
-
-What lbnorm replaces or removes, and what it leaves alone:
-
-* Only its own outputs: a folder whose ``manifest.json`` says ``"tool":
-  "lbnorm"`` in a format it knows and that holds nothing the manifest does not
-  list, and a file its writer's recognizer knows (``is_ours``). Anything else
-  is refused (:class:`~lbnorm.core.errors.OutputError`, exit 6) and left as it is.
-* Only its own leftovers: a staging name that nobody holds and that carries the
-  mark, or holds exactly an lbnorm output (what a swap set aside), or nothing.
-* One writer per output, refused at once: a command claiming an output whose
-  staging folder a live command holds fails (exit 6). The parent folder is
-  locked only for the instants of a claim and a swap.
+A command claims its output folder (:class:`Transaction`: a staging folder
+beside it, marked as lbnorm's and locked), fills it with tables hashed as they
+are written, and commits once: the manifest, then one swap, so a reader sees the
+previous output or the new one, never a mix. A single file goes through a
+temporary sibling and one rename (:func:`write_file`). lbnorm replaces only its
+own outputs and files (a foreign one is refused, exit 6) and removes only its
+own leftovers; one writer per output, the second refused at once.
+docs/reliability.md states each guarantee and ARCHITECTURE.md how they are met.
 
 Imports only :mod:`lbnorm.core`, :mod:`lbnorm._runtime` and
 :mod:`lbnorm.output.tablefile`: the parse cache (a reader) writes through it too.
@@ -73,11 +58,9 @@ __all__ = [
     "TableFile",
     "Transaction",
     "check_file",
-    "check_output_kind",
     "check_target",
     "first_few",
     "open_plain",
-    "output_holding",
     "read_manifest",
     "replaced_outputs",
     "write_file",
@@ -137,12 +120,13 @@ def read_manifest(
     keys the checks read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
-        data = _manifest_data(folder)
+        with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
+            data = _read_upto(handle, MANIFEST_LIMIT + 1)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
         return None, f"cannot be read ({_reason(exc)})"
-    if data is None:
+    if len(data) > MANIFEST_LIMIT:
         return None, "is too large to be lbnorm's"
     try:
         manifest: object = json.loads(data) if whole else manifest_head(data)
@@ -152,12 +136,6 @@ def read_manifest(
     if problem or not isinstance(manifest, dict):  # a problem unless a dict
         return None, problem or ""
     return manifest, ""
-
-
-def _manifest_data(folder: int) -> bytes | None:
-    with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns the descriptor)
-        data = _read_upto(handle, MANIFEST_LIMIT + 1)
-    return None if len(data) > MANIFEST_LIMIT else data
 
 
 def _read_upto(handle: BinaryIO, limit: int) -> bytes:
@@ -176,7 +154,7 @@ def _read_upto(handle: BinaryIO, limit: int) -> bytes:
 
 @contextlib.contextmanager
 def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
-    """A descriptor of `path` for the block: a folder itself (a link to it followed) unless `flags` say else."""
+    """A descriptor of `path` (by default a folder, a link to it followed) for the block."""
     descriptor = os.open(path, flags, 0o666)
     try:
         yield descriptor
@@ -206,38 +184,7 @@ def _reported(out: Path) -> Iterator[None]:
         raise output_error(out, exc) from exc
 
 
-def _names_lbnorm(folder: Path) -> bool:
-    """Whether `folder` holds a ``manifest.json`` saying ``"tool": "lbnorm"``."""
-    try:
-        with _opened(folder) as descriptor:
-            data = _manifest_data(descriptor)
-        head = manifest_head(data) if data is not None else None
-    except (OSError, ValueError, RecursionError):  # none, or not JSON
-        return False
-    return isinstance(head, dict) and head.get("tool") == "lbnorm"
-
-
 # --- what a folder or a file is, before it is replaced ----------------------------------------
-
-
-def check_output_kind(out: Path, kind: OutputKind | str) -> None:
-    """Refuse to replace an output of another kind (a leaderboard with ratings, or back).
-
-    Raises:
-        OutputError: `out` holds an lbnorm output of another kind.
-    """
-    manifest, _ = _manifest_at(Path(out))  # none: the target checks say what is wrong
-    if manifest is None or (held := manifest_kind(manifest)) == kind:
-        return
-    maker = {"leaderboard": "run", "ratings": "arena"}.get(
-        held, "diff, impact or health"
-    )
-    msg = (
-        f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
-        "output will not replace it.\nHint: choose another --out, or remove the "
-        "directory first if it is no longer needed."
-    )
-    raise OutputError(msg)
 
 
 def _a(word: str) -> str:
@@ -307,17 +254,17 @@ def _tag(path: Path) -> str:
     return "lbnorm-" + hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]
 
 
-def check_target(out: Path) -> None:
+def check_target(out: Path, kind: OutputKind | None = None) -> None:
     """Refuse `out` now, before a command's work, if the transaction would refuse it.
 
     Raises:
-        OutputError: `out` is not absent, empty or wholly an lbnorm output, or
-            it is read-only.
+        OutputError: `out` is not absent, empty or wholly an lbnorm output, it
+            holds an output of another `kind` (None: any), or it is read-only.
     """
-    _check_target(out, resolve_target(out))
+    _check_target(out, resolve_target(out), kind)
 
 
-def _check_target(out: Path, target: Path) -> None:
+def _check_target(out: Path, target: Path, kind: OutputKind | None) -> None:
     with _reported(out):
         try:
             info = os.lstat(target)
@@ -327,13 +274,23 @@ def _check_target(out: Path, target: Path) -> None:
             msg = f"{out}: exists and is not a folder.\nHint: choose another --out."
             raise OutputError(msg)
         entries = sorted(entry.name for entry in target.iterdir())
-    problem, unknown = _unlisted(target, entries)
+    problem, unknown, held = _unlisted(target, entries)
     if problem:
         msg = (
             f"{out}: not an lbnorm output ({problem}) and not empty: it holds "
             f"{_listing(target, entries)}; lbnorm replaces its own output folders "
             "whole and deletes nothing it did not write.\n"
             "Hint: choose an empty or new --out folder."
+        )
+        raise OutputError(msg)
+    if kind is not None and held is not None and held != kind:
+        maker = {"leaderboard": "run", "ratings": "arena"}.get(
+            held, "diff, impact or health"
+        )
+        msg = (
+            f"{out}: holds {_a(held)} output (written by `lbnorm {maker}`); {_a(kind)} "
+            "output will not replace it.\nHint: choose another --out, or remove the "
+            "directory first if it is no longer needed."
         )
         raise OutputError(msg)
     if unknown:
@@ -353,21 +310,24 @@ def _check_target(out: Path, target: Path) -> None:
         raise OutputError(msg)
 
 
-def _unlisted(folder: Path, entries: list[str]) -> tuple[str, list[str]]:
-    """Why a non-empty `folder` is not an lbnorm output ("": it is), and what its manifest lacks."""
+def _unlisted(
+    folder: Path, entries: list[str]
+) -> tuple[str, list[str], OutputKind | None]:
+    """Why a non-empty `folder` is not an lbnorm output ("": it is), what its manifest lacks, its kind."""
     if not entries:
-        return "", []
+        return "", [], None
     if MANIFEST not in entries:
-        return f"no {MANIFEST}", []
+        return f"no {MANIFEST}", [], None
     manifest, problem = _manifest_at(folder)
     if manifest is None:
-        return f"its {MANIFEST} {problem}", []
+        return f"its {MANIFEST} {problem}", [], None
     listed = {*manifest["outputs"], MANIFEST}
-    return "", [
+    unknown = [
         name
         for name in entries
         if name not in listed or not stat.S_ISREG(os.lstat(folder / name).st_mode)
     ]
+    return "", unknown, manifest_kind(manifest)
 
 
 def _listing(folder: Path, names: list[str]) -> str:
@@ -388,22 +348,8 @@ def first_few(names: list[str]) -> str:
         >>> first_few(["a", "b", "c", "d", "e", "f", "g"])
         'a, b, c, d, e and 2 more'
     """
-    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    more = f" and {len(names) - _SHOWN:,} more" if len(names) > _SHOWN else ""
     return ", ".join(names[:_SHOWN]) + more
-
-
-def output_holding(path: Path | str, outs: tuple[Path | str, ...] = ()) -> Path | None:
-    """The lbnorm output folder a file at `path` would land in (None: none).
-
-    A folder counts when it is one of `outs` (which may not exist yet) or holds
-    a ``manifest.json`` whose ``tool`` is lbnorm; links are resolved.
-    """
-    parent = Path(path).resolve().parent
-    named = {Path(out).resolve() for out in outs}
-    for folder in (parent, *parent.parents):
-        if folder in named or _names_lbnorm(folder):
-            return folder
-    return None
 
 
 def check_file(
@@ -424,8 +370,11 @@ def check_file(
         OutputError: `path` exists and is not a regular file, or `is_ours` does
             not recognize it; it is left as it is (exit 6).
     """
-    folder = output_holding(path, outs)
-    if folder is not None:
+    parent = Path(path).resolve().parent
+    named = {Path(out).resolve() for out in outs}
+    for folder in (parent, *parent.parents):
+        if folder not in named and _manifest_at(folder)[0] is None:
+            continue
         msg = (
             f"{option} {path}: inside the lbnorm output folder {folder}; a file "
             "written there would change the output, and the next run to it would "
@@ -500,11 +449,9 @@ class Transaction:
         try:
             self.target = resolve_target(self.out)
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.folder, self._lock = _claim(self.out, self.target)
+            self.folder, self._lock = _claim(self.out, self.target, self.kind)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
-            if self.kind is not None:  # (under the claim: no other writer swaps now)
-                check_output_kind(self.out, self.kind)
         except BaseException as exc:  # (an OS error raised as the output's)
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -627,7 +574,7 @@ class Transaction:
         fault_point("staged")
         check_cancelled()  # the last moment a cancelled run keeps the previous output
         with _parent_locked(self.target.parent):
-            _check_target(self.out, self.target)  # files may have come meanwhile
+            _check_target(self.out, self.target, self.kind)  # files may have come
             (self.folder / STAGING_MARK).unlink()  # (a whole output: ours if left)
             self._previous = _swap_in(self.folder, self.target)
             self.folder, self.is_swapped = self.out, True
@@ -647,7 +594,7 @@ class Transaction:
         return self.out
 
 
-def _claim(out: Path, target: Path) -> tuple[Path, int]:
+def _claim(out: Path, target: Path, kind: OutputKind | None) -> tuple[Path, int]:
     """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
 
     All under the parent folder's lock, so that two commands never claim one
@@ -659,7 +606,7 @@ def _claim(out: Path, target: Path) -> tuple[Path, int]:
         try:
             if not os.path.lexists(target):
                 leftovers = _repair_interrupted_swap(target, leftovers)
-            _check_target(out, target)
+            _check_target(out, target, kind)
             folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
             folder.mkdir()
             try:
@@ -672,23 +619,7 @@ def _claim(out: Path, target: Path) -> tuple[Path, int]:
             _release(leftovers)
             raise
     _release(leftovers, remove=True)
-    _unlink_unheld(parent / f".{target.name}.lock", _is_old_lock_file)
     return folder, lock
-
-
-def _is_old_lock_file(descriptor: int) -> bool:
-    """Whether a file is the empty lock file lbnorm 0.1 left beside every output."""
-    info = os.fstat(descriptor)
-    return stat.S_ISREG(info.st_mode) and info.st_size == 0
-
-
-def _unlink_unheld(path: Path, is_ours: Callable[[int], bool]) -> None:
-    """Unlink `path` if no live writer holds its lock and `is_ours` knows it (open)."""
-    # (an OS error: none there, a name too long, held by a live writer, no locks here, not a file)
-    with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if is_ours(descriptor):
-            path.unlink()
 
 
 def _lock_folder(folder: Path) -> int:
@@ -713,7 +644,7 @@ def _is_ours(folder: Path) -> bool:
         entries = sorted(entry.name for entry in folder.iterdir())
     except OSError:
         return False
-    return _unlisted(folder, entries) == ("", [])
+    return _unlisted(folder, entries)[:2] == ("", [])
 
 
 def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
@@ -955,7 +886,11 @@ def _fill(
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
     """Unlink temporaries of this file that no live writer holds and that `is_ours` knows."""
     for path in _siblings(folder, tag, "tmp"):
-        _unlink_unheld(path, lambda file: is_ours(*_ends(file)))
+        # (an OS error: gone, held by a live writer, no locks here, not a file)
+        with contextlib.suppress(OSError), _opened(path, _READ) as descriptor:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if is_ours(*_ends(descriptor)):
+                path.unlink()
 
 
 def _sync(path: Path) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "pandas_metadata",
     "provenance_of",
     "write_job",
+    "write_table_file",
     "write_tables",
 ]
 
@@ -478,45 +479,6 @@ def _arrow(table: pd.DataFrame | pa.Table) -> pa.Table:
     return converted.cast(pa.schema(fields))
 
 
-def write_failures(failures: pa.Table, path: str | Path) -> None:
-    """Write a run's validation failures to a CSV or Parquet file, atomically.
-
-    The format is the file's suffix's (``.csv``; ``.parquet`` or ``.pq``);
-    the file is replaced whole (written beside it, then renamed), and an
-    existing file lbnorm did not write is refused, as for ``--report``.
-
-    Args:
-        failures: The failure rows (:attr:`lbnorm.core.errors.ValidationError.failure_table`).
-        path: The file.
-
-    Raises:
-        OutputError: The file cannot be written, or is not one lbnorm wrote.
-    """
-    _write_table_file(failures, Path(path), kind="failures", option="--failures")
-
-
-def write_scores_file(
-    scores: pa.Table, path: str | Path, *, provenance: dict[str, str]
-) -> None:
-    """Write scores in the long contract to one Parquet file, atomically (``lbnorm convert``).
-
-    What the Dask engine reads (Parquet only): one row per variant and
-    subtask, the :data:`~lbnorm.core.schemas.SCORES` columns.
-
-    Args:
-        scores: The rows.
-        path: The ``.parquet`` file; one lbnorm did not write is refused.
-        provenance: Key-value metadata for the file (the suite, the inputs).
-
-    Raises:
-        OptionsError: Not a ``.parquet`` file, or inside an output folder.
-        OutputError: The file cannot be written, or is not one lbnorm wrote.
-    """
-    check_scores_target(path)
-    marked = scores.replace_schema_metadata(provenance)
-    _write_table_file(marked, Path(path), kind="scores", option="--out")
-
-
 def check_scores_target(path: str | Path) -> None:
     """Check ``lbnorm convert --out FILE`` before any work.
 
@@ -533,8 +495,28 @@ def check_scores_target(path: str | Path) -> None:
     check_file(path, option="--out", is_ours=is_table_file("scores"))
 
 
-def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) -> None:
-    """A table as one CSV or Parquet file (by suffix), marked as lbnorm's `kind`."""
+def write_table_file(
+    table: pa.Table, path: str | Path, *, kind: str, option: str
+) -> None:
+    """Write a table to one CSV or Parquet file (by suffix), atomically, marked as lbnorm's `kind`.
+
+    A run's validation failures (``failures``: ``--failures FILE``) or the long
+    scores ``lbnorm convert`` writes for the Dask engine (``scores``: Parquet,
+    :func:`check_scores_target` before the work). The file is replaced whole
+    (written beside it, then renamed), and an existing file lbnorm did not
+    write (:func:`is_table_file`) is refused.
+
+    Args:
+        table: The rows (a Parquet file keeps its schema's metadata).
+        path: The file; ``.csv``, else Parquet (pyarrow's defaults, zstd).
+        kind: What the file holds: ``failures`` or ``scores``.
+        option: The option that named the file, for messages.
+
+    Raises:
+        OptionsError: The file is inside an lbnorm output folder.
+        OutputError: The file cannot be written, or is not one lbnorm wrote.
+    """
+    target = Path(path)
     content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
         import io
@@ -544,7 +526,7 @@ def _write_table_file(table: pa.Table, target: Path, *, kind: str, option: str) 
         sink = io.BytesIO()
         pacsv.write_csv(table, sink)
         content = sink.getvalue()
-    else:  # (pyarrow's defaults, zstd)
+    else:
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
     write_file(target, content, option=option, is_ours=is_table_file(kind))
