@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -32,6 +33,15 @@ from lbnorm.cli import build_parser
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "lbnorm"
 
 # --- the module graph (vendored from shared/tools/import_cycles.py) ----------------------
+
+
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    """`source`'s syntax tree, parsed once for the three checks that walk every module.
+
+    The trees are only read, never changed.
+    """
+    return ast.parse(source)
 
 
 def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
@@ -58,7 +68,7 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         base = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parsed(path.read_text(encoding="utf-8"))):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -405,7 +415,7 @@ _PROCESS_MODULES = ("multiprocessing", "subprocess")
 
 def runtime_uses(source: str) -> list[str]:
     """Where `source` starts threads or processes or sets signal handlers (line: what)."""
-    nodes = list(ast.walk(ast.parse(source)))  # walked once, read four times
+    nodes = list(ast.walk(_parsed(source)))  # walked once, read four times
     typing_only = {
         id(inner)
         for node in nodes
@@ -650,7 +660,7 @@ _ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb"}
 
 def environment_reads(source: str) -> list[str]:
     """Where `source` reaches the process environment through :mod:`os` (line: what)."""
-    tree = ast.parse(source)
+    tree = _parsed(source)
     modules = {  # what stands for os: ``import os as o`` makes ``o`` os
         alias.asname or alias.name
         for node in ast.walk(tree)
