@@ -619,15 +619,19 @@ def at_start(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     """
     report, _ = _probe("--import", "sys", cwd=tmp_path_factory.mktemp("start"))
     assert report["code"] == 0
-    return set(report["modules"])  # type: ignore[call-overload]
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    return set(modules)
 
 
 def _loaded(
     names: Sequence[str], report: dict[str, object], at_start: set[str]
 ) -> list[str]:
     """Which of `names` a probed command loaded (:data:`_PROBE`'s report)."""
-    modules = set(report["modules"])  # type: ignore[call-overload]
-    return [name for name in names if name in modules and name not in at_start]
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    loaded = set(modules)
+    return [name for name in names if name in loaded and name not in at_start]
 
 
 def test_a_run_on_a_table_loads_no_results_parser(
