@@ -151,7 +151,9 @@ class ParquetScores:
             group.column(i).path_in_schema: group.column(i)
             for i in range(group.num_columns)
         }
-        named = [name for name in self._columns if name in _TEXT and name in chunks]
+        named = [
+            name for name in self._columns if name in TEXT_COLUMNS and name in chunks
+        ]
         return tuple(
             name for name in named if name in self._strings and _is_plain(chunks[name])
         ), tuple(
