@@ -7,13 +7,26 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+settings.register_profile("quick", max_examples=10, deadline=None)
 settings.register_profile("dev", max_examples=25, deadline=None)
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
-)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The property tests' example count: fewer in the quick run, every one in the full suite.
+
+    The quick run (``-m "not slow"``, the default) draws 10 examples per property;
+    the full suite (``-m ""``, what ``.ci/run`` runs) draws 25, or 200 with ``CI``
+    set. ``HYPOTHESIS_PROFILE=quick|dev|ci`` chooses outright.
+    """
+    full = "ci" if os.environ.get("CI") else "dev"
+    quick = config.getoption("markexpr", "") == "not slow"
+    settings.load_profile(
+        os.environ.get("HYPOTHESIS_PROFILE", "quick" if quick else full)
+    )
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent

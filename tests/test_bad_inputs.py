@@ -8,6 +8,7 @@ case says what lbnorm did with it, and a check below verifies that.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -16,8 +17,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,10 +158,16 @@ def test_missing_input_path(
     "path",
     [
         "results/truncated.json",
-        "tables/score_text.csv",
         "tables/deep_nesting_first_line.jsonl",  # once a SIGSEGV in Arrow's parser
-        "trees/no_results",
-        "suites/bound_one.toml",
+        # (quick siblings: test_bad_input_fails_cleanly, the same cases in-process)
+        *(
+            pytest.param(path, marks=pytest.mark.slow)
+            for path in (
+                "tables/score_text.csv",
+                "trees/no_results",
+                "suites/bound_one.toml",
+            )
+        ),
     ],
 )
 def test_real_process_exit_code_and_no_traceback(
@@ -442,41 +451,102 @@ def _special_files(tmp_path: Path) -> dict[str, Path]:
     return {"fifo": fifo, "fifo_csv": fifo_csv, "zero_csv": zero_csv}
 
 
+SPECIAL_OPTION_VALUES = [
+    (["run", "--suite", "{fifo}"], 3, "a FIFO"),
+    (["run", "--suite", "/dev/zero"], 3, "a character device"),
+    (["run", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
+    (["run", "--metadata", "{zero_csv}"], 4, "a character device"),
+    (["health", "--config", "{fifo}"], 4, "a FIFO"),
+    (["suites", "show", "{fifo}"], 3, "a FIFO"),
+    (["impact", "--suite", "openllm-v2", "--suite", "{fifo}"], 3, "a FIFO"),
+    (["query", "{out}", "SELECT 1", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
+]
+
+
+def _special_argv(tmp_path: Path, previous_output: Path, argv: list[str]) -> list[str]:
+    names = {**_special_files(tmp_path), "out": previous_output}
+    args = [arg.format(**names) for arg in argv]
+    return [*args, "--out", str(tmp_path / "out")] if args[0] == "run" else args
+
+
+def _refused_at_once(code: int, what: str, expected: int, stderr: str) -> None:
+    assert code == expected, stderr
+    assert stderr.startswith("lbnorm: error:"), stderr
+    assert f"is {what}" in stderr
+    assert "not a regular file" in stderr
+    assert "Hint:" in stderr
+    assert "Traceback" not in stderr
+
+
+@contextmanager
+def _fifos_unblocked_after(seconds: float, folder: Path) -> Iterator[None]:
+    """Should a reader be stuck opening a FIFO of `folder`, let it through (to EOF).
+
+    A hang guard for the in-process test, as a subprocess's ``timeout`` is for a
+    process: a read that waits for a writer ends, and the test fails on its
+    message instead of blocking the suite. No time is asserted.
+    """
+
+    def unblock() -> None:
+        for path in folder.iterdir():
+            if path.is_fifo():
+                with contextlib.suppress(OSError):  # ENXIO: nobody reads it
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(seconds, unblock)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+@pytest.mark.parametrize(("argv", "code", "what"), SPECIAL_OPTION_VALUES)
+def test_special_files_as_option_values_are_refused_without_waiting(
+    tmp_path: Path,
+    previous_output: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    what: str,
+) -> None:
+    """A FIFO would block for ever and /dev/zero never end: both refused at once."""
+    args = _special_argv(tmp_path, previous_output, argv)
+    with _fifos_unblocked_after(60, tmp_path):
+        done = main(args)
+    _refused_at_once(done, what, code, capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 @pytest.mark.parametrize(
     ("argv", "code", "what"),
     [
-        (["run", "--suite", "{fifo}"], 3, "a FIFO"),
-        (["run", "--suite", "/dev/zero"], 3, "a character device"),
-        (["run", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
-        (["run", "--metadata", "{zero_csv}"], 4, "a character device"),
-        (["health", "--config", "{fifo}"], 4, "a FIFO"),
-        (["suites", "show", "{fifo}"], 3, "a FIFO"),
-        (["impact", "--suite", "openllm-v2", "--suite", "{fifo}"], 3, "a FIFO"),
-        (["query", "{out}", "SELECT 1", "--metadata", "{fifo_csv}"], 4, "a FIFO"),
+        *SPECIAL_OPTION_VALUES[:2],
+        # (quick sibling: the same, in-process, above)
+        *(
+            pytest.param(*case, marks=pytest.mark.slow)
+            for case in SPECIAL_OPTION_VALUES[2:]
+        ),
     ],
 )
-def test_special_files_as_option_values_are_refused_without_waiting(
+def test_special_files_as_option_values_are_refused_by_the_real_process(
     tmp_path: Path, previous_output: Path, argv: list[str], code: int, what: str
 ) -> None:
-    """A FIFO would block for ever and /dev/zero never end: both refused at once."""
-    names = {**_special_files(tmp_path), "out": previous_output}
-    args = [arg.format(**names) for arg in argv]
-    if args[0] == "run":
-        args += ["--out", str(tmp_path / "out")]
     done = subprocess.run(
-        [sys.executable, "-m", "lbnorm", *args],
+        [
+            sys.executable,
+            "-m",
+            "lbnorm",
+            *_special_argv(tmp_path, previous_output, argv),
+        ],
         capture_output=True,
         text=True,
         timeout=120,  # (a hang fails here instead of blocking the suite)
         check=False,
     )
-    assert done.returncode == code, done.stderr
-    assert done.stderr.startswith("lbnorm: error:"), done.stderr
-    assert f"is {what}" in done.stderr
-    assert "not a regular file" in done.stderr
-    assert "Hint:" in done.stderr
-    assert "Traceback" not in done.stderr
+    _refused_at_once(done.returncode, what, code, done.stderr)
     assert not (tmp_path / "out").exists()
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import io
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -186,72 +188,98 @@ def test_an_os_error_elsewhere_is_not_taken_for_standard_output(
     assert capfd.readouterr().err == ""
 
 
+#: The process-wide settings a command's own process makes, unless the user made them.
+_SETTINGS = ("OPENBLAS_NUM_THREADS", "ARROW_DEFAULT_MEMORY_POOL")
+#: What a command's process had at its exit: both settings, the allocator the run's
+#: buffers came from, whether glibc may keep freed memory.
+_AT_EXIT = (
+    "import pyarrow as pa\n"
+    "from lbnorm import _runtime\n"
+    "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n"
+    "print(pa.default_memory_pool().backend_name)\n"
+    "print(_runtime._is_allowed)\n"
+)
+
+
+def _users_values() -> dict[str, str]:
+    """The user's own settings: three OpenBLAS threads, jemalloc where this pyarrow has it."""
+    arrow = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    has_jemalloc = "jemalloc" in pa.supported_memory_backends()
+    return {"OPENBLAS_NUM_THREADS": "3", **(arrow if has_jemalloc else {})}
+
+
+@pytest.fixture(scope="module")
+def console_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str, bool], list[str]]:
+    """`lbnorm run` on the demo as the console command, after the code `before`,
+    with the user's own settings or none: the lines :data:`_AT_EXIT` printed.
+
+    Each distinct run is made once: the tests below read one run's several lines.
+    """
+
+    @functools.cache
+    def run(before: str, users: bool) -> tuple[str, ...]:
+        script = (
+            "import atexit, os, sys\n"
+            f"{before}"
+            "def report():\n"
+            + "".join(f"    {line}\n" for line in _AT_EXIT.splitlines())
+            + "atexit.register(report)\n"
+            "from lbnorm.cli import console_main\n"
+            "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
+            "console_main()\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k not in _SETTINGS}
+        env.update(_users_values() if users else {})
+        folder = tmp_path_factory.mktemp("console")
+        done = _python(script, folder, env=env)
+        assert done.returncode == 0, done.stderr
+        assert (folder / "out" / "leaderboard.parquet").is_file()
+        return tuple(done.stdout.splitlines())
+
+    return lambda before, users: list(run(before, users))
+
+
 @pytest.mark.parametrize(
-    ("before", "user_value", "expected"),
+    ("before", "users", "expected"),
     [
-        ("", None, "1"),  # a command's own process: one OpenBLAS thread
-        ("", "3", "3"),  # the user's own setting is kept
-        ("import numpy\n", None, None),  # numpy loaded already: too late, untouched
+        ("", False, "1"),  # a command's own process: one OpenBLAS thread
+        ("", True, "3"),  # the user's own setting is kept
+        ("import numpy\n", False, None),  # numpy loaded already: too late, untouched
     ],
 )
 def test_a_command_keeps_openblas_to_one_thread_unless_told_otherwise(
-    tmp_path: Path, before: str, user_value: str | None, expected: str | None
+    console_run: Callable[[str, bool], list[str]],
+    before: str,
+    users: bool,
+    expected: str | None,
 ) -> None:
-    report = "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
-    printed = _run_reporting(
-        tmp_path, "OPENBLAS_NUM_THREADS", user_value, before=before, report=report
-    )
-    assert printed == [str(expected)]
+    assert console_run(before, users)[0] == str(expected)
 
 
 @pytest.mark.parametrize(
-    ("before", "user_value", "expected"),
+    ("before", "users", "expected"),
     [
-        ("", None, "system"),  # a command's own process: the system allocator
-        ("", "jemalloc", "jemalloc"),  # the user's own choice is kept
-        ("import pyarrow\n", None, None),  # pyarrow loaded already: untouched
+        ("", False, "system"),  # a command's own process: the system allocator
+        ("", True, "jemalloc"),  # the user's own choice is kept
+        ("import numpy\n", False, "system"),  # numpy alone loaded already: still set
+        ("import pyarrow\n", False, None),  # pyarrow loaded already: untouched
     ],
 )
 def test_a_command_has_arrow_allocate_with_the_system_allocator_unless_told_otherwise(
-    tmp_path: Path, before: str, user_value: str | None, expected: str | None
+    console_run: Callable[[str, bool], list[str]],
+    before: str,
+    users: bool,
+    expected: str | None,
 ) -> None:
-    if user_value is not None and user_value not in pa.supported_memory_backends():
-        pytest.skip(f"this pyarrow has no {user_value} allocator")
-    report = (
-        "import pyarrow as pa\n"
-        "print(os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n"
-        "print(pa.default_memory_pool().backend_name)\n"
-    )
-    variable, backend = _run_reporting(
-        tmp_path, "ARROW_DEFAULT_MEMORY_POOL", user_value, before=before, report=report
-    )
+    if users and "ARROW_DEFAULT_MEMORY_POOL" not in _users_values():
+        pytest.skip("this pyarrow has no jemalloc allocator")
+    _, variable, backend, _ = console_run(before, users)
     assert variable == str(expected)
     if expected is not None:  # the allocator the run's buffers came from
         assert backend == expected
-
-
-def _run_reporting(
-    tmp_path: Path, variable: str, user_value: str | None, *, before: str, report: str
-) -> list[str]:
-    """`lbnorm run` on the demo as the console command, `variable` set to `user_value`
-    (None: unset), after the code `before`; the lines `report` prints at exit."""
-    script = (
-        "import atexit, os, sys\n"
-        f"{before}"
-        "def report():\n"
-        + "".join(f"    {line}\n" for line in report.splitlines())
-        + "atexit.register(report)\n"
-        "from lbnorm.cli import console_main\n"
-        "sys.argv = ['lbnorm', 'run', '--out', 'out', '--quiet']\n"
-        "console_main()\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != variable}
-    if user_value is not None:
-        env[variable] = user_value
-    done = _python(script, tmp_path, env=env)
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
-    return done.stdout.splitlines()
 
 
 #: Runs ``main(["run", ...])`` as a library call would, and prints what the
@@ -296,16 +324,11 @@ def test_main_from_python_leaves_the_process_as_it_found_it(
     assert (tmp_path / "out" / "leaderboard.parquet").is_file()
 
 
-def test_the_console_command_keeps_freed_memory(tmp_path: Path) -> None:
+def test_the_console_command_keeps_freed_memory(
+    console_run: Callable[[str, bool], list[str]],
+) -> None:
     """The command's own process: glibc may keep freed memory, as a run asks."""
-    printed = _run_reporting(
-        tmp_path,
-        "OPENBLAS_NUM_THREADS",
-        None,
-        before="from lbnorm import _runtime\n",
-        report="print(_runtime._is_allowed)\n",
-    )
-    assert printed == ["True"]
+    assert console_run("", False)[3] == "True"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")

@@ -289,14 +289,15 @@ def test_a_missing_path_says_so(tmp_path: Path) -> None:
 # --- results files: size cap and huge integers -----------------------------------
 
 
-def test_a_results_file_over_the_cap_is_refused_before_reading(tmp_path: Path) -> None:
+def test_a_results_file_over_the_cap_is_refused_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tree = _tree(tmp_path / "tree")
     huge = tree / "Amu" / "t1-3B" / "results_2025-04-01T00-00-00.000000.json"
     with huge.open("wb") as handle:  # sparse: no disk, no memory
         handle.truncate(MAX_RESULTS_BYTES + 1)
-    done = _run_cli(str(tree), "--out", str(tmp_path / "out"))
-    assert done.returncode == 4
-    assert done.stderr == (
+    assert main(["run", str(tree), "--out", str(tmp_path / "out"), "--quiet"]) == 4
+    assert capsys.readouterr().err == (
         f"lbnorm: error: {huge}: {MAX_RESULTS_BYTES + 1:,} bytes is over the "
         f"{MAX_RESULTS_BYTES:,}-byte (512 MiB) limit for one results file; real "
         "results files are about 130 KB.\nHint: check that this is a complete, "

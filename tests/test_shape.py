@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -32,6 +33,15 @@ from lbnorm.cli import build_parser
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "lbnorm"
 
 # --- the module graph (vendored from shared/tools/import_cycles.py) ----------------------
+
+
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    """`source`'s syntax tree, parsed once for the three checks that walk every module.
+
+    The trees are only read, never changed.
+    """
+    return ast.parse(source)
 
 
 def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
@@ -58,7 +68,7 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         base = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parsed(path.read_text(encoding="utf-8"))):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -289,15 +299,19 @@ def test_the_layer_check_finds_an_indirect_arrow_up() -> None:
 # --- pandas only at the faces: fresh processes -----------------------------------------
 
 #: Runs ``python -m lbnorm ARGS`` (or imports a module) in this process, then
-#: reports the pandas modules loaded and where lbnorm first asked for pandas, as
-#: JSON on the last line of stderr (from an atexit handler: the command line ends
-#: its process itself, after running them); the exit code is the process's.
+#: reports the pandas modules loaded, where lbnorm first asked for pandas and every
+#: module loaded, as JSON on the last line of stderr (from an atexit handler: the
+#: command line ends its process itself, after running them); the exit code is
+#: the process's. ``--helps JSON`` runs ``lbnorm.cli.main([*COMMAND, "--help"])``
+#: for each command of the JSON list in turn and prints, after each, its first
+#: line of help and the pandas modules loaded so far, as JSON on stdout (pandas
+#: once loaded stays: the first command after which it is there loaded it).
 _PROBE = """
-import atexit, importlib.abc, json, runpy, sys, traceback
+import atexit, json, runpy, sys, traceback
 
 where = []
 
-class _Watch(importlib.abc.MetaPathFinder):
+class _Watch:  # a meta path finder (importlib.abc would load importlib.resources)
     def find_spec(self, name, path=None, target=None):
         if name == "pandas" and not where:
             where.extend(
@@ -312,11 +326,25 @@ sys.meta_path.insert(0, _Watch())
 def _report():  # an atexit handler: lbnorm's command line ends its process itself
     sys.stdout.flush()
     loaded = sorted(m for m in sys.modules if m.split(".")[0] == "pandas")
-    print("\\n" + json.dumps({"pandas": loaded[:3], "where": where}), file=sys.stderr)
+    report = {"pandas": loaded[:3], "where": where, "modules": sorted(sys.modules)}
+    print("\\n" + json.dumps(report), file=sys.stderr)
 
 atexit.register(_report)
 if sys.argv[1] == "--import":
     __import__(sys.argv[2])
+elif sys.argv[1] == "--helps":
+    import contextlib, io
+    from lbnorm.cli import main
+
+    helps = []
+    for command in json.loads(sys.argv[2]):
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            code = main([*command, "--help"])
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] == "pandas")
+        usage = text.getvalue().partition("\\n")[0]
+        helps.append({"code": code, "usage": usage, "pandas": loaded[:3], "where": where})
+    print(json.dumps(helps))
 else:
     sys.argv = ["lbnorm", *sys.argv[1:]]
     runpy.run_module("lbnorm", run_name="__main__", alter_sys=True)
@@ -387,7 +415,7 @@ _PROCESS_MODULES = ("multiprocessing", "subprocess")
 
 def runtime_uses(source: str) -> list[str]:
     """Where `source` starts threads or processes or sets signal handlers (line: what)."""
-    nodes = list(ast.walk(ast.parse(source)))  # walked once, read four times
+    nodes = list(ast.walk(_parsed(source)))  # walked once, read four times
     typing_only = {
         id(inner)
         for node in nodes
@@ -515,23 +543,50 @@ def test_help_loads_no_pandas(tmp_path: Path) -> None:
     _no_pandas(report, "python -m lbnorm --help")
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-def test_each_commands_help_loads_no_pandas(command: list[str], tmp_path: Path) -> None:
-    report, stdout = _probe(*command, "--help", cwd=tmp_path)
-    assert report["code"] == 0
-    assert stdout.startswith(f"usage: lbnorm {' '.join(command)}")
-    _no_pandas(report, f"lbnorm {' '.join(command)} --help")
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
+    """Every command's ``--help``, one after another in one fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_PROBE), "--helps", json.dumps(COMMANDS)],
+        capture_output=True, text=True, cwd=tmp_path_factory.mktemp("helps"),
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    helps: list[dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return helps
 
 
-@pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["summary", "quiet"])
+@pytest.mark.parametrize(
+    "index", range(len(COMMANDS)), ids=[" ".join(c) for c in COMMANDS]
+)
+def test_each_commands_help_loads_no_pandas(
+    index: int, helps: list[dict[str, object]]
+) -> None:
+    command = " ".join(COMMANDS[index])
+    assert helps[index]["code"] == 0
+    assert str(helps[index]["usage"]).startswith(f"usage: lbnorm {command}")
+    _no_pandas(helps[index], f"lbnorm {command} --help")
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """``lbnorm run --out DIR`` on the demo, with and without ``--quiet``, probed."""
+    runs = {}
+    for name, quiet in (("summary", []), ("quiet", ["--quiet"])):
+        folder = tmp_path_factory.mktemp(name)
+        runs[name], _ = _probe("run", "--out", "out", *quiet, cwd=folder)
+        assert (folder / "out" / "leaderboard.parquet").is_file()
+    return runs
+
+
+@pytest.mark.parametrize("name", ["summary", "quiet"])
 def test_a_run_on_the_bundled_demo_loads_no_pandas(
-    quiet: list[str], tmp_path: Path
+    name: str, demo_runs: dict[str, dict[str, object]]
 ) -> None:
     """``lbnorm run --out DIR``: the 4,576 demo models, their metadata joined."""
-    report, _ = _probe("run", "--out", "out", *quiet, cwd=tmp_path)
-    assert report["code"] == 0
-    assert (tmp_path / "out" / "leaderboard.parquet").is_file()
-    _no_pandas(report, f"lbnorm run --out DIR {' '.join(quiet)}".strip())
+    assert demo_runs[name]["code"] == 0
+    quiet = " --quiet" if name == "quiet" else ""
+    _no_pandas(demo_runs[name], f"lbnorm run --out DIR{quiet}")
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -555,48 +610,46 @@ _OTHER_PATHS = (
 )  # fmt: skip
 
 
-def _loaded(names: Sequence[str], argv: list[str], *, cwd: Path) -> list[str]:
-    """Which of `names` the command ``lbnorm ARGV`` loaded, in a fresh process.
+@pytest.fixture(scope="module")
+def at_start(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """The modules loaded before any command: by the probe, or the interpreter itself.
 
-    A module the interpreter itself loads before any command (a ``.pth`` file
-    of the site packages may import certifi, and with it importlib.resources
-    and zipfile) is not the command's: it is left out.
+    A ``.pth`` file of the site packages may import certifi, and with it
+    importlib.resources and zipfile: not the command's.
     """
-    script = (
-        "import atexit, runpy, sys\n"
-        f"names = {tuple(names)!r}\n"
-        "atexit.register(lambda: print('loaded:', [n for n in names if n in sys.modules]))\n"
-        "sys.argv = ['lbnorm', *sys.argv[1:]]\n"
-        "if sys.argv[1:]: runpy.run_module('lbnorm', run_name='__main__', alter_sys=True)\n"
-    )
-
-    def loaded(*args: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            capture_output=True, text=True, cwd=cwd, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        last = done.stdout.strip().splitlines()[-1]
-        assert last.startswith("loaded: ")
-        return list(ast.literal_eval(last.removeprefix("loaded: ")))
-
-    at_start = set(loaded())
-    return [name for name in loaded(*argv) if name not in at_start]
+    report, _ = _probe("--import", "sys", cwd=tmp_path_factory.mktemp("start"))
+    assert report["code"] == 0
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    return set(modules)
 
 
-def test_a_run_on_a_table_loads_no_results_parser(tmp_path: Path) -> None:
+def _loaded(
+    names: Sequence[str], report: dict[str, object], at_start: set[str]
+) -> list[str]:
+    """Which of `names` a probed command loaded (:data:`_PROBE`'s report)."""
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    loaded = set(modules)
+    return [name for name in names if name in loaded and name not in at_start]
+
+
+def test_a_run_on_a_table_loads_no_results_parser(
+    tmp_path: Path, demo_runs: dict[str, dict[str, object]], at_start: set[str]
+) -> None:
     """The results-file parser and msgspec load for results files, not for a table."""
-    for argv, expected in (
-        (["run", "--out", "table", "--quiet"], []),  # the demo: a Parquet table
-        (["run", str(FIXTURES / "golden" / "01-ai__Yi-34B-Chat.json"), "--out", "tree", "--quiet"],
-         list(_BY_FORMAT)),
-    ):  # fmt: skip
-        assert _loaded(_BY_FORMAT, argv, cwd=tmp_path) == expected
+    assert _loaded(_BY_FORMAT, demo_runs["quiet"], at_start) == []  # a Parquet table
+    golden = str(FIXTURES / "golden" / "01-ai__Yi-34B-Chat.json")
+    tree, _ = _probe("run", golden, "--out", "tree", "--quiet", cwd=tmp_path)
+    assert tree["code"] == 0
+    assert _loaded(_BY_FORMAT, tree, at_start) == list(_BY_FORMAT)
 
 
-def test_a_run_on_the_demo_loads_only_its_path(tmp_path: Path) -> None:
+def test_a_run_on_the_demo_loads_only_its_path(
+    demo_runs: dict[str, dict[str, object]], at_start: set[str]
+) -> None:
     """``lbnorm run --out DIR`` loads no module of another path (start-up, issue 43)."""
-    assert _loaded(_OTHER_PATHS, ["run", "--out", "out"], cwd=tmp_path) == []
+    assert _loaded(_OTHER_PATHS, demo_runs["summary"], at_start) == []
 
 
 # --- stages read no environment -------------------------------------------------------
@@ -611,7 +664,7 @@ _ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb"}
 
 def environment_reads(source: str) -> list[str]:
     """Where `source` reaches the process environment through :mod:`os` (line: what)."""
-    tree = ast.parse(source)
+    tree = _parsed(source)
     modules = {  # what stands for os: ``import os as o`` makes ``o`` os
         alias.asname or alias.name
         for node in ast.walk(tree)

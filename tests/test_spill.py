@@ -244,7 +244,14 @@ def test_an_interrupted_spilled_run_leaves_nothing(tmpdir_env: Path) -> None:
     assert list(tmpdir_env.iterdir()) == []
 
 
-@pytest.mark.parametrize(("action", "code"), [("term", 143), ("int", 130)])
+@pytest.mark.parametrize(
+    ("action", "code"),
+    [
+        ("term", 143),
+        # (quick sibling: test_an_interrupted_spilled_run_leaves_nothing, in-process)
+        pytest.param("int", 130, marks=pytest.mark.slow),
+    ],
+)
 def test_a_signal_while_partitions_are_summed_leaves_nothing(
     tmp_path: Path, action: str, code: int
 ) -> None:
@@ -270,11 +277,15 @@ def test_a_signal_while_partitions_are_summed_leaves_nothing(
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
-def test_a_bad_sum_memory_is_a_clear_error(tmp_path: Path, value: str) -> None:
-    done = _lbnorm("run", "--out", str(tmp_path / "out"), "--sum-memory", value)
-    assert done.returncode == 2
-    assert "sum_memory (--sum-memory) must be a positive number of GiB" in done.stderr
-    assert "Hint:" in done.stderr
+def test_a_bad_sum_memory_is_a_clear_error(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lbnorm.cli import main
+
+    assert main(["run", "--out", str(tmp_path / "out"), "--sum-memory", value]) == 2
+    message = capsys.readouterr().err
+    assert "sum_memory (--sum-memory) must be a positive number of GiB" in message
+    assert "Hint:" in message
     assert not (tmp_path / "out").exists()
 
 
@@ -589,33 +600,51 @@ def _spilling_argv(tmp_path: Path) -> list[str]:
 
 
 def _spilled_run(
-    tmp_path: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return _lbnorm(*_spilling_argv(tmp_path), env=env)
+    tmp_path: Path,
+    tmpdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[int, str]:
+    """A spilling run in this process, spilling under `tmpdir`: code, stderr.
+
+    The golden results files, not the demo: a spill of a few models is a spill.
+    """
+    from lbnorm.cli import main
+
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    golden = Path(__file__).parent / "fixtures" / "golden"
+    out = str(tmp_path / "out")
+    code = main(["run", str(golden), "--out", out, "--quiet", "--sum-memory", "1e-9"])
+    return code, capsys.readouterr().err
 
 
-def test_a_missing_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+def test_a_missing_tmpdir_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "no-such-folder"
-    done = _spilled_run(tmp_path, {"TMPDIR": str(missing)})
-    assert done.returncode == 6, done.stderr
-    assert f"TMPDIR {missing}" in done.stderr
-    assert "cannot write the output" not in done.stderr
-    assert "Hint: point TMPDIR at an existing folder" in done.stderr
+    code, message = _spilled_run(tmp_path, missing, monkeypatch, capsys)
+    assert code == 6, message
+    assert f"TMPDIR {missing}" in message
+    assert "cannot write the output" not in message
+    assert "Hint: point TMPDIR at an existing folder" in message
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
-def test_a_read_only_tmpdir_is_an_error_naming_it(tmp_path: Path) -> None:
+def test_a_read_only_tmpdir_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        done = _spilled_run(tmp_path, {"TMPDIR": str(folder)})
+        code, message = _spilled_run(tmp_path, folder, monkeypatch, capsys)
     finally:
         folder.chmod(0o755)
-    assert done.returncode == 6, done.stderr
-    assert f"TMPDIR {folder}" in done.stderr
-    assert "Permission denied" in done.stderr
+    assert code == 6, message
+    assert f"TMPDIR {folder}" in message
+    assert "Permission denied" in message
 
 
 def test_a_full_tmpdir_names_it_and_its_free_space(
@@ -660,7 +689,10 @@ def test_a_spill_folder_removed_under_the_run_is_an_error_not_zeros(
 
 
 def test_spill_folders_of_dead_runs_are_removed_by_the_next(
-    tmp_path: Path, tmpdir_env: Path
+    tmp_path: Path,
+    tmpdir_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import fcntl
 
@@ -674,8 +706,8 @@ def test_spill_folders_of_dead_runs_are_removed_by_the_next(
     holder = os.open(alive, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        done = _spilled_run(tmp_path, {"TMPDIR": str(tmpdir_env)})
-        assert done.returncode == 0, done.stderr
+        code, message = _spilled_run(tmp_path, tmpdir_env, monkeypatch, capsys)
+        assert code == 0, message
         assert sorted(path.name for path in tmpdir_env.iterdir()) == [
             alive.name,
             other.name,
