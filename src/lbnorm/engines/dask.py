@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import pickle
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -210,9 +211,34 @@ def _gathered(futures: list[Any]) -> list[Any]:
             check_cancelled()
             continue
         for future in done:
-            results[index[future.key]] = future.result()
+            result = future.result()
             future.release()
+            results[index[future.key]] = (
+                result.loaded() if isinstance(result, _Pickled) else result
+            )
     return results
+
+
+@dataclass(frozen=True, slots=True)
+class _Pickled:
+    """A result sent as one pickle, unpickled by the client into memory of its own.
+
+    Distributed reads a message's frames into one buffer and unpickles the
+    arrays as views of it: a partition's small arrays kept (its board) would
+    keep its keys' buffer alive too, every partition's, after the client has
+    joined them. Unpickled from the pickle's bytes, each array has its own.
+    """
+
+    data: bytes
+
+    @classmethod
+    def of(cls, value: Any) -> _Pickled:
+        """`value`, pickled with its buffers inside."""
+        return cls(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def loaded(self) -> Any:
+        """The value, unpickled."""
+        return pickle.loads(self.data)  # (the run's own worker's result)
 
 
 def _graph(
@@ -495,8 +521,15 @@ class _Finished:
 
 def _finish_share(
     totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
-) -> _Finished:
+) -> _Pickled:
     """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
+    return _Pickled.of(_finished_share(totals, part, folder, suite, options))
+
+
+def _finished_share(
+    totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
+) -> _Finished:
+    """What the client needs of a partition, finished and saved in `folder`."""
     counts = (totals.n_ignored, totals.n_scores, totals.n_clipped)
     if totals.failures:  # the run fails: nothing to finish
         return _Finished(
