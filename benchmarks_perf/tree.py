@@ -11,7 +11,7 @@ rounds (the order rotates each round), every file read right before every run:
   (three tables), on both cores (forked workers read, hash and parse);
 * ``lbnorm-1core``: the same under ``taskset -c 0`` (lbnorm then reads in-process);
 * ``floor``: find the files and read and parse each one with lbnorm's own code
-  (:func:`lbnorm.readers.results_tree.find_results_files`, then the reader's JSON
+  (:func:`lbnorm.core.files.walk_directory`, as the input catalog walks a tree, then the reader's JSON
   decoder ``harness._decode``: msgspec into a Struct of the keys lbnorm reads),
   nothing else, in one process;
 * ``floor-2cores``: the same on every core (a fork pool over chunks of files);
@@ -128,9 +128,9 @@ def run_floor(name: str, tree: Path) -> int:
         files = sorted(p for p in tree.rglob("results_*.json") if p.is_file())
         parse = _parse_json
     else:
-        from lbnorm.readers.results_tree import find_results_files
+        from lbnorm.core.files import RESULTS_FILE, walk_directory
 
-        files = find_results_files(tree)
+        files = [p for p in walk_directory(tree)[0] if RESULTS_FILE.match(p.name)]
         parse = _hash_parse_lbnorm if name.startswith("floor-sha256") else _parse_lbnorm
     if not name.endswith("-2cores"):
         return parse(files)

@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 from lbnorm.cli import main
-from lbnorm.core.errors import InputError, OptionsError
+from lbnorm.core.errors import OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.readers.comparability import (
     SETTINGS,
     RunSettings,
     check_comparability,
-    file_settings,
+    settings_text,
     task_settings,
 )
 from lbnorm.suites import load_suite
@@ -31,6 +31,12 @@ BBH = "leaderboard_bbh_boolean_expressions"
 
 def _json(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+def _file_settings(data: bytes, tasks: list[str]) -> list[dict[str, str | None]]:
+    """A file's settings for `tasks` as text, from json's reading of the whole file."""
+    found = task_settings(json.loads(data), tasks)
+    return [dict(zip(SETTINGS, settings_text(row), strict=True)) for row in found]
 
 
 @pytest.fixture
@@ -54,7 +60,7 @@ def test_settings_are_read_as_the_file_holds_them(full_structure_dir: Path) -> N
     path = full_structure_dir / YI
     document = _json(path)
     tasks = [BBH, "leaderboard_gpqa_main", "leaderboard_ifeval"]
-    found = file_settings(path, path.read_bytes(), tasks)
+    found = _file_settings(path.read_bytes(), tasks)
     assert [set(row) for row in found] == [set(SETTINGS)] * 3
     for task, row in zip(tasks, found, strict=True):  # json's reading, independently
         assert row["num_fewshot"] == str(document["configs"][task]["num_fewshot"])
@@ -69,16 +75,14 @@ def test_settings_are_read_as_the_file_holds_them(full_structure_dir: Path) -> N
 
 def test_lighteval_and_v1_settings(fixtures: Path) -> None:
     lighteval = next((fixtures / "openllm_v1" / "lighteval").rglob("*.json"))
-    row = file_settings(lighteval, lighteval.read_bytes(), ["lighteval|gsm8k|5"])[0]
+    row = _file_settings(lighteval.read_bytes(), ["lighteval|gsm8k|5"])[0]
     sha = _json(lighteval)["config_general"]["lighteval_sha"]
     assert (row["harness"], row["num_fewshot"]) == (sha, "5")
     old = next((fixtures / "openllm_v1" / "tree").rglob("results_2023-08-19*.json"))
-    row = file_settings(old, old.read_bytes(), ["harness|arc:challenge|25"])[0]
+    row = _file_settings(old.read_bytes(), ["harness|arc:challenge|25"])[0]
     summary = _json(old)["summary_tasks"]["harness|arc:challenge|25"]
     assert row["task_hash"] == summary["hashes"]["hash_examples"]
     assert row["num_fewshot"] == "25"  # from the key: this file gives no count
-    with pytest.raises(InputError, match=r"(?s)expected a JSON object.*Hint"):
-        file_settings(old, b"[1, 2]", ["x"])
 
 
 def test_a_run_names_the_variants_that_differ(
@@ -348,11 +352,10 @@ def test_the_parse_cache_keeps_the_settings(tree: Path, tmp_path: Path) -> None:
         ]
 
 
-def test_the_parse_reads_the_settings_file_settings_reads(
+def test_the_parse_reads_the_settings_json_reads(
     full_structure_dir: Path, tmp_path: Path
 ) -> None:
     """The parser's one pass, msgspec or json (a NaN sends a file to json), agrees."""
-    from lbnorm.readers.comparability import settings_text
     from lbnorm.readers.harness import parse_results_file, subtask_columns
 
     columns = subtask_columns(load_suite("openllm-v2"))
@@ -365,7 +368,7 @@ def test_the_parse_reads_the_settings_file_settings_reads(
         data = file.read_bytes()
         parsed = parse_results_file(file, data, pairs)
         tasks = [pairs[at][0] for at in parsed.rows["subtask_index"]]
-        expected = [tuple(row.values()) for row in file_settings(file, data, tasks)]
+        expected = [tuple(row.values()) for row in _file_settings(data, tasks)]
         assert [settings_text(row) for row in parsed.rows["settings"]] == expected
         assert expected[0][SETTINGS.index("harness")] == "8f1dc26"
 
@@ -380,14 +383,14 @@ def test_few_shot_counts_from_n_shot_else_configs_and_odd_shapes() -> None:
         "fewshot_as_multiturn": True,
     }
     data = json.dumps(document).encode()
-    found = file_settings(Path("x.json"), data, ["a", "b", "c"])
+    found = _file_settings(data, ["a", "b", "c"])
     assert [row["num_fewshot"] for row in found] == ["5", "2", None]
     assert [row["version"] for row in found] == ["1", "2", None]
     assert [row["n_samples"] for row in found] == ["10", None, None]
     assert {row["limit"] for row in found} == {"10.0"}
     assert {row["fewshot_as_multiturn"] for row in found} == {"true"}
     odd = json.dumps({**document, "configs": [1, 2]}).encode()
-    assert [r["num_fewshot"] for r in file_settings(Path("x"), odd, ["a", "b"])] == [
+    assert [r["num_fewshot"] for r in _file_settings(odd, ["a", "b"])] == [
         "5",
         None,
     ]

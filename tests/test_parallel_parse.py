@@ -24,7 +24,6 @@ from lbnorm.core.options import RunOptions
 from lbnorm.readers import harness, read_inputs, results_tree
 from lbnorm.readers.harness import ResultsRead, parse_results_file, subtask_columns
 from lbnorm.readers.results_tree import (
-    find_results_files,
     read_results_paths,
     scan_results_files,
 )
@@ -58,6 +57,10 @@ def tree(tmp_path: Path, golden_dir: Path) -> Path:
     return root
 
 
+def _results_files(tree: Path) -> list[Path]:
+    return sorted(tree.rglob("results_*.json"))
+
+
 def _read(paths: list[Path], **options: Any) -> ResultsRead:
     return read_results_paths(paths, PAIRS, SUBTASKS, read=read_bytes, **options)
 
@@ -84,7 +87,7 @@ def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("parallel")
 def test_workers_give_what_one_process_gives(tree: Path) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     serial = _read(paths, workers=1)
     catalog = serial.files
     assert catalog["superseded_by"].null_count < catalog.num_rows - 5  # re-runs
@@ -115,7 +118,7 @@ def test_read_inputs_in_workers_equals_one_core(
 @pytest.mark.usefixtures("parallel")
 @pytest.mark.parametrize("read", [read_bytes, _slow_first_files])
 def test_the_first_bad_file_in_path_order_is_reported(tree: Path, read: Any) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     first, second = paths[len(paths) // 2], paths[-2]
     second.write_text(
         '{"results": '
@@ -132,7 +135,7 @@ def test_the_first_bad_file_in_path_order_is_reported(tree: Path, read: Any) -> 
 
 @pytest.mark.usefixtures("parallel")
 def test_an_unreadable_file_is_named(tree: Path) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     paths[7].unlink()
     with pytest.raises(
         InputError, match=rf"{paths[7]}: no such file or directory.\nHint: "
@@ -142,7 +145,7 @@ def test_an_unreadable_file_is_named(tree: Path) -> None:
 
 @pytest.mark.usefixtures("parallel")
 def test_progress_is_reported_for_every_file(tree: Path) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     calls: list[tuple[str, int, int]] = []
     _read(paths, workers=2, progress=lambda *call: calls.append(call))
     assert calls == [(STAGE, done, len(paths)) for done in range(1, len(paths) + 1)]
@@ -150,7 +153,7 @@ def test_progress_is_reported_for_every_file(tree: Path) -> None:
 
 @pytest.mark.usefixtures("parallel")
 def test_scan_without_stopping_yields_every_file_in_order(tree: Path) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     paths[3].write_text("[]")
     paths[4].write_text(  # fails after naming its variant
         '{"model_name": "o/m", "config": {"model_dtype": "torch.float16", '
@@ -188,7 +191,7 @@ def test_small_inputs_stay_in_process(
         raise AssertionError(msg)
 
     monkeypatch.setattr(results_tree, "_scan_in_workers", no_pool)
-    read = _read(find_results_files(tree), workers=2)  # 40 < 64 files
+    read = _read(_results_files(tree), workers=2)  # 40 < 64 files
     assert read.scores.num_rows > 0
 
 
@@ -196,7 +199,7 @@ def test_small_inputs_stay_in_process(
 def test_a_broken_pool_falls_back_to_one_process(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    paths = find_results_files(tree)
+    paths = _results_files(tree)
     expected = _read(paths, workers=1)
 
     def broken(*_args: object, **_kwargs: object) -> Any:
@@ -227,7 +230,7 @@ def test_ctrl_c_inside_the_pools_shutdown_still_ends_the_workers(
 
     monkeypatch.setattr(ProcessPoolExecutor, "shutdown", interrupted)
     with pytest.raises(KeyboardInterrupt, match="SIGINT"):
-        _held_read(find_results_files(tree), workers=2)
+        _held_read(_results_files(tree), workers=2)
     assert multiprocessing.active_children() == []  # joined: nothing left to wait for
 
 
@@ -249,7 +252,7 @@ def test_ctrl_c_is_never_delivered_inside_the_wait_for_chunks(
 
     monkeypatch.setattr(_runtime, "wait", interrupted_wait)  # first_done's wait
     with pytest.raises(KeyboardInterrupt, match="SIGINT"):
-        _held_read(find_results_files(tree), workers=2)
+        _held_read(_results_files(tree), workers=2)
     assert calls == ["waiting", "returned"]  # raised once the wait was over
     assert multiprocessing.active_children() == []
 
@@ -280,7 +283,7 @@ def test_ctrl_c_between_two_files_stops_the_workers_before_it_is_reported(
 
     monkeypatch.setattr(results_tree, "_unpack", interrupting)
     with pytest.raises(KeyboardInterrupt) as caught:
-        _read(find_results_files(tree), workers=2)
+        _read(_results_files(tree), workers=2)
     assert caught.tb is not None  # the frames it holds stay alive, as in the CLI
     assert multiprocessing.active_children() == []
 
@@ -305,7 +308,7 @@ def test_fast_decoding_reads_what_json_reads(
 ) -> None:
     paths = [
         *sorted(golden_dir.glob("*.json")),
-        *find_results_files(full_structure_dir),
+        *_results_files(full_structure_dir),
     ]
     fast = [parse_results_file(p, p.read_bytes(), PAIRS) for p in paths]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -79,7 +80,7 @@ def test_plain_pages_read_as_their_dictionaries(
     dictionaries = [name for name in table.column_names if name not in plain]
     pq.write_table(table, path, use_dictionary=dictionaries, row_group_size=16)
     if table.num_rows:
-        assert sorted(open_parquet_scores(path)._plain_columns(0)) == sorted(plain)
+        assert sorted(open_parquet_scores(path)._plain_columns(0)[0]) == sorted(plain)
     got, expected = _tables(path, plain=True), _tables(path, plain=False)
     assert [t.schema for t in got] == [t.schema for t in expected]
     assert all(a.equals(b) for a, b in zip(got, expected, strict=True))
@@ -131,8 +132,11 @@ def test_a_file_with_plain_and_dictionary_row_groups_runs_as_dictionaries(
         writer.write_table(many)
     pq.write_table(rows, encoded, row_group_size=few.num_rows + many.num_rows)
     opened = open_parquet_scores(fallen)
-    assert [opened._plain_columns(i) for i in range(2)] == [(), ("model", "revision")]
-    assert open_parquet_scores(encoded)._plain_columns(0) == ()
+    assert [opened._plain_columns(i)[0] for i in range(2)] == [
+        (),
+        ("model", "revision"),
+    ]
+    assert open_parquet_scores(encoded)._plain_columns(0) == ((), ())
     assert all(
         a.equals(b)
         for a, b in zip(
@@ -163,3 +167,98 @@ def test_a_file_with_plain_and_dictionary_row_groups_runs_as_dictionaries(
             for table in tables
         ]
         assert sorted(rows[0], key=repr) == sorted(rows[1], key=repr), name
+
+
+def _categorical(table: pa.Table, names: list[str], unused: int) -> pa.Table:
+    """`table` with columns `names` as Arrow dictionaries holding every value and `unused` more.
+
+    As pandas writes a categorical: each row group's dictionary is the whole
+    column's (here also names no row uses, so the dictionary outgrows the rows).
+    """
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if name in names:
+            values = pa.array(
+                sorted(set(column.drop_null().to_pylist()))
+                + [f"unused-{i}" for i in range(unused)],
+                pa.large_string(),
+            )
+            indices = pc.index_in(column, value_set=values)
+            column = pa.DictionaryArray.from_arrays(indices.cast(pa.int32()), values)
+        columns[name] = column
+    return pa.table(columns)
+
+
+def _decoded(path: Path, *, views: bool) -> list[list[object]]:
+    """The row groups' rows as the reader hands them over (`views`: that route allowed)."""
+    with pytest.MonkeyPatch.context() as patched:
+        if not views:
+            patched.setattr(parquet, "_is_large_dictionary", lambda chunk: False)
+        return [
+            [
+                batch.table.column(name).cast(pa.string()).to_pylist()
+                if pa.types.is_dictionary(batch.table.column(name).type)
+                else batch.table.column(name).to_pylist()
+                for name in batch.table.column_names
+            ]
+            for batch in open_parquet_scores(path, keep_details=False).batches()
+        ]
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    table=_shuffled_rows(),
+    names=st.sampled_from([["model"], ["model", "revision"], ["precision"]]),
+)
+def test_file_wide_dictionaries_read_as_views_give_the_same_rows(
+    tmp_path: Path, table: pa.Table, names: list[str]
+) -> None:
+    """A dictionary column whose dictionary outgrows its rows reads the same either route."""
+    path = tmp_path / "categorical.parquet"
+    pq.write_table(_categorical(table, names, unused=200), path, row_group_size=16)
+    if table.num_rows:
+        opened = open_parquet_scores(path, keep_details=False)
+        assert opened._plain_columns(0) == ((), tuple(names))
+    assert _decoded(path, views=True) == _decoded(path, views=False)
+
+
+def test_a_categorical_with_a_file_wide_dictionary_runs_to_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    """The view route and Arrow's dictionary read give the same output files.
+
+    Only a job writing no subtask table takes it: that table carries the
+    input's dictionaries as stored.
+    """
+    rows = _board(300, seed=3)
+    rows = rows.take(pa.array(np.argsort(rows["model"].to_numpy(), kind="stable")))
+    path = tmp_path / "in" / "categorical.parquet"
+    path.parent.mkdir()
+    pq.write_table(_categorical(rows, ["model"], unused=0), path, row_group_size=600)
+    opened = open_parquet_scores(path, keep_details=False)
+    assert opened.num_row_groups == 20
+    assert {opened._plain_columns(i) for i in range(20)} == {((), ("model",))}
+    assert open_parquet_scores(path)._plain_columns(0) == ((), ())
+    outs = {}
+    for route in ("views", "dictionary"):
+        outs[route] = tmp_path / f"out-{route}"
+        with pytest.MonkeyPatch.context() as patched:
+            if route == "dictionary":
+                patched.setattr(parquet, "_is_large_dictionary", lambda chunk: False)
+            run = ["run", str(path), "--no-subtasks", "--quiet"]
+            assert main([*run, "--out", str(outs[route])]) == 0
+    names = sorted(path.name for path in outs["views"].glob("*.parquet"))
+    assert names == ["benchmarks.parquet", "leaderboard.parquet"]
+    for name in names:
+        assert (outs["views"] / name).read_bytes() == (
+            outs["dictionary"] / name
+        ).read_bytes(), name
+
+
+def test_a_small_dictionary_is_read_as_arrow_reads_it(tmp_path: Path) -> None:
+    """Row groups holding most of their dictionary's names keep Arrow's dictionary read."""
+    rows = _board(300, seed=4)
+    path = tmp_path / "categorical.parquet"
+    pq.write_table(_categorical(rows, ["model"], unused=0), path)
+    assert open_parquet_scores(path, keep_details=False)._plain_columns(0) == ((), ())

@@ -19,7 +19,6 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.query import (
-    describe_views,
     format_result,
     infer_format,
     run_query,
@@ -98,7 +97,7 @@ def test_views_cover_every_output_file_and_the_metadata(demo_out: Path) -> None:
             "flagged": 1,
         }
     ]
-    views = describe_views(demo_out)
+    views = run_query(demo_out, "FROM columns").to_pandas()
     leaderboard = views.loc[views["view"] == "leaderboard"].set_index("column")
     assert leaderboard.loc["params_b", "type"] == "DOUBLE"
     assert leaderboard.loc["submission_date", "type"] == "DATE"
@@ -285,7 +284,7 @@ def test_outputs_without_subtasks_have_no_scores_view(
         out=tmp_path / "out",
         options=RunOptions(subtasks=False),
     )
-    views = set(describe_views(tmp_path / "out")["view"])
+    views = set(run_query(tmp_path / "out", "FROM columns")["view"].to_pylist())
     assert views == {"benchmarks", "leaderboard"}
     with pytest.raises(
         InputError, match=r"no subtasks.parquet.*\nHint: rerun `lbnorm run"
@@ -535,7 +534,7 @@ def test_a_damaged_table_is_one_clear_error(
 
 
 def test_attached_views_are_listed_with_their_docs(demo_out: Path) -> None:
-    views = describe_views(demo_out, attach={"old": demo_out})
+    views = run_query(demo_out, "FROM columns", attach={"old": demo_out}).to_pandas()
     assert set(views["view"]) == {
         "scores",
         "benchmarks",

@@ -233,10 +233,10 @@ def test_query_has_ratings_and_win_rates_views(
     outputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("duckdb", reason="lbnorm query needs the sql extra (duckdb)")
-    from lbnorm.faces.query import describe_views, run_query
+    from lbnorm.faces.query import run_query
 
     out = outputs / "new"
-    views = describe_views(out)
+    views = run_query(out, "FROM columns").to_pandas()
     assert sorted(set(views["view"])) == ["ratings", "win_rates"]
     assert views.loc[views["view"] == "ratings", "column"].tolist() == list(
         Output.open(out).frame("ratings").columns

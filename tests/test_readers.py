@@ -24,7 +24,7 @@ from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import SCORES
 from lbnorm.readers import read_inputs
 from lbnorm.readers.harness import parse_results_file, subtask_columns
-from lbnorm.readers.results_tree import find_results_files, read_results_paths
+from lbnorm.readers.results_tree import read_results_paths
 
 
 def _cell(frame: pd.DataFrame, row: object, column: str) -> Any:
@@ -197,7 +197,7 @@ def test_results_text_columns_are_dictionaries_in_row_order(
     shutil.copy(newest, older)
     columns = subtask_columns(SUITE)
     pairs = list(zip(columns["task"], columns["metric"], strict=True))
-    paths = find_results_files(tree)
+    paths = sorted(tree.rglob("results_*.json"))
     read = read_results_paths(paths, pairs, columns, read=read_bytes, workers=1)
     scores = read.scores
     text = [name for name in SCORES.names if SCORES.field(name).type == pa.string()]

@@ -32,7 +32,7 @@ from lbnorm.analysis.render import format_diff
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.html_report import (
-    diff_tables,
+    diff_parts,
     health_tables,
     read_report_tables,
     render_report,
@@ -263,7 +263,9 @@ def test_health_and_diff_tables(outputs: Path) -> None:
         leaderboard=Output.open(outputs / "old").frame("leaderboard"), benchmarks=SIX
     )
     new = Snapshot(leaderboard=board, benchmarks=SIX)
-    named = dict(diff_tables(diff_snapshots(old, new), top=2))
+    named = {
+        heading: table for heading, table, _ in diff_parts(diff_snapshots(old, new))
+    }
     summary = dict(
         zip(named["Summary"]["figure"], named["Summary"]["value"], strict=True)
     )
@@ -402,7 +404,7 @@ def test_diff_tables_name_the_rank_moves_beyond_the_intervals() -> None:
         side(["a", "b", "c"], [30.0, 20.0, 10.0]),
         side(["c", "a", "b"], [40.0, 30.0, 20.0]),
     )
-    named = dict(diff_tables(diff))
+    named = {heading: table for heading, table, _ in diff_parts(diff)}
     beyond = named["Rank moves beyond the rank intervals (1)"]
     assert beyond[["model", "old rank", "new rank", "move"]].to_numpy().tolist() == [
         ["c", 3, 1, 2]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lbnorm.core.errors import SchemaMismatchError
 from lbnorm.readers import tables
-from lbnorm.readers.tables import read_score_table
+from lbnorm.readers.tables import read_score_file
 
 _CELLS = st.one_of(
     st.floats(0.0, 1.0).map(repr),
@@ -23,10 +23,10 @@ _CELLS = st.one_of(
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
-    fast = read_score_table(path).table
+    fast = read_score_file(path)[0].table
     with monkeypatch.context() as patched:
         patched.setattr(tables, "_read_csv_numbers", lambda *_args: None)
-        text = read_score_table(path).table
+        text = read_score_file(path)[0].table
     return fast, text
 
 
@@ -59,9 +59,9 @@ def test_cells_the_text_path_reads(tmp_path: Path, cell: str) -> None:
         with pytest.raises(
             SchemaMismatchError, match=r"(?s)raw_score is the text.*Hint: "
         ):
-            read_score_table(path)
+            read_score_file(path)
     else:  # read; validation words what is wrong with the value
-        assert "_raw_score_text" in read_score_table(path).table.column_names
+        assert "_raw_score_text" in read_score_file(path)[0].table.column_names
 
 
 def test_a_padded_cell_reads_as_the_text_path_reads_it(

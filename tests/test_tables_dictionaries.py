@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lbnorm.core.errors import SchemaMismatchError
 from lbnorm.readers import tables
-from lbnorm.readers.tables import conform_scores, read_score_table
+from lbnorm.readers.tables import conform_scores, read_score_file
 
 _KEYS = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 _DICTIONARY = pa.dictionary(pa.int32(), pa.string())
@@ -44,7 +44,7 @@ def _text_path(path: Path) -> pa.Table:
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(tables, "_KEY", pa.string())
         patched.setattr(tables, "_key_dictionaries", lambda table: table)
-        return read_score_table(path).table
+        return read_score_file(path)[0].table
 
 
 def _plain(table: pa.Table) -> pa.Table:
@@ -81,7 +81,7 @@ def test_csv_keys_as_dictionaries_equal_the_text_path_and_the_csv_module(
         for model, precision, revision in cells
     ]
     _write_csv(path, rows)
-    read = read_score_table(path).table
+    read = read_score_file(path)[0].table
     for name in _KEYS:
         assert read.schema.field(name).type == _DICTIONARY
         assert read[name].num_chunks == 1
@@ -104,7 +104,7 @@ def test_a_csv_of_many_blocks_has_one_dictionary_per_key_column(
     path = tmp_path / "scores.csv"
     path.write_text("model,benchmark,subtask,precision,raw_score\n" + "\n".join(lines))
     assert path.stat().st_size > 2 * 2**20
-    read = read_score_table(path).table
+    read = read_score_file(path)[0].table
     model = read["model"]
     assert model.type == _DICTIONARY
     assert model.num_chunks == 1
@@ -125,7 +125,7 @@ def test_jsonl_keys_are_dictionaries_and_a_null_optional_key_is_empty(
     records[1]["precision"] = "bf16"
     path = tmp_path / "scores.jsonl"
     path.write_text("\n".join(json.dumps(record) for record in records) + "\n")
-    read = read_score_table(path).table
+    read = read_score_file(path)[0].table
     assert read.schema.field("model").type == _DICTIONARY
     assert read["model"].to_pylist() == ["a", "b"]
     assert read["precision"].to_pylist() == ["", "bf16"]  # null: unknown, as if absent
@@ -154,7 +154,7 @@ def test_keys_of_an_empty_cell_csv_match_python_csv(tmp_path: Path) -> None:
     text = 'model,benchmark,subtask,revision,raw_score\nm,GPQA,main,,0.5\nn,GPQA,main,"",0.5\n'
     path = tmp_path / "scores.csv"
     path.write_text(text)
-    read = read_score_table(path).table
+    read = read_score_file(path)[0].table
     assert read["revision"].null_count == 0
     assert read["revision"].to_pylist() == [
         row["revision"] for row in csv.DictReader(io.StringIO(text))
@@ -193,7 +193,7 @@ def test_jsonl_read_with_a_schema_equals_the_inferring_read(
 
     def read() -> tuple[pa.Table | None, str | None]:
         try:
-            return read_score_table(path, extra_columns="keep").table, None
+            return read_score_file(path, extra_columns="keep")[0].table, None
         except SchemaMismatchError as error:
             return None, str(error)
 
@@ -214,7 +214,7 @@ def test_jsonl_of_whole_scores_is_read_by_inference(tmp_path: Path) -> None:
         '{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": -0}\n'
     )
     assert tables._read_jsonl_typed(path.read_bytes()) is None
-    score = read_score_table(path).table["raw_score"][0].as_py()
+    score = read_score_file(path)[0].table["raw_score"][0].as_py()
     assert str(score) == "0.0"
 
 
@@ -243,8 +243,8 @@ def test_jsonl_of_whole_scores_is_read_once_with_a_schema(tmp_path: Path) -> Non
     assert typed["raw_score"].to_pylist() == [1.0, 0.0, None]
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(tables, "_read_jsonl_typed", lambda _data: None)
-        inferred = read_score_table(path).table
-    assert read_score_table(path).table.equals(inferred)
+        inferred = read_score_file(path)[0].table
+    assert read_score_file(path)[0].table.equals(inferred)
 
 
 @pytest.mark.parametrize("score", ["-0", "9007199254740992", "-9007199254740993"])

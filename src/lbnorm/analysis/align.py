@@ -8,6 +8,7 @@ positions are broadcast back to every row by integer code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -15,9 +16,10 @@ import pandas as pd
 
 from lbnorm.core.schemas import KEY_COLUMNS
 
-__all__ = ["align_rows", "align_variants", "group_codes", "plain_keys"]
+__all__ = ["align_rows", "align_variants", "group_codes", "nullable", "plain_keys"]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 def plain_keys(frame: pd.DataFrame) -> pd.DataFrame:
@@ -85,6 +87,13 @@ def align_rows(
     matched = distinct.merge(positions, on=columns, how="left", validate="one_to_one")
     lookup = matched["_position"].fillna(-1).to_numpy(dtype=np.int64)
     return np.asarray(lookup[codes], dtype=np.int64)
+
+
+def nullable(
+    values: FloatArray, dtype: Literal["Int64", "boolean"]
+) -> pd.api.extensions.ExtensionArray:
+    """Whole numbers (or 0/1) with NaN as a nullable pandas array (NaN becomes NA)."""
+    return pd.Series(values, dtype="float64").astype(dtype).array
 
 
 def group_codes(

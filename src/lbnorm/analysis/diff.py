@@ -24,14 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow.compute as pc
 
-from lbnorm.analysis.align import align_rows, align_variants, plain_keys
+from lbnorm.analysis.align import align_rows, align_variants, nullable, plain_keys
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
@@ -289,13 +288,13 @@ def diff_snapshots(
     status = np.where(is_both, "both", np.where(old_at >= 0, "removed", "added"))
     models = merged.assign(
         status=status,
-        old_rank=_nullable(old_rank, "Int64"),
-        new_rank=_nullable(new_rank, "Int64"),
-        rank_move=_nullable(move, "Int64"),
+        old_rank=nullable(old_rank, "Int64"),
+        new_rank=nullable(new_rank, "Int64"),
+        rank_move=nullable(move, "Int64"),
         old_average=old_average,
         new_average=new_average,
         average_delta=new_average - old_average,
-        is_beyond_intervals=_nullable(beyond, "boolean"),
+        is_beyond_intervals=nullable(beyond, "boolean"),
         reason=_reasons(old, new, merged, new_at, new_rank),
     )
     order = np.lexsort(
@@ -653,13 +652,6 @@ def _rejected_files(
     found[:] = models.map(by_model).to_numpy(dtype=object)
     found[pd.isna(found)] = None
     return found
-
-
-def _nullable(
-    values: FloatArray, dtype: Literal["Int64", "boolean"]
-) -> pd.api.extensions.ExtensionArray:
-    """Whole numbers (or 0/1) with NaN as a nullable pandas array (NaN becomes NA)."""
-    return pd.Series(values, dtype="float64").astype(dtype).array
 
 
 def read_snapshot(

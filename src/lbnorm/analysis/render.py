@@ -183,8 +183,6 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         ]
     for heading, table in named_variants(diff):
         lines += _listed(heading, table, largest=largest)
-    moved = largest_rank_moves(diff, largest=len(diff.models))
-    lines += _listed("Largest rank moves", moved, largest=largest)
     return "\n".join(lines)
 
 
@@ -234,7 +232,7 @@ def coverage_table(diff: Diff) -> pd.DataFrame:
 
 
 def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
-    """The variants a reader wants by name: added, removed, newly unranked, largest changes.
+    """The variants a reader wants by name: added, removed, newly unranked, largest changes and moves.
 
     Each table whole (a face cuts it), with headings in words; the ``why``
     column only where some variant has a reason.
@@ -246,8 +244,9 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
         ``(heading, table)`` for each list that has rows: ``Added``,
         ``Removed``, ``Newly unranked`` (ranked on the old side only),
         ``Largest changes of an average`` (by absolute change, whether or not
-        the rank moved) and ``Rank moves beyond the rank intervals`` (the
-        moves the summary counts, largest first).
+        the rank moved), ``Rank moves beyond the rank intervals`` (the
+        moves the summary counts, largest first) and ``Largest rank moves``
+        (:func:`largest_rank_moves`).
     """
     models = diff.models
     old_rank = models["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -290,6 +289,8 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     )
     if len(beyond):
         tables.append(("Rank moves beyond the rank intervals", beyond))
+    if len(moved := largest_rank_moves(diff, largest=len(models))):
+        tables.append(("Largest rank moves", moved))
     return tables
 
 

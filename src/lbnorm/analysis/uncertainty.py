@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from lbnorm._runtime import entry_point
-from lbnorm.analysis.align import align_rows, align_variants, plain_keys
+from lbnorm.analysis.align import align_rows, align_variants, nullable, plain_keys
 from lbnorm.board import average_stderr
 from lbnorm.core.errors import InputError
 from lbnorm.core.options import MissingPolicy
@@ -214,9 +213,9 @@ def _interval_board(
         average_stderr=average_se,
         average_low=low,
         average_high=high,
-        rank_best=_nullable(ranks[0], "Int64"),
-        rank_worst=_nullable(ranks[1], "Int64"),
-        tie_group=_nullable(ranks[2], "Int64"),
+        rank_best=nullable(ranks[0], "Int64"),
+        rank_worst=nullable(ranks[1], "Int64"),
+        tie_group=nullable(ranks[2], "Int64"),
         n_stderr_unknown=n_unknown.astype(np.int64),
     )
     board.attrs["column_docs"] = dict(INTERVAL_DOCS)
@@ -301,10 +300,3 @@ def _ranks(
         column[is_ranked] = values
         columns.append(np.where(has_interval, column, np.nan))
     return columns
-
-
-def _nullable(
-    values: FloatArray, dtype: Literal["Int64", "boolean"]
-) -> pd.api.extensions.ExtensionArray:
-    """Whole numbers (or 0/1) with NaN as a nullable pandas array (NaN becomes NA)."""
-    return pd.Series(values, dtype="float64").astype(dtype).array

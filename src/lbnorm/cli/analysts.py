@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
@@ -284,7 +283,9 @@ def _cmd_query(args: argparse.Namespace) -> int:
         for part in parts:
             sys.stdout.write(part.decode())
         return ExitCode.OK
-    _write_atomically(args.output, parts)
+    from lbnorm.output.transaction import write_file
+
+    write_file(args.output, parts, option="--output")
     print(f"wrote {args.output} ({table.num_rows:,} rows, {fmt})", file=sys.stderr)
     return ExitCode.OK
 
@@ -464,9 +465,3 @@ def _parse_attach(text: str) -> tuple[str, str]:
         msg = f"--attach {text!r}: expected NAME=DIR.\nHint: e.g. --attach old=lbnorm-out-2025-01."
         raise OptionsError(msg)
     return name, directory
-
-
-def _write_atomically(name: str, parts: Iterable[bytes]) -> None:
-    from lbnorm.output.transaction import write_file
-
-    write_file(name, parts, option="--output")

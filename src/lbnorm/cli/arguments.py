@@ -25,6 +25,7 @@ from lbnorm.core.options import (
 )
 
 __all__ = [
+    "DEFAULTS",
     "MOST_COUNT",
     "MOST_DIGITS",
     "Whole",
@@ -42,7 +43,7 @@ __all__ = [
 
 
 #: Where the help's defaults come from: the options a Python caller gets.
-_DEFAULTS = RunOptions()
+DEFAULTS = RunOptions()
 
 
 #: The most decimals a number is printed with: a float64 holds 15 to 17 significant
@@ -140,19 +141,19 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--missing",
         choices=get_args(MissingPolicy),
-        default=_DEFAULTS.missing,
+        default=DEFAULTS.missing,
         help="variants lacking a subtask or benchmark: exclude = no score and no rank for what is incomplete (the leaderboard's rule); partial = average what is present; zero = count it as 0 (default: %(default)s)",
     )
     parser.add_argument(
         "--unknown",
         choices=get_args(UnknownSubtasks),
-        default=_DEFAULTS.unknown,
+        default=DEFAULTS.unknown,
         help="rows whose subtask the suite lacks: error or ignore (default: %(default)s)",
     )
     parser.add_argument(
         "--extra-columns",
         choices=get_args(ExtraColumns),
-        default=_DEFAULTS.extra_columns,
+        default=DEFAULTS.extra_columns,
         help="table columns outside the contract: error, keep (carried into subtasks.parquet) or drop (default: %(default)s)",
     )
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
+    DEFAULTS,
     MOST_COUNT,
     Whole,
     add_inputs,
@@ -28,7 +29,7 @@ from lbnorm.cli.arguments import (
     run_options,
 )
 from lbnorm.core.errors import ExitCode
-from lbnorm.core.options import DEFAULT_SUITE, EngineName, RunOptions
+from lbnorm.core.options import DEFAULT_SUITE, EngineName
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,7 +41,6 @@ __all__ = ["register"]
 _ENGINES: tuple[EngineName, ...] = ("auto", "memory", "stream", "dask")
 
 #: Where the help's defaults come from: the options a Python caller gets.
-_DEFAULTS = RunOptions()
 
 
 def register(
@@ -161,7 +161,7 @@ def _add_paired_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare every pair of variants adjacent in rank (by the average and each benchmark) on the items both answered; write paired.parquet and the groups no test separates",
     )
-    add_paired_test_options(paired, defaults=_DEFAULTS)
+    add_paired_test_options(paired, defaults=DEFAULTS)
 
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:
@@ -174,7 +174,7 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--engine",
         choices=_ENGINES,
-        default=_DEFAULTS.engine,
+        default=DEFAULTS.engine,
         help=(
             "stream: batches folded into exact partial sums as they are read, "
             "subtasks.parquet written as they come (in input order), in bounded "
@@ -189,7 +189,7 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        default=_DEFAULTS.workers,
+        default=DEFAULTS.workers,
         help="with the stream engine and --no-subtasks: processes summing Parquet row groups (default: %(default)s; a run that spills, see --sum-memory, sums in one)",
     )
     run.add_argument(
@@ -208,7 +208,7 @@ def _add_engine_options(run: argparse.ArgumentParser) -> None:
         "--sum-memory",
         type=float,
         metavar="GIB",
-        default=_DEFAULTS.sum_memory,
+        default=DEFAULTS.sum_memory,
         help=(
             "with the stream engine: memory the exact sums may take (default: "
             "%(default)s GiB); a larger input spills its sums to a temporary folder "
@@ -289,7 +289,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         "--comparability",
         action="store_const",
         const="report",
-        default=_DEFAULTS.comparability,
+        default=DEFAULTS.comparability,
         help="results files: compare the settings each score was run with (few-shot count, sample limit, task and harness versions; a setting recorded as null or not at all is one too) and name the variants that differ from the majority (summary, catalog, manifest; `lbnorm health`); the default",
     )
     nightly.add_argument(
@@ -297,7 +297,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         dest="comparability",
         action="store_const",
         const="strict",
-        default=_DEFAULTS.comparability,
+        default=DEFAULTS.comparability,
         help="as --comparability, and a difference is an error (exit 4)",
     )
     nightly.add_argument(
@@ -305,7 +305,7 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
         dest="comparability",
         action="store_const",
         const="off",
-        default=_DEFAULTS.comparability,
+        default=DEFAULTS.comparability,
         help="do not compare the results files' settings (they are read in the same pass either way)",
     )
 

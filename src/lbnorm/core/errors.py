@@ -27,8 +27,9 @@ five) and ends with a ``Hint:`` that says how to fix it.
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +53,7 @@ __all__ = [
     "ValidationError",
     "WhereSyntaxError",
     "memory_failure",
+    "shown_list",
     "shown_number",
 ]
 
@@ -202,6 +204,17 @@ def shown_number(value: int) -> str:
     """
     text = str(value)
     return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+
+
+def shown_list(values: Sequence[Any], shown: int) -> str:
+    """The first `shown` values as a message lists them, and how many more (never cut silently).
+
+    Examples:
+        >>> shown_list(["a", "b", "c"], 2), shown_list(["a"], 2)
+        ("['a', 'b'] and 1 more", "['a']")
+    """
+    more = f" and {len(values) - shown:,} more" if len(values) > shown else ""
+    return f"{list(values[:shown])}{more}"
 
 
 #: What the libraries say when an allocation, a thread or a mapping fails: Arrow

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lbnorm.core.errors import SchemaMismatchError
+from lbnorm.core.errors import SchemaMismatchError, shown_list
 
 __all__ = [
     "BENCHMARK_SCORES",
@@ -68,6 +68,7 @@ KEY_COLUMNS: tuple[str, ...] = ("model", "precision", "revision", "chat_template
 #: Repeated text in long outputs is stored dictionary-encoded (Parquet keeps it so,
 #: and pandas, polars and DuckDB read it back as categories or plain strings).
 TEXT = pa.dictionary(pa.int32(), pa.string())
+_COLUMNS_SHOWN = 12  # column names a schema message lists
 
 
 def _key_fields(text: pa.DataType) -> list[pa.Field]:
@@ -575,9 +576,9 @@ def conform(table: pa.Table, schema: pa.Schema, *, source: str) -> pa.Table:
     present = set(table.column_names)
     if missing := [name for name in names if name not in present]:
         msg = (
-            f"{source}: missing column(s) {_listed(missing)}; found "
-            f"{_listed(table.column_names)}.\n"
-            f"Hint: expected columns are {_listed(names)} (see lbnorm/core/schemas.py)."
+            f"{source}: missing column(s) {shown_list(missing, _COLUMNS_SHOWN)}; found "
+            f"{shown_list(table.column_names, _COLUMNS_SHOWN)}.\n"
+            f"Hint: expected columns are {shown_list(names, _COLUMNS_SHOWN)} (see lbnorm/core/schemas.py)."
         )
         raise SchemaMismatchError(msg)
     try:
@@ -585,17 +586,6 @@ def conform(table: pa.Table, schema: pa.Schema, *, source: str) -> pa.Table:
     except (pa.ArrowException, ValueError) as exc:
         msg = (
             f"{source}: values do not fit the expected types: {exc}.\n"
-            f"Hint: check the column types against {_listed(names)} (lbnorm/core/schemas.py)."
+            f"Hint: check the column types against {shown_list(names, _COLUMNS_SHOWN)} (lbnorm/core/schemas.py)."
         )
         raise SchemaMismatchError(msg) from exc
-
-
-def _listed(names: Sequence[str], shown: int = 12) -> str:
-    """At most `shown` names for a message, and how many more.
-
-    Examples:
-        >>> _listed(["a", "b", "c"], shown=2)
-        "['a', 'b'] and 1 more"
-    """
-    more = f" and {len(names) - shown:,} more" if len(names) > shown else ""
-    return f"{list(names[:shown])}{more}"

@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.core.errors import InputError, OptionsError
+from lbnorm.core.errors import InputError, OptionsError, shown_list
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.metadata import TYPE_LABELS
 from lbnorm.output.reader import Output
@@ -317,17 +317,6 @@ def is_export(head: bytes, tail: bytes, *, csv_header: bytes | None = None) -> b
     return head.startswith(header)
 
 
-def _some(values: list[Any], shown: int = _SHOWN) -> str:
-    """The first values of a list, and how many more (a message's list, never cut silently).
-
-    Examples:
-        >>> _some(["a", "b", "c"], 2), _some(["a"])
-        ("['a', 'b'] and 1 more", "['a']")
-    """
-    more = f" and {len(values) - shown:,} more" if len(values) > shown else ""
-    return f"{values[:shown]}{more}"
-
-
 def _check_benchmarks(folder: Output, board: pa.Table) -> None:
     """Raise unless the leaderboard has the six benchmarks' columns."""
     missing = [
@@ -342,9 +331,9 @@ def _check_benchmarks(folder: Output, board: pa.Table) -> None:
     name = suite.get("name") if isinstance(suite, dict) else None
     has = [n.removesuffix(" Raw") for n in board.column_names if n.endswith(" Raw")]
     msg = (
-        f"{folder}: suite {name!r} has benchmarks {_some(has, 8)}, but the "
+        f"{folder}: suite {name!r} has benchmarks {shown_list(has, 8)}, but the "
         f"open-llm-leaderboard table needs {list(OPEN_LLM_BENCHMARKS)} (missing "
-        f"{_some(sorted({m.removesuffix(' Raw') for m in missing}))}).\n"
+        f"{shown_list(sorted({m.removesuffix(' Raw') for m in missing}), _SHOWN)}).\n"
         "Hint: export an output of `lbnorm run --suite openllm-v2` (or of a suite "
         "naming its benchmarks as these six)."
     )
@@ -358,7 +347,9 @@ def _complete(folder: Output, board: pa.Table, *, skip: bool) -> pa.Table:
         is_complete &= board[benchmark].is_valid().to_numpy(zero_copy_only=False)
     if is_complete.all() or skip:
         return board.filter(pa.array(is_complete))
-    shown = _some(board.filter(pa.array(~is_complete))["model"].to_pylist())
+    shown = shown_list(
+        board.filter(pa.array(~is_complete))["model"].to_pylist(), _SHOWN
+    )
     msg = (
         f"{folder}: {int((~is_complete).sum()):,} variant(s) lack one of the six "
         f"scores: {shown}; the open-llm-leaderboard table has every score.\n"
@@ -372,7 +363,9 @@ def _check_keys(folder: Output, board: pa.Table) -> None:
     precision = _strings(board["precision"])
     is_empty = pc.equal(precision, "").to_numpy(zero_copy_only=False)
     if is_empty.any():
-        shown = _some(board.filter(pa.array(is_empty))["model"].to_pylist())
+        shown = shown_list(
+            board.filter(pa.array(is_empty))["model"].to_pylist(), _SHOWN
+        )
         msg = (
             f"{folder}: {int(is_empty.sum()):,} variant(s) have no precision: "
             f"{shown}; the table's eval_name is org_model_precision.\n"
@@ -386,7 +379,7 @@ def _check_keys(folder: Output, board: pa.Table) -> None:
     if repeated.num_rows:
         msg = (
             f"{folder}: {repeated.num_rows:,} (fullname, Precision, Model sha, Chat "
-            f"Template) key(s) repeat: {_some(repeated['model'].to_pylist())}.\n"
+            f"Template) key(s) repeat: {shown_list(repeated['model'].to_pylist(), _SHOWN)}.\n"
             "Hint: the leaderboard is damaged; rerun `lbnorm run` to rewrite it."
         )
         raise InputError(msg)
@@ -440,7 +433,7 @@ def _types(folder: Output, board: pa.Table) -> dict[str, pa.ChunkedArray | None]
     position = pc.index_in(values, pa.array(list(spellings)))
     is_unknown = pc.and_(values.is_valid(), position.is_null())
     if pc.any(is_unknown).as_py():
-        unknown = _some(pc.unique(values.filter(is_unknown)).to_pylist())
+        unknown = shown_list(pc.unique(values.filter(is_unknown)).to_pylist(), _SHOWN)
         msg = (
             f"{folder}: leaderboard column {source!r} holds model type(s) the Open LLM "
             f"Leaderboard does not have: {unknown}.\nHint: use one of "

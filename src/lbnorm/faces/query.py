@@ -59,7 +59,6 @@ from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
     import duckdb
-    import pandas as pd
     import pyarrow.dataset as ds
 
 __all__ = [
@@ -71,7 +70,6 @@ __all__ = [
     "QueryFormat",
     "check_result_path",
     "connect",
-    "describe_views",
     "format_result",
     "infer_format",
     "result_parts",
@@ -251,28 +249,6 @@ def _interruptible(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
             with contextlib.suppress(KeyboardInterrupt):
                 concurrent.futures.wait([running])
         raise
-
-
-def describe_views(
-    out: str | Path,
-    *,
-    metadata: str | Path | None = None,
-    attach: Mapping[str, str | Path] | None = None,
-) -> pd.DataFrame:
-    """List every view's columns: ``view``, ``column``, ``type`` and ``doc``.
-
-    The same table is the view ``columns`` in every query (``FROM columns``).
-
-    Raises:
-        LbnormError: DuckDB is not installed.
-        InputError: Not an output directory.
-    """
-    connection, _ = _connect(out, metadata=metadata, attach=attach)
-    try:
-        columns: pd.DataFrame = connection.sql("FROM columns").df()
-    finally:
-        connection.close()
-    return columns
 
 
 def check_result_path(output: str | Path, outs: Sequence[str | Path] = ()) -> None:

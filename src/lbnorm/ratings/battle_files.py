@@ -16,10 +16,11 @@ import pyarrow as pa
 
 from lbnorm.core.files import file_format
 
-__all__ = ["is_battles_file"]
+__all__ = ["NAME_COLUMNS", "is_battles_file"]
 
 _PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
-_NAME_COLUMNS = ("model_a", "model_b")
+#: The two columns every battle file has (the reader asks for them too).
+NAME_COLUMNS = ("model_a", "model_b")
 
 
 def is_battles_file(path: Path | str) -> bool:
@@ -71,4 +72,4 @@ def is_battles_file(path: Path | str) -> bool:
     except (OSError, ValueError, RecursionError, csv.Error, pa.ArrowException):
         return False
     present = set(names)
-    return all(name in present for name in _NAME_COLUMNS)
+    return all(name in present for name in NAME_COLUMNS)

@@ -26,6 +26,9 @@ import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import FileFormat, json_lines, read_bytes
+from lbnorm.core.schemas import (
+    TEXT,  # the type asked of text columns (model names, winner)
+)
 from lbnorm.readers.table_file import (
     check_utf8,
     read_csv,
@@ -40,7 +43,6 @@ __all__ = [
     "NESTED",
     "SHOWN",
     "TEXT",
-    "Kind",
     "Source",
     "check_file",
     "column_names",
@@ -54,12 +56,8 @@ __all__ = [
 #: battle file is read (a run that reads none does not load it).
 _HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
 
-#: A battle file's format (every format lbnorm reads).
-Kind = FileFormat
 #: Values shown in a message, at most.
 SHOWN = 5
-#: The type asked of text columns (model names, winner): dictionary-encoded strings.
-TEXT = pa.dictionary(pa.int32(), pa.string())
 #: Count columns of the aggregated shape.
 COUNT_COLUMNS = ("wins_a", "wins_b", "ties")
 #: The type asked of a nested field (``category_tag``, ``dedup_tag``,
@@ -72,12 +70,12 @@ class Source:
     """One input file and its format (for reading and for messages)."""
 
     path: Path
-    kind: Kind
+    kind: FileFormat
 
 
 def file_kind(
     path: Path, *, allowed: Collection[FileFormat] = tuple(get_args(FileFormat))
-) -> Kind:
+) -> FileFormat:
     """The format a suffix means; an InputError for one not ``allowed``."""
     return table_format(path, allowed=allowed)
 

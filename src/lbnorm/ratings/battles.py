@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from lbnorm._runtime import entry_point
 from lbnorm.core.arrow import strings
 from lbnorm.core.errors import InputError, WhereSyntaxError
-from lbnorm.ratings.battle_files import is_battles_file
+from lbnorm.ratings.battle_files import NAME_COLUMNS, is_battles_file
 from lbnorm.ratings.battle_io import (
     COUNT_COLUMNS,
     NESTED,
@@ -84,7 +84,6 @@ WINNER_VALUES: dict[str, int] = {
 #: Columns of the aggregated shape: one row per ordered pair with its counts.
 AGGREGATE_COLUMNS: tuple[str, ...] = ("model_a", "model_b", "wins_a", "wins_b", "ties")
 
-_NAME_COLUMNS = ("model_a", "model_b")
 _WINNER_COLUMNS = ("winner", "win")
 _WINNER_CODES = np.array([*WINNER_VALUES.values(), -1], dtype=np.int8)  # -1: unknown
 _WINNER_HINT = (
@@ -502,7 +501,7 @@ def _read_part(
         name in present for name in _WINNER_COLUMNS
     ):
         is_aggregated = True
-        wanted: dict[str, pa.DataType] = dict.fromkeys(_NAME_COLUMNS, TEXT)
+        wanted: dict[str, pa.DataType] = dict.fromkeys(NAME_COLUMNS, TEXT)
         wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
     else:
         is_aggregated = False
@@ -510,7 +509,7 @@ def _read_part(
             n in present for n in _WINNER_COLUMNS
         ):
             _refuse_both(path, has)
-        wanted = dict.fromkeys((*_NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
+        wanted = dict.fromkeys((*NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
         wanted["tstamp"] = pa.float64()
         if source.kind in ("json", "jsonl"):  # absent keys read as null columns
             wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
@@ -535,7 +534,7 @@ def _read_part(
         and (has := [n for n in COUNT_COLUMNS if n in present])
     ):
         _refuse_both(path, has)
-    required = AGGREGATE_COLUMNS if is_aggregated else (*_NAME_COLUMNS, "winner")
+    required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, "winner")
     missing = [
         name
         for name in required
@@ -627,7 +626,7 @@ def _battle_part(
     """The filtered rows of one file as checked battles (or cells of counts)."""
     rows = table.column("__row").to_numpy()
     n_kept = len(rows)
-    model_a, model_b = (_text_column(table.column(name)) for name in _NAME_COLUMNS)
+    model_a, model_b = (_text_column(table.column(name)) for name in NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
     warnings: list[BattleWarning] = []
     tstamp = None

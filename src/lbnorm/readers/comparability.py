@@ -49,7 +49,6 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -71,7 +70,7 @@ __all__ = [
     "Settings",
     "SettingsKeys",
     "check_comparability",
-    "file_settings",
+    "object_or_empty",
     "settings_text",
     "strict_error",
     "task_settings",
@@ -174,15 +173,6 @@ class SettingsKeys(msgspec.Struct):
         }
 
 
-class _Settings(SettingsKeys):
-    """The setting keys with the two the parser reads anyway (for :func:`file_settings`)."""
-
-    n_samples: Any = msgspec.field(default=None, name="n-samples")
-    config: Any = None
-    config_general: Any = None
-
-
-_decode = msgspec.json.Decoder(_Settings).decode
 _decode_configs = msgspec.json.Decoder(dict[str, _TaskConfig | None] | None).decode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -297,27 +287,6 @@ class Comparability:
     warnings: tuple[str, ...]
 
 
-def file_settings(
-    path: Path, data: bytes, tasks: Sequence[str]
-) -> list[dict[str, str | None]]:
-    """Read one results file's settings for `tasks` (the parser does this in its pass).
-
-    Args:
-        path: The file (for messages).
-        data: Its bytes.
-        tasks: The results keys whose settings are wanted.
-
-    Returns:
-        Per task, in order, each setting of :data:`SETTINGS` as text (None: null
-        or not recorded).
-
-    Raises:
-        InputError: The file is not a JSON object.
-    """
-    found = task_settings(_document(path, data), tasks)
-    return [dict(zip(SETTINGS, settings_text(row), strict=True)) for row in found]
-
-
 def task_settings(
     document: Mapping[str, Any],
     tasks: Sequence[str],
@@ -350,11 +319,11 @@ def task_settings(
         >>> rows[0][0], rows[0][5]
         (3.0, 'ab1')
     """
-    config = _object(document.get("config"))
-    general = _object(document.get("config_general"))
+    config = object_or_empty(document.get("config"))
+    general = object_or_empty(document.get("config_general"))
     if not general and "lighteval_sha" in config:  # v1 files before autumn 2023
         general, config = config, {}
-    summary = _object(document.get("summary_tasks"))
+    summary = object_or_empty(document.get("summary_tasks"))
     is_lighteval = "lighteval_sha" in general
     per_file = (
         general.get("max_samples") if is_lighteval else config.get("limit"),
@@ -365,7 +334,7 @@ def task_settings(
         document.get("system_instruction_sha"),
     )
     if sizes is None:
-        counts = _object(document.get("n-samples"))
+        counts = object_or_empty(document.get("n-samples"))
         sizes = [
             c.get("effective", c.get("original")) if isinstance(c, dict) else None
             for c in map(counts.get, tasks)
@@ -386,8 +355,8 @@ def task_settings(
                 return rows
     return _rows(
         tasks,
-        _object(_json(n_shot)),
-        _object(_json(versions)),
+        object_or_empty(_json(n_shot)),
+        object_or_empty(_json(versions)),
         effective,
         per_file,
         document.get("configs"),
@@ -404,11 +373,11 @@ def _shared_rows(
     per_file: tuple[Any, ...],
 ) -> list[RawSettings] | None:
     """The rows of files recording the same counts and versions (None: a count is missing)."""
-    shots = _object(_json(msgspec.Raw(n_shot)))
+    shots = object_or_empty(_json(msgspec.Raw(n_shot)))
     if any(shots.get(task) is None for task in tasks):  # configs decide: not shared
         return None
     return _rows(
-        tasks, shots, _object(_json(msgspec.Raw(versions))), effective, per_file
+        tasks, shots, object_or_empty(_json(msgspec.Raw(versions))), effective, per_file
     )
 
 
@@ -469,7 +438,7 @@ def _fill_shots(
 
 def _examples_hash(task_summary: object) -> Any:
     """The ``hashes.hash_examples`` of a task's lighteval summary."""
-    return _object(_field(task_summary, "hashes")).get("hash_examples")
+    return object_or_empty(_field(task_summary, "hashes")).get("hash_examples")
 
 
 def settings_text(raw: RawSettings) -> Settings:
@@ -503,7 +472,7 @@ def _configs(recorded: object) -> dict[str, Any]:
         except msgspec.DecodeError:  # not an object of objects: no counts there
             return {}
         return decoded or {}
-    return _object(recorded)
+    return object_or_empty(recorded)
 
 
 def _field(entry: object, name: str) -> Any:
@@ -726,31 +695,8 @@ def with_notes(files: pa.Table, comparability: Comparability) -> pa.Table:
     return files.append_column("comparability", comparability.notes)
 
 
-def _document(path: Path, data: bytes) -> Mapping[str, Any]:
-    """The file's setting keys (absent keys read as None)."""
-    if data.isascii():
-        try:
-            found = _decode(data)
-        except (msgspec.DecodeError, RecursionError):
-            pass  # json decides and words the error
-        else:
-            return found.setting_keys() | {
-                "n-samples": found.n_samples,
-                "config": found.config,
-                "config_general": found.config_general,
-            }
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        msg = f"{path}: cannot read its settings: {exc}.\nHint: check that the file is complete JSON."
-        raise InputError(msg) from exc
-    if not isinstance(document, dict):
-        msg = f"{path}: expected a JSON object.\nHint: give an lm-evaluation-harness or lighteval results file."
-        raise InputError(msg)
-    return document
-
-
-def _object(value: object) -> dict[str, Any]:
+def object_or_empty(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (absent or malformed)."""
     return value if isinstance(value, dict) else {}
 
 

@@ -62,7 +62,7 @@ import msgspec
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import RESULTS_FILE
-from lbnorm.readers.comparability import SettingsKeys, task_settings
+from lbnorm.readers.comparability import SettingsKeys, object_or_empty, task_settings
 from lbnorm.readers.newest import (
     ResultsRead,
     result_keys,
@@ -282,13 +282,15 @@ def _variant_fields(document: dict[str, Any]) -> Variant:
     Its model ('' if the file names none), precision, revision and whether a
     chat template was applied.
     """
-    config = _object(document.get("config"))
-    general = _object(document.get("config_general"))  # v1 leaderboard, lighteval
+    config = object_or_empty(document.get("config"))
+    general = object_or_empty(
+        document.get("config_general")
+    )  # v1 leaderboard, lighteval
     args = _parse_model_args(config.get("model_args"))
     model = _first_text(
         document.get("model_name"),
         general.get("model_name"),
-        _object(general.get("model_config")).get("model_name"),
+        object_or_empty(general.get("model_config")).get("model_name"),
         config.get("model_name"),
         args.get("pretrained"),
     )
@@ -304,7 +306,7 @@ def _variant_fields(document: dict[str, Any]) -> Variant:
     )
     is_chat = document.get("chat_template") is not None or True in (
         general.get("use_chat_template"),
-        _object(general.get("model_config")).get("use_chat_template"),
+        object_or_empty(general.get("model_config")).get("use_chat_template"),
     )
     return model, precision, revision, is_chat
 
@@ -493,11 +495,6 @@ def _parse_model_args(model_args: object) -> dict[str, str]:
         return {}
     pairs = (item.split("=", 1) for item in model_args.split(",") if "=" in item)
     return {key.strip(): value.strip() for key, value in pairs}
-
-
-def _object(value: object) -> dict[str, Any]:
-    """`value` if it is a JSON object, else an empty one (absent or malformed)."""
-    return value if isinstance(value, dict) else {}
 
 
 def _first_text(*candidates: object) -> str:

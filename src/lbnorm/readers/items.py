@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import check_cancelled, read_ahead
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
+from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.readers.item_documents import Documents
 from lbnorm.readers.item_lines import (
     DocumentKey,
@@ -78,7 +79,6 @@ _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
 _BATCH_ROWS = 1 << 20
-_KEYS = ("model", "precision", "revision", "chat_template")
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -337,7 +337,7 @@ def without_scores(
     index = to_numpy(
         pc.index_in(name, value_set=strings(keys)).cast(pa.int64()), null=-1
     )
-    row = variant_rows(scores.select(list(_KEYS)), items, tag=tag)
+    row = variant_rows(scores.select(list(KEY_COLUMNS)), items, tag=tag)
     other = (row >= 0) & (index >= 0)
     if not other.any():
         return items
@@ -364,7 +364,7 @@ def _joined(keys: pa.Table) -> pa.Array:
         else pc.if_else(
             keys[name], scalar("1", pa.string()), scalar("0", pa.string())
         ).combine_chunks()
-        for name in _KEYS
+        for name in KEY_COLUMNS
     ]
     return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
@@ -479,7 +479,7 @@ class _Build:
         clusters = sorted({k for k in self.cluster_key if k and k in schema.names})
         columns = [
             n
-            for n in (*_KEYS, "task", "metric", "doc_id", "item", "value")
+            for n in (*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value")
             if n in schema.names
         ]
         first = 1
@@ -626,7 +626,7 @@ class _Build:
         """Each row's variant number (new variants registered as they come)."""
         code = np.zeros(batch.num_rows, dtype=np.int64)
         entries: list[list[Any]] = []
-        for name in _KEYS:
+        for name in KEY_COLUMNS:
             if name not in batch.schema.names:
                 entries.append([False] if name == "chat_template" else [""])
                 continue
@@ -669,7 +669,10 @@ class _Build:
             digits.append(digit)
         digits.reverse()
         keys = zip(
-            *[[entries[k][d] for d in digits[k].tolist()] for k in range(len(_KEYS))],
+            *[
+                [entries[k][d] for d in digits[k].tolist()]
+                for k in range(len(KEY_COLUMNS))
+            ],
             strict=True,
         )
         lookup[present] = [

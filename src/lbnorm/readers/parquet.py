@@ -7,8 +7,12 @@ holds, as rows of many models in random order make) is read plain and
 dictionary-encoded afterwards, its rows grouped by all such columns at once
 (``model`` and ``revision`` of a shuffled file): Arrow's reader would hash every
 row of each into a dictionary as it decodes, which costs more; the same arrays
-come out. Only the columns the job needs are read, and the working set stays one
-row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
+come out. A column stored as an Arrow dictionary that holds the whole file's
+names in every row group (a pandas categorical) is, for a job that writes no
+subtask table, read as string views and encoded with the row group's own names:
+Arrow's dictionary read hashes every entry of the stored dictionary, row group
+after row group. Only the columns the job needs are read, and the working set
+stays one row group. An optional key column that is null (``precision``, ``revision``, ``metric``:
 '', ``chat_template``: false) means unknown, as if the column were absent; a
 null ``model``, ``benchmark`` or ``subtask`` stays null, and validation reports
 it. Rows are counted 1-based (``row N`` in messages).
@@ -30,11 +34,10 @@ from lbnorm.core.arrow import scalar
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import ExtraColumns
 from lbnorm.core.schemas import REQUIRED_SCORE_COLUMNS, Batch
-from lbnorm.readers.tables import check_columns
+from lbnorm.readers.tables import NUMBER_TYPES, TEXT_COLUMNS, check_columns
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
 
-_TEXT = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 #: Optional keys: null means unknown, the value an absent column takes.
 _UNKNOWN: dict[str, str | bool] = {
     "precision": "",
@@ -42,7 +45,6 @@ _UNKNOWN: dict[str, str | bool] = {
     "metric": "",
     "chat_template": False,
 }
-_NUMBERS = {"raw_score": pa.float64(), "stderr": pa.float64(), "n_samples": pa.int64()}
 
 
 class ParquetScores:
@@ -54,15 +56,26 @@ class ParquetScores:
     """
 
     def __init__(
-        self, path: Path, file: pq.ParquetFile, columns: list[str], strings: list[str]
+        self,
+        path: Path,
+        file: pq.ParquetFile,
+        columns: list[str],
+        strings: list[str],
+        *,
+        recode: bool = False,
     ) -> None:
         self.path = path
         self.num_rows = int(file.metadata.num_rows)
         self._file = file
         self._columns = columns
         self._strings = strings  # text columns stored as strings (not dictionaries)
+        # a large stored dictionary may be replaced by the rows' own (no subtask
+        # table, which carries the input's dictionaries, is written from them)
+        self._recode = recode
         # the file opened to read text columns plain (when a row group needs it)
         self._plain: pq.ParquetFile | None = None
+        # the file opened to read dictionary columns as string views (likewise)
+        self._views: pq.ParquetFile | None = None
 
     @property
     def num_row_groups(self) -> int:
@@ -94,14 +107,24 @@ class ParquetScores:
 
     def _read(self, index: int) -> pa.Table:
         try:
-            plain = self._plain_columns(index)
+            plain, large = self._plain_columns(index)
             table = self._file.read_row_group(
-                index, columns=[name for name in self._columns if name not in plain]
+                index,
+                columns=[n for n in self._columns if n not in plain and n not in large],
             )
+            encoded: dict[str, pa.Array] = {}
             if plain:
                 if self._plain is None:
                     self._plain = pq.ParquetFile(self.path, read_dictionary=None)
                 encoded = _encoded(self._plain, index, plain)
+            if large:
+                if self._views is None:
+                    self._views = pq.ParquetFile(
+                        self.path, binary_type=pa.binary_view()
+                    )
+                views = self._views.read_row_group(index, columns=list(large))
+                encoded |= {name: _from_views(views.column(name)) for name in large}
+            if encoded:
                 table = pa.table(
                     {
                         name: encoded[name] if name in encoded else table.column(name)
@@ -114,17 +137,31 @@ class ParquetScores:
             raise InputError(msg) from exc
         return _conform_types(table, self.path)
 
-    def _plain_columns(self, index: int) -> tuple[str, ...]:
-        """The text columns of row group `index` whose dictionary the writer gave up."""
+    def _plain_columns(self, index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Row group `index`'s text columns to read other than as Arrow's dictionary read.
+
+        Returns:
+            The columns stored as strings whose dictionary the writer gave up
+            (read plain), and, for a job that writes no subtask table, the
+            columns stored as Arrow dictionaries whose dictionary page is large
+            for the rows (read as string views).
+        """
         group = self._file.metadata.row_group(index)
         chunks = {
             group.column(i).path_in_schema: group.column(i)
             for i in range(group.num_columns)
         }
+        named = [
+            name for name in self._columns if name in TEXT_COLUMNS and name in chunks
+        ]
         return tuple(
+            name for name in named if name in self._strings and _is_plain(chunks[name])
+        ), tuple(
             name
-            for name in self._columns
-            if name in self._strings and name in chunks and _is_plain(chunks[name])
+            for name in named
+            if self._recode
+            and name not in self._strings
+            and _is_large_dictionary(chunks[name])
         )
 
 
@@ -144,6 +181,32 @@ def _is_plain(chunk: pq.ColumnChunkMetaData) -> bool:
         > _PLAIN_BYTES * chunk.num_values + _HEADER_BYTES
     )
 
+
+def _is_large_dictionary(chunk: pq.ColumnChunkMetaData) -> bool:
+    """Whether a chunk's dictionary page is large for its rows (a file-wide dictionary).
+
+    A pandas categorical keeps every name of the file in each row group's
+    dictionary. Arrow's dictionary read hashes each entry of it into a table of
+    its own, row group after row group; reading the rows as string views and
+    dictionary-encoding them hashes each row instead, which costs less once
+    the entries are more than about a quarter of the rows. The page's size
+    decompressed is estimated from the chunk's ratio; names of ~30 bytes.
+    """
+    if not chunk.num_values or not chunk.has_dictionary_page:
+        return False
+    dictionary = chunk.data_page_offset - chunk.dictionary_page_offset
+    ratio = chunk.total_uncompressed_size / max(chunk.total_compressed_size, 1)
+    return bool(dictionary * ratio > _LARGE_DICTIONARY_BYTES * chunk.num_values)
+
+
+def _from_views(column: pa.ChunkedArray) -> pa.Array:
+    """A text column read as string views, as Arrow's dictionary read gives it."""
+    own = column.combine_chunks().dictionary_encode()
+    return pa.DictionaryArray.from_arrays(own.indices, own.dictionary.cast(pa.string()))
+
+
+#: Decompressed dictionary bytes per row above which the rows are read as views.
+_LARGE_DICTIONARY_BYTES = 8
 
 #: Bytes per value of a chunk's data pages above which they hold strings.
 _PLAIN_BYTES = 4
@@ -240,7 +303,7 @@ def open_parquet_scores(
         names = list(file.schema_arrow.names)
         text = [
             name
-            for name in _TEXT
+            for name in TEXT_COLUMNS
             if name in names and _is_text(file.schema_arrow.field(name).type)
         ]
         # (a column stored as an Arrow dictionary is read as one, plain or not)
@@ -266,14 +329,14 @@ def open_parquet_scores(
         )
         raise SchemaMismatchError(msg)
     extras = check_columns(names, source=str(path), extra_columns=extra_columns)
-    for name in _NUMBERS:
+    for name in NUMBER_TYPES:
         if name in names and not _is_number(file.schema_arrow.field(name).type):
             msg = (
                 f"{path}: column {name!r} has type {file.schema_arrow.field(name).type}, not a number.\n"
                 f"Hint: store {name} as a number (a fraction in [0, 1] for raw_score)."
             )
             raise SchemaMismatchError(msg)
-    for name in _TEXT:  # a number or bytes where a name belongs is a contract violation
+    for name in TEXT_COLUMNS:  # a number or bytes for a name violates the contract
         type_ = file.schema_arrow.field(name).type if name in names else pa.string()
         if not (_is_text(type_) or pa.types.is_null(type_)):
             msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
@@ -293,7 +356,7 @@ def open_parquet_scores(
     columns = [name for name in wanted_columns if name in names]
     if keep_details and extra_columns == "keep":
         columns += extras
-    return ParquetScores(path, file, columns, strings)
+    return ParquetScores(path, file, columns, strings, recode=not keep_details)
 
 
 def _is_text(type_: pa.DataType) -> bool:
@@ -313,8 +376,8 @@ def _conform_types(table: pa.Table, path: Path) -> pa.Table:
     """Cast score columns to float64/int64 and non-text key columns to text."""
     for name in table.column_names:
         column = original = table.column(name)
-        target = _NUMBERS.get(name)
-        if target is None and name in _TEXT and not _is_text(column.type):
+        target = NUMBER_TYPES.get(name)
+        if target is None and name in TEXT_COLUMNS and not _is_text(column.type):
             target = pa.string()  # e.g. a revision stored as an integer
         if name == "chat_template" and pa.types.is_null(column.type):
             target = pa.bool_()  # every value null: unknown

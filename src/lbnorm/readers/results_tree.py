@@ -34,7 +34,6 @@ from lbnorm._runtime import (
 )
 from lbnorm.core.arrow import numbers, optional_numbers, strings
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import RESULTS_FILE, walk_directory
 from lbnorm.core.options import ProgressCallback
 from lbnorm.readers.comparability import RunSettings
 from lbnorm.readers.harness import (
@@ -54,7 +53,6 @@ from lbnorm.readers.newest import (
 __all__ = [
     "ScannedFile",
     "combine_results",
-    "find_results_files",
     "parsed_columns",
     "read_results_paths",
     "scan_results_files",
@@ -113,30 +111,6 @@ def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
         ignored=[p.ignored for p in parsed],
     )
-
-
-def find_results_files(directory: Path) -> list[Path]:
-    """Return the ``results_*.json`` files under `directory`, sorted.
-
-    Raises:
-        InputError: None were found; a folder of the tree cannot be read; or
-            an entry named ``results_*.json`` is not a regular file (a FIFO, a
-            device), named for what it is.
-    """
-    files, others = walk_directory(directory)
-    for path, kind in others:
-        if RESULTS_FILE.match(path.name):
-            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the results file, or remove it from the tree."
-            raise InputError(msg)
-    found = [path for path in files if RESULTS_FILE.match(path.name)]
-    if not found:
-        msg = (
-            f"{directory}: no results_*.json files found in this directory tree.\n"
-            "Hint: point lbnorm at a leaderboard tree (<org>/<model>/results_<timestamp>.json) "
-            "or at score tables (.csv, .jsonl, .parquet)."
-        )
-        raise InputError(msg)
-    return found
 
 
 def read_results_paths(

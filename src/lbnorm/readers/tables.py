@@ -66,15 +66,17 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "NUMBER_TYPES",
+    "TEXT_COLUMNS",
     "RowNumbers",
     "check_columns",
     "conform_scores",
     "read_score_file",
-    "read_score_table",
     "scores_from_frame",
 ]
 
-_STRING_COLUMNS = ("model", "precision", "revision", "benchmark", "subtask", "metric")
+#: The contract's text columns (a Parquet reader's too).
+TEXT_COLUMNS = ("model", "precision", "revision", "benchmark", "subtask", "metric")
 _NUMBER_COLUMNS = ("raw_score", "stderr", "n_samples")
 _REQUIRED_KEYS = ("model", "benchmark", "subtask")
 # what Arrow's string-to-double cast accepts, for naming the first cell it refuses
@@ -91,11 +93,6 @@ _FALSE = {"false", "0", "", "nan", "none"}
 _REPR = reprlib.Repr()  # bounded reprs for messages
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 _shown = _REPR.repr
-
-
-def read_score_table(path: Path, *, extra_columns: ExtraColumns = "error") -> Batch:
-    """Read one long-format CSV or JSONL table (see :func:`read_score_file`)."""
-    return read_score_file(path, extra_columns=extra_columns)[0]
 
 
 def read_score_file(
@@ -204,7 +201,7 @@ def conform_scores(
                 if keep_dictionaries
                 else pa.repeat(scalar(source, pa.string()), n_rows)
             )
-        elif name not in columns and keep_dictionaries and name in _STRING_COLUMNS:
+        elif name not in columns and keep_dictionaries and name in TEXT_COLUMNS:
             data[name] = _constant_text(str(OPTIONAL_SCORE_DEFAULTS[name]), n_rows)
         elif name not in columns:
             default = OPTIONAL_SCORE_DEFAULTS[name]
@@ -214,7 +211,7 @@ def conform_scores(
                 if default is None
                 else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
             )
-        elif name in _STRING_COLUMNS:
+        elif name in TEXT_COLUMNS:
             column = table[name]
             is_kept = keep_dictionaries and column.type == _KEY
             data[name] = (
@@ -333,9 +330,9 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
         names = next(csv.reader([head.decode("utf-8-sig").rstrip("\r")]), [])
     except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
         names = []
-    contract = set(_STRING_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
+    contract = set(TEXT_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
     types = {
-        name: _KEY if name in _STRING_COLUMNS else pa.string()
+        name: _KEY if name in TEXT_COLUMNS else pa.string()
         for name in names
         if name in contract
     }
@@ -355,8 +352,8 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
         raise InputError(msg) from exc
 
 
-#: The score columns' types when Arrow parses them as the CSV is read.
-_CSV_NUMBERS = {
+#: The score columns' types: as Arrow parses them as the CSV is read, as Parquet's are cast.
+NUMBER_TYPES = {
     "raw_score": pa.float64(),
     "stderr": pa.float64(),
     "n_samples": pa.int64(),
@@ -371,7 +368,7 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
     finite, or is an empty raw_score: the text path reads those and words the
     message.
     """
-    numbers = {name: _CSV_NUMBERS[name] for name in _NUMBER_COLUMNS if name in types}
+    numbers = {name: NUMBER_TYPES[name] for name in _NUMBER_COLUMNS if name in types}
     if not numbers:
         return None
     try:
@@ -413,9 +410,9 @@ def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.T
 
 #: The types of the contract columns when a JSONL file is read with a schema.
 _JSONL_TYPES = {
-    **dict.fromkeys(_STRING_COLUMNS, pa.string()),
+    **dict.fromkeys(TEXT_COLUMNS, pa.string()),
     "chat_template": pa.bool_(),
-    **_CSV_NUMBERS,
+    **NUMBER_TYPES,
 }
 
 
@@ -484,7 +481,7 @@ def _key_dictionaries(table: pa.Table) -> pa.Table:
     (not from every row) and writes the subtask table with dictionaries, so one
     dictionary per column is looked up once. Other columns are left as read.
     """
-    keys = [i for i, name in enumerate(table.column_names) if name in _STRING_COLUMNS]
+    keys = [i for i, name in enumerate(table.column_names) if name in TEXT_COLUMNS]
     for i in keys:
         column = table.column(i)
         if pa.types.is_string(column.type):
@@ -653,7 +650,7 @@ def _raise_first_bad(
         return
     if name == "chat_template":
         expected: tuple[str, ...] = ("boolean", "null", "number", "text")
-    elif name in _STRING_COLUMNS:
+    elif name in TEXT_COLUMNS:
         expected = ("text",) if name in _REQUIRED_KEYS else ("text", "null")
     else:
         expected = ("number", "null")
@@ -661,7 +658,7 @@ def _raise_first_bad(
         kind = _kind(value)
         if kind in expected:
             continue
-        if name in _STRING_COLUMNS:
+        if name in TEXT_COLUMNS:
             found = "empty (null)" if kind == "null" else f"the {kind} {_shown(value)}"
             msg = f"{source}: {rows.where(position)}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
             raise SchemaMismatchError(msg)

@@ -8,7 +8,7 @@ from typing import Any
 
 from lbnorm.core.errors import SuiteError
 
-__all__ = ["check_keys", "check_unique", "required", "shown"]
+__all__ = ["check_keys", "check_unique", "choice", "required", "shown"]
 
 
 def check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
@@ -25,6 +25,26 @@ def check_unique(names: Sequence[str], *, what: str, where: str) -> None:
     ):
         msg = f"{where}: duplicate {what}(s) {duplicated[:5]}.\nHint: each {what} must appear once."
         raise SuiteError(msg)
+
+
+def choice(
+    table: dict[str, Any],
+    key: str,
+    allowed: tuple[str, ...],
+    *,
+    where: str,
+    hint: str | None = None,
+) -> Any:
+    """The value of a key that names one of `allowed` (absent: the first, the default).
+
+    Typed ``Any``: `allowed` are a ``Literal``'s values, so the value is of that ``Literal``.
+    """
+    value = table.get(key, allowed[0])
+    if value not in allowed:
+        hint = hint or f"the default is {allowed[0]!r}."
+        msg = f"{where}: {key} must be one of {list(allowed)}, got {value!r}.\nHint: {hint}"
+        raise SuiteError(msg)
+    return value
 
 
 def shown(value: object) -> str:

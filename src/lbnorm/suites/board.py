@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
-from lbnorm.suites._checks import check_keys, check_unique
+from lbnorm.suites._checks import check_keys, check_unique, choice
 
 __all__ = [
     "AverageRule",
@@ -60,6 +60,7 @@ _AVERAGES: tuple[str, ...] = get_args(AverageRule)
 _METHODS: tuple[str, ...] = get_args(RankMethod)
 _SUMMATIONS: tuple[str, ...] = get_args(Summation)
 _RULES: tuple[str, ...] = get_args(RateRule)
+_SEE_BOARD = "see docs/suites.md (The board)."
 _BOARD_KEYS = {
     "average",
     "summation",
@@ -220,9 +221,9 @@ def parse_board(
         msg = f"{where}: expected a table, got {raw!r}.\nHint: write [board] with keys {sorted(_BOARD_KEYS)}."
         raise SuiteError(msg)
     check_keys(raw, _BOARD_KEYS, where=where)
-    average = _choice(raw, "average", _AVERAGES, where=where)
-    summation = _choice(raw, "summation", _SUMMATIONS, where=where)
-    method = _choice(raw, "rank_method", _METHODS, where=where)
+    average = choice(raw, "average", _AVERAGES, where=where, hint=_SEE_BOARD)
+    summation = choice(raw, "summation", _SUMMATIONS, where=where, hint=_SEE_BOARD)
+    method = choice(raw, "rank_method", _METHODS, where=where, hint=_SEE_BOARD)
     incomplete = raw.get("rank_incomplete", True)
     if not isinstance(incomplete, bool):
         msg = f"{where}: rank_incomplete must be true or false, got {incomplete!r}.\nHint: false leaves a row missing any subtask unranked."
@@ -352,13 +353,3 @@ def _names(raw: dict[str, Any], key: str, *, where: str) -> tuple[str, ...]:
         raise SuiteError(msg)
     check_unique(value, what=f"name in {key}", where=where)
     return tuple(value)
-
-
-def _choice(
-    raw: dict[str, Any], key: str, allowed: tuple[str, ...], *, where: str
-) -> Any:
-    value = raw.get(key, allowed[0])
-    if value not in allowed:
-        msg = f"{where}: {key} must be one of {list(allowed)}, got {value!r}.\nHint: see docs/suites.md (The board)."
-        raise SuiteError(msg)
-    return value

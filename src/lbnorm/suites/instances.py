@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
+from lbnorm.suites._checks import choice
 
 __all__ = [
     "INSTANCE_KEYS",
@@ -156,7 +157,7 @@ def parse_instance_rule(raw: dict[str, Any], *, where: str) -> InstanceRule | No
     if raw.get("task", "") == "":
         msg = f'{where}: per-instance keys ({", ".join(sorted(INSTANCE_KEYS & raw.keys()))}) need the task and metric the samples are read from.\nHint: add task = "..." and metric = "...".'
         raise SuiteError(msg)
-    statistic = _choice(raw, "statistic", _STATISTICS, "mean", where=where)
+    statistic = choice(raw, "statistic", _STATISTICS, where=where)
     scale = _scale(raw.get("scale"), where=where)
     draw = raw.get("draw")
     if draw is not None:
@@ -164,28 +165,18 @@ def parse_instance_rule(raw: dict[str, Any], *, where: str) -> InstanceRule | No
         _inside(draw, scale, "draw", where=where)
     recode = _recode(raw.get("recode", []), scale, where=where)
     rule = InstanceRule(
-        statistic=statistic,  # type: ignore[arg-type]
+        statistic=statistic,
         scale=scale,
         draw=draw,
         recode=recode,
-        non_finite=_choice(raw, "non_finite", _NON_FINITE, "error", where=where),  # type: ignore[arg-type]
+        non_finite=choice(raw, "non_finite", _NON_FINITE, where=where),
         instances=_instances(raw.get("instances"), statistic, where=where),
-        rounding=_choice(raw, "round", _ROUNDINGS, "none", where=where),  # type: ignore[arg-type]
+        rounding=choice(raw, "round", _ROUNDINGS, where=where),
     )
     if statistic in _NEEDS_DRAW and rule.draw_point is None:
         msg = f"{where}: statistic = {statistic!r} compares each value with the draw, but there is neither draw nor scale.\nHint: add draw = <the value of a draw>, or scale = [lo, hi] (its middle is the draw)."
         raise SuiteError(msg)
     return rule
-
-
-def _choice(
-    raw: dict[str, Any], key: str, allowed: tuple[str, ...], default: str, *, where: str
-) -> str:
-    value = raw.get(key, default)
-    if value not in allowed:
-        msg = f"{where}: {key} must be one of {list(allowed)}, got {value!r}.\nHint: the default is {default!r}."
-        raise SuiteError(msg)
-    return str(value)
 
 
 def _number(value: object, key: str, *, where: str) -> float:
