@@ -30,8 +30,8 @@ write the client's spill folder (``TMPDIR`` or ``RunOptions.spill_dir``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
-import pickle
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -213,32 +213,56 @@ def _gathered(futures: list[Any]) -> list[Any]:
         for future in done:
             result = future.result()
             future.release()
-            results[index[future.key]] = (
-                result.loaded() if isinstance(result, _Pickled) else result
-            )
+            results[index[future.key]] = _owned(result)
     return results
 
 
-@dataclass(frozen=True, slots=True)
-class _Pickled:
-    """A result sent as one pickle, unpickled by the client into memory of its own.
+def _owned(result: Any) -> Any:
+    """A partition's result in memory of its own (any other result as it is).
 
-    Distributed reads a message's frames into one buffer and unpickles the
-    arrays as views of it: a partition's small arrays kept (its board) would
-    keep its keys' buffer alive too, every partition's, after the client has
-    joined them. Unpickled from the pickle's bytes, each array has its own.
+    The arrays Distributed unpickles share the received message's memory: a
+    partition's small board arrays kept would keep its keys' memory alive too,
+    every partition's, after the client has joined them. Copied, the message
+    is freed at once.
     """
+    if not isinstance(result, _Finished):
+        return result
+    variants, board = result.variants, result.board
+    return dataclasses.replace(
+        result,
+        variants=Variants(
+            vocabularies={
+                name: _copied(values) for name, values in variants.vocabularies.items()
+            },
+            codes=variants.codes.copy(),
+        ),
+        board=None
+        if board is None
+        else dataclasses.replace(
+            board,
+            average=board.average.copy(),
+            error=board.error.copy(),
+            n_complete=board.n_complete.copy(),
+            ranked_by=None if board.ranked_by is None else board.ranked_by.copy(),
+            resized=[pairs.copy() for pairs in board.resized],
+        ),
+    )
 
-    data: bytes
 
-    @classmethod
-    def of(cls, value: Any) -> _Pickled:
-        """`value`, pickled with its buffers inside."""
-        return cls(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-
-    def loaded(self) -> Any:
-        """The value, unpickled."""
-        return pickle.loads(self.data)  # (the run's own worker's result)
+def _copied(values: pa.Array) -> pa.Array:
+    """An Arrow array with buffers of its own."""
+    return pa.Array.from_buffers(
+        values.type,
+        len(values),
+        [
+            None
+            if buffer is None
+            else pa.py_buffer(np.frombuffer(buffer, np.uint8).copy())
+            for buffer in values.buffers()
+        ],
+        null_count=values.null_count,
+        offset=values.offset,
+    )
 
 
 def _graph(
@@ -521,15 +545,8 @@ class _Finished:
 
 def _finish_share(
     totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
-) -> _Pickled:
-    """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
-    return _Pickled.of(_finished_share(totals, part, folder, suite, options))
-
-
-def _finished_share(
-    totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
 ) -> _Finished:
-    """What the client needs of a partition, finished and saved in `folder`."""
+    """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
     counts = (totals.n_ignored, totals.n_scores, totals.n_clipped)
     if totals.failures:  # the run fails: nothing to finish
         return _Finished(
