@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="1,2", help="first N parts, comma-separated")
     parser.add_argument("--engines", default="stream,dask")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=1800.0)
+    # (a 200M Dask run took over 30 minutes at load 20)
+    parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args(argv)
     scores = sorted((args.data / "scores").glob("*.parquet"))
     suite = args.data / "suite.toml"

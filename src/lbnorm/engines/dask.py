@@ -30,6 +30,7 @@ write the client's spill folder (``TMPDIR`` or ``RunOptions.spill_dir``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import tempfile
 from collections.abc import Iterator
@@ -210,9 +211,58 @@ def _gathered(futures: list[Any]) -> list[Any]:
             check_cancelled()
             continue
         for future in done:
-            results[index[future.key]] = future.result()
+            result = future.result()
             future.release()
+            results[index[future.key]] = _owned(result)
     return results
+
+
+def _owned(result: Any) -> Any:
+    """A partition's result in memory of its own (any other result as it is).
+
+    The arrays Distributed unpickles share the received message's memory: a
+    partition's small board arrays kept would keep its keys' memory alive too,
+    every partition's, after the client has joined them. Copied, the message
+    is freed at once.
+    """
+    if not isinstance(result, _Finished):
+        return result
+    variants, board = result.variants, result.board
+    return dataclasses.replace(
+        result,
+        variants=Variants(
+            vocabularies={
+                name: _copied(values) for name, values in variants.vocabularies.items()
+            },
+            codes=variants.codes.copy(),
+        ),
+        board=None
+        if board is None
+        else dataclasses.replace(
+            board,
+            average=board.average.copy(),
+            error=board.error.copy(),
+            n_complete=board.n_complete.copy(),
+            ranked_by=None if board.ranked_by is None else board.ranked_by.copy(),
+            resized=[pairs.copy() for pairs in board.resized],
+        ),
+    )
+
+
+def _copied(values: pa.Array) -> pa.Array:
+    """An Arrow array with buffers of its own."""
+    return pa.Array.from_buffers(
+        values.type,
+        len(values),
+        [
+            None
+            if buffer is None
+            else pa.py_buffer(np.frombuffer(buffer, np.uint8).copy())
+            for buffer in values.buffers()
+        ],
+        null_count=values.null_count,
+        offset=values.offset,
+    )
 
 
 def _graph(
