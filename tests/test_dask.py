@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dense_oracle import dense_result
+from strategies import OPENLLM_V2
 
 import lbnorm
 from lbnorm.cli import main
@@ -67,22 +69,17 @@ def test_equals_local_engines(cluster: str, demo_dataset: Path) -> None:
     on_cluster = lbnorm.run(
         [demo_dataset], options=RunOptions(engine="dask", scheduler=cluster)
     )
-    in_memory = lbnorm.run(
-        [demo_path()], options=RunOptions(subtasks=False, engine="memory")
-    )
+    oracle = dense_result(pq.read_table(demo_path()), OPENLLM_V2)
     streamed = lbnorm.run([demo_dataset], options=RunOptions(engine="stream"))
     for name in ("benchmarks", "leaderboard"):
         pd.testing.assert_frame_equal(
-            getattr(in_memory, name),
-            getattr(on_cluster, name),
-            rtol=0.0,
-            atol=1e-12,
+            getattr(oracle, name), getattr(on_cluster, name), rtol=0.0, atol=1e-12
         )
         pd.testing.assert_frame_equal(
             getattr(streamed, name), getattr(on_cluster, name), check_exact=True
         )
     assert on_cluster.subtask_table is None
-    assert on_cluster.n_scores == in_memory.n_scores == 183_040
+    assert on_cluster.n_scores == oracle.n_scores == 183_040
 
 
 def test_cli_writes_what_the_local_engine_writes(
@@ -133,11 +130,9 @@ def test_missing_policies_with_holes(
     on_cluster = lbnorm.run(
         [root], options=RunOptions(engine="dask", scheduler=cluster, missing=missing)
     )
-    local = lbnorm.run(
-        [root], options=RunOptions(subtasks=False, engine="memory", missing=missing)
-    )
+    oracle = dense_result(holes, OPENLLM_V2, RunOptions(missing=missing))
     pd.testing.assert_frame_equal(
-        local.leaderboard, on_cluster.leaderboard, rtol=0.0, atol=1e-12
+        oracle.leaderboard, on_cluster.leaderboard, rtol=0.0, atol=1e-12
     )
 
 

@@ -19,7 +19,7 @@ part at a time, as a spilled local run does. The client's memory is then the
 keys and a few numbers per variant, whatever the input's size.
 
 The sums are fixed-point integers, so the result equals the local
-streaming engine's bit for bit, and the in-memory engine's to about 1e-13.
+streaming engine's bit for bit.
 
 Dask and distributed are an optional extra: ``pip install '.[dask]'`` from a clone of lbnorm.
 Every worker needs lbnorm installed at the same version and must be able to
