@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -429,9 +428,8 @@ def test_gathered_groups_are_each_partitions_codes_in_order(n_parts: int) -> Non
     width = 4
     n_variants = n_parts * width - 1  # the last partition a variant short
     codes = rng.integers(0, n_variants, 3 * n_variants)
-    arrays = SimpleNamespace(benchmark_index=np.zeros(1, int))
     sizes = [width] * (n_parts - 1) + [width - 1]
-    spilled = spill._Spilled(None, sizes, np.arange(n_variants), SUITE, arrays)  # type: ignore[arg-type]
+    spilled = spill._Spilled(None, sizes, np.arange(n_variants), SUITE)  # type: ignore[arg-type]
     groups = spilled.groups(codes)
     part = codes // width
     assert [index for index, _, _ in groups] == np.unique(part).tolist()

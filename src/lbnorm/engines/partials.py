@@ -8,6 +8,8 @@ another's (workers, partitions).
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 import numpy.typing as npt
 
@@ -22,33 +24,7 @@ from lbnorm.engines.kernel import (
     normalize_rows,
 )
 
-__all__ = ["PartialStore", "grown", "marked", "seen_at", "summed_terms"]
-
-
-def grown(seen: npt.NDArray[np.bool_], capacity: int) -> npt.NDArray[np.bool_]:
-    """A seen matrix with room for `capacity` variants (its rows copied)."""
-    larger = np.zeros((capacity, seen.shape[1]), dtype=bool)
-    larger[: seen.shape[0]] = seen
-    return larger
-
-
-def seen_at(
-    seen: npt.NDArray[np.bool_], variant: IntArray, subtask: IntArray
-) -> npt.NDArray[np.bool_]:
-    """Which (variant, subtask) pairs the seen matrix holds (rows past it: none)."""
-    n_subtasks = seen.shape[1]
-    inside = variant < seen.shape[0]  # new variants have no room yet
-    if inside.all():
-        taken: npt.NDArray[np.bool_] = seen.ravel().take(variant * n_subtasks + subtask)
-        return taken
-    is_seen = np.zeros(variant.shape, dtype=bool)
-    is_seen[inside] = seen.ravel().take(variant[inside] * n_subtasks + subtask[inside])
-    return is_seen
-
-
-def marked(seen: npt.NDArray[np.bool_], variant: IntArray, subtask: IntArray) -> None:
-    """Mark (variant, subtask) pairs seen (the matrix has room for them)."""
-    seen.ravel()[variant * seen.shape[1] + subtask] = True
+__all__ = ["PartialStore", "SummingStore", "summed_terms"]
 
 
 def summed_terms(
@@ -172,7 +148,111 @@ def _is_suite_block(subtask: IntArray, n_subtasks: int) -> bool:
     return bool((subtask.reshape(-1, n_subtasks) == np.arange(n_subtasks)).all())
 
 
-class PartialStore:
+class SummingStore:
+    """What a streaming run checks batches against and sums them into.
+
+    The seen matrix, one byte per (variant, subtask), catches duplicates across
+    the whole input; each batch's exact sums per (variant, benchmark) cell are
+    made on the summing thread (:class:`~lbnorm._runtime.BatchThread`) and go
+    where a subclass puts them (:meth:`add_sums`): into arrays
+    (:class:`PartialStore`) or spill files
+    (:class:`~lbnorm.engines.spill.SpillStore`).
+    """
+
+    def __init__(
+        self,
+        arrays: SuiteArrays,
+        capacity: int,
+        subtask_names: list[str],
+        *,
+        seen: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        """A store for `capacity` variants (it grows); `seen` given: those rows."""
+        self.arrays = arrays
+        self.subtask_names = subtask_names  # "benchmark / subtask", for messages
+        self.seen = (
+            np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), dtype=bool)
+            if seen is None
+            else seen
+        )
+        self._fixed = FixedPoint(arrays)
+        self._behind = BatchThread()
+
+    def reserve(self, n_variants: int) -> None:
+        """Make room for `n_variants` (doubling, so growth stays amortized)."""
+        capacity = self.seen.shape[0]
+        if n_variants > capacity:
+            self._grow(max(2 * capacity, n_variants))
+
+    def _grow(self, capacity: int) -> None:
+        """Room for `capacity` variants in the seen matrix (its rows copied)."""
+        larger = np.zeros((capacity, self.seen.shape[1]), dtype=bool)
+        larger[: self.seen.shape[0]] = self.seen
+        self.seen = larger
+
+    def trimmed(self, n_variants: int) -> Self:
+        """The store cut to its first `n_variants` rows (views: nothing is copied).
+
+        Every batch handed over is summed first, and the summing thread stopped.
+        """
+        self._behind.close()
+        self.seen = self.seen[:n_variants]
+        return self
+
+    def abandon(self) -> None:
+        """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
+        self._behind.abandon()
+
+    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
+        """Which (variant, subtask) pairs an earlier batch already supplied (new variants: none)."""
+        seen, n_subtasks = self.seen.ravel(), self.seen.shape[1]
+        inside = variant < self.seen.shape[0]  # new variants have no room yet
+        if inside.all():
+            taken: npt.NDArray[np.bool_] = seen.take(variant * n_subtasks + subtask)
+            return taken
+        is_seen = np.zeros(variant.shape, dtype=bool)
+        is_seen[inside] = seen.take(variant[inside] * n_subtasks + subtask[inside])
+        return is_seen
+
+    def add(
+        self,
+        variant: IntArray,
+        subtask: IntArray,
+        raw: FloatArray | None,
+        *,
+        stderr: FloatArray | None = None,
+        n_samples: FloatArray | None = None,
+    ) -> None:
+        """Add distinct, valid scores to their sums (None: only mark them seen).
+
+        They are marked seen at once (the next batch's duplicate check needs
+        them) and summed on the summing thread.
+        """
+        self.seen.ravel()[variant * self.seen.shape[1] + subtask] = True
+        if raw is None or raw.size == 0:
+            return
+        fixed, arrays = self._fixed, self.arrays
+        self._behind.run(
+            lambda: self.add_sums(
+                *summed_terms(
+                    fixed,
+                    arrays,
+                    variant,
+                    subtask,
+                    raw,
+                    stderr=stderr,
+                    n_samples=n_samples,
+                )
+            ),
+            raw.size,
+        )
+
+    def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
+        """Add sums to distinct cells (``variant * n_benchmarks + benchmark``)."""
+        raise NotImplementedError
+
+
+class PartialStore(SummingStore):
     """Per (variant, benchmark) exact sums and which (variant, subtask) pairs came.
 
     Scores are summed as fixed-point integers (:class:`lbnorm.engines.kernel.FixedPoint`),
@@ -196,50 +276,35 @@ class PartialStore:
         of its seen matrix (:mod:`lbnorm.engines.spill`), marked as the rows were
         checked.
         """
-        self.subtask_names = subtask_names  # "benchmark / subtask", for messages
-        self._fixed = FixedPoint(arrays)
-        self.arrays = arrays
+        super().__init__(arrays, capacity, subtask_names, seen=seen)
         self._n_benchmarks = arrays.is_pooled.shape[0]
-        capacity = max(capacity, 16) if seen is None else seen.shape[0]
+        capacity = self.seen.shape[0]
         # one array per sum (not one matrix), so each can be freed on its own
         self._sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
-        self._seen = (
-            np.zeros((capacity, arrays.lower_bound.shape[0]), dtype=bool)
-            if seen is None
-            else seen
-        )
         self._added: set[str] = set()  # sums some term was added to
-        self._behind = BatchThread()
         #: Each (variant, subtask) normalized score, NaN where absent: kept only
         #: for a board that reads them (:attr:`SuiteArrays.keeps_scores`).
         self._values: FloatArray | None = (
-            np.full(self._seen.shape, np.nan) if arrays.keeps_scores else None
+            np.full(self.seen.shape, np.nan) if arrays.keeps_scores else None
         )
 
-    def reserve(self, n_variants: int) -> None:
-        """Make room for `n_variants` (doubling, so growth stays amortized)."""
-        capacity = self._seen.shape[0]
-        if n_variants <= capacity:
-            return
+    def _grow(self, capacity: int) -> None:
+        """Room for `capacity` variants in the sums too."""
         self._behind.wait()  # the sums move: the batch being summed lands first
-        capacity = max(2 * capacity, n_variants)
+        super()._grow(capacity)
         sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
         for new, old in zip(sums, self._sums, strict=True):
             new[: old.size] = old
-        self._sums, self._seen = sums, grown(self._seen, capacity)
+        self._sums = sums
         if self._values is not None:
-            values = np.full(self._seen.shape, np.nan)
+            values = np.full(self.seen.shape, np.nan)
             values[: self._values.shape[0]] = self._values
             self._values = values
 
-    def trimmed(self, n_variants: int) -> PartialStore:
-        """The store cut to its first `n_variants` rows (views: nothing is copied).
-
-        Every batch handed over is summed first, and the summing thread stopped.
-        """
-        self._behind.close()
+    def trimmed(self, n_variants: int) -> Self:
+        """The store cut to its first `n_variants` rows (views: nothing is copied)."""
+        super().trimmed(n_variants)
         self._sums = [sums[: n_variants * self._n_benchmarks] for sums in self._sums]
-        self._seen = self._seen[:n_variants]
         if self._values is not None:
             self._values = self._values[:n_variants]
         return self
@@ -258,22 +323,17 @@ class PartialStore:
             for row, name in enumerate(SUMS)
             if name in self._added
         }
-        seen = self._seen
-        self._sums = [np.zeros(0) for _ in SUMS]
-        self._seen = np.zeros((0, seen.shape[1]), dtype=bool)
+        seen = self.seen
+        self.release()  # (the caller holds the only references now)
         return seen, sums
-
-    def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
-        self._behind.abandon()
 
     def release(self) -> None:
         """Free the sums and the seen matrix (once the partials are taken)."""
         self._behind.close()
         self._sums = [np.zeros(0) for _ in SUMS]  # not views: they would keep
-        self._seen = np.zeros((0, self._seen.shape[1]), dtype=bool)  # the buffers
+        self.seen = np.zeros((0, self.seen.shape[1]), dtype=bool)  # the buffers
         if self._values is not None:
-            self._values = np.zeros((0, self._seen.shape[1]))
+            self._values = np.zeros((0, self.seen.shape[1]))
 
     def taken(self, rows: IntArray) -> PartialStore:
         """A store of these `rows` only, in turn (a share of the variants, copied)."""
@@ -281,7 +341,7 @@ class PartialStore:
         store = self.empty_like(rows.size)
         shape = (-1, self._n_benchmarks)
         store._sums = [sums.reshape(shape)[rows].ravel() for sums in self._sums]
-        store._seen = self._seen[rows]
+        store.seen = self.seen[rows]
         store._values = None if self._values is None else self._values[rows]
         store._added = set(self._added)
         return store
@@ -301,12 +361,12 @@ class PartialStore:
         """
         self._behind.wait()
         other._behind.wait()
-        seen = other._seen
-        overlap = self._seen[rows] & seen
+        seen = other.seen
+        overlap = self.seen[rows] & seen
         if overlap.any():
             row, subtask = np.nonzero(overlap)
             return row.astype(np.int64), subtask.astype(np.int64)
-        self._seen[rows] |= seen
+        self.seen[rows] |= seen
         if self._values is not None and other._values is not None:
             taken = np.where(seen, other._values, self._values[rows])
             self._values[rows] = taken
@@ -315,10 +375,6 @@ class PartialStore:
         for mine, theirs in zip(self._sums, other._sums, strict=True):
             mine.reshape(shape)[rows] += theirs.reshape(shape)
         return None
-
-    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
-        """Which (variant, subtask) pairs an earlier batch already supplied."""
-        return seen_at(self._seen, variant, subtask)
 
     def add(
         self,
@@ -331,30 +387,14 @@ class PartialStore:
     ) -> None:
         """Add distinct, valid scores to their sums (None: only mark them seen).
 
-        They are marked seen at once (the next batch's duplicate check needs
-        them) and summed on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
+        A board that reads each score (:attr:`SuiteArrays.keeps_scores`) keeps
+        it normalized, too.
         """
-        marked(self._seen, variant, subtask)
-        if raw is None or raw.size == 0:
-            return
-        fixed, arrays = self._fixed, self.arrays
-        if self._values is not None:  # (a board's store: a leaderboard's size)
-            normalized = normalize_rows(raw, subtask, arrays)[0]
+        # (a board's store: a leaderboard's size)
+        if self._values is not None and raw is not None and raw.size:
+            normalized = normalize_rows(raw, subtask, self.arrays)[0]
             self._values[variant, subtask] = normalized
-        self._behind.run(
-            lambda: self.add_sums(
-                *summed_terms(
-                    fixed,
-                    arrays,
-                    variant,
-                    subtask,
-                    raw,
-                    stderr=stderr,
-                    n_samples=n_samples,
-                )
-            ),
-            raw.size,
-        )
+        super().add(variant, subtask, raw, stderr=stderr, n_samples=n_samples)
 
     def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
         """Add sums to distinct cells (``variant * n_benchmarks + benchmark``)."""
@@ -385,7 +425,7 @@ class PartialStore:
             if name in self._fixed.scale:  # to plain units, in place
                 block /= self._fixed.scale[name]
             sums[name] = block
-        seen = self._seen[:n_variants]
+        seen = self.seen[:n_variants]
         starts = self.arrays.benchmark_starts()
         # a pooled benchmark's weights: the suite's sizes, plus the input's
         for index in np.flatnonzero(self.arrays.is_pooled):

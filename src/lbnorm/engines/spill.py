@@ -38,17 +38,18 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+import resource  # (POSIX only, as the spill folder's locks are)
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Self
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lbnorm._runtime import BatchThread, Threads, check_cancelled, release_free_memory
+from lbnorm._runtime import Threads, check_cancelled, release_free_memory
 from lbnorm.board import average_rows, rank_rows
 from lbnorm.core import arrow
 from lbnorm.core.errors import OptionsError
@@ -59,19 +60,12 @@ from lbnorm.engines.encode import Variants
 from lbnorm.engines.kernel import (
     SUMS,
     BenchmarkArrays,
-    FixedPoint,
     FloatArray,
     IntArray,
     SuiteArrays,
     finish_benchmarks,
 )
-from lbnorm.engines.partials import (
-    PartialStore,
-    grown,
-    marked,
-    seen_at,
-    summed_terms,
-)
+from lbnorm.engines.partials import PartialStore, SummingStore
 from lbnorm.engines.result import (
     BoardCounts,
     Result,
@@ -87,16 +81,13 @@ __all__ = [
     "BOARD_CHUNK_ROWS",
     "CHUNK_ROWS",
     "Board",
-    "SpillFolder",
     "SpillStore",
     "SpilledBenchmarks",
     "SpilledLeaderboard",
     "finish_saved",
     "finish_spilled",
     "save_partition",
-    "spill_errors",
     "spill_width",
-    "spilled_result",
 ]
 
 #: Rows of a benchmark-table part (a Parquet row group) built from spilled arrays.
@@ -189,23 +180,19 @@ def _most_parts() -> int:
 
 
 def _open_files_limit() -> int:
-    """The process's soft limit on open files (RLIMIT_NOFILE; 1,024 where unknown)."""
-    try:
-        import resource  # (POSIX only)
-
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
-        return 1024
+    """The process's soft limit on open files (RLIMIT_NOFILE)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
 
 
-class SpillStore:
+class SpillStore(SummingStore):
     """The streaming pass of a spilled run: the seen matrix, batch sums appended to files.
 
     It stands in for :class:`~lbnorm.engines.partials.PartialStore` while the
-    batches are checked (``reserve``, ``is_seen``, ``add``, ``trimmed``); each
-    batch's sums go to its partitions' files, added up later, a partition at a
-    time, by :func:`finish_spilled`.
+    batches are checked (the two are a
+    :class:`~lbnorm.engines.partials.SummingStore` each); each batch's sums go
+    to its partitions' files (:meth:`add_sums`), added up later, a partition at
+    a time, by :func:`finish_spilled`.
     """
 
     def __init__(
@@ -215,13 +202,13 @@ class SpillStore:
         subtask_names: list[str],
         width: int,
         where: str | None,
+        *,
+        seen: npt.NDArray[np.bool_] | None = None,
     ) -> None:
-        self.arrays, self.subtask_names, self.width = arrays, subtask_names, width
-        self.seen = np.zeros((max(capacity, 16), arrays.lower_bound.shape[0]), bool)
+        super().__init__(arrays, capacity, subtask_names, seen=seen)
+        self.width = width
         self.folder = SpillFolder(where)
-        self._fixed = FixedPoint(arrays)
         self._n_batches = 0
-        self._behind = BatchThread()
 
     @classmethod
     def of_partials(
@@ -234,34 +221,21 @@ class SpillStore:
         and `store` is spent; its seen matrix is kept.
         """
         seen, sums = store.handed_over(n_variants)
-        spilled = cls(store.arrays, 0, store.subtask_names, width, where)
-        spilled.seen = seen
+        spilled = cls(store.arrays, 0, store.subtask_names, width, where, seen=seen)
         try:
-            spilled._write(slice(0, n_variants * store.arrays.is_pooled.shape[0]), sums)
+            spilled.add_sums(
+                slice(0, n_variants * store.arrays.is_pooled.shape[0]), sums
+            )
         except BaseException:
             spilled.folder.remove()
             raise
         return spilled
 
-    def reserve(self, n_variants: int) -> None:
-        """Make room for `n_variants` in the seen matrix (doubling)."""
-        if n_variants > self.seen.shape[0]:
-            self.seen = grown(self.seen, max(2 * self.seen.shape[0], n_variants))
-
-    def is_seen(self, variant: IntArray, subtask: IntArray) -> npt.NDArray[np.bool_]:
-        """Which (variant, subtask) pairs an earlier batch already supplied."""
-        return seen_at(self.seen, variant, subtask)
-
-    def trimmed(self, n_variants: int) -> SpillStore:
+    def trimmed(self, n_variants: int) -> Self:
         """The store cut to its first `n_variants` variants, its files complete."""
-        self._behind.close()
-        self.seen = self.seen[:n_variants]
+        super().trimmed(n_variants)
         self.folder.close()
         return self
-
-    def abandon(self) -> None:
-        """Stop summing (a failed run): see :meth:`~lbnorm._runtime.BatchThread.abandon`."""
-        self._behind.abandon()
 
     def discard(self) -> None:
         """Remove the folder of a run that failed its checks.
@@ -286,37 +260,12 @@ class SpillStore:
         None for `raw`: only mark them seen. The sums are computed and written
         on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
         """
-        marked(self.seen, variant, subtask)
         self._n_batches += 1
         if self._n_batches % _TRIM_EVERY == 0:  # a batch's temporaries, freed
             release_free_memory()
-        if raw is None or raw.size == 0:
-            return
-        self._behind.run(
-            lambda: self._spill(variant, subtask, raw, stderr, n_samples), raw.size
-        )
+        super().add(variant, subtask, raw, stderr=stderr, n_samples=n_samples)
 
-    def _spill(
-        self,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray,
-        stderr: FloatArray | None,
-        n_samples: FloatArray | None,
-    ) -> None:
-        """Append a batch's per-cell sums to its partitions' files."""
-        keys, sums = summed_terms(
-            self._fixed,
-            self.arrays,
-            variant,
-            subtask,
-            raw,
-            stderr=stderr,
-            n_samples=n_samples,
-        )
-        self._write(keys, sums)
-
-    def _write(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
+    def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
         """Append per-cell sums (distinct cells, increasing) to their partitions' files."""
         n_benchmarks = self.arrays.is_pooled.shape[0]
         cells = np.arange(keys.start, keys.stop) if isinstance(keys, slice) else keys
@@ -361,32 +310,31 @@ class SpillStore:
             The cells (``variant * n_benchmarks + benchmark``, the variant
             counted in its partition) and per sum, their totals.
         """
-        with spill_errors(self.folder.where):
-            yield from self._read_sums(part)
-
-    def _read_sums(self, part: int) -> Iterator[tuple[IntArray, dict[str, FloatArray]]]:
         path = self.folder.path / f"{part}.sums"
-        if not path.exists():
-            if not self.folder.path.is_dir():  # (not a partition without sums)
-                raise FileNotFoundError(
-                    errno.ENOENT, "the spill folder was removed", str(self.folder.path)
-                )
-            return
-        with path.open("rb") as file:
-            while header := file.read(2 * 8):
-                n_cells, mask = (
-                    int(value) for value in np.frombuffer(header, np.int64)
-                )
-                cells = _read(file, np.int64, n_cells)
-                yield (
-                    cells,
-                    {
-                        name: _read(file, np.float64, n_cells)
-                        for position, name in enumerate(SUMS)
-                        if mask >> position & 1
-                    },
-                )
-        path.unlink()
+        with spill_errors(self.folder.where):
+            if not path.exists():
+                if not self.folder.path.is_dir():  # (not a partition without sums)
+                    raise FileNotFoundError(
+                        errno.ENOENT,
+                        "the spill folder was removed",
+                        str(self.folder.path),
+                    )
+                return
+            with path.open("rb") as file:
+                while header := file.read(2 * 8):
+                    n_cells, mask = (
+                        int(value) for value in np.frombuffer(header, np.int64)
+                    )
+                    cells = _read(file, np.int64, n_cells)
+                    yield (
+                        cells,
+                        {
+                            name: _read(file, np.float64, n_cells)
+                            for position, name in enumerate(SUMS)
+                            if mask >> position & 1
+                        },
+                    )
+            path.unlink()
 
 
 def _read(file: BinaryIO, kind: type[np.generic], n_rows: int) -> npt.NDArray[Any]:
@@ -433,13 +381,13 @@ def finish_spilled(
     sizes = [
         min(store.width, n_variants - low) for low in range(0, n_variants, store.width)
     ]
-    spilled = _Spilled(store.folder, sizes, order, suite, store.arrays)
-    return spilled_result(
+    spilled = _Spilled(store.folder, sizes, order, suite)
+    return _spilled_result(
         spilled, ordered, n_models, board, options=options, files=files, counts=counts
     )
 
 
-def spilled_result(
+def _spilled_result(
     spilled: _Spilled,
     ordered: Variants,
     n_models: int,
@@ -504,7 +452,6 @@ def finish_saved(
     boards: list[Board],
     *,
     suite: Suite,
-    arrays: SuiteArrays,
     options: RunOptions,
     files: pa.Table | None,
     counts: tuple[int, int, int],
@@ -522,10 +469,8 @@ def finish_saved(
     n_models = variants.n_models()
     ordered = variants.take(order)
     del variants  # (its codes: the ordered copy is kept)
-    spilled = _Spilled(
-        folder, [board.average.size for board in boards], order, suite, arrays
-    )
-    return spilled_result(
+    spilled = _Spilled(folder, [board.average.size for board in boards], order, suite)
+    return _spilled_result(
         spilled,
         ordered,
         n_models,
@@ -689,9 +634,9 @@ class _Spilled:
     """A spilled run's saved benchmark arrays, gathered back by variant code.
 
     A gather reads the benchmark's run of each partition's file it needs (one
-    ``pread`` into a buffer of the caller's, the same for every gather) and
-    takes the values it needs from there, so at most one partition's run of
-    one array is resident per reader.
+    ``pread`` into the same buffer each time) and takes the values it needs
+    from there, so at most one partition's run of one array is resident per
+    reader.
     """
 
     def __init__(
@@ -700,7 +645,6 @@ class _Spilled:
         sizes: list[int],
         order: IntArray,
         suite: Suite,
-        arrays: SuiteArrays,
     ) -> None:
         """Partitions of `sizes` variants, codes numbered through them in turn.
 
@@ -712,13 +656,10 @@ class _Spilled:
         self.starts = np.cumsum([0, *sizes])
         self.width = max(sizes, default=1)
         self.is_even = all(size == self.width for size in sizes[:-1])
-        self.n_variants = int(self.starts[-1])
         self.n_parts = len(sizes)
         self.order = order  # key order -> code
         self.suite = suite
-        self.n_expected = np.bincount(
-            arrays.benchmark_index, minlength=len(suite.benchmarks)
-        )
+        self.n_expected = np.array([len(b.subtasks) for b in suite.benchmarks])
 
     def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
         """Per partition holding some of `codes`: it, their positions, their rows there.
@@ -741,45 +682,46 @@ class _Spilled:
             found.append((index, positions, local[positions]))
         return found
 
-    def buffer(self) -> npt.NDArray[np.uint8]:
-        """Room for one benchmark's run of any saved array of a partition."""
-        most = max(np.dtype(kind).itemsize for kind in _SAVED.values())
-        return np.empty(most * self.width, np.uint8)
+    def gathered(
+        self, rows: IntArray | None, names: Iterable[str], benchmarks: Sequence[int]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Saved arrays at key positions `rows` (None: every variant in key order).
 
-    def gather(
-        self,
-        name: str,
-        benchmark: int,
-        groups: list[tuple[int, IntArray, IntArray]],
-        size: int,
-        buffer: npt.NDArray[np.uint8],
-    ) -> npt.NDArray[Any]:
-        """One benchmark's values of a saved array at the variants of `groups`.
-
-        `buffer` (from :meth:`buffer`) is overwritten.
+        Returns:
+            Per name, its values of `benchmarks` at those variants, benchmark-major
+            (shape ``(len(benchmarks), len(rows))``), as the files hold them.
         """
-        kind = np.dtype(_SAVED[name])
-        values = np.empty(size, dtype=kind)
-        for part, positions, rows in groups:
-            run = buffer[: self.sizes[part] * kind.itemsize]
-            path = _saved_path(self.folder.path, part, name)
-            with spill_errors(self.folder.where):
-                descriptor = os.open(path, os.O_RDONLY)
-                try:
-                    done = os.preadv(descriptor, [run.data], benchmark * run.size)
-                finally:
-                    os.close(descriptor)
-                if done != run.size:  # (a spill file cut short under this run)
-                    msg = f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
-                    raise OSError(msg)
-            values[positions] = run.view(kind)[rows]
-        return values
+        codes = self.order if rows is None else self.order[rows]
+        groups = self.groups(codes)
+        most = max(np.dtype(kind).itemsize for kind in _SAVED.values())
+        buffer = np.empty(most * self.width, np.uint8)  # a partition's run of one array
+        found = {}
+        for name in names:
+            kind = np.dtype(_SAVED[name])
+            values = found[name] = np.empty((len(benchmarks), codes.size), dtype=kind)
+            for at, benchmark in enumerate(benchmarks):
+                for part, positions, local in groups:
+                    run = buffer[: self.sizes[part] * kind.itemsize]
+                    self._read_run(part, name, benchmark, run)
+                    values[at, positions] = run.view(kind)[local]
+        return found
 
-    def key_ordered(self, name: str, benchmark: int) -> npt.NDArray[Any]:
-        """One benchmark's values of a saved array, every variant in key order."""
-        return self.gather(
-            name, benchmark, self.groups(self.order), self.order.size, self.buffer()
-        )
+    def _read_run(
+        self, part: int, name: str, benchmark: int, run: npt.NDArray[np.uint8]
+    ) -> None:
+        """Read one benchmark's run of a partition's saved array into `run` (one ``pread``)."""
+        path = _saved_path(self.folder.path, part, name)
+        with spill_errors(self.folder.where):
+            descriptor = os.open(path, os.O_RDONLY)
+            try:
+                done = os.preadv(descriptor, [run.data], benchmark * run.size)
+            finally:
+                os.close(descriptor)
+            if done != run.size:  # (a spill file cut short under this run)
+                msg = (
+                    f"{path}: {done} of {run.size} bytes read at {benchmark * run.size}"
+                )
+                raise OSError(msg)
 
 
 class SpilledBenchmarks:
@@ -807,20 +749,14 @@ class SpilledBenchmarks:
     def parts(self) -> Iterator[pa.Table]:
         """Benchmark-major, then variant in key order."""
         spilled = self._spilled
-        buffer = spilled.buffer()
         for index in range(len(spilled.suite.benchmarks)):
             release_free_memory()  # the previous benchmark's parts
             # the variants (in key order) the benchmark has a subtask of
-            present = np.flatnonzero(spilled.key_ordered("n_present", index) > 0)
+            n_present = spilled.gathered(None, ["n_present"], [index])["n_present"]
+            present = np.flatnonzero(n_present[0] > 0)
             for start in range(0, present.size, CHUNK_ROWS):
                 rows = present[start : start + CHUNK_ROWS]
-                groups = spilled.groups(spilled.order[rows])
-                columns = {
-                    name: spilled.gather(name, index, groups, rows.size, buffer)[
-                        :, np.newaxis
-                    ]
-                    for name in _SAVED
-                }
+                columns = spilled.gathered(rows, _SAVED, [index])
                 yield benchmark_table(
                     self._ordered.take(rows),
                     spilled.suite,
@@ -832,14 +768,7 @@ class SpilledBenchmarks:
     def whole(self) -> pa.Table:
         """The whole table, as a run that does not spill builds it (for the Python API)."""
         spilled = self._spilled
-        n_benchmarks = len(spilled.suite.benchmarks)
-        columns = {
-            name: np.stack(
-                [spilled.key_ordered(name, index) for index in range(n_benchmarks)],
-                axis=1,
-            )
-            for name in _SAVED
-        }
+        columns = spilled.gathered(None, _SAVED, range(len(spilled.suite.benchmarks)))
         return benchmark_table(
             self._ordered, spilled.suite, _benchmark_arrays(columns, spilled.n_expected)
         )
@@ -848,16 +777,10 @@ class SpilledBenchmarks:
 def _benchmark_arrays(
     columns: dict[str, npt.NDArray[Any]], n_expected: IntArray
 ) -> BenchmarkArrays:
-    """Saved arrays, shape (variants, benchmarks), as the kernel's benchmark arrays."""
+    """Gathered arrays (benchmark-major) as the kernel's benchmark arrays (variant-major views)."""
     return BenchmarkArrays(
-        raw=columns["raw"],
-        normalized=columns["normalized"],
-        n_present=columns["n_present"],
         n_expected=n_expected.astype(np.int64),
-        stderr=columns["stderr"],
-        raw_stderr=columns["raw_stderr"],
-        n_estimated=columns["n_estimated"],
-        has_other_sizes=columns["has_other_sizes"],
+        **{name: values.T for name, values in columns.items()},
     )
 
 
@@ -900,22 +823,12 @@ class SpilledLeaderboard:
         """Ranked variants first, best first, then the others, each in key order."""
         spilled = self._spilled
         board = board_order(self._rank)  # key positions, in the board's order
-        n_benchmarks = len(spilled.suite.benchmarks)
-        buffer = spilled.buffer()
+        every = range(len(spilled.suite.benchmarks))
         for start in range(0, board.size, BOARD_CHUNK_ROWS):
             if start % CHUNK_ROWS == 0:  # the previous parts' arrays, freed
                 release_free_memory()
             rows = board[start : start + BOARD_CHUNK_ROWS]
-            groups = spilled.groups(spilled.order[rows])
-            values = {
-                name: np.stack(
-                    [
-                        spilled.gather(name, index, groups, rows.size, buffer)
-                        for index in range(n_benchmarks)
-                    ]
-                )
-                for name in ("normalized", "raw", "stderr")
-            }
+            values = spilled.gathered(rows, ("normalized", "raw", "stderr"), every)
             yield leaderboard_rows(
                 self._ordered.take(rows),
                 spilled.suite,
