@@ -63,6 +63,9 @@ __all__ = ["DaskJob", "compute", "start"]
 #: Sums added per task in the reduction tree.
 FAN_IN = 8
 
+#: Worker processes of the local cluster a run starts without ``--scheduler``.
+LOCAL_WORKERS = 2
+
 
 def start(inputs: Inputs, suite: Suite, options: RunOptions) -> DaskJob:
     """Sum on a Dask cluster (the engine interface): no subtask table."""
@@ -86,9 +89,7 @@ class DaskJob:
         return compute(self._inputs, self._suite, self._options)
 
 
-def compute(
-    inputs: Inputs, suite: Suite, options: RunOptions, *, n_workers: int = 2
-) -> Result:
+def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
     """Normalize Parquet inputs on a Dask cluster (the engine interface).
 
     Args:
@@ -96,10 +97,9 @@ def compute(
             partitioned dataset); the workers read the row groups themselves.
         suite: The suite.
         options: The run's options (``scheduler``: the scheduler's address,
-            ``tcp://host:8786``; None starts a local cluster of `n_workers`
-            processes for the run; ``scheduler_timeout``: seconds to try to
-            connect, None for Dask's own, 30 s by default).
-        n_workers: Worker processes of the local cluster (without a scheduler).
+            ``tcp://host:8786``; None starts a local cluster of
+            :data:`LOCAL_WORKERS` processes for the run; ``scheduler_timeout``:
+            seconds to try to connect, None for Dask's own, 30 s by default).
 
     A Ctrl-C is seen within a tick while the cluster computes (the wait looks
     at the flag each :data:`~lbnorm._runtime.TICK`); a local cluster's worker
@@ -136,7 +136,7 @@ def compute(
             n_parts=None if width is None else -(-n_variants // width),
             folder=folder,
         )
-        results = _on_cluster(graph, options, n_workers)
+        results = _on_cluster(graph, options)
         if folder is None:
             totals: Totals = results[0]
             if totals.failures:
@@ -149,7 +149,7 @@ def compute(
         raise
 
 
-def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[Any]:
+def _on_cluster(graph: list[Any], options: RunOptions) -> list[Any]:
     """The graph's results, computed on the scheduler of the options or a local cluster."""
     import dask.config
     from distributed import Client, LocalCluster
@@ -162,7 +162,7 @@ def _on_cluster(graph: list[Any], options: RunOptions, n_workers: int) -> list[A
             stack.enter_context(dask.config.set({"temporary-directory": scratch}))
             others = set(multiprocessing.active_children())  # (the host's, if any)
             cluster = LocalCluster(  # type: ignore[no-untyped-call]
-                n_workers=n_workers,
+                n_workers=LOCAL_WORKERS,
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
@@ -337,7 +337,6 @@ def _finish_parts(
         _joined(parts),
         boards,
         suite=suite,
-        arrays=suite_arrays(suite),
         options=options,
         files=files,
         counts=(n_ignored, n_scores, n_clipped),
@@ -547,34 +546,28 @@ def _finish_share(
     totals: Totals, part: int, folder: str, suite: Suite, options: RunOptions
 ) -> _Finished:
     """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
-    counts = (totals.n_ignored, totals.n_scores, totals.n_clipped)
-    if totals.failures:  # the run fails: nothing to finish
-        return _Finished(
-            variants=totals.variants,
-            board=None,
-            failures=totals.failures,
-            n_failed=totals.n_failed,
-            counts=counts,
+    board = None
+    if not totals.failures:  # (else the run fails: nothing to finish)
+        store = totals.store
+        benchmark = finish_benchmarks(
+            store.partials(len(totals.variants)), store.arrays, missing=options.missing
         )
-    store, n_variants = totals.store, len(totals.variants)
-    benchmark = finish_benchmarks(
-        store.partials(n_variants), store.arrays, missing=options.missing
-    )
-    try:
-        save_partition(Path(folder), part, benchmark)
-    except OSError as exc:
-        msg = (
-            f"{folder}: a Dask worker cannot save its partition of the sums in the "
-            f"run's spill folder ({' '.join((exc.strerror or str(exc)).split())}).\n"
-            "Hint: with --scheduler, point TMPDIR (on the client) at a folder every "
-            "worker can write under the same path (a shared filesystem), free space "
-            "there, or raise --sum-memory."
-        )
-        raise SpillError(msg) from exc
+        try:
+            save_partition(Path(folder), part, benchmark)
+        except OSError as exc:
+            msg = (
+                f"{folder}: a Dask worker cannot save its partition of the sums in the "
+                f"run's spill folder ({' '.join((exc.strerror or str(exc)).split())}).\n"
+                "Hint: with --scheduler, point TMPDIR (on the client) at a folder every "
+                "worker can write under the same path (a shared filesystem), free space "
+                "there, or raise --sum-memory."
+            )
+            raise SpillError(msg) from exc
+        board = Board.of(benchmark, suite, store.arrays, options)
     return _Finished(
         variants=totals.variants,
-        board=Board.of(benchmark, suite, store.arrays, options),
-        failures=[],
-        n_failed=0,
-        counts=counts,
+        board=board,
+        failures=totals.failures,
+        n_failed=totals.n_failed,
+        counts=(totals.n_ignored, totals.n_scores, totals.n_clipped),
     )
