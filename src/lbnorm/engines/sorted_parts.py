@@ -26,7 +26,7 @@ import pyarrow as pa
 from lbnorm.core import arrow
 from lbnorm.core.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
 from lbnorm.engines.encode import Variants, factorize
-from lbnorm.engines.kernel import normalize_rows
+from lbnorm.engines.kernel import SuiteArrays, normalize_rows
 from lbnorm.engines.result import with_present_values
 from lbnorm.engines.validate import CheckedBatch
 from lbnorm.suites import Suite, suite_arrays
@@ -126,9 +126,7 @@ class SortedParts:
         ordered = variants.take(order)
         variant = rank[rows.pop("variant")]
         subtask = rows.pop("subtask").astype(np.int64)
-        sort, bounds = _cell_order(
-            variant, subtask, order.size, arrays.benchmark_index, len(suite.benchmarks)
-        )
+        sort, bounds = _cell_order(variant, subtask, order.size, arrays)
         keys = {n: ordered.dictionary(n) for n in KEY_COLUMNS if n != "chat_template"}
         flags = ordered.codes[:, 3].astype(bool)
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
@@ -195,8 +193,7 @@ def _cell_order(
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
     n_variants: int,
-    benchmark_index: npt.NDArray[np.int64],
-    n_benchmarks: int,
+    arrays: SuiteArrays,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The rows in (benchmark, variant, subtask) order, and where each benchmark starts.
 
@@ -204,13 +201,11 @@ def _cell_order(
     benchmark-major dense layout: rows scattered to their cells and read back
     in cell order are sorted (linear: no comparison sort).
     """
+    benchmark_index = arrays.benchmark_index
     n_subtasks = benchmark_index.size
-    counts = np.bincount(
-        benchmark_index, minlength=int(benchmark_index.max(initial=-1)) + 1
-    )
-    starts = np.concatenate([[0], np.cumsum(counts)])  # each benchmark's first subtask
+    starts = arrays.benchmark_starts()  # each benchmark's first subtask
     first = starts[benchmark_index]  # per subtask
-    width = counts[benchmark_index]
+    width = np.diff(starts)[benchmark_index]
     benchmark = benchmark_index[subtask]
     cell = (
         first[subtask] * n_variants
@@ -223,7 +218,7 @@ def _cell_order(
     )
     slot[cell] = np.arange(variant.size, dtype=kind)
     sort = slot[slot >= 0].astype(np.int64)
-    rows = np.bincount(benchmark, minlength=n_benchmarks)
+    rows = np.bincount(benchmark, minlength=starts.size - 1)
     return sort, np.concatenate([[0], np.cumsum(rows)])
 
 

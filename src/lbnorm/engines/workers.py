@@ -140,9 +140,8 @@ def _work(
     start_worker(parent)
     for receiver in inherited:  # read ends of the parent's pipes, this one's too
         receiver.close()
-    fault_point(
-        "worker-summing"
-    )  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    fault_point("worker-summing")
     try:
         reply: tuple[str, Any] = ("ok", work(part, parts))
     except LbnormError as exc:
