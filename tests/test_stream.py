@@ -278,12 +278,12 @@ def test_finishing_frees_the_sums_the_job_still_references(
     totals = stream.sum_scores([Batch(table=demo, source="demo")], SUITE)
     store = totals.store
     assert sum(part.size for part in store._sums) > 0
-    assert store._seen.size > 0
+    assert store.seen.size > 0
     result = stream.finish_totals(totals, SUITE, options=RunOptions(subtasks=False))
     assert all(part.size == 0 for part in store._sums)  # buffers freed, not views
     assert all(part.base is None for part in store._sums)
-    assert store._seen.size == 0
-    assert store._seen.base is None
+    assert store.seen.size == 0
+    assert store.seen.base is None
     assert result.benchmark_table.equals(demo_in_memory.benchmark_table)
 
 
