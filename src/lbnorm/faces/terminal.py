@@ -424,22 +424,15 @@ def _score_texts(older: float, newer: float) -> tuple[str, str]:
 
 
 def _beside(path: str, other: str) -> str:
-    """`path` by its name when it is in `other`'s folder, else relative where it can be."""
+    """`path` by its name when it is in `other`'s folder, else relative where it can be.
+
+    Relative to the working directory when `path` is under it, else as given.
+    """
     if PurePath(path).parent == PurePath(other).parent:
         return PurePath(path).name
-    return relative_path(path)
-
-
-def relative_path(path: str) -> str:
-    """`path` relative to the working directory when it is under it, else as given."""
-    if not PurePath(path).is_absolute():
-        return path
-    here = Path.cwd()
-    return (
-        str(PurePath(path).relative_to(here))
-        if PurePath(path).is_relative_to(here)
-        else path
-    )
+    if PurePath(path).is_absolute() and PurePath(path).is_relative_to(Path.cwd()):
+        return str(PurePath(path).relative_to(Path.cwd()))
+    return path
 
 
 def _warning_lines(warnings: Sequence[str], *, out: str | None) -> list[str]:
