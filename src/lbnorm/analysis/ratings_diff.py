@@ -37,6 +37,8 @@ __all__ = [
 
 Figure = float | int | None
 
+#: The ratings columns a diff lines up (a missing one is null throughout).
+_COMPARED = ("rank", "rating", "rating_lower", "rating_upper")
 _MOVES = {
     "model": "model",
     "old_rating": "old rating",
@@ -181,38 +183,29 @@ def diff_rating_tables(
         (-1.0, 2)
     """
     keys, old_at, new_at = match_keys(old, new, on=["model"])
-    old_rank, new_rank = take_at(old, "rank", old_at), take_at(new, "rank", new_at)
-    values = {
-        f"{side}_{name}": take_at(frame, column, at)
-        for side, frame, at in (("old", old, old_at), ("new", new, new_at))
-        for name, column in (
-            ("rating", "rating"),
-            ("lower", "rating_lower"),
-            ("upper", "rating_upper"),
-        )
-    }
-    has_intervals = ~np.isnan(
-        np.stack(
-            [values[n] for n in ("old_lower", "old_upper", "new_lower", "new_upper")]
-        )
-    ).any(axis=0)
-    apart = (values["new_lower"] > values["old_upper"]) | (
-        values["new_upper"] < values["old_lower"]
+    old_rank, old_rating, old_lower, old_upper = (
+        take_at(old, name, old_at) for name in _COMPARED
     )
+    new_rank, new_rating, new_lower, new_upper = (
+        take_at(new, name, new_at) for name in _COMPARED
+    )
+    bounds = np.stack([old_lower, old_upper, new_lower, new_upper])
+    has_intervals = ~np.isnan(bounds).any(axis=0)
+    apart = (new_lower > old_upper) | (new_upper < old_lower)
     models = pd.DataFrame(
         {
             "model": keys["model"],
             "status": side_status(old_at, new_at),
-            "old_rating": values["old_rating"],
-            "new_rating": values["new_rating"],
-            "rating_delta": values["new_rating"] - values["old_rating"],
+            "old_rating": old_rating,
+            "new_rating": new_rating,
+            "rating_delta": new_rating - old_rating,
             "old_rank": nullable(old_rank, "Int64"),
             "new_rank": nullable(new_rank, "Int64"),
             "rank_move": nullable(old_rank - new_rank, "Int64"),
-            "old_lower": values["old_lower"],
-            "old_upper": values["old_upper"],
-            "new_lower": values["new_lower"],
-            "new_upper": values["new_upper"],
+            "old_lower": old_lower,
+            "old_upper": old_upper,
+            "new_lower": new_lower,
+            "new_upper": new_upper,
             "is_beyond_intervals": nullable(
                 np.where(has_intervals, apart, np.nan), "boolean"
             ),
@@ -221,7 +214,7 @@ def diff_rating_tables(
     is_common = (old_at >= 0) & (new_at >= 0)
     figures = rank_figures(
         (old_rank, new_rank),
-        (values["old_rating"], values["new_rating"]),
+        (old_rating, new_rating),
         is_ranked=is_common,
         is_common=is_common,
         moved_places=moved_places,
