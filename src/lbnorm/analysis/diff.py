@@ -314,6 +314,7 @@ def diff_snapshots(
         is_whole=old.bounds is not None and new.bounds is not None,
     )
     clipped = _clip_changes(old, new, merged, old_bounds, new_bounds)
+    scored = _scored(old), _scored(new)
     delta = (new_average - old_average)[is_both]
     is_checked = ~np.isnan(beyond)
     summary: dict[str, Figure] = {
@@ -344,8 +345,8 @@ def diff_snapshots(
         "newly_unranked": int(
             (is_both & ~np.isnan(old_rank) & np.isnan(new_rank)).sum()
         ),
-        "subtasks_scored_old": _scored_count(old),
-        "subtasks_scored_new": _scored_count(new),
+        "subtasks_scored_old": None if scored[0] is None else len(scored[0]),
+        "subtasks_scored_new": None if scored[1] is None else len(scored[1]),
     }
     return Diff(
         bounds=bounds,
@@ -354,7 +355,7 @@ def diff_snapshots(
         summary=summary,
         labels=(old.label or "old", new.label or "new"),
         benchmarks=tuple(names),
-        coverage=_coverage(old, new, names),
+        coverage=_coverage(*scored, names),
     )
 
 
@@ -506,11 +507,6 @@ def _scored(side: Snapshot) -> pd.DataFrame | None:
     return bounds_of(side.subtasks)[["benchmark", "subtask"]]
 
 
-def _scored_count(side: Snapshot) -> int | None:
-    scored = _scored(side)
-    return None if scored is None else len(scored)
-
-
 def _coverage_frame(
     names: Sequence[str], before: Sequence[int], after: Sequence[int]
 ) -> pd.DataFrame:
@@ -523,9 +519,10 @@ def _coverage_frame(
     )
 
 
-def _coverage(old: Snapshot, new: Snapshot, names: Sequence[str]) -> pd.DataFrame:
-    """Per benchmark, the subtasks with scores on each side, where they differ."""
-    before, after = _scored(old), _scored(new)
+def _coverage(
+    before: pd.DataFrame | None, after: pd.DataFrame | None, names: Sequence[str]
+) -> pd.DataFrame:
+    """Per benchmark, the subtasks with scores on each side (:func:`_scored`), where they differ."""
     if before is None or after is None:
         return _coverage_frame([], [], [])
     counts = [
