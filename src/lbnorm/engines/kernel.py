@@ -574,15 +574,6 @@ class FixedPoint:
         scale = self.scale["variance"][self._suite.benchmark_index]
         return variance * _suite_at(scale, codes, clipped)
 
-    def to_plain(
-        self, name: str, sums: FloatArray, benchmark: int | slice
-    ) -> FloatArray:
-        """Fixed-point sums back in plain units (other sums as they are)."""
-        if name not in self.scale:
-            return sums
-        result: FloatArray = sums / self.scale[name][benchmark]
-        return result
-
 
 def _at(values: FloatArray, positions: IntArray) -> FloatArray:
     """Per-row values at flat row positions."""
@@ -635,7 +626,9 @@ def dense_partials(
         partials.count[:, index] = is_present.sum(axis=1)
         for name, values in terms.items():
             total = np.where(is_present, values, 0.0).sum(axis=1)
-            partials.sums[name][:, index] = fixed.to_plain(name, total, index)
+            if name in fixed.scale:  # fixed point: back in plain units
+                total /= fixed.scale[name][index]
+            partials.sums[name][:, index] = total
         if suite.is_pooled[index]:  # the suite's sizes, plus what the input changed
             partials.sums["weight"][:, index] += is_present @ suite.n_samples[columns]
     return partials
