@@ -267,17 +267,14 @@ class _PooledScales:
     def of(cls, suite: SuiteArrays) -> _PooledScales:
         """The scales of every benchmark of `suite` (a plain one's are not used)."""
         n_benchmarks = suite.is_pooled.shape[0]
-        bound = np.zeros(n_benchmarks)
-        bound[suite.benchmark_index] = suite.lower_bound
-        scales = suite.scales
-        offset, factor = bound, np.full(n_benchmarks, 100.0)
-        if scales is not None:
-            offset, factor = np.zeros(n_benchmarks), np.zeros(n_benchmarks)
-            offset[suite.benchmark_index] = scales.offset
-            factor[suite.benchmark_index] = scales.factor
+        scales, index = suite.scales, suite.benchmark_index
+        bound, offset, factor = (np.zeros(n_benchmarks) for _ in range(3))
+        bound[index] = suite.lower_bound
+        offset[index] = suite.lower_bound if scales is None else scales.offset
+        factor[index] = 100.0 if scales is None else scales.factor
         return cls(
             total_weight=np.bincount(
-                suite.benchmark_index, weights=suite.n_samples, minlength=n_benchmarks
+                index, weights=suite.n_samples, minlength=n_benchmarks
             ).astype(np.float64),  # (float already: for the type checker)
             bound=bound,
             offset=offset,
