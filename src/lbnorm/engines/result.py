@@ -33,13 +33,13 @@ from lbnorm.core.schemas import (
     SUBTASK_SCORES,
     leaderboard_schema,
 )
-from lbnorm.engines.encode import Variants, merge_variants
 from lbnorm.engines.kernel import (
     BenchmarkArrays,
     BoolArray,
     FloatArray,
     IntArray,
 )
+from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
 from lbnorm.suites import Suite, suite_arrays
 
 if TYPE_CHECKING:
@@ -648,8 +648,7 @@ def _key_columns(
     """The key columns of the rows `variant_index` points at."""
     columns: dict[str, pa.Array] = {
         name: variants.dictionary(name, variant_index, distinct=name not in plain)
-        for name in KEY_COLUMNS
-        if name != "chat_template"
+        for name in TEXT_KEYS
     }
     columns["chat_template"] = variants.flags(variant_index)
     return columns
@@ -732,9 +731,7 @@ def leaderboard_rows(
     Returns:
         Rows in the :func:`lbnorm.core.schemas.leaderboard_schema` of the suite.
     """
-    columns: dict[str, pa.Array] = {
-        name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"
-    }
+    columns: dict[str, pa.Array] = {name: ordered.strings(name) for name in TEXT_KEYS}
     columns["chat_template"] = ordered.flags()
     columns["rank"] = arrow.array(
         np.nan_to_num(rank).astype(np.int64), mask=np.isnan(rank)
