@@ -209,7 +209,7 @@ def _files(shots: dict[str, int | None]) -> tuple[pa.Table, RunSettings]:
             "chat_template": [False] * n,
         }
     )
-    settings = RunSettings.from_rows(task_settings(d, [BBH])[0] for d in documents)
+    settings = RunSettings.from_files([[task_settings(d, [BBH])[0] for d in documents]])
     return files, replace(
         settings, file=np.arange(n), subtask=np.full(n, at, dtype=np.int64)
     )

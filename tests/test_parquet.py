@@ -80,7 +80,7 @@ def test_plain_pages_read_as_their_dictionaries(
     dictionaries = [name for name in table.column_names if name not in plain]
     pq.write_table(table, path, use_dictionary=dictionaries, row_group_size=16)
     if table.num_rows:
-        assert sorted(open_parquet_scores(path)._plain_columns(0)[0]) == sorted(plain)
+        assert sorted(open_parquet_scores(path)._routes(0)[0]) == sorted(plain)
     got, expected = _tables(path, plain=True), _tables(path, plain=False)
     assert [t.schema for t in got] == [t.schema for t in expected]
     assert all(a.equals(b) for a, b in zip(got, expected, strict=True))
@@ -132,11 +132,11 @@ def test_a_file_with_plain_and_dictionary_row_groups_runs_as_dictionaries(
         writer.write_table(many)
     pq.write_table(rows, encoded, row_group_size=few.num_rows + many.num_rows)
     opened = open_parquet_scores(fallen)
-    assert [opened._plain_columns(i)[0] for i in range(2)] == [
+    assert [opened._routes(i)[0] for i in range(2)] == [
         (),
         ("model", "revision"),
     ]
-    assert open_parquet_scores(encoded)._plain_columns(0) == ((), ())
+    assert open_parquet_scores(encoded)._routes(0) == ((), ())
     assert all(
         a.equals(b)
         for a, b in zip(
@@ -219,7 +219,7 @@ def test_file_wide_dictionaries_read_as_views_give_the_same_rows(
     pq.write_table(_categorical(table, names, unused=200), path, row_group_size=16)
     if table.num_rows:
         opened = open_parquet_scores(path, keep_details=False)
-        assert opened._plain_columns(0) == ((), tuple(names))
+        assert opened._routes(0) == ((), tuple(names))
     assert _decoded(path, views=True) == _decoded(path, views=False)
 
 
@@ -238,8 +238,8 @@ def test_a_categorical_with_a_file_wide_dictionary_runs_to_the_same_bytes(
     pq.write_table(_categorical(rows, ["model"], unused=0), path, row_group_size=600)
     opened = open_parquet_scores(path, keep_details=False)
     assert opened.num_row_groups == 20
-    assert {opened._plain_columns(i) for i in range(20)} == {((), ("model",))}
-    assert open_parquet_scores(path)._plain_columns(0) == ((), ())
+    assert {opened._routes(i) for i in range(20)} == {((), ("model",))}
+    assert open_parquet_scores(path)._routes(0) == ((), ())
     outs = {}
     for route in ("views", "dictionary"):
         outs[route] = tmp_path / f"out-{route}"
@@ -261,4 +261,4 @@ def test_a_small_dictionary_is_read_as_arrow_reads_it(tmp_path: Path) -> None:
     rows = _board(300, seed=4)
     path = tmp_path / "categorical.parquet"
     pq.write_table(_categorical(rows, ["model"], unused=0), path)
-    assert open_parquet_scores(path, keep_details=False)._plain_columns(0) == ((), ())
+    assert open_parquet_scores(path, keep_details=False)._routes(0) == ((), ())

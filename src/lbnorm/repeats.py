@@ -92,12 +92,11 @@ def _earlier_sources(
     pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     encoder = KeyEncoder(pairs)
     n_subtasks = max(len(pairs), 1)
-    sources: list[str] = []
     first = np.zeros(0, dtype=np.int32)  # per cell: 1 + the first source's index
     found: dict[tuple[object, ...], set[str]] = {}
-    index: dict[str, int] = {}
+    index: dict[str, int] = {}  # each input's position, in the order first seen
     for batch in batches:
-        row_source = _row_sources(batch, sources, index)  # 1 + each row's source
+        row_source = _row_sources(batch, index)  # 1 + each row's source
         variant, subtask = encoder.encode(batch.table)
         rows = np.flatnonzero((variant >= 0) & (subtask >= 0))
         cells = variant[rows] * n_subtasks + subtask[rows]
@@ -116,6 +115,7 @@ def _earlier_sources(
             ]
             later = row_source[at].tolist()
             earlier = given[is_repeat][:limit].tolist()
+            sources = list(index)
             for key, this, that in zip(
                 zip(*names, strict=True), later, earlier, strict=True
             ):
@@ -153,22 +153,16 @@ def _renamed(
     return "\n".join(lines)
 
 
-def _row_sources(
-    batch: Batch, sources: list[str], index: dict[str, int]
-) -> npt.NDArray[np.int32]:
-    """1 + the index in `sources` (grown) of each row's input file."""
+def _row_sources(batch: Batch, index: dict[str, int]) -> npt.NDArray[np.int32]:
+    """1 + the position in `index` (a new input added last) of each row's input file."""
     table = batch.table
     if "source" not in table.column_names:
         code = index.setdefault(batch.source, len(index)) + 1
-        if code > len(sources):
-            sources.append(batch.source)
         return np.full(table.num_rows, code, dtype=np.int32)
     column = table["source"].cast(pa.string()).combine_chunks().dictionary_encode()
     names = column.dictionary.to_pylist()
     for name in names:
-        if name not in index:
-            index[name] = len(index)
-            sources.append(name)
+        index.setdefault(name, len(index))
     codes = np.array([index[name] + 1 for name in names], dtype=np.int32)
     row_codes: npt.NDArray[np.int32] = codes[arrow.to_numpy(column.indices)]
     return row_codes

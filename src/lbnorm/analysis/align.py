@@ -16,7 +16,15 @@ import pandas as pd
 
 from lbnorm.core.schemas import KEY_COLUMNS
 
-__all__ = ["align_rows", "align_variants", "group_codes", "nullable", "plain_keys"]
+__all__ = [
+    "align_rows",
+    "align_variants",
+    "group_codes",
+    "match_keys",
+    "nullable",
+    "plain_keys",
+    "take_at",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -87,6 +95,57 @@ def align_rows(
     matched = distinct.merge(positions, on=columns, how="left", validate="one_to_one")
     lookup = matched["_position"].fillna(-1).to_numpy(dtype=np.int64)
     return np.asarray(lookup[codes], dtype=np.int64)
+
+
+def match_keys(
+    old: pd.DataFrame, new: pd.DataFrame, *, on: Sequence[str] = KEY_COLUMNS
+) -> tuple[pd.DataFrame, IntArray, IntArray]:
+    """Outer-join two tables unique on `on`: the keys, and each side's positions.
+
+    Args:
+        old: One side (e.g. a leaderboard).
+        new: The other side.
+        on: Key columns (default: the variant keys).
+
+    Returns:
+        The keys of either side (plain strings and bools), and per key its
+        position in `old` and in `new` (-1 where that side lacks it).
+
+    Examples:
+        >>> old, new = pd.DataFrame({"model": ["a", "b"]}), pd.DataFrame({"model": ["b", "c"]})
+        >>> keys, old_at, new_at = match_keys(old, new, on=["model"])
+        >>> keys["model"].tolist(), old_at.tolist(), new_at.tolist()
+        (['a', 'b', 'c'], [0, 1, -1], [-1, 0, 1])
+    """
+    keys = list(on)
+    merged = (
+        _plain(old, keys)
+        .assign(_old=np.arange(len(old)))
+        .merge(
+            _plain(new, keys).assign(_new=np.arange(len(new))),
+            on=keys,
+            how="outer",
+            validate="one_to_one",
+            sort=False,
+        )
+    )
+    old_at = merged["_old"].fillna(-1).to_numpy(dtype=np.int64)
+    new_at = merged["_new"].fillna(-1).to_numpy(dtype=np.int64)
+    return merged[keys], old_at, new_at
+
+
+def take_at(frame: pd.DataFrame, name: str, at: IntArray) -> FloatArray:
+    """Column `name` of `frame` as floats at positions `at` (NaN at -1, or where it has no such column).
+
+    Examples:
+        >>> frame = pd.DataFrame({"rank": [1, 2]})
+        >>> take_at(frame, "rank", np.array([1, -1])).tolist(), take_at(frame, "x", np.array([0])).tolist()
+        ([2.0, nan], [nan])
+    """
+    if name not in frame.columns or len(frame) == 0:
+        return np.full(at.shape, np.nan)
+    values = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(at >= 0, values[np.maximum(at, 0)], np.nan)
 
 
 def nullable(

@@ -30,7 +30,13 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow.compute as pc
 
-from lbnorm.analysis.align import align_rows, align_variants, nullable, plain_keys
+from lbnorm.analysis.align import (
+    align_rows,
+    align_variants,
+    match_keys,
+    nullable,
+    take_at,
+)
 from lbnorm.analysis.correlation import kendall_tau, spearman_rho
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
@@ -43,7 +49,10 @@ __all__ = [
     "bounds_of",
     "diff_results",
     "diff_snapshots",
+    "rank_figures",
+    "rank_order",
     "read_snapshot",
+    "side_status",
     "snapshot_of",
 ]
 
@@ -269,14 +278,13 @@ def diff_snapshots(
         >>> {k: diff.summary[k] for k in ("kendall_tau", "spearman_rho", "top_1_overlap", "moved_more_than_n")}
         {'kendall_tau': -1.0, 'spearman_rho': -1.0, 'top_1_overlap': 0, 'moved_more_than_n': 2}
     """
-    merged, old_at, new_at = _match_variants(old.leaderboard, new.leaderboard)
-    old_rank = _take(old.leaderboard["rank"], old_at)
-    new_rank = _take(new.leaderboard["rank"], new_at)
-    old_average = _take(old.leaderboard["average"], old_at)
-    new_average = _take(new.leaderboard["average"], new_at)
+    merged, old_at, new_at = match_keys(old.leaderboard, new.leaderboard)
+    old_rank = take_at(old.leaderboard, "rank", old_at)
+    new_rank = take_at(new.leaderboard, "rank", new_at)
+    old_average = take_at(old.leaderboard, "average", old_at)
+    new_average = take_at(new.leaderboard, "average", new_at)
     is_both = (old_at >= 0) & (new_at >= 0)
     is_ranked = is_both & ~np.isnan(old_rank) & ~np.isnan(new_rank)
-    move = old_rank - new_rank
     beyond = _beyond_intervals(
         old,
         new,
@@ -285,22 +293,18 @@ def diff_snapshots(
         (old_average, new_average),
         is_ranked,
     )
-    status = np.where(is_both, "both", np.where(old_at >= 0, "removed", "added"))
     models = merged.assign(
-        status=status,
+        status=side_status(old_at, new_at),
         old_rank=nullable(old_rank, "Int64"),
         new_rank=nullable(new_rank, "Int64"),
-        rank_move=nullable(move, "Int64"),
+        rank_move=nullable(old_rank - new_rank, "Int64"),
         old_average=old_average,
         new_average=new_average,
         average_delta=new_average - old_average,
         is_beyond_intervals=nullable(beyond, "boolean"),
         reason=_reasons(old, new, merged, new_at, new_rank),
     )
-    order = np.lexsort(
-        (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
-    )
-    models = models.iloc[order].reset_index(drop=True)
+    models = models.iloc[rank_order(old_rank, new_rank)].reset_index(drop=True)
     names = list(dict.fromkeys([*old.benchmarks, *new.benchmarks]))
     scores = _score_deltas(old, new, merged, old_at, new_at, names)
     old_bounds, new_bounds = _side_bounds(old), _side_bounds(new)
@@ -310,6 +314,9 @@ def diff_snapshots(
         is_whole=old.bounds is not None and new.bounds is not None,
     )
     clipped = _clip_changes(old, new, merged, old_bounds, new_bounds)
+    scored = _scored(old), _scored(new)
+    delta = (new_average - old_average)[is_both]
+    is_checked = ~np.isnan(beyond)
     summary: dict[str, Figure] = {
         "variants_old": int((old_at >= 0).sum()),
         "variants_new": int((new_at >= 0).sum()),
@@ -317,24 +324,16 @@ def diff_snapshots(
         "variants_added": int(((new_at >= 0) & (old_at < 0)).sum()),
         "variants_removed": int(((old_at >= 0) & (new_at < 0)).sum()),
         "ranked_common": int(is_ranked.sum()),
-        "kendall_tau": kendall_tau(old_average[is_ranked], new_average[is_ranked]),
-        "spearman_rho": spearman_rho(old_average[is_ranked], new_average[is_ranked]),
-    }
-    for k in top:
-        summary[f"top_{k}_overlap"] = int(((old_rank <= k) & (new_rank <= k)).sum())
-    moves = np.abs(move[is_ranked])
-    delta = (new_average - old_average)[is_both]
-    delta = delta[~np.isnan(delta)]
-    is_checked = ~np.isnan(beyond)
-    summary |= {
-        "moved_places": moved_places,
-        "moved_more_than_n": int((moves > moved_places).sum()),
-        "max_rank_move": int(moves.max()) if moves.size else 0,
-        "mean_abs_rank_move": float(moves.mean()) if moves.size else 0.0,
-        "average_delta_mean": float(delta.mean()) if delta.size else None,
-        "average_delta_min": float(delta.min()) if delta.size else None,
-        "average_delta_max": float(delta.max()) if delta.size else None,
-        "averages_changed": int((delta != 0).sum()),
+        **rank_figures(
+            (old_rank, new_rank),
+            (old_average, new_average),
+            is_ranked=is_ranked,
+            is_common=is_both,
+            moved_places=moved_places,
+            top=top,
+            value="average",
+        ),
+        "averages_changed": int((delta[~np.isnan(delta)] != 0).sum()),
         "scores_changed": int((scores["delta"].fillna(0.0) != 0).sum()),
         "newly_clipped": clipped[0],
         "newly_unclipped": clipped[1],
@@ -346,8 +345,8 @@ def diff_snapshots(
         "newly_unranked": int(
             (is_both & ~np.isnan(old_rank) & np.isnan(new_rank)).sum()
         ),
-        "subtasks_scored_old": _scored_count(old),
-        "subtasks_scored_new": _scored_count(new),
+        "subtasks_scored_old": None if scored[0] is None else len(scored[0]),
+        "subtasks_scored_new": None if scored[1] is None else len(scored[1]),
     }
     return Diff(
         bounds=bounds,
@@ -356,36 +355,75 @@ def diff_snapshots(
         summary=summary,
         labels=(old.label or "old", new.label or "new"),
         benchmarks=tuple(names),
-        coverage=_coverage(old, new, names),
+        coverage=_coverage(*scored, names),
     )
 
 
-def _match_variants(
-    old: pd.DataFrame, new: pd.DataFrame
-) -> tuple[pd.DataFrame, IntArray, IntArray]:
-    """Outer-join the variant keys; positions into each side (-1 if absent)."""
-    keys = list(KEY_COLUMNS)
-    merged = (
-        plain_keys(old)
-        .assign(_old=np.arange(len(old)))
-        .merge(
-            plain_keys(new).assign(_new=np.arange(len(new))),
-            on=keys,
-            how="outer",
-            validate="one_to_one",
-            sort=False,
-        )
+def side_status(old_at: IntArray, new_at: IntArray) -> npt.NDArray[np.str_]:
+    """Per key of :func:`~lbnorm.analysis.align.match_keys`: ``both``, ``removed`` or ``added``."""
+    return np.where(
+        (old_at >= 0) & (new_at >= 0),
+        "both",
+        np.where(old_at >= 0, "removed", "added"),
     )
-    old_at = merged["_old"].fillna(-1).to_numpy(dtype=np.int64)
-    new_at = merged["_new"].fillna(-1).to_numpy(dtype=np.int64)
-    return merged[keys], old_at, new_at
 
 
-def _take(column: pd.Series, at: IntArray) -> FloatArray:
-    values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-    if values.size == 0:
-        return np.full(at.shape, np.nan)
-    return np.where(at >= 0, values[np.maximum(at, 0)], np.nan)
+def rank_order(old_rank: FloatArray, new_rank: FloatArray) -> IntArray:
+    """The order of a diff's rows: by new rank, then old rank, unranked (NaN) last."""
+    return np.lexsort(
+        (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
+    )
+
+
+def rank_figures(
+    ranks: tuple[FloatArray, FloatArray],
+    values: tuple[FloatArray, FloatArray],
+    *,
+    is_ranked: npt.NDArray[np.bool_],
+    is_common: npt.NDArray[np.bool_],
+    moved_places: int,
+    top: Sequence[int],
+    value: str,
+) -> dict[str, Figure]:
+    """The summary figures every diff of rankings reports (leaderboards and ratings).
+
+    ``kendall_tau`` and ``spearman_rho`` of the values ranked on both sides,
+    ``top_<k>_overlap`` (in both top-k lists), ``moved_places`` (N),
+    ``moved_more_than_n``, ``max_rank_move`` and ``mean_abs_rank_move`` of
+    those ranked on both sides, and ``<value>_delta_mean`` / ``_min`` /
+    ``_max`` (new - old) over the known values of those on both sides.
+
+    Args:
+        ranks: Old and new rank per row (NaN: unranked or absent).
+        values: Old and new value ranked by (an average, a rating).
+        is_ranked: Rows ranked on both sides.
+        is_common: Rows on both sides.
+        moved_places: N in "moved more than N places".
+        top: The k of the top-k overlaps.
+        value: The value's name in the delta figures.
+
+    Returns:
+        The figures, by name, in the order the summaries show them.
+    """
+    (old_rank, new_rank), (old_value, new_value) = ranks, values
+    figures: dict[str, Figure] = {
+        "kendall_tau": kendall_tau(old_value[is_ranked], new_value[is_ranked]),
+        "spearman_rho": spearman_rho(old_value[is_ranked], new_value[is_ranked]),
+    }
+    for k in top:
+        figures[f"top_{k}_overlap"] = int(((old_rank <= k) & (new_rank <= k)).sum())
+    moves = np.abs(old_rank - new_rank)[is_ranked]
+    delta = (new_value - old_value)[is_common]
+    delta = delta[~np.isnan(delta)]
+    return figures | {
+        "moved_places": moved_places,
+        "moved_more_than_n": int((moves > moved_places).sum()),
+        "max_rank_move": int(moves.max()) if moves.size else 0,
+        "mean_abs_rank_move": float(moves.mean()) if moves.size else 0.0,
+        f"{value}_delta_mean": float(delta.mean()) if delta.size else None,
+        f"{value}_delta_min": float(delta.min()) if delta.size else None,
+        f"{value}_delta_max": float(delta.max()) if delta.size else None,
+    }
 
 
 def _score_deltas(
@@ -400,7 +438,7 @@ def _score_deltas(
 
     def matrix(side: Snapshot, at: IntArray) -> FloatArray:
         columns = [
-            _take(side.leaderboard[name], at)
+            take_at(side.leaderboard, name, at)
             if name in side.benchmarks
             else np.full(at.shape, np.nan)
             for name in names  # a suite's handful of benchmarks
@@ -469,11 +507,6 @@ def _scored(side: Snapshot) -> pd.DataFrame | None:
     return bounds_of(side.subtasks)[["benchmark", "subtask"]]
 
 
-def _scored_count(side: Snapshot) -> int | None:
-    scored = _scored(side)
-    return None if scored is None else len(scored)
-
-
 def _coverage_frame(
     names: Sequence[str], before: Sequence[int], after: Sequence[int]
 ) -> pd.DataFrame:
@@ -486,9 +519,10 @@ def _coverage_frame(
     )
 
 
-def _coverage(old: Snapshot, new: Snapshot, names: Sequence[str]) -> pd.DataFrame:
-    """Per benchmark, the subtasks with scores on each side, where they differ."""
-    before, after = _scored(old), _scored(new)
+def _coverage(
+    before: pd.DataFrame | None, after: pd.DataFrame | None, names: Sequence[str]
+) -> pd.DataFrame:
+    """Per benchmark, the subtasks with scores on each side (:func:`_scored`), where they differ."""
     if before is None or after is None:
         return _coverage_frame([], [], [])
     counts = [
@@ -564,12 +598,7 @@ def _beyond_intervals(
 
     def interval(side: pd.DataFrame) -> list[FloatArray]:
         at = align_rows(merged, side, on=KEY_COLUMNS)
-        return [
-            _take(side[name], at)
-            if name in side.columns
-            else np.full(len(merged), np.nan)
-            for name in columns
-        ]
+        return [take_at(side, name, at) for name in columns]
 
     old_best, old_worst, old_low, old_high = interval(old.intervals)
     new_best, new_worst, new_low, new_high = interval(new.intervals)
@@ -607,7 +636,7 @@ def _reasons(
         rows = new_at[is_unranked]
         lacking = np.full(rows.size, "", dtype=object)
         for name in new.benchmarks:  # a suite's handful of benchmarks
-            is_missing = np.isnan(_take(board[name], rows))
+            is_missing = np.isnan(take_at(board, name, rows))
             lacking = np.where(
                 is_missing, lacking + np.where(lacking == "", "", ", ") + name, lacking
             )
@@ -617,7 +646,7 @@ def _reasons(
         if "flagged" in board.columns:
             is_flagged = board["flagged"].fillna(False).to_numpy(dtype=bool)[
                 rows
-            ] & ~np.isnan(_take(board["average"], rows))
+            ] & ~np.isnan(take_at(board, "average", rows))
             text = np.where(is_flagged, "excluded: flagged in the metadata", text)
         reasons[is_unranked] = text
     if new.rejected:

@@ -23,6 +23,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.uncertainty import normal_quantile, rank_intervals
@@ -172,10 +173,7 @@ def _input_root(folder: Output) -> str:
 
 def _variant_row(folder: Output, board: pd.DataFrame, variant: dict[str, Any]) -> int:
     """The leaderboard position of `variant`."""
-    is_variant = np.ones(len(board), dtype=bool)
-    for key in KEY_COLUMNS:
-        is_variant &= (board[key].astype("object") == variant[key]).to_numpy(dtype=bool)
-    found = np.flatnonzero(is_variant)
+    found = np.flatnonzero(_is_variant(board, variant))
     if found.size != 1:
         msg = (
             f"{folder}: variant {variant} is not on its leaderboard.\n"
@@ -185,12 +183,17 @@ def _variant_row(folder: Output, board: pd.DataFrame, variant: dict[str, Any]) -
     return int(found[0])
 
 
+def _is_variant(frame: pd.DataFrame, variant: dict[str, Any]) -> npt.NDArray[np.bool_]:
+    """Which rows of `frame` have the key values of `variant`."""
+    is_variant = np.ones(len(frame), dtype=bool)
+    for key in KEY_COLUMNS:  # the four keys
+        is_variant &= (frame[key].astype("object") == variant[key]).to_numpy(dtype=bool)
+    return is_variant
+
+
 def _of_variant(frame: pd.DataFrame, variant: dict[str, Any]) -> pd.DataFrame:
     """The rows of `frame` (one model's) that belong to `variant`, keys as plain values."""
-    is_variant = np.ones(len(frame), dtype=bool)
-    for key in KEY_COLUMNS:
-        is_variant &= (frame[key].astype("object") == variant[key]).to_numpy(dtype=bool)
-    rows = frame.loc[is_variant].reset_index(drop=True)
+    rows = frame.loc[_is_variant(frame, variant)].reset_index(drop=True)
     text = [c for c in rows.columns if isinstance(rows[c].dtype, pd.CategoricalDtype)]
     return rows.astype(dict.fromkeys(text, "str"))
 
@@ -377,14 +380,8 @@ def _rank(
     rank = _plain(board["rank"].iloc[row])
     if folder.has("intervals"):
         table = folder.frame("intervals")
-        position = np.flatnonzero(
-            np.logical_and.reduce(
-                [
-                    (table[key].astype("object") == board[key].iloc[row]).to_numpy(bool)
-                    for key in KEY_COLUMNS
-                ]
-            )
-        )
+        variant = {key: board[key].iloc[row] for key in KEY_COLUMNS}
+        position = np.flatnonzero(_is_variant(table, variant))
         if position.size == 1:
             found = table.iloc[int(position[0])]
             return {

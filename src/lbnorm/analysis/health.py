@@ -57,13 +57,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from lbnorm.analysis.align import group_codes
 from lbnorm.analysis.correlation import spearman_columns
 from lbnorm.analysis.diff import Snapshot, read_snapshot
 from lbnorm.analysis.uncertainty import estimate_uncertainty
 from lbnorm.core.errors import HealthConfigError, InputError
 from lbnorm.core.files import file_format, read_option_file
 from lbnorm.core.options import DEFAULT_SUITE, MissingPolicy
-from lbnorm.core.schemas import benchmark_columns
+from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.output.reader import Output
 from lbnorm.pipeline import run
 from lbnorm.suites import Suite
@@ -483,10 +484,8 @@ def check_subtasks(
     config = config or HealthConfig()
     if len(subtasks) == 0:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in HEALTH_COLUMNS})
-    keys = ["model", "precision", "revision", "chat_template"]
-    variant = _codes(subtasks, keys)
-    subtask = _codes(subtasks, ["benchmark", "subtask"])
-    first = np.unique(subtask, return_index=True)[1]
+    variant = group_codes(subtasks, KEY_COLUMNS)[0]
+    subtask, first = group_codes(subtasks, ["benchmark", "subtask"])
     names = (
         subtasks.iloc[first][["benchmark", "subtask"]]
         .astype("str")
@@ -498,7 +497,7 @@ def check_subtasks(
     matrix = np.full(shape, np.nan)
     matrix[variant, subtask] = (raw - lower) / (1.0 - lower)  # unclipped: no ties at 0
     is_present = ~np.isnan(matrix)
-    benchmark = _codes(names, ["benchmark"])
+    benchmark = group_codes(names, ["benchmark"])[0]
     member = np.zeros((len(first), int(benchmark.max()) + 1))
     member[np.arange(len(first)), benchmark] = 1.0
     sums = np.where(is_present, matrix, 0.0) @ member
@@ -687,14 +686,6 @@ def _nanpercentile(values: FloatArray, q: float) -> FloatArray:
 
 def _iqr(values: FloatArray) -> FloatArray:
     return _nanpercentile(values, 75.0) - _nanpercentile(values, 25.0)
-
-
-def _codes(frame: pd.DataFrame, columns: list[str]) -> npt.NDArray[np.int64]:
-    return np.asarray(
-        frame.groupby(columns, observed=True, sort=False, dropna=False)
-        .ngroup()
-        .to_numpy(np.int64)
-    )
 
 
 def _finish(

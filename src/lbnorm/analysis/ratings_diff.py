@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lbnorm.analysis.correlation import kendall_tau, spearman_rho
-from lbnorm.analysis.render import markdown_table
+from lbnorm.analysis.align import match_keys, nullable, take_at
+from lbnorm.analysis.diff import rank_figures, rank_order, side_status
+from lbnorm.analysis.render import markdown_table, rank_rows
 from lbnorm.core.errors import InputError
 from lbnorm.output.reader import Output
 
@@ -36,6 +37,8 @@ __all__ = [
 
 Figure = float | int | None
 
+#: The ratings columns a diff lines up (a missing one is null throughout).
+_COMPARED = ("rank", "rating", "rating_lower", "rating_upper")
 _MOVES = {
     "model": "model",
     "old_rating": "old rating",
@@ -179,118 +182,69 @@ def diff_rating_tables(
         >>> diff.summary["kendall_tau"], diff.summary["top_2_overlap"]
         (-1.0, 2)
     """
-    columns = ["model", "rating", "rank", "rating_lower", "rating_upper"]
-    sides = [
-        frame.reindex(columns=columns).rename(
-            columns={
-                "rating": f"{side}_rating",
-                "rank": f"{side}_rank",
-                "rating_lower": f"{side}_lower",
-                "rating_upper": f"{side}_upper",
-            }
-        )
-        for frame, side in ((old, "old"), (new, "new"))
-    ]
-    joined = sides[0].merge(
-        sides[1], on="model", how="outer", validate="one_to_one", indicator=True
+    keys, old_at, new_at = match_keys(old, new, on=["model"])
+    old_rank, old_rating, old_lower, old_upper = (
+        take_at(old, name, old_at) for name in _COMPARED
     )
-    status = joined["_merge"].map(
-        {"both": "both", "left_only": "removed", "right_only": "added"}
+    new_rank, new_rating, new_lower, new_upper = (
+        take_at(new, name, new_at) for name in _COMPARED
     )
-    ranks = {
-        side: joined[f"{side}_rank"].astype("Float64").astype("Int64")
-        for side in ("old", "new")
-    }
-    values = {
-        name: joined[name].to_numpy(dtype=np.float64, na_value=np.nan)
-        for name in (
-            "old_rating",
-            "new_rating",
-            "old_lower",
-            "old_upper",
-            "new_lower",
-            "new_upper",
-        )
-    }
-    has_intervals = ~np.isnan(
-        np.stack(
-            [values[n] for n in ("old_lower", "old_upper", "new_lower", "new_upper")]
-        )
-    ).any(axis=0)
-    apart = (values["new_lower"] > values["old_upper"]) | (
-        values["new_upper"] < values["old_lower"]
-    )
+    bounds = np.stack([old_lower, old_upper, new_lower, new_upper])
+    has_intervals = ~np.isnan(bounds).any(axis=0)
+    apart = (new_lower > old_upper) | (new_upper < old_lower)
     models = pd.DataFrame(
         {
-            "model": joined["model"].astype("str"),
-            "status": status.astype("str"),
-            "old_rating": values["old_rating"],
-            "new_rating": values["new_rating"],
-            "rating_delta": values["new_rating"] - values["old_rating"],
-            "old_rank": ranks["old"],
-            "new_rank": ranks["new"],
-            "rank_move": ranks["old"] - ranks["new"],
-            "old_lower": values["old_lower"],
-            "old_upper": values["old_upper"],
-            "new_lower": values["new_lower"],
-            "new_upper": values["new_upper"],
-            "is_beyond_intervals": pd.array(
-                np.where(has_intervals, apart, False), dtype="boolean"
+            "model": keys["model"],
+            "status": side_status(old_at, new_at),
+            "old_rating": old_rating,
+            "new_rating": new_rating,
+            "rating_delta": new_rating - old_rating,
+            "old_rank": nullable(old_rank, "Int64"),
+            "new_rank": nullable(new_rank, "Int64"),
+            "rank_move": nullable(old_rank - new_rank, "Int64"),
+            "old_lower": old_lower,
+            "old_upper": old_upper,
+            "new_lower": new_lower,
+            "new_upper": new_upper,
+            "is_beyond_intervals": nullable(
+                np.where(has_intervals, apart, np.nan), "boolean"
             ),
         }
     )
-    models.loc[~has_intervals, "is_beyond_intervals"] = pd.NA
-    order = np.lexsort(
-        (
-            models["old_rank"].to_numpy(dtype=np.float64, na_value=np.inf),
-            models["new_rank"].to_numpy(dtype=np.float64, na_value=np.inf),
-        )
+    is_common = (old_at >= 0) & (new_at >= 0)
+    figures = rank_figures(
+        (old_rank, new_rank),
+        (old_rating, new_rating),
+        is_ranked=is_common,
+        is_common=is_common,
+        moved_places=moved_places,
+        top=top,
+        value="rating",
     )
-    models = models.iloc[order].reset_index(drop=True)
+    # this summary says None where the leaderboard diff's says NaN or 0.0
+    figures["kendall_tau"] = _finite(figures["kendall_tau"])
+    figures["spearman_rho"] = _finite(figures["spearman_rho"])
+    if not is_common.any():
+        figures["mean_abs_rank_move"] = None
+    checked = int((is_common & has_intervals).sum())
     return RatingsDiff(
-        models=models,
-        summary=_summary(models, moved_places=moved_places, top=top),
+        models=models.iloc[rank_order(old_rank, new_rank)].reset_index(drop=True),
+        summary={
+            "models_common": int(is_common.sum()),
+            "models_added": int(((new_at >= 0) & (old_at < 0)).sum()),
+            "models_removed": int(((old_at >= 0) & (new_at < 0)).sum()),
+            **figures,
+            "moves_beyond_intervals": int((is_common & has_intervals & apart).sum())
+            if checked
+            else None,
+            "intervals_checked": checked if checked else None,
+        },
         labels=labels,
     )
 
 
-def _summary(
-    models: pd.DataFrame, *, moved_places: int, top: Sequence[int]
-) -> dict[str, Figure]:
-    common = models[models["status"] == "both"]
-    old = common["old_rating"].to_numpy(dtype=np.float64)
-    new = common["new_rating"].to_numpy(dtype=np.float64)
-    delta = new - old
-    moves = np.abs(common["rank_move"].to_numpy(dtype=np.float64, na_value=np.nan))
-    beyond = common["is_beyond_intervals"]
-    checked = int(beyond.notna().sum())
-    figures: dict[str, Figure] = {
-        "models_common": len(common),
-        "models_added": int((models["status"] == "added").sum()),
-        "models_removed": int((models["status"] == "removed").sum()),
-        "kendall_tau": _finite(kendall_tau(old, new)),
-        "spearman_rho": _finite(spearman_rho(old, new)),
-    }
-    for k in top:
-        in_old = set(models.loc[models["old_rank"] <= k, "model"])
-        in_new = set(models.loc[models["new_rank"] <= k, "model"])
-        figures[f"top_{k}_overlap"] = len(in_old & in_new)
-    figures |= {
-        "moved_places": moved_places,
-        "moved_more_than_n": int((moves > moved_places).sum()),
-        "max_rank_move": int(moves.max()) if len(moves) else 0,
-        "mean_abs_rank_move": float(moves.mean()) if len(moves) else None,
-        "rating_delta_mean": float(delta.mean()) if len(delta) else None,
-        "rating_delta_min": float(delta.min()) if len(delta) else None,
-        "rating_delta_max": float(delta.max()) if len(delta) else None,
-        "moves_beyond_intervals": int(beyond.fillna(False).sum()) if checked else None,
-        "intervals_checked": checked if checked else None,
-    }
-    return figures
-
-
-def _finite(value: float) -> float | None:
-    return value if np.isfinite(value) else None
+def _finite(value: Figure) -> Figure:
+    return value if value is not None and np.isfinite(value) else None
 
 
 def _rating_options(manifest: Mapping[str, object]) -> dict[str, Any]:
@@ -354,7 +308,6 @@ def options_changed_table(diff: RatingsDiff) -> pd.DataFrame:
 def ratings_diff_summary(diff: RatingsDiff) -> pd.DataFrame:
     """The summary figures in words: ``figure`` and ``value``, both text."""
     figures = diff.summary
-    top = [n for n in figures if n.startswith("top_") and n.endswith("_overlap")]
     common = int(figures["models_common"] or 0)
     rows = [
         (
@@ -362,19 +315,7 @@ def ratings_diff_summary(diff: RatingsDiff) -> pd.DataFrame:
             f"{common:,} on both sides, {figures['models_added']:,} added, "
             f"{figures['models_removed']:,} removed",
         ),
-        (
-            "Kendall tau / Spearman rho",
-            f"{_number(figures['kendall_tau'], 4)} / {_number(figures['spearman_rho'], 4)}",
-        ),
-        (
-            "top-" + "/".join(n.split("_")[1] for n in top) + " overlap",
-            " / ".join(f"{figures[n]}" for n in top),
-        ),
-        (
-            f"moved more than {figures['moved_places']} places",
-            f"{figures['moved_more_than_n']:,} of {common:,} (max "
-            f"{figures['max_rank_move']:,}, mean {_number(figures['mean_abs_rank_move'], 1)})",
-        ),
+        *rank_rows(figures, ranked=common),
         (
             "rating delta (new - old)",
             f"mean {_number(figures['rating_delta_mean'], 1)}, min "

@@ -6,11 +6,13 @@ hands them to the writer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from lbnorm.analysis.diff import Diff
+from lbnorm.analysis.diff import Diff, Figure
 
 __all__ = [
     "HEALTH_BENCHMARK_LABELS",
@@ -25,6 +27,7 @@ __all__ = [
     "largest_rank_moves",
     "markdown_table",
     "named_variants",
+    "rank_rows",
     "subtask_counts",
 ]
 
@@ -330,11 +333,6 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
         ``figure`` and ``value``, both text.
     """
     figures = diff.summary
-    top = [
-        name
-        for name in figures
-        if name.startswith("top_") and name.endswith("_overlap")
-    ]
     ranked = int(figures["ranked_common"] or 0)
     rows = [
         (
@@ -350,18 +348,7 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
                 else ""
             ),
         ),
-        (
-            "Kendall tau / Spearman rho",
-            f"{_number(figures['kendall_tau'], 4)} / {_number(figures['spearman_rho'], 4)}",
-        ),
-        (
-            "top-" + "/".join(name.split("_")[1] for name in top) + " overlap",
-            " / ".join(f"{figures[name]}" for name in top),
-        ),
-        (
-            f"moved more than {figures['moved_places']} places",
-            f"{figures['moved_more_than_n']:,} of {ranked:,} (max {figures['max_rank_move']:,}, mean {_number(figures['mean_abs_rank_move'], 1)})",
-        ),
+        *rank_rows(figures, ranked=ranked),
         (
             "rank moves beyond the rank intervals",
             "n/a (no standard errors)"
@@ -388,6 +375,38 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
     if before is not None and after is not None and before != after:
         rows.append(("subtasks with scores", f"{before:,} old, {after:,} new"))
     return pd.DataFrame(rows, columns=["figure", "value"])
+
+
+def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, str]]:
+    """The summary rows of :func:`~lbnorm.analysis.diff.rank_figures`, in words.
+
+    Args:
+        figures: A diff's summary (of leaderboards or of ratings).
+        ranked: How many are ranked on both sides (the moves' base).
+
+    Returns:
+        ``(figure, value)`` rows: the rank correlations, the top-k overlaps
+        and the rank moves.
+    """
+    top = [
+        name
+        for name in figures
+        if name.startswith("top_") and name.endswith("_overlap")
+    ]
+    return [
+        (
+            "Kendall tau / Spearman rho",
+            f"{_number(figures['kendall_tau'], 4)} / {_number(figures['spearman_rho'], 4)}",
+        ),
+        (
+            "top-" + "/".join(name.split("_")[1] for name in top) + " overlap",
+            " / ".join(f"{figures[name]}" for name in top),
+        ),
+        (
+            f"moved more than {figures['moved_places']} places",
+            f"{figures['moved_more_than_n']:,} of {ranked:,} (max {figures['max_rank_move']:,}, mean {_number(figures['mean_abs_rank_move'], 1)})",
+        ),
+    ]
 
 
 def diff_per_benchmark(diff: Diff) -> pd.DataFrame:

@@ -88,8 +88,7 @@ def _main(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
         _runtime.check_cancelled()  # a signal the command finished before acting on
     except KeyboardInterrupt as exc:  # Ctrl-C (Cancelled), or SIGTERM (Terminated)
         let_go()
-        replaced = _replaced_outputs()[replaced_before:]
-        return _interrupted(exc, replaced, writes=_writes(parsed))
+        return _interrupted(exc, parsed, since=replaced_before)
     except Exception as exc:
         let_go()
         if (failure := memory_failure(exc)) is None:
@@ -100,9 +99,8 @@ def _main(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
         raise
     number = let_go()  # a signal after the last look: on the flag, or the caller's
     if number:
-        replaced = _replaced_outputs()[replaced_before:]
         return _interrupted(
-            _runtime.cancellation(number), replaced, writes=_writes(parsed)
+            _runtime.cancellation(number), parsed, since=replaced_before
         )
     return code
 
@@ -127,8 +125,7 @@ def console_main() -> int:
     code = _main(None, parsed)
     late = _ignore_signals()  # the outcome is decided: a signal since main's last look
     if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
-        late_error = _runtime.cancellation(late)
-        code = _interrupted(late_error, _replaced_outputs(), writes=_writes(parsed))
+        code = _interrupted(_runtime.cancellation(late), parsed)
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         _exit_now(code)
     return _exit_done(code)
@@ -323,15 +320,22 @@ def _writes(parsed: list[argparse.Namespace]) -> bool:
 
 
 def _interrupted(
-    exc: KeyboardInterrupt, replaced: Sequence[Path], *, writes: bool
+    exc: KeyboardInterrupt, parsed: list[argparse.Namespace], *, since: int = 0
 ) -> int:
-    """Say what an interruption left, truly; return its exit code."""
+    """Say what an interruption left, truly; return its exit code.
+
+    Args:
+        exc: The interruption.
+        parsed: The command's arguments, once known (:func:`_writes`).
+        since: How many outputs were swapped in before the command began.
+    """
     is_terminated = isinstance(exc, Terminated)
+    replaced = _replaced_outputs()[since:]
     state = (
         f"; the new output is in place in {replaced[-1]}"
         if replaced
         else "; the previous output is unchanged"
-        if writes
+        if _writes(parsed)
         else ""  # a command that writes nothing (a query) has no output to speak of
     )
     word = "terminated" if is_terminated else "interrupted"

@@ -7,23 +7,20 @@ import sys
 from typing import TYPE_CHECKING, Literal
 
 from lbnorm.cli.arguments import (
-    MOST_COUNT,
-    MOST_DIGITS,
     Whole,
     add_digits,
     add_paired_test_options,
     add_verify,
     check_parent,
     check_written_files,
+    print_shown,
     verify_outputs,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import RunOptions
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from lbnorm.output.reader import Output
+    pass
 
 __all__ = ["register"]
 
@@ -81,21 +78,15 @@ def _register_query(
     query.add_argument(
         "--max-rows",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="rows to print",
         default=100,
         help="rows printed in table format (default: %(default)s)",
     )
-    query.add_argument(
-        "--digits",
-        action=Whole,
-        least=0,
-        most=MOST_DIGITS,
-        what="decimals",
-        example=2,
+    add_digits(
+        query,
         default=None,
-        help="round every float to this many decimals in table format "
+        example=2,
+        help_text="round every float to this many decimals in table format "
         "(default: print values as the query returned them)",
     )
     query.set_defaults(handler=_cmd_query, writes=("output",))
@@ -125,8 +116,6 @@ def _register_show(
     show.add_argument(
         "--top",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="rows to print",
         default=20,
         help="rows to print (default: %(default)s)",
@@ -223,8 +212,6 @@ def _register_report(
     report.add_argument(
         "--top",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="rows to show",
         default=50,
         help="rows of the static table shown without JavaScript; the interactive table holds every variant (default: %(default)s)",
@@ -256,12 +243,10 @@ def _cmd_query(args: argparse.Namespace) -> int:
     verify_outputs(args, args.out, *attach.values())
     fmt = args.format or infer_format(args.output)
     if fmt == "parquet" and args.output is None:
-        print(
-            "lbnorm: error: --format parquet needs --output FILE.\n"
-            "Hint: add --output result.parquet.",
-            file=sys.stderr,
+        msg = (
+            "--format parquet needs --output FILE.\nHint: add --output result.parquet."
         )
-        return ExitCode.USAGE
+        raise OptionsError(msg)
     if args.output is not None:
         check_parent(args.output)
         outs = (args.out, *attach.values())  # a result saved there changes the output
@@ -296,13 +281,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
         from lbnorm.cli.arena import show_ratings
 
         return show_ratings(args, output)
-    from lbnorm.core.errors import OptionsError
     from lbnorm.core.schemas import benchmark_columns
     from lbnorm.faces.show import (
         format_leaderboard,
         match_benchmark,
         parse_where,
         select_leaderboard,
+        with_tied_groups,
     )
     from lbnorm.suites.board import Board
 
@@ -325,7 +310,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.benchmark
         else None
     )
-    board = _with_tied_groups(board, output, benchmark or rules.rank_by)
+    board = with_tied_groups(board, output, benchmark or rules.rank_by)
     selected = select_leaderboard(
         board,
         filters=filters,
@@ -334,17 +319,16 @@ def _cmd_show(args: argparse.Namespace) -> int:
         benchmark=benchmark,
         top=None,
     )
-    conditions = [
-        *args.where,
-        *([f"model~{args.model}"] if args.model else []),
-        *([f"precision={args.precision}"] if args.precision else []),
-    ]
+    precision = [f"precision={args.precision}"] if args.precision else []
     shown = selected.head(args.top)
-    print(
-        f"top {len(shown):,} of {len(selected):,} variants"
-        + (f" where {' and '.join(conditions)}" if conditions else "")
-        + (f", by {benchmark}" if benchmark else f", by {rules.rank_by}")
-        + (f" ({len(board):,} in all)" if conditions else "")
+    print_shown(
+        args,
+        shown,
+        selected,
+        board,
+        what="variants",
+        by=benchmark or rules.rank_by,
+        conditions=precision,
     )
     if len(shown):
         print(
@@ -366,26 +350,6 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
             print(format_table(flagged, digits=args.digits))
     return ExitCode.OK
-
-
-def _with_tied_groups(board: pd.DataFrame, out: Output, level: str) -> pd.DataFrame:
-    """The leaderboard and, for an output of ``run --paired``, each variant's ``tied`` group."""
-    from lbnorm.analysis.paired import tied_groups
-    from lbnorm.core.schemas import KEY_COLUMNS
-
-    groups = tied_groups(out, level)
-    if groups is None:
-        return board
-    keys = list(KEY_COLUMNS)
-    joined = board.merge(
-        groups.astype({key: board[key].dtype for key in keys}),
-        on=keys,
-        how="left",
-        validate="one_to_one",
-    )
-    columns = list(board.columns)
-    at = columns.index("rank") + 1
-    return joined[[*columns[:at], "tied", *columns[at:]]]
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

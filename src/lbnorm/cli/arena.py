@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import MOST_COUNT, Whole
+from lbnorm.cli.arguments import Whole, print_shown
 from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import MOST_GIB
 
@@ -70,8 +70,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     arena.add_argument(
         "--top",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="models to print",
         default=10,
         help="models to print (default: %(default)s)",
@@ -270,28 +268,12 @@ def show_ratings(args: argparse.Namespace, output: Output) -> int:
     from lbnorm.faces.ratings_view import format_ratings, select_ratings
     from lbnorm.ratings.where import parse_where
 
-    _refuse_leaderboard_options(
-        args,
-        {
-            "benchmark": "--benchmark",
-            "precision": "--precision",
-            "rank_within": "--rank-within",
-            "exclude_flagged": "--exclude-flagged",
-            "metadata": "--metadata",
-        },
-        command="show",
-    )
+    _refuse_leaderboard_options(args)
     ratings = output.frame("ratings")
     filters = [parse_where(text) for text in args.where]
     selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
-    conditions = [*args.where, *([f"model~{args.model}"] if args.model else [])]
     shown = selected.head(args.top)
-    print(
-        f"top {len(shown):,} of {len(selected):,} models"
-        + (f" where {' and '.join(conditions)}" if conditions else "")
-        + ", by rating"
-        + (f" ({len(ratings):,} in all)" if conditions else "")
-    )
+    print_shown(args, shown, selected, ratings, what="models", by="rating")
     if len(shown):
         print(
             format_ratings(
@@ -318,15 +300,23 @@ def diff_ratings_outputs(
     return emit_diff(args, diff.tables(), text, stem="diff_ratings")
 
 
-def _refuse_leaderboard_options(
-    args: argparse.Namespace, options: dict[str, str], *, command: str
-) -> None:
-    given = [flag for name, flag in options.items() if getattr(args, name, None)]
+#: ``show``'s options that apply to a leaderboard only, by their attribute.
+_LEADERBOARD_OPTIONS = {
+    "benchmark": "--benchmark",
+    "precision": "--precision",
+    "rank_within": "--rank-within",
+    "exclude_flagged": "--exclude-flagged",
+    "metadata": "--metadata",
+}
+
+
+def _refuse_leaderboard_options(args: argparse.Namespace) -> None:
+    given = [flag for name, flag in _LEADERBOARD_OPTIONS.items() if getattr(args, name)]
     if given:
         msg = (
             f"{args.out}: holds pairwise ratings; {', '.join(given)} appl"
             f"{'ies' if len(given) == 1 else 'y'} to leaderboards only.\n"
-            f"Hint: for ratings, `lbnorm {command}` takes --top, --model, --where "
+            "Hint: for ratings, `lbnorm show` takes --top, --model, --where "
             "(e.g. n_battles>=100), --columns and --digits."
         )
         raise OptionsError(msg)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any, get_args
 
@@ -31,12 +31,15 @@ __all__ = [
     "Whole",
     "add_digits",
     "add_inputs",
+    "add_out_tables",
     "add_paired_test_options",
     "add_policy_options",
     "add_verify",
     "check_parent",
     "check_written_files",
     "command_sources",
+    "emit_diff",
+    "print_shown",
     "run_options",
     "verify_outputs",
 ]
@@ -63,8 +66,8 @@ class Whole(argparse.Action):
     Args:
         option_strings: The option's flags (argparse's).
         dest: The attribute it sets (argparse's).
-        least: The smallest value taken.
-        most: The largest value taken.
+        least: The smallest value taken (default 0).
+        most: The largest value taken (default :data:`MOST_COUNT`, a count).
         what: What the number counts, for the message (``rows to print``).
         example: The value the hint suggests (default: the option's default).
         append: Collect the values of a repeated option into a list.
@@ -76,8 +79,8 @@ class Whole(argparse.Action):
         option_strings: Sequence[str],
         dest: str,
         *,
-        least: int,
-        most: int,
+        least: int = 0,
+        most: int = MOST_COUNT,
         what: str,
         example: int | None = None,
         append: bool = False,
@@ -113,16 +116,22 @@ class Whole(argparse.Action):
             setattr(namespace, self.dest, value)
 
 
-def add_digits(parser: argparse.ArgumentParser, *, default: int) -> None:
+def add_digits(
+    parser: argparse.ArgumentParser,
+    *,
+    default: int | None,
+    example: int | None = None,
+    help_text: str = "decimals (default: %(default)s)",
+) -> None:
     """``--digits``: the decimals numbers are printed with (0 to :data:`MOST_DIGITS`)."""
     parser.add_argument(
         "--digits",
         action=Whole,
-        least=0,
         most=MOST_DIGITS,
         what="decimals",
+        example=example,
         default=default,
-        help="decimals (default: %(default)s)",
+        help=help_text,
     )
 
 
@@ -319,6 +328,19 @@ def command_sources(args: argparse.Namespace) -> dict[str, Any]:
     return {"command": str(getattr(args, "command", "")), "paths": paths}
 
 
+def add_out_tables(args: argparse.Namespace, tables: Mapping[str, Any]) -> None:
+    """Add a command's tables to its ``--out`` folder, with what they were computed from."""
+    from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
+    from lbnorm.pipeline import created_at_from_environment
+
+    add_tables(
+        Path(args.out),
+        tables,
+        sources=command_sources(args),
+        created_at=created_at_from_environment(),
+    )
+
+
 def _path_record(given: str, *, is_suite: bool) -> dict[str, Any]:
     path = Path(given)
     record: dict[str, Any] = {"given": given}
@@ -331,6 +353,37 @@ def _path_record(given: str, *, is_suite: bool) -> dict[str, Any]:
             ):
                 record["text"] = handle.read(1 << 20).decode("utf-8")
     return record
+
+
+def print_shown(
+    args: argparse.Namespace,
+    shown: Sized,
+    selected: Sized,
+    table: Sized,
+    *,
+    what: str,
+    by: str,
+    conditions: Sequence[str] = (),
+) -> None:
+    """``show``'s first line: how many rows of how many, the filters, the order.
+
+    Args:
+        args: The command's arguments (``where``, ``model``).
+        shown: The rows printed.
+        selected: The rows the filters kept.
+        table: Every row.
+        what: What a row is (``variants``, ``models``).
+        by: What the rows are sorted by.
+        conditions: Filters of the command's own, after ``--where`` and ``--model``.
+    """
+    model = [f"model~{args.model}"] if args.model else []
+    said = [*args.where, *model, *conditions]
+    print(
+        f"top {len(shown):,} of {len(selected):,} {what}"
+        + (f" where {' and '.join(said)}" if said else "")
+        + f", by {by}"
+        + (f" ({len(table):,} in all)" if said else "")
+    )
 
 
 def emit_diff(
@@ -350,16 +403,9 @@ def emit_diff(
     """
     from lbnorm.analysis.render import is_summary
     from lbnorm.output.transaction import write_file
-    from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
-    from lbnorm.pipeline import created_at_from_environment
 
     if args.out:
-        add_tables(
-            Path(args.out),
-            tables,
-            sources=command_sources(args),
-            created_at=created_at_from_environment(),
-        )
+        add_out_tables(args, tables)
     is_quiet = bool(getattr(args, "quiet", False))
     if args.markdown:
         data = (text + "\n").encode()

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from lbnorm.cli.arguments import (
-    MOST_COUNT,
     Whole,
     add_inputs,
+    add_out_tables,
     add_paired_test_options,
     add_policy_options,
     add_verify,
     check_written_files,
-    command_sources,
     emit_diff,
 )
-from lbnorm.core.errors import ExitCode
+from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 
 __all__ = ["register"]
@@ -193,8 +190,6 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--moved",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="places",
         default=10,
         metavar="N",
@@ -205,7 +200,6 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
         action=Whole,
         append=True,
         least=1,
-        most=MOST_COUNT,
         what="a top-K overlap's K",
         example=10,
         metavar="K",
@@ -214,8 +208,6 @@ def _add_diff_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--largest",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="rank moves to list",
         default=10,
         metavar="N",
@@ -290,13 +282,12 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     check_written_files(args)  # before the work, not after
     suites = args.suite or [DEFAULT_SUITE]
     if len(suites) > 2 or (len(suites) == 1 and not args.set_bound):
-        print(
-            "lbnorm: error: impact compares two suites: --suite OLD --suite NEW, or one "
-            f"--suite (default {DEFAULT_SUITE}) and --set-bound BENCHMARK=LB.\n"
-            "Hint: lbnorm impact --set-bound GPQA=0.3",
-            file=sys.stderr,
+        msg = (
+            "impact compares two suites: --suite OLD --suite NEW, or one --suite "
+            f"(default {DEFAULT_SUITE}) and --set-bound BENCHMARK=LB.\n"
+            "Hint: lbnorm impact --set-bound GPQA=0.3"
         )
-        return ExitCode.USAGE
+        raise OptionsError(msg)
     diff = compare_suites(
         args.inputs,
         suites=suites,
@@ -325,13 +316,5 @@ def _cmd_health(args: argparse.Namespace) -> int:
     health, title = check_source(args.sources, suite=args.suite, config=config)
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))
     if args.out:
-        from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
-        from lbnorm.pipeline import created_at_from_environment
-
-        add_tables(
-            Path(args.out),
-            {"health": health},
-            sources=command_sources(args),
-            created_at=created_at_from_environment(),
-        )
+        add_out_tables(args, {"health": health})
     return ExitCode.OK if is_healthy(health) else ExitCode.UNHEALTHY

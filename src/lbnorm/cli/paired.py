@@ -22,6 +22,7 @@ __all__ = ["compare_paired_command", "diff_paired_command"]
 def compare_paired_command(args: argparse.Namespace) -> int:
     """Two variants of an output, compared on the items both answered."""
     from lbnorm.analysis.paired import compare_paired
+    from lbnorm.core.schemas import KEY_COLUMNS
     from lbnorm.faces.paired import format_paired_comparison
     from lbnorm.faces.show import find_variants
     from lbnorm.output.reader import Output
@@ -40,10 +41,9 @@ def compare_paired_command(args: argparse.Namespace) -> int:
         )
         msg = f"--paired compares two variants, but the names match {len(variants)}: {shown}.\nHint: compare variants of one model in Python: lbnorm.analysis.paired.compare_paired(out, {{'model': ..., 'precision': ...}}, ...)."
         raise OptionsError(msg)
-    keys = ["model", "precision", "revision", "chat_template"]
-    a, b = (
-        {key: variants.iloc[at][key] for key in keys} for at in range(2)
-    )  # the two variants named
+    a, b = (  # the two variants named
+        {key: variants.iloc[at][key] for key in KEY_COLUMNS} for at in range(2)
+    )
     comparison = compare_paired(
         output, a, b, adjust=args.paired_adjust, alpha=args.paired_alpha
     )

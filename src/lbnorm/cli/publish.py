@@ -113,6 +113,7 @@ def _register_explain(
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from lbnorm.faces.board_table import board_table, write_board_table
     from lbnorm.faces.export import (
         ExportOptions,
         export_table,
@@ -124,32 +125,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
     check_parent(args.file)  # before the work, not after
     check_file(args.file, option="--out", is_ours=None, outs=(args.out,))
     if args.format == "table":  # its CSV header is the suite's: checked when written
-        return _export_board_table(args)
-    check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
-    options = ExportOptions(
-        format=args.format,
-        skip_incomplete=args.skip_incomplete,
-        unknown_precision=args.unknown_precision,
-    )
-    table = export_table(args.out, options=options)
-    write_export(table, args.file)
-    print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
-    return ExitCode.OK
-
-
-def _export_board_table(args: argparse.Namespace) -> int:
-    """``--format table``: the leaderboard as its suite presents it."""
-    from lbnorm.faces.board_table import board_table, write_board_table
-
-    if args.skip_incomplete or args.unknown_precision is not None:
-        msg = (
-            "--skip-incomplete and --unknown-precision shape the open-llm-leaderboard "
-            "table; --format table presents the leaderboard as its suite says.\n"
-            "Hint: leave them out, or use --format open-llm-leaderboard."
+        if args.skip_incomplete or args.unknown_precision is not None:
+            msg = (
+                "--skip-incomplete and --unknown-precision shape the open-llm-leaderboard "
+                "table; --format table presents the leaderboard as its suite says.\n"
+                "Hint: leave them out, or use --format open-llm-leaderboard."
+            )
+            raise OptionsError(msg)
+        table = board_table(args.out)
+        write_board_table(table, args.file)
+    else:
+        check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
+        options = ExportOptions(
+            format=args.format,
+            skip_incomplete=args.skip_incomplete,
+            unknown_precision=args.unknown_precision,
         )
-        raise OptionsError(msg)
-    table = board_table(args.out)
-    write_board_table(table, args.file)
+        table = export_table(args.out, options=options)
+        write_export(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
     return ExitCode.OK
 

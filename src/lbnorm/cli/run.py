@@ -13,6 +13,7 @@ conversions would import pandas to probe for it). Only the analyses of a nightly
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
     DEFAULTS,
-    MOST_COUNT,
     Whole,
     add_inputs,
     add_paired_test_options,
@@ -34,13 +34,12 @@ from lbnorm.core.options import DEFAULT_SUITE, EngineName
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lbnorm.faces.progress import ProgressBar
     from lbnorm.nightly import MonitoredRun
 
 __all__ = ["register"]
 
 _ENGINES: tuple[EngineName, ...] = ("auto", "memory", "stream", "dask")
-
-#: Where the help's defaults come from: the options a Python caller gets.
 
 
 def register(
@@ -73,8 +72,6 @@ def register(
     run.add_argument(
         "--top",
         action=Whole,
-        least=0,
-        most=MOST_COUNT,
         what="rows to print",
         default=10,
         help="rows of the leaderboard to print (default: %(default)s)",
@@ -312,7 +309,6 @@ def _add_nightly_options(run: argparse.ArgumentParser) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
-    from lbnorm.faces.progress import progress_bar
     from lbnorm.faces.terminal import format_summary
 
     check_written_files(args)  # before the work: --report OUT/run.json is refused
@@ -327,9 +323,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     started = time.perf_counter()
-    bar = progress_bar(sys.stderr, quiet=args.quiet)
     monitored: MonitoredRun | None = None
-    try:
+    with _progress(args) as bar:
         if options.is_monitored:
             from lbnorm.nightly import run_monitored
 
@@ -351,9 +346,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 options=options,
                 progress=bar,
             )
-    finally:
-        if bar is not None:
-            bar.close()
     code = ExitCode.OK if monitored is None else int(monitored.report["exit_code"])
     if args.quiet:
         return code
@@ -376,18 +368,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     """Read the inputs and write them as one Parquet scores table."""
-    from lbnorm.faces.progress import progress_bar
     from lbnorm.pipeline import convert
 
-    bar = progress_bar(sys.stderr, quiet=args.quiet)
-    try:
+    with _progress(args) as bar:
         rows, files = convert(args.inputs, out=args.out, suite=args.suite, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
     if not args.quiet:
         print(f"wrote {args.out} ({rows:,} scores from {files:,} input file(s))")
     return ExitCode.OK
+
+
+def _progress(
+    args: argparse.Namespace,
+) -> contextlib.AbstractContextManager[ProgressBar | None]:
+    """The progress bar on stderr (closed when the block ends), or None: quiet, no terminal."""
+    from lbnorm.faces.progress import progress_bar
+
+    return progress_bar(sys.stderr, quiet=args.quiet) or contextlib.nullcontext()
 
 
 def _print_nightly(args: argparse.Namespace, monitored: MonitoredRun) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from lbnorm.core.errors import ExitCode
+from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
@@ -41,11 +40,8 @@ def _cmd_suites(args: argparse.Namespace) -> int:
             )
         return ExitCode.OK
     if not args.name:
-        print(
-            "lbnorm: error: `lbnorm suites show` needs a suite name.\nHint: `lbnorm suites` lists them.",
-            file=sys.stderr,
-        )
-        return ExitCode.USAGE
+        msg = "`lbnorm suites show` needs a suite name.\nHint: `lbnorm suites` lists them."
+        raise OptionsError(msg)
     suite = load_suite(args.name)
     if args.toml:
         print(suite_text(suite), end="")

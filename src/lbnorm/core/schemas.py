@@ -470,6 +470,33 @@ def is_rate_field(field: pa.Field) -> bool:
     return (field.metadata or {}).get(b"role") == RATE_ROLE.encode()
 
 
+#: A leaderboard's columns after the rank: the average and its coverage.
+_AVERAGE_FIELDS = (
+    _field(
+        "average",
+        pa.float64(),
+        "Weighted mean of the benchmark scores (full precision).",
+        nullable=True,
+    ),
+    _field(
+        "average_stderr",
+        pa.float64(),
+        "Standard error of average: sqrt(sum(w^2 se^2)) / sum(w) over the "
+        "benchmarks; null if a benchmark's is unknown.",
+        nullable=True,
+    ),
+    _field("n_benchmarks", pa.int32(), "Benchmarks with a complete score."),
+    _field("n_benchmarks_expected", pa.int32(), "Benchmarks in the suite."),
+    _field("is_complete", pa.bool_(), "Every benchmark has a complete score."),
+)
+#: A leaderboard's columns per benchmark: name and doc, ``{}`` the benchmark.
+_BENCHMARK_FIELDS = (
+    ("{}", "{} normalized score, 0-100."),
+    ("{} Raw", "{} raw value, 0-1."),
+    ("{} stderr", "Standard error of {} (0-100); null if unknown."),
+)
+
+
 def leaderboard_schema(
     benchmarks: Sequence[str],
     *,
@@ -493,26 +520,11 @@ def leaderboard_schema(
         >>> leaderboard_schema(["GPQA"]).names[-3:]
         ['GPQA', 'GPQA Raw', 'GPQA stderr']
     """
-    per_benchmark = []
-    for name in benchmarks:
-        per_benchmark.append(
-            _field(
-                name, pa.float64(), f"{name} normalized score, 0-100.", nullable=True
-            )
-        )
-        per_benchmark.append(
-            _field(
-                f"{name} Raw", pa.float64(), f"{name} raw value, 0-1.", nullable=True
-            )
-        )
-        per_benchmark.append(
-            _field(
-                f"{name} stderr",
-                pa.float64(),
-                f"Standard error of {name} (0-100); null if unknown.",
-                nullable=True,
-            )
-        )
+    per_benchmark = [
+        _field(column.format(name), pa.float64(), doc.format(name), nullable=True)
+        for name in benchmarks
+        for column, doc in _BENCHMARK_FIELDS
+    ]
     return pa.schema(
         [
             *_KEY_FIELDS,
@@ -524,22 +536,7 @@ def leaderboard_schema(
                 "if the model is not ranked (incomplete under missing='exclude').",
                 nullable=True,
             ),
-            _field(
-                "average",
-                pa.float64(),
-                "Weighted mean of the benchmark scores (full precision).",
-                nullable=True,
-            ),
-            _field(
-                "average_stderr",
-                pa.float64(),
-                "Standard error of average: sqrt(sum(w^2 se^2)) / sum(w) over the "
-                "benchmarks; null if a benchmark's is unknown.",
-                nullable=True,
-            ),
-            _field("n_benchmarks", pa.int32(), "Benchmarks with a complete score."),
-            _field("n_benchmarks_expected", pa.int32(), "Benchmarks in the suite."),
-            _field("is_complete", pa.bool_(), "Every benchmark has a complete score."),
+            *_AVERAGE_FIELDS,
             *per_benchmark,
             *(
                 pa.field(

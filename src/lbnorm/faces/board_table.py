@@ -32,7 +32,7 @@ import pyarrow as pa
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError
 from lbnorm.core.version import lbnorm_version
-from lbnorm.faces.export import write_exported
+from lbnorm.faces.export import EXPORT_MARK, write_exported
 from lbnorm.output.reader import Output
 from lbnorm.suites import Suite
 from lbnorm.suites.board import Column
@@ -40,9 +40,6 @@ from lbnorm.suites.board import Column
 __all__ = ["board_table", "presented_columns", "round_half_even", "write_board_table"]
 
 FloatArray = npt.NDArray[np.float64]
-
-#: The key of the Parquet schema metadata that marks a table lbnorm exported.
-_MARK = b"lbnorm"
 
 
 def round_half_even(values: FloatArray, digits: int) -> FloatArray:
@@ -126,7 +123,7 @@ def board_table(out: str | Path) -> pa.Table:
         arrays.append(values)
     names = ["model", *(c.name for c in columns)]
     metadata = {
-        _MARK: json.dumps(
+        EXPORT_MARK: json.dumps(
             {"export": "table", "suite": suite.name, "version": lbnorm_version()}
         ).encode()
     }

@@ -41,6 +41,7 @@ from lbnorm.output.reader import Output
 
 __all__ = [
     "EXPORT_FORMATS",
+    "EXPORT_MARK",
     "METADATA_NAMES",
     "OPEN_LLM_BENCHMARKS",
     "OPEN_LLM_COLUMNS",
@@ -142,7 +143,7 @@ _HUB = "https://huggingface.co/"
 _DETAILS = "https://huggingface.co/datasets/open-llm-leaderboard/"
 _DETAILS_EMOJI = "\U0001f4d1"
 #: The key of the Parquet schema metadata that marks a file lbnorm exported.
-_MARK = b"lbnorm"
+EXPORT_MARK = b"lbnorm"
 _SHOWN = 5
 
 
@@ -505,7 +506,7 @@ def _schema() -> pa.Schema:
     }
     metadata = {
         b"huggingface": json.dumps({"info": {"features": features}}).encode(),
-        _MARK: json.dumps(
+        EXPORT_MARK: json.dumps(
             {"export": "open-llm-leaderboard", "version": lbnorm_version()}
         ).encode(),
     }

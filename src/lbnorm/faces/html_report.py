@@ -40,7 +40,6 @@ from lbnorm.analysis.health import (
     check_directory,
     leave_one_out,
 )
-from lbnorm.analysis.paired import tied_groups
 from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
@@ -60,6 +59,7 @@ from lbnorm.faces.report_plots import (
     import_figure,
     padded_range,
 )
+from lbnorm.faces.show import with_tied_groups
 from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
@@ -140,7 +140,9 @@ def read_report_tables(
         checked = _unchecked(out)  # nothing to hold a benchmark against
     else:
         checked = check_directory(out, columns=["normalized_score"])
-    board = _with_tied(checked.snapshot.leaderboard, out)
+    suite, _ = out.suite()  # the groups of the level the board ranks by
+    level = "average" if suite is None else suite.board.rank_by
+    board = with_tied_groups(checked.snapshot.leaderboard, out, level)
     names = checked.benchmarks
     diff = None
     if previous is not None:
@@ -161,26 +163,6 @@ def read_report_tables(
         diff=diff,
         previous=None if previous is None else str(previous),
     )
-
-
-def _with_tied(board: pd.DataFrame, out: Output) -> pd.DataFrame:
-    """The leaderboard with each variant's ``tied`` group (``run --paired`` outputs).
-
-    The groups of the level the board ranks by (the average, or its ``rank_by``
-    benchmark; none for a rate).
-    """
-    suite, _ = out.suite()
-    groups = tied_groups(out, "average" if suite is None else suite.board.rank_by)
-    if groups is None:
-        return board
-    keys = list(KEY_COLUMNS)
-    tied = board[keys].merge(
-        groups.astype({key: board[key].dtype for key in keys}),
-        on=keys,
-        how="left",
-        validate="one_to_one",
-    )["tied"]
-    return board.assign(tied=tied.to_numpy())
 
 
 def render_report(

@@ -54,7 +54,7 @@ from lbnorm._runtime import beside
 from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata_frames import read_metadata
-from lbnorm.faces.terminal import printable
+from lbnorm.faces.terminal import aligned, printable
 from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
@@ -537,17 +537,15 @@ def _format_text_table(table: pa.Table, *, max_rows: int, digits: int | None) ->
     head = table.slice(0, max_rows)
     lines: list[str] = []
     if table.num_columns:
-        columns = []
-        for field, column in zip(head.schema, head.columns, strict=True):
-            cells = [_cell(value, digits) for value in column.to_pylist()]
-            name = printable(field.name)
-            width = max([len(name), *map(len, cells)])
-            is_number = pa.types.is_integer(field.type) or pa.types.is_floating(
-                field.type
-            )
-            align = str.rjust if is_number else str.ljust
-            columns.append([align(text, width) for text in [name, *cells]])
-        lines = ["  ".join(row).rstrip() for row in zip(*columns, strict=True)]
+        names = [printable(name) for name in head.column_names]
+        cells = [
+            [_cell(value, digits) for value in c.to_pylist()] for c in head.columns
+        ]
+        numeric = [
+            pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+            for field in head.schema
+        ]
+        lines = [aligned(names, cells, numeric)]
     if table.num_rows > max_rows:
         lines.append(
             f"... {table.num_rows - max_rows:,} more rows (add LIMIT, or --format csv for all)"

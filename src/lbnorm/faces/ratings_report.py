@@ -31,7 +31,7 @@ from lbnorm.analysis.ratings_diff import (
     ratings_diff_summary,
 )
 from lbnorm.faces.html_report import _table_html
-from lbnorm.faces.ratings_view import RATING_LABELS, describe_options
+from lbnorm.faces.ratings_view import describe_options, shown_ratings
 from lbnorm.faces.report_assets import STYLE, page
 from lbnorm.faces.report_plots import axis_ticks, padded_range
 from lbnorm.output.reader import Output
@@ -103,7 +103,7 @@ def render_ratings_report(
         (
             "table",
             f"Ratings table ({len(ratings):,} models)",
-            _table_html(_ratings_for_table(ratings), digits=1, null="n/a")
+            _table_html(shown_ratings(ratings), digits=1, null="n/a")
             + '<p class="note">'
             + (
                 "rank_ub: the Arena's rank (UB), 1 + the number of models whose "
@@ -160,7 +160,7 @@ def interval_chart_svg(ratings: pd.DataFrame) -> str:
         [rating, lower[np.isfinite(lower)], upper[np.isfinite(upper)]]
     )
     low, high = padded_range(finite)
-    label = 7.0 * min(max((len(n) for n in names), default=4), _NAME_CHARS) + 12
+    label = _label_width(names)
     left, right, top = label, label + 460.0, 24.0
     bottom = top + _ROW * len(names)
     ticks = axis_ticks(low, high)
@@ -187,7 +187,7 @@ def interval_chart_svg(ratings: pd.DataFrame) -> str:
             bar += _arrow(x1, y[i], 1) if np.isposinf(upper[i]) else ""
             tip += f" (95% interval {lower[i]:.1f} to {upper[i]:.1f})"
         tip += f"; rank {ranks[i]}" + (f", rank (UB) {bounds[i]}" if bounds[i] else "")
-        shown = name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
+        shown = _shortened(name)
         rows.append(
             f'<g class="row"><title>{html.escape(tip)}</title>'
             f'<text class="name" x="{left - 8:.1f}" y="{y[i] + 4:.1f}" text-anchor="end">{html.escape(shown)}</text>'
@@ -233,9 +233,9 @@ def heat_map_svg(models: list[str], win_rates: pd.DataFrame) -> str:
     colors = _colors(matrix)
     is_labelled = k <= 20
     cell = 32.0 if is_labelled else _CELL
-    label = 7.0 * min(max((len(n) for n in models), default=4), _NAME_CHARS) + 12
+    label = _label_width(models)
     left, top = label, label * 0.87 + 8  # column labels at 60 degrees
-    shown = [n if len(n) <= _NAME_CHARS else n[: _NAME_CHARS - 1] + "…" for n in models]
+    shown = [_shortened(name) for name in models]
     parts = []
     for i in range(k):  # the drawn models (--top): a label per row and column
         y = top + cell * i
@@ -279,18 +279,18 @@ def _colors(matrix: FloatArray) -> list[list[str]]:
     fraction = (position - below)[..., None]
     rgb = np.rint(stops[below] * (1 - fraction) + stops[below + 1] * fraction)
     codes = rgb.astype(np.int64)
-    hexes = np.char.add(
-        "#",
-        np.char.add(
-            np.char.add(_hex(codes[..., 0]), _hex(codes[..., 1])), _hex(codes[..., 2])
-        ),
-    )
+    packed = (codes[..., 0] << 16) | (codes[..., 1] << 8) | codes[..., 2]
+    hexes = np.char.mod("#%06x", packed)
     return [list(row) for row in hexes.tolist()]
 
 
-def _hex(values: npt.NDArray[np.int64]) -> npt.NDArray[np.str_]:
-    digits = np.array(list("0123456789abcdef"))
-    return np.char.add(digits[values // 16], digits[values % 16])
+def _label_width(names: list[str]) -> float:
+    """Pixels for the longest name drawn (names past :data:`_NAME_CHARS` are shortened)."""
+    return 7.0 * min(max((len(n) for n in names), default=4), _NAME_CHARS) + 12
+
+
+def _shortened(name: str) -> str:
+    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
 
 
 def _arrow(x: float, y: float, direction: int) -> str:
@@ -300,20 +300,6 @@ def _arrow(x: float, y: float, direction: int) -> str:
 
 def _texts(column: pd.Series) -> list[str]:
     return ["" if pd.isna(value) else str(value) for value in column.tolist()]
-
-
-def _ratings_for_table(ratings: pd.DataFrame) -> pd.DataFrame:
-    has_intervals = bool(ratings["rating_lower"].notna().any())
-    columns = [
-        name
-        for name in RATING_LABELS
-        if has_intervals
-        or name not in ("rank_upper_bound", "rating_lower", "rating_upper")
-    ]
-    table = ratings[columns].assign(
-        win_rate=ratings["win_rate"].astype("float64") * 100.0
-    )
-    return table.rename(columns=RATING_LABELS)
 
 
 def _provenance_html(manifest: dict[str, object]) -> str:

@@ -10,14 +10,15 @@ escaped (:func:`lbnorm.faces.terminal.printable`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from lbnorm.core.errors import OptionsError
-from lbnorm.faces.show import passing
-from lbnorm.faces.terminal import folder_label, format_table, printable
+from lbnorm.faces.show import flag_condition, passing
+from lbnorm.faces.terminal import closing_lines, format_table, printable
 from lbnorm.ratings.where import Where
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ __all__ = [
     "format_arena_summary",
     "format_ratings",
     "select_ratings",
+    "shown_ratings",
 ]
 
 #: How the ratings table's columns are headed on the terminal.
@@ -78,9 +80,7 @@ def select_ratings(
     """
     conditions = list(filters)
     if model is not None:
-        conditions.append(
-            Where(column="model", op="~", values=(model,), texts=(model,), text=model)
-        )
+        conditions.append(flag_condition("model", "~", model, text=model))
     selected = ratings.loc[passing(ratings, conditions)]
     if top is not None:
         selected = selected.head(top)
@@ -120,6 +120,21 @@ def format_ratings(
         rank  model  rating  battles  wins  ties  win_%
            1  gpt-4  1249.9       57    35    15   74.6
     """
+    return format_table(shown_ratings(ratings, columns=columns), digits=digits)
+
+
+def shown_ratings(
+    ratings: pd.DataFrame, *, columns: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """The columns of a ratings table that are shown, headed as :data:`RATING_LABELS` says.
+
+    The terminal's table (:func:`format_ratings`) and the HTML report's: by
+    default every column of :data:`RATING_LABELS`, the interval's only when the
+    ratings have intervals; ``win_rate`` in percent.
+
+    Raises:
+        OptionsError: A requested column does not exist.
+    """
     if columns is None:
         has_intervals = bool(ratings["rating_lower"].notna().any())
         shown = [
@@ -135,7 +150,7 @@ def format_ratings(
     table = ratings[shown]
     if "win_rate" in shown:
         table = table.assign(win_rate=table["win_rate"].astype("float64") * 100.0)
-    return format_table(table.rename(columns=RATING_LABELS), digits=digits)
+    return table.rename(columns=RATING_LABELS)
 
 
 def format_arena_summary(
@@ -187,14 +202,7 @@ def format_arena_summary(
         shown = frame.head(top)
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
     lines += _style_lines(result, top)
-    if out is not None:
-        names = ", ".join(result.table_names)
-        lines += [
-            "",
-            f"wrote      {folder_label(out)} ({names} .parquet; manifest.json)",
-        ]
-    if seconds is not None:
-        lines.append(f"time       {seconds:.2f} s")
+    lines += closing_lines(out, ", ".join(result.table_names), seconds)
     return "\n".join(lines)
 
 
@@ -233,7 +241,7 @@ def describe_options(options: Any) -> str:
         ...     "anchor": ["mixtral-8x7b-instruct-v0.1", 1114.0], "bootstrap": 1000, "seed": 0})
         'Bradley-Terry, ties half; anchored: mixtral-8x7b-instruct-v0.1 = 1114; 1,000 bootstrap rounds (seed 0), 95% intervals'
     """
-    get = options.get if isinstance(options, Mapping) else _attribute(options)
+    get = options.get if isinstance(options, Mapping) else partial(getattr, options)
     parts = [
         f"{_METHODS.get(str(get('method')), str(get('method')))}, ties {get('ties')}"
     ]
@@ -252,7 +260,3 @@ def describe_options(options: Any) -> str:
         else "no intervals (--bootstrap N adds them)"
     )
     return "; ".join(parts)
-
-
-def _attribute(options: object) -> Any:
-    return lambda name: getattr(options, name)

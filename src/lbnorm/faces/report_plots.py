@@ -65,7 +65,7 @@ def histogram_html(figure_type: type[Figure], scores: pd.Series, name: str) -> s
     """One benchmark's score histogram as an ``<img>`` with a PNG ``data:`` URI."""
     values = scores.dropna().to_numpy(dtype=np.float64)
     low, high = _histogram_range(values)
-    png = _histogram_png(figure_type, values, name, (low, high))
+    png = _png(histogram_figure(figure_type, values, name, (low, high)))
     data = base64.b64encode(png).decode("ascii")
     label = html.escape(name)
     return (
@@ -84,15 +84,6 @@ def _histogram_range(values: FloatArray) -> tuple[float, float]:
     return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
-def _histogram_png(
-    figure_type: type[Figure],
-    values: FloatArray,
-    name: str,
-    limits: tuple[float, float],
-) -> bytes:
-    return _png(histogram_figure(figure_type, values, name, limits))
-
-
 def histogram_figure(
     figure_type: type[Figure],
     values: FloatArray,
@@ -100,7 +91,10 @@ def histogram_figure(
     limits: tuple[float, float],
 ) -> Figure:
     """The histogram of `values` on `limits`, its median marked."""
-    figure, axes = _axes(figure_type)
+    # fixed margins: the figures are all alike, and a layout engine doubles the time
+    figure = figure_type(figsize=(4.2, 3.0), dpi=100)
+    figure.subplots_adjust(left=0.15, right=0.97, bottom=0.15, top=0.9)
+    axes: Axes = figure.subplots()
     counts, edges = np.histogram(values, bins=40, range=limits)
     axes.stairs(counts, edges, fill=True, color="#4c72b0")
     if len(values):
@@ -122,13 +116,6 @@ def histogram_figure(
     axes.set_xlim(*limits)
     axes.tick_params(labelsize=8)
     return figure
-
-
-def _axes(figure_type: type[Figure]) -> tuple[Figure, Axes]:
-    # fixed margins: the figures are all alike, and a layout engine doubles the time
-    figure = figure_type(figsize=(4.2, 3.0), dpi=100)
-    figure.subplots_adjust(left=0.15, right=0.97, bottom=0.15, top=0.9)
-    return figure, figure.subplots()
 
 
 def _png(figure: Figure) -> bytes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,18 +29,23 @@ import pyarrow as pa
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.terminal import format_table, printable
-from lbnorm.ratings.where import Where, column_mask, parse_where
+from lbnorm.ratings.where import Where, WhereOp, column_mask, parse_where
 from lbnorm.suites import match_benchmark  # the one rule for benchmark names
+
+if TYPE_CHECKING:
+    from lbnorm.output.reader import Output
 
 __all__ = [
     "compare_variants",
     "find_variants",
+    "flag_condition",
     "format_comparison",
     "format_leaderboard",
     "match_benchmark",
     "parse_where",
     "passing",
     "select_leaderboard",
+    "with_tied_groups",
 ]
 
 _SHOWN = 5
@@ -79,15 +84,14 @@ def passing(frame: pd.DataFrame, conditions: Sequence[Where]) -> npt.NDArray[np.
     return keep
 
 
-def _regex(column: str, pattern: str) -> Where:
-    """``column ~ pattern``, as ``--model`` asks it."""
-    return Where(
-        column=column,
-        op="~",
-        values=(pattern,),
-        texts=(pattern,),
-        text=f"{column}~{pattern}",
-    )
+def flag_condition(column: str, op: WhereOp, value: str, *, text: str) -> Where:
+    """The condition a flag of its own asks (``--model``: ``~``, ``--precision``: ``==``).
+
+    Examples:
+        >>> flag_condition("model", "~", "qwen", text="model~qwen").values
+        ('qwen',)
+    """
+    return Where(column=column, op=op, values=(value,), texts=(value,), text=text)
 
 
 def select_leaderboard(
@@ -124,17 +128,10 @@ def select_leaderboard(
     """
     conditions = list(filters)
     if model is not None:
-        conditions.append(_regex("model", model))
+        conditions.append(flag_condition("model", "~", model, text=f"model~{model}"))
     if precision is not None:
-        conditions.append(
-            Where(
-                column="precision",
-                op="==",
-                values=(precision,),
-                texts=(precision,),
-                text=f"precision={precision}",
-            )
-        )
+        text = f"precision={precision}"
+        conditions.append(flag_condition("precision", "==", precision, text=text))
     selected = leaderboard.loc[passing(leaderboard, conditions)]
     if benchmark is not None:
         name = match_benchmark(
@@ -215,6 +212,30 @@ def format_leaderboard(
     return format_table(
         table.rename(columns={"position": "#"}), digits=digits, column_digits=raw
     )
+
+
+def with_tied_groups(board: pd.DataFrame, out: Output, level: str) -> pd.DataFrame:
+    """The leaderboard and, for an output of ``run --paired``, each variant's ``tied`` group.
+
+    The groups of `level` (:func:`lbnorm.analysis.paired.tied_groups`), as a
+    ``tied`` column after ``rank``; the board as it is without ``paired.parquet``
+    or where the level is not compared.
+    """
+    from lbnorm.analysis.paired import tied_groups  # (an output of run --paired)
+
+    groups = tied_groups(out, level)
+    if groups is None:
+        return board
+    keys = list(KEY_COLUMNS)
+    tied = board[keys].merge(
+        groups.astype({key: board[key].dtype for key in keys}),
+        on=keys,
+        how="left",
+        validate="one_to_one",
+    )["tied"]
+    columns = list(board.columns)
+    at = columns.index("rank") + 1
+    return board.assign(tied=tied.to_numpy())[[*columns[:at], "tied", *columns[at:]]]
 
 
 def find_variants(leaderboard: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from lbnorm.suites import Suite
 
 __all__ = [
+    "aligned",
+    "closing_lines",
     "folder_label",
     "format_paired_summary",
     "format_suite",
@@ -101,7 +103,7 @@ def format_table(
         _cells(column, own.get(name, digits))
         for name, column in zip(names, values, strict=True)
     ]
-    return _aligned(names, cells, numeric)
+    return aligned(names, cells, numeric)
 
 
 def _is_number_type(kind: pa.DataType) -> bool:
@@ -137,7 +139,15 @@ def _is_missing(value: object) -> bool:
     }  # pandas' nulls, without pandas
 
 
-def _aligned(names: list[str], cells: list[list[str]], numeric: list[bool]) -> str:
+def aligned(names: list[str], cells: list[list[str]], numeric: list[bool]) -> str:
+    """Columns of text cells under their names: numbers right-aligned, text left.
+
+    Examples:
+        >>> print(aligned(["model", "n"], [["a/b", "c"], ["1", "10"]], [False, True]))
+        model   n
+        a/b     1
+        c      10
+    """
     widths = [
         max([len(name), *map(len, column)])
         for name, column in zip(names, cells, strict=True)
@@ -226,19 +236,32 @@ def format_summary(
             ]
         )
         lines += ["", f"top {shown.num_rows}:", format_table(shown)]
+    written = "benchmarks, leaderboard"
+    if result.subtask_parts is not None:  # None: --no-subtasks
+        written = "subtasks, " + written
+    if result.paired_output is not None:  # --paired
+        written += ", paired"
+    return "\n".join([*lines, *closing_lines(out, written, seconds)])
+
+
+def closing_lines(
+    out: str | os.PathLike[str] | None, written: str, seconds: float | None
+) -> list[str]:
+    """A command's summary's last lines: the folder written, its tables, the time taken.
+
+    Examples:
+        >>> closing_lines("out", "ratings, win_rates", 1.5)
+        ['', 'wrote      out/ (ratings, win_rates .parquet; manifest.json)', 'time       1.50 s']
+    """
+    lines = []
     if out is not None:
-        written = "benchmarks, leaderboard"
-        if result.subtask_parts is not None:  # None: --no-subtasks
-            written = "subtasks, " + written
-        if result.paired_output is not None:  # --paired
-            written += ", paired"
         lines += [
             "",
             f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",
         ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
-    return "\n".join(lines)
+    return lines
 
 
 def _input_lines(result: Result, *, out: str | None) -> list[str]:
@@ -283,17 +306,35 @@ def _superseded_lines(
     superseded: list[dict[str, str]], *, out: str | None
 ) -> list[str]:
     """The first superseded files, each with the file that replaced it, then how many more."""
-    lines = []
-    for index, row in enumerate(superseded[:_SUPERSEDED_SHOWN]):
+    texts = []
+    for row in superseded[:_SUPERSEDED_SHOWN]:
         older, newer = PurePath(row["path"]), PurePath(row["superseded_by"])
         by = newer.name if newer.parent == older.parent else str(newer)
-        label = "superseded" if index == 0 else ""
-        lines.append(f"{label:<10} {printable(str(older))} (by {printable(by)})")
-    if len(superseded) > _SUPERSEDED_SHOWN:
-        lines.append(
-            f"{'':<10} and {len(superseded) - _SUPERSEDED_SHOWN:,} more"
-            + (" (manifest.json lists every file)" if out is not None else "")
-        )
+        texts.append(f"{printable(str(older))} (by {printable(by)})")
+    note = " (manifest.json lists every file)" if out is not None else ""
+    return _first_few("superseded", texts, len(superseded), more=note)
+
+
+def _first_few(
+    label: str,
+    texts: Sequence[str],
+    total: int,
+    *,
+    more: str = "",
+    is_labelled: bool = False,
+) -> list[str]:
+    """A summary's lines of one kind: the `texts` shown (of `total`), then how many more.
+
+    The label heads the first line, or each line when `is_labelled`; `more`
+    ends the line that counts the rest (what they are, where all are listed).
+    """
+    lines = [
+        f"{label if index == 0 or is_labelled else '':<10} {text}"
+        for index, text in enumerate(texts)
+    ]
+    if total > len(texts):
+        label = label if is_labelled else ""
+        lines.append(f"{label:<10} and {total - len(texts):,} more{more}")
     return lines
 
 
@@ -321,16 +362,9 @@ def _metadata_lines(coverage: Mapping[str, Any] | None) -> list[str]:
 
 def _rerun_lines(reruns: Sequence[Mapping[str, Any]], *, out: str | None) -> list[str]:
     """One line per re-run variant (the first few), then how many more."""
-    lines = []
-    for index, rerun in enumerate(reruns[:_RERUNS_SHOWN]):
-        label = "re-run" if index == 0 else ""
-        lines.append(f"{label:<10} {printable(_rerun_text(rerun))}")
-    if len(reruns) > _RERUNS_SHOWN:
-        lines.append(
-            f"{'':<10} and {len(reruns) - _RERUNS_SHOWN:,} more variant(s) re-run"
-            + (' (manifest.json lists each: "reruns")' if out is not None else "")
-        )
-    return lines
+    texts = [printable(_rerun_text(rerun)) for rerun in reruns[:_RERUNS_SHOWN]]
+    note = ' (manifest.json lists each: "reruns")' if out is not None else ""
+    return _first_few("re-run", texts, len(reruns), more=f" variant(s) re-run{note}")
 
 
 def _rerun_text(rerun: Mapping[str, Any]) -> str:
@@ -390,37 +424,22 @@ def _score_texts(older: float, newer: float) -> tuple[str, str]:
 
 
 def _beside(path: str, other: str) -> str:
-    """`path` by its name when it is in `other`'s folder, else relative where it can be."""
+    """`path` by its name when it is in `other`'s folder, else relative where it can be.
+
+    Relative to the working directory when `path` is under it, else as given.
+    """
     if PurePath(path).parent == PurePath(other).parent:
         return PurePath(path).name
-    return relative_path(path)
-
-
-def relative_path(path: str) -> str:
-    """`path` relative to the working directory when it is under it, else as given."""
-    if not PurePath(path).is_absolute():
-        return path
-    here = Path.cwd()
-    return (
-        str(PurePath(path).relative_to(here))
-        if PurePath(path).is_relative_to(here)
-        else path
-    )
+    if PurePath(path).is_absolute() and PurePath(path).is_relative_to(Path.cwd()):
+        return str(PurePath(path).relative_to(Path.cwd()))
+    return path
 
 
 def _warning_lines(warnings: Sequence[str], *, out: str | None) -> list[str]:
     """The readers' warnings, the first few, then how many more."""
-    lines = [f"warning    {warning}" for warning in warnings[:_WARNINGS_SHOWN]]
-    if len(warnings) > _WARNINGS_SHOWN:
-        lines.append(
-            f"warning    and {len(warnings) - _WARNINGS_SHOWN:,} more"
-            + (
-                ' (manifest.json lists every one: "warnings")'
-                if out is not None
-                else ""
-            )
-        )
-    return lines
+    note = ' (manifest.json lists every one: "warnings")' if out is not None else ""
+    shown = warnings[:_WARNINGS_SHOWN]
+    return _first_few("warning", shown, len(warnings), more=note, is_labelled=True)
 
 
 #: Results entries the summary names; the manifest lists each file's.

@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -259,7 +259,6 @@ def read_battles(
         _read_part(Path(path), conditions, fields, marks, judges=judges)
         for path in paths
     ]
-    repeated = _repeated_files(paths)
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -268,58 +267,12 @@ def read_battles(
         raise InputError(msg)
     names = sorted(set().union(*(part.names for part in parts)))
     models = pa.array(names, pa.string())
-    codes_a, codes_b = [], []
-    for part in parts:
-        code_a, code_b = _lookup(part.model_a, models), _lookup(part.model_b, models)
-        is_self = code_a == code_b
-        if is_self.any():
-            # an aggregated row is up to three cells: name each row once
-            rows, first = np.unique(part.rows[is_self], return_index=True)
-            values = [names[code] for code in code_a[is_self][first][:SHOWN]]
-            fail_rows(
-                part.source,
-                rows,
-                values,
-                what="a model battles itself (model_a == model_b)",
-                hint="drop self-battles; they carry no information about ratings.",
-            )
-        codes_a.append(code_a)
-        codes_b.append(code_b)
-    warnings = [w for part in parts for w in part.warnings]
-    if repeated:
-        warnings.append(
-            BattleWarning(
-                "repeated_file",
-                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
-            )
-        )
-    if n_read > n_kept:
-        warnings.insert(
-            0,
-            BattleWarning(
-                "filtered", f"{n_read - n_kept} of {n_read} rows did not match --where."
-            ),
-        )
-    is_aggregated = any(part.is_aggregated for part in parts)
+    codes = [_model_codes(part, models, names) for part in parts]
     has_time = all(part.tstamp is not None for part in parts)
-    if not has_time and not is_aggregated:
-        warnings.append(
-            BattleWarning(
-                "no_tstamp",
-                "a file has no tstamp column; online Elo replays battles in file order.",
-            )
-        )
-    if is_aggregated:
-        warnings.append(
-            BattleWarning(
-                "unordered",
-                "aggregated counts have no battle order; online Elo needs one battle per row.",
-            )
-        )
     return Battles(
         models=np.array(names, dtype=np.str_),
-        model_a=np.concatenate(codes_a),
-        model_b=np.concatenate(codes_b),
+        model_a=np.concatenate([code_a for code_a, _ in codes]),
+        model_b=np.concatenate([code_b for _, code_b in codes]),
         outcome=np.concatenate([part.outcome for part in parts]),
         count=np.concatenate([part.count for part in parts]),
         tstamp=(
@@ -327,11 +280,11 @@ def read_battles(
             if has_time
             else None
         ),
-        is_aggregated=is_aggregated,
+        is_aggregated=any(part.is_aggregated for part in parts),
         sources=tuple(str(part.source.path) for part in parts),
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
-        warnings=tuple(warnings),
+        warnings=_pooled_warnings(parts, paths, n_filtered_out=n_read - n_kept),
         files=tuple(
             BattleFile(
                 path=str(part.source.path),
@@ -351,6 +304,64 @@ def read_battles(
         },
         judge=_judge_codes(parts) if judges else None,
     )
+
+
+def _model_codes(
+    part: _Part, models: pa.Array, names: Sequence[str]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    """One file's model codes into the pooled names, after refusing self-battles."""
+    code_a, code_b = _lookup(part.model_a, models), _lookup(part.model_b, models)
+    is_self = code_a == code_b
+    if is_self.any():
+        # an aggregated row is up to three cells: name each row once
+        rows, first = np.unique(part.rows[is_self], return_index=True)
+        values = [names[code] for code in code_a[is_self][first][:SHOWN]]
+        fail_rows(
+            part.source,
+            rows,
+            values,
+            what="a model battles itself (model_a == model_b)",
+            hint="drop self-battles; they carry no information about ratings.",
+        )
+    return code_a, code_b
+
+
+def _pooled_warnings(
+    parts: Sequence[_Part], paths: Sequence[Path | str], *, n_filtered_out: int
+) -> tuple[BattleWarning, ...]:
+    """What a caller may show of the files read together: filtered rows first."""
+    warnings = [w for part in parts for w in part.warnings]
+    if n_filtered_out:
+        n_read = sum(part.n_read for part in parts)
+        warnings.insert(
+            0,
+            BattleWarning(
+                "filtered", f"{n_filtered_out} of {n_read} rows did not match --where."
+            ),
+        )
+    if repeated := _repeated_files(paths):
+        warnings.append(
+            BattleWarning(
+                "repeated_file",
+                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
+            )
+        )
+    is_aggregated = any(part.is_aggregated for part in parts)
+    if not is_aggregated and any(part.tstamp is None for part in parts):
+        warnings.append(
+            BattleWarning(
+                "no_tstamp",
+                "a file has no tstamp column; online Elo replays battles in file order.",
+            )
+        )
+    if is_aggregated:
+        warnings.append(
+            BattleWarning(
+                "unordered",
+                "aggregated counts have no battle order; online Elo needs one battle per row.",
+            )
+        )
+    return tuple(warnings)
 
 
 def _judge_codes(parts: Sequence[_Part]) -> npt.NDArray[np.int32]:
@@ -481,59 +492,41 @@ def _ask(
         wanted[top] = NESTED
 
 
-def _refuse_both(path: Path, counts: list[str]) -> NoReturn:
-    msg = f"{path}: both a winner column and count columns ({', '.join(counts)}): each row would be one battle or a count of battles, and the file does not say which.\nHint: keep winner (one row per battle) or model_a, model_b, wins_a, wins_b, ties (counts), not both."
-    raise InputError(msg)
+def _is_aggregated(path: Path, present: set[str]) -> bool:
+    """Whether a file's columns are the aggregated shape; refuse a file with both shapes' columns."""
+    has_winner = any(name in present for name in _WINNER_COLUMNS)
+    if has_winner and (counts := [n for n in COUNT_COLUMNS if n in present]):
+        msg = f"{path}: both a winner column and count columns ({', '.join(counts)}): each row would be one battle or a count of battles, and the file does not say which.\nHint: keep winner (one row per battle) or model_a, model_b, wins_a, wins_b, ties (counts), not both."
+        raise InputError(msg)
+    return not has_winner and all(name in present for name in AGGREGATE_COLUMNS)
 
 
 def _read_part(
     path: Path,
     conditions: Sequence[Where],
-    fields: Sequence[str] = (),
-    flags: Mapping[str, Where] | None = None,
+    fields: Sequence[str],
+    flags: Mapping[str, Where],
     *,
-    judges: bool = False,
+    judges: bool,
 ) -> _Part:
+    """One file's battles that meet the conditions, with the fields, flags and judges asked."""
     source = Source(path, file_kind(path))
     check_file(path)
     present = column_names(source)
-    if all(name in present for name in AGGREGATE_COLUMNS) and not any(
-        name in present for name in _WINNER_COLUMNS
-    ):
-        is_aggregated = True
-        wanted: dict[str, pa.DataType] = dict.fromkeys(NAME_COLUMNS, TEXT)
-        wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
-    else:
-        is_aggregated = False
-        if (has := [n for n in COUNT_COLUMNS if n in present]) and any(
-            n in present for n in _WINNER_COLUMNS
-        ):
-            _refuse_both(path, has)
-        wanted = dict.fromkeys((*NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
-        wanted["tstamp"] = pa.float64()
-        if source.kind in ("json", "jsonl"):  # absent keys read as null columns
-            wanted |= {name: pa.float64() for name in COUNT_COLUMNS}
+    is_aggregated = _is_aggregated(path, present)
+    wanted = _shape_columns(source, is_aggregated=is_aggregated)
     for condition in conditions:
         _ask(wanted, condition.column, condition.value_type, source, present)
     for name in fields:
         _ask(wanted, name, pa.float64(), source, present)
-    for condition in (flags or {}).values():
+    for condition in flags.values():
         _ask(wanted, condition.column, condition.value_type, source, present)
     if judges:
         wanted["judge"] = TEXT
     table = read_table(source, wanted, present)
-    if source.kind in ("json", "jsonl"):
+    if source.kind in ("json", "jsonl"):  # the shape shows once absent keys are null
         present = _non_null_columns(table)
-        if not any(n in present for n in _WINNER_COLUMNS) and all(
-            n in present for n in AGGREGATE_COLUMNS
-        ):
-            is_aggregated = True
-    if (
-        not is_aggregated
-        and any(n in present for n in _WINNER_COLUMNS)
-        and (has := [n for n in COUNT_COLUMNS if n in present])
-    ):
-        _refuse_both(path, has)
+        is_aggregated = is_aggregated or _is_aggregated(path, present)
     required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, "winner")
     missing = [
         name
@@ -551,13 +544,40 @@ def _read_part(
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
     table = apply_filters(table, conditions, source, present)
     part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
+    return _with_per_battle(part, table, present, fields, flags, judges=judges)
+
+
+def _shape_columns(source: Source, *, is_aggregated: bool) -> dict[str, pa.DataType]:
+    """The columns a file of the shape is read for (before filters and fields)."""
+    if is_aggregated:
+        return dict.fromkeys(NAME_COLUMNS, TEXT) | dict.fromkeys(
+            COUNT_COLUMNS, pa.float64()
+        )
+    wanted = dict.fromkeys((*NAME_COLUMNS, *_WINNER_COLUMNS), TEXT)
+    wanted["tstamp"] = pa.float64()
+    if source.kind in ("json", "jsonl"):  # absent keys read as null columns
+        wanted |= dict.fromkeys(COUNT_COLUMNS, pa.float64())
+    return wanted
+
+
+def _with_per_battle(
+    part: _Part,
+    table: pa.Table,
+    present: set[str],
+    fields: Sequence[str],
+    flags: Mapping[str, Where],
+    *,
+    judges: bool,
+) -> _Part:
+    """Add the judges, flags and fields asked: each needs one row per battle."""
+    path, source = part.source.path, part.source
     if judges:
-        if "judge" not in present or is_aggregated:
+        if "judge" not in present or part.is_aggregated:
             msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
             raise InputError(msg)
         part = replace(part, judge=_text_column(table.column("judge")))
     if flags:
-        if is_aggregated:
+        if part.is_aggregated:
             msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
             raise InputError(msg)
         marks = {
@@ -566,7 +586,7 @@ def _read_part(
         }
         part = replace(part, flags=marks)
     if fields:
-        if is_aggregated:
+        if part.is_aggregated:
             msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
             raise InputError(msg)
         values = {name: _field_values(table, name, source, present) for name in fields}

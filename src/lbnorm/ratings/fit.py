@@ -173,64 +173,12 @@ def compute_ratings(
     """
     options = options or RatingOptions()
     models = np.asarray(battles.models)
-    k = len(models)
-    _check_point_memory(k, len(battles.model_a), options)
-    counts = count_outcomes(
-        battles.model_a, battles.model_b, battles.outcome, battles.count, n_models=k
+    counts, wins, anchor_index = _check_inputs(battles, models, options)
+    rating, samples, warnings, style = _fit(
+        battles, counts, wins, options, anchor_index
     )
-    wins = win_matrix(counts, ties=options.ties)
-    if options.bootstrap and not options.style_control:  # before the quadratic checks
-        check_bootstrap_memory(
-            n_models=k,
-            n_battles=len(battles.model_a),
-            n_cells=pair_cells(counts, options.ties)[0].size,
-            options=options,
-        )
-    penalised = (
-        replace(options, l2=options.l2 or STYLE_L2)
-        if options.style_control
-        else options
-    )
-    check_identifiable(wins, models, counts, penalised)
-    anchor_index = (
-        model_index(models, options.anchor[0], what="anchor model")
-        if options.anchor
-        else None
-    )
-    if options.method == "elo" and battles.is_aggregated:
-        msg = "online Elo needs one battle per row, in order; aggregated counts have none.\nHint: use --method bt (the default), or give battle files (one row per battle)."
-        raise RatingOptionsError(msg)
-    warnings: list[RatingWarning] = []
-    samples = None
-    style = None
-    if options.style_control:
-        style = _rate_style(battles, penalised, k)
-        rating, samples, warnings = style.rating, style.samples, list(style.warnings)
-    elif options.method == "bt":
-        rating = fit_bradley_terry(wins, l2=options.l2)
-        if options.bootstrap:
-            theta_hat = (rating - INIT_RATING) / SCALE
-            samples, warnings = bootstrap_bradley_terry(
-                counts,
-                theta_hat,
-                ties=options.ties,
-                l2=options.l2,
-                rounds=options.bootstrap,
-                seed=options.seed,
-                keep=anchor_index,
-                batch_bytes=batch_budget(options),
-            )
-    else:
-        rating, samples = _rate_elo(battles, options, k)
     if anchor_index is not None and options.anchor is not None:
-        rating = (rating - rating[anchor_index]) + options.anchor[1]
-        if samples is not None:  # per round, as the reference; rounds without a
-            anchor_value = samples[:, [anchor_index]]  # finite anchor are dropped
-            samples = np.where(
-                np.isfinite(anchor_value),
-                (samples - anchor_value) + options.anchor[1],
-                np.nan,
-            )
+        rating, samples = _anchor(rating, samples, anchor_index, options.anchor[1])
     lower = upper = None
     if samples is not None:
         absent = np.isnan(samples).any(axis=0)
@@ -264,6 +212,98 @@ def compute_ratings(
     )
 
 
+def _check_inputs(
+    battles: BattleData, models: StrArray, options: RatingOptions
+) -> tuple[IntArray, FloatArray, int | None]:
+    """Refuse what cannot be rated (memory before anything quadratic); the counts, wins and anchor's code.
+
+    Raises:
+        RatingOptionsError: The fit or its bootstrap would need more memory than
+            allowed, or online Elo is asked of aggregated counts.
+        RatingsNotIdentifiableError: See :func:`check_identifiable`.
+        InputError: The anchor model is not in the battles.
+    """
+    k = len(models)
+    _check_point_memory(k, len(battles.model_a), options)
+    counts = count_outcomes(
+        battles.model_a, battles.model_b, battles.outcome, battles.count, n_models=k
+    )
+    wins = win_matrix(counts, ties=options.ties)
+    if options.bootstrap and not options.style_control:  # before the quadratic checks
+        check_bootstrap_memory(
+            n_models=k,
+            n_battles=len(battles.model_a),
+            n_cells=pair_cells(counts, options.ties)[0].size,
+            options=options,
+        )
+    penalised = (
+        replace(options, l2=options.l2 or STYLE_L2)
+        if options.style_control
+        else options
+    )
+    check_identifiable(wins, models, counts, penalised)
+    anchor_index = (
+        model_index(models, options.anchor[0], what="anchor model")
+        if options.anchor
+        else None
+    )
+    if options.method == "elo" and battles.is_aggregated:
+        msg = "online Elo needs one battle per row, in order; aggregated counts have none.\nHint: use --method bt (the default), or give battle files (one row per battle)."
+        raise RatingOptionsError(msg)
+    return counts, wins, anchor_index
+
+
+def _fit(
+    battles: BattleData,
+    counts: IntArray,
+    wins: FloatArray,
+    options: RatingOptions,
+    anchor_index: int | None,
+) -> tuple[FloatArray, FloatArray | None, list[RatingWarning], StyleFit | None]:
+    """The point ratings, their bootstrap rounds (None without), warnings, and the style fit.
+
+    Style control, else Bradley-Terry, else online Elo; the anchor's code
+    tells BT's bootstrap which rounds must rate it.
+    """
+    k = len(battles.models)
+    if options.style_control:
+        style = _rate_style(battles, options, k)
+        return style.rating, style.samples, list(style.warnings), style
+    if options.method == "elo":
+        rating, samples = _rate_elo(battles, options, k)
+        return rating, samples, [], None
+    rating = fit_bradley_terry(wins, l2=options.l2)
+    if not options.bootstrap:
+        return rating, None, [], None
+    samples, warnings = bootstrap_bradley_terry(
+        counts,
+        (rating - INIT_RATING) / SCALE,
+        ties=options.ties,
+        l2=options.l2,
+        rounds=options.bootstrap,
+        seed=options.seed,
+        keep=anchor_index,
+        batch_bytes=batch_budget(options),
+    )
+    return rating, samples, warnings, None
+
+
+def _anchor(
+    rating: FloatArray, samples: FloatArray | None, index: int, value: float
+) -> tuple[FloatArray, FloatArray | None]:
+    """Shift the ratings so model ``index`` has ``value``; each bootstrap round too.
+
+    Per round, as the reference; rounds without a finite anchor are dropped (NaN).
+    """
+    rating = (rating - rating[index]) + value
+    if samples is not None:
+        anchor_value = samples[:, [index]]
+        samples = np.where(
+            np.isfinite(anchor_value), (samples - anchor_value) + value, np.nan
+        )
+    return rating, samples
+
+
 #: Bytes per model pair a point fit holds at its peak: the k x k x 3 counts and
 #: their bincount, the win and game matrices, Newton's three buffers and the
 #: reachability products of the checks.
@@ -293,7 +333,7 @@ def _check_point_memory(k: int, n_battles: int, options: RatingOptions) -> None:
 
 
 def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit:
-    """The style-controlled fit (``options.l2`` set) and its bootstrap."""
+    """The style-controlled fit (``options.l2``, or the style default) and its bootstrap."""
     data = style_data(
         model_a=battles.model_a,
         model_b=battles.model_b,

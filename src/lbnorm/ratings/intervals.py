@@ -11,6 +11,7 @@ __all__ = [
     "predicted_win_rates",
     "rank_by_rating",
     "rank_with_uncertainty",
+    "win_chance",
 ]
 
 _QUANTILES = (0.025, 0.975)
@@ -96,5 +97,18 @@ def predicted_win_rates(rating: FloatArray) -> FloatArray:
         >>> predicted_win_rates(np.array([1400.0, 1000.0])).round(4).tolist()
         [[0.5, 0.9091], [0.0909, 0.5]]
     """
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.power(BASE, (rating[None, :] - rating[:, None]) / SCALE))
+    return win_chance(rating[:, None], rating[None, :])
+
+
+def win_chance(rating: FloatArray, opponent: FloatArray | float) -> FloatArray:
+    """The predicted chance that a model rated `rating` beats one rated `opponent`.
+
+    ``1 / (1 + 10 ** ((opponent - rating) / 400))``, broadcast; a tie counts half.
+
+    Examples:
+        >>> win_chance(np.array([1400.0, 1000.0]), 1000.0).round(4).tolist()
+        [0.9091, 0.5]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        chance: FloatArray = 1.0 / (1.0 + np.power(BASE, (opponent - rating) / SCALE))
+    return chance

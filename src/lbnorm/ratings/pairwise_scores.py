@@ -12,7 +12,8 @@ import pyarrow as pa
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import PAIRWISE_SCORES
 from lbnorm.ratings.fit import Ratings, compute_ratings, model_index
-from lbnorm.ratings.options import BASE, SCALE, BattleData, FloatArray, RatingOptions
+from lbnorm.ratings.intervals import win_chance
+from lbnorm.ratings.options import BattleData, FloatArray, RatingOptions
 
 __all__ = [
     "PairwiseScores",
@@ -98,7 +99,7 @@ def score_against_reference(
     return _scored(
         battles,
         compute_ratings(battles, options),
-        lambda ratings: _chance(ratings, reference_index),
+        lambda ratings: win_chance(ratings, ratings[..., [reference_index]]),
         model_map,
         reference=model_map.get(reference, reference),
     )
@@ -180,7 +181,7 @@ def score_against_rating(
     return _scored(
         battles,
         compute_ratings(battles, options),
-        lambda ratings: _chance_against(ratings, against),
+        lambda ratings: win_chance(ratings, against),
         model_map,
         reference=model_map.get(model, model),
     )
@@ -192,22 +193,6 @@ def _arena_name(battles: BattleData, name: str, model_map: Mapping[str, str]) ->
         return name
     inverse = {model: arena for arena, model in model_map.items()}
     return inverse.get(name, name)
-
-
-def _chance_against(ratings: FloatArray, against: float) -> FloatArray:
-    """``P(a model rated `ratings` beats one rated `against`)``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        chance: FloatArray = 1.0 / (1.0 + np.power(BASE, (against - ratings) / SCALE))
-    return chance
-
-
-def _chance(ratings: FloatArray, reference: int) -> FloatArray:
-    """``P(model beats the reference)`` for ratings (or rounds x ratings)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        chance: FloatArray = 1.0 / (
-            1.0 + np.power(BASE, (ratings[..., [reference]] - ratings) / SCALE)
-        )
-    return chance
 
 
 def _named(
@@ -261,10 +246,7 @@ def field_win_rates(ratings: FloatArray) -> FloatArray:
         [0.9091, 0.2955, 0.2955]
     """
     rows = np.atleast_2d(ratings)
-    with np.errstate(over="ignore", invalid="ignore"):
-        chance = 1.0 / (
-            1.0 + np.power(BASE, (rows[:, None, :] - rows[:, :, None]) / SCALE)
-        )
+    chance = win_chance(rows[:, :, None], rows[:, None, :])
     k = rows.shape[1]
     chance[:, np.arange(k), np.arange(k)] = np.nan
     with np.errstate(invalid="ignore"):

@@ -23,6 +23,7 @@ leaderboard's keep their stored type. A row whose filter column is empty
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -275,11 +276,8 @@ def apply_filters(
     """The rows of ``table`` meeting every condition (a null never matches)."""
     if not conditions:
         return table
-    mask = None
-    for condition in conditions:
-        part = condition_mask(table, condition, source, present)
-        mask = part if mask is None else pc.and_(mask, part)
-    return table.filter(mask)
+    masks = [condition_mask(table, c, source, present) for c in conditions]
+    return table.filter(functools.reduce(pc.and_, masks))
 
 
 def condition_mask(

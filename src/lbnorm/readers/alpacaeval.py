@@ -181,9 +181,7 @@ def read_alpacaeval(
             details[str(path)] = (hashlib.sha256(data).hexdigest(), len(data), dropped)
             yield _batch(model, task, metric, values), str(path)
 
-    scores, rows = aggregate_sample_batches(
-        batches(), subtasks, rules=rules, first_row=0, unit="entry"
-    )
+    scores, rows = aggregate_sample_batches(batches(), subtasks, rules=rules)
     names = [str(path) for path, *_ in files]
     catalog = pa.table(
         {

@@ -202,7 +202,7 @@ def read_files_cached(
     refreshed: list[CacheStats] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
-        read, stats, lost = _refresh(
+        read, stats = _refresh(
             list(files),
             suite,
             cache,
@@ -210,7 +210,7 @@ def read_files_cached(
             progress=progress,
         )
         refreshed.append(stats)
-        return replace(read, rejected=lost)
+        return read
 
     read = read_files(
         paths,
@@ -220,21 +220,17 @@ def read_files_cached(
         read_results=read_results,
     )
     catalog = read.catalog
-    n_files = catalog.num_rows
-    if "cache" not in catalog.column_names:  # no results files: tables only
-        catalog = catalog.append_column(
-            "sha256_verified", pa.nulls(n_files, pa.bool_())
-        ).append_column("cache", pa.nulls(n_files, pa.string()))
     # every input but a results file is read as usual: a "table", hashed this run
-    catalog = catalog.set_column(
-        catalog.column_names.index("sha256_verified"),
-        "sha256_verified",
-        pc.fill_null(catalog["sha256_verified"], scalar(True, pa.bool_())),
-    ).set_column(
-        catalog.column_names.index("cache"),
-        "cache",
-        pc.fill_null(catalog["cache"], scalar("table", pa.string())),
-    )
+    for name, value in (
+        ("sha256_verified", scalar(True, pa.bool_())),
+        ("cache", scalar("table", pa.string())),
+    ):
+        if name not in catalog.column_names:  # no results files: tables only
+            catalog = catalog.append_column(
+                name, pa.nulls(catalog.num_rows, value.type)
+            )
+        filled = pc.fill_null(catalog[name], value)
+        catalog = catalog.set_column(catalog.column_names.index(name), name, filled)
     stats = (
         refreshed[0]
         if refreshed  # else no results files
@@ -251,11 +247,11 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[ResultsRead, CacheStats, tuple[dict[str, Any], ...]]:
+) -> tuple[ResultsRead, CacheStats]:
     """Bring the cache up to date with `files`.
 
-    Returns their scores, catalog and warnings, the cache's figures, and the
-    rejected files with the variants they held.
+    Returns their scores, catalog, warnings and rejected files (with the
+    variants they held), and the cache's figures.
     """
     names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
@@ -318,7 +314,7 @@ def _refresh(
         reason=reason,
     )
     lost = _rejected_variants(table, current.display)
-    return replace(read_results, files=catalog), stats_of_run, lost
+    return replace(read_results, files=catalog, rejected=lost), stats_of_run
 
 
 def _checked_new(
@@ -693,7 +689,8 @@ def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
         "n_samples": optional_numbers(joined("n_samples"), pa.int64()),
         "key": strings(joined("key")),
     }
-    settings = RunSettings.from_rows(joined("settings")).columns()
+    per_file = [harness.rows["settings"] for _, harness in parsed]
+    settings = RunSettings.from_files(per_file).columns()
     return pa.Table.from_arrays([*columns.values(), *settings], schema=ROWS)
 
 

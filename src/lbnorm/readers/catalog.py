@@ -300,34 +300,44 @@ class _Hashes:
         return self._futures[index].result()
 
 
-def _read_table(
-    path: Path,
-    streamed: list[ParquetScores],
-    eager: list[Batch],
-    digest: Callable[[], str],
-    options: RunOptions,
-) -> pa.Table:
-    """Open a score table (Parquet streams, others are read); its catalog row."""
-    if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":
-        opened = open_parquet_scores(
-            path, extra_columns=options.extra_columns, keep_details=options.subtasks
-        )
-        streamed.append(opened)
-        rows = opened.num_rows
-        sha256 = digest()
-    else:  # (hashed as it is read: no second read of the file)
-        batch, sha256 = read_score_file(path, extra_columns=options.extra_columns)
-        eager.append(batch)
-        rows = batch.table.num_rows
-    return catalog_table(
-        {
-            "path": [str(path)],
-            "format": [TABLE_SUFFIXES[path.suffix.lower()]],
-            "sha256": [sha256],
-            "bytes": [path.stat().st_size],
-            "rows": [rows],
-        }
-    )
+def _read_tables(
+    paths: list[Path], options: RunOptions, progress: ProgressCallback | None
+) -> tuple[list[pa.Table], list[Batch], list[ParquetScores]]:
+    """Open the score tables (Parquet streams, others are read); their catalog rows."""
+    catalogs: list[pa.Table] = []
+    eager: list[Batch] = []
+    streamed: list[ParquetScores] = []
+    with _Hashes(paths) as digests:
+        for done, path in enumerate(paths, start=1):
+            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":
+                opened = open_parquet_scores(
+                    path,
+                    extra_columns=options.extra_columns,
+                    keep_details=options.subtasks,
+                )
+                streamed.append(opened)
+                rows = opened.num_rows
+                sha256 = digests.of(done - 1)
+            else:  # (hashed as it is read: no second read of the file)
+                batch, sha256 = read_score_file(
+                    path, extra_columns=options.extra_columns
+                )
+                eager.append(batch)
+                rows = batch.table.num_rows
+            catalogs.append(
+                catalog_table(
+                    {
+                        "path": [str(path)],
+                        "format": [TABLE_SUFFIXES[path.suffix.lower()]],
+                        "sha256": [sha256],
+                        "bytes": [path.stat().st_size],
+                        "rows": [rows],
+                    }
+                )
+            )
+            if progress is not None:
+                progress("reading score tables", done, len(paths))
+    return catalogs, eager, streamed
 
 
 def read_files(
@@ -363,66 +373,18 @@ def read_files(
             the file.
     """
     found = _find_inputs(paths)
-    catalogs: list[pa.Table] = []
-    eager: list[Batch] = []
-    streamed: list[ParquetScores] = []
-    warnings: list[str] = []
-    reruns: tuple[dict[str, Any], ...] = ()
-    rejected: tuple[dict[str, Any], ...] = ()
-    with _Hashes(found.tables) as digests:
-        for done, path in enumerate(found.tables, start=1):
-            catalogs.append(
-                _read_table(
-                    path,
-                    streamed,
-                    eager,
-                    functools.partial(digests.of, done - 1),
-                    options,
-                )
-            )
-            if progress is not None:
-                progress("reading score tables", done, len(found.tables))
+    catalogs, eager, streamed = _read_tables(found.tables, options, progress)
+    read: ResultsRead | None = None
     if found.results:
-        if read_results is None:
-            # the results parser (and msgspec) load only for a run that reads them
-            from lbnorm.readers.harness import subtask_columns
-            from lbnorm.readers.instances import results_columns
-            from lbnorm.readers.results_tree import read_results_paths
-
-            columns = results_columns(subtask_columns(suite), suite)
-            pairs = list(zip(columns["task"], columns["metric"], strict=True))
-            # read, hashed and parsed on every core for a tree; one file's bytes
-            # at a time per process, small parsed records back
-            read = read_results_paths(
-                found.results,
-                pairs,
-                columns,
-                read=functools.partial(read_bytes, max_bytes=max_results_bytes),
-                progress=progress,
-            )
-        else:
-            read = read_results(found.results)
-        if options.comparability != "off":
-            read = _compared(read, suite, options)
-        eager.append(Batch(table=read.scores, source="results files"))
-        files = read.files
-        given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
-        # a file's variant and run time go to its score rows, not to the catalog
-        variant = {"model", "precision", "revision", "chat_template", "timestamp"}
-        catalogs.append(
-            catalog_table(
-                {name: files[name] for name in given}
-                | {"format": ["lm-eval-harness"] * files.num_rows}
-                | {
-                    name: files[name]
-                    for name in files.column_names
-                    if name not in variant and name not in given
-                }
-            )
+        reader = read_results or functools.partial(
+            _read_results,
+            suite=suite,
+            progress=progress,
+            max_results_bytes=max_results_bytes,
         )
-        warnings.extend(read.warnings)
-        reruns = read.reruns
-        rejected = read.rejected
+        read = _compared(reader(found.results), suite, options)
+        eager.append(Batch(table=read.scores, source="results files"))
+        catalogs.append(_results_catalog(read.files))
     items = None
     if found.samples:
         batch, catalog, items = _read_samples(
@@ -434,9 +396,11 @@ def read_files(
         batch, catalog = _read_alpacaeval(found.alpacaeval, suite)
         eager.append(batch)
         catalogs.append(catalog)
+    warnings = list(read.warnings) if read is not None else []
     if found.skipped:
         catalogs.append(_skipped_catalog(found.skipped))
         warnings.append(_skipped_warning(found.skipped))
+    rejected = read.rejected if read is not None else ()
     files = (
         pa.concat_tables(catalogs, promote_options="default")
         if len(catalogs) > 1
@@ -453,21 +417,67 @@ def read_files(
         streamed=streamed,
         warnings=tuple(warnings),
         items=items,
-        reruns=reruns,
+        reruns=read.reruns if read is not None else (),
         rejected=rejected,
+    )
+
+
+def _read_results(
+    paths: Sequence[Path],
+    *,
+    suite: Suite,
+    progress: ProgressCallback | None,
+    max_results_bytes: int | None,
+) -> ResultsRead:
+    """The plain results reader: read, hashed and parsed on every core for a tree.
+
+    One file's bytes at a time per process, small parsed records back.
+    """
+    # the results parser (and msgspec) load only for a run that reads them
+    from lbnorm.readers.harness import subtask_columns
+    from lbnorm.readers.instances import results_columns
+    from lbnorm.readers.results_tree import read_results_paths
+
+    columns = results_columns(subtask_columns(suite), suite)
+    pairs = list(zip(columns["task"], columns["metric"], strict=True))
+    return read_results_paths(
+        paths,
+        pairs,
+        columns,
+        read=functools.partial(read_bytes, max_bytes=max_results_bytes),
+        progress=progress,
+    )
+
+
+def _results_catalog(files: pa.Table) -> pa.Table:
+    """The results files' catalog rows; the columns a reader adds (the cache's) kept."""
+    given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
+    # a file's variant and run time go to its score rows, not to the catalog
+    variant = {"model", "precision", "revision", "chat_template", "timestamp"}
+    return catalog_table(
+        {name: files[name] for name in given}
+        | {"format": ["lm-eval-harness"] * files.num_rows}
+        | {
+            name: files[name]
+            for name in files.column_names
+            if name not in variant and name not in given
+        }
     )
 
 
 def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRead:
     """`read` with each file's settings that differ from the majority (catalog, warnings).
 
+    As it was when ``comparability`` is ``off``.
+
     Raises:
         InputError: Settings differ and ``comparability`` is ``strict``.
     """
+    if options.comparability == "off":
+        return read
     from lbnorm.readers.comparability import (  # loaded with the results parser
         check_comparability,
         strict_error,
-        with_notes,
     )
 
     assert read.settings is not None  # the results readers give them
@@ -476,7 +486,8 @@ def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRe
         raise strict_error(compared)
     return dataclasses.replace(
         read,
-        files=with_notes(read.files, compared),
+        # each file's differing settings, a list column
+        files=read.files.append_column("comparability", compared.notes),
         warnings=(*read.warnings, *compared.warnings),
     )
 
@@ -582,13 +593,7 @@ def _walk_input_directory(directory: Path) -> _Found:
     if not is_tree and (layout := _alpacaeval_layout(files)) is not None:
         inputs, skipped_files = layout
         names = {path.name for path in inputs}
-        for path, kind in others:
-            if path.name in names:
-                msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
-                raise InputError(msg)
-        skipped_files += [
-            (path, f"{kind}, not a regular file") for path, kind in others
-        ]
+        skipped_files += _irregular(others, lambda path: path.name in names)
         return _Found(
             tables=[],
             results=[],
@@ -611,16 +616,12 @@ def _walk_input_directory(directory: Path) -> _Found:
             return path.suffix.lower() in TABLE_SUFFIXES
 
         tables = [path for path in files if is_input(path)]
-    for path, kind in others:
-        if is_input(path):
-            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
-            raise InputError(msg)
     skipped = [
         (path, _skip_reason(path, is_tree=is_tree))
         for path in files
         if not is_input(path)
     ]
-    skipped += [(path, f"{kind}, not a regular file") for path, kind in others]
+    skipped += _irregular(others, is_input)
     if not (results or samples or tables):
         msg = (
             f"{directory}: no results_*.json files found in this directory tree (nor "
@@ -633,6 +634,17 @@ def _walk_input_directory(directory: Path) -> _Found:
     return _Found(
         tables=tables, results=results, samples=samples, skipped=sorted(skipped)
     )
+
+
+def _irregular(
+    others: Sequence[tuple[Path, str]], is_input: Callable[[Path], bool]
+) -> list[tuple[Path, str]]:
+    """Entries that are not regular files, skipped; one named like an input is an error."""
+    for path, kind in others:
+        if is_input(path):
+            msg = f"{path}: is {kind}, not a regular file.\nHint: replace it with the file it stands for, or remove it from the directory."
+            raise InputError(msg)
+    return [(path, f"{kind}, not a regular file") for path, kind in others]
 
 
 #: AlpacaEval's file names (:mod:`lbnorm.readers.alpacaeval`): a model's outputs and

@@ -47,7 +47,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,6 @@ __all__ = [
     "settings_text",
     "strict_error",
     "task_settings",
-    "with_notes",
 ]
 
 #: The settings compared, in the order they are reported.
@@ -196,11 +195,6 @@ class RunSettings:
     distinct: tuple[Settings, ...]
     file: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     subtask: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[RawSettings]) -> RunSettings:
-        """Code each row's settings (see :meth:`from_files`)."""
-        return cls.from_files([list(rows)])
 
     @classmethod
     def from_files(cls, per_file: Sequence[list[RawSettings]]) -> RunSettings:
@@ -688,11 +682,6 @@ def strict_error(comparability: Comparability) -> InputError:
         "out, or drop --strict-comparability to report the difference and go on."
     )
     return InputError(msg)
-
-
-def with_notes(files: pa.Table, comparability: Comparability) -> pa.Table:
-    """The files table with a ``comparability`` column (its differing settings)."""
-    return files.append_column("comparability", comparability.notes)
 
 
 def object_or_empty(value: object) -> dict[str, Any]:

@@ -43,20 +43,24 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lbnorm._runtime import check_cancelled, read_ahead
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.readers.item_documents import Documents
-from lbnorm.readers.item_lines import (
+from lbnorm.readers.sample_lines import (
     DocumentKey,
     document_key_of,
     read_metric_items,
     task_keys,
 )
-from lbnorm.readers.samples import SAMPLES_FILE, _Sums, variant_of
+from lbnorm.readers.samples import (
+    _Sums,
+    open_sample_table,
+    sample_file_task,
+    variant_of,
+)
 from lbnorm.suites import Benchmark, Suite
 
 __all__ = [
@@ -272,14 +276,10 @@ class ItemCollector:
         seen: dict[Path, tuple[str, str, str, bool]] = {}
         for source in jsonl:  # a file, not a line, a step
             check_cancelled()
-            match = SAMPLES_FILE.match(source.path.name)
-            if match is None:
-                msg = f"{source.path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
-                raise InputError(msg)
-            task = match["task"]
+            task, stamp = sample_file_task(source.path)
             if task not in build.task_number:
                 continue
-            variant = variant_of(source.path, match["timestamp"], seen)
+            variant = variant_of(source.path, stamp, seen)
             if self._wanted is not None and variant[0] not in self._wanted:
                 continue
             given = build.task_key[build.task_number[task]]
@@ -454,24 +454,7 @@ class _Build:
     def add_table(self, source: ItemSource, wanted: set[str] | None) -> None:
         """Add a Parquet sample table's items, a batch at a time."""
         path = source.path
-        try:
-            schema = pq.read_schema(path)
-            text = [
-                n
-                for n in ("model", "precision", "revision", "task", "metric")
-                if n in schema.names
-            ]
-            file = pq.ParquetFile(path, read_dictionary=text)
-        except (pa.ArrowException, OSError) as exc:
-            msg = f"{path}: cannot read as Parquet: {exc}.\nHint: check that the file is complete."
-            raise InputError(msg) from exc
-        if missing := [
-            n
-            for n in ("model", "task", "metric", "doc_id", "value")
-            if n not in schema.names
-        ]:
-            msg = f"{path}: sample table without column(s) {', '.join(missing)}; found {schema.names}.\n{_HINT_TABLE}"
-            raise InputError(msg)
+        file, schema = open_sample_table(path, hint=_HINT_TABLE)
         doc_type = schema.field("doc_id").type
         if not pa.types.is_integer(doc_type):
             msg = f"{path}: column 'doc_id' has type {doc_type}, not an integer type: documents cannot be matched.\n{_HINT_TABLE}"

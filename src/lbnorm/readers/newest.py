@@ -13,7 +13,7 @@ older files whose scores differ from the newest, gets one re-run record
 (benchmark, older file) the first differing score and how many differ.
 
 :func:`combine_parsed` is that one rule, used on freshly parsed files
-(:func:`lbnorm.readers.results_tree.combine_results`) and by the parse cache on
+(:func:`lbnorm.readers.results_tree.read_results_paths`) and by the parse cache on
 remembered ones (:mod:`lbnorm.readers.cache`).
 """
 
@@ -61,7 +61,7 @@ class ParsedFiles:
     """Parsed results files as columns: one entry per file, then their rows.
 
     What :func:`combine_parsed` takes: built from :class:`HarnessFile` objects by
-    :func:`parsed_columns`, or straight from stored columns (the parse cache).
+    :func:`lbnorm.readers.results_tree.read_results_paths`, or straight from stored columns (the parse cache).
 
     Attributes:
         path, model, precision, revision, timestamp: Per file, as in
@@ -174,8 +174,7 @@ def combine_parsed(
     lengths = files.lengths
     n_rows = int(lengths.sum())
     owner = np.repeat(np.arange(n_files, dtype=np.int64), lengths)  # each row's file
-    index, raw = files.subtask_index, files.raw_score
-    stderr, n_samples = files.stderr, files.n_samples
+    index = files.subtask_index
     # each file's variant code and rank by (run time, path): per file, not per row
     variants: dict[tuple[str, str, str, bool], int] = {}
     file_variant = np.array(
@@ -206,7 +205,7 @@ def combine_parsed(
     )
     group = np.cumsum(np.r_[True, is_last[:-1]][:n_rows]) - 1  # each sorted row's group
     winner = order[is_last][group]  # each sorted row's group winner (a row)
-    _check_ties(files, owner, order, winner, raw, stderr, n_samples)
+    _check_ties(files, owner, order, winner)
     taken = np.sort(order[is_last])  # in file order, then suite order
     rows_taken = np.bincount(owner[taken], minlength=n_files)
     lost = order[order != winner]  # rows a newer file's row replaced
@@ -218,6 +217,22 @@ def combine_parsed(
         by_time[newest_over[is_superseded]]
     ]
     tasks = _tasks_taken(pairs, owner[taken], index[taken], n_files)
+    differences = _disagreements(files, names, owner, order, winner)
+    return ResultsRead(
+        scores=_scores(files, names, pairs, owner, taken),
+        files=_files_table(files, rows_taken, superseded_by, tasks),
+        reruns=_reruns(files, file_variant, rank, is_superseded, differences),
+        settings=files.settings.take(taken, file=owner[taken], subtask=index[taken]),
+    )
+
+
+def _files_table(
+    files: ParsedFiles,
+    rows_taken: npt.NDArray[np.int64],
+    superseded_by: npt.NDArray[np.object_],
+    tasks: pa.Array,
+) -> pa.Table:
+    """One row per file: its variant, what it gave, and its ignored entries when known."""
     table = pa.table(
         {
             "path": strings(files.path),
@@ -233,18 +248,10 @@ def combine_parsed(
         }
     )
     if isinstance(files.ignored, pa.ChunkedArray):
-        table = table.append_column("ignored", files.ignored)
-    elif files.ignored is not None:
-        table = table.append_column("ignored", string_lists(files.ignored))
-    differences = _disagreements(files, names, owner, index, order, winner, raw)
-    return ResultsRead(
-        scores=_scores(
-            files, names, pairs, owner, index, taken, raw, stderr, n_samples
-        ),
-        files=table,
-        reruns=_reruns(files, file_variant, rank, is_superseded, differences),
-        settings=files.settings.take(taken, file=owner[taken], subtask=index[taken]),
-    )
+        return table.append_column("ignored", files.ignored)
+    if files.ignored is not None:
+        return table.append_column("ignored", string_lists(files.ignored))
+    return table
 
 
 def _tasks_taken(
@@ -279,11 +286,7 @@ def _scores(
     names: SubtaskColumns,
     pairs: Sequence[tuple[str, str]],
     owner: npt.NDArray[np.int64],
-    index: npt.NDArray[np.int64],
     taken: npt.NDArray[np.int64],
-    raw: npt.NDArray[np.float64],
-    stderr: pa.Array,
-    n_samples: pa.Array,
 ) -> pa.Table:
     """The taken rows in the :data:`SCORES` contract, plus ``_row``.
 
@@ -293,7 +296,7 @@ def _scores(
     row, and the engine encodes keys and writes the subtask table from the
     dictionaries as they are.
     """
-    owner_taken, index_taken = owner[taken], index[taken]
+    owner_taken, index_taken = owner[taken], files.subtask_index[taken]
     # rows come in file order: the files that gave rows, in order, are the
     # order in which their values first appear
     file_rows = np.bincount(owner_taken, minlength=len(files.path))
@@ -323,9 +326,9 @@ def _scores(
         "benchmark": per_subtask(names["benchmark"]),
         "subtask": per_subtask(names["subtask"]),
         "metric": per_subtask(names["metric"]),
-        "raw_score": numbers(raw[taken], pa.float64()),
-        "stderr": stderr.take(rows),
-        "n_samples": n_samples.take(rows),
+        "raw_score": numbers(files.raw_score[taken], pa.float64()),
+        "stderr": files.stderr.take(rows),
+        "n_samples": files.n_samples.take(rows),
         "source": per_file(files.path),
         "_row": per_subtask(result_keys(pairs)),
     }
@@ -360,9 +363,6 @@ def _check_ties(
     owner: npt.NDArray[np.int64],
     order: npt.NDArray[np.int64],
     winner: npt.NDArray[np.int64],
-    raw: npt.NDArray[np.float64],
-    stderr: pa.Array,
-    n_samples: pa.Array,
 ) -> None:
     """A subtask's newest value must be unambiguous: two files with its run time agree."""
     runner_up = np.flatnonzero(
@@ -376,11 +376,11 @@ def _check_ties(
         return
     numbers = np.column_stack(
         [
-            to_numpy(stderr, null=np.nan),
-            to_numpy(n_samples, null=-1).astype(np.float64),
+            to_numpy(files.stderr, null=np.nan),
+            to_numpy(files.n_samples, null=-1).astype(np.float64),
         ]
     )
-    conflict = _differs(raw, first, second) | np.any(
+    conflict = _differs(files.raw_score, first, second) | np.any(
         (numbers[first] != numbers[second])
         & ~(np.isnan(numbers[first]) & np.isnan(numbers[second])),
         axis=1,
@@ -404,10 +404,8 @@ def _disagreements(
     files: ParsedFiles,
     names: SubtaskColumns,
     owner: npt.NDArray[np.int64],
-    index: npt.NDArray[np.int64],
     order: npt.NDArray[np.int64],
     winner: npt.NDArray[np.int64],
-    raw: npt.NDArray[np.float64],
 ) -> list[tuple[int, dict[str, Any]]]:
     """The scores older files hold otherwise than the newest, grouped.
 
@@ -415,6 +413,7 @@ def _disagreements(
         Per (variant, benchmark, older file) with a differing score: the newer
         file's index and the difference (see :attr:`ResultsRead.reruns`).
     """
+    index, raw = files.subtask_index, files.raw_score
     replaced = order[order != winner]
     newest = winner[order != winner]
     differs = _differs(raw, replaced, newest)

@@ -107,7 +107,7 @@ class ParquetScores:
 
     def _read(self, index: int) -> pa.Table:
         try:
-            plain, large = self._plain_columns(index)
+            plain, large = self._routes(index)
             table = self._file.read_row_group(
                 index,
                 columns=[n for n in self._columns if n not in plain and n not in large],
@@ -137,7 +137,7 @@ class ParquetScores:
             raise InputError(msg) from exc
         return _conform_types(table, self.path)
 
-    def _plain_columns(self, index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _routes(self, index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Row group `index`'s text columns to read other than as Arrow's dictionary read.
 
         Returns:

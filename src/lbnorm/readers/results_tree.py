@@ -52,8 +52,6 @@ from lbnorm.readers.newest import (
 
 __all__ = [
     "ScannedFile",
-    "combine_results",
-    "parsed_columns",
     "read_results_paths",
     "scan_results_files",
 ]
@@ -87,7 +85,7 @@ class ScannedFile:
     variant: Variant | None = None
 
 
-def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
+def _parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
     """Parsed files as the columns :func:`combine_parsed` takes."""
     lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
     n_rows = int(lengths.sum())
@@ -124,8 +122,9 @@ def read_results_paths(
 ) -> ResultsRead:
     """Read, hash and parse results files (on every core); newest result per (variant, subtask).
 
-    As :func:`read_results_files`, from paths: the files are read and parsed by
-    :func:`scan_results_files`, in worker processes when there are many.
+    The files are read and parsed by :func:`scan_results_files`, in worker
+    processes when there are many; the newest result per (variant, subtask) is
+    kept by :func:`lbnorm.readers.newest.combine_parsed`.
 
     Args:
         paths: The results files.
@@ -136,8 +135,8 @@ def read_results_paths(
         workers: Processes to use (default: the cores this process may run on).
 
     Returns:
-        As :func:`read_results_files`; ``files`` has two more columns,
-        ``sha256`` and ``bytes``.
+        As :func:`lbnorm.readers.newest.combine_parsed`; ``files`` has two
+        more columns, ``sha256`` and ``bytes``.
 
     Raises:
         InputError: A file cannot be read or parsed: the first such in `paths`,
@@ -159,7 +158,7 @@ def read_results_paths(
             parsed.append(item.parsed)
             hashes.append(item.sha256)
             sizes.append(item.size)
-    read_ = combine_results(parsed, pairs, subtask_names)
+    read_ = combine_parsed(_parsed_columns(parsed), pairs, subtask_names)
     files = read_.files.append_column("sha256", strings(hashes))
     files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
     return replace(read_, files=files)
@@ -407,15 +406,3 @@ def _scan_file(
         error=error,
         variant=variant,
     )
-
-
-def combine_results(
-    parsed: Sequence[HarnessFile],
-    pairs: Sequence[tuple[str, str]],
-    names: SubtaskColumns,
-) -> ResultsRead:
-    """The newest result per (variant, subtask), what each file gave, and warnings.
-
-    As :func:`combine_parsed`, from parsed files.
-    """
-    return combine_parsed(parsed_columns(parsed), pairs, names)

@@ -1,23 +1,27 @@
-"""A harness sample file's lines: the rules both sample readers hold them to.
+"""A harness sample file's lines: their metrics' values, for scores and for items.
 
 ``samples_<task>_<timestamp>.jsonl`` holds one JSON object per document with
 ``doc_id``, ``filter`` and one field per metric. :mod:`lbnorm.readers.samples`
-reads it for scores and :mod:`lbnorm.readers.item_lines` for items, each first
-through Arrow's JSON reader (:func:`read_fields`: only the fields it needs); a
-file Arrow refuses, or whose lines break a rule, is read again line by line
-(:func:`read_lines`), which names the first bad line and key: a ``doc_id`` that
-is not an integer or repeats for its filter, a metric missing or not a finite
-number, boolean or list of them, a metric with no document, or a list in some
-lines only.
+reads it for scores (:func:`read_metric_values`) and :mod:`lbnorm.readers.items`
+for items (:func:`read_metric_items`: each metric's documents, values and
+clusters), both through one reading: first Arrow's JSON reader parses only the
+fields needed (``doc_id``, ``filter``, ``doc_hash`` where documents are matched
+by it, the suite's metrics and the cluster key's path); a file Arrow refuses,
+or whose lines break a rule, is read again line by line (:func:`_read_lines`),
+which names the first bad line and key: a ``doc_id`` that is not an integer or
+repeats for its filter, a metric missing or not a finite number, boolean or
+list of them, a metric with no document, or a list in some lines only.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,24 +29,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from lbnorm.core.arrow import scalar, to_numpy
+from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import json_lines
+from lbnorm.core.files import SAMPLES_FILE, json_lines
 from lbnorm.readers.table_file import read_jsonl
 
 __all__ = [
     "HINT_LINE",
-    "arrow_type",
-    "first_line",
-    "read_fields",
-    "read_lines",
+    "DocumentKey",
+    "ParsedMetric",
+    "document_key_of",
+    "read_metric_items",
     "read_metric_values",
-    "rows_of_filter",
+    "task_keys",
 ]
 
 HINT_LINE = "Hint: a harness samples file has one JSON object per line, with an integer doc_id, filter and each metric as a number, boolean or list of them."
 _MISSING = object()
 FloatArray = npt.NDArray[np.float64]
+_I64 = npt.NDArray[np.int64]
 
 
 @functools.cache
@@ -56,13 +61,13 @@ def _loads() -> Callable[[bytes], Any]:
     return msgspec.json.Decoder().decode
 
 
-def first_line(path: Path) -> Any:
+def _first_line(path: Path) -> Any:
     """The file's first line, parsed (its fields give the Arrow types to read)."""
     with path.open("rb") as handle:
         return _loads()(handle.readline())
 
 
-def arrow_type(value: object) -> pa.DataType:
+def _arrow_type(value: object) -> pa.DataType:
     """The Arrow type a metric's value reads as (a TypeError: not a metric value)."""
     if isinstance(value, list):
         first = value[0] if value else 0.0
@@ -75,7 +80,7 @@ def arrow_type(value: object) -> pa.DataType:
     raise TypeError(msg)
 
 
-def read_fields(path: Path, fields: dict[str, pa.DataType]) -> pa.Table:
+def _read_fields(path: Path, fields: dict[str, pa.DataType]) -> pa.Table:
     """The file's ``doc_id``, ``filter`` and `fields` through Arrow's JSON reader.
 
     In blocks, its nesting checked first (:mod:`lbnorm.readers.table_file`);
@@ -93,13 +98,13 @@ def read_fields(path: Path, fields: dict[str, pa.DataType]) -> pa.Table:
     )
 
 
-def rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
+def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
     """The rows of one filter (a line without one is ``none``'s)."""
     filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
     return table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
 
 
-def read_lines(
+def _read_lines(
     path: Path,
     wanted: Sequence[tuple[str, str]],
     *,
@@ -194,6 +199,261 @@ def _is_list(path: Path, metric: tuple[str, str], values: list[Any]) -> bool:
     return is_list
 
 
+#: How a task's documents are matched across models.
+DocumentKey = Literal["doc_id", "doc_hash"]
+
+
+@dataclass(slots=True)
+class ParsedMetric:
+    """One metric of one sample file: per line its document, per item its value."""
+
+    documents: pa.Array  # per line: doc_id (int64) or the doc_hash key (string)
+    lengths: _I64 | None  # per line, its list's length (a list-valued metric)
+    values: FloatArray  # per item
+    clusters: pa.Array | None  # per line, its cluster value
+    n_duplicated: int = 0
+
+
+def document_key_of(path: Path) -> DocumentKey:
+    """How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
+
+    Examples:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "samples_t_2024-01-01T00-00-00.jsonl"
+        >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}')
+        >>> document_key_of(path)
+        'doc_hash'
+    """
+    try:
+        head = _first_line(path)
+    except (OSError, ValueError):
+        return "doc_id"  # the reading proper names the problem
+    return (
+        "doc_hash"
+        if isinstance(head, dict) and isinstance(head.get("doc_hash"), str)
+        else "doc_id"
+    )
+
+
+def task_keys(paths: Sequence[Path]) -> dict[str, DocumentKey]:
+    """Per task, ``doc_hash`` if every sample file of it records one on its first line."""
+    keys: dict[str, DocumentKey] = {}
+    for path in paths:
+        match = SAMPLES_FILE.match(path.name)
+        if match is None:
+            continue
+        task = match["task"]
+        if keys.get(task) != "doc_id":
+            keys[task] = document_key_of(path)
+    return keys
+
+
+def read_metric_items(
+    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
+) -> list[ParsedMetric]:
+    """Per suite metric (``name``, ``filter``) of a sample file: its documents and values.
+
+    Arrow's JSON reader parses the fields needed; a file it refuses, or whose
+    lines break a rule, is read again line by line, which names the line.
+    """
+    try:
+        head = _first_line(path)
+        fields: dict[str, pa.DataType] = {}
+        if key == "doc_hash":
+            fields["doc_hash"] = pa.string()
+        for name, _ in wanted:
+            fields[name] = _arrow_type(head[name])
+        path_parts = cluster.split(".") if cluster else []
+        if path_parts:
+            fields[path_parts[0]] = _nested_type(head, path_parts)
+        table = _read_fields(path, fields)
+        out = []
+        for name, kept in wanted:
+            rows = _rows_of_filter(table, kept)
+            clusters = None
+            if path_parts:
+                clusters = rows.column(path_parts[0]).combine_chunks()
+                for part in path_parts[1:]:
+                    clusters = pc.struct_field(clusters, part)
+            hashes = (
+                rows.column("doc_hash").combine_chunks() if key == "doc_hash" else None
+            )
+            out.append(
+                _parsed(
+                    rows.column("doc_id").combine_chunks(),
+                    hashes,
+                    rows.column(name).combine_chunks(),
+                    clusters,
+                )
+            )
+        return out
+    except (
+        pa.ArrowException,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        OSError,
+        RecursionError,  # a first line nested too deep for the parser: the same
+    ):
+        pass  # the line-by-line reading below finds and names what is wrong
+    return _items_by_line(path, wanted, key, cluster)
+
+
+def _nested_type(head: dict[str, Any], parts: list[str]) -> pa.DataType:
+    """The Arrow type of ``head[parts[0]]...[parts[-1]]``, only that path kept."""
+    value: Any = head
+    for part in parts:
+        value = value[part]
+    kind: pa.DataType = (
+        pa.bool_()
+        if isinstance(value, bool)
+        else pa.int64()
+        if isinstance(value, int)
+        else pa.float64()
+        if isinstance(value, float)
+        else pa.string()
+    )
+    if not isinstance(value, bool | int | float | str):
+        raise TypeError(parts)
+    for part in reversed(parts[1:]):
+        kind = pa.struct([(part, kind)])
+    return kind
+
+
+def _parsed(
+    doc_id: pa.Array,
+    hashes: pa.Array | None,
+    column: pa.Array,
+    clusters: pa.Array | None,
+) -> ParsedMetric:
+    """One metric's documents, values and clusters, checked (a ValueError: read again)."""
+    is_list = pa.types.is_list(column.type)
+    items = pc.list_flatten(column) if is_list else column
+    if (
+        not len(doc_id)
+        or doc_id.null_count
+        or column.null_count
+        or items.null_count
+        or pc.count_distinct(doc_id).as_py() != len(doc_id)
+        or (hashes is not None and hashes.null_count)
+        or (clusters is not None and clusters.null_count)
+    ):
+        msg = "a line is missing, repeated or null"
+        raise ValueError(msg)
+    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
+    if not np.isfinite(values).all():
+        msg = "a value is not finite"
+        raise ValueError(msg)
+    lengths = (
+        to_numpy(pc.list_value_length(column).cast(pa.int64())) if is_list else None
+    )
+    documents, n_duplicated = doc_id, 0
+    if hashes is not None:
+        documents, n_duplicated = _copy_keys(hashes)
+    return ParsedMetric(
+        documents=documents,
+        lengths=lengths,
+        values=values,
+        clusters=clusters,
+        n_duplicated=n_duplicated,
+    )
+
+
+def _copy_keys(hashes: pa.Array) -> tuple[pa.Array, int]:
+    """Document hashes as keys: the k-th copy of a repeated one gets ``#k`` (k >= 1)."""
+    hashes = hashes.cast(pa.string())
+    distinct = pc.count_distinct(hashes).as_py()
+    if distinct == len(hashes):
+        return hashes, 0
+    code = to_numpy(pc.dictionary_encode(hashes).indices.cast(pa.int64()))
+    order = np.argsort(code, kind="stable")  # each hash's lines, in line order
+    ranked = code[order]
+    start = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+    copy = np.empty(code.size, dtype=np.int64)
+    copy[order] = np.arange(code.size) - np.repeat(
+        start, np.diff(np.r_[start, code.size])
+    )
+    empty = scalar("", pa.string())
+    suffix = pc.binary_join_element_wise(
+        strings(["#"] * code.size), numbers(copy, pa.int64()).cast(pa.string()), empty
+    )
+    keyed = pc.if_else(
+        booleans(copy > 0), pc.binary_join_element_wise(hashes, suffix, empty), hashes
+    )
+    return keyed, len(hashes) - distinct
+
+
+def _items_by_line(
+    path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
+) -> list[ParsedMetric]:
+    """The slow, exact reading: each line parsed alone; the first problem is raised."""
+    parts = cluster.split(".") if cluster else []
+    hashes: dict[str, list[str]] = defaultdict(list)
+    clusters: dict[str, list[Any]] = defaultdict(list)
+
+    def on_line(number: int, kept: str, line: dict[str, Any]) -> None:
+        if key == "doc_hash":
+            text = line.get("doc_hash")
+            if not isinstance(text, str):
+                msg = f"{path}: line {number}: no doc_hash, though the task's files give one on their first line.\nHint: the harness writes doc_hash on every line; give it on every line or on none."
+                raise InputError(msg)
+            hashes[kept].append(text)
+        if parts:
+            clusters[kept].append(_cluster_value(path, number, line, parts))
+
+    doc_ids, metrics = _read_lines(path, wanted, on_line=on_line)
+    out = []
+    for (_, metric_filter), (got, is_list) in zip(wanted, metrics, strict=True):
+        kept = metric_filter or "none"
+        if is_list:
+            lengths = np.array([len(v) for v in got], dtype=np.int64)
+            offsets = numbers(np.r_[0, np.cumsum(lengths)].astype(np.int32), pa.int32())
+            flat = numbers(np.array([float(x) for v in got for x in v]), pa.float64())
+            column = pa.ListArray.from_arrays(offsets, flat)
+        else:
+            column = numbers(np.array([float(v) for v in got]), pa.float64())
+        out.append(
+            _parsed(
+                numbers(np.array(doc_ids[kept], dtype=np.int64), pa.int64()),
+                strings(hashes[kept]) if key == "doc_hash" else None,
+                column,
+                _cluster_array(clusters[kept]) if parts else None,
+            )
+        )
+    return out
+
+
+def _cluster_value(
+    path: Path, number: int, line: dict[str, Any], parts: list[str]
+) -> Any:
+    """The value at a cluster key's dotted path, or an error naming the line."""
+    value: Any = line
+    for part in parts:
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or not isinstance(value, str | int | float | bool):
+        what = (
+            "missing"
+            if value is None
+            else f"{type(value).__name__}, not a text or number"
+        )
+        msg = f"{path}: line {number}: the cluster key {'.'.join(parts)!r} (the suite's) is {what}.\nHint: every line of a clustered task needs the field; fix the lines, or remove cluster from the suite."
+        raise InputError(msg)
+    return value
+
+
+def _cluster_array(values: list[Any]) -> pa.Array:
+    """Cluster values as one Arrow type (mixed kinds, and text, as text)."""
+    kinds = {type(v) for v in values}
+    if kinds <= {int}:
+        return numbers(np.array(values, dtype=np.int64), pa.int64())
+    if kinds <= {float}:
+        return numbers(np.array(values, dtype=np.float64), pa.float64())
+    if kinds <= {bool}:
+        return booleans(np.array(values, dtype=bool))
+    return strings([str(v) for v in values])
+
+
 def read_metric_values(
     path: Path, metrics: list[str]
 ) -> list[tuple[FloatArray, int, bool]]:
@@ -202,47 +462,11 @@ def read_metric_values(
     A list-valued metric's values are flattened (lm-eval's ``agg_inst_level_acc``).
     """
     wanted = [metric.partition(",")[::2] for metric in metrics]
-    try:
-        head = first_line(path)
-        table = read_fields(
-            path, {name: arrow_type(head.get(name)) for name, _ in wanted}
-        )
-        return [_metric_values(table, name, kept) for name, kept in wanted]
-    except (pa.ArrowException, ValueError, TypeError, AttributeError, OSError):
-        pass  # the slow path below finds and names what is wrong
-    except RecursionError:  # a first line nested too deep for the parser: the same
-        pass
     out = []
-    _, metrics_read = read_lines(path, wanted)
-    for (name, _), (values, is_list) in zip(wanted, metrics_read, strict=True):
-        flat = [x for v in values for x in v] if is_list else values
-        if not flat:
+    parsed = read_metric_items(path, wanted, "doc_id", None)
+    for (name, _), metric in zip(wanted, parsed, strict=True):
+        if not metric.values.size:
             msg = f"{path}: {name!r} lists are empty in every line.\n{HINT_LINE}"
             raise InputError(msg)
-        out.append((np.array(flat, dtype=np.float64), len(values), is_list))
+        out.append((metric.values, len(metric.documents), metric.lengths is not None))
     return out
-
-
-def _metric_values(
-    table: pa.Table, name: str, kept: str
-) -> tuple[FloatArray, int, bool]:
-    """One metric's values read by Arrow, checked (a ValueError: read line by line)."""
-    rows = rows_of_filter(table, kept)
-    column, doc_id = rows.column(name), rows.column("doc_id")
-    is_list = pa.types.is_list(column.type)
-    items = pc.list_flatten(column) if is_list else column
-    unique = pc.count_distinct(doc_id).as_py()
-    if (
-        not rows.num_rows
-        or column.null_count
-        or items.null_count
-        or doc_id.null_count
-        or unique != rows.num_rows
-    ):
-        msg = "a line is missing, repeated or null"  # the slow path names it
-        raise ValueError(msg)
-    values = np.asarray(to_numpy(pc.cast(items, pa.float64())), dtype=np.float64)
-    if not values.size or not np.isfinite(values).all():
-        msg = "no or non-finite values"
-        raise ValueError(msg)
-    return values, rows.num_rows, is_list

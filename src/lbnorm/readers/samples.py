@@ -58,7 +58,9 @@ __all__ = [
     "aggregate_sample_batches",
     "aggregate_samples_files",
     "aggregate_samples_table",
+    "open_sample_table",
     "read_samples",
+    "sample_file_task",
     "variant_of",
 ]
 
@@ -276,11 +278,7 @@ def aggregate_samples_files(
     # (variant, task) -> its newest file's (stamp, path): the latest wins, ties by path
     newest: dict[tuple[Any, ...], tuple[str, str]] = {}
     for path in paths:  # one file, not one sample, a step
-        match = SAMPLES_FILE.match(path.name)
-        if match is None:
-            msg = f"{path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
-            raise InputError(msg)
-        task, stamp = match["task"], match["timestamp"]
+        task, stamp = sample_file_task(path)
         used = task in pairs_of
         variant = variant_of(path, stamp, known) if used else ("", "", "", False)
         day, _, clock = stamp.partition("T")
@@ -322,6 +320,19 @@ def aggregate_samples_files(
     return scores, catalog
 
 
+def sample_file_task(path: Path) -> tuple[str, str]:
+    """A harness sample file's task and run time, from its name.
+
+    Raises:
+        InputError: The file is not named ``samples_<task>_<timestamp>.jsonl``.
+    """
+    match = SAMPLES_FILE.match(path.name)
+    if match is None:
+        msg = f"{path}: not named samples_<task>_<timestamp>.jsonl.\nHint: keep the harness's file names; lbnorm reads the task from them."
+        raise InputError(msg)
+    return match["task"], match["timestamp"]
+
+
 def aggregate_samples_table(
     path: Path,
     subtasks: SubtaskColumns,
@@ -359,18 +370,7 @@ def aggregate_samples_table(
         ...  for r in scores.select(["subtask", "raw_score", "stderr", "n_samples"]).to_pylist()]
         [('main', 0.6667, 0.3333, 3)]
     """
-    try:
-        schema = pq.read_schema(path)
-        text = ["model", "precision", "revision", "task", "metric"]
-        file = pq.ParquetFile(path, read_dictionary=[n for n in text if n in schema.names])  # fmt: skip
-    except (pa.ArrowException, OSError) as exc:
-        msg = f"{path}: cannot read as Parquet: {exc}.\nHint: check that the file is complete."
-        raise InputError(msg) from exc
-    if missing := [
-        name for name in REQUIRED_SAMPLE_COLUMNS if name not in schema.names
-    ]:
-        msg = f"{path}: sample table without column(s) {', '.join(missing)}; found {schema.names}.\n{_HINT_TABLE}"
-        raise InputError(msg)
+    file, schema = open_sample_table(path)
     for name in schema.names:
         if name in SAMPLES.names and not _fits(schema.field(name).type, name):
             msg = f"{path}: column {name!r} has type {schema.field(name).type}, expected {SAMPLES.field(name).type}.\n{_HINT_TABLE}"
@@ -402,15 +402,40 @@ def aggregate_samples_table(
     return sums.result(), sums.n_ignored
 
 
+def open_sample_table(
+    path: Path, *, hint: str = _HINT_TABLE
+) -> tuple[pq.ParquetFile, pa.Schema]:
+    """A Parquet sample table opened (its text keys read as dictionaries), and its schema.
+
+    Raises:
+        InputError: Unreadable, or a column of :data:`REQUIRED_SAMPLE_COLUMNS`
+            missing (the message ends with `hint`).
+    """
+    try:
+        schema = pq.read_schema(path)
+        text = ["model", "precision", "revision", "task", "metric"]
+        file = pq.ParquetFile(path, read_dictionary=[n for n in text if n in schema.names])  # fmt: skip
+    except (pa.ArrowException, OSError) as exc:
+        msg = f"{path}: cannot read as Parquet: {exc}.\nHint: check that the file is complete."
+        raise InputError(msg) from exc
+    if missing := [
+        name for name in REQUIRED_SAMPLE_COLUMNS if name not in schema.names
+    ]:
+        msg = f"{path}: sample table without column(s) {', '.join(missing)}; found {schema.names}.\n{hint}"
+        raise InputError(msg)
+    return file, schema
+
+
 def aggregate_sample_batches(
     batches: Iterable[tuple[pa.RecordBatch, str]],
     subtasks: SubtaskColumns,
     *,
     rules: InstanceRules | None = None,
-    first_row: int = 1,
-    unit: str = "row",
 ) -> tuple[pa.Table, dict[str, int]]:
     """Aggregate sample rows another reader made, each batch with its file.
+
+    Messages call a row an ``entry`` and number them from 0, as the entries of
+    a JSON array (AlpacaEval's files, :mod:`lbnorm.readers.alpacaeval`).
 
     Args:
         batches: Batches of :data:`~lbnorm.core.schemas.SAMPLES` columns and
@@ -418,8 +443,6 @@ def aggregate_sample_batches(
             batch thread while the next is made.
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
         rules: The suite's per-instance rules.
-        first_row: The number of a batch's first row in its file.
-        unit: What a row is called in messages (``entry`` for a JSON array's).
 
     Returns:
         The scores and the score rows per file.
@@ -427,7 +450,7 @@ def aggregate_sample_batches(
     sums = _Sums(subtasks, rules)
     try:
         for batch, source in batches:
-            sums.add_rows(batch, source=source, first_row=first_row, unit=unit)
+            sums.add_rows(batch, source=source, first_row=0, unit="entry")
         sums.wait()
     except BaseException:
         sums.settle()
