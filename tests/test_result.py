@@ -49,7 +49,6 @@ from lbnorm.engines.result import (
     PartsOnDisk,
     Result,
     assemble_result,
-    benchmark_keys,
     benchmark_table,
     finish_job,
     start_benchmark_keys,
@@ -439,13 +438,17 @@ _HOLES = [[0.9, 0.5, 0.75], [0.2, _NAN, _NAN], [_NAN, _NAN, 0.4]]
 
 
 @pytest.mark.parametrize("raw", [_HOLES, [[0.9, 0.5, 0.75], [0.2, 0.1, 0.3]]])
-def test_keys_built_ahead_give_the_same_benchmark_table(raw: list[list[float]]) -> None:
+def test_keys_built_ahead_give_the_same_benchmark_table(
+    monkeypatch: pytest.MonkeyPatch, raw: list[list[float]]
+) -> None:
     variants = _variants(["a", "b", "c"][: len(raw)])
     arrays = aggregate_benchmarks(
         np.array(raw, dtype=np.float64), suite_arrays(SUITE), missing="exclude"
     )
-    keys = benchmark_keys(variants, len(SUITE.benchmarks))
-    ahead = benchmark_table(variants, SUITE, arrays, keys=keys)
+    monkeypatch.setattr("lbnorm._runtime.THREAD_ROWS", 1)  # built on a thread
+    keys = start_benchmark_keys(variants, SUITE)
+    assert keys is not None
+    ahead = benchmark_table(variants, SUITE, arrays, keys=keys.result())
     assert ahead.equals(benchmark_table(variants, SUITE, arrays))
     assert ahead.num_rows == int((arrays.n_present > 0).sum())
 

@@ -38,6 +38,7 @@ from lbnorm.engines.variants import (
     TEXT_KEYS,
     Variants,
     factorize,
+    group_keys,
     merge_variants,
 )
 from lbnorm.engines.vocabulary import HashIndex, Vocabulary
@@ -371,8 +372,7 @@ def _group_rows(
 
     Rows of one group usually come in runs (a variant's subtasks together), so
     the columns are first cut where any of them changes; the runs' keys (or,
-    when runs are short, every row's) are packed into one int64 each, re-densified
-    whenever the next packing could overflow, and factorized.
+    when runs are short, every row's) are grouped (:func:`group_keys`).
 
     Args:
         parts: Per key column, each row's value in ``-1..width-1``.
@@ -395,15 +395,7 @@ def _group_rows(
     if starts.size <= n_rows // 2:  # runs: factorize one key per run
         lengths = np.diff(np.append(starts, n_rows))
         parts = [part[starts] for part in parts]
-    packed = np.zeros(parts[0].shape[0], dtype=np.int64)
-    bound = 1
-    for part, width in zip(parts, widths, strict=True):
-        if bound * (width + 1) >= 1 << 62:
-            packed, first = factorize(packed)
-            bound = len(first)
-        packed = packed * (width + 1) + (part + 1)  # +1: null (-1) packs as 0
-        bound *= width + 1
-    group, first = factorize(packed)
+    group, first = group_keys(parts, widths)
     return group, lengths, [part[first] for part in parts]
 
 

@@ -187,17 +187,7 @@ def finish_benchmarks(
     expected = np.bincount(suite.benchmark_index, minlength=n_benchmarks).astype(
         np.int64
     )
-    total_weight = np.bincount(
-        suite.benchmark_index, weights=suite.n_samples, minlength=n_benchmarks
-    )
-    bound = np.zeros(n_benchmarks)
-    bound[suite.benchmark_index] = suite.lower_bound  # one bound per pooled benchmark
-    scales = suite.scales
-    offset, factor = bound, np.full(n_benchmarks, 100.0)  # a pooled score's scale
-    if scales is not None:  # (one range and bound per pooled benchmark)
-        offset, factor = np.zeros(n_benchmarks), np.zeros(n_benchmarks)
-        offset[suite.benchmark_index] = scales.offset
-        factor[suite.benchmark_index] = scales.factor
+    pooled = _PooledScales.of(suite)
     count, sums = partials.count, partials.sums
     shape = count.shape
     raw, normalized, stderr, raw_stderr = (np.empty(shape) for _ in range(4))
@@ -208,37 +198,19 @@ def finish_benchmarks(
         is_zero = policy == "zero"  # an absent subtask scores 0: divide by the suite's
         column = count[:, index]
         used = np.full_like(column, expected[index]) if is_zero else column
-        variance = sums["variance"][:, index]
-        is_present = column > 0
-        is_known = sums["n_unknown"][:, index] == 0
         with np.errstate(invalid="ignore", divide="ignore"):
             if suite.is_pooled[index]:
-                weight = (
-                    np.full_like(column, total_weight[index])
-                    if is_zero
-                    else sums["weight"][:, index]
-                )
-                shown = sums["raw"][:, index] / weight
-                lower = np.full_like(shown, bound[index])
-                if scales is None:
-                    score = normalize(shown, lower)[0]
-                    scale = 100.0 / (1.0 - lower)
-                else:  # on its range: (shown - offset) / (1 - b) * factor
-                    scale = factor[index] / (1.0 - lower)
-                    score = np.maximum((shown - offset[index]) * scale, 0.0)
-                column_raw_se = pooled_sample_stderr(variance, weight, used)
-                column_se = np.sqrt(
-                    score_variance(
-                        (shown - offset[index]) * scale, column_raw_se * scale
-                    )
+                shown, score, column_se, column_raw_se = pooled.finish(
+                    sums, index, used, is_zero=is_zero
                 )
             else:
-                shown = sums["raw"][:, index] / used
-                score = sums["normalized"][:, index] / used
-                column_se = np.sqrt(variance) / used
-                column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
+                shown, score, column_se, column_raw_se = _finish_plain(
+                    sums, index, used
+                )
         if policy == "exclude":
             score = np.where(column == expected[index], score, np.nan)
+        is_present = column > 0
+        is_known = sums["n_unknown"][:, index] == 0
         raw[:, index] = np.where(is_present, shown, np.nan)
         normalized[:, index] = np.where(is_present, score, np.nan)
         stderr[:, index] = np.where(
@@ -255,6 +227,82 @@ def finish_benchmarks(
         n_estimated=sums["n_estimated"].astype(np.int64),
         has_other_sizes=sums["n_other_sizes"] > 0,
     )
+
+
+#: Per name of :data:`SUMS`, a sum per (variant, benchmark) (:attr:`Partials.sums`).
+_Sums = dict[str, FloatArray]
+#: A benchmark column's raw mean, score, score stderr and raw stderr.
+_Column = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+
+
+def _finish_plain(sums: _Sums, index: int, used: FloatArray) -> _Column:
+    """A normalize-then-average benchmark: plain means over the `used` subtasks."""
+    shown = sums["raw"][:, index] / used
+    score = sums["normalized"][:, index] / used
+    column_se = np.sqrt(sums["variance"][:, index]) / used
+    column_raw_se = np.sqrt(sums["raw_variance"][:, index]) / used
+    return shown, score, column_se, column_raw_se
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PooledScales:
+    """Per benchmark, what a pooled score is normalized by (one range and bound each).
+
+    Attributes:
+        total_weight: The suite's sample sizes, summed.
+        bound: The lower bound.
+        offset: The raw value that scores 0 (the bound, for fractions).
+        factor: The score of a raw value of 1 above the offset, times ``1 - b``
+            (100 for fractions).
+        is_fraction: No declared ranges: :func:`normalize`'s arithmetic.
+    """
+
+    total_weight: FloatArray
+    bound: FloatArray
+    offset: FloatArray
+    factor: FloatArray
+    is_fraction: bool
+
+    @classmethod
+    def of(cls, suite: SuiteArrays) -> _PooledScales:
+        """The scales of every benchmark of `suite` (a plain one's are not used)."""
+        n_benchmarks = suite.is_pooled.shape[0]
+        scales, index = suite.scales, suite.benchmark_index
+        bound, offset, factor = (np.zeros(n_benchmarks) for _ in range(3))
+        bound[index] = suite.lower_bound
+        offset[index] = suite.lower_bound if scales is None else scales.offset
+        factor[index] = 100.0 if scales is None else scales.factor
+        return cls(
+            total_weight=np.bincount(
+                index, weights=suite.n_samples, minlength=n_benchmarks
+            ).astype(np.float64),  # (float already: for the type checker)
+            bound=bound,
+            offset=offset,
+            factor=factor,
+            is_fraction=scales is None,
+        )
+
+    def finish(
+        self, sums: _Sums, index: int, used: FloatArray, *, is_zero: bool
+    ) -> _Column:
+        """A pool-then-normalize benchmark: the sample-weighted mean, normalized once."""
+        weight = (
+            np.full_like(used, self.total_weight[index])
+            if is_zero
+            else sums["weight"][:, index]
+        )
+        shown = sums["raw"][:, index] / weight
+        lower = np.full_like(shown, self.bound[index])
+        scale = self.factor[index] / (1.0 - lower)  # (a fraction's factor: 100)
+        if self.is_fraction:
+            score = normalize(shown, lower)[0]
+        else:  # on its range: (shown - offset) / (1 - b) * factor
+            score = np.maximum((shown - self.offset[index]) * scale, 0.0)
+        column_raw_se = pooled_sample_stderr(sums["variance"][:, index], weight, used)
+        column_se = np.sqrt(
+            score_variance((shown - self.offset[index]) * scale, column_raw_se * scale)
+        )
+        return shown, score, column_se, column_raw_se
 
 
 #: Sample sizes an input may give above the suite's while sums stay exact.
@@ -399,76 +447,21 @@ class FixedPoint:
             Per name of :data:`SUMS`, the terms (fixed-point ones as integers);
             ``weight`` holds what the input's sizes add to the suite's.
         """
-        suite = self._suite
         is_pooled = self._is_pooled[subtask]
-        suite_n = suite.n_samples[subtask]
         terms: dict[str, FloatArray] = {}
         n: FloatArray | None = None  # None: the suite's sizes
         if n_samples is not None:
+            suite_n = self._suite.n_samples[subtask]
             given = n_samples > 0
             resized = given & (n_samples != suite_n)
             if resized.any():  # a --limit run: the input's sizes weigh its scores
                 n = np.where(given, n_samples, suite_n)
                 terms["weight"] = np.where(is_pooled, n - suite_n, 0.0)
                 terms["n_other_sizes"] = (is_pooled & resized).astype(np.float64)
-        shape = np.shape(raw)
         codes = np.arange(self.lower_bound.shape[0])[subtask]  # per row or column
-
-        def at(values: FloatArray, positions: IntArray) -> FloatArray:
-            """Per-row values at flat row positions."""
-            picked: FloatArray = np.ravel(values).take(positions)
-            return picked
-
-        def suite_at(values: FloatArray, positions: IntArray) -> FloatArray:
-            """Per-subtask values of the suite at flat row positions."""
-            picked: FloatArray = values.take(codes.take(positions % codes.size))
-            return picked
-
-        se = np.full(shape, np.nan) if stderr is None else stderr
-        is_estimated = np.isnan(se)
-        squares = se * se  # NaN where none was given: filled in below
-        if is_estimated.any():  # binomial, from the metric's sample size
-            items = suite.n_samples if suite.items is None else suite.items
-            estimated = np.flatnonzero(is_estimated)
-            items_at = suite_at(items, estimated)
-            if n is not None:  # IFEval counts items
-                items_at = np.where(
-                    items_at != suite_at(suite.n_samples, estimated),
-                    items_at,
-                    at(n, estimated),
-                )
-            scales = suite.scales
-            if scales is None:
-                filled = binomial_stderr(at(raw, estimated), items_at)
-            else:  # the fraction of its range, and back (a statistic: none)
-                low, width = (
-                    suite_at(scales.low, estimated),
-                    suite_at(scales.high - scales.low, estimated),
-                )
-                # an unbounded statistic's stderr is not estimated (0 x inf)
-                width = np.where(np.isfinite(width), width, np.nan)
-                filled = (
-                    binomial_stderr((at(raw, estimated) - low) / width, items_at)
-                    * width
-                )
-            # (only an estimate can be unknown: no full pass looks for them)
-            is_unknown_at = np.isnan(filled)
-            n_estimated = is_estimated.astype(np.float64)
-            terms["n_estimated"] = n_estimated
-            if is_unknown_at.any():  # counted, and their variance taken as 0
-                unknown = estimated[is_unknown_at]
-                np.put(n_estimated, unknown, 0.0)
-                terms["n_unknown"] = np.zeros(shape)
-                np.put(terms["n_unknown"], unknown, 1.0)
-                filled[is_unknown_at] = 0.0
-            np.put(squares, estimated, filled * filled)
-        factor = {name: values[subtask] for name, values in self._factor.items()}
-        if n is not None:  # sizes per row: the pooled factors change
-            reach = self._reach[subtask]
-            factor["raw"] = np.where(is_pooled, n, 1.0) * self._scale_of("raw", subtask)
-            factor["variance"] = np.where(
-                is_pooled, (n - 1.0) * n, reach * reach
-            ) * self._scale_of("variance", subtask)
+        squares, counts = self._squared_errors(raw, codes, stderr, n)
+        terms.update(counts)
+        factor = self._factors(subtask, is_pooled, n)
         normalized = raw - self.lower_bound[subtask]
         normalized *= factor["normalized"]  # the reach, scaled
         # the variance of a normalized score: linear where it is not clipped; a
@@ -479,16 +472,8 @@ class FixedPoint:
             is_clipped &= np.isfinite(self._floor[subtask])
         if is_clipped.any():  # a few: the censored normal for those
             clipped = np.flatnonzero(is_clipped)
-            reach = suite_at(self._reach, clipped)
-            np.put(  # flat positions in C order, whatever the layout
-                variance,
-                clipped,
-                clipped_variance(
-                    (at(raw, clipped) - suite_at(self.lower_bound, clipped)) * reach,
-                    np.sqrt(at(squares, clipped)) * reach,
-                )
-                * suite_at(self.scale["variance"][suite.benchmark_index], clipped),
-            )
+            # flat positions in C order, whatever the layout
+            np.put(variance, clipped, self._censored(raw, squares, codes, clipped))
         np.maximum(
             normalized,
             0.0 if self._floor is None else self._floor[subtask],
@@ -507,19 +492,96 @@ class FixedPoint:
                 terms[name] = np.where(is_plain, terms[name], np.rint(terms[name]))
         return terms
 
-    def _scale_of(self, name: str, subtask: IntArray | slice) -> FloatArray:
-        """A sum's scale per subtask given."""
-        scale: FloatArray = self.scale[name][self._suite.benchmark_index[subtask]]
-        return scale
+    def _squared_errors(
+        self,
+        raw: FloatArray,
+        codes: IntArray,
+        se: FloatArray | None,
+        n: FloatArray | None,
+    ) -> tuple[FloatArray, dict[str, FloatArray]]:
+        """Each score's se^2, and the counts of those estimated and unknown.
 
-    def to_plain(
-        self, name: str, sums: FloatArray, benchmark: int | slice
+        A stderr not given (None or NaN) is estimated as binomial from the
+        metric's sample size (the input's `n`, or the suite's); one with no size
+        to estimate it from is counted unknown and its variance taken as 0.
+        """
+        suite = self._suite
+        shape = np.shape(raw)
+        se = np.full(shape, np.nan) if se is None else se
+        is_estimated = np.isnan(se)
+        squares = se * se  # NaN where none was given: filled in below
+        if not is_estimated.any():
+            return squares, {}
+        estimated = np.flatnonzero(is_estimated)
+        items = suite.n_samples if suite.items is None else suite.items
+        items_at = _suite_at(items, codes, estimated)
+        if n is not None:  # IFEval counts items
+            items_at = np.where(
+                items_at != _suite_at(suite.n_samples, codes, estimated),
+                items_at,
+                _at(n, estimated),
+            )
+        scales = suite.scales
+        if scales is None:
+            filled = binomial_stderr(_at(raw, estimated), items_at)
+        else:  # the fraction of its range, and back (a statistic: none)
+            low = _suite_at(scales.low, codes, estimated)
+            width = _suite_at(scales.high - scales.low, codes, estimated)
+            # an unbounded statistic's stderr is not estimated (0 x inf)
+            width = np.where(np.isfinite(width), width, np.nan)
+            filled = binomial_stderr((_at(raw, estimated) - low) / width, items_at)
+            filled *= width
+        # (only an estimate can be unknown: no full pass looks for them)
+        is_unknown_at = np.isnan(filled)
+        n_estimated = is_estimated.astype(np.float64)
+        counts = {"n_estimated": n_estimated}
+        if is_unknown_at.any():  # counted, and their variance taken as 0
+            unknown = estimated[is_unknown_at]
+            np.put(n_estimated, unknown, 0.0)
+            counts["n_unknown"] = np.zeros(shape)
+            np.put(counts["n_unknown"], unknown, 1.0)
+            filled[is_unknown_at] = 0.0
+        np.put(squares, estimated, filled * filled)
+        return squares, counts
+
+    def _factors(
+        self, subtask: IntArray | slice, is_pooled: BoolArray, n: FloatArray | None
+    ) -> dict[str, FloatArray]:
+        """Each term's factor per score, its power-of-two scale folded in."""
+        factor = {name: values[subtask] for name, values in self._factor.items()}
+        if n is not None:  # sizes per row: the pooled factors change
+            reach = self._reach[subtask]
+            benchmark = self._suite.benchmark_index[subtask]
+            factor["raw"] = np.where(is_pooled, n, 1.0) * self.scale["raw"][benchmark]
+            factor["variance"] = (
+                np.where(is_pooled, (n - 1.0) * n, reach * reach)
+                * self.scale["variance"][benchmark]
+            )
+        return factor
+
+    def _censored(
+        self, raw: FloatArray, squares: FloatArray, codes: IntArray, clipped: IntArray
     ) -> FloatArray:
-        """Fixed-point sums back in plain units (other sums as they are)."""
-        if name not in self.scale:
-            return sums
-        result: FloatArray = sums / self.scale[name][benchmark]
-        return result
+        """The variance terms of the clipped scores at flat positions `clipped`."""
+        reach = _suite_at(self._reach, codes, clipped)
+        variance = clipped_variance(
+            (_at(raw, clipped) - _suite_at(self.lower_bound, codes, clipped)) * reach,
+            np.sqrt(_at(squares, clipped)) * reach,
+        )
+        scale = self.scale["variance"][self._suite.benchmark_index]
+        return variance * _suite_at(scale, codes, clipped)
+
+
+def _at(values: FloatArray, positions: IntArray) -> FloatArray:
+    """Per-row values at flat row positions."""
+    picked: FloatArray = np.ravel(values).take(positions)
+    return picked
+
+
+def _suite_at(values: FloatArray, codes: IntArray, positions: IntArray) -> FloatArray:
+    """Per-subtask values of the suite at flat row positions (`codes`: per row or column)."""
+    picked: FloatArray = values.take(codes.take(positions % codes.size))
+    return picked
 
 
 def dense_partials(
@@ -561,7 +623,9 @@ def dense_partials(
         partials.count[:, index] = is_present.sum(axis=1)
         for name, values in terms.items():
             total = np.where(is_present, values, 0.0).sum(axis=1)
-            partials.sums[name][:, index] = fixed.to_plain(name, total, index)
+            if name in fixed.scale:  # fixed point: back in plain units
+                total /= fixed.scale[name][index]
+            partials.sums[name][:, index] = total
         if suite.is_pooled[index]:  # the suite's sizes, plus what the input changed
             partials.sums["weight"][:, index] += is_present @ suite.n_samples[columns]
     return partials

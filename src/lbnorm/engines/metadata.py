@@ -37,6 +37,8 @@ from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import check_option_file
 from lbnorm.core.schemas import KEY_COLUMNS
+from lbnorm.engines.result import board_order
+from lbnorm.engines.variants import group_keys
 from lbnorm.readers.table_file import read_csv, read_parquet, table_format
 from lbnorm.suites.board import RankMethod
 
@@ -134,21 +136,12 @@ def read_metadata_table(path: str | Path) -> pa.Table:
         SchemaMismatchError: No ``model`` column, a key of the wrong type, or
             duplicate keys.
     """
-    return conform_metadata_table(_read_table(Path(path)), source=str(path))
+    return conform_metadata_table(read_raw_metadata(path), source=str(path))
 
 
 def read_raw_metadata(path: str | Path) -> pa.Table:
-    """A metadata file as Arrow, as written (checked where it is joined)."""
-    return _read_table(Path(path))
-
-
-def frame_table(frame: pd.DataFrame) -> pa.Table:
-    """A metadata frame as Arrow (without pyarrow probing pandas again)."""
-    return _frame_to_arrow(frame)
-
-
-def _read_table(path: Path) -> pa.Table:
-    """The file as Arrow, as written (checked by :func:`conform_metadata_table`)."""
+    """A metadata file as Arrow, as written (checked by :func:`conform_metadata_table`)."""
+    path = Path(path)
     kind = table_format(path, allowed=("csv", "parquet"), what="metadata")
     check_option_file(path, option="--metadata", folders=kind == "parquet")
     try:
@@ -396,7 +389,7 @@ def exclude_flagged_table(
     rank = rank_descending(
         np.where(is_eligible, _as_floats(leaderboard[by]), np.nan), method=method
     )
-    order = np.lexsort((np.arange(len(rank)), np.where(np.isnan(rank), np.inf, rank)))
+    order = board_order(rank)
     index = leaderboard.column_names.index("rank")
     field = leaderboard.schema.field(index)
     ranked = leaderboard.set_column(index, field, _int_array(rank).cast(field.type))
@@ -552,12 +545,10 @@ def annotate_table(
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
     if isinstance(metadata, str | Path):
-        table = _read_table(Path(metadata))
+        table = read_raw_metadata(metadata)
         board = join_metadata_table(leaderboard, table, source=str(metadata))
     elif metadata is not None:
-        table = (
-            metadata if isinstance(metadata, pa.Table) else _frame_to_arrow(metadata)
-        )
+        table = metadata if isinstance(metadata, pa.Table) else frame_table(metadata)
         board = join_metadata_table(leaderboard, table, source=source or "<frame>")
     else:
         board = leaderboard
@@ -580,27 +571,21 @@ def annotate_table(
 
 def _key_codes(tables: Sequence[pa.Table], keys: Sequence[str]) -> list[IntArray]:
     """One code per distinct combination of `keys` across `tables` (each table's rows)."""
-    sizes = [table.num_rows for table in tables]
-    codes = np.zeros(sum(sizes), dtype=np.int64)
+    parts = []
     for name in keys:
+        kind = pa.bool_() if name == "chat_template" else pa.string()
         chunks = [
             chunk
             for table in tables
             for chunk in (
-                table[name].cast(pa.bool_())
+                table[name].cast(kind)
                 if name == "chat_template"
                 else _as_text(table[name])
             ).chunks
         ]
-        column = pa.chunked_array(
-            chunks, type=pa.bool_() if name == "chat_template" else pa.string()
-        )
-        values = _codes(column)
-        _, codes = np.unique(
-            codes * (int(values.max(initial=0)) + 2) + values + 1, return_inverse=True
-        )
-        codes = codes.astype(np.int64)
-    return np.split(codes, np.cumsum(sizes)[:-1])
+        parts.append(_codes(pa.chunked_array(chunks, type=kind)))
+    codes, _ = group_keys(parts, [int(part.max(initial=-1)) + 1 for part in parts])
+    return np.split(codes, np.cumsum([table.num_rows for table in tables])[:-1])
 
 
 def _codes(column: Column) -> IntArray:
@@ -742,7 +727,7 @@ def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
         raise SchemaMismatchError(msg)
 
 
-def _frame_to_arrow(frame: Any) -> pa.Table:
+def frame_table(frame: pd.DataFrame) -> pa.Table:
     """A metadata frame as Arrow (the frame's own column order and values)."""
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)

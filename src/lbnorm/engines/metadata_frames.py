@@ -19,7 +19,6 @@ from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import (
     ROW_COLUMN,
     annotate_table,
-    conform_metadata_table,
     exclude_flagged_table,
     flag_mask,
     frame_table,
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "annotate_leaderboard",
-    "conform_metadata",
     "exclude_flagged",
     "join_metadata",
     "list_flagged",
@@ -58,21 +56,6 @@ def read_metadata(path: str | Path) -> pd.DataFrame:
             duplicate keys.
     """
     return _to_frame(read_metadata_table(path))
-
-
-def conform_metadata(metadata: pd.DataFrame, *, source: str) -> pd.DataFrame:
-    """:func:`conform_metadata_table` on a frame.
-
-    Raises:
-        SchemaMismatchError: As :func:`conform_metadata_table`.
-
-    Examples:
-        >>> import pandas as pd
-        >>> meta = pd.DataFrame({"model": ["a/b"], "precision": [None], "params_b": [7.2]})
-        >>> conform_metadata(meta, source="m.csv")["precision"].tolist()
-        ['']
-    """
-    return _to_frame(conform_metadata_table(frame_table(metadata), source=source))
 
 
 def join_metadata(

@@ -33,13 +33,13 @@ from lbnorm.core.schemas import (
     SUBTASK_SCORES,
     leaderboard_schema,
 )
-from lbnorm.engines.encode import Variants, merge_variants
 from lbnorm.engines.kernel import (
     BenchmarkArrays,
     BoolArray,
     FloatArray,
     IntArray,
 )
+from lbnorm.engines.variants import TEXT_KEYS, Variants, merge_variants
 from lbnorm.suites import Suite, suite_arrays
 
 if TYPE_CHECKING:
@@ -54,11 +54,9 @@ __all__ = [
     "PartsInMemory",
     "PartsOnDisk",
     "Result",
-    "SubtaskParts",
     "TableParts",
     "UniquePerPart",
     "assemble_result",
-    "benchmark_keys",
     "benchmark_table",
     "board_order",
     "finish_job",
@@ -129,11 +127,6 @@ class FindsResized(Protocol):
     def resized_variants(self) -> tuple[int, list[str]]:
         """See :func:`resized_variants`."""
         ...
-
-
-#: The subtask-level table's parts: each batch's rows, or (the ``memory`` order)
-#: each benchmark's, then variant, then subtask.
-SubtaskParts = TableParts
 
 
 class PartsInMemory:
@@ -273,18 +266,10 @@ class BoardCounts:
     @classmethod
     def of(cls, board: pa.Table, *, n_models: int | None = None) -> BoardCounts:
         """Count a leaderboard table (its distinct models unless `n_models` says)."""
-        import pyarrow.compute as pc
-
-        complete = arrow.to_numpy(board.column("is_complete")).astype(bool)
-        is_ranked = ~arrow.to_numpy(pc.is_null(board.column("rank"))).astype(bool)
-        return cls(
-            variants=board.num_rows,
-            models=(
-                _count_distinct(board.column("model")) if n_models is None else n_models
-            ),
-            complete=int(np.count_nonzero(complete)),
-            ranked=int(np.count_nonzero(is_ranked)),
-            unranked_incomplete=int(np.count_nonzero(~complete & ~is_ranked)),
+        return cls.of_arrays(
+            _count_distinct(board.column("model")) if n_models is None else n_models,
+            arrow.to_numpy(board.column("is_complete")).astype(bool),
+            arrow.to_numpy(board.column("rank").cast(pa.float64()), null=np.nan),
         )
 
 
@@ -305,8 +290,10 @@ class Result:
         suite: The suite used.
         options: The options of the run.
         file_table: One row per input file (see :data:`INPUT_FILES`).
-        subtask_parts: The subtask-level table, a benchmark at a time; None when
-            it was not asked for (:attr:`subtask_table`, :attr:`subtasks`).
+        subtask_parts: The subtask-level table's parts: each batch's rows, or
+            (the ``memory`` order) each benchmark's, then variant, then subtask;
+            None when it was not asked for (:attr:`subtask_table`,
+            :attr:`subtasks`).
         n_ignored_rows: Rows dropped as unknown subtasks under ``unknown="ignore"``.
         n_scores: Subtask scores used.
         n_clipped: Subtask scores below their bound.
@@ -328,7 +315,7 @@ class Result:
     suite: Suite
     options: RunOptions = field(default_factory=RunOptions)
     file_table: pa.Table = field(default_factory=INPUT_FILES.empty_table)
-    subtask_parts: SubtaskParts | None = None
+    subtask_parts: TableParts | None = None
     n_ignored_rows: int = 0
     n_scores: int = 0
     n_clipped: int = 0
@@ -543,13 +530,7 @@ def assemble_result(
         leaderboard_output = board()
     else:  # built beside the benchmark table, and beside its encoding when written
         leaderboard_output = BuiltBeside(
-            board,
-            schema=leaderboard_schema(
-                suite.benchmark_names,
-                rates=suite.board.rate_names,
-                rank_doc=suite.board.rank_doc,
-            ),
-            num_rows=len(variants),
+            board, schema=_leaderboard_schema(suite), num_rows=len(variants)
         )
     benchmark_output = benchmark_table(
         variants, suite, benchmark, keys=None if keys is None else keys.result()
@@ -588,7 +569,7 @@ def benchmark_table(
             dictionaries hold a value per variant, repeats included (see
             :meth:`Variants.dictionary`).
         keys: The key columns of every (benchmark, variant) cell, built already
-            (:func:`benchmark_keys`; every benchmark, `plain` empty).
+            (:func:`start_benchmark_keys`; every benchmark, `plain` empty).
 
     Returns:
         The table, benchmark-major then variant, in :data:`BENCHMARK_SCORES` types.
@@ -611,7 +592,6 @@ def benchmark_table(
     )
     expected = arrays.n_expected[column_index].astype(np.int32)
     count = cells(arrays.n_present).astype(np.int32)
-    normalized = cells(arrays.normalized)
     columns: dict[str, pa.Array]
     if keys is None:
         variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
@@ -626,11 +606,9 @@ def benchmark_table(
         arrow.strings(suite.benchmark_names),
     )
     columns["raw_score"] = arrow.array(cells(arrays.raw))
-    columns["normalized_score"] = arrow.array(normalized, mask=np.isnan(normalized))
-    stderr = cells(arrays.stderr)
-    raw_stderr = cells(arrays.raw_stderr)
-    columns["stderr"] = arrow.array(stderr, mask=np.isnan(stderr))
-    columns["raw_stderr"] = arrow.array(raw_stderr, mask=np.isnan(raw_stderr))
+    columns["normalized_score"] = _nullable(cells(arrays.normalized))
+    columns["stderr"] = _nullable(cells(arrays.stderr))
+    columns["raw_stderr"] = _nullable(cells(arrays.raw_stderr))
     columns["n_stderr_estimated"] = arrow.array(
         cells(arrays.n_estimated).astype(np.int32)
     )
@@ -657,15 +635,11 @@ def start_benchmark_keys(
     if len(variants) < _runtime.THREAD_ROWS:
         return None
     n_benchmarks = len(suite.benchmarks)
-    return beside(lambda: benchmark_keys(variants, n_benchmarks))
-
-
-def benchmark_keys(variants: Variants, n_benchmarks: int) -> dict[str, pa.Array]:
-    """The key columns of every (benchmark, variant) cell, benchmark-major.
-
-    The rows of :func:`benchmark_table` when every cell is present.
-    """
-    return _key_columns(variants, np.tile(np.arange(len(variants)), n_benchmarks))
+    # every (benchmark, variant) cell, benchmark-major: the rows of
+    # benchmark_table when every cell is present
+    return beside(
+        lambda: _key_columns(variants, np.tile(np.arange(len(variants)), n_benchmarks))
+    )
 
 
 def _key_columns(
@@ -674,8 +648,7 @@ def _key_columns(
     """The key columns of the rows `variant_index` points at."""
     columns: dict[str, pa.Array] = {
         name: variants.dictionary(name, variant_index, distinct=name not in plain)
-        for name in KEY_COLUMNS
-        if name != "chat_template"
+        for name in TEXT_KEYS
     }
     columns["chat_template"] = variants.flags(variant_index)
     return columns
@@ -758,33 +731,40 @@ def leaderboard_rows(
     Returns:
         Rows in the :func:`lbnorm.core.schemas.leaderboard_schema` of the suite.
     """
-    columns: dict[str, pa.Array] = {
-        name: ordered.strings(name) for name in KEY_COLUMNS if name != "chat_template"
-    }
+    columns: dict[str, pa.Array] = {name: ordered.strings(name) for name in TEXT_KEYS}
     columns["chat_template"] = ordered.flags()
     columns["rank"] = arrow.array(
         np.nan_to_num(rank).astype(np.int64), mask=np.isnan(rank)
     )
-    columns["average"] = arrow.array(average, mask=np.isnan(average))
-    columns["average_stderr"] = arrow.array(average_error, mask=np.isnan(average_error))
+    columns["average"] = _nullable(average)
+    columns["average_stderr"] = _nullable(average_error)
     columns["n_benchmarks"] = arrow.array(n_complete.astype(np.int32))
     columns["n_benchmarks_expected"] = arrow.array(
         np.full(len(rank), len(suite.benchmarks), dtype=np.int32)
     )
     columns["is_complete"] = arrow.array(n_complete == len(suite.benchmarks))
     for index, name in enumerate(suite.benchmark_names):
-        columns[name] = arrow.array(normalized[index], mask=np.isnan(normalized[index]))
-        columns[f"{name} Raw"] = arrow.array(raw[index], mask=np.isnan(raw[index]))
-        errors = stderr[index]
-        columns[f"{name} stderr"] = arrow.array(errors, mask=np.isnan(errors))
+        columns[name] = _nullable(normalized[index])
+        columns[f"{name} Raw"] = _nullable(raw[index])
+        columns[f"{name} stderr"] = _nullable(stderr[index])
     for name, values in (rates or {}).items():
-        columns[name] = arrow.array(values, mask=np.isnan(values))
-    schema = leaderboard_schema(
+        columns[name] = _nullable(values)
+    schema = _leaderboard_schema(suite)
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _nullable(values: FloatArray) -> pa.Array:
+    """A float column, null where NaN (a figure not computable, or unknown)."""
+    return arrow.array(values, mask=np.isnan(values))
+
+
+def _leaderboard_schema(suite: Suite) -> pa.Schema:
+    """The leaderboard's schema under `suite` (its benchmarks and rates)."""
+    return leaderboard_schema(
         suite.benchmark_names,
         rates=suite.board.rate_names,
         rank_doc=suite.board.rank_doc,
     )
-    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 def with_present_values(table: pa.Table) -> pa.Table:

@@ -204,11 +204,10 @@ class StreamJob:
                     pass
         if totals is None:
             self._folder.spill_if_over()  # (the last batch's variants too)
-        if totals is None and self._folder.spills:
-            return self._folder.finish_spilled(
-                self._suite, self._options, self._inputs.catalog
-            )
-        if totals is None:
+            if self._folder.spills:
+                return self._folder.finish_spilled(
+                    self._suite, self._options, self._inputs.catalog
+                )
             totals = self._folder.totals(last=True)
         if totals.failures:
             raise failure_error(totals.failures, total=totals.n_failed)
@@ -233,18 +232,17 @@ def _subtask_part(
         table = table.filter(arrow.array(keep))
     n_rows = table.num_rows
     normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        "raw_score": arrow.array(raw),
+        "lower_bound": arrow.array(lower_bound),
+        "normalized_score": arrow.array(normalized),
+        "is_clipped": arrow.array(is_clipped),
+    }
     for field in SUBTASK_SCORES:
         name = field.name
-        if name == "raw_score":
-            columns[name] = arrow.array(raw)
-        elif name == "lower_bound":
-            columns[name] = arrow.array(lower_bound)
-        elif name == "normalized_score":
-            columns[name] = arrow.array(normalized)
-        elif name == "is_clipped":
-            columns[name] = arrow.array(is_clipped)
-        elif checked.is_renamed and name in ("benchmark", "subtask"):
+        if name in columns:
+            continue
+        if checked.is_renamed and name in ("benchmark", "subtask"):
             columns[name] = _as_type(
                 _suite_names(suite, arrays, subtask, name), field.type
             )

@@ -128,7 +128,9 @@ def check_batch(
     """
     table = batch.table
     variant, subtask = encoder.encode(table)
-    scores = float_column(table, "raw_score")
+    scores = optional_floats(table, "raw_score")
+    if scores is None:  # (readers make sure there is one: every score fails)
+        scores = np.full(table.num_rows, np.nan)
     failed = find_failures(
         table, scores, variant, subtask, encoder, unknown=unknown, scales=scales
     )
@@ -178,9 +180,13 @@ def find_failures(
         Check name -> mask of failing rows.
     """
     is_finite = np.isfinite(scores)
-    is_ranged, is_outside = _outside_ranges(scores, subtask, scales)
-    if is_ranged is not None:  # the fraction checks see only the other rows
-        scores = np.where(is_ranged, 0.5, scores)
+    is_outside = None  # (None: no row of a benchmark with a declared range)
+    if scales is not None:
+        is_ranged, is_outside = scales.outside(scores, subtask)
+        if is_ranged.any():  # the fraction checks see only the other rows
+            scores = np.where(is_ranged, 0.5, scores)
+        else:
+            is_outside = None
     # a score in (1, 100] looks like a percentage when it is at least 2 or when at
     # least half the batch's scores are in (1, 100]: a stray 1.2 among fractions is
     # out of range (a sum, a bug), not a scale to divide by 100
@@ -214,20 +220,6 @@ def find_failures(
     if is_outside is not None:
         checks["outside_range"] = is_outside
     return checks
-
-
-def _outside_ranges(
-    scores: npt.NDArray[np.float64],
-    subtask: npt.NDArray[np.int64],
-    scales: Scales | None,
-) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.bool_] | None]:
-    """Rows of benchmarks with a declared range, and those outside it (None: none ranged)."""
-    if scales is None:
-        return None, None
-    is_ranged, is_outside = scales.outside(scores, subtask)
-    if not is_ranged.any():
-        return None, None
-    return is_ranged, is_outside
 
 
 def find_duplicates(
@@ -598,18 +590,13 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def float_column(table: pa.Table, name: str) -> npt.NDArray[np.float64]:
-    """A numeric column as float64, NaN for nulls or when the column is absent."""
+def optional_floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
+    """An optional numeric column as float64, NaN for nulls; None when absent."""
     if name not in table.column_names:
-        return np.full(table.num_rows, np.nan)
+        return None
     numbers, valid = _numbers(table, name)
     values: npt.NDArray[np.float64] = np.asarray(numbers, dtype=np.float64)
     return values if valid is None else np.where(valid, values, np.nan)
-
-
-def optional_floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
-    """An optional numeric column as float64, NaN for nulls; None when absent."""
-    return float_column(table, name) if name in table.column_names else None
 
 
 def _numbers(

@@ -20,7 +20,14 @@ import pyarrow.compute as pc
 from lbnorm.core import arrow
 from lbnorm.core.schemas import KEY_COLUMNS
 
-__all__ = ["MANY_KEYS", "TEXT_KEYS", "Variants", "factorize", "merge_variants"]
+__all__ = [
+    "MANY_KEYS",
+    "TEXT_KEYS",
+    "Variants",
+    "factorize",
+    "group_keys",
+    "merge_variants",
+]
 
 IntArray = npt.NDArray[np.int64]
 #: The text keys of a variant.
@@ -206,14 +213,41 @@ def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
             )
         )
     codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
-    packed = np.zeros(codes.shape[0], dtype=np.int64)
-    for column in codes.T:  # pack, re-densifying before an overflow
-        width = int(column.max(initial=0)) + 1
-        packed, first = (
-            factorize(packed * width + column) if packed.size else (packed, packed)
-        )
-    rows, first = factorize(packed)
+    rows, first = group_keys(
+        list(codes.T), [int(column.max(initial=-1)) + 1 for column in codes.T]
+    )
     return Variants(vocabularies=vocabularies, codes=codes[first]), rows
+
+
+def group_keys(
+    parts: Sequence[npt.NDArray[np.integer[Any]]], widths: Sequence[int]
+) -> tuple[IntArray, IntArray]:
+    """Group rows by several small-int key columns (-1 = null), without sorting.
+
+    The columns are packed into one int64 per row, re-densified whenever the
+    next packing could overflow, and factorized.
+
+    Args:
+        parts: Per key column (at least one), each row's value in ``-1..width-1``.
+        widths: Per key column, its number of non-null values.
+
+    Returns:
+        Each row's group, in order of first appearance, and each group's first row.
+
+    Examples:
+        >>> groups, first = group_keys([np.array([1, 0, 1]), np.array([-1, 2, -1])], [2, 3])
+        >>> groups.tolist(), first.tolist()
+        ([0, 1, 0], [0, 1])
+    """
+    packed = np.zeros(parts[0].shape[0], dtype=np.int64)
+    bound = 1
+    for part, width in zip(parts, widths, strict=True):
+        if bound * (width + 1) >= 1 << 62:
+            packed, first = factorize(packed)
+            bound = len(first)
+        packed = packed * (width + 1) + (part + 1)  # +1: null (-1) packs as 0
+        bound *= width + 1
+    return factorize(packed)
 
 
 def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
