@@ -474,6 +474,31 @@ def test_leftovers_that_are_not_lbnorm_s_are_left_alone(tmp_path: Path) -> None:
     )
 
 
+def test_a_previous_output_being_removed_beside_is_left_to_its_remover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that swapped its output in removes the previous one outside the parent's lock.
+
+    Another run claiming the same output then meets that folder (staging-named,
+    no mark) while its files vanish; it must neither fail nor touch it.
+    """
+    out = tmp_path / "out"
+    run([ONE], out=out)
+    going = tmp_path / ".out.tmp-0123456789ab"  # the previous output, set aside
+    shutil.copytree(out, going)
+    real_lstat = os.lstat
+
+    def vanishing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if Path(path).parent == going:  # its files go as they are looked at
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", vanishing)
+    run([ONE], out=out)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [going.name, "out"]
+
+
 # --- every command's --out, --html, --report, --markdown: one transaction -----------------
 
 BATTLES = Path(__file__).parent / "fixtures" / "battles" / "battles.csv"

@@ -636,15 +636,20 @@ def _lock_folder(folder: Path) -> int:
 
 
 def _is_ours(folder: Path) -> bool:
-    """Whether a staging-named folder is lbnorm's: marked, empty, or exactly an lbnorm output."""
+    """Whether a staging-named folder is lbnorm's: marked, empty, or exactly an lbnorm output.
+
+    A folder that cannot be read whole is not known to be lbnorm's, so it is
+    left alone: among others, a previous output another command swapped out and
+    is removing (that removal runs outside the parent folder's lock).
+    """
     with contextlib.suppress(OSError):
         if stat.S_ISREG(os.lstat(folder / STAGING_MARK).st_mode):
             return True
     try:
         entries = sorted(entry.name for entry in folder.iterdir())
+        return _unlisted(folder, entries)[:2] == ("", [])
     except OSError:
         return False
-    return _unlisted(folder, entries)[:2] == ("", [])
 
 
 def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
