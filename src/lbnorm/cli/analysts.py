@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from lbnorm.cli.arguments import (
     Whole,
@@ -18,9 +18,6 @@ from lbnorm.cli.arguments import (
 )
 from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import RunOptions
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["register"]
 
