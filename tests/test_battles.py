@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from source_trees import nodes
 
 from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
 from lbnorm.ratings import battle_io as battle_io_module
@@ -775,7 +776,7 @@ def test_model_map_in_jsonl(tmp_path: Path) -> None:
 def test_reader_imports_no_pandas() -> None:
     source = Path(battles_module.__file__).read_text()
     imported = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if isinstance(node, ast.Import):
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
+from source_trees import nodes
 from strategies import battle_sets, make_battles
 
 from lbnorm.core.errors import (
@@ -1325,7 +1326,7 @@ FIT_MODULES = (
 def test_fit_modules_import_no_pandas_and_no_files(name: str) -> None:
     source = (Path(bootstrap_module.__file__).parent / f"{name}.py").read_text()
     imported = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if isinstance(node, ast.Import):
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import functools
 import json
 import os
 import subprocess
@@ -27,21 +26,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
+from source_trees import PACKAGE, nodes, package_modules
 
 from lbnorm.cli import build_parser
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "lbnorm"
-
 # --- the module graph (vendored from shared/tools/import_cycles.py) ----------------------
-
-
-@functools.cache
-def _parsed(source: str) -> ast.Module:
-    """`source`'s syntax tree, parsed once for the three checks that walk every module.
-
-    The trees are only read, never changed.
-    """
-    return ast.parse(source)
 
 
 def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
@@ -68,7 +57,7 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         base = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in ast.walk(_parsed(path.read_text(encoding="utf-8"))):
+        for node in nodes(path.read_text(encoding="utf-8")):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -409,33 +398,35 @@ _RUNTIME_NAMES = {
     "os": {"fork", "forkpty", "posix_spawn", "posix_spawnp", "system"},
     "signal": {"signal", "pthread_sigmask", "setitimer"},
 }
+#: Every such attribute's name, whatever its module: the others need no closer look.
+_RUNTIME_ATTRIBUTES = frozenset().union(*_RUNTIME_NAMES.values())
 #: Modules whose import alone means processes (outside ``if TYPE_CHECKING:``).
 _PROCESS_MODULES = ("multiprocessing", "subprocess")
 
 
 def runtime_uses(source: str) -> list[str]:
     """Where `source` starts threads or processes or sets signal handlers (line: what)."""
-    nodes = list(ast.walk(_parsed(source)))  # walked once, read four times
+    walked = nodes(source)  # walked once, read four times
     typing_only = {
         id(inner)
-        for node in nodes
+        for node in walked
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for inner in ast.walk(node)
     }
     # what each name stands for: ``import threading as th`` makes ``th`` threading
     aliases = {
         alias.asname or alias.name: alias.name
-        for node in nodes
+        for node in walked
         if isinstance(node, ast.Import)
         for alias in node.names
     } | {
         alias.asname or alias.name: f"{node.module}.{alias.name}"
-        for node in nodes
+        for node in walked
         if isinstance(node, ast.ImportFrom) and node.module
         for alias in node.names
     }
     found: list[tuple[int, str]] = []
-    for node in nodes:
+    for node in walked:
         what = ""
         if isinstance(node, ast.Import) and id(node) not in typing_only:
             what = next(
@@ -448,7 +439,7 @@ def runtime_uses(source: str) -> list[str]:
                 what = module
             elif hit := sorted(names & _RUNTIME_NAMES.get(module, set())):
                 what = f"{module}.{hit[0]}"
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, ast.Attribute) and node.attr in _RUNTIME_ATTRIBUTES:
             owner = ast.unparse(node.value)
             for module, names in _RUNTIME_NAMES.items():
                 if node.attr in names and (
@@ -471,7 +462,7 @@ def _uses_outside(
     root = PACKAGE.parent
     return [
         f"{module}:{use}"
-        for path in sorted(PACKAGE.rglob("*.py"))
+        for path in package_modules()
         if not any(
             (module := ".".join(path.relative_to(root).with_suffix("").parts)) == name
             or module.startswith(name + ".")
@@ -664,16 +655,16 @@ _ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb"}
 
 def environment_reads(source: str) -> list[str]:
     """Where `source` reaches the process environment through :mod:`os` (line: what)."""
-    tree = _parsed(source)
+    walked = nodes(source)
     modules = {  # what stands for os: ``import os as o`` makes ``o`` os
         alias.asname or alias.name
-        for node in ast.walk(tree)
+        for node in walked
         if isinstance(node, ast.Import)
         for alias in node.names
         if alias.name == "os"
     }
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in walked:
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             found += [
                 (node.lineno, f"os.{alias.name}")

@@ -22,12 +22,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from source_trees import nodes, package_modules
 
 from lbnorm import run
 from lbnorm.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SOURCE = Path(__file__).parent.parent / "src" / "lbnorm"
 
 NAMES = [
     "../../etc/passwd",
@@ -259,11 +259,10 @@ def test_no_eval_pickle_or_code_executing_loaders() -> None:
         "unsafe_load",
         "full_load",
     }
-    files = sorted(SOURCE.rglob("*.py"))
+    files = package_modules()
     assert len(files) > 10
     for path in files:
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
+        for node in nodes(path.read_text(encoding="utf-8")):
             if isinstance(node, ast.Import):
                 assert (
                     not {alias.name.split(".")[0] for alias in node.names}
