@@ -237,33 +237,21 @@ class SpillStore(SummingStore):
         self.folder.close()
         return self
 
-    def discard(self) -> None:
-        """Remove the folder of a run that failed its checks.
+    def abandon(self) -> None:
+        """Stop summing and remove the folder (a run that failed or was cancelled).
 
         The batch under way finishes first; what it raised (a full disk) gives
-        way to the failed checks, the error the run reports.
+        way to the run's own error (its failed checks), the one it reports.
         """
         self._behind.abandon()
         self.folder.remove()
 
-    def add(
-        self,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray | None,
-        *,
-        stderr: FloatArray | None = None,
-        n_samples: FloatArray | None = None,
-    ) -> None:
-        """Mark scores seen; append their per-cell sums to their partitions' files.
-
-        None for `raw`: only mark them seen. The sums are computed and written
-        on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
-        """
+    def reserve(self, n_variants: int) -> None:
+        """Make room for a batch's variants; every few batches, give freed memory back."""
         self._n_batches += 1
-        if self._n_batches % _TRIM_EVERY == 0:  # a batch's temporaries, freed
+        if self._n_batches % _TRIM_EVERY == 0:  # the batches' temporaries, freed
             release_free_memory()
-        super().add(variant, subtask, raw, stderr=stderr, n_samples=n_samples)
+        super().reserve(n_variants)
 
     def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
         """Append per-cell sums (distinct cells, increasing) to their partitions' files."""

@@ -188,17 +188,20 @@ class StreamJob:
             if inputs.streamed and options.workers > 1 and not self._folder.spills:
                 from lbnorm.engines.workers import sum_in_workers  # (only for workers)
 
-                totals = sum_in_workers(
-                    lambda part, parts: sum_scores(
-                        inputs.partition(part, parts),
-                        self._suite,
-                        unknown=options.unknown,
-                        expected_rows=inputs.num_rows // parts,
-                        batch_rows=options.batch_rows,
-                    ),
-                    options.workers,
-                    add_totals,
-                )  # None: a share failed a check; the serial run below says where
+                totals = add_totals(
+                    sum_in_workers(
+                        lambda part, parts: sum_scores(
+                            inputs.partition(part, parts),
+                            self._suite,
+                            unknown=options.unknown,
+                            expected_rows=inputs.num_rows // parts,
+                            batch_rows=options.batch_rows,
+                        ),
+                        options.workers,
+                    )
+                )
+                if totals.failures:  # the serial run below says where
+                    totals = None
             if totals is None:
                 for _ in self._checked():
                     pass
@@ -551,7 +554,7 @@ class _Folder:
         """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
         assert isinstance(self._store, SpillStore)
         if self._failures:
-            self._store.discard()
+            self._store.abandon()
             raise failure_error(self._failures, total=self._n_failed)
         release_free_memory()  # the pass's temporaries, before the keys are joined
         n_variants = self._encoder.n_variants
