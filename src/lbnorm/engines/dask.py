@@ -48,7 +48,13 @@ from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
-from lbnorm.engines.spill import Board, finish_saved, save_partition, spill_width
+from lbnorm.engines.spill import (
+    Board,
+    finish_saved,
+    rows_by_part,
+    save_partition,
+    spill_width,
+)
 from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
@@ -456,12 +462,10 @@ def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
     # the vocabulary's hash: unsalted, the same in every worker process
     hashes = hash_strings(names.cast(pa.large_string()))
     part_of_name = (hashes % np.uint64(n_parts)).astype(np.int64)
-    part = part_of_name[variants.codes[:, 0]]
-    by_part = np.argsort(part, kind="stable")
-    ends = np.cumsum(np.bincount(part, minlength=n_parts)).tolist()
     shares = []
-    for index, end in enumerate(ends):
-        rows = by_part[(ends[index - 1] if index else 0) : end]
+    for index, rows in enumerate(
+        rows_by_part(part_of_name[variants.codes[:, 0]], n_parts)
+    ):
         is_first = index == 0
         shares.append(
             Totals(

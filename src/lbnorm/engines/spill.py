@@ -86,6 +86,7 @@ __all__ = [
     "SpilledLeaderboard",
     "finish_saved",
     "finish_spilled",
+    "rows_by_part",
     "save_partition",
     "spill_width",
 ]
@@ -618,6 +619,18 @@ def _saved_path(folder: Path, part: int, name: str) -> Path:
     return folder / f"{part}.{name}.bin"
 
 
+def rows_by_part(part: IntArray, n_parts: int) -> list[IntArray]:
+    """Per part ``0 .. n_parts - 1``, the positions of its rows in `part`, increasing.
+
+    A stable sort by part: a counting sort when the parts fit 16 bits (numpy
+    sorts 8- and 16-bit keys by radix).
+    """
+    if n_parts <= 1 << 16:
+        part = part.astype(np.uint8 if n_parts <= 1 << 8 else np.uint16)
+    by_part = np.argsort(part, kind="stable")
+    return np.split(by_part, np.cumsum(np.bincount(part, minlength=n_parts))[:-1])
+
+
 class _Spilled:
     """A spilled run's saved benchmark arrays, gathered back by variant code.
 
@@ -652,23 +665,18 @@ class _Spilled:
     def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
         """Per partition holding some of `codes`: it, their positions, their rows there.
 
-        The positions of a partition are increasing (a stable sort by partition:
-        a counting sort when the partitions fit 16 bits).
+        The positions of a partition are increasing (:func:`rows_by_part`).
         """
         if self.is_even:
             part, local = np.divmod(codes, self.width)
         else:
             part = np.searchsorted(self.starts, codes, side="right") - 1
             local = codes - self.starts[part]
-        if self.n_parts <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix
-            part = part.astype(np.uint8 if self.n_parts <= 1 << 8 else np.uint16)
-        by_part = np.argsort(part, kind="stable")
-        ends = np.cumsum(np.bincount(part, minlength=self.n_parts))
-        found = []
-        for index in np.flatnonzero(np.diff(ends, prepend=0)).tolist():
-            positions = by_part[ends[index - 1] if index else 0 : ends[index]]
-            found.append((index, positions, local[positions]))
-        return found
+        return [
+            (index, positions, local[positions])
+            for index, positions in enumerate(rows_by_part(part, self.n_parts))
+            if positions.size
+        ]
 
     def gathered(
         self, rows: IntArray | None, names: Iterable[str], benchmarks: Sequence[int]
@@ -799,13 +807,6 @@ class SpilledLeaderboard:
     def board_counts(self) -> BoardCounts:
         """The leaderboard's counts, taken while summing."""
         return self._counts
-
-    def whole(self) -> pa.Table:
-        """The whole leaderboard in one table (for the Python API)."""
-        parts = list(self.parts())
-        if not parts:
-            return self.schema.empty_table()
-        return pa.concat_tables(parts).combine_chunks()
 
     def parts(self) -> Iterator[pa.Table]:
         """Ranked variants first, best first, then the others, each in key order."""
