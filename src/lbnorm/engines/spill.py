@@ -37,6 +37,7 @@ run that spills there. A failure to use it is a
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import resource  # (POSIX only, as the spill folder's locks are)
 from collections.abc import Iterable, Iterator, Sequence
@@ -263,16 +264,13 @@ class SpillStore(SummingStore):
         names = [name for name in SUMS if name in sums]
         mask = sum(1 << SUMS.index(name) for name in names)
         part, local = np.divmod(cells, self.width * n_benchmarks)
-        first, last = int(part[0]), int(part[-1])  # cells come sorted
-        for index in range(first, last + 1):  # a batch's variants: a partition or two
-            rows = (
-                slice(None)
-                if first == last
-                else slice(*np.searchsorted(part, [index, index + 1]))
-            )
-            columns = [local[rows], *(sums[name][rows] for name in names)]
-            if columns[0].size:
-                self._append(index, np.array([columns[0].size, mask]), columns)
+        # cells come sorted: each partition's are a run (a batch's: one or two)
+        first, last = int(part[0]), int(part[-1])
+        ends = np.searchsorted(part, np.arange(first, last + 2)).tolist()
+        for index, (start, end) in enumerate(itertools.pairwise(ends), start=first):
+            if end > start:
+                columns = [local[start:end], *(sums[name][start:end] for name in names)]
+                self._append(index, np.array([end - start, mask]), columns)
 
     def _append(
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
