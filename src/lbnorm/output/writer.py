@@ -55,7 +55,6 @@ __all__ = [
     "provenance_of",
     "write_job",
     "write_table_file",
-    "write_tables",
 ]
 
 #: The tables of a run's output folder, by file name.
@@ -67,34 +66,26 @@ _T = TypeVar("_T")
 
 def write_job(
     job: Job,
-    out: Path | Transaction,
+    transaction: Transaction,
     *,
     finish: Callable[[Result], Result],
     provenance: Mapping[str, str],
-    created_at: str | None = None,
 ) -> Result:
-    """Write a job's subtask table as its parts come, then the rest.
+    """Write a job's subtask table into `transaction` as its parts come, then the rest.
 
     Each part is encoded on a thread while the job computes the next one (both
     release the GIL for their array work), so reading, summing and writing overlap.
+    The caller commits (a nightly run adds its own tables first).
 
     Args:
         job: The engine's job (see :class:`lbnorm.engines.result.Job`).
-        out: The output folder (committed here), or a transaction the caller
-            commits after adding its own tables (a nightly run).
+        transaction: The output's transaction.
         finish: Applied to the job's result before its tables are written.
         provenance: Every table's Parquet metadata (:func:`provenance_of`).
-        created_at: ISO 8601 creation time for the manifest.
 
     Returns:
         The result written (its subtask table read back from the file).
     """
-    if not isinstance(out, Transaction):
-        with Transaction(out, kind="leaderboard") as transaction:
-            result = write_job(job, transaction, finish=finish, provenance=provenance)
-            transaction.commit(created_at=created_at)
-        return result
-    transaction = out
     if job.subtask_schema is None:
         result = finish(job.finish())
         _write_tables(result, transaction, provenance)
@@ -111,30 +102,6 @@ def write_job(
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
     return result
-
-
-def write_tables(
-    out: Path,
-    tables: Mapping[str, pa.Table],
-    manifest: Mapping[str, Any],
-    *,
-    created_at: str | None = None,
-) -> Path:
-    """Write tables as ``<name>.parquet`` and a manifest to `out` (a ratings output).
-
-    The manifest gets ``outputs`` (each table's rows, columns, size and sha256),
-    ``format`` and ``created_at``. An output of another kind is not replaced.
-
-    Raises:
-        OutputError: `out` is not an lbnorm output folder, is read-only, busy or
-            holds an output of another kind, a name is not a plain file name, or
-            the disk refuses; the previous output is unchanged.
-    """
-    with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
-        for name, table in tables.items():
-            transaction.write_table(f"{name}.parquet", table)
-        transaction.manifest |= manifest
-        return transaction.commit(created_at=created_at)
 
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
