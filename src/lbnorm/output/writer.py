@@ -4,7 +4,7 @@ What goes into each table's metadata and the manifest (provenance), written
 through one :class:`~lbnorm.output.transaction.Transaction` per command (staging
 folder, lock, hashing while writing, one swap). A run's folder holds
 ``subtasks.parquet``, ``benchmarks.parquet``, ``leaderboard.parquet`` and
-``manifest.json``, plus the tables a nightly run or :func:`add_tables` adds;
+``manifest.json``, plus the tables a nightly run or :func:`add_to` adds;
 ``docs/outputs.md`` describes it for readers.
 """
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "OUTPUT_FILES",
     "PAIRED_FILE",
-    "add_tables",
     "add_to",
     "metadata_input",
     "pandas_metadata",
@@ -358,62 +357,38 @@ def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
 # --- tables added beside a run's (diff, impact, health --out) --------------------------------
 
 
-def add_tables(
-    out: Path,
-    tables: Mapping[str, pd.DataFrame | pa.Table],
-    *,
-    sources: Mapping[str, Any] | None = None,
-    created_at: str | None = None,
-) -> list[Path]:
-    """Write tables as ``<name>.parquet`` into a folder, in one transaction.
-
-    Into an lbnorm output, the output is staged again (its files hard-linked,
-    the tables and an updated manifest written) and swapped in whole; the next
-    ``lbnorm run`` replaces it, these tables included. A new or empty folder
-    becomes an output of its own (``kind`` ``analysis``, recording `sources`); a
-    folder holding anything else is refused and left as it is.
-
-    Args:
-        out: The folder.
-        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow
-            tables, by name without ``.parquet``.
-        sources: What the tables were computed from (the command, the outputs
-            and suites it read), recorded in the manifest.
-        created_at: ISO 8601 creation time of a new folder's manifest; defaults
-            to now (an output's own manifest keeps its time).
-
-    Returns:
-        The files written.
-
-    Raises:
-        OutputError: A name is one of a run's own, the output is busy, read-only
-            or holds files lbnorm did not write, or the disk refuses.
-    """
-    out = Path.cwd() / out
-    reserved = {
-        name.removesuffix(".parquet")
-        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
-    }
-    if clash := sorted(set(tables) & reserved):
-        msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
-        raise OutputError(msg)
-    with Transaction(out, kind=None) as transaction:
-        add_to(transaction, tables, sources=sources)
-        transaction.commit(created_at=created_at)
-    return [out / f"{name}.parquet" for name in tables]
-
-
 def add_to(
     transaction: Transaction,
     tables: Mapping[str, pd.DataFrame | pa.Table],
     *,
     sources: Mapping[str, Any] | None = None,
 ) -> None:
-    """Stage `tables` (added tables' encoding) in a transaction, beside what it holds.
+    """Stage `tables` as ``<name>.parquet`` in a transaction, beside what it holds.
 
-    A transaction that has staged nothing yet carries the previous output's
-    files over (or, with none, becomes an ``analysis`` output recording `sources`).
+    Into an lbnorm output (a transaction that has staged nothing yet), the
+    output's files are carried over (hard links) and the tables added to its
+    manifest; the next ``lbnorm run`` replaces it, these tables included. A new
+    or empty folder becomes an output of its own (``kind`` ``analysis``,
+    recording `sources`); a folder holding anything else was refused by the
+    transaction. Tables are written with pyarrow's defaults.
+
+    Args:
+        transaction: The folder's transaction (``kind=None``), committed by the caller.
+        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow
+            tables, by name without ``.parquet``.
+        sources: What the tables were computed from (the command, the outputs
+            and suites it read), recorded in the manifest.
+
+    Raises:
+        OutputError: A name is one of a run's own.
     """
+    reserved = {
+        name.removesuffix(".parquet")
+        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
+    }
+    if clash := sorted(set(tables) & reserved):
+        msg = f"{transaction.out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
+        raise OutputError(msg)
     record = {"sources": dict(sources or {})}
     files = {f"{name}.parquet": _arrow(table) for name, table in tables.items()}
     if not transaction.manifest:
