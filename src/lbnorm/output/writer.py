@@ -97,7 +97,7 @@ def write_job(
     parts = job.subtask_parts()  # summed as they come
     result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
     transaction.record(name, entry)
-    _write_tables(result, transaction, provenance, has_subtasks=True)
+    _write_tables(result, transaction, provenance)
     if result.subtask_parts is None:  # the parts went to disk: read back from there
         result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
     return result
@@ -178,10 +178,8 @@ def _write_tables(
     result: Result,
     transaction: Transaction,
     provenance: Mapping[str, str],
-    *,
-    has_subtasks: bool = False,
 ) -> None:
-    """Write the result's tables (but the subtask table if written) and set the manifest.
+    """Write the result's tables (but a subtask table written already) and set the manifest.
 
     `provenance` is :func:`provenance_of` the run: each table's Parquet metadata.
     """
@@ -189,7 +187,7 @@ def _write_tables(
     ordered = _by_path(files)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
     tables: dict[str, pa.Table | TableParts | None] = {
-        "subtasks.parquet": None if has_subtasks else result.subtask_parts,
+        "subtasks.parquet": result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
         PAIRED_FILE: result.paired_output,
@@ -206,7 +204,8 @@ def _write_tables(
                 {**provenance, "lbnorm.table": name.removesuffix(".parquet")},
             )
             for name, table in tables.items()
-            if table is not None  # None: not asked for, or written
+            # None: not asked for; staged already: the subtasks, as they came
+            if table is not None and name not in transaction.outputs
         ]
         board = result.board_counts()
         n_resized, resized = result.resized_variants()
