@@ -339,10 +339,10 @@ class Output:
         manifest, problem = read_manifest(self._folder)
         held = manifest_kind(manifest) if manifest is not None else None
         self.kind = kind or held or "leaderboard"
+        if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
+            self._refuse_kind(self.kind, held)
         tables = _REQUIRED["leaderboard"] if self.kind == "leaderboard" else ()
         if missing := [n for n in (MANIFEST, *tables) if not self._exists(n)]:
-            if held not in {None, self.kind}:
-                self._refuse_kind(self.kind, held)
             msg = (
                 f"{self.path}: not an lbnorm output directory (missing "
                 f"{', '.join(missing)}).\nHint: write one with "
@@ -363,8 +363,6 @@ class Output:
                 f"`{_command(self.kind, self.path)}` to rewrite it."
             )
             raise InputError(msg)
-        if held != self.kind:
-            self._refuse_kind(self.kind, held)
         if missing := [n for n in _REQUIRED[self.kind] if not self._exists(n)]:
             msg = f"{self.path}: a {self.kind} output without {', '.join(missing)}.\nHint: {self._rewrite}."
             raise InputError(msg)
