@@ -87,19 +87,18 @@ def write_job(
     """
     if job.subtask_schema is None:
         result = finish(job.finish())
-        _write_tables(result, transaction, provenance)
-        return result
-    name = "subtasks.parquet"
-    schema = _with_metadata(
-        job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
-    )
-    file = transaction.table_file(name, schema)
-    parts = job.subtask_parts()  # summed as they come
-    result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
-    transaction.record(name, entry)
-    _write_tables(result, transaction, provenance)
-    if result.subtask_parts is None:  # the parts went to disk: read back from there
-        result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
+    else:
+        name = "subtasks.parquet"
+        metadata = {**provenance, "lbnorm.table": "subtasks"}
+        file = transaction.table_file(
+            name, _with_metadata(job.subtask_schema, metadata)
+        )
+        parts = job.subtask_parts()  # summed as they come
+        result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
+        transaction.record(name, entry)
+        if result.subtask_parts is None:  # the parts went to disk: read back from there
+            result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
+    _write_tables(result, transaction, provenance)  # (the staged subtasks skipped)
     return result
 
 
