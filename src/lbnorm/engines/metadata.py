@@ -282,9 +282,7 @@ def join_metadata_table(
         )
         raise SchemaMismatchError(msg)
     left, right = _key_codes([leaderboard, metadata], keys)
-    row_of_code = np.full(
-        max(int(left.max(initial=-1)), int(right.max(initial=-1))) + 1, -1
-    )
+    row_of_code = np.full(len(left) + len(right), -1)  # (codes are below the rows)
     row_of_code[right] = np.arange(len(right))
     match = row_of_code[left]
     is_unmatched = match < 0
@@ -545,13 +543,12 @@ def annotate_table(
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
     if isinstance(metadata, str | Path):
-        table = read_raw_metadata(metadata)
-        board = join_metadata_table(leaderboard, table, source=str(metadata))
-    elif metadata is not None:
-        table = metadata if isinstance(metadata, pa.Table) else frame_table(metadata)
-        board = join_metadata_table(leaderboard, table, source=source or "<frame>")
-    else:
-        board = leaderboard
+        metadata, source = read_raw_metadata(metadata), str(metadata)
+    elif metadata is not None and not isinstance(metadata, pa.Table):
+        metadata = frame_table(metadata)
+    board = leaderboard
+    if metadata is not None:
+        board = join_metadata_table(leaderboard, metadata, source=source or "<frame>")
     if is_flagged_excluded:
         board = exclude_flagged_table(board, by=rank_by, method=rank_method)
         stale = [  # group ranks already there were computed with the flagged

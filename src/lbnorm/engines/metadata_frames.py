@@ -194,14 +194,9 @@ def annotate_leaderboard(
         for name in leaderboard.columns
         if str(name).startswith("rank_within_")
     ]
-    replaced = [
-        *(
-            ["rank", *(f"rank_within_{group}" for group in groups)]
-            if is_flagged_excluded
-            else []
-        ),
-        *(f"rank_within_{column}" for column in rank_within_columns),
-    ]
+    replaced = [f"rank_within_{column}" for column in rank_within_columns]
+    if is_flagged_excluded:  # every rank is taken anew without the flagged
+        replaced += ["rank", *(f"rank_within_{group}" for group in groups)]
     return _on_frame(
         leaderboard,
         lambda board: annotate_table(
@@ -216,7 +211,7 @@ def annotate_leaderboard(
             *KEY_COLUMNS,
             "rank",
             "average",
-            *([rank_by] if rank_by != "average" else []),
+            rank_by,
             "flagged",
             *rank_within_columns,
             *groups,

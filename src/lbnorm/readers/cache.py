@@ -82,10 +82,8 @@ from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers import cache_store, harness, results_tree
 from lbnorm.readers.cache_store import (
     ENTRIES,
-    INDEX,
     ROWS,
     SETTING,
-    empty_table,
     first_line,
     load,
     opened,
@@ -258,9 +256,12 @@ def _refresh(
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
     pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
-    with opened(cache) as moved:
-        entries, rows, stat_ns, reason = _previous(
-            cache, pairs_hash, moved=moved, full_rebuild=full_rebuild
+    with opened(cache) as damaged:
+        entries, rows, stat_ns, reason = load(
+            cache,
+            pairs_hash,
+            parser=parser_key(),
+            discard="--full rebuild asked for" if full_rebuild else damaged,
         )
         started_ns = time.time_ns()  # before any stat: the next run's racy line
         current = _stat(files)
@@ -332,20 +333,6 @@ def _checked_new(
         for entry in read.entries  # one entry per changed file
     ]
     return new_entries, new_rows
-
-
-def _previous(
-    cache: Path, pairs_hash: str, *, moved: str, full_rebuild: bool
-) -> tuple[pa.Table, pa.Table, int, str]:
-    """What the cache held (entries, rows, stat time), and why it was discarded."""
-    if not full_rebuild and not moved:
-        return load(cache, pairs_hash, parser=parser_key())
-    reason = (
-        "--full rebuild asked for"
-        if full_rebuild
-        else f"corrupt: {INDEX} was not a file (moved aside to {moved})"
-    )
-    return empty_table(ENTRIES), empty_table(ROWS), 0, reason
 
 
 def _stats(
@@ -596,35 +583,18 @@ def _parse(
     key: str, scanned: ScannedFile, *, stat: dict[str, int]
 ) -> tuple[dict[str, Any], HarnessFile | None]:
     """One scanned file's cache entry; a file that does not parse is rejected."""
-    entry: dict[str, Any] = {
+    entry = _BLANK_ENTRY | {
         "path": key,
         **stat,  # taken before the read: a change during the run is seen next time
         "size": scanned.size,  # of the bytes hashed and parsed
         "sha256": scanned.sha256,
         "status": "ok",
-        "reason": "",
-        "model": "",
-        "precision": "",
-        "revision": "",
-        "chat_template": False,
-        "timestamp": "",
-        "n_ignored": 0,
-        "n_rows": 0,
-        "ignored": "",
-        "variant_from": "",
     }
     parsed = scanned.parsed
     if parsed is None:
         entry = _rejected(entry, first_line(str(scanned.error)))
         if scanned.variant is not None:  # its config was read before it failed
-            model, precision, revision, chat_template = scanned.variant
-            entry |= {
-                "model": model,
-                "precision": precision,
-                "revision": revision,
-                "chat_template": chat_template,
-                "variant_from": "file",
-            }
+            entry |= dict(zip(_VARIANT, (*scanned.variant, "file"), strict=True))
         return entry, None
     return entry | {
         "variant_from": "file",
@@ -664,6 +634,11 @@ def _earlier_variant(entries: pa.Table, at: int, path: Path) -> dict[str, Any]:
 
 #: The fields of an entry that name its variant, and where they come from.
 _VARIANT = ("model", "precision", "revision", "chat_template", "variant_from")
+#: An entry before its file is read: every field of :data:`ENTRIES` empty.
+_BLANK_ENTRY: dict[str, Any] = {
+    field.name: {pa.string(): "", pa.bool_(): False}.get(field.type, 0)
+    for field in ENTRIES
+}
 
 
 def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
