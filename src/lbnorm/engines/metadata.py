@@ -109,10 +109,11 @@ _KEY_DEFAULTS: dict[str, str] = {"precision": "", "revision": ""}
 #: The column that carries a frame's row order through an Arrow function
 #: (:mod:`lbnorm.engines.metadata_frames`); never a column of the leaderboard.
 ROW_COLUMN = "__lbnorm_row__"
+#: Columns a hint never suggests to group or flag by (with the raw benchmark scores).
+_NOT_GROUPS = {"rank", "average", "n_benchmarks", "n_benchmarks_expected", ROW_COLUMN}
 _SHOWN = 5
 #: A number written as text (``params_b`` read as strings): anything else is unknown.
 _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
-#: The row number carried through the Arrow functions by the pandas wrappers.
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -703,17 +704,10 @@ def flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
 
 def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
     if column not in leaderboard.column_names:
-        contract = {
-            "rank",
-            "average",
-            "n_benchmarks",
-            "n_benchmarks_expected",
-            ROW_COLUMN,
-        }
         available = [
             name
             for name in leaderboard.column_names
-            if name not in contract and not name.endswith(" Raw")
+            if name not in _NOT_GROUPS and not name.endswith(" Raw")
         ]
         msg = (
             f"cannot {purpose}: the leaderboard has no column {column!r}; "

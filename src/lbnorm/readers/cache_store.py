@@ -54,6 +54,8 @@ __all__ = [
 CACHE_FORMAT = 6
 #: The index's name in the cache directory.
 INDEX = "lbnorm-cache.json"
+#: The index's plain fields and their types (``entries`` and ``rows`` name files).
+_INDEX_FIELDS = {"format": int, "lbnorm": str, "pairs": str, "stat_ns": int}
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -218,10 +220,7 @@ def _check_index(meta: object) -> dict[str, Any]:
         msg = f"the index is not a JSON object: {json.dumps(meta)[:80]}"
         raise ValueError(msg)  # a list, a string, null
     is_valid = (
-        isinstance(meta.get("format"), int)
-        and isinstance(meta.get("lbnorm"), str)
-        and isinstance(meta.get("pairs"), str)
-        and isinstance(meta.get("stat_ns"), int)
+        all(isinstance(meta.get(name), kind) for name, kind in _INDEX_FIELDS.items())
         and not isinstance(meta.get("stat_ns"), bool)
         and 0 <= meta["stat_ns"] < 2**63
         and all(
