@@ -184,11 +184,6 @@ def annotate_leaderboard(
     Raises:
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
-    table = (
-        metadata
-        if isinstance(metadata, str | Path) or metadata is None
-        else frame_table(metadata)
-    )
     groups = [
         str(name).removeprefix("rank_within_")
         for name in leaderboard.columns
@@ -201,7 +196,7 @@ def annotate_leaderboard(
         leaderboard,
         lambda board: annotate_table(
             board,
-            table,
+            metadata,
             rank_within_columns=rank_within_columns,
             is_flagged_excluded=is_flagged_excluded,
             rank_by=rank_by,
