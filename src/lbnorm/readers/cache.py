@@ -60,7 +60,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,6 @@ from lbnorm.suites import Scales, Suite, suite_arrays
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
-    "CacheStats",
     "parser_key",
     "read_files_cached",
 ]
@@ -122,42 +121,6 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: A file changed this close to (or after) the previous run's stat could have
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CacheStats:
-    """What one refresh of the cache did.
-
-    Attributes:
-        directory: The cache directory.
-        seen: Results files found in the inputs.
-        parsed: Files parsed this run (new or changed) and accepted.
-        cached: Files taken from the cache: unchanged stat, or read and hashed
-            to the cached content.
-        rejected: Files rejected (this run or remembered), with reasons in the
-            file catalog.
-        hashed: Files read and hashed this run (the rest were trusted on their
-            unchanged stat; their ``sha256_verified`` is false).
-        dropped: Cache entries whose file is gone.
-        rebuilt: The previous cache was discarded.
-        rebuild_reason: Why ('' if not rebuilt, or there was none).
-        seconds: Wall time of the refresh.
-    """
-
-    directory: str
-    seen: int
-    parsed: int
-    cached: int
-    rejected: int
-    hashed: int
-    dropped: int
-    rebuilt: bool
-    rebuild_reason: str
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stats as a JSON-ready dict."""
-        return asdict(self)
 
 
 def read_files_cached(
@@ -185,7 +148,7 @@ def read_files_cached(
         The inputs; their catalog has two more columns, ``sha256_verified``
         and ``cache`` (``parsed``, ``cached``, ``rejected``, or ``table`` for
         every other input), ``reason`` says why a file was rejected, and
-        ``cache_stats`` holds the :class:`CacheStats` as a dict and
+        ``cache_stats`` holds the refresh's figures (:func:`_stats`) and
         ``rejected`` each rejected file with the variant it held
         (:func:`_rejected_variants`).
 
@@ -197,7 +160,7 @@ def read_files_cached(
     assert options.cache is not None
     cache = Path(options.cache)
     started = time.perf_counter()
-    refreshed: list[CacheStats] = []
+    refreshed: list[dict[str, Any]] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
         read, stats = _refresh(
@@ -234,8 +197,8 @@ def read_files_cached(
         if refreshed  # else no results files
         else _stats(cache, np.array([], dtype=object), hashed=0, dropped=0, reason="")
     )
-    stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return replace(read, catalog=catalog, cache_stats=stats_dict)
+    seconds = time.perf_counter() - started
+    return replace(read, catalog=catalog, cache_stats=stats | {"seconds": seconds})
 
 
 def _refresh(
@@ -245,7 +208,7 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[ResultsRead, CacheStats]:
+) -> tuple[ResultsRead, dict[str, Any]]:
     """Bring the cache up to date with `files`.
 
     Returns their scores, catalog, warnings and rejected files (with the
@@ -342,20 +305,33 @@ def _stats(
     hashed: int,
     dropped: int,
     reason: str,
-) -> CacheStats:
-    """The figures of a refresh from each file's status (``parsed``, ``cached``, ``rejected``)."""
-    return CacheStats(
-        directory=str(cache),
-        seen=len(status),
-        parsed=int(np.count_nonzero(status == "parsed")),
-        cached=int(np.count_nonzero(status == "cached")),
-        rejected=int(np.count_nonzero(status == "rejected")),
-        dropped=dropped,
-        rebuilt=bool(reason),
-        rebuild_reason=reason,
-        hashed=hashed,
-        seconds=0.0,
-    )
+) -> dict[str, Any]:
+    """What one refresh of the cache did, from each file's status, as a JSON-ready dict.
+
+    Returns:
+        ``directory`` (the cache directory); ``seen`` (results files found in
+        the inputs); ``parsed`` (files parsed this run, new or changed, and
+        accepted); ``cached`` (taken from the cache: unchanged stat, or read
+        and hashed to the cached content); ``rejected`` (this run or
+        remembered, with reasons in the file catalog); ``hashed`` (read and
+        hashed this run: the rest were trusted on their unchanged stat, their
+        ``sha256_verified`` is false); ``dropped`` (cache entries whose file
+        is gone); ``rebuilt`` (the previous cache was discarded) and
+        ``rebuild_reason`` (why; '' if not rebuilt, or there was none);
+        ``seconds`` (the refresh's wall time, filled in by the caller).
+    """
+    return {
+        "directory": str(cache),
+        "seen": len(status),
+        "parsed": int(np.count_nonzero(status == "parsed")),
+        "cached": int(np.count_nonzero(status == "cached")),
+        "rejected": int(np.count_nonzero(status == "rejected")),
+        "hashed": hashed,
+        "dropped": dropped,
+        "rebuilt": bool(reason),
+        "rebuild_reason": reason,
+        "seconds": 0.0,
+    }
 
 
 def _rejected_variants(
