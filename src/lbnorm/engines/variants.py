@@ -253,6 +253,12 @@ def group_keys(
 def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
     """Codes in order of first appearance, and each code's first position.
 
+    Integers in a range a few times their number go through a table (no sort,
+    no hashing); any other values (wider integers, strings) through Arrow's
+    hash table, which numbers the distinct values in order of first
+    appearance, so a value's first row is where the running maximum of the
+    codes grows.
+
     Examples:
         >>> codes, first = factorize(np.array([7, 3, 7, 5]))
         >>> codes.tolist(), first.tolist()
@@ -262,7 +268,7 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if values.dtype.kind in "iu":
         low, high = int(values.min()), int(values.max())
-        if high - low <= 4 * values.size:  # dense integers: a table, no sort
+        if high - low <= 4 * values.size:  # dense integers: a table
             offset = values.astype(np.int64) - low
             positions = np.arange(values.size)
             first_at = np.full(high - low + 1, values.size, dtype=np.int64)
@@ -271,53 +277,13 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
             code_of = np.empty_like(first_at)
             code_of[offset[first]] = np.arange(first.size)
             return code_of[offset], first
-        grouped = _factorize_grouped(values, low, high)
-        if grouped is not None:
-            return grouped
-        return _factorize_hashed(values)
-    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(by_first.size)
-    return rank[inverse.ravel()].astype(np.int64), first[by_first].astype(np.int64)
-
-
-def _factorize_hashed(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
-    """:func:`factorize` of integers through Arrow's hash table: one pass, no sort.
-
-    Arrow numbers the distinct values in order of first appearance, so a value's
-    first row is where the running maximum of the codes grows (shuffled rows
-    take this path: a key per row, spread too wide for a table).
-    """
-    encoded = pc.dictionary_encode(arrow.array(values))
+    encoded = pc.dictionary_encode(pa.array(values))
     codes = arrow.to_numpy(encoded.indices).astype(np.int64)
     seen = np.maximum.accumulate(codes)
     is_first = np.empty(codes.size, dtype=bool)
     is_first[0] = True
     np.greater(seen[1:], seen[:-1], out=is_first[1:])
     return codes, np.flatnonzero(is_first)
-
-
-def _factorize_grouped(
-    values: npt.NDArray[np.generic], low: int, high: int
-) -> tuple[IntArray, IntArray] | None:
-    """:func:`factorize` of integers whose equal values are adjacent, without a sort.
-
-    Keys in key order come so (a model's variants together). None when some
-    value comes back later, or the range is too wide to mark.
-    """
-    if high - low > 64 * values.size:
-        return None
-    is_start = np.empty(values.size, dtype=bool)
-    is_start[0] = True
-    np.not_equal(values[1:], values[:-1], out=is_start[1:])
-    first = np.flatnonzero(is_start)
-    marks = np.zeros(high - low + 1, dtype=bool)
-    marks[values[first] - low] = True
-    if np.count_nonzero(marks) != first.size:  # a value in two runs
-        return None
-    codes: IntArray = np.cumsum(is_start, dtype=np.int64) - 1
-    return codes, first.astype(np.int64)
 
 
 def _taken(values: pa.Array, ids: IntArray) -> pa.Array:

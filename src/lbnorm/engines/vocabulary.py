@@ -279,8 +279,11 @@ class Vocabulary:
         hashes = hash_strings(values)
         ids = index.find(hashes)
         known = np.flatnonzero(ids >= 0)
-        if known.size and not self._same(values, known, ids[known]):
-            return None
+        if known.size:  # every match checked against the strings
+            found = self._strings.array(large=True).take(arrow.array(ids[known]))
+            picked = values.take(arrow.array(known)).cast(found.type)  # large_string
+            if not pc.all(pc.equal(picked, found)).as_py():
+                return None
         new = np.flatnonzero(ids < 0)
         if not new.size:
             return ids
@@ -302,12 +305,6 @@ class Vocabulary:
         ids[new] = fresh
         self._strings.append(values.take(arrow.array(new)))
         return ids
-
-    def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
-        """Whether `values` at `rows` are the strings of `ids`."""
-        known = self._strings.array(large=True).take(arrow.array(ids))
-        picked = values.take(arrow.array(rows)).cast(known.type)  # string, large
-        return bool(pc.all(pc.equal(picked, known)).as_py())
 
     def _use_dict(self) -> None:
         """Switch to a Python dict (after a hash collision: never seen in practice)."""
