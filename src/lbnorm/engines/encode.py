@@ -47,6 +47,9 @@ __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
 _NULL = -1
+#: The ids of the chat-template flag's values (0, 1; -1 for null), as
+#: :meth:`KeyEncoder._local` gives a text column's.
+_FLAG_IDS = np.array([0, 1, _NULL], dtype=np.int64)
 #: An entry of a batch dictionary not looked up yet (no row used it so far).
 _UNSEEN = -2
 
@@ -138,11 +141,11 @@ class KeyEncoder:
             name: self._local(table, name)
             for name in (*TEXT_KEYS, "benchmark", "subtask")
         }
-        parts = [local[name][0] for name in TEXT_KEYS]
-        parts.append(self._flags(table))
-        widths = [len(local[name][1]) for name in TEXT_KEYS] + [2]
+        parts = [local[name] for name in TEXT_KEYS]
+        parts.append((self._flags(table), _FLAG_IDS))
+        widths = [len(self._vocabularies[name]) for name in TEXT_KEYS] + [2]
         run_group, lengths, distinct = _group_rows(parts, widths)
-        codes = self._register(distinct, local)[run_group]
+        codes = self._register(distinct)[run_group]
         variant = codes if lengths is None else np.repeat(codes, lengths)
         return variant, self._subtask_codes(local)
 
@@ -217,19 +220,14 @@ class KeyEncoder:
         if seen is None or not _same_values(seen.dictionary, dictionary):
             seen = _Seen(dictionary)
             self._seen[name] = seen
-        if seen.is_complete:
-            canonical = seen.canonical
-        elif len(dictionary) <= local.size:  # every entry, once per dictionary
-            seen.look_up(vocabulary, np.flatnonzero(seen.ids[:-1] == _UNSEEN))
-            canonical = seen.canonical = _first_copies(
-                seen.ids, np.arange(len(dictionary))
-            )
-            seen.is_complete = True
-        else:  # larger than its batch: the entries the rows use
-            used = _used_entries(local, len(dictionary))
-            seen.look_up(vocabulary, used[seen.ids[used] == _UNSEEN])
-            canonical = _first_copies(seen.ids, used)
-        return (local if canonical is None else canonical[local]), seen.ids
+        if not seen.is_complete:
+            if len(dictionary) <= local.size:  # every entry, once per dictionary
+                seen.is_complete = True
+                entries = np.arange(len(dictionary))
+            else:  # larger than its batch: the entries the rows use
+                entries = _used_entries(local, len(dictionary))
+            seen.look_up(vocabulary, entries[seen.ids[entries] == _UNSEEN])
+        return local, seen.ids
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:
@@ -243,27 +241,15 @@ class KeyEncoder:
         flags: IntArray = values  # int8: the encoder widens where it packs codes
         return flags
 
-    def _register(
-        self, parts: list[IntArray], local: dict[str, tuple[IntArray, IntArray]]
-    ) -> IntArray:
+    def _register(self, parts: list[IntArray]) -> IntArray:
         """Global variant codes of the batch's distinct keys (-1 if a key is null).
 
         Args:
-            parts: Per key column, each distinct variant's batch-local index
-                (-1 = null); the last is the chat-template flag (-1 null, 0/1).
-            local: Per text column, the global ids of its batch-local values.
+            parts: Per key column, each distinct variant's id (-1 = null); the
+                last is the chat-template flag (-1 null, 0/1).
         """
         is_null = np.logical_or.reduce([part < 0 for part in parts])
-        keys = np.column_stack(
-            [
-                *(
-                    local[name][1][part]
-                    for name, part in zip(TEXT_KEYS, parts[:-1], strict=True)
-                ),
-                parts[-1].astype(np.int64),
-            ]
-        )
-        keys = keys[~is_null]
+        keys = np.column_stack(parts)[~is_null]
         self._fit_bits(keys)
         packed = self._pack(keys)
         found = self._variant_index.find(packed)
@@ -329,26 +315,16 @@ class KeyEncoder:
         subtask_names = self._names("subtask", subtask_ids[:-1])
         width = len(subtask_names) + 1  # the last row and column stand for null
         table = np.full((len(benchmark_names) + 1, width), _NULL, dtype=np.int64)
-        pairs = list(
-            itertools.product(benchmark_names.tolist(), subtask_names.tolist())
-        )
-        found = np.fromiter(
-            map(self._suite.get, pairs, [_NULL] * len(pairs)),
-            dtype=np.int64,
-            count=len(pairs),
-        )
-        self.is_last_renamed = False
-        if (missed := np.flatnonzero(found == _NULL)).size and self._folded:
-            # names spelled in another case: matched as the command line matches
-            folded = [  # (None: a dictionary entry no row uses)
-                _NULL
-                if None in pairs[at]
-                else self._folded.get(_fold(pairs[at]), _NULL)
-                for at in missed.tolist()
-            ]
-            found[missed] = folded
-            self.is_last_renamed = any(code != _NULL for code in folded)
-        table[:-1, :-1] = found.reshape(len(benchmark_names), len(subtask_names))
+        pairs = itertools.product(benchmark_names.tolist(), subtask_names.tolist())
+        exact = [(pair, self._suite.get(pair, _NULL)) for pair in pairs]
+        found = [  # else spelled in another case: matched as the command line matches
+            self._folded.get(_fold(pair), _NULL)
+            if code == _NULL and None not in pair  # (None: an entry no row uses)
+            else code
+            for pair, code in exact
+        ]
+        self.is_last_renamed = found != [code for _, code in exact]
+        table[:-1, :-1] = np.reshape(found, (len(benchmark_names), len(subtask_names)))
         if benchmark.size and (benchmark.min() < 0 or subtask.min() < 0):
             benchmark = np.where(benchmark < 0, len(benchmark_names), benchmark)
             subtask = np.where(subtask < 0, len(subtask_names), subtask)
@@ -366,37 +342,39 @@ def _fold(pair: tuple[str, str]) -> tuple[str, str]:
 
 
 def _group_rows(
-    parts: list[IntArray], widths: list[int]
+    parts: list[tuple[IntArray, IntArray]], widths: list[int]
 ) -> tuple[IntArray, IntArray | None, list[IntArray]]:
-    """Group rows by several small-int key columns (-1 = null) without sorting.
+    """Group rows by several key columns (-1 = null) without sorting.
 
     Rows of one group usually come in runs (a variant's subtasks together), so
-    the columns are first cut where any of them changes; the runs' keys (or,
-    when runs are short, every row's) are grouped (:func:`group_keys`).
+    the columns' batch-local indices are first cut where any of them changes;
+    the runs' ids (or, when runs are short, every row's) are grouped
+    (:func:`group_keys`). Ids, not local indices, are grouped: a value twice in
+    a batch dictionary (valid Arrow) has one id.
 
     Args:
-        parts: Per key column, each row's value in ``-1..width-1``.
-        widths: Per key column, its number of non-null values.
+        parts: Per key column, each row's local index (-1 = null) and the id
+            of each local value (with a last -1 for null).
+        widths: Per key column, its number of ids.
 
     Returns:
         Per run, its group; each run's length (None when the runs are single
-        rows); per column, each group's value.
+        rows); per column, each group's id.
     """
-    n_rows = parts[0].shape[0]
-    if n_rows == 0:
-        return np.zeros(0, dtype=np.int64), None, [part[:0] for part in parts]
+    n_rows = parts[0][0].shape[0]
     is_start = np.empty(n_rows, dtype=bool)
-    is_start[0] = True
-    np.not_equal(parts[0][1:], parts[0][:-1], out=is_start[1:])
-    for part in parts[1:]:
-        is_start[1:] |= part[1:] != part[:-1]
+    is_start[:1] = True
+    np.not_equal(parts[0][0][1:], parts[0][0][:-1], out=is_start[1:])
+    for local, _ in parts[1:]:
+        is_start[1:] |= local[1:] != local[:-1]
     starts = np.flatnonzero(is_start)
     lengths: IntArray | None = None
     if starts.size <= n_rows // 2:  # runs: factorize one key per run
         lengths = np.diff(np.append(starts, n_rows))
-        parts = [part[starts] for part in parts]
-    group, first = group_keys(parts, widths)
-    return group, lengths, [part[first] for part in parts]
+        parts = [(local[starts], ids) for local, ids in parts]
+    keys = [ids[local] for local, ids in parts]
+    group, first = group_keys(keys, widths)
+    return group, lengths, [key[first] for key in keys]
 
 
 @dataclass(slots=True)
@@ -407,15 +385,11 @@ class _Seen:
         dictionary: The batch dictionary.
         ids: Per entry its id in the column's vocabulary (:data:`_UNSEEN` where
             no row has used it yet), and a last -1 for null.
-        canonical: Once every entry is looked up: per entry its value's first
-            entry, where a value is twice in the dictionary (valid Arrow); None
-            when none is.
-        is_complete: Every entry is looked up (and `canonical` holds).
+        is_complete: Every entry is looked up.
     """
 
     dictionary: pa.Array
     ids: IntArray = dataclasses.field(init=False)
-    canonical: IntArray | None = None
     is_complete: bool = False
 
     def __post_init__(self) -> None:
@@ -451,21 +425,6 @@ def _used_entries(local: IntArray, size: int) -> IntArray:
         used = np.unique(local)
         return used[used >= 0].astype(np.int64, copy=False)
     return np.flatnonzero(np.bincount(local + 1, minlength=size + 1)[1:])  # (+1: null)
-
-
-def _first_copies(ids: IntArray, entries: IntArray) -> IntArray | None:
-    """Per entry, the first of `entries` with its id (None: no id is there twice).
-
-    Rows of one value then share one local index, as the grouping needs.
-    """
-    found = ids[entries]
-    distinct, first, inverse = np.unique(found, return_index=True, return_inverse=True)
-    if len(distinct) == len(found):
-        return None
-    canonical = np.arange(ids.size, dtype=np.int64)
-    canonical[-1] = _NULL
-    canonical[entries] = entries[first[inverse.ravel()]]
-    return canonical
 
 
 def _indices(indices: pa.Array) -> IntArray:

@@ -34,7 +34,6 @@ IntArray = npt.NDArray[np.int64]
 TEXT_KEYS = ("model", "precision", "revision")
 #: The keys with about a value per variant (their registries are sized for them).
 MANY_KEYS = ("model", "revision")
-_EMPTY = arrow.strings([])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,25 +193,16 @@ def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
         (['x', 'y'], [0, 1, 1])
     """
     vocabularies: dict[str, pa.Array] = {}
-    columns: list[IntArray] = []
+    counts = [len(part) for part in parts]
+    codes = np.concatenate([part.codes for part in parts])
     for position, name in enumerate(TEXT_KEYS):
         # every part's distinct values, encoded together: one id per string
+        strings = [part.vocabularies[name] for part in parts]
         vocabularies[name], ids = _encode_strings(
-            pa.chunked_array(
-                [part.vocabularies[name] for part in parts], type=pa.string()
-            )
+            pa.chunked_array(strings, type=pa.string())
         )
-        starts = np.cumsum([0] + [len(part.vocabularies[name]) for part in parts])
-        columns.append(
-            np.concatenate(
-                [
-                    ids[start + part.codes[:, position]]
-                    for start, part in zip(starts, parts, strict=False)
-                ]
-                or [np.zeros(0, dtype=np.int64)]
-            )
-        )
-    codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
+        starts = np.cumsum([0, *map(len, strings)])[:-1]
+        codes[:, position] = ids[codes[:, position] + np.repeat(starts, counts)]
     rows, first = group_keys(
         list(codes.T), [int(column.max(initial=-1)) + 1 for column in codes.T]
     )
@@ -304,19 +294,13 @@ def _string_ranks(
     return ranks
 
 
-def _encode_strings(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
+def _encode_strings(values: pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
     """Distinct strings in order of first appearance, and each value's id among them.
 
     A null is encoded as the empty string.
     """
+    values = values.cast(pa.string())  # (a column of no rows may be of type null)
     if values.null_count:
         values = pc.fill_null(values, arrow.scalar("", pa.string()))
-    encoded = values.dictionary_encode()
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.unify_dictionaries()
-        chunks = encoded.chunks
-        if not chunks:
-            return _EMPTY, np.zeros(0, dtype=np.int64)
-        ids = np.concatenate([arrow.to_numpy(chunk.indices) for chunk in chunks])
-        return chunks[0].dictionary, ids.astype(np.int64)
+    encoded = values.dictionary_encode().unify_dictionaries().combine_chunks()
     return encoded.dictionary, arrow.to_numpy(encoded.indices).astype(np.int64)

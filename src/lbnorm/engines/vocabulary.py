@@ -9,6 +9,7 @@ table (:class:`HashIndex`), every match checked against the strings themselves.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,22 +30,12 @@ _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
 _INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
 
 
-class _Powers:
-    """``M**i`` and ``M**-i`` modulo 2**64 for i < n, grown on demand."""
-
-    def __init__(self) -> None:
-        self.up: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-        self.down: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-
-    def reserve(self, n: int) -> None:
-        if n <= self.up.size:
-            return
-        size = max(n, 2 * self.up.size)
-        self.up = np.cumprod(np.full(size, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
-        self.down = np.cumprod(np.full(size, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
-
-
-_POWERS = _Powers()
+@functools.lru_cache(maxsize=1)  # (a block's: a longer string's replaces it a while)
+def _powers(n: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``M**i`` and ``M**-i`` modulo 2**64 for i < n."""
+    up = np.cumprod(np.full(n, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
+    down = np.cumprod(np.full(n, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
+    return up, down
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -102,15 +93,15 @@ def hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
         last = min(max(last, first + 1), hashes.size)
         block = offsets[first : last + 1] - offsets[first]
         size = int(block[-1])
-        _POWERS.reserve(size + 1)
-        if prefix.size < size + 1:  # one buffer for every block (a long string: more)
-            prefix = np.zeros(max(size, _HASH_BLOCK) + 1, dtype=np.uint64)
+        up, down = _powers(max(size, _HASH_BLOCK) + 1)
+        if prefix.size < up.size:  # one buffer for every block (a long string: more)
+            prefix = np.zeros(up.size, dtype=np.uint64)
         start = int(offsets[first])
         sums = prefix[1 : size + 1]
-        np.multiply(data[start : start + size], _POWERS.up[:size], out=sums)
+        np.multiply(data[start : start + size], up[:size], out=sums)
         np.cumsum(sums, out=sums)
         starts = block[:-1]
-        part = (prefix[block[1:]] - prefix[starts]) * _POWERS.down[starts]
+        part = (prefix[block[1:]] - prefix[starts]) * down[starts]
         part ^= np.diff(block).astype(np.uint64) * _MULTIPLIER
         hashes[first:last] = part
         first = last
