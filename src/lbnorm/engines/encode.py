@@ -218,15 +218,19 @@ class KeyEncoder:
         dictionary = chunks[0].dictionary
         seen = self._seen.get(name)
         if seen is None or not _same_values(seen.dictionary, dictionary):
-            seen = _Seen(dictionary)
-            self._seen[name] = seen
+            seen = self._seen[name] = _Seen(dictionary)
         if not seen.is_complete:
             if len(dictionary) <= local.size:  # every entry, once per dictionary
                 seen.is_complete = True
                 entries = np.arange(len(dictionary))
             else:  # larger than its batch: the entries the rows use
                 entries = _used_entries(local, len(dictionary))
-            seen.look_up(vocabulary, entries[seen.ids[entries] == _UNSEEN])
+            entries = entries[seen.ids[entries] == _UNSEEN]  # found (or added) now
+            if entries.size == len(dictionary):
+                seen.ids[:-1] = vocabulary.lookup(dictionary.cast(pa.string()))
+            elif entries.size:
+                values = dictionary.take(arrow.array(entries)).cast(pa.string())
+                seen.ids[entries] = vocabulary.lookup(values)
         return local, seen.ids
 
     @staticmethod
@@ -395,17 +399,6 @@ class _Seen:
     def __post_init__(self) -> None:
         self.ids = np.full(len(self.dictionary) + 1, _UNSEEN, dtype=np.int64)
         self.ids[-1] = _NULL
-
-    def look_up(self, vocabulary: Vocabulary, entries: IntArray) -> None:
-        """Find (or add) the ids of the dictionary's `entries`."""
-        if not entries.size:
-            return
-        values = (
-            self.dictionary
-            if entries.size == len(self.dictionary)
-            else self.dictionary.take(arrow.array(entries))
-        )
-        self.ids[entries] = vocabulary.lookup(values.cast(pa.string()))
 
 
 def _same_values(left: pa.Array, right: pa.Array) -> bool:

@@ -259,9 +259,8 @@ class Vocabulary:
             return self._by_text.get(text)
         value = arrow.strings([text])
         found = int(self._index.find(hash_strings(value))[0])
-        if found < 0 or self.values().take(arrow.array(np.array([found]))) != value:
-            return None
-        return found
+        is_text = found >= 0 and self._strings.array(large=True)[found].as_py() == text
+        return found if is_text else None
 
     def _lookup_hashed(self, values: pa.Array) -> IntArray | None:
         """Ids through the hash table; None on a hash collision."""
@@ -304,22 +303,12 @@ class Vocabulary:
 
     def _lookup_dict(self, values: pa.Array) -> IntArray:
         texts = values.to_pylist()
-        ids = np.fromiter(
-            map(self._by_text.get, texts, [_NULL] * len(texts)),
-            dtype=np.int64,
-            count=len(texts),
-        )
-        is_new = ids == _NULL
-        if is_new.any():
-            new = np.flatnonzero(is_new)
-            # one id per string, even if a dictionary holds a value twice (valid Arrow)
-            ids[new] = [
-                self._by_text.setdefault(texts[i], len(self._by_text))
-                for i in new.tolist()
-            ]
-            _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
-            self._strings.append(values.take(arrow.array(new[np.sort(first)])))
-        return ids
+        known = len(self._by_text)
+        # one id per string, even if a dictionary holds a value twice (valid Arrow)
+        ids = [self._by_text.setdefault(text, len(self._by_text)) for text in texts]
+        new = [text for text, id_ in zip(texts, ids, strict=True) if id_ >= known]
+        self._strings.append(arrow.strings(list(dict.fromkeys(new))))  # by id
+        return np.array(ids, dtype=np.int64)
 
     def drop_index(self) -> None:
         """Free the hash table: the registry takes no more lookups."""
