@@ -47,9 +47,6 @@ __all__ = ["KeyEncoder", "Variants", "factorize", "merge_variants"]
 
 IntArray = npt.NDArray[np.int64]
 _NULL = -1
-#: The ids of the chat-template flag's values (0, 1; -1 for null), as
-#: :meth:`KeyEncoder._local` gives a text column's.
-_FLAG_IDS = np.array([0, 1, _NULL], dtype=np.int64)
 #: An entry of a batch dictionary not looked up yet (no row used it so far).
 _UNSEEN = -2
 
@@ -141,11 +138,11 @@ class KeyEncoder:
             name: self._local(table, name)
             for name in (*TEXT_KEYS, "benchmark", "subtask")
         }
-        parts = [local[name] for name in TEXT_KEYS]
-        parts.append((self._flags(table), _FLAG_IDS))
-        widths = [len(self._vocabularies[name]) for name in TEXT_KEYS] + [2]
+        parts = [local[name][0] for name in TEXT_KEYS]
+        parts.append(self._flags(table))
+        widths = [len(local[name][1]) for name in TEXT_KEYS] + [2]
         run_group, lengths, distinct = _group_rows(parts, widths)
-        codes = self._register(distinct)[run_group]
+        codes = self._register(distinct, local)[run_group]
         variant = codes if lengths is None else np.repeat(codes, lengths)
         return variant, self._subtask_codes(local)
 
@@ -218,20 +215,21 @@ class KeyEncoder:
         dictionary = chunks[0].dictionary
         seen = self._seen.get(name)
         if seen is None or not _same_values(seen.dictionary, dictionary):
-            seen = self._seen[name] = _Seen(dictionary)
-        if not seen.is_complete:
-            if len(dictionary) <= local.size:  # every entry, once per dictionary
-                seen.is_complete = True
-                entries = np.arange(len(dictionary))
-            else:  # larger than its batch: the entries the rows use
-                entries = _used_entries(local, len(dictionary))
-            entries = entries[seen.ids[entries] == _UNSEEN]  # found (or added) now
-            if entries.size == len(dictionary):
-                seen.ids[:-1] = vocabulary.lookup(dictionary.cast(pa.string()))
-            elif entries.size:
-                values = dictionary.take(arrow.array(entries)).cast(pa.string())
-                seen.ids[entries] = vocabulary.lookup(values)
-        return local, seen.ids
+            seen = _Seen(dictionary)
+            self._seen[name] = seen
+        if seen.is_complete:
+            canonical = seen.canonical
+        elif len(dictionary) <= local.size:  # every entry, once per dictionary
+            seen.look_up(vocabulary, np.flatnonzero(seen.ids[:-1] == _UNSEEN))
+            canonical = seen.canonical = _first_copies(
+                seen.ids, np.arange(len(dictionary))
+            )
+            seen.is_complete = True
+        else:  # larger than its batch: the entries the rows use
+            used = _used_entries(local, len(dictionary))
+            seen.look_up(vocabulary, used[seen.ids[used] == _UNSEEN])
+            canonical = _first_copies(seen.ids, used)
+        return (local if canonical is None else canonical[local]), seen.ids
 
     @staticmethod
     def _flags(table: pa.Table) -> IntArray:
@@ -245,15 +243,27 @@ class KeyEncoder:
         flags: IntArray = values  # int8: the encoder widens where it packs codes
         return flags
 
-    def _register(self, parts: list[IntArray]) -> IntArray:
+    def _register(
+        self, parts: list[IntArray], local: dict[str, tuple[IntArray, IntArray]]
+    ) -> IntArray:
         """Global variant codes of the batch's distinct keys (-1 if a key is null).
 
         Args:
-            parts: Per key column, each distinct variant's id (-1 = null); the
-                last is the chat-template flag (-1 null, 0/1).
+            parts: Per key column, each distinct variant's batch-local index
+                (-1 = null); the last is the chat-template flag (-1 null, 0/1).
+            local: Per text column, the global ids of its batch-local values.
         """
         is_null = np.logical_or.reduce([part < 0 for part in parts])
-        keys = np.column_stack(parts)[~is_null]
+        keys = np.column_stack(
+            [
+                *(
+                    local[name][1][part]
+                    for name, part in zip(TEXT_KEYS, parts[:-1], strict=True)
+                ),
+                parts[-1].astype(np.int64),
+            ]
+        )
+        keys = keys[~is_null]
         self._fit_bits(keys)
         packed = self._pack(keys)
         found = self._variant_index.find(packed)
@@ -346,39 +356,37 @@ def _fold(pair: tuple[str, str]) -> tuple[str, str]:
 
 
 def _group_rows(
-    parts: list[tuple[IntArray, IntArray]], widths: list[int]
+    parts: list[IntArray], widths: list[int]
 ) -> tuple[IntArray, IntArray | None, list[IntArray]]:
-    """Group rows by several key columns (-1 = null) without sorting.
+    """Group rows by several small-int key columns (-1 = null) without sorting.
 
     Rows of one group usually come in runs (a variant's subtasks together), so
-    the columns' batch-local indices are first cut where any of them changes;
-    the runs' ids (or, when runs are short, every row's) are grouped
-    (:func:`group_keys`). Ids, not local indices, are grouped: a value twice in
-    a batch dictionary (valid Arrow) has one id.
+    the columns are first cut where any of them changes; the runs' keys (or,
+    when runs are short, every row's) are grouped (:func:`group_keys`).
 
     Args:
-        parts: Per key column, each row's local index (-1 = null) and the id
-            of each local value (with a last -1 for null).
-        widths: Per key column, its number of ids.
+        parts: Per key column, each row's value in ``-1..width-1``.
+        widths: Per key column, its number of non-null values.
 
     Returns:
         Per run, its group; each run's length (None when the runs are single
-        rows); per column, each group's id.
+        rows); per column, each group's value.
     """
-    n_rows = parts[0][0].shape[0]
+    n_rows = parts[0].shape[0]
+    if n_rows == 0:
+        return np.zeros(0, dtype=np.int64), None, [part[:0] for part in parts]
     is_start = np.empty(n_rows, dtype=bool)
-    is_start[:1] = True
-    np.not_equal(parts[0][0][1:], parts[0][0][:-1], out=is_start[1:])
-    for local, _ in parts[1:]:
-        is_start[1:] |= local[1:] != local[:-1]
+    is_start[0] = True
+    np.not_equal(parts[0][1:], parts[0][:-1], out=is_start[1:])
+    for part in parts[1:]:
+        is_start[1:] |= part[1:] != part[:-1]
     starts = np.flatnonzero(is_start)
     lengths: IntArray | None = None
     if starts.size <= n_rows // 2:  # runs: factorize one key per run
         lengths = np.diff(np.append(starts, n_rows))
-        parts = [(local[starts], ids) for local, ids in parts]
-    keys = [ids[local] for local, ids in parts]
-    group, first = group_keys(keys, widths)
-    return group, lengths, [key[first] for key in keys]
+        parts = [part[starts] for part in parts]
+    group, first = group_keys(parts, widths)
+    return group, lengths, [part[first] for part in parts]
 
 
 @dataclass(slots=True)
@@ -389,16 +397,31 @@ class _Seen:
         dictionary: The batch dictionary.
         ids: Per entry its id in the column's vocabulary (:data:`_UNSEEN` where
             no row has used it yet), and a last -1 for null.
-        is_complete: Every entry is looked up.
+        canonical: Once every entry is looked up: per entry its value's first
+            entry, where a value is twice in the dictionary (valid Arrow); None
+            when none is.
+        is_complete: Every entry is looked up (and `canonical` holds).
     """
 
     dictionary: pa.Array
     ids: IntArray = dataclasses.field(init=False)
+    canonical: IntArray | None = None
     is_complete: bool = False
 
     def __post_init__(self) -> None:
         self.ids = np.full(len(self.dictionary) + 1, _UNSEEN, dtype=np.int64)
         self.ids[-1] = _NULL
+
+    def look_up(self, vocabulary: Vocabulary, entries: IntArray) -> None:
+        """Find (or add) the ids of the dictionary's `entries`."""
+        if not entries.size:
+            return
+        values = (
+            self.dictionary
+            if entries.size == len(self.dictionary)
+            else self.dictionary.take(arrow.array(entries))
+        )
+        self.ids[entries] = vocabulary.lookup(values.cast(pa.string()))
 
 
 def _same_values(left: pa.Array, right: pa.Array) -> bool:
@@ -418,6 +441,21 @@ def _used_entries(local: IntArray, size: int) -> IntArray:
         used = np.unique(local)
         return used[used >= 0].astype(np.int64, copy=False)
     return np.flatnonzero(np.bincount(local + 1, minlength=size + 1)[1:])  # (+1: null)
+
+
+def _first_copies(ids: IntArray, entries: IntArray) -> IntArray | None:
+    """Per entry, the first of `entries` with its id (None: no id is there twice).
+
+    Rows of one value then share one local index, as the grouping needs.
+    """
+    found = ids[entries]
+    distinct, first, inverse = np.unique(found, return_index=True, return_inverse=True)
+    if len(distinct) == len(found):
+        return None
+    canonical = np.arange(ids.size, dtype=np.int64)
+    canonical[-1] = _NULL
+    canonical[entries] = entries[first[inverse.ravel()]]
+    return canonical
 
 
 def _indices(indices: pa.Array) -> IntArray:
