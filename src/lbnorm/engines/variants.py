@@ -55,8 +55,6 @@ class Variants:
 
     def n_models(self) -> int:
         """Distinct model names among these variants."""
-        if not len(self):
-            return 0
         return int(np.count_nonzero(np.bincount(self.codes[:, 0])))
 
     def take(self, order: IntArray, *, renumber: bool = False) -> Variants:
@@ -164,10 +162,7 @@ class Variants:
         vocabularies: dict[str, pa.Array] = {}
         codes = np.zeros((keys.num_rows, 4), dtype=np.int64)
         for position, name in enumerate(TEXT_KEYS):
-            column = keys.column(name)
-            if pa.types.is_dictionary(column.type):
-                column = column.cast(column.type.value_type)
-            vocabularies[name], codes[:, position] = _encode_strings(column)
+            vocabularies[name], codes[:, position] = _encode_strings(keys.column(name))
         flags = keys.column("chat_template").cast(pa.bool_())
         codes[:, 3] = arrow.to_numpy(flags, null=False)
         return cls(vocabularies=vocabularies, codes=codes)
@@ -297,7 +292,7 @@ def _string_ranks(
 def _encode_strings(values: pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
     """Distinct strings in order of first appearance, and each value's id among them.
 
-    A null is encoded as the empty string.
+    Plain or dictionary strings; a null is encoded as the empty string.
     """
     values = values.cast(pa.string())  # (a column of no rows may be of type null)
     if values.null_count:

@@ -369,11 +369,10 @@ class _Strings:
             pa.large_string(),
             n,
             [
-                None if valid is None else arrow.bitmap(valid),
+                arrow.bitmap(valid),  # (the null count is Arrow's to count)
                 pa.py_buffer(self._offsets[: n + 1]),
                 pa.py_buffer(self._data[:end]),
             ],
-            null_count=0 if valid is None else int(n - np.count_nonzero(valid)),
         )
         return stored if large or end >= 2**31 else stored.cast(pa.string())
 
