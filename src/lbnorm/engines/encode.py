@@ -88,7 +88,7 @@ class KeyEncoder:
         }
         # variant keys (model, precision, revision, flag ids) packed into one
         # uint64 each, with bits enough for the ids so far (exact: no hashing)
-        self._variant_index = HashIndex.for_keys(expected_variants)
+        self._variant_index = HashIndex(expected_variants)
         many = min(expected_variants.bit_length(), 28)
         self._bits = [many, 1, many, 1]
         self._n_variants = 0
@@ -300,7 +300,7 @@ class KeyEncoder:
             )
             raise InputError(msg)
         self._bits = needed
-        self._variant_index = HashIndex.for_keys(max(self._n_variants, self._expected))
+        self._variant_index = HashIndex(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
                 self._pack(self._variant_codes()), np.arange(self._n_variants)

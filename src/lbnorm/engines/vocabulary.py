@@ -127,22 +127,22 @@ class HashIndex:
     104-124 MB.
     """
 
-    def __init__(self, capacity: int = 1 << 10, *, expected: int = 0) -> None:
+    def __init__(self, expected: int = 0, *, capacity: int = 0) -> None:
+        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
+
+        Up to there no key is placed twice: growing re-places every key.
+
+        Args:
+            expected: Keys to make room for.
+            capacity: Slots to start with instead (a power of two).
+        """
+        expected = min(expected, _MOST_SLOTS // 2)
+        capacity = capacity or 1 << max(10, (2 * expected - 1).bit_length())
         self._slots_ids = np.full(capacity, _NULL, dtype=np.int32)
         self._shift = np.uint64(64 - (capacity.bit_length() - 1))
         # by id (never empty: see find)
         self._keys = np.zeros(max(expected, 1), dtype=np.uint64)
         self.size = 0
-
-    @classmethod
-    def for_keys(cls, expected: int) -> HashIndex:
-        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
-
-        Up to there no key is placed twice: growing re-places every key.
-        """
-        expected = min(expected, _MOST_SLOTS // 2)
-        capacity = 1 << max(10, (2 * expected - 1).bit_length())
-        return cls(capacity, expected=expected)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
@@ -235,7 +235,7 @@ class Vocabulary:
     def __init__(self, *, expected: int = 0) -> None:
         """A registry with room for `expected` strings made up front."""
         self._expected = expected
-        self._index: HashIndex | None = HashIndex.for_keys(expected)
+        self._index: HashIndex | None = HashIndex(expected)
         self._is_closed = False  # drop_index() was called
         self._by_text: dict[str | None, int] = {}  # only after a collision
         self._strings = _Strings()
@@ -282,7 +282,7 @@ class Vocabulary:
             # a value twice in `values` (valid Arrow in a dictionary), or two
             # strings hashing alike: the table is rebuilt as it was, and the
             # distinct strings (Arrow's, in first-seen order) looked up instead
-            self._index = HashIndex.for_keys(self._expected)
+            self._index = HashIndex(self._expected)
             if len(self):
                 self._index.insert(hash_strings(self.values()), np.arange(len(self)))
             encoded = values.dictionary_encode()
