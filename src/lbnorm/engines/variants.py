@@ -262,7 +262,11 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
             code_of = np.empty_like(first_at)
             code_of[offset[first]] = np.arange(first.size)
             return code_of[offset], first
-    encoded = pc.dictionary_encode(pa.array(values))
+    encoded = pc.dictionary_encode(
+        arrow.array(values)
+        if values.dtype.kind in "iu"
+        else arrow.strings(values.tolist())
+    )
     codes = arrow.to_numpy(encoded.indices).astype(np.int64)
     seen = np.maximum.accumulate(codes)
     is_first = np.empty(codes.size, dtype=bool)
