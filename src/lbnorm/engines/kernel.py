@@ -29,7 +29,6 @@ __all__ = [
     "FixedPoint",
     "Partials",
     "SuiteArrays",
-    "aggregate_benchmarks",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
@@ -603,7 +602,15 @@ def dense_partials(
         n_samples: Sample sizes, 0 or NaN where none (None: no column).
 
     Returns:
-        The partial sums.
+        The partial sums (:func:`finish_benchmarks` makes them benchmark scores).
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
+        ...     n_samples=np.zeros(3), benchmark_index=np.array([0, 0, 0]),
+        ...     is_pooled=np.array([False]), weight=np.array([1.0]))
+        >>> partials = dense_partials(np.array([[0.7, 0.4, 0.6]]), arrays)
+        >>> finish_benchmarks(partials, arrays, missing="exclude").normalized.round(10).tolist()
+        [[35.0]]
     """
     fixed = FixedPoint(suite)
     n_variants = raw.shape[0]
@@ -629,28 +636,3 @@ def dense_partials(
         if suite.is_pooled[index]:  # the suite's sizes, plus what the input changed
             partials.sums["weight"][:, index] += is_present @ suite.n_samples[columns]
     return partials
-
-
-def aggregate_benchmarks(
-    raw: FloatArray,
-    suite: SuiteArrays,
-    *,
-    missing: MissingPolicy,
-    stderr: FloatArray | None = None,
-    n_samples: FloatArray | None = None,
-) -> BenchmarkArrays:
-    """Reduce a dense ``(n_variants, n_subtasks)`` matrix (NaN = absent) to benchmarks.
-
-    :func:`dense_partials` then :func:`finish_benchmarks`.
-
-    Examples:
-        >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
-        ...     n_samples=np.zeros(3), benchmark_index=np.array([0, 0, 0]),
-        ...     is_pooled=np.array([False]), weight=np.array([1.0]))
-        >>> result = aggregate_benchmarks(np.array([[0.7, 0.4, 0.6]]), arrays,
-        ...     missing="exclude")
-        >>> result.normalized.round(10).tolist()
-        [[35.0]]
-    """
-    partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
-    return finish_benchmarks(partials, suite, missing=missing)
