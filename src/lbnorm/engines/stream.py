@@ -58,7 +58,6 @@ from lbnorm.engines.validate import (
     describe_failures,
     failure_error,
     failure_rows,
-    optional_floats,
 )
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
@@ -509,16 +508,9 @@ class _Folder:
             return None
         details = {
             name: values if is_all else values[take]
-            for name in ("stderr", "n_samples")
-            if (values := optional_floats(batch.table, name)) is not None
+            for name, values in checked.details.items()
         }
-        store.add(
-            variant,
-            subtask,
-            raw,
-            stderr=details.get("stderr"),
-            n_samples=details.get("n_samples"),
-        )
+        store.add(variant, subtask, raw, **details)
         self._n_scores += raw.size
         self._n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
         return checked
