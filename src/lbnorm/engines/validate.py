@@ -113,6 +113,12 @@ class CheckedBatch:
         is_bad: npt.NDArray[np.bool_] = np.logical_or.reduce(list(self.failed.values()))
         return self.accepted & ~is_bad
 
+    @property
+    def good(self) -> npt.NDArray[np.bool_] | slice:
+        """:attr:`is_good` as an index: every row (a slice: no copy) when all are."""
+        is_good = self.is_good
+        return slice(None) if is_good.all() else is_good
+
 
 def check_batch(
     batch: Batch,
