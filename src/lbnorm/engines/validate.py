@@ -316,9 +316,7 @@ def describe_failures(
             else [batch.source] * positions.size
         )
         locators = _locators(batch, picked, positions)
-        column = {"bad_stderr": "stderr", "bad_n_samples": "n_samples"}.get(
-            check, "raw_score"
-        )
+        column = check.removeprefix("bad_") if check.startswith("bad_") else "raw_score"
         if check == "duplicate_score":
             column = "subtask"
             values = _repeats(batch, positions, _locators(batch, table, None))
@@ -365,7 +363,8 @@ def _suggestions(
         by_benchmark.setdefault(benchmark, []).append(subtask)
     folded = {name.casefold(): name for name in by_benchmark}
     found: dict[tuple[str, str], str | None] = {}
-    for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True):
+    pairs = list(zip(map(_text, benchmarks), map(_text, subtasks), strict=True))
+    for pair in pairs:
         if pair in found:  # failing rows: at most a thousand a batch
             continue
         matched = folded.get(pair[0].casefold())
@@ -377,10 +376,7 @@ def _suggestions(
             close = difflib.get_close_matches(pair[1].casefold(), list(names), n=2)
             close = [names[name] for name in close]
         found[pair] = " or ".join(map(repr, close)) or None
-    return [
-        found[pair]
-        for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True)
-    ]
+    return [found[pair] for pair in pairs]
 
 
 def _locators(
