@@ -224,7 +224,6 @@ def _subtask_part(
     subtask, raw = checked.subtask[good], checked.scores[good]
     if not isinstance(good, slice):
         table = table.filter(arrow.array(good))
-    n_rows = table.num_rows
     normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         "raw_score": arrow.array(raw),
@@ -237,14 +236,12 @@ def _subtask_part(
         if name in columns:
             continue
         if checked.is_renamed and name in ("benchmark", "subtask"):
-            columns[name] = _as_type(
-                _suite_names(suite, arrays, subtask, name), field.type
-            )
+            columns[name] = _suite_names(suite, arrays, subtask, name)  # (TEXT)
         elif name in table.column_names:
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
             default = batch.source if name == "source" else _DEFAULTS.get(name)
-            columns[name] = _constant(default, field.type, n_rows)
+            columns[name] = pa.repeat(pa.scalar(default, field.type), table.num_rows)
     return with_present_values(
         pa.Table.from_arrays(
             [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
@@ -275,19 +272,6 @@ _DEFAULTS: dict[str, object] = {
     "chat_template": False,
     "metric": "",
 }
-
-
-def _constant(value: object, kind: pa.DataType, n_rows: int) -> pa.Array:
-    """`n_rows` copies of `value` in the column's type, without a value per row."""
-    if value is None:
-        return pa.nulls(n_rows, kind)
-    if pa.types.is_dictionary(kind):
-        assert isinstance(value, str)
-        return arrow.dictionary(
-            np.zeros(n_rows, dtype=np.int32),
-            arrow.strings([value]).cast(kind.value_type),
-        )
-    return arrow.array(np.full(n_rows, value), kind)
 
 
 def _as_type(
