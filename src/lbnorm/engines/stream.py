@@ -241,7 +241,7 @@ def _subtask_part(
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
             default = batch.source if name == "source" else _DEFAULTS.get(name)
-            columns[name] = pa.repeat(pa.scalar(default, field.type), table.num_rows)
+            columns[name] = _constant(default, field.type, table.num_rows)
     return with_present_values(
         pa.Table.from_arrays(
             [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
@@ -272,6 +272,19 @@ _DEFAULTS: dict[str, object] = {
     "chat_template": False,
     "metric": "",
 }
+
+
+def _constant(value: object, kind: pa.DataType, n_rows: int) -> pa.Array:
+    """`n_rows` copies of `value` in the column's type, without a value per row."""
+    if value is None:
+        return pa.nulls(n_rows, kind)
+    if pa.types.is_dictionary(kind):
+        assert isinstance(value, str)
+        return arrow.dictionary(
+            np.zeros(n_rows, dtype=np.int32),
+            arrow.strings([value]).cast(kind.value_type),
+        )
+    return arrow.array(np.full(n_rows, value), kind)
 
 
 def _as_type(
