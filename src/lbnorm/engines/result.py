@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lbnorm import _runtime
 from lbnorm._runtime import beside
-from lbnorm.board import score_board, sum_benchmarks
+from lbnorm.board import BoardScores, score_board, sum_benchmarks
 from lbnorm.core import arrow
 from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.core.schemas import (
@@ -61,6 +61,7 @@ __all__ = [
     "board_order",
     "finish_job",
     "leaderboard_rows",
+    "leaderboard_table",
     "resized_variants",
     "start_benchmark_keys",
     "with_present_values",
@@ -513,7 +514,6 @@ def assemble_result(
         benchmark = replace(benchmark, normalized=summed)
 
     def board() -> pa.Table:
-        """The leaderboard: its order first, then each column gathered once in it."""
         scores = score_board(
             suite,
             arrays,
@@ -523,19 +523,7 @@ def assemble_result(
             missing=options.missing,
             values=values,
         )
-        order = board_order(scores.rank)
-        return leaderboard_rows(
-            variants.take(order),
-            suite,
-            n_complete=(benchmark.n_present == benchmark.n_expected).sum(axis=1)[order],
-            normalized=np.take(benchmark.normalized, order, axis=0).T,
-            raw=np.take(benchmark.raw, order, axis=0).T,
-            stderr=np.take(benchmark.stderr, order, axis=0).T,
-            rank=scores.rank[order],
-            average=scores.average[order],
-            average_error=scores.average_stderr[order],
-            rates={name: rate[order] for name, rate in scores.rates.items()},
-        )
+        return leaderboard_table(variants, suite, benchmark, scores)
 
     leaderboard_output: pa.Table | TableParts
     if len(variants) < _runtime.THREAD_ROWS:
@@ -664,6 +652,41 @@ def _key_columns(
     }
     columns["chat_template"] = variants.flags(variant_index)
     return columns
+
+
+def leaderboard_table(
+    variants: Variants,
+    suite: Suite,
+    arrays: BenchmarkArrays,
+    scores: BoardScores,
+) -> pa.Table:
+    """One row per variant, best first: rank, average, coverage, benchmark and rate columns.
+
+    Args:
+        variants: The variant keys, one row per row of `arrays`.
+        suite: The suite (benchmark names, count, rates).
+        arrays: The kernel's benchmark-level arrays.
+        scores: The board's average, its standard error, rates and rank per
+            variant (NaN: none).
+
+    Returns:
+        The leaderboard, ranked variants first, then the others in key order.
+    """
+    # order first, then every column gathered once, already in order
+    rank = scores.rank
+    order = board_order(rank)
+    return leaderboard_rows(
+        variants.take(order),
+        suite,
+        n_complete=(arrays.n_present == arrays.n_expected).sum(axis=1)[order],
+        normalized=np.take(arrays.normalized, order, axis=0).T,  # rows, then columns
+        raw=np.take(arrays.raw, order, axis=0).T,
+        stderr=np.take(arrays.stderr, order, axis=0).T,
+        rank=rank[order],
+        average=scores.average[order],
+        average_error=scores.average_stderr[order],
+        rates={name: values[order] for name, values in scores.rates.items()},
+    )
 
 
 def board_order(rank: FloatArray) -> IntArray:
