@@ -15,13 +15,20 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lbnorm.core.options import RunOptions
+from lbnorm.core.options import MissingPolicy, RunOptions
 from lbnorm.engines.encode import Variants
-from lbnorm.engines.kernel import aggregate_benchmarks, normalize_rows
+from lbnorm.engines.kernel import (
+    BenchmarkArrays,
+    FloatArray,
+    SuiteArrays,
+    dense_partials,
+    finish_benchmarks,
+    normalize_rows,
+)
 from lbnorm.engines.result import Result, assemble_result
 from lbnorm.suites import Suite, suite_arrays
 
-__all__ = ["dense_result"]
+__all__ = ["aggregate_benchmarks", "dense_result"]
 
 _KEYS = ["model", "precision", "revision", "chat_template"]
 
@@ -102,3 +109,20 @@ def dense_result(
         n_clipped=int(np.count_nonzero(raw < floor[None, :])),
         values=values,
     )
+
+
+def aggregate_benchmarks(
+    raw: FloatArray,
+    suite: SuiteArrays,
+    *,
+    missing: MissingPolicy,
+    stderr: FloatArray | None = None,
+    n_samples: FloatArray | None = None,
+) -> BenchmarkArrays:
+    """Reduce a dense ``(n_variants, n_subtasks)`` matrix (NaN = absent) to benchmarks.
+
+    The kernel's dense path: :func:`~lbnorm.engines.kernel.dense_partials`, then
+    :func:`~lbnorm.engines.kernel.finish_benchmarks`.
+    """
+    partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
+    return finish_benchmarks(partials, suite, missing=missing)

@@ -876,10 +876,10 @@ def test_subtask_codes_of_a_dictionary_with_unused_pairs() -> None:
 
 def test_a_registry_sized_up_front_is_bounded() -> None:
     """The room made from a run's rows is capped: a huge guess costs 64 MB at most."""
-    index = vocabulary.HashIndex.for_keys(10**9)
+    index = vocabulary.HashIndex(10**9)
     assert index._slots_ids.size == vocabulary._MOST_SLOTS
     assert index._keys.size == vocabulary._MOST_SLOTS // 2
-    small = vocabulary.HashIndex.for_keys(4_576)
+    small = vocabulary.HashIndex(4_576)
     assert small._slots_ids.size == 16_384  # at most half full at 4,576 keys
     keys = np.arange(1, 10_001, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     assert small.insert(keys, np.arange(10_000))  # past the guess: it grows

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dense_oracle import aggregate_benchmarks
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import lower_bounds, num_choices, raw_scores
@@ -9,7 +10,6 @@ from strategies import lower_bounds, num_choices, raw_scores
 from lbnorm.board import average_benchmarks, rank_descending
 from lbnorm.engines.kernel import (
     SuiteArrays,
-    aggregate_benchmarks,
     normalize,
 )
 

@@ -27,8 +27,8 @@ from lbnorm import OutputError, run
 from lbnorm.cli import main
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.manifest import manifest_problem
-from lbnorm.output.transaction import STAGING_MARK, write_file
-from lbnorm.output.writer import OUTPUT_FILES, add_tables
+from lbnorm.output.transaction import STAGING_MARK, Transaction, write_file
+from lbnorm.output.writer import OUTPUT_FILES, add_to
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 ONE = GOLDEN / "Amu__t1-3B.json"
@@ -193,6 +193,14 @@ def test_manifest_problem_names_what_is_wrong() -> None:
     assert manifest_problem(None) == 'has no "tool": "lbnorm"'
 
 
+def add_tables(out: Path, tables: dict[str, pa.Table]) -> list[Path]:
+    """What ``diff``/``impact``/``health --out`` do: the tables added in one transaction."""
+    with Transaction(out, kind=None) as transaction:
+        add_to(transaction, tables)
+        transaction.commit()
+    return [out / f"{name}.parquet" for name in tables]
+
+
 def test_added_tables_are_listed_and_swapped_in_whole(tmp_path: Path) -> None:
     out = tmp_path / "out"
     run([ONE], out=out)
@@ -226,6 +234,19 @@ def test_added_tables_refuse_an_output_holding_foreign_files(tmp_path: Path) -> 
         OutputError, match=r"did not write: notes.txt; .*\nHint: move those files"
     ):
         add_tables(out, {"health": pa.table({"x": [1]})})
+    assert _tree(tmp_path) == before
+
+
+def test_added_tables_may_not_take_a_runs_own_names(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run([ONE], out=out)
+    before = _tree(tmp_path)
+    with pytest.raises(
+        OutputError,
+        match=r"cannot add tables named \['leaderboard'\]: the run writes those\.\n"
+        r"Hint: choose other names",
+    ):
+        add_tables(out, {"leaderboard": pa.table({"x": [1]})})
     assert _tree(tmp_path) == before
 
 

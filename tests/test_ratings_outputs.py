@@ -20,7 +20,7 @@ from lbnorm.cli import main
 from lbnorm.core.errors import InputError, OutputError
 from lbnorm.faces.ratings_report import render_ratings_report
 from lbnorm.output.reader import Output
-from lbnorm.output.writer import write_tables
+from lbnorm.output.transaction import Transaction
 
 BATTLES = Path(__file__).parent / "fixtures" / "battles"
 CLEAN = BATTLES / "clean_battle_20230601.json"
@@ -113,7 +113,22 @@ def test_a_ratings_output_missing_a_table(outputs: Path, tmp_path: Path) -> None
         Output.open(broken).frame("ratings")
 
 
-def test_write_tables_stages_swaps_and_records(tmp_path: Path) -> None:
+def write_tables(
+    out: Path,
+    tables: dict[str, pa.Table],
+    manifest: dict[str, str],
+    *,
+    created_at: str | None = None,
+) -> None:
+    """What `rate_battles` does with its tables: one transaction of the manifest's kind."""
+    with Transaction(out, kind=manifest["kind"]) as transaction:  # type: ignore[arg-type]
+        for name, table in tables.items():
+            transaction.write_table(f"{name}.parquet", table)
+        transaction.manifest |= manifest
+        transaction.commit(created_at=created_at)
+
+
+def test_a_ratings_transaction_stages_swaps_and_records(tmp_path: Path) -> None:
     out = tmp_path / "o"
     table = pa.table({"x": [1, 2, 3]})
     manifest = {"tool": "lbnorm", "kind": "ratings", "version": "0"}

@@ -20,7 +20,8 @@ import pytest
 from lbnorm import InputError
 from lbnorm.cli import main
 from lbnorm.output.reader import Output
-from lbnorm.output.writer import add_tables
+from lbnorm.output.transaction import Transaction
+from lbnorm.output.writer import add_to
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
@@ -235,7 +236,9 @@ def test_damaged_pages_behind_a_good_footer_are_named_when_read(
 def test_a_damaged_added_table_is_named(good: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(good, out)
-    add_tables(out, {"health": pa.table({"x": [1.0]})})
+    with Transaction(out, kind=None) as transaction:
+        add_to(transaction, {"health": pa.table({"x": [1.0]})})
+        transaction.commit()
     _truncate(out / "health.parquet")
     with pytest.raises(
         InputError,

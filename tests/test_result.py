@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dense_oracle import aggregate_benchmarks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -40,7 +41,6 @@ from lbnorm.core.schemas import (
 )
 from lbnorm.engines import stream
 from lbnorm.engines.encode import Variants
-from lbnorm.engines.kernel import aggregate_benchmarks
 from lbnorm.engines.metadata import type_label_array
 from lbnorm.engines.result import (
     BoardCounts,

@@ -218,7 +218,6 @@ def _stream(setup: Setup, out: Path) -> list[str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Share:
-    failures: tuple[object, ...] = ()
     payload: bytes = b""
 
 
@@ -249,13 +248,8 @@ def test_a_worker_whose_pipe_lost_its_reader_exits() -> None:
 
 @pytest.mark.skipif(not can_fork(), reason="no fork here")
 def test_workers_sums_arrive_whole() -> None:
-    totals = sum_in_workers(
-        _big_share,
-        2,
-        lambda shares: _Share(payload=b"".join(s.payload for s in shares)),
-    )
-    assert totals is not None
-    assert len(totals.payload) == 8 * 2**20
+    shares = sum_in_workers(_big_share, 2)
+    assert len(b"".join(share.payload for share in shares)) == 8 * 2**20
 
 
 def _named_share(part: int, parts: int) -> _Share:
@@ -267,13 +261,8 @@ def test_workers_are_capped_at_the_cores(monkeypatch: pytest.MonkeyPatch) -> Non
     """--workers 100000 forked thousands of processes; now one per core."""
     monkeypatch.setattr(stream_workers, "available_cores", lambda: 3)
     assert stream_workers.most_workers() == 3
-    totals = sum_in_workers(
-        _named_share,
-        100_000,
-        lambda shares: _Share(payload=b"".join(s.payload for s in shares)),
-    )
-    assert totals is not None
-    assert totals.payload == b"0/3;1/3;2/3;"
+    shares = sum_in_workers(_named_share, 100_000)
+    assert b"".join(share.payload for share in shares) == b"0/3;1/3;2/3;"
 
 
 def test_too_many_workers_are_noted(

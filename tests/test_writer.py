@@ -15,8 +15,8 @@ import pytest
 from lbnorm import OutputError, _runtime, run
 from lbnorm.core.manifest import OUTPUT_FORMAT
 from lbnorm.core.options import RunOptions
-from lbnorm.output.transaction import STAGING_MARK
-from lbnorm.output.writer import OUTPUT_FILES, add_tables
+from lbnorm.output.transaction import STAGING_MARK, Transaction
+from lbnorm.output.writer import OUTPUT_FILES, add_to
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 
@@ -31,7 +31,9 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_replaces_an_existing_output_whole(golden_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run([golden_dir / "Amu__t1-3B.json"], out=out)
-    add_tables(out, {"extra": pa.table({"x": [1]})})  # listed in the manifest
+    with Transaction(out, kind=None) as transaction:  # a table listed in the manifest
+        add_to(transaction, {"extra": pa.table({"x": [1]})})
+        transaction.commit()
     run(
         [golden_dir / "Amu__t1-3B.json", golden_dir / "AIDC-AI__Marco-o1.json"], out=out
     )

@@ -3,8 +3,8 @@
 :func:`rate_battles` reads battles (:func:`lbnorm.ratings.battles.read_battles`,
 with the ``where`` filters), rates them
 (:func:`lbnorm.ratings.fit.compute_ratings`) and, given ``out``, writes
-``ratings.parquet``, ``win_rates.parquet`` and ``manifest.json`` through the
-writer's staging, lock and swap (:func:`lbnorm.output.writer.write_tables`), so an
+``ratings.parquet``, ``win_rates.parquet`` and ``manifest.json`` through one
+:class:`~lbnorm.output.transaction.Transaction` (staging, lock, one swap), so an
 earlier output is replaced whole or not at all. The manifest's ``kind`` is
 ``"ratings"``; it records the options whole (:meth:`ArenaOptions.to_manifest`),
 every input file with its sha256 and rows read and filtered out, each table's
@@ -269,16 +269,16 @@ def rate_battles(
     )
     if out is None:
         return result
-    from lbnorm.output.writer import write_tables  # the module that writes files
+    from lbnorm.output.transaction import Transaction  # the module that writes files
     from lbnorm.pipeline import created_at_from_environment
 
-    manifest = _manifest(result, options)
-    written = write_tables(
-        Path(out),
-        tables,
-        manifest,
-        created_at=created_at or created_at_from_environment(),
-    )
+    with Transaction(out, kind=KIND) as transaction:
+        for name, table in tables.items():
+            transaction.write_table(f"{name}.parquet", table)
+        transaction.manifest |= _manifest(result, options)
+        written = transaction.commit(
+            created_at=created_at or created_at_from_environment()
+        )
     return replace(result, out=written)
 
 

@@ -164,18 +164,16 @@ def run(
     try:
         if out is None:
             return annotate(finish_job(job))
-        from lbnorm.output.writer import (  # the module writing files
-            provenance_of,
-            write_job,
-        )
+        from lbnorm.output.transaction import Transaction  # the module writing files
+        from lbnorm.output.writer import provenance_of, write_job
 
-        return write_job(
-            job,
-            Path(out) if isinstance(out, str | Path) else out,
-            finish=annotate,
-            provenance=provenance_of(suite, options, read.catalog),
-            created_at=created_at,
-        )
+        provenance = provenance_of(suite, options, read.catalog)
+        if not isinstance(out, str | Path):  # the caller commits
+            return write_job(job, out, finish=annotate, provenance=provenance)
+        with Transaction(out, kind="leaderboard") as transaction:
+            result = write_job(job, transaction, finish=annotate, provenance=provenance)
+            transaction.commit(created_at=created_at)
+        return result
     except ValidationError as error:  # a duplicate names the input that came first
         raise _failed(name_earlier_inputs(error, read, suite), options) from None
 

@@ -330,15 +330,13 @@ def command_sources(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_out_tables(args: argparse.Namespace, tables: Mapping[str, Any]) -> None:
     """Add a command's tables to its ``--out`` folder, with what they were computed from."""
-    from lbnorm.output.writer import add_tables  # (Arrow, Parquet)
+    from lbnorm.output.transaction import Transaction  # (Arrow, Parquet)
+    from lbnorm.output.writer import add_to
     from lbnorm.pipeline import created_at_from_environment
 
-    add_tables(
-        Path(args.out),
-        tables,
-        sources=command_sources(args),
-        created_at=created_at_from_environment(),
-    )
+    with Transaction(args.out, kind=None) as transaction:
+        add_to(transaction, tables, sources=command_sources(args))
+        transaction.commit(created_at=created_at_from_environment())
 
 
 def _path_record(given: str, *, is_suite: bool) -> dict[str, Any]:

@@ -30,7 +30,7 @@ write the client's spill folder (``TMPDIR`` or ``RunOptions.spill_dir``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import multiprocessing
 import tempfile
 from collections.abc import Iterator
@@ -48,7 +48,13 @@ from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
-from lbnorm.engines.spill import Board, finish_saved, save_partition, spill_width
+from lbnorm.engines.spill import (
+    Board,
+    finish_saved,
+    rows_by_part,
+    save_partition,
+    spill_width,
+)
 from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
 from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
@@ -222,47 +228,10 @@ def _owned(result: Any) -> Any:
 
     The arrays Distributed unpickles share the received message's memory: a
     partition's small board arrays kept would keep its keys' memory alive too,
-    every partition's, after the client has joined them. Copied, the message
-    is freed at once.
+    every partition's, after the client has joined them. Copied (a deep copy
+    copies every NumPy and Arrow buffer), the message is freed at once.
     """
-    if not isinstance(result, _Finished):
-        return result
-    variants, board = result.variants, result.board
-    return dataclasses.replace(
-        result,
-        variants=Variants(
-            vocabularies={
-                name: _copied(values) for name, values in variants.vocabularies.items()
-            },
-            codes=variants.codes.copy(),
-        ),
-        board=None
-        if board is None
-        else dataclasses.replace(
-            board,
-            average=board.average.copy(),
-            error=board.error.copy(),
-            n_complete=board.n_complete.copy(),
-            ranked_by=None if board.ranked_by is None else board.ranked_by.copy(),
-            resized=[pairs.copy() for pairs in board.resized],
-        ),
-    )
-
-
-def _copied(values: pa.Array) -> pa.Array:
-    """An Arrow array with buffers of its own."""
-    return pa.Array.from_buffers(
-        values.type,
-        len(values),
-        [
-            None
-            if buffer is None
-            else pa.py_buffer(np.frombuffer(buffer, np.uint8).copy())
-            for buffer in values.buffers()
-        ],
-        null_count=values.null_count,
-        offset=values.offset,
-    )
+    return copy.deepcopy(result) if isinstance(result, _Finished) else result
 
 
 def _graph(
@@ -493,12 +462,10 @@ def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
     # the vocabulary's hash: unsalted, the same in every worker process
     hashes = hash_strings(names.cast(pa.large_string()))
     part_of_name = (hashes % np.uint64(n_parts)).astype(np.int64)
-    part = part_of_name[variants.codes[:, 0]]
-    by_part = np.argsort(part, kind="stable")
-    ends = np.cumsum(np.bincount(part, minlength=n_parts)).tolist()
     shares = []
-    for index, end in enumerate(ends):
-        rows = by_part[(ends[index - 1] if index else 0) : end]
+    for index, rows in enumerate(
+        rows_by_part(part_of_name[variants.codes[:, 0]], n_parts)
+    ):
         is_first = index == 0
         shares.append(
             Totals(

@@ -88,7 +88,7 @@ class KeyEncoder:
         }
         # variant keys (model, precision, revision, flag ids) packed into one
         # uint64 each, with bits enough for the ids so far (exact: no hashing)
-        self._variant_index = HashIndex.for_keys(expected_variants)
+        self._variant_index = HashIndex(expected_variants)
         many = min(expected_variants.bit_length(), 28)
         self._bits = [many, 1, many, 1]
         self._n_variants = 0
@@ -300,7 +300,7 @@ class KeyEncoder:
             )
             raise InputError(msg)
         self._bits = needed
-        self._variant_index = HashIndex.for_keys(max(self._n_variants, self._expected))
+        self._variant_index = HashIndex(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
                 self._pack(self._variant_codes()), np.arange(self._n_variants)
@@ -329,26 +329,16 @@ class KeyEncoder:
         subtask_names = self._names("subtask", subtask_ids[:-1])
         width = len(subtask_names) + 1  # the last row and column stand for null
         table = np.full((len(benchmark_names) + 1, width), _NULL, dtype=np.int64)
-        pairs = list(
-            itertools.product(benchmark_names.tolist(), subtask_names.tolist())
-        )
-        found = np.fromiter(
-            map(self._suite.get, pairs, [_NULL] * len(pairs)),
-            dtype=np.int64,
-            count=len(pairs),
-        )
-        self.is_last_renamed = False
-        if (missed := np.flatnonzero(found == _NULL)).size and self._folded:
-            # names spelled in another case: matched as the command line matches
-            folded = [  # (None: a dictionary entry no row uses)
-                _NULL
-                if None in pairs[at]
-                else self._folded.get(_fold(pairs[at]), _NULL)
-                for at in missed.tolist()
-            ]
-            found[missed] = folded
-            self.is_last_renamed = any(code != _NULL for code in folded)
-        table[:-1, :-1] = found.reshape(len(benchmark_names), len(subtask_names))
+        pairs = itertools.product(benchmark_names.tolist(), subtask_names.tolist())
+        exact = [(pair, self._suite.get(pair, _NULL)) for pair in pairs]
+        found = [  # else spelled in another case: matched as the command line matches
+            self._folded.get(_fold(pair), _NULL)
+            if code == _NULL and None not in pair  # (None: an entry no row uses)
+            else code
+            for pair, code in exact
+        ]
+        self.is_last_renamed = found != [code for _, code in exact]
+        table[:-1, :-1] = np.reshape(found, (len(benchmark_names), len(subtask_names)))
         if benchmark.size and (benchmark.min() < 0 or subtask.min() < 0):
             benchmark = np.where(benchmark < 0, len(benchmark_names), benchmark)
             subtask = np.where(subtask < 0, len(subtask_names), subtask)

@@ -29,7 +29,6 @@ __all__ = [
     "FixedPoint",
     "Partials",
     "SuiteArrays",
-    "aggregate_benchmarks",
     "dense_partials",
     "finish_benchmarks",
     "normalize",
@@ -371,29 +370,25 @@ class FixedPoint:
 
         n_most = np.maximum(suite.n_samples, 1.0) * SIZE_HEADROOM
         reach = 50.0 / (1.0 - suite.lower_bound)  # 100 * se / (1 - lb), se <= 0.5
-        if scales is None:  # fractions: the maxima as they always were
-            most = {
-                "raw": np.where(self._is_pooled, n_most, 1.0),
-                "normalized": np.full_like(suite.lower_bound, 100.0),
-                "variance": np.where(
-                    self._is_pooled, n_most * n_most * 0.25, reach * reach
-                ),
-                "raw_variance": np.full_like(suite.lower_bound, 0.25),
-            }
+        # the largest raw value, the margin above it and the largest stderr
+        if scales is None:  # fractions (x 1.0 and 0.5 * 0.5 are exact: as ever)
+            top = margin = np.ones_like(suite.lower_bound)
+            half = np.full_like(suite.lower_bound, 0.5)
+            is_statistic = np.zeros(suite.lower_bound.shape, dtype=bool)
         else:  # a range's ends may be passed by a few ulps: a margin above them
+            top, half = scales.largest, (scales.high - scales.low) * 0.5
             margin = np.where(scales.is_default, 1.0, 1.0 + 2.0**-20)
-            half = (scales.high - scales.low) * 0.5  # the largest stderr
             is_statistic = scales.is_statistic
-            most = {
-                "raw": np.where(self._is_pooled, n_most, 1.0) * scales.largest * margin,
-                "normalized": np.where(is_statistic, scales.largest, 100.0) * margin,
-                "variance": np.where(
-                    self._is_pooled,
-                    n_most * n_most * half * half,
-                    np.where(is_statistic, half * half, reach * reach),
-                ),
-                "raw_variance": half * half,
-            }
+        most = {
+            "raw": np.where(self._is_pooled, n_most, 1.0) * top * margin,
+            "normalized": np.where(is_statistic, top, 100.0) * margin,
+            "variance": np.where(
+                self._is_pooled,
+                n_most * n_most * half * half,
+                np.where(is_statistic, half * half, reach * reach),
+            ),
+            "raw_variance": half * half,
+        }
         self.scale: dict[str, FloatArray] = {
             name: largest(values) for name, values in most.items()
         }
@@ -409,13 +404,9 @@ class FixedPoint:
             if scales is None
             else scales.factor / (1.0 - suite.lower_bound)
         )
-        n = suite.n_samples
         self._factor: dict[str, FloatArray] = {
-            "raw": np.where(self._is_pooled, n, 1.0),
+            **_sized_factors(suite.n_samples, self._is_pooled, self._reach),
             "normalized": self._reach.copy(),
-            "variance": np.where(
-                self._is_pooled, (n - 1.0) * n, self._reach * self._reach
-            ),
             "raw_variance": np.where(self._is_pooled, 0.0, 1.0),
         }
         for name, factor in self._factor.items():
@@ -550,13 +541,10 @@ class FixedPoint:
         """Each term's factor per score, its power-of-two scale folded in."""
         factor = {name: values[subtask] for name, values in self._factor.items()}
         if n is not None:  # sizes per row: the pooled factors change
-            reach = self._reach[subtask]
             benchmark = self._suite.benchmark_index[subtask]
-            factor["raw"] = np.where(is_pooled, n, 1.0) * self.scale["raw"][benchmark]
-            factor["variance"] = (
-                np.where(is_pooled, (n - 1.0) * n, reach * reach)
-                * self.scale["variance"][benchmark]
-            )
+            sized = _sized_factors(n, is_pooled, self._reach[subtask])
+            for name, values in sized.items():
+                factor[name] = values * self.scale[name][benchmark]
         return factor
 
     def _censored(
@@ -570,6 +558,20 @@ class FixedPoint:
         )
         scale = self.scale["variance"][self._suite.benchmark_index]
         return variance * _suite_at(scale, codes, clipped)
+
+
+def _sized_factors(
+    n: FloatArray, is_pooled: BoolArray, reach: FloatArray
+) -> dict[str, FloatArray]:
+    """The terms' factors that depend on the sample size `n`, before their scale.
+
+    A pooled score is weighted by `n` and its variance term is the harness's
+    ``(n - 1) n se^2``; a plain one's are 1 and the reach squared.
+    """
+    return {
+        "raw": np.where(is_pooled, n, 1.0),
+        "variance": np.where(is_pooled, (n - 1.0) * n, reach * reach),
+    }
 
 
 def _at(values: FloatArray, positions: IntArray) -> FloatArray:
@@ -603,7 +605,15 @@ def dense_partials(
         n_samples: Sample sizes, 0 or NaN where none (None: no column).
 
     Returns:
-        The partial sums.
+        The partial sums (:func:`finish_benchmarks` makes them benchmark scores).
+
+    Examples:
+        >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
+        ...     n_samples=np.zeros(3), benchmark_index=np.array([0, 0, 0]),
+        ...     is_pooled=np.array([False]), weight=np.array([1.0]))
+        >>> partials = dense_partials(np.array([[0.7, 0.4, 0.6]]), arrays)
+        >>> finish_benchmarks(partials, arrays, missing="exclude").normalized.round(10).tolist()
+        [[35.0]]
     """
     fixed = FixedPoint(suite)
     n_variants = raw.shape[0]
@@ -629,28 +639,3 @@ def dense_partials(
         if suite.is_pooled[index]:  # the suite's sizes, plus what the input changed
             partials.sums["weight"][:, index] += is_present @ suite.n_samples[columns]
     return partials
-
-
-def aggregate_benchmarks(
-    raw: FloatArray,
-    suite: SuiteArrays,
-    *,
-    missing: MissingPolicy,
-    stderr: FloatArray | None = None,
-    n_samples: FloatArray | None = None,
-) -> BenchmarkArrays:
-    """Reduce a dense ``(n_variants, n_subtasks)`` matrix (NaN = absent) to benchmarks.
-
-    :func:`dense_partials` then :func:`finish_benchmarks`.
-
-    Examples:
-        >>> arrays = SuiteArrays(lower_bound=np.array([0.5, 0.2, 1 / 3]),
-        ...     n_samples=np.zeros(3), benchmark_index=np.array([0, 0, 0]),
-        ...     is_pooled=np.array([False]), weight=np.array([1.0]))
-        >>> result = aggregate_benchmarks(np.array([[0.7, 0.4, 0.6]]), arrays,
-        ...     missing="exclude")
-        >>> result.normalized.round(10).tolist()
-        [[35.0]]
-    """
-    partials = dense_partials(raw, suite, stderr=stderr, n_samples=n_samples)
-    return finish_benchmarks(partials, suite, missing=missing)

@@ -109,10 +109,11 @@ _KEY_DEFAULTS: dict[str, str] = {"precision": "", "revision": ""}
 #: The column that carries a frame's row order through an Arrow function
 #: (:mod:`lbnorm.engines.metadata_frames`); never a column of the leaderboard.
 ROW_COLUMN = "__lbnorm_row__"
+#: Columns a hint never suggests to group or flag by (with the raw benchmark scores).
+_NOT_GROUPS = {"rank", "average", "n_benchmarks", "n_benchmarks_expected", ROW_COLUMN}
 _SHOWN = 5
 #: A number written as text (``params_b`` read as strings): anything else is unknown.
 _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
-#: The row number carried through the Arrow functions by the pandas wrappers.
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -282,9 +283,7 @@ def join_metadata_table(
         )
         raise SchemaMismatchError(msg)
     left, right = _key_codes([leaderboard, metadata], keys)
-    row_of_code = np.full(
-        max(int(left.max(initial=-1)), int(right.max(initial=-1))) + 1, -1
-    )
+    row_of_code = np.full(len(left) + len(right), -1)  # (codes are below the rows)
     row_of_code[right] = np.arange(len(right))
     match = row_of_code[left]
     is_unmatched = match < 0
@@ -545,13 +544,12 @@ def annotate_table(
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
     if isinstance(metadata, str | Path):
-        table = read_raw_metadata(metadata)
-        board = join_metadata_table(leaderboard, table, source=str(metadata))
-    elif metadata is not None:
-        table = metadata if isinstance(metadata, pa.Table) else frame_table(metadata)
-        board = join_metadata_table(leaderboard, table, source=source or "<frame>")
-    else:
-        board = leaderboard
+        metadata, source = read_raw_metadata(metadata), str(metadata)
+    elif metadata is not None and not isinstance(metadata, pa.Table):
+        metadata = frame_table(metadata)
+    board = leaderboard
+    if metadata is not None:
+        board = join_metadata_table(leaderboard, metadata, source=source or "<frame>")
     if is_flagged_excluded:
         board = exclude_flagged_table(board, by=rank_by, method=rank_method)
         stale = [  # group ranks already there were computed with the flagged
@@ -706,17 +704,10 @@ def flag_mask(leaderboard: pa.Table, column: str) -> npt.NDArray[np.bool_]:
 
 def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
     if column not in leaderboard.column_names:
-        contract = {
-            "rank",
-            "average",
-            "n_benchmarks",
-            "n_benchmarks_expected",
-            ROW_COLUMN,
-        }
         available = [
             name
             for name in leaderboard.column_names
-            if name not in contract and not name.endswith(" Raw")
+            if name not in _NOT_GROUPS and not name.endswith(" Raw")
         ]
         msg = (
             f"cannot {purpose}: the leaderboard has no column {column!r}; "

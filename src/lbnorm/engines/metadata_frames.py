@@ -184,29 +184,19 @@ def annotate_leaderboard(
     Raises:
         InputError: The metadata file cannot be read, or lacks a requested column.
     """
-    table = (
-        metadata
-        if isinstance(metadata, str | Path) or metadata is None
-        else frame_table(metadata)
-    )
     groups = [
         str(name).removeprefix("rank_within_")
         for name in leaderboard.columns
         if str(name).startswith("rank_within_")
     ]
-    replaced = [
-        *(
-            ["rank", *(f"rank_within_{group}" for group in groups)]
-            if is_flagged_excluded
-            else []
-        ),
-        *(f"rank_within_{column}" for column in rank_within_columns),
-    ]
+    replaced = [f"rank_within_{column}" for column in rank_within_columns]
+    if is_flagged_excluded:  # every rank is taken anew without the flagged
+        replaced += ["rank", *(f"rank_within_{group}" for group in groups)]
     return _on_frame(
         leaderboard,
         lambda board: annotate_table(
             board,
-            table,
+            metadata,
             rank_within_columns=rank_within_columns,
             is_flagged_excluded=is_flagged_excluded,
             rank_by=rank_by,
@@ -216,7 +206,7 @@ def annotate_leaderboard(
             *KEY_COLUMNS,
             "rank",
             "average",
-            *([rank_by] if rank_by != "average" else []),
+            rank_by,
             "flagged",
             *rank_within_columns,
             *groups,

@@ -177,6 +177,10 @@ class SummingStore:
         )
         self._fixed = FixedPoint(arrays)
         self._behind = BatchThread()
+        #: Each (variant, subtask) normalized score, NaN where absent: kept only
+        #: by a store of sums for a board that reads them
+        #: (:attr:`SuiteArrays.keeps_scores`, see :class:`PartialStore`).
+        self._values: FloatArray | None = None
 
     def reserve(self, n_variants: int) -> None:
         """Make room for `n_variants` (doubling, so growth stays amortized)."""
@@ -226,11 +230,15 @@ class SummingStore:
         """Add distinct, valid scores to their sums (None: only mark them seen).
 
         They are marked seen at once (the next batch's duplicate check needs
-        them) and summed on the summing thread.
+        them) and summed on the summing thread. A board that reads each score
+        (:attr:`SuiteArrays.keeps_scores`) keeps it normalized, too.
         """
         self.seen.ravel()[variant * self.seen.shape[1] + subtask] = True
         if raw is None or raw.size == 0:
             return
+        if self._values is not None:  # (a board's store: a leaderboard's size)
+            normalized = normalize_rows(raw, subtask, self.arrays)[0]
+            self._values[variant, subtask] = normalized
         fixed, arrays = self._fixed, self.arrays
         self._behind.run(
             lambda: self.add_sums(
@@ -282,11 +290,8 @@ class PartialStore(SummingStore):
         # one array per sum (not one matrix), so each can be freed on its own
         self._sums = [np.zeros(capacity * self._n_benchmarks) for _ in SUMS]
         self._added: set[str] = set()  # sums some term was added to
-        #: Each (variant, subtask) normalized score, NaN where absent: kept only
-        #: for a board that reads them (:attr:`SuiteArrays.keeps_scores`).
-        self._values: FloatArray | None = (
-            np.full(self.seen.shape, np.nan) if arrays.keeps_scores else None
-        )
+        if arrays.keeps_scores:
+            self._values = np.full(self.seen.shape, np.nan)
 
     def _grow(self, capacity: int) -> None:
         """Room for `capacity` variants in the sums too."""
@@ -375,26 +380,6 @@ class PartialStore(SummingStore):
         for mine, theirs in zip(self._sums, other._sums, strict=True):
             mine.reshape(shape)[rows] += theirs.reshape(shape)
         return None
-
-    def add(
-        self,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray | None,
-        *,
-        stderr: FloatArray | None = None,
-        n_samples: FloatArray | None = None,
-    ) -> None:
-        """Add distinct, valid scores to their sums (None: only mark them seen).
-
-        A board that reads each score (:attr:`SuiteArrays.keeps_scores`) keeps
-        it normalized, too.
-        """
-        # (a board's store: a leaderboard's size)
-        if self._values is not None and raw is not None and raw.size:
-            normalized = normalize_rows(raw, subtask, self.arrays)[0]
-            self._values[variant, subtask] = normalized
-        super().add(variant, subtask, raw, stderr=stderr, n_samples=n_samples)
 
     def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
         """Add sums to distinct cells (``variant * n_benchmarks + benchmark``)."""

@@ -37,6 +37,7 @@ run that spills there. A failure to use it is a
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import resource  # (POSIX only, as the spill folder's locks are)
 from collections.abc import Iterable, Iterator, Sequence
@@ -86,6 +87,7 @@ __all__ = [
     "SpilledLeaderboard",
     "finish_saved",
     "finish_spilled",
+    "rows_by_part",
     "save_partition",
     "spill_width",
 ]
@@ -237,33 +239,21 @@ class SpillStore(SummingStore):
         self.folder.close()
         return self
 
-    def discard(self) -> None:
-        """Remove the folder of a run that failed its checks.
+    def abandon(self) -> None:
+        """Stop summing and remove the folder (a run that failed or was cancelled).
 
         The batch under way finishes first; what it raised (a full disk) gives
-        way to the failed checks, the error the run reports.
+        way to the run's own error (its failed checks), the one it reports.
         """
         self._behind.abandon()
         self.folder.remove()
 
-    def add(
-        self,
-        variant: IntArray,
-        subtask: IntArray,
-        raw: FloatArray | None,
-        *,
-        stderr: FloatArray | None = None,
-        n_samples: FloatArray | None = None,
-    ) -> None:
-        """Mark scores seen; append their per-cell sums to their partitions' files.
-
-        None for `raw`: only mark them seen. The sums are computed and written
-        on the summing thread (:class:`~lbnorm._runtime.BatchThread`).
-        """
+    def reserve(self, n_variants: int) -> None:
+        """Make room for a batch's variants; every few batches, give freed memory back."""
         self._n_batches += 1
-        if self._n_batches % _TRIM_EVERY == 0:  # a batch's temporaries, freed
+        if self._n_batches % _TRIM_EVERY == 0:  # the batches' temporaries, freed
             release_free_memory()
-        super().add(variant, subtask, raw, stderr=stderr, n_samples=n_samples)
+        super().reserve(n_variants)
 
     def add_sums(self, keys: IntArray | slice, sums: dict[str, FloatArray]) -> None:
         """Append per-cell sums (distinct cells, increasing) to their partitions' files."""
@@ -274,16 +264,13 @@ class SpillStore(SummingStore):
         names = [name for name in SUMS if name in sums]
         mask = sum(1 << SUMS.index(name) for name in names)
         part, local = np.divmod(cells, self.width * n_benchmarks)
-        first, last = int(part[0]), int(part[-1])  # cells come sorted
-        for index in range(first, last + 1):  # a batch's variants: a partition or two
-            rows = (
-                slice(None)
-                if first == last
-                else slice(*np.searchsorted(part, [index, index + 1]))
-            )
-            columns = [local[rows], *(sums[name][rows] for name in names)]
-            if columns[0].size:
-                self._append(index, np.array([columns[0].size, mask]), columns)
+        # cells come sorted: each partition's are a run (a batch's: one or two)
+        first, last = int(part[0]), int(part[-1])
+        ends = np.searchsorted(part, np.arange(first, last + 2)).tolist()
+        for index, (start, end) in enumerate(itertools.pairwise(ends), start=first):
+            if end > start:
+                columns = [local[start:end], *(sums[name][start:end] for name in names)]
+                self._append(index, np.array([end - start, mask]), columns)
 
     def _append(
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
@@ -630,6 +617,18 @@ def _saved_path(folder: Path, part: int, name: str) -> Path:
     return folder / f"{part}.{name}.bin"
 
 
+def rows_by_part(part: IntArray, n_parts: int) -> list[IntArray]:
+    """Per part ``0 .. n_parts - 1``, the positions of its rows in `part`, increasing.
+
+    A stable sort by part: a counting sort when the parts fit 16 bits (numpy
+    sorts 8- and 16-bit keys by radix).
+    """
+    if n_parts <= 1 << 16:
+        part = part.astype(np.uint8 if n_parts <= 1 << 8 else np.uint16)
+    by_part = np.argsort(part, kind="stable")
+    return np.split(by_part, np.cumsum(np.bincount(part, minlength=n_parts))[:-1])
+
+
 class _Spilled:
     """A spilled run's saved benchmark arrays, gathered back by variant code.
 
@@ -664,23 +663,18 @@ class _Spilled:
     def groups(self, codes: IntArray) -> list[tuple[int, IntArray, IntArray]]:
         """Per partition holding some of `codes`: it, their positions, their rows there.
 
-        The positions of a partition are increasing (a stable sort by partition:
-        a counting sort when the partitions fit 16 bits).
+        The positions of a partition are increasing (:func:`rows_by_part`).
         """
         if self.is_even:
             part, local = np.divmod(codes, self.width)
         else:
             part = np.searchsorted(self.starts, codes, side="right") - 1
             local = codes - self.starts[part]
-        if self.n_parts <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix
-            part = part.astype(np.uint8 if self.n_parts <= 1 << 8 else np.uint16)
-        by_part = np.argsort(part, kind="stable")
-        ends = np.cumsum(np.bincount(part, minlength=self.n_parts))
-        found = []
-        for index in np.flatnonzero(np.diff(ends, prepend=0)).tolist():
-            positions = by_part[ends[index - 1] if index else 0 : ends[index]]
-            found.append((index, positions, local[positions]))
-        return found
+        return [
+            (index, positions, local[positions])
+            for index, positions in enumerate(rows_by_part(part, self.n_parts))
+            if positions.size
+        ]
 
     def gathered(
         self, rows: IntArray | None, names: Iterable[str], benchmarks: Sequence[int]
@@ -811,13 +805,6 @@ class SpilledLeaderboard:
     def board_counts(self) -> BoardCounts:
         """The leaderboard's counts, taken while summing."""
         return self._counts
-
-    def whole(self) -> pa.Table:
-        """The whole leaderboard in one table (for the Python API)."""
-        parts = list(self.parts())
-        if not parts:
-            return self.schema.empty_table()
-        return pa.concat_tables(parts).combine_chunks()
 
     def parts(self) -> Iterator[pa.Table]:
         """Ranked variants first, best first, then the others, each in key order."""

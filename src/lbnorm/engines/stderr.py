@@ -122,13 +122,8 @@ def _erfc_both(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     middle = ~small & (y <= 4.0)
     large = y > 4.0
     if small.any():
-        ysq = y[small] ** 2
-        numerator = _A4 * ysq
-        denominator = ysq.copy()
-        for a, b in zip(_A[:3], _B[:3], strict=True):
-            numerator = (numerator + a) * ysq
-            denominator = (denominator + b) * ysq
-        erf = x[small] * (numerator + _A[3]) / (denominator + _B[3])
+        numerator, denominator = _polynomials(y[small] ** 2, _A4, _A, _B)
+        erf = x[small] * numerator / denominator
         result[small] = 1.0 - erf  # x's sign is in erf already
         mirrored[small] = 1.0 + erf  # erf(-x) = -erf(x) exactly: 1 - (-erf)
     for is_range in (middle, large):
@@ -136,21 +131,12 @@ def _erfc_both(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
             continue
         z = y[is_range]
         if is_range is middle:
-            numerator = _C8 * z
-            denominator = z.copy()
-            for c, d in zip(_C[:7], _D[:7], strict=True):
-                numerator = (numerator + c) * z
-                denominator = (denominator + d) * z
-            ratio = (numerator + _C[7]) / (denominator + _D[7])
+            numerator, denominator = _polynomials(z, _C8, _C, _D)
+            ratio = numerator / denominator
         else:
             inverse = 1.0 / (z * z)
-            numerator = _P5 * inverse
-            denominator = inverse.copy()
-            for p, q in zip(_P[:4], _Q[:4], strict=True):
-                numerator = (numerator + p) * inverse
-                denominator = (denominator + q) * inverse
-            ratio = inverse * (numerator + _P[4]) / (denominator + _Q[4])
-            ratio = (_SQRPI - ratio) / z
+            numerator, denominator = _polynomials(inverse, _P5, _P, _Q)
+            ratio = (_SQRPI - inverse * numerator / denominator) / z
         # exp(-z^2) in two factors, so no digit is lost to rounding z^2
         head = np.trunc(z * 16.0) / 16.0
         tail = (z - head) * (z + head)
@@ -159,6 +145,23 @@ def _erfc_both(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         result[is_range] = np.where(is_negative, 2.0 - value, value)
         mirrored[is_range] = np.where(is_negative, value, 2.0 - value)  # x != 0 here
     return result, mirrored
+
+
+def _polynomials(
+    t: FloatArray, lead: float, top: tuple[float, ...], bottom: tuple[float, ...]
+) -> tuple[FloatArray, FloatArray]:
+    """The numerator and denominator of one of Cody's rational functions of `t`.
+
+    ``lead t^m + top[0] t^(m-1) + ... + top[-1]`` and ``t^m + bottom[0] t^(m-1)
+    + ... + bottom[-1]``, by Horner's rule in the order the reference code
+    evaluates them (the caller divides, so the operations round as they did).
+    """
+    numerator = lead * t
+    denominator = t.copy()
+    for a, b in zip(top[:-1], bottom[:-1], strict=True):
+        numerator = (numerator + a) * t
+        denominator = (denominator + b) * t
+    return numerator + top[-1], denominator + bottom[-1]
 
 
 def upper_tail(x: npt.ArrayLike) -> FloatArray:

@@ -58,7 +58,6 @@ from lbnorm.engines.validate import (
     describe_failures,
     failure_error,
     failure_rows,
-    optional_floats,
 )
 from lbnorm.readers import Inputs
 from lbnorm.suites import Suite, suite_arrays
@@ -188,26 +187,27 @@ class StreamJob:
             if inputs.streamed and options.workers > 1 and not self._folder.spills:
                 from lbnorm.engines.workers import sum_in_workers  # (only for workers)
 
-                totals = sum_in_workers(
-                    lambda part, parts: sum_scores(
-                        inputs.partition(part, parts),
-                        self._suite,
-                        unknown=options.unknown,
-                        expected_rows=inputs.num_rows // parts,
-                        batch_rows=options.batch_rows,
-                    ),
-                    options.workers,
-                    add_totals,
-                )  # None: a share failed a check; the serial run below says where
+                totals = add_totals(
+                    sum_in_workers(
+                        lambda part, parts: sum_scores(
+                            inputs.partition(part, parts),
+                            self._suite,
+                            unknown=options.unknown,
+                            expected_rows=inputs.num_rows // parts,
+                            batch_rows=options.batch_rows,
+                        ),
+                        options.workers,
+                    )
+                )
+                if totals.failures:  # the serial run below says where
+                    totals = None
             if totals is None:
                 for _ in self._checked():
                     pass
         if totals is None:
             self._folder.spill_if_over()  # (the last batch's variants too)
             if self._folder.spills:
-                return self._folder.finish_spilled(
-                    self._suite, self._options, self._inputs.catalog
-                )
+                return self._folder.finish_spilled(self._suite, self._inputs.catalog)
             totals = self._folder.totals(last=True)
         if totals.failures:
             raise failure_error(totals.failures, total=totals.n_failed)
@@ -223,14 +223,10 @@ def _subtask_part(
 
     Names spelled in another case than the suite's (``MuSR``) get the suite's.
     """
-    table = batch.table
-    keep = checked.is_good
-    is_all = bool(keep.all())
-    subtask = checked.subtask if is_all else checked.subtask[keep]
-    raw = checked.scores if is_all else checked.scores[keep]
-    if not is_all:
-        table = table.filter(arrow.array(keep))
-    n_rows = table.num_rows
+    table, good = batch.table, checked.good
+    subtask, raw = checked.subtask[good], checked.scores[good]
+    if not isinstance(good, slice):
+        table = table.filter(arrow.array(good))
     normalized, lower_bound, is_clipped = normalize_rows(raw, subtask, arrays)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         "raw_score": arrow.array(raw),
@@ -243,14 +239,12 @@ def _subtask_part(
         if name in columns:
             continue
         if checked.is_renamed and name in ("benchmark", "subtask"):
-            columns[name] = _as_type(
-                _suite_names(suite, arrays, subtask, name), field.type
-            )
+            columns[name] = _suite_names(suite, arrays, subtask, name)  # (TEXT)
         elif name in table.column_names:
             columns[name] = _as_type(table.column(name), field.type)
         else:  # an optional column the input left out
             default = batch.source if name == "source" else _DEFAULTS.get(name)
-            columns[name] = _constant(default, field.type, n_rows)
+            columns[name] = _constant(default, field.type, table.num_rows)
     return with_present_values(
         pa.Table.from_arrays(
             [columns[name] for name in SUBTASK_SCORES.names], schema=SUBTASK_SCORES
@@ -429,21 +423,19 @@ class _Folder:
         self._failure_limit = (
             None if options is not None and options.failures else failure_limit
         )
-        self._rows, self._options = rows, options
+        # the options of a run that may spill (not the memory order: held whole)
+        spill = None if options is None or options.engine == "memory" else options
+        self._rows, self._spill = rows, spill
         capacity = rows // max(len(pairs), 1) + 1
         self._encoder = KeyEncoder(pairs, expected_variants=capacity)
         names = [f"{b} / {t}" for b, t in pairs]
-        width = (
-            None
-            if options is None or not _may_spill(options)
-            else spill_width(self.arrays, rows, options)
-        )
+        width = None if spill is None else spill_width(self.arrays, rows, spill)
         if width is None:  # no bound to keep: freed memory is kept for reuse
             keep_freed_memory()
         self._store: PartialStore | SpillStore = (
             PartialStore(self.arrays, capacity, names)
-            if width is None or options is None
-            else SpillStore(self.arrays, capacity, names, width, options.spill_dir)
+            if width is None or spill is None
+            else SpillStore(self.arrays, capacity, names, width, spill.spill_dir)
         )
         self._failures: list[pa.Table] = []
         self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
@@ -499,26 +491,14 @@ class _Folder:
             )
             self._n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
-        variant, subtask, raw = checked.variant, checked.subtask, checked.scores
-        take = checked.is_good
-        is_all = bool(take.all())
-        if not is_all:
-            variant, subtask, raw = variant[take], subtask[take], raw[take]
+        good = checked.good
+        variant, subtask = checked.variant[good], checked.subtask[good]
         if self._failures:  # the run fails: keep checking, stop summing
             store.add(variant, subtask, None)
             return None
-        details = {
-            name: values if is_all else values[take]
-            for name in ("stderr", "n_samples")
-            if (values := optional_floats(batch.table, name)) is not None
-        }
-        store.add(
-            variant,
-            subtask,
-            raw,
-            stderr=details.get("stderr"),
-            n_samples=details.get("n_samples"),
-        )
+        raw = checked.scores[good]
+        details = {name: values[good] for name, values in checked.details.items()}
+        store.add(variant, subtask, raw, **details)
         self._n_scores += raw.size
         self._n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
         return checked
@@ -529,29 +509,23 @@ class _Folder:
         A sparse input holds more variants than its row count said
         (:func:`lbnorm.engines.spill.spill_width`); its sums so far move to disk.
         """
-        if (
-            self._options is None
-            or not _may_spill(self._options)
-            or not isinstance(self._store, PartialStore)
-        ):
+        spill = self._spill
+        if spill is None or not isinstance(self._store, PartialStore):
             return
         n_variants = self._encoder.n_variants
-        width = spill_width(
-            self.arrays, self._rows, self._options, n_variants=n_variants
-        )
+        width = spill_width(self.arrays, self._rows, spill, n_variants=n_variants)
         if width is not None:
             self._store = SpillStore.of_partials(
-                self._store, n_variants, width, self._options.spill_dir
+                self._store, n_variants, width, spill.spill_dir
             )
             release_free_memory()  # the sums just written out
 
-    def finish_spilled(
-        self, suite: Suite, options: RunOptions, files: pa.Table
-    ) -> Result:
+    def finish_spilled(self, suite: Suite, files: pa.Table) -> Result:
         """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
         assert isinstance(self._store, SpillStore)
+        assert self._spill is not None  # (a folder spills only under its options)
         if self._failures:
-            self._store.discard()
+            self._store.abandon()
             raise failure_error(self._failures, total=self._n_failed)
         release_free_memory()  # the pass's temporaries, before the keys are joined
         n_variants = self._encoder.n_variants
@@ -559,7 +533,7 @@ class _Folder:
             self._encoder.variants(last=True),
             self._store.trimmed(n_variants),
             suite,
-            options=options,
+            options=self._spill,
             files=files,
             counts=(self._n_ignored, self._n_scores, self._n_clipped),
         )
@@ -582,11 +556,6 @@ class _Folder:
             n_scores=self._n_scores,
             n_clipped=self._n_clipped,
         )
-
-
-def _may_spill(options: RunOptions) -> bool:
-    """Whether the run may spill its sums: not with the ``memory`` order (held whole)."""
-    return options.engine != "memory"
 
 
 def add_totals(parts: list[Totals]) -> Totals:

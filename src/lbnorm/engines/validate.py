@@ -44,7 +44,6 @@ __all__ = [
     "failure_rows",
     "find_duplicates",
     "find_failures",
-    "optional_floats",
 ]
 
 #: Which (variant, subtask) pairs earlier batches supplied, given their codes.
@@ -70,6 +69,12 @@ _HINTS = {
     "bad_n_samples": "n_samples must be a positive integer, or empty.",
 }
 
+#: Per optional detail column, which values are bad (a null is a missing value).
+_BAD_DETAILS: dict[str, Callable[[npt.NDArray[Any]], npt.NDArray[np.bool_]]] = {
+    "stderr": lambda se: (se < 0) | np.isinf(se),  # NaN is a missing stderr, as null
+    "n_samples": lambda n: ~(n > 0),
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckedBatch:
@@ -79,6 +84,8 @@ class CheckedBatch:
         variant: Each row's variant code (-1 if a key is null).
         subtask: Each row's suite subtask code (-1 if unknown).
         scores: ``raw_score`` as floats.
+        details: ``stderr`` and ``n_samples``, those the batch has, as floats
+            (NaN: a row gives none).
         accepted: Rows with a variant and a known subtask.
         failed: Check name -> mask of failing rows (``duplicate_score`` included),
             for the checks some row fails.
@@ -91,6 +98,7 @@ class CheckedBatch:
     variant: npt.NDArray[np.int64]
     subtask: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float64]
+    details: dict[str, npt.NDArray[np.float64]]
     accepted: npt.NDArray[np.bool_]
     failed: dict[str, npt.NDArray[np.bool_]]
     n_failed: int
@@ -104,6 +112,12 @@ class CheckedBatch:
             return self.accepted
         is_bad: npt.NDArray[np.bool_] = np.logical_or.reduce(list(self.failed.values()))
         return self.accepted & ~is_bad
+
+    @property
+    def good(self) -> npt.NDArray[np.bool_] | slice:
+        """:attr:`is_good` as an index: every row (a slice: no copy) when all are."""
+        is_good = self.is_good
+        return slice(None) if is_good.all() else is_good
 
 
 def check_batch(
@@ -128,7 +142,7 @@ def check_batch(
     """
     table = batch.table
     variant, subtask = encoder.encode(table)
-    scores = optional_floats(table, "raw_score")
+    scores = _floats(table, "raw_score")
     if scores is None:  # (readers make sure there is one: every score fails)
         scores = np.full(table.num_rows, np.nan)
     failed = find_failures(
@@ -144,6 +158,11 @@ def check_batch(
         variant=variant,
         subtask=subtask,
         scores=scores,
+        details={
+            name: values
+            for name in _BAD_DETAILS
+            if (values := _floats(table, name)) is not None
+        },
         accepted=accepted,
         failed=failed,
         n_failed=int(np.logical_or.reduce(list(failed.values())).sum())
@@ -207,14 +226,11 @@ def find_failures(
         "out_of_range": (is_finite & ((scores < 0.0) | (scores > 100.0)))
         | (is_percent_range & ~is_percent),
     }
-    if "stderr" in table.column_names:
-        stderr, valid = _numbers(table, "stderr")
-        bad = (stderr < 0) | np.isinf(stderr)  # NaN is a missing stderr, as null
-        checks["bad_stderr"] = bad if valid is None else bad & valid
-    if "n_samples" in table.column_names:
-        samples, valid = _numbers(table, "n_samples")
-        bad = ~(samples > 0)
-        checks["bad_n_samples"] = bad if valid is None else bad & valid
+    for name, find_bad in _BAD_DETAILS.items():
+        if name in table.column_names:
+            values, valid = _numbers(table, name)
+            bad = find_bad(values)
+            checks[f"bad_{name}"] = bad if valid is None else bad & valid
     if unknown == "error":
         checks["unknown_subtask"] = (subtask < 0) & (variant >= 0) & ~is_null_name
     if is_outside is not None:
@@ -300,9 +316,7 @@ def describe_failures(
             else [batch.source] * positions.size
         )
         locators = _locators(batch, picked, positions)
-        column = {"bad_stderr": "stderr", "bad_n_samples": "n_samples"}.get(
-            check, "raw_score"
-        )
+        column = check.removeprefix("bad_") if check.startswith("bad_") else "raw_score"
         if check == "duplicate_score":
             column = "subtask"
             values = _repeats(batch, positions, _locators(batch, table, None))
@@ -349,7 +363,8 @@ def _suggestions(
         by_benchmark.setdefault(benchmark, []).append(subtask)
     folded = {name.casefold(): name for name in by_benchmark}
     found: dict[tuple[str, str], str | None] = {}
-    for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True):
+    pairs = list(zip(map(_text, benchmarks), map(_text, subtasks), strict=True))
+    for pair in pairs:
         if pair in found:  # failing rows: at most a thousand a batch
             continue
         matched = folded.get(pair[0].casefold())
@@ -361,10 +376,7 @@ def _suggestions(
             close = difflib.get_close_matches(pair[1].casefold(), list(names), n=2)
             close = [names[name] for name in close]
         found[pair] = " or ".join(map(repr, close)) or None
-    return [
-        found[pair]
-        for pair in zip(map(_text, benchmarks), map(_text, subtasks), strict=True)
-    ]
+    return [found[pair] for pair in pairs]
 
 
 def _locators(
@@ -590,7 +602,7 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def optional_floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
+def _floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
     """An optional numeric column as float64, NaN for nulls; None when absent."""
     if name not in table.column_names:
         return None

@@ -34,7 +34,6 @@ IntArray = npt.NDArray[np.int64]
 TEXT_KEYS = ("model", "precision", "revision")
 #: The keys with about a value per variant (their registries are sized for them).
 MANY_KEYS = ("model", "revision")
-_EMPTY = arrow.strings([])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,8 +55,6 @@ class Variants:
 
     def n_models(self) -> int:
         """Distinct model names among these variants."""
-        if not len(self):
-            return 0
         return int(np.count_nonzero(np.bincount(self.codes[:, 0])))
 
     def take(self, order: IntArray, *, renumber: bool = False) -> Variants:
@@ -165,10 +162,7 @@ class Variants:
         vocabularies: dict[str, pa.Array] = {}
         codes = np.zeros((keys.num_rows, 4), dtype=np.int64)
         for position, name in enumerate(TEXT_KEYS):
-            column = keys.column(name)
-            if pa.types.is_dictionary(column.type):
-                column = column.cast(column.type.value_type)
-            vocabularies[name], codes[:, position] = _encode_strings(column)
+            vocabularies[name], codes[:, position] = _encode_strings(keys.column(name))
         flags = keys.column("chat_template").cast(pa.bool_())
         codes[:, 3] = arrow.to_numpy(flags, null=False)
         return cls(vocabularies=vocabularies, codes=codes)
@@ -194,25 +188,16 @@ def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
         (['x', 'y'], [0, 1, 1])
     """
     vocabularies: dict[str, pa.Array] = {}
-    columns: list[IntArray] = []
+    counts = [len(part) for part in parts]
+    codes = np.concatenate([part.codes for part in parts])
     for position, name in enumerate(TEXT_KEYS):
         # every part's distinct values, encoded together: one id per string
+        strings = [part.vocabularies[name] for part in parts]
         vocabularies[name], ids = _encode_strings(
-            pa.chunked_array(
-                [part.vocabularies[name] for part in parts], type=pa.string()
-            )
+            pa.chunked_array(strings, type=pa.string())
         )
-        starts = np.cumsum([0] + [len(part.vocabularies[name]) for part in parts])
-        columns.append(
-            np.concatenate(
-                [
-                    ids[start + part.codes[:, position]]
-                    for start, part in zip(starts, parts, strict=False)
-                ]
-                or [np.zeros(0, dtype=np.int64)]
-            )
-        )
-    codes = np.column_stack([*columns, np.concatenate([p.codes[:, 3] for p in parts])])
+        starts = np.cumsum([0, *map(len, strings)])[:-1]
+        codes[:, position] = ids[codes[:, position] + np.repeat(starts, counts)]
     rows, first = group_keys(
         list(codes.T), [int(column.max(initial=-1)) + 1 for column in codes.T]
     )
@@ -253,6 +238,12 @@ def group_keys(
 def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
     """Codes in order of first appearance, and each code's first position.
 
+    Integers in a range a few times their number go through a table (no sort,
+    no hashing); any other values (wider integers, strings) through Arrow's
+    hash table, which numbers the distinct values in order of first
+    appearance, so a value's first row is where the running maximum of the
+    codes grows.
+
     Examples:
         >>> codes, first = factorize(np.array([7, 3, 7, 5]))
         >>> codes.tolist(), first.tolist()
@@ -262,7 +253,7 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if values.dtype.kind in "iu":
         low, high = int(values.min()), int(values.max())
-        if high - low <= 4 * values.size:  # dense integers: a table, no sort
+        if high - low <= 4 * values.size:  # dense integers: a table
             offset = values.astype(np.int64) - low
             positions = np.arange(values.size)
             first_at = np.full(high - low + 1, values.size, dtype=np.int64)
@@ -271,53 +262,17 @@ def factorize(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
             code_of = np.empty_like(first_at)
             code_of[offset[first]] = np.arange(first.size)
             return code_of[offset], first
-        grouped = _factorize_grouped(values, low, high)
-        if grouped is not None:
-            return grouped
-        return _factorize_hashed(values)
-    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(by_first.size)
-    return rank[inverse.ravel()].astype(np.int64), first[by_first].astype(np.int64)
-
-
-def _factorize_hashed(values: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
-    """:func:`factorize` of integers through Arrow's hash table: one pass, no sort.
-
-    Arrow numbers the distinct values in order of first appearance, so a value's
-    first row is where the running maximum of the codes grows (shuffled rows
-    take this path: a key per row, spread too wide for a table).
-    """
-    encoded = pc.dictionary_encode(arrow.array(values))
+    encoded = pc.dictionary_encode(
+        arrow.array(values)
+        if values.dtype.kind in "iu"
+        else arrow.strings(values.tolist())
+    )
     codes = arrow.to_numpy(encoded.indices).astype(np.int64)
     seen = np.maximum.accumulate(codes)
     is_first = np.empty(codes.size, dtype=bool)
     is_first[0] = True
     np.greater(seen[1:], seen[:-1], out=is_first[1:])
     return codes, np.flatnonzero(is_first)
-
-
-def _factorize_grouped(
-    values: npt.NDArray[np.generic], low: int, high: int
-) -> tuple[IntArray, IntArray] | None:
-    """:func:`factorize` of integers whose equal values are adjacent, without a sort.
-
-    Keys in key order come so (a model's variants together). None when some
-    value comes back later, or the range is too wide to mark.
-    """
-    if high - low > 64 * values.size:
-        return None
-    is_start = np.empty(values.size, dtype=bool)
-    is_start[0] = True
-    np.not_equal(values[1:], values[:-1], out=is_start[1:])
-    first = np.flatnonzero(is_start)
-    marks = np.zeros(high - low + 1, dtype=bool)
-    marks[values[first] - low] = True
-    if np.count_nonzero(marks) != first.size:  # a value in two runs
-        return None
-    codes: IntArray = np.cumsum(is_start, dtype=np.int64) - 1
-    return codes, first.astype(np.int64)
 
 
 def _taken(values: pa.Array, ids: IntArray) -> pa.Array:
@@ -338,19 +293,13 @@ def _string_ranks(
     return ranks
 
 
-def _encode_strings(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
+def _encode_strings(values: pa.ChunkedArray) -> tuple[pa.Array, IntArray]:
     """Distinct strings in order of first appearance, and each value's id among them.
 
-    A null is encoded as the empty string.
+    Plain or dictionary strings; a null is encoded as the empty string.
     """
+    values = values.cast(pa.string())  # (a column of no rows may be of type null)
     if values.null_count:
         values = pc.fill_null(values, arrow.scalar("", pa.string()))
-    encoded = values.dictionary_encode()
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.unify_dictionaries()
-        chunks = encoded.chunks
-        if not chunks:
-            return _EMPTY, np.zeros(0, dtype=np.int64)
-        ids = np.concatenate([arrow.to_numpy(chunk.indices) for chunk in chunks])
-        return chunks[0].dictionary, ids.astype(np.int64)
+    encoded = values.dictionary_encode().unify_dictionaries().combine_chunks()
     return encoded.dictionary, arrow.to_numpy(encoded.indices).astype(np.int64)

@@ -9,6 +9,7 @@ table (:class:`HashIndex`), every match checked against the strings themselves.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,22 +30,12 @@ _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
 _INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
 
 
-class _Powers:
-    """``M**i`` and ``M**-i`` modulo 2**64 for i < n, grown on demand."""
-
-    def __init__(self) -> None:
-        self.up: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-        self.down: npt.NDArray[Any] = np.ones(1, dtype=np.uint64)
-
-    def reserve(self, n: int) -> None:
-        if n <= self.up.size:
-            return
-        size = max(n, 2 * self.up.size)
-        self.up = np.cumprod(np.full(size, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
-        self.down = np.cumprod(np.full(size, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
-
-
-_POWERS = _Powers()
+@functools.lru_cache(maxsize=1)  # (a block's: a longer string's replaces it a while)
+def _powers(n: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``M**i`` and ``M**-i`` modulo 2**64 for i < n."""
+    up = np.cumprod(np.full(n, _MULTIPLIER, dtype=np.uint64)) * _INVERSE
+    down = np.cumprod(np.full(n, _INVERSE, dtype=np.uint64)) * _MULTIPLIER
+    return up, down
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -102,15 +93,15 @@ def hash_strings(values: pa.Array) -> npt.NDArray[np.uint64]:
         last = min(max(last, first + 1), hashes.size)
         block = offsets[first : last + 1] - offsets[first]
         size = int(block[-1])
-        _POWERS.reserve(size + 1)
-        if prefix.size < size + 1:  # one buffer for every block (a long string: more)
-            prefix = np.zeros(max(size, _HASH_BLOCK) + 1, dtype=np.uint64)
+        up, down = _powers(max(size, _HASH_BLOCK) + 1)
+        if prefix.size < up.size:  # one buffer for every block (a long string: more)
+            prefix = np.zeros(up.size, dtype=np.uint64)
         start = int(offsets[first])
         sums = prefix[1 : size + 1]
-        np.multiply(data[start : start + size], _POWERS.up[:size], out=sums)
+        np.multiply(data[start : start + size], up[:size], out=sums)
         np.cumsum(sums, out=sums)
         starts = block[:-1]
-        part = (prefix[block[1:]] - prefix[starts]) * _POWERS.down[starts]
+        part = (prefix[block[1:]] - prefix[starts]) * down[starts]
         part ^= np.diff(block).astype(np.uint64) * _MULTIPLIER
         hashes[first:last] = part
         first = last
@@ -136,22 +127,22 @@ class HashIndex:
     104-124 MB.
     """
 
-    def __init__(self, capacity: int = 1 << 10, *, expected: int = 0) -> None:
+    def __init__(self, expected: int = 0, *, capacity: int = 0) -> None:
+        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
+
+        Up to there no key is placed twice: growing re-places every key.
+
+        Args:
+            expected: Keys to make room for.
+            capacity: Slots to start with instead (a power of two).
+        """
+        expected = min(expected, _MOST_SLOTS // 2)
+        capacity = capacity or 1 << max(10, (2 * expected - 1).bit_length())
         self._slots_ids = np.full(capacity, _NULL, dtype=np.int32)
         self._shift = np.uint64(64 - (capacity.bit_length() - 1))
         # by id (never empty: see find)
         self._keys = np.zeros(max(expected, 1), dtype=np.uint64)
         self.size = 0
-
-    @classmethod
-    def for_keys(cls, expected: int) -> HashIndex:
-        """A table with room for `expected` keys made up front (at most :data:`_MOST_SLOTS`).
-
-        Up to there no key is placed twice: growing re-places every key.
-        """
-        expected = min(expected, _MOST_SLOTS // 2)
-        capacity = 1 << max(10, (2 * expected - 1).bit_length())
-        return cls(capacity, expected=expected)
 
     def _slots(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         return ((keys * _MULTIPLIER) >> self._shift).astype(np.int64)
@@ -244,7 +235,7 @@ class Vocabulary:
     def __init__(self, *, expected: int = 0) -> None:
         """A registry with room for `expected` strings made up front."""
         self._expected = expected
-        self._index: HashIndex | None = HashIndex.for_keys(expected)
+        self._index: HashIndex | None = HashIndex(expected)
         self._is_closed = False  # drop_index() was called
         self._by_text: dict[str | None, int] = {}  # only after a collision
         self._strings = _Strings()
@@ -268,9 +259,8 @@ class Vocabulary:
             return self._by_text.get(text)
         value = arrow.strings([text])
         found = int(self._index.find(hash_strings(value))[0])
-        if found < 0 or self.values().take(arrow.array(np.array([found]))) != value:
-            return None
-        return found
+        is_text = found >= 0 and self._strings.array(large=True)[found].as_py() == text
+        return found if is_text else None
 
     def _lookup_hashed(self, values: pa.Array) -> IntArray | None:
         """Ids through the hash table; None on a hash collision."""
@@ -279,8 +269,11 @@ class Vocabulary:
         hashes = hash_strings(values)
         ids = index.find(hashes)
         known = np.flatnonzero(ids >= 0)
-        if known.size and not self._same(values, known, ids[known]):
-            return None
+        if known.size:  # every match checked against the strings
+            found = self._strings.array(large=True).take(arrow.array(ids[known]))
+            picked = values.take(arrow.array(known)).cast(found.type)  # large_string
+            if not pc.all(pc.equal(picked, found)).as_py():
+                return None
         new = np.flatnonzero(ids < 0)
         if not new.size:
             return ids
@@ -289,7 +282,7 @@ class Vocabulary:
             # a value twice in `values` (valid Arrow in a dictionary), or two
             # strings hashing alike: the table is rebuilt as it was, and the
             # distinct strings (Arrow's, in first-seen order) looked up instead
-            self._index = HashIndex.for_keys(self._expected)
+            self._index = HashIndex(self._expected)
             if len(self):
                 self._index.insert(hash_strings(self.values()), np.arange(len(self)))
             encoded = values.dictionary_encode()
@@ -303,12 +296,6 @@ class Vocabulary:
         self._strings.append(values.take(arrow.array(new)))
         return ids
 
-    def _same(self, values: pa.Array, rows: IntArray, ids: IntArray) -> bool:
-        """Whether `values` at `rows` are the strings of `ids`."""
-        known = self._strings.array(large=True).take(arrow.array(ids))
-        picked = values.take(arrow.array(rows)).cast(known.type)  # string, large
-        return bool(pc.all(pc.equal(picked, known)).as_py())
-
     def _use_dict(self) -> None:
         """Switch to a Python dict (after a hash collision: never seen in practice)."""
         self._by_text = {text: i for i, text in enumerate(self.values().to_pylist())}
@@ -316,22 +303,12 @@ class Vocabulary:
 
     def _lookup_dict(self, values: pa.Array) -> IntArray:
         texts = values.to_pylist()
-        ids = np.fromiter(
-            map(self._by_text.get, texts, [_NULL] * len(texts)),
-            dtype=np.int64,
-            count=len(texts),
-        )
-        is_new = ids == _NULL
-        if is_new.any():
-            new = np.flatnonzero(is_new)
-            # one id per string, even if a dictionary holds a value twice (valid Arrow)
-            ids[new] = [
-                self._by_text.setdefault(texts[i], len(self._by_text))
-                for i in new.tolist()
-            ]
-            _, first = np.unique(ids[new], return_index=True)  # ids in first-seen order
-            self._strings.append(values.take(arrow.array(new[np.sort(first)])))
-        return ids
+        known = len(self._by_text)
+        # one id per string, even if a dictionary holds a value twice (valid Arrow)
+        ids = [self._by_text.setdefault(text, len(self._by_text)) for text in texts]
+        new = [text for text, id_ in zip(texts, ids, strict=True) if id_ >= known]
+        self._strings.append(arrow.strings(list(dict.fromkeys(new))))  # by id
+        return np.array(ids, dtype=np.int64)
 
     def drop_index(self) -> None:
         """Free the hash table: the registry takes no more lookups."""
@@ -392,11 +369,10 @@ class _Strings:
             pa.large_string(),
             n,
             [
-                None if valid is None else arrow.bitmap(valid),
+                arrow.bitmap(valid),  # (the null count is Arrow's to count)
                 pa.py_buffer(self._offsets[: n + 1]),
                 pa.py_buffer(self._data[:end]),
             ],
-            null_count=0 if valid is None else int(n - np.count_nonzero(valid)),
         )
         return stored if large or end >= 2**31 else stored.cast(pa.string())
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lbnorm._runtime import available_cores, fork, pipe, receive, start_worker
 from lbnorm.core.errors import LbnormError
@@ -36,14 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["most_workers", "sum_in_workers"]
 
 
-class _Checked(Protocol):
-    @property
-    def failures(self) -> Sequence[object]:
-        """Failures found while summing (none: the sums can be used)."""
-        ...
-
-
-_Sums = TypeVar("_Sums", bound=_Checked)
+_Share = TypeVar("_Share")
 
 
 def most_workers() -> int:
@@ -55,21 +48,15 @@ def most_workers() -> int:
     return max(available_cores(), 2)
 
 
-def sum_in_workers(
-    work: Callable[[int, int], _Sums],
-    workers: int,
-    combine: Callable[[list[_Sums]], _Sums],
-) -> _Sums | None:
-    """Run ``work(part, workers)`` for every part in forked processes and combine.
+def sum_in_workers(work: Callable[[int, int], _Share], workers: int) -> list[_Share]:
+    """Run ``work(part, workers)`` for every part in forked processes.
 
     Args:
         work: Sums one share of the input: ``work(part, parts)``.
         workers: Processes to fork (at least 2; at most :func:`most_workers`).
-        combine: Adds the shares' sums up.
 
     Returns:
-        The combined sums, or None when a share failed a check (see the module
-        docstring).
+        Each share's sums, in part order (the caller adds them up).
 
     Raises:
         LbnormError: A worker hit an input error (re-raised as it was), or was
@@ -108,8 +95,7 @@ def sum_in_workers(
     for kind, payload in replies:
         if kind == "error":
             raise payload
-    totals = combine([payload for _, payload in replies])
-    return None if totals.failures else totals
+    return [payload for _, payload in replies]
 
 
 def _died(part: int, workers: int, process: BaseProcess) -> Exception:

@@ -81,10 +81,6 @@ _HOLDS = {
         "read those tables with pandas or DuckDB (docs/outputs.md)",
     ),
 }
-_WRITE = {
-    "leaderboard": "lbnorm run [INPUT...] --out {out}",
-    "ratings": "lbnorm arena BATTLES... --out {out}",
-}
 #: Tables whose rank columns are read as nullable integers, and those columns.
 _RANKED = ("leaderboard", "benchmarks", "subtasks", "ratings", "win_rates")
 _RANKS = r"rank(_within_.*|_upper_bound)?"
@@ -325,11 +321,10 @@ class Output:
             )
         except OSError as exc:
             why = _what_is(self.path, exc)
-            write = _WRITE.get(kind or "leaderboard", _WRITE["leaderboard"])
             hint = (
-                f"write one with `{write.format(out=self.path)}`"
+                f"write one with `{_command(kind, self.path)}`"
                 if why == "no such folder"
-                else f"give the folder `{write.format(out='DIR')}` wrote, not a file"
+                else f"give the folder `{_command(kind, 'DIR')}` wrote, not a file"
             )
             msg = f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
             raise InputError(msg) from exc
@@ -344,14 +339,14 @@ class Output:
         manifest, problem = read_manifest(self._folder)
         held = manifest_kind(manifest) if manifest is not None else None
         self.kind = kind or held or "leaderboard"
+        if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
+            self._refuse_kind(self.kind, held)
         tables = _REQUIRED["leaderboard"] if self.kind == "leaderboard" else ()
         if missing := [n for n in (MANIFEST, *tables) if not self._exists(n)]:
-            if held not in {None, self.kind}:
-                self._refuse_kind(self.kind, held)
-            write = _WRITE.get(self.kind, _WRITE["leaderboard"]).format(out=self.path)
             msg = (
                 f"{self.path}: not an lbnorm output directory (missing "
-                f"{', '.join(missing)}).\nHint: write one with `{write}`."
+                f"{', '.join(missing)}).\nHint: write one with "
+                f"`{_command(self.kind, self.path)}`."
             )
             raise InputError(msg)
         if manifest is None:
@@ -365,11 +360,9 @@ class Output:
             msg = (
                 f"{self.path / MANIFEST}: written by a development version of lbnorm "
                 "before output format 1, which this one reads.\nHint: re-run "
-                f"`{_WRITE.get(self.kind, _WRITE['leaderboard']).format(out=self.path)}` to rewrite it."
+                f"`{_command(self.kind, self.path)}` to rewrite it."
             )
             raise InputError(msg)
-        if held != self.kind:
-            self._refuse_kind(self.kind, held)
         if missing := [n for n in _REQUIRED[self.kind] if not self._exists(n)]:
             msg = f"{self.path}: a {self.kind} output without {', '.join(missing)}.\nHint: {self._rewrite}."
             raise InputError(msg)
@@ -484,6 +477,13 @@ def _what_is(path: Path, error: OSError) -> str:
         except OSError:  # (a path through a file: a/file/b)
             return "no such folder"
     return str(error.strerror or error)
+
+
+def _command(kind: OutputKind | None, out: object) -> str:
+    """The command that writes an output of `kind` to `out` (a ratings one, or a leaderboard)."""
+    if kind == "ratings":
+        return f"lbnorm arena BATTLES... --out {out}"
+    return f"lbnorm run [INPUT...] --out {out}"
 
 
 def _file(name: str) -> str:

@@ -264,12 +264,7 @@ def _unchecked_reason(health: pa.Table, min_models: int) -> str:
         >>> _unchecked_reason(table.slice(0, 1), 5)
         '1 model, at least 5 needed'
     """
-    most = (
-        pc.max(health["n_models"]).as_py()
-        if "n_models" in health.column_names
-        else None
-    )
-    n = int(most or 0)
+    n = int(pc.max(health["n_models"]).as_py() or 0)  # (a column of every health table)
     return f"{n:,} model{'' if n == 1 else 's'}, at least {min_models:,} needed"
 
 

@@ -4,7 +4,7 @@ What goes into each table's metadata and the manifest (provenance), written
 through one :class:`~lbnorm.output.transaction.Transaction` per command (staging
 folder, lock, hashing while writing, one swap). A run's folder holds
 ``subtasks.parquet``, ``benchmarks.parquet``, ``leaderboard.parquet`` and
-``manifest.json``, plus the tables a nightly run or :func:`add_tables` adds;
+``manifest.json``, plus the tables a nightly run or :func:`add_to` adds;
 ``docs/outputs.md`` describes it for readers.
 """
 
@@ -48,14 +48,12 @@ if TYPE_CHECKING:
 __all__ = [
     "OUTPUT_FILES",
     "PAIRED_FILE",
-    "add_tables",
     "add_to",
     "metadata_input",
     "pandas_metadata",
     "provenance_of",
     "write_job",
     "write_table_file",
-    "write_tables",
 ]
 
 #: The tables of a run's output folder, by file name.
@@ -67,74 +65,41 @@ _T = TypeVar("_T")
 
 def write_job(
     job: Job,
-    out: Path | Transaction,
+    transaction: Transaction,
     *,
     finish: Callable[[Result], Result],
     provenance: Mapping[str, str],
-    created_at: str | None = None,
 ) -> Result:
-    """Write a job's subtask table as its parts come, then the rest.
+    """Write a job's subtask table into `transaction` as its parts come, then the rest.
 
     Each part is encoded on a thread while the job computes the next one (both
     release the GIL for their array work), so reading, summing and writing overlap.
+    The caller commits (a nightly run adds its own tables first).
 
     Args:
         job: The engine's job (see :class:`lbnorm.engines.result.Job`).
-        out: The output folder (committed here), or a transaction the caller
-            commits after adding its own tables (a nightly run).
+        transaction: The output's transaction.
         finish: Applied to the job's result before its tables are written.
         provenance: Every table's Parquet metadata (:func:`provenance_of`).
-        created_at: ISO 8601 creation time for the manifest.
 
     Returns:
         The result written (its subtask table read back from the file).
     """
-    if not isinstance(out, Transaction):
-        with Transaction(out, kind="leaderboard") as transaction:
-            result = write_job(job, transaction, finish=finish, provenance=provenance)
-            transaction.commit(created_at=created_at)
-        return result
-    transaction = out
     if job.subtask_schema is None:
         result = finish(job.finish())
-        _write_tables(result, transaction, provenance)
-        return result
-    name = "subtasks.parquet"
-    schema = _with_metadata(
-        job.subtask_schema, {**provenance, "lbnorm.table": "subtasks"}
-    )
-    file = transaction.table_file(name, schema)
-    parts = job.subtask_parts()  # summed as they come
-    result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
-    transaction.record(name, entry)
-    _write_tables(result, transaction, provenance, has_subtasks=True)
-    if result.subtask_parts is None:  # the parts went to disk: read back from there
-        result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
+    else:
+        name = "subtasks.parquet"
+        metadata = {**provenance, "lbnorm.table": "subtasks"}
+        file = transaction.table_file(
+            name, _with_metadata(job.subtask_schema, metadata)
+        )
+        parts = job.subtask_parts()  # summed as they come
+        result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
+        transaction.record(name, entry)
+        if result.subtask_parts is None:  # the parts went to disk: read back from there
+            result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
+    _write_tables(result, transaction, provenance)  # (the staged subtasks skipped)
     return result
-
-
-def write_tables(
-    out: Path,
-    tables: Mapping[str, pa.Table],
-    manifest: Mapping[str, Any],
-    *,
-    created_at: str | None = None,
-) -> Path:
-    """Write tables as ``<name>.parquet`` and a manifest to `out` (a ratings output).
-
-    The manifest gets ``outputs`` (each table's rows, columns, size and sha256),
-    ``format`` and ``created_at``. An output of another kind is not replaced.
-
-    Raises:
-        OutputError: `out` is not an lbnorm output folder, is read-only, busy or
-            holds an output of another kind, a name is not a plain file name, or
-            the disk refuses; the previous output is unchanged.
-    """
-    with Transaction(out, kind=manifest.get("kind", "leaderboard")) as transaction:
-        for name, table in tables.items():
-            transaction.write_table(f"{name}.parquet", table)
-        transaction.manifest |= manifest
-        return transaction.commit(created_at=created_at)
 
 
 def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[str, str]:
@@ -212,10 +177,8 @@ def _write_tables(
     result: Result,
     transaction: Transaction,
     provenance: Mapping[str, str],
-    *,
-    has_subtasks: bool = False,
 ) -> None:
-    """Write the result's tables (but the subtask table if written) and set the manifest.
+    """Write the result's tables (but a subtask table written already) and set the manifest.
 
     `provenance` is :func:`provenance_of` the run: each table's Parquet metadata.
     """
@@ -223,7 +186,7 @@ def _write_tables(
     ordered = _by_path(files)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
     tables: dict[str, pa.Table | TableParts | None] = {
-        "subtasks.parquet": None if has_subtasks else result.subtask_parts,
+        "subtasks.parquet": result.subtask_parts,
         "benchmarks.parquet": result.benchmark_output,
         "leaderboard.parquet": result.leaderboard_output,
         PAIRED_FILE: result.paired_output,
@@ -240,7 +203,8 @@ def _write_tables(
                 {**provenance, "lbnorm.table": name.removesuffix(".parquet")},
             )
             for name, table in tables.items()
-            if table is not None  # None: not asked for, or written
+            # None: not asked for; staged already: the subtasks, as they came
+            if table is not None and name not in transaction.outputs
         ]
         board = result.board_counts()
         n_resized, resized = result.resized_variants()
@@ -391,62 +355,38 @@ def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
 # --- tables added beside a run's (diff, impact, health --out) --------------------------------
 
 
-def add_tables(
-    out: Path,
-    tables: Mapping[str, pd.DataFrame | pa.Table],
-    *,
-    sources: Mapping[str, Any] | None = None,
-    created_at: str | None = None,
-) -> list[Path]:
-    """Write tables as ``<name>.parquet`` into a folder, in one transaction.
-
-    Into an lbnorm output, the output is staged again (its files hard-linked,
-    the tables and an updated manifest written) and swapped in whole; the next
-    ``lbnorm run`` replaces it, these tables included. A new or empty folder
-    becomes an output of its own (``kind`` ``analysis``, recording `sources`); a
-    folder holding anything else is refused and left as it is.
-
-    Args:
-        out: The folder.
-        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow
-            tables, by name without ``.parquet``.
-        sources: What the tables were computed from (the command, the outputs
-            and suites it read), recorded in the manifest.
-        created_at: ISO 8601 creation time of a new folder's manifest; defaults
-            to now (an output's own manifest keeps its time).
-
-    Returns:
-        The files written.
-
-    Raises:
-        OutputError: A name is one of a run's own, the output is busy, read-only
-            or holds files lbnorm did not write, or the disk refuses.
-    """
-    out = Path.cwd() / out
-    reserved = {
-        name.removesuffix(".parquet")
-        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
-    }
-    if clash := sorted(set(tables) & reserved):
-        msg = f"{out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
-        raise OutputError(msg)
-    with Transaction(out, kind=None) as transaction:
-        add_to(transaction, tables, sources=sources)
-        transaction.commit(created_at=created_at)
-    return [out / f"{name}.parquet" for name in tables]
-
-
 def add_to(
     transaction: Transaction,
     tables: Mapping[str, pd.DataFrame | pa.Table],
     *,
     sources: Mapping[str, Any] | None = None,
 ) -> None:
-    """Stage `tables` (added tables' encoding) in a transaction, beside what it holds.
+    """Stage `tables` as ``<name>.parquet`` in a transaction, beside what it holds.
 
-    A transaction that has staged nothing yet carries the previous output's
-    files over (or, with none, becomes an ``analysis`` output recording `sources`).
+    Into an lbnorm output (a transaction that has staged nothing yet), the
+    output's files are carried over (hard links) and the tables added to its
+    manifest; the next ``lbnorm run`` replaces it, these tables included. A new
+    or empty folder becomes an output of its own (``kind`` ``analysis``,
+    recording `sources`); a folder holding anything else was refused by the
+    transaction. Tables are written with pyarrow's defaults.
+
+    Args:
+        transaction: The folder's transaction (``kind=None``), committed by the caller.
+        tables: Frames (column docs from ``attrs["column_docs"]``) or Arrow
+            tables, by name without ``.parquet``.
+        sources: What the tables were computed from (the command, the outputs
+            and suites it read), recorded in the manifest.
+
+    Raises:
+        OutputError: A name is one of a run's own.
     """
+    reserved = {
+        name.removesuffix(".parquet")
+        for name in (*OUTPUT_FILES, PAIRED_FILE, MANIFEST, INPUTS_TABLE)
+    }
+    if clash := sorted(set(tables) & reserved):
+        msg = f"{transaction.out}: cannot add tables named {clash}: the run writes those.\nHint: choose other names."
+        raise OutputError(msg)
     record = {"sources": dict(sources or {})}
     files = {f"{name}.parquet": _arrow(table) for name, table in tables.items()}
     if not transaction.manifest:

@@ -60,7 +60,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +82,8 @@ from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers import cache_store, harness, results_tree
 from lbnorm.readers.cache_store import (
     ENTRIES,
-    INDEX,
     ROWS,
     SETTING,
-    empty_table,
     first_line,
     load,
     opened,
@@ -112,7 +110,6 @@ from lbnorm.suites import Scales, Suite, suite_arrays
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
-    "CacheStats",
     "parser_key",
     "read_files_cached",
 ]
@@ -124,42 +121,6 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: A file changed this close to (or after) the previous run's stat could have
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CacheStats:
-    """What one refresh of the cache did.
-
-    Attributes:
-        directory: The cache directory.
-        seen: Results files found in the inputs.
-        parsed: Files parsed this run (new or changed) and accepted.
-        cached: Files taken from the cache: unchanged stat, or read and hashed
-            to the cached content.
-        rejected: Files rejected (this run or remembered), with reasons in the
-            file catalog.
-        hashed: Files read and hashed this run (the rest were trusted on their
-            unchanged stat; their ``sha256_verified`` is false).
-        dropped: Cache entries whose file is gone.
-        rebuilt: The previous cache was discarded.
-        rebuild_reason: Why ('' if not rebuilt, or there was none).
-        seconds: Wall time of the refresh.
-    """
-
-    directory: str
-    seen: int
-    parsed: int
-    cached: int
-    rejected: int
-    hashed: int
-    dropped: int
-    rebuilt: bool
-    rebuild_reason: str
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stats as a JSON-ready dict."""
-        return asdict(self)
 
 
 def read_files_cached(
@@ -187,7 +148,7 @@ def read_files_cached(
         The inputs; their catalog has two more columns, ``sha256_verified``
         and ``cache`` (``parsed``, ``cached``, ``rejected``, or ``table`` for
         every other input), ``reason`` says why a file was rejected, and
-        ``cache_stats`` holds the :class:`CacheStats` as a dict and
+        ``cache_stats`` holds the refresh's figures (:func:`_stats`) and
         ``rejected`` each rejected file with the variant it held
         (:func:`_rejected_variants`).
 
@@ -199,7 +160,7 @@ def read_files_cached(
     assert options.cache is not None
     cache = Path(options.cache)
     started = time.perf_counter()
-    refreshed: list[CacheStats] = []
+    refreshed: list[dict[str, Any]] = []
 
     def read_results(files: Sequence[Path]) -> ResultsRead:
         read, stats = _refresh(
@@ -236,8 +197,8 @@ def read_files_cached(
         if refreshed  # else no results files
         else _stats(cache, np.array([], dtype=object), hashed=0, dropped=0, reason="")
     )
-    stats_dict = stats.to_dict() | {"seconds": time.perf_counter() - started}
-    return replace(read, catalog=catalog, cache_stats=stats_dict)
+    seconds = time.perf_counter() - started
+    return replace(read, catalog=catalog, cache_stats=stats | {"seconds": seconds})
 
 
 def _refresh(
@@ -247,7 +208,7 @@ def _refresh(
     *,
     full_rebuild: bool,
     progress: ProgressCallback | None,
-) -> tuple[ResultsRead, CacheStats]:
+) -> tuple[ResultsRead, dict[str, Any]]:
     """Bring the cache up to date with `files`.
 
     Returns their scores, catalog, warnings and rejected files (with the
@@ -258,9 +219,12 @@ def _refresh(
     columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
     pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
-    with opened(cache) as moved:
-        entries, rows, stat_ns, reason = _previous(
-            cache, pairs_hash, moved=moved, full_rebuild=full_rebuild
+    with opened(cache) as damaged:
+        entries, rows, stat_ns, reason = load(
+            cache,
+            pairs_hash,
+            parser=parser_key(),
+            discard="--full rebuild asked for" if full_rebuild else damaged,
         )
         started_ns = time.time_ns()  # before any stat: the next run's racy line
         current = _stat(files)
@@ -334,20 +298,6 @@ def _checked_new(
     return new_entries, new_rows
 
 
-def _previous(
-    cache: Path, pairs_hash: str, *, moved: str, full_rebuild: bool
-) -> tuple[pa.Table, pa.Table, int, str]:
-    """What the cache held (entries, rows, stat time), and why it was discarded."""
-    if not full_rebuild and not moved:
-        return load(cache, pairs_hash, parser=parser_key())
-    reason = (
-        "--full rebuild asked for"
-        if full_rebuild
-        else f"corrupt: {INDEX} was not a file (moved aside to {moved})"
-    )
-    return empty_table(ENTRIES), empty_table(ROWS), 0, reason
-
-
 def _stats(
     cache: Path,
     status: npt.NDArray[np.object_],
@@ -355,20 +305,33 @@ def _stats(
     hashed: int,
     dropped: int,
     reason: str,
-) -> CacheStats:
-    """The figures of a refresh from each file's status (``parsed``, ``cached``, ``rejected``)."""
-    return CacheStats(
-        directory=str(cache),
-        seen=len(status),
-        parsed=int(np.count_nonzero(status == "parsed")),
-        cached=int(np.count_nonzero(status == "cached")),
-        rejected=int(np.count_nonzero(status == "rejected")),
-        dropped=dropped,
-        rebuilt=bool(reason),
-        rebuild_reason=reason,
-        hashed=hashed,
-        seconds=0.0,
-    )
+) -> dict[str, Any]:
+    """What one refresh of the cache did, from each file's status, as a JSON-ready dict.
+
+    Returns:
+        ``directory`` (the cache directory); ``seen`` (results files found in
+        the inputs); ``parsed`` (files parsed this run, new or changed, and
+        accepted); ``cached`` (taken from the cache: unchanged stat, or read
+        and hashed to the cached content); ``rejected`` (this run or
+        remembered, with reasons in the file catalog); ``hashed`` (read and
+        hashed this run: the rest were trusted on their unchanged stat, their
+        ``sha256_verified`` is false); ``dropped`` (cache entries whose file
+        is gone); ``rebuilt`` (the previous cache was discarded) and
+        ``rebuild_reason`` (why; '' if not rebuilt, or there was none);
+        ``seconds`` (the refresh's wall time, filled in by the caller).
+    """
+    return {
+        "directory": str(cache),
+        "seen": len(status),
+        "parsed": int(np.count_nonzero(status == "parsed")),
+        "cached": int(np.count_nonzero(status == "cached")),
+        "rejected": int(np.count_nonzero(status == "rejected")),
+        "hashed": hashed,
+        "dropped": dropped,
+        "rebuilt": bool(reason),
+        "rebuild_reason": reason,
+        "seconds": 0.0,
+    }
 
 
 def _rejected_variants(
@@ -596,35 +559,18 @@ def _parse(
     key: str, scanned: ScannedFile, *, stat: dict[str, int]
 ) -> tuple[dict[str, Any], HarnessFile | None]:
     """One scanned file's cache entry; a file that does not parse is rejected."""
-    entry: dict[str, Any] = {
+    entry = _BLANK_ENTRY | {
         "path": key,
         **stat,  # taken before the read: a change during the run is seen next time
         "size": scanned.size,  # of the bytes hashed and parsed
         "sha256": scanned.sha256,
         "status": "ok",
-        "reason": "",
-        "model": "",
-        "precision": "",
-        "revision": "",
-        "chat_template": False,
-        "timestamp": "",
-        "n_ignored": 0,
-        "n_rows": 0,
-        "ignored": "",
-        "variant_from": "",
     }
     parsed = scanned.parsed
     if parsed is None:
         entry = _rejected(entry, first_line(str(scanned.error)))
         if scanned.variant is not None:  # its config was read before it failed
-            model, precision, revision, chat_template = scanned.variant
-            entry |= {
-                "model": model,
-                "precision": precision,
-                "revision": revision,
-                "chat_template": chat_template,
-                "variant_from": "file",
-            }
+            entry |= dict(zip(_VARIANT, (*scanned.variant, "file"), strict=True))
         return entry, None
     return entry | {
         "variant_from": "file",
@@ -664,6 +610,11 @@ def _earlier_variant(entries: pa.Table, at: int, path: Path) -> dict[str, Any]:
 
 #: The fields of an entry that name its variant, and where they come from.
 _VARIANT = ("model", "precision", "revision", "chat_template", "variant_from")
+#: An entry before its file is read: every field of :data:`ENTRIES` empty.
+_BLANK_ENTRY: dict[str, Any] = {
+    field.name: {pa.string(): "", pa.bool_(): False}.get(field.type, 0)
+    for field in ENTRIES
+}
 
 
 def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:

@@ -54,6 +54,8 @@ __all__ = [
 CACHE_FORMAT = 6
 #: The index's name in the cache directory.
 INDEX = "lbnorm-cache.json"
+#: The index's plain fields and their types (``entries`` and ``rows`` name files).
+_INDEX_FIELDS = {"format": int, "lbnorm": str, "pairs": str, "stat_ns": int}
 _GENERATION = re.compile(r"(entries|rows)-[0-9a-f]{12}\.parquet")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -137,8 +139,8 @@ def opened(cache: Path) -> Iterator[str]:
     """Hold the cache directory for the block: created, locked, its index's place cleared.
 
     Yields:
-        The name what stood where the index belongs was moved aside to ('' if
-        nothing was).
+        Why the cache is discarded if something that is not a file stood where
+        the index belongs (it was moved aside); else ''.
 
     Raises:
         OutputError: The directory cannot be created or locked, or another run
@@ -157,15 +159,18 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 
 
 def load(
-    cache: Path, pairs_hash: str, *, parser: str
+    cache: Path, pairs_hash: str, *, parser: str, discard: str = ""
 ) -> tuple[pa.Table, pa.Table, int, str]:
     """The cached entries and rows, when its files were stat'ed, and why they were discarded.
 
     Whatever the directory holds, this returns: a damaged cache is a reason to
     rebuild, never an error. `parser` is the results parser's key
     (:func:`lbnorm.readers.cache.parser_key`): a cache of another is discarded.
+    A `discard` reason given (``--full``, an index moved aside) discards it unread.
     """
     empty = empty_table(ENTRIES), empty_table(ROWS)
+    if discard:
+        return *empty, 0, discard
     meta_path = cache / INDEX
     if not meta_path.is_file():  # none yet (a non-file was moved aside first)
         return *empty, 0, ""
@@ -215,10 +220,7 @@ def _check_index(meta: object) -> dict[str, Any]:
         msg = f"the index is not a JSON object: {json.dumps(meta)[:80]}"
         raise ValueError(msg)  # a list, a string, null
     is_valid = (
-        isinstance(meta.get("format"), int)
-        and isinstance(meta.get("lbnorm"), str)
-        and isinstance(meta.get("pairs"), str)
-        and isinstance(meta.get("stat_ns"), int)
+        all(isinstance(meta.get(name), kind) for name, kind in _INDEX_FIELDS.items())
         and not isinstance(meta.get("stat_ns"), bool)
         and 0 <= meta["stat_ns"] < 2**63
         and all(
@@ -240,7 +242,7 @@ def _check_index(meta: object) -> dict[str, Any]:
 
 
 def _clear_index_place(cache: Path) -> str:
-    """Move aside what is not a file where the index belongs; return its new name.
+    """Move aside what is not a file where the index belongs; return why the cache is discarded.
 
     A directory, a pipe or a dangling link named ``lbnorm-cache.json`` would make
     every run fail to write the index (or, a pipe, block reading it). It is
@@ -258,7 +260,7 @@ def _clear_index_place(cache: Path) -> str:
             f"({exc.strerror}).\nHint: remove it, or choose another --cache directory."
         )
         raise OutputError(msg) from exc
-    return aside.name
+    return f"corrupt: {INDEX} was not a file (moved aside to {aside.name})"
 
 
 def store(
