@@ -44,7 +44,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm._runtime import check_cancelled, read_ahead
+from lbnorm._runtime import check_cancelled
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
@@ -59,6 +59,7 @@ from lbnorm.readers.samples import (
     _Sums,
     open_sample_table,
     sample_file_task,
+    stream_sample_table,
     variant_of,
 )
 from lbnorm.suites import Benchmark, Suite
@@ -82,7 +83,6 @@ _I64 = npt.NDArray[np.int64]
 _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
-_BATCH_ROWS = 1 << 20
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -465,20 +465,12 @@ class _Build:
             for n in (*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value")
             if n in schema.names
         ]
-        first = 1
-        batches = read_ahead(
-            file.iter_batches(batch_size=_BATCH_ROWS, columns=[*columns, *clusters])
+        stream_sample_table(
+            path,
+            file,
+            [*columns, *clusters],
+            lambda batch, first: self.add_batch(batch, source, first, wanted),
         )
-        try:
-            for batch in batches:
-                check_cancelled()
-                self.add_batch(batch, source, first, wanted)
-                first += batch.num_rows
-        except (pa.ArrowException, OSError) as exc:
-            msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
-            raise InputError(msg) from exc
-        finally:
-            batches.close()
 
     def add_batch(
         self,

@@ -32,7 +32,7 @@ sample inputs loads no pandas.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import BatchThread, read_ahead
+from lbnorm._runtime import BatchThread, check_cancelled, read_ahead
 from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import SAMPLES_FILE
@@ -61,6 +61,7 @@ __all__ = [
     "open_sample_table",
     "read_samples",
     "sample_file_task",
+    "stream_sample_table",
     "variant_of",
 ]
 
@@ -381,25 +382,49 @@ def aggregate_samples_table(
     if sink is not None:
         columns += [c for c in sink.columns if c in schema.names and c not in columns]
     sums = _Sums(subtasks, rules)
+
+    def take(batch: pa.RecordBatch, first: int) -> None:
+        sums.add_rows(batch, source=str(path), first_row=first)
+        if sink is not None:  # (summed on the batch thread meanwhile)
+            sink.add_batch(batch, path=path, first_row=first)
+
+    try:
+        stream_sample_table(path, file, columns, take, batch_rows=batch_rows)
+        sums.wait()
+    except BaseException:
+        sums.settle()  # a bad row of the batch before came first
+        raise
+    return sums.result(), sums.n_ignored
+
+
+def stream_sample_table(
+    path: Path,
+    file: pq.ParquetFile,
+    columns: list[str],
+    take: Callable[[pa.RecordBatch, int], None],
+    *,
+    batch_rows: int = _BATCH_ROWS,
+) -> None:
+    """Hand each batch of a sample table to `take`, with its first row's number.
+
+    The next batch is read on a second thread while `take` works; a cancelled
+    run stops between two batches.
+
+    Raises:
+        InputError: A damaged page or row group (named by the row it starts at).
+    """
     first = 1
     batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
     try:
         for batch in batches:
-            sums.add_rows(batch, source=str(path), first_row=first)
-            if sink is not None:  # (summed on the batch thread meanwhile)
-                sink.add_batch(batch, path=path, first_row=first)
+            check_cancelled()
+            take(batch, first)
             first += batch.num_rows
-        sums.wait()
     except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
-        sums.settle()  # a bad row of the batch before came first
         msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
         raise InputError(msg) from exc
-    except BaseException:
-        sums.settle()
-        raise
     finally:
         batches.close()  # its reading thread stops here, not when collected
-    return sums.result(), sums.n_ignored
 
 
 def open_sample_table(
