@@ -108,7 +108,7 @@ def _read_lines(
     path: Path,
     wanted: Sequence[tuple[str, str]],
     *,
-    on_line: Callable[[int, str, dict[str, Any]], None] | None = None,
+    on_line: Callable[[int, str, dict[str, Any]], None],
 ) -> tuple[dict[str, list[int]], list[tuple[list[Any], bool]]]:
     """The slow, exact reading: each line parsed alone; the first problem is raised.
 
@@ -141,8 +141,7 @@ def _read_lines(
             raise InputError(msg)
         seen[kept, doc] = number
         doc_ids[kept].append(doc)
-        if on_line is not None:
-            on_line(number, kept, line)
+        on_line(number, kept, line)
         for name, metric_filter in wanted:
             if (metric_filter or "none") == kept:
                 collected[name, metric_filter].append(

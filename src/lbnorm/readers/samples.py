@@ -167,7 +167,7 @@ def read_samples(
                     }
                 )
             )
-    scores = pa.concat_tables(frames) if frames else _empty_scores()
+    scores = pa.concat_tables(frames) if frames else _OUTPUT.empty_table()
     catalog = pa.concat_tables(catalogs) if catalogs else _empty_catalog()
     if taken is not None and taken.num_rows and scores.num_rows:
         scores, catalog = _without_taken(scores, catalog, taken)
@@ -184,15 +184,12 @@ def _without_taken(
     """
     n_scores = scores.num_rows
     keys = [*KEY_COLUMNS, "benchmark", "subtask"]
+    types = [pa.bool_() if key == "chat_template" else pa.string() for key in keys]
     both = [
         pa.chunked_array(
-            [
-                *scores[key].cast(_key_type(key)).chunks,
-                *taken[key].cast(_key_type(key)).chunks,
-            ],
-            type=_key_type(key),
+            [*scores[key].cast(type_).chunks, *taken[key].cast(type_).chunks], type_
         )
-        for key in keys
+        for key, type_ in zip(keys, types, strict=True)
     ]
     codes = _row_codes(both)
     given = codes[n_scores:]
@@ -228,10 +225,6 @@ def _without_taken(
         catalog.schema.get_field_index("superseded_by"), "superseded_by", superseded_by
     )
     return kept, catalog
-
-
-def _key_type(name: str) -> pa.DataType:
-    return pa.bool_() if name == "chat_template" else pa.string()
 
 
 def _row_codes(columns: Sequence[pa.ChunkedArray]) -> _I64:
@@ -731,7 +724,7 @@ class _Sums:
         """The scores: mean, ``mean_stderr`` and documents per group."""
         self.wait()
         if not self._parts:
-            return _empty_scores()
+            return _OUTPUT.empty_table()
         merged = self._merged()
         count, listed = merged.count, merged.listed
         mixed = (listed > 0) & (listed < count)
@@ -884,10 +877,6 @@ class _Sums:
         )
         msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
         raise InputError(msg)
-
-
-def _empty_scores() -> pa.Table:
-    return _OUTPUT.empty_table()
 
 
 def _empty_catalog() -> pa.Table:
