@@ -48,7 +48,7 @@ from lbnorm._runtime import check_cancelled
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.readers.item_documents import Documents
+from lbnorm.readers.item_documents import Documents, KeyNumbers, number_keys
 from lbnorm.readers.sample_lines import (
     DocumentKey,
     document_key_of,
@@ -404,7 +404,7 @@ class _Build:
         self.variants: dict[tuple[str, str, str, str, bool], int] = {}
         self.sources: list[dict[str, None]] = []
         self.is_list = np.zeros(self.n_pairs, dtype=np.int8)  # 0 unknown, 1 no, 2 yes
-        self.listed: list[tuple[pa.Array, _I64] | None] = [None] * self.n_pairs
+        self.listed: list[KeyNumbers | None] = [None] * self.n_pairs
         self.n_columns = np.zeros(self.n_pairs, dtype=np.int64)  # list-valued pairs
         self.capacity = np.zeros(self.n_pairs, dtype=np.int64)
         self.offset = np.zeros(self.n_pairs, dtype=np.int64)
@@ -718,28 +718,9 @@ class _Build:
     def _list_columns(self, pair: int, number: _I64, position: _I64) -> _I64:
         """The columns of (document, position) items of a list-valued metric."""
         key = numbers(number * (1 << 20) + position, pa.int64())
-        known = self.listed[pair]
-        if known is None:
-            found = np.full(len(key), -1, dtype=np.int64)
-        else:
-            found = to_numpy(
-                pc.index_in(key, value_set=known[0]).cast(pa.int64()), null=-1
-            ).copy()
-        new = found < 0
-        if new.any():
-            fresh = pc.unique(key.filter(booleans(new)))
-            base = int(self.n_columns[pair])
-            self.n_columns[pair] += len(fresh)
-            column = base + np.arange(len(fresh), dtype=np.int64)
-            self.listed[pair] = (
-                (fresh, column)
-                if known is None
-                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], column])
-            )
-            known = self.listed[pair]
-            assert known is not None
-            at = to_numpy(pc.index_in(key, value_set=known[0]).cast(pa.int64()))
-            found = known[1][at]
+        start = int(self.n_columns[pair])
+        found, self.listed[pair], fresh = number_keys(self.listed[pair], key, start)
+        self.n_columns[pair] += len(fresh)
         return found
 
     def _width(self, pair: int) -> int:
