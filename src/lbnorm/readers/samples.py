@@ -396,18 +396,20 @@ def stream_sample_table(
     columns: list[str],
     take: Callable[[pa.RecordBatch, int], None],
     *,
-    batch_rows: int = _BATCH_ROWS,
+    batch_rows: int | None = None,
 ) -> None:
     """Hand each batch of a sample table to `take`, with its first row's number.
 
     The next batch is read on a second thread while `take` works; a cancelled
-    run stops between two batches.
+    run stops between two batches. `batch_rows`: rows per batch (None: a
+    million).
 
     Raises:
         InputError: A damaged page or row group (named by the row it starts at).
     """
     first = 1
-    batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
+    size = batch_rows or _BATCH_ROWS
+    batches = read_ahead(file.iter_batches(batch_size=size, columns=columns))
     try:
         for batch in batches:
             check_cancelled()
