@@ -637,21 +637,14 @@ class _Build:
             uniques = to_numpy(encoded.dictionary)
             present = np.arange(uniques.size)
             lookup = np.full(uniques.size, -1, dtype=np.int64)
-        digits = []
-        rest = np.asarray(uniques, dtype=np.int64)
-        for width in radix[::-1]:
-            rest, digit = np.divmod(rest, width)
-            digits.append(digit)
-        digits.reverse()
-        keys = zip(
-            *[
-                [entries[k][d] for d in digits[k].tolist()]
-                for k in range(len(KEY_COLUMNS))
-            ],
-            strict=True,
-        )
+        digits = np.unravel_index(np.asarray(uniques, dtype=np.int64), radix)
+        keys = [
+            [values[d] for d in digit.tolist()]
+            for values, digit in zip(entries, digits, strict=True)
+        ]
         lookup[present] = [
-            self._variant((source.tag, *key), str(source.path)) for key in keys
+            self._variant((source.tag, *key), str(source.path))
+            for key in zip(*keys, strict=True)
         ]  # a step per variant of the batch, not per row
         return np.asarray(lookup[row_unique], dtype=np.int64)
 
