@@ -231,65 +231,6 @@ def read_items(
     return collector.finish()
 
 
-class ItemCollector:
-    """An item matrix built as inputs come: sample tables a batch at a time, files whole.
-
-    ``lbnorm run --paired`` hands it to the aggregation of sample tables
-    (:class:`lbnorm.readers.samples.BatchSink`), so that a table is read once
-    for its scores and its items; the sample files are added after.
-
-    Args:
-        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
-        models: Take only these models' rows (None: all).
-    """
-
-    def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
-        self._build = _Build(suite)
-        self._wanted = None if models is None else set(models)
-        keys = {key for key in self._build.cluster_key if key}
-        self._columns = ("doc_id", "item", *sorted(keys))
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns of a sample table it reads beyond the aggregation's."""
-        return self._columns
-
-    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
-        """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
-        if "doc_id" not in batch.schema.names:
-            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
-            raise InputError(msg)
-        self._build.add_batch(batch, ItemSource(path=path), first_row, self._wanted)
-
-    def add_sources(self, sources: Sequence[ItemSource]) -> None:
-        """Add sample tables (streamed) and sample files (each read whole).
-
-        The tables first: a task a table gives is matched by ``doc_id`` in every
-        input (a table records no ``doc_hash``).
-        """
-        build = self._build
-        for source in sources:
-            if source.path.suffix.lower() != ".jsonl":
-                build.add_table(source, self._wanted)
-        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
-        keys = task_keys([source.path for source in jsonl])
-        seen: dict[Path, tuple[str, str, str, bool]] = {}
-        for source in jsonl:  # a file, not a line, a step
-            check_cancelled()
-            task, stamp = sample_file_task(source.path)
-            if task not in build.task_number:
-                continue
-            variant = variant_of(source.path, stamp, seen)
-            if self._wanted is not None and variant[0] not in self._wanted:
-                continue
-            given = build.task_key[build.task_number[task]]
-            build.add_file(source, task, variant, given or keys.get(task, "doc_id"))
-
-    def finish(self) -> Items:
-        """The item matrix, checked (no (variant, item) given twice)."""
-        return self._build.finish()
-
-
 def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> _I64:
     """Each row of `keys` (the variant key columns): its row in `items`, or -1.
 
@@ -369,10 +310,19 @@ def _joined(keys: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
 
-class _Build:
-    """The item matrix as inputs come: variants, documents, columns and codes."""
+class ItemCollector:
+    """An item matrix built as inputs come: sample tables a batch at a time, files whole.
 
-    def __init__(self, suite: Suite) -> None:
+    ``lbnorm run --paired`` hands it to the aggregation of sample tables
+    (:class:`lbnorm.readers.samples.BatchSink`), so that a table is read once
+    for its scores and its items; the sample files are added after.
+
+    Args:
+        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
+        models: Take only these models' rows (None: all).
+    """
+
+    def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
         rows = [s for b in suite.benchmarks for s in b.subtasks]
         left_out = unpaired_benchmarks(suite)
         is_paired = [
@@ -413,10 +363,48 @@ class _Build:
         self.is_float = np.zeros(self.n_pairs, dtype=bool)
         self.n_put = 0
         self.n_duplicated = np.zeros(self.n_pairs, dtype=np.int64)
+        self._wanted = None if models is None else set(models)
+        keys = {key for key in self.cluster_key if key}
+        self._read_columns = ("doc_id", "item", *sorted(keys))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of a sample table it reads beyond the aggregation's."""
+        return self._read_columns
+
+    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
+        """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
+        if "doc_id" not in batch.schema.names:
+            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
+            raise InputError(msg)
+        self._add_rows(batch, ItemSource(path=path), first_row)
+
+    def add_sources(self, sources: Sequence[ItemSource]) -> None:
+        """Add sample tables (streamed) and sample files (each read whole).
+
+        The tables first: a task a table gives is matched by ``doc_id`` in every
+        input (a table records no ``doc_hash``).
+        """
+        for source in sources:
+            if source.path.suffix.lower() != ".jsonl":
+                self._add_table(source)
+        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
+        keys = task_keys([source.path for source in jsonl])
+        seen: dict[Path, tuple[str, str, str, bool]] = {}
+        for source in jsonl:  # a file, not a line, a step
+            check_cancelled()
+            task, stamp = sample_file_task(source.path)
+            if task not in self.task_number:
+                continue
+            variant = variant_of(source.path, stamp, seen)
+            if self._wanted is not None and variant[0] not in self._wanted:
+                continue
+            given = self.task_key[self.task_number[task]]
+            self._add_file(source, task, variant, given or keys.get(task, "doc_id"))
 
     # --- inputs ---------------------------------------------------------------------
 
-    def add_file(
+    def _add_file(
         self,
         source: ItemSource,
         task: str,
@@ -451,7 +439,7 @@ class _Build:
             column = self._columns(rows, number, position, lambda _: str(source.path))
             self._put(np.full(number.size, v, np.int64), rows, column, got.values)
 
-    def add_table(self, source: ItemSource, wanted: set[str] | None) -> None:
+    def _add_table(self, source: ItemSource) -> None:
         """Add a Parquet sample table's items, a batch at a time."""
         path = source.path
         file, schema = open_sample_table(path, hint=_HINT_TABLE)
@@ -469,17 +457,11 @@ class _Build:
             path,
             file,
             [*columns, *clusters],
-            lambda batch, first: self.add_batch(batch, source, first, wanted),
+            lambda batch, first: self._add_rows(batch, source, first),
         )
 
-    def add_batch(
-        self,
-        batch: pa.RecordBatch,
-        source: ItemSource,
-        first: int,
-        wanted: set[str] | None,
-    ) -> None:
-        path = source.path
+    def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
+        path, wanted = source.path, self._wanted
         if wanted is not None:
             batch = batch.filter(
                 pc.is_in(
