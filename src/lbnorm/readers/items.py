@@ -58,6 +58,7 @@ from lbnorm.readers.sample_lines import (
 from lbnorm.readers.samples import (
     _Sums,
     open_sample_table,
+    row_codes,
     sample_file_task,
     stream_sample_table,
     variant_of,
@@ -246,10 +247,10 @@ def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> _I64:
     """
     is_side = pc.equal(items.variants["tag"], scalar(tag, pa.string()))
     mine = items.variants.filter(is_side)
-    at = np.flatnonzero(to_numpy(is_side))
-    found = pc.index_in(_joined(keys), value_set=_joined(mine))
-    index = to_numpy(found.cast(pa.int64()), null=-1)
-    return np.where(index >= 0, at[np.maximum(index, 0)] if at.size else -1, -1)
+    code = row_codes([(keys[name], mine[name]) for name in KEY_COLUMNS])
+    row_of = np.full(int(code.max(initial=-1)) + 1, -1, dtype=np.int64)
+    row_of[code[keys.num_rows :]] = np.flatnonzero(to_numpy(is_side))
+    return row_of[code[: keys.num_rows]]
 
 
 def without_scores(
@@ -295,19 +296,6 @@ def without_scores(
             values[rows] = np.nan
         cleared[k] = replace(subtask, codes=codes, values=values)
     return replace(items, subtasks=tuple(cleared))
-
-
-def _joined(keys: pa.Table) -> pa.Array:
-    """One text key per row of the variant key columns."""
-    parts = [
-        pc.cast(keys[name], pa.string()).combine_chunks()
-        if name != "chat_template"
-        else pc.if_else(
-            keys[name], scalar("1", pa.string()), scalar("0", pa.string())
-        ).combine_chunks()
-        for name in KEY_COLUMNS
-    ]
-    return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
 
 
 class ItemCollector:

@@ -60,6 +60,7 @@ __all__ = [
     "aggregate_samples_table",
     "open_sample_table",
     "read_samples",
+    "row_codes",
     "sample_file_task",
     "stream_sample_table",
     "variant_of",
@@ -184,14 +185,7 @@ def _without_taken(
     """
     n_scores = scores.num_rows
     keys = [*KEY_COLUMNS, "benchmark", "subtask"]
-    types = [pa.bool_() if key == "chat_template" else pa.string() for key in keys]
-    both = [
-        pa.chunked_array(
-            [*scores[key].cast(type_).chunks, *taken[key].cast(type_).chunks], type_
-        )
-        for key, type_ in zip(keys, types, strict=True)
-    ]
-    codes = _row_codes(both)
+    codes = row_codes([(scores[key], taken[key]) for key in keys])
     given = codes[n_scores:]
     found, first_given = np.unique(given, return_index=True)
     where = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
@@ -199,10 +193,7 @@ def _without_taken(
     match = where[codes[:n_scores]]  # each score's results row, or -1
     won = match >= 0
     # the files (catalog paths, then the scores' sources) coded alike
-    paths = catalog["path"].cast(pa.string())
-    files = _row_codes(
-        [pa.chunked_array([*paths.chunks, *scores["source"].cast(pa.string()).chunks])]
-    )
+    files = row_codes([(catalog["path"], scores["source"])])
     path_code, source_code = files[: catalog.num_rows], files[catalog.num_rows :]
     size = int(files.max()) + 1
     used = np.bincount(source_code[~won], minlength=size)
@@ -227,11 +218,27 @@ def _without_taken(
     return kept, catalog
 
 
-def _row_codes(columns: Sequence[pa.ChunkedArray]) -> _I64:
-    """Dense codes of the rows of `columns` (equal rows, equal codes; null is a value)."""
-    code = np.zeros(len(columns[0]), dtype=np.int64)
-    for column in columns:
-        index, size = _factorize(column.combine_chunks())
+def row_codes(pairs: Sequence[tuple[pa.ChunkedArray, pa.ChunkedArray]]) -> _I64:
+    """Dense codes of the rows of two tables' key columns, the first table's rows first.
+
+    Args:
+        pairs: Per key, the first table's column and the second's: text, or
+            booleans (``chat_template``) where the first's are.
+
+    Returns:
+        A code per row of both tables: equal keys, equal codes (null is a value).
+
+    Examples:
+        >>> row_codes([(pa.chunked_array([["a", "b"]]), pa.chunked_array([["b"]]))]).tolist()
+        [0, 1, 1]
+    """
+    code = np.zeros(len(pairs[0][0]) + len(pairs[0][1]), dtype=np.int64)
+    for first, second in pairs:
+        type_ = pa.bool_() if pa.types.is_boolean(first.type) else pa.string()
+        both = pa.chunked_array(
+            [*first.cast(type_).chunks, *second.cast(type_).chunks], type_
+        )
+        index, size = _factorize(both.combine_chunks())
         code = _factorize(numbers(code * size + index, pa.int64()))[0]
     return code
 
