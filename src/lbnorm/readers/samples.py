@@ -142,6 +142,7 @@ def read_samples(
         InputError: A file cannot be read, or holds a bad line, row or value.
     """
     jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
+    tables = [path for path in paths if path.suffix.lower() != ".jsonl"]
     frames: list[pa.Table] = []
     catalogs: list[pa.Table] = []
     if jsonl:
@@ -151,25 +152,28 @@ def read_samples(
             numbers(np.zeros(catalog.num_rows, dtype=np.int64), pa.int64())
         )
         catalogs.append(catalog.add_column(1, "format", formats))
-    for path in paths:
-        if path.suffix.lower() != ".jsonl":
-            scores, n_ignored = aggregate_samples_table(
-                path, subtasks, rules=rules, sink=sink
+    rows, ignored = [], []
+    for path in tables:
+        scores, n_ignored = aggregate_samples_table(
+            path, subtasks, rules=rules, sink=sink
+        )
+        frames.append(scores)
+        rows.append(scores.num_rows)
+        ignored.append(n_ignored)
+    if tables or not catalogs:  # (no files at all: the catalog's empty table)
+        catalogs.append(
+            pa.table(
+                {
+                    "path": strings([str(path) for path in tables]),
+                    "format": strings(["sample-table"] * len(tables)),
+                    "rows": numbers(np.array(rows, dtype=np.int64), pa.int64()),
+                    "superseded_by": strings([None] * len(tables)),
+                    "n_ignored": numbers(np.array(ignored, dtype=np.int64), pa.int64()),
+                }
             )
-            frames.append(scores)
-            catalogs.append(
-                pa.table(
-                    {
-                        "path": strings([str(path)]),
-                        "format": strings(["sample-table"]),
-                        "rows": numbers(np.array([scores.num_rows]), pa.int64()),
-                        "superseded_by": strings([None]),
-                        "n_ignored": numbers(np.array([n_ignored]), pa.int64()),
-                    }
-                )
-            )
+        )
     scores = pa.concat_tables(frames) if frames else _OUTPUT.empty_table()
-    catalog = pa.concat_tables(catalogs) if catalogs else _empty_catalog()
+    catalog = pa.concat_tables(catalogs)
     if taken is not None and taken.num_rows and scores.num_rows:
         scores, catalog = _without_taken(scores, catalog, taken)
     return scores, catalog
@@ -886,18 +890,6 @@ class _Sums:
         )
         msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
         raise InputError(msg)
-
-
-def _empty_catalog() -> pa.Table:
-    return pa.schema(
-        [
-            ("path", pa.string()),
-            ("format", pa.string()),
-            ("rows", pa.int64()),
-            ("superseded_by", pa.string()),
-            ("n_ignored", pa.int64()),
-        ]
-    ).empty_table()
 
 
 def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, _F64]:
