@@ -1,13 +1,13 @@
 """A harness sample file's lines: their metrics' values, for scores and for items.
 
 ``samples_<task>_<timestamp>.jsonl`` holds one JSON object per document with
-``doc_id``, ``filter`` and one field per metric. :mod:`lbnorm.readers.samples`
-reads it for scores (:func:`read_metric_values`) and :mod:`lbnorm.readers.items`
-for items (:func:`read_metric_items`: each metric's documents, values and
-clusters), both through one reading: first Arrow's JSON reader parses only the
-fields needed (``doc_id``, ``filter``, ``doc_hash`` where documents are matched
-by it, the suite's metrics and the cluster key's path); a file Arrow refuses,
-or whose lines break a rule, is read again line by line (:func:`_items_by_line`),
+``doc_id``, ``filter`` and one field per metric. :func:`read_metric_items`
+reads each metric's documents, values and clusters, for scores
+(:mod:`lbnorm.readers.samples`) and for items (:mod:`lbnorm.readers.items`):
+first Arrow's JSON reader parses only the fields needed (``doc_id``,
+``filter``, ``doc_hash`` where documents are matched by it, the suite's metrics
+and the cluster key's path); a file Arrow refuses, or whose lines break a
+rule, is read again line by line (:func:`_items_by_line`),
 which names the first bad line and key: a ``doc_id`` that is not an integer or
 repeats for its filter, a metric missing or not a finite number, boolean or
 list of them, a metric with no document, or a list in some lines only.
@@ -40,7 +40,6 @@ __all__ = [
     "ParsedMetric",
     "document_key_of",
     "read_metric_items",
-    "read_metric_values",
     "task_keys",
 ]
 
@@ -429,21 +428,3 @@ def _cluster_array(values: list[Any]) -> pa.Array:
     if kinds <= {bool}:
         return booleans(np.array(values, dtype=bool))
     return strings([str(v) for v in values])
-
-
-def read_metric_values(
-    path: Path, metrics: list[str]
-) -> list[tuple[FloatArray, int, bool]]:
-    """Per suite metric (``name,filter``) of a file: its values, documents and list-ness.
-
-    A list-valued metric's values are flattened (lm-eval's ``agg_inst_level_acc``).
-    """
-    wanted = [metric.partition(",")[::2] for metric in metrics]
-    out = []
-    parsed = read_metric_items(path, wanted, "doc_id", None)
-    for (name, _), metric in zip(wanted, parsed, strict=True):
-        if not metric.values.size:
-            msg = f"{path}: {name!r} lists are empty in every line.\n{HINT_LINE}"
-            raise InputError(msg)
-        out.append((metric.values, len(metric.documents), metric.lengths is not None))
-    return out

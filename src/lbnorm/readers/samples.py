@@ -49,7 +49,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import SAMPLES_FILE
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
-from lbnorm.readers.sample_lines import read_metric_values
+from lbnorm.readers.sample_lines import HINT_LINE, read_metric_items
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -300,9 +300,15 @@ def aggregate_samples_files(
             continue
         code = sums.variant_code(variant)
         wanted = pairs_of[task]
-        metrics = [sums.columns["metric"][pair] for pair in wanted]
-        parsed = read_metric_values(Path(name), metrics)
-        for pair, (values, documents, is_list) in zip(wanted, parsed, strict=True):
+        metrics = [sums.columns["metric"][pair].partition(",")[::2] for pair in wanted]
+        parsed = read_metric_items(Path(name), metrics, "doc_id", None)
+        for pair, (metric, _), got in zip(wanted, metrics, parsed, strict=True):
+            if not got.values.size:
+                msg = f"{name}: {metric!r} lists are empty in every line.\n{HINT_LINE}"
+                raise InputError(msg)
+            # a list-valued metric's values flattened (lm-eval's agg_inst_level_acc)
+            values, documents = got.values, len(got.documents)
+            is_list = got.lengths is not None
             if rules is not None:  # the subtask's per-instance values
                 values, kept = rules.values_for(pair, values, source=name)
                 documents = documents if is_list else kept
