@@ -329,6 +329,27 @@ def test_bad_tables_are_named(tmp_path: Path, frame: pd.DataFrame, match: str) -
         read_items([source], V2)
 
 
+@pytest.mark.parametrize("models", [None, ["a/b"]], ids=["all", "one-model"])
+def test_a_bad_row_is_named_by_its_row_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: list[str] | None
+) -> None:
+    # rows 1-8: a/b and c/d alternate; the file is read 3 rows at a time and, with
+    # `models`, c/d's rows are left out first: the row numbers stay the file's
+    frame = gpqa_rows(["a/b", "c/d"], [0, 1, 2, 3]).sort_values("doc_id", kind="stable")
+    flags = pd.array([False] * 6 + [None, False], dtype="boolean")  # row 7 (a/b's)
+    frame = frame.assign(chat_template=flags, value=0.5)
+    frame.loc[frame.index[4], "value"] = np.inf  # row 5 (a/b's): not finite
+    monkeypatch.setattr(samples_module, "_BATCH_ROWS", 3)
+    source = write_table(tmp_path / "t.parquet", frame)
+    with pytest.raises(InputError, match=r"value is not finite in row\(s\) 5\.\nHint:"):
+        read_items([source], V2, models=models)
+    source = write_table(tmp_path / "t.parquet", frame.assign(value=0.5))
+    with pytest.raises(
+        InputError, match=r"chat_template is null in row\(s\) 7\.\nHint:"
+    ):
+        read_items([source], V2, models=models)
+
+
 def test_a_table_cluster_column_missing_or_null_is_an_error(tmp_path: Path) -> None:
     text = V2.text.replace(
         'task = "leaderboard_gpqa_main", metric = "acc_norm,none", num_choices = 4, n_samples = 448 }',

@@ -450,20 +450,19 @@ class ItemCollector:
 
     def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
         path, wanted = source.path, self._wanted
+        rows = np.arange(first, first + batch.num_rows)  # each row's number in the file
         if wanted is not None:
-            batch = batch.filter(
-                pc.is_in(
-                    batch.column("model"),
-                    value_set=strings(sorted(wanted)),
-                )
+            keep = to_numpy(
+                pc.is_in(batch.column("model"), value_set=strings(sorted(wanted)))
             )
+            batch, rows = batch.filter(booleans(keep)), rows[keep]
         if not batch.num_rows:
             return
         for name in ("model", "task", "metric", "doc_id", "value"):
             if batch.column(name).null_count:
                 _Sums._bad_rows(
                     str(path),
-                    first,
+                    rows,
                     name,
                     "null",
                     to_numpy(batch.column(name).is_null()),
@@ -471,15 +470,12 @@ class ItemCollector:
         pair = self._pairs(batch)
         kept = pair >= 0
         if not kept.all():
-            batch, pair = batch.filter(booleans(kept)), pair[kept]
-            first_rows = np.flatnonzero(kept) + first
-        else:
-            first_rows = None
+            batch, pair, rows = batch.filter(booleans(kept)), pair[kept], rows[kept]
         if not batch.num_rows:
             return
 
         def row_of(at: int) -> int:
-            return int(first_rows[at]) if first_rows is not None else first + at
+            return int(rows[at])
 
         value_column = batch.column("value")
         if value_column.type != pa.float64():
@@ -489,7 +485,7 @@ class ItemCollector:
             bad = np.flatnonzero(~np.isfinite(value))
             msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
             raise InputError(msg)
-        variant = self._table_variants(batch, source)
+        variant = self._table_variants(batch, source, rows)
         task = self.task_of[pair]
         for t in np.flatnonzero(
             np.bincount(task, minlength=len(self.task_key))
@@ -567,8 +563,13 @@ class ItemCollector:
         flat = index["task"] * len(entries["metric"]) + index["metric"]
         return np.asarray(table.reshape(-1)[flat], dtype=np.int64)
 
-    def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
-        """Each row's variant number (new variants registered as they come)."""
+    def _table_variants(
+        self, batch: pa.RecordBatch, source: ItemSource, rows: _I64
+    ) -> _I64:
+        """Each row's variant number (new variants registered as they come).
+
+        `rows`: each row's number in the file, for the error on a null.
+        """
         code = np.zeros(batch.num_rows, dtype=np.int64)
         entries: list[list[Any]] = []
         for name in KEY_COLUMNS:
@@ -579,7 +580,7 @@ class ItemCollector:
             if name == "chat_template":
                 if column.null_count:
                     _Sums._bad_rows(
-                        str(source.path), 1, name, "null", to_numpy(column.is_null())
+                        str(source.path), rows, name, "null", to_numpy(column.is_null())
                     )
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]

@@ -885,12 +885,21 @@ class _Sums:
     @staticmethod
     def _bad_rows(
         source: str,
-        first_row: int,
+        first_row: int | _I64,
         column: str,
         what: str,
         mask: npt.NDArray[np.bool_],
     ) -> None:
-        rows = np.flatnonzero(mask) + first_row
+        """Raise naming the rows of `mask` (the first five) by their number in the file.
+
+        `first_row` is the batch's first row's number, or each row's number (a
+        batch that rows were filtered out of).
+        """
+        rows = (
+            np.flatnonzero(mask) + first_row
+            if isinstance(first_row, int)
+            else first_row[mask]
+        )
         shown = ", ".join(map(str, rows[:5])) + (
             f" and {rows.size - 5} more" if rows.size > 5 else ""
         )
