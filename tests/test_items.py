@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from sample_rows import sample_rows
 
 from lbnorm.core.errors import InputError
-from lbnorm.readers import items as items_module
+from lbnorm.readers import samples as samples_module
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.items import Items, ItemSource, read_items
 from lbnorm.suites import Suite, load_suite, parse_suite
@@ -431,12 +431,12 @@ def test_any_row_order_and_batching_gives_the_pivot(
     frame = frame.sample(frac=1.0, random_state=seed % 2**31).astype({"item": "Int32"})
     path = tmp_path_factory.mktemp("pivot") / "t.parquet"
     source = write_table(path, frame, row_group_size=batch * 3)
-    old = items_module._BATCH_ROWS
-    items_module._BATCH_ROWS = batch
+    old = samples_module._BATCH_ROWS
+    samples_module._BATCH_ROWS = batch
     try:
         items = read_items([source], V2)
     finally:
-        items_module._BATCH_ROWS = old
+        samples_module._BATCH_ROWS = old
     for task, metric in (
         frame[["task", "metric"]].drop_duplicates().itertuples(index=False)
     ):
