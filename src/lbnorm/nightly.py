@@ -17,12 +17,12 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lbnorm._runtime import entry_point
 from lbnorm.core.errors import LbnormError, OutputError
+from lbnorm.core.manifest import iso_time
 from lbnorm.core.options import DEFAULT_SUITE, ProgressCallback, RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Result
@@ -96,7 +96,7 @@ def run_monitored(
     _check_report(report, out)
     health_config = _health_config(options)
     started = time.perf_counter()
-    started_at = _now()
+    started_at = iso_time()
     stages: dict[str, float] = {}
     tables: dict[str, pd.DataFrame] = {}
 
@@ -105,7 +105,7 @@ def run_monitored(
             result,
             version=lbnorm_version(),
             started_at=started_at,
-            finished_at=_now(),
+            finished_at=iso_time(),
             stages=stages,
             **facts,
         )
@@ -178,15 +178,12 @@ def _timed_run(
         inputs, suite=suite, out=transaction, options=options, progress=progress
     )
     elapsed = time.perf_counter() - mark
-    cache = options.cache
-    parse = (
-        float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
-        if cache
-        else 0.0
-    )
-    if cache:
-        stages["read (parse cache)"] = parse
-    stages["normalize" if cache else "read and normalize"] = elapsed - parse
+    if not options.cache:
+        stages["read and normalize"] = elapsed
+        return result
+    parse = float((cache_stats(result.file_table) or {}).get("seconds", 0.0))
+    stages["read (parse cache)"] = parse
+    stages["normalize"] = elapsed - parse
     return result
 
 
@@ -200,9 +197,8 @@ def _analyses(
     """The intervals and health checks asked for, into `tables`; the health table and its floor."""
     if not (options.intervals or options.health):
         return None, 30
-    subtasks = (
-        result.subtasks
-    )  # the staged table: pandas from here on, for the analyses
+    # the staged table: pandas from here on, for the analyses
+    subtasks = result.subtasks
     if options.intervals and len(subtasks):
         from lbnorm.analysis.uncertainty import estimate_uncertainty
 
@@ -250,7 +246,3 @@ def _check_report(report: str | Path | None, out: str | Path) -> None:
             "read-only; nothing was run.\nHint: choose a writable place for the report."
         )
         raise OutputError(msg)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -152,9 +152,8 @@ def run(
         refuse_unpairable(suite)
     paths = list(inputs) or [demo_path()]
     read = read_all(paths, suite=suite, options=options, progress=progress)
-    fault_point(
-        "computing"
-    )  # crash-safety tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    # crash-safety tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
+    fault_point("computing")
     job = select_engine(options.engine)(read, suite, options)
 
     def annotate(result: Result) -> Result:
@@ -244,15 +243,14 @@ def _failed(error: ValidationError, options: RunOptions) -> ValidationError:
         return error
     from lbnorm.output.writer import write_table_file  # the module writing files
 
-    n_rows = error.failure_table.num_rows
     failures = error.failure_table
     write_table_file(failures, options.failures, kind="failures", option="--failures")
     first, _, rest = str(error).partition("\n")
     first = first.split(" (the first ")[0].removesuffix(":")
-    note = (
-        f" ({n_rows:,} failure row(s) in {options.failures}, in file and line order):"
+    written = f"{failures.num_rows:,} failure row(s) in {options.failures}"
+    return ValidationError(
+        f"{first} ({written}, in file and line order):\n{rest}", failures
     )
-    return ValidationError(f"{first}{note}\n{rest}", error.failure_table)
 
 
 def read_all(

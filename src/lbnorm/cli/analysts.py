@@ -17,7 +17,6 @@ from lbnorm.cli.arguments import (
     verify_outputs,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
-from lbnorm.core.options import RunOptions
 
 __all__ = ["register"]
 
@@ -184,7 +183,7 @@ def _register_compare(
         help="two models on the items both answered (the run's per-sample inputs): the difference per subtask, benchmark and average, its paired standard error beside the unpaired one, p-values, McNemar's test (docs/paired.md)",
     )
     add_verify(compare)
-    add_paired_test_options(compare, defaults=RunOptions())
+    add_paired_test_options(compare)
     compare.set_defaults(handler=_cmd_compare)
 
 

@@ -203,20 +203,20 @@ class _PairedAlpha(argparse.Action):
 
 
 def add_paired_test_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaults: RunOptions
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
 ) -> None:
     """``--paired-adjust`` and ``--paired-alpha``: how paired tests are adjusted and read."""
     parser.add_argument(
         "--paired-adjust",
         choices=list(get_args(PairedAdjust)),
-        default=defaults.paired_adjust,
+        default=DEFAULTS.paired_adjust,
         help="adjust the p-values across the table: holm (Holm's step-down, the family-wise error) or bh (Benjamini-Hochberg, the false discovery rate) (default: %(default)s)",
     )
     parser.add_argument(
         "--paired-alpha",
         action=_PairedAlpha,
         metavar="LEVEL",
-        default=defaults.paired_alpha,
+        default=DEFAULTS.paired_alpha,
         help="an adjusted p-value below this separates two models (default: %(default)s)",
     )
 

@@ -236,7 +236,7 @@ def _add_paired_diff_options(diff: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --paired: a row per subtask too",
     )
-    add_paired_test_options(paired, defaults=RunOptions())
+    add_paired_test_options(paired)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

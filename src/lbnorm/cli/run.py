@@ -158,7 +158,7 @@ def _add_paired_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare every pair of variants adjacent in rank (by the average and each benchmark) on the items both answered; write paired.parquet and the groups no test separates",
     )
-    add_paired_test_options(paired, defaults=DEFAULTS)
+    add_paired_test_options(paired)
 
 
 def _add_engine_options(run: argparse.ArgumentParser) -> None:

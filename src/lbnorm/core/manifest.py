@@ -269,12 +269,12 @@ def environment() -> dict[str, str | None]:
     import numpy
     import pyarrow
 
-    from lbnorm.core.version import lbnorm_version
+    from lbnorm.core.version import lbnorm_commit, lbnorm_version
 
     return {
         "cwd": str(Path.cwd()),
         "lbnorm": lbnorm_version(),
-        "lbnorm_commit": _git_commit(),
+        "lbnorm_commit": lbnorm_commit(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "pyarrow": pyarrow.__version__,
@@ -290,29 +290,3 @@ def iso_time(moment: float | None = None) -> str:
     """
     moment = time.time() if moment is None else moment
     return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="seconds")
-
-
-@functools.cache
-def _git_commit() -> str | None:
-    """The commit of the git checkout lbnorm runs from (None: an installed copy)."""
-    root = Path(__file__).resolve().parents[3]  # core/ -> lbnorm/ -> src/ -> checkout
-    dot_git = root / ".git"
-    try:
-        if dot_git.is_file():  # a worktree: "gitdir: <path>"
-            dot_git = Path(dot_git.read_text().removeprefix("gitdir:").strip())
-        head = (dot_git / "HEAD").read_text().strip()
-        if not head.startswith("ref:"):
-            return head or None  # a detached head
-        ref = head.removeprefix("ref:").strip()
-        common = dot_git
-        if (dot_git / "commondir").is_file():
-            common = (dot_git / (dot_git / "commondir").read_text().strip()).resolve()
-        for folder in (dot_git, common):
-            if (folder / ref).is_file():
-                return (folder / ref).read_text().strip()
-        for line in (common / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split(" ", 1)[0]
-    except OSError:
-        return None
-    return None

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from lbnorm.core.errors import SuiteError
 
-__all__ = ["check_keys", "check_unique", "choice", "required", "shown"]
+__all__ = [
+    "check_keys",
+    "check_unique",
+    "choice",
+    "is_number",
+    "is_whole",
+    "required",
+    "shown",
+]
 
 
 def check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
@@ -45,6 +53,24 @@ def choice(
         msg = f"{where}: {key} must be one of {list(allowed)}, got {value!r}.\nHint: {hint}"
         raise SuiteError(msg)
     return value
+
+
+def is_whole(value: object, least: int, most: int) -> TypeGuard[int]:
+    """Whether a TOML value is an integer from `least` to `most` (``true`` is none)."""
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and least <= value <= most
+    )
+
+
+def is_number(value: object, least: float, most: float) -> TypeGuard[float]:
+    """Whether a TOML value is a number from `least` to `most` (nan and ``true`` are none)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and least <= value <= most
+    )
 
 
 def shown(value: object) -> str:

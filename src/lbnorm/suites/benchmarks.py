@@ -16,7 +16,14 @@ from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import MissingPolicy
-from lbnorm.suites._checks import check_keys, check_unique, required, shown
+from lbnorm.suites._checks import (
+    check_keys,
+    check_unique,
+    is_number,
+    is_whole,
+    required,
+    shown,
+)
 from lbnorm.suites.instances import (
     INSTANCE_KEYS,
     InstanceRule,
@@ -167,11 +174,7 @@ def parse_benchmark(raw: object, *, where: str) -> Benchmark:
         msg = f"{where}: unknown aggregation {aggregation!r}.\nHint: use one of {list(_AGGREGATIONS)}."
         raise SuiteError(msg)
     weight = raw.get("weight", 1.0)
-    if (
-        isinstance(weight, bool)
-        or not isinstance(weight, int | float)
-        or not sys.float_info.min <= weight <= sys.float_info.max  # inf, nan, <= 0
-    ):
+    if not is_number(weight, sys.float_info.min, sys.float_info.max):  # inf, <= 0
         msg = (
             f"{where}: weight must be a positive finite number, got {shown(weight)}.\n"
             "Hint: omit it for equal weights; weights are relative (1, 2, 0.5)."
@@ -270,11 +273,7 @@ def _pairwise_score(
     if score not in _PAIRWISE_SCORES:
         msg = f'{where}: score must be "field", "reference" or "rating", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference; "rating" the chance of beating a fixed rating (against) on the scale an anchor pins.'
         raise SuiteError(msg)
-    if (
-        isinstance(bootstrap, bool)
-        or not isinstance(bootstrap, int)
-        or not 0 <= bootstrap <= 100_000
-    ):
+    if not is_whole(bootstrap, 0, 100_000):
         msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
     against = "the field" if score == "field" else "a fixed rating"
@@ -305,11 +304,7 @@ def _rating_scale(
         msg = f'{where}: score = "rating" needs anchor = "MODEL=RATING", got {shown(text)}.\nHint: the anchor pins the scale, e.g. anchor = "mixtral-8x7b-instruct-v0.1=1114" (the Arena\'s), with the model as the battles name it.'
         raise SuiteError(msg)
     against = raw.get("against", rating)
-    if (
-        isinstance(against, bool)
-        or not isinstance(against, int | float)
-        or _rating(str(against)) is None
-    ):
+    if not is_number(against, -_MAX_RATING, _MAX_RATING):
         msg = f"{where}: against must be a finite rating within +-1e9, got {shown(against)}.\nHint: against is the rating of the yardstick model, e.g. against = 1000; leave it out to score against the anchor's rating."
         raise SuiteError(msg)
     return (model.strip(), rating), float(against)
@@ -379,24 +374,14 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
     name = required(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)
-    if (
-        isinstance(num_choices, bool)
-        or not isinstance(num_choices, int)
-        or num_choices < 0
-        or num_choices == 1
-        or num_choices > _MAX_SAMPLES
-    ):
+    if not is_whole(num_choices, 0, _MAX_SAMPLES) or num_choices == 1:
         msg = (
             f"{where}: num_choices must be an integer >= 2, or 0 for a generative "
             f"task; got {shown(num_choices)}.\nHint: a k-way multiple-choice task has num_choices = k."
         )
         raise SuiteError(msg)
     lower_bound = raw.get("lower_bound", 1.0 / num_choices if num_choices else 0.0)
-    if (
-        isinstance(lower_bound, bool)
-        or not isinstance(lower_bound, int | float)
-        or not 0.0 <= lower_bound < 1.0
-    ):
+    if not is_number(lower_bound, 0.0, 1.0) or lower_bound == 1.0:
         msg = (
             f"{where}: lower_bound must be in [0, 1), got {shown(lower_bound)}.\n"
             "Hint: the bound is the random-guess score as a fraction, e.g. 0.25 for 4 choices."
@@ -404,11 +389,7 @@ def _parse_subtask(raw: object, *, where: str) -> Subtask:
         raise SuiteError(msg)
     counts = {name: raw.get(name) for name in ("n_samples", "items")}
     for key, count in counts.items():
-        if count is not None and (
-            isinstance(count, bool)
-            or not isinstance(count, int)
-            or not 0 < count <= _MAX_SAMPLES
-        ):
+        if count is not None and not is_whole(count, 1, _MAX_SAMPLES):
             msg = (
                 f"{where}: {key} must be a positive integer of at most 2**53, got "
                 f"{shown(count)}.\n"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
-from lbnorm.suites._checks import check_keys, check_unique, choice
+from lbnorm.suites._checks import check_keys, check_unique, choice, is_whole
 
 __all__ = [
     "AverageRule",
@@ -313,11 +313,7 @@ def _parse_column(raw: object, shown: Sequence[str], *, where: str) -> Column:
         msg = f"{where}: 'name' must be a non-empty string, got {name!r}.\nHint: the published column name, e.g. name = \"Average\"."
         raise SuiteError(msg)
     digits = raw.get("digits")
-    if digits is not None and (
-        isinstance(digits, bool)
-        or not isinstance(digits, int)
-        or not 0 <= digits <= _MAX_DIGITS
-    ):
+    if digits is not None and not is_whole(digits, 0, _MAX_DIGITS):
         msg = f"{where}: digits must be a whole number from 0 to {_MAX_DIGITS}, got {digits!r}.\nHint: the decimals shown, e.g. digits = 2; omit it for full precision."
         raise SuiteError(msg)
     return Column(column=column, name=name, digits=digits)

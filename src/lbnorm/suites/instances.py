@@ -38,12 +38,12 @@ are read (:mod:`lbnorm.readers.instances`), vectorized per batch.
 
 from __future__ import annotations
 
-import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
-from lbnorm.suites._checks import choice
+from lbnorm.suites._checks import choice, is_number, is_whole
 
 __all__ = [
     "INSTANCE_KEYS",
@@ -180,11 +180,7 @@ def parse_instance_rule(raw: dict[str, Any], *, where: str) -> InstanceRule | No
 
 
 def _number(value: object, key: str, *, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-    ):
+    if not is_number(value, -sys.float_info.max, sys.float_info.max):
         msg = f"{where}: {key} must be a finite number, got {value!r}.\nHint: write it as a number on the values' scale, e.g. 1.5."
         raise SuiteError(msg)
     return float(value)
@@ -235,11 +231,7 @@ def _recode(
 def _instances(value: object, statistic: str, *, where: str) -> int | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 0 < value <= _MAX_INSTANCES
-    ):
+    if not is_whole(value, 1, _MAX_INSTANCES):
         msg = f"{where}: instances must be a positive integer of at most 2**53, got {value!r}.\nHint: give the board's number of instances (AlpacaEval: 805 instructions)."
         raise SuiteError(msg)
     if statistic != "mean":
