@@ -44,10 +44,8 @@ from lbnorm.ratings.battle_io import (
     SHOWN,
     TEXT,
     Source,
-    check_file,
-    column_names,
     fail_rows,
-    file_kind,
+    open_source,
     read_table,
 )
 from lbnorm.ratings.where import (
@@ -407,10 +405,8 @@ def read_model_map(path: Path | str) -> dict[str, str]:
         {'gpt-4': 'openai/gpt-4'}
     """
     path = Path(path)
-    source = Source(path, file_kind(path, allowed=("csv", "jsonl", "parquet")))
-    check_file(path)
+    source, present = open_source(path, allowed=("csv", "jsonl", "parquet"))
     columns = ("arena_name", "model")
-    present = column_names(source)
     table = read_table(source, dict.fromkeys(columns, pa.string()), present)
     if source.kind == "jsonl":
         present = _non_null_columns(table)
@@ -510,9 +506,7 @@ def _read_part(
     judges: bool,
 ) -> _Part:
     """One file's battles that meet the conditions, with the fields, flags and judges asked."""
-    source = Source(path, file_kind(path))
-    check_file(path)
-    present = column_names(source)
+    source, present = open_source(path)
     is_aggregated = _is_aggregated(path, present)
     wanted = _shape_columns(source, is_aggregated=is_aggregated)
     for condition in conditions:
