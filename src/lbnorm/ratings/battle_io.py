@@ -27,6 +27,7 @@ from lbnorm.core.files import FileFormat, json_lines, read_bytes
 from lbnorm.core.schemas import (
     TEXT,  # the type asked of text columns (model names, winner)
 )
+from lbnorm.ratings.battle_files import header_names
 from lbnorm.readers.table_file import (
     check_utf8,
     read_csv,
@@ -68,7 +69,11 @@ class Source:
 def open_source(
     path: Path, *, allowed: Collection[FileFormat] = get_args(FileFormat)
 ) -> tuple[Source, set[str]]:
-    """A file's format and columns (JSON: none yet, see below), refusing a missing, unreadable or empty file."""
+    """A file's format and columns, refusing a missing, unreadable or empty file.
+
+    A JSON file's columns are none here: an absent key reads as a null column,
+    so which it has shows once it is read.
+    """
     source = Source(path, table_format(path, allowed=allowed))
     try:
         size = path.stat().st_size
@@ -79,17 +84,7 @@ def open_source(
         msg = f"{path}: the file is empty.\nHint: remove it, or write the battles into it."
         raise InputError(msg)
     try:
-        if source.kind == "parquet":
-            names = list(pq.read_schema(path).names)
-        elif source.kind == "csv":
-            with path.open("rb") as fh:  # the header only: rows are checked later
-                first = fh.readline().decode("utf-8-sig")
-            names = next(csv.reader([first]), [])
-        else:
-            return (
-                source,
-                set(),
-            )  # JSON: null columns are absent keys, found after reading
+        names = header_names(path, source.kind)
     except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
         msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
         raise InputError(msg) from exc
