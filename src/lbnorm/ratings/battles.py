@@ -682,15 +682,10 @@ def _battle_part(
 
 
 def _text_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Model names as string or dictionary<string> chunks."""
+    """Model names as string or dictionary<string> chunks (else cast: large_string, a number)."""
     type_ = column.type
-    if pa.types.is_dictionary(type_):
-        if not pa.types.is_string(type_.value_type):
-            return column.cast(pa.string())
-        return column
-    if pa.types.is_string(type_):
-        return column
-    return column.cast(pa.string())  # large_string, or a numeric name in Parquet
+    values = type_.value_type if pa.types.is_dictionary(type_) else type_
+    return column if pa.types.is_string(values) else column.cast(pa.string())
 
 
 def _unique_names(column: pa.ChunkedArray) -> list[str | None]:
