@@ -34,10 +34,10 @@ from lbnorm.ratings.categories import (
     UTC,
     arena_table,
     category_rows,
-    check_time_zone,
     daily_vote_cap,
     observed_pairs,
     shown_models,
+    time_zone,
 )
 from lbnorm.ratings.fit import (
     Ratings,
@@ -124,7 +124,7 @@ class ArenaOptions:
             if cap is None:
                 msg = f"--vote-day-tz {self.vote_day_tz}: sets the day of --daily-vote-per-user, which is not given.\nHint: give both (--daily-vote-per-user 5 --vote-day-tz America/Los_Angeles), or leave --vote-day-tz out."
                 raise OptionsError(msg)
-            check_time_zone(self.vote_day_tz)
+            time_zone(self.vote_day_tz)
         if isinstance(self.min_battles, bool) or self.min_battles < 0:
             msg = f"--min-battles must be a whole number >= 0, got {self.min_battles!r}.\nHint: the Arena's category views show models with more than 300 battles."
             raise OptionsError(msg)
