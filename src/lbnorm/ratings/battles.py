@@ -257,6 +257,16 @@ def read_battles(
         _read_part(Path(path), conditions, fields, marks, judges=judges)
         for path in paths
     ]
+    return _pooled(parts, paths, conditions)
+
+
+def _pooled(
+    parts: Sequence[_Part], paths: Sequence[Path | str], conditions: Sequence[Where]
+) -> Battles:
+    """The files' battles as one: codes into the sorted union of their names, rows in file order.
+
+    Every part holds the same fields, flags and (or no) judges: those asked.
+    """
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -295,12 +305,13 @@ def read_battles(
         ),
         fields={
             name: np.concatenate([part.fields[name] for part in parts])
-            for name in fields
+            for name in parts[0].fields
         },
         flags={
-            name: np.concatenate([part.flags[name] for part in parts]) for name in marks
+            name: np.concatenate([part.flags[name] for part in parts])
+            for name in parts[0].flags
         },
-        judge=_judge_codes(parts) if judges else None,
+        judge=_judge_codes(parts) if parts[0].judge is not None else None,
     )
 
 
