@@ -15,7 +15,6 @@ import pytest
 from source_trees import nodes
 
 from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
-from lbnorm.ratings import battle_io as battle_io_module
 from lbnorm.ratings import battles as battles_module
 from lbnorm.ratings.battles import (
     Battles,
@@ -85,15 +84,6 @@ def test_every_format_reads_the_same_battles(
     name: str, records: list[dict[str, Any]]
 ) -> None:
     assert _as_lists(read_battles(FOLDER / name)) == _expected(records)
-
-
-def test_json_without_msgspec_reads_the_same(
-    monkeypatch: pytest.MonkeyPatch, records: list[dict[str, Any]]
-) -> None:
-    monkeypatch.setattr(battle_io_module, "_HAS_MSGSPEC", False)
-    assert _as_lists(read_battles(CLEAN)) == _expected(records)
-    filtered = read_battles(CLEAN, where=["language = 'English'"])
-    assert filtered.n_battles == sum(r["language"] == "English" for r in records)
 
 
 def test_several_files_pool_their_battles(records: list[dict[str, Any]]) -> None:
@@ -666,17 +656,15 @@ def test_unreadable_files_are_named_with_a_hint(
         read_battles(path)
 
 
-def test_json_errors_without_msgspec_are_named_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(battle_io_module, "_HAS_MSGSPEC", False)
+def test_json_array_errors_name_the_element_and_line(tmp_path: Path) -> None:
     bad_type = _write(
         tmp_path,
         "t.json",
         '[{"model_a": "a", "model_b": "b", "winner": "tie"},\n\n {"model_a": 5, "model_b": "b", "winner": "tie"}]',
     )
     with pytest.raises(
-        InputError, match=r"(?s)element 2 \(line 3\): model_a = 5 is not text.*Hint:"
+        InputError,
+        match=r"(?s)element 2 \(line 3\): Expected `str \| null`, got `int`.*model_a.*Hint:",
     ):
         read_battles(bad_type)
     broken = _write(tmp_path, "b.json", '[{"model_a": "a"},\n{')
@@ -686,7 +674,8 @@ def test_json_errors_without_msgspec_are_named_too(
         read_battles(broken)
     not_array = _write(tmp_path, "o.json", '{"a": 1}')
     with pytest.raises(
-        InputError, match=r"(?s)the JSON is a dict, not an array.*Hint:"
+        InputError,
+        match=r"(?s)Expected `array`, got `object`.*Hint: a .json battles file is one JSON array",
     ):
         read_battles(not_array)
 
@@ -834,11 +823,7 @@ def _write_nested(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["json", "jsonl", "parquet"])
-@pytest.mark.parametrize("has_msgspec", [True, False])
-def test_dotted_conditions_reach_into_nested_objects(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, has_msgspec: bool
-) -> None:
-    monkeypatch.setattr(battle_io_module, "_HAS_MSGSPEC", has_msgspec)
+def test_dotted_conditions_reach_into_nested_objects(tmp_path: Path, kind: str) -> None:
     path = _write_nested(tmp_path, kind)
     rows = _nested_records()
     # a key with a dot of its own (math_v0.1): the longest matching run of segments

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ from lbnorm.ratings.categories import (
     UTC,
     arena_table,
     category_rows,
-    check_time_zone,
     daily_vote_cap,
     observed_pairs,
     shown_models,
+    time_zone,
 )
 from lbnorm.ratings.fit import (
     Ratings,
@@ -123,7 +124,7 @@ class ArenaOptions:
             if cap is None:
                 msg = f"--vote-day-tz {self.vote_day_tz}: sets the day of --daily-vote-per-user, which is not given.\nHint: give both (--daily-vote-per-user 5 --vote-day-tz America/Los_Angeles), or leave --vote-day-tz out."
                 raise OptionsError(msg)
-            check_time_zone(self.vote_day_tz)
+            time_zone(self.vote_day_tz)
         if isinstance(self.min_battles, bool) or self.min_battles < 0:
             msg = f"--min-battles must be a whole number >= 0, got {self.min_battles!r}.\nHint: the Arena's category views show models with more than 300 battles."
             raise OptionsError(msg)
@@ -142,9 +143,8 @@ class ArenaOptions:
         options = asdict(self)
         rating = options["rating"]
         rating["anchor"] = list(self.rating.anchor) if self.rating.anchor else None
-        if not rating[
-            "style_control"
-        ]:  # recorded only when on: older records stay as they were
+        # style control is recorded only when on: older records stay as they were
+        if not rating["style_control"]:
             del rating["style_control"]
         options["where"] = list(self.where)
         board = (
@@ -440,15 +440,13 @@ def _board_tables(
     unrated: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     if options.categories:
-        blocks = [
-            category_rows(
-                "overall",
-                ratings,
-                ratings,
-                min_battles=options.min_battles,
-                hidden=options.hide,
-            )
-        ]
+        rows = partial(
+            category_rows,
+            overall=ratings,
+            min_battles=options.min_battles,
+            hidden=options.hide,
+        )
+        blocks = [rows("overall", ratings)]
         for name, _ in options.categories:
             check_cancelled()  # a cancelled run stops between two categories
             try:
@@ -467,15 +465,7 @@ def _board_tables(
                 (warning.code, f"--category {name}: {warning.message}")
                 for warning in category.warnings
             ]
-            blocks.append(
-                category_rows(
-                    name,
-                    category,
-                    ratings,
-                    min_battles=options.min_battles,
-                    hidden=options.hide,
-                )
-            )
+            blocks.append(rows(name, category))
         tables["categories"] = pa.concat_tables(blocks)
     return tables, tuple(unrated), tuple(warnings)
 

@@ -362,11 +362,9 @@ def _is_ratings(side: Output | str | Path) -> bool:
 
 
 def _holds(side: Path, *, is_ratings: bool) -> str:
-    """What an output folder given to ``diff`` holds, said plainly (a missing one too)."""
+    """What an output folder given to ``diff`` holds, said plainly (it exists: checked before)."""
     if is_ratings:
         return "holds ratings"
-    if not side.exists():
-        return "does not exist"
     if not side.is_dir():
         return "is not a folder"
     if not (side / "manifest.json").is_file():

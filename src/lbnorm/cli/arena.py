@@ -271,7 +271,7 @@ def show_ratings(args: argparse.Namespace, output: Output) -> int:
     _refuse_leaderboard_options(args)
     ratings = output.frame("ratings")
     filters = [parse_where(text) for text in args.where]
-    selected = select_ratings(ratings, filters=filters, model=args.model, top=None)
+    selected = select_ratings(ratings, filters=filters, model=args.model)
     shown = selected.head(args.top)
     print_shown(args, shown, selected, ratings, what="models", by="rating")
     if len(shown):

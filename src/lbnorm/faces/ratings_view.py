@@ -55,16 +55,14 @@ def select_ratings(
     *,
     filters: Sequence[Where] = (),
     model: str | None = None,
-    top: int | None = 20,
 ) -> pd.DataFrame:
-    """Filter a ratings table (best first) and keep its first rows.
+    """Filter a ratings table (best first).
 
     Args:
         ratings: The ``ratings`` table of a ratings output, best first.
         filters: ``--where`` conditions every row must meet (as
             ``lbnorm show --where``: ``n_battles>=100``, ``rating>1100``).
         model: Case-insensitive regular expression on the model name.
-        top: Rows to keep; None keeps all.
 
     Returns:
         The selected rows, in rating order.
@@ -81,10 +79,7 @@ def select_ratings(
     conditions = list(filters)
     if model is not None:
         conditions.append(flag_condition("model", "~", model, text=model))
-    selected = ratings.loc[passing(ratings, conditions)]
-    if top is not None:
-        selected = selected.head(top)
-    return selected.reset_index(drop=True)
+    return ratings.loc[passing(ratings, conditions)].reset_index(drop=True)
 
 
 def format_ratings(

@@ -86,33 +86,30 @@ __all__ = [
     "win_rates_table",
 ]
 
-#: Where each public name lives.
+#: Where each public name lives, by module.
+_MODULES = {
+    "battles": ("Battles", "read_battles", "read_model_map"),
+    "bootstrap": (
+        "bootstrap_bradley_terry",
+        "draw_multinomial",
+        "estimate_bootstrap_bytes",
+    ),
+    "bradley_terry": ("count_outcomes", "fit_bradley_terry", "win_matrix"),
+    "elo": ("bootstrap_elo", "online_elo"),
+    "fit": ("Ratings", "compute_ratings", "ratings_table", "win_rates_table"),
+    "intervals": (
+        "percentile_intervals",
+        "predicted_win_rates",
+        "rank_with_uncertainty",
+    ),
+    "options": ("RatingOptions", "RatingWarning", "parse_anchor"),
+    "pairwise_scores": ("PairwiseScores", "score_against_reference"),
+    "where": ("Where", "parse_where"),
+}
 _HOMES = {
-    "Battles": "lbnorm.ratings.battles",
-    "read_battles": "lbnorm.ratings.battles",
-    "read_model_map": "lbnorm.ratings.battles",
-    "bootstrap_bradley_terry": "lbnorm.ratings.bootstrap",
-    "draw_multinomial": "lbnorm.ratings.bootstrap",
-    "estimate_bootstrap_bytes": "lbnorm.ratings.bootstrap",
-    "count_outcomes": "lbnorm.ratings.bradley_terry",
-    "fit_bradley_terry": "lbnorm.ratings.bradley_terry",
-    "win_matrix": "lbnorm.ratings.bradley_terry",
-    "bootstrap_elo": "lbnorm.ratings.elo",
-    "online_elo": "lbnorm.ratings.elo",
-    "Ratings": "lbnorm.ratings.fit",
-    "compute_ratings": "lbnorm.ratings.fit",
-    "ratings_table": "lbnorm.ratings.fit",
-    "win_rates_table": "lbnorm.ratings.fit",
-    "percentile_intervals": "lbnorm.ratings.intervals",
-    "predicted_win_rates": "lbnorm.ratings.intervals",
-    "rank_with_uncertainty": "lbnorm.ratings.intervals",
-    "RatingOptions": "lbnorm.ratings.options",
-    "RatingWarning": "lbnorm.ratings.options",
-    "parse_anchor": "lbnorm.ratings.options",
-    "PairwiseScores": "lbnorm.ratings.pairwise_scores",
-    "score_against_reference": "lbnorm.ratings.pairwise_scores",
-    "Where": "lbnorm.ratings.where",
-    "parse_where": "lbnorm.ratings.where",
+    name: f"lbnorm.ratings.{module}"
+    for module, names in _MODULES.items()
+    for name in names
 }
 
 

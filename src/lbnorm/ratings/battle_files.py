@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lbnorm.core.files import file_format
+from lbnorm.core.files import FileFormat, file_format
 
-__all__ = ["NAME_COLUMNS", "is_battles_file"]
+__all__ = ["NAME_COLUMNS", "header_names", "is_battles_file"]
 
 _PROBE_BYTES = 256 * 1024  # a battle record is well under 1 KiB
 #: The two columns every battle file has (the reader asks for them too).
@@ -51,7 +51,9 @@ def is_battles_file(path: Path | str) -> bool:
     kind = file_format(path)  # (a battle file may be of every format lbnorm reads)
     names: Iterable[object] = ()
     try:
-        if kind in ("json", "jsonl"):
+        if kind in ("csv", "parquet"):
+            names = header_names(path, kind)
+        elif kind in ("json", "jsonl"):
             with path.open("rb") as fh:
                 if kind == "json":  # an array's first element
                     text = fh.read(_PROBE_BYTES).decode("utf-8", errors="replace")
@@ -61,15 +63,24 @@ def is_battles_file(path: Path | str) -> bool:
                     body = next((line for line in fh if line.strip()), b"").decode()
             record = json.JSONDecoder().raw_decode(body)[0] if body else None
             names = record if isinstance(record, dict) else ()
-        elif kind == "csv":
-            with path.open("rb") as fh:  # the header only
-                first = fh.readline().decode("utf-8-sig")
-            names = next(csv.reader([first]), [])
-        elif kind == "parquet":
-            import pyarrow.parquet as pq  # (loaded by every run's Parquet reader)
-
-            names = pq.read_schema(path).names
     except (OSError, ValueError, RecursionError, csv.Error, pa.ArrowException):
         return False
     present = set(names)
     return all(name in present for name in NAME_COLUMNS)
+
+
+def header_names(path: Path, kind: FileFormat) -> list[str]:
+    """A CSV file's header or a Parquet file's column names, as stored (none for JSON).
+
+    Raises:
+        OSError, UnicodeDecodeError, csv.Error, pyarrow.ArrowException: As reading does.
+    """
+    if kind == "csv":
+        with path.open("rb") as fh:  # the header only: rows are checked later
+            first = fh.readline().decode("utf-8-sig")
+        return next(csv.reader([first]), [])
+    if kind == "parquet":
+        import pyarrow.parquet as pq  # (loaded by every run's Parquet reader)
+
+        return list(pq.read_schema(path).names)
+    return []  # JSON: null columns are absent keys, found after reading

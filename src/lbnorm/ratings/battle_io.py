@@ -1,15 +1,13 @@
 """Reading one battle file's columns (CSV, JSONL, JSON array, Parquet) and naming its bad rows.
 
 The formats' readers are pyarrow's; a JSON array (Arena's ``clean_battle`` files)
-is decoded by msgspec (a dependency) when installed, else by the standard
-library. On the error path the helpers here find the line (or element) of a bad
+is decoded by msgspec (a dependency), only the keys read. On the error path the helpers here find the line (or element) of a bad
 value so that a message can point at it.
 """
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -29,6 +27,7 @@ from lbnorm.core.files import FileFormat, json_lines, read_bytes
 from lbnorm.core.schemas import (
     TEXT,  # the type asked of text columns (model names, winner)
 )
+from lbnorm.ratings.battle_files import header_names
 from lbnorm.readers.table_file import (
     check_utf8,
     read_csv,
@@ -44,17 +43,11 @@ __all__ = [
     "SHOWN",
     "TEXT",
     "Source",
-    "check_file",
-    "column_names",
     "fail_rows",
-    "file_kind",
     "json_array_lines",
+    "open_source",
     "read_table",
 ]
-
-#: msgspec decodes only the keys read here; imported when a JSON
-#: battle file is read (a run that reads none does not load it).
-_HAS_MSGSPEC = importlib.util.find_spec("msgspec") is not None
 
 #: Values shown in a message, at most.
 SHOWN = 5
@@ -73,15 +66,15 @@ class Source:
     kind: FileFormat
 
 
-def file_kind(
-    path: Path, *, allowed: Collection[FileFormat] = tuple(get_args(FileFormat))
-) -> FileFormat:
-    """The format a suffix means; an InputError for one not ``allowed``."""
-    return table_format(path, allowed=allowed)
+def open_source(
+    path: Path, *, allowed: Collection[FileFormat] = get_args(FileFormat)
+) -> tuple[Source, set[str]]:
+    """A file's format and columns, refusing a missing, unreadable or empty file.
 
-
-def check_file(path: Path) -> None:
-    """Refuse a missing, unreadable or empty file."""
+    A JSON file's columns are none here: an absent key reads as a null column,
+    so which it has shows once it is read.
+    """
+    source = Source(path, table_format(path, allowed=allowed))
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -90,20 +83,8 @@ def check_file(path: Path) -> None:
     if size == 0:
         msg = f"{path}: the file is empty.\nHint: remove it, or write the battles into it."
         raise InputError(msg)
-
-
-def column_names(source: Source) -> set[str]:
-    """The columns a file has (JSON: every key that may appear, decided later)."""
-    path = source.path
     try:
-        if source.kind == "parquet":
-            names = list(pq.read_schema(path).names)
-        elif source.kind == "csv":
-            with path.open("rb") as fh:  # the header only: rows are checked later
-                first = fh.readline().decode("utf-8-sig")
-            names = next(csv.reader([first]), [])
-        else:
-            return set()  # JSON: null columns are absent keys, found after reading
+        names = header_names(path, source.kind)
     except (pa.ArrowException, OSError, UnicodeDecodeError, csv.Error) as exc:
         msg = f"{path}: cannot read as {source.kind}: {exc}.\nHint: check that the file is complete {source.kind}."
         raise InputError(msg) from exc
@@ -111,7 +92,7 @@ def column_names(source: Source) -> set[str]:
     if repeated:
         msg = f"{path}: the column(s) {repeated[:SHOWN]} appear more than once, so which one holds the battles is ambiguous.\nHint: keep one column of each name (rename or drop the others)."
         raise InputError(msg)
-    return set(names)
+    return source, set(names)
 
 
 def read_table(
@@ -153,7 +134,8 @@ def read_table(
             table = read_jsonl(data, path, parse=options)
             nested = [f.name for f in schema if f.type == NESTED]
             if nested:
-                array = b"[" + b",".join(_lines(data)) + b"]"
+                lines = [line for line in data.splitlines() if line.strip()]
+                array = b"[" + b",".join(lines) + b"]"
                 records = _decode(path, array, pa.schema([(n, NESTED) for n in nested]))
                 for name in nested:
                     table = table.append_column(
@@ -170,37 +152,18 @@ def read_table(
 def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
     """A JSON array of objects (Arena's clean_battle files) into a table.
 
-    msgspec decodes only the wanted keys; without it the
-    standard library parses everything. Either way pyarrow builds the columns.
+    msgspec decodes only the wanted keys, checking their types (a message
+    names the element); pyarrow builds the columns.
     """
-    data = path.read_bytes()
-    flat = pa.schema([f for f in schema if f.type != NESTED])
-    struct = pa.struct(list(flat))
-    records = _decode(path, data, schema)
-    try:
-        table = pa.Table.from_struct_array(pa.array(records, type=struct))
-    except (pa.ArrowException, TypeError) as exc:
-        _explain_records(path, "json", enumerate(records), flat, data)
-        msg = f"{path}: cannot read the battles: {exc}.\nHint: every element must be an object with text model names."
-        raise InputError(msg) from exc
+    records = _decode(path, path.read_bytes(), schema)
+    flat = pa.struct([f for f in schema if f.type != NESTED])
+    table = pa.Table.from_struct_array(pa.array(records, type=flat))
     for field in schema:
         if field.type == NESTED:
             table = table.append_column(
                 field.name, _nested_column(path, records, field.name)
             )
     return table
-
-
-def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
-    """A JSON array's elements (msgspec: only the wanted keys; else every key)."""
-    if _HAS_MSGSPEC:
-        return _decode_msgspec(path, data, schema)
-    return _decode_stdlib(path, data)
-
-
-def _lines(data: bytes) -> list[bytes]:
-    """The non-blank lines of a JSONL file."""
-    return [line for line in data.splitlines() if line.strip()]
 
 
 def _nested_column(path: Path, records: list[Any], name: str) -> pa.Array:
@@ -214,8 +177,9 @@ def _nested_column(path: Path, records: list[Any], name: str) -> pa.Array:
         raise InputError(msg) from exc
 
 
-def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
-    import msgspec  # (checked by _HAS_MSGSPEC)
+def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
+    """A JSON array's elements, only the wanted keys, of the types asked (else an InputError naming the element)."""
+    import msgspec  # loaded when a JSON battle file is read, not before
 
     python_types = {
         pa.string(): str | None,
@@ -252,20 +216,6 @@ def _decode_msgspec(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
     return msgspec.to_builtins(rows)  # type: ignore[no-any-return]
 
 
-def _decode_stdlib(path: Path, data: bytes) -> list[Any]:
-    try:
-        records = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        line = getattr(exc, "lineno", None)
-        at = f" at line {line}" if line else ""
-        msg = f"{path}: not valid JSON{at} ({exc}).\nHint: a .json battles file is one JSON array of objects; the file may be truncated."
-        raise InputError(msg) from exc
-    if not isinstance(records, list):
-        msg = f"{path}: the JSON is a {type(records).__name__}, not an array.\nHint: a .json battles file is one JSON array of objects; use .jsonl for one object per line."
-        raise InputError(msg)
-    return records
-
-
 def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
     """On the error path, find the line of a CSV or JSONL value of the wrong type."""
     path = source.path
@@ -278,7 +228,7 @@ def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
     )
     if source.kind == "jsonl":
         hint = "Hint: write one JSON object per line; the file may be truncated."
-        _explain_records(path, "line", json_lines(path, hint=hint), schema, data)
+        _explain_records(path, json_lines(path, hint=hint), schema)
         return
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
@@ -297,11 +247,7 @@ def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
 
 
 def _explain_records(
-    path: Path,
-    unit: str,
-    records: Iterable[tuple[int, object]],
-    schema: pa.Schema,
-    data: bytes,
+    path: Path, records: Iterable[tuple[int, object]], schema: pa.Schema
 ) -> None:
     """Name the first record that is not an object or holds a value of a wrong type."""
     checks = {
@@ -322,11 +268,7 @@ def _explain_records(
                     )
                     break
         if problem:
-            place = f"line {number}"
-            if unit == "json":
-                line = json_array_lines(data, [number])[number]
-                place = f"element {number + 1} (line {line})"
-            msg = f"{path}: {place}: {problem}.\nHint: model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
+            msg = f"{path}: line {number}: {problem}.\nHint: model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
             raise InputError(msg)
 
 

@@ -44,10 +44,8 @@ from lbnorm.ratings.battle_io import (
     SHOWN,
     TEXT,
     Source,
-    check_file,
-    column_names,
     fail_rows,
-    file_kind,
+    open_source,
     read_table,
 )
 from lbnorm.ratings.where import (
@@ -259,6 +257,16 @@ def read_battles(
         _read_part(Path(path), conditions, fields, marks, judges=judges)
         for path in paths
     ]
+    return _pooled(parts, paths, conditions)
+
+
+def _pooled(
+    parts: Sequence[_Part], paths: Sequence[Path | str], conditions: Sequence[Where]
+) -> Battles:
+    """The files' battles as one: codes into the sorted union of their names, rows in file order.
+
+    Every part holds the same fields, flags and (or no) judges: those asked.
+    """
     n_kept = sum(part.n_kept for part in parts)
     n_read = sum(part.n_read for part in parts)
     if n_kept == 0:
@@ -297,12 +305,13 @@ def read_battles(
         ),
         fields={
             name: np.concatenate([part.fields[name] for part in parts])
-            for name in fields
+            for name in parts[0].fields
         },
         flags={
-            name: np.concatenate([part.flags[name] for part in parts]) for name in marks
+            name: np.concatenate([part.flags[name] for part in parts])
+            for name in parts[0].flags
         },
-        judge=_judge_codes(parts) if judges else None,
+        judge=_judge_codes(parts) if parts[0].judge is not None else None,
     )
 
 
@@ -407,10 +416,8 @@ def read_model_map(path: Path | str) -> dict[str, str]:
         {'gpt-4': 'openai/gpt-4'}
     """
     path = Path(path)
-    source = Source(path, file_kind(path, allowed=("csv", "jsonl", "parquet")))
-    check_file(path)
+    source, present = open_source(path, allowed=("csv", "jsonl", "parquet"))
     columns = ("arena_name", "model")
-    present = column_names(source)
     table = read_table(source, dict.fromkeys(columns, pa.string()), present)
     if source.kind == "jsonl":
         present = _non_null_columns(table)
@@ -510,9 +517,7 @@ def _read_part(
     judges: bool,
 ) -> _Part:
     """One file's battles that meet the conditions, with the fields, flags and judges asked."""
-    source = Source(path, file_kind(path))
-    check_file(path)
-    present = column_names(source)
+    source, present = open_source(path)
     is_aggregated = _is_aggregated(path, present)
     wanted = _shape_columns(source, is_aggregated=is_aggregated)
     for condition in conditions:
@@ -688,15 +693,10 @@ def _battle_part(
 
 
 def _text_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Model names as string or dictionary<string> chunks."""
+    """Model names as string or dictionary<string> chunks (else cast: large_string, a number)."""
     type_ = column.type
-    if pa.types.is_dictionary(type_):
-        if not pa.types.is_string(type_.value_type):
-            return column.cast(pa.string())
-        return column
-    if pa.types.is_string(type_):
-        return column
-    return column.cast(pa.string())  # large_string, or a numeric name in Parquet
+    values = type_.value_type if pa.types.is_dictionary(type_) else type_
+    return column if pa.types.is_string(values) else column.cast(pa.string())
 
 
 def _unique_names(column: pa.ChunkedArray) -> list[str | None]:

@@ -40,12 +40,12 @@ __all__ = [
     "OBSERVED_PAIRS",
     "arena_table",
     "category_rows",
-    "check_time_zone",
     "daily_vote_cap",
     "fitted_battles",
     "observed_pairs",
     "shown_models",
     "shown_ranks",
+    "time_zone",
     "vote_days",
 ]
 
@@ -93,17 +93,12 @@ OBSERVED_PAIRS = pa.schema(
 )
 
 
-def check_time_zone(name: str) -> None:
-    """Refuse a time zone the database does not know (or a missing database), with a hint.
+def time_zone(name: str) -> zoneinfo.ZoneInfo:
+    """The zone named, refusing one the database does not know (or a missing database), with a hint.
 
-    ``UTC`` needs no database. Raises :class:`OptionsError` (a usage error).
+    Raises :class:`OptionsError` (a usage error). ``UTC`` needs no database:
+    callers count its days without asking for it.
     """
-    if name == UTC:
-        return
-    _zone(name)
-
-
-def _zone(name: str) -> zoneinfo.ZoneInfo:
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
@@ -137,7 +132,7 @@ def vote_days(tstamp: FloatArray, zone: str = UTC) -> FloatArray:
     tstamp = whole + np.round((tstamp - whole) * 1e6) / 1e6
     if zone == UTC:
         return np.floor(tstamp / _DAY)
-    tz = _zone(zone)
+    tz = time_zone(zone)
     days = np.full(len(tstamp), np.nan)
     known = np.isfinite(tstamp)
     times = tstamp[known]

@@ -242,25 +242,31 @@ def _objective(
     return float(l2 * (weight @ loss) + 0.5 * params @ params)
 
 
-def _gradient(
-    params: FloatArray, data: StyleData, weight: FloatArray, l2: float
-) -> tuple[FloatArray, FloatArray]:
-    """``(gradient, p)`` with ``p`` seat A's win probability per battle."""
-    k = data.n_models
+def _probability(params: FloatArray, data: StyleData) -> FloatArray:
+    """Per battle, seat A's win probability."""
     with np.errstate(over="ignore"):
-        probability = 1.0 / (1.0 + np.exp(-_scores(params, data)))
-    residual = weight * (probability - data.score)
-    gradient = params.copy()
-    gradient[:k] += (
-        l2
-        * LN_BASE
-        * (
-            np.bincount(data.model_a, residual, minlength=k)
-            - np.bincount(data.model_b, residual, minlength=k)
-        )
+        probability: FloatArray = 1.0 / (1.0 + np.exp(-_scores(params, data)))
+    return probability
+
+
+def _per_model(data: StyleData, values: FloatArray) -> FloatArray:
+    """Per model, the sum of `values` over its battles in seat A minus those in seat B."""
+    k = data.n_models
+    a, b = (
+        np.bincount(seat, values, minlength=k) for seat in (data.model_a, data.model_b)
     )
-    gradient[k:] += l2 * (data.features.T @ residual)
-    return gradient, probability
+    return np.asarray(a - b, dtype=np.float64)
+
+
+def _gradient(
+    params: FloatArray, data: StyleData, weighted: FloatArray, l2: float
+) -> FloatArray:
+    """The objective's gradient from the weighted residuals ``weight (p - y)`` per battle."""
+    k = data.n_models
+    gradient = params.copy()
+    gradient[:k] += l2 * LN_BASE * _per_model(data, weighted)
+    gradient[k:] += l2 * (data.features.T @ weighted)
+    return gradient
 
 
 def _hessian(
@@ -277,11 +283,7 @@ def _hessian(
     hessian[:k, :k] = LN_BASE**2 * (np.diag(pairs.sum(axis=1)) - pairs)
     weighted = curvature[:, None] * data.features
     cross = np.stack(
-        [
-            np.bincount(data.model_a, weighted[:, j], minlength=k)
-            - np.bincount(data.model_b, weighted[:, j], minlength=k)
-            for j in range(m)  # the four features, not battles
-        ],
+        [_per_model(data, weighted[:, j]) for j in range(m)],  # four features
         axis=1,
     )
     hessian[:k, k:] = LN_BASE * cross
@@ -319,7 +321,8 @@ def fit_style(
     params = np.zeros(size) if start is None else start.copy()
     before = _objective(params, data, weight, l2)
     for _ in range(_MAX_ITER):
-        gradient, probability = _gradient(params, data, weight, l2)
+        probability = _probability(params, data)
+        gradient = _gradient(params, data, weight * (probability - data.score), l2)
         step = np.linalg.solve(_hessian(data, weight, probability, l2), -gradient)
         scale = 1.0
         after = _objective(params + step, data, weight, l2)
@@ -356,9 +359,8 @@ def bootstrap_style(
         ``(params per round (rounds x (k + 4)), warnings)``; a round that did
         not converge is NaN and counted in a ``bootstrap_failed`` warning.
     """
-    n, k = len(data.score), data.n_models
-    base = data.weight
-    _, probability = _gradient(params, data, base, l2)
+    n, base = len(data.score), data.weight
+    probability = _probability(params, data)
     inverse = np.linalg.inv(_hessian(data, base, probability, l2))
     residual = probability - data.score  # at the point fit: the first step needs no exp
     samples = np.empty((rounds, len(params)))
@@ -367,23 +369,12 @@ def bootstrap_style(
         round_generators(seed, rounds)
     ):  # rounds, each vectorised over battles
         weight = base * np.bincount(generator.integers(0, n, n), minlength=n)
-        weighted = weight * residual
-        gradient = params.copy()
-        gradient[:k] += (
-            l2
-            * LN_BASE
-            * (
-                np.bincount(data.model_a, weighted, minlength=k)
-                - np.bincount(data.model_b, weighted, minlength=k)
-            )
-        )
-        gradient[k:] += l2 * (data.features.T @ weighted)
-        first = inverse @ gradient
+        first = inverse @ _gradient(params, data, weight * residual, l2)
         current = params - first
         previous = float(np.abs(first).max())
         for _ in range(_MAX_ITER):
-            gradient, _ = _gradient(current, data, weight, l2)
-            step = inverse @ gradient
+            residual_now = _probability(current, data) - data.score
+            step = inverse @ _gradient(current, data, weight * residual_now, l2)
             current -= step
             size = float(np.abs(step).max())
             # the steps shrink geometrically (rate `ratio`): what remains after
