@@ -153,24 +153,6 @@ class SettingsKeys(msgspec.Struct):
     fewshot_as_multiturn: Any = None
     system_instruction_sha: Any = None
 
-    def setting_keys(self) -> dict[str, Any]:
-        """The keys under their names in the file (absent and null alike as None).
-
-        ``configs``, ``n-shot`` and ``versions`` stay their bytes, and a
-        task's ``summary_tasks`` entry a Struct (no copy per task);
-        :func:`task_settings` reads either form.
-        """
-        return {
-            "configs": self.configs,
-            "n-shot": self.n_shot,
-            "versions": self.versions,
-            "summary_tasks": self.summary_tasks,
-            "git_hash": self.git_hash,
-            "lm_eval_version": self.lm_eval_version,
-            "fewshot_as_multiturn": self.fewshot_as_multiturn,
-            "system_instruction_sha": self.system_instruction_sha,
-        }
-
 
 _decode_configs = msgspec.json.Decoder(dict[str, _TaskConfig | None] | None).decode
 _decode_any = msgspec.json.Decoder().decode
@@ -445,17 +427,7 @@ def settings_text(raw: RawSettings) -> Settings:
         >>> settings_text((3.0, 448, None, "1.0", None, "8f1dc26", False, None))
         ('3', '448', None, '1', None, '8f1dc26', 'false', None)
     """
-    shots, size, limit, version, examples, harness, multiturn, instruction = raw
-    return (
-        _number_text(shots),
-        _number_text(size),
-        _text(limit),
-        _number_text(version),
-        _text(examples),
-        _text(harness),
-        _text(multiturn),
-        _text(instruction),
-    )
+    return tuple(text(value) for text, value in zip(_AS_TEXT, raw, strict=True))
 
 
 def _configs(recorded: object) -> dict[str, Any]:
@@ -713,3 +685,11 @@ def _number_text(value: object) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return _text(value)
+
+
+#: Per setting of :data:`SETTINGS`, how it is made text: counts and versions as
+#: whole numbers (``num_fewshot``, ``n_samples``, ``version``), the rest as JSON.
+_AS_TEXT = tuple(
+    _number_text if name in ("num_fewshot", "n_samples", "version") else _text
+    for name in SETTINGS
+)

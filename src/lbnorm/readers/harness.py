@@ -437,25 +437,16 @@ def _decode(path: Path, data: bytes) -> Any:
         raise InputError(msg)
     if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
         found: Any = None
-        settings: dict[str, Any] = {}
         with contextlib.suppress(msgspec.DecodeError, RecursionError):
             try:
                 found = _decode_read_keys(data)
-                settings = found.setting_keys()
             except msgspec.ValidationError:  # odd setting keys: scores only
                 found = _decode_score_keys(data)
-        if (
-            found is not None
-        ):  # absent and null keys alike read as None, as from dict.get
-            return settings | {
-                "results": found.results,
-                "config": found.config,
-                "config_general": found.config_general,
-                "n-samples": found.n_samples,
-                "model_name": found.model_name,
-                "chat_template": found.chat_template,
-                "date": found.date,
-            }
+        if found is not None:  # the keys under their names in the file
+            # (absent and null alike as None, as from dict.get; ``configs``,
+            # ``n-shot`` and ``versions`` as their bytes: no copy per task)
+            names = found.__struct_encode_fields__
+            return dict(zip(names, msgspec.structs.astuple(found), strict=True))
         # else json decides and words the error
     try:  # NaN / Infinity (Python's json.dump writes them), or a real error
         text = data.decode("utf-8")
@@ -530,28 +521,21 @@ def _float(path: Path, key: str, value: int | float) -> float:
     try:
         return float(value)
     except OverflowError:  # only an int overflows: JSON floats too large read as inf
-        raise _too_large(path, key, value) from None
-
-
-def _too_large(path: Path, key: str, value: object) -> InputError:
-    assert isinstance(value, int)
-    digits = int(value.bit_length() * math.log10(2)) + 1
-    msg = (
-        f"{path}: {key} is an integer of about {digits:,} digits, too large for "
-        "any score.\nHint: the file is damaged or was edited by hand; re-download "
-        "or re-run this task."
-    )
-    return InputError(msg)
+        assert isinstance(value, int)
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        msg = (
+            f"{path}: {key} is an integer of about {digits:,} digits, too large for "
+            "any score.\nHint: the file is damaged or was edited by hand; re-download "
+            "or re-run this task."
+        )
+        raise InputError(msg) from None
 
 
 def _stderr(path: Path, key: str, value: object) -> float | None:
     """A standard error (at `key`) as a float; None for "N/A" (the harness's marker) or none."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    try:
-        return float(value)
-    except OverflowError:  # only an int overflows
-        raise _too_large(path, key, value) from None
+    return _float(path, key, value)
 
 
 @functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file
