@@ -152,12 +152,14 @@ class Inputs:
             eager=batches,
         )
 
-    def files_frame(self) -> pd.DataFrame:
+    @property
+    def files(self) -> pd.DataFrame:
         """The catalog as a pandas frame, for the faces that print or write it.
 
         ``tasks`` is joined into text (``"a, b"``; null for tables); the frame's
         ``attrs`` hold ``cache`` (the parse cache's statistics, when used) and
-        ``warnings``.
+        ``warnings``. The conversion (and the pandas import) happens only when
+        this is read.
         """
         catalog = self.catalog
         if "tasks" in catalog.column_names:
@@ -175,15 +177,6 @@ class Inputs:
             frame.attrs["cache"] = dict(self.cache_stats)
         frame.attrs["warnings"] = list(self.warnings)
         return frame
-
-    @property
-    def files(self) -> pd.DataFrame:
-        """The catalog as a pandas frame (:meth:`files_frame`), for today's consumers.
-
-        A bridge while the engines and the writer move to :attr:`catalog`; the
-        conversion (and the pandas import) happens only when this is read.
-        """
-        return self.files_frame()
 
     def partition(self, part: int, parts: int) -> Iterator[Batch]:
         """The batches of one of `parts` disjoint shares of the input, for workers.
@@ -262,54 +255,26 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
 
 
-class _Hashes:
-    """The Parquet tables' sha256s, found on every core while the tables are opened.
-
-    hashlib releases the GIL, so the parts hash side by side on every core
-    before the pass starts; a table's hash is asked
-    for in input order, so its errors come where a serial read raised them.
-    A CSV or JSONL table is hashed as it is read (:func:`read_score_file`).
-    """
-
-    def __init__(self, paths: Sequence[Path]) -> None:
-        parquet = [
-            index
-            for index, path in enumerate(paths)
-            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
-        ]
-        workers = min(len(parquet), available_cores())
-        self._pool = Threads(workers, "hash") if workers > 1 else None
-        self._paths = paths
-        self._futures = (
-            {index: self._pool.submit(sha256_file, paths[index]) for index in parquet}
-            if self._pool is not None
-            else {}
-        )
-
-    def __enter__(self) -> _Hashes:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._pool is not None:  # an error: the hashes not started are dropped
-            self._pool.close(cancel=True)
-
-    def of(self, index: int) -> str:
-        """The sha256 of the table at `index` (raising what hashing it raised)."""
-        if self._pool is None:
-            return sha256_file(self._paths[index])
-        return self._futures[index].result()
-
-
 def _read_tables(
     paths: list[Path], options: RunOptions, progress: ProgressCallback | None
 ) -> tuple[list[pa.Table], list[Batch], list[ParquetScores]]:
-    """Open the score tables (Parquet streams, others are read); their catalog rows."""
+    """Open the score tables (Parquet streams, others are read); their catalog rows.
+
+    The Parquet tables' sha256s are found on every core while the tables are
+    opened (hashlib releases the GIL); each is asked for in input order, so its
+    errors come where a serial read raised them. A CSV or JSONL table is hashed
+    as it is read (:func:`read_score_file`): no second read of the file.
+    """
     catalogs: list[pa.Table] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
-    with _Hashes(paths) as digests:
-        for done, path in enumerate(paths, start=1):
-            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":
+    formats = [TABLE_SUFFIXES.get(path.suffix.lower()) for path in paths]
+    parquet = [at for at, kind in enumerate(formats) if kind == "parquet"]
+    # leaving the block on an error drops the hashes not started
+    with Threads(min(len(parquet), available_cores()), "hash") as pool:
+        hashes = {at: pool.submit(sha256_file, paths[at]) for at in parquet}
+        for done, (path, kind) in enumerate(zip(paths, formats, strict=True), 1):
+            if kind == "parquet":
                 opened = open_parquet_scores(
                     path,
                     extra_columns=options.extra_columns,
@@ -317,8 +282,8 @@ def _read_tables(
                 )
                 streamed.append(opened)
                 rows = opened.num_rows
-                sha256 = digests.of(done - 1)
-            else:  # (hashed as it is read: no second read of the file)
+                sha256 = hashes[done - 1].result()
+            else:
                 batch, sha256 = read_score_file(
                     path, extra_columns=options.extra_columns
                 )
@@ -328,7 +293,7 @@ def _read_tables(
                 catalog_table(
                     {
                         "path": [str(path)],
-                        "format": [TABLE_SUFFIXES[path.suffix.lower()]],
+                        "format": [kind],
                         "sha256": [sha256],
                         "bytes": [path.stat().st_size],
                         "rows": [rows],
