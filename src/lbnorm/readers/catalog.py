@@ -473,30 +473,26 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     if not paths:
         msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
         raise InputError(msg)
-    tables: list[Path] = []
-    results: list[Path] = []
-    samples: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    alpacaeval: list[Path] = []
+    found: dict[str, list[Any]] = {kind.name: [] for kind in dataclasses.fields(_Found)}
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
-            found = _walk_input_directory(entry)
-            tables += found.tables
-            results += found.results
-            samples += found.samples
-            skipped += found.skipped
-            alpacaeval += found.alpacaeval
+            walked = _walk_input_directory(entry)
+            for name, listed in found.items():
+                listed += getattr(walked, name)
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
-            samples.append(entry)
+            found["samples"].append(entry)
         elif entry.name in _ALPACAEVAL_FILES:  # one of AlpacaEval's, given by name
-            alpacaeval.append(entry)
+            found["alpacaeval"].append(entry)
         elif entry.suffix.lower() == ".json":
-            results.append(entry)
+            found["results"].append(entry)
         else:
-            tables.append(entry)
+            found["tables"].append(entry)
+    tables, results, samples, alpacaeval = (
+        found[name] for name in ("tables", "results", "samples", "alpacaeval")
+    )
     for path in [*tables, *results, *samples, *alpacaeval]:
         _check_path_text(path)
     samples += [
@@ -513,7 +509,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         tables=sorted(tables),
         results=sorted(results),
         samples=sorted(samples),
-        skipped=skipped,
+        skipped=found["skipped"],
         alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
 
@@ -566,21 +562,16 @@ def _walk_input_directory(directory: Path) -> _Found:
             skipped=sorted(skipped_files),
             alpacaeval=inputs,
         )
-    if is_tree:
 
-        def is_input(path: Path) -> bool:
-            name = path.name
-            return bool(
-                RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
-            )
-
-        tables: list[Path] = []
-    else:
-
-        def is_input(path: Path) -> bool:
+    def is_input(path: Path) -> bool:
+        if not is_tree:
             return path.suffix.lower() in TABLE_SUFFIXES
+        name = path.name
+        return bool(
+            RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
+        )
 
-        tables = [path for path in files if is_input(path)]
+    tables = [] if is_tree else [path for path in files if is_input(path)]
     skipped = [
         (path, _skip_reason(path, is_tree=is_tree))
         for path in files
@@ -674,12 +665,7 @@ def _skipped_warning(skipped: Sequence[tuple[Path, str]]) -> str:
     parts = []
     for reason, paths in groups.items():
         shown = ", ".join(str(path) for path in paths[:_SKIPPED_SHOWN])
-        more = (
-            f" and {len(paths) - _SKIPPED_SHOWN:,} more"
-            if len(paths) > _SKIPPED_SHOWN
-            else ""
-        )
-        parts.append(f"{shown}{more}: {reason}")
+        parts.append(f"{shown}{_more(len(paths), _SKIPPED_SHOWN)}: {reason}")
     return (
         f"skipped {len(skipped):,} file(s) found but not read (the input catalog "
         f"lists each with its reason): {'; '.join(parts)}"
@@ -688,6 +674,11 @@ def _skipped_warning(skipped: Sequence[tuple[Path, str]]) -> str:
 
 #: Skipped files the summary names per reason.
 _SKIPPED_SHOWN = 3
+
+
+def _more(count: int, shown: int) -> str:
+    """`` and 5 more`` after the first `shown` of `count` things named ('' if all are)."""
+    return f" and {count - shown:,} more" if count > shown else ""
 
 
 def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
@@ -747,13 +738,8 @@ def _raise_no_scores(
         )
     elif held := ignored_entries(read):
         entries = ", ".join(repr(entry) for entry, _ in held[:_ENTRIES_SHOWN])
-        more = (
-            f" and {len(held) - _ENTRIES_SHOWN:,} more"
-            if len(held) > _ENTRIES_SHOWN
-            else ""
-        )
         holds = "the file holds" if len(paths) == 1 else "the files hold"
-        why = f"; {holds} results entries {entries}{more}."
+        why = f"; {holds} results entries {entries}{_more(len(held), _ENTRIES_SHOWN)}."
         hint = (
             "Hint: a suite subtask reads results[task][metric]: set its task and "
             "metric to the file's (`lbnorm suites show NAME` lists the suite's; "

@@ -516,23 +516,22 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
     rows = np.concatenate(found["row"]) if found["row"] else np.empty(0, np.int64)
     file = numbers(settings.file[rows], pa.int64())
     where = subtask[rows].tolist()
-    table = pa.table(
+    columns = {
+        "benchmark": strings([named[at][0] for at in where]),
+        "subtask": strings([named[at][1] for at in where]),
+        "setting": strings(found["setting"]),
+        "value": strings(found["value"]),
+        "majority": strings(found["majority"]),
+        "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
+        "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
+    }
+    table = pa.table(  # the variant keys and the path: the files'
         {
-            "model": files["model"].take(file).cast(pa.string()),
-            "precision": files["precision"].take(file).cast(pa.string()),
-            "revision": files["revision"].take(file).cast(pa.string()),
-            "chat_template": files["chat_template"].take(file).cast(pa.bool_()),
-            "benchmark": strings([named[at][0] for at in where]),
-            "subtask": strings([named[at][1] for at in where]),
-            "setting": strings(found["setting"]),
-            "value": strings(found["value"]),
-            "majority": strings(found["majority"]),
-            "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
-            "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
-            "path": files["path"].take(file).cast(pa.string()),
+            name: columns[name] if name in columns else files[name].take(file)
+            for name in COMPARABILITY.names
         }
     )
-    table = table.append_column("_file", file)
+    table = table.cast(COMPARABILITY).append_column("_file", file)
     order = pc.sort_indices(
         table,
         [

@@ -138,13 +138,9 @@ class ResultsRead:
 SubtaskColumns = Mapping[str, Sequence[str]]
 
 
-def result_keys(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """Per suite subtask, where a results file keeps its score (for messages)."""
-    return _keys_of(tuple(pairs))
-
-
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
-def _keys_of(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+def result_keys(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+    """Per suite subtask, where a results file keeps its score (for messages)."""
     return [f"results[{task!r}][{metric!r}]" for task, metric in pairs]
 
 
@@ -330,7 +326,7 @@ def _scores(
         "stderr": files.stderr.take(rows),
         "n_samples": files.n_samples.take(rows),
         "source": per_file(files.path),
-        "_row": per_subtask(result_keys(pairs)),
+        "_row": per_subtask(result_keys(tuple(pairs))),
     }
     return pa.Table.from_arrays(list(columns.values()), schema=_SCORES_READ)
 

@@ -276,7 +276,7 @@ def _scan_in_workers(
         position = {future: at for at, future in enumerate(futures)}
         finished: dict[int, list[_Record]] = {}
         running: set[Future[list[_Record]]] = set(futures)
-        keys = result_keys(chunks[0].pairs) if chunks else []
+        keys = result_keys(tuple(chunks[0].pairs)) if chunks else []
         for at in range(len(futures)):
             while at not in finished:  # progress counts chunks as they arrive
                 ready, running = first_done(running)  # (a cancelled run stops here)
@@ -305,20 +305,9 @@ def _scan_chunk(chunk: _Chunk) -> list[_Record]:
 _Record = tuple[
     str,  # sha256
     int,  # size
-    tuple[
-        str,
-        str,
-        str,
-        bool,
-        str,
-        tuple[str, ...],
-        list[int],
-        list[float],
-        list[Any],
-        list[Any],
-        list[Any],
-    ]
-    | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
+    # the parsed file: model, precision, revision, chat_template, timestamp,
+    # ignored, and its rows but the keys
+    tuple[str, str, str, bool, str, tuple[str, ...], dict[str, list[Any]]] | None,
     InputError | None,
     Variant | None,  # a file that failed: the variant its config names
 ]
@@ -336,11 +325,7 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.chat_template,
             parsed.timestamp,
             parsed.ignored,
-            parsed.rows["subtask_index"],
-            parsed.rows["raw_score"],
-            parsed.rows["stderr"],
-            parsed.rows["n_samples"],
-            parsed.rows["settings"],
+            {name: rows for name, rows in parsed.rows.items() if name != "key"},
         )
     return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
 
@@ -350,7 +335,8 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
     sha256, size, fields, error, variant = record
     parsed = None
     if fields is not None:
-        model, precision, revision, chat, timestamp, ignored, index, *rows = fields
+        model, precision, revision, chat, timestamp, ignored, rows = fields
+        rows["key"] = [keys[at] for at in rows["subtask_index"]]
         parsed = HarnessFile(
             path=str(path),
             model=model,
@@ -358,14 +344,7 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
             revision=revision,
             chat_template=chat,
             timestamp=timestamp,
-            rows={
-                "subtask_index": index,
-                "raw_score": rows[0],
-                "stderr": rows[1],
-                "n_samples": rows[2],
-                "key": [keys[at] for at in index],
-                "settings": rows[3],
-            },
+            rows=rows,
             n_ignored=len(ignored),
             ignored=ignored,
         )
