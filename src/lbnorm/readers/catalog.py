@@ -858,20 +858,12 @@ def _read_samples(
     )
     items = None
     if collector is not None:  # the sample files that gave scores, read again
-        given = zip(
-            files["path"].to_pylist(),
-            files["format"].to_pylist(),
-            files["rows"].to_pylist(),
-            files["superseded_by"].to_pylist(),
-            strict=True,
+        gave = pc.and_(
+            pc.equal(files["format"], scalar("lm-eval-samples", pa.string())),
+            pc.and_(pc.greater(files["rows"], 0), pc.is_null(files["superseded_by"])),
         )
-        collector.add_sources(
-            [
-                ItemSource(path=Path(path))
-                for path, kind, rows, superseded in given  # a step per file
-                if kind == "lm-eval-samples" and rows and superseded is None
-            ]
-        )
+        sources = files["path"].filter(gave).to_pylist()
+        collector.add_sources([ItemSource(path=Path(path)) for path in sources])
         items = collector.finish()
         if taken:  # the scores results files won: not compared on sample items
             items = without_scores(items, pa.concat_tables(taken), suite)
