@@ -104,7 +104,6 @@ from lbnorm.readers.newest import (
     result_keys,
 )
 from lbnorm.readers.results_tree import (
-    ScannedFile,
     parsed_columns,
     scan_results_files,
 )
@@ -509,19 +508,31 @@ def _read_changed(
             # one iteration per changed file: its entry, from the bytes just read
             if item.error is not None and not item.sha256:  # unreadable: stop
                 raise item.error
-            stat = dict(zip(_STAT, fields, strict=True))
-            if item.parsed is None and item.error is None:  # touched, not changed
-                entry = entries.slice(at, 1).to_pylist()[0] | {"path": key, **stat}
-                entry |= {"size": item.size, "sha256": item.sha256}
+            is_touched = item.parsed is None and item.error is None  # not changed
+            entry = (
+                entries.slice(at, 1).to_pylist()[0]
+                if is_touched
+                else _BLANK_ENTRY | {"status": "ok"}
+            ) | {
+                "path": key,
+                # taken before the read: a change during the run is seen next time
+                **dict(zip(_STAT, fields, strict=True)),
+                "size": item.size,  # of the bytes hashed (and parsed)
+                "sha256": item.sha256,
+            }
+            result.status.append("cached" if is_touched else "parsed")
+            if is_touched:
                 result.reused.append(key)
-                result.status.append("cached")
-            else:
-                entry, harness = _parse(key, item, stat=stat)
-                if harness is not None:
-                    result.parsed.append((key, harness))
-                elif not entry["model"]:  # rejected, its variant not in it
-                    entry |= _earlier_variant(entries, at, Path(item.path))
-                result.status.append("parsed")
+            elif item.parsed is not None:
+                result.parsed.append((key, item.parsed))
+                entry |= _parsed_entry(item.parsed)
+            else:  # a file that does not parse is rejected
+                entry = _rejected(entry, first_line(str(item.error)))
+                entry |= (  # its variant, as its config names it if it does
+                    dict(zip(_VARIANT, (*item.variant, "file"), strict=True))
+                    if item.variant is not None
+                    else _earlier_variant(entries, at, Path(item.path))
+                )
             result.entries.append(entry)
     return result
 
@@ -558,24 +569,9 @@ def _stat_fields(file: Path) -> tuple[int, int, int, int, int]:
     )
 
 
-def _parse(
-    key: str, scanned: ScannedFile, *, stat: dict[str, int]
-) -> tuple[dict[str, Any], HarnessFile | None]:
-    """One scanned file's cache entry; a file that does not parse is rejected."""
-    entry = _BLANK_ENTRY | {
-        "path": key,
-        **stat,  # taken before the read: a change during the run is seen next time
-        "size": scanned.size,  # of the bytes hashed and parsed
-        "sha256": scanned.sha256,
-        "status": "ok",
-    }
-    parsed = scanned.parsed
-    if parsed is None:
-        entry = _rejected(entry, first_line(str(scanned.error)))
-        if scanned.variant is not None:  # its config was read before it failed
-            entry |= dict(zip(_VARIANT, (*scanned.variant, "file"), strict=True))
-        return entry, None
-    return entry | {
+def _parsed_entry(parsed: HarnessFile) -> dict[str, Any]:
+    """A parsed file's fields of its cache entry: its variant, run time and counts."""
+    return {
         "variant_from": "file",
         "model": parsed.model,
         "precision": parsed.precision,
@@ -585,7 +581,7 @@ def _parse(
         "n_ignored": parsed.n_ignored,
         "n_rows": len(parsed.rows["raw_score"]),
         "ignored": "\n".join(parsed.ignored),
-    }, parsed
+    }
 
 
 def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
