@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, available_cores
-from lbnorm.core.arrow import booleans, numbers, scalar, string_lists, strings
+from lbnorm.core.arrow import numbers, scalar, string_lists, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
@@ -202,15 +202,15 @@ class Inputs:
                 yield from opened.batches(groups)
 
 
-def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
+def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
     """A catalog in the :data:`~lbnorm.core.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
-        columns: Column name -> values (lists, numpy or Arrow arrays, or a
-            pandas frame's columns). ``path`` is required; absent ``format``,
-            ``sha256`` and ``reason`` are '', ``bytes``, ``rows`` and
-            ``n_ignored`` 0, ``superseded_by`` and ``tasks`` null. Columns
-            outside the schema (the parse cache's ``cache``) are kept after it.
+        columns: Column name -> values (lists, numpy or Arrow arrays).
+            ``path`` is required; absent ``format``, ``sha256`` and ``reason``
+            are '', ``bytes``, ``rows`` and ``n_ignored`` 0, ``superseded_by``
+            and ``tasks`` null. Columns outside the schema (the parse cache's
+            ``cache``), Arrow arrays, are kept after it as they are.
 
     Returns:
         The catalog.
@@ -241,17 +241,8 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
             arrays[name] = string_lists(
                 [[] if items is None else list(items) for items in lists], valid=valid
             )
-    for name in map(str, columns):  # kept after the schema's columns
-        if name in arrays:
-            continue
-        if isinstance(columns[name], pa.Array | pa.ChunkedArray):
-            arrays[name] = columns[name]
-            continue
-        values = list(columns[name])
-        if values and all(isinstance(v, bool | np.bool_) for v in values):
-            arrays[name] = booleans(np.asarray(values, dtype=bool))  # sha256_verified
-        else:
-            arrays[name] = strings([str(value) for value in values])
+    for name in columns:  # kept after the schema's columns
+        arrays.setdefault(name, columns[name])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
 
 

@@ -32,7 +32,7 @@ from lbnorm._runtime import (
     check_cancelled,
     first_done,
 )
-from lbnorm.core.arrow import numbers, optional_numbers, strings
+from lbnorm.core.arrow import numbers, optional_numbers, string_lists, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.options import ProgressCallback
 from lbnorm.readers.comparability import RunSettings
@@ -107,7 +107,7 @@ def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         stderr=optional_numbers(list(column("stderr")), pa.float64()),
         n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
         settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
-        ignored=[p.ignored for p in parsed],
+        ignored=string_lists([p.ignored for p in parsed]),
     )
 
 
