@@ -266,7 +266,7 @@ class Comparability:
 def task_settings(
     document: Mapping[str, Any],
     tasks: Sequence[str],
-    sizes: Sequence[int | None] | None = None,
+    sizes: Sequence[int | None],
 ) -> list[RawSettings]:
     """Per task of `tasks`, the run settings a parsed results file records.
 
@@ -275,15 +275,15 @@ def task_settings(
 
     Args:
         document: The file's top-level keys (``configs``, ``n-shot``,
-            ``n-samples``, ``versions``, ``config``, ``config_general``,
+            ``versions``, ``config``, ``config_general``,
             ``summary_tasks``, ``git_hash``, ``lm_eval_version``,
             ``fewshot_as_multiturn``, ``system_instruction_sha``); absent keys
             read as None; ``configs`` an object or its bytes
             (:class:`SettingsKeys`), a ``summary_tasks`` entry an object or a
             Struct.
         tasks: The tasks, one per score row (a task may repeat).
-        sizes: Per row, the score's sample count as the parser read it (else
-            ``n-samples[task].effective``, or ``original``, is read here).
+        sizes: Per row, the score's sample count as the parser read it
+            (``n-samples[task].effective``, else ``original``).
 
     Returns:
         Per task, its settings in :data:`SETTINGS` order as the file records
@@ -291,7 +291,7 @@ def task_settings(
         text, once per distinct combination.
 
     Examples:
-        >>> rows = task_settings({"configs": {"t": {"num_fewshot": 3.0}}, "git_hash": "ab1"}, ["t"])
+        >>> rows = task_settings({"configs": {"t": {"num_fewshot": 3.0}}, "git_hash": "ab1"}, ["t"], [None])
         >>> rows[0][0], rows[0][5]
         (3.0, 'ab1')
     """
@@ -309,12 +309,6 @@ def task_settings(
         document.get("fewshot_as_multiturn"),
         document.get("system_instruction_sha"),
     )
-    if sizes is None:
-        counts = object_or_empty(document.get("n-samples"))
-        sizes = [
-            c.get("effective", c.get("original")) if isinstance(c, dict) else None
-            for c in map(counts.get, tasks)
-        ]
     effective = tuple(sizes)
     n_shot, versions = document.get("n-shot"), document.get("versions")
     if (
