@@ -619,7 +619,7 @@ _BLANK_ENTRY: dict[str, Any] = {
 def _rows_of(
     parsed: list[tuple[str, HarnessFile]], pairs: list[tuple[str, str]]
 ) -> pa.Table:
-    """The score rows of newly parsed files, as one table (NaN stored as null, as a missing value)."""
+    """The score rows of newly parsed files, as one table (NaN stored as null: missing)."""
     files = parsed_columns([harness for _, harness in parsed])
     owner = np.repeat(np.arange(len(parsed), dtype=np.int64), files.lengths)
     index, raw = files.subtask_index, files.raw_score
