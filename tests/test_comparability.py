@@ -35,7 +35,13 @@ def _json(path: Path) -> Any:
 
 def _file_settings(data: bytes, tasks: list[str]) -> list[dict[str, str | None]]:
     """A file's settings for `tasks` as text, from json's reading of the whole file."""
-    found = task_settings(json.loads(data), tasks)
+    document = json.loads(data)
+    counts = document.get("n-samples", {})  # each score's: effective, else original
+    sizes = [
+        counts.get(task, {}).get("effective", counts.get(task, {}).get("original"))
+        for task in tasks
+    ]
+    found = task_settings(document, tasks, sizes)
     return [dict(zip(SETTINGS, settings_text(row), strict=True)) for row in found]
 
 
@@ -209,7 +215,9 @@ def _files(shots: dict[str, int | None]) -> tuple[pa.Table, RunSettings]:
             "chat_template": [False] * n,
         }
     )
-    settings = RunSettings.from_files([[task_settings(d, [BBH])[0] for d in documents]])
+    settings = RunSettings.from_files(
+        [[task_settings(d, [BBH], [None])[0] for d in documents]]
+    )
     return files, replace(
         settings, file=np.arange(n), subtask=np.full(n, at, dtype=np.int64)
     )

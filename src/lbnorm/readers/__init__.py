@@ -100,14 +100,13 @@ def noted(read: Inputs) -> Inputs:
 
 def cache_stats(catalog: pa.Table) -> dict[str, Any] | None:
     """The parse cache's figures of a run's catalog (None: no cache was used)."""
-    text = (catalog.schema.metadata or {}).get(_CACHE)
-    return None if text is None else dict(json.loads(text))
+    stats = _note(catalog, _CACHE)
+    return None if stats is None else dict(stats)
 
 
 def input_warnings(catalog: pa.Table) -> list[str]:
     """What the readers warned of (files skipped, settings that differ, ...)."""
-    text = (catalog.schema.metadata or {}).get(_WARNINGS)
-    return [] if text is None else list(json.loads(text))
+    return list(_note(catalog, _WARNINGS) or ())
 
 
 def input_reruns(catalog: pa.Table) -> list[dict[str, Any]]:
@@ -115,8 +114,7 @@ def input_reruns(catalog: pa.Table) -> list[dict[str, Any]]:
 
     One record per variant (see :attr:`lbnorm.readers.newest.ResultsRead.reruns`).
     """
-    text = (catalog.schema.metadata or {}).get(_RERUNS)
-    return [] if text is None else list(json.loads(text))
+    return list(_note(catalog, _RERUNS) or ())
 
 
 def input_rejections(catalog: pa.Table) -> list[dict[str, Any]]:
@@ -129,8 +127,13 @@ def input_rejections(catalog: pa.Table) -> list[dict[str, Any]]:
     ``other_files`` (accepted results files of that variant) and ``lost``
     (true: no other file holds it, so it is not on the board).
     """
-    text = (catalog.schema.metadata or {}).get(_REJECTED)
-    return [] if text is None else list(json.loads(text))
+    return list(_note(catalog, _REJECTED) or ())
+
+
+def _note(catalog: pa.Table, key: bytes) -> Any:
+    """The note at `key` of a catalog's metadata (:func:`noted`); None if absent."""
+    text = (catalog.schema.metadata or {}).get(key)
+    return None if text is None else json.loads(text)
 
 
 _CACHE = b"lbnorm.cache"

@@ -55,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import itertools
 import json
 import sys
 import time
@@ -72,7 +71,6 @@ import pyarrow.compute as pc
 from lbnorm.core.arrow import (
     booleans,
     numbers,
-    optional_numbers,
     scalar,
     strings,
     to_numpy,
@@ -103,8 +101,12 @@ from lbnorm.readers.newest import (
     ResultsRead,
     SubtaskColumns,
     combine_parsed,
+    result_keys,
 )
-from lbnorm.readers.results_tree import ScannedFile, scan_results_files
+from lbnorm.readers.results_tree import (
+    parsed_columns,
+    scan_results_files,
+)
 from lbnorm.suites import Scales, Suite, suite_arrays
 
 IntArray = npt.NDArray[np.int64]
@@ -233,7 +235,7 @@ def _refresh(
         is_unchanged = _is_unchanged(current.stat, entries, old_at, stat_ns)
         changed = np.flatnonzero(~is_unchanged)
         read = _read_changed(current, changed, entries, old_at, pairs, progress)
-        new_entries, new_rows = _checked_new(read, suite_arrays(suite).scales)
+        new_entries, new_rows = _checked_new(read, pairs, suite_arrays(suite).scales)
         # the entries in the order of the files found: each kept or new
         at = np.empty(len(current.path), dtype=np.int64)
         at[is_unchanged] = old_at[is_unchanged]
@@ -282,10 +284,10 @@ def _refresh(
 
 
 def _checked_new(
-    read: _Changed, scales: Scales | None
+    read: _Changed, pairs: list[tuple[str, str]], scales: Scales | None
 ) -> tuple[list[dict[str, Any]], pa.Table]:
     """The changed files' entries and score rows, a file whose scores break the contract rejected."""
-    new_rows = _rows_of(read.parsed)
+    new_rows = _rows_of(read.parsed, pairs)
     bad = _check_rows(new_rows, scales)  # every new score
     if bad:
         new_rows = new_rows.filter(
@@ -506,19 +508,31 @@ def _read_changed(
             # one iteration per changed file: its entry, from the bytes just read
             if item.error is not None and not item.sha256:  # unreadable: stop
                 raise item.error
-            stat = dict(zip(_STAT, fields, strict=True))
-            if item.parsed is None and item.error is None:  # touched, not changed
-                entry = entries.slice(at, 1).to_pylist()[0] | {"path": key, **stat}
-                entry |= {"size": item.size, "sha256": item.sha256}
+            is_touched = item.parsed is None and item.error is None  # not changed
+            entry = (
+                entries.slice(at, 1).to_pylist()[0]
+                if is_touched
+                else _BLANK_ENTRY | {"status": "ok"}
+            ) | {
+                "path": key,
+                # taken before the read: a change during the run is seen next time
+                **dict(zip(_STAT, fields, strict=True)),
+                "size": item.size,  # of the bytes hashed (and parsed)
+                "sha256": item.sha256,
+            }
+            result.status.append("cached" if is_touched else "parsed")
+            if is_touched:
                 result.reused.append(key)
-                result.status.append("cached")
-            else:
-                entry, harness = _parse(key, item, stat=stat)
-                if harness is not None:
-                    result.parsed.append((key, harness))
-                elif not entry["model"]:  # rejected, its variant not in it
-                    entry |= _earlier_variant(entries, at, Path(item.path))
-                result.status.append("parsed")
+            elif item.parsed is not None:
+                result.parsed.append((key, item.parsed))
+                entry |= _parsed_entry(item.parsed)
+            else:  # a file that does not parse is rejected
+                entry = _rejected(entry, first_line(str(item.error)))
+                entry |= (  # its variant, as its config names it if it does
+                    dict(zip(_VARIANT, (*item.variant, "file"), strict=True))
+                    if item.variant is not None
+                    else _earlier_variant(entries, at, Path(item.path))
+                )
             result.entries.append(entry)
     return result
 
@@ -555,24 +569,9 @@ def _stat_fields(file: Path) -> tuple[int, int, int, int, int]:
     )
 
 
-def _parse(
-    key: str, scanned: ScannedFile, *, stat: dict[str, int]
-) -> tuple[dict[str, Any], HarnessFile | None]:
-    """One scanned file's cache entry; a file that does not parse is rejected."""
-    entry = _BLANK_ENTRY | {
-        "path": key,
-        **stat,  # taken before the read: a change during the run is seen next time
-        "size": scanned.size,  # of the bytes hashed and parsed
-        "sha256": scanned.sha256,
-        "status": "ok",
-    }
-    parsed = scanned.parsed
-    if parsed is None:
-        entry = _rejected(entry, first_line(str(scanned.error)))
-        if scanned.variant is not None:  # its config was read before it failed
-            entry |= dict(zip(_VARIANT, (*scanned.variant, "file"), strict=True))
-        return entry, None
-    return entry | {
+def _parsed_entry(parsed: HarnessFile) -> dict[str, Any]:
+    """A parsed file's fields of its cache entry: its variant, run time and counts."""
+    return {
         "variant_from": "file",
         "model": parsed.model,
         "precision": parsed.precision,
@@ -582,7 +581,7 @@ def _parse(
         "n_ignored": parsed.n_ignored,
         "n_rows": len(parsed.rows["raw_score"]),
         "ignored": "\n".join(parsed.ignored),
-    }, parsed
+    }
 
 
 def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -617,32 +616,24 @@ _BLANK_ENTRY: dict[str, Any] = {
 }
 
 
-def _rows_of(parsed: list[tuple[str, HarnessFile]]) -> pa.Table:
-    """The score rows of newly parsed files, as one table (lists joined once)."""
-    lengths = np.array(
-        [len(harness.rows["raw_score"]) for _, harness in parsed], dtype=np.int64
-    )
-    owner = np.repeat(np.arange(len(parsed), dtype=np.int64), lengths)
-
-    def joined(name: str) -> list[Any]:
-        return list(
-            itertools.chain.from_iterable(harness.rows[name] for _, harness in parsed)
-        )
-
-    columns = {
-        "path": strings([key for key, _ in parsed]).take(numbers(owner, pa.int64())),
-        "subtask_index": numbers(np.array(joined("subtask_index")), pa.int32()),
-        # NaN is stored as null, as a missing value
-        "raw_score": optional_numbers(
-            joined("raw_score"), pa.float64(), nan_is_null=True
-        ),
-        "stderr": optional_numbers(joined("stderr"), pa.float64(), nan_is_null=True),
-        "n_samples": optional_numbers(joined("n_samples"), pa.int64()),
-        "key": strings(joined("key")),
-    }
-    per_file = [harness.rows["settings"] for _, harness in parsed]
-    settings = RunSettings.from_files(per_file).columns()
-    return pa.Table.from_arrays([*columns.values(), *settings], schema=ROWS)
+def _rows_of(
+    parsed: list[tuple[str, HarnessFile]], pairs: list[tuple[str, str]]
+) -> pa.Table:
+    """The score rows of newly parsed files, as one table (NaN stored as null: missing)."""
+    files = parsed_columns([harness for _, harness in parsed])
+    owner = np.repeat(np.arange(len(parsed), dtype=np.int64), files.lengths)
+    index, raw = files.subtask_index, files.raw_score
+    stderr = to_numpy(files.stderr, null=np.nan)
+    columns = [
+        strings([key for key, _ in parsed]).take(numbers(owner, pa.int64())),
+        numbers(index, pa.int32()),
+        numbers(raw, pa.float64(), valid=~np.isnan(raw)),
+        numbers(stderr, pa.float64(), valid=~np.isnan(stderr)),
+        files.n_samples,
+        strings(result_keys(tuple(pairs))).take(numbers(index, pa.int64())),
+        *files.settings.columns(),
+    ]
+    return pa.Table.from_arrays(columns, schema=ROWS)
 
 
 def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:

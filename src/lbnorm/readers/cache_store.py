@@ -168,22 +168,29 @@ def load(
     (:func:`lbnorm.readers.cache.parser_key`): a cache of another is discarded.
     A `discard` reason given (``--full``, an index moved aside) discards it unread.
     """
-    empty = empty_table(ENTRIES), empty_table(ROWS)
-    if discard:
-        return *empty, 0, discard
+    found = discard or _read_generation(cache, pairs_hash, parser=parser)
+    if isinstance(found, str):  # why the cache is discarded ('' if none yet)
+        return empty_table(ENTRIES), empty_table(ROWS), 0, found
+    return *found, ""
+
+
+def _read_generation(
+    cache: Path, pairs_hash: str, *, parser: str
+) -> tuple[pa.Table, pa.Table, int] | str:
+    """The cached entries and rows and their stat time, or why they are not trusted."""
     meta_path = cache / INDEX
     if not meta_path.is_file():  # none yet (a non-file was moved aside first)
-        return *empty, 0, ""
+        return ""
     try:
         meta = _check_index(json.loads(meta_path.read_bytes()))
     except (OSError, ValueError, RecursionError) as exc:  # JSON, UTF-8, nesting
-        return *empty, 0, f"corrupt: {type(exc).__name__}: {first_line(str(exc))}"
+        return f"corrupt: {type(exc).__name__}: {first_line(str(exc))}"
     if meta["format"] != CACHE_FORMAT or meta["lbnorm"] != lbnorm_version():
-        return *empty, 0, "made by another lbnorm version"
+        return "made by another lbnorm version"
     if meta.get("parser") != parser:
-        return *empty, 0, "made by another version of the results parser"
+        return "made by another version of the results parser"
     if meta["pairs"] != pairs_hash:
-        return *empty, 0, "made for other subtasks (another suite)"
+        return "made for other subtasks (another suite)"
     tables = {}
     for name, schema in (("entries", _ENTRIES_STORED), ("rows", ROWS)):
         path = cache / meta[name]["file"]
@@ -193,25 +200,21 @@ def load(
                 raise FileNotFoundError(msg)
             data = path.read_bytes()
             if hashlib.sha256(data).hexdigest() != meta[name]["sha256"]:
-                return *empty, 0, f"corrupt: {path.name} does not match its checksum"
+                return f"corrupt: {path.name} does not match its checksum"
             table = pq.ParquetFile(pa.BufferReader(data)).read()
         except (OSError, pa.ArrowException) as exc:
-            return *empty, 0, f"corrupt: {type(exc).__name__}: {first_line(str(exc))}"
+            return f"corrupt: {type(exc).__name__}: {first_line(str(exc))}"
         if not table.schema.equals(schema):
-            return *empty, 0, f"corrupt: {path.name} has an unexpected schema"
+            return f"corrupt: {path.name} has an unexpected schema"
         tables[name] = table
     entries, rows = tables["entries"], tables["rows"]
     if not rows_match(entries, rows):
-        return *empty, 0, "corrupt: scores do not match the file entries"
+        return "corrupt: scores do not match the file entries"
     stored = to_numpy(entries["rows_digest"], null=0)
     entries = entries.drop_columns(["rows_digest"])
     if n_changed := int(np.count_nonzero(entry_digests(entries, rows) != stored)):
-        return (
-            *empty,
-            0,
-            f"corrupt: the scores of {n_changed:,} files do not match their digests",
-        )
-    return entries, rows, meta["stat_ns"], ""
+        return f"corrupt: the scores of {n_changed:,} files do not match their digests"
+    return entries, rows, meta["stat_ns"]
 
 
 def _check_index(meta: object) -> dict[str, Any]:

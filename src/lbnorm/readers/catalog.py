@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, available_cores
-from lbnorm.core.arrow import booleans, numbers, scalar, string_lists, strings
+from lbnorm.core.arrow import numbers, scalar, string_lists, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
@@ -152,12 +152,14 @@ class Inputs:
             eager=batches,
         )
 
-    def files_frame(self) -> pd.DataFrame:
+    @property
+    def files(self) -> pd.DataFrame:
         """The catalog as a pandas frame, for the faces that print or write it.
 
         ``tasks`` is joined into text (``"a, b"``; null for tables); the frame's
         ``attrs`` hold ``cache`` (the parse cache's statistics, when used) and
-        ``warnings``.
+        ``warnings``. The conversion (and the pandas import) happens only when
+        this is read.
         """
         catalog = self.catalog
         if "tasks" in catalog.column_names:
@@ -175,15 +177,6 @@ class Inputs:
             frame.attrs["cache"] = dict(self.cache_stats)
         frame.attrs["warnings"] = list(self.warnings)
         return frame
-
-    @property
-    def files(self) -> pd.DataFrame:
-        """The catalog as a pandas frame (:meth:`files_frame`), for today's consumers.
-
-        A bridge while the engines and the writer move to :attr:`catalog`; the
-        conversion (and the pandas import) happens only when this is read.
-        """
-        return self.files_frame()
 
     def partition(self, part: int, parts: int) -> Iterator[Batch]:
         """The batches of one of `parts` disjoint shares of the input, for workers.
@@ -209,15 +202,15 @@ class Inputs:
                 yield from opened.batches(groups)
 
 
-def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
+def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
     """A catalog in the :data:`~lbnorm.core.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
-        columns: Column name -> values (lists, numpy or Arrow arrays, or a
-            pandas frame's columns). ``path`` is required; absent ``format``,
-            ``sha256`` and ``reason`` are '', ``bytes``, ``rows`` and
-            ``n_ignored`` 0, ``superseded_by`` and ``tasks`` null. Columns
-            outside the schema (the parse cache's ``cache``) are kept after it.
+        columns: Column name -> values (lists, numpy or Arrow arrays).
+            ``path`` is required; absent ``format``, ``sha256`` and ``reason``
+            are '', ``bytes``, ``rows`` and ``n_ignored`` 0, ``superseded_by``
+            and ``tasks`` null. Columns outside the schema (the parse cache's
+            ``cache``), Arrow arrays, are kept after it as they are.
 
     Returns:
         The catalog.
@@ -248,68 +241,31 @@ def catalog_table(columns: Mapping[str, Any] | pd.DataFrame) -> pa.Table:
             arrays[name] = string_lists(
                 [[] if items is None else list(items) for items in lists], valid=valid
             )
-    for name in map(str, columns):  # kept after the schema's columns
-        if name in arrays:
-            continue
-        if isinstance(columns[name], pa.Array | pa.ChunkedArray):
-            arrays[name] = columns[name]
-            continue
-        values = list(columns[name])
-        if values and all(isinstance(v, bool | np.bool_) for v in values):
-            arrays[name] = booleans(np.asarray(values, dtype=bool))  # sha256_verified
-        else:
-            arrays[name] = strings([str(value) for value in values])
+    for name in columns:  # kept after the schema's columns
+        arrays.setdefault(name, columns[name])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
-
-
-class _Hashes:
-    """The Parquet tables' sha256s, found on every core while the tables are opened.
-
-    hashlib releases the GIL, so the parts hash side by side on every core
-    before the pass starts; a table's hash is asked
-    for in input order, so its errors come where a serial read raised them.
-    A CSV or JSONL table is hashed as it is read (:func:`read_score_file`).
-    """
-
-    def __init__(self, paths: Sequence[Path]) -> None:
-        parquet = [
-            index
-            for index, path in enumerate(paths)
-            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
-        ]
-        workers = min(len(parquet), available_cores())
-        self._pool = Threads(workers, "hash") if workers > 1 else None
-        self._paths = paths
-        self._futures = (
-            {index: self._pool.submit(sha256_file, paths[index]) for index in parquet}
-            if self._pool is not None
-            else {}
-        )
-
-    def __enter__(self) -> _Hashes:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._pool is not None:  # an error: the hashes not started are dropped
-            self._pool.close(cancel=True)
-
-    def of(self, index: int) -> str:
-        """The sha256 of the table at `index` (raising what hashing it raised)."""
-        if self._pool is None:
-            return sha256_file(self._paths[index])
-        return self._futures[index].result()
 
 
 def _read_tables(
     paths: list[Path], options: RunOptions, progress: ProgressCallback | None
 ) -> tuple[list[pa.Table], list[Batch], list[ParquetScores]]:
-    """Open the score tables (Parquet streams, others are read); their catalog rows."""
+    """Open the score tables (Parquet streams, others are read); their catalog rows.
+
+    The Parquet tables' sha256s are found on every core while the tables are
+    opened (hashlib releases the GIL); each is asked for in input order, so its
+    errors come where a serial read raised them. A CSV or JSONL table is hashed
+    as it is read (:func:`read_score_file`): no second read of the file.
+    """
     catalogs: list[pa.Table] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
-    with _Hashes(paths) as digests:
-        for done, path in enumerate(paths, start=1):
-            if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet":
+    formats = [TABLE_SUFFIXES.get(path.suffix.lower()) for path in paths]
+    parquet = [at for at, kind in enumerate(formats) if kind == "parquet"]
+    # leaving the block on an error drops the hashes not started
+    with Threads(min(len(parquet), available_cores()), "hash") as pool:
+        hashes = {at: pool.submit(sha256_file, paths[at]) for at in parquet}
+        for done, (path, kind) in enumerate(zip(paths, formats, strict=True), 1):
+            if kind == "parquet":
                 opened = open_parquet_scores(
                     path,
                     extra_columns=options.extra_columns,
@@ -317,8 +273,8 @@ def _read_tables(
                 )
                 streamed.append(opened)
                 rows = opened.num_rows
-                sha256 = digests.of(done - 1)
-            else:  # (hashed as it is read: no second read of the file)
+                sha256 = hashes[done - 1].result()
+            else:
                 batch, sha256 = read_score_file(
                     path, extra_columns=options.extra_columns
                 )
@@ -328,7 +284,7 @@ def _read_tables(
                 catalog_table(
                     {
                         "path": [str(path)],
-                        "format": [TABLE_SUFFIXES[path.suffix.lower()]],
+                        "format": [kind],
                         "sha256": [sha256],
                         "bytes": [path.stat().st_size],
                         "rows": [rows],
@@ -508,30 +464,26 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     if not paths:
         msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
         raise InputError(msg)
-    tables: list[Path] = []
-    results: list[Path] = []
-    samples: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    alpacaeval: list[Path] = []
+    found: dict[str, list[Any]] = {kind.name: [] for kind in dataclasses.fields(_Found)}
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
-            found = _walk_input_directory(entry)
-            tables += found.tables
-            results += found.results
-            samples += found.samples
-            skipped += found.skipped
-            alpacaeval += found.alpacaeval
+            walked = _walk_input_directory(entry)
+            for name, listed in found.items():
+                listed += getattr(walked, name)
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
-            samples.append(entry)
+            found["samples"].append(entry)
         elif entry.name in _ALPACAEVAL_FILES:  # one of AlpacaEval's, given by name
-            alpacaeval.append(entry)
+            found["alpacaeval"].append(entry)
         elif entry.suffix.lower() == ".json":
-            results.append(entry)
+            found["results"].append(entry)
         else:
-            tables.append(entry)
+            found["tables"].append(entry)
+    tables, results, samples, alpacaeval = (
+        found[name] for name in ("tables", "results", "samples", "alpacaeval")
+    )
     for path in [*tables, *results, *samples, *alpacaeval]:
         _check_path_text(path)
     samples += [
@@ -548,7 +500,7 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
         tables=sorted(tables),
         results=sorted(results),
         samples=sorted(samples),
-        skipped=skipped,
+        skipped=found["skipped"],
         alpacaeval=alpacaeval,  # in path order per directory, directories as given
     )
 
@@ -601,21 +553,16 @@ def _walk_input_directory(directory: Path) -> _Found:
             skipped=sorted(skipped_files),
             alpacaeval=inputs,
         )
-    if is_tree:
 
-        def is_input(path: Path) -> bool:
-            name = path.name
-            return bool(
-                RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
-            )
-
-        tables: list[Path] = []
-    else:
-
-        def is_input(path: Path) -> bool:
+    def is_input(path: Path) -> bool:
+        if not is_tree:
             return path.suffix.lower() in TABLE_SUFFIXES
+        name = path.name
+        return bool(
+            RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
+        )
 
-        tables = [path for path in files if is_input(path)]
+    tables = [] if is_tree else [path for path in files if is_input(path)]
     skipped = [
         (path, _skip_reason(path, is_tree=is_tree))
         for path in files
@@ -709,12 +656,7 @@ def _skipped_warning(skipped: Sequence[tuple[Path, str]]) -> str:
     parts = []
     for reason, paths in groups.items():
         shown = ", ".join(str(path) for path in paths[:_SKIPPED_SHOWN])
-        more = (
-            f" and {len(paths) - _SKIPPED_SHOWN:,} more"
-            if len(paths) > _SKIPPED_SHOWN
-            else ""
-        )
-        parts.append(f"{shown}{more}: {reason}")
+        parts.append(f"{shown}{_more(len(paths), _SKIPPED_SHOWN)}: {reason}")
     return (
         f"skipped {len(skipped):,} file(s) found but not read (the input catalog "
         f"lists each with its reason): {'; '.join(parts)}"
@@ -723,6 +665,11 @@ def _skipped_warning(skipped: Sequence[tuple[Path, str]]) -> str:
 
 #: Skipped files the summary names per reason.
 _SKIPPED_SHOWN = 3
+
+
+def _more(count: int, shown: int) -> str:
+    """`` and 5 more`` after the first `shown` of `count` things named ('' if all are)."""
+    return f" and {count - shown:,} more" if count > shown else ""
 
 
 def _skipped_catalog(skipped: list[tuple[Path, str]]) -> pa.Table:
@@ -782,13 +729,8 @@ def _raise_no_scores(
         )
     elif held := ignored_entries(read):
         entries = ", ".join(repr(entry) for entry, _ in held[:_ENTRIES_SHOWN])
-        more = (
-            f" and {len(held) - _ENTRIES_SHOWN:,} more"
-            if len(held) > _ENTRIES_SHOWN
-            else ""
-        )
         holds = "the file holds" if len(paths) == 1 else "the files hold"
-        why = f"; {holds} results entries {entries}{more}."
+        why = f"; {holds} results entries {entries}{_more(len(held), _ENTRIES_SHOWN)}."
         hint = (
             "Hint: a suite subtask reads results[task][metric]: set its task and "
             "metric to the file's (`lbnorm suites show NAME` lists the suite's; "
@@ -907,20 +849,12 @@ def _read_samples(
     )
     items = None
     if collector is not None:  # the sample files that gave scores, read again
-        given = zip(
-            files["path"].to_pylist(),
-            files["format"].to_pylist(),
-            files["rows"].to_pylist(),
-            files["superseded_by"].to_pylist(),
-            strict=True,
+        gave = pc.and_(
+            pc.equal(files["format"], scalar("lm-eval-samples", pa.string())),
+            pc.and_(pc.greater(files["rows"], 0), pc.is_null(files["superseded_by"])),
         )
-        collector.add_sources(
-            [
-                ItemSource(path=Path(path))
-                for path, kind, rows, superseded in given  # a step per file
-                if kind == "lm-eval-samples" and rows and superseded is None
-            ]
-        )
+        sources = files["path"].filter(gave).to_pylist()
+        collector.add_sources([ItemSource(path=Path(path)) for path in sources])
         items = collector.finish()
         if taken:  # the scores results files won: not compared on sample items
             items = without_scores(items, pa.concat_tables(taken), suite)

@@ -153,24 +153,6 @@ class SettingsKeys(msgspec.Struct):
     fewshot_as_multiturn: Any = None
     system_instruction_sha: Any = None
 
-    def setting_keys(self) -> dict[str, Any]:
-        """The keys under their names in the file (absent and null alike as None).
-
-        ``configs``, ``n-shot`` and ``versions`` stay their bytes, and a
-        task's ``summary_tasks`` entry a Struct (no copy per task);
-        :func:`task_settings` reads either form.
-        """
-        return {
-            "configs": self.configs,
-            "n-shot": self.n_shot,
-            "versions": self.versions,
-            "summary_tasks": self.summary_tasks,
-            "git_hash": self.git_hash,
-            "lm_eval_version": self.lm_eval_version,
-            "fewshot_as_multiturn": self.fewshot_as_multiturn,
-            "system_instruction_sha": self.system_instruction_sha,
-        }
-
 
 _decode_configs = msgspec.json.Decoder(dict[str, _TaskConfig | None] | None).decode
 _decode_any = msgspec.json.Decoder().decode
@@ -284,7 +266,7 @@ class Comparability:
 def task_settings(
     document: Mapping[str, Any],
     tasks: Sequence[str],
-    sizes: Sequence[int | None] | None = None,
+    sizes: Sequence[int | None],
 ) -> list[RawSettings]:
     """Per task of `tasks`, the run settings a parsed results file records.
 
@@ -293,15 +275,15 @@ def task_settings(
 
     Args:
         document: The file's top-level keys (``configs``, ``n-shot``,
-            ``n-samples``, ``versions``, ``config``, ``config_general``,
+            ``versions``, ``config``, ``config_general``,
             ``summary_tasks``, ``git_hash``, ``lm_eval_version``,
             ``fewshot_as_multiturn``, ``system_instruction_sha``); absent keys
             read as None; ``configs`` an object or its bytes
             (:class:`SettingsKeys`), a ``summary_tasks`` entry an object or a
             Struct.
         tasks: The tasks, one per score row (a task may repeat).
-        sizes: Per row, the score's sample count as the parser read it (else
-            ``n-samples[task].effective``, or ``original``, is read here).
+        sizes: Per row, the score's sample count as the parser read it
+            (``n-samples[task].effective``, else ``original``).
 
     Returns:
         Per task, its settings in :data:`SETTINGS` order as the file records
@@ -309,7 +291,7 @@ def task_settings(
         text, once per distinct combination.
 
     Examples:
-        >>> rows = task_settings({"configs": {"t": {"num_fewshot": 3.0}}, "git_hash": "ab1"}, ["t"])
+        >>> rows = task_settings({"configs": {"t": {"num_fewshot": 3.0}}, "git_hash": "ab1"}, ["t"], [None])
         >>> rows[0][0], rows[0][5]
         (3.0, 'ab1')
     """
@@ -327,12 +309,6 @@ def task_settings(
         document.get("fewshot_as_multiturn"),
         document.get("system_instruction_sha"),
     )
-    if sizes is None:
-        counts = object_or_empty(document.get("n-samples"))
-        sizes = [
-            c.get("effective", c.get("original")) if isinstance(c, dict) else None
-            for c in map(counts.get, tasks)
-        ]
     effective = tuple(sizes)
     n_shot, versions = document.get("n-shot"), document.get("versions")
     if (
@@ -445,17 +421,7 @@ def settings_text(raw: RawSettings) -> Settings:
         >>> settings_text((3.0, 448, None, "1.0", None, "8f1dc26", False, None))
         ('3', '448', None, '1', None, '8f1dc26', 'false', None)
     """
-    shots, size, limit, version, examples, harness, multiturn, instruction = raw
-    return (
-        _number_text(shots),
-        _number_text(size),
-        _text(limit),
-        _number_text(version),
-        _text(examples),
-        _text(harness),
-        _text(multiturn),
-        _text(instruction),
-    )
+    return tuple(text(value) for text, value in zip(_AS_TEXT, raw, strict=True))
 
 
 def _configs(recorded: object) -> dict[str, Any]:
@@ -544,23 +510,22 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
     rows = np.concatenate(found["row"]) if found["row"] else np.empty(0, np.int64)
     file = numbers(settings.file[rows], pa.int64())
     where = subtask[rows].tolist()
-    table = pa.table(
+    columns = {
+        "benchmark": strings([named[at][0] for at in where]),
+        "subtask": strings([named[at][1] for at in where]),
+        "setting": strings(found["setting"]),
+        "value": strings(found["value"]),
+        "majority": strings(found["majority"]),
+        "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
+        "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
+    }
+    table = pa.table(  # the variant keys and the path: the files'
         {
-            "model": files["model"].take(file).cast(pa.string()),
-            "precision": files["precision"].take(file).cast(pa.string()),
-            "revision": files["revision"].take(file).cast(pa.string()),
-            "chat_template": files["chat_template"].take(file).cast(pa.bool_()),
-            "benchmark": strings([named[at][0] for at in where]),
-            "subtask": strings([named[at][1] for at in where]),
-            "setting": strings(found["setting"]),
-            "value": strings(found["value"]),
-            "majority": strings(found["majority"]),
-            "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
-            "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
-            "path": files["path"].take(file).cast(pa.string()),
+            name: columns[name] if name in columns else files[name].take(file)
+            for name in COMPARABILITY.names
         }
     )
-    table = table.append_column("_file", file)
+    table = table.cast(COMPARABILITY).append_column("_file", file)
     order = pc.sort_indices(
         table,
         [
@@ -713,3 +678,11 @@ def _number_text(value: object) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return _text(value)
+
+
+#: Per setting of :data:`SETTINGS`, how it is made text: counts and versions as
+#: whole numbers (``num_fewshot``, ``n_samples``, ``version``), the rest as JSON.
+_AS_TEXT = tuple(
+    _number_text if name in ("num_fewshot", "n_samples", "version") else _text
+    for name in SETTINGS
+)

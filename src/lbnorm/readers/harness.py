@@ -61,7 +61,6 @@ from typing import Any
 import msgspec
 
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import RESULTS_FILE
 from lbnorm.readers.comparability import SettingsKeys, object_or_empty, task_settings
 from lbnorm.readers.newest import (
     ResultsRead,
@@ -71,7 +70,6 @@ from lbnorm.readers.newest import (
 from lbnorm.suites import Suite
 
 __all__ = [
-    "RESULTS_FILE",
     "HarnessFile",
     "ResultsRead",
     "Variant",
@@ -128,7 +126,7 @@ class HarnessFile:
         model, precision, revision, chat_template: The model variant.
         timestamp: Run time (UTC ISO string) used to pick the newest file.
         rows: Columns of the file's scores (``subtask_index``, ``raw_score``,
-            ``stderr``, ``n_samples``, ``key``, and ``settings``: the run
+            ``stderr``, ``n_samples``, and ``settings``: the run
             settings of the row's task,
             :func:`lbnorm.readers.comparability.task_settings`), one entry per
             suite subtask found.
@@ -196,7 +194,8 @@ def parse_results_file(
         )
         raise InputError(msg)
     named, precision, revision, is_chat = _variant_fields(document)
-    model = named or _model_from_path(path)
+    # else the leaderboard layout's folders, <org>/<model>/results_<timestamp>.json
+    model = named or (_folders(path) if _TIMESTAMP.match(path.name) else "")
     if not model:
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
@@ -232,13 +231,12 @@ def _score_rows(
     """The suite's scores in a file's ``results``, and each row's task.
 
     Columns ``subtask_index``, ``raw_score``, ``stderr``, ``n_samples`` (from
-    the file's ``n-samples``) and ``key``, one entry per suite subtask found.
+    the file's ``n-samples``), one entry per suite subtask found.
     """
     indices: list[int] = []
     raws: list[float] = []
     stderrs: list[float | None] = []
     sizes: list[int | None] = []
-    keys: list[str] = []
     row_tasks: list[str] = []
     for index, task, metric, error_metric, key, error_key in _subtask_plan(
         tuple(pairs)
@@ -264,14 +262,12 @@ def _score_rows(
             error if type(error) is float else _stderr(path, error_key, error)
         )
         sizes.append(_n_samples(counts.get(task)))
-        keys.append(key)
         row_tasks.append(task)
     rows: dict[str, list[Any]] = {
         "subtask_index": indices,
         "raw_score": raws,
         "stderr": stderrs,
         "n_samples": sizes,
-        "key": keys,
     }
     return rows, row_tasks
 
@@ -358,11 +354,14 @@ def variant_folder(path: Path) -> str:
         >>> variant_folder(Path("r.json"))
         ''
     """
+    model = _folders(path)
+    return model if _is_unicode(model) else ""
+
+
+def _folders(path: Path) -> str:
+    """The ``<org>/<model>`` of a file's two folders ('' if it has no two)."""
     parent = path.parent
-    if parent.name and parent.parent.name and _is_unicode(parent.name):
-        org = parent.parent.name
-        return f"{org}/{parent.name}" if _is_unicode(org) else ""
-    return ""
+    return f"{parent.parent.name}/{parent.name}" if parent.parent.name else ""
 
 
 def _is_unicode(text: str) -> bool:
@@ -437,25 +436,16 @@ def _decode(path: Path, data: bytes) -> Any:
         raise InputError(msg)
     if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
         found: Any = None
-        settings: dict[str, Any] = {}
         with contextlib.suppress(msgspec.DecodeError, RecursionError):
             try:
                 found = _decode_read_keys(data)
-                settings = found.setting_keys()
             except msgspec.ValidationError:  # odd setting keys: scores only
                 found = _decode_score_keys(data)
-        if (
-            found is not None
-        ):  # absent and null keys alike read as None, as from dict.get
-            return settings | {
-                "results": found.results,
-                "config": found.config,
-                "config_general": found.config_general,
-                "n-samples": found.n_samples,
-                "model_name": found.model_name,
-                "chat_template": found.chat_template,
-                "date": found.date,
-            }
+        if found is not None:  # the keys under their names in the file
+            # (absent and null alike as None, as from dict.get; ``configs``,
+            # ``n-shot`` and ``versions`` as their bytes: no copy per task)
+            names = found.__struct_encode_fields__
+            return dict(zip(names, msgspec.structs.astuple(found), strict=True))
         # else json decides and words the error
     try:  # NaN / Infinity (Python's json.dump writes them), or a real error
         text = data.decode("utf-8")
@@ -504,12 +494,6 @@ def _first_text(*candidates: object) -> str:
     return ""
 
 
-def _model_from_path(path: Path) -> str:
-    if _TIMESTAMP.match(path.name) and path.parent.parent.name:
-        return f"{path.parent.parent.name}/{path.parent.name}"
-    return ""
-
-
 def _timestamp(path: Path, date: object) -> str:
     """Return the run time as a sortable UTC string: file name first, then ``date``."""
     if match := _TIMESTAMP.match(path.name):
@@ -530,28 +514,21 @@ def _float(path: Path, key: str, value: int | float) -> float:
     try:
         return float(value)
     except OverflowError:  # only an int overflows: JSON floats too large read as inf
-        raise _too_large(path, key, value) from None
-
-
-def _too_large(path: Path, key: str, value: object) -> InputError:
-    assert isinstance(value, int)
-    digits = int(value.bit_length() * math.log10(2)) + 1
-    msg = (
-        f"{path}: {key} is an integer of about {digits:,} digits, too large for "
-        "any score.\nHint: the file is damaged or was edited by hand; re-download "
-        "or re-run this task."
-    )
-    return InputError(msg)
+        assert isinstance(value, int)
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        msg = (
+            f"{path}: {key} is an integer of about {digits:,} digits, too large for "
+            "any score.\nHint: the file is damaged or was edited by hand; re-download "
+            "or re-run this task."
+        )
+        raise InputError(msg) from None
 
 
 def _stderr(path: Path, key: str, value: object) -> float | None:
     """A standard error (at `key`) as a float; None for "N/A" (the harness's marker) or none."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    try:
-        return float(value)
-    except OverflowError:  # only an int overflows
-        raise _too_large(path, key, value) from None
+    return _float(path, key, value)
 
 
 @functools.lru_cache(maxsize=1024)  # a suite's few metrics, looked up per file

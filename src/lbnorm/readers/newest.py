@@ -33,7 +33,6 @@ from lbnorm.core.arrow import (
     booleans,
     dictionary,
     numbers,
-    string_lists,
     strings,
     to_numpy,
 )
@@ -76,7 +75,7 @@ class ParsedFiles:
         n_samples: Per row (int64), null where the file gave none.
         settings: Per row, the run settings of its task.
         ignored: Per file, the results entries the suite does not use (see
-            :attr:`lbnorm.readers.harness.HarnessFile.ignored`); None: not known.
+            :attr:`lbnorm.readers.harness.HarnessFile.ignored`), a list column.
     """
 
     path: list[str]
@@ -92,7 +91,7 @@ class ParsedFiles:
     stderr: pa.Array
     n_samples: pa.Array
     settings: RunSettings
-    ignored: Sequence[Sequence[str]] | pa.ChunkedArray | None = None
+    ignored: pa.Array | pa.ChunkedArray
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +106,7 @@ class ResultsRead:
             ``timestamp``, ``rows`` (scores taken from it), ``n_ignored``,
             ``superseded_by`` (null unless newer files gave all its scores),
             ``tasks`` (the tasks taken from it), ``ignored`` (the results
-            entries the suite does not use, when known) and, from paths,
+            entries the suite does not use) and, from paths,
             ``sha256`` and ``bytes``.
         warnings: What a summary should say although the run goes on.
         reruns: One record per variant with superseded files or with older
@@ -138,13 +137,9 @@ class ResultsRead:
 SubtaskColumns = Mapping[str, Sequence[str]]
 
 
-def result_keys(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """Per suite subtask, where a results file keeps its score (for messages)."""
-    return _keys_of(tuple(pairs))
-
-
 @functools.lru_cache(maxsize=8)  # one suite per run: made once, not per file
-def _keys_of(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+def result_keys(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+    """Per suite subtask, where a results file keeps its score (for messages)."""
     return [f"results[{task!r}][{metric!r}]" for task, metric in pairs]
 
 
@@ -232,8 +227,8 @@ def _files_table(
     superseded_by: npt.NDArray[np.object_],
     tasks: pa.Array,
 ) -> pa.Table:
-    """One row per file: its variant, what it gave, and its ignored entries when known."""
-    table = pa.table(
+    """One row per file: its variant, what it gave, and its ignored entries."""
+    return pa.table(
         {
             "path": strings(files.path),
             "model": strings(files.model),
@@ -245,13 +240,9 @@ def _files_table(
             "n_ignored": numbers(files.n_ignored, pa.int64()),
             "superseded_by": strings(superseded_by.tolist()),
             "tasks": tasks,
+            "ignored": files.ignored,
         }
     )
-    if isinstance(files.ignored, pa.ChunkedArray):
-        return table.append_column("ignored", files.ignored)
-    if files.ignored is not None:
-        return table.append_column("ignored", string_lists(files.ignored))
-    return table
 
 
 def _tasks_taken(
@@ -330,7 +321,7 @@ def _scores(
         "stderr": files.stderr.take(rows),
         "n_samples": files.n_samples.take(rows),
         "source": per_file(files.path),
-        "_row": per_subtask(result_keys(pairs)),
+        "_row": per_subtask(result_keys(tuple(pairs))),
     }
     return pa.Table.from_arrays(list(columns.values()), schema=_SCORES_READ)
 

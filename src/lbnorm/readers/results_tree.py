@@ -32,7 +32,7 @@ from lbnorm._runtime import (
     check_cancelled,
     first_done,
 )
-from lbnorm.core.arrow import numbers, optional_numbers, strings
+from lbnorm.core.arrow import numbers, optional_numbers, string_lists, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.options import ProgressCallback
 from lbnorm.readers.comparability import RunSettings
@@ -47,11 +47,11 @@ from lbnorm.readers.newest import (
     ResultsRead,
     SubtaskColumns,
     combine_parsed,
-    result_keys,
 )
 
 __all__ = [
     "ScannedFile",
+    "parsed_columns",
     "read_results_paths",
     "scan_results_files",
 ]
@@ -85,7 +85,7 @@ class ScannedFile:
     variant: Variant | None = None
 
 
-def _parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
+def parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
     """Parsed files as the columns :func:`combine_parsed` takes."""
     lengths = np.array([len(p.rows["raw_score"]) for p in parsed], dtype=np.int64)
     n_rows = int(lengths.sum())
@@ -107,7 +107,7 @@ def _parsed_columns(parsed: Sequence[HarnessFile]) -> ParsedFiles:
         stderr=optional_numbers(list(column("stderr")), pa.float64()),
         n_samples=optional_numbers(list(column("n_samples")), pa.int64()),
         settings=RunSettings.from_files([p.rows["settings"] for p in parsed]),
-        ignored=[p.ignored for p in parsed],
+        ignored=string_lists([p.ignored for p in parsed]),
     )
 
 
@@ -158,7 +158,7 @@ def read_results_paths(
             parsed.append(item.parsed)
             hashes.append(item.sha256)
             sizes.append(item.size)
-    read_ = combine_parsed(_parsed_columns(parsed), pairs, subtask_names)
+    read_ = combine_parsed(parsed_columns(parsed), pairs, subtask_names)
     files = read_.files.append_column("sha256", strings(hashes))
     files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
     return replace(read_, files=files)
@@ -276,7 +276,6 @@ def _scan_in_workers(
         position = {future: at for at, future in enumerate(futures)}
         finished: dict[int, list[_Record]] = {}
         running: set[Future[list[_Record]]] = set(futures)
-        keys = result_keys(chunks[0].pairs) if chunks else []
         for at in range(len(futures)):
             while at not in finished:  # progress counts chunks as they arrive
                 ready, running = first_done(running)  # (a cancelled run stops here)
@@ -284,7 +283,7 @@ def _scan_in_workers(
                     finished[position[future]] = future.result()
                     report(len(finished[position[future]]))
             for path, record in zip(chunks[at].paths, finished.pop(at), strict=False):
-                yield _unpack(path, record, keys)
+                yield _unpack(path, record)
     finally:  # also on an error or an early close: queued chunks are dropped
         pool.close()
 
@@ -301,24 +300,13 @@ def _scan_chunk(chunk: _Chunk) -> list[_Record]:
 
 
 # What a worker sends back per file: plain builtins, which pickle in C, about a
-# third of a ScannedFile's cost; the path and the results keys the parent knows.
+# third of a ScannedFile's cost; the path the parent knows.
 _Record = tuple[
     str,  # sha256
     int,  # size
-    tuple[
-        str,
-        str,
-        str,
-        bool,
-        str,
-        tuple[str, ...],
-        list[int],
-        list[float],
-        list[Any],
-        list[Any],
-        list[Any],
-    ]
-    | None,  # model, precision, revision, chat_template, timestamp, ignored, rows
+    # the parsed file: model, precision, revision, chat_template, timestamp,
+    # ignored, rows
+    tuple[str, str, str, bool, str, tuple[str, ...], dict[str, list[Any]]] | None,
     InputError | None,
     Variant | None,  # a file that failed: the variant its config names
 ]
@@ -336,21 +324,17 @@ def _pack(scanned: ScannedFile) -> _Record:
             parsed.chat_template,
             parsed.timestamp,
             parsed.ignored,
-            parsed.rows["subtask_index"],
-            parsed.rows["raw_score"],
-            parsed.rows["stderr"],
-            parsed.rows["n_samples"],
-            parsed.rows["settings"],
+            parsed.rows,
         )
     return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
 
 
-def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
+def _unpack(path: Path, record: _Record) -> ScannedFile:
     """The :class:`ScannedFile` a :data:`_Record` stands for."""
     sha256, size, fields, error, variant = record
     parsed = None
     if fields is not None:
-        model, precision, revision, chat, timestamp, ignored, index, *rows = fields
+        model, precision, revision, chat, timestamp, ignored, rows = fields
         parsed = HarnessFile(
             path=str(path),
             model=model,
@@ -358,14 +342,7 @@ def _unpack(path: Path, record: _Record, keys: Sequence[str]) -> ScannedFile:
             revision=revision,
             chat_template=chat,
             timestamp=timestamp,
-            rows={
-                "subtask_index": index,
-                "raw_score": rows[0],
-                "stderr": rows[1],
-                "n_samples": rows[2],
-                "key": [keys[at] for at in index],
-                "settings": rows[3],
-            },
+            rows=rows,
             n_ignored=len(ignored),
             ignored=ignored,
         )
