@@ -97,22 +97,17 @@ def booleans(
     )
 
 
-def optional_numbers(
-    values: Sequence[Any], type_: pa.DataType, *, nan_is_null: bool = False
-) -> pa.Array:
-    """Python numbers with None for null (and NaN too, if `nan_is_null`), as Arrow.
+def optional_numbers(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """Python numbers with None for null, as Arrow.
 
     Examples:
-        >>> optional_numbers([1.5, None, float("nan")], pa.float64(), nan_is_null=True).to_pylist()
-        [1.5, None, None]
+        >>> optional_numbers([1.5, None, float("nan")], pa.float64()).to_pylist()
+        [1.5, None, nan]
     """
     valid = np.array([value is not None for value in values], dtype=bool)
     data = np.array(
         [0 if value is None else value for value in values], dtype=_DTYPES[type_]
     )
-    if nan_is_null and data.dtype.kind == "f":
-        valid &= ~np.isnan(data)
-        data[~valid] = 0
     return numbers(data, type_, valid=valid)
 
 
