@@ -18,11 +18,13 @@ __all__ = [
     "HEALTH_BENCHMARK_LABELS",
     "HEALTH_FIGURES",
     "HEALTH_SUBTASK_LABELS",
+    "cell_text",
     "diff_per_benchmark",
     "diff_summary",
     "format_diff",
     "format_health",
     "format_intervals",
+    "is_number_column",
     "is_summary",
     "largest_rank_moves",
     "markdown_table",
@@ -89,35 +91,50 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
         |---|---:|
         | a\|b | 35.00 |
     """
-
-    def cell(value: object) -> str:
-        if (
-            value is None
-            or value is pd.NA
-            or (isinstance(value, float) and np.isnan(value))
-        ):
-            return "n/a"
-        if isinstance(value, float | np.floating):
-            return f"{value:,.{digits}f}"
-        if isinstance(value, int | np.integer) and not isinstance(value, bool):
-            return f"{value:,}"
-        return str(value).replace("|", "\\|")
-
-    numeric = [
-        pd.api.types.is_numeric_dtype(frame[name])
-        and not pd.api.types.is_bool_dtype(frame[name])
-        for name in frame.columns
-    ]
+    numeric = [is_number_column(frame[name]) for name in frame.columns]
     lines = [
         "| " + " | ".join(str(name) for name in frame.columns) + " |",
         "|" + "|".join("---:" if is_number else "---" for is_number in numeric) + "|",
     ]
     # one line per displayed row: a summary's handful, not the data
     lines += [
-        "| " + " | ".join(cell(value) for value in row) + " |"
+        "| "
+        + " | ".join(
+            cell_text(value, digits=digits).replace("|", "\\|") for value in row
+        )
+        + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join(lines)
+
+
+def cell_text(value: object, *, digits: int, null: str = "n/a") -> str:
+    """A table cell as the Markdown and HTML tables show it: numbers with thousands separators.
+
+    Floats are rounded to `digits`; nulls and NaN are `null`.
+
+    Examples:
+        >>> cell_text(1234.5, digits=1), cell_text(np.int64(12345), digits=2), cell_text(None, digits=2)
+        ('1,234.5', '12,345', 'n/a')
+    """
+    if (
+        value is None
+        or value is pd.NA
+        or (isinstance(value, float) and np.isnan(value))
+    ):
+        return null
+    if isinstance(value, float | np.floating):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def is_number_column(column: pd.Series) -> bool:
+    """Whether a column holds numbers (not booleans): right-aligned in a table."""
+    return bool(
+        pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+    )
 
 
 def is_summary(head: bytes, tail: bytes) -> bool:

@@ -44,10 +44,12 @@ from lbnorm.analysis.render import (
     HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
     HEALTH_SUBTASK_LABELS,
+    cell_text,
     coverage_table,
     cut_list,
     diff_per_benchmark,
     diff_summary,
+    is_number_column,
     named_variants,
     subtask_counts,
 )
@@ -558,7 +560,7 @@ def _payload(tables: ReportTables) -> str:
         ("model", "model", "text", 1),
         ("precision", "precision", "text", 1),
         *(
-            (name, name, "num" if _is_number(board[name]) else "text", -1)
+            (name, name, "num" if is_number_column(board[name]) else "text", -1)
             for name in extras
         ),
         ("average", "average", "num", -1),
@@ -611,12 +613,6 @@ def _payload(tables: ReportTables) -> str:
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
-    )
-
-
-def _is_number(column: pd.Series) -> bool:
-    return bool(
-        pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
     )
 
 
@@ -712,7 +708,7 @@ def _table_html(
     null: str = "",
 ) -> str:
     """A static HTML table: text left, numbers right and rounded, everything escaped."""
-    is_text = {name: not _is_number(frame[name]) for name in frame.columns}
+    is_text = {name: not is_number_column(frame[name]) for name in frame.columns}
     head = "".join(
         f'<th class="{"text" if is_text[name] else "num"}">{html.escape(str(name))}</th>'
         for name in frame.columns
@@ -720,7 +716,10 @@ def _table_html(
     cells = [
         _cells(
             name,
-            _cell_texts(frame[name], digits=digits, null=null),
+            [
+                html.escape(cell_text(value, digits=digits, null=null))
+                for value in frame[name].tolist()  # a summary's rows, or --top rows
+            ],
             is_text=is_text[name],
         )
         for name in frame.columns
@@ -742,23 +741,6 @@ def _cells(name: object, texts: list[str], *, is_text: bool) -> pd.Series:
     if name == "model":  # long names are cut by CSS; the full name shows on hover
         return '<td class="text model" title="' + values + '">' + values + "</td>"
     return f'<td class="{"text" if is_text else "num"}">' + values + "</td>"
-
-
-def _cell_texts(column: pd.Series, *, digits: int, null: str) -> list[str]:
-    # one string per displayed cell: a summary's handful of rows, or --top rows
-    return [
-        null
-        if value is None
-        or value is pd.NA
-        or (isinstance(value, float) and np.isnan(value))
-        else f"{value:,.{digits}f}"
-        if isinstance(value, float | np.floating)
-        else f"{value:,}"
-        if isinstance(value, int | np.integer)
-        and not isinstance(value, bool | np.bool_)
-        else html.escape(str(value))
-        for value in column.tolist()
-    ]
 
 
 # ---------------------------------------------------------------------- plots
