@@ -321,28 +321,13 @@ def _diff_html(diff: Diff, *, top: int) -> str:
 
 def _unchecked(out: Output) -> OutputHealth:
     """An output of one benchmark: no health checks (they compare benchmarks)."""
-    board = out.frame("leaderboard")
-    names = tuple(benchmark_columns(board.columns))
-    subtasks = (
-        out.frame(
-            "subtasks",
-            columns=[
-                *KEY_COLUMNS,
-                "benchmark",
-                "subtask",
-                "lower_bound",
-                "raw_score",
-                "normalized_score",
-            ],
-        )
-        if out.has("subtasks")
-        else None
+    snapshot = read_snapshot(
+        out, intervals=False, columns=["raw_score", "normalized_score"]
     )
+    names = tuple(snapshot.benchmarks)
     return OutputHealth(
         health=pd.DataFrame({name: pd.Series(dtype=object) for name in HEALTH_COLUMNS}),
-        snapshot=Snapshot(
-            leaderboard=board, benchmarks=names, subtasks=subtasks, label=str(out)
-        ),
+        snapshot=snapshot,
         benchmarks=names,
         weights=(1.0,) * len(names),
         stderr=None,
