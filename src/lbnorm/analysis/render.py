@@ -19,6 +19,7 @@ __all__ = [
     "HEALTH_FIGURES",
     "HEALTH_SUBTASK_LABELS",
     "cell_text",
+    "diff_parts",
     "diff_per_benchmark",
     "diff_summary",
     "format_diff",
@@ -165,45 +166,69 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
     """
     old, new = diff.labels
     lines = [f"# {title or f'lbnorm diff: {old} -> {new}'}", ""]
-    bounds = diff.bounds
+    bounds = diff.bounds.rename(
+        columns={"old_lower_bound": "old", "new_lower_bound": "new"}
+    )
     lines += [f"## Bounds changed ({len(bounds)})", ""]
-    if len(bounds):
-        lines += [
-            markdown_table(
-                bounds.rename(
-                    columns={"old_lower_bound": "old", "new_lower_bound": "new"}
-                ),
-                digits=4,
-            ),
-            "",
-        ]
-    else:
-        lines += ["None.", ""]
-    lines += [
-        "## Summary",
-        "",
-        markdown_table(diff_summary(diff)),
+    lines += [markdown_table(bounds, digits=4) if len(bounds) else "None.", ""]
+    for kind, heading, table in diff_parts(diff):
+        if kind == "list":
+            lines += _listed(heading, table, largest=largest)
+        elif kind != "bounds":  # (listed first, above, with none said)
+            lines += [f"## {heading}", "", *_MARKDOWN_NOTES.get(kind, [])]
+            lines += [markdown_table(table, digits=_MARKDOWN_DIGITS.get(kind, 2)), ""]
+    return "\n".join(lines)
+
+
+#: The Markdown diff's decimals and notes, by kind of :func:`diff_parts` part.
+_MARKDOWN_DIGITS = {"per_benchmark": 3}
+_MARKDOWN_NOTES = {
+    "coverage": [
+        "Subtasks with a score on each side (a coverage change, not a bound change):",
         "",
     ]
+}
+
+
+def diff_parts(diff: Diff) -> list[tuple[str, str, pd.DataFrame]]:
+    """What changed, as ``lbnorm diff`` prints it: each table with its kind and heading.
+
+    The kinds: ``summary``, ``bounds``, ``coverage``, ``per_benchmark`` and
+    ``list`` (a list of variants, which a face cuts).
+
+    The summary, the bounds changed, the coverage, the change per benchmark
+    (each when it has rows), then the lists ``lbnorm diff`` names: added,
+    removed, newly unranked (with why), the largest changes of an average, the
+    rank moves beyond the rank intervals and the largest rank moves, whole (the
+    faces cut each list with :func:`cut_list`).
+    """
+    parts = [("summary", "Summary", diff_summary(diff))]
+    if len(diff.bounds):
+        bounds = diff.bounds.rename(
+            columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
+        )
+        parts.append(("bounds", f"Lower bounds changed ({len(bounds):,})", bounds))
     if len(diff.coverage):
-        lines += [
-            f"## Coverage ({len(diff.coverage)} benchmark(s) scored on other subtasks)",
-            "",
-            "Subtasks with a score on each side (a coverage change, not a bound change):",
-            "",
-            markdown_table(coverage_table(diff)),
-            "",
-        ]
+        parts.append(
+            (
+                "coverage",
+                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
+                coverage_table(diff),
+            )
+        )
     if len(diff.scores):
-        lines += [
-            "## Per benchmark (normalized score, new - old)",
-            "",
-            markdown_table(diff_per_benchmark(diff), digits=3),
-            "",
-        ]
-    for heading, table in named_variants(diff):
-        lines += _listed(heading, table, largest=largest)
-    return "\n".join(lines)
+        parts.append(
+            (
+                "per_benchmark",
+                "Per benchmark (normalized score, new - old)",
+                diff_per_benchmark(diff),
+            )
+        )
+    parts += [
+        ("list", f"{heading} ({len(table):,})", table)
+        for heading, table in named_variants(diff)
+    ]
+    return parts
 
 
 def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
@@ -211,7 +236,7 @@ def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
     if not len(table):
         return []
     shown, more = cut_list(table, largest=largest)
-    lines = [f"## {heading} ({len(table):,})", "", markdown_table(shown), ""]
+    lines = [f"## {heading}", "", markdown_table(shown), ""]
     if more:
         lines += [
             f"... and {more:,} more (--largest N lists more; --out "

@@ -45,12 +45,9 @@ from lbnorm.analysis.render import (
     HEALTH_FIGURES,
     HEALTH_SUBTASK_LABELS,
     cell_text,
-    coverage_table,
     cut_list,
-    diff_per_benchmark,
-    diff_summary,
+    diff_parts,
     is_number_column,
-    named_variants,
     subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
@@ -69,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportTables",
-    "diff_parts",
     "health_tables",
     "read_report_tables",
     "render_report",
@@ -264,50 +260,12 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return tables
 
 
-def diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
-    """What changed, as ``lbnorm diff`` prints it: each table with its heading, and whether it is a list.
-
-    The summary, the bounds changed, the coverage, the change per benchmark
-    (each when it has rows), then the lists ``lbnorm diff`` names: added,
-    removed, newly unranked (with why), the largest changes of an average, the
-    rank moves beyond the rank intervals and the largest rank moves, whole (the
-    report cuts each list with :func:`lbnorm.analysis.render.cut_list`).
-    """
-    parts = [("Summary", diff_summary(diff), False)]
-    if len(diff.bounds):
-        bounds = diff.bounds.rename(
-            columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
-        )
-        parts.append((f"Lower bounds changed ({len(bounds):,})", bounds, False))
-    if len(diff.coverage):
-        parts.append(
-            (
-                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
-                coverage_table(diff),
-                False,
-            )
-        )
-    if len(diff.scores):
-        parts.append(
-            (
-                "Per benchmark (normalized score, new - old)",
-                diff_per_benchmark(diff),
-                False,
-            )
-        )
-    parts += [
-        (f"{heading} ({len(table):,})", table, True)
-        for heading, table in named_variants(diff)
-    ]
-    return parts
-
-
 def _diff_html(diff: Diff, *, top: int) -> str:
     """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
     old, new = (html.escape(label) for label in diff.labels)
     parts = []
-    for heading, table, is_list in diff_parts(diff):
-        shown, more = cut_list(table, largest=top) if is_list else (table, 0)
+    for kind, heading, table in diff_parts(diff):
+        shown, more = cut_list(table, largest=top) if kind == "list" else (table, 0)
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append(_table_html(shown, digits=2, null="n/a"))
         if more:
