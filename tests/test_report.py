@@ -28,11 +28,10 @@ import pytest
 from lbnorm import LbnormError, run
 from lbnorm.analysis.diff import Snapshot, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import check_health, check_source, leave_one_out
-from lbnorm.analysis.render import diff_parts, format_diff
+from lbnorm.analysis.render import diff_parts, format_diff, health_tables
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.html_report import (
-    health_tables,
     read_report_tables,
     render_report,
     summarize_benchmarks,
@@ -253,7 +252,7 @@ def test_health_and_diff_tables(outputs: Path) -> None:
     health = check_health(
         board, subtasks=Output.open(outputs / "out").frame("subtasks")
     )
-    tables = dict(health_tables(health))
+    tables = {heading: table for _, heading, table in health_tables(health)}
     assert tables["Benchmarks"]["benchmark"].tolist() == SIX
     assert "rho vs rest" in tables["Benchmarks"].columns
     (subtask_title,) = [name for name in tables if name.startswith("Subtasks (")]

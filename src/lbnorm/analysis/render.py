@@ -25,6 +25,7 @@ __all__ = [
     "format_diff",
     "format_health",
     "format_intervals",
+    "health_tables",
     "is_number_column",
     "is_summary",
     "largest_rank_moves",
@@ -525,8 +526,6 @@ def format_health(
     Returns:
         The Markdown text.
     """
-    benchmarks = health[health["level"] == "benchmark"]
-    subtasks = health[health["level"] == "subtask"]
     failed = int((health["status"] == "fail").sum())
     skipped = int((health["status"] == "skipped").sum())
     if failed:
@@ -535,30 +534,53 @@ def format_health(
         verdict = f"every check skipped: {_fewest(health)}"
     else:
         verdict = "all checks passed" + (f" ({skipped} skipped)" if skipped else "")
+    parts = {kind: (heading, table) for kind, heading, table in health_tables(health)}
     lines = [f"# {title}: {verdict}", "", "## Benchmarks", ""]
-    lines += [
-        markdown_table(
-            benchmarks[list(HEALTH_BENCHMARK_LABELS)].rename(
-                columns=HEALTH_BENCHMARK_LABELS
-            ),
-            digits=3,
-        ),
-        "",
-    ]
-    if len(subtasks):
-        shown = subtasks if all_subtasks else subtasks[subtasks["status"] == "fail"]
-        lines += [f"## Subtasks ({subtask_counts(subtasks)})", ""]
+    lines += [markdown_table(parts["benchmarks"][1], digits=3), ""]
+    if "subtasks" in parts:
+        heading, everyone = parts["subtasks"]
+        shown = everyone if all_subtasks else parts.get("failed", ("", everyone[:0]))[1]
+        lines += [f"## {heading}", ""]
         if len(shown):
-            lines += [
-                markdown_table(
-                    shown[list(HEALTH_SUBTASK_LABELS)].rename(
-                        columns=HEALTH_SUBTASK_LABELS
-                    ),
-                    digits=3,
-                ),
-                "",
-            ]
+            lines += [markdown_table(shown, digits=3), ""]
     return "\n".join(lines + _comparability_lines(health))
+
+
+def health_tables(health: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """The health table for people, with ``lbnorm health``'s headings: each part with its kind.
+
+    Args:
+        health: The table from :mod:`lbnorm.analysis.health`.
+
+    Returns:
+        ``(kind, heading, table)``: every benchmark (``benchmarks``); the
+        subtasks that failed (``failed``, if any); every subtask (``subtasks``).
+    """
+    benchmarks = health.loc[health["level"].eq("benchmark")]
+    subtasks = health.loc[health["level"].eq("subtask")]
+    failed = subtasks.loc[subtasks["status"].eq("fail")]
+
+    def shown(frame: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+        return frame[list(labels)].rename(columns=labels).reset_index(drop=True)
+
+    tables = [("benchmarks", "Benchmarks", shown(benchmarks, HEALTH_BENCHMARK_LABELS))]
+    if len(failed):
+        tables.append(
+            (
+                "failed",
+                f"Subtasks that fail ({len(failed)})",
+                shown(failed, HEALTH_SUBTASK_LABELS),
+            )
+        )
+    if len(subtasks):
+        tables.append(
+            (
+                "subtasks",
+                f"Subtasks ({subtask_counts(subtasks)})",
+                shown(subtasks, HEALTH_SUBTASK_LABELS),
+            )
+        )
+    return tables
 
 
 def subtask_counts(subtasks: pd.DataFrame) -> str:

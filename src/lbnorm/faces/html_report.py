@@ -41,14 +41,12 @@ from lbnorm.analysis.health import (
     leave_one_out,
 )
 from lbnorm.analysis.render import (
-    HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
-    HEALTH_SUBTASK_LABELS,
     cell_text,
     cut_list,
     diff_parts,
+    health_tables,
     is_number_column,
-    subtask_counts,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.report_assets import SCRIPT, STYLE, page
@@ -66,7 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportTables",
-    "health_tables",
     "read_report_tables",
     "render_report",
     "summarize_benchmarks",
@@ -225,41 +222,6 @@ def summarize_benchmarks(
     )
 
 
-def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The health table for display, with ``lbnorm health``'s headings.
-
-    Args:
-        health: The table from :mod:`lbnorm.analysis.health`.
-
-    Returns:
-        Named tables: every benchmark; the subtasks that failed (if any); every
-        subtask.
-    """
-    benchmarks = health.loc[health["level"].eq("benchmark")]
-    subtasks = health.loc[health["level"].eq("subtask")]
-    failed = subtasks.loc[subtasks["status"].eq("fail")]
-
-    def shown(frame: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
-        return frame[list(labels)].rename(columns=labels).reset_index(drop=True)
-
-    tables = [("Benchmarks", shown(benchmarks, HEALTH_BENCHMARK_LABELS))]
-    if len(failed):
-        tables.append(
-            (
-                f"Subtasks that fail ({len(failed)})",
-                shown(failed, HEALTH_SUBTASK_LABELS),
-            )
-        )
-    if len(subtasks):
-        tables.append(
-            (
-                f"Subtasks ({subtask_counts(subtasks)})",
-                shown(subtasks, HEALTH_SUBTASK_LABELS),
-            )
-        )
-    return tables
-
-
 def _diff_html(diff: Diff, *, top: int) -> str:
     """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
     old, new = (html.escape(label) for label in diff.labels)
@@ -409,14 +371,14 @@ def _health_html(health: pd.DataFrame) -> str:
         f"(the same code, the same figures): {html.escape(verdict)} "
         "(a check needs at least <code>min_models</code> models, else it is skipped).</p>"
     ]
-    for name, frame in health_tables(health):
+    for kind, name, frame in health_tables(health):
         table = _table_html(
             frame,
             digits=3,
             highlight=frame["status"].eq("fail").to_numpy(dtype=bool),
             null="n/a",
         )
-        if name.startswith("Subtasks ("):
+        if kind == "subtasks":
             parts.append(
                 f"<details><summary>{html.escape(name)}</summary>{table}</details>"
             )
