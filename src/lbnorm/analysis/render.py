@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.diff import Diff, Figure
@@ -299,14 +298,10 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     new_rank = models["new_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
     status = models["status"].to_numpy()
     added = models[status == "added"]
-    removed = models[status == "removed"]
-    removed = removed.iloc[
-        np.argsort(_missing_last(removed["old_rank"]), kind="stable")
-    ]
-    unranked = models[(status == "both") & ~np.isnan(old_rank) & np.isnan(new_rank)]
-    unranked = unranked.iloc[
-        np.argsort(_missing_last(unranked["old_rank"]), kind="stable")
-    ]
+    removed = _by_old_rank(models[status == "removed"])
+    unranked = _by_old_rank(
+        models[(status == "both") & ~np.isnan(old_rank) & np.isnan(new_rank)]
+    )
     delta = models["average_delta"].to_numpy(dtype=np.float64, na_value=np.nan)
     is_changed = (status == "both") & ~np.isnan(delta) & (delta != 0)
     changed = models[is_changed].iloc[
@@ -358,9 +353,10 @@ def _variant_table(
     return table.reset_index(drop=True)
 
 
-def _missing_last(ranks: pd.Series) -> npt.NDArray[np.float64]:
-    values = ranks.to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.asarray(np.nan_to_num(values, nan=np.inf), dtype=np.float64)
+def _by_old_rank(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` by old rank, unranked last (a stable sort)."""
+    ranks = rows["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
+    return rows.iloc[np.argsort(np.nan_to_num(ranks, nan=np.inf), kind="stable")]
 
 
 def diff_summary(diff: Diff) -> pd.DataFrame:
