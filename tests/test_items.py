@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from sample_rows import sample_rows
 
 from lbnorm.core.errors import InputError
-from lbnorm.readers import items as items_module
+from lbnorm.readers import samples as samples_module
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.items import Items, ItemSource, read_items
 from lbnorm.suites import Suite, load_suite, parse_suite
@@ -329,6 +329,27 @@ def test_bad_tables_are_named(tmp_path: Path, frame: pd.DataFrame, match: str) -
         read_items([source], V2)
 
 
+@pytest.mark.parametrize("models", [None, ["a/b"]], ids=["all", "one-model"])
+def test_a_bad_row_is_named_by_its_row_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: list[str] | None
+) -> None:
+    # rows 1-8: a/b and c/d alternate; the file is read 3 rows at a time and, with
+    # `models`, c/d's rows are left out first: the row numbers stay the file's
+    frame = gpqa_rows(["a/b", "c/d"], [0, 1, 2, 3]).sort_values("doc_id", kind="stable")
+    flags = pd.array([False] * 6 + [None, False], dtype="boolean")  # row 7 (a/b's)
+    frame = frame.assign(chat_template=flags, value=0.5)
+    frame.loc[frame.index[4], "value"] = np.inf  # row 5 (a/b's): not finite
+    monkeypatch.setattr(samples_module, "_BATCH_ROWS", 3)
+    source = write_table(tmp_path / "t.parquet", frame)
+    with pytest.raises(InputError, match=r"value is not finite in row\(s\) 5\.\nHint:"):
+        read_items([source], V2, models=models)
+    source = write_table(tmp_path / "t.parquet", frame.assign(value=0.5))
+    with pytest.raises(
+        InputError, match=r"chat_template is null in row\(s\) 7\.\nHint:"
+    ):
+        read_items([source], V2, models=models)
+
+
 def test_a_table_cluster_column_missing_or_null_is_an_error(tmp_path: Path) -> None:
     text = V2.text.replace(
         'task = "leaderboard_gpqa_main", metric = "acc_norm,none", num_choices = 4, n_samples = 448 }',
@@ -431,12 +452,12 @@ def test_any_row_order_and_batching_gives_the_pivot(
     frame = frame.sample(frac=1.0, random_state=seed % 2**31).astype({"item": "Int32"})
     path = tmp_path_factory.mktemp("pivot") / "t.parquet"
     source = write_table(path, frame, row_group_size=batch * 3)
-    old = items_module._BATCH_ROWS
-    items_module._BATCH_ROWS = batch
+    old = samples_module._BATCH_ROWS
+    samples_module._BATCH_ROWS = batch
     try:
         items = read_items([source], V2)
     finally:
-        items_module._BATCH_ROWS = old
+        samples_module._BATCH_ROWS = old
     for task, metric in (
         frame[["task", "metric"]].drop_duplicates().itertuples(index=False)
     ):

@@ -421,6 +421,10 @@ GOOD = '{"doc_id": 0, "filter": "none", "acc_norm": 1.0}'
             r"'acc_norm' is a list in some lines.*\nHint",
         ),
         (
+            ['{"doc_id": 0, "filter": "none", "acc_norm": []}'],
+            r"'acc_norm' lists are empty in every line.\nHint: a harness samples file",
+        ),
+        (
             [GOOD.replace('"none"', '"strict"')],
             r"no documents with filter 'none'.*the task has no documents.\nHint",
         ),

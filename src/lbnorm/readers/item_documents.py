@@ -19,11 +19,13 @@ import pyarrow.compute as pc
 from lbnorm.core.arrow import booleans, numbers, to_numpy
 from lbnorm.core.errors import InputError
 
-__all__ = ["LUT_LIMIT", "Documents"]
+__all__ = ["LUT_LIMIT", "Documents", "KeyNumbers", "number_keys"]
 
 _I64 = npt.NDArray[np.int64]
 #: A task's doc_ids below this are looked up in a table; others are hashed.
 LUT_LIMIT = 1 << 22
+#: A growing registry of keys: the keys met so far, and each one's number.
+KeyNumbers = tuple[pa.Array, _I64]
 
 
 class Documents:
@@ -39,7 +41,7 @@ class Documents:
         self._lut = np.empty(0, dtype=np.int32)
         self._start = np.zeros(n_tasks, dtype=np.int64)
         self._size = np.zeros(n_tasks, dtype=np.int64)
-        self._hashed: list[tuple[pa.Array, _I64] | None] = [None] * n_tasks
+        self._hashed: list[KeyNumbers | None] = [None] * n_tasks
         self._named: list[list[tuple[_I64, pa.Array]]] = [[] for _ in range(n_tasks)]
         self._cluster: list[_I64] = [np.empty(0, np.int64) for _ in range(n_tasks)]
         self._cluster_codes: list[dict[Any, int]] = [{} for _ in range(n_tasks)]
@@ -88,27 +90,11 @@ class Documents:
 
     def numbers_of(self, task: int, keys: pa.Array) -> _I64:
         """One task's document numbers by hash lookup (text keys, or large integers)."""
-        known = self._hashed[task]
-        if known is None:
-            found = np.full(len(keys), -1, dtype=np.int64)
-        else:
-            index = pc.index_in(keys, value_set=known[0])
-            at = to_numpy(index.cast(pa.int64()), null=-1)
-            found = np.where(at >= 0, known[1][np.maximum(at, 0)], -1)
-        new = found < 0
-        if new.any():
-            unseen = keys.filter(booleans(new))
-            fresh = pc.unique(unseen)
-            number = self.count[task] + np.arange(len(fresh), dtype=np.int64)
+        start = int(self.count[task])
+        found, self._hashed[task], fresh = number_keys(self._hashed[task], keys, start)
+        if len(fresh):
+            self._named[task].append((start + np.arange(len(fresh)), fresh))
             self.count[task] += len(fresh)
-            self._named[task].append((number, fresh))
-            self._hashed[task] = (
-                (fresh, number)
-                if known is None
-                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], number])
-            )
-            again = to_numpy(pc.index_in(unseen, value_set=fresh).cast(pa.int64()))
-            found[new] = number[again]
         return found
 
     def names(self, task: int, documents: _I64) -> pa.Array:
@@ -177,3 +163,36 @@ class Documents:
                 self._start[t] : self._start[t] + self._size[t]
             ]
         self._lut, self._start, self._size = lut, start, size.astype(np.int64)
+
+
+def number_keys(
+    known: KeyNumbers | None, keys: pa.Array, start: int
+) -> tuple[_I64, KeyNumbers | None, pa.Array]:
+    """Each key's number in a registry, keys not in it numbered from `start` on.
+
+    New keys are numbered in the order they first occur (Arrow's hash lookup).
+
+    Returns:
+        Each key's number, the registry with the new keys, and the new keys.
+
+    Examples:
+        >>> found, known, fresh = number_keys(None, pa.array(["b", "a", "b"]), 5)
+        >>> found.tolist(), number_keys(known, pa.array(["a", "c"]), 7)[0].tolist()
+        ([5, 6, 5], [6, 7])
+    """
+    if known is None:
+        found = np.full(len(keys), -1, dtype=np.int64)
+    else:
+        at = to_numpy(pc.index_in(keys, value_set=known[0]).cast(pa.int64()), null=-1)
+        found = np.where(at >= 0, known[1][np.maximum(at, 0)], -1)
+    new = found < 0
+    if not new.any():
+        return found, known, keys.slice(0, 0)
+    unseen = keys.filter(booleans(new))
+    fresh = pc.unique(unseen)
+    number = start + np.arange(len(fresh), dtype=np.int64)
+    if known is not None:
+        known = (pa.concat_arrays([known[0], fresh]), np.r_[known[1], number])
+    again = to_numpy(pc.index_in(unseen, value_set=fresh).cast(pa.int64()))
+    found[new] = number[again]
+    return found, known or (fresh, number), fresh

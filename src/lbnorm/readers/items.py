@@ -44,11 +44,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm._runtime import check_cancelled, read_ahead
+from lbnorm._runtime import check_cancelled
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.readers.item_documents import Documents
+from lbnorm.readers.item_documents import Documents, KeyNumbers, number_keys
 from lbnorm.readers.sample_lines import (
     DocumentKey,
     document_key_of,
@@ -58,7 +58,9 @@ from lbnorm.readers.sample_lines import (
 from lbnorm.readers.samples import (
     _Sums,
     open_sample_table,
+    row_codes,
     sample_file_task,
+    stream_sample_table,
     variant_of,
 )
 from lbnorm.suites import Benchmark, Suite
@@ -82,7 +84,6 @@ _I64 = npt.NDArray[np.int64]
 _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
-_BATCH_ROWS = 1 << 20
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -231,65 +232,6 @@ def read_items(
     return collector.finish()
 
 
-class ItemCollector:
-    """An item matrix built as inputs come: sample tables a batch at a time, files whole.
-
-    ``lbnorm run --paired`` hands it to the aggregation of sample tables
-    (:class:`lbnorm.readers.samples.BatchSink`), so that a table is read once
-    for its scores and its items; the sample files are added after.
-
-    Args:
-        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
-        models: Take only these models' rows (None: all).
-    """
-
-    def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
-        self._build = _Build(suite)
-        self._wanted = None if models is None else set(models)
-        keys = {key for key in self._build.cluster_key if key}
-        self._columns = ("doc_id", "item", *sorted(keys))
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns of a sample table it reads beyond the aggregation's."""
-        return self._columns
-
-    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
-        """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
-        if "doc_id" not in batch.schema.names:
-            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
-            raise InputError(msg)
-        self._build.add_batch(batch, ItemSource(path=path), first_row, self._wanted)
-
-    def add_sources(self, sources: Sequence[ItemSource]) -> None:
-        """Add sample tables (streamed) and sample files (each read whole).
-
-        The tables first: a task a table gives is matched by ``doc_id`` in every
-        input (a table records no ``doc_hash``).
-        """
-        build = self._build
-        for source in sources:
-            if source.path.suffix.lower() != ".jsonl":
-                build.add_table(source, self._wanted)
-        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
-        keys = task_keys([source.path for source in jsonl])
-        seen: dict[Path, tuple[str, str, str, bool]] = {}
-        for source in jsonl:  # a file, not a line, a step
-            check_cancelled()
-            task, stamp = sample_file_task(source.path)
-            if task not in build.task_number:
-                continue
-            variant = variant_of(source.path, stamp, seen)
-            if self._wanted is not None and variant[0] not in self._wanted:
-                continue
-            given = build.task_key[build.task_number[task]]
-            build.add_file(source, task, variant, given or keys.get(task, "doc_id"))
-
-    def finish(self) -> Items:
-        """The item matrix, checked (no (variant, item) given twice)."""
-        return self._build.finish()
-
-
 def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> _I64:
     """Each row of `keys` (the variant key columns): its row in `items`, or -1.
 
@@ -305,10 +247,10 @@ def variant_rows(keys: pa.Table, items: Items, *, tag: str = "") -> _I64:
     """
     is_side = pc.equal(items.variants["tag"], scalar(tag, pa.string()))
     mine = items.variants.filter(is_side)
-    at = np.flatnonzero(to_numpy(is_side))
-    found = pc.index_in(_joined(keys), value_set=_joined(mine))
-    index = to_numpy(found.cast(pa.int64()), null=-1)
-    return np.where(index >= 0, at[np.maximum(index, 0)] if at.size else -1, -1)
+    code = row_codes([(keys[name], mine[name]) for name in KEY_COLUMNS])
+    row_of = np.full(int(code.max(initial=-1)) + 1, -1, dtype=np.int64)
+    row_of[code[keys.num_rows :]] = np.flatnonzero(to_numpy(is_side))
+    return row_of[code[: keys.num_rows]]
 
 
 def without_scores(
@@ -356,23 +298,19 @@ def without_scores(
     return replace(items, subtasks=tuple(cleared))
 
 
-def _joined(keys: pa.Table) -> pa.Array:
-    """One text key per row of the variant key columns."""
-    parts = [
-        pc.cast(keys[name], pa.string()).combine_chunks()
-        if name != "chat_template"
-        else pc.if_else(
-            keys[name], scalar("1", pa.string()), scalar("0", pa.string())
-        ).combine_chunks()
-        for name in KEY_COLUMNS
-    ]
-    return pc.binary_join_element_wise(*parts, scalar("\x1f", pa.string()))
+class ItemCollector:
+    """An item matrix built as inputs come: sample tables a batch at a time, files whole.
 
+    ``lbnorm run --paired`` hands it to the aggregation of sample tables
+    (:class:`lbnorm.readers.samples.BatchSink`), so that a table is read once
+    for its scores and its items; the sample files are added after.
 
-class _Build:
-    """The item matrix as inputs come: variants, documents, columns and codes."""
+    Args:
+        suite: The suite: its subtasks' tasks, metrics and ``cluster`` keys.
+        models: Take only these models' rows (None: all).
+    """
 
-    def __init__(self, suite: Suite) -> None:
+    def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
         rows = [s for b in suite.benchmarks for s in b.subtasks]
         left_out = unpaired_benchmarks(suite)
         is_paired = [
@@ -404,7 +342,7 @@ class _Build:
         self.variants: dict[tuple[str, str, str, str, bool], int] = {}
         self.sources: list[dict[str, None]] = []
         self.is_list = np.zeros(self.n_pairs, dtype=np.int8)  # 0 unknown, 1 no, 2 yes
-        self.listed: list[tuple[pa.Array, _I64] | None] = [None] * self.n_pairs
+        self.listed: list[KeyNumbers | None] = [None] * self.n_pairs
         self.n_columns = np.zeros(self.n_pairs, dtype=np.int64)  # list-valued pairs
         self.capacity = np.zeros(self.n_pairs, dtype=np.int64)
         self.offset = np.zeros(self.n_pairs, dtype=np.int64)
@@ -413,10 +351,48 @@ class _Build:
         self.is_float = np.zeros(self.n_pairs, dtype=bool)
         self.n_put = 0
         self.n_duplicated = np.zeros(self.n_pairs, dtype=np.int64)
+        self._wanted = None if models is None else set(models)
+        keys = {key for key in self.cluster_key if key}
+        self._read_columns = ("doc_id", "item", *sorted(keys))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of a sample table it reads beyond the aggregation's."""
+        return self._read_columns
+
+    def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
+        """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
+        if "doc_id" not in batch.schema.names:
+            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
+            raise InputError(msg)
+        self._add_rows(batch, ItemSource(path=path), first_row)
+
+    def add_sources(self, sources: Sequence[ItemSource]) -> None:
+        """Add sample tables (streamed) and sample files (each read whole).
+
+        The tables first: a task a table gives is matched by ``doc_id`` in every
+        input (a table records no ``doc_hash``).
+        """
+        for source in sources:
+            if source.path.suffix.lower() != ".jsonl":
+                self._add_table(source)
+        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
+        keys = task_keys([source.path for source in jsonl])
+        seen: dict[Path, tuple[str, str, str, bool]] = {}
+        for source in jsonl:  # a file, not a line, a step
+            check_cancelled()
+            task, stamp = sample_file_task(source.path)
+            if task not in self.task_number:
+                continue
+            variant = variant_of(source.path, stamp, seen)
+            if self._wanted is not None and variant[0] not in self._wanted:
+                continue
+            given = self.task_key[self.task_number[task]]
+            self._add_file(source, task, variant, given or keys.get(task, "doc_id"))
 
     # --- inputs ---------------------------------------------------------------------
 
-    def add_file(
+    def _add_file(
         self,
         source: ItemSource,
         task: str,
@@ -451,7 +427,7 @@ class _Build:
             column = self._columns(rows, number, position, lambda _: str(source.path))
             self._put(np.full(number.size, v, np.int64), rows, column, got.values)
 
-    def add_table(self, source: ItemSource, wanted: set[str] | None) -> None:
+    def _add_table(self, source: ItemSource) -> None:
         """Add a Parquet sample table's items, a batch at a time."""
         path = source.path
         file, schema = open_sample_table(path, hint=_HINT_TABLE)
@@ -465,43 +441,28 @@ class _Build:
             for n in (*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value")
             if n in schema.names
         ]
-        first = 1
-        batches = read_ahead(
-            file.iter_batches(batch_size=_BATCH_ROWS, columns=[*columns, *clusters])
+        stream_sample_table(
+            path,
+            file,
+            [*columns, *clusters],
+            lambda batch, first: self._add_rows(batch, source, first),
         )
-        try:
-            for batch in batches:
-                check_cancelled()
-                self.add_batch(batch, source, first, wanted)
-                first += batch.num_rows
-        except (pa.ArrowException, OSError) as exc:
-            msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
-            raise InputError(msg) from exc
-        finally:
-            batches.close()
 
-    def add_batch(
-        self,
-        batch: pa.RecordBatch,
-        source: ItemSource,
-        first: int,
-        wanted: set[str] | None,
-    ) -> None:
-        path = source.path
+    def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
+        path, wanted = source.path, self._wanted
+        rows = np.arange(first, first + batch.num_rows)  # each row's number in the file
         if wanted is not None:
-            batch = batch.filter(
-                pc.is_in(
-                    batch.column("model"),
-                    value_set=strings(sorted(wanted)),
-                )
+            keep = to_numpy(
+                pc.is_in(batch.column("model"), value_set=strings(sorted(wanted)))
             )
+            batch, rows = batch.filter(booleans(keep)), rows[keep]
         if not batch.num_rows:
             return
         for name in ("model", "task", "metric", "doc_id", "value"):
             if batch.column(name).null_count:
                 _Sums._bad_rows(
                     str(path),
-                    first,
+                    rows,
                     name,
                     "null",
                     to_numpy(batch.column(name).is_null()),
@@ -509,15 +470,12 @@ class _Build:
         pair = self._pairs(batch)
         kept = pair >= 0
         if not kept.all():
-            batch, pair = batch.filter(booleans(kept)), pair[kept]
-            first_rows = np.flatnonzero(kept) + first
-        else:
-            first_rows = None
+            batch, pair, rows = batch.filter(booleans(kept)), pair[kept], rows[kept]
         if not batch.num_rows:
             return
 
         def row_of(at: int) -> int:
-            return int(first_rows[at]) if first_rows is not None else first + at
+            return int(rows[at])
 
         value_column = batch.column("value")
         if value_column.type != pa.float64():
@@ -527,7 +485,7 @@ class _Build:
             bad = np.flatnonzero(~np.isfinite(value))
             msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
             raise InputError(msg)
-        variant = self._table_variants(batch, source)
+        variant = self._table_variants(batch, source, rows)
         task = self.task_of[pair]
         for t in np.flatnonzero(
             np.bincount(task, minlength=len(self.task_key))
@@ -605,8 +563,13 @@ class _Build:
         flat = index["task"] * len(entries["metric"]) + index["metric"]
         return np.asarray(table.reshape(-1)[flat], dtype=np.int64)
 
-    def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
-        """Each row's variant number (new variants registered as they come)."""
+    def _table_variants(
+        self, batch: pa.RecordBatch, source: ItemSource, rows: _I64
+    ) -> _I64:
+        """Each row's variant number (new variants registered as they come).
+
+        `rows`: each row's number in the file, for the error on a null.
+        """
         code = np.zeros(batch.num_rows, dtype=np.int64)
         entries: list[list[Any]] = []
         for name in KEY_COLUMNS:
@@ -617,7 +580,7 @@ class _Build:
             if name == "chat_template":
                 if column.null_count:
                     _Sums._bad_rows(
-                        str(source.path), 1, name, "null", to_numpy(column.is_null())
+                        str(source.path), rows, name, "null", to_numpy(column.is_null())
                     )
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]
@@ -645,21 +608,14 @@ class _Build:
             uniques = to_numpy(encoded.dictionary)
             present = np.arange(uniques.size)
             lookup = np.full(uniques.size, -1, dtype=np.int64)
-        digits = []
-        rest = np.asarray(uniques, dtype=np.int64)
-        for width in radix[::-1]:
-            rest, digit = np.divmod(rest, width)
-            digits.append(digit)
-        digits.reverse()
-        keys = zip(
-            *[
-                [entries[k][d] for d in digits[k].tolist()]
-                for k in range(len(KEY_COLUMNS))
-            ],
-            strict=True,
-        )
+        digits = np.unravel_index(np.asarray(uniques, dtype=np.int64), radix)
+        keys = [
+            [values[d] for d in digit.tolist()]
+            for values, digit in zip(entries, digits, strict=True)
+        ]
         lookup[present] = [
-            self._variant((source.tag, *key), str(source.path)) for key in keys
+            self._variant((source.tag, *key), str(source.path))
+            for key in zip(*keys, strict=True)
         ]  # a step per variant of the batch, not per row
         return np.asarray(lookup[row_unique], dtype=np.int64)
 
@@ -726,28 +682,9 @@ class _Build:
     def _list_columns(self, pair: int, number: _I64, position: _I64) -> _I64:
         """The columns of (document, position) items of a list-valued metric."""
         key = numbers(number * (1 << 20) + position, pa.int64())
-        known = self.listed[pair]
-        if known is None:
-            found = np.full(len(key), -1, dtype=np.int64)
-        else:
-            found = to_numpy(
-                pc.index_in(key, value_set=known[0]).cast(pa.int64()), null=-1
-            ).copy()
-        new = found < 0
-        if new.any():
-            fresh = pc.unique(key.filter(booleans(new)))
-            base = int(self.n_columns[pair])
-            self.n_columns[pair] += len(fresh)
-            column = base + np.arange(len(fresh), dtype=np.int64)
-            self.listed[pair] = (
-                (fresh, column)
-                if known is None
-                else (pa.concat_arrays([known[0], fresh]), np.r_[known[1], column])
-            )
-            known = self.listed[pair]
-            assert known is not None
-            at = to_numpy(pc.index_in(key, value_set=known[0]).cast(pa.int64()))
-            found = known[1][at]
+        start = int(self.n_columns[pair])
+        found, self.listed[pair], fresh = number_keys(self.listed[pair], key, start)
+        self.n_columns[pair] += len(fresh)
         return found
 
     def _width(self, pair: int) -> int:

@@ -33,18 +33,10 @@ from lbnorm.core import arrow
 from lbnorm.core.arrow import scalar
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import ExtraColumns
-from lbnorm.core.schemas import REQUIRED_SCORE_COLUMNS, Batch
+from lbnorm.core.schemas import OPTIONAL_SCORE_DEFAULTS, REQUIRED_SCORE_COLUMNS, Batch
 from lbnorm.readers.tables import NUMBER_TYPES, TEXT_COLUMNS, check_columns
 
 __all__ = ["ParquetScores", "open_parquet_scores"]
-
-#: Optional keys: null means unknown, the value an absent column takes.
-_UNKNOWN: dict[str, str | bool] = {
-    "precision": "",
-    "revision": "",
-    "metric": "",
-    "chat_template": False,
-}
 
 
 class ParquetScores:
@@ -390,9 +382,11 @@ def _conform_types(table: pa.Table, path: Path) -> pa.Table:
             except (pa.ArrowException, ValueError) as exc:
                 msg = f"{path}: column {name!r} does not fit {target}: {exc}.\nHint: see the column contract in the README."
                 raise SchemaMismatchError(msg) from exc
-        if name in _UNKNOWN and column.null_count:
+        # an optional key's null means unknown: the value an absent column takes
+        default = OPTIONAL_SCORE_DEFAULTS.get(name)
+        if isinstance(default, str | bool) and column.null_count:
             kind = pa.bool_() if name == "chat_template" else pa.string()
-            column = pc.fill_null(column, scalar(_UNKNOWN[name], kind))
+            column = pc.fill_null(column, scalar(default, kind))
         if column is not original:
             table = table.set_column(table.column_names.index(name), name, column)
     return table

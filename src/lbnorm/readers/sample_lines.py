@@ -1,13 +1,13 @@
 """A harness sample file's lines: their metrics' values, for scores and for items.
 
 ``samples_<task>_<timestamp>.jsonl`` holds one JSON object per document with
-``doc_id``, ``filter`` and one field per metric. :mod:`lbnorm.readers.samples`
-reads it for scores (:func:`read_metric_values`) and :mod:`lbnorm.readers.items`
-for items (:func:`read_metric_items`: each metric's documents, values and
-clusters), both through one reading: first Arrow's JSON reader parses only the
-fields needed (``doc_id``, ``filter``, ``doc_hash`` where documents are matched
-by it, the suite's metrics and the cluster key's path); a file Arrow refuses,
-or whose lines break a rule, is read again line by line (:func:`_read_lines`),
+``doc_id``, ``filter`` and one field per metric. :func:`read_metric_items`
+reads each metric's documents, values and clusters, for scores
+(:mod:`lbnorm.readers.samples`) and for items (:mod:`lbnorm.readers.items`):
+first Arrow's JSON reader parses only the fields needed (``doc_id``,
+``filter``, ``doc_hash`` where documents are matched by it, the suite's metrics
+and the cluster key's path); a file Arrow refuses, or whose lines break a
+rule, is read again line by line (:func:`_items_by_line`),
 which names the first bad line and key: a ``doc_id`` that is not an integer or
 repeats for its filter, a metric missing or not a finite number, boolean or
 list of them, a metric with no document, or a list in some lines only.
@@ -40,7 +40,6 @@ __all__ = [
     "ParsedMetric",
     "document_key_of",
     "read_metric_items",
-    "read_metric_values",
     "task_keys",
 ]
 
@@ -102,55 +101,6 @@ def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
     """The rows of one filter (a line without one is ``none``'s)."""
     filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
     return table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
-
-
-def _read_lines(
-    path: Path,
-    wanted: Sequence[tuple[str, str]],
-    *,
-    on_line: Callable[[int, str, dict[str, Any]], None] | None = None,
-) -> tuple[dict[str, list[int]], list[tuple[list[Any], bool]]]:
-    """The slow, exact reading: each line parsed alone; the first problem is raised.
-
-    Args:
-        path: The sample file.
-        wanted: The suite's metrics as ``(name, filter)`` (filter '' is ``none``).
-        on_line: Called with ``(line number, filter, line)`` for each line of a
-            wanted filter once its ``doc_id`` is checked, for the fields one
-            reader alone needs.
-
-    Returns:
-        Per filter, its lines' ``doc_id`` in line order; per wanted metric, its
-        values (one per line of its filter) and whether they are lists.
-
-    Raises:
-        InputError: The first bad line or key, or a metric with no document or
-            a list in some lines only.
-    """
-    filters = {kept or "none" for _, kept in wanted}
-    doc_ids: dict[str, list[int]] = {kept: [] for kept in filters}
-    collected: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
-    seen: dict[tuple[str, int], int] = {}
-    for number, line in json_lines(path, hint=HINT_LINE, loads=_loads()):
-        kept = line.get("filter") or "none"
-        if kept not in filters:
-            continue
-        doc = _doc_id(path, number, line.get("doc_id"))
-        if (kept, doc) in seen:
-            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {seen[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
-            raise InputError(msg)
-        seen[kept, doc] = number
-        doc_ids[kept].append(doc)
-        if on_line is not None:
-            on_line(number, kept, line)
-        for name, metric_filter in wanted:
-            if (metric_filter or "none") == kept:
-                collected[name, metric_filter].append(
-                    _checked(path, number, name, line.get(name, _MISSING))
-                )
-    return doc_ids, [
-        (collected[pair], _is_list(path, pair, collected[pair])) for pair in wanted
-    ]
 
 
 def _doc_id(path: Path, number: int, doc: object) -> int:
@@ -387,12 +337,35 @@ def _copy_keys(hashes: pa.Array) -> tuple[pa.Array, int]:
 def _items_by_line(
     path: Path, wanted: list[tuple[str, str]], key: DocumentKey, cluster: str | None
 ) -> list[ParsedMetric]:
-    """The slow, exact reading: each line parsed alone; the first problem is raised."""
+    """The slow, exact reading: each line parsed alone; the first problem is raised.
+
+    Args:
+        path: The sample file.
+        wanted: The suite's metrics as ``(name, filter)`` (filter '' is ``none``).
+        key: How documents are matched (``doc_hash``: every line needs one).
+        cluster: The suite's cluster key (a dotted path into the line), or None.
+
+    Raises:
+        InputError: The first bad line or key, or a metric with no document or
+            a list in some lines only.
+    """
     parts = cluster.split(".") if cluster else []
+    filters = {kept or "none" for _, kept in wanted}
+    doc_ids: dict[str, list[int]] = {kept: [] for kept in filters}
     hashes: dict[str, list[str]] = defaultdict(list)
     clusters: dict[str, list[Any]] = defaultdict(list)
-
-    def on_line(number: int, kept: str, line: dict[str, Any]) -> None:
+    collected: dict[tuple[str, str], list[Any]] = {pair: [] for pair in wanted}
+    seen: dict[tuple[str, int], int] = {}
+    for number, line in json_lines(path, hint=HINT_LINE, loads=_loads()):
+        kept = line.get("filter") or "none"
+        if kept not in filters:
+            continue
+        doc = _doc_id(path, number, line.get("doc_id"))
+        if (kept, doc) in seen:
+            msg = f"{path}: line {number}: doc_id {doc} for filter {kept!r} repeats line {seen[kept, doc]}.\nHint: keep one line per document and filter (merge or drop duplicate runs)."
+            raise InputError(msg)
+        seen[kept, doc] = number
+        doc_ids[kept].append(doc)
         if key == "doc_hash":
             text = line.get("doc_hash")
             if not isinstance(text, str):
@@ -401,12 +374,15 @@ def _items_by_line(
             hashes[kept].append(text)
         if parts:
             clusters[kept].append(_cluster_value(path, number, line, parts))
-
-    doc_ids, metrics = _read_lines(path, wanted, on_line=on_line)
+        for name, metric_filter in wanted:
+            if (metric_filter or "none") == kept:
+                collected[name, metric_filter].append(
+                    _checked(path, number, name, line.get(name, _MISSING))
+                )
     out = []
-    for (_, metric_filter), (got, is_list) in zip(wanted, metrics, strict=True):
-        kept = metric_filter or "none"
-        if is_list:
+    for pair in wanted:
+        got, kept = collected[pair], pair[1] or "none"
+        if _is_list(path, pair, got):
             lengths = np.array([len(v) for v in got], dtype=np.int64)
             offsets = numbers(np.r_[0, np.cumsum(lengths)].astype(np.int32), pa.int32())
             flat = numbers(np.array([float(x) for v in got for x in v]), pa.float64())
@@ -452,21 +428,3 @@ def _cluster_array(values: list[Any]) -> pa.Array:
     if kinds <= {bool}:
         return booleans(np.array(values, dtype=bool))
     return strings([str(v) for v in values])
-
-
-def read_metric_values(
-    path: Path, metrics: list[str]
-) -> list[tuple[FloatArray, int, bool]]:
-    """Per suite metric (``name,filter``) of a file: its values, documents and list-ness.
-
-    A list-valued metric's values are flattened (lm-eval's ``agg_inst_level_acc``).
-    """
-    wanted = [metric.partition(",")[::2] for metric in metrics]
-    out = []
-    parsed = read_metric_items(path, wanted, "doc_id", None)
-    for (name, _), metric in zip(wanted, parsed, strict=True):
-        if not metric.values.size:
-            msg = f"{path}: {name!r} lists are empty in every line.\n{HINT_LINE}"
-            raise InputError(msg)
-        out.append((metric.values, len(metric.documents), metric.lengths is not None))
-    return out

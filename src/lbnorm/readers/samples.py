@@ -32,7 +32,7 @@ sample inputs loads no pandas.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,13 +43,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import BatchThread, read_ahead
+from lbnorm._runtime import BatchThread, check_cancelled, read_ahead
 from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import SAMPLES_FILE
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
-from lbnorm.readers.sample_lines import read_metric_values
+from lbnorm.readers.sample_lines import HINT_LINE, read_metric_items
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -60,7 +60,9 @@ __all__ = [
     "aggregate_samples_table",
     "open_sample_table",
     "read_samples",
+    "row_codes",
     "sample_file_task",
+    "stream_sample_table",
     "variant_of",
 ]
 
@@ -140,6 +142,7 @@ def read_samples(
         InputError: A file cannot be read, or holds a bad line, row or value.
     """
     jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
+    tables = [path for path in paths if path.suffix.lower() != ".jsonl"]
     frames: list[pa.Table] = []
     catalogs: list[pa.Table] = []
     if jsonl:
@@ -149,25 +152,28 @@ def read_samples(
             numbers(np.zeros(catalog.num_rows, dtype=np.int64), pa.int64())
         )
         catalogs.append(catalog.add_column(1, "format", formats))
-    for path in paths:
-        if path.suffix.lower() != ".jsonl":
-            scores, n_ignored = aggregate_samples_table(
-                path, subtasks, rules=rules, sink=sink
+    rows, ignored = [], []
+    for path in tables:
+        scores, n_ignored = aggregate_samples_table(
+            path, subtasks, rules=rules, sink=sink
+        )
+        frames.append(scores)
+        rows.append(scores.num_rows)
+        ignored.append(n_ignored)
+    if tables or not catalogs:  # (no files at all: the catalog's empty table)
+        catalogs.append(
+            pa.table(
+                {
+                    "path": strings([str(path) for path in tables]),
+                    "format": strings(["sample-table"] * len(tables)),
+                    "rows": numbers(np.array(rows, dtype=np.int64), pa.int64()),
+                    "superseded_by": strings([None] * len(tables)),
+                    "n_ignored": numbers(np.array(ignored, dtype=np.int64), pa.int64()),
+                }
             )
-            frames.append(scores)
-            catalogs.append(
-                pa.table(
-                    {
-                        "path": strings([str(path)]),
-                        "format": strings(["sample-table"]),
-                        "rows": numbers(np.array([scores.num_rows]), pa.int64()),
-                        "superseded_by": strings([None]),
-                        "n_ignored": numbers(np.array([n_ignored]), pa.int64()),
-                    }
-                )
-            )
-    scores = pa.concat_tables(frames) if frames else _empty_scores()
-    catalog = pa.concat_tables(catalogs) if catalogs else _empty_catalog()
+        )
+    scores = pa.concat_tables(frames) if frames else _OUTPUT.empty_table()
+    catalog = pa.concat_tables(catalogs)
     if taken is not None and taken.num_rows and scores.num_rows:
         scores, catalog = _without_taken(scores, catalog, taken)
     return scores, catalog
@@ -183,17 +189,7 @@ def _without_taken(
     """
     n_scores = scores.num_rows
     keys = [*KEY_COLUMNS, "benchmark", "subtask"]
-    both = [
-        pa.chunked_array(
-            [
-                *scores[key].cast(_key_type(key)).chunks,
-                *taken[key].cast(_key_type(key)).chunks,
-            ],
-            type=_key_type(key),
-        )
-        for key in keys
-    ]
-    codes = _row_codes(both)
+    codes = row_codes([(scores[key], taken[key]) for key in keys])
     given = codes[n_scores:]
     found, first_given = np.unique(given, return_index=True)
     where = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
@@ -201,10 +197,7 @@ def _without_taken(
     match = where[codes[:n_scores]]  # each score's results row, or -1
     won = match >= 0
     # the files (catalog paths, then the scores' sources) coded alike
-    paths = catalog["path"].cast(pa.string())
-    files = _row_codes(
-        [pa.chunked_array([*paths.chunks, *scores["source"].cast(pa.string()).chunks])]
-    )
+    files = row_codes([(catalog["path"], scores["source"])])
     path_code, source_code = files[: catalog.num_rows], files[catalog.num_rows :]
     size = int(files.max()) + 1
     used = np.bincount(source_code[~won], minlength=size)
@@ -229,15 +222,27 @@ def _without_taken(
     return kept, catalog
 
 
-def _key_type(name: str) -> pa.DataType:
-    return pa.bool_() if name == "chat_template" else pa.string()
+def row_codes(pairs: Sequence[tuple[pa.ChunkedArray, pa.ChunkedArray]]) -> _I64:
+    """Dense codes of the rows of two tables' key columns, the first table's rows first.
 
+    Args:
+        pairs: Per key, the first table's column and the second's: text, or
+            booleans (``chat_template``) where the first's are.
 
-def _row_codes(columns: Sequence[pa.ChunkedArray]) -> _I64:
-    """Dense codes of the rows of `columns` (equal rows, equal codes; null is a value)."""
-    code = np.zeros(len(columns[0]), dtype=np.int64)
-    for column in columns:
-        index, size = _factorize(column.combine_chunks())
+    Returns:
+        A code per row of both tables: equal keys, equal codes (null is a value).
+
+    Examples:
+        >>> row_codes([(pa.chunked_array([["a", "b"]]), pa.chunked_array([["b"]]))]).tolist()
+        [0, 1, 1]
+    """
+    code = np.zeros(len(pairs[0][0]) + len(pairs[0][1]), dtype=np.int64)
+    for first, second in pairs:
+        type_ = pa.bool_() if pa.types.is_boolean(first.type) else pa.string()
+        both = pa.chunked_array(
+            [*first.cast(type_).chunks, *second.cast(type_).chunks], type_
+        )
+        index, size = _factorize(both.combine_chunks())
         code = _factorize(numbers(code * size + index, pa.int64()))[0]
     return code
 
@@ -295,9 +300,15 @@ def aggregate_samples_files(
             continue
         code = sums.variant_code(variant)
         wanted = pairs_of[task]
-        metrics = [sums.columns["metric"][pair] for pair in wanted]
-        parsed = read_metric_values(Path(name), metrics)
-        for pair, (values, documents, is_list) in zip(wanted, parsed, strict=True):
+        metrics = [sums.columns["metric"][pair].partition(",")[::2] for pair in wanted]
+        parsed = read_metric_items(Path(name), metrics, "doc_id", None)
+        for pair, (metric, _), got in zip(wanted, metrics, parsed, strict=True):
+            if not got.values.size:
+                msg = f"{name}: {metric!r} lists are empty in every line.\n{HINT_LINE}"
+                raise InputError(msg)
+            # a list-valued metric's values flattened (lm-eval's agg_inst_level_acc)
+            values, documents = got.values, len(got.documents)
+            is_list = got.lengths is not None
             if rules is not None:  # the subtask's per-instance values
                 values, kept = rules.values_for(pair, values, source=name)
                 documents = documents if is_list else kept
@@ -381,25 +392,51 @@ def aggregate_samples_table(
     if sink is not None:
         columns += [c for c in sink.columns if c in schema.names and c not in columns]
     sums = _Sums(subtasks, rules)
+
+    def take(batch: pa.RecordBatch, first: int) -> None:
+        sums.add_rows(batch, source=str(path), first_row=first)
+        if sink is not None:  # (summed on the batch thread meanwhile)
+            sink.add_batch(batch, path=path, first_row=first)
+
+    try:
+        stream_sample_table(path, file, columns, take, batch_rows=batch_rows)
+        sums.wait()
+    except BaseException:
+        sums.settle()  # a bad row of the batch before came first
+        raise
+    return sums.result(), sums.n_ignored
+
+
+def stream_sample_table(
+    path: Path,
+    file: pq.ParquetFile,
+    columns: list[str],
+    take: Callable[[pa.RecordBatch, int], None],
+    *,
+    batch_rows: int | None = None,
+) -> None:
+    """Hand each batch of a sample table to `take`, with its first row's number.
+
+    The next batch is read on a second thread while `take` works; a cancelled
+    run stops between two batches. `batch_rows`: rows per batch (None: a
+    million).
+
+    Raises:
+        InputError: A damaged page or row group (named by the row it starts at).
+    """
     first = 1
-    batches = read_ahead(file.iter_batches(batch_size=batch_rows, columns=columns))
+    size = batch_rows or _BATCH_ROWS
+    batches = read_ahead(file.iter_batches(batch_size=size, columns=columns))
     try:
         for batch in batches:
-            sums.add_rows(batch, source=str(path), first_row=first)
-            if sink is not None:  # (summed on the batch thread meanwhile)
-                sink.add_batch(batch, path=path, first_row=first)
+            check_cancelled()
+            take(batch, first)
             first += batch.num_rows
-        sums.wait()
     except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
-        sums.settle()  # a bad row of the batch before came first
         msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
         raise InputError(msg) from exc
-    except BaseException:
-        sums.settle()
-        raise
     finally:
         batches.close()  # its reading thread stops here, not when collected
-    return sums.result(), sums.n_ignored
 
 
 def open_sample_table(
@@ -706,7 +743,7 @@ class _Sums:
         """The scores: mean, ``mean_stderr`` and documents per group."""
         self.wait()
         if not self._parts:
-            return _empty_scores()
+            return _OUTPUT.empty_table()
         merged = self._merged()
         count, listed = merged.count, merged.listed
         mixed = (listed > 0) & (listed < count)
@@ -848,33 +885,26 @@ class _Sums:
     @staticmethod
     def _bad_rows(
         source: str,
-        first_row: int,
+        first_row: int | _I64,
         column: str,
         what: str,
         mask: npt.NDArray[np.bool_],
     ) -> None:
-        rows = np.flatnonzero(mask) + first_row
+        """Raise naming the rows of `mask` (the first five) by their number in the file.
+
+        `first_row` is the batch's first row's number, or each row's number (a
+        batch that rows were filtered out of).
+        """
+        rows = (
+            np.flatnonzero(mask) + first_row
+            if isinstance(first_row, int)
+            else first_row[mask]
+        )
         shown = ", ".join(map(str, rows[:5])) + (
             f" and {rows.size - 5} more" if rows.size > 5 else ""
         )
         msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
         raise InputError(msg)
-
-
-def _empty_scores() -> pa.Table:
-    return _OUTPUT.empty_table()
-
-
-def _empty_catalog() -> pa.Table:
-    return pa.schema(
-        [
-            ("path", pa.string()),
-            ("format", pa.string()),
-            ("rows", pa.int64()),
-            ("superseded_by", pa.string()),
-            ("n_ignored", pa.int64()),
-        ]
-    ).empty_table()
 
 
 def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, _F64]:

@@ -122,10 +122,7 @@ def check_utf8(path: Path, data: bytes) -> None:
 
 
 def read_csv(
-    source: bytes | Path,
-    *,
-    convert: pa_csv.ConvertOptions | None = None,
-    read: pa_csv.ReadOptions | None = None,
+    source: bytes | Path, *, convert: pa_csv.ConvertOptions | None = None
 ) -> pa.Table:
     """A CSV file (or its bytes) as Arrow, a block at a time (see the module docstring).
 
@@ -139,13 +136,11 @@ def read_csv(
         return str(source) if isinstance(source, Path) else pa.BufferReader(source)
 
     def stream() -> Iterator[pa.RecordBatch]:
-        return pa_csv.open_csv(  # type: ignore[no-any-return]
-            opened(), read_options=read, convert_options=convert
-        )
+        return pa_csv.open_csv(opened(), convert_options=convert)  # type: ignore[no-any-return]
 
     def whole() -> pa.Table:
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
-        return pa_csv.read_csv(opened(), read_options=read, convert_options=convert)
+        return pa_csv.read_csv(opened(), convert_options=convert)
 
     return _in_blocks(stream, whole)
 
