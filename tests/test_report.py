@@ -28,12 +28,10 @@ import pytest
 from lbnorm import LbnormError, run
 from lbnorm.analysis.diff import Snapshot, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import check_health, check_source, leave_one_out
-from lbnorm.analysis.render import format_diff
+from lbnorm.analysis.render import diff_parts, format_diff, health_tables
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.faces.html_report import (
-    diff_parts,
-    health_tables,
     read_report_tables,
     render_report,
     summarize_benchmarks,
@@ -254,7 +252,7 @@ def test_health_and_diff_tables(outputs: Path) -> None:
     health = check_health(
         board, subtasks=Output.open(outputs / "out").frame("subtasks")
     )
-    tables = dict(health_tables(health))
+    tables = {heading: table for _, heading, table in health_tables(health)}
     assert tables["Benchmarks"]["benchmark"].tolist() == SIX
     assert "rho vs rest" in tables["Benchmarks"].columns
     (subtask_title,) = [name for name in tables if name.startswith("Subtasks (")]
@@ -264,7 +262,7 @@ def test_health_and_diff_tables(outputs: Path) -> None:
     )
     new = Snapshot(leaderboard=board, benchmarks=SIX)
     named = {
-        heading: table for heading, table, _ in diff_parts(diff_snapshots(old, new))
+        heading: table for _, heading, table in diff_parts(diff_snapshots(old, new))
     }
     summary = dict(
         zip(named["Summary"]["figure"], named["Summary"]["value"], strict=True)
@@ -404,7 +402,7 @@ def test_diff_tables_name_the_rank_moves_beyond_the_intervals() -> None:
         side(["a", "b", "c"], [30.0, 20.0, 10.0]),
         side(["c", "a", "b"], [40.0, 30.0, 20.0]),
     )
-    named = {heading: table for heading, table, _ in diff_parts(diff)}
+    named = {heading: table for _, heading, table in diff_parts(diff)}
     beyond = named["Rank moves beyond the rank intervals (1)"]
     assert beyond[["model", "old rank", "new rank", "move"]].to_numpy().tolist() == [
         ["c", 3, 1, 2]

@@ -525,19 +525,13 @@ def _coverage(
     """Per benchmark, the subtasks with scores on each side (:func:`_scored`), where they differ."""
     if before is None or after is None:
         return _coverage_frame([], [], [])
-    counts = [
-        (
-            name,
-            int((before["benchmark"] == name).sum()),
-            int((after["benchmark"] == name).sum()),
-        )
-        for name in names  # a suite's handful of benchmarks
-    ]
-    differ = [row for row in counts if row[1] != row[2]]
+    old, new = (
+        np.array([int((side["benchmark"] == name).sum()) for name in names])
+        for side in (before, after)  # a suite's handful of benchmarks
+    )
+    differ = old != new
     return _coverage_frame(
-        [row[0] for row in differ],
-        [row[1] for row in differ],
-        [row[2] for row in differ],
+        np.asarray(names, dtype=object)[differ], old[differ], new[differ]
     )
 
 
@@ -713,44 +707,38 @@ def read_snapshot(
         if suite is None
         else suite.subtask_table()[["benchmark", "subtask", "lower_bound"]]
     )
-    rejected = _rejected_inputs(folder)
     table = None
     if intervals and folder.has("intervals"):
         table = folder.frame("intervals")
-    if not folder.has("subtasks"):  # written with --no-subtasks
-        return Snapshot(
-            leaderboard=leaderboard,
-            benchmarks=benchmark_columns(leaderboard.columns),
-            bounds=bounds,
-            intervals=table,
-            label=str(out),
-            rejected=rejected,
-        )
-    wanted = [
-        *KEY_COLUMNS,
-        "benchmark",
-        "subtask",
-        "lower_bound",
-        "is_clipped",
-        *columns,
-    ]
-    if "source" in folder.schema("subtasks").names:
-        wanted.append("source")  # a variant lost to a rejected file is named with it
-    if intervals:
-        wanted += ["raw_score", "stderr", "n_samples"]
-    subtasks = folder.frame("subtasks", columns=list(dict.fromkeys(wanted)))
-    if table is None and intervals and len(subtasks) and suite is not None:
-        table = estimate_uncertainty(
-            subtasks, leaderboard, suite, missing=missing
-        ).leaderboard
+    subtasks = None
+    if folder.has("subtasks"):  # (not written with --no-subtasks)
+        wanted = [
+            *KEY_COLUMNS,
+            "benchmark",
+            "subtask",
+            "lower_bound",
+            "is_clipped",
+            *columns,
+        ]
+        if "source" in folder.schema("subtasks").names:
+            wanted.append(
+                "source"
+            )  # a variant lost to a rejected file is named with it
+        if intervals:
+            wanted += ["raw_score", "stderr", "n_samples"]
+        subtasks = folder.frame("subtasks", columns=list(dict.fromkeys(wanted)))
+        if table is None and intervals and len(subtasks) and suite is not None:
+            table = estimate_uncertainty(
+                subtasks, leaderboard, suite, missing=missing
+            ).leaderboard
     return Snapshot(
         leaderboard=leaderboard,
         benchmarks=benchmark_columns(leaderboard.columns),
-        subtasks=subtasks if len(subtasks) else None,
+        subtasks=subtasks if subtasks is not None and len(subtasks) else None,
         bounds=bounds,
         intervals=table,
         label=str(out),
-        rejected=rejected,
+        rejected=_rejected_inputs(folder),
     )
 
 

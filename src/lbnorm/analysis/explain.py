@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from lbnorm.analysis.uncertainty import normal_quantile, rank_intervals
+from lbnorm.analysis.uncertainty import interval_ranks, normal_quantile
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.output.reader import Output
@@ -393,18 +393,11 @@ def _rank(
             }
     average = board["average"].to_numpy(dtype=np.float64, na_value=np.nan)
     stderr = board["average_stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
-    z = normal_quantile(level)
-    is_ranked = board["rank"].notna().to_numpy() & ~np.isnan(average)
-    is_point = np.isnan(stderr)
-    low = np.where(is_point, average, np.clip(average - z * stderr, 0.0, 100.0))
-    high = np.where(is_point, average, np.clip(average + z * stderr, 0.0, 100.0))
-    best, worst, _ = rank_intervals(low[is_ranked], high[is_ranked])
-    where = int(np.cumsum(is_ranked)[row] - 1)
-    has_interval = bool(is_ranked[row] and not is_point[row])
+    best, worst = interval_ranks(board, average, stderr, z=normal_quantile(level))[2:4]
     return {
         "rank": rank,
-        "rank_best": int(best[where]) if has_interval else None,
-        "rank_worst": int(worst[where]) if has_interval else None,
+        "rank_best": None if np.isnan(best[row]) else int(best[row]),
+        "rank_worst": None if np.isnan(worst[row]) else int(worst[row]),
         "level": level,
         "interval_from": "average ± z x average_stderr on the leaderboard",
     }

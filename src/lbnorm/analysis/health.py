@@ -381,13 +381,23 @@ def stuck_cluster(
     """
     config = config or HealthConfig()
     values, is_used = _used(scores, others)
-    share, spread = _stuck_cluster(
-        np.where(is_used, values, np.nan),
-        others.to_numpy(dtype=np.float64, na_value=np.nan),
-        config,
-    )
+    values = np.where(is_used, values, np.nan)
+    others_values = others.to_numpy(dtype=np.float64, na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        low, high = _nanpercentile(values, 1.0), _nanpercentile(values, 99.0)
+        in_band = values <= low + config.stuck_band * (high - low)
+        band_count = in_band.sum(axis=0)
+        share = band_count / (~np.isnan(values)).sum(axis=0)
+        spread = _iqr(np.where(in_band, others_values, np.nan)) / _iqr(
+            np.where(np.isnan(values), np.nan, others_values)
+        )
+    spread = np.where(band_count >= _MIN_BAND_MODELS, spread, np.nan)
     return pd.DataFrame(
-        {"stuck_share": share, "stuck_spread": spread}, index=scores.columns
+        {
+            "stuck_share": share.astype(np.float64),
+            "stuck_spread": spread.astype(np.float64),
+        },
+        index=scores.columns,
     )
 
 
@@ -661,22 +671,6 @@ def _used(scores: pd.DataFrame, others: pd.DataFrame) -> tuple[FloatArray, BoolA
     return values, is_used
 
 
-def _stuck_cluster(
-    values: FloatArray, others: FloatArray, config: HealthConfig
-) -> tuple[FloatArray, FloatArray]:
-    """Share of models in each benchmark's low band, and their averages' spread."""
-    with np.errstate(invalid="ignore"):
-        low, high = _nanpercentile(values, 1.0), _nanpercentile(values, 99.0)
-        in_band = values <= low + config.stuck_band * (high - low)
-        count = (~np.isnan(values)).sum(axis=0)
-        band_count = in_band.sum(axis=0)
-        share = band_count / count
-        band_others = np.where(in_band, others, np.nan)
-        spread = _iqr(band_others) / _iqr(np.where(np.isnan(values), np.nan, others))
-    spread = np.where(band_count >= _MIN_BAND_MODELS, spread, np.nan)
-    return share.astype(np.float64), spread.astype(np.float64)
-
-
 def _nanpercentile(values: FloatArray, q: float) -> FloatArray:
     if values.shape[0] == 0:
         return np.full(values.shape[1], np.nan)
@@ -757,36 +751,30 @@ def check_directory(
     """
     out = Output.open(out, "leaderboard")
     wanted = list(dict.fromkeys(["raw_score", "stderr", "n_samples", *columns]))
-    if out.has("subtasks"):
-        snapshot = read_snapshot(out, intervals=False, columns=wanted)
-    else:  # lbnorm run --no-subtasks: benchmark checks only, fixed margins
-        leaderboard = out.frame("leaderboard")
-        snapshot = Snapshot(
-            leaderboard=leaderboard,
-            benchmarks=benchmark_columns(leaderboard.columns),
-            label=str(out),
-        )
+    # (--no-subtasks: benchmark checks only, fixed margins)
+    snapshot = read_snapshot(out, intervals=False, columns=wanted)
     board = snapshot.leaderboard
-    subtasks = snapshot.subtasks if snapshot.subtasks is not None else pd.DataFrame()
     suite, missing = out.suite()
     if suite is None:
         names = tuple(snapshot.benchmarks)
         health = check_health(
             board, benchmarks=names, subtasks=snapshot.subtasks, config=config
         )
-        health = _with_comparability(health, out)
-        return OutputHealth(
-            health=health,
-            snapshot=snapshot,
-            benchmarks=names,
-            weights=(1.0,) * len(names),
-            stderr=None,
+        checked = _Checked(health=health, stderr=None, weights=(1.0,) * len(names))
+    else:
+        names = tuple(suite.benchmark_names)
+        subtasks = snapshot.subtasks
+        checked = _check_with_suite(
+            pd.DataFrame() if subtasks is None else subtasks,
+            board,
+            suite,
+            missing=missing,
+            config=config,
         )
-    checked = _check_with_suite(subtasks, board, suite, missing=missing, config=config)
     return OutputHealth(
         health=_with_comparability(checked.health, out),
         snapshot=snapshot,
-        benchmarks=tuple(suite.benchmark_names),
+        benchmarks=names,
         weights=checked.weights,
         stderr=checked.stderr,
     )

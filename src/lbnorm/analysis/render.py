@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.diff import Diff, Figure
@@ -18,11 +17,15 @@ __all__ = [
     "HEALTH_BENCHMARK_LABELS",
     "HEALTH_FIGURES",
     "HEALTH_SUBTASK_LABELS",
+    "cell_text",
+    "diff_parts",
     "diff_per_benchmark",
     "diff_summary",
     "format_diff",
     "format_health",
     "format_intervals",
+    "health_tables",
+    "is_number_column",
     "is_summary",
     "largest_rank_moves",
     "markdown_table",
@@ -89,35 +92,50 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 2) -> str:
         |---|---:|
         | a\|b | 35.00 |
     """
-
-    def cell(value: object) -> str:
-        if (
-            value is None
-            or value is pd.NA
-            or (isinstance(value, float) and np.isnan(value))
-        ):
-            return "n/a"
-        if isinstance(value, float | np.floating):
-            return f"{value:,.{digits}f}"
-        if isinstance(value, int | np.integer) and not isinstance(value, bool):
-            return f"{value:,}"
-        return str(value).replace("|", "\\|")
-
-    numeric = [
-        pd.api.types.is_numeric_dtype(frame[name])
-        and not pd.api.types.is_bool_dtype(frame[name])
-        for name in frame.columns
-    ]
+    numeric = [is_number_column(frame[name]) for name in frame.columns]
     lines = [
         "| " + " | ".join(str(name) for name in frame.columns) + " |",
         "|" + "|".join("---:" if is_number else "---" for is_number in numeric) + "|",
     ]
     # one line per displayed row: a summary's handful, not the data
     lines += [
-        "| " + " | ".join(cell(value) for value in row) + " |"
+        "| "
+        + " | ".join(
+            cell_text(value, digits=digits).replace("|", "\\|") for value in row
+        )
+        + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join(lines)
+
+
+def cell_text(value: object, *, digits: int, null: str = "n/a") -> str:
+    """A table cell as the Markdown and HTML tables show it: numbers with thousands separators.
+
+    Floats are rounded to `digits`; nulls and NaN are `null`.
+
+    Examples:
+        >>> cell_text(1234.5, digits=1), cell_text(np.int64(12345), digits=2), cell_text(None, digits=2)
+        ('1,234.5', '12,345', 'n/a')
+    """
+    if (
+        value is None
+        or value is pd.NA
+        or (isinstance(value, float) and np.isnan(value))
+    ):
+        return null
+    if isinstance(value, float | np.floating):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def is_number_column(column: pd.Series) -> bool:
+    """Whether a column holds numbers (not booleans): right-aligned in a table."""
+    return bool(
+        pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+    )
 
 
 def is_summary(head: bytes, tail: bytes) -> bool:
@@ -148,45 +166,69 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
     """
     old, new = diff.labels
     lines = [f"# {title or f'lbnorm diff: {old} -> {new}'}", ""]
-    bounds = diff.bounds
+    bounds = diff.bounds.rename(
+        columns={"old_lower_bound": "old", "new_lower_bound": "new"}
+    )
     lines += [f"## Bounds changed ({len(bounds)})", ""]
-    if len(bounds):
-        lines += [
-            markdown_table(
-                bounds.rename(
-                    columns={"old_lower_bound": "old", "new_lower_bound": "new"}
-                ),
-                digits=4,
-            ),
-            "",
-        ]
-    else:
-        lines += ["None.", ""]
-    lines += [
-        "## Summary",
-        "",
-        markdown_table(diff_summary(diff)),
+    lines += [markdown_table(bounds, digits=4) if len(bounds) else "None.", ""]
+    for kind, heading, table in diff_parts(diff):
+        if kind == "list":
+            lines += _listed(heading, table, largest=largest)
+        elif kind != "bounds":  # (listed first, above, with none said)
+            lines += [f"## {heading}", "", *_MARKDOWN_NOTES.get(kind, [])]
+            lines += [markdown_table(table, digits=_MARKDOWN_DIGITS.get(kind, 2)), ""]
+    return "\n".join(lines)
+
+
+#: The Markdown diff's decimals and notes, by kind of :func:`diff_parts` part.
+_MARKDOWN_DIGITS = {"per_benchmark": 3}
+_MARKDOWN_NOTES = {
+    "coverage": [
+        "Subtasks with a score on each side (a coverage change, not a bound change):",
         "",
     ]
+}
+
+
+def diff_parts(diff: Diff) -> list[tuple[str, str, pd.DataFrame]]:
+    """What changed, as ``lbnorm diff`` prints it: each table with its kind and heading.
+
+    The kinds: ``summary``, ``bounds``, ``coverage``, ``per_benchmark`` and
+    ``list`` (a list of variants, which a face cuts).
+
+    The summary, the bounds changed, the coverage, the change per benchmark
+    (each when it has rows), then the lists ``lbnorm diff`` names: added,
+    removed, newly unranked (with why), the largest changes of an average, the
+    rank moves beyond the rank intervals and the largest rank moves, whole (the
+    faces cut each list with :func:`cut_list`).
+    """
+    parts = [("summary", "Summary", diff_summary(diff))]
+    if len(diff.bounds):
+        bounds = diff.bounds.rename(
+            columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
+        )
+        parts.append(("bounds", f"Lower bounds changed ({len(bounds):,})", bounds))
     if len(diff.coverage):
-        lines += [
-            f"## Coverage ({len(diff.coverage)} benchmark(s) scored on other subtasks)",
-            "",
-            "Subtasks with a score on each side (a coverage change, not a bound change):",
-            "",
-            markdown_table(coverage_table(diff)),
-            "",
-        ]
+        parts.append(
+            (
+                "coverage",
+                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
+                coverage_table(diff),
+            )
+        )
     if len(diff.scores):
-        lines += [
-            "## Per benchmark (normalized score, new - old)",
-            "",
-            markdown_table(diff_per_benchmark(diff), digits=3),
-            "",
-        ]
-    for heading, table in named_variants(diff):
-        lines += _listed(heading, table, largest=largest)
-    return "\n".join(lines)
+        parts.append(
+            (
+                "per_benchmark",
+                "Per benchmark (normalized score, new - old)",
+                diff_per_benchmark(diff),
+            )
+        )
+    parts += [
+        ("list", f"{heading} ({len(table):,})", table)
+        for heading, table in named_variants(diff)
+    ]
+    return parts
 
 
 def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
@@ -194,7 +236,7 @@ def _listed(heading: str, table: pd.DataFrame, *, largest: int) -> list[str]:
     if not len(table):
         return []
     shown, more = cut_list(table, largest=largest)
-    lines = [f"## {heading} ({len(table):,})", "", markdown_table(shown), ""]
+    lines = [f"## {heading}", "", markdown_table(shown), ""]
     if more:
         lines += [
             f"... and {more:,} more (--largest N lists more; --out "
@@ -256,14 +298,10 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     new_rank = models["new_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
     status = models["status"].to_numpy()
     added = models[status == "added"]
-    removed = models[status == "removed"]
-    removed = removed.iloc[
-        np.argsort(_missing_last(removed["old_rank"]), kind="stable")
-    ]
-    unranked = models[(status == "both") & ~np.isnan(old_rank) & np.isnan(new_rank)]
-    unranked = unranked.iloc[
-        np.argsort(_missing_last(unranked["old_rank"]), kind="stable")
-    ]
+    removed = _by_old_rank(models[status == "removed"])
+    unranked = _by_old_rank(
+        models[(status == "both") & ~np.isnan(old_rank) & np.isnan(new_rank)]
+    )
     delta = models["average_delta"].to_numpy(dtype=np.float64, na_value=np.nan)
     is_changed = (status == "both") & ~np.isnan(delta) & (delta != 0)
     changed = models[is_changed].iloc[
@@ -315,9 +353,10 @@ def _variant_table(
     return table.reset_index(drop=True)
 
 
-def _missing_last(ranks: pd.Series) -> npt.NDArray[np.float64]:
-    values = ranks.to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.asarray(np.nan_to_num(values, nan=np.inf), dtype=np.float64)
+def _by_old_rank(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` by old rank, unranked last (a stable sort)."""
+    ranks = rows["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
+    return rows.iloc[np.argsort(np.nan_to_num(ranks, nan=np.inf), kind="stable")]
 
 
 def diff_summary(diff: Diff) -> pd.DataFrame:
@@ -483,8 +522,6 @@ def format_health(
     Returns:
         The Markdown text.
     """
-    benchmarks = health[health["level"] == "benchmark"]
-    subtasks = health[health["level"] == "subtask"]
     failed = int((health["status"] == "fail").sum())
     skipped = int((health["status"] == "skipped").sum())
     if failed:
@@ -493,30 +530,53 @@ def format_health(
         verdict = f"every check skipped: {_fewest(health)}"
     else:
         verdict = "all checks passed" + (f" ({skipped} skipped)" if skipped else "")
+    parts = {kind: (heading, table) for kind, heading, table in health_tables(health)}
     lines = [f"# {title}: {verdict}", "", "## Benchmarks", ""]
-    lines += [
-        markdown_table(
-            benchmarks[list(HEALTH_BENCHMARK_LABELS)].rename(
-                columns=HEALTH_BENCHMARK_LABELS
-            ),
-            digits=3,
-        ),
-        "",
-    ]
-    if len(subtasks):
-        shown = subtasks if all_subtasks else subtasks[subtasks["status"] == "fail"]
-        lines += [f"## Subtasks ({subtask_counts(subtasks)})", ""]
+    lines += [markdown_table(parts["benchmarks"][1], digits=3), ""]
+    if "subtasks" in parts:
+        heading, everyone = parts["subtasks"]
+        shown = everyone if all_subtasks else parts.get("failed", ("", everyone[:0]))[1]
+        lines += [f"## {heading}", ""]
         if len(shown):
-            lines += [
-                markdown_table(
-                    shown[list(HEALTH_SUBTASK_LABELS)].rename(
-                        columns=HEALTH_SUBTASK_LABELS
-                    ),
-                    digits=3,
-                ),
-                "",
-            ]
+            lines += [markdown_table(shown, digits=3), ""]
     return "\n".join(lines + _comparability_lines(health))
+
+
+def health_tables(health: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """The health table for people, with ``lbnorm health``'s headings: each part with its kind.
+
+    Args:
+        health: The table from :mod:`lbnorm.analysis.health`.
+
+    Returns:
+        ``(kind, heading, table)``: every benchmark (``benchmarks``); the
+        subtasks that failed (``failed``, if any); every subtask (``subtasks``).
+    """
+    benchmarks = health.loc[health["level"].eq("benchmark")]
+    subtasks = health.loc[health["level"].eq("subtask")]
+    failed = subtasks.loc[subtasks["status"].eq("fail")]
+
+    def shown(frame: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+        return frame[list(labels)].rename(columns=labels).reset_index(drop=True)
+
+    tables = [("benchmarks", "Benchmarks", shown(benchmarks, HEALTH_BENCHMARK_LABELS))]
+    if len(failed):
+        tables.append(
+            (
+                "failed",
+                f"Subtasks that fail ({len(failed)})",
+                shown(failed, HEALTH_SUBTASK_LABELS),
+            )
+        )
+    if len(subtasks):
+        tables.append(
+            (
+                "subtasks",
+                f"Subtasks ({subtask_counts(subtasks)})",
+                shown(subtasks, HEALTH_SUBTASK_LABELS),
+            )
+        )
+    return tables
 
 
 def subtask_counts(subtasks: pd.DataFrame) -> str:

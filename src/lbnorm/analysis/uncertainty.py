@@ -37,6 +37,7 @@ __all__ = [
     "Uncertainty",
     "clipped_variance",
     "estimate_uncertainty",
+    "interval_ranks",
     "normal_quantile",
     "rank_intervals",
 ]
@@ -201,12 +202,10 @@ def _interval_board(
     """A row per variant: its average's interval (``z`` errors, within 0-100) and the ranks it allows.
 
     ``rank_best``/``rank_worst`` and ``tie_group`` come from the overlaps of the
-    intervals (:func:`_ranks`); the columns are documented (``INTERVAL_DOCS``).
+    intervals (:func:`interval_ranks`); the columns are documented (``INTERVAL_DOCS``).
     """
     average = leaderboard["average"].to_numpy(dtype=np.float64)
-    low = np.clip(average - z * average_se, 0.0, 100.0)
-    high = np.clip(average + z * average_se, 0.0, 100.0)
-    ranks = _ranks(leaderboard, average, low, high, average_se)
+    low, high, *ranks = interval_ranks(leaderboard, average, average_se, z=z)
     board = keys.assign(
         rank=leaderboard["rank"].astype("Int64").to_numpy(),
         average=average,
@@ -275,18 +274,26 @@ def _floats(frame: pd.DataFrame, name: str) -> FloatArray:
     return np.asarray(frame[name].to_numpy(dtype=np.float64, na_value=np.nan))
 
 
-def _ranks(
-    leaderboard: pd.DataFrame,
-    average: FloatArray,
-    low: FloatArray,
-    high: FloatArray,
-    stderr: FloatArray,
+def interval_ranks(
+    leaderboard: pd.DataFrame, average: FloatArray, stderr: FloatArray, *, z: float
 ) -> list[FloatArray]:
-    """Rank intervals and tie groups among ranked variants.
+    """Each average's interval (``z`` errors, within 0-100), rank intervals and tie groups.
 
     A ranked variant without a stderr counts as a point for the others' ranks
-    and gets no interval itself.
+    and gets no interval itself (NaN).
+
+    Args:
+        leaderboard: The leaderboard (its ``rank``: who is ranked).
+        average: Its averages.
+        stderr: Their standard errors (NaN where unknown).
+        z: Standard errors each side of the average.
+
+    Returns:
+        ``average_low``, ``average_high``, ``rank_best``, ``rank_worst`` and
+        ``tie_group``, one value per leaderboard row.
     """
+    low = np.clip(average - z * stderr, 0.0, 100.0)
+    high = np.clip(average + z * stderr, 0.0, 100.0)
     is_ranked = leaderboard["rank"].notna().to_numpy() & ~np.isnan(average)
     has_interval = is_ranked & ~np.isnan(stderr)
     is_point = np.isnan(stderr)
@@ -294,7 +301,7 @@ def _ranks(
         np.where(is_point, average, low)[is_ranked],
         np.where(is_point, average, high)[is_ranked],
     )
-    columns = []
+    columns = [low, high]
     for values in ranked:
         column = np.full(len(average), np.nan)
         column[is_ranked] = values

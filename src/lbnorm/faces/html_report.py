@@ -41,15 +41,12 @@ from lbnorm.analysis.health import (
     leave_one_out,
 )
 from lbnorm.analysis.render import (
-    HEALTH_BENCHMARK_LABELS,
     HEALTH_FIGURES,
-    HEALTH_SUBTASK_LABELS,
-    coverage_table,
+    cell_text,
     cut_list,
-    diff_per_benchmark,
-    diff_summary,
-    named_variants,
-    subtask_counts,
+    diff_parts,
+    health_tables,
+    is_number_column,
 )
 from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
 from lbnorm.faces.report_assets import SCRIPT, STYLE, page
@@ -67,8 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportTables",
-    "diff_parts",
-    "health_tables",
     "read_report_tables",
     "render_report",
     "summarize_benchmarks",
@@ -227,85 +222,12 @@ def summarize_benchmarks(
     )
 
 
-def health_tables(health: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The health table for display, with ``lbnorm health``'s headings.
-
-    Args:
-        health: The table from :mod:`lbnorm.analysis.health`.
-
-    Returns:
-        Named tables: every benchmark; the subtasks that failed (if any); every
-        subtask.
-    """
-    benchmarks = health.loc[health["level"].eq("benchmark")]
-    subtasks = health.loc[health["level"].eq("subtask")]
-    failed = subtasks.loc[subtasks["status"].eq("fail")]
-
-    def shown(frame: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
-        return frame[list(labels)].rename(columns=labels).reset_index(drop=True)
-
-    tables = [("Benchmarks", shown(benchmarks, HEALTH_BENCHMARK_LABELS))]
-    if len(failed):
-        tables.append(
-            (
-                f"Subtasks that fail ({len(failed)})",
-                shown(failed, HEALTH_SUBTASK_LABELS),
-            )
-        )
-    if len(subtasks):
-        tables.append(
-            (
-                f"Subtasks ({subtask_counts(subtasks)})",
-                shown(subtasks, HEALTH_SUBTASK_LABELS),
-            )
-        )
-    return tables
-
-
-def diff_parts(diff: Diff) -> list[tuple[str, pd.DataFrame, bool]]:
-    """What changed, as ``lbnorm diff`` prints it: each table with its heading, and whether it is a list.
-
-    The summary, the bounds changed, the coverage, the change per benchmark
-    (each when it has rows), then the lists ``lbnorm diff`` names: added,
-    removed, newly unranked (with why), the largest changes of an average, the
-    rank moves beyond the rank intervals and the largest rank moves, whole (the
-    report cuts each list with :func:`lbnorm.analysis.render.cut_list`).
-    """
-    parts = [("Summary", diff_summary(diff), False)]
-    if len(diff.bounds):
-        bounds = diff.bounds.rename(
-            columns={"old_lower_bound": "old bound", "new_lower_bound": "new bound"}
-        )
-        parts.append((f"Lower bounds changed ({len(bounds):,})", bounds, False))
-    if len(diff.coverage):
-        parts.append(
-            (
-                f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
-                coverage_table(diff),
-                False,
-            )
-        )
-    if len(diff.scores):
-        parts.append(
-            (
-                "Per benchmark (normalized score, new - old)",
-                diff_per_benchmark(diff),
-                False,
-            )
-        )
-    parts += [
-        (f"{heading} ({len(table):,})", table, True)
-        for heading, table in named_variants(diff)
-    ]
-    return parts
-
-
 def _diff_html(diff: Diff, *, top: int) -> str:
     """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
     old, new = (html.escape(label) for label in diff.labels)
     parts = []
-    for heading, table, is_list in diff_parts(diff):
-        shown, more = cut_list(table, largest=top) if is_list else (table, 0)
+    for kind, heading, table in diff_parts(diff):
+        shown, more = cut_list(table, largest=top) if kind == "list" else (table, 0)
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append(_table_html(shown, digits=2, null="n/a"))
         if more:
@@ -319,28 +241,13 @@ def _diff_html(diff: Diff, *, top: int) -> str:
 
 def _unchecked(out: Output) -> OutputHealth:
     """An output of one benchmark: no health checks (they compare benchmarks)."""
-    board = out.frame("leaderboard")
-    names = tuple(benchmark_columns(board.columns))
-    subtasks = (
-        out.frame(
-            "subtasks",
-            columns=[
-                *KEY_COLUMNS,
-                "benchmark",
-                "subtask",
-                "lower_bound",
-                "raw_score",
-                "normalized_score",
-            ],
-        )
-        if out.has("subtasks")
-        else None
+    snapshot = read_snapshot(
+        out, intervals=False, columns=["raw_score", "normalized_score"]
     )
+    names = tuple(snapshot.benchmarks)
     return OutputHealth(
         health=pd.DataFrame({name: pd.Series(dtype=object) for name in HEALTH_COLUMNS}),
-        snapshot=Snapshot(
-            leaderboard=board, benchmarks=names, subtasks=subtasks, label=str(out)
-        ),
+        snapshot=snapshot,
         benchmarks=names,
         weights=(1.0,) * len(names),
         stderr=None,
@@ -464,14 +371,14 @@ def _health_html(health: pd.DataFrame) -> str:
         f"(the same code, the same figures): {html.escape(verdict)} "
         "(a check needs at least <code>min_models</code> models, else it is skipped).</p>"
     ]
-    for name, frame in health_tables(health):
+    for kind, name, frame in health_tables(health):
         table = _table_html(
             frame,
             digits=3,
             highlight=frame["status"].eq("fail").to_numpy(dtype=bool),
             null="n/a",
         )
-        if name.startswith("Subtasks ("):
+        if kind == "subtasks":
             parts.append(
                 f"<details><summary>{html.escape(name)}</summary>{table}</details>"
             )
@@ -558,7 +465,7 @@ def _payload(tables: ReportTables) -> str:
         ("model", "model", "text", 1),
         ("precision", "precision", "text", 1),
         *(
-            (name, name, "num" if _is_number(board[name]) else "text", -1)
+            (name, name, "num" if is_number_column(board[name]) else "text", -1)
             for name in extras
         ),
         ("average", "average", "num", -1),
@@ -611,12 +518,6 @@ def _payload(tables: ReportTables) -> str:
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
-    )
-
-
-def _is_number(column: pd.Series) -> bool:
-    return bool(
-        pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
     )
 
 
@@ -712,7 +613,7 @@ def _table_html(
     null: str = "",
 ) -> str:
     """A static HTML table: text left, numbers right and rounded, everything escaped."""
-    is_text = {name: not _is_number(frame[name]) for name in frame.columns}
+    is_text = {name: not is_number_column(frame[name]) for name in frame.columns}
     head = "".join(
         f'<th class="{"text" if is_text[name] else "num"}">{html.escape(str(name))}</th>'
         for name in frame.columns
@@ -720,7 +621,10 @@ def _table_html(
     cells = [
         _cells(
             name,
-            _cell_texts(frame[name], digits=digits, null=null),
+            [
+                html.escape(cell_text(value, digits=digits, null=null))
+                for value in frame[name].tolist()  # a summary's rows, or --top rows
+            ],
             is_text=is_text[name],
         )
         for name in frame.columns
@@ -742,23 +646,6 @@ def _cells(name: object, texts: list[str], *, is_text: bool) -> pd.Series:
     if name == "model":  # long names are cut by CSS; the full name shows on hover
         return '<td class="text model" title="' + values + '">' + values + "</td>"
     return f'<td class="{"text" if is_text else "num"}">' + values + "</td>"
-
-
-def _cell_texts(column: pd.Series, *, digits: int, null: str) -> list[str]:
-    # one string per displayed cell: a summary's handful of rows, or --top rows
-    return [
-        null
-        if value is None
-        or value is pd.NA
-        or (isinstance(value, float) and np.isnan(value))
-        else f"{value:,.{digits}f}"
-        if isinstance(value, float | np.floating)
-        else f"{value:,}"
-        if isinstance(value, int | np.integer)
-        and not isinstance(value, bool | np.bool_)
-        else html.escape(str(value))
-        for value in column.tolist()
-    ]
 
 
 # ---------------------------------------------------------------------- plots
