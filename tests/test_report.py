@@ -306,6 +306,29 @@ def test_diff_summary_in_words_with_rank_moves(
     assert moves == [int(models[name]) for name in names]
 
 
+def test_a_no_subtasks_diff_says_what_lbnorm_diff_says(
+    tmp_path: Path, golden_dir: Path
+) -> None:
+    """Outputs written with --no-subtasks: the page's diff is read as ``lbnorm diff``
+    reads it (the suites' bounds too: the GPQA bound change is named)."""
+    files = sorted(golden_dir.glob("*.json"))
+    options = RunOptions(subtasks=False)
+    old_suite = _suite_with_gpqa_bound(tmp_path, 0.0)
+    run(files, suite=old_suite, out=tmp_path / "old", options=options)
+    run(files, out=tmp_path / "new", options=options)
+    section = _section(
+        render_report(tmp_path / "new", previous=tmp_path / "old"), "diff"
+    )
+    expected = diff_snapshots(
+        read_snapshot(tmp_path / "old"), read_snapshot(tmp_path / "new")
+    )
+    headings = [heading for _, heading, _ in diff_parts(expected)]
+    assert "Lower bounds changed (3)" in headings
+    assert re.findall(r"<h3>([^<]*)</h3>", section) == [
+        html_text.escape(heading, quote=False) for heading in headings
+    ]
+
+
 @pytest.fixture(scope="module")
 def nightly_pair(tmp_path_factory: pytest.TempPathFactory, golden_dir: Path) -> Path:
     """Yesterday's output and today's: one variant gone, two new (one named in

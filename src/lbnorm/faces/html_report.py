@@ -33,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from lbnorm.analysis.align import align_rows, align_variants, group_codes
-from lbnorm.analysis.diff import Diff, Snapshot, diff_snapshots, read_snapshot
+from lbnorm.analysis.diff import Diff, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import (
     HEALTH_COLUMNS,
     OutputHealth,
@@ -142,7 +142,7 @@ def read_report_tables(
     diff = None
     if previous is not None:
         diff = diff_snapshots(
-            _diff_side(Output.open(previous, "leaderboard")), _diff_side(out)
+            read_snapshot(Output.open(previous, "leaderboard")), read_snapshot(out)
         )
     return ReportTables(
         out=out,
@@ -251,16 +251,6 @@ def _unchecked(out: Output) -> OutputHealth:
         benchmarks=names,
         weights=(1.0,) * len(names),
         stderr=None,
-    )
-
-
-def _diff_side(out: Output) -> Snapshot:
-    """One side of the diff, as ``lbnorm diff`` reads it (a --no-subtasks output too)."""
-    if out.has("subtasks"):
-        return read_snapshot(out)
-    board = out.frame("leaderboard")
-    return Snapshot(
-        leaderboard=board, benchmarks=benchmark_columns(board.columns), label=str(out)
     )
 
 
