@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from lbnorm._runtime import check_cancelled
 from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError
+from lbnorm.core.files import file_format
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.readers.item_documents import Documents, KeyNumbers, number_keys
 from lbnorm.readers.sample_lines import (
@@ -374,9 +375,9 @@ class ItemCollector:
         input (a table records no ``doc_hash``).
         """
         for source in sources:
-            if source.path.suffix.lower() != ".jsonl":
+            if file_format(source.path) != "jsonl":
                 self._add_table(source)
-        jsonl = [s for s in sources if s.path.suffix.lower() == ".jsonl"]
+        jsonl = [s for s in sources if file_format(s.path) == "jsonl"]
         keys = task_keys([source.path for source in jsonl])
         seen: dict[Path, tuple[str, str, str, bool]] = {}
         for source in jsonl:  # a file, not a line, a step

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import BatchThread, check_cancelled, read_ahead
 from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import SAMPLES_FILE
+from lbnorm.core.files import SAMPLES_FILE, file_format
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
 from lbnorm.readers.sample_lines import HINT_LINE, read_metric_items
@@ -141,8 +141,8 @@ def read_samples(
     Raises:
         InputError: A file cannot be read, or holds a bad line, row or value.
     """
-    jsonl = [path for path in paths if path.suffix.lower() == ".jsonl"]
-    tables = [path for path in paths if path.suffix.lower() != ".jsonl"]
+    jsonl = [path for path in paths if file_format(path) == "jsonl"]
+    tables = [path for path in paths if file_format(path) != "jsonl"]
     frames: list[pa.Table] = []
     catalogs: list[pa.Table] = []
     if jsonl:
