@@ -849,9 +849,11 @@ def _read_samples(
     )
     items = None
     if collector is not None:  # the sample files that gave scores, read again
+        # (Arrow scalars: a Python value makes pyarrow import pandas to convert it)
+        is_read = pc.greater(files["rows"], scalar(0, files["rows"].type))
         gave = pc.and_(
             pc.equal(files["format"], scalar("lm-eval-samples", pa.string())),
-            pc.and_(pc.greater(files["rows"], 0), pc.is_null(files["superseded_by"])),
+            pc.and_(is_read, pc.is_null(files["superseded_by"])),
         )
         sources = files["path"].filter(gave).to_pylist()
         collector.add_sources([ItemSource(path=Path(path)) for path in sources])
