@@ -57,7 +57,7 @@ from lbnorm.readers.sample_lines import (
     task_keys,
 )
 from lbnorm.readers.samples import (
-    _Sums,
+    bad_rows,
     open_sample_table,
     row_codes,
     sample_file_task,
@@ -461,13 +461,8 @@ class ItemCollector:
             return
         for name in ("model", "task", "metric", "doc_id", "value"):
             if batch.column(name).null_count:
-                _Sums._bad_rows(
-                    str(path),
-                    rows,
-                    name,
-                    "null",
-                    to_numpy(batch.column(name).is_null()),
-                )
+                is_null = to_numpy(batch.column(name).is_null())
+                bad_rows(str(path), name, "null", rows[is_null])
         pair = self._pairs(batch)
         kept = pair >= 0
         if not kept.all():
@@ -580,9 +575,8 @@ class ItemCollector:
             column = batch.column(name)
             if name == "chat_template":
                 if column.null_count:
-                    _Sums._bad_rows(
-                        str(source.path), rows, name, "null", to_numpy(column.is_null())
-                    )
+                    is_null = to_numpy(column.is_null())
+                    bad_rows(str(source.path), name, "null", rows[is_null])
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]
             else:  # a null precision or revision is ''

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,7 @@ __all__ = [
     "aggregate_sample_batches",
     "aggregate_samples_files",
     "aggregate_samples_table",
+    "bad_rows",
     "open_sample_table",
     "read_samples",
     "row_codes",
@@ -625,9 +626,8 @@ class _Sums:
         rows = batch.num_rows
         value = batch.column("value")
         if value.null_count:
-            self._bad_rows(
-                source, first_row, "value", "null", to_numpy(value.is_null())
-            )
+            is_null = to_numpy(value.is_null())
+            bad_rows(source, "value", "null", np.flatnonzero(is_null) + first_row)
         values = np.asarray(to_numpy(pc.cast(value, pa.float64())))
         code, size, steps, mappings = self._group_codes(batch, source, first_row)
         self._behind.run(
@@ -689,9 +689,8 @@ class _Sums:
         present = np.flatnonzero(count)
         plain, shift, residual, m2 = _moments(code, values, count)
         if not np.isfinite(m2[present]).all():
-            self._bad_rows(
-                source, first_row, "value", "not finite", ~np.isfinite(values)
-            )
+            bad = np.flatnonzero(~np.isfinite(values)) + first_row
+            bad_rows(source, "value", "not finite", bad)
         if "item" in batch.schema.names:
             item = to_numpy(batch.column("item"), null=-1)
             documents, listed = _sum(code, item <= 0, size), _sum(code, item >= 0, size)
@@ -866,7 +865,8 @@ class _Sums:
             return None, np.asarray(default, dtype=np.int64)
         column = batch.column(name)
         if column.null_count and name not in ("precision", "revision"):
-            self._bad_rows(source, first_row, name, "null", to_numpy(column.is_null()))
+            is_null = to_numpy(column.is_null())
+            bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
         if name == "chat_template":
             return to_numpy(column).astype(np.int64), np.array([0, 1], dtype=np.int64)
         if not pa.types.is_dictionary(column.type):
@@ -882,29 +882,14 @@ class _Sums:
             mapping = self._code(name, entries)
         return rows, np.asarray(mapping, dtype=np.int64)
 
-    @staticmethod
-    def _bad_rows(
-        source: str,
-        first_row: int | _I64,
-        column: str,
-        what: str,
-        mask: npt.NDArray[np.bool_],
-    ) -> None:
-        """Raise naming the rows of `mask` (the first five) by their number in the file.
 
-        `first_row` is the batch's first row's number, or each row's number (a
-        batch that rows were filtered out of).
-        """
-        rows = (
-            np.flatnonzero(mask) + first_row
-            if isinstance(first_row, int)
-            else first_row[mask]
-        )
-        shown = ", ".join(map(str, rows[:5])) + (
-            f" and {rows.size - 5} more" if rows.size > 5 else ""
-        )
-        msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
-        raise InputError(msg)
+def bad_rows(source: str, column: str, what: str, rows: _I64) -> NoReturn:
+    """Raise naming the bad rows (the first five) by their number in the file."""
+    shown = ", ".join(map(str, rows[:5])) + (
+        f" and {rows.size - 5} more" if rows.size > 5 else ""
+    )
+    msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
+    raise InputError(msg)
 
 
 def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, _F64]:
