@@ -33,7 +33,6 @@ text keys and large numbers.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,6 +57,9 @@ from lbnorm.readers.sample_lines import (
 )
 from lbnorm.readers.samples import (
     bad_rows,
+    group_codes,
+    group_digits,
+    key_indices,
     open_sample_table,
     row_codes,
     sample_file_task,
@@ -487,7 +489,7 @@ class ItemCollector:
             np.bincount(task, minlength=len(self.task_key))
         ).tolist():
             self._check_key(t, "doc_id", path)
-        number = self.docs.numbers(task, _integers(batch.column("doc_id")))
+        number = self.docs.numbers(task, to_numpy(batch.column("doc_id")))
         self._table_clusters(batch, task, number, path, row_of)
         item = (
             to_numpy(batch.column("item").cast(pa.int64()), null=-1)
@@ -548,7 +550,7 @@ class ItemCollector:
             if not pa.types.is_dictionary(column.type):
                 column = pc.dictionary_encode(column)
             entries[name] = column.dictionary.cast(pa.string()).to_pylist()
-            index[name] = _integers(column.indices)
+            index[name] = to_numpy(column.indices)
         table = np.array(
             [
                 [self.pair_of.get((t, m), -1) for m in entries["metric"]]
@@ -566,10 +568,11 @@ class ItemCollector:
 
         `rows`: each row's number in the file, for the error on a null.
         """
-        code = np.zeros(batch.num_rows, dtype=np.int64)
+        columns: list[tuple[npt.NDArray[np.integer[Any]] | None, int]] = []
         entries: list[list[Any]] = []
         for name in KEY_COLUMNS:
             if name not in batch.schema.names:
+                columns.append((None, 1))
                 entries.append([False] if name == "chat_template" else [""])
                 continue
             column = batch.column(name)
@@ -580,39 +583,21 @@ class ItemCollector:
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]
             else:  # a null precision or revision is ''
-                if not pa.types.is_dictionary(column.type):
-                    column = pc.dictionary_encode(column)
-                values = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
-                indices = column.indices
-                index = (
-                    to_numpy(indices.cast(pa.int64()), null=len(values) - 1)
-                    if indices.null_count
-                    else _integers(indices)
-                )
-            code = code * len(values) + index
+                index, values = key_indices(column)
+            columns.append((index, len(values)))
             entries.append(values)
-        radix = [len(values) for values in entries]
-        size = math.prod(radix)
-        if size <= 4 * batch.num_rows + 1024:  # a table of every combination
-            present = np.flatnonzero(np.bincount(code, minlength=size))
-            row_unique, uniques = code, present
-            lookup = np.full(size, -1, dtype=np.int64)
-        else:  # many: the combinations present, by hash
-            encoded = pc.dictionary_encode(numbers(code, pa.int64()))
-            row_unique = to_numpy(encoded.indices.cast(pa.int64()))
-            uniques = to_numpy(encoded.dictionary)
-            present = np.arange(uniques.size)
-            lookup = np.full(uniques.size, -1, dtype=np.int64)
-        digits = np.unravel_index(np.asarray(uniques, dtype=np.int64), radix)
+        code, size, steps = group_codes(columns, batch.num_rows)
+        present = np.flatnonzero(np.bincount(code, minlength=size))
         keys = [
             [values[d] for d in digit.tolist()]
-            for values, digit in zip(entries, digits, strict=True)
+            for values, digit in zip(entries, group_digits(present, steps), strict=True)
         ]
+        lookup = np.full(size, -1, dtype=np.int64)
         lookup[present] = [
             self._variant((source.tag, *key), str(source.path))
             for key in zip(*keys, strict=True)
         ]  # a step per variant of the batch, not per row
-        return np.asarray(lookup[row_unique], dtype=np.int64)
+        return lookup[code]
 
     def _table_clusters(
         self,
@@ -806,13 +791,6 @@ class ItemCollector:
             tasks=tuple(self.tasks),
             sources=tuple(tuple(found) for found in self.sources),
         )
-
-
-def _integers(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.integer[Any]]:
-    """An integer column without nulls as numpy, in its own width (no copy)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    return to_numpy(values)
 
 
 def _document_where(path: Path, keys: pa.Array, at: int) -> str:

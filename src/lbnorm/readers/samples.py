@@ -59,6 +59,9 @@ __all__ = [
     "aggregate_samples_files",
     "aggregate_samples_table",
     "bad_rows",
+    "group_codes",
+    "group_digits",
+    "key_indices",
     "open_sample_table",
     "read_samples",
     "row_codes",
@@ -629,51 +632,18 @@ class _Sums:
             is_null = to_numpy(value.is_null())
             bad_rows(source, "value", "null", np.flatnonzero(is_null) + first_row)
         values = np.asarray(to_numpy(pc.cast(value, pa.float64())))
-        code, size, steps, mappings = self._group_codes(batch, source, first_row)
+        columns, mappings = [], []
+        for name in _GROUPED:
+            indices, mapping = self._encoded(batch, name, source, first_row)
+            columns.append((indices, len(mapping)))
+            mappings.append(mapping)
+        code, size, steps = group_codes(columns, rows)
         self._behind.run(
             lambda: self._add_groups(
                 _Groups(code, size, steps, mappings), values, batch, source, first_row
             ),
             rows,
         )
-
-    def _group_codes(
-        self, batch: pa.RecordBatch, source: str, first_row: int
-    ) -> tuple[_I64, int, list[tuple[int, _I64 | None]], list[_I64]]:
-        """Each row's group: a mixed-radix number of its key columns' indices.
-
-        Renumbered densely (in order of first occurrence) if it outgrows the
-        batch. Summed in int32 while the number fits (a batch's usually does: a
-        third of the memory traffic of int64 and no widening of the int32
-        indices at each step), widened once at the end for ``np.bincount``.
-        """
-        rows = batch.num_rows
-        code: npt.NDArray[np.signedinteger[Any]] | None = None
-        size = 1
-        mappings, steps = [], []
-        for name in _GROUPED:
-            indices, mapping = self._encoded(batch, name, source, first_row)
-            mappings.append(mapping)
-            radix, uniques = 1, None
-            if indices is not None and len(mapping) > 1:
-                radix = len(mapping)
-                if code is None:
-                    code = indices.astype(np.int64 if radix > _INT32_MAX else np.int32)
-                else:
-                    if size * radix > _INT32_MAX and code.dtype != np.int64:
-                        code = code.astype(np.int64)
-                    code *= radix
-                    code += indices
-                size *= radix
-                if size > 4 * rows + 1024:
-                    encoded = pc.dictionary_encode(numbers(code, pa.from_numpy_dtype(code.dtype)))  # fmt: skip
-                    code = to_numpy(encoded.indices).astype(np.int32)
-                    uniques = to_numpy(encoded.dictionary).astype(np.int64)
-                    size = len(uniques)
-            steps.append((radix, uniques))
-        if code is None:
-            return np.zeros(rows, dtype=np.int64), size, steps, mappings
-        return code.astype(np.int64, copy=False), size, steps, mappings
 
     def _add_groups(
         self,
@@ -697,15 +667,12 @@ class _Sums:
         else:
             documents, listed = count, np.zeros(size)
         # each present group's dictionary indices, read back from its number
-        number, found = present, []
-        for (radix, uniques), mapping in zip(
-            grouped.steps[::-1], grouped.mappings[::-1], strict=True
-        ):
-            if uniques is not None:
-                number = np.asarray(uniques)[number]
-            number, index = np.divmod(number, radix)
-            found.append(mapping[index])
-        metric, task, chat, revision, precision, model = found
+        model, precision, revision, chat, task, metric = (
+            mapping[index]
+            for mapping, index in zip(
+                grouped.mappings, group_digits(present, grouped.steps), strict=True
+            )
+        )
         pair = self._pairs[task, metric]
         kept = pair >= 0
         groups = present[kept]
@@ -869,11 +836,7 @@ class _Sums:
             bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
         if name == "chat_template":
             return to_numpy(column).astype(np.int64), np.array([0, 1], dtype=np.int64)
-        if not pa.types.is_dictionary(column.type):
-            column = pc.dictionary_encode(column)
-        entries = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
-        # int32 indices: no copy; a null precision or revision is ''
-        rows = to_numpy(column.indices, null=len(entries) - 1)
+        rows, entries = key_indices(column)
         if name in self._suite:
             suite = self._suite[name]
             unknown = len(suite)
@@ -881,6 +844,76 @@ class _Sums:
         else:
             mapping = self._code(name, entries)
         return rows, np.asarray(mapping, dtype=np.int64)
+
+
+def key_indices(
+    column: pa.Array,
+) -> tuple[npt.NDArray[np.integer[Any]], list[str]]:
+    """A text key column as per-row indices into its entries (a null: the last, '')."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    entries = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
+    return to_numpy(column.indices, null=len(entries) - 1), entries  # no copy
+
+
+def group_codes(
+    columns: Sequence[tuple[npt.NDArray[np.integer[Any]] | None, int]], rows: int
+) -> tuple[_I64, int, list[tuple[int, _I64 | None]]]:
+    """Each row's group: a mixed-radix number of its key columns' indices.
+
+    Args:
+        columns: Per key column, its per-row indices (None: one value for
+            every row) and how many values it has (the radix).
+        rows: The rows of the batch.
+
+    Returns:
+        Each row's group, the groups the numbering allows, and per column its
+        radix and (renumbered) the numbers it stood for: :func:`group_digits`
+        reads a group's indices back.
+
+    Renumbered densely (in order of first occurrence) if it outgrows the
+    batch, so ``np.bincount`` over the groups stays small. Summed in int32
+    while the number fits (a batch's usually does: a third of the memory
+    traffic of int64 and no widening of the int32 indices at each step),
+    widened once at the end.
+    """
+    code: npt.NDArray[np.signedinteger[Any]] | None = None
+    size = 1
+    steps: list[tuple[int, _I64 | None]] = []
+    for indices, radix in columns:
+        uniques = None
+        if indices is None or radix <= 1:
+            radix = 1
+        elif code is None:
+            code = indices.astype(np.int64 if radix > _INT32_MAX else np.int32)
+        else:
+            if size * radix > _INT32_MAX and code.dtype != np.int64:
+                code = code.astype(np.int64)
+            code *= radix
+            code += indices
+        size *= radix
+        if code is not None and size > 4 * rows + 1024:
+            encoded = pc.dictionary_encode(
+                numbers(code, pa.from_numpy_dtype(code.dtype))
+            )
+            code = to_numpy(encoded.indices).astype(np.int32)
+            uniques = to_numpy(encoded.dictionary).astype(np.int64)
+            size = len(uniques)
+        steps.append((radix, uniques))
+    if code is None:
+        return np.zeros(rows, dtype=np.int64), size, steps
+    return code.astype(np.int64, copy=False), size, steps
+
+
+def group_digits(number: _I64, steps: Sequence[tuple[int, _I64 | None]]) -> list[_I64]:
+    """The key columns' indices of groups `number` (:func:`group_codes`' steps)."""
+    digits = []
+    for radix, uniques in steps[::-1]:
+        if uniques is not None:
+            number = uniques[number]
+        number, index = np.divmod(number, radix)
+        digits.append(index)
+    return digits[::-1]
 
 
 def bad_rows(source: str, column: str, what: str, rows: _I64) -> NoReturn:
