@@ -54,7 +54,7 @@ from lbnorm._runtime import beside
 from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata_frames import read_metadata
-from lbnorm.faces.terminal import aligned, printable
+from lbnorm.faces.terminal import format_table, printable
 from lbnorm.output.reader import Output
 
 if TYPE_CHECKING:
@@ -534,33 +534,15 @@ def _check_distinct_names(table: pa.Table, fmt: QueryFormat) -> None:
 
 def _format_text_table(table: pa.Table, *, max_rows: int, digits: int | None) -> str:
     """Aligned columns of the first rows, escaped, then how many rows in all."""
-    head = table.slice(0, max_rows)
-    lines: list[str] = []
-    if table.num_columns:
-        names = [printable(name) for name in head.column_names]
-        cells = [
-            [_cell(value, digits) for value in c.to_pylist()] for c in head.columns
-        ]
-        numeric = [
-            pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-            for field in head.schema
-        ]
-        lines = [aligned(names, cells, numeric)]
+    lines = [format_table(table.slice(0, max_rows), digits=digits)]
+    if not table.num_columns:
+        lines = []
     if table.num_rows > max_rows:
         lines.append(
             f"... {table.num_rows - max_rows:,} more rows (add LIMIT, or --format csv for all)"
         )
     lines.append(f"({table.num_rows:,} row{'s' * (table.num_rows != 1)})")
     return "\n".join(lines) + "\n"
-
-
-def _cell(value: object, digits: int | None) -> str:
-    """One value as text: floats exact unless `digits`, every text escaped."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value) if digits is None else f"{value:.{digits}f}"
-    return printable(str(value))
 
 
 def _clean(table: pa.Table) -> pa.Table:

@@ -55,13 +55,14 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
 def format_table(
     frame: pd.DataFrame | pa.Table,
     *,
-    digits: int = 2,
+    digits: int | None = 2,
     column_digits: Mapping[str, int] | None = None,
 ) -> str:
     """Render a frame or an Arrow table as an aligned text table.
 
     Floats are rounded for display only (`digits` decimals, or a column's own in
-    `column_digits`); numbers are right-aligned; nulls and NaN are blank.
+    `column_digits`; None: shown exact, as ``repr``); numbers are right-aligned;
+    nulls and NaN are blank.
 
     Examples:
         >>> import pandas as pd
@@ -116,12 +117,12 @@ def _is_number_type(kind: pa.DataType) -> bool:
     )
 
 
-def _cells(values: Sequence[object], digits: int) -> list[str]:
+def _cells(values: Sequence[object], digits: int | None) -> list[str]:
     """Each value as shown: blank if null or NaN, floats rounded, text made printable."""
     return [
         ""
         if _is_missing(value)
-        else f"{value:.{digits}f}"
+        else (repr(value) if digits is None else f"{value:.{digits}f}")
         if isinstance(value, float)
         else printable(str(value))
         for value in values
