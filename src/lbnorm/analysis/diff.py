@@ -21,7 +21,7 @@ or its results file rejected by the new run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -54,6 +54,7 @@ __all__ = [
     "read_snapshot",
     "side_status",
     "snapshot_of",
+    "summary_row",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -107,7 +108,22 @@ class Diff:
             95% intervals; null when unknown) and ``reason`` (why a variant is unranked on the
             new side or gone from it, where known; else null); sorted by new
             rank, then old rank.
-        summary: The summary figures, by name (see :func:`diff_snapshots`).
+        summary: The summary figures, by name: ``variants_old``,
+            ``variants_new``, ``variants_common``, ``variants_added``,
+            ``variants_removed``, ``ranked_common`` (ranked on both sides: the
+            base of the rank figures), those of :func:`rank_figures` (with
+            ``average_delta_*``), ``averages_changed``, ``scores_changed``
+            (benchmark scores), ``newly_clipped``, ``newly_unclipped`` (subtask
+            scores; null without subtask tables), ``bounds_changed``,
+            ``rank_moves_checked`` (ranked on both sides, with intervals on
+            both), ``rank_moves_beyond_intervals`` (of those, the variants whose
+            new rank is outside the old rank interval and the old rank outside
+            the new one, and whose own average moved beyond its own 95%
+            intervals the same way: a variant pushed down by a newcomer, its
+            average unchanged, is not one; null without intervals),
+            ``newly_unranked`` (ranked on the old side only) and
+            ``subtasks_scored_old`` / ``_new`` (subtasks with a score on each
+            side; null when unknown).
         labels: The sides' labels.
         benchmarks: The benchmarks of either side, in display order.
         coverage: Per benchmark whose scored subtasks differ between the
@@ -126,16 +142,20 @@ class Diff:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables to save, by file stem (the summary as one row)."""
-        summary = pd.DataFrame(
-            {"old": [self.labels[0]], "new": [self.labels[1]]}
-            | {name: [value] for name, value in self.summary.items()}
-        )
         return {
             "diff_bounds": self.bounds,
             "diff_scores": self.scores,
             "diff_models": self.models,
-            "diff_summary": summary,
+            "diff_summary": summary_row(self.labels, self.summary),
         }
+
+
+def summary_row(labels: tuple[str, str], summary: Mapping[str, Figure]) -> pd.DataFrame:
+    """A diff's summary figures as one row, after the two sides' labels."""
+    return pd.DataFrame(
+        {"old": [labels[0]], "new": [labels[1]]}
+        | {name: [value] for name, value in summary.items()}
+    )
 
 
 def bounds_of(subtasks: pd.DataFrame) -> pd.DataFrame:
@@ -241,23 +261,6 @@ def diff_snapshots(
     top: Sequence[int] = (10, 50, 100),
 ) -> Diff:
     """Compare two leaderboards: bounds, scores, averages, ranks and summary.
-
-    Summary figures: ``variants_old``, ``variants_new``, ``variants_common``,
-    ``variants_added``, ``variants_removed``, ``ranked_common`` (ranked on both
-    sides: the base of the rank figures), ``kendall_tau``, ``spearman_rho``,
-    ``top_<k>_overlap`` (variants in both top-k lists), ``moved_places`` (N),
-    ``moved_more_than_n``, ``max_rank_move``, ``mean_abs_rank_move``,
-    ``average_delta_mean`` / ``_min`` / ``_max``, ``averages_changed``,
-    ``scores_changed`` (benchmark scores), ``newly_clipped``, ``newly_unclipped``
-    (subtask scores; null without subtask tables), ``bounds_changed``,
-    ``rank_moves_checked`` (ranked on both sides, with intervals on both),
-    ``rank_moves_beyond_intervals`` (of those, the variants whose new rank is
-    outside the old rank interval and the old rank outside the new one, and
-    whose own average moved beyond its own 95% intervals the same way: a
-    variant pushed down by a newcomer, its average unchanged, is not one; null
-    without intervals), ``newly_unranked`` (ranked on the old side only) and
-    ``subtasks_scored_old`` / ``_new`` (subtasks with a score on each side;
-    null when unknown).
 
     Args:
         old: The reference side.

@@ -12,7 +12,7 @@ big movers; models added and removed); and the rating options that differ.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lbnorm.analysis.align import match_keys, nullable, take_at
-from lbnorm.analysis.diff import rank_figures, rank_order, side_status
+from lbnorm.analysis.diff import rank_figures, rank_order, side_status, summary_row
 from lbnorm.analysis.render import markdown_table, rank_rows
 from lbnorm.core.errors import InputError
 from lbnorm.output.reader import Output
@@ -63,7 +63,14 @@ class RatingsDiff:
             ``old_upper``, ``new_lower``, ``new_upper`` and
             ``is_beyond_intervals`` (the two 95% intervals do not overlap; null
             without intervals on both sides); sorted by new rank, then old rank.
-        summary: The summary figures, by name (see :func:`diff_rating_tables`).
+        summary: The summary figures, by name: ``models_common``,
+            ``models_added``, ``models_removed``; ``kendall_tau`` and
+            ``spearman_rho`` of the ratings of the models on both sides;
+            ``top_<k>_overlap`` (models in both top k); ``moved_places``,
+            ``moved_more_than_n``, ``max_rank_move``, ``mean_abs_rank_move``;
+            ``rating_delta_mean``, ``rating_delta_min``, ``rating_delta_max``;
+            ``moves_beyond_intervals`` and ``intervals_checked`` (null without
+            intervals on both sides).
         labels: The sides' labels.
         options_changed: Rating options that differ: name -> (old, new).
     """
@@ -75,10 +82,7 @@ class RatingsDiff:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables to save, by file stem (the summary as one row)."""
-        summary = pd.DataFrame(
-            {"old": [self.labels[0]], "new": [self.labels[1]]}
-            | {name: [value] for name, value in self.summary.items()}
-        )
+        summary = summary_row(self.labels, self.summary)
         return {"diff_ratings": self.models, "diff_ratings_summary": summary}
 
 
@@ -135,12 +139,7 @@ def diff_ratings(
         moved_places=moved_places,
         top=top,
     )
-    return RatingsDiff(
-        models=diff.models,
-        summary=diff.summary,
-        labels=diff.labels,
-        options_changed=changed,
-    )
+    return replace(diff, options_changed=changed)
 
 
 def diff_rating_tables(
@@ -152,14 +151,6 @@ def diff_rating_tables(
     top: Sequence[int] = (5, 10, 20),
 ) -> RatingsDiff:
     """Compare two ratings tables (:data:`lbnorm.core.schemas.RATINGS`).
-
-    The summary figures: ``models_common``, ``models_added``,
-    ``models_removed``; ``kendall_tau`` and ``spearman_rho`` of the ratings of
-    the models on both sides; ``top_<k>_overlap`` (models in both top k);
-    ``moved_places``, ``moved_more_than_n``, ``max_rank_move``,
-    ``mean_abs_rank_move``; ``rating_delta_mean``, ``rating_delta_min``,
-    ``rating_delta_max``; ``moves_beyond_intervals`` and ``intervals_checked``
-    (null without intervals on both sides).
 
     Args:
         old: The reference ratings.
