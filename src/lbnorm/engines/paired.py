@@ -68,6 +68,7 @@ or Benjamini and Hochberg's step-up rule (:func:`adjust_p_values`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -98,6 +99,7 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+U64Array = npt.NDArray[np.uint64]
 #: How p-values are adjusted across a table.
 Adjustment = Literal["holm", "bh"]
 
@@ -194,30 +196,21 @@ def pair_moments(
     out = {
         name: np.zeros(shape)
         for name in ("n", "unmatched", "documents", "total_a", "total_b")
-    }
-    discordant = {name: np.full(shape, np.nan) for name in ("a", "b")}
+    } | {name: np.full(shape, np.nan) for name in ("discordant_a", "discordant_b")}
+    by_task: dict[str, list[int]] = {}
+    for k, (task, subtask) in enumerate(zip(items.tasks, items.subtasks, strict=True)):
+        if subtask is not None:
+            by_task.setdefault(task, []).append(k)
     domains: list[DomainMoments] = []
     fast: list[int] = []
-    for task in dict.fromkeys(
-        t for t, s in zip(items.tasks, items.subtasks, strict=True) if s is not None
-    ):
-        members = np.array(
-            [
-                k
-                for k, (t, s) in enumerate(
-                    zip(items.tasks, items.subtasks, strict=True)
-                )
-                if t == task and s is not None
-            ],
-            dtype=np.int64,
-        )
-        only = items.subtasks[int(members[0])]
-        if members.size == 1 and only is not None and _is_plain_binary(only):
-            fast.append(int(members[0]))
-            continue
-        domains.append(_dense_domain(items, members, a, b, chunk, out, discordant))
+    for members in by_task.values():
+        only = items.subtasks[members[0]]
+        if len(members) == 1 and only is not None and _is_plain_binary(only):
+            fast.append(members[0])
+        else:
+            domains.append(_dense_domain(items, np.array(members), a, b, chunk, out))
     if fast:
-        domains.extend(_binary_domains(items, fast, a, b, chunk, out, discordant))
+        domains.extend(_binary_domains(items, fast, a, b, chunk, out))
     domains.sort(key=lambda d: int(d.subtasks[0]))
     single = np.zeros((n_pairs, n_subtasks, 3))
     single_clusters = np.zeros(shape)
@@ -232,13 +225,7 @@ def pair_moments(
         single_clusters[:, k] = domain.clusters
         is_single[k] = True
     return Moments(
-        n=out["n"],
-        unmatched=out["unmatched"],
-        documents=out["documents"],
-        total_a=out["total_a"],
-        total_b=out["total_b"],
-        discordant_a=discordant["a"],
-        discordant_b=discordant["b"],
+        **out,
         domains=tuple(several),
         single=single,
         single_clusters=single_clusters,
@@ -270,33 +257,26 @@ def _binary_domains(
     b: IntArray,
     chunk: int,
     out: dict[str, FloatArray],
-    discordant: dict[str, FloatArray],
 ) -> list[DomainMoments]:
     """Single-subtask binary domains, all at once: the bits of the matrix, by popcount."""
-    present: list[npt.NDArray[np.uint8]] = []
-    ones: list[npt.NDArray[np.uint8]] = []
-    starts = [0]
+    codes = []
     for k in subtasks:
         subtask = items.subtasks[k]
         assert subtask is not None
-        width = -(-subtask.codes.shape[1] // 64) * 8  # bytes, whole 64-bit words
-        for target, mask in (
-            (present, subtask.codes != 0),
-            (ones, subtask.codes == ONE),
-        ):
-            packed = np.packbits(mask, axis=1)
-            padded = np.zeros((packed.shape[0], width), dtype=np.uint8)
-            padded[:, : packed.shape[1]] = packed
-            target.append(padded)
-        starts.append(starts[-1] + width)
-    bits_present = np.concatenate(present, axis=1)
-    bits_one = np.concatenate(ones, axis=1)
-    del present, ones
-    words = bits_present.shape[1] // 8
-    have = bits_present.view(np.uint64).reshape(-1, words)
-    right = bits_one.view(np.uint64).reshape(-1, words)
-    bounds = np.asarray(starts[:-1]) // 8
-    columns = np.asarray(subtasks)
+        codes.append(subtask.codes)
+    widths = [-(-c.shape[1] // 64) * 8 for c in codes]  # bytes, whole 64-bit words
+    starts = np.cumsum([0, *widths[:-1]])
+
+    def words(is_set: Callable[[npt.NDArray[np.uint8]], BoolArray]) -> U64Array:
+        """The matrix's bits where `is_set`, each subtask from a whole word."""
+        bits = np.zeros((codes[0].shape[0], sum(widths)), dtype=np.uint8)
+        for code, start in zip(codes, starts.tolist(), strict=True):
+            packed = np.packbits(is_set(code), axis=1)
+            bits[:, start : start + packed.shape[1]] = packed
+        return bits.view(np.uint64)
+
+    have, right = words(lambda code: code != 0), words(lambda code: code == ONE)
+    bounds = starts // 8
     sums = np.zeros((5, a.size, len(subtasks)))
     for start in range(0, a.size, chunk):  # a chunk of pairs at a time
         rows = slice(start, start + chunk)
@@ -314,36 +294,25 @@ def _binary_domains(
             per_word = _word_counts(bits)
             sums[at, rows] = np.add.reduceat(per_word, bounds, axis=1, dtype=np.int64)
     n, unmatched, total_a, total_b, both = sums
-    out["n"][:, columns] = n
-    out["unmatched"][:, columns] = unmatched
-    out["documents"][:, columns] = n
-    out["total_a"][:, columns] = total_a
-    out["total_b"][:, columns] = total_b
-    discordant["a"][:, columns] = total_a - both
-    discordant["b"][:, columns] = total_b - both
+    found = (n, unmatched, n, total_a, total_b, total_a - both, total_b - both)
+    for name, value in zip(out, found, strict=True):  # in the order of `out`'s names
+        out[name][:, subtasks] = value
     with np.errstate(invalid="ignore", divide="ignore"):
         # sums of x, d = x - y, x^2, x d and d^2, in exact integers
         total_d = total_a - total_b
         q_xx = total_a - total_a * total_a / n
         q_xd = (total_a - both) - total_a * total_d / n
         q_dd = (total_a + total_b - 2 * both) - total_d * total_d / n
-    domains = []
-    for at, k in enumerate(subtasks):
-        q = np.stack(
-            [
-                np.stack([q_xx[:, at], q_xd[:, at]], axis=1),
-                np.stack([q_xd[:, at], q_dd[:, at]], axis=1),
-            ],
-            axis=1,
+    # (pair, subtask, 2, 2): each pair's 2 x 2 matrix per subtask
+    q = np.nan_to_num(
+        np.moveaxis(np.array([[q_xx, q_xd], [q_xd, q_dd]]), (0, 1), (2, 3))
+    )
+    return [
+        DomainMoments(
+            subtasks=np.array([k], dtype=np.int64), q=q[:, at], clusters=n[:, at].copy()
         )
-        domains.append(
-            DomainMoments(
-                subtasks=np.array([k], dtype=np.int64),
-                q=np.nan_to_num(q),
-                clusters=n[:, at].copy(),
-            )
-        )
-    return domains
+        for at, k in enumerate(subtasks)
+    ]
 
 
 def _dense_domain(
@@ -353,7 +322,6 @@ def _dense_domain(
     b: IntArray,
     chunk: int,
     out: dict[str, FloatArray],
-    discordant: dict[str, FloatArray],
 ) -> DomainMoments:
     """A domain's moments from its values as floats, a chunk of pairs at a time.
 
@@ -391,8 +359,8 @@ def _dense_domain(
             out["total_b"][rows, k] = total_y
             out["documents"][rows, k] = (by_document[at].sum(matched) > 0).sum(axis=1)
             if subtask.is_binary and by_cluster[at].is_singletons:
-                discordant["a"][rows, k] = (x * (1.0 - y)).sum(axis=1)
-                discordant["b"][rows, k] = ((1.0 - x) * y).sum(axis=1)
+                out["discordant_a"][rows, k] = (x * (1.0 - y)).sum(axis=1)
+                out["discordant_b"][rows, k] = ((1.0 - x) * y).sum(axis=1)
             mean_x = total_x / np.maximum(n, 1.0)
             centred_x = np.where(matched, x - mean_x[:, None], 0.0)
             difference = x - y
