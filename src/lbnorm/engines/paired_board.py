@@ -89,16 +89,12 @@ def board_pairs(
     orders, scores, errors = [], [], []
     for level in levels:  # a level's variants in order, best first
         column = "average" if level.benchmark < 0 else level.name
+        stderr = "average_stderr" if level.benchmark < 0 else f"{column} stderr"
         score = _floats(leaderboard[column])
-        error = _floats(
-            leaderboard[
-                f"{column}_stderr" if level.benchmark < 0 else f"{column} stderr"
-            ]
-        )
         ranked = np.flatnonzero(~np.isnan(score))
         orders.append(ranked[np.argsort(-score[ranked], kind="stable")])
         scores.append(score)
-        errors.append(error)
+        errors.append(_floats(leaderboard[stderr]))
     first = np.concatenate([order[:-1] for order in orders])
     second = np.concatenate([order[1:] for order in orders])
     has_items = (row[first] >= 0) & (row[second] >= 0)
@@ -112,25 +108,23 @@ def board_pairs(
         row[distinct % leaderboard.num_rows],
     )
     counts = _item_counts(items, row)
-    parts, start = [], 0
-    p_values = []
-    for level, order, score, error in zip(levels, orders, scores, errors, strict=True):
-        size = max(order.size - 1, 0)
-        taken = slice(start, start + size)
-        part = _level_part(
+    ends = np.cumsum([max(order.size - 1, 0) for order in orders])  # pairs per level
+    parts = [
+        _level_part(
             level,
             order,
             score,
             error,
-            compared=compared[taken],
+            compared=level_pairs,
             stats=level_statistics(moments, arrays, level, missing=missing),
             counts=counts[:, level.subtasks].sum(axis=1),
         )
-        parts.append(part)
-        p_values.append(part["p_value"])
-        start += size
+        for level, order, score, error, level_pairs in zip(
+            levels, orders, scores, errors, np.split(compared, ends[:-1]), strict=True
+        )
+    ]
     adjusted = adjust_p_values(
-        np.concatenate(p_values) if p_values else np.empty(0), adjust
+        np.concatenate([part["p_value"] for part in parts]), adjust
     )
     table = _assemble(leaderboard, levels, parts, adjusted, alpha)
     lacking = np.flatnonzero(row < 0)
