@@ -475,10 +475,7 @@ class ItemCollector:
         def row_of(at: int) -> int:
             return int(rows[at])
 
-        value_column = batch.column("value")
-        if value_column.type != pa.float64():
-            value_column = pc.cast(value_column, pa.float64())
-        value = to_numpy(value_column)
+        value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
         if not np.isfinite(value).all():
             bad = np.flatnonzero(~np.isfinite(value))
             msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
@@ -543,23 +540,14 @@ class ItemCollector:
 
     def _pairs(self, batch: pa.RecordBatch) -> _I64:
         """Each row's suite subtask (-1: not the suite's)."""
-        index = {}
-        entries = {}
-        for name in ("task", "metric"):
-            column = batch.column(name)
-            if not pa.types.is_dictionary(column.type):
-                column = pc.dictionary_encode(column)
-            entries[name] = column.dictionary.cast(pa.string()).to_pylist()
-            index[name] = to_numpy(column.indices)
+        (task, tasks), (metric, metrics) = (
+            key_indices(batch.column(name)) for name in ("task", "metric")
+        )
         table = np.array(
-            [
-                [self.pair_of.get((t, m), -1) for m in entries["metric"]]
-                for t in entries["task"]
-            ],
+            [[self.pair_of.get((t, m), -1) for m in metrics] for t in tasks],
             dtype=np.int64,
-        ).reshape(len(entries["task"]), len(entries["metric"]))
-        flat = index["task"] * len(entries["metric"]) + index["metric"]
-        return np.asarray(table.reshape(-1)[flat], dtype=np.int64)
+        )
+        return np.asarray(table[task, metric], dtype=np.int64)
 
     def _table_variants(
         self, batch: pa.RecordBatch, source: ItemSource, rows: _I64

@@ -152,9 +152,7 @@ def read_samples(
     if jsonl:
         scores, catalog = aggregate_samples_files(jsonl, subtasks, rules=rules)
         frames.append(scores)
-        formats = strings(["lm-eval-samples"]).take(
-            numbers(np.zeros(catalog.num_rows, dtype=np.int64), pa.int64())
-        )
+        formats = strings(["lm-eval-samples"] * catalog.num_rows)
         catalogs.append(catalog.add_column(1, "format", formats))
     rows, ignored = [], []
     for path in tables:
