@@ -719,38 +719,38 @@ def _variance(
     over n; the subtasks that are domains of their own at once, elementwise;
     over the level's subtasks (`members`) only.
     """
+
+    def per_item(coef: FloatArray, at: IntArray) -> FloatArray:
+        """A side's weight on each mean's items (0 where the side does not use it)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(coef[:, at] != 0, coef[:, at] / moments.n[:, at], 0.0)
+
+    def small_sample(count: FloatArray) -> FloatArray:
+        """``C / (C - 1)``, NaN for one cluster or none."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 1, count / (count - 1.0), np.nan)
+
     alone = members[moments.is_single[members]]
-    n, a, b = moments.n[:, alone], coef_a[:, alone], coef_b[:, alone]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        weight_a = np.where(a != 0, a / n, 0.0)
-        weight_b = np.where(b != 0, b / n, 0.0)
+    weight_a, weight_b = per_item(coef_a, alone), per_item(coef_b, alone)
     x, d = weight_a - weight_b, weight_b
     q = moments.single[:, alone]
-    count = moments.single_clusters[:, alone]
+    factor = small_sample(moments.single_clusters[:, alone])
     with np.errstate(invalid="ignore", divide="ignore"):
         quadratic = x * x * q[..., 0] + 2 * x * d * q[..., 1] + d * d * q[..., 2]
-        factor = np.where(count > 1, count / (count - 1.0), np.nan)
         terms = np.where((x != 0) | (d != 0), factor * np.maximum(quadratic, 0.0), 0.0)
     variance: FloatArray = terms.sum(axis=1)
     for domain in moments.domains:  # a task of several subtasks (IFEval's kind)
         if not np.isin(domain.subtasks, members).any():
             continue
-        shared = domain.subtasks
-        with np.errstate(invalid="ignore", divide="ignore"):
-            on_a = np.where(
-                coef_a[:, shared] != 0, coef_a[:, shared] / moments.n[:, shared], 0.0
-            )
-            on_b = np.where(
-                coef_b[:, shared] != 0, coef_b[:, shared] / moments.n[:, shared], 0.0
-            )
-        weight = np.concatenate([on_a - on_b, on_b], axis=1)
+        on_b = per_item(coef_b, domain.subtasks)
+        weight = np.concatenate(
+            [per_item(coef_a, domain.subtasks) - on_b, on_b], axis=1
+        )
         is_used = (weight != 0).any(axis=1)
         if not is_used.any():
             continue
         quadratic_here = np.einsum("pv,pvw,pw->p", weight, domain.q, weight)
-        clusters = domain.clusters
-        with np.errstate(invalid="ignore", divide="ignore"):
-            factor_here = np.where(clusters > 1, clusters / (clusters - 1.0), np.nan)
+        factor_here = small_sample(domain.clusters)
         variance += np.where(
             is_used, factor_here * np.maximum(quadratic_here, 0.0), 0.0
         )
