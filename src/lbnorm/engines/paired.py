@@ -568,9 +568,8 @@ def level_statistics(
     Returns:
         The level's statistics per pair.
     """
-    is_known = _is_known(moments.n > 0, arrays, level, missing)
-    score_a, coef_a = _side(moments, moments.total_a, arrays, level, missing)
-    score_b, coef_b = _side(moments, moments.total_b, arrays, level, missing)
+    score_a, coef_a, is_known = _side(moments, moments.total_a, arrays, level, missing)
+    score_b, coef_b, _ = _side(moments, moments.total_b, arrays, level, missing)
     members = level.subtasks
     zeros = np.zeros_like(coef_a)
     with np.errstate(invalid="ignore"):
@@ -626,43 +625,24 @@ def _normalized(
     return np.maximum((mean - offset) * scale, 0.0), slope
 
 
-def _is_known(
-    matched: BoolArray, arrays: SuiteArrays, level: Level, missing: MissingPolicy
-) -> BoolArray:
-    """Where a level is compared: under ``exclude`` only with every subtask matched.
-
-    A benchmark (or one of its subtasks) by its own policy; the average where
-    every benchmark it averages is known (the run's ``exclude``) or any is.
-    """
-    starts = arrays.benchmark_starts()
-    known = []
-    for index in np.unique(arrays.benchmark_index[level.subtasks]).tolist():
-        members = (
-            level.subtasks
-            if level.benchmark >= 0
-            else slice(starts[index], starts[index + 1])
-        )
-        here = matched[:, members]
-        is_whole = arrays.missing_of(index, missing) == "exclude"
-        known.append(here.all(axis=1) if is_whole else here.any(axis=1))
-    every = np.stack(known, axis=1)
-    is_all = level.benchmark >= 0 or missing == "exclude"
-    return np.asarray(every.all(axis=1) if is_all else every.any(axis=1), dtype=bool)
-
-
 def _side(
     moments: Moments,
     total: FloatArray,
     arrays: SuiteArrays,
     level: Level,
     missing: MissingPolicy,
-) -> tuple[FloatArray, FloatArray]:
-    """One side's score at a level and its derivative by each subtask's mean.
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """One side's score at a level, its derivative by each subtask's mean, and where it is known.
 
     Over the subtasks with matched items (all of them, where the level is
     known under ``missing="exclude"``): a benchmark averages or pools those, the
     average weighs the benchmarks it counts (known by their own policy) by
     their weights, or by their weights times the subtasks they count.
+
+    Known (the same for both sides: the matched items are): a benchmark (or one
+    of its subtasks) by its own policy, under ``exclude`` only with every
+    subtask matched; the average where every benchmark it averages is known
+    (the run's ``exclude``) or any is.
     """
     present = moments.n > 0
     mean = np.where(present, total / np.maximum(moments.n, 1.0), 0.0)
@@ -671,14 +651,14 @@ def _side(
         (k,) = level.subtasks.tolist()
         offset, scale = score_scale(arrays, level.subtasks)
         score, coef[:, k] = _normalized(mean[:, k], offset[0], scale[0])
-        return score, coef
+        return score, coef, present[:, k]
     starts = arrays.benchmark_starts()
     indices = (
         [level.benchmark]
         if level.benchmark >= 0
         else np.unique(arrays.benchmark_index[level.subtasks]).tolist()
     )
-    values, weights = [], []
+    values, weights, known = [], [], []
     for index in indices:  # a suite's benchmarks, each by its own rule
         members = slice(starts[index], starts[index + 1])
         here = present[:, members]
@@ -698,6 +678,7 @@ def _side(
         values.append(np.nan_to_num(value))
         is_whole = arrays.missing_of(index, missing) == "exclude"
         counts = here.all(axis=1) if is_whole else here.any(axis=1)
+        known.append(counts)
         weight = arrays.weight[index] * (here.sum(axis=1) if level.by_subtasks else 1.0)
         weights.append(np.where(counts, weight, 0.0))
     weight = np.stack(weights, axis=1)
@@ -707,7 +688,12 @@ def _side(
     for at, index in enumerate(indices):  # each benchmark's share of the level
         members = slice(starts[index], starts[index + 1])
         coef[:, members] *= np.nan_to_num(weight[:, at : at + 1])
-    return score, coef
+    every = np.stack(known, axis=1)
+    is_all = level.benchmark >= 0 or missing == "exclude"
+    is_known = np.asarray(
+        every.all(axis=1) if is_all else every.any(axis=1), dtype=bool
+    )
+    return score, coef, is_known
 
 
 def _variance(
