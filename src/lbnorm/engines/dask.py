@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from lbnorm._runtime import TICK, cancelled, check_cancelled
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, LbnormError, SpillError
-from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.core.options import RunOptions
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
 from lbnorm.engines.spill import (
@@ -164,7 +164,16 @@ def _on_cluster(graph: list[Any], options: RunOptions) -> list[Any]:
     with contextlib.ExitStack() as stack:
         cluster = None
         if scheduler is None:
-            scratch = stack.enter_context(_scratch())
+            # a folder of the run's own in TMPDIR for the scheduler (in this
+            # process, by Dask's ``temporary-directory``) and the workers
+            # (``local_directory``), removed after it: left to itself, Dask keeps
+            # ``$TMPDIR/dask-scratch-space/`` (its lock files) after every run (a
+            # SIGKILLed run leaves its ``lbnorm-dask-*``)
+            scratch = stack.enter_context(
+                tempfile.TemporaryDirectory(
+                    prefix="lbnorm-dask-", ignore_cleanup_errors=True
+                )
+            )
             stack.enter_context(dask.config.set({"temporary-directory": scratch}))
             others = set(multiprocessing.active_children())  # (the host's, if any)
             cluster = LocalCluster(  # type: ignore[no-untyped-call]
@@ -219,19 +228,13 @@ def _gathered(futures: list[Any]) -> list[Any]:
         for future in done:
             result = future.result()
             future.release()
-            results[index[future.key]] = _owned(result)
+            # the arrays Distributed unpickles share the received message's
+            # memory: a partition's small board arrays kept would keep its keys'
+            # memory alive too after the client has joined them; copied (every
+            # NumPy and Arrow buffer), the message is freed at once
+            is_part = isinstance(result, _Finished)
+            results[index[future.key]] = copy.deepcopy(result) if is_part else result
     return results
-
-
-def _owned(result: Any) -> Any:
-    """A partition's result in memory of its own (any other result as it is).
-
-    The arrays Distributed unpickles share the received message's memory: a
-    partition's small board arrays kept would keep its keys' memory alive too,
-    every partition's, after the client has joined them. Copied (a deep copy
-    copies every NumPy and Arrow buffer), the message is freed at once.
-    """
-    return copy.deepcopy(result) if isinstance(result, _Finished) else result
 
 
 def _graph(
@@ -261,9 +264,7 @@ def _graph(
             ),
             group,
             suite,
-            options.unknown,
-            options.extra_columns,
-            None if options.failures else MAX_FAILURES_SHOWN,
+            options,
         )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
@@ -385,20 +386,6 @@ def _kill_if_cancelled(others: set[multiprocessing.process.BaseProcess]) -> None
             worker.kill()
 
 
-def _scratch() -> tempfile.TemporaryDirectory[str]:
-    """A folder of the run's own in TMPDIR for the local cluster's workers, removed after it.
-
-    Left to itself, Dask keeps ``$TMPDIR/dask-scratch-space/`` (its lock files)
-    after every run. The scheduler (in this process, by Dask's
-    ``temporary-directory``) and the workers (``local_directory``) work in this
-    folder instead, and the run removes only the folder it made (a SIGKILLed
-    run leaves its ``lbnorm-dask-*``).
-    """
-    return tempfile.TemporaryDirectory(
-        prefix="lbnorm-dask-", ignore_cleanup_errors=True
-    )
-
-
 #: Inputs a refusal names; the rest are counted.
 _SHOWN = 3
 
@@ -434,20 +421,18 @@ class _SentPath:
 
 
 def _sum_row_group(
-    path: _SentPath,
-    group: int,
-    suite: Suite,
-    unknown: UnknownSubtasks,
-    extra_columns: ExtraColumns,
-    failure_limit: int | None,
+    path: _SentPath, group: int, suite: Suite, options: RunOptions
 ) -> Totals:
     """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
-        Path(path.resolved), extra_columns=extra_columns, keep_details=False
+        Path(path.resolved), extra_columns=options.extra_columns, keep_details=False
     )
     opened.path = Path(path.given)  # failures name the file as the user gave it
     return sum_scores(
-        opened.batches([group]), suite, unknown=unknown, failure_limit=failure_limit
+        opened.batches([group]),
+        suite,
+        unknown=options.unknown,
+        failure_limit=None if options.failures else MAX_FAILURES_SHOWN,
     )
 
 
