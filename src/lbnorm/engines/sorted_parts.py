@@ -102,13 +102,9 @@ class SortedParts:
         """The kept extra columns of every row, nulls where a batch had none."""
         if not self.extras:
             return None
-        aligned = []
-        for table in self._kept:
-            for name in self.extras:
-                if name not in table.column_names:
-                    table = table.append_column(name, pa.nulls(table.num_rows))
-            aligned.append(table.select(self.extras))
-        return pa.concat_tables(aligned, promote_options="permissive")
+        # (a column a batch lacks is promoted to nulls there)
+        kept = pa.concat_tables(self._kept, promote_options="permissive")
+        return kept.select(self.extras)
 
     def parts(self, variants: Variants) -> Iterator[pa.Table]:
         """Each benchmark's rows, sorted, conformed to :attr:`schema`.
@@ -258,8 +254,7 @@ def _sorted_dictionary(
     """A registry's strings sorted, and each code's position among them."""
     names = sorted(registry)
     position = np.zeros(max(len(registry), 1), dtype=np.int32)
-    for at, name in enumerate(names):
-        position[registry[name]] = at
+    position[[registry[name] for name in names]] = np.arange(len(names))
     return position, arrow.strings(names or [""])
 
 
