@@ -47,7 +47,6 @@ class SortedParts:
         self._columns: dict[str, list[npt.NDArray[Any]]] = {
             name: [] for name in _ROW_COLUMNS
         }
-        self._has = {"stderr": False, "n_samples": False}
         self._registries: dict[str, dict[str, int]] = {"metric": {}, "source": {}}
         self._kept: list[pa.Table] = []
         self.extras: list[str] = []
@@ -71,7 +70,6 @@ class SortedParts:
             ("n_samples", np.int64, 0),
         ):
             if name in table.column_names:
-                self._has[name] = True
                 values = arrow.to_numpy(table.column(name), null=null)
                 columns[name].append(np.asarray(values, dtype=dtype))
             else:
@@ -149,27 +147,20 @@ class SortedParts:
                 )
                 for name, key in keys.items()
             }
-            data["chat_template"] = arrow.array(flags[row_variant])
-            data["benchmark"] = arrow.dictionary(
-                np.full(at.size, index, dtype=np.int32), benchmark_names
-            )
-            data["subtask"] = arrow.dictionary(
-                subtask_codes[row_subtask], subtask_names
-            )
-            data["raw_score"] = arrow.array(raw)
-            data["lower_bound"] = arrow.array(lower_bound)
-            data["normalized_score"] = arrow.array(normalized)
-            data["is_clipped"] = arrow.array(is_clipped)
             stderr, n_samples = rows["stderr"][at], rows["n_samples"][at]
-            data["stderr"] = (
-                arrow.array(stderr, mask=np.isnan(stderr))
-                if self._has["stderr"]
-                else pa.nulls(at.size, pa.float64())
-            )
-            data["n_samples"] = (
-                arrow.array(n_samples, pa.int64(), mask=n_samples <= 0)
-                if self._has["n_samples"]
-                else pa.nulls(at.size, pa.int64())
+            data.update(
+                chat_template=arrow.array(flags[row_variant]),
+                benchmark=arrow.dictionary(
+                    np.full(at.size, index, dtype=np.int32), benchmark_names
+                ),
+                subtask=arrow.dictionary(subtask_codes[row_subtask], subtask_names),
+                raw_score=arrow.array(raw),
+                lower_bound=arrow.array(lower_bound),
+                normalized_score=arrow.array(normalized),
+                is_clipped=arrow.array(is_clipped),
+                # (absent: NaN and 0 were held, so null)
+                stderr=arrow.array(stderr, mask=np.isnan(stderr)),
+                n_samples=arrow.array(n_samples, pa.int64(), mask=n_samples <= 0),
             )
             for name, (position, names) in texts.items():
                 data[name] = arrow.dictionary(position[rows[name][at]], names)
