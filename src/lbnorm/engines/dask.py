@@ -142,13 +142,29 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
             n_parts=None if width is None else -(-n_variants // width),
             folder=folder,
         )
-        results = _on_cluster(graph, options)
+        results = _on_cluster(graph, options)  # the total, or each _Finished part
+        if failures := [frame for part in results for frame in part.failures]:
+            raise failure_error(failures, total=sum(part.n_failed for part in results))
         if folder is None:
-            totals: Totals = results[0]
-            if totals.failures:
-                raise failure_error(totals.failures, total=totals.n_failed)
-            return finish_totals(totals, suite, options=options, files=inputs.catalog)
-        return _finish_parts(results, folder, suite, options, files=inputs.catalog)
+            return finish_totals(
+                results[0], suite, options=options, files=inputs.catalog
+            )
+        parts = [part.variants for part in results]
+        counts = tuple(
+            sum(column)
+            for column in zip(*(part.counts for part in results), strict=True)
+        )
+        boards = [part.board for part in results]
+        results.clear()  # (their variants are in `parts`, joined and freed next)
+        return finish_saved(
+            folder,
+            _joined(parts),
+            boards,
+            suite=suite,
+            options=options,
+            files=inputs.catalog,
+            counts=counts,
+        )
     except BaseException:
         if folder is not None:
             folder.remove()  # (the saved arrays of a run that ends here)
@@ -282,35 +298,6 @@ def _graph(
         )
         for index in range(n_parts)
     ]
-
-
-def _finish_parts(
-    finished: list[_Finished],
-    folder: SpillFolder,
-    suite: Suite,
-    options: RunOptions,
-    *,
-    files: pa.Table,
-) -> Result:
-    """The result of partitions finished on the workers, their arrays in `folder`."""
-    failures = [frame for part in finished for frame in part.failures]
-    if failures:
-        raise failure_error(failures, total=sum(part.n_failed for part in finished))
-    parts = [part.variants for part in finished]
-    n_ignored, n_scores, n_clipped = (
-        sum(column) for column in zip(*(part.counts for part in finished), strict=True)
-    )
-    boards = [part.board for part in finished if part.board is not None]
-    finished.clear()  # (their variants are in `parts`, joined and freed next)
-    return finish_saved(
-        folder,
-        _joined(parts),
-        boards,
-        suite=suite,
-        options=options,
-        files=files,
-        counts=(n_ignored, n_scores, n_clipped),
-    )
 
 
 def _joined(parts: list[Variants]) -> Variants:
