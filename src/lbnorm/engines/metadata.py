@@ -16,7 +16,7 @@ them) and ranks are computed within groups, e.g. ``rank_within_size_class``.
 
 The work is done on Arrow tables with numpy (``*_table`` functions and
 :func:`annotate_table`, what ``lbnorm run`` calls: no pandas). The pandas
-functions (``annotate_leaderboard``, ``join_metadata``, ...) that hand frames
+functions (``annotate_leaderboard``, ``read_metadata``, ...) that hand frames
 to ``lbnorm show`` and the Python API are thin wrappers over these, in
 :mod:`lbnorm.engines.metadata_frames`, so there is one implementation.
 """

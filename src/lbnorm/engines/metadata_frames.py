@@ -2,8 +2,8 @@
 
 Each function here runs its Arrow counterpart in :mod:`lbnorm.engines.metadata`
 (``read_metadata`` -> ``read_metadata_table``, ``annotate_leaderboard`` ->
-``annotate_table``, ...) on a frame, so there is one implementation; a run
-(``lbnorm run``) uses the Arrow ones and loads no pandas.
+``annotate_table``, ``list_flagged`` -> ``flag_mask``) on a frame, so there is one
+implementation; a run (``lbnorm run``) uses the Arrow ones and loads no pandas.
 """
 
 from __future__ import annotations
@@ -19,13 +19,8 @@ from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import (
     ROW_COLUMN,
     annotate_table,
-    exclude_flagged_table,
     flag_mask,
-    frame_table,
-    join_metadata_table,
-    rank_within_table,
     read_metadata_table,
-    size_class_array,
 )
 from lbnorm.suites.board import RankMethod
 
@@ -34,12 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "annotate_leaderboard",
-    "exclude_flagged",
-    "join_metadata",
     "list_flagged",
-    "rank_within",
     "read_metadata",
-    "size_classes",
 ]
 
 
@@ -58,67 +49,6 @@ def read_metadata(path: str | Path) -> pd.DataFrame:
     return _to_frame(read_metadata_table(path))
 
 
-def join_metadata(
-    leaderboard: pd.DataFrame, metadata: pd.DataFrame, *, source: str = "metadata"
-) -> pd.DataFrame:
-    """:func:`join_metadata_table` on frames; the column docs in ``attrs["column_docs"]``.
-
-    Raises:
-        SchemaMismatchError: As :func:`join_metadata_table`.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
-        >>> meta = pd.DataFrame({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
-        >>> join_metadata(board, meta)[["model", "params_b", "size_class"]].to_numpy().tolist()
-        [['a/x', 1.5, '<3B'], ['b/y', 70.0, '65B+']]
-    """
-    table = frame_table(metadata)
-    return _on_frame(
-        leaderboard,
-        lambda board: join_metadata_table(board, table, source=source),
-        needed=KEY_COLUMNS,
-    )
-
-
-def size_classes(params_b: pd.Series) -> pd.Series:
-    """:func:`size_class_array` on a Series (same index; null if unknown).
-
-    Examples:
-        >>> import pandas as pd
-        >>> size_classes(pd.Series([0.5, 7.6, 9.2, 14.8, -1.0])).tolist()
-        ['<3B', '6-10B', '6-10B', '10-20B', nan]
-    """
-    import pandas as pd  # the caller holds a Series
-
-    values = pd.to_numeric(params_b, errors="coerce")
-    labels = size_class_array(pa.array(values.to_numpy(np.float64, na_value=np.nan)))
-    return pd.Series(labels.to_pandas().to_numpy(), index=params_b.index, dtype="str")
-
-
-def exclude_flagged(
-    leaderboard: pd.DataFrame, *, column: str = "flagged"
-) -> pd.DataFrame:
-    """:func:`exclude_flagged_table` on a frame (ranks as ``Int64``).
-
-    Raises:
-        SchemaMismatchError: `column` is missing.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"model": ["a", "b", "c"], "average": [9.0, 8.0, 7.0],
-        ...     "rank": pd.array([1, 2, 3], dtype="Int64"), "flagged": [True, False, False]})
-        >>> exclude_flagged(board)[["model", "rank"]].to_numpy().tolist()
-        [['b', 1], ['c', 2], ['a', <NA>]]
-    """
-    return _on_frame(
-        leaderboard,
-        lambda board: exclude_flagged_table(board, column=column),
-        needed=("rank", "average", column),
-        replaces=("rank",),
-    )
-
-
 def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.DataFrame:
     """The flagged variants' keys and averages, in leaderboard order (a frame).
 
@@ -132,28 +62,6 @@ def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.Da
     )
     present = [name for name in (*KEY_COLUMNS, "average") if name in flagged.columns]
     return flagged[present]
-
-
-def rank_within(leaderboard: pd.DataFrame, column: str) -> pd.DataFrame:
-    """:func:`rank_within_table` on a frame (group ranks as ``Int64``).
-
-    Raises:
-        SchemaMismatchError: `column` is missing.
-
-    Examples:
-        >>> import pandas as pd
-        >>> board = pd.DataFrame({"average": [9.0, 8.0, 7.0, 6.0],
-        ...     "rank": pd.array([1, 2, 3, None], dtype="Int64"),
-        ...     "size_class": ["65B+", "<3B", "<3B", "<3B"]})
-        >>> rank_within(board, "size_class")["rank_within_size_class"].tolist()
-        [1, 1, 2, <NA>]
-    """
-    return _on_frame(
-        leaderboard,
-        lambda board: rank_within_table(board, column),
-        needed=("rank", "average", column),
-        replaces=(f"rank_within_{column}",),
-    )
 
 
 def annotate_leaderboard(
