@@ -59,7 +59,6 @@ __all__ = [
     "join_metadata_table",
     "metadata_coverage",
     "rank_within_table",
-    "read_metadata_table",
     "read_raw_metadata",
     "size_class_array",
     "type_label_array",
@@ -120,24 +119,6 @@ IntArray: TypeAlias = npt.NDArray[np.int64]
 
 
 # --- Arrow: reading and checking ----------------------------------------------------
-
-
-def read_metadata_table(path: str | Path) -> pa.Table:
-    """Read and check a metadata table (CSV or Parquet) into Arrow.
-
-    Args:
-        path: A ``.csv`` or ``.parquet`` file with a ``model`` column.
-
-    Returns:
-        The table, keys typed like the leaderboard's (missing precision and
-        revision as ''), text as ``string``.
-
-    Raises:
-        InputError: The file is missing, of another type, or unreadable.
-        SchemaMismatchError: No ``model`` column, a key of the wrong type, or
-            duplicate keys.
-    """
-    return conform_metadata_table(read_raw_metadata(path), source=str(path))
 
 
 def read_raw_metadata(path: str | Path) -> pa.Table:

@@ -1,7 +1,7 @@
 """Model metadata on pandas frames: thin wrappers for ``lbnorm show`` and the Python API.
 
 Each function here runs its Arrow counterpart in :mod:`lbnorm.engines.metadata`
-(``read_metadata`` -> ``read_metadata_table``, ``annotate_leaderboard`` ->
+(``read_metadata`` -> ``conform_metadata_table``, ``annotate_leaderboard`` ->
 ``annotate_table``, ``list_flagged`` -> ``flag_mask``) on a frame, so there is one
 implementation; a run (``lbnorm run``) uses the Arrow ones and loads no pandas.
 """
@@ -19,8 +19,9 @@ from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.metadata import (
     ROW_COLUMN,
     annotate_table,
+    conform_metadata_table,
     flag_mask,
-    read_metadata_table,
+    read_raw_metadata,
 )
 from lbnorm.suites.board import RankMethod
 
@@ -37,16 +38,16 @@ __all__ = [
 def read_metadata(path: str | Path) -> pd.DataFrame:
     """Read and check a metadata table (CSV or Parquet) into pandas.
 
-    :func:`read_metadata_table` as a frame: keys typed like the leaderboard's
-    (missing precision and revision as ''), boolean columns as the nullable
-    ``boolean`` dtype.
+    :func:`~lbnorm.engines.metadata.conform_metadata_table` as a frame: keys
+    typed like the leaderboard's (missing precision and revision as ''),
+    boolean columns as the nullable ``boolean`` dtype.
 
     Raises:
         InputError: The file is missing, of another type, or unreadable.
         SchemaMismatchError: No ``model`` column, a key of the wrong type, or
             duplicate keys.
     """
-    return _to_frame(read_metadata_table(path))
+    return _to_frame(conform_metadata_table(read_raw_metadata(path), source=str(path)))
 
 
 def list_flagged(leaderboard: pd.DataFrame, *, column: str = "flagged") -> pd.DataFrame:
