@@ -13,11 +13,11 @@ from lbnorm import run
 from lbnorm.cli import main
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import RunOptions
-from lbnorm.engines.metadata import size_class_array
-from lbnorm.engines.metadata_frames import (
+from lbnorm.engines.metadata import (
     annotate_leaderboard,
     list_flagged,
     read_metadata,
+    size_class_array,
 )
 
 GOLDEN_META = """\
