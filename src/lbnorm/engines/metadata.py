@@ -720,9 +720,9 @@ def frame_table(frame: pd.DataFrame) -> pa.Table:
 def read_metadata(path: str | Path) -> pd.DataFrame:
     """Read and check a metadata table (CSV or Parquet) into pandas.
 
-    :func:`~lbnorm.engines.metadata.conform_metadata_table` as a frame: keys
-    typed like the leaderboard's (missing precision and revision as ''),
-    boolean columns as the nullable ``boolean`` dtype.
+    :func:`conform_metadata_table` as a frame: keys typed like the
+    leaderboard's (missing precision and revision as ''), boolean columns as
+    the nullable ``boolean`` dtype.
 
     Raises:
         InputError: The file is missing, of another type, or unreadable.
