@@ -309,6 +309,8 @@ assert arrow.dictionary(np.array([1, 0]), arrow.strings(["x", "y"])).to_pylist()
 for value, type_ in [(None, pa.int64()), ("x", pa.string()), (True, pa.bool_()), (2.5, pa.float64())]:
     arrow.scalar(value, type_)
 assert arrow.is_numeric(pa.int32())
+schema = pa.schema([("model", pa.string()), ("score", pa.float64())])
+assert arrow.empty_table(schema).schema == schema and arrow.empty_table(schema).num_rows == 0
 loaded = sorted(name for name in sys.modules if name.split(".")[0] == "pandas")
 assert not loaded, f"lbnorm.core.arrow loaded pandas: {loaded[:5]}"
 """

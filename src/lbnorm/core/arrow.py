@@ -31,6 +31,7 @@ __all__ = [
     "bitmap",
     "booleans",
     "dictionary",
+    "empty_table",
     "is_numeric",
     "numbers",
     "optional_numbers",
@@ -52,6 +53,13 @@ _DTYPES = {
     pa.float32(): np.float32,
     pa.float64(): np.float64,
 }
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of no rows of `schema` (``Schema.empty_table`` would import pandas)."""
+    return pa.Table.from_arrays(
+        [pa.nulls(0, field.type) for field in schema], schema=schema
+    )
 
 
 def is_numeric(type_: pa.DataType) -> bool:

@@ -314,7 +314,7 @@ class Result:
     leaderboard_output: pa.Table | TableParts
     suite: Suite
     options: RunOptions = field(default_factory=RunOptions)
-    file_table: pa.Table = field(default_factory=INPUT_FILES.empty_table)
+    file_table: pa.Table = field(default_factory=lambda: arrow.empty_table(INPUT_FILES))
     subtask_parts: TableParts | None = None
     n_ignored_rows: int = 0
     n_scores: int = 0
@@ -361,7 +361,7 @@ class Result:
                 break
             head.append(part.slice(0, left))
             left -= head[-1].num_rows
-        return pa.concat_tables(head) if head else board.schema.empty_table()
+        return pa.concat_tables(head) if head else arrow.empty_table(board.schema)
 
     def resized_variants(self) -> tuple[int, list[str]]:
         """Variants pooled with other sample sizes: how many, and examples."""
@@ -382,7 +382,7 @@ class Result:
         """The subtask-level table as pandas (text columns as plain strings)."""
         table = self.subtask_table
         if table is None:
-            table = SUBTASK_SCORES.empty_table()
+            table = arrow.empty_table(SUBTASK_SCORES)
         return _to_pandas(_plain_text(table))
 
     @property
@@ -424,7 +424,7 @@ def _whole(table: pa.Table | TableParts) -> pa.Table:
     if isinstance(table, BuildsWhole):
         return table.whole()
     parts = list(table.parts())
-    return pa.concat_tables(parts) if parts else table.schema.empty_table()
+    return pa.concat_tables(parts) if parts else arrow.empty_table(table.schema)
 
 
 #: Variants named when a run reports those pooled with other sample sizes.
@@ -540,7 +540,7 @@ def assemble_result(
         leaderboard_output=leaderboard_output,
         suite=suite,
         options=options,
-        file_table=files if files is not None else INPUT_FILES.empty_table(),
+        file_table=files if files is not None else arrow.empty_table(INPUT_FILES),
         n_ignored_rows=n_ignored_rows,
         n_scores=n_scores,
         n_clipped=n_clipped,

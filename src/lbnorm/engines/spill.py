@@ -440,7 +440,7 @@ def finish_saved(
         ),
         suite=suite,
         options=options,
-        file_table=files if files is not None else INPUT_FILES.empty_table(),
+        file_table=files if files is not None else arrow.empty_table(INPUT_FILES),
         n_ignored_rows=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,

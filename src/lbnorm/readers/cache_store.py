@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.core.arrow import numbers, scalar, to_numpy
+from lbnorm.core.arrow import empty_table, numbers, scalar, to_numpy
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.version import lbnorm_version
 from lbnorm.output.transaction import write_file
@@ -42,7 +42,6 @@ __all__ = [
     "ROWS",
     "SETTING",
     "check_cache_location",
-    "empty_table",
     "entry_digests",
     "first_line",
     "load",
@@ -155,13 +154,6 @@ def opened(cache: Path) -> Iterator[str]:
     _make_directory(cache)
     with _lock(cache):
         yield _clear_index_place(cache)
-
-
-def empty_table(schema: pa.Schema) -> pa.Table:
-    """A table of no rows (``Schema.empty_table`` would probe for pandas)."""
-    return pa.Table.from_arrays(
-        [pa.nulls(0, field.type) for field in schema], schema=schema
-    )
 
 
 def load(

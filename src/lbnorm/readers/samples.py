@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import BatchThread, check_cancelled, read_ahead
-from lbnorm.core.arrow import booleans, numbers, strings, to_numpy
+from lbnorm.core.arrow import booleans, empty_table, numbers, strings, to_numpy
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import SAMPLES_FILE, file_format
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
@@ -174,7 +174,7 @@ def read_samples(
                 }
             )
         )
-    scores = pa.concat_tables(frames) if frames else _OUTPUT.empty_table()
+    scores = pa.concat_tables(frames) if frames else empty_table(_OUTPUT)
     catalog = pa.concat_tables(catalogs)
     if taken is not None and taken.num_rows and scores.num_rows:
         scores, catalog = _without_taken(scores, catalog, taken)
@@ -707,7 +707,7 @@ class _Sums:
         """The scores: mean, ``mean_stderr`` and documents per group."""
         self.wait()
         if not self._parts:
-            return _OUTPUT.empty_table()
+            return empty_table(_OUTPUT)
         merged = self._merged()
         count, listed = merged.count, merged.listed
         mixed = (listed > 0) & (listed < count)
