@@ -164,26 +164,19 @@ class KeyEncoder:
             vocabularies={
                 name: self._vocabularies[name].values() for name in TEXT_KEYS
             },
-            codes=self._variant_codes().astype(np.int64),
+            codes=self._codes[: self._n_variants].astype(np.int64),
         )
-        if last:
-            self._seen = {}
+        if last:  # the strings are the variants' alone
+            self._seen, self._vocabularies = {}, {}
             self._codes = np.zeros((0, 4), dtype=np.int32)
-            for name in TEXT_KEYS:
-                self._vocabularies[name] = Vocabulary()
-                self._vocabularies[name].drop_index()
         return variants
-
-    def _variant_codes(self) -> npt.NDArray[np.int32]:
-        """Per variant code, its (model, precision, revision, flag) ids."""
-        return self._codes[: self._n_variants]
 
     def is_empty_model(self, variant: IntArray) -> npt.NDArray[np.bool_]:
         """Mask of rows whose model name is the empty string."""
         empty = self._vocabularies["model"].id_of("")
         if empty is None or not self._n_variants:
             return np.zeros(variant.shape, dtype=bool)
-        models = self._variant_codes()[:, 0]
+        models = self._codes[:, 0]
         is_empty: npt.NDArray[np.bool_] = (variant >= 0) & (
             models[np.maximum(variant, 0)] == empty
         )
@@ -303,7 +296,7 @@ class KeyEncoder:
         self._variant_index = HashIndex(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
-                self._pack(self._variant_codes()), np.arange(self._n_variants)
+                self._pack(self._codes[: self._n_variants]), np.arange(self._n_variants)
             )
 
     def _pack(self, keys: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.uint64]:

@@ -142,11 +142,25 @@ def check_batch(
     """
     table = batch.table
     variant, subtask = encoder.encode(table)
-    scores = _floats(table, "raw_score")
-    if scores is None:  # (readers make sure there is one: every score fails)
-        scores = np.full(table.num_rows, np.nan)
+    numbers = {
+        name: _numbers(table, name)
+        for name in ("raw_score", *_BAD_DETAILS)
+        if name in table.column_names
+    }
+    scores = (  # (readers make sure there is one, else every score fails)
+        _floats(*numbers.pop("raw_score"))
+        if "raw_score" in numbers
+        else np.full(table.num_rows, np.nan)
+    )
     failed = find_failures(
-        table, scores, variant, subtask, encoder, unknown=unknown, scales=scales
+        table,
+        scores,
+        variant,
+        subtask,
+        encoder,
+        numbers,
+        unknown=unknown,
+        scales=scales,
     )
     is_ignored = (subtask < 0) & ~failed["null_key"]  # unknown, not null
     accepted = (subtask >= 0) & (variant >= 0)
@@ -158,11 +172,7 @@ def check_batch(
         variant=variant,
         subtask=subtask,
         scores=scores,
-        details={
-            name: values
-            for name in _BAD_DETAILS
-            if (values := _floats(table, name)) is not None
-        },
+        details={name: _floats(*pair) for name, pair in numbers.items()},
         accepted=accepted,
         failed=failed,
         n_failed=int(np.logical_or.reduce(list(failed.values())).sum())
@@ -179,6 +189,9 @@ def find_failures(
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
     encoder: KeyEncoder,
+    details: dict[
+        str, tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]
+    ],
     *,
     unknown: UnknownSubtasks,
     scales: Scales | None = None,
@@ -191,6 +204,8 @@ def find_failures(
         variant: Each row's variant code (-1 if a key is null).
         subtask: Each row's suite subtask code (-1 if unknown).
         encoder: The encoder that made the codes.
+        details: ``stderr`` and ``n_samples``, those the batch has: their
+            values and validity (:func:`_numbers`).
         unknown: ``error`` makes unknown subtasks a failure.
         scales: The suite's declared ranges: a row of a benchmark with one is
             checked on it (a few ulps of slack at each end), not as a fraction.
@@ -226,11 +241,9 @@ def find_failures(
         "out_of_range": (is_finite & ((scores < 0.0) | (scores > 100.0)))
         | (is_percent_range & ~is_percent),
     }
-    for name, find_bad in _BAD_DETAILS.items():
-        if name in table.column_names:
-            values, valid = _numbers(table, name)
-            bad = find_bad(values)
-            checks[f"bad_{name}"] = bad if valid is None else bad & valid
+    for name, (values, valid) in details.items():
+        bad = _BAD_DETAILS[name](values)
+        checks[f"bad_{name}"] = bad if valid is None else bad & valid
     if unknown == "error":
         checks["unknown_subtask"] = (subtask < 0) & (variant >= 0) & ~is_null_name
     if is_outside is not None:
@@ -336,7 +349,7 @@ def describe_failures(
                 check,
                 sources,
                 locators,
-                [column] * len(values),
+                column,
                 values,
                 keys=keys,
                 suggestions=suggestions,
@@ -462,9 +475,8 @@ def failure_rows(
         One failure row per value (at most :data:`MAX_FAILURES_SHOWN`).
     """
     shown = values[:MAX_FAILURES_SHOWN]
-    n_shown = len(shown)
     return _failure_table(
-        check, [source] * n_shown, [row] * n_shown, [column] * n_shown, shown
+        check, [source] * len(shown), [row] * len(shown), column, shown
     )
 
 
@@ -481,7 +493,7 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
     table = (
         pa.concat_tables(failures, promote_options="permissive")
         if failures
-        else _failure_table("", [], [], [], [])
+        else _failure_table("", [], [], "", [])
     )
     table = table.take(arrow.array(_line_order(table)))
     rows = table.to_pylist()
@@ -551,7 +563,7 @@ def _failure_table(
     check: str,
     sources: list[str],
     rows: list[str],
-    columns: list[str],
+    column: str,
     values: list[str],
     *,
     keys: list[list[object]] | None = None,
@@ -564,7 +576,7 @@ def _failure_table(
             "check": arrow.strings([check] * n_rows),
             "source": arrow.strings(sources),
             "row": arrow.strings(rows),
-            "column": arrow.strings(columns),
+            "column": arrow.strings([column] * n_rows),
             "value": arrow.strings(values),
             "model": arrow.strings(_texts(model)),
             "benchmark": arrow.strings(_texts(benchmark)),
@@ -602,11 +614,10 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
-    """An optional numeric column as float64, NaN for nulls; None when absent."""
-    if name not in table.column_names:
-        return None
-    numbers, valid = _numbers(table, name)
+def _floats(
+    numbers: npt.NDArray[np.number[Any]], valid: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[np.float64]:
+    """A numeric column's values (:func:`_numbers`) as float64, NaN for nulls."""
     values: npt.NDArray[np.float64] = np.asarray(numbers, dtype=np.float64)
     return values if valid is None else np.where(valid, values, np.nan)
 
