@@ -75,6 +75,9 @@ _BAD_DETAILS: dict[str, Callable[[npt.NDArray[Any]], npt.NDArray[np.bool_]]] = {
     "n_samples": lambda n: ~(n > 0),
 }
 
+#: A numeric column's values and its validity (None: no null).
+_Numbers = tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckedBatch:
@@ -142,16 +145,12 @@ def check_batch(
     """
     table = batch.table
     variant, subtask = encoder.encode(table)
+    names = ("raw_score", *_BAD_DETAILS)
     numbers = {
-        name: _numbers(table, name)
-        for name in ("raw_score", *_BAD_DETAILS)
-        if name in table.column_names
+        name: _numbers(table, name) for name in names if name in table.schema.names
     }
-    scores = (  # (readers make sure there is one, else every score fails)
-        _floats(*numbers.pop("raw_score"))
-        if "raw_score" in numbers
-        else np.full(table.num_rows, np.nan)
-    )
+    raw = numbers.pop("raw_score", None)  # (readers make sure there is one)
+    scores = np.full(table.num_rows, np.nan) if raw is None else _floats(*raw)
     failed = find_failures(
         table,
         scores,
@@ -189,9 +188,7 @@ def find_failures(
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
     encoder: KeyEncoder,
-    details: dict[
-        str, tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]
-    ],
+    details: dict[str, _Numbers],
     *,
     unknown: UnknownSubtasks,
     scales: Scales | None = None,
@@ -425,15 +422,11 @@ def _repeats(
         for name in (*KEY_COLUMNS, "benchmark", "subtask")
         if name in table.column_names
     ]
-    numbered = table.select(keys).append_column(
-        "_at", arrow.array(np.arange(table.num_rows))
-    )
-    for name in keys:  # dictionaries of several chunks do not group as one
-        numbered = numbered.set_column(
-            numbered.column_names.index(name),
-            name,
-            numbered[name].cast(pa.bool_() if name == "chat_template" else pa.string()),
-        )
+    columns = {  # plain: dictionaries of several chunks do not group as one
+        name: table[name].cast(pa.bool_() if name == "chat_template" else pa.string())
+        for name in keys
+    }
+    numbered = pa.table({**columns, "_at": arrow.array(np.arange(table.num_rows))})
     groups = numbered.group_by(keys, use_threads=False).aggregate([("_at", "list")])
     where = {}
     for rows in groups["_at_list"].to_pylist():
@@ -622,9 +615,7 @@ def _floats(
     return values if valid is None else np.where(valid, values, np.nan)
 
 
-def _numbers(
-    table: pa.Table, name: str
-) -> tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]:
+def _numbers(table: pa.Table, name: str) -> _Numbers:
     """A numeric column's values, without a copy where Arrow allows, and its validity.
 
     Values under a null are whatever the buffer holds; the validity mask (None:
