@@ -406,7 +406,11 @@ class _Seen:
         self.ids[-1] = _NULL
 
     def look_up(self, vocabulary: Vocabulary, entries: IntArray) -> None:
-        """Find (or add) the ids of the dictionary's `entries`."""
+        """Find (or add) the ids of the dictionary's `entries` (a null entry: -1)."""
+        if self.dictionary.null_count:  # (valid Arrow): a null key, as a null index
+            is_null = arrow.to_numpy(self.dictionary.is_null())[entries]
+            self.ids[entries[is_null]] = _NULL
+            entries = entries[~is_null]
         if not entries.size:
             return
         values = (
@@ -437,17 +441,19 @@ def _used_entries(local: IntArray, size: int) -> IntArray:
 
 
 def _first_copies(ids: IntArray, entries: IntArray) -> IntArray | None:
-    """Per entry, the first of `entries` with its id (None: no id is there twice).
+    """Per entry, the first of `entries` with its id, -1 for a null entry.
 
-    Rows of one value then share one local index, as the grouping needs.
+    Rows of one value then share one local index, as the grouping needs, and a
+    null value reads as a null index. None: no id is there twice, none is null.
     """
     found = ids[entries]
     distinct, first, inverse = np.unique(found, return_index=True, return_inverse=True)
-    if len(distinct) == len(found):
+    is_null = found == _NULL
+    if len(distinct) == len(found) and not is_null.any():
         return None
     canonical = np.arange(ids.size, dtype=np.int64)
     canonical[-1] = _NULL
-    canonical[entries] = entries[first[inverse.ravel()]]
+    canonical[entries] = np.where(is_null, _NULL, entries[first[inverse.ravel()]])
     return canonical
 
 
