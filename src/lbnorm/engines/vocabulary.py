@@ -236,7 +236,6 @@ class Vocabulary:
         """A registry with room for `expected` strings made up front."""
         self._expected = expected
         self._index: HashIndex | None = HashIndex(expected)
-        self._is_closed = False  # drop_index() was called
         self._by_text: dict[str, int] = {}  # only after a collision
         self._strings = _Strings()
 
@@ -245,7 +244,6 @@ class Vocabulary:
 
     def lookup(self, values: pa.Array) -> IntArray:
         """Return the ids of `values` (distinct strings, no null), adding the new ones."""
-        assert not self._is_closed, "the registry's index was dropped"
         if self._index is not None:
             ids = self._lookup_hashed(values)
             if ids is not None:
@@ -312,7 +310,7 @@ class Vocabulary:
 
     def drop_index(self) -> None:
         """Free the hash table: the registry takes no more lookups."""
-        self._index, self._by_text, self._is_closed = HashIndex(), {}, True
+        self._index, self._by_text = HashIndex(), {}
 
     def values(self) -> pa.Array:
         """All strings, by id."""
