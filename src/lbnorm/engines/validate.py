@@ -356,7 +356,9 @@ def describe_failures(
 
 
 def _suggestions(
-    benchmarks: list[object], subtasks: list[object], known: Sequence[tuple[str, str]]
+    benchmarks: list[str | None],
+    subtasks: list[str | None],
+    known: Sequence[tuple[str, str]],
 ) -> list[str | None]:
     """For each unknown (benchmark, subtask), the suite's closest names, if any.
 
@@ -559,7 +561,7 @@ def _failure_table(
     column: str,
     values: list[str],
     *,
-    keys: list[list[object]] | None = None,
+    keys: list[list[str | None]] | None = None,
     suggestions: list[str | None] | None = None,
 ) -> pa.Table:
     n_rows = len(values)
@@ -571,20 +573,16 @@ def _failure_table(
             "row": arrow.strings(rows),
             "column": arrow.strings([column] * n_rows),
             "value": arrow.strings(values),
-            "model": arrow.strings(_texts(model)),
-            "benchmark": arrow.strings(_texts(benchmark)),
-            "subtask": arrow.strings(_texts(subtask)),
+            "model": arrow.strings(model),
+            "benchmark": arrow.strings(benchmark),
+            "subtask": arrow.strings(subtask),
             "hint": arrow.strings([_HINTS.get(check, "")] * n_rows),
             "suggestion": arrow.strings(suggestions or [None] * n_rows),
         }
     )
 
 
-def _texts(values: Sequence[object]) -> list[str | None]:
-    return [None if value is None else str(value) for value in values]
-
-
-def _strings(table: pa.Table, name: str) -> list[object]:
+def _strings(table: pa.Table, name: str) -> list[str | None]:
     if name not in table.column_names:
         return [""] * table.num_rows
     return list(table.column(name).cast(pa.string()).to_pylist())
