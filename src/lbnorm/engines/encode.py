@@ -134,6 +134,9 @@ class KeyEncoder:
         Returns:
             Variant codes (in order of first appearance) and suite subtask indices.
         """
+        assert self._vocabularies, (
+            "the registries' index was dropped (variants(last=True))"
+        )
         local = {
             name: self._local(table, name)
             for name in (*TEXT_KEYS, "benchmark", "subtask")
