@@ -160,6 +160,21 @@ def test_dictionaries_with_nulls_and_unused_values() -> None:
     ]
 
 
+def test_a_null_value_in_a_dictionary_is_a_null_key() -> None:
+    """Valid Arrow: the rows pointing at it have no variant, as a null index."""
+    for values in (["a", None], ["a", None, "b", "c", "d"]):  # all used, or not
+        model = pa.DictionaryArray.from_arrays(
+            pa.array([1, 0, 1], pa.int32()), pa.array(values)
+        )
+        table = pa.table(
+            {"model": model, "benchmark": ["GPQA"] * 3, "subtask": ["main"] * 3}
+        )
+        encoder = KeyEncoder(PAIRS)
+        variant, _ = encoder.encode(table)
+        assert variant.tolist() == [-1, 0, -1]
+        assert _variant_rows(encoder.variants()) == [("a", "", "", False)]
+
+
 def test_a_dictionary_with_a_repeated_value_is_one_value() -> None:
     model = pa.DictionaryArray.from_arrays(
         pa.array([0, 1], pa.int32()), pa.array(["org/a", "org/a"])
@@ -817,16 +832,17 @@ def test_a_dictionary_larger_than_its_batch_costs_its_used_entries(
 
 @given(
     names=st.lists(
-        st.sampled_from(["a", "b", "c", "", "d\u00e9"]), min_size=1, max_size=12
+        st.sampled_from(["a", "b", "c", "", "d\u00e9", None]), min_size=1, max_size=12
     ),
     picks=st.lists(st.lists(st.integers(-1, 11), max_size=8), min_size=1, max_size=5),
 )
 def test_one_dictionary_in_every_batch_codes_as_plain_strings(
-    names: list[str], picks: list[list[int]]
+    names: list[str | None], picks: list[list[int]]
 ) -> None:
-    """A dictionary larger or smaller than its batch, values repeated in it (valid
-    Arrow), nulls: the codes and variants of the same rows as plain strings."""
-    dictionary = pa.array(names)
+    """A dictionary larger or smaller than its batch, values repeated in it or null
+    (valid Arrow), null indices: the codes and variants of the same rows as plain
+    strings."""
+    dictionary = pa.array(names, pa.string())
     encoder, plain = KeyEncoder(PAIRS), KeyEncoder(PAIRS)
     for rows in picks:
         indices = pa.array(

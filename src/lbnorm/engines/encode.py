@@ -134,6 +134,9 @@ class KeyEncoder:
         Returns:
             Variant codes (in order of first appearance) and suite subtask indices.
         """
+        assert self._vocabularies, (
+            "the registries' index was dropped (variants(last=True))"
+        )
         local = {
             name: self._local(table, name)
             for name in (*TEXT_KEYS, "benchmark", "subtask")
@@ -164,26 +167,19 @@ class KeyEncoder:
             vocabularies={
                 name: self._vocabularies[name].values() for name in TEXT_KEYS
             },
-            codes=self._variant_codes().astype(np.int64),
+            codes=self._codes[: self._n_variants].astype(np.int64),
         )
-        if last:
-            self._seen = {}
+        if last:  # the strings are the variants' alone
+            self._seen, self._vocabularies = {}, {}
             self._codes = np.zeros((0, 4), dtype=np.int32)
-            for name in TEXT_KEYS:
-                self._vocabularies[name] = Vocabulary()
-                self._vocabularies[name].drop_index()
         return variants
-
-    def _variant_codes(self) -> npt.NDArray[np.int32]:
-        """Per variant code, its (model, precision, revision, flag) ids."""
-        return self._codes[: self._n_variants]
 
     def is_empty_model(self, variant: IntArray) -> npt.NDArray[np.bool_]:
         """Mask of rows whose model name is the empty string."""
         empty = self._vocabularies["model"].id_of("")
         if empty is None or not self._n_variants:
             return np.zeros(variant.shape, dtype=bool)
-        models = self._variant_codes()[:, 0]
+        models = self._codes[:, 0]
         is_empty: npt.NDArray[np.bool_] = (variant >= 0) & (
             models[np.maximum(variant, 0)] == empty
         )
@@ -303,7 +299,7 @@ class KeyEncoder:
         self._variant_index = HashIndex(max(self._n_variants, self._expected))
         if self._n_variants:
             self._variant_index.insert(
-                self._pack(self._variant_codes()), np.arange(self._n_variants)
+                self._pack(self._codes[: self._n_variants]), np.arange(self._n_variants)
             )
 
     def _pack(self, keys: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.uint64]:
@@ -413,7 +409,11 @@ class _Seen:
         self.ids[-1] = _NULL
 
     def look_up(self, vocabulary: Vocabulary, entries: IntArray) -> None:
-        """Find (or add) the ids of the dictionary's `entries`."""
+        """Find (or add) the ids of the dictionary's `entries` (a null entry: -1)."""
+        if self.dictionary.null_count:  # (valid Arrow): a null key, as a null index
+            is_null = arrow.to_numpy(self.dictionary.is_null())[entries]
+            self.ids[entries[is_null]] = _NULL
+            entries = entries[~is_null]
         if not entries.size:
             return
         values = (
@@ -444,17 +444,19 @@ def _used_entries(local: IntArray, size: int) -> IntArray:
 
 
 def _first_copies(ids: IntArray, entries: IntArray) -> IntArray | None:
-    """Per entry, the first of `entries` with its id (None: no id is there twice).
+    """Per entry, the first of `entries` with its id, -1 for a null entry.
 
-    Rows of one value then share one local index, as the grouping needs.
+    Rows of one value then share one local index, as the grouping needs, and a
+    null value reads as a null index. None: no id is there twice, none is null.
     """
     found = ids[entries]
     distinct, first, inverse = np.unique(found, return_index=True, return_inverse=True)
-    if len(distinct) == len(found):
+    is_null = found == _NULL
+    if len(distinct) == len(found) and not is_null.any():
         return None
     canonical = np.arange(ids.size, dtype=np.int64)
     canonical[-1] = _NULL
-    canonical[entries] = entries[first[inverse.ravel()]]
+    canonical[entries] = np.where(is_null, _NULL, entries[first[inverse.ravel()]])
     return canonical
 
 

@@ -82,8 +82,7 @@ def normalize(raw: FloatArray, lower_bound: FloatArray) -> tuple[FloatArray, Boo
         array([46.67,  0.  ])
     """
     normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
-    is_clipped = raw < lower_bound
-    return np.maximum(normalized, 0.0), is_clipped
+    return np.maximum(normalized, 0.0, out=normalized), raw < lower_bound
 
 
 def normalize_rows(
@@ -114,9 +113,8 @@ def normalize_rows(
     lower_bound = suite.lower_bound[subtask]
     scales = suite.scales
     if scales is None:
-        normalized = (raw - lower_bound) / (1.0 - lower_bound) * 100.0
-        np.maximum(normalized, 0.0, out=normalized)
-        return normalized, lower_bound, raw < lower_bound
+        normalized, is_clipped = normalize(raw, lower_bound)
+        return normalized, lower_bound, is_clipped
     offset = scales.offset[subtask]
     normalized = (raw - offset) / (1.0 - lower_bound) * scales.factor[subtask]
     is_statistic = scales.is_statistic[subtask]

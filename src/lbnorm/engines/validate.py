@@ -75,6 +75,9 @@ _BAD_DETAILS: dict[str, Callable[[npt.NDArray[Any]], npt.NDArray[np.bool_]]] = {
     "n_samples": lambda n: ~(n > 0),
 }
 
+#: A numeric column's values and its validity (None: no null).
+_Numbers = tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckedBatch:
@@ -142,11 +145,21 @@ def check_batch(
     """
     table = batch.table
     variant, subtask = encoder.encode(table)
-    scores = _floats(table, "raw_score")
-    if scores is None:  # (readers make sure there is one: every score fails)
-        scores = np.full(table.num_rows, np.nan)
+    names = ("raw_score", *_BAD_DETAILS)
+    numbers = {
+        name: _numbers(table, name) for name in names if name in table.schema.names
+    }
+    raw = numbers.pop("raw_score", None)  # (readers make sure there is one)
+    scores = np.full(table.num_rows, np.nan) if raw is None else _floats(*raw)
     failed = find_failures(
-        table, scores, variant, subtask, encoder, unknown=unknown, scales=scales
+        table,
+        scores,
+        variant,
+        subtask,
+        encoder,
+        numbers,
+        unknown=unknown,
+        scales=scales,
     )
     is_ignored = (subtask < 0) & ~failed["null_key"]  # unknown, not null
     accepted = (subtask >= 0) & (variant >= 0)
@@ -158,11 +171,7 @@ def check_batch(
         variant=variant,
         subtask=subtask,
         scores=scores,
-        details={
-            name: values
-            for name in _BAD_DETAILS
-            if (values := _floats(table, name)) is not None
-        },
+        details={name: _floats(*pair) for name, pair in numbers.items()},
         accepted=accepted,
         failed=failed,
         n_failed=int(np.logical_or.reduce(list(failed.values())).sum())
@@ -179,6 +188,7 @@ def find_failures(
     variant: npt.NDArray[np.int64],
     subtask: npt.NDArray[np.int64],
     encoder: KeyEncoder,
+    details: dict[str, _Numbers],
     *,
     unknown: UnknownSubtasks,
     scales: Scales | None = None,
@@ -191,6 +201,8 @@ def find_failures(
         variant: Each row's variant code (-1 if a key is null).
         subtask: Each row's suite subtask code (-1 if unknown).
         encoder: The encoder that made the codes.
+        details: ``stderr`` and ``n_samples``, those the batch has: their
+            values and validity (:func:`_numbers`).
         unknown: ``error`` makes unknown subtasks a failure.
         scales: The suite's declared ranges: a row of a benchmark with one is
             checked on it (a few ulps of slack at each end), not as a fraction.
@@ -226,11 +238,9 @@ def find_failures(
         "out_of_range": (is_finite & ((scores < 0.0) | (scores > 100.0)))
         | (is_percent_range & ~is_percent),
     }
-    for name, find_bad in _BAD_DETAILS.items():
-        if name in table.column_names:
-            values, valid = _numbers(table, name)
-            bad = find_bad(values)
-            checks[f"bad_{name}"] = bad if valid is None else bad & valid
+    for name, (values, valid) in details.items():
+        bad = _BAD_DETAILS[name](values)
+        checks[f"bad_{name}"] = bad if valid is None else bad & valid
     if unknown == "error":
         checks["unknown_subtask"] = (subtask < 0) & (variant >= 0) & ~is_null_name
     if is_outside is not None:
@@ -336,7 +346,7 @@ def describe_failures(
                 check,
                 sources,
                 locators,
-                [column] * len(values),
+                column,
                 values,
                 keys=keys,
                 suggestions=suggestions,
@@ -346,7 +356,9 @@ def describe_failures(
 
 
 def _suggestions(
-    benchmarks: list[object], subtasks: list[object], known: Sequence[tuple[str, str]]
+    benchmarks: list[str | None],
+    subtasks: list[str | None],
+    known: Sequence[tuple[str, str]],
 ) -> list[str | None]:
     """For each unknown (benchmark, subtask), the suite's closest names, if any.
 
@@ -412,15 +424,11 @@ def _repeats(
         for name in (*KEY_COLUMNS, "benchmark", "subtask")
         if name in table.column_names
     ]
-    numbered = table.select(keys).append_column(
-        "_at", arrow.array(np.arange(table.num_rows))
-    )
-    for name in keys:  # dictionaries of several chunks do not group as one
-        numbered = numbered.set_column(
-            numbered.column_names.index(name),
-            name,
-            numbered[name].cast(pa.bool_() if name == "chat_template" else pa.string()),
-        )
+    columns = {  # plain: dictionaries of several chunks do not group as one
+        name: table[name].cast(pa.bool_() if name == "chat_template" else pa.string())
+        for name in keys
+    }
+    numbered = pa.table({**columns, "_at": arrow.array(np.arange(table.num_rows))})
     groups = numbered.group_by(keys, use_threads=False).aggregate([("_at", "list")])
     where = {}
     for rows in groups["_at_list"].to_pylist():
@@ -462,9 +470,8 @@ def failure_rows(
         One failure row per value (at most :data:`MAX_FAILURES_SHOWN`).
     """
     shown = values[:MAX_FAILURES_SHOWN]
-    n_shown = len(shown)
     return _failure_table(
-        check, [source] * n_shown, [row] * n_shown, [column] * n_shown, shown
+        check, [source] * len(shown), [row] * len(shown), column, shown
     )
 
 
@@ -481,7 +488,7 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
     table = (
         pa.concat_tables(failures, promote_options="permissive")
         if failures
-        else _failure_table("", [], [], [], [])
+        else _failure_table("", [], [], "", [])
     )
     table = table.take(arrow.array(_line_order(table)))
     rows = table.to_pylist()
@@ -551,10 +558,10 @@ def _failure_table(
     check: str,
     sources: list[str],
     rows: list[str],
-    columns: list[str],
+    column: str,
     values: list[str],
     *,
-    keys: list[list[object]] | None = None,
+    keys: list[list[str | None]] | None = None,
     suggestions: list[str | None] | None = None,
 ) -> pa.Table:
     n_rows = len(values)
@@ -564,22 +571,18 @@ def _failure_table(
             "check": arrow.strings([check] * n_rows),
             "source": arrow.strings(sources),
             "row": arrow.strings(rows),
-            "column": arrow.strings(columns),
+            "column": arrow.strings([column] * n_rows),
             "value": arrow.strings(values),
-            "model": arrow.strings(_texts(model)),
-            "benchmark": arrow.strings(_texts(benchmark)),
-            "subtask": arrow.strings(_texts(subtask)),
+            "model": arrow.strings(model),
+            "benchmark": arrow.strings(benchmark),
+            "subtask": arrow.strings(subtask),
             "hint": arrow.strings([_HINTS.get(check, "")] * n_rows),
             "suggestion": arrow.strings(suggestions or [None] * n_rows),
         }
     )
 
 
-def _texts(values: Sequence[object]) -> list[str | None]:
-    return [None if value is None else str(value) for value in values]
-
-
-def _strings(table: pa.Table, name: str) -> list[object]:
+def _strings(table: pa.Table, name: str) -> list[str | None]:
     if name not in table.column_names:
         return [""] * table.num_rows
     return list(table.column(name).cast(pa.string()).to_pylist())
@@ -602,18 +605,15 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _floats(table: pa.Table, name: str) -> npt.NDArray[np.float64] | None:
-    """An optional numeric column as float64, NaN for nulls; None when absent."""
-    if name not in table.column_names:
-        return None
-    numbers, valid = _numbers(table, name)
+def _floats(
+    numbers: npt.NDArray[np.number[Any]], valid: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[np.float64]:
+    """A numeric column's values (:func:`_numbers`) as float64, NaN for nulls."""
     values: npt.NDArray[np.float64] = np.asarray(numbers, dtype=np.float64)
     return values if valid is None else np.where(valid, values, np.nan)
 
 
-def _numbers(
-    table: pa.Table, name: str
-) -> tuple[npt.NDArray[np.number[Any]], npt.NDArray[np.bool_] | None]:
+def _numbers(table: pa.Table, name: str) -> _Numbers:
     """A numeric column's values, without a copy where Arrow allows, and its validity.
 
     Values under a null are whatever the buffer holds; the validity mask (None:

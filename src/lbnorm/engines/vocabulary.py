@@ -236,17 +236,15 @@ class Vocabulary:
         """A registry with room for `expected` strings made up front."""
         self._expected = expected
         self._index: HashIndex | None = HashIndex(expected)
-        self._is_closed = False  # drop_index() was called
-        self._by_text: dict[str | None, int] = {}  # only after a collision
+        self._by_text: dict[str, int] = {}  # only after a collision
         self._strings = _Strings()
 
     def __len__(self) -> int:
         return len(self._strings)
 
     def lookup(self, values: pa.Array) -> IntArray:
-        """Return the ids of `values` (distinct strings), adding the new ones."""
-        assert not self._is_closed, "the registry's index was dropped"
-        if self._index is not None and not values.null_count:
+        """Return the ids of `values` (distinct strings, no null), adding the new ones."""
+        if self._index is not None:
             ids = self._lookup_hashed(values)
             if ids is not None:
                 return ids
@@ -312,7 +310,7 @@ class Vocabulary:
 
     def drop_index(self) -> None:
         """Free the hash table: the registry takes no more lookups."""
-        self._index, self._by_text, self._is_closed = HashIndex(), {}, True
+        self._index, self._by_text = HashIndex(), {}
 
     def values(self) -> pa.Array:
         """All strings, by id."""
@@ -332,7 +330,6 @@ class _Strings:
     def __init__(self) -> None:
         self._offsets = np.zeros(1 << 10, dtype=np.int64)  # offsets[0] == 0
         self._data = np.zeros(1 << 14, dtype=np.uint8)
-        self._valid: npt.NDArray[np.bool_] | None = None  # None: no null so far
         self._n = 0
 
     def __len__(self) -> int:
@@ -346,13 +343,6 @@ class _Strings:
         self._data = _with_room(self._data, end + data.size)
         np.add(offsets[1:], end, out=self._offsets[n + 1 : n + count + 1])
         self._data[end : end + data.size] = data
-        if strings.null_count or self._valid is not None:
-            valid = _with_room(
-                np.ones(n, dtype=bool) if self._valid is None else self._valid,
-                n + count,
-            )
-            valid[n : n + count] = arrow.to_numpy(strings.is_valid())
-            self._valid = valid
         self._n += count
 
     def array(self, *, large: bool = False) -> pa.Array:
@@ -364,12 +354,11 @@ class _Strings:
         """
         n = self._n
         end = int(self._offsets[n])
-        valid = None if self._valid is None else self._valid[:n]
         stored = pa.Array.from_buffers(
             pa.large_string(),
             n,
             [
-                arrow.bitmap(valid),  # (the null count is Arrow's to count)
+                None,
                 pa.py_buffer(self._offsets[: n + 1]),
                 pa.py_buffer(self._data[:end]),
             ],
