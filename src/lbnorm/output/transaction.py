@@ -601,24 +601,21 @@ def _claim(out: Path, target: Path, kind: OutputKind | None) -> tuple[Path, int]
     output, and none removes a staging folder between its creation and its lock.
     """
     parent, tag = target.parent, _tag(target)
-    with _parent_locked(parent):
-        leftovers = _leftovers(out, parent, tag)
+    with _parent_locked(parent), contextlib.ExitStack() as held:  # (leftovers' locks)
+        leftovers = _leftovers(out, parent, tag, held)
+        if not os.path.lexists(target):
+            _repair_interrupted_swap(target, leftovers)
+        _check_target(out, target, kind)
+        folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
+        folder.mkdir()
         try:
-            if not os.path.lexists(target):
-                leftovers = _repair_interrupted_swap(target, leftovers)
-            _check_target(out, target, kind)
-            folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
-            folder.mkdir()
-            try:
-                lock = _lock_folder(folder)
-                (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
-        except BaseException:  # (an OS error: the transaction reports it)
-            _release(leftovers)
+            lock = _lock_folder(folder)
+            (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-    _release(leftovers, remove=True)
+        for path in leftovers:  # what killed commands left, removed before unlocked
+            shutil.rmtree(path, ignore_errors=True)
     return folder, lock
 
 
@@ -662,50 +659,42 @@ def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
     return [parent / name for name in names if pattern.fullmatch(name)]
 
 
-def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
-    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
-    found: list[tuple[Path, int]] = []
-    try:
-        for path in _siblings(parent, tag, "tmp|old"):
-            if path.is_symlink() or not path.is_dir() or not _is_ours(path):
-                continue  # a user's file, link or folder of that name is left alone
-            try:
-                found.append((path, _lock_folder(path)))
-            except BlockingIOError:  # a live command holds it
-                msg = (
-                    f"{out}: another lbnorm run is writing this output directory.\n"
-                    "Hint: wait for it to finish, or write to another --out."
-                )
-                raise OutputError(msg) from None
-            except OSError:  # unreadable: left alone
-                continue
-    except BaseException:
-        _release(found)
-        raise
+def _leftovers(
+    out: Path, parent: Path, tag: str, held: contextlib.ExitStack
+) -> list[Path]:
+    """This output's leftovers that are lbnorm's and nobody holds, locked until `held` closes.
+
+    Raises:
+        OutputError: A live command holds one.
+    """
+    found: list[Path] = []
+    for path in _siblings(parent, tag, "tmp|old"):
+        if path.is_symlink() or not path.is_dir() or not _is_ours(path):
+            continue  # a user's file, link or folder of that name is left alone
+        try:
+            held.callback(os.close, _lock_folder(path))
+        except BlockingIOError:  # a live command holds it
+            msg = (
+                f"{out}: another lbnorm run is writing this output directory.\n"
+                "Hint: wait for it to finish, or write to another --out."
+            )
+            raise OutputError(msg) from None
+        except OSError:  # unreadable: left alone
+            continue
+        found.append(path)
     return found
 
 
-def _repair_interrupted_swap(
-    target: Path, leftovers: list[tuple[Path, int]]
-) -> list[tuple[Path, int]]:
-    """Put back an lbnorm output a two-rename swap moved aside and did not replace."""
-    aside = [item for item in leftovers if item[0].name[:-12].endswith(".old-")]
-    if not aside:
-        return leftovers
-    newest = max(aside, key=lambda item: item[0].stat().st_mtime_ns)
-    newest[0].rename(target)
-    _release([newest])
-    return [item for item in leftovers if item is not newest]
+def _repair_interrupted_swap(target: Path, leftovers: list[Path]) -> None:
+    """Put back an lbnorm output a two-rename swap moved aside and did not replace.
 
-
-def _release(leftovers: list[tuple[Path, int]], *, remove: bool = False) -> None:
-    """Unlock leftovers, deleting them first if `remove` (what killed commands left)."""
-    try:
-        for path, _ in leftovers if remove else ():
-            shutil.rmtree(path, ignore_errors=True)
-    finally:
-        for _, descriptor in leftovers:
-            os.close(descriptor)
+    It leaves `leftovers` (the rest are removed).
+    """
+    aside = [path for path in leftovers if path.name[:-12].endswith(".old-")]
+    if aside:
+        newest = max(aside, key=lambda path: path.stat().st_mtime_ns)
+        newest.rename(target)
+        leftovers.remove(newest)
 
 
 @contextlib.contextmanager
