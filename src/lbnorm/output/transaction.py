@@ -112,16 +112,20 @@ def open_plain(folder: int, name: str) -> int:
 
 
 def read_manifest(
-    folder: int, *, whole: bool = True
+    folder: int | Path, *, whole: bool = False
 ) -> tuple[dict[str, Any] | None, str]:
-    """The manifest in `folder` (a descriptor) if lbnorm wrote it, else None and why not.
+    """The manifest in `folder` if lbnorm wrote it, else None and why not.
 
-    Read once, at most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the
-    keys the checks read. The reason follows "its manifest.json" (``is missing``).
+    `folder` is a descriptor, or a path (a link to it followed). Read once, at
+    most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the keys the checks
+    read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
-        with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
-            data = _read_upto(handle, MANIFEST_LIMIT + 1)
+        with contextlib.ExitStack() as opened:
+            if isinstance(folder, Path):
+                folder = opened.enter_context(_opened(folder))
+            with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
+                data = _read_upto(handle, MANIFEST_LIMIT + 1)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
@@ -160,17 +164,6 @@ def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
         yield descriptor
     finally:
         os.close(descriptor)
-
-
-def _manifest_at(
-    folder: Path, *, whole: bool = False
-) -> tuple[dict[str, Any] | None, str]:
-    """:func:`read_manifest` of the folder at a path (a link to it followed)."""
-    try:
-        with _opened(folder) as descriptor:
-            return read_manifest(descriptor, whole=whole)
-    except OSError as exc:
-        return None, f"cannot be read ({_reason(exc)})"
 
 
 @contextlib.contextmanager
@@ -318,7 +311,7 @@ def _unlisted(
         return "", [], None
     if MANIFEST not in entries:
         return f"no {MANIFEST}", [], None
-    manifest, problem = _manifest_at(folder)
+    manifest, problem = read_manifest(folder)
     if manifest is None:
         return f"its {MANIFEST} {problem}", [], None
     listed = {*manifest["outputs"], MANIFEST}
@@ -373,7 +366,7 @@ def check_file(
     parent = Path(path).resolve().parent
     named = {Path(out).resolve() for out in outs}
     for folder in (parent, *parent.parents):
-        if folder not in named and _manifest_at(folder)[0] is None:
+        if folder not in named and read_manifest(folder)[0] is None:
             continue
         msg = (
             f"{option} {path}: inside the lbnorm output folder {folder}; a file "
@@ -512,7 +505,7 @@ class Transaction:
 
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
-        return _manifest_at(self.target, whole=True)[0]
+        return read_manifest(self.target, whole=True)[0]
 
     def keep(self, *, skip: set[str]) -> None:
         """Carry the previous output's files into the new one (hard links), but `skip`."""
