@@ -365,9 +365,7 @@ class Output:
         for name in manifest["outputs"]:
             try:
                 self._files[name] = open_plain(self._folder, name)
-            except OSError as exc:
-                if self._is_replaced():  # (its old folder is being removed)
-                    raise _ReplacedError from None
+            except OSError as exc:  # (replaced meanwhile: _open opens it again)
                 reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
                 msg = f"{self.path / name}: cannot read: {reason}.\nHint: the output is damaged; {self._rewrite}."
                 raise InputError(msg) from exc

@@ -432,17 +432,18 @@ class Transaction:
         self.committed = self.is_swapped = False
         self.target = self.folder = self.out
         self._previous: Path | None = None  # where the previous output went
-        self._lock = -1
-        self._descriptors: list[int] = []  # the staged tables being written
         self._beside: list[_Beside] = []
-        self._signals = contextlib.ExitStack()
+        #: What leaving releases, the last taken first: the staged tables'
+        #: descriptors, the staging folder's lock, the signals held.
+        self._held = contextlib.ExitStack()
 
     def __enter__(self) -> Transaction:
-        self._signals.enter_context(cancellable())
+        self._held.enter_context(cancellable())
         try:
             self.target = resolve_target(self.out)
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.folder, self._lock = _claim(self.out, self.target, self.kind)
+            self.folder, lock = _claim(self.out, self.target, self.kind)
+            self._held.callback(os.close, lock)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
         except BaseException as exc:  # (an OS error raised as the output's)
@@ -452,13 +453,7 @@ class Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, error: Any, _: Any) -> None:
         """Remove what is staged (or, after the swap, the previous output)."""
-        with self._signals:  # (a signal taken meanwhile is raised as this ends)
-            for descriptor in [*self._descriptors, self._lock]:
-                if descriptor >= 0:
-                    os.close(descriptor)
-            self._descriptors, self._lock = [], -1
-            for beside in self._beside:
-                beside.discard()
+        with self._held:  # (a signal taken meanwhile is raised as this ends)
             if self.folder != self.out:
                 shutil.rmtree(self.folder, ignore_errors=True)
             if self._previous is not None:
@@ -486,7 +481,7 @@ class Transaction:
     ) -> TableFile:
         """A new staged Parquet file; :meth:`record` its entry once it is closed."""
         descriptor = os.open(self.path(name), _NEW, 0o666)
-        self._descriptors.append(descriptor)
+        self._held.callback(os.close, descriptor)
         return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
 
     def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
@@ -529,7 +524,9 @@ class Transaction:
         Written and synced now, so a file that cannot be written stops the
         commit with the previous output unchanged; renamed in right after the swap.
         """
-        self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
+        beside = _Beside(Path(path), [data], option=option, is_ours=is_ours)
+        self._held.callback(beside.discard)
+        self._beside.append(beside)
 
     def commit(self, *, created_at: str | None = None) -> Path:
         """Write the manifest, swap the folder in (the one swap), then the staged files.
