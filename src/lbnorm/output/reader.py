@@ -508,9 +508,9 @@ def _kind(kind: pa.DataType) -> str:
     """
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "text"
     for word, test in (
+        ("text", pa.types.is_string),
+        ("text", pa.types.is_large_string),
         ("integer", pa.types.is_integer),
         ("number", pa.types.is_floating),
         ("boolean", pa.types.is_boolean),

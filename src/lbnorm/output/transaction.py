@@ -789,14 +789,13 @@ class _Beside:
         is_ours: Recognizer | None,
     ) -> None:
         self.path, self.descriptor, self.is_named = path, -1, False
-        with _reported(path):
-            self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
-        _check_name_length(path, self.target, what="file name")
-        check_file(path, option=option, is_ours=is_ours)
-        folder, tag = self.target.parent, _tag(self.target)
-        self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
         try:
             with _reported(path):
+                self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
+                _check_name_length(path, self.target, what="file name")
+                check_file(path, option=option, is_ours=is_ours)
+                folder, tag = self.target.parent, _tag(self.target)
+                self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
                 with _parent_locked(folder):
                     if is_ours is not None:
                         _remove_dead_temporaries(folder, tag, is_ours)

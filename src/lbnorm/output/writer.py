@@ -450,13 +450,11 @@ def write_table_file(
     target = Path(path)
     content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
-        import io
-
         import pyarrow.csv as pacsv
 
-        sink = io.BytesIO()
+        sink = pa.BufferOutputStream()
         pacsv.write_csv(table, sink)
-        content = sink.getvalue()
+        content = sink.getvalue().to_pybytes()
     else:
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
