@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm._runtime import Threads
+from lbnorm.core import arrow
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import check_option_file, sha256_file
 from lbnorm.core.manifest import (
@@ -172,7 +173,7 @@ def _write_tables(
     suite, files = result.suite, result.file_table
     ordered = _by_path(files)
     resolved = [_absolute(path) for path in ordered["path"].to_pylist()]
-    ordered = ordered.append_column("resolved", pa.array(resolved, pa.string()))
+    ordered = ordered.append_column("resolved", arrow.strings(resolved))  # (no pandas)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": result.subtask_parts,
