@@ -13,14 +13,11 @@ from lbnorm import run
 from lbnorm.cli import main
 from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.options import RunOptions
-from lbnorm.engines.metadata_frames import (
+from lbnorm.engines.metadata import (
     annotate_leaderboard,
-    exclude_flagged,
-    join_metadata,
     list_flagged,
-    rank_within,
     read_metadata,
-    size_classes,
+    size_class_array,
 )
 
 GOLDEN_META = """\
@@ -112,14 +109,14 @@ def test_join_keeps_order_and_fills_unmatched_with_nulls() -> None:
     meta = pd.DataFrame(
         {"model": ["c/z", "a/x"], "params_b": [70.0, 1.5], "note": ["n", "m"]}
     )
-    joined = join_metadata(board, meta, source="m.csv")
+    joined = annotate_leaderboard(board, meta)
     expected = board.assign(
         params_b=[1.5, np.nan, 70.0, np.nan],
         note=pd.Series(["m", None, "n", None], dtype="str"),
         size_class=pd.Series(["<3B", None, "65B+", None], dtype="str"),
     )
     pdt.assert_frame_equal(joined, expected, check_dtype=False)
-    assert joined.attrs["column_docs"]["note"] == "From the metadata table (m.csv)."
+    assert joined.attrs["column_docs"]["note"] == "From the metadata table (<frame>)."
     assert joined.attrs["column_docs"]["params_b"].startswith("Parameters in billions")
 
 
@@ -132,7 +129,7 @@ def test_join_on_every_key_the_table_has() -> None:
             "team": ["r", "g"],
         }
     )
-    joined = join_metadata(board, meta)
+    joined = annotate_leaderboard(board, meta)
     assert joined["team"].fillna("-").tolist() == ["r", "-", "-", "-"]
 
 
@@ -140,19 +137,21 @@ def test_join_rejects_clashes_and_tables_matching_nothing() -> None:
     with pytest.raises(
         SchemaMismatchError, match=r"\['average'\] have the names.*\nHint: rename"
     ):
-        join_metadata(_board(), pd.DataFrame({"model": ["a/x"], "average": [1.0]}))
+        annotate_leaderboard(
+            _board(), pd.DataFrame({"model": ["a/x"], "average": [1.0]})
+        )
     with pytest.raises(
         SchemaMismatchError,
         match=r"none of the 4 variants matches.*\nHint: spell the keys",
     ):
-        join_metadata(_board(), pd.DataFrame({"model": ["A/X"], "team": ["r"]}))
+        annotate_leaderboard(_board(), pd.DataFrame({"model": ["A/X"], "team": ["r"]}))
 
 
 def test_size_class_edges() -> None:
-    values = pd.Series(
+    values = pa.array(
         [0.1, 2.99, 3.0, 6.0, 9.99, 10.0, 20.0, 40.0, 65.0, 141.0, 0.0, -1.0, np.nan]
     )
-    assert size_classes(values).fillna("?").tolist() == [
+    assert size_class_array(values).fill_null("?").to_pylist() == [
         "<3B", "<3B", "3-6B", "6-10B", "6-10B", "10-20B", "20-40B", "40-65B", "65B+", "65B+",
         "?", "?", "?",
     ]  # fmt: skip
@@ -160,7 +159,7 @@ def test_size_class_edges() -> None:
 
 def test_exclude_flagged_reranks_the_rest() -> None:
     board = _board(flagged=pd.array([True, False, None, False], dtype="boolean"))
-    result = exclude_flagged(board)
+    result = annotate_leaderboard(board, None, is_flagged_excluded=True)
     assert result["model"].tolist() == ["b/y", "c/z", "a/x", "d/w"]
     assert result["rank"].tolist()[:2] == [1, 1]  # the tie stays a tie
     assert result["rank"].isna().tolist() == [False, False, True, True]
@@ -168,28 +167,28 @@ def test_exclude_flagged_reranks_the_rest() -> None:
     with pytest.raises(
         SchemaMismatchError, match=r"no column 'flagged'.*\nHint: pass a metadata table"
     ):
-        exclude_flagged(_board())
+        annotate_leaderboard(_board(), None, is_flagged_excluded=True)
 
 
 def test_rank_within_groups() -> None:
     board = _board(size_class=["65B+", "<3B", "<3B", "<3B"])
-    ranked = rank_within(board, "size_class")
+    ranked = annotate_leaderboard(board, None, rank_within_columns=["size_class"])
     assert ranked["rank_within_size_class"].tolist()[:3] == [1, 1, 1]  # ties share
     assert pd.isna(ranked["rank_within_size_class"].iloc[3])  # unranked stays unranked
     board = _board(size_class=["<3B", "<3B", None, "<3B"], average=[5.0, 7.0, 9.0, 1.0])
-    assert rank_within(board, "size_class")["rank_within_size_class"].tolist()[:2] == [
-        2,
-        1,
-    ]
+    ranked = annotate_leaderboard(board, None, rank_within_columns=["size_class"])
+    assert ranked["rank_within_size_class"].tolist()[:2] == [2, 1]
     with pytest.raises(
         SchemaMismatchError, match=r"cannot rank within.*'size'.*\nHint"
     ):
-        rank_within(_board(), "size")
+        annotate_leaderboard(_board(), None, rank_within_columns=["size"])
 
 
 def test_group_ranks_follow_flag_exclusion() -> None:
-    board = rank_within(
-        _board(type=["x"] * 4, flagged=[True, False, False, False]), "type"
+    board = annotate_leaderboard(
+        _board(type=["x"] * 4, flagged=[True, False, False, False]),
+        None,
+        rank_within_columns=["type"],
     )
     assert board["rank_within_type"].tolist()[:3] == [1, 2, 2]
     again = annotate_leaderboard(board, None, is_flagged_excluded=True)

@@ -33,7 +33,8 @@ from lbnorm.engines.metadata import (
     SIZE_CLASSES,
     TYPE_LABELS,
     annotate_table,
-    read_metadata_table,
+    conform_metadata_table,
+    read_raw_metadata,
 )
 from lbnorm.pipeline import demo_metadata_path, demo_path
 
@@ -347,7 +348,10 @@ def test_a_frame_gives_the_same_table_as_its_file(tmp_path: Path) -> None:
     path = tmp_path / "meta.csv"
     path.write_text(MIXED_CSV)
     from_file = annotate_table(_small_board(), path)
-    from_frame = annotate_table(_small_board(), read_metadata_table(path).to_pandas())
+    from_frame = annotate_table(
+        _small_board(),
+        conform_metadata_table(read_raw_metadata(path), source=str(path)).to_pandas(),
+    )
     assert from_frame.drop_columns(["note"]).equals(from_file.drop_columns(["note"]))
     assert from_frame["note"].to_pylist() == from_file["note"].to_pylist()
 

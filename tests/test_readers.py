@@ -160,6 +160,24 @@ def test_extra_columns_are_rejected_kept_or_dropped(tmp_path: Path) -> None:
     ]
 
 
+def test_extra_columns_of_files_that_differ_are_kept_with_nulls(
+    tmp_path: Path,
+) -> None:
+    """Each file's extra columns, in the order first seen; null where a file lacks one."""
+    header = "model,benchmark,subtask,raw_score"
+    (tmp_path / "a.csv").write_text(f"{header},note\nm,MMLU-PRO,mmlu_pro,0.55,x\n")
+    (tmp_path / "b.csv").write_text(f"{header},seed\nn,MMLU-PRO,mmlu_pro,0.5,7\n")
+    options = RunOptions(extra_columns="keep", missing="partial")
+    run([tmp_path / "a.csv", tmp_path / "b.csv"], out=tmp_path / "out", options=options)
+    subtasks = pd.read_parquet(tmp_path / "out" / "subtasks.parquet")
+    assert list(subtasks.columns[-2:]) == ["note", "seed"]
+    kept = subtasks.set_index("model")[["note", "seed"]].astype(object)
+    assert kept.where(kept.notna(), None).to_dict("index") == {
+        "m": {"note": "x", "seed": None},
+        "n": {"note": None, "seed": 7},
+    }
+
+
 def test_missing_required_column(tmp_path: Path) -> None:
     path = tmp_path / "scores.csv"
     path.write_text("model,benchmark,score\nm,GPQA,0.5\n")

@@ -594,7 +594,7 @@ _OTHER_PATHS = (
     "lbnorm.readers.items", "lbnorm.readers.alpacaeval", "lbnorm.readers.cache",
     "lbnorm.ratings.battles", "lbnorm.ratings.fit", "lbnorm.ratings.bootstrap",
     "lbnorm.engines.paired", "lbnorm.engines.sorted_parts", "lbnorm.engines.dask",
-    "lbnorm.engines.workers", "lbnorm.engines.metadata_frames", "lbnorm.output.reader",
+    "lbnorm.engines.workers", "lbnorm.output.reader",
     "lbnorm.output.run_report", "lbnorm.analysis", "lbnorm.faces.html_report",
     "lbnorm.faces.show", "lbnorm.faces.query", "lbnorm.arena", "lbnorm.nightly",
     "dask", "duckdb", "importlib.resources", "zipfile",

@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -448,7 +449,7 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     (``lbnorm.run``, the command line): the Ctrl-C is acted on at the next
     boundary, the run stops with the partition saved and no saving thread
     left, and the folder is gone."""
-    start, save = threading.Thread.start, spill._save_partition
+    start, save = threading.Thread.start, spill.save_partition
     saved: list[int] = []
 
     def start_then_ctrl_c(thread: threading.Thread) -> None:
@@ -462,7 +463,7 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
         saved.append(part)
 
     monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
-    monkeypatch.setattr(spill, "_save_partition", slow_save)
+    monkeypatch.setattr(spill, "save_partition", slow_save)
     table = pq.read_table(demo_path())
     inputs = Inputs(batches=iter([Batch(table=table, source="t")]), num_rows=table.num_rows)  # fmt: skip
     job = stream.start(inputs, SUITE, RunOptions(subtasks=False, sum_memory=TINY))
@@ -516,7 +517,7 @@ def test_spill_files_held_open_stay_under_the_open_files_limit(
     tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tiny budget: thousands of partitions, at most a quarter of the limit open."""
-    monkeypatch.setattr(spill, "_open_files_limit", lambda: 16)
+    monkeypatch.setattr(resource, "getrlimit", lambda _limit: (16, 16))
     most = []
     append = spill.SpillStore._append
 

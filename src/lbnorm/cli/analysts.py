@@ -269,7 +269,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from lbnorm.engines.metadata_frames import annotate_leaderboard, list_flagged
+    from lbnorm.engines.metadata import annotate_leaderboard, list_flagged
     from lbnorm.output.reader import Output
 
     output = Output.open(args.out, verify=args.verify)

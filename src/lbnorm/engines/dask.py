@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from lbnorm._runtime import TICK, cancelled, check_cancelled
 from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, LbnormError, SpillError
-from lbnorm.core.options import ExtraColumns, RunOptions, UnknownSubtasks
+from lbnorm.core.options import RunOptions
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
 from lbnorm.engines.result import Result
 from lbnorm.engines.spill import (
@@ -142,13 +142,29 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
             n_parts=None if width is None else -(-n_variants // width),
             folder=folder,
         )
-        results = _on_cluster(graph, options)
+        results = _on_cluster(graph, options)  # the total, or each _Finished part
+        if failures := [frame for part in results for frame in part.failures]:
+            raise failure_error(failures, total=sum(part.n_failed for part in results))
         if folder is None:
-            totals: Totals = results[0]
-            if totals.failures:
-                raise failure_error(totals.failures, total=totals.n_failed)
-            return finish_totals(totals, suite, options=options, files=inputs.catalog)
-        return _finish_parts(results, folder, suite, options, files=inputs.catalog)
+            return finish_totals(
+                results[0], suite, options=options, files=inputs.catalog
+            )
+        parts = [part.variants for part in results]
+        counts = tuple(
+            sum(column)
+            for column in zip(*(part.counts for part in results), strict=True)
+        )
+        boards = [part.board for part in results]
+        results.clear()  # (their variants are in `parts`, joined and freed next)
+        return finish_saved(
+            folder,
+            _joined(parts),
+            boards,
+            suite=suite,
+            options=options,
+            files=inputs.catalog,
+            counts=counts,
+        )
     except BaseException:
         if folder is not None:
             folder.remove()  # (the saved arrays of a run that ends here)
@@ -164,7 +180,16 @@ def _on_cluster(graph: list[Any], options: RunOptions) -> list[Any]:
     with contextlib.ExitStack() as stack:
         cluster = None
         if scheduler is None:
-            scratch = stack.enter_context(_scratch())
+            # a folder of the run's own in TMPDIR for the scheduler (in this
+            # process, by Dask's ``temporary-directory``) and the workers
+            # (``local_directory``), removed after it: left to itself, Dask keeps
+            # ``$TMPDIR/dask-scratch-space/`` (its lock files) after every run (a
+            # SIGKILLed run leaves its ``lbnorm-dask-*``)
+            scratch = stack.enter_context(
+                tempfile.TemporaryDirectory(
+                    prefix="lbnorm-dask-", ignore_cleanup_errors=True
+                )
+            )
             stack.enter_context(dask.config.set({"temporary-directory": scratch}))
             others = set(multiprocessing.active_children())  # (the host's, if any)
             cluster = LocalCluster(  # type: ignore[no-untyped-call]
@@ -219,19 +244,13 @@ def _gathered(futures: list[Any]) -> list[Any]:
         for future in done:
             result = future.result()
             future.release()
-            results[index[future.key]] = _owned(result)
+            # the arrays Distributed unpickles share the received message's
+            # memory: a partition's small board arrays kept would keep its keys'
+            # memory alive too after the client has joined them; copied (every
+            # NumPy and Arrow buffer), the message is freed at once
+            is_part = isinstance(result, _Finished)
+            results[index[future.key]] = copy.deepcopy(result) if is_part else result
     return results
-
-
-def _owned(result: Any) -> Any:
-    """A partition's result in memory of its own (any other result as it is).
-
-    The arrays Distributed unpickles share the received message's memory: a
-    partition's small board arrays kept would keep its keys' memory alive too,
-    every partition's, after the client has joined them. Copied (a deep copy
-    copies every NumPy and Arrow buffer), the message is freed at once.
-    """
-    return copy.deepcopy(result) if isinstance(result, _Finished) else result
 
 
 def _graph(
@@ -261,9 +280,7 @@ def _graph(
             ),
             group,
             suite,
-            options.unknown,
-            options.extra_columns,
-            None if options.failures else MAX_FAILURES_SHOWN,
+            options,
         )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
@@ -281,35 +298,6 @@ def _graph(
         )
         for index in range(n_parts)
     ]
-
-
-def _finish_parts(
-    finished: list[_Finished],
-    folder: SpillFolder,
-    suite: Suite,
-    options: RunOptions,
-    *,
-    files: pa.Table,
-) -> Result:
-    """The result of partitions finished on the workers, their arrays in `folder`."""
-    failures = [frame for part in finished for frame in part.failures]
-    if failures:
-        raise failure_error(failures, total=sum(part.n_failed for part in finished))
-    parts = [part.variants for part in finished]
-    n_ignored, n_scores, n_clipped = (
-        sum(column) for column in zip(*(part.counts for part in finished), strict=True)
-    )
-    boards = [part.board for part in finished if part.board is not None]
-    finished.clear()  # (their variants are in `parts`, joined and freed next)
-    return finish_saved(
-        folder,
-        _joined(parts),
-        boards,
-        suite=suite,
-        options=options,
-        files=files,
-        counts=(n_ignored, n_scores, n_clipped),
-    )
 
 
 def _joined(parts: list[Variants]) -> Variants:
@@ -385,20 +373,6 @@ def _kill_if_cancelled(others: set[multiprocessing.process.BaseProcess]) -> None
             worker.kill()
 
 
-def _scratch() -> tempfile.TemporaryDirectory[str]:
-    """A folder of the run's own in TMPDIR for the local cluster's workers, removed after it.
-
-    Left to itself, Dask keeps ``$TMPDIR/dask-scratch-space/`` (its lock files)
-    after every run. The scheduler (in this process, by Dask's
-    ``temporary-directory``) and the workers (``local_directory``) work in this
-    folder instead, and the run removes only the folder it made (a SIGKILLed
-    run leaves its ``lbnorm-dask-*``).
-    """
-    return tempfile.TemporaryDirectory(
-        prefix="lbnorm-dask-", ignore_cleanup_errors=True
-    )
-
-
 #: Inputs a refusal names; the rest are counted.
 _SHOWN = 3
 
@@ -434,20 +408,18 @@ class _SentPath:
 
 
 def _sum_row_group(
-    path: _SentPath,
-    group: int,
-    suite: Suite,
-    unknown: UnknownSubtasks,
-    extra_columns: ExtraColumns,
-    failure_limit: int | None,
+    path: _SentPath, group: int, suite: Suite, options: RunOptions
 ) -> Totals:
     """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
-        Path(path.resolved), extra_columns=extra_columns, keep_details=False
+        Path(path.resolved), extra_columns=options.extra_columns, keep_details=False
     )
     opened.path = Path(path.given)  # failures name the file as the user gave it
     return sum_scores(
-        opened.batches([group]), suite, unknown=unknown, failure_limit=failure_limit
+        opened.batches([group]),
+        suite,
+        unknown=options.unknown,
+        failure_limit=None if options.failures else MAX_FAILURES_SHOWN,
     )
 
 

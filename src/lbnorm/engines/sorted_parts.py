@@ -47,7 +47,6 @@ class SortedParts:
         self._columns: dict[str, list[npt.NDArray[Any]]] = {
             name: [] for name in _ROW_COLUMNS
         }
-        self._has = {"stderr": False, "n_samples": False}
         self._registries: dict[str, dict[str, int]] = {"metric": {}, "source": {}}
         self._kept: list[pa.Table] = []
         self.extras: list[str] = []
@@ -71,7 +70,6 @@ class SortedParts:
             ("n_samples", np.int64, 0),
         ):
             if name in table.column_names:
-                self._has[name] = True
                 values = arrow.to_numpy(table.column(name), null=null)
                 columns[name].append(np.asarray(values, dtype=dtype))
             else:
@@ -102,13 +100,9 @@ class SortedParts:
         """The kept extra columns of every row, nulls where a batch had none."""
         if not self.extras:
             return None
-        aligned = []
-        for table in self._kept:
-            for name in self.extras:
-                if name not in table.column_names:
-                    table = table.append_column(name, pa.nulls(table.num_rows))
-            aligned.append(table.select(self.extras))
-        return pa.concat_tables(aligned, promote_options="permissive")
+        # (a column a batch lacks is promoted to nulls there)
+        kept = pa.concat_tables(self._kept, promote_options="permissive")
+        return kept.select(self.extras)
 
     def parts(self, variants: Variants) -> Iterator[pa.Table]:
         """Each benchmark's rows, sorted, conformed to :attr:`schema`.
@@ -153,27 +147,20 @@ class SortedParts:
                 )
                 for name, key in keys.items()
             }
-            data["chat_template"] = arrow.array(flags[row_variant])
-            data["benchmark"] = arrow.dictionary(
-                np.full(at.size, index, dtype=np.int32), benchmark_names
-            )
-            data["subtask"] = arrow.dictionary(
-                subtask_codes[row_subtask], subtask_names
-            )
-            data["raw_score"] = arrow.array(raw)
-            data["lower_bound"] = arrow.array(lower_bound)
-            data["normalized_score"] = arrow.array(normalized)
-            data["is_clipped"] = arrow.array(is_clipped)
             stderr, n_samples = rows["stderr"][at], rows["n_samples"][at]
-            data["stderr"] = (
-                arrow.array(stderr, mask=np.isnan(stderr))
-                if self._has["stderr"]
-                else pa.nulls(at.size, pa.float64())
-            )
-            data["n_samples"] = (
-                arrow.array(n_samples, pa.int64(), mask=n_samples <= 0)
-                if self._has["n_samples"]
-                else pa.nulls(at.size, pa.int64())
+            data.update(
+                chat_template=arrow.array(flags[row_variant]),
+                benchmark=arrow.dictionary(
+                    np.full(at.size, index, dtype=np.int32), benchmark_names
+                ),
+                subtask=arrow.dictionary(subtask_codes[row_subtask], subtask_names),
+                raw_score=arrow.array(raw),
+                lower_bound=arrow.array(lower_bound),
+                normalized_score=arrow.array(normalized),
+                is_clipped=arrow.array(is_clipped),
+                # (absent: NaN and 0 were held, so null)
+                stderr=arrow.array(stderr, mask=np.isnan(stderr)),
+                n_samples=arrow.array(n_samples, pa.int64(), mask=n_samples <= 0),
             )
             for name, (position, names) in texts.items():
                 data[name] = arrow.dictionary(position[rows[name][at]], names)
@@ -258,8 +245,7 @@ def _sorted_dictionary(
     """A registry's strings sorted, and each code's position among them."""
     names = sorted(registry)
     position = np.zeros(max(len(registry), 1), dtype=np.int32)
-    for at, name in enumerate(names):
-        position[registry[name]] = at
+    position[[registry[name] for name in names]] = np.arange(len(names))
     return position, arrow.strings(names or [""])
 
 

@@ -36,6 +36,7 @@ run that spills there. A failure to use it is a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -178,13 +179,9 @@ def spill_width(
 
 def _most_parts() -> int:
     """Partitions a width is chosen for: :data:`_MAX_PARTS`, fewer under a low open-files limit."""
-    return max(min(_MAX_PARTS, _open_files_limit() // 4), 1)
-
-
-def _open_files_limit() -> int:
-    """The process's soft limit on open files (RLIMIT_NOFILE)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
+    limit = 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
+    return max(min(_MAX_PARTS, limit // 4), 1)
 
 
 class SpillStore(SummingStore):
@@ -276,8 +273,8 @@ class SpillStore(SummingStore):
         self, part: int, header: IntArray, columns: list[npt.NDArray[Any]]
     ) -> None:
         folder = self.folder
-        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
-            if folder.is_removed:  # the run ended (an interrupt): drop it
+        with folder.writing() as is_open:
+            if not is_open:  # the run ended (an interrupt): drop it
                 return
             files = folder.files
             file = files.pop(part, None)  # (put back last: the most recent)
@@ -353,49 +350,66 @@ def finish_spilled(
         The result; its benchmark and leaderboard tables are gathered from the
         spill folder as the writer reads them.
     """
-    n_variants = len(variants)
     # the variants' order (Arrow's string sorts, slow for millions of models) is
     # found on a second thread while the partitions are summed in code order here
     # (both release the GIL for their array work)
     with Threads(1, "order") as sorter:
         ordering = sorter.submit(variants.order)
-        board = _sum_partitions(store, n_variants, suite, options)
+        boards = _sum_partitions(store, len(variants), suite, options)
         order = ordering.result()
-    n_models = variants.n_models()
-    # names renumbered in key order: the benchmark table's parts slice them
-    ordered = variants.take(order, renumber=True)
-    del variants  # (the ordered copy is kept)
-    sizes = [
-        min(store.width, n_variants - low) for low in range(0, n_variants, store.width)
-    ]
-    spilled = _Spilled(store.folder, sizes, order, suite)
-    return _spilled_result(
-        spilled, ordered, n_models, board, options=options, files=files, counts=counts
+    return finish_saved(
+        store.folder,
+        variants,
+        boards,
+        suite=suite,
+        options=options,
+        files=files,
+        counts=counts,
+        order=order,
     )
 
 
-def _spilled_result(
-    spilled: _Spilled,
-    ordered: Variants,
-    n_models: int,
-    board: Board,
+def finish_saved(
+    folder: SpillFolder,
+    variants: Variants,
+    boards: list[Board],
     *,
+    suite: Suite,
     options: RunOptions,
     files: pa.Table | None,
     counts: tuple[int, int, int],
+    order: IntArray | None = None,
 ) -> Result:
-    """The result of a run whose finished partitions are saved in `spilled`'s folder.
+    """The result of a run whose finished partitions are saved in `folder`.
+
+    Partition ``i`` holds the variants of ``boards[i]``, `variants` all of them
+    in turn (a spilled run's partitions, or a Dask run's: its workers each
+    finish a partition of the variants and save its arrays with
+    :func:`save_partition`).
 
     Args:
-        spilled: The saved partitions, and the variants' key order (codes).
-        ordered: The variants in key order.
-        n_models: Distinct model names among them.
-        board: What the leaderboard needs of every variant (code order).
+        folder: The saved partitions.
+        variants: Every variant, in code order (freed here).
+        boards: What the leaderboard needs of each partition's variants.
+        suite: The suite.
         options: The run's options.
         files: The catalog of input files.
         counts: Rows ignored, scores used, scores clipped.
+        order: The variants' key order, if found already. Given (a spilled
+            run), the ordered names are renumbered in key order, which the
+            benchmark table's parts slice; otherwise (a Dask run) they keep
+            `variants`' vocabularies (a second copy of millions of names, in
+            key order, would double the client's largest arrays).
     """
-    suite, order = spilled.suite, spilled.order
+    n_models = variants.n_models()
+    renumber = order is not None
+    order = variants.order() if order is None else order
+    ordered = variants.take(order, renumber=renumber)
+    del variants  # (its codes: the ordered copy is kept)
+    sizes = [board.average.size for board in boards]
+    spilled = _Spilled(folder, sizes, order, suite)
+    board = Board.joined(boards)
+    boards.clear()
     averages, errors = board.average[order], board.error[order]
     n_complete = board.n_complete[order]
     rank = rank_rows(
@@ -430,41 +444,6 @@ def _spilled_result(
         n_ignored_rows=n_ignored,
         n_scores=n_scores,
         n_clipped=n_clipped,
-    )
-
-
-def finish_saved(
-    folder: SpillFolder,
-    variants: Variants,
-    boards: list[Board],
-    *,
-    suite: Suite,
-    options: RunOptions,
-    files: pa.Table | None,
-    counts: tuple[int, int, int],
-) -> Result:
-    """The result of a run whose partitions were finished and saved elsewhere.
-
-    A Dask run's workers each finish a partition of the variants and save its
-    arrays in `folder` (:func:`save_partition`); partition ``i`` holds the
-    variants of ``boards[i]``, `variants` all of them in turn. The ordered
-    variants keep `variants`' vocabularies (a second copy of millions of
-    names, in key order, would double the client's largest arrays): each part
-    of a table takes its names from them.
-    """
-    order = variants.order()
-    n_models = variants.n_models()
-    ordered = variants.take(order)
-    del variants  # (its codes: the ordered copy is kept)
-    spilled = _Spilled(folder, [board.average.size for board in boards], order, suite)
-    return _spilled_result(
-        spilled,
-        ordered,
-        n_models,
-        Board.joined(boards),
-        options=options,
-        files=files,
-        counts=counts,
     )
 
 
@@ -543,8 +522,8 @@ class Board:
 
 def _sum_partitions(
     store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
-) -> Board:
-    """Sum, finish and save every partition; what the leaderboard needs of each variant."""
+) -> list[Board]:
+    """Sum, finish and save every partition; what the leaderboard needs of each."""
     boards = []
     # a partition's arrays are saved on a thread while the next one is summed
     # (writing them to the page cache takes about as long as summing them)
@@ -555,14 +534,16 @@ def _sum_partitions(
             benchmark = _sum_partition(store, part, low, high, options)
             if saving is not None:
                 saving.result()  # one partition's arrays waiting at most
-            saving = saver.submit(_save_partition, store.folder, part, benchmark)
+            saving = saver.submit(
+                save_partition, store.folder.path, part, benchmark, store.folder
+            )
             boards.append(Board.of(benchmark, suite, store.arrays, options))
             del benchmark
         if saving is not None:
             saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
-    return Board.joined(boards)
+    return boards
 
 
 def _sum_partition(
@@ -585,31 +566,22 @@ def _sum_partition(
     )
 
 
-def _save_partition(folder: SpillFolder, part: int, benchmark: BenchmarkArrays) -> None:
-    """Save a partition's benchmark arrays, a file each, for the output's gathers."""
-    for name, values in _saved_arrays(benchmark):
-        with folder.lock, spill_errors(folder.where):  # (not while it is removed)
-            if folder.is_removed:  # the run ended (an interrupt): nothing to save
-                return
-            values.tofile(_saved_path(folder.path, part, name))
-
-
-def save_partition(folder: Path, part: int, benchmark: BenchmarkArrays) -> None:
-    """Save a partition's benchmark arrays in `folder` (a Dask worker's, see :class:`SpillFolder`)."""
-    for name, values in _saved_arrays(benchmark):
-        values.tofile(_saved_path(folder, part, name))
-
-
-def _saved_arrays(
-    benchmark: BenchmarkArrays,
-) -> Iterator[tuple[str, npt.NDArray[Any]]]:
-    """Each saved array, benchmark-major.
+def save_partition(
+    path: Path, part: int, benchmark: BenchmarkArrays, folder: SpillFolder | None = None
+) -> None:
+    """Save a partition's benchmark arrays in `path`, a file each, benchmark-major.
 
     A benchmark's variants are one contiguous run of its file (raw values:
-    :class:`_Spilled` reads them).
+    :class:`_Spilled` reads them). Given the run's own `folder` (`path` is
+    its), each is written under its lock, and nothing once it is removed (the
+    run ended: an interrupt); a Dask worker saves into the client's folder.
     """
     for name, kind in _SAVED.items():
-        yield name, np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
+        values = np.ascontiguousarray(getattr(benchmark, name).T, dtype=kind)
+        with folder.writing() if folder else contextlib.nullcontext(True) as is_open:
+            if not is_open:
+                return
+            values.tofile(_saved_path(path, part, name))
 
 
 def _saved_path(folder: Path, part: int, name: str) -> Path:

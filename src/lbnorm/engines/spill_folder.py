@@ -58,6 +58,15 @@ class SpillFolder:
         """Whether the folder was removed (nothing may be written to it now)."""
         return not self._remove.alive
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[bool]:
+        """Hold the folder's lock (not removed meanwhile); yield whether it is still there.
+
+        A failure to write in it is a :class:`SpillError` (:func:`spill_errors`).
+        """
+        with self.lock, spill_errors(self.where):
+            yield not self.is_removed
+
     def close(self) -> None:
         """Close the files being written."""
         for file in self.files.values():

@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 from lbnorm._runtime import beside
 from lbnorm.core.errors import InputError, LbnormError, OptionsError
 from lbnorm.core.schemas import KEY_COLUMNS
-from lbnorm.engines.metadata_frames import read_metadata
+from lbnorm.engines.metadata import read_metadata
 from lbnorm.faces.terminal import aligned, printable
 from lbnorm.output.reader import Output
 

@@ -1,5 +1,8 @@
 """The parse cache on disk: its index, its generations of Parquet files, its lock.
 
+Each entry is stored with a 64-bit digest of its scores and its file's sha256
+(:func:`entry_digests`), checked on load with the files' own checksums.
+
 :mod:`lbnorm.readers.cache` decides what to reuse and assembles a run's
 scores from it; this module only keeps what it is given. The layout and the
 checks on load are described there.
@@ -21,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lbnorm.core.arrow import numbers, to_numpy
+from lbnorm.core.arrow import numbers, scalar, to_numpy
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.version import lbnorm_version
 from lbnorm.output.transaction import write_file
-from lbnorm.readers.cache_digest import entry_digests, rows_match
 from lbnorm.readers.comparability import SETTINGS
 
 __all__ = [
@@ -39,9 +43,11 @@ __all__ = [
     "SETTING",
     "check_cache_location",
     "empty_table",
+    "entry_digests",
     "first_line",
     "load",
     "opened",
+    "rows_match",
     "store",
 ]
 
@@ -87,7 +93,7 @@ ENTRIES = pa.schema(
         ("variant_from", pa.string()),
     ]
 )
-#: The entries as stored: with each one's digest (:func:`~lbnorm.readers.cache_digest.entry_digests`).
+#: The entries as stored: with each one's digest (:func:`entry_digests`).
 _ENTRIES_STORED = ENTRIES.append(pa.field("rows_digest", pa.int64()))
 ROWS = pa.schema(
     [
@@ -359,3 +365,85 @@ def _lock(cache: Path) -> Iterator[None]:
 def first_line(text: str) -> str:
     """A message's first line (a reason kept in the cache is one line)."""
     return text.split("\n", 1)[0]
+
+
+# --- the digests: what proves the stored scores are the ones the entries describe
+
+
+def entry_digests(entries: pa.Table, rows: pa.Table) -> npt.NDArray[np.int64]:
+    """Per entry, a 64-bit digest of its scores (in any order) and its file's sha256.
+
+    Stored with the entries: a rows file edited, even with its checksum in the
+    index updated to match, no longer matches its entries' digests, and the
+    cache is then rebuilt. This is integrity against edits and damage, not a
+    defence against someone who also rewrites the entries. The rows are those
+    of the entries (:func:`rows_match`).
+    """
+    row = np.full(rows.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    settings = [name for name in rows.column_names if name.startswith("setting_")]
+    columns: tuple[tuple[str, str | float | int], ...] = (
+        ("subtask_index", -1),
+        ("raw_score", -1.0),
+        ("stderr", -1.0),
+        ("n_samples", -1),
+        ("key", "\0"),
+        *((name, "\0") for name in settings),  # the run settings, as text
+    )
+    for column, absent in columns:
+        values = pc.fill_null(
+            rows[column], scalar(absent, rows.schema.field(column).type)
+        )
+        if pa.types.is_string(values.type):
+            row = _mixed(row ^ _string_hashes(values))
+        else:  # (a float's bits, an integer widened)
+            found = to_numpy(values)
+            kind = np.float64 if found.dtype.kind == "f" else np.int64
+            bits: npt.NDArray[np.uint64] = found.astype(kind).view(np.uint64)
+            row = _mixed(np.bitwise_xor(row, bits))
+    owner = to_numpy(
+        pc.index_in(rows["path"], value_set=entries["path"]).cast(pa.int64())
+    )
+    digest = np.zeros(entries.num_rows, dtype=np.uint64)
+    np.add.at(digest, owner, row)  # (wraps: an order-free sum modulo 2**64)
+    sha = _string_hashes(pc.fill_null(entries["sha256"], scalar("", pa.string())))
+    return _mixed(digest ^ sha).view(np.int64)
+
+
+def _string_hashes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.uint64]:
+    """Per value, 64 bits of its blake2b (each distinct value hashed once)."""
+    if isinstance(values, pa.ChunkedArray):  # (no chunks: combine_chunks probes pandas)
+        values = (
+            values.combine_chunks() if values.num_chunks else pa.nulls(0, values.type)
+        )
+    encoded = pc.dictionary_encode(values)
+    hashes = np.array(
+        [
+            int.from_bytes(
+                hashlib.blake2b(text.encode(), digest_size=8).digest(), "little"
+            )
+            for text in encoded.dictionary.to_pylist()  # distinct values, not rows
+        ],
+        dtype=np.uint64,
+    )
+    return hashes[to_numpy(encoded.indices).astype(np.int64)]
+
+
+def _mixed(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finalizer: every input bit moves every output bit."""
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
+
+
+def rows_match(entries: pa.Table, rows: pa.Table) -> bool:
+    """Whether the entries' paths are distinct and each has its ``n_rows`` rows."""
+    paths = entries["path"]
+    if paths.null_count or pc.count_distinct(paths).as_py() != entries.num_rows:
+        return False
+    owner = pc.index_in(rows["path"], value_set=paths)
+    if owner.null_count:  # rows of no entry
+        return False
+    counts = np.bincount(
+        to_numpy(owner.cast(pa.int64())).astype(np.int64), minlength=entries.num_rows
+    )
+    return bool(np.array_equal(counts, to_numpy(entries["n_rows"], null=-1)))
