@@ -21,8 +21,9 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,6 +86,7 @@ _HOLDS = {
 _RANKED = ("leaderboard", "benchmarks", "subtasks", "ratings", "win_rates")
 _RANKS = r"rank(_within_.*|_upper_bound)?"
 _ATTEMPTS = 5
+_T = TypeVar("_T")
 _PROC_FD = Path("/proc/self/fd")
 #: sha256 this process computed, by (device, inode, size, mtime, ctime): each file hashed once.
 _hashed: dict[tuple[int, ...], str] = {}
@@ -214,11 +216,9 @@ class Output:
     ) -> pa.Table:
         """Read a table (`columns` of it, the rows of `models`) as Arrow."""
         filters = [("model", "in", models)] if models is not None else None
-        location = self.location(name)
-        try:
-            return pq.read_table(location, columns=columns, filters=filters)
-        except (pa.ArrowException, OSError) as exc:
-            raise self._damaged(name, exc) from exc
+        return self._read(
+            name, lambda at: pq.read_table(at, columns=columns, filters=filters)
+        )
 
     def frame(
         self,
@@ -241,11 +241,7 @@ class Output:
 
     def schema(self, name: str) -> pa.Schema:
         """A table's schema (its footer)."""
-        location = self.location(name)
-        try:
-            return pq.read_schema(location)
-        except (pa.ArrowException, OSError) as exc:
-            raise self._damaged(name, exc, what="damaged or not Parquet") from exc
+        return self._read(name, pq.read_schema, what="damaged or not Parquet")
 
     def inputs(self) -> pa.Table:
         """The input files the run read, one row each (path, resolved, sha256, rows...).
@@ -261,7 +257,7 @@ class Output:
         """How many input files the run read."""
         inputs = self.manifest.get("inputs")
         if isinstance(inputs, dict):
-            return int(pq.read_metadata(self.location(INPUTS_TABLE)).num_rows)
+            return int(self._read(INPUTS_TABLE, pq.read_metadata).num_rows)
         return len(inputs) if isinstance(inputs, list) else 0
 
     def metadata_columns(self) -> list[str]:
@@ -336,7 +332,7 @@ class Output:
             raise
 
     def _check(self, kind: OutputKind | None, *, verify: bool) -> None:
-        manifest, problem = read_manifest(self._folder)
+        manifest, problem = read_manifest(self._folder, whole=True)
         held = manifest_kind(manifest) if manifest is not None else None
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
@@ -369,9 +365,7 @@ class Output:
         for name in manifest["outputs"]:
             try:
                 self._files[name] = open_plain(self._folder, name)
-            except OSError as exc:
-                if self._is_replaced():  # (its old folder is being removed)
-                    raise _ReplacedError from None
+            except OSError as exc:  # (replaced meanwhile: _open opens it again)
                 reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
                 msg = f"{self.path / name}: cannot read: {reason}.\nHint: the output is damaged; {self._rewrite}."
                 raise InputError(msg) from exc
@@ -433,10 +427,7 @@ class Output:
             info = os.fstat(descriptor)
             self._same(name, "size in bytes", info.st_size, entry.get("bytes"))
             if name.endswith(".parquet"):
-                try:
-                    footer = pq.read_metadata(self.location(name))
-                except (pa.ArrowException, OSError) as exc:
-                    raise self._damaged(name, exc) from exc
+                footer = self._read(name, pq.read_metadata)
                 self._same(name, "rows", footer.num_rows, entry.get("rows"))
                 columns = len(footer.schema.to_arrow_schema())
                 self._same(name, "columns", columns, entry.get("columns"))
@@ -455,13 +446,20 @@ class Output:
         )
         raise InputError(msg)
 
-    def _damaged(
-        self, name: str, exc: BaseException, *, what: str = "damaged"
-    ) -> InputError:
-        reason = " ".join(str(exc).split())
-        reason = re.sub(r"^Could not open Parquet input source '[^']*': ", "", reason)
-        msg = f"{self.path / _file(name)}: cannot read: {reason.rstrip('. ')}.\nHint: the file is {what}; {self._rewrite}."
-        return InputError(msg)
+    def _read(
+        self, name: str, read: Callable[[str], _T], *, what: str = "damaged"
+    ) -> _T:
+        """`read` of a table's opened file; an error reading it names the file as `what`."""
+        location = self.location(name)
+        try:
+            return read(location)
+        except (pa.ArrowException, OSError) as exc:
+            reason = " ".join(str(exc).split())
+            reason = re.sub(
+                r"^Could not open Parquet input source '[^']*': ", "", reason
+            )
+            msg = f"{self.path / _file(name)}: cannot read: {reason.rstrip('. ')}.\nHint: the file is {what}; {self._rewrite}."
+            raise InputError(msg) from exc
 
 
 def _what_is(path: Path, error: OSError) -> str:
@@ -510,9 +508,9 @@ def _kind(kind: pa.DataType) -> str:
     """
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "text"
     for word, test in (
+        ("text", pa.types.is_string),
+        ("text", pa.types.is_large_string),
         ("integer", pa.types.is_integer),
         ("number", pa.types.is_floating),
         ("boolean", pa.types.is_boolean),

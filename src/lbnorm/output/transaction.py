@@ -112,16 +112,20 @@ def open_plain(folder: int, name: str) -> int:
 
 
 def read_manifest(
-    folder: int, *, whole: bool = True
+    folder: int | Path, *, whole: bool = False
 ) -> tuple[dict[str, Any] | None, str]:
-    """The manifest in `folder` (a descriptor) if lbnorm wrote it, else None and why not.
+    """The manifest in `folder` if lbnorm wrote it, else None and why not.
 
-    Read once, at most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the
-    keys the checks read. The reason follows "its manifest.json" (``is missing``).
+    `folder` is a descriptor, or a path (a link to it followed). Read once, at
+    most :data:`MANIFEST_LIMIT` bytes; without `whole`, only the keys the checks
+    read. The reason follows "its manifest.json" (``is missing``).
     """
     try:
-        with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
-            data = _read_upto(handle, MANIFEST_LIMIT + 1)
+        with contextlib.ExitStack() as opened:
+            if isinstance(folder, Path):
+                folder = opened.enter_context(_opened(folder))
+            with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
+                data = _read_upto(handle, MANIFEST_LIMIT + 1)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
@@ -160,17 +164,6 @@ def _opened(path: Path | str, flags: int = _FOLDER) -> Iterator[int]:
         yield descriptor
     finally:
         os.close(descriptor)
-
-
-def _manifest_at(
-    folder: Path, *, whole: bool = False
-) -> tuple[dict[str, Any] | None, str]:
-    """:func:`read_manifest` of the folder at a path (a link to it followed)."""
-    try:
-        with _opened(folder) as descriptor:
-            return read_manifest(descriptor, whole=whole)
-    except OSError as exc:
-        return None, f"cannot be read ({_reason(exc)})"
 
 
 @contextlib.contextmanager
@@ -318,7 +311,7 @@ def _unlisted(
         return "", [], None
     if MANIFEST not in entries:
         return f"no {MANIFEST}", [], None
-    manifest, problem = _manifest_at(folder)
+    manifest, problem = read_manifest(folder)
     if manifest is None:
         return f"its {MANIFEST} {problem}", [], None
     listed = {*manifest["outputs"], MANIFEST}
@@ -373,7 +366,7 @@ def check_file(
     parent = Path(path).resolve().parent
     named = {Path(out).resolve() for out in outs}
     for folder in (parent, *parent.parents):
-        if folder not in named and _manifest_at(folder)[0] is None:
+        if folder not in named and read_manifest(folder)[0] is None:
             continue
         msg = (
             f"{option} {path}: inside the lbnorm output folder {folder}; a file "
@@ -439,17 +432,18 @@ class Transaction:
         self.committed = self.is_swapped = False
         self.target = self.folder = self.out
         self._previous: Path | None = None  # where the previous output went
-        self._lock = -1
-        self._descriptors: list[int] = []  # the staged tables being written
         self._beside: list[_Beside] = []
-        self._signals = contextlib.ExitStack()
+        #: What leaving releases, the last taken first: the staged tables'
+        #: descriptors, the staging folder's lock, the signals held.
+        self._held = contextlib.ExitStack()
 
     def __enter__(self) -> Transaction:
-        self._signals.enter_context(cancellable())
+        self._held.enter_context(cancellable())
         try:
             self.target = resolve_target(self.out)
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.folder, self._lock = _claim(self.out, self.target, self.kind)
+            self.folder, lock = _claim(self.out, self.target, self.kind)
+            self._held.callback(os.close, lock)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
         except BaseException as exc:  # (an OS error raised as the output's)
@@ -459,13 +453,7 @@ class Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, error: Any, _: Any) -> None:
         """Remove what is staged (or, after the swap, the previous output)."""
-        with self._signals:  # (a signal taken meanwhile is raised as this ends)
-            for descriptor in [*self._descriptors, self._lock]:
-                if descriptor >= 0:
-                    os.close(descriptor)
-            self._descriptors, self._lock = [], -1
-            for beside in self._beside:
-                beside.discard()
+        with self._held:  # (a signal taken meanwhile is raised as this ends)
             if self.folder != self.out:
                 shutil.rmtree(self.folder, ignore_errors=True)
             if self._previous is not None:
@@ -493,7 +481,7 @@ class Transaction:
     ) -> TableFile:
         """A new staged Parquet file; :meth:`record` its entry once it is closed."""
         descriptor = os.open(self.path(name), _NEW, 0o666)
-        self._descriptors.append(descriptor)
+        self._held.callback(os.close, descriptor)
         return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
 
     def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
@@ -512,7 +500,7 @@ class Transaction:
 
     def previous(self) -> dict[str, Any] | None:
         """The whole manifest of the output being replaced (None: there is none)."""
-        return _manifest_at(self.target, whole=True)[0]
+        return read_manifest(self.target, whole=True)[0]
 
     def keep(self, *, skip: set[str]) -> None:
         """Carry the previous output's files into the new one (hard links), but `skip`."""
@@ -536,7 +524,9 @@ class Transaction:
         Written and synced now, so a file that cannot be written stops the
         commit with the previous output unchanged; renamed in right after the swap.
         """
-        self._beside.append(_Beside(Path(path), [data], option=option, is_ours=is_ours))
+        beside = _Beside(Path(path), [data], option=option, is_ours=is_ours)
+        self._held.callback(beside.discard)
+        self._beside.append(beside)
 
     def commit(self, *, created_at: str | None = None) -> Path:
         """Write the manifest, swap the folder in (the one swap), then the staged files.
@@ -601,24 +591,21 @@ def _claim(out: Path, target: Path, kind: OutputKind | None) -> tuple[Path, int]
     output, and none removes a staging folder between its creation and its lock.
     """
     parent, tag = target.parent, _tag(target)
-    with _parent_locked(parent):
-        leftovers = _leftovers(out, parent, tag)
+    with _parent_locked(parent), contextlib.ExitStack() as held:  # (leftovers' locks)
+        leftovers = _leftovers(out, parent, tag, held)
+        if not os.path.lexists(target):
+            _repair_interrupted_swap(target, leftovers)
+        _check_target(out, target, kind)
+        folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
+        folder.mkdir()
         try:
-            if not os.path.lexists(target):
-                leftovers = _repair_interrupted_swap(target, leftovers)
-            _check_target(out, target, kind)
-            folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
-            folder.mkdir()
-            try:
-                lock = _lock_folder(folder)
-                (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
-        except BaseException:  # (an OS error: the transaction reports it)
-            _release(leftovers)
+            lock = _lock_folder(folder)
+            (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-    _release(leftovers, remove=True)
+        for path in leftovers:  # what killed commands left, removed before unlocked
+            shutil.rmtree(path, ignore_errors=True)
     return folder, lock
 
 
@@ -662,50 +649,42 @@ def _siblings(parent: Path, tag: str, kinds: str) -> list[Path]:
     return [parent / name for name in names if pattern.fullmatch(name)]
 
 
-def _leftovers(out: Path, parent: Path, tag: str) -> list[tuple[Path, int]]:
-    """This output's leftovers that are lbnorm's and nobody holds, locked; refuse if one is held."""
-    found: list[tuple[Path, int]] = []
-    try:
-        for path in _siblings(parent, tag, "tmp|old"):
-            if path.is_symlink() or not path.is_dir() or not _is_ours(path):
-                continue  # a user's file, link or folder of that name is left alone
-            try:
-                found.append((path, _lock_folder(path)))
-            except BlockingIOError:  # a live command holds it
-                msg = (
-                    f"{out}: another lbnorm run is writing this output directory.\n"
-                    "Hint: wait for it to finish, or write to another --out."
-                )
-                raise OutputError(msg) from None
-            except OSError:  # unreadable: left alone
-                continue
-    except BaseException:
-        _release(found)
-        raise
+def _leftovers(
+    out: Path, parent: Path, tag: str, held: contextlib.ExitStack
+) -> list[Path]:
+    """This output's leftovers that are lbnorm's and nobody holds, locked until `held` closes.
+
+    Raises:
+        OutputError: A live command holds one.
+    """
+    found: list[Path] = []
+    for path in _siblings(parent, tag, "tmp|old"):
+        if path.is_symlink() or not path.is_dir() or not _is_ours(path):
+            continue  # a user's file, link or folder of that name is left alone
+        try:
+            held.callback(os.close, _lock_folder(path))
+        except BlockingIOError:  # a live command holds it
+            msg = (
+                f"{out}: another lbnorm run is writing this output directory.\n"
+                "Hint: wait for it to finish, or write to another --out."
+            )
+            raise OutputError(msg) from None
+        except OSError:  # unreadable: left alone
+            continue
+        found.append(path)
     return found
 
 
-def _repair_interrupted_swap(
-    target: Path, leftovers: list[tuple[Path, int]]
-) -> list[tuple[Path, int]]:
-    """Put back an lbnorm output a two-rename swap moved aside and did not replace."""
-    aside = [item for item in leftovers if item[0].name[:-12].endswith(".old-")]
-    if not aside:
-        return leftovers
-    newest = max(aside, key=lambda item: item[0].stat().st_mtime_ns)
-    newest[0].rename(target)
-    _release([newest])
-    return [item for item in leftovers if item is not newest]
+def _repair_interrupted_swap(target: Path, leftovers: list[Path]) -> None:
+    """Put back an lbnorm output a two-rename swap moved aside and did not replace.
 
-
-def _release(leftovers: list[tuple[Path, int]], *, remove: bool = False) -> None:
-    """Unlock leftovers, deleting them first if `remove` (what killed commands left)."""
-    try:
-        for path, _ in leftovers if remove else ():
-            shutil.rmtree(path, ignore_errors=True)
-    finally:
-        for _, descriptor in leftovers:
-            os.close(descriptor)
+    It leaves `leftovers` (the rest are removed).
+    """
+    aside = [path for path in leftovers if path.name[:-12].endswith(".old-")]
+    if aside:
+        newest = max(aside, key=lambda path: path.stat().st_mtime_ns)
+        newest.rename(target)
+        leftovers.remove(newest)
 
 
 @contextlib.contextmanager
@@ -810,14 +789,13 @@ class _Beside:
         is_ours: Recognizer | None,
     ) -> None:
         self.path, self.descriptor, self.is_named = path, -1, False
-        with _reported(path):
-            self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
-        _check_name_length(path, self.target, what="file name")
-        check_file(path, option=option, is_ours=is_ours)
-        folder, tag = self.target.parent, _tag(self.target)
-        self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
         try:
             with _reported(path):
+                self.target = _resolve(path) if path.is_symlink() else Path.cwd() / path
+                _check_name_length(path, self.target, what="file name")
+                check_file(path, option=option, is_ours=is_ours)
+                folder, tag = self.target.parent, _tag(self.target)
+                self.temporary = folder / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
                 with _parent_locked(folder):
                     if is_ours is not None:
                         _remove_dead_temporaries(folder, tag, is_ours)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm._runtime import Threads
+from lbnorm.core import arrow
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import check_option_file, sha256_file
 from lbnorm.core.manifest import (
@@ -155,19 +156,6 @@ def _holds_floats(schema: pa.Schema) -> bool:
     return any(floats(field.type) for field in schema)
 
 
-def suite_record(suite: Suite) -> dict[str, Any]:
-    """What a manifest records of its suite: name, source as given and resolved, hash, text.
-
-    The text lets the output be read back where the suite file moved or changed.
-    """
-    builtin = suite.source.startswith("builtin:")
-    return {
-        **suite.provenance(),
-        "resolved": None if builtin else _absolute(suite.source),
-        "text": None if builtin else suite.text,
-    }
-
-
 def _absolute(path: str) -> str:
     """`path` made absolute against the working directory, without touching the disk."""
     return os.path.abspath(path)  # noqa: PTH100 - Path.resolve stats every part
@@ -184,6 +172,8 @@ def _write_tables(
     """
     suite, files = result.suite, result.file_table
     ordered = _by_path(files)
+    resolved = [_absolute(path) for path in ordered["path"].to_pylist()]
+    ordered = ordered.append_column("resolved", arrow.strings(resolved))  # (no pandas)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
     tables: dict[str, pa.Table | TableParts | None] = {
         "subtasks.parquet": result.subtask_parts,
@@ -221,16 +211,18 @@ def _write_tables(
     listing: Any
     if len(inputs) > INLINE_INPUTS:  # a results tree: listed in a table beside
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
-        resolved = [_absolute(name) for name in ordered["path"].to_pylist()]
-        ordered = ordered.append_column("resolved", pa.array(resolved, pa.string()))
         transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
     else:
-        for row in inputs:
-            row["resolved"] = _absolute(row["path"])
         listing = inputs if _holds_floats(files.schema) else Listing(inputs)
     metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
+    builtin = suite.source.startswith("builtin:")
     transaction.manifest |= {
-        "suite": suite_record(suite),
+        # the text lets the output be read back where the suite file moved or changed
+        "suite": suite.provenance()
+        | {
+            "resolved": None if builtin else _absolute(suite.source),
+            "text": None if builtin else suite.text,
+        },
         "options": result.options.to_manifest(),
         "inputs": listing,
         "metadata_table": None
@@ -459,13 +451,11 @@ def write_table_file(
     target = Path(path)
     content: bytes | pa.Table
     if target.suffix.lower() == ".csv":
-        import io
-
         import pyarrow.csv as pacsv
 
-        sink = io.BytesIO()
+        sink = pa.BufferOutputStream()
         pacsv.write_csv(table, sink)
-        content = sink.getvalue()
+        content = sink.getvalue().to_pybytes()
     else:
         metadata = {**(table.schema.metadata or {}), _KIND_KEY: kind.encode()}
         content = table.replace_schema_metadata(metadata)
