@@ -47,6 +47,7 @@ from lbnorm.core import arrow
 from lbnorm.core.errors import InputError, LbnormError, SpillError
 from lbnorm.core.options import RunOptions
 from lbnorm.engines.kernel import IntArray, finish_benchmarks
+from lbnorm.engines.partials import Tally
 from lbnorm.engines.result import Result
 from lbnorm.engines.spill import (
     Board,
@@ -57,7 +58,7 @@ from lbnorm.engines.spill import (
 )
 from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
-from lbnorm.engines.validate import MAX_FAILURES_SHOWN, failure_error
+from lbnorm.engines.validate import MAX_FAILURES_SHOWN
 from lbnorm.engines.variants import TEXT_KEYS, Variants
 from lbnorm.engines.vocabulary import hash_strings
 from lbnorm.readers import Inputs
@@ -143,17 +144,13 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
             folder=folder,
         )
         results = _on_cluster(graph, options)  # the total, or each _Finished part
-        if failures := [frame for part in results for frame in part.failures]:
-            raise failure_error(failures, total=sum(part.n_failed for part in results))
         if folder is None:
             return finish_totals(
                 results[0], suite, options=options, files=inputs.catalog
             )
+        tally = Tally.added(part.tally for part in results)
+        tally.raise_failures()
         parts = [part.variants for part in results]
-        counts = tuple(
-            sum(column)
-            for column in zip(*(part.counts for part in results), strict=True)
-        )
         boards = [part.board for part in results]
         results.clear()  # (their variants are in `parts`, joined and freed next)
         return finish_saved(
@@ -163,7 +160,7 @@ def compute(inputs: Inputs, suite: Suite, options: RunOptions) -> Result:
             suite=suite,
             options=options,
             files=inputs.catalog,
-            counts=counts,
+            tally=tally,
         )
     except BaseException:
         if folder is not None:
@@ -438,16 +435,11 @@ def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:
     for index, rows in enumerate(
         rows_by_part(part_of_name[variants.codes[:, 0]], n_parts)
     ):
-        is_first = index == 0
         shares.append(
             Totals(
                 variants=_compact(variants, rows),
                 store=totals.store.taken(rows),
-                failures=totals.failures if is_first else [],
-                n_failed=totals.n_failed if is_first else 0,
-                n_ignored=totals.n_ignored if is_first else 0,
-                n_scores=totals.n_scores if is_first else 0,
-                n_clipped=totals.n_clipped if is_first else 0,
+                tally=totals.tally if index == 0 else Tally(),
             )
         )
     return tuple(shares)
@@ -470,15 +462,12 @@ class _Finished:
     Attributes:
         variants: Its variants (the saved arrays' rows, in turn).
         board: What the leaderboard needs of them (None: a check failed).
-        failures, n_failed: Failure rows and their count.
-        counts: Rows ignored, scores used, scores clipped.
+        tally: Its failures and row counts.
     """
 
     variants: Variants
     board: Board | None
-    failures: list[pa.Table]
-    n_failed: int
-    counts: tuple[int, int, int]
+    tally: Tally
 
 
 def _finish_share(
@@ -486,7 +475,7 @@ def _finish_share(
 ) -> _Finished:
     """On a worker: finish a partition's sums and save its benchmark arrays in `folder`."""
     board = None
-    if not totals.failures:  # (else the run fails: nothing to finish)
+    if not totals.tally.failures:  # (else the run fails: nothing to finish)
         store = totals.store
         benchmark = finish_benchmarks(
             store.partials(len(totals.variants)), store.arrays, missing=options.missing
@@ -503,10 +492,4 @@ def _finish_share(
             )
             raise SpillError(msg) from exc
         board = Board.of(benchmark, suite, store.arrays, options)
-    return _Finished(
-        variants=totals.variants,
-        board=board,
-        failures=totals.failures,
-        n_failed=totals.n_failed,
-        counts=(totals.n_ignored, totals.n_scores, totals.n_clipped),
-    )
+    return _Finished(variants=totals.variants, board=board, tally=totals.tally)

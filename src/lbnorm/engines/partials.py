@@ -8,10 +8,13 @@ another's (workers, partitions).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Self
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from lbnorm._runtime import BatchThread
 from lbnorm.engines.kernel import (
@@ -23,8 +26,48 @@ from lbnorm.engines.kernel import (
     SuiteArrays,
     normalize_rows,
 )
+from lbnorm.engines.validate import failure_error
 
-__all__ = ["PartialStore", "SummingStore", "summed_terms"]
+__all__ = ["PartialStore", "SummingStore", "Tally", "summed_terms"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Tally:
+    """What a share of the input contributed beside its sums: failures and row counts.
+
+    One type for every way a run is split (batches, forked workers, Dask row
+    groups and partitions): tallies add up (:meth:`added`).
+
+    Attributes:
+        failures: Failure rows found (empty when every check passed).
+        n_failed: Rows failing a check (more than `failures` may show).
+        n_ignored: Rows dropped as unknown subtasks.
+        n_scores: Subtask scores summed.
+        n_clipped: Subtask scores below their bound.
+    """
+
+    failures: list[pa.Table] = field(default_factory=list)
+    n_failed: int = 0
+    n_ignored: int = 0
+    n_scores: int = 0
+    n_clipped: int = 0
+
+    @classmethod
+    def added(cls, tallies: Iterable[Tally]) -> Tally:
+        """The tallies of disjoint shares as one (their failures in turn)."""
+        total = cls()
+        for tally in tallies:
+            total.failures.extend(tally.failures)
+            total.n_failed += tally.n_failed
+            total.n_ignored += tally.n_ignored
+            total.n_scores += tally.n_scores
+            total.n_clipped += tally.n_clipped
+        return total
+
+    def raise_failures(self) -> None:
+        """Raise the run's :class:`~lbnorm.core.errors.ValidationError`, if a check failed."""
+        if self.failures:
+            raise failure_error(self.failures, total=self.n_failed)
 
 
 def summed_terms(

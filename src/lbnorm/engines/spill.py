@@ -67,7 +67,7 @@ from lbnorm.engines.kernel import (
     SuiteArrays,
     finish_benchmarks,
 )
-from lbnorm.engines.partials import PartialStore, SummingStore
+from lbnorm.engines.partials import PartialStore, SummingStore, Tally
 from lbnorm.engines.result import (
     BoardCounts,
     Result,
@@ -334,7 +334,7 @@ def finish_spilled(
     *,
     options: RunOptions,
     files: pa.Table | None,
-    counts: tuple[int, int, int],
+    tally: Tally,
 ) -> Result:
     """Sum and finish a spilled run a partition at a time; the tables as parts.
 
@@ -344,7 +344,7 @@ def finish_spilled(
         suite: The suite.
         options: The run's options.
         files: The catalog of input files.
-        counts: Rows ignored, scores used, scores clipped.
+        tally: The run's row counts.
 
     Returns:
         The result; its benchmark and leaderboard tables are gathered from the
@@ -364,7 +364,7 @@ def finish_spilled(
         suite=suite,
         options=options,
         files=files,
-        counts=counts,
+        tally=tally,
         order=order,
     )
 
@@ -377,7 +377,7 @@ def finish_saved(
     suite: Suite,
     options: RunOptions,
     files: pa.Table | None,
-    counts: tuple[int, int, int],
+    tally: Tally,
     order: IntArray | None = None,
 ) -> Result:
     """The result of a run whose finished partitions are saved in `folder`.
@@ -394,7 +394,7 @@ def finish_saved(
         suite: The suite.
         options: The run's options.
         files: The catalog of input files.
-        counts: Rows ignored, scores used, scores clipped.
+        tally: The run's row counts.
         order: The variants' key order, if found already. Given (a spilled
             run), the ordered names are renumbered in key order, which the
             benchmark table's parts slice; otherwise (a Dask run) they keep
@@ -419,7 +419,6 @@ def finish_saved(
             None if suite.board.rank_incomplete else n_complete == len(suite.benchmarks)
         ),
     )
-    n_ignored, n_scores, n_clipped = counts
     return Result(
         benchmark_output=SpilledBenchmarks(
             spilled,
@@ -441,9 +440,9 @@ def finish_saved(
         suite=suite,
         options=options,
         file_table=files if files is not None else arrow.empty_table(INPUT_FILES),
-        n_ignored_rows=n_ignored,
-        n_scores=n_scores,
-        n_clipped=n_clipped,
+        n_ignored_rows=tally.n_ignored,
+        n_scores=tally.n_scores,
+        n_clipped=tally.n_clipped,
     )
 
 

@@ -42,7 +42,7 @@ from lbnorm.engines.kernel import (
     finish_benchmarks,
     normalize_rows,
 )
-from lbnorm.engines.partials import PartialStore
+from lbnorm.engines.partials import PartialStore, Tally
 from lbnorm.engines.result import (
     Result,
     assemble_result,
@@ -56,7 +56,6 @@ from lbnorm.engines.validate import (
     CheckedBatch,
     check_batch,
     describe_failures,
-    failure_error,
     failure_rows,
 )
 from lbnorm.readers import Inputs
@@ -199,7 +198,7 @@ class StreamJob:
                         options.workers,
                     )
                 )
-                if totals.failures:  # the serial run below says where
+                if totals.tally.failures:  # the serial run below says where
                     totals = None
             if totals is None:
                 for _ in self._checked():
@@ -209,8 +208,6 @@ class StreamJob:
             if self._folder.spills:
                 return self._folder.finish_spilled(self._suite, self._inputs.catalog)
             totals = self._folder.totals(last=True)
-        if totals.failures:
-            raise failure_error(totals.failures, total=totals.n_failed)
         return finish_totals(
             totals, self._suite, options=self._options, files=self._inputs.catalog
         )
@@ -312,19 +309,23 @@ def finish_totals(
     """Turn exact sums into the benchmark and leaderboard tables.
 
     Args:
-        totals: Sums over every score, without failures.
+        totals: Sums over every score.
         suite: The suite.
         options: The run's options.
         files: The catalog of input files.
 
     Returns:
         The result, without the subtask-level table.
+
+    Raises:
+        ValidationError: A check failed (the totals list every failure).
     """
+    tally = totals.tally
+    tally.raise_failures()
     order = totals.variants.order()
     variants = totals.variants.take(order)
     keys = start_benchmark_keys(variants, suite)  # while the sums are finished
     arrays = totals.store.arrays
-    n_ignored, n_scores, n_clipped = totals.n_ignored, totals.n_scores, totals.n_clipped
     partials = totals.store.partials(len(variants), order)
     totals.store.release()  # the sums and the seen matrix, the biggest arrays: the
     # caller's references to the store (a job's folder) would keep them otherwise
@@ -338,9 +339,9 @@ def finish_totals(
         suite,
         options=options,
         files=files,
-        n_ignored_rows=n_ignored,
-        n_scores=n_scores,
-        n_clipped=n_clipped,
+        n_ignored_rows=tally.n_ignored,
+        n_scores=tally.n_scores,
+        n_clipped=tally.n_clipped,
         keys=keys,
         values=values,
     )
@@ -353,17 +354,12 @@ class Totals:
     Attributes:
         variants: The variant keys, one row per store row (in code order).
         store: The sums and the seen matrix.
-        failures: Failure rows found (empty when every check passed).
-        n_failed, n_ignored, n_scores, n_clipped: Row counts.
+        tally: The batches' failures and row counts.
     """
 
     variants: Variants
     store: PartialStore
-    failures: list[pa.Table]
-    n_failed: int
-    n_ignored: int
-    n_scores: int
-    n_clipped: int
+    tally: Tally
 
 
 def sum_scores(
@@ -437,13 +433,12 @@ class _Folder:
             if width is None or spill is None
             else SpillStore(self.arrays, capacity, names, width, spill.spill_dir)
         )
-        self._failures: list[pa.Table] = []
-        self._n_failed = self._n_ignored = self._n_scores = self._n_clipped = 0
+        self.tally = Tally()
 
     @property
     def has_failed(self) -> bool:
         """Whether any batch failed a check (nothing more is summed)."""
-        return bool(self._failures)
+        return bool(self.tally.failures)
 
     def variants(self) -> Variants:
         """The variant keys seen so far, in code order."""
@@ -479,9 +474,10 @@ class _Folder:
             scales=self.arrays.scales,
         )
         check_cancelled()  # (checking a large batch takes a while: before its sums)
-        self._n_ignored += checked.n_ignored
+        tally = self.tally
+        tally.n_ignored += checked.n_ignored
         if checked.n_failed:
-            self._failures.extend(
+            tally.failures.extend(
                 describe_failures(
                     batch,
                     checked.failed,
@@ -489,18 +485,18 @@ class _Folder:
                     limit=self._failure_limit,
                 )
             )
-            self._n_failed += checked.n_failed
+            tally.n_failed += checked.n_failed
         store.reserve(encoder.n_variants)
         good = checked.good
         variant, subtask = checked.variant[good], checked.subtask[good]
-        if self._failures:  # the run fails: keep checking, stop summing
+        if tally.failures:  # the run fails: keep checking, stop summing
             store.add(variant, subtask, None)
             return None
         raw = checked.scores[good]
         details = {name: values[good] for name, values in checked.details.items()}
         store.add(variant, subtask, raw, **details)
-        self._n_scores += raw.size
-        self._n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
+        tally.n_scores += raw.size
+        tally.n_clipped += int(np.count_nonzero(raw < self._floor[subtask]))
         return checked
 
     def spill_if_over(self) -> None:
@@ -524,9 +520,9 @@ class _Folder:
         """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
         assert isinstance(self._store, SpillStore)
         assert self._spill is not None  # (a folder spills only under its options)
-        if self._failures:
+        if self.tally.failures:
             self._store.abandon()
-            raise failure_error(self._failures, total=self._n_failed)
+            self.tally.raise_failures()
         release_free_memory()  # the pass's temporaries, before the keys are joined
         n_variants = self._encoder.n_variants
         return finish_spilled(  # (no name kept here: the callee frees the keys)
@@ -535,7 +531,7 @@ class _Folder:
             suite,
             options=self._spill,
             files=files,
-            counts=(self._n_ignored, self._n_scores, self._n_clipped),
+            tally=self.tally,
         )
 
     def totals(self, *, last: bool = False) -> Totals:
@@ -550,11 +546,7 @@ class _Folder:
         return Totals(
             variants=variants,
             store=self._store.trimmed(len(variants)),
-            failures=self._failures,
-            n_failed=self._n_failed,
-            n_ignored=self._n_ignored,
-            n_scores=self._n_scores,
-            n_clipped=self._n_clipped,
+            tally=self.tally,
         )
 
 
@@ -571,8 +563,7 @@ def add_totals(parts: list[Totals]) -> Totals:
     Returns:
         The combined sums (not summed any further once a failure is found).
     """
-    failures = [frame for part in parts for frame in part.failures]
-    n_failed = sum(part.n_failed for part in parts)
+    tally = Tally.added(part.tally for part in parts)
     variants, code = merge_variants([part.variants for part in parts])
     store = parts[0].store.empty_like(len(variants))
     offset = 0
@@ -581,17 +572,9 @@ def add_totals(parts: list[Totals]) -> Totals:
         offset += len(part.variants)
         repeated = store.absorb(part.store, rows)
         if repeated is not None:
-            failures.append(_describe_repeats(part.variants, *repeated, store))
-            n_failed += repeated[0].size
-    return Totals(
-        variants=variants,
-        store=store,
-        failures=failures,
-        n_failed=n_failed,
-        n_ignored=sum(part.n_ignored for part in parts),
-        n_scores=sum(part.n_scores for part in parts),
-        n_clipped=sum(part.n_clipped for part in parts),
-    )
+            tally.failures.append(_describe_repeats(part.variants, *repeated, store))
+            tally.n_failed += repeated[0].size
+    return Totals(variants=variants, store=store, tally=tally)
 
 
 def _describe_repeats(
