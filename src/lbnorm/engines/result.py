@@ -62,6 +62,7 @@ __all__ = [
     "finish_job",
     "leaderboard_rows",
     "leaderboard_table",
+    "resized_examples",
     "resized_variants",
     "start_benchmark_keys",
     "with_present_values",
@@ -430,6 +431,9 @@ def _whole(table: pa.Table | TableParts) -> pa.Table:
 #: Variants named when a run reports those pooled with other sample sizes.
 RESIZED_SHOWN = 3
 
+#: Rows (variant, benchmark) the examples are taken from.
+RESIZED_ROWS = 64 * RESIZED_SHOWN
+
 
 def resized_variants(benchmarks: pa.Table) -> tuple[int, list[str]]:
     """Variants pooled with sample sizes other than the suite's: how many, and examples.
@@ -452,18 +456,22 @@ def resized_variants(benchmarks: pa.Table) -> tuple[int, list[str]]:
     rows = benchmarks.filter(benchmarks["has_other_sizes"])
     if not rows.num_rows:
         return 0, []
+    keys = Variants.from_table(rows.select(list(KEY_COLUMNS)))
+    return len(merge_variants([keys])[0]), resized_examples(rows)
+
+
+def resized_examples(rows: pa.Table) -> list[str]:
+    """The examples of :func:`resized_variants`, from its rows' first few (their keys and benchmark)."""
     keys = [*KEY_COLUMNS]
     found: dict[tuple[object, ...], list[str]] = {}
-    n_variants = len(merge_variants([Variants.from_table(rows.select(keys))])[0])
-    for row in rows.slice(0, 64 * RESIZED_SHOWN).to_pylist():  # examples only
+    for row in rows.slice(0, RESIZED_ROWS).to_pylist():  # examples only
         key = tuple(row[name] for name in keys)
         if key in found or len(found) < RESIZED_SHOWN:
             found.setdefault(key, []).append(str(row["benchmark"]))
-    examples = [
+    return [
         f"{key[0]}{f' [{key[1]}]' if key[1] else ''} ({', '.join(names)})"
         for key, names in found.items()
     ]
-    return n_variants, examples
 
 
 def assemble_result(

@@ -69,12 +69,13 @@ from lbnorm.engines.kernel import (
 )
 from lbnorm.engines.partials import PartialStore, SummingStore, Tally
 from lbnorm.engines.result import (
+    RESIZED_ROWS,
     BoardCounts,
     Result,
     benchmark_table,
     board_order,
     leaderboard_rows,
-    resized_variants,
+    resized_examples,
 )
 from lbnorm.engines.spill_folder import SpillFolder, spill_errors
 from lbnorm.suites import Suite
@@ -811,12 +812,9 @@ def _resized(
     position[spilled.order] = np.arange(spilled.order.size)
     at = position[pairs[:, 0]]
     table_order = np.lexsort((at, pairs[:, 1]))  # benchmark-major, then key order
-    rows = at[table_order]
-    keys = ordered.take(rows).table()
+    shown = table_order[:RESIZED_ROWS]
     names = arrow.strings(spilled.suite.benchmark_names).take(
-        arrow.array(pairs[table_order, 1])
+        arrow.array(pairs[shown, 1])
     )
-    table = keys.append_column("benchmark", names).append_column(
-        "has_other_sizes", arrow.array(np.ones(rows.size, dtype=bool))
-    )
-    return resized_variants(table)
+    keys = ordered.take(at[shown]).table().append_column("benchmark", names)
+    return np.unique(pairs[:, 0]).size, resized_examples(keys)
