@@ -179,38 +179,40 @@ class StreamJob:
 
     def finish(self) -> Result:
         """Sum whatever the parts have not, and build the result."""
-        totals: Totals | None = None
+        files = self._inputs.catalog
         if not self._is_done:
             self._is_done = True
-            inputs, options = self._inputs, self._options
-            if inputs.streamed and options.workers > 1 and not self._folder.spills:
-                from lbnorm.engines.workers import sum_in_workers  # (only for workers)
-
-                totals = add_totals(
-                    sum_in_workers(
-                        lambda part, parts: sum_scores(
-                            inputs.partition(part, parts),
-                            self._suite,
-                            unknown=options.unknown,
-                            expected_rows=inputs.num_rows // parts,
-                            batch_rows=options.batch_rows,
-                        ),
-                        options.workers,
-                    )
+            if (totals := self._sum_in_workers()) is not None:
+                return finish_totals(
+                    totals, self._suite, options=self._options, files=files
                 )
-                if totals.tally.failures:  # the serial run below says where
-                    totals = None
-            if totals is None:
-                for _ in self._checked():
-                    pass
-        if totals is None:
-            self._folder.spill_if_over()  # (the last batch's variants too)
-            if self._folder.spills:
-                return self._folder.finish_spilled(self._suite, self._inputs.catalog)
-            totals = self._folder.totals(last=True)
-        return finish_totals(
-            totals, self._suite, options=self._options, files=self._inputs.catalog
+            for _ in self._checked():
+                pass
+        return self._folder.finish(self._suite, self._options, files)
+
+    def _sum_in_workers(self) -> Totals | None:
+        """The input summed in forked workers when asked and possible, else None.
+
+        None, too, when a check failed: the serial run says where.
+        """
+        inputs, options = self._inputs, self._options
+        if not inputs.streamed or options.workers < 2 or self._folder.spills:
+            return None
+        from lbnorm.engines.workers import sum_in_workers  # (only for workers)
+
+        totals = add_totals(
+            sum_in_workers(
+                lambda part, parts: sum_scores(
+                    inputs.partition(part, parts),
+                    self._suite,
+                    unknown=options.unknown,
+                    expected_rows=inputs.num_rows // parts,
+                    batch_rows=options.batch_rows,
+                ),
+                options.workers,
+            )
         )
+        return None if totals.tally.failures else totals
 
 
 def _subtask_part(
@@ -516,10 +518,13 @@ class _Folder:
             )
             release_free_memory()  # the sums just written out
 
-    def finish_spilled(self, suite: Suite, files: pa.Table) -> Result:
-        """Sum and finish what a spilling folder wrote (see :mod:`lbnorm.engines.spill`)."""
-        assert isinstance(self._store, SpillStore)
-        assert self._spill is not None  # (a folder spills only under its options)
+    def finish(self, suite: Suite, options: RunOptions, files: pa.Table) -> Result:
+        """The result of every batch folded: from the sums, or what a spilling folder wrote."""
+        self.spill_if_over()  # (the last batch's variants too)
+        if not isinstance(self._store, SpillStore):
+            return finish_totals(  # (no name kept here: the callee frees the sums)
+                self.totals(last=True), suite, options=options, files=files
+            )
         if self.tally.failures:
             self._store.abandon()
             self.tally.raise_failures()
@@ -529,7 +534,7 @@ class _Folder:
             self._encoder.variants(last=True),
             self._store.trimmed(n_variants),
             suite,
-            options=self._spill,
+            options=options,
             files=files,
             tally=self.tally,
         )
