@@ -386,17 +386,13 @@ class PartialStore(SummingStore):
     def taken(self, rows: IntArray) -> PartialStore:
         """A store of these `rows` only, in turn (a share of the variants, copied)."""
         self._behind.wait()
-        store = self.empty_like(rows.size)
+        store = PartialStore(self.arrays, rows.size, self.subtask_names)
         shape = (-1, self._n_benchmarks)
         store._sums = [sums.reshape(shape)[rows].ravel() for sums in self._sums]
         store.seen = self.seen[rows]
         store._values = None if self._values is None else self._values[rows]
         store._added = set(self._added)
         return store
-
-    def empty_like(self, n_variants: int) -> PartialStore:
-        """An empty store for the same suite with room for `n_variants`."""
-        return PartialStore(self.arrays, n_variants, self.subtask_names)
 
     def absorb(
         self, other: PartialStore, rows: IntArray

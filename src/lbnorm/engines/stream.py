@@ -570,7 +570,8 @@ def add_totals(parts: list[Totals]) -> Totals:
     """
     tally = Tally.added(part.tally for part in parts)
     variants, code = merge_variants([part.variants for part in parts])
-    store = parts[0].store.empty_like(len(variants))
+    first = parts[0].store
+    store = PartialStore(first.arrays, len(variants), first.subtask_names)
     offset = 0
     for part in parts:
         rows = code[offset : offset + len(part.variants)]
