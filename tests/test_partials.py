@@ -133,3 +133,30 @@ def test_subtasks_present_per_benchmark(starts: list[int], n_variants: int) -> N
     counted = partials._present_per_benchmark(seen, bounds)
     assert counted.shape == expected.shape
     assert counted.tolist() == expected.tolist()
+
+
+def test_tallies_add_up_and_raise_their_failures() -> None:
+    """Shares' tallies add up (failures in turn); a tally with failures raises them all."""
+    from lbnorm.core.errors import ValidationError
+    from lbnorm.engines.validate import failure_rows
+
+    def failure(model: str) -> partials.Tally:
+        rows = failure_rows(
+            "duplicate_score", [model], source="(t)", row="-", column="subtask"
+        )
+        return partials.Tally(failures=[rows], n_failed=1)
+
+    counts = partials.Tally(n_ignored=1, n_scores=5, n_clipped=2)
+    total = partials.Tally.added(
+        [counts, failure("m1"), partials.Tally(), failure("m2"), counts]
+    )
+    assert (total.n_failed, total.n_ignored, total.n_scores, total.n_clipped) == (
+        2,
+        2,
+        10,
+        4,
+    )
+    assert counts.failures == []  # (the shares are left as they were)
+    partials.Tally.added([counts]).raise_failures()  # nothing failed: no error
+    with pytest.raises(ValidationError, match=r"(?s)2 score\(s\).*m1.*m2.*Hint: "):
+        total.raise_failures()
