@@ -35,6 +35,7 @@ from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import Batch
 from lbnorm.engines import spill, stream
 from lbnorm.engines.result import BoardCounts, CountsItself, FindsResized, finish_job
+from lbnorm.engines.variants import Variants
 from lbnorm.pipeline import demo_path, run
 from lbnorm.readers import Inputs, read_inputs
 from lbnorm.suites import load_suite, suite_arrays
@@ -511,6 +512,38 @@ def test_a_sparse_input_spills_once_the_variants_seen_pass_the_budget(
     assert isinstance(result.benchmark_output, spill.SpilledBenchmarks)
     assert result.benchmark_table.equals(expected.benchmark_table)
     assert result.leaderboard_table.equals(expected.leaderboard_table)
+
+
+def test_a_spilled_run_holds_one_copy_of_the_variants_while_it_finishes(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once ordered, the variants in code order are freed: no frame still holds them.
+
+    The keys of millions of variants are among a spilled run's largest arrays;
+    a caller's local keeping the unordered copy alive raises the peak of a
+    200M-row run, which the spill exists to bound.
+    """
+    n = 4_000
+    budget = n // 4 * spill._CELL_BYTES * suite_arrays(SUITE).is_pooled.shape[0] / 2**30
+    held: list[str] = []
+    finish = spill._finish_ordered
+
+    def checked(folder: Any, ordered: Any, *args: Any, **kwargs: Any) -> Any:
+        frame = sys._getframe(1)
+        while frame is not None:
+            held.extend(
+                f"{frame.f_code.co_name}: {name}"
+                for name, value in frame.f_locals.items()
+                if isinstance(value, Variants) and value is not ordered
+            )
+            frame = frame.f_back
+        return finish(folder, ordered, *args, **kwargs)
+
+    monkeypatch.setattr(spill, "_finish_ordered", checked)
+    options = RunOptions(missing="partial", subtasks=False, sum_memory=budget)
+    result = stream.start(Inputs.of_batches(_sparse(n)), SUITE, options).finish()
+    assert isinstance(result.benchmark_output, spill.SpilledBenchmarks)
+    assert held == []
 
 
 def test_spill_files_held_open_stay_under_the_open_files_limit(

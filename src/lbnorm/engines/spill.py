@@ -358,15 +358,20 @@ def finish_spilled(
         ordering = sorter.submit(variants.order)
         boards = _sum_partitions(store, len(variants), suite, options)
         order = ordering.result()
-    return finish_saved(
+    n_models = variants.n_models()
+    # names renumbered in key order: the benchmark table's parts slice them
+    ordered = variants.take(order, renumber=True)
+    del variants  # (the ordered copy is kept: a caller's frame must not hold both)
+    return _finish_ordered(
         store.folder,
-        variants,
+        ordered,
+        n_models,
+        order,
         boards,
         suite=suite,
         options=options,
         files=files,
         tally=tally,
-        order=order,
     )
 
 
@@ -379,34 +384,56 @@ def finish_saved(
     options: RunOptions,
     files: pa.Table | None,
     tally: Tally,
-    order: IntArray | None = None,
+) -> Result:
+    """The result of a Dask run, whose workers each finished and saved a partition.
+
+    Partition ``i`` (saved in `folder` with :func:`save_partition`) holds the
+    variants of ``boards[i]``, `variants` all of them in turn (freed here). The
+    ordered variants keep `variants`' vocabularies (a second copy of millions
+    of names, in key order, would double the client's largest arrays).
+    """
+    order = variants.order()
+    n_models = variants.n_models()
+    ordered = variants.take(order)
+    del variants  # (its codes: the ordered copy is kept)
+    return _finish_ordered(
+        folder,
+        ordered,
+        n_models,
+        order,
+        boards,
+        suite=suite,
+        options=options,
+        files=files,
+        tally=tally,
+    )
+
+
+def _finish_ordered(
+    folder: SpillFolder,
+    ordered: Variants,
+    n_models: int,
+    order: IntArray,
+    boards: list[Board],
+    *,
+    suite: Suite,
+    options: RunOptions,
+    files: pa.Table | None,
+    tally: Tally,
 ) -> Result:
     """The result of a run whose finished partitions are saved in `folder`.
 
-    Partition ``i`` holds the variants of ``boards[i]``, `variants` all of them
-    in turn (a spilled run's partitions, or a Dask run's: its workers each
-    finish a partition of the variants and save its arrays with
-    :func:`save_partition`).
-
     Args:
-        folder: The saved partitions.
-        variants: Every variant, in code order (freed here).
+        folder: The saved partitions (partition ``i`` holds ``boards[i]``'s variants).
+        ordered: Every variant, in key order.
+        n_models: Distinct model names among them.
+        order: The key order (codes).
         boards: What the leaderboard needs of each partition's variants.
         suite: The suite.
         options: The run's options.
         files: The catalog of input files.
         tally: The run's row counts.
-        order: The variants' key order, if found already. Given (a spilled
-            run), the ordered names are renumbered in key order, which the
-            benchmark table's parts slice; otherwise (a Dask run) they keep
-            `variants`' vocabularies (a second copy of millions of names, in
-            key order, would double the client's largest arrays).
     """
-    n_models = variants.n_models()
-    renumber = order is not None
-    order = variants.order() if order is None else order
-    ordered = variants.take(order, renumber=renumber)
-    del variants  # (its codes: the ordered copy is kept)
     sizes = [board.average.size for board in boards]
     spilled = _Spilled(folder, sizes, order, suite)
     board = Board.joined(boards)
