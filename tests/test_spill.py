@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -529,7 +530,7 @@ def test_a_spilled_run_holds_one_copy_of_the_variants_while_it_finishes(
     finish = spill._finish_ordered
 
     def checked(folder: Any, ordered: Any, *args: Any, **kwargs: Any) -> Any:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             held.extend(
                 f"{frame.f_code.co_name}: {name}"
