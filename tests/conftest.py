@@ -82,7 +82,7 @@ def _sums_on_their_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     at once, and the thread (the path a large input takes) would go untested.
     So too the output tables: the benchmark table's keys built while the sums
     are finished, the leaderboard beside the benchmark table
-    (:class:`lbnorm.engines.result.BuiltBeside`). Command lines run in a subprocess keep
+    (:meth:`lbnorm.engines.result.TableParts.beside`). Command lines run in a subprocess keep
     the default (small batches at once).
     """
     monkeypatch.setattr("lbnorm._runtime.THREAD_ROWS", 1)

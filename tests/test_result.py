@@ -44,10 +44,8 @@ from lbnorm.engines.encode import Variants
 from lbnorm.engines.metadata import type_label_array
 from lbnorm.engines.result import (
     BoardCounts,
-    BuiltBeside,
-    PartsInMemory,
-    PartsOnDisk,
     Result,
+    TableParts,
     assemble_result,
     benchmark_table,
     finish_job,
@@ -312,11 +310,11 @@ def _parts() -> list[pa.Table]:
 
 def test_parts_in_memory() -> None:
     parts = _parts()
-    held = PartsInMemory(parts[0].schema, parts)
+    held = TableParts.held(parts[0].schema, parts)
     assert held.num_rows == 3
     assert list(held.parts()) == parts
     assert list(held.parts()) == parts  # read again: the same parts
-    assert PartsInMemory(parts[0].schema, []).num_rows == 0
+    assert TableParts.held(parts[0].schema, []).num_rows == 0
 
 
 def test_parts_on_disk_read_back_a_row_group_at_a_time(tmp_path: Path) -> None:
@@ -325,7 +323,7 @@ def test_parts_on_disk_read_back_a_row_group_at_a_time(tmp_path: Path) -> None:
     with pq.ParquetWriter(path, parts[0].schema) as writer:
         for part in parts:
             writer.write_table(part)
-    on_disk = PartsOnDisk(path)
+    on_disk = TableParts.on_disk(path)
     assert on_disk.num_rows == 3
     assert on_disk.schema.equals(parts[0].schema)
     assert on_disk.schema.metadata is None  # the file's own metadata left out
@@ -363,7 +361,7 @@ def test_an_empty_subtask_table_keeps_its_schema() -> None:
         benchmark_output=BENCHMARK_SCORES.empty_table(),
         leaderboard_output=leaderboard_schema([]).empty_table(),
         suite=SUITE,
-        subtask_parts=PartsInMemory(SUBTASK_SCORES, []),
+        subtask_parts=TableParts.held(SUBTASK_SCORES, []),
     )
     table = result.subtask_table
     assert table is not None
@@ -411,7 +409,7 @@ def test_built_beside_hands_over_the_table_once_built() -> None:
         assert release.wait(10)
         return table
 
-    later = BuiltBeside(build, schema=table.schema, num_rows=2)
+    later = TableParts.beside(build, schema=table.schema, num_rows=2)
     assert started.wait(10)  # under way on its own thread; the caller goes on
     assert later.num_rows == 2
     assert later.schema.equals(table.schema)
@@ -425,7 +423,7 @@ def test_built_beside_raises_what_the_build_raised_where_it_is_asked_for() -> No
         message = "no room for the leaderboard"
         raise MemoryError(message)
 
-    later = BuiltBeside(build, schema=pa.schema([]), num_rows=0)
+    later = TableParts.beside(build, schema=pa.schema([]), num_rows=0)
     with pytest.raises(MemoryError, match="no room"):
         later.whole()
     with pytest.raises(MemoryError, match="no room"):
@@ -470,7 +468,7 @@ def test_tables_built_on_threads_equal_those_built_at_once(
     keys = start_benchmark_keys(variants, SUITE)
     assert keys is not None
     threaded = assemble_result(variants, arrays, SUITE, options=options, keys=keys)
-    assert isinstance(threaded.leaderboard_output, BuiltBeside)
+    assert isinstance(threaded.leaderboard_output, TableParts)  # built beside
     assert threaded.leaderboard_table.equals(at_once.leaderboard_table)
     assert threaded.benchmark_table.equals(at_once.benchmark_table)
     assert threaded.board_counts() == at_once.board_counts()

@@ -35,7 +35,7 @@ from lbnorm.core.errors import ValidationError
 from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import Batch
 from lbnorm.engines import spill, stream
-from lbnorm.engines.result import BoardCounts, CountsItself, FindsResized, finish_job
+from lbnorm.engines.result import BoardCounts, Result, TableParts, finish_job
 from lbnorm.engines.variants import Variants
 from lbnorm.pipeline import demo_path, run
 from lbnorm.readers import Inputs, read_inputs
@@ -162,13 +162,13 @@ def test_the_counts_and_examples_come_without_the_whole_tables(
         for name, memory in [("plain", 0.5), ("spilled", TINY)]
     }
     plain, spilled = results["plain"], results["spilled"]
-    assert isinstance(spilled.benchmark_output, spill.SpilledBenchmarks)
-    assert spilled.benchmark_output.num_rows == plain.benchmark_table.num_rows
-    assert isinstance(spilled.leaderboard_output, spill.SpilledLeaderboard)
-    assert spilled.leaderboard_output.num_rows == plain.leaderboard_table.num_rows
+    benchmarks, board = _spilled_parts(spilled), spilled.leaderboard_output
+    assert benchmarks.num_rows == plain.benchmark_table.num_rows
+    assert isinstance(board, TableParts)
+    assert board.num_rows == plain.leaderboard_table.num_rows
     # counted while summing, not by building the table
-    assert isinstance(spilled.leaderboard_output, CountsItself)
-    assert isinstance(spilled.benchmark_output, FindsResized)
+    assert board.counts is not None
+    assert benchmarks.resized is not None
     assert spilled.board_counts() == plain.board_counts()
     assert spilled.board_counts() == BoardCounts.of(spilled.leaderboard_table)
     assert spilled.resized_variants() == plain.resized_variants()
@@ -176,7 +176,7 @@ def test_the_counts_and_examples_come_without_the_whole_tables(
     assert spilled.board_head(5).equals(plain.leaderboard_table.slice(0, 5))
     assert spilled.benchmarks.equals(plain.benchmarks)  # pandas, for the Python API
     assert spilled.leaderboard.equals(plain.leaderboard)
-    del results, spilled
+    del results, spilled, benchmarks, board
     gc.collect()
     assert list(tmpdir_env.iterdir()) == []  # dropped with the result
 
@@ -478,6 +478,14 @@ def test_a_ctrl_c_as_the_saving_thread_starts_waits_for_that_thread(
     assert list(tmpdir_env.iterdir()) == []
 
 
+def _spilled_parts(result: Result) -> TableParts:
+    """A spilled run's benchmark table: parts gathered from its saved arrays."""
+    parts = result.benchmark_output
+    assert isinstance(parts, TableParts)
+    assert parts.unique_columns  # (keys written plain: a spilled run's parts only)
+    return parts
+
+
 def _sparse(n: int) -> list[Batch]:
     """`n` models with one MUSR subtask each, in batches of 500 rows."""
     table = pa.table(
@@ -510,7 +518,7 @@ def test_a_sparse_input_spills_once_the_variants_seen_pass_the_budget(
         )
     )
     expected, result = plain.finish(), spilled.finish()
-    assert isinstance(result.benchmark_output, spill.SpilledBenchmarks)
+    _spilled_parts(result)
     assert result.benchmark_table.equals(expected.benchmark_table)
     assert result.leaderboard_table.equals(expected.leaderboard_table)
 
@@ -543,7 +551,7 @@ def test_a_spilled_run_holds_one_copy_of_the_variants_while_it_finishes(
     monkeypatch.setattr(spill, "_finish_ordered", checked)
     options = RunOptions(missing="partial", subtasks=False, sum_memory=budget)
     result = stream.start(Inputs.of_batches(_sparse(n)), SUITE, options).finish()
-    assert isinstance(result.benchmark_output, spill.SpilledBenchmarks)
+    _spilled_parts(result)
     assert held == []
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -47,15 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BoardCounts",
-    "BuiltBeside",
-    "CountsItself",
-    "FindsResized",
     "Job",
-    "PartsInMemory",
-    "PartsOnDisk",
     "Result",
     "TableParts",
-    "UniquePerPart",
     "assemble_result",
     "benchmark_table",
     "board_order",
@@ -69,132 +63,90 @@ __all__ = [
 ]
 
 
-class TableParts(Protocol):
-    """A table built a part (one Parquet row group) at a time, never whole in memory."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableParts:
+    """A table handed over a part (one Parquet row group) at a time, never whole in memory.
 
-    @property
-    def num_rows(self) -> int:
-        """Rows in all parts."""
-        ...
+    The one shape of every table an engine does not hand over whole: parts
+    held in memory (:meth:`held`), read back from a written file
+    (:meth:`on_disk`), a table built on a thread of its own (:meth:`beside`),
+    or a spilled run's, gathered from its saved arrays (:mod:`lbnorm.engines.spill`).
 
-    @property
-    def schema(self) -> pa.Schema:
-        """The parts' schema: :data:`SUBTASK_SCORES`, then kept extra columns."""
-        ...
+    Attributes:
+        schema: The parts' schema (a subtask table's: :data:`SUBTASK_SCORES`,
+            then kept extra columns).
+        num_rows: Rows in all parts.
+        each: Makes the parts, in the table's row order (anew at each call).
+        build: Builds the whole table at once (for the Python API); None:
+            the parts are put together.
+        unique_columns: Key columns whose values hardly repeat within a part,
+            written without dictionaries. A spilled run's benchmark table comes
+            a benchmark and a chunk of variants at a time, each variant once: a
+            dictionary page per row group of half a million distinct names
+            would cost three times the plain encoding, and more bytes.
+        counts: A leaderboard's counts, taken while summing (None: counted
+            from its rows).
+        resized: A benchmark table's variants pooled with other sizes, found
+            while summing (None: found in its rows; see :func:`resized_variants`).
+    """
+
+    schema: pa.Schema
+    num_rows: int
+    each: Callable[[], Iterator[pa.Table]]
+    build: Callable[[], pa.Table] | None = None
+    unique_columns: tuple[str, ...] = ()
+    counts: BoardCounts | None = None
+    resized: tuple[int, list[str]] | None = None
 
     def parts(self) -> Iterator[pa.Table]:
         """The parts, in the table's row order."""
-        ...
-
-
-@runtime_checkable
-class UniquePerPart(Protocol):
-    """Parts whose text keys hardly repeat within a part: written without dictionaries.
-
-    A spilled run's benchmark table comes a benchmark and a chunk of variants at
-    a time, each variant once: a dictionary page per row group of half a
-    million distinct names would cost three times the plain encoding, and more
-    bytes (the in-memory table is one row group, each variant once per benchmark).
-    """
-
-    @property
-    def unique_columns(self) -> tuple[str, ...]:
-        """The columns to write plain."""
-        ...
-
-
-@runtime_checkable
-class BuildsWhole(Protocol):
-    """Parts that can also build the whole table at once (for the Python API)."""
+        return self.each()
 
     def whole(self) -> pa.Table:
         """The whole table."""
-        ...
+        if self.build is not None:
+            return self.build()
+        parts = list(self.parts())
+        return pa.concat_tables(parts) if parts else arrow.empty_table(self.schema)
 
+    @classmethod
+    def held(cls, schema: pa.Schema, parts: list[pa.Table]) -> TableParts:
+        """A table already built, held as its parts."""
+        rows = sum(part.num_rows for part in parts)
+        return cls(schema=schema, num_rows=rows, each=lambda: iter(parts))
 
-@runtime_checkable
-class CountsItself(Protocol):
-    """A leaderboard's parts that know its counts (a spilled run's)."""
-
-    def board_counts(self) -> BoardCounts:
-        """The counts of the leaderboard the parts make up."""
-        ...
-
-
-@runtime_checkable
-class FindsResized(Protocol):
-    """A benchmark table's parts that know its variants pooled with other sizes."""
-
-    def resized_variants(self) -> tuple[int, list[str]]:
-        """See :func:`resized_variants`."""
-        ...
-
-
-class PartsInMemory:
-    """A subtask table already built, held as its parts."""
-
-    def __init__(self, schema: pa.Schema, parts: list[pa.Table]) -> None:
-        self.schema = schema
-        self._parts = parts
-
-    @property
-    def num_rows(self) -> int:
-        """Rows in all parts."""
-        return sum(part.num_rows for part in self._parts)
-
-    def parts(self) -> Iterator[pa.Table]:
-        """The parts, in order."""
-        return iter(self._parts)
-
-
-class BuiltBeside:
-    """A table built on a thread of its own while the caller goes on (one part).
-
-    A large run's leaderboard comes this way, so that the writer encodes the
-    benchmark table while the leaderboard is built, and the leaderboard's own
-    encoding follows it at once. Whoever asks first (:meth:`whole`,
-    :meth:`parts`) waits for it; the build's error is raised there.
-    """
-
-    def __init__(
-        self, build: Callable[[], pa.Table], *, schema: pa.Schema, num_rows: int
-    ) -> None:
-        self.schema = schema
-        self._num_rows = num_rows
-        self._table = beside(build)
-
-    @property
-    def num_rows(self) -> int:
-        """Rows in the table."""
-        return self._num_rows
-
-    def parts(self) -> Iterator[pa.Table]:
-        """The table, once built."""
-        yield self.whole()
-
-    def whole(self) -> pa.Table:
-        """The table, once built."""
-        return self._table.result()
-
-
-class PartsOnDisk:
-    """A subtask table written to a Parquet file, read back a row group at a time."""
-
-    def __init__(self, path: Path) -> None:
+    @classmethod
+    def on_disk(cls, path: Path) -> TableParts:
+        """A table written to a Parquet file, read back a row group at a time."""
         import pyarrow.parquet as pq
 
-        self._file = pq.ParquetFile(path)
-        self.schema = self._file.schema_arrow.remove_metadata()
+        file = pq.ParquetFile(path)
+        schema = file.schema_arrow.remove_metadata()
 
-    @property
-    def num_rows(self) -> int:
-        """Rows in the file."""
-        return int(self._file.metadata.num_rows)
+        def each() -> Iterator[pa.Table]:
+            for group in range(file.num_row_groups):
+                yield file.read_row_group(group).cast(schema)
 
-    def parts(self) -> Iterator[pa.Table]:
-        """Each row group, in order."""
-        for group in range(self._file.num_row_groups):
-            yield self._file.read_row_group(group).cast(self.schema)
+        return cls(schema=schema, num_rows=int(file.metadata.num_rows), each=each)
+
+    @classmethod
+    def beside(
+        cls, build: Callable[[], pa.Table], *, schema: pa.Schema, num_rows: int
+    ) -> TableParts:
+        """A table built on a thread of its own while the caller goes on (one part).
+
+        A large run's leaderboard comes this way, so that the writer encodes the
+        benchmark table while the leaderboard is built, and the leaderboard's own
+        encoding follows it at once. Whoever asks first (:meth:`whole`,
+        :meth:`parts`) waits for it; the build's error is raised there.
+        """
+        table = beside(build)
+        return cls(
+            schema=schema,
+            num_rows=num_rows,
+            each=lambda: iter([table.result()]),
+            build=table.result,
+        )
 
 
 class Job(Protocol):
@@ -225,11 +177,12 @@ def finish_job(job: Job) -> Result:
     schema = job.subtask_schema
     parts = [part for part in job.subtask_parts() if part.num_rows]
     result = job.finish()
-    if isinstance(result.leaderboard_output, BuiltBeside):  # a table, once built
-        result = replace(result, leaderboard_output=result.leaderboard_output.whole())
+    board = result.leaderboard_output
+    if isinstance(board, TableParts) and board.build is not None:  # built beside
+        result = replace(result, leaderboard_output=board.whole())
     if schema is None:
         return result
-    return replace(result, subtask_parts=PartsInMemory(schema, parts))
+    return replace(result, subtask_parts=TableParts.held(schema, parts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +239,7 @@ class Result:
         leaderboard_output: One row per variant, best first: rank, average,
             coverage and a column per benchmark and ``<benchmark> Raw``; a
             table or its parts (:attr:`leaderboard_table`, :attr:`leaderboard`),
-            or, from an engine, a table still being built (:class:`BuiltBeside`;
+            or, from an engine, a table still being built (:meth:`TableParts.beside`;
             :func:`finish_job` hands the Python API the built table).
         suite: The suite used.
         options: The options of the run.
@@ -347,8 +300,8 @@ class Result:
         join that takes ranks away), or by the parts that make it up.
         """
         board = self.leaderboard_output
-        if not isinstance(board, pa.Table) and isinstance(board, CountsItself):
-            return board.board_counts()
+        if isinstance(board, TableParts) and board.counts is not None:
+            return board.counts
         return BoardCounts.of(self.leaderboard_table, n_models=self.n_models)
 
     def board_head(self, n_rows: int) -> pa.Table:
@@ -367,8 +320,8 @@ class Result:
     def resized_variants(self) -> tuple[int, list[str]]:
         """Variants pooled with other sample sizes: how many, and examples."""
         table = self.benchmark_output
-        if not isinstance(table, pa.Table) and isinstance(table, FindsResized):
-            return table.resized_variants()
+        if isinstance(table, TableParts) and table.resized is not None:
+            return table.resized
         return resized_variants(self.benchmark_table)
 
     @property
@@ -420,12 +373,7 @@ def _count_distinct(values: pa.ChunkedArray) -> int:
 
 def _whole(table: pa.Table | TableParts) -> pa.Table:
     """A table, or its parts put together."""
-    if isinstance(table, pa.Table):
-        return table
-    if isinstance(table, BuildsWhole):
-        return table.whole()
-    parts = list(table.parts())
-    return pa.concat_tables(parts) if parts else arrow.empty_table(table.schema)
+    return table if isinstance(table, pa.Table) else table.whole()
 
 
 #: Variants named when a run reports those pooled with other sample sizes.
@@ -492,7 +440,7 @@ def assemble_result(
     Every engine (streaming, spilled, Dask) ends here, so they share one
     definition of the average, the rates, the ranks and the output tables
     (:mod:`lbnorm.board`). A large run's leaderboard (averages and ranks
-    included) is built on a thread of its own (:class:`BuiltBeside`): the
+    included) is built on a thread of its own (:meth:`TableParts.beside`): the
     writer encodes the benchmark table meanwhile, the longer of the two, and
     the result is returned without waiting for it.
 
@@ -537,7 +485,7 @@ def assemble_result(
     if len(variants) < _runtime.THREAD_ROWS:
         leaderboard_output = board()
     else:  # built beside the benchmark table, and beside its encoding when written
-        leaderboard_output = BuiltBeside(
+        leaderboard_output = TableParts.beside(
             board, schema=_leaderboard_schema(suite), num_rows=len(variants)
         )
     benchmark_output = benchmark_table(

@@ -21,8 +21,8 @@ subtask or two per model), the streaming engine spills instead:
    benchmark-major; only the averages stay in memory (8 bytes a variant).
 3. **The output** is gathered from those files: the benchmark table a benchmark
    and :data:`CHUNK_ROWS` variants at a time in key order, the leaderboard
-   :data:`BOARD_CHUNK_ROWS` rows at a time in rank order (:class:`SpilledBenchmarks`,
-   :class:`SpilledLeaderboard`), so neither table is ever whole in memory.
+   :data:`BOARD_CHUNK_ROWS` rows at a time in rank order (:func:`_spilled_benchmarks`,
+   :func:`_spilled_leaderboard`), so neither table is ever whole in memory.
 
 The sums are the same fixed-point integers, added in the same batches, so the
 tables equal the unspilled run's bit for bit. The folder is made with
@@ -72,6 +72,7 @@ from lbnorm.engines.result import (
     RESIZED_ROWS,
     BoardCounts,
     Result,
+    TableParts,
     benchmark_table,
     board_order,
     leaderboard_rows,
@@ -85,8 +86,6 @@ __all__ = [
     "CHUNK_ROWS",
     "Board",
     "SpillStore",
-    "SpilledBenchmarks",
-    "SpilledLeaderboard",
     "finish_saved",
     "finish_spilled",
     "rows_by_part",
@@ -448,13 +447,13 @@ def _finish_ordered(
         ),
     )
     return Result(
-        benchmark_output=SpilledBenchmarks(
+        benchmark_output=_spilled_benchmarks(
             spilled,
             ordered,
             board.n_cells,
             resized=_resized(spilled, ordered, board.resized),
         ),
-        leaderboard_output=SpilledLeaderboard(
+        leaderboard_output=_spilled_leaderboard(
             spilled,
             ordered,
             rank=rank,
@@ -717,32 +716,24 @@ class _Spilled:
                 raise OSError(msg)
 
 
-class SpilledBenchmarks:
-    """The benchmark table of a spilled run, a benchmark and a chunk of variants at a time."""
+def _spilled_benchmarks(
+    spilled: _Spilled,
+    ordered: Variants,
+    num_rows: int,
+    *,
+    resized: tuple[int, list[str]],
+) -> TableParts:
+    """The benchmark table of a spilled run, a benchmark and a chunk of variants at a time.
 
-    def __init__(
-        self,
-        spilled: _Spilled,
-        ordered: Variants,
-        num_rows: int,
-        *,
-        resized: tuple[int, list[str]],
-    ) -> None:
-        self._spilled, self._ordered = spilled, ordered
-        self.schema = BENCHMARK_SCORES
-        self.num_rows = num_rows  # (variant, benchmark) cells with a subtask
-        self._resized = resized
-        # a part holds each variant once: its model and revision hardly repeat
-        self.unique_columns = ("model", "revision")
+    Its parts run benchmark-major, then variant in key order; `num_rows` is its
+    (variant, benchmark) cells with a subtask. The whole table (for the Python
+    API) is built as a run that does not spill builds it.
+    """
+    plain = ("model", "revision")  # a part holds each variant once: hardly repeat
+    every = range(len(spilled.suite.benchmarks))
 
-    def resized_variants(self) -> tuple[int, list[str]]:
-        """Variants pooled with other sample sizes, found while summing."""
-        return self._resized
-
-    def parts(self) -> Iterator[pa.Table]:
-        """Benchmark-major, then variant in key order."""
-        spilled = self._spilled
-        for index in range(len(spilled.suite.benchmarks)):
+    def each() -> Iterator[pa.Table]:
+        for index in every:
             release_free_memory()  # the previous benchmark's parts
             # the variants (in key order) the benchmark has a subtask of
             n_present = spilled.gathered(None, ["n_present"], [index])["n_present"]
@@ -751,20 +742,26 @@ class SpilledBenchmarks:
                 rows = present[start : start + CHUNK_ROWS]
                 columns = spilled.gathered(rows, _SAVED, [index])
                 yield benchmark_table(
-                    self._ordered.take(rows),
+                    ordered.take(rows),
                     spilled.suite,
                     _benchmark_arrays(columns, spilled.n_expected[[index]]),
                     benchmarks=np.array([index]),
-                    plain=self.unique_columns,
+                    plain=plain,
                 )
 
-    def whole(self) -> pa.Table:
-        """The whole table, as a run that does not spill builds it (for the Python API)."""
-        spilled = self._spilled
-        columns = spilled.gathered(None, _SAVED, range(len(spilled.suite.benchmarks)))
-        return benchmark_table(
-            self._ordered, spilled.suite, _benchmark_arrays(columns, spilled.n_expected)
-        )
+    def build() -> pa.Table:
+        columns = spilled.gathered(None, _SAVED, every)
+        arrays = _benchmark_arrays(columns, spilled.n_expected)
+        return benchmark_table(ordered, spilled.suite, arrays)
+
+    return TableParts(
+        schema=BENCHMARK_SCORES,
+        num_rows=num_rows,
+        each=each,
+        build=build,
+        unique_columns=plain,
+        resized=resized,
+    )
 
 
 def _benchmark_arrays(
@@ -777,55 +774,50 @@ def _benchmark_arrays(
     )
 
 
-class SpilledLeaderboard:
-    """The leaderboard of a spilled run, :data:`BOARD_CHUNK_ROWS` rows at a time."""
+def _spilled_leaderboard(
+    spilled: _Spilled,
+    ordered: Variants,
+    *,
+    rank: FloatArray,
+    average: FloatArray,
+    average_error: FloatArray,
+    n_complete: npt.NDArray[np.int8],
+    counts: BoardCounts,
+) -> TableParts:
+    """The leaderboard of a spilled run, :data:`BOARD_CHUNK_ROWS` rows at a time.
 
-    def __init__(
-        self,
-        spilled: _Spilled,
-        ordered: Variants,
-        *,
-        rank: FloatArray,
-        average: FloatArray,
-        average_error: FloatArray,
-        n_complete: npt.NDArray[np.int8],
-        counts: BoardCounts,
-    ) -> None:
-        self._spilled, self._ordered = spilled, ordered
-        self._rank, self._average, self._error = rank, average, average_error
-        self._n_complete = n_complete
-        self._counts = counts
-        rules = spilled.suite.board  # (a spilled run's board has no rates)
-        self.schema = leaderboard_schema(
-            spilled.suite.benchmark_names, rank_doc=rules.rank_doc
-        )
-        self.num_rows = len(rank)
+    Ranked variants first, best first, then the others, each in key order.
+    """
+    every = range(len(spilled.suite.benchmarks))
 
-    def board_counts(self) -> BoardCounts:
-        """The leaderboard's counts, taken while summing."""
-        return self._counts
-
-    def parts(self) -> Iterator[pa.Table]:
-        """Ranked variants first, best first, then the others, each in key order."""
-        spilled = self._spilled
-        board = board_order(self._rank)  # key positions, in the board's order
-        every = range(len(spilled.suite.benchmarks))
+    def each() -> Iterator[pa.Table]:
+        board = board_order(rank)  # key positions, in the board's order
         for start in range(0, board.size, BOARD_CHUNK_ROWS):
             if start % CHUNK_ROWS == 0:  # the previous parts' arrays, freed
                 release_free_memory()
             rows = board[start : start + BOARD_CHUNK_ROWS]
             values = spilled.gathered(rows, ("normalized", "raw", "stderr"), every)
             yield leaderboard_rows(
-                self._ordered.take(rows),
+                ordered.take(rows),
                 spilled.suite,
-                n_complete=self._n_complete[rows].astype(np.int64),
+                n_complete=n_complete[rows].astype(np.int64),
                 normalized=values["normalized"],
                 raw=values["raw"],
                 stderr=values["stderr"],
-                rank=self._rank[rows],
-                average=self._average[rows],
-                average_error=self._error[rows],
+                rank=rank[rows],
+                average=average[rows],
+                average_error=average_error[rows],
             )
+
+    rules = spilled.suite.board  # (a spilled run's board has no rates)
+    return TableParts(
+        schema=leaderboard_schema(
+            spilled.suite.benchmark_names, rank_doc=rules.rank_doc
+        ),
+        num_rows=len(rank),
+        each=each,
+        counts=counts,
+    )
 
 
 def _resized(

@@ -33,7 +33,7 @@ from lbnorm.core.manifest import (
 )
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
-from lbnorm.engines.result import Job, PartsOnDisk, Result, TableParts, UniquePerPart
+from lbnorm.engines.result import Job, Result, TableParts
 from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
@@ -98,7 +98,9 @@ def write_job(
         result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
         transaction.record(name, entry)
         if result.subtask_parts is None:  # the parts went to disk: read back from there
-            result = replace(result, subtask_parts=PartsOnDisk(transaction.path(name)))
+            result = replace(
+                result, subtask_parts=TableParts.on_disk(transaction.path(name))
+            )
     _write_tables(result, transaction, provenance)  # (the staged subtasks skipped)
     return result
 
@@ -268,8 +270,7 @@ def _write_one(
     if isinstance(table, pa.Table):
         transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
         return
-    plain = table.unique_columns if isinstance(table, UniquePerPart) else ()
-    file = transaction.table_file(name, schema, plain=plain)
+    file = transaction.table_file(name, schema, plain=table.unique_columns)
     transaction.record(name, write_parts(file, table.parts(), then=lambda: None)[1])
 
 
