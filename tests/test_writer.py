@@ -255,9 +255,12 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
     monkeypatch.setattr(pq.ParquetWriter, "write_table", slow_write)
     table = pa.table({"x": list(range(10))})
-    with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
-        with Transaction(tmp_path / "out", kind=None) as transaction:
-            transaction.write_parts("t.parquet", table.schema, [table], then=list)
+    with (
+        pytest.raises(KeyboardInterrupt, match="SIGINT"),
+        _runtime.cancellable(),
+        Transaction(tmp_path / "out", kind=None) as transaction,
+    ):
+        transaction.write_parts("t.parquet", table.schema, [table], then=list)
     alive = [
         t.name for t in threading.enumerate() if t.name.startswith("lbnorm-writer")
     ]
