@@ -423,7 +423,10 @@ class Output:
         first, then each file's size, rows, columns and sha256 against the manifest.
         """
         for name, entry in sorted(self.manifest["outputs"].items()):
-            descriptor, stem, footer = self._files[name], name.split(".")[0], None
+            descriptor, footer = self._files.get(name), None
+            if descriptor is None:  # (a closed output: nothing to read)
+                continue
+            stem = name.removesuffix(".parquet")
             if self.kind == "leaderboard" and stem in _CONTRACTS:  # what it is, first
                 footer = self._read(
                     name, pq.read_metadata, what="damaged or not Parquet"
