@@ -85,8 +85,6 @@ _HOLDS = {
 #: Tables whose rank columns are read as nullable integers, and those columns.
 _RANKED = ("leaderboard", "benchmarks", "subtasks", "ratings", "win_rates")
 _RANKS = r"rank(_within_.*|_upper_bound)?"
-#: A run's tables with a contract (:mod:`lbnorm.core.schemas`).
-_CONTRACTS = ("leaderboard", "benchmarks", "subtasks")
 _ATTEMPTS = 5
 _T = TypeVar("_T")
 _PROC_FD = Path("/proc/self/fd")
@@ -371,7 +369,10 @@ class Output:
                 reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
                 msg = f"{self.path / name}: cannot read: {reason}.\nHint: the output is damaged; {self._rewrite}."
                 raise InputError(msg) from exc
-        self._compare(verify=verify)
+        for name in ("leaderboard", "benchmarks", "subtasks"):
+            if self.kind == "leaderboard" and self.has(name):
+                self._check_contract(name)
+        self._compare(verify=verify)  # (every table's footer read)
 
     def _exists(self, name: str) -> bool:
         try:
@@ -396,8 +397,9 @@ class Output:
         msg = f"{self.path}: holds {holds}, not {noun}; this reads {wanted} outputs.\nHint: {hint}."
         raise InputError(msg)
 
-    def _check_contract(self, name: str, schema: pa.Schema) -> None:
-        """Raise if a run's table (`name`: ``leaderboard``...) lacks its contract's columns or types."""
+    def _check_contract(self, name: str) -> None:
+        """Raise if a table lacks its contract's columns or types."""
+        schema = self.schema(name)
         contract = {
             "subtasks": SUBTASK_SCORES,
             "benchmarks": BENCHMARK_SCORES,
@@ -417,27 +419,15 @@ class Output:
             raise InputError(msg)
 
     def _compare(self, *, verify: bool) -> None:
-        """Raise if a listed file is not what the manifest records.
-
-        One pass, each footer read once: a run's table against its contract
-        first, then each file's size, rows, columns and sha256 against the manifest.
-        """
+        """Raise if a listed file's size, footer (rows, columns) or sha256 is not the manifest's."""
         for name, entry in sorted(self.manifest["outputs"].items()):
-            descriptor, footer = self._files.get(name), None
-            if descriptor is None:  # (a closed output: nothing to read)
-                continue
-            stem = name.removesuffix(".parquet")
-            if self.kind == "leaderboard" and stem in _CONTRACTS:  # what it is, first
-                footer = self._read(
-                    name, pq.read_metadata, what="damaged or not Parquet"
-                )
-                self._check_contract(stem, footer.schema.to_arrow_schema())
-            if not isinstance(entry, dict):
+            descriptor = self._files.get(name)
+            if not isinstance(entry, dict) or descriptor is None:
                 continue
             info = os.fstat(descriptor)
             self._same(name, "size in bytes", info.st_size, entry.get("bytes"))
             if name.endswith(".parquet"):
-                footer = footer or self._read(name, pq.read_metadata)
+                footer = self._read(name, pq.read_metadata)
                 self._same(name, "rows", footer.num_rows, entry.get("rows"))
                 columns = len(footer.schema.to_arrow_schema())
                 self._same(name, "columns", columns, entry.get("columns"))
