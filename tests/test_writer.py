@@ -239,33 +239,33 @@ def test_a_ctrl_c_as_a_writer_thread_starts_waits_for_that_thread(
     runs). The write is held as every entry point holds it (``lbnorm.run``, the
     command line): the Ctrl-C only sets the flag, the part is handed over and the
     writer waits for it, and the call ends with the interruption."""
-    from lbnorm.output.tablefile import TableFile
-    from lbnorm.output.writer import write_parts
-
     start, write_table = threading.Thread.start, pq.ParquetWriter.write_table
+    written: list[int] = []
 
     def start_then_ctrl_c(thread: threading.Thread) -> None:
         start(thread)
         if thread.name.startswith("lbnorm-writer"):
             signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, right here
 
-    def slow_write(self: pq.ParquetWriter, *args: Any, **kwargs: Any) -> None:
+    def slow_write(self: pq.ParquetWriter, table: pa.Table, **kwargs: Any) -> None:
         time.sleep(0.2)  # still encoding when the Ctrl-C unwinds the caller
-        write_table(self, *args, **kwargs)
+        write_table(self, table, **kwargs)
+        written.append(table.num_rows)
 
     monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
     monkeypatch.setattr(pq.ParquetWriter, "write_table", slow_write)
     table = pa.table({"x": list(range(10))})
-    path = tmp_path / "t.parquet"
-    with path.open("wb") as handle:
-        file = TableFile(handle.fileno(), table.schema, name=path.name)
-        with pytest.raises(KeyboardInterrupt, match="SIGINT"), _runtime.cancellable():
-            write_parts(file, [table], then=lambda: None)
+    with (
+        pytest.raises(KeyboardInterrupt, match="SIGINT"),
+        _runtime.cancellable(),
+        Transaction(tmp_path / "out", kind=None) as transaction,
+    ):
+        transaction.write_parts("t.parquet", table.schema, [table], then=list)
     alive = [
         t.name for t in threading.enumerate() if t.name.startswith("lbnorm-writer")
     ]
     assert alive == []  # the part was written before the writer was closed
-    assert pq.read_table(path).num_rows == 10
+    assert written == [10]
 
 
 # --- a manifest that scales (issue 30 item 3) ---------------------------------------------

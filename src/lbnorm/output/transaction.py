@@ -29,11 +29,11 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from lbnorm._runtime import cancellable, check_cancelled
+from lbnorm._runtime import Threads, cancellable, check_cancelled
 from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.manifest import (
@@ -55,7 +55,6 @@ __all__ = [
     "MANIFEST_LIMIT",
     "STAGING_MARK",
     "Recognizer",
-    "TableFile",
     "Transaction",
     "check_file",
     "check_target",
@@ -87,6 +86,7 @@ _FAULT_LOCK = threading.Lock()
 _NO_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP})
 #: The outputs and files this process has put in place, oldest first.
 _replaced: list[Path] = []
+_T = TypeVar("_T")
 
 
 def replaced_outputs() -> tuple[Path, ...]:
@@ -125,13 +125,14 @@ def read_manifest(
             if isinstance(folder, Path):
                 folder = opened.enter_context(_opened(folder))
             with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
-                data = _read_upto(handle, MANIFEST_LIMIT + 1)
+                # (sized first: a read of up to the limit would reserve it whole)
+                if os.fstat(handle.fileno()).st_size > MANIFEST_LIMIT:
+                    return None, "is too large to be lbnorm's"
+                data = handle.read()
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
         return None, f"cannot be read ({_reason(exc)})"
-    if len(data) > MANIFEST_LIMIT:
-        return None, "is too large to be lbnorm's"
     try:
         manifest: object = json.loads(data) if whole else manifest_head(data)
     except (ValueError, RecursionError):
@@ -140,20 +141,6 @@ def read_manifest(
     if problem or not isinstance(manifest, dict):  # a problem unless a dict
         return None, problem or ""
     return manifest, ""
-
-
-def _read_upto(handle: BinaryIO, limit: int) -> bytes:
-    """At most `limit` bytes of `handle`, a MiB at a time.
-
-    ``handle.read(limit)`` allocates `limit` bytes before it reads one: 256 MiB
-    of address space for every manifest, which a ``ulimit -v`` refuses.
-    """
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 @contextlib.contextmanager
@@ -433,8 +420,8 @@ class Transaction:
         self.target = self.folder = self.out
         self._previous: Path | None = None  # where the previous output went
         self._beside: list[_Beside] = []
-        #: What leaving releases, the last taken first: the staged tables'
-        #: descriptors, the staging folder's lock, the signals held.
+        #: What leaving releases, the last taken first: the staged files
+        #: beside the output, the staging folder's lock, the signals held.
         self._held = contextlib.ExitStack()
 
     def __enter__(self) -> Transaction:
@@ -471,36 +458,60 @@ class Transaction:
             raise OutputError(msg)
         return self.folder / name
 
-    def table_file(
+    def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
+        """Write `table` (one row group when tuned) as the staged file `name`, recorded."""
+        self.write_parts(
+            name, table.schema, [table], is_tuned=is_tuned, then=lambda: None
+        )
+
+    def write_parts(
         self,
         name: str,
         schema: pa.Schema,
+        parts: Iterable[pa.Table],
         *,
+        then: Callable[[], _T],
         is_tuned: bool = True,
         plain: tuple[str, ...] = (),
-    ) -> TableFile:
-        """A new staged Parquet file; :meth:`record` its entry once it is closed."""
-        descriptor = os.open(self.path(name), _NEW, 0o666)
-        self._held.callback(os.close, descriptor)
-        return TableFile(descriptor, schema, name=name, is_tuned=is_tuned, plain=plain)
+    ) -> _T:
+        """Write `parts` as the staged file `name`, a row group each, recorded; what `then` returns.
 
-    def write_table(self, name: str, table: pa.Table, *, is_tuned: bool = True) -> None:
-        """Write `table` (one row group when tuned) as the staged file `name`, recorded."""
-        written = self.table_file(name, table.schema, is_tuned=is_tuned)
-        written.write(
-            table, row_group_size=max(table.num_rows, 1) if is_tuned else None
-        )
-        self.record(name, written.close())
+        Each part is encoded on a writer thread while the caller makes the next
+        one, holding at most two parts in memory. ``then()`` runs here while the
+        thread finishes and syncs the file (both release the GIL): a job
+        finishing its result. The thread is done with the file before this
+        returns or raises. Untuned, a part is cut into row groups as pyarrow's
+        defaults say; an empty part is an empty row group.
+        """
+        with _opened(self.path(name), _NEW) as descriptor:
+            file = TableFile(
+                descriptor, schema, name=name, is_tuned=is_tuned, plain=plain
+            )
+            thread, pending = Threads(1, "writer"), None
+            try:
+                for part in parts:
+                    if pending is not None:
+                        pending.result()  # raises what writing the part before raised
+                    rows = max(part.num_rows, 1) if is_tuned else None
+                    pending = thread.submit(file.write, part, row_group_size=rows)
+                last = pending
 
-    def record(self, name: str, entry: dict[str, Any]) -> None:
-        """List a staged file in the manifest the commit writes."""
-        self.outputs[name] = entry
+                def close() -> dict[str, Any]:
+                    if last is not None:
+                        last.result()  # done (one thread, in order): raises what it raised
+                    return file.close()
+
+                syncing = thread.submit(close)
+                done = then()
+                self.outputs[name] = syncing.result()
+            finally:
+                try:
+                    thread.close(cancel=True)
+                finally:
+                    file.abandon()  # (closed already after close())
         with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
             fault_point("table-written")
-
-    def previous(self) -> dict[str, Any] | None:
-        """The whole manifest of the output being replaced (None: there is none)."""
-        return read_manifest(self.target, whole=True)[0]
+        return done
 
     def keep(self, *, skip: set[str]) -> None:
         """Carry the previous output's files into the new one (hard links), but `skip`."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,13 +34,14 @@ from lbnorm.core.manifest import (
 from lbnorm.core.options import RunOptions
 from lbnorm.core.version import lbnorm_version
 from lbnorm.engines.result import Job, Result, TableParts
-from lbnorm.output.tablefile import TableFile
 from lbnorm.output.transaction import (
     Recognizer,
     Transaction,
     check_file,
+    read_manifest,
     write_file,
 )
+from lbnorm.readers import input_rejections, input_reruns, input_warnings
 from lbnorm.suites import Suite
 
 if TYPE_CHECKING:
@@ -61,7 +62,6 @@ __all__ = [
 OUTPUT_FILES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 #: The table ``lbnorm run --paired`` adds beside them.
 PAIRED_FILE = "paired.parquet"
-_T = TypeVar("_T")
 
 
 def write_job(
@@ -90,13 +90,14 @@ def write_job(
         result = finish(job.finish())
     else:
         name = "subtasks.parquet"
-        metadata = {**provenance, "lbnorm.table": "subtasks"}
-        file = transaction.table_file(
-            name, _with_metadata(job.subtask_schema, metadata)
+        result = transaction.write_parts(
+            name,
+            _stamped(job.subtask_schema, provenance, name),
+            (
+                part for part in job.subtask_parts() if part.num_rows
+            ),  # summed as they come
+            then=lambda: finish(job.finish()),
         )
-        parts = job.subtask_parts()  # summed as they come
-        result, entry = write_parts(file, parts, then=lambda: finish(job.finish()))
-        transaction.record(name, entry)
         if result.subtask_parts is None:  # the parts went to disk: read back from there
             result = replace(
                 result, subtask_parts=TableParts.on_disk(transaction.path(name))
@@ -187,13 +188,7 @@ def _write_tables(
     # side (a core each), while this thread counts for the manifest below.
     with Threads(len(tables), "table") as pool:
         futures = [
-            pool.submit(
-                _write_one,
-                transaction,
-                name,
-                table,
-                {**provenance, "lbnorm.table": name.removesuffix(".parquet")},
-            )
+            pool.submit(_write_one, transaction, name, table, provenance)
             for name, table in tables.items()
             # None: not asked for; staged already: the subtasks, as they came
             if table is not None and name not in transaction.outputs
@@ -233,84 +228,43 @@ def _write_tables(
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
-    } | _input_notes(files)
-
-
-def _input_notes(files: pa.Table) -> dict[str, Any]:
-    """What the readers noted beyond the catalog, for the manifest (absent when none).
-
-    ``reruns``: each variant read from several results files with superseded
-    files or older scores that differ; ``rejected``: each results file a cached
-    run rejected, with the variant it held and whether that variant is lost;
-    ``warnings``: what the summary warned of, every one (the summary shows the
-    first few).
-    """
-    from lbnorm.readers import (  # the catalog's notes
-        input_rejections,
-        input_reruns,
-        input_warnings,
-    )
-
+    }
+    # what the readers noted beyond the catalog, each key absent when empty: the
+    # variants read from several results files with superseded files or older
+    # scores that differ, the results files a cached run rejected (with the
+    # variant each held and whether it is lost), every warning of the summary
     notes = {
         "reruns": input_reruns(files),
         "rejected": input_rejections(files),
         "warnings": input_warnings(files),
     }
-    return {key: value for key, value in notes.items() if value}
+    transaction.manifest |= {key: value for key, value in notes.items() if value}
 
 
 def _write_one(
     transaction: Transaction,
     name: str,
     table: pa.Table | TableParts,
-    metadata: dict[str, str],
+    provenance: Mapping[str, str],
 ) -> None:
-    """Write one of a run's tables, whole or a part at a time."""
-    schema = _with_metadata(table.schema, metadata)
+    """Write one of a run's tables, whole or a part at a time (no empty row group)."""
+    schema = _stamped(table.schema, provenance, name)
     if isinstance(table, pa.Table):
         transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
         return
-    file = transaction.table_file(name, schema, plain=table.unique_columns)
-    transaction.record(name, write_parts(file, table.parts(), then=lambda: None)[1])
+    transaction.write_parts(
+        name,
+        schema,
+        (part for part in table.parts() if part.num_rows),
+        then=lambda: None,
+        plain=table.unique_columns,
+    )
 
 
-def write_parts(
-    file: TableFile, parts: Iterable[pa.Table], *, then: Callable[[], _T]
-) -> tuple[_T, dict[str, Any]]:
-    """Write `parts` to `file` on a writer thread, a row group each; what `then` returns, and the file's entry.
-
-    Each part is encoded on the thread while the caller makes the next one,
-    holding at most two parts in memory. ``then()`` runs here while the thread
-    finishes and syncs the file (both release the GIL): a job finishing its
-    result. The thread is done with the file before this returns or raises;
-    on an error the file is left to the transaction.
-    """
-    thread, pending = Threads(1, "writer"), None
-    try:
-        for part in parts:
-            if pending is not None:
-                pending.result()  # raises what writing the part before raised
-            if part.num_rows:  # a benchmark nobody has: no empty row group
-                pending = thread.submit(file.write, part, row_group_size=part.num_rows)
-        last = pending
-
-        def close() -> dict[str, Any]:
-            if last is not None:
-                last.result()  # done (one thread, in order): raises what it raised
-            return file.close()
-
-        syncing = thread.submit(close)
-        done = then()
-        return done, syncing.result()
-    finally:
-        try:
-            thread.close(cancel=True)
-        finally:
-            file.abandon()  # (closed already after close())
-
-
-def _with_metadata(schema: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
-    return schema.with_metadata({**metadata, **pandas_metadata(schema)})
+def _stamped(schema: pa.Schema, provenance: Mapping[str, str], name: str) -> pa.Schema:
+    """`schema` with a run's table's metadata: provenance, its name, pandas' types."""
+    table = {"lbnorm.table": name.removesuffix(".parquet")}
+    return schema.with_metadata({**provenance, **table, **pandas_metadata(schema)})
 
 
 def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
@@ -383,7 +337,7 @@ def add_to(
     record = {"sources": dict(sources or {})}
     files = {f"{name}.parquet": _arrow(table) for name, table in tables.items()}
     if not transaction.manifest:
-        previous = transaction.previous()
+        previous = read_manifest(transaction.target, whole=True)[0]
         if previous is None:
             transaction.manifest = {"kind": "analysis", **record}
         else:
