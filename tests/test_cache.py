@@ -31,6 +31,9 @@ from lbnorm.readers import (
     input_warnings,
 )
 from lbnorm.readers.cache_store import NAME
+from lbnorm.readers.harness import HarnessFile
+from lbnorm.readers.results_tree import parsed_columns
+from lbnorm.suites import load_suite, parse_suite, suite_arrays
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -773,10 +776,6 @@ def test_scores_edited_in_the_cache_are_not_trusted(tree: Path, tmp_path: Path) 
 
 def test_cached_scores_are_checked_on_their_benchmarks_range() -> None:
     """A [0, 100] benchmark's 85 is a score there, a fraction's 85 a percentage."""
-    from lbnorm.readers.harness import HarnessFile
-    from lbnorm.readers.results_tree import parsed_columns
-    from lbnorm.suites import load_suite, parse_suite, suite_arrays
-
     text = b'name = "p"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a", task = "t", metric = "m" }]\n[[benchmarks]]\nname = "F"\nsubtasks = [{ name = "b", task = "u", metric = "m" }]\n'
     suite = parse_suite(text, source="p.toml")
 

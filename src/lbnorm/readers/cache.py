@@ -97,8 +97,8 @@ __all__ = [
 _RACY_NS = 2_000_000_000
 #: The fields of a cached file that name its variant.
 _VARIANT = ("model", "precision", "revision", "chat_template")
-#: A score's fields but its run settings.
-_SCORE_COLUMNS = ("subtask_index", "raw_score", "stderr", "n_samples")
+#: The scores of a file that failed to parse (:class:`HarnessFile`'s ``rows``): none.
+_NO_ROWS = ("subtask_index", "raw_score", "stderr", "n_samples", "settings")
 #: What is cached of a file apart from its path and stat.
 _CONTENT = pa.schema(
     [column for column in FILES if column.name not in ("path", "stat")]
@@ -468,7 +468,7 @@ def _failed(item: ScannedFile, cached: pa.Table, at: int) -> tuple[HarnessFile, 
         revision=revision,
         chat_template=chat_template,
         timestamp="",
-        rows={name: [] for name in (*_SCORE_COLUMNS, "settings")},
+        rows={name: [] for name in _NO_ROWS},
         n_ignored=0,
     ), source
 
