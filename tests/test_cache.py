@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from lbnorm import OutputError, Result, run
@@ -27,6 +30,10 @@ from lbnorm.readers import (
     input_reruns,
     input_warnings,
 )
+from lbnorm.readers.cache_store import NAME
+from lbnorm.readers.harness import HarnessFile
+from lbnorm.readers.results_tree import parsed_columns
+from lbnorm.suites import load_suite, parse_suite, suite_arrays
 
 TABLES = ("subtasks.parquet", "benchmarks.parquet", "leaderboard.parquet")
 
@@ -155,30 +162,25 @@ def test_corrupt_cache_is_rebuilt_not_trusted(tree: Path, tmp_path: Path) -> Non
     cache = tmp_path / "cache"
     reference = run([tree], out=tmp_path / "plain")
     run([tree], options=RunOptions(cache=str(cache)))
-    rows = next(cache.glob("rows-*.parquet"))
-    data = bytearray(rows.read_bytes())
+    data = bytearray((cache / NAME).read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped bit of rot
-    rows.write_bytes(bytes(data))
+    (cache / NAME).write_bytes(bytes(data))
     rebuilt = run(
         [tree], out=tmp_path / "rebuilt", options=RunOptions(cache=str(cache))
     )
     assert _stats(rebuilt)["rebuilt"] is True
-    assert str(_stats(rebuilt)["rebuild_reason"]).startswith("corrupt: rows-")
+    assert _stats(rebuilt)["rebuild_reason"] == CHECKSUM
     assert _stats(rebuilt)["parsed"] == 10
     assert _digests(tmp_path / "rebuilt") == _digests(tmp_path / "plain")
     assert reference.leaderboard.equals(rebuilt.leaderboard)
-    (cache / "lbnorm-cache.json").write_text("{ not json")
-    assert str(
-        _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuild_reason"]
-    ).startswith("corrupt: JSONDecodeError")
-    next(cache.glob("entries-*.parquet")).unlink()
-    assert str(
-        _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuild_reason"]
-    ).startswith("corrupt: FileNotFoundError")
+    (cache / NAME).unlink()  # no cache: every file parsed, nothing to distrust
+    assert _stats(run([tree], options=RunOptions(cache=str(cache)))) | {
+        "seconds": 0
+    } == _stats(rebuilt) | {"rebuilt": False, "rebuild_reason": "", "seconds": 0}
     assert (
         _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuilt"] is False
     )  # and healthy again
-    assert len(list(cache.glob("rows-*.parquet"))) == 1  # old generations are removed
+    assert sorted(path.name for path in cache.iterdir()) == [".lock", NAME]
 
 
 def test_cache_for_other_subtasks_is_rebuilt(tree: Path, tmp_path: Path) -> None:
@@ -429,14 +431,14 @@ def test_files_changed_just_before_a_run_are_read_again(
     monkeypatch.setattr(cache_module, "_RACY_NS", 0)  # as if the run came later
     trusted = run([tree], out=tmp_path / "out", options=RunOptions(cache=str(cache)))
     assert (_stats(trusted)["cached"], _stats(trusted)["hashed"]) == (10, 0)
-    index = (cache / "lbnorm-cache.json").read_bytes()
+    index = (cache / NAME).read_bytes()
     assert (
         run([tree], options=RunOptions(cache=str(cache)))
         .files["cache"]
         .eq("cached")
         .all()
     )
-    assert (cache / "lbnorm-cache.json").read_bytes() == index  # nothing to rewrite
+    assert (cache / NAME).read_bytes() == index  # nothing to rewrite
     inputs = json.loads((tmp_path / "out" / "manifest.json").read_text())["inputs"]
     assert not any(entry["sha256_verified"] for entry in inputs)  # taken on their stat
     for entry in inputs:  # yet each is the hash of the bytes an earlier run read
@@ -498,134 +500,117 @@ def test_a_cache_inside_the_output_is_refused(
 # --- a damaged cache is rebuilt, never a crash ----------------------------------------------
 
 
-def _index(cache: Path) -> dict[str, Any]:
-    index: dict[str, Any] = json.loads((cache / "lbnorm-cache.json").read_text())
-    return index
+def _body(cache: Path) -> pa.Table:
+    """The cache's table: its file's Parquet bytes, before their checksum."""
+    return pq.read_table(pa.BufferReader((cache / NAME).read_bytes()[:-64]))
 
 
-def _damage_index(text: str) -> Callable[[Path], None]:
-    def damage(cache: Path) -> None:
-        (cache / "lbnorm-cache.json").write_text(text)
+def _meta(cache: Path) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads(_body(cache).schema.metadata[b"lbnorm.cache"])
+    return meta
 
-    return damage
+
+def _write(cache: Path, body: bytes) -> None:
+    """Write `body` as the cache's file, with its checksum: made as lbnorm makes it."""
+    digest = hashlib.sha256(body).hexdigest().encode()
+    (cache / NAME).write_bytes(body + digest)
+
+
+def _rewrite(cache: Path, table: pa.Table) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    _write(cache, sink.getvalue().to_pybytes())
 
 
 def _set_field(name: str, value: object) -> Callable[[Path], None]:
     def damage(cache: Path) -> None:
-        index = _index(cache)
-        index[name] = value
-        (cache / "lbnorm-cache.json").write_text(json.dumps(index))
+        meta = json.dumps(_meta(cache) | {name: value}).encode()
+        _rewrite(cache, _body(cache).replace_schema_metadata({b"lbnorm.cache": meta}))
 
     return damage
 
 
-def _stat_time_1e400(cache: Path) -> None:
-    text = json.dumps(_index(cache))
-    (cache / "lbnorm-cache.json").write_text(
-        re.sub(r'"stat_ns": \d+', '"stat_ns": 1e400', text)
-    )
+def _cut(cache: Path) -> None:
+    data = (cache / NAME).read_bytes()
+    (cache / NAME).write_bytes(data[: len(data) // 2])
 
 
-def _stat_time_huge(cache: Path) -> None:
-    text = json.dumps(_index(cache))
-    (cache / "lbnorm-cache.json").write_text(
-        re.sub(r'"stat_ns": \d+', '"stat_ns": 1' + "0" * 400, text)
-    )
+def _replace_with(data: bytes) -> Callable[[Path], None]:
+    def damage(cache: Path) -> None:
+        (cache / NAME).write_bytes(data)
+
+    return damage
 
 
-def _rows_become_a_directory(cache: Path) -> None:
-    rows = cache / _index(cache)["rows"]["file"]
-    rows.unlink()
-    rows.mkdir()
-    (rows / "part-0.parquet").write_bytes(b"not lbnorm's")
+def _checksum_flipped(cache: Path) -> None:
+    data = (cache / NAME).read_bytes()
+    (cache / NAME).write_bytes(data[:-1] + (b"0" if data[-1:] != b"0" else b"1"))
 
 
-def _index_becomes_a_directory(cache: Path) -> None:
-    (cache / "lbnorm-cache.json").unlink()
-    (cache / "lbnorm-cache.json").mkdir()
-    (cache / "lbnorm-cache.json" / "keep.txt").write_text("not lbnorm's")
+def _another_schema(cache: Path) -> None:
+    _rewrite(cache, _body(cache).drop_columns(["stat"]))
 
 
-def _index_becomes_a_pipe(cache: Path) -> None:
-    (cache / "lbnorm-cache.json").unlink()
-    os.mkfifo(cache / "lbnorm-cache.json")  # reading it would block forever
+def _no_metadata(cache: Path) -> None:
+    _rewrite(cache, _body(cache).replace_schema_metadata(None))
 
 
-def _index_not_utf8(cache: Path) -> None:
-    (cache / "lbnorm-cache.json").write_bytes(b'{"format": "\xff"}')
+def _cache_becomes_a_directory(cache: Path) -> None:
+    (cache / NAME).unlink()
+    (cache / NAME).mkdir()
+    (cache / NAME / "keep.txt").write_text("not lbnorm's")
 
 
-def _entries_outside_the_cache(cache: Path) -> None:
-    index = _index(cache)
-    index["entries"]["file"] = "../../../etc/hostname"
-    (cache / "lbnorm-cache.json").write_text(json.dumps(index))
+def _cache_becomes_a_pipe(cache: Path) -> None:
+    (cache / NAME).unlink()
+    os.mkfifo(cache / NAME)  # reading it would block forever
 
 
+CHECKSUM = "corrupt: lbnorm-cache.bin does not match its checksum"
+#: Each damage and the reason given. Any change to the file's bytes fails its
+#: checksum; the rest are files with a right checksum (written as lbnorm writes)
+#: that an lbnorm of this version and suite must still not trust.
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
-    "index-list": (
-        _damage_index("[]"),
-        r"corrupt: ValueError: the index is not a JSON object: \[\]",
+    "truncated": (_cut, CHECKSUM),
+    "empty": (_replace_with(b""), CHECKSUM),
+    "a-json-list": (_replace_with(b"[]"), CHECKSUM),
+    "not-utf8": (_replace_with(b'{"format": "\xff"}'), CHECKSUM),
+    "checksum-flipped": (_checksum_flipped, CHECKSUM),
+    "not-parquet": (
+        lambda cache: _write(cache, b"not parquet"),
+        r"corrupt: ArrowInvalid: ",
     ),
-    "index-string": (
-        _damage_index('"x"'),
-        r'corrupt: ValueError: the index is not a JSON object: "x"',
+    "another-schema": (
+        _another_schema,
+        r"corrupt: lbnorm-cache\.bin has an unexpected schema",
     ),
-    "index-null": (
-        _damage_index("null"),
-        r"corrupt: ValueError: the index is not a JSON object: null",
-    ),
-    "index-empty-object": (
-        _damage_index("{}"),
-        r"corrupt: ValueError: the index lacks a field",
-    ),
-    "index-nested-100000-deep": (
-        _damage_index("[" * 100_000 + "]" * 100_000),
-        r"corrupt: RecursionError",
-    ),
-    "index-not-utf8": (
-        _index_not_utf8,
-        r"corrupt: (UnicodeDecodeError|JSONDecodeError)",
-    ),
-    "stat-time-1e400": (
-        _stat_time_1e400,
-        r"corrupt: ValueError: the index lacks a field",
-    ),
-    "stat-time-400-digits": (
-        _stat_time_huge,
-        r"corrupt: ValueError: the index lacks a field",
-    ),
-    "index-of-format-1": (
-        _set_field("format", 1),
-        r"made by another lbnorm version",
-    ),
-    "index-of-another-parser": (
+    "no-metadata": (_no_metadata, r"corrupt: KeyError: "),
+    "of-format-1": (_set_field("format", 1), r"made by another lbnorm version"),
+    "format-a-list": (_set_field("format", [7]), r"made by another lbnorm version"),
+    "of-another-parser": (
         _set_field("parser", "0-0000000000000000"),
         r"made by another version of the results parser",
     ),
-    "index-of-the-package-version-only": (  # (a cache of before the parser key)
+    "of-no-parser": (
         _set_field("parser", None),
         r"made by another version of the results parser",
     ),
-    "format-a-list": (
-        _set_field("format", [2]),
-        r"corrupt: ValueError: the index lacks a field",
+    "stat-time-1e400": (
+        _set_field("stat_ns", 1e400),
+        r"corrupt: lbnorm-cache\.bin has no stat time",
     ),
-    "rows-a-directory": (
-        _rows_become_a_directory,
-        r"corrupt: FileNotFoundError: rows-[0-9a-f]{12}\.parquet is missing or not a file",
+    "stat-time-400-digits": (
+        _set_field("stat_ns", 10**400),
+        r"corrupt: lbnorm-cache\.bin has no stat time",
     ),
-    "index-a-directory": (
-        _index_becomes_a_directory,
-        r"corrupt: lbnorm-cache\.json was not a file \(moved aside to "
-        r"lbnorm-cache\.json\.damaged-[0-9a-f]{12}\)",
+    "cache-a-directory": (
+        _cache_becomes_a_directory,
+        r"corrupt: lbnorm-cache\.bin was not a file \(moved aside to "
+        r"lbnorm-cache\.bin\.damaged-[0-9a-f]{12}\)",
     ),
-    "index-a-pipe": (
-        _index_becomes_a_pipe,
-        r"corrupt: lbnorm-cache\.json was not a file",
-    ),
-    "entries-outside-the-cache": (
-        _entries_outside_the_cache,
-        r"corrupt: ValueError: the index lacks a field",
+    "cache-a-pipe": (
+        _cache_becomes_a_pipe,
+        r"corrupt: lbnorm-cache\.bin was not a file",
     ),
 }
 
@@ -662,24 +647,22 @@ def test_a_damaged_cache_is_rebuilt(
 
 def test_what_lbnorm_did_not_write_is_kept(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
+    cache.mkdir()
+    older = {"lbnorm-cache.json": b"{}", "rows-0123456789ab.parquet": b"PAR1"}
+    for name, data in older.items():  # (an older lbnorm's cache: not read, kept)
+        (cache / name).write_bytes(data)
     run([tree], options=RunOptions(cache=str(cache)))
-    _index_becomes_a_directory(cache)
+    _cache_becomes_a_directory(cache)
     stats = _stats(run([tree], options=RunOptions(cache=str(cache))))
-    assert re.fullmatch(DAMAGE["index-a-directory"][1], str(stats["rebuild_reason"]))
-    (aside,) = cache.glob("lbnorm-cache.json.damaged-*")
+    assert re.fullmatch(DAMAGE["cache-a-directory"][1], str(stats["rebuild_reason"]))
+    (aside,) = cache.glob(f"{NAME}.damaged-*")
     assert (aside / "keep.txt").read_text() == "not lbnorm's"  # moved, not deleted
-    _rows_become_a_directory(cache)
-    stats = _stats(run([tree], options=RunOptions(cache=str(cache))))
-    assert re.fullmatch(DAMAGE["rows-a-directory"][1], str(stats["rebuild_reason"]))
-    kept = [path for path in cache.glob("rows-*.parquet") if path.is_dir()]
-    assert [(path / "part-0.parquet").read_bytes() for path in kept] == [
-        b"not lbnorm's"
-    ]
     assert _stats(run([tree], options=RunOptions(cache=str(cache))))["rebuilt"] is False
-    _index_becomes_a_directory(cache)
+    _cache_becomes_a_directory(cache)
     full = run([tree], options=RunOptions(cache=str(cache), full_rebuild=True))
     assert _stats(full)["rebuild_reason"] == "--full rebuild asked for"
-    assert len(list(cache.glob("lbnorm-cache.json.damaged-*"))) == 2
+    assert len(list(cache.glob(f"{NAME}.damaged-*"))) == 2
+    assert {name: (cache / name).read_bytes() for name in older} == older
 
 
 # --- a cache that cannot be written says so, and names --cache --------------------------------
@@ -755,65 +738,80 @@ def test_the_cache_is_keyed_on_the_parser_not_the_package_version(
     run([tree], options=RunOptions(cache=str(folder)))
     key = parse_cache.parser_key()
     assert key.startswith(f"{harness.PARSER_VERSION}-")
-    meta = json.loads((folder / "lbnorm-cache.json").read_text())
-    assert meta["parser"] == key
+    assert _meta(folder)["parser"] == key
     monkeypatch.setattr(parse_cache, "parser_key", lambda: "2-" + key[2:])
     again = _stats(run([tree], options=RunOptions(cache=str(folder))))
     assert again["rebuild_reason"] == "made by another version of the results parser"
     assert again["parsed"] == 10
 
 
-def test_scores_edited_with_the_index_checksum_updated_are_not_trusted(
-    tree: Path, tmp_path: Path
-) -> None:
-    """A rows file with halved scores and its sha256 in the index updated: rebuilt."""
-    import hashlib
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
+def test_scores_edited_in_the_cache_are_not_trusted(tree: Path, tmp_path: Path) -> None:
+    """The cache's scores halved by a Parquet tool, its checksum left: rebuilt."""
     folder = tmp_path / "cache"
     first = run([tree], options=RunOptions(cache=str(folder)))
-    index = _index(folder)
-    rows_path = folder / index["rows"]["file"]
-    rows = pq.read_table(rows_path)
-    halved = pc.multiply(rows["raw_score"], pa.scalar(0.5))
-    rows = rows.set_column(
-        rows.schema.get_field_index("raw_score"), "raw_score", halved
+    table = _body(folder).combine_chunks()
+    lists = table["scores"].chunk(0)
+    halved = pa.StructArray.from_arrays(
+        [
+            pc.multiply(lists.values.field(at), pa.scalar(0.5))
+            if field.name == "raw_score"
+            else lists.values.field(at)
+            for at, field in enumerate(lists.type.value_type)
+        ],
+        fields=list(lists.type.value_type),
     )
-    pq.write_table(rows, rows_path)
-    index["rows"]["sha256"] = hashlib.sha256(rows_path.read_bytes()).hexdigest()
-    (folder / "lbnorm-cache.json").write_text(json.dumps(index))
+    edited = table.set_column(
+        table.schema.get_field_index("scores"),
+        "scores",
+        pa.ListArray.from_arrays(lists.offsets, halved),
+    )
+    checksum = (folder / NAME).read_bytes()[-64:]
+    sink = pa.BufferOutputStream()
+    pq.write_table(edited, sink)
+    (folder / NAME).write_bytes(sink.getvalue().to_pybytes() + checksum)
     again = run([tree], options=RunOptions(cache=str(folder)))
-    stats = _stats(again)
-    assert str(stats["rebuild_reason"]).startswith("corrupt: the scores of ")
-    assert str(stats["rebuild_reason"]).endswith("files do not match their digests")
+    assert _stats(again)["rebuild_reason"] == CHECKSUM
     assert again.leaderboard_table.equals(first.leaderboard_table)
 
 
 def test_cached_scores_are_checked_on_their_benchmarks_range() -> None:
     """A [0, 100] benchmark's 85 is a score there, a fraction's 85 a percentage."""
-    import pyarrow as pa
-
-    from lbnorm.suites import load_suite, parse_suite, suite_arrays
-
     text = b'name = "p"\n[[benchmarks]]\nname = "P"\nrange = [0, 100]\nsubtasks = [{ name = "a", task = "t", metric = "m" }]\n[[benchmarks]]\nname = "F"\nsubtasks = [{ name = "b", task = "u", metric = "m" }]\n'
-    scales = suite_arrays(parse_suite(text, source="p.toml")).scales
-    rows = pa.table(
-        {
-            "path": ["ok.json", "ok.json", "big.json", "pct.json"],
-            "subtask_index": pa.array([0, 1, 0, 1], pa.int32()),
-            "raw_score": [85.0, 0.85, 100.5, 85.0],
-            "stderr": pa.array([None] * 4, pa.float64()),
-            "n_samples": pa.array([None] * 4, pa.int64()),
-            "key": ["k"] * 4,
+    suite = parse_suite(text, source="p.toml")
+
+    def parsed(path: str, subtasks: list[int], scores: list[float]) -> HarnessFile:
+        rows: dict[str, list[Any]] = {
+            "subtask_index": subtasks,
+            "raw_score": scores,
+            "stderr": [None] * len(scores),
+            "n_samples": [None] * len(scores),
+            "settings": [(None,) * 8] * len(scores),
         }
+        return HarnessFile(
+            path=path,
+            model="m",
+            precision="",
+            revision="",
+            chat_template=False,
+            timestamp="",
+            rows=rows,
+            n_ignored=0,
+        )
+
+    files = parsed_columns(
+        [
+            parsed("ok.json", [0, 1], [85.0, 0.85]),
+            parsed("big.json", [0], [100.5]),
+            parsed("pct.json", [1], [85.0]),
+        ]
     )
-    bad = cache_module._check_rows(rows, scales)
-    assert bad == {
-        "big.json": "k is 100.5, outside its benchmark's range",
-        "pct.json": "k is 85.0, outside [0, 1] (a percentage?)",
-    }
-    assert cache_module._check_rows(rows.slice(0, 2), scales) == {}
+    pairs = [("t", "m"), ("u", "m")]
+    assert cache_module._checked(files, ["", "", "bad"], pairs, suite) == [
+        "",
+        "results['t']['m'] is 100.5, outside its benchmark's range",
+        "bad",  # (failed to parse: that reason stays)
+    ]
+    assert cache_module._checked(files, ["", "", ""], pairs, suite)[2] == (
+        "results['u']['m'] is 85.0, outside [0, 1] (a percentage?)"
+    )
     assert suite_arrays(load_suite("openllm-v2")).scales is None

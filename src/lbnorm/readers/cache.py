@@ -2,8 +2,8 @@
 
 A nightly run over a tree of thousands of lm-evaluation-harness results files
 should cost only what changed. The cache directory keeps every file's parsed
-scores as Parquet, keyed by the file's absolute path, its stat (size, mtime,
-ctime, inode, device) and the sha256 of its content:
+scores, keyed by the file's absolute path, its stat (size, mtime, ctime, inode,
+device) and the sha256 of its content:
 
 * a file whose stat is unchanged is taken from the cache unread, its sha256
   the one an earlier run computed from the bytes it read; the file catalog (and
@@ -26,28 +26,16 @@ A new file is parsed; a cached file that no longer exists is dropped. A file
 that cannot be parsed, or whose scores break the contract (a score outside
 [0, 1], a negative stderr), is *rejected* with its reason instead of stopping
 the run, and remembered as rejected until its content changes. The newest file
-per model variant wins, as :mod:`lbnorm.readers.harness` decides, so the result
+per model variant wins, as :mod:`lbnorm.readers.newest` decides, so the result
 equals a run without the cache.
 
-Layout: ``lbnorm-cache.json`` (the index) names one generation of
-``entries-<id>.parquet`` (one row per file) and ``rows-<id>.parquet`` (one row
-per score) with their sha256, the cache format, the lbnorm version, the results
-parser's key (:func:`parser_key`: its version and source), a hash of the suite's
-subtasks (benchmark, subtask, task, metric) and when the files were stat'ed. A new generation is
-written beside the old one and the index replaced last, so a killed run leaves
-the previous cache intact. On load the index is checked field by field and both
-files are hashed and checked against each other; a cache that fails any check
-(an index that is not such an object, nested beyond reason, a number out of
-range, a file that is missing, damaged or a directory), was made by another
-lbnorm version or parser or for other subtasks is rebuilt from scratch, never trusted
-(``full_rebuild=True`` forces that). Something that is not a regular file where
-the index belongs is moved aside (``lbnorm-cache.json.damaged-<id>``), never
-deleted; of the generation files, lbnorm deletes only its own regular files.
-These files, the index and the lock are kept by :mod:`lbnorm.readers.cache_store`;
-this module decides what to reuse and assembles the run's scores from it.
-
-The cache directory must not be inside the output directory, which every run
-replaces whole (:func:`check_cache_location`).
+The cache is one file, kept by :mod:`lbnorm.readers.cache_store` with its
+lock: a row per results file, written whole and checksummed. A cache that is
+damaged, was made by another lbnorm version or results parser (:func:`parser_key`)
+or for other subtasks is rebuilt from scratch, never trusted
+(``full_rebuild=True`` forces that). The cache directory must not be inside
+the output directory, which every run replaces whole
+(:func:`~lbnorm.readers.cache_store.check_cache_location`).
 """
 
 from __future__ import annotations
@@ -58,6 +46,7 @@ import hashlib
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,25 +57,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lbnorm.core.arrow import (
-    booleans,
-    numbers,
-    scalar,
-    strings,
-    to_numpy,
-)
+from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
 from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
 from lbnorm.readers import cache_store, harness, results_tree
-from lbnorm.readers.cache_store import (
-    ENTRIES,
-    ROWS,
-    SETTING,
-    first_line,
-    load,
-    opened,
-    store,
-)
+from lbnorm.readers.cache_store import FILES, SETTING, first_line, load, opened, store
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
@@ -104,6 +79,7 @@ from lbnorm.readers.newest import (
     result_keys,
 )
 from lbnorm.readers.results_tree import (
+    ScannedFile,
     parsed_columns,
     scan_results_files,
 )
@@ -116,13 +92,17 @@ __all__ = [
     "read_files_cached",
 ]
 
-#: What a file's stat must keep for its cached parse and hash to be trusted unread.
-#: The ctime cannot be set back (a write or a utime sets it to now), so a rewrite
-#: that keeps size and mtime, or restores the mtime, is still seen.
-_STAT = ("size", "mtime_ns", "ctime_ns", "inode", "device")
 #: A file changed this close to (or after) the previous run's stat could have
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
 _RACY_NS = 2_000_000_000
+#: The fields of a cached file that name its variant.
+_VARIANT = ("model", "precision", "revision", "chat_template")
+#: The scores of a file that failed to parse (:class:`HarnessFile`'s ``rows``): none.
+_NO_ROWS = ("subtask_index", "raw_score", "stderr", "n_samples", "settings")
+#: What is cached of a file apart from its path and stat.
+_CONTENT = pa.schema(
+    [column for column in FILES if column.name not in ("path", "stat")]
+)
 
 
 def read_files_cached(
@@ -218,86 +198,61 @@ def _refresh(
     """
     names = results_columns(subtask_columns(suite), suite)
     pairs = list(zip(names["task"], names["metric"], strict=True))
-    columns = ("benchmark", "subtask", "task", "metric")  # (the rows' subtask_index)
+    columns = ("benchmark", "subtask", "task", "metric")  # (the scores' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
-    pairs_hash = hashlib.sha256(json.dumps(subtasks).encode()).hexdigest()
+    key = {
+        "parser": parser_key(),
+        "pairs": hashlib.sha256(json.dumps(subtasks).encode()).hexdigest(),
+    }
     with opened(cache) as damaged:
-        entries, rows, stat_ns, reason = load(
-            cache,
-            pairs_hash,
-            parser=parser_key(),
-            discard="--full rebuild asked for" if full_rebuild else damaged,
+        cached, stat_ns, reason = load(
+            cache, key, discard="--full rebuild asked for" if full_rebuild else damaged
         )
         started_ns = time.time_ns()  # before any stat: the next run's racy line
-        current = _stat(files)
-        all_paths = strings(current.path.tolist())
-        old_at = _positions(all_paths, entries["path"])  # -1: not in the cache
-        is_unchanged = _is_unchanged(current.stat, entries, old_at, stat_ns)
+        found = _stat(files)
+        old_at = _positions(strings(found.path.tolist()), cached["path"])  # -1: new
+        is_unchanged = _is_unchanged(found.stat, cached, old_at, stat_ns)
         changed = np.flatnonzero(~is_unchanged)
-        read = _read_changed(current, changed, entries, old_at, pairs, progress)
-        new_entries, new_rows = _checked_new(read, pairs, suite_arrays(suite).scales)
-        # the entries in the order of the files found: each kept or new
-        at = np.empty(len(current.path), dtype=np.int64)
-        at[is_unchanged] = old_at[is_unchanged]
-        at[changed] = entries.num_rows + np.arange(changed.size)
-        table = pa.concat_tables([entries, _entries_table(new_entries)]).take(
-            numbers(at, pa.int64())
+        read = _read_changed(found, changed, cached, old_at, pairs, progress)
+        # a file read again whose bytes are the cached ones (touched) is not new
+        is_new = np.array(
+            [item.parsed is not None or item.error is not None for item in read],
+            dtype=bool,
         )
-        unchanged_paths = strings(current.path[is_unchanged].tolist())
-        reused = pa.concat_arrays(
-            [unchanged_paths, strings(read.reused)]
-        )  # files whose cached rows stay
-        scores_rows = pa.concat_tables(
-            [rows.filter(pc.is_in(rows["path"], value_set=reused)), new_rows]
+        new = [(int(old_at[changed[at]]), read[at]) for at in np.flatnonzero(is_new)]
+        # the files in the order found: each cached (unchanged, touched) or new
+        at = old_at.copy()
+        at[changed[is_new]] = cached.num_rows + np.arange(len(new))
+        stat = found.stat.copy()
+        stat[changed, 0] = [item.size for item in read]  # of the bytes hashed
+        table = pa.concat_tables(
+            [cached.select(_CONTENT.names), _new_rows(new, cached, pairs, suite)]
+        ).take(numbers(at, pa.int64()))
+        table = table.append_column("path", strings(found.path.tolist()))
+        stat_column = numbers(stat.ravel(), pa.int64())
+        table = table.append_column(
+            "stat", pa.FixedSizeListArray.from_arrays(stat_column, stat.shape[1])
         )
-        dropped = entries.num_rows - int(np.count_nonzero(old_at >= 0))  # (distinct)
-        if new_entries or dropped or reason or stat_ns == 0:
-            store(
-                cache,
-                table,
-                scores_rows,
-                pairs_hash,
-                stat_ns=started_ns,
-                parser=parser_key(),
-            )
-    status = np.full(len(current.path), "cached", dtype=object)
-    status[changed] = read.status
-    status[_is(table["status"], "rejected")] = "rejected"
+        dropped = cached.num_rows - int(np.count_nonzero(old_at >= 0))
+        if changed.size or dropped or reason or stat_ns == 0:
+            store(cache, table, key, stat_ns=started_ns)
+    status = np.full(len(found.path), "cached", dtype=object)
+    status[changed[is_new]] = "parsed"
+    is_rejected = _is_rejected(table)
+    status[is_rejected] = "rejected"
     read_results, catalog = _assemble(
         table,
-        scores_rows,
         names,
         pairs,
-        display=current.display,
+        display=found.display,
         status=status,
         verified=~is_unchanged,  # read and hashed this run
     )
     stats_of_run = _stats(
-        cache,
-        status,
-        hashed=int(np.count_nonzero(~is_unchanged)),
-        dropped=dropped,
-        reason=reason,
+        cache, status, hashed=int(changed.size), dropped=dropped, reason=reason
     )
-    lost = _rejected_variants(table, current.display)
+    lost = _rejected_variants(table, found.display, is_rejected)
     return replace(read_results, files=catalog, rejected=lost), stats_of_run
-
-
-def _checked_new(
-    read: _Changed, pairs: list[tuple[str, str]], scales: Scales | None
-) -> tuple[list[dict[str, Any]], pa.Table]:
-    """The changed files' entries and score rows, a file whose scores break the contract rejected."""
-    new_rows = _rows_of(read.parsed, pairs)
-    bad = _check_rows(new_rows, scales)  # every new score
-    if bad:
-        new_rows = new_rows.filter(
-            pc.invert(pc.is_in(new_rows["path"], value_set=strings(list(bad))))
-        )
-    new_entries = [
-        _rejected(entry, bad[entry["path"]]) if entry["path"] in bad else entry
-        for entry in read.entries  # one entry per changed file
-    ]
-    return new_entries, new_rows
 
 
 def _stats(
@@ -337,7 +292,9 @@ def _stats(
 
 
 def _rejected_variants(
-    entries: pa.Table, display: npt.NDArray[np.object_]
+    table: pa.Table,
+    display: npt.NDArray[np.object_],
+    is_rejected: npt.NDArray[np.bool_],
 ) -> tuple[dict[str, Any], ...]:
     """Each rejected file, the variant it held as far as known, and whether it is lost.
 
@@ -354,70 +311,38 @@ def _rejected_variants(
         and ``lost`` (none does: the variant is not on the board; null if the
         variant is unknown).
     """
-    is_rejected = _is(entries["status"], "rejected")
     if not is_rejected.any():
         return ()
-    rejected = entries.filter(booleans(is_rejected))
-    accepted = entries.filter(booleans(_is(entries["status"], "ok")))
-    by_folder = _is(rejected["variant_from"], "folder")
-    others = np.where(
-        by_folder,
-        _holding(rejected, accepted, _VARIANT[:1]),
-        _holding(rejected, accepted, _VARIANT[:4]),
-    )
+    # a step per file, only when a file was rejected
+    variants = list(zip(*(table[name].to_pylist() for name in _VARIANT), strict=True))
+    accepted = [
+        v for v, bad in zip(variants, is_rejected.tolist(), strict=True) if not bad
+    ]
+    holding, holding_model = Counter(accepted), Counter(v[0] for v in accepted)
     records = []
-    rows = rejected.select(list(_VARIANT)).to_pylist()
-    for path, row, other in zip(  # the rejected files only: usually none
-        display[is_rejected].tolist(), rows, others.tolist(), strict=True
-    ):
-        source = row.pop("variant_from") or None
-        if source != "file" and source != "cache":  # only the model is known
-            row |= {"precision": None, "revision": None, "chat_template": None}
-        if source is None:
-            row["model"] = None
+    sources = table["variant_from"].to_pylist()
+    for at in np.flatnonzero(is_rejected).tolist():
+        source = sources[at] or None
+        model, precision, revision, chat_template = variants[at]
+        other = holding_model[model] if source == "folder" else holding[variants[at]]
+        known = source in ("file", "cache")  # else the model alone, or nothing
         records.append(
-            {"path": path, **row, "variant_from": source, "other_files": other}
-            | {"lost": None if source is None else other == 0}
+            {
+                "path": display[at],
+                "model": model if source else None,
+                "precision": precision if known else None,
+                "revision": revision if known else None,
+                "chat_template": chat_template if known else None,
+                "variant_from": source,
+                "other_files": other,
+                "lost": None if source is None else other == 0,
+            }
         )
     return tuple(records)
 
 
-def _holding(
-    rejected: pa.Table, accepted: pa.Table, columns: Sequence[str]
-) -> IntArray:
-    """Per rejected entry, the accepted entries with the same values in `columns`."""
-    if not accepted.num_rows:
-        return np.zeros(rejected.num_rows, dtype=np.int64)
-
-    def keys(table: pa.Table) -> pa.ChunkedArray:
-        parts = [table[name].cast(pa.string()) for name in columns]
-        return (
-            pc.binary_join_element_wise(*parts, "\x1f") if len(parts) > 1 else parts[0]
-        )
-
-    counted = pc.value_counts(keys(accepted))
-    at = _positions(keys(rejected), counted.field("values"))
-    counts = to_numpy(counted.field("counts")).astype(np.int64)
-    return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
-
-
-def _is(values: pa.ChunkedArray, text: str) -> npt.NDArray[np.bool_]:
-    """Where a string column equals `text`."""
-    return to_numpy(pc.equal(values, scalar(text, pa.string())), null=False)
-
-
-def _entries_table(entries: list[dict[str, Any]]) -> pa.Table:
-    """Cache entries (dicts of :data:`ENTRIES`'s fields) as a table."""
-    columns = []
-    for field in ENTRIES:
-        values = [entry[field.name] for entry in entries]
-        if pa.types.is_string(field.type):
-            columns.append(strings(values))
-        elif pa.types.is_boolean(field.type):
-            columns.append(booleans(np.array(values, dtype=bool)))
-        else:
-            columns.append(numbers(np.array(values, dtype=np.int64), field.type))
-    return pa.Table.from_arrays(columns, schema=ENTRIES)
+def _is_rejected(table: pa.Table) -> npt.NDArray[np.bool_]:
+    return to_numpy(pc.not_equal(table["reason"], scalar("", pa.string())))
 
 
 def _positions(
@@ -430,7 +355,7 @@ def _positions(
 
 def _is_unchanged(
     stat: npt.NDArray[np.int64],
-    entries: pa.Table,
+    cached: pa.Table,
     old_at: IntArray,
     stat_ns: int,
 ) -> npt.NDArray[np.bool_]:
@@ -439,30 +364,16 @@ def _is_unchanged(
     A file changed within :data:`_RACY_NS` of the cache's own stat could have
     changed again within the same clock tick: it is read again.
     """
-    is_known = old_at >= 0
-    if not entries.num_rows:
+    if not cached.num_rows:
         return np.zeros(old_at.size, dtype=bool)
-    cached = np.column_stack(
-        [to_numpy(entries[name], null=-1).astype(np.int64) for name in _STAT]
-    )
-    old = cached[np.maximum(old_at, 0)]  # (a file not cached: not known)
+    old = to_numpy(pc.list_flatten(cached["stat"])).reshape(-1, stat.shape[1])
     is_unchanged: npt.NDArray[np.bool_] = (
-        is_known
-        & (stat == old).all(axis=1)
+        (old_at >= 0)
+        & (stat == old[np.maximum(old_at, 0)]).all(axis=1)
         & (stat[:, 0] >= 0)  # a stat that failed is no match
         & (np.maximum(stat[:, 1], stat[:, 2]) < stat_ns - _RACY_NS)
     )
     return is_unchanged
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Changed:
-    """What reading the changed files gave: entries, parsed files, statuses."""
-
-    entries: list[dict[str, Any]]
-    parsed: list[tuple[str, HarnessFile]]
-    reused: list[str]  # touched, same bytes: the cached rows stay
-    status: list[str]  # per changed file: parsed or cached (touched)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -471,74 +382,99 @@ class _Found:
 
     path: npt.NDArray[np.object_]  # absolute: the cache's key
     display: npt.NDArray[np.object_]  # as found: what the catalog shows
-    stat: npt.NDArray[np.int64]  # (files, 5): the fields of _STAT, -1 if it failed
+    # (files, 5): size, mtime, ctime, inode and device; -1 where stat failed
+    stat: npt.NDArray[np.int64]
 
 
 def _read_changed(
     found: _Found,
     changed: IntArray,
-    entries: pa.Table,
+    cached: pa.Table,
     old_at: IntArray,
     pairs: list[tuple[str, str]],
     progress: ProgressCallback | None,
-) -> _Changed:
+) -> list[ScannedFile]:
     """Read and hash the changed files (on every core when many); parse the new ones.
 
     A file whose hash is the cached one (touched, not changed) is not parsed
     again. An unreadable file stops the run.
     """
-    result = _Changed(entries=[], parsed=[], reused=[], status=[])
-    cached_sha = entries["sha256"].to_pylist()
-    known = [cached_sha[at] if at >= 0 else None for at in old_at[changed].tolist()]
+    cached_sha = cached["sha256"].to_pylist()
     scanned = scan_results_files(
         [Path(display) for display in found.display[changed]],
         pairs,
         read=functools.partial(read_bytes, max_bytes=MAX_RESULTS_BYTES),
-        known=known,
+        known=[cached_sha[at] if at >= 0 else None for at in old_at[changed].tolist()],
         stop_at_error=False,
         progress=progress,
         stage="parsing changed results files",
     )
-    keys = found.path[changed].tolist()
-    stats = found.stat[changed].tolist()
+    read = []
     with contextlib.closing(scanned):  # its workers stop however the loop ends
-        for at, key, fields, item in zip(
-            old_at[changed].tolist(), keys, stats, scanned, strict=True
-        ):
-            # one iteration per changed file: its entry, from the bytes just read
+        for item in scanned:  # a step per changed file
             if item.error is not None and not item.sha256:  # unreadable: stop
                 raise item.error
-            is_touched = item.parsed is None and item.error is None  # not changed
-            entry = (
-                entries.slice(at, 1).to_pylist()[0]
-                if is_touched
-                else _BLANK_ENTRY | {"status": "ok"}
-            ) | {
-                "path": key,
-                # taken before the read: a change during the run is seen next time
-                **dict(zip(_STAT, fields, strict=True)),
-                "size": item.size,  # of the bytes hashed (and parsed)
-                "sha256": item.sha256,
-            }
-            result.status.append("cached" if is_touched else "parsed")
-            if is_touched:
-                result.reused.append(key)
-            elif item.parsed is not None:
-                result.parsed.append((key, item.parsed))
-                entry |= _parsed_entry(item.parsed)
-            else:  # a file that does not parse is rejected
-                entry = _rejected(entry, first_line(str(item.error)))
-                entry |= (  # its variant, as its config names it if it does
-                    dict(zip(_VARIANT, (*item.variant, "file"), strict=True))
-                    if item.variant is not None
-                    else _earlier_variant(entries, at, Path(item.path))
-                )
-            result.entries.append(entry)
-    return result
+            read.append(item)
+    return read
+
+
+def _new_rows(
+    new: list[tuple[int, ScannedFile]],
+    cached: pa.Table,
+    pairs: list[tuple[str, str]],
+    suite: Suite,
+) -> pa.Table:
+    """The cache rows of new content, parsed or rejected (`new`: each file's scan and cached row, -1 if none)."""
+    files = [
+        (item.parsed, "file") if item.parsed is not None else _failed(item, cached, at)
+        for at, item in new
+    ]
+    parsed = parsed_columns([file for file, _ in files])
+    errors = [
+        "" if item.error is None else first_line(str(item.error)) for _, item in new
+    ]
+    return _content(
+        parsed,
+        sha256=[item.sha256 for _, item in new],
+        reason=_checked(parsed, errors, pairs, suite),
+        variant_from=[source for _, source in files],
+    )
+
+
+def _failed(item: ScannedFile, cached: pa.Table, at: int) -> tuple[HarnessFile, str]:
+    """A file that failed to parse: the variant it held as far as known, and where from.
+
+    As its own config names it, else as the cache's earlier row of the path
+    (`at`) named it, else its ``<org>/<model>`` folders (the model alone).
+    """
+    variant, source = item.variant, "file"
+    if variant is None and at >= 0 and cached["model"][at].as_py():
+        earlier = cached.slice(at, 1).to_pylist()[0]
+        variant = (
+            earlier["model"],
+            earlier["precision"],
+            earlier["revision"],
+            earlier["chat_template"],
+        )
+        source = "folder" if earlier["variant_from"] == "folder" else "cache"
+    elif variant is None:
+        variant = (variant_folder(item.path), "", "", False)
+        source = "folder" if variant[0] else ""
+    model, precision, revision, chat_template = variant
+    return HarnessFile(
+        path=str(item.path),
+        model=model,
+        precision=precision,
+        revision=revision,
+        chat_template=chat_template,
+        timestamp="",
+        rows={name: [] for name in _NO_ROWS},
+        n_ignored=0,
+    ), source
 
 
 def _stat(files: list[Path]) -> _Found:
-    """Each file keyed by absolute path, with the stat fields of :data:`_STAT`.
+    """Each file keyed by absolute path, with its stat.
 
     A file found twice (two paths given to one file) is kept once, where it
     was first found.
@@ -551,7 +487,7 @@ def _stat(files: list[Path]) -> _Found:
         display=np.array([str(file) for file in first.values()], dtype=object),
         stat=np.array(
             [_stat_fields(file) for file in first.values()], dtype=np.int64
-        ).reshape(-1, len(_STAT)),
+        ).reshape(-1, 5),
     )
 
 
@@ -569,87 +505,65 @@ def _stat_fields(file: Path) -> tuple[int, int, int, int, int]:
     )
 
 
-def _parsed_entry(parsed: HarnessFile) -> dict[str, Any]:
-    """A parsed file's fields of its cache entry: its variant, run time and counts."""
-    return {
-        "variant_from": "file",
-        "model": parsed.model,
-        "precision": parsed.precision,
-        "revision": parsed.revision,
-        "chat_template": parsed.chat_template,
-        "timestamp": parsed.timestamp,
-        "n_ignored": parsed.n_ignored,
-        "n_rows": len(parsed.rows["raw_score"]),
-        "ignored": "\n".join(parsed.ignored),
-    }
-
-
-def _rejected(entry: dict[str, Any], reason: str) -> dict[str, Any]:
-    return entry | {"status": "rejected", "reason": reason, "n_rows": 0}
-
-
-def _earlier_variant(entries: pa.Table, at: int, path: Path) -> dict[str, Any]:
-    """A rejected file's variant when the file does not name it.
-
-    As the cache's previous entry of the same path named it, else its
-    ``<org>/<model>`` folders.
-    """
-    if at >= 0:  # (the rejected files only: one row each)
-        (row,) = entries.slice(at, 1).select(list(_VARIANT)).to_pylist()
-        previous: dict[str, Any] = row
-        if previous["model"]:  # (a variant named by its folder stays so)
-            return previous | {
-                "variant_from": "folder"
-                if previous["variant_from"] == "folder"
-                else "cache"
-            }
-    model = variant_folder(path)
-    return {"model": model, "variant_from": "folder" if model else ""}
-
-
-#: The fields of an entry that name its variant, and where they come from.
-_VARIANT = ("model", "precision", "revision", "chat_template", "variant_from")
-#: An entry before its file is read: every field of :data:`ENTRIES` empty.
-_BLANK_ENTRY: dict[str, Any] = {
-    field.name: {pa.string(): "", pa.bool_(): False}.get(field.type, 0)
-    for field in ENTRIES
-}
-
-
-def _rows_of(
-    parsed: list[tuple[str, HarnessFile]], pairs: list[tuple[str, str]]
+def _content(
+    files: ParsedFiles, *, sha256: list[str], reason: list[str], variant_from: list[str]
 ) -> pa.Table:
-    """The score rows of newly parsed files, as one table (NaN stored as null: missing)."""
-    files = parsed_columns([harness for _, harness in parsed])
-    owner = np.repeat(np.arange(len(parsed), dtype=np.int64), files.lengths)
-    index, raw = files.subtask_index, files.raw_score
-    stderr = to_numpy(files.stderr, null=np.nan)
-    columns = [
-        strings([key for key, _ in parsed]).take(numbers(owner, pa.int64())),
-        numbers(index, pa.int32()),
-        numbers(raw, pa.float64(), valid=~np.isnan(raw)),
-        numbers(stderr, pa.float64(), valid=~np.isnan(stderr)),
-        files.n_samples,
-        strings(result_keys(tuple(pairs))).take(numbers(index, pa.int64())),
-        *files.settings.columns(),
-    ]
-    return pa.Table.from_arrays(columns, schema=ROWS)
+    """New files' cache rows (:data:`_CONTENT`): their variant, entries and scores."""
+    offsets = np.zeros(len(files.path) + 1, dtype=np.int32)
+    np.cumsum(files.lengths, out=offsets[1:])
+    score_type = _CONTENT.field("scores").type.value_type
+    scores = pa.StructArray.from_arrays(
+        [
+            numbers(files.subtask_index, pa.int32()),
+            numbers(files.raw_score, pa.float64()),
+            files.stderr,
+            files.n_samples,
+            *files.settings.columns(),
+        ],
+        fields=list(score_type),
+    )
+    columns = {
+        "sha256": strings(sha256),
+        "reason": strings(reason),
+        "model": strings(files.model),
+        "precision": strings(files.precision),
+        "revision": strings(files.revision),
+        "chat_template": booleans(files.chat_template),
+        "variant_from": strings(variant_from),
+        "timestamp": strings(files.timestamp),
+        "ignored": files.ignored,
+        "scores": pa.ListArray.from_arrays(numbers(offsets, pa.int32()), scores),
+    }
+    return pa.Table.from_arrays(list(columns.values()), schema=_CONTENT)
 
 
-def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
-    """Files whose scores break the contract, with the first violation as reason.
+def _checked(
+    files: ParsedFiles, reasons: list[str], pairs: list[tuple[str, str]], suite: Suite
+) -> list[str]:
+    """Per new file, why it is rejected: it failed to parse, or a score breaks the contract.
 
     A score is checked on its benchmark's declared range (the suite's
-    ``range``), else as a fraction in [0, 1].
+    ``range``), else as a fraction in [0, 1]; the first violation is the reason.
     """
-    raw = to_numpy(rows["raw_score"], null=np.nan)
-    stderr = to_numpy(rows["stderr"], null=np.nan)
-    samples = to_numpy(rows["n_samples"].cast(pa.float64()), null=np.nan)
+    bad = _bad_scores(files, suite_arrays(suite).scales)
+    keys = result_keys(tuple(pairs))
+    owner = np.repeat(np.arange(len(files.path)), files.lengths)
+    found = list(reasons)
+    for at, problem in bad:  # the failing rows only, usually none
+        if not found[owner[at]]:
+            found[owner[at]] = f"{keys[files.subtask_index[at]]} {problem}"
+    return found
+
+
+def _bad_scores(files: ParsedFiles, scales: Scales | None) -> list[tuple[int, str]]:
+    """The rows whose scores break the contract, a check at a time, and why."""
+    raw = files.raw_score
+    stderr = to_numpy(files.stderr, null=np.nan)
+    samples = to_numpy(files.n_samples.cast(pa.float64()), null=np.nan)
     is_fraction = ~((raw >= 0.0) & (raw <= 1.0))
     is_outside = np.zeros(raw.shape, dtype=bool)
     if scales is not None:  # a declared range replaces [0, 1] for its rows
-        subtask = to_numpy(rows["subtask_index"]).astype(np.int64)
-        is_ranged, is_outside = scales.outside(raw, subtask)
+        is_ranged, is_outside = scales.outside(raw, files.subtask_index)
         is_fraction &= ~is_ranged
         is_outside |= is_ranged & ~np.isfinite(raw)
     checks = {
@@ -664,18 +578,15 @@ def _check_rows(rows: pa.Table, scales: Scales | None) -> dict[str, str]:
             samples,
         ),
     }
-    reasons: dict[str, str] = {}
-    for problem, (mask, values) in checks.items():  # a check at a time, over all rows
-        for at in np.flatnonzero(mask).tolist():  # the failing rows only, usually none
-            path = str(rows["path"][at].as_py())
-            text = problem.format(value=float(values[at]))
-            reasons.setdefault(path, f"{rows['key'][at].as_py()} {text}")
-    return reasons
+    return [
+        (at, problem.format(value=float(values[at])))
+        for problem, (mask, values) in checks.items()
+        for at in np.flatnonzero(mask).tolist()
+    ]
 
 
 def _assemble(
-    entries: pa.Table,
-    rows: pa.Table,
+    table: pa.Table,
     names: SubtaskColumns,
     pairs: list[tuple[str, str]],
     *,
@@ -687,64 +598,53 @@ def _assemble(
 
     Taken by :func:`lbnorm.readers.newest.combine_parsed`, as from freshly
     parsed files (the newest result per variant and subtask), so a cached run
-    reads a tree exactly as an uncached one. The cached rows are put in file
-    order, then suite order, in one sort (no step per file).
+    reads a tree exactly as an uncached one.
 
     Args:
-        entries: One per file found, in that order.
-        rows: The cached and new score rows (of any files).
+        table: The cache's rows, one per file found, in that order.
         names: The suite's subtask columns.
         pairs: The suite's (task, metric) pairs.
         display: Per file, its path as found (the catalog shows it).
         status: Per file: ``parsed``, ``cached`` or ``rejected``.
         verified: Per file: whether its sha256 is of bytes read this run.
     """
-    is_ok = _is(entries["status"], "ok")
-    accepted = entries.filter(booleans(is_ok))
-    parsed = _stored_files(accepted, rows, display[is_ok].tolist())
-    read = combine_parsed(parsed, pairs, names)
-    assert read.settings is not None
+    is_ok = ~_is_rejected(table)
     accepted_at = np.flatnonzero(is_ok)  # an accepted file's row among all files
+    accepted = table.take(numbers(accepted_at, pa.int64()))  # (one chunk)
+    read = combine_parsed(_parsed(accepted, display[is_ok].tolist()), pairs, names)
+    assert read.settings is not None
     settings = replace(read.settings, file=accepted_at[read.settings.file])
     # what each accepted file gave, in the order of all files (null if rejected)
-    place = np.full(entries.num_rows, -1, dtype=np.int64)
+    place = np.full(table.num_rows, -1, dtype=np.int64)
     place[is_ok] = np.arange(accepted.num_rows)
     gave = read.files.take(numbers(place, pa.int64(), valid=place >= 0))
     catalog = pa.table(
         {
             "path": strings(display.tolist()),
-            "sha256": entries["sha256"],
-            "bytes": entries["size"],
+            "sha256": table["sha256"],
+            "bytes": pc.list_element(table["stat"], scalar(0, pa.int64())),
             "rows": pc.fill_null(gave["rows"], scalar(0, pa.int64())),
             "superseded_by": gave["superseded_by"],
-            "n_ignored": entries["n_ignored"],
+            "n_ignored": pc.list_value_length(table["ignored"]).cast(pa.int64()),
             "tasks": gave["tasks"],
-            "ignored": _lines(entries["ignored"]),
-            "reason": entries["reason"],
+            "ignored": table["ignored"],
+            "reason": table["reason"],
             "sha256_verified": booleans(verified),
             "cache": strings(status.tolist()),
             # for the comparability check (the catalog itself leaves them out)
-            **{
-                name: gave[name]
-                for name in ("model", "precision", "revision", "chat_template")
-            },
+            **{name: gave[name] for name in _VARIANT},
         }
     )
     return replace(read, settings=settings), catalog
 
 
-def _stored_files(accepted: pa.Table, rows: pa.Table, paths: list[str]) -> ParsedFiles:
-    """The accepted files' entries and rows as :func:`combine_parsed` takes parsed files.
+def _parsed(accepted: pa.Table, paths: list[str]) -> ParsedFiles:
+    """The accepted files' cache rows as :func:`combine_parsed` takes parsed files.
 
-    The rows are put in file order, then suite order, in one sort; `paths`
-    are the files as found (the catalog shows them).
+    `paths` are the files as found (the catalog shows them).
     """
-    owner = _positions(rows["path"], accepted["path"])
-    is_taken = owner >= 0  # -1: a row of a file not accepted
-    owner = owner[is_taken]
-    subtask = to_numpy(rows["subtask_index"]).astype(np.int64)[is_taken]
-    order = np.lexsort((subtask, owner))  # by file, then by subtask
-    taken = numbers(np.flatnonzero(is_taken)[order], pa.int64())
+    scores = pc.list_flatten(accepted["scores"].chunk(0))
+    column = scores.field
     return ParsedFiles(
         path=paths,
         model=accepted["model"].to_pylist(),
@@ -752,26 +652,17 @@ def _stored_files(accepted: pa.Table, rows: pa.Table, paths: list[str]) -> Parse
         revision=accepted["revision"].to_pylist(),
         chat_template=to_numpy(accepted["chat_template"]).astype(bool),
         timestamp=accepted["timestamp"].to_pylist(),
-        n_ignored=to_numpy(accepted["n_ignored"]).astype(np.int64),
-        lengths=np.bincount(owner, minlength=accepted.num_rows).astype(np.int64),
-        subtask_index=subtask[order],
-        raw_score=to_numpy(rows["raw_score"].take(taken), null=np.nan),
-        stderr=rows["stderr"].take(taken).combine_chunks(),
-        n_samples=rows["n_samples"].take(taken).combine_chunks(),
+        n_ignored=to_numpy(pc.list_value_length(accepted["ignored"])).astype(np.int64),
+        lengths=to_numpy(pc.list_value_length(accepted["scores"])).astype(np.int64),
+        subtask_index=to_numpy(column("subtask_index")).astype(np.int64),
+        raw_score=to_numpy(column("raw_score")),
+        stderr=column("stderr"),
+        n_samples=column("n_samples"),
         settings=RunSettings.from_columns(
-            [rows[SETTING + name].take(taken) for name in SETTINGS]
+            [column(SETTING + name) for name in SETTINGS]
         ),
-        ignored=_lines(accepted["ignored"]),
+        ignored=accepted["ignored"],
     )
-
-
-def _lines(texts: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Entries stored one per line, as a list<string> column ('' is no entry)."""
-    split = pc.split_pattern(texts, "\n")
-    # the empty list, built from arrays (pa.scalar of a list probes pandas)
-    offsets = numbers(np.zeros(2), pa.int32())
-    none = pa.ListArray.from_arrays(offsets, strings([]))[0]
-    return pc.if_else(pc.equal(texts, scalar("", pa.string())), none, split)
 
 
 @functools.cache

@@ -222,14 +222,17 @@ class RunSettings:
                 encoded = encoded.combine_chunks()
             keys.append(to_numpy(encoded.indices).astype(np.int64))
             values.append(encoded.dictionary.to_pylist())
-        distinct, code = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
-        return cls(
-            code=code.reshape(-1).astype(np.int64),
-            distinct=tuple(
-                tuple(values[j][k] for j, k in enumerate(row))
-                for row in distinct.tolist()
-            ),
-        )
+        # each row's rank among the distinct combinations so far, a column at a
+        # time: (rank, code) pairs order as np.unique(axis=0) orders the rows
+        code = np.zeros(n, dtype=np.int64)
+        for key, value in zip(keys, values, strict=True):
+            code = np.unique(code * len(value) + key, return_inverse=True)[1]
+        first = np.unique(code, return_index=True)[1]  # a row of each, in rank order
+        distinct = [
+            [value[k] for k in key[first].tolist()]
+            for key, value in zip(keys, values, strict=True)
+        ]
+        return cls(code=code, distinct=tuple(zip(*distinct, strict=True)))
 
     def columns(self) -> list[pa.Array]:
         """One string column per setting, a value per row (for the parse cache)."""
