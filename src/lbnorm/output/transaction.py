@@ -125,10 +125,12 @@ def read_manifest(
             if isinstance(folder, Path):
                 folder = opened.enter_context(_opened(folder))
             with open(open_plain(folder, MANIFEST), "rb") as handle:  # (owns it)
-                # (sized first: a read of up to the limit would reserve it whole)
-                if os.fstat(handle.fileno()).st_size > MANIFEST_LIMIT:
+                # (sized first: a read of up to the limit would reserve it whole;
+                # read no further than the size seen, should the file grow)
+                size = os.fstat(handle.fileno()).st_size
+                if size > MANIFEST_LIMIT:
                     return None, "is too large to be lbnorm's"
-                data = handle.read()
+                data = handle.read(size)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
