@@ -154,44 +154,6 @@ def test_a_ctrl_c_stops_a_later_piece_too(monkeypatch: pytest.MonkeyPatch) -> No
         read_jsonl(_jsonl(), parse=_TYPED)
 
 
-_CSV_TYPES = pa_csv.ConvertOptions(column_types={"model": pa.string()})
-
-
-@pytest.mark.usefixtures("in_pieces")
-@pytest.mark.parametrize(
-    ("data", "is_a_record_a_line"),
-    [
-        (_csv(), True),
-        (_csv().replace(b"\n", b"\r\n"), True),
-        (_csv() + b'"a\nquoted newline",1.0,p\n' + _csv().partition(b"\n")[2], False),
-        (_csv() + b"\n" + _csv().partition(b"\n")[2], False),
-    ],
-    ids=[
-        "a record a line",
-        "crlf",
-        "a quoted newline",
-        "a blank line",
-    ],
-)
-def test_a_typed_csv_read_in_pieces_is_the_one_piece_read(
-    monkeypatch: pytest.MonkeyPatch, data: bytes, *, is_a_record_a_line: bool
-) -> None:
-    """Read in pieces only when each line is a record; else read again in one piece."""
-    assert len(table_file._pieces(data, is_typed=True)) == 3
-    opened = pa_csv.open_csv
-    readers: list[int] = []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        readers.append(1)
-        return opened(*args, **kwargs)
-
-    monkeypatch.setattr(pa_csv, "open_csv", counted)
-    one = pa_csv.read_csv(pa.BufferReader(data), convert_options=_CSV_TYPES)
-    assert read_csv(data, convert=_CSV_TYPES).equals(one)
-    # the header, three pieces and, unless a record is a line, the one-piece read
-    assert len(readers) == (4 if is_a_record_a_line else 5)
-
-
 def test_an_error_is_the_whole_file_readers() -> None:
     data = b'{"x": "a"}\n' * ROWS + b'{"x": 1}\n'
     with pytest.raises(pa.ArrowInvalid, match="changed from string to number"):

@@ -4,8 +4,8 @@ The one map from suffix to format is :data:`lbnorm.core.files.FILE_FORMATS`;
 each reader names the formats it takes (:func:`table_format`). Text tables
 (CSV, JSON lines) are parsed by Arrow's streaming readers a block (1 MiB by
 default) at a time, the cancellation flag looked at between blocks, so a
-Ctrl-C waits for one block, not the file; a large file read with its types
-given is cut at newlines into a piece per core, each streamed on its own
+Ctrl-C waits for one block, not the file; a large JSON-lines file read with
+a schema is cut at newlines into a piece per core, each streamed on its own
 thread (Arrow's streaming readers use one). A file the streaming read cannot
 take in one schema (a column whose type widens past the first block) is read
 again whole: Arrow's whole-file reader widens such a column, and its table
@@ -59,9 +59,6 @@ __all__ = [
 #: real row (scores are flat; a battle's or a sample's fields nest a few levels)
 #: and far below what overflows Arrow's parser (about 15,000).
 MAX_JSON_DEPTH = 1_000
-
-#: A streaming read of one piece of a file, started when called.
-Stream = Callable[[], Iterator[pa.RecordBatch]]
 
 #: How rows are counted in messages: ``line`` in text files, ``row`` elsewhere.
 RowUnit = Literal["line", "row"]
@@ -150,26 +147,7 @@ def read_csv(
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
         return pa_csv.read_csv(opened(), convert_options=convert)
 
-    typed = convert is not None and bool(convert.column_types)
-    if isinstance(source, Path) or len(pieces := _pieces(source, typed)) == 1:
-        return _in_blocks([stream], whole)
-    try:  # the header's names, for the pieces after the first
-        header = pa_csv.open_csv(pa.BufferReader(source[: source.find(b"\n") + 1]))
-    except pa.ArrowException:
-        return _in_blocks([stream], whole)
-    named = pa_csv.ReadOptions(column_names=header.schema.names)
-
-    def piece(data: pa.Buffer, options: pa_csv.ReadOptions | None) -> Stream:
-        return lambda: pa_csv.open_csv(
-            pa.BufferReader(data), read_options=options, convert_options=convert
-        )
-
-    table = _in_blocks(
-        [piece(data, named if i else None) for i, data in enumerate(pieces)], whole
-    )
-    is_a_record_a_line = table.num_rows == _line_count(source) - 1
-    # else a record spans lines (a quoted newline) or a line is blank: one piece
-    return table if is_a_record_a_line else _in_blocks([stream], whole)
+    return _in_blocks([stream], whole)
 
 
 def read_jsonl(
@@ -202,7 +180,7 @@ def read_jsonl(
         check_json_depth(data, path or Path("<data>"))
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 
-    def stream(piece: pa.Buffer) -> Stream:
+    def stream(piece: pa.Buffer) -> Callable[[], Iterator[pa.RecordBatch]]:
         return lambda: pa_json.open_json(
             pa.BufferReader(piece), read_options=options, parse_options=parse
         )
@@ -221,7 +199,10 @@ def read_jsonl(
     return _in_blocks([stream(piece) for piece in _pieces(data, typed)], whole)
 
 
-def _in_blocks(streams: Sequence[Stream], whole: Callable[[], pa.Table]) -> pa.Table:
+def _in_blocks(
+    streams: Sequence[Callable[[], Iterator[pa.RecordBatch]]],
+    whole: Callable[[], pa.Table],
+) -> pa.Table:
     """The streaming reads' table (their pieces in order), or the whole read's if one failed.
 
     Pieces after the first are read on threads of their own: Arrow's streaming
@@ -229,7 +210,7 @@ def _in_blocks(streams: Sequence[Stream], whole: Callable[[], pa.Table]) -> pa.T
     as one stream does.
     """
 
-    def read(stream: Stream) -> pa.Table:
+    def read(stream: Callable[[], Iterator[pa.RecordBatch]]) -> pa.Table:
         reader = stream()
         batches = []
         for batch in reader:
@@ -252,11 +233,9 @@ def _in_blocks(streams: Sequence[Stream], whole: Callable[[], pa.Table]) -> pa.T
         raise
 
 
-#: A CSV or JSON-lines file of this many bytes and more, read with its types
-#: given, is parsed in pieces of whole lines, one a core. A newline always ends a
-#: JSON line (JSON text holds none); a CSV read in pieces is kept only if it has
-#: a record a line (else it is read again in one piece). An inferring read is
-#: one piece: each piece would infer its own types.
+#: A JSON-lines file of this many bytes and more, read with a schema, is parsed
+#: in pieces of whole lines, one a core (a newline always ends a line: JSON text
+#: holds none). An inferring read is one piece: each piece would infer its own types.
 _PIECE_BYTES = 32 << 20
 
 
@@ -352,7 +331,7 @@ def text_rows(data: bytes, kind: FileFormat, n_rows: int | None = None) -> RowNu
 
 def _csv_rows(data: bytes, n_rows: int | None) -> RowNumbers:
     """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
-    lines = _line_count(data)
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == (n_rows or 0) + 1:
         return RowNumbers(unit="line", first=2)
     buffer = np.frombuffer(data, dtype=np.uint8)
@@ -377,14 +356,9 @@ def _csv_rows(data: bytes, n_rows: int | None) -> RowNumbers:
     )
 
 
-def _line_count(data: bytes) -> int:
-    """Lines in a text file (a last line without its newline counts)."""
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-
-
 def _jsonl_rows(data: bytes, n_rows: int | None) -> RowNumbers:
     """Each row's line: consecutive from line 1, unless blank lines intervene."""
-    lines = _line_count(data)
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == n_rows:
         return RowNumbers(unit="line", first=1)
     buffer = np.frombuffer(data, dtype=np.uint8)
