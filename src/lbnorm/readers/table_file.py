@@ -181,7 +181,7 @@ def read_jsonl(
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 
     def stream(piece: pa.Buffer) -> Callable[[], Iterator[pa.RecordBatch]]:
-        return lambda: pa_json.open_json(
+        return lambda: pa_json.open_json(  # type: ignore[no-any-return]
             pa.BufferReader(piece), read_options=options, parse_options=parse
         )
 
