@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 from collections.abc import Callable, Iterator
@@ -101,57 +100,6 @@ def test_a_column_that_widens_past_the_first_block_is_read_whole() -> None:
     table = read_jsonl(data)
     assert table.schema.field("x").type == pa.float64()
     assert table.equals(pa_json.read_json(pa.BufferReader(data)))
-
-
-_TYPED = pa_json.ParseOptions(
-    explicit_schema=pa.schema([("model", pa.string()), ("raw_score", pa.float64())]),
-    unexpected_field_behavior="infer",
-)
-
-
-@pytest.fixture
-def in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A typed read of a few MiB goes in three pieces (as on a three-core machine)."""
-    monkeypatch.setattr(table_file, "_PIECE_BYTES", 1 << 20)
-    monkeypatch.setattr(table_file, "available_cores", lambda: 3)
-
-
-@pytest.mark.usefixtures("in_pieces")
-def test_a_typed_read_in_pieces_is_the_one_piece_read() -> None:
-    data = _jsonl()
-    pieces = table_file._pieces(data, is_typed=True)
-    assert len(pieces) == 3
-    assert b"".join(piece.to_pybytes() for piece in pieces) == data
-    assert all(piece.to_pybytes().endswith(b"\n") for piece in pieces)
-    whole = pa_json.read_json(pa.BufferReader(data), parse_options=_TYPED)
-    assert read_jsonl(data, parse=_TYPED).equals(whole)
-    assert len(table_file._pieces(data, is_typed=False)) == 1  # inferring: one
-
-
-@pytest.mark.usefixtures("in_pieces")
-def test_a_piece_that_reads_otherwise_makes_the_whole_read() -> None:
-    """A field only the last piece holds is a column the first pieces lack: read whole."""
-    data = _jsonl() + b'{"model": "x", "raw_score": 1.0, "extra": 1}\n'
-    table = read_jsonl(data, parse=_TYPED)
-    assert table.column_names == ["model", "raw_score", "pad", "extra"]
-    assert table.equals(pa_json.read_json(pa.BufferReader(data), parse_options=_TYPED))
-
-
-@pytest.mark.usefixtures("in_pieces")
-def test_a_ctrl_c_stops_a_later_piece_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A piece read on another thread sees the flag between its blocks as well."""
-    opened = pa_json.open_json
-    readers = itertools.count(1)  # (next() is atomic: one reader is the third)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        reader = opened(*args, **kwargs)
-        if next(readers) == 3:  # the third piece's reader: the user's Ctrl-C
-            signal.raise_signal(signal.SIGINT)
-        return reader
-
-    monkeypatch.setattr(pa_json, "open_json", counted)
-    with pytest.raises(Cancelled, match="SIGINT"), _runtime.cancellable():
-        read_jsonl(_jsonl(), parse=_TYPED)
 
 
 def test_an_error_is_the_whole_file_readers() -> None:

@@ -4,9 +4,7 @@ The one map from suffix to format is :data:`lbnorm.core.files.FILE_FORMATS`;
 each reader names the formats it takes (:func:`table_format`). Text tables
 (CSV, JSON lines) are parsed by Arrow's streaming readers a block (1 MiB by
 default) at a time, the cancellation flag looked at between blocks, so a
-Ctrl-C waits for one block, not the file; a large JSON-lines file read with
-a schema is cut at newlines into a piece per core, each streamed on its own
-thread (Arrow's streaming readers use one). A file the streaming read cannot
+Ctrl-C waits for one block, not the file. A file the streaming read cannot
 take in one schema (a column whose type widens past the first block) is read
 again whole: Arrow's whole-file reader widens such a column, and its table
 (or its error) is the one a reader gets. A JSON line long enough to nest past
@@ -23,11 +21,8 @@ quotes, as RFC 4180 quoting has it).
 
 from __future__ import annotations
 
-import functools
-import itertools
 import re
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import wait
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,7 +34,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from lbnorm._runtime import available_cores, beside, check_cancelled
+from lbnorm._runtime import beside, check_cancelled
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import FILE_FORMATS, FileFormat, file_format, read_bytes
 
@@ -147,7 +142,7 @@ def read_csv(
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
         return pa_csv.read_csv(opened(), convert_options=convert)
 
-    return _in_blocks([stream], whole)
+    return _in_blocks(stream, whole)
 
 
 def read_jsonl(
@@ -180,9 +175,9 @@ def read_jsonl(
         check_json_depth(data, path or Path("<data>"))
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 
-    def stream(piece: pa.Buffer) -> Callable[[], Iterator[pa.RecordBatch]]:
-        return lambda: pa_json.open_json(  # type: ignore[no-any-return]
-            pa.BufferReader(piece), read_options=options, parse_options=parse
+    def stream() -> Iterator[pa.RecordBatch]:
+        return pa_json.open_json(  # type: ignore[no-any-return]
+            pa.BufferReader(data), read_options=options, parse_options=parse
         )
 
     def whole() -> pa.Table:
@@ -195,62 +190,27 @@ def read_jsonl(
         # reader has no cancellation of its own); abandoned, it ends by itself
         return beside(read).result()
 
-    typed = parse is not None and parse.explicit_schema is not None
-    return _in_blocks([stream(piece) for piece in _pieces(data, typed)], whole)
+    return _in_blocks(stream, whole)
 
 
 def _in_blocks(
-    streams: Sequence[Callable[[], Iterator[pa.RecordBatch]]],
-    whole: Callable[[], pa.Table],
+    stream: Callable[[], Iterator[pa.RecordBatch]], whole: Callable[[], pa.Table]
 ) -> pa.Table:
-    """The streaming reads' table (their pieces in order), or the whole read's if one failed.
-
-    Pieces after the first are read on threads of their own: Arrow's streaming
-    readers parse on the calling thread only. Pieces read to other schemas fail
-    as one stream does.
-    """
-
-    def read(stream: Callable[[], Iterator[pa.RecordBatch]]) -> pa.Table:
+    """The streaming read's table, or the whole read's if the stream failed."""
+    try:
         reader = stream()
         batches = []
         for batch in reader:
             check_cancelled()  # a cancelled run stops between two blocks
             batches.append(batch)
         return pa.Table.from_batches(batches, schema=reader.schema)  # type: ignore[attr-defined]
-
-    later = [beside(functools.partial(read, stream)) for stream in streams[1:]]
-    try:
-        first = read(streams[0])
-        return pa.concat_tables([first, *(piece.result() for piece in later)])
     except pa.ArrowInvalid:
         check_cancelled()
-    finally:  # no piece outlives the call (a cancelled one stops within a block)
-        wait(later)
     try:
         return whole()
     except pa.ArrowException:
         check_cancelled()  # (Arrow stopped for the signal: the run's, not an error)
         raise
-
-
-#: A JSON-lines file of this many bytes and more, read with a schema, is parsed
-#: in pieces of whole lines, one a core (a newline always ends a line: JSON text
-#: holds none). An inferring read is one piece: each piece would infer its own types.
-_PIECE_BYTES = 32 << 20
-
-
-def _pieces(data: bytes, is_typed: bool) -> list[pa.Buffer]:
-    """`data` cut after newlines into a piece per core (one piece if small or untyped)."""
-    count = available_cores() if is_typed and len(data) >= _PIECE_BYTES else 1
-    cuts = [0]
-    for k in range(1, count):
-        cut = data.find(b"\n", max(cuts[-1], len(data) * k // count)) + 1
-        cuts.append(cut or len(data))
-    cuts.append(len(data))
-    buffer = pa.py_buffer(data)
-    return [buffer.slice(a, b - a) for a, b in itertools.pairwise(cuts) if b > a] or [
-        buffer
-    ]
 
 
 #: A line of fewer than twice this many bytes cannot nest deep enough to hurt
