@@ -158,3 +158,15 @@ def test_rows_are_numbered_as_the_file_counts_them() -> None:
     assert text_rows(jsonl_data, "jsonl").lines.tolist() == [1, 3]  # type: ignore[union-attr]
     assert text_rows(b'{"a": 1}\n', "jsonl", 1).where(0) == "line 1"
     assert table_file.RowNumbers(unit="row", first=1).where(4) == "row 5"
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"a", b"a\n", b"\n\n", b"a\nb", b"a\r\nb\r\n", b"x\n" * 1000 + b"y"]
+)
+def test_lines_are_counted_as_the_file_counts_them(
+    monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> None:
+    """Block by block (7 bytes here: newlines on every side of a block's edge)."""
+    monkeypatch.setattr(table_file, "_COUNT_BYTES", 7)
+    expected = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    assert table_file.count_lines(data) == expected

@@ -43,6 +43,7 @@ __all__ = [
     "RowNumbers",
     "check_json_depth",
     "check_utf8",
+    "count_lines",
     "read_csv",
     "read_jsonl",
     "read_parquet",
@@ -277,7 +278,13 @@ def read_parquet(
     return pq.ParquetFile(path, read_dictionary=list(text)).read(columns=columns)
 
 
-def text_rows(data: bytes, kind: FileFormat, n_rows: int | None = None) -> RowNumbers:
+def text_rows(
+    data: bytes,
+    kind: FileFormat,
+    n_rows: int | None = None,
+    *,
+    lines: int | None = None,
+) -> RowNumbers:
     """Where each row of a CSV or JSON-lines file is: its line, as the file counts them.
 
     Args:
@@ -285,13 +292,34 @@ def text_rows(data: bytes, kind: FileFormat, n_rows: int | None = None) -> RowNu
         kind: ``csv`` or ``jsonl``.
         n_rows: The rows a reader found (checked against the lines; ``row N``
             numbering if they disagree); None: every row the lines hold.
+        lines: :func:`count_lines` of `data`, if counted already (beside the parse).
     """
-    return _csv_rows(data, n_rows) if kind == "csv" else _jsonl_rows(data, n_rows)
+    lines = count_lines(data) if lines is None else lines
+    if kind == "csv":
+        return _csv_rows(data, n_rows, lines)
+    return _jsonl_rows(data, n_rows, lines)
 
 
-def _csv_rows(data: bytes, n_rows: int | None) -> RowNumbers:
+#: Bytes compared at a time when counting newlines (a mask of this size at most).
+_COUNT_BYTES = 1 << 22
+
+
+def count_lines(data: bytes) -> int:
+    """The lines of a text file (a last line without its newline counts too).
+
+    Counted by numpy a block at a time, which releases the GIL: a thread can
+    count while another parses.
+    """
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = sum(
+        int(np.count_nonzero(buffer[start : start + _COUNT_BYTES] == ord("\n")))
+        for start in range(0, buffer.size, _COUNT_BYTES)
+    )
+    return newlines + (0 if data.endswith(b"\n") else 1)
+
+
+def _csv_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
     """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == (n_rows or 0) + 1:
         return RowNumbers(unit="line", first=2)
     buffer = np.frombuffer(data, dtype=np.uint8)
@@ -316,9 +344,8 @@ def _csv_rows(data: bytes, n_rows: int | None) -> RowNumbers:
     )
 
 
-def _jsonl_rows(data: bytes, n_rows: int | None) -> RowNumbers:
+def _jsonl_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
     """Each row's line: consecutive from line 1, unless blank lines intervene."""
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines == n_rows:
         return RowNumbers(unit="line", first=1)
     buffer = np.frombuffer(data, dtype=np.uint8)

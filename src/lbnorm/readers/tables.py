@@ -56,6 +56,7 @@ from lbnorm.readers.table_file import (
     RowNumbers,
     check_json_depth,
     check_utf8,
+    count_lines,
     read_csv,
     read_jsonl,
     table_format,
@@ -123,8 +124,9 @@ def read_score_file(
     """
     kind = table_format(path, allowed=("csv", "jsonl"))
     data = read_bytes(path)
-    # hashed beside the parse (hashlib releases the GIL): of exactly these bytes
-    sha256 = beside(lambda: hashlib.sha256(data).hexdigest())
+    # hashed and its lines counted beside the parse (hashlib and numpy release
+    # the GIL): the sha256 of exactly these bytes
+    hashed = beside(lambda: (hashlib.sha256(data).hexdigest(), count_lines(data)))
     if not data:
         msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
         raise InputError(msg)
@@ -133,7 +135,8 @@ def read_score_file(
         table = _read_csv(path, data)
     else:
         table = _read_jsonl(path, data, extra_columns=extra_columns)
-    rows = text_rows(data, kind, table.num_rows)
+    sha256, lines = hashed.result()
+    rows = text_rows(data, kind, table.num_rows, lines=lines)
     table = _key_dictionaries(table)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
@@ -149,7 +152,7 @@ def read_score_file(
         scores = scores.append_column(
             "_row", pc.cast(numbers(rows.lines, pa.int64()), pa.string())
         )
-    return Batch(table=scores, source=str(path), first_row=rows.first), sha256.result()
+    return Batch(table=scores, source=str(path), first_row=rows.first), sha256
 
 
 def conform_scores(
