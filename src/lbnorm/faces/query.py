@@ -534,9 +534,8 @@ def _check_distinct_names(table: pa.Table, fmt: QueryFormat) -> None:
 
 def _format_text_table(table: pa.Table, *, max_rows: int, digits: int | None) -> str:
     """Aligned columns of the first rows, escaped, then how many rows in all."""
-    lines = [format_table(table.slice(0, max_rows), digits=digits)]
-    if not table.num_columns:
-        lines = []
+    head = table.slice(0, max_rows)
+    lines = [format_table(head, digits=digits)] if table.num_columns else []
     if table.num_rows > max_rows:
         lines.append(
             f"... {table.num_rows - max_rows:,} more rows (add LIMIT, or --format csv for all)"
