@@ -289,6 +289,16 @@ def layout_targets(result: layouts.LayoutResult | None) -> list[Target]:
     def cell(layout: str, name: str) -> str:
         return f"{layout} {_time(result.get(layout, name))}"
 
+    def text_peer(layout: str) -> str:
+        # the floor with lbnorm's parser: how far the row can come down, and
+        # how far lbnorm is from it
+        return (
+            f"DuckDB {cell(layout, 'duckdb')}; the I/O floor (Arrow's parse, the"
+            f" hash, the rows written) {cell(layout, layouts.FLOOR)}:"
+            f" {result.ratio(layout, layouts.FLOOR):.2f}x DuckDB, lbnorm"
+            f" {result.over_floor(layout):.2f}x the floor"
+        )
+
     medians = {
         layout: s.median
         for layout in layouts.PARQUET_LAYOUTS
@@ -320,7 +330,7 @@ def layout_targets(result: layouts.LayoutResult | None) -> list[Target]:
         Target(
             "layouts: CSV / DuckDB read_csv" + tag,
             cell("csv", "lbnorm"),
-            f"DuckDB {cell('csv', 'duckdb')}",
+            text_peer("csv"),
             result.ratio("csv"),
             "<= 1.0",
             1.0,
@@ -328,7 +338,7 @@ def layout_targets(result: layouts.LayoutResult | None) -> list[Target]:
         Target(
             "layouts: JSONL / DuckDB read_json" + tag,
             cell("jsonl", "lbnorm"),
-            f"DuckDB {cell('jsonl', 'duckdb')}",
+            text_peer("jsonl"),
             result.ratio("jsonl"),
             "<= 1.0",
             1.0,

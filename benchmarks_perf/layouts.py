@@ -17,10 +17,11 @@ The same rows (M40: 75,000 variants x the 40 subtasks of the v2 suite, 3M rows;
 Each file is run by ``python -m lbnorm run FILE --out OUT --quiet`` (the default
 command: three tables) and by ``peers.py duckdb`` doing the same job on the same
 file (``read_parquet``, ``read_csv`` or ``read_json``), every (layout, competitor)
-pair a process of its own in the same interleaved rounds; on each Parquet file also
+pair a process of its own in the same interleaved rounds; on each file also
 ``peers.py floor-io``, the I/O lbnorm's contract asks and nothing more (the file's
-sha256, its row groups read as dictionaries, its rows written back in input order,
-zstd): what the layout itself costs. The report gives medians, peak RSS, lbnorm /
+sha256, its rows read: a Parquet file's row groups as dictionaries, a CSV or
+JSON-lines file parsed by Arrow, lbnorm's parser; its rows written back in input
+order, zstd): what the layout itself costs. The report gives medians, peak RSS, lbnorm /
 DuckDB and lbnorm / floor per layout, and each one's slowest Parquet layout over its
 fastest. ``--tree NAME=SRC`` adds lbnorm from another source tree (``PYTHONPATH``)
 on every layout, to compare a change in the same rounds.
@@ -213,15 +214,14 @@ def benchmark_layouts(
                     out=out / layout / name,
                 )
             )
-        if layout in PARQUET_LAYOUTS:
-            competitors.append(
-                Competitor(
-                    f"{layout}|{FLOOR}",
-                    peer_command(FLOOR, path, suite, out / layout / FLOOR),
-                    warm=(path,),
-                    out=out / layout / FLOOR,
-                )
+        competitors.append(
+            Competitor(
+                f"{layout}|{FLOOR}",
+                peer_command(FLOOR, path, suite, out / layout / FLOOR),
+                warm=(path,),
+                out=out / layout / FLOOR,
             )
+        )
         competitors.append(
             Competitor(
                 f"{layout}|duckdb",
@@ -250,8 +250,9 @@ def markdown(result: LayoutResult, trees: tuple[str, ...] = ()) -> str:
     lines = [
         f"### layouts: {result.size}, {result.rows:,} rows, the same rows in each file",
         "",
-        "I/O floor (`peers.py floor-io`): the file's sha256, its row groups read as",
-        "dictionaries and its rows written back in input order, nothing computed.",
+        "I/O floor (`peers.py floor-io`): the file's sha256, its rows read (row groups as",
+        "dictionaries; a text file parsed by Arrow) and written back in input order,",
+        "nothing computed.",
         "",
         head,
         "|---|" + "---:|" * (4 * len(names) + 3),

@@ -54,7 +54,7 @@ from __future__ import annotations
 import argparse
 import math
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
+    import pyarrow as pa
 
 KEYS = ["model", "precision", "revision", "chat_template"]
 SUBTASKS_FILE = "subtasks.parquet"
@@ -779,14 +780,16 @@ def run_floor_read_dict(job: Job) -> None:
 
 
 def run_floor_io(job: Job) -> None:
-    """The I/O lbnorm's contract asks of one Parquet file, and no other work.
+    """The I/O lbnorm's contract asks of one scores file, and no other work.
 
-    The file's sha256 (the manifest's provenance), every row group read with
-    the string columns as dictionaries (as ``lbnorm run`` reads), and the rows
-    written back in input order with three more columns, zstd (the subtask
-    table keeps input order). The hash runs beside the read, as no serial tool
-    could beat. What a layout costs before any computing: ``layouts.py`` sets
-    lbnorm's time on each layout against it.
+    The file's sha256 (the manifest's provenance), its rows read (a Parquet
+    file's row groups with the string columns as dictionaries, as ``lbnorm
+    run`` reads; a CSV or JSON-lines file parsed by Arrow with the contract
+    columns' types, Arrow's parser being lbnorm's), and the rows written back
+    in input order with three more columns, zstd (the subtask table keeps input
+    order). The hash runs beside the read, as no serial tool could beat. What a
+    layout costs before any computing: ``layouts.py`` sets lbnorm's time on
+    each layout against it.
     """
     import hashlib
     import threading
@@ -802,10 +805,8 @@ def run_floor_io(job: Job) -> None:
 
     hasher = threading.Thread(target=hash_file)
     hasher.start()
-    source = pq.ParquetFile(job.scores, read_dictionary=STRING_COLUMNS)
     writer: pq.ParquetWriter | None = None
-    for index in range(source.num_row_groups):
-        part = source.read_row_group(index)
+    for part in _floor_parts(job.scores):
         scores = part.column("raw_score")
         part = part.append_column("lower_bound", scores)
         part = part.append_column("normalized_score", scores)
@@ -819,6 +820,34 @@ def run_floor_io(job: Job) -> None:
     if writer is not None:
         writer.close()
     hasher.join()
+
+
+def _floor_parts(path: Path) -> Iterator[pa.Table]:
+    """A scores file's rows as ``lbnorm run`` reads them, in parts of at most 1M rows."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.json as pa_json
+    import pyarrow.parquet as pq
+
+    if path.suffix == ".parquet":
+        source = pq.ParquetFile(path, read_dictionary=STRING_COLUMNS)
+        for index in range(source.num_row_groups):
+            yield source.read_row_group(index)
+        return
+    types = {name: pa.string() for name in STRING_COLUMNS}
+    types |= {"chat_template": pa.bool_(), "raw_score": pa.float64()}
+    types |= {"stderr": pa.float64(), "n_samples": pa.int64()}
+    if path.suffix == ".csv":
+        table = pa_csv.read_csv(
+            path, convert_options=pa_csv.ConvertOptions(column_types=types)
+        )
+    else:
+        schema = pa.schema(list(types.items()))
+        table = pa_json.read_json(
+            path, parse_options=pa_json.ParseOptions(explicit_schema=schema)
+        )
+    for start in range(0, table.num_rows, 1 << 20):
+        yield table.slice(start, 1 << 20)
 
 
 def run_floor_import(job: Job) -> None:
