@@ -141,7 +141,7 @@ def run(
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
     if options.cache is not None and out is not None:
-        from lbnorm.readers.cache_store import check_cache_location  # nightly runs only
+        from lbnorm.readers.cache import check_cache_location  # nightly runs only
 
         check_cache_location(
             options.cache, out if isinstance(out, str | Path) else out.out
