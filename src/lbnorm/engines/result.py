@@ -256,7 +256,7 @@ class Result:
             from the table. Whatever replaces `leaderboard_output` resets it.
         metadata_coverage: With a metadata table joined, the variants it has
             no row for and its rows that match no variant
-            (:func:`lbnorm.engines.metadata.metadata_coverage`); else None.
+            (:func:`lbnorm.engines.metadata.join_metadata_table`); else None.
         paired_output: With ``paired``: every pair of variants adjacent in
             rank, compared on its items (:data:`lbnorm.core.schemas.PAIRED`,
             ``paired.parquet``); None otherwise.
