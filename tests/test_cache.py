@@ -25,12 +25,11 @@ from lbnorm.core.options import RunOptions
 from lbnorm.readers import cache as cache_module
 from lbnorm.readers import (
     cache_stats,
-    cache_store,
     input_rejections,
     input_reruns,
     input_warnings,
 )
-from lbnorm.readers.cache_store import NAME
+from lbnorm.readers.cache import NAME
 from lbnorm.readers.harness import HarnessFile
 from lbnorm.readers.results_tree import parsed_columns
 from lbnorm.suites import load_suite, parse_suite, suite_arrays
@@ -680,7 +679,7 @@ def test_an_unwritable_cache_names_the_cache_not_the_output(
             errno.EACCES, "Permission denied", str(path)
         )
 
-    monkeypatch.setattr(cache_store, "write_file", refuse)
+    monkeypatch.setattr(cache_module, "write_file", refuse)
     cache = tmp_path / "cache"
     out = tmp_path / "out"
     assert main(["run", str(tree), "--out", str(out), "--cache", str(cache)]) == 6

@@ -227,7 +227,7 @@ def test_the_demo_join_is_the_pandas_join(
         path,
         rank_within_columns=rank_within_columns,
         is_flagged_excluded=is_flagged_excluded,
-    )
+    )[0]
     expected = _Oracle.annotate(
         demo_board,
         demo_metadata,
@@ -244,7 +244,7 @@ def test_the_demo_join_is_the_pandas_join(
 
 
 def test_the_demo_types_read_as_words(demo_board: pa.Table) -> None:
-    board = annotate_table(demo_board, demo_metadata_path())
+    board = annotate_table(demo_board, demo_metadata_path())[0]
     pairs = set(
         zip(board["type_code"].to_pylist(), board["type"].to_pylist(), strict=True)
     )
@@ -320,7 +320,7 @@ def test_nulls_of_every_type_match_the_pandas_join(
         path,
         rank_within_columns=rank_within_columns,
         is_flagged_excluded=is_flagged_excluded,
-    )
+    )[0]
     expected = _Oracle.annotate(
         board,
         raw.to_pandas(),
@@ -347,11 +347,11 @@ def test_nulls_of_every_type_match_the_pandas_join(
 def test_a_frame_gives_the_same_table_as_its_file(tmp_path: Path) -> None:
     path = tmp_path / "meta.csv"
     path.write_text(MIXED_CSV)
-    from_file = annotate_table(_small_board(), path)
+    from_file = annotate_table(_small_board(), path)[0]
     from_frame = annotate_table(
         _small_board(),
         conform_metadata_table(read_raw_metadata(path), source=str(path)).to_pandas(),
-    )
+    )[0]
     assert from_frame.drop_columns(["note"]).equals(from_file.drop_columns(["note"]))
     assert from_frame["note"].to_pylist() == from_file["note"].to_pylist()
 
@@ -359,7 +359,7 @@ def test_a_frame_gives_the_same_table_as_its_file(tmp_path: Path) -> None:
 def test_integer_metadata_stays_integer_with_nulls(tmp_path: Path) -> None:
     path = tmp_path / "meta.csv"
     path.write_text("model,likes\na/x,12\nb/y,7\n")
-    board = annotate_table(_small_board(), path)
+    board = annotate_table(_small_board(), path)[0]
     assert board.schema.field("likes").type == pa.int64()  # pandas made it float64
     assert board["likes"].to_pylist() == [12, 12, 7, None, None]
 
@@ -389,7 +389,7 @@ def test_group_ranks_are_pandas_min_ranks(
             "group": pa.array(names, pa.string()),
         }
     )
-    actual = annotate_table(board, None, rank_within_columns=["group"])
+    actual = annotate_table(board, None, rank_within_columns=["group"])[0]
     expected = _Oracle.annotate(board, None, source="-", rank_within_columns=["group"])
     assert actual.equals(expected, check_metadata=True)
 

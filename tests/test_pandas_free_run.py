@@ -258,7 +258,7 @@ board = annotate_table(
     folder / "meta.csv",
     rank_within_columns=["size_class", "type"],
     is_flagged_excluded=True,
-)
+)[0]
 pq.write_table(board, folder / "annotated.parquet")
 result = Result(
     benchmark_output=pq.read_table(folder / "benchmarks.parquet"),
@@ -302,7 +302,7 @@ def test_the_steps_after_the_engine_need_no_pandas(
         inputs / "meta.csv",
         rank_within_columns=["size_class", "type"],
         is_flagged_excluded=True,
-    )
+    )[0]
     assert pq.read_table(tmp_path / "annotated.parquet").equals(board)
     here = replace(
         result,

@@ -113,7 +113,7 @@ def run_monitored(
     transaction = Transaction(out, kind="leaderboard")
     try:
         if cache is not None:
-            from lbnorm.readers.cache_store import check_cache_location  # if used
+            from lbnorm.readers.cache import check_cache_location  # if used
 
             check_cache_location(cache, out)  # before any work: every run replaces out
         with transaction:

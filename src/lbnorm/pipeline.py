@@ -141,7 +141,7 @@ def run(
     if metadata is None and options.metadata is None and not inputs:
         options = replace(options, metadata=str(demo_metadata_path()))
     if options.cache is not None and out is not None:
-        from lbnorm.readers.cache_store import check_cache_location  # nightly runs only
+        from lbnorm.readers.cache import check_cache_location  # nightly runs only
 
         check_cache_location(
             options.cache, out if isinstance(out, str | Path) else out.out
@@ -295,29 +295,16 @@ def _annotate(
         and not options.exclude_flagged
     ):
         return result
-    from lbnorm.engines.metadata import (
-        annotate_table,
-        frame_table,
-        metadata_coverage,
-        read_raw_metadata,
-    )
+    from lbnorm.engines.metadata import annotate_table
 
-    table, source, coverage = None, None, None
-    if metadata is not None:
-        table, source = frame_table(metadata), "<frame>"
-    elif options.metadata:
-        table, source = read_raw_metadata(options.metadata), str(options.metadata)
-    board = annotate_table(
+    board, coverage = annotate_table(
         result.leaderboard_table,
-        table,
+        (options.metadata or None) if metadata is None else metadata,
         rank_within_columns=options.rank_within,
         is_flagged_excluded=options.exclude_flagged,
-        source=source,
         rank_by=result.suite.board.rank_by,
         rank_method=result.suite.board.rank_method,
     )
-    if table is not None and source is not None:
-        coverage = metadata_coverage(result.leaderboard_table, table, source=source)
     return replace(  # (n_models: counted anew)
         result, leaderboard_output=board, n_models=None, metadata_coverage=coverage
     )

@@ -56,10 +56,8 @@ __all__ = [
     "exclude_flagged_table",
     "flag_mask",
     "flagged_table",
-    "frame_table",
     "join_metadata_table",
     "list_flagged",
-    "metadata_coverage",
     "rank_within_table",
     "read_metadata",
     "read_raw_metadata",
@@ -119,6 +117,7 @@ _NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 IntArray: TypeAlias = npt.NDArray[np.int64]
+Mask: TypeAlias = npt.NDArray[np.bool_]
 
 
 # --- Arrow: reading and checking ----------------------------------------------------
@@ -225,7 +224,7 @@ def conform_metadata_table(metadata: pa.Table, *, source: str) -> pa.Table:
 
 def join_metadata_table(
     leaderboard: pa.Table, metadata: pa.Table, *, source: str = "metadata"
-) -> pa.Table:
+) -> tuple[pa.Table, dict[str, Any]]:
     """Append the metadata's free columns to the leaderboard, matched on variant keys.
 
     A left join, many to one, on the key columns the metadata has. Variants
@@ -241,7 +240,7 @@ def join_metadata_table(
 
     Returns:
         The leaderboard, same rows and order, metadata columns appended, each
-        with a ``doc`` in its field metadata.
+        with a ``doc`` in its field metadata; and its coverage (:func:`_coverage`).
 
     Raises:
         SchemaMismatchError: The metadata does not conform, a metadata column
@@ -249,10 +248,10 @@ def join_metadata_table(
 
     Examples:
         >>> board = pa.table({"model": ["a/x", "b/y"], "average": [50.0, 40.0]})
-        >>> meta = pa.table({"model": ["b/y", "a/x"], "params_b": [70.0, 1.5]})
-        >>> joined = join_metadata_table(board, meta)
-        >>> joined.select(["model", "params_b", "size_class"]).to_pylist()[0]
-        {'model': 'a/x', 'params_b': 1.5, 'size_class': '<3B'}
+        >>> meta = pa.table({"model": ["b/yy", "a/x"], "params_b": [70.0, 1.5]})
+        >>> joined, coverage = join_metadata_table(board, meta)
+        >>> joined.select(["model", "size_class"]).to_pylist(), coverage["rows_shown"]
+        ([{'model': 'a/x', 'size_class': '<3B'}, {'model': 'b/y', 'size_class': None}], ['b/yy'])
     """
     metadata = conform_metadata_table(metadata, source=source)
     keys = [name for name in KEY_COLUMNS if name in metadata.column_names]
@@ -300,7 +299,45 @@ def join_metadata_table(
         joined = _append(
             joined, "size_class", size_class_array(joined["params_b"]), source
         )
-    return joined
+    return joined, _coverage(
+        leaderboard, metadata, is_unmatched, ~np.isin(right, left), source
+    )
+
+
+def _coverage(
+    board: pa.Table, meta: pa.Table, is_missed: Mask, is_unused: Mask, source: str
+) -> dict[str, Any]:
+    """Which variants the metadata misses, and which of its rows match no variant.
+
+    A name misspelled in the metadata table leaves its variant without a row
+    and the row without a variant: both are counted, with a few examples, so a
+    summary can say so: ``source``, ``variants`` (on the leaderboard),
+    ``variants_without_row`` and a few of them as ``model [precision]``
+    (``variants_shown``), ``rows`` (in the metadata), ``rows_without_variant``
+    and a few of their models (``rows_shown``).
+    """
+    missed = board.filter(arrow.array(is_missed)).slice(0, _SHOWN)
+    precision = (
+        _as_text(missed["precision"]).to_pylist()
+        if "precision" in missed.column_names
+        else [""] * missed.num_rows
+    )
+    return {
+        "source": source,
+        "variants": board.num_rows,
+        "variants_without_row": int(is_missed.sum()),
+        "variants_shown": [
+            f"{model} [{kind}]" if kind else str(model)
+            for model, kind in zip(
+                _as_text(missed["model"]).to_pylist(), precision, strict=True
+            )
+        ],
+        "rows": meta.num_rows,
+        "rows_without_variant": int(is_unused.sum()),
+        "rows_shown": _as_text(
+            meta["model"].filter(arrow.array(is_unused)).slice(0, _SHOWN)
+        ).to_pylist(),
+    }
 
 
 def size_class_array(params_b: Column) -> pa.Array:
@@ -438,62 +475,6 @@ def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
     return leaderboard.append_column(field, ranks)
 
 
-def metadata_coverage(
-    leaderboard: pa.Table, metadata: pa.Table, *, source: str
-) -> dict[str, Any]:
-    """Which variants the metadata misses, and which of its rows match no variant.
-
-    A name misspelled in the metadata table leaves its variant without a row
-    and the row without a variant: both are counted, with a few examples, so a
-    summary can say so.
-
-    Args:
-        leaderboard: The leaderboard (before the join).
-        metadata: The metadata table as read (checked here as for the join).
-        source: Where the metadata came from.
-
-    Returns:
-        ``source``, ``variants`` (on the leaderboard), ``variants_without_row``
-        and a few of them as ``model [precision]`` (``variants_shown``),
-        ``rows`` (in the metadata), ``rows_without_variant`` and a few of their
-        models (``rows_shown``).
-
-    Examples:
-        >>> board = pa.table({"model": ["a/x", "b/y"], "precision": ["", ""]})
-        >>> meta = pa.table({"model": ["a/x", "b/yy"], "params_b": [1.0, 2.0]})
-        >>> coverage = metadata_coverage(board, meta, source="m.csv")
-        >>> coverage["variants_without_row"], coverage["rows_shown"]
-        (1, ['b/yy'])
-    """
-    metadata = conform_metadata_table(metadata, source=source)
-    keys = [name for name in KEY_COLUMNS if name in metadata.column_names]
-    left, right = _key_codes([leaderboard, metadata], keys)
-    variant_missed = ~np.isin(left, right)
-    row_missed = ~np.isin(right, left)
-    missed = leaderboard.filter(arrow.array(variant_missed)).slice(0, _SHOWN)
-    precision = (
-        _as_text(missed["precision"]).to_pylist()
-        if "precision" in missed.column_names
-        else [""] * missed.num_rows
-    )
-    return {
-        "source": source,
-        "variants": leaderboard.num_rows,
-        "variants_without_row": int(variant_missed.sum()),
-        "variants_shown": [
-            f"{model} [{kind}]" if kind else str(model)
-            for model, kind in zip(
-                _as_text(missed["model"]).to_pylist(), precision, strict=True
-            )
-        ],
-        "rows": metadata.num_rows,
-        "rows_without_variant": int(row_missed.sum()),
-        "rows_shown": _as_text(
-            metadata["model"].filter(arrow.array(row_missed)).slice(0, _SHOWN)
-        ).to_pylist(),
-    }
-
-
 def annotate_table(
     leaderboard: pa.Table,
     metadata: str | Path | pa.Table | pd.DataFrame | None,
@@ -503,7 +484,7 @@ def annotate_table(
     source: str | None = None,
     rank_by: str = "average",
     rank_method: RankMethod = "min",
-) -> pa.Table:
+) -> tuple[pa.Table, dict[str, Any] | None]:
     """Join metadata, then exclude flagged variants and add group ranks, as asked.
 
     What ``lbnorm run`` does after the engine, on Arrow: no pandas unless the
@@ -522,7 +503,8 @@ def annotate_table(
         rank_method: How its ties share ranks.
 
     Returns:
-        The annotated leaderboard.
+        The annotated leaderboard, and the metadata's coverage (see
+        :func:`join_metadata_table`; None without metadata).
 
     Raises:
         InputError: The metadata file cannot be read, or lacks a requested column.
@@ -530,10 +512,12 @@ def annotate_table(
     if isinstance(metadata, str | Path):
         metadata, source = read_raw_metadata(metadata), str(metadata)
     elif metadata is not None and not isinstance(metadata, pa.Table):
-        metadata = frame_table(metadata)
-    board = leaderboard
+        metadata = _frame_table(metadata)
+    board, coverage = leaderboard, None
     if metadata is not None:
-        board = join_metadata_table(leaderboard, metadata, source=source or "<frame>")
+        board, coverage = join_metadata_table(
+            leaderboard, metadata, source=source or "<frame>"
+        )
     if is_flagged_excluded:
         board = exclude_flagged_table(board, by=rank_by, method=rank_method)
         stale = [  # group ranks already there were computed with the flagged
@@ -545,7 +529,7 @@ def annotate_table(
         rank_within_columns = [*stale, *rank_within_columns]
     for column in dict.fromkeys(rank_within_columns):
         board = rank_within_table(board, column)
-    return board
+    return board, coverage
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -702,7 +686,7 @@ def _require(leaderboard: pa.Table, column: str, *, purpose: str) -> None:
         raise SchemaMismatchError(msg)
 
 
-def frame_table(frame: pd.DataFrame) -> pa.Table:
+def _frame_table(frame: pd.DataFrame) -> pa.Table:
     """A metadata frame as Arrow (the frame's own column order and values)."""
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
@@ -792,7 +776,7 @@ def annotate_leaderboard(
             is_flagged_excluded=is_flagged_excluded,
             rank_by=rank_by,
             rank_method=rank_method,
-        ),
+        )[0],
         needed=(
             *KEY_COLUMNS,
             "rank",

@@ -76,7 +76,7 @@ class TableParts:
         schema: The parts' schema (a subtask table's: :data:`SUBTASK_SCORES`,
             then kept extra columns).
         num_rows: Rows in all parts.
-        each: Makes the parts, in the table's row order (anew at each call).
+        parts: Makes the parts, in the table's row order (anew at each call).
         build: Builds the whole table at once (for the Python API); None:
             the parts are put together.
         unique_columns: Key columns whose values hardly repeat within a part,
@@ -92,15 +92,11 @@ class TableParts:
 
     schema: pa.Schema
     num_rows: int
-    each: Callable[[], Iterator[pa.Table]]
+    parts: Callable[[], Iterator[pa.Table]]
     build: Callable[[], pa.Table] | None = None
     unique_columns: tuple[str, ...] = ()
     counts: BoardCounts | None = None
     resized: tuple[int, list[str]] | None = None
-
-    def parts(self) -> Iterator[pa.Table]:
-        """The parts, in the table's row order."""
-        return self.each()
 
     def whole(self) -> pa.Table:
         """The whole table."""
@@ -113,7 +109,7 @@ class TableParts:
     def held(cls, schema: pa.Schema, parts: list[pa.Table]) -> TableParts:
         """A table already built, held as its parts."""
         rows = sum(part.num_rows for part in parts)
-        return cls(schema=schema, num_rows=rows, each=lambda: iter(parts))
+        return cls(schema=schema, num_rows=rows, parts=lambda: iter(parts))
 
     @classmethod
     def on_disk(cls, path: Path) -> TableParts:
@@ -127,7 +123,7 @@ class TableParts:
             for group in range(file.num_row_groups):
                 yield file.read_row_group(group).cast(schema)
 
-        return cls(schema=schema, num_rows=int(file.metadata.num_rows), each=each)
+        return cls(schema=schema, num_rows=int(file.metadata.num_rows), parts=each)
 
     @classmethod
     def beside(
@@ -144,7 +140,7 @@ class TableParts:
         return cls(
             schema=schema,
             num_rows=num_rows,
-            each=lambda: iter([table.result()]),
+            parts=lambda: iter([table.result()]),
             build=table.result,
         )
 
@@ -256,7 +252,7 @@ class Result:
             from the table. Whatever replaces `leaderboard_output` resets it.
         metadata_coverage: With a metadata table joined, the variants it has
             no row for and its rows that match no variant
-            (:func:`lbnorm.engines.metadata.metadata_coverage`); else None.
+            (:func:`lbnorm.engines.metadata.join_metadata_table`); else None.
         paired_output: With ``paired``: every pair of variants adjacent in
             rank, compared on its items (:data:`lbnorm.core.schemas.PAIRED`,
             ``paired.parquet``); None otherwise.

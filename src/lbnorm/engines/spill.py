@@ -757,7 +757,7 @@ def _spilled_benchmarks(
     return TableParts(
         schema=BENCHMARK_SCORES,
         num_rows=num_rows,
-        each=each,
+        parts=each,
         build=build,
         unique_columns=plain,
         resized=resized,
@@ -815,7 +815,7 @@ def _spilled_leaderboard(
             spilled.suite.benchmark_names, rank_doc=rules.rank_doc
         ),
         num_rows=len(rank),
-        each=each,
+        parts=each,
         counts=counts,
     )
 

@@ -29,25 +29,34 @@ the run, and remembered as rejected until its content changes. The newest file
 per model variant wins, as :mod:`lbnorm.readers.newest` decides, so the result
 equals a run without the cache.
 
-The cache is one file, kept by :mod:`lbnorm.readers.cache_store` with its
-lock: a row per results file, written whole and checksummed. A cache that is
-damaged, was made by another lbnorm version or results parser (:func:`parser_key`)
-or for other subtasks is rebuilt from scratch, never trusted
-(``full_rebuild=True`` forces that). The cache directory must not be inside
-the output directory, which every run replaces whole
-(:func:`~lbnorm.readers.cache_store.check_cache_location`).
+The cache directory holds ``lbnorm-cache.bin`` and a lock: a Parquet table of
+one row per results file (:data:`FILES`, its scores a list), then the hex
+sha256 of those Parquet bytes; the table's metadata holds the cache's key (its
+format, the lbnorm version, the results parser's key, a hash of the suite's
+subtasks) and when the files were stat'ed. It is written beside itself and
+renamed into place, so a killed run leaves the previous cache whole. A cache
+that is damaged, was made by another lbnorm version or results parser
+(:func:`parser_key`) or for other subtasks is rebuilt from scratch, never
+trusted (``full_rebuild=True`` forces that). The cache directory must not be
+inside the output directory, which every run replaces whole
+(:func:`check_cache_location`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import hashlib
 import json
+import os
+import stat
 import sys
 import time
+import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,12 +65,15 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from lbnorm.core.arrow import booleans, numbers, scalar, strings, to_numpy
+from lbnorm.core.arrow import booleans, empty_table, numbers, scalar, strings, to_numpy
+from lbnorm.core.errors import OptionsError, OutputError
 from lbnorm.core.files import MAX_RESULTS_BYTES, read_bytes
 from lbnorm.core.options import ProgressCallback, RunOptions
-from lbnorm.readers import cache_store, harness, results_tree
-from lbnorm.readers.cache_store import FILES, SETTING, first_line, load, opened, store
+from lbnorm.core.version import lbnorm_version
+from lbnorm.output.transaction import write_file
+from lbnorm.readers import harness, results_tree
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.comparability import SETTINGS, RunSettings
 from lbnorm.readers.harness import (
@@ -88,9 +100,27 @@ from lbnorm.suites import Scales, Suite, suite_arrays
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
+    "CACHE_FORMAT",
+    "FILES",
+    "NAME",
+    "check_cache_location",
     "parser_key",
     "read_files_cached",
 ]
+
+#: Bumped whenever what the cache stores changes meaning; a cache of another
+#: format is rebuilt. 7: one checksummed file, a row per results file.
+CACHE_FORMAT = 7
+#: The cache's file in the cache directory.
+NAME = "lbnorm-cache.bin"
+_META = b"lbnorm.cache"
+#: Why a cache whose key differs in a field is rebuilt.
+_OTHER = {
+    "format": "made by another lbnorm version",
+    "lbnorm": "made by another lbnorm version",
+    "parser": "made by another version of the results parser",
+    "pairs": "made for other subtasks (another suite)",
+}
 
 #: A file changed this close to (or after) the previous run's stat could have
 #: changed again within one timestamp tick: it is read again (git's "racy clean").
@@ -99,6 +129,40 @@ _RACY_NS = 2_000_000_000
 _VARIANT = ("model", "precision", "revision", "chat_template")
 #: The scores of a file that failed to parse (:class:`HarnessFile`'s ``rows``): none.
 _NO_ROWS = ("subtask_index", "raw_score", "stderr", "n_samples", "settings")
+#: A score's run settings are fields ``setting_num_fewshot``, ...
+_SETTING = "setting_"
+FILES = pa.schema(
+    [
+        ("sha256", pa.string()),
+        ("reason", pa.string()),  # why the file was rejected; '' if accepted
+        ("model", pa.string()),
+        ("precision", pa.string()),
+        ("revision", pa.string()),
+        ("chat_template", pa.bool_()),
+        # where the variant comes from: "file" (its own config), "cache" (a
+        # rejected file: an earlier parse of it), "folder" (a rejected file:
+        # its <org>/<model> folders, the model alone) or "" (unknown)
+        ("variant_from", pa.string()),
+        ("timestamp", pa.string()),
+        ("ignored", pa.list_(pa.string())),  # the entries the suite does not use
+        (
+            "scores",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("subtask_index", pa.int32()),
+                        ("raw_score", pa.float64()),
+                        ("stderr", pa.float64()),
+                        ("n_samples", pa.int64()),
+                        *((_SETTING + name, pa.string()) for name in SETTINGS),
+                    ]
+                )
+            ),
+        ),
+        ("path", pa.string()),  # absolute: the key
+        ("stat", pa.list_(pa.int64(), 5)),  # size, mtime_ns, ctime_ns, inode, device
+    ]
+)
 #: What is cached of a file apart from its path and stat.
 _CONTENT = pa.schema(
     [column for column in FILES if column.name not in ("path", "stat")]
@@ -201,11 +265,13 @@ def _refresh(
     columns = ("benchmark", "subtask", "task", "metric")  # (the scores' subtask_index)
     subtasks = list(zip(*(names[column] for column in columns), strict=True))
     key = {
+        "format": CACHE_FORMAT,
+        "lbnorm": lbnorm_version(),
         "parser": parser_key(),
         "pairs": hashlib.sha256(json.dumps(subtasks).encode()).hexdigest(),
     }
-    with opened(cache) as damaged:
-        cached, stat_ns, reason = load(
+    with _opened(cache) as damaged:
+        cached, stat_ns, reason = _load(
             cache, key, discard="--full rebuild asked for" if full_rebuild else damaged
         )
         started_ns = time.time_ns()  # before any stat: the next run's racy line
@@ -235,7 +301,7 @@ def _refresh(
         )
         dropped = cached.num_rows - int(np.count_nonzero(old_at >= 0))
         if changed.size or dropped or reason or stat_ns == 0:
-            store(cache, table, key, stat_ns=started_ns)
+            _store(cache, table, key, stat_ns=started_ns)
     status = np.full(len(found.path), "cached", dtype=object)
     status[changed[is_new]] = "parsed"
     is_rejected = _is_rejected(table)
@@ -431,7 +497,7 @@ def _new_rows(
     ]
     parsed = parsed_columns([file for file, _ in files])
     errors = [
-        "" if item.error is None else first_line(str(item.error)) for _, item in new
+        "" if item.error is None else _first_line(str(item.error)) for _, item in new
     ]
     return _content(
         parsed,
@@ -659,7 +725,7 @@ def _parsed(accepted: pa.Table, paths: list[str]) -> ParsedFiles:
         stderr=column("stderr"),
         n_samples=column("n_samples"),
         settings=RunSettings.from_columns(
-            [column(SETTING + name) for name in SETTINGS]
+            [column(_SETTING + name) for name in SETTINGS]
         ),
         ignored=accepted["ignored"],
     )
@@ -671,13 +737,192 @@ def parser_key() -> str:
 
     :data:`~lbnorm.readers.harness.PARSER_VERSION`, and the sha256 of the
     results parser's source (:mod:`~lbnorm.readers.harness`,
-    :mod:`~lbnorm.readers.results_tree`) and the cache's (this module and
-    :mod:`~lbnorm.readers.cache_store`) (the package's version string
-    stays the same across commits: a cache of an older parser was reused
-    whole). Where a source cannot be read (a zipped install), the version alone.
+    :mod:`~lbnorm.readers.results_tree`) and this module's (the package's
+    version string stays the same across commits: a cache of an older parser
+    was reused whole). Where a source cannot be read (a zipped install), the version alone.
     """
     digest = hashlib.sha256()
-    for module in (harness, results_tree, sys.modules[__name__], cache_store):
+    for module in (harness, results_tree, sys.modules[__name__]):
         with contextlib.suppress(OSError, TypeError):
             digest.update(Path(str(module.__file__)).read_bytes())
     return f"{PARSER_VERSION}-{digest.hexdigest()[:16]}"
+
+
+# --- the cache's file and its lock ----------------------------------------------
+
+
+def check_cache_location(cache: str | Path, out: str | Path) -> None:
+    """Refuse a cache directory inside the output directory (or the same one).
+
+    A run replaces its output directory whole, so a cache inside it would be
+    wiped by every run and every run would parse everything again.
+
+    Args:
+        cache: The cache directory (``--cache``).
+        out: The output directory (``--out``).
+
+    Raises:
+        OptionsError: `cache` is `out` or inside it (symbolic links resolved).
+
+    Examples:
+        >>> check_cache_location("nightly-cache", "out")
+        >>> check_cache_location("out/cache", "out")
+        Traceback (most recent call last):
+        ...
+        lbnorm.core.errors.OptionsError: --cache out/cache is inside --out out, which every run replaces whole: the cache would be wiped each time.
+        Hint: keep the cache beside the output, e.g. --cache out.cache (or .lbnorm-cache).
+    """
+    resolved_cache, resolved_out = Path(cache).resolve(), Path(out).resolve()
+    if resolved_cache == resolved_out or resolved_out in resolved_cache.parents:
+        msg = (
+            f"--cache {cache} is inside --out {out}, which every run replaces whole: "
+            "the cache would be wiped each time.\n"
+            f"Hint: keep the cache beside the output, e.g. --cache {Path(out).name}.cache "
+            "(or .lbnorm-cache)."
+        )
+        raise OptionsError(msg)
+
+
+@contextlib.contextmanager
+def _opened(cache: Path) -> Iterator[str]:
+    """Hold the cache directory for the block: created, locked, its file's place cleared.
+
+    Yields:
+        Why the cache is discarded if something that is not a file stood where
+        the cache's file belongs (it was moved aside); else ''.
+
+    Raises:
+        OutputError: The directory cannot be created or locked, or another run
+            holds it.
+    """
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot create the cache directory") from exc
+    if not cache.is_dir():
+        raise _cache_error(cache, None, "is not a directory")
+    with _lock(cache):
+        yield _clear_place(cache / NAME)
+
+
+def _load(
+    cache: Path, key: Mapping[str, object], *, discard: str
+) -> tuple[pa.Table, int, str]:
+    """The cached files, when they were stat'ed, and why the cache was discarded ('').
+
+    Whatever the directory holds, this returns: a damaged cache is a reason to
+    rebuild, never an error. A cache made under another `key` (the format, the
+    lbnorm version, the results parser's, the suite's subtasks') is discarded,
+    and so is one when a `discard` reason is given (``--full``, a file moved
+    aside).
+    """
+    found = discard or _read(cache / NAME, key)
+    if isinstance(found, str):  # why the cache is discarded ('' if none yet)
+        return empty_table(FILES), 0, found
+    return *found, ""
+
+
+def _read(path: Path, key: Mapping[str, object]) -> tuple[pa.Table, int] | str:
+    """The cached files and their stat time, or why they are not trusted."""
+    if not path.is_file():  # none yet (a non-file was moved aside first)
+        return ""
+    try:
+        data = memoryview(path.read_bytes())
+        if hashlib.sha256(data[:-64]).hexdigest().encode() != data[-64:]:
+            return f"corrupt: {NAME} does not match its checksum"
+        table = pq.ParquetFile(pa.BufferReader(data[:-64])).read()
+        meta = json.loads((table.schema.metadata or {})[_META])
+    except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+        return f"corrupt: {type(exc).__name__}: {_first_line(str(exc))}"
+    if not table.schema.equals(FILES) or not isinstance(meta, dict):
+        return f"corrupt: {NAME} has an unexpected schema"
+    for name, value in key.items():
+        if meta.get(name) != value:
+            return _OTHER[name]
+    stat_ns = meta.get("stat_ns")
+    if type(stat_ns) is not int or not 0 <= stat_ns < 2**63:
+        return f"corrupt: {NAME} has no stat time"
+    return table, stat_ns
+
+
+def _clear_place(path: Path) -> str:
+    """Move aside what is not a file where the cache's file belongs; return why it is discarded.
+
+    A directory, a pipe or a dangling link there would make every run fail to
+    write the cache (or, a pipe, block reading it). It is renamed, never
+    deleted: lbnorm did not write it.
+    """
+    if path.is_file() or not (path.exists() or path.is_symlink()):
+        return ""
+    aside = path.with_name(f"{path.name}.damaged-{uuid.uuid4().hex[:12]}")
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        msg = (
+            f"{path}: the cache's file is not a file and cannot be moved aside "
+            f"({exc.strerror}).\nHint: remove it, or choose another --cache directory."
+        )
+        raise OutputError(msg) from exc
+    return f"corrupt: {NAME} was not a file (moved aside to {aside.name})"
+
+
+def _store(
+    cache: Path, files: pa.Table, key: Mapping[str, object], *, stat_ns: int
+) -> None:
+    """Write the cache's file whole: `files` as Parquet, then their sha256."""
+    sink = pa.BufferOutputStream()
+    meta = json.dumps(dict(key) | {"stat_ns": stat_ns})
+    pq.write_table(
+        files.replace_schema_metadata({_META: meta}), sink, compression="zstd"
+    )
+    body = sink.getvalue().to_pybytes()
+    try:
+        write_file(cache / NAME, [body, hashlib.sha256(body).hexdigest().encode()])
+    except OutputError as exc:  # the writer's message speaks of --out
+        raise _cache_error(cache, exc.__cause__, "cannot write the cache") from exc
+
+
+def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputError:
+    """An error about the --cache directory, and how to fix it (never --out)."""
+    reason = (
+        f" ({cause.strerror})" if isinstance(cause, OSError) and cause.strerror else ""
+    )
+    msg = (
+        f"--cache {cache}: {what}{reason}; nothing was written to the output.\n"
+        "Hint: make the cache directory writable, choose another --cache directory, "
+        "or leave --cache out to run without the cache."
+    )
+    return OutputError(msg)
+
+
+@contextlib.contextmanager
+def _lock(cache: Path) -> Iterator[None]:
+    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
+
+    Only a regular file is a lock: a FIFO put there is not waited on.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(cache / ".lock", flags, 0o644)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot lock the cache") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            error = OSError(errno.EINVAL, "the lock is not a regular file")
+            raise _cache_error(cache, error, "cannot lock the cache")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"--cache {cache}: another lbnorm run is using this cache.\n"
+                "Hint: wait for it, or give this run its own --cache."
+            )
+            raise OutputError(msg) from exc
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _first_line(text: str) -> str:
+    """A message's first line (a reason kept in the cache is one line)."""
+    return text.split("\n", 1)[0]
