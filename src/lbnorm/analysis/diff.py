@@ -111,7 +111,7 @@ class Diff:
         summary: The summary figures, by name: ``variants_old``,
             ``variants_new``, ``variants_common``, ``variants_added``,
             ``variants_removed``, ``ranked_common`` (ranked on both sides: the
-            base of the rank figures), those of :func:`rank_figures` (with
+            base of the rank figures), those of :meth:`Sides.figures` (with
             ``average_delta_*``), ``averages_changed``, ``scores_changed``
             (benchmark scores), ``newly_clipped``, ``newly_unclipped`` (subtask
             scores; null without subtask tables), ``bounds_changed``,

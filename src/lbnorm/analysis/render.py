@@ -438,10 +438,7 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
     figures = diff.summary
     ranked = int(figures["ranked_common"] or 0)
     rows = [
-        (
-            "variants",
-            f"{figures['variants_common']:,} on both sides, {figures['variants_added']:,} added, {figures['variants_removed']:,} removed",
-        ),
+        _sides_row(figures, "variants"),
         (
             "ranked on both sides",
             f"{ranked:,}"
@@ -460,8 +457,7 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
         ),
         (
             "average delta (new - old)",
-            f"mean {_number(figures['average_delta_mean'], 3)}, min {_number(figures['average_delta_min'], 3)}, "
-            f"max {_number(figures['average_delta_max'], 3)}; {figures['averages_changed']:,} changed",
+            f"{_deltas(figures, 'average', 3)}; {figures['averages_changed']:,} changed",
         ),
         ("benchmark scores changed", f"{figures['scores_changed']:,}"),
         (
@@ -480,8 +476,25 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["figure", "value"])
 
 
+def _sides_row(figures: Mapping[str, Figure], what: str) -> tuple[str, str]:
+    """The keys on both sides, added and removed (:meth:`~lbnorm.analysis.diff.Sides.counts`)."""
+    common, added, removed = (figures[f"{what}_{side}"] for side in _SIDES)
+    return what, f"{common:,} on both sides, {added:,} added, {removed:,} removed"
+
+
+_SIDES = ("common", "added", "removed")
+
+
+def _deltas(figures: Mapping[str, Figure], value: str, digits: int) -> str:
+    """The value's mean, least and largest delta (new - old), in words."""
+    return ", ".join(
+        f"{name} {_number(figures[f'{value}_delta_{name}'], digits)}"
+        for name in ("mean", "min", "max")
+    )
+
+
 def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, str]]:
-    """The summary rows of :func:`~lbnorm.analysis.diff.rank_figures`, in words.
+    """The summary rows of :meth:`~lbnorm.analysis.diff.Sides.figures`, in words.
 
     Args:
         figures: A diff's summary (of leaderboards or of ratings).
@@ -599,18 +612,9 @@ def ratings_diff_summary(diff: RatingsDiff) -> pd.DataFrame:
     figures = diff.summary
     common = int(figures["models_common"] or 0)
     rows = [
-        (
-            "models",
-            f"{common:,} on both sides, {figures['models_added']:,} added, "
-            f"{figures['models_removed']:,} removed",
-        ),
+        _sides_row(figures, "models"),
         *rank_rows(figures, ranked=common),
-        (
-            "rating delta (new - old)",
-            f"mean {_number(figures['rating_delta_mean'], 1)}, min "
-            f"{_number(figures['rating_delta_min'], 1)}, max "
-            f"{_number(figures['rating_delta_max'], 1)}",
-        ),
+        ("rating delta (new - old)", _deltas(figures, "rating", 1)),
         (
             "95% intervals apart",
             "n/a (run lbnorm arena with --bootstrap on both sides)"
