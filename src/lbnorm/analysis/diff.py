@@ -337,12 +337,9 @@ def diff_snapshots(
 
 @dataclass(frozen=True, slots=True)
 class Sides:
-    """Two ranked tables lined up by key: what every diff of rankings shares.
+    """Two ranked tables lined up by key (:func:`line_up`): the job both diffs share.
 
-    Build it with :func:`line_up`. Leaderboards (by variant, on the average) and
-    ratings (by model, on the rating) are compared through it: which rows are on
-    both sides, added or removed, the rank moves, the value deltas, the row
-    order and the summary figures.
+    Leaderboards by variant on the average, ratings by model on the rating.
 
     Attributes:
         keys: The keys of either side (plain strings and bools).
