@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,14 +46,13 @@ from lbnorm.output.reader import Output
 
 __all__ = [
     "Diff",
+    "Sides",
     "Snapshot",
     "bounds_of",
     "diff_results",
     "diff_snapshots",
-    "rank_figures",
-    "rank_order",
+    "line_up",
     "read_snapshot",
-    "side_status",
     "snapshot_of",
     "summary_row",
 ]
@@ -111,7 +111,7 @@ class Diff:
         summary: The summary figures, by name: ``variants_old``,
             ``variants_new``, ``variants_common``, ``variants_added``,
             ``variants_removed``, ``ranked_common`` (ranked on both sides: the
-            base of the rank figures), those of :func:`rank_figures` (with
+            base of the rank figures), those of :meth:`Sides.figures` (with
             ``average_delta_*``), ``averages_changed``, ``scores_changed``
             (benchmark scores), ``newly_clipped``, ``newly_unclipped`` (subtask
             scores; null without subtask tables), ``bounds_changed``,
@@ -281,33 +281,16 @@ def diff_snapshots(
         >>> {k: diff.summary[k] for k in ("kendall_tau", "spearman_rho", "top_1_overlap", "moved_more_than_n")}
         {'kendall_tau': -1.0, 'spearman_rho': -1.0, 'top_1_overlap': 0, 'moved_more_than_n': 2}
     """
-    merged, old_at, new_at = match_keys(old.leaderboard, new.leaderboard)
-    old_rank = take_at(old.leaderboard, "rank", old_at)
-    new_rank = take_at(new.leaderboard, "rank", new_at)
-    old_average = take_at(old.leaderboard, "average", old_at)
-    new_average = take_at(new.leaderboard, "average", new_at)
-    is_both = (old_at >= 0) & (new_at >= 0)
+    sides = line_up(old.leaderboard, new.leaderboard, on=KEY_COLUMNS, value="average")
+    merged, (old_at, new_at), (old_rank, new_rank) = sides.keys, sides.at, sides.ranks
+    old_average, new_average = sides.compared
+    is_both = sides.is_both
     is_ranked = is_both & ~np.isnan(old_rank) & ~np.isnan(new_rank)
-    beyond = _beyond_intervals(
-        old,
-        new,
-        merged,
-        (old_rank, new_rank),
-        (old_average, new_average),
-        is_ranked,
-    )
-    models = merged.assign(
-        status=side_status(old_at, new_at),
-        old_rank=nullable(old_rank, "Int64"),
-        new_rank=nullable(new_rank, "Int64"),
-        rank_move=nullable(old_rank - new_rank, "Int64"),
-        old_average=old_average,
-        new_average=new_average,
-        average_delta=new_average - old_average,
+    beyond = _beyond_intervals(old, new, sides, is_ranked)
+    models = sides.table(
         is_beyond_intervals=nullable(beyond, "boolean"),
         reason=_reasons(old, new, merged, new_at, new_rank),
     )
-    models = models.iloc[rank_order(old_rank, new_rank)].reset_index(drop=True)
     names = list(dict.fromkeys([*old.benchmarks, *new.benchmarks]))
     scores = _score_deltas(old, new, merged, old_at, new_at, names)
     old_bounds, new_bounds = _side_bounds(old), _side_bounds(new)
@@ -323,19 +306,9 @@ def diff_snapshots(
     summary: dict[str, Figure] = {
         "variants_old": int((old_at >= 0).sum()),
         "variants_new": int((new_at >= 0).sum()),
-        "variants_common": int(is_both.sum()),
-        "variants_added": int(((new_at >= 0) & (old_at < 0)).sum()),
-        "variants_removed": int(((old_at >= 0) & (new_at < 0)).sum()),
+        **sides.counts("variants"),
         "ranked_common": int(is_ranked.sum()),
-        **rank_figures(
-            (old_rank, new_rank),
-            (old_average, new_average),
-            is_ranked=is_ranked,
-            is_common=is_both,
-            moved_places=moved_places,
-            top=top,
-            value="average",
-        ),
+        **sides.figures(is_ranked, moved_places=moved_places, top=top),
         "averages_changed": int((delta[~np.isnan(delta)] != 0).sum()),
         "scores_changed": int((scores["delta"].fillna(0.0) != 0).sum()),
         "newly_clipped": clipped[0],
@@ -362,71 +335,126 @@ def diff_snapshots(
     )
 
 
-def side_status(old_at: IntArray, new_at: IntArray) -> npt.NDArray[np.str_]:
-    """Per key of :func:`~lbnorm.analysis.align.match_keys`: ``both``, ``removed`` or ``added``."""
-    return np.where(
-        (old_at >= 0) & (new_at >= 0),
-        "both",
-        np.where(old_at >= 0, "removed", "added"),
-    )
+@dataclass(frozen=True, slots=True)
+class Sides:
+    """Two ranked tables lined up by key (:func:`line_up`): the job both diffs share.
 
+    Leaderboards by variant on the average, ratings by model on the rating.
 
-def rank_order(old_rank: FloatArray, new_rank: FloatArray) -> IntArray:
-    """The order of a diff's rows: by new rank, then old rank, unranked (NaN) last."""
-    return np.lexsort(
-        (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
-    )
-
-
-def rank_figures(
-    ranks: tuple[FloatArray, FloatArray],
-    values: tuple[FloatArray, FloatArray],
-    *,
-    is_ranked: npt.NDArray[np.bool_],
-    is_common: npt.NDArray[np.bool_],
-    moved_places: int,
-    top: Sequence[int],
-    value: str,
-) -> dict[str, Figure]:
-    """The summary figures every diff of rankings reports (leaderboards and ratings).
-
-    ``kendall_tau`` and ``spearman_rho`` of the values ranked on both sides,
-    ``top_<k>_overlap`` (in both top-k lists), ``moved_places`` (N),
-    ``moved_more_than_n``, ``max_rank_move`` and ``mean_abs_rank_move`` of
-    those ranked on both sides, and ``<value>_delta_mean`` / ``_min`` /
-    ``_max`` (new - old) over the known values of those on both sides.
-
-    Args:
-        ranks: Old and new rank per row (NaN: unranked or absent).
-        values: Old and new value ranked by (an average, a rating).
-        is_ranked: Rows ranked on both sides.
-        is_common: Rows on both sides.
-        moved_places: N in "moved more than N places".
-        top: The k of the top-k overlaps.
-        value: The value's name in the delta figures.
-
-    Returns:
-        The figures, by name, in the order the summaries show them.
+    Attributes:
+        keys: The keys of either side (plain strings and bools).
+        at: Per key, its position in the old and in the new table (-1: absent).
+        ranks: Old and new rank per key (NaN: unranked or absent).
+        compared: Old and new value ranked by (NaN: absent).
+        value: That value's name (``average``, ``rating``).
     """
-    (old_rank, new_rank), (old_value, new_value) = ranks, values
-    figures: dict[str, Figure] = {
-        "kendall_tau": kendall_tau(old_value[is_ranked], new_value[is_ranked]),
-        "spearman_rho": spearman_rho(old_value[is_ranked], new_value[is_ranked]),
-    }
-    for k in top:
-        figures[f"top_{k}_overlap"] = int(((old_rank <= k) & (new_rank <= k)).sum())
-    moves = np.abs(old_rank - new_rank)[is_ranked]
-    delta = (new_value - old_value)[is_common]
-    delta = delta[~np.isnan(delta)]
-    return figures | {
-        "moved_places": moved_places,
-        "moved_more_than_n": int((moves > moved_places).sum()),
-        "max_rank_move": int(moves.max()) if moves.size else 0,
-        "mean_abs_rank_move": float(moves.mean()) if moves.size else 0.0,
-        f"{value}_delta_mean": float(delta.mean()) if delta.size else None,
-        f"{value}_delta_min": float(delta.min()) if delta.size else None,
-        f"{value}_delta_max": float(delta.max()) if delta.size else None,
-    }
+
+    keys: pd.DataFrame
+    at: tuple[IntArray, IntArray]
+    ranks: tuple[FloatArray, FloatArray]
+    compared: tuple[FloatArray, FloatArray]
+    value: str
+
+    @property
+    def is_both(self) -> npt.NDArray[np.bool_]:
+        """Keys on both sides."""
+        return (self.at[0] >= 0) & (self.at[1] >= 0)
+
+    def counts(self, what: str) -> dict[str, Figure]:
+        """``<what>_common``, ``_added`` and ``_removed``: the keys on each side."""
+        old, new = (at >= 0 for at in self.at)
+        return {
+            f"{what}_common": int((old & new).sum()),
+            f"{what}_added": int((new & ~old).sum()),
+            f"{what}_removed": int((old & ~new).sum()),
+        }
+
+    def table(
+        self, **more: npt.NDArray[Any] | pd.api.extensions.ExtensionArray
+    ) -> pd.DataFrame:
+        """One row per key, sorted by new rank, then old rank, unranked (NaN) last.
+
+        The keys, ``status`` (``both``, ``removed`` or ``added``), ``old_rank``,
+        ``new_rank``, ``rank_move`` (old - new: positive moved up),
+        ``old_<value>``, ``new_<value>``, ``<value>_delta`` (new - old), then
+        `more` (aligned with the keys).
+        """
+        old_rank, new_rank = self.ranks
+        old_value, new_value = self.compared
+        status = np.where(
+            self.is_both, "both", np.where(self.at[0] >= 0, "removed", "added")
+        )
+        table = self.keys.assign(
+            status=status,
+            old_rank=nullable(old_rank, "Int64"),
+            new_rank=nullable(new_rank, "Int64"),
+            rank_move=nullable(old_rank - new_rank, "Int64"),
+            **{
+                f"old_{self.value}": old_value,
+                f"new_{self.value}": new_value,
+                f"{self.value}_delta": new_value - old_value,
+            },
+            **more,
+        )
+        order = np.lexsort(
+            (np.nan_to_num(old_rank, nan=np.inf), np.nan_to_num(new_rank, nan=np.inf))
+        )
+        return table.iloc[order].reset_index(drop=True)
+
+    def figures(
+        self, is_ranked: npt.NDArray[np.bool_], *, moved_places: int, top: Sequence[int]
+    ) -> dict[str, Figure]:
+        """The summary figures every diff of rankings reports (leaderboards and ratings).
+
+        ``kendall_tau`` and ``spearman_rho`` of the values ranked on both sides
+        (`is_ranked`), ``top_<k>_overlap`` (in both top-k lists),
+        ``moved_places`` (N), ``moved_more_than_n``, ``max_rank_move`` and
+        ``mean_abs_rank_move`` of those ranked on both sides, and
+        ``<value>_delta_mean`` / ``_min`` / ``_max`` (new - old) over the known
+        values of those on both sides; in the order the summaries show them.
+        """
+        (old_rank, new_rank), (old_value, new_value) = self.ranks, self.compared
+        figures: dict[str, Figure] = {
+            "kendall_tau": kendall_tau(old_value[is_ranked], new_value[is_ranked]),
+            "spearman_rho": spearman_rho(old_value[is_ranked], new_value[is_ranked]),
+        }
+        for k in top:
+            figures[f"top_{k}_overlap"] = int(((old_rank <= k) & (new_rank <= k)).sum())
+        moves = np.abs(old_rank - new_rank)[is_ranked]
+        delta = (new_value - old_value)[self.is_both]
+        delta = delta[~np.isnan(delta)]
+        value = self.value
+        return figures | {
+            "moved_places": moved_places,
+            "moved_more_than_n": int((moves > moved_places).sum()),
+            "max_rank_move": int(moves.max()) if moves.size else 0,
+            "mean_abs_rank_move": float(moves.mean()) if moves.size else 0.0,
+            f"{value}_delta_mean": float(delta.mean()) if delta.size else None,
+            f"{value}_delta_min": float(delta.min()) if delta.size else None,
+            f"{value}_delta_max": float(delta.max()) if delta.size else None,
+        }
+
+
+def line_up(
+    old: pd.DataFrame, new: pd.DataFrame, *, on: Sequence[str], value: str
+) -> Sides:
+    """Line two ranked tables up by `on` (one hash join): see :class:`Sides`.
+
+    Examples:
+        >>> old = pd.DataFrame({"model": ["a", "b"], "rank": [1, 2], "rating": [2.0, 1.0]})
+        >>> new = pd.DataFrame({"model": ["b", "c"], "rank": [1, 2], "rating": [3.0, 1.0]})
+        >>> sides = line_up(old, new, on=["model"], value="rating")
+        >>> sides.table()[["model", "status", "rank_move"]].to_dict("list")
+        {'model': ['b', 'c', 'a'], 'status': ['both', 'added', 'removed'], 'rank_move': [1, None, None]}
+    """
+    keys, old_at, new_at = match_keys(old, new, on=on)
+    return Sides(
+        keys=keys,
+        at=(old_at, new_at),
+        ranks=(take_at(old, "rank", old_at), take_at(new, "rank", new_at)),
+        compared=(take_at(old, value, old_at), take_at(new, value, new_at)),
+        value=value,
+    )
 
 
 def _score_deltas(
@@ -574,12 +602,7 @@ def _clip_changes(
 
 
 def _beyond_intervals(
-    old: Snapshot,
-    new: Snapshot,
-    merged: pd.DataFrame,
-    ranks: tuple[FloatArray, FloatArray],
-    averages: tuple[FloatArray, FloatArray],
-    is_ranked: npt.NDArray[np.bool_],
+    old: Snapshot, new: Snapshot, sides: Sides, is_ranked: npt.NDArray[np.bool_]
 ) -> FloatArray:
     """1.0 where a rank move is beyond the intervals, 0.0 within, NaN unknown.
 
@@ -590,16 +613,16 @@ def _beyond_intervals(
     leaving, its average unchanged, is within.
     """
     if old.intervals is None or new.intervals is None:
-        return np.full(len(merged), np.nan)
+        return np.full(len(sides.keys), np.nan)
     columns = ("rank_best", "rank_worst", "average_low", "average_high")
 
     def interval(side: pd.DataFrame) -> list[FloatArray]:
-        at = align_rows(merged, side, on=KEY_COLUMNS)
+        at = align_rows(sides.keys, side, on=KEY_COLUMNS)
         return [take_at(side, name, at) for name in columns]
 
     old_best, old_worst, old_low, old_high = interval(old.intervals)
     new_best, new_worst, new_low, new_high = interval(new.intervals)
-    (old_rank, new_rank), (old_average, new_average) = ranks, averages
+    (old_rank, new_rank), (old_average, new_average) = sides.ranks, sides.compared
     rank_outside = ((new_rank < old_best) | (new_rank > old_worst)) & (
         (old_rank < new_best) | (old_rank > new_worst)
     )

@@ -111,6 +111,13 @@ HEALTH_COLUMNS: tuple[str, ...] = (
     "failed",
 )
 _MIN_BAND_MODELS = 10
+#: Each threshold's range: shares, correlations, margins, the fewest models.
+_RANGES = (
+    (("max_floor_rate", "max_ceiling_rate", "stuck_band", "min_stuck_share"), 0, 1),
+    (("min_loo_spearman", "min_subtask_spearman"), -1, 1),
+    (("floor_points", "noise_z", "min_stuck_spread"), 0, np.inf),
+    (("min_models",), 3, np.inf),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,24 +151,12 @@ class HealthConfig:
     min_models: int = 30
 
     def __post_init__(self) -> None:
-        shares = ("max_floor_rate", "max_ceiling_rate", "stuck_band", "min_stuck_share")
         bad = [
             f"{name}={getattr(self, name)!r}"
-            for name in shares
-            if not 0.0 <= getattr(self, name) <= 1.0
+            for names, least, most in _RANGES
+            for name in names
+            if not least <= getattr(self, name) <= most
         ]
-        bad += [
-            f"{name}={getattr(self, name)!r}"
-            for name in ("min_loo_spearman", "min_subtask_spearman")
-            if not -1.0 <= getattr(self, name) <= 1.0
-        ]
-        bad += [
-            f"{name}={getattr(self, name)!r}"
-            for name in ("floor_points", "noise_z", "min_stuck_spread")
-            if not getattr(self, name) >= 0.0
-        ]
-        if self.min_models < 3:
-            bad.append(f"min_models={self.min_models!r}")
         if bad:
             msg = (
                 f"health thresholds out of range: {', '.join(bad)}.\n"

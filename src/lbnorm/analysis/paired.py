@@ -60,6 +60,7 @@ __all__ = [
     "diff_paired",
     "output_items",
     "tied_groups",
+    "variant_name",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -247,7 +248,7 @@ def compare_paired(
         pa.Table.from_pandas(variants[list(KEY_COLUMNS)], preserve_index=False), items
     )
     for at in np.flatnonzero(row < 0).tolist():
-        msg = f"{out}: {_name(variants.iloc[at])} has no per-sample data among the run's inputs (its scores came from results files or a score table).\nHint: run again with its samples_<task>_<timestamp>.jsonl files, or its rows in a sample table."
+        msg = f"{out}: {variant_name(variants.iloc[at])} has no per-sample data among the run's inputs (its scores came from results files or a score table).\nHint: run again with its samples_<task>_<timestamp>.jsonl files, or its rows in a sample table."
         raise InputError(msg)
     subtasks = out.frame("subtasks", models=models) if out.has("subtasks") else None
     if subtasks is not None:
@@ -371,7 +372,7 @@ def diff_paired(
         notes.append(f"{n_only:,} variant(s) in one output only, not compared")
     if lacking := int((~compared).sum()):
         names_missing = [
-            _name(row) for _, row in both.loc[~compared].head(_SHOWN).iterrows()
+            variant_name(row) for _, row in both.loc[~compared].head(_SHOWN).iterrows()
         ]
         notes.append(
             f"{lacking:,} variant(s) without per-sample data on one side: {', '.join(names_missing)}"
@@ -465,12 +466,13 @@ def _variant(board: pd.DataFrame, spec: VariantSpec, out: Output) -> pd.DataFram
     if rows.empty:
         msg = f"{out}: no variant {given} in the leaderboard.\nHint: give the model's full name as `lbnorm show {out} --model PATTERN` lists it."
         raise OptionsError(msg)
-    shown = [_name(row) for _, row in rows.head(_SHOWN).iterrows()]
+    shown = [variant_name(row) for _, row in rows.head(_SHOWN).iterrows()]
     msg = f"{out}: {given} matches {len(rows)} variants: {', '.join(shown)}.\nHint: give precision, revision or chat_template too."
     raise OptionsError(msg)
 
 
-def _name(row: pd.Series) -> str:
+def variant_name(row: pd.Series) -> str:
+    """A variant as the paired faces name it: ``model [precision]`` (no brackets without one)."""
     precision = str(row["precision"])
     return f"{row['model']}" + (f" [{precision}]" if precision else "")
 
@@ -514,7 +516,7 @@ def _check_scores(
                 continue
             mean = float(np.nanmean(values))
             if abs(mean - float(score[names[k]])) > _SAME_SCORE:
-                msg = f"{out}: the per-sample inputs give {_name(keys)} {mean:.6f} on {names[k][0]}/{names[k][1]}, but the output says {float(score[names[k]]):.6f}: the inputs changed since the run (or the score came from another input).\nHint: run again (`lbnorm run ... --out {out}`), then compare."
+                msg = f"{out}: the per-sample inputs give {variant_name(keys)} {mean:.6f} on {names[k][0]}/{names[k][1]}, but the output says {float(score[names[k]]):.6f}: the inputs changed since the run (or the score came from another input).\nHint: run again (`lbnorm run ... --out {out}`), then compare."
                 raise InputError(msg)
 
 
@@ -631,7 +633,7 @@ def _unmatched(
                     pd.DataFrame(
                         {
                             "level": names[k],
-                            "model": _name(variants.iloc[side]),
+                            "model": variant_name(variants.iloc[side]),
                             "document": subtask.documents.take(
                                 pa.array(only)
                             ).to_pylist(),
@@ -682,7 +684,7 @@ def _notes(
         ]
         if missing:
             notes.append(
-                f"{_name(variants.iloc[side])}: no per-sample data for {len(missing)} subtask(s), e.g. {', '.join(missing[:3])}"
+                f"{variant_name(variants.iloc[side])}: no per-sample data for {len(missing)} subtask(s), e.g. {', '.join(missing[:3])}"
             )
     return tuple(notes)
 

@@ -6,7 +6,7 @@ and rank, the moves, and whether the two 95% intervals are apart; the summary
 figures (Kendall's tau and Spearman's rho between the two orderings of the
 models on both sides, from :mod:`lbnorm.analysis.correlation`; top-k overlaps;
 big movers; models added and removed); and the rating options that differ.
-:func:`format_ratings_diff` is the Markdown ``lbnorm diff`` prints.
+The Markdown ``lbnorm diff`` prints is :mod:`lbnorm.analysis.render`'s.
 """
 
 from __future__ import annotations
@@ -19,36 +19,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lbnorm.analysis.align import match_keys, nullable, take_at
-from lbnorm.analysis.diff import rank_figures, rank_order, side_status, summary_row
-from lbnorm.analysis.render import markdown_table, rank_rows
+from lbnorm.analysis.align import nullable, take_at
+from lbnorm.analysis.diff import line_up, summary_row
 from lbnorm.core.errors import InputError
 from lbnorm.output.reader import Output
 
-__all__ = [
-    "RatingsDiff",
-    "diff_rating_tables",
-    "diff_ratings",
-    "format_ratings_diff",
-    "largest_rating_moves",
-    "options_changed_table",
-    "ratings_diff_summary",
-]
+__all__ = ["RatingsDiff", "diff_rating_tables", "diff_ratings"]
 
 Figure = float | int | None
 
-#: The ratings columns a diff lines up (a missing one is null throughout).
-_COMPARED = ("rank", "rating", "rating_lower", "rating_upper")
-_MOVES = {
-    "model": "model",
-    "old_rating": "old rating",
-    "new_rating": "new rating",
-    "rating_delta": "delta",
-    "old_rank": "old rank",
-    "new_rank": "new rank",
-    "rank_move": "move",
-    "is_beyond_intervals": "beyond intervals",
-}
+#: The interval columns a diff lines up (a missing one is null throughout).
+_INTERVAL = ("rating_lower", "rating_upper")
+#: The diff's columns, in order: the rating's before the rank's.
+_COLUMNS = (
+    *("model", "status", "old_rating", "new_rating", "rating_delta"),
+    *("old_rank", "new_rank", "rank_move", "old_lower", "old_upper"),
+    *("new_lower", "new_upper", "is_beyond_intervals"),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,45 +160,22 @@ def diff_rating_tables(
         >>> diff.summary["kendall_tau"], diff.summary["top_2_overlap"]
         (-1.0, 2)
     """
-    keys, old_at, new_at = match_keys(old, new, on=["model"])
-    old_rank, old_rating, old_lower, old_upper = (
-        take_at(old, name, old_at) for name in _COMPARED
-    )
-    new_rank, new_rating, new_lower, new_upper = (
-        take_at(new, name, new_at) for name in _COMPARED
-    )
+    sides = line_up(old, new, on=["model"], value="rating")
+    old_at, new_at = sides.at
+    old_lower, old_upper = (take_at(old, name, old_at) for name in _INTERVAL)
+    new_lower, new_upper = (take_at(new, name, new_at) for name in _INTERVAL)
     bounds = np.stack([old_lower, old_upper, new_lower, new_upper])
     has_intervals = ~np.isnan(bounds).any(axis=0)
     apart = (new_lower > old_upper) | (new_upper < old_lower)
-    models = pd.DataFrame(
-        {
-            "model": keys["model"],
-            "status": side_status(old_at, new_at),
-            "old_rating": old_rating,
-            "new_rating": new_rating,
-            "rating_delta": new_rating - old_rating,
-            "old_rank": nullable(old_rank, "Int64"),
-            "new_rank": nullable(new_rank, "Int64"),
-            "rank_move": nullable(old_rank - new_rank, "Int64"),
-            "old_lower": old_lower,
-            "old_upper": old_upper,
-            "new_lower": new_lower,
-            "new_upper": new_upper,
-            "is_beyond_intervals": nullable(
-                np.where(has_intervals, apart, np.nan), "boolean"
-            ),
-        }
+    models = sides.table(
+        old_lower=old_lower,
+        old_upper=old_upper,
+        new_lower=new_lower,
+        new_upper=new_upper,
+        is_beyond_intervals=nullable(np.where(has_intervals, apart, np.nan), "boolean"),
     )
-    is_common = (old_at >= 0) & (new_at >= 0)
-    figures = rank_figures(
-        (old_rank, new_rank),
-        (old_rating, new_rating),
-        is_ranked=is_common,
-        is_common=is_common,
-        moved_places=moved_places,
-        top=top,
-        value="rating",
-    )
+    is_common = sides.is_both
+    figures = sides.figures(is_common, moved_places=moved_places, top=top)
     # this summary says None where the leaderboard diff's says NaN or 0.0
     figures["kendall_tau"] = _finite(figures["kendall_tau"])
     figures["spearman_rho"] = _finite(figures["spearman_rho"])
@@ -219,11 +183,9 @@ def diff_rating_tables(
         figures["mean_abs_rank_move"] = None
     checked = int((is_common & has_intervals).sum())
     return RatingsDiff(
-        models=models.iloc[rank_order(old_rank, new_rank)].reset_index(drop=True),
+        models=models[list(_COLUMNS)],
         summary={
-            "models_common": int(is_common.sum()),
-            "models_added": int(((new_at >= 0) & (old_at < 0)).sum()),
-            "models_removed": int(((old_at >= 0) & (new_at < 0)).sum()),
+            **sides.counts("models"),
             **figures,
             "moves_beyond_intervals": int((is_common & has_intervals & apart).sum())
             if checked
@@ -246,102 +208,6 @@ def _rating_options(manifest: Mapping[str, object]) -> dict[str, Any]:
     flat = dict(rating) if isinstance(rating, dict) else {}
     flat["where"] = options.get("where", [])
     return flat
-
-
-def format_ratings_diff(
-    diff: RatingsDiff, *, largest: int = 10, title: str | None = None
-) -> str:
-    """The ratings diff as Markdown: options changed, summary, biggest moves, added, removed.
-
-    Args:
-        diff: From :func:`diff_ratings` or :func:`diff_rating_tables`.
-        largest: Rating moves listed.
-        title: The heading (default: ``old -> new``).
-
-    Returns:
-        The Markdown text.
-    """
-    old, new = diff.labels
-    lines = [f"# {title or f'lbnorm diff: {old} -> {new} (ratings)'}", ""]
-    lines += [f"## Options changed ({len(diff.options_changed)})", ""]
-    if diff.options_changed:
-        lines += [markdown_table(options_changed_table(diff)), ""]
-    else:
-        lines += ["None.", ""]
-    lines += ["## Summary", "", markdown_table(ratings_diff_summary(diff)), ""]
-    moved = largest_rating_moves(diff, largest=largest)
-    if len(moved):
-        lines += [
-            f"## Largest rating moves ({len(moved)})",
-            "",
-            markdown_table(moved, digits=1),
-            "",
-        ]
-    for status, heading in (("added", "Models added"), ("removed", "Models removed")):
-        names = diff.models.loc[diff.models["status"] == status, "model"].tolist()
-        if names:
-            shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
-            lines += [f"## {heading} ({len(names)})", "", shown, ""]
-    return "\n".join(lines)
-
-
-def options_changed_table(diff: RatingsDiff) -> pd.DataFrame:
-    """The rating options that differ: ``option``, ``old``, ``new`` (as text)."""
-    return pd.DataFrame(
-        [
-            (name, _text(before), _text(after))
-            for name, (before, after) in diff.options_changed.items()
-        ],
-        columns=["option", "old", "new"],
-    )
-
-
-def ratings_diff_summary(diff: RatingsDiff) -> pd.DataFrame:
-    """The summary figures in words: ``figure`` and ``value``, both text."""
-    figures = diff.summary
-    common = int(figures["models_common"] or 0)
-    rows = [
-        (
-            "models",
-            f"{common:,} on both sides, {figures['models_added']:,} added, "
-            f"{figures['models_removed']:,} removed",
-        ),
-        *rank_rows(figures, ranked=common),
-        (
-            "rating delta (new - old)",
-            f"mean {_number(figures['rating_delta_mean'], 1)}, min "
-            f"{_number(figures['rating_delta_min'], 1)}, max "
-            f"{_number(figures['rating_delta_max'], 1)}",
-        ),
-        (
-            "95% intervals apart",
-            "n/a (run lbnorm arena with --bootstrap on both sides)"
-            if figures["moves_beyond_intervals"] is None
-            else f"{figures['moves_beyond_intervals']:,} of {figures['intervals_checked']:,}",
-        ),
-    ]
-    return pd.DataFrame(rows, columns=["figure", "value"])
-
-
-def largest_rating_moves(diff: RatingsDiff, *, largest: int = 10) -> pd.DataFrame:
-    """The models on both sides whose rating moved most (either way)."""
-    common = diff.models[diff.models["status"] == "both"]
-    size = np.abs(common["rating_delta"].to_numpy(dtype=np.float64))
-    moved = common.iloc[np.argsort(-size, kind="stable")]
-    moved = moved[moved["rating_delta"] != 0].head(largest)
-    return moved[list(_MOVES)].rename(columns=_MOVES).reset_index(drop=True)
-
-
-def _number(value: object, digits: int) -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "n/a"
-    return f"{float(value):,.{digits}f}"  # type: ignore[arg-type]
-
-
-def _text(value: object) -> str:
-    if isinstance(value, list):
-        return ", ".join(map(str, value)) or "(none)"
-    return "(none)" if value is None else str(value)
 
 
 def _is_ratings(side: Output | str | Path) -> bool:

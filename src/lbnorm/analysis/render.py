@@ -1,4 +1,4 @@
-"""Markdown for people: the diff summary, the health table and rank intervals.
+"""Markdown for people: the diffs (of leaderboards and of ratings), the health table, rank intervals.
 
 Pure functions from the analysis frames to text; the command line prints them or
 hands them to the writer.
@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from lbnorm.analysis.diff import Diff, Figure
+from lbnorm.analysis.ratings_diff import RatingsDiff
 
 __all__ = [
     "HEALTH_BENCHMARK_LABELS",
@@ -24,13 +25,17 @@ __all__ = [
     "format_diff",
     "format_health",
     "format_intervals",
+    "format_ratings_diff",
     "health_tables",
     "is_number_column",
     "is_summary",
     "largest_rank_moves",
+    "largest_rating_moves",
     "markdown_table",
     "named_variants",
+    "options_changed_table",
     "rank_rows",
+    "ratings_diff_summary",
     "subtask_counts",
 ]
 
@@ -45,6 +50,16 @@ HEALTH_BENCHMARK_LABELS = {
     "stuck_spread": "band spread",
     "status": "status",
     "failed": "failed checks",
+}
+_RATING_MOVES = {
+    "model": "model",
+    "old_rating": "old rating",
+    "new_rating": "new rating",
+    "rating_delta": "delta",
+    "old_rank": "old rank",
+    "new_rank": "new rank",
+    "rank_move": "move",
+    "is_beyond_intervals": "beyond intervals",
 }
 _MOVE_COLUMNS = {
     "old_rank": "old rank",
@@ -165,23 +180,72 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
         The Markdown text.
     """
     old, new = diff.labels
-    lines = [f"# {title or f'lbnorm diff: {old} -> {new}'}", ""]
     bounds = diff.bounds.rename(
         columns={"old_lower_bound": "old", "new_lower_bound": "new"}
     )
-    lines += [f"## Bounds changed ({len(bounds)})", ""]
-    lines += [markdown_table(bounds, digits=4) if len(bounds) else "None.", ""]
-    for kind, heading, table in diff_parts(diff):
+    title = title or f"lbnorm diff: {old} -> {new}"
+    changed = ("Bounds changed", bounds, 4)
+    return _markdown(title, changed, diff_parts(diff), largest=largest)
+
+
+def format_ratings_diff(
+    diff: RatingsDiff, *, largest: int = 10, title: str | None = None
+) -> str:
+    """The ratings diff as Markdown: options changed, summary, biggest moves, added, removed.
+
+    Args:
+        diff: From :func:`~lbnorm.analysis.ratings_diff.diff_ratings`.
+        largest: Rating moves listed.
+        title: The heading (default: ``old -> new``).
+
+    Returns:
+        The Markdown text.
+    """
+    old, new = diff.labels
+    moved = largest_rating_moves(diff, largest=largest)
+    parts = [
+        ("summary", "Summary", ratings_diff_summary(diff)),
+        ("moves", f"Largest rating moves ({len(moved)})", moved),
+    ]
+    for status, heading in (("added", "Models added"), ("removed", "Models removed")):
+        names = diff.models.loc[diff.models["status"] == status, ["model"]]
+        parts.append(("names", f"{heading} ({len(names)})", names))
+    title = title or f"lbnorm diff: {old} -> {new} (ratings)"
+    changed = ("Options changed", options_changed_table(diff), 2)
+    return _markdown(title, changed, parts, largest=largest)
+
+
+def _markdown(
+    title: str,
+    changed: tuple[str, pd.DataFrame, int],
+    parts: list[tuple[str, str, pd.DataFrame]],
+    *,
+    largest: int,
+) -> str:
+    """A diff as Markdown: the title, what changed in the setup (always said), the parts.
+
+    A part of kind ``list`` is cut at `largest` rows (:func:`_listed`), one of
+    kind ``names`` is its first 20 names in a line; ``bounds`` is left out (it
+    is the setup's change, above); an empty part is left out.
+    """
+    heading, table, digits = changed
+    lines = [f"# {title}", "", f"## {heading} ({len(table)})", ""]
+    lines += [markdown_table(table, digits=digits) if len(table) else "None.", ""]
+    for kind, heading, table in parts:
         if kind == "list":
             lines += _listed(heading, table, largest=largest)
-        elif kind != "bounds":  # (listed first, above, with none said)
+        elif kind == "names" and len(table):
+            names = table["model"].tolist()
+            shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+            lines += [f"## {heading}", "", shown, ""]
+        elif kind not in {"bounds", "names"} and len(table):
             lines += [f"## {heading}", "", *_MARKDOWN_NOTES.get(kind, [])]
             lines += [markdown_table(table, digits=_MARKDOWN_DIGITS.get(kind, 2)), ""]
     return "\n".join(lines)
 
 
 #: The Markdown diff's decimals and notes, by kind of :func:`diff_parts` part.
-_MARKDOWN_DIGITS = {"per_benchmark": 3}
+_MARKDOWN_DIGITS = {"per_benchmark": 3, "moves": 1}
 _MARKDOWN_NOTES = {
     "coverage": [
         "Subtasks with a score on each side (a coverage change, not a bound change):",
@@ -374,10 +438,7 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
     figures = diff.summary
     ranked = int(figures["ranked_common"] or 0)
     rows = [
-        (
-            "variants",
-            f"{figures['variants_common']:,} on both sides, {figures['variants_added']:,} added, {figures['variants_removed']:,} removed",
-        ),
+        _sides_row(figures, "variants"),
         (
             "ranked on both sides",
             f"{ranked:,}"
@@ -396,8 +457,7 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
         ),
         (
             "average delta (new - old)",
-            f"mean {_number(figures['average_delta_mean'], 3)}, min {_number(figures['average_delta_min'], 3)}, "
-            f"max {_number(figures['average_delta_max'], 3)}; {figures['averages_changed']:,} changed",
+            f"{_deltas(figures, 'average', 3)}; {figures['averages_changed']:,} changed",
         ),
         ("benchmark scores changed", f"{figures['scores_changed']:,}"),
         (
@@ -416,8 +476,25 @@ def diff_summary(diff: Diff) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["figure", "value"])
 
 
+def _sides_row(figures: Mapping[str, Figure], what: str) -> tuple[str, str]:
+    """The keys on both sides, added and removed (:meth:`~lbnorm.analysis.diff.Sides.counts`)."""
+    common, added, removed = (figures[f"{what}_{side}"] for side in _SIDES)
+    return what, f"{common:,} on both sides, {added:,} added, {removed:,} removed"
+
+
+_SIDES = ("common", "added", "removed")
+
+
+def _deltas(figures: Mapping[str, Figure], value: str, digits: int) -> str:
+    """The value's mean, least and largest delta (new - old), in words."""
+    return ", ".join(
+        f"{name} {_number(figures[f'{value}_delta_{name}'], digits)}"
+        for name in ("mean", "min", "max")
+    )
+
+
 def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, str]]:
-    """The summary rows of :func:`~lbnorm.analysis.diff.rank_figures`, in words.
+    """The summary rows of :meth:`~lbnorm.analysis.diff.Sides.figures`, in words.
 
     Args:
         figures: A diff's summary (of leaderboards or of ratings).
@@ -499,14 +576,59 @@ def largest_rank_moves(
     if where is not None:
         models = models[where.fillna(False).to_numpy(dtype=bool)]
     moved = models.dropna(subset=["rank_move"])
-    moved = moved.iloc[
-        np.argsort(
-            -np.abs(moved["rank_move"].to_numpy(dtype=np.float64)), kind="stable"
-        )
+    columns = {"model": "model", "precision": "precision", **_MOVE_COLUMNS}
+    return _largest(moved, "rank_move", columns, largest=largest)
+
+
+def largest_rating_moves(diff: RatingsDiff, *, largest: int = 10) -> pd.DataFrame:
+    """The models on both sides whose rating moved most (either way)."""
+    common = diff.models[diff.models["status"] == "both"]
+    return _largest(common, "rating_delta", _RATING_MOVES, largest=largest)
+
+
+def _largest(
+    rows: pd.DataFrame, by: str, columns: Mapping[str, str], *, largest: int
+) -> pd.DataFrame:
+    """The `largest` rows that moved most by `by` (either way, none of 0), headed in words."""
+    size = np.abs(rows[by].to_numpy(dtype=np.float64))
+    moved = rows.iloc[np.argsort(-size, kind="stable")]
+    moved = moved[moved[by] != 0].head(largest)
+    return moved[list(columns)].rename(columns=columns).reset_index(drop=True)
+
+
+def options_changed_table(diff: RatingsDiff) -> pd.DataFrame:
+    """The rating options that differ: ``option``, ``old``, ``new`` (as text)."""
+    return pd.DataFrame(
+        [
+            (name, _text(before), _text(after))
+            for name, (before, after) in diff.options_changed.items()
+        ],
+        columns=["option", "old", "new"],
+    )
+
+
+def ratings_diff_summary(diff: RatingsDiff) -> pd.DataFrame:
+    """The ratings diff's summary figures in words: ``figure`` and ``value``, both text."""
+    figures = diff.summary
+    common = int(figures["models_common"] or 0)
+    rows = [
+        _sides_row(figures, "models"),
+        *rank_rows(figures, ranked=common),
+        ("rating delta (new - old)", _deltas(figures, "rating", 1)),
+        (
+            "95% intervals apart",
+            "n/a (run lbnorm arena with --bootstrap on both sides)"
+            if figures["moves_beyond_intervals"] is None
+            else f"{figures['moves_beyond_intervals']:,} of {figures['intervals_checked']:,}",
+        ),
     ]
-    moved = moved[moved["rank_move"] != 0].head(largest)
-    columns = ["model", "precision", *_MOVE_COLUMNS]
-    return moved[columns].rename(columns=_MOVE_COLUMNS).reset_index(drop=True)
+    return pd.DataFrame(rows, columns=["figure", "value"])
+
+
+def _text(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "(none)"
+    return "(none)" if value is None else str(value)
 
 
 def format_health(
@@ -678,7 +800,7 @@ def format_intervals(
 
 
 def _number(value: object, digits: int) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return "n/a"
     assert isinstance(value, int | float)
     return f"{value:,.{digits}f}"

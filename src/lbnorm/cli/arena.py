@@ -289,7 +289,8 @@ def diff_ratings_outputs(
     args: argparse.Namespace, old: Output | str, new: Output | str
 ) -> int:
     """``lbnorm diff`` on two ratings outputs: rating and rank moves, Kendall tau."""
-    from lbnorm.analysis.ratings_diff import diff_ratings, format_ratings_diff
+    from lbnorm.analysis.ratings_diff import diff_ratings
+    from lbnorm.analysis.render import format_ratings_diff
     from lbnorm.cli.arguments import emit_diff
     from lbnorm.faces.terminal import printable
 

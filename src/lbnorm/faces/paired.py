@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lbnorm.analysis.paired import PairedComparison, PairedDiff
+from lbnorm.analysis.paired import PairedComparison, PairedDiff, variant_name
 from lbnorm.analysis.render import markdown_table
 from lbnorm.faces.terminal import format_table, printable
 
@@ -28,7 +28,7 @@ def format_paired_comparison(comparison: PairedComparison, *, digits: int = 2) -
     """
     variants = comparison.variants
     legend = [
-        f"{side} = {printable(_variant_name(variants.iloc[at]))}"
+        f"{side} = {printable(variant_name(variants.iloc[at]))}"
         + (
             f", rank {variants.iloc[at]['rank']}"
             if pd.notna(variants.iloc[at]["rank"])
@@ -155,8 +155,3 @@ def _indented(level: str) -> str:
     """A subtask level under its benchmark: indented by its name after the slash."""
     _, slash, subtask = level.partition("/")
     return f"  {subtask}" if slash else level
-
-
-def _variant_name(row: pd.Series) -> str:
-    precision = str(row["precision"])
-    return str(row["model"]) + (f" [{precision}]" if precision else "")

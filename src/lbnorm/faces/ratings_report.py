@@ -23,9 +23,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from lbnorm.analysis.ratings_diff import (
-    RatingsDiff,
-    diff_ratings,
+from lbnorm.analysis.ratings_diff import RatingsDiff, diff_ratings
+from lbnorm.analysis.render import (
     largest_rating_moves,
     options_changed_table,
     ratings_diff_summary,
