@@ -119,7 +119,6 @@ class Output:
         self.path = path
         self._folder = -1
         self._files: dict[str, int] = {}
-        self._is_verified = False
 
     @classmethod
     def open(
@@ -145,7 +144,7 @@ class Output:
         if isinstance(out, Output):
             if kind is not None and out.kind != kind:
                 out._refuse_kind(kind, out.kind)
-            if verify and not out._is_verified:
+            if verify:  # (a table hashed already is not hashed again: _sha256)
                 out._compare(verify=True)
             return out
         for _ in range(_ATTEMPTS):
@@ -433,7 +432,6 @@ class Output:
                 self._same(name, "columns", columns, entry.get("columns"))
             if verify or info.st_size < HASH_ON_READ:
                 self._same(name, "sha256", _sha256(descriptor), entry.get("sha256"))
-        self._is_verified = self._is_verified or verify
 
     def _same(self, name: str, what: str, actual: object, recorded: object) -> None:
         if actual == recorded:
@@ -506,15 +504,11 @@ def _kind(kind: pa.DataType) -> str:
         >>> _kind(pa.dictionary(pa.int32(), pa.string())), _kind(pa.int32())
         ('text', 'integer')
     """
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    for word, test in (
-        ("text", pa.types.is_string),
-        ("text", pa.types.is_large_string),
-        ("integer", pa.types.is_integer),
-        ("number", pa.types.is_floating),
-        ("boolean", pa.types.is_boolean),
-    ):
-        if test(kind):
-            return word
-    return str(kind)
+    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "number"
+    return "boolean" if pa.types.is_boolean(kind) else str(kind)

@@ -49,7 +49,7 @@ from lbnorm.core.manifest import (
     manifest_problem,
 )
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.tablefile import TableFile, write_hashed
+from lbnorm.output.tablefile import Hashed, TableFile
 
 __all__ = [
     "MANIFEST_LIMIT",
@@ -496,15 +496,10 @@ class Transaction:
                         pending.result()  # raises what writing the part before raised
                     rows = max(part.num_rows, 1) if is_tuned else None
                     pending = thread.submit(file.write, part, row_group_size=rows)
-                last = pending
-
-                def close() -> dict[str, Any]:
-                    if last is not None:
-                        last.result()  # done (one thread, in order): raises what it raised
-                    return file.close()
-
-                syncing = thread.submit(close)
+                syncing = thread.submit(file.close)  # (one thread: after the last part)
                 done = then()
+                if pending is not None:
+                    pending.result()  # raises what writing the last part raised
                 self.outputs[name] = syncing.result()
             finally:
                 try:
@@ -571,7 +566,7 @@ class Transaction:
             )
             raise OutputError(msg)
         with _opened(self.folder / MANIFEST, _NEW) as descriptor:
-            write_hashed(descriptor, [data])
+            Hashed(descriptor).write(data)
             os.fsync(descriptor)
         _sync(self.folder)
         fault_point("staged")
@@ -818,13 +813,9 @@ class _Beside:
                 self.sha256 = _fill(self.descriptor, content, name=self.target.name)
                 os.fsync(self.descriptor)
                 if not self.is_named:  # complete: named now, still locked
-                    with _opened(_PROC_FD) as proc:
-                        os.link(
-                            str(self.descriptor),
-                            self.temporary,
-                            src_dir_fd=proc,
-                            follow_symlinks=True,
-                        )
+                    with _opened(_PROC_FD) as proc:  # (link(2) would not follow)
+                        descriptor = str(self.descriptor)
+                        os.link(descriptor, self.temporary, src_dir_fd=proc)
                     self.is_named = True
         except BaseException:
             self.discard()
@@ -874,9 +865,10 @@ def _fill(
         written = TableFile(descriptor, content.schema, name=name, is_tuned=False)
         written.write(content)
         return str(written.close()["sha256"])
-    return write_hashed(
-        descriptor, [content] if isinstance(content, bytes) else content
-    )
+    sink = Hashed(descriptor)
+    for part in [content] if isinstance(content, bytes) else content:
+        sink.write(part)
+    return sink.sha256.hexdigest()
 
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:
