@@ -336,8 +336,8 @@ class Output:
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
             self._refuse_kind(self.kind, held)
-        tables = _REQUIRED["leaderboard"] if self.kind == "leaderboard" else ()
-        if missing := [n for n in (MANIFEST, *tables) if not self._exists(n)]:
+        required = (MANIFEST, *_REQUIRED[self.kind])
+        if missing := [name for name in required if not self._exists(name)]:
             msg = (
                 f"{self.path}: not an lbnorm output directory (missing "
                 f"{', '.join(missing)}).\nHint: write one with "
@@ -357,9 +357,6 @@ class Output:
                 "before output format 1, which this one reads.\nHint: re-run "
                 f"`{_command(self.kind, self.path)}` to rewrite it."
             )
-            raise InputError(msg)
-        if missing := [n for n in _REQUIRED[self.kind] if not self._exists(n)]:
-            msg = f"{self.path}: a {self.kind} output without {', '.join(missing)}.\nHint: {self._rewrite}."
             raise InputError(msg)
         for name in manifest["outputs"]:
             try:

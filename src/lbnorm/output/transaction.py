@@ -77,7 +77,7 @@ _SHOWN = 5
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
 #: Where an open file can be named (an ``O_TMPFILE`` file is linked through it).
 _PROC_FD = Path("/proc/self/fd")
 #: Serializes the "table-written" fault point (tables finish on several threads).
@@ -175,31 +175,25 @@ def _a(word: str) -> str:
 
 def resolve_target(out: Path) -> Path:
     """The folder `out` names: itself, or the folder its symbolic link points to."""
-    if out.name in {"", ".."}:
-        out = out.resolve()
-        if not out.name:
-            msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
-            raise OutputError(msg)
-    _check_name_length(out, out)
-    try:
-        if not out.is_symlink():
-            return out
-        target = _resolve(out, strict=True)
-    except FileNotFoundError as exc:
-        msg = (
-            f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
-            "Hint: create the folder it points to, or choose another --out."
-        )
-        raise OutputError(msg) from exc
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    if not target.is_dir():
-        msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
-        raise OutputError(msg)
-    if not target.name:
-        msg = f"{out}: a link to the root folder, which cannot be an output.\nHint: choose another --out."
-        raise OutputError(msg)
+    target = out.resolve() if out.name in {"", ".."} else out
     _check_name_length(out, target)
+    with _reported(out):
+        if target.is_symlink():
+            try:
+                target = _resolve(out, strict=True)
+            except FileNotFoundError as exc:
+                msg = (
+                    f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
+                    "Hint: create the folder it points to, or choose another --out."
+                )
+                raise OutputError(msg) from exc
+            if not target.is_dir():
+                msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
+                raise OutputError(msg)
+            _check_name_length(out, target)
+    if not target.name:  # (given, or linked to)
+        msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
+        raise OutputError(msg)
     return target
 
 
@@ -711,11 +705,10 @@ def _parent_locked(folder: Path) -> Iterator[None]:
 def _swap_in(staging: Path, target: Path) -> Path | None:
     """Put `staging` in place of `target`; return where the previous output went."""
     previous: Path | None = None
+    # (a folder come since the check is not replaced: rename(2) refuses all but an
+    # empty one, which the check would have taken too)
     if not os.path.lexists(target):
-        if not _renameat2(staging, target, _RENAME_NOREPLACE):
-            if os.path.lexists(target):
-                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
-            staging.rename(target)
+        staging.rename(target)
     elif _renameat2(staging, target, _RENAME_EXCHANGE):
         previous = staging  # now holds the previous output
     else:
