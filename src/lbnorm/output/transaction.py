@@ -479,27 +479,23 @@ class Transaction:
         returns or raises. Untuned, a part is cut into row groups as pyarrow's
         defaults say; an empty part is an empty row group.
         """
-        with _opened(self.path(name), _NEW) as descriptor:
+        staged = self.path(name)
+        with _opened(staged, _NEW) as descriptor, contextlib.ExitStack() as held:
             file = TableFile(
                 descriptor, schema, name=name, is_tuned=is_tuned, plain=plain
             )
-            thread, pending = Threads(1, "writer"), None
-            try:
-                for part in parts:
-                    if pending is not None:
-                        pending.result()  # raises what writing the part before raised
-                    rows = max(part.num_rows, 1) if is_tuned else None
-                    pending = thread.submit(file.write, part, row_group_size=rows)
-                syncing = thread.submit(file.close)  # (one thread: after the last part)
-                done = then()
+            held.callback(file.abandon)  # after the thread stops (closed if done)
+            thread, pending = held.enter_context(Threads(1, "writer")), None
+            for part in parts:
                 if pending is not None:
-                    pending.result()  # raises what writing the last part raised
-                self.outputs[name] = syncing.result()
-            finally:
-                try:
-                    thread.close(cancel=True)
-                finally:
-                    file.abandon()  # (closed already after close())
+                    pending.result()  # raises what writing the part before raised
+                rows = max(part.num_rows, 1) if is_tuned else None
+                pending = thread.submit(file.write, part, row_group_size=rows)
+            syncing = thread.submit(file.close)  # (one thread: after the last part)
+            done = then()
+            if pending is not None:
+                pending.result()  # raises what writing the last part raised
+            self.outputs[name] = syncing.result()
         with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
             fault_point("table-written")
         return done
