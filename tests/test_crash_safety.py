@@ -598,13 +598,13 @@ def test_disk_full_is_a_clear_error(
     shutil.copytree(reference.folder / "old", out)
     from lbnorm.output import tablefile
 
-    write = tablefile._Hashed.write  # where every table's bytes go to the disk
+    write = tablefile.Hashed.write  # where every table's bytes go to the disk
 
     def write_half_then_fail(sink: Any, data: Any) -> int:
         write(sink, memoryview(data).cast("B")[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(tablefile._Hashed, "write", write_half_then_fail)
+    monkeypatch.setattr(tablefile.Hashed, "write", write_half_then_fail)
     assert (
         main(["run", *map(str, reference.new_inputs), "--out", str(out), "--quiet"])
         == 6

@@ -747,7 +747,7 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
     before = _tree(folder)
     from lbnorm.output import tablefile
 
-    write = tablefile._Hashed.write  # where every table's bytes go to the disk
+    write = tablefile.Hashed.write  # where every table's bytes go to the disk
     sinks: list[object] = []
 
     def fail_on_the_second(sink: Any, data: Any) -> int:
@@ -757,7 +757,7 @@ def test_a_full_disk_leaves_a_commands_previous_output_unchanged(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return write(sink, data)
 
-    monkeypatch.setattr(tablefile._Hashed, "write", fail_on_the_second)
+    monkeypatch.setattr(tablefile.Hashed, "write", fail_on_the_second)
     assert main(argv) == 6
     assert capsys.readouterr().err.endswith(
         f"lbnorm: error: {folder}: cannot write the output (No space left on device); "

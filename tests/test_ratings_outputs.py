@@ -77,7 +77,8 @@ def test_output_kind_tells_ratings_from_leaderboards(
         Output.open(old_style)
     with pytest.raises(
         InputError,
-        match=r"missing manifest\.json\)\.\nHint: write one with `lbnorm arena BATTLES",
+        match=r"\(missing manifest\.json, ratings\.parquet, win_rates\.parquet\)\.\n"
+        r"Hint: write one with `lbnorm arena BATTLES",
     ):
         Output.open(tmp_path, "ratings")
 
@@ -108,7 +109,8 @@ def test_a_ratings_output_missing_a_table(outputs: Path, tmp_path: Path) -> None
     (broken / "win_rates.parquet").unlink()
     with pytest.raises(
         InputError,
-        match=r"a ratings output without win_rates\.parquet\.\nHint: rerun `lbnorm arena",
+        match=r"broken: not an lbnorm output directory \(missing win_rates\.parquet\)\.\n"
+        r"Hint: write one with `lbnorm arena BATTLES\.\.\. --out ",
     ):
         Output.open(broken).frame("ratings")
 

@@ -119,7 +119,6 @@ class Output:
         self.path = path
         self._folder = -1
         self._files: dict[str, int] = {}
-        self._is_verified = False
 
     @classmethod
     def open(
@@ -145,7 +144,7 @@ class Output:
         if isinstance(out, Output):
             if kind is not None and out.kind != kind:
                 out._refuse_kind(kind, out.kind)
-            if verify and not out._is_verified:
+            if verify:  # (a table hashed already is not hashed again: _sha256)
                 out._compare(verify=True)
             return out
         for _ in range(_ATTEMPTS):
@@ -337,8 +336,8 @@ class Output:
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
             self._refuse_kind(self.kind, held)
-        tables = _REQUIRED["leaderboard"] if self.kind == "leaderboard" else ()
-        if missing := [n for n in (MANIFEST, *tables) if not self._exists(n)]:
+        required = (MANIFEST, *_REQUIRED[self.kind])
+        if missing := [name for name in required if not self._exists(name)]:
             msg = (
                 f"{self.path}: not an lbnorm output directory (missing "
                 f"{', '.join(missing)}).\nHint: write one with "
@@ -358,9 +357,6 @@ class Output:
                 "before output format 1, which this one reads.\nHint: re-run "
                 f"`{_command(self.kind, self.path)}` to rewrite it."
             )
-            raise InputError(msg)
-        if missing := [n for n in _REQUIRED[self.kind] if not self._exists(n)]:
-            msg = f"{self.path}: a {self.kind} output without {', '.join(missing)}.\nHint: {self._rewrite}."
             raise InputError(msg)
         for name in manifest["outputs"]:
             try:
@@ -433,7 +429,6 @@ class Output:
                 self._same(name, "columns", columns, entry.get("columns"))
             if verify or info.st_size < HASH_ON_READ:
                 self._same(name, "sha256", _sha256(descriptor), entry.get("sha256"))
-        self._is_verified = self._is_verified or verify
 
     def _same(self, name: str, what: str, actual: object, recorded: object) -> None:
         if actual == recorded:
@@ -506,15 +501,11 @@ def _kind(kind: pa.DataType) -> str:
         >>> _kind(pa.dictionary(pa.int32(), pa.string())), _kind(pa.int32())
         ('text', 'integer')
     """
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    for word, test in (
-        ("text", pa.types.is_string),
-        ("text", pa.types.is_large_string),
-        ("integer", pa.types.is_integer),
-        ("number", pa.types.is_floating),
-        ("boolean", pa.types.is_boolean),
-    ):
-        if test(kind):
-            return word
-    return str(kind)
+    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "number"
+    return "boolean" if pa.types.is_boolean(kind) else str(kind)

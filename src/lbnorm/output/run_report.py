@@ -287,26 +287,18 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     status = pc.if_else(
         pc.equal(files["format"], _text("lm-eval-harness")), status, _text("table")
     )
-    is_rejected = pc.equal(status, _text("rejected"))
-    rejected = files.filter(is_rejected)
-    reasons = (
-        rejected["reason"]
-        if "reason" in rejected.column_names
-        else pa.repeat(_text(""), rejected.num_rows)
-    )
+    rejected = files.filter(pc.equal(status, _text("rejected")))  # (INPUT_FILES)
     held = {record["path"]: record for record in input_rejections(files)}
     inputs = {
         "seen": files.num_rows,
         "parsed": _count(pc.equal(status, _text("parsed"))),
         "cached": _count(pc.equal(status, _text("cached"))),
         "superseded": files.num_rows - files["superseded_by"].null_count,
-        "rejected": _count(is_rejected),
+        "rejected": rejected.num_rows,
         "tables": _count(pc.equal(status, _text("table"))),
         "rejected_files": [  # each with the variant it held, when the cache named it
             file | held.get(file["path"], {})
-            for file in _records(
-                pa.table({"path": rejected["path"], "reason": reasons})
-            )
+            for file in _records(rejected.select(["path", "reason"]))
         ],
         "cache": cache_stats(files),
     }
@@ -330,18 +322,12 @@ def _records(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _clean(value: Any) -> Any:
-    """JSON-ready values: NaN and nulls as None, numpy scalars as Python."""
+    """JSON-ready values: NaN as None (the values come from Arrow: Python's own)."""
     if isinstance(value, Mapping):
         return {str(key): _clean(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_clean(item) for item in value]
-    if value is None or type(value).__name__ == "NAType":  # pandas' NA, without pandas
-        return None
-    if hasattr(value, "item") and not isinstance(value, str):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _text(value: str) -> pa.Scalar:

@@ -2,7 +2,7 @@
 
 The transaction (:mod:`lbnorm.output.transaction`) stages its tables through
 :class:`TableFile`, and a single file's content goes through
-:func:`write_hashed`: the sha256 a manifest records is computed while writing,
+:class:`Hashed`: the sha256 a manifest records is computed while writing,
 never by reading the file again.
 
 Imports nothing of lbnorm's: it sits beside the transaction, below the readers.
@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TableFile", "write_hashed"]
+__all__ = ["Hashed", "TableFile"]
 
 #: Columns with a few values per subtask: dictionary pages make them nearly free.
 _FEW_VALUES = ("lower_bound", "n_samples")
@@ -63,7 +62,7 @@ def _parquet_settings(
     }
 
 
-class _Hashed:
+class Hashed:
     """A descriptor as the file object Arrow writes to, hashing the bytes as they go out."""
 
     closed = False
@@ -74,6 +73,7 @@ class _Hashed:
         self.size = 0
 
     def write(self, data: Any) -> int:
+        """Write and hash `data` whole; its size."""
         view = memoryview(data).cast("B")
         size = len(view)
         self.sha256.update(view)
@@ -83,6 +83,7 @@ class _Hashed:
         return size
 
     def tell(self) -> int:
+        """The bytes written so far."""
         return self.size
 
     def flush(self) -> None:
@@ -114,7 +115,7 @@ class TableFile:
         plain: tuple[str, ...] = (),
     ) -> None:
         self._descriptor = descriptor
-        self._sink = _Hashed(descriptor)
+        self._sink = Hashed(descriptor)
         settings = _parquet_settings(schema, name, is_tuned=is_tuned, plain=plain)
         self._writer = pq.ParquetWriter(self._sink, schema, **settings)
         self._n_columns = len(schema)
@@ -140,11 +141,3 @@ class TableFile:
         """Stop writing (the file goes with its staging folder or temporary)."""
         with contextlib.suppress(Exception):  # (a writer that failed may fail to close)
             self._writer.close()
-
-
-def write_hashed(descriptor: int, parts: Iterable[bytes]) -> str:
-    """Write `parts` to `descriptor`; the sha256 of the bytes written."""
-    sink = _Hashed(descriptor)
-    for part in parts:
-        sink.write(part)
-    return sink.sha256.hexdigest()

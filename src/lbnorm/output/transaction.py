@@ -49,7 +49,7 @@ from lbnorm.core.manifest import (
     manifest_problem,
 )
 from lbnorm.core.version import lbnorm_version
-from lbnorm.output.tablefile import TableFile, write_hashed
+from lbnorm.output.tablefile import Hashed, TableFile
 
 __all__ = [
     "MANIFEST_LIMIT",
@@ -77,7 +77,7 @@ _SHOWN = 5
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
 #: Where an open file can be named (an ``O_TMPFILE`` file is linked through it).
 _PROC_FD = Path("/proc/self/fd")
 #: Serializes the "table-written" fault point (tables finish on several threads).
@@ -175,31 +175,25 @@ def _a(word: str) -> str:
 
 def resolve_target(out: Path) -> Path:
     """The folder `out` names: itself, or the folder its symbolic link points to."""
-    if out.name in {"", ".."}:
-        out = out.resolve()
-        if not out.name:
-            msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
-            raise OutputError(msg)
-    _check_name_length(out, out)
-    try:
-        if not out.is_symlink():
-            return out
-        target = _resolve(out, strict=True)
-    except FileNotFoundError as exc:
-        msg = (
-            f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
-            "Hint: create the folder it points to, or choose another --out."
-        )
-        raise OutputError(msg) from exc
-    except OSError as exc:
-        raise output_error(out, exc) from exc
-    if not target.is_dir():
-        msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
-        raise OutputError(msg)
-    if not target.name:
-        msg = f"{out}: a link to the root folder, which cannot be an output.\nHint: choose another --out."
-        raise OutputError(msg)
+    target = out.resolve() if out.name in {"", ".."} else out
     _check_name_length(out, target)
+    with _reported(out):
+        if target.is_symlink():
+            try:
+                target = _resolve(out, strict=True)
+            except FileNotFoundError as exc:
+                msg = (
+                    f"{out}: a symbolic link to {out.readlink()}, which does not exist.\n"
+                    "Hint: create the folder it points to, or choose another --out."
+                )
+                raise OutputError(msg) from exc
+            if not target.is_dir():
+                msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
+                raise OutputError(msg)
+            _check_name_length(out, target)
+    if not target.name:  # (given, or linked to)
+        msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
+        raise OutputError(msg)
     return target
 
 
@@ -485,32 +479,23 @@ class Transaction:
         returns or raises. Untuned, a part is cut into row groups as pyarrow's
         defaults say; an empty part is an empty row group.
         """
-        with _opened(self.path(name), _NEW) as descriptor:
+        staged = self.path(name)
+        with _opened(staged, _NEW) as descriptor, contextlib.ExitStack() as held:
             file = TableFile(
                 descriptor, schema, name=name, is_tuned=is_tuned, plain=plain
             )
-            thread, pending = Threads(1, "writer"), None
-            try:
-                for part in parts:
-                    if pending is not None:
-                        pending.result()  # raises what writing the part before raised
-                    rows = max(part.num_rows, 1) if is_tuned else None
-                    pending = thread.submit(file.write, part, row_group_size=rows)
-                last = pending
-
-                def close() -> dict[str, Any]:
-                    if last is not None:
-                        last.result()  # done (one thread, in order): raises what it raised
-                    return file.close()
-
-                syncing = thread.submit(close)
-                done = then()
-                self.outputs[name] = syncing.result()
-            finally:
-                try:
-                    thread.close(cancel=True)
-                finally:
-                    file.abandon()  # (closed already after close())
+            held.callback(file.abandon)  # after the thread stops (closed if done)
+            thread, pending = held.enter_context(Threads(1, "writer")), None
+            for part in parts:
+                if pending is not None:
+                    pending.result()  # raises what writing the part before raised
+                rows = max(part.num_rows, 1) if is_tuned else None
+                pending = thread.submit(file.write, part, row_group_size=rows)
+            syncing = thread.submit(file.close)  # (one thread: after the last part)
+            done = then()
+            if pending is not None:
+                pending.result()  # raises what writing the last part raised
+            self.outputs[name] = syncing.result()
         with _FAULT_LOCK:  # the point counts its passes; tables finish in any order
             fault_point("table-written")
         return done
@@ -571,7 +556,7 @@ class Transaction:
             )
             raise OutputError(msg)
         with _opened(self.folder / MANIFEST, _NEW) as descriptor:
-            write_hashed(descriptor, [data])
+            Hashed(descriptor).write(data)
             os.fsync(descriptor)
         _sync(self.folder)
         fault_point("staged")
@@ -716,11 +701,10 @@ def _parent_locked(folder: Path) -> Iterator[None]:
 def _swap_in(staging: Path, target: Path) -> Path | None:
     """Put `staging` in place of `target`; return where the previous output went."""
     previous: Path | None = None
+    # (a folder come since the check is not replaced: rename(2) refuses all but an
+    # empty one, which the check would have taken too)
     if not os.path.lexists(target):
-        if not _renameat2(staging, target, _RENAME_NOREPLACE):
-            if os.path.lexists(target):
-                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
-            staging.rename(target)
+        staging.rename(target)
     elif _renameat2(staging, target, _RENAME_EXCHANGE):
         previous = staging  # now holds the previous output
     else:
@@ -818,13 +802,9 @@ class _Beside:
                 self.sha256 = _fill(self.descriptor, content, name=self.target.name)
                 os.fsync(self.descriptor)
                 if not self.is_named:  # complete: named now, still locked
-                    with _opened(_PROC_FD) as proc:
-                        os.link(
-                            str(self.descriptor),
-                            self.temporary,
-                            src_dir_fd=proc,
-                            follow_symlinks=True,
-                        )
+                    with _opened(_PROC_FD) as proc:  # (link(2) would not follow)
+                        descriptor = str(self.descriptor)
+                        os.link(descriptor, self.temporary, src_dir_fd=proc)
                     self.is_named = True
         except BaseException:
             self.discard()
@@ -874,9 +854,10 @@ def _fill(
         written = TableFile(descriptor, content.schema, name=name, is_tuned=False)
         written.write(content)
         return str(written.close()["sha256"])
-    return write_hashed(
-        descriptor, [content] if isinstance(content, bytes) else content
-    )
+    sink = Hashed(descriptor)
+    for part in [content] if isinstance(content, bytes) else content:
+        sink.write(part)
+    return sink.sha256.hexdigest()
 
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:

@@ -247,18 +247,14 @@ def _write_one(
     table: pa.Table | TableParts,
     provenance: Mapping[str, str],
 ) -> None:
-    """Write one of a run's tables, whole or a part at a time (no empty row group)."""
-    schema = _stamped(table.schema, provenance, name)
-    if isinstance(table, pa.Table):
-        transaction.write_table(name, table.replace_schema_metadata(schema.metadata))
-        return
-    transaction.write_parts(
-        name,
-        schema,
-        (part for part in table.parts() if part.num_rows),
-        then=lambda: None,
-        plain=table.unique_columns,
+    """Write one of a run's tables: whole (one row group), or its parts (no empty row group)."""
+    parts, plain = (
+        ([table], ())
+        if isinstance(table, pa.Table)
+        else ((part for part in table.parts() if part.num_rows), table.unique_columns)
     )
+    schema = _stamped(table.schema, provenance, name)
+    transaction.write_parts(name, schema, parts, then=lambda: None, plain=plain)
 
 
 def _stamped(schema: pa.Schema, provenance: Mapping[str, str], name: str) -> pa.Schema:
