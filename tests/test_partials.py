@@ -142,7 +142,7 @@ def test_tallies_add_up_and_raise_their_failures() -> None:
 
     def failure(model: str) -> partials.Tally:
         rows = failure_rows(
-            "duplicate_score", [model], source="(t)", row="-", column="subtask"
+            "duplicate_score", [model], sources=["(t)"], rows=["-"], column="subtask"
         )
         return partials.Tally(failures=[rows], n_failed=1)
 

@@ -554,8 +554,8 @@ def test_failure_rows_without_a_batch() -> None:
     table = failure_rows(
         "duplicate_score",
         ["org/a / GPQA / main", "org/b / GPQA / main"],
-        source="(two parts of the input)",
-        row="-",
+        sources=["(two parts of the input)"] * 2,
+        rows=["-"] * 2,
         column="subtask",
     )
     assert table.column_names == [*FAILURE_COLUMNS, "hint", "suggestion"]

@@ -8,7 +8,7 @@ outputs. The one engine switch is :func:`select_engine`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +20,7 @@ from lbnorm.core.errors import InputError, ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
 from lbnorm.core.schemas import Batch
-from lbnorm.engines.result import Result, finish_job
+from lbnorm.engines.result import Job, Result, finish_job
 from lbnorm.ratings.pairwise_inputs import add_pairwise_scores, split_battle_files
 from lbnorm.readers import Inputs, noted, read_inputs
 from lbnorm.repeats import name_earlier_inputs
@@ -29,7 +29,6 @@ from lbnorm.suites import Suite, load_suite
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lbnorm.engines import Engine
     from lbnorm.output.transaction import Transaction
 
 __all__ = [
@@ -356,7 +355,7 @@ def _paired(result: Result, read: Inputs) -> Result:
     )
 
 
-def select_engine(name: EngineName) -> Engine:
+def select_engine(name: EngineName) -> Callable[[Inputs, Suite, RunOptions], Job]:
     """The engine of that name (see :mod:`lbnorm.engines`); ``auto`` must be resolved."""
     if name == "dask":
         from lbnorm.engines import dask  # an optional extra: loaded only when asked

@@ -1,6 +1,6 @@
 """Engines: score batches in, a :class:`~lbnorm.engines.result.Result` out, two ways.
 
-Every engine is a module with one function of the same shape, :class:`Engine`::
+Every engine is a module with one function of the same shape::
 
     start(inputs: Inputs, suite: Suite, options: RunOptions) -> Job
 
@@ -23,21 +23,3 @@ They all check every batch with :func:`lbnorm.engines.validate.check_batch` and 
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from lbnorm.core.options import RunOptions
-    from lbnorm.engines.result import Job
-    from lbnorm.readers import Inputs
-    from lbnorm.suites import Suite
-
-__all__ = ["Engine"]
-
-
-class Engine(Protocol):
-    """What every engine's ``start`` is."""
-
-    def __call__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> Job:
-        """Start normalizing the inputs under the suite."""
-        ...

@@ -272,12 +272,7 @@ def _graph(
 
     sums = [
         delayed(_sum_row_group)(
-            _SentPath(
-                given=str(opened.path), resolved=str(Path(opened.path).absolute())
-            ),
-            group,
-            suite,
-            options,
+            str(opened.path), str(Path(opened.path).absolute()), group, suite, options
         )
         for opened in inputs.streamed
         for group in range(opened.num_row_groups)
@@ -391,27 +386,20 @@ def _not_parquet(catalog: pa.Table) -> InputError:
     return InputError(msg)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _SentPath:
-    """An input as a worker gets it: opened by its absolute path, named as given.
+def _sum_row_group(
+    given: str, resolved: str, group: int, suite: Suite, options: RunOptions
+) -> Totals:
+    """On a worker: check one row group of the file at `resolved` and fold it into exact sums.
 
     A worker runs in its own working directory (on a cluster, on another
-    machine), so a relative path would name another file there or none; its
-    messages still name the file as the user wrote it.
+    machine), so it opens the input by its absolute path (a relative one would
+    name another file there, or none); its messages name the file as the user
+    gave it (`given`).
     """
-
-    given: str
-    resolved: str
-
-
-def _sum_row_group(
-    path: _SentPath, group: int, suite: Suite, options: RunOptions
-) -> Totals:
-    """On a worker: check one row group and fold it into exact sums."""
     opened = open_parquet_scores(
-        Path(path.resolved), extra_columns=options.extra_columns, keep_details=False
+        Path(resolved), extra_columns=options.extra_columns, keep_details=False
     )
-    opened.path = Path(path.given)  # failures name the file as the user gave it
+    opened.path = Path(given)
     return sum_scores(
         opened.batches([group]),
         suite,

@@ -742,22 +742,14 @@ def annotate_leaderboard(
 ) -> pd.DataFrame:
     """:func:`annotate_table` on a frame (what ``lbnorm show`` does on the fly).
 
-    Args:
-        leaderboard: The leaderboard.
-        metadata: A metadata file, a frame, or None for none.
-        rank_within_columns: Columns to rank within (each adds a column).
-        is_flagged_excluded: Re-rank without the ``flagged`` variants.
-        rank_by: The column the suite's board ranks by.
-        rank_method: How its ties share ranks.
+    The arguments and errors are :func:`annotate_table`'s (`metadata`: a file,
+    a frame or None).
 
     Returns:
         The annotated leaderboard: its own columns as they were (rows reordered
         if flagged variants were excluded), the columns added or recomputed
         with nullable dtypes (``Int64``, ``boolean``), their docs in
         ``attrs["column_docs"]``.
-
-    Raises:
-        InputError: The metadata file cannot be read, or lacks a requested column.
     """
     groups = [
         str(name).removeprefix("rank_within_")

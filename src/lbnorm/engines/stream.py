@@ -150,7 +150,7 @@ class StreamJob:
             return
         if self._options.engine == "memory":
             held = self._hold()
-            if not self._folder.has_failed:
+            if not self._folder.tally.failures:  # (else nothing was summed)
                 yield from held.parts(self._folder.variants())
             return
         if self._is_done:
@@ -437,11 +437,6 @@ class _Folder:
         )
         self.tally = Tally()
 
-    @property
-    def has_failed(self) -> bool:
-        """Whether any batch failed a check (nothing more is summed)."""
-        return bool(self.tally.failures)
-
     def variants(self) -> Variants:
         """The variant keys seen so far, in code order."""
         return self._encoder.variants()
@@ -593,8 +588,8 @@ def _describe_repeats(
     return failure_rows(
         "duplicate_score",
         [f"{m} / {n}" for m, n in zip(models, names, strict=True)],
-        source="(two parts of the input)",
-        row="-",
+        sources=["(two parts of the input)"] * len(models),
+        rows=["-"] * len(models),
         column="subtask",
     )
 

@@ -342,12 +342,12 @@ def describe_failures(
             else None
         )
         frames.append(
-            _failure_table(
+            failure_rows(
                 check,
-                sources,
-                locators,
-                column,
                 values,
+                sources=sources,
+                rows=locators,
+                column=column,
                 keys=keys,
                 suggestions=suggestions,
             )
@@ -454,27 +454,6 @@ def _unit(source: str, locator: str) -> str:
     return "line " if file_format(source) in ("csv", "jsonl") else "row "
 
 
-def failure_rows(
-    check: str, values: list[str], *, source: str, row: str, column: str
-) -> pa.Table:
-    """Failure rows (in :func:`describe_failures`' columns) found without a batch.
-
-    Args:
-        check: The check's name (one of the hints' keys).
-        values: The failing values, as shown.
-        source: Where they came from.
-        row: The row locator.
-        column: The column checked.
-
-    Returns:
-        One failure row per value (at most :data:`MAX_FAILURES_SHOWN`).
-    """
-    shown = values[:MAX_FAILURES_SHOWN]
-    return _failure_table(
-        check, [source] * len(shown), [row] * len(shown), column, shown
-    )
-
-
 def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
     """The one error for every failure found in a run (`total` failing rows).
 
@@ -488,7 +467,7 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
     table = (
         pa.concat_tables(failures, promote_options="permissive")
         if failures
-        else _failure_table("", [], [], "", [])
+        else failure_rows("", [], sources=[], rows=[], column="")
     )
     table = table.take(arrow.array(_line_order(table)))
     rows = table.to_pylist()
@@ -554,16 +533,27 @@ def _describe(row: dict[str, str]) -> str:
     return f"{row['source']}{place} ({names}: {row['column']}={row['value']!r})"
 
 
-def _failure_table(
+def failure_rows(
     check: str,
+    values: list[str],
+    *,
     sources: list[str],
     rows: list[str],
     column: str,
-    values: list[str],
-    *,
     keys: list[list[str | None]] | None = None,
     suggestions: list[str | None] | None = None,
 ) -> pa.Table:
+    """Failure rows in :func:`describe_failures`' columns, one per value.
+
+    Args:
+        check: The check's name (one of the hints' keys).
+        values: The failing values, as shown.
+        sources: Where each came from.
+        rows: Each one's row locator.
+        column: The column checked.
+        keys: Model, benchmark and subtask per row (None: found without a batch).
+        suggestions: The closest suite names per row (None: none).
+    """
     n_rows = len(values)
     model, benchmark, subtask = keys or ([None] * n_rows,) * 3
     return pa.table(

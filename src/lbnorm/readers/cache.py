@@ -271,8 +271,13 @@ def _refresh(
         "pairs": hashlib.sha256(json.dumps(subtasks).encode()).hexdigest(),
     }
     with _opened(cache) as damaged:
-        cached, stat_ns, reason = _load(
-            cache, key, discard="--full rebuild asked for" if full_rebuild else damaged
+        loaded = ("--full rebuild asked for" if full_rebuild else damaged) or _read(
+            cache / NAME, key
+        )
+        cached, stat_ns, reason = (
+            (empty_table(FILES), 0, loaded)
+            if isinstance(loaded, str)
+            else (*loaded, "")
         )
         started_ns = time.time_ns()  # before any stat: the next run's racy line
         found = _stat(files)
@@ -805,25 +810,13 @@ def _opened(cache: Path) -> Iterator[str]:
         yield _clear_place(cache / NAME)
 
 
-def _load(
-    cache: Path, key: Mapping[str, object], *, discard: str
-) -> tuple[pa.Table, int, str]:
-    """The cached files, when they were stat'ed, and why the cache was discarded ('').
-
-    Whatever the directory holds, this returns: a damaged cache is a reason to
-    rebuild, never an error. A cache made under another `key` (the format, the
-    lbnorm version, the results parser's, the suite's subtasks') is discarded,
-    and so is one when a `discard` reason is given (``--full``, a file moved
-    aside).
-    """
-    found = discard or _read(cache / NAME, key)
-    if isinstance(found, str):  # why the cache is discarded ('' if none yet)
-        return empty_table(FILES), 0, found
-    return *found, ""
-
-
 def _read(path: Path, key: Mapping[str, object]) -> tuple[pa.Table, int] | str:
-    """The cached files and their stat time, or why they are not trusted."""
+    """The cached files and their stat time, or why they are discarded ('' if none yet).
+
+    Whatever the file holds, this returns: a damaged cache is a reason to
+    rebuild, never an error. A cache made under another `key` (the format, the
+    lbnorm version, the results parser's, the suite's subtasks') is discarded.
+    """
     if not path.is_file():  # none yet (a non-file was moved aside first)
         return ""
     try:
