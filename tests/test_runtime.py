@@ -139,38 +139,6 @@ def test_read_ahead_stops_at_the_next_item(held: None) -> None:
         next(read)
 
 
-def test_ordered_keeps_the_items_order_with_as_many_under_way_as_threads() -> None:
-    """Each even item waits until the next one runs, so later items finish
-    first; the results still come in the items' order, and the pool's size
-    bounds the work under way (the memory it holds)."""
-    lock, under_way, most = threading.Lock(), [0], [0]
-    started = [threading.Event() for _ in range(12)]
-
-    def work(item: int) -> int:
-        with lock:
-            under_way[0] += 1
-            most[0] = max(most[0], under_way[0])
-        started[item].set()
-        if item % 2 == 0:
-            started[item + 1].wait(PATIENCE)
-        with lock:
-            under_way[0] -= 1
-        return item * item
-
-    with _runtime.Threads(2, "test") as pool:
-        assert list(pool.ordered(work, range(12))) == [i * i for i in range(12)]
-    assert most[0] == 2
-
-
-def test_ordered_stops_at_the_next_item(held: None) -> None:
-    with _runtime.Threads(2, "test") as pool:
-        results = pool.ordered(lambda item: item, iter(range(10)))
-        assert next(results) == 0
-        signal.raise_signal(signal.SIGINT)
-        with pytest.raises(Cancelled, match="SIGINT"):
-            list(results)
-
-
 @pytest.mark.skipif(not _runtime.can_fork(), reason="no fork here")
 def test_a_wait_for_a_worker_wakes_for_a_signal(held: None) -> None:
     """The worker never replies; SIGTERM during receive() ends the wait; it is killed."""

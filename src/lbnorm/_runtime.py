@@ -43,7 +43,6 @@ freed memory for reuse (:func:`keep_freed_memory`) if the process is lbnorm's ow
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import os
@@ -92,7 +91,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-_A = TypeVar("_A")
 _P = ParamSpec("_P")
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -345,9 +343,8 @@ class Threads:
     def __init__(self, count: int, name: str) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self._count = max(count, 1)
         self._pool: ThreadPoolExecutor = ThreadPoolExecutor(
-            self._count, thread_name_prefix=f"lbnorm-{name}"
+            max(count, 1), thread_name_prefix=f"lbnorm-{name}"
         )
 
     def __enter__(self) -> Threads:
@@ -384,20 +381,6 @@ class Threads:
         handed = self._pool.submit(run)
         handed.add_done_callback(lambda done: done.cancelled() and task.cancel())
         return task
-
-    def ordered(self, work: Callable[[_A], _T], items: Iterable[_A]) -> Iterator[_T]:
-        """``work(item)`` for each item on the threads, the results in the items' order.
-
-        As many items are under way as the pool has threads, so its size bounds
-        the memory their work holds; `items` is drawn in the calling thread.
-        """
-        pending: collections.deque[Future[_T]] = collections.deque()
-        for item in items:
-            if len(pending) == self._count:
-                yield pending.popleft().result()
-            pending.append(self.submit(work, item))
-        while pending:
-            yield pending.popleft().result()
 
     def close(self, *, wait: bool = True, cancel: bool = False) -> None:
         """Stop the threads once their work is done (`cancel`: drop work not started).

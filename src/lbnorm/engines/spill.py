@@ -42,6 +42,7 @@ import itertools
 import os
 import resource  # (POSIX only, as the spill folder's locks are)
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Self
@@ -548,29 +549,24 @@ class Board:
 def _sum_partitions(
     store: SpillStore, n_variants: int, suite: Suite, options: RunOptions
 ) -> list[Board]:
-    """Sum, finish and save every partition; what the leaderboard needs of each.
-
-    Partitions are independent: two are under way at once, a core each (numpy
-    and the file writes release the GIL), so two partitions' arrays are held
-    at most.
-    """
-
-    def finished(part: int) -> Board:
-        low = part * store.width
-        high = min(low + store.width, n_variants)
-        benchmark = _sum_partition(store, part, low, high, options)
-        save_partition(store.folder.path, part, benchmark, store.folder)
-        return Board.of(benchmark, suite, store.arrays, options)
-
-    def handed() -> Iterator[int]:
-        for part in range(-(-n_variants // store.width)):
-            fault_point(
-                "spilled"
-            )  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
-            yield part
-
-    with Threads(2, "partition") as pool:
-        boards = list(pool.ordered(finished, handed()))
+    """Sum, finish and save every partition; what the leaderboard needs of each."""
+    boards = []
+    # a partition's arrays are saved on a thread while the next one is summed
+    # (writing them to the page cache takes about as long as summing them)
+    with Threads(1, "save") as saver:
+        saving: Future[None] | None = None
+        for part, low in enumerate(range(0, n_variants, store.width)):
+            high = min(low + store.width, n_variants)
+            benchmark = _sum_partition(store, part, low, high, options)
+            if saving is not None:
+                saving.result()  # one partition's arrays waiting at most
+            saving = saver.submit(
+                save_partition, store.folder.path, part, benchmark, store.folder
+            )
+            boards.append(Board.of(benchmark, suite, store.arrays, options))
+            del benchmark
+        if saving is not None:
+            saving.result()  # raises what saving raised
     store.seen = np.zeros((0, 0), dtype=bool)  # counted: freed
     release_free_memory()
     return boards
@@ -580,6 +576,7 @@ def _sum_partition(
     store: SpillStore, part: int, low: int, high: int, options: RunOptions
 ) -> BenchmarkArrays:
     """Add up a partition's spilled sums and finish them."""
+    fault_point("spilled")  # signal tests: LBNORM_FAULT_POINT (lbnorm.core.faults)
     check_cancelled()  # a cancelled run stops between two partitions
     release_free_memory()  # the previous partition's arrays, or the pass's
     partial = PartialStore(
@@ -735,31 +732,22 @@ def _spilled_benchmarks(
     plain = ("model", "revision")  # a part holds each variant once: hardly repeat
     every = range(len(spilled.suite.benchmarks))
 
-    def chunks() -> Iterator[tuple[int, IntArray]]:
+    def each() -> Iterator[pa.Table]:
         for index in every:
             release_free_memory()  # the previous benchmark's parts
             # the variants (in key order) the benchmark has a subtask of
             n_present = spilled.gathered(None, ["n_present"], [index])["n_present"]
             present = np.flatnonzero(n_present[0] > 0)
             for start in range(0, present.size, CHUNK_ROWS):
-                yield index, present[start : start + CHUNK_ROWS]
-
-    def part(chunk: tuple[int, IntArray]) -> pa.Table:
-        index, rows = chunk
-        columns = spilled.gathered(rows, _SAVED, [index])
-        return benchmark_table(
-            ordered.take(rows),
-            spilled.suite,
-            _benchmark_arrays(columns, spilled.n_expected[[index]]),
-            benchmarks=np.array([index]),
-            plain=plain,
-        )
-
-    def each() -> Iterator[pa.Table]:
-        # the longer of the two tables: its parts are made two at a time, a
-        # core each, so it does not run on alone once the leaderboard is done
-        with Threads(2, "gather") as pool:
-            yield from pool.ordered(part, chunks())
+                rows = present[start : start + CHUNK_ROWS]
+                columns = spilled.gathered(rows, _SAVED, [index])
+                yield benchmark_table(
+                    ordered.take(rows),
+                    spilled.suite,
+                    _benchmark_arrays(columns, spilled.n_expected[[index]]),
+                    benchmarks=np.array([index]),
+                    plain=plain,
+                )
 
     def build() -> pa.Table:
         columns = spilled.gathered(None, _SAVED, every)
