@@ -109,8 +109,8 @@ def test_a_ratings_output_missing_a_table(outputs: Path, tmp_path: Path) -> None
     (broken / "win_rates.parquet").unlink()
     with pytest.raises(
         InputError,
-        match=r"broken: not an lbnorm output directory \(missing win_rates\.parquet\)\.\n"
-        r"Hint: write one with `lbnorm arena BATTLES\.\.\. --out ",
+        match=r"broken: a ratings output without win_rates\.parquet\.\n"
+        r"Hint: rerun `lbnorm arena` to rewrite the output",
     ):
         Output.open(broken).frame("ratings")
 

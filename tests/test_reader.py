@@ -179,6 +179,21 @@ def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
         Output.open(tmp_path / "half")
 
 
+def test_an_lbnorm_output_missing_a_table_is_called_damaged(
+    good: Path, tmp_path: Path
+) -> None:
+    """lbnorm's own manifest there: the folder is an output of lbnorm's, missing a table."""
+    out = tmp_path / "damaged"
+    shutil.copytree(good, out)
+    (out / "leaderboard.parquet").unlink()
+    with pytest.raises(
+        InputError,
+        match=r"damaged: a leaderboard output without leaderboard\.parquet\.\n"
+        r"Hint: rerun `lbnorm run` to rewrite the output\.",
+    ):
+        Output.open(out)
+
+
 def test_an_output_written_before_format_versions_is_refused_with_a_hint(
     good: Path, tmp_path: Path
 ) -> None:

@@ -338,10 +338,12 @@ class Output:
             self._refuse_kind(self.kind, held)
         required = (MANIFEST, *_REQUIRED[self.kind])
         if missing := [name for name in required if not self._exists(name)]:
-            msg = (
-                f"{self.path}: not an lbnorm output directory (missing "
-                f"{', '.join(missing)}).\nHint: write one with "
-                f"`{_command(self.kind, self.path)}`."
+            names = ", ".join(missing)
+            msg = (  # (lbnorm's manifest there: an output of lbnorm's, damaged)
+                f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
+                if held is not None
+                else f"{self.path}: not an lbnorm output directory (missing {names})."
+                f"\nHint: write one with `{_command(self.kind, self.path)}`."
             )
             raise InputError(msg)
         if manifest is None:
