@@ -639,12 +639,14 @@ def test_shares_added_up_keep_the_subtask_scores() -> None:
     )
     options = RunOptions(missing="partial")
     whole = stream.finish_totals(
-        stream.sum_scores([Batch(table=table, source="t")], suite),
+        stream.sum_scores([Batch(table=table, source="t")], suite, options),
         suite,
         options=options,
     )
     shares = [
-        stream.sum_scores([Batch(table=table.slice(start, 5), source="t")], suite)
+        stream.sum_scores(
+            [Batch(table=table.slice(start, 5), source="t")], suite, options
+        )
         for start in range(0, table.num_rows, 5)
     ]
     added = stream.finish_totals(stream.add_totals(shares), suite, options=options)

@@ -418,7 +418,7 @@ def test_a_worker_that_cannot_save_its_partition_says_where_and_what_to_do(
 
     suite = load_suite("openllm-v2")
     table = pq.read_table(demo_path()).slice(0, 400)
-    totals = sum_scores([Batch(table=table, source="t")], suite)
+    totals = sum_scores([Batch(table=table, source="t")], suite, RunOptions())
     missing = tmp_path / "lbnorm-spill-elsewhere"
     with pytest.raises(
         SpillError,

@@ -275,7 +275,7 @@ def test_finishing_frees_the_sums_the_job_still_references(
     name frees nothing: the store must let go of its buffers itself. The result is
     unchanged.
     """
-    totals = stream.sum_scores([Batch(table=demo, source="demo")], SUITE)
+    totals = stream.sum_scores([Batch(table=demo, source="demo")], SUITE, RunOptions())
     store = totals.store
     assert sum(part.size for part in store._sums) > 0
     assert store.seen.size > 0

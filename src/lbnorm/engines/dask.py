@@ -58,7 +58,6 @@ from lbnorm.engines.spill import (
 )
 from lbnorm.engines.spill_folder import SpillFolder
 from lbnorm.engines.stream import Totals, add_totals, finish_totals, sum_scores
-from lbnorm.engines.validate import MAX_FAILURES_SHOWN
 from lbnorm.engines.variants import TEXT_KEYS, Variants
 from lbnorm.engines.vocabulary import hash_strings
 from lbnorm.readers import Inputs
@@ -400,12 +399,7 @@ def _sum_row_group(
         Path(resolved), extra_columns=options.extra_columns, keep_details=False
     )
     opened.path = Path(given)
-    return sum_scores(
-        opened.batches([group]),
-        suite,
-        unknown=options.unknown,
-        failure_limit=None if options.failures else MAX_FAILURES_SHOWN,
-    )
+    return sum_scores(opened.batches([group]), suite, options)
 
 
 def _shares(totals: Totals, n_parts: int) -> tuple[Totals, ...]:

@@ -110,11 +110,6 @@ class KeyEncoder:
         self._seen: dict[str, _Seen] = {}
 
     @property
-    def suite_pairs(self) -> list[tuple[str, str]]:
-        """The suite's (benchmark, subtask) names, in code order."""
-        return list(self._suite)
-
-    @property
     def n_subtasks(self) -> int:
         """Subtasks in the suite."""
         return len(self._suite)

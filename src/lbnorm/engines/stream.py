@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from lbnorm._runtime import check_cancelled, keep_freed_memory, release_free_memory
 from lbnorm.core import arrow
-from lbnorm.core.options import RunOptions, UnknownSubtasks
+from lbnorm.core.options import RunOptions
 from lbnorm.core.schemas import SUBTASK_SCORES, Batch
 from lbnorm.engines.encode import KeyEncoder, Variants, merge_variants
 from lbnorm.engines.kernel import (
@@ -125,9 +125,7 @@ class StreamJob:
 
     def __init__(self, inputs: Inputs, suite: Suite, options: RunOptions) -> None:
         self._inputs, self._suite, self._options = inputs, suite, options
-        self._folder = _Folder(
-            suite, unknown=options.unknown, rows=inputs.num_rows, options=options
-        )
+        self._folder = _Folder(suite, options, rows=inputs.num_rows)
         self._is_done = False
         self._held: SortedParts | None = None
 
@@ -205,9 +203,8 @@ class StreamJob:
                 lambda part, parts: sum_scores(
                     inputs.partition(part, parts),
                     self._suite,
-                    unknown=options.unknown,
+                    options,
                     expected_rows=inputs.num_rows // parts,
-                    batch_rows=options.batch_rows,
                 ),
                 options.workers,
             )
@@ -367,31 +364,25 @@ class Totals:
 def sum_scores(
     batches: Iterable[Batch],
     suite: Suite,
+    options: RunOptions,
     *,
-    unknown: UnknownSubtasks = "error",
     expected_rows: int = 0,
-    batch_rows: int | None = None,
-    failure_limit: int | None = MAX_FAILURES_SHOWN,
 ) -> Totals:
-    """Check every batch and fold it into exact per (variant, benchmark) sums.
+    """Check every batch and fold it into exact per (variant, benchmark) sums, never spilled.
 
     Args:
         batches: Score batches.
         suite: The suite.
-        unknown: Policy for subtasks the suite does not define.
+        options: The run's options (``unknown``, ``batch_rows``, ``failures``).
         expected_rows: Rows expected in all (sizes the sums up front).
-        batch_rows: Split batches into slices of at most this many rows.
-        failure_limit: Failure rows described per check and batch (None: all).
 
     Returns:
         The sums; after the first failure, batches are still checked (every
         failure is counted) but no longer summed.
     """
-    folder = _Folder(
-        suite, unknown=unknown, rows=expected_rows, failure_limit=failure_limit
-    )
+    folder = _Folder(suite, options, rows=expected_rows, may_spill=False)
     with folder.folding():
-        for batch in _sliced(batches, batch_rows):
+        for batch in _sliced(batches, options.batch_rows):
             folder.fold(batch)
     return folder.totals()
 
@@ -400,33 +391,25 @@ class _Folder:
     """Checks batches and folds them into exact sums, one at a time."""
 
     def __init__(
-        self,
-        suite: Suite,
-        *,
-        unknown: UnknownSubtasks,
-        rows: int,
-        options: RunOptions | None = None,
-        failure_limit: int | None = MAX_FAILURES_SHOWN,
+        self, suite: Suite, options: RunOptions, *, rows: int, may_spill: bool = True
     ) -> None:
-        """A folder for `rows` rows; given `options`, one that spills when they ask.
+        """A folder for `rows` rows, that spills when the options ask (and it may).
 
-        Failure rows are described up to `failure_limit` per check and batch,
-        or all of them when the options ask for a failures file.
+        Failure rows are described up to :data:`MAX_FAILURES_SHOWN` per check
+        and batch, or all of them when the options ask for a failures file.
         """
-        pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
+        self._pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         self.arrays = suite_arrays(suite)
         scales = self.arrays.scales  # a score below this is clipped
         self._floor = self.arrays.lower_bound if scales is None else scales.floor
-        self._unknown = unknown
-        self._failure_limit = (
-            None if options is not None and options.failures else failure_limit
-        )
+        self._unknown = options.unknown
+        self._failure_limit = None if options.failures else MAX_FAILURES_SHOWN
         # the options of a run that may spill (not the memory order: held whole)
-        spill = None if options is None or options.engine == "memory" else options
+        spill = options if may_spill and options.engine != "memory" else None
         self._rows, self._spill = rows, spill
-        capacity = rows // max(len(pairs), 1) + 1
-        self._encoder = KeyEncoder(pairs, expected_variants=capacity)
-        names = [f"{b} / {t}" for b, t in pairs]
+        capacity = rows // max(len(self._pairs), 1) + 1
+        self._encoder = KeyEncoder(self._pairs, expected_variants=capacity)
+        names = [f"{b} / {t}" for b, t in self._pairs]
         width = None if spill is None else spill_width(self.arrays, rows, spill)
         if width is None:  # no bound to keep: freed memory is kept for reuse
             keep_freed_memory()
@@ -478,7 +461,7 @@ class _Folder:
                 describe_failures(
                     batch,
                     checked.failed,
-                    known=encoder.suite_pairs,
+                    known=self._pairs,
                     limit=self._failure_limit,
                 )
             )
