@@ -53,6 +53,7 @@ __all__ = [
     "assemble_result",
     "benchmark_table",
     "board_order",
+    "board_schema",
     "finish_job",
     "leaderboard_rows",
     "leaderboard_table",
@@ -482,7 +483,7 @@ def assemble_result(
         leaderboard_output = board()
     else:  # built beside the benchmark table, and beside its encoding when written
         leaderboard_output = TableParts.beside(
-            board, schema=_leaderboard_schema(suite), num_rows=len(variants)
+            board, schema=board_schema(suite), num_rows=len(variants)
         )
     benchmark_output = benchmark_table(
         variants, suite, benchmark, keys=None if keys is None else keys.result()
@@ -701,7 +702,7 @@ def leaderboard_rows(
         columns[f"{name} stderr"] = _nullable(stderr[index])
     for name, values in (rates or {}).items():
         columns[name] = _nullable(values)
-    schema = _leaderboard_schema(suite)
+    schema = board_schema(suite)
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
@@ -710,7 +711,7 @@ def _nullable(values: FloatArray) -> pa.Array:
     return arrow.array(values, mask=np.isnan(values))
 
 
-def _leaderboard_schema(suite: Suite) -> pa.Schema:
+def board_schema(suite: Suite) -> pa.Schema:
     """The leaderboard's schema under `suite` (its benchmarks and rates)."""
     return leaderboard_schema(
         suite.benchmark_names,

@@ -57,7 +57,7 @@ from lbnorm.core import arrow
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import RunOptions
-from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES, leaderboard_schema
+from lbnorm.core.schemas import BENCHMARK_SCORES, INPUT_FILES
 from lbnorm.engines.encode import Variants
 from lbnorm.engines.kernel import (
     SUMS,
@@ -75,6 +75,7 @@ from lbnorm.engines.result import (
     TableParts,
     benchmark_table,
     board_order,
+    board_schema,
     leaderboard_rows,
     resized_examples,
 )
@@ -357,14 +358,12 @@ def finish_spilled(
         ordering = sorter.submit(variants.order)
         boards = _sum_partitions(store, len(variants), suite, options)
         order = ordering.result()
-    n_models = variants.n_models()
     # names renumbered in key order: the benchmark table's parts slice them
     ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept: a caller's frame must not hold both)
     return _finish_ordered(
         store.folder,
         ordered,
-        n_models,
         order,
         boards,
         suite=suite,
@@ -392,13 +391,11 @@ def finish_saved(
     of names, in key order, would double the client's largest arrays).
     """
     order = variants.order()
-    n_models = variants.n_models()
     ordered = variants.take(order)
     del variants  # (its codes: the ordered copy is kept)
     return _finish_ordered(
         folder,
         ordered,
-        n_models,
         order,
         boards,
         suite=suite,
@@ -411,7 +408,6 @@ def finish_saved(
 def _finish_ordered(
     folder: SpillFolder,
     ordered: Variants,
-    n_models: int,
     order: IntArray,
     boards: list[Board],
     *,
@@ -425,7 +421,6 @@ def _finish_ordered(
     Args:
         folder: The saved partitions (partition ``i`` holds ``boards[i]``'s variants).
         ordered: Every variant, in key order.
-        n_models: Distinct model names among them.
         order: The key order (codes).
         boards: What the leaderboard needs of each partition's variants.
         suite: The suite.
@@ -461,7 +456,7 @@ def _finish_ordered(
             average_error=errors,
             n_complete=n_complete,
             counts=BoardCounts.of_arrays(
-                n_models, n_complete == len(suite.benchmarks), rank
+                ordered.n_models(), n_complete == len(suite.benchmarks), rank
             ),
         ),
         suite=suite,
@@ -653,7 +648,6 @@ class _Spilled:
         self.starts = np.cumsum([0, *sizes])
         self.width = max(sizes, default=1)
         self.is_even = all(size == self.width for size in sizes[:-1])
-        self.n_parts = len(sizes)
         self.order = order  # key order -> code
         self.suite = suite
         self.n_expected = np.array([len(b.subtasks) for b in suite.benchmarks])
@@ -670,7 +664,7 @@ class _Spilled:
             local = codes - self.starts[part]
         return [
             (index, positions, local[positions])
-            for index, positions in enumerate(rows_by_part(part, self.n_parts))
+            for index, positions in enumerate(rows_by_part(part, len(self.sizes)))
             if positions.size
         ]
 
@@ -809,11 +803,8 @@ def _spilled_leaderboard(
                 average_error=average_error[rows],
             )
 
-    rules = spilled.suite.board  # (a spilled run's board has no rates)
     return TableParts(
-        schema=leaderboard_schema(
-            spilled.suite.benchmark_names, rank_doc=rules.rank_doc
-        ),
+        schema=board_schema(spilled.suite),  # (a spilled run's board has no rates)
         num_rows=len(rank),
         parts=each,
         counts=counts,
