@@ -155,12 +155,6 @@ class Partials:
     sums: dict[str, FloatArray]
     values: FloatArray | None = None
 
-    @classmethod
-    def zeros(cls, n_variants: int, n_benchmarks: int) -> Partials:
-        """Return empty partials for `n_variants` x `n_benchmarks`."""
-        shape = (n_variants, n_benchmarks)
-        return cls(count=np.zeros(shape), sums={name: np.zeros(shape) for name in SUMS})
-
 
 def finish_benchmarks(
     partials: Partials, suite: SuiteArrays, *, missing: MissingPolicy
@@ -614,9 +608,9 @@ def dense_partials(
         [[35.0]]
     """
     fixed = FixedPoint(suite)
-    n_variants = raw.shape[0]
     n_benchmarks = suite.is_pooled.shape[0]
-    partials = Partials.zeros(n_variants, n_benchmarks)
+    shape = (raw.shape[0], n_benchmarks)
+    partials = Partials(count=np.zeros(shape), sums={n: np.zeros(shape) for n in SUMS})
     starts = suite.benchmark_starts()
     for index in range(n_benchmarks):  # a suite's benchmarks, not its models
         columns = slice(int(starts[index]), int(starts[index + 1]))  # contiguous

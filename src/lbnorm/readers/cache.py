@@ -521,12 +521,7 @@ def _failed(item: ScannedFile, cached: pa.Table, at: int) -> tuple[HarnessFile, 
     variant, source = item.variant, "file"
     if variant is None and at >= 0 and cached["model"][at].as_py():
         earlier = cached.slice(at, 1).to_pylist()[0]
-        variant = (
-            earlier["model"],
-            earlier["precision"],
-            earlier["revision"],
-            earlier["chat_template"],
-        )
+        variant = tuple(earlier[name] for name in _VARIANT)
         source = "folder" if earlier["variant_from"] == "folder" else "cache"
     elif variant is None:
         variant = (variant_folder(item.path), "", "", False)
