@@ -482,10 +482,10 @@ def _rejection(path: str, reason: str | None) -> str:
 
 
 def _print_flagged(leaderboard: pa.Table) -> None:
-    from lbnorm.engines.metadata import flagged_table
+    from lbnorm.engines.metadata import flag_mask
     from lbnorm.faces.terminal import printable
 
-    flagged = flagged_table(leaderboard)
+    flagged = leaderboard.filter(flag_mask(leaderboard, "flagged"))
     names = [
         printable(f"{model} ({precision})")
         for model, precision in zip(

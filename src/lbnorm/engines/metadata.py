@@ -55,7 +55,6 @@ __all__ = [
     "conform_metadata_table",
     "exclude_flagged_table",
     "flag_mask",
-    "flagged_table",
     "join_metadata_table",
     "list_flagged",
     "rank_within_table",
@@ -414,19 +413,6 @@ def exclude_flagged_table(
     field = leaderboard.schema.field(index)
     ranked = leaderboard.set_column(index, field, _int_array(rank).cast(field.type))
     return ranked.take(arrow.array(order))
-
-
-def flagged_table(leaderboard: pa.Table, *, column: str = "flagged") -> pa.Table:
-    """The flagged variants' keys and averages, in leaderboard order.
-
-    Raises:
-        SchemaMismatchError: `column` is missing or not true/false.
-    """
-    is_flagged = flag_mask(leaderboard, column)
-    present = [
-        name for name in (*KEY_COLUMNS, "average") if name in leaderboard.column_names
-    ]
-    return leaderboard.select(present).take(arrow.array(np.flatnonzero(is_flagged)))
 
 
 def rank_within_table(leaderboard: pa.Table, column: str) -> pa.Table:
