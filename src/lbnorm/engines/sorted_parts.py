@@ -170,7 +170,7 @@ class SortedParts:
                     data[name] = picked.column(name).combine_chunks()
             yield with_present_values(
                 pa.Table.from_arrays(
-                    [_typed(data[field.name], field.type) for field in schema],
+                    [data[field.name].cast(field.type) for field in schema],
                     schema=schema,
                 )
             )
@@ -247,7 +247,3 @@ def _sorted_dictionary(
     position = np.zeros(max(len(registry), 1), dtype=np.int32)
     position[[registry[name] for name in names]] = np.arange(len(names))
     return position, arrow.strings(names or [""])
-
-
-def _typed(values: pa.Array, kind: pa.DataType) -> pa.Array:
-    return values if values.type == kind else values.cast(kind)

@@ -358,7 +358,6 @@ def _stats(
         "dropped": dropped,
         "rebuilt": bool(reason),
         "rebuild_reason": reason,
-        "seconds": 0.0,
     }
 
 
