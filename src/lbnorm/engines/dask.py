@@ -257,15 +257,10 @@ def _graph(
     n_parts: int | None,
     folder: SpillFolder | None,
 ) -> list[Any]:
-    """The tasks: each row group summed; the total, or each partition finished.
+    """The tasks: each row group summed (the workers read it); the total, or each partition finished.
 
-    Args:
-        inputs: The inputs (Parquet: the workers read their row groups).
-        suite: The suite.
-        options: The run's options.
-        n_parts: Partitions of the variants (None: the sums fit, the total
-            comes back).
-        folder: Where the workers save the partitions' arrays (with `n_parts`).
+    With `n_parts` partitions of the variants, the workers save their arrays
+    in `folder`; None: the sums fit, the total comes back.
     """
     from dask.delayed import delayed  # (an optional extra, there when this runs)
 

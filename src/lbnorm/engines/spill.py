@@ -418,15 +418,8 @@ def _finish_ordered(
 ) -> Result:
     """The result of a run whose finished partitions are saved in `folder`.
 
-    Args:
-        folder: The saved partitions (partition ``i`` holds ``boards[i]``'s variants).
-        ordered: Every variant, in key order.
-        order: The key order (codes).
-        boards: What the leaderboard needs of each partition's variants.
-        suite: The suite.
-        options: The run's options.
-        files: The catalog of input files.
-        tally: The run's row counts.
+    Partition ``i`` holds ``boards[i]``'s variants; `ordered` is every variant
+    in key order, `order` the codes in that order.
     """
     sizes = [board.average.size for board in boards]
     spilled = _Spilled(folder, sizes, order, suite)
