@@ -7,7 +7,7 @@ positions are broadcast back to every row by integer code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -20,6 +20,7 @@ __all__ = [
     "align_rows",
     "align_variants",
     "group_codes",
+    "is_variant",
     "match_keys",
     "nullable",
     "plain_keys",
@@ -132,6 +133,22 @@ def match_keys(
     old_at = merged["_old"].fillna(-1).to_numpy(dtype=np.int64)
     new_at = merged["_new"].fillna(-1).to_numpy(dtype=np.int64)
     return merged[keys], old_at, new_at
+
+
+def is_variant(
+    frame: pd.DataFrame, keys: Mapping[str, object]
+) -> npt.NDArray[np.bool_]:
+    """Which rows of `frame` hold the values of `keys` (a variant's, or some of them).
+
+    Examples:
+        >>> board = pd.DataFrame({"model": ["a", "a"], "precision": ["bf16", "fp16"]})
+        >>> is_variant(board, {"model": "a", "precision": "fp16"}).tolist()
+        [False, True]
+    """
+    found = np.ones(len(frame), dtype=bool)
+    for name, value in keys.items():  # a variant's four keys at most
+        found &= (frame[name].astype("object") == value).to_numpy(dtype=bool)
+    return found
 
 
 def take_at(frame: pd.DataFrame, name: str, at: IntArray) -> FloatArray:

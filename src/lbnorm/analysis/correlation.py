@@ -35,9 +35,8 @@ def spearman_rho(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
         -1.0
     """
     left, right = _complete(x, y)
-    if left.size < 3:
-        return float("nan")
-    return _pearson(_average_ranks(left), _average_ranks(right))
+    rho = spearman_columns(pd.DataFrame({"x": left}), pd.DataFrame({"x": right}))
+    return float(rho.iloc[0])
 
 
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
@@ -148,19 +147,6 @@ def _complete(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[FloatArray, FloatArra
         raise ValueError(msg)
     is_complete = ~(np.isnan(left) | np.isnan(right))
     return left[is_complete], right[is_complete]
-
-
-def _average_ranks(values: FloatArray) -> FloatArray:
-    return rank_columns(values[:, None])[:, 0]
-
-
-def _pearson(left: FloatArray, right: FloatArray) -> float:
-    left = left - left.mean()
-    right = right - right.mean()
-    scale = np.sqrt((left**2).sum() * (right**2).sum())
-    if scale == 0:
-        return float("nan")
-    return float(np.clip((left * right).sum() / scale, -1.0, 1.0))
 
 
 def _tied_pairs(codes: IntArray) -> float:

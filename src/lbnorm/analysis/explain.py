@@ -23,9 +23,9 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from lbnorm.analysis.align import is_variant
 from lbnorm.analysis.uncertainty import interval_ranks, normal_quantile
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import KEY_COLUMNS
@@ -173,7 +173,7 @@ def _input_root(folder: Output) -> str:
 
 def _variant_row(folder: Output, board: pd.DataFrame, variant: dict[str, Any]) -> int:
     """The leaderboard position of `variant`."""
-    found = np.flatnonzero(_is_variant(board, variant))
+    found = np.flatnonzero(is_variant(board, variant))
     if found.size != 1:
         msg = (
             f"{folder}: variant {variant} is not on its leaderboard.\n"
@@ -183,17 +183,9 @@ def _variant_row(folder: Output, board: pd.DataFrame, variant: dict[str, Any]) -
     return int(found[0])
 
 
-def _is_variant(frame: pd.DataFrame, variant: dict[str, Any]) -> npt.NDArray[np.bool_]:
-    """Which rows of `frame` have the key values of `variant`."""
-    is_variant = np.ones(len(frame), dtype=bool)
-    for key in KEY_COLUMNS:  # the four keys
-        is_variant &= (frame[key].astype("object") == variant[key]).to_numpy(dtype=bool)
-    return is_variant
-
-
 def _of_variant(frame: pd.DataFrame, variant: dict[str, Any]) -> pd.DataFrame:
     """The rows of `frame` (one model's) that belong to `variant`, keys as plain values."""
-    rows = frame.loc[_is_variant(frame, variant)].reset_index(drop=True)
+    rows = frame.loc[is_variant(frame, variant)].reset_index(drop=True)
     text = [c for c in rows.columns if isinstance(rows[c].dtype, pd.CategoricalDtype)]
     return rows.astype(dict.fromkeys(text, "str"))
 
@@ -381,7 +373,7 @@ def _rank(
     if folder.has("intervals"):
         table = folder.frame("intervals")
         variant = {key: board[key].iloc[row] for key in KEY_COLUMNS}
-        position = np.flatnonzero(_is_variant(table, variant))
+        position = np.flatnonzero(is_variant(table, variant))
         if position.size == 1:
             found = table.iloc[int(position[0])]
             return {

@@ -607,44 +607,19 @@ def check_result(
     Returns:
         The health table (:data:`HEALTH_COLUMNS`).
     """
-    return _check_with_suite(
-        subtasks, leaderboard, suite, missing=missing, config=config
-    ).health
-
-
-def _check_with_suite(
-    subtasks: pd.DataFrame,
-    leaderboard: pd.DataFrame,
-    suite: Suite,
-    *,
-    missing: MissingPolicy,
-    config: HealthConfig | None,
-) -> _Checked:
-    """:func:`check_result`, keeping the stderr and weights it used."""
-    stderr = (
-        estimate_uncertainty(
-            subtasks, leaderboard, suite, missing=missing
-        ).benchmark_stderr
+    uncertainty = (
+        estimate_uncertainty(subtasks, leaderboard, suite, missing=missing)
         if len(subtasks)
         else None
     )
-    weights = tuple(float(benchmark.weight) for benchmark in suite.benchmarks)
-    health = check_health(
+    return check_health(
         leaderboard,
         benchmarks=suite.benchmark_names,
         subtasks=subtasks if len(subtasks) else None,
-        stderr=stderr,
-        weights=weights,
+        stderr=None if uncertainty is None else uncertainty.benchmark_stderr,
+        weights=[float(benchmark.weight) for benchmark in suite.benchmarks],
         config=config,
     )
-    return _Checked(health=health, stderr=stderr, weights=weights)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Checked:
-    health: pd.DataFrame
-    stderr: pd.DataFrame | None
-    weights: tuple[float, ...]
 
 
 def is_healthy(health: pd.DataFrame) -> bool:
@@ -750,28 +725,31 @@ def check_directory(
     snapshot = read_snapshot(out, intervals=False, columns=wanted)
     board = snapshot.leaderboard
     suite, missing = out.suite()
+    stderr = None
     if suite is None:
-        names = tuple(snapshot.benchmarks)
-        health = check_health(
-            board, benchmarks=names, subtasks=snapshot.subtasks, config=config
-        )
-        checked = _Checked(health=health, stderr=None, weights=(1.0,) * len(names))
+        names, weights = tuple(snapshot.benchmarks), (1.0,) * len(snapshot.benchmarks)
     else:
         names = tuple(suite.benchmark_names)
-        subtasks = snapshot.subtasks
-        checked = _check_with_suite(
-            pd.DataFrame() if subtasks is None else subtasks,
-            board,
-            suite,
-            missing=missing,
-            config=config,
-        )
+        weights = tuple(float(benchmark.weight) for benchmark in suite.benchmarks)
+        if snapshot.subtasks is not None:
+            uncertainty = estimate_uncertainty(
+                snapshot.subtasks, board, suite, missing=missing
+            )
+            stderr = uncertainty.benchmark_stderr
+    health = check_health(
+        board,
+        benchmarks=names,
+        subtasks=snapshot.subtasks,
+        stderr=stderr,
+        weights=weights,
+        config=config,
+    )
     return OutputHealth(
-        health=_with_comparability(checked.health, out),
+        health=_with_comparability(health, out),
         snapshot=snapshot,
         benchmarks=names,
-        weights=checked.weights,
-        stderr=checked.stderr,
+        weights=weights,
+        stderr=stderr,
     )
 
 

@@ -18,7 +18,7 @@ changed since the run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from lbnorm.analysis.align import is_variant
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.options import MissingPolicy, PairedAdjust, check_paired_alpha
 from lbnorm.core.schemas import KEY_COLUMNS
@@ -58,7 +59,6 @@ __all__ = [
     "PairedDiff",
     "compare_paired",
     "diff_paired",
-    "output_items",
     "tied_groups",
     "variant_name",
 ]
@@ -120,29 +120,12 @@ class PairedDiff:
     notes: tuple[str, ...]
 
 
-def output_items(
-    out: Output | str | Path,
-    suite: Suite,
-    *,
-    models: Sequence[str] | None = None,
-    tag: str = "",
-) -> Items:
-    """The item matrix of an output's per-sample inputs (those that gave scores).
-
-    Args:
-        out: The output directory (or the output opened).
-        suite: Its suite.
-        models: Read only these models (None: all).
-        tag: The side the inputs are read for.
+def _sample_sources(out: Output, tag: str) -> list[ItemSource]:
+    """The per-sample inputs of an output that gave scores, read as side `tag`.
 
     Raises:
         InputError: The run read no per-sample input, or one is gone.
     """
-    output = Output.open(out, "leaderboard")
-    return read_items(_sample_sources(output, tag), suite, models=models)
-
-
-def _sample_sources(out: Output, tag: str) -> list[ItemSource]:
     listing = out.inputs()
     rows = listing.to_pylist() if listing.num_rows else []
     sources = []
@@ -243,7 +226,7 @@ def compare_paired(
         [_variant(board, a, out), _variant(board, b, out)], ignore_index=True
     )
     models = variants["model"].astype("str").unique().tolist()
-    items = output_items(out, suite, models=models)
+    items = read_items(_sample_sources(out, ""), suite, models=models)
     row = variant_rows(
         pa.Table.from_pandas(variants[list(KEY_COLUMNS)], preserve_index=False), items
     )
@@ -261,7 +244,7 @@ def compare_paired(
         level_statistics(moments, arrays, level, missing=missing, mcnemar=True)
         for level in levels
     ]
-    reported = _reported(out, variants, levels, subtasks, suite)
+    reported = _reported(board, variants, levels, subtasks, suite)
     frame = _level_table(levels, stats, reported)
     adjusted = adjust_p_values(frame["p_value"].to_numpy(dtype=np.float64), adjust)
     frame = frame.assign(
@@ -457,10 +440,7 @@ def _variant(board: pd.DataFrame, spec: VariantSpec, out: Output) -> pd.DataFram
     if unknown := sorted(set(given) - set(KEY_COLUMNS)):
         msg = f"unknown key column(s) {unknown} for a variant.\nHint: name a variant by {list(KEY_COLUMNS)}."
         raise OptionsError(msg)
-    keep = np.ones(len(board), dtype=bool)
-    for name, value in given.items():  # the keys given (four at most)
-        keep &= (board[name].astype("object") == value).to_numpy(dtype=bool)
-    rows = board.loc[keep, [*KEY_COLUMNS, "rank"]]
+    rows = board.loc[is_variant(board, given), [*KEY_COLUMNS, "rank"]]
     if len(rows) == 1:
         return rows.reset_index(drop=True)
     if rows.empty:
@@ -488,97 +468,54 @@ def _check_scores(
     """Each variant's mean over its items is the output's raw score, or the inputs changed."""
     names = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     for at in range(len(variants)):  # the two variants
-        keys = variants.iloc[at]
-        mine = subtasks.loc[
-            np.logical_and.reduce(
-                [
-                    (subtasks[k].astype("object") == keys[k]).to_numpy()
-                    for k in KEY_COLUMNS
-                ]
-            )
-        ]
-        score = dict(
-            zip(
-                zip(
-                    mine["benchmark"].astype("str"),
-                    mine["subtask"].astype("str"),
-                    strict=True,
-                ),
-                mine["raw_score"],
-                strict=True,
-            )
-        )
+        own = _subtask_rows(subtasks, variants.iloc[at])
         for k, subtask in enumerate(items.subtasks):  # the suite's subtasks
-            if subtask is None or names[k] not in score:
+            if subtask is None or names[k] not in own.index:
                 continue
             values = subtask.floats([row[at]])[0]
             if np.isnan(values).all():
                 continue
             mean = float(np.nanmean(values))
-            if abs(mean - float(score[names[k]])) > _SAME_SCORE:
-                msg = f"{out}: the per-sample inputs give {variant_name(keys)} {mean:.6f} on {names[k][0]}/{names[k][1]}, but the output says {float(score[names[k]]):.6f}: the inputs changed since the run (or the score came from another input).\nHint: run again (`lbnorm run ... --out {out}`), then compare."
+            score = float(own.loc[[names[k]]].iloc[0]["raw_score"])
+            if abs(mean - score) > _SAME_SCORE:
+                msg = f"{out}: the per-sample inputs give {variant_name(variants.iloc[at])} {mean:.6f} on {names[k][0]}/{names[k][1]}, but the output says {score:.6f}: the inputs changed since the run (or the score came from another input).\nHint: run again (`lbnorm run ... --out {out}`), then compare."
                 raise InputError(msg)
 
 
+def _subtask_rows(subtasks: pd.DataFrame, variant: pd.Series) -> pd.DataFrame:
+    """The variant's rows of the subtask table, indexed by (benchmark, subtask)."""
+    mine = subtasks.loc[is_variant(subtasks, {k: variant[k] for k in KEY_COLUMNS})]
+    return mine.set_index(
+        [mine["benchmark"].astype("str"), mine["subtask"].astype("str")]
+    )
+
+
 def _reported(
-    out: Output,
+    board: pd.DataFrame,
     variants: pd.DataFrame,
     levels: list[Level],
     subtasks: pd.DataFrame | None,
     suite: Suite,
 ) -> FloatArray:
-    """``(2, n_levels, 2)``: each variant's score and standard error as the output reports them."""
-    board = out.frame("leaderboard")
-    benchmarks = out.frame(
-        "benchmarks", models=variants["model"].astype("str").tolist()
-    )
-    result = np.full((2, len(levels), 2), np.nan)
+    """``(2, n_levels, 2)``: each variant's score and standard error as the output reports them.
+
+    The average's and the benchmarks' are the leaderboard's (:func:`_level_scores`),
+    a subtask's the subtask table's.
+    """
+    result = np.array(_level_scores(board, variants[list(KEY_COLUMNS)], levels))
     arrays = suite_arrays(suite)
     names = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
+    if subtasks is None:
+        return result
     for side in range(2):  # the two variants
-        keys = variants.iloc[side]
-
-        def rows_of(frame: pd.DataFrame, keys: pd.Series = keys) -> pd.DataFrame:
-            mask = np.logical_and.reduce(
-                [(frame[k].astype("object") == keys[k]).to_numpy() for k in KEY_COLUMNS]
-            )
-            return frame.loc[mask]
-
-        own_board = rows_of(board).iloc[0]
-        own_benchmarks = rows_of(benchmarks).set_index(
-            rows_of(benchmarks)["benchmark"].astype("str")
-        )
-        own_subtasks = None
-        if subtasks is not None:
-            mine = rows_of(subtasks)
-            own_subtasks = mine.set_index(
-                [mine["benchmark"].astype("str"), mine["subtask"].astype("str")]
-            )
+        own = _subtask_rows(subtasks, variants.iloc[side])
         for at, level in enumerate(levels):  # the suite's levels
-            if level.benchmark < 0:
-                found = (own_board["average"], own_board["average_stderr"])
-            elif not level.is_subtask:
-                picked = _row_at(own_benchmarks, level.name)
-                if picked is None:
-                    continue
-                found = (picked["normalized_score"], picked["stderr"])
-            else:
-                k = int(level.subtasks[0])
-                picked = (
-                    None if own_subtasks is None else _row_at(own_subtasks, names[k])
-                )
-                if picked is None:
-                    continue
-                found = (picked["normalized_score"], _subtask_stderr(picked, arrays, k))
-            result[:, at, side] = [_number(found[0]), _number(found[1])]
+            k = int(level.subtasks[0])
+            if level.is_subtask and names[k] in own.index:
+                picked = own.loc[[names[k]]].iloc[0]
+                stderr = _subtask_stderr(picked, arrays, k)
+                result[:, at, side] = [_number(picked["normalized_score"]), stderr]
     return result
-
-
-def _row_at(frame: pd.DataFrame, key: object) -> pd.Series | None:
-    """The row of an index value, or None."""
-    if key not in frame.index:
-        return None
-    return frame.loc[[key]].iloc[0]
 
 
 def _number(value: Any) -> float:

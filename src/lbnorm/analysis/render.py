@@ -51,24 +51,6 @@ HEALTH_BENCHMARK_LABELS = {
     "status": "status",
     "failed": "failed checks",
 }
-_RATING_MOVES = {
-    "model": "model",
-    "old_rating": "old rating",
-    "new_rating": "new rating",
-    "rating_delta": "delta",
-    "old_rank": "old rank",
-    "new_rank": "new rank",
-    "rank_move": "move",
-    "is_beyond_intervals": "beyond intervals",
-}
-_MOVE_COLUMNS = {
-    "old_rank": "old rank",
-    "new_rank": "new rank",
-    "rank_move": "move",
-    "old_average": "old average",
-    "new_average": "new average",
-    "is_beyond_intervals": "beyond intervals",
-}
 #: The health table's subtask columns and their headings, for every face.
 HEALTH_SUBTASK_LABELS = {
     "benchmark": "benchmark",
@@ -82,6 +64,19 @@ HEALTH_SUBTASK_LABELS = {
 }
 
 
+#: The headings in words of the columns a diff's lists show.
+_HEADINGS = {
+    "old_rank": "old rank",
+    "new_rank": "new rank",
+    "rank_move": "move",
+    "old_average": "old average",
+    "new_average": "new average",
+    "average_delta": "delta",
+    "old_rating": "old rating",
+    "new_rating": "new rating",
+    "rating_delta": "delta",
+    "is_beyond_intervals": "beyond intervals",
+}
 #: What each health figure is, with its unit, by heading.
 HEALTH_FIGURES = {
     "models": "variants with a score and a leave-one-out average (the models every figure is over)",
@@ -382,12 +377,14 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
         if len(rows)
     ]
     if len(changed):
-        table = _variant_table(
-            changed,
-            ["old_average", "new_average", "average_delta", "old_rank", "new_rank"],
-            why=False,
-        )
-        table["beyond intervals"] = changed["is_beyond_intervals"].to_numpy()
+        columns = [
+            "old_average",
+            "new_average",
+            "average_delta",
+            "old_rank",
+            "new_rank",
+        ]
+        table = _variant_table(changed, [*columns, "is_beyond_intervals"], why=False)
         tables.append(("Largest changes of an average", table))
     beyond = largest_rank_moves(
         diff, largest=len(models), where=models["is_beyond_intervals"].eq(True)
@@ -399,19 +396,10 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     return tables
 
 
-_VARIANT_COLUMNS = {
-    "old_rank": "old rank",
-    "new_rank": "new rank",
-    "old_average": "old average",
-    "new_average": "new average",
-    "average_delta": "delta",
-}
-
-
 def _variant_table(
     rows: pd.DataFrame, columns: list[str], *, why: bool
 ) -> pd.DataFrame:
-    table = rows[["model", "precision", *columns]].rename(columns=_VARIANT_COLUMNS)
+    table = rows[["model", "precision", *columns]].rename(columns=_HEADINGS)
     if why and rows["reason"].notna().any():
         table = table.assign(why=rows["reason"].fillna("").to_numpy())
     return table.reset_index(drop=True)
@@ -488,7 +476,7 @@ _SIDES = ("common", "added", "removed")
 def _deltas(figures: Mapping[str, Figure], value: str, digits: int) -> str:
     """The value's mean, least and largest delta (new - old), in words."""
     return ", ".join(
-        f"{name} {_number(figures[f'{value}_delta_{name}'], digits)}"
+        f"{name} {cell_text(figures[f'{value}_delta_{name}'], digits=digits)}"
         for name in ("mean", "min", "max")
     )
 
@@ -512,7 +500,7 @@ def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, 
     return [
         (
             "Kendall tau / Spearman rho",
-            f"{_number(figures['kendall_tau'], 4)} / {_number(figures['spearman_rho'], 4)}",
+            f"{cell_text(figures['kendall_tau'], digits=4)} / {cell_text(figures['spearman_rho'], digits=4)}",
         ),
         (
             "top-" + "/".join(name.split("_")[1] for name in top) + " overlap",
@@ -520,7 +508,7 @@ def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, 
         ),
         (
             f"moved more than {figures['moved_places']} places",
-            f"{figures['moved_more_than_n']:,} of {ranked:,} (max {figures['max_rank_move']:,}, mean {_number(figures['mean_abs_rank_move'], 1)})",
+            f"{figures['moved_more_than_n']:,} of {ranked:,} (max {figures['max_rank_move']:,}, mean {cell_text(figures['mean_abs_rank_move'], digits=1)})",
         ),
     ]
 
@@ -576,24 +564,27 @@ def largest_rank_moves(
     if where is not None:
         models = models[where.fillna(False).to_numpy(dtype=bool)]
     moved = models.dropna(subset=["rank_move"])
-    columns = {"model": "model", "precision": "precision", **_MOVE_COLUMNS}
+    columns = ["model", "precision", "old_rank", "new_rank", "rank_move"]
+    columns += ["old_average", "new_average", "is_beyond_intervals"]
     return _largest(moved, "rank_move", columns, largest=largest)
 
 
 def largest_rating_moves(diff: RatingsDiff, *, largest: int = 10) -> pd.DataFrame:
     """The models on both sides whose rating moved most (either way)."""
     common = diff.models[diff.models["status"] == "both"]
-    return _largest(common, "rating_delta", _RATING_MOVES, largest=largest)
+    columns = ["model", "old_rating", "new_rating", "rating_delta", "old_rank"]
+    columns += ["new_rank", "rank_move", "is_beyond_intervals"]
+    return _largest(common, "rating_delta", columns, largest=largest)
 
 
 def _largest(
-    rows: pd.DataFrame, by: str, columns: Mapping[str, str], *, largest: int
+    rows: pd.DataFrame, by: str, columns: list[str], *, largest: int
 ) -> pd.DataFrame:
     """The `largest` rows that moved most by `by` (either way, none of 0), headed in words."""
     size = np.abs(rows[by].to_numpy(dtype=np.float64))
     moved = rows.iloc[np.argsort(-size, kind="stable")]
     moved = moved[moved[by] != 0].head(largest)
-    return moved[list(columns)].rename(columns=columns).reset_index(drop=True)
+    return moved[columns].rename(columns=_HEADINGS).reset_index(drop=True)
 
 
 def options_changed_table(diff: RatingsDiff) -> pd.DataFrame:
@@ -797,10 +788,3 @@ def format_intervals(
             f"{unknown:,} variant(s) have subtask scores without stderr or n_samples (counted as 0).",
         ]
     return "\n".join(lines)
-
-
-def _number(value: object, digits: int) -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "n/a"
-    assert isinstance(value, int | float)
-    return f"{value:,.{digits}f}"

@@ -231,7 +231,7 @@ def export_table(
     _check_benchmarks(folder, board)
     board = _complete(folder, board, skip=options.skip_incomplete)
     if options.unknown_precision is not None:
-        precision = _strings(board["precision"])
+        precision = board["precision"].cast(pa.string())
         given = pc.if_else(
             pc.equal(precision, ""), options.unknown_precision, precision
         )
@@ -240,8 +240,8 @@ def export_table(
         )
     _check_keys(folder, board)
     board = board.take(_order(board))
-    model = _strings(board["model"])
-    precision = _strings(board["precision"])
+    model = board["model"].cast(pa.string())
+    precision = board["precision"].cast(pa.string())
     columns = {
         "eval_name": pc.binary_join_element_wise(
             pc.replace_substring(model, "/", "_", max_replacements=1), precision, "_"
@@ -250,7 +250,7 @@ def export_table(
         **_types(folder, board),
         "Model": _model_links(model),
         "fullname": model,
-        "Model sha": _strings(board["revision"]),
+        "Model sha": board["revision"].cast(pa.string()),
         "Chat Template": board["chat_template"].cast(pa.bool_()),
         **_benchmarks(board),
     }
@@ -361,7 +361,7 @@ def _complete(folder: Output, board: pa.Table, *, skip: bool) -> pa.Table:
 
 def _check_keys(folder: Output, board: pa.Table) -> None:
     """Raise if a precision is empty or two rows share (model, precision, sha, chat)."""
-    precision = _strings(board["precision"])
+    precision = board["precision"].cast(pa.string())
     is_empty = pc.equal(precision, "").to_numpy(zero_copy_only=False)
     if is_empty.any():
         shown = shown_list(
@@ -388,7 +388,7 @@ def _check_keys(folder: Output, board: pa.Table) -> None:
 
 def _order(board: pa.Table) -> pa.Array:
     """Row order: (org, model) as the results tree lists them, then the other keys."""
-    model = _strings(board["model"])
+    model = board["model"].cast(pa.string())
     has_org = pc.match_substring(model, "/")
     org = pc.replace_substring_regex(model, "/.*", "")  # no org (gpt2): its folder
     name = pc.if_else(has_org, pc.replace_substring_regex(model, "^[^/]*/", ""), "")
@@ -396,8 +396,8 @@ def _order(board: pa.Table) -> pa.Array:
         {
             "org": org,
             "name": name,
-            "precision": _strings(board["precision"]),
-            "revision": _strings(board["revision"]),
+            "precision": board["precision"].cast(pa.string()),
+            "revision": board["revision"].cast(pa.string()),
             "chat_template": board["chat_template"],
         }
     )
@@ -479,11 +479,6 @@ def _metadata(
             f"Hint: give {source!r} as {kind} values in the metadata table."
         )
         raise InputError(msg) from exc
-
-
-def _strings(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A key column as plain strings (the output stores some as dictionaries)."""
-    return column.cast(pa.string())
 
 
 def _chunked(

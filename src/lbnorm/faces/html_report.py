@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportTables",
+    "diff_html",
     "read_report_tables",
     "render_report",
     "summarize_benchmarks",
@@ -78,8 +79,7 @@ class ReportTables:
     """What the report shows, before it is drawn (the page is built from these).
 
     Attributes:
-        out: The output directory.
-        manifest: Its ``manifest.json``.
+        out: The output directory (its ``manifest.json`` read).
         leaderboard: Its leaderboard, in rank order.
         benchmarks: The benchmark columns, in suite order.
         metadata: The leaderboard's metadata columns (joined at run time).
@@ -91,13 +91,11 @@ class ReportTables:
             None when unknown.
         subtasks: The subtask table (with ``raw_score`` and
             ``normalized_score``); None for a ``--no-subtasks`` output.
-        summary: :func:`summarize_benchmarks` of the leaderboard.
         diff: The comparison with the older output, if one was given.
         previous: The older output's name, if one was given.
     """
 
     out: Output
-    manifest: dict[str, object]
     leaderboard: pd.DataFrame
     benchmarks: tuple[str, ...]
     metadata: tuple[str, ...]
@@ -105,7 +103,6 @@ class ReportTables:
     others: pd.DataFrame
     stderr: pd.DataFrame | None
     subtasks: pd.DataFrame | None
-    summary: pd.DataFrame
     diff: Diff | None = None
     previous: str | None = None
 
@@ -130,7 +127,6 @@ def read_report_tables(
         InputError: `out` (or `previous`) is not an lbnorm output directory.
     """
     out = Output.open(out, "leaderboard")
-    manifest = out.manifest
     if len(benchmark_columns(out.schema("leaderboard").names)) < 2:
         checked = _unchecked(out)  # nothing to hold a benchmark against
     else:
@@ -146,7 +142,6 @@ def read_report_tables(
         )
     return ReportTables(
         out=out,
-        manifest=manifest,
         leaderboard=board,
         benchmarks=names,
         metadata=tuple(out.metadata_columns()),
@@ -154,7 +149,6 @@ def read_report_tables(
         others=leave_one_out(board[list(names)], weights=checked.weights),
         stderr=checked.stderr,
         subtasks=checked.snapshot.subtasks,
-        summary=summarize_benchmarks(board, benchmarks=names),
         diff=diff,
         previous=None if previous is None else str(previous),
     )
@@ -222,21 +216,27 @@ def summarize_benchmarks(
     )
 
 
-def _diff_html(diff: Diff, *, top: int) -> str:
-    """The diff section: ``lbnorm diff``'s tables, each list cut with how many more."""
-    old, new = (html.escape(label) for label in diff.labels)
-    parts = []
-    for kind, heading, table in diff_parts(diff):
+def diff_html(
+    labels: tuple[str, str],
+    parts: list[tuple[str, str, pd.DataFrame]],
+    *,
+    top: int,
+    digits: int = 2,
+) -> str:
+    """A diff's section: ``lbnorm diff``'s tables, each list cut with how many more."""
+    old, new = (html.escape(label) for label in labels)
+    shown_parts = []
+    for kind, heading, table in parts:
         shown, more = cut_list(table, largest=top) if kind == "list" else (table, 0)
-        parts.append(f"<h3>{html.escape(heading)}</h3>")
-        parts.append(_table_html(shown, digits=2, null="n/a"))
+        shown_parts.append(f"<h3>{html.escape(heading)}</h3>")
+        shown_parts.append(_table_html(shown, digits=digits, null="n/a"))
         if more:
-            parts.append(
+            shown_parts.append(
                 f'<p class="note">... and {more:,} more: <code>lbnorm diff {old} {new} '
                 "--largest N</code> lists more, <code>--out DIR</code> writes every "
                 "variant to diff_models.parquet.</p>"
             )
-    return "".join(parts)
+    return "".join(shown_parts)
 
 
 def _unchecked(out: Output) -> OutputHealth:
@@ -260,7 +260,7 @@ def _unchecked(out: Output) -> OutputHealth:
 def _page(
     tables: ReportTables, figure_type: type[Figure], *, top: int, title: str | None
 ) -> str:
-    suite = tables.manifest.get("suite", {})
+    suite = tables.out.manifest.get("suite", {})
     suite_name = str(suite.get("name", "")) if isinstance(suite, dict) else ""
     title = title or f"lbnorm report: {suite_name or tables.out.path.name}"
     names = tables.benchmarks
@@ -278,7 +278,7 @@ def _page(
         (
             "benchmarks",
             "Benchmarks",
-            _table_html(tables.summary, digits=2)
+            _table_html(summarize_benchmarks(board, benchmarks=names), digits=2)
             + '<p class="note">variants: variants scored; mean, sd, min, median, max: '
             "of their normalized scores (0-100). How each benchmark tracks the others, "
             'and how many models sit at its floor: <a href="#health">health checks</a>.</p>',
@@ -306,7 +306,10 @@ def _page(
             (
                 "diff",
                 f"Changes since {tables.previous}",
-                _DIFF_NOTE + _diff_html(tables.diff, top=_DIFF_LISTED),
+                _DIFF_NOTE
+                + diff_html(
+                    tables.diff.labels, diff_parts(tables.diff), top=_DIFF_LISTED
+                ),
             )
         )
     script_hash = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
@@ -317,7 +320,7 @@ def _page(
         f"script-src 'sha256-{script_hash}'",
         style=STYLE,
         meta=_provenance_html(tables),
-        version=str(tables.manifest.get("version", "")),
+        version=str(tables.out.manifest.get("version", "")),
         source=str(tables.out),
         scripts='<div id="tip" role="tooltip" hidden></div>'
         f'<script type="application/json" id="lbnorm-data">{_payload(tables)}</script>'
@@ -383,7 +386,7 @@ def _health_html(health: pd.DataFrame) -> str:
 
 
 def _provenance_html(tables: ReportTables) -> str:
-    manifest, board = tables.manifest, tables.leaderboard
+    manifest, board = tables.out.manifest, tables.leaderboard
     suite = manifest.get("suite", {})
     suite_text = (
         f"suite {suite.get('name', '')} (sha256 {str(suite.get('sha256', ''))[:12]})"

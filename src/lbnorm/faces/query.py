@@ -68,7 +68,6 @@ __all__ = [
     "VIEWS",
     "OutputTable",
     "QueryFormat",
-    "connect",
     "format_result",
     "infer_format",
     "result_parts",
@@ -146,41 +145,6 @@ class _Source:
     output: Output
 
 
-def connect(
-    out: str | Path,
-    *,
-    metadata: str | Path | None = None,
-    attach: Mapping[str, str | Path] | None = None,
-) -> duckdb.DuckDBPyConnection:
-    """Open a locked-down in-memory DuckDB database over an output directory's tables.
-
-    The tables are registered as lazily read pyarrow datasets; the database
-    reaches nothing else (see the module's docstring).
-
-    Args:
-        out: The output directory.
-        metadata: A metadata table (CSV/Parquet) to register as ``metadata``;
-            by default the leaderboard's own metadata columns, if any.
-        attach: Other output directories by schema name, e.g. ``{"old": path}``
-            for ``old.leaderboard``.
-
-    Returns:
-        The connection.
-
-    Raises:
-        LbnormError: DuckDB is not installed, or a schema name is invalid.
-        InputError: A directory is not an lbnorm output, a table in it is
-            unreadable, or the metadata table is unreadable.
-    """
-    connection, sources = _connect(out, metadata=metadata, attach=attach)
-    _held.extend(source.output for source in sources)  # (as long as the process)
-    return connection
-
-
-#: The outputs :func:`connect` registered: their files stay open for the process.
-_held: list[Output] = []
-
-
 def run_query(
     out: str | Path,
     sql: str,
@@ -196,8 +160,10 @@ def run_query(
     Args:
         out: The output directory.
         sql: SQL (DuckDB dialect) whose last statement returns rows.
-        metadata: See :func:`connect`.
-        attach: See :func:`connect`.
+        metadata: A metadata table (CSV/Parquet) to register as ``metadata``;
+            by default the leaderboard's own metadata columns, if any.
+        attach: Other output directories by schema name, e.g. ``{"old": path}``
+            for ``old.leaderboard``.
 
     Returns:
         The result table.
@@ -205,8 +171,9 @@ def run_query(
     Raises:
         LbnormError: The SQL fails (DuckDB's message and a hint), it tries to
             reach beyond the tables (a file, the network, an extension, a
-            setting: refused), or DuckDB is not installed.
-        InputError: An output's table turns out unreadable while scanned.
+            setting: refused), DuckDB is not installed, or a schema name is invalid.
+        InputError: A directory is not an lbnorm output, a table in it (also
+            while scanned) or the metadata table is unreadable.
     """
     duckdb_module = _import_duckdb()
     connection, sources = _connect(out, metadata=metadata, attach=attach)

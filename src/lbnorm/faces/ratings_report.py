@@ -29,7 +29,7 @@ from lbnorm.analysis.render import (
     options_changed_table,
     ratings_diff_summary,
 )
-from lbnorm.faces.html_report import _table_html
+from lbnorm.faces.html_report import _table_html, diff_html
 from lbnorm.faces.ratings_view import describe_options, shown_ratings
 from lbnorm.faces.report_assets import STYLE, page
 from lbnorm.faces.report_plots import axis_ticks, padded_range
@@ -330,20 +330,14 @@ def _provenance_html(manifest: dict[str, object]) -> str:
 
 
 def _diff_html(diff: RatingsDiff) -> str:
-    parts = [
-        '<p class="note">As <code>lbnorm diff</code> reports it (old: the previous '
-        "output, new: this one).</p>",
-        "<h3>Summary</h3>",
-        _table_html(ratings_diff_summary(diff), digits=2),
-    ]
-    if diff.options_changed:
-        parts += [
-            "<h3>Options changed</h3>",
-            _table_html(options_changed_table(diff), digits=2),
-        ]
+    changed = options_changed_table(diff)
     moves = largest_rating_moves(diff)
-    parts += [
-        f"<h3>Largest rating moves ({len(moves)})</h3>",
-        _table_html(moves, digits=1, null="n/a"),
+    parts = [
+        ("summary", "Summary", ratings_diff_summary(diff)),
+        *([("options", "Options changed", changed)] if len(changed) else []),
+        ("moves", f"Largest rating moves ({len(moves)})", moves),
     ]
-    return "".join(parts)
+    return (
+        '<p class="note">As <code>lbnorm diff</code> reports it (old: the previous '
+        "output, new: this one).</p>" + diff_html(diff.labels, parts, top=0, digits=1)
+    )
