@@ -50,7 +50,6 @@ from lbnorm.ratings.battle_io import (
 )
 from lbnorm.ratings.where import (
     Where,
-    apply_filters,
     condition_mask,
     nested_top,
     parse_where,
@@ -292,7 +291,7 @@ def _pooled(
         sources=tuple(str(part.source.path) for part in parts),
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
-        warnings=_pooled_warnings(parts, paths, n_filtered_out=n_read - n_kept),
+        warnings=_pooled_warnings(parts, paths, n_read=n_read, n_kept=n_kept),
         files=tuple(
             BattleFile(
                 path=str(part.source.path),
@@ -336,18 +335,13 @@ def _model_codes(
 
 
 def _pooled_warnings(
-    parts: Sequence[_Part], paths: Sequence[Path | str], *, n_filtered_out: int
+    parts: Sequence[_Part], paths: Sequence[Path | str], *, n_read: int, n_kept: int
 ) -> tuple[BattleWarning, ...]:
     """What a caller may show of the files read together: filtered rows first."""
     warnings = [w for part in parts for w in part.warnings]
-    if n_filtered_out:
-        n_read = sum(part.n_read for part in parts)
-        warnings.insert(
-            0,
-            BattleWarning(
-                "filtered", f"{n_filtered_out} of {n_read} rows did not match --where."
-            ),
-        )
+    if n_kept < n_read:
+        message = f"{n_read - n_kept} of {n_read} rows did not match --where."
+        warnings.insert(0, BattleWarning("filtered", message))
     if repeated := _repeated_files(paths):
         warnings.append(
             BattleWarning(
@@ -520,12 +514,10 @@ def _read_part(
     source, present = open_source(path)
     is_aggregated = _is_aggregated(path, present)
     wanted = _shape_columns(source, is_aggregated=is_aggregated)
-    for condition in conditions:
+    for condition in (*conditions, *flags.values()):
         _ask(wanted, condition.column, condition.value_type, source, present)
     for name in fields:
         _ask(wanted, name, pa.float64(), source, present)
-    for condition in flags.values():
-        _ask(wanted, condition.column, condition.value_type, source, present)
     if judges:
         wanted["judge"] = TEXT
     table = read_table(source, wanted, present)
@@ -547,7 +539,9 @@ def _read_part(
         raise InputError(msg)
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
-    table = apply_filters(table, conditions, source, present)
+    if conditions:  # all must hold; a null never does
+        masks = [condition_mask(table, c, source, present) for c in conditions]
+        table = table.filter(functools.reduce(pc.and_, masks))
     part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
     return _with_per_battle(part, table, present, fields, flags, judges=judges)
 
@@ -576,27 +570,24 @@ def _with_per_battle(
 ) -> _Part:
     """Add the judges, flags and fields asked: each needs one row per battle."""
     path, source = part.source.path, part.source
-    if judges:
-        if "judge" not in present or part.is_aggregated:
-            msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
-            raise InputError(msg)
-        part = replace(part, judge=_text_column(table.column("judge")))
-    if flags:
-        if part.is_aggregated:
-            msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
-            raise InputError(msg)
-        marks = {
+    if judges and ("judge" not in present or part.is_aggregated):
+        msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
+        raise InputError(msg)
+    if flags and part.is_aggregated:
+        msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
+        raise InputError(msg)
+    if fields and part.is_aggregated:
+        msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
+        raise InputError(msg)
+    return replace(
+        part,
+        judge=_text_column(table.column("judge")) if judges else None,
+        flags={
             name: np.asarray(condition_mask(table, c, source, present), dtype=np.bool_)
             for name, c in flags.items()
-        }
-        part = replace(part, flags=marks)
-    if fields:
-        if part.is_aggregated:
-            msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
-            raise InputError(msg)
-        values = {name: _field_values(table, name, source, present) for name in fields}
-        part = replace(part, fields=values)
-    return part
+        },
+        fields={name: _field_values(table, name, source, present) for name in fields},
+    )
 
 
 def _field_values(
@@ -742,20 +733,15 @@ def _check_names(
     names: set[str] = set()
     for name, column in (("model_a", model_a), ("model_b", model_b)):
         values = _unique_names(column)
-        bad = [v for v in values if v is None or not v.strip()]
-        names.update(v for v in values if v is not None and v.strip())
-        if bad:
-            known = pa.array(
-                sorted(v for v in values if v is not None and v.strip()), pa.string()
-            )
-            is_bad = _lookup(column, known) < 0
+        good = sorted(v for v in values if v is not None and v.strip())
+        names.update(good)
+        if len(good) < len(values):
             fail_rows(
                 source,
-                rows[is_bad],
-                [repr(v) if v is not None else "null" for v in bad][:SHOWN],
+                rows[_lookup(column, pa.array(good, pa.string())) < 0],
+                [v for v in values if v not in good],
                 what=f"empty or null {name}",
                 hint="every battle needs both model names; drop rows of unfinished battles.",
-                quote=False,
             )
     return names
 
@@ -770,15 +756,12 @@ def _outcomes(
     outcome = _WINNER_CODES[index]  # index -1 picks the trailing -1
     is_bad = outcome < 0
     if is_bad.any():
-        values = _unique_names(column.filter(pa.array(is_bad)))
-        shown = [repr(v) if v is not None else "null" for v in values][:SHOWN]
         fail_rows(
             source,
             rows[is_bad],
-            shown,
+            _unique_names(column.filter(pa.array(is_bad))),
             what=f"unknown {name} value",
             hint=_WINNER_HINT,
-            quote=False,
         )
     return outcome
 
