@@ -29,7 +29,7 @@ from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.manifest import OutputKind
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import Battles, read_battles
+from lbnorm.ratings.battles import BattleFile, Battles, read_battles
 from lbnorm.ratings.categories import (
     UTC,
     arena_table,
@@ -227,17 +227,16 @@ def rate_battles(
 
         check_target(Path(out), KIND)
     fields = STYLE_FIELDS if options.rating.style_control else ()
-    battles = read_battles(
+    read = read_battles(
         paths,
         where=options.conditions,
         fields=fields,
         flags=dict(options.categories),
         judges=options.daily_vote_per_user is not None,
     )
-    read = battles
     battles = _capped(read, options)
     ratings = compute_ratings(battles, options.rating)
-    inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
+    inputs = tuple(_input_record(file) for file in battles.files)
     board, unrated, category_warnings = _board_tables(read, battles, ratings, options)
     warnings = _warnings(battles, ratings, options) + category_warnings
     result = ArenaResult(
@@ -318,10 +317,8 @@ def _manifest(result: ArenaResult, options: ArenaOptions) -> dict[str, Any]:
     What ``manifest.json`` records besides the tables (the writer adds their
     sizes and hashes): enough to tell how the ratings were computed and from what.
     """
-    return {
-        "tool": "lbnorm",
+    return {  # the transaction adds tool, version and the tables
         "kind": KIND,
-        "version": lbnorm_version(),
         "options": options.to_manifest(),
         "inputs": list(result.inputs),
         "counts": {
@@ -430,12 +427,8 @@ def _board_tables(
             except InputError as exc:  # this category only: the others go on
                 reason, _, _ = str(exc).partition("\nHint:")
                 unrated.append((name, reason))
-                warnings.append(
-                    (
-                        "category_not_rated",
-                        f"--category {name}: not rated, left out of categories.parquet: {reason}",
-                    )
-                )
+                message = f"--category {name}: not rated, left out of categories.parquet: {reason}"
+                warnings.append(("category_not_rated", message))
                 continue
             warnings += [
                 (warning.code, f"--category {name}: {warning.message}")
@@ -455,9 +448,8 @@ def _rate_category(read: Battles, name: str, options: ArenaOptions) -> Ratings:
     return compute_ratings(_played(subset), options.rating)
 
 
-def _input_record(battles: Battles, index: int) -> dict[str, Any]:
+def _input_record(file: BattleFile) -> dict[str, Any]:
     """One input file as the manifest records it: path (as given and absolute), shape, sha256, rows."""
-    file = battles.files[index]
     path = Path(file.path)
     return {
         "path": file.path,

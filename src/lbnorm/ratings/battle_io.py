@@ -24,9 +24,7 @@ import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import FileFormat, json_lines, read_bytes
-from lbnorm.core.schemas import (
-    TEXT,  # the type asked of text columns (model names, winner)
-)
+from lbnorm.core.schemas import TEXT  # asked of text columns (model names, winner)
 from lbnorm.ratings.battle_files import header_names
 from lbnorm.readers.table_file import (
     check_utf8,

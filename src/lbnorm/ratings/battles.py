@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 
 from lbnorm._runtime import entry_point
 from lbnorm.core.arrow import strings
-from lbnorm.core.errors import InputError, WhereSyntaxError
-from lbnorm.ratings.battle_files import NAME_COLUMNS, is_battles_file
+from lbnorm.core.errors import InputError
+from lbnorm.ratings.battle_files import NAME_COLUMNS
 from lbnorm.ratings.battle_io import (
     COUNT_COLUMNS,
     NESTED,
@@ -48,6 +48,7 @@ from lbnorm.ratings.battle_io import (
     open_source,
     read_table,
 )
+from lbnorm.ratings.options import RatingWarning
 from lbnorm.ratings.where import (
     Where,
     condition_mask,
@@ -60,12 +61,7 @@ __all__ = [
     "AGGREGATE_COLUMNS",
     "WINNER_VALUES",
     "BattleFile",
-    "BattleWarning",
     "Battles",
-    "Where",
-    "WhereSyntaxError",
-    "is_battles_file",
-    "parse_where",
     "read_battles",
     "read_model_map",
 ]
@@ -93,20 +89,6 @@ _WINNER_HINT = (
 def _winner_set() -> pa.Array:
     """The winner values as Arrow strings (made on first use: not at import)."""
     return strings(list(WINNER_VALUES))  # pa.array here would import pandas
-
-
-@dataclass(frozen=True, slots=True)
-class BattleWarning:
-    """Something a caller may want to show; reading went on.
-
-    Attributes:
-        code: A stable name (``filtered``, ``no_tstamp``, ``null_tstamp``,
-            ``unordered``).
-        message: One sentence for people.
-    """
-
-    code: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,7 +154,7 @@ class Battles:
     sources: tuple[str, ...] = ()
     n_rows_read: int = 0
     n_filtered_out: int = 0
-    warnings: tuple[BattleWarning, ...] = ()
+    warnings: tuple[RatingWarning, ...] = ()
     files: tuple[BattleFile, ...] = ()
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -336,34 +318,23 @@ def _model_codes(
 
 def _pooled_warnings(
     parts: Sequence[_Part], paths: Sequence[Path | str], *, n_read: int, n_kept: int
-) -> tuple[BattleWarning, ...]:
+) -> tuple[RatingWarning, ...]:
     """What a caller may show of the files read together: filtered rows first."""
     warnings = [w for part in parts for w in part.warnings]
     if n_kept < n_read:
         message = f"{n_read - n_kept} of {n_read} rows did not match --where."
-        warnings.insert(0, BattleWarning("filtered", message))
+        warnings.insert(0, RatingWarning("filtered", message))
     if repeated := _repeated_files(paths):
-        warnings.append(
-            BattleWarning(
-                "repeated_file",
-                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
-            )
+        message = f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given."
+        warnings.append(RatingWarning("repeated_file", message))
+    if any(part.is_aggregated for part in parts):
+        message = "aggregated counts have no battle order; online Elo needs one battle per row."
+        warnings.append(RatingWarning("unordered", message))
+    elif any(part.tstamp is None for part in parts):
+        message = (
+            "a file has no tstamp column; online Elo replays battles in file order."
         )
-    is_aggregated = any(part.is_aggregated for part in parts)
-    if not is_aggregated and any(part.tstamp is None for part in parts):
-        warnings.append(
-            BattleWarning(
-                "no_tstamp",
-                "a file has no tstamp column; online Elo replays battles in file order.",
-            )
-        )
-    if is_aggregated:
-        warnings.append(
-            BattleWarning(
-                "unordered",
-                "aggregated counts have no battle order; online Elo needs one battle per row.",
-            )
-        )
+        warnings.append(RatingWarning("no_tstamp", message))
     return tuple(warnings)
 
 
@@ -415,9 +386,8 @@ def read_model_map(path: Path | str) -> dict[str, str]:
     table = read_table(source, dict.fromkeys(columns, pa.string()), present)
     if source.kind == "jsonl":
         present = _non_null_columns(table)
-    if missing := [name for name in columns if name not in present]:
-        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: a model map has two columns, arena_name (as in the battles) and model (as in the results)."
-        raise InputError(msg)
+    hint = "a model map has two columns, arena_name (as in the battles) and model (as in the results)."
+    _require(path, present, columns, hint)
     names: dict[str, list[str]] = {}
     for name in columns:
         values = [_text_or_none(v) for v in table.column(name).to_pylist()]
@@ -452,6 +422,13 @@ def _non_null_columns(table: pa.Table) -> set[str]:
     }
 
 
+def _require(path: Path, present: set[str], required: Sequence[str], hint: str) -> None:
+    """Refuse a file without the columns required, listing those it has."""
+    if missing := [name for name in required if name not in present]:
+        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: {hint}"
+        raise InputError(msg)
+
+
 def _text_or_none(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
@@ -472,7 +449,7 @@ class _Part:
     n_read: int
     n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
     is_aggregated: bool
-    warnings: tuple[BattleWarning, ...]
+    warnings: tuple[RatingWarning, ...]
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
     judge: pa.ChunkedArray | None = None
@@ -524,19 +501,10 @@ def _read_part(
     if source.kind in ("json", "jsonl"):  # the shape shows once absent keys are null
         present = _non_null_columns(table)
         is_aggregated = is_aggregated or _is_aggregated(path, present)
-    required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, "winner")
-    missing = [
-        name
-        for name in required
-        if name not in present and not (name == "winner" and "win" in present)
-    ]
-    if missing:
-        shape = (
-            "model_a, model_b, winner (or win) and optionally tstamp, one row per battle; "
-            "or model_a, model_b, wins_a, wins_b, ties"
-        )
-        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: battles need {shape}."
-        raise InputError(msg)
+    winner = "win" if "win" in present else "winner"  # (2023 files name it win)
+    required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, winner)
+    hint = "battles need model_a, model_b, winner (or win) and optionally tstamp, one row per battle; or model_a, model_b, wins_a, wins_b, ties."
+    _require(path, present, required, hint)
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
     if conditions:  # all must hold; a null never does
@@ -644,7 +612,7 @@ def _battle_part(
     n_kept = len(rows)
     model_a, model_b = (_text_column(table.column(name)) for name in NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
-    warnings: list[BattleWarning] = []
+    warnings: list[RatingWarning] = []
     tstamp = None
     if is_aggregated:
         outcome, count, positions = _aggregated_cells(table, source, rows)
@@ -658,12 +626,8 @@ def _battle_part(
             times = table.column("tstamp")
             tstamp = _seconds(times, source)
             if times.null_count:
-                warnings.append(
-                    BattleWarning(
-                        "null_tstamp",
-                        f"{source.path}: {times.null_count} battles have no tstamp; online Elo replays them last.",
-                    )
-                )
+                message = f"{source.path}: {times.null_count} battles have no tstamp; online Elo replays them last."
+                warnings.append(RatingWarning("null_tstamp", message))
     return _Part(
         source=source,
         names=names,

@@ -66,10 +66,8 @@ from lbnorm.ratings.style import (
 )
 
 __all__ = [
-    "RATINGS",
     "STYLE_COEFFICIENTS",
     "STYLE_RANKS",
-    "WIN_RATES",
     "Ratings",
     "compute_ratings",
     "model_index",
@@ -182,12 +180,8 @@ def compute_ratings(
     if samples is not None:
         absent = np.isnan(samples).any(axis=0)
         if absent.any():
-            warnings.append(
-                RatingWarning(
-                    "bootstrap_absent",
-                    f"{int(absent.sum())} model(s) have no rating in some bootstrap rounds (they did not play, or could not be compared with the rest); their intervals use the other rounds.",
-                )
-            )
+            message = f"{int(absent.sum())} model(s) have no rating in some bootstrap rounds (they did not play, or could not be compared with the rest); their intervals use the other rounds."
+            warnings.append(RatingWarning("bootstrap_absent", message))
         lower, upper = percentile_intervals(samples)
     n_battles, n_wins, n_ties, win_rate = _records(counts, options.ties)
     return Ratings(
@@ -235,12 +229,8 @@ def _check_inputs(
             n_cells=pair_cells(counts, options.ties)[0].size,
             options=options,
         )
-    penalised = (
-        replace(options, l2=options.l2 or STYLE_L2)
-        if options.style_control
-        else options
-    )
-    check_identifiable(wins, models, counts, penalised)
+    is_plain_bt = options.method == "bt" and not (options.l2 or options.style_control)
+    check_identifiable(wins, models, counts, ties=options.ties, is_plain_bt=is_plain_bt)
     anchor_index = (
         model_index(models, options.anchor[0], what="anchor model")
         if options.anchor

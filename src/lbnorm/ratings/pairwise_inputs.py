@@ -39,7 +39,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -206,9 +205,9 @@ def _benchmark_scores(
     variants: pa.Table,
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
-    from lbnorm.ratings.options import (
-        RatingOptions,  # the fit: only for a pairwise suite
-    )
+    # the fit: loaded only for a pairwise suite
+    from lbnorm.ratings.fit import nullable_floats
+    from lbnorm.ratings.options import RatingOptions
     from lbnorm.ratings.pairwise_scores import (
         score_against_field,
         score_against_rating,
@@ -253,11 +252,8 @@ def _benchmark_scores(
     except InputError as exc:  # the reference is not in the battles
         msg = f"{', '.join(battles.sources)}: pairwise benchmark {benchmark.name!r}: {exc}"
         raise InputError(msg) from exc
-    table = scores.table
-    stderr = scores.stderr if scores.stderr is not None else np.full(len(table), np.nan)
-    table = table.append_column(
-        "stderr", pa.array(stderr, pa.float64(), mask=np.isnan(stderr))
-    )
+    stderr = nullable_floats(scores.stderr, scores.table.num_rows)
+    table = scores.table.append_column("stderr", stderr)
     joined = table.join(variants, keys="model", join_type="left outer")
     n = joined.num_rows
     columns: dict[str, pa.Array | pa.ChunkedArray] = {

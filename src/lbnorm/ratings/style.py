@@ -382,12 +382,8 @@ def bootstrap_style(
         samples[r] = current
     warnings = []
     if failed:
-        warnings.append(
-            RatingWarning(
-                "bootstrap_failed",
-                f"{failed} of {rounds} style-controlled bootstrap rounds did not converge and are left out.",
-            )
-        )
+        message = f"{failed} of {rounds} style-controlled bootstrap rounds did not converge and are left out."
+        warnings.append(RatingWarning("bootstrap_failed", message))
     return samples, warnings
 
 
