@@ -16,12 +16,8 @@ from source_trees import nodes
 
 from lbnorm.core.errors import InputError, LbnormError, WhereSyntaxError
 from lbnorm.ratings import battles as battles_module
-from lbnorm.ratings.battles import (
-    Battles,
-    parse_where,
-    read_battles,
-    read_model_map,
-)
+from lbnorm.ratings.battles import Battles, read_battles, read_model_map
+from lbnorm.ratings.where import parse_where
 
 FOLDER = Path(__file__).parent / "fixtures" / "battles"
 CLEAN = FOLDER / "clean_battle_20230601.json"
@@ -772,14 +768,15 @@ def test_reader_imports_no_pandas() -> None:
             imported.add(node.module)
     assert "pandas" not in imported
     # the error tree, Arrow arrays built without pyarrow's pandas probe, the
-    # sniffing of battle files (which every run does without this module), and
-    # the signals held for a library call
+    # sniffing of battle files (which every run does without this module), the
+    # signals held for a library call, and the warning type the fit shares
     assert {name for name in imported if name.startswith("lbnorm")} == {
         "lbnorm._runtime",
         "lbnorm.core.errors",
         "lbnorm.core.arrow",
         "lbnorm.ratings.battle_files",
         "lbnorm.ratings.battle_io",
+        "lbnorm.ratings.options",
         "lbnorm.ratings.where",
     }
 

@@ -21,7 +21,7 @@ from lbnorm import SuiteError, load_suite, run
 from lbnorm.cli import main
 from lbnorm.core.options import RunOptions
 from lbnorm.output.reader import Output
-from lbnorm.ratings.battles import is_battles_file
+from lbnorm.ratings.battle_files import is_battles_file
 from lbnorm.readers import input_warnings
 from lbnorm.suites import parse_suite
 

@@ -97,15 +97,7 @@ def test_each_round_is_the_fit_of_its_resample(
     from lbnorm.ratings.style import bootstrap_style, fit_style, style_data
 
     battles = read_battles(battles_file, fields=STYLE_FIELDS)
-    data = style_data(
-        model_a=battles.model_a,
-        model_b=battles.model_b,
-        outcome=battles.outcome,
-        count=battles.count,
-        fields=battles.fields,
-        n_models=len(battles.models),
-        ties="half",
-    )
+    data = style_data(battles, ties="half")
     point = fit_style(data, l2=2.0)
     rounds, _ = bootstrap_style(data, point, l2=2.0, rounds=3, seed=7)
     generators = [np.random.default_rng(c) for c in np.random.SeedSequence(7).spawn(3)]

@@ -29,7 +29,7 @@ from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.manifest import OutputKind
 from lbnorm.core.version import lbnorm_version
-from lbnorm.ratings.battles import Battles, read_battles
+from lbnorm.ratings.battles import BattleFile, Battles, read_battles
 from lbnorm.ratings.categories import (
     UTC,
     arena_table,
@@ -140,13 +140,11 @@ class ArenaOptions:
 
     def to_manifest(self) -> dict[str, Any]:
         """Every option, JSON-ready (the anchor as ``[model, rating]`` or null)."""
-        options = asdict(self)
-        rating = options["rating"]
-        rating["anchor"] = list(self.rating.anchor) if self.rating.anchor else None
+        # through JSON: the tuples become the lists the manifest holds
+        options: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         # style control is recorded only when on: older records stay as they were
-        if not rating["style_control"]:
-            del rating["style_control"]
-        options["where"] = list(self.where)
+        if not options["rating"]["style_control"]:
+            del options["rating"]["style_control"]
         board = (
             "arena_tables",
             "anony_only",
@@ -161,10 +159,6 @@ class ArenaOptions:
                 del options[name]
         if self.vote_day_tz == UTC:
             del options["vote_day_tz"]
-        if self.categories:
-            options["categories"] = [list(pair) for pair in self.categories]
-        if self.hide:
-            options["hide"] = list(self.hide)
         return options
 
 
@@ -175,14 +169,13 @@ class ArenaResult:
     Attributes:
         battles: The battles read.
         ratings: The ratings computed.
-        ratings_table: :data:`lbnorm.core.schemas.RATINGS`, best first.
-        win_rates_table: :data:`lbnorm.core.schemas.WIN_RATES`.
+        tables: The output's tables by name, in order: ``ratings``
+            (:data:`lbnorm.core.schemas.RATINGS`, best first), ``win_rates``,
+            with style control ``style_coefficients`` and ``style_control``
+            (rank with and without it), then the board's.
         inputs: The manifest's record of each input file.
         warnings: ``(code, message)`` of the reader's and the fit's warnings.
         out: The output directory written, or None.
-        style_tables: With style control, ``style_coefficients`` and
-            ``style_control`` (rank with and without it).
-        table_names: The tables written, in order.
         n_over_cap: Battles the daily vote cap left out of the overall ratings.
         unrated: ``(category, reason)`` of each ``--category`` that could not
             be rated (its block is left out of ``categories.parquet``).
@@ -190,13 +183,10 @@ class ArenaResult:
 
     battles: Battles
     ratings: Ratings
-    ratings_table: pa.Table
-    win_rates_table: pa.Table
+    tables: dict[str, pa.Table]
     inputs: tuple[dict[str, Any], ...]
     warnings: tuple[tuple[str, str], ...]
     out: Path | None = None
-    style_tables: dict[str, pa.Table] = field(default_factory=dict)
-    table_names: tuple[str, ...] = ("ratings", "win_rates")
     n_over_cap: int = 0
     unrated: tuple[tuple[str, str], ...] = ()
 
@@ -237,33 +227,24 @@ def rate_battles(
 
         check_target(Path(out), KIND)
     fields = STYLE_FIELDS if options.rating.style_control else ()
-    battles = read_battles(
+    read = read_battles(
         paths,
         where=options.conditions,
         fields=fields,
         flags=dict(options.categories),
         judges=options.daily_vote_per_user is not None,
     )
-    read = battles
     battles = _capped(read, options)
     ratings = compute_ratings(battles, options.rating)
-    inputs = tuple(_input_record(battles, index) for index in range(len(battles.files)))
+    inputs = tuple(_input_record(file) for file in battles.files)
     board, unrated, category_warnings = _board_tables(read, battles, ratings, options)
     warnings = _warnings(battles, ratings, options) + category_warnings
-    tables = _stamped_tables(ratings, board, inputs, options)
     result = ArenaResult(
         battles=battles,
         ratings=ratings,
-        ratings_table=tables["ratings"],
-        win_rates_table=tables["win_rates"],
+        tables=_stamped_tables(ratings, board, inputs, options),
         inputs=inputs,
         warnings=warnings,
-        table_names=tuple(tables),
-        style_tables={
-            name: table
-            for name, table in tables.items()
-            if name in ("style_coefficients", "style_control")
-        },
         n_over_cap=read.n_battles - battles.n_battles,
         unrated=unrated,
     )
@@ -273,7 +254,7 @@ def rate_battles(
     from lbnorm.pipeline import created_at_from_environment
 
     with Transaction(out, kind=KIND) as transaction:
-        for name, table in tables.items():
+        for name, table in result.tables.items():
             transaction.write_table(f"{name}.parquet", table)
         transaction.manifest |= _manifest(result, options)
         written = transaction.commit(
@@ -336,10 +317,8 @@ def _manifest(result: ArenaResult, options: ArenaOptions) -> dict[str, Any]:
     What ``manifest.json`` records besides the tables (the writer adds their
     sizes and hashes): enough to tell how the ratings were computed and from what.
     """
-    return {
-        "tool": "lbnorm",
+    return {  # the transaction adds tool, version and the tables
         "kind": KIND,
-        "version": lbnorm_version(),
         "options": options.to_manifest(),
         "inputs": list(result.inputs),
         "counts": {
@@ -430,13 +409,7 @@ def _board_tables(
             ratings, min_battles=options.min_battles, hidden=options.hide
         )
         tables["leaderboard"] = arena_table(ratings, shown)
-        tables["pairwise_observed"] = observed_pairs(
-            battles.models,
-            battles.model_a,
-            battles.model_b,
-            battles.outcome,
-            battles.count,
-        )
+        tables["pairwise_observed"] = observed_pairs(battles)
     unrated: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     if options.categories:
@@ -454,12 +427,8 @@ def _board_tables(
             except InputError as exc:  # this category only: the others go on
                 reason, _, _ = str(exc).partition("\nHint:")
                 unrated.append((name, reason))
-                warnings.append(
-                    (
-                        "category_not_rated",
-                        f"--category {name}: not rated, left out of categories.parquet: {reason}",
-                    )
-                )
+                message = f"--category {name}: not rated, left out of categories.parquet: {reason}"
+                warnings.append(("category_not_rated", message))
                 continue
             warnings += [
                 (warning.code, f"--category {name}: {warning.message}")
@@ -479,9 +448,8 @@ def _rate_category(read: Battles, name: str, options: ArenaOptions) -> Ratings:
     return compute_ratings(_played(subset), options.rating)
 
 
-def _input_record(battles: Battles, index: int) -> dict[str, Any]:
+def _input_record(file: BattleFile) -> dict[str, Any]:
     """One input file as the manifest records it: path (as given and absolute), shape, sha256, rows."""
-    file = battles.files[index]
     path = Path(file.path)
     return {
         "path": file.path,

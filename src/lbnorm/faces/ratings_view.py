@@ -193,18 +193,18 @@ def format_arena_summary(
             f"{names} (the warnings say why)"
         )
     if top > 0:
-        frame: pd.DataFrame = result.ratings_table.to_pandas()
+        frame: pd.DataFrame = result.tables["ratings"].to_pandas()
         shown = frame.head(top)
         lines += ["", f"top {len(shown)} of {len(frame):,}:", format_ratings(shown)]
     lines += _style_lines(result, top)
-    lines += closing_lines(out, ", ".join(result.table_names), seconds)
+    lines += closing_lines(out, ", ".join(result.tables), seconds)
     return "\n".join(lines)
 
 
 def _style_lines(result: ArenaResult, top: int) -> list[str]:
     """The style coefficients and the largest rank changes, with style control."""
-    tables = result.style_tables
-    if not tables:
+    tables = result.tables
+    if "style_coefficients" not in tables:
         return []
     lines = [
         "",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, get_args
@@ -24,9 +24,7 @@ import pyarrow.parquet as pq
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import FileFormat, json_lines, read_bytes
-from lbnorm.core.schemas import (
-    TEXT,  # the type asked of text columns (model names, winner)
-)
+from lbnorm.core.schemas import TEXT  # asked of text columns (model names, winner)
 from lbnorm.ratings.battle_files import header_names
 from lbnorm.readers.table_file import (
     check_utf8,
@@ -132,32 +130,26 @@ def read_table(
                 explicit_schema=flat, unexpected_field_behavior="ignore"
             )
             table = read_jsonl(data, path, parse=options)
-            nested = [f.name for f in schema if f.type == NESTED]
-            if nested:
-                lines = [line for line in data.splitlines() if line.strip()]
-                array = b"[" + b",".join(lines) + b"]"
-                records = _decode(path, array, pa.schema([(n, NESTED) for n in nested]))
-                for name in nested:
-                    table = table.append_column(
-                        name, _nested_column(path, records, name)
-                    )
-            return table
-        return _read_json_array(path, schema)
+            nested = pa.schema([f for f in schema if f.type == NESTED])
+            if not nested:
+                return table
+            lines = [line for line in data.splitlines() if line.strip()]
+            records = _decode(path, b"[" + b",".join(lines) + b"]", nested)
+            return _with_nested(table, path, records, nested)
+        records = _decode(path, path.read_bytes(), schema)
+        flat = pa.struct([f for f in schema if f.type != NESTED])
+        table = pa.Table.from_struct_array(pa.array(records, type=flat))
+        return _with_nested(table, path, records, schema)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         _explain_text(source, wanted)  # raises when it finds the line
         msg = f"{path}: cannot read as {kind}: {exc}.\nHint: check that the file is complete {kind} in UTF-8."
         raise InputError(msg) from exc
 
 
-def _read_json_array(path: Path, schema: pa.Schema) -> pa.Table:
-    """A JSON array of objects (Arena's clean_battle files) into a table.
-
-    msgspec decodes only the wanted keys, checking their types (a message
-    names the element); pyarrow builds the columns.
-    """
-    records = _decode(path, path.read_bytes(), schema)
-    flat = pa.struct([f for f in schema if f.type != NESTED])
-    table = pa.Table.from_struct_array(pa.array(records, type=flat))
+def _with_nested(
+    table: pa.Table, path: Path, records: list[Any], schema: pa.Schema
+) -> pa.Table:
+    """``table`` with the :data:`NESTED` columns of ``schema`` from the decoded records."""
     for field in schema:
         if field.type == NESTED:
             table = table.append_column(
@@ -217,59 +209,51 @@ def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
 
 
 def _explain_text(source: Source, wanted: dict[str, pa.DataType]) -> None:
-    """On the error path, find the line of a CSV or JSONL value of the wrong type."""
+    """On the error path, name the line of the first CSV or JSONL value of the wrong type."""
     path = source.path
     if source.kind not in ("csv", "jsonl"):
         return
-    data = path.read_bytes()
-    check_utf8(path, data)
-    schema = pa.schema(
-        [(n, pa.string() if t == TEXT else t) for n, t in wanted.items()]
-    )
+    check_utf8(path, path.read_bytes())
+    types = {name: pa.string() if t == TEXT else t for name, t in wanted.items()}
     if source.kind == "jsonl":
         hint = "Hint: write one JSON object per line; the file may be truncated."
-        _explain_records(path, json_lines(path, hint=hint), schema)
-        return
+        records, fits = json_lines(path, hint=hint), _fits_json
+    else:
+        records, fits = _csv_records(path), _fits_csv
+    for number, record in records:
+        for name, type_ in types.items():
+            value = record.get(name)
+            if value is not None and not fits(value, type_):
+                msg = f"{path}: line {number}: {name} = {value!r} is not {_type_words(type_)}.\nHint: {_type_hint(name, type_)}"
+                raise InputError(msg)
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` for each row of a CSV file (the line the row starts on)."""
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         start = reader.line_num + 1
         for record in reader:
-            for field in schema:
-                value = record.get(field.name)
-                if value is None or value == "" or field.type == pa.string():
-                    continue
-                try:
-                    pa.array([value]).cast(field.type)
-                except pa.ArrowException:
-                    msg = f"{path}: line {start}: {field.name} = {value!r} is not {_type_words(field.type)}.\nHint: {_type_hint(field)}"
-                    raise InputError(msg) from None
+            yield start, record
             start = reader.line_num + 1
 
 
-def _explain_records(
-    path: Path, records: Iterable[tuple[int, object]], schema: pa.Schema
-) -> None:
-    """Name the first record that is not an object or holds a value of a wrong type."""
-    checks = {
-        pa.string(): lambda v: isinstance(v, str),
-        pa.float64(): lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        pa.bool_(): lambda v: isinstance(v, bool),
-    }
-    for number, record in records:
-        problem = ""
-        if not isinstance(record, dict):
-            problem = f"is {type(record).__name__}, not an object"
-        else:
-            for field in schema:
-                value = record.get(field.name)
-                if value is not None and not checks[field.type](value):
-                    problem = (
-                        f"{field.name} = {value!r} is not {_type_words(field.type)}"
-                    )
-                    break
-        if problem:
-            msg = f"{path}: line {number}: {problem}.\nHint: model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
-            raise InputError(msg)
+def _fits_csv(value: object, type_: pa.DataType) -> bool:
+    """Whether a CSV cell reads as ``type_`` (an empty cell is null: it does)."""
+    if value == "" or type_ == pa.string():
+        return True
+    try:
+        pa.array([value]).cast(type_)
+    except pa.ArrowException:
+        return False
+    return True
+
+
+def _fits_json(value: object, type_: pa.DataType) -> bool:
+    """Whether a JSON value reads as ``type_`` (a nested field holds anything)."""
+    if type_ == pa.float64():
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return type_ == NESTED or isinstance(value, str if type_ == pa.string() else bool)
 
 
 def _type_words(type_: pa.DataType) -> str:
@@ -278,12 +262,14 @@ def _type_words(type_: pa.DataType) -> str:
     return "a number" if type_ == pa.float64() else "text"
 
 
-def _type_hint(field: pa.Field) -> str:
-    if field.name in COUNT_COLUMNS:
-        return f"{field.name} counts battles: write a whole number."
-    if field.name == "tstamp":
+def _type_hint(name: str, type_: pa.DataType) -> str:
+    if name in COUNT_COLUMNS:
+        return f"{name} counts battles: write a whole number."
+    if name == "tstamp":
         return "tstamp is a time in seconds (a number), as in Arena's files."
-    return f"the --where condition on {field.name} treats it as {_type_words(field.type)}; write the condition to match the column."
+    if name in ("model_a", "model_b", "winner", "win", "judge"):
+        return "model names and winner are text, as is judge."
+    return f"the --where condition on {name} treats it as {_type_words(type_)}; write the condition to match the column."
 
 
 # --- messages -------------------------------------------------------------------
@@ -292,15 +278,20 @@ def _type_hint(field: pa.Field) -> str:
 def fail_rows(
     source: Source,
     rows: npt.NDArray[np.int64],
-    values: Sequence[str],
+    values: Sequence[str | None],
     *,
     what: str,
     hint: str,
     quote: bool = True,
 ) -> NoReturn:
-    """Raise an InputError naming the file, the first rows (as the file counts them) and values."""
+    """Raise an InputError naming the file, the first rows (as the file counts them) and values.
+
+    Values are shown quoted (None as ``null``), or with ``quote=False`` as given.
+    """
     places = _places(source, rows[:SHOWN].tolist())
-    shown = ", ".join(repr(v) if quote else v for v in values[:SHOWN])
+    if quote:
+        values = ["null" if v is None else repr(v) for v in values[:SHOWN]]
+    shown = ", ".join(str(v) for v in values[:SHOWN])
     more = f" (and {len(rows) - SHOWN} more)" if len(rows) > SHOWN else ""
     msg = f"{source.path}: {what} at {', '.join(places)}{more}: {shown}.\nHint: {hint}"
     raise InputError(msg)

@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 
 from lbnorm._runtime import entry_point
 from lbnorm.core.arrow import strings
-from lbnorm.core.errors import InputError, WhereSyntaxError
-from lbnorm.ratings.battle_files import NAME_COLUMNS, is_battles_file
+from lbnorm.core.errors import InputError
+from lbnorm.ratings.battle_files import NAME_COLUMNS
 from lbnorm.ratings.battle_io import (
     COUNT_COLUMNS,
     NESTED,
@@ -48,9 +48,9 @@ from lbnorm.ratings.battle_io import (
     open_source,
     read_table,
 )
+from lbnorm.ratings.options import RatingWarning
 from lbnorm.ratings.where import (
     Where,
-    apply_filters,
     condition_mask,
     nested_top,
     parse_where,
@@ -61,12 +61,7 @@ __all__ = [
     "AGGREGATE_COLUMNS",
     "WINNER_VALUES",
     "BattleFile",
-    "BattleWarning",
     "Battles",
-    "Where",
-    "WhereSyntaxError",
-    "is_battles_file",
-    "parse_where",
     "read_battles",
     "read_model_map",
 ]
@@ -94,20 +89,6 @@ _WINNER_HINT = (
 def _winner_set() -> pa.Array:
     """The winner values as Arrow strings (made on first use: not at import)."""
     return strings(list(WINNER_VALUES))  # pa.array here would import pandas
-
-
-@dataclass(frozen=True, slots=True)
-class BattleWarning:
-    """Something a caller may want to show; reading went on.
-
-    Attributes:
-        code: A stable name (``filtered``, ``no_tstamp``, ``null_tstamp``,
-            ``unordered``).
-        message: One sentence for people.
-    """
-
-    code: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,7 +154,7 @@ class Battles:
     sources: tuple[str, ...] = ()
     n_rows_read: int = 0
     n_filtered_out: int = 0
-    warnings: tuple[BattleWarning, ...] = ()
+    warnings: tuple[RatingWarning, ...] = ()
     files: tuple[BattleFile, ...] = ()
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -292,7 +273,7 @@ def _pooled(
         sources=tuple(str(part.source.path) for part in parts),
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
-        warnings=_pooled_warnings(parts, paths, n_filtered_out=n_read - n_kept),
+        warnings=_pooled_warnings(parts, paths, n_read=n_read, n_kept=n_kept),
         files=tuple(
             BattleFile(
                 path=str(part.source.path),
@@ -336,40 +317,24 @@ def _model_codes(
 
 
 def _pooled_warnings(
-    parts: Sequence[_Part], paths: Sequence[Path | str], *, n_filtered_out: int
-) -> tuple[BattleWarning, ...]:
+    parts: Sequence[_Part], paths: Sequence[Path | str], *, n_read: int, n_kept: int
+) -> tuple[RatingWarning, ...]:
     """What a caller may show of the files read together: filtered rows first."""
     warnings = [w for part in parts for w in part.warnings]
-    if n_filtered_out:
-        n_read = sum(part.n_read for part in parts)
-        warnings.insert(
-            0,
-            BattleWarning(
-                "filtered", f"{n_filtered_out} of {n_read} rows did not match --where."
-            ),
-        )
+    if n_kept < n_read:
+        message = f"{n_read - n_kept} of {n_read} rows did not match --where."
+        warnings.insert(0, RatingWarning("filtered", message))
     if repeated := _repeated_files(paths):
-        warnings.append(
-            BattleWarning(
-                "repeated_file",
-                f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given.",
-            )
+        message = f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given."
+        warnings.append(RatingWarning("repeated_file", message))
+    if any(part.is_aggregated for part in parts):
+        message = "aggregated counts have no battle order; online Elo needs one battle per row."
+        warnings.append(RatingWarning("unordered", message))
+    elif any(part.tstamp is None for part in parts):
+        message = (
+            "a file has no tstamp column; online Elo replays battles in file order."
         )
-    is_aggregated = any(part.is_aggregated for part in parts)
-    if not is_aggregated and any(part.tstamp is None for part in parts):
-        warnings.append(
-            BattleWarning(
-                "no_tstamp",
-                "a file has no tstamp column; online Elo replays battles in file order.",
-            )
-        )
-    if is_aggregated:
-        warnings.append(
-            BattleWarning(
-                "unordered",
-                "aggregated counts have no battle order; online Elo needs one battle per row.",
-            )
-        )
+        warnings.append(RatingWarning("no_tstamp", message))
     return tuple(warnings)
 
 
@@ -421,9 +386,8 @@ def read_model_map(path: Path | str) -> dict[str, str]:
     table = read_table(source, dict.fromkeys(columns, pa.string()), present)
     if source.kind == "jsonl":
         present = _non_null_columns(table)
-    if missing := [name for name in columns if name not in present]:
-        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: a model map has two columns, arena_name (as in the battles) and model (as in the results)."
-        raise InputError(msg)
+    hint = "a model map has two columns, arena_name (as in the battles) and model (as in the results)."
+    _require(path, present, columns, hint)
     names: dict[str, list[str]] = {}
     for name in columns:
         values = [_text_or_none(v) for v in table.column(name).to_pylist()]
@@ -458,6 +422,13 @@ def _non_null_columns(table: pa.Table) -> set[str]:
     }
 
 
+def _require(path: Path, present: set[str], required: Sequence[str], hint: str) -> None:
+    """Refuse a file without the columns required, listing those it has."""
+    if missing := [name for name in required if name not in present]:
+        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: {hint}"
+        raise InputError(msg)
+
+
 def _text_or_none(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
@@ -478,7 +449,7 @@ class _Part:
     n_read: int
     n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
     is_aggregated: bool
-    warnings: tuple[BattleWarning, ...]
+    warnings: tuple[RatingWarning, ...]
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
     judge: pa.ChunkedArray | None = None
@@ -520,34 +491,25 @@ def _read_part(
     source, present = open_source(path)
     is_aggregated = _is_aggregated(path, present)
     wanted = _shape_columns(source, is_aggregated=is_aggregated)
-    for condition in conditions:
+    for condition in (*conditions, *flags.values()):
         _ask(wanted, condition.column, condition.value_type, source, present)
     for name in fields:
         _ask(wanted, name, pa.float64(), source, present)
-    for condition in flags.values():
-        _ask(wanted, condition.column, condition.value_type, source, present)
     if judges:
         wanted["judge"] = TEXT
     table = read_table(source, wanted, present)
     if source.kind in ("json", "jsonl"):  # the shape shows once absent keys are null
         present = _non_null_columns(table)
         is_aggregated = is_aggregated or _is_aggregated(path, present)
-    required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, "winner")
-    missing = [
-        name
-        for name in required
-        if name not in present and not (name == "winner" and "win" in present)
-    ]
-    if missing:
-        shape = (
-            "model_a, model_b, winner (or win) and optionally tstamp, one row per battle; "
-            "or model_a, model_b, wins_a, wins_b, ties"
-        )
-        msg = f"{path}: missing column(s) {missing}; found {sorted(present)[:12]}.\nHint: battles need {shape}."
-        raise InputError(msg)
+    winner = "win" if "win" in present else "winner"  # (2023 files name it win)
+    required = AGGREGATE_COLUMNS if is_aggregated else (*NAME_COLUMNS, winner)
+    hint = "battles need model_a, model_b, winner (or win) and optionally tstamp, one row per battle; or model_a, model_b, wins_a, wins_b, ties."
+    _require(path, present, required, hint)
     n_read = table.num_rows
     table = table.append_column("__row", pa.array(np.arange(n_read, dtype=np.int64)))
-    table = apply_filters(table, conditions, source, present)
+    if conditions:  # all must hold; a null never does
+        masks = [condition_mask(table, c, source, present) for c in conditions]
+        table = table.filter(functools.reduce(pc.and_, masks))
     part = _battle_part(table, source, present, n_read, is_aggregated=is_aggregated)
     return _with_per_battle(part, table, present, fields, flags, judges=judges)
 
@@ -576,27 +538,24 @@ def _with_per_battle(
 ) -> _Part:
     """Add the judges, flags and fields asked: each needs one row per battle."""
     path, source = part.source.path, part.source
-    if judges:
-        if "judge" not in present or part.is_aggregated:
-            msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
-            raise InputError(msg)
-        part = replace(part, judge=_text_column(table.column("judge")))
-    if flags:
-        if part.is_aggregated:
-            msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
-            raise InputError(msg)
-        marks = {
+    if judges and ("judge" not in present or part.is_aggregated):
+        msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
+        raise InputError(msg)
+    if flags and part.is_aggregated:
+        msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
+        raise InputError(msg)
+    if fields and part.is_aggregated:
+        msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
+        raise InputError(msg)
+    return replace(
+        part,
+        judge=_text_column(table.column("judge")) if judges else None,
+        flags={
             name: np.asarray(condition_mask(table, c, source, present), dtype=np.bool_)
             for name, c in flags.items()
-        }
-        part = replace(part, flags=marks)
-    if fields:
-        if part.is_aggregated:
-            msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
-            raise InputError(msg)
-        values = {name: _field_values(table, name, source, present) for name in fields}
-        part = replace(part, fields=values)
-    return part
+        },
+        fields={name: _field_values(table, name, source, present) for name in fields},
+    )
 
 
 def _field_values(
@@ -653,7 +612,7 @@ def _battle_part(
     n_kept = len(rows)
     model_a, model_b = (_text_column(table.column(name)) for name in NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
-    warnings: list[BattleWarning] = []
+    warnings: list[RatingWarning] = []
     tstamp = None
     if is_aggregated:
         outcome, count, positions = _aggregated_cells(table, source, rows)
@@ -667,12 +626,8 @@ def _battle_part(
             times = table.column("tstamp")
             tstamp = _seconds(times, source)
             if times.null_count:
-                warnings.append(
-                    BattleWarning(
-                        "null_tstamp",
-                        f"{source.path}: {times.null_count} battles have no tstamp; online Elo replays them last.",
-                    )
-                )
+                message = f"{source.path}: {times.null_count} battles have no tstamp; online Elo replays them last."
+                warnings.append(RatingWarning("null_tstamp", message))
     return _Part(
         source=source,
         names=names,
@@ -742,20 +697,15 @@ def _check_names(
     names: set[str] = set()
     for name, column in (("model_a", model_a), ("model_b", model_b)):
         values = _unique_names(column)
-        bad = [v for v in values if v is None or not v.strip()]
-        names.update(v for v in values if v is not None and v.strip())
-        if bad:
-            known = pa.array(
-                sorted(v for v in values if v is not None and v.strip()), pa.string()
-            )
-            is_bad = _lookup(column, known) < 0
+        good = sorted(v for v in values if v is not None and v.strip())
+        names.update(good)
+        if len(good) < len(values):
             fail_rows(
                 source,
-                rows[is_bad],
-                [repr(v) if v is not None else "null" for v in bad][:SHOWN],
+                rows[_lookup(column, pa.array(good, pa.string())) < 0],
+                [v for v in values if v not in good],
                 what=f"empty or null {name}",
                 hint="every battle needs both model names; drop rows of unfinished battles.",
-                quote=False,
             )
     return names
 
@@ -770,15 +720,12 @@ def _outcomes(
     outcome = _WINNER_CODES[index]  # index -1 picks the trailing -1
     is_bad = outcome < 0
     if is_bad.any():
-        values = _unique_names(column.filter(pa.array(is_bad)))
-        shown = [repr(v) if v is not None else "null" for v in values][:SHOWN]
         fail_rows(
             source,
             rows[is_bad],
-            shown,
+            _unique_names(column.filter(pa.array(is_bad))),
             what=f"unknown {name} value",
             hint=_WINNER_HINT,
-            quote=False,
         )
     return outcome
 

@@ -295,19 +295,11 @@ def _warnings(n_divergent: int, n_failed: int, rounds: int) -> list[RatingWarnin
     """What to show of the rounds whose fit diverged (open intervals) or failed (left out)."""
     warnings = []
     if n_divergent:
-        warnings.append(
-            RatingWarning(
-                "bootstrap_divergent",
-                f"in {n_divergent} of {rounds} bootstrap rounds some models never lost (or never won) against the rest; their ratings there are +inf (-inf), and their intervals may be open.",
-            )
-        )
+        message = f"in {n_divergent} of {rounds} bootstrap rounds some models never lost (or never won) against the rest; their ratings there are +inf (-inf), and their intervals may be open."
+        warnings.append(RatingWarning("bootstrap_divergent", message))
     if n_failed:
-        warnings.append(
-            RatingWarning(
-                "bootstrap_failed",
-                f"{n_failed} of {rounds} bootstrap rounds are left out: their comparison graph fell apart, or a group of models never lost (or never won) against the rest.",
-            )
-        )
+        message = f"{n_failed} of {rounds} bootstrap rounds are left out: their comparison graph fell apart, or a group of models never lost (or never won) against the rest."
+        warnings.append(RatingWarning("bootstrap_failed", message))
     return warnings
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 from lbnorm.core.errors import InputError, OptionsError
 from lbnorm.ratings.fit import Ratings, nullable_floats
 from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
-from lbnorm.ratings.options import BoolArray, FloatArray, IntArray
+from lbnorm.ratings.options import BattleData, BoolArray, FloatArray, IntArray
 
 __all__ = [
     "ARENA_TABLE",
@@ -311,25 +311,23 @@ def category_rows(
     return table.take(pa.array(order))
 
 
-def observed_pairs(
-    models: npt.NDArray[np.str_],
-    model_a: npt.NDArray[np.integer],
-    model_b: npt.NDArray[np.integer],
-    outcome: npt.NDArray[np.integer],
-    count: npt.NDArray[np.integer],
-) -> pa.Table:
+def observed_pairs(battles: BattleData) -> pa.Table:
     """Observed win fraction and count of decisive battles per ordered pair (either seat).
 
     Examples:
-        >>> table = observed_pairs(np.array(["a", "b"]), np.array([0, 1, 0]),
-        ...     np.array([1, 0, 1]), np.array([2, 2, 1]), np.ones(3, np.int64))
-        >>> table.to_pylist()[0]
+        >>> from types import SimpleNamespace
+        >>> battles = SimpleNamespace(models=np.array(["a", "b"]),
+        ...     model_a=np.array([0, 1, 0]), model_b=np.array([1, 0, 1]),
+        ...     outcome=np.array([2, 2, 1]), count=np.ones(3, np.int64))
+        >>> observed_pairs(battles).to_pylist()[0]
         {'model_a': 'a', 'model_b': 'b', 'win_fraction': 0.5, 'n_battles': 2}
     """
+    models, outcome = battles.models, battles.outcome
     k = len(models)
     decisive = outcome != 1
-    a, b = model_a[decisive].astype(np.int64), model_b[decisive].astype(np.int64)
-    weight = count[decisive].astype(np.float64)
+    a = battles.model_a[decisive].astype(np.int64)
+    b = battles.model_b[decisive].astype(np.int64)
+    weight = battles.count[decisive].astype(np.float64)
     winner = np.where(outcome[decisive] == 2, a, b)
     loser = np.where(outcome[decisive] == 2, b, a)
     wins = np.bincount(winner * k + loser, weight, minlength=k * k).reshape(k, k)

@@ -15,8 +15,8 @@ from lbnorm.ratings.options import (
     BoolArray,
     FloatArray,
     IntArray,
-    RatingOptions,
     StrArray,
+    TiesPolicy,
 )
 
 __all__ = ["check_identifiable", "reach_closure"]
@@ -73,14 +73,20 @@ def check_identifiable(
     wins: FloatArray,
     models: StrArray,
     counts: IntArray,
-    options: RatingOptions,
+    *,
+    ties: TiesPolicy,
+    is_plain_bt: bool,
 ) -> None:
-    """Raise RatingsNotIdentifiableError if the ratings do not exist (see the module docstring)."""
+    """Raise RatingsNotIdentifiableError if the ratings do not exist (see the module docstring).
+
+    Only plain Bradley-Terry (no L2 penalty, no style control) needs the
+    "beat" graph strongly connected.
+    """
     games = wins + wins.T
     has_games = games.sum(axis=1) > 0
     if not has_games.all():
         idle = tuple(models[~has_games].tolist())
-        if options.ties == "drop":
+        if ties == "drop":
             msg = f"{len(idle)} model(s) have no battles once ties are dropped: {_show(idle)}.\nHint: use --ties half, or filter these models out with --where."
         else:
             msg = f"{len(idle)} model(s) have no battles (all their counts are 0): {_show(idle)}.\nHint: drop their rows, or filter these models out with --where."
@@ -93,7 +99,7 @@ def check_identifiable(
         more = f"; and {len(parts) - _SHOWN} more" if len(parts) > _SHOWN else ""
         msg = f"the comparison graph has {len(parts)} separate parts, and ratings in different parts cannot be compared: {shown}{more}.\nHint: rate one part at a time (filter with --where), or add battles between the parts."
         raise RatingsNotIdentifiableError(msg, tuple(parts))
-    if options.method != "bt" or options.l2 is not None:
+    if not is_plain_bt:
         return
     labels, never_lost, never_won = _strong_parts(wins > 0)
     if labels.max() == 0:

@@ -66,13 +66,10 @@ from lbnorm.ratings.style import (
 )
 
 __all__ = [
-    "RATINGS",
     "STYLE_COEFFICIENTS",
     "STYLE_RANKS",
-    "WIN_RATES",
     "Ratings",
     "compute_ratings",
-    "estimate_point_bytes",
     "model_index",
     "nullable_floats",
     "ratings_table",
@@ -183,12 +180,8 @@ def compute_ratings(
     if samples is not None:
         absent = np.isnan(samples).any(axis=0)
         if absent.any():
-            warnings.append(
-                RatingWarning(
-                    "bootstrap_absent",
-                    f"{int(absent.sum())} model(s) have no rating in some bootstrap rounds (they did not play, or could not be compared with the rest); their intervals use the other rounds.",
-                )
-            )
+            message = f"{int(absent.sum())} model(s) have no rating in some bootstrap rounds (they did not play, or could not be compared with the rest); their intervals use the other rounds."
+            warnings.append(RatingWarning("bootstrap_absent", message))
         lower, upper = percentile_intervals(samples)
     n_battles, n_wins, n_ties, win_rate = _records(counts, options.ties)
     return Ratings(
@@ -236,12 +229,8 @@ def _check_inputs(
             n_cells=pair_cells(counts, options.ties)[0].size,
             options=options,
         )
-    penalised = (
-        replace(options, l2=options.l2 or STYLE_L2)
-        if options.style_control
-        else options
-    )
-    check_identifiable(wins, models, counts, penalised)
+    is_plain_bt = options.method == "bt" and not (options.l2 or options.style_control)
+    check_identifiable(wins, models, counts, ties=options.ties, is_plain_bt=is_plain_bt)
     anchor_index = (
         model_index(models, options.anchor[0], what="anchor model")
         if options.anchor
@@ -310,22 +299,15 @@ def _anchor(
 _POINT_BYTES_PER_PAIR = 200
 
 
-def estimate_point_bytes(n_models: int, n_battles: int, options: RatingOptions) -> int:
-    """Peak memory of the point fit (and, with style control, its per-battle arrays).
-
-    Examples:
-        >>> estimate_point_bytes(5000, 2_000_000, RatingOptions()) / 2**30 > 2
-        True
-    """
-    needed = _POINT_BYTES_PER_PAIR * n_models * n_models
-    if options.style_control:
-        needed += 20 * 8 * n_battles + 8 * (n_models + 4) ** 2
-    return needed
-
-
 def _check_point_memory(k: int, n_battles: int, options: RatingOptions) -> None:
-    """Refuse a fit estimated to need more than the memory allowed, before it starts."""
-    needed = estimate_point_bytes(k, n_battles, options)
+    """Refuse a fit estimated to need more than the memory allowed, before it starts.
+
+    The estimate is the point fit's peak (with style control, its per-battle
+    arrays too).
+    """
+    needed = _POINT_BYTES_PER_PAIR * k * k
+    if options.style_control:
+        needed += 20 * 8 * n_battles + 8 * (k + 4) ** 2
     limit = options.max_bootstrap_bytes
     if needed > limit:
         msg = f"rating {k:,} models would need about {needed / 2**30:.2f} GiB for the fit alone (it grows with the square of the models), more than the {limit / 2**30:.2f} GiB allowed.\nHint: rate fewer models (--where), or allow more memory (--max-memory GIB)."
@@ -334,25 +316,17 @@ def _check_point_memory(k: int, n_battles: int, options: RatingOptions) -> None:
 
 def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit:
     """The style-controlled fit (``options.l2``, or the style default) and its bootstrap."""
-    data = style_data(
-        model_a=battles.model_a,
-        model_b=battles.model_b,
-        outcome=battles.outcome,
-        count=battles.count,
-        fields=battles.fields,
-        n_models=k,
-        ties=options.ties,
-    )
+    data = style_data(battles, ties=options.ties)
     l2 = options.l2 or STYLE_L2
     params = fit_style(data, l2=l2)
+    fit = StyleFit(rating=ratings_of(params, k), coefficients=params[k:])
     if not options.bootstrap:
-        return StyleFit(rating=ratings_of(params, k), coefficients=params[k:])
+        return fit
     rounds, warnings = bootstrap_style(
         data, params, l2=l2, rounds=options.bootstrap, seed=options.seed
     )
-    return StyleFit(
-        rating=ratings_of(params, k),
-        coefficients=params[k:],
+    return replace(
+        fit,
         samples=ratings_of(rounds, k),
         coefficient_samples=rounds[:, k:],
         warnings=tuple(warnings),
@@ -435,22 +409,18 @@ def ratings_table(ratings: Ratings) -> pa.Table:
     """
     k = len(ratings.models)
     order = np.lexsort((ratings.models, -ratings.rating))
+    lower, upper = ratings.rating_lower, ratings.rating_upper
     bound = ratings.rank_upper_bound
-    bounds_known = (
-        ~(np.isnan(ratings.rating_lower) | np.isnan(ratings.rating_upper))
-        if ratings.rating_lower is not None and ratings.rating_upper is not None
-        else np.zeros(k, dtype=np.bool_)
-    )
     columns = {
         "model": pa.array(ratings.models.tolist(), pa.string()),
         "rating": pa.array(ratings.rating, pa.float64()),
-        "rating_lower": nullable_floats(ratings.rating_lower, k),
-        "rating_upper": nullable_floats(ratings.rating_upper, k),
+        "rating_lower": nullable_floats(lower, k),
+        "rating_upper": nullable_floats(upper, k),
         "rank": pa.array(ratings.rank, pa.int64()),
         "rank_upper_bound": (
-            pa.array(bound, pa.int64(), mask=~bounds_known)
-            if bound is not None
-            else pa.nulls(k, pa.int64())
+            pa.nulls(k, pa.int64())
+            if bound is None or lower is None or upper is None
+            else pa.array(bound, pa.int64(), mask=np.isnan(lower) | np.isnan(upper))
         ),
         "n_battles": pa.array(ratings.n_battles, pa.int64()),
         "n_wins": pa.array(ratings.n_wins, pa.int64()),

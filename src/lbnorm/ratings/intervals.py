@@ -77,11 +77,8 @@ def rank_with_uncertainty(lower: FloatArray, upper: FloatArray) -> IntArray:
 
 
 def rank_by_rating(rating: FloatArray) -> IntArray:
-    """1 + the number of models with a strictly higher rating."""
-    ordered = np.sort(rating)
-    return (1 + len(rating) - np.searchsorted(ordered, rating, side="right")).astype(
-        np.int64
-    )
+    """1 + the number of models with a strictly higher rating (ratings are never NaN)."""
+    return rank_with_uncertainty(rating, rating)
 
 
 def predicted_win_rates(rating: FloatArray) -> FloatArray:

@@ -66,11 +66,13 @@ BATCH_BYTES = 96 * 2**20
 
 @dataclass(frozen=True, slots=True)
 class RatingWarning:
-    """A condition worth showing that did not stop the computation.
+    """A condition worth showing that did not stop the reading or the computation.
 
     Attributes:
-        code: A stable name: ``bootstrap_divergent`` (rounds in which a model
-            never lost or never won), ``bootstrap_failed`` (rounds left out), or
+        code: A stable name. The battle reader's: ``filtered``,
+            ``repeated_file``, ``no_tstamp``, ``null_tstamp``, ``unordered``.
+            The fit's: ``bootstrap_divergent`` (rounds in which a model never
+            lost or never won), ``bootstrap_failed`` (rounds left out), or
             ``bootstrap_absent`` (rounds in which a model has no rating).
         message: One sentence for people.
     """

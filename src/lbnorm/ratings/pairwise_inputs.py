@@ -39,7 +39,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -182,29 +181,21 @@ def _battle_catalog(
     Both change the pairwise scores, so both are recorded (path, sha256, bytes)
     like the other inputs; the map with the number of renames it holds.
     """
-    files = [Path(file.path) for file in battles.files]
-    catalog = catalog_table(
+    entries = [(Path(f.path), "battles", f.n_rows_kept, "") for f in battles.files]
+    if map_path is not None and model_map is not None:
+        reason = f"renames battle models ({len(model_map)} entries)"
+        entries.append((Path(map_path), "model-map", 0, reason))
+    paths, formats, rows, reasons = zip(*entries, strict=True)
+    return catalog_table(
         {
-            "path": [str(path) for path in files],
-            "format": ["battles"] * len(files),
-            "sha256": [sha256_file(path) for path in files],
-            "bytes": [path.stat().st_size for path in files],
-            "rows": [file.n_rows_kept for file in battles.files],
+            "path": [str(path) for path in paths],
+            "format": formats,
+            "sha256": [sha256_file(path) for path in paths],
+            "bytes": [path.stat().st_size for path in paths],
+            "rows": rows,
+            "reason": reasons,
         }
     )
-    if map_path is not None and model_map is not None:
-        path = Path(map_path)
-        entry = catalog_table(
-            {
-                "path": [str(path)],
-                "format": ["model-map"],
-                "sha256": [sha256_file(path)],
-                "bytes": [path.stat().st_size],
-                "reason": [f"renames battle models ({len(model_map)} entries)"],
-            }
-        )
-        catalog = pa.concat_tables([catalog, entry])
-    return catalog
 
 
 def _benchmark_scores(
@@ -214,9 +205,9 @@ def _benchmark_scores(
     variants: pa.Table,
 ) -> pa.Table:
     """One pairwise benchmark's rows in the SCORES contract, one per variant."""
-    from lbnorm.ratings.options import (
-        RatingOptions,  # the fit: only for a pairwise suite
-    )
+    # the fit: loaded only for a pairwise suite
+    from lbnorm.ratings.fit import nullable_floats
+    from lbnorm.ratings.options import RatingOptions
     from lbnorm.ratings.pairwise_scores import (
         score_against_field,
         score_against_rating,
@@ -261,11 +252,8 @@ def _benchmark_scores(
     except InputError as exc:  # the reference is not in the battles
         msg = f"{', '.join(battles.sources)}: pairwise benchmark {benchmark.name!r}: {exc}"
         raise InputError(msg) from exc
-    table = scores.table
-    stderr = scores.stderr if scores.stderr is not None else np.full(len(table), np.nan)
-    table = table.append_column(
-        "stderr", pa.array(stderr, pa.float64(), mask=np.isnan(stderr))
-    )
+    stderr = nullable_floats(scores.stderr, scores.table.num_rows)
+    table = scores.table.append_column("stderr", stderr)
     joined = table.join(variants, keys="model", join_type="left outer")
     n = joined.num_rows
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
@@ -308,14 +296,7 @@ def _variants(read: Inputs) -> tuple[Inputs, pa.Table]:
         tables = [batch.table for batch in batches]
     keys = [_keys(table) for table in tables]
     if not keys:
-        return read, pa.table(
-            {
-                "model": pa.array([], pa.string()),
-                "precision": pa.array([], pa.string()),
-                "revision": pa.array([], pa.string()),
-                "chat_template": pa.array([], pa.bool_()),
-            }
-        )
+        return read, _keys(pa.table({"model": pa.array([], pa.string())}))
     distinct = pa.concat_tables(keys).group_by(list(KEY_COLUMNS)).aggregate([])
     return read, distinct.select(list(KEY_COLUMNS))
 
@@ -351,21 +332,16 @@ def _coverage_warnings(
     rated = set(scores["model"].to_pylist())
     if has_others:
         scored = set(pc.drop_null(variants["model"]).to_pylist())
-        for names, where, other in (
-            (sorted(rated - scored), "the battles", "other input"),
-            (sorted(scored - rated), "the other inputs", "battle"),
+        renames = " (--model-map renames arena names)"
+        for names, where, other, note in (
+            (rated - scored, "the battles", "other input", renames),
+            (scored - rated, "the other inputs", "battle", ""),
         ):
             if names:
-                shown = ", ".join(names[:_SHOWN]) + (
-                    f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
-                )
+                shown = ", ".join(sorted(names)[:_SHOWN])
+                more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
                 warnings.append(
-                    f"{len(names)} model(s) only in {where}, in no {other} file: {shown}"
-                    + (
-                        " (--model-map renames arena names)"
-                        if where == "the battles"
-                        else ""
-                    )
+                    f"{len(names)} model(s) only in {where}, in no {other} file: {shown}{more}{note}"
                 )
     if model_map:
         present = set(battles.models.tolist())

@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.core.errors import InputError
@@ -113,20 +112,37 @@ def _scored(
     *,
     reference: str,
 ) -> PairwiseScores:
-    """Each model's score from its ratings, and its stddev over the bootstrap rounds."""
+    """Each model's score from its ratings, under its mapped name (by name), and its stddev over the bootstrap rounds."""
+    arena_names = np.asarray(battles.models).tolist()
+    names = [model_map.get(name, name) for name in arena_names]
+    if len(set(names)) < len(names):
+        seen: dict[str, list[str]] = {}
+        for arena, name in zip(arena_names, names, strict=True):
+            seen.setdefault(name, []).append(arena)
+        clashes = [
+            f"{name} <- {arenas}" for name, arenas in seen.items() if len(arenas) > 1
+        ]
+        msg = f"the model map gives two arena names one model: {'; '.join(clashes[:_SHOWN])}.\nHint: map each arena name to a different model, or merge them in the battles."
+        raise InputError(msg)
+    order = np.argsort(np.array(names, dtype=np.str_), kind="stable")
     stderr = None
     if result.samples is not None:
         with np.errstate(invalid="ignore"):
-            stderr = np.nanstd(score_of(result.samples), axis=0, ddof=1)
-    table, order, unmapped, unused = _named(
-        battles, score_of(result.rating), result.n_battles, model_map
+            stderr = np.nanstd(score_of(result.samples), axis=0, ddof=1)[order]
+    table = pa.table(
+        {
+            "model": pa.array([names[i] for i in order], pa.string()),
+            "raw_score": pa.array(score_of(result.rating)[order], pa.float64()),
+            "n_samples": pa.array(result.n_battles[order], pa.int64()),
+        },
+        schema=PAIRWISE_SCORES,
     )
     return PairwiseScores(
         table=table,
         reference=reference,
-        unmapped=unmapped,
-        unused=unused,
-        stderr=None if stderr is None else stderr[order],
+        unmapped=tuple(n for n in arena_names if model_map and n not in model_map),
+        unused=tuple(sorted(set(model_map) - set(arena_names))),
+        stderr=stderr,
     )
 
 
@@ -193,42 +209,6 @@ def _arena_name(battles: BattleData, name: str, model_map: Mapping[str, str]) ->
         return name
     inverse = {model: arena for arena, model in model_map.items()}
     return inverse.get(name, name)
-
-
-def _named(
-    battles: BattleData,
-    score: FloatArray,
-    n_battles: npt.NDArray[np.int64],
-    model_map: Mapping[str, str] | None,
-) -> tuple[pa.Table, npt.NDArray[np.intp], tuple[str, ...], tuple[str, ...]]:
-    """The scores under the mapped names, by name; the order taken, unmapped and unused names."""
-    model_map = dict(model_map or {})
-    arena_names = np.asarray(battles.models).tolist()
-    names = [model_map.get(name, name) for name in arena_names]
-    if len(set(names)) < len(names):
-        seen: dict[str, list[str]] = {}
-        for arena, name in zip(arena_names, names, strict=True):
-            seen.setdefault(name, []).append(arena)
-        clashes = [
-            f"{name} <- {arenas}" for name, arenas in seen.items() if len(arenas) > 1
-        ]
-        msg = f"the model map gives two arena names one model: {'; '.join(clashes[:_SHOWN])}.\nHint: map each arena name to a different model, or merge them in the battles."
-        raise InputError(msg)
-    order = np.argsort(np.array(names, dtype=np.str_), kind="stable")
-    table = pa.table(
-        {
-            "model": pa.array([names[i] for i in order], pa.string()),
-            "raw_score": pa.array(score[order], pa.float64()),
-            "n_samples": pa.array(n_battles[order], pa.int64()),
-        },
-        schema=PAIRWISE_SCORES,
-    )
-    unmapped = tuple(
-        name for name in arena_names if model_map and name not in model_map
-    )
-    present = set(arena_names)
-    unused = tuple(sorted(name for name in model_map if name not in present))
-    return table, order, unmapped, unused
 
 
 def field_win_rates(ratings: FloatArray) -> FloatArray:

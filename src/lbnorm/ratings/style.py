@@ -31,11 +31,9 @@ remaining error and no round needs a factorisation of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from lbnorm.core.errors import InputError, RatingsNotIdentifiableError
 from lbnorm.ratings.bootstrap import round_generators
@@ -43,6 +41,7 @@ from lbnorm.ratings.options import (
     INIT_RATING,
     LN_BASE,
     SCALE,
+    BattleData,
     FloatArray,
     IntArray,
     RatingWarning,
@@ -123,25 +122,13 @@ class StyleFit:
     warnings: tuple[RatingWarning, ...] = ()
 
 
-def style_data(
-    *,
-    model_a: npt.NDArray[np.integer],
-    model_b: npt.NDArray[np.integer],
-    outcome: npt.NDArray[np.integer],
-    count: npt.NDArray[np.integer],
-    fields: Mapping[str, FloatArray],
-    n_models: int,
-    ties: TiesPolicy,
-) -> StyleData:
+def style_data(battles: BattleData, *, ties: TiesPolicy) -> StyleData:
     """The rows and standardised features of a style-controlled fit.
 
     Args:
-        model_a: Seat A's codes.
-        model_b: Seat B's codes.
-        outcome: 2 if A won, 1 for a tie, 0 if B won.
-        count: Battles per row.
-        fields: The :data:`STYLE_FIELDS` per row (``Battles.fields``).
-        n_models: ``k``.
+        battles: Codes and names, with the :data:`STYLE_FIELDS` per row in
+            ``fields`` (:func:`lbnorm.ratings.battles.read_battles` with
+            ``fields=STYLE_FIELDS``).
         ties: ``"half"`` keeps ties as ``y = 1/2``; ``"drop"`` leaves them out
             (and out of the features' mean and standard deviation).
 
@@ -153,17 +140,20 @@ def style_data(
             does not vary (its standard deviation is 0).
 
     Examples:
+        >>> from types import SimpleNamespace
         >>> fields = {name: np.array([10.0, 1.0, 5.0]) for name in STYLE_FIELDS}
         >>> fields["conv_metadata.sum_assistant_b_tokens"] = np.array([1.0, 10.0, 5.0])
         >>> fields["conv_metadata.header_count_b"] = np.array([0.0, 1.0, 2.0])
         >>> fields["conv_metadata.list_count_b"] = np.array([2.0, 1.0, 0.0])
         >>> fields["conv_metadata.bold_count_b"] = np.array([1.0, 0.0, 3.0])
-        >>> data = style_data(model_a=np.array([0, 1, 0]), model_b=np.array([1, 0, 1]),
-        ...     outcome=np.array([2, 0, 1]), count=np.ones(3, np.int64), fields=fields,
-        ...     n_models=2, ties="half")
+        >>> battles = SimpleNamespace(models=np.array(["a", "b"]),
+        ...     model_a=np.array([0, 1, 0]), model_b=np.array([1, 0, 1]),
+        ...     outcome=np.array([2, 0, 1]), count=np.ones(3, np.int64), fields=fields)
+        >>> data = style_data(battles, ties="half")
         >>> data.features[:, 0].round(3).tolist(), data.score.tolist()
         ([1.225, -1.225, 0.0], [1.0, 0.0, 0.5])
     """
+    fields, outcome = battles.fields, battles.outcome
     missing = [name for name in STYLE_FIELDS if name not in fields]
     if missing:
         msg = f"style control needs the fields {missing[:_SHOWN]}, which the battles were not read with.\nHint: read the battles with fields=STYLE_FIELDS (lbnorm arena --style-control does)."
@@ -185,12 +175,12 @@ def style_data(
         msg = f"the style feature(s) {names} do not vary across the {len(sides)} battles, so their effect cannot be estimated.\nHint: style control needs battles whose answers differ in length, headers, lists and bold text."
         raise InputError(msg)
     return StyleData(
-        model_a=np.asarray(model_a[keep], dtype=np.int64),
-        model_b=np.asarray(model_b[keep], dtype=np.int64),
+        model_a=np.asarray(battles.model_a[keep], dtype=np.int64),
+        model_b=np.asarray(battles.model_b[keep], dtype=np.int64),
         score=np.asarray(outcome[keep], dtype=np.float64) / 2.0,
-        weight=np.asarray(count[keep], dtype=np.float64),
+        weight=np.asarray(battles.count[keep], dtype=np.float64),
         features=(difference - mean) / spread,
-        n_models=n_models,
+        n_models=len(battles.models),
     )
 
 
@@ -392,12 +382,8 @@ def bootstrap_style(
         samples[r] = current
     warnings = []
     if failed:
-        warnings.append(
-            RatingWarning(
-                "bootstrap_failed",
-                f"{failed} of {rounds} style-controlled bootstrap rounds did not converge and are left out.",
-            )
-        )
+        message = f"{failed} of {rounds} style-controlled bootstrap rounds did not converge and are left out."
+        warnings.append(RatingWarning("bootstrap_failed", message))
     return samples, warnings
 
 

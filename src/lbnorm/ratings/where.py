@@ -23,9 +23,7 @@ leaderboard's keep their stored type. A row whose filter column is empty
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NoReturn
@@ -41,7 +39,6 @@ __all__ = [
     "Literal_",
     "Where",
     "WhereOp",
-    "apply_filters",
     "column_mask",
     "condition_mask",
     "nested_top",
@@ -268,16 +265,6 @@ def _literal(kind: str, word: str) -> tuple[Literal_, str]:
 
 
 # --- filters --------------------------------------------------------------------
-
-
-def apply_filters(
-    table: pa.Table, conditions: Sequence[Where], source: Source, present: set[str]
-) -> pa.Table:
-    """The rows of ``table`` meeting every condition (a null never matches)."""
-    if not conditions:
-        return table
-    masks = [condition_mask(table, c, source, present) for c in conditions]
-    return table.filter(functools.reduce(pc.and_, masks))
 
 
 def condition_mask(
