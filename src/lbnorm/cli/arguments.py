@@ -1,8 +1,9 @@
 """The options several commands share, defined once, and what they build.
 
 ``run`` and ``impact`` take the same data policies; every command that writes
-a file checks its folder the same way. :func:`run_options` turns parsed
-arguments into the one :class:`~lbnorm.core.options.RunOptions` the pipeline takes.
+a file checks its folder the same way. :func:`options_of` turns parsed
+arguments into the one options object a command takes (``run``'s
+:class:`~lbnorm.core.options.RunOptions`, ``arena``'s, ``export``'s).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import contextlib
 from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, get_args
 
 from lbnorm.core.errors import ExitCode, OptionsError, OutputError, shown_number
 from lbnorm.core.options import (
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULTS",
     "MOST_COUNT",
     "MOST_DIGITS",
+    "Commands",
     "Whole",
     "add_digits",
     "add_inputs",
@@ -39,11 +41,18 @@ __all__ = [
     "check_written_files",
     "command_sources",
     "emit_diff",
+    "options_of",
     "print_shown",
-    "run_options",
     "verify_outputs",
 ]
 
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Options = TypeVar("_Options", bound="DataclassInstance")
+#: What a command group registers its commands with.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 #: Where the help's defaults come from: the options a Python caller gets.
 DEFAULTS = RunOptions()
@@ -167,16 +176,20 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """The :class:`RunOptions` of parsed arguments (fields the command lacks default)."""
-    given = {
-        name: getattr(args, name)
-        for name in RunOptions.__dataclass_fields__
-        if hasattr(args, name)
-    }
-    if "rank_within" in given:
-        given["rank_within"] = tuple(given["rank_within"])
-    return RunOptions(**given)
+def options_of(
+    kind: type[_Options], args: argparse.Namespace, **given: Any
+) -> _Options:
+    """One options object of parsed arguments: each field from the option of its name.
+
+    Fields the command lacks take their defaults; a repeatable option's list
+    becomes a tuple; `given` holds the fields whose options are parsed first
+    (``arena --anchor MODEL=RATING``).
+    """
+    for name in kind.__dataclass_fields__:
+        if name not in given and hasattr(args, name):
+            value = getattr(args, name)
+            given[name] = tuple(value) if isinstance(value, list) else value
+    return kind(**given)
 
 
 class _PairedAlpha(argparse.Action):

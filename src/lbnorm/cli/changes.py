@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lbnorm.cli.arguments import (
+    Commands,
     Whole,
     add_inputs,
     add_out_tables,
@@ -58,16 +59,14 @@ examples:
 """
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``diff``, ``impact`` and ``health``."""
     _register_diff(commands)
     _register_impact(commands)
     _register_health(commands)
 
 
-def _register_diff(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_diff(commands: Commands) -> None:
     """``diff``: what changed between two output directories."""
     diff = commands.add_parser(
         "diff",
@@ -97,9 +96,7 @@ def _register_diff(
     diff.set_defaults(handler=_cmd_diff, adds_tables=True, writes=("out", "markdown"))
 
 
-def _register_impact(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_impact(commands: Commands) -> None:
     """``impact``: the same inputs under two suites, reported as ``diff`` reports."""
     impact = commands.add_parser(
         "impact",
@@ -133,9 +130,7 @@ def _register_impact(
     )
 
 
-def _register_health(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_health(commands: Commands) -> None:
     """``health``: is a benchmark broken (an output, a wide table or inputs checked)."""
     health = commands.add_parser(
         "health",

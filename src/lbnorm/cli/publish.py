@@ -5,21 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lbnorm.cli.arguments import add_digits, check_parent
+from lbnorm.cli.arguments import Commands, add_digits, check_parent, options_of
 from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``export`` and ``explain``."""
     _register_export(commands)
     _register_explain(commands)
 
 
-def _register_export(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_export(commands: Commands) -> None:
     export = commands.add_parser(
         "export",
         help="write an output as a leaderboard's published table",
@@ -70,9 +68,7 @@ def _register_export(
     export.set_defaults(handler=_cmd_export, writes=("file",))
 
 
-def _register_explain(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_explain(commands: Commands) -> None:
     explain = commands.add_parser(
         "explain",
         help="show how one model's scores, average and rank were computed",
@@ -136,12 +132,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         write_board_table(table, args.file)
     else:
         check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
-        options = ExportOptions(
-            format=args.format,
-            skip_incomplete=args.skip_incomplete,
-            unknown_precision=args.unknown_precision,
-        )
-        table = export_table(args.out, options=options)
+        table = export_table(args.out, options=options_of(ExportOptions, args))
         write_export(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
     return ExitCode.OK
