@@ -269,13 +269,14 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Check ``--markdown``, ``--html``, ``--report`` and ``--failures FILE`` before any work.
+    """Check ``--markdown``, ``--html`` and ``--failures FILE`` before any work.
 
     Such a file is refused inside an lbnorm output folder (the outputs the
-    command reads or writes count even before they exist: ``lbnorm run --out
-    OUT --report OUT/run.json``), and where a file lbnorm did not write is
+    command reads or writes count even before they exist: ``lbnorm diff OLD
+    NEW --markdown NEW/diff.md``), and where a file lbnorm did not write is
     (recognized by its first and last bytes, by the recognizer beside the code
-    that writes that kind of file).
+    that writes that kind of file). ``run --report`` is checked so by the
+    nightly run itself (:func:`lbnorm.nightly.run_monitored`), before its work.
 
     The ``--out`` folder of ``diff``, ``impact`` and ``health`` is checked as the
     transaction will check it, so a folder holding a user's files is refused
@@ -295,7 +296,7 @@ def check_written_files(args: argparse.Namespace) -> None:
         for name in ("out", "old", "new")
         if isinstance(value := getattr(args, name, None), str)
     )
-    for option in ("markdown", "html", "report", "failures"):
+    for option in ("markdown", "html", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
             is_ours = _recognizer(option)
@@ -314,13 +315,9 @@ def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
         from lbnorm.faces.report_assets import is_page
 
         return is_page
-    if option == "failures":
-        from lbnorm.output.writer import is_table_file
+    from lbnorm.output.writer import is_table_file  # --failures
 
-        return is_table_file("failures")
-    from lbnorm.output.run_report import is_run_report
-
-    return is_run_report
+    return is_table_file("failures")
 
 
 def command_sources(args: argparse.Namespace) -> dict[str, Any]:

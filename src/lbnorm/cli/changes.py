@@ -247,18 +247,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             sides.append(Output.open(side, verify=args.verify))
         except InputError:  # said below, by the reader of the other side's kind
             sides.append(side)
-    if args.paired:
-        from lbnorm.cli.paired import diff_paired_command
-
-        old, new = (
-            Output.open(side, "leaderboard", verify=args.verify) for side in sides
-        )
-        return diff_paired_command(args, old, new)
-    if any(isinstance(side, Output) and side.kind == "ratings" for side in sides):
+    is_ratings = any(
+        isinstance(side, Output) and side.kind == "ratings" for side in sides
+    )
+    if is_ratings and not args.paired:
         from lbnorm.cli.arena import diff_ratings_outputs
 
         return diff_ratings_outputs(args, sides[0], sides[1])
     old, new = (Output.open(side, "leaderboard", verify=args.verify) for side in sides)
+    if args.paired:
+        from lbnorm.cli.paired import diff_paired_command
+
+        return diff_paired_command(args, old, new)
     diff = diff_snapshots(
         read_snapshot(old, intervals=args.intervals),
         read_snapshot(new, intervals=args.intervals),

@@ -308,7 +308,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
     from lbnorm.faces.terminal import format_summary
 
-    check_written_files(args)  # before the work: --report OUT/run.json is refused
+    check_written_files(args)  # before the work: --failures OUT/f.csv is refused
     options = options_of(RunOptions, args)
     if options.workers > 2:
         from lbnorm.engines.workers import most_workers
