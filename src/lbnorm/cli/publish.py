@@ -119,7 +119,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from lbnorm.output.transaction import check_file
 
     check_parent(args.file)  # before the work, not after
-    check_file(args.file, option="--out", is_ours=None, outs=(args.out,))
+    is_ours = None if args.format == "table" else is_export  # (a table: as written)
+    check_file(args.file, option="--out", is_ours=is_ours, outs=(args.out,))
     if args.format == "table":  # its CSV header is the suite's: checked when written
         if args.skip_incomplete or args.unknown_precision is not None:
             msg = (
@@ -131,7 +132,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
         table = board_table(args.out)
         write_board_table(table, args.file)
     else:
-        check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
         table = export_table(args.out, options=options_of(ExportOptions, args))
         write_export(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
