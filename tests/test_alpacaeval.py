@@ -30,7 +30,7 @@ from lbnorm.readers.alpacaeval import find_layout, read_alpacaeval
 from lbnorm.readers.catalog import Inputs, read_files
 from lbnorm.readers.harness import subtask_columns
 from lbnorm.readers.instances import instance_rules
-from lbnorm.suites import Suite, load_suite, suite_text
+from lbnorm.suites import Suite, load_suite
 
 FIXTURE = Path(__file__).parent / "fixtures" / "alpacaeval"
 RESULTS = FIXTURE / "results"
@@ -71,9 +71,7 @@ def alpacaeval_suite(folder: Path, *, instances: int = 805) -> Suite:
     if instances == 805:
         return builtin
     path = folder / "alpacaeval.toml"
-    path.write_text(
-        suite_text(builtin).replace("instances = 805", f"instances = {instances}")
-    )
+    path.write_text(builtin.text.replace("instances = 805", f"instances = {instances}"))
     return load_suite(path)
 
 

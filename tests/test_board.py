@@ -565,11 +565,11 @@ def test_a_board_that_compares_every_model_does_not_spill() -> None:
 
 
 def test_builtin_boards_round_trip_through_their_toml() -> None:
-    from lbnorm.suites import builtin_suite_names, load_suite, suite_text
+    from lbnorm.suites import builtin_suite_names, load_suite
 
     for name in builtin_suite_names():
         suite = load_suite(name)
-        again = parse_suite(suite_text(suite).encode(), source="copy.toml")
+        again = parse_suite(suite.text.encode(), source="copy.toml")
         assert (again.benchmarks, again.board) == (suite.benchmarks, suite.board)
         assert not again.is_modified
 

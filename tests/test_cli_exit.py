@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lbnorm import cli
+from lbnorm import _runtime, cli
 
 
 class _ExitCalledError(Exception):
@@ -35,7 +35,7 @@ def test_done_runs_the_atexit_handlers_flushes_and_exits_with_the_code(
 ) -> None:
     ran: list[str] = []
     monkeypatch.setattr(os, "_exit", _fake_exit)
-    monkeypatch.setattr(cli, "_ignore_signals", lambda: ran.append("signals"))
+    monkeypatch.setattr(_runtime, "ignore_signals", lambda: ran.append("signals"))
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: ran.append("atexit"))
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
@@ -62,7 +62,7 @@ def _done_with(
 ) -> int:
     """`cli._exit_done(code)` with these streams; the code it exits with."""
     monkeypatch.setattr(os, "_exit", _fake_exit)
-    monkeypatch.setattr(cli, "_ignore_signals", lambda: None)
+    monkeypatch.setattr(_runtime, "ignore_signals", lambda: None)
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: None)
     for name, stream in streams.items():
         monkeypatch.setattr(sys, name, stream)
@@ -109,7 +109,7 @@ def test_a_thread_still_running_is_left_to_pythons_own_exit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(os, "_exit", _fake_exit)
-    monkeypatch.setattr(cli, "_ignore_signals", lambda: None)
+    monkeypatch.setattr(_runtime, "ignore_signals", lambda: None)
     release = threading.Event()
     worker = threading.Thread(target=release.wait)  # not a daemon
     worker.start()

@@ -294,7 +294,10 @@ def ignore_signals() -> int:
     """Ignore Ctrl-C and SIGTERM from now on; the signal held and not yet acted on (0: none).
 
     For a process whose outcome is decided (the command's, as it exits): a
-    signal after this is ignored, one before it is returned.
+    signal after this is ignored, one before it is returned. (Python restores
+    their default actions as it finalizes: a signal then would kill the process
+    after the output was written or the interruption reported, with an exit
+    status that says neither.)
     """
     global _signalled  # (one flag per process)
     for each in _SIGNALS:

@@ -43,7 +43,6 @@ __all__ = [
     "average_rows",
     "average_stderr",
     "rank_descending",
-    "rank_key",
     "rank_rows",
     "rate_rows",
     "score_board",
@@ -137,23 +136,6 @@ def rate_rows(
     return rates
 
 
-def rank_key(
-    suite: Suite,
-    *,
-    average: FloatArray,
-    normalized: FloatArray,
-    rates: dict[str, FloatArray],
-) -> FloatArray:
-    """The values the board ranks by: the average, a benchmark's scores or a rate."""
-    by = suite.board.rank_by
-    if by == "average":
-        return average
-    if by in rates:
-        return rates[by]
-    column: FloatArray = normalized[:, suite.benchmark_names.index(by)]
-    return column
-
-
 def rank_rows(
     suite: Suite, by: FloatArray, *, is_complete: BoolArray | None
 ) -> FloatArray:
@@ -161,7 +143,8 @@ def rank_rows(
 
     Args:
         suite: The suite (its board).
-        by: The values ranked (:func:`rank_key`), highest first; NaN: unranked.
+        by: The values ranked (the average, a rate or a benchmark's scores),
+            highest first; NaN: unranked.
         is_complete: Per row, whether every subtask is present (a row that is
             not is unranked under ``rank_incomplete = false``; None: not asked).
 
@@ -219,6 +202,12 @@ def score_board(
     if not suite.board.rank_incomplete:
         expected = np.bincount(arrays.benchmark_index, minlength=normalized.shape[1])
         is_complete = (n_present == expected).all(axis=1)
-    by = rank_key(suite, average=average, normalized=normalized, rates=rates)
-    rank = rank_rows(suite, by, is_complete=is_complete)
+    by = suite.board.rank_by  # the average, a rate or a benchmark's scores
+    if by == "average":
+        key = average
+    elif by in rates:
+        key = rates[by]
+    else:
+        key = normalized[:, suite.benchmark_names.index(by)]
+    rank = rank_rows(suite, key, is_complete=is_complete)
     return BoardScores(average=average, average_stderr=error, rates=rates, rank=rank)

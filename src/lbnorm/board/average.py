@@ -135,16 +135,11 @@ def _subtask_weights(
 
 
 def _weighted_mean(scores: FloatArray, weights: FloatArray) -> FloatArray:
-    """``sum(W x) / sum(W)`` per row, column by column (NaN weight: NaN)."""
-    total = np.zeros(scores.shape[0])
-    divisor = np.zeros(scores.shape[0])
-    for column in range(scores.shape[1]):
-        weight = weights[:, column]  # (0: not counted; NaN: empties the average)
-        score = scores[:, column]
-        total += np.where(np.isnan(score), 0.0, score) * weight
-        divisor += weight
+    """``sum(W x) / sum(W)`` per row (NaN weight: NaN)."""
+    filled = np.where(np.isnan(scores), 0.0, scores)  # (weight 0: not counted)
+    divisor = _row_sums(np.ones(weights.shape), weights)
     with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = total / divisor
+        average: FloatArray = _row_sums(filled, weights) / divisor
     return average
 
 
@@ -152,20 +147,13 @@ def _weighted_stderr(
     errors: FloatArray, scores: FloatArray, weights: FloatArray, average: FloatArray
 ) -> FloatArray:
     """``sqrt(sum(W^2 se^2)) / sum(W)`` over the benchmarks counted; NaN if one's is unknown."""
-    squares = np.zeros(scores.shape[0])
-    divisor = np.zeros(scores.shape[0])
-    is_unknown = np.zeros(scores.shape[0], dtype=bool)
-    for column in range(scores.shape[1]):
-        weight = np.nan_to_num(weights[:, column])
-        is_scored = ~np.isnan(scores[:, column]) & (weight > 0)
-        error = errors[:, column]
-        is_unknown |= is_scored & np.isnan(error)
-        squares += (
-            np.where(is_scored & ~np.isnan(error), error * error, 0.0) * weight**2
-        )
-        divisor += weight
+    weight = np.nan_to_num(weights)
+    is_scored = ~np.isnan(scores) & (weight > 0)
+    is_unknown = (is_scored & np.isnan(errors)).any(axis=1)
+    known = np.where(is_scored & ~np.isnan(errors), errors * errors, 0.0)
+    divisor = _row_sums(np.ones(weight.shape), weight)
     with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(squares) / divisor
+        result = np.sqrt(_row_sums(known, weight**2)) / divisor
     result = np.where(np.isnan(average) | is_unknown, np.nan, result)
     return np.asarray(result, dtype=np.float64)
 
@@ -285,17 +273,19 @@ def average_benchmarks(
 def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
     """``matrix @ weight``, summed column by column in one fixed order.
 
-    A matrix product's summation order depends on the BLAS and on the matrix's
-    shape, so a variant's average could change in its last bit with the other
-    variants in the run; here each row's sum depends on that row alone.
+    `weight` holds a weight per column, or per row and column (the shape of
+    `matrix`). A matrix product's summation order depends on the BLAS and on
+    the matrix's shape, so a variant's average could change in its last bit
+    with the other variants in the run; here each row's sum depends on that
+    row alone.
 
     Examples:
         >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()
         [4.5, 9.5]
     """
     total = np.zeros(matrix.shape[0], dtype=np.float64)
-    for column, factor in enumerate(weight.tolist()):
-        total += matrix[:, column] * factor
+    for column in range(matrix.shape[1]):
+        total += matrix[:, column] * weight[..., column]
     return total
 
 

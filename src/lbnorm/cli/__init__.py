@@ -123,7 +123,9 @@ def console_main() -> int:
     _runtime.allow_keeping_freed_memory()
     parsed: list[argparse.Namespace] = []
     code = _main(None, parsed)
-    late = _ignore_signals()  # the outcome is decided: a signal since main's last look
+    late = (
+        _runtime.ignore_signals()
+    )  # the outcome is decided: a signal since main's last look
     if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         code = _interrupted(_runtime.cancellation(late), parsed)
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
@@ -192,7 +194,7 @@ def _exit_done(code: int) -> int:
     Returns:
         The exit code, when threads still run and Python's own exit must join them.
     """
-    _ignore_signals()  # as the ordinary exit below would, first
+    _runtime.ignore_signals()  # as the ordinary exit below would, first
     if any(
         thread.is_alive() and not thread.daemon
         for thread in threading.enumerate()
@@ -227,17 +229,6 @@ def _flushed(code: int) -> int:
     except (OSError, ValueError):
         code = code or 120
     return code
-
-
-def _ignore_signals() -> int:
-    """Ignore Ctrl-C and SIGTERM while the process exits: its outcome is decided.
-
-    Python restores their default actions when it finalizes; a signal then
-    would kill the process after the output was written or the interruption
-    reported, with an exit status that says neither. Returns a signal that came
-    before and was not acted on (0: none).
-    """
-    return _runtime.ignore_signals()
 
 
 def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:

@@ -7,6 +7,7 @@ import sys
 from typing import Literal
 
 from lbnorm.cli.arguments import (
+    Commands,
     Whole,
     add_digits,
     add_paired_test_options,
@@ -21,7 +22,7 @@ from lbnorm.core.errors import ExitCode, OptionsError
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``query``, ``show``, ``compare`` and ``report``."""
     _register_query(commands)
     _register_show(commands)
@@ -29,9 +30,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _register_report(commands)
 
 
-def _register_query(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_query(commands: Commands) -> None:
     query = commands.add_parser(
         "query",
         help="run SQL (DuckDB) over an output directory",
@@ -88,9 +87,7 @@ def _register_query(
     query.set_defaults(handler=_cmd_query, writes=("output",))
 
 
-def _register_show(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_show(commands: Commands) -> None:
     show = commands.add_parser(
         "show",
         help="print the top of a leaderboard, filtered",
@@ -158,9 +155,7 @@ def _register_show(
     show.set_defaults(handler=_cmd_show)
 
 
-def _register_compare(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_compare(commands: Commands) -> None:
     compare = commands.add_parser(
         "compare",
         help="put models side by side, per benchmark and subtask",
@@ -187,9 +182,7 @@ def _register_compare(
     compare.set_defaults(handler=_cmd_compare)
 
 
-def _register_report(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_report(commands: Commands) -> None:
     report = commands.add_parser(
         "report",
         help="write a self-contained HTML report with plots",

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lbnorm.cli.arguments import Whole, print_shown
+from lbnorm.cli.arguments import Commands, Whole, check_parent, options_of, print_shown
 from lbnorm.core.errors import ExitCode, OptionsError
 from lbnorm.core.options import MOST_GIB
 
@@ -39,7 +39,7 @@ examples:
 """
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``arena`` and all its options."""
     arena = commands.add_parser(
         "arena",
@@ -196,31 +196,19 @@ def _add_battle_filters(arena: argparse.ArgumentParser) -> None:
 def _cmd_arena(args: argparse.Namespace) -> int:
     """Read, rate, write, summarise."""
     from lbnorm.arena import ArenaOptions, rate_battles
-    from lbnorm.cli.arguments import check_parent
     from lbnorm.faces.ratings_view import format_arena_summary
     from lbnorm.ratings.options import RatingOptions, parse_anchor
 
     started = time.perf_counter()
-    options = ArenaOptions(
-        rating=RatingOptions(
-            method=args.method,
-            ties=args.ties,
-            l2=args.l2,
-            anchor=parse_anchor(args.anchor) if args.anchor is not None else None,
-            bootstrap=args.bootstrap,
-            seed=args.seed,
-            max_bootstrap_bytes=_bytes(args.max_memory),
-            style_control=args.style_control,
-        ),
-        where=tuple(args.where),
-        anony_only=args.anony_only,
-        dedup=args.dedup,
-        daily_vote_per_user=args.daily_vote_per_user,
-        vote_day_tz=args.vote_day_tz,
+    anchor = parse_anchor(args.anchor) if args.anchor is not None else None
+    rating = options_of(
+        RatingOptions, args, anchor=anchor, max_bootstrap_bytes=_bytes(args.max_memory)
+    )
+    options = options_of(
+        ArenaOptions,
+        args,
+        rating=rating,
         categories=tuple(_category(text) for text in args.category),
-        min_battles=args.min_battles,
-        hide=tuple(args.hide),
-        arena_tables=args.arena_tables,
     )
     check_parent(str(Path(args.out)))
     result = rate_battles(args.battles, options=options, out=args.out)

@@ -1,8 +1,9 @@
 """The options several commands share, defined once, and what they build.
 
 ``run`` and ``impact`` take the same data policies; every command that writes
-a file checks its folder the same way. :func:`run_options` turns parsed
-arguments into the one :class:`~lbnorm.core.options.RunOptions` the pipeline takes.
+a file checks its folder the same way. :func:`options_of` turns parsed
+arguments into the one options object a command takes (``run``'s
+:class:`~lbnorm.core.options.RunOptions`, ``arena``'s, ``export``'s).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import contextlib
 from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, get_args
 
 from lbnorm.core.errors import ExitCode, OptionsError, OutputError, shown_number
 from lbnorm.core.options import (
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULTS",
     "MOST_COUNT",
     "MOST_DIGITS",
+    "Commands",
     "Whole",
     "add_digits",
     "add_inputs",
@@ -39,11 +41,18 @@ __all__ = [
     "check_written_files",
     "command_sources",
     "emit_diff",
+    "options_of",
     "print_shown",
-    "run_options",
     "verify_outputs",
 ]
 
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Options = TypeVar("_Options", bound="DataclassInstance")
+#: What a command group registers its commands with.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 #: Where the help's defaults come from: the options a Python caller gets.
 DEFAULTS = RunOptions()
@@ -167,16 +176,20 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """The :class:`RunOptions` of parsed arguments (fields the command lacks default)."""
-    given = {
-        name: getattr(args, name)
-        for name in RunOptions.__dataclass_fields__
-        if hasattr(args, name)
-    }
-    if "rank_within" in given:
-        given["rank_within"] = tuple(given["rank_within"])
-    return RunOptions(**given)
+def options_of(
+    kind: type[_Options], args: argparse.Namespace, **given: Any
+) -> _Options:
+    """One options object of parsed arguments: each field from the option of its name.
+
+    Fields the command lacks take their defaults; a repeatable option's list
+    becomes a tuple; `given` holds the fields whose options are parsed first
+    (``arena --anchor MODEL=RATING``).
+    """
+    for name in kind.__dataclass_fields__:
+        if name not in given and hasattr(args, name):
+            value = getattr(args, name)
+            given[name] = tuple(value) if isinstance(value, list) else value
+    return kind(**given)
 
 
 class _PairedAlpha(argparse.Action):
@@ -256,13 +269,14 @@ def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
 
 
 def check_written_files(args: argparse.Namespace) -> None:
-    """Check ``--markdown``, ``--html``, ``--report`` and ``--failures FILE`` before any work.
+    """Check ``--markdown``, ``--html`` and ``--failures FILE`` before any work.
 
     Such a file is refused inside an lbnorm output folder (the outputs the
-    command reads or writes count even before they exist: ``lbnorm run --out
-    OUT --report OUT/run.json``), and where a file lbnorm did not write is
+    command reads or writes count even before they exist: ``lbnorm diff OLD
+    NEW --markdown NEW/diff.md``), and where a file lbnorm did not write is
     (recognized by its first and last bytes, by the recognizer beside the code
-    that writes that kind of file).
+    that writes that kind of file). ``run --report`` is checked so by the
+    nightly run itself (:func:`lbnorm.nightly.run_monitored`), before its work.
 
     The ``--out`` folder of ``diff``, ``impact`` and ``health`` is checked as the
     transaction will check it, so a folder holding a user's files is refused
@@ -282,7 +296,7 @@ def check_written_files(args: argparse.Namespace) -> None:
         for name in ("out", "old", "new")
         if isinstance(value := getattr(args, name, None), str)
     )
-    for option in ("markdown", "html", "report", "failures"):
+    for option in ("markdown", "html", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
             is_ours = _recognizer(option)
@@ -301,13 +315,9 @@ def _recognizer(option: str) -> Callable[[bytes, bytes], bool]:
         from lbnorm.faces.report_assets import is_page
 
         return is_page
-    if option == "failures":
-        from lbnorm.output.writer import is_table_file
+    from lbnorm.output.writer import is_table_file  # --failures
 
-        return is_table_file("failures")
-    from lbnorm.output.run_report import is_run_report
-
-    return is_run_report
+    return is_table_file("failures")
 
 
 def command_sources(args: argparse.Namespace) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lbnorm.cli.arguments import (
+    Commands,
     Whole,
     add_inputs,
     add_out_tables,
@@ -58,16 +59,14 @@ examples:
 """
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``diff``, ``impact`` and ``health``."""
     _register_diff(commands)
     _register_impact(commands)
     _register_health(commands)
 
 
-def _register_diff(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_diff(commands: Commands) -> None:
     """``diff``: what changed between two output directories."""
     diff = commands.add_parser(
         "diff",
@@ -97,9 +96,7 @@ def _register_diff(
     diff.set_defaults(handler=_cmd_diff, adds_tables=True, writes=("out", "markdown"))
 
 
-def _register_impact(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_impact(commands: Commands) -> None:
     """``impact``: the same inputs under two suites, reported as ``diff`` reports."""
     impact = commands.add_parser(
         "impact",
@@ -133,9 +130,7 @@ def _register_impact(
     )
 
 
-def _register_health(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_health(commands: Commands) -> None:
     """``health``: is a benchmark broken (an output, a wide table or inputs checked)."""
     health = commands.add_parser(
         "health",
@@ -252,18 +247,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             sides.append(Output.open(side, verify=args.verify))
         except InputError:  # said below, by the reader of the other side's kind
             sides.append(side)
-    if args.paired:
-        from lbnorm.cli.paired import diff_paired_command
-
-        old, new = (
-            Output.open(side, "leaderboard", verify=args.verify) for side in sides
-        )
-        return diff_paired_command(args, old, new)
-    if any(isinstance(side, Output) and side.kind == "ratings" for side in sides):
+    is_ratings = any(
+        isinstance(side, Output) and side.kind == "ratings" for side in sides
+    )
+    if is_ratings and not args.paired:
         from lbnorm.cli.arena import diff_ratings_outputs
 
         return diff_ratings_outputs(args, sides[0], sides[1])
     old, new = (Output.open(side, "leaderboard", verify=args.verify) for side in sides)
+    if args.paired:
+        from lbnorm.cli.paired import diff_paired_command
+
+        return diff_paired_command(args, old, new)
     diff = diff_snapshots(
         read_snapshot(old, intervals=args.intervals),
         read_snapshot(new, intervals=args.intervals),

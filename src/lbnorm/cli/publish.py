@@ -5,21 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lbnorm.cli.arguments import add_digits, check_parent
+from lbnorm.cli.arguments import Commands, add_digits, check_parent, options_of
 from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``export`` and ``explain``."""
     _register_export(commands)
     _register_explain(commands)
 
 
-def _register_export(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_export(commands: Commands) -> None:
     export = commands.add_parser(
         "export",
         help="write an output as a leaderboard's published table",
@@ -70,9 +68,7 @@ def _register_export(
     export.set_defaults(handler=_cmd_export, writes=("file",))
 
 
-def _register_explain(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_explain(commands: Commands) -> None:
     explain = commands.add_parser(
         "explain",
         help="show how one model's scores, average and rank were computed",
@@ -123,7 +119,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from lbnorm.output.transaction import check_file
 
     check_parent(args.file)  # before the work, not after
-    check_file(args.file, option="--out", is_ours=None, outs=(args.out,))
+    is_ours = None if args.format == "table" else is_export  # (a table: as written)
+    check_file(args.file, option="--out", is_ours=is_ours, outs=(args.out,))
     if args.format == "table":  # its CSV header is the suite's: checked when written
         if args.skip_incomplete or args.unknown_precision is not None:
             msg = (
@@ -135,13 +132,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         table = board_table(args.out)
         write_board_table(table, args.file)
     else:
-        check_file(args.file, option="--out", is_ours=is_export, outs=(args.out,))
-        options = ExportOptions(
-            format=args.format,
-            skip_incomplete=args.skip_incomplete,
-            unknown_precision=args.unknown_precision,
-        )
-        table = export_table(args.out, options=options)
+        table = export_table(args.out, options=options_of(ExportOptions, args))
         write_export(table, args.file)
     print(f"wrote {args.file} ({table.num_rows:,} rows, {table.num_columns} columns)")
     return ExitCode.OK

@@ -1,6 +1,6 @@
 """``lbnorm run``: read, normalize, write, summarise; with nightly options, checked and reported.
 
-Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.run_options`
+Every option of ``run`` is defined here, once; :func:`lbnorm.cli.arguments.options_of`
 turns them into the one :class:`~lbnorm.core.options.RunOptions`.
 
 A run loads no pandas (``import pandas`` alone takes longer than normalizing
@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from lbnorm.cli.arguments import (
     DEFAULTS,
+    Commands,
     Whole,
     add_inputs,
     add_paired_test_options,
     add_policy_options,
     check_written_files,
-    run_options,
+    options_of,
 )
 from lbnorm.core.errors import ExitCode
-from lbnorm.core.options import DEFAULT_SUITE, EngineName
+from lbnorm.core.options import DEFAULT_SUITE, EngineName, RunOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,9 +43,7 @@ __all__ = ["register"]
 _ENGINES: tuple[EngineName, ...] = ("auto", "memory", "stream", "dask")
 
 
-def register(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], *, epilog: str
-) -> None:
+def register(commands: Commands, *, epilog: str) -> None:
     """Register ``run`` and all its options, and ``convert``."""
     run = commands.add_parser(
         "run",
@@ -92,9 +91,7 @@ def register(
     _register_convert(commands)
 
 
-def _register_convert(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def _register_convert(commands: Commands) -> None:
     """``convert``: inputs read as ``run`` reads them, written as one long Parquet table."""
     convert = commands.add_parser(
         "convert",
@@ -311,8 +308,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
     from lbnorm.faces.terminal import format_summary
 
-    check_written_files(args)  # before the work: --report OUT/run.json is refused
-    options = run_options(args)
+    check_written_files(args)  # before the work: --failures OUT/f.csv is refused
+    options = options_of(RunOptions, args)
     if options.workers > 2:
         from lbnorm.engines.workers import most_workers
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from lbnorm.cli.arguments import Commands
 from lbnorm.core.errors import ExitCode, OptionsError
 
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Register ``suites``."""
     suites = commands.add_parser(
         "suites",
@@ -27,7 +28,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _cmd_suites(args: argparse.Namespace) -> int:
-    from lbnorm.suites import builtin_suite_names, load_suite, suite_text
+    from lbnorm.suites import builtin_suite_names, load_suite
 
     if args.action == "list":
         names = builtin_suite_names()
@@ -44,7 +45,7 @@ def _cmd_suites(args: argparse.Namespace) -> int:
         raise OptionsError(msg)
     suite = load_suite(args.name)
     if args.toml:
-        print(suite_text(suite), end="")
+        print(suite.text, end="")
         return ExitCode.OK
     from lbnorm.faces.terminal import format_suite
 

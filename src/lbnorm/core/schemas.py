@@ -117,14 +117,7 @@ OPTIONAL_SCORE_DEFAULTS: dict[str, object] = {
 #: ``lbnorm.readers.samples`` aggregates the rows into :data:`SCORES`.
 SAMPLES = pa.schema(
     [
-        _field("model", pa.string(), "Model name, usually `org/name`."),
-        _field("precision", pa.string(), "Weights' precision; optional, default ''."),
-        _field("revision", pa.string(), "Model revision (sha); optional, default ''."),
-        _field(
-            "chat_template",
-            pa.bool_(),
-            "Chat template applied; optional, default false.",
-        ),
+        *_KEY_FIELDS,
         _field("task", pa.string(), "Harness task, e.g. leaderboard_bbh_navigate."),
         _field(
             "metric",

@@ -112,7 +112,6 @@ __all__ = [
     "matching_benchmarks",
     "recorded_suite",
     "suite_arrays",
-    "suite_text",
 ]
 
 #: The built-in suite files, beside this module: a path, as the demo's (lbnorm is
@@ -603,14 +602,6 @@ def _builtin_content(name: str) -> tuple[tuple[Benchmark, ...], Board] | None:
             return None
         load_suite(name)  # (records it)
     return _BUILTIN_CONTENT[name]
-
-
-def suite_text(suite: Suite) -> str:
-    """Return the TOML text a suite was loaded from (a built-in's file, or the path's)."""
-    if suite.source.startswith("builtin:"):
-        name = suite.source.removeprefix("builtin:")
-        return (_FOLDER / f"{name}.toml").read_text("utf-8")
-    return Path(suite.source).read_text("utf-8")
 
 
 def suite_arrays(suite: Suite) -> SuiteArrays:

@@ -189,11 +189,7 @@ def parse_benchmark(raw: object, *, where: str) -> Benchmark:
         for index, item in enumerate(raw_subtasks)
     )
     check_unique([s.name for s in subtasks], what="subtask name", where=where)
-    reference = _check_pairwise(raw, aggregation, subtasks, where=where)
-    score, bootstrap = _pairwise_score(
-        raw, aggregation, reference, subtasks, where=where
-    )
-    anchor, against = _rating_scale(raw, score, where=where)
+    pairwise = _parse_pairwise(raw, aggregation, subtasks, where=where)
     kind, value_range, missing, averaged = parse_rules(raw, where=where)
     _check_rules(aggregation, kind, value_range, subtasks, where=where)
     if aggregation == "pool-then-normalize":
@@ -215,11 +211,7 @@ def parse_benchmark(raw: object, *, where: str) -> Benchmark:
         aggregation=aggregation,
         weight=float(weight),
         subtasks=subtasks,
-        reference=reference,
-        score=score,
-        bootstrap=bootstrap,
-        anchor=anchor,
-        against=against,
+        **pairwise,
         kind=kind,
         value_range=value_range,
         missing=missing,
@@ -254,25 +246,58 @@ def _check_rules(
         raise SuiteError(msg)
 
 
-def _pairwise_score(
-    raw: dict[str, Any],
-    aggregation: str,
-    reference: str | None,
-    subtasks: tuple[Subtask, ...],
-    *,
-    where: str,
-) -> tuple[PairwiseScore, int]:
-    """A pairwise benchmark's score form and bootstrap rounds, after their rules."""
-    score = raw.get("score", "reference" if reference is not None else "field")
-    bootstrap = raw.get("bootstrap", 100 if aggregation == PAIRWISE else 0)
+def _parse_pairwise(
+    raw: dict[str, Any], aggregation: str, subtasks: tuple[Subtask, ...], *, where: str
+) -> dict[str, Any]:
+    """A pairwise benchmark's reference, score form, bootstrap rounds and rating scale.
+
+    Checked by their rules, as :class:`Benchmark` fields; none for any other
+    benchmark, which may not give them.
+    """
+    reference = raw.get("reference")
     if aggregation != PAIRWISE:
+        if reference is not None:
+            msg = (
+                f"{where}: 'reference' belongs to a pairwise benchmark, not to "
+                f"aggregation {aggregation!r}.\nHint: set aggregation = "
+                f"\"{PAIRWISE}\" to score the benchmark from battles, or remove 'reference'."
+            )
+            raise SuiteError(msg)
         if "score" in raw or "bootstrap" in raw:
             msg = f"{where}: 'score' and 'bootstrap' belong to a pairwise benchmark, not to aggregation {aggregation!r}.\nHint: remove them, or set aggregation = \"{PAIRWISE}\"."
             raise SuiteError(msg)
-        return "field", 0
+        _rating_scale(raw, "field", where=where)
+        return {}
+    score = raw.get("score", "reference" if reference is not None else "field")
+    if (reference is not None or score == "reference") and (
+        not isinstance(reference, str) or not reference.strip()
+    ):
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark needs a reference model, got "
+            f'{reference!r}.\nHint: add reference = "<model>", the model every '
+            "model's chance of winning is measured against (as the battles name it)."
+        )
+        raise SuiteError(msg)
+    reference = reference.strip() if reference is not None else None
+    if len(subtasks) != 1:
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark has exactly one subtask, got "
+            f"{len(subtasks)} ({[s.name for s in subtasks][:5]}).\nHint: keep one "
+            'subtask, e.g. { name = "overall", num_choices = 2 }; rate other '
+            "categories as separate benchmarks."
+        )
+        raise SuiteError(msg)
+    if subtasks[0].task:
+        msg = (
+            f"{where}: a {PAIRWISE} benchmark's subtask is scored from battles, "
+            f"not from results files, but names task {subtasks[0].task!r}.\n"
+            "Hint: remove task and metric from the subtask."
+        )
+        raise SuiteError(msg)
     if score not in _PAIRWISE_SCORES:
         msg = f'{where}: score must be "field", "reference" or "rating", got {shown(score)}.\nHint: "field" (the default) is the expected win rate against the other models; "reference" the chance of beating the model named by reference; "rating" the chance of beating a fixed rating (against) on the scale an anchor pins.'
         raise SuiteError(msg)
+    bootstrap = raw.get("bootstrap", 100)
     if not is_whole(bootstrap, 0, 100_000):
         msg = f"{where}: bootstrap must be a whole number of rounds from 0 to 100000, got {shown(bootstrap)}.\nHint: 100 gives a standard error good to about 7%; 0 leaves it out."
         raise SuiteError(msg)
@@ -283,7 +308,14 @@ def _pairwise_score(
     if score != "reference" and subtasks[0].lower_bound != 0:
         msg = f'{where}: the expected win rate against {against} has no chance baseline, but the subtask has a bound ({subtasks[0].lower_bound:g}).\nHint: remove num_choices from the subtask (its score is the win rate x 100), or score against a model with reference = "<model>".'
         raise SuiteError(msg)
-    return score, bootstrap
+    anchor, rating = _rating_scale(raw, score, where=where)
+    return {
+        "reference": reference,
+        "score": score,
+        "bootstrap": bootstrap,
+        "anchor": anchor,
+        "against": rating,
+    }
 
 
 def _rating_scale(
@@ -317,53 +349,6 @@ def _rating(text: str) -> float | None:
     except ValueError:
         return None
     return value if abs(value) <= _MAX_RATING else None
-
-
-def _check_pairwise(
-    raw: dict[str, Any], aggregation: str, subtasks: tuple[Subtask, ...], *, where: str
-) -> str | None:
-    """A pairwise benchmark's reference, after its rules; None for any other."""
-    reference = raw.get("reference")
-    if aggregation != PAIRWISE:
-        if reference is not None:
-            msg = (
-                f"{where}: 'reference' belongs to a pairwise benchmark, not to "
-                f"aggregation {aggregation!r}.\nHint: set aggregation = "
-                f"\"{PAIRWISE}\" to score the benchmark from battles, or remove 'reference'."
-            )
-            raise SuiteError(msg)
-        return None
-    if reference is None and raw.get("score", "field") != "reference":
-        _check_pairwise_subtask(subtasks, where=where)
-        return None
-    if not isinstance(reference, str) or not reference.strip():
-        msg = (
-            f"{where}: a {PAIRWISE} benchmark needs a reference model, got "
-            f'{reference!r}.\nHint: add reference = "<model>", the model every '
-            "model's chance of winning is measured against (as the battles name it)."
-        )
-        raise SuiteError(msg)
-    _check_pairwise_subtask(subtasks, where=where)
-    return reference.strip()
-
-
-def _check_pairwise_subtask(subtasks: tuple[Subtask, ...], *, where: str) -> None:
-    """A pairwise benchmark has one subtask, scored from battles."""
-    if len(subtasks) != 1:
-        msg = (
-            f"{where}: a {PAIRWISE} benchmark has exactly one subtask, got "
-            f"{len(subtasks)} ({[s.name for s in subtasks][:5]}).\nHint: keep one "
-            'subtask, e.g. { name = "overall", num_choices = 2 }; rate other '
-            "categories as separate benchmarks."
-        )
-        raise SuiteError(msg)
-    if subtasks[0].task:
-        msg = (
-            f"{where}: a {PAIRWISE} benchmark's subtask is scored from battles, "
-            f"not from results files, but names task {subtasks[0].task!r}.\n"
-            "Hint: remove task and metric from the subtask."
-        )
-        raise SuiteError(msg)
 
 
 def _parse_subtask(raw: object, *, where: str) -> Subtask:
