@@ -61,12 +61,9 @@ from typing import Any
 import msgspec
 
 from lbnorm.core.errors import InputError
+from lbnorm.core.files import shown
 from lbnorm.readers.comparability import SettingsKeys, object_or_empty, task_settings
-from lbnorm.readers.newest import (
-    ResultsRead,
-    result_keys,
-    shown,
-)
+from lbnorm.readers.newest import ResultsRead, result_keys
 from lbnorm.suites import Suite
 
 __all__ = [

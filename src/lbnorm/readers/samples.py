@@ -350,7 +350,6 @@ def aggregate_samples_table(
     path: Path,
     subtasks: SubtaskColumns,
     *,
-    batch_rows: int = _BATCH_ROWS,
     rules: InstanceRules | None = None,
     sink: BatchSink | None = None,
 ) -> tuple[pa.Table, int]:
@@ -359,7 +358,6 @@ def aggregate_samples_table(
     Args:
         path: A Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`).
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
-        batch_rows: Rows per batch read (memory is about 80 bytes per row).
         rules: The suite's per-instance rules.
         sink: Also hand each batch to this (with the columns it asks for).
 
@@ -401,7 +399,7 @@ def aggregate_samples_table(
             sink.add_batch(batch, path=path, first_row=first)
 
     try:
-        stream_sample_table(path, file, columns, take, batch_rows=batch_rows)
+        stream_sample_table(path, file, columns, take)
         sums.wait()
     except BaseException:
         sums.settle()  # a bad row of the batch before came first
@@ -414,21 +412,18 @@ def stream_sample_table(
     file: pq.ParquetFile,
     columns: list[str],
     take: Callable[[pa.RecordBatch, int], None],
-    *,
-    batch_rows: int | None = None,
 ) -> None:
     """Hand each batch of a sample table to `take`, with its first row's number.
 
     The next batch is read on a second thread while `take` works; a cancelled
-    run stops between two batches. `batch_rows`: rows per batch (None: a
-    million).
+    run stops between two batches. A batch is a million rows (memory: about
+    80 bytes a row).
 
     Raises:
         InputError: A damaged page or row group (named by the row it starts at).
     """
     first = 1
-    size = batch_rows or _BATCH_ROWS
-    batches = read_ahead(file.iter_batches(batch_size=size, columns=columns))
+    batches = read_ahead(file.iter_batches(batch_size=_BATCH_ROWS, columns=columns))
     try:
         for batch in batches:
             check_cancelled()
