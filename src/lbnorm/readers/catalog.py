@@ -256,9 +256,10 @@ def _read_tables(
     errors come where a serial read raised them. A CSV or JSONL table is hashed
     as it is read (:func:`read_score_file`): no second read of the file.
     """
-    catalogs: list[pa.Table] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
+    sha256s: list[str] = []
+    rows: list[int] = []
     formats = [TABLE_SUFFIXES.get(path.suffix.lower()) for path in paths]
     parquet = [at for at, kind in enumerate(formats) if kind == "parquet"]
     # leaving the block on an error drops the hashes not started
@@ -272,27 +273,25 @@ def _read_tables(
                     keep_details=options.subtasks,
                 )
                 streamed.append(opened)
-                rows = opened.num_rows
-                sha256 = hashes[done - 1].result()
+                rows.append(opened.num_rows)
+                sha256s.append(hashes[done - 1].result())
             else:
                 batch, sha256 = read_score_file(
                     path, extra_columns=options.extra_columns
                 )
                 eager.append(batch)
-                rows = batch.table.num_rows
-            catalogs.append(
-                catalog_table(
-                    {
-                        "path": [str(path)],
-                        "format": [kind],
-                        "sha256": [sha256],
-                        "bytes": [path.stat().st_size],
-                        "rows": [rows],
-                    }
-                )
-            )
+                rows.append(batch.table.num_rows)
+                sha256s.append(sha256)
             if progress is not None:
                 progress("reading score tables", done, len(paths))
+    catalog = {
+        "path": [str(path) for path in paths],
+        "format": formats,
+        "sha256": sha256s,
+        "bytes": [path.stat().st_size for path in paths],
+        "rows": rows,
+    }
+    catalogs = [catalog_table(catalog)] if paths else []
     return catalogs, eager, streamed
 
 
@@ -817,14 +816,8 @@ def _read_samples(
     collector = ItemCollector(suite) if paired else None
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
-    given = pa.schema(
-        [
-            (name, pa.bool_() if name == "chat_template" else pa.string())
-            for name in columns
-        ]
-    )
-    taken = [
-        batch.table.select(columns).cast(given)
+    taken = [  # (text as dictionaries: the readers compare it as text)
+        batch.table.select(columns)
         for batch in eager
         if batch.source == "results files"
     ]

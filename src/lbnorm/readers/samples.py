@@ -300,7 +300,6 @@ def aggregate_samples_files(
         superseded.append(None if latest == name else latest)
         if not used or latest != name:
             continue
-        code = sums.variant_code(variant)
         wanted = pairs_of[task]
         metrics = [sums.columns["metric"][pair].partition(",")[::2] for pair in wanted]
         parsed = read_metric_items(Path(name), metrics, "doc_id", None)
@@ -314,7 +313,7 @@ def aggregate_samples_files(
             if rules is not None:  # the subtask's per-instance values
                 values, kept = rules.values_for(pair, values, source=name)
                 documents = documents if is_list else kept
-            sums.add_values(code | pair, values, documents, is_list, name)
+            sums.add_values(variant, pair, values, documents, is_list, name)
     scores = sums.result()
     per_file = sums.rows_per_source()
     catalog = pa.table(
@@ -573,29 +572,32 @@ class _Sums:
         """After an error: raise a batch being summed's own first (it came earlier)."""
         self._behind.settle()
 
-    def variant_code(self, variant: tuple[Any, ...]) -> int:
-        """The packed key of one variant, with a zero subtask code."""
+    def add_values(
+        self,
+        variant: tuple[Any, ...],
+        pair: int,
+        values: _F64,
+        documents: int,
+        is_list: bool,
+        source: str,
+    ) -> None:
+        """Add one group's values: a sample file's metric of `variant`, suite row `pair`."""
+        self.wait()
         model, precision, revision, chat = variant
         key = self._pack(
             self._code("model", [str(model)]),
             self._code("revision", [str(revision)]),
             self._code("precision", [str(precision)]),
             np.array([int(chat)], dtype=np.int64),
-            np.zeros(1, dtype=np.int64),
+            np.array([pair], dtype=np.int64),
         )
-        return int(key[0])
-
-    def add_values(
-        self, key: int, values: _F64, documents: int, is_list: bool, source: str
-    ) -> None:
-        """Add one group's values (one sample file's metric)."""
-        self.wait()
-        group, count = np.zeros(values.size, dtype=np.int64), np.array([values.size])
-        plain, shift, residual, m2 = _moments(group, values, count.astype(np.float64))
+        count = np.array([float(values.size)])
+        group = np.zeros(values.size, dtype=np.int64)
+        plain, shift, residual, m2 = _moments(group, values, count)
         self._add(
             _Partial(
-                key=np.array([key], dtype=np.int64),
-                count=count.astype(np.float64),
+                key=key,
+                count=count,
                 documents=np.array([float(documents)]),
                 plain=plain,
                 shift=shift,

@@ -525,16 +525,15 @@ def _text_column(
         or pa.types.is_large_string(type_)
     ):
         if name in _REQUIRED_KEYS and column.null_count:
-            position = _first(column.is_null())
-            msg = f"{source}: {rows.where(position)}: {name} is empty (null), not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-            raise SchemaMismatchError(msg)
+            where = rows.where(_first(column.is_null()))
+            raise _not_text(name, "empty (null)", source, where)
         return pc.fill_null(
             column.cast(pa.string()), scalar("", pa.string())
         )  # unknown: as if absent
     position = _first(column.is_valid())
     value = column[position].as_py()
-    msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-    raise SchemaMismatchError(msg)
+    found = f"the {_kind(value)} {shown(value)}"
+    raise _not_text(name, found, source, rows.where(position))
 
 
 def _constant_text(value: str, n_rows: int) -> pa.Array:
@@ -652,11 +651,15 @@ def _raise_first_bad(
             continue
         if name in TEXT_COLUMNS:
             found = "empty (null)" if kind == "null" else f"the {kind} {shown(value)}"
-            msg = f"{source}: {rows.where(position)}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-            raise SchemaMismatchError(msg)
+            raise _not_text(name, found, source, rows.where(position))
         raise _wrong_value(
             name, f"the {kind} {shown(value)}", source, rows.where(position)
         )
+
+
+def _not_text(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
+    msg = f"{source}: {where}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
+    return SchemaMismatchError(msg)
 
 
 def _wrong_value(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
