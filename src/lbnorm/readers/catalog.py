@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, available_cores
-from lbnorm.core.arrow import numbers, scalar, string_lists, strings
+from lbnorm.core.arrow import numbers, scalar, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
@@ -206,8 +206,8 @@ def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
     """A catalog in the :data:`~lbnorm.core.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
-        columns: Column name -> values (lists, numpy or Arrow arrays).
-            ``path`` is required; absent ``format``, ``sha256`` and ``reason``
+        columns: Column name -> values (lists, numpy or Arrow arrays;
+            ``tasks`` Arrow only). ``path`` is required; absent ``format``, ``sha256`` and ``reason``
             are '', ``bytes``, ``rows`` and ``n_ignored`` 0, ``superseded_by``
             and ``tasks`` null. Columns outside the schema (the parse cache's
             ``cache``), Arrow arrays, are kept after it as they are.
@@ -231,16 +231,9 @@ def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
         elif pa.types.is_string(type_):
             texts = [""] * n_rows if values is None else list(values)
             arrays[name] = strings([v if isinstance(v, str) else None for v in texts])
-        elif pa.types.is_integer(type_):
+        else:  # a count
             counts = np.zeros(n_rows, np.int64) if values is None else values
             arrays[name] = numbers(np.asarray(counts, dtype=np.int64), type_)
-        else:  # tasks, as lists
-            assert values is not None
-            lists = list(values)
-            valid = np.array([items is not None for items in lists], dtype=bool)
-            arrays[name] = string_lists(
-                [[] if items is None else list(items) for items in lists], valid=valid
-            )
     for name in columns:  # kept after the schema's columns
         arrays.setdefault(name, columns[name])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
@@ -828,17 +821,11 @@ def _read_samples(
         rules=instance_rules(suite),
         sink=collector,
     )
-    names = [str(path) for path in files["path"].to_pylist()]
+    read = [Path(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(
-        {
-            "path": files["path"],
-            "format": files["format"],
-            "sha256": [sha256_file(Path(path)) for path in names],
-            "bytes": [Path(path).stat().st_size for path in names],
-            "rows": files["rows"],
-            "superseded_by": files["superseded_by"],
-            "n_ignored": files["n_ignored"],
-        }
+        {name: files[name] for name in files.column_names}
+        | {"sha256": [sha256_file(path) for path in read]}
+        | {"bytes": [path.stat().st_size for path in read]}
     )
     items = None
     if collector is not None:  # the sample files that gave scores, read again

@@ -328,17 +328,8 @@ def open_parquet_scores(
             raise SchemaMismatchError(msg)
     # stderr and n_samples make every benchmark's standard error; the metric only
     # the subtask table
-    details = (
-        ["metric", "stderr", "n_samples"] if keep_details else ["stderr", "n_samples"]
-    )
-    wanted_columns = [
-        *REQUIRED_SCORE_COLUMNS,
-        "precision",
-        "revision",
-        "chat_template",
-        *details,
-    ]
-    columns = [name for name in wanted_columns if name in names]
+    wanted = [*REQUIRED_SCORE_COLUMNS, *OPTIONAL_SCORE_DEFAULTS]
+    columns = [n for n in wanted if n in names and (keep_details or n != "metric")]
     if keep_details and extra_columns == "keep":
         columns += extras
     return ParquetScores(path, file, columns, strings, recode=not keep_details)
