@@ -539,10 +539,7 @@ class _Sums:
             msg = "suite has more than 1,023 subtasks.\nHint: split the suite."
             raise InputError(msg)
         self._codes: dict[str, dict[str, int]] = {
-            "model": {},
-            "revision": {},
-            "precision": {},
-            "source": {},
+            name: {} for name in ("model", "revision", "precision", "source")
         }
         # the suite's tasks and metrics, each numbered in order of first occurrence
         # (a further subtask of a per-instance (task, metric) has a key of its own)
