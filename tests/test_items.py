@@ -495,7 +495,9 @@ def test_any_row_order_and_batching_gives_the_pivot(
         pd.testing.assert_series_equal(got.sort_index(), expected, check_names=False)
 
 
-def test_the_aggregation_hands_its_batches_to_a_collector(tmp_path: Path) -> None:
+def test_the_aggregation_hands_its_batches_to_a_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``run --paired`` reads a sample table once: the aggregation's batches (with
     doc_id) make the same item matrix as reading the table again."""
     from lbnorm.readers.items import ItemCollector
@@ -508,8 +510,9 @@ def test_the_aggregation_hands_its_batches_to_a_collector(tmp_path: Path) -> Non
     frame = frame.sample(frac=1.0, random_state=3)
     source = write_table(tmp_path / "t.parquet", frame, row_group_size=37)
     collector = ItemCollector(V2)
+    monkeypatch.setattr(samples_module, "_BATCH_ROWS", 29)
     scores, _ = aggregate_samples_table(
-        source.path, subtask_columns(V2), batch_rows=29, sink=collector
+        source.path, subtask_columns(V2), sink=collector
     )
     assert scores.num_rows == 5
     shared = collector.finish()

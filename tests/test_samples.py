@@ -68,7 +68,11 @@ def _frames(
 
 def _table_scores(path: Path, batch_rows: int = 1 << 20) -> tuple[pd.DataFrame, int]:
     """:func:`aggregate_samples_table`'s Arrow scores as a frame, and the rows ignored."""
-    scores, ignored = aggregate_samples_table(path, COLUMNS, batch_rows=batch_rows)
+    old, samples_module._BATCH_ROWS = samples_module._BATCH_ROWS, batch_rows
+    try:
+        scores, ignored = aggregate_samples_table(path, COLUMNS)
+    finally:
+        samples_module._BATCH_ROWS = old
     assert isinstance(scores, pa.Table)
     assert scores.column_names == SCORE_COLUMNS
     return scores.to_pandas(), ignored
@@ -503,7 +507,9 @@ def test_bad_sample_tables(
     assert str(path) in str(caught.value)
 
 
-def test_the_first_bad_row_is_named_when_two_batches_have_one(tmp_path: Path) -> None:
+def test_the_first_bad_row_is_named_when_two_batches_have_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A value checked on the summing thread (batch 1) before a key checked on
     the reading thread (batch 2): the error names the earlier row."""
     path = _table_file(
@@ -514,9 +520,10 @@ def test_the_first_bad_row_is_named_when_two_batches_have_one(tmp_path: Path) ->
         metric=["acc_norm,none"] * 4,
         value=[1.0, math.nan, 0.0, 1.0],
     )
+    monkeypatch.setattr(samples_module, "_BATCH_ROWS", 2)
     before = set(threading.enumerate())
     with pytest.raises(InputError, match=r"value is not finite in row\(s\) 2.\nHint"):
-        aggregate_samples_table(path, COLUMNS, batch_rows=2)
+        aggregate_samples_table(path, COLUMNS)
     started = set(threading.enumerate()) - before
     assert not [t for t in started if t.name.startswith("lbnorm-batch")]  # stopped
 

@@ -53,11 +53,14 @@ __all__ = [
     "read_option_file",
     "sha256_file",
     "sha256_of",
+    "shown",
     "walk_directory",
 ]
 
 _SHORT = reprlib.Repr()  # bounded reprs for messages
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+#: A value as messages show it: bounded, even for a 100,000-deep one.
+shown = _SHORT.repr
 
 #: A file's format, as lbnorm tells it by its suffix.
 FileFormat = Literal["csv", "jsonl", "json", "parquet"]
@@ -357,6 +360,6 @@ def json_lines(
                 msg = f"{path}: line {number} is not valid JSON ({exc}).\n{hint}"
                 raise InputError(msg) from exc
             if not isinstance(document, dict):
-                msg = f"{path}: line {number} is {_SHORT.repr(document)}, not a JSON object.\n{hint}"
+                msg = f"{path}: line {number} is {shown(document)}, not a JSON object.\n{hint}"
                 raise InputError(msg)
             yield number, document

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lbnorm._runtime import Threads, available_cores
-from lbnorm.core.arrow import numbers, scalar, string_lists, strings
+from lbnorm.core.arrow import numbers, scalar, strings
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import (
     MAX_RESULTS_BYTES,
@@ -206,8 +206,8 @@ def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
     """A catalog in the :data:`~lbnorm.core.schemas.INPUT_FILES` schema, defaults filled.
 
     Args:
-        columns: Column name -> values (lists, numpy or Arrow arrays).
-            ``path`` is required; absent ``format``, ``sha256`` and ``reason``
+        columns: Column name -> values (lists, numpy or Arrow arrays;
+            ``tasks`` Arrow only). ``path`` is required; absent ``format``, ``sha256`` and ``reason``
             are '', ``bytes``, ``rows`` and ``n_ignored`` 0, ``superseded_by``
             and ``tasks`` null. Columns outside the schema (the parse cache's
             ``cache``), Arrow arrays, are kept after it as they are.
@@ -231,16 +231,9 @@ def catalog_table(columns: Mapping[str, Any]) -> pa.Table:
         elif pa.types.is_string(type_):
             texts = [""] * n_rows if values is None else list(values)
             arrays[name] = strings([v if isinstance(v, str) else None for v in texts])
-        elif pa.types.is_integer(type_):
+        else:  # a count
             counts = np.zeros(n_rows, np.int64) if values is None else values
             arrays[name] = numbers(np.asarray(counts, dtype=np.int64), type_)
-        else:  # tasks, as lists
-            assert values is not None
-            lists = list(values)
-            valid = np.array([items is not None for items in lists], dtype=bool)
-            arrays[name] = string_lists(
-                [[] if items is None else list(items) for items in lists], valid=valid
-            )
     for name in columns:  # kept after the schema's columns
         arrays.setdefault(name, columns[name])
     return pa.Table.from_arrays(list(arrays.values()), names=list(arrays))
@@ -256,9 +249,10 @@ def _read_tables(
     errors come where a serial read raised them. A CSV or JSONL table is hashed
     as it is read (:func:`read_score_file`): no second read of the file.
     """
-    catalogs: list[pa.Table] = []
     eager: list[Batch] = []
     streamed: list[ParquetScores] = []
+    sha256s: list[str] = []
+    rows: list[int] = []
     formats = [TABLE_SUFFIXES.get(path.suffix.lower()) for path in paths]
     parquet = [at for at, kind in enumerate(formats) if kind == "parquet"]
     # leaving the block on an error drops the hashes not started
@@ -272,27 +266,25 @@ def _read_tables(
                     keep_details=options.subtasks,
                 )
                 streamed.append(opened)
-                rows = opened.num_rows
-                sha256 = hashes[done - 1].result()
+                rows.append(opened.num_rows)
+                sha256s.append(hashes[done - 1].result())
             else:
                 batch, sha256 = read_score_file(
                     path, extra_columns=options.extra_columns
                 )
                 eager.append(batch)
-                rows = batch.table.num_rows
-            catalogs.append(
-                catalog_table(
-                    {
-                        "path": [str(path)],
-                        "format": [kind],
-                        "sha256": [sha256],
-                        "bytes": [path.stat().st_size],
-                        "rows": [rows],
-                    }
-                )
-            )
+                rows.append(batch.table.num_rows)
+                sha256s.append(sha256)
             if progress is not None:
                 progress("reading score tables", done, len(paths))
+    catalog = {
+        "path": [str(path) for path in paths],
+        "format": formats,
+        "sha256": sha256s,
+        "bytes": [path.stat().st_size for path in paths],
+        "rows": rows,
+    }
+    catalogs = [catalog_table(catalog)] if paths else []
     return catalogs, eager, streamed
 
 
@@ -817,14 +809,8 @@ def _read_samples(
     collector = ItemCollector(suite) if paired else None
 
     columns = [*KEY_COLUMNS, "benchmark", "subtask", "source"]
-    given = pa.schema(
-        [
-            (name, pa.bool_() if name == "chat_template" else pa.string())
-            for name in columns
-        ]
-    )
-    taken = [
-        batch.table.select(columns).cast(given)
+    taken = [  # (text as dictionaries: the readers compare it as text)
+        batch.table.select(columns)
         for batch in eager
         if batch.source == "results files"
     ]
@@ -835,17 +821,11 @@ def _read_samples(
         rules=instance_rules(suite),
         sink=collector,
     )
-    names = [str(path) for path in files["path"].to_pylist()]
+    read = [Path(path) for path in files["path"].to_pylist()]
     catalog = catalog_table(
-        {
-            "path": files["path"],
-            "format": files["format"],
-            "sha256": [sha256_file(Path(path)) for path in names],
-            "bytes": [Path(path).stat().st_size for path in names],
-            "rows": files["rows"],
-            "superseded_by": files["superseded_by"],
-            "n_ignored": files["n_ignored"],
-        }
+        {name: files[name] for name in files.column_names}
+        | {"sha256": [sha256_file(path) for path in read]}
+        | {"bytes": [path.stat().st_size for path in read]}
     )
     items = None
     if collector is not None:  # the sample files that gave scores, read again

@@ -61,12 +61,10 @@ from typing import Any
 import msgspec
 
 from lbnorm.core.errors import InputError
+from lbnorm.core.files import shown
 from lbnorm.readers.comparability import SettingsKeys, object_or_empty, task_settings
-from lbnorm.readers.newest import (
-    ResultsRead,
-    result_keys,
-    shown,
-)
+from lbnorm.readers.newest import ResultsRead, result_keys
+from lbnorm.readers.table_file import check_utf8
 from lbnorm.suites import Suite
 
 __all__ = [
@@ -434,42 +432,26 @@ def _decode(path: Path, data: bytes) -> Any:
     if not data.strip():
         msg = f"{path}: the file is empty.\nHint: the run may have crashed before writing it; re-run it or remove the file."
         raise InputError(msg)
-    if data.isascii() or _is_utf8(data):  # msgspec skips parts unchecked
-        found: Any = None
-        with contextlib.suppress(msgspec.DecodeError, RecursionError):
-            try:
-                found = _decode_read_keys(data)
-            except msgspec.ValidationError:  # odd setting keys: scores only
-                found = _decode_score_keys(data)
-        if found is not None:  # the keys under their names in the file
-            # (absent and null alike as None, as from dict.get; ``configs``,
-            # ``n-shot`` and ``versions`` as their bytes: no copy per task)
-            names = found.__struct_encode_fields__
-            return dict(zip(names, msgspec.structs.astuple(found), strict=True))
-        # else json decides and words the error
-    try:  # NaN / Infinity (Python's json.dump writes them), or a real error
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        msg = f"{path}: line {line}: byte {data[exc.start]:#04x} is not UTF-8.\nHint: re-save the file as UTF-8 (JSON files must be UTF-8)."
-        raise InputError(msg) from exc
-    try:
-        return json.loads(text)
+    check_utf8(path, data)  # (msgspec does not check the parts it skips)
+    found: Any = None
+    with contextlib.suppress(msgspec.DecodeError, RecursionError):
+        try:
+            found = _decode_read_keys(data)
+        except msgspec.ValidationError:  # odd setting keys: scores only
+            found = _decode_score_keys(data)
+    if found is not None:  # the keys under their names in the file
+        # (absent and null alike as None, as from dict.get; ``configs``,
+        # ``n-shot`` and ``versions`` as their bytes: no copy per task)
+        names = found.__struct_encode_fields__
+        return dict(zip(names, msgspec.structs.astuple(found), strict=True))
+    try:  # json decides and words the error: NaN / Infinity (Python's json.dump writes them)
+        return json.loads(data.decode("utf-8"))
     except json.JSONDecodeError as exc:
         msg = f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).\nHint: the file may be truncated or hand-edited; re-download or re-run it."
         raise InputError(msg) from exc
     except (ValueError, RecursionError) as exc:  # deep nesting, 5,000-digit numbers
         msg = f"{path}: cannot read the JSON: {exc}.\nHint: this does not look like an lm-evaluation-harness results file; check where it came from."
         raise InputError(msg) from exc
-
-
-def _is_utf8(data: bytes) -> bool:
-    """Whether `data` is valid UTF-8 (what msgspec does not check where it skips)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _check_unicode(path: Path, what: str, text: str) -> None:

@@ -328,17 +328,12 @@ def _rebuilt(
 
     A null value no rule governs stays null (the aggregation names it so).
     """
-    keys = [key for _, key, _ in taken]
-    entries = [*entries, *keys]
-    copies = (
-        np.concatenate([rows for rows, _, _ in taken])
-        if taken
-        else np.empty(0, np.int64)
-    )
-    copy_index = np.concatenate(
-        [np.full(rows.size, len(entries) - len(keys) + i) for i, (rows, _, _) in enumerate(taken)]
-    ) if taken else np.empty(0, np.int64)  # fmt: skip
-    all_indices = np.concatenate([indices, copy_index])
+    copies = np.concatenate([np.empty(0, np.int64), *(rows for rows, _, _ in taken)])
+    # each copy's metric: its key, an entry after the batch's own
+    all_indices = np.concatenate(
+        [indices, *(np.full(rows.size, len(entries) + i) for i, (rows, _, _) in enumerate(taken))]
+    )  # fmt: skip
+    entries = [*entries, *(key for _, key, _ in taken)]
     metric = pa.DictionaryArray.from_arrays(
         numbers(all_indices, pa.int32(), valid=all_indices >= 0), strings(entries)
     )

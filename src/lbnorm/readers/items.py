@@ -365,9 +365,6 @@ class ItemCollector:
 
     def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
         """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
-        if "doc_id" not in batch.schema.names:
-            msg = f"{path}: sample table without column doc_id.\n{_HINT_TABLE}"
-            raise InputError(msg)
         self._add_rows(batch, ItemSource(path=path), first_row)
 
     def add_sources(self, sources: Sequence[ItemSource]) -> None:
@@ -477,9 +474,7 @@ class ItemCollector:
 
         value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
         if not np.isfinite(value).all():
-            bad = np.flatnonzero(~np.isfinite(value))
-            msg = f"{path}: value is not finite in row(s) {', '.join(str(row_of(int(a))) for a in bad[:5])}.\n{_HINT_TABLE}"
-            raise InputError(msg)
+            bad_rows(str(path), "value", "not finite", rows[~np.isfinite(value)])
         variant = self._table_variants(batch, source, rows)
         task = self.task_of[pair]
         for t in np.flatnonzero(
@@ -527,7 +522,8 @@ class ItemCollector:
         known = self.is_list[present]
         if ((known != 0) & (known != state)).any():
             p = int(present[np.flatnonzero((known != 0) & (known != state))[0]])
-            self._check_list(p, bool(listed[p]), where(int(np.argmax(pair == p))))
+            msg = f"{where(int(np.argmax(pair == p)))}: task {self.tasks[p]!r} metric {self.metrics[p]!r} is a list per document here but not in other inputs (or the reverse).\nHint: a metric is either one value per document or a list per document, in every input."
+            raise InputError(msg)
         self.is_list[present] = state
         if not listed.any():
             return number
@@ -637,14 +633,6 @@ class ItemCollector:
             self.task_key[task] = key
         elif known != key:
             msg = f"{path}: matches task {self._task_name(task)!r}'s documents by {key}, but other inputs of the task by {known}.\nHint: give every input of a task the same document keys (harness sample files record doc_hash; sample tables give doc_id)."
-            raise InputError(msg)
-
-    def _check_list(self, pair: int, is_list: bool, where: str) -> None:
-        state = 2 if is_list else 1
-        if self.is_list[pair] == 0:
-            self.is_list[pair] = state
-        elif self.is_list[pair] != state:
-            msg = f"{where}: task {self.tasks[pair]!r} metric {self.metrics[pair]!r} is a list per document here but not in other inputs (or the reverse).\nHint: a metric is either one value per document or a list per document, in every input."
             raise InputError(msg)
 
     def _list_columns(self, pair: int, number: _I64, position: _I64) -> _I64:

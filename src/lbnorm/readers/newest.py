@@ -20,7 +20,6 @@ remembered ones (:mod:`lbnorm.readers.cache`).
 from __future__ import annotations
 
 import functools
-import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from lbnorm.core.arrow import (
     to_numpy,
 )
 from lbnorm.core.errors import InputError
+from lbnorm.core.files import shown
 from lbnorm.core.schemas import SCORES, TEXT
 from lbnorm.readers.comparability import RunSettings
 
@@ -46,13 +46,7 @@ __all__ = [
     "SubtaskColumns",
     "combine_parsed",
     "result_keys",
-    "shown",
 ]
-
-_REPR = reprlib.Repr()  # bounded reprs for messages, even of 100,000-deep values
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
-#: A value as messages show it: bounded, even for a 100,000-deep one.
-shown = _REPR.repr
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

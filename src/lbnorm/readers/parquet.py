@@ -321,31 +321,15 @@ def open_parquet_scores(
         )
         raise SchemaMismatchError(msg)
     extras = check_columns(names, source=str(path), extra_columns=extra_columns)
-    for name in NUMBER_TYPES:
-        if name in names and not _is_number(file.schema_arrow.field(name).type):
-            msg = (
-                f"{path}: column {name!r} has type {file.schema_arrow.field(name).type}, not a number.\n"
-                f"Hint: store {name} as a number (a fraction in [0, 1] for raw_score)."
-            )
-            raise SchemaMismatchError(msg)
-    for name in TEXT_COLUMNS:  # a number or bytes for a name violates the contract
-        type_ = file.schema_arrow.field(name).type if name in names else pa.string()
-        if not (_is_text(type_) or pa.types.is_null(type_)):
-            msg = f"{path}: column {name!r} has type {type_}, not text.\nHint: store {name} as strings."
+    for name, (fits, kind, form) in _STORED.items():  # numbers, then keys
+        type_ = file.schema_arrow.field(name).type if name in names else None
+        if type_ is not None and not fits(type_):
+            msg = f"{path}: column {name!r} has type {type_}, not {kind}.\nHint: store {name} as {form}."
             raise SchemaMismatchError(msg)
     # stderr and n_samples make every benchmark's standard error; the metric only
     # the subtask table
-    details = (
-        ["metric", "stderr", "n_samples"] if keep_details else ["stderr", "n_samples"]
-    )
-    wanted_columns = [
-        *REQUIRED_SCORE_COLUMNS,
-        "precision",
-        "revision",
-        "chat_template",
-        *details,
-    ]
-    columns = [name for name in wanted_columns if name in names]
+    wanted = [*REQUIRED_SCORE_COLUMNS, *OPTIONAL_SCORE_DEFAULTS]
+    columns = [n for n in wanted if n in names and (keep_details or n != "metric")]
     if keep_details and extra_columns == "keep":
         columns += extras
     return ParquetScores(path, file, columns, strings, recode=not keep_details)
@@ -364,18 +348,38 @@ def _is_number(type_: pa.DataType) -> bool:
     )
 
 
+#: Per contract column a Parquet file stores: whether its type fits (a column
+#: all null fits where null means unknown), and the type and the fix in words.
+_STORED = {
+    "raw_score": (
+        _is_number,
+        "a number",
+        "a number (a fraction in [0, 1] for raw_score)",
+    ),
+    "stderr": (_is_number, "a number", "a number"),
+    "n_samples": (_is_number, "a number", "a number"),
+    **dict.fromkeys(
+        TEXT_COLUMNS,
+        (lambda type_: _is_text(type_) or pa.types.is_null(type_), "text", "strings"),
+    ),
+    "chat_template": (
+        lambda type_: pa.types.is_boolean(type_) or pa.types.is_null(type_),
+        "bool",
+        "true/false",
+    ),
+}
+
+
 def _conform_types(table: pa.Table, path: Path) -> pa.Table:
-    """Cast score columns to float64/int64 and non-text key columns to text."""
+    """Score columns as float64/int64; optional keys' nulls as the value of an absent column.
+
+    (:func:`open_parquet_scores` refused any other type.)
+    """
     for name in table.column_names:
         column = original = table.column(name)
         target = NUMBER_TYPES.get(name)
-        if target is None and name in TEXT_COLUMNS and not _is_text(column.type):
-            target = pa.string()  # e.g. a revision stored as an integer
-        if name == "chat_template" and pa.types.is_null(column.type):
-            target = pa.bool_()  # every value null: unknown
-        elif name == "chat_template" and not pa.types.is_boolean(column.type):
-            msg = f"{path}: column 'chat_template' has type {column.type}, not bool.\nHint: store chat_template as true/false."
-            raise SchemaMismatchError(msg)
+        if pa.types.is_null(column.type) and name in _STORED:  # all null: unknown
+            target = pa.bool_() if name == "chat_template" else pa.string()
         if target is not None and column.type != target:
             try:
                 column = column.cast(target)

@@ -250,22 +250,16 @@ def read_metric_items(
     return _items_by_line(path, wanted, key, cluster)
 
 
+#: The Arrow type of a cluster value (text or a number) as Arrow's JSON reader reads it.
+_LEAF_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
 def _nested_type(head: dict[str, Any], parts: list[str]) -> pa.DataType:
     """The Arrow type of ``head[parts[0]]...[parts[-1]]``, only that path kept."""
     value: Any = head
     for part in parts:
         value = value[part]
-    kind: pa.DataType = (
-        pa.bool_()
-        if isinstance(value, bool)
-        else pa.int64()
-        if isinstance(value, int)
-        else pa.float64()
-        if isinstance(value, float)
-        else pa.string()
-    )
-    if not isinstance(value, bool | int | float | str):
-        raise TypeError(parts)
+    kind = _LEAF_TYPES[type(value)]  # (a KeyError: not a cluster value)
     for part in reversed(parts[1:]):
         kind = pa.struct([(part, kind)])
     return kind

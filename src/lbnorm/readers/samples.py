@@ -300,7 +300,6 @@ def aggregate_samples_files(
         superseded.append(None if latest == name else latest)
         if not used or latest != name:
             continue
-        code = sums.variant_code(variant)
         wanted = pairs_of[task]
         metrics = [sums.columns["metric"][pair].partition(",")[::2] for pair in wanted]
         parsed = read_metric_items(Path(name), metrics, "doc_id", None)
@@ -314,7 +313,7 @@ def aggregate_samples_files(
             if rules is not None:  # the subtask's per-instance values
                 values, kept = rules.values_for(pair, values, source=name)
                 documents = documents if is_list else kept
-            sums.add_values(code | pair, values, documents, is_list, name)
+            sums.add_values(variant, pair, values, documents, is_list, name)
     scores = sums.result()
     per_file = sums.rows_per_source()
     catalog = pa.table(
@@ -350,7 +349,6 @@ def aggregate_samples_table(
     path: Path,
     subtasks: SubtaskColumns,
     *,
-    batch_rows: int = _BATCH_ROWS,
     rules: InstanceRules | None = None,
     sink: BatchSink | None = None,
 ) -> tuple[pa.Table, int]:
@@ -359,7 +357,6 @@ def aggregate_samples_table(
     Args:
         path: A Parquet sample table (:data:`lbnorm.core.schemas.SAMPLES`).
         subtasks: The suite's subtasks as columns (:func:`read_samples`).
-        batch_rows: Rows per batch read (memory is about 80 bytes per row).
         rules: The suite's per-instance rules.
         sink: Also hand each batch to this (with the columns it asks for).
 
@@ -401,7 +398,7 @@ def aggregate_samples_table(
             sink.add_batch(batch, path=path, first_row=first)
 
     try:
-        stream_sample_table(path, file, columns, take, batch_rows=batch_rows)
+        stream_sample_table(path, file, columns, take)
         sums.wait()
     except BaseException:
         sums.settle()  # a bad row of the batch before came first
@@ -414,21 +411,18 @@ def stream_sample_table(
     file: pq.ParquetFile,
     columns: list[str],
     take: Callable[[pa.RecordBatch, int], None],
-    *,
-    batch_rows: int | None = None,
 ) -> None:
     """Hand each batch of a sample table to `take`, with its first row's number.
 
     The next batch is read on a second thread while `take` works; a cancelled
-    run stops between two batches. `batch_rows`: rows per batch (None: a
-    million).
+    run stops between two batches. A batch is a million rows (memory: about
+    80 bytes a row).
 
     Raises:
         InputError: A damaged page or row group (named by the row it starts at).
     """
     first = 1
-    size = batch_rows or _BATCH_ROWS
-    batches = read_ahead(file.iter_batches(batch_size=size, columns=columns))
+    batches = read_ahead(file.iter_batches(batch_size=_BATCH_ROWS, columns=columns))
     try:
         for batch in batches:
             check_cancelled()
@@ -545,10 +539,7 @@ class _Sums:
             msg = "suite has more than 1,023 subtasks.\nHint: split the suite."
             raise InputError(msg)
         self._codes: dict[str, dict[str, int]] = {
-            "model": {},
-            "revision": {},
-            "precision": {},
-            "source": {},
+            name: {} for name in ("model", "revision", "precision", "source")
         }
         # the suite's tasks and metrics, each numbered in order of first occurrence
         # (a further subtask of a per-instance (task, metric) has a key of its own)
@@ -578,29 +569,32 @@ class _Sums:
         """After an error: raise a batch being summed's own first (it came earlier)."""
         self._behind.settle()
 
-    def variant_code(self, variant: tuple[Any, ...]) -> int:
-        """The packed key of one variant, with a zero subtask code."""
+    def add_values(
+        self,
+        variant: tuple[Any, ...],
+        pair: int,
+        values: _F64,
+        documents: int,
+        is_list: bool,
+        source: str,
+    ) -> None:
+        """Add one group's values: a sample file's metric of `variant`, suite row `pair`."""
+        self.wait()
         model, precision, revision, chat = variant
         key = self._pack(
             self._code("model", [str(model)]),
             self._code("revision", [str(revision)]),
             self._code("precision", [str(precision)]),
             np.array([int(chat)], dtype=np.int64),
-            np.zeros(1, dtype=np.int64),
+            np.array([pair], dtype=np.int64),
         )
-        return int(key[0])
-
-    def add_values(
-        self, key: int, values: _F64, documents: int, is_list: bool, source: str
-    ) -> None:
-        """Add one group's values (one sample file's metric)."""
-        self.wait()
-        group, count = np.zeros(values.size, dtype=np.int64), np.array([values.size])
-        plain, shift, residual, m2 = _moments(group, values, count.astype(np.float64))
+        count = np.array([float(values.size)])
+        group = np.zeros(values.size, dtype=np.int64)
+        plain, shift, residual, m2 = _moments(group, values, count)
         self._add(
             _Partial(
-                key=np.array([key], dtype=np.int64),
-                count=count.astype(np.float64),
+                key=key,
+                count=count,
                 documents=np.array([float(documents)]),
                 plain=plain,
                 shift=shift,

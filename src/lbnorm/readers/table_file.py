@@ -152,7 +152,6 @@ def read_jsonl(
     *,
     parse: pa_json.ParseOptions | None = None,
     block_size: int | None = None,
-    is_depth_checked: bool = False,
 ) -> pa.Table:
     """A JSON-lines file as Arrow, a block at a time (see the module docstring).
 
@@ -161,7 +160,6 @@ def read_jsonl(
         path: The file, for messages (default: `source`).
         parse: Arrow's parse options (an explicit schema, unexpected fields).
         block_size: Bytes per block (a line must fit in one); Arrow's default.
-        is_depth_checked: The caller ran :func:`check_json_depth` on it already.
 
     Raises:
         InputError: A line nests deeper than :data:`MAX_JSON_DEPTH`.
@@ -172,8 +170,7 @@ def read_jsonl(
         path, data = source, read_bytes(source)
     else:
         data = source
-    if not is_depth_checked:
-        check_json_depth(data, path or Path("<data>"))
+    check_json_depth(data, path or Path("<data>"))  # (before Arrow, which would crash)
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 
     def stream() -> Iterator[pa.RecordBatch]:

@@ -29,7 +29,6 @@ import csv
 import hashlib
 import json
 import re
-import reprlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ import pyarrow.json as pa_json
 from lbnorm._runtime import beside
 from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
-from lbnorm.core.files import json_lines, read_bytes
+from lbnorm.core.files import json_lines, read_bytes, shown
 from lbnorm.core.options import ExtraColumns
 from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
@@ -54,7 +53,6 @@ from lbnorm.core.schemas import (
 )
 from lbnorm.readers.table_file import (
     RowNumbers,
-    check_json_depth,
     check_utf8,
     count_lines,
     read_csv,
@@ -91,9 +89,6 @@ _KEY = TEXT  # text keys as the engine and the subtask table take them
 _NON_SPACE = re.compile(rb"\S")
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", "", "nan", "none"}
-_REPR = reprlib.Repr()  # bounded reprs for messages
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
-_shown = _REPR.repr
 
 
 def read_score_file(
@@ -395,11 +390,10 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
-    check_json_depth(data, path)  # (before Arrow: too deep, its parser crashes)
-    if (typed := _read_jsonl_typed(data)) is not None:
+    if (typed := _read_jsonl_typed(path, data)) is not None:
         return typed
     try:
-        return read_jsonl(data, path, is_depth_checked=True)
+        return read_jsonl(data, path)
     except (pa.ArrowException, OSError) as exc:
         _explain_jsonl(path, extra_columns=extra_columns)
         msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
@@ -414,7 +408,7 @@ _JSONL_TYPES = {
 }
 
 
-def _read_jsonl_typed(data: bytes) -> pa.Table | None:
+def _read_jsonl_typed(path: Path, data: bytes) -> pa.Table | None:
     """The JSONL file read with its first line's columns typed, or None to infer them.
 
     Arrow parses a typed column without inferring it; the table equals the one
@@ -442,10 +436,10 @@ def _read_jsonl_typed(data: bytes) -> pa.Table | None:
     try:
         table = read_jsonl(
             data,
+            path,
             parse=pa_json.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="infer"
             ),
-            is_depth_checked=True,  # (by the caller)
         )
     except (pa.ArrowException, OSError):
         return None
@@ -531,16 +525,15 @@ def _text_column(
         or pa.types.is_large_string(type_)
     ):
         if name in _REQUIRED_KEYS and column.null_count:
-            position = _first(column.is_null())
-            msg = f"{source}: {rows.where(position)}: {name} is empty (null), not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-            raise SchemaMismatchError(msg)
+            where = rows.where(_first(column.is_null()))
+            raise _not_text(name, "empty (null)", source, where)
         return pc.fill_null(
             column.cast(pa.string()), scalar("", pa.string())
         )  # unknown: as if absent
     position = _first(column.is_valid())
     value = column[position].as_py()
-    msg = f"{source}: {rows.where(position)}: {name} is the {_kind(value)} {_shown(value)}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-    raise SchemaMismatchError(msg)
+    found = f"the {_kind(value)} {shown(value)}"
+    raise _not_text(name, found, source, rows.where(position))
 
 
 def _constant_text(value: str, n_rows: int) -> pa.Array:
@@ -569,7 +562,7 @@ def _bool_column(
     else:
         position = _first(column.is_valid())
     msg = (
-        f"{source}: {rows.where(position)}: chat_template is {_shown(column[position].as_py())}.\n"
+        f"{source}: {rows.where(position)}: chat_template is {shown(column[position].as_py())}.\n"
         "Hint: write chat_template as true or false."
     )
     raise SchemaMismatchError(msg)
@@ -592,8 +585,8 @@ def _number_column(
         bad = pc.and_(pc.invert(is_number), pc.invert(is_empty))
         if pc.any(bad).as_py():
             position = _first(bad)
-            shown = f"the text {_shown(cells[position].as_py())}"
-            raise _wrong_value(name, shown, source, rows.where(position))
+            text_of = f"the text {shown(cells[position].as_py())}"
+            raise _wrong_value(name, text_of, source, rows.where(position))
         values = pc.if_else(is_empty, scalar(None, pa.string()), cells)
         values = values.cast(pa.float64())
         is_odd = pc.invert(
@@ -612,8 +605,8 @@ def _number_column(
     else:
         position = _first(column.is_valid())
         value = column[position].as_py()
-        shown = f"the {_kind(value)} {_shown(value)}"
-        raise _wrong_value(name, shown, source, rows.where(position))
+        text_of = f"the {_kind(value)} {shown(value)}"
+        raise _wrong_value(name, text_of, source, rows.where(position))
     if text is None and column.null_count and name == "raw_score":
         text = pc.if_else(
             column.is_null(), scalar("null", pa.string()), scalar(None, pa.string())
@@ -629,12 +622,12 @@ def _number_column(
     if is_bad.any():
         position = int(np.flatnonzero(is_bad)[0])
         cell = column[position].as_py()  # a CSV cell's text, else the number
-        shown = cell.strip() if isinstance(cell, str) else _shown(cell)
+        written = cell.strip() if isinstance(cell, str) else shown(cell)
         is_huge = bool(np.isfinite(found[position]) and found[position] % 1 == 0)
         what = (
             "too large for a count (2**63 or more)" if is_huge else "not a whole number"
         )
-        msg = f"{source}: {rows.where(position)}: n_samples is the number {shown}, {what}.\nHint: n_samples counts items: write a whole number, or leave it empty."
+        msg = f"{source}: {rows.where(position)}: n_samples is the number {written}, {what}.\nHint: n_samples counts items: write a whole number, or leave it empty."
         raise SchemaMismatchError(msg)
     values = pc.if_else(pc.is_nan(values), scalar(None, pa.float64()), values)
     return pc.cast(values, pa.int64()), None
@@ -657,12 +650,16 @@ def _raise_first_bad(
         if kind in expected:
             continue
         if name in TEXT_COLUMNS:
-            found = "empty (null)" if kind == "null" else f"the {kind} {_shown(value)}"
-            msg = f"{source}: {rows.where(position)}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
-            raise SchemaMismatchError(msg)
+            found = "empty (null)" if kind == "null" else f"the {kind} {shown(value)}"
+            raise _not_text(name, found, source, rows.where(position))
         raise _wrong_value(
-            name, f"the {kind} {_shown(value)}", source, rows.where(position)
+            name, f"the {kind} {shown(value)}", source, rows.where(position)
         )
+
+
+def _not_text(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
+    msg = f"{source}: {where}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
+    return SchemaMismatchError(msg)
 
 
 def _wrong_value(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
