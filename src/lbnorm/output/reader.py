@@ -252,13 +252,6 @@ class Output:
             return self.table(INPUTS_TABLE)
         return pa.Table.from_pylist(inputs if isinstance(inputs, list) else [])
 
-    def input_count(self) -> int:
-        """How many input files the run read."""
-        inputs = self.manifest.get("inputs")
-        if isinstance(inputs, dict):
-            return int(self._read(INPUTS_TABLE, pq.read_metadata).num_rows)
-        return len(inputs) if isinstance(inputs, list) else 0
-
     def metadata_columns(self) -> list[str]:
         """The leaderboard's columns beyond its contract (joined metadata).
 
@@ -336,8 +329,9 @@ class Output:
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
             self._refuse_kind(self.kind, held)
+        held_names = {entry.name for entry in os.scandir(self._folder)}
         required = (MANIFEST, *_REQUIRED[self.kind])
-        if missing := [name for name in required if not self._exists(name)]:
+        if missing := [name for name in required if name not in held_names]:
             names = ", ".join(missing)
             msg = (  # (lbnorm's manifest there: an output of lbnorm's, damaged)
                 f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
@@ -371,13 +365,6 @@ class Output:
             if self.kind == "leaderboard" and self.has(name):
                 self._check_contract(name)
         self._compare(verify=verify)  # (every table's footer read)
-
-    def _exists(self, name: str) -> bool:
-        try:
-            os.stat(name, dir_fd=self._folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        return True
 
     def _is_replaced(self) -> bool:
         """Whether the path now names another folder than the one opened (or none)."""

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.core import arrow
-from lbnorm.core.errors import ExitCode, LbnormError, Terminated
+from lbnorm.core.errors import ExitCode
 from lbnorm.engines.result import Result
 from lbnorm.output.transaction import first_few
 from lbnorm.readers import (
@@ -90,6 +90,7 @@ def build_run_report(
         The report as a JSON-ready dict; ``exit_code`` is the code to exit with.
 
     Examples:
+        >>> from lbnorm.core.errors import LbnormError
         >>> report = build_run_report(None, version="0.1.0", started_at="t0",
         ...     finished_at="t1", out=None, stages={}, error=LbnormError("boom"))
         >>> report["status"], report["exit_code"], report["error"]["type"]
@@ -168,8 +169,7 @@ def _run_warnings(
     outside the suite: none stops the run or makes it unhealthy.
     """
     warnings = []
-    cache = inputs.get("cache")
-    if isinstance(cache, dict) and cache.get("rebuilt"):
+    if (cache := inputs["cache"] or {}).get("rebuilt"):
         warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
     if inputs["rejected"]:
         warnings.append(
@@ -192,14 +192,9 @@ def _failure(error: BaseException | None) -> dict[str, Any]:
     An lbnorm error or SIGTERM exits with its own code; anything else that
     stopped the run (a Ctrl-C) with :attr:`ExitCode.INTERRUPTED`.
     """
-    code = int(
-        error.exit_code
-        if isinstance(error, LbnormError | Terminated)
-        else ExitCode.INTERRUPTED
-    )
     return {
         "status": "failed",
-        "exit_code": code,
+        "exit_code": int(getattr(error, "exit_code", ExitCode.INTERRUPTED)),
         "error": {"type": type(error).__name__, "message": str(error)},
         "problems": [f"did not run: {type(error).__name__}"],
         "output": None,
