@@ -314,8 +314,7 @@ class Output:
                 if why == "no such folder"
                 else f"give the folder `{_command(kind, 'DIR')}` wrote, not a file"
             )
-            msg = f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
-            raise InputError(msg) from exc
+            raise self._not_an_output(why, hint) from exc
         try:
             self._check(kind, verify=verify)
         except InputError:
@@ -329,23 +328,19 @@ class Output:
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
             self._refuse_kind(self.kind, held)
-        held_names = {entry.name for entry in os.scandir(self._folder)}
+        entries = {entry.name for entry in os.scandir(self._folder)}
         required = (MANIFEST, *_REQUIRED[self.kind])
-        if missing := [name for name in required if name not in held_names]:
+        if missing := [name for name in required if name not in entries]:
             names = ", ".join(missing)
-            msg = (  # (lbnorm's manifest there: an output of lbnorm's, damaged)
-                f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
-                if held is not None
-                else f"{self.path}: not an lbnorm output directory (missing {names})."
-                f"\nHint: write one with `{_command(self.kind, self.path)}`."
-            )
-            raise InputError(msg)
+            if held is not None:  # lbnorm's manifest: an output of lbnorm's, damaged
+                msg = f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
+                raise InputError(msg)
+            why = f"missing {names}"
+            hint = f"write one with `{_command(self.kind, self.path)}`"
+            raise self._not_an_output(why, hint)
         if manifest is None:
-            msg = (
-                f"{self.path}: not an lbnorm output directory (its manifest.json "
-                f"{problem}).\nHint: point at a folder `lbnorm run --out` wrote."
-            )
-            raise InputError(msg)
+            why = f"its manifest.json {problem}"
+            raise self._not_an_output(why, "point at a folder `lbnorm run --out` wrote")
         self.manifest = manifest
         if manifest.get("format", 0) < 1:  # (checked to be an integer)
             msg = (
@@ -373,6 +368,12 @@ class Output:
         except OSError:
             return True
         return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
+
+    def _not_an_output(self, why: str, hint: str) -> InputError:
+        """The error for a folder that is not an lbnorm output: why, and what to do."""
+        return InputError(
+            f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
+        )
 
     def _refuse_kind(self, wanted: str, held: str | None) -> None:
         holds, hint = _HOLDS[held or "leaderboard"]

@@ -174,7 +174,11 @@ def _a(word: str) -> str:
 
 
 def resolve_target(out: Path) -> Path:
-    """The folder `out` names: itself, or the folder its symbolic link points to."""
+    """The folder `out` names: itself, or the folder its symbolic link points to.
+
+    A name is checked against the file system's limit before anything exists
+    (a folder a link points to exists: its name fits).
+    """
     target = out.resolve() if out.name in {"", ".."} else out
     _check_name_length(out, target)
     with _reported(out):
@@ -190,7 +194,6 @@ def resolve_target(out: Path) -> Path:
             if not target.is_dir():
                 msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
                 raise OutputError(msg)
-            _check_name_length(out, target)
     if not target.name:  # (given, or linked to)
         msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
         raise OutputError(msg)

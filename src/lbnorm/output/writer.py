@@ -90,12 +90,10 @@ def write_job(
         result = finish(job.finish())
     else:
         name = "subtasks.parquet"
-        result = transaction.write_parts(
+        result = transaction.write_parts(  # (the parts are summed as they come)
             name,
             _stamped(job.subtask_schema, provenance, name),
-            (
-                part for part in job.subtask_parts() if part.num_rows
-            ),  # summed as they come
+            (part for part in job.subtask_parts() if part.num_rows),
             then=lambda: finish(job.finish()),
         )
         if result.subtask_parts is None:  # the parts went to disk: read back from there
@@ -148,15 +146,14 @@ def _by_path(files: pa.Table) -> pa.Table:
     return files.take(pc.sort_indices(files["path"]))
 
 
-def _holds_floats(schema: pa.Schema) -> bool:
-    """Whether a column holds floats, at any depth (a :class:`Listing` may not)."""
+def _holds_floats(kind: pa.DataType) -> bool:
+    """Whether a type (a table's: its columns as a struct) holds floats, at any depth.
 
-    def floats(kind: pa.DataType) -> bool:
-        if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-            return True
-        return any(floats(kind.field(at).type) for at in range(kind.num_fields))
-
-    return any(floats(field.type) for field in schema)
+    A :class:`Listing` may not.
+    """
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return True
+    return any(_holds_floats(kind.field(at).type) for at in range(kind.num_fields))
 
 
 def _absolute(path: str) -> str:
@@ -210,7 +207,7 @@ def _write_tables(
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
         transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
     else:
-        listing = inputs if _holds_floats(files.schema) else Listing(inputs)
+        listing = inputs if _holds_floats(pa.struct(files.schema)) else Listing(inputs)
     metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
     builtin = suite.source.startswith("builtin:")
     transaction.manifest |= {
