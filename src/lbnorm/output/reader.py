@@ -176,8 +176,7 @@ class Output:
     def __fspath__(self) -> str:
         return str(self.path)
 
-    def __str__(self) -> str:
-        return str(self.path)
+    __str__ = __fspath__
 
     def close(self) -> None:
         """Close the folder and its files."""
@@ -200,11 +199,9 @@ class Output:
             why, hint = _MISSING.get(file, ("", self._rewrite))
             msg = f"{self.path}: no {file}{why}.\nHint: {hint.format(out=self.path)}."
             raise InputError(msg)
-        return (
-            str(_PROC_FD / str(descriptor))
-            if _PROC_FD.is_dir()
-            else str(self.path / file)
-        )
+        if _PROC_FD.is_dir():
+            return str(_PROC_FD / str(descriptor))
+        return str(self.path / file)  # (no /proc: the path, as it is now)
 
     def table(
         self,

@@ -210,13 +210,13 @@ def _health_section(
     reason, rather than passed; each failed check is a problem, so the run
     exits unhealthy.
     """
-    section: dict[str, Any] = {"checked": health is not None}
     if health is None:
-        return section, [], []
+        return {"checked": False}, [], []
     table = pa.Table.from_pandas(health, preserve_index=False)
     failed = table.filter(pc.equal(table["status"], _text("fail")))
     n_skipped = _count(pc.equal(table["status"], _text("skipped")))
     is_unchecked = n_skipped == table.num_rows  # too few models for any check
+    section: dict[str, Any] = {"checked": not is_unchecked}
     warnings = []
     if is_unchecked:
         warnings.append(
@@ -229,7 +229,6 @@ def _health_section(
         for row in failed.to_pylist()  # the failed checks, a handful
     ]
     section |= {
-        "checked": not is_unchecked,
         "passed": None if is_unchecked else failed.num_rows == 0,
         "skipped": n_skipped,
         "failed": _records(failed.select(["level", "benchmark", "subtask", "failed"])),
@@ -274,14 +273,9 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     The counts and the parse cache's figures, each rejected file with the
     variants it held, and the variants read from several results files (when any).
     """
-    status = (
-        files["cache"]
-        if "cache" in files.column_names
-        else pa.repeat(_text("parsed"), files.num_rows)
-    )
-    status = pc.if_else(
-        pc.equal(files["format"], _text("lm-eval-harness")), status, _text("table")
-    )
+    is_results = pc.equal(files["format"], _text("lm-eval-harness"))
+    read = files["cache"] if "cache" in files.column_names else _text("parsed")
+    status = pc.if_else(is_results, read, _text("table"))
     rejected = files.filter(pc.equal(status, _text("rejected")))  # (INPUT_FILES)
     held = {record["path"]: record for record in input_rejections(files)}
     inputs = {

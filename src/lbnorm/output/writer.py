@@ -51,8 +51,6 @@ __all__ = [
     "OUTPUT_FILES",
     "PAIRED_FILE",
     "add_to",
-    "metadata_input",
-    "pandas_metadata",
     "provenance_of",
     "write_job",
     "write_table_file",
@@ -115,15 +113,15 @@ def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[st
         "lbnorm.suite_modified": "true" if suite.is_modified else "false",
         "lbnorm.missing": options.missing,
         "lbnorm.inputs": json.dumps(listed, sort_keys=True),
-        "lbnorm.metadata_table": json.dumps(metadata_input(options), sort_keys=True),
+        "lbnorm.metadata_table": json.dumps(_metadata_input(options), sort_keys=True),
     }
 
 
-def metadata_input(options: RunOptions) -> dict[str, Any] | None:
+def _metadata_input(options: RunOptions) -> dict[str, Any] | None:
     """The model metadata table a run joined: its path, size and sha256 (None: none).
 
     Examples:
-        >>> metadata_input(RunOptions()) is None
+        >>> _metadata_input(RunOptions()) is None
         True
     """
     if options.metadata is None:
@@ -257,10 +255,10 @@ def _write_one(
 def _stamped(schema: pa.Schema, provenance: Mapping[str, str], name: str) -> pa.Schema:
     """`schema` with a run's table's metadata: provenance, its name, pandas' types."""
     table = {"lbnorm.table": name.removesuffix(".parquet")}
-    return schema.with_metadata({**provenance, **table, **pandas_metadata(schema)})
+    return schema.with_metadata({**provenance, **table, **_pandas_metadata(schema)})
 
 
-def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
+def _pandas_metadata(schema: pa.Schema) -> dict[str, str]:
     """Schema metadata that makes pandas read integer columns as nullable integers.
 
     Without it a column such as ``rank`` arrives as float64 whenever it holds a
@@ -268,7 +266,7 @@ def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
     ``numpy_type`` (``Int64``...) instead. Other readers (DuckDB, polars) ignore it.
 
     Examples:
-        >>> json.loads(pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
+        >>> json.loads(_pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
         'Int64'
     """
     columns = [
