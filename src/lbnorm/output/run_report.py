@@ -90,11 +90,10 @@ def build_run_report(
         The report as a JSON-ready dict; ``exit_code`` is the code to exit with.
 
     Examples:
-        >>> from lbnorm.core.errors import LbnormError
         >>> report = build_run_report(None, version="0.1.0", started_at="t0",
-        ...     finished_at="t1", out=None, stages={}, error=LbnormError("boom"))
+        ...     finished_at="t1", out=None, stages={}, error=KeyboardInterrupt())
         >>> report["status"], report["exit_code"], report["error"]["type"]
-        ('failed', 1, 'LbnormError')
+        ('failed', 130, 'KeyboardInterrupt')
     """
     report: dict[str, Any] = {
         "report": "lbnorm-run",
