@@ -395,7 +395,7 @@ def _provenance_html(tables: ReportTables) -> str:
     )
     parts = [
         suite_text,
-        f"{tables.out.input_count():,} input file(s)",
+        f"{tables.out.inputs().num_rows:,} input file(s)",
         f"{board['model'].nunique():,} models, {len(board):,} variants, "
         f"{int(board['is_complete'].sum()):,} complete, {int(board['rank'].notna().sum()):,} ranked",
         f"written {manifest.get('created_at', '')}",

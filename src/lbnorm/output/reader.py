@@ -176,8 +176,7 @@ class Output:
     def __fspath__(self) -> str:
         return str(self.path)
 
-    def __str__(self) -> str:
-        return str(self.path)
+    __str__ = __fspath__
 
     def close(self) -> None:
         """Close the folder and its files."""
@@ -200,11 +199,9 @@ class Output:
             why, hint = _MISSING.get(file, ("", self._rewrite))
             msg = f"{self.path}: no {file}{why}.\nHint: {hint.format(out=self.path)}."
             raise InputError(msg)
-        return (
-            str(_PROC_FD / str(descriptor))
-            if _PROC_FD.is_dir()
-            else str(self.path / file)
-        )
+        if _PROC_FD.is_dir():
+            return str(_PROC_FD / str(descriptor))
+        return str(self.path / file)  # (no /proc: the path, as it is now)
 
     def table(
         self,
@@ -251,13 +248,6 @@ class Output:
         if isinstance(inputs, dict):  # (the manifest names no other table: checked)
             return self.table(INPUTS_TABLE)
         return pa.Table.from_pylist(inputs if isinstance(inputs, list) else [])
-
-    def input_count(self) -> int:
-        """How many input files the run read."""
-        inputs = self.manifest.get("inputs")
-        if isinstance(inputs, dict):
-            return int(self._read(INPUTS_TABLE, pq.read_metadata).num_rows)
-        return len(inputs) if isinstance(inputs, list) else 0
 
     def metadata_columns(self) -> list[str]:
         """The leaderboard's columns beyond its contract (joined metadata).
@@ -321,8 +311,7 @@ class Output:
                 if why == "no such folder"
                 else f"give the folder `{_command(kind, 'DIR')}` wrote, not a file"
             )
-            msg = f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
-            raise InputError(msg) from exc
+            raise self._not_an_output(why, hint) from exc
         try:
             self._check(kind, verify=verify)
         except InputError:
@@ -336,22 +325,19 @@ class Output:
         self.kind = kind or held or "leaderboard"
         if held not in {None, self.kind}:  # (an lbnorm manifest of another kind)
             self._refuse_kind(self.kind, held)
+        entries = {entry.name for entry in os.scandir(self._folder)}
         required = (MANIFEST, *_REQUIRED[self.kind])
-        if missing := [name for name in required if not self._exists(name)]:
+        if missing := [name for name in required if name not in entries]:
             names = ", ".join(missing)
-            msg = (  # (lbnorm's manifest there: an output of lbnorm's, damaged)
-                f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
-                if held is not None
-                else f"{self.path}: not an lbnorm output directory (missing {names})."
-                f"\nHint: write one with `{_command(self.kind, self.path)}`."
-            )
-            raise InputError(msg)
+            if held is not None:  # lbnorm's manifest: an output of lbnorm's, damaged
+                msg = f"{self.path}: a {self.kind} output without {names}.\nHint: {self._rewrite}."
+                raise InputError(msg)
+            why = f"missing {names}"
+            hint = f"write one with `{_command(self.kind, self.path)}`"
+            raise self._not_an_output(why, hint)
         if manifest is None:
-            msg = (
-                f"{self.path}: not an lbnorm output directory (its manifest.json "
-                f"{problem}).\nHint: point at a folder `lbnorm run --out` wrote."
-            )
-            raise InputError(msg)
+            why = f"its manifest.json {problem}"
+            raise self._not_an_output(why, "point at a folder `lbnorm run --out` wrote")
         self.manifest = manifest
         if manifest.get("format", 0) < 1:  # (checked to be an integer)
             msg = (
@@ -372,13 +358,6 @@ class Output:
                 self._check_contract(name)
         self._compare(verify=verify)  # (every table's footer read)
 
-    def _exists(self, name: str) -> bool:
-        try:
-            os.stat(name, dir_fd=self._folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        return True
-
     def _is_replaced(self) -> bool:
         """Whether the path now names another folder than the one opened (or none)."""
         try:
@@ -386,6 +365,12 @@ class Output:
         except OSError:
             return True
         return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
+
+    def _not_an_output(self, why: str, hint: str) -> InputError:
+        """The error for a folder that is not an lbnorm output: why, and what to do."""
+        return InputError(
+            f"{self.path}: not an lbnorm output directory ({why}).\nHint: {hint}."
+        )
 
     def _refuse_kind(self, wanted: str, held: str | None) -> None:
         holds, hint = _HOLDS[held or "leaderboard"]

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lbnorm.core import arrow
-from lbnorm.core.errors import ExitCode, LbnormError, Terminated
+from lbnorm.core.errors import ExitCode
 from lbnorm.engines.result import Result
 from lbnorm.output.transaction import first_few
 from lbnorm.readers import (
@@ -91,9 +91,9 @@ def build_run_report(
 
     Examples:
         >>> report = build_run_report(None, version="0.1.0", started_at="t0",
-        ...     finished_at="t1", out=None, stages={}, error=LbnormError("boom"))
+        ...     finished_at="t1", out=None, stages={}, error=KeyboardInterrupt())
         >>> report["status"], report["exit_code"], report["error"]["type"]
-        ('failed', 1, 'LbnormError')
+        ('failed', 130, 'KeyboardInterrupt')
     """
     report: dict[str, Any] = {
         "report": "lbnorm-run",
@@ -168,8 +168,7 @@ def _run_warnings(
     outside the suite: none stops the run or makes it unhealthy.
     """
     warnings = []
-    cache = inputs.get("cache")
-    if isinstance(cache, dict) and cache.get("rebuilt"):
+    if (cache := inputs["cache"] or {}).get("rebuilt"):
         warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
     if inputs["rejected"]:
         warnings.append(
@@ -192,14 +191,9 @@ def _failure(error: BaseException | None) -> dict[str, Any]:
     An lbnorm error or SIGTERM exits with its own code; anything else that
     stopped the run (a Ctrl-C) with :attr:`ExitCode.INTERRUPTED`.
     """
-    code = int(
-        error.exit_code
-        if isinstance(error, LbnormError | Terminated)
-        else ExitCode.INTERRUPTED
-    )
     return {
         "status": "failed",
-        "exit_code": code,
+        "exit_code": int(getattr(error, "exit_code", ExitCode.INTERRUPTED)),
         "error": {"type": type(error).__name__, "message": str(error)},
         "problems": [f"did not run: {type(error).__name__}"],
         "output": None,
@@ -215,13 +209,13 @@ def _health_section(
     reason, rather than passed; each failed check is a problem, so the run
     exits unhealthy.
     """
-    section: dict[str, Any] = {"checked": health is not None}
     if health is None:
-        return section, [], []
+        return {"checked": False}, [], []
     table = pa.Table.from_pandas(health, preserve_index=False)
     failed = table.filter(pc.equal(table["status"], _text("fail")))
     n_skipped = _count(pc.equal(table["status"], _text("skipped")))
     is_unchecked = n_skipped == table.num_rows  # too few models for any check
+    section: dict[str, Any] = {"checked": not is_unchecked}
     warnings = []
     if is_unchecked:
         warnings.append(
@@ -234,7 +228,6 @@ def _health_section(
         for row in failed.to_pylist()  # the failed checks, a handful
     ]
     section |= {
-        "checked": not is_unchecked,
         "passed": None if is_unchecked else failed.num_rows == 0,
         "skipped": n_skipped,
         "failed": _records(failed.select(["level", "benchmark", "subtask", "failed"])),
@@ -279,14 +272,9 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     The counts and the parse cache's figures, each rejected file with the
     variants it held, and the variants read from several results files (when any).
     """
-    status = (
-        files["cache"]
-        if "cache" in files.column_names
-        else pa.repeat(_text("parsed"), files.num_rows)
-    )
-    status = pc.if_else(
-        pc.equal(files["format"], _text("lm-eval-harness")), status, _text("table")
-    )
+    is_results = pc.equal(files["format"], _text("lm-eval-harness"))
+    read = files["cache"] if "cache" in files.column_names else _text("parsed")
+    status = pc.if_else(is_results, read, _text("table"))
     rejected = files.filter(pc.equal(status, _text("rejected")))  # (INPUT_FILES)
     held = {record["path"]: record for record in input_rejections(files)}
     inputs = {

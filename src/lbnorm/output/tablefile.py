@@ -68,7 +68,7 @@ class Hashed:
     closed = False
 
     def __init__(self, descriptor: int) -> None:
-        self._descriptor = descriptor
+        self.descriptor = descriptor
         self.sha256 = hashlib.sha256()
         self.size = 0
 
@@ -78,7 +78,7 @@ class Hashed:
         size = len(view)
         self.sha256.update(view)
         while view:
-            view = view[os.write(self._descriptor, view) :]
+            view = view[os.write(self.descriptor, view) :]
         self.size += size
         return size
 
@@ -114,11 +114,9 @@ class TableFile:
         is_tuned: bool = True,
         plain: tuple[str, ...] = (),
     ) -> None:
-        self._descriptor = descriptor
         self._sink = Hashed(descriptor)
         settings = _parquet_settings(schema, name, is_tuned=is_tuned, plain=plain)
         self._writer = pq.ParquetWriter(self._sink, schema, **settings)
-        self._n_columns = len(schema)
         self.n_rows = 0
 
     def write(self, part: pa.Table, *, row_group_size: int | None = None) -> None:
@@ -129,10 +127,10 @@ class TableFile:
     def close(self) -> dict[str, Any]:
         """Finish and sync the file; its rows, columns, size and sha256."""
         self._writer.close()
-        os.fsync(self._descriptor)
+        os.fsync(self._sink.descriptor)
         return {
             "rows": self.n_rows,
-            "columns": self._n_columns,
+            "columns": len(self._writer.schema),
             "bytes": self._sink.size,
             "sha256": self._sink.sha256.hexdigest(),
         }

@@ -174,7 +174,11 @@ def _a(word: str) -> str:
 
 
 def resolve_target(out: Path) -> Path:
-    """The folder `out` names: itself, or the folder its symbolic link points to."""
+    """The folder `out` names: itself, or the folder its symbolic link points to.
+
+    A name is checked against the file system's limit before anything exists
+    (a folder a link points to exists: its name fits).
+    """
     target = out.resolve() if out.name in {"", ".."} else out
     _check_name_length(out, target)
     with _reported(out):
@@ -190,7 +194,6 @@ def resolve_target(out: Path) -> Path:
             if not target.is_dir():
                 msg = f"{out}: a symbolic link to {target}, which is not a folder.\nHint: choose another --out."
                 raise OutputError(msg)
-            _check_name_length(out, target)
     if not target.name:  # (given, or linked to)
         msg = f"{out}: the root folder cannot be an output.\nHint: choose a folder below it as --out."
         raise OutputError(msg)
@@ -412,12 +415,13 @@ class Transaction:
         self.outputs: dict[str, dict[str, Any]] = {}
         #: The manifest so far; :meth:`commit` completes it.
         self.manifest: dict[str, Any] = {}
-        self.committed = self.is_swapped = False
+        #: Whether the new output is in place (swapped in).
+        self.committed = False
         self.target = self.folder = self.out
-        self._previous: Path | None = None  # where the previous output went
         self._beside: list[_Beside] = []
-        #: What leaving releases, the last taken first: the staged files
-        #: beside the output, the staging folder's lock, the signals held.
+        #: What leaving releases, the last taken first: the previous output (once
+        #: swapped out), the staged files beside the output, the staging folder
+        #: (removed while still locked), its lock, the signals held.
         self._held = contextlib.ExitStack()
 
     def __enter__(self) -> Transaction:
@@ -427,6 +431,7 @@ class Transaction:
             self.target.parent.mkdir(parents=True, exist_ok=True)
             self.folder, lock = _claim(self.out, self.target, self.kind)
             self._held.callback(os.close, lock)
+            self._held.callback(shutil.rmtree, self.folder, ignore_errors=True)
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
         except BaseException as exc:  # (an OS error raised as the output's)
@@ -437,13 +442,9 @@ class Transaction:
     def __exit__(self, kind: type[BaseException] | None, error: Any, _: Any) -> None:
         """Remove what is staged (or, after the swap, the previous output)."""
         with self._held:  # (a signal taken meanwhile is raised as this ends)
-            if self.folder != self.out:
-                shutil.rmtree(self.folder, ignore_errors=True)
-            if self._previous is not None:
-                shutil.rmtree(self._previous, ignore_errors=True)
             if isinstance(error, OSError) and not isinstance(error, OutputError):
                 raise output_error(
-                    self.out, error, is_replaced=self.is_swapped
+                    self.out, error, is_replaced=self.committed
                 ) from error
 
     def path(self, name: str) -> Path:
@@ -564,11 +565,11 @@ class Transaction:
         with _parent_locked(self.target.parent):
             _check_target(self.out, self.target, self.kind)  # files may have come
             (self.folder / STAGING_MARK).unlink()  # (a whole output: ours if left)
-            self._previous = _swap_in(self.folder, self.target)
-            self.folder, self.is_swapped = self.out, True
+            previous = _swap_in(self.folder, self.target)
+            self._held.callback(shutil.rmtree, previous, ignore_errors=True)
+            self.committed = True
             _replaced.append(self.out)
             _sync(self.target.parent)
-        self.committed = True
         for beside in self._beside:  # part of this commit: no second decision
             try:
                 beside.put(is_own_commit=True)
@@ -698,16 +699,14 @@ def _parent_locked(folder: Path) -> Iterator[None]:
         yield
 
 
-def _swap_in(staging: Path, target: Path) -> Path | None:
-    """Put `staging` in place of `target`; return where the previous output went."""
-    previous: Path | None = None
+def _swap_in(staging: Path, target: Path) -> Path:
+    """Put `staging` in place of `target`; return where the previous output went (if any)."""
+    previous = staging  # (exchanged there, or none was there)
     # (a folder come since the check is not replaced: rename(2) refuses all but an
     # empty one, which the check would have taken too)
     if not os.path.lexists(target):
         staging.rename(target)
-    elif _renameat2(staging, target, _RENAME_EXCHANGE):
-        previous = staging  # now holds the previous output
-    else:
+    elif not _renameat2(staging, target, _RENAME_EXCHANGE):
         tag = staging.name[1:].rsplit(".tmp-", 1)[0]
         previous = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
         target.rename(previous)
@@ -740,8 +739,8 @@ def write_file(
     *,
     is_ours: Recognizer | None = None,
     option: str = "cannot write",
-) -> str:
-    """Write one file whole, through a temporary sibling and one rename; its sha256.
+) -> None:
+    """Write one file whole, through a temporary sibling and one rename.
 
     A symbolic link is written through. The file is refused inside an lbnorm
     output folder and, with `is_ours`, over a file lbnorm did not write. The
@@ -766,7 +765,6 @@ def write_file(
             beside.put()
     finally:
         beside.discard()
-    return beside.sha256
 
 
 class _Beside:
@@ -799,7 +797,7 @@ class _Beside:
                     self._create(folder)
                 with contextlib.suppress(OSError):  # without file locks: best effort
                     fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.sha256 = _fill(self.descriptor, content, name=self.target.name)
+                _fill(self.descriptor, content, name=self.target.name)
                 os.fsync(self.descriptor)
                 if not self.is_named:  # complete: named now, still locked
                     with _opened(_PROC_FD) as proc:  # (link(2) would not follow)
@@ -848,16 +846,16 @@ class _Beside:
 
 def _fill(
     descriptor: int, content: bytes | Iterable[bytes] | pa.Table, *, name: str
-) -> str:
-    """Write `content` to `descriptor`; the sha256 of the bytes written."""
+) -> None:
+    """Write `content` to `descriptor` (a table as Parquet, pyarrow's defaults)."""
     if isinstance(content, pa.Table):
         written = TableFile(descriptor, content.schema, name=name, is_tuned=False)
         written.write(content)
-        return str(written.close()["sha256"])
-    sink = Hashed(descriptor)
-    for part in [content] if isinstance(content, bytes) else content:
-        sink.write(part)
-    return sink.sha256.hexdigest()
+        written.close()
+    else:
+        sink = Hashed(descriptor)
+        for part in [content] if isinstance(content, bytes) else content:
+            sink.write(part)
 
 
 def _remove_dead_temporaries(folder: Path, tag: str, is_ours: Recognizer) -> None:

@@ -51,8 +51,6 @@ __all__ = [
     "OUTPUT_FILES",
     "PAIRED_FILE",
     "add_to",
-    "metadata_input",
-    "pandas_metadata",
     "provenance_of",
     "write_job",
     "write_table_file",
@@ -90,12 +88,10 @@ def write_job(
         result = finish(job.finish())
     else:
         name = "subtasks.parquet"
-        result = transaction.write_parts(
+        result = transaction.write_parts(  # (the parts are summed as they come)
             name,
             _stamped(job.subtask_schema, provenance, name),
-            (
-                part for part in job.subtask_parts() if part.num_rows
-            ),  # summed as they come
+            (part for part in job.subtask_parts() if part.num_rows),
             then=lambda: finish(job.finish()),
         )
         if result.subtask_parts is None:  # the parts went to disk: read back from there
@@ -117,15 +113,15 @@ def provenance_of(suite: Suite, options: RunOptions, files: pa.Table) -> dict[st
         "lbnorm.suite_modified": "true" if suite.is_modified else "false",
         "lbnorm.missing": options.missing,
         "lbnorm.inputs": json.dumps(listed, sort_keys=True),
-        "lbnorm.metadata_table": json.dumps(metadata_input(options), sort_keys=True),
+        "lbnorm.metadata_table": json.dumps(_metadata_input(options), sort_keys=True),
     }
 
 
-def metadata_input(options: RunOptions) -> dict[str, Any] | None:
+def _metadata_input(options: RunOptions) -> dict[str, Any] | None:
     """The model metadata table a run joined: its path, size and sha256 (None: none).
 
     Examples:
-        >>> metadata_input(RunOptions()) is None
+        >>> _metadata_input(RunOptions()) is None
         True
     """
     if options.metadata is None:
@@ -148,15 +144,14 @@ def _by_path(files: pa.Table) -> pa.Table:
     return files.take(pc.sort_indices(files["path"]))
 
 
-def _holds_floats(schema: pa.Schema) -> bool:
-    """Whether a column holds floats, at any depth (a :class:`Listing` may not)."""
+def _holds_floats(kind: pa.DataType) -> bool:
+    """Whether a type (a table's: its columns as a struct) holds floats, at any depth.
 
-    def floats(kind: pa.DataType) -> bool:
-        if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-            return True
-        return any(floats(kind.field(at).type) for at in range(kind.num_fields))
-
-    return any(floats(field.type) for field in schema)
+    A :class:`Listing` may not.
+    """
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return True
+    return any(_holds_floats(kind.field(at).type) for at in range(kind.num_fields))
 
 
 def _absolute(path: str) -> str:
@@ -210,7 +205,7 @@ def _write_tables(
         listing = {"table": INPUTS_TABLE, "rows": len(inputs)}
         transaction.write_table(INPUTS_TABLE, ordered, is_tuned=False)
     else:
-        listing = inputs if _holds_floats(files.schema) else Listing(inputs)
+        listing = inputs if _holds_floats(pa.struct(files.schema)) else Listing(inputs)
     metadata = json.loads(provenance["lbnorm.metadata_table"])  # (hashed once a run)
     builtin = suite.source.startswith("builtin:")
     transaction.manifest |= {
@@ -260,10 +255,10 @@ def _write_one(
 def _stamped(schema: pa.Schema, provenance: Mapping[str, str], name: str) -> pa.Schema:
     """`schema` with a run's table's metadata: provenance, its name, pandas' types."""
     table = {"lbnorm.table": name.removesuffix(".parquet")}
-    return schema.with_metadata({**provenance, **table, **pandas_metadata(schema)})
+    return schema.with_metadata({**provenance, **table, **_pandas_metadata(schema)})
 
 
-def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
+def _pandas_metadata(schema: pa.Schema) -> dict[str, str]:
     """Schema metadata that makes pandas read integer columns as nullable integers.
 
     Without it a column such as ``rank`` arrives as float64 whenever it holds a
@@ -271,7 +266,7 @@ def pandas_metadata(schema: pa.Schema) -> dict[str, str]:
     ``numpy_type`` (``Int64``...) instead. Other readers (DuckDB, polars) ignore it.
 
     Examples:
-        >>> json.loads(pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
+        >>> json.loads(_pandas_metadata(pa.schema([("rank", pa.int64())]))["pandas"])["columns"][0]["numpy_type"]
         'Int64'
     """
     columns = [
