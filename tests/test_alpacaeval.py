@@ -331,7 +331,7 @@ def test_not_utf8_is_refused(tmp_path: Path) -> None:
     root = _one_model(tmp_path)
     path = root / "model-a" / "model_outputs.json"
     path.write_bytes(path.read_bytes().replace(b"Yes.", b"Y\xe9s."))
-    with pytest.raises(InputError, match=r"model_outputs\.json: byte 0xe9 at offset \d+ is not UTF-8\.\nHint: "):  # fmt: skip
+    with pytest.raises(InputError, match=r"model_outputs\.json: line \d+: byte 0xe9 is not UTF-8\.\nHint: "):  # fmt: skip
         _read(root, tmp_path)
 
 

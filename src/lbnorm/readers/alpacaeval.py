@@ -53,6 +53,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import read_bytes
 from lbnorm.readers.instances import InstanceRules
 from lbnorm.readers.samples import SubtaskColumns, aggregate_sample_batches
+from lbnorm.readers.table_file import check_utf8
 
 __all__ = [
     "ANNOTATIONS_FILE",
@@ -243,11 +244,9 @@ def _decode(path: Path, data: bytes, shape: Any, hint: str) -> Any:
         raise InputError(msg) from exc
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass  # NaN, a lone surrogate, not UTF-8 or broken JSON: json decides and words it
+    check_utf8(path, data)
     try:
         document = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        msg = f"{path}: byte {data[exc.start]:#04x} at offset {exc.start} is not UTF-8.\nHint: save the file as UTF-8."
-        raise InputError(msg) from exc
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = f"{path}: not valid JSON: {exc}.\n{hint}"
         raise InputError(msg) from exc

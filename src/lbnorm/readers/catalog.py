@@ -349,11 +349,7 @@ def read_files(
         catalogs.append(_skipped_catalog(found.skipped))
         warnings.append(_skipped_warning(found.skipped))
     rejected = read.rejected if read is not None else ()
-    files = (
-        pa.concat_tables(catalogs, promote_options="default")
-        if len(catalogs) > 1
-        else catalogs[0]
-    )
+    files = pa.concat_tables(catalogs, promote_options="default")
     num_rows = int(pc.sum(files["rows"]).as_py() or 0)
     if not num_rows:  # an empty table must not replace the last leaderboard
         _raise_no_scores(files, suite, rejected)
@@ -399,17 +395,11 @@ def _read_results(
 
 def _results_catalog(files: pa.Table) -> pa.Table:
     """The results files' catalog rows; the columns a reader adds (the cache's) kept."""
-    given = ("path", "sha256", "bytes", "rows", "superseded_by", "n_ignored")
     # a file's variant and run time go to its score rows, not to the catalog
     variant = {"model", "precision", "revision", "chat_template", "timestamp"}
     return catalog_table(
-        {name: files[name] for name in given}
-        | {"format": ["lm-eval-harness"] * files.num_rows}
-        | {
-            name: files[name]
-            for name in files.column_names
-            if name not in variant and name not in given
-        }
+        {"format": ["lm-eval-harness"] * files.num_rows}
+        | {name: files[name] for name in files.column_names if name not in variant}
     )
 
 

@@ -42,6 +42,7 @@ again and costs a few array passes over the scores taken.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import itertools
@@ -480,17 +481,7 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
     named = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     n_subtasks = len(named)
     subtask = settings.subtask
-    found: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "row",
-            "setting",
-            "value",
-            "majority",
-            "n_variants",
-            "n_majority",
-        )
-    }
+    found: dict[str, list[Any]] = collections.defaultdict(list)  # a list per column
     for j, setting in enumerate(SETTINGS):  # eight settings, each over every row
         column = [row[j] for row in settings.distinct]
         texts = sorted({v for v in column if v is not None})
@@ -529,16 +520,8 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
         }
     )
     table = table.cast(COMPARABILITY).append_column("_file", file)
-    order = pc.sort_indices(
-        table,
-        [
-            ("benchmark", "ascending"),
-            ("subtask", "ascending"),
-            ("setting", "ascending"),
-            ("path", "ascending"),
-        ],
-    )
-    return table.take(order)
+    order = ("benchmark", "subtask", "setting", "path")
+    return table.sort_by([(name, "ascending") for name in order])
 
 
 def _notes(differences: pa.Table, files: pa.Table) -> pa.Array:
@@ -570,19 +553,8 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
     """
     if not differences.num_rows:
         return ()
-    names = [
-        "benchmark",
-        "setting",
-        "model",
-        "precision",
-        "revision",
-        "chat_template",
-        "value",
-        "majority",
-        "subtask",
-    ]
     groups: dict[tuple[str, str], dict[_Variant, dict[tuple[str, str], list[str]]]] = {}
-    for record in differences.select(names).to_pylist():  # few; grouped for the message
+    for record in differences.to_pylist():  # few; grouped for the message
         variant = (
             record["model"],
             record["precision"],
