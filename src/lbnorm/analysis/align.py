@@ -218,18 +218,16 @@ def group_codes(
     is_start = np.ones(len(frame), dtype=bool)
     is_start[1:] = linear[1:] != linear[:-1]
     starts = np.flatnonzero(is_start)
-    if (
-        np.unique(linear[starts]).size == starts.size
-    ):  # each key in one run (sorted tables)
+    # each key in one run (sorted tables)
+    if np.unique(linear[starts]).size == starts.size:
         return np.cumsum(is_start, dtype=np.int64) - 1, starts.astype(np.int64)
     if space <= 4 * len(frame) + 1024:
         first_at = np.full(space, len(frame), dtype=np.int64)
         np.minimum.at(first_at, linear, np.arange(len(frame), dtype=np.int64))
         is_used = first_at < len(frame)
         number = np.cumsum(is_used) - 1
-        order = np.argsort(
-            first_at[is_used], kind="stable"
-        )  # codes by first appearance
+        # codes by first appearance
+        order = np.argsort(first_at[is_used], kind="stable")
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         return rank[number[linear]].astype(np.int64), np.sort(first_at[is_used])

@@ -747,9 +747,8 @@ def read_snapshot(
             *columns,
         ]
         if "source" in folder.schema("subtasks").names:
-            wanted.append(
-                "source"
-            )  # a variant lost to a rejected file is named with it
+            # a variant lost to a rejected file is named with it
+            wanted.append("source")
         if intervals:
             wanted += ["raw_score", "stderr", "n_samples"]
         subtasks = folder.frame("subtasks", columns=list(dict.fromkeys(wanted)))

@@ -369,29 +369,26 @@ def _rank(
     folder: Output, board: pd.DataFrame, row: int, *, level: float
 ) -> dict[str, Any]:
     """The rank and its interval: the run's intervals table, else from the leaderboard."""
-    rank = _plain(board["rank"].iloc[row])
-    if folder.has("intervals"):
-        table = folder.frame("intervals")
-        variant = {key: board[key].iloc[row] for key in KEY_COLUMNS}
-        position = np.flatnonzero(is_variant(table, variant))
-        if position.size == 1:
-            found = table.iloc[int(position[0])]
-            return {
-                "rank": rank,
-                "rank_best": _plain(found.get("rank_best")),
-                "rank_worst": _plain(found.get("rank_worst")),
-                "level": level,
-                "interval_from": "intervals.parquet (lbnorm run --intervals)",
-            }
-    average = board["average"].to_numpy(dtype=np.float64, na_value=np.nan)
-    stderr = board["average_stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
-    best, worst = interval_ranks(board, average, stderr, z=normal_quantile(level))[2:4]
+    variant = {key: board[key].iloc[row] for key in KEY_COLUMNS}
+    table = folder.frame("intervals") if folder.has("intervals") else None
+    found = None if table is None else table.loc[is_variant(table, variant)]
+    if found is not None and len(found) == 1:
+        best, worst = (
+            _plain(found.iloc[0].get(name)) for name in ("rank_best", "rank_worst")
+        )
+        source = "intervals.parquet (lbnorm run --intervals)"
+    else:
+        average = board["average"].to_numpy(dtype=np.float64, na_value=np.nan)
+        stderr = board["average_stderr"].to_numpy(dtype=np.float64, na_value=np.nan)
+        ranks = interval_ranks(board, average, stderr, z=normal_quantile(level))[2:4]
+        best, worst = (None if np.isnan(r[row]) else int(r[row]) for r in ranks)
+        source = "average ± z x average_stderr on the leaderboard"
     return {
-        "rank": rank,
-        "rank_best": None if np.isnan(best[row]) else int(best[row]),
-        "rank_worst": None if np.isnan(worst[row]) else int(worst[row]),
+        "rank": _plain(board["rank"].iloc[row]),
+        "rank_best": best,
+        "rank_worst": worst,
         "level": level,
-        "interval_from": "average ± z x average_stderr on the leaderboard",
+        "interval_from": source,
     }
 
 

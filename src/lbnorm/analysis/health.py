@@ -659,9 +659,8 @@ def _finish(
     names = np.array(list(checks), dtype=object)
     failed = np.column_stack([np.asarray(mask, dtype=bool) for mask in checks.values()])
     failed &= ~is_skipped[:, None]
-    listed = [
-        ", ".join(names[row]) for row in failed
-    ]  # one string per benchmark/subtask
+    # one string per benchmark/subtask
+    listed = [", ".join(names[row]) for row in failed]
     status = np.where(
         is_skipped, "skipped", np.where(failed.any(axis=1), "fail", "pass")
     )

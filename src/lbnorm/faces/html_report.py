@@ -265,9 +265,8 @@ def _page(
     title = title or f"lbnorm report: {suite_name or tables.out.path.name}"
     names = tables.benchmarks
     board = tables.leaderboard
-    histograms = [
-        histogram_html(figure_type, board[name], name) for name in names
-    ]  # a suite's handful of benchmarks
+    # a suite's handful of benchmarks
+    histograms = [histogram_html(figure_type, board[name], name) for name in names]
     scatters = [_scatter_html(tables, name) for name in names if len(names) > 1]
     sections = [
         (

@@ -284,13 +284,12 @@ def format_result(
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
         return buffer.getvalue()
-    if fmt == "csv":
-        import pandas as pd  # CSV as pandas writes it: full precision, quoted as needed
-
-        frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
-        text = str(frame.to_csv(index=False, lineterminator="\n"))
-    else:
+    if fmt != "csv":  # table
         return _format_text_table(table, max_rows=max_rows, digits=digits).encode()
+    import pandas as pd  # CSV as pandas writes it: full precision, quoted as needed
+
+    frame: pd.DataFrame = table.to_pandas(types_mapper=pd.ArrowDtype)
+    text = str(frame.to_csv(index=False, lineterminator="\n"))
     return (printable(text, keep_newlines=True) if escape else text).encode()
 
 
@@ -415,11 +414,7 @@ def _open_tables(out: Output, *, schema: str | None) -> list[_Source]:
             try:
                 opened[file] = ds.dataset(out.location(file), format="parquet")
             except (pa.ArrowException, OSError) as exc:
-                msg = (
-                    f"{path}: cannot read this output table: {_first_line(str(exc))}\n"
-                    f"Hint: rerun `lbnorm run ... --out {out}` to rewrite the output."
-                )
-                raise InputError(msg) from exc
+                raise _unreadable(path, str(exc)) from exc
         name = view if schema is None else f"{_HIDDEN}{schema}_{view}"
         sources.append(
             _Source(
@@ -476,14 +471,18 @@ def _query_error(
     if (found := _REGISTERED.search(text)) is not None:
         paths = {source.registered: source.path for source in sources}
         if (path := paths.get(found.group(1))) is not None:
-            msg = (
-                f"{path}: cannot read this output table: {_first_line(text)}\n"
-                f"Hint: rerun `lbnorm run ... --out {path.parent}` to rewrite the output."
-            )
-            return InputError(msg)
+            return _unreadable(path, text)
     is_ratings = any(source.view == "ratings" for source in sources)
     hint = _RATINGS_SQL_HINT if is_ratings else _SQL_HINT
     return LbnormError(f"query failed: {text}\nHint: {hint}.")
+
+
+def _unreadable(path: Path, error: str) -> InputError:
+    msg = (
+        f"{path}: cannot read this output table: {_first_line(error)}\n"
+        f"Hint: rerun `lbnorm run ... --out {path.parent}` to rewrite the output."
+    )
+    return InputError(msg)
 
 
 def _check_distinct_names(table: pa.Table, fmt: QueryFormat) -> None:

@@ -390,8 +390,7 @@ def _labels(variants: pd.DataFrame) -> pd.Series:
     """Short column labels: name after ``org/``, then precision/revision if needed."""
     model = variants["model"].astype("str")
     label: pd.Series = model.str.split("/").str[-1]
-    if label.duplicated(keep=False).any():
-        label = label.where(~label.duplicated(keep=False), model)
+    label = label.where(~label.duplicated(keep=False), model)
     for key in ("precision", "revision", "chat_template"):
         is_ambiguous = label.duplicated(keep=False)
         if not is_ambiguous.any():

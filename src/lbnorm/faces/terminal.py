@@ -134,10 +134,8 @@ def _is_missing(value: object) -> bool:
         return True
     if isinstance(value, float):
         return math.isnan(value)
-    return type(value).__name__ in {
-        "NAType",
-        "NaTType",
-    }  # pandas' nulls, without pandas
+    # pandas' nulls, without pandas
+    return type(value).__name__ in {"NAType", "NaTType"}
 
 
 def aligned(names: list[str], cells: list[list[str]], numeric: list[bool]) -> str:
