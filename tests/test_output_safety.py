@@ -1061,7 +1061,8 @@ def test_a_manifest_naming_paths_is_damaged_and_nothing_outside_is_opened(
                 assert "manifest.json is damaged: " in err, (case, command, err)
                 assert "Traceback" not in err
                 told = err.split("damaged")[1].replace(str(tmp_path), "<tmp>")
-                assert "11" not in told  # the secret's size (the temp path may hold "11")
+                # the secret's size (the temp path may hold "11")
+                assert "11" not in told
                 assert audit.events() == b"", (case, command)  # nothing outside opened
     finally:
         faulthandler.cancel_dump_traceback_later()
