@@ -17,6 +17,7 @@ Parquet footer always, sha256 under :data:`HASH_ON_READ` or with ``verify``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -115,10 +116,16 @@ class Output:
     kind: OutputKind
     manifest: dict[str, Any]
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, kind: OutputKind | None, *, verify: bool) -> None:
+        """Open and check the folder (see :meth:`open`); on a failure, close it again."""
         self.path = path
         self._folder = -1
         self._files: dict[str, int] = {}
+        try:
+            self._open(kind, verify=verify)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def open(
@@ -148,16 +155,8 @@ class Output:
                 out._compare(verify=True)
             return out
         for _ in range(_ATTEMPTS):
-            output = cls(Path(out))
-            try:
-                output._open(kind, verify=verify)
-            except _ReplacedError:
-                output.close()
-                continue
-            except BaseException:
-                output.close()
-                raise
-            return output
+            with contextlib.suppress(_ReplacedError):
+                return cls(Path(out), kind, verify=verify)
         msg = (
             f"{out}: was replaced {_ATTEMPTS} times while being read.\n"
             "Hint: run the command again once the writes to it stop."

@@ -59,6 +59,9 @@ __all__ = [
 #: Version of the report's layout.
 REPORT_FORMAT = 1
 
+#: A section of the report, the warnings and the problems it found.
+_Section = tuple[dict[str, Any], list[str], list[str]]
+
 
 def build_run_report(
     result: Result | None,
@@ -107,16 +110,7 @@ def build_run_report(
     if result is None or error is not None:
         return report | _failure(error)
     inputs = _inputs(result.file_table)
-    lost = _lost(inputs["rejected_files"])
-    models = _models_section(result, n_lost=len(lost))
-    warnings = _run_warnings(inputs, models, result)
-    problems = []
-    if inputs["rejected"]:
-        problems.append(
-            f"{inputs['rejected']} input file(s) rejected"
-            + (f"; {len(lost):,} variant(s) lost: {first_few(lost)}" if lost else "")
-            + (" (see inputs.rejected_files)" if len(lost) > 5 else "")  # (more)
-        )
+    models, warnings, problems = _models_section(result, inputs)
     health_section, health_warnings, health_problems = _health_section(
         health, min_models
     )
@@ -142,37 +136,37 @@ def build_run_report(
     }
 
 
-def _models_section(result: Result, *, n_lost: int) -> dict[str, Any]:
-    """The report's ``models`` section: the board's counts and the variants lost.
+def _models_section(result: Result, inputs: Mapping[str, Any]) -> _Section:
+    """The report's ``models`` section, the run's warnings and its problems (rejected files).
 
-    `n_lost` counts the variants lost with rejected files.
+    A rebuilt parse cache, rejected files, incomplete variants, subtask rows
+    outside the suite are warnings: none stops the run. Rejected files are
+    also a problem (the run exits unhealthy), naming the variants lost with them.
     """
     board = result.board_counts()
-    return {
+    # the variants lost with the rejected files, each once, in file order
+    rejected = inputs["rejected_files"]
+    lost = list(dict.fromkeys(describe_variant(f) for f in rejected if f.get("lost")))
+    models = {
         "variants": board.variants,
         "models": board.models,
         "complete": board.complete,
         "incomplete": board.variants - board.complete,
         "ranked": board.ranked,
         "missing_policy": result.missing,
-        "lost": n_lost,
+        "lost": len(lost),
     }
-
-
-def _run_warnings(
-    inputs: Mapping[str, Any], models: Mapping[str, Any], result: Result
-) -> list[str]:
-    """The warnings of a run that worked, for its scheduler.
-
-    A rebuilt parse cache, rejected files, incomplete variants, subtask rows
-    outside the suite: none stops the run or makes it unhealthy.
-    """
-    warnings = []
+    warnings, problems = [], []
     if (cache := inputs["cache"] or {}).get("rebuilt"):
         warnings.append(f"parse cache rebuilt: {cache['rebuild_reason']}")
     if inputs["rejected"]:
         warnings.append(
             f"{inputs['rejected']} input file(s) rejected (see inputs.rejected_files)"
+        )
+        problems.append(
+            f"{inputs['rejected']} input file(s) rejected"
+            + (f"; {len(lost):,} variant(s) lost: {first_few(lost)}" if lost else "")
+            + (" (see inputs.rejected_files)" if len(lost) > 5 else "")  # (more)
         )
     if models["incomplete"]:
         warnings.append(
@@ -182,7 +176,7 @@ def _run_warnings(
         warnings.append(
             f"{result.n_ignored_rows} row(s) of subtasks outside the suite ignored"
         )
-    return warnings
+    return models, warnings, problems
 
 
 def _failure(error: BaseException | None) -> dict[str, Any]:
@@ -200,9 +194,7 @@ def _failure(error: BaseException | None) -> dict[str, Any]:
     }
 
 
-def _health_section(
-    health: pd.DataFrame | None, min_models: int
-) -> tuple[dict[str, Any], list[str], list[str]]:
+def _health_section(health: pd.DataFrame | None, min_models: int) -> _Section:
     """The report's ``health`` section, its warnings and its problems (the failed checks).
 
     Every check skipped (too few models for any) is "not checked", with the
@@ -293,11 +285,6 @@ def _inputs(files: pa.Table) -> dict[str, Any]:
     if reruns := input_reruns(files):  # (absent when none)
         inputs["reruns"] = reruns
     return inputs
-
-
-def _lost(files: list[dict[str, Any]]) -> list[str]:
-    """The variants lost with rejected files, described, each once, in file order."""
-    return list(dict.fromkeys(describe_variant(f) for f in files if f.get("lost")))
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:
