@@ -479,10 +479,12 @@ def _rejection(path: str, reason: str | None) -> str:
 
 
 def _print_flagged(leaderboard: pa.Table) -> None:
+    from lbnorm.core import arrow
     from lbnorm.engines.metadata import flag_mask
     from lbnorm.faces.terminal import printable
 
-    flagged = leaderboard.filter(flag_mask(leaderboard, "flagged"))
+    # (a numpy mask made an Arrow array first: pyarrow would probe pandas for it)
+    flagged = leaderboard.filter(arrow.array(flag_mask(leaderboard, "flagged")))
     names = [
         printable(f"{model} ({precision})")
         for model, precision in zip(
