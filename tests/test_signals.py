@@ -598,7 +598,8 @@ def _ctrl_c_the_tree_run(setup: Setup, out: Path, *, started: bool) -> bool:
     process = _tree_run(setup, out)
     try:
         workers = _parse_workers(process, started=started)
-        os.killpg(process.pid, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # (it may have ended first)
+            os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=PATIENCE)
     finally:
         with contextlib.suppress(ProcessLookupError):  # a hung run: end it
