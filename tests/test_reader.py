@@ -179,18 +179,31 @@ def test_a_missing_folder_and_missing_files_are_named(tmp_path: Path) -> None:
         Output.open(tmp_path / "half")
 
 
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        # a table every leaderboard output holds: an output of lbnorm's, damaged
+        (
+            "leaderboard.parquet",
+            r"/out: a leaderboard output without leaderboard\.parquet\.\n"
+            r"Hint: rerun `lbnorm run` to rewrite the output\.",
+        ),
+        # a table only its manifest lists: named as the file that cannot be read
+        (
+            "subtasks.parquet",
+            r"subtasks\.parquet: cannot read: No such file or directory\.\nHint: the "
+            r"output is damaged; rerun `lbnorm run` to rewrite the output\.",
+        ),
+    ],
+)
 def test_an_lbnorm_output_missing_a_table_is_called_damaged(
-    good: Path, tmp_path: Path
+    table: str, message: str, good: Path, tmp_path: Path
 ) -> None:
     """lbnorm's own manifest there: the folder is an output of lbnorm's, missing a table."""
-    out = tmp_path / "damaged"
+    out = tmp_path / "out"
     shutil.copytree(good, out)
-    (out / "leaderboard.parquet").unlink()
-    with pytest.raises(
-        InputError,
-        match=r"damaged: a leaderboard output without leaderboard\.parquet\.\n"
-        r"Hint: rerun `lbnorm run` to rewrite the output\.",
-    ):
+    (out / table).unlink()
+    with pytest.raises(InputError, match=message):
         Output.open(out)
 
 
@@ -208,18 +221,6 @@ def test_an_output_written_before_format_versions_is_refused_with_a_hint(
         match=rf"{re.escape(str(out / 'manifest.json'))}: written by a development "
         r"version of lbnorm before output format 1, which this one reads\.\n"
         rf"Hint: re-run `lbnorm run \[INPUT\.\.\.\] --out {re.escape(str(out))}` to rewrite it\.",
-    ):
-        Output.open(out)
-
-
-def test_a_listed_file_that_is_missing_is_named(good: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(good, out)
-    (out / "subtasks.parquet").unlink()
-    with pytest.raises(
-        InputError,
-        match=r"subtasks\.parquet: cannot read: No such file or directory\.\nHint: the "
-        r"output is damaged; rerun `lbnorm run` to rewrite the output\.",
     ):
         Output.open(out)
 
