@@ -154,6 +154,11 @@ def _holds_floats(kind: pa.DataType) -> bool:
     return any(_holds_floats(kind.field(at).type) for at in range(kind.num_fields))
 
 
+def _absolute(path: str) -> str:
+    """`path` made absolute against the working directory, without touching the disk."""
+    return os.path.abspath(path)  # noqa: PTH100 - Path.resolve stats every part
+
+
 def _write_tables(
     result: Result,
     transaction: Transaction,
@@ -165,8 +170,7 @@ def _write_tables(
     """
     suite, files = result.suite, result.file_table
     ordered = _by_path(files)
-    # absolute against the working directory; Path.resolve would stat every part
-    resolved = [os.path.abspath(path) for path in ordered["path"].to_pylist()]  # noqa: PTH100
+    resolved = [_absolute(path) for path in ordered["path"].to_pylist()]
     ordered = ordered.append_column("resolved", arrow.strings(resolved))  # (no pandas)
     inputs: list[dict[str, Any]] = ordered.to_pylist()
     tables: dict[str, pa.Table | TableParts | None] = {
@@ -208,14 +212,14 @@ def _write_tables(
         # the text lets the output be read back where the suite file moved or changed
         "suite": suite.provenance()
         | {
-            "resolved": None if builtin else os.path.abspath(suite.source),  # noqa: PTH100
+            "resolved": None if builtin else _absolute(suite.source),
             "text": None if builtin else suite.text,
         },
         "options": result.options.to_manifest(),
         "inputs": listing,
         "metadata_table": None
         if metadata is None
-        else {**metadata, "resolved": os.path.abspath(metadata["path"])},  # noqa: PTH100
+        else {**metadata, "resolved": _absolute(metadata["path"])},
         "counts": counts,
         # pooled by the sample sizes the input gave (a --limit run): not comparable
         "pooled_with_other_sizes": resized,
