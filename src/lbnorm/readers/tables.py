@@ -468,25 +468,23 @@ def _reads_as_inferred(column: pa.ChunkedArray) -> bool:
 def _key_dictionaries(table: pa.Table) -> pa.Table:
     """`table` with its text key columns as dictionaries, one dictionary and chunk each.
 
-    Arrow reads a file in blocks, and a dictionary column in blocks has a
-    dictionary per block; the engine encodes keys from a dictionary's entries
-    (not from every row) and writes the subtask table with dictionaries, so one
-    dictionary per column is looked up once. Other columns are left as read.
+    Arrow reads a file in blocks: a text column comes in chunks (encoded here
+    by one hash table over them all, so they share its dictionary), a CSV's
+    dictionary column with a dictionary per chunk (unified). The engine encodes
+    keys from a dictionary's entries (not from every row) and writes the
+    subtask table with dictionaries, so one dictionary per column is looked up
+    once. Other columns are left as read.
     """
-    keys = [i for i, name in enumerate(table.column_names) if name in TEXT_COLUMNS]
-    for i in keys:
+    for i, name in enumerate(table.column_names):
         column = table.column(i)
-        if pa.types.is_string(column.type):
-            encoded = [chunk.dictionary_encode() for chunk in column.chunks]
-            table = table.set_column(
-                i, table.column_names[i], pa.chunked_array(encoded, _KEY)
-            )
-    table = table.unify_dictionaries()
-    for i in keys:
-        column = table.column(i)
-        if column.type == _KEY and column.num_chunks > 1:
-            one = pa.chunked_array([column.combine_chunks()])
-            table = table.set_column(i, table.column_names[i], one)
+        if name in TEXT_COLUMNS and pa.types.is_string(column.type):
+            column = column.dictionary_encode()  # one hash table: one dictionary
+        elif name in TEXT_COLUMNS and column.type == _KEY:
+            column = column.unify_dictionaries()  # (a CSV's dictionary per block)
+        else:
+            continue
+        one = column.combine_chunks() if column.num_chunks > 1 else None
+        table = table.set_column(i, name, column if one is None else [one])
     return table
 
 
