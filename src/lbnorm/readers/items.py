@@ -49,21 +49,15 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import file_format
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.readers.item_documents import Documents, KeyNumbers, number_keys
-from lbnorm.readers.sample_lines import (
-    DocumentKey,
-    document_key_of,
-    read_metric_items,
-    task_keys,
-)
+from lbnorm.readers.sample_lines import DocumentKey, read_metric_items, task_keys
 from lbnorm.readers.samples import (
     bad_rows,
     group_codes,
     group_digits,
     key_indices,
-    open_sample_table,
+    read_sample_table,
     row_codes,
     sample_file_task,
-    stream_sample_table,
     variant_of,
 )
 from lbnorm.suites import Benchmark, Suite
@@ -74,7 +68,6 @@ __all__ = [
     "ItemSource",
     "Items",
     "SubtaskItems",
-    "document_key_of",
     "read_items",
     "unpaired_benchmarks",
     "variant_rows",
@@ -429,23 +422,12 @@ class ItemCollector:
 
     def _add_table(self, source: ItemSource) -> None:
         """Add a Parquet sample table's items, a batch at a time."""
-        path = source.path
-        file, schema = open_sample_table(path, hint=_HINT_TABLE)
-        doc_type = schema.field("doc_id").type
-        if not pa.types.is_integer(doc_type):
-            msg = f"{path}: column 'doc_id' has type {doc_type}, not an integer type: documents cannot be matched.\n{_HINT_TABLE}"
-            raise InputError(msg)
-        clusters = sorted({k for k in self.cluster_key if k and k in schema.names})
-        columns = [
-            n
-            for n in (*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value")
-            if n in schema.names
-        ]
-        stream_sample_table(
-            path,
-            file,
-            [*columns, *clusters],
+        clusters = sorted({k for k in self.cluster_key if k})
+        read_sample_table(
+            source.path,
+            [*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value", *clusters],
             lambda batch, first: self._add_rows(batch, source, first),
+            hint=_HINT_TABLE,
         )
 
     def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
@@ -458,8 +440,8 @@ class ItemCollector:
             batch, rows = batch.filter(booleans(keep)), rows[keep]
         if not batch.num_rows:
             return
-        for name in ("model", "task", "metric", "doc_id", "value"):
-            if batch.column(name).null_count:
+        for name in ("model", "task", "metric", "doc_id", "value", "chat_template"):
+            if name in batch.schema.names and batch.column(name).null_count:
                 is_null = to_numpy(batch.column(name).is_null())
                 bad_rows(str(path), name, "null", rows[is_null])
         pair = self._pairs(batch)
@@ -475,7 +457,7 @@ class ItemCollector:
         value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
         if not np.isfinite(value).all():
             bad_rows(str(path), "value", "not finite", rows[~np.isfinite(value)])
-        variant = self._table_variants(batch, source, rows)
+        variant = self._table_variants(batch, source)
         task = self.task_of[pair]
         for t in np.flatnonzero(
             np.bincount(task, minlength=len(self.task_key))
@@ -545,13 +527,8 @@ class ItemCollector:
         )
         return np.asarray(table[task, metric], dtype=np.int64)
 
-    def _table_variants(
-        self, batch: pa.RecordBatch, source: ItemSource, rows: _I64
-    ) -> _I64:
-        """Each row's variant number (new variants registered as they come).
-
-        `rows`: each row's number in the file, for the error on a null.
-        """
+    def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
+        """Each row's variant number (new variants registered as they come)."""
         columns: list[tuple[npt.NDArray[np.integer[Any]] | None, int]] = []
         entries: list[list[Any]] = []
         for name in KEY_COLUMNS:
@@ -561,9 +538,6 @@ class ItemCollector:
                 continue
             column = batch.column(name)
             if name == "chat_template":
-                if column.null_count:
-                    is_null = to_numpy(column.is_null())
-                    bad_rows(str(source.path), name, "null", rows[is_null])
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]
             else:  # a null precision or revision is ''
