@@ -80,6 +80,8 @@ _I64 = npt.NDArray[np.int64]
 _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
+#: Each code's value (NaN: absent, or another value, kept as a float beside).
+_DECODED = np.array([np.nan, 0.0, 1.0, np.nan])
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -137,8 +139,7 @@ class SubtaskItems:
         codes = self.codes if rows is None else self.codes[np.asarray(rows)]
         if self.values is not None:
             return self.values if rows is None else self.values[np.asarray(rows)]
-        table = np.array([np.nan, 0.0, 1.0, np.nan])
-        return np.asarray(table[codes], dtype=np.float64)
+        return np.asarray(_DECODED[codes], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,15 +310,12 @@ class ItemCollector:
     def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
         rows = [s for b in suite.benchmarks for s in b.subtasks]
         left_out = unpaired_benchmarks(suite)
-        is_paired = [
-            index not in left_out
-            for index, b in enumerate(suite.benchmarks)
-            for _ in b.subtasks
-        ]
         self.n_pairs = len(rows)
         # a subtask left out reads no task: it gets no items
         self.tasks = [
-            s.task if on else "" for s, on in zip(rows, is_paired, strict=True)
+            "" if index in left_out else s.task
+            for index, b in enumerate(suite.benchmarks)
+            for s in b.subtasks
         ]
         self.metrics = [s.metric for s in rows]
         self.task_number = {
@@ -451,9 +449,6 @@ class ItemCollector:
         if not batch.num_rows:
             return
 
-        def row_of(at: int) -> int:
-            return int(rows[at])
-
         value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
         if not np.isfinite(value).all():
             bad_rows(str(path), "value", "not finite", rows[~np.isfinite(value)])
@@ -464,15 +459,13 @@ class ItemCollector:
         ).tolist():
             self._check_key(t, "doc_id", path)
         number = self.docs.numbers(task, to_numpy(batch.column("doc_id")))
-        self._table_clusters(batch, task, number, path, row_of)
+        self._table_clusters(batch, task, number, path, rows)
         item = (
             to_numpy(batch.column("item").cast(pa.int64()), null=-1)
             if "item" in batch.schema.names
             else None
         )
-        column = self._columns(
-            pair, number, item, lambda at: f"{path}: row {row_of(at)}"
-        )
+        column = self._columns(pair, number, item, lambda at: f"{path}: row {rows[at]}")
         self._put(variant, pair, column, value)
 
     def _columns(
@@ -563,9 +556,9 @@ class ItemCollector:
         task: _I64,
         number: _I64,
         path: Path,
-        row_of: Callable[[int], int],
+        file_rows: _I64,
     ) -> None:
-        """Record the clusters of the rows of tasks with a cluster key."""
+        """Record the clusters of the rows of tasks with a cluster key (`file_rows`: their numbers in the file)."""
         keyed = [t for t, key in enumerate(self.cluster_key) if key]
         if not keyed:
             return
@@ -575,19 +568,19 @@ class ItemCollector:
             assert key is not None
             rows = np.flatnonzero(task == t)
             if key not in batch.schema.names:
-                msg = f"{path}: no column {key!r}, the suite's cluster key for task {self._task_name(t)!r} (row {row_of(int(rows[0]))}).\nHint: add the cluster's column (named as the suite's cluster key) to the sample table, or remove cluster from the suite."
+                msg = f"{path}: no column {key!r}, the suite's cluster key for task {self._task_name(t)!r} (row {file_rows[rows[0]]}).\nHint: add the cluster's column (named as the suite's cluster key) to the sample table, or remove cluster from the suite."
                 raise InputError(msg)
             values = batch.column(key).take(numbers(rows, pa.int64()))
             if values.null_count:
                 bad = rows[to_numpy(values.is_null())]
-                shown = ", ".join(str(row_of(int(at))) for at in bad[:5])
+                shown = ", ".join(map(str, file_rows[bad[:5]]))
                 msg = f"{path}: {key!r} (the suite's cluster key for task {self._task_name(t)!r}) is null in {bad.size} row(s): {shown}.\nHint: every row of a clustered task needs its cluster; fill it in, or remove cluster from the suite."
                 raise InputError(msg)
             self.docs.set_clusters(
                 t,
                 number[rows],
                 values,
-                functools.partial(_row_where, path, row_of, rows),
+                functools.partial(_row_where, path, file_rows[rows]),
             )
 
     def _task_name(self, task: int) -> str:
@@ -658,8 +651,7 @@ class ItemCollector:
         block = self.grid[
             :, self.offset[pair] : self.offset[pair] + self.capacity[pair]
         ]
-        table = np.array([np.nan, 0.0, 1.0, np.nan])
-        self.floats[pair] = table[block]
+        self.floats[pair] = _DECODED[block]
         self.is_float[pair] = True
 
     def _grow(self, rows: int, need: _I64) -> None:
@@ -747,8 +739,8 @@ def _document_where(path: Path, keys: pa.Array, at: int) -> str:
     return f"{path}: document {keys[at]}"
 
 
-def _row_where(path: Path, row_of: Callable[[int], int], rows: _I64, at: int) -> str:
-    return f"{path}: row {row_of(int(rows[at]))}"
+def _row_where(path: Path, rows: _I64, at: int) -> str:
+    return f"{path}: row {rows[at]}"
 
 
 def _expand(number: _I64, lengths: _I64) -> tuple[_I64, _I64]:

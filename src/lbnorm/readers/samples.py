@@ -258,8 +258,8 @@ def aggregate_samples_files(
         rules: The suite's per-instance rules.
 
     Returns:
-        The scores and a catalog row per file (:func:`read_samples`'; ``n_ignored``:
-        1 for a task the suite does not use).
+        The scores and a catalog row per file, as :func:`read_samples` gives it
+        (``n_ignored``: 1 for a task the suite does not use).
 
     Raises:
         InputError: A misnamed file, a line that is not a JSON object, a missing,
@@ -505,7 +505,7 @@ class _Partial:
     def of(
         cls, group: _I64, values: _F64, count: _F64, documents: _F64, listed: _F64
     ) -> _Partial:
-        """Per group: the sums of `values` (its key and source left for the caller).
+        """Per group: the sums of `values` (its key and source: for the caller to set).
 
         The corrected two-pass form (Chan, Golub and LeVeque): the second pass
         sums deviations from the rounded mean and subtracts their square / n, so
@@ -608,8 +608,8 @@ class _Sums:
             np.array([float(documents)]),
             np.array([listed]),
         )
-        source_code = self._code("source", [source])
-        self._add(partial.take(np.zeros(1, np.int64), key=key, source=source_code))
+        partial.key, partial.source = key, self._code("source", [source])
+        self._add(partial)
 
     def add_rows(
         self, batch: pa.RecordBatch, *, source: str, first_row: int, unit: str = "row"
