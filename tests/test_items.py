@@ -314,7 +314,7 @@ def gpqa_rows(models: list[str], docs: list[int], value: float = 1.0) -> pd.Data
         ),
         (
             gpqa_rows(["a/b"], [0, 1]).astype({"doc_id": "str"}),
-            r"column 'doc_id' has type (large_)?string, not an integer type: documents cannot be matched\.\nHint:",
+            r"column 'doc_id' has type (large_)?string, expected int64\.\nHint: a sample table has the columns",
         ),
         (
             gpqa_rows(["a/b"], [0, 1]).assign(value=[1.0, np.inf]),

@@ -49,21 +49,15 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import file_format
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.readers.item_documents import Documents, KeyNumbers, number_keys
-from lbnorm.readers.sample_lines import (
-    DocumentKey,
-    document_key_of,
-    read_metric_items,
-    task_keys,
-)
+from lbnorm.readers.sample_lines import DocumentKey, read_metric_items, task_keys
 from lbnorm.readers.samples import (
     bad_rows,
     group_codes,
     group_digits,
     key_indices,
-    open_sample_table,
+    read_sample_table,
     row_codes,
     sample_file_task,
-    stream_sample_table,
     variant_of,
 )
 from lbnorm.suites import Benchmark, Suite
@@ -74,7 +68,6 @@ __all__ = [
     "ItemSource",
     "Items",
     "SubtaskItems",
-    "document_key_of",
     "read_items",
     "unpaired_benchmarks",
     "variant_rows",
@@ -87,6 +80,8 @@ _I64 = npt.NDArray[np.int64]
 _U8 = npt.NDArray[np.uint8]
 #: Codes of the item matrix.
 ABSENT, ZERO, ONE, OTHER = 0, 1, 2, 3
+#: Each code's value (NaN: absent, or another value, kept as a float beside).
+_DECODED = np.array([np.nan, 0.0, 1.0, np.nan])
 _HINT_TABLE = "Hint: a sample table has the columns of lbnorm.core.schemas.SAMPLES (docs/samples.md); the paired comparison needs one row per (variant, task, metric, doc_id) and item."
 
 
@@ -144,8 +139,7 @@ class SubtaskItems:
         codes = self.codes if rows is None else self.codes[np.asarray(rows)]
         if self.values is not None:
             return self.values if rows is None else self.values[np.asarray(rows)]
-        table = np.array([np.nan, 0.0, 1.0, np.nan])
-        return np.asarray(table[codes], dtype=np.float64)
+        return np.asarray(_DECODED[codes], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -316,15 +310,12 @@ class ItemCollector:
     def __init__(self, suite: Suite, *, models: Collection[str] | None = None) -> None:
         rows = [s for b in suite.benchmarks for s in b.subtasks]
         left_out = unpaired_benchmarks(suite)
-        is_paired = [
-            index not in left_out
-            for index, b in enumerate(suite.benchmarks)
-            for _ in b.subtasks
-        ]
         self.n_pairs = len(rows)
         # a subtask left out reads no task: it gets no items
         self.tasks = [
-            s.task if on else "" for s, on in zip(rows, is_paired, strict=True)
+            "" if index in left_out else s.task
+            for index, b in enumerate(suite.benchmarks)
+            for s in b.subtasks
         ]
         self.metrics = [s.metric for s in rows]
         self.task_number = {
@@ -429,23 +420,12 @@ class ItemCollector:
 
     def _add_table(self, source: ItemSource) -> None:
         """Add a Parquet sample table's items, a batch at a time."""
-        path = source.path
-        file, schema = open_sample_table(path, hint=_HINT_TABLE)
-        doc_type = schema.field("doc_id").type
-        if not pa.types.is_integer(doc_type):
-            msg = f"{path}: column 'doc_id' has type {doc_type}, not an integer type: documents cannot be matched.\n{_HINT_TABLE}"
-            raise InputError(msg)
-        clusters = sorted({k for k in self.cluster_key if k and k in schema.names})
-        columns = [
-            n
-            for n in (*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value")
-            if n in schema.names
-        ]
-        stream_sample_table(
-            path,
-            file,
-            [*columns, *clusters],
+        clusters = sorted({k for k in self.cluster_key if k})
+        read_sample_table(
+            source.path,
+            [*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value", *clusters],
             lambda batch, first: self._add_rows(batch, source, first),
+            hint=_HINT_TABLE,
         )
 
     def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
@@ -458,8 +438,8 @@ class ItemCollector:
             batch, rows = batch.filter(booleans(keep)), rows[keep]
         if not batch.num_rows:
             return
-        for name in ("model", "task", "metric", "doc_id", "value"):
-            if batch.column(name).null_count:
+        for name in ("model", "task", "metric", "doc_id", "value", "chat_template"):
+            if name in batch.schema.names and batch.column(name).null_count:
                 is_null = to_numpy(batch.column(name).is_null())
                 bad_rows(str(path), name, "null", rows[is_null])
         pair = self._pairs(batch)
@@ -469,28 +449,23 @@ class ItemCollector:
         if not batch.num_rows:
             return
 
-        def row_of(at: int) -> int:
-            return int(rows[at])
-
         value = to_numpy(pc.cast(batch.column("value"), pa.float64()))
         if not np.isfinite(value).all():
             bad_rows(str(path), "value", "not finite", rows[~np.isfinite(value)])
-        variant = self._table_variants(batch, source, rows)
+        variant = self._table_variants(batch, source)
         task = self.task_of[pair]
         for t in np.flatnonzero(
             np.bincount(task, minlength=len(self.task_key))
         ).tolist():
             self._check_key(t, "doc_id", path)
         number = self.docs.numbers(task, to_numpy(batch.column("doc_id")))
-        self._table_clusters(batch, task, number, path, row_of)
+        self._table_clusters(batch, task, number, path, rows)
         item = (
             to_numpy(batch.column("item").cast(pa.int64()), null=-1)
             if "item" in batch.schema.names
             else None
         )
-        column = self._columns(
-            pair, number, item, lambda at: f"{path}: row {row_of(at)}"
-        )
+        column = self._columns(pair, number, item, lambda at: f"{path}: row {rows[at]}")
         self._put(variant, pair, column, value)
 
     def _columns(
@@ -545,13 +520,8 @@ class ItemCollector:
         )
         return np.asarray(table[task, metric], dtype=np.int64)
 
-    def _table_variants(
-        self, batch: pa.RecordBatch, source: ItemSource, rows: _I64
-    ) -> _I64:
-        """Each row's variant number (new variants registered as they come).
-
-        `rows`: each row's number in the file, for the error on a null.
-        """
+    def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
+        """Each row's variant number (new variants registered as they come)."""
         columns: list[tuple[npt.NDArray[np.integer[Any]] | None, int]] = []
         entries: list[list[Any]] = []
         for name in KEY_COLUMNS:
@@ -561,9 +531,6 @@ class ItemCollector:
                 continue
             column = batch.column(name)
             if name == "chat_template":
-                if column.null_count:
-                    is_null = to_numpy(column.is_null())
-                    bad_rows(str(source.path), name, "null", rows[is_null])
                 index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
                 values: list[Any] = [False, True]
             else:  # a null precision or revision is ''
@@ -589,9 +556,9 @@ class ItemCollector:
         task: _I64,
         number: _I64,
         path: Path,
-        row_of: Callable[[int], int],
+        file_rows: _I64,
     ) -> None:
-        """Record the clusters of the rows of tasks with a cluster key."""
+        """Record the clusters of the rows of tasks with a cluster key (`file_rows`: their numbers in the file)."""
         keyed = [t for t, key in enumerate(self.cluster_key) if key]
         if not keyed:
             return
@@ -601,19 +568,19 @@ class ItemCollector:
             assert key is not None
             rows = np.flatnonzero(task == t)
             if key not in batch.schema.names:
-                msg = f"{path}: no column {key!r}, the suite's cluster key for task {self._task_name(t)!r} (row {row_of(int(rows[0]))}).\nHint: add the cluster's column (named as the suite's cluster key) to the sample table, or remove cluster from the suite."
+                msg = f"{path}: no column {key!r}, the suite's cluster key for task {self._task_name(t)!r} (row {file_rows[rows[0]]}).\nHint: add the cluster's column (named as the suite's cluster key) to the sample table, or remove cluster from the suite."
                 raise InputError(msg)
             values = batch.column(key).take(numbers(rows, pa.int64()))
             if values.null_count:
                 bad = rows[to_numpy(values.is_null())]
-                shown = ", ".join(str(row_of(int(at))) for at in bad[:5])
+                shown = ", ".join(map(str, file_rows[bad[:5]]))
                 msg = f"{path}: {key!r} (the suite's cluster key for task {self._task_name(t)!r}) is null in {bad.size} row(s): {shown}.\nHint: every row of a clustered task needs its cluster; fill it in, or remove cluster from the suite."
                 raise InputError(msg)
             self.docs.set_clusters(
                 t,
                 number[rows],
                 values,
-                functools.partial(_row_where, path, row_of, rows),
+                functools.partial(_row_where, path, file_rows[rows]),
             )
 
     def _task_name(self, task: int) -> str:
@@ -684,8 +651,7 @@ class ItemCollector:
         block = self.grid[
             :, self.offset[pair] : self.offset[pair] + self.capacity[pair]
         ]
-        table = np.array([np.nan, 0.0, 1.0, np.nan])
-        self.floats[pair] = table[block]
+        self.floats[pair] = _DECODED[block]
         self.is_float[pair] = True
 
     def _grow(self, rows: int, need: _I64) -> None:
@@ -773,8 +739,8 @@ def _document_where(path: Path, keys: pa.Array, at: int) -> str:
     return f"{path}: document {keys[at]}"
 
 
-def _row_where(path: Path, row_of: Callable[[int], int], rows: _I64, at: int) -> str:
-    return f"{path}: row {row_of(int(rows[at]))}"
+def _row_where(path: Path, rows: _I64, at: int) -> str:
+    return f"{path}: row {rows[at]}"
 
 
 def _expand(number: _I64, lengths: _I64) -> tuple[_I64, _I64]:

@@ -38,7 +38,6 @@ __all__ = [
     "HINT_LINE",
     "DocumentKey",
     "ParsedMetric",
-    "document_key_of",
     "read_metric_items",
     "task_keys",
 ]
@@ -79,24 +78,6 @@ def _arrow_type(value: object) -> pa.DataType:
     raise TypeError(msg)
 
 
-def _read_fields(path: Path, fields: dict[str, pa.DataType]) -> pa.Table:
-    """The file's ``doc_id``, ``filter`` and `fields` through Arrow's JSON reader.
-
-    In blocks, its nesting checked first (:mod:`lbnorm.readers.table_file`);
-    other fields are ignored.
-    """
-    schema = pa.schema(
-        [("doc_id", pa.int64()), ("filter", pa.string()), *fields.items()]
-    )
-    return read_jsonl(
-        path,
-        block_size=1 << 26,
-        parse=pj.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore"
-        ),
-    )
-
-
 def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
     """The rows of one filter (a line without one is ``none``'s)."""
     filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
@@ -118,21 +99,16 @@ def _doc_id(path: Path, number: int, doc: object) -> int:
 
 def _checked(path: Path, number: int, name: str, value: object) -> Any:
     """A metric value, or an :class:`InputError` naming the line and key."""
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        if (
-            item is _MISSING
-            or item is None
-            or not isinstance(item, int | float)
-            or (isinstance(item, float) and not math.isfinite(item))
-        ):
-            what = (
-                "missing"
-                if item is _MISSING
-                else f"{item!r}, not a finite number or boolean"
-            )
-            msg = f"{path}: line {number}: {name!r} is {what}.\nHint: check the suite's metric name for this task; every document needs the metric as a number, boolean or list of them."
-            raise InputError(msg)
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, int) or (isinstance(item, float) and math.isfinite(item)):
+            continue
+        what = (
+            "missing"
+            if item is _MISSING
+            else f"{item!r}, not a finite number or boolean"
+        )
+        msg = f"{path}: line {number}: {name!r} is {what}.\nHint: check the suite's metric name for this task; every document needs the metric as a number, boolean or list of them."
+        raise InputError(msg)
     return value
 
 
@@ -164,37 +140,27 @@ class ParsedMetric:
     n_duplicated: int = 0
 
 
-def document_key_of(path: Path) -> DocumentKey:
-    """How a sample file's documents can be matched: ``doc_hash`` if its first line has one.
+def task_keys(paths: Sequence[Path]) -> dict[str, DocumentKey]:
+    """Per task, ``doc_hash`` if every sample file of it records one on its first line.
 
     Examples:
         >>> import tempfile
         >>> path = Path(tempfile.mkdtemp()) / "samples_t_2024-01-01T00-00-00.jsonl"
         >>> _ = path.write_text('{"doc_id": 0, "doc_hash": "ab", "acc": 1}')
-        >>> document_key_of(path)
-        'doc_hash'
+        >>> task_keys([path])
+        {'t': 'doc_hash'}
     """
-    try:
-        head = _first_line(path)
-    except (OSError, ValueError):
-        return "doc_id"  # the reading proper names the problem
-    return (
-        "doc_hash"
-        if isinstance(head, dict) and isinstance(head.get("doc_hash"), str)
-        else "doc_id"
-    )
-
-
-def task_keys(paths: Sequence[Path]) -> dict[str, DocumentKey]:
-    """Per task, ``doc_hash`` if every sample file of it records one on its first line."""
     keys: dict[str, DocumentKey] = {}
     for path in paths:
         match = SAMPLES_FILE.match(path.name)
-        if match is None:
+        if match is None or keys.get(match["task"]) == "doc_id":
             continue
-        task = match["task"]
-        if keys.get(task) != "doc_id":
-            keys[task] = document_key_of(path)
+        try:
+            head = _first_line(path)
+        except (OSError, ValueError):
+            head = None  # the reading proper names the problem
+        has_hash = isinstance(head, dict) and isinstance(head.get("doc_hash"), str)
+        keys[match["task"]] = "doc_hash" if has_hash else "doc_id"
     return keys
 
 
@@ -216,7 +182,14 @@ def read_metric_items(
         path_parts = cluster.split(".") if cluster else []
         if path_parts:
             fields[path_parts[0]] = _nested_type(head, path_parts)
-        table = _read_fields(path, fields)
+        schema = pa.schema(
+            [("doc_id", pa.int64()), ("filter", pa.string()), *fields.items()]
+        )
+        # in blocks, its nesting checked first (lbnorm.readers.table_file); other fields ignored
+        parse = pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"
+        )
+        table = read_jsonl(path, block_size=1 << 26, parse=parse)
         out = []
         for name, kept in wanted:
             rows = _rows_of_filter(table, kept)

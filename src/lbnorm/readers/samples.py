@@ -33,9 +33,9 @@ sample inputs loads no pandas.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -62,11 +62,10 @@ __all__ = [
     "group_codes",
     "group_digits",
     "key_indices",
-    "open_sample_table",
+    "read_sample_table",
     "read_samples",
     "row_codes",
     "sample_file_task",
-    "stream_sample_table",
     "variant_of",
 ]
 
@@ -152,8 +151,7 @@ def read_samples(
     if jsonl:
         scores, catalog = aggregate_samples_files(jsonl, subtasks, rules=rules)
         frames.append(scores)
-        formats = strings(["lm-eval-samples"] * catalog.num_rows)
-        catalogs.append(catalog.add_column(1, "format", formats))
+        catalogs.append(catalog)
     rows, ignored = [], []
     for path in tables:
         scores, n_ignored = aggregate_samples_table(
@@ -163,17 +161,8 @@ def read_samples(
         rows.append(scores.num_rows)
         ignored.append(n_ignored)
     if tables or not catalogs:  # (no files at all: the catalog's empty table)
-        catalogs.append(
-            pa.table(
-                {
-                    "path": strings([str(path) for path in tables]),
-                    "format": strings(["sample-table"] * len(tables)),
-                    "rows": numbers(np.array(rows, dtype=np.int64), pa.int64()),
-                    "superseded_by": strings([None] * len(tables)),
-                    "n_ignored": numbers(np.array(ignored, dtype=np.int64), pa.int64()),
-                }
-            )
-        )
+        superseded = [None] * len(tables)
+        catalogs.append(_catalog("sample-table", tables, rows, superseded, ignored))
     scores = pa.concat_tables(frames) if frames else empty_table(_OUTPUT)
     catalog = pa.concat_tables(catalogs)
     if taken is not None and taken.num_rows and scores.num_rows:
@@ -269,8 +258,8 @@ def aggregate_samples_files(
         rules: The suite's per-instance rules.
 
     Returns:
-        The scores and a catalog row per file (``path``, ``rows``,
-        ``superseded_by``, ``n_ignored``: 1 for a task the suite does not use).
+        The scores and a catalog row per file, as :func:`read_samples` gives it
+        (``n_ignored``: 1 for a task the suite does not use).
 
     Raises:
         InputError: A misnamed file, a line that is not a JSON object, a missing,
@@ -314,22 +303,30 @@ def aggregate_samples_files(
                 values, kept = rules.values_for(pair, values, source=name)
                 documents = documents if is_list else kept
             sums.add_values(variant, pair, values, documents, is_list, name)
-    scores = sums.result()
     per_file = sums.rows_per_source()
-    catalog = pa.table(
+    rows = [per_file.get(name, 0) for name, *_ in files]
+    ignored = [int(not used) for *_, used in files]
+    names = [name for name, *_ in files]
+    return sums.result(), _catalog("lm-eval-samples", names, rows, superseded, ignored)
+
+
+def _catalog(
+    kind: str,
+    paths: Sequence[Path | str],
+    rows: Sequence[int],
+    superseded: Sequence[str | None],
+    ignored: Sequence[int],
+) -> pa.Table:
+    """A catalog row per file: ``path``, ``format``, ``rows``, ``superseded_by``, ``n_ignored``."""
+    return pa.table(
         {
-            "path": strings([name for name, *_ in files]),
-            "rows": numbers(
-                np.array([per_file.get(name, 0) for name, *_ in files], dtype=np.int64),
-                pa.int64(),
-            ),
+            "path": strings([str(path) for path in paths]),
+            "format": strings([kind] * len(paths)),
+            "rows": numbers(np.array(rows, dtype=np.int64), pa.int64()),
             "superseded_by": strings(superseded),
-            "n_ignored": numbers(
-                np.array([not used for *_, used in files], dtype=np.int64), pa.int64()
-            ),
+            "n_ignored": numbers(np.array(ignored, dtype=np.int64), pa.int64()),
         }
     )
-    return scores, catalog
 
 
 def sample_file_task(path: Path) -> tuple[str, str]:
@@ -380,69 +377,37 @@ def aggregate_samples_table(
         ...  for r in scores.select(["subtask", "raw_score", "stderr", "n_samples"]).to_pylist()]
         [('main', 0.6667, 0.3333, 3)]
     """
-    file, schema = open_sample_table(path)
-    for name in schema.names:
-        if name in SAMPLES.names and not _fits(schema.field(name).type, name):
-            msg = f"{path}: column {name!r} has type {schema.field(name).type}, expected {SAMPLES.field(name).type}.\n{_HINT_TABLE}"
-            raise InputError(msg)
-    columns = [
-        name for name in SAMPLES.names if name in schema.names and name != "doc_id"
-    ]
+    columns = [name for name in SAMPLES.names if name != "doc_id"]
     if sink is not None:
-        columns += [c for c in sink.columns if c in schema.names and c not in columns]
-    sums = _Sums(subtasks, rules)
+        columns += [c for c in sink.columns if c not in columns]
+    with _Sums(subtasks, rules) as sums:
 
-    def take(batch: pa.RecordBatch, first: int) -> None:
-        sums.add_rows(batch, source=str(path), first_row=first)
-        if sink is not None:  # (summed on the batch thread meanwhile)
-            sink.add_batch(batch, path=path, first_row=first)
+        def take(batch: pa.RecordBatch, first: int) -> None:
+            sums.add_rows(batch, source=str(path), first_row=first)
+            if sink is not None:  # (summed on the batch thread meanwhile)
+                sink.add_batch(batch, path=path, first_row=first)
 
-    try:
-        stream_sample_table(path, file, columns, take)
-        sums.wait()
-    except BaseException:
-        sums.settle()  # a bad row of the batch before came first
-        raise
+        read_sample_table(path, columns, take)
     return sums.result(), sums.n_ignored
 
 
-def stream_sample_table(
+def read_sample_table(
     path: Path,
-    file: pq.ParquetFile,
-    columns: list[str],
+    columns: Sequence[str],
     take: Callable[[pa.RecordBatch, int], None],
+    *,
+    hint: str = _HINT_TABLE,
 ) -> None:
-    """Hand each batch of a sample table to `take`, with its first row's number.
+    """Hand each batch of a sample table's `columns` (those it has) to `take`, with its first row's number.
 
-    The next batch is read on a second thread while `take` works; a cancelled
-    run stops between two batches. A batch is a million rows (memory: about
-    80 bytes a row).
-
-    Raises:
-        InputError: A damaged page or row group (named by the row it starts at).
-    """
-    first = 1
-    batches = read_ahead(file.iter_batches(batch_size=_BATCH_ROWS, columns=columns))
-    try:
-        for batch in batches:
-            check_cancelled()
-            take(batch, first)
-            first += batch.num_rows
-    except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
-        msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
-        raise InputError(msg) from exc
-    finally:
-        batches.close()  # its reading thread stops here, not when collected
-
-
-def open_sample_table(
-    path: Path, *, hint: str = _HINT_TABLE
-) -> tuple[pq.ParquetFile, pa.Schema]:
-    """A Parquet sample table opened (its text keys read as dictionaries), and its schema.
+    The text keys are read as dictionaries. The next batch is read on a second
+    thread while `take` works; a cancelled run stops between two batches. A
+    batch is a million rows (memory: about 80 bytes a row).
 
     Raises:
-        InputError: Unreadable, or a column of :data:`REQUIRED_SAMPLE_COLUMNS`
-            missing (the message ends with `hint`).
+        InputError: Unreadable, a column of :data:`REQUIRED_SAMPLE_COLUMNS`
+            missing (the message ends with `hint`), a column of the wrong type, or
+            a damaged page or row group (named by the row it starts at).
     """
     try:
         schema = pq.read_schema(path)
@@ -456,7 +421,26 @@ def open_sample_table(
     ]:
         msg = f"{path}: sample table without column(s) {', '.join(missing)}; found {schema.names}.\n{hint}"
         raise InputError(msg)
-    return file, schema
+    for name in schema.names:
+        if name in SAMPLES.names and not _fits(schema.field(name).type, name):
+            msg = f"{path}: column {name!r} has type {schema.field(name).type}, expected {SAMPLES.field(name).type}.\n{hint}"
+            raise InputError(msg)
+    first = 1
+    batches = read_ahead(
+        file.iter_batches(
+            batch_size=_BATCH_ROWS, columns=[c for c in columns if c in schema.names]
+        )
+    )
+    try:
+        for batch in batches:
+            check_cancelled()
+            take(batch, first)
+            first += batch.num_rows
+    except (pa.ArrowException, OSError) as exc:  # a damaged page or row group
+        msg = f"{path}: cannot read rows from row {first} on: {exc}.\nHint: check that the file is complete."
+        raise InputError(msg) from exc
+    finally:
+        batches.close()  # its reading thread stops here, not when collected
 
 
 def aggregate_sample_batches(
@@ -480,14 +464,9 @@ def aggregate_sample_batches(
     Returns:
         The scores and the score rows per file.
     """
-    sums = _Sums(subtasks, rules)
-    try:
+    with _Sums(subtasks, rules) as sums:
         for batch, source in batches:
             sums.add_rows(batch, source=source, first_row=0, unit="entry")
-        sums.wait()
-    except BaseException:
-        sums.settle()
-        raise
     return sums.result(), sums.rows_per_source()
 
 
@@ -521,6 +500,33 @@ class _Partial:
     m2: _F64  # sum of squared deviations from this partial's own mean
     listed: _F64  # values that are items of a list-valued metric
     source: _I64  # index into the registry of sources
+
+    @classmethod
+    def of(
+        cls, group: _I64, values: _F64, count: _F64, documents: _F64, listed: _F64
+    ) -> _Partial:
+        """Per group: the sums of `values` (its key and source: for the caller to set).
+
+        The corrected two-pass form (Chan, Golub and LeVeque): the second pass
+        sums deviations from the rounded mean and subtracts their square / n, so
+        no digits are lost however far the values sit from zero.
+        """
+        size = count.size
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite: caller checks
+            plain = _sum(group, values, size)
+            shift = plain / np.maximum(count, 1.0)
+            deviation = values - shift[group]
+            residual = _sum(group, deviation, size)
+            m2 = _sum(group, np.square(deviation, out=deviation), size)
+            m2 -= residual * residual / np.maximum(count, 1.0)
+        none = np.empty(0, dtype=np.int64)
+        return cls(none, count, documents, plain, shift, residual, m2, listed, none)
+
+    def take(self, groups: _I64, *, key: _I64, source: _I64) -> _Partial:
+        """The sums of `groups`, under their keys and source."""
+        names = [f.name for f in fields(self) if f.name not in ("key", "source")]
+        taken = {name: getattr(self, name)[groups] for name in names}
+        return _Partial(key=key, source=source, **taken)
 
 
 class _Sums:
@@ -561,13 +567,19 @@ class _Sums:
         self.n_ignored = 0  # rows of tasks or metrics the suite does not use
         self._behind = BatchThread()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Wait for the batch being summed; after an error, raise its own first (it came earlier)."""
+        if kind is None:
+            self.wait()
+        else:
+            self._behind.settle()
+
     def wait(self) -> None:
         """Wait until every batch given to :meth:`add_rows` is summed (its errors raised)."""
         self._behind.close()
-
-    def settle(self) -> None:
-        """After an error: raise a batch being summed's own first (it came earlier)."""
-        self._behind.settle()
 
     def add_values(
         self,
@@ -588,22 +600,16 @@ class _Sums:
             np.array([int(chat)], dtype=np.int64),
             np.array([pair], dtype=np.int64),
         )
-        count = np.array([float(values.size)])
-        group = np.zeros(values.size, dtype=np.int64)
-        plain, shift, residual, m2 = _moments(group, values, count)
-        self._add(
-            _Partial(
-                key=key,
-                count=count,
-                documents=np.array([float(documents)]),
-                plain=plain,
-                shift=shift,
-                total=residual,
-                m2=m2,
-                listed=np.array([float(values.size if is_list else 0)]),
-                source=self._code("source", [source]),
-            )
+        listed = float(values.size if is_list else 0)
+        partial = _Partial.of(
+            np.zeros(values.size, dtype=np.int64),
+            values,
+            np.array([float(values.size)]),
+            np.array([float(documents)]),
+            np.array([listed]),
         )
+        partial.key, partial.source = key, self._code("source", [source])
+        self._add(partial)
 
     def add_rows(
         self, batch: pa.RecordBatch, *, source: str, first_row: int, unit: str = "row"
@@ -649,15 +655,15 @@ class _Sums:
         code, size = grouped.code, grouped.size
         count = np.bincount(code, minlength=size).astype(np.float64)
         present = np.flatnonzero(count)
-        plain, shift, residual, m2 = _moments(code, values, count)
-        if not np.isfinite(m2[present]).all():
-            bad = np.flatnonzero(~np.isfinite(values)) + first_row
-            bad_rows(source, "value", "not finite", bad)
         if "item" in batch.schema.names:
             item = to_numpy(batch.column("item"), null=-1)
             documents, listed = _sum(code, item <= 0, size), _sum(code, item >= 0, size)
         else:
             documents, listed = count, np.zeros(size)
+        sums = _Partial.of(code, values, count, documents, listed)
+        if not np.isfinite(sums.m2[present]).all():
+            bad = np.flatnonzero(~np.isfinite(values)) + first_row
+            bad_rows(source, "value", "not finite", bad)
         # each present group's dictionary indices, read back from its number
         model, precision, revision, chat, task, metric = (
             mapping[index]
@@ -668,19 +674,9 @@ class _Sums:
         pair = self._pairs[task, metric]
         kept = pair >= 0
         groups = present[kept]
-        self._add(
-            _Partial(
-                key=self._pack(model, revision, precision, chat, pair)[kept],
-                count=count[groups],
-                documents=documents[groups],
-                plain=plain[groups],
-                shift=shift[groups],
-                total=residual[groups],
-                m2=m2[groups],
-                listed=listed[groups],
-                source=np.repeat(self._code("source", [source]), len(groups)),
-            )
-        )
+        key = self._pack(model, revision, precision, chat, pair)[kept]
+        source_code = np.repeat(self._code("source", [source]), len(groups))
+        self._add(sums.take(groups, key=key, source=source_code))
         self.n_ignored += int(count[present[~kept]].sum())
 
     def rows_per_source(self) -> dict[str, int]:
@@ -915,24 +911,6 @@ def bad_rows(source: str, column: str, what: str, rows: _I64) -> NoReturn:
     )
     msg = f"{source}: {column} is {what} in row(s) {shown}.\nHint: every sample row needs a model, task, metric and a finite numeric value."
     raise InputError(msg)
-
-
-def _moments(group: _I64, values: _F64, count: _F64) -> tuple[_F64, _F64, _F64, _F64]:
-    """Per group: sum, mean m (rounded), sum of (x - m), and sum of (x - mean)^2.
-
-    The corrected two-pass form (Chan, Golub and LeVeque): the second pass
-    sums deviations from the rounded mean and subtracts their square / n, so
-    no digits are lost however far the values sit from zero.
-    """
-    size = count.size
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite: caller checks
-        plain = _sum(group, values, size)
-        shift = plain / np.maximum(count, 1.0)
-        deviation = values - shift[group]
-        residual = _sum(group, deviation, size)
-        m2 = _sum(group, np.square(deviation, out=deviation), size)
-        m2 -= residual * residual / np.maximum(count, 1.0)
-    return plain, shift, residual, m2
 
 
 def _firsts(group: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
