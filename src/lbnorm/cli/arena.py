@@ -197,6 +197,7 @@ def _cmd_arena(args: argparse.Namespace) -> int:
     """Read, rate, write, summarise."""
     from lbnorm.arena import ArenaOptions, rate_battles
     from lbnorm.faces.ratings_view import format_arena_summary
+    from lbnorm.faces.terminal import printable
     from lbnorm.ratings.options import RatingOptions, parse_anchor
 
     started = time.perf_counter()
@@ -214,7 +215,8 @@ def _cmd_arena(args: argparse.Namespace) -> int:
     result = rate_battles(args.battles, options=options, out=args.out)
     if args.quiet:
         return ExitCode.OK
-    _print_warnings(result.warnings)
+    for code, message in result.warnings:
+        print(f"lbnorm: warning: {code}: {printable(message)}", file=sys.stderr)
     print(
         format_arena_summary(
             result,
@@ -239,13 +241,6 @@ def _bytes(gib: float) -> int:
         msg = f"--max-memory must be a positive number of GiB, got {gib:g}.\nHint: e.g. --max-memory 8 (at most {MOST_GIB:,.0f})."
         raise OptionsError(msg)
     return int(gib * 2**30)
-
-
-def _print_warnings(warnings: tuple[tuple[str, str], ...]) -> None:
-    from lbnorm.faces.terminal import printable
-
-    for code, message in warnings:
-        print(f"lbnorm: warning: {code}: {printable(message)}", file=sys.stderr)
 
 
 # --- the faces of a ratings output (dispatched from show, diff and report) -------------------

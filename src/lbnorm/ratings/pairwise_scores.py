@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import PAIRWISE_SCORES
-from lbnorm.ratings.fit import Ratings, compute_ratings, model_index
+from lbnorm.ratings.fit import compute_ratings, model_index
 from lbnorm.ratings.intervals import win_chance
 from lbnorm.ratings.options import BattleData, FloatArray, RatingOptions
 
@@ -89,7 +89,6 @@ def score_against_reference(
         >>> scores.reference, scores.unmapped
         ('vicuna-13b', ('vicuna-13b',))
     """
-    options = replace(options or RatingOptions(), anchor=None)
     model_map = dict(model_map or {})
     reference = _arena_name(battles, reference, model_map)
     reference_index = model_index(
@@ -97,7 +96,7 @@ def score_against_reference(
     )
     return _scored(
         battles,
-        compute_ratings(battles, options),
+        replace(options or RatingOptions(), anchor=None),
         lambda ratings: win_chance(ratings, ratings[..., [reference_index]]),
         model_map,
         reference=model_map.get(reference, reference),
@@ -106,13 +105,14 @@ def score_against_reference(
 
 def _scored(
     battles: BattleData,
-    result: Ratings,
+    options: RatingOptions,
     score_of: Callable[[FloatArray], FloatArray],
     model_map: Mapping[str, str],
     *,
     reference: str,
 ) -> PairwiseScores:
     """Each model's score from its ratings, under its mapped name (by name), and its stddev over the bootstrap rounds."""
+    result = compute_ratings(battles, options)
     arena_names = np.asarray(battles.models).tolist()
     names = [model_map.get(name, name) for name in arena_names]
     if len(set(names)) < len(names):
@@ -196,7 +196,7 @@ def score_against_rating(
     model_index(np.asarray(battles.models), model, what="anchor model")
     return _scored(
         battles,
-        compute_ratings(battles, options),
+        options,
         lambda ratings: win_chance(ratings, against),
         model_map,
         reference=model_map.get(model, model),
@@ -276,10 +276,9 @@ def score_against_field(
         >>> [round(s, 3) for s in scores.table.column("raw_score").to_pylist()]
         [0.91, 0.465, 0.125]
     """
-    options = replace(options or RatingOptions(), anchor=None)
     return _scored(
         battles,
-        compute_ratings(battles, options),
+        replace(options or RatingOptions(), anchor=None),
         field_win_rates,
         dict(model_map or {}),
         reference="",
