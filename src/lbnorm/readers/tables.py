@@ -193,21 +193,12 @@ def conform_scores(
     texts: dict[str, pa.Array | pa.ChunkedArray] = {}
     for field in SCORES:
         name = field.name
-        if name == "source":
+        if name == "source" or name not in columns:  # one value for every row
+            value = source if name == "source" else OPTIONAL_SCORE_DEFAULTS[name]
             data[name] = (
-                _constant_text(source, n_rows)
-                if keep_dictionaries
-                else pa.repeat(scalar(source, pa.string()), n_rows)
-            )
-        elif name not in columns and keep_dictionaries and name in TEXT_COLUMNS:
-            data[name] = _constant_text(str(OPTIONAL_SCORE_DEFAULTS[name]), n_rows)
-        elif name not in columns:
-            default = OPTIONAL_SCORE_DEFAULTS[name]
-            empty = pa.nulls(n_rows, field.type)
-            data[name] = (
-                empty
-                if default is None
-                else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
+                _constant_text(str(value), n_rows)
+                if keep_dictionaries and field.type == pa.string()
+                else pa.repeat(scalar(value, field.type), n_rows)  # type: ignore[arg-type]
             )
         elif name in TEXT_COLUMNS:
             column = table[name]
