@@ -163,8 +163,7 @@ class Inputs:
         """
         catalog = self.catalog
         if "tasks" in catalog.column_names:
-            tasks = catalog["tasks"]
-            joined = pc.binary_join(tasks, ", ")
+            joined = pc.binary_join(catalog["tasks"], ", ")
             catalog = catalog.set_column(
                 catalog.column_names.index("tasks"), "tasks", joined
             )

@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 __all__ = [
     "NUMBER_TYPES",
     "TEXT_COLUMNS",
-    "RowNumbers",
     "check_columns",
     "conform_scores",
     "read_score_file",
@@ -495,10 +494,9 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
     )
     names = list(dict.fromkeys(name for _, record in numbered for name in record))
     check_columns(names, source=str(path), extra_columns=extra_columns)
-    for name in names:
-        if name in SCORES.names:
-            values = [record.get(name) for _, record in numbered]
-            _raise_first_bad(name, values, str(path), rows)
+    for name in names:  # (a column outside the contract is passed over)
+        values = [record.get(name) for _, record in numbered]
+        _raise_first_bad(name, values, str(path), rows)
 
 
 # --- columns ------------------------------------------------------------------------
