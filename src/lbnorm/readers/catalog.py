@@ -163,8 +163,7 @@ class Inputs:
         """
         catalog = self.catalog
         if "tasks" in catalog.column_names:
-            tasks = catalog["tasks"]
-            joined = pc.binary_join(tasks, ", ")
+            joined = pc.binary_join(catalog["tasks"], ", ")
             catalog = catalog.set_column(
                 catalog.column_names.index("tasks"), "tasks", joined
             )
@@ -510,16 +509,13 @@ def _walk_input_directory(directory: Path) -> _Found:
     v1 leaderboard), so a renamed lighteval file is read, not skipped.
     """
     files, others = walk_directory(directory)
-    results = [path for path in files if RESULTS_FILE.match(path.name)]
-    samples = [path for path in files if SAMPLES_FILE.match(path.name)]
-    laid_out = {
+    results = sorted(
         path
         for path in files
-        if path.suffix.lower() == ".json"
-        and not RESULTS_FILE.match(path.name)
-        and _is_results_layout(path)
-    }
-    results = sorted([*results, *laid_out])
+        if RESULTS_FILE.match(path.name)
+        or (path.suffix.lower() == ".json" and _is_results_layout(path))
+    )
+    samples = [path for path in files if SAMPLES_FILE.match(path.name)]
     is_tree = bool(results or samples) or any(
         RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name)
         for path, _ in others
@@ -536,19 +532,17 @@ def _walk_input_directory(directory: Path) -> _Found:
             alpacaeval=inputs,
         )
 
-    def is_input(path: Path) -> bool:
+    def is_input(path: Path) -> bool:  # by its name (a results file by layout aside)
         if not is_tree:
             return path.suffix.lower() in TABLE_SUFFIXES
-        name = path.name
-        return bool(
-            RESULTS_FILE.match(name) or SAMPLES_FILE.match(name) or path in laid_out
-        )
+        return bool(RESULTS_FILE.match(path.name) or SAMPLES_FILE.match(path.name))
 
     tables = [] if is_tree else [path for path in files if is_input(path)]
+    taken = {*results, *samples, *tables}
     skipped = [
         (path, _skip_reason(path, is_tree=is_tree))
         for path in files
-        if not is_input(path)
+        if path not in taken
     ]
     skipped += _irregular(others, is_input)
     if not (results or samples or tables):

@@ -333,12 +333,12 @@ def _first_seen(values: pa.Array, at: npt.NDArray[np.int64]) -> pa.Array:
 
 
 def _differs(
-    raw: npt.NDArray[np.float64],
+    values: npt.NDArray[np.float64],
     left: npt.NDArray[np.int64],
     right: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.bool_]:
-    """Whether rows hold different scores (NaN equals NaN: the same text was read)."""
-    a, b = raw[left], raw[right]
+    """Whether rows hold different values (NaN equals NaN: the same text was read)."""
+    a, b = values[left], values[right]
     same: npt.NDArray[np.bool_] = (a == b) | (np.isnan(a) & np.isnan(b))
     return ~same
 
@@ -359,17 +359,12 @@ def _check_ties(
     first, second = first[is_tied], second[is_tied]
     if not first.size:
         return
-    numbers = np.column_stack(
-        [
-            to_numpy(files.stderr, null=np.nan),
-            to_numpy(files.n_samples, null=-1).astype(np.float64),
-        ]
+    held = (
+        files.raw_score,
+        to_numpy(files.stderr, null=np.nan),
+        to_numpy(files.n_samples, null=-1).astype(np.float64),
     )
-    conflict = _differs(files.raw_score, first, second) | np.any(
-        (numbers[first] != numbers[second])
-        & ~(np.isnan(numbers[first]) & np.isnan(numbers[second])),
-        axis=1,
-    )
+    conflict = np.logical_or.reduce([_differs(v, first, second) for v in held])
     if not conflict.any():
         return
     at = int(np.flatnonzero(conflict)[0])

@@ -299,14 +299,24 @@ def _scan_chunk(chunk: _Chunk) -> list[_Record]:
     return records
 
 
+#: The fields of a parsed file a worker sends back (the path the parent knows,
+#: ``n_ignored`` is the length of ``ignored``).
+_SENT = (
+    "model",
+    "precision",
+    "revision",
+    "chat_template",
+    "timestamp",
+    "ignored",
+    "rows",
+)
+
 # What a worker sends back per file: plain builtins, which pickle in C, about a
-# third of a ScannedFile's cost; the path the parent knows.
+# third of a ScannedFile's cost.
 _Record = tuple[
     str,  # sha256
     int,  # size
-    # the parsed file: model, precision, revision, chat_template, timestamp,
-    # ignored, rows
-    tuple[str, str, str, bool, str, tuple[str, ...], dict[str, list[Any]]] | None,
+    tuple[Any, ...] | None,  # the parsed file's _SENT fields
     InputError | None,
     Variant | None,  # a file that failed: the variant its config names
 ]
@@ -315,44 +325,19 @@ _Record = tuple[
 def _pack(scanned: ScannedFile) -> _Record:
     """A scanned file as a :data:`_Record`."""
     parsed = scanned.parsed
-    fields = None
-    if parsed is not None:
-        fields = (
-            parsed.model,
-            parsed.precision,
-            parsed.revision,
-            parsed.chat_template,
-            parsed.timestamp,
-            parsed.ignored,
-            parsed.rows,
-        )
-    return scanned.sha256, scanned.size, fields, scanned.error, scanned.variant
+    sent = None if parsed is None else tuple(getattr(parsed, name) for name in _SENT)
+    return scanned.sha256, scanned.size, sent, scanned.error, scanned.variant
 
 
 def _unpack(path: Path, record: _Record) -> ScannedFile:
     """The :class:`ScannedFile` a :data:`_Record` stands for."""
-    sha256, size, fields, error, variant = record
+    sha256, size, sent, error, variant = record
     parsed = None
-    if fields is not None:
-        model, precision, revision, chat, timestamp, ignored, rows = fields
-        parsed = HarnessFile(
-            path=str(path),
-            model=model,
-            precision=precision,
-            revision=revision,
-            chat_template=chat,
-            timestamp=timestamp,
-            rows=rows,
-            n_ignored=len(ignored),
-            ignored=ignored,
-        )
+    if sent is not None:
+        fields = dict(zip(_SENT, sent, strict=True))
+        parsed = HarnessFile(path=str(path), n_ignored=len(fields["ignored"]), **fields)
     return ScannedFile(
-        path=path,
-        sha256=sha256,
-        size=size,
-        parsed=parsed,
-        error=error,
-        variant=variant,
+        path=path, sha256=sha256, size=size, parsed=parsed, error=error, variant=variant
     )
 
 

@@ -319,17 +319,7 @@ def _csv_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
     """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
     if lines == (n_rows or 0) + 1:
         return RowNumbers(unit="line", first=2)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buffer == ord("\n"))
-    quotes = np.flatnonzero(buffer == ord('"'))
-    # a newline ends a record when an even number of quotes precede it
-    ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
-    starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(data)]
-    width = stops - starts
-    has_cr = (width > 0) & (buffer[np.maximum(stops - 1, 0)] == ord("\r"))
-    is_blank = (width - has_cr) <= 0
-    first_lines = np.searchsorted(newlines, starts[~is_blank]) + 1
+    first_lines = _record_lines(data, is_quoted=True)
     if (
         n_rows is not None and first_lines.size != n_rows + 1
     ):  # quoting this scan cannot follow
@@ -345,29 +335,40 @@ def _jsonl_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
     """Each row's line: consecutive from line 1, unless blank lines intervene."""
     if lines == n_rows:
         return RowNumbers(unit="line", first=1)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buffer == ord("\n"))
-    starts = np.r_[0, newlines + 1]
-    stops = np.r_[newlines, len(data)]
-    width = stops - starts
-    first = buffer[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
-    is_blank = (width == 0) | ((width == 1) & (first == ord("\r")))
-    filled = np.flatnonzero(~is_blank) + 1
+    filled = _record_lines(data, is_quoted=False)
     if filled.size != n_rows:  # lines of spaces only: counted one by one
         filled = np.array(
             [
                 number
-                for number, (start, stop) in enumerate(
-                    zip(starts, stops, strict=True), 1
-                )
-                if data[start:stop].strip()
+                for number, line in enumerate(data.split(b"\n"), 1)
+                if line.strip()
             ],
             dtype=np.int64,
         )
     if n_rows is not None and filled.size != n_rows:
         return RowNumbers(unit="row", first=1)
     return RowNumbers(
-        unit="line",
-        first=int(filled[0]) if filled.size else 1,
-        lines=filled.astype(np.int64),
+        unit="line", first=int(filled[0]) if filled.size else 1, lines=filled
     )
+
+
+def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
+    """The line each record that is not blank starts on (1-based).
+
+    A record ends at a newline; with `is_quoted`, only at one outside double
+    quotes (an even number of them before it). A blank record is empty or a
+    lone carriage return.
+    """
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    ends = newlines
+    if is_quoted:
+        quotes = np.flatnonzero(buffer == ord('"'))
+        ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
+    starts = np.r_[0, ends + 1]
+    stops = np.r_[ends, len(data)]
+    width = stops - starts
+    last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
+    is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
+    first_lines: npt.NDArray[np.int64] = np.searchsorted(newlines, starts[~is_blank])
+    return first_lines + 1

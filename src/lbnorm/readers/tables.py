@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 __all__ = [
     "NUMBER_TYPES",
     "TEXT_COLUMNS",
-    "RowNumbers",
     "check_columns",
     "conform_scores",
     "read_score_file",
@@ -193,21 +192,12 @@ def conform_scores(
     texts: dict[str, pa.Array | pa.ChunkedArray] = {}
     for field in SCORES:
         name = field.name
-        if name == "source":
+        if name == "source" or name not in columns:  # one value for every row
+            value = source if name == "source" else OPTIONAL_SCORE_DEFAULTS[name]
             data[name] = (
-                _constant_text(source, n_rows)
-                if keep_dictionaries
-                else pa.repeat(scalar(source, pa.string()), n_rows)
-            )
-        elif name not in columns and keep_dictionaries and name in TEXT_COLUMNS:
-            data[name] = _constant_text(str(OPTIONAL_SCORE_DEFAULTS[name]), n_rows)
-        elif name not in columns:
-            default = OPTIONAL_SCORE_DEFAULTS[name]
-            empty = pa.nulls(n_rows, field.type)
-            data[name] = (
-                empty
-                if default is None
-                else pc.fill_null(empty, scalar(default, field.type))  # type: ignore[arg-type]
+                _constant_text(str(value), n_rows)
+                if keep_dictionaries and field.type == pa.string()
+                else pa.repeat(scalar(value, field.type), n_rows)  # type: ignore[arg-type]
             )
         elif name in TEXT_COLUMNS:
             column = table[name]
@@ -502,10 +492,9 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
     )
     names = list(dict.fromkeys(name for _, record in numbered for name in record))
     check_columns(names, source=str(path), extra_columns=extra_columns)
-    for name in names:
-        if name in SCORES.names:
-            values = [record.get(name) for _, record in numbered]
-            _raise_first_bad(name, values, str(path), rows)
+    for name in names:  # (a column outside the contract is passed over)
+        values = [record.get(name) for _, record in numbered]
+        _raise_first_bad(name, values, str(path), rows)
 
 
 # --- columns ------------------------------------------------------------------------
