@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from lbnorm.analysis.align import align_rows, align_variants, group_codes
+from lbnorm.analysis.align import align_variants, group_codes, take_at
 from lbnorm.analysis.diff import Diff, diff_snapshots, read_snapshot
 from lbnorm.analysis.health import (
     HEALTH_COLUMNS,
@@ -48,7 +48,7 @@ from lbnorm.analysis.render import (
     health_tables,
     is_number_column,
 )
-from lbnorm.core.schemas import KEY_COLUMNS, benchmark_columns
+from lbnorm.core.schemas import benchmark_columns
 from lbnorm.faces.report_assets import SCRIPT, STYLE, page
 from lbnorm.faces.report_plots import (
     axis_ticks,
@@ -532,13 +532,9 @@ def _json_column(column: pd.Series, *, kind: str, digits: int = 2) -> str:
 
 def _rank_moves(board: pd.DataFrame, diff: Diff) -> pd.Series:
     """Places moved up since the previous output (old - new), per leaderboard row."""
-    at = align_rows(board, diff.models, on=KEY_COLUMNS)
-    moves = (
-        diff.models["rank_move"]
-        .astype("Float64")
-        .to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.Series(
+        take_at(diff.models, "rank_move", align_variants(board, diff.models))
     )
-    return pd.Series(np.where(at >= 0, moves[np.maximum(at, 0)], np.nan))
 
 
 def _subtask_payload(tables: ReportTables) -> str:

@@ -31,7 +31,7 @@ from lbnorm.analysis.render import (
 )
 from lbnorm.faces.html_report import _table_html, diff_html
 from lbnorm.faces.ratings_view import describe_options, shown_ratings
-from lbnorm.faces.report_assets import STYLE, page
+from lbnorm.faces.report_assets import STYLE, page, read_asset
 from lbnorm.faces.report_plots import axis_ticks, padded_range
 from lbnorm.output.reader import Output
 
@@ -43,13 +43,7 @@ _POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 _ROW = 16.0  # pixels per model in the interval chart
 _CELL = 18.0  # pixels per heat-map cell (32 when the values are written in them)
 _NAME_CHARS = 34  # longest name drawn whole (the full name is in the hover title)
-_CHART_STYLE = """
-svg.chart{font:11px system-ui,sans-serif;max-width:100%;height:auto}
-svg.chart .name{fill:#1b1f24}svg.chart .bar{stroke:#4c72b0;stroke-width:3;stroke-linecap:round}
-svg.chart .dot{fill:#c44e52}svg.chart .open{fill:#4c72b0}svg.chart .cell text{font-size:10px;fill:#1b1f24;pointer-events:none}
-svg.chart .row:hover .name,svg.chart .row:hover .dot{font-weight:700;fill:#0969da}
-.legend{display:inline-block;width:240px;height:12px;background:linear-gradient(90deg,#2166ac,#f7f7f7,#b2182b);vertical-align:middle;margin:0 6px}
-"""
+_CHART_STYLE = read_asset("ratings.css")
 
 
 def render_ratings_report(
