@@ -69,6 +69,9 @@ _HINTS = {
     "bad_n_samples": "n_samples must be a positive integer, or empty.",
 }
 
+#: Checks whose failure is shown by the row's subtask, not a cell of its own.
+_NAMED_BY_SUBTASK = {"duplicate_score", "unknown_subtask", "null_key", "empty_model"}
+
 #: Per optional detail column, which values are bad (a null is a missing value).
 _BAD_DETAILS: dict[str, Callable[[npt.NDArray[Any]], npt.NDArray[np.bool_]]] = {
     "stderr": lambda se: (se < 0) | np.isinf(se),  # NaN is a missing stderr, as null
@@ -327,12 +330,11 @@ def describe_failures(
         )
         locators = _locators(batch, picked, positions)
         column = check.removeprefix("bad_") if check.startswith("bad_") else "raw_score"
+        if check in _NAMED_BY_SUBTASK:
+            column = "subtask"
         if check == "duplicate_score":
-            column = "subtask"
-            values = _repeats(batch, positions, _locators(batch, table, None))
-        elif check in {"unknown_subtask", "null_key", "empty_model"}:
-            column = "subtask"
-            values = [_text(value) for value in _strings(picked, "subtask")]
+            every_row = np.arange(table.num_rows)
+            values = _repeats(batch, positions, _locators(batch, table, every_row))
         else:
             values = _cells(picked, column)
         keys = [_strings(picked, name) for name in ("model", "benchmark", "subtask")]
@@ -392,13 +394,11 @@ def _suggestions(
 
 
 def _locators(
-    batch: Batch, picked: pa.Table, positions: npt.NDArray[np.intp] | None
+    batch: Batch, picked: pa.Table, positions: npt.NDArray[np.intp]
 ) -> list[str]:
     """Each row's place in its file: a line or row number, or a results key."""
     if "_row" in picked.column_names:
         return [str(value) for value in picked.column("_row").to_pylist()]
-    if positions is None:
-        positions = np.arange(picked.num_rows)
     return [str(batch.first_row + int(position)) for position in positions]
 
 
