@@ -39,7 +39,7 @@ from lbnorm.core.errors import InputError, SchemaMismatchError
 from lbnorm.core.files import check_option_file
 from lbnorm.core.schemas import KEY_COLUMNS
 from lbnorm.engines.result import board_order
-from lbnorm.engines.variants import group_keys
+from lbnorm.engines.variants import group_keys, variant_labels
 from lbnorm.readers.table_file import read_csv, read_parquet, table_format
 from lbnorm.suites.board import RankMethod
 
@@ -316,21 +316,11 @@ def _coverage(
     and a few of their models (``rows_shown``).
     """
     missed = board.filter(arrow.array(is_missed)).slice(0, _SHOWN)
-    precision = (
-        _as_text(missed["precision"]).to_pylist()
-        if "precision" in missed.column_names
-        else [""] * missed.num_rows
-    )
     return {
         "source": source,
         "variants": board.num_rows,
         "variants_without_row": int(is_missed.sum()),
-        "variants_shown": [
-            f"{model} [{kind}]" if kind else str(model)
-            for model, kind in zip(
-                _as_text(missed["model"]).to_pylist(), precision, strict=True
-            )
-        ],
+        "variants_shown": variant_labels(missed),
         "rows": meta.num_rows,
         "rows_without_variant": int(is_unused.sum()),
         "rows_shown": _as_text(

@@ -34,6 +34,7 @@ from lbnorm.engines.paired import (
     pair_moments,
     suite_levels,
 )
+from lbnorm.engines.variants import variant_labels
 from lbnorm.readers.items import Items, variant_rows
 from lbnorm.suites import Suite, suite_arrays
 
@@ -128,15 +129,7 @@ def board_pairs(
     )
     table = _assemble(leaderboard, levels, parts, adjusted, alpha)
     lacking = np.flatnonzero(row < 0)
-    shown = numbers(lacking[:5], pa.int64())
-    names = [
-        f"{model}{f' [{precision}]' if precision else ''}"
-        for model, precision in zip(
-            leaderboard["model"].take(shown).to_pylist(),
-            leaderboard["precision"].take(shown).to_pylist(),
-            strict=True,
-        )
-    ]
+    names = variant_labels(leaderboard.take(numbers(lacking[:5], pa.int64())))
     more = [f"and {lacking.size - 5} more"] if lacking.size > 5 else []
     return BoardPairs(table=table, without_items=(*names, *more), left_out=left_out)
 

@@ -27,6 +27,7 @@ __all__ = [
     "factorize",
     "group_keys",
     "merge_variants",
+    "variant_labels",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -166,6 +167,24 @@ class Variants:
         flags = keys.column("chat_template").cast(pa.bool_())
         codes[:, 3] = arrow.to_numpy(flags, null=False)
         return cls(vocabularies=vocabularies, codes=codes)
+
+
+def variant_labels(keys: pa.Table) -> list[str]:
+    """Each row's variant as messages name it: ``model [precision]``, or the model alone.
+
+    Examples:
+        >>> variant_labels(pa.table({"model": ["a/x", "b/y"], "precision": ["bf16", ""]}))
+        ['a/x [bf16]', 'b/y']
+    """
+    models = keys["model"].to_pylist()
+    has_precision = "precision" in keys.column_names
+    precisions = (
+        keys["precision"].to_pylist() if has_precision else [None] * len(models)
+    )
+    return [
+        f"{model} [{precision}]" if precision else str(model)
+        for model, precision in zip(models, precisions, strict=True)
+    ]
 
 
 def merge_variants(parts: Sequence[Variants]) -> tuple[Variants, IntArray]:
