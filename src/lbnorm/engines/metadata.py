@@ -516,15 +516,7 @@ def _key_codes(tables: Sequence[pa.Table], keys: Sequence[str]) -> list[IntArray
     parts = []
     for name in keys:
         kind = pa.bool_() if name == "chat_template" else pa.string()
-        chunks = [
-            chunk
-            for table in tables
-            for chunk in (
-                table[name].cast(kind)
-                if name == "chat_template"
-                else _as_text(table[name])
-            ).chunks
-        ]
+        chunks = [chunk for table in tables for chunk in table[name].cast(kind).chunks]
         parts.append(_codes(pa.chunked_array(chunks, type=kind)))
     codes, _ = group_keys(parts, [int(part.max(initial=-1)) + 1 for part in parts])
     return np.split(codes, np.cumsum([table.num_rows for table in tables])[:-1])
@@ -593,8 +585,6 @@ def _is_text(column: Column) -> bool:
 
 def _as_text(column: Column) -> Column:
     """A key or label column as ``string`` (dictionary decoded, numbers written out)."""
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
     return column if column.type == pa.string() else column.cast(pa.string())
 
 
