@@ -165,7 +165,7 @@ def conform_metadata_table(metadata: pa.Table, *, source: str) -> pa.Table:
             f"Hint: key each row by 'model' (and optionally {list(KEY_COLUMNS[1:])}), as in leaderboard.parquet."
         )
         raise SchemaMismatchError(msg)
-    model = _as_text(metadata.column("model"))
+    model = metadata.column("model").cast(pa.string())
     n_unnamed = metadata.num_rows - int(
         pc.sum(pc.not_equal(model, arrow.scalar("", pa.string()))).as_py() or 0
     )
@@ -190,7 +190,7 @@ def conform_metadata_table(metadata: pa.Table, *, source: str) -> pa.Table:
             column = model
         elif name in _KEY_DEFAULTS:
             column = pc.fill_null(
-                _as_text(column), arrow.scalar(_KEY_DEFAULTS[name], pa.string())
+                column.cast(pa.string()), arrow.scalar(_KEY_DEFAULTS[name], pa.string())
             )
         elif pa.types.is_large_string(column.type):
             column = column.cast(pa.string())
@@ -291,7 +291,7 @@ def join_metadata_table(
             and "type_code" not in metadata.column_names
         ):
             joined = _append(joined, name, type_label_array(column), source)
-            joined = _append(joined, "type_code", _as_text(column), source)
+            joined = _append(joined, "type_code", column.cast(pa.string()), source)
         else:
             joined = _append(joined, name, column, source)
     if "params_b" in joined.column_names and "size_class" not in joined.column_names:
@@ -316,6 +316,7 @@ def _coverage(
     and a few of their models (``rows_shown``).
     """
     missed = board.filter(arrow.array(is_missed)).slice(0, _SHOWN)
+    unused = meta["model"].filter(arrow.array(is_unused)).slice(0, _SHOWN)  # text
     return {
         "source": source,
         "variants": board.num_rows,
@@ -323,9 +324,7 @@ def _coverage(
         "variants_shown": variant_labels(missed),
         "rows": meta.num_rows,
         "rows_without_variant": int(is_unused.sum()),
-        "rows_shown": _as_text(
-            meta["model"].filter(arrow.array(is_unused)).slice(0, _SHOWN)
-        ).to_pylist(),
+        "rows_shown": unused.to_pylist(),
     }
 
 
@@ -351,7 +350,7 @@ def type_label_array(types: Column) -> pa.Array:
         >>> type_label_array(pa.array(["chatmodels", "❓other", "mine", None])).to_pylist()
         ['chat models (RLHF, DPO, IFT, ...)', 'other', 'mine', None]
     """
-    text = _as_text(types)
+    text = types.cast(pa.string())
     codes = arrow.strings(list(TYPE_LABELS))
     labels = arrow.strings(list(TYPE_LABELS.values()))
     found = labels.take(pc.index_in(text, value_set=codes))
@@ -581,11 +580,6 @@ def _is_text(column: Column) -> bool:
         column.type.value_type if pa.types.is_dictionary(column.type) else column.type
     )
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
-
-
-def _as_text(column: Column) -> Column:
-    """A key or label column as ``string`` (dictionary decoded, numbers written out)."""
-    return column if column.type == pa.string() else column.cast(pa.string())
 
 
 def _as_floats(column: Column) -> npt.NDArray[np.float64]:
