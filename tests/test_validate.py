@@ -184,7 +184,6 @@ def test_each_failure_kind_names_file_row_key_value_and_hint(kind: str) -> None:
         "benchmark": "GPQA",
         "subtask": subtask,
     }
-    assert row["hint"] == hint
     shown = "null" if model is None else model or "''"
     detail = "" if column == "subtask" and kind != "duplicate_score" else ": "
     expected = (
@@ -558,7 +557,7 @@ def test_failure_rows_without_a_batch() -> None:
         rows=["-"] * 2,
         column="subtask",
     )
-    assert table.column_names == [*FAILURE_COLUMNS, "hint", "suggestion"]
+    assert table.column_names == [*FAILURE_COLUMNS, "suggestion"]
     assert table.column("model").null_count == 2
     with pytest.raises(
         ValidationError,

@@ -486,9 +486,8 @@ def failure_error(failures: list[pa.Table], *, total: int) -> ValidationError:
         shown = ", ".join(_describe(row) for row in group[:_SHOWN])
         more = f" and {len(group) - _SHOWN:,} more" if len(group) > _SHOWN else ""
         lines.append(f"- {check}: {shown}{more}")
-        lines.append(f"  Hint: {group[0]['hint']}")
-    dropped = [name for name in ("hint", "suggestion") if name in table.column_names]
-    return ValidationError("\n".join(lines), table.drop_columns(dropped))
+        lines.append(f"  Hint: {_HINTS.get(check, '')}")
+    return ValidationError("\n".join(lines), table.drop_columns(["suggestion"]))
 
 
 def _line_order(table: pa.Table) -> npt.NDArray[np.int64]:
@@ -566,7 +565,6 @@ def failure_rows(
             "model": arrow.strings(model),
             "benchmark": arrow.strings(benchmark),
             "subtask": arrow.strings(subtask),
-            "hint": arrow.strings([_HINTS.get(check, "")] * n_rows),
             "suggestion": arrow.strings(suggestions or [None] * n_rows),
         }
     )
