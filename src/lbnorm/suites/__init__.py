@@ -401,7 +401,8 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         parse_benchmark(raw, where=f"{source}: benchmarks[{index}]")
         for index, raw in enumerate(raw_benchmarks)
     )
-    _check_benchmark_names([b.name for b in benchmarks], where=source)
+    names = [b.name for b in benchmarks]
+    _check_benchmark_names(names, where=source)
     _check_total_weight([b.weight for b in benchmarks], where=source)
     pairs = [
         source_key(s.task, s.metric, s.instance)
@@ -411,7 +412,6 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     ]
     check_unique(pairs, what="(task, metric) pair", where=source)
     check_clusters(benchmarks, where=source)
-    names = [b.name for b in benchmarks]
     board = parse_board(
         document.get("board"),
         benchmarks=names,
