@@ -180,7 +180,7 @@ subtasks = [{subtasks}]
             "elo",
             'reference = "gpt-4"',
             '{ name = "a" }',
-            r"unknown aggregation 'elo'\.\nHint: use one of \[.*'bradley-terry'\]",
+            r"aggregation must be one of \[.*'bradley-terry'\], got 'elo'\.\nHint",
         ),
         (
             "bradley-terry",

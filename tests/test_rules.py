@@ -113,7 +113,7 @@ def test_rules_are_parsed(
     [
         (
             {"kind": "count"},
-            r'kind must be "score" or "statistic", got .count.*\n.*Hint',
+            r"kind must be one of \['score', 'statistic'\], got .count.*\n.*Hint",
         ),
         (
             {"range": [100, 0]},

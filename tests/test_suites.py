@@ -132,7 +132,7 @@ def test_suite_file_round_trip(tmp_path: Path) -> None:
         ),
         (
             {"aggregation": "median"},
-            r"unknown aggregation 'median'.*\n.*Hint: use one of",
+            r"aggregation must be one of \[.*\], got 'median'.*\n.*Hint: the default is",
         ),
         (
             {"aggregation": "pool-then-normalize", "extra": ""},

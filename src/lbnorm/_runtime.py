@@ -168,7 +168,7 @@ def take_signals(*, exit_at_once: bool = False) -> Callable[[], int]:
     """
     previous = _take(exit_at_once=exit_at_once)
     if previous is None:
-        return _nothing
+        return lambda: 0  # nothing taken, nothing to let go
     return functools.partial(_let_go, previous)
 
 
@@ -218,11 +218,6 @@ def _put_back(previous: dict[int, _Handler]) -> None:
     finally:
         for number in numbers[1:]:  # (SIGTERM: at most one more)
             signal.signal(number, previous[number])
-
-
-def _nothing() -> int:
-    """Let go of nothing."""
-    return 0
 
 
 @contextlib.contextmanager

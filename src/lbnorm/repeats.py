@@ -53,7 +53,8 @@ def name_earlier_inputs(
         for check, value in zip(checks, values, strict=True)
     ):
         return error
-    earlier = _earlier_sources(_batches_again(inputs), suite)
+    # one share of one: every batch, in the order the run read them
+    earlier = _earlier_sources(inputs.partition(0, 1), suite)
     keys = zip(
         table["source"].to_pylist(),
         table["model"].to_pylist(),
@@ -76,13 +77,6 @@ def name_earlier_inputs(
     column = table.column_names.index("value")
     renamed = table.set_column(column, "value", arrow.strings(named))
     return ValidationError(message, renamed)
-
-
-def _batches_again(inputs: Inputs) -> Iterator[Batch]:
-    """The inputs' batches in the order the run read them."""
-    yield from inputs.eager
-    for opened in inputs.streamed:
-        yield from opened.batches()
 
 
 def _earlier_sources(

@@ -176,21 +176,13 @@ class RunOptions:
         _check_choice("comparability", self.comparability, ComparabilityCheck)
         _check_choice("paired_adjust", self.paired_adjust, PairedAdjust)
         check_paired_alpha(self.paired_alpha)
-        if self.workers < 1:
-            msg = (
-                f"workers (--workers) must be at least 1, got {self.workers}.\n"
-                "Hint: use --workers 1 for one process."
-            )
-            raise OptionsError(msg)
-        _check_most("workers (--workers)", self.workers, "processes")
-        if self.batch_rows is not None and self.batch_rows < 1:
-            msg = (
-                f"batch_rows (--batch-rows) must be at least 1, got {self.batch_rows}.\n"
-                "Hint: leave --batch-rows out to stream a Parquet row group at a time."
-            )
-            raise OptionsError(msg)
+        hint = "use --workers 1 for one process."
+        _check_count("workers (--workers)", self.workers, "processes", hint=hint)
         if self.batch_rows is not None:
-            _check_most("batch_rows (--batch-rows)", self.batch_rows, "rows")
+            hint = "leave --batch-rows out to stream a Parquet row group at a time."
+            _check_count(
+                "batch_rows (--batch-rows)", self.batch_rows, "rows", hint=hint
+            )
         if not 0 < self.sum_memory <= MOST_GIB:
             msg = (
                 f"sum_memory (--sum-memory) must be a positive number of GiB up to {MOST_GIB:,.0f}, got {self.sum_memory}.\n"
@@ -277,8 +269,11 @@ class RunOptions:
         return options
 
 
-def _check_most(name: str, value: int, what: str) -> None:
-    """Refuse a count past :data:`MOST_COUNT` (no input is that large; int64 overflows soon after)."""
+def _check_count(name: str, value: int, what: str, *, hint: str) -> None:
+    """Refuse a count below 1 or past :data:`MOST_COUNT` (no input is that large; int64 overflows soon after)."""
+    if value < 1:
+        msg = f"{name} must be at least 1, got {value}.\nHint: {hint}"
+        raise OptionsError(msg)
     if value > MOST_COUNT:
         msg = (
             f"{name} must be at most {MOST_COUNT:,}, got {shown_number(value)}.\n"

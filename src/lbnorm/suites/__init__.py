@@ -79,7 +79,7 @@ from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
 from lbnorm.core.options import MissingPolicy
 from lbnorm.core.schemas import leaderboard_schema
-from lbnorm.suites._checks import check_keys, check_unique, required
+from lbnorm.suites._checks import check_table, check_unique, required
 from lbnorm.suites.benchmarks import (
     PAIRWISE,
     Aggregation,
@@ -390,7 +390,8 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
             "see the suite format in the README."
         )
         raise SuiteError(msg) from exc
-    check_keys(document, _SUITE_KEYS, where=source)
+    hint = "see the suite format in the README."
+    check_table(document, _SUITE_KEYS, where=source, hint=hint)
     name = required(document, "name", str, where=source)
     raw_benchmarks = required(document, "benchmarks", list, where=source)
     if not raw_benchmarks:
@@ -400,7 +401,8 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
         parse_benchmark(raw, where=f"{source}: benchmarks[{index}]")
         for index, raw in enumerate(raw_benchmarks)
     )
-    _check_benchmark_names([b.name for b in benchmarks], where=source)
+    names = [b.name for b in benchmarks]
+    _check_benchmark_names(names, where=source)
     _check_total_weight([b.weight for b in benchmarks], where=source)
     pairs = [
         source_key(s.task, s.metric, s.instance)
@@ -410,7 +412,6 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     ]
     check_unique(pairs, what="(task, metric) pair", where=source)
     check_clusters(benchmarks, where=source)
-    names = [b.name for b in benchmarks]
     board = parse_board(
         document.get("board"),
         benchmarks=names,

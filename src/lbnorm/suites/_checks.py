@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any, TypeGuard
 
 from lbnorm.core.errors import SuiteError
 
 __all__ = [
-    "check_keys",
+    "check_table",
     "check_unique",
     "choice",
     "is_number",
@@ -19,11 +19,17 @@ __all__ = [
 ]
 
 
-def check_keys(table: dict[str, Any], allowed: set[str], *, where: str) -> None:
-    """Raise on a key the table may not have (a misspelt one, mostly)."""
-    if unknown := sorted(set(table) - allowed):
+def check_table(
+    raw: object, allowed: Set[str], *, where: str, hint: str
+) -> dict[str, Any]:
+    """A TOML value that is a table with none but `allowed` keys (a misspelt one, mostly)."""
+    if not isinstance(raw, dict):
+        msg = f"{where}: expected a table, got {raw!r}.\nHint: {hint}"
+        raise SuiteError(msg)
+    if unknown := sorted(set(raw) - allowed):
         msg = f"{where}: unknown key(s) {unknown}.\nHint: allowed keys are {sorted(allowed)}."
         raise SuiteError(msg)
+    return raw
 
 
 def check_unique(names: Sequence[str], *, what: str, where: str) -> None:

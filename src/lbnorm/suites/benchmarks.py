@@ -17,8 +17,9 @@ from typing import Any, Literal, get_args
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import MissingPolicy
 from lbnorm.suites._checks import (
-    check_keys,
+    check_table,
     check_unique,
+    choice,
     is_number,
     is_whole,
     required,
@@ -163,16 +164,11 @@ class Benchmark:
 
 def parse_benchmark(raw: object, *, where: str) -> Benchmark:
     """One ``[[benchmarks]]`` table, its subtasks and its rules, checked."""
-    if not isinstance(raw, dict):
-        msg = f"{where}: expected a table, got {raw!r}.\nHint: write each benchmark as [[benchmarks]]."
-        raise SuiteError(msg)
-    check_keys(raw, _BENCHMARK_KEYS, where=where)
+    hint = "write each benchmark as [[benchmarks]]."
+    raw = check_table(raw, _BENCHMARK_KEYS, where=where, hint=hint)
     name = required(raw, "name", str, where=where)
     where = f"{where} ({name})"
-    aggregation = raw.get("aggregation", "normalize-then-average")
-    if aggregation not in _AGGREGATIONS:
-        msg = f"{where}: unknown aggregation {aggregation!r}.\nHint: use one of {list(_AGGREGATIONS)}."
-        raise SuiteError(msg)
+    aggregation = choice(raw, "aggregation", _AGGREGATIONS, where=where)
     weight = raw.get("weight", 1.0)
     if not is_number(weight, sys.float_info.min, sys.float_info.max):  # inf, <= 0
         msg = (
@@ -352,10 +348,8 @@ def _rating(text: str) -> float | None:
 
 
 def _parse_subtask(raw: object, *, where: str) -> Subtask:
-    if not isinstance(raw, dict):
-        msg = f"{where}: expected an inline table, got {raw!r}.\nHint: write {{ name = ..., num_choices = ... }}."
-        raise SuiteError(msg)
-    check_keys(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where)
+    hint = "write { name = ..., num_choices = ... }."
+    raw = check_table(raw, _SUBTASK_KEYS | INSTANCE_KEYS, where=where, hint=hint)
     name = required(raw, "name", str, where=where)
     where = f"{where} ({name})"
     num_choices = raw.get("num_choices", 0)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
-from lbnorm.suites._checks import check_keys, check_unique, choice, is_whole
+from lbnorm.suites._checks import check_table, check_unique, choice, is_whole
 
 __all__ = [
     "AverageRule",
@@ -217,10 +217,8 @@ def parse_board(
     if raw is None:
         return Board()
     where = f"{where}: [board]"
-    if not isinstance(raw, dict):
-        msg = f"{where}: expected a table, got {raw!r}.\nHint: write [board] with keys {sorted(_BOARD_KEYS)}."
-        raise SuiteError(msg)
-    check_keys(raw, _BOARD_KEYS, where=where)
+    hint = f"write [board] with keys {sorted(_BOARD_KEYS)}."
+    raw = check_table(raw, _BOARD_KEYS, where=where, hint=hint)
     average = choice(raw, "average", _AVERAGES, where=where, hint=_SEE_BOARD)
     summation = choice(raw, "summation", _SUMMATIONS, where=where, hint=_SEE_BOARD)
     method = choice(raw, "rank_method", _METHODS, where=where, hint=_SEE_BOARD)
@@ -266,10 +264,8 @@ def parse_board(
 
 
 def _parse_rate(raw: object, benchmarks: Sequence[str], *, where: str) -> Rate:
-    if not isinstance(raw, dict):
-        msg = f"{where}: expected a table, got {raw!r}.\nHint: write [[board.rates]] with name, rule and benchmarks."
-        raise SuiteError(msg)
-    check_keys(raw, _RATE_KEYS, where=where)
+    hint = "write [[board.rates]] with name, rule and benchmarks."
+    raw = check_table(raw, _RATE_KEYS, where=where, hint=hint)
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         msg = f"{where}: 'name' must be a non-empty string, got {name!r}.\nHint: the rate's leaderboard column, e.g. name = \"win_rate\"."
@@ -300,10 +296,8 @@ def _parse_rate(raw: object, benchmarks: Sequence[str], *, where: str) -> Rate:
 
 
 def _parse_column(raw: object, shown: Sequence[str], *, where: str) -> Column:
-    if not isinstance(raw, dict):
-        msg = f"{where}: expected a table, got {raw!r}.\nHint: write [[board.columns]] with column, name and digits."
-        raise SuiteError(msg)
-    check_keys(raw, _COLUMN_KEYS, where=where)
+    hint = "write [[board.columns]] with column, name and digits."
+    raw = check_table(raw, _COLUMN_KEYS, where=where, hint=hint)
     column = raw.get("column")
     if not isinstance(column, str) or column not in shown:
         msg = f"{where}: column {column!r} is not a leaderboard column of this suite.\nHint: use one of {list(shown)[:12]}{' ...' if len(shown) > 12 else ''}."

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import MissingPolicy
+from lbnorm.suites._checks import choice
 
 __all__ = [
     "DEFAULT_RANGE",
@@ -101,10 +102,8 @@ def parse_rules(
         >>> parse_rules({"kind": "statistic"}, where="s")
         ('statistic', (0.0, inf), None, False)
     """
-    kind = raw.get("kind", "score")
-    if kind not in _KINDS:
-        msg = f'{where}: kind must be "score" or "statistic", got {kind!r}.\nHint: "score" (the default) is normalized to 0-100 and averaged; "statistic" is shown as given (a count, a length).'
-        raise SuiteError(msg)
+    hint = '"score" (the default) is normalized to 0-100 and averaged; "statistic" is shown as given (a count, a length).'
+    kind = choice(raw, "kind", _KINDS, where=where, hint=hint)
     value_range = _parse_range(raw, kind, where=where)
     missing = raw.get("missing")
     if missing is not None and missing not in _MISSING:
