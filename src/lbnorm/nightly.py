@@ -140,10 +140,7 @@ def run_monitored(
     except (LbnormError, KeyboardInterrupt) as exc:
         if report is not None and not transaction.committed:
             stages["total"] = time.perf_counter() - started
-            # on its own, atomically: a scheduler reads why the run stopped where
-            # a successful run's report would be
-            data = format_run_report(reported(None, out=None, error=exc)).encode()
-            write_file(report, data, option="--report", is_ours=is_run_report)
+            _write_failed_report(report, reported(None, out=None, error=exc))
         raise
     return MonitoredRun(result=result, report=document, tables=tables)
 
@@ -225,6 +222,16 @@ def _analyses(
     tables["health"] = checked
     stages["health"] = time.perf_counter() - mark
     return checked, (health_config or HealthConfig()).min_models
+
+
+def _write_failed_report(report: str | Path, document: dict[str, Any]) -> None:
+    """Write the report of a run that failed on its own (atomically), no output committed.
+
+    A scheduler reads why the run stopped (``status`` ``failed``, the exit code)
+    in the place a successful run's report would be.
+    """
+    data = format_run_report(document).encode()
+    write_file(report, data, option="--report", is_ours=is_run_report)
 
 
 def _check_report(report: str | Path | None, out: str | Path) -> None:
