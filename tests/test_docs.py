@@ -500,6 +500,25 @@ def test_install_commands_name_real_extras() -> None:
     ] == []
 
 
+def test_every_data_file_of_the_package_is_installed() -> None:
+    """A wheel (``pip install .``) ships each non-Python file of the package.
+
+    The suites, the demo data and the reports' style sheets and script are read
+    from beside their modules; a file that pyproject's package-data does not
+    name works in a clone and is missing from an installation.
+    """
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["lbnorm"]
+    package = REPO / "src" / "lbnorm"
+    files = [
+        path.relative_to(package)
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix not in {".py", ".pyc"}
+    ]
+    assert Path("faces/report.css") in files
+    assert [path for path in files if not any(path.match(p) for p in patterns)] == []
+
+
 def test_ci_runs_the_test_commands_the_docs_give() -> None:
     """``.ci/run`` runs the full suite exactly as the README gives it; CONTRIBUTING agrees.
 

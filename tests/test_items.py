@@ -548,3 +548,20 @@ def test_a_task_a_table_gives_is_matched_by_doc_id_in_the_files_too(
     assert ifeval is not None
     assert (murder.key, ifeval.key) == ("doc_id", "doc_hash")
     assert (murder.codes != 0).all()  # every document lined up across the three
+
+
+def test_a_null_chat_template_is_refused_in_a_task_the_suite_leaves_out(
+    tmp_path: Path,
+) -> None:
+    # the item matrix and the run's aggregation read a sample table by one rule:
+    # a variant key is checked on every row of the file, not only the suite's tasks
+    used = gpqa_rows(["a/b"], [0, 1]).assign(chat_template=False)
+    unused = used.assign(task="some_other_task")
+    frame = pd.concat([used, unused], ignore_index=True)
+    frame["chat_template"] = pd.array([False, False, None, None], dtype="boolean")
+    source = write_table(tmp_path / "t.parquet", frame)
+    match = r"chat_template is null in row\(s\) 3, 4\.\nHint:"
+    with pytest.raises(InputError, match=match):
+        read_items([source], V2)
+    with pytest.raises(InputError, match=match):
+        samples_module.aggregate_samples_table(source.path, subtask_columns(V2))
