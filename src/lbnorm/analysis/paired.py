@@ -507,11 +507,15 @@ def _reported(
     names = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
     if subtasks is None:
         return result
+    subtask_levels = [
+        (at, int(level.subtasks[0]))
+        for at, level in enumerate(levels)
+        if level.is_subtask
+    ]
     for side in range(2):  # the two variants
         own = _subtask_rows(subtasks, variants.iloc[side])
-        for at, level in enumerate(levels):  # the suite's levels
-            k = int(level.subtasks[0])
-            if level.is_subtask and names[k] in own.index:
+        for at, k in subtask_levels:  # (a subtask level's one suite row: k)
+            if names[k] in own.index:
                 picked = own.loc[[names[k]]].iloc[0]
                 stderr = _subtask_stderr(picked, arrays, k)
                 result[:, at, side] = [_number(picked["normalized_score"]), stderr]

@@ -123,9 +123,8 @@ def console_main() -> int:
     _runtime.allow_keeping_freed_memory()
     parsed: list[argparse.Namespace] = []
     code = _main(None, parsed)
-    late = (
-        _runtime.ignore_signals()
-    )  # the outcome is decided: a signal since main's last look
+    # the outcome is decided: a signal since main's last look
+    late = _runtime.ignore_signals()
     if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         code = _interrupted(_runtime.cancellation(late), parsed)
     if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:

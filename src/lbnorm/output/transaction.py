@@ -567,7 +567,7 @@ class Transaction:
             (self.folder / STAGING_MARK).unlink()  # (a whole output: ours if left)
             previous = _swap_in(self.folder, self.target)
             self._held.callback(shutil.rmtree, previous, ignore_errors=True)
-            self.committed = True
+            self.folder, self.committed = self.out, True  # (files are the output's now)
             _replaced.append(self.out)
             _sync(self.target.parent)
         for beside in self._beside:  # part of this commit: no second decision
