@@ -50,8 +50,12 @@ def commands(
         "lbnorm jsonl": (lbnorm_command([str(jsonl)], out / "lbnorm"), jsonl)
     }
     for name, src in trees.items():
-        command = lbnorm_command([str(jsonl)], out / name)
-        found[f"{name} jsonl"] = (["env", f"PYTHONPATH={src}", *command], jsonl)
+        for file in (jsonl, csv):
+            command = lbnorm_command([str(file)], out / f"{name}-{file.suffix[1:]}")
+            found[f"{name} {file.suffix[1:]}"] = (
+                ["env", f"PYTHONPATH={src}", *command],
+                file,
+            )
     found["duckdb jsonl"] = (
         peer_command("duckdb", jsonl, suite, out / "duckdb"),
         jsonl,

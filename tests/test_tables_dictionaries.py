@@ -199,7 +199,7 @@ def test_jsonl_read_with_a_schema_equals_the_inferring_read(
 
     typed = read()
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(tables, "_read_jsonl_typed", lambda _path, _data: None)
+        patched.setattr(tables, "_read_jsonl_typed", lambda *_args: None)
         inferred = read()
     if typed[0] is None or inferred[0] is None:
         assert typed == inferred
@@ -213,7 +213,7 @@ def test_jsonl_of_whole_scores_is_read_by_inference(tmp_path: Path) -> None:
     path.write_text(
         '{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": -0}\n'
     )
-    assert tables._read_jsonl_typed(path, path.read_bytes()) is None
+    assert tables._read_jsonl_typed(path.read_bytes(), path.read_bytes()) is None
     score = read_score_file(path)[0].table["raw_score"][0].as_py()
     assert str(score) == "0.0"
 
@@ -224,7 +224,7 @@ def test_jsonl_of_fractions_is_read_with_a_schema(tmp_path: Path) -> None:
         '\n{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": -0}\n'
         '{"model": "b", "benchmark": "GPQA", "subtask": "main", "raw_score": 0.5}\n'
     )
-    typed = tables._read_jsonl_typed(path, path.read_bytes())
+    typed = tables._read_jsonl_typed(path.read_bytes(), path.read_bytes())
     assert typed is not None
     assert typed.schema.field("model").type == pa.string()
     assert [str(value) for value in typed["raw_score"].to_pylist()] == ["-0.0", "0.5"]
@@ -238,11 +238,11 @@ def test_jsonl_of_whole_scores_is_read_once_with_a_schema(tmp_path: Path) -> Non
         '{"model": "b", "benchmark": "GPQA", "subtask": "main", "raw_score": 0}\n'
         '{"model": "c", "benchmark": "GPQA", "subtask": "main", "raw_score": null}\n'
     )
-    typed = tables._read_jsonl_typed(path, path.read_bytes())
+    typed = tables._read_jsonl_typed(path.read_bytes(), path.read_bytes())
     assert typed is not None
     assert typed["raw_score"].to_pylist() == [1.0, 0.0, None]
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(tables, "_read_jsonl_typed", lambda _path, _data: None)
+        patched.setattr(tables, "_read_jsonl_typed", lambda *_args: None)
         inferred = read_score_file(path)[0].table
     assert read_score_file(path)[0].table.equals(inferred)
 
@@ -255,4 +255,4 @@ def test_jsonl_of_whole_scores_inference_reads_otherwise_is_inferred(
     path.write_text(
         f'{{"model": "a", "benchmark": "GPQA", "subtask": "main", "raw_score": {score}}}\n'
     )
-    assert tables._read_jsonl_typed(path, path.read_bytes()) is None
+    assert tables._read_jsonl_typed(path.read_bytes(), path.read_bytes()) is None

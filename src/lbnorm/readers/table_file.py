@@ -21,6 +21,7 @@ quotes, as RFC 4180 quoting has it).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -36,11 +37,19 @@ import pyarrow.parquet as pq
 
 from lbnorm._runtime import beside, check_cancelled
 from lbnorm.core.errors import InputError
-from lbnorm.core.files import FILE_FORMATS, FileFormat, file_format, read_bytes
+from lbnorm.core.files import (
+    FILE_FORMATS,
+    FileFormat,
+    check_regular_file,
+    file_format,
+    read_bytes,
+)
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "IrregularError",
     "RowNumbers",
+    "TextStream",
     "check_json_depth",
     "check_utf8",
     "count_lines",
@@ -122,32 +131,146 @@ def check_utf8(path: Path, data: bytes) -> None:
         raise InputError(msg) from exc
 
 
+class IrregularError(Exception):
+    """A :class:`TextStream`'s file is not one it reads (not UTF-8, a line nested too deep)."""
+
+
+class TextStream:
+    """A CSV or JSON-lines file read once, in runs of whole lines, for Arrow to parse as they come.
+
+    Each run handed on is hashed, its lines counted and checked as the
+    whole-file read checks its bytes (UTF-8; no JSON line nested past
+    :data:`MAX_JSON_DEPTH`), so the file is never held whole in memory: fresh
+    pages are slow to touch on these machines, and a file's bytes are the
+    largest allocation of its read. A run that fails a check raises
+    :class:`IrregularError` (through Arrow); the caller then reads the file whole,
+    and that read words the message. Arrow takes it as ``pa.PythonFile(stream)``.
+    """
+
+    closed = False
+
+    def __init__(self, path: Path, *, is_json: bool) -> None:
+        check_regular_file(path)  # (a FIFO is not opened: nothing waits for a writer)
+        self.path, self._is_json = path, is_json
+        self._file = path.open("rb", buffering=0)
+        self._held: list[bytes] = []  # read from the file, not yet handed on
+        self._is_read = False  # the file's last byte read
+        self._hash = hashlib.sha256()
+        self._newlines, self._last = 0, b"\n"
+
+    def head(self) -> bytes:
+        """The first bytes, through the newline ending the first line not blank (or all).
+
+        At most :data:`_HEAD_BYTES` and a run: past that, what was read.
+        """
+        held = b"".join(self._held)
+        while not self._is_read and len(held) < _HEAD_BYTES:
+            found = _NON_SPACE.search(held)
+            if found and held.find(b"\n", found.start()) >= 0:
+                break
+            self._held.append(self._next(_RUN_BYTES))
+            held = b"".join(self._held)
+        return held
+
+    def read(self, size: int = -1) -> bytes:
+        """Whole lines, about `size` bytes and at least a line (the rest at the file's end), checked."""
+        while True:
+            more = self._next(max(size, _RUN_BYTES))
+            cut = more.rfind(b"\n") + 1
+            if cut or not more:
+                break
+            self._held.append(more)  # a line longer than a run
+        if not more:
+            run = b"".join(self._held)
+            self._held = []
+        else:
+            run = b"".join((*self._held, memoryview(more)[:cut]))
+            self._held = [more[cut:]]
+        self._check(run)
+        return run
+
+    def _next(self, size: int) -> bytes:
+        more = b"" if self._is_read else self._file.read(size)
+        self._is_read = not more
+        return more
+
+    def _check(self, run: bytes) -> None:
+        self._hash.update(run)  # (hashlib releases the GIL: Arrow's threads go on)
+        self._newlines += run.count(b"\n")
+        self._last = run[-1:] or self._last
+        if not run.isascii():
+            try:
+                run.decode("utf-8")
+            except UnicodeDecodeError:
+                raise IrregularError from None
+        if self._is_json:
+            try:
+                check_json_depth(run, self.path)
+            except InputError:
+                raise IrregularError from None
+
+    @property
+    def is_done(self) -> bool:
+        """Every byte of the file handed on."""
+        return self._is_read and not any(self._held)
+
+    @property
+    def lines(self) -> int:
+        """The lines handed on, as :func:`count_lines` counts them."""
+        return self._newlines + (self._last != b"\n")
+
+    def sha256(self) -> str:
+        """The hex sha256 of the bytes handed on."""
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        """Close the file (Arrow's reader is done with it)."""
+        self._file.close()
+        self.closed = True
+
+
+#: Bytes read from a :class:`TextStream`'s file at a time, at least; and the
+#: most :meth:`TextStream.head` looks through for the first line.
+_RUN_BYTES = 1 << 20
+_HEAD_BYTES = 1 << 24
+_NON_SPACE = re.compile(rb"\S")
+
+
 def read_csv(
-    source: bytes | Path, *, convert: pa_csv.ConvertOptions | None = None
+    source: bytes | Path | TextStream,
+    *,
+    convert: pa_csv.ConvertOptions | None = None,
 ) -> pa.Table:
-    """A CSV file (or its bytes) as Arrow, a block at a time (see the module docstring).
+    """A CSV file (or its bytes, or a stream of it) as Arrow, a block at a time.
+
+    See the module docstring. A stream is read once: a read that needs the
+    whole file raises Arrow's streaming error.
 
     Raises:
         pa.ArrowException: Arrow cannot read it (the whole-file reader's error).
         OSError: The file cannot be read.
+        IrregularError: A stream's file fails a check.
         Cancelled: A Ctrl-C or SIGTERM, seen between two blocks.
     """
 
-    def opened() -> pa.NativeFile | str:
-        return str(source) if isinstance(source, Path) else pa.BufferReader(source)
-
     def stream() -> Iterator[pa.RecordBatch]:
-        return pa_csv.open_csv(opened(), convert_options=convert)  # type: ignore[no-any-return]
+        return pa_csv.open_csv(_opened(source), convert_options=convert)  # type: ignore[no-any-return]
 
     def whole() -> pa.Table:
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
-        return pa_csv.read_csv(opened(), convert_options=convert)
+        return pa_csv.read_csv(_opened(source), convert_options=convert)
 
-    return _in_blocks(stream, whole)
+    return _in_blocks(stream, None if isinstance(source, TextStream) else whole)
+
+
+def _opened(source: bytes | Path | TextStream) -> pa.NativeFile | str:
+    if isinstance(source, TextStream):
+        return pa.PythonFile(source, mode="r")
+    return str(source) if isinstance(source, Path) else pa.BufferReader(source)
 
 
 def read_jsonl(
-    source: bytes | Path,
+    source: bytes | Path | TextStream,
     path: Path | None = None,
     *,
     parse: pa_json.ParseOptions | None = None,
@@ -156,7 +279,8 @@ def read_jsonl(
     """A JSON-lines file as Arrow, a block at a time (see the module docstring).
 
     Args:
-        source: The file's bytes, or the file.
+        source: The file's bytes, the file, or a stream of it (read once: a
+            read that needs the whole file raises Arrow's streaming error).
         path: The file, for messages (default: `source`).
         parse: Arrow's parse options (an explicit schema, unexpected fields).
         block_size: Bytes per block (a line must fit in one); Arrow's default.
@@ -164,37 +288,41 @@ def read_jsonl(
     Raises:
         InputError: A line nests deeper than :data:`MAX_JSON_DEPTH`.
         pa.ArrowException: Arrow cannot read it (the whole-file reader's error).
+        IrregularError: A stream's file fails a check.
         Cancelled: A Ctrl-C or SIGTERM, seen between two blocks.
     """
     if isinstance(source, Path):
-        path, data = source, read_bytes(source)
-    else:
-        data = source
-    check_json_depth(data, path or Path("<data>"))  # (before Arrow, which would crash)
+        path, source = source, read_bytes(source)
+    if isinstance(source, bytes):  # (a stream checks its runs itself)
+        check_json_depth(
+            source, path or Path("<data>")
+        )  # (before Arrow: it would crash)
+    data = source
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 
     def stream() -> Iterator[pa.RecordBatch]:
         return pa_json.open_json(  # type: ignore[no-any-return]
-            pa.BufferReader(data), read_options=options, parse_options=parse
+            _opened(data), read_options=options, parse_options=parse
         )
 
     def whole() -> pa.Table:
         def read() -> pa.Table:
             return pa_json.read_json(
-                pa.BufferReader(data), read_options=options, parse_options=parse
+                _opened(data), read_options=options, parse_options=parse
             )
 
         # on a thread whose wait looks at the flag each tick (Arrow's JSON
         # reader has no cancellation of its own); abandoned, it ends by itself
         return beside(read).result()
 
-    return _in_blocks(stream, whole)
+    return _in_blocks(stream, None if isinstance(data, TextStream) else whole)
 
 
 def _in_blocks(
-    stream: Callable[[], Iterator[pa.RecordBatch]], whole: Callable[[], pa.Table]
+    stream: Callable[[], Iterator[pa.RecordBatch]],
+    whole: Callable[[], pa.Table] | None,
 ) -> pa.Table:
-    """The streaming read's table, or the whole read's if the stream failed."""
+    """The streaming read's table, or the whole read's (if any) if the stream failed."""
     try:
         reader = stream()
         batches = []
@@ -204,6 +332,8 @@ def _in_blocks(
         return pa.Table.from_batches(batches, schema=reader.schema)  # type: ignore[attr-defined]
     except pa.ArrowInvalid:
         check_cancelled()
+        if whole is None:
+            raise
     try:
         return whole()
     except pa.ArrowException:

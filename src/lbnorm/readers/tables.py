@@ -18,7 +18,9 @@ finite number keeps its text (``nan``, ``inf``, ``''``, ``null``) in a
 
 No pandas here: CSV cells of contract columns are read as text by
 ``pyarrow.csv`` and parsed on Arrow; JSONL is read by ``pyarrow.json``; a file
-pyarrow refuses is read again line by line only to name the bad line. The text
+pyarrow refuses is read again line by line only to name the bad line. The
+common file (a row a line, plain numbers) streams from the disk to Arrow and
+is never held whole in memory; any other is read whole, as its checks need. The text
 key columns (model, benchmark, subtask, precision, revision, metric) come out
 as dictionaries, one per column, as the engine and the subtask table take them.
 """
@@ -30,6 +32,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +45,7 @@ import pyarrow.json as pa_json
 from lbnorm._runtime import beside
 from lbnorm.core.arrow import dictionary, numbers, scalar, strings, to_numpy
 from lbnorm.core.errors import InputError, SchemaMismatchError
-from lbnorm.core.files import json_lines, read_bytes, shown
+from lbnorm.core.files import FileFormat, json_lines, read_bytes, shown
 from lbnorm.core.options import ExtraColumns
 from lbnorm.core.schemas import (
     OPTIONAL_SCORE_DEFAULTS,
@@ -52,7 +55,9 @@ from lbnorm.core.schemas import (
     Batch,
 )
 from lbnorm.readers.table_file import (
+    IrregularError,
     RowNumbers,
+    TextStream,
     check_utf8,
     count_lines,
     read_csv,
@@ -117,20 +122,8 @@ def read_score_file(
             type (the message names its line).
     """
     kind = table_format(path, allowed=("csv", "jsonl"))
-    data = read_bytes(path)
-    # hashed and its lines counted beside the parse (hashlib and numpy release
-    # the GIL): the sha256 of exactly these bytes
-    hashed = beside(lambda: (hashlib.sha256(data).hexdigest(), count_lines(data)))
-    if not data:
-        msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
-        raise InputError(msg)
-    check_utf8(path, data)
-    if kind == "csv":
-        table = _read_csv(path, data)
-    else:
-        table = _read_jsonl(path, data, extra_columns=extra_columns)
-    sha256, lines = hashed.result()
-    rows = text_rows(data, kind, table.num_rows, lines=lines)
+    streamed = _read_streamed(path, kind)
+    table, sha256, rows = streamed or _read_whole(path, kind, extra_columns)
     table = _key_dictionaries(table)
     if table.num_rows == 0:
         msg = f"{path}: the table has no rows.\nHint: an export may have failed; remove the file or write its rows."
@@ -147,6 +140,53 @@ def read_score_file(
             "_row", pc.cast(numbers(rows.lines, pa.int64()), pa.string())
         )
     return Batch(table=scores, source=str(path), first_row=rows.first), sha256
+
+
+#: A file's table, the sha256 of its bytes, its rows' lines.
+_Read = tuple[pa.Table, str, RowNumbers]
+
+
+def _read_streamed(path: Path, kind: FileFormat) -> _Read | None:
+    """The file as Arrow parses it from the disk, or None: :func:`_read_whole` reads it.
+
+    The common file (UTF-8, a row a line, every score a plain number, a JSONL
+    file's lines all of its first line's columns) is read once and never held
+    whole (:class:`TextStream`). Any other, and every error, is left to the
+    whole-file read, which words the message.
+    """
+    header = kind == "csv"
+    try:
+        with closing(TextStream(path, is_json=not header)) as stream:
+            head = stream.head()
+            if header:
+                table = _read_csv_numbers(stream, _csv_types(head))
+            else:
+                table = _read_jsonl_typed(head, stream)
+    except (InputError, IrregularError, OSError, UnicodeDecodeError):
+        return None  # (a header not UTF-8 too)
+    if table is None or not stream.is_done or not table.num_rows:
+        return None
+    if stream.lines != table.num_rows + header:  # blank lines, quoted newlines
+        return None
+    return table, stream.sha256(), RowNumbers(unit="line", first=1 + header)
+
+
+def _read_whole(path: Path, kind: FileFormat, extra_columns: ExtraColumns) -> _Read:
+    """The file read into memory whole: every check words its message with a line."""
+    data = read_bytes(path)
+    # hashed and its lines counted beside the parse (hashlib and numpy release
+    # the GIL): the sha256 of exactly these bytes
+    hashed = beside(lambda: (hashlib.sha256(data).hexdigest(), count_lines(data)))
+    if not data:
+        msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
+        raise InputError(msg)
+    check_utf8(path, data)
+    if kind == "csv":
+        table = _read_csv(path, data)
+    else:
+        table = _read_jsonl(path, data, extra_columns=extra_columns)
+    sha256, lines = hashed.result()
+    return table, sha256, text_rows(data, kind, table.num_rows, lines=lines)
 
 
 def conform_scores(
@@ -313,17 +353,7 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
     read with every contract column as text (cells as written; '' for empty),
     and :func:`_number_column` names the first cell that is not a number.
     """
-    head = data[: data.find(b"\n") if b"\n" in data else len(data)]
-    try:
-        names = next(csv.reader([head.decode("utf-8-sig").rstrip("\r")]), [])
-    except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
-        names = []
-    contract = set(TEXT_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
-    types = {
-        name: _KEY if name in TEXT_COLUMNS else pa.string()
-        for name in names
-        if name in contract
-    }
+    types = _csv_types(data)
     if (typed := _read_csv_numbers(data, types)) is not None:
         return typed
     try:
@@ -340,6 +370,21 @@ def _read_csv(path: Path, data: bytes) -> pa.Table:
         raise InputError(msg) from exc
 
 
+def _csv_types(head: bytes) -> dict[str, pa.DataType]:
+    """The contract columns the header (the first line of `head`) names, as text."""
+    line = head[: head.find(b"\n") if b"\n" in head else len(head)]
+    try:
+        names = next(csv.reader([line.decode("utf-8-sig").rstrip("\r")]), [])
+    except csv.Error:  # a stray carriage return: pyarrow decides, types checked below
+        names = []
+    contract = set(TEXT_COLUMNS) | set(_NUMBER_COLUMNS) | {"chat_template"}
+    return {
+        name: _KEY if name in TEXT_COLUMNS else pa.string()
+        for name in names
+        if name in contract
+    }
+
+
 #: The score columns' types: as Arrow parses them as the CSV is read, as Parquet's are cast.
 NUMBER_TYPES = {
     "raw_score": pa.float64(),
@@ -348,7 +393,9 @@ NUMBER_TYPES = {
 }
 
 
-def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | None:
+def _read_csv_numbers(
+    data: bytes | TextStream, types: dict[str, pa.DataType]
+) -> pa.Table | None:
     """The CSV with its score columns parsed as read, or None if a cell needs the text path.
 
     None when a score cell is not a plain number or one of :data:`_MISSING`
@@ -380,7 +427,7 @@ def _read_csv_numbers(data: bytes, types: dict[str, pa.DataType]) -> pa.Table | 
 
 
 def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
-    if (typed := _read_jsonl_typed(path, data)) is not None:
+    if (typed := _read_jsonl_typed(data, data, path)) is not None:
         return typed
     try:
         return read_jsonl(data, path)
@@ -398,8 +445,12 @@ _JSONL_TYPES = {
 }
 
 
-def _read_jsonl_typed(path: Path, data: bytes) -> pa.Table | None:
+def _read_jsonl_typed(
+    head: bytes, data: bytes | TextStream, path: Path | None = None
+) -> pa.Table | None:
     """The JSONL file read with its first line's columns typed, or None to infer them.
+
+    `head` holds the first line that is not blank (the file's bytes do).
 
     Arrow parses a typed column without inferring it; the table equals the one
     inference gives (cast as :func:`conform_scores` casts it) when every row
@@ -408,11 +459,11 @@ def _read_jsonl_typed(path: Path, data: bytes) -> pa.Table | None:
     reads as inference reads it (:func:`_reads_as_inferred`). Any other file:
     None, and the inferring read decides, with its messages.
     """
-    found = _NON_SPACE.search(data)
+    found = _NON_SPACE.search(head)
     start = found.start() if found else 0
-    end = data.find(b"\n", start)
+    end = head.find(b"\n", start)
     try:
-        first = json.loads(data[start : len(data) if end < 0 else end])
+        first = json.loads(head[start : len(head) if end < 0 else end])
     except (ValueError, RecursionError):
         return None
     if (
