@@ -118,7 +118,7 @@ def test_runs_are_whole_lines_and_the_file_hashed_and_counted(
             assert stream.is_done
     assert data.startswith(head)
     assert b"".join(runs) == data
-    assert all(run.endswith(b"\n") for run in runs[:-1])
+    assert all(bytes(run).endswith(b"\n") for run in runs[:-1])
     assert stream.sha256() == hashlib.sha256(data).hexdigest()
     if data:
         assert stream.lines == count_lines(data)
@@ -219,3 +219,20 @@ def test_a_ctrl_c_stops_the_streamed_read_at_the_next_block(
     with pytest.raises(Cancelled, match="SIGINT"), _runtime.cancellable():
         read_score_file(path)
     assert len(taken) == 1
+
+
+def test_a_line_longer_than_arrows_block_is_read(tmp_path: Path) -> None:
+    """A run holds whole lines, however long: a 3 MB line is one block to Arrow.
+
+    (The whole read, Arrow's 1 MiB blocks over the file's bytes, refuses it:
+    "straddling object straddles two block boundaries".)
+    """
+    rows = _rows(30_000, suffix=".jsonl").splitlines(keepends=True)
+    rows[20_000] = rows[20_000].replace(b"model-0020000", b"x" * 3_000_000)
+    path = tmp_path / "scores.jsonl"
+    path.write_bytes(b"".join(rows))
+    batch, sha256 = read_score_file(path)
+    models = batch.table["model"]
+    assert models[20_000].as_py() == "x" * 3_000_000
+    assert models[29_999].as_py() == "model-0029999"
+    assert sha256 == hashlib.sha256(path.read_bytes()).hexdigest()

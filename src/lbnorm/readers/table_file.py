@@ -22,6 +22,7 @@ quotes, as RFC 4180 quoting has it).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -153,66 +154,55 @@ class TextStream:
         check_regular_file(path)  # (a FIFO is not opened: nothing waits for a writer)
         self.path, self._is_json = path, is_json
         self._file = path.open("rb", buffering=0)
-        self._held: list[bytes] = []  # read from the file, not yet handed on
-        self._is_read = False  # the file's last byte read
         self._hash = hashlib.sha256()
         self._newlines, self._last = 0, b"\n"
+        self.is_done = False  # every byte of the file handed on
 
     def head(self) -> bytes:
         """The first bytes, through the newline ending the first line not blank (or all).
 
-        At most :data:`_HEAD_BYTES` and a run: past that, what was read.
+        At most :data:`_HEAD_BYTES` and a run: past that, what was read. Read
+        again by :meth:`read`.
         """
-        held = b"".join(self._held)
-        while not self._is_read and len(held) < _HEAD_BYTES:
+        held = b""
+        while len(held) < _HEAD_BYTES and (more := self._file.read(_RUN_BYTES)):
+            held += more
             found = _NON_SPACE.search(held)
             if found and held.find(b"\n", found.start()) >= 0:
                 break
-            self._held.append(self._next(_RUN_BYTES))
-            held = b"".join(self._held)
+        self._file.seek(0)
         return held
 
-    def read(self, size: int = -1) -> bytes:
-        """Whole lines, about `size` bytes and at least a line (the rest at the file's end), checked."""
-        while True:
-            more = self._next(max(size, _RUN_BYTES))
-            cut = more.rfind(b"\n") + 1
-            if cut or not more:
-                break
-            self._held.append(more)  # a line longer than a run
-        if not more:
-            run = b"".join(self._held)
-            self._held = []
-        else:
-            run = b"".join((*self._held, memoryview(more)[:cut]))
-            self._held = [more[cut:]]
-        self._check(run)
-        return run
+    def read(self, size: int = -1) -> memoryview:
+        """Whole lines, about `size` bytes and at least a line (the rest at the file's end), checked.
 
-    def _next(self, size: int) -> bytes:
-        more = b"" if self._is_read else self._file.read(size)
-        self._is_read = not more
-        return more
+        A run ends at its last newline; the file is read again from there.
+        """
+        step = max(size, _RUN_BYTES)
+        run = self._file.read(step)
+        cut = run.rfind(b"\n") + 1
+        while run and not cut:  # a line longer than a run, or the file's last line
+            more = self._file.read(step)
+            run, step = run + more, step * 2  # (doubling: linear in the line's length)
+            cut = run.rfind(b"\n") + 1 if more else len(run)
+        self._file.seek(cut - len(run), os.SEEK_CUR)
+        self._check(run, cut)
+        self.is_done = not cut
+        return memoryview(run)[:cut]  # (no copy: Arrow keeps the bytes alive)
 
-    def _check(self, run: bytes) -> None:
-        self._hash.update(run)  # (hashlib releases the GIL: Arrow's threads go on)
-        self._newlines += run.count(b"\n")
-        self._last = run[-1:] or self._last
-        if not run.isascii():
-            try:
-                run.decode("utf-8")
-            except UnicodeDecodeError:
-                raise IrregularError from None
-        if self._is_json:
-            try:
+    def _check(self, run: bytes, cut: int) -> None:
+        """Hash, count and check ``run[:cut]`` (past the cut: a line's start, read again)."""
+        whole = memoryview(run)[:cut]
+        self._hash.update(whole)  # (hashlib releases the GIL: Arrow's threads go on)
+        self._newlines += run.count(b"\n", 0, cut)
+        self._last = run[cut - 1 : cut] or self._last
+        try:
+            if not run.isascii():
+                str(whole, "utf-8")
+            if self._is_json:  # (a line's start measures no deeper than the line)
                 check_json_depth(run, self.path)
-            except InputError:
-                raise IrregularError from None
-
-    @property
-    def is_done(self) -> bool:
-        """Every byte of the file handed on."""
-        return self._is_read and not any(self._held)
+        except (UnicodeDecodeError, InputError):
+            raise IrregularError from None
 
     @property
     def lines(self) -> int:
