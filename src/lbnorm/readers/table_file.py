@@ -283,10 +283,8 @@ def read_jsonl(
     """
     if isinstance(source, Path):
         path, source = source, read_bytes(source)
-    if isinstance(source, bytes):  # (a stream checks its runs itself)
-        check_json_depth(
-            source, path or Path("<data>")
-        )  # (before Arrow: it would crash)
+    if isinstance(source, bytes):  # (a stream checks its own runs)
+        check_json_depth(source, path or Path("<data>"))  # before Arrow: it would crash
     data = source
     options = pa_json.ReadOptions(block_size=block_size) if block_size else None
 

@@ -20,8 +20,8 @@ No pandas here: CSV cells of contract columns are read as text by
 ``pyarrow.csv`` and parsed on Arrow; JSONL is read by ``pyarrow.json``; a file
 pyarrow refuses is read again line by line only to name the bad line. The
 common file (a row a line, plain numbers) streams from the disk to Arrow and
-is never held whole in memory; any other is read whole, as its checks need. The text
-key columns (model, benchmark, subtask, precision, revision, metric) come out
+is never held whole in memory; any other is read whole, as its checks need.
+The text key columns (model, benchmark, subtask, precision, revision, metric) come out
 as dictionaries, one per column, as the engine and the subtask table take them.
 """
 
