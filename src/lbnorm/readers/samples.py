@@ -487,6 +487,10 @@ class _Groups:
     mappings: list[_I64]
 
 
+#: The one group of a single document list's sums.
+_ONE = np.zeros(1, dtype=np.int64)
+
+
 @dataclass(slots=True)
 class _Partial:
     """Per-group sums of one batch: keys and additive statistics."""
@@ -505,7 +509,7 @@ class _Partial:
     def of(
         cls, group: _I64, values: _F64, count: _F64, documents: _F64, listed: _F64
     ) -> _Partial:
-        """Per group: the sums of `values` (its key and source: for the caller to set).
+        """Per group: the sums of `values`, without keys or source (:meth:`take` gives them).
 
         The corrected two-pass form (Chan, Golub and LeVeque): the second pass
         sums deviations from the rounded mean and subtracts their square / n, so
@@ -601,15 +605,14 @@ class _Sums:
             np.array([pair], dtype=np.int64),
         )
         listed = float(values.size if is_list else 0)
-        partial = _Partial.of(
+        sums = _Partial.of(
             np.zeros(values.size, dtype=np.int64),
             values,
             np.array([float(values.size)]),
             np.array([float(documents)]),
             np.array([listed]),
         )
-        partial.key, partial.source = key, self._code("source", [source])
-        self._add(partial)
+        self._add(sums.take(_ONE, key=key, source=self._code("source", [source])))
 
     def add_rows(
         self, batch: pa.RecordBatch, *, source: str, first_row: int, unit: str = "row"
