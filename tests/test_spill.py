@@ -535,7 +535,7 @@ def test_a_spilled_run_holds_one_copy_of_the_variants_while_it_finishes(
     n = 4_000
     budget = n // 4 * spill._CELL_BYTES * suite_arrays(SUITE).is_pooled.shape[0] / 2**30
     held: list[str] = []
-    finish = spill._finish_ordered
+    finish = spill.finish_saved
 
     def checked(folder: Any, ordered: Any, *args: Any, **kwargs: Any) -> Any:
         frame: FrameType | None = sys._getframe(1)
@@ -548,7 +548,7 @@ def test_a_spilled_run_holds_one_copy_of_the_variants_while_it_finishes(
             frame = frame.f_back
         return finish(folder, ordered, *args, **kwargs)
 
-    monkeypatch.setattr(spill, "_finish_ordered", checked)
+    monkeypatch.setattr(spill, "finish_saved", checked)
     options = RunOptions(missing="partial", subtasks=False, sum_memory=budget)
     result = stream.start(Inputs.of_batches(_sparse(n)), SUITE, options).finish()
     _spilled_parts(result)

@@ -78,6 +78,7 @@ import numpy.typing as npt
 from lbnorm.board.average import averaged
 from lbnorm.core.errors import OptionsError
 from lbnorm.core.options import MissingPolicy
+from lbnorm.engines.kernel import BoolArray, FloatArray, IntArray
 from lbnorm.engines.stderr import upper_tail
 from lbnorm.readers.items import ONE, Items, SubtaskItems, unpaired_benchmarks
 from lbnorm.suites import Suite, SuiteArrays, suite_arrays
@@ -96,9 +97,6 @@ __all__ = [
     "two_sided_p",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 U64Array = npt.NDArray[np.uint64]
 #: How p-values are adjusted across a table.
 Adjustment = Literal["holm", "bh"]

@@ -26,6 +26,7 @@ from lbnorm.board.rank import rank_descending
 from lbnorm.core.arrow import booleans, dictionary, numbers, strings, to_numpy
 from lbnorm.core.options import MissingPolicy, PairedAdjust
 from lbnorm.core.schemas import KEY_COLUMNS, PAIRED, conform
+from lbnorm.engines.kernel import FloatArray, IntArray
 from lbnorm.engines.paired import (
     Level,
     LevelStatistics,
@@ -39,9 +40,6 @@ from lbnorm.readers.items import Items, variant_rows
 from lbnorm.suites import Suite, suite_arrays
 
 __all__ = ["BoardPairs", "board_pairs"]
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -361,7 +361,7 @@ def finish_spilled(
     # names renumbered in key order: the benchmark table's parts slice them
     ordered = variants.take(order, renumber=True)
     del variants  # (the ordered copy is kept: a caller's frame must not hold both)
-    return _finish_ordered(
+    return finish_saved(
         store.folder,
         ordered,
         order,
@@ -375,38 +375,6 @@ def finish_spilled(
 
 def finish_saved(
     folder: SpillFolder,
-    variants: Variants,
-    boards: list[Board],
-    *,
-    suite: Suite,
-    options: RunOptions,
-    files: pa.Table | None,
-    tally: Tally,
-) -> Result:
-    """The result of a Dask run, whose workers each finished and saved a partition.
-
-    Partition ``i`` (saved in `folder` with :func:`save_partition`) holds the
-    variants of ``boards[i]``, `variants` all of them in turn (freed here). The
-    ordered variants keep `variants`' vocabularies (a second copy of millions
-    of names, in key order, would double the client's largest arrays).
-    """
-    order = variants.order()
-    ordered = variants.take(order)
-    del variants  # (its codes: the ordered copy is kept)
-    return _finish_ordered(
-        folder,
-        ordered,
-        order,
-        boards,
-        suite=suite,
-        options=options,
-        files=files,
-        tally=tally,
-    )
-
-
-def _finish_ordered(
-    folder: SpillFolder,
     ordered: Variants,
     order: IntArray,
     boards: list[Board],
@@ -418,8 +386,10 @@ def _finish_ordered(
 ) -> Result:
     """The result of a run whose finished partitions are saved in `folder`.
 
-    Partition ``i`` holds ``boards[i]``'s variants; `ordered` is every variant
-    in key order, `order` the codes in that order.
+    Partition ``i`` (saved with :func:`save_partition`) holds ``boards[i]``'s
+    variants; `ordered` is every variant in key order, `order` the codes in
+    that order. The caller keeps no other copy of the variants: millions of
+    keys held twice would raise the peak the spill exists to bound.
     """
     sizes = [board.average.size for board in boards]
     spilled = _Spilled(folder, sizes, order, suite)
