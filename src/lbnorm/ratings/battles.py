@@ -27,7 +27,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +47,7 @@ from lbnorm.ratings.battle_io import (
     open_source,
     read_table,
 )
-from lbnorm.ratings.options import RatingWarning
+from lbnorm.ratings.options import BattleFile, Battles, RatingWarning
 from lbnorm.ratings.where import (
     Where,
     condition_mask,
@@ -89,95 +88,6 @@ _WINNER_HINT = (
 def _winner_set() -> pa.Array:
     """The winner values as Arrow strings (made on first use: not at import)."""
     return strings(list(WINNER_VALUES))  # pa.array here would import pandas
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BattleFile:
-    """One file read: what a manifest records of it.
-
-    Attributes:
-        path: The file, as given.
-        format: ``csv``, ``jsonl``, ``json`` or ``parquet``.
-        shape: ``battles`` (one row per battle) or ``counts`` (aggregated).
-        n_rows_read: Rows in the file.
-        n_rows_kept: Rows that met the ``where`` conditions.
-    """
-
-    path: str
-    format: str
-    shape: Literal["battles", "counts"]
-    n_rows_read: int
-    n_rows_kept: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Battles:
-    """Battles as integer codes, ready for :mod:`lbnorm.ratings.fit`.
-
-    Attributes:
-        models: Model names, sorted (codepoint order), unique.
-        model_a: Per row, the code (index into ``models``) of the model in seat A.
-        model_b: Per row, the code of the model in seat B.
-        outcome: Per row, 2 if ``model_a`` won, 1 for a tie, 0 if ``model_b`` won.
-        count: Per row, how many battles it stands for (1 for a battle file).
-        tstamp: Per row, the battle's time in seconds (NaN if empty), or None
-            when a file had no ``tstamp`` column (rows then keep file order).
-        is_aggregated: True if any input had the aggregated shape (rows are
-            cells, in no meaningful order).
-        sources: The files read, in order.
-        n_rows_read: Rows in the files before filtering.
-        n_filtered_out: Rows removed by the ``where`` conditions.
-        warnings: Things a caller may show.
-        files: Per file: its format, shape and rows read and kept.
-        fields: Per numeric field asked of :func:`read_battles` (a dotted path
-            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
-        flags: Per named condition asked of :func:`read_battles`, whether each
-            row meets it.
-        judge: Per row, a code for its ``judge`` (the same code for the same
-            judge across files; -1 where empty), when asked for.
-
-    Examples:
-        >>> battles = Battles(models=np.array(["a", "b"]),
-        ...     model_a=np.array([0, 1], np.int32), model_b=np.array([1, 0], np.int32),
-        ...     outcome=np.array([2, 1], np.int8), count=np.array([1, 1]))
-        >>> battles.n_battles
-        2
-    """
-
-    models: npt.NDArray[np.str_]
-    model_a: npt.NDArray[np.int32]
-    model_b: npt.NDArray[np.int32]
-    outcome: npt.NDArray[np.int8]
-    count: npt.NDArray[np.int64]
-    tstamp: npt.NDArray[np.float64] | None = None
-    is_aggregated: bool = False
-    sources: tuple[str, ...] = ()
-    n_rows_read: int = 0
-    n_filtered_out: int = 0
-    warnings: tuple[RatingWarning, ...] = ()
-    files: tuple[BattleFile, ...] = ()
-    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
-    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
-    judge: npt.NDArray[np.int32] | None = None
-
-    @property
-    def n_battles(self) -> int:
-        """Battles in all (the sum of ``count``)."""
-        return int(self.count.sum())
-
-    def subset(self, keep: npt.NDArray[np.bool_]) -> Battles:
-        """The rows where ``keep`` holds (the same models and codes)."""
-        return replace(
-            self,
-            model_a=self.model_a[keep],
-            model_b=self.model_b[keep],
-            outcome=self.outcome[keep],
-            count=self.count[keep],
-            tstamp=None if self.tstamp is None else self.tstamp[keep],
-            judge=None if self.judge is None else self.judge[keep],
-            fields={name: values[keep] for name, values in self.fields.items()},
-            flags={name: values[keep] for name, values in self.flags.items()},
-        )
 
 
 @entry_point  # (Ctrl-C and SIGTERM held for the call)
@@ -349,15 +259,10 @@ def _judge_codes(parts: Sequence[_Part]) -> npt.NDArray[np.int32]:
 
 
 def _repeated_files(paths: Sequence[Path | str]) -> list[str]:
-    """Files named more than once (by their resolved path)."""
-    seen: dict[Path, str] = {}
-    repeated = []
-    for path in paths:
-        resolved = Path(path).resolve()
-        if resolved in seen and str(path) not in repeated:
-            repeated.append(str(path))
-        seen.setdefault(resolved, str(path))
-    return repeated
+    """Files named more than once (by their resolved path), as given the second time."""
+    resolved = [Path(path).resolve() for path in paths]
+    again = (str(p) for i, p in enumerate(paths) if resolved[i] in resolved[:i])
+    return list(dict.fromkeys(again))
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:

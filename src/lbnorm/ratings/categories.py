@@ -30,9 +30,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.core.errors import InputError, OptionsError
+from lbnorm.ratings.bradley_terry import count_outcomes, win_matrix
 from lbnorm.ratings.fit import Ratings, nullable_floats
 from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
-from lbnorm.ratings.options import BattleData, BoolArray, FloatArray, IntArray
+from lbnorm.ratings.options import Battles, BoolArray, FloatArray, IntArray
 
 __all__ = [
     "ARENA_TABLE",
@@ -311,7 +312,7 @@ def category_rows(
     return table.take(pa.array(order))
 
 
-def observed_pairs(battles: BattleData) -> pa.Table:
+def observed_pairs(battles: Battles) -> pa.Table:
     """Observed win fraction and count of decisive battles per ordered pair (either seat).
 
     Examples:
@@ -322,15 +323,10 @@ def observed_pairs(battles: BattleData) -> pa.Table:
         >>> observed_pairs(battles).to_pylist()[0]
         {'model_a': 'a', 'model_b': 'b', 'win_fraction': 0.5, 'n_battles': 2}
     """
-    models, outcome = battles.models, battles.outcome
-    k = len(models)
-    decisive = outcome != 1
-    a = battles.model_a[decisive].astype(np.int64)
-    b = battles.model_b[decisive].astype(np.int64)
-    weight = battles.count[decisive].astype(np.float64)
-    winner = np.where(outcome[decisive] == 2, a, b)
-    loser = np.where(outcome[decisive] == 2, b, a)
-    wins = np.bincount(winner * k + loser, weight, minlength=k * k).reshape(k, k)
+    models = battles.models
+    seats = (battles.model_a, battles.model_b, battles.outcome, battles.count)
+    counts = count_outcomes(*seats, n_models=len(models))
+    wins = win_matrix(counts, ties="drop")  # decisive battles won, either seat
     games = wins + wins.T
     first, second = np.nonzero(games > 0)
     return pa.table(
