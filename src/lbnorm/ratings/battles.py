@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -158,8 +159,9 @@ def _pooled(
 
     Every part holds the same fields, flags and (or no) judges: those asked.
     """
-    n_kept = sum(part.n_kept for part in parts)
-    n_read = sum(part.n_read for part in parts)
+    files = tuple(part.file for part in parts)
+    n_kept = sum(file.n_rows_kept for file in files)
+    n_read = sum(file.n_rows_read for file in files)
     if n_kept == 0:
         where_text = " and ".join(repr(c.text) for c in conditions) or "(none)"
         msg = f"{', '.join(str(p.source.path) for p in parts)}: no battles left ({n_read} rows read; filters: {where_text}).\nHint: check the --where conditions against the values in the files."
@@ -179,31 +181,21 @@ def _pooled(
             if has_time
             else None
         ),
-        is_aggregated=any(part.is_aggregated for part in parts),
-        sources=tuple(str(part.source.path) for part in parts),
+        is_aggregated=any(file.shape == "counts" for file in files),
+        sources=tuple(file.path for file in files),
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
         warnings=_pooled_warnings(parts, paths, n_read=n_read, n_kept=n_kept),
-        files=tuple(
-            BattleFile(
-                path=str(part.source.path),
-                format=part.source.kind,
-                shape="counts" if part.is_aggregated else "battles",
-                n_rows_read=part.n_read,
-                n_rows_kept=part.n_kept,
-            )
-            for part in parts
-        ),
-        fields={
-            name: np.concatenate([part.fields[name] for part in parts])
-            for name in parts[0].fields
-        },
-        flags={
-            name: np.concatenate([part.flags[name] for part in parts])
-            for name in parts[0].flags
-        },
+        files=files,
+        fields=_joined([part.fields for part in parts]),
+        flags=_joined([part.flags for part in parts]),
         judge=_judge_codes(parts) if parts[0].judge is not None else None,
     )
+
+
+def _joined(columns: Sequence[Mapping[str, npt.NDArray[Any]]]) -> dict[str, Any]:
+    """Each file's column of each name, one after the other (every file has the same names)."""
+    return {name: np.concatenate([c[name] for c in columns]) for name in columns[0]}
 
 
 def _model_codes(
@@ -237,7 +229,7 @@ def _pooled_warnings(
     if repeated := _repeated_files(paths):
         message = f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given."
         warnings.append(RatingWarning("repeated_file", message))
-    if any(part.is_aggregated for part in parts):
+    if any(part.file.shape == "counts" for part in parts):
         message = "aggregated counts have no battle order; online Elo needs one battle per row."
         warnings.append(RatingWarning("unordered", message))
     elif any(part.tstamp is None for part in parts):
@@ -351,9 +343,7 @@ class _Part:
     count: npt.NDArray[np.int64]
     tstamp: npt.NDArray[np.float64] | None
     rows: npt.NDArray[np.int64]  # 0-based data rows in the file, for messages
-    n_read: int
-    n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
-    is_aggregated: bool
+    file: BattleFile  # rows kept: those that met the filters, not cells of counts
     warnings: tuple[RatingWarning, ...]
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -443,13 +433,14 @@ def _with_per_battle(
 ) -> _Part:
     """Add the judges, flags and fields asked: each needs one row per battle."""
     path, source = part.source.path, part.source
-    if judges and ("judge" not in present or part.is_aggregated):
+    is_aggregated = part.file.shape == "counts"
+    if judges and ("judge" not in present or is_aggregated):
         msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
         raise InputError(msg)
-    if flags and part.is_aggregated:
+    if flags and is_aggregated:
         msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
         raise InputError(msg)
-    if fields and part.is_aggregated:
+    if fields and is_aggregated:
         msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
         raise InputError(msg)
     return replace(
@@ -514,7 +505,13 @@ def _battle_part(
 ) -> _Part:
     """The filtered rows of one file as checked battles (or cells of counts)."""
     rows = table.column("__row").to_numpy()
-    n_kept = len(rows)
+    file = BattleFile(
+        path=str(source.path),
+        format=source.kind,
+        shape="counts" if is_aggregated else "battles",
+        n_rows_read=n_read,
+        n_rows_kept=len(rows),
+    )
     model_a, model_b = (_text_column(table.column(name)) for name in NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
     warnings: list[RatingWarning] = []
@@ -542,9 +539,7 @@ def _battle_part(
         count=count,
         tstamp=tstamp,
         rows=rows,
-        n_read=n_read,
-        n_kept=n_kept,
-        is_aggregated=is_aggregated,
+        file=file,
         warnings=tuple(warnings),
     )
 
