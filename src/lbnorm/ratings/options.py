@@ -209,73 +209,56 @@ class RatingOptions:
     style_control: bool = False
 
     def __post_init__(self) -> None:
-        def fail(problem: str, hint: str) -> None:
-            msg = f"{problem}.\nHint: {hint}"
-            raise RatingOptionsError(msg)
-
         if self.method not in ("bt", "elo"):
-            fail(
-                f"method must be 'bt' or 'elo', got {self.method!r}",
-                "bt is Bradley-Terry (the Arena's leaderboard), elo the online update.",
-            )
+            msg = f"method must be 'bt' or 'elo', got {self.method!r}.\nHint: bt is Bradley-Terry (the Arena's leaderboard), elo the online update."
+            raise RatingOptionsError(msg)
         if self.ties not in ("half", "drop"):
-            fail(
-                f"ties must be 'half' or 'drop', got {self.ties!r}",
-                "half counts a tie as half a win for each side (the Arena's default).",
-            )
-        if self.l2 is not None:
-            if isinstance(self.l2, bool) or not isinstance(self.l2, (int, float)):
-                fail(
-                    f"l2 must be a number, got {self.l2!r}",
-                    "--l2 1 is scikit-learn's C = 1.",
-                )
-            elif not (math.isfinite(self.l2) and self.l2 > 0):
-                fail(
-                    f"l2 must be a finite number > 0, got {self.l2!r}",
-                    "l2 is scikit-learn's C (smaller is stronger); leave it out for none.",
-                )
-            elif self.l2 > _MAX_L2:
-                fail(
-                    f"l2 must be at most {_MAX_L2:g}, got {self.l2!r}",
-                    "a C this large is no penalty at all: leave --l2 out for none.",
-                )
+            msg = f"ties must be 'half' or 'drop', got {self.ties!r}.\nHint: half counts a tie as half a win for each side (the Arena's default)."
+            raise RatingOptionsError(msg)
+        l2 = self.l2
+        if l2 is not None:
+            if isinstance(l2, bool) or not isinstance(l2, (int, float)):
+                msg = f"l2 must be a number, got {l2!r}.\nHint: --l2 1 is scikit-learn's C = 1."
+                raise RatingOptionsError(msg)
+            if not (math.isfinite(l2) and l2 > 0):
+                msg = f"l2 must be a finite number > 0, got {l2!r}.\nHint: l2 is scikit-learn's C (smaller is stronger); leave it out for none."
+                raise RatingOptionsError(msg)
+            if l2 > _MAX_L2:
+                msg = f"l2 must be at most {_MAX_L2:g}, got {l2!r}.\nHint: a C this large is no penalty at all: leave --l2 out for none."
+                raise RatingOptionsError(msg)
             if self.method == "elo":
-                fail(
-                    "l2 applies to Bradley-Terry only, not to online Elo",
-                    "drop --l2, or use --method bt.",
-                )
+                msg = "l2 applies to Bradley-Terry only, not to online Elo.\nHint: drop --l2, or use --method bt."
+                raise RatingOptionsError(msg)
         style_control: object = self.style_control  # typed bool; checked as given
         if not isinstance(style_control, bool):
-            fail(
-                f"style_control must be true or false, got {self.style_control!r}",
-                "--style-control switches it on.",
-            )
+            msg = f"style_control must be true or false, got {style_control!r}.\nHint: --style-control switches it on."
+            raise RatingOptionsError(msg)
         if self.style_control and self.method != "bt":
-            fail(
-                "style control applies to Bradley-Terry only, not to online Elo",
-                "drop --style-control, or use --method bt.",
-            )
+            msg = "style control applies to Bradley-Terry only, not to online Elo.\nHint: drop --style-control, or use --method bt."
+            raise RatingOptionsError(msg)
         if self.anchor is not None and not _is_anchor(self.anchor):
-            fail(
-                f"anchor must be (model name, finite rating), got {self.anchor!r}",
-                "write --anchor MODEL=RATING, e.g. --anchor mixtral-8x7b-instruct-v0.1=1114.",
-            )
-        for name in ("bootstrap", "seed", "max_bootstrap_bytes"):
+            msg = f"anchor must be (model name, finite rating), got {self.anchor!r}.\nHint: write --anchor MODEL=RATING, e.g. --anchor mixtral-8x7b-instruct-v0.1=1114."
+            raise RatingOptionsError(msg)
+        for name, hint in _WHOLE_NUMBER_HINTS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                hints = {
-                    "bootstrap": "use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).",
-                    "seed": "any whole number >= 0 gives reproducible rounds.",
-                    "max_bootstrap_bytes": "give a memory budget in bytes.",
-                }
-                fail(f"{name} must be a whole number >= 0, got {value!r}", hints[name])
+                msg = (
+                    f"{name} must be a whole number >= 0, got {value!r}.\nHint: {hint}"
+                )
+                raise RatingOptionsError(msg)
         if (
             self.bootstrap > _MOST_ROUNDS
         ):  # (its memory estimate would overflow a float)
-            fail(
-                f"bootstrap must be at most {_MOST_ROUNDS:,} rounds, got {shown_number(self.bootstrap)}",
-                "the Arena uses 1000 rounds (--bootstrap 1000).",
-            )
+            msg = f"bootstrap must be at most {_MOST_ROUNDS:,} rounds, got {shown_number(self.bootstrap)}.\nHint: the Arena uses 1000 rounds (--bootstrap 1000)."
+            raise RatingOptionsError(msg)
+
+
+#: The whole-number options and the hint each one's error gives.
+_WHOLE_NUMBER_HINTS = {
+    "bootstrap": "use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).",
+    "seed": "any whole number >= 0 gives reproducible rounds.",
+    "max_bootstrap_bytes": "give a memory budget in bytes.",
+}
 
 
 def _is_anchor(anchor: object) -> bool:
