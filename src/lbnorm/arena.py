@@ -317,34 +317,27 @@ def _manifest(result: ArenaResult, options: ArenaOptions) -> dict[str, Any]:
     What ``manifest.json`` records besides the tables (the writer adds their
     sizes and hashes): enough to tell how the ratings were computed and from what.
     """
-    return {  # the transaction adds tool, version and the tables
+    battles = result.battles
+    counts = {
+        "models": len(battles.models),
+        "battles": battles.n_battles,
+        "rows_read": battles.n_rows_read,
+        "rows_filtered_out": battles.n_filtered_out,
+        "bootstrap_rounds": options.rating.bootstrap,
+    }
+    if options.daily_vote_per_user is not None:
+        counts["over_daily_vote_cap"] = result.n_over_cap
+    manifest = {  # the transaction adds tool, version and the tables
         "kind": KIND,
         "options": options.to_manifest(),
         "inputs": list(result.inputs),
-        "counts": {
-            "models": len(result.battles.models),
-            "battles": result.battles.n_battles,
-            "rows_read": result.battles.n_rows_read,
-            "rows_filtered_out": result.battles.n_filtered_out,
-            "bootstrap_rounds": options.rating.bootstrap,
-            **(
-                {"over_daily_vote_cap": result.n_over_cap}
-                if options.daily_vote_per_user is not None
-                else {}
-            ),
-        },
-        **(
-            {
-                "categories_not_rated": [
-                    {"category": name, "reason": reason}
-                    for name, reason in result.unrated
-                ]
-            }
-            if result.unrated
-            else {}
-        ),
-        "warnings": [{"code": code, "message": text} for code, text in result.warnings],
+        "counts": counts,
     }
+    if result.unrated:
+        unrated = [{"category": name, "reason": why} for name, why in result.unrated]
+        manifest["categories_not_rated"] = unrated
+    warnings = [{"code": code, "message": text} for code, text in result.warnings]
+    return manifest | {"warnings": warnings}
 
 
 def _capped(battles: Battles, options: ArenaOptions) -> Battles:

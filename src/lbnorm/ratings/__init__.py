@@ -20,11 +20,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lbnorm.ratings.battles import (
-        Battles,
-        read_battles,
-        read_model_map,
-    )
+    from lbnorm.ratings.battles import read_battles, read_model_map
     from lbnorm.ratings.bootstrap import (
         bootstrap_bradley_terry,
         draw_multinomial,
@@ -48,6 +44,7 @@ if TYPE_CHECKING:
         rank_with_uncertainty,
     )
     from lbnorm.ratings.options import (
+        Battles,
         RatingOptions,
         RatingWarning,
         parse_anchor,
@@ -88,7 +85,7 @@ __all__ = [
 
 #: Where each public name lives, by module.
 _MODULES = {
-    "battles": ("Battles", "read_battles", "read_model_map"),
+    "battles": ("read_battles", "read_model_map"),
     "bootstrap": (
         "bootstrap_bradley_terry",
         "draw_multinomial",
@@ -102,7 +99,7 @@ _MODULES = {
         "predicted_win_rates",
         "rank_with_uncertainty",
     ),
-    "options": ("RatingOptions", "RatingWarning", "parse_anchor"),
+    "options": ("Battles", "RatingOptions", "RatingWarning", "parse_anchor"),
     "pairwise_scores": ("PairwiseScores", "score_against_reference"),
     "where": ("Where", "parse_where"),
 }

@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +48,7 @@ from lbnorm.ratings.battle_io import (
     open_source,
     read_table,
 )
-from lbnorm.ratings.options import RatingWarning
+from lbnorm.ratings.options import BattleFile, Battles, RatingWarning
 from lbnorm.ratings.where import (
     Where,
     condition_mask,
@@ -89,95 +89,6 @@ _WINNER_HINT = (
 def _winner_set() -> pa.Array:
     """The winner values as Arrow strings (made on first use: not at import)."""
     return strings(list(WINNER_VALUES))  # pa.array here would import pandas
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BattleFile:
-    """One file read: what a manifest records of it.
-
-    Attributes:
-        path: The file, as given.
-        format: ``csv``, ``jsonl``, ``json`` or ``parquet``.
-        shape: ``battles`` (one row per battle) or ``counts`` (aggregated).
-        n_rows_read: Rows in the file.
-        n_rows_kept: Rows that met the ``where`` conditions.
-    """
-
-    path: str
-    format: str
-    shape: Literal["battles", "counts"]
-    n_rows_read: int
-    n_rows_kept: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Battles:
-    """Battles as integer codes, ready for :mod:`lbnorm.ratings.fit`.
-
-    Attributes:
-        models: Model names, sorted (codepoint order), unique.
-        model_a: Per row, the code (index into ``models``) of the model in seat A.
-        model_b: Per row, the code of the model in seat B.
-        outcome: Per row, 2 if ``model_a`` won, 1 for a tie, 0 if ``model_b`` won.
-        count: Per row, how many battles it stands for (1 for a battle file).
-        tstamp: Per row, the battle's time in seconds (NaN if empty), or None
-            when a file had no ``tstamp`` column (rows then keep file order).
-        is_aggregated: True if any input had the aggregated shape (rows are
-            cells, in no meaningful order).
-        sources: The files read, in order.
-        n_rows_read: Rows in the files before filtering.
-        n_filtered_out: Rows removed by the ``where`` conditions.
-        warnings: Things a caller may show.
-        files: Per file: its format, shape and rows read and kept.
-        fields: Per numeric field asked of :func:`read_battles` (a dotted path
-            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
-        flags: Per named condition asked of :func:`read_battles`, whether each
-            row meets it.
-        judge: Per row, a code for its ``judge`` (the same code for the same
-            judge across files; -1 where empty), when asked for.
-
-    Examples:
-        >>> battles = Battles(models=np.array(["a", "b"]),
-        ...     model_a=np.array([0, 1], np.int32), model_b=np.array([1, 0], np.int32),
-        ...     outcome=np.array([2, 1], np.int8), count=np.array([1, 1]))
-        >>> battles.n_battles
-        2
-    """
-
-    models: npt.NDArray[np.str_]
-    model_a: npt.NDArray[np.int32]
-    model_b: npt.NDArray[np.int32]
-    outcome: npt.NDArray[np.int8]
-    count: npt.NDArray[np.int64]
-    tstamp: npt.NDArray[np.float64] | None = None
-    is_aggregated: bool = False
-    sources: tuple[str, ...] = ()
-    n_rows_read: int = 0
-    n_filtered_out: int = 0
-    warnings: tuple[RatingWarning, ...] = ()
-    files: tuple[BattleFile, ...] = ()
-    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
-    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
-    judge: npt.NDArray[np.int32] | None = None
-
-    @property
-    def n_battles(self) -> int:
-        """Battles in all (the sum of ``count``)."""
-        return int(self.count.sum())
-
-    def subset(self, keep: npt.NDArray[np.bool_]) -> Battles:
-        """The rows where ``keep`` holds (the same models and codes)."""
-        return replace(
-            self,
-            model_a=self.model_a[keep],
-            model_b=self.model_b[keep],
-            outcome=self.outcome[keep],
-            count=self.count[keep],
-            tstamp=None if self.tstamp is None else self.tstamp[keep],
-            judge=None if self.judge is None else self.judge[keep],
-            fields={name: values[keep] for name, values in self.fields.items()},
-            flags={name: values[keep] for name, values in self.flags.items()},
-        )
 
 
 @entry_point  # (Ctrl-C and SIGTERM held for the call)
@@ -248,8 +159,9 @@ def _pooled(
 
     Every part holds the same fields, flags and (or no) judges: those asked.
     """
-    n_kept = sum(part.n_kept for part in parts)
-    n_read = sum(part.n_read for part in parts)
+    files = tuple(part.file for part in parts)
+    n_kept = sum(file.n_rows_kept for file in files)
+    n_read = sum(file.n_rows_read for file in files)
     if n_kept == 0:
         where_text = " and ".join(repr(c.text) for c in conditions) or "(none)"
         msg = f"{', '.join(str(p.source.path) for p in parts)}: no battles left ({n_read} rows read; filters: {where_text}).\nHint: check the --where conditions against the values in the files."
@@ -269,31 +181,21 @@ def _pooled(
             if has_time
             else None
         ),
-        is_aggregated=any(part.is_aggregated for part in parts),
-        sources=tuple(str(part.source.path) for part in parts),
+        is_aggregated=any(file.shape == "counts" for file in files),
+        sources=tuple(file.path for file in files),
         n_rows_read=n_read,
         n_filtered_out=n_read - n_kept,
         warnings=_pooled_warnings(parts, paths, n_read=n_read, n_kept=n_kept),
-        files=tuple(
-            BattleFile(
-                path=str(part.source.path),
-                format=part.source.kind,
-                shape="counts" if part.is_aggregated else "battles",
-                n_rows_read=part.n_read,
-                n_rows_kept=part.n_kept,
-            )
-            for part in parts
-        ),
-        fields={
-            name: np.concatenate([part.fields[name] for part in parts])
-            for name in parts[0].fields
-        },
-        flags={
-            name: np.concatenate([part.flags[name] for part in parts])
-            for name in parts[0].flags
-        },
+        files=files,
+        fields=_joined([part.fields for part in parts]),
+        flags=_joined([part.flags for part in parts]),
         judge=_judge_codes(parts) if parts[0].judge is not None else None,
     )
+
+
+def _joined(columns: Sequence[Mapping[str, npt.NDArray[Any]]]) -> dict[str, Any]:
+    """Each file's column of each name, one after the other (every file has the same names)."""
+    return {name: np.concatenate([c[name] for c in columns]) for name in columns[0]}
 
 
 def _model_codes(
@@ -327,7 +229,7 @@ def _pooled_warnings(
     if repeated := _repeated_files(paths):
         message = f"{', '.join(repeated[:SHOWN])} given more than once: its battles count once per time given."
         warnings.append(RatingWarning("repeated_file", message))
-    if any(part.is_aggregated for part in parts):
+    if any(part.file.shape == "counts" for part in parts):
         message = "aggregated counts have no battle order; online Elo needs one battle per row."
         warnings.append(RatingWarning("unordered", message))
     elif any(part.tstamp is None for part in parts):
@@ -349,15 +251,10 @@ def _judge_codes(parts: Sequence[_Part]) -> npt.NDArray[np.int32]:
 
 
 def _repeated_files(paths: Sequence[Path | str]) -> list[str]:
-    """Files named more than once (by their resolved path)."""
-    seen: dict[Path, str] = {}
-    repeated = []
-    for path in paths:
-        resolved = Path(path).resolve()
-        if resolved in seen and str(path) not in repeated:
-            repeated.append(str(path))
-        seen.setdefault(resolved, str(path))
-    return repeated
+    """Files named more than once (by their resolved path), as given the second time."""
+    resolved = [Path(path).resolve() for path in paths]
+    again = (str(p) for i, p in enumerate(paths) if resolved[i] in resolved[:i])
+    return list(dict.fromkeys(again))
 
 
 def read_model_map(path: Path | str) -> dict[str, str]:
@@ -446,9 +343,7 @@ class _Part:
     count: npt.NDArray[np.int64]
     tstamp: npt.NDArray[np.float64] | None
     rows: npt.NDArray[np.int64]  # 0-based data rows in the file, for messages
-    n_read: int
-    n_kept: int  # rows that met the filters (an aggregated row is up to 3 cells)
-    is_aggregated: bool
+    file: BattleFile  # rows kept: those that met the filters, not cells of counts
     warnings: tuple[RatingWarning, ...]
     fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -538,13 +433,14 @@ def _with_per_battle(
 ) -> _Part:
     """Add the judges, flags and fields asked: each needs one row per battle."""
     path, source = part.source.path, part.source
-    if judges and ("judge" not in present or part.is_aggregated):
+    is_aggregated = part.file.shape == "counts"
+    if judges and ("judge" not in present or is_aggregated):
         msg = f"{path}: --daily-vote-per-user needs a judge column (one row per battle), which the file does not have.\nHint: give Arena's clean_battle files (they name the judge of each vote), or drop --daily-vote-per-user."
         raise InputError(msg)
-    if flags and part.is_aggregated:
+    if flags and is_aggregated:
         msg = f"{path}: categories need one row per battle; aggregated counts have none.\nHint: give battle files, or rate each category from its own counts file."
         raise InputError(msg)
-    if fields and part.is_aggregated:
+    if fields and is_aggregated:
         msg = f"{path}: aggregated counts have no per-battle fields ({', '.join(fields[:SHOWN])}).\nHint: give battle files (one row per battle) with the fields, e.g. Arena's clean_battle files with conv_metadata."
         raise InputError(msg)
     return replace(
@@ -609,7 +505,13 @@ def _battle_part(
 ) -> _Part:
     """The filtered rows of one file as checked battles (or cells of counts)."""
     rows = table.column("__row").to_numpy()
-    n_kept = len(rows)
+    file = BattleFile(
+        path=str(source.path),
+        format=source.kind,
+        shape="counts" if is_aggregated else "battles",
+        n_rows_read=n_read,
+        n_rows_kept=len(rows),
+    )
     model_a, model_b = (_text_column(table.column(name)) for name in NAME_COLUMNS)
     names = _check_names(source, rows, model_a, model_b)
     warnings: list[RatingWarning] = []
@@ -637,9 +539,7 @@ def _battle_part(
         count=count,
         tstamp=tstamp,
         rows=rows,
-        n_read=n_read,
-        n_kept=n_kept,
-        is_aggregated=is_aggregated,
+        file=file,
         warnings=tuple(warnings),
     )
 

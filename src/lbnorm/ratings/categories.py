@@ -30,9 +30,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.core.errors import InputError, OptionsError
+from lbnorm.ratings.bradley_terry import count_outcomes, win_matrix
 from lbnorm.ratings.fit import Ratings, nullable_floats
 from lbnorm.ratings.intervals import rank_by_rating, rank_with_uncertainty
-from lbnorm.ratings.options import BattleData, BoolArray, FloatArray, IntArray
+from lbnorm.ratings.options import Battles, BoolArray, FloatArray, IntArray
 
 __all__ = [
     "ARENA_TABLE",
@@ -278,40 +279,36 @@ def category_rows(
     min_battles: int,
     hidden: tuple[str, ...],
 ) -> pa.Table:
-    """One category's rows: its shown models, ranks, and the delta against overall.
+    """One category's rows: its board (:func:`arena_table`), and the rank delta against overall.
 
     The overall rank is recomputed among the category's shown models, so the
     delta compares the same set (as the Arena's ``get_arena_table``).
     """
-    shown = shown_models(category, min_battles=min_battles, hidden=hidden)
-    index = np.flatnonzero(shown)
-    rank = shown_ranks(category, shown)
-    # the same models in the overall ratings (both sorted by name)
-    in_overall = np.zeros(len(overall.models), dtype=np.bool_)
-    in_overall[np.searchsorted(overall.models, category.models[index])] = True
-    overall_rank = shown_ranks(overall, in_overall)
-    k = len(index)
-    lower = category.rating_lower[index] if category.rating_lower is not None else None
-    upper = category.rating_upper[index] if category.rating_upper is not None else None
-    table = pa.table(
+    board = arena_table(
+        category, shown_models(category, min_battles=min_battles, hidden=hidden)
+    )
+    rank = board["final_ranking"].to_numpy()
+    names = np.array(board["model"].to_pylist(), dtype=np.str_)
+    # the same models in the overall ratings (both sorted by name), in the board's order
+    in_overall = np.isin(overall.models, names)
+    overall_rank = shown_ranks(overall, in_overall)[np.argsort(np.argsort(names))]
+    return pa.table(
         {
-            "category": pa.array([name] * k, pa.string()),
-            "model": pa.array(category.models[index].tolist(), pa.string()),
-            "rating": pa.array(category.rating[index], pa.float64()),
-            "rating_lower": nullable_floats(lower, k),
-            "rating_upper": nullable_floats(upper, k),
-            "num_battles": pa.array(fitted_battles(category)[index], pa.int64()),
-            "final_ranking": pa.array(rank, pa.int64()),
+            "category": pa.array([name] * board.num_rows, pa.string()),
+            "model": board["model"],
+            "rating": board["rating"],
+            "rating_lower": board["rating_q025"],
+            "rating_upper": board["rating_q975"],
+            "num_battles": board["num_battles"],
+            "final_ranking": board["final_ranking"],
             "final_ranking_overall": pa.array(overall_rank, pa.int64()),
             "rank_delta": pa.array(overall_rank - rank, pa.int64()),
         },
         schema=CATEGORY_TABLE,
     )
-    order = np.lexsort((-category.rating[index], rank))
-    return table.take(pa.array(order))
 
 
-def observed_pairs(battles: BattleData) -> pa.Table:
+def observed_pairs(battles: Battles) -> pa.Table:
     """Observed win fraction and count of decisive battles per ordered pair (either seat).
 
     Examples:
@@ -322,15 +319,10 @@ def observed_pairs(battles: BattleData) -> pa.Table:
         >>> observed_pairs(battles).to_pylist()[0]
         {'model_a': 'a', 'model_b': 'b', 'win_fraction': 0.5, 'n_battles': 2}
     """
-    models, outcome = battles.models, battles.outcome
-    k = len(models)
-    decisive = outcome != 1
-    a = battles.model_a[decisive].astype(np.int64)
-    b = battles.model_b[decisive].astype(np.int64)
-    weight = battles.count[decisive].astype(np.float64)
-    winner = np.where(outcome[decisive] == 2, a, b)
-    loser = np.where(outcome[decisive] == 2, b, a)
-    wins = np.bincount(winner * k + loser, weight, minlength=k * k).reshape(k, k)
+    models = battles.models
+    seats = (battles.model_a, battles.model_b, battles.outcome, battles.count)
+    counts = count_outcomes(*seats, n_models=len(models))
+    wins = win_matrix(counts, ties="drop")  # decisive battles won, either seat
     games = wins + wins.T
     first, second = np.nonzero(games > 0)
     return pa.table(

@@ -47,7 +47,7 @@ from lbnorm.ratings.intervals import (
 from lbnorm.ratings.options import (
     INIT_RATING,
     SCALE,
-    BattleData,
+    Battles,
     FloatArray,
     IntArray,
     RatingOptions,
@@ -139,9 +139,7 @@ def model_index(models: StrArray, name: str, *, what: str) -> int:
 
 
 @entry_point  # (Ctrl-C and SIGTERM held for the call)
-def compute_ratings(
-    battles: BattleData, options: RatingOptions | None = None
-) -> Ratings:
+def compute_ratings(battles: Battles, options: RatingOptions | None = None) -> Ratings:
     """Ratings, intervals and per-model counts from battles.
 
     Args:
@@ -206,7 +204,7 @@ def compute_ratings(
 
 
 def _check_inputs(
-    battles: BattleData, models: StrArray, options: RatingOptions
+    battles: Battles, models: StrArray, options: RatingOptions
 ) -> tuple[IntArray, FloatArray, int | None]:
     """Refuse what cannot be rated (memory before anything quadratic); the counts, wins and anchor's code.
 
@@ -243,7 +241,7 @@ def _check_inputs(
 
 
 def _fit(
-    battles: BattleData,
+    battles: Battles,
     counts: IntArray,
     wins: FloatArray,
     options: RatingOptions,
@@ -314,7 +312,7 @@ def _check_point_memory(k: int, n_battles: int, options: RatingOptions) -> None:
         raise RatingOptionsError(msg)
 
 
-def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit:
+def _rate_style(battles: Battles, options: RatingOptions, k: int) -> StyleFit:
     """The style-controlled fit (``options.l2``, or the style default) and its bootstrap."""
     data = style_data(battles, ties=options.ties)
     l2 = options.l2 or STYLE_L2
@@ -334,7 +332,7 @@ def _rate_style(battles: BattleData, options: RatingOptions, k: int) -> StyleFit
 
 
 def _rate_elo(
-    battles: BattleData, options: RatingOptions, k: int
+    battles: Battles, options: RatingOptions, k: int
 ) -> tuple[FloatArray, FloatArray | None]:
     """Online Elo in tstamp order (stable; file order without one), and its bootstrap."""
     order = (

@@ -1,16 +1,18 @@
-"""What every rating computation shares: the scale, the options object, warnings.
+"""What every rating computation shares: the scale, the battles as codes, the options object, warnings.
 
 The rating scale is the Arena's: ``P(i beats j) = 1 / (1 + 10 ** ((r_j - r_i) / 400))``,
-ratings centred at 1000. :class:`RatingOptions` carries one run's choices from the
-command line to the kernels.
+ratings centred at 1000. :class:`Battles` is what the reader
+(:mod:`lbnorm.ratings.battles`) makes and the fit reads, here so that the fit
+does not import the reader. :class:`RatingOptions` carries one run's choices
+from the command line to the kernels.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +26,8 @@ __all__ = [
     "INIT_RATING",
     "LN_BASE",
     "SCALE",
-    "BattleData",
+    "BattleFile",
+    "Battles",
     "BoolArray",
     "FloatArray",
     "IntArray",
@@ -81,25 +84,93 @@ class RatingWarning:
     message: str
 
 
-class BattleData(Protocol):
-    """What the kernels read from battles (:class:`lbnorm.ratings.battles.Battles`)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BattleFile:
+    """One file read: what a manifest records of it.
+
+    Attributes:
+        path: The file, as given.
+        format: ``csv``, ``jsonl``, ``json`` or ``parquet``.
+        shape: ``battles`` (one row per battle) or ``counts`` (aggregated).
+        n_rows_read: Rows in the file.
+        n_rows_kept: Rows that met the ``where`` conditions.
+    """
+
+    path: str
+    format: str
+    shape: Literal["battles", "counts"]
+    n_rows_read: int
+    n_rows_kept: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Battles:
+    """Battles as integer codes, ready for :mod:`lbnorm.ratings.fit`.
+
+    Attributes:
+        models: Model names, sorted (codepoint order), unique.
+        model_a: Per row, the code (index into ``models``) of the model in seat A.
+        model_b: Per row, the code of the model in seat B.
+        outcome: Per row, 2 if ``model_a`` won, 1 for a tie, 0 if ``model_b`` won.
+        count: Per row, how many battles it stands for (1 for a battle file).
+        tstamp: Per row, the battle's time in seconds (NaN if empty), or None
+            when a file had no ``tstamp`` column (rows then keep file order).
+        is_aggregated: True if any input had the aggregated shape (rows are
+            cells, in no meaningful order).
+        sources: The files read, in order.
+        n_rows_read: Rows in the files before filtering.
+        n_filtered_out: Rows removed by the ``where`` conditions.
+        warnings: Things a caller may show.
+        files: Per file: its format, shape and rows read and kept.
+        fields: Per numeric field asked of :func:`~lbnorm.ratings.battles.read_battles` (a dotted path
+            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
+        flags: Per named condition asked of :func:`~lbnorm.ratings.battles.read_battles`, whether each
+            row meets it.
+        judge: Per row, a code for its ``judge`` (the same code for the same
+            judge across files; -1 where empty), when asked for.
+
+    Examples:
+        >>> battles = Battles(models=np.array(["a", "b"]),
+        ...     model_a=np.array([0, 1], np.int32), model_b=np.array([1, 0], np.int32),
+        ...     outcome=np.array([2, 1], np.int8), count=np.array([1, 1]))
+        >>> battles.n_battles
+        2
+    """
+
+    models: npt.NDArray[np.str_]
+    model_a: npt.NDArray[np.int32]
+    model_b: npt.NDArray[np.int32]
+    outcome: npt.NDArray[np.int8]
+    count: npt.NDArray[np.int64]
+    tstamp: npt.NDArray[np.float64] | None = None
+    is_aggregated: bool = False
+    sources: tuple[str, ...] = ()
+    n_rows_read: int = 0
+    n_filtered_out: int = 0
+    warnings: tuple[RatingWarning, ...] = ()
+    files: tuple[BattleFile, ...] = ()
+    fields: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    flags: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    judge: npt.NDArray[np.int32] | None = None
 
     @property
-    def models(self) -> StrArray: ...  # noqa: D102
-    @property
-    def model_a(self) -> npt.NDArray[np.int32]: ...  # noqa: D102
-    @property
-    def model_b(self) -> npt.NDArray[np.int32]: ...  # noqa: D102
-    @property
-    def outcome(self) -> npt.NDArray[np.int8]: ...  # noqa: D102
-    @property
-    def count(self) -> IntArray: ...  # noqa: D102
-    @property
-    def tstamp(self) -> FloatArray | None: ...  # noqa: D102
-    @property
-    def fields(self) -> Mapping[str, FloatArray]: ...  # noqa: D102
-    @property
-    def is_aggregated(self) -> bool: ...  # noqa: D102
+    def n_battles(self) -> int:
+        """Battles in all (the sum of ``count``)."""
+        return int(self.count.sum())
+
+    def subset(self, keep: npt.NDArray[np.bool_]) -> Battles:
+        """The rows where ``keep`` holds (the same models and codes)."""
+        return replace(
+            self,
+            model_a=self.model_a[keep],
+            model_b=self.model_b[keep],
+            outcome=self.outcome[keep],
+            count=self.count[keep],
+            tstamp=None if self.tstamp is None else self.tstamp[keep],
+            judge=None if self.judge is None else self.judge[keep],
+            fields={name: values[keep] for name, values in self.fields.items()},
+            flags={name: values[keep] for name, values in self.flags.items()},
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,73 +209,56 @@ class RatingOptions:
     style_control: bool = False
 
     def __post_init__(self) -> None:
-        def fail(problem: str, hint: str) -> None:
-            msg = f"{problem}.\nHint: {hint}"
-            raise RatingOptionsError(msg)
-
         if self.method not in ("bt", "elo"):
-            fail(
-                f"method must be 'bt' or 'elo', got {self.method!r}",
-                "bt is Bradley-Terry (the Arena's leaderboard), elo the online update.",
-            )
+            msg = f"method must be 'bt' or 'elo', got {self.method!r}.\nHint: bt is Bradley-Terry (the Arena's leaderboard), elo the online update."
+            raise RatingOptionsError(msg)
         if self.ties not in ("half", "drop"):
-            fail(
-                f"ties must be 'half' or 'drop', got {self.ties!r}",
-                "half counts a tie as half a win for each side (the Arena's default).",
-            )
-        if self.l2 is not None:
-            if isinstance(self.l2, bool) or not isinstance(self.l2, (int, float)):
-                fail(
-                    f"l2 must be a number, got {self.l2!r}",
-                    "--l2 1 is scikit-learn's C = 1.",
-                )
-            elif not (math.isfinite(self.l2) and self.l2 > 0):
-                fail(
-                    f"l2 must be a finite number > 0, got {self.l2!r}",
-                    "l2 is scikit-learn's C (smaller is stronger); leave it out for none.",
-                )
-            elif self.l2 > _MAX_L2:
-                fail(
-                    f"l2 must be at most {_MAX_L2:g}, got {self.l2!r}",
-                    "a C this large is no penalty at all: leave --l2 out for none.",
-                )
+            msg = f"ties must be 'half' or 'drop', got {self.ties!r}.\nHint: half counts a tie as half a win for each side (the Arena's default)."
+            raise RatingOptionsError(msg)
+        l2 = self.l2
+        if l2 is not None:
+            if isinstance(l2, bool) or not isinstance(l2, (int, float)):
+                msg = f"l2 must be a number, got {l2!r}.\nHint: --l2 1 is scikit-learn's C = 1."
+                raise RatingOptionsError(msg)
+            if not (math.isfinite(l2) and l2 > 0):
+                msg = f"l2 must be a finite number > 0, got {l2!r}.\nHint: l2 is scikit-learn's C (smaller is stronger); leave it out for none."
+                raise RatingOptionsError(msg)
+            if l2 > _MAX_L2:
+                msg = f"l2 must be at most {_MAX_L2:g}, got {l2!r}.\nHint: a C this large is no penalty at all: leave --l2 out for none."
+                raise RatingOptionsError(msg)
             if self.method == "elo":
-                fail(
-                    "l2 applies to Bradley-Terry only, not to online Elo",
-                    "drop --l2, or use --method bt.",
-                )
+                msg = "l2 applies to Bradley-Terry only, not to online Elo.\nHint: drop --l2, or use --method bt."
+                raise RatingOptionsError(msg)
         style_control: object = self.style_control  # typed bool; checked as given
         if not isinstance(style_control, bool):
-            fail(
-                f"style_control must be true or false, got {self.style_control!r}",
-                "--style-control switches it on.",
-            )
+            msg = f"style_control must be true or false, got {style_control!r}.\nHint: --style-control switches it on."
+            raise RatingOptionsError(msg)
         if self.style_control and self.method != "bt":
-            fail(
-                "style control applies to Bradley-Terry only, not to online Elo",
-                "drop --style-control, or use --method bt.",
-            )
+            msg = "style control applies to Bradley-Terry only, not to online Elo.\nHint: drop --style-control, or use --method bt."
+            raise RatingOptionsError(msg)
         if self.anchor is not None and not _is_anchor(self.anchor):
-            fail(
-                f"anchor must be (model name, finite rating), got {self.anchor!r}",
-                "write --anchor MODEL=RATING, e.g. --anchor mixtral-8x7b-instruct-v0.1=1114.",
-            )
-        for name in ("bootstrap", "seed", "max_bootstrap_bytes"):
+            msg = f"anchor must be (model name, finite rating), got {self.anchor!r}.\nHint: write --anchor MODEL=RATING, e.g. --anchor mixtral-8x7b-instruct-v0.1=1114."
+            raise RatingOptionsError(msg)
+        for name, hint in _WHOLE_NUMBER_HINTS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                hints = {
-                    "bootstrap": "use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).",
-                    "seed": "any whole number >= 0 gives reproducible rounds.",
-                    "max_bootstrap_bytes": "give a memory budget in bytes.",
-                }
-                fail(f"{name} must be a whole number >= 0, got {value!r}", hints[name])
+                msg = (
+                    f"{name} must be a whole number >= 0, got {value!r}.\nHint: {hint}"
+                )
+                raise RatingOptionsError(msg)
         if (
             self.bootstrap > _MOST_ROUNDS
         ):  # (its memory estimate would overflow a float)
-            fail(
-                f"bootstrap must be at most {_MOST_ROUNDS:,} rounds, got {shown_number(self.bootstrap)}",
-                "the Arena uses 1000 rounds (--bootstrap 1000).",
-            )
+            msg = f"bootstrap must be at most {_MOST_ROUNDS:,} rounds, got {shown_number(self.bootstrap)}.\nHint: the Arena uses 1000 rounds (--bootstrap 1000)."
+            raise RatingOptionsError(msg)
+
+
+#: The whole-number options and the hint each one's error gives.
+_WHOLE_NUMBER_HINTS = {
+    "bootstrap": "use 0 for no intervals; the Arena uses 1000 rounds (--bootstrap 1000).",
+    "seed": "any whole number >= 0 gives reproducible rounds.",
+    "max_bootstrap_bytes": "give a memory budget in bytes.",
+}
 
 
 def _is_anchor(anchor: object) -> bool:

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from lbnorm.core.errors import InputError, OptionsError, RatingsNotIdentifiableError
 from lbnorm.core.files import sha256_file
 from lbnorm.core.options import RunOptions
-from lbnorm.core.schemas import KEY_COLUMNS, SCORES, Batch
+from lbnorm.core.schemas import KEY_COLUMNS, OPTIONAL_SCORE_DEFAULTS, SCORES, Batch
 from lbnorm.ratings.battle_files import is_battles_file
 from lbnorm.readers.catalog import Inputs, catalog_table
 from lbnorm.suites import Benchmark, Suite
@@ -58,11 +58,7 @@ __all__ = ["add_pairwise_scores", "split_battle_files"]
 
 _SHOWN = 5
 #: What an unknown variant key is in every reader: '' for text, false for the flag.
-_UNKNOWN_KEYS: dict[str, str | bool] = {
-    "precision": "",
-    "revision": "",
-    "chat_template": False,
-}
+_UNKNOWN_KEYS = {key: OPTIONAL_SCORE_DEFAULTS[key] for key in KEY_COLUMNS[1:]}
 
 
 def split_battle_files(

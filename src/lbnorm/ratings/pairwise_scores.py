@@ -12,7 +12,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.schemas import PAIRWISE_SCORES
 from lbnorm.ratings.fit import compute_ratings, model_index
 from lbnorm.ratings.intervals import win_chance
-from lbnorm.ratings.options import BattleData, FloatArray, RatingOptions
+from lbnorm.ratings.options import Battles, FloatArray, RatingOptions
 
 __all__ = [
     "PairwiseScores",
@@ -46,7 +46,7 @@ class PairwiseScores:
 
 
 def score_against_reference(
-    battles: BattleData,
+    battles: Battles,
     *,
     reference: str,
     model_map: Mapping[str, str] | None = None,
@@ -104,7 +104,7 @@ def score_against_reference(
 
 
 def _scored(
-    battles: BattleData,
+    battles: Battles,
     options: RatingOptions,
     score_of: Callable[[FloatArray], FloatArray],
     model_map: Mapping[str, str],
@@ -147,7 +147,7 @@ def _scored(
 
 
 def score_against_rating(
-    battles: BattleData,
+    battles: Battles,
     *,
     anchor: tuple[str, float],
     against: float,
@@ -203,7 +203,7 @@ def score_against_rating(
     )
 
 
-def _arena_name(battles: BattleData, name: str, model_map: Mapping[str, str]) -> str:
+def _arena_name(battles: Battles, name: str, model_map: Mapping[str, str]) -> str:
     """`name` as the battles spell it: an arena name, or a mapped name mapped back."""
     if name in np.asarray(battles.models).tolist():
         return name
@@ -237,7 +237,7 @@ def field_win_rates(ratings: FloatArray) -> FloatArray:
 
 
 def score_against_field(
-    battles: BattleData,
+    battles: Battles,
     *,
     model_map: Mapping[str, str] | None = None,
     options: RatingOptions | None = None,

@@ -41,7 +41,7 @@ from lbnorm.ratings.options import (
     INIT_RATING,
     LN_BASE,
     SCALE,
-    BattleData,
+    Battles,
     FloatArray,
     IntArray,
     RatingWarning,
@@ -122,7 +122,7 @@ class StyleFit:
     warnings: tuple[RatingWarning, ...] = ()
 
 
-def style_data(battles: BattleData, *, ties: TiesPolicy) -> StyleData:
+def style_data(battles: Battles, *, ties: TiesPolicy) -> StyleData:
     """The rows and standardised features of a style-controlled fit.
 
     Args:

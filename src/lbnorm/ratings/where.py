@@ -211,26 +211,20 @@ def _parse_tokens(text: str) -> Where:
     body = rest[2:] if negated else rest[1:]
     if len(body) < 3 or body[0] != ("op", "(") or body[-1] != ("op", ")"):
         fail("expected a parenthesised list of values after 'in'")
-    items = body[1:-1]
-    values: list[Literal_] = []
-    texts: list[str] = []
+    items = body[1:-1]  # values at even positions, commas between
     for position, (kind, word) in enumerate(items):
-        expects_value = position % 2 == 0
-        if expects_value == (kind == "op") or (not expects_value and word != ","):
+        if (kind == "op") != (position % 2 == 1) or (position % 2 and word != ","):
             fail(f"expected values separated by commas, got {word!r}")
-        if expects_value:
-            value, shown = _literal(kind, word)
-            values.append(value)
-            texts.append(shown)
     if len(items) % 2 == 0:
         fail("the list of values ends with a comma")
+    values, texts = zip(*(_literal(*item) for item in items[::2]), strict=True)
     if len({type(value) for value in values}) > 1:
-        fail(f"the values {values} mix types")
+        fail(f"the values {list(values)} mix types")
     return Where(
         column=column,
         op="not in" if negated else "in",
-        values=tuple(values),
-        texts=tuple(texts),
+        values=values,
+        texts=texts,
         text=text,
     )
 
