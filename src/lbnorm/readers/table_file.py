@@ -454,15 +454,6 @@ def _jsonl_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
     if lines == n_rows:
         return RowNumbers(unit="line", first=1)
     filled = _record_lines(data, is_quoted=False)
-    if filled.size != n_rows:  # lines of spaces only: counted one by one
-        filled = np.array(
-            [
-                number
-                for number, line in enumerate(data.split(b"\n"), 1)
-                if line.strip()
-            ],
-            dtype=np.int64,
-        )
     if n_rows is not None and filled.size != n_rows:
         return RowNumbers(unit="row", first=1)
     return RowNumbers(
@@ -473,9 +464,10 @@ def _jsonl_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
 def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
     """The line each record that is not blank starts on (1-based).
 
-    A record ends at a newline; with `is_quoted`, only at one outside double
-    quotes (an even number of them before it). A blank record is empty or a
-    lone carriage return.
+    A record ends at a newline; with `is_quoted` (a CSV), only at one outside
+    double quotes (an even number of them before it), and a blank record is
+    empty or a lone carriage return; else (JSON lines) a blank record holds
+    ASCII whitespace only, as ``bytes.strip`` strips it.
     """
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == ord("\n"))
@@ -485,8 +477,16 @@ def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
         ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
     starts = np.r_[0, ends + 1]
     stops = np.r_[ends, len(data)]
-    width = stops - starts
-    last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
-    is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
+    if is_quoted:
+        width = stops - starts
+        last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
+        is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
+    else:  # no byte but whitespace between a record's start and stop
+        filled = np.flatnonzero(~_IS_SPACE[buffer])
+        is_blank = np.searchsorted(filled, starts) == np.searchsorted(filled, stops)
     first_lines: npt.NDArray[np.int64] = np.searchsorted(newlines, starts[~is_blank])
     return first_lines + 1
+
+
+#: Per byte value, whether ``bytes.strip`` strips it (ASCII whitespace).
+_IS_SPACE = np.isin(np.arange(256), list(b" \t\n\r\x0b\x0c"))
