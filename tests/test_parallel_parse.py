@@ -22,7 +22,8 @@ from lbnorm._runtime import can_fork
 from lbnorm.core.files import read_bytes
 from lbnorm.core.options import RunOptions
 from lbnorm.readers import harness, read_inputs, results_tree
-from lbnorm.readers.harness import ResultsRead, parse_results_file, subtask_columns
+from lbnorm.readers.harness import parse_results_file, subtask_columns
+from lbnorm.readers.newest import ResultsRead
 from lbnorm.readers.results_tree import (
     read_results_paths,
     scan_results_files,

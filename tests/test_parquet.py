@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from strategies import OPENLLM_V2
 
 from lbnorm.cli import main
+from lbnorm.core.errors import SchemaMismatchError
 from lbnorm.readers import parquet
 from lbnorm.readers.parquet import open_parquet_scores
 
@@ -262,3 +263,18 @@ def test_a_small_dictionary_is_read_as_arrow_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "categorical.parquet"
     pq.write_table(_categorical(rows, ["model"], unused=0), path)
     assert open_parquet_scores(path, keep_details=False)._routes(0) == ((), ())
+
+
+def test_a_repeated_text_column_is_named(tmp_path: Path) -> None:
+    """A text key written twice is refused by name, as a repeated score column is."""
+    path = tmp_path / "twice.parquet"
+    columns = [pa.array(["m"]), pa.array(["n"]), pa.array(["B"]), pa.array(["s"])]
+    table = pa.Table.from_arrays(
+        [*columns, pa.array([0.5])],
+        names=["model", "model", "benchmark", "subtask", "raw_score"],
+    )
+    pq.write_table(table, path)
+    with pytest.raises(
+        SchemaMismatchError, match=r"column 'model' appears 2 times\.\nHint: rewrite"
+    ):
+        open_parquet_scores(path)

@@ -69,8 +69,8 @@ from lbnorm.suites import Suite
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lbnorm.readers.harness import ResultsRead
     from lbnorm.readers.items import Items
+    from lbnorm.readers.newest import ResultsRead
 
 #: Reads the results files a run found, in place of the plain reader (the parse
 #: cache's hook, :mod:`lbnorm.readers.cache`). Their ``files`` table has

@@ -455,7 +455,7 @@ def check_comparability(
 
     Args:
         files: One row per results file: ``path`` and the variant keys, as
-            :class:`lbnorm.readers.harness.ResultsRead` gives them.
+            :class:`lbnorm.readers.newest.ResultsRead` gives them.
         settings: Per score taken, its file, subtask and settings
             (:attr:`lbnorm.readers.newest.ResultsRead.settings`).
         suite: The suite (the subtasks' names, in its order).

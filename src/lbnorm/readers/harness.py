@@ -63,13 +63,12 @@ import msgspec
 from lbnorm.core.errors import InputError
 from lbnorm.core.files import shown
 from lbnorm.readers.comparability import SettingsKeys, object_or_empty, task_settings
-from lbnorm.readers.newest import ResultsRead, result_keys
+from lbnorm.readers.newest import result_keys
 from lbnorm.readers.table_file import check_utf8
 from lbnorm.suites import Suite
 
 __all__ = [
     "HarnessFile",
-    "ResultsRead",
     "Variant",
     "parse_results_file",
     "subtask_columns",

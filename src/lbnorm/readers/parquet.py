@@ -296,7 +296,8 @@ def open_parquet_scores(
         text = [
             name
             for name in TEXT_COLUMNS
-            if name in names and _is_text(file.schema_arrow.field(name).type)
+            if names.count(name) == 1  # (a repeated name is refused below)
+            and _is_text(file.schema_arrow.field(name).type)
         ]
         # (a column stored as an Arrow dictionary is read as one, plain or not)
         strings = [
@@ -310,15 +311,9 @@ def open_parquet_scores(
         raise InputError(msg) from exc
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        msg = (
-            f"{path}: column {repeated[0]!r} appears {names.count(repeated[0])} times"
-            + (
-                f" (and {len(repeated) - 1} other name(s) repeat)"
-                if len(repeated) > 1
-                else ""
-            )
-            + ".\nHint: rewrite the file with each column name once."
-        )
+        first, others = repeated[0], len(repeated) - 1
+        also = f" (and {others} other name(s) repeat)" if others else ""
+        msg = f"{path}: column {first!r} appears {names.count(first)} times{also}.\nHint: rewrite the file with each column name once."
         raise SchemaMismatchError(msg)
     extras = check_columns(names, source=str(path), extra_columns=extra_columns)
     for name, (fits, kind, form) in _STORED.items():  # numbers, then keys

@@ -333,7 +333,6 @@ def _in_blocks(
 #: Arrow's parser; longer lines are found by looking for a newline in each such
 #: window of the file.
 _WINDOW = 4096
-_OPENING = re.compile(rb"[\[{]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
@@ -409,10 +408,16 @@ def text_rows(
             numbering if they disagree); None: every row the lines hold.
         lines: :func:`count_lines` of `data`, if counted already (beside the parse).
     """
+    header = int(kind == "csv")  # a CSV's line 1
     lines = count_lines(data) if lines is None else lines
-    if kind == "csv":
-        return _csv_rows(data, n_rows, lines)
-    return _jsonl_rows(data, n_rows, lines)
+    if lines == (n_rows or 0) + header:  # a row a line
+        return RowNumbers(unit="line", first=1 + header)
+    starts = _record_lines(data, is_quoted=kind == "csv")
+    if n_rows is not None and starts.size != n_rows + header:  # quoting not followed
+        return RowNumbers(unit="row", first=1)
+    starts = starts[header:]
+    first = int(starts[0]) if starts.size else 1 + header
+    return RowNumbers(unit="line", first=first, lines=starts)
 
 
 #: Bytes compared at a time when counting newlines (a mask of this size at most).
@@ -433,49 +438,13 @@ def count_lines(data: bytes) -> int:
     return newlines + (0 if data.endswith(b"\n") else 1)
 
 
-def _csv_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
-    """Each data row's line: line 2 on, unless quoted newlines or blank lines intervene."""
-    if lines == (n_rows or 0) + 1:
-        return RowNumbers(unit="line", first=2)
-    first_lines = _record_lines(data, is_quoted=True)
-    if (
-        n_rows is not None and first_lines.size != n_rows + 1
-    ):  # quoting this scan cannot follow
-        return RowNumbers(unit="row", first=1)
-    return RowNumbers(
-        unit="line",
-        first=int(first_lines[1]) if first_lines.size > 1 else 2,
-        lines=first_lines[1:],
-    )
-
-
-def _jsonl_rows(data: bytes, n_rows: int | None, lines: int) -> RowNumbers:
-    """Each row's line: consecutive from line 1, unless blank lines intervene."""
-    if lines == n_rows:
-        return RowNumbers(unit="line", first=1)
-    filled = _record_lines(data, is_quoted=False)
-    if filled.size != n_rows:  # lines of spaces only: counted one by one
-        filled = np.array(
-            [
-                number
-                for number, line in enumerate(data.split(b"\n"), 1)
-                if line.strip()
-            ],
-            dtype=np.int64,
-        )
-    if n_rows is not None and filled.size != n_rows:
-        return RowNumbers(unit="row", first=1)
-    return RowNumbers(
-        unit="line", first=int(filled[0]) if filled.size else 1, lines=filled
-    )
-
-
 def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
     """The line each record that is not blank starts on (1-based).
 
-    A record ends at a newline; with `is_quoted`, only at one outside double
-    quotes (an even number of them before it). A blank record is empty or a
-    lone carriage return.
+    A record ends at a newline; with `is_quoted` (a CSV), only at one outside
+    double quotes (an even number of them before it), and a blank record is
+    empty or a lone carriage return; else (JSON lines) a blank record holds
+    ASCII whitespace only, as ``bytes.strip`` strips it.
     """
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == ord("\n"))
@@ -485,8 +454,16 @@ def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
         ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
     starts = np.r_[0, ends + 1]
     stops = np.r_[ends, len(data)]
-    width = stops - starts
-    last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
-    is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
+    if is_quoted:
+        width = stops - starts
+        last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
+        is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
+    else:  # no byte but whitespace between a record's start and stop
+        filled = np.flatnonzero(~_IS_SPACE[buffer])
+        is_blank = np.searchsorted(filled, starts) == np.searchsorted(filled, stops)
     first_lines: npt.NDArray[np.int64] = np.searchsorted(newlines, starts[~is_blank])
     return first_lines + 1
+
+
+#: Per byte value, whether ``bytes.strip`` strips it (ASCII whitespace).
+_IS_SPACE = np.isin(np.arange(256), list(b" \t\n\r\x0b\x0c"))

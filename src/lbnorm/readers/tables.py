@@ -157,11 +157,7 @@ def _read_streamed(path: Path, kind: FileFormat) -> _Read | None:
     header = kind == "csv"
     try:
         with closing(TextStream(path, is_json=not header)) as stream:
-            head = stream.head()
-            if header:
-                table = _read_csv_numbers(stream, _csv_types(head))
-            else:
-                table = _read_jsonl_typed(head, stream)
+            table = _read_typed(kind, stream.head(), stream)
     except (InputError, IrregularError, OSError, UnicodeDecodeError):
         return None  # (a header not UTF-8 too)
     if table is None or not stream.is_done or not table.num_rows:
@@ -181,10 +177,9 @@ def _read_whole(path: Path, kind: FileFormat, extra_columns: ExtraColumns) -> _R
         msg = f"{path}: the file is empty.\nHint: remove it, or write the header and rows."
         raise InputError(msg)
     check_utf8(path, data)
-    if kind == "csv":
-        table = _read_csv(path, data)
-    else:
-        table = _read_jsonl(path, data, extra_columns=extra_columns)
+    table = _read_typed(kind, data, data, path)
+    if table is None:
+        table = _read_untyped(path, data, kind, extra_columns=extra_columns)
     sha256, lines = hashed.result()
     return table, sha256, text_rows(data, kind, table.num_rows, lines=lines)
 
@@ -344,29 +339,46 @@ def check_columns(
 # --- reading ------------------------------------------------------------------------
 
 
-def _read_csv(path: Path, data: bytes) -> pa.Table:
-    """The CSV's contract columns: text as written, and the score columns as numbers.
+def _read_typed(
+    kind: FileFormat, head: bytes, source: bytes | TextStream, path: Path | None = None
+) -> pa.Table | None:
+    """The file read with its contract columns typed as the read goes, or None.
 
-    The score columns are parsed by Arrow as they are read when every cell is a
-    plain finite number or empty (Arrow's string-to-double parser, the one
-    :func:`_number_column` casts with, so the same bits); otherwise the file is
-    read with every contract column as text (cells as written; '' for empty),
-    and :func:`_number_column` names the first cell that is not a number.
+    The CSV's score columns parsed by Arrow (:func:`_read_csv_numbers`: the
+    string-to-double parser :func:`_number_column` casts with, so the same
+    bits), the JSONL file's first line's columns given their types
+    (:func:`_read_jsonl_typed`); `head` holds the header or first line. None:
+    :func:`_read_untyped` reads the file and words any message.
     """
-    types = _csv_types(data)
-    if (typed := _read_csv_numbers(data, types)) is not None:
-        return typed
+    if kind == "csv":
+        return _read_csv_numbers(source, _csv_types(head))
+    return _read_jsonl_typed(head, source, path)
+
+
+def _read_untyped(
+    path: Path, data: bytes, kind: FileFormat, *, extra_columns: ExtraColumns
+) -> pa.Table:
+    """The file read with a CSV's contract columns as text, a JSONL file's types inferred.
+
+    A CSV's cells come as written ('' for empty), and :func:`_number_column`
+    names the first score cell that is not a number; a JSONL file Arrow
+    refuses is read line by line to name the bad line (:func:`_explain_jsonl`).
+    """
     try:
+        if kind == "jsonl":
+            return read_jsonl(data, path)
         return read_csv(
             data,
             convert=pa_csv.ConvertOptions(
-                column_types=types,
+                column_types=_csv_types(data),
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
         )
     except (pa.ArrowException, OSError) as exc:
-        msg = f"{path}: cannot read as csv: {exc}.\nHint: check that the file is complete csv in UTF-8."
+        if kind == "jsonl":
+            _explain_jsonl(path, extra_columns=extra_columns)
+        msg = f"{path}: cannot read as {kind}: {exc}.\nHint: check that the file is complete {kind} in UTF-8."
         raise InputError(msg) from exc
 
 
@@ -424,17 +436,6 @@ def _read_csv_numbers(
     if any(pc.any(pc.invert(pc.is_finite(table[name]))).as_py() for name in floats):
         return None  # (pc.any passes over the empty cells, null)
     return table
-
-
-def _read_jsonl(path: Path, data: bytes, *, extra_columns: ExtraColumns) -> pa.Table:
-    if (typed := _read_jsonl_typed(data, data, path)) is not None:
-        return typed
-    try:
-        return read_jsonl(data, path)
-    except (pa.ArrowException, OSError) as exc:
-        _explain_jsonl(path, extra_columns=extra_columns)
-        msg = f"{path}: cannot read as jsonl: {exc}.\nHint: check that the file is complete jsonl in UTF-8."
-        raise InputError(msg) from exc
 
 
 #: The types of the contract columns when a JSONL file is read with a schema.
