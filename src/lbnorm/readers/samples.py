@@ -345,8 +345,10 @@ def _file_rows(
             zeros, texts.get(text) or texts.setdefault(text, strings([text]))
         )
         for name, text in zip(names, keys, strict=True)
+        if text  # a key left out is '' (and chat_template false), as in a table
     }
-    columns["chat_template"] = booleans(np.full(size, chat))
+    if chat:
+        columns["chat_template"] = booleans(np.full(size, chat))
     columns["value"] = numbers(got.values, pa.float64())
     if got.lengths is not None:  # flattened, as lm-eval's agg_inst_level_acc
         columns["item"] = numbers(got.positions(), pa.int64())
