@@ -424,6 +424,22 @@ def test_harness_sample_files_take_the_rules_too(suite: Suite, tmp_path: Path) -
     )
 
 
+def test_a_harness_file_value_outside_the_scale_is_named(
+    suite: Suite, tmp_path: Path
+) -> None:
+    """The file, its task and metric, and the value's place among the file's values."""
+    path = tmp_path / "org" / "model" / f"samples_{TASK}_2024-06-16T14-11-30.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [{"doc_id": i, "preference": p} for i, p in enumerate([1.5, 3.0, 1.2])]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(
+        InputError,
+        match=rf"{TASK} / preference: a value outside the scale \[1, 2\] in value\(s\) 1 \(3.0\).\nHint: check the values' scale",
+    ) as caught:
+        aggregate_samples_files([path], subtask_columns(suite), rules=instance_rules(suite))  # fmt: skip
+    assert str(path) in str(caught.value)
+
+
 def test_rules_keys_give_further_subtasks_their_own(suite: Suite) -> None:
     rules = instance_rules(suite)
     assert isinstance(rules, InstanceRules)

@@ -543,6 +543,43 @@ def test_list_metric_rows_count_documents_and_have_no_stderr(tmp_path: Path) -> 
     assert math.isnan(scores["stderr"].item())
 
 
+def test_a_document_with_an_empty_list_counts_as_no_sample(tmp_path: Path) -> None:
+    """A document whose list-valued metric is [] adds no item, so no document:
+    ``n_samples`` counts the documents the mean is over, as a sample table
+    (which cannot hold such a document) counts them; the line's other metrics
+    keep it."""
+    lists = [[True, False], [], [True]]
+    path = tmp_path / "org" / "model" / f"samples_leaderboard_ifeval_{STAMP}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "".join(
+            json.dumps({"doc_id": doc, "filter": "none", "inst_level_strict_acc": items,
+                        "prompt_level_strict_acc": doc % 2}) + "\n"
+            for doc, items in enumerate(lists)
+        )
+    )  # fmt: skip
+    scores, _ = _frames(aggregate_samples_files([path], COLUMNS))
+    counts = dict(zip(scores["metric"], scores["n_samples"], strict=True))
+    assert counts == {
+        "inst_level_strict_acc,none": 2,
+        "prompt_level_strict_acc,none": 3,
+    }
+    items = [(doc, i, v) for doc, got in enumerate(lists) for i, v in enumerate(got)]
+    table = _table_file(
+        tmp_path,
+        model=["org/model"] * 3,
+        task=["leaderboard_ifeval"] * 3,
+        metric=["inst_level_strict_acc,none"] * 3,
+        doc_id=[d for d, _, _ in items],
+        item=[i for _, i, _ in items],
+        value=[float(v) for _, _, v in items],
+    )
+    from_table, _ = _table_scores(table)
+    listed = scores[scores["metric"] == "inst_level_strict_acc,none"]
+    assert from_table[["raw_score", "n_samples"]].to_numpy().tolist() == [[2 / 3, 2]]
+    assert listed[["raw_score", "n_samples"]].to_numpy().tolist() == [[2 / 3, 2]]
+
+
 def test_sample_table_is_found_by_read_inputs(tmp_path: Path) -> None:
     path = _table_file(tmp_path, metric=["acc_norm"] * 2)  # metric without filter
     with pytest.raises(InputError, match=r"no scores for suite 'openllm-v2'.*\nHint"):

@@ -192,16 +192,6 @@ class InstanceRules:
             return batch
         return _rebuilt(batch, indices, entries, values, ~given_null, taken)
 
-    def values_for(self, row: int, values: _F64, *, source: str) -> tuple[_F64, int]:
-        """One subtask's per-instance values from a sample file's values, and how many are kept."""
-        rule = self.rules[row]
-        if rule is None:
-            return values, values.size
-        label = f"{source}: {self.keys[row].partition(_SEPARATOR)[0]}"
-        located = np.arange(values.size, dtype=np.int64)
-        out, keep = apply_rule(rule, values, label=label, rows=located, unit="value")
-        return out[keep], int(keep.sum())
-
     def finish(
         self, row: _I64, count: _F64, total: _F64, mean: _F64, stderr: _F64
     ) -> tuple[_F64, _F64]:

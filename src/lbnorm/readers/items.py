@@ -413,7 +413,7 @@ class ItemCollector:
             self.n_duplicated[pair] += got.n_duplicated
             position = np.full(number.size, -1, dtype=np.int64)
             if got.lengths is not None:
-                number, position = _expand(number, got.lengths)
+                number, position = np.repeat(number, got.lengths), got.positions()
             rows = np.full(number.size, pair, dtype=np.int64)
             column = self._columns(rows, number, position, lambda _: str(source.path))
             self._put(np.full(number.size, v, np.int64), rows, column, got.values)
@@ -741,11 +741,3 @@ def _document_where(path: Path, keys: pa.Array, at: int) -> str:
 
 def _row_where(path: Path, rows: _I64, at: int) -> str:
     return f"{path}: row {rows[at]}"
-
-
-def _expand(number: _I64, lengths: _I64) -> tuple[_I64, _I64]:
-    """Per item of list-valued lines, its line's document and its position in the list."""
-    document = np.repeat(number, lengths)
-    starts = np.cumsum(lengths) - lengths
-    position = np.arange(document.size, dtype=np.int64) - np.repeat(starts, lengths)
-    return document, position

@@ -80,8 +80,12 @@ def _arrow_type(value: object) -> pa.DataType:
 
 def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
     """The rows of one filter (a line without one is ``none``'s)."""
-    filters = pc.fill_null(table.column("filter"), scalar("none", pa.string()))
-    return table.filter(pc.equal(filters, scalar(kept or "none", pa.string())))
+    filters = pc.fill_null(table.column("filter"), _text("none"))
+    return table.filter(pc.equal(filters, _text(kept or "none")))
+
+
+#: A filter's name as a scalar, made once.
+_text = functools.cache(functools.partial(scalar, type_=pa.string()))
 
 
 def _doc_id(path: Path, number: int, doc: object) -> int:
@@ -138,6 +142,12 @@ class ParsedMetric:
     values: FloatArray  # per item
     clusters: pa.Array | None  # per line, its cluster value
     n_duplicated: int = 0
+
+    def positions(self) -> _I64:
+        """Per item of a list-valued metric, its position in its line's list."""
+        assert self.lengths is not None
+        starts = np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)
+        return np.arange(starts.size, dtype=np.int64) - starts
 
 
 def task_keys(paths: Sequence[Path]) -> dict[str, DocumentKey]:

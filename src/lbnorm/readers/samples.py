@@ -49,7 +49,7 @@ from lbnorm.core.errors import InputError
 from lbnorm.core.files import SAMPLES_FILE, file_format
 from lbnorm.core.schemas import KEY_COLUMNS, SAMPLES, SCORES
 from lbnorm.readers.instances import InstanceRules
-from lbnorm.readers.sample_lines import HINT_LINE, read_metric_items
+from lbnorm.readers.sample_lines import HINT_LINE, ParsedMetric, read_metric_items
 
 __all__ = [
     "REQUIRED_SAMPLE_COLUMNS",
@@ -266,16 +266,17 @@ def aggregate_samples_files(
             null or non-numeric metric, a repeated ``doc_id``, or no documents.
     """
     sums = _Sums(subtasks, rules)
-    pairs_of: dict[str, list[int]] = {}  # task -> its suite rows, in suite order
-    for index, task in enumerate(sums.columns["task"]):
-        pairs_of.setdefault(task, []).append(index)
+    # task -> its suite metrics (a further subtask's rows are the rules' copies)
+    metrics_of: dict[str, dict[str, None]] = {}
+    for task, metric in zip(sums.columns["task"], sums.columns["metric"], strict=True):
+        metrics_of.setdefault(task, {})[metric] = None
     known: dict[Path, tuple[str, str, str, bool]] = {}
     files: list[tuple[str, str, tuple[str, str, str, bool], bool]] = []
     # (variant, task) -> its newest file's (stamp, path): the latest wins, ties by path
     newest: dict[tuple[Any, ...], tuple[str, str]] = {}
     for path in paths:  # one file, not one sample, a step
         task, stamp = sample_file_task(path)
-        used = task in pairs_of
+        used = task in metrics_of
         variant = variant_of(path, stamp, known) if used else ("", "", "", False)
         day, _, clock = stamp.partition("T")
         clock, _, fraction = clock.replace(":", "-").partition(".")
@@ -284,25 +285,24 @@ def aggregate_samples_files(
             when = (f"{day}T{clock}.{fraction:0<6}", str(path))
             newest[(*variant, task)] = max(newest.get((*variant, task), when), when)
     superseded: list[str | None] = []
-    for name, task, variant, used in files:
-        latest = newest[(*variant, task)][1] if used else name
-        superseded.append(None if latest == name else latest)
-        if not used or latest != name:
-            continue
-        wanted = pairs_of[task]
-        metrics = [sums.columns["metric"][pair].partition(",")[::2] for pair in wanted]
-        parsed = read_metric_items(Path(name), metrics, "doc_id", None)
-        for pair, (metric, _), got in zip(wanted, metrics, parsed, strict=True):
-            if not got.values.size:
-                msg = f"{name}: {metric!r} lists are empty in every line.\n{HINT_LINE}"
-                raise InputError(msg)
-            # a list-valued metric's values flattened (lm-eval's agg_inst_level_acc)
-            values, documents = got.values, len(got.documents)
-            is_list = got.lengths is not None
-            if rules is not None:  # the subtask's per-instance values
-                values, kept = rules.values_for(pair, values, source=name)
-                documents = documents if is_list else kept
-            sums.add_values(variant, pair, values, documents, is_list, name)
+    texts: dict[str, pa.Array] = {}
+    with sums:
+        for name, task, variant, used in files:
+            latest = newest[(*variant, task)][1] if used else name
+            superseded.append(None if latest == name else latest)
+            if not used or latest != name:
+                continue
+            wanted = [metric.partition(",")[::2] for metric in metrics_of[task]]
+            parsed = read_metric_items(Path(name), wanted, "doc_id", None)
+            for metric, (short, _), got in zip(metrics_of[task], wanted, parsed, strict=True):  # fmt: skip
+                if not got.values.size:
+                    msg = (
+                        f"{name}: {short!r} lists are empty in every line.\n{HINT_LINE}"
+                    )
+                    raise InputError(msg)
+                keys = [*variant[:3], task, metric]
+                batch = _file_rows(keys, variant[3], got, texts)
+                sums.add_rows(batch, source=name, first_row=0, unit="value")
     per_file = sums.rows_per_source()
     rows = [per_file.get(name, 0) for name, *_ in files]
     ignored = [int(not used) for *_, used in files]
@@ -327,6 +327,32 @@ def _catalog(
             "n_ignored": numbers(np.array(ignored, dtype=np.int64), pa.int64()),
         }
     )
+
+
+def _file_rows(
+    keys: Sequence[str], chat: bool, got: ParsedMetric, texts: dict[str, pa.Array]
+) -> pa.RecordBatch:
+    """A sample file's metric as sample-table rows (a list-valued one's items numbered).
+
+    `keys`: model, precision, revision, task and metric, each a dictionary of
+    one entry (`texts`: those made so far, kept across files).
+    """
+    size = got.values.size
+    zeros = numbers(np.zeros(size, dtype=np.int32), pa.int32())
+    names = ["model", "precision", "revision", "task", "metric"]
+    columns = {
+        name: pa.DictionaryArray.from_arrays(
+            zeros, texts.get(text) or texts.setdefault(text, strings([text]))
+        )
+        for name, text in zip(names, keys, strict=True)
+        if text  # a key left out is '' (and chat_template false), as in a table
+    }
+    if chat:
+        columns["chat_template"] = booleans(np.full(size, chat))
+    columns["value"] = numbers(got.values, pa.float64())
+    if got.lengths is not None:  # flattened, as lm-eval's agg_inst_level_acc
+        columns["item"] = numbers(got.positions(), pa.int64())
+    return pa.RecordBatch.from_pydict(columns)
 
 
 def sample_file_task(path: Path) -> tuple[str, str]:
@@ -487,10 +513,6 @@ class _Groups:
     mappings: list[_I64]
 
 
-#: The one group of a single document list's sums.
-_ONE = np.zeros(1, dtype=np.int64)
-
-
 @dataclass(slots=True)
 class _Partial:
     """Per-group sums of one batch: keys and additive statistics."""
@@ -584,35 +606,6 @@ class _Sums:
     def wait(self) -> None:
         """Wait until every batch given to :meth:`add_rows` is summed (its errors raised)."""
         self._behind.close()
-
-    def add_values(
-        self,
-        variant: tuple[Any, ...],
-        pair: int,
-        values: _F64,
-        documents: int,
-        is_list: bool,
-        source: str,
-    ) -> None:
-        """Add one group's values: a sample file's metric of `variant`, suite row `pair`."""
-        self.wait()
-        model, precision, revision, chat = variant
-        key = self._pack(
-            self._code("model", [str(model)]),
-            self._code("revision", [str(revision)]),
-            self._code("precision", [str(precision)]),
-            np.array([int(chat)], dtype=np.int64),
-            np.array([pair], dtype=np.int64),
-        )
-        listed = float(values.size if is_list else 0)
-        sums = _Partial.of(
-            np.zeros(values.size, dtype=np.int64),
-            values,
-            np.array([float(values.size)]),
-            np.array([float(documents)]),
-            np.array([listed]),
-        )
-        self._add(sums.take(_ONE, key=key, source=self._code("source", [source])))
 
     def add_rows(
         self, batch: pa.RecordBatch, *, source: str, first_row: int, unit: str = "row"
@@ -843,7 +836,7 @@ def key_indices(
     """A text key column as per-row indices into its entries (a null: the last, '')."""
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    entries = [*column.dictionary.cast(pa.string()).to_pylist(), ""]
+    entries = [*column.dictionary.to_pylist(), ""]  # (string or large_string)
     return to_numpy(column.indices, null=len(entries) - 1), entries  # no copy
 
 
