@@ -84,16 +84,38 @@ def average_rows(
     errors = stderr if every else stderr[:, kept]
     if board.average == "benchmarks":
         weight = arrays.weight if every else arrays.weight[kept]
-        return (
-            average_benchmarks(scores, weight, missing=missing),
-            average_stderr(errors, scores, weight, missing=missing),
-        )
-    weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
-    if values is not None and board.summation == "left-to-right":
+        weights = _weights(weight, scores, 1.0, 1.0, missing=missing)
+    else:
+        weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
+    if (
+        board.average == "subtasks"
+        and values is not None
+        and board.summation == "left-to-right"
+    ):
         average = _left_to_right_average(arrays, values, scores, weights, kept)
     else:
         average = _weighted_mean(scores, weights)
     return average, _weighted_stderr(errors, scores, weights, average)
+
+
+def _weights(
+    weight: FloatArray,
+    scores: FloatArray,
+    count: float | FloatArray,
+    expected: float | FloatArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Per row and benchmark, its weight times the count it takes (a benchmark mean: 1).
+
+    A scored benchmark counts `count`; one without a score counts under the
+    run's policy: as 0 over `expected` (``zero``), not at all (``partial``),
+    or it empties the average (``exclude``: NaN).
+    """
+    absent = (
+        expected if missing == "zero" else (np.nan if missing == "exclude" else 0.0)
+    )
+    return np.asarray(weight * np.where(np.isnan(scores), absent, count), np.float64)
 
 
 def _subtask_weights(
@@ -106,32 +128,22 @@ def _subtask_weights(
 ) -> FloatArray:
     """Per row and averaged benchmark, its weight times the subtasks it counts.
 
-    A benchmark's count is its subtasks present under ``partial``, all of them
-    under ``exclude`` and ``zero``; a benchmark without a score counts under
-    the run's policy: not at all (``partial``), as 0 over all its subtasks
-    (``zero``), or it empties the average (``exclude``: NaN).
+    A benchmark's count is its subtasks present under ``partial`` (its own
+    policy), all of them under ``exclude`` and ``zero``.
     """
     benchmarks = np.flatnonzero(kept)
-    expected = np.bincount(
-        arrays.benchmark_index, minlength=arrays.is_pooled.shape[0]
-    ).astype(np.float64)
-    weights = np.empty(scores.shape)
-    for column, index in enumerate(benchmarks.tolist()):  # a suite's benchmarks
-        policy = arrays.missing_of(index, missing)
-        count = (
-            n_present[:, index].astype(np.float64)
-            if policy == "partial"
-            else np.full(scores.shape[0], expected[index])
-        )
-        is_scored = ~np.isnan(scores[:, column])
-        weights[:, column] = arrays.weight[index] * np.where(
-            is_scored,
-            count,
-            expected[index]
-            if missing == "zero"
-            else (np.nan if missing == "exclude" else 0.0),
-        )
-    return weights
+    expected = np.bincount(arrays.benchmark_index, minlength=arrays.is_pooled.shape[0])[
+        benchmarks
+    ].astype(np.float64)
+    is_partial = np.array(
+        [
+            arrays.missing_of(index, missing) == "partial"
+            for index in benchmarks.tolist()
+        ],
+        dtype=bool,
+    )
+    count = np.where(is_partial, n_present[:, benchmarks], expected)
+    return _weights(arrays.weight[benchmarks], scores, count, expected, missing=missing)
 
 
 def _weighted_mean(scores: FloatArray, weights: FloatArray) -> FloatArray:
@@ -256,18 +268,9 @@ def average_benchmarks(
         >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
         array([5.])
     """
-    if not weight.size:  # nothing averaged: no average
-        return np.full(normalized.shape[0], np.nan)
-    is_present = ~np.isnan(normalized)
-    filled = np.where(is_present, normalized, 0.0)
-    weighted_sum = _row_sums(filled, weight)
-    if missing == "zero":
-        return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average = weighted_sum / _row_sums(is_present, weight)
-    if missing == "exclude":
-        average = np.where(is_present.all(axis=1), average, np.nan)
-    return average
+    return _weighted_mean(
+        normalized, _weights(weight, normalized, 1.0, 1.0, missing=missing)
+    )
 
 
 def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
@@ -312,18 +315,6 @@ def average_stderr(
         ...     np.ones(2), missing="exclude").tolist()
         [2.5]
     """
-    is_present = ~np.isnan(normalized)
-    is_unknown = is_present & np.isnan(stderr)
-    squares = _row_sums(
-        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
-    )
-    divisor = (
-        np.full(normalized.shape[0], weight.sum())
-        if missing == "zero"
-        else _row_sums(is_present, weight)
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(squares) / divisor
-    average = average_benchmarks(normalized, weight, missing=missing)
-    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
-    return np.asarray(result, dtype=np.float64)
+    weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
+    average = _weighted_mean(normalized, weights)
+    return _weighted_stderr(stderr, normalized, weights, average)
