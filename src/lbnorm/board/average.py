@@ -87,15 +87,14 @@ def average_rows(
         weights = _weights(weight, scores, 1.0, 1.0, missing=missing)
     else:
         weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
+    total = None
     if (
         board.average == "subtasks"
         and values is not None
         and board.summation == "left-to-right"
     ):
-        average = _left_to_right_average(arrays, values, scores, weights, kept)
-    else:
-        average = _weighted_mean(scores, weights)
-    return average, _weighted_stderr(errors, scores, weights, average)
+        total = _left_to_right_total(arrays, values, scores, weights, kept)
+    return _weighted_average(scores, errors, weights, total=total)
 
 
 def _weights(
@@ -146,28 +145,31 @@ def _subtask_weights(
     return _weights(arrays.weight[benchmarks], scores, count, expected, missing=missing)
 
 
-def _weighted_mean(scores: FloatArray, weights: FloatArray) -> FloatArray:
-    """``sum(W x) / sum(W)`` per row (NaN weight: NaN)."""
-    filled = np.where(np.isnan(scores), 0.0, scores)  # (weight 0: not counted)
-    divisor = _row_sums(np.ones(weights.shape), weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = _row_sums(filled, weights) / divisor
-    return average
+def _weighted_average(
+    scores: FloatArray,
+    errors: FloatArray,
+    weights: FloatArray,
+    *,
+    total: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Each row's ``sum(W x) / sum(W)`` and its standard error, ``sqrt(sum(W^2 se^2)) / sum(W)``.
 
-
-def _weighted_stderr(
-    errors: FloatArray, scores: FloatArray, weights: FloatArray, average: FloatArray
-) -> FloatArray:
-    """``sqrt(sum(W^2 se^2)) / sum(W)`` over the benchmarks counted; NaN if one's is unknown."""
-    weight = np.nan_to_num(weights)
-    is_scored = ~np.isnan(scores) & (weight > 0)
-    is_unknown = (is_scored & np.isnan(errors)).any(axis=1)
-    known = np.where(is_scored & ~np.isnan(errors), errors * errors, 0.0)
-    divisor = _row_sums(np.ones(weight.shape), weight)
+    `total`: the rows' ``sum(W x)`` summed otherwise (left to right). The error
+    is over the benchmarks counted, NaN if one's is unknown. A NaN weight
+    leaves the row's average NaN, and so its error.
+    """
+    if total is None:
+        total = _row_sums(np.where(np.isnan(scores), 0.0, scores), weights)
+    is_scored = ~np.isnan(scores) & (weights > 0)
+    is_known = ~np.isnan(errors)
+    known = np.where(is_scored & is_known, errors * errors, 0.0)
+    divisor = _row_sums(weights)
     with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(_row_sums(known, weight**2)) / divisor
+        average: FloatArray = total / divisor
+        result = np.sqrt(_row_sums(known, weights**2)) / divisor
+    is_unknown = (is_scored & ~is_known).any(axis=1)
     result = np.where(np.isnan(average) | is_unknown, np.nan, result)
-    return np.asarray(result, dtype=np.float64)
+    return average, np.asarray(result, dtype=np.float64)
 
 
 def summed_left_to_right(
@@ -225,17 +227,16 @@ def summed_left_to_right(
     return result
 
 
-def _left_to_right_average(
+def _left_to_right_total(
     arrays: SuiteArrays,
     values: FloatArray,
     scores: FloatArray,
     weights: FloatArray,
     kept: BoolArray,
 ) -> FloatArray:
-    """The mean of every counted subtask score, summed left to right in suite order."""
+    """The sum of every counted subtask score (times its weight), left to right in suite order."""
     starts = arrays.benchmark_starts()
     total = np.zeros(values.shape[0])
-    divisor = np.zeros(values.shape[0])
     for column, index in enumerate(np.flatnonzero(kept).tolist()):
         weight = weights[:, column]
         is_counted = ~np.isnan(scores[:, column]) & (weight > 0)
@@ -244,16 +245,13 @@ def _left_to_right_average(
             value = values[:, subtask]
             term = np.where(is_counted & ~np.isnan(value), value, 0.0)
             total += term if factor == 1.0 else term * factor
-        divisor += weight
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = total / divisor
-    return average
+    return total
 
 
 def average_benchmarks(
     normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
 ) -> FloatArray:
-    """Return each variant's weighted mean of benchmark scores.
+    """Return each variant's weighted mean of benchmark scores (:func:`average_rows`'s rule).
 
     Args:
         normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
@@ -268,16 +266,18 @@ def average_benchmarks(
         >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
         array([5.])
     """
-    return _weighted_mean(
-        normalized, _weights(weight, normalized, 1.0, 1.0, missing=missing)
-    )
+    weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
+    total = _row_sums(np.where(np.isnan(normalized), 0.0, normalized), weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        average: FloatArray = total / _row_sums(weights)
+    return average
 
 
-def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
+def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray | None = None) -> FloatArray:
     """``matrix @ weight``, summed column by column in one fixed order.
 
     `weight` holds a weight per column, or per row and column (the shape of
-    `matrix`). A matrix product's summation order depends on the BLAS and on
+    `matrix`); None: the plain row sums. A matrix product's summation order depends on the BLAS and on
     the matrix's shape, so a variant's average could change in its last bit
     with the other variants in the run; here each row's sum depends on that
     row alone.
@@ -288,7 +288,11 @@ def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
     """
     total = np.zeros(matrix.shape[0], dtype=np.float64)
     for column in range(matrix.shape[1]):
-        total += matrix[:, column] * weight[..., column]
+        total += (
+            matrix[:, column]
+            if weight is None
+            else matrix[:, column] * weight[..., column]
+        )
     return total
 
 
@@ -306,7 +310,7 @@ def average_stderr(
 
     Args:
         stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
-        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
+        normalized: The scores (NaN where missing).
         weight: Per-benchmark weights.
         missing: The policy the average used.
 
@@ -316,5 +320,4 @@ def average_stderr(
         [2.5]
     """
     weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
-    average = _weighted_mean(normalized, weights)
-    return _weighted_stderr(stderr, normalized, weights, average)
+    return _weighted_average(normalized, stderr, weights)[1]
