@@ -26,7 +26,7 @@ __all__ = [
     "average_rows",
     "average_stderr",
     "averaged",
-    "summed_left_to_right",
+    "sum_benchmarks",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -172,40 +172,36 @@ def _weighted_average(
     return average, np.asarray(result, dtype=np.float64)
 
 
-def summed_left_to_right(
+def sum_benchmarks(
+    suite: Suite,
     arrays: SuiteArrays,
-    values: FloatArray,
     normalized: FloatArray,
     *,
     missing: MissingPolicy,
+    values: FloatArray | None,
 ) -> FloatArray:
-    """Each mean of subtask scores as a float64 sum in suite order, then divided.
+    """The benchmark scores, each mean of subtask scores summed left to right where the board asks.
 
-    A publisher's ``DataFrame.mean(axis=1)`` over a benchmark's task columns:
-    ``((v1 + v2) + v3) / n``, an absent score skipped (``partial``), counted 0
-    (``zero``) or emptying the mean (``exclude``). Where two such sums land on
-    either side of a rounding tie (x.xx5), this decides the published digit.
+    Under ``summation = "left-to-right"``, a publisher's ``DataFrame.mean(axis=1)``
+    over a benchmark's task columns: ``((v1 + v2) + v3) / n``, an absent score
+    skipped (``partial``), counted 0 (``zero``) or emptying the mean
+    (``exclude``). Where two such sums land on either side of a rounding tie
+    (x.xx5), this decides the published digit.
 
     Args:
-        arrays: The suite's arrays.
-        values: ``(n_rows, n_subtasks)`` subtask scores in suite order, NaN where
-            absent.
-        normalized: The engines' benchmark scores: a cell they left empty (no
-            subtask, or excluded) stays empty.
+        suite: The suite (its board's ``summation``).
+        arrays: Its arrays.
+        normalized: The engines' exact benchmark scores: a cell they left empty
+            (no subtask, or excluded) stays empty.
         missing: The run's policy (a benchmark's own overrides it).
+        values: ``(n_rows, n_subtasks)`` subtask scores in suite order, NaN where
+            absent (None: exact sums only).
 
     Returns:
-        The benchmark scores, the left-to-right means in place of the exact.
-
-    Examples:
-        >>> from lbnorm.suites import SuiteArrays
-        >>> arrays = SuiteArrays(lower_bound=np.zeros(3), n_samples=np.zeros(3),
-        ...     benchmark_index=np.zeros(3, np.int64), is_pooled=np.array([False]),
-        ...     weight=np.ones(1))
-        >>> values = np.array([[0.1, 0.2, 0.3]])
-        >>> summed_left_to_right(arrays, values, np.array([[0.2]]), missing="exclude")[0, 0]
-        np.float64(0.20000000000000004)
+        `normalized` itself, or the left-to-right means in its place.
     """
+    if values is None or suite.board.summation != "left-to-right":
+        return normalized
     result = normalized.copy()
     starts = arrays.benchmark_starts()
     for index in range(arrays.is_pooled.shape[0]):  # a suite's benchmarks
