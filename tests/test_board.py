@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 import scipy.stats
 from dense_oracle import dense_result
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lbnorm.board import rank_descending, score_board, sum_benchmarks
@@ -450,6 +450,81 @@ def test_score_board_default_is_todays_board() -> None:
         board.average, average_benchmarks(scores, arrays.weight, missing="partial")
     )
     np.testing.assert_array_equal(board.rank, rank_descending(board.average))
+
+
+def _loop_average(
+    scores: np.ndarray, errors: np.ndarray, weight: np.ndarray, missing: str
+) -> tuple[list[float], list[float]]:
+    """Each row's weighted mean and its stderr, summed in benchmark order as plain floats."""
+    averages, stderrs = [], []
+    for row, error_row in zip(scores.tolist(), errors.tolist(), strict=True):
+        total = divisor = squares = 0.0
+        is_empty = is_unknown = False
+        for score, error, w in zip(row, error_row, weight.tolist(), strict=True):
+            if math.isnan(score):
+                is_empty |= missing == "exclude"
+                divisor += w if missing == "zero" else 0.0
+                continue
+            total += score * w
+            divisor += w
+            is_unknown |= math.isnan(error)
+            squares += 0.0 if math.isnan(error) else (error * error) * (w * w)
+        is_none = is_empty or divisor == 0.0
+        averages.append(math.nan if is_none else total / divisor)
+        unknown = is_none or is_unknown
+        stderrs.append(math.nan if unknown else math.sqrt(squares) / divisor)
+    return averages, stderrs
+
+
+_CELLS = st.one_of(st.just(math.nan), st.floats(0.0, 100.0))
+
+
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.floats(0.01, 10.0), min_size=n, max_size=n),
+            st.lists(st.lists(_CELLS, min_size=n, max_size=n), min_size=1, max_size=4),
+            st.lists(st.lists(_CELLS, min_size=n, max_size=n), min_size=1, max_size=4),
+        )
+    ),
+    st.sampled_from(["exclude", "partial", "zero"]),
+)
+@example(  # here numpy's pairwise weight.sum() is 14.169999999999998, in order 14.17
+    (
+        [1.95, 0.88, 0.22, 0.15, 2.46, 2.75, 1.86, 2.22, 1.68],
+        [[50.0] * 8 + [math.nan]],
+        [[1.0] * 9],
+    ),
+    "zero",
+)
+def test_benchmark_average_sums_in_benchmark_order(
+    cells: tuple[list[float], list[list[float]], list[list[float]]],
+    missing: MissingPolicy,
+) -> None:
+    """Every divisor (``zero``'s sum of all weights too) is summed as the numerator is.
+
+    Bit-equal to a plain loop in benchmark order, with 8+ benchmarks and weights that
+    are not integers (where numpy's pairwise ``weight.sum()`` could differ in the
+    last bit), and within rounding of the exactly rounded sums (``math.fsum``).
+    """
+    from lbnorm.board import average_benchmarks, average_stderr
+
+    weight = np.array(cells[0])
+    scores = np.array(cells[1])
+    errors = np.resize(np.array(cells[2]), scores.shape)
+    average = average_benchmarks(scores, weight, missing=missing)
+    stderr = average_stderr(errors, scores, weight, missing=missing)
+    expected, expected_stderr = _loop_average(scores, errors, weight, missing)
+    np.testing.assert_array_equal(average, expected)
+    np.testing.assert_array_equal(stderr, expected_stderr)
+    for row, got in zip(scores.tolist(), average.tolist(), strict=True):
+        taken = [(s, w) for s, w in zip(row, weight.tolist(), strict=True)]
+        if missing != "zero":
+            taken = [(s, w) for s, w in taken if not math.isnan(s)]
+        exact = math.fsum(0.0 if math.isnan(s) else s * w for s, w in taken)
+        divisor = math.fsum(w for _, w in taken)
+        if not math.isnan(got):
+            assert got == pytest.approx(exact / divisor, rel=1e-13, abs=1e-13)
 
 
 # --- the [board] table: every mistake named ----------------------------------------

@@ -25,7 +25,7 @@ from lbnorm.board.average import (
     average_benchmarks,
     average_rows,
     average_stderr,
-    summed_left_to_right,
+    sum_benchmarks,
 )
 from lbnorm.board.rank import rank_descending
 from lbnorm.board.rates import (
@@ -68,31 +68,6 @@ class BoardScores:
     average_stderr: FloatArray
     rates: dict[str, FloatArray]
     rank: FloatArray
-
-
-def sum_benchmarks(
-    suite: Suite,
-    arrays: SuiteArrays,
-    normalized: FloatArray,
-    *,
-    missing: MissingPolicy,
-    values: FloatArray | None,
-) -> FloatArray:
-    """The benchmark scores, each mean of subtask scores summed left to right where the board asks.
-
-    Args:
-        suite: The suite (its board's ``summation``).
-        arrays: Its arrays.
-        normalized: The engines' exact benchmark scores.
-        missing: The run's missing-data policy.
-        values: ``(n_rows, n_subtasks)`` subtask scores (None: exact sums only).
-
-    Returns:
-        `normalized` itself, or the left-to-right means in its place.
-    """
-    if values is None or suite.board.summation != "left-to-right":
-        return normalized
-    return summed_left_to_right(arrays, values, normalized, missing=missing)
 
 
 def rate_rows(

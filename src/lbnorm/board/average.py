@@ -26,7 +26,7 @@ __all__ = [
     "average_rows",
     "average_stderr",
     "averaged",
-    "summed_left_to_right",
+    "sum_benchmarks",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -84,16 +84,37 @@ def average_rows(
     errors = stderr if every else stderr[:, kept]
     if board.average == "benchmarks":
         weight = arrays.weight if every else arrays.weight[kept]
-        return (
-            average_benchmarks(scores, weight, missing=missing),
-            average_stderr(errors, scores, weight, missing=missing),
-        )
-    weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
-    if values is not None and board.summation == "left-to-right":
-        average = _left_to_right_average(arrays, values, scores, weights, kept)
+        weights = _weights(weight, scores, 1.0, 1.0, missing=missing)
     else:
-        average = _weighted_mean(scores, weights)
-    return average, _weighted_stderr(errors, scores, weights, average)
+        weights = _subtask_weights(arrays, scores, n_present, kept, missing=missing)
+    total = None
+    if (
+        board.average == "subtasks"
+        and values is not None
+        and board.summation == "left-to-right"
+    ):
+        total = _left_to_right_total(arrays, values, scores, weights, kept)
+    return _weighted_average(scores, errors, weights, total=total)
+
+
+def _weights(
+    weight: FloatArray,
+    scores: FloatArray,
+    count: float | FloatArray,
+    expected: float | FloatArray,
+    *,
+    missing: MissingPolicy,
+) -> FloatArray:
+    """Per row and benchmark, its weight times the count it takes (a benchmark mean: 1).
+
+    A scored benchmark counts `count`; one without a score counts under the
+    run's policy: as 0 over `expected` (``zero``), not at all (``partial``),
+    or it empties the average (``exclude``: NaN).
+    """
+    absent = (
+        expected if missing == "zero" else (np.nan if missing == "exclude" else 0.0)
+    )
+    return np.asarray(weight * np.where(np.isnan(scores), absent, count), np.float64)
 
 
 def _subtask_weights(
@@ -106,92 +127,81 @@ def _subtask_weights(
 ) -> FloatArray:
     """Per row and averaged benchmark, its weight times the subtasks it counts.
 
-    A benchmark's count is its subtasks present under ``partial``, all of them
-    under ``exclude`` and ``zero``; a benchmark without a score counts under
-    the run's policy: not at all (``partial``), as 0 over all its subtasks
-    (``zero``), or it empties the average (``exclude``: NaN).
+    A benchmark's count is its subtasks present under ``partial`` (its own
+    policy), all of them under ``exclude`` and ``zero``.
     """
     benchmarks = np.flatnonzero(kept)
-    expected = np.bincount(
-        arrays.benchmark_index, minlength=arrays.is_pooled.shape[0]
-    ).astype(np.float64)
-    weights = np.empty(scores.shape)
-    for column, index in enumerate(benchmarks.tolist()):  # a suite's benchmarks
-        policy = arrays.missing_of(index, missing)
-        count = (
-            n_present[:, index].astype(np.float64)
-            if policy == "partial"
-            else np.full(scores.shape[0], expected[index])
-        )
-        is_scored = ~np.isnan(scores[:, column])
-        weights[:, column] = arrays.weight[index] * np.where(
-            is_scored,
-            count,
-            expected[index]
-            if missing == "zero"
-            else (np.nan if missing == "exclude" else 0.0),
-        )
-    return weights
+    expected = np.bincount(arrays.benchmark_index, minlength=arrays.is_pooled.shape[0])[
+        benchmarks
+    ].astype(np.float64)
+    is_partial = np.array(
+        [
+            arrays.missing_of(index, missing) == "partial"
+            for index in benchmarks.tolist()
+        ],
+        dtype=bool,
+    )
+    count = np.where(is_partial, n_present[:, benchmarks], expected)
+    return _weights(arrays.weight[benchmarks], scores, count, expected, missing=missing)
 
 
-def _weighted_mean(scores: FloatArray, weights: FloatArray) -> FloatArray:
-    """``sum(W x) / sum(W)`` per row (NaN weight: NaN)."""
-    filled = np.where(np.isnan(scores), 0.0, scores)  # (weight 0: not counted)
-    divisor = _row_sums(np.ones(weights.shape), weights)
+def _weighted_average(
+    scores: FloatArray,
+    errors: FloatArray,
+    weights: FloatArray,
+    *,
+    total: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Each row's ``sum(W x) / sum(W)`` and its standard error, ``sqrt(sum(W^2 se^2)) / sum(W)``.
+
+    `total`: the rows' ``sum(W x)`` summed otherwise (left to right). The error
+    is over the benchmarks counted, NaN if one's is unknown. A NaN weight
+    leaves the row's average NaN, and so its error.
+    """
+    if total is None:
+        total = _row_sums(np.where(np.isnan(scores), 0.0, scores), weights)
+    is_scored = ~np.isnan(scores) & (weights > 0)
+    is_known = ~np.isnan(errors)
+    known = np.where(is_scored & is_known, errors * errors, 0.0)
+    divisor = _row_sums(weights)
     with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = _row_sums(filled, weights) / divisor
-    return average
-
-
-def _weighted_stderr(
-    errors: FloatArray, scores: FloatArray, weights: FloatArray, average: FloatArray
-) -> FloatArray:
-    """``sqrt(sum(W^2 se^2)) / sum(W)`` over the benchmarks counted; NaN if one's is unknown."""
-    weight = np.nan_to_num(weights)
-    is_scored = ~np.isnan(scores) & (weight > 0)
-    is_unknown = (is_scored & np.isnan(errors)).any(axis=1)
-    known = np.where(is_scored & ~np.isnan(errors), errors * errors, 0.0)
-    divisor = _row_sums(np.ones(weight.shape), weight)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(_row_sums(known, weight**2)) / divisor
+        average: FloatArray = total / divisor
+        result = np.sqrt(_row_sums(known, weights**2)) / divisor
+    is_unknown = (is_scored & ~is_known).any(axis=1)
     result = np.where(np.isnan(average) | is_unknown, np.nan, result)
-    return np.asarray(result, dtype=np.float64)
+    return average, np.asarray(result, dtype=np.float64)
 
 
-def summed_left_to_right(
+def sum_benchmarks(
+    suite: Suite,
     arrays: SuiteArrays,
-    values: FloatArray,
     normalized: FloatArray,
     *,
     missing: MissingPolicy,
+    values: FloatArray | None,
 ) -> FloatArray:
-    """Each mean of subtask scores as a float64 sum in suite order, then divided.
+    """The benchmark scores, each mean of subtask scores summed left to right where the board asks.
 
-    A publisher's ``DataFrame.mean(axis=1)`` over a benchmark's task columns:
-    ``((v1 + v2) + v3) / n``, an absent score skipped (``partial``), counted 0
-    (``zero``) or emptying the mean (``exclude``). Where two such sums land on
-    either side of a rounding tie (x.xx5), this decides the published digit.
+    Under ``summation = "left-to-right"``, a publisher's ``DataFrame.mean(axis=1)``
+    over a benchmark's task columns: ``((v1 + v2) + v3) / n``, an absent score
+    skipped (``partial``), counted 0 (``zero``) or emptying the mean
+    (``exclude``). Where two such sums land on either side of a rounding tie
+    (x.xx5), this decides the published digit.
 
     Args:
-        arrays: The suite's arrays.
-        values: ``(n_rows, n_subtasks)`` subtask scores in suite order, NaN where
-            absent.
-        normalized: The engines' benchmark scores: a cell they left empty (no
-            subtask, or excluded) stays empty.
+        suite: The suite (its board's ``summation``).
+        arrays: Its arrays.
+        normalized: The engines' exact benchmark scores: a cell they left empty
+            (no subtask, or excluded) stays empty.
         missing: The run's policy (a benchmark's own overrides it).
+        values: ``(n_rows, n_subtasks)`` subtask scores in suite order, NaN where
+            absent (None: exact sums only).
 
     Returns:
-        The benchmark scores, the left-to-right means in place of the exact.
-
-    Examples:
-        >>> from lbnorm.suites import SuiteArrays
-        >>> arrays = SuiteArrays(lower_bound=np.zeros(3), n_samples=np.zeros(3),
-        ...     benchmark_index=np.zeros(3, np.int64), is_pooled=np.array([False]),
-        ...     weight=np.ones(1))
-        >>> values = np.array([[0.1, 0.2, 0.3]])
-        >>> summed_left_to_right(arrays, values, np.array([[0.2]]), missing="exclude")[0, 0]
-        np.float64(0.20000000000000004)
+        `normalized` itself, or the left-to-right means in its place.
     """
+    if values is None or suite.board.summation != "left-to-right":
+        return normalized
     result = normalized.copy()
     starts = arrays.benchmark_starts()
     for index in range(arrays.is_pooled.shape[0]):  # a suite's benchmarks
@@ -213,17 +223,16 @@ def summed_left_to_right(
     return result
 
 
-def _left_to_right_average(
+def _left_to_right_total(
     arrays: SuiteArrays,
     values: FloatArray,
     scores: FloatArray,
     weights: FloatArray,
     kept: BoolArray,
 ) -> FloatArray:
-    """The mean of every counted subtask score, summed left to right in suite order."""
+    """The sum of every counted subtask score (times its weight), left to right in suite order."""
     starts = arrays.benchmark_starts()
     total = np.zeros(values.shape[0])
-    divisor = np.zeros(values.shape[0])
     for column, index in enumerate(np.flatnonzero(kept).tolist()):
         weight = weights[:, column]
         is_counted = ~np.isnan(scores[:, column]) & (weight > 0)
@@ -232,16 +241,13 @@ def _left_to_right_average(
             value = values[:, subtask]
             term = np.where(is_counted & ~np.isnan(value), value, 0.0)
             total += term if factor == 1.0 else term * factor
-        divisor += weight
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = total / divisor
-    return average
+    return total
 
 
 def average_benchmarks(
     normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
 ) -> FloatArray:
-    """Return each variant's weighted mean of benchmark scores.
+    """Return each variant's weighted mean of benchmark scores (:func:`average_rows`'s rule).
 
     Args:
         normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
@@ -256,25 +262,18 @@ def average_benchmarks(
         >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
         array([5.])
     """
-    if not weight.size:  # nothing averaged: no average
-        return np.full(normalized.shape[0], np.nan)
-    is_present = ~np.isnan(normalized)
-    filled = np.where(is_present, normalized, 0.0)
-    weighted_sum = _row_sums(filled, weight)
-    if missing == "zero":
-        return np.asarray(weighted_sum / weight.sum(), dtype=np.float64)
+    weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
+    total = _row_sums(np.where(np.isnan(normalized), 0.0, normalized), weights)
     with np.errstate(invalid="ignore", divide="ignore"):
-        average = weighted_sum / _row_sums(is_present, weight)
-    if missing == "exclude":
-        average = np.where(is_present.all(axis=1), average, np.nan)
+        average: FloatArray = total / _row_sums(weights)
     return average
 
 
-def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
+def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray | None = None) -> FloatArray:
     """``matrix @ weight``, summed column by column in one fixed order.
 
     `weight` holds a weight per column, or per row and column (the shape of
-    `matrix`). A matrix product's summation order depends on the BLAS and on
+    `matrix`); None: the plain row sums. A matrix product's summation order depends on the BLAS and on
     the matrix's shape, so a variant's average could change in its last bit
     with the other variants in the run; here each row's sum depends on that
     row alone.
@@ -285,7 +284,11 @@ def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray) -> FloatArray:
     """
     total = np.zeros(matrix.shape[0], dtype=np.float64)
     for column in range(matrix.shape[1]):
-        total += matrix[:, column] * weight[..., column]
+        total += (
+            matrix[:, column]
+            if weight is None
+            else matrix[:, column] * weight[..., column]
+        )
     return total
 
 
@@ -303,7 +306,7 @@ def average_stderr(
 
     Args:
         stderr: ``(n_variants, n_benchmarks)`` standard errors, NaN where unknown.
-        normalized: The scores (NaN where missing), as for :func:`average_benchmarks`.
+        normalized: The scores (NaN where missing).
         weight: Per-benchmark weights.
         missing: The policy the average used.
 
@@ -312,18 +315,5 @@ def average_stderr(
         ...     np.ones(2), missing="exclude").tolist()
         [2.5]
     """
-    is_present = ~np.isnan(normalized)
-    is_unknown = is_present & np.isnan(stderr)
-    squares = _row_sums(
-        np.where(is_present & ~is_unknown, stderr * stderr, 0.0), weight**2
-    )
-    divisor = (
-        np.full(normalized.shape[0], weight.sum())
-        if missing == "zero"
-        else _row_sums(is_present, weight)
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        result = np.sqrt(squares) / divisor
-    average = average_benchmarks(normalized, weight, missing=missing)
-    result = np.where(np.isnan(average) | is_unknown.any(axis=1), np.nan, result)
-    return np.asarray(result, dtype=np.float64)
+    weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
+    return _weighted_average(normalized, stderr, weights)[1]
