@@ -67,6 +67,7 @@ def test_cli_draws_on_a_terminal_and_not_when_quiet(
     def eager(
         stream: TextIO | None = None, *, quiet: bool = False
     ) -> ProgressBar | None:
+        stream = stream or sys.stderr
         return None if quiet else ProgressBar(stream=stream, delay=0.0, interval=0.0)
 
     monkeypatch.setattr(progress, "progress_bar", eager)

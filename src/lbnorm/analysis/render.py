@@ -272,7 +272,7 @@ def diff_parts(diff: Diff) -> list[tuple[str, str, pd.DataFrame]]:
             (
                 "coverage",
                 f"Coverage ({len(diff.coverage):,} benchmark(s) scored on other subtasks)",
-                coverage_table(diff),
+                diff.coverage.rename(columns=lambda name: name.replace("_", " ")),
             )
         )
     if len(diff.scores):
@@ -326,13 +326,6 @@ def cut_list(table: pd.DataFrame, *, largest: int) -> tuple[pd.DataFrame, int]:
     if "delta" in shown.columns:
         shown = shown.assign(delta=[f"{value:+,.3f}" for value in shown["delta"]])
     return shown, len(table) - len(shown)
-
-
-def coverage_table(diff: Diff) -> pd.DataFrame:
-    """Per benchmark scored on other subtasks on each side: the subtasks scored, in words."""
-    return diff.coverage.rename(
-        columns={"old_subtasks": "old subtasks", "new_subtasks": "new subtasks"}
-    )
 
 
 def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
@@ -527,19 +520,10 @@ def diff_per_benchmark(diff: Diff) -> pd.DataFrame:
         .groupby("benchmark", sort=False)
         .agg(
             changed=("is_changed", "sum"),
-            mean_delta=("delta", "mean"),
-            min_delta=("delta", "min"),
-            max_delta=("delta", "max"),
+            **{f"{name} delta": ("delta", name) for name in ("mean", "min", "max")},
         )
         .reindex(list(diff.benchmarks))
         .reset_index()
-        .rename(
-            columns={
-                "mean_delta": "mean delta",
-                "min_delta": "min delta",
-                "max_delta": "max delta",
-            }
-        )
     )
 
 

@@ -119,28 +119,18 @@ def format_paired_diff(diff: PairedDiff, *, digits: int = 2, largest: int = 10) 
             "",
             "## Moved",
             "",
-            markdown_table(
-                top[
-                    [
-                        "model",
-                        "precision",
-                        "level",
-                        "old_score",
-                        "new_score",
-                        "difference",
-                        "stderr",
-                        "stderr_unpaired",
-                        "p_adjusted",
-                    ]
-                ],
-                digits=digits,
-            ),
+            markdown_table(top[list(_MOVED_COLUMNS)], digits=digits),
         ]
     lines += [f"\nNote: {note}." for note in diff.notes]
     return "\n".join(lines)
 
 
 _SHOWN_ITEMS = 10
+#: The columns of ``diff --paired``'s list of moves.
+_MOVED_COLUMNS = (
+    *("model", "precision", "level", "old_score", "new_score", "difference"),
+    *("stderr", "stderr_unpaired", "p_adjusted"),
+)
 
 
 def _p_texts(values: pd.Series) -> list[str]:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TextIO
 
 __all__ = ["ProgressBar", "progress_bar"]
 
 
+@dataclass(slots=True, kw_only=True)
 class ProgressBar:
     r"""Draw ``stage [#####.....] done/total pct elapsed`` on one terminal line.
 
@@ -41,57 +43,48 @@ class ProgressBar:
         ['parsing [##..] 2/4  50% 1.0s\x1b[K', 'parsing [####] 4/4 100% 2.0s\x1b[K\n']
     """
 
-    def __init__(
-        self,
-        *,
-        stream: TextIO | None = None,
-        delay: float = 0.5,
-        interval: float = 0.1,
-        width: int = 30,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._stream = stream if stream is not None else sys.stderr
-        self._delay = delay
-        self._interval = interval
-        self._width = width
-        self._clock = clock
-        self._stage = ""
-        self._started = 0.0
-        self._drawn_at: float | None = None  # None: nothing on the line yet
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    delay: float = 0.5
+    interval: float = 0.1
+    width: int = 30
+    clock: Callable[[], float] = time.monotonic
+    _stage: str = field(default="", init=False)
+    _started: float = field(default=0.0, init=False)
+    _drawn_at: float | None = field(default=None, init=False)  # None: nothing drawn
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         """Record progress; redraw if due."""
-        now = self._clock()
+        now = self.clock()
         if stage != self._stage:
             self._end_line()
             self._stage, self._started = stage, now
         is_last = done >= total
-        if now - self._started < self._delay and not (
+        if now - self._started < self.delay and not (
             is_last and self._drawn_at is not None
         ):
             return
         if (
             not is_last
             and self._drawn_at is not None
-            and now - self._drawn_at < self._interval
+            and now - self._drawn_at < self.interval
         ):
             return
         fraction = min(done / total, 1.0) if total > 0 else 1.0
-        filled = round(fraction * self._width)
-        bar = "#" * filled + "." * (self._width - filled)
-        self._stream.write(
+        filled = round(fraction * self.width)
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(
             f"\r{stage} [{bar}] {done:,}/{total:,} {fraction:4.0%} "
             f"{now - self._started:.1f}s\x1b[K"
         )
         self._drawn_at = now
         if is_last:
             self._end_line()
-        self._stream.flush()
+        self.stream.flush()
 
     def close(self) -> None:
         """End the current line, if one is drawn."""
         self._end_line()
-        self._stream.flush()
+        self.stream.flush()
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -106,7 +99,7 @@ class ProgressBar:
 
     def _end_line(self) -> None:
         if self._drawn_at is not None:
-            self._stream.write("\n")
+            self.stream.write("\n")
         self._drawn_at = None
 
 

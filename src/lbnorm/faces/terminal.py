@@ -489,19 +489,16 @@ def format_suite(suite: Suite) -> str:
         "",
     ]
     for benchmark in suite.benchmarks:
+        low, high = benchmark.value_range
         rules = [
-            *([f"kind {benchmark.kind}"] if benchmark.kind != "score" else []),
-            *(
-                [f"range [{benchmark.value_range[0]:g}, {benchmark.value_range[1]:g}]"]
-                if benchmark.value_range != (0.0, 1.0)
-                else []
-            ),
-            *([f"missing {benchmark.missing}"] if benchmark.missing else []),
-            *(
-                ["not averaged"]
-                if not benchmark.averaged and benchmark.kind == "score"
-                else []
-            ),
+            text
+            for is_said, text in (
+                (benchmark.kind != "score", f"kind {benchmark.kind}"),
+                ((low, high) != (0.0, 1.0), f"range [{low:g}, {high:g}]"),
+                (bool(benchmark.missing), f"missing {benchmark.missing}"),
+                (not benchmark.averaged and benchmark.kind == "score", "not averaged"),
+            )
+            if is_said
         ]
         header.append(
             f"{benchmark.name}: {benchmark.aggregation}, weight {benchmark.weight:g}, {len(benchmark.subtasks)} subtask(s)"
