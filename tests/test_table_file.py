@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lbnorm import _runtime
 from lbnorm.core.errors import Cancelled, InputError
@@ -158,6 +160,18 @@ def test_rows_are_numbered_as_the_file_counts_them() -> None:
     assert text_rows(jsonl_data, "jsonl").lines.tolist() == [1, 3]  # type: ignore[union-attr]
     assert text_rows(b'{"a": 1}\n', "jsonl", 1).where(0) == "line 1"
     assert table_file.RowNumbers(unit="row", first=1).where(4) == "row 5"
+
+
+@given(
+    st.lists(
+        st.sampled_from([b"{}", b"x", b" ", b"\t", b"\r", b"\x0b", b"\n"]), max_size=30
+    )
+)
+def test_a_json_line_of_whitespace_only_is_blank(pieces: list[bytes]) -> None:
+    """As ``bytes.strip`` has it (the line numbers a message names)."""
+    data = b"".join(pieces)
+    filled = [n for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+    assert table_file._record_lines(data, is_quoted=False).tolist() == filled
 
 
 @pytest.mark.parametrize(

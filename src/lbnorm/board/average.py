@@ -273,10 +273,10 @@ def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray | None = None) -> Flo
     """``matrix @ weight``, summed column by column in one fixed order.
 
     `weight` holds a weight per column, or per row and column (the shape of
-    `matrix`); None: the plain row sums. A matrix product's summation order depends on the BLAS and on
-    the matrix's shape, so a variant's average could change in its last bit
-    with the other variants in the run; here each row's sum depends on that
-    row alone.
+    `matrix`); None: the plain row sums. A matrix product's summation order
+    depends on the BLAS and on the matrix's shape, so a variant's average could
+    change in its last bit with the other variants in the run; here each row's
+    sum depends on that row alone.
 
     Examples:
         >>> _row_sums(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, 2.0])).tolist()

@@ -454,13 +454,16 @@ def _record_lines(data: bytes, *, is_quoted: bool) -> npt.NDArray[np.int64]:
         ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
     starts = np.r_[0, ends + 1]
     stops = np.r_[ends, len(data)]
+    width = stops - starts
     if is_quoted:
-        width = stops - starts
         last = buffer[np.maximum(stops - 1, 0)] if len(data) else np.zeros_like(stops)
         is_blank = width - ((width > 0) & (last == ord("\r"))) <= 0
-    else:  # no byte but whitespace between a record's start and stop
-        filled = np.flatnonzero(~_IS_SPACE[buffer])
-        is_blank = np.searchsorted(filled, starts) == np.searchsorted(filled, stops)
+    else:  # a record opening with whitespace (few: blank lines) is looked at whole
+        is_blank = width == 0
+        opens = np.flatnonzero(~is_blank)
+        opens = opens[_IS_SPACE[buffer[starts[opens]]]]
+        for at in opens.tolist():
+            is_blank[at] = not data[starts[at] : stops[at]].strip()
     first_lines: npt.NDArray[np.int64] = np.searchsorted(newlines, starts[~is_blank])
     return first_lines + 1
 
