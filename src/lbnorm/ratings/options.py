@@ -122,10 +122,12 @@ class Battles:
         n_filtered_out: Rows removed by the ``where`` conditions.
         warnings: Things a caller may show.
         files: Per file: its format, shape and rows read and kept.
-        fields: Per numeric field asked of :func:`~lbnorm.ratings.battles.read_battles` (a dotted path
-            such as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
-        flags: Per named condition asked of :func:`~lbnorm.ratings.battles.read_battles`, whether each
-            row meets it.
+        fields: Per numeric field asked of
+            :func:`~lbnorm.ratings.battles.read_battles` (a dotted path such
+            as ``conv_metadata.sum_assistant_a_tokens``), its value per row.
+        flags: Per named condition asked of
+            :func:`~lbnorm.ratings.battles.read_battles`, whether each row
+            meets it.
         judge: Per row, a code for its ``judge`` (the same code for the same
             judge across files; -1 where empty), when asked for.
 
