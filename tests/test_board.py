@@ -20,7 +20,13 @@ from dense_oracle import dense_result
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lbnorm.board import rank_descending, score_board, sum_benchmarks
+from lbnorm.board import (
+    average_benchmarks,
+    average_stderr,
+    rank_descending,
+    score_board,
+    sum_benchmarks,
+)
 from lbnorm.board.rates import borda_count, mean_win_rate, model_win_rate, task_win_rate
 from lbnorm.core.errors import OptionsError, SuiteError
 from lbnorm.core.options import MissingPolicy, RunOptions
@@ -507,8 +513,6 @@ def test_benchmark_average_sums_in_benchmark_order(
     are not integers (where numpy's pairwise ``weight.sum()`` could differ in the
     last bit), and within rounding of the exactly rounded sums (``math.fsum``).
     """
-    from lbnorm.board import average_benchmarks, average_stderr
-
     weight = np.array(cells[0])
     scores = np.array(cells[1])
     errors = np.resize(np.array(cells[2]), scores.shape)

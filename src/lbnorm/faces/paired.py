@@ -128,8 +128,15 @@ def format_paired_diff(diff: PairedDiff, *, digits: int = 2, largest: int = 10) 
 _SHOWN_ITEMS = 10
 #: The columns of ``diff --paired``'s list of moves.
 _MOVED_COLUMNS = (
-    *("model", "precision", "level", "old_score", "new_score", "difference"),
-    *("stderr", "stderr_unpaired", "p_adjusted"),
+    "model",
+    "precision",
+    "level",
+    "old_score",
+    "new_score",
+    "difference",
+    "stderr",
+    "stderr_unpaired",
+    "p_adjusted",
 )
 
 

@@ -294,7 +294,9 @@ def aggregate_samples_files(
                 continue
             wanted = [metric.partition(",")[::2] for metric in metrics_of[task]]
             parsed = read_metric_items(Path(name), wanted, "doc_id", None)
-            for metric, (short, _), got in zip(metrics_of[task], wanted, parsed, strict=True):  # fmt: skip
+            for metric, (short, _), got in zip(
+                metrics_of[task], wanted, parsed, strict=True
+            ):
                 if not got.values.size:
                     msg = (
                         f"{name}: {short!r} lists are empty in every line.\n{HINT_LINE}"
