@@ -55,6 +55,7 @@ __all__ = [
     "board_order",
     "board_schema",
     "finish_job",
+    "key_columns",
     "leaderboard_rows",
     "leaderboard_table",
     "resized_examples",
@@ -548,7 +549,7 @@ def benchmark_table(
     columns: dict[str, pa.Array]
     if keys is None:
         variant_index = np.tile(np.arange(n_variants), n_benchmarks)[present]
-        columns = _key_columns(variants, variant_index, plain=plain)
+        columns = key_columns(variants, variant_index, plain=plain)
     elif isinstance(present, slice):
         columns = dict(keys)
     else:
@@ -591,11 +592,11 @@ def start_benchmark_keys(
     # every (benchmark, variant) cell, benchmark-major: the rows of
     # benchmark_table when every cell is present
     return beside(
-        lambda: _key_columns(variants, np.tile(np.arange(len(variants)), n_benchmarks))
+        lambda: key_columns(variants, np.tile(np.arange(len(variants)), n_benchmarks))
     )
 
 
-def _key_columns(
+def key_columns(
     variants: Variants, variant_index: IntArray, *, plain: Collection[str] = ()
 ) -> dict[str, pa.Array]:
     """The key columns of the rows `variant_index` points at."""

@@ -24,18 +24,25 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lbnorm.core import arrow
-from lbnorm.core.schemas import KEY_COLUMNS, SCORES, SUBTASK_SCORES, Batch
+from lbnorm.core.schemas import SCORES, SUBTASK_SCORES, Batch
 from lbnorm.engines.encode import Variants, factorize
 from lbnorm.engines.kernel import SuiteArrays, normalize_rows
-from lbnorm.engines.result import with_present_values
+from lbnorm.engines.result import key_columns, with_present_values
 from lbnorm.engines.validate import CheckedBatch
 from lbnorm.suites import Suite, suite_arrays
 
 __all__ = ["SortedParts"]
 
-#: What is held per row (codes into the run's variants, the suite's subtasks and
-#: the metric and source registries; scores and details).
-_ROW_COLUMNS = ("variant", "subtask", "raw", "stderr", "n_samples", "metric", "source")
+#: What is held per row of the checked batches, and its type (codes: 4 bytes a row).
+_HELD = {
+    "variant": np.int32,
+    "subtask": np.int32,
+    "raw": np.float64,
+    "stderr": np.float64,
+    "n_samples": np.float64,
+}
+#: Everything held per row: with codes into the metric and source registries.
+_ROW_COLUMNS = (*_HELD, "metric", "source")
 
 
 class SortedParts:
@@ -58,22 +65,15 @@ class SortedParts:
         is_all = bool(keep.all())
         table = batch.table if is_all else batch.table.filter(arrow.array(keep))
         columns = self._columns
-        for name, values, kind in (
-            ("variant", checked.variant, np.int32),  # (codes: 4 bytes a row each)
-            ("subtask", checked.subtask, np.int32),
-            ("raw", checked.scores, np.float64),
-        ):
+        given = {  # (NaN: a detail not given)
+            "variant": checked.variant,
+            "subtask": checked.subtask,
+            "raw": checked.scores,
+            **checked.details,
+        }
+        for name, kind in _HELD.items():
+            values = given[name] if name in given else np.full(keep.size, np.nan)
             columns[name].append((values if is_all else values[keep]).astype(kind))
-        n_rows = table.num_rows
-        for name, dtype, null in (
-            ("stderr", np.float64, np.nan),
-            ("n_samples", np.int64, 0),
-        ):
-            if name in table.column_names:
-                values = arrow.to_numpy(table.column(name), null=null)
-                columns[name].append(np.asarray(values, dtype=dtype))
-            else:
-                columns[name].append(np.full(n_rows, null, dtype=dtype))
         for name, default in (("metric", ""), ("source", batch.source)):
             columns[name].append(_codes(table, name, self._registries[name], default))
         extras = [
@@ -121,8 +121,6 @@ class SortedParts:
         variant = rank[rows.pop("variant")]
         subtask = rows.pop("subtask").astype(np.int64)
         sort, bounds = _cell_order(variant, subtask, order.size, arrays)
-        keys = {n: ordered.dictionary(n) for n in KEY_COLUMNS if n != "chat_template"}
-        flags = ordered.codes[:, 3].astype(bool)
         pairs = [(b.name, s.name) for b in suite.benchmarks for s in b.subtasks]
         subtask_codes, first = factorize(
             np.asarray([s for _, s in pairs], dtype=object)
@@ -140,16 +138,9 @@ class SortedParts:
             normalized, lower_bound, is_clipped = normalize_rows(
                 raw, row_subtask, arrays
             )
-            data: dict[str, pa.Array] = {
-                name: arrow.dictionary(
-                    np.asarray(arrow.to_numpy(key.indices), np.int32)[row_variant],
-                    key.dictionary,
-                )
-                for name, key in keys.items()
-            }
+            data = key_columns(ordered, row_variant)
             stderr, n_samples = rows["stderr"][at], rows["n_samples"][at]
             data.update(
-                chat_template=arrow.array(flags[row_variant]),
                 benchmark=arrow.dictionary(
                     np.full(at.size, index, dtype=np.int32), benchmark_names
                 ),
@@ -158,9 +149,10 @@ class SortedParts:
                 lower_bound=arrow.array(lower_bound),
                 normalized_score=arrow.array(normalized),
                 is_clipped=arrow.array(is_clipped),
-                # (absent: NaN and 0 were held, so null)
                 stderr=arrow.array(stderr, mask=np.isnan(stderr)),
-                n_samples=arrow.array(n_samples, pa.int64(), mask=n_samples <= 0),
+                n_samples=arrow.array(
+                    np.nan_to_num(n_samples).astype(np.int64), mask=np.isnan(n_samples)
+                ),
             )
             for name, (position, names) in texts.items():
                 data[name] = arrow.dictionary(position[rows[name][at]], names)
