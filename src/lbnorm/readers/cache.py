@@ -786,6 +786,9 @@ def check_cache_location(cache: str | Path, out: str | Path) -> None:
 def _opened(cache: Path) -> Iterator[str]:
     """Hold the cache directory for the block: created, locked, its file's place cleared.
 
+    The lock is a file in it, held or refused at once if another run holds it;
+    only a regular file is a lock (a FIFO put there is not waited on).
+
     Yields:
         Why the cache is discarded if something that is not a file stood where
         the cache's file belongs (it was moved aside); else ''.
@@ -800,8 +803,26 @@ def _opened(cache: Path) -> Iterator[str]:
         raise _cache_error(cache, exc, "cannot create the cache directory") from exc
     if not cache.is_dir():
         raise _cache_error(cache, None, "is not a directory")
-    with _lock(cache):
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(cache / ".lock", flags, 0o644)
+    except OSError as exc:
+        raise _cache_error(cache, exc, "cannot lock the cache") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            error = OSError(errno.EINVAL, "the lock is not a regular file")
+            raise _cache_error(cache, error, "cannot lock the cache")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            msg = (
+                f"--cache {cache}: another lbnorm run is using this cache.\n"
+                "Hint: wait for it, or give this run its own --cache."
+            )
+            raise OutputError(msg) from exc
         yield _clear_place(cache / NAME)
+    finally:
+        os.close(descriptor)
 
 
 def _read(path: Path, key: Mapping[str, object]) -> tuple[pa.Table, int] | str:
@@ -880,34 +901,6 @@ def _cache_error(cache: Path, cause: BaseException | None, what: str) -> OutputE
         "or leave --cache out to run without the cache."
     )
     return OutputError(msg)
-
-
-@contextlib.contextmanager
-def _lock(cache: Path) -> Iterator[None]:
-    """Hold the cache's lock (a file in it) for the block, or fail at once if another run does.
-
-    Only a regular file is a lock: a FIFO put there is not waited on.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        descriptor = os.open(cache / ".lock", flags, 0o644)
-    except OSError as exc:
-        raise _cache_error(cache, exc, "cannot lock the cache") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            error = OSError(errno.EINVAL, "the lock is not a regular file")
-            raise _cache_error(cache, error, "cannot lock the cache")
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            msg = (
-                f"--cache {cache}: another lbnorm run is using this cache.\n"
-                "Hint: wait for it, or give this run its own --cache."
-            )
-            raise OutputError(msg) from exc
-        yield
-    finally:
-        os.close(descriptor)
 
 
 def _first_line(text: str) -> str:
