@@ -276,13 +276,12 @@ class KeyEncoder:
 
     def _fit_bits(self, keys: IntArray) -> None:
         """Widen the packing when ids outgrow their bits (the table is re-keyed)."""
-        needed = [
-            max(bits, int(keys[:, position].max(initial=0)).bit_length())
-            for position, bits in enumerate(self._bits)
-        ]
+        needed = []
+        for position, bits in enumerate(self._bits):  # (a field outgrown: a bit more)
+            used = int(keys[:, position].max(initial=0)).bit_length()
+            needed.append(bits if used <= bits else used + 1)
         if needed == self._bits:
             return
-        needed = [bits + 1 if bits > old else bits for bits, old in zip(needed, self._bits, strict=True)]  # fmt: skip
         if sum(needed) > 64:  # some 2**60 distinct names: nothing real gets here
             msg = (
                 f"too many distinct model, precision and revision values to encode "
