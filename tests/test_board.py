@@ -599,6 +599,10 @@ def test_benchmark_average_sums_in_benchmark_order(
             '[[board.rates]]\nname = "A Raw"\nrule = "borda"\nbenchmarks = ["A"]',
             r"rate name\(s\) \['A Raw'\] are leaderboard columns",
         ),
+        (  # every leaderboard column after the keys is taken, this one too
+            '[[board.rates]]\nname = "n_benchmarks_expected"\nrule = "borda"\nbenchmarks = ["A"]',
+            r"rate name\(s\) \['n_benchmarks_expected'\] are leaderboard columns",
+        ),
         (
             '[[board.rates]]\nname = "w"\nrule = "borda"\nbenchmarks = ["A"]\n[[board.rates]]\nname = "w"\nrule = "borda"\nbenchmarks = ["B"]',
             r"duplicate rate name\(s\) \['w'\]",
