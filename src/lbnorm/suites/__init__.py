@@ -170,10 +170,8 @@ class SuiteArrays:
         Benchmark ``b``'s subtasks are ``starts[b]:starts[b + 1]``: the suite
         lists them grouped by benchmark, each benchmark with one at least.
         """
-        n_benchmarks = self.is_pooled.shape[0]
-        starts: IntArray = np.searchsorted(
-            self.benchmark_index, np.arange(n_benchmarks + 1)
-        )
+        benchmarks = np.arange(self.is_pooled.shape[0] + 1)
+        starts: IntArray = np.searchsorted(self.benchmark_index, benchmarks)
         return starts
 
 

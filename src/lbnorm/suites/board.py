@@ -158,11 +158,8 @@ class Board:
             >>> Board(rank_by="dps", rank_method="ordinal").rank_doc
             '1 = best dps; every row its own place, exact ties in key order (1, 2, 3, 4); null if not ranked.'
         """
-        if (self.rank_by, self.rank_method, self.rank_incomplete) == (
-            "average",
-            "min",
-            True,
-        ):
+        is_default = self.rank_by == "average" and self.rank_method == "min"
+        if is_default and self.rank_incomplete:
             return None
         ties = {
             "min": "ties share the smallest rank (1, 2, 2, 4)",
