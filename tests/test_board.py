@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lbnorm.board import (
-    average_benchmarks,
+    average_rows,
     average_stderr,
     rank_descending,
     score_board,
@@ -34,7 +34,7 @@ from lbnorm.core.schemas import Batch
 from lbnorm.engines import stream
 from lbnorm.engines.result import Result, finish_job
 from lbnorm.readers import Inputs
-from lbnorm.suites import Suite, parse_suite, suite_arrays
+from lbnorm.suites import Suite, SuiteArrays, parse_suite, suite_arrays
 
 # --- scores: a few distinct values, so ties are common ----------------------------
 
@@ -441,7 +441,6 @@ def test_sum_benchmarks_leaves_exact_boards_alone() -> None:
 
 
 def test_score_board_default_is_todays_board() -> None:
-    from lbnorm.board import average_benchmarks
     from lbnorm.suites import load_suite
 
     suite = load_suite("openllm-v2")
@@ -452,9 +451,10 @@ def test_score_board_default_is_todays_board() -> None:
     board = score_board(
         suite, arrays, scores, np.full_like(scores, np.nan), counts, missing="partial"
     )
-    np.testing.assert_array_equal(
-        board.average, average_benchmarks(scores, arrays.weight, missing="partial")
+    expected, _ = _loop_average(
+        scores, np.full_like(scores, np.nan), arrays.weight, "partial"
     )
+    np.testing.assert_array_equal(board.average, expected)
     np.testing.assert_array_equal(board.rank, rank_descending(board.average))
 
 
@@ -516,11 +516,22 @@ def test_benchmark_average_sums_in_benchmark_order(
     weight = np.array(cells[0])
     scores = np.array(cells[1])
     errors = np.resize(np.array(cells[2]), scores.shape)
-    average = average_benchmarks(scores, weight, missing=missing)
+    n = weight.size  # a suite of n benchmarks with these weights, the default board
+    arrays = SuiteArrays(
+        lower_bound=np.zeros(n),
+        n_samples=np.zeros(n),
+        benchmark_index=np.arange(n),
+        is_pooled=np.zeros(n, dtype=bool),
+        weight=weight,
+    )
+    average, board_stderr = average_rows(
+        _board_suite(), arrays, scores, errors, np.ones_like(scores), missing=missing
+    )
     stderr = average_stderr(errors, scores, weight, missing=missing)
     expected, expected_stderr = _loop_average(scores, errors, weight, missing)
     np.testing.assert_array_equal(average, expected)
     np.testing.assert_array_equal(stderr, expected_stderr)
+    np.testing.assert_array_equal(board_stderr, expected_stderr)
     for row, got in zip(scores.tolist(), average.tolist(), strict=True):
         taken = [(s, w) for s, w in zip(row, weight.tolist(), strict=True)]
         if missing != "zero":
@@ -587,6 +598,10 @@ def test_benchmark_average_sums_in_benchmark_order(
         (
             '[[board.rates]]\nname = "A Raw"\nrule = "borda"\nbenchmarks = ["A"]',
             r"rate name\(s\) \['A Raw'\] are leaderboard columns",
+        ),
+        (  # every leaderboard column after the keys is taken, this one too
+            '[[board.rates]]\nname = "n_benchmarks_expected"\nrule = "borda"\nbenchmarks = ["A"]',
+            r"rate name\(s\) \['n_benchmarks_expected'\] are leaderboard columns",
         ),
         (
             '[[board.rates]]\nname = "w"\nrule = "borda"\nbenchmarks = ["A"]\n[[board.rates]]\nname = "w"\nrule = "borda"\nbenchmarks = ["B"]',

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from dense_oracle import aggregate_benchmarks
@@ -7,11 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import lower_bounds, num_choices, raw_scores
 
-from lbnorm.board import average_benchmarks, rank_descending
+from lbnorm.board import average_rows, rank_descending
 from lbnorm.engines.kernel import (
     SuiteArrays,
     normalize,
 )
+from lbnorm.suites import load_suite
 
 
 def _suite(
@@ -76,11 +79,14 @@ def test_missing_policies() -> None:
     assert np.isnan(excluded.normalized[0, 1])
     assert excluded.n_present.tolist() == [[1, 0], [1, 1]]
     averages = {
-        policy: average_benchmarks(
+        policy: average_rows(
+            load_suite("openllm-v2"),  # (its board: the mean of benchmark scores)
+            suite,
             aggregate_benchmarks(raw, suite, missing=policy).normalized,
-            suite.weight,
+            np.full((2, 2), np.nan),
+            np.ones((2, 2)),
             missing=policy,
-        )
+        )[0]
         for policy in ("exclude", "partial", "zero")
     }
     assert np.isnan(averages["exclude"][0])
@@ -106,9 +112,18 @@ def test_missing_subtask_inside_a_benchmark() -> None:
 
 def test_weighted_average() -> None:
     scores = np.array([[10.0, 40.0]])
-    assert average_benchmarks(scores, np.array([1.0, 2.0]), missing="exclude")[
-        0
-    ] == pytest.approx(30.0)
+    suite = replace(
+        _suite([0.0, 0.0], [0, 1], [False, False]), weight=np.array([1.0, 2.0])
+    )
+    average, _ = average_rows(
+        load_suite("openllm-v2"),
+        suite,
+        scores,
+        scores,
+        np.ones((1, 2)),
+        missing="exclude",
+    )
+    assert average[0] == pytest.approx(30.0)
 
 
 def test_ranks_share_the_smallest_rank_on_ties() -> None:

@@ -70,7 +70,7 @@ def test_a_results_tree_sized_listing_takes_the_fast_path_and_agrees() -> None:
 
 
 def test_text_that_json_escapes_is_written_by_json() -> None:
-    rows = [{"path": "/tree/café/results_1.json"}] * 3
+    rows = [{"path": "/tree/café/results_1.json"}] * 300  # (a long listing)
     assert manifest_module._listing_bytes(rows) is None  # json escapes it as \u00e9
     data = manifest_bytes({"inputs": Listing(rows)})
     assert b"caf\\u00e9" in data

@@ -19,7 +19,7 @@ from lbnorm._runtime import entry_point
 from lbnorm.core.errors import InputError, ValidationError
 from lbnorm.core.faults import fault_point
 from lbnorm.core.options import DEFAULT_SUITE, EngineName, ProgressCallback, RunOptions
-from lbnorm.core.schemas import Batch
+from lbnorm.core.schemas import SCORES, Batch, conform
 from lbnorm.engines.result import Job, Result, finish_job
 from lbnorm.ratings.pairwise_inputs import add_pairwise_scores, split_battle_files
 from lbnorm.readers import Inputs, noted, read_inputs
@@ -208,7 +208,6 @@ def convert(
     Raises:
         LbnormError: An input cannot be read, or the file cannot be written.
     """
-    from lbnorm.core.schemas import SCORES, conform
     from lbnorm.output.writer import (
         check_scores_target,
         provenance_of,
@@ -320,19 +319,12 @@ def _paired(result: Result, read: Inputs) -> Result:
 
     items = read.items
     if items is None:
-        catalog = read.catalog
         used = [
-            ItemSource(path=Path(path))
-            for path, kind, rows, superseded in zip(
-                catalog["path"].to_pylist(),
-                catalog["format"].to_pylist(),
-                catalog["rows"].to_pylist(),
-                catalog["superseded_by"].to_pylist(),
-                strict=True,
-            )  # a step per input file
-            if kind in ("lm-eval-samples", "sample-table")
-            and rows
-            and superseded is None
+            ItemSource(path=Path(file["path"]))
+            for file in read.catalog.to_pylist()  # a step per input file
+            if file["format"] in ("lm-eval-samples", "sample-table")
+            and file["rows"]
+            and file["superseded_by"] is None
         ]
         items = read_items(used, result.suite)
     if not items.n_variants:

@@ -55,13 +55,8 @@ def name_earlier_inputs(
         return error
     # one share of one: every batch, in the order the run read them
     earlier = _earlier_sources(inputs.partition(0, 1), suite)
-    keys = zip(
-        table["source"].to_pylist(),
-        table["model"].to_pylist(),
-        table["benchmark"].to_pylist(),
-        table["subtask"].to_pylist(),
-        strict=True,
-    )
+    columns = ["source", "model", "benchmark", "subtask"]
+    keys = [tuple(row.values()) for row in table.select(columns).to_pylist()]
     named = []
     for check, value, key in zip(checks, values, keys, strict=True):
         sources = earlier.get(key) if check == "duplicate_score" else None

@@ -22,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 
 from lbnorm.board.average import (
-    average_benchmarks,
     average_rows,
     average_stderr,
     sum_benchmarks,
@@ -34,12 +33,12 @@ from lbnorm.board.rates import (
     model_win_rate,
     task_win_rate,
 )
+from lbnorm.core.arrow import BoolArray, FloatArray
 from lbnorm.core.options import MissingPolicy
 from lbnorm.suites import Suite, SuiteArrays
 
 __all__ = [
     "BoardScores",
-    "average_benchmarks",
     "average_rows",
     "average_stderr",
     "rank_descending",
@@ -48,9 +47,6 @@ __all__ = [
     "score_board",
     "sum_benchmarks",
 ]
-
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,13 +97,12 @@ def rate_rows(
         columns = np.concatenate(
             [np.arange(starts[index], starts[index + 1]) for index in indices]
         )
-        matrix = values[:, columns]
         rule = {
             "task-win-rate": task_win_rate,
             "model-win-rate": model_win_rate,
             "borda": borda_count,
         }[rate.rule]
-        rates[rate.name] = rule(matrix)
+        rates[rate.name] = rule(values[:, columns])
     return rates
 
 

@@ -18,20 +18,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lbnorm.core.arrow import BoolArray, FloatArray
 from lbnorm.core.options import MissingPolicy
 from lbnorm.suites import Suite, SuiteArrays
 
 __all__ = [
-    "average_benchmarks",
     "average_rows",
     "average_stderr",
     "averaged",
     "sum_benchmarks",
 ]
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 def averaged(suite: SuiteArrays) -> BoolArray:
@@ -242,31 +238,6 @@ def _left_to_right_total(
             term = np.where(is_counted & ~np.isnan(value), value, 0.0)
             total += term if factor == 1.0 else term * factor
     return total
-
-
-def average_benchmarks(
-    normalized: FloatArray, weight: FloatArray, *, missing: MissingPolicy
-) -> FloatArray:
-    """Return each variant's weighted mean of benchmark scores (:func:`average_rows`'s rule).
-
-    Args:
-        normalized: ``(n_variants, n_benchmarks)`` scores, NaN where missing.
-        weight: Per-benchmark weights.
-        missing: ``exclude``: NaN if any is missing; ``partial``: mean of those
-            present; ``zero``: missing count as 0.
-
-    Returns:
-        One average per variant.
-
-    Examples:
-        >>> average_benchmarks(np.array([[10.0, np.nan]]), np.ones(2), missing="zero")
-        array([5.])
-    """
-    weights = _weights(weight, normalized, 1.0, 1.0, missing=missing)
-    total = _row_sums(np.where(np.isnan(normalized), 0.0, normalized), weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        average: FloatArray = total / _row_sums(weights)
-    return average
 
 
 def _row_sums(matrix: npt.NDArray[Any], weight: FloatArray | None = None) -> FloatArray:

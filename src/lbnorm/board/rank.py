@@ -7,19 +7,14 @@ A row without a value, or an incomplete row where the board says so, has no rank
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from lbnorm.core.arrow import FloatArray
 from lbnorm.suites.board import RankMethod
 
 __all__ = ["rank_descending"]
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
-
-def rank_descending(
-    values: FloatArray, *, method: RankMethod = "min"
-) -> npt.NDArray[np.float64]:
+def rank_descending(values: FloatArray, *, method: RankMethod = "min") -> FloatArray:
     """Rank values, highest first; NaN stays unranked; ties by `method`.
 
     ``min``: equal values share the smallest rank (1, 2, 2, 4); ``ordinal``:

@@ -28,12 +28,11 @@ engines (a spilled run does not spill when its suite asks for one):
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
+
+from lbnorm.core.arrow import BoolArray, FloatArray
 
 __all__ = ["borda_count", "mean_win_rate", "model_win_rate", "task_win_rate"]
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 #: Rows of the ``(rows, n)`` blocks :func:`model_win_rate` holds at once.
 _BLOCK_ROWS = 1024

@@ -27,6 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
+    "BoolArray",
+    "FloatArray",
+    "IntArray",
     "array",
     "bitmap",
     "booleans",
@@ -40,6 +43,11 @@ __all__ = [
     "strings",
     "to_numpy",
 ]
+
+#: The numpy arrays of lbnorm's columns, as every layer annotates them.
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 _DTYPES = {
     pa.int8(): np.int8,

@@ -137,10 +137,7 @@ def check_regular_file(path: Path) -> os.stat_result:
         msg = f"{path}: no such file or directory.\nHint: check the path."
         raise InputError(msg) from exc
     except OSError as exc:
-        msg = (
-            f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
-        )
-        raise InputError(msg) from exc
+        raise _unreadable(path, exc) from exc
     if not stat.S_ISREG(info.st_mode):
         msg = (
             f"{path}: is {describe_mode(info.st_mode)}, not a regular file; lbnorm reads "
@@ -225,13 +222,15 @@ def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
         with path.open("rb") as handle:
             data = handle.read()  # sized from fstat: one allocation
     except OSError as exc:
-        msg = (
-            f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
-        )
-        raise InputError(msg) from exc
+        raise _unreadable(path, exc) from exc
     if max_bytes is not None and len(data) > max_bytes:  # it grew since stat
         raise _too_large(path, len(data), max_bytes)
     return data
+
+
+def _unreadable(path: Path, exc: OSError) -> InputError:
+    msg = f"{path}: cannot read: {exc.strerror}.\nHint: check the file's permissions."
+    return InputError(msg)
 
 
 def _too_large(path: Path, size: int, limit: int) -> InputError:

@@ -172,16 +172,12 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     plain: dict[str, Any] = {}
     fast: dict[str, bytes] = {}
     for key, value in manifest.items():
-        if isinstance(value, Listing):
-            encoded = (
-                _listing_bytes(value.rows) if len(value.rows) >= _LONG_LISTING else None
-            )
-            if encoded is None:
-                plain[key] = value.rows
-            else:
-                fast[key] = encoded
+        is_listing = isinstance(value, Listing)
+        encoded = _listing_bytes(value.rows) if is_listing else None
+        if encoded is not None:
+            fast[key] = encoded
         else:
-            plain[key] = value
+            plain[key] = value.rows if is_listing else value
     if not fast:
         return (json.dumps(plain, indent=2, sort_keys=True) + "\n").encode()
     marks = {key: f"lbnorm-listing-{uuid.uuid4().hex}" for key in fast}
@@ -192,7 +188,12 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
 
 
 def _listing_bytes(rows: list[dict[str, Any]]) -> bytes | None:
-    """`rows` as json.dumps writes them one level down, by msgspec; None if it cannot."""
+    """`rows` as json.dumps writes them one level down, by msgspec; None if it cannot.
+
+    None too for a short listing (json writes it, importing nothing).
+    """
+    if len(rows) < _LONG_LISTING:
+        return None
     try:
         import msgspec  # loaded for long listings only
     except ImportError:  # pragma: no cover - msgspec is an optional extra

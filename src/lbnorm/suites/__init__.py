@@ -73,8 +73,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
+from lbnorm.core.arrow import BoolArray, FloatArray, IntArray
 from lbnorm.core.errors import InputError, LbnormError, SuiteError
 from lbnorm.core.files import read_option_file
 from lbnorm.core.options import MissingPolicy
@@ -88,9 +88,9 @@ from lbnorm.suites.benchmarks import (
     check_clusters,
     parse_benchmark,
 )
-from lbnorm.suites.board import Board, board_columns, parse_board
+from lbnorm.suites.board import Board, parse_board
 from lbnorm.suites.instances import source_key
-from lbnorm.suites.rules import Kind, Scales, is_default_range
+from lbnorm.suites.rules import DEFAULT_RANGE, Kind, Scales
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,10 +121,6 @@ _FOLDER = Path(__file__).with_name("builtin")
 #: Each built-in suite's content, kept from its first load: what
 #: :attr:`Suite.is_modified` compares a suite with (a run does not parse it twice).
 _BUILTIN_CONTENT: dict[str, tuple[tuple[Benchmark, ...], Board]] = {}
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,10 +170,8 @@ class SuiteArrays:
         Benchmark ``b``'s subtasks are ``starts[b]:starts[b + 1]``: the suite
         lists them grouped by benchmark, each benchmark with one at least.
         """
-        n_benchmarks = self.is_pooled.shape[0]
-        starts: IntArray = np.searchsorted(
-            self.benchmark_index, np.arange(n_benchmarks + 1)
-        )
+        benchmarks = np.arange(self.is_pooled.shape[0] + 1)
+        starts: IntArray = np.searchsorted(self.benchmark_index, benchmarks)
         return starts
 
 
@@ -302,14 +296,7 @@ class Suite:
             for index, benchmark in enumerate(self.benchmarks)
             for subtask in benchmark.subtasks
         ]
-        table = pd.DataFrame(rows)
-        return table.astype(
-            {
-                "num_choices": np.int64,
-                "n_samples": np.int64,
-                "benchmark_index": np.int64,
-            }
-        )
+        return pd.DataFrame(rows)  # (Python's integers: int64 columns)
 
 
 def builtin_suite_names() -> list[str]:
@@ -412,12 +399,7 @@ def parse_suite(data: bytes, *, source: str) -> Suite:
     ]
     check_unique(pairs, what="(task, metric) pair", where=source)
     check_clusters(benchmarks, where=source)
-    board = parse_board(
-        document.get("board"),
-        benchmarks=names,
-        columns=board_columns(names),
-        where=source,
-    )
+    board = parse_board(document.get("board"), benchmarks=names, where=source)
     _check_board(board, benchmarks, where=source)
     return Suite(
         name=name,
@@ -653,7 +635,7 @@ def suite_arrays(suite: Suite) -> SuiteArrays:
 def _scales(suite: Suite) -> Scales | None:
     """The suite's ranges and statistics per subtask; None when it declares none."""
     if all(
-        b.kind == "score" and is_default_range(b.value_range) for b in suite.benchmarks
+        b.kind == "score" and b.value_range == DEFAULT_RANGE for b in suite.benchmarks
     ):
         return None
     rows = [(b, s) for b in suite.benchmarks for s in b.subtasks]

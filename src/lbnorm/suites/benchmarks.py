@@ -31,9 +31,9 @@ from lbnorm.suites.instances import (
     parse_instance_rule,
 )
 from lbnorm.suites.rules import (
+    DEFAULT_RANGE,
     RULE_KEYS,
     Kind,
-    is_default_range,
     parse_rules,
 )
 
@@ -152,7 +152,7 @@ class Benchmark:
     anchor: tuple[str, float] | None = None
     against: float | None = None
     kind: Kind = "score"
-    value_range: tuple[float, float] = (0.0, 1.0)
+    value_range: tuple[float, float] = DEFAULT_RANGE
     missing: MissingPolicy | None = None
     averaged: bool = True
 
@@ -224,9 +224,7 @@ def _check_rules(
     where: str,
 ) -> None:
     """A benchmark's kind and range fit its aggregation and subtasks."""
-    if aggregation == PAIRWISE and (
-        kind != "score" or not is_default_range(value_range)
-    ):
+    if aggregation == PAIRWISE and (kind != "score" or value_range != DEFAULT_RANGE):
         msg = f"{where}: a {PAIRWISE} benchmark's score is a win rate from battles; it takes no kind or range.\nHint: remove kind and range from the benchmark."
         raise SuiteError(msg)
     if kind != "statistic":

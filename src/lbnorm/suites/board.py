@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lbnorm.core.errors import SuiteError
+from lbnorm.core.schemas import KEY_COLUMNS, leaderboard_schema
 from lbnorm.suites._checks import check_table, check_unique, choice, is_whole
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "Rate",
     "RateRule",
     "Summation",
-    "board_columns",
     "parse_board",
 ]
 
@@ -74,8 +74,6 @@ _RATE_KEYS = {"name", "rule", "benchmarks", "lower_is_better"}
 _COLUMN_KEYS = {"column", "name", "digits"}
 #: Digits a presented column may be rounded to (a float64 holds ~15-17).
 _MAX_DIGITS = 15
-#: The leaderboard columns a board may present beside benchmarks and rates.
-_BOARD_COLUMNS = ("rank", "average", "average_stderr", "n_benchmarks", "is_complete")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,11 +158,8 @@ class Board:
             >>> Board(rank_by="dps", rank_method="ordinal").rank_doc
             '1 = best dps; every row its own place, exact ties in key order (1, 2, 3, 4); null if not ranked.'
         """
-        if (self.rank_by, self.rank_method, self.rank_incomplete) == (
-            "average",
-            "min",
-            True,
-        ):
+        is_default = self.rank_by == "average" and self.rank_method == "min"
+        if is_default and self.rank_incomplete:
             return None
         ties = {
             "min": "ties share the smallest rank (1, 2, 2, 4)",
@@ -190,16 +185,15 @@ def parse_board(
     raw: object,
     *,
     benchmarks: Sequence[str],
-    columns: Sequence[str],
     where: str,
 ) -> Board:
     """Parse and check a suite's ``[board]`` table.
 
     Args:
         raw: The table (None: absent, the defaults).
-        benchmarks: The suite's benchmark names, in order.
-        columns: The leaderboard's columns for these benchmarks (names a rate
-            may not take, and a presented column may show).
+        benchmarks: The suite's benchmark names, in order: with them, the
+            leaderboard's columns after the keys (names a rate may not take,
+            and a presented column may show).
         where: The file, for messages.
 
     Returns:
@@ -211,7 +205,7 @@ def parse_board(
 
     Examples:
         >>> parse_board({"average": "none", "rank_by": "GPQA"}, benchmarks=["GPQA"],
-        ...     columns=["rank", "GPQA"], where="s").rank_by
+        ...     where="s").rank_by
         'GPQA'
     """
     if raw is None:
@@ -219,6 +213,7 @@ def parse_board(
     where = f"{where}: [board]"
     hint = f"write [board] with keys {sorted(_BOARD_KEYS)}."
     raw = check_table(raw, _BOARD_KEYS, where=where, hint=hint)
+    columns = leaderboard_schema(benchmarks).names[len(KEY_COLUMNS) :]
     average = choice(raw, "average", _AVERAGES, where=where, hint=_SEE_BOARD)
     summation = choice(raw, "summation", _SUMMATIONS, where=where, hint=_SEE_BOARD)
     method = choice(raw, "rank_method", _METHODS, where=where, hint=_SEE_BOARD)
@@ -311,21 +306,6 @@ def _parse_column(raw: object, shown: Sequence[str], *, where: str) -> Column:
         msg = f"{where}: digits must be a whole number from 0 to {_MAX_DIGITS}, got {digits!r}.\nHint: the decimals shown, e.g. digits = 2; omit it for full precision."
         raise SuiteError(msg)
     return Column(column=column, name=name, digits=digits)
-
-
-def board_columns(benchmarks: Sequence[str]) -> list[str]:
-    """The leaderboard columns a presented column may show, for these benchmarks.
-
-    Examples:
-        >>> board_columns(["GPQA"])[-3:]
-        ['GPQA', 'GPQA Raw', 'GPQA stderr']
-    """
-    per_benchmark = [
-        column
-        for name in benchmarks
-        for column in (name, f"{name} Raw", f"{name} stderr")
-    ]
-    return [*_BOARD_COLUMNS, *per_benchmark]
 
 
 def _tables(raw: dict[str, Any], key: str, *, where: str) -> list[object]:

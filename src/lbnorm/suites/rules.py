@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
-import numpy.typing as npt
 
+from lbnorm.core.arrow import BoolArray, FloatArray, IntArray
 from lbnorm.core.errors import SuiteError
 from lbnorm.core.options import MissingPolicy
 from lbnorm.suites._checks import choice
@@ -44,7 +44,6 @@ __all__ = [
     "STATISTIC_RANGE",
     "Kind",
     "Scales",
-    "is_default_range",
     "parse_rules",
 ]
 
@@ -64,20 +63,6 @@ RULE_KEYS = frozenset({"kind", "range", "missing", "averaged"})
 #: Units in the last place a value may pass a declared range's end by (an
 #: average of values at the end, 100.00000000000001, is still at the end).
 RANGE_ULPS = 4
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-
-
-def is_default_range(value_range: tuple[float, float]) -> bool:
-    """Whether a range is the default fractions' [0, 1] (the path kept as it was).
-
-    Examples:
-        >>> is_default_range((0.0, 1.0)), is_default_range((0.0, 100.0))
-        (True, False)
-    """
-    return value_range == DEFAULT_RANGE
 
 
 def parse_rules(
