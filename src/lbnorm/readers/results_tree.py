@@ -78,10 +78,10 @@ class ScannedFile:
     """
 
     path: Path
-    sha256: str
-    size: int
-    parsed: HarnessFile | None
-    error: InputError | None
+    sha256: str = ""
+    size: int = 0
+    parsed: HarnessFile | None = None
+    error: InputError | None = None
     variant: Variant | None = None
 
 
@@ -351,20 +351,15 @@ def _scan_file(
     try:
         data = read(path)
     except InputError as exc:
-        return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
+        return ScannedFile(path=path, error=exc)
     digest = hashlib.sha256(data).hexdigest()
-    parsed, error, variant = None, None, None
-    if digest != expected:
-        try:
-            parsed = parse_results_file(path, data, pairs)
-        except InputError as exc:
-            error = exc
-            variant = variant_in_file(path, data)  # (a failed file only)
-    return ScannedFile(
-        path=path,
-        sha256=digest,
-        size=len(data),
-        parsed=parsed,
-        error=error,
-        variant=variant,
-    )
+    if digest == expected:
+        return ScannedFile(path=path, sha256=digest, size=len(data))
+    try:
+        parsed = parse_results_file(path, data, pairs)
+    except InputError as exc:
+        variant = variant_in_file(path, data)  # (a failed file only)
+        return ScannedFile(
+            path=path, sha256=digest, size=len(data), error=exc, variant=variant
+        )
+    return ScannedFile(path=path, sha256=digest, size=len(data), parsed=parsed)
