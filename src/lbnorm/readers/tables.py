@@ -229,8 +229,8 @@ def conform_scores(
         name = field.name
         if name == "source" or name not in columns:  # one value for every row
             value = source if name == "source" else OPTIONAL_SCORE_DEFAULTS[name]
-            data[name] = (
-                _constant_text(str(value), n_rows)
+            data[name] = (  # (as a dictionary of one entry: no text per row)
+                dictionary(np.zeros(n_rows, dtype=np.int32), strings([str(value)]))
                 if keep_dictionaries and field.type == pa.string()
                 else pa.repeat(scalar(value, field.type), n_rows)  # type: ignore[arg-type]
             )
@@ -573,11 +573,6 @@ def _text_column(
     value = column[position].as_py()
     found = f"the {_kind(value)} {shown(value)}"
     raise _not_text(name, found, source, rows.where(position))
-
-
-def _constant_text(value: str, n_rows: int) -> pa.Array:
-    """`n_rows` copies of `value` as a dictionary of one entry (no text per row)."""
-    return dictionary(np.zeros(n_rows, dtype=np.int32), strings([value]))
 
 
 def _bool_column(
