@@ -720,12 +720,9 @@ def ignored_entries(catalog: pa.Table) -> list[tuple[str, int]]:
     Most files first, then by name; from the catalog's ``ignored`` column
     (none without it: tables, or a catalog of another version).
     """
-    if "ignored" not in catalog.column_names or not catalog.num_rows:
+    if "ignored" not in catalog.column_names:
         return []
-    flat = pc.list_flatten(catalog["ignored"])
-    if not len(flat):
-        return []
-    counts = pc.value_counts(flat)
+    counts = pc.value_counts(pc.list_flatten(catalog["ignored"]))  # (none: empty)
     entries = counts.field("values").to_pylist()
     files = counts.field("counts").to_pylist()
     return sorted(

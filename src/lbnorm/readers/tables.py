@@ -539,9 +539,7 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
     hint = "Hint: write one JSON object per line; the file may be truncated."
     numbered = list(json_lines(path, hint=hint))
     lines = np.array([number for number, _ in numbered], dtype=np.int64)
-    rows = RowNumbers(
-        unit="line", first=int(lines[0]) if lines.size else 1, lines=lines
-    )
+    rows = RowNumbers(unit="line", first=1, lines=lines)  # (first: unread with lines)
     names = list(dict.fromkeys(name for _, record in numbered for name in record))
     check_columns(names, source=str(path), extra_columns=extra_columns)
     for name in names:  # (a column outside the contract is passed over)
