@@ -245,7 +245,6 @@ def test_majority_and_its_tie_rule() -> None:
         ("c", "num_fewshot", "5", "3"),
         ("d", "num_fewshot", None, "3"),  # recording no count is a setting too
     ]
-    assert (rows[0]["n_variants"], rows[0]["n_majority"]) == (4, 2)
     assert [len(notes) for notes in found.notes.to_pylist()] == [0, 0, 1, 1]
     tie = check_comparability(*_sliced(files, 1, 2), suite)
     assert [r["model"] for r in tie.differences.to_pylist()] == ["c"]  # 3 < 5 wins

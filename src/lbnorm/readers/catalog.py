@@ -67,8 +67,6 @@ from lbnorm.readers.tables import read_score_file
 from lbnorm.suites import Suite
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from lbnorm.readers.items import Items
     from lbnorm.readers.newest import ResultsRead
 
@@ -101,10 +99,6 @@ _SKIPPED_IN_TABLES = (
 )
 
 
-def _empty_catalog() -> pa.Table:
-    return catalog_table({"path": []})
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Inputs:
     """What the readers produced.
@@ -133,7 +127,7 @@ class Inputs:
     """
 
     batches: Iterable[Batch]
-    catalog: pa.Table = field(default_factory=_empty_catalog)
+    catalog: pa.Table = field(default_factory=lambda: catalog_table({"path": []}))
     num_rows: int = 0
     eager: Sequence[Batch] = ()
     streamed: Sequence[ParquetScores] = ()
@@ -151,31 +145,6 @@ class Inputs:
             num_rows=sum(batch.table.num_rows for batch in batches),
             eager=batches,
         )
-
-    @property
-    def files(self) -> pd.DataFrame:
-        """The catalog as a pandas frame, for the faces that print or write it.
-
-        ``tasks`` is joined into text (``"a, b"``; null for tables); the frame's
-        ``attrs`` hold ``cache`` (the parse cache's statistics, when used) and
-        ``warnings``. The conversion (and the pandas import) happens only when
-        this is read.
-        """
-        catalog = self.catalog
-        if "tasks" in catalog.column_names:
-            joined = pc.binary_join(catalog["tasks"], ", ")
-            catalog = catalog.set_column(
-                catalog.column_names.index("tasks"), "tasks", joined
-            )
-        frame: pd.DataFrame = catalog.to_pandas()
-        frame["superseded_by"] = frame["superseded_by"].astype(object)
-        frame["superseded_by"] = frame["superseded_by"].where(
-            frame["superseded_by"].notna(), None
-        )
-        if self.cache_stats is not None:
-            frame.attrs["cache"] = dict(self.cache_stats)
-        frame.attrs["warnings"] = list(self.warnings)
-        return frame
 
     def partition(self, part: int, parts: int) -> Iterator[Batch]:
         """The batches of one of `parts` disjoint shares of the input, for workers.
@@ -417,7 +386,6 @@ def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRe
         strict_error,
     )
 
-    assert read.settings is not None  # the results readers give them
     compared = check_comparability(read.files, read.settings, suite)
     if options.comparability == "strict" and compared.differences.num_rows:
         raise strict_error(compared)
@@ -433,10 +401,10 @@ def _compared(read: ResultsRead, suite: Suite, options: RunOptions) -> ResultsRe
 class _Found:
     """The input paths, by kind, and the files found but skipped (with why)."""
 
-    tables: list[Path]
-    results: list[Path]
-    samples: list[Path]
-    skipped: list[tuple[Path, str]]
+    tables: list[Path] = field(default_factory=list)
+    results: list[Path] = field(default_factory=list)
+    samples: list[Path] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
     alpacaeval: list[Path] = field(default_factory=list)
 
 
@@ -445,44 +413,41 @@ def _find_inputs(paths: Sequence[str | Path]) -> _Found:
     if not paths:
         msg = "no input given.\nHint: pass score files or a results directory (or run `lbnorm run` alone for the demo)."
         raise InputError(msg)
-    found: dict[str, list[Any]] = {kind.name: [] for kind in dataclasses.fields(_Found)}
+    found = _Found()  # its lists grow entry by entry
     for entry in map(Path, paths):
         _check_path_text(entry)
         if entry.is_dir():
             walked = _walk_input_directory(entry)
-            for name, listed in found.items():
-                listed += getattr(walked, name)
+            for kind in dataclasses.fields(_Found):
+                getattr(found, kind.name).extend(getattr(walked, kind.name))
             continue
         check_regular_file(entry)  # missing, a FIFO, a device: said so
         if SAMPLES_FILE.match(entry.name):
-            found["samples"].append(entry)
+            found.samples.append(entry)
         elif entry.name in _ALPACAEVAL_FILES:  # one of AlpacaEval's, given by name
-            found["alpacaeval"].append(entry)
+            found.alpacaeval.append(entry)
         elif entry.suffix.lower() == ".json":
-            found["results"].append(entry)
+            found.results.append(entry)
         else:
-            found["tables"].append(entry)
-    tables, results, samples, alpacaeval = (
-        found[name] for name in ("tables", "results", "samples", "alpacaeval")
-    )
-    for path in [*tables, *results, *samples, *alpacaeval]:
+            found.tables.append(entry)
+    for path in [*found.tables, *found.results, *found.samples, *found.alpacaeval]:
         _check_path_text(path)
-    samples += [
+    samples = found.samples + [
         path
-        for path in tables
+        for path in found.tables
         if TABLE_SUFFIXES.get(path.suffix.lower()) == "parquet"
         and _is_samples_table(path)
     ]
-    tables = [path for path in tables if path not in samples]
+    tables = [path for path in found.tables if path not in samples]
     # files in path order, whatever order they were named in: the subtask table
     # lists each file's rows in file order, so an output depends on the files
     # given, not on how they were listed
     return _Found(
         tables=sorted(tables),
-        results=sorted(results),
+        results=sorted(found.results),
         samples=sorted(samples),
-        skipped=found["skipped"],
-        alpacaeval=alpacaeval,  # in path order per directory, directories as given
+        skipped=found.skipped,
+        alpacaeval=found.alpacaeval,  # in path order per directory, directories as given
     )
 
 
@@ -524,13 +489,7 @@ def _walk_input_directory(directory: Path) -> _Found:
         inputs, skipped_files = layout
         names = {path.name for path in inputs}
         skipped_files += _irregular(others, lambda path: path.name in names)
-        return _Found(
-            tables=[],
-            results=[],
-            samples=[],
-            skipped=sorted(skipped_files),
-            alpacaeval=inputs,
-        )
+        return _Found(skipped=sorted(skipped_files), alpacaeval=inputs)
 
     def is_input(path: Path) -> bool:  # by its name (a results file by layout aside)
         if not is_tree:
@@ -761,12 +720,9 @@ def ignored_entries(catalog: pa.Table) -> list[tuple[str, int]]:
     Most files first, then by name; from the catalog's ``ignored`` column
     (none without it: tables, or a catalog of another version).
     """
-    if "ignored" not in catalog.column_names or not catalog.num_rows:
+    if "ignored" not in catalog.column_names:
         return []
-    flat = pc.list_flatten(catalog["ignored"])
-    if not len(flat):
-        return []
-    counts = pc.value_counts(flat)
+    counts = pc.value_counts(pc.list_flatten(catalog["ignored"]))  # (none: empty)
     entries = counts.field("values").to_pylist()
     files = counts.field("counts").to_pylist()
     return sorted(

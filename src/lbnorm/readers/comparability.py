@@ -107,8 +107,6 @@ COMPARABILITY = pa.schema(
         pa.field("setting", pa.string()),
         pa.field("value", pa.string()),
         pa.field("majority", pa.string()),
-        pa.field("n_variants", pa.int64()),
-        pa.field("n_majority", pa.int64()),
         pa.field("path", pa.string()),
     ]
 )
@@ -499,9 +497,7 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
         found["setting"] += [setting] * rows.size
         found["value"] += [values[v] for v in code[rows].tolist()]
         found["majority"] += [values[v] for v in majority[subtask[rows]].tolist()]
-        found["n_variants"].append(counts.sum(axis=1)[subtask[rows]])
-        found["n_majority"].append(counts.max(axis=1)[subtask[rows]])
-    rows = np.concatenate(found["row"]) if found["row"] else np.empty(0, np.int64)
+    rows = np.concatenate(found["row"])  # (a part per setting)
     file = numbers(settings.file[rows], pa.int64())
     where = subtask[rows].tolist()
     columns = {
@@ -510,8 +506,6 @@ def _differences(settings: RunSettings, files: pa.Table, suite: Suite) -> pa.Tab
         "setting": strings(found["setting"]),
         "value": strings(found["value"]),
         "majority": strings(found["majority"]),
-        "n_variants": numbers(np.concatenate(found["n_variants"]), pa.int64()),
-        "n_majority": numbers(np.concatenate(found["n_majority"]), pa.int64()),
     }
     table = pa.table(  # the variant keys and the path: the files'
         {
@@ -565,12 +559,9 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
         values = by_variant.setdefault(variant, {})
         pair = (_shown_value(record["value"]), _shown_value(record["majority"]))
         values.setdefault(pair, []).append(record["subtask"])
-    lines = []
-    seen: dict[str, int] = {}  # per setting, its lines so far
-    rank = []  # each setting's first line before any setting's second
+    ranked = []  # (the setting's lines so far, the line)
+    seen: collections.Counter[str] = collections.Counter()
     for (benchmark, setting), by_variant in groups.items():
-        rank.append(seen.get(setting, 0))
-        seen[setting] = rank[-1] + 1
         shown = "; ".join(
             f"{model}{f' [{precision}]' if precision else ''}: "
             + ", ".join(
@@ -583,12 +574,14 @@ def _warnings(differences: pa.Table) -> tuple[str, ...]:
         more = (
             f"; and {len(by_variant) - _SHOWN} more" if len(by_variant) > _SHOWN else ""
         )
-        lines.append(
+        line = (
             f"not comparable: {benchmark} {setting} differs from the majority for "
             f"{len(by_variant)} variant(s): {shown}{more}"
         )
-    order = sorted(range(len(lines)), key=rank.__getitem__)  # stable
-    lines = [lines[at] for at in order]
+        ranked.append((seen[setting], line))
+        seen[setting] += 1
+    # each setting's first line before any setting's second (a stable sort)
+    lines = [line for _, line in sorted(ranked, key=lambda pair: pair[0])]
     if len(lines) > _LINES_SHOWN:  # a few in the summary (with its other warnings)
         lines[_LINES_SHOWN:] = [
             f"not comparable: and {len(lines) - _LINES_SHOWN} more (benchmark, setting) "

@@ -196,10 +196,8 @@ def parse_results_file(
     if not model:
         msg = f'{path}: no model name (model_name, config_general.model_name, config.model_name, model_args pretrained=) and the path is not <org>/<model>/results_*.json.\nHint: add "model_name" to the file or use the leaderboard layout.'
         raise InputError(msg)
-    counts = document.get("n-samples")
-    rows, row_tasks = _score_rows(
-        path, results, counts if isinstance(counts, dict) else {}, pairs
-    )
+    counts = object_or_empty(document.get("n-samples"))
+    rows, row_tasks = _score_rows(path, results, counts, pairs)
     # its run settings
     rows["settings"] = task_settings(document, row_tasks, rows["n_samples"])
     names = {"model name": model, "precision": precision, "revision": revision}

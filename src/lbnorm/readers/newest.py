@@ -122,7 +122,7 @@ class ResultsRead:
     files: pa.Table
     warnings: tuple[str, ...] = ()
     reruns: tuple[dict[str, Any], ...] = ()
-    settings: RunSettings | None = None
+    settings: RunSettings
     rejected: tuple[dict[str, Any], ...] = ()
 
 
@@ -197,16 +197,17 @@ def combine_parsed(
     _check_ties(files, owner, order, winner)
     taken = np.sort(order[is_last])  # in file order, then suite order
     rows_taken = np.bincount(owner[taken], minlength=n_files)
-    lost = order[order != winner]  # rows a newer file's row replaced
+    replaced = order[order != winner]  # rows a newer file's row replaced
+    newest = winner[order != winner]  # (each one's replacement)
     newest_over = np.full(n_files, -1, dtype=np.int64)
-    np.maximum.at(newest_over, owner[lost], rank[owner[winner[order != winner]]])
+    np.maximum.at(newest_over, owner[replaced], rank[owner[newest]])
     is_superseded = (rows_taken == 0) & (lengths > 0)
     superseded_by = np.full(n_files, None, dtype=object)
     superseded_by[is_superseded] = np.array(files.path, dtype=object)[
         by_time[newest_over[is_superseded]]
     ]
     tasks = _tasks_taken(pairs, owner[taken], index[taken], n_files)
-    differences = _disagreements(files, names, owner, order, winner)
+    differences = _disagreements(files, names, owner, replaced, newest)
     return ResultsRead(
         scores=_scores(files, names, pairs, owner, taken),
         files=_files_table(files, rows_taken, superseded_by, tasks),
@@ -292,42 +293,34 @@ def _scores(
     at_subtask = np.empty(len(pairs), dtype=np.int64)
     at_subtask[subtasks_used] = np.arange(subtasks_used.size)
     at_subtask = at_subtask[index_taken]
-
-    def per_file(values: list[str]) -> pa.Array:
-        return _first_seen(
-            strings(values).take(numbers(files_used, pa.int64())), at_file
-        )
-
-    def per_subtask(values: Sequence[str]) -> pa.Array:
-        used = strings(list(values)).take(numbers(subtasks_used, pa.int64()))
-        return _first_seen(used, at_subtask)
-
     rows = numbers(taken, pa.int64())
     columns = {
-        "model": per_file(files.model),
-        "precision": per_file(files.precision),
-        "revision": per_file(files.revision),
+        "model": _first_seen(files.model, files_used, at_file),
+        "precision": _first_seen(files.precision, files_used, at_file),
+        "revision": _first_seen(files.revision, files_used, at_file),
         "chat_template": booleans(files.chat_template[owner_taken]),
-        "benchmark": per_subtask(names["benchmark"]),
-        "subtask": per_subtask(names["subtask"]),
-        "metric": per_subtask(names["metric"]),
+        "benchmark": _first_seen(names["benchmark"], subtasks_used, at_subtask),
+        "subtask": _first_seen(names["subtask"], subtasks_used, at_subtask),
+        "metric": _first_seen(names["metric"], subtasks_used, at_subtask),
         "raw_score": numbers(files.raw_score[taken], pa.float64()),
         "stderr": files.stderr.take(rows),
         "n_samples": files.n_samples.take(rows),
-        "source": per_file(files.path),
-        "_row": per_subtask(result_keys(tuple(pairs))),
+        "source": _first_seen(files.path, files_used, at_file),
+        "_row": _first_seen(result_keys(tuple(pairs)), subtasks_used, at_subtask),
     }
     return pa.Table.from_arrays(list(columns.values()), schema=_SCORES_READ)
 
 
-def _first_seen(values: pa.Array, at: npt.NDArray[np.int64]) -> pa.Array:
-    """``values[at]`` as a dictionary array of the distinct values.
+def _first_seen(
+    values: Sequence[str], used: npt.NDArray[np.int64], at: npt.NDArray[np.int64]
+) -> pa.Array:
+    """``values[used][at]`` as a dictionary array of the distinct values.
 
-    `values` are in the order they are first used by `at`, so the dictionary
-    (built by Arrow's hash kernel over the few `values`) is in the order of
-    first appearance in the rows too.
+    ``values[used]`` are in the order they are first used by `at`, so the
+    dictionary (built by Arrow's hash kernel over those few values) is in the
+    order of first appearance in the rows too.
     """
-    encoded = values.dictionary_encode()
+    encoded = strings(list(values)).take(numbers(used, pa.int64())).dictionary_encode()
     codes = to_numpy(encoded.indices).astype(np.int32)[at]
     return dictionary(codes, encoded.dictionary)
 
@@ -384,18 +377,19 @@ def _disagreements(
     files: ParsedFiles,
     names: SubtaskColumns,
     owner: npt.NDArray[np.int64],
-    order: npt.NDArray[np.int64],
-    winner: npt.NDArray[np.int64],
+    replaced: npt.NDArray[np.int64],
+    newest: npt.NDArray[np.int64],
 ) -> list[tuple[int, dict[str, Any]]]:
     """The scores older files hold otherwise than the newest, grouped.
+
+    `replaced` are the rows newer files' rows replaced, `newest` each one's
+    replacement.
 
     Returns:
         Per (variant, benchmark, older file) with a differing score: the newer
         file's index and the difference (see :attr:`ResultsRead.reruns`).
     """
     index, raw = files.subtask_index, files.raw_score
-    replaced = order[order != winner]
-    newest = winner[order != winner]
     differs = _differs(raw, replaced, newest)
     replaced, newest = replaced[differs], newest[differs]
     if not replaced.size:

@@ -78,10 +78,10 @@ class ScannedFile:
     """
 
     path: Path
-    sha256: str
-    size: int
-    parsed: HarnessFile | None
-    error: InputError | None
+    sha256: str = ""
+    size: int = 0
+    parsed: HarnessFile | None = None
+    error: InputError | None = None
     variant: Variant | None = None
 
 
@@ -142,9 +142,7 @@ def read_results_paths(
         InputError: A file cannot be read or parsed: the first such in `paths`,
             named in the message.
     """
-    parsed: list[HarnessFile] = []
-    hashes: list[str] = []
-    sizes: list[int] = []
+    files_read: list[ScannedFile] = []
     # closed however the loop ends (an error, a Ctrl-C between two files): the
     # workers are stopped before anything is reported, not when (if ever) the
     # suspended generator is collected
@@ -154,13 +152,14 @@ def read_results_paths(
         for item in scanned:  # one small record per file, in path order
             if item.error is not None:
                 raise item.error
-            assert item.parsed is not None
-            parsed.append(item.parsed)
-            hashes.append(item.sha256)
-            sizes.append(item.size)
+            files_read.append(item)
+    # (every file read was parsed: no hash was known)
+    parsed = [item.parsed for item in files_read if item.parsed is not None]
     read_ = combine_parsed(parsed_columns(parsed), pairs, subtask_names)
-    files = read_.files.append_column("sha256", strings(hashes))
-    files = files.append_column("bytes", numbers(np.array(sizes), pa.int64()))
+    hashes = strings([item.sha256 for item in files_read])
+    sizes = np.array([item.size for item in files_read], dtype=np.int64)
+    files = read_.files.append_column("sha256", hashes)
+    files = files.append_column("bytes", numbers(sizes, pa.int64()))
     return replace(read_, files=files)
 
 
@@ -351,20 +350,15 @@ def _scan_file(
     try:
         data = read(path)
     except InputError as exc:
-        return ScannedFile(path=path, sha256="", size=0, parsed=None, error=exc)
+        return ScannedFile(path=path, error=exc)
     digest = hashlib.sha256(data).hexdigest()
-    parsed, error, variant = None, None, None
-    if digest != expected:
-        try:
-            parsed = parse_results_file(path, data, pairs)
-        except InputError as exc:
-            error = exc
-            variant = variant_in_file(path, data)  # (a failed file only)
-    return ScannedFile(
-        path=path,
-        sha256=digest,
-        size=len(data),
-        parsed=parsed,
-        error=error,
-        variant=variant,
-    )
+    if digest == expected:
+        return ScannedFile(path=path, sha256=digest, size=len(data))
+    try:
+        parsed = parse_results_file(path, data, pairs)
+    except InputError as exc:
+        variant = variant_in_file(path, data)  # (a failed file only)
+        return ScannedFile(
+            path=path, sha256=digest, size=len(data), error=exc, variant=variant
+        )
+    return ScannedFile(path=path, sha256=digest, size=len(data), parsed=parsed)

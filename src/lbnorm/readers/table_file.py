@@ -89,15 +89,11 @@ class RowNumbers:
     first: int
     lines: npt.NDArray[np.int64] | None = None
 
-    def number(self, position: int) -> int:
-        """The line (or row) number of the row at `position` (0-based)."""
-        if self.lines is not None:
-            return int(self.lines[position])
-        return self.first + position
-
     def where(self, position: int) -> str:
-        """``line N`` or ``row N`` for the row at `position`."""
-        return f"{self.unit} {self.number(position)}"
+        """``line N`` or ``row N`` for the row at `position` (0-based)."""
+        if self.lines is not None:
+            return f"{self.unit} {self.lines[position]}"
+        return f"{self.unit} {self.first + position}"
 
 
 def table_format(

@@ -229,8 +229,8 @@ def conform_scores(
         name = field.name
         if name == "source" or name not in columns:  # one value for every row
             value = source if name == "source" else OPTIONAL_SCORE_DEFAULTS[name]
-            data[name] = (
-                _constant_text(str(value), n_rows)
+            data[name] = (  # (as a dictionary of one entry: no text per row)
+                dictionary(np.zeros(n_rows, dtype=np.int32), strings([str(value)]))
                 if keep_dictionaries and field.type == pa.string()
                 else pa.repeat(scalar(value, field.type), n_rows)  # type: ignore[arg-type]
             )
@@ -539,9 +539,7 @@ def _explain_jsonl(path: Path, *, extra_columns: ExtraColumns) -> None:
     hint = "Hint: write one JSON object per line; the file may be truncated."
     numbered = list(json_lines(path, hint=hint))
     lines = np.array([number for number, _ in numbered], dtype=np.int64)
-    rows = RowNumbers(
-        unit="line", first=int(lines[0]) if lines.size else 1, lines=lines
-    )
+    rows = RowNumbers(unit="line", first=1, lines=lines)  # (first: unread with lines)
     names = list(dict.fromkeys(name for _, record in numbered for name in record))
     check_columns(names, source=str(path), extra_columns=extra_columns)
     for name in names:  # (a column outside the contract is passed over)
@@ -573,11 +571,6 @@ def _text_column(
     value = column[position].as_py()
     found = f"the {_kind(value)} {shown(value)}"
     raise _not_text(name, found, source, rows.where(position))
-
-
-def _constant_text(value: str, n_rows: int) -> pa.Array:
-    """`n_rows` copies of `value` as a dictionary of one entry (no text per row)."""
-    return dictionary(np.zeros(n_rows, dtype=np.int32), strings([value]))
 
 
 def _bool_column(
