@@ -179,10 +179,11 @@ def newton(
     vector; adding ``c * 1 1^T`` over the active models makes it invertible and
     keeps ``sum(theta)`` where it started (0). Inactive models (no battles in a
     round) keep their ``theta``. Each step solves the Newton system directly (one
-    round: the point fit, a retried bootstrap round), or, given a ``preconditioner`` (the inverse Hessian of the full data), by
-    preconditioned conjugate gradients: matrix-vector products instead of one
-    LAPACK factorisation per round, which is what makes a batch of bootstrap
-    rounds cheap.
+    round: the point fit, a retried bootstrap round), or, given a
+    ``preconditioner`` (the inverse Hessian of the full data), by preconditioned
+    conjugate gradients: matrix-vector products instead of one LAPACK
+    factorisation per round, which is what makes a batch of bootstrap rounds
+    cheap.
 
     Returns:
         Per round, whether the last full Newton step was below the tolerance.
