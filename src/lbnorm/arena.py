@@ -142,23 +142,14 @@ class ArenaOptions:
         """Every option, JSON-ready (the anchor as ``[model, rating]`` or null)."""
         # through JSON: the tuples become the lists the manifest holds
         options: dict[str, Any] = json.loads(json.dumps(asdict(self)))
-        # style control is recorded only when on: older records stay as they were
+        default = json.loads(json.dumps(asdict(ArenaOptions())))
+        # style control is recorded only when on, the board's options only when
+        # not at their defaults: older records stay as they were
         if not options["rating"]["style_control"]:
             del options["rating"]["style_control"]
-        board = (
-            "arena_tables",
-            "anony_only",
-            "dedup",
-            "daily_vote_per_user",
-            "categories",
-            "min_battles",
-            "hide",
-        )
-        for name in board:  # recorded only when set: older records stay as they were
-            if not options[name]:
+        for name in options.keys() - {"rating", "where"}:
+            if options[name] == default[name]:
                 del options[name]
-        if self.vote_day_tz == UTC:
-            del options["vote_day_tz"]
         return options
 
 
@@ -358,10 +349,9 @@ def _capped(battles: Battles, options: ArenaOptions) -> Battles:
         if options.rating.ties == "drop"
         else np.ones(len(battles.outcome), dtype=np.bool_)
     )
-    index = np.flatnonzero(counted)
     keep = ~counted
-    keep[index] = daily_vote_cap(
-        battles.judge[index], battles.tstamp[index], cap, zone=options.vote_day_tz
+    keep[counted] = daily_vote_cap(
+        battles.judge[counted], battles.tstamp[counted], cap, zone=options.vote_day_tz
     )
     return battles.subset(keep)
 

@@ -19,69 +19,38 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from lbnorm.ratings.battles import read_battles, read_model_map
+if TYPE_CHECKING:  # (each name re-exported: ``X as X``)
+    from lbnorm.ratings.battles import read_battles as read_battles
+    from lbnorm.ratings.battles import read_model_map as read_model_map
     from lbnorm.ratings.bootstrap import (
-        bootstrap_bradley_terry,
-        draw_multinomial,
-        estimate_bootstrap_bytes,
+        bootstrap_bradley_terry as bootstrap_bradley_terry,
     )
-    from lbnorm.ratings.bradley_terry import (
-        count_outcomes,
-        fit_bradley_terry,
-        win_matrix,
+    from lbnorm.ratings.bootstrap import draw_multinomial as draw_multinomial
+    from lbnorm.ratings.bootstrap import (
+        estimate_bootstrap_bytes as estimate_bootstrap_bytes,
     )
-    from lbnorm.ratings.elo import bootstrap_elo, online_elo
-    from lbnorm.ratings.fit import (
-        Ratings,
-        compute_ratings,
-        ratings_table,
-        win_rates_table,
-    )
-    from lbnorm.ratings.intervals import (
-        percentile_intervals,
-        predicted_win_rates,
-        rank_with_uncertainty,
-    )
-    from lbnorm.ratings.options import (
-        Battles,
-        RatingOptions,
-        RatingWarning,
-        parse_anchor,
-    )
+    from lbnorm.ratings.bradley_terry import count_outcomes as count_outcomes
+    from lbnorm.ratings.bradley_terry import fit_bradley_terry as fit_bradley_terry
+    from lbnorm.ratings.bradley_terry import win_matrix as win_matrix
+    from lbnorm.ratings.elo import bootstrap_elo as bootstrap_elo
+    from lbnorm.ratings.elo import online_elo as online_elo
+    from lbnorm.ratings.fit import Ratings as Ratings
+    from lbnorm.ratings.fit import compute_ratings as compute_ratings
+    from lbnorm.ratings.fit import ratings_table as ratings_table
+    from lbnorm.ratings.fit import win_rates_table as win_rates_table
+    from lbnorm.ratings.intervals import percentile_intervals as percentile_intervals
+    from lbnorm.ratings.intervals import predicted_win_rates as predicted_win_rates
+    from lbnorm.ratings.intervals import rank_with_uncertainty as rank_with_uncertainty
+    from lbnorm.ratings.options import Battles as Battles
+    from lbnorm.ratings.options import RatingOptions as RatingOptions
+    from lbnorm.ratings.options import RatingWarning as RatingWarning
+    from lbnorm.ratings.options import parse_anchor as parse_anchor
+    from lbnorm.ratings.pairwise_scores import PairwiseScores as PairwiseScores
     from lbnorm.ratings.pairwise_scores import (
-        PairwiseScores,
-        score_against_reference,
+        score_against_reference as score_against_reference,
     )
-    from lbnorm.ratings.where import Where, parse_where
-
-__all__ = [
-    "Battles",
-    "PairwiseScores",
-    "RatingOptions",
-    "RatingWarning",
-    "Ratings",
-    "Where",
-    "bootstrap_bradley_terry",
-    "bootstrap_elo",
-    "compute_ratings",
-    "count_outcomes",
-    "draw_multinomial",
-    "estimate_bootstrap_bytes",
-    "fit_bradley_terry",
-    "online_elo",
-    "parse_anchor",
-    "parse_where",
-    "percentile_intervals",
-    "predicted_win_rates",
-    "rank_with_uncertainty",
-    "ratings_table",
-    "read_battles",
-    "read_model_map",
-    "score_against_reference",
-    "win_matrix",
-    "win_rates_table",
-]
+    from lbnorm.ratings.where import Where as Where
+    from lbnorm.ratings.where import parse_where as parse_where
 
 #: Where each public name lives, by module.
 _MODULES = {
@@ -108,6 +77,7 @@ _HOMES = {
     for module, names in _MODULES.items()
     for name in names
 }
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:

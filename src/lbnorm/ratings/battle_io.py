@@ -102,9 +102,9 @@ def read_table(
     (a Parquet struct as stored); the other JSON columns get the types asked.
     """
     path, kind = source.path, source.kind
+    names = [name for name in wanted if name in present]  # (Parquet and CSV)
     try:
         if kind == "parquet":
-            names = [name for name in wanted if name in present]
             schema = pq.read_schema(path)
             text = [
                 n
@@ -113,7 +113,6 @@ def read_table(
             ]
             return read_parquet(path, columns=names, text=text)
         if kind == "csv":
-            names = [name for name in wanted if name in present]
             types = {n: wanted[n] for n in names}
             options = pa_csv.ConvertOptions(include_columns=names, column_types=types)
             return read_csv(path, convert=options)

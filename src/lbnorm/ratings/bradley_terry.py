@@ -178,11 +178,12 @@ def newton(
     Unregularised, the Hessian (a graph Laplacian) is singular along the constant
     vector; adding ``c * 1 1^T`` over the active models makes it invertible and
     keeps ``sum(theta)`` where it started (0). Inactive models (no battles in a
-    round) keep their ``theta``. Each step solves the Newton system directly, or,
-    given a ``preconditioner`` (the inverse Hessian of the full data), by
-    preconditioned conjugate gradients: matrix-vector products instead of one
-    LAPACK factorisation per round, which is what makes a batch of bootstrap
-    rounds cheap.
+    round) keep their ``theta``. Each step solves the Newton system directly (one
+    round: the point fit, a retried bootstrap round), or, given a
+    ``preconditioner`` (the inverse Hessian of the full data), by preconditioned
+    conjugate gradients: matrix-vector products instead of one LAPACK
+    factorisation per round, which is what makes a batch of bootstrap rounds
+    cheap.
 
     Returns:
         Per round, whether the last full Newton step was below the tolerance.
@@ -259,7 +260,12 @@ class _System:
         return out
 
     def solve(self, rhs: FloatArray) -> FloatArray:
-        """Solve directly (LAPACK); overwrites ``weights`` with the dense ``H``."""
+        """Solve directly (LAPACK); overwrites ``weights`` with the dense ``H``.
+
+        A singular ``H`` gives a NaN step (no step). The rounds solved directly
+        are one at a time (the point fit, a bootstrap round retried), so a
+        singular round costs no other round its step.
+        """
         rounds, k = rhs.shape
         hessian = self.weights
         flat = hessian.reshape(rounds, k * k)
@@ -281,7 +287,7 @@ class _System:
                 :, :, 0
             ].astype(np.float64, copy=False)
         except np.linalg.LinAlgError:
-            return _solve_each(hessian, rhs)
+            return np.full(rhs.shape, np.nan)
         return step
 
     def solve_iteratively(
@@ -322,17 +328,6 @@ def full_preconditioner(
     system.solve(np.zeros((1, k)))  # builds the dense matrix in `weights`
     inverse: FloatArray = np.linalg.inv(weights[0])
     return inverse
-
-
-def _solve_each(hessian: FloatArray, rhs: FloatArray) -> FloatArray:
-    """Solve round by round when the batch holds a singular matrix (that round: NaN)."""
-    step = np.full(rhs.shape, np.nan)
-    for r in range(len(rhs)):  # rounds, not battles; only after a LinAlgError
-        try:
-            step[r] = np.linalg.solve(hessian[r], rhs[r])
-        except np.linalg.LinAlgError:
-            continue
-    return step
 
 
 def _backtrack(

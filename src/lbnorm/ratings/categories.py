@@ -205,10 +205,8 @@ def fitted_battles(ratings: Ratings) -> IntArray:
     What the Arena's ``leaderboard_table_df`` counts as ``num_battles``: the
     battles left after ``exclude_tie``.
     """
-    if ratings.options.ties == "drop":
-        fitted: IntArray = ratings.n_battles - ratings.n_ties
-        return fitted
-    return ratings.n_battles
+    is_dropped = ratings.options.ties == "drop"
+    return ratings.n_battles - ratings.n_ties if is_dropped else ratings.n_battles
 
 
 def shown_models(

@@ -272,8 +272,7 @@ def _is_anchor(anchor: object) -> bool:
         isinstance(name, str)
         and bool(name.strip())
         and is_number
-        and math.isfinite(rating)
-        and abs(rating) <= _MAX_ANCHOR
+        and abs(rating) <= _MAX_ANCHOR  # (false for inf and NaN)
     )
 
 
