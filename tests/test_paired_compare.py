@@ -1,4 +1,4 @@
-"""analysis/paired.py, cli/paired.py, faces/paired.py: compare --paired, diff --paired.
+"""analysis/paired.py, faces/paired.py (and cli/analysts.py, cli/changes.py): compare --paired, diff --paired.
 
 Two models of one output (Llama and Yi on the repository's per-sample fixtures)
 against the oracles on the files read with ``json``; the same model re-evaluated

@@ -231,6 +231,8 @@ def _flushed(code: int) -> int:
 
 
 def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -> int:
+    from lbnorm.cli.arguments import check_written_files
+
     faults.fault_point("starting")  # signal tests (lbnorm.core.faults)
     _runtime.check_cancelled()
     parser = build_parser()
@@ -243,6 +245,7 @@ def _run_command(argv: Sequence[str] | None, parsed: list[argparse.Namespace]) -
     parsed.append(args)
     _runtime.check_cancelled()  # (the commands' imports take a moment)
     try:
+        check_written_files(args)  # before the command's work, not after
         return int(args.handler(args))
     except LbnormError as exc:
         _runtime.check_cancelled()  # an error while the run stopped: the signal's

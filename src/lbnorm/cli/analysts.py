@@ -1,4 +1,7 @@
-"""``lbnorm query``, ``show``, ``compare`` and ``report``: what analysts ask of an output."""
+"""``lbnorm query``, ``show``, ``compare`` and ``report``: what analysts ask of an output.
+
+``compare --paired`` is here too; :mod:`lbnorm.cli.changes` has ``diff --paired``.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,7 @@ from lbnorm.cli.arguments import (
     add_paired_test_options,
     add_verify,
     check_parent,
-    check_written_files,
     print_shown,
-    verify_outputs,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
 
@@ -222,14 +223,17 @@ examples:
 
 def _cmd_query(args: argparse.Namespace) -> int:
     from lbnorm.faces.query import infer_format, result_parts, run_query
-    from lbnorm.output.transaction import check_file
+    from lbnorm.output.reader import Output
+    from lbnorm.output.transaction import check_file, write_file
 
     pairs = [_parse_attach(text) for text in args.attach]
     attach = dict(pairs)
     if len(attach) < len(pairs):  # (the same name again: case too, in the query)
         msg = "--attach: a NAME given twice.\nHint: give each output its own name."
         raise OptionsError(msg)
-    verify_outputs(args, args.out, *attach.values())
+    if args.verify:  # every table hashed, before any work
+        for out in (args.out, *attach.values()):
+            Output.open(out, verify=True).close()
     fmt = args.format or infer_format(args.output)
     if fmt == "parquet" and args.output is None:
         msg = (
@@ -254,8 +258,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
         for part in parts:
             sys.stdout.write(part.decode())
         return ExitCode.OK
-    from lbnorm.output.transaction import write_file
-
     write_file(args.output, parts, option="--output")
     print(f"wrote {args.output} ({table.num_rows:,} rows, {fmt})", file=sys.stderr)
     return ExitCode.OK
@@ -308,16 +310,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
         benchmark=benchmark,
         top=None,
     )
-    precision = [f"precision={args.precision}"] if args.precision else []
     shown = selected.head(args.top)
     print_shown(
-        args,
-        shown,
-        selected,
-        board,
-        what="variants",
-        by=benchmark or rules.rank_by,
-        conditions=precision,
+        args, shown, selected, board, what="variants", by=benchmark or rules.rank_by
     )
     if len(shown):
         print(
@@ -343,9 +338,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     if args.paired:
-        from lbnorm.cli.paired import compare_paired_command
-
-        return compare_paired_command(args)
+        return _compare_paired(args)
     import pandas as pd
 
     from lbnorm.core.schemas import KEY_COLUMNS
@@ -379,32 +372,53 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _compare_paired(args: argparse.Namespace) -> int:
+    """``compare --paired``: two variants of an output, on the items both answered."""
+    from lbnorm.analysis.paired import compare_paired
+    from lbnorm.core.schemas import KEY_COLUMNS
+    from lbnorm.faces.paired import format_paired_comparison
+    from lbnorm.faces.show import find_variants
+    from lbnorm.output.reader import Output
+
+    if len(args.models) != 2:
+        msg = f"--paired compares two models, got {len(args.models)}.\nHint: name two models: lbnorm compare OUT A B --paired."
+        raise OptionsError(msg)
+    output = Output.open(args.out, "leaderboard", verify=args.verify)
+    variants = find_variants(output.frame("leaderboard"), args.models)
+    if len(variants) != 2:
+        shown = ", ".join(
+            f"{model} [{precision}]"
+            for model, precision in zip(
+                variants["model"], variants["precision"], strict=True
+            )
+        )
+        msg = f"--paired compares two variants, but the names match {len(variants)}: {shown}.\nHint: compare variants of one model in Python: lbnorm.analysis.paired.compare_paired(out, {{'model': ..., 'precision': ...}}, ...)."
+        raise OptionsError(msg)
+    a, b = (  # the two variants named
+        {key: variants.iloc[at][key] for key in KEY_COLUMNS} for at in range(2)
+    )
+    comparison = compare_paired(
+        output, a, b, adjust=args.paired_adjust, alpha=args.paired_alpha
+    )
+    print(format_paired_comparison(comparison, digits=args.digits))
+    return ExitCode.OK
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from lbnorm.faces.html_report import render_report
+    from lbnorm.faces.ratings_report import render_ratings_report
     from lbnorm.faces.report_assets import is_page
     from lbnorm.output.reader import Output
     from lbnorm.output.transaction import write_file
 
-    check_written_files(args)  # before the work, not after
     check_parent(args.html)  # before the plots, not after
     output = Output.open(args.out)
-    if output.kind == "ratings":  # lbnorm arena's output
-        from lbnorm.faces.ratings_report import render_ratings_report
-
-        page = render_ratings_report(
-            output, previous=args.previous, top=args.top, title=args.title
-        )
-    else:
-        page = render_report(
-            output, previous=args.previous, top=args.top, title=args.title
-        )
+    is_ratings = output.kind == "ratings"  # lbnorm arena's output
+    render = render_ratings_report if is_ratings else render_report
+    page = render(output, previous=args.previous, top=args.top, title=args.title)
     data = page.encode()
     write_file(args.html, data, option="--html", is_ours=is_page)
-    size = (
-        f"{len(data) / 1e3:,.0f} kB"
-        if output.kind == "ratings"
-        else f"{len(page) / 1e6:.1f} MB"
-    )
+    size = f"{len(data) / 1e3:,.0f} kB" if is_ratings else f"{len(page) / 1e6:.1f} MB"
     print(f"wrote {args.html} ({size})")
     return ExitCode.OK
 

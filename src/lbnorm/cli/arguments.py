@@ -43,7 +43,6 @@ __all__ = [
     "emit_diff",
     "options_of",
     "print_shown",
-    "verify_outputs",
 ]
 
 
@@ -200,9 +199,6 @@ class _PairedAlpha(argparse.Action):
     (:func:`~lbnorm.core.options.check_paired_alpha`: exit 2, with a hint).
     """
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, type=float, **kwargs)
-
     def __call__(
         self,
         parser: argparse.ArgumentParser,
@@ -210,9 +206,9 @@ class _PairedAlpha(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        """Check the value parsed (a ``float``) and set it."""
-        check_paired_alpha(float(values))
-        setattr(namespace, self.dest, float(values))
+        """Check the value parsed (a ``float``: its type) and set it."""
+        check_paired_alpha(values)
+        setattr(namespace, self.dest, values)
 
 
 def add_paired_test_options(
@@ -228,6 +224,7 @@ def add_paired_test_options(
     parser.add_argument(
         "--paired-alpha",
         action=_PairedAlpha,
+        type=float,
         metavar="LEVEL",
         default=DEFAULTS.paired_alpha,
         help="an adjusted p-value below this separates two models (default: %(default)s)",
@@ -255,23 +252,10 @@ def add_verify(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def verify_outputs(args: argparse.Namespace, *outs: str) -> None:
-    """With ``--verify``, check each output folder's tables in full (before any work).
-
-    Raises:
-        InputError: A table differs from what its manifest records (exit 4).
-    """
-    if getattr(args, "verify", False):
-        from lbnorm.output.reader import Output
-
-        for out in outs:
-            Output.open(out, verify=True).close()
-
-
 def check_written_files(args: argparse.Namespace) -> None:
     """Check ``--markdown``, ``--html`` and ``--failures FILE`` before any work.
 
-    Such a file is refused inside an lbnorm output folder (the outputs the
+    Run for every command, before its handler (:func:`lbnorm.cli.main`). Such a file is refused inside an lbnorm output folder (the outputs the
     command reads or writes count even before they exist: ``lbnorm diff OLD
     NEW --markdown NEW/diff.md``), and where a file lbnorm did not write is
     (recognized by its first and last bytes, by the recognizer beside the code
@@ -286,11 +270,6 @@ def check_written_files(args: argparse.Namespace) -> None:
         OptionsError: A file is pointed inside an output folder (exit 2).
         OutputError: A file lbnorm did not write is there (exit 6).
     """
-    from lbnorm.output.transaction import (
-        check_file,
-        check_target,
-    )
-
     outs = tuple(
         value
         for name in ("out", "old", "new")
@@ -299,9 +278,13 @@ def check_written_files(args: argparse.Namespace) -> None:
     for option in ("markdown", "html", "failures"):
         value = getattr(args, option, None)
         if isinstance(value, str) and value:
+            from lbnorm.output.transaction import check_file  # (Arrow: when needed)
+
             is_ours = _recognizer(option)
             check_file(value, option=f"--{option}", is_ours=is_ours, outs=outs)
     if getattr(args, "adds_tables", False) and isinstance(args.out, str):
+        from lbnorm.output.transaction import check_target
+
         check_target(Path(args.out))  # (diff, impact, health: refused before the work)
 
 
@@ -371,21 +354,20 @@ def print_shown(
     *,
     what: str,
     by: str,
-    conditions: Sequence[str] = (),
 ) -> None:
     """``show``'s first line: how many rows of how many, the filters, the order.
 
     Args:
-        args: The command's arguments (``where``, ``model``).
+        args: The command's arguments (``where``, ``model``, ``precision``).
         shown: The rows printed.
         selected: The rows the filters kept.
         table: Every row.
         what: What a row is (``variants``, ``models``).
         by: What the rows are sorted by.
-        conditions: Filters of the command's own, after ``--where`` and ``--model``.
     """
     model = [f"model~{args.model}"] if args.model else []
-    said = [*args.where, *model, *conditions]
+    precision = [f"precision={args.precision}"] if args.precision else []
+    said = [*args.where, *model, *precision]
     print(
         f"top {len(shown):,} of {len(selected):,} {what}"
         + (f" where {' and '.join(said)}" if said else "")

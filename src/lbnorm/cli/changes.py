@@ -12,7 +12,6 @@ from lbnorm.cli.arguments import (
     add_paired_test_options,
     add_policy_options,
     add_verify,
-    check_written_files,
     emit_diff,
 )
 from lbnorm.core.errors import ExitCode, OptionsError
@@ -240,7 +239,6 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from lbnorm.core.errors import InputError
     from lbnorm.output.reader import Output
 
-    check_written_files(args)  # before the work, not after
     sides: list[Output | str] = []
     for side in (args.old, args.new):  # each opened once, checked once
         try:
@@ -255,10 +253,21 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
         return diff_ratings_outputs(args, sides[0], sides[1])
     old, new = (Output.open(side, "leaderboard", verify=args.verify) for side in sides)
-    if args.paired:
-        from lbnorm.cli.paired import diff_paired_command
+    if args.paired:  # each variant compared with itself: which benchmark moved
+        from lbnorm.analysis.paired import diff_paired
+        from lbnorm.faces.paired import format_paired_diff
 
-        return diff_paired_command(args, old, new)
+        paired = diff_paired(
+            old,
+            new,
+            adjust=args.paired_adjust,
+            alpha=args.paired_alpha,
+            subtasks=args.paired_subtasks,
+        )
+        text = format_paired_diff(paired, largest=args.largest)
+        return emit_diff(
+            args, {"diff_paired": paired.changes}, text, stem="diff_paired"
+        )
     diff = diff_snapshots(
         read_snapshot(old, intervals=args.intervals),
         read_snapshot(new, intervals=args.intervals),
@@ -274,7 +283,6 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     from lbnorm.analysis.impact import compare_suites
     from lbnorm.analysis.render import format_diff
 
-    check_written_files(args)  # before the work, not after
     suites = args.suite or [DEFAULT_SUITE]
     if len(suites) > 2 or (len(suites) == 1 and not args.set_bound):
         msg = (
@@ -306,7 +314,6 @@ def _cmd_health(args: argparse.Namespace) -> int:
     from lbnorm.analysis.health import HealthConfig, check_source, is_healthy
     from lbnorm.analysis.render import format_health
 
-    check_written_files(args)  # before the work, not after
     config = HealthConfig.from_toml(args.config) if args.config else None
     health, title = check_source(args.sources, suite=args.suite, config=config)
     print(format_health(health, all_subtasks=args.all_subtasks, title=title))

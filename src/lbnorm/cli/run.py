@@ -26,7 +26,6 @@ from lbnorm.cli.arguments import (
     add_inputs,
     add_paired_test_options,
     add_policy_options,
-    check_written_files,
     options_of,
 )
 from lbnorm.core.errors import ExitCode
@@ -308,7 +307,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Read, normalize, write, summarise (and, for a nightly run, check and report)."""
     from lbnorm.faces.terminal import format_summary
 
-    check_written_files(args)  # before the work: --failures OUT/f.csv is refused
     options = options_of(RunOptions, args)
     if options.workers > 2:
         from lbnorm.engines.workers import most_workers
