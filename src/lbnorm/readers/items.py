@@ -424,8 +424,6 @@ class ItemCollector:
                 pc.is_in(batch.column("model"), value_set=strings(sorted(wanted)))
             )
             batch, rows = batch.filter(booleans(keep)), rows[keep]
-        if not batch.num_rows:
-            return
         for name in ("model", "task", "metric", "doc_id", "value", "chat_template"):
             if name in batch.schema.names and batch.column(name).null_count:
                 is_null = to_numpy(batch.column(name).is_null())

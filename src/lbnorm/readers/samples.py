@@ -105,10 +105,8 @@ class BatchSink(Protocol):
     table is read once.
     """
 
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns it needs beyond the aggregation's (read where present)."""
-        ...
+    #: The columns it needs beyond the aggregation's (read where present).
+    columns: tuple[str, ...]
 
     def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
         """Take a batch (``first_row``: its first row's number in the table)."""
