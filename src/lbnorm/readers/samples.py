@@ -622,14 +622,15 @@ class _Sums:
                 batch, source=source, first_row=first_row, unit=unit
             )
         rows = batch.num_rows
-        value = batch.column("value")
-        if value.null_count:
-            is_null = to_numpy(value.is_null())
-            bad_rows(source, "value", "null", np.flatnonzero(is_null) + first_row)
-        values = np.asarray(to_numpy(pc.cast(value, pa.float64())))
+        # (a null precision or revision is '')
+        for name in ("value", "model", "chat_template", "task", "metric"):
+            if name in batch.schema.names and batch.column(name).null_count:
+                is_null = to_numpy(batch.column(name).is_null())
+                bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
+        values = np.asarray(to_numpy(pc.cast(batch.column("value"), pa.float64())))
         columns, mappings = [], []
         for name in _GROUPED:
-            indices, mapping = self._encoded(batch, name, source, first_row)
+            indices, mapping = self._encoded(batch, name)
             columns.append((indices, len(mapping)))
             mappings.append(mapping)
         code, size, steps = group_codes(columns, rows)
@@ -804,7 +805,7 @@ class _Sums:
         return codes
 
     def _encoded(
-        self, batch: pa.RecordBatch, name: str, source: str, first_row: int
+        self, batch: pa.RecordBatch, name: str
     ) -> tuple[npt.NDArray[np.integer[Any]] | None, _I64]:
         """A key column as per-row indices (None: one value) into per-entry codes.
 
@@ -812,14 +813,6 @@ class _Sums:
         template), or the index among the suite's tasks or metrics (the last
         index: not the suite's).
         """
-        is_nullable = name in ("precision", "revision")  # (a null is '')
-        if (
-            name in batch.schema.names
-            and batch.column(name).null_count
-            and not is_nullable
-        ):
-            is_null = to_numpy(batch.column(name).is_null())
-            bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
         rows, entries = key_entries(batch, name)
         if name == "chat_template":
             return rows, np.arange(len(entries), dtype=np.int64)
