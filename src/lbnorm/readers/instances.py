@@ -74,10 +74,9 @@ def results_columns(
     (it has one aggregate per task and metric): such a subtask is read from
     samples only, never from a results file's ``results[task][metric]``.
     """
-    rules = [s.instance for b in suite.benchmarks for s in b.subtasks]
-    if all(rule is None for rule in rules):
+    if (rules := instance_rules(suite)) is None:
         return columns
-    tasks = [task if rule is None else "" for task, rule in zip(columns["task"], rules, strict=True)]  # fmt: skip
+    tasks = [task if rule is None else "" for task, rule in zip(columns["task"], rules.rules, strict=True)]  # fmt: skip
     return {**columns, "task": tasks}
 
 

@@ -36,7 +36,6 @@ import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +53,7 @@ from lbnorm.readers.samples import (
     bad_rows,
     group_codes,
     group_digits,
+    key_entries,
     key_indices,
     read_sample_table,
     row_codes,
@@ -347,16 +347,12 @@ class ItemCollector:
         self.n_duplicated = np.zeros(self.n_pairs, dtype=np.int64)
         self._wanted = None if models is None else set(models)
         keys = {key for key in self.cluster_key if key}
-        self._read_columns = ("doc_id", "item", *sorted(keys))
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns of a sample table it reads beyond the aggregation's."""
-        return self._read_columns
+        #: The columns of a sample table it reads beyond the aggregation's.
+        self.columns = ("doc_id", "item", *sorted(keys))
 
     def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
         """Add a batch of a sample table's rows (``first_row``: its first row's number)."""
-        self._add_rows(batch, ItemSource(path=path), first_row)
+        self._add_rows(ItemSource(path=path), batch, first_row)
 
     def add_sources(self, sources: Sequence[ItemSource]) -> None:
         """Add sample tables (streamed) and sample files (each read whole).
@@ -364,9 +360,11 @@ class ItemCollector:
         The tables first: a task a table gives is matched by ``doc_id`` in every
         input (a table records no ``doc_hash``).
         """
+        columns = [*KEY_COLUMNS, "task", "metric", "value", *self.columns]
         for source in sources:
-            if file_format(source.path) != "jsonl":
-                self._add_table(source)
+            if file_format(source.path) != "jsonl":  # a batch at a time
+                add = functools.partial(self._add_rows, source)
+                read_sample_table(source.path, columns, add, hint=_HINT_TABLE)
         jsonl = [s for s in sources if file_format(s.path) == "jsonl"]
         keys = task_keys([source.path for source in jsonl])
         seen: dict[Path, tuple[str, str, str, bool]] = {}
@@ -418,17 +416,7 @@ class ItemCollector:
             column = self._columns(rows, number, position, lambda _: str(source.path))
             self._put(np.full(number.size, v, np.int64), rows, column, got.values)
 
-    def _add_table(self, source: ItemSource) -> None:
-        """Add a Parquet sample table's items, a batch at a time."""
-        clusters = sorted({k for k in self.cluster_key if k})
-        read_sample_table(
-            source.path,
-            [*KEY_COLUMNS, "task", "metric", "doc_id", "item", "value", *clusters],
-            lambda batch, first: self._add_rows(batch, source, first),
-            hint=_HINT_TABLE,
-        )
-
-    def _add_rows(self, batch: pa.RecordBatch, source: ItemSource, first: int) -> None:
+    def _add_rows(self, source: ItemSource, batch: pa.RecordBatch, first: int) -> None:
         path, wanted = source.path, self._wanted
         rows = np.arange(first, first + batch.num_rows)  # each row's number in the file
         if wanted is not None:
@@ -436,8 +424,6 @@ class ItemCollector:
                 pc.is_in(batch.column("model"), value_set=strings(sorted(wanted)))
             )
             batch, rows = batch.filter(booleans(keep)), rows[keep]
-        if not batch.num_rows:
-            return
         for name in ("model", "task", "metric", "doc_id", "value", "chat_template"):
             if name in batch.schema.names and batch.column(name).null_count:
                 is_null = to_numpy(batch.column(name).is_null())
@@ -481,14 +467,11 @@ class ItemCollector:
         row has one).
         """
         total = np.bincount(pair, minlength=self.n_pairs)
-        if item is None:
-            is_listed = np.zeros(0, dtype=bool)
-            listed = np.zeros(self.n_pairs, dtype=np.int64)
-        else:
-            is_listed = item >= 0
-            listed = np.bincount(pair[is_listed], minlength=self.n_pairs)
-        if ((listed > 0) & (listed < total)).any():
-            p = int(np.flatnonzero((listed > 0) & (listed < total))[0])
+        is_listed = np.zeros(pair.size, dtype=bool) if item is None else item >= 0
+        listed = np.bincount(pair[is_listed], minlength=self.n_pairs)
+        is_mixed = (listed > 0) & (listed < total)
+        if is_mixed.any():
+            p = int(np.flatnonzero(is_mixed)[0])
             at = int(np.flatnonzero((pair == p) & ~is_listed)[0])
             msg = f"{where(at)}: task {self.tasks[p]!r} metric {self.metrics[p]!r} mixes rows with and without 'item'.\nHint: give every row of a list-valued metric its item position, and none to the others."
             raise InputError(msg)
@@ -522,22 +505,11 @@ class ItemCollector:
 
     def _table_variants(self, batch: pa.RecordBatch, source: ItemSource) -> _I64:
         """Each row's variant number (new variants registered as they come)."""
-        columns: list[tuple[npt.NDArray[np.integer[Any]] | None, int]] = []
-        entries: list[list[Any]] = []
-        for name in KEY_COLUMNS:
-            if name not in batch.schema.names:
-                columns.append((None, 1))
-                entries.append([False] if name == "chat_template" else [""])
-                continue
-            column = batch.column(name)
-            if name == "chat_template":
-                index: npt.NDArray[np.integer[Any]] = to_numpy(column).astype(np.int64)
-                values: list[Any] = [False, True]
-            else:  # a null precision or revision is ''
-                index, values = key_indices(column)
-            columns.append((index, len(values)))
-            entries.append(values)
-        code, size, steps = group_codes(columns, batch.num_rows)
+        columns = [key_entries(batch, name) for name in KEY_COLUMNS]
+        entries = [values for _, values in columns]
+        code, size, steps = group_codes(
+            [(index, len(values)) for index, values in columns], batch.num_rows
+        )
         present = np.flatnonzero(np.bincount(code, minlength=size))
         keys = [
             [values[d] for d in digit.tolist()]
@@ -627,17 +599,11 @@ class ItemCollector:
         target = variant * width + self.offset[pair] + column
         is_one = values == 1.0
         code = is_one.view(np.uint8) + np.uint8(ZERO)
-        n_binary = np.count_nonzero(is_one) + np.count_nonzero(values == 0.0)
-        is_other = (
-            np.zeros(values.size, dtype=bool)
-            if n_binary == values.size
-            else ~is_one & (values != 0.0)
-        )
-        if n_binary != values.size:
-            code[is_other] = OTHER
+        is_other = ~is_one & (values != 0.0)
+        code[is_other] = OTHER
         self.grid.reshape(-1)[target] = code
         self.n_put += int(target.size)
-        if self.is_float.any() or n_binary != values.size:
+        if self.is_float.any() or is_other.any():
             floats = self.is_float[pair] | is_other
             pairs = np.flatnonzero(np.bincount(pair[floats], minlength=self.n_pairs))
             for p in pairs.tolist():  # the suite pairs with other values
@@ -692,12 +658,10 @@ class ItemCollector:
                 continue
             t = int(self.task_of[p])
             if self.is_list[p] == 2:
-                key, column = self.listed[p] or (
-                    numbers(np.empty(0, dtype=np.int64), pa.int64()),
-                    np.empty(0, np.int64),
-                )
+                listed = self.listed[p]
+                assert listed is not None  # (it has columns: _list_columns made them)
                 code = np.empty(width, dtype=np.int64)
-                code[column] = to_numpy(key)
+                code[listed[1]] = to_numpy(listed[0])
                 document, position = np.divmod(code, 1 << 20)
             else:
                 document = np.arange(width, dtype=np.int64)

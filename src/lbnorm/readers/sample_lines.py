@@ -80,12 +80,8 @@ def _arrow_type(value: object) -> pa.DataType:
 
 def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
     """The rows of one filter (a line without one is ``none``'s)."""
-    filters = pc.fill_null(table.column("filter"), _text("none"))
-    return table.filter(pc.equal(filters, _text(kept or "none")))
-
-
-#: A filter's name as a scalar, made once.
-_text = functools.cache(functools.partial(scalar, type_=pa.string()))
+    filters = pc.fill_null(table.column("filter"), "none")
+    return table.filter(pc.equal(filters, kept or "none"))
 
 
 def _doc_id(path: Path, number: int, doc: object) -> int:

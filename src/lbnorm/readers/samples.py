@@ -61,6 +61,7 @@ __all__ = [
     "bad_rows",
     "group_codes",
     "group_digits",
+    "key_entries",
     "key_indices",
     "read_sample_table",
     "read_samples",
@@ -104,10 +105,8 @@ class BatchSink(Protocol):
     table is read once.
     """
 
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns it needs beyond the aggregation's (read where present)."""
-        ...
+    #: The columns it needs beyond the aggregation's (read where present).
+    columns: tuple[str, ...]
 
     def add_batch(self, batch: pa.RecordBatch, *, path: Path, first_row: int) -> None:
         """Take a batch (``first_row``: its first row's number in the table)."""
@@ -623,14 +622,15 @@ class _Sums:
                 batch, source=source, first_row=first_row, unit=unit
             )
         rows = batch.num_rows
-        value = batch.column("value")
-        if value.null_count:
-            is_null = to_numpy(value.is_null())
-            bad_rows(source, "value", "null", np.flatnonzero(is_null) + first_row)
-        values = np.asarray(to_numpy(pc.cast(value, pa.float64())))
+        # (a null precision or revision is '')
+        for name in ("value", "model", "chat_template", "task", "metric"):
+            if name in batch.schema.names and batch.column(name).null_count:
+                is_null = to_numpy(batch.column(name).is_null())
+                bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
+        values = np.asarray(to_numpy(pc.cast(batch.column("value"), pa.float64())))
         columns, mappings = [], []
         for name in _GROUPED:
-            indices, mapping = self._encoded(batch, name, source, first_row)
+            indices, mapping = self._encoded(batch, name)
             columns.append((indices, len(mapping)))
             mappings.append(mapping)
         code, size, steps = group_codes(columns, rows)
@@ -805,7 +805,7 @@ class _Sums:
         return codes
 
     def _encoded(
-        self, batch: pa.RecordBatch, name: str, source: str, first_row: int
+        self, batch: pa.RecordBatch, name: str
     ) -> tuple[npt.NDArray[np.integer[Any]] | None, _I64]:
         """A key column as per-row indices (None: one value) into per-entry codes.
 
@@ -813,16 +813,9 @@ class _Sums:
         template), or the index among the suite's tasks or metrics (the last
         index: not the suite's).
         """
-        if name not in batch.schema.names:  # left out: '' or false
-            default = [0] if name == "chat_template" else self._code(name, [""])
-            return None, np.asarray(default, dtype=np.int64)
-        column = batch.column(name)
-        if column.null_count and name not in ("precision", "revision"):
-            is_null = to_numpy(column.is_null())
-            bad_rows(source, name, "null", np.flatnonzero(is_null) + first_row)
+        rows, entries = key_entries(batch, name)
         if name == "chat_template":
-            return to_numpy(column).astype(np.int64), np.array([0, 1], dtype=np.int64)
-        rows, entries = key_indices(column)
+            return rows, np.arange(len(entries), dtype=np.int64)
         if name in self._suite:
             suite = self._suite[name]
             unknown = len(suite)
@@ -840,6 +833,20 @@ def key_indices(
         column = pc.dictionary_encode(column)
     entries = [*column.dictionary.to_pylist(), ""]  # (string or large_string)
     return to_numpy(column.indices, null=len(entries) - 1), entries  # no copy
+
+
+def key_entries(
+    batch: pa.RecordBatch, name: str
+) -> tuple[npt.NDArray[np.integer[Any]] | None, list[Any]]:
+    """A key column as per-row indices into its entries (None: left out, one entry: '' or false).
+
+    ``chat_template`` indexes ``[False, True]``; a text column is read by :func:`key_indices`.
+    """
+    if name not in batch.schema.names:
+        return None, [False] if name == "chat_template" else [""]
+    if name == "chat_template":
+        return to_numpy(batch.column(name)).astype(np.int64), [False, True]
+    return key_indices(batch.column(name))
 
 
 def group_codes(
