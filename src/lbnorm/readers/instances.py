@@ -76,7 +76,10 @@ def results_columns(
     """
     if (rules := instance_rules(suite)) is None:
         return columns
-    tasks = [task if rule is None else "" for task, rule in zip(columns["task"], rules.rules, strict=True)]  # fmt: skip
+    tasks = [
+        task if rule is None else ""
+        for task, rule in zip(columns["task"], rules.rules, strict=True)
+    ]
     return {**columns, "task": tasks}
 
 
@@ -250,14 +253,28 @@ def apply_rule(
         recoded[values == old] = new
     keep = np.isfinite(recoded)
     if rule.non_finite == "error" and not keep.all():
-        _refuse(label, "a non-finite value", recoded, ~keep, rows, unit,
-                'give every instance a number, or let the suite drop them with non_finite = "drop"')  # fmt: skip
+        _refuse(
+            label,
+            "a non-finite value",
+            recoded,
+            ~keep,
+            rows,
+            unit,
+            'give every instance a number, or let the suite drop them with non_finite = "drop"',
+        )
     if rule.scale is not None:
         lo, hi = rule.scale
         outside = keep & ((recoded < lo) | (recoded > hi))
         if outside.any():
-            _refuse(label, f"a value outside the scale [{lo:g}, {hi:g}]", recoded,
-                    outside, rows, unit, "check the values' scale (the suite's scale = [lo, hi]) and fix or remove the instances")  # fmt: skip
+            _refuse(
+                label,
+                f"a value outside the scale [{lo:g}, {hi:g}]",
+                recoded,
+                outside,
+                rows,
+                unit,
+                "check the values' scale (the suite's scale = [lo, hi]) and fix or remove the instances",
+            )
     statistic = rule.statistic
     with np.errstate(invalid="ignore"):
         if statistic == "mean":
@@ -320,8 +337,14 @@ def _rebuilt(
     copies = np.concatenate([np.empty(0, np.int64), *(rows for rows, _, _ in taken)])
     # each copy's metric: its key, an entry after the batch's own
     all_indices = np.concatenate(
-        [indices, *(np.full(rows.size, len(entries) + i) for i, (rows, _, _) in enumerate(taken))]
-    )  # fmt: skip
+        [
+            indices,
+            *(
+                np.full(rows.size, len(entries) + i)
+                for i, (rows, _, _) in enumerate(taken)
+            ),
+        ]
+    )
     entries = [*entries, *(key for _, key, _ in taken)]
     metric = pa.DictionaryArray.from_arrays(
         numbers(all_indices, pa.int32(), valid=all_indices >= 0), strings(entries)

@@ -439,7 +439,9 @@ def read_sample_table(
     try:
         schema = pq.read_schema(path)
         text = ["model", "precision", "revision", "task", "metric"]
-        file = pq.ParquetFile(path, read_dictionary=[n for n in text if n in schema.names])  # fmt: skip
+        file = pq.ParquetFile(
+            path, read_dictionary=[n for n in text if n in schema.names]
+        )
     except (pa.ArrowException, OSError) as exc:
         msg = f"{path}: cannot read as Parquet: {exc}.\nHint: check that the file is complete."
         raise InputError(msg) from exc
@@ -723,7 +725,10 @@ class _Sums:
         def code(name: str, shift: int) -> _I64:
             return np.asarray((key >> shift) & ((1 << _BITS[name]) - 1))
 
-        rows = [f"{t}/{m}" for t, m in zip(subtasks["task"], subtasks["metric"], strict=True)]  # fmt: skip
+        rows = [
+            f"{t}/{m}"
+            for t, m in zip(subtasks["task"], subtasks["metric"], strict=True)
+        ]
         columns = {
             "model": text(self._codes["model"], code("model", 43)),
             "precision": text(self._codes["precision"], code("precision", 11)),
