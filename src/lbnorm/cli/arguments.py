@@ -255,9 +255,10 @@ def add_verify(parser: argparse.ArgumentParser) -> None:
 def check_written_files(args: argparse.Namespace) -> None:
     """Check ``--markdown``, ``--html`` and ``--failures FILE`` before any work.
 
-    Run for every command, before its handler (:func:`lbnorm.cli.main`). Such a file is refused inside an lbnorm output folder (the outputs the
-    command reads or writes count even before they exist: ``lbnorm diff OLD
-    NEW --markdown NEW/diff.md``), and where a file lbnorm did not write is
+    Run for every command, before its handler (:func:`lbnorm.cli.main`). Such
+    a file is refused inside an lbnorm output folder (the outputs the command
+    reads or writes count even before they exist: ``lbnorm diff OLD NEW
+    --markdown NEW/diff.md``), and where a file lbnorm did not write is
     (recognized by its first and last bytes, by the recognizer beside the code
     that writes that kind of file). ``run --report`` is checked so by the
     nightly run itself (:func:`lbnorm.nightly.run_monitored`), before its work.
