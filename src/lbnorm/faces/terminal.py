@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = [
     "aligned",
     "closing_lines",
-    "folder_label",
     "format_paired_summary",
     "format_suite",
     "format_summary",
@@ -256,7 +255,7 @@ def closing_lines(
     if out is not None:
         lines += [
             "",
-            f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",
+            f"wrote      {_folder_label(out)} ({written} .parquet; manifest.json)",
         ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
@@ -544,11 +543,11 @@ def _board_lines(suite: Suite) -> list[str]:
     return lines
 
 
-def folder_label(out: str | os.PathLike[str]) -> str:
+def _folder_label(out: str | os.PathLike[str]) -> str:
     """An output folder as a summary names it: with one trailing slash.
 
     Examples:
-        >>> folder_label("out/"), folder_label("out"), folder_label("/")
+        >>> _folder_label("out/"), _folder_label("out"), _folder_label("/")
         ('out/', 'out/', '/')
     """
     text = os.fspath(out)
