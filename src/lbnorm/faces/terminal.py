@@ -80,13 +80,15 @@ def format_table(
     if isinstance(frame, pa.Table):
         names = frame.column_names
         values = [frame.column(index).to_pylist() for index in range(len(names))]
-        numeric = [
-            _is_number_type(
-                field.type.value_type
-                if pa.types.is_dictionary(field.type)
-                else field.type
-            )
+        kinds = [  # a dictionary column is numeric if its values are
+            field.type.value_type if pa.types.is_dictionary(field.type) else field.type
             for field in frame.schema
+        ]
+        numeric = [
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_decimal(kind)
+            for kind in kinds
         ]
     else:
         import pandas as pd  # the caller holds a frame: pandas is loaded already
@@ -104,16 +106,6 @@ def format_table(
         for name, column in zip(names, values, strict=True)
     ]
     return aligned(names, cells, numeric)
-
-
-def _is_number_type(kind: pa.DataType) -> bool:
-    import pyarrow as pa
-
-    return bool(
-        pa.types.is_integer(kind)
-        or pa.types.is_floating(kind)
-        or pa.types.is_decimal(kind)
-    )
 
 
 def _cells(values: Sequence[object], digits: int | None) -> list[str]:
