@@ -48,7 +48,6 @@ __all__ = [
     "Diff",
     "Sides",
     "Snapshot",
-    "bounds_of",
     "diff_results",
     "diff_snapshots",
     "line_up",
@@ -158,13 +157,13 @@ def summary_row(labels: tuple[str, str], summary: Mapping[str, Figure]) -> pd.Da
     )
 
 
-def bounds_of(subtasks: pd.DataFrame) -> pd.DataFrame:
+def _bounds_of(subtasks: pd.DataFrame) -> pd.DataFrame:
     """Return each subtask's lower bound as a subtask table records it.
 
     Examples:
         >>> subtasks = pd.DataFrame({"benchmark": ["GPQA"] * 3, "subtask": ["main", "main", "diamond"],
         ...     "lower_bound": [0.25, 0.25, 0.25]})
-        >>> bounds_of(subtasks).to_dict("list")
+        >>> _bounds_of(subtasks).to_dict("list")
         {'benchmark': ['GPQA', 'GPQA'], 'subtask': ['main', 'diamond'], 'lower_bound': [0.25, 0.25]}
     """
     columns = ["benchmark", "subtask"]
@@ -494,7 +493,7 @@ def _side_bounds(side: Snapshot) -> pd.DataFrame | None:
     if side.bounds is not None:
         return side.bounds[["benchmark", "subtask", "lower_bound"]]
     if side.subtasks is not None and len(side.subtasks):
-        return bounds_of(side.subtasks)
+        return _bounds_of(side.subtasks)
     return None
 
 
@@ -535,7 +534,7 @@ def _scored(side: Snapshot) -> pd.DataFrame | None:
     """The (benchmark, subtask) pairs with a score on a side (None: no subtask table)."""
     if side.subtasks is None or not len(side.subtasks):
         return None
-    return bounds_of(side.subtasks)[["benchmark", "subtask"]]
+    return _bounds_of(side.subtasks)[["benchmark", "subtask"]]
 
 
 def _coverage_frame(

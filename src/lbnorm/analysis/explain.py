@@ -37,9 +37,6 @@ __all__ = ["Explanation", "explain_variant"]
 #: The rules, as the suite spells them.
 _AVERAGE_RULE = "normalize-then-average"
 _POOL_RULE = "pool-then-normalize"
-#: Agreement between a recomputation and a table (the tables' sums are exact
-#: fixed-point sums; a plain float recomputation differs in the last bits).
-_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,19 +243,14 @@ def _subtask_steps(subtasks: pd.DataFrame, suite: Suite | None) -> pd.DataFrame:
 
 def _suite_bounds(suite: Suite | None) -> pd.DataFrame:
     """The suite's subtask table under the names the merge needs (empty if no suite)."""
-    columns = ["benchmark", "subtask", "task", "num_choices", "suite_lower_bound"]
+    columns = ["benchmark", "subtask", "task", "num_choices"]
+    columns += ["suite_lower_bound", "suite_n_samples"]
     if suite is None:
-        return pd.DataFrame(columns=[*columns, "suite_n_samples", "rule"]).astype(
+        return pd.DataFrame(columns=columns).astype(
             {"benchmark": "str", "subtask": "str"}
         )
-    table = suite.subtask_table().rename(
-        columns={
-            "lower_bound": "suite_lower_bound",
-            "n_samples": "suite_n_samples",
-            "aggregation": "rule",
-        }
-    )
-    return table[[*columns, "suite_n_samples", "rule"]]
+    renamed = {"lower_bound": "suite_lower_bound", "n_samples": "suite_n_samples"}
+    return suite.subtask_table().rename(columns=renamed)[columns]
 
 
 def _benchmark_steps(

@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from lbnorm._runtime import entry_point
-from lbnorm.analysis.diff import Diff, diff_snapshots, snapshot_of
+from lbnorm.analysis.diff import Diff, diff_results
 from lbnorm.core.errors import OptionsError, SuiteError
 from lbnorm.core.options import DEFAULT_SUITE, RunOptions
 from lbnorm.pipeline import run
@@ -28,7 +28,6 @@ __all__ = [
     "compare_suites",
     "override_bounds",
     "parse_bound_override",
-    "suite_labels",
 ]
 
 
@@ -239,16 +238,13 @@ def compare_suites(
         )
     old = run(inputs, suite=old_suite, options=options)
     new = run(inputs, suite=new_suite, options=options)
-    old_label, new_label = suite_labels(old_suite, new_suite)
-    return diff_snapshots(
-        snapshot_of(old, intervals=intervals, label=old_label),
-        snapshot_of(new, intervals=intervals, label=new_label),
-        moved_places=moved_places,
-        top=top,
+    diff = diff_results(
+        old, new, intervals=intervals, moved_places=moved_places, top=top
     )
+    return replace(diff, labels=_suite_labels(old_suite, new_suite))
 
 
-def suite_labels(old: Suite, new: Suite) -> tuple[str, str]:
+def _suite_labels(old: Suite, new: Suite) -> tuple[str, str]:
     """Names for the two sides of an impact study that tell them apart.
 
     Each side is its :attr:`~lbnorm.suites.Suite.display_name`; when both read
@@ -257,9 +253,9 @@ def suite_labels(old: Suite, new: Suite) -> tuple[str, str]:
     Examples:
         >>> from dataclasses import replace
         >>> v2 = load_suite("openllm-v2")
-        >>> suite_labels(v2, replace(v2, benchmarks=v2.benchmarks[:5]))
+        >>> _suite_labels(v2, replace(v2, benchmarks=v2.benchmarks[:5]))
         ('openllm-v2', 'openllm-v2 (modified)')
-        >>> suite_labels(replace(v2, name="a", source="a.toml"), replace(v2, name="a", source="b.toml"))
+        >>> _suite_labels(replace(v2, name="a", source="a.toml"), replace(v2, name="a", source="b.toml"))
         ('a [a.toml]', 'a [b.toml]')
     """
     labels = (old.display_name, new.display_name)

@@ -20,7 +20,6 @@ __all__ = [
     "HEALTH_SUBTASK_LABELS",
     "cell_text",
     "diff_parts",
-    "diff_per_benchmark",
     "diff_summary",
     "format_diff",
     "format_health",
@@ -29,14 +28,11 @@ __all__ = [
     "health_tables",
     "is_number_column",
     "is_summary",
-    "largest_rank_moves",
     "largest_rating_moves",
     "markdown_table",
-    "named_variants",
     "options_changed_table",
     "rank_rows",
     "ratings_diff_summary",
-    "subtask_counts",
 ]
 
 #: The health table's benchmark columns and their headings, for every face.
@@ -280,12 +276,12 @@ def diff_parts(diff: Diff) -> list[tuple[str, str, pd.DataFrame]]:
             (
                 "per_benchmark",
                 "Per benchmark (normalized score, new - old)",
-                diff_per_benchmark(diff),
+                _diff_per_benchmark(diff),
             )
         )
     parts += [
         ("list", f"{heading} ({len(table):,})", table)
-        for heading, table in named_variants(diff)
+        for heading, table in _named_variants(diff)
     ]
     return parts
 
@@ -309,7 +305,7 @@ def cut_list(table: pd.DataFrame, *, largest: int) -> tuple[pd.DataFrame, int]:
     """A named list as every face shows it: its first rows, and how many more.
 
     Args:
-        table: A list of :func:`named_variants` or :func:`largest_rank_moves`.
+        table: A list of :func:`_named_variants` or :func:`_largest_rank_moves`.
         largest: Rows shown.
 
     Returns:
@@ -328,7 +324,7 @@ def cut_list(table: pd.DataFrame, *, largest: int) -> tuple[pd.DataFrame, int]:
     return shown, len(table) - len(shown)
 
 
-def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
+def _named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     """The variants a reader wants by name: added, removed, newly unranked, largest changes and moves.
 
     Each table whole (a face cuts it), with headings in words; the ``why``
@@ -343,7 +339,7 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
         ``Largest changes of an average`` (by absolute change, whether or not
         the rank moved), ``Rank moves beyond the rank intervals`` (the
         moves the summary counts, largest first) and ``Largest rank moves``
-        (:func:`largest_rank_moves`).
+        (:func:`_largest_rank_moves`).
     """
     models = diff.models
     old_rank = models["old_rank"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -379,12 +375,12 @@ def named_variants(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
         ]
         table = _variant_table(changed, [*columns, "is_beyond_intervals"], why=False)
         tables.append(("Largest changes of an average", table))
-    beyond = largest_rank_moves(
+    beyond = _largest_rank_moves(
         diff, largest=len(models), where=models["is_beyond_intervals"].eq(True)
     )
     if len(beyond):
         tables.append(("Rank moves beyond the rank intervals", beyond))
-    if len(moved := largest_rank_moves(diff, largest=len(models))):
+    if len(moved := _largest_rank_moves(diff, largest=len(models))):
         tables.append(("Largest rank moves", moved))
     return tables
 
@@ -506,7 +502,7 @@ def rank_rows(figures: Mapping[str, Figure], *, ranked: int) -> list[tuple[str, 
     ]
 
 
-def diff_per_benchmark(diff: Diff) -> pd.DataFrame:
+def _diff_per_benchmark(diff: Diff) -> pd.DataFrame:
     """Per benchmark: scores changed, and the mean, least and largest delta (new - old).
 
     Args:
@@ -527,7 +523,7 @@ def diff_per_benchmark(diff: Diff) -> pd.DataFrame:
     )
 
 
-def largest_rank_moves(
+def _largest_rank_moves(
     diff: Diff, *, largest: int = 10, where: pd.Series | None = None
 ) -> pd.DataFrame:
     """The variants that moved most (either way), with headings in words.
@@ -669,20 +665,20 @@ def health_tables(health: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
         tables.append(
             (
                 "subtasks",
-                f"Subtasks ({subtask_counts(subtasks)})",
+                f"Subtasks ({_subtask_counts(subtasks)})",
                 shown(subtasks, HEALTH_SUBTASK_LABELS),
             )
         )
     return tables
 
 
-def subtask_counts(subtasks: pd.DataFrame) -> str:
+def _subtask_counts(subtasks: pd.DataFrame) -> str:
     """The subtask checks in words: checked (not skipped), failed, skipped.
 
     Examples:
-        >>> subtask_counts(pd.DataFrame({"status": ["pass", "fail", "skipped"]}))
+        >>> _subtask_counts(pd.DataFrame({"status": ["pass", "fail", "skipped"]}))
         '2 checked, 1 failed; 1 skipped'
-        >>> subtask_counts(pd.DataFrame({"status": ["skipped"] * 40}))
+        >>> _subtask_counts(pd.DataFrame({"status": ["skipped"] * 40}))
         'none checked: 40 skipped'
     """
     status = subtasks["status"]

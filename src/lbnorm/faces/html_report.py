@@ -474,7 +474,9 @@ def _payload(tables: ReportTables) -> str:
         values.append(_json_column(board[name], kind=kind, digits=2))
     if tables.diff is not None:
         columns.append({"label": "move", "kind": "move", "first": -1})
-        values.append(_json_column(_rank_moves(board, tables.diff), kind="int"))
+        models = tables.diff.models  # places up since then (old - new), per row
+        moves = take_at(models, "rank_move", align_variants(board, models))
+        values.append(_json_column(pd.Series(moves), kind="int"))
     facts = [
         ("revision", board["revision"]),
         ("chat template", board["chat_template"]),
@@ -528,13 +530,6 @@ def _json_column(column: pd.Series, *, kind: str, digits: int = 2) -> str:
     else:
         text = series.astype("string")
     return str(text.fillna("").astype("object").to_json(orient="records"))
-
-
-def _rank_moves(board: pd.DataFrame, diff: Diff) -> pd.Series:
-    """Places moved up since the previous output (old - new), per leaderboard row."""
-    return pd.Series(
-        take_at(diff.models, "rank_move", align_variants(board, diff.models))
-    )
 
 
 def _subtask_payload(tables: ReportTables) -> str:

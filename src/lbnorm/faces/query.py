@@ -63,10 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON_ROWS",
-    "QUERY_FORMATS",
     "RATINGS_VIEWS",
     "VIEWS",
-    "OutputTable",
     "QueryFormat",
     "format_result",
     "infer_format",
@@ -76,10 +74,6 @@ __all__ = [
 
 #: How a query result is printed or saved.
 QueryFormat = Literal["table", "csv", "json", "parquet"]
-QUERY_FORMATS: tuple[QueryFormat, ...] = ("table", "csv", "json", "parquet")
-
-#: An output table, by the name of its file without ``.parquet``.
-OutputTable = Literal["subtasks", "benchmarks", "leaderboard"]
 
 #: View name -> output file.
 VIEWS: dict[str, str] = {

@@ -37,12 +37,15 @@ FloatArray = npt.NDArray[np.float64]
 _PLAIN_TEXT: dict[str, Any] = {"parse_math": False, "usetex": False}
 
 
-def padded_range(values: FloatArray) -> tuple[float, float]:
-    """An axis range around `values`, 3% wider on each side (0-100 when empty)."""
+def padded_range(values: FloatArray, *, share: float = 0.03) -> tuple[float, float]:
+    """An axis range around `values`, `share` of their spread wider on each side.
+
+    Half a unit wider on each side when they do not spread; 0-100 when empty.
+    """
     if not len(values):
         return 0.0, 100.0
     low, high = float(values.min()), float(values.max())
-    pad = (high - low) * 0.03 or 0.5
+    pad = (high - low) * share if high > low else 0.5
     return low - pad, high + pad
 
 
@@ -64,7 +67,7 @@ def axis_ticks(low: float, high: float, count: int = 5) -> FloatArray:
 def histogram_html(figure_type: type[Figure], scores: pd.Series, name: str) -> str:
     """One benchmark's score histogram as an ``<img>`` with a PNG ``data:`` URI."""
     values = scores.dropna().to_numpy(dtype=np.float64)
-    low, high = _histogram_range(values)
+    low, high = padded_range(values, share=0.0)  # their own range
     png = _png(histogram_figure(figure_type, values, name, (low, high)))
     data = base64.b64encode(png).decode("ascii")
     label = html.escape(name)
@@ -74,14 +77,6 @@ def histogram_html(figure_type: type[Figure], scores: pd.Series, name: str) -> s
         f"{len(values):,} variants scored, on the axis from {low:.1f} to {high:.1f} "
         "(their own range); dashed line: median.</figcaption></figure>"
     )
-
-
-def _histogram_range(values: FloatArray) -> tuple[float, float]:
-    """The scores' own range (a point gets a unit-wide one)."""
-    if not len(values):
-        return 0.0, 100.0
-    low, high = float(values.min()), float(values.max())
-    return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
 def histogram_figure(

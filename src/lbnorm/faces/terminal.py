@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = [
     "aligned",
     "closing_lines",
-    "folder_label",
     "format_paired_summary",
     "format_suite",
     "format_summary",
@@ -81,13 +80,15 @@ def format_table(
     if isinstance(frame, pa.Table):
         names = frame.column_names
         values = [frame.column(index).to_pylist() for index in range(len(names))]
-        numeric = [
-            _is_number_type(
-                field.type.value_type
-                if pa.types.is_dictionary(field.type)
-                else field.type
-            )
+        kinds = [  # a dictionary column is numeric if its values are
+            field.type.value_type if pa.types.is_dictionary(field.type) else field.type
             for field in frame.schema
+        ]
+        numeric = [
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_decimal(kind)
+            for kind in kinds
         ]
     else:
         import pandas as pd  # the caller holds a frame: pandas is loaded already
@@ -105,16 +106,6 @@ def format_table(
         for name, column in zip(names, values, strict=True)
     ]
     return aligned(names, cells, numeric)
-
-
-def _is_number_type(kind: pa.DataType) -> bool:
-    import pyarrow as pa
-
-    return bool(
-        pa.types.is_integer(kind)
-        or pa.types.is_floating(kind)
-        or pa.types.is_decimal(kind)
-    )
 
 
 def _cells(values: Sequence[object], digits: int | None) -> list[str]:
@@ -256,7 +247,7 @@ def closing_lines(
     if out is not None:
         lines += [
             "",
-            f"wrote      {folder_label(out)} ({written} .parquet; manifest.json)",
+            f"wrote      {_folder_label(out)} ({written} .parquet; manifest.json)",
         ]
     if seconds is not None:
         lines.append(f"time       {seconds:.2f} s")
@@ -544,11 +535,11 @@ def _board_lines(suite: Suite) -> list[str]:
     return lines
 
 
-def folder_label(out: str | os.PathLike[str]) -> str:
+def _folder_label(out: str | os.PathLike[str]) -> str:
     """An output folder as a summary names it: with one trailing slash.
 
     Examples:
-        >>> folder_label("out/"), folder_label("out"), folder_label("/")
+        >>> _folder_label("out/"), _folder_label("out"), _folder_label("/")
         ('out/', 'out/', '/')
     """
     text = os.fspath(out)
