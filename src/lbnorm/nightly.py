@@ -91,7 +91,7 @@ def run_monitored(
         LbnormError: The run did not run; the report (if asked for) says why.
     """
     options = options or RunOptions()
-    cache, report = options.cache, options.report
+    report = options.report
     # before the work, and before a failure report goes there
     _check_report(report, out)
     health_config = _health_config(options)
@@ -112,10 +112,6 @@ def run_monitored(
 
     transaction = Transaction(out, kind="leaderboard")
     try:
-        if cache is not None:
-            from lbnorm.readers.cache import check_cache_location  # if used
-
-            check_cache_location(cache, out)  # before any work: every run replaces out
         with transaction:
             result = _timed_run(
                 inputs, suite, transaction, options, progress=progress, stages=stages
