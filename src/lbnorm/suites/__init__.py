@@ -63,6 +63,7 @@ Built-in suites ship as TOML files in ``builtin/``: ``openllm-v2`` and
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import tomllib
@@ -118,9 +119,6 @@ __all__ = [
 #: installed as files), not ``importlib.resources``, whose imports (``zipfile``,
 #: ``tempfile``) weigh on a small run's start.
 _FOLDER = Path(__file__).with_name("builtin")
-#: Each built-in suite's content, kept from its first load: what
-#: :attr:`Suite.is_modified` compares a suite with (a run does not parse it twice).
-_BUILTIN_CONTENT: dict[str, tuple[tuple[Benchmark, ...], Board]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,8 +232,10 @@ class Suite:
             >>> v2.is_modified, replace(v2, benchmarks=v2.benchmarks[:2]).is_modified
             (False, True)
         """
-        builtin = _builtin_content(self.name)
-        return builtin is not None and builtin != (self.benchmarks, self.board)
+        if self.name not in builtin_suite_names():
+            return False
+        builtin = _builtin_suite(self.name)
+        return (builtin.benchmarks, builtin.board) != (self.benchmarks, self.board)
 
     @property
     def display_name(self) -> str:
@@ -328,10 +328,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """
     text = str(name_or_path)
     if text in builtin_suite_names():
-        data = (_FOLDER / f"{text}.toml").read_bytes()
-        suite = parse_suite(data, source=f"builtin:{text}")
-        _BUILTIN_CONTENT.setdefault(text, (suite.benchmarks, suite.board))
-        return suite
+        return _builtin_suite(text)
     path = Path(name_or_path)
     if not path.exists() or path.is_dir():
         msg = (
@@ -578,13 +575,11 @@ def benchmark_hint(benchmarks: Sequence[str]) -> str:
     )
 
 
-def _builtin_content(name: str) -> tuple[tuple[Benchmark, ...], Board] | None:
-    """The benchmarks and board of the built-in suite of that name (None: none)."""
-    if name not in _BUILTIN_CONTENT:
-        if name not in builtin_suite_names():
-            return None
-        load_suite(name)  # (records it)
-    return _BUILTIN_CONTENT[name]
+@functools.cache
+def _builtin_suite(name: str) -> Suite:
+    """The built-in suite of that name, parsed once (also for :attr:`Suite.is_modified`)."""
+    data = (_FOLDER / f"{name}.toml").read_bytes()
+    return parse_suite(data, source=f"builtin:{name}")
 
 
 def suite_arrays(suite: Suite) -> SuiteArrays:
