@@ -166,17 +166,9 @@ def take_signals(*, exit_at_once: bool = False) -> Callable[[], int]:
         exit_at_once: A second signal ends the process there and then (the
             command's own process); otherwise it raises where it lands.
     """
-    previous = _take(exit_at_once=exit_at_once)
-    if previous is None:
-        return lambda: 0  # nothing taken, nothing to let go
-    return functools.partial(_let_go, previous)
-
-
-def _take(*, exit_at_once: bool) -> dict[int, _Handler] | None:
-    """:func:`take_signals`: the handlers replaced, or None if it took nothing."""
     global _is_held, _exits_at_once, _signalled  # (one handler per process)
     if _is_held or threading.current_thread() is not threading.main_thread():
-        return None
+        return lambda: 0  # nothing taken, nothing to let go
     previous: dict[int, _Handler] = {
         int(number): handler
         for number in _SIGNALS
@@ -191,7 +183,7 @@ def _take(*, exit_at_once: bool) -> dict[int, _Handler] | None:
     except BaseException:  # a host's handler raised before ours was in
         _let_go(previous)
         raise
-    return previous
+    return functools.partial(_let_go, previous)
 
 
 def _let_go(previous: dict[int, _Handler]) -> int:
@@ -240,32 +232,29 @@ def cancellable() -> Iterator[None]:
         >>> order, cancelled()
         (['block'], False)
     """
-    previous = _take(exit_at_once=False)
-    if previous is None:
-        yield
-        return
+    let_go = take_signals()
     try:
         yield
     except BaseException as error:
-        number = _let_go(previous)
+        number = let_go()
         if not number:
             raise
-        _hand_on(number, previous)
+        _hand_on(number)
         if isinstance(error, KeyboardInterrupt):
             raise
         raise cancellation(number) from error  # an error while the run stopped
-    number = _let_go(previous)
+    number = let_go()
     if number:
-        _hand_on(number, previous)
+        _hand_on(number)
         raise cancellation(number)
 
 
-def _hand_on(number: int, previous: dict[int, _Handler]) -> None:
+def _hand_on(number: int) -> None:
     """Send a signal held for a library call to the caller's own handler, now back.
 
     Python's own Ctrl-C handler is spared: :class:`Cancelled` says the same.
     """
-    if previous.get(number) is not signal.default_int_handler:
+    if signal.getsignal(number) is not signal.default_int_handler:
         signal.raise_signal(number)
 
 
