@@ -115,18 +115,17 @@ def rank_rows(
         suite: The suite (its board).
         by: The values ranked (the average, a rate or a benchmark's scores),
             highest first; NaN: unranked.
-        is_complete: Per row, whether every subtask is present (a row that is
-            not is unranked under ``rank_incomplete = false``; None: not asked).
+        is_complete: Per row, whether every subtask is present, under
+            ``rank_incomplete = false`` (a row that is not is unranked; None:
+            the board ranks incomplete rows).
 
     Returns:
         The ranks (NaN: unranked), rows in the order given (key order: the
         order ``ordinal`` breaks ties in).
     """
-    board = suite.board
-    if not board.rank_incomplete:
-        assert is_complete is not None, "the board ranks complete rows only"
+    if is_complete is not None:
         by = np.where(is_complete, by, np.nan)
-    return rank_descending(by, method=board.rank_method)
+    return rank_descending(by, method=suite.board.rank_method)
 
 
 def score_board(
@@ -173,11 +172,7 @@ def score_board(
         expected = np.bincount(arrays.benchmark_index, minlength=normalized.shape[1])
         is_complete = (n_present == expected).all(axis=1)
     by = suite.board.rank_by  # the average, a rate or a benchmark's scores
-    if by == "average":
-        key = average
-    elif by in rates:
-        key = rates[by]
-    else:
-        key = normalized[:, suite.benchmark_names.index(by)]
+    keys = {"average": average, **rates}
+    key = keys[by] if by in keys else normalized[:, suite.benchmark_names.index(by)]
     rank = rank_rows(suite, key, is_complete=is_complete)
     return BoardScores(average=average, average_stderr=error, rates=rates, rank=rank)
