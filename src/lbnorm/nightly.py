@@ -135,8 +135,11 @@ def run_monitored(
             transaction.commit(created_at=created_at_from_environment())
     except (LbnormError, KeyboardInterrupt) as exc:
         if report is not None and not transaction.committed:
+            # alone (atomically): a scheduler reads why the run stopped (status
+            # failed, the exit code) where a successful run's report would be
             stages["total"] = time.perf_counter() - started
-            _write_failed_report(report, reported(None, out=None, error=exc))
+            data = format_run_report(reported(None, out=None, error=exc)).encode()
+            write_file(report, data, option="--report", is_ours=is_run_report)
         raise
     return MonitoredRun(result=result, report=document, tables=tables)
 
@@ -218,16 +221,6 @@ def _analyses(
     tables["health"] = checked
     stages["health"] = time.perf_counter() - mark
     return checked, (health_config or HealthConfig()).min_models
-
-
-def _write_failed_report(report: str | Path, document: dict[str, Any]) -> None:
-    """Write the report of a run that failed on its own (atomically), no output committed.
-
-    A scheduler reads why the run stopped (``status`` ``failed``, the exit code)
-    in the place a successful run's report would be.
-    """
-    data = format_run_report(document).encode()
-    write_file(report, data, option="--report", is_ours=is_run_report)
 
 
 def _check_report(report: str | Path | None, out: str | Path) -> None:
