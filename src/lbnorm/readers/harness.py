@@ -201,8 +201,11 @@ def parse_results_file(
     # its run settings
     rows["settings"] = task_settings(document, row_tasks, rows["n_samples"])
     names = {"model name": model, "precision": precision, "revision": revision}
+    # a lone surrogate (a JSON escape, or a non-UTF-8 folder name) is refused
     for what, text in names.items():
-        _check_unicode(path, what, text)
+        if not _is_unicode(text):
+            msg = f"{path}: the {what} {shown(text)} is not valid Unicode.\nHint: fix the name in the file (or its directory name, if the name comes from the path)."
+            raise InputError(msg)
     ignored = _ignored_entries(results, set(row_tasks), tuple(pairs))
     return HarnessFile(
         path=str(path),
@@ -449,13 +452,6 @@ def _decode(path: Path, data: bytes) -> Any:
     except (ValueError, RecursionError) as exc:  # deep nesting, 5,000-digit numbers
         msg = f"{path}: cannot read the JSON: {exc}.\nHint: this does not look like an lm-evaluation-harness results file; check where it came from."
         raise InputError(msg) from exc
-
-
-def _check_unicode(path: Path, what: str, text: str) -> None:
-    """Reject lone surrogates (from a JSON escape, or a non-UTF-8 file name)."""
-    if not _is_unicode(text):
-        msg = f"{path}: the {what} {shown(text)} is not valid Unicode.\nHint: fix the name in the file (or its directory name, if the name comes from the path)."
-        raise InputError(msg)
 
 
 def _parse_model_args(model_args: object) -> dict[str, str]:

@@ -252,29 +252,25 @@ def apply_rule(
     for old, new in rule.recode:
         recoded[values == old] = new
     keep = np.isfinite(recoded)
-    if rule.non_finite == "error" and not keep.all():
-        _refuse(
-            label,
+    lo, hi = rule.scale or (-np.inf, np.inf)
+    for what, refused, hint in (
+        (
             "a non-finite value",
-            recoded,
-            ~keep,
-            rows,
-            unit,
+            ~keep & (rule.non_finite == "error"),
             'give every instance a number, or let the suite drop them with non_finite = "drop"',
-        )
-    if rule.scale is not None:
-        lo, hi = rule.scale
-        outside = keep & ((recoded < lo) | (recoded > hi))
-        if outside.any():
-            _refuse(
-                label,
-                f"a value outside the scale [{lo:g}, {hi:g}]",
-                recoded,
-                outside,
-                rows,
-                unit,
-                "check the values' scale (the suite's scale = [lo, hi]) and fix or remove the instances",
-            )
+        ),
+        (
+            f"a value outside the scale [{lo:g}, {hi:g}]",
+            keep & ((recoded < lo) | (recoded > hi)),
+            "check the values' scale (the suite's scale = [lo, hi]) and fix or remove the instances",
+        ),
+    ):
+        if refused.any():
+            at = np.flatnonzero(refused)
+            shown = ", ".join(f"{int(rows[i])} ({float(recoded[i])!r})" for i in at[:5])
+            more = f" and {at.size - 5} more" if at.size > 5 else ""
+            msg = f"{label}: {what} in {unit}(s) {shown}{more}.\nHint: {hint}."
+            raise InputError(msg)
     statistic = rule.statistic
     with np.errstate(invalid="ignore"):
         if statistic == "mean":
@@ -293,22 +289,6 @@ def apply_rule(
                 "discrete": np.where(won, 1.0, np.where(drawn, 0.5, 0.0)),
             }[statistic].astype(np.float64)
     return np.where(keep, out, 0.0), keep
-
-
-def _refuse(
-    label: str,
-    what: str,
-    values: _F64,
-    mask: _BOOL,
-    rows: _I64,
-    unit: str,
-    hint: str,
-) -> None:
-    at = np.flatnonzero(mask)
-    shown = ", ".join(f"{int(rows[i])} ({float(values[i])!r})" for i in at[:5])
-    more = f" and {at.size - 5} more" if at.size > 5 else ""
-    msg = f"{label}: {what} in {unit}(s) {shown}{more}.\nHint: {hint}."
-    raise InputError(msg)
 
 
 def _equals(column: pa.Array, value: str) -> _BOOL:

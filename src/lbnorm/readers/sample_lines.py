@@ -78,12 +78,6 @@ def _arrow_type(value: object) -> pa.DataType:
     raise TypeError(msg)
 
 
-def _rows_of_filter(table: pa.Table, kept: str) -> pa.Table:
-    """The rows of one filter (a line without one is ``none``'s)."""
-    filters = pc.fill_null(table.column("filter"), "none")
-    return table.filter(pc.equal(filters, kept or "none"))
-
-
 def _doc_id(path: Path, number: int, doc: object) -> int:
     """A line's ``doc_id``, or an :class:`InputError` naming the line."""
     if isinstance(doc, str) and doc.strip().lstrip("-").isdigit():
@@ -197,8 +191,9 @@ def read_metric_items(
         )
         table = read_jsonl(path, block_size=1 << 26, parse=parse)
         out = []
+        filters = pc.fill_null(table.column("filter"), "none")  # (none given: none's)
         for name, kept in wanted:
-            rows = _rows_of_filter(table, kept)
+            rows = table.filter(pc.equal(filters, kept or "none"))
             clusters = None
             if path_parts:
                 clusters = rows.column(path_parts[0]).combine_chunks()

@@ -563,14 +563,12 @@ def _text_column(
     ):
         if name in _REQUIRED_KEYS and column.null_count:
             where = rows.where(_first(column.is_null()))
-            raise _not_text(name, "empty (null)", source, where)
+            raise _not_text(name, None, source, where)
         return pc.fill_null(
             column.cast(pa.string()), scalar("", pa.string())
         )  # unknown: as if absent
     position = _first(column.is_valid())
-    value = column[position].as_py()
-    found = f"the {_kind(value)} {shown(value)}"
-    raise _not_text(name, found, source, rows.where(position))
+    raise _not_text(name, column[position].as_py(), source, rows.where(position))
 
 
 def _bool_column(
@@ -617,8 +615,8 @@ def _number_column(
         bad = pc.and_(pc.invert(is_number), pc.invert(is_empty))
         if pc.any(bad).as_py():
             position = _first(bad)
-            text_of = f"the text {shown(cells[position].as_py())}"
-            raise _wrong_value(name, text_of, source, rows.where(position))
+            value = cells[position].as_py()
+            raise _wrong_value(name, value, source, rows.where(position))
         values = pc.if_else(is_empty, scalar(None, pa.string()), cells)
         values = values.cast(pa.float64())
         is_odd = pc.invert(
@@ -637,8 +635,7 @@ def _number_column(
     else:
         position = _first(column.is_valid())
         value = column[position].as_py()
-        text_of = f"the {_kind(value)} {shown(value)}"
-        raise _wrong_value(name, text_of, source, rows.where(position))
+        raise _wrong_value(name, value, source, rows.where(position))
     if text is None and column.null_count and name == "raw_score":
         text = pc.if_else(
             column.is_null(), scalar("null", pa.string()), scalar(None, pa.string())
@@ -678,30 +675,27 @@ def _raise_first_bad(
     else:
         expected = ("number", "null")
     for position, value in enumerate(values):
-        kind = _kind(value)
-        if kind in expected:
-            continue
-        if name in TEXT_COLUMNS:
-            found = "empty (null)" if kind == "null" else f"the {kind} {shown(value)}"
-            raise _not_text(name, found, source, rows.where(position))
-        raise _wrong_value(
-            name, f"the {kind} {shown(value)}", source, rows.where(position)
-        )
+        if _kind(value) not in expected:
+            error = _not_text if name in TEXT_COLUMNS else _wrong_value
+            raise error(name, value, source, rows.where(position))
 
 
-def _not_text(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
+def _not_text(name: str, value: object, source: str, where: str) -> SchemaMismatchError:
+    kind = _kind(value)
+    found = "empty (null)" if kind == "null" else f"the {kind} {shown(value)}"
     msg = f"{source}: {where}: {name} is {found}, not text.\nHint: every row needs a {name}, written as text (in JSON, quoted)."
     return SchemaMismatchError(msg)
 
 
-def _wrong_value(name: str, found: str, source: str, where: str) -> SchemaMismatchError:
+def _wrong_value(
+    name: str, value: object, source: str, where: str
+) -> SchemaMismatchError:
+    kind = _kind(value)
     unit = " (a fraction in [0, 1])" if name == "raw_score" else ""
     expected = (
-        "a whole number"
-        if name == "n_samples" and found.startswith("the number")
-        else "a number"
+        "a whole number" if name == "n_samples" and kind == "number" else "a number"
     )
-    msg = f"{source}: {where}: {name} is {found}, not {expected}.\nHint: write {name} as a number{unit}."
+    msg = f"{source}: {where}: {name} is the {kind} {shown(value)}, not {expected}.\nHint: write {name} as a number{unit}."
     return SchemaMismatchError(msg)
 
 
