@@ -181,15 +181,12 @@ def _bounds_of(subtasks: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def snapshot_of(
-    result: Result, *, intervals: bool = True, label: str | None = None
-) -> Snapshot:
+def snapshot_of(result: Result, *, intervals: bool = True) -> Snapshot:
     """Describe a :class:`~lbnorm.pipeline.Result` for :func:`diff_snapshots`.
 
     Args:
         result: A normalized leaderboard.
         intervals: Compute its rank intervals (from the subtasks' stderr).
-        label: The side's name; default the suite's name.
 
     Returns:
         The snapshot: leaderboard, suite bounds, subtasks and intervals.
@@ -208,7 +205,7 @@ def snapshot_of(
         subtasks=subtasks,
         bounds=result.suite.subtask_table()[["benchmark", "subtask", "lower_bound"]],
         intervals=None if uncertainty is None else uncertainty.leaderboard,
-        label=label or result.suite.name,
+        label=result.suite.name,
     )
 
 

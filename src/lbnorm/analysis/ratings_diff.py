@@ -101,14 +101,11 @@ def diff_ratings(
             "Hint: check the path; `lbnorm arena BATTLES... --out DIR` writes one."
         )
         raise InputError(msg)
-    kinds = [_is_ratings(side) for side in (old, new)]
-    if not all(kinds):
-        held = [
-            f"{side} {_holds(Path(side), is_ratings=is_ratings)}"
-            for side, is_ratings in zip((old, new), kinds, strict=True)
-        ]
+    held = [_holds(side) for side in (old, new)]
+    if any(text != "holds ratings" for text in held):
+        said = [f"{side} {text}" for side, text in zip((old, new), held, strict=True)]
         msg = (
-            f"lbnorm diff compares two outputs of one kind: {'; '.join(held)}.\n"
+            f"lbnorm diff compares two outputs of one kind: {'; '.join(said)}.\n"
             "Hint: diff two `lbnorm arena` outputs, or two `lbnorm run` outputs."
         )
         raise InputError(msg)
@@ -210,18 +207,14 @@ def _rating_options(manifest: Mapping[str, object]) -> dict[str, Any]:
     return flat
 
 
-def _is_ratings(side: Output | str | Path) -> bool:
-    """Whether a side holds ratings (one that does not open holds none)."""
-    try:
-        return Output.open(side).kind == "ratings"
-    except InputError:
-        return False
-
-
-def _holds(side: Path, *, is_ratings: bool) -> str:
+def _holds(side: Output | str | Path) -> str:
     """What an output folder given to ``diff`` holds, said plainly (it exists: checked before)."""
-    if is_ratings:
-        return "holds ratings"
+    try:
+        if Output.open(side).kind == "ratings":
+            return "holds ratings"
+    except InputError:  # not an output, or not one that opens: said below
+        pass
+    side = Path(side)
     if not side.is_dir():
         return "is not a folder"
     if not (side / "manifest.json").is_file():

@@ -179,15 +179,12 @@ def format_diff(diff: Diff, *, largest: int = 10, title: str | None = None) -> s
     return _markdown(title, changed, diff_parts(diff), largest=largest)
 
 
-def format_ratings_diff(
-    diff: RatingsDiff, *, largest: int = 10, title: str | None = None
-) -> str:
+def format_ratings_diff(diff: RatingsDiff, *, largest: int = 10) -> str:
     """The ratings diff as Markdown: options changed, summary, biggest moves, added, removed.
 
     Args:
         diff: From :func:`~lbnorm.analysis.ratings_diff.diff_ratings`.
         largest: Rating moves listed.
-        title: The heading (default: ``old -> new``).
 
     Returns:
         The Markdown text.
@@ -201,7 +198,7 @@ def format_ratings_diff(
     for status, heading in (("added", "Models added"), ("removed", "Models removed")):
         names = diff.models.loc[diff.models["status"] == status, ["model"]]
         parts.append(("names", f"{heading} ({len(names)})", names))
-    title = title or f"lbnorm diff: {old} -> {new} (ratings)"
+    title = f"lbnorm diff: {old} -> {new} (ratings)"
     changed = ("Options changed", options_changed_table(diff), 2)
     return _markdown(title, changed, parts, largest=largest)
 

@@ -68,8 +68,10 @@ def histogram_html(figure_type: type[Figure], scores: pd.Series, name: str) -> s
     """One benchmark's score histogram as an ``<img>`` with a PNG ``data:`` URI."""
     values = scores.dropna().to_numpy(dtype=np.float64)
     low, high = padded_range(values, share=0.0)  # their own range
-    png = _png(histogram_figure(figure_type, values, name, (low, high)))
-    data = base64.b64encode(png).decode("ascii")
+    buffer = io.BytesIO()
+    figure = histogram_figure(figure_type, values, name, (low, high))
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
     label = html.escape(name)
     return (
         f'<figure><img alt="Distribution of {label} scores" width="420" height="300" '
@@ -111,12 +113,6 @@ def histogram_figure(
     axes.set_xlim(*limits)
     axes.tick_params(labelsize=8)
     return figure
-
-
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
 
 
 def import_figure() -> type[Figure]:
