@@ -191,9 +191,13 @@ def read_metric_items(
         )
         table = read_jsonl(path, block_size=1 << 26, parse=parse)
         out = []
-        filters = pc.fill_null(table.column("filter"), "none")  # (none given: none's)
+        # (none given: none's; Arrow scalars, as a Python value would load pandas)
+        none = scalar("none", pa.string())
+        filters = pc.fill_null(table.column("filter"), none)
         for name, kept in wanted:
-            rows = table.filter(pc.equal(filters, kept or "none"))
+            rows = table.filter(
+                pc.equal(filters, scalar(kept, pa.string()) if kept else none)
+            )
             clusters = None
             if path_parts:
                 clusters = rows.column(path_parts[0]).combine_chunks()
