@@ -120,6 +120,25 @@ def test_a_thread_still_running_is_left_to_pythons_own_exit(
         worker.join()
 
 
+def test_an_interrupted_command_ends_its_process_whatever_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Python's own exit is not waited for: it would end the process by SIGINT."""
+    monkeypatch.setattr(os, "_exit", _fake_exit)
+    monkeypatch.setattr(_runtime, "ignore_signals", lambda: None)
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: None)
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)  # not a daemon
+    worker.start()
+    try:
+        with pytest.raises(_ExitCalledError) as exited:
+            cli._exit_done(130)
+        assert exited.value.code == 130
+    finally:
+        release.set()
+        worker.join()
+
+
 def test_the_process_ends_with_the_commands_code_after_its_atexit_handlers(
     tmp_path: Path,
 ) -> None:

@@ -127,8 +127,6 @@ def console_main() -> int:
     late = _runtime.ignore_signals()
     if late and code not in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
         code = _interrupted(_runtime.cancellation(late), parsed)
-    if code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}:
-        _exit_now(code)
     return _exit_done(code)
 
 
@@ -160,41 +158,31 @@ def _system_allocator_for_arrow() -> None:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
-def _exit_now(code: int) -> None:
-    """End the process with `code` after an interruption was handled and reported.
-
-    CPython (3.11) ends the process by SIGINT, whatever the exit code, once a
-    KeyboardInterrupt has left an ``exec`` of source text (a dataclass or a
-    named tuple being made while a module is imported), even when lbnorm then
-    handled it (a second Ctrl-C, in a library call, raises where it lands): the
-    caller would see "killed by SIGINT" after lbnorm said the previous output
-    is unchanged. The staging folder and any workers were cleaned up as the
-    run unwound; the atexit handlers run here (a spilled run's temporary
-    folder is removed by one); only the interpreter's own teardown is skipped.
-    """
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
-
-
 def _exit_done(code: int) -> int:
     """End the process after its command finished, without the interpreter's teardown.
 
     Freeing every module object by object (numpy, pyarrow and the rest) takes a
     noticeable share of a short run, and decides nothing: every output is
-    written, synced and swapped in by now. What exit still owes is done here:
-    the atexit handlers (Dask's local cluster, logging), the threads still
-    running (none, normally: then the ordinary exit joins them) and flushing
-    stdout and stderr (:func:`_flushed`).
+    written, synced and swapped in by now (or, after an interruption, the
+    staging folder and any workers were cleaned up as the run unwound). What
+    exit still owes is done here: the atexit handlers (Dask's local cluster,
+    logging, a spilled run's temporary folder), the threads still running (none,
+    normally: then the ordinary exit joins them) and flushing stdout and stderr
+    (:func:`_flushed`).
+
+    An interrupted command always ends here: CPython (3.11) ends the process by
+    SIGINT, whatever the exit code, once a KeyboardInterrupt has left an ``exec``
+    of source text (a dataclass or a named tuple being made while a module is
+    imported), even when lbnorm then handled it (a second Ctrl-C, in a library
+    call, raises where it lands): the caller would see "killed by SIGINT" after
+    lbnorm said the previous output is unchanged.
 
     Returns:
         The exit code, when threads still run and Python's own exit must join them.
     """
     _runtime.ignore_signals()  # as the ordinary exit below would, first
-    if any(
+    is_interrupted = code in {ExitCode.INTERRUPTED, ExitCode.TERMINATED}
+    if not is_interrupted and any(
         thread.is_alive() and not thread.daemon
         for thread in threading.enumerate()
         if thread is not threading.main_thread()

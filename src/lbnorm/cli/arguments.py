@@ -115,11 +115,8 @@ class Whole(argparse.Action):
             )
             raise OptionsError(msg)
         if self.append:
-            setattr(
-                namespace,
-                self.dest,
-                [*(getattr(namespace, self.dest, None) or []), value],
-            )
+            earlier = getattr(namespace, self.dest, None) or []
+            setattr(namespace, self.dest, [*earlier, value])
         else:
             setattr(namespace, self.dest, value)
 

@@ -429,9 +429,7 @@ class Transaction:
         try:
             self.target = resolve_target(self.out)
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.folder, lock = _claim(self.out, self.target, self.kind)
-            self._held.callback(os.close, lock)
-            self._held.callback(shutil.rmtree, self.folder, ignore_errors=True)
+            self._claim()
             fault_point("locked")
             check_cancelled()  # claimed, nothing written yet
         except BaseException as exc:  # (an OS error raised as the output's)
@@ -582,30 +580,33 @@ class Transaction:
                 raise OutputError(msg) from exc
         return self.out
 
+    def _claim(self) -> None:
+        """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
 
-def _claim(out: Path, target: Path, kind: OutputKind | None) -> tuple[Path, int]:
-    """Refuse a busy or foreign target, clear what killed runs left, make a marked staging folder.
-
-    All under the parent folder's lock, so that two commands never claim one
-    output, and none removes a staging folder between its creation and its lock.
-    """
-    parent, tag = target.parent, _tag(target)
-    with _parent_locked(parent), contextlib.ExitStack() as held:  # (leftovers' locks)
-        leftovers = _leftovers(out, parent, tag, held)
-        if not os.path.lexists(target):
-            _repair_interrupted_swap(target, leftovers)
-        _check_target(out, target, kind)
-        folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
-        folder.mkdir()
-        try:
-            lock = _lock_folder(folder)
-            (folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        for path in leftovers:  # what killed commands left, removed before unlocked
-            shutil.rmtree(path, ignore_errors=True)
-    return folder, lock
+        All under the parent folder's lock, so that two commands never claim one
+        output, and none removes a staging folder between its creation and its
+        lock. The staging folder and its lock are held until the transaction ends.
+        """
+        parent, tag = self.target.parent, _tag(self.target)
+        with _parent_locked(parent), contextlib.ExitStack() as held:  # (leftovers')
+            leftovers = _leftovers(self.out, parent, tag, held)
+            aside = [path for path in leftovers if path.name[:-12].endswith(".old-")]
+            if aside and not os.path.lexists(self.target):  # a swap cut short
+                newest = max(aside, key=lambda path: path.stat().st_mtime_ns)
+                newest.rename(self.target)  # the previous output put back
+                leftovers.remove(newest)
+            _check_target(self.out, self.target, self.kind)
+            self.folder = parent / f".{tag}.tmp-{uuid.uuid4().hex[:12]}"
+            self.folder.mkdir()
+            try:
+                self._held.callback(os.close, _lock_folder(self.folder))
+                (self.folder / STAGING_MARK).write_bytes(b"lbnorm staging folder\n")
+            except BaseException:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                raise
+            self._held.callback(shutil.rmtree, self.folder, ignore_errors=True)
+            for path in leftovers:  # what killed commands left, removed before unlocked
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _lock_folder(folder: Path) -> int:
@@ -674,18 +675,6 @@ def _leftovers(
     return found
 
 
-def _repair_interrupted_swap(target: Path, leftovers: list[Path]) -> None:
-    """Put back an lbnorm output a two-rename swap moved aside and did not replace.
-
-    It leaves `leftovers` (the rest are removed).
-    """
-    aside = [path for path in leftovers if path.name[:-12].endswith(".old-")]
-    if aside:
-        newest = max(aside, key=lambda path: path.stat().st_mtime_ns)
-        newest.rename(target)
-        leftovers.remove(newest)
-
-
 @contextlib.contextmanager
 def _parent_locked(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on `folder` itself for the block (a claim or a swap).
@@ -707,8 +696,7 @@ def _swap_in(staging: Path, target: Path) -> Path:
     if not os.path.lexists(target):
         staging.rename(target)
     elif not _renameat2(staging, target, _RENAME_EXCHANGE):
-        tag = staging.name[1:].rsplit(".tmp-", 1)[0]
-        previous = target.parent / f".{tag}.old-{uuid.uuid4().hex[:12]}"
+        previous = target.parent / f".{_tag(target)}.old-{uuid.uuid4().hex[:12]}"
         target.rename(previous)
         staging.rename(target)
     fault_point("swapped")
