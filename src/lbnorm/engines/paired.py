@@ -161,16 +161,13 @@ class Moments:
     is_single: BoolArray
 
 
-def pair_moments(
-    items: Items, a: npt.ArrayLike, b: npt.ArrayLike, *, chunk: int = _CHUNK
-) -> Moments:
+def pair_moments(items: Items, a: npt.ArrayLike, b: npt.ArrayLike) -> Moments:
     """Per pair ``(a[i], b[i])`` of item-matrix rows, the moments of every subtask.
 
     Args:
         items: The item matrix.
         a: Side a's rows (variants of `items`).
         b: Side b's rows; ``a[i] == b[i]`` gives one variant's own moments.
-        chunk: Pairs compared at once.
 
     Returns:
         The moments (see :class:`Moments`).
@@ -206,9 +203,9 @@ def pair_moments(
         if len(members) == 1 and only is not None and _is_plain_binary(only):
             fast.append(members[0])
         else:
-            domains.append(_dense_domain(items, np.array(members), a, b, chunk, out))
+            domains.append(_dense_domain(items, np.array(members), a, b, out))
     if fast:
-        domains.extend(_binary_domains(items, fast, a, b, chunk, out))
+        domains.extend(_binary_domains(items, fast, a, b, out))
     domains.sort(key=lambda d: int(d.subtasks[0]))
     single = np.zeros((n_pairs, n_subtasks, 3))
     single_clusters = np.zeros(shape)
@@ -253,7 +250,6 @@ def _binary_domains(
     subtasks: list[int],
     a: IntArray,
     b: IntArray,
-    chunk: int,
     out: dict[str, FloatArray],
 ) -> list[DomainMoments]:
     """Single-subtask binary domains, all at once: the bits of the matrix, by popcount."""
@@ -276,8 +272,8 @@ def _binary_domains(
     have, right = words(lambda code: code != 0), words(lambda code: code == ONE)
     bounds = starts // 8
     sums = np.zeros((5, a.size, len(subtasks)))
-    for start in range(0, a.size, chunk):  # a chunk of pairs at a time
-        rows = slice(start, start + chunk)
+    for start in range(0, a.size, _CHUNK):  # a chunk of pairs at a time
+        rows = slice(start, start + _CHUNK)
         have_a, have_b = have[a[rows]], have[b[rows]]
         right_a, right_b = right[a[rows]], right[b[rows]]
         for at, bits in enumerate(
@@ -318,7 +314,6 @@ def _dense_domain(
     members: IntArray,
     a: IntArray,
     b: IntArray,
-    chunk: int,
     out: dict[str, FloatArray],
 ) -> DomainMoments:
     """A domain's moments from its values as floats, a chunk of pairs at a time.
@@ -337,8 +332,8 @@ def _dense_domain(
     size = members.size
     q = np.zeros((a.size, 2 * size, 2 * size))
     clusters = np.zeros(a.size)
-    for start in range(0, a.size, chunk):  # a chunk of pairs at a time
-        rows = slice(start, start + chunk)
+    for start in range(0, a.size, _CHUNK):  # a chunk of pairs at a time
+        rows = slice(start, start + _CHUNK)
         side_a, side_b = a[rows], b[rows]
         sums = np.zeros((side_a.size, 2 * size, n_clusters))
         touched = np.zeros((side_a.size, n_clusters))

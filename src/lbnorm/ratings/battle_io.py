@@ -42,7 +42,6 @@ __all__ = [
     "TEXT",
     "Source",
     "fail_rows",
-    "json_array_lines",
     "open_source",
     "read_table",
 ]
@@ -192,7 +191,7 @@ def _decode(path: Path, data: bytes, schema: pa.Schema) -> list[Any]:
         where = ""
         if element:
             index = int(element.group(1))
-            line = json_array_lines(data, [index]).get(index, "?")
+            line = _json_array_lines(data, [index]).get(index, "?")
             where = f" element {index + 1} (line {line}):"
         msg = f"{path}:{where} {exc}.\nHint: a .json battles file is one JSON array of objects; model names and winner are text, tstamp a number, filter columns of the type the --where condition implies."
         raise InputError(msg) from exc
@@ -304,7 +303,7 @@ def _places(source: Source, rows: list[int]) -> list[str]:
         return [f"row {row + 1}" for row in rows]
     data = source.path.read_bytes()
     if source.kind == "json":
-        lines = json_array_lines(data, rows)
+        lines = _json_array_lines(data, rows)
         return [f"element {row + 1} (line {lines[row]})" for row in rows]
     numbers = text_rows(data, "csv" if source.kind == "csv" else "jsonl")
     found = numbers.lines if numbers.lines is not None else np.array([], np.int64)
@@ -314,7 +313,7 @@ def _places(source: Source, rows: list[int]) -> list[str]:
 _BETWEEN = re.compile(r"[\s,]*")
 
 
-def json_array_lines(data: bytes, elements: Sequence[int]) -> dict[int, int]:
+def _json_array_lines(data: bytes, elements: Sequence[int]) -> dict[int, int]:
     """The line each wanted element of a JSON array starts on (error path only)."""
     text = data.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()

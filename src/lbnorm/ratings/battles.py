@@ -489,10 +489,8 @@ def _numbers(
     ):
         msg = f"{source.path}: the field {name!r} holds {type_}, not numbers.\nHint: style features are counts (or objects of counts), as conv_metadata holds them."
         raise InputError(msg)
-    values = pc.cast(column, pa.float64())
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    return np.asarray(values, dtype=np.float64)
 
 
 def _battle_part(

@@ -45,7 +45,6 @@ __all__ = [
     "fitted_battles",
     "observed_pairs",
     "shown_models",
-    "shown_ranks",
     "time_zone",
     "vote_days",
 ]
@@ -219,7 +218,7 @@ def shown_models(
     return shown
 
 
-def shown_ranks(ratings: Ratings, shown: BoolArray) -> IntArray:
+def _shown_ranks(ratings: Ratings, shown: BoolArray) -> IntArray:
     """Rank (UB) among the shown models (the rank by rating without a bootstrap).
 
     Returns:
@@ -261,7 +260,7 @@ def arena_table(ratings: Ratings, shown: BoolArray) -> pa.Table:
             "rating_q975": nullable_floats(q975, k),
             "rating_q025": nullable_floats(q025, k),
             "num_battles": pa.array(fitted_battles(ratings)[index], pa.int64()),
-            "final_ranking": pa.array(shown_ranks(ratings, shown), pa.int64()),
+            "final_ranking": pa.array(_shown_ranks(ratings, shown), pa.int64()),
         },
         schema=ARENA_TABLE,
     )
@@ -289,7 +288,7 @@ def category_rows(
     names = np.array(board["model"].to_pylist(), dtype=np.str_)
     # the same models in the overall ratings (both sorted by name), in the board's order
     in_overall = np.isin(overall.models, names)
-    overall_rank = shown_ranks(overall, in_overall)[np.argsort(np.argsort(names))]
+    overall_rank = _shown_ranks(overall, in_overall)[np.argsort(np.argsort(names))]
     return pa.table(
         {
             "category": pa.array([name] * board.num_rows, pa.string()),

@@ -305,10 +305,7 @@ def _keys(table: pa.Table) -> pa.Table:
         if key not in table.column_names:
             columns[key] = pa.array([_UNKNOWN_KEYS[key]] * table.num_rows, kind)
             continue
-        column = table[key]
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        column = column.cast(kind)
+        column = table[key].cast(kind)  # (a dictionary column: its values)
         if key in _UNKNOWN_KEYS:
             column = pc.fill_null(column, pa.scalar(_UNKNOWN_KEYS[key], kind))
         columns[key] = column

@@ -16,7 +16,6 @@ from lbnorm.ratings.options import Battles, FloatArray, RatingOptions
 
 __all__ = [
     "PairwiseScores",
-    "field_win_rates",
     "score_against_field",
     "score_against_rating",
     "score_against_reference",
@@ -211,7 +210,7 @@ def _arena_name(battles: Battles, name: str, model_map: Mapping[str, str]) -> st
     return inverse.get(name, name)
 
 
-def field_win_rates(ratings: FloatArray) -> FloatArray:
+def _field_win_rates(ratings: FloatArray) -> FloatArray:
     """Each model's expected win rate against the field: the mean over the others of ``P(win)``.
 
     Args:
@@ -222,7 +221,7 @@ def field_win_rates(ratings: FloatArray) -> FloatArray:
         Fractions in [0, 1], shaped as ``ratings``.
 
     Examples:
-        >>> field_win_rates(np.array([1400.0, 1000.0, 1000.0])).round(4).tolist()
+        >>> _field_win_rates(np.array([1400.0, 1000.0, 1000.0])).round(4).tolist()
         [0.9091, 0.2955, 0.2955]
     """
     rows = np.atleast_2d(ratings)
@@ -279,7 +278,7 @@ def score_against_field(
     return _scored(
         battles,
         replace(options or RatingOptions(), anchor=None),
-        field_win_rates,
+        _field_win_rates,
         dict(model_map or {}),
         reference="",
     )

@@ -241,10 +241,8 @@ def _probability(params: FloatArray, data: StyleData) -> FloatArray:
 
 def _per_model(data: StyleData, values: FloatArray) -> FloatArray:
     """Per model, the sum of `values` over its battles in seat A minus those in seat B."""
-    k = data.n_models
-    a, b = (
-        np.bincount(seat, values, minlength=k) for seat in (data.model_a, data.model_b)
-    )
+    a = np.bincount(data.model_a, values, minlength=data.n_models)
+    b = np.bincount(data.model_b, values, minlength=data.n_models)
     return np.asarray(a - b, dtype=np.float64)
 
 

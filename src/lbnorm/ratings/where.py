@@ -309,8 +309,6 @@ def _mask(
 ) -> pa.Array | pa.ChunkedArray:
     type_ = column.type
     is_number = pa.types.is_integer(type_) or pa.types.is_floating(type_)
-    is_text = pa.types.is_string(type_) or pa.types.is_large_string(type_)
-    is_time = pa.types.is_temporal(type_)
     head = f"{where}--where {condition.text!r}"
 
     def wrong(expected: str) -> NoReturn:
@@ -336,24 +334,19 @@ def _mask(
             msg = f"{head}: not a regular expression ({exc}).\nHint: escape special characters, e.g. \\. for a dot."
             raise error(msg) from exc
     values: list[Any]
-    if is_text:
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         values, value_type = list(condition.texts), pa.string()
     elif is_number:
-        if not all(
-            isinstance(v, float) and not isinstance(v, bool) for v in condition.values
-        ):
+        if condition.value_type != pa.float64():  # every value a number
             wrong("a number")
-        column, values, value_type = (
-            pc.cast(column, pa.float64()),
-            list(condition.values),
-            pa.float64(),
-        )
+        column = pc.cast(column, pa.float64())
+        values, value_type = list(condition.values), pa.float64()
     elif pa.types.is_boolean(type_):
         values = [_FLAGS.get(str(v), v) for v in condition.values]
         if not all(isinstance(v, bool) for v in values):
             wrong("true or false")
         value_type = pa.bool_()
-    elif is_time:
+    elif pa.types.is_temporal(type_):
         try:
             values = [datetime.fromisoformat(text) for text in condition.texts]
         except ValueError:
