@@ -16,6 +16,7 @@ from lbnorm.ratings.options import Battles, FloatArray, RatingOptions
 
 __all__ = [
     "PairwiseScores",
+    "field_win_rates",
     "score_against_field",
     "score_against_rating",
     "score_against_reference",
@@ -210,7 +211,7 @@ def _arena_name(battles: Battles, name: str, model_map: Mapping[str, str]) -> st
     return inverse.get(name, name)
 
 
-def _field_win_rates(ratings: FloatArray) -> FloatArray:
+def field_win_rates(ratings: FloatArray) -> FloatArray:
     """Each model's expected win rate against the field: the mean over the others of ``P(win)``.
 
     Args:
@@ -221,7 +222,7 @@ def _field_win_rates(ratings: FloatArray) -> FloatArray:
         Fractions in [0, 1], shaped as ``ratings``.
 
     Examples:
-        >>> _field_win_rates(np.array([1400.0, 1000.0, 1000.0])).round(4).tolist()
+        >>> field_win_rates(np.array([1400.0, 1000.0, 1000.0])).round(4).tolist()
         [0.9091, 0.2955, 0.2955]
     """
     rows = np.atleast_2d(ratings)
@@ -278,7 +279,7 @@ def score_against_field(
     return _scored(
         battles,
         replace(options or RatingOptions(), anchor=None),
-        _field_win_rates,
+        field_win_rates,
         dict(model_map or {}),
         reference="",
     )
