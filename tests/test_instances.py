@@ -436,7 +436,9 @@ def test_a_harness_file_value_outside_the_scale_is_named(
         InputError,
         match=rf"{TASK} / preference: a value outside the scale \[1, 2\] in value\(s\) 1 \(3.0\).\nHint: check the values' scale",
     ) as caught:
-        aggregate_samples_files([path], subtask_columns(suite), rules=instance_rules(suite))  # fmt: skip
+        aggregate_samples_files(
+            [path], subtask_columns(suite), rules=instance_rules(suite)
+        )
     assert str(path) in str(caught.value)
 
 

@@ -465,6 +465,8 @@ def format_suite(suite: Suite) -> str:
 
     import pandas as pd  # the suite shown as a table
 
+    from lbnorm.suites.rules import DEFAULT_RANGE
+
     table = suite.subtask_table()
     bound = [
         f"1/{k} = {lb:.6g}"
@@ -485,7 +487,7 @@ def format_suite(suite: Suite) -> str:
             text
             for is_said, text in (
                 (benchmark.kind != "score", f"kind {benchmark.kind}"),
-                ((low, high) != (0.0, 1.0), f"range [{low:g}, {high:g}]"),
+                ((low, high) != DEFAULT_RANGE, f"range [{low:g}, {high:g}]"),
                 (bool(benchmark.missing), f"missing {benchmark.missing}"),
                 (not benchmark.averaged and benchmark.kind == "score", "not averaged"),
             )
