@@ -3,14 +3,16 @@
 The one map from suffix to format is :data:`lbnorm.core.files.FILE_FORMATS`;
 each reader names the formats it takes (:func:`table_format`). Text tables
 (CSV, JSON lines) are parsed by Arrow's streaming readers a block (1 MiB by
-default) at a time, the cancellation flag looked at between blocks, so a
-Ctrl-C waits for one block, not the file. A file the streaming read cannot
-take in one schema (a column whose type widens past the first block) is read
-again whole: Arrow's whole-file reader widens such a column, and its table
-(or its error) is the one a reader gets. A JSON line long enough to nest past
-what Arrow's parser follows is measured before Arrow sees it, and refused if
-it nests deeper than :data:`MAX_JSON_DEPTH`: the parser recurses, and nested
-deep enough it overflows the stack and the process dies.
+default) at a time, the cancellation flag looked at between blocks, so a Ctrl-C
+waits for one block, not the file; a CSV file streamed from the disk
+(:class:`TextStream`) is parsed by Arrow's threaded reader, on every core, on a
+thread whose wait looks at the flag: a Ctrl-C waits for a tick. A file the
+streaming read cannot take in one schema (a column whose type widens past the
+first block) is read again whole: Arrow's whole-file reader widens such a
+column, and its table (or its error) is the one a reader gets. A JSON line long
+enough to nest past what Arrow's parser follows is measured before Arrow sees
+it, and refused if it nests deeper than :data:`MAX_JSON_DEPTH`: the parser
+recurses, and nested deep enough it overflows the stack and the process dies.
 
 Rows are numbered as the file counts them (:class:`RowNumbers`,
 :func:`text_rows`): in a CSV the header is line 1, so the first data row is
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +153,7 @@ class TextStream:
         check_regular_file(path)  # (a FIFO is not opened: nothing waits for a writer)
         self.path, self._is_json = path, is_json
         self._file = path.open("rb", buffering=0)
+        self._reading = threading.Lock()
         self._hash = hashlib.sha256()
         self._newlines, self._last = 0, b"\n"
         self.is_done = False  # every byte of the file handed on
@@ -174,14 +178,15 @@ class TextStream:
 
         A run ends at its last newline; the file is read again from there.
         """
-        step = max(size, _RUN_BYTES)
-        run = self._file.read(step)
-        cut = run.rfind(b"\n") + 1
-        while run and not cut:  # a line longer than a run, or the file's last line
-            more = self._file.read(step)
-            run, step = run + more, step * 2  # (doubling: linear in the line's length)
-            cut = run.rfind(b"\n") + 1 if more else len(run)
-        self._file.seek(cut - len(run), os.SEEK_CUR)
+        with self._reading:  # (not closed under a read: see close)
+            step = max(size, _RUN_BYTES)
+            run = self._file.read(step)
+            cut = run.rfind(b"\n") + 1
+            while run and not cut:  # a line longer than a run, or the file's last
+                more = self._file.read(step)
+                run, step = run + more, step * 2  # (doubling: linear in its length)
+                cut = run.rfind(b"\n") + 1 if more else len(run)
+            self._file.seek(cut - len(run), os.SEEK_CUR)
         self._check(run, cut)
         self.is_done = not cut
         return memoryview(run)[:cut]  # (no copy: Arrow keeps the bytes alive)
@@ -210,9 +215,14 @@ class TextStream:
         return self._hash.hexdigest()
 
     def close(self) -> None:
-        """Close the file (Arrow's reader is done with it)."""
-        self._file.close()
-        self.closed = True
+        """Close the file once a run under way is read; Arrow reads no more of it.
+
+        A cancelled run closes it under a read it abandoned (:func:`read_csv`),
+        which stops there.
+        """
+        with self._reading:
+            self._file.close()
+            self.closed = True
 
 
 #: Bytes read from a :class:`TextStream`'s file at a time, at least; and the
@@ -246,7 +256,11 @@ def read_csv(
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
         return pa_csv.read_csv(_opened(source), convert_options=convert)
 
-    return _in_blocks(stream, None if isinstance(source, TextStream) else whole)
+    if isinstance(source, TextStream):  # read once, its blocks parsed on every
+        # core (Arrow's streaming reader parses on one), on a thread whose wait
+        # looks at the flag each tick; abandoned, it stops as the stream closes
+        return beside(whole).result()
+    return _in_blocks(stream, whole)
 
 
 def _opened(source: bytes | Path | TextStream) -> pa.NativeFile | str:
