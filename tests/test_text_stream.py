@@ -229,12 +229,13 @@ def test_a_ctrl_c_stops_the_streamed_read_at_the_next_block(
 def test_a_signal_stops_the_threaded_csv_read_at_the_next_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
 ) -> None:
-    """A streamed CSV is parsed on Arrow's threads: the command stops within a tick, the read at its next run.
+    """A streamed CSV is parsed on Arrow's threads: the command stops before the read ends, the read at its next run.
 
     The signal lands as Arrow reads the first run (runs then come slowly, as
-    from a slow disk); the command's wait raises it, and the read it abandons
-    asks for one run more at most (the stream is closed as the command
-    unwinds): the rest of the file is never read.
+    from a slow disk: the whole file would take a second); the command's wait
+    raises it at its next tick, and the read it abandons asks for one run more
+    at most (the stream is closed as the command unwinds): the rest of the
+    file is never read.
     """
     path = tmp_path / "scores.csv"
     path.write_bytes(_rows(700_000, suffix=".csv"))  # ~21 MB: ~21 runs
@@ -246,16 +247,14 @@ def test_a_signal_stops_the_threaded_csv_read_at_the_next_run(
         if len(streams) == 1:
             signal.raise_signal(number)
         else:
-            time.sleep(0.02)
+            time.sleep(0.05)
         return read(self, size)
 
     monkeypatch.setattr(TextStream, "read", counted)
     restore = _runtime.take_signals()  # held, as the command line holds them
     try:
-        started = time.monotonic()
         with pytest.raises(Cancelled, match=signal.Signals(number).name):
             read_score_file(path)
-        assert time.monotonic() - started < 2  # (a tick: 0.05 s)
         asked = len(streams)
         time.sleep(0.5)  # the abandoned read, left to go on
     finally:
