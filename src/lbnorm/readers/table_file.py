@@ -5,14 +5,15 @@ each reader names the formats it takes (:func:`table_format`). Text tables
 (CSV, JSON lines) are parsed by Arrow's streaming readers a block (1 MiB by
 default) at a time, the cancellation flag looked at between blocks, so a Ctrl-C
 waits for one block, not the file; a CSV file streamed from the disk
-(:class:`TextStream`) is parsed by Arrow's threaded reader, on every core, on a
-thread whose wait looks at the flag: a Ctrl-C waits for a tick. A file the
-streaming read cannot take in one schema (a column whose type widens past the
-first block) is read again whole: Arrow's whole-file reader widens such a
-column, and its table (or its error) is the one a reader gets. A JSON line long
-enough to nest past what Arrow's parser follows is measured before Arrow sees
-it, and refused if it nests deeper than :data:`MAX_JSON_DEPTH`: the parser
-recurses, and nested deep enough it overflows the stack and the process dies.
+(:class:`TextStream`) past its first run is parsed by Arrow's threaded reader,
+on every core, on a thread whose wait looks at the flag: a Ctrl-C waits for a
+tick. A file the streaming read cannot take in one schema (a column whose type
+widens past the first block) is read again whole: Arrow's whole-file reader
+widens such a column, and its table (or its error) is the one a reader gets. A
+JSON line long enough to nest past what Arrow's parser follows is measured
+before Arrow sees it, and refused if it nests deeper than
+:data:`MAX_JSON_DEPTH`: the parser recurses, and nested deep enough it
+overflows the stack and the process dies.
 
 Rows are numbered as the file counts them (:class:`RowNumbers`,
 :func:`text_rows`): in a CSV the header is line 1, so the first data row is
@@ -153,6 +154,7 @@ class TextStream:
         check_regular_file(path)  # (a FIFO is not opened: nothing waits for a writer)
         self.path, self._is_json = path, is_json
         self._file = path.open("rb", buffering=0)
+        self.size = os.fstat(self._file.fileno()).st_size  # (bytes, as opened)
         self._reading = threading.Lock()
         self._hash = hashlib.sha256()
         self._newlines, self._last = 0, b"\n"
@@ -256,10 +258,13 @@ def read_csv(
         # (Arrow's own reader stops on a Ctrl-C in the main thread: ArrowCancelled)
         return pa_csv.read_csv(_opened(source), convert_options=convert)
 
-    if isinstance(source, TextStream):  # read once, its blocks parsed on every
-        # core (Arrow's streaming reader parses on one), on a thread whose wait
-        # looks at the flag each tick; abandoned, it stops as the stream closes
-        return beside(whole).result()
+    if isinstance(source, TextStream):
+        if source.size > _RUN_BYTES:  # read once, its blocks parsed on every
+            # core (the streaming reader parses on one), on a thread whose wait
+            # looks at the flag each tick; abandoned, it stops as the stream
+            # closes. (A run or less: one block, and a thread would cost more.)
+            return beside(whole).result()
+        return _in_blocks(stream, None)
     return _in_blocks(stream, whole)
 
 
