@@ -13,12 +13,14 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pytest
 from hypothesis import given
@@ -74,6 +76,7 @@ def _whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
     suffix=st.sampled_from([".csv", ".jsonl"]),
     crlf=st.booleans(),
     end=st.booleans(),
+    threaded=st.booleans(),
 )
 def test_the_streamed_read_is_the_whole_reads(
     tmp_path_factory: pytest.TempPathFactory,
@@ -81,11 +84,18 @@ def test_the_streamed_read_is_the_whole_reads(
     suffix: str,
     crlf: bool,
     end: bool,
+    threaded: bool,
 ) -> None:
-    """Names of any text (quotes, non-ASCII, newlines in CSV quotes), CRLF, no last newline."""
+    """Names of any text (quotes, non-ASCII, newlines in CSV quotes), CRLF, no last newline.
+
+    `threaded`: runs of 16 bytes, so that a CSV past one run takes Arrow's
+    threaded reader (a file of a few rows would take the streaming one).
+    """
     path = tmp_path_factory.mktemp("scores") / f"scores{suffix}"
     _write(path, rows, crlf=crlf, end=end)
     with pytest.MonkeyPatch.context() as monkeypatch:
+        if threaded:
+            monkeypatch.setattr(table_file, "_RUN_BYTES", 16)
         streamed = tables._read_streamed(path, "csv" if suffix == ".csv" else "jsonl")
         batch, sha256 = read_score_file(path)
         whole, whole_sha256 = _whole(path, monkeypatch)
@@ -262,6 +272,40 @@ def test_a_signal_stops_the_threaded_csv_read_at_the_next_run(
     assert len(streams) <= asked + 1 < 21
     assert not streams[0].is_done
     assert streams[0].closed
+
+
+@pytest.mark.parametrize(("n_rows", "is_threaded"), [(3_000, False), (100_000, True)])
+def test_a_streamed_csv_past_one_run_is_parsed_on_a_thread_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_rows: int, is_threaded: bool
+) -> None:
+    """One run (1 MiB) or less: Arrow's streaming reader, called here; more: its threaded reader, on a thread.
+
+    The table is the whole-file read's either way.
+    """
+    path = tmp_path / "scores.csv"
+    path.write_bytes(_rows(n_rows, suffix=".csv"))  # ~90 kB or ~3 MB
+    assert (path.stat().st_size > table_file._RUN_BYTES) == is_threaded
+    called: list[tuple[str, bool]] = []  # (reader, on the calling thread)
+
+    def noted(name: str) -> Any:
+        reader = getattr(pa_csv, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            is_here = threading.current_thread() is threading.main_thread()
+            called.append((name, is_here))
+            return reader(*args, **kwargs)
+
+        return call
+
+    with monkeypatch.context() as patched:
+        for name in ("open_csv", "read_csv"):
+            patched.setattr(pa_csv, name, noted(name))
+        batch, sha256 = read_score_file(path)
+    expected = ("read_csv", False) if is_threaded else ("open_csv", True)
+    assert called == [expected]
+    whole, whole_sha256 = _whole(path, monkeypatch)
+    assert batch.table.equals(whole.table)
+    assert sha256 == whole_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_line_longer_than_arrows_block_is_read(tmp_path: Path) -> None:
