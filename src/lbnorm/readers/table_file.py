@@ -241,14 +241,16 @@ def read_csv(
 ) -> pa.Table:
     """A CSV file (or its bytes, or a stream of it) as Arrow, a block at a time.
 
-    See the module docstring. A stream is read once: a read that needs the
-    whole file raises Arrow's streaming error.
+    See the module docstring. A stream is read once: one of a run or less by
+    the streaming reader (a read that needs the whole file raises Arrow's
+    streaming error), a longer one by Arrow's threaded reader, beside.
 
     Raises:
         pa.ArrowException: Arrow cannot read it (the whole-file reader's error).
         OSError: The file cannot be read.
         IrregularError: A stream's file fails a check.
-        Cancelled: A Ctrl-C or SIGTERM, seen between two blocks.
+        Cancelled: A Ctrl-C or SIGTERM, seen between two blocks (a stream
+            read by the threaded reader: at the wait's next tick).
     """
 
     def stream() -> Iterator[pa.RecordBatch]:
