@@ -98,12 +98,12 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.tree is not None:
         sys.path.insert(0, str(args.tree.resolve()))
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as console_main sets,
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # before imports)
+    from lbnorm import cli  # (loads neither numpy nor pyarrow)
+
+    cli._one_blas_thread()  # the console's settings, before _instrument loads them
+    cli._system_allocator_for_arrow()
     _instrument()
     threading.Thread(target=_sample_threads, daemon=True, name="sampler").start()
-    from lbnorm import cli
-
     print(f"lbnorm from {Path(cli.__file__).parents[1]}", flush=True)
     cli._exit_done = lambda code: code  # (it ends the process: the report comes first)
     sys.argv = ["lbnorm", *command]
