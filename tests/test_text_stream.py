@@ -286,12 +286,13 @@ def test_a_streamed_csv_past_one_run_is_parsed_on_a_thread_of_its_own(
     path.write_bytes(_rows(n_rows, suffix=".csv"))  # ~90 kB or ~3 MB
     assert (path.stat().st_size > table_file._RUN_BYTES) == is_threaded
     called: list[tuple[str, bool]] = []  # (reader, on the calling thread)
+    caller = threading.current_thread()
 
     def noted(name: str) -> Any:
         reader = getattr(pa_csv, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            is_here = threading.current_thread() is threading.main_thread()
+            is_here = threading.current_thread() is caller
             called.append((name, is_here))
             return reader(*args, **kwargs)
 
